@@ -1,0 +1,129 @@
+"""Canonical JSON: the one place that calls orjson.
+
+Determinism depends on fixed orjson options, so every serialization and parse in stableprompt
+goes through :func:`canonical_json`, :func:`wire_json` or :func:`loads`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from typing import Any
+
+import orjson
+
+from ._exceptions import CanonicalizationError
+
+__all__ = ["canonical_json", "escape_pointer", "loads", "wire_json"]
+
+_PASSTHROUGH = (
+    orjson.OPT_PASSTHROUGH_DATACLASS
+    | orjson.OPT_PASSTHROUGH_DATETIME
+    | orjson.OPT_PASSTHROUGH_SUBCLASS
+)
+_CANONICAL = _PASSTHROUGH | orjson.OPT_SORT_KEYS
+_WIRE = _PASSTHROUGH
+
+_INT_MIN = -(2**63)
+_INT_MAX = 2**64 - 1
+
+
+def _reject(obj: Any) -> Any:
+    raise TypeError(type(obj).__name__)
+
+
+def escape_pointer(token: str | int) -> str:
+    """Escape one JSON pointer reference token (RFC 6901: ``~`` -> ``~0``, ``/`` -> ``~1``)."""
+    return str(token).replace("~", "~0").replace("/", "~1")
+
+
+def _problems(obj: Any, pointer: str) -> Iterator[tuple[str, str, str]]:
+    """Yield ``(pointer, code, what)`` for every value without a canonical JSON form."""
+    kind = type(obj)
+    if kind is str or kind is bool or obj is None:
+        return
+    if kind is int:
+        if not _INT_MIN <= obj <= _INT_MAX:
+            yield pointer, "canonical-int-range", f"integer {obj} outside the 64-bit range"
+        return
+    if kind is float:
+        if not math.isfinite(obj):
+            yield pointer, "canonical-nan", f"{obj!r} is not valid JSON (NaN/Infinity)"
+        return
+    if kind is dict:
+        for key, value in obj.items():
+            if type(key) is not str:
+                yield pointer, "canonical-key", f"non-string key {key!r} ({type(key).__name__})"
+                continue
+            yield from _problems(value, f"{pointer}/{escape_pointer(key)}")
+        return
+    if kind is list or kind is tuple:
+        for index, value in enumerate(obj):
+            yield from _problems(value, f"{pointer}/{index}")
+        return
+    if isinstance(obj, (set, frozenset)):
+        yield pointer, "canonical-set", "a set has no defined order; pass a sorted list"
+    elif isinstance(obj, (bytes, bytearray, memoryview)):
+        yield pointer, "canonical-bytes", "bytes are not JSON; decode to str first"
+    else:
+        yield pointer, "canonical-type", f"{kind.__name__} is not a JSON type"
+
+
+def _raise_first(obj: Any, cause: Exception | None) -> None:
+    for pointer, code, what in _problems(obj, ""):
+        raise CanonicalizationError(
+            f"cannot serialize: {what}", code=code, pointer=pointer
+        ) from cause
+    if cause is not None:  # orjson failed on something our walk accepts: surface it as ours
+        raise CanonicalizationError(f"cannot serialize: {cause}", pointer="") from cause
+
+
+def _dumps(obj: Any, option: int) -> bytes:
+    try:
+        data = orjson.dumps(obj, default=_reject, option=option)
+    except (TypeError, orjson.JSONEncodeError) as exc:
+        _raise_first(obj, exc)
+        raise  # pragma: no cover - _raise_first always raises when given a cause
+    # orjson writes NaN/Infinity as null: only a document containing null can hide one.
+    if b"null" in data:
+        _raise_first(obj, None)
+    return data
+
+
+def canonical_json(obj: Any) -> bytes:
+    """Serialize ``obj`` to canonical JSON bytes.
+
+    Canonical means: object keys sorted by code point, no whitespace, UTF-8 without ASCII
+    escaping, arrays in the given order. The output is a pure function of the value: identical
+    across processes, platforms and ``PYTHONHASHSEED``.
+
+    Args:
+        obj: JSON-compatible value: ``dict`` with ``str`` keys, ``list``/``tuple``, ``str``,
+            ``int`` (-2**63 .. 2**64-1), finite ``float``, ``bool``, ``None``. Subclasses
+            (enums, ``str`` subclasses), sets, bytes, dataclasses, datetimes are rejected.
+
+    Returns:
+        The UTF-8 JSON bytes.
+
+    Raises:
+        CanonicalizationError: naming the JSON pointer of the first offending value, with code
+            ``canonical-nan``, ``canonical-key``, ``canonical-set``, ``canonical-bytes``,
+            ``canonical-int-range`` or ``canonical-type``.
+    """
+    return _dumps(obj, _CANONICAL)
+
+
+def wire_json(obj: Any) -> bytes:
+    """Serialize ``obj`` compactly keeping dict insertion order (the order "as received").
+
+    Used to reproduce what a provider tokenizes from a request body, where key order matters.
+    Same value rules and errors as :func:`canonical_json`.
+    """
+    return _dumps(obj, _WIRE)
+
+
+def loads(data: bytes | bytearray | memoryview | str) -> Any:
+    """Parse JSON, preserving object key order. Raises ``orjson.JSONDecodeError`` (a
+    ``ValueError``) on malformed input; callers wrap it with their own location."""
+    return orjson.loads(data)
+

@@ -1,0 +1,247 @@
+"""The whole stableprompt error tree.
+
+Two families, split by cause. Every error carries a stable ``code`` slug that tests and
+callers match on, and, where it applies, a location: ``pointer`` (RFC 6901 JSON pointer),
+``segment`` (segment name such as ``tool:get_weather`` or ``messages[3]``) and ``offset``
+(byte offset)::
+
+    StablePromptError                      base; ``code``, ``pointer``, ``segment``, ``offset``
+    ├── InputError (ValueError)            the caller's input is wrong; never retryable
+    │   ├── CanonicalizationError          value has no canonical JSON form (NaN, set, bytes, ...)
+    │   ├── ToolError                      a tool definition is invalid
+    │   │   ├── ToolNameError              name breaks ``^[a-zA-Z0-9_-]{1,64}$``
+    │   │   ├── DuplicateToolError         two tools share a name
+    │   │   └── ToolSchemaError            input schema is not valid JSON Schema 2020-12
+    │   ├── PinnedHeadError                attempt to change a frozen head
+    │   ├── VolatileContentError           volatile content in the head (strict mode)
+    │   ├── TailSlotError (LookupError)    missing or undeclared volatile tail slot
+    │   ├── HistoryError                   malformed message or append-only violation
+    │   ├── BreakpointError                breakpoint budget or TTL ordering violated
+    │   ├── UsageParseError                provider usage object malformed
+    │   ├── CaptureError                   request capture (lint input) unreadable or empty
+    │   └── PolicyError (LookupError)      unknown provider in a cache-policy lookup/override
+    ├── ConfigurationError (RuntimeError)  environment problem: missing API key, tokenizer data
+    │   └── TokenizerUnavailableError      encoding cannot be loaded offline
+    ├── ProviderError                      the trip to the provider failed
+    │   ├── ProviderHTTPError              non-2xx answer; retryable for 408/409/429/5xx
+    │   ├── ProviderConnectionError        connection failed; retryable
+    │   └── ProviderTimeoutError           timed out; retryable
+    └── LedgerError (RuntimeError)         the ledger cannot be opened or migrated
+
+Errors are raised with ``raise ... from exc`` so the original cause stays attached.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "BreakpointError",
+    "CanonicalizationError",
+    "CaptureError",
+    "ConfigurationError",
+    "DuplicateToolError",
+    "HistoryError",
+    "InputError",
+    "LedgerError",
+    "PinnedHeadError",
+    "PolicyError",
+    "ProviderConnectionError",
+    "ProviderError",
+    "ProviderHTTPError",
+    "ProviderTimeoutError",
+    "StablePromptError",
+    "TailSlotError",
+    "TokenizerUnavailableError",
+    "ToolError",
+    "ToolNameError",
+    "ToolSchemaError",
+    "UsageParseError",
+    "VolatileContentError",
+]
+
+
+class StablePromptError(Exception):
+    """Base of every stableprompt error.
+
+    Attributes:
+        code: Stable slug naming the failure (e.g. ``"canonical-nan"``); tests match on it.
+        pointer: JSON pointer (RFC 6901) to the offending value, or ``None``.
+        segment: Name of the segment involved (``"system[0]"``, ``"tool:search"``), or ``None``.
+        offset: Byte offset involved, or ``None``.
+    """
+
+    code: str = "stableprompt-error"
+    retryable: bool = False
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        code: str | None = None,
+        pointer: str | None = None,
+        segment: str | None = None,
+        offset: int | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        if code is not None:
+            self.code = code
+        self.pointer = pointer
+        self.segment = segment
+        self.offset = offset
+
+    def __str__(self) -> str:
+        where = []
+        if self.segment is not None:
+            where.append(f"segment {self.segment}")
+        if self.pointer is not None:
+            where.append(f"at {self.pointer or '/'}")
+        if self.offset is not None:
+            where.append(f"byte {self.offset}")
+        suffix = f" [{', '.join(where)}]" if where else ""
+        return f"{self.message}{suffix} ({self.code})"
+
+
+class InputError(StablePromptError, ValueError):
+    """The caller's input is wrong. Never retryable."""
+
+    code = "input-invalid"
+
+
+class CanonicalizationError(InputError, TypeError):
+    """A value has no canonical JSON form (NaN/Infinity, non-string key, set, bytes, ...)."""
+
+    code = "canonical-invalid"
+
+
+class ToolError(InputError):
+    """A tool definition is invalid. ``tool`` names the tool when known."""
+
+    code = "tool-invalid"
+
+    def __init__(self, message: str, *, tool: str | None = None, **kwargs: object) -> None:
+        super().__init__(message, **kwargs)  # type: ignore[arg-type]
+        self.tool = tool
+        if tool is not None and self.segment is None:
+            self.segment = f"tool:{tool}"
+
+
+class ToolNameError(ToolError):
+    """A tool name breaks the provider rule ``^[a-zA-Z0-9_-]{1,64}$``."""
+
+    code = "tool-name-invalid"
+
+
+class DuplicateToolError(ToolError):
+    """Two tools in one ToolSet share a name."""
+
+    code = "tool-duplicate"
+
+
+class ToolSchemaError(ToolError):
+    """A tool's input schema is not valid JSON Schema 2020-12 (``pointer`` says where)."""
+
+    code = "tool-schema-invalid"
+
+
+class PinnedHeadError(InputError):
+    """An attempt to change a frozen pinned head. Build a new head (a new lineage) instead."""
+
+    code = "head-frozen"
+
+
+class VolatileContentError(InputError):
+    """Volatile content (timestamp, UUID, nonce, ...) found in the head in strict mode."""
+
+    code = "head-volatile"
+
+
+class TailSlotError(InputError, LookupError):
+    """A volatile tail slot is missing at render time, or was never declared."""
+
+    code = "tail-slot"
+
+
+class HistoryError(InputError):
+    """A malformed message, or an operation that would rewrite append-only history."""
+
+    code = "history-invalid"
+
+
+class BreakpointError(InputError):
+    """Cache breakpoints exceed the provider budget or put a shorter TTL before a longer one."""
+
+    code = "breakpoint-invalid"
+
+
+class UsageParseError(InputError):
+    """A provider usage object is malformed (missing required field, negative, wrong type)."""
+
+    code = "usage-invalid"
+
+
+class CaptureError(InputError):
+    """A request capture for ``stableprompt lint`` is unreadable, of unknown format, or empty."""
+
+    code = "capture-invalid"
+
+
+class PolicyError(InputError, LookupError):
+    """A cache-policy lookup or override names an unknown provider or an invalid value."""
+
+    code = "policy-invalid"
+
+
+class ConfigurationError(StablePromptError, RuntimeError):
+    """The environment is missing something (an API key variable, tokenizer data)."""
+
+    code = "configuration"
+
+
+class TokenizerUnavailableError(ConfigurationError):
+    """A tiktoken encoding cannot be loaded (offline, no cached data)."""
+
+    code = "tokenizer-unavailable"
+
+
+class ProviderError(StablePromptError):
+    """The trip to the provider failed. ``retryable`` says whether a retry may succeed."""
+
+    code = "provider-error"
+
+
+class ProviderHTTPError(ProviderError):
+    """The provider answered with a non-2xx status.
+
+    Attributes:
+        status_code: HTTP status.
+        body: Response body text (truncated to 2,000 characters), never containing the API key.
+        retryable: True for 408, 409, 429 and 5xx.
+    """
+
+    code = "provider-http"
+
+    def __init__(self, message: str, *, status_code: int, body: str = "", **kwargs: object) -> None:
+        super().__init__(message, **kwargs)  # type: ignore[arg-type]
+        self.status_code = status_code
+        self.body = body[:2000]
+        self.retryable = status_code in (408, 409, 429) or status_code >= 500
+
+
+class ProviderConnectionError(ProviderError):
+    """The connection to the provider failed. Retryable."""
+
+    code = "provider-connection"
+    retryable = True
+
+
+class ProviderTimeoutError(ProviderError):
+    """The request to the provider timed out. Retryable."""
+
+    code = "provider-timeout"
+    retryable = True
+
+
+class LedgerError(StablePromptError, RuntimeError):
+    """The ledger database cannot be opened, migrated or read."""
+
+    code = "ledger-error"

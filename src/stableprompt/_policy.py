@@ -1,0 +1,260 @@
+"""Provider prefix-cache rules as data: minimums, granularity, TTLs, breakpoint budgets, prices.
+
+Every number here is a provider fact that changes over time, so each entry carries its
+``source`` (doc URL or repository file) and ``as_of`` date. Users override any entry with
+:meth:`PolicyTable.with_overrides`; nothing in stableprompt hard-codes these numbers elsewhere.
+Lookups for an unknown model fall back to the provider's conservative default (the largest
+minimum the provider documents), and the returned policy says so (``conservative=True``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from fnmatch import fnmatchcase
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ._exceptions import PolicyError
+
+__all__ = ["POLICY_TABLE_VERSION", "CachePolicy", "PolicyTable", "cache_policy", "default_policies"]
+
+POLICY_TABLE_VERSION = "2026-11-30"
+
+_ANTHROPIC_DOC = "https://platform.claude.com/docs/en/build-with-claude/prompt-caching"
+_ANTHROPIC_SKILLS = "anthropics/skills@0da71c3b:skills/claude-api/shared/prompt-caching.md"
+_OPENAI_DOC = "https://developers.openai.com/api/docs/guides/prompt-caching"
+_GEMINI_DOC = "https://ai.google.dev/gemini-api/docs/caching"
+_DEEPSEEK_DOC = "https://api-docs.deepseek.com/guides/kv_cache"
+_BEDROCK_DOC = "https://docs.aws.amazon.com/bedrock/latest/userguide/prompt-caching.html"
+_VLLM_DOC = "vllm-project/vllm:docs/design/prefix_caching.md"
+_SGLANG_DOC = "sgl-project/sglang server args (radix cache, page_size)"
+_LLAMA_DOC = "ggml-org/llama.cpp@00efb3e1:tools/server/server-task.cpp"
+_OPENROUTER_DOC = "https://openrouter.ai/docs/features/prompt-caching"
+_XAI_DOC = "https://docs.x.ai/developers/advanced-api-usage/prompt-caching/usage-and-pricing"
+
+
+class CachePolicy(BaseModel):
+    """One provider/model family's prefix-cache rules.
+
+    Attributes:
+        provider: Provider family (``anthropic``, ``openai``, ``gemini``, ``deepseek``,
+            ``bedrock``, ``vllm``, ``sglang``, ``llama-cpp``, ``openrouter``, ``xai``).
+        model_pattern: ``fnmatch`` pattern over the model id (``"claude-opus-4-5*"``).
+        min_cacheable_tokens: Prefixes shorter than this (tokens) are never cached; both
+            cache counters report 0.
+        granularity_tokens: Reported cache reads are floored to a multiple of this (tokens).
+        recompute_last_token: The engine always recomputes the final prompt token (vLLM).
+        ttls_s: Available TTLs in seconds, default first; empty when there is no TTL (self-hosted
+            engines evict by capacity only).
+        ttl_refreshed_on_read: A cache read restarts the TTL clock.
+        breakpoint_budget: Maximum explicit cache breakpoints per request, ``None`` when the
+            provider caches automatically with no markers.
+        lookback_blocks: Blocks checked backwards from each breakpoint for an earlier entry.
+        automatic: Prefixes are cached without markers.
+        read_multiplier: Price of a cache-read token as a multiple of a fresh input token.
+        write_multipliers: Price of a cache-write token per TTL label (``{"5m": 1.25}``).
+        source: Where these numbers come from (URL or ``repo@commit:path``).
+        as_of: Date (ISO) the source was read.
+        conservative: True when the model is unknown and the provider default was used.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    provider: str
+    model_pattern: str = "*"
+    min_cacheable_tokens: int = Field(ge=0)
+    granularity_tokens: int = Field(default=1, ge=1)
+    recompute_last_token: bool = False
+    ttls_s: tuple[int, ...] = ()
+    ttl_refreshed_on_read: bool = True
+    breakpoint_budget: int | None = None
+    lookback_blocks: int | None = None
+    automatic: bool = True
+    read_multiplier: float = Field(default=1.0, ge=0)
+    write_multipliers: dict[str, float] = Field(default_factory=dict)
+    source: str
+    as_of: str
+    conservative: bool = False
+
+    @property
+    def default_ttl_s(self) -> int | None:
+        """The TTL (seconds) used when a request does not choose one; ``None`` if no TTL."""
+        return self.ttls_s[0] if self.ttls_s else None
+
+
+def _anthropic(pattern: str, minimum: int, source: str = _ANTHROPIC_SKILLS) -> CachePolicy:
+    return CachePolicy(
+        provider="anthropic",
+        model_pattern=pattern,
+        min_cacheable_tokens=minimum,
+        ttls_s=(300, 3600),
+        breakpoint_budget=4,
+        lookback_blocks=20,
+        automatic=False,
+        read_multiplier=0.1,
+        write_multipliers={"5m": 1.25, "1h": 2.0},
+        source=f"{source}; {_ANTHROPIC_DOC}",
+        as_of="2026-10-15",
+    )
+
+
+def _bedrock(pattern: str, minimum: int, ttls: tuple[int, ...]) -> CachePolicy:
+    return CachePolicy(
+        provider="bedrock",
+        model_pattern=pattern,
+        min_cacheable_tokens=minimum,
+        ttls_s=ttls,
+        breakpoint_budget=4,
+        lookback_blocks=20,
+        automatic=False,
+        read_multiplier=0.1,
+        write_multipliers={"5m": 1.25, "1h": 2.0},
+        source=_BEDROCK_DOC,
+        as_of="2026-08-07",
+    )
+
+
+def _openai(pattern: str, minimum: int, granularity: int, modern: bool) -> CachePolicy:
+    return CachePolicy(
+        provider="openai",
+        model_pattern=pattern,
+        min_cacheable_tokens=minimum,
+        granularity_tokens=granularity,
+        # GPT-5.6+: >= 30 min after the latest write or reuse; earlier: 5-10 min idle in memory.
+        ttls_s=(1800,) if modern else (300, 86400),
+        breakpoint_budget=4 if modern else None,
+        automatic=True,
+        # Pre-5.6 read discounts are model-dependent (50-90%, UNVERIFIED per model): 0.5 is the
+        # conservative end; override per model where the pricing page says otherwise.
+        read_multiplier=0.1 if modern else 0.5,
+        write_multipliers={"30m": 1.25} if modern else {},
+        source=_OPENAI_DOC,
+        as_of="2026-08-21",
+    )
+
+
+def _simple(provider: str, minimum: int, source: str, **kw: Any) -> CachePolicy:
+    return CachePolicy(provider=provider, min_cacheable_tokens=minimum, source=source, **kw)
+
+
+def default_policies() -> tuple[CachePolicy, ...]:
+    """The shipped table, most specific pattern first within each provider.
+
+    The last entry of each provider is its conservative default (pattern ``"*"``).
+    Sources are cited per entry; see ``shared/reference/PROVIDERS.md`` for the quotes.
+    """
+    return (
+        # Anthropic minimums: newest skills guidance (Opus 5 era). Sources disagree on Opus 4.7
+        # (2,048 vs 4,096); the newer source wins, override if your account measures otherwise.
+        _anthropic("claude-opus-5*", 512),
+        _anthropic("claude-fable-5-1*", 512),
+        _anthropic("claude-mythos-5-1*", 512),
+        _anthropic("claude-opus-4-8*", 1024),
+        _anthropic("claude-sonnet-5*", 1024),
+        _anthropic("claude-sonnet-4-6*", 1024),
+        _anthropic("claude-sonnet-4-5*", 1024),
+        _anthropic("claude-opus-4-1*", 1024),
+        _anthropic("claude-opus-4-0*", 1024),
+        _anthropic("claude-opus-4-2*", 1024),
+        _anthropic("claude-sonnet-4-0*", 1024),
+        _anthropic("claude-sonnet-4-2*", 1024),
+        _anthropic("claude-3-7-sonnet*", 1024, _ANTHROPIC_DOC),
+        _anthropic("claude-opus-4-7*", 2048),
+        _anthropic("claude-mythos-preview*", 2048),
+        _anthropic("claude-3-5-haiku*", 2048),
+        _anthropic("claude-3-haiku*", 2048, _ANTHROPIC_DOC),
+        _anthropic("claude-opus-4-6*", 4096),
+        _anthropic("claude-opus-4-5*", 4096),
+        _anthropic("claude-haiku-4-5*", 4096),
+        _anthropic("*", 4096).model_copy(update={"conservative": True}),
+        # OpenAI: GPT-5.6+ exact boundaries, 1,024 minimum; earlier: 2,048 minimum, 128 rounding.
+        _openai("gpt-5.6*", 1024, 1, modern=True),
+        _openai("gpt-5.7*", 1024, 1, modern=True),
+        _openai("gpt-5.8*", 1024, 1, modern=True),
+        _openai("gpt-6*", 1024, 1, modern=True),
+        _openai("*", 2048, 128, modern=False).model_copy(update={"conservative": True}),
+        _simple("gemini", 1024, _GEMINI_DOC, model_pattern="gemini-2.5-flash*",
+                ttls_s=(3600,), read_multiplier=0.25, as_of="2025-12-01"),
+        _simple("gemini", 4096, _GEMINI_DOC, ttls_s=(3600,), read_multiplier=0.25,
+                as_of="2026-06-26", conservative=True),
+        _simple("deepseek", 64, _DEEPSEEK_DOC, granularity_tokens=64, read_multiplier=0.1,
+                as_of="2026-08-01", conservative=True),
+        _bedrock("*claude-sonnet-4-6*", 1024, (300,)),
+        _bedrock("*claude-opus-4-5*", 4096, (300, 3600)),
+        _bedrock("*claude-sonnet-4-5*", 4096, (300, 3600)),
+        _bedrock("*claude-haiku-4-5*", 4096, (300, 3600)),
+        _bedrock("*", 4096, (300,)).model_copy(update={"conservative": True}),
+        _simple("vllm", 16, _VLLM_DOC, granularity_tokens=16, recompute_last_token=True,
+                as_of="2026-08-01", conservative=True),
+        _simple("sglang", 1, _SGLANG_DOC, recompute_last_token=True, as_of="2026-08-01",
+                conservative=True),
+        _simple("llama-cpp", 1, _LLAMA_DOC, recompute_last_token=True, as_of="2026-02-15",
+                conservative=True),
+        _simple("openrouter", 1024, _OPENROUTER_DOC, read_multiplier=0.1, ttls_s=(300,),
+                as_of="2026-08-01", conservative=True),
+        _simple("xai", 1024, _XAI_DOC, read_multiplier=0.25, as_of="2026-08-01",
+                conservative=True),
+    )
+
+
+class PolicyTable:
+    """An ordered, overridable table of :class:`CachePolicy` entries.
+
+    Lookup returns the first entry of the provider whose ``model_pattern`` matches the model id.
+    """
+
+    def __init__(self, policies: Iterable[CachePolicy] | None = None) -> None:
+        self._policies: tuple[CachePolicy, ...] = tuple(
+            default_policies() if policies is None else policies
+        )
+
+    @property
+    def policies(self) -> tuple[CachePolicy, ...]:
+        """All entries, in lookup order."""
+        return self._policies
+
+    @property
+    def providers(self) -> tuple[str, ...]:
+        """Provider families with at least one entry, sorted."""
+        return tuple(sorted({p.provider for p in self._policies}))
+
+    def lookup(self, provider: str, model: str) -> CachePolicy:
+        """Return the policy for ``model`` at ``provider``.
+
+        Raises:
+            PolicyError: ``provider`` has no entry (code ``policy-unknown-provider``).
+        """
+        for policy in self._policies:
+            if policy.provider == provider and fnmatchcase(model, policy.model_pattern):
+                return policy
+        raise PolicyError(
+            f"no cache policy for provider {provider!r}; known: {', '.join(self.providers)}",
+            code="policy-unknown-provider",
+        )
+
+    def with_overrides(self, *policies: CachePolicy) -> PolicyTable:
+        """Return a new table where ``policies`` take precedence over the existing entries."""
+        return PolicyTable((*policies, *self._policies))
+
+    def override(self, provider: str, model_pattern: str, **changes: Any) -> PolicyTable:
+        """Return a new table with one entry changed, e.g. ``min_cacheable_tokens=2048``.
+
+        The entry that currently matches ``model_pattern`` is copied with ``changes`` and put
+        first. Unknown field names raise :class:`PolicyError` (code ``policy-field``).
+        """
+        base = self.lookup(provider, model_pattern)
+        unknown = sorted(set(changes) - set(CachePolicy.model_fields))
+        if unknown:
+            raise PolicyError(f"unknown policy field(s): {', '.join(unknown)}", code="policy-field")
+        data = base.model_dump()
+        data.update(changes, model_pattern=model_pattern, conservative=False)
+        return self.with_overrides(CachePolicy.model_validate(data))
+
+
+_DEFAULT_TABLE = PolicyTable()
+
+
+def cache_policy(provider: str, model: str, table: PolicyTable | None = None) -> CachePolicy:
+    """Look up the cache policy for ``provider``/``model`` in ``table`` (default: shipped)."""
+    return (table or _DEFAULT_TABLE).lookup(provider, model)
