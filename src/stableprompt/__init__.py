@@ -3,7 +3,10 @@
 This module is the only public door: it re-exports the public names and holds no logic.
 """
 
+from ._builder import Conversation, PinnedHead, PromptBuilder
 from ._canonical import canonical_json
+from ._compaction import CacheEvent, CompactionPlan, plan_compaction
+from ._diff import Divergence, diff
 from ._exceptions import (
     BreakpointError,
     CanonicalizationError,
@@ -27,37 +30,75 @@ from ._exceptions import (
     ToolSchemaError,
     UsageParseError,
     VolatileContentError,
+    VolatileContentWarning,
+    WorkloadUnavailableError,
 )
+from ._fingerprint import Segment
+from ._ledger import Ledger, LedgerSpillWarning
+from ._messages import Message, ToolCall
 from ._policy import CachePolicy, PolicyTable, cache_policy
+from ._record import UsageRecord, export_otel
+from ._render import ProviderRequest, RenderedPrompt
+from ._request import SegmentedRequest, segment_request
+from ._tools import Repair, Tool, ToolSet
+from ._usage import CacheUsage
+from .providers import parse_stream, parse_usage
 
 __version__ = "0.1.0"
 
 __all__ = [
     "BreakpointError",
+    "CacheEvent",
     "CachePolicy",
+    "CacheUsage",
     "CanonicalizationError",
     "CaptureError",
+    "CompactionPlan",
     "ConfigurationError",
+    "Conversation",
+    "Divergence",
     "DuplicateToolError",
     "HistoryError",
     "InputError",
+    "Ledger",
     "LedgerError",
+    "LedgerSpillWarning",
+    "Message",
+    "PinnedHead",
     "PinnedHeadError",
     "PolicyError",
     "PolicyTable",
+    "PromptBuilder",
     "ProviderConnectionError",
     "ProviderError",
     "ProviderHTTPError",
+    "ProviderRequest",
     "ProviderTimeoutError",
+    "RenderedPrompt",
+    "Repair",
+    "Segment",
+    "SegmentedRequest",
     "StablePromptError",
     "TailSlotError",
     "TokenizerUnavailableError",
+    "Tool",
+    "ToolCall",
     "ToolError",
     "ToolNameError",
     "ToolSchemaError",
+    "ToolSet",
     "UsageParseError",
+    "UsageRecord",
     "VolatileContentError",
+    "VolatileContentWarning",
+    "WorkloadUnavailableError",
     "__version__",
     "cache_policy",
     "canonical_json",
+    "diff",
+    "export_otel",
+    "parse_stream",
+    "parse_usage",
+    "plan_compaction",
+    "segment_request",
 ]

@@ -6,6 +6,7 @@ goes through :func:`canonical_json`, :func:`wire_json` or :func:`loads`.
 
 from __future__ import annotations
 
+import enum
 import math
 from collections.abc import Iterator
 from typing import Any
@@ -61,7 +62,9 @@ def _problems(obj: Any, pointer: str) -> Iterator[tuple[str, str, str]]:
         for index, value in enumerate(obj):
             yield from _problems(value, f"{pointer}/{index}")
         return
-    if isinstance(obj, (set, frozenset)):
+    if isinstance(obj, enum.Enum):  # orjson writes enum members as their value
+        yield from _problems(obj.value, pointer)
+    elif isinstance(obj, (set, frozenset)):
         yield pointer, "canonical-set", "a set has no defined order; pass a sorted list"
     elif isinstance(obj, (bytes, bytearray, memoryview)):
         yield pointer, "canonical-bytes", "bytes are not JSON; decode to str first"
@@ -99,8 +102,9 @@ def canonical_json(obj: Any) -> bytes:
 
     Args:
         obj: JSON-compatible value: ``dict`` with ``str`` keys, ``list``/``tuple``, ``str``,
-            ``int`` (-2**63 .. 2**64-1), finite ``float``, ``bool``, ``None``. Subclasses
-            (enums, ``str`` subclasses), sets, bytes, dataclasses, datetimes are rejected.
+            ``int`` (-2**63 .. 2**64-1), finite ``float``, ``bool``, ``None``; enum members
+            are written as their value. Other subclasses of ``str``/``int``/``dict``, sets,
+            bytes, dataclasses and datetimes are rejected.
 
     Returns:
         The UTF-8 JSON bytes.

@@ -21,12 +21,15 @@ callers match on, and, where it applies, a location: ``pointer`` (RFC 6901 JSON 
     │   ├── CaptureError                   request capture (lint input) unreadable or empty
     │   └── PolicyError (LookupError)      unknown provider in a cache-policy lookup/override
     ├── ConfigurationError (RuntimeError)  environment problem: missing API key, tokenizer data
-    │   └── TokenizerUnavailableError      encoding cannot be loaded offline
+    │   ├── TokenizerUnavailableError      encoding cannot be loaded offline
+    │   └── WorkloadUnavailableError       benchmark data (BFCL) cannot be fetched or read
     ├── ProviderError                      the trip to the provider failed
     │   ├── ProviderHTTPError              non-2xx answer; retryable for 408/409/429/5xx
     │   ├── ProviderConnectionError        connection failed; retryable
     │   └── ProviderTimeoutError           timed out; retryable
     └── LedgerError (RuntimeError)         the ledger cannot be opened or migrated
+
+    VolatileContentWarning (UserWarning)   volatile content in the head (default mode)
 
 Errors are raised with ``raise ... from exc`` so the original cause stays attached.
 """
@@ -56,6 +59,8 @@ __all__ = [
     "ToolSchemaError",
     "UsageParseError",
     "VolatileContentError",
+    "VolatileContentWarning",
+    "WorkloadUnavailableError",
 ]
 
 
@@ -203,6 +208,16 @@ class TokenizerUnavailableError(ConfigurationError):
     code = "tokenizer-unavailable"
 
 
+class WorkloadUnavailableError(ConfigurationError):
+    """Benchmark workload data (the BFCL v4 wheel from PyPI) cannot be fetched, verified or read.
+
+    The message says what failed and how to fix it: reach PyPI, set ``STABLEPROMPT_CACHE_DIR`` to
+    a writable directory, or pre-download the wheel and point ``STABLEPROMPT_BFCL_WHEEL`` at it.
+    """
+
+    code = "workload-unavailable"
+
+
 class ProviderError(StablePromptError):
     """The trip to the provider failed. ``retryable`` says whether a retry may succeed."""
 
@@ -245,3 +260,24 @@ class LedgerError(StablePromptError, RuntimeError):
     """The ledger database cannot be opened, migrated or read."""
 
     code = "ledger-error"
+
+
+class VolatileContentWarning(UserWarning):
+    """Volatile content (timestamp, UUID, nonce, ...) found in the head (default mode).
+
+    Attributes:
+        segment: Segment holding it (``system[0]``, ``tool:search``).
+        kind: Volatile kind (``timestamp``, ``uuid``, ...).
+        text: The matched text.
+        start: Character offset of the match in the block text.
+        offset: Byte offset of the match in the rendered head data.
+    """
+
+    def __init__(self, message: str, *, segment: str, kind: str, text: str, start: int,
+                 offset: int) -> None:
+        super().__init__(message)
+        self.segment = segment
+        self.kind = kind
+        self.text = text
+        self.start = start
+        self.offset = offset

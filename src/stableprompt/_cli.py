@@ -1,0 +1,127 @@
+"""The ``stableprompt`` command line: a thin dispatcher over self-contained subcommands.
+
+Each subcommand lives next to the code it drives and exposes a :class:`Subcommand`. To add
+one, add a line to :data:`SUBCOMMANDS` (name -> ``"module:attribute"``); a module is imported
+only when the parser is built, and a module that fails to import leaves the rest of the CLI
+working. :func:`register` adds one at run time (plugins, tests).
+
+Errors are one line on stderr, never a traceback: usage errors exit 2, failures of the
+command (any :class:`~stableprompt.StablePromptError` or ``OSError``) exit 1, Ctrl-C exits 130.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import NoReturn
+
+from ._exceptions import StablePromptError
+
+__all__ = ["SUBCOMMANDS", "Subcommand", "main", "register"]
+
+PROG = "stableprompt"
+
+
+@dataclass(frozen=True)
+class Subcommand:
+    """One ``stableprompt <name>`` command.
+
+    Attributes:
+        name: The word after ``stableprompt``.
+        help: One-line description for ``stableprompt --help``.
+        add_arguments: Adds the command's arguments (or nested subparsers) to its parser.
+        run: Runs the command with the parsed namespace; returns the exit status.
+    """
+
+    name: str
+    help: str
+    add_arguments: Callable[[argparse.ArgumentParser], None]
+    run: Callable[[argparse.Namespace], int]
+
+
+#: Subcommand name -> ``"module:attribute"`` of its :class:`Subcommand`.
+SUBCOMMANDS: dict[str, str] = {
+    "emulator": "stableprompt.emulator._command:SUBCOMMAND",
+    "lint": "stableprompt._lint:SUBCOMMAND",
+}
+
+_REGISTERED: dict[str, Subcommand] = {}
+
+
+def register(command: Subcommand) -> None:
+    """Add (or replace) a subcommand at run time."""
+    _REGISTERED[command.name] = command
+
+
+class UsageError(Exception):
+    """Bad command-line input; the message is the whole one-line report."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"{self.prog}: error: {message}")
+
+
+def _load(name: str, spec: str) -> Subcommand:
+    module_name, _, attribute = spec.partition(":")
+    try:
+        command = getattr(importlib.import_module(module_name), attribute)
+    except Exception as exc:  # a broken optional module must not break the whole CLI
+        reason = f"{type(exc).__name__}: {exc}"
+
+        def unavailable(_: argparse.Namespace) -> int:
+            raise UsageError(f"{PROG}: error: command {name!r} is unavailable ({reason})")
+
+        return Subcommand(name, f"(unavailable: {reason})", lambda _: None, unavailable)
+    if not isinstance(command, Subcommand):
+        raise TypeError(f"{spec} is not a Subcommand")
+    return command
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The full parser with every known subcommand."""
+    from . import __version__
+
+    parser = _Parser(prog=PROG, description="Cache-friendly prompts for LLM agent harnesses, "
+                     "with measured prefix-cache hit rates.")
+    parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    commands = {name: _load(name, spec) for name, spec in SUBCOMMANDS.items()}
+    commands.update(_REGISTERED)
+    for name in sorted(commands):
+        command = commands[name]
+        child = sub.add_parser(name, help=command.help, description=command.help)
+        command.add_arguments(child)
+        child.set_defaults(_run=command.run)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the CLI with ``argv`` (default ``sys.argv[1:]``); return the exit status."""
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    try:
+        parser = build_parser()
+        args = parser.parse_args(args_list)
+        run: Callable[[argparse.Namespace], int] | None = getattr(args, "_run", None)
+        if run is None:
+            names = ", ".join(sorted({*SUBCOMMANDS, *_REGISTERED}))
+            raise UsageError(f"{PROG}: error: a command is required ({names}); see --help")
+        return run(args)
+    except UsageError as exc:
+        print(str(exc), file=sys.stderr)
+        return 2
+    except SystemExit as exc:  # --help / --version
+        return exc.code if isinstance(exc.code, int) else 0
+    except KeyboardInterrupt:
+        print(f"{PROG}: interrupted", file=sys.stderr)
+        return 130
+    except (StablePromptError, OSError) as exc:
+        print(f"{PROG}: error: {_one_line(str(exc))}", file=sys.stderr)
+        return 1
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())

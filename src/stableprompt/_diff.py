@@ -1,0 +1,339 @@
+"""Longest common prefix and first divergence between two prompts, with a likely cause.
+
+Works on anything segmented: :class:`~stableprompt.RenderedPrompt`,
+:class:`~stableprompt.ProviderRequest` and :class:`SegmentedRequest` (bodies captured from any
+harness). Because segment digests are chained, the first divergent segment is found by binary
+search over ``prefix_digest`` (O(log n) digest comparisons), and only that segment is parsed.
+
+Causes (stable slugs): ``model-change``, ``param-change``, ``tool-added``, ``tool-removed``,
+``tool-reorder``, ``key-order``, ``whitespace``, ``volatile-token``, ``history-rewrite``,
+``content-edit``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from ._canonical import canonical_json, escape_pointer, loads, wire_json
+from ._fingerprint import Segment
+from ._volatility import scan_volatile
+
+__all__ = ["CAUSES", "Divergence", "Segmented", "diff", "first_divergent_index", "lcp_bytes"]
+
+CAUSES = (
+    "model-change",
+    "param-change",
+    "tool-added",
+    "tool-removed",
+    "tool-reorder",
+    "key-order",
+    "whitespace",
+    "volatile-token",
+    "history-rewrite",
+    "content-edit",
+)
+
+_SNIPPET = 32
+_WS = re.compile(r"\s+")
+
+
+class Segmented(Protocol):
+    """Anything with ordered segments over a byte buffer (``data[s.start:s.end]``)."""
+
+    @property
+    def segments(self) -> tuple[Segment, ...]: ...
+
+    @property
+    def data(self) -> bytes: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Divergence:
+    """Where and why a request stops sharing its predecessor's prefix.
+
+    Attributes:
+        offset: Byte offset of the first differing byte in segment data (== ``lcp_bytes``).
+        segment: Name of the first divergent segment of the predecessor (``system[0]``), or of
+            the later request when the predecessor ran out.
+        segment_kind: ``param``, ``tool``, ``system``, ``message`` or ``tail``.
+        segment_index: Index of that segment in the predecessor's segment list.
+        path: JSON pointer of the first differing value in the provider body (or in the
+            segment, for SDK renders), e.g. ``/system/0/text``.
+        cause: One of :data:`CAUSES`.
+        detail: Human detail: the volatile kind, the parameter, the tools involved, ...
+        snippet_a: Up to 32 bytes either side of the divergence in the predecessor (UTF-8 text).
+        snippet_b: The same window in the later request.
+    """
+
+    offset: int
+    segment: str
+    segment_kind: str
+    segment_index: int
+    path: str
+    cause: str
+    detail: str
+    snippet_a: str
+    snippet_b: str
+
+    @property
+    def lcp_bytes(self) -> int:
+        """Longest common prefix in bytes (same as ``offset``)."""
+        return self.offset
+
+    def __str__(self) -> str:
+        detail = f" ({self.detail})" if self.detail else ""
+        return (
+            f"prefix diverges at byte {self.offset} in segment {self.segment} "
+            f"at {self.path or '/'}: {self.cause}{detail}\n"
+            f"  before: {self.snippet_a!r}\n  after:  {self.snippet_b!r}"
+        )
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready dict: ``segment, path, offset, cause, detail`` plus snippets."""
+        return {
+            "segment": self.segment,
+            "segment_kind": self.segment_kind,
+            "path": self.path,
+            "offset": self.offset,
+            "cause": self.cause,
+            "detail": self.detail,
+            "snippet_a": self.snippet_a,
+            "snippet_b": self.snippet_b,
+        }
+
+
+def _cacheable(segments: Sequence[Segment]) -> Sequence[Segment]:
+    """Drop trailing volatile tail segments: they are never part of a cached prefix."""
+    end = len(segments)
+    while end and segments[end - 1].kind == "tail":
+        end -= 1
+    return segments[:end]
+
+
+def first_divergent_index(a: Sequence[Segment], b: Sequence[Segment]) -> int:
+    """Index of the first segment of ``a`` whose chained digest differs from ``b``'s.
+
+    Returns ``len(a)`` when every segment of ``a`` is a prefix of ``b``. Chained digests are
+    monotone (once different, different forever), so this is a binary search.
+    """
+    lo, hi = 0, min(len(a), len(b))
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if a[mid].prefix_digest == b[mid].prefix_digest:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+def _common_prefix_len(x: bytes, y: bytes) -> int:
+    n = min(len(x), len(y))
+    if x[:n] == y[:n]:
+        return n
+    lo, hi = 0, n  # invariant: x[:lo] == y[:lo], x[:hi] != y[:hi]
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if x[:mid] == y[:mid]:
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+def lcp_bytes(a: Segmented, b: Segmented) -> int:
+    """Longest common prefix, in segment-data bytes, of ``a``'s cacheable part and ``b``."""
+    sa = _cacheable(a.segments)
+    i = first_divergent_index(sa, b.segments)
+    if i == len(sa):
+        return sa[-1].end if sa else 0
+    if i >= len(b.segments):
+        return b.segments[-1].end if b.segments else 0
+    x, y = sa[i], b.segments[i]
+    if x.kind != y.kind:
+        return x.start
+    return x.start + _common_prefix_len(a.data[x.start:x.end], b.data[y.start:y.end])
+
+
+def _same(x: Any, y: Any) -> bool:
+    """Order-sensitive JSON equality (dict key order matters, ``1 != 1.0 != True``)."""
+    return type(x) is type(y) and wire_json(x) == wire_json(y)
+
+
+def _first_json_difference(x: Any, y: Any, pointer: str) -> tuple[str, str]:
+    """Return ``(pointer, how)`` of the first difference between two JSON values in order."""
+    if isinstance(x, dict) and isinstance(y, dict):
+        kx, ky = list(x), list(y)
+        for key_x, key_y in zip(kx, ky, strict=False):
+            if key_x != key_y:
+                how = "key-order" if set(kx) == set(ky) else "keys"
+                return pointer, how
+            if not _same(x[key_x], y[key_y]):
+                return _first_json_difference(x[key_x], y[key_y],
+                                              f"{pointer}/{escape_pointer(key_x)}")
+        if len(kx) != len(ky):
+            longer = kx if len(kx) > len(ky) else ky
+            return f"{pointer}/{escape_pointer(longer[min(len(kx), len(ky))])}", "keys"
+        return pointer, "equal"
+    if isinstance(x, list) and isinstance(y, list):
+        for index, (vx, vy) in enumerate(zip(x, y, strict=False)):
+            if not _same(vx, vy):
+                return _first_json_difference(vx, vy, f"{pointer}/{index}")
+        if len(x) != len(y):
+            return f"{pointer}/{min(len(x), len(y))}", "length"
+        return pointer, "equal"
+    if type(x) is not type(y):
+        return pointer, "type"
+    return pointer, "value"
+
+
+def _value_at(doc: Any, pointer: str) -> Any:
+    for token in pointer.split("/")[1:]:
+        token = token.replace("~1", "/").replace("~0", "~")
+        if isinstance(doc, dict):
+            doc = doc.get(token)
+        elif isinstance(doc, list) and token.isdigit() and int(token) < len(doc):
+            doc = doc[int(token)]
+        else:
+            return None
+    return doc
+
+
+def _strip_ws(value: Any) -> Any:
+    if isinstance(value, str):
+        return _WS.sub("", value)
+    if isinstance(value, dict):
+        return {k: _strip_ws(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_strip_ws(v) for v in value]
+    return value
+
+
+def _volatile_kind(x: str, y: str) -> str | None:
+    """Kind of a volatile token inside the differing region of ``x`` vs ``y``, if any.
+
+    The differing region runs from the first differing character to where the two texts
+    share their common suffix: a changed clock, or a timestamp inserted/removed on one side.
+    """
+    n = min(len(x), len(y))
+    index = next((i for i in range(n) if x[i] != y[i]), n)
+    suffix = 0
+    while suffix < n - index and x[len(x) - 1 - suffix] == y[len(y) - 1 - suffix]:
+        suffix += 1
+    for text in (x, y):
+        end = max(len(text) - suffix, index + 1)
+        for span in scan_volatile(text):
+            if span.start < end and span.end > index:
+                return span.kind
+    return None
+
+
+def _body_path(segment: Segment, inner: str) -> str:
+    """Map a pointer inside a segment's JSON to a pointer in the provider body."""
+    if segment.name.endswith(".rest"):
+        return f"{segment.path}{inner}"
+    for wrapper, replacement in (("/block", ""), ("/content", "/content"), ("/role", "/role")):
+        if inner == wrapper or inner.startswith(wrapper + "/"):
+            if wrapper == "/role" and ".content[" in segment.name:
+                base = segment.path.rsplit("/content/", 1)[0]
+                return f"{base}/role"
+            return f"{segment.path}{replacement}{inner[len(wrapper):]}"
+    return f"{segment.path}{inner}"
+
+
+def _labels(segments: Sequence[Segment], kind: str) -> list[str]:
+    return [s.label for s in segments if s.kind == kind]
+
+
+def _snippet(data: bytes, offset: int) -> str:
+    return data[max(0, offset - _SNIPPET): offset + _SNIPPET].decode("utf-8", "replace")
+
+
+def _classify(
+    a: Segmented, b: Segmented, x: Segment | None, y: Segment | None
+) -> tuple[str, str, str]:
+    """Return ``(cause, detail, path)`` for the first divergent pair of segments."""
+    seg = x if x is not None else y
+    assert seg is not None
+    kinds = {s.kind for s in (x, y) if s is not None}
+    if "param" in kinds:
+        name = (x if x is not None and x.kind == "param" else y).label  # type: ignore[union-attr]
+        if name == "model":
+            return "model-change", "model", "/model"
+        return "param-change", name, f"/{name}"
+    if "tool" in kinds:
+        tools_a, tools_b = _labels(a.segments, "tool"), _labels(b.segments, "tool")
+        added = sorted(set(tools_b) - set(tools_a))
+        removed = sorted(set(tools_a) - set(tools_b))
+        if removed:
+            return "tool-removed", ", ".join(removed), seg.path
+        if added:
+            return "tool-added", ", ".join(added), seg.path
+        if tools_a != tools_b and x is not None and y is not None and x.label != y.label:
+            return "tool-reorder", f"{x.label} -> {y.label} at {x.name}", seg.path
+    if x is None or y is None:
+        return "history-rewrite", "request has fewer segments than its predecessor", seg.path
+    if x.kind != y.kind or x.name != y.name:
+        if x.kind == "message" or y.kind == "message":
+            return "history-rewrite", f"{x.name} became {y.name}", x.path
+        return "content-edit", f"{x.name} became {y.name}", x.path
+    xa, yb = a.data[x.start:x.end], b.data[y.start:y.end]
+    try:
+        vx, vy = loads(xa), loads(yb)
+    except ValueError:
+        return "content-edit", "", x.path
+    inner, how = _first_json_difference(vx, vy, "")
+    path = _body_path(x, inner)
+    if how == "key-order" or (how != "equal" and canonical_json(vx) == canonical_json(vy)):
+        return "key-order", "same keys and values in a different order", path
+    if _strip_ws(vx) == _strip_ws(vy):
+        if x.kind == "message":
+            return "history-rewrite", f"already-sent {x.name} changed in whitespace only", path
+        return "whitespace", "only whitespace differs", path
+    sx, sy = _value_at(vx, inner), _value_at(vy, inner)
+    if isinstance(sx, str) and isinstance(sy, str):
+        kind = _volatile_kind(sx, sy)
+        if kind is not None:
+            return "volatile-token", kind, path
+    if x.kind == "message":
+        return "history-rewrite", f"already-sent {x.name} changed ({how})", path
+    return "content-edit", f"{x.kind} content changed ({how})", path
+
+
+def diff(a: Segmented, b: Segmented) -> Divergence | None:
+    """Compare a predecessor ``a`` with a later prompt ``b``.
+
+    The predecessor's trailing volatile tail segments are ignored (never cached).
+
+    Args:
+        a: The earlier render/request (same lineage).
+        b: The later render/request.
+
+    Returns:
+        ``None`` when ``a``'s cacheable segments are a byte prefix of ``b``'s segments, else the
+        :class:`Divergence` (first divergent byte, segment, JSON path, cause, snippets).
+    """
+    sa, sb = _cacheable(a.segments), b.segments
+    i = first_divergent_index(sa, sb)
+    if i == len(sa):
+        return None
+    x = sa[i]
+    y = sb[i] if i < len(sb) else None
+    if y is None or x.kind != y.kind:
+        offset = x.start
+    else:
+        offset = x.start + _common_prefix_len(a.data[x.start:x.end], b.data[y.start:y.end])
+    cause, detail, path = _classify(a, b, x, y)
+    return Divergence(
+        offset=offset,
+        segment=x.name,
+        segment_kind=x.kind,
+        segment_index=i,
+        path=path,
+        cause=cause,
+        detail=detail,
+        snippet_a=_snippet(a.data, offset),
+        snippet_b=_snippet(b.data, offset),
+    )

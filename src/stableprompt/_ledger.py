@@ -1,0 +1,840 @@
+"""The ledger: one SQLite row per provider call, safe from many threads and processes.
+
+Storage is stdlib ``sqlite3`` in WAL mode with a busy timeout; the schema is versioned with
+``PRAGMA user_version`` and upgraded by :data:`_MIGRATIONS`. Column names follow the
+OpenTelemetry GenAI semantic conventions where one exists (``"gen_ai.usage.input_tokens"``,
+``"gen_ai.usage.cache_read.input_tokens"``, ...; see :data:`COLUMNS`), so the table reads like
+exported spans.
+
+A failed write never raises into the caller and never silently loses the record: transient
+``SQLITE_BUSY``/``SQLITE_LOCKED`` errors are retried with backoff; then the record is appended as
+one JSON line to ``<db>.spill.jsonl`` next to the database, or to a spill file in a
+user-writable fallback directory, or, as the last resort, kept in :attr:`Ledger.unflushed`.
+Each spill target is announced once with a :class:`LedgerSpillWarning`. :meth:`Ledger.replay_spill`
+imports spilled records back (idempotent by ``record_id``).
+
+Durability: ``synchronous=NORMAL`` in WAL mode; a committed row survives the writing process
+being killed (it is in the WAL file), though not necessarily a power loss
+(https://www.sqlite.org/wal.html, https://www.sqlite.org/pragma.html#pragma_synchronous).
+
+Privacy: the database, its ``-wal``/``-shm`` files and spill files are created with mode 0600.
+Request text (``content``) is stored only with ``store_content=True``. Records have no header
+fields; anything shaped like an API key is scrubbed from the free-text fields by
+``_record.redact`` before writing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import io
+import logging
+import os
+import random
+import re
+import sqlite3
+import tempfile
+import threading
+import time
+import warnings
+import weakref
+from collections.abc import Iterable, Iterator, Mapping
+from datetime import datetime, timezone
+from pathlib import Path
+from types import TracebackType
+from typing import IO, Any, Literal
+
+from ._canonical import canonical_json, loads
+from ._exceptions import InputError, LedgerError
+from ._record import OTEL_ATTRIBUTES, UsageRecord, redact
+
+try:  # POSIX advisory locks keep spill appends and replays from racing; absent on Windows.
+    import fcntl
+except ImportError:  # pragma: no cover - Windows
+    fcntl = None  # type: ignore[assignment]
+
+__all__ = ["COLUMNS", "SCHEMA_VERSION", "Ledger", "LedgerSpillWarning", "WriteOutcome"]
+
+_log = logging.getLogger("stableprompt.ledger")
+
+WriteOutcome = Literal["committed", "spilled", "unflushed"]
+"""Where :meth:`Ledger.write` put the record: the database, a spill file, or memory."""
+
+
+class LedgerSpillWarning(UserWarning):
+    """A ledger write failed and the record went to a spill file (or memory) instead."""
+
+
+# --------------------------------------------------------------------------- schema
+
+_FIELDS = (
+    "record_id",
+    "ts_utc",
+    "session_id",
+    "turn",
+    "scenario",
+    "wire_format",
+    "provider",
+    "model",
+    "lineage",
+    "request_fingerprint",
+    "predecessor_id",
+    "lcp_bytes",
+    "lcp_tokens",
+    "request_tokens",
+    "predicted_cache_read_tokens",
+    "input_tokens_total",
+    "uncached_tokens",
+    "cache_read_tokens",
+    "cache_write_tokens",
+    "cache_write_5m_tokens",
+    "cache_write_1h_tokens",
+    "output_tokens",
+    "usage_inconsistent",
+    "usage_raw",
+    "verdict",
+    "verdict_detail",
+    "latency_ms",
+    "ttft_ms",
+    "status_code",
+    "error_class",
+    "diagnostics",
+    "response_id",
+    "content",
+)
+
+COLUMNS: Mapping[str, str] = {field: OTEL_ATTRIBUTES.get(field, field) for field in _FIELDS}
+"""``UsageRecord`` field -> column of table ``calls``: the OpenTelemetry name where one exists
+(:data:`OTEL_ATTRIBUTES`, e.g. ``cache_read_tokens`` -> ``gen_ai.usage.cache_read.input_tokens``),
+else the field name. A new record field needs a migration adding its column here."""
+
+_JSON_FIELDS = frozenset({"usage_raw", "verdict_detail", "diagnostics"})
+
+_MIGRATIONS: tuple[tuple[str, ...], ...] = (
+    # v1: create.
+    (
+        """CREATE TABLE calls (
+            "record_id" TEXT PRIMARY KEY NOT NULL,
+            "ts_utc" TEXT NOT NULL,
+            "gen_ai.conversation.id" TEXT,
+            "turn" INTEGER,
+            "scenario" TEXT,
+            "wire_format" TEXT NOT NULL,
+            "gen_ai.provider.name" TEXT,
+            "gen_ai.request.model" TEXT,
+            "lineage" TEXT,
+            "request_fingerprint" TEXT,
+            "predecessor_id" TEXT,
+            "lcp_bytes" INTEGER,
+            "lcp_tokens" INTEGER,
+            "request_tokens" INTEGER,
+            "predicted_cache_read_tokens" INTEGER,
+            "gen_ai.usage.input_tokens" INTEGER,
+            "uncached_tokens" INTEGER,
+            "gen_ai.usage.cache_read.input_tokens" INTEGER,
+            "gen_ai.usage.cache_creation.input_tokens" INTEGER,
+            "cache_write_5m_tokens" INTEGER,
+            "cache_write_1h_tokens" INTEGER,
+            "gen_ai.usage.output_tokens" INTEGER,
+            "usage_inconsistent" INTEGER NOT NULL DEFAULT 0,
+            "usage_raw" TEXT,
+            "verdict" TEXT NOT NULL,
+            "verdict_detail" TEXT NOT NULL DEFAULT '{}',
+            "latency_ms" REAL,
+            "ttft_ms" REAL,
+            "http.response.status_code" INTEGER,
+            "error.type" TEXT,
+            "diagnostics" TEXT,
+            "gen_ai.response.id" TEXT,
+            "content" TEXT
+        )""",
+        'CREATE INDEX calls_lineage_ts ON calls ("lineage", "ts_utc")',
+        'CREATE INDEX calls_conversation_ts ON calls ("gen_ai.conversation.id", "ts_utc")',
+        'CREATE INDEX calls_ts ON calls ("ts_utc")',
+    ),
+)
+"""Schema migrations: entry ``i`` upgrades ``user_version`` ``i`` to ``i + 1``. Append a tuple
+of statements for v2; never edit a shipped entry. Each upgrade runs in one transaction."""
+
+SCHEMA_VERSION = len(_MIGRATIONS)
+"""Schema version this stableprompt writes (``PRAGMA user_version``)."""
+
+_SQLITE_BUSY = 5
+_SQLITE_LOCKED = 6
+_WRITE_ATTEMPTS = 4
+_BACKOFF_S = 0.025
+
+
+def _quote(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+_SELECT_COLUMNS = ", ".join(_quote(column) for column in COLUMNS.values())
+_INSERT = (
+    f"INSERT OR IGNORE INTO calls ({_SELECT_COLUMNS}) VALUES ({', '.join('?' for _ in COLUMNS)})"
+)
+
+
+def _ts_text(ts: datetime) -> str:
+    # Fixed width (microseconds always present) so text order is time order.
+    return ts.astimezone(timezone.utc).isoformat(timespec="microseconds")
+
+
+def _to_row(record: UsageRecord) -> tuple[Any, ...]:
+    row: list[Any] = []
+    for field in COLUMNS:
+        value = getattr(record, field)
+        if field == "ts_utc":
+            value = _ts_text(value)
+        elif field in _JSON_FIELDS:
+            value = None if value is None else canonical_json(value).decode("utf-8")
+        elif field == "usage_inconsistent":
+            value = int(value)
+        row.append(value)
+    return tuple(row)
+
+
+def _from_row(row: tuple[Any, ...]) -> UsageRecord:
+    data: dict[str, Any] = {}
+    for field, value in zip(COLUMNS, row, strict=True):
+        if value is None:
+            if field == "verdict_detail":
+                value = {}
+            elif field == "usage_inconsistent":
+                value = False
+            else:
+                continue
+        elif field == "ts_utc":
+            value = datetime.fromisoformat(value)
+        elif field in _JSON_FIELDS:
+            value = loads(value)
+        elif field == "usage_inconsistent":
+            value = bool(value)
+        elif field in ("latency_ms", "ttft_ms"):
+            value = float(value)
+        data[field] = value
+    return UsageRecord.model_validate(data)
+
+
+def _is_transient(exc: BaseException) -> bool:
+    if not isinstance(exc, sqlite3.OperationalError):
+        return False
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code is not None:
+        return code & 0xFF in (_SQLITE_BUSY, _SQLITE_LOCKED)
+    text = str(exc).lower()
+    return "locked" in text or "busy" in text
+
+
+def _default_fallback_dirs() -> list[Path]:
+    dirs: list[Path] = []
+    with contextlib.suppress(RuntimeError, KeyError):
+        dirs.append(Path.home() / ".cache" / "stableprompt" / "spill")
+    uid = getattr(os, "getuid", lambda: "user")()
+    dirs.append(Path(tempfile.gettempdir()) / f"stableprompt-spill-{uid}")
+    return dirs
+
+
+def _append_line(path: Path, line: bytes) -> None:
+    """Append one line to ``path`` (created 0600), atomically w.r.t. other appenders/replays."""
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0)
+    for _ in range(5):
+        fd = os.open(path, flags, 0o600)
+        try:
+            if fcntl is not None:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+                try:  # a replay may have renamed the file away while we waited
+                    same = os.stat(path).st_ino == os.fstat(fd).st_ino
+                except FileNotFoundError:
+                    same = False
+                if not same:
+                    continue
+            os.write(fd, line + b"\n")
+            os.fsync(fd)
+            return
+        finally:
+            os.close(fd)
+    raise OSError(f"spill file {path} kept moving while appending")
+
+
+def _after_fork_in_child() -> None:
+    for ledger in list(_LIVE):
+        ledger._forget_inherited()
+
+
+_LIVE: weakref.WeakSet[Ledger] = weakref.WeakSet()
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+class Ledger:
+    """SQLite ledger of :class:`UsageRecord` rows, table ``calls``.
+
+    Safe to share between threads (one connection behind a lock) and to open from several
+    processes at once (SQLite WAL, busy timeout). After ``os.fork()`` the child opens its own
+    connection. ``close()`` releases the connection; a later call reopens it.
+
+    Args:
+        path: Database file. Created with mode 0600 if missing (missing parent directories
+            with 0700).
+        store_content: Keep request text (``UsageRecord.content``); otherwise it is set to
+            ``None`` before writing.
+        busy_timeout_s: How long SQLite waits for another writer's lock (seconds).
+        fallback_dir: Directory for the spill file when the database's own directory is not
+            writable. Default: ``~/.cache/stableprompt/spill``, then
+            ``<tempdir>/stableprompt-spill-<uid>``.
+
+    Opening never raises for an unusable path: writes spill (see module docs) and reads raise
+    :class:`LedgerError`.
+
+    Attributes:
+        path: Absolute database path.
+        spill_path: ``<db>.spill.jsonl`` next to the database.
+        unflushed: Records no storage would take (last resort); :meth:`replay_spill` retries them.
+        open_error: Why the database could not be opened, or ``None``.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        store_content: bool = False,
+        busy_timeout_s: float = 5.0,
+        fallback_dir: str | os.PathLike[str] | None = None,
+    ) -> None:
+        self.path = Path(os.path.abspath(os.fspath(path)))
+        self.spill_path = self.path.with_name(self.path.name + ".spill.jsonl")
+        self.store_content = store_content
+        self.busy_timeout_s = busy_timeout_s
+        self._fallback_dirs = (
+            [Path(fallback_dir)] if fallback_dir is not None else _default_fallback_dirs()
+        )
+        tag = hashlib.sha256(str(self.path).encode("utf-8")).hexdigest()[:16]
+        self._fallback_name = f"{tag}.{self.path.name}.spill.jsonl"
+        self.unflushed: list[UsageRecord] = []
+        self.open_error: BaseException | None = None
+        self._conn: sqlite3.Connection | None = None
+        self._orphans: list[sqlite3.Connection] = []  # inherited over fork: never touched
+        self._lock = threading.Lock()
+        self._pid = os.getpid()
+        self._open_failed_at: float | None = None
+        self._warned: set[str] = set()
+        self._spilled_last: dict[str, UsageRecord] = {}
+        _LIVE.add(self)
+        with self._lock:
+            self._try_open()
+
+    # ------------------------------------------------------------------ connection
+
+    def _connect(self) -> sqlite3.Connection:
+        self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        try:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:
+            pass
+        else:
+            try:
+                os.fchmod(fd, 0o600)  # umask may have removed owner bits
+            finally:
+                os.close(fd)
+        if not self.path.is_file():
+            raise LedgerError(
+                f"ledger path {self.path} is not a regular file", code="ledger-not-a-file"
+            )
+        conn = sqlite3.connect(
+            self.path,
+            timeout=self.busy_timeout_s,
+            isolation_level=None,
+            check_same_thread=False,
+        )
+        try:
+            conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout_s * 1000)}")
+            conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute("PRAGMA synchronous = NORMAL")
+            _migrate(conn, self.path)
+            for suffix in ("-wal", "-shm"):  # SQLite copies the db mode; make sure
+                side = self.path.with_name(self.path.name + suffix)
+                with contextlib.suppress(OSError):
+                    if side.stat().st_mode & 0o077:
+                        side.chmod(0o600)
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    def _try_open(self, *, force: bool = True) -> sqlite3.Connection | None:
+        """Return the write connection, opening it if needed. Caller holds the lock."""
+        if self._pid != os.getpid():
+            self._forget_inherited()
+        if self._conn is not None:
+            return self._conn
+        failed_at = self._open_failed_at
+        if not force and failed_at is not None and time.monotonic() - failed_at < 1.0:
+            return None  # failed a moment ago: do not slow every write down
+        deadline = time.monotonic() + self.busy_timeout_s
+        for attempt in range(_WRITE_ATTEMPTS):
+            try:
+                self._conn = self._connect()
+            except Exception as exc:
+                self.open_error = exc
+                retry = attempt + 1 < _WRITE_ATTEMPTS and time.monotonic() < deadline
+                if _is_transient(exc) and retry:
+                    _sleep_backoff(attempt)
+                    continue
+                _log.debug("ledger %s cannot be opened: %s", self.path, _describe(exc))
+                self._open_failed_at = time.monotonic()
+                return None
+            self.open_error = None
+            self._open_failed_at = None
+            return self._conn
+        return None  # pragma: no cover - the loop always returns
+
+    def _forget_inherited(self) -> None:
+        """In a forked child: drop (never use or close) the parent's connection and lock."""
+        if self._conn is not None:
+            self._orphans.append(self._conn)
+        self._conn = None
+        self._lock = threading.Lock()
+        self._pid = os.getpid()
+
+    def _drop_connection(self) -> None:
+        if self._conn is not None:
+            with contextlib.suppress(Exception):
+                self._conn.close()
+            self._conn = None
+
+    def close(self) -> None:
+        """Close the database connection (idempotent). A later call reopens it."""
+        with self._lock:
+            if self._pid == os.getpid():
+                self._drop_connection()
+            self._conn = None
+
+    def __enter__(self) -> Ledger:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"Ledger({str(self.path)!r}, store_content={self.store_content})"
+
+    # ------------------------------------------------------------------ writing
+
+    def _prepare(self, record: UsageRecord) -> UsageRecord:
+        return record.model_copy(
+            update={
+                "content": redact(record.content) if self.store_content else None,
+                "usage_raw": redact(record.usage_raw),
+                "diagnostics": redact(record.diagnostics),
+                "verdict_detail": redact(record.verdict_detail),
+                "error_class": redact(record.error_class),
+                "scenario": redact(record.scenario),
+            }
+        )
+
+    def write(self, record: UsageRecord) -> WriteOutcome:
+        """Store one record; never raises for a storage failure and never drops the record.
+
+        Lock errors (``SQLITE_BUSY``/``SQLITE_LOCKED``) are retried with exponential backoff
+        and jitter, up to 4 attempts within ``busy_timeout_s`` (so a stuck lock delays the
+        caller by about ``busy_timeout_s``, not more). Then the record goes, as one JSON line, to
+        :attr:`spill_path`, else to a spill file in the fallback directory, else to
+        :attr:`unflushed`; each new target is announced once with a :class:`LedgerSpillWarning`
+        (and a log line). Writing a ``record_id`` that is already stored is a no-op.
+
+        Args:
+            record: The call to store. ``content`` is dropped unless ``store_content=True``;
+                key-shaped strings are scrubbed (:func:`redact`).
+
+        Returns:
+            ``"committed"`` (in the database), ``"spilled"`` (in a spill file) or
+            ``"unflushed"`` (in memory only).
+
+        Raises:
+            InputError: ``record`` is not a UsageRecord (code ``ledger-record-type``).
+        """
+        if not isinstance(record, UsageRecord):
+            raise InputError(
+                f"Ledger.write takes a UsageRecord, not {type(record).__name__}",
+                code="ledger-record-type",
+            )
+        with self._lock:
+            try:
+                clean = self._prepare(record)
+            except Exception as exc:  # pragma: no cover - redact works on validated records
+                return self._spill(record, exc)
+            error = self._write_db(clean)
+            if error is None:
+                return "committed"
+            return self._spill(clean, error)
+
+    def _write_db(self, record: UsageRecord) -> BaseException | None:
+        """Insert, retrying lock errors until the busy timeout is used up. Caller holds lock."""
+        deadline = time.monotonic() + self.busy_timeout_s
+        error: BaseException | None = None
+        for attempt in range(_WRITE_ATTEMPTS):
+            conn = self._try_open(force=False)
+            if conn is None:
+                return self.open_error or LedgerError(
+                    f"ledger {self.path} is unavailable", code="ledger-unavailable"
+                )
+            try:
+                conn.execute(_INSERT, _to_row(record))
+                return None
+            except Exception as exc:
+                error = exc
+                if not _is_transient(exc):
+                    self._drop_connection()
+                    return exc
+                if time.monotonic() >= deadline:
+                    break  # SQLite already waited the busy timeout: do not stall the call
+                _sleep_backoff(attempt)
+        return error
+
+    def _fallback_paths(self) -> list[Path]:
+        return [directory / self._fallback_name for directory in self._fallback_dirs]
+
+    def _spill(self, record: UsageRecord, cause: BaseException) -> WriteOutcome:
+        if record.lineage is not None:
+            previous = self._spilled_last.get(record.lineage)
+            if previous is None or previous.ts_utc <= record.ts_utc:
+                self._spilled_last[record.lineage] = record
+        try:
+            line = record.to_json()
+        except Exception:  # pragma: no cover - validated records always serialize
+            line = None
+        if line is not None:
+            for target in [self.spill_path, *self._fallback_paths()]:
+                try:
+                    if target.parent != self.path.parent:
+                        target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+                    _append_line(target, line)
+                except Exception as exc:
+                    _log.debug("ledger spill to %s failed: %s", target, _describe(exc))
+                    continue
+                self._warn_once(
+                    str(target),
+                    f"ledger {self.path} write failed ({_describe(cause)}); "
+                    f"record spilled to {target}; run Ledger.replay_spill() to import it",
+                )
+                return "spilled"
+        self.unflushed.append(record)
+        self._warn_once(
+            "<memory>",
+            f"ledger {self.path} write failed ({_describe(cause)}) and no spill file is "
+            "writable; records kept in Ledger.unflushed (lost at exit unless replayed)",
+        )
+        return "unflushed"
+
+    def _warn_once(self, key: str, message: str) -> None:
+        if key in self._warned:
+            return
+        self._warned.add(key)
+        _log.warning("%s", message)
+        try:
+            warnings.warn(message, LedgerSpillWarning, stacklevel=4)
+        except Exception:  # warnings configured as errors must not break the user's call
+            _log.debug("LedgerSpillWarning raised as an error; suppressed")
+
+    # ------------------------------------------------------------------ replay
+
+    def replay_spill(self) -> int:
+        """Import spilled and unflushed records into the database (idempotent by record_id).
+
+        Reads ``<db>.spill.jsonl``, the fallback spill file and :attr:`unflushed`; each spill
+        file is moved aside before reading and deleted once its records are committed, so
+        writers appending meanwhile start a new file and nothing is imported twice or lost.
+
+        Returns:
+            Number of records read from spill files and memory (already-stored ids included).
+
+        Raises:
+            LedgerError: The database cannot be opened or written (spill files are kept).
+        """
+        with self._lock:
+            conn = self._require_conn()
+            count = 0
+            pending = list(self.unflushed)
+            if pending:
+                self._insert_many(conn, pending)
+                del self.unflushed[: len(pending)]
+                count += len(pending)
+            for source in [self.spill_path, *self._fallback_paths()]:
+                count += self._replay_file(conn, source)
+            self._spilled_last.clear()
+            return count
+
+    def _replay_file(self, conn: sqlite3.Connection, source: Path) -> int:
+        candidates = sorted(source.parent.glob(_glob_escape(source.name) + ".replaying.*"))
+        if source.exists():
+            moved = source.with_name(f"{source.name}.replaying.{os.getpid()}.{time.time_ns()}")
+            try:
+                os.rename(source, moved)
+            except FileNotFoundError:
+                pass
+            except OSError as exc:
+                raise LedgerError(
+                    f"cannot move spill file {source} aside for replay: {exc}",
+                    code="ledger-replay",
+                ) from exc
+            else:
+                candidates.append(moved)
+        count = 0
+        for path in candidates:
+            try:
+                fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+            except FileNotFoundError:
+                continue  # another replay took it
+            try:
+                if fcntl is not None:
+                    fcntl.flock(fd, fcntl.LOCK_EX)  # wait for appenders that got in first
+                with os.fdopen(os.dup(fd), "rb") as handle:
+                    lines = handle.read().splitlines()
+                if not path.exists():
+                    continue
+                records: list[UsageRecord] = []
+                for number, line in enumerate(lines, start=1):
+                    if not line.strip():
+                        continue
+                    try:
+                        records.append(UsageRecord.from_json(line))
+                    except ValueError as exc:
+                        raise LedgerError(
+                            f"spill file {path} line {number} is not a valid record: {exc}",
+                            code="ledger-spill-invalid",
+                        ) from exc
+                self._insert_many(conn, records)
+                path.unlink()
+                count += len(records)
+            finally:
+                os.close(fd)
+        return count
+
+    def _insert_many(self, conn: sqlite3.Connection, records: list[UsageRecord]) -> None:
+        rows = [_to_row(self._prepare(record)) for record in records]
+        for attempt in range(_WRITE_ATTEMPTS):
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+                try:
+                    conn.executemany(_INSERT, rows)
+                    conn.execute("COMMIT")
+                except BaseException:
+                    with contextlib.suppress(sqlite3.Error):
+                        conn.execute("ROLLBACK")
+                    raise
+                return
+            except sqlite3.Error as exc:
+                if _is_transient(exc) and attempt + 1 < _WRITE_ATTEMPTS:
+                    _sleep_backoff(attempt)
+                    continue
+                raise LedgerError(
+                    f"cannot import records into ledger {self.path}: {exc}", code="ledger-replay"
+                ) from exc
+
+    # ------------------------------------------------------------------ reading
+
+    def _require_conn(self) -> sqlite3.Connection:
+        conn = self._try_open(force=True)
+        if conn is None:
+            cause = self.open_error
+            raise LedgerError(
+                f"cannot open ledger database {self.path}: {_describe(cause)}; check that the "
+                "path is a writable file in an existing directory (records written meanwhile "
+                f"were spilled to {self.spill_path} or the fallback directory)",
+                code="ledger-unavailable",
+            ) from cause
+        return conn
+
+    def _reader(self) -> sqlite3.Connection:
+        with self._lock:
+            self._require_conn()  # creates/migrates the schema, or raises LedgerError
+        try:
+            conn = sqlite3.connect(
+                self.path.as_uri() + "?mode=rw",
+                uri=True,
+                timeout=self.busy_timeout_s,
+                isolation_level=None,
+                check_same_thread=False,
+            )
+        except sqlite3.Error as exc:
+            raise LedgerError(
+                f"cannot read ledger database {self.path}: {exc}", code="ledger-unreadable"
+            ) from exc
+        return conn
+
+    def iter_records(
+        self, *, session_id: str | None = None, since: datetime | None = None
+    ) -> Iterator[UsageRecord]:
+        """Yield stored records in time order (oldest first), optionally filtered.
+
+        Uses its own connection, so it does not block writers (WAL readers see a snapshot).
+
+        Args:
+            session_id: Only records of this conversation (``gen_ai.conversation.id``).
+            since: Only records with ``ts_utc >= since`` (timezone-aware).
+
+        Raises:
+            LedgerError: The database cannot be opened or read (code ``ledger-unavailable``
+                or ``ledger-unreadable``).
+            InputError: ``since`` is naive (code ``ledger-since-naive``).
+        """
+        clauses: list[str] = []
+        params: list[Any] = []
+        if session_id is not None:
+            clauses.append('"gen_ai.conversation.id" = ?')
+            params.append(session_id)
+        if since is not None:
+            if since.tzinfo is None or since.utcoffset() is None:
+                raise InputError(
+                    "since must be timezone-aware (e.g. datetime.now(timezone.utc))",
+                    code="ledger-since-naive",
+                )
+            clauses.append('"ts_utc" >= ?')
+            params.append(_ts_text(since))
+        where = f" WHERE {' AND '.join(clauses)}" if clauses else ""
+        sql = f'SELECT {_SELECT_COLUMNS} FROM calls{where} ORDER BY "ts_utc", rowid'
+        return self._query(sql, params)
+
+    def _query(self, sql: str, params: Iterable[Any]) -> Iterator[UsageRecord]:
+        conn = self._reader()
+
+        def rows() -> Iterator[UsageRecord]:
+            try:
+                cursor = conn.execute(sql, tuple(params))
+                while batch := cursor.fetchmany(256):
+                    for row in batch:
+                        yield _from_row(row)
+            except sqlite3.Error as exc:
+                raise LedgerError(
+                    f"cannot read ledger database {self.path}: {exc}", code="ledger-unreadable"
+                ) from exc
+            finally:
+                conn.close()
+
+        return rows()
+
+    def records(
+        self, session_id: str | None = None, since: datetime | None = None
+    ) -> list[UsageRecord]:
+        """Return stored records in time order; same filters and errors as
+        :meth:`iter_records`. Spilled records appear after :meth:`replay_spill`."""
+        return list(self.iter_records(session_id=session_id, since=since))
+
+    def last_for_lineage(self, lineage: str) -> UsageRecord | None:
+        """Return the most recent record of a cache lineage, or ``None`` if there is none.
+
+        "Most recent" is the latest ``ts_utc`` (ties: the later insert). Records this instance
+        spilled since the last :meth:`replay_spill` count too. Indexed on
+        ``(lineage, ts_utc)``.
+
+        Raises:
+            LedgerError: The database cannot be opened or read.
+        """
+        sql = (
+            f'SELECT {_SELECT_COLUMNS} FROM calls WHERE "lineage" = ? '
+            'ORDER BY "ts_utc" DESC, rowid DESC LIMIT 1'
+        )
+        found = next(iter(list(self._query(sql, (lineage,)))), None)
+        with self._lock:
+            spilled = self._spilled_last.get(lineage)
+        if spilled is not None and (found is None or spilled.ts_utc > found.ts_utc):
+            return spilled
+        return found
+
+    def export_jsonl(self, path_or_file: str | os.PathLike[str] | IO[Any]) -> int:
+        """Write every stored record as one canonical JSON line (see ``UsageRecord.to_json``).
+
+        Args:
+            path_or_file: A path (created with mode 0600, overwritten) or an open file; text
+                files get ``str`` lines, binary files ``bytes``.
+
+        Returns:
+            Number of records written. ``UsageRecord.from_json`` reads each line back.
+
+        Raises:
+            LedgerError: The database cannot be read.
+        """
+        records = self.iter_records()  # raises before any file is touched
+        if isinstance(path_or_file, (str, os.PathLike)):
+            fd = os.open(path_or_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "wb") as handle:
+                return _export(records, handle)
+        return _export(records, path_or_file)
+
+
+def _export(records: Iterable[UsageRecord], handle: IO[Any]) -> int:
+    text = _is_text(handle)
+    count = 0
+    for record in records:
+        line = record.to_json() + b"\n"
+        handle.write(line.decode("utf-8") if text else line)
+        count += 1
+    return count
+
+
+def _is_text(handle: IO[Any]) -> bool:
+    if isinstance(handle, io.TextIOBase):
+        return True
+    if isinstance(handle, (io.RawIOBase, io.BufferedIOBase)):
+        return False
+    return "b" not in getattr(handle, "mode", "b")
+
+
+def _glob_escape(name: str) -> str:
+    """Escape ``*?[`` in a file name for ``Path.glob``."""
+    return re.sub(r"([*?\[])", r"[\1]", name)
+
+
+def _sleep_backoff(attempt: int) -> None:
+    delay = _BACKOFF_S * (2**attempt)
+    time.sleep(delay + random.uniform(0, delay))
+
+
+def _describe(exc: BaseException | None) -> str:
+    if exc is None:
+        return "unknown error"
+    return redact(f"{type(exc).__name__}: {exc}")
+
+
+def _migrate(conn: sqlite3.Connection, path: Path) -> None:
+    """Bring the schema to :data:`SCHEMA_VERSION` in one ``BEGIN IMMEDIATE`` transaction.
+
+    Raises:
+        LedgerError: The file's schema is newer than this stableprompt (code
+            ``ledger-schema-newer``) or a migration failed (code ``ledger-migration``).
+    """
+    migrations = _MIGRATIONS
+    (version,) = conn.execute("PRAGMA user_version").fetchone()
+    if version == len(migrations):
+        return
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        (version,) = conn.execute("PRAGMA user_version").fetchone()
+        if version > len(migrations):
+            raise LedgerError(
+                f"ledger {path} has schema version {version}, newer than this stableprompt "
+                f"knows ({len(migrations)}); upgrade stableprompt or use another file",
+                code="ledger-schema-newer",
+            )
+        for target in range(version, len(migrations)):
+            for statement in migrations[target]:
+                conn.execute(statement)
+            conn.execute(f"PRAGMA user_version = {target + 1}")
+        conn.execute("COMMIT")
+    except BaseException as exc:
+        with contextlib.suppress(sqlite3.Error):
+            conn.execute("ROLLBACK")
+        if isinstance(exc, LedgerError) or _is_transient(exc):
+            raise
+        if isinstance(exc, sqlite3.Error):
+            raise LedgerError(
+                f"cannot migrate ledger {path} from schema version {version}: {exc}",
+                code="ledger-migration",
+            ) from exc
+        raise

@@ -1,0 +1,1032 @@
+"""Prefix-stability lint for captured request logs from any harness (``stableprompt lint``).
+
+Each request is segmented in its provider's cache order (:func:`segment_request`) once, paired
+with a predecessor, and compared with :func:`diff`. Definitions (all sizes are bytes of segment
+data, ``SegmentedRequest.data``: compact JSON in cache order, breakpoint markers removed):
+
+**Predecessor.** Candidates are the earlier requests of the same wire format and, when the
+request's session is known (capture ``session`` key, else body ``metadata.user_id``, else body
+``prompt_cache_key``), of the same session; otherwise any earlier request. The predecessor is
+the candidate sharing the most whole segments with the request (found with an index of chained
+prefix digests: O(log n) lookups per request, no pairwise comparisons); among those, one that
+is entirely a prefix of the request wins (so a rewind or retry is not a break), else the one
+sharing the most bytes of the next segment (the 64 most recent are compared), latest first.
+A request that contains no assistant turn yet (a conversation's opening request) and that no
+candidate is a full prefix of **starts a conversation**: it has no predecessor. So interleaved
+subagents, and sessions that share a head, do not look like breaks.
+
+**Prefix ratio** of a pair = ``lcp_bytes / size_bytes`` of the later request. A request with no
+predecessor has ``predecessor``, ``prefix_ratio`` and ``ceiling`` ``None`` and is left out of
+every mean; ``prefix_ratio_mean`` is the plain mean over pairs, ``prefix_ratio_weighted`` is
+``sum(lcp_bytes) / sum(size_bytes)`` over pairs: weighted by request size in bytes, a proxy
+for tokens (bytes per token is near constant within one capture).
+
+**Ceiling** of a pair = ``min(1, predecessor size_bytes / size_bytes)``: an append-only harness
+re-sends its predecessor's bytes verbatim and only adds new content, so at best the whole
+predecessor is a prefix of the request. ``ceiling`` is the mean over the same pairs as
+``prefix_ratio_mean`` and ``ceiling_weighted`` is ``sum(min(pred, size)) / sum(size)``, so
+ratio and ceiling are directly comparable (``prefix_ratio <= ceiling`` always).
+
+**Expected divergences** (the volatile tail, not breaks). When the predecessor has explicit
+breakpoints, a divergence at or after the end of its last breakpoint segment changes nothing
+it cached. Without breakpoints, a divergence inside the predecessor's last message where the
+later request has a message of another role at that position (the per-turn last message was
+replaced by the next turn) is the same pattern. Such divergences are reported on the pair with
+``"expected": true`` and do not count as breaks. stableprompt's own renders put the tail there.
+
+**Findings** hold across the capture: see :data:`FINDING_FIXES` for the codes and their fixes.
+Token counts (breakpoint minimums) are cl100k estimates over segment JSON when a tokenizer is
+available, else ``ceil(bytes / 4)``: providers tokenize their own rendering, so this is a
+screen, not a measurement.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import sys
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ._canonical import loads, wire_json
+from ._capture import CaptureEntry, CaptureProblem, Skipped, iter_capture
+from ._cli import Subcommand
+from ._diff import Divergence, _body_path, _common_prefix_len, diff, lcp_bytes
+from ._exceptions import CaptureError, PolicyError, TokenizerUnavailableError
+from ._fingerprint import Segment
+from ._policy import CachePolicy, PolicyTable, cache_policy
+from ._request import (
+    WIRE_FORMATS_WITH_REQUESTS,
+    SegmentedRequest,
+    detect_wire_format,
+    segment_request,
+)
+from ._volatility import scan_volatile
+
+__all__ = [
+    "CAUSE_FIXES",
+    "FINDING_FIXES",
+    "SUBCOMMAND",
+    "LintFinding",
+    "LintPair",
+    "LintReport",
+    "LintSummary",
+    "add_lint_arguments",
+    "is_expected_divergence",
+    "lint_capture",
+    "lint_requests",
+    "render_report",
+    "run_lint",
+]
+
+#: One-line fix per break cause (see ``stableprompt._diff.CAUSES``).
+CAUSE_FIXES: Mapping[str, str] = {
+    "model-change": "keep one model per session; a model switch starts a cold cache "
+    "(start a new session for another model)",
+    "param-change": "keep cache-key parameters (tool_choice, thinking, reasoning effort, "
+    "response schema) fixed for the whole session",
+    "tool-added": "declare every tool in the head up front and mask per-turn availability "
+    "(tool_choice or a tail note) instead of adding tools",
+    "tool-removed": "keep tools in the head and mask them (tool_choice or a tail note) "
+    "instead of removing them",
+    "tool-reorder": "send tools in one fixed order (sorted by name)",
+    "key-order": "serialize JSON with sorted keys (canonical JSON) for tools, schemas and "
+    "tool_use inputs",
+    "whitespace": "render each text once and re-send the same bytes; never re-format it",
+    "volatile-token": "move per-turn values (clock, dates, ids, counters) out of the prefix "
+    "into a volatile tail after the last breakpoint",
+    "history-rewrite": "treat history as append-only: re-send the exact bytes already sent "
+    "(same content form, whitespace, blocks)",
+    "content-edit": "freeze the head (tools + system) for the session; changing it starts "
+    "a new cache lineage",
+}
+
+#: Finding code -> (severity, one-line fix).
+FINDING_FIXES: Mapping[str, tuple[str, str]] = {
+    "head-changed-mid-session": ("error", "freeze the head (model, params, tools, system) for "
+                                 "a session; start a new session to change it"),
+    "unstable-tool-order": ("error", "send tools in one fixed order (sorted by name); mask "
+                            "instead of removing"),
+    "too-many-breakpoints": ("error", "use at most the provider's breakpoint budget (4): end "
+                             "of head and end of stable history"),
+    "breakpoint-ttl-order": ("error", "put longer-TTL breakpoints (1h) before shorter ones "
+                             "(5m)"),
+    "volatile-in-cached-region": ("warning", "move per-turn values (clock, dates, ids) out of "
+                                  "tools/system into a volatile tail after the last breakpoint"),
+    "breakpoint-on-per-turn-block": ("warning", "put the breakpoint on the last stable block, "
+                                     "before per-turn content, not on the per-turn block"),
+    "breakpoint-below-minimum": ("warning", "move the first breakpoint to a prefix of at least "
+                                 "the model's minimum cacheable tokens, or drop it"),
+    "no-breakpoints": ("warning", "add cache_control at the end of the head and of the stable "
+                       "history (or top-level cache_control): Anthropic caches only at "
+                       "breakpoints"),
+    "non-canonical-schema-keys": ("info", "serialize tool schemas with sorted keys (canonical "
+                                  "JSON) so another runtime cannot reorder them"),
+}
+
+_SCAN_CANDIDATES = 64
+_EXAMPLE_KEYS = frozenset({"examples", "example", "default", "enum", "const"})
+_HEAD_KINDS = ("param", "tool", "system")
+_TTL_S = {"5m": 300, "1h": 3600}
+
+
+# -- results ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class LintPair:
+    """One request and its comparison with its predecessor.
+
+    Attributes:
+        index: 0-based capture position of the request (the later request of the pair).
+        source: Human location (``run.jsonl:12``).
+        wire_format: ``anthropic``, ``openai-chat`` or ``openai-responses``.
+        session: Session id (capture ``session``, ``metadata.user_id`` or
+            ``prompt_cache_key``), or ``None``.
+        size_bytes: Segment data size of the request (bytes).
+        predecessor: Capture index of the predecessor, ``None`` for a conversation start.
+        predecessor_size_bytes: Segment data size of the predecessor, or ``None``.
+        lcp_bytes: Longest common prefix with the predecessor (bytes; 0 without one).
+        prefix_ratio: ``lcp_bytes / size_bytes``, ``None`` without a predecessor.
+        ceiling: ``min(1, predecessor_size_bytes / size_bytes)``, ``None`` without one.
+        divergence: First divergence from the predecessor, or ``None``.
+        expected: The divergence lies in the predecessor's volatile tail (not a break).
+    """
+
+    index: int
+    source: str
+    wire_format: str
+    session: str | None
+    size_bytes: int
+    predecessor: int | None = None
+    predecessor_size_bytes: int | None = None
+    lcp_bytes: int = 0
+    prefix_ratio: float | None = None
+    ceiling: float | None = None
+    divergence: Divergence | None = None
+    expected: bool = False
+
+    @property
+    def is_break(self) -> bool:
+        """A divergence that is not in the predecessor's volatile tail."""
+        return self.divergence is not None and not self.expected
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready dict; ``divergence`` is ``None`` or
+        ``{segment, segment_kind, path, offset, cause, detail, expected, snippet_a, snippet_b}``."""
+        divergence = None
+        if self.divergence is not None:
+            divergence = self.divergence.as_dict()
+            divergence["expected"] = self.expected
+        return {
+            "index": self.index,
+            "source": self.source,
+            "wire_format": self.wire_format,
+            "session": self.session,
+            "size_bytes": self.size_bytes,
+            "predecessor": self.predecessor,
+            "lcp_bytes": self.lcp_bytes,
+            "prefix_ratio": self.prefix_ratio,
+            "ceiling": self.ceiling,
+            "divergence": divergence,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class LintFinding:
+    """A problem that holds across the capture.
+
+    Attributes:
+        code: A key of :data:`FINDING_FIXES` (``unstable-tool-order``...).
+        severity: ``error`` (breaks caching or is rejected), ``warning``, or ``info``.
+        message: What was found, where (segment, JSON pointer), with an example.
+        fix: One line saying how to fix it.
+        requests: Capture indexes of the requests involved, ascending.
+    """
+
+    code: str
+    severity: str
+    message: str
+    fix: str
+    requests: tuple[int, ...]
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready dict: ``code, severity, message, fix, requests``."""
+        return {"code": self.code, "severity": self.severity, "message": self.message,
+                "fix": self.fix, "requests": list(self.requests)}
+
+
+@dataclass(frozen=True, slots=True)
+class LintSummary:
+    """Capture-wide numbers (see the module docstring for the definitions).
+
+    Attributes:
+        requests: Requests linted (malformed records excluded).
+        sessions: Conversations: requests without a predecessor.
+        pairs: Requests with a predecessor.
+        breaks: Pairs whose divergence is not expected.
+        expected_divergences: Pairs that diverge only in the predecessor's volatile tail.
+        prefix_ratio_mean: Mean prefix ratio over pairs, ``None`` without pairs.
+        prefix_ratio_weighted: ``sum(lcp_bytes) / sum(size_bytes)`` over pairs, or ``None``.
+        ceiling: Mean append-only ceiling over pairs, or ``None``.
+        ceiling_weighted: ``sum(min(pred, size)) / sum(size)`` over pairs, or ``None``.
+        causes: Break count per cause.
+        wire_formats: Request count per wire format.
+        problems: Malformed records (not linted).
+        skipped: Capture items that are not requests (HAR traffic, non-JSON files).
+    """
+
+    requests: int
+    sessions: int
+    pairs: int
+    breaks: int
+    expected_divergences: int
+    prefix_ratio_mean: float | None
+    prefix_ratio_weighted: float | None
+    ceiling: float | None
+    ceiling_weighted: float | None
+    causes: Mapping[str, int]
+    wire_formats: Mapping[str, int]
+    problems: int = 0
+    skipped: int = 0
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready dict of every field."""
+        return {
+            "requests": self.requests, "sessions": self.sessions, "pairs": self.pairs,
+            "breaks": self.breaks, "expected_divergences": self.expected_divergences,
+            "prefix_ratio_mean": self.prefix_ratio_mean,
+            "prefix_ratio_weighted": self.prefix_ratio_weighted,
+            "ceiling": self.ceiling, "ceiling_weighted": self.ceiling_weighted,
+            "causes": dict(self.causes), "wire_formats": dict(self.wire_formats),
+            "problems": self.problems, "skipped": self.skipped,
+        }
+
+
+@dataclass(frozen=True)
+class LintReport:
+    """Everything ``stableprompt lint`` found.
+
+    Attributes:
+        summary: Capture-wide numbers.
+        pairs: One entry per linted request, in capture order (conversation starts included,
+            with ``predecessor`` ``None``).
+        findings: Capture-wide findings, errors first.
+        problems: Malformed records that were not linted, in capture order.
+        capture: Path of the capture, when linted from a file.
+    """
+
+    summary: LintSummary
+    pairs: tuple[LintPair, ...]
+    findings: tuple[LintFinding, ...]
+    problems: tuple[CaptureProblem, ...] = ()
+    capture: str | None = None
+
+    @property
+    def breaks(self) -> tuple[LintPair, ...]:
+        """Pairs with a divergence that is not expected, in capture order."""
+        return tuple(p for p in self.pairs if p.is_break)
+
+    def pair(self, index: int) -> LintPair:
+        """The pair whose later request has capture index ``index``.
+
+        Raises:
+            KeyError: no linted request has that index.
+        """
+        for p in self.pairs:
+            if p.index == index:
+                return p
+        raise KeyError(index)
+
+    def finding(self, code: str) -> LintFinding | None:
+        """The first finding with ``code``, or ``None``."""
+        return next((f for f in self.findings if f.code == code), None)
+
+    def passes(self, min_prefix_ratio: float | None) -> bool:
+        """Whether ``prefix_ratio_mean >= min_prefix_ratio`` (vacuously true without pairs or
+        without a threshold)."""
+        mean = self.summary.prefix_ratio_mean
+        return min_prefix_ratio is None or mean is None or mean >= min_prefix_ratio
+
+    def as_dict(self) -> dict[str, Any]:
+        """The ``--json`` document: ``{capture, summary, pairs, findings, problems}``."""
+        return {
+            "capture": self.capture,
+            "summary": self.summary.as_dict(),
+            "pairs": [p.as_dict() for p in self.pairs],
+            "findings": [f.as_dict() for f in self.findings],
+            "problems": [p.as_dict() for p in self.problems],
+        }
+
+
+# -- internals -------------------------------------------------------------------------------
+
+
+@dataclass(slots=True, eq=False)
+class _Req:
+    """A segmented request, body dropped (memory stays ~ the segment data)."""
+
+    pos: int
+    index: int
+    source: str
+    wire_format: str
+    session: str | None
+    model: str | None
+    segments: tuple[Segment, ...]
+    data: bytes
+    has_assistant: bool
+    breakpoints: tuple[Segment, ...]
+    last_message_start: int  # segment index where the last message begins (len if none)
+    first_message_digest: str | None
+
+
+@dataclass(slots=True)
+class _Index:
+    by_digest: dict[str, list[int]] = field(default_factory=dict)
+    by_last: dict[str, int] = field(default_factory=dict)
+    all: list[int] = field(default_factory=list)
+
+    def add(self, req: _Req) -> None:
+        for seg in req.segments:
+            self.by_digest.setdefault(seg.prefix_digest, []).append(req.pos)
+        if req.segments:
+            self.by_last[req.segments[-1].prefix_digest] = req.pos
+        self.all.append(req.pos)
+
+
+@dataclass(slots=True)
+class _HeadSeg:
+    kind: str
+    name: str
+    label: str
+    path: str
+    data: bytes
+    requests: list[int]  # every request holding this segment
+    cached_requests: list[int]  # those where it lies inside a cached region
+
+
+def _message_key(segment: Segment) -> str:
+    """``/messages/3`` for ``/messages/3/content/1`` (the message a segment belongs to)."""
+    parts = segment.path.split("/")
+    return "/".join(parts[:3])
+
+
+def _has_assistant(wire_format: str, body: Mapping[str, Any]) -> bool:
+    items = body.get("input" if wire_format == "openai-responses" else "messages")
+    if not isinstance(items, list):
+        return False
+    for item in items:
+        if not isinstance(item, Mapping):
+            continue
+        role, kind = item.get("role"), item.get("type")
+        if role == "assistant" or (role == "tool" and wire_format == "openai-chat"):
+            return True
+        if isinstance(kind, str) and (kind.endswith(("_call", "_call_output"))
+                                      or kind in ("reasoning", "item_reference", "compaction")):
+            return True
+    return False
+
+
+def _session_of(entry_session: str | None, body: Mapping[str, Any]) -> str | None:
+    if entry_session is not None:
+        return entry_session
+    metadata = body.get("metadata")
+    if isinstance(metadata, Mapping) and isinstance(metadata.get("user_id"), str):
+        return str(metadata["user_id"])
+    key = body.get("prompt_cache_key")
+    return key if isinstance(key, str) else None
+
+
+def _make_req(pos: int, entry: CaptureEntry, seg: SegmentedRequest) -> _Req:
+    segments = seg.segments
+    last_key = None
+    last_start = len(segments)
+    first_digest = None
+    for i, s in enumerate(segments):
+        if s.kind != "message":
+            continue
+        if first_digest is None:
+            first_digest = s.digest
+        key = _message_key(s)
+        if key != last_key:
+            last_key, last_start = key, i
+    return _Req(
+        pos=pos, index=entry.index, source=entry.source, wire_format=seg.wire_format,
+        session=_session_of(entry.session, entry.body), model=seg.model, segments=segments,
+        data=seg.data, has_assistant=_has_assistant(seg.wire_format, entry.body),
+        breakpoints=tuple(s for s in segments if s.breakpoint is not None),
+        last_message_start=last_start, first_message_digest=first_digest,
+    )
+
+
+def is_expected_divergence(a: Any, b: Any, divergence: Divergence) -> bool:
+    """Whether ``divergence`` (from ``diff(a, b)``) lies in ``a``'s volatile tail.
+
+    With explicit breakpoints on ``a``: the divergence is at or after the end of ``a``'s last
+    breakpoint segment. Without: it is inside ``a``'s last message and ``b`` has a message of
+    another role at that segment position (the per-turn message was replaced by the next turn).
+
+    Args:
+        a: The predecessor (``.segments``, ``.data``): a request, not a ``RenderedPrompt``,
+            whose tail segments ``diff`` already ignores.
+        b: The later request.
+        divergence: ``diff(a, b)``.
+    """
+    segments: Sequence[Segment] = a.segments
+    breakpoints = [s for s in segments if s.breakpoint is not None]
+    if breakpoints:
+        return divergence.offset >= breakpoints[-1].end
+    i = divergence.segment_index
+    if i >= len(segments) or i >= len(b.segments) or segments[i].kind != "message":
+        return False
+    last_key = _message_key(segments[-1])
+    if _message_key(segments[i]) != last_key:
+        return False
+    y: Segment = b.segments[i]
+    return y.kind == "message" and y.label != segments[i].label
+
+
+def _ratio(part: int, whole: int) -> float:
+    return part / whole if whole else 1.0
+
+
+class _Linter:
+    """Streams requests in capture order; predecessor search and per-request findings."""
+
+    def __init__(self, *, wire_format: str | None, policies: PolicyTable | None) -> None:
+        self.wire_format = wire_format
+        self.policies = policies
+        self.reqs: list[_Req] = []
+        self.pairs: list[LintPair] = []
+        self.problems: list[CaptureProblem] = []
+        self.skipped = 0
+        self.scopes: dict[tuple[str, str | None], _Index] = {}
+        self.head: dict[str, _HeadSeg] = {}
+        self.tool_orders: dict[tuple[str, ...], list[int]] = {}
+        self.hits: dict[str, list[int]] = {}  # finding code -> request indexes
+        self.examples: dict[str, str] = {}  # finding code -> first example message
+        self.policy_cache: dict[tuple[str, str | None], CachePolicy | None] = {}
+        self.tokens = _TokenCounter()
+
+    # -- input -------------------------------------------------------------------------------
+
+    def add(self, entry: CaptureEntry) -> None:
+        fmt = self.wire_format or entry.wire_format
+        if fmt is None:
+            fmt = detect_wire_format(entry.body, entry.url_path)
+            if fmt is None:
+                self._problem(entry, "capture-format", "cannot tell the wire format of this "
+                              "request; pass --format")
+                return
+        try:
+            seg = segment_request(fmt, entry.body)
+        except CaptureError as exc:
+            where = f" at {exc.pointer or '/'}" if exc.pointer is not None else ""
+            self._problem(entry, exc.code, f"{exc.message}{where}")
+            return
+        req = _make_req(len(self.reqs), entry, seg)
+        self.reqs.append(req)
+        self._pair(req)
+        self._scan_request(req)
+        for key in {(req.wire_format, None), (req.wire_format, req.session)}:
+            self.scopes.setdefault(key, _Index()).add(req)
+
+    def _problem(self, entry: CaptureEntry, code: str, message: str) -> None:
+        self.problems.append(CaptureProblem(entry.source, code, message, entry.line, entry.index))
+
+    # -- predecessor and pair ----------------------------------------------------------------
+
+    def _predecessor(self, b: _Req) -> _Req | None:
+        index = self.scopes.get((b.wire_format, b.session))
+        if index is None or not index.all:
+            return None
+        segs, by_digest = b.segments, index.by_digest
+        lo, hi = 0, len(segs)
+        while lo < hi:  # most whole segments shared with any candidate (monotone in k)
+            mid = (lo + hi + 1) // 2
+            if segs[mid - 1].prefix_digest in by_digest:
+                lo = mid
+            else:
+                hi = mid - 1
+        k = lo
+        if k:
+            full = index.by_last.get(segs[k - 1].prefix_digest)
+            if full is not None:
+                return self.reqs[full]
+        if not b.has_assistant:
+            return None  # an opening request: a new conversation
+        candidates = by_digest[segs[k - 1].prefix_digest] if k else index.all
+        if k >= len(segs):
+            return self.reqs[candidates[-1]]
+        y = segs[k]
+        tail = b.data[y.start:y.end]
+        best, best_len = None, -1
+        for pos in reversed(candidates[-_SCAN_CANDIDATES:]):
+            a = self.reqs[pos]
+            if k >= len(a.segments):
+                continue
+            x = a.segments[k]
+            n = _common_prefix_len(a.data[x.start:x.end], tail) if x.kind == y.kind else 0
+            if n > best_len:
+                best, best_len = a, n
+        return best if best is not None else self.reqs[candidates[-1]]
+
+    def _pair(self, b: _Req) -> None:
+        a = self._predecessor(b)
+        size = len(b.data)
+        if a is None:
+            self.pairs.append(LintPair(b.index, b.source, b.wire_format, b.session, size))
+            return
+        divergence = diff(a, b)
+        lcp = lcp_bytes(a, b)
+        expected = divergence is not None and is_expected_divergence(a, b, divergence)
+        self.pairs.append(LintPair(
+            b.index, b.source, b.wire_format, b.session, size, a.index, len(a.data), lcp,
+            _ratio(lcp, size), min(1.0, _ratio(len(a.data), size)), divergence, expected))
+        if divergence is None or expected:
+            return
+        x = a.segments[divergence.segment_index]
+        if x.kind == "message" and x.breakpoint is not None:
+            self._hit("breakpoint-on-per-turn-block", b.index,
+                      f"request {a.index} put a breakpoint on {x.name}, which changed in "
+                      f"request {b.index} ({divergence.cause})")
+        if (divergence.segment_kind in _HEAD_KINDS and a.first_message_digest is not None
+                and a.first_message_digest == b.first_message_digest):
+            self._hit("head-changed-mid-session", b.index,
+                      f"request {b.index} continues the conversation of request {a.index} "
+                      f"with a different head: {divergence.cause} at {divergence.path or '/'}"
+                      + (f" ({divergence.detail})" if divergence.detail else ""))
+
+    def _hit(self, code: str, index: int, example: str) -> None:
+        self.hits.setdefault(code, []).append(index)
+        self.examples.setdefault(code, example)
+
+    # -- per-request facts for findings ------------------------------------------------------
+
+    def _policy(self, req: _Req) -> CachePolicy | None:
+        key = (req.wire_format, req.model)
+        if key not in self.policy_cache:
+            provider = "anthropic" if req.wire_format == "anthropic" else "openai"
+            try:
+                self.policy_cache[key] = cache_policy(provider, req.model or "", self.policies)
+            except PolicyError:
+                self.policy_cache[key] = None
+        return self.policy_cache[key]
+
+    def _scan_request(self, req: _Req) -> None:
+        tools = tuple(s.label for s in req.segments if s.kind == "tool")
+        self.tool_orders.setdefault(tools, []).append(req.index)
+        bps = req.breakpoints
+        if bps:
+            cached_end = bps[-1].end
+        elif req.wire_format == "anthropic":
+            cached_end = 0
+            self._hit("no-breakpoints", req.index, f"request {req.index} has no cache_control "
+                      "breakpoint, so Anthropic caches none of it")
+        else:
+            cached_end = len(req.data)
+        for s in req.segments:
+            if s.kind not in ("tool", "system"):
+                continue
+            head = self.head.get(s.digest)
+            if head is None:
+                head = self.head[s.digest] = _HeadSeg(
+                    s.kind, s.name, s.label, s.path, req.data[s.start:s.end], [], [])
+            head.requests.append(req.index)
+            if s.end <= cached_end:
+                head.cached_requests.append(req.index)
+        if bps:
+            self._check_breakpoints(req, bps)
+
+    def _check_breakpoints(self, req: _Req, bps: tuple[Segment, ...]) -> None:
+        policy = self._policy(req)
+        budget = (policy.breakpoint_budget if policy else None) or 4
+        if len(bps) > budget:
+            self._hit("too-many-breakpoints", req.index,
+                      f"request {req.index} has {len(bps)} breakpoints (budget {budget}): "
+                      + ", ".join(s.name for s in bps))
+        known = [(s, _TTL_S[s.breakpoint]) for s in bps if s.breakpoint in _TTL_S]
+        for (s1, t1), (s2, t2) in itertools.pairwise(known):
+            if t2 > t1:
+                self._hit("breakpoint-ttl-order", req.index,
+                          f"request {req.index}: a {s2.breakpoint} breakpoint on {s2.name} "
+                          f"follows a {s1.breakpoint} breakpoint on {s1.name}")
+                break
+        if policy is None or not policy.min_cacheable_tokens:
+            return
+        minimum = policy.min_cacheable_tokens
+        first = bps[0]
+        prefix = [s for s in req.segments[: req.segments.index(first) + 1] if s.kind != "param"]
+        size = sum(s.size_bytes for s in prefix)
+        if size >= 16 * minimum:
+            return
+        tokens = sum(self.tokens.count(req.data[s.start:s.end]) for s in prefix)
+        if tokens < minimum:
+            self._hit("breakpoint-below-minimum", req.index,
+                      f"request {req.index}: the first breakpoint ({first.name}) ends a prefix "
+                      f"of ~{tokens} tokens ({self.tokens.method}), below the {minimum}-token "
+                      f"minimum of {req.model or 'this model'} ({policy.source.split(';')[0]})")
+
+    # -- output ------------------------------------------------------------------------------
+
+    def report(self, capture: str | None) -> LintReport:
+        findings = [*self._head_findings(), *self._tool_order_findings()]
+        for code, indexes in self.hits.items():
+            count = len(set(indexes))
+            more = f" (and {count - 1} more request{'s' * (count > 2)})" if count > 1 else ""
+            findings.append(_finding(code, self.examples[code] + more, indexes))
+        rank = {"error": 0, "warning": 1, "info": 2}
+        findings.sort(key=lambda f: (rank[f.severity], f.code, f.requests))
+        return LintReport(self._summary(), tuple(self.pairs), tuple(findings),
+                          tuple(self.problems), capture)
+
+    def _summary(self) -> LintSummary:
+        with_pred = [p for p in self.pairs if p.predecessor is not None]
+        causes: dict[str, int] = {}
+        formats: dict[str, int] = {}
+        for p in self.pairs:
+            formats[p.wire_format] = formats.get(p.wire_format, 0) + 1
+            if p.is_break and p.divergence is not None:
+                causes[p.divergence.cause] = causes.get(p.divergence.cause, 0) + 1
+        n = len(with_pred)
+        total = sum(p.size_bytes for p in with_pred)
+        return LintSummary(
+            requests=len(self.pairs),
+            sessions=len(self.pairs) - n,
+            pairs=n,
+            breaks=sum(causes.values()),
+            expected_divergences=sum(1 for p in with_pred if p.expected),
+            prefix_ratio_mean=sum(p.prefix_ratio or 0.0 for p in with_pred) / n if n else None,
+            prefix_ratio_weighted=_ratio(sum(p.lcp_bytes for p in with_pred), total) if n
+            else None,
+            ceiling=sum(p.ceiling or 0.0 for p in with_pred) / n if n else None,
+            ceiling_weighted=_ratio(sum(min(p.predecessor_size_bytes or 0, p.size_bytes)
+                                        for p in with_pred), total) if n else None,
+            causes=dict(sorted(causes.items(), key=lambda kv: (-kv[1], kv[0]))),
+            wire_formats=formats,
+            problems=len(self.problems),
+            skipped=self.skipped,
+        )
+
+    def _head_findings(self) -> Iterator[LintFinding]:
+        volatile: dict[tuple[str, str, str], tuple[str, list[int]]] = {}
+        schemas: list[tuple[str, list[int]]] = []
+        for head in self.head.values():
+            try:
+                value = loads(head.data)
+            except ValueError:  # pragma: no cover - segment bytes are JSON we wrote
+                continue
+            where = f"tool {head.label}" if head.kind == "tool" and head.label else head.name
+            if head.kind == "tool":
+                problem = _schema_key_problem(value)
+                if problem is not None:
+                    schemas.append((f"{where}: {problem}", head.requests))
+            if not head.cached_requests:
+                continue
+            seg = Segment(head.kind, head.name, 0, 0, "", "", path=head.path)
+            for inner, text in _strings(value, ""):
+                for span in scan_volatile(text):
+                    path = _body_path(seg, inner)
+                    key = (where, inner, span.kind)
+                    if key not in volatile:
+                        volatile[key] = (f"{where} at {path} holds a {span.kind} "
+                                         f"({span.text!r}) inside the cached prefix", [])
+                    volatile[key][1].extend(head.cached_requests)
+        for message, indexes in volatile.values():
+            yield _finding("volatile-in-cached-region", message, indexes)
+        if schemas:
+            indexes = [i for _, reqs in schemas for i in reqs]
+            shown = "; ".join(m for m, _ in schemas[:3])
+            more = f" (and {len(schemas) - 3} more)" if len(schemas) > 3 else ""
+            yield _finding("non-canonical-schema-keys",
+                           f"{len(schemas)} tool schema(s) with unsorted keys: {shown}{more}",
+                           indexes)
+
+    def _tool_order_findings(self) -> Iterator[LintFinding]:
+        orders = [o for o in self.tool_orders if len(o) > 1][:200]
+        conflicts: list[tuple[tuple[str, ...], tuple[str, ...]]] = []
+        for i, first in enumerate(orders):
+            position = {name: j for j, name in enumerate(first)}
+            for second in orders[i + 1:]:
+                common = [name for name in second if name in position]
+                if any(position[x] > position[y] for x, y in itertools.pairwise(common)):
+                    conflicts.append((first, second))
+        if not conflicts:
+            return
+        involved = {o for pair in conflicts for o in pair}
+        indexes = [i for o in involved for i in self.tool_orders[o]]
+        first, second = conflicts[0]
+        yield _finding(
+            "unstable-tool-order",
+            f"tools appear in {len(involved)} conflicting orders, e.g. "
+            f"[{', '.join(first)}] (request {self.tool_orders[first][0]}) vs "
+            f"[{', '.join(second)}] (request {self.tool_orders[second][0]})",
+            indexes)
+
+
+def _finding(code: str, message: str, indexes: Iterable[int]) -> LintFinding:
+    severity, fix = FINDING_FIXES[code]
+    return LintFinding(code, severity, message, fix, tuple(sorted(set(indexes))))
+
+
+def _strings(value: Any, pointer: str) -> Iterator[tuple[str, str]]:
+    """``(pointer, text)`` of every string in a JSON value, skipping example/default values."""
+    if isinstance(value, str):
+        yield pointer, value
+    elif isinstance(value, dict):
+        for key, child in value.items():
+            if key not in _EXAMPLE_KEYS:
+                yield from _strings(child, f"{pointer}/{key.replace('~', '~0').replace('/', '~1')}")
+    elif isinstance(value, list):
+        for i, child in enumerate(value):
+            yield from _strings(child, f"{pointer}/{i}")
+
+
+def _schema_key_problem(tool: Any) -> str | None:
+    """First object of a tool's schema whose keys are not sorted, as a message, or ``None``."""
+    if not isinstance(tool, dict):
+        return None
+    for key in ("input_schema", "parameters"):
+        if isinstance(tool.get(key), dict):
+            base, schema = f"/{key}", tool[key]
+            break
+    else:
+        function = tool.get("function")
+        if not (isinstance(function, dict) and isinstance(function.get("parameters"), dict)):
+            return None
+        base, schema = "/function/parameters", function["parameters"]
+
+    def walk(value: Any, pointer: str) -> str | None:
+        if isinstance(value, dict):
+            keys = list(value)
+            if keys != sorted(keys):
+                bad = next(k for k, s in zip(keys, sorted(keys), strict=True) if k != s)
+                return f"keys at {pointer or '/'} start {keys[:3]} ('{bad}' out of order)"
+            for k in keys:
+                found = walk(value[k], f"{pointer}/{k}")
+                if found:
+                    return found
+        elif isinstance(value, list):
+            for i, child in enumerate(value):
+                found = walk(child, f"{pointer}/{i}")
+                if found:
+                    return found
+        return None
+
+    return walk(schema, base)
+
+
+class _TokenCounter:
+    """Token counts of segment bytes: cl100k (via :func:`get_tokenizer`) when it loads
+    offline, else the ``bytes/4`` stand-in; memoized by :class:`SegmentTokenCounter`."""
+
+    def __init__(self) -> None:
+        self._counter: Any = None
+        self.method = ""
+
+    def count(self, data: bytes) -> int:
+        if self._counter is None:
+            from ._tokens import SegmentTokenCounter, get_tokenizer
+
+            tokenizer = get_tokenizer("cl100k_base")
+            self.method = "cl100k estimate"
+            try:
+                tokenizer.count("warm up")
+            except TokenizerUnavailableError:
+                tokenizer, self.method = get_tokenizer("bytes/4"), "bytes/4 estimate"
+            self._counter = SegmentTokenCounter(tokenizer)
+        count: int = self._counter.count(data)
+        return count
+
+
+# -- public API ------------------------------------------------------------------------------
+
+
+def _entries(
+    requests: Iterable[Any], sessions: Sequence[str | None] | None
+) -> Iterator[CaptureEntry]:
+    for i, item in enumerate(requests):
+        session = sessions[i] if sessions is not None and i < len(sessions) else None
+        if isinstance(item, CaptureEntry):
+            yield item
+            continue
+        body = getattr(item, "body", item)  # ProviderRequest / SegmentedRequest
+        path = getattr(item, "path", None)
+        declared = getattr(item, "wire_format", None)
+        if not isinstance(body, Mapping):
+            raise CaptureError(f"request {i} is a {type(item).__name__}, not a request body",
+                               code="capture-record")
+        yield CaptureEntry(i, f"request {i}", body, None, path if isinstance(path, str) else
+                           None, session, declared if isinstance(declared, str) else None)
+
+
+def lint_requests(
+    requests: Iterable[Any],
+    *,
+    wire_format: str | None = None,
+    sessions: Sequence[str | None] | None = None,
+    policies: PolicyTable | None = None,
+) -> LintReport:
+    """Lint a sequence of requests, in the order they were sent.
+
+    Args:
+        requests: Request body dicts, :class:`~stableprompt.ProviderRequest` or
+            :class:`SegmentedRequest` objects, or :class:`CaptureEntry` records; request ``i``
+            gets capture index ``i`` (entries keep their own).
+        wire_format: ``anthropic``, ``openai-chat`` or ``openai-responses`` for every request;
+            ``None`` or ``"auto"`` detects it per request.
+        sessions: Optional session id per request (``None`` entries: unknown).
+        policies: Cache-policy table for breakpoint budgets and minimums (default: shipped).
+
+    Returns:
+        LintReport (a request whose shape the format does not allow becomes a problem).
+
+    Raises:
+        CaptureError: unknown ``wire_format`` (code ``capture-format``), an item that is not a
+            request body (``capture-record``), or nothing to lint (``capture-empty``).
+    """
+    linter = _Linter(wire_format=_check_format(wire_format), policies=policies)
+    for entry in _entries(requests, sessions):
+        linter.add(entry)
+    return _finish(linter, None)
+
+
+def lint_capture(
+    path: str | Path, *, wire_format: str | None = None, policies: PolicyTable | None = None
+) -> LintReport:
+    """Lint a capture file or directory (see :mod:`stableprompt._capture` for the formats).
+
+    Malformed records are reported in ``report.problems`` with their line numbers and the rest
+    is linted.
+
+    Raises:
+        CaptureError: unknown ``wire_format`` (code ``capture-format``), unreadable capture
+            (``capture-unreadable``), a capture with no records (``capture-empty``) or with no
+            request among them (``capture-format``, naming the first problem).
+    """
+    linter = _Linter(wire_format=_check_format(wire_format), policies=policies)
+    for item in iter_capture(path):
+        if isinstance(item, CaptureEntry):
+            linter.add(item)
+        elif isinstance(item, CaptureProblem):
+            linter.problems.append(item)
+        elif isinstance(item, Skipped):
+            linter.skipped += 1
+    return _finish(linter, str(path))
+
+
+def _check_format(wire_format: str | None) -> str | None:
+    if wire_format in (None, "auto"):
+        return None
+    if wire_format == "openai-compatible":
+        return "openai-chat"
+    if wire_format not in WIRE_FORMATS_WITH_REQUESTS:
+        raise CaptureError(f"unknown wire format {wire_format!r}; expected auto, "
+                           f"{', '.join(WIRE_FORMATS_WITH_REQUESTS)}", code="capture-format")
+    return wire_format
+
+
+def _finish(linter: _Linter, capture: str | None) -> LintReport:
+    if not linter.reqs:
+        where = f"capture {capture!r}" if capture else "the request list"
+        if linter.problems:
+            first = linter.problems[0]
+            raise CaptureError(f"{where} holds no lintable request ({len(linter.problems)} "
+                               f"malformed record(s); first: {first})", code="capture-format")
+        raise CaptureError(f"{where} is empty: no requests", code="capture-empty")
+    return linter.report(capture)
+
+
+# -- CLI -------------------------------------------------------------------------------------
+
+
+def _ratio_arg(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"must be between 0 and 1, got {value}")
+    return value
+
+
+def add_lint_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add ``CAPTURE [--format F] [--min-prefix-ratio R] [--json] [--all]``."""
+    parser.add_argument("capture", metavar="CAPTURE",
+                        help="JSONL of request bodies or {request, response} objects, a HAR "
+                        "file, or a directory of JSON files")
+    parser.add_argument("--format", default="auto",
+                        choices=("auto", *WIRE_FORMATS_WITH_REQUESTS, "openai-compatible"),
+                        help="wire format of the requests (default: detect per request)")
+    parser.add_argument("--min-prefix-ratio", type=_ratio_arg, default=None, metavar="R",
+                        help="exit 1 when the mean prefix ratio is below R (0..1)")
+    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    parser.add_argument("--all", action="store_true",
+                        help="list every pair, not only breaks")
+
+
+def run_lint(args: argparse.Namespace) -> int:
+    """Run ``stableprompt lint``: 0 = pass, 1 = below ``--min-prefix-ratio``, 2 = bad input
+    (one line on stderr, no traceback)."""
+    try:
+        report = lint_capture(args.capture, wire_format=args.format)
+    except CaptureError as exc:
+        print(f"stableprompt lint: error: {' '.join(str(exc).split())}", file=sys.stderr)
+        return 2
+    passed = report.passes(args.min_prefix_ratio)
+    if args.json:
+        document = report.as_dict()
+        document["summary"]["min_prefix_ratio"] = args.min_prefix_ratio
+        document["summary"]["passed"] = passed
+        sys.stdout.write(wire_json(document).decode() + "\n")
+    else:
+        render_report(report, min_prefix_ratio=args.min_prefix_ratio, show_all=args.all)
+    return 0 if passed else 1
+
+
+# -- terminal report -------------------------------------------------------------------------
+
+_MAX_ROWS = 40
+_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
+
+
+def _fmt(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.3f}"
+
+
+def render_report(
+    report: LintReport,
+    *,
+    min_prefix_ratio: float | None = None,
+    show_all: bool = False,
+    console: Any = None,
+) -> None:
+    """Print ``report`` as a rich terminal summary: breaks table, causes with fixes, findings
+    with fixes, malformed records, and the pass/fail line.
+
+    Args:
+        report: The lint report.
+        min_prefix_ratio: Threshold to judge against (``None``: no gate).
+        show_all: List every pair, not only breaks (capped at 40 rows either way).
+        console: A ``rich.console.Console`` (default: stdout).
+    """
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    out = console if console is not None else Console(highlight=False)
+    s = report.summary
+    out.print(f"[bold]stableprompt lint[/bold] {escape(report.capture or '')}")
+    formats = ", ".join(f"{k} {v}" for k, v in s.wire_formats.items())
+    out.print(f"  requests {s.requests} ({formats}) · sessions {s.sessions} · pairs {s.pairs}"
+              f" · breaks {s.breaks} · expected tail changes {s.expected_divergences}")
+    out.print(f"  prefix ratio  {_fmt(s.prefix_ratio_mean)} mean · "
+              f"{_fmt(s.prefix_ratio_weighted)} weighted by bytes")
+    out.print(f"  ceiling       {_fmt(s.ceiling)} mean · {_fmt(s.ceiling_weighted)} weighted "
+              "(append-only harness on the same requests)")
+    rows = [p for p in report.pairs if show_all or p.is_break]
+    if rows:
+        table = Table(title="pairs" if show_all else "breaks", title_justify="left")
+        for column in ("req", "pred", "lcp B", "ratio", "segment", "path", "cause", "detail"):
+            table.add_column(column, overflow="fold")
+        for p in rows[:_MAX_ROWS]:
+            d = p.divergence
+            cause = "" if d is None else d.cause + (" (expected)" if p.expected else "")
+            table.add_row(str(p.index), "-" if p.predecessor is None else str(p.predecessor),
+                          str(p.lcp_bytes), _fmt(p.prefix_ratio),
+                          escape(d.segment) if d else "", escape(d.path) if d else "",
+                          cause, escape(d.detail) if d else "")
+        out.print(table)
+        if len(rows) > _MAX_ROWS:
+            out.print(f"  ... {len(rows) - _MAX_ROWS} more (use --json for all)")
+    if s.causes:
+        out.print("[bold]break causes[/bold]")
+        for cause, count in s.causes.items():
+            out.print(f"  {cause} x{count}: fix: {escape(CAUSE_FIXES.get(cause, ''))}")
+    if report.findings:
+        out.print("[bold]findings[/bold]")
+        for f in report.findings:
+            style = _STYLE.get(f.severity, "")
+            shown = ", ".join(map(str, f.requests[:8])) + (" ..." if len(f.requests) > 8 else "")
+            out.print(f"  [{style}]{f.severity}[/{style}] {f.code}: {escape(f.message)} "
+                      f"[dim](requests {shown})[/dim]")
+            out.print(f"    fix: {escape(f.fix)}")
+    if report.problems:
+        out.print(f"[bold]not linted[/bold] ({len(report.problems)} malformed record(s))")
+        for problem in report.problems[:_MAX_ROWS]:
+            out.print(f"  {escape(str(problem))}")
+    if min_prefix_ratio is not None:
+        verdict = ("[green]PASS[/green]" if report.passes(min_prefix_ratio)
+                   else "[bold red]FAIL[/bold red]")
+        out.print(f"{verdict} mean prefix ratio {_fmt(s.prefix_ratio_mean)} vs minimum "
+                  f"{min_prefix_ratio:.3f}")
+
+
+SUBCOMMAND = Subcommand(
+    "lint",
+    "check prefix stability of captured requests (JSONL, HAR, directory of JSON)",
+    add_lint_arguments,
+    run_lint,
+)

@@ -1,0 +1,162 @@
+"""Emulated OpenAI Chat Completions: ``POST /v1/chat/completions``, JSON or SSE chunks.
+
+This is an emulator, not OpenAI; cache rules are in :mod:`._openai`. Usage is OpenAI's shape:
+``prompt_tokens`` includes cached tokens; ``prompt_tokens_details.cached_tokens`` (and
+``cache_write_tokens`` for GPT-5.6+) are subsets. With ``stream_options.include_usage`` a final
+chunk with ``choices: []`` carries the usage and every other chunk has ``usage: null``
+(``openai-python@e43b4224:src/openai/types/chat/chat_completion_stream_options_param.py``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ._openai import OpenAIAccounting, account, add_message, cache_request
+from ._output import FittedTurn, fit_turn
+from ._wire import (
+    Usage,
+    WireContext,
+    WireError,
+    WireResult,
+    expect_bool,
+    expect_int,
+    expect_list,
+    expect_object,
+    expect_str,
+    json_result,
+    render,
+    split_text,
+    sse_data,
+)
+
+__all__ = ["handle_chat"]
+
+_PARAMS = frozenset({
+    "audio", "frequency_penalty", "function_call", "functions", "logit_bias", "logprobs",
+    "max_completion_tokens", "max_tokens", "messages", "metadata", "modalities", "model",
+    "moderation", "n", "parallel_tool_calls", "prediction", "presence_penalty",
+    "prompt_cache_key", "prompt_cache_options", "prompt_cache_retention", "reasoning_effort",
+    "response_format", "safety_identifier", "seed", "service_tier", "stop", "store", "stream",
+    "stream_options", "temperature", "tool_choice", "tools", "top_logprobs", "top_p", "user",
+    "verbosity", "web_search_options",
+})
+_SCOPE = ("parallel_tool_calls", "response_format", "reasoning_effort", "verbosity")
+_ROLES = ("system", "developer", "user", "assistant", "tool", "function")
+
+
+def handle_chat(body: Any, ctx: WireContext) -> WireResult:
+    """Answer one ``POST /v1/chat/completions`` request.
+
+    Raises:
+        WireError: Invalid request (400, OpenAI ``invalid_request_error`` with ``param``).
+    """
+    req = expect_object(body, "body")
+    for name in sorted(req):
+        if name not in _PARAMS:
+            raise WireError(f"Unrecognized request argument supplied: {name}", param=name)
+    if "model" not in req:
+        raise WireError("you must provide a model parameter", param="model")
+    if "messages" not in req:
+        raise WireError("Missing required parameter: 'messages'.", param="messages",
+                        code="missing_required_parameter")
+    model = expect_str(req["model"], "model", empty=False)
+    stream = expect_bool(req.get("stream", False), "stream")
+    include_usage = False
+    if req.get("stream_options") is not None:
+        if not stream:
+            raise WireError("The 'stream_options' parameter is only allowed when 'stream' is "
+                            "enabled.", param="stream_options")
+        options = expect_object(req["stream_options"], "stream_options")
+        include_usage = expect_bool(options.get("include_usage", False),
+                                    "stream_options.include_usage")
+    if req.get("n", 1) != 1:
+        raise WireError("n: the emulator answers with exactly one choice (n=1)", param="n")
+    limit = None
+    for name in ("max_tokens", "max_completion_tokens"):  # the newer name wins
+        if req.get(name) is not None:
+            limit = expect_int(req[name], name, minimum=1)
+    cache = cache_request(req, model, ctx, scope_params=_SCOPE)
+    for key in ("functions", "tools"):
+        for i, tool in enumerate(expect_list(req[key], key) if req.get(key) is not None else ()):
+            where = f"{key}[{i}]"
+            cache.chain.add(b"\ntool\n" + render(expect_object(tool, where), where),
+                            where=where, kind="tool")
+    messages = expect_list(req["messages"], "messages")
+    if not messages:
+        raise WireError("messages: at least one message is required", param="messages")
+    for i, message in enumerate(messages):
+        where = f"messages[{i}]"
+        obj = expect_object(message, where)
+        role = obj.get("role")
+        if role not in _ROLES:
+            raise WireError(f"{where}.role: must be one of {', '.join(_ROLES)}; got {role!r}",
+                            param=f"{where}.role")
+        last = add_message(cache, obj, where)
+        if role in ("user", "tool", "function"):
+            cache.implicit = last
+    turn = ctx.responder(req)
+    fitted = fit_turn(turn, tokenizer=ctx.tokenizer, max_tokens=limit,
+                      call_id=lambda k: f"call_emu_{ctx.seq:06d}_{k}")
+    acc = account(cache, ctx)
+    usage = Usage(cache.chain.total_tokens, acc.reported_read, acc.write, fitted.output_tokens)
+    wire_usage = _usage(usage, acc, cache.modern)
+    finish = "length" if fitted.truncated else "tool_calls" if fitted.tool_calls else "stop"
+    base = {"id": f"chatcmpl-emu-{ctx.seq:06d}", "created": int(ctx.now), "model": model,
+            "system_fingerprint": "fp_stableprompt_emulator"}
+    fields: dict[str, Any] = {"pending": acc.pending, "model": model, "usage": usage}
+    if not stream:
+        reply: dict[str, Any] = {"role": "assistant", "content": fitted.text or None,
+                                 "refusal": None, "annotations": []}
+        if fitted.tool_calls:
+            reply["tool_calls"] = [_call(cid, name, args) for cid, name, args in
+                                     fitted.tool_calls]
+        return json_result({**base, "object": "chat.completion", "choices": [
+            {"index": 0, "message": reply, "logprobs": None, "finish_reason": finish}],
+            "usage": wire_usage, "service_tier": "default"}, **fields)
+    chunks = _chunks({**base, "object": "chat.completion.chunk"}, fitted, finish,
+                     wire_usage if include_usage else None)
+    return WireResult(200, "text/event-stream", chunks, streamed=True, **fields)
+
+
+def _usage(usage: Usage, acc: OpenAIAccounting, modern: bool) -> dict[str, Any]:
+    details: dict[str, int] = {"cached_tokens": acc.reported_read, "audio_tokens": 0}
+    if modern:
+        details["cache_write_tokens"] = acc.write
+    return {
+        "prompt_tokens": usage.input_tokens_total,
+        "completion_tokens": usage.output_tokens,
+        "total_tokens": usage.input_tokens_total + usage.output_tokens,
+        "prompt_tokens_details": details,
+        "completion_tokens_details": {"reasoning_tokens": 0, "audio_tokens": 0,
+                                      "accepted_prediction_tokens": 0,
+                                      "rejected_prediction_tokens": 0},
+    }
+
+
+def _call(cid: str, name: str, args: str) -> dict[str, Any]:
+    return {"id": cid, "type": "function", "function": {"name": name, "arguments": args}}
+
+
+def _chunks(
+    base: dict[str, Any], fitted: FittedTurn, finish: str, usage: dict[str, Any] | None
+) -> tuple[bytes, ...]:
+    def chunk(delta: dict[str, Any], reason: str | None = None) -> bytes:
+        data = {**base, "choices": [{"index": 0, "delta": delta, "logprobs": None,
+                                     "finish_reason": reason}]}
+        if usage is not None:
+            data["usage"] = None
+        return sse_data(data)
+
+    out = [chunk({"role": "assistant", "content": "", "refusal": None})]
+    if fitted.text:
+        out.extend(chunk({"content": piece}) for piece in split_text(fitted.text))
+    for k, (cid, name, args) in enumerate(fitted.tool_calls):
+        out.append(chunk({"tool_calls": [{"index": k, "id": cid, "type": "function",
+                                          "function": {"name": name, "arguments": ""}}]}))
+        out.extend(chunk({"tool_calls": [{"index": k, "function": {"arguments": piece}}]})
+                   for piece in split_text(args))
+    out.append(chunk({}, finish))
+    if usage is not None:
+        out.append(sse_data({**base, "choices": [], "usage": usage}))
+    out.append(sse_data("[DONE]"))
+    return tuple(out)

@@ -1,0 +1,210 @@
+"""Prompt-cache rules shared by the emulated OpenAI endpoints (Chat Completions, Responses).
+
+This is an emulator, not OpenAI. It follows the documented behaviour
+(https://developers.openai.com/api/docs/guides/prompt-caching, version of 2026-06-27 and the
+newest guide listing GPT-5.6; SDK docstrings of ``openai-python@e43b4224``):
+
+* Caching is automatic. The prompt is rendered as blocks in the model's order: each tool, the
+  instructions, then each message (its non-content fields as one header, then one block per
+  content part; string content is one block; Responses items other than messages are one
+  block each), from the JSON as received, key order included, with
+  ``prompt_cache_breakpoint`` markers removed.
+* Caches are scoped by API key, model, ``prompt_cache_key`` (routing: different keys never
+  share) and the prefix-changing settings the guide lists (``parallel_tool_calls``,
+  structured-output format, reasoning effort, verbosity, context management). ``tool_choice``
+  is not listed there and is not part of the key.
+* Models with a breakpoint budget in the policy table (GPT-5.6 and later): one implicit
+  breakpoint at the end of the latest user or tool message, plus explicit
+  ``prompt_cache_breakpoint`` parts (the latest 3 with the implicit one, the latest 4 in
+  ``explicit`` mode; explicit mode without markers disables caching). Writes are reported as
+  ``cache_write_tokens``; ``cached_tokens`` is exact.
+* Earlier models ("model-dependent intervals"): the emulator's choice is an entry at every
+  block boundary at or above the minimum, written for free and never reported;
+  ``cached_tokens`` is floored to the policy granularity (128 tokens).
+* A read is the longest prefix, at block granularity, whose entry is live (no lookback limit).
+  Prefixes below the model's minimum (``cache_policy``) are neither read nor written.
+* TTL: the policy default (5 min idle for earlier models, 30 min for GPT-5.6+),
+  ``prompt_cache_retention: "24h"`` on earlier models, ``prompt_cache_options.ttl`` /
+  breakpoint ``ttl`` (``"30m"``, ``"12h"``) on GPT-5.6+; refreshed on read.
+* Hidden OpenAI-provided system tokens and overflow routing are not modelled.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from .._policy import CachePolicy, cache_policy
+from ._prompt import PromptChain
+from ._store import PendingWrite
+from ._wire import WireContext, WireError, expect_list, expect_object, expect_str, render
+
+__all__ = ["CacheRequest", "OpenAIAccounting", "account", "add_message", "cache_request"]
+
+_TTL_S = {"30m": 1800, "12h": 43_200}
+_RETENTION_S = {"in_memory": 300, "24h": 86_400}
+
+
+@dataclass(slots=True)
+class CacheRequest:
+    """Cache settings and marks of one request, filled while rendering.
+
+    Attributes:
+        chain: The rendered blocks.
+        policy: The model's cache policy.
+        modern: GPT-5.6+ rules (the policy has a breakpoint budget).
+        mode: ``"implicit"`` or ``"explicit"``.
+        ttl_s: Lifetime (seconds) of writes without their own TTL.
+        implicit: Block index ending the latest user/tool message, or ``None``.
+        explicit: ``(block index, ttl_s)`` of each explicit breakpoint, in order.
+    """
+
+    chain: PromptChain
+    policy: CachePolicy
+    modern: bool
+    mode: str
+    ttl_s: float
+    implicit: int | None = None
+    explicit: list[tuple[int, float]] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class OpenAIAccounting:
+    """Cache outcome of one request (tokens): raw and reported reads, reported writes."""
+
+    read: int
+    reported_read: int
+    write: int
+    pending: tuple[PendingWrite, ...]
+
+
+def cache_request(
+    req: dict[str, Any], model: str, ctx: WireContext, *, scope_params: tuple[str, ...]
+) -> CacheRequest:
+    """Validate the cache parameters and start the chain with the request's scope.
+
+    Raises:
+        WireError: A cache parameter is malformed or not supported by the model (400).
+    """
+    policy = cache_policy("openai", model, ctx.policies)
+    modern = policy.breakpoint_budget is not None
+    key = req.get("prompt_cache_key")
+    if key is not None:
+        expect_str(key, "prompt_cache_key")
+    ttl_s = float(policy.default_ttl_s or 300)
+    retention = req.get("prompt_cache_retention")
+    if retention is not None:
+        if retention not in _RETENTION_S:
+            raise WireError("prompt_cache_retention: must be 'in_memory' or '24h', got "
+                            f"{retention!r}", param="prompt_cache_retention")
+        if not modern:
+            if _RETENTION_S[retention] not in policy.ttls_s:
+                raise WireError(f"prompt_cache_retention: {retention!r} is not supported for "
+                                f"{model}", param="prompt_cache_retention")
+            ttl_s = float(_RETENTION_S[retention])
+    mode = "implicit"
+    options = req.get("prompt_cache_options")
+    if options is not None:
+        if not modern:
+            raise WireError(f"prompt_cache_options: not supported for {model}; it requires "
+                            "gpt-5.6 or later", param="prompt_cache_options")
+        opts = expect_object(options, "prompt_cache_options")
+        extra = sorted(set(opts) - {"mode", "ttl", "comparison_response_id"})
+        if extra:
+            raise WireError(f"prompt_cache_options.{extra[0]}: unknown parameter",
+                            param=f"prompt_cache_options.{extra[0]}")
+        mode = opts.get("mode", "implicit")
+        if mode not in ("implicit", "explicit"):
+            raise WireError(f"prompt_cache_options.mode: must be 'implicit' or 'explicit', got "
+                            f"{mode!r}", param="prompt_cache_options.mode")
+        ttl_s = _ttl(opts.get("ttl", "30m"), "prompt_cache_options.ttl")
+    scope = {name: req[name] for name in scope_params if name in req}
+    head = (b"openai\x00" + ctx.scope + b"\x00" + model.encode() + b"\x00"
+            + (key or "").encode() + b"\x00" + render(scope, "body"))
+    return CacheRequest(PromptChain(ctx.tokenizer, head), policy, modern, str(mode), ttl_s)
+
+
+def add_message(
+    cache: CacheRequest, message: dict[str, Any], where: str, *, kind: str = "message"
+) -> int:
+    """Render one message (header, then content parts) into the chain; return its last index.
+
+    Raises:
+        WireError: Content is not a string, array of objects or null; a breakpoint is
+            malformed or used on a model without explicit breakpoints.
+    """
+    header = {k: v for k, v in message.items() if k != "content"}
+    head = b"\n" + render(header, where)
+    content = message.get("content")
+    if content is None or content == []:
+        return cache.chain.add(head, where=where, kind=kind)
+    if isinstance(content, str):
+        return cache.chain.add(head + b"\n" + render(content, f"{where}.content"),
+                               where=where, kind=kind)
+    index = -1
+    for k, part in enumerate(expect_list(content, f"{where}.content")):
+        pwhere = f"{where}.content[{k}]"
+        obj = expect_object(part, pwhere)
+        expect_str(obj.get("type"), f"{pwhere}.type", empty=False)
+        mark = obj.get("prompt_cache_breakpoint")
+        if mark is not None:
+            ttl_s = _breakpoint(cache, mark, f"{pwhere}.prompt_cache_breakpoint")
+            obj = {key: v for key, v in obj.items() if key != "prompt_cache_breakpoint"}
+        data = (head if k == 0 else b"") + b"\n" + render(obj, pwhere)
+        index = cache.chain.add(data, where=pwhere, kind=kind)
+        if mark is not None:
+            cache.explicit.append((index, ttl_s))
+    return index
+
+
+def account(cache: CacheRequest, ctx: WireContext) -> OpenAIAccounting:
+    """Find the longest live prefix, then stage this request's writes."""
+    blocks, policy, store, now = cache.chain.blocks, cache.policy, ctx.store, ctx.now
+    minimum = policy.min_cacheable_tokens
+    if cache.modern and cache.mode == "explicit" and not cache.explicit:
+        return OpenAIAccounting(0, 0, 0, ())
+    read = 0
+    with store.lock:
+        for block in reversed(blocks):
+            if block.end_tokens < minimum:
+                break
+            if store.find(block.prefix_hash, now) is not None:
+                store.refresh(block.prefix_hash, now)
+                read = block.end_tokens
+                break
+    points: dict[int, float] = {}
+    if cache.modern:
+        for index, ttl_s in cache.explicit[-(4 if cache.mode == "explicit" else 3):]:
+            points[index] = max(ttl_s, points.get(index, 0.0))
+        if cache.mode == "implicit" and cache.implicit is not None:
+            points[cache.implicit] = max(cache.ttl_s, points.get(cache.implicit, 0.0))
+    else:
+        points = dict.fromkeys(range(len(blocks)), cache.ttl_s)
+    pending = tuple(
+        PendingWrite(blocks[i].prefix_hash, blocks[i].end_tokens, ttl_s, now)
+        for i, ttl_s in sorted(points.items())
+        if blocks[i].end_tokens >= minimum and blocks[i].end_tokens > read
+    )
+    write = pending[-1].tokens - read if pending and cache.modern else 0
+    granularity = policy.granularity_tokens
+    return OpenAIAccounting(read, read // granularity * granularity, write, pending)
+
+
+def _breakpoint(cache: CacheRequest, value: Any, where: str) -> float:
+    if not cache.modern:
+        raise WireError(f"{where}: explicit cache breakpoints require gpt-5.6 or later",
+                        param=where)
+    obj = expect_object(value, where)
+    extra = sorted(set(obj) - {"mode", "ttl"})
+    if extra:
+        raise WireError(f"{where}.{extra[0]}: unknown parameter", param=f"{where}.{extra[0]}")
+    if obj.get("mode") != "explicit":
+        raise WireError(f"{where}.mode: must be 'explicit', got {obj.get('mode')!r}",
+                        param=f"{where}.mode")
+    return _ttl(obj["ttl"], f"{where}.ttl") if "ttl" in obj else cache.ttl_s
+
+
+def _ttl(value: Any, where: str) -> float:
+    if value not in _TTL_S:
+        raise WireError(f"{where}: must be '30m' or '12h', got {value!r}", param=where)
+    return float(_TTL_S[value])

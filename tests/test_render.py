@@ -1,0 +1,163 @@
+"""Tests for provider request bodies rendered from a conversation."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from stableprompt import BreakpointError, InputError, PromptBuilder, Tool, diff
+from stableprompt._request import segment_request
+
+WEATHER = Tool("get_weather", "Weather for a city.",
+               {"type": "object", "properties": {"city": {"type": "string"}},
+                "required": ["city"]})
+
+
+def _conv(head_ttl: str = "5m") -> Any:
+    head = (PromptBuilder(tokenizer=None).system("Be brief.").tools([WEATHER])
+            .tail_slot("now").freeze(head_ttl=head_ttl))
+    conv = head.conversation()
+    conv.user("Weather in Paris?")
+    conv.assistant("Checking.", tool_calls=[{"id": "t1", "name": "get_weather",
+                                             "arguments": {"city": "Paris"}}])
+    conv.tool_result("t1", "18C")
+    return conv
+
+
+def test_anthropic_body_shape() -> None:
+    """Tools, system and messages render in Anthropic's shape; tail is the last block."""
+    body = _conv().render(tail={"now": "10:00"}).to_anthropic(
+        model="claude-sonnet-4-5", max_tokens=100, temperature=0).body
+    assert list(body) == ["max_tokens", "messages", "model", "system", "temperature", "tools"]
+    assert body["tools"] == [{"description": "Weather for a city.", "input_schema": {
+        "properties": {"city": {"type": "string"}}, "required": ["city"], "type": "object"},
+        "name": "get_weather"}]
+    assert body["system"] == [{"cache_control": {"type": "ephemeral"}, "text": "Be brief.",
+                               "type": "text"}]
+    user, assistant, results = body["messages"]
+    assert user == {"content": [{"text": "Weather in Paris?", "type": "text"}], "role": "user"}
+    assert assistant["content"][1] == {"id": "t1", "input": {"city": "Paris"},
+                                       "name": "get_weather", "type": "tool_use"}
+    assert results["role"] == "user"
+    assert results["content"][0] == {"cache_control": {"type": "ephemeral"}, "content": "18C",
+                                     "tool_use_id": "t1", "type": "tool_result"}
+    assert results["content"][1] == {"text": "<now>\n10:00\n</now>", "type": "text"}
+
+
+def test_anthropic_breakpoints_follow_history() -> None:
+    """The history breakpoint moves forward each turn; the head breakpoint stays."""
+    conv = _conv()
+    first = conv.render(tail={"now": "a"}).to_anthropic(model="m", max_tokens=5)
+    conv.assistant("It is 18C.")
+    conv.user("Thanks")
+    second = conv.render(tail={"now": "b"}).to_anthropic(model="m", max_tokens=5)
+    marks = [s.name for s in second.segments if s.breakpoint]
+    assert marks == ["system[0]", "messages[4].content[0]"]
+    d = diff(first, second)
+    last_mark = max(s.end for s in first.segments if s.breakpoint)
+    assert d is not None and d.offset >= last_mark  # only the tail after the breakpoint differs
+
+
+def test_anthropic_carry_breakpoint_beyond_lookback() -> None:
+    """When a turn adds 20+ blocks, a breakpoint stays at the previous position."""
+    conv = _conv()
+    conv.render(tail={"now": "a"})
+    for i in range(12):
+        conv.assistant(f"step {i}")
+        conv.user(f"go on {i}")
+    body = conv.render(tail={"now": "b"}).to_anthropic(model="m", max_tokens=5)
+    marks = [s.name for s in body.segments if s.breakpoint]
+    assert marks == ["system[0]", "messages[2].content[0]", "messages[26].content[0]"]
+
+
+def test_user_breakpoints_kept_and_budget() -> None:
+    """User breakpoints are kept; more than 4 raise BreakpointError."""
+    conv = _conv()
+    conv.user("pinned doc", cache_breakpoint="5m")
+    conv.assistant("ok")
+    body = conv.render(tail={"now": "x"}).to_anthropic(model="m", max_tokens=5)
+    assert [s.name for s in body.segments if s.breakpoint] == [
+        "system[0]", "messages[2].content[1]", "messages[3].content[0]"]
+    for i in range(4):
+        conv.user(f"doc {i}", cache_breakpoint="5m")
+    with pytest.raises(BreakpointError) as info:
+        conv.render(tail={"now": "x"}).to_anthropic(model="m", max_tokens=5)
+    assert info.value.code == "breakpoint-budget"
+
+
+def test_ttl_order_enforced() -> None:
+    """A 1h breakpoint after a 5m one raises; a 1h head before 5m history is fine."""
+    conv = _conv()
+    conv.user("long-lived", cache_breakpoint="1h")
+    with pytest.raises(BreakpointError) as info:
+        conv.render(tail={"now": "x"}).to_anthropic(model="m", max_tokens=5)
+    assert info.value.code == "breakpoint-ttl-order"
+    ok = _conv(head_ttl="1h").render(tail={"now": "x"}).to_anthropic(model="m", max_tokens=5)
+    assert ok.body["system"][0]["cache_control"] == {"ttl": "1h", "type": "ephemeral"}
+
+
+def test_param_clash() -> None:
+    """Passing a renderer-owned field as a param raises InputError."""
+    with pytest.raises(InputError) as info:
+        _conv().render(tail={"now": "x"}).to_anthropic(model="m", max_tokens=5, messages=[])
+    assert info.value.code == "render-param-clash"
+
+
+def test_openai_chat_body() -> None:
+    """OpenAI chat: system first, tool calls with canonical arguments, tail user message last."""
+    request = _conv().render(tail={"now": "t"}).to_openai_chat(model="gpt-4.1",
+                                                               prompt_cache_key=True)
+    body = request.body
+    assert body["messages"][0] == {"content": "Be brief.", "role": "system"}
+    assert body["messages"][2]["tool_calls"][0]["function"] == {
+        "arguments": '{"city":"Paris"}', "name": "get_weather"}
+    assert body["messages"][3] == {"content": "18C", "role": "tool", "tool_call_id": "t1"}
+    assert body["messages"][-1] == {"content": "<now>\nt\n</now>", "role": "user"}
+    assert body["tools"][0]["type"] == "function"
+    assert body["prompt_cache_key"].startswith("sp-")
+    assert request.path == "/v1/chat/completions"
+
+
+def test_openai_responses_body() -> None:
+    """OpenAI Responses: developer message, function_call and function_call_output items."""
+    body = _conv().render(tail={"now": "t"}).to_openai_responses(model="gpt-5.6").body
+    kinds = [item.get("type") for item in body["input"]]
+    assert kinds == ["message", "message", "message", "function_call", "function_call_output",
+                     "message"]
+    assert body["input"][0]["role"] == "developer"
+    assert body["input"][3] == {"arguments": '{"city":"Paris"}', "call_id": "t1",
+                                "name": "get_weather", "type": "function_call"}
+
+
+def test_request_fingerprint_covers_params() -> None:
+    """Model and tool_choice are part of the request fingerprint; max_tokens is not."""
+    rendered = _conv().render(tail={"now": "t"})
+    base = rendered.to_anthropic(model="m", max_tokens=5)
+    assert base.fingerprint == rendered.to_anthropic(model="m", max_tokens=99).fingerprint
+    assert base.fingerprint != rendered.to_anthropic(model="m2", max_tokens=5).fingerprint
+    assert base.fingerprint != rendered.to_anthropic(
+        model="m", max_tokens=5, tool_choice={"type": "any"}).fingerprint
+    assert base.head_fingerprint != rendered.to_anthropic(model="m2", max_tokens=5).head_fingerprint
+    assert segment_request("anthropic", base.body).fingerprint == base.fingerprint
+
+
+def test_compaction_keeps_head_and_reports_event() -> None:
+    """compact() replaces history only and reports invalidated and surviving tokens."""
+    head = (PromptBuilder().system("Be brief.").tools([WEATHER]).freeze())
+    conv = head.conversation()
+    for i in range(6):
+        conv.user(f"question {i} " * 20)
+        conv.assistant(f"answer {i} " * 20)
+    before = conv.render()
+    summary_request = conv.summarization_request()
+    assert diff(before, summary_request) is None  # cache-safe: same prefix
+    event = conv.compact("User asked six questions; all answered.", start=0, end=8)
+    after = conv.render()
+    assert after.head_fingerprint == before.head_fingerprint
+    assert event.surviving_tokens == head.tokens
+    assert event.invalidated_tokens == sum(s.tokens for s in before.segments if s.kind == "message")
+    assert event.saved_tokens_per_turn is not None and event.saved_tokens_per_turn > 0
+    assert len(conv.messages) == 5
+    d = diff(before, after)
+    assert d is not None and d.segment == "messages[0]" and d.cause == "history-rewrite"

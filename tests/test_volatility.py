@@ -1,0 +1,378 @@
+"""Volatile-content detectors: positives with exact spans, real-world negatives, diff support."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from stableprompt import InputError, canonical_json
+from stableprompt._volatility import (
+    VOLATILE_KINDS,
+    VolatileSpan,
+    _resolve,
+    _Scanner,
+    byte_offset,
+    scan_volatile,
+    volatile_kind_at,
+)
+
+POSITIVES = [
+    # timestamps
+    ("Current time: 2026-11-30T14:03:22Z.", "timestamp", "2026-11-30T14:03:22Z"),
+    ("now=2026-11-30T14:03:22.123456+02:00;", "timestamp", "2026-11-30T14:03:22.123456+02:00"),
+    ("Today is 2026-11-30 14:03:22 (server).", "timestamp", "2026-11-30 14:03:22"),
+    ("Date: Mon, 30 Nov 2026 14:03:22 +0000", "timestamp", "Mon, 30 Nov 2026 14:03:22 +0000"),
+    ("signed at 20261130T140322Z by ci", "timestamp", "20261130T140322Z"),
+    ("log file backup_2026-11-30_14-03-22.tar", "timestamp", "2026-11-30_14-03-22"),
+    ("It is Mon Nov 30 14:03:22 2026 here", "timestamp", "Mon Nov 30 14:03:22 2026"),
+    (
+        "Started Mon Nov 30 2026 14:03:22 GMT+0000 (UTC)",
+        "timestamp",
+        "Mon Nov 30 2026 14:03:22 GMT+0000",
+    ),
+    ("Now: November 30, 2026 at 2:03 PM.", "timestamp", "November 30, 2026 at 2:03 PM"),
+    # dates
+    ("Today's date is 2026-11-30.", "date", "2026-11-30"),
+    ("Today's date is 2026/11/30.", "date", "2026/11/30"),
+    ("Today is Nov 30, 2026 in Paris.", "date", "Nov 30, 2026"),
+    ("Heute ist 30.11.2026, ein Montag.", "date", "30.11.2026"),
+    ("Today: 30/11/2026", "date", "30/11/2026"),
+    ("Today: 11/30/2026", "date", "11/30/2026"),
+    ("Today is Monday, November 30.", "date", "Monday, November 30"),
+    ("Today is 30 November 2026.", "date", "30 November 2026"),
+    ("Today is the 30th of November, 2026.", "date", "30th of November, 2026"),
+    # clock times
+    ("The time is 14:03 now.", "clock-time", "14:03"),
+    ("The time is 2:03 PM now.", "clock-time", "2:03 PM"),
+    ("The time is 14:03:22 now.", "clock-time", "14:03:22"),
+    ("Local time 09:41 UTC.", "clock-time", "09:41 UTC"),
+    # ids
+    ("trace 550e8400-e29b-41d4-a716-446655440000 ok", "uuid", "550e8400-e29b-41d4-a716-446655440000"),
+    ("HEAD is 9fceb02d0ae598e95dc970b74767f19372d61af8.", "hex-id", "9fceb02d0ae598e95dc970b74767f19372d61af8"),
+    ("span 0x7f3a9c2b4d5e6f18 closed", "hex-id", "0x7f3a9c2b4d5e6f18"),
+    ("previous req_011CSHoEeqs5C35K2UUqR7Fy failed", "base64-id", "req_011CSHoEeqs5C35K2UUqR7Fy"),
+    ("event 01HV8Z3KXQ9J6Y2T4M5N7P8R0S queued", "base64-id", "01HV8Z3KXQ9J6Y2T4M5N7P8R0S"),
+    ("key sk-proj-Xq7Lm2Pa9Wd4Rt8Yb3Nc6Hv1 used", "base64-id", "sk-proj-Xq7Lm2Pa9Wd4Rt8Yb3Nc6Hv1"),
+    (
+        "Authorization: Bearer eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N",
+        "base64-id",
+        "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N",
+    ),
+    # labelled nonces (the span is the value)
+    ("nonce: abc123, then go", "nonce", "abc123"),
+    ("request_id=7f3k2a9d&x=1", "nonce", "7f3k2a9d"),
+    ("Session ID: s-99102 (active)", "nonce", "s-99102"),
+    ('{"trace_id":"t-00421x"}', "nonce", "t-00421x"),
+    # epochs
+    ("ts 1732975402 seconds", "epoch", "1732975402"),
+    ("ts_ms=1732975402123", "epoch", "1732975402123"),
+    ("time.time() = 1732975402.5831", "epoch", "1732975402.5831"),
+    # counters
+    ("[Turn 17] The user asks again.", "counter", "Turn 17"),
+    ("You are on Step 4 of 10 of the plan.", "counter", "Step 4 of 10"),
+    ("This is attempt #3, be careful.", "counter", "attempt #3"),
+    ("retry_count: 2", "counter", "retry_count: 2"),
+    ("iteration 12.", "counter", "iteration 12"),
+]
+
+
+@pytest.mark.parametrize(("text", "kind", "token"), POSITIVES)
+def test_positive_detection_reports_kind_and_exact_span(text: str, kind: str, token: str) -> None:
+    """Each volatile form is found once, with its kind and its exact character span."""
+    spans = scan_volatile(text)
+    assert [(s.kind, s.text) for s in spans] == [(kind, token)]
+    (span,) = spans
+    assert span.start == text.index(token)
+    assert span.end == span.start + len(token)
+    assert text[span.start : span.end] == token
+
+
+NEGATIVES = [
+    # schema and format descriptions
+    "The start date. Format: YYYY-MM-DD.",
+    "The timestamp in ISO 8601 / RFC 3339 format (YYYY-MM-DDTHH:MM:SSZ).",
+    "The year, e.g. 2024.",
+    "The date in the format 'YYYY-MM-DD', e.g. '2024-01-15' or '2024/01/15'.",
+    "Reservation time in 24-hour format, e.g., '18:30' for 6:30 PM.",
+    "Date in 'YYYYMMDD' format (e.g., '20210101' for January 1st, 2021).",
+    "Range such as '2023-01-01 to 2023-01-31'.",
+    "Logs are fetched up to 23:59:59 of this date, starting from 00:00:00.",
+    "Example format: '123e4567-e89b-12d3-a456-426614174000'.",
+    "Session identifier that looks like `sess_1234567890abcdef`.",
+    # numbers that are not volatile
+    "Requires Python 3.11.4 or v1.2.3; see release 2.0.0-beta.1.",
+    "Listen on port 8080 and connect to 127.0.0.1:5432 or 192.168.1.1.",
+    "Costs $14.99, or 1,000,000 tokens at 3.14159 USD.",
+    "HTTP 404 means not found; returns up to 100 results per page.",
+    "Office hours are 09:00-17:00, Monday to Friday.",
+    "Step 1: read the file. Step 2: edit it.",
+    "Turn 90 degrees to the left.",
+    "Slice data[12:16] and h[16:32].",
+    "Fixed in pull request #3514.",
+    "if sys.maxsize == 2147483647: use 32-bit; placeholder 1234567890.",
+    "Set iteration = 0 and step=1 before the loop.",
+    "Use model gpt-4.1-2025-04-14 or claude-sonnet-4-20250514.",
+    "Send header anthropic-version: 2023-06-01 with every request.",
+    "Announced shutdown date: 2026-08-10.",
+    "The date must be after 14/03/2024.",
+    "See https://example.org/specification/2025-06-18/schema for details.",
+    # words, identifiers, paths
+    "internationalization and counterrevolutionaries are long English words",
+    "call get_user_by_id_v2 or convert_utf8_to_utf16_string from src/stableprompt/_volatility.py",
+    "class BetaToolSearchToolBm25_20251119 and GetItemInt64Borrow and Utf8EncodingNeeded",
+    "abcdefghijklmnopqrstuvwxyz qwertyuiopasdfghjklzxcvbnm deadbeefcafebabefeedface",
+    "Tokens like HTTP_STATUS_404_NOT_FOUND_ERROR_V2 are constants.",
+    "https://github.com/org/repo/blob/main/docs/v2/Http2ClientGuide.md",
+    "4.85192780976896427E+58 is a big number",
+]
+
+
+@pytest.mark.parametrize("text", NEGATIVES)
+def test_negative_text_yields_no_span(text: str) -> None:
+    """Formats, examples, versions, ports, prices, identifiers and paths are not flagged."""
+    assert scan_volatile(text) == ()
+
+
+def test_real_tool_schema_json_with_examples_and_defaults_is_clean() -> None:
+    """A canonical tool schema whose dates are examples/defaults yields no span."""
+    tool = {
+        "name": "book_flight",
+        "description": "Book a flight. Times are local, in 24-hour format (e.g., '14:30').",
+        "input_schema": {
+            "type": "object",
+            "properties": {
+                "date": {
+                    "type": "string",
+                    "description": "Departure date in YYYY-MM-DD format.",
+                    "examples": ["2024-05-01", "2024-12-24"],
+                },
+                "since": {"type": "string", "format": "date-time", "default": "2024-01-01T00:00:00Z"},
+                "passengers": {"type": "integer", "minimum": 1, "maximum": 9},
+            },
+            "required": ["date"],
+        },
+    }
+    assert scan_volatile(canonical_json(tool).decode()) == ()
+
+
+def test_system_prompt_with_several_volatile_tokens_reports_all_in_order() -> None:
+    """A realistic head reports every volatile token, sorted and non-overlapping."""
+    text = (
+        "You are a helpful agent.\n"
+        "Current date: 2026-11-30. Time: 14:03:22 UTC.\n"
+        "Session ID: sess-4f9a21\n"
+        "Trace 550e8400-e29b-41d4-a716-446655440000, turn: 17\n"
+    )
+    found = [(s.kind, s.text) for s in scan_volatile(text)]
+    assert found == [
+        ("date", "2026-11-30"),
+        ("clock-time", "14:03:22 UTC"),
+        ("nonce", "sess-4f9a21"),
+        ("uuid", "550e8400-e29b-41d4-a716-446655440000"),
+        ("counter", "turn: 17"),
+    ]
+
+
+def test_overlap_keeps_the_timestamp_not_its_date_and_clock_parts() -> None:
+    """A datetime is one timestamp span; filtering by kind never resurrects its parts."""
+    text = "at 2026-11-30 14:03:22 ok"
+    assert [(s.kind, s.text) for s in scan_volatile(text)] == [
+        ("timestamp", "2026-11-30 14:03:22")
+    ]
+    assert scan_volatile(text, kinds={"date", "clock-time"}) == ()
+    assert [s.kind for s in scan_volatile(text, kinds={"timestamp"})] == ["timestamp"]
+
+
+def test_nonce_prefers_the_specific_kind_of_its_value() -> None:
+    """A labelled UUID is reported as a uuid (same span, more specific kind)."""
+    text = "request_id: 550e8400-e29b-41d4-a716-446655440000"
+    assert [(s.kind, s.text) for s in scan_volatile(text)] == [
+        ("uuid", "550e8400-e29b-41d4-a716-446655440000")
+    ]
+
+
+def test_skip_examples_false_reports_documented_values() -> None:
+    """With skip_examples=False, example values are reported too."""
+    text = "The date, e.g. 2024-01-15."
+    assert scan_volatile(text) == ()
+    assert [(s.kind, s.text) for s in scan_volatile(text, skip_examples=False)] == [
+        ("date", "2024-01-15")
+    ]
+
+
+def test_byte_offsets_follow_utf8_encoding() -> None:
+    """start_byte/end_byte index the UTF-8 bytes while start/end index characters."""
+    text = "Café ☕ — now 2026-11-30T14:03:22Z, ok"
+    (span,) = scan_volatile(text)
+    data = text.encode("utf-8")
+    assert span.start == text.index("2026")
+    assert span.start_byte == len(text[: span.start].encode("utf-8"))
+    assert data[span.start_byte : span.end_byte].decode("utf-8") == span.text
+    assert byte_offset(text, span.start) == span.start_byte
+    assert byte_offset(text, len(text)) == len(data)
+
+
+def test_byte_offset_rejects_out_of_range_offsets() -> None:
+    """byte_offset raises InputError with a code for offsets outside the text."""
+    with pytest.raises(InputError) as info:
+        byte_offset("abc", 4)
+    assert info.value.code == "offset-out-of-range"
+
+
+def test_unknown_kind_filter_is_rejected() -> None:
+    """Asking for an unknown kind raises InputError naming the known kinds."""
+    with pytest.raises(InputError) as info:
+        scan_volatile("2026-11-30", kinds={"date", "weather"})
+    assert info.value.code == "volatile-kind-unknown"
+    assert "weather" in str(info.value)
+
+
+def test_json_escaped_text_keeps_tokens_separate_from_escapes() -> None:
+    """In JSON text, a token right after an escaped newline is found without the escape letter."""
+    raw = 'line one\n2026-11-30T14:03:22Z\nnonce: abc123\nTurn 17\n{"x":"\u2028"}'
+    text = canonical_json(raw).decode("utf-8")
+    found = [(s.kind, s.text) for s in scan_volatile(text)]
+    assert found == [
+        ("timestamp", "2026-11-30T14:03:22Z"),
+        ("nonce", "abc123"),
+        ("counter", "Turn 17"),
+    ]
+
+
+def test_spans_are_frozen_slotted_values() -> None:
+    """VolatileSpan is immutable and has no __dict__ (a hot-path value type)."""
+    (span,) = scan_volatile("2026-11-30")
+    assert span == VolatileSpan("date", 0, 10, "2026-11-30", 0, 10)
+    assert not hasattr(span, "__dict__")
+    with pytest.raises(AttributeError):
+        span.kind = "uuid"  # type: ignore[misc]
+
+
+def test_every_reported_kind_is_a_documented_slug() -> None:
+    """All kinds in the positive table belong to VOLATILE_KINDS and all kinds are covered."""
+    kinds = {kind for _, kind, _ in POSITIVES}
+    assert kinds == set(VOLATILE_KINDS)
+
+
+# -- diff support ------------------------------------------------------------------------------
+def _first_difference(a: str, b: str) -> int:
+    return next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "kind"),
+    [
+        ("now 2026-11-30T14:03:22Z.", "now 2026-11-30T14:05:01Z.", "timestamp"),
+        ("id 550e8400-e29b-41d4-a716-446655440000", "id 550e8400-e29b-41d4-a716-9a6655440001", "uuid"),
+        ("request_id=7f3k2a9d end", "request_id=7f3k5b1q end", "nonce"),
+        ("[Turn 17]", "[Turn 18]", "counter"),
+        ("at 14:03 ok", "at 14:03:22 ok", "clock-time"),
+        ("Be nice. Today is 2026-11-30.", "Be nice. Today is 2026-12-01.", "date"),
+    ],
+)
+def test_volatile_kind_at_names_the_shared_kind(a: str, b: str, kind: str) -> None:
+    """A first difference inside same-kind volatile spans on both sides names that kind."""
+    offset = _first_difference(a, b)
+    assert volatile_kind_at(a, b, offset) == kind
+    assert volatile_kind_at(a.encode(), b.encode(), len(a[:offset].encode())) == kind
+
+
+@pytest.mark.parametrize(
+    ("a", "b"),
+    [
+        ("Today is 2026-11-30.", "Today is unknown."),  # only one side is volatile
+        ("You are helpful.", "You are careful."),  # plain edit
+        ("at 2026-11-30 now", "at 14:03:22 now"),  # different kinds
+        ("same", "same and more"),  # pure append: no differing character
+    ],
+)
+def test_volatile_kind_at_returns_none_otherwise(a: str, b: str) -> None:
+    """Edits, one-sided tokens, mixed kinds and appends are not volatile-token divergences."""
+    assert volatile_kind_at(a, b, _first_difference(a, b)) is None
+
+
+def test_volatile_kind_at_handles_multibyte_prefixes_and_long_texts() -> None:
+    """Byte offsets after multi-byte characters and far into long texts are mapped correctly."""
+    prefix = "Ünïcødé ☕ " * 400
+    a = prefix + "stamp 2026-11-30T14:03:22Z " + "tail " * 300
+    b = prefix + "stamp 2026-11-30T14:09:58Z " + "tail " * 300
+    offset = _first_difference(a, b)
+    byte_at = len(a[:offset].encode())
+    assert volatile_kind_at(a, b, offset) == "timestamp"
+    assert volatile_kind_at(a.encode(), b.encode(), byte_at) == "timestamp"
+    # An offset inside a multi-byte character is moved back to its first byte.
+    assert volatile_kind_at("é 14:03 x".encode(), "é 14:07 x".encode(), 6) == "clock-time"
+
+
+def test_volatile_kind_at_rejects_bad_arguments() -> None:
+    """Mixed str/bytes or a negative offset raise InputError with a code."""
+    with pytest.raises(InputError) as info:
+        volatile_kind_at("a", b"a", 0)
+    assert info.value.code == "volatile-diff-invalid"
+    with pytest.raises(InputError):
+        volatile_kind_at("a", "b", -1)
+
+
+# -- properties --------------------------------------------------------------------------------
+_WORDS = (
+    "the agent must answer politely and cite sources when asked about deadlines "
+    "January February March April May June July August September October November December "
+    "Monday Tuesday Wednesday Thursday Friday Saturday Sunday Mon Tue Nov Dec "
+    "nonce request_id session_id trace-id Turn Step attempt iteration round of "
+    "T Z PM AM UTC GMT eyJ deadbeef cafebabe abcdef ABCDEF Xq Lm Pa Wd "
+    "e.g. default examples format version"
+).split()
+_SEPARATORS = [" ", ", ", ".\n", ": ", "=", "-", "_", "/", "\\n", "#", " of ", "T", ":"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(_WORDS), st.sampled_from(_SEPARATORS)), min_size=1, max_size=60
+    )
+)
+def test_english_text_without_digits_yields_no_span(parts: list[tuple[str, str]]) -> None:
+    """Text made of words, month/weekday names and id labels but no digits has no span."""
+    text = "".join(word + sep for word, sep in parts)
+    assert scan_volatile(text) == ()
+    assert _resolve(_Scanner(text).run()) == []  # not even a raw candidate
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(st.characters(blacklist_categories=("Nd", "Cs")), max_size=400))
+def test_arbitrary_text_without_decimal_digits_yields_no_span(text: str) -> None:
+    """Any text without decimal digits (all scripts) has no span."""
+    assert scan_volatile(text) == ()
+
+
+_TOKENS = [
+    "2026-11-30T14:03:22Z", "14:03", "Nov 30, 2026", "550e8400-e29b-41d4-a716-446655440000",
+    "9fceb02d0ae598e95dc970b74767f19372d61af8", "req_011CSHoEeqs5C35K2UUqR7Fy", "1732975402",
+    "nonce: abc123", "Turn 17", "v1.2.3", "port 8080", "e.g.", "é", "☕", "\\n",
+]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(st.sampled_from(_TOKENS), st.text(max_size=8)), max_size=30))
+def test_spans_are_sorted_disjoint_and_consistent(pieces: list[str]) -> None:
+    """For any text, spans are sorted, disjoint, match their text and their UTF-8 byte range."""
+    text = " ".join(pieces)
+    spans = scan_volatile(text)
+    data = text.encode("utf-8", "surrogatepass")
+    previous_end = 0
+    for span in spans:
+        assert span.kind in VOLATILE_KINDS
+        assert previous_end <= span.start < span.end <= len(text)
+        assert text[span.start : span.end] == span.text
+        assert data[span.start_byte : span.end_byte] == span.text.encode("utf-8", "surrogatepass")
+        previous_end = span.end
+    assert scan_volatile(text) == spans  # deterministic
+
+
+def test_volatile_token_is_found_wherever_it_is_embedded() -> None:
+    """A timestamp is found after any amount of clean prefix text (windowing has no edge)."""
+    for size in (0, 1, 7, 100, 5000):
+        text = "x " * size + "at 2026-11-30T14:03:22Z."
+        (span,) = scan_volatile(text)
+        assert span.start == 2 * size + 3
