@@ -333,3 +333,41 @@ def test_malformed_requests_get_anthropic_errors(client: anthropic.Anthropic) ->
         with pytest.raises(anthropic.BadRequestError) as info:
             ask(client, **kwargs)
         assert needle in str(info.value)
+
+
+def test_tool_result_markers_and_thinking_blocks(client: anthropic.Anthropic) -> None:
+    """A marker inside a tool_result marks that block; thinking blocks cannot be marked."""
+    def messages(marked: bool) -> Any:
+        inner: dict[str, Any] = {"type": "text", "text": text(150)}
+        if marked:
+            inner["cache_control"] = EPHEMERAL
+        return [{"role": "user", "content": "run it"},
+                {"role": "assistant", "content": [
+                    {"type": "tool_use", "id": "t1", "name": "run", "input": {}}]},
+                {"role": "user", "content": [
+                    {"type": "tool_result", "tool_use_id": "t1", "content": [inner]}]}]
+
+    first = ask(client, messages=messages(True))
+    assert counters(first)[0] == 0 and counters(first)[2] > 1024
+    assert counters(ask(client, messages=messages(True)))[1] == counters(first)[2]
+    thinking = [{"role": "user", "content": "q"}, {"role": "assistant", "content": [
+        {"type": "thinking", "thinking": "hm", "signature": "s", "cache_control": EPHEMERAL}]}]
+    with pytest.raises(anthropic.BadRequestError, match="thinking blocks"):
+        ask(client, messages=thinking)
+
+
+def test_parallel_clients_are_served_consistently(emu: Emulator) -> None:
+    """Concurrent requests all succeed and each reports either the cold write or a full read."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with anthropic.Anthropic(base_url=emu.base_url, api_key="k", max_retries=0) as client:
+        write = counters(ask(client, system=system(text(150, "warm"))))[2]
+
+        def one(i: int) -> tuple[int, int, int]:
+            return counters(ask(client, system=system(text(150, "warm")),
+                                messages=[{"role": "user", "content": f"q{i % 3}"}]))
+
+        with ThreadPoolExecutor(max_workers=8) as pool:
+            results = list(pool.map(one, range(40)))
+    assert all((read, wrote) == (write, 0) for _, read, wrote in results)
+    assert emu.stats().requests == 41 and emu.stats().errors == 0

@@ -17,6 +17,8 @@ from stableprompt._volatility import (
     volatile_kind_at,
 )
 
+_JWT = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N"
+
 POSITIVES = [
     # timestamps
     ("Current time: 2026-11-30T14:03:22Z.", "timestamp", "2026-11-30T14:03:22Z"),
@@ -48,16 +50,24 @@ POSITIVES = [
     ("The time is 14:03:22 now.", "clock-time", "14:03:22"),
     ("Local time 09:41 UTC.", "clock-time", "09:41 UTC"),
     # ids
-    ("trace 550e8400-e29b-41d4-a716-446655440000 ok", "uuid", "550e8400-e29b-41d4-a716-446655440000"),
-    ("HEAD is 9fceb02d0ae598e95dc970b74767f19372d61af8.", "hex-id", "9fceb02d0ae598e95dc970b74767f19372d61af8"),
+    (
+        "trace 550e8400-e29b-41d4-a716-446655440000 ok",
+        "uuid",
+        "550e8400-e29b-41d4-a716-446655440000",
+    ),
+    (
+        "HEAD is 9fceb02d0ae598e95dc970b74767f19372d61af8.",
+        "hex-id",
+        "9fceb02d0ae598e95dc970b74767f19372d61af8",
+    ),
     ("span 0x7f3a9c2b4d5e6f18 closed", "hex-id", "0x7f3a9c2b4d5e6f18"),
     ("previous req_011CSHoEeqs5C35K2UUqR7Fy failed", "base64-id", "req_011CSHoEeqs5C35K2UUqR7Fy"),
     ("event 01HV8Z3KXQ9J6Y2T4M5N7P8R0S queued", "base64-id", "01HV8Z3KXQ9J6Y2T4M5N7P8R0S"),
     ("key sk-proj-Xq7Lm2Pa9Wd4Rt8Yb3Nc6Hv1 used", "base64-id", "sk-proj-Xq7Lm2Pa9Wd4Rt8Yb3Nc6Hv1"),
     (
-        "Authorization: Bearer eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N",
+        "Authorization: Bearer " + _JWT,
         "base64-id",
-        "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N",
+        _JWT,
     ),
     # labelled nonces (the span is the value)
     ("nonce: abc123, then go", "nonce", "abc123"),
@@ -147,7 +157,11 @@ def test_real_tool_schema_json_with_examples_and_defaults_is_clean() -> None:
                     "description": "Departure date in YYYY-MM-DD format.",
                     "examples": ["2024-05-01", "2024-12-24"],
                 },
-                "since": {"type": "string", "format": "date-time", "default": "2024-01-01T00:00:00Z"},
+                "since": {
+                    "type": "string",
+                    "format": "date-time",
+                    "default": "2024-01-01T00:00:00Z",
+                },
                 "passengers": {"type": "integer", "minimum": 1, "maximum": 9},
             },
             "required": ["date"],
@@ -177,9 +191,7 @@ def test_system_prompt_with_several_volatile_tokens_reports_all_in_order() -> No
 def test_overlap_keeps_the_timestamp_not_its_date_and_clock_parts() -> None:
     """A datetime is one timestamp span; filtering by kind never resurrects its parts."""
     text = "at 2026-11-30 14:03:22 ok"
-    assert [(s.kind, s.text) for s in scan_volatile(text)] == [
-        ("timestamp", "2026-11-30 14:03:22")
-    ]
+    assert [(s.kind, s.text) for s in scan_volatile(text)] == [("timestamp", "2026-11-30 14:03:22")]
     assert scan_volatile(text, kinds={"date", "clock-time"}) == ()
     assert [s.kind for s in scan_volatile(text, kinds={"timestamp"})] == ["timestamp"]
 
@@ -257,14 +269,20 @@ def test_every_reported_kind_is_a_documented_slug() -> None:
 
 # -- diff support ------------------------------------------------------------------------------
 def _first_difference(a: str, b: str) -> int:
-    return next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
+    return next(
+        (i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b))
+    )
 
 
 @pytest.mark.parametrize(
     ("a", "b", "kind"),
     [
         ("now 2026-11-30T14:03:22Z.", "now 2026-11-30T14:05:01Z.", "timestamp"),
-        ("id 550e8400-e29b-41d4-a716-446655440000", "id 550e8400-e29b-41d4-a716-9a6655440001", "uuid"),
+        (
+            "id 550e8400-e29b-41d4-a716-446655440000",
+            "id 550e8400-e29b-41d4-a716-9a6655440001",
+            "uuid",
+        ),
         ("request_id=7f3k2a9d end", "request_id=7f3k5b1q end", "nonce"),
         ("[Turn 17]", "[Turn 18]", "counter"),
         ("at 14:03 ok", "at 14:03:22 ok", "clock-time"),
@@ -315,14 +333,73 @@ def test_volatile_kind_at_rejects_bad_arguments() -> None:
 
 
 # -- properties --------------------------------------------------------------------------------
-_WORDS = (
-    "the agent must answer politely and cite sources when asked about deadlines "
-    "January February March April May June July August September October November December "
-    "Monday Tuesday Wednesday Thursday Friday Saturday Sunday Mon Tue Nov Dec "
-    "nonce request_id session_id trace-id Turn Step attempt iteration round of "
-    "T Z PM AM UTC GMT eyJ deadbeef cafebabe abcdef ABCDEF Xq Lm Pa Wd "
-    "e.g. default examples format version"
-).split()
+_WORDS = [
+    "the",
+    "agent",
+    "must",
+    "answer",
+    "politely",
+    "and",
+    "cite",
+    "sources",
+    "when",
+    "asked",
+    "about",
+    "deadlines",
+    "January",
+    "February",
+    "March",
+    "April",
+    "May",
+    "June",
+    "July",
+    "August",
+    "September",
+    "October",
+    "November",
+    "December",
+    "Monday",
+    "Tuesday",
+    "Wednesday",
+    "Thursday",
+    "Friday",
+    "Saturday",
+    "Sunday",
+    "Mon",
+    "Tue",
+    "Nov",
+    "Dec",
+    "nonce",
+    "request_id",
+    "session_id",
+    "trace-id",
+    "Turn",
+    "Step",
+    "attempt",
+    "iteration",
+    "round",
+    "of",
+    "T",
+    "Z",
+    "PM",
+    "AM",
+    "UTC",
+    "GMT",
+    "eyJ",
+    "deadbeef",
+    "cafebabe",
+    "abcdef",
+    "ABCDEF",
+    "Xq",
+    "Lm",
+    "Pa",
+    "Wd",
+    "e.g.",
+    "default",
+    "examples",
+    "format",
+    "version",
+]
 _SEPARATORS = [" ", ", ", ".\n", ": ", "=", "-", "_", "/", "\\n", "#", " of ", "T", ":"]
 
 
@@ -347,9 +424,21 @@ def test_arbitrary_text_without_decimal_digits_yields_no_span(text: str) -> None
 
 
 _TOKENS = [
-    "2026-11-30T14:03:22Z", "14:03", "Nov 30, 2026", "550e8400-e29b-41d4-a716-446655440000",
-    "9fceb02d0ae598e95dc970b74767f19372d61af8", "req_011CSHoEeqs5C35K2UUqR7Fy", "1732975402",
-    "nonce: abc123", "Turn 17", "v1.2.3", "port 8080", "e.g.", "é", "☕", "\\n",
+    "2026-11-30T14:03:22Z",
+    "14:03",
+    "Nov 30, 2026",
+    "550e8400-e29b-41d4-a716-446655440000",
+    "9fceb02d0ae598e95dc970b74767f19372d61af8",
+    "req_011CSHoEeqs5C35K2UUqR7Fy",
+    "1732975402",
+    "nonce: abc123",
+    "Turn 17",
+    "v1.2.3",
+    "port 8080",
+    "e.g.",
+    "é",
+    "☕",
+    "\\n",
 ]
 
 

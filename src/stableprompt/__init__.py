@@ -40,14 +40,17 @@ from ._policy import CachePolicy, PolicyTable, cache_policy
 from ._record import UsageRecord, export_otel
 from ._render import ProviderRequest, RenderedPrompt
 from ._request import SegmentedRequest, segment_request
+from ._tokens import ByteTokenizer, SegmentTokenCounter, TiktokenTokenizer, Tokenizer, get_tokenizer
 from ._tools import Repair, Tool, ToolSet
 from ._usage import CacheUsage
+from ._volatility import VolatileSpan, scan_volatile
 from .providers import parse_stream, parse_usage
 
 __version__ = "0.1.0"
 
 __all__ = [
     "BreakpointError",
+    "ByteTokenizer",
     "CacheEvent",
     "CachePolicy",
     "CacheUsage",
@@ -77,9 +80,12 @@ __all__ = [
     "RenderedPrompt",
     "Repair",
     "Segment",
+    "SegmentTokenCounter",
     "SegmentedRequest",
     "StablePromptError",
     "TailSlotError",
+    "TiktokenTokenizer",
+    "Tokenizer",
     "TokenizerUnavailableError",
     "Tool",
     "ToolCall",
@@ -91,14 +97,17 @@ __all__ = [
     "UsageRecord",
     "VolatileContentError",
     "VolatileContentWarning",
+    "VolatileSpan",
     "WorkloadUnavailableError",
     "__version__",
     "cache_policy",
     "canonical_json",
     "diff",
     "export_otel",
+    "get_tokenizer",
     "parse_stream",
     "parse_usage",
     "plan_compaction",
+    "scan_volatile",
     "segment_request",
 ]

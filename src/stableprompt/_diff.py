@@ -269,8 +269,9 @@ def _classify(
         removed = sorted(set(tools_a) - set(tools_b))
         if removed:
             return "tool-removed", ", ".join(removed), seg.path
-        if added:
-            return "tool-added", ", ".join(added), seg.path
+        if added:  # point at the new tool in the later request when it is there
+            where = y.path if y is not None and y.kind == "tool" else seg.path
+            return "tool-added", ", ".join(added), where
         if tools_a != tools_b and x is not None and y is not None and x.label != y.label:
             return "tool-reorder", f"{x.label} -> {y.label} at {x.name}", seg.path
     if x is None or y is None:

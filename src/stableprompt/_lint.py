@@ -9,11 +9,17 @@ request's session is known (capture ``session`` key, else body ``metadata.user_i
 ``prompt_cache_key``), of the same session; otherwise any earlier request. The predecessor is
 the candidate sharing the most whole segments with the request (found with an index of chained
 prefix digests: O(log n) lookups per request, no pairwise comparisons); among those, one that
-is entirely a prefix of the request wins (so a rewind or retry is not a break), else the one
-sharing the most bytes of the next segment (the 64 most recent are compared), latest first.
-A request that contains no assistant turn yet (a conversation's opening request) and that no
-candidate is a full prefix of **starts a conversation**: it has no predecessor. So interleaved
-subagents, and sessions that share a head, do not look like breaks.
+is entirely a prefix of the request wins (so a rewind or retry is not a break). Otherwise:
+a request that contains no assistant turn yet (an opening request) **starts a conversation**
+(no predecessor); else the candidates with the same opening message block (the same
+conversation, or a fork of it) are preferred, the one sharing the most segments winning; else
+the one sharing the most bytes of the first divergent segment, and then, when the session is
+unknown, only if the request re-sends at least a quarter of its message bytes (compared by
+digest) — otherwise the request starts a conversation (e.g. one resumed mid-way). At most the
+64 most recent candidates are compared, latest first on ties. So interleaved
+subagents, and sessions that share a head, do not look like breaks. Limitation: without session
+ids, a rewrite of most already-sent bytes (e.g. compaction) looks like a new conversation;
+give session ids (``session``, ``metadata.user_id``, ``prompt_cache_key``) to rule that out.
 
 **Prefix ratio** of a pair = ``lcp_bytes / size_bytes`` of the later request. A request with no
 predecessor has ``predecessor``, ``prefix_ratio`` and ``ceiling`` ``None`` and is left out of
@@ -53,7 +59,14 @@ from typing import Any
 from ._canonical import loads, wire_json
 from ._capture import CaptureEntry, CaptureProblem, Skipped, iter_capture
 from ._cli import Subcommand
-from ._diff import Divergence, _body_path, _common_prefix_len, diff, lcp_bytes
+from ._diff import (
+    Divergence,
+    _body_path,
+    _common_prefix_len,
+    diff,
+    first_divergent_index,
+    lcp_bytes,
+)
 from ._exceptions import CaptureError, PolicyError, TokenizerUnavailableError
 from ._fingerprint import Segment
 from ._policy import CachePolicy, PolicyTable, cache_policy
@@ -346,6 +359,7 @@ class _Req:
 class _Index:
     by_digest: dict[str, list[int]] = field(default_factory=dict)
     by_last: dict[str, int] = field(default_factory=dict)
+    by_first: dict[str, list[int]] = field(default_factory=dict)
     all: list[int] = field(default_factory=list)
 
     def add(self, req: _Req) -> None:
@@ -353,6 +367,8 @@ class _Index:
             self.by_digest.setdefault(seg.prefix_digest, []).append(req.pos)
         if req.segments:
             self.by_last[req.segments[-1].prefix_digest] = req.pos
+        if req.first_message_digest is not None:
+            self.by_first.setdefault(req.first_message_digest, []).append(req.pos)
         self.all.append(req.pos)
 
 
@@ -448,6 +464,20 @@ def is_expected_divergence(a: Any, b: Any, divergence: Divergence) -> bool:
     return y.kind == "message" and y.label != segments[i].label
 
 
+def _shares_history(a: _Req, b: _Req) -> bool:
+    """Whether ``b`` continues ``a``'s conversation: it re-sends (same bytes, by digest) at
+    least a quarter of the bytes of ``a``'s message blocks. Stock phrases two conversations
+    happen to share ("Let me check.") stay far below that."""
+    sizes: dict[str, int] = {}
+    total = 0
+    for s in a.segments:
+        if s.kind == "message":
+            sizes[s.digest] = s.size_bytes
+            total += s.size_bytes
+    shared = sum(sizes.pop(s.digest, 0) for s in b.segments if s.kind == "message")
+    return total > 0 and 4 * shared >= total
+
+
 def _ratio(part: int, whole: int) -> float:
     return part / whole if whole else 1.0
 
@@ -517,6 +547,15 @@ class _Linter:
                 return self.reqs[full]
         if not b.has_assistant:
             return None  # an opening request: a new conversation
+        same_opening = index.by_first.get(b.first_message_digest or "")
+        if same_opening:  # the same conversation (or a fork / rerun of it): longest prefix wins
+            best_k, best = -1, None
+            for pos in reversed(same_opening[-_SCAN_CANDIDATES:]):
+                a = self.reqs[pos]
+                shared = first_divergent_index(a.segments, segs)
+                if shared > best_k:
+                    best_k, best = shared, a
+            return best
         candidates = by_digest[segs[k - 1].prefix_digest] if k else index.all
         if k >= len(segs):
             return self.reqs[candidates[-1]]
@@ -531,7 +570,11 @@ class _Linter:
             n = _common_prefix_len(a.data[x.start:x.end], tail) if x.kind == y.kind else 0
             if n > best_len:
                 best, best_len = a, n
-        return best if best is not None else self.reqs[candidates[-1]]
+        if best is None:
+            best = self.reqs[candidates[-1]]
+        if b.session is None and not _shares_history(best, b):
+            return None  # another conversation (e.g. resumed mid-way), not a rewrite of this one
+        return best
 
     def _pair(self, b: _Req) -> None:
         a = self._predecessor(b)

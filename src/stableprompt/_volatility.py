@@ -149,9 +149,7 @@ _UUID_RE = re.compile(
 )
 _HEX_RE = re.compile(r"(?<![0-9A-Za-z])(?:0[xX])?[0-9a-fA-F]{16,}(?![0-9A-Za-z])")
 _ID_TAIL_RE = re.compile(r"[A-Za-z0-9+/_-]*={0,2}")
-_JWT_RE = re.compile(
-    r"eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*(?![A-Za-z0-9_-])"
-)
+_JWT_RE = re.compile(r"eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*(?![A-Za-z0-9_-])")
 _B64_SPLIT_RE = re.compile(r"[-_+/=]+")
 _WORDY_RE = re.compile(r"[A-Z][a-z]{2,}|[a-z]{4,}|[A-Z]{5,}")
 _DIGIT_GROUP_RE = re.compile(r"[0-9]+")
@@ -169,17 +167,24 @@ _NONCE_LABEL_RE = re.compile(
 )
 _COUNTER_PROGRESS_RE = re.compile(r"\s*(?:of|/)\s*[0-9]{1,6}(?![^\W_])", re.I)
 _COUNTER_BARE_END_RE = re.compile(r"\s*(?:$|[\])},;|]|\.(?:\s|$)|\\[nrt])", re.M)
-_COUNTER_LABELS = frozenset("turn step attempt iteration round retry try run cycle loop".split())
-_COUNTER_KV_LABELS = frozenset("turn iteration attempt retry step".split())
-_COUNTER_BARE_LABELS = frozenset("turn iteration attempt".split())
+_COUNTER_LABELS = frozenset(
+    ["turn", "step", "attempt", "iteration", "round", "retry", "try", "run", "cycle", "loop"]
+)
+_COUNTER_KV_LABELS = frozenset(["turn", "iteration", "attempt", "retry", "step"])
+_COUNTER_BARE_LABELS = frozenset(["turn", "iteration", "attempt"])
 _MONTHS = frozenset(
-    "jan january feb february mar march apr april may jun june jul july aug august sep sept "
-    "september oct october nov november dec december".split()
-)
+    (
+        "jan", "january", "feb", "february", "mar", "march", "apr", "april", "may", "jun",
+        "june", "jul", "july", "aug", "august", "sep", "sept", "september", "oct", "october",
+        "nov", "november", "dec", "december",
+    )
+)  # fmt: skip
 _WEEKDAYS = frozenset(
-    "mon monday tue tues tuesday wed wednesday thu thur thurs thursday fri friday sat saturday "
-    "sun sunday".split()
-)
+    (
+        "mon", "monday", "tue", "tues", "tuesday", "wed", "wednesday", "thu", "thur", "thurs",
+        "thursday", "fri", "friday", "sat", "saturday", "sun", "sunday",
+    )
+)  # fmt: skip
 # Example markers: a span right after one of these (or in the list that follows) is skipped.
 _EXAMPLE_BEFORE_RE = re.compile(
     r"(?:\be\.?g\b\.?|\bi\.e\.|\bfor (?:example|instance)|\bsuch as|\blike|\bexamples?"
@@ -203,6 +208,39 @@ _FIXED_DATE_BEFORE_RE = re.compile(
     re.I,
 )
 _DATE_KINDS = frozenset({"date", "timestamp"})
+# Cheap substring pre-checks (lowercase) before the regexes above: each regex matches only
+# if one of its hints occurs in the window.
+_EXAMPLE_HINTS = (
+    "e.g",
+    "eg",
+    "i.e.",
+    "example",
+    "instance",
+    "such as",
+    "like",
+    "default",
+    "sample",
+    "format",
+)
+_FIXED_DATE_HINTS = (
+    "releas",
+    "deprecat",
+    "shutdown",
+    "sunset",
+    "retire",
+    "cut",
+    "version",
+    "since",
+    "after",
+    "before",
+    "between",
+    "effective",
+    "expir",
+    "launched",
+    "published",
+    "founded",
+    "born",
+)
 _EXAMPLE_WINDOW = 40
 _EPOCH_MIN = 1_000_000_000  # 2001-09-09T01:46:40Z, the first 10-digit second
 _EPOCH_MAX = 4_102_444_800  # 2100-01-01T00:00:00Z
@@ -215,14 +253,21 @@ _Candidate = tuple[int, int, str]
 
 
 def _digit_runs(text: str) -> list[tuple[int, int]]:
-    """Maximal runs of ASCII digits as (start, end), in order (one memchr pass per digit)."""
+    """Maximal runs of ASCII digits as (start, end), in order.
+
+    Sparse digits (prose, schemas): one memchr pass per digit character. Dense digits (logs,
+    tables): one regex pass.
+    """
     positions: list[int] = []
+    dense = len(text) // 32
     find = text.find
     for digit in "0123456789":
         i = find(digit)
         while i != -1:
             positions.append(i)
             i = find(digit, i + 1)
+        if len(positions) > dense:
+            return [m.span() for m in _DIGIT_GROUP_RE.finditer(text)]
     if not positions:
         return []
     positions.sort()
@@ -275,10 +320,7 @@ def _placeholder_hex(value: str) -> bool:
     """Documentation placeholders: one repeated digit, counting sequences, well-known UUIDs."""
     body = value.replace("-", "").lower()
     return (
-        len(set(body)) <= 2
-        or "123456789" in body
-        or "abcdef" in body
-        or body in _PLACEHOLDER_UUIDS
+        len(set(body)) <= 2 or "123456789" in body or "abcdef" in body or body in _PLACEHOLDER_UUIDS
     )
 
 
@@ -426,9 +468,7 @@ class _Scanner:
             return
         digits = m.group().split(".", 1)[0]
         value = int(digits) // (1000 if len(digits) == 13 else 1)
-        if digits[:10] in _WELL_KNOWN_NUMBERS or len(set(digits)) <= 2 or digits.endswith(
-            "000000"
-        ):
+        if digits[:10] in _WELL_KNOWN_NUMBERS or len(set(digits)) <= 2 or digits.endswith("000000"):
             return  # INT32_MAX, "1234567890", 2000000000: constants and placeholders
         if _EPOCH_MIN <= value < _EPOCH_MAX and not _PHONE_BEFORE_RE.search(
             text, max(0, a - 12), a
@@ -437,7 +477,7 @@ class _Scanner:
 
     # -- counters -----------------------------------------------------------------------------
     def _counter(self, a: int, b: int) -> None:
-        """"Turn 17", "Step 4 of 10", "attempt #3", "turn: 5", "retry_count=2"."""
+        """ "Turn 17", "Step 4 of 10", "attempt #3", "turn: 5", "retry_count=2"."""
         text = self.text
         j = a
         while j > 0 and text[j - 1] in _SPACE:
@@ -462,9 +502,11 @@ class _Scanner:
         progress = _COUNTER_PROGRESS_RE.match(text, b)
         if progress is not None and sep in ("", "#"):
             self.out.append((start, progress.end(), "counter"))
-        elif sep == "#" or (sep and label in _COUNTER_KV_LABELS):
-            self.out.append((start, b, "counter"))
-        elif not sep and label in _COUNTER_BARE_LABELS and _COUNTER_BARE_END_RE.match(text, b):
+        elif (
+            sep == "#"
+            or (sep and label in _COUNTER_KV_LABELS)
+            or (not sep and label in _COUNTER_BARE_LABELS and _COUNTER_BARE_END_RE.match(text, b))
+        ):
             self.out.append((start, b, "counter"))
 
     # -- ids ----------------------------------------------------------------------------------
@@ -534,13 +576,13 @@ class _Scanner:
             end -= 1
         if not 6 <= end - start <= 128 or not text[start].isalnum():
             return
-        if sum(ch.isdigit() for ch in text[start:end]) < 2 or text.startswith("(", end):
-            return  # "hashlib.sha1(...)": code, not a value
         j = start
         while j > 0 and text[j - 1] in " \t\"'\\":
             j -= 1
         if j == 0 or text[j - 1] not in ":=":
             return
+        if sum(ch.isdigit() for ch in text[start:end]) < 2 or text.startswith("(", end):
+            return  # "hashlib.sha1(...)": code, not a value
         if _NONCE_LABEL_RE.search(text, max(0, start - 48), start):
             self.out.append((start, end, "nonce"))
 
@@ -598,10 +640,18 @@ def _suppress_examples(text: str, spans: list[_Candidate]) -> list[_Candidate]:
             and _LIST_SEPARATOR_RE.fullmatch(text, last_example_end, start) is not None
         )
         lo = max(0, start - _EXAMPLE_WINDOW)
+        window = text[lo:start].lower()
         if (
             in_list
-            or _EXAMPLE_BEFORE_RE.search(text, lo, start)
-            or (kind in _DATE_KINDS and _FIXED_DATE_BEFORE_RE.search(text, lo, start))
+            or (
+                any(hint in window for hint in _EXAMPLE_HINTS)
+                and _EXAMPLE_BEFORE_RE.search(text, lo, start)
+            )
+            or (
+                kind in _DATE_KINDS
+                and any(hint in window for hint in _FIXED_DATE_HINTS)
+                and _FIXED_DATE_BEFORE_RE.search(text, lo, start)
+            )
         ):
             last_example_end = end
             continue
@@ -783,9 +833,7 @@ def _window_from_bytes(data: bytes, offset: int) -> tuple[str, bool, bool, int]:
     return head + tail, lo == 0, hi == len(data), len(head)
 
 
-def _kind_covering(
-    text: str, at_start: bool, at_end: bool, offset: int
-) -> tuple[str, bool] | None:
+def _kind_covering(text: str, at_start: bool, at_end: bool, offset: int) -> tuple[str, bool] | None:
     """(kind, ends_at_offset) of the span holding ``offset`` in a window, or ``None``.
 
     A span containing ``offset`` strictly wins over one that ends at it. Spans touching a cut

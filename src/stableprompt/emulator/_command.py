@@ -81,33 +81,26 @@ def _run(args: argparse.Namespace) -> int:
                             on_request=None if args.quiet else log)
     except InputError as exc:
         raise UsageError(f"stableprompt emulator serve: error: {exc.message}") from None
+
+    def banner(emu: Emulator) -> None:
+        print(f"stableprompt emulator (an emulator, not a real provider) listening on "
+              f"{emu.base_url} — Anthropic base_url={emu.base_url}, "
+              f"OpenAI base_url={emu.openai_base_url}", flush=True)
+
     try:
-        emulator.start()
+        emulator.serve_forever(on_ready=banner)
+    except KeyboardInterrupt:
+        return 0
     except OSError as exc:
         print(f"stableprompt: error: cannot listen on {args.host}:{args.port}: "
               f"{exc.strerror or exc}", file=sys.stderr)
         return 1
-    print(f"stableprompt emulator (an emulator, not a real provider) listening on "
-          f"{emulator.base_url} — Anthropic base_url={emulator.base_url}, "
-          f"OpenAI base_url={emulator.openai_base_url}", flush=True)
-    try:
-        assert emulator._thread is not None
-        while emulator._thread.is_alive():
-            emulator._thread.join(0.5)
-    except KeyboardInterrupt:
-        pass
-    finally:
-        emulator.close()
     return 0
-
-
-def _dispatch(args: argparse.Namespace) -> int:
-    return _run(args)
 
 
 SUBCOMMAND = Subcommand(
     name="emulator",
     help="run the loopback provider emulator (Anthropic + OpenAI wire, prefix caching)",
     add_arguments=_add_arguments,
-    run=_dispatch,
+    run=_run,
 )

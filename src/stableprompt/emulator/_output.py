@@ -20,9 +20,11 @@ from ._tokens import BlockTokenizer
 
 __all__ = [
     "AssistantTurn",
+    "FittedTurn",
     "Responder",
     "ScriptedResponder",
     "ToolCall",
+    "counter",
     "echo_responder",
     "fit_turn",
     "last_user_text",

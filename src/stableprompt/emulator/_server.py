@@ -9,15 +9,13 @@ shape; an unexpected exception becomes a 500 in that shape and the server keeps 
 
 from __future__ import annotations
 
-import ipaddress
-import socket
 import threading
 import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from hashlib import sha256
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from types import TracebackType
 from typing import Any
 from urllib.parse import urlsplit
@@ -28,6 +26,7 @@ from .._policy import PolicyTable
 from ._anthropic import handle_messages
 from ._chat import handle_chat
 from ._clock import FakeClock
+from ._http import LoopbackServer, api_key, guess_flavor, is_loopback, make_server, read_body
 from ._output import Responder, counter, echo_responder
 from ._responses import handle_responses
 from ._store import PrefixStore, StoreStats
@@ -157,7 +156,7 @@ class Emulator:
         log_limit: int = 100_000,
         on_request: Callable[[RequestRecord], None] | None = None,
     ) -> None:
-        if not _is_loopback(host):
+        if not is_loopback(host):
             raise InputError(f"the emulator binds loopback only; {host!r} is not a loopback "
                              "address (use 127.0.0.1, ::1 or localhost)", code="emulator-host")
         if not 0 <= port <= 65535:
@@ -175,7 +174,7 @@ class Emulator:
         self._seq = counter()
         self._lock = threading.Lock()
         self._totals = [0] * 6  # requests, errors, input, read, write, output
-        self._server: _Server | None = None
+        self._server: LoopbackServer | None = None
         self._thread: threading.Thread | None = None
         self._foreground = False
 
@@ -193,14 +192,22 @@ class Emulator:
         self._thread.start()
         return self
 
-    def serve_forever(self) -> None:
-        """Bind (if needed) and serve in the calling thread until :meth:`close` or Ctrl-C."""
-        server = self._server or self._bind()
+    def serve_forever(self, *, on_ready: Callable[[Emulator], None] | None = None) -> None:
+        """Bind, call ``on_ready(self)``, then serve in the calling thread until :meth:`close`
+        (from another thread) or Ctrl-C (``KeyboardInterrupt`` propagates).
+
+        Raises:
+            OSError: The port cannot be bound.
+        """
+        server = self._bind()
         self._foreground = True
         try:
+            if on_ready is not None:
+                on_ready(self)
             server.serve_forever(poll_interval=0.2)
         finally:
             self._foreground = False
+            self._server = None
             server.server_close()
 
     def close(self) -> None:
@@ -223,12 +230,10 @@ class Emulator:
     ) -> None:
         self.close()
 
-    def _bind(self) -> _Server:
+    def _bind(self) -> LoopbackServer:
         if self._server is not None:
             raise ConfigurationError("the emulator is already running", code="emulator-running")
-        server_class = _Server6 if ":" in self._host else _Server
-        server = server_class((self._host, self._port), _RequestHandler)
-        server.emulator = self
+        server = make_server(self._host, self._port, self._handle)
         self._server = server
         self._port = int(server.server_address[1])
         return server
@@ -289,10 +294,10 @@ class Emulator:
         seq, started = self._seq(), self._clock()
         path = urlsplit(handler.path).path
         route = _ROUTES.get(path.rstrip("/") or "/")
-        flavor: Flavor = route[0] if route else _guess(handler)
+        flavor: Flavor = route[0] if route else guess_flavor(handler)
         request_id = f"req_emu_{seq:06d}"
         try:
-            raw = _read_body(handler, self._max_body_bytes)
+            raw = read_body(handler, self._max_body_bytes)
             if method == "GET" and path in ("/", "/healthz"):
                 result = json_result({"emulator": "stableprompt", "real_provider": False,
                                       "endpoints": sorted(_ROUTES)})
@@ -308,7 +313,7 @@ class Emulator:
                     body = loads(raw)
                 except ValueError as exc:
                     raise WireError(f"request body is not valid JSON: {exc}") from exc
-                scope = sha256(_api_key(handler).encode()).digest()[:16]
+                scope = sha256(api_key(handler).encode()).digest()[:16]
                 ctx = WireContext(self._tokenizer, self._store, self._policies,
                                   self._responder, started, seq, scope)
                 result = route[1](body, ctx)
@@ -372,88 +377,6 @@ class Emulator:
                 totals[4] += record.cache_write_tokens or 0
                 totals[5] += record.output_tokens or 0
             self._log.append(record)
-
-
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    emulator: Emulator
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        """Connection-level failures (resets, timeouts) are the client's business: stay quiet."""
-
-
-class _Server6(_Server):
-    address_family = socket.AF_INET6
-
-
-class _RequestHandler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    server_version = "stableprompt-emulator"
-    timeout = 60  # idle keep-alive connections are closed after this many seconds
-    disable_nagle_algorithm = True  # headers and body go out as separate writes: no 40 ms stall
-    server: _Server
-
-    def do_POST(self) -> None:
-        self.server.emulator._handle(self, "POST")
-
-    def do_GET(self) -> None:
-        self.server.emulator._handle(self, "GET")
-
-    def do_PUT(self) -> None:
-        self.server.emulator._handle(self, "PUT")
-
-    def do_PATCH(self) -> None:
-        self.server.emulator._handle(self, "PATCH")
-
-    def do_DELETE(self) -> None:
-        self.server.emulator._handle(self, "DELETE")
-
-    def log_message(self, format: str, *args: Any) -> None:
-        """Silence the stdlib's per-request stderr line (use ``on_request`` instead)."""
-
-
-def _read_body(handler: BaseHTTPRequestHandler, limit: int) -> bytes:
-    length = handler.headers.get("Content-Length")
-    if length is None:
-        if "chunked" in handler.headers.get("Transfer-Encoding", "").lower():
-            handler.close_connection = True
-            raise WireError("chunked request bodies are not supported; send Content-Length",
-                            status=411)
-        return b""
-    try:
-        size = int(length)
-        if size < 0:
-            raise ValueError(length)
-    except ValueError:
-        handler.close_connection = True
-        raise WireError(f"invalid Content-Length header: {length!r}") from None
-    if size > limit:
-        handler.close_connection = True
-        raise WireError(f"request body of {size} bytes exceeds the emulator limit of {limit}",
-                        status=413)
-    return handler.rfile.read(size)
-
-
-def _api_key(handler: BaseHTTPRequestHandler) -> str:
-    key = handler.headers.get("x-api-key")
-    if key is None:
-        auth = handler.headers.get("Authorization", "")
-        key = auth[7:] if auth.lower().startswith("bearer ") else ""
-    return key
-
-
-def _guess(handler: BaseHTTPRequestHandler) -> Flavor:
-    headers = handler.headers
-    return "anthropic" if "anthropic-version" in headers or "x-api-key" in headers else "openai"
-
-
-def _is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def _stats_json(stats: EmulatorStats) -> dict[str, Any]:

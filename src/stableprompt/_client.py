@@ -1,0 +1,677 @@
+"""Provider clients on httpx that send the exact rendered bytes and record every call.
+
+``AnthropicClient`` (Messages), ``OpenAIClient`` (Chat Completions and Responses) and
+``OpenAICompatibleClient`` (vLLM, SGLang, llama-server, DeepSeek, OpenRouter, xAI, ...), each
+with an ``Async`` twin. A client sends :attr:`ProviderRequest.content` byte for byte (a ``dict``
+is serialized once with ``wire_json``, in its insertion order) through a
+:class:`~stableprompt.RecordingTransport`, so every attempt becomes one
+:class:`~stableprompt.UsageRecord` in the client's :class:`~stableprompt.Recorder`.
+
+Body additions, when configured, are appended as new top-level members after the last byte
+of the body (the caller's object and every byte of its rendering are left as they are):
+``stream``/``stream_options`` for ``send(..., stream=True)``, the vLLM ``cache_salt``, and the
+provider cache-diagnostics fields. A conflicting value already in the body raises
+:class:`~stableprompt.InputError` (code ``client-body-conflict``).
+
+Retries: up to ``max_retries`` more attempts on 408/409/429/5xx answers and on connection
+errors and timeouts, waiting ``retry-after-ms``/``retry-after`` when the provider sends it (up
+to 60 s), else ``min(backoff_s * 2**attempt, max_backoff_s)`` scaled by a random factor in
+``[0.5, 1.0)`` (full jitter would allow near-zero waits). A stream is never retried once its
+body started. Errors are mapped in one place (``_transport.map_transport_error`` and
+``http_status_error``) to :class:`ProviderHTTPError` / :class:`ProviderConnectionError` /
+:class:`ProviderTimeoutError`, whose ``retryable`` says whether a retry could help.
+
+API keys come from the argument or the documented variable (``ANTHROPIC_API_KEY``,
+``OPENAI_API_KEY``; for compatible servers the ``api_key_env`` you name). They are sent as a
+header and are never logged, never part of a record (records hold no headers), and scrubbed
+from error messages and reprs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any, ClassVar
+
+import httpx
+
+from ._canonical import loads, wire_json
+from ._exceptions import ConfigurationError, InputError, ProviderError
+from ._record import UsageRecord
+from ._recorder import Pending, Recorder
+from ._render import ProviderRequest
+from ._request import detect_wire_format
+from ._sse import SSEParser
+from ._transport import (
+    PENDING_EXTENSION,
+    AsyncRecordingTransport,
+    RecordingTransport,
+    http_status_error,
+    map_transport_error,
+    retry_after_s,
+)
+
+__all__ = [
+    "ANTHROPIC_VERSION",
+    "DIAGNOSTICS_BETA",
+    "AnthropicClient",
+    "AsyncAnthropicClient",
+    "AsyncEventStream",
+    "AsyncOpenAIClient",
+    "AsyncOpenAICompatibleClient",
+    "EventStream",
+    "OpenAIClient",
+    "OpenAICompatibleClient",
+]
+
+ANTHROPIC_VERSION = "2023-06-01"
+"""``anthropic-version`` header sent by :class:`AnthropicClient`."""
+
+DIAGNOSTICS_BETA = "cache-diagnosis-2026-04-07"
+"""Anthropic beta enabling ``diagnostics.previous_message_id`` (``anthropics/skills``
+``prompt-caching.md``; ``anthropic`` SDK ``types/beta/beta_diagnostics_param.py``)."""
+
+_PATHS = {
+    "anthropic": "/v1/messages",
+    "openai-chat": "/v1/chat/completions",
+    "openai-responses": "/v1/responses",
+}
+_MAX_RETRY_AFTER_S = 60.0
+
+
+@dataclass(frozen=True)
+class _Prepared:
+    wire_format: str
+    path: str
+    content: bytes
+    stream: bool
+    headers: dict[str, str]
+
+
+def _append(content: bytes, body: Mapping[str, Any], fields: Mapping[str, Any]) -> bytes:
+    """Append ``fields`` as new members after the body's last byte (keys already present with
+    the same value are skipped; a different value raises)."""
+    extra = b""
+    for key, value in fields.items():
+        if key in body:
+            if body[key] != value:
+                raise InputError(
+                    f"request body has {key}={body[key]!r} but the client is configured to "
+                    f"send {value!r}; remove it from the body or change the client setting",
+                    code="client-body-conflict",
+                    pointer=f"/{key}",
+                )
+            continue
+        extra += b"," + wire_json(key) + b":" + wire_json(value)
+    if not extra:
+        return content
+    stripped = content.rstrip()
+    if not stripped.endswith(b"}"):
+        raise InputError("request body is not a JSON object", code="client-body-shape")
+    head = stripped[:-1].rstrip()
+    if head.endswith(b"{"):
+        extra = extra[1:]
+    return head + extra + b"}"
+
+
+def _parse_json(data: bytes, what: str) -> Any:
+    try:
+        return loads(data)
+    except ValueError as exc:
+        raise ProviderError(
+            f"{what} is not valid JSON ({exc})", code="provider-invalid-json"
+        ) from exc
+
+
+class _Base:
+    """Configuration, body preparation and retry policy shared by all clients."""
+
+    provider: ClassVar[str] = "openai"
+    env_var: ClassVar[str | None] = None
+    default_base_url: ClassVar[str] = ""
+    wire_formats: ClassVar[tuple[str, ...]] = ()
+
+    def __init__(
+        self,
+        api_key: str | None = None,
+        *,
+        base_url: str | None = None,
+        recorder: Recorder | None = None,
+        timeout_s: float = 600.0,
+        max_retries: int = 2,
+        diagnostics: bool = False,
+        backoff_s: float = 0.5,
+        max_backoff_s: float = 8.0,
+        api_key_env: str | None = None,
+        cache_salt: str | None = None,
+        provider: str | None = None,
+    ) -> None:
+        if max_retries < 0:
+            raise InputError("max_retries must be >= 0", code="client-config")
+        if timeout_s <= 0:
+            raise InputError("timeout_s must be > 0", code="client-config")
+        env = api_key_env if api_key_env is not None else self.env_var
+        if api_key is None and env is not None:
+            api_key = os.environ.get(env) or None
+            if api_key is None:
+                raise ConfigurationError(
+                    f"no API key: set the {env} environment variable or pass api_key=",
+                    code="api-key-missing",
+                )
+        if cache_salt is not None and (not isinstance(cache_salt, str) or not cache_salt):
+            raise InputError("cache_salt must be a non-empty string", code="client-config")
+        self.__api_key = api_key
+        self.base_url = (base_url or self.default_base_url).rstrip("/")
+        if not self.base_url:
+            raise InputError("base_url is required", code="client-config")
+        self.recorder = recorder if recorder is not None else Recorder(provider=provider)
+        self.timeout_s = timeout_s
+        self.max_retries = max_retries
+        self.diagnostics = diagnostics
+        self.backoff_s = backoff_s
+        self.max_backoff_s = max_backoff_s
+        self.cache_salt = cache_salt
+        self.last_record: UsageRecord | None = None
+        self._random = random.Random()
+
+    def __repr__(self) -> str:
+        key = "None" if self.__api_key is None else "'[REDACTED]'"
+        return f"{type(self).__name__}(base_url={self.base_url!r}, api_key={key})"
+
+    @property
+    def _secrets(self) -> tuple[str, ...]:
+        return (self.__api_key,) if self.__api_key else ()
+
+    def _auth_headers(self) -> dict[str, str]:
+        key = self.__api_key
+        return {} if key is None else {"authorization": f"Bearer {key}"}
+
+    def _default_headers(self) -> dict[str, str]:
+        return {"content-type": "application/json", "accept": "application/json",
+                **self._auth_headers()}
+
+    def _url(self, path: str) -> str:
+        if self.base_url.endswith("/v1") and path.startswith("/v1/"):
+            path = path[3:]
+        return self.base_url + path
+
+    def _wire_of(self, body: Mapping[str, Any]) -> str:
+        if len(self.wire_formats) == 1:
+            return self.wire_formats[0]
+        return "openai-responses" if detect_wire_format(body) == "openai-responses" else (
+            "openai-chat")
+
+    def _prepare(self, request: ProviderRequest | Mapping[str, Any], stream: bool | None
+                 ) -> _Prepared:
+        if isinstance(request, ProviderRequest):
+            wire, path, content = request.wire_format, request.path, request.content
+            body: Mapping[str, Any] = request.body
+        elif isinstance(request, Mapping):
+            body = request
+            wire = self._wire_of(body)
+            path, content = _PATHS[wire], wire_json(dict(body))
+        else:
+            raise InputError(
+                f"send() takes a ProviderRequest or a dict, not {type(request).__name__}",
+                code="client-request-type",
+            )
+        if wire not in self.wire_formats:
+            raise InputError(
+                f"{type(self).__name__} cannot send {wire!r} requests "
+                f"(it sends {', '.join(self.wire_formats)})",
+                code="client-wire-format",
+            )
+        if stream is None:
+            stream = body.get("stream") is True
+        fields: dict[str, Any] = {}
+        if stream:
+            fields["stream"] = True
+            if wire == "openai-chat" and "stream_options" not in body:
+                fields["stream_options"] = {"include_usage": True}
+        elif body.get("stream") is True:
+            raise InputError("the body asks for a stream but send(stream=False) was given",
+                             code="client-body-conflict", pointer="/stream")
+        if self.cache_salt is not None:
+            fields["cache_salt"] = self.cache_salt
+        headers: dict[str, str] = {"accept": "text/event-stream"} if stream else {}
+        content, extra_headers = self._diagnose(wire, body, _append(content, body, fields))
+        headers.update(extra_headers)
+        return _Prepared(wire, path, content, stream, headers)
+
+    def _diagnose(self, wire: str, body: Mapping[str, Any], content: bytes
+                  ) -> tuple[bytes, dict[str, str]]:
+        """Add provider cache-diagnostics fields (see the subclasses)."""
+        return content, {}
+
+    def _delay_s(self, attempt: int, headers: Any) -> float:
+        asked = retry_after_s(headers) if headers is not None else None
+        if asked is not None and asked <= _MAX_RETRY_AFTER_S:
+            return asked
+        base = min(self.backoff_s * (2**attempt), self.max_backoff_s)
+        return base * (0.5 + self._random.random() / 2)
+
+    def _status_error(self, response: httpx.Response, body: bytes) -> ProviderError:
+        return http_status_error(response.status_code, body, url=str(response.request.url),
+                                 secrets=self._secrets)
+
+    def _done(self, response: httpx.Response) -> UsageRecord | None:
+        pending = response.extensions.get(PENDING_EXTENSION)
+        record = pending.record if isinstance(pending, Pending) else None
+        self.last_record = record
+        return record
+
+
+class _AnthropicMixin(_Base):
+    provider = "anthropic"
+    env_var = "ANTHROPIC_API_KEY"
+    default_base_url = "https://api.anthropic.com"
+    wire_formats = ("anthropic",)
+
+    def _auth_headers(self) -> dict[str, str]:
+        secrets = self._secrets
+        headers = {"anthropic-version": ANTHROPIC_VERSION}
+        if secrets:
+            headers["x-api-key"] = secrets[0]
+        return headers
+
+    def _diagnose(self, wire: str, body: Mapping[str, Any], content: bytes
+                  ) -> tuple[bytes, dict[str, str]]:
+        """Anthropic: the beta header on every request and ``diagnostics.previous_message_id``
+        = the previous response id of this lineage (``null`` on the first turn, which opts
+        in without a comparison)."""
+        if not self.diagnostics:
+            return content, {}
+        headers = {"anthropic-beta": DIAGNOSTICS_BETA}
+        if "diagnostics" in body:
+            return content, headers
+        previous = self.recorder.previous_response_id(wire, body)
+        return _append(content, body, {"diagnostics": {"previous_message_id": previous}}), headers
+
+
+class _OpenAIMixin(_Base):
+    provider = "openai"
+    env_var = "OPENAI_API_KEY"
+    default_base_url = "https://api.openai.com/v1"
+    wire_formats = ("openai-chat", "openai-responses")
+
+    def _diagnose(self, wire: str, body: Mapping[str, Any], content: bytes
+                  ) -> tuple[bytes, dict[str, str]]:
+        """OpenAI Responses: ``prompt_cache_options.comparison_response_id`` = the previous
+        response id of this lineage (when there is one). Chat Completions has no comparison
+        field (openai-python ``chat/completion_create_params.py``), so nothing is added."""
+        if not self.diagnostics or wire != "openai-responses":
+            return content, {}
+        options = body.get("prompt_cache_options")
+        if isinstance(options, Mapping) and "comparison_response_id" in options:
+            return content, {}
+        previous = self.recorder.previous_response_id(wire, body)
+        if previous is None:
+            return content, {}
+        if options is None:
+            return _append(content, body, {
+                "prompt_cache_options": {"comparison_response_id": previous}}), {}
+        if not isinstance(options, Mapping):
+            return content, {}
+        # Merge into the existing object: re-serialize in insertion order (the other members
+        # keep their bytes when the body was compact JSON, as rendered bodies are).
+        changed = dict(loads(content))
+        changed["prompt_cache_options"] = {**options, "comparison_response_id": previous}
+        return wire_json(changed), {}
+
+
+# --------------------------------------------------------------------------- sync
+
+
+class EventStream:
+    """Iterator over a streamed response's events (each SSE ``data`` JSON-decoded).
+
+    ``[DONE]`` sentinels are skipped; a ``data`` that is not JSON is yielded as a ``str``. The
+    call is recorded when the stream ends or is closed (:attr:`record`). Use as a context
+    manager, or exhaust it, so the connection is released.
+    """
+
+    def __init__(self, response: httpx.Response, client: _Base) -> None:
+        self.response = response
+        self._client = client
+
+    @property
+    def record(self) -> UsageRecord | None:
+        """The call's record, once the stream ended or was closed."""
+        pending = self.response.extensions.get(PENDING_EXTENSION)
+        return pending.record if isinstance(pending, Pending) else None
+
+    def __iter__(self) -> Iterator[Any]:
+        parser = SSEParser()
+        try:
+            for chunk in self.response.iter_bytes():
+                yield from _decode_events(parser.feed(chunk))
+            yield from _decode_events(parser.close())
+        except httpx.HTTPError as exc:
+            raise map_transport_error(exc, secrets=self._client._secrets) from exc
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        """Close the response (records the call if it was not yet)."""
+        self.response.close()
+        self._client._done(self.response)
+
+    def __enter__(self) -> EventStream:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
+
+
+def _decode_events(events: Any) -> Iterator[Any]:
+    for event in events:
+        data = event.data
+        if data.strip() == "[DONE]":
+            continue
+        try:
+            yield loads(data)
+        except ValueError:
+            yield data
+
+
+class _SyncClient(_Base):
+    def __init__(
+        self,
+        api_key: str | None = None,
+        *,
+        transport: httpx.BaseTransport | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(api_key, **kwargs)
+        self._sleep = sleep
+        self._http = httpx.Client(
+            headers=self._default_headers(),
+            timeout=httpx.Timeout(self.timeout_s),
+            transport=RecordingTransport(  # type: ignore[arg-type]
+                transport if transport is not None else httpx.HTTPTransport(),
+                recorder=self.recorder,
+            ),
+        )
+
+    def send(self, request: ProviderRequest | Mapping[str, Any], *,
+             stream: bool | None = None) -> Any:
+        """Send one request (exact bytes), retrying transient failures.
+
+        Args:
+            request: A :class:`ProviderRequest` (its ``content`` is sent as is) or a body
+                ``dict`` (serialized once, insertion order).
+            stream: ``True`` streams (adds ``"stream": true``, and for Chat Completions
+                ``stream_options.include_usage``, when absent); ``None`` follows the body.
+
+        Returns:
+            The parsed JSON response, or for streams an :class:`EventStream`. The call's
+            record is :attr:`last_record` (streams: ``EventStream.record`` at the end).
+
+        Raises:
+            ProviderHTTPError: non-2xx answer after the retries (``status_code``, ``body``).
+            ProviderConnectionError, ProviderTimeoutError: transport failure after retries.
+            ProviderError: a 2xx body that is not JSON (code ``provider-invalid-json``).
+            InputError: the request cannot be sent by this client or conflicts with its
+                configuration.
+        """
+        prepared = self._prepare(request, stream)
+        url = self._url(prepared.path)
+        attempt = 0
+        while True:
+            http_request = self._http.build_request(
+                "POST", url, content=prepared.content, headers=prepared.headers
+            )
+            try:
+                response = self._http.send(http_request, stream=True)
+            except httpx.HTTPError as exc:
+                error = map_transport_error(exc, secrets=self._secrets)
+                if error.retryable and attempt < self.max_retries:
+                    self._sleep(self._delay_s(attempt, None))
+                    attempt += 1
+                    continue
+                raise error from exc
+            if response.status_code >= 300:
+                try:
+                    body = response.read()
+                finally:
+                    response.close()
+                    self._done(response)
+                status_error = self._status_error(response, body)
+                if status_error.retryable and attempt < self.max_retries:
+                    self._sleep(self._delay_s(attempt, response.headers))
+                    attempt += 1
+                    continue
+                raise status_error
+            if prepared.stream:
+                return EventStream(response, self)
+            try:
+                data = response.read()
+            except httpx.HTTPError as exc:
+                raise map_transport_error(exc, secrets=self._secrets) from exc
+            finally:
+                response.close()
+                self._done(response)
+            return _parse_json(data, "response body")
+
+    def close(self) -> None:
+        """Close the HTTP connection pool."""
+        self._http.close()
+
+    def __enter__(self) -> Any:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
+
+
+class AnthropicClient(_AnthropicMixin, _SyncClient):
+    """Anthropic Messages API client (``POST /v1/messages``), sync.
+
+    Args:
+        api_key: API key; default ``ANTHROPIC_API_KEY`` (missing: :class:`ConfigurationError`
+            naming the variable).
+        base_url: Server root (default ``https://api.anthropic.com``; the emulator's loopback
+            URL in tests and demos).
+        recorder: Where calls are recorded (default: a new in-memory :class:`Recorder`).
+        timeout_s: Per-request timeout (connect, read, write, pool), seconds.
+        max_retries: Extra attempts on 408/409/429/5xx, connection errors and timeouts.
+        diagnostics: Ask Anthropic for cache diagnostics: the ``anthropic-beta:
+            cache-diagnosis-2026-04-07`` header on every request and ``diagnostics:
+            {"previous_message_id": <previous response id of this lineage>}`` in the body;
+            the answer is stored in ``UsageRecord.diagnostics`` beside our verdict.
+        transport: The httpx transport that really sends (default ``httpx.HTTPTransport()``;
+            ``httpx.MockTransport`` in tests). It is wrapped in a RecordingTransport.
+        backoff_s: First retry backoff (seconds), doubled per attempt.
+        max_backoff_s: Backoff cap (seconds).
+        sleep: How to wait between retries (``time.sleep``).
+    """
+
+
+class OpenAIClient(_OpenAIMixin, _SyncClient):
+    """OpenAI client for Chat Completions and Responses (chosen by the request), sync.
+
+    Args as :class:`AnthropicClient`; the key comes from ``OPENAI_API_KEY`` and the default
+    ``base_url`` is ``https://api.openai.com/v1``. ``diagnostics=True`` adds
+    ``prompt_cache_options.comparison_response_id`` to Responses requests (Chat Completions has
+    no such field); the response's ``prompt_cache_diagnostics`` is stored on the record.
+    """
+
+
+class OpenAICompatibleClient(_OpenAIMixin, _SyncClient):
+    """Client for OpenAI-compatible servers: vLLM, SGLang, llama-server, DeepSeek,
+    OpenRouter, xAI, ...
+
+    Args:
+        base_url: Server root (``http://127.0.0.1:8000`` or ``.../v1``).
+        api_key: Key, if the server wants one; else read from ``api_key_env`` if given, else
+            no ``Authorization`` header is sent.
+        api_key_env: Environment variable holding the key (``DEEPSEEK_API_KEY``, ...).
+        provider: Provider family for cache rules and usage parsing (``"vllm"``,
+            ``"sglang"``, ``"llama-cpp"``, ``"deepseek"``, ``"openrouter"``, ``"xai"``; default
+            ``"vllm"``).
+        cache_salt: Tenant salt added to every body as ``cache_salt`` (vLLM). Set it from
+            configuration, one per trust domain, never derived from prompt content: vLLM mixes
+            it into the first block's hash "ensuring that only requests with the same salt can
+            reuse cached KV blocks. This prevents timing-based attacks" where one tenant times
+            requests to learn which prefixes another tenant has cached
+            (``vllm-project/vllm`` ``docs/design/prefix_caching.md``). vLLM asks for a random,
+            secret, unpredictable value (e.g. 43 characters of base64, 256 bits).
+        **kwargs: As :class:`AnthropicClient` (``recorder``, ``timeout_s``, ``max_retries``,
+            ``diagnostics``, ``transport``, ...).
+    """
+
+    def __init__(self, base_url: str, *, api_key: str | None = None,
+                 api_key_env: str | None = None, provider: str = "vllm",
+                 cache_salt: str | None = None, **kwargs: Any) -> None:
+        recorder = kwargs.pop("recorder", None)
+        if recorder is None:
+            recorder = Recorder(provider=provider)
+        super().__init__(api_key, base_url=base_url, api_key_env=api_key_env or "",
+                         provider=provider, cache_salt=cache_salt, recorder=recorder, **kwargs)
+
+
+# --------------------------------------------------------------------------- async
+
+
+class AsyncEventStream:
+    """Async iterator over a streamed response's events (see :class:`EventStream`)."""
+
+    def __init__(self, response: httpx.Response, client: _Base) -> None:
+        self.response = response
+        self._client = client
+
+    @property
+    def record(self) -> UsageRecord | None:
+        """The call's record, once the stream ended or was closed."""
+        pending = self.response.extensions.get(PENDING_EXTENSION)
+        return pending.record if isinstance(pending, Pending) else None
+
+    async def __aiter__(self) -> AsyncIterator[Any]:
+        parser = SSEParser()
+        try:
+            async for chunk in self.response.aiter_bytes():
+                for item in _decode_events(parser.feed(chunk)):
+                    yield item
+            for item in _decode_events(parser.close()):
+                yield item
+        except httpx.HTTPError as exc:
+            raise map_transport_error(exc, secrets=self._client._secrets) from exc
+        finally:
+            await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close the response (records the call if it was not yet)."""
+        await self.response.aclose()
+        self._client._done(self.response)
+
+    async def __aenter__(self) -> AsyncEventStream:
+        return self
+
+    async def __aexit__(self, exc_type: type[BaseException] | None,
+                        exc: BaseException | None, tb: TracebackType | None) -> None:
+        await self.aclose()
+
+
+class _AsyncClient(_Base):
+    def __init__(
+        self,
+        api_key: str | None = None,
+        *,
+        transport: httpx.AsyncBaseTransport | None = None,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(api_key, **kwargs)
+        self._sleep = sleep
+        self._http = httpx.AsyncClient(
+            headers=self._default_headers(),
+            timeout=httpx.Timeout(self.timeout_s),
+            transport=AsyncRecordingTransport(  # type: ignore[arg-type]
+                transport if transport is not None else httpx.AsyncHTTPTransport(),
+                recorder=self.recorder,
+            ),
+        )
+
+    async def send(self, request: ProviderRequest | Mapping[str, Any], *,
+                   stream: bool | None = None) -> Any:
+        """Async :meth:`_SyncClient.send`: same arguments, result, retries and errors;
+        streams come back as an :class:`AsyncEventStream`."""
+        prepared = self._prepare(request, stream)
+        url = self._url(prepared.path)
+        attempt = 0
+        while True:
+            http_request = self._http.build_request(
+                "POST", url, content=prepared.content, headers=prepared.headers
+            )
+            try:
+                response = await self._http.send(http_request, stream=True)
+            except httpx.HTTPError as exc:
+                error = map_transport_error(exc, secrets=self._secrets)
+                if error.retryable and attempt < self.max_retries:
+                    await self._sleep(self._delay_s(attempt, None))
+                    attempt += 1
+                    continue
+                raise error from exc
+            if response.status_code >= 300:
+                try:
+                    body = await response.aread()
+                finally:
+                    await response.aclose()
+                    self._done(response)
+                status_error = self._status_error(response, body)
+                if status_error.retryable and attempt < self.max_retries:
+                    await self._sleep(self._delay_s(attempt, response.headers))
+                    attempt += 1
+                    continue
+                raise status_error
+            if prepared.stream:
+                return AsyncEventStream(response, self)
+            try:
+                data = await response.aread()
+            except httpx.HTTPError as exc:
+                raise map_transport_error(exc, secrets=self._secrets) from exc
+            finally:
+                await response.aclose()
+                self._done(response)
+            return _parse_json(data, "response body")
+
+    async def aclose(self) -> None:
+        """Close the HTTP connection pool."""
+        await self._http.aclose()
+
+    async def __aenter__(self) -> Any:
+        return self
+
+    async def __aexit__(self, exc_type: type[BaseException] | None,
+                        exc: BaseException | None, tb: TracebackType | None) -> None:
+        await self.aclose()
+
+
+class AsyncAnthropicClient(_AnthropicMixin, _AsyncClient):
+    """Async :class:`AnthropicClient` (``sleep`` is an async callable, ``transport`` an
+    ``httpx.AsyncBaseTransport``)."""
+
+
+class AsyncOpenAIClient(_OpenAIMixin, _AsyncClient):
+    """Async :class:`OpenAIClient`."""
+
+
+class AsyncOpenAICompatibleClient(_OpenAIMixin, _AsyncClient):
+    """Async :class:`OpenAICompatibleClient`."""
+
+    def __init__(self, base_url: str, *, api_key: str | None = None,
+                 api_key_env: str | None = None, provider: str = "vllm",
+                 cache_salt: str | None = None, **kwargs: Any) -> None:
+        recorder = kwargs.pop("recorder", None)
+        if recorder is None:
+            recorder = Recorder(provider=provider)
+        super().__init__(api_key, base_url=base_url, api_key_env=api_key_env or "",
+                         provider=provider, cache_salt=cache_salt, recorder=recorder, **kwargs)

@@ -1,0 +1,875 @@
+"""The recording core shared by the clients and the recording transports.
+
+A :class:`Recorder` turns one provider call into one :class:`~stableprompt.UsageRecord`:
+
+1. :meth:`Recorder.start` (before sending): recognizes the endpoint and wire format from the
+   URL path and body, segments the body (:func:`~stableprompt._request.segment_request`),
+   counts tokens per segment, assigns session and turn, and takes a snapshot of the
+   same-lineage predecessor (in memory, else :meth:`Ledger.last_for_lineage`) and of the
+   session's previous request.
+2. A :class:`ResponseObserver` sees the response bytes as the caller receives them (decoding
+   ``gzip``/``deflate``; SSE goes through the wire format's stream accumulator, JSON is copied
+   aside), never holding them back.
+3. :meth:`Recorder.finish`: parses usage and provider diagnostics, runs
+   :func:`~stableprompt._attribution.attribute`, builds the record, appends it to
+   :attr:`Recorder.records`, writes it to the ledger and updates the lineage/session state.
+
+Nothing here raises into the user's call: every step is guarded; a failure is logged on the
+``stableprompt.recorder`` logger and the call is still recorded (verdict ``unknown``,
+``verdict_detail["recorder_error"]``). No HTTP header is stored, so API keys have nowhere to go.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import threading
+import time
+import uuid
+import zlib
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+from ._attribution import Attribution, RequestState, attribute
+from ._canonical import loads
+from ._exceptions import TokenizerUnavailableError
+from ._ledger import Ledger
+from ._policy import CachePolicy, PolicyTable
+from ._record import UsageRecord
+from ._request import SegmentedRequest, detect_wire_format, segment_request
+from ._sse import SSEParser
+from ._tokens import ByteTokenizer, SegmentTokenCounter, Tokenizer, get_tokenizer
+from ._usage import CacheUsage
+from .providers import parse_response, stream_accumulator
+from .providers._base import StreamAccumulator
+
+__all__ = [
+    "SESSION_HEADER",
+    "Pending",
+    "Recorder",
+    "ResponseObserver",
+    "provider_for",
+    "usage_wire_format",
+]
+
+_log = logging.getLogger("stableprompt.recorder")
+
+SESSION_HEADER = "x-stableprompt-session"
+"""Request header naming the session/conversation id (read by the recorder, never stored)."""
+
+_ENDPOINTS = (
+    ("/chat/completions", "openai-chat"),
+    ("/responses", "openai-responses"),
+    ("/messages", "anthropic"),
+)
+_HOSTS = {
+    "api.anthropic.com": "anthropic",
+    "api.openai.com": "openai",
+    "api.deepseek.com": "deepseek",
+    "openrouter.ai": "openrouter",
+    "api.x.ai": "xai",
+}
+_COMPATIBLE = {"vllm", "sglang", "openrouter", "xai"}
+_MAX_JSON_BYTES = 64 * 1024 * 1024
+_MAX_STATE = 4096
+
+
+def provider_for(host: str | None, wire_format: str, override: str | None = None) -> str:
+    """The provider family (``cache_policy`` key) of a call.
+
+    ``override`` wins; else the host (``api.anthropic.com`` -> ``anthropic``,
+    ``api.openai.com`` -> ``openai``, ``api.deepseek.com`` -> ``deepseek``, ``openrouter.ai`` ->
+    ``openrouter``, ``api.x.ai`` -> ``xai``); else the wire format (``anthropic`` ->
+    ``anthropic``, OpenAI formats -> ``openai``, e.g. the loopback emulator).
+    """
+    if override:
+        return override
+    if host:
+        known = _HOSTS.get(host.lower())
+        if known is not None:
+            return known
+    return "anthropic" if wire_format == "anthropic" else "openai"
+
+
+def usage_wire_format(provider: str, wire_format: str) -> str:
+    """The usage parser for a request format at a provider.
+
+    Anthropic -> ``anthropic``; Responses -> ``openai-responses``; chat: ``deepseek``,
+    ``llama-cpp`` for those providers, ``openai-compatible`` for vLLM, SGLang, OpenRouter and
+    xAI, else ``openai-chat``.
+    """
+    if wire_format in ("anthropic", "openai-responses"):
+        return wire_format
+    if provider in ("deepseek", "llama-cpp"):
+        return provider
+    return "openai-compatible" if provider in _COMPATIBLE else "openai-chat"
+
+
+def _request_format(usage_format: str) -> str:
+    if usage_format in ("anthropic", "openai-responses"):
+        return usage_format
+    return "openai-chat"
+
+
+def _endpoint(path: str) -> str | None:
+    path = path.rstrip("/")
+    for suffix, wire in _ENDPOINTS:
+        if path.endswith(suffix):
+            return wire
+    return None
+
+
+def _header(headers: Any, name: str) -> str | None:
+    if headers is None:
+        return None
+    try:
+        value = headers.get(name)
+        if value is None and isinstance(headers, Mapping):
+            value = next((v for k, v in headers.items() if str(k).lower() == name), None)
+    except Exception:
+        return None
+    return None if value is None else str(value)
+
+
+def session_from_request(body: Mapping[str, Any], headers: Any = None) -> str | None:
+    """The session id a request names, or ``None``.
+
+    Order: the ``x-stableprompt-session`` header, Anthropic ``metadata.user_id``, then OpenAI
+    ``prompt_cache_key`` unless it is one stableprompt derived from the head fingerprint
+    (``sp-...``: that names a lineage, not a conversation).
+    """
+    value = _header(headers, SESSION_HEADER)
+    if value:
+        return value
+    metadata = body.get("metadata")
+    if isinstance(metadata, Mapping) and isinstance(metadata.get("user_id"), str):
+        return str(metadata["user_id"])
+    key = body.get("prompt_cache_key")
+    if isinstance(key, str) and key and not key.startswith("sp-"):
+        return key
+    return None
+
+
+@dataclass(eq=False)
+class Pending:
+    """A call in flight: everything :meth:`Recorder.finish` needs, taken before sending.
+
+    Attributes:
+        record_id: The record id this call will get.
+        ts: Send time, seconds since the epoch (the recorder's clock).
+        started: Monotonic clock reading at send time (seconds), for latency and TTFT.
+        path: URL path.
+        wire_format: Request format (``anthropic``, ``openai-chat``, ``openai-responses``).
+        usage_format: Usage parser (see :func:`usage_wire_format`).
+        provider: Provider family.
+        model: Requested model, if any.
+        session_id: Session id recorded, if any.
+        turn: 1-based count of requests in the session so far (this one included).
+        state: The request as attribution sees it, ``None`` when it could not be segmented.
+        predecessor: Same-lineage predecessor snapshot.
+        session_previous: The session's previous request when its head differs.
+        diagnostics_requested: The provider-diagnostics request fields in the body, if any.
+        content: Request body text when ``store_content`` is on.
+        problem: Why the request could not be analysed, if it could not.
+        record: The record, once finished.
+    """
+
+    record_id: str
+    ts: float
+    started: float
+    path: str
+    wire_format: str
+    usage_format: str
+    provider: str
+    model: str | None = None
+    session_id: str | None = None
+    session_key: Any = None
+    turn: int | None = None
+    state: RequestState | None = None
+    predecessor: RequestState | None = None
+    session_previous: RequestState | None = None
+    diagnostics_requested: dict[str, Any] | None = None
+    content: str | None = None
+    problem: str | None = None
+    record: UsageRecord | None = None
+    finished: bool = field(default=False, repr=False)
+
+
+@dataclass
+class _Session:
+    count: int = 0
+    last: RequestState | None = None
+
+
+class Recorder:
+    """Records provider calls: prediction, attribution and one ledger row per call.
+
+    Thread-safe; one recorder may serve several clients/transports (its lineage and session
+    state is what links a request to its predecessor).
+
+    Args:
+        ledger: Where records go (``None``: only :attr:`records`).
+        session_id: Session/conversation id for every call (else taken from each request, see
+            :func:`session_from_request`; calls with none share one implicit session).
+        scenario: Free label stored on each record.
+        tokenizer: Encoding name for :func:`~stableprompt._tokens.get_tokenizer` or a
+            Tokenizer. Counts are estimates of the provider's (see ``_attribution``). If the
+            encoding cannot be loaded, ``bytes/4`` is used and a warning is logged.
+        policies: Cache policy table (or its entries) overriding the shipped one.
+        clock: Wall clock in epoch seconds (``time.time``); drives TTL gaps and ``ts_utc``.
+        store_content: Keep the request body text on the record (the ledger also needs
+            ``store_content=True`` to keep it). Lets a later process diff against it.
+        provider: Provider family for every call (``"vllm"``, ``"llama-cpp"``, ...), else
+            inferred by :func:`provider_for`.
+        session_window_s: How long a session's previous request counts for head-change
+            detection (seconds).
+        keep_records: How many records :attr:`records` keeps (oldest dropped), ``None``: all.
+        monotonic: Monotonic clock in seconds (``time.monotonic``) for latency and TTFT.
+
+    Attributes:
+        records: Records of finished calls, oldest first.
+        ledger: The ledger, or ``None``.
+    """
+
+    def __init__(
+        self,
+        ledger: Ledger | None = None,
+        *,
+        session_id: str | None = None,
+        scenario: str | None = None,
+        tokenizer: str | Tokenizer = "cl100k_base",
+        policies: PolicyTable | Iterable[CachePolicy] | None = None,
+        clock: Callable[[], float] = time.time,
+        store_content: bool = False,
+        provider: str | None = None,
+        session_window_s: float = 3600.0,
+        keep_records: int | None = 10_000,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.ledger = ledger
+        self.session_id = session_id
+        self.scenario = scenario
+        self.store_content = store_content
+        self.provider = provider
+        self.session_window_s = session_window_s
+        self.keep_records = keep_records
+        self.clock = clock
+        self.monotonic = monotonic
+        if policies is None or isinstance(policies, PolicyTable):
+            self.policies = policies or PolicyTable()
+        else:
+            self.policies = PolicyTable(policies)
+        tok = get_tokenizer(tokenizer) if isinstance(tokenizer, str) else tokenizer
+        self._counter = SegmentTokenCounter(tok, max_entries=65_536)
+        self.records: list[UsageRecord] = []
+        self._lineages: OrderedDict[str, RequestState] = OrderedDict()
+        self._sessions: OrderedDict[Any, _Session] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return (
+            f"Recorder(ledger={self.ledger!r}, session_id={self.session_id!r}, "
+            f"records={len(self.records)})"
+        )
+
+    @property
+    def tokenizer_name(self) -> str:
+        """Name of the tokenizer estimates are made with."""
+        return self._counter.tokenizer.name
+
+    # ------------------------------------------------------------------ start
+
+    def start(
+        self,
+        path: str,
+        headers: Any = None,
+        body: bytes | bytearray | memoryview | None = None,
+        *,
+        host: str | None = None,
+        method: str = "POST",
+    ) -> Pending | None:
+        """Register a call about to be sent. Never raises.
+
+        Args:
+            path: URL path, e.g. ``/v1/messages``.
+            headers: Request headers (read for the session header only; never stored).
+            body: Exact request body bytes.
+            host: URL host, for :func:`provider_for`.
+            method: HTTP method; only ``POST`` is recorded.
+
+        Returns:
+            A :class:`Pending` to pass to :meth:`finish`, or ``None`` when the call is not a
+            Messages / Chat Completions / Responses request with a JSON object body: such calls
+            (model lists, token counting, files, non-JSON bodies) pass through unrecorded.
+        """
+        try:
+            if method.upper() != "POST" or body is None:
+                return None
+            wire = _endpoint(path)
+            if wire is None:
+                return None
+            decoded = loads(bytes(body))
+            if not isinstance(decoded, dict):
+                return None
+            wire = detect_wire_format(decoded, path) or wire
+        except Exception:
+            return None
+        ts, started = self.clock(), self.monotonic()
+        provider = provider_for(host, wire, self.provider)
+        pending = Pending(
+            record_id=uuid.uuid4().hex,
+            ts=ts,
+            started=started,
+            path=path,
+            wire_format=wire,
+            usage_format=usage_wire_format(provider, wire),
+            provider=provider,
+        )
+        try:
+            self._analyse(pending, decoded, headers, bytes(body))
+        except Exception as exc:
+            pending.problem = f"{type(exc).__name__}: {exc}"
+            _log.warning("stableprompt could not analyse a request to %s: %s", path,
+                         pending.problem)
+        return pending
+
+    def _analyse(self, pending: Pending, body: dict[str, Any], headers: Any, raw: bytes) -> None:
+        model = body.get("model")
+        pending.model = model if isinstance(model, str) else None
+        pending.session_id = self.session_id or session_from_request(body, headers)
+        pending.session_key = pending.session_id
+        pending.diagnostics_requested = _diagnostics_request(pending.wire_format, body)
+        if self.store_content:
+            pending.content = raw.decode("utf-8", "replace")
+        with self._lock:
+            session = self._sessions.get(pending.session_key)
+            if session is None:
+                session = self._sessions[pending.session_key] = _Session()
+                if len(self._sessions) > _MAX_STATE:
+                    self._sessions.popitem(last=False)
+            session.count += 1
+            pending.turn = session.count
+        segmented = segment_request(pending.wire_format, body)
+        tokens = self._count(segmented)
+        state = RequestState.of(segmented, tokens, pending.ts, record_id=pending.record_id)
+        pending.state = state
+        pending.predecessor = self._predecessor(state.head_fingerprint)
+        previous = session.last
+        if (
+            pending.predecessor is None
+            and previous is not None
+            and previous.head_fingerprint != state.head_fingerprint
+            and pending.ts - previous.ts <= self.session_window_s
+        ):
+            pending.session_previous = previous
+
+    def _count(self, segmented: SegmentedRequest) -> list[int]:
+        data = segmented.data
+        try:
+            return [self._counter.count(data[s.start : s.end]) for s in segmented.segments]
+        except TokenizerUnavailableError as exc:
+            _log.warning("tokenizer unavailable (%s); estimating tokens as bytes/4", exc.code)
+            self._counter = SegmentTokenCounter(ByteTokenizer(), max_entries=65_536)
+            return [self._counter.count(data[s.start : s.end]) for s in segmented.segments]
+
+    def _predecessor(self, head: str) -> RequestState | None:
+        with self._lock:
+            found = self._lineages.get(head)
+        if found is not None or self.ledger is None:
+            return found
+        try:
+            record = self.ledger.last_for_lineage(head)
+        except Exception as exc:
+            _log.warning("ledger lookup failed: %s", exc)
+            return None
+        return None if record is None else self._from_record(record, head)
+
+    def _from_record(self, record: UsageRecord, head: str) -> RequestState:
+        segmented = tokens = None
+        if record.content:
+            try:
+                body = loads(record.content)
+                segmented = segment_request(_request_format(record.wire_format), body)
+                tokens = tuple(self._count(segmented))
+            except Exception:
+                segmented = tokens = None
+        return RequestState(
+            ts=record.ts_utc.timestamp(),
+            fingerprint=record.request_fingerprint or "",
+            head_fingerprint=head,
+            segmented=segmented,
+            segment_tokens=tokens,
+            request_tokens=sum(tokens) if tokens is not None else record.request_tokens,
+            record_id=record.record_id,
+            response_id=record.response_id,
+        )
+
+    def previous_response_id(
+        self, wire_format: str, body: Mapping[str, Any], headers: Any = None
+    ) -> str | None:
+        """The provider response id of the request this body will be compared with.
+
+        The same-lineage predecessor's (in memory, else from the ledger), else the previous
+        request of the same session when the head changed. Used for provider cache
+        diagnostics (Anthropic ``diagnostics.previous_message_id``, OpenAI
+        ``prompt_cache_options.comparison_response_id``). Never raises.
+        """
+        try:
+            segmented = segment_request(wire_format, body)
+            found = self._predecessor(segmented.head_fingerprint)
+            if found is None:
+                key = self.session_id or session_from_request(body, headers)
+                with self._lock:
+                    session = self._sessions.get(key)
+                found = None if session is None else session.last
+            return None if found is None else found.response_id
+        except Exception:
+            return None
+
+    # ------------------------------------------------------------------ finish
+
+    def finish(
+        self,
+        pending: Pending,
+        *,
+        status_code: int | None = None,
+        body: bytes | None = None,
+        usage: CacheUsage | None = None,
+        response_id: str | None = None,
+        diagnostics: Any = None,
+        ttft_ms: float | None = None,
+        latency_ms: float | None = None,
+        error: BaseException | str | None = None,
+        detail: Mapping[str, Any] | None = None,
+    ) -> UsageRecord | None:
+        """Complete a call: attribute it, store the record, update lineage state. Never raises.
+
+        Args:
+            pending: From :meth:`start`. Finishing twice returns the first record.
+            status_code: HTTP status, ``None`` when no response arrived.
+            body: The whole (decoded) JSON response body, for non-streaming calls.
+            usage: Usage already parsed (streams); takes precedence over ``body``.
+            response_id: Provider message/response id (streams).
+            diagnostics: Provider cache diagnostics seen in a stream.
+            ttft_ms: Time to first content token (ms), streams only.
+            latency_ms: Send to complete (ms); default: measured with the monotonic clock.
+            error: Exception (or its class name) when the call failed.
+            detail: Extra evidence merged into ``verdict_detail``.
+
+        Returns:
+            The record (also appended to :attr:`records` and written to the ledger), or
+            ``None`` only if even a minimal record could not be built.
+        """
+        if pending.finished:
+            return pending.record
+        pending.finished = True
+        try:
+            record = self._finish(pending, status_code, body, usage, response_id, diagnostics,
+                                  ttft_ms, latency_ms, error, detail)
+        except Exception as exc:
+            _log.warning("stableprompt could not attribute a call: %s: %s",
+                         type(exc).__name__, exc)
+            try:
+                record = UsageRecord(
+                    record_id=pending.record_id,
+                    ts_utc=datetime.fromtimestamp(pending.ts, timezone.utc),
+                    wire_format=pending.usage_format,  # type: ignore[arg-type]
+                    provider=pending.provider,
+                    model=pending.model,
+                    session_id=pending.session_id,
+                    status_code=status_code if status_code and 100 <= status_code <= 599
+                    else None,
+                    verdict="unknown",
+                    verdict_detail={"recorder_error": f"{type(exc).__name__}: {exc}"},
+                )
+            except Exception:
+                return None
+        self._store(pending, record)
+        return record
+
+    def _finish(
+        self,
+        pending: Pending,
+        status_code: int | None,
+        body: bytes | None,
+        usage: CacheUsage | None,
+        response_id: str | None,
+        diagnostics: Any,
+        ttft_ms: float | None,
+        latency_ms: float | None,
+        error: BaseException | str | None,
+        extra: Mapping[str, Any] | None,
+    ) -> UsageRecord:
+        if latency_ms is None:
+            latency_ms = max((self.monotonic() - pending.started) * 1000.0, 0.0)
+        ok = status_code is not None and 200 <= status_code < 300 and error is None
+        detail: dict[str, Any] = {"tokenizer": self.tokenizer_name}
+        error_class = _error_class(error)
+        parsed: Any = None
+        if body is not None:
+            try:
+                parsed = loads(body)
+            except ValueError:
+                detail["response_body"] = "not JSON"
+        if isinstance(parsed, Mapping):
+            if response_id is None and isinstance(parsed.get("id"), str):
+                response_id = parsed["id"]
+            if diagnostics is None:
+                diagnostics = parsed.get("diagnostics", parsed.get("prompt_cache_diagnostics"))
+        if status_code is not None and status_code >= 400 and error_class is None:
+            error_class = "ProviderHTTPError"
+            if isinstance(parsed, Mapping):
+                detail["error_type"] = _error_type(parsed)
+        if usage is None and ok and parsed is not None:
+            try:
+                usage = parse_response(pending.usage_format, parsed)
+            except Exception as exc:
+                detail["usage_error"] = f"{getattr(exc, 'code', type(exc).__name__)}: {exc}"
+        if pending.problem:
+            detail["analysis_error"] = pending.problem
+        attribution = self._attribute(pending, usage if ok else None, detail)
+        if attribution is not None:
+            detail = {**attribution.detail, **detail}
+        if extra:
+            detail.update(extra)
+        if pending.state is not None and ok:
+            state = dataclasses.replace(pending.state, response_id=response_id)
+            self._remember(pending.session_key, state)
+        return UsageRecord(
+            record_id=pending.record_id,
+            ts_utc=datetime.fromtimestamp(pending.ts, timezone.utc),
+            session_id=pending.session_id,
+            turn=pending.turn,
+            scenario=self.scenario,
+            wire_format=pending.usage_format,  # type: ignore[arg-type]
+            provider=pending.provider,
+            model=pending.model,
+            lineage=None if pending.state is None else pending.state.head_fingerprint,
+            request_fingerprint=None if pending.state is None else pending.state.fingerprint,
+            predecessor_id=None if attribution is None else attribution.predecessor_id,
+            lcp_bytes=None if attribution is None else attribution.lcp_bytes,
+            lcp_tokens=None if attribution is None else attribution.lcp_tokens,
+            request_tokens=None if pending.state is None else pending.state.request_tokens,
+            predicted_cache_read_tokens=(
+                None if attribution is None else attribution.predicted_cache_read_tokens
+            ),
+            input_tokens_total=None if usage is None else usage.input_tokens_total,
+            uncached_tokens=None if usage is None else usage.uncached_tokens,
+            cache_read_tokens=None if usage is None else usage.cache_read_tokens,
+            cache_write_tokens=None if usage is None else usage.cache_write_tokens,
+            cache_write_5m_tokens=None if usage is None else usage.cache_write_5m_tokens,
+            cache_write_1h_tokens=None if usage is None else usage.cache_write_1h_tokens,
+            output_tokens=None if usage is None else usage.output_tokens,
+            usage_inconsistent=False if usage is None else usage.inconsistent,
+            usage_raw=None if usage is None or usage.is_unknown else _json(usage.raw),
+            verdict="unknown" if attribution is None else attribution.verdict,
+            verdict_detail=_json(detail),
+            latency_ms=latency_ms,
+            ttft_ms=None if ttft_ms is None else max(ttft_ms, 0.0),
+            status_code=status_code if status_code and 100 <= status_code <= 599 else None,
+            error_class=error_class,
+            diagnostics=_diagnostics(pending, diagnostics),
+            response_id=response_id,
+            content=pending.content,
+        )
+
+    def _attribute(
+        self, pending: Pending, usage: CacheUsage | None, detail: dict[str, Any]
+    ) -> Attribution | None:
+        if pending.state is None:
+            detail.setdefault("unknown_reason", "request could not be analysed")
+            return None
+        try:
+            policy = self.policies.lookup(pending.provider, pending.model or "")
+        except Exception as exc:
+            detail["unknown_reason"] = f"no cache policy: {exc}"
+            return None
+        if policy.conservative:
+            detail["policy"] = "conservative default (model not in the policy table)"
+        return attribute(
+            pending.state,
+            predecessor=pending.predecessor,
+            session_previous=pending.session_previous,
+            usage=usage,
+            policy=policy,
+        )
+
+    def _remember(self, session_key: Any, state: RequestState) -> None:
+        with self._lock:
+            current = self._lineages.get(state.head_fingerprint)
+            if current is None or current.ts <= state.ts:
+                self._lineages[state.head_fingerprint] = state
+                self._lineages.move_to_end(state.head_fingerprint)
+                if len(self._lineages) > _MAX_STATE:
+                    self._lineages.popitem(last=False)
+            session = self._sessions.get(session_key)
+            if session is not None and (session.last is None or session.last.ts <= state.ts):
+                session.last = state
+
+    def _store(self, pending: Pending, record: UsageRecord) -> None:
+        pending.record = record
+        with self._lock:
+            self.records.append(record)
+            keep = self.keep_records
+            if keep is not None and len(self.records) > keep + max(keep // 10, 1):
+                del self.records[: len(self.records) - keep]
+        if self.ledger is not None:
+            try:
+                self.ledger.write(record)
+            except Exception as exc:  # Ledger.write does not raise for storage failures
+                _log.warning("ledger write failed: %s: %s", type(exc).__name__, exc)
+
+    def observe(
+        self,
+        pending: Pending,
+        *,
+        status_code: int,
+        headers: Any,
+        content_encoding: str | None = None,
+    ) -> ResponseObserver:
+        """A :class:`ResponseObserver` for the response of ``pending``.
+
+        ``content_encoding`` overrides the header (``""`` for a body already decoded).
+        """
+        return ResponseObserver(self, pending, status_code=status_code, headers=headers,
+                                content_encoding=content_encoding)
+
+
+def _json(value: Any) -> Any:
+    """``value`` made JSON-safe for a record (non-finite floats and odd types to strings)."""
+    if isinstance(value, Mapping):
+        return {str(k): _json(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json(v) for v in value]
+    if isinstance(value, float):
+        return value if value == value and abs(value) != float("inf") else str(value)
+    if value is None or isinstance(value, (str, int, bool)):
+        return value
+    return str(value)
+
+
+def _error_class(error: BaseException | str | None) -> str | None:
+    if error is None:
+        return None
+    if isinstance(error, str):
+        return error
+    names = [c.__name__ for c in type(error).__mro__]
+    if names[0].startswith("Provider"):
+        return names[0]
+    if "TimeoutException" in names:
+        return "ProviderTimeoutError"
+    if "TransportError" in names or "RequestError" in names:
+        return "ProviderConnectionError"
+    return names[0]
+
+
+def _error_type(body: Mapping[str, Any]) -> str | None:
+    error = body.get("error")
+    if isinstance(error, Mapping):
+        kind = error.get("type") or error.get("code")
+        return None if kind is None else str(kind)
+    return None if error is None else str(error)[:200]
+
+
+def _diagnostics_request(wire_format: str, body: Mapping[str, Any]) -> dict[str, Any] | None:
+    if wire_format == "anthropic" and isinstance(body.get("diagnostics"), Mapping):
+        return {"diagnostics": dict(body["diagnostics"])}
+    options = body.get("prompt_cache_options")
+    if isinstance(options, Mapping) and "comparison_response_id" in options:
+        return {"comparison_response_id": options["comparison_response_id"]}
+    return None
+
+
+def _diagnostics(pending: Pending, received: Any) -> dict[str, Any] | None:
+    """Provider diagnostics stored beside our verdict: what was asked and what came back."""
+    if pending.diagnostics_requested is None and received is None:
+        return None
+    out: dict[str, Any] = {"provider": pending.provider}
+    if pending.diagnostics_requested is not None:
+        out["requested"] = pending.diagnostics_requested
+    out["response"] = received
+    ours = pending.predecessor or pending.session_previous
+    out["our_comparison_response_id"] = None if ours is None else ours.response_id
+    result: dict[str, Any] = _json(out)
+    return result
+
+
+# --------------------------------------------------------------------------- observing
+
+
+class _Decoder:
+    """Incremental Content-Encoding decoder: identity, gzip, deflate (zlib or raw)."""
+
+    def __init__(self, encoding: str) -> None:
+        self.encodings = [e.strip().lower() for e in encoding.split(",") if e.strip()]
+        self.encodings = [e for e in self.encodings if e != "identity"]
+        self.supported = all(e in ("gzip", "x-gzip", "deflate") for e in self.encodings)
+        self._objs = [self._new(e) for e in reversed(self.encodings)] if self.supported else []
+        self._deflate_raw = [False] * len(self._objs)
+
+    @staticmethod
+    def _new(encoding: str, raw: bool = False) -> Any:
+        if encoding in ("gzip", "x-gzip"):
+            return zlib.decompressobj(16 + zlib.MAX_WBITS)
+        return zlib.decompressobj(-zlib.MAX_WBITS if raw else zlib.MAX_WBITS)
+
+    def decode(self, data: bytes) -> bytes:
+        for index, obj in enumerate(self._objs):
+            try:
+                data = obj.decompress(data)
+            except zlib.error:
+                encoding = list(reversed(self.encodings))[index]
+                if encoding != "deflate" or self._deflate_raw[index]:
+                    raise
+                self._deflate_raw[index] = True  # deflate sent without the zlib header
+                self._objs[index] = obj = self._new("deflate", raw=True)
+                data = obj.decompress(data)
+        return data
+
+    def flush(self) -> bytes:
+        data = b""
+        for obj in self._objs:
+            data = obj.decompress(data) + obj.flush()
+        return data
+
+
+class ResponseObserver:
+    """Watches one response body as the caller reads it, then finishes the record.
+
+    :meth:`feed` each raw chunk exactly as received (it is never modified or delayed); call
+    :meth:`close` once at the end (``complete=False`` when the caller stopped early). SSE
+    bodies (``text/event-stream``) go through the wire format's stream accumulator (usage,
+    response id, TTFT); other bodies are copied aside (up to 64 MiB) and parsed at close.
+    Nothing here raises.
+    """
+
+    def __init__(
+        self,
+        recorder: Recorder,
+        pending: Pending,
+        *,
+        status_code: int,
+        headers: Any,
+        content_encoding: str | None = None,
+    ) -> None:
+        self.recorder = recorder
+        self.pending = pending
+        self.status_code = status_code
+        content_type = (_header(headers, "content-type") or "").lower()
+        if content_encoding is None:
+            content_encoding = _header(headers, "content-encoding") or ""
+        self._decoder = _Decoder(content_encoding)
+        self._problem: str | None = None
+        if not self._decoder.supported:
+            self._problem = f"content-encoding {content_encoding!r} is not decodable here"
+        self._sse = "text/event-stream" in content_type
+        self._acc: StreamAccumulator | None = None
+        self._buffer: bytearray | None = None
+        self._diag: SSEParser | None = None
+        self.diagnostics: Any = None
+        self.closed = False
+        try:
+            if self._sse:
+                self._acc = stream_accumulator(
+                    pending.usage_format, clock=recorder.monotonic, start=pending.started
+                )
+                if pending.diagnostics_requested is not None:
+                    self._diag = SSEParser()
+            else:
+                self._buffer = bytearray()
+        except Exception as exc:
+            self._problem = f"{type(exc).__name__}: {exc}"
+
+    def feed(self, chunk: bytes) -> None:
+        """Observe the next raw chunk (never raises)."""
+        if self._problem is not None or self.closed:
+            return
+        try:
+            self._take(self._decoder.decode(bytes(chunk)))
+        except Exception as exc:
+            self._problem = f"{type(exc).__name__}: {exc}"
+
+    def _take(self, data: bytes) -> None:
+        if not data:
+            return
+        if self._acc is not None:
+            self._acc.feed(data)
+            if self._diag is not None:
+                for event in self._diag.feed(data):
+                    self._diagnose(event.event, event.data)
+        elif self._buffer is not None:
+            if len(self._buffer) + len(data) > _MAX_JSON_BYTES:
+                self._problem = "response body larger than 64 MiB: not parsed"
+                self._buffer = None
+            else:
+                self._buffer += data
+
+    def _diagnose(self, name: str, data: str) -> None:
+        if name not in ("message_start", "message_delta", "response.completed",
+                        "response.incomplete", "response.failed"):
+            return
+        try:
+            obj = loads(data)
+        except ValueError:
+            return
+        if not isinstance(obj, Mapping):
+            return
+        for holder in (obj, obj.get("message"), obj.get("response")):
+            if isinstance(holder, Mapping):
+                for key in ("diagnostics", "prompt_cache_diagnostics"):
+                    if holder.get(key) is not None:
+                        self.diagnostics = holder[key]
+
+    def close(
+        self, *, complete: bool = True, error: BaseException | None = None
+    ) -> UsageRecord | None:
+        """End of the body (idempotent): parse, attribute and store. Never raises.
+
+        Args:
+            complete: False when the caller closed the stream before its end.
+            error: An exception raised while reading the body.
+        """
+        if self.closed:
+            return self.pending.record
+        self.closed = True
+        detail: dict[str, Any] = {}
+        usage: CacheUsage | None = None
+        body: bytes | None = None
+        response_id: str | None = None
+        ttft_ms: float | None = None
+        try:
+            if self._problem is None:
+                self._take(self._decoder.flush())
+        except Exception as exc:
+            self._problem = f"{type(exc).__name__}: {exc}"
+        if not complete:
+            detail["stream"] = "closed before the end of the body"
+        acc = self._acc
+        if acc is not None:
+            response_id, ttft_ms = acc.response_id, acc.ttft_ms
+            if self._problem is None:
+                try:
+                    usage = acc.finish()
+                except Exception as exc:
+                    detail["usage_error"] = f"{getattr(exc, 'code', type(exc).__name__)}: {exc}"
+            if usage is None:
+                usage = CacheUsage.unknown(self.pending.usage_format,
+                                           self._problem or "stream usage unreadable")
+        elif self._buffer is not None and self._problem is None and complete:
+            body = bytes(self._buffer)
+        if self._problem is not None:
+            detail["observer_error"] = self._problem
+        return self.recorder.finish(
+            self.pending,
+            status_code=self.status_code,
+            body=body,
+            usage=usage if 200 <= self.status_code < 300 else None,
+            response_id=response_id,
+            diagnostics=self.diagnostics,
+            ttft_ms=ttft_ms,
+            error=error,
+            detail=detail,
+        )

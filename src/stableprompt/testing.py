@@ -1,0 +1,91 @@
+"""Test helpers for harness authors: put prefix stability in your own test suite.
+
+Example (pytest)::
+
+    from stableprompt.testing import assert_prefix_stable
+
+    def test_agent_prompts_are_append_only(captured_bodies):
+        assert_prefix_stable(captured_bodies, wire_format="anthropic", min_prefix_ratio=0.9)
+
+The helper needs no pytest import; it raises plain :class:`AssertionError`, which pytest
+reports with the divergence message.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from ._diff import Segmented, diff, lcp_bytes
+from ._lint import is_expected_divergence
+from ._request import SegmentedRequest, detect_wire_format, segment_request
+
+__all__ = ["assert_prefix_stable"]
+
+
+def _segmented(item: Any, wire_format: str | None, position: int) -> tuple[Segmented, bool]:
+    """Return ``(segmented, is_request)``: request bodies get the volatile-tail allowance."""
+    if isinstance(item, SegmentedRequest):
+        return item, True
+    segmented = getattr(item, "segmented", None)  # ProviderRequest
+    if isinstance(segmented, SegmentedRequest):
+        return segmented, True
+    if isinstance(item, Mapping):
+        fmt = wire_format or detect_wire_format(item)
+        if fmt is None:
+            raise AssertionError(f"request {position}: cannot tell the wire format; pass "
+                                 "wire_format='anthropic' | 'openai-chat' | 'openai-responses'")
+        return segment_request(fmt, item), True
+    if hasattr(item, "segments") and hasattr(item, "data"):  # RenderedPrompt
+        return item, False
+    raise TypeError(f"request {position} is a {type(item).__name__}: expected a request body "
+                    "dict, a ProviderRequest, a SegmentedRequest or a RenderedPrompt")
+
+
+def assert_prefix_stable(
+    requests_or_renders: Iterable[Any],
+    *,
+    wire_format: str | None = None,
+    min_prefix_ratio: float | None = None,
+) -> None:
+    """Assert that each request extends the previous one byte for byte (its cacheable part).
+
+    Consecutive items are compared with :func:`stableprompt.diff`, in provider cache order
+    (cache-key parameters, tools, system, messages; breakpoint markers are not content).
+    Allowed: the volatile tail. For ``RenderedPrompt`` items, their ``tail:`` segments; for
+    request bodies / ``ProviderRequest`` objects, a divergence at or after the predecessor's
+    last cache breakpoint, or (without breakpoints) a last message replaced by the next turn,
+    exactly as ``stableprompt lint`` decides (``expected`` divergences).
+
+    Args:
+        requests_or_renders: Request body dicts, ``ProviderRequest``, ``SegmentedRequest`` or
+            ``RenderedPrompt`` objects, in the order they were sent (one conversation).
+        wire_format: Wire format of dict bodies (``anthropic``, ``openai-chat``,
+            ``openai-responses``); ``None`` detects it per body.
+        min_prefix_ratio: Also require the mean over pairs of ``lcp_bytes / later size``
+            (bytes of segment data) to be at least this (0..1).
+
+    Raises:
+        AssertionError: ``"request i does not extend request i-1: <str(Divergence)>"`` at the
+            first break, or the mean ratio is below ``min_prefix_ratio``.
+        TypeError: an item is none of the accepted types.
+        CaptureError: a body the wire format does not allow (from ``segment_request``).
+    """
+    __tracebackhide__ = True  # pytest: show the caller's line, not ours
+    items = [_segmented(item, wire_format, i) for i, item in enumerate(requests_or_renders)]
+    ratios: list[float] = []
+    for i in range(1, len(items)):
+        (a, a_is_request), (b, _) = items[i - 1], items[i]
+        divergence = diff(a, b)
+        if divergence is not None and not (
+            a_is_request and is_expected_divergence(a, b, divergence)
+        ):
+            raise AssertionError(f"request {i} does not extend request {i - 1}: {divergence}")
+        ratios.append(lcp_bytes(a, b) / len(b.data) if b.data else 1.0)
+    if min_prefix_ratio is not None and ratios:
+        mean = sum(ratios) / len(ratios)
+        if mean < min_prefix_ratio:
+            worst = min(range(len(ratios)), key=ratios.__getitem__)
+            raise AssertionError(
+                f"mean prefix ratio {mean:.4f} is below {min_prefix_ratio} over "
+                f"{len(ratios)} pair(s); lowest: request {worst + 1} at {ratios[worst]:.4f}")
