@@ -73,7 +73,7 @@ def build_capture(path: Path, *, requests: int, sessions: int) -> int:
             for s in range(sessions):
                 history = histories[s]
                 history.extend(_turn(s, t, 20))
-                system = [{"type": "text", "text": system_text},
+                system: list[dict[str, Any]] = [{"type": "text", "text": system_text},
                           {"type": "text", "text": f"Session {s} rules.",
                            "cache_control": {"type": "ephemeral"}}]
                 session_tools = tools

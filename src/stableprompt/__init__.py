@@ -5,6 +5,14 @@ This module is the only public door: it re-exports the public names and holds no
 
 from ._builder import Conversation, PinnedHead, PromptBuilder
 from ._canonical import canonical_json
+from ._client import (
+    AnthropicClient,
+    AsyncAnthropicClient,
+    AsyncOpenAIClient,
+    AsyncOpenAICompatibleClient,
+    OpenAIClient,
+    OpenAICompatibleClient,
+)
 from ._compaction import CacheEvent, CompactionPlan, plan_compaction
 from ._diff import Divergence, diff
 from ._exceptions import (
@@ -35,13 +43,16 @@ from ._exceptions import (
 )
 from ._fingerprint import Segment
 from ._ledger import Ledger, LedgerSpillWarning
+from ._lint import LintFinding, LintPair, LintReport, lint_capture, lint_requests
 from ._messages import Message, ToolCall
 from ._policy import CachePolicy, PolicyTable, cache_policy
 from ._record import UsageRecord, export_otel
+from ._recorder import Recorder
 from ._render import ProviderRequest, RenderedPrompt
 from ._request import SegmentedRequest, segment_request
 from ._tokens import ByteTokenizer, SegmentTokenCounter, TiktokenTokenizer, Tokenizer, get_tokenizer
 from ._tools import Repair, Tool, ToolSet
+from ._transport import AsyncRecordingTransport, RecordingTransport
 from ._usage import CacheUsage
 from ._volatility import VolatileSpan, scan_volatile
 from .providers import parse_stream, parse_usage
@@ -49,6 +60,11 @@ from .providers import parse_stream, parse_usage
 __version__ = "0.1.0"
 
 __all__ = [
+    "AnthropicClient",
+    "AsyncAnthropicClient",
+    "AsyncOpenAIClient",
+    "AsyncOpenAICompatibleClient",
+    "AsyncRecordingTransport",
     "BreakpointError",
     "ByteTokenizer",
     "CacheEvent",
@@ -66,7 +82,12 @@ __all__ = [
     "Ledger",
     "LedgerError",
     "LedgerSpillWarning",
+    "LintFinding",
+    "LintPair",
+    "LintReport",
     "Message",
+    "OpenAIClient",
+    "OpenAICompatibleClient",
     "PinnedHead",
     "PinnedHeadError",
     "PolicyError",
@@ -77,6 +98,8 @@ __all__ = [
     "ProviderHTTPError",
     "ProviderRequest",
     "ProviderTimeoutError",
+    "Recorder",
+    "RecordingTransport",
     "RenderedPrompt",
     "Repair",
     "Segment",
@@ -105,6 +128,8 @@ __all__ = [
     "diff",
     "export_otel",
     "get_tokenizer",
+    "lint_capture",
+    "lint_requests",
     "parse_stream",
     "parse_usage",
     "plan_compaction",

@@ -40,6 +40,11 @@ compared with the prediction within a tolerance of one granule plus
 :data:`TOLERANCE_FRACTION` (5 %) of the request's reported ``input_tokens_total``, which
 absorbs the tokenizer and template differences. The LCP inside the first divergent segment is
 estimated proportionally to its bytes (byte share of that segment's tokens, rounded down).
+
+Known limits: only the entries the compared request wrote or read are considered (an entry
+an older request wrote, that the predecessor neither wrote nor read, is not predicted); a
+predecessor known only from its ledger row (no stored body) is matched by fingerprint and is
+assumed to have one entry at the end of the matched prefix (``detail["predecessor_body"]``).
 """
 
 from __future__ import annotations

@@ -7,9 +7,9 @@ A capture is what a harness actually sent, from any language or framework. Accep
   entries whose ``request.postData.text`` (plain or ``"encoding": "base64"``) is a JSON request
   body; other traffic (GETs, non-JSON bodies) is counted as skipped, never linted.
 - **A JSON file**: one record, or an array of records.
-- **A directory**: its ``*.json`` files in natural name order (``2.json`` before ``10.json``),
-  each one record or an array of records. Other files and subdirectories are counted as
-  skipped.
+- **A directory**: its ``*.json`` files (each one record or an array of records) and
+  ``*.jsonl`` / ``*.ndjson`` files (one record per line), in natural name order (``2.json``
+  before ``10.json``). Other files and subdirectories are counted as skipped.
 
 A **record** is either a request body (an object with ``messages`` or ``input``) or a wrapper
 ``{"request": ..., "response": ..., "session": ..., "url": ..., "wire_format": ...}`` where
@@ -20,7 +20,8 @@ integer is read as its decimal string) says which session the request belongs to
 
 Every record gets an ``index``: its 0-based position in the capture (JSONL: line number - 1;
 HAR: position in ``log.entries``; JSON arrays and directories: running record number), so that
-reports point back at the exact line or entry. A malformed record (bad JSON, not an object, no
+reports point back at the exact line or entry (in a directory, indexes run across its files;
+sources keep each file's line numbers). A malformed record (bad JSON, not an object, no
 request body) is reported as a :class:`CaptureProblem` with its line number, and reading goes
 on: the rest of the capture is still linted.
 """
@@ -29,6 +30,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import dataclasses
 import io
 import re
 from collections.abc import Iterator, Mapping
@@ -40,9 +42,10 @@ from urllib.parse import urlsplit
 from ._canonical import loads
 from ._exceptions import CaptureError
 
-__all__ = ["Capture", "CaptureEntry", "CaptureProblem", "iter_capture", "read_capture"]
+__all__ = ["Capture", "CaptureEntry", "CaptureProblem", "Skipped", "iter_capture", "read_capture"]
 
 _JSONL_SUFFIXES = (".jsonl", ".ndjson")
+_BOM = b"\xef\xbb\xbf"
 _ENDPOINTS = ("/messages", "/chat/completions", "/responses")
 
 
@@ -203,11 +206,12 @@ def _check_nonempty(
 
 
 def _iter_jsonl(
-    p: Path, handle: Any, *, sniff: bool = True
+    p: Path, handle: Any, *, sniff: bool = True, label: str | None = None
 ) -> Iterator[CaptureEntry | CaptureProblem | Skipped]:
-    """Records of a JSONL stream; with ``sniff``, a first line that is not JSON makes the
-    whole stream be tried as one JSON document (pretty-printed HAR or JSON)."""
-    name = p.name
+    """Records of a JSONL stream (sources ``<label>:<line>``); with ``sniff``, a first line
+    that is not JSON makes the whole stream be tried as one JSON document (pretty-printed HAR
+    or JSON)."""
+    name = label or p.name
     first = True
     lineno = 0
     while True:
@@ -216,6 +220,8 @@ def _iter_jsonl(
             return
         lineno += 1
         line = raw.strip()
+        if lineno == 1 and line.startswith(_BOM):
+            line = line[len(_BOM):].strip()
         if not line:
             continue
         try:
@@ -245,6 +251,8 @@ def _iter_jsonl(
 
 
 def _iter_document(p: Path, data: bytes) -> Iterator[CaptureEntry | CaptureProblem | Skipped]:
+    if data.startswith(_BOM):
+        data = data[len(_BOM):]
     if not data.strip():
         return
     try:
@@ -279,7 +287,8 @@ def _iter_directory(p: Path) -> Iterator[CaptureEntry | CaptureProblem | Skipped
         if child.name.startswith("."):
             continue
         source = f"{p.name}/{child.name}"
-        if not child.is_file() or child.suffix.lower() != ".json":
+        suffix = child.suffix.lower()
+        if not child.is_file() or suffix not in (".json", *_JSONL_SUFFIXES):
             yield Skipped(source)
             continue
         try:
@@ -287,6 +296,14 @@ def _iter_directory(p: Path) -> Iterator[CaptureEntry | CaptureProblem | Skipped
         except OSError as exc:
             raise CaptureError(f"cannot read capture file {str(child)!r}: "
                                f"{exc.strerror or exc}", code="capture-unreadable") from exc
+        if suffix in _JSONL_SUFFIXES:  # renumber: indexes run across the whole directory
+            for item in _iter_jsonl(child, io.BytesIO(data), sniff=False, label=source):
+                if isinstance(item, Skipped):
+                    yield item
+                    continue
+                yield dataclasses.replace(item, index=index)
+                index += 1
+            continue
         try:
             doc = loads(data)
         except ValueError as exc:

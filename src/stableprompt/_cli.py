@@ -44,8 +44,10 @@ class Subcommand:
 
 #: Subcommand name -> ``"module:attribute"`` of its :class:`Subcommand`.
 SUBCOMMANDS: dict[str, str] = {
+    "demo": "stableprompt.demo._command:SUBCOMMAND",
     "emulator": "stableprompt.emulator._command:SUBCOMMAND",
-    "lint": "stableprompt._lint:SUBCOMMAND",
+    "lint": "stableprompt._lint_cli:SUBCOMMAND",
+    "report": "stableprompt._report:SUBCOMMAND",
 }
 
 _REGISTERED: dict[str, Subcommand] = {}

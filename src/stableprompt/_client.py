@@ -156,7 +156,7 @@ class _Base:
         if timeout_s <= 0:
             raise InputError("timeout_s must be > 0", code="client-config")
         env = api_key_env if api_key_env is not None else self.env_var
-        if api_key is None and env is not None:
+        if api_key is None and env:
             api_key = os.environ.get(env) or None
             if api_key is None:
                 raise ConfigurationError(
@@ -169,13 +169,14 @@ class _Base:
         self.base_url = (base_url or self.default_base_url).rstrip("/")
         if not self.base_url:
             raise InputError("base_url is required", code="client-config")
-        self.recorder = recorder if recorder is not None else Recorder(provider=provider)
+        self.recorder = recorder if recorder is not None else Recorder()
         self.timeout_s = timeout_s
         self.max_retries = max_retries
         self.diagnostics = diagnostics
         self.backoff_s = backoff_s
         self.max_backoff_s = max_backoff_s
         self.cache_salt = cache_salt
+        self.call_provider = provider
         self.last_record: UsageRecord | None = None
         self._random = random.Random()
 
@@ -252,7 +253,7 @@ class _Base:
         asked = retry_after_s(headers) if headers is not None else None
         if asked is not None and asked <= _MAX_RETRY_AFTER_S:
             return asked
-        base = min(self.backoff_s * (2**attempt), self.max_backoff_s)
+        base = min(self.backoff_s * (2.0**attempt), self.max_backoff_s)
         return base * (0.5 + self._random.random() / 2)
 
     def _status_error(self, response: httpx.Response, body: bytes) -> ProviderError:
@@ -394,9 +395,10 @@ class _SyncClient(_Base):
         self._http = httpx.Client(
             headers=self._default_headers(),
             timeout=httpx.Timeout(self.timeout_s),
-            transport=RecordingTransport(  # type: ignore[arg-type]
+            transport=RecordingTransport(
                 transport if transport is not None else httpx.HTTPTransport(),
                 recorder=self.recorder,
+                provider=self.call_provider,
             ),
         )
 
@@ -532,8 +534,6 @@ class OpenAICompatibleClient(_OpenAIMixin, _SyncClient):
                  api_key_env: str | None = None, provider: str = "vllm",
                  cache_salt: str | None = None, **kwargs: Any) -> None:
         recorder = kwargs.pop("recorder", None)
-        if recorder is None:
-            recorder = Recorder(provider=provider)
         super().__init__(api_key, base_url=base_url, api_key_env=api_key_env or "",
                          provider=provider, cache_salt=cache_salt, recorder=recorder, **kwargs)
 
@@ -594,9 +594,10 @@ class _AsyncClient(_Base):
         self._http = httpx.AsyncClient(
             headers=self._default_headers(),
             timeout=httpx.Timeout(self.timeout_s),
-            transport=AsyncRecordingTransport(  # type: ignore[arg-type]
+            transport=AsyncRecordingTransport(
                 transport if transport is not None else httpx.AsyncHTTPTransport(),
                 recorder=self.recorder,
+                provider=self.call_provider,
             ),
         )
 
@@ -671,7 +672,5 @@ class AsyncOpenAICompatibleClient(_OpenAIMixin, _AsyncClient):
                  api_key_env: str | None = None, provider: str = "vllm",
                  cache_salt: str | None = None, **kwargs: Any) -> None:
         recorder = kwargs.pop("recorder", None)
-        if recorder is None:
-            recorder = Recorder(provider=provider)
         super().__init__(api_key, base_url=base_url, api_key_env=api_key_env or "",
                          provider=provider, cache_salt=cache_salt, recorder=recorder, **kwargs)

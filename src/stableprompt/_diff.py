@@ -299,8 +299,22 @@ def _classify(
         if kind is not None:
             return "volatile-token", kind, path
     if x.kind == "message":
+        dropped = _reasoning_type(vx)
+        if dropped is not None and _reasoning_type(vy) != dropped:
+            return "history-rewrite", f"{dropped} block dropped from already-sent {x.name}", path
         return "history-rewrite", f"already-sent {x.name} changed ({how})", path
     return "content-edit", f"{x.kind} content changed ({how})", path
+
+
+def _reasoning_type(value: Any) -> str | None:
+    """``thinking`` / ``redacted_thinking`` / ``reasoning`` when a message segment's block or
+    item is a reasoning block, else ``None``."""
+    if isinstance(value, dict):
+        block = value.get("block", value)
+        kind = block.get("type") if isinstance(block, dict) else None
+        if kind in ("thinking", "redacted_thinking", "reasoning"):
+            return str(kind)
+    return None
 
 
 def diff(a: Segmented, b: Segmented) -> Divergence | None:

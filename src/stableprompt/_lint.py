@@ -6,20 +6,29 @@ data, ``SegmentedRequest.data``: compact JSON in cache order, breakpoint markers
 
 **Predecessor.** Candidates are the earlier requests of the same wire format and, when the
 request's session is known (capture ``session`` key, else body ``metadata.user_id``, else body
-``prompt_cache_key``), of the same session; otherwise any earlier request. The predecessor is
-the candidate sharing the most whole segments with the request (found with an index of chained
-prefix digests: O(log n) lookups per request, no pairwise comparisons); among those, one that
-is entirely a prefix of the request wins (so a rewind or retry is not a break). Otherwise:
-a request that contains no assistant turn yet (an opening request) **starts a conversation**
-(no predecessor); else the candidates with the same opening message block (the same
-conversation, or a fork of it) are preferred, the one sharing the most segments winning; else
-the one sharing the most bytes of the first divergent segment, and then, when the session is
-unknown, only if the request re-sends at least a quarter of its message bytes (compared by
-digest) — otherwise the request starts a conversation (e.g. one resumed mid-way). At most the
-64 most recent candidates are compared, latest first on ties. So interleaved
-subagents, and sessions that share a head, do not look like breaks. Limitation: without session
-ids, a rewrite of most already-sent bytes (e.g. compaction) looks like a new conversation;
-give session ids (``session``, ``metadata.user_id``, ``prompt_cache_key``) to rule that out.
+``prompt_cache_key``), of the same session; otherwise any earlier request. With ``k`` = the
+most whole segments any candidate shares with the request (an index of chained prefix digests
+finds it in O(log n) lookups; no pairwise comparisons), in order:
+
+1. A candidate that is entirely a prefix of the request (``k`` segments long) is the
+   predecessor: a rewind, fork or retry is not a break. Exception: a longer candidate that
+   diverges at ``k`` while the request re-sends at least a quarter of its message bytes after
+   that point (compared by digest) was *rewritten*; it is the predecessor.
+2. A request with no assistant turn yet (an opening request) **starts a conversation**: no
+   predecessor. Exception: in a known session, when the best candidate (as in 4) has the
+   same model, cache-key parameters and tools, the session restarted its history on the same
+   lineage (compaction, a rewritten head); that candidate is the predecessor. Subagents and
+   side requests that share a session id but not the tools or model still start their own.
+3. Candidates with the same opening message block (the same conversation, or a fork of it):
+   the one sharing the most segments.
+4. Else the one sharing the most bytes of segment ``k``; when the session is unknown it must
+   also be continued (the request re-sends a quarter of its message bytes), otherwise the
+   request starts a conversation (e.g. one resumed mid-way).
+
+At most the 64 most recent candidates are compared; ties go to the latest. So interleaved
+subagents, and sessions that share a head, do not look like breaks. Limitation: without
+session ids, a rewrite of most already-sent bytes (compaction) looks like a new conversation;
+session ids (``session``, ``metadata.user_id``, ``prompt_cache_key``) rule that out.
 
 **Prefix ratio** of a pair = ``lcp_bytes / size_bytes`` of the later request. A request with no
 predecessor has ``predecessor``, ``prefix_ratio`` and ``ceiling`` ``None`` and is left out of
@@ -41,6 +50,12 @@ replaced by the next turn) is the same pattern. Such divergences are reported on
 ``"expected": true`` and do not count as breaks. stableprompt's own renders put the tail there.
 
 **Findings** hold across the capture: see :data:`FINDING_FIXES` for the codes and their fixes.
+Volatile content (:func:`scan_volatile`; values under ``examples``/``default``/``enum``/
+``const`` keys are skipped) is looked for in tools and system blocks inside the cached region:
+up to the end of the last breakpoint; the whole request for the automatically cached OpenAI
+formats; the head for Anthropic requests without breakpoints (themselves a finding). History
+is append-only, so ids and dates in it are stable bytes and are not flagged; a history block
+that does change shows up as a break.
 Token counts (breakpoint minimums) are cl100k estimates over segment JSON when a tokenizer is
 available, else ``ceil(bytes / 4)``: providers tokenize their own rendering, so this is a
 screen, not a measurement.
@@ -48,17 +63,14 @@ screen, not a measurement.
 
 from __future__ import annotations
 
-import argparse
 import itertools
-import sys
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ._canonical import loads, wire_json
+from ._canonical import escape_pointer, loads
 from ._capture import CaptureEntry, CaptureProblem, Skipped, iter_capture
-from ._cli import Subcommand
 from ._diff import (
     Divergence,
     _body_path,
@@ -69,6 +81,7 @@ from ._diff import (
 )
 from ._exceptions import CaptureError, PolicyError, TokenizerUnavailableError
 from ._fingerprint import Segment
+from ._lint_results import LintFinding, LintPair, LintReport, LintSummary
 from ._policy import CachePolicy, PolicyTable, cache_policy
 from ._request import (
     WIRE_FORMATS_WITH_REQUESTS,
@@ -81,17 +94,13 @@ from ._volatility import scan_volatile
 __all__ = [
     "CAUSE_FIXES",
     "FINDING_FIXES",
-    "SUBCOMMAND",
     "LintFinding",
     "LintPair",
     "LintReport",
     "LintSummary",
-    "add_lint_arguments",
     "is_expected_divergence",
     "lint_capture",
     "lint_requests",
-    "render_report",
-    "run_lint",
 ]
 
 #: One-line fix per break cause (see ``stableprompt._diff.CAUSES``).
@@ -145,195 +154,6 @@ _HEAD_KINDS = ("param", "tool", "system")
 _TTL_S = {"5m": 300, "1h": 3600}
 
 
-# -- results ---------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class LintPair:
-    """One request and its comparison with its predecessor.
-
-    Attributes:
-        index: 0-based capture position of the request (the later request of the pair).
-        source: Human location (``run.jsonl:12``).
-        wire_format: ``anthropic``, ``openai-chat`` or ``openai-responses``.
-        session: Session id (capture ``session``, ``metadata.user_id`` or
-            ``prompt_cache_key``), or ``None``.
-        size_bytes: Segment data size of the request (bytes).
-        predecessor: Capture index of the predecessor, ``None`` for a conversation start.
-        predecessor_size_bytes: Segment data size of the predecessor, or ``None``.
-        lcp_bytes: Longest common prefix with the predecessor (bytes; 0 without one).
-        prefix_ratio: ``lcp_bytes / size_bytes``, ``None`` without a predecessor.
-        ceiling: ``min(1, predecessor_size_bytes / size_bytes)``, ``None`` without one.
-        divergence: First divergence from the predecessor, or ``None``.
-        expected: The divergence lies in the predecessor's volatile tail (not a break).
-    """
-
-    index: int
-    source: str
-    wire_format: str
-    session: str | None
-    size_bytes: int
-    predecessor: int | None = None
-    predecessor_size_bytes: int | None = None
-    lcp_bytes: int = 0
-    prefix_ratio: float | None = None
-    ceiling: float | None = None
-    divergence: Divergence | None = None
-    expected: bool = False
-
-    @property
-    def is_break(self) -> bool:
-        """A divergence that is not in the predecessor's volatile tail."""
-        return self.divergence is not None and not self.expected
-
-    def as_dict(self) -> dict[str, Any]:
-        """JSON-ready dict; ``divergence`` is ``None`` or
-        ``{segment, segment_kind, path, offset, cause, detail, expected, snippet_a, snippet_b}``."""
-        divergence = None
-        if self.divergence is not None:
-            divergence = self.divergence.as_dict()
-            divergence["expected"] = self.expected
-        return {
-            "index": self.index,
-            "source": self.source,
-            "wire_format": self.wire_format,
-            "session": self.session,
-            "size_bytes": self.size_bytes,
-            "predecessor": self.predecessor,
-            "lcp_bytes": self.lcp_bytes,
-            "prefix_ratio": self.prefix_ratio,
-            "ceiling": self.ceiling,
-            "divergence": divergence,
-        }
-
-
-@dataclass(frozen=True, slots=True)
-class LintFinding:
-    """A problem that holds across the capture.
-
-    Attributes:
-        code: A key of :data:`FINDING_FIXES` (``unstable-tool-order``...).
-        severity: ``error`` (breaks caching or is rejected), ``warning``, or ``info``.
-        message: What was found, where (segment, JSON pointer), with an example.
-        fix: One line saying how to fix it.
-        requests: Capture indexes of the requests involved, ascending.
-    """
-
-    code: str
-    severity: str
-    message: str
-    fix: str
-    requests: tuple[int, ...]
-
-    def as_dict(self) -> dict[str, Any]:
-        """JSON-ready dict: ``code, severity, message, fix, requests``."""
-        return {"code": self.code, "severity": self.severity, "message": self.message,
-                "fix": self.fix, "requests": list(self.requests)}
-
-
-@dataclass(frozen=True, slots=True)
-class LintSummary:
-    """Capture-wide numbers (see the module docstring for the definitions).
-
-    Attributes:
-        requests: Requests linted (malformed records excluded).
-        sessions: Conversations: requests without a predecessor.
-        pairs: Requests with a predecessor.
-        breaks: Pairs whose divergence is not expected.
-        expected_divergences: Pairs that diverge only in the predecessor's volatile tail.
-        prefix_ratio_mean: Mean prefix ratio over pairs, ``None`` without pairs.
-        prefix_ratio_weighted: ``sum(lcp_bytes) / sum(size_bytes)`` over pairs, or ``None``.
-        ceiling: Mean append-only ceiling over pairs, or ``None``.
-        ceiling_weighted: ``sum(min(pred, size)) / sum(size)`` over pairs, or ``None``.
-        causes: Break count per cause.
-        wire_formats: Request count per wire format.
-        problems: Malformed records (not linted).
-        skipped: Capture items that are not requests (HAR traffic, non-JSON files).
-    """
-
-    requests: int
-    sessions: int
-    pairs: int
-    breaks: int
-    expected_divergences: int
-    prefix_ratio_mean: float | None
-    prefix_ratio_weighted: float | None
-    ceiling: float | None
-    ceiling_weighted: float | None
-    causes: Mapping[str, int]
-    wire_formats: Mapping[str, int]
-    problems: int = 0
-    skipped: int = 0
-
-    def as_dict(self) -> dict[str, Any]:
-        """JSON-ready dict of every field."""
-        return {
-            "requests": self.requests, "sessions": self.sessions, "pairs": self.pairs,
-            "breaks": self.breaks, "expected_divergences": self.expected_divergences,
-            "prefix_ratio_mean": self.prefix_ratio_mean,
-            "prefix_ratio_weighted": self.prefix_ratio_weighted,
-            "ceiling": self.ceiling, "ceiling_weighted": self.ceiling_weighted,
-            "causes": dict(self.causes), "wire_formats": dict(self.wire_formats),
-            "problems": self.problems, "skipped": self.skipped,
-        }
-
-
-@dataclass(frozen=True)
-class LintReport:
-    """Everything ``stableprompt lint`` found.
-
-    Attributes:
-        summary: Capture-wide numbers.
-        pairs: One entry per linted request, in capture order (conversation starts included,
-            with ``predecessor`` ``None``).
-        findings: Capture-wide findings, errors first.
-        problems: Malformed records that were not linted, in capture order.
-        capture: Path of the capture, when linted from a file.
-    """
-
-    summary: LintSummary
-    pairs: tuple[LintPair, ...]
-    findings: tuple[LintFinding, ...]
-    problems: tuple[CaptureProblem, ...] = ()
-    capture: str | None = None
-
-    @property
-    def breaks(self) -> tuple[LintPair, ...]:
-        """Pairs with a divergence that is not expected, in capture order."""
-        return tuple(p for p in self.pairs if p.is_break)
-
-    def pair(self, index: int) -> LintPair:
-        """The pair whose later request has capture index ``index``.
-
-        Raises:
-            KeyError: no linted request has that index.
-        """
-        for p in self.pairs:
-            if p.index == index:
-                return p
-        raise KeyError(index)
-
-    def finding(self, code: str) -> LintFinding | None:
-        """The first finding with ``code``, or ``None``."""
-        return next((f for f in self.findings if f.code == code), None)
-
-    def passes(self, min_prefix_ratio: float | None) -> bool:
-        """Whether ``prefix_ratio_mean >= min_prefix_ratio`` (vacuously true without pairs or
-        without a threshold)."""
-        mean = self.summary.prefix_ratio_mean
-        return min_prefix_ratio is None or mean is None or mean >= min_prefix_ratio
-
-    def as_dict(self) -> dict[str, Any]:
-        """The ``--json`` document: ``{capture, summary, pairs, findings, problems}``."""
-        return {
-            "capture": self.capture,
-            "summary": self.summary.as_dict(),
-            "pairs": [p.as_dict() for p in self.pairs],
-            "findings": [f.as_dict() for f in self.findings],
-            "problems": [p.as_dict() for p in self.problems],
-        }
-
-
 # -- internals -------------------------------------------------------------------------------
 
 
@@ -351,7 +171,6 @@ class _Req:
     data: bytes
     has_assistant: bool
     breakpoints: tuple[Segment, ...]
-    last_message_start: int  # segment index where the last message begins (len if none)
     first_message_digest: str | None
 
 
@@ -417,23 +236,13 @@ def _session_of(entry_session: str | None, body: Mapping[str, Any]) -> str | Non
 
 def _make_req(pos: int, entry: CaptureEntry, seg: SegmentedRequest) -> _Req:
     segments = seg.segments
-    last_key = None
-    last_start = len(segments)
-    first_digest = None
-    for i, s in enumerate(segments):
-        if s.kind != "message":
-            continue
-        if first_digest is None:
-            first_digest = s.digest
-        key = _message_key(s)
-        if key != last_key:
-            last_key, last_start = key, i
+    first = next((s.digest for s in segments if s.kind == "message"), None)
     return _Req(
         pos=pos, index=entry.index, source=entry.source, wire_format=seg.wire_format,
         session=_session_of(entry.session, entry.body), model=seg.model, segments=segments,
         data=seg.data, has_assistant=_has_assistant(seg.wire_format, entry.body),
         breakpoints=tuple(s for s in segments if s.breakpoint is not None),
-        last_message_start=last_start, first_message_digest=first_digest,
+        first_message_digest=first,
     )
 
 
@@ -464,18 +273,20 @@ def is_expected_divergence(a: Any, b: Any, divergence: Divergence) -> bool:
     return y.kind == "message" and y.label != segments[i].label
 
 
-def _shares_history(a: _Req, b: _Req) -> bool:
-    """Whether ``b`` continues ``a``'s conversation: it re-sends (same bytes, by digest) at
-    least a quarter of the bytes of ``a``'s message blocks. Stock phrases two conversations
-    happen to share ("Let me check.") stay far below that."""
+def _continues(a: _Req, b: _Req, start: int = 0) -> bool:
+    """Whether ``b`` re-sends (same bytes, by digest, anywhere) at least a quarter of the bytes
+    of ``a``'s message blocks from segment ``start`` on: evidence that ``b`` continues ``a``'s
+    conversation. Stock phrases two conversations share ("Let me check.") stay far below."""
     sizes: dict[str, int] = {}
     total = 0
-    for s in a.segments:
+    for s in a.segments[start:]:
         if s.kind == "message":
             sizes[s.digest] = s.size_bytes
             total += s.size_bytes
+    if not total:
+        return False
     shared = sum(sizes.pop(s.digest, 0) for s in b.segments if s.kind == "message")
-    return total > 0 and 4 * shared >= total
+    return 4 * shared >= total
 
 
 def _ratio(part: int, whole: int) -> float:
@@ -544,9 +355,19 @@ class _Linter:
         if k:
             full = index.by_last.get(segs[k - 1].prefix_digest)
             if full is not None:
+                if b.has_assistant:  # a rewrite of a longer request, or a fork of this one?
+                    for pos in reversed(by_digest[segs[k - 1].prefix_digest][-_SCAN_CANDIDATES:]):
+                        a = self.reqs[pos]
+                        if len(a.segments) > k and _continues(a, b, k + 1):
+                            return a
                 return self.reqs[full]
-        if not b.has_assistant:
-            return None  # an opening request: a new conversation
+        if not b.has_assistant:  # an opening request: a new conversation, unless the session
+            if b.session is None:  # says otherwise and model, params and tools are unchanged
+                return None
+            best = self._most_bytes(b, k, index)
+            same_lineage = best is not None and all(
+                s.kind not in ("param", "tool") for s in (*best.segments[k:], *segs[k:]))
+            return best if same_lineage else None
         same_opening = index.by_first.get(b.first_message_digest or "")
         if same_opening:  # the same conversation (or a fork / rerun of it): longest prefix wins
             best_k, best = -1, None
@@ -556,7 +377,16 @@ class _Linter:
                 if shared > best_k:
                     best_k, best = shared, a
             return best
-        candidates = by_digest[segs[k - 1].prefix_digest] if k else index.all
+        best = self._most_bytes(b, k, index)
+        if best is not None and b.session is None and not _continues(best, b):
+            return None  # another conversation (e.g. resumed mid-way), not a rewrite of this one
+        return best
+
+    def _most_bytes(self, b: _Req, k: int, index: _Index) -> _Req | None:
+        """Of the candidates sharing ``k`` whole segments with ``b``, the one sharing the most
+        bytes of segment ``k`` (the 64 most recent; latest on ties)."""
+        segs = b.segments
+        candidates = index.by_digest[segs[k - 1].prefix_digest] if k else index.all
         if k >= len(segs):
             return self.reqs[candidates[-1]]
         y = segs[k]
@@ -570,11 +400,7 @@ class _Linter:
             n = _common_prefix_len(a.data[x.start:x.end], tail) if x.kind == y.kind else 0
             if n > best_len:
                 best, best_len = a, n
-        if best is None:
-            best = self.reqs[candidates[-1]]
-        if b.session is None and not _shares_history(best, b):
-            return None  # another conversation (e.g. resumed mid-way), not a rewrite of this one
-        return best
+        return best if best is not None else self.reqs[candidates[-1]]
 
     def _pair(self, b: _Req) -> None:
         a = self._predecessor(b)
@@ -595,8 +421,10 @@ class _Linter:
             self._hit("breakpoint-on-per-turn-block", b.index,
                       f"request {a.index} put a breakpoint on {x.name}, which changed in "
                       f"request {b.index} ({divergence.cause})")
-        if (divergence.segment_kind in _HEAD_KINDS and a.first_message_digest is not None
-                and a.first_message_digest == b.first_message_digest):
+        same_session = b.session is not None and a.session == b.session
+        if divergence.segment_kind in _HEAD_KINDS and (same_session or (
+                a.first_message_digest is not None
+                and a.first_message_digest == b.first_message_digest)):
             self._hit("head-changed-mid-session", b.index,
                       f"request {b.index} continues the conversation of request {a.index} "
                       f"with a different head: {divergence.cause} at {divergence.path or '/'}"
@@ -624,8 +452,8 @@ class _Linter:
         bps = req.breakpoints
         if bps:
             cached_end = bps[-1].end
-        elif req.wire_format == "anthropic":
-            cached_end = 0
+        elif req.wire_format == "anthropic":  # nothing cached yet; the head is where it goes
+            cached_end = max((s.end for s in req.segments if s.kind in _HEAD_KINDS), default=0)
             self._hit("no-breakpoints", req.index, f"request {req.index} has no cache_control "
                       "breakpoint, so Anthropic caches none of it")
         else:
@@ -781,7 +609,7 @@ def _strings(value: Any, pointer: str) -> Iterator[tuple[str, str]]:
     elif isinstance(value, dict):
         for key, child in value.items():
             if key not in _EXAMPLE_KEYS:
-                yield from _strings(child, f"{pointer}/{key.replace('~', '~0').replace('/', '~1')}")
+                yield from _strings(child, f"{pointer}/{escape_pointer(key)}")
     elif isinstance(value, list):
         for i, child in enumerate(value):
             yield from _strings(child, f"{pointer}/{i}")
@@ -808,7 +636,7 @@ def _schema_key_problem(tool: Any) -> str | None:
                 bad = next(k for k, s in zip(keys, sorted(keys), strict=True) if k != s)
                 return f"keys at {pointer or '/'} start {keys[:3]} ('{bad}' out of order)"
             for k in keys:
-                found = walk(value[k], f"{pointer}/{k}")
+                found = walk(value[k], f"{pointer}/{escape_pointer(k)}")
                 if found:
                     return found
         elif isinstance(value, list):
@@ -940,136 +768,3 @@ def _finish(linter: _Linter, capture: str | None) -> LintReport:
                                f"malformed record(s); first: {first})", code="capture-format")
         raise CaptureError(f"{where} is empty: no requests", code="capture-empty")
     return linter.report(capture)
-
-
-# -- CLI -------------------------------------------------------------------------------------
-
-
-def _ratio_arg(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not 0.0 <= value <= 1.0:
-        raise argparse.ArgumentTypeError(f"must be between 0 and 1, got {value}")
-    return value
-
-
-def add_lint_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add ``CAPTURE [--format F] [--min-prefix-ratio R] [--json] [--all]``."""
-    parser.add_argument("capture", metavar="CAPTURE",
-                        help="JSONL of request bodies or {request, response} objects, a HAR "
-                        "file, or a directory of JSON files")
-    parser.add_argument("--format", default="auto",
-                        choices=("auto", *WIRE_FORMATS_WITH_REQUESTS, "openai-compatible"),
-                        help="wire format of the requests (default: detect per request)")
-    parser.add_argument("--min-prefix-ratio", type=_ratio_arg, default=None, metavar="R",
-                        help="exit 1 when the mean prefix ratio is below R (0..1)")
-    parser.add_argument("--json", action="store_true", help="print the report as JSON")
-    parser.add_argument("--all", action="store_true",
-                        help="list every pair, not only breaks")
-
-
-def run_lint(args: argparse.Namespace) -> int:
-    """Run ``stableprompt lint``: 0 = pass, 1 = below ``--min-prefix-ratio``, 2 = bad input
-    (one line on stderr, no traceback)."""
-    try:
-        report = lint_capture(args.capture, wire_format=args.format)
-    except CaptureError as exc:
-        print(f"stableprompt lint: error: {' '.join(str(exc).split())}", file=sys.stderr)
-        return 2
-    passed = report.passes(args.min_prefix_ratio)
-    if args.json:
-        document = report.as_dict()
-        document["summary"]["min_prefix_ratio"] = args.min_prefix_ratio
-        document["summary"]["passed"] = passed
-        sys.stdout.write(wire_json(document).decode() + "\n")
-    else:
-        render_report(report, min_prefix_ratio=args.min_prefix_ratio, show_all=args.all)
-    return 0 if passed else 1
-
-
-# -- terminal report -------------------------------------------------------------------------
-
-_MAX_ROWS = 40
-_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
-
-
-def _fmt(value: float | None) -> str:
-    return "n/a" if value is None else f"{value:.3f}"
-
-
-def render_report(
-    report: LintReport,
-    *,
-    min_prefix_ratio: float | None = None,
-    show_all: bool = False,
-    console: Any = None,
-) -> None:
-    """Print ``report`` as a rich terminal summary: breaks table, causes with fixes, findings
-    with fixes, malformed records, and the pass/fail line.
-
-    Args:
-        report: The lint report.
-        min_prefix_ratio: Threshold to judge against (``None``: no gate).
-        show_all: List every pair, not only breaks (capped at 40 rows either way).
-        console: A ``rich.console.Console`` (default: stdout).
-    """
-    from rich.console import Console
-    from rich.markup import escape
-    from rich.table import Table
-
-    out = console if console is not None else Console(highlight=False)
-    s = report.summary
-    out.print(f"[bold]stableprompt lint[/bold] {escape(report.capture or '')}")
-    formats = ", ".join(f"{k} {v}" for k, v in s.wire_formats.items())
-    out.print(f"  requests {s.requests} ({formats}) · sessions {s.sessions} · pairs {s.pairs}"
-              f" · breaks {s.breaks} · expected tail changes {s.expected_divergences}")
-    out.print(f"  prefix ratio  {_fmt(s.prefix_ratio_mean)} mean · "
-              f"{_fmt(s.prefix_ratio_weighted)} weighted by bytes")
-    out.print(f"  ceiling       {_fmt(s.ceiling)} mean · {_fmt(s.ceiling_weighted)} weighted "
-              "(append-only harness on the same requests)")
-    rows = [p for p in report.pairs if show_all or p.is_break]
-    if rows:
-        table = Table(title="pairs" if show_all else "breaks", title_justify="left")
-        for column in ("req", "pred", "lcp B", "ratio", "segment", "path", "cause", "detail"):
-            table.add_column(column, overflow="fold")
-        for p in rows[:_MAX_ROWS]:
-            d = p.divergence
-            cause = "" if d is None else d.cause + (" (expected)" if p.expected else "")
-            table.add_row(str(p.index), "-" if p.predecessor is None else str(p.predecessor),
-                          str(p.lcp_bytes), _fmt(p.prefix_ratio),
-                          escape(d.segment) if d else "", escape(d.path) if d else "",
-                          cause, escape(d.detail) if d else "")
-        out.print(table)
-        if len(rows) > _MAX_ROWS:
-            out.print(f"  ... {len(rows) - _MAX_ROWS} more (use --json for all)")
-    if s.causes:
-        out.print("[bold]break causes[/bold]")
-        for cause, count in s.causes.items():
-            out.print(f"  {cause} x{count}: fix: {escape(CAUSE_FIXES.get(cause, ''))}")
-    if report.findings:
-        out.print("[bold]findings[/bold]")
-        for f in report.findings:
-            style = _STYLE.get(f.severity, "")
-            shown = ", ".join(map(str, f.requests[:8])) + (" ..." if len(f.requests) > 8 else "")
-            out.print(f"  [{style}]{f.severity}[/{style}] {f.code}: {escape(f.message)} "
-                      f"[dim](requests {shown})[/dim]")
-            out.print(f"    fix: {escape(f.fix)}")
-    if report.problems:
-        out.print(f"[bold]not linted[/bold] ({len(report.problems)} malformed record(s))")
-        for problem in report.problems[:_MAX_ROWS]:
-            out.print(f"  {escape(str(problem))}")
-    if min_prefix_ratio is not None:
-        verdict = ("[green]PASS[/green]" if report.passes(min_prefix_ratio)
-                   else "[bold red]FAIL[/bold red]")
-        out.print(f"{verdict} mean prefix ratio {_fmt(s.prefix_ratio_mean)} vs minimum "
-                  f"{min_prefix_ratio:.3f}")
-
-
-SUBCOMMAND = Subcommand(
-    "lint",
-    "check prefix stability of captured requests (JSONL, HAR, directory of JSON)",
-    add_lint_arguments,
-    run_lint,
-)

@@ -5,11 +5,11 @@ A :class:`Recorder` turns one provider call into one :class:`~stableprompt.Usage
 1. :meth:`Recorder.start` (before sending): recognizes the endpoint and wire format from the
    URL path and body, segments the body (:func:`~stableprompt._request.segment_request`),
    counts tokens per segment, assigns session and turn, and takes a snapshot of the
-   same-lineage predecessor (in memory, else :meth:`Ledger.last_for_lineage`) and of the
-   session's previous request.
-2. A :class:`ResponseObserver` sees the response bytes as the caller receives them (decoding
-   ``gzip``/``deflate``; SSE goes through the wire format's stream accumulator, JSON is copied
-   aside), never holding them back.
+   same-lineage predecessor (in memory, else :meth:`Ledger.last_for_lineage`; a failed call is
+   never a predecessor) and of the session's previous request to the same provider in the same
+   format.
+2. A :class:`~stableprompt._observer.ResponseObserver` (:meth:`Recorder.observe`) sees the
+   response bytes as the caller receives them, never holding them back.
 3. :meth:`Recorder.finish`: parses usage and provider diagnostics, runs
    :func:`~stableprompt._attribution.attribute`, builds the record, appends it to
    :attr:`Recorder.records`, writes it to the ledger and updates the lineage/session state.
@@ -26,7 +26,6 @@ import logging
 import threading
 import time
 import uuid
-import zlib
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -37,21 +36,20 @@ from ._attribution import Attribution, RequestState, attribute
 from ._canonical import loads
 from ._exceptions import TokenizerUnavailableError
 from ._ledger import Ledger
+from ._observer import ResponseObserver, header
 from ._policy import CachePolicy, PolicyTable
 from ._record import UsageRecord
 from ._request import SegmentedRequest, detect_wire_format, segment_request
-from ._sse import SSEParser
 from ._tokens import ByteTokenizer, SegmentTokenCounter, Tokenizer, get_tokenizer
 from ._usage import CacheUsage
-from .providers import parse_response, stream_accumulator
-from .providers._base import StreamAccumulator
+from .providers import parse_response
 
 __all__ = [
     "SESSION_HEADER",
     "Pending",
     "Recorder",
-    "ResponseObserver",
     "provider_for",
+    "session_from_request",
     "usage_wire_format",
 ]
 
@@ -73,7 +71,6 @@ _HOSTS = {
     "api.x.ai": "xai",
 }
 _COMPATIBLE = {"vllm", "sglang", "openrouter", "xai"}
-_MAX_JSON_BYTES = 64 * 1024 * 1024
 _MAX_STATE = 4096
 
 
@@ -122,18 +119,6 @@ def _endpoint(path: str) -> str | None:
     return None
 
 
-def _header(headers: Any, name: str) -> str | None:
-    if headers is None:
-        return None
-    try:
-        value = headers.get(name)
-        if value is None and isinstance(headers, Mapping):
-            value = next((v for k, v in headers.items() if str(k).lower() == name), None)
-    except Exception:
-        return None
-    return None if value is None else str(value)
-
-
 def session_from_request(body: Mapping[str, Any], headers: Any = None) -> str | None:
     """The session id a request names, or ``None``.
 
@@ -141,7 +126,7 @@ def session_from_request(body: Mapping[str, Any], headers: Any = None) -> str | 
     ``prompt_cache_key`` unless it is one stableprompt derived from the head fingerprint
     (``sp-...``: that names a lineage, not a conversation).
     """
-    value = _header(headers, SESSION_HEADER)
+    value = header(headers, SESSION_HEADER)
     if value:
         return value
     metadata = body.get("metadata")
@@ -166,8 +151,9 @@ class Pending:
         usage_format: Usage parser (see :func:`usage_wire_format`).
         provider: Provider family.
         model: Requested model, if any.
-        session_id: Session id recorded, if any.
-        turn: 1-based count of requests in the session so far (this one included).
+        session_id: Session id recorded, if any (``None``: the recorder's implicit session).
+        turn: 1-based count of requests in the session so far (this one included; a named
+            session resumed in a new process continues from its ledger rows).
         state: The request as attribution sees it, ``None`` when it could not be segmented.
         predecessor: Same-lineage predecessor snapshot.
         session_previous: The session's previous request when its head differs.
@@ -186,7 +172,6 @@ class Pending:
     provider: str
     model: str | None = None
     session_id: str | None = None
-    session_key: Any = None
     turn: int | None = None
     state: RequestState | None = None
     predecessor: RequestState | None = None
@@ -200,8 +185,11 @@ class Pending:
 
 @dataclass
 class _Session:
+    """Turn count of a session, and its latest request per (provider, wire format): only
+    requests to the same provider in the same format are compared across heads."""
+
     count: int = 0
-    last: RequestState | None = None
+    last: dict[tuple[str, str], RequestState] = field(default_factory=dict)
 
 
 class Recorder:
@@ -290,6 +278,7 @@ class Recorder:
         *,
         host: str | None = None,
         method: str = "POST",
+        provider: str | None = None,
     ) -> Pending | None:
         """Register a call about to be sent. Never raises.
 
@@ -299,6 +288,8 @@ class Recorder:
             body: Exact request body bytes.
             host: URL host, for :func:`provider_for`.
             method: HTTP method; only ``POST`` is recorded.
+            provider: Provider family of this call; default :attr:`provider`, else
+                inferred (:func:`provider_for`).
 
         Returns:
             A :class:`Pending` to pass to :meth:`finish`, or ``None`` when the call is not a
@@ -318,7 +309,7 @@ class Recorder:
         except Exception:
             return None
         ts, started = self.clock(), self.monotonic()
-        provider = provider_for(host, wire, self.provider)
+        provider = provider_for(host, wire, provider or self.provider)
         pending = Pending(
             record_id=uuid.uuid4().hex,
             ts=ts,
@@ -340,14 +331,16 @@ class Recorder:
         model = body.get("model")
         pending.model = model if isinstance(model, str) else None
         pending.session_id = self.session_id or session_from_request(body, headers)
-        pending.session_key = pending.session_id
         pending.diagnostics_requested = _diagnostics_request(pending.wire_format, body)
         if self.store_content:
             pending.content = raw.decode("utf-8", "replace")
         with self._lock:
-            session = self._sessions.get(pending.session_key)
+            known = pending.session_id in self._sessions
+        earlier = 0 if known else self._ledger_turns(pending.session_id)
+        with self._lock:
+            session = self._sessions.get(pending.session_id)
             if session is None:
-                session = self._sessions[pending.session_key] = _Session()
+                session = self._sessions[pending.session_id] = _Session(count=earlier)
                 if len(self._sessions) > _MAX_STATE:
                     self._sessions.popitem(last=False)
             session.count += 1
@@ -357,7 +350,8 @@ class Recorder:
         state = RequestState.of(segmented, tokens, pending.ts, record_id=pending.record_id)
         pending.state = state
         pending.predecessor = self._predecessor(state.head_fingerprint)
-        previous = session.last
+        with self._lock:
+            previous = session.last.get((pending.provider, pending.wire_format))
         if (
             pending.predecessor is None
             and previous is not None
@@ -365,6 +359,16 @@ class Recorder:
             and pending.ts - previous.ts <= self.session_window_s
         ):
             pending.session_previous = previous
+
+    def _ledger_turns(self, session_id: str | None) -> int:
+        """Calls of a named session already in the ledger (a resumed conversation)."""
+        if session_id is None or self.ledger is None:
+            return 0
+        try:
+            return sum(1 for _ in self.ledger.iter_records(session_id=session_id))
+        except Exception as exc:
+            _log.warning("ledger lookup failed: %s", exc)
+            return 0
 
     def _count(self, segmented: SegmentedRequest) -> list[int]:
         data = segmented.data
@@ -385,7 +389,9 @@ class Recorder:
         except Exception as exc:
             _log.warning("ledger lookup failed: %s", exc)
             return None
-        return None if record is None else self._from_record(record, head)
+        if record is None or record.error_class is not None:
+            return None  # a failed call touched no cache entry: no TTL clock to start from
+        return self._from_record(record, head)
 
     def _from_record(self, record: UsageRecord, head: str) -> RequestState:
         segmented = tokens = None
@@ -424,7 +430,9 @@ class Recorder:
                 key = self.session_id or session_from_request(body, headers)
                 with self._lock:
                     session = self._sessions.get(key)
-                found = None if session is None else session.last
+                    candidates = [] if session is None else [
+                        s for (_, wire), s in session.last.items() if wire == wire_format]
+                found = max(candidates, key=lambda s: s.ts, default=None)
             return None if found is None else found.response_id
         except Exception:
             return None
@@ -537,7 +545,7 @@ class Recorder:
             detail.update(extra)
         if pending.state is not None and ok:
             state = dataclasses.replace(pending.state, response_id=response_id)
-            self._remember(pending.session_key, state)
+            self._remember(pending, state)
         return UsageRecord(
             record_id=pending.record_id,
             ts_utc=datetime.fromtimestamp(pending.ts, timezone.utc),
@@ -597,7 +605,7 @@ class Recorder:
             policy=policy,
         )
 
-    def _remember(self, session_key: Any, state: RequestState) -> None:
+    def _remember(self, pending: Pending, state: RequestState) -> None:
         with self._lock:
             current = self._lineages.get(state.head_fingerprint)
             if current is None or current.ts <= state.ts:
@@ -605,9 +613,12 @@ class Recorder:
                 self._lineages.move_to_end(state.head_fingerprint)
                 if len(self._lineages) > _MAX_STATE:
                     self._lineages.popitem(last=False)
-            session = self._sessions.get(session_key)
-            if session is not None and (session.last is None or session.last.ts <= state.ts):
-                session.last = state
+            session = self._sessions.get(pending.session_id)
+            if session is not None:
+                key = (pending.provider, pending.wire_format)
+                last = session.last.get(key)
+                if last is None or last.ts <= state.ts:
+                    session.last[key] = state
 
     def _store(self, pending: Pending, record: UsageRecord) -> None:
         pending.record = record
@@ -695,181 +706,3 @@ def _diagnostics(pending: Pending, received: Any) -> dict[str, Any] | None:
     out["our_comparison_response_id"] = None if ours is None else ours.response_id
     result: dict[str, Any] = _json(out)
     return result
-
-
-# --------------------------------------------------------------------------- observing
-
-
-class _Decoder:
-    """Incremental Content-Encoding decoder: identity, gzip, deflate (zlib or raw)."""
-
-    def __init__(self, encoding: str) -> None:
-        self.encodings = [e.strip().lower() for e in encoding.split(",") if e.strip()]
-        self.encodings = [e for e in self.encodings if e != "identity"]
-        self.supported = all(e in ("gzip", "x-gzip", "deflate") for e in self.encodings)
-        self._objs = [self._new(e) for e in reversed(self.encodings)] if self.supported else []
-        self._deflate_raw = [False] * len(self._objs)
-
-    @staticmethod
-    def _new(encoding: str, raw: bool = False) -> Any:
-        if encoding in ("gzip", "x-gzip"):
-            return zlib.decompressobj(16 + zlib.MAX_WBITS)
-        return zlib.decompressobj(-zlib.MAX_WBITS if raw else zlib.MAX_WBITS)
-
-    def decode(self, data: bytes) -> bytes:
-        for index, obj in enumerate(self._objs):
-            try:
-                data = obj.decompress(data)
-            except zlib.error:
-                encoding = list(reversed(self.encodings))[index]
-                if encoding != "deflate" or self._deflate_raw[index]:
-                    raise
-                self._deflate_raw[index] = True  # deflate sent without the zlib header
-                self._objs[index] = obj = self._new("deflate", raw=True)
-                data = obj.decompress(data)
-        return data
-
-    def flush(self) -> bytes:
-        data = b""
-        for obj in self._objs:
-            data = obj.decompress(data) + obj.flush()
-        return data
-
-
-class ResponseObserver:
-    """Watches one response body as the caller reads it, then finishes the record.
-
-    :meth:`feed` each raw chunk exactly as received (it is never modified or delayed); call
-    :meth:`close` once at the end (``complete=False`` when the caller stopped early). SSE
-    bodies (``text/event-stream``) go through the wire format's stream accumulator (usage,
-    response id, TTFT); other bodies are copied aside (up to 64 MiB) and parsed at close.
-    Nothing here raises.
-    """
-
-    def __init__(
-        self,
-        recorder: Recorder,
-        pending: Pending,
-        *,
-        status_code: int,
-        headers: Any,
-        content_encoding: str | None = None,
-    ) -> None:
-        self.recorder = recorder
-        self.pending = pending
-        self.status_code = status_code
-        content_type = (_header(headers, "content-type") or "").lower()
-        if content_encoding is None:
-            content_encoding = _header(headers, "content-encoding") or ""
-        self._decoder = _Decoder(content_encoding)
-        self._problem: str | None = None
-        if not self._decoder.supported:
-            self._problem = f"content-encoding {content_encoding!r} is not decodable here"
-        self._sse = "text/event-stream" in content_type
-        self._acc: StreamAccumulator | None = None
-        self._buffer: bytearray | None = None
-        self._diag: SSEParser | None = None
-        self.diagnostics: Any = None
-        self.closed = False
-        try:
-            if self._sse:
-                self._acc = stream_accumulator(
-                    pending.usage_format, clock=recorder.monotonic, start=pending.started
-                )
-                if pending.diagnostics_requested is not None:
-                    self._diag = SSEParser()
-            else:
-                self._buffer = bytearray()
-        except Exception as exc:
-            self._problem = f"{type(exc).__name__}: {exc}"
-
-    def feed(self, chunk: bytes) -> None:
-        """Observe the next raw chunk (never raises)."""
-        if self._problem is not None or self.closed:
-            return
-        try:
-            self._take(self._decoder.decode(bytes(chunk)))
-        except Exception as exc:
-            self._problem = f"{type(exc).__name__}: {exc}"
-
-    def _take(self, data: bytes) -> None:
-        if not data:
-            return
-        if self._acc is not None:
-            self._acc.feed(data)
-            if self._diag is not None:
-                for event in self._diag.feed(data):
-                    self._diagnose(event.event, event.data)
-        elif self._buffer is not None:
-            if len(self._buffer) + len(data) > _MAX_JSON_BYTES:
-                self._problem = "response body larger than 64 MiB: not parsed"
-                self._buffer = None
-            else:
-                self._buffer += data
-
-    def _diagnose(self, name: str, data: str) -> None:
-        if name not in ("message_start", "message_delta", "response.completed",
-                        "response.incomplete", "response.failed"):
-            return
-        try:
-            obj = loads(data)
-        except ValueError:
-            return
-        if not isinstance(obj, Mapping):
-            return
-        for holder in (obj, obj.get("message"), obj.get("response")):
-            if isinstance(holder, Mapping):
-                for key in ("diagnostics", "prompt_cache_diagnostics"):
-                    if holder.get(key) is not None:
-                        self.diagnostics = holder[key]
-
-    def close(
-        self, *, complete: bool = True, error: BaseException | None = None
-    ) -> UsageRecord | None:
-        """End of the body (idempotent): parse, attribute and store. Never raises.
-
-        Args:
-            complete: False when the caller closed the stream before its end.
-            error: An exception raised while reading the body.
-        """
-        if self.closed:
-            return self.pending.record
-        self.closed = True
-        detail: dict[str, Any] = {}
-        usage: CacheUsage | None = None
-        body: bytes | None = None
-        response_id: str | None = None
-        ttft_ms: float | None = None
-        try:
-            if self._problem is None:
-                self._take(self._decoder.flush())
-        except Exception as exc:
-            self._problem = f"{type(exc).__name__}: {exc}"
-        if not complete:
-            detail["stream"] = "closed before the end of the body"
-        acc = self._acc
-        if acc is not None:
-            response_id, ttft_ms = acc.response_id, acc.ttft_ms
-            if self._problem is None:
-                try:
-                    usage = acc.finish()
-                except Exception as exc:
-                    detail["usage_error"] = f"{getattr(exc, 'code', type(exc).__name__)}: {exc}"
-            if usage is None:
-                usage = CacheUsage.unknown(self.pending.usage_format,
-                                           self._problem or "stream usage unreadable")
-        elif self._buffer is not None and self._problem is None and complete:
-            body = bytes(self._buffer)
-        if self._problem is not None:
-            detail["observer_error"] = self._problem
-        return self.recorder.finish(
-            self.pending,
-            status_code=self.status_code,
-            body=body,
-            usage=usage if 200 <= self.status_code < 300 else None,
-            response_id=response_id,
-            diagnostics=self.diagnostics,
-            ttft_ms=ttft_ms,
-            error=error,
-            detail=detail,
-        )

@@ -36,7 +36,9 @@ import importlib
 import time
 from collections.abc import AsyncIterator, Iterator
 from types import ModuleType, TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+import httpx
 
 from ._exceptions import (
     ProviderConnectionError,
@@ -44,8 +46,9 @@ from ._exceptions import (
     ProviderHTTPError,
     ProviderTimeoutError,
 )
+from ._observer import ResponseObserver
 from ._record import redact
-from ._recorder import Pending, Recorder, ResponseObserver
+from ._recorder import Pending, Recorder
 
 __all__ = [
     "PENDING_EXTENSION",
@@ -55,6 +58,19 @@ __all__ = [
     "map_transport_error",
     "retry_after_s",
 ]
+
+if TYPE_CHECKING:  # typed as a transport of both stacks, so either Client(transport=...) accepts it
+    import httpx2
+
+    class _SyncBase(httpx.BaseTransport, httpx2.BaseTransport):
+        def handle_request(self, request: Any) -> Any: ...
+
+    class _AsyncBase(httpx.AsyncBaseTransport, httpx2.AsyncBaseTransport):
+        async def handle_async_request(self, request: Any) -> Any: ...
+
+else:  # at run time both stacks only duck-type transports
+    _SyncBase = httpx.BaseTransport
+    _AsyncBase = httpx.AsyncBaseTransport
 
 PENDING_EXTENSION = "stableprompt.pending"
 """Key of the :class:`Pending` in ``response.extensions``; ``pending.record`` holds the record
@@ -150,9 +166,11 @@ def _request_path(request: Any) -> tuple[str, str | None]:
     return str(url.path), (str(url.host) if url.host else None)
 
 
-def _start(recorder: Recorder, request: Any, body: bytes) -> Pending | None:
+def _start(recorder: Recorder, request: Any, body: bytes, provider: str | None
+           ) -> Pending | None:
     path, host = _request_path(request)
-    return recorder.start(path, request.headers, body, host=host, method=str(request.method))
+    return recorder.start(path, request.headers, body, host=host, method=str(request.method),
+                          provider=provider)
 
 
 def _in_memory(module: ModuleType, response: Any) -> bool:
@@ -164,7 +182,7 @@ def _attach(response: Any, pending: Pending) -> None:
         response.extensions[PENDING_EXTENSION] = pending
 
 
-class RecordingTransport:
+class RecordingTransport(_SyncBase):
     """A sync httpx/httpx2 transport that records LLM calls passing through it.
 
     Args:
@@ -172,14 +190,20 @@ class RecordingTransport:
             ``httpx2.MockTransport``, ...). ``None``: the request's own module's
             ``HTTPTransport()``, created on first use.
         recorder: Where calls are recorded (default: a new in-memory :class:`Recorder`).
+        provider: Provider family of the server behind this transport (``"vllm"``,
+            ``"llama-cpp"``, ...) for cache rules and usage parsing; default: the recorder's,
+            else inferred from the host and wire format (``_recorder.provider_for``).
 
     Attributes:
         recorder: The recorder.
     """
 
-    def __init__(self, wrapped: Any = None, *, recorder: Recorder | None = None) -> None:
+    def __init__(
+        self, wrapped: Any = None, *, recorder: Recorder | None = None, provider: str | None = None
+    ) -> None:
         self._wrapped = wrapped
         self.recorder = recorder if recorder is not None else Recorder()
+        self.provider = provider
 
     def __repr__(self) -> str:
         return f"RecordingTransport({self._wrapped!r}, recorder={self.recorder!r})"
@@ -196,7 +220,7 @@ class RecordingTransport:
             body = request.content
         except Exception:
             body = request.read()
-        pending = _start(self.recorder, request, body)
+        pending = _start(self.recorder, request, body, self.provider)
         if pending is None:
             return inner.handle_request(request)
         try:
@@ -247,18 +271,22 @@ class RecordingTransport:
             self._wrapped.__exit__(exc_type, exc, tb)
 
 
-class AsyncRecordingTransport:
+class AsyncRecordingTransport(_AsyncBase):
     """The async twin of :class:`RecordingTransport` (``handle_async_request``).
 
     Args:
         wrapped: The async transport that really sends; ``None``: the request's module's
             ``AsyncHTTPTransport()``, created on first use.
         recorder: Where calls are recorded (default: a new in-memory :class:`Recorder`).
+        provider: As :class:`RecordingTransport`.
     """
 
-    def __init__(self, wrapped: Any = None, *, recorder: Recorder | None = None) -> None:
+    def __init__(
+        self, wrapped: Any = None, *, recorder: Recorder | None = None, provider: str | None = None
+    ) -> None:
         self._wrapped = wrapped
         self.recorder = recorder if recorder is not None else Recorder()
+        self.provider = provider
 
     def __repr__(self) -> str:
         return f"AsyncRecordingTransport({self._wrapped!r}, recorder={self.recorder!r})"
@@ -275,7 +303,7 @@ class AsyncRecordingTransport:
             body = request.content
         except Exception:
             body = await request.aread()
-        pending = _start(self.recorder, request, body)
+        pending = _start(self.recorder, request, body, self.provider)
         if pending is None:
             return await inner.handle_async_request(request)
         try:

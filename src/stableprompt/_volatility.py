@@ -16,29 +16,36 @@ Kinds (stable slugs, also in :data:`VOLATILE_KINDS`):
                 needs a year or a weekday).
 ``clock-time``  ``14:03``, ``14:03:22``, ``2:03 PM`` (a one-digit hour needs AM/PM or seconds).
 ``uuid``        RFC 4122 textual UUIDs, any version (the nil UUID is not flagged).
-``hex-id``      16+ single-case hex digits mixing letters and digits (git SHAs, digests, trace
-                ids), optionally ``0x``-prefixed.
+``hex-id``      16+ single-case hex digits with at least two letters and two digits (git SHAs,
+                digests, trace ids), optionally ``0x``-prefixed.
 ``base64-id``   20+ characters of base64 / base64url that look random: request ids such as
                 ``req_011CSHoEeqs5C35K2UUqR7Fy``, API keys, nonces, ULIDs, JWTs.
 ``nonce``       the value of a labelled id: ``nonce: 8f3k2l``, ``request_id=abc123``,
                 ``Session ID: s-99102`` (the span covers the value, not the label).
 ``epoch``       10-digit seconds or 13-digit milliseconds from 2001-09-09 to 2100-01-01.
-``counter``     per-turn counters: ``Turn 17``, ``Step 4 of 10``, ``attempt #3``, ``turn=5``.
+``counter``     per-turn counters: ``Turn 17``, ``Step 4 of 10``, ``attempt #3``, ``turn: 5``.
 
 Precision over recall. Every kind needs an ASCII digit, so prose without digits never yields a
 span. Not flagged: placeholders (``YYYY-MM-DD``), bare years, version numbers (``v1.2.3``),
-ports, prices, identifiers, paths, numbered instructions (``Step 1:``), time ranges
-(``09:00-17:00``) and round clock times on their own (``00:00``, ``18:30``, ``23:59:59``:
-formats and schedules, not clocks). By default, values introduced as examples, formats or
-defaults (``e.g. 2024-01-15``, ``"examples": [...]``, ``"default": "..."``) are skipped
-together with the list that follows them (``'18:30' for 6:30 PM``, ``X or Y``): documentation
-examples are stable bytes.
+ports, prices, identifiers (``BetaToolSearchToolBm25``), paths and URLs, code slices
+(``data[12:16]``), numbered instructions (``Step 1:``), time ranges (``09:00-17:00``), round
+clock times on their own (``00:00``, ``18:30``, ``23:59:59``: formats and schedules, not
+clocks), dates inside versioned names and paths (``gpt-4.1-2025-04-14``, ``spec/2025-06-18/``)
+and documentation placeholders (``123e4567-e89b-12d3-a456-426614174000``, ``1234567890``,
+``2147483647``). By default (``skip_examples=True``) values introduced as examples, formats or
+defaults (``e.g. 2024-01-15``, ``"examples": [...]``, ``"default": "..."``) are skipped together
+with the list that follows them (``'18:30' for 6:30 PM``, ``X or Y``), and so are dates stated
+as fixed facts (``released 2024-09-13``, ``version: 2023-06-01``, ``must be after
+14/03/2024``): documented values are stable bytes. On the 3,420 distinct tool schemas of
+BFCL v4 this leaves no span.
 
-Cost: linear in the text. One ``str.find`` pass per digit locates the digit runs; each run is
-then checked by at most a few anchored patterns chosen by its length and neighbours, so prose
-without digits costs almost nothing and no pattern can backtrack catastrophically. Patterns
-are compiled once at import. Text taken from JSON is handled: an escape such as ``\\n`` right
-before a token does not glue onto it.
+Cost: linear in the text. One ``str.find`` pass per digit character locates the digit runs (one
+regex pass when digits are dense); each run is then checked by at most a few anchored patterns
+chosen by its length and neighbours, so prose without digits costs almost nothing and no
+pattern can backtrack catastrophically. Patterns are compiled once at import. Measured on 2
+cores: ~1-2.5 ms per 100 KB of tool schemas, docs and code; 0.01 ms for 100 KB of prose
+without digits; ~20-45 ms for 100 KB of digit-dense logs (one span every 40 bytes). Text taken
+from JSON is handled: an escape such as ``\\n`` right before a token does not glue onto it.
 """
 
 from __future__ import annotations
@@ -477,7 +484,7 @@ class _Scanner:
 
     # -- counters -----------------------------------------------------------------------------
     def _counter(self, a: int, b: int) -> None:
-        """ "Turn 17", "Step 4 of 10", "attempt #3", "turn: 5", "retry_count=2"."""
+        """ "Turn 17", "Step 4 of 10", "attempt #3", "turn: 5", "retry_count: 2"."""
         text = self.text
         j = a
         while j > 0 and text[j - 1] in _SPACE:
@@ -716,9 +723,10 @@ def scan_volatile(
         kinds: Report only these kinds (a subset of :data:`VOLATILE_KINDS`); ``None`` for all.
             Overlaps are resolved before filtering, so a timestamp is never reported as its
             date part when ``kinds={"date"}``.
-        skip_examples: Skip values introduced as examples, formats or defaults
-            (``e.g. 2024-01-15``, ``"examples": [...]``, ``"default": "..."``) and the lists
-            that follow them.
+        skip_examples: Skip documented values: those introduced as examples, formats or
+            defaults (``e.g. 2024-01-15``, ``"examples": [...]``, ``"default": "..."``) and the
+            lists that follow them, and dates stated as fixed facts (``released ...``,
+            ``version ...``, ``after ...``).
 
     Returns:
         Non-overlapping spans sorted by ``start``. ``start``/``end`` are character offsets

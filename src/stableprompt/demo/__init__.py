@@ -1,1 +1,49 @@
-"""placeholder"""
+"""The main-job demo: harness scenarios on a real multi-turn tool workload, measured.
+
+``stableprompt demo`` runs each scenario (:data:`SCENARIOS`: ``stableprompt`` and six ways
+harnesses break the prefix cache) over BFCL v4 multi-turn sessions (:func:`bfcl_workload`; our
+labelled :func:`synthetic_workload` offline), each against a fresh loopback
+:class:`~stableprompt.emulator.Emulator` (an emulator, not a provider), records every call in a
+ledger and summarizes it (:func:`run_demo` -> :class:`DemoResult`).
+
+Example::
+
+    from stableprompt.demo import bfcl_workload, run_demo
+
+    result = run_demo(bfcl_workload().select(5), provider="anthropic")
+    print(result.to_json()["scenarios"]["stableprompt"]["hit_rate"])
+"""
+
+from ._run import BACKEND, DEFAULT_MODELS, DEFAULT_SESSIONS, DemoResult, run_demo
+from ._scenarios import SCENARIOS, Scenario, scenario_names
+from ._system import SYSTEM_PROMPT
+from ._workload import (
+    BFCL_WORKLOAD,
+    SYNTHETIC_WORKLOAD,
+    ScriptedCall,
+    ScriptedTurn,
+    Workload,
+    WorkloadSession,
+    bfcl_workload,
+    synthetic_workload,
+)
+
+__all__ = [
+    "BACKEND",
+    "BFCL_WORKLOAD",
+    "DEFAULT_MODELS",
+    "DEFAULT_SESSIONS",
+    "SCENARIOS",
+    "SYNTHETIC_WORKLOAD",
+    "SYSTEM_PROMPT",
+    "DemoResult",
+    "Scenario",
+    "ScriptedCall",
+    "ScriptedTurn",
+    "Workload",
+    "WorkloadSession",
+    "bfcl_workload",
+    "run_demo",
+    "scenario_names",
+    "synthetic_workload",
+]

@@ -49,10 +49,11 @@ units are case-sensitive and must not be paraphrased, translated, abbreviated or
 - When one step depends on the result of another, call the tools one after the other and use the \
 earlier result to build the later call. When steps are independent, you may call them in the \
 order the user listed them.
-- Many tools operate on an implicit current state, such as a current working directory, a logged-in \
-session, or a selected account. Track that state carefully across calls. For example, after \
-changing into a directory, later relative paths are resolved from that directory, and you must \
-change back if a later step refers to a location relative to the original directory.
+- Many tools operate on an implicit current state, such as a current working directory, a \
+logged-in session, or a selected account. Track that state carefully across calls. For \
+example, after changing into a directory, later relative paths are resolved from that \
+directory, and you must change back if a later step refers to a location relative to the \
+original directory.
 - If a tool returns an error, read the error message, correct the arguments if the mistake is \
 yours, and try again once. If the error is not caused by your arguments, stop and tell the user \
 what failed and why.

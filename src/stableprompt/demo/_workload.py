@@ -109,6 +109,7 @@ class WorkloadSession:
         tools: The session's tools, canonical (the SDK's view).
         tool_order: Tool names in the source's order (a naive harness registers them so).
         turns: The scripted turns.
+        services: The API classes the tools belong to (BFCL ``involved_classes``).
     """
 
     id: str
@@ -116,6 +117,7 @@ class WorkloadSession:
     tools: ToolSet
     tool_order: tuple[str, ...]
     turns: tuple[ScriptedTurn, ...]
+    services: tuple[str, ...] = ()
     _calls: dict[str, tuple[int, int]] = field(init=False, repr=False, compare=False)
     _texts: dict[str, int] = field(init=False, repr=False, compare=False)
 
@@ -327,7 +329,7 @@ def parse_call(source: str, parameters: Sequence[str]) -> tuple[str, dict[str, A
             raise ValueError(f"{len(node.args)} positional arguments for "
                              f"{len(parameters)} parameters")
         arguments: dict[str, Any] = {}
-        for name, arg in zip(parameters, node.args):
+        for name, arg in zip(parameters, node.args, strict=False):
             arguments[name] = ast.literal_eval(arg)
         for keyword in node.keywords:
             if keyword.arg is None:
@@ -378,30 +380,30 @@ def _final_text(calls: Sequence[ScriptedCall]) -> str:
 
 def _session(
     sid: str, key: str, docs: Sequence[Mapping[str, Any]], turns: Sequence[str],
-    truth: Sequence[Sequence[str]],
+    truth: Sequence[Sequence[str]], services: Sequence[str],
 ) -> WorkloadSession:
     tools = ToolSet.from_dicts(docs, repair=True)
     by_name = {str(d["name"]): d for d in docs}
     order: list[str] = []
-    for doc in docs:  # BFCL repeats no names within a session; keep the first if it ever does
-        if doc["name"] not in order:
-            order.append(str(doc["name"]))
+    for raw in docs:  # BFCL repeats no names within a session; keep the first if it ever does
+        if raw["name"] not in order:
+            order.append(str(raw["name"]))
     scripted = []
-    for t, (text, calls) in enumerate(zip(turns, truth)):
+    for t, (text, calls) in enumerate(zip(turns, truth, strict=True)):
         made = []
         for k, source in enumerate(calls):
             name = source.split("(", 1)[0].strip()
-            doc = by_name.get(name)
-            params = list((doc or {}).get("parameters", {}).get("properties", {}))
+            doc: Mapping[str, Any] = by_name.get(name) or {}
+            params = list(doc.get("parameters", {}).get("properties", {}))
             name, arguments = parse_call(source, params)
             if name not in tools:
                 raise InputError(f"{sid}: ground-truth call {source!r} names no tool of the "
                                  "session", code="workload-call")
             call_id = f"call_{key}_t{t:02d}_c{k:02d}"
-            made.append(ScriptedCall(call_id, name, arguments,
-                                     _result(call_id, name, arguments, (doc or {}).get("response"))))
+            result = _result(call_id, name, arguments, doc.get("response"))
+            made.append(ScriptedCall(call_id, name, arguments, result))
         scripted.append(ScriptedTurn(t, text, tuple(made), _final_text(made)))
-    return WorkloadSession(sid, key, tools, tuple(order), tuple(scripted))
+    return WorkloadSession(sid, key, tools, tuple(order), tuple(scripted), tuple(services))
 
 
 def _repair_counts(sessions: Sequence[WorkloadSession]) -> dict[str, int]:
@@ -419,7 +421,8 @@ def _from_bfcl(entry: BfclSession, index: int) -> WorkloadSession:
             raise InputError(f"{entry.id}: turn {t} does not hold exactly one user text",
                              code="workload-turn")
         texts.append(users[0])
-    return _session(entry.id, f"s{index:03d}", entry.tool_docs, texts, entry.ground_truth)
+    return _session(entry.id, f"s{index:03d}", entry.tool_docs, texts, entry.ground_truth,
+                    entry.involved_classes)
 
 
 def bfcl_workload(*, download: bool = True) -> Workload:
@@ -444,7 +447,8 @@ def synthetic_workload() -> Workload:
     Not real data: a stand-in so the demo runs offline. Same construction as BFCL sessions.
     """
     sessions = tuple(
-        _session(sid, f"s{i:03d}", docs, [t for t, _ in turns], [c for _, c in turns])
+        _session(sid, f"s{i:03d}", docs, [t for t, _ in turns], [c for _, c in turns],
+                 ("NotesAPI",))
         for i, (sid, docs, turns) in enumerate(SYNTHETIC_SESSIONS)
     )
     return Workload(SYNTHETIC_WORKLOAD, True,

@@ -1,0 +1,149 @@
+"""``stableprompt lint``: command-line arguments, exit codes and the terminal report."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from ._canonical import wire_json
+from ._cli import Subcommand
+from ._exceptions import CaptureError
+from ._lint import CAUSE_FIXES, lint_capture
+from ._lint_results import LintReport
+from ._request import WIRE_FORMATS_WITH_REQUESTS
+
+__all__ = ["SUBCOMMAND", "add_lint_arguments", "render_report", "run_lint"]
+
+
+# -- CLI -------------------------------------------------------------------------------------
+
+
+def _ratio_arg(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"must be between 0 and 1, got {value}")
+    return value
+
+
+def add_lint_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add ``CAPTURE [--format F] [--min-prefix-ratio R] [--json] [--all]``."""
+    parser.add_argument("capture", metavar="CAPTURE",
+                        help="JSONL of request bodies or {request, response} objects, a HAR "
+                        "file, or a directory of JSON files")
+    parser.add_argument("--format", default="auto",
+                        choices=("auto", *WIRE_FORMATS_WITH_REQUESTS, "openai-compatible"),
+                        help="wire format of the requests (default: detect per request)")
+    parser.add_argument("--min-prefix-ratio", type=_ratio_arg, default=None, metavar="R",
+                        help="exit 1 when the mean prefix ratio is below R (0..1)")
+    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    parser.add_argument("--all", action="store_true",
+                        help="list every pair, not only breaks")
+
+
+def run_lint(args: argparse.Namespace) -> int:
+    """Run ``stableprompt lint``: 0 = pass, 1 = below ``--min-prefix-ratio``, 2 = bad input
+    (one line on stderr, no traceback)."""
+    try:
+        report = lint_capture(args.capture, wire_format=args.format)
+    except CaptureError as exc:
+        print(f"stableprompt lint: error: {' '.join(str(exc).split())}", file=sys.stderr)
+        return 2
+    passed = report.passes(args.min_prefix_ratio)
+    if args.json:
+        document = report.as_dict()
+        document["summary"]["min_prefix_ratio"] = args.min_prefix_ratio
+        document["summary"]["passed"] = passed
+        sys.stdout.write(wire_json(document).decode() + "\n")
+    else:
+        render_report(report, min_prefix_ratio=args.min_prefix_ratio, show_all=args.all)
+    return 0 if passed else 1
+
+
+# -- terminal report -------------------------------------------------------------------------
+
+_MAX_ROWS = 40
+_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
+
+
+def _fmt(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.3f}"
+
+
+def render_report(
+    report: LintReport,
+    *,
+    min_prefix_ratio: float | None = None,
+    show_all: bool = False,
+    console: Any = None,
+) -> None:
+    """Print ``report`` as a rich terminal summary: breaks table, causes with fixes, findings
+    with fixes, malformed records, and the pass/fail line.
+
+    Args:
+        report: The lint report.
+        min_prefix_ratio: Threshold to judge against (``None``: no gate).
+        show_all: List every pair, not only breaks (capped at 40 rows either way).
+        console: A ``rich.console.Console`` (default: stdout).
+    """
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    out = console if console is not None else Console(highlight=False)
+    s = report.summary
+    out.print(f"[bold]stableprompt lint[/bold] {escape(report.capture or '')}")
+    formats = ", ".join(f"{k} {v}" for k, v in s.wire_formats.items())
+    out.print(f"  requests {s.requests} ({formats}) · sessions {s.sessions} · pairs {s.pairs}"
+              f" · breaks {s.breaks} · expected tail changes {s.expected_divergences}")
+    out.print(f"  prefix ratio  {_fmt(s.prefix_ratio_mean)} mean · "
+              f"{_fmt(s.prefix_ratio_weighted)} weighted by bytes")
+    out.print(f"  ceiling       {_fmt(s.ceiling)} mean · {_fmt(s.ceiling_weighted)} weighted "
+              "(append-only harness on the same requests)")
+    rows = [p for p in report.pairs if show_all or p.is_break]
+    if rows:
+        table = Table(title="pairs" if show_all else "breaks", title_justify="left")
+        for column in ("req", "pred", "lcp B", "ratio", "segment", "path", "cause", "detail"):
+            table.add_column(column, overflow="fold")
+        for p in rows[:_MAX_ROWS]:
+            d = p.divergence
+            cause = "" if d is None else d.cause + (" (expected)" if p.expected else "")
+            table.add_row(str(p.index), "-" if p.predecessor is None else str(p.predecessor),
+                          str(p.lcp_bytes), _fmt(p.prefix_ratio),
+                          escape(d.segment) if d else "", escape(d.path) if d else "",
+                          cause, escape(d.detail) if d else "")
+        out.print(table)
+        if len(rows) > _MAX_ROWS:
+            out.print(f"  ... {len(rows) - _MAX_ROWS} more (use --json for all)")
+    if s.causes:
+        out.print("[bold]break causes[/bold]")
+        for cause, count in s.causes.items():
+            out.print(f"  {cause} x{count}: fix: {escape(CAUSE_FIXES.get(cause, ''))}")
+    if report.findings:
+        out.print("[bold]findings[/bold]")
+        for f in report.findings:
+            style = _STYLE.get(f.severity, "")
+            shown = ", ".join(map(str, f.requests[:8])) + (" ..." if len(f.requests) > 8 else "")
+            out.print(f"  [{style}]{f.severity}[/{style}] {f.code}: {escape(f.message)} "
+                      f"[dim](requests {shown})[/dim]")
+            out.print(f"    fix: {escape(f.fix)}")
+    if report.problems:
+        out.print(f"[bold]not linted[/bold] ({len(report.problems)} malformed record(s))")
+        for problem in report.problems[:_MAX_ROWS]:
+            out.print(f"  {escape(str(problem))}")
+    if min_prefix_ratio is not None:
+        verdict = ("[green]PASS[/green]" if report.passes(min_prefix_ratio)
+                   else "[bold red]FAIL[/bold red]")
+        out.print(f"{verdict} mean prefix ratio {_fmt(s.prefix_ratio_mean)} vs minimum "
+                  f"{min_prefix_ratio:.3f}")
+
+
+SUBCOMMAND = Subcommand(
+    "lint",
+    "check prefix stability of captured requests (JSONL, HAR, directory of JSON)",
+    add_lint_arguments,
+    run_lint,
+)

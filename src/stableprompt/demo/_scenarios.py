@@ -1,0 +1,425 @@
+"""Harness scenarios: ours, and six documented ways real harnesses break the prefix cache.
+
+Every scenario drives the same scripted sessions (same system prompt, tools, user turns, tool
+calls and results) and differs only in how it builds request bodies:
+
+* ``stableprompt``: the SDK as intended: :class:`~stableprompt.PromptBuilder` pins the head
+  (canonical tools + system prompt), history is append-only, the clock goes into a volatile
+  tail slot rendered after the last breakpoint, and the SDK places the breakpoints (end of head,
+  end of history). The exact rendered bytes are sent.
+* the failure scenarios build bodies as naive harnesses do: plain dicts (tools in the source's
+  order, schemas as loaded), JSON sent as-is (``httpx``'s ``json=``), the incremental
+  breakpoint pattern done right (end of system, last block of the last message), and one
+  mistake each:
+
+  - ``clock-in-system``: a current-time line at the top of the system prompt, refreshed on
+    every call (as harnesses that inject "Today is ..." do).
+  - ``tool-order-drift``: the tool list is re-ordered at every user turn, as MCP clients do
+    when servers reconnect and re-list their tools in a different order.
+  - ``key-order-drift``: every JSON object in the tool definitions is serialized with a
+    different key order on every call, as non-sorting serializers over hash-ordered maps do
+    (Anthropic: "some languages (e.g. Swift, Go) randomize key order during JSON conversion,
+    breaking caches").
+  - ``head-rewrite-compaction``: every :data:`COMPACT_EVERY_TURNS` user turns the harness
+    compacts by rewriting the system prompt with a summary and dropping the history.
+  - ``breakpoint-misplaced``: the last breakpoint sits on a per-call volatile block (a
+    current-time block at the end of the last user message), so each write ends in content the
+    next request never repeats. Anthropic only: OpenAI's automatic caching (before GPT-5.6) has
+    no breakpoints to misplace.
+
+Determinism: the clock text comes from the emulator's fake clock; the drift scenarios draw
+from ``random.Random`` seeded with the scenario and session id; ids are scripted.
+"""
+
+from __future__ import annotations
+
+import random
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any
+
+from .._builder import Conversation, PromptBuilder
+from .._canonical import loads, wire_json
+from .._render import ProviderRequest
+from ._workload import WorkloadSession
+
+__all__ = [
+    "COMPACT_EVERY_TURNS",
+    "PROVIDERS",
+    "SCENARIOS",
+    "Harness",
+    "Outgoing",
+    "Reply",
+    "Scenario",
+    "clock_text",
+    "scenario_names",
+    "session_system_prompt",
+]
+
+PROVIDERS = ("anthropic", "openai")
+COMPACT_EVERY_TURNS = 2
+MAX_TOKENS = 1024
+_EPHEMERAL: dict[str, str] = {"type": "ephemeral"}
+
+
+def clock_text(now: float) -> str:
+    """The volatile clock line, e.g. ``"Current time: 2026-01-01T00:00:06Z"``."""
+    moment = datetime.fromtimestamp(now, timezone.utc)
+    return "Current time: " + moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def session_system_prompt(base: str, session: WorkloadSession) -> str:
+    """The session's system prompt: the fixed agent prompt plus a fixed environment section.
+
+    The environment section (session id and connected services) is constant within a session
+    and differs between sessions, as the environment block of real harnesses does; so each
+    session is its own cache lineage and the append-only ceiling is exact per session.
+    """
+    services = ", ".join(session.services) or "none"
+    return (f"{base}\n# Environment\n\nSession: {session.id}. Connected services: {services}. "
+            "Their current state is not shown here; use the tools to inspect it.\n")
+
+
+@dataclass(frozen=True, slots=True)
+class Outgoing:
+    """One request to send.
+
+    Attributes:
+        request: The SDK's :class:`~stableprompt._render.ProviderRequest` (its exact bytes are
+            sent), or a plain dict sent as JSON as-is, in insertion order (naive harnesses).
+    """
+
+    request: ProviderRequest | dict[str, Any]
+
+    def to_bytes(self) -> bytes:
+        """The body bytes as sent (dicts: ``wire_json``, insertion order, compact)."""
+        if isinstance(self.request, ProviderRequest):
+            return self.request.content
+        return wire_json(self.request)
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    """The assistant turn the provider answered.
+
+    Attributes:
+        text: Assistant text (``""`` for none).
+        tool_calls: ``(id, name, arguments)`` per tool call.
+        message: The assistant message in the provider's wire shape, as a naive harness keeps it.
+    """
+
+    text: str
+    tool_calls: tuple[tuple[str, str, dict[str, Any]], ...]
+    message: dict[str, Any]
+
+    @classmethod
+    def from_response(cls, provider: str, response: Mapping[str, Any]) -> Reply:
+        """Parse an Anthropic Messages or OpenAI Chat Completions response body.
+
+        Raises:
+            ValueError: The response has no assistant message.
+        """
+        if provider == "anthropic":
+            content = response.get("content")
+            if not isinstance(content, list):
+                raise ValueError("Anthropic response without a content list")
+            text = "".join(b.get("text", "") for b in content if b.get("type") == "text")
+            calls = tuple((b["id"], b["name"], dict(b.get("input") or {}))
+                          for b in content if b.get("type") == "tool_use")
+            return cls(text, calls, {"role": "assistant", "content": content})
+        choices = response.get("choices")
+        if not isinstance(choices, list) or not choices:
+            raise ValueError("OpenAI response without choices")
+        message = choices[0].get("message") or {}
+        raw_calls = message.get("tool_calls") or []
+        calls = tuple((c["id"], c["function"]["name"], loads(c["function"]["arguments"] or "{}"))
+                      for c in raw_calls)
+        kept: dict[str, Any] = {"role": "assistant", "content": message.get("content")}
+        if raw_calls:
+            kept["tool_calls"] = raw_calls
+        return cls(message.get("content") or "", calls, kept)
+
+
+class Harness(ABC):
+    """One scenario's harness for one session: keeps the transcript, builds each request."""
+
+    def begin_turn(self, index: int) -> None:  # noqa: B027 - an optional hook
+        """Called before user turn ``index`` (0-based) is appended (default: nothing)."""
+
+    @abstractmethod
+    def user(self, text: str) -> None:
+        """Append a user message."""
+
+    @abstractmethod
+    def request(self, now: float) -> Outgoing:
+        """Build the next request at clock time ``now`` (seconds since the epoch)."""
+
+    @abstractmethod
+    def assistant(self, reply: Reply) -> None:
+        """Append the assistant's reply."""
+
+    @abstractmethod
+    def tool_result(self, call_id: str, content: str) -> None:
+        """Append the result of tool call ``call_id``."""
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """A harness behaviour under test.
+
+    Attributes:
+        name: CLI / JSON name.
+        title: One-line description.
+        predicts: What this failure class costs, in words.
+        providers: Providers the scenario applies to.
+        factory: ``(session, provider, model, system_prompt) -> Harness``.
+    """
+
+    name: str
+    title: str
+    predicts: str
+    providers: tuple[str, ...]
+    factory: Callable[[WorkloadSession, str, str, str], Harness]
+
+    def harness(self, session: WorkloadSession, *, provider: str, model: str,
+                system_prompt: str) -> Harness:
+        """A fresh harness for ``session``."""
+        return self.factory(session, provider, model, system_prompt)
+
+
+# --------------------------------------------------------------------------- stableprompt
+
+
+class SdkHarness(Harness):
+    """The SDK as intended: pinned head, append-only history, clock in a tail slot."""
+
+    def __init__(self, session: WorkloadSession, provider: str, model: str,
+                 system_prompt: str) -> None:
+        head = (PromptBuilder(tokenizer=None).system(system_prompt).tools(session.tools)
+                .tail_slot("now").freeze())
+        self._conversation: Conversation = head.conversation()
+        self._provider, self._model = provider, model
+        self._session_id = session.id
+        self._metadata = {"user_id": session.id}
+
+    def user(self, text: str) -> None:
+        self._conversation.user(text)
+
+    def request(self, now: float) -> Outgoing:
+        rendered = self._conversation.render(tail={"now": clock_text(now)})
+        if self._provider == "anthropic":
+            req = rendered.to_anthropic(model=self._model, max_tokens=MAX_TOKENS,
+                                        metadata=self._metadata)
+        else:
+            req = rendered.to_openai_chat(model=self._model, metadata=self._metadata,
+                                          prompt_cache_key=self._session_id)
+        return Outgoing(req)
+
+    def assistant(self, reply: Reply) -> None:
+        calls = [{"id": i, "name": n, "arguments": a} for i, n, a in reply.tool_calls]
+        self._conversation.assistant(reply.text or None, tool_calls=calls)
+
+    def tool_result(self, call_id: str, content: str) -> None:
+        self._conversation.tool_result(call_id, content)
+
+
+# --------------------------------------------------------------------------- naive harnesses
+
+
+class NaiveHarness(Harness):
+    """Plain-dict request bodies, as a harness without stableprompt builds them.
+
+    Tools in the source's order with their schemas as loaded (repaired to JSON Schema); the
+    assistant message appended as received; breakpoints (Anthropic) at the end of the system
+    prompt and on the last block of the last message, moved forward each call. Subclasses
+    override one hook each to add their mistake.
+    """
+
+    def __init__(self, session: WorkloadSession, provider: str, model: str,
+                 system_prompt: str) -> None:
+        self.session = session
+        self.provider, self.model = provider, model
+        self.system = system_prompt
+        self.tools: list[dict[str, Any]] = [_tool_dict(session, name, provider)
+                                            for name in session.tool_order]
+        self.messages: list[dict[str, Any]] = []
+
+    # -- hooks ---------------------------------------------------------------------------
+
+    def system_text(self, now: float) -> str:
+        """The system prompt as sent on this call."""
+        return self.system
+
+    def tools_for_request(self) -> list[dict[str, Any]]:
+        """The tool list as sent on this call."""
+        return self.tools
+
+    def last_blocks(self, blocks: list[dict[str, Any]], now: float) -> list[dict[str, Any]]:
+        """Anthropic: the last message's blocks as sent (default: breakpoint on the last)."""
+        return [*blocks[:-1], {**blocks[-1], "cache_control": dict(_EPHEMERAL)}]
+
+    # -- transcript ----------------------------------------------------------------------
+
+    def user(self, text: str) -> None:
+        if self.provider == "anthropic":
+            self.messages.append({"role": "user", "content": [{"type": "text", "text": text}]})
+        else:
+            self.messages.append({"role": "user", "content": text})
+
+    def assistant(self, reply: Reply) -> None:
+        self.messages.append(reply.message)
+
+    def tool_result(self, call_id: str, content: str) -> None:
+        if self.provider == "anthropic":
+            self.messages.append({"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": call_id, "content": content}]})
+        else:
+            self.messages.append({"role": "tool", "tool_call_id": call_id, "content": content})
+
+    def request(self, now: float) -> Outgoing:
+        system = self.system_text(now)
+        if self.provider == "anthropic":
+            messages = list(self.messages)
+            last = messages[-1]
+            messages[-1] = {**last, "content": self.last_blocks(list(last["content"]), now)}
+            body: dict[str, Any] = {
+                "model": self.model,
+                "max_tokens": MAX_TOKENS,
+                "system": [{"type": "text", "text": system, "cache_control": dict(_EPHEMERAL)}],
+                "tools": self.tools_for_request(),
+                "messages": messages,
+                "metadata": {"user_id": self.session.id},
+            }
+            return Outgoing(body)
+        body = {
+            "model": self.model,
+            "messages": [{"role": "system", "content": system}, *self.messages],
+            "tools": self.tools_for_request(),
+            "metadata": {"user_id": self.session.id},
+            "prompt_cache_key": self.session.id,
+        }
+        return Outgoing(body)
+
+
+def _tool_dict(session: WorkloadSession, name: str, provider: str) -> dict[str, Any]:
+    tool = session.tools[name]
+    if provider == "anthropic":
+        return tool.to_anthropic()
+    return tool.to_openai_chat()
+
+
+class ClockInSystem(NaiveHarness):
+    """A current-time line at the top of the system prompt, new on every call."""
+
+    def system_text(self, now: float) -> str:
+        return f"{clock_text(now)}\n\n{self.system}"
+
+
+class ToolOrderDrift(NaiveHarness):
+    """Tools re-listed in a new order at every user turn (MCP servers reconnecting)."""
+
+    def __init__(self, session: WorkloadSession, provider: str, model: str,
+                 system_prompt: str) -> None:
+        super().__init__(session, provider, model, system_prompt)
+        self._rng = random.Random(f"tool-order-drift:{session.id}")
+
+    def begin_turn(self, index: int) -> None:
+        if index > 0:  # the first turn keeps the order the tools were registered in
+            self.tools = _reorder(self.tools, self._rng)
+
+
+def _reorder(items: Sequence[Any], rng: random.Random) -> list[Any]:
+    """A seeded permutation that differs from the input whenever it can."""
+    out = list(items)
+    if len(out) < 2:
+        return out
+    while out == list(items):
+        rng.shuffle(out)
+    return out
+
+
+class KeyOrderDrift(NaiveHarness):
+    """Tool definitions serialized with a fresh key order on every call (hash-ordered maps)."""
+
+    def __init__(self, session: WorkloadSession, provider: str, model: str,
+                 system_prompt: str) -> None:
+        super().__init__(session, provider, model, system_prompt)
+        self._rng = random.Random(f"key-order-drift:{session.id}")
+
+    def tools_for_request(self) -> list[dict[str, Any]]:
+        return [_shuffle_keys(tool, self._rng) for tool in self.tools]
+
+
+def _shuffle_keys(value: Any, rng: random.Random) -> Any:
+    if isinstance(value, dict):
+        keys = list(value)
+        rng.shuffle(keys)
+        return {k: _shuffle_keys(value[k], rng) for k in keys}
+    if isinstance(value, list):
+        return [_shuffle_keys(v, rng) for v in value]
+    return value
+
+
+class HeadRewriteCompaction(NaiveHarness):
+    """Every few turns, summarize into the system prompt and drop the history."""
+
+    def begin_turn(self, index: int) -> None:
+        if index > 0 and index % COMPACT_EVERY_TURNS == 0 and self.messages:
+            self.system = f"{self.system}\n# Summary of the conversation so far\n\n" + \
+                _summary(self.session, index) + "\n"
+            self.messages = []
+
+
+def _summary(session: WorkloadSession, upto: int) -> str:
+    """A deterministic stand-in for a model-written summary of turns ``< upto``."""
+    lines = []
+    for turn in session.turns[:upto]:
+        names = ", ".join(c.name for c in turn.calls) or "no tools"
+        lines.append(f"- The user asked: {turn.user!r}. Tools used: {names}. "
+                     f"Outcome: {turn.final_text}")
+    return "\n".join(lines)
+
+
+class BreakpointMisplaced(NaiveHarness):
+    """The last breakpoint on a per-call current-time block instead of the block before it."""
+
+    def last_blocks(self, blocks: list[dict[str, Any]], now: float) -> list[dict[str, Any]]:
+        return [*blocks, {"type": "text", "text": clock_text(now),
+                          "cache_control": dict(_EPHEMERAL)}]
+
+
+def _naive(cls: type[NaiveHarness]) -> Callable[[WorkloadSession, str, str, str], Harness]:
+    return lambda session, provider, model, system: cls(session, provider, model, system)
+
+
+SCENARIOS: tuple[Scenario, ...] = (
+    Scenario("stableprompt", "the SDK: pinned head, append-only history, clock in the tail",
+             "nothing: every call after the first reads the whole previous request, except "
+             "its volatile tail", PROVIDERS,
+             lambda session, provider, model, system: SdkHarness(session, provider, model,
+                                                                 system)),
+    Scenario("clock-in-system", "a current-time line at the top of the system prompt",
+             "everything after the clock on every call: Anthropic reads nothing (the first "
+             "breakpoint is after the clock); OpenAI keeps only the tools prefix",
+             PROVIDERS, _naive(ClockInSystem)),
+    Scenario("tool-order-drift", "tools re-ordered at each user turn (MCP reconnects)",
+             "the whole prompt on the first call of every user turn after the first; later "
+             "calls of the turn read normally", PROVIDERS, _naive(ToolOrderDrift)),
+    Scenario("key-order-drift", "tool schema keys re-ordered on every call (unsorted maps)",
+             "the whole prompt on every call: tools come first, so nothing after them "
+             "matches", PROVIDERS, _naive(KeyOrderDrift)),
+    Scenario("head-rewrite-compaction",
+             f"every {COMPACT_EVERY_TURNS} turns, a summary rewrites the system prompt",
+             "the whole prompt on each compaction call (a new head); shorter requests after",
+             PROVIDERS, _naive(HeadRewriteCompaction)),
+    Scenario("breakpoint-misplaced", "last breakpoint on a per-call current-time block",
+             "all history on every call: only the head (system breakpoint) is read",
+             ("anthropic",), _naive(BreakpointMisplaced)),
+)
+
+
+def scenario_names(provider: str) -> tuple[str, ...]:
+    """Names of the scenarios that apply to ``provider``, in run order."""
+    return tuple(s.name for s in SCENARIOS if provider in s.providers)

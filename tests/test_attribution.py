@@ -1,0 +1,470 @@
+"""Tests for the pure prediction + attribution function (``_attribution.attribute``)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from stableprompt import cache_policy, parse_usage
+from stableprompt._attribution import TOLERANCE_FRACTION, RequestState, attribute
+from stableprompt._policy import CachePolicy
+from stableprompt._request import segment_request
+from stableprompt._tokens import ByteTokenizer
+from stableprompt._usage import CacheUsage
+
+_TOK = ByteTokenizer()
+ANTHROPIC = cache_policy("anthropic", "claude-sonnet-4-6")  # min 1,024; 5m/1h; lookback 20
+OPENAI_OLD = cache_policy("openai", "gpt-4.1")  # min 2,048, granularity 128, TTL 300 s
+VLLM = cache_policy("vllm", "any")  # 16-token blocks, last token recomputed, no TTL
+
+LONG_SYSTEM = "You are a meticulous assistant for a billing system. " * 120  # ~1.6k tokens
+TOOLS = [
+    {"name": "get_invoice", "description": "Fetch an invoice by id.",
+     "input_schema": {"type": "object", "properties": {"id": {"type": "string"}}}},
+    {"name": "list_customers", "description": "List customers.",
+     "input_schema": {"type": "object", "properties": {}}},
+]
+
+
+def _cc(ttl: str = "5m") -> dict[str, str]:
+    return {"type": "ephemeral"} if ttl == "5m" else {"type": "ephemeral", "ttl": ttl}
+
+
+def anthropic_body(
+    turns: int = 1,
+    *,
+    system: str = LONG_SYSTEM,
+    tools: list[dict[str, Any]] | None = None,
+    history_ttl: str = "5m",
+    history_breakpoint: bool = True,
+    system_breakpoint: bool = True,
+) -> dict[str, Any]:
+    """An Anthropic body: tools, one system block, ``turns`` user/assistant exchanges."""
+    messages: list[dict[str, Any]] = []
+    for t in range(turns):
+        if t:
+            messages.append({"role": "assistant", "content": [{"type": "text", "text": f"ok {t}"}]})
+        messages.append({"role": "user", "content": [{"type": "text", "text": f"question {t}"}]})
+    if history_breakpoint:
+        messages[-1]["content"][-1]["cache_control"] = _cc(history_ttl)
+    block: dict[str, Any] = {"type": "text", "text": system}
+    if system_breakpoint:
+        block["cache_control"] = _cc("1h" if history_ttl == "1h" else "5m")
+    return {"model": "claude-sonnet-4-6", "max_tokens": 100,
+            "tools": TOOLS if tools is None else tools, "system": [block], "messages": messages}
+
+
+def chat_body(turns: int = 1, *, system: str = LONG_SYSTEM * 2, tail: str = "") -> dict[str, Any]:
+    """An OpenAI chat body whose prompt is far above the 2,048-token minimum."""
+    messages: list[dict[str, Any]] = [{"role": "system", "content": system}]
+    for t in range(turns):
+        if t:
+            messages.append({"role": "assistant", "content": f"answer {t}"})
+        messages.append({"role": "user", "content": f"question {t}"})
+    if tail:
+        messages.append({"role": "user", "content": tail})
+    return {"model": "gpt-4.1", "messages": messages}
+
+
+def state(body: dict[str, Any], ts: float, wire: str = "anthropic", rid: str = "r") -> RequestState:
+    """The RequestState of ``body`` with bytes/4 token counts per segment."""
+    seg = segment_request(wire, body)
+    tokens = [_TOK.count(seg.data[s.start : s.end].decode()) for s in seg.segments]
+    return RequestState.of(seg, tokens, ts, record_id=rid)
+
+
+def anthropic_usage(total: int, read: int, write: int = 0) -> CacheUsage:
+    """Anthropic usage whose parts add up to ``total``."""
+    return parse_usage("anthropic", {
+        "input_tokens": total - read - write, "cache_read_input_tokens": read,
+        "cache_creation_input_tokens": write, "output_tokens": 5})
+
+
+def chat_usage(total: int, read: int) -> CacheUsage:
+    """OpenAI chat usage (inclusive prompt_tokens)."""
+    return parse_usage("openai-chat", {"prompt_tokens": total, "completion_tokens": 5,
+                                       "prompt_tokens_details": {"cached_tokens": read}})
+
+
+def prefix_tokens(s: RequestState, through: str) -> int:
+    """Our tokens of ``s`` through the segment named ``through``."""
+    assert s.segmented is not None and s.segment_tokens is not None
+    names = [seg.name for seg in s.segmented.segments]
+    return sum(s.segment_tokens[: names.index(through) + 1])
+
+
+# ---------------------------------------------------------------------------- first calls
+
+
+def test_first_call_with_a_long_prefix_is_cold() -> None:
+    """A first call of a lineage whose breakpoint prefix reaches the minimum is cold."""
+    s = state(anthropic_body(), 0.0)
+    assert s.request_tokens is not None
+    result = attribute(s, predecessor=None,
+                       usage=anthropic_usage(s.request_tokens, 0, s.request_tokens - 5),
+                       policy=ANTHROPIC)
+    assert result.verdict == "cold"
+    assert result.predicted_cache_read_tokens == 0
+    assert result.detail["stable_prefix_tokens"] >= 1024
+    assert result.predecessor_id is None and result.lcp_bytes is None
+
+
+def test_short_prompt_is_below_minimum_on_first_and_later_calls() -> None:
+    """A prompt shorter than the model's minimum is below_minimum, first call or not."""
+    first = state(anthropic_body(system="Be brief."), 0.0)
+    second = state(anthropic_body(2, system="Be brief."), 10.0)
+    assert first.request_tokens is not None and second.request_tokens is not None
+    one = attribute(first, predecessor=None, usage=anthropic_usage(first.request_tokens, 0),
+                    policy=ANTHROPIC)
+    two = attribute(second, predecessor=first, usage=anthropic_usage(second.request_tokens, 0),
+                    policy=ANTHROPIC)
+    assert (one.verdict, two.verdict) == ("below_minimum", "below_minimum")
+    assert two.predicted_cache_read_tokens == 0
+    assert two.detail["stable_prefix_tokens"] < 1024
+
+
+def test_anthropic_request_without_breakpoints_is_below_minimum_with_reason() -> None:
+    """Without any cache_control nothing is cacheable: below_minimum, reason no-breakpoint."""
+    body = anthropic_body(history_breakpoint=False, system_breakpoint=False)
+    first, second = state(body, 0.0), state(body, 5.0)
+    assert second.request_tokens is not None
+    result = attribute(second, predecessor=first,
+                       usage=anthropic_usage(second.request_tokens, 0), policy=ANTHROPIC)
+    assert result.verdict == "below_minimum"
+    assert result.detail["reason"] == "no-breakpoint"
+
+
+# ---------------------------------------------------------------------------- hits, misses
+
+
+def test_appended_turn_predicts_the_predecessors_last_breakpoint_and_hits() -> None:
+    """Turn 2 reads exactly up to turn 1's history breakpoint: hit, prediction == that prefix."""
+    one = state(anthropic_body(1), 0.0)
+    two = state(anthropic_body(2), 30.0)
+    expected = prefix_tokens(one, "messages[0].content[0]")
+    assert two.request_tokens is not None
+    result = attribute(two, predecessor=one,
+                       usage=anthropic_usage(two.request_tokens, expected, 20), policy=ANTHROPIC)
+    assert result.verdict == "hit"
+    assert result.predicted_cache_read_tokens == expected
+    assert result.detail["token_scale"] == 1.0
+    assert result.predecessor_id == "r"
+    assert result.lcp_tokens is not None and result.lcp_tokens >= expected
+    assert result.divergence is None
+
+
+def test_stable_in_ttl_prefix_with_zero_reads_is_provider_miss() -> None:
+    """Same lineage, prefix unchanged, within the TTL, but nothing read: provider_miss."""
+    one = state(anthropic_body(1), 0.0)
+    two = state(anthropic_body(2), 60.0)
+    assert two.request_tokens is not None
+    result = attribute(two, predecessor=one, usage=anthropic_usage(two.request_tokens, 0),
+                       policy=ANTHROPIC)
+    assert result.verdict == "provider_miss"
+    assert result.detail["missing_tokens"] == result.predicted_cache_read_tokens
+    assert result.predicted_cache_read_tokens == prefix_tokens(one, "messages[0].content[0]")
+
+
+def test_reads_are_compared_in_provider_units() -> None:
+    """The estimate is rescaled by reported total / our count before comparing."""
+    one = state(anthropic_body(1), 0.0)
+    two = state(anthropic_body(2), 30.0)
+    assert two.request_tokens is not None
+    total = int(two.request_tokens * 1.2)  # provider tokenizer counts 20 % more
+    ours = prefix_tokens(one, "messages[0].content[0]")
+    result = attribute(two, predecessor=one,
+                       usage=anthropic_usage(total, int(ours * 1.2)), policy=ANTHROPIC)
+    assert result.verdict == "hit"
+    assert result.detail["token_scale"] == pytest.approx(1.2, abs=0.001)
+    predicted = result.predicted_cache_read_tokens
+    assert predicted is not None and abs(predicted - ours * 1.2) <= 1
+
+
+def test_reads_within_tolerance_are_hits_and_beyond_are_misses() -> None:
+    """The tolerance is one granule plus 5 % of the reported input total."""
+    one = state(anthropic_body(1), 0.0)
+    two = state(anthropic_body(2), 30.0)
+    assert two.request_tokens is not None
+    total = two.request_tokens
+    expected = prefix_tokens(one, "messages[0].content[0]")
+    tolerance = 1 + math.ceil(TOLERANCE_FRACTION * total)
+    inside = attribute(two, predecessor=one, policy=ANTHROPIC,
+                       usage=anthropic_usage(total, expected - tolerance + 1))
+    outside = attribute(two, predecessor=one, policy=ANTHROPIC,
+                        usage=anthropic_usage(total, expected - tolerance - 2))
+    assert inside.detail["tolerance_tokens"] == tolerance
+    assert (inside.verdict, outside.verdict) == ("hit", "provider_miss")
+
+
+def test_reads_above_the_prediction_are_flagged() -> None:
+    """More reads than an exact-prefix cache explains is still a hit, flagged in detail."""
+    body_one = anthropic_body(1, history_breakpoint=False)  # only the system entry is written
+    body_two = anthropic_body(2)
+    for body in (body_one, body_two):
+        body["messages"][0]["content"][0]["text"] = "a long question " * 400
+    one, two = state(body_one, 0.0), state(body_two, 30.0)
+    assert two.request_tokens is not None
+    result = attribute(two, predecessor=one, policy=ANTHROPIC,
+                       usage=anthropic_usage(two.request_tokens, two.request_tokens))
+    assert result.verdict == "hit" and result.detail["reads_above_prediction"] is True
+
+
+# ---------------------------------------------------------------------------- client mutations
+
+
+def test_timestamp_in_system_prompt_is_client_mutation_naming_system_and_volatile_token() -> None:
+    """A clock in the system prompt changes the head: diffed against the session's previous
+    request, the verdict is client_mutation at system[0], cause volatile-token."""
+    a = state(anthropic_body(1, system=LONG_SYSTEM + "Now: 2026-11-30T10:00:00Z"), 0.0)
+    b = state(anthropic_body(2, system=LONG_SYSTEM + "Now: 2026-11-30T10:01:00Z"), 60.0)
+    assert a.head_fingerprint != b.head_fingerprint
+    assert b.request_tokens is not None
+    result = attribute(b, predecessor=None, session_previous=a,
+                       usage=anthropic_usage(b.request_tokens, 0, b.request_tokens - 10),
+                       policy=ANTHROPIC)
+    assert result.verdict == "client_mutation"
+    assert result.detail["relation"] == "session"
+    assert result.detail["segment"] == "system[0]"
+    assert result.detail["segment_kind"] == "system"
+    assert result.detail["path"] == "/system/0/text"
+    assert result.detail["cause"] == "volatile-token"
+    assert result.detail["cause_detail"] == "timestamp"
+    assert result.detail["lost_tokens"] > 1000
+    assert result.predicted_cache_read_tokens == 0
+
+
+def test_reordered_tools_are_client_mutation_with_tool_reorder() -> None:
+    """Tools sent in a different order: client_mutation, cause tool-reorder."""
+    a = state(anthropic_body(1), 0.0)
+    b = state(anthropic_body(2, tools=TOOLS[::-1]), 30.0)
+    assert b.request_tokens is not None
+    result = attribute(b, predecessor=None, session_previous=a,
+                       usage=anthropic_usage(b.request_tokens, 0), policy=ANTHROPIC)
+    assert result.verdict == "client_mutation"
+    assert result.detail["cause"] == "tool-reorder"
+    assert result.detail["segment"] == "tools[0]"
+    assert result.detail["path"] == "/tools/0"
+
+
+def test_history_rewrite_before_the_breakpoint_is_client_mutation() -> None:
+    """Editing an already-sent message loses the history entry: history-rewrite."""
+    one = state(anthropic_body(3), 0.0)
+    body = anthropic_body(4)
+    body["messages"][2]["content"][0]["text"] = "question one, edited"
+    two = state(body, 20.0)
+    assert two.request_tokens is not None
+    head = prefix_tokens(one, "system[0]")
+    result = attribute(two, predecessor=one, policy=ANTHROPIC,
+                       usage=anthropic_usage(two.request_tokens, head))
+    assert result.verdict == "client_mutation"
+    assert result.detail["cause"] == "history-rewrite"
+    assert result.detail["segment"] == "messages[2].content[0]"
+    assert result.predicted_cache_read_tokens == head  # the system breakpoint still reads
+
+
+def test_breakpoint_beyond_the_lookback_window_is_client_mutation() -> None:
+    """Entries more than 20 blocks behind every breakpoint cannot be found: lookback-exceeded."""
+    one = state(anthropic_body(1), 0.0)
+    body = anthropic_body(14, system_breakpoint=False)  # 27 message blocks after the entry
+    two = state(body, 10.0)
+    assert two.request_tokens is not None
+    first_entries = [s.name for s in one.segmented.segments if s.breakpoint]  # type: ignore[union-attr]
+    assert first_entries == ["system[0]", "messages[0].content[0]"]
+    result = attribute(two, predecessor=one, policy=ANTHROPIC,
+                       usage=anthropic_usage(two.request_tokens, 0))
+    assert result.verdict == "client_mutation"
+    assert result.detail["cause"] == "lookback-exceeded"
+    assert result.detail["breakpoint_distance_blocks"] >= 20
+    assert result.predicted_cache_read_tokens == 0
+
+
+def test_change_after_the_last_breakpoint_is_not_a_mutation() -> None:
+    """Bytes after the predecessor's last breakpoint (a volatile tail) may change freely."""
+    body = anthropic_body(1)
+    body["messages"][0]["content"].append({"type": "text", "text": "<clock>10:00</clock>"})
+    one = state(body, 0.0)
+    body2 = anthropic_body(2)
+    body2["messages"][-1]["content"].append({"type": "text", "text": "<clock>10:01</clock>"})
+    two = state(body2, 30.0)
+    assert two.request_tokens is not None
+    expected = prefix_tokens(one, "messages[0].content[0]")
+    result = attribute(two, predecessor=one, policy=ANTHROPIC,
+                       usage=anthropic_usage(two.request_tokens, expected))
+    assert result.verdict == "hit"
+    assert result.divergence is not None and result.divergence.segment == "messages[0].content[1]"
+
+
+# ---------------------------------------------------------------------------- TTL
+
+
+def test_six_minute_gap_with_five_minute_ttl_is_ttl_expired() -> None:
+    """The gap to the same-lineage predecessor exceeds the 5-minute TTL: ttl_expired."""
+    one = state(anthropic_body(1), 1_000.0)
+    two = state(anthropic_body(2), 1_360.0)
+    assert two.request_tokens is not None
+    result = attribute(two, predecessor=one, policy=ANTHROPIC,
+                       usage=anthropic_usage(two.request_tokens, 0, two.request_tokens - 10))
+    assert result.verdict == "ttl_expired"
+    assert result.detail["gap_s"] == 360.0 and result.detail["ttl_s"] == 300
+    assert result.predicted_cache_read_tokens == 0
+    assert result.detail["expired_tokens"] == prefix_tokens(one, "messages[0].content[0]")
+
+
+def test_one_hour_breakpoints_survive_a_six_minute_gap() -> None:
+    """With ttl 1h on the breakpoints, the same 6-minute gap still predicts a full read."""
+    one = state(anthropic_body(1, history_ttl="1h"), 0.0)
+    two = state(anthropic_body(2, history_ttl="1h"), 360.0)
+    assert two.request_tokens is not None
+    expected = prefix_tokens(one, "messages[0].content[0]")
+    result = attribute(two, predecessor=one, policy=ANTHROPIC,
+                       usage=anthropic_usage(two.request_tokens, expected))
+    assert result.verdict == "hit" and result.detail["ttl_s"] == 3600
+
+
+def test_reads_after_the_ttl_are_a_hit_flagged_read_after_ttl() -> None:
+    """If the provider still read the prefix after the TTL, the verdict follows the reads."""
+    one = state(anthropic_body(1), 0.0)
+    two = state(anthropic_body(2), 400.0)
+    assert two.request_tokens is not None
+    expected = prefix_tokens(one, "messages[0].content[0]")
+    result = attribute(two, predecessor=one, policy=ANTHROPIC,
+                       usage=anthropic_usage(two.request_tokens, expected))
+    assert result.verdict == "hit" and result.detail["read_after_ttl"] is True
+    assert result.predicted_cache_read_tokens == expected
+
+
+# ---------------------------------------------------------------------------- automatic caches
+
+
+def test_openai_prediction_is_the_lcp_floored_to_128() -> None:
+    """OpenAI (pre-5.6): predicted reads are the shared prefix floored to 128 tokens."""
+    one = state(chat_body(1), 0.0, "openai-chat")
+    two = state(chat_body(2), 30.0, "openai-chat")
+    assert two.request_tokens is not None
+    result = attribute(two, predecessor=one, policy=OPENAI_OLD,
+                       usage=chat_usage(two.request_tokens, 0))
+    assert one.request_tokens is not None
+    assert result.predicted_cache_read_tokens == one.request_tokens // 128 * 128
+    assert result.verdict == "provider_miss"
+    hit = attribute(two, predecessor=one, policy=OPENAI_OLD,
+                    usage=chat_usage(two.request_tokens, one.request_tokens // 128 * 128))
+    assert hit.verdict == "hit"
+
+
+def test_openai_small_tail_change_is_not_a_mutation_but_a_rewrite_is() -> None:
+    """Losing only a short trailing message is within tolerance; editing early history is not."""
+    one = state(chat_body(1, tail="now 10:00"), 0.0, "openai-chat")
+    two = state(chat_body(2), 30.0, "openai-chat")
+    assert two.request_tokens is not None
+    usage = chat_usage(two.request_tokens, 0)
+    assert attribute(two, predecessor=one, policy=OPENAI_OLD, usage=usage).verdict == (
+        "provider_miss")
+    body = chat_body(2)
+    body["messages"][0]["content"] = "Short new system prompt."
+    rewritten = state(body, 30.0, "openai-chat")
+    result = attribute(rewritten, predecessor=None, session_previous=one, policy=OPENAI_OLD,
+                       usage=usage)
+    assert result.verdict == "client_mutation"
+    assert result.detail["segment"] == "messages[0]"
+
+
+def test_openai_ttl_follows_the_requested_retention() -> None:
+    """prompt_cache_retention=24h makes a 10-minute gap harmless; the default 5 min does not."""
+    one = state(chat_body(1), 0.0, "openai-chat")
+    body = chat_body(2)
+    two = state(body, 600.0, "openai-chat")
+    assert two.request_tokens is not None
+    usage = chat_usage(two.request_tokens, 0)
+    assert attribute(two, predecessor=one, policy=OPENAI_OLD, usage=usage).verdict == (
+        "ttl_expired")
+    body_24h = {**body, "prompt_cache_retention": "24h"}
+    one_24h = state({**chat_body(1), "prompt_cache_retention": "24h"}, 0.0, "openai-chat")
+    two_24h = state(body_24h, 600.0, "openai-chat")
+    result = attribute(two_24h, predecessor=one_24h, policy=OPENAI_OLD, usage=usage)
+    assert result.verdict == "provider_miss" and result.detail["ttl_s"] == 86400
+
+
+def test_vllm_identical_request_predicts_all_but_the_last_token_in_16_blocks() -> None:
+    """vLLM recomputes the last token and caches whole 16-token blocks."""
+    body = chat_body(1)
+    one, two = state(body, 0.0, "openai-chat"), state(body, 5.0, "openai-chat")
+    assert two.request_tokens is not None
+    total = two.request_tokens
+    result = attribute(two, predecessor=one, policy=VLLM,
+                       usage=chat_usage(total, (total - 1) // 16 * 16))
+    assert result.predicted_cache_read_tokens == (total - 1) // 16 * 16
+    assert result.verdict == "hit"
+    assert result.detail["ttl_s"] is None
+
+
+# ---------------------------------------------------------------------------- unknown, ledger
+
+
+def test_missing_usage_is_unknown_but_prediction_is_kept() -> None:
+    """No usage (failed call / interrupted stream): unknown, with the prediction computed."""
+    one = state(anthropic_body(1), 0.0)
+    two = state(anthropic_body(2), 30.0)
+    for usage in (None, CacheUsage.unknown("anthropic", "stream interrupted")):
+        result = attribute(two, predecessor=one, usage=usage, policy=ANTHROPIC)
+        assert result.verdict == "unknown"
+        assert result.detail["verdict_without_usage"] == "hit"
+        assert result.predicted_cache_read_tokens == prefix_tokens(one, "messages[0].content[0]")
+    interrupted = attribute(two, predecessor=one, policy=ANTHROPIC,
+                            usage=CacheUsage.unknown("anthropic", "stream interrupted"))
+    assert interrupted.detail["unknown_reason"] == "stream interrupted"
+
+
+def test_ledger_only_predecessor_matched_by_fingerprint_predicts_its_whole_prompt() -> None:
+    """A predecessor known only from its ledger row (no body) still predicts an append-only
+    turn, because its request fingerprint is a chained prefix digest of the new request."""
+    body = anthropic_body(1)
+    one = state(body, 0.0)
+    two_body = anthropic_body(2)
+    two_body["messages"][0]["content"][0].pop("cache_control", None)
+    two = state(two_body, 30.0)
+    row = RequestState(ts=0.0, fingerprint=one.fingerprint, head_fingerprint=one.head_fingerprint,
+                       request_tokens=one.request_tokens, record_id="old")
+    assert two.request_tokens is not None and one.request_tokens is not None
+    result = attribute(two, predecessor=row, policy=ANTHROPIC,
+                       usage=anthropic_usage(two.request_tokens, one.request_tokens))
+    assert result.verdict == "hit"
+    assert result.predicted_cache_read_tokens == one.request_tokens
+    assert "predecessor_body" in result.detail and result.predecessor_id == "old"
+
+
+def test_request_without_segments_is_rejected() -> None:
+    """attribute() needs a segmented request (the recorder handles the rest as unknown)."""
+    bare = RequestState(ts=0.0, fingerprint="sp1:x", head_fingerprint="sp1:y")
+    with pytest.raises(ValueError, match="segmented"):
+        attribute(bare, predecessor=None, usage=None, policy=ANTHROPIC)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    reads=st.integers(min_value=0, max_value=6000),
+    gap=st.floats(min_value=0, max_value=1000, allow_nan=False),
+    policy=st.sampled_from([ANTHROPIC, OPENAI_OLD, VLLM]),
+)
+def test_verdicts_follow_reads_and_gap(reads: int, gap: float, policy: CachePolicy) -> None:
+    """For a stable appended turn, the verdict depends only on reads vs prediction and the TTL."""
+    wire = "anthropic" if policy is ANTHROPIC else "openai-chat"
+    make = anthropic_body if policy is ANTHROPIC else chat_body
+    one, two = state(make(1), 0.0, wire), state(make(2), gap, wire)
+    assert two.request_tokens is not None
+    total = max(two.request_tokens, reads)
+    usage = anthropic_usage(total, reads) if wire == "anthropic" else chat_usage(total, reads)
+    result = attribute(two, predecessor=one, usage=usage, policy=policy)
+    predicted = result.predicted_cache_read_tokens
+    assert predicted is not None and 0 <= predicted <= total
+    tolerance = result.detail["tolerance_tokens"]
+    ttl = result.detail["ttl_s"]
+    if ttl is not None and gap > ttl and not result.detail.get("read_after_ttl"):
+        assert result.verdict == "ttl_expired"
+    elif reads >= predicted - tolerance:
+        assert result.verdict == "hit"
+    else:
+        assert result.verdict == "provider_miss"

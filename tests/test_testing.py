@@ -1,0 +1,100 @@
+"""Tests for stableprompt.testing.assert_prefix_stable."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from stableprompt import PromptBuilder, Tool
+from stableprompt._diff import diff
+from stableprompt._request import segment_request
+from stableprompt.testing import assert_prefix_stable
+
+WEATHER = Tool("get_weather", "Weather for a city.",
+               {"type": "object", "properties": {"city": {"type": "string"}},
+                "required": ["city"]})
+
+
+def _bodies(turns: int = 3) -> list[dict[str, Any]]:
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "Plan the release."}]
+    out = []
+    for t in range(turns):
+        out.append({"model": "claude-sonnet-4-5", "max_tokens": 8,
+                    "system": [{"type": "text", "text": "Be brief."}],
+                    "messages": copy.deepcopy(messages)})
+        messages += [{"role": "assistant", "content": f"Step {t} done."},
+                     {"role": "user", "content": f"Next {t}."}]
+    return out
+
+
+def _conversation() -> Any:
+    head = (PromptBuilder(tokenizer=None).system("Be brief.").tools([WEATHER])
+            .tail_slot("now").freeze())
+    conv = head.conversation()
+    conv.user("Weather in Paris?")
+    return conv
+
+
+def _turns(conv: Any, n: int) -> list[Any]:
+    renders = []
+    for t in range(n):
+        renders.append(conv.render(tail={"now": f"10:0{t}"}))
+        conv.assistant(f"Answer {t}.")
+        conv.user(f"Question {t}.")
+    return renders
+
+
+def test_append_only_bodies_pass() -> None:
+    """Append-only request bodies pass, with the wire format given or detected."""
+    assert_prefix_stable(_bodies())
+    assert_prefix_stable(_bodies(), wire_format="anthropic")
+
+
+def test_break_raises_with_the_divergence_message() -> None:
+    """A rewritten message raises AssertionError carrying str(Divergence)."""
+    bodies = _bodies()
+    bodies[2]["messages"][1]["content"] = "Step 0 done!"
+    expected = diff(segment_request("anthropic", bodies[1]),
+                    segment_request("anthropic", bodies[2]))
+    assert expected is not None
+    with pytest.raises(AssertionError) as info:
+        assert_prefix_stable(bodies)
+    assert str(info.value) == f"request 2 does not extend request 1: {expected}"
+    assert "history-rewrite" in str(info.value) and "/messages/1/content" in str(info.value)
+
+
+def test_rendered_prompts_and_provider_requests_pass() -> None:
+    """RenderedPrompt objects (tail segments ignored) and ProviderRequests whose tail follows
+    the last breakpoint pass."""
+    renders = _turns(_conversation(), 3)
+    assert_prefix_stable(renders)
+    assert_prefix_stable([r.to_anthropic(model="claude-sonnet-4-5", max_tokens=8)
+                          for r in renders])
+    assert_prefix_stable([r.to_openai_chat(model="gpt-5.6") for r in renders])
+
+
+def test_rendered_prompt_history_edit_fails() -> None:
+    """For RenderedPrompts only tail segments are exempt: a different history fails."""
+    first = _turns(_conversation(), 2)
+    other = _conversation()
+    other.assistant("Another answer.")
+    with pytest.raises(AssertionError, match="does not extend"):
+        assert_prefix_stable([first[1], other.render(tail={"now": "x"})])
+
+
+def test_min_prefix_ratio() -> None:
+    """min_prefix_ratio fails when the mean pair ratio is below it, naming the lowest pair."""
+    bodies = _bodies(3)
+    assert_prefix_stable(bodies, min_prefix_ratio=0.5)
+    with pytest.raises(AssertionError, match=r"mean prefix ratio 0\.\d+ is below 0\.99"):
+        assert_prefix_stable(bodies, min_prefix_ratio=0.99)
+
+
+def test_bad_items() -> None:
+    """Unsupported items raise TypeError; a body with no detectable format fails clearly."""
+    with pytest.raises(TypeError, match="request 0 is a int"):
+        assert_prefix_stable([1, 2])
+    with pytest.raises(AssertionError, match="cannot tell the wire format"):
+        assert_prefix_stable([{"prompt": "x"}])
