@@ -114,7 +114,7 @@ def test_synthetic_workload_is_labelled_and_scripted(synthetic: Workload) -> Non
     assert call.id == "call_s002_t02_c00"
     assert dict(call.arguments) == {"folder": "ideas", "title": "Garden layout",
                                     "text": "Plant tomatoes by the fence"}
-    assert json.loads(call.result) == {"words": 546}
+    assert json.loads(call.result) == {"words": 300}
 
 
 def test_system_prompt_is_realistic_and_stable() -> None:
@@ -258,12 +258,12 @@ def test_demo_json_has_exactly_the_issue_fields(synthetic_run: tuple[DemoResult,
     assert list(data) == ["backend", "provider", "model", "workload", "scenarios", "cost",
                           "elapsed_s"]
     assert data["backend"] == BACKEND == "stableprompt emulator (loopback)"
-    assert (data["provider"], data["model"]) == ("anthropic", "claude-sonnet-4-5")
+    assert (data["provider"], data["model"]) == ("anthropic", "claude-sonnet-5")
     assert data["workload"]["synthetic"] is True
     assert list(data["scenarios"]) == list(ALL)
     for entry in data["scenarios"].values():
         assert list(entry) == ISSUE_FIELDS and entry["calls"] == 24
-    assert data["cost"]["as_of"] == "2026-01-01"
+    assert data["cost"]["as_of"] == "2026-11-30"
     assert all(v is not None and v > 0 for v in data["cost"]["usd"].values())
 
 

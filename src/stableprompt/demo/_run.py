@@ -1,7 +1,7 @@
 """Run the demo: each scenario over the workload, against its own loopback emulator.
 
 For each scenario: a fresh :class:`~stableprompt.emulator.Emulator` (empty cache) with a
-:class:`~stableprompt.emulator.FakeClock` starting at 2026-01-01T00:00:00Z and the workload's
+:class:`~stableprompt.emulator.FakeClock` starting at :data:`DEMO_START_S` and the workload's
 responder; a :class:`~stableprompt._recorder.Recorder` on the same clock writing to the ledger;
 and our :class:`~stableprompt.AnthropicClient` / :class:`~stableprompt.OpenAIClient` (real HTTP
 on loopback through a RecordingTransport). Sessions run one after the other; the clock moves
@@ -49,6 +49,7 @@ __all__ = [
     "CALL_STEP_S",
     "DEFAULT_MODELS",
     "DEFAULT_SESSIONS",
+    "DEMO_START_S",
     "TURN_GAP_S",
     "DemoResult",
     "Sender",
@@ -64,11 +65,15 @@ DEFAULT_SESSIONS = 50
 """Sessions in the default run: the first 50 of BFCL's 200 (473 model calls per scenario;
 about 10 s for all six scenarios on 2 cores; all 200 take about 40 s)."""
 
-DEFAULT_MODELS = {"anthropic": "claude-sonnet-4-5", "openai": "gpt-5.2"}
-"""Default model per provider. claude-sonnet-4-5: minimum cacheable prompt 1,024 tokens, 5 m /
-1 h TTLs (platform.claude.com prompt-caching docs). gpt-5.2 (before GPT-5.6): automatic
-caching, 2,048-token minimum, reads reported in 128-token steps (developers.openai.com
-prompt-caching guide). Both have genai-prices entries."""
+DEFAULT_MODELS = {"anthropic": "claude-sonnet-5", "openai": "gpt-5.2"}
+"""Default model per provider. claude-sonnet-5: minimum cacheable prompt 1,024 tokens, 5 m / 1 h
+TTLs (``anthropics/skills`` prompt-caching.md; platform.claude.com prompt-caching docs), so a
+session's head (about 2,500-5,000 tokens here) is cacheable, as in real agent deployments.
+gpt-5.2 (before GPT-5.6): automatic caching, 2,048-token minimum, reads reported in 128-token
+steps (developers.openai.com prompt-caching guide). Both have genai-prices entries."""
+
+DEMO_START_S = 1_796_000_400.0
+"""The demo clock's start: 2026-11-30T01:00:00Z. Costs use the prices in effect that day."""
 
 CALL_STEP_S = 6.0
 """Clock advance before each model call (seconds): a plausible model latency."""
@@ -265,7 +270,7 @@ def client_sender(provider: str, emulator: Emulator, recorder: Recorder) -> Iter
 def _run_scenario(scenario: Scenario, workload: Workload, provider: str, model: str,
                   ledger: Ledger, capture_dir: Path | None,
                   progress: ProgressCallback | None, sender: SenderFactory) -> None:
-    clock = FakeClock()
+    clock = FakeClock(DEMO_START_S)
     total, done = workload.model_calls, 0
     path = "/v1/messages" if provider == "anthropic" else "/v1/chat/completions"
     wire = "anthropic" if provider == "anthropic" else "openai-chat"
