@@ -468,3 +468,50 @@ def test_verdicts_follow_reads_and_gap(reads: int, gap: float, policy: CachePoli
         assert result.verdict == "hit"
     else:
         assert result.verdict == "provider_miss"
+
+
+# ---------------------------------------------------------------------------- anchoring
+
+
+def test_prediction_anchors_on_the_predecessors_reported_entry() -> None:
+    """When the whole predecessor entry is shared, the prediction is its reported read + write
+    (provider units), not our token estimate."""
+    import dataclasses
+
+    one = dataclasses.replace(state(anthropic_body(1), 0.0), cached_extent_tokens=1_777,
+                              cache_read_tokens=0)
+    two = state(anthropic_body(2), 30.0)
+    assert two.request_tokens is not None
+    result = attribute(two, predecessor=one,
+                       usage=anthropic_usage(two.request_tokens + 200, 1_777, 20),
+                       policy=ANTHROPIC)
+    assert result.predicted_cache_read_tokens == 1_777
+    assert result.verdict == "hit"
+    assert result.detail["anchored_on_predecessor"] is True
+
+
+def test_implicit_breakpoint_model_reads_only_entries() -> None:
+    """GPT-5.6+ caches only at breakpoints: a prefix shared only up to the tools reads the
+    entry the predecessor itself read, not the raw LCP."""
+    import dataclasses
+
+    modern = cache_policy("openai", "gpt-5.6")
+    base_body = chat_body(2)
+    base_body["model"] = "gpt-5.6"
+    one = dataclasses.replace(state(base_body, 0.0, "openai-chat"), cached_extent_tokens=3_000,
+                              cache_read_tokens=2_048)
+    changed = chat_body(3, system="Edited. " + LONG_SYSTEM * 2)
+    changed["model"] = "gpt-5.6"
+    two = state(changed, 10.0, "openai-chat")
+    assert two.request_tokens is not None
+    result = attribute(two, predecessor=one, usage=chat_usage(two.request_tokens, 0),
+                       policy=modern)
+    assert result.predicted_cache_read_tokens == 0
+    same = chat_body(3)
+    same["model"] = "gpt-5.6"
+    three = state(same, 10.0, "openai-chat")
+    assert three.request_tokens is not None
+    result = attribute(three, predecessor=one, usage=chat_usage(three.request_tokens, 3_000),
+                       policy=modern)
+    assert result.predicted_cache_read_tokens == 3_000
+    assert result.verdict == "hit"

@@ -175,8 +175,9 @@ def _bodies(scenario: str, workload: Workload, provider: str = "anthropic",
             body = json.loads(out.to_bytes())
             bodies.append(body)
             answer = responder(body)
-            ids = [(c.id, c.name, dict(c.arguments)) for c in answer.tool_calls]
-            content = [{"type": "text", "text": answer.text}] if answer.text else []
+            ids = [(str(c.id), c.name, dict(c.arguments)) for c in answer.tool_calls]
+            content: list[dict[str, Any]] = (
+                [{"type": "text", "text": answer.text}] if answer.text else [])
             content += [{"type": "tool_use", "id": i, "name": n, "input": a} for i, n, a in ids]
             harness.assistant(Reply(answer.text, tuple(ids), {"role": "assistant",
                                                               "content": content}))
@@ -204,7 +205,8 @@ def test_stableprompt_scenario_puts_the_clock_after_the_last_breakpoint(syntheti
 
 def test_clock_in_system_changes_the_first_line_every_call(synthetic: Workload) -> None:
     """clock-in-system starts the system prompt with a new current-time line on each call."""
-    first, second = (b["system"][0]["text"] for b in _bodies("clock-in-system", synthetic, 2))
+    bodies = _bodies("clock-in-system", synthetic, calls=2)
+    first, second = (b["system"][0]["text"] for b in bodies)
     assert first.startswith("Current time: ") and second.startswith("Current time: ")
     assert first != second and first.split("\n", 1)[1] == second.split("\n", 1)[1]
 
@@ -219,15 +221,15 @@ def test_tool_order_drift_reorders_only_between_turns(synthetic: Workload) -> No
 
 def test_key_order_drift_changes_key_order_not_content(synthetic: Workload) -> None:
     """key-order-drift sends the same tool definitions with different key orders."""
-    first, second = (b["tools"] for b in _bodies("key-order-drift", synthetic, 2))
+    first, second = (b["tools"] for b in _bodies("key-order-drift", synthetic, calls=2))
     assert first == second
     assert json.dumps(first) != json.dumps(second)
 
 
 def test_compaction_rewrites_the_system_prompt(synthetic: Workload) -> None:
     """head-rewrite-compaction appends a summary to the system prompt and drops history."""
-    bodies = _bodies("head-rewrite-compaction", synthetic, calls=6)
-    before, after = bodies[4], bodies[5]  # call 5 is the first of turn 2
+    bodies = _bodies("head-rewrite-compaction", synthetic, calls=5)
+    before, after = bodies[3], bodies[4]  # turns 0 and 1 take 2 calls each
     assert "Summary of the conversation so far" not in before["system"][0]["text"]
     assert "Summary of the conversation so far" in after["system"][0]["text"]
     assert len(after["messages"]) == 1 and len(before["messages"]) > 1
@@ -235,7 +237,7 @@ def test_compaction_rewrites_the_system_prompt(synthetic: Workload) -> None:
 
 def test_breakpoint_misplaced_marks_the_clock_block(synthetic: Workload) -> None:
     """breakpoint-misplaced puts the last breakpoint on a current-time block."""
-    body = _bodies("breakpoint-misplaced", synthetic, 2)[1]
+    body = _bodies("breakpoint-misplaced", synthetic, calls=2)[1]
     last = body["messages"][-1]["content"]
     assert last[-1]["text"].startswith("Current time: ") and "cache_control" in last[-1]
     assert all("cache_control" not in b for b in last[:-1])
@@ -289,11 +291,12 @@ def test_demo_numbers_match_each_failure_class(synthetic_run: tuple[DemoResult, 
     misplaced = records["breakpoint-misplaced"]
     for session in workload.sessions:  # every later call reads the same head, nothing more
         mine = [r for r in misplaced if r.session_id == session.id]
-        assert {r.cache_read_tokens for r in mine[1:]} == {mine[1].cache_read_tokens}
-        assert 0 < mine[1].cache_read_tokens < mine[0].input_tokens_total
+        reads = {r.cache_read_tokens for r in mine[1:]}
+        assert len(reads) == 1
+        assert 0 < (mine[1].cache_read_tokens or 0) < (mine[0].input_tokens_total or 0)
+    best = totals["stableprompt"].hit_rate or 0.0
     for name in ALL[1:]:
-        assert totals[name].hit_rate is not None and totals["stableprompt"].hit_rate is not None
-        assert totals[name].hit_rate < totals["stableprompt"].hit_rate
+        assert (totals[name].hit_rate or 0.0) < best
 
 
 def test_demo_is_deterministic(synthetic: Workload,
@@ -320,15 +323,18 @@ def test_capture_writes_one_jsonl_per_scenario(synthetic_run: tuple[DemoResult, 
 
 def test_openai_provider_runs_its_scenarios(synthetic: Workload) -> None:
     """With --provider openai the breakpoint scenario is skipped and the SDK still reaches the
-    ceiling; the clock at the top of the system prompt keeps only the tools prefix."""
+    ceiling; the failures read less (the synthetic tools alone are below the 2,048 minimum, so
+    the clock at the top of the system prompt leaves nothing to read)."""
     result = run_demo(synthetic, provider="openai")
     assert result.scenarios == scenario_names("openai") == ALL[:5]
     totals = {n: s.totals for n, s in result.report.scenarios.items()}
     assert result.model == "gpt-5.2"
     assert totals["stableprompt"].of_ceiling is not None
     assert totals["stableprompt"].of_ceiling >= 0.98
-    assert 0 < totals["clock-in-system"].cache_read_tokens < totals["stableprompt"].cache_read_tokens
+    assert totals["clock-in-system"].cache_read_tokens == 0
     assert totals["key-order-drift"].cache_read_tokens == 0
+    for name in ALL[2:5]:
+        assert totals[name].cache_read_tokens < totals["stableprompt"].cache_read_tokens
 
 
 @contextmanager

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import sqlite3
 import xml.etree.ElementTree as ET
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -164,18 +165,30 @@ def test_report_command_json_and_tables(tmp_path: Path, capsys: pytest.CaptureFi
     assert "hit rate" in out and "s: sessions" in out and "48.8%" in out and "100.0%" in out
 
 
-@pytest.mark.parametrize("kind", ["missing", "directory", "not-sqlite"])
+@pytest.mark.parametrize("kind", ["missing", "directory", "not-sqlite", "empty", "other-db"])
 def test_report_bad_ledger_is_one_line(kind: str, tmp_path: Path,
                                        capsys: pytest.CaptureFixture[str]) -> None:
-    """An unreadable ledger path gives a one-line error and exit 1, and creates nothing."""
+    """An unreadable ledger path gives a one-line error and exit 1, and changes nothing."""
     path = tmp_path / "x.db"
     if kind == "directory":
         path.mkdir()
     elif kind == "not-sqlite":
         path.write_text("hello\n")
+    elif kind == "empty":
+        path.touch()
+    elif kind == "other-db":
+        conn = sqlite3.connect(path)
+        conn.execute("CREATE TABLE things (x)")
+        conn.commit()
+        conn.close()
     assert main(["report", str(path)]) == 1
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "Traceback" not in err and "ledger" in err
     assert path.exists() == (kind != "missing")
     with pytest.raises(LedgerError):
         read_ledger(path)
+    if kind == "other-db":  # not migrated into a ledger
+        conn = sqlite3.connect(path)
+        tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master")]
+        conn.close()
+        assert tables == ["things"]

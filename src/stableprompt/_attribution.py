@@ -96,6 +96,11 @@ class RequestState:
         request_tokens: Our token estimate of the whole request, when known.
         record_id: The ledger ``record_id`` of this request, when it has one.
         response_id: The provider's message/response id, when known.
+        cached_extent_tokens: Provider-reported ``cache_read + cache_write`` of this request
+            (provider tokens): the length of the longest cache entry it read or wrote. Used to
+            anchor the next prediction on the provider's own count instead of our estimate.
+            ``None`` when the provider does not report writes.
+        cache_read_tokens: Provider-reported cache reads of this request (the entry it read).
     """
 
     ts: float
@@ -106,6 +111,8 @@ class RequestState:
     request_tokens: int | None = None
     record_id: str | None = None
     response_id: str | None = None
+    cached_extent_tokens: int | None = None
+    cache_read_tokens: int | None = None
 
     @classmethod
     def of(
@@ -346,6 +353,32 @@ class _Attributor:
     def scaled(self, tokens: float) -> int:
         return _scaled(tokens, self.scale)
 
+    def implicit_breakpoint_tokens(self) -> int | None:
+        """Our token count up to the predecessor's implicit breakpoint ("at the end of the latest
+        eligible user or tool message", OpenAI GPT-5.6+: models with a breakpoint budget in an
+        automatic policy), or ``None`` when the policy has no implicit breakpoints.
+
+        Source: developers.openai.com/api/docs/guides/prompt-caching (model differences table).
+        """
+        base = self.base
+        if (not self.policy.breakpoint_budget or base is None or base.segmented is None
+                or base.segment_tokens is None):
+            return None
+        ends = [i for i, s in enumerate(base.segmented.segments)
+                if s.kind == "message" and s.label in ("user", "tool")]
+        return sum(base.segment_tokens[: ends[-1] + 1]) if ends else None
+
+    def anchored(self, tokens: float, base_extent: float | None) -> int:
+        """Predicted reads for a shared prefix of ``tokens`` (our estimate), floored to the
+        granularity. When the prefix reaches the end of the predecessor's longest entry
+        (``base_extent`` in our tokens), the provider's own count of that entry
+        (``cached_extent_tokens``) is exact, and is used instead of the scaled estimate."""
+        exact = None if self.base is None else self.base.cached_extent_tokens
+        if exact is not None and base_extent is not None and tokens and tokens >= base_extent:
+            self.detail["anchored_on_predecessor"] = True
+            return _floor(exact, self.granule)
+        return _floor(self.scaled(tokens), self.granule)
+
     # ------------------------------------------------------------------ results
 
     def done(self, verdict: Verdict, predicted: int) -> Attribution:
@@ -467,9 +500,10 @@ class _Attributor:
             if any(b >= e[0] and position[b] - position[e[0]] < lookback for b in eligible)
         ]
         alive = [e for e in readable if (ttl := self.ttl_of(e[1])) is None or gap_s <= ttl]
-        predicted_no_ttl = _floor(self.scaled(max((t for *_, t in readable), default=0)),
-                                  self.granule)
-        predicted = _floor(self.scaled(max((t for *_, t in alive), default=0)), self.granule)
+        predicted_no_ttl = self.anchored(max((t for *_, t in readable), default=0),
+                                         entries[-1][2] if entries else None)
+        predicted = self.anchored(max((t for *_, t in alive), default=0),
+                                  entries[-1][2] if entries else None)
         best = max(readable, key=lambda e: e[2], default=None)
         self.detail["ttl_s"] = self.ttl_of(best[1]) if best else self.policy.default_ttl_s
 
@@ -515,6 +549,15 @@ class _Attributor:
         if self.policy.recompute_last_token:
             usable = min(lcp, self.scaled(self.request_tokens) - 1)
         predicted_no_ttl = _floor(max(usable, 0), self.granule)
+        implicit_end = self.implicit_breakpoint_tokens()
+        if implicit_end is not None and usable == lcp:
+            # Entries exist only at breakpoints: the predecessor's own (exact when fully shared),
+            # else the entry the predecessor itself read, else none.
+            earlier = base.cache_read_tokens or 0
+            if comparison.lcp_tokens >= implicit_end:
+                predicted_no_ttl = self.anchored(comparison.lcp_tokens, implicit_end)
+            else:
+                predicted_no_ttl = _floor(earlier if lcp >= earlier else 0, self.granule)
         if predicted_no_ttl < self.minimum:
             predicted_no_ttl = 0
         expired = ttl_s is not None and gap_s > ttl_s

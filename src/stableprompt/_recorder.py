@@ -411,6 +411,11 @@ class Recorder:
             request_tokens=sum(tokens) if tokens is not None else record.request_tokens,
             record_id=record.record_id,
             response_id=record.response_id,
+            cached_extent_tokens=(
+                record.cache_read_tokens + record.cache_write_tokens
+                if record.cache_read_tokens is not None and record.cache_write_tokens is not None
+                else None),
+            cache_read_tokens=record.cache_read_tokens,
         )
 
     def previous_response_id(
@@ -544,7 +549,13 @@ class Recorder:
         if extra:
             detail.update(extra)
         if pending.state is not None and ok:
-            state = dataclasses.replace(pending.state, response_id=response_id)
+            extent = None
+            if usage is not None and usage.cache_read_tokens is not None and (
+                    usage.cache_write_tokens is not None):
+                extent = usage.cache_read_tokens + usage.cache_write_tokens
+            state = dataclasses.replace(
+                pending.state, response_id=response_id, cached_extent_tokens=extent,
+                cache_read_tokens=None if usage is None else usage.cache_read_tokens)
             self._remember(pending, state)
         return UsageRecord(
             record_id=pending.record_id,

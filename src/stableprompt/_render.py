@@ -17,6 +17,7 @@ from ._canonical import canonical_json, loads
 from ._exceptions import BreakpointError, InputError
 from ._fingerprint import Segment, fingerprint_of
 from ._messages import Message, text_block_bytes
+from ._policy import cache_policy
 from ._request import SegmentedRequest, segment_request
 
 if TYPE_CHECKING:
@@ -257,7 +258,8 @@ class RenderedPrompt:
         return prompt_cache_key or None
 
     def to_openai_chat(self, *, model: str, prompt_cache_key: bool | str | None = None,
-                       system_role: str = "system", **params: Any) -> ProviderRequest:
+                       system_role: str = "system", tail_role: str | None = None,
+                       **params: Any) -> ProviderRequest:
         """Render an OpenAI Chat Completions request (tools, system, history, tail last).
 
         Args:
@@ -265,10 +267,16 @@ class RenderedPrompt:
             prompt_cache_key: ``True`` derives a routing key from the head fingerprint (same
                 lineage -> same key), a str is sent as is, ``None`` sends none.
             system_role: ``"system"`` or ``"developer"``.
+            tail_role: Role of the final tail message. Default: ``"developer"`` for models with
+                an implicit breakpoint "at the end of the latest eligible user or tool message"
+                (GPT-5.6+, per the policy table), so that breakpoint lands at the end of the
+                stable history rather than on the volatile tail; ``"user"`` otherwise (some
+                OpenAI-compatible chat templates reject a late system/developer message).
             **params: Other body fields, canonicalized.
 
         Source: developers.openai.com/api/docs/guides/prompt-caching (``prompt_cache_key``
-        "is combined with the prefix hash"; tools are part of the cached prefix).
+        "is combined with the prefix hash"; tools are part of the cached prefix; implicit
+        breakpoints for GPT-5.6 and later).
         """
         head = self.head
         parts: list[bytes] = []
@@ -280,7 +288,8 @@ class RenderedPrompt:
             parts.extend(message.openai_chat())
         tail = self._tail_texts()
         if tail:
-            parts.append(canonical_json({"content": "\n".join(tail), "role": "user"}))
+            role = tail_role or _openai_tail_role(model)
+            parts.append(canonical_json({"content": "\n".join(tail), "role": role}))
         fields = {"messages": b"[" + b",".join(parts) + b"]", "model": canonical_json(model)}
         if len(head.tools):
             fields["tools"] = _head_wire(head, "openai-chat-tools",
@@ -291,7 +300,8 @@ class RenderedPrompt:
         return ProviderRequest("openai-chat", "/v1/chat/completions", _body(fields, params))
 
     def to_openai_responses(self, *, model: str, prompt_cache_key: bool | str | None = None,
-                            system_role: str = "developer", **params: Any) -> ProviderRequest:
+                            system_role: str = "developer", tail_role: str | None = None,
+                            **params: Any) -> ProviderRequest:
         """Render an OpenAI Responses request: system as the first input message, then
         history items, tail last. Arguments as :meth:`to_openai_chat`.
 
@@ -309,7 +319,7 @@ class RenderedPrompt:
         if tail:
             items.append(canonical_json({
                 "content": [{"text": "\n".join(tail), "type": "input_text"}],
-                "role": "user", "type": "message"}))
+                "role": tail_role or _openai_tail_role(model), "type": "message"}))
         fields = {"input": b"[" + b",".join(items) + b"]", "model": canonical_json(model)}
         if len(head.tools):
             fields["tools"] = _head_wire(
@@ -319,6 +329,12 @@ class RenderedPrompt:
         if key:
             params = {**params, "prompt_cache_key": key}
         return ProviderRequest("openai-responses", "/v1/responses", _body(fields, params))
+
+
+def _openai_tail_role(model: str) -> str:
+    """``developer`` where the policy says the model places implicit breakpoints at the latest
+    user/tool message (it has a breakpoint budget), else ``user``."""
+    return "developer" if cache_policy("openai", model).breakpoint_budget else "user"
 
 
 def _head_wire(head: PinnedHead, key: str, build: Callable[[], _T]) -> _T:

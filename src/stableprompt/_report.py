@@ -355,12 +355,32 @@ def _record_cost(record: UsageRecord, pricing: Pricing, notes: dict[str, None]) 
     return cost
 
 
+def _has_calls_table(path: Path) -> bool:
+    """Whether ``path`` (a SQLite file) has the ledger's ``calls`` table; opened read-only, so
+    a foreign database is never migrated."""
+    import sqlite3
+
+    try:
+        conn = sqlite3.connect(path.resolve().as_uri() + "?mode=ro", uri=True)
+    except sqlite3.Error:
+        return False
+    try:
+        row = conn.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'calls'").fetchone()
+    except sqlite3.Error:
+        return False
+    finally:
+        conn.close()
+    return row is not None
+
+
 def read_ledger(path: str | os.PathLike[str]) -> list[UsageRecord]:
     """Read every record of an existing ledger file, without creating or migrating anything.
 
     Raises:
         LedgerError: The path does not exist, is not a regular file, or is not a readable
-            stableprompt ledger (code ``ledger-unreadable``).
+            stableprompt ledger (code ``ledger-unreadable``). An empty file or a SQLite file
+            without the ledger's ``calls`` table is refused, never migrated.
     """
     from ._ledger import Ledger
 
@@ -376,8 +396,9 @@ def read_ledger(path: str | os.PathLike[str]) -> list[UsageRecord]:
                           code="ledger-unreadable")
     with target.open("rb") as handle:
         magic = handle.read(16)
-    if magic and magic != b"SQLite format 3\x00":
-        raise LedgerError(f"{str(target)!r} is not a SQLite ledger", code="ledger-unreadable")
+    if magic != b"SQLite format 3\x00" or not _has_calls_table(target):
+        raise LedgerError(f"{str(target)!r} is not a stableprompt ledger (no 'calls' table)",
+                          code="ledger-unreadable")
     try:
         return Ledger(target).records()
     except LedgerError:
@@ -484,7 +505,7 @@ def _svg_rates(report: Report) -> str:
     names = list(report.scenarios)
     label_w, bar_w, row_h = 210, 560, 34
     height = row_h * len(names) + 30
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{label_w + bar_w + 90}" '
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{label_w + bar_w + 130}" '
              f'height="{height}" role="img" aria-label="hit rate and ceiling per scenario">']
     for i, name in enumerate(names):
         t = report.scenarios[name].totals
@@ -530,12 +551,12 @@ def _svg_stack(report: Report, kind: str) -> str:
                          f'({value / whole * 100:.1f}%)</title></rect>')
             x += width
     keys = ["read", "write", "uncached"] if kind == "tokens" else list(VERDICTS)
-    x = float(label_w)
+    x = float(label_w) if kind == "tokens" else 0.0
     for key in keys:
         parts.append(f'<rect x="{x:.0f}" y="{height - 16}" width="10" height="10" '
                      f'fill="{_COLORS[key]}"/><text x="{x + 14:.0f}" y="{height - 7}">'
                      f"{key.replace('_', ' ')}</text>")
-        x += 16 + 7.5 * len(key)
+        x += 26 + 7 * len(key)
     parts.append("</svg>")
     return "".join(parts)
 
@@ -543,16 +564,17 @@ def _svg_stack(report: Report, kind: str) -> str:
 def _svg_series(scenario: ScenarioReport) -> str:
     """Per-call cache-read share (read / input) in call order, as a polyline."""
     series = scenario.read_series
-    width, height = 760, 90
+    width, plot_h = 760, 90
     if not series:
         return ""
     step = width / max(len(series) - 1, 1)
-    points = " ".join(f"{i * step:.1f},{height - v * (height - 6) - 3:.1f}"
+    points = " ".join(f"{i * step:.1f},{plot_h - v * (plot_h - 6) - 3:.1f}"
                       for i, v in enumerate(series))
-    return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+    return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{plot_h + 18}" '
             f'role="img" aria-label="per-call read share"><rect width="{width}" '
-            f'height="{height}" fill="#fafafa"/><polyline fill="none" stroke="{_COLORS["hit"]}" '
-            f'stroke-width="1.2" points="{points}"/></svg>')
+            f'height="{plot_h}" fill="#fafafa"/><polyline fill="none" stroke="{_COLORS["hit"]}" '
+            f'stroke-width="1.2" points="{points}"/><text x="0" y="{plot_h + 14}">cache read / '
+            f"input tokens per call, in ledger order (0 to 1; {len(series):,} calls)</text></svg>")
 
 
 def html_report(report: Report, *, title: str, intro: Sequence[str] = (),

@@ -1,6 +1,6 @@
 """The main-job demo: harness scenarios on a real multi-turn tool workload, measured.
 
-``stableprompt demo`` runs each scenario (:data:`SCENARIOS`: ``stableprompt`` and six ways
+``stableprompt demo`` runs each scenario (:data:`SCENARIOS`: ``stableprompt`` and five ways
 harnesses break the prefix cache) over BFCL v4 multi-turn sessions (:func:`bfcl_workload`; our
 labelled :func:`synthetic_workload` offline), each against a fresh loopback
 :class:`~stableprompt.emulator.Emulator` (an emulator, not a provider), records every call in a

@@ -3,7 +3,8 @@
 Output: a header that says the backend is our loopback emulator, then the per-scenario table
 (calls, input tokens, cache read, cache write, hit rate, ceiling, share of the ceiling,
 agreement, cost) and the verdict table; ``--json`` prints the same as JSON instead (see
-:meth:`DemoResult.to_json`). Progress goes to stderr (not with ``--json``).
+:meth:`DemoResult.to_json`). A progress bar goes to stderr when it is a terminal (never with
+``--json``).
 """
 
 from __future__ import annotations
@@ -104,6 +105,9 @@ def note_lines(result: DemoResult) -> list[str]:
     ]
     predicts = {s.name: s.predicts for s in SCENARIOS}
     lines.extend(f"{name}: loses {predicts[name]}." for name in result.scenarios)
+    lines.extend(f"{s.name}: not run for {result.provider} ({s.title}; applies to "
+                 f"{', '.join(s.providers)} only)." for s in SCENARIOS
+                 if result.provider not in s.providers)
     pricing = result.report.pricing
     if pricing.as_of():
         lines.append(f"cost: {result.model} priced with {pricing.source}, prices in effect on "
@@ -117,12 +121,14 @@ def _run(args: argparse.Namespace) -> int:
     names = scenario_names(args.provider)
     progress_cb: Any = None
     progress: Any = None
-    if not args.json:
-        from rich.console import Console
+    from rich.console import Console
+
+    stderr = Console(stderr=True)
+    if not args.json and stderr.is_terminal:  # no bar in logs and pipes
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
         progress = Progress(TextColumn("{task.description:<24}"), BarColumn(),
-                            MofNCompleteColumn(), console=Console(stderr=True), transient=True)
+                            MofNCompleteColumn(), console=stderr, transient=True)
         tasks = {name: progress.add_task(name, total=workload.model_calls) for name in names}
 
         def progress_cb(name: str, done: int, total: int) -> None:

@@ -62,8 +62,8 @@ BACKEND = "stableprompt emulator (loopback)"
 """Where the demo's calls go: our emulator on 127.0.0.1, never a real provider."""
 
 DEFAULT_SESSIONS = 50
-"""Sessions in the default run: the first 50 of BFCL's 200 (473 model calls per scenario;
-about 10 s for all six scenarios on 2 cores; all 200 take about 40 s)."""
+"""Sessions in the default run: the first 50 of BFCL's 200 (435 model calls per scenario;
+about 12 s for all six scenarios on 2 cores; all 200 sessions take about 45 s)."""
 
 DEFAULT_MODELS = {"anthropic": "claude-sonnet-5", "openai": "gpt-5.2"}
 """Default model per provider. claude-sonnet-5: minimum cacheable prompt 1,024 tokens, 5 m / 1 h

@@ -1,4 +1,4 @@
-"""Harness scenarios: ours, and six documented ways real harnesses break the prefix cache.
+"""Harness scenarios: ours, and five documented ways real harnesses break the prefix cache.
 
 Every scenario drives the same scripted sessions (same system prompt, tools, user turns, tool
 calls and results) and differs only in how it builds request bodies:
@@ -8,9 +8,9 @@ calls and results) and differs only in how it builds request bodies:
   tail slot rendered after the last breakpoint, and the SDK places the breakpoints (end of head,
   end of history). The exact rendered bytes are sent.
 * the failure scenarios build bodies as naive harnesses do: plain dicts (tools in the source's
-  order, schemas as loaded), JSON sent as-is (``httpx``'s ``json=``), the incremental
-  breakpoint pattern done right (end of system, last block of the last message), and one
-  mistake each:
+  order, schemas as loaded, assistant messages kept as received), serialized as they are (key
+  order included) by the client or the official SDKs, the incremental breakpoint pattern done
+  right (end of system, last block of the last message), and one mistake each:
 
   - ``clock-in-system``: a current-time line at the top of the system prompt, refreshed on
     every call (as harnesses that inject "Today is ..." do).
@@ -412,7 +412,9 @@ SCENARIOS: tuple[Scenario, ...] = (
              "matches", PROVIDERS, _naive(KeyOrderDrift)),
     Scenario("head-rewrite-compaction",
              f"every {COMPACT_EVERY_TURNS} turns, a summary rewrites the system prompt",
-             "the whole prompt on each compaction call (a new head); shorter requests after",
+             "on each compaction call, everything from the system prompt on (Anthropic: the "
+             "whole prompt, its first breakpoint being after the system prompt); requests are "
+             "shorter afterwards",
              PROVIDERS, _naive(HeadRewriteCompaction)),
     Scenario("breakpoint-misplaced", "last breakpoint on a per-call current-time block",
              "all history on every call: only the head (system breakpoint) is read",
