@@ -114,3 +114,34 @@ def test_identical_across_hash_seeds() -> None:
         for seed in ("0", "1", "12345")
     }
     assert len(outputs) == 1
+
+
+def _nest(depth: int) -> list[object]:
+    value: list[object] = []
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+@pytest.mark.parametrize("depth", [300, 5000])
+def test_too_deep_is_a_typed_error(depth: int) -> None:
+    """Nesting beyond orjson's 255 levels (or Python's recursion limit) is canonical-depth."""
+    with pytest.raises(CanonicalizationError) as info:
+        canonical_json(_nest(depth))
+    assert info.value.code == "canonical-depth"
+
+
+def test_cycle_is_a_typed_error() -> None:
+    """A self-referencing list is canonical-depth, not a RecursionError."""
+    cycle: list[object] = []
+    cycle.append(cycle)
+    with pytest.raises(CanonicalizationError) as info:
+        canonical_json(cycle)
+    assert info.value.code == "canonical-depth"
+
+
+def test_lone_surrogate_names_pointer() -> None:
+    """A lone surrogate is canonical-surrogate at its JSON pointer."""
+    with pytest.raises(CanonicalizationError) as info:
+        canonical_json({"a": {"b": "x\ud800"}})
+    assert (info.value.code, info.value.pointer) == ("canonical-surrogate", "/a/b")

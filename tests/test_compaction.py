@@ -52,9 +52,10 @@ def test_small_span_never_pays_off() -> None:
 @pytest.mark.parametrize(
     "changes",
     [{"history_tokens": -1}, {"span_tokens": 200}, {"surviving_tokens": 90},
-     {"remaining_turns": -2}],
+     {"remaining_turns": -2}, {"remaining_turns": True}, {"read_multiplier": float("nan")},
+     {"write_multiplier": -1.0}, {"output_multiplier": float("inf")}],
 )
-def test_bad_input(changes: dict[str, int]) -> None:
+def test_bad_input(changes: dict[str, object]) -> None:
     """Negative or inconsistent token counts raise InputError with code compaction-input."""
     kwargs = dict(history_tokens=100, span_tokens=50, summary_tokens=10, surviving_tokens=50,
                   new_tokens_per_turn=10, remaining_turns=5, **ANTHROPIC_5M)

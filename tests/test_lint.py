@@ -46,7 +46,7 @@ CAUSE_CASES = [
      b"3]", b"4]"),
     ("tool-reorder", "tool-reorder", "alpha -> beta at tools[0]", "tools[0]", "/tools/0", 28,
      b"alpha", b"beta"),
-    ("tool-added", "tool-added", "gamma", "system[0]", "/tools/2", 245,
+    ("tool-added", "tool-added", "gamma", "tools[2]", "/tools/2", 245,
      b'{"type":"text"', b'{"name":"gamma"'),
     ("tool-removed", "tool-removed", "beta", "tools[1]", "/tools/1", 133,
      b'{"name":"beta"', b'{"type":"text"'),

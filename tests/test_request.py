@@ -104,6 +104,9 @@ def test_detect_wire_format() -> None:
     assert detect_wire_format({}, "/v1/messages") == "anthropic"
     assert detect_wire_format({}, "/v1/chat/completions") == "openai-chat"
     assert detect_wire_format({}, "/v1/responses") == "openai-responses"
+    assert detect_wire_format({}, "/anthropic/v1/messages") == "anthropic"
+    assert detect_wire_format({"messages": []}, "/v1/threads/t1/messages") is None
+    assert detect_wire_format({"messages": []}, "/v1/messages/count_tokens") is None
     assert detect_wire_format(ANTHROPIC) == "anthropic"
     assert detect_wire_format({"input": "x"}) == "openai-responses"
     assert detect_wire_format({"messages": [{"role": "system", "content": "x"}]}) == "openai-chat"

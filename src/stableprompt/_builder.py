@@ -8,12 +8,14 @@ last and never persisted; compaction replaces a span of history, never the head.
 from __future__ import annotations
 
 import warnings
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from types import MappingProxyType
 from typing import Any
 
-from ._canonical import canonical_json
+from ._canonical import canonical_json, loads
 from ._compaction import CacheEvent
 from ._exceptions import (
+    BreakpointError,
     HistoryError,
     PinnedHeadError,
     TailSlotError,
@@ -21,7 +23,7 @@ from ._exceptions import (
     VolatileContentError,
     VolatileContentWarning,
 )
-from ._fingerprint import Segment, SegmentSpec, build_segments, fingerprint_of
+from ._fingerprint import Segment, SegmentSpec, build_segments, fingerprint_of, sum_tokens
 from ._messages import (
     Message,
     ToolCall,
@@ -44,6 +46,9 @@ DEFAULT_SUMMARY_INSTRUCTION = (
 )
 _SUMMARY_PREFIX = "Summary of the earlier conversation:\n"
 _TEXT_PREFIX_BYTES = len(b'{"text":')
+#: Tail slot names the SDK uses itself.
+RESERVED_SLOTS = ("allowed_tools", "summarize")
+_HISTORY_FORMAT = "stableprompt-history/1"
 
 
 def _counter(tokenizer: Tokenizer | str | None) -> SegmentTokenCounter | None:
@@ -118,6 +123,9 @@ class PromptBuilder:
                                 code="tail-slot-name")
         if name in self._slots:
             raise TailSlotError(f"tail slot {name!r} declared twice", code="tail-slot-duplicate")
+        if name in RESERVED_SLOTS:
+            raise TailSlotError(f"tail slot name {name!r} is reserved by the SDK",
+                                code="tail-slot-reserved", segment=f"tail:{name}")
         self._slots[name] = required
         return self
 
@@ -137,11 +145,14 @@ class PromptBuilder:
                 with segment, kind, character start and byte offset.
         """
         self._check_open()
+        if head_ttl is None:
+            raise BreakpointError("head_ttl must be '5m' or '1h', got None",
+                                  code="breakpoint-ttl", segment="head")
         head = PinnedHead(
             ToolSet(self._tools),
             tuple(self._system),
             dict(self._slots),
-            counter=_counter(self._tokenizer),
+            tokenizer=self._tokenizer,
             head_ttl=check_ttl(head_ttl, "head") or "5m",
             strict=self._strict,
         )
@@ -152,34 +163,39 @@ class PromptBuilder:
 class PinnedHead:
     """The frozen head: tools (canonical order) then system blocks. Immutable.
 
+    Heads pickle and copy (rebuilt from their tools, system blocks and slots, with the same
+    bytes and fingerprint).
+
     Attributes:
         tools: The ToolSet.
         system: System text blocks, in order.
-        tail_slots: Declared tail slot names -> required.
+        tail_slots: Declared tail slot names -> required (read-only mapping).
         segments: Head segments (``tool:<name>`` then ``system[i]``).
         data: Head bytes (``data[s.start:s.end]`` is segment ``s``).
         fingerprint: Head fingerprint ``sp1:<hex>``: names the cache lineage.
         head_ttl: TTL label of the SDK's end-of-head breakpoint.
     """
 
-    __slots__ = ("_counter", "_digest", "_frozen", "_system_ttls", "_wire", "data", "head_ttl",
-                 "segments", "system", "tail_slots", "tools")
+    __slots__ = ("_counter", "_digest", "_frozen", "_system_ttls", "_tokenizer", "_wire", "data",
+                 "head_ttl", "segments", "system", "tail_slots", "tools")
 
     tools: ToolSet
     system: tuple[str, ...]
-    tail_slots: dict[str, bool]
+    tail_slots: Mapping[str, bool]
     segments: tuple[Segment, ...]
     data: bytes
     head_ttl: str
     _system_ttls: tuple[str | None, ...]
     _digest: bytes
     _counter: SegmentTokenCounter | None
+    _tokenizer: Tokenizer | str | None
     _wire: dict[str, Any]
     _frozen: bool
 
     def __init__(self, tools: ToolSet, system: tuple[tuple[str, str | None], ...],
-                 tail_slots: dict[str, bool], *, counter: SegmentTokenCounter | None,
-                 head_ttl: str, strict: bool) -> None:
+                 tail_slots: Mapping[str, bool], *, tokenizer: Tokenizer | str | None,
+                 head_ttl: str, strict: bool, lint: bool = True) -> None:
+        counter = _counter(tokenizer)
         specs = [SegmentSpec("tool", f"tool:{t.name}", t.canonical_bytes, f"/tools/{i}",
                              None, t.name) for i, t in enumerate(tools)]
         specs += [SegmentSpec("system", f"system[{i}]", text_block_bytes(text), f"/system/{i}",
@@ -188,12 +204,14 @@ class PinnedHead:
         segments, data, digest = build_segments(specs, token_counts=counts)
         for name, value in (("tools", tools), ("system", tuple(t for t, _ in system)),
                             ("_system_ttls", tuple(ttl for _, ttl in system)),
-                            ("tail_slots", dict(tail_slots)), ("segments", segments),
-                            ("data", data), ("_digest", digest), ("_counter", counter),
+                            ("tail_slots", MappingProxyType(dict(tail_slots))),
+                            ("segments", segments), ("data", data), ("_digest", digest),
+                            ("_counter", counter), ("_tokenizer", tokenizer),
                             ("head_ttl", head_ttl), ("_wire", {})):
             object.__setattr__(self, name, value)
         object.__setattr__(self, "_frozen", True)
-        self._lint(strict)
+        if lint:
+            self._lint(strict)
 
     def __setattr__(self, name: str, value: object) -> None:
         raise PinnedHeadError(
@@ -202,6 +220,22 @@ class PinnedHead:
 
     def __delattr__(self, name: str) -> None:
         raise PinnedHeadError("the pinned head is frozen", code="head-frozen")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        tokenizer = self._tokenizer if isinstance(self._tokenizer, str) or (
+            self._tokenizer is None) else self._tokenizer.name
+        return (_rebuild_head, (tuple(self.tools), tuple(zip(self.system, self._system_ttls,
+                                                             strict=True)),
+                                dict(self.tail_slots), tokenizer, self.head_ttl))
+
+    def __eq__(self, other: object) -> bool:
+        return (isinstance(other, PinnedHead) and self.data == other.data
+                and self._system_ttls == other._system_ttls
+                and dict(self.tail_slots) == dict(other.tail_slots)
+                and self.head_ttl == other.head_ttl)
+
+    def __hash__(self) -> int:
+        return hash((self.data, self.head_ttl))
 
     def __repr__(self) -> str:
         return (f"PinnedHead(tools={len(self.tools)}, system_blocks={len(self.system)}, "
@@ -215,51 +249,88 @@ class PinnedHead:
     @property
     def tokens(self) -> int | None:
         """Total head tokens, or ``None`` without a tokenizer."""
-        counts = [s.tokens for s in self.segments]
-        return None if any(c is None for c in counts) else sum(c or 0 for c in counts)
+        return sum_tokens(self.segments)
 
     @property
     def system_ttls(self) -> tuple[str | None, ...]:
         """User-placed breakpoint TTL per system block."""
         return self._system_ttls
 
-    def _lint(self, strict: bool) -> None:
-        found: list[tuple[Segment, str, int, Any]] = []
+    def _texts(self) -> Iterator[tuple[Segment, str]]:
+        """Every human text of the head: system blocks, tool descriptions and the string
+        values of tool input schemas (descriptions, defaults, enums, examples)."""
         for segment in self.segments:
             if segment.kind == "system":
-                text = self.system[int(segment.name[7:-1])]
-            else:
-                text = self.tools[segment.label].description or ""
+                yield segment, self.system[int(segment.name[7:-1])]
+                continue
+            tool = self.tools[segment.label]
+            if tool.description:
+                yield segment, tool.description
+            yield from ((segment, text) for text in _strings(tool.input_schema))
+
+    def _lint(self, strict: bool) -> None:
+        for segment, text in self._texts():
             for span in scan_volatile(text):
-                found.append((segment, text, span.start, span))
-        for segment, text, start, span in found:
-            # Byte offset of the match inside the head data: the JSON-escaped prefix length.
-            escaped = len(canonical_json(text[:start])) - 2
-            if segment.kind == "system":
-                offset = segment.start + _TEXT_PREFIX_BYTES + 1 + escaped
-            else:  # the description sits inside the tool JSON: find the escaped match
-                needle = canonical_json(span.text)[1:-1]
-                offset = segment.start + self.data[segment.start:segment.end].find(needle)
-            message = (f"volatile {span.kind} {span.text!r} in {segment.name} at character "
-                       f"{start} (byte {offset}): it changes the head's bytes on every change "
-                       "and breaks the prefix cache; move it to a tail slot")
-            if strict:
-                raise VolatileContentError(message, code="head-volatile", segment=segment.name,
-                                           offset=offset)
-            warnings.warn(VolatileContentWarning(message, segment=segment.name, kind=span.kind,
-                                                 text=span.text, start=start, offset=offset),
-                          stacklevel=4)
+                # Byte offset of the match inside the head data.
+                if segment.kind == "system":
+                    escaped = len(canonical_json(text[:span.start])) - 2
+                    offset = segment.start + _TEXT_PREFIX_BYTES + 1 + escaped
+                else:  # inside the tool JSON: find the escaped match
+                    needle = canonical_json(span.text)[1:-1]
+                    offset = segment.start + self.data[segment.start:segment.end].find(needle)
+                message = (f"volatile {span.kind} {span.text!r} in {segment.name} at character "
+                           f"{span.start} (byte {offset}): it changes the head's bytes whenever "
+                           "it changes and breaks the prefix cache; move it to a tail slot")
+                if strict:
+                    raise VolatileContentError(message, code="head-volatile",
+                                               segment=segment.name, offset=offset)
+                warnings.warn(VolatileContentWarning(
+                    message, segment=segment.name, kind=span.kind, text=span.text,
+                    start=span.start, offset=offset), stacklevel=5)
 
     def conversation(self) -> Conversation:
         """Start an empty append-only conversation on this head."""
         return Conversation(self)
+
+    def resume(self, exported: bytes) -> Conversation:
+        """Resume a conversation exported by :meth:`Conversation.export` on this head.
+
+        The stored message bytes are reused exactly (each is checked to be canonical), so the
+        resumed conversation renders byte-identically to the one that was exported.
+
+        Raises:
+            HistoryError: not an export, exported on another head (code
+                ``history-other-head``), or bytes edited since (code ``history-bytes``).
+        """
+        return Conversation._resume(self, exported)
+
+
+def _strings(value: Any) -> Iterator[str]:
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from _strings(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _strings(item)
+
+
+def _rebuild_head(tools: tuple[Tool, ...], system: tuple[tuple[str, str | None], ...],
+                  slots: dict[str, bool], tokenizer: str | None, head_ttl: str) -> PinnedHead:
+    return PinnedHead(ToolSet(tools), system, slots, tokenizer=tokenizer, head_ttl=head_ttl,
+                      strict=False, lint=False)
 
 
 class Conversation:
     """Append-only history on a pinned head; renders head + history + tail.
 
     Each appended message is canonicalized once and its bytes, chained digest and token
-    count are kept, so rendering turn N+1 only processes what is new.
+    count are kept, so rendering turn N+1 only processes what is new. The tool protocol is
+    enforced as providers require it: every tool call is answered (``tool_result``) before the
+    next user or assistant message, and before rendering.
+
+    Conversations pickle and copy through :meth:`export` / :meth:`PinnedHead.resume`.
     """
 
     def __init__(self, head: PinnedHead) -> None:
@@ -268,7 +339,12 @@ class Conversation:
         self._segments: list[Segment] = []
         self._open_calls: dict[str, str] = {}
         self._seen_calls: set[str] = set()
-        self._last_breakpoint: int | None = None
+        # History lengths of the last two distinct rendered histories: the previous one is
+        # where the last request's history breakpoint was (see RenderedPrompt.to_anthropic).
+        self._anchors: tuple[int | None, int | None] = (None, None)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_resume, (self.head, self.export()))
 
     # -- appending --------------------------------------------------------------------------
 
@@ -277,7 +353,39 @@ class Conversation:
         """History messages in order."""
         return tuple(self._messages)
 
-    def _append(self, message: Message) -> Message:
+    @property
+    def open_tool_calls(self) -> tuple[str, ...]:
+        """Ids of tool calls not answered yet, in call order."""
+        return tuple(self._open_calls)
+
+    def _admit(self, message: Message) -> Message:
+        """Check the tool protocol for ``message``, then append it."""
+        if message.role in ("user", "assistant") and self._open_calls:
+            raise HistoryError(
+                f"tool call(s) {', '.join(self._open_calls)} are not answered: append their "
+                "tool_result first (providers reject a tool call without its result)",
+                code="history-open-calls")
+        calls = message.tool_calls
+        for i, call in enumerate(calls):
+            if call.name not in self.head.tools.names:
+                raise HistoryError(f"tool {call.name!r} is not in the pinned head",
+                                   code="history-unknown-tool", pointer=f"/tool_calls/{i}/name")
+            if call.id in self._seen_calls:
+                raise HistoryError(f"tool call id {call.id!r} already used",
+                                   code="history-duplicate-call", pointer=f"/tool_calls/{i}/id")
+        for call_id in message.tool_result_ids:
+            if call_id not in self._open_calls:
+                raise HistoryError(f"no open tool call with id {call_id!r}",
+                                   code="history-tool-result", pointer="/tool_call_id")
+        self._append(message)
+        for call in calls:
+            self._seen_calls.add(call.id)
+            self._open_calls[call.id] = call.name
+        for call_id in message.tool_result_ids:
+            del self._open_calls[call_id]
+        return message
+
+    def _append(self, message: Message) -> None:
         index = len(self._messages)
         previous = self._segments[-1] if self._segments else None
         start = previous.end if previous else len(self.head.data)
@@ -288,15 +396,19 @@ class Conversation:
                                         token_counts=[_count(self.head._counter, message.data)])
         self._messages.append(message)
         self._segments.append(segments[0])
-        return message
 
     def user(self, content: str | Sequence[str], *, cache_breakpoint: str | None = None) -> Message:
-        """Append a user message (one or several text blocks).
+        """Append a user message (one or several non-empty text blocks).
 
         ``cache_breakpoint`` (``"5m"``/``"1h"``) places a user breakpoint after it, kept
         where it is on every later render.
+
+        Raises:
+            HistoryError: empty or non-str text, or unanswered tool calls
+                (code ``history-open-calls``).
+            BreakpointError: a TTL other than ``"5m"``/``"1h"``.
         """
-        return self._append(user_message(content, breakpoint=cache_breakpoint))
+        return self._admit(user_message(content, breakpoint=cache_breakpoint))
 
     def assistant(self, text: str | None = None, *,
                   tool_calls: Sequence[ToolCall | Mapping[str, Any]] = (),
@@ -305,49 +417,76 @@ class Conversation:
         ``id``, ``name``, ``arguments``).
 
         Raises:
-            HistoryError: no content, an unknown tool name (tools are masked, never removed:
-                every callable tool must be in the head), or a reused call id.
+            HistoryError: no content, empty text, an unknown tool name (tools are masked,
+                never removed: every callable tool must be in the head), a reused call id, or
+                unanswered earlier tool calls.
         """
-        message = assistant_message(text, tool_calls, breakpoint=cache_breakpoint)
-        for i, call in enumerate(message.tool_calls):
-            if call.name not in self.head.tools.names:
-                raise HistoryError(f"tool {call.name!r} is not in the pinned head",
-                                   code="history-unknown-tool", pointer=f"/tool_calls/{i}/name")
-            if call.id in self._seen_calls:
-                raise HistoryError(f"tool call id {call.id!r} already used",
-                                   code="history-duplicate-call", pointer=f"/tool_calls/{i}/id")
-        self._append(message)
-        for call in message.tool_calls:
-            self._seen_calls.add(call.id)
-            self._open_calls[call.id] = call.name
-        return message
+        return self._admit(assistant_message(text, tool_calls, breakpoint=cache_breakpoint))
 
     def tool_result(self, tool_call_id: str, content: Any, *, is_error: bool = False,
                     cache_breakpoint: str | None = None) -> Message:
         """Append the result of an earlier tool call (text, or JSON stored canonically).
 
         Raises:
-            HistoryError: ``tool_call_id`` names no open call (code ``history-tool-result``).
+            HistoryError: ``tool_call_id`` names no open call (code ``history-tool-result``),
+                or ``is_error`` is not a bool.
         """
         if tool_call_id not in self._open_calls:
             raise HistoryError(f"no open tool call with id {tool_call_id!r}",
                                code="history-tool-result", pointer="/tool_call_id")
-        message = tool_result_message(tool_call_id, content, is_error=is_error,
-                                      breakpoint=cache_breakpoint)
-        del self._open_calls[tool_call_id]
-        return self._append(message)
+        return self._admit(tool_result_message(tool_call_id, content, is_error=is_error,
+                                               breakpoint=cache_breakpoint))
+
+    # -- export / resume --------------------------------------------------------------------
+
+    def export(self) -> bytes:
+        """The history as canonical JSON bytes (messages as their exact stored bytes), for
+        :meth:`PinnedHead.resume`. Contains prompt text: store it as you would the prompt."""
+        return canonical_json({
+            "anchors": list(self._anchors),
+            "format": _HISTORY_FORMAT,
+            "head": self.head.fingerprint,
+            "messages": [{"breakpoint": m.breakpoint, "data": m.data.decode()}
+                         for m in self._messages],
+        })
+
+    @classmethod
+    def _resume(cls, head: PinnedHead, exported: bytes) -> Conversation:
+        try:
+            value = loads(exported)
+            ok = isinstance(value, dict) and value.get("format") == _HISTORY_FORMAT
+        except ValueError:
+            ok = False
+        if not ok:
+            raise HistoryError(f"not a {_HISTORY_FORMAT} export", code="history-export")
+        if value["head"] != head.fingerprint:
+            raise HistoryError(f"this history was exported on head {value['head']}, not on "
+                               f"{head.fingerprint}", code="history-other-head")
+        conversation = cls(head)
+        for i, item in enumerate(value["messages"]):
+            try:
+                message = Message.from_bytes(item["data"].encode(), item["breakpoint"])
+            except HistoryError as exc:
+                raise HistoryError(exc.message, code=exc.code, pointer=f"/messages/{i}") from exc
+            conversation._admit(message)
+        first, second = value.get("anchors", [None, None])
+        conversation._anchors = (first, second)
+        return conversation
 
     # -- rendering --------------------------------------------------------------------------
 
     def _tail_specs(self, tail: Mapping[str, str] | None,
                     extra: Sequence[tuple[str, str]] = ()) -> list[SegmentSpec]:
+        if tail is not None and not isinstance(tail, Mapping):
+            raise TailSlotError(f"tail must be a mapping of slot name to str, got "
+                                f"{type(tail).__name__}", code="tail-slot-type")
         tail = dict(tail or {})
         declared = self.head.tail_slots
-        unknown = sorted(set(tail) - set(declared))
+        unknown = sorted(set(tail) - set(declared), key=str)
         if unknown:
-            raise TailSlotError(f"undeclared tail slot(s): {', '.join(unknown)}; declare them "
-                                "with PromptBuilder.tail_slot()", code="tail-slot-undeclared",
-                                segment=f"tail:{unknown[0]}")
+            raise TailSlotError(f"undeclared tail slot(s): {', '.join(map(str, unknown))}; "
+                                "declare them with PromptBuilder.tail_slot()",
+                                code="tail-slot-undeclared", segment=f"tail:{unknown[0]}")
         missing = [n for n, required in declared.items() if required and n not in tail]
         if missing:
             raise TailSlotError(f"missing tail slot(s): {', '.join(missing)}",
@@ -362,9 +501,20 @@ class Conversation:
                                      canonical_json({"slot": name, "text": value}), "", None, name))
         return specs
 
+    def _check_complete(self) -> None:
+        if self._open_calls:
+            raise HistoryError(
+                f"tool call(s) {', '.join(self._open_calls)} are not answered: a request with a "
+                "tool call and no result is rejected by providers", code="history-open-calls")
+
     def render(self, *, tail: Mapping[str, str] | None = None,
                allowed_tools: Sequence[str] | None = None) -> RenderedPrompt:
         """Render head + history + tail.
+
+        Rendering is idempotent: the same history, tail and earlier rendered histories give
+        the same bytes. The conversation remembers the history length of the last distinct
+        rendered history, so the Anthropic body can keep a breakpoint where the previous
+        request's was when it is beyond the 20-block lookback.
 
         Args:
             tail: Values for the declared tail slots (str each).
@@ -375,22 +525,30 @@ class Conversation:
 
         Raises:
             TailSlotError: missing, undeclared or non-str tail slot.
-            ToolError: ``allowed_tools`` names a tool not in the head.
+            ToolError: ``allowed_tools`` is empty, not a list of str, or names a tool not in
+                the head.
+            HistoryError: unanswered tool calls (code ``history-open-calls``).
         """
+        self._check_complete()
         extra: list[tuple[str, str]] = []
         if allowed_tools is not None:
+            if isinstance(allowed_tools, str) or not all(
+                    isinstance(t, str) for t in allowed_tools) or not allowed_tools:
+                raise ToolError("allowed_tools must be a non-empty list of tool names",
+                                code="tool-unknown")
             unknown = sorted(set(allowed_tools) - set(self.head.tools.names))
             if unknown:
                 raise ToolError(f"allowed_tools names unknown tool(s): {', '.join(unknown)}",
                                 code="tool-unknown", tool=unknown[0])
             extra.append(("allowed_tools", "Only these tools may be used this turn: "
-                          + ", ".join(sorted(allowed_tools)) + "."))
-        rendered = self._render(self._tail_specs(tail, extra))
-        self._last_breakpoint = len(self._messages) - 1 if self._messages else None
-        return rendered
+                          + ", ".join(sorted(set(allowed_tools))) + "."))
+        specs = self._tail_specs(tail, extra)
+        length = len(self._messages)
+        if self._anchors[1] != length:
+            self._anchors = (self._anchors[1], length)
+        return self._render(specs)
 
-    def _render(self, tail_specs: Sequence[SegmentSpec],
-                previous_breakpoint: int | None = None) -> RenderedPrompt:
+    def _render(self, tail_specs: Sequence[SegmentSpec]) -> RenderedPrompt:
         last = self._segments[-1] if self._segments else None
         start = last.end if last else len(self.head.data)
         raw = bytes.fromhex(last.prefix_digest) if last else self.head._digest
@@ -398,14 +556,14 @@ class Conversation:
             tail_specs, start=start, previous=raw,
             token_counts=[_count(self.head._counter, s.data) for s in tail_specs])
         data = b"".join([self.head.data, *(m.data for m in self._messages), tail_data])
+        previous = self._anchors[0] if self._anchors[1] == len(self._messages) else self._anchors[1]
         return RenderedPrompt(
             head=self.head,
             messages=tuple(self._messages),
             tail=tuple((s.label, s.data) for s in tail_specs),
             segments=(*self.head.segments, *self._segments, *tail_segments),
             data=data,
-            previous_breakpoint=(self._last_breakpoint if previous_breakpoint is None
-                                 else previous_breakpoint),
+            previous_breakpoint=None if previous is None else previous - 1,
         )
 
     def fork(self) -> Conversation:
@@ -416,14 +574,10 @@ class Conversation:
         other._segments = list(self._segments)
         other._open_calls = dict(self._open_calls)
         other._seen_calls = set(self._seen_calls)
-        other._last_breakpoint = self._last_breakpoint
+        other._anchors = self._anchors
         return other
 
     # -- compaction -------------------------------------------------------------------------
-
-    def _tokens(self, segments: Sequence[Segment]) -> int | None:
-        counts = [s.tokens for s in segments]
-        return None if any(c is None for c in counts) else sum(c or 0 for c in counts)
 
     def summarization_request(
         self, instruction: str = DEFAULT_SUMMARY_INSTRUCTION
@@ -433,11 +587,19 @@ class Conversation:
         The prefix (head + history) is byte-identical to a normal render's, so the
         summarization call reads the cached prefix instead of re-prefilling it
         (cache-safe forking). Declared tail slots are not required here.
+
+        Raises:
+            HistoryError: empty/non-str instruction (code ``history-compact-summary``) or
+                unanswered tool calls.
         """
+        if not isinstance(instruction, str) or not instruction:
+            raise HistoryError("instruction must be a non-empty str",
+                               code="history-compact-summary")
+        self._check_complete()
         spec = SegmentSpec("tail", "tail:summarize",
                            canonical_json({"slot": "summarize", "text": instruction}), "", None,
                            "summarize")
-        return self._render([spec], previous_breakpoint=self._last_breakpoint)
+        return self._render([spec])
 
     def compact(self, summary: str, *, start: int = 0, end: int | None = None) -> CacheEvent:
         """Replace history messages ``[start, end)`` with one summary message (tail-only:
@@ -453,36 +615,36 @@ class Conversation:
             (head + history before ``start``) and the tokens saved on every later turn.
 
         Raises:
-            HistoryError: bad span, empty summary, or a span that separates a tool call from
-                its result (code ``history-compact-span``).
+            HistoryError: bad span, empty summary, unanswered tool calls, or a span that
+                separates a tool call from its result (code ``history-compact-span``).
         """
         count = len(self._messages)
         end = count if end is None else end
-        if not (0 <= start < end <= count):
+        if not all(isinstance(v, int) and not isinstance(v, bool) for v in (start, end)) or not (
+                0 <= start < end <= count):
             raise HistoryError(f"compaction span [{start}, {end}) is not within 0..{count}",
                                code="history-compact-span")
         if not isinstance(summary, str) or not summary:
             raise HistoryError("summary must be a non-empty str", code="history-compact-summary")
+        self._check_complete()
         inside = {c.id for m in self._messages[start:end] for c in m.tool_calls}
         answered = {i for m in self._messages[start:end] for i in m.tool_result_ids}
-        after = {i for m in self._messages[end:] for i in m.tool_result_ids}
-        before = {c.id for m in self._messages[:start] for c in m.tool_calls}
-        if inside & after or answered & before or inside & set(self._open_calls):
+        if inside != answered:
             raise HistoryError("compaction span separates a tool call from its result",
                                code="history-compact-span")
-        head_tokens = self._tokens(self.head.segments)
-        kept_tokens = self._tokens(self._segments[:start])
-        removed_tokens = self._tokens(self._segments[start:end])
-        invalidated = self._tokens(self._segments[start:])
-        before_fp = fingerprint_of(self._segments) if self._segments else self.head.fingerprint
-        tail_messages = self._messages[end:]
+        head_tokens = sum_tokens(self.head.segments)
+        kept_tokens = sum_tokens(self._segments[:start])
+        removed_tokens = sum_tokens(self._segments[start:end])
+        invalidated = sum_tokens(self._segments[start:])
+        before_fp = self._prefix_fingerprint()
+        rest = self._messages[end:]
         self._messages = self._messages[:start]
         self._segments = self._segments[:start]
         self._append(user_message(_SUMMARY_PREFIX + summary))
         summary_tokens = self._segments[-1].tokens
-        for message in tail_messages:
+        for message in rest:
             self._append(message)
-        self._last_breakpoint = None
+        self._anchors = (None, None)
         surviving = (None if head_tokens is None or kept_tokens is None
                      else head_tokens + kept_tokens)
         saved = (None if removed_tokens is None or summary_tokens is None
@@ -491,7 +653,7 @@ class Conversation:
             kind="compaction",
             lineage=self.head.fingerprint,
             prefix_before=before_fp,
-            prefix_after=fingerprint_of(self._segments),
+            prefix_after=self._prefix_fingerprint(),
             invalidated_tokens=invalidated,
             surviving_tokens=surviving,
             removed_tokens=removed_tokens,
@@ -499,32 +661,41 @@ class Conversation:
             saved_tokens_per_turn=saved,
         )
 
+    def _prefix_fingerprint(self) -> str:
+        return fingerprint_of(self._segments) if self._segments else self.head.fingerprint
+
     def rebase(self, head: PinnedHead) -> tuple[Conversation, CacheEvent]:
         """Move this history onto a different head: a new lineage, reported explicitly.
 
         Returns the new conversation and a ``head-change`` CacheEvent: every cached token of
-        the old lineage is invalidated (the head comes first, so nothing after it survives).
+        the old lineage is invalidated (the head comes first, so nothing after it survives);
+        rebasing onto an identical head invalidates nothing.
+
+        Raises:
+            HistoryError: the history calls a tool the new head lacks (code
+                ``history-unknown-tool``, pointer ``/messages/<i>``).
         """
         other = Conversation(head)
-        for message in self._messages:
-            if message.role == "assistant":
-                for call in message.tool_calls:
-                    if call.name not in head.tools.names:
-                        raise HistoryError(f"history calls tool {call.name!r}, absent from the "
-                                           "new head", code="history-unknown-tool")
-            other._append(message)
-        other._open_calls = dict(self._open_calls)
-        other._seen_calls = set(self._seen_calls)
-        old = self._tokens([*self.head.segments, *self._segments])
+        for i, message in enumerate(self._messages):
+            try:
+                other._admit(message)
+            except HistoryError as exc:
+                raise HistoryError(exc.message, code=exc.code,
+                                   pointer=f"/messages/{i}{exc.pointer or ''}") from exc
+        same = head.fingerprint == self.head.fingerprint
+        old = sum_tokens([*self.head.segments, *self._segments])
         return other, CacheEvent(
             kind="head-change",
             lineage=head.fingerprint,
-            prefix_before=(fingerprint_of(self._segments) if self._segments
-                           else self.head.fingerprint),
-            prefix_after=fingerprint_of(other._segments) if other._segments else head.fingerprint,
-            invalidated_tokens=old,
-            surviving_tokens=0,
+            prefix_before=self._prefix_fingerprint(),
+            prefix_after=other._prefix_fingerprint(),
+            invalidated_tokens=0 if same else old,
+            surviving_tokens=old if same else 0,
             removed_tokens=0,
             summary_tokens=0,
             saved_tokens_per_turn=0,
         )
+
+
+def _resume(head: PinnedHead, exported: bytes) -> Conversation:
+    return Conversation._resume(head, exported)

@@ -41,7 +41,14 @@ def escape_pointer(token: str | int) -> str:
 def _problems(obj: Any, pointer: str) -> Iterator[tuple[str, str, str]]:
     """Yield ``(pointer, code, what)`` for every value without a canonical JSON form."""
     kind = type(obj)
-    if kind is str or kind is bool or obj is None:
+    if kind is str:
+        try:
+            obj.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            yield pointer, "canonical-surrogate", (
+                f"lone surrogate {obj[exc.start]!r} at character {exc.start} is not UTF-8")
+        return
+    if kind is bool or obj is None:
         return
     if kind is int:
         if not _INT_MIN <= obj <= _INT_MAX:
@@ -73,10 +80,19 @@ def _problems(obj: Any, pointer: str) -> Iterator[tuple[str, str, str]]:
 
 
 def _raise_first(obj: Any, cause: Exception | None) -> None:
-    for pointer, code, what in _problems(obj, ""):
+    try:
+        for pointer, code, what in _problems(obj, ""):
+            raise CanonicalizationError(
+                f"cannot serialize: {what}", code=code, pointer=pointer
+            ) from cause
+    except RecursionError:
         raise CanonicalizationError(
-            f"cannot serialize: {what}", code=code, pointer=pointer
-        ) from cause
+            "cannot serialize: nesting too deep or circular (orjson allows 255 levels)",
+            code="canonical-depth", pointer="") from cause
+    if cause is not None and "recursion limit" in str(cause).lower():
+        raise CanonicalizationError(
+            "cannot serialize: nesting deeper than 255 levels, or circular",
+            code="canonical-depth", pointer="") from cause
     if cause is not None:  # orjson failed on something our walk accepts: surface it as ours
         raise CanonicalizationError(f"cannot serialize: {cause}", pointer="") from cause
 
@@ -112,7 +128,9 @@ def canonical_json(obj: Any) -> bytes:
     Raises:
         CanonicalizationError: naming the JSON pointer of the first offending value, with code
             ``canonical-nan``, ``canonical-key``, ``canonical-set``, ``canonical-bytes``,
-            ``canonical-int-range`` or ``canonical-type``.
+            ``canonical-int-range``, ``canonical-type``, ``canonical-surrogate`` (lone UTF-16
+            surrogate in a string) or ``canonical-depth`` (nesting deeper than 255 levels, or
+            a cycle).
     """
     return _dumps(obj, _CANONICAL)
 

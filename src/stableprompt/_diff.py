@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from ._canonical import canonical_json, escape_pointer, loads, wire_json
+from ._exceptions import InputError
 from ._fingerprint import Segment
 from ._volatility import scan_volatile
 
@@ -329,8 +330,16 @@ def diff(a: Segmented, b: Segmented) -> Divergence | None:
     Returns:
         ``None`` when ``a``'s cacheable segments are a byte prefix of ``b``'s segments, else the
         :class:`Divergence` (first divergent byte, segment, JSON path, cause, snippets).
+
+    Raises:
+        InputError: ``a`` and ``b`` are of different kinds (a provider request and a
+            provider-neutral render), code ``diff-mismatch``.
     """
     sa, sb = _cacheable(a.segments), b.segments
+    if bool(sa) and bool(sb) and (sa[0].kind == "param") != (sb[0].kind == "param"):
+        raise InputError(
+            "cannot compare a provider request (with parameters) with a provider-neutral "
+            "RenderedPrompt: compare two requests, or two renders", code="diff-mismatch")
     i = first_divergent_index(sa, sb)
     if i == len(sa):
         return None
@@ -341,10 +350,11 @@ def diff(a: Segmented, b: Segmented) -> Divergence | None:
     else:
         offset = x.start + _common_prefix_len(a.data[x.start:x.end], b.data[y.start:y.end])
     cause, detail, path = _classify(a, b, x, y)
+    named = y if cause == "tool-added" and y is not None and y.kind == "tool" else x
     return Divergence(
         offset=offset,
-        segment=x.name,
-        segment_kind=x.kind,
+        segment=named.name,
+        segment_kind=named.kind,
         segment_index=i,
         path=path,
         cause=cause,

@@ -25,6 +25,7 @@ __all__ = [
     "build_segments",
     "chain",
     "fingerprint_of",
+    "sum_tokens",
     "tag",
 ]
 
@@ -162,3 +163,13 @@ def fingerprint_of(segments: Sequence[Segment]) -> str:
     if not segments:
         return tag(_ROOT)
     return f"{FINGERPRINT_TAG}:{segments[-1].prefix_digest}"
+
+
+def sum_tokens(segments: Iterable[Segment]) -> int | None:
+    """Total tokens of ``segments``; ``None`` when any count is unknown (no tokenizer)."""
+    total = 0
+    for segment in segments:
+        if segment.tokens is None:
+            return None
+        total += segment.tokens
+    return total

@@ -81,9 +81,11 @@ from ._diff import (
 )
 from ._exceptions import CaptureError, PolicyError, TokenizerUnavailableError
 from ._fingerprint import Segment
+from ._lint_divergence import is_expected_divergence, value_snippet
 from ._lint_results import LintFinding, LintPair, LintReport, LintSummary
 from ._policy import CachePolicy, PolicyTable, cache_policy
 from ._request import (
+    CACHE_KEY_PARAMS,
     WIRE_FORMATS_WITH_REQUESTS,
     SegmentedRequest,
     detect_wire_format,
@@ -135,6 +137,8 @@ FINDING_FIXES: Mapping[str, tuple[str, str]] = {
                              "of head and end of stable history"),
     "breakpoint-ttl-order": ("error", "put longer-TTL breakpoints (1h) before shorter ones "
                              "(5m)"),
+    "format-mismatch": ("error", "drop --format (the format is detected per request) or pass "
+                        "the format the requests were sent in"),
     "volatile-in-cached-region": ("warning", "move per-turn values (clock, dates, ids) out of "
                                   "tools/system into a volatile tail after the last breakpoint"),
     "breakpoint-on-per-turn-block": ("warning", "put the breakpoint on the last stable block, "
@@ -149,6 +153,15 @@ FINDING_FIXES: Mapping[str, tuple[str, str]] = {
 }
 
 _SCAN_CANDIDATES = 64
+#: Top-level body keys each wire format reads (cache-key parameters and content).
+_READS: Mapping[str, frozenset[str]] = {
+    fmt: frozenset({*params, "tools", *extra})
+    for fmt, params, extra in (
+        ("anthropic", CACHE_KEY_PARAMS["anthropic"], ("system", "messages", "cache_control")),
+        ("openai-chat", CACHE_KEY_PARAMS["openai-chat"], ("messages",)),
+        ("openai-responses", CACHE_KEY_PARAMS["openai-responses"], ("instructions", "input")),
+    )
+}
 _EXAMPLE_KEYS = frozenset({"examples", "example", "default", "enum", "const"})
 _HEAD_KINDS = ("param", "tool", "system")
 _TTL_S = {"5m": 300, "1h": 3600}
@@ -159,13 +172,20 @@ _TTL_S = {"5m": 300, "1h": 3600}
 
 @dataclass(slots=True, eq=False)
 class _Req:
-    """A segmented request, body dropped (memory stays ~ the segment data)."""
+    """A segmented request, body dropped (memory stays ~ the segment data).
+
+    ``scope``: the id that restricts predecessor candidates (session, ``metadata.user_id`` or
+    ``prompt_cache_key``: different routing keys never share a cache). ``session``: the same id
+    when it names one conversation (see :func:`_session_of`), else ``None``.
+    """
 
     pos: int
     index: int
     source: str
     wire_format: str
+    scope: str | None
     session: str | None
+    hinted: bool  # session taken from the body (a hint), not from the capture record
     model: str | None
     segments: tuple[Segment, ...]
     data: bytes
@@ -202,12 +222,6 @@ class _HeadSeg:
     cached_requests: list[int]  # those where it lies inside a cached region
 
 
-def _message_key(segment: Segment) -> str:
-    """``/messages/3`` for ``/messages/3/content/1`` (the message a segment belongs to)."""
-    parts = segment.path.split("/")
-    return "/".join(parts[:3])
-
-
 def _has_assistant(wire_format: str, body: Mapping[str, Any]) -> bool:
     items = body.get("input" if wire_format == "openai-responses" else "messages")
     if not isinstance(items, list):
@@ -224,53 +238,40 @@ def _has_assistant(wire_format: str, body: Mapping[str, Any]) -> bool:
     return False
 
 
-def _session_of(entry_session: str | None, body: Mapping[str, Any]) -> str | None:
+def _session_of(entry_session: str | None, body: Mapping[str, Any]) -> tuple[
+        str | None, str | None, bool]:
+    """``(scope, session, hinted)`` of a request.
+
+    The capture record's ``session`` names a conversation. A body's ``metadata.user_id`` or
+    ``prompt_cache_key`` is only a hint (``hinted``): many harnesses use one per user or per
+    head, and it stops counting as a session when conversations interleave under it
+    (:meth:`_Linter._interleaved`). A ``prompt_cache_key`` starting with ``sp-`` is the one
+    stableprompt derives from the head fingerprint (``prompt_cache_key=True``): it names a
+    lineage, never a conversation, so it only scopes candidates.
+    """
     if entry_session is not None:
-        return entry_session
+        return entry_session, entry_session, False
     metadata = body.get("metadata")
     if isinstance(metadata, Mapping) and isinstance(metadata.get("user_id"), str):
-        return str(metadata["user_id"])
+        user = str(metadata["user_id"])
+        return user, user, True
     key = body.get("prompt_cache_key")
-    return key if isinstance(key, str) else None
+    if not isinstance(key, str) or not key:
+        return None, None, False
+    return key, (None if key.startswith("sp-") else key), True
 
 
 def _make_req(pos: int, entry: CaptureEntry, seg: SegmentedRequest) -> _Req:
     segments = seg.segments
     first = next((s.digest for s in segments if s.kind == "message"), None)
+    scope, session, hinted = _session_of(entry.session, entry.body)
     return _Req(
         pos=pos, index=entry.index, source=entry.source, wire_format=seg.wire_format,
-        session=_session_of(entry.session, entry.body), model=seg.model, segments=segments,
+        scope=scope, session=session, hinted=hinted, model=seg.model, segments=segments,
         data=seg.data, has_assistant=_has_assistant(seg.wire_format, entry.body),
         breakpoints=tuple(s for s in segments if s.breakpoint is not None),
         first_message_digest=first,
     )
-
-
-def is_expected_divergence(a: Any, b: Any, divergence: Divergence) -> bool:
-    """Whether ``divergence`` (from ``diff(a, b)``) lies in ``a``'s volatile tail.
-
-    With explicit breakpoints on ``a``: the divergence is at or after the end of ``a``'s last
-    breakpoint segment. Without: it is inside ``a``'s last message and ``b`` has a message of
-    another role at that segment position (the per-turn message was replaced by the next turn).
-
-    Args:
-        a: The predecessor (``.segments``, ``.data``): a request, not a ``RenderedPrompt``,
-            whose tail segments ``diff`` already ignores.
-        b: The later request.
-        divergence: ``diff(a, b)``.
-    """
-    segments: Sequence[Segment] = a.segments
-    breakpoints = [s for s in segments if s.breakpoint is not None]
-    if breakpoints:
-        return divergence.offset >= breakpoints[-1].end
-    i = divergence.segment_index
-    if i >= len(segments) or i >= len(b.segments) or segments[i].kind != "message":
-        return False
-    last_key = _message_key(segments[-1])
-    if _message_key(segments[i]) != last_key:
-        return False
-    y: Segment = b.segments[i]
-    return y.kind == "message" and y.label != segments[i].label
 
 
 def _continues(a: _Req, b: _Req, start: int = 0) -> bool:
@@ -327,20 +328,74 @@ class _Linter:
             where = f" at {exc.pointer or '/'}" if exc.pointer is not None else ""
             self._problem(entry, exc.code, f"{exc.message}{where}")
             return
+        if self.wire_format is not None:
+            self._check_forced_format(entry, fmt)
         req = _make_req(len(self.reqs), entry, seg)
         self.reqs.append(req)
-        self._pair(req)
         self._scan_request(req)
-        for key in {(req.wire_format, None), (req.wire_format, req.session)}:
-            self.scopes.setdefault(key, _Index()).add(req)
 
     def _problem(self, entry: CaptureEntry, code: str, message: str) -> None:
         self.problems.append(CaptureProblem(entry.source, code, message, entry.line, entry.index))
 
+    def _check_forced_format(self, entry: CaptureEntry, forced: str) -> None:
+        """Flag a request whose declared, URL or body format is not the forced one when that
+        is visible: the capture declares it, the URL says it, or the body has fields the forced
+        format does not read (linting it as ``forced`` silently drops them)."""
+        by_url = detect_wire_format({}, entry.url_path) if entry.url_path else None
+        detected = entry.wire_format or by_url or detect_wire_format(entry.body)
+        if detected == "openai-compatible":
+            detected = "openai-chat"
+        if detected is None or detected == forced or detected not in _READS:
+            return
+        ignored = [k for k in entry.body if k in _READS[detected] and k not in _READS[forced]]
+        why = ("declared by the capture record" if entry.wire_format else
+               f"URL {entry.url_path}" if by_url else "from its fields")
+        if not (ignored or entry.wire_format or by_url):
+            return  # a weak guess from the body alone, and nothing is dropped
+        effect = (f"{', '.join(repr(k) for k in ignored)} ignored: not part of the {forced} "
+                  "cache order" if ignored else "its segments may not follow the provider's "
+                  "cache order")
+        self._hit("format-mismatch", entry.index,
+                  f"request {entry.index} looks like {detected} ({why}) but was linted as "
+                  f"{forced} (--format): {effect}")
+
     # -- predecessor and pair ----------------------------------------------------------------
 
+    def pair_all(self) -> None:
+        """Pair every request with its predecessor, in capture order (run once, after the
+        last :meth:`add`: whether a body's session hint names one conversation depends on
+        the whole capture)."""
+        interleaved = self._interleaved()
+        for req in self.reqs:
+            if req.hinted and (req.wire_format, req.scope) in interleaved:
+                req.session = None
+            self._pair(req)
+            for key in {(req.wire_format, None), (req.wire_format, req.scope)}:
+                self.scopes.setdefault(key, _Index()).add(req)
+
+    def _interleaved(self) -> set[tuple[str, str | None]]:
+        """Hinted session ids (``metadata.user_id``, ``prompt_cache_key``) under which
+        several conversations interleave: a conversation (by its opening message) comes back
+        after another one started. Such an id is a routing key (it still scopes candidates),
+        not a session: a new conversation under it must not look like a compaction."""
+        current: dict[tuple[str, str | None], str] = {}
+        seen: dict[tuple[str, str | None], set[str]] = {}
+        out: set[tuple[str, str | None]] = set()
+        for req in self.reqs:
+            key = (req.wire_format, req.scope)
+            digest = req.first_message_digest
+            if not req.hinted or req.session is None or digest is None or key in out:
+                continue
+            if current.get(key, digest) != digest:
+                done = seen.setdefault(key, set())
+                if digest in done:
+                    out.add(key)
+                done.add(current[key])
+            current[key] = digest
+        return out
+
     def _predecessor(self, b: _Req) -> _Req | None:
-        index = self.scopes.get((b.wire_format, b.session))
+        index = self.scopes.get((b.wire_format, b.scope))
         if index is None or not index.all:
             return None
         segs, by_digest = b.segments, index.by_digest
@@ -411,9 +466,11 @@ class _Linter:
         divergence = diff(a, b)
         lcp = lcp_bytes(a, b)
         expected = divergence is not None and is_expected_divergence(a, b, divergence)
+        snippet = None if divergence is None else value_snippet(a, b, divergence)
         self.pairs.append(LintPair(
             b.index, b.source, b.wire_format, b.session, size, a.index, len(a.data), lcp,
-            _ratio(lcp, size), min(1.0, _ratio(len(a.data), size)), divergence, expected))
+            _ratio(lcp, size), min(1.0, _ratio(len(a.data), size)), divergence, expected,
+            snippet))
         if divergence is None or expected:
             return
         x = a.segments[divergence.segment_index]
@@ -495,10 +552,16 @@ class _Linter:
             return
         tokens = sum(self.tokens.count(req.data[s.start:s.end]) for s in prefix)
         if tokens < minimum:
+            if policy.conservative:
+                whose = (f"conservative {minimum}-token minimum assumed for the unknown model "
+                         f"{req.model or '(none given)'}: the provider's largest documented "
+                         "minimum; add the model to the policy table for its own")
+            else:
+                whose = f"{minimum}-token minimum of {req.model or 'this model'}"
             self._hit("breakpoint-below-minimum", req.index,
                       f"request {req.index}: the first breakpoint ({first.name}) ends a prefix "
-                      f"of ~{tokens} tokens ({self.tokens.method}), below the {minimum}-token "
-                      f"minimum of {req.model or 'this model'} ({policy.source.split(';')[0]})")
+                      f"of ~{tokens} tokens ({self.tokens.method}), below the {whose} "
+                      f"({policy.source.split(';')[0]})")
 
     # -- output ------------------------------------------------------------------------------
 
@@ -760,6 +823,7 @@ def _check_format(wire_format: str | None) -> str | None:
 
 
 def _finish(linter: _Linter, capture: str | None) -> LintReport:
+    linter.pair_all()
     if not linter.reqs:
         where = f"capture {capture!r}" if capture else "the request list"
         if linter.problems:

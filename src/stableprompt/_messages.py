@@ -12,14 +12,15 @@ retry, fork) reuses those bytes and never re-renders from a lossy form.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from ._canonical import canonical_json, loads
-from ._exceptions import CanonicalizationError, HistoryError
+from ._exceptions import BreakpointError, CanonicalizationError, HistoryError
 
-__all__ = ["Message", "ToolCall", "text_block_bytes"]
+__all__ = ["Message", "ToolCall", "cache_control", "text_block_bytes"]
 
 ROLES = ("user", "assistant", "tool")
 TTLS = ("5m", "1h")
@@ -44,20 +45,25 @@ def text_block_bytes(text: str, *, cache_ttl: str | None = None) -> bytes:
     """Canonical bytes of an Anthropic-style text block, optionally with ``cache_control``."""
     block: dict[str, Any] = {"text": text, "type": "text"}
     if cache_ttl is not None:
-        block["cache_control"] = _cache_control(cache_ttl)
+        block["cache_control"] = cache_control(cache_ttl)
     return canonical_json(block)
 
 
-def _cache_control(ttl: str) -> dict[str, str]:
-    # Anthropic: {"type": "ephemeral"} means 5 minutes; "ttl": "1h" asks for one hour.
+def cache_control(ttl: str) -> dict[str, str]:
+    """Anthropic ``cache_control`` marker: ``{"type": "ephemeral"}`` means 5 minutes,
+    ``"ttl": "1h"`` asks for one hour (platform.claude.com prompt-caching docs)."""
     return {"type": "ephemeral"} if ttl == "5m" else {"ttl": ttl, "type": "ephemeral"}
 
 
 def check_ttl(ttl: str | None, where: str) -> str | None:
-    """Validate a breakpoint TTL label (``"5m"``/``"1h"``) or ``None``."""
-    if ttl is not None and ttl not in TTLS:
-        raise HistoryError(f"cache breakpoint TTL must be one of {TTLS}, got {ttl!r}",
-                           code="breakpoint-ttl", segment=where)
+    """Validate a breakpoint TTL label (``"5m"``/``"1h"``) or ``None``.
+
+    Raises:
+        BreakpointError: any other value (code ``breakpoint-ttl``).
+    """
+    if ttl is not None and (not isinstance(ttl, str) or ttl not in TTLS):
+        raise BreakpointError(f"cache breakpoint TTL must be one of {TTLS}, got {ttl!r}",
+                              code="breakpoint-ttl", segment=where)
     return ttl
 
 
@@ -89,9 +95,9 @@ class Message:
             raise HistoryError("a message needs at least one content block", code="history-empty")
         try:
             data = canonical_json({"content": list(blocks), "role": role})
-        except CanonicalizationError as exc:
+        except CanonicalizationError as exc:  # pointer is relative to {"content", "role"}
             raise HistoryError(f"message content is not canonical JSON: {exc.message}",
-                               code=exc.code, pointer=f"/content{exc.pointer or ''}") from exc
+                               code=exc.code, pointer=exc.pointer) from exc
         object.__setattr__(self, "role", role)
         object.__setattr__(self, "data", data)
         object.__setattr__(self, "breakpoint", breakpoint)
@@ -102,6 +108,35 @@ class Message:
     def __setattr__(self, name: str, value: object) -> None:
         raise HistoryError("messages are immutable; history is append-only",
                            code="history-immutable")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (Message.from_bytes, (self.data, self.breakpoint))
+
+    def __eq__(self, other: object) -> bool:
+        return (isinstance(other, Message) and self.data == other.data
+                and self.breakpoint == other.breakpoint)
+
+    def __hash__(self) -> int:
+        return hash((self.data, self.breakpoint))
+
+    @classmethod
+    def from_bytes(cls, data: bytes, breakpoint: str | None = None) -> Message:
+        """Rebuild a message from its stored canonical bytes (resume, unpickle).
+
+        Raises:
+            HistoryError: ``data`` is not a canonical message (code ``history-bytes``): the
+                stored bytes must be reused exactly, never re-rendered from a lossy form.
+        """
+        try:
+            value = loads(data)
+            message = cls(value["role"], value["content"], breakpoint=breakpoint)
+        except (ValueError, KeyError, TypeError) as exc:
+            raise HistoryError(f"stored message bytes are not a message: {exc}",
+                               code="history-bytes") from exc
+        if message.data != bytes(data):
+            raise HistoryError("stored message bytes are not canonical (edited or produced "
+                               "elsewhere)", code="history-bytes")
+        return message
 
     def __repr__(self) -> str:
         return f"Message(role={self.role!r}, bytes={len(self.data)})"
@@ -121,7 +156,7 @@ class Message:
     def tool_calls(self) -> tuple[ToolCall, ...]:
         """Tool calls in this (assistant) message."""
         return tuple(
-            ToolCall(b["id"], b["name"], b["arguments"])
+            ToolCall(b["id"], b["name"], copy.deepcopy(b["arguments"]))
             for b in self._blocks if b.get("type") == "tool_call"
         )
 
@@ -147,7 +182,7 @@ class Message:
     def anthropic_block_with_breakpoint(self, index: int, ttl: str) -> bytes:
         """Block ``index`` rendered with a ``cache_control`` marker of ``ttl``."""
         block = self._anthropic_block(self._blocks[index])
-        block["cache_control"] = _cache_control(ttl)
+        block["cache_control"] = cache_control(ttl)
         return canonical_json(block)
 
     @staticmethod
@@ -208,10 +243,15 @@ class Message:
 
     def _responses_items(self) -> list[dict[str, Any]]:
         items: list[dict[str, Any]] = []
-        part = "output_text" if self.role == "assistant" else "input_text"
-        texts = [{"text": b["text"], "type": part} for b in self._blocks if b["type"] == "text"]
-        if texts:
-            items.append({"content": texts, "role": self.role, "type": "message"})
+        texts = [b["text"] for b in self._blocks if b["type"] == "text"]
+        if texts and self.role == "assistant":
+            # Input items replaying assistant text take string content (EasyInputMessage);
+            # output_text parts would need the output message's id/status/annotations.
+            items.append({"content": "\n\n".join(texts), "role": "assistant",
+                          "type": "message"})
+        elif texts:
+            items.append({"content": [{"text": t, "type": "input_text"} for t in texts],
+                          "role": self.role, "type": "message"})
         for b in self._blocks:
             if b["type"] == "tool_call":
                 items.append({"arguments": canonical_json(b["arguments"]).decode(),
@@ -224,11 +264,17 @@ class Message:
 
 def user_message(content: str | Sequence[str], *, breakpoint: str | None = None) -> Message:
     """Build a user message from text (or several text blocks)."""
+    if not isinstance(content, (str, list, tuple)):
+        raise HistoryError(f"user content must be str or a list of str, got "
+                           f"{type(content).__name__}", code="history-type", pointer="/content")
     texts = [content] if isinstance(content, str) else list(content)
     for i, text in enumerate(texts):
         if not isinstance(text, str):
             raise HistoryError(f"user text must be str, got {type(text).__name__}",
                                code="history-type", pointer=f"/content/{i}/text")
+        if not text:
+            raise HistoryError("user text must not be empty (providers reject empty text "
+                               "blocks)", code="history-empty-text", pointer=f"/content/{i}/text")
     return Message("user", [{"text": t, "type": "text"} for t in texts],
                    breakpoint=check_ttl(breakpoint, "user"))
 
@@ -241,7 +287,12 @@ def assistant_message(text: str | None, tool_calls: Sequence[ToolCall | Mapping[
         if not isinstance(text, str):
             raise HistoryError("assistant text must be str", code="history-type",
                                pointer="/content/0/text")
+        if not text:
+            raise HistoryError("assistant text must not be empty (providers reject empty text "
+                               "blocks); pass text=None", code="history-empty-text",
+                               pointer="/content/0/text")
         blocks.append({"text": text, "type": "text"})
+    seen: set[str] = set()
     for i, call in enumerate(tool_calls):
         if isinstance(call, Mapping):
             try:
@@ -256,6 +307,10 @@ def assistant_message(text: str | None, tool_calls: Sequence[ToolCall | Mapping[
         if not isinstance(call.arguments, Mapping):
             raise HistoryError("tool call arguments must be a JSON object",
                                code="history-tool-call", pointer=f"/tool_calls/{i}/arguments")
+        if call.id in seen:
+            raise HistoryError(f"tool call id {call.id!r} repeated in one message",
+                               code="history-duplicate-call", pointer=f"/tool_calls/{i}/id")
+        seen.add(call.id)
         blocks.append({"arguments": dict(call.arguments), "id": call.id, "name": call.name,
                        "type": "tool_call"})
     return Message("assistant", blocks, breakpoint=check_ttl(breakpoint, "assistant"))
@@ -264,12 +319,15 @@ def assistant_message(text: str | None, tool_calls: Sequence[ToolCall | Mapping[
 def tool_result_message(tool_call_id: str, content: Any, *, is_error: bool = False,
                         breakpoint: str | None = None) -> Message:
     """Build a tool-result message; non-string content is stored as canonical JSON text."""
+    if not isinstance(is_error, bool):
+        raise HistoryError(f"is_error must be a bool, got {type(is_error).__name__}",
+                           code="history-type", pointer="/is_error")
     if not isinstance(content, str):
         try:
             content = canonical_json(content).decode()
         except CanonicalizationError as exc:
             raise HistoryError(f"tool result is not JSON: {exc.message}", code=exc.code,
                                pointer=f"/content{exc.pointer or ''}") from exc
-    return Message("tool", [{"content": content, "is_error": bool(is_error),
+    return Message("tool", [{"content": content, "is_error": is_error,
                              "tool_call_id": tool_call_id, "type": "tool_result"}],
                    breakpoint=check_ttl(breakpoint, "tool"))

@@ -115,14 +115,18 @@ def _bedrock(pattern: str, minimum: int, ttls: tuple[int, ...]) -> CachePolicy:
     )
 
 
-def _openai(pattern: str, minimum: int, granularity: int, modern: bool) -> CachePolicy:
+def _openai(pattern: str, minimum: int, granularity: int, modern: bool,
+            ttls_s: tuple[int, ...] | None = None) -> CachePolicy:
     return CachePolicy(
         provider="openai",
         model_pattern=pattern,
         min_cacheable_tokens=minimum,
         granularity_tokens=granularity,
-        # GPT-5.6+: >= 30 min after the latest write or reuse; earlier: 5-10 min idle in memory.
-        ttls_s=(1800,) if modern else (300, 86400),
+        # GPT-5.6+: >= 30 min after the latest write or reuse. Earlier models: 5-10 min idle
+        # ("in_memory", the documented default) or 24 h with prompt_cache_retention="24h" (a
+        # 24 h default for organizations without ZDR since 2026-05-29 is UNVERIFIED: override
+        # ttls_s if your organization has it).
+        ttls_s=ttls_s or ((1800,) if modern else (300, 86400)),
         breakpoint_budget=4 if modern else None,
         automatic=True,
         # Pre-5.6 read discounts are model-dependent (50-90%, UNVERIFIED per model): 0.5 is the
@@ -173,24 +177,27 @@ def default_policies() -> tuple[CachePolicy, ...]:
         _openai("gpt-5.7*", 1024, 1, modern=True),
         _openai("gpt-5.8*", 1024, 1, modern=True),
         _openai("gpt-6*", 1024, 1, modern=True),
+        # GPT-5.5: implicit breakpoints every 2,048 tokens (reads land on 2,048 multiples,
+        # reported minus hidden tokens and floored to 128), ~30 min up to 24 h, "24h" only.
+        _openai("gpt-5.5*", 2048, 2048, modern=False, ttls_s=(1800, 86400)),
         _openai("*", 2048, 128, modern=False).model_copy(update={"conservative": True}),
         _simple("gemini", 1024, _GEMINI_DOC, model_pattern="gemini-2.5-flash*",
                 ttls_s=(3600,), read_multiplier=0.25, as_of="2025-12-01"),
         _simple("gemini", 4096, _GEMINI_DOC, ttls_s=(3600,), read_multiplier=0.25,
                 as_of="2026-06-26", conservative=True),
         _simple("deepseek", 64, _DEEPSEEK_DOC, granularity_tokens=64, read_multiplier=0.1,
-                as_of="2026-08-01", conservative=True),
+                as_of="2026-08-01"),
         _bedrock("*claude-sonnet-4-6*", 1024, (300,)),
         _bedrock("*claude-opus-4-5*", 4096, (300, 3600)),
         _bedrock("*claude-sonnet-4-5*", 4096, (300, 3600)),
         _bedrock("*claude-haiku-4-5*", 4096, (300, 3600)),
         _bedrock("*", 4096, (300,)).model_copy(update={"conservative": True}),
+        # Self-hosted engines and the rest: one documented rule per provider (engine defaults:
+        # vLLM 16-token blocks, SGLang page size 1), not a per-model guess.
         _simple("vllm", 16, _VLLM_DOC, granularity_tokens=16, recompute_last_token=True,
-                as_of="2026-08-01", conservative=True),
-        _simple("sglang", 1, _SGLANG_DOC, recompute_last_token=True, as_of="2026-08-01",
-                conservative=True),
-        _simple("llama-cpp", 1, _LLAMA_DOC, recompute_last_token=True, as_of="2026-02-15",
-                conservative=True),
+                as_of="2026-08-01"),
+        _simple("sglang", 1, _SGLANG_DOC, recompute_last_token=True, as_of="2026-08-01"),
+        _simple("llama-cpp", 1, _LLAMA_DOC, recompute_last_token=True, as_of="2026-02-15"),
         _simple("openrouter", 1024, _OPENROUTER_DOC, read_multiplier=0.1, ttls_s=(300,),
                 as_of="2026-08-01", conservative=True),
         _simple("xai", 1024, _XAI_DOC, read_multiplier=0.25, as_of="2026-08-01",

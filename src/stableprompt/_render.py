@@ -14,9 +14,9 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ._canonical import canonical_json, loads
-from ._exceptions import BreakpointError, InputError
-from ._fingerprint import Segment, fingerprint_of
-from ._messages import Message, text_block_bytes
+from ._exceptions import BreakpointError, CanonicalizationError, InputError
+from ._fingerprint import Segment, fingerprint_of, sum_tokens
+from ._messages import Message, cache_control, check_ttl, text_block_bytes
 from ._policy import cache_policy
 from ._request import SegmentedRequest, segment_request
 
@@ -117,8 +117,7 @@ class RenderedPrompt:
     @property
     def tokens(self) -> int | None:
         """Total tokens over all segments, ``None`` without a tokenizer."""
-        counts = [s.tokens for s in self.segments]
-        return None if any(c is None for c in counts) else sum(c or 0 for c in counts)
+        return sum_tokens(self.segments)
 
     def _tail_texts(self) -> list[str]:
         return [f"<{name}>\n{loads(data)['text']}\n</{name}>" for name, data in self.tail]
@@ -158,6 +157,17 @@ class RenderedPrompt:
         Source: platform.claude.com/docs/en/build-with-claude/prompt-caching (at most 4
         breakpoints, 20-block lookback, longer TTLs before shorter).
         """
+        _check_model(model)
+        if type(max_tokens) is not int or max_tokens < 0:
+            raise InputError(f"max_tokens must be an int >= 0, got {max_tokens!r}",
+                             code="render-param", pointer="/max_tokens")
+        if check_ttl(history_ttl, "history") is None:
+            raise BreakpointError("history_ttl must be '5m' or '1h'", code="breakpoint-ttl")
+        if type(max_breakpoints) is not int or not 1 <= max_breakpoints <= (
+                ANTHROPIC_MAX_BREAKPOINTS):
+            raise BreakpointError(
+                f"max_breakpoints must be 1..{ANTHROPIC_MAX_BREAKPOINTS} (Anthropic's budget), "
+                f"got {max_breakpoints!r}", code="breakpoint-budget")
         head = self.head
         # Group history into Anthropic messages: user and tool results share the user role.
         groups: list[tuple[str, list[tuple[int, int]]]] = []  # role, [(message idx, block idx)]
@@ -176,7 +186,7 @@ class RenderedPrompt:
         for (where, index), ttl in marks.items():
             if where == "tool":
                 tool = list(head.tools)[index].to_anthropic()
-                tool["cache_control"] = _cc(ttl)
+                tool["cache_control"] = cache_control(ttl)
                 tool_bytes[index] = canonical_json(tool)
             elif where == "system":
                 system_bytes[index] = text_block_bytes(head.system[index], cache_ttl=ttl)
@@ -252,10 +262,24 @@ class RenderedPrompt:
 
     # -- OpenAI -----------------------------------------------------------------------------
 
-    def _cache_key(self, prompt_cache_key: bool | str | None) -> str | None:
+    def _openai_checks(self, model: str, prompt_cache_key: bool | str | None,
+                       system_role: str, tail_role: str | None) -> str | None:
+        """Validate the OpenAI render arguments; return the prompt_cache_key to send."""
+        _check_model(model)
+        if system_role not in ("system", "developer"):
+            raise InputError(f"system_role must be 'system' or 'developer', got {system_role!r}",
+                             code="render-param")
+        if tail_role not in (None, "user", "developer", "system"):
+            raise InputError(f"tail_role must be 'user', 'developer' or 'system', got "
+                             f"{tail_role!r}", code="render-param")
         if prompt_cache_key is True:
             return "sp-" + self.head.fingerprint.split(":", 1)[1][:24]
-        return prompt_cache_key or None
+        if prompt_cache_key in (None, False):
+            return None
+        if not isinstance(prompt_cache_key, str) or not prompt_cache_key:
+            raise InputError("prompt_cache_key must be True, a non-empty str, or None",
+                             code="render-param", pointer="/prompt_cache_key")
+        return prompt_cache_key
 
     def to_openai_chat(self, *, model: str, prompt_cache_key: bool | str | None = None,
                        system_role: str = "system", tail_role: str | None = None,
@@ -278,6 +302,7 @@ class RenderedPrompt:
         "is combined with the prefix hash"; tools are part of the cached prefix; implicit
         breakpoints for GPT-5.6 and later).
         """
+        key = self._openai_checks(model, prompt_cache_key, system_role, tail_role)
         head = self.head
         parts: list[bytes] = []
         if head.system:
@@ -294,7 +319,6 @@ class RenderedPrompt:
         if len(head.tools):
             fields["tools"] = _head_wire(head, "openai-chat-tools",
                                          lambda: canonical_json(head.tools.to_openai_chat()))
-        key = self._cache_key(prompt_cache_key)
         if key:
             params = {**params, "prompt_cache_key": key}
         return ProviderRequest("openai-chat", "/v1/chat/completions", _body(fields, params))
@@ -307,6 +331,7 @@ class RenderedPrompt:
 
         Source: openai-python ``responses/response_create_params.py``.
         """
+        key = self._openai_checks(model, prompt_cache_key, system_role, tail_role)
         head = self.head
         items: list[bytes] = []
         if head.system:
@@ -325,7 +350,6 @@ class RenderedPrompt:
             fields["tools"] = _head_wire(
                 head, "openai-responses-tools",
                 lambda: canonical_json(head.tools.to_openai_responses()))
-        key = self._cache_key(prompt_cache_key)
         if key:
             params = {**params, "prompt_cache_key": key}
         return ProviderRequest("openai-responses", "/v1/responses", _body(fields, params))
@@ -346,8 +370,10 @@ def _head_wire(head: PinnedHead, key: str, build: Callable[[], _T]) -> _T:
     return value
 
 
-def _cc(ttl: str) -> dict[str, str]:
-    return {"type": "ephemeral"} if ttl == "5m" else {"ttl": ttl, "type": "ephemeral"}
+def _check_model(model: object) -> None:
+    if not isinstance(model, str) or not model:
+        raise InputError(f"model must be a non-empty str, got {model!r}", code="render-param",
+                         pointer="/model")
 
 
 def _message(role: str, blocks: Sequence[bytes]) -> bytes:
@@ -362,5 +388,9 @@ def _body(fields: dict[str, bytes], params: Mapping[str, Any]) -> bytes:
                          "as the named arguments", code="render-param-clash")
     merged = dict(fields)
     for key, value in params.items():
-        merged[key] = canonical_json(value)
+        try:
+            merged[key] = canonical_json(value)
+        except CanonicalizationError as exc:
+            raise CanonicalizationError(exc.message, code=exc.code,
+                                        pointer=f"/{key}{exc.pointer or ''}") from exc
     return b"{" + b",".join(canonical_json(k) + b":" + merged[k] for k in sorted(merged)) + b"}"

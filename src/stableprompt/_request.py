@@ -94,15 +94,22 @@ class SegmentedRequest:
 def detect_wire_format(body: Mapping[str, Any], path: str | None = None) -> str | None:
     """Guess the wire format of a request from its URL path and/or body.
 
+    A path decides when it names a known endpoint (``/v1/messages``, ``/chat/completions``,
+    ``/v1/responses``, also behind a proxy prefix); any other ``/v1/...`` path (Assistants
+    ``/v1/threads/t/messages``, files, batches) returns ``None``: not a prompt request.
+
     Returns ``anthropic``, ``openai-chat``, ``openai-responses`` or ``None`` when unsure.
     """
     if path is not None:
-        if path.endswith("/messages") and "/chat/" not in path:
+        path = path.rstrip("/")
+        if path == "/v1/messages" or path.endswith("/v1/messages") or path == "/messages":
             return "anthropic"
         if path.endswith("/chat/completions"):
             return "openai-chat"
-        if path.endswith("/responses"):
+        if path == "/v1/responses" or path.endswith("/v1/responses") or path == "/responses":
             return "openai-responses"
+        if "/v1/" in path or path.startswith("/v1"):  # another endpoint (threads, files, ...)
+            return None
     if "input" in body or "instructions" in body:
         return "openai-responses"
     messages = body.get("messages")

@@ -364,6 +364,16 @@ class Tool:
                 tool=tool_name,
                 pointer="",
             ) from exc
+        ref = schema.get("$ref")
+        defs = schema.get("$defs")
+        if isinstance(ref, str) and ref.startswith("#/$defs/") and isinstance(defs, dict):
+            # Self-referencing models: pydantic puts the model itself in $defs and points at
+            # it from the top. Inline it so the top level is an object schema; $defs stay for
+            # the recursive references.
+            target = defs.get(ref[len("#/$defs/"):])
+            if isinstance(target, dict):
+                rest = {k: v for k, v in schema.items() if k not in ("$ref", "$defs")}
+                schema = {**target, **rest, "$defs": defs}
         return cls(tool_name, description, schema, strict=strict)
 
     @classmethod
