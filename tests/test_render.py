@@ -161,3 +161,21 @@ def test_compaction_keeps_head_and_reports_event() -> None:
     assert len(conv.messages) == 5
     d = diff(before, after)
     assert d is not None and d.segment == "messages[0]" and d.cause == "history-rewrite"
+
+
+def test_bodies_match_official_sdk_request_types() -> None:
+    """Rendered bodies validate against the official anthropic/openai SDK request types."""
+    from anthropic.types import MessageCreateParams  # type: ignore[attr-defined]
+    from openai.types.chat import CompletionCreateParams
+    from openai.types.responses import ResponseInputItemParam
+    from pydantic import TypeAdapter
+
+    rendered = _conv().render(tail={"now": "t"})
+    TypeAdapter(MessageCreateParams).validate_python(
+        rendered.to_anthropic(model="claude-sonnet-5", max_tokens=100).body)
+    TypeAdapter(CompletionCreateParams).validate_python(
+        rendered.to_openai_chat(model="gpt-5.2").body)
+    items = rendered.to_openai_responses(model="gpt-5.6").body["input"]
+    adapter: TypeAdapter[Any] = TypeAdapter(ResponseInputItemParam)
+    for item in items:
+        adapter.validate_python(item, strict=True)

@@ -4,11 +4,17 @@ Each request is segmented in its provider's cache order (:func:`segment_request`
 with a predecessor, and compared with :func:`diff`. Definitions (all sizes are bytes of segment
 data, ``SegmentedRequest.data``: compact JSON in cache order, breakpoint markers removed):
 
+**Sessions.** A capture record's ``session`` key names a conversation. A body's
+``metadata.user_id`` or ``prompt_cache_key`` is a hint: it names a session unless two
+conversations (told apart by their opening message) interleave under it, in which case it is
+only a routing key; a ``prompt_cache_key`` starting with ``sp-`` (stableprompt's per-head key,
+``prompt_cache_key=True``) is always only a routing key. A session or routing key restricts the
+candidates; only a session enables the session exceptions below (and ``LintPair.session``).
+
 **Predecessor.** Candidates are the earlier requests of the same wire format and, when the
-request's session is known (capture ``session`` key, else body ``metadata.user_id``, else body
-``prompt_cache_key``), of the same session; otherwise any earlier request. With ``k`` = the
-most whole segments any candidate shares with the request (an index of chained prefix digests
-finds it in O(log n) lookups; no pairwise comparisons), in order:
+request has a session or routing key, of the same key; otherwise any earlier request. With
+``k`` = the most whole segments any candidate shares with the request (an index of chained
+prefix digests finds it in O(log n) lookups; no pairwise comparisons), in order:
 
 1. A candidate that is entirely a prefix of the request (``k`` segments long) is the
    predecessor: a rewind, fork or retry is not a break. Exception: a longer candidate that
@@ -28,7 +34,7 @@ finds it in O(log n) lookups; no pairwise comparisons), in order:
 At most the 64 most recent candidates are compared; ties go to the latest. So interleaved
 subagents, and sessions that share a head, do not look like breaks. Limitation: without
 session ids, a rewrite of most already-sent bytes (compaction) looks like a new conversation;
-session ids (``session``, ``metadata.user_id``, ``prompt_cache_key``) rule that out.
+session ids rule that out.
 
 **Prefix ratio** of a pair = ``lcp_bytes / size_bytes`` of the later request. A request with no
 predecessor has ``predecessor``, ``prefix_ratio`` and ``ceiling`` ``None`` and is left out of
@@ -42,12 +48,18 @@ predecessor is a prefix of the request. ``ceiling`` is the mean over the same pa
 ``prefix_ratio_mean`` and ``ceiling_weighted`` is ``sum(min(pred, size)) / sum(size)``, so
 ratio and ceiling are directly comparable (``prefix_ratio <= ceiling`` always).
 
-**Expected divergences** (the volatile tail, not breaks). When the predecessor has explicit
-breakpoints, a divergence at or after the end of its last breakpoint segment changes nothing
-it cached. Without breakpoints, a divergence inside the predecessor's last message where the
-later request has a message of another role at that position (the per-turn last message was
-replaced by the next turn) is the same pattern. Such divergences are reported on the pair with
-``"expected": true`` and do not count as breaks. stableprompt's own renders put the tail there.
+**Expected divergences** (the volatile tail, not breaks) lie inside the predecessor's *last
+message*, after its last breakpoint when that breakpoint ends in or right before that message,
+else where the later request has another message or role in its place (the per-turn message
+was replaced by the next turn); see :func:`is_expected_divergence`. A change to any earlier
+message is a ``history-rewrite`` break, even after the last breakpoint. Expected divergences
+are reported with ``"expected": true`` and do not count as breaks; stableprompt's own renders
+put their tail there.
+
+**Offsets.** ``Divergence.offset`` (``divergence.offset`` in JSON) is a byte offset into the
+segment data defined above (== ``lcp_bytes``), not into the body as sent; ``value_offset`` is
+the character offset of the first difference inside the JSON value at ``path``, and the
+snippets are cut from that value (see :mod:`stableprompt._lint_divergence`).
 
 **Findings** hold across the capture: see :data:`FINDING_FIXES` for the codes and their fixes.
 Volatile content (:func:`scan_volatile`; values under ``examples``/``default``/``enum``/
@@ -69,19 +81,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ._canonical import escape_pointer, loads
 from ._capture import CaptureEntry, CaptureProblem, Skipped, iter_capture
-from ._diff import (
-    Divergence,
-    _body_path,
-    _common_prefix_len,
-    diff,
-    first_divergent_index,
-    lcp_bytes,
-)
-from ._exceptions import CaptureError, PolicyError, TokenizerUnavailableError
+from ._diff import _common_prefix_len, diff, first_divergent_index, lcp_bytes
+from ._exceptions import CaptureError, PolicyError
 from ._fingerprint import Segment
 from ._lint_divergence import is_expected_divergence, value_snippet
+from ._lint_findings import (
+    CAUSE_FIXES,
+    FINDING_FIXES,
+    HeadSeg,
+    TokenCounter,
+    finding,
+    head_findings,
+    tool_order_findings,
+)
 from ._lint_results import LintFinding, LintPair, LintReport, LintSummary
 from ._policy import CachePolicy, PolicyTable, cache_policy
 from ._request import (
@@ -91,7 +104,6 @@ from ._request import (
     detect_wire_format,
     segment_request,
 )
-from ._volatility import scan_volatile
 
 __all__ = [
     "CAUSE_FIXES",
@@ -105,53 +117,6 @@ __all__ = [
     "lint_requests",
 ]
 
-#: One-line fix per break cause (see ``stableprompt._diff.CAUSES``).
-CAUSE_FIXES: Mapping[str, str] = {
-    "model-change": "keep one model per session; a model switch starts a cold cache "
-    "(start a new session for another model)",
-    "param-change": "keep cache-key parameters (tool_choice, thinking, reasoning effort, "
-    "response schema) fixed for the whole session",
-    "tool-added": "declare every tool in the head up front and mask per-turn availability "
-    "(tool_choice or a tail note) instead of adding tools",
-    "tool-removed": "keep tools in the head and mask them (tool_choice or a tail note) "
-    "instead of removing them",
-    "tool-reorder": "send tools in one fixed order (sorted by name)",
-    "key-order": "serialize JSON with sorted keys (canonical JSON) for tools, schemas and "
-    "tool_use inputs",
-    "whitespace": "render each text once and re-send the same bytes; never re-format it",
-    "volatile-token": "move per-turn values (clock, dates, ids, counters) out of the prefix "
-    "into a volatile tail after the last breakpoint",
-    "history-rewrite": "treat history as append-only: re-send the exact bytes already sent "
-    "(same content form, whitespace, blocks)",
-    "content-edit": "freeze the head (tools + system) for the session; changing it starts "
-    "a new cache lineage",
-}
-
-#: Finding code -> (severity, one-line fix).
-FINDING_FIXES: Mapping[str, tuple[str, str]] = {
-    "head-changed-mid-session": ("error", "freeze the head (model, params, tools, system) for "
-                                 "a session; start a new session to change it"),
-    "unstable-tool-order": ("error", "send tools in one fixed order (sorted by name); mask "
-                            "instead of removing"),
-    "too-many-breakpoints": ("error", "use at most the provider's breakpoint budget (4): end "
-                             "of head and end of stable history"),
-    "breakpoint-ttl-order": ("error", "put longer-TTL breakpoints (1h) before shorter ones "
-                             "(5m)"),
-    "format-mismatch": ("error", "drop --format (the format is detected per request) or pass "
-                        "the format the requests were sent in"),
-    "volatile-in-cached-region": ("warning", "move per-turn values (clock, dates, ids) out of "
-                                  "tools/system into a volatile tail after the last breakpoint"),
-    "breakpoint-on-per-turn-block": ("warning", "put the breakpoint on the last stable block, "
-                                     "before per-turn content, not on the per-turn block"),
-    "breakpoint-below-minimum": ("warning", "move the first breakpoint to a prefix of at least "
-                                 "the model's minimum cacheable tokens, or drop it"),
-    "no-breakpoints": ("warning", "add cache_control at the end of the head and of the stable "
-                       "history (or top-level cache_control): Anthropic caches only at "
-                       "breakpoints"),
-    "non-canonical-schema-keys": ("info", "serialize tool schemas with sorted keys (canonical "
-                                  "JSON) so another runtime cannot reorder them"),
-}
-
 _SCAN_CANDIDATES = 64
 #: Top-level body keys each wire format reads (cache-key parameters and content).
 _READS: Mapping[str, frozenset[str]] = {
@@ -162,7 +127,6 @@ _READS: Mapping[str, frozenset[str]] = {
         ("openai-responses", CACHE_KEY_PARAMS["openai-responses"], ("instructions", "input")),
     )
 }
-_EXAMPLE_KEYS = frozenset({"examples", "example", "default", "enum", "const"})
 _HEAD_KINDS = ("param", "tool", "system")
 _TTL_S = {"5m": 300, "1h": 3600}
 
@@ -209,17 +173,6 @@ class _Index:
         if req.first_message_digest is not None:
             self.by_first.setdefault(req.first_message_digest, []).append(req.pos)
         self.all.append(req.pos)
-
-
-@dataclass(slots=True)
-class _HeadSeg:
-    kind: str
-    name: str
-    label: str
-    path: str
-    data: bytes
-    requests: list[int]  # every request holding this segment
-    cached_requests: list[int]  # those where it lies inside a cached region
 
 
 def _has_assistant(wire_format: str, body: Mapping[str, Any]) -> bool:
@@ -305,12 +258,12 @@ class _Linter:
         self.problems: list[CaptureProblem] = []
         self.skipped = 0
         self.scopes: dict[tuple[str, str | None], _Index] = {}
-        self.head: dict[str, _HeadSeg] = {}
+        self.head: dict[str, HeadSeg] = {}
         self.tool_orders: dict[tuple[str, ...], list[int]] = {}
         self.hits: dict[str, list[int]] = {}  # finding code -> request indexes
         self.examples: dict[str, str] = {}  # finding code -> first example message
         self.policy_cache: dict[tuple[str, str | None], CachePolicy | None] = {}
-        self.tokens = _TokenCounter()
+        self.tokens = TokenCounter()
 
     # -- input -------------------------------------------------------------------------------
 
@@ -520,7 +473,7 @@ class _Linter:
                 continue
             head = self.head.get(s.digest)
             if head is None:
-                head = self.head[s.digest] = _HeadSeg(
+                head = self.head[s.digest] = HeadSeg(
                     s.kind, s.name, s.label, s.path, req.data[s.start:s.end], [], [])
             head.requests.append(req.index)
             if s.end <= cached_end:
@@ -566,11 +519,11 @@ class _Linter:
     # -- output ------------------------------------------------------------------------------
 
     def report(self, capture: str | None) -> LintReport:
-        findings = [*self._head_findings(), *self._tool_order_findings()]
+        findings = [*head_findings(self.head.values()), *tool_order_findings(self.tool_orders)]
         for code, indexes in self.hits.items():
             count = len(set(indexes))
             more = f" (and {count - 1} more request{'s' * (count > 2)})" if count > 1 else ""
-            findings.append(_finding(code, self.examples[code] + more, indexes))
+            findings.append(finding(code, self.examples[code] + more, indexes))
         rank = {"error": 0, "warning": 1, "info": 2}
         findings.sort(key=lambda f: (rank[f.severity], f.code, f.requests))
         return LintReport(self._summary(), tuple(self.pairs), tuple(findings),
@@ -603,137 +556,6 @@ class _Linter:
             problems=len(self.problems),
             skipped=self.skipped,
         )
-
-    def _head_findings(self) -> Iterator[LintFinding]:
-        volatile: dict[tuple[str, str, str], tuple[str, list[int]]] = {}
-        schemas: list[tuple[str, list[int]]] = []
-        for head in self.head.values():
-            try:
-                value = loads(head.data)
-            except ValueError:  # pragma: no cover - segment bytes are JSON we wrote
-                continue
-            where = f"tool {head.label}" if head.kind == "tool" and head.label else head.name
-            if head.kind == "tool":
-                problem = _schema_key_problem(value)
-                if problem is not None:
-                    schemas.append((f"{where}: {problem}", head.requests))
-            if not head.cached_requests:
-                continue
-            seg = Segment(head.kind, head.name, 0, 0, "", "", path=head.path)
-            for inner, text in _strings(value, ""):
-                for span in scan_volatile(text):
-                    path = _body_path(seg, inner)
-                    key = (where, inner, span.kind)
-                    if key not in volatile:
-                        volatile[key] = (f"{where} at {path} holds a {span.kind} "
-                                         f"({span.text!r}) inside the cached prefix", [])
-                    volatile[key][1].extend(head.cached_requests)
-        for message, indexes in volatile.values():
-            yield _finding("volatile-in-cached-region", message, indexes)
-        if schemas:
-            indexes = [i for _, reqs in schemas for i in reqs]
-            shown = "; ".join(m for m, _ in schemas[:3])
-            more = f" (and {len(schemas) - 3} more)" if len(schemas) > 3 else ""
-            yield _finding("non-canonical-schema-keys",
-                           f"{len(schemas)} tool schema(s) with unsorted keys: {shown}{more}",
-                           indexes)
-
-    def _tool_order_findings(self) -> Iterator[LintFinding]:
-        orders = [o for o in self.tool_orders if len(o) > 1][:200]
-        conflicts: list[tuple[tuple[str, ...], tuple[str, ...]]] = []
-        for i, first in enumerate(orders):
-            position = {name: j for j, name in enumerate(first)}
-            for second in orders[i + 1:]:
-                common = [name for name in second if name in position]
-                if any(position[x] > position[y] for x, y in itertools.pairwise(common)):
-                    conflicts.append((first, second))
-        if not conflicts:
-            return
-        involved = {o for pair in conflicts for o in pair}
-        indexes = [i for o in involved for i in self.tool_orders[o]]
-        first, second = conflicts[0]
-        yield _finding(
-            "unstable-tool-order",
-            f"tools appear in {len(involved)} conflicting orders, e.g. "
-            f"[{', '.join(first)}] (request {self.tool_orders[first][0]}) vs "
-            f"[{', '.join(second)}] (request {self.tool_orders[second][0]})",
-            indexes)
-
-
-def _finding(code: str, message: str, indexes: Iterable[int]) -> LintFinding:
-    severity, fix = FINDING_FIXES[code]
-    return LintFinding(code, severity, message, fix, tuple(sorted(set(indexes))))
-
-
-def _strings(value: Any, pointer: str) -> Iterator[tuple[str, str]]:
-    """``(pointer, text)`` of every string in a JSON value, skipping example/default values."""
-    if isinstance(value, str):
-        yield pointer, value
-    elif isinstance(value, dict):
-        for key, child in value.items():
-            if key not in _EXAMPLE_KEYS:
-                yield from _strings(child, f"{pointer}/{escape_pointer(key)}")
-    elif isinstance(value, list):
-        for i, child in enumerate(value):
-            yield from _strings(child, f"{pointer}/{i}")
-
-
-def _schema_key_problem(tool: Any) -> str | None:
-    """First object of a tool's schema whose keys are not sorted, as a message, or ``None``."""
-    if not isinstance(tool, dict):
-        return None
-    for key in ("input_schema", "parameters"):
-        if isinstance(tool.get(key), dict):
-            base, schema = f"/{key}", tool[key]
-            break
-    else:
-        function = tool.get("function")
-        if not (isinstance(function, dict) and isinstance(function.get("parameters"), dict)):
-            return None
-        base, schema = "/function/parameters", function["parameters"]
-
-    def walk(value: Any, pointer: str) -> str | None:
-        if isinstance(value, dict):
-            keys = list(value)
-            if keys != sorted(keys):
-                bad = next(k for k, s in zip(keys, sorted(keys), strict=True) if k != s)
-                return f"keys at {pointer or '/'} start {keys[:3]} ('{bad}' out of order)"
-            for k in keys:
-                found = walk(value[k], f"{pointer}/{escape_pointer(k)}")
-                if found:
-                    return found
-        elif isinstance(value, list):
-            for i, child in enumerate(value):
-                found = walk(child, f"{pointer}/{i}")
-                if found:
-                    return found
-        return None
-
-    return walk(schema, base)
-
-
-class _TokenCounter:
-    """Token counts of segment bytes: cl100k (via :func:`get_tokenizer`) when it loads
-    offline, else the ``bytes/4`` stand-in; memoized by :class:`SegmentTokenCounter`."""
-
-    def __init__(self) -> None:
-        self._counter: Any = None
-        self.method = ""
-
-    def count(self, data: bytes) -> int:
-        if self._counter is None:
-            from ._tokens import SegmentTokenCounter, get_tokenizer
-
-            tokenizer = get_tokenizer("cl100k_base")
-            self.method = "cl100k estimate"
-            try:
-                tokenizer.count("warm up")
-            except TokenizerUnavailableError:
-                tokenizer, self.method = get_tokenizer("bytes/4"), "bytes/4 estimate"
-            self._counter = SegmentTokenCounter(tokenizer)
-        count: int = self._counter.count(data)
-        return count
-
 
 # -- public API ------------------------------------------------------------------------------
 

@@ -26,6 +26,7 @@ from ._canonical import canonical_json
 from ._exceptions import ConfigurationError
 
 __all__ = [
+    "MIN_SECRET_CHARS",
     "OTEL_ATTRIBUTES",
     "UsageRecord",
     "Verdict",
@@ -33,6 +34,7 @@ __all__ = [
     "export_otel",
     "new_record_id",
     "redact",
+    "secrets_in_headers",
     "utc_now",
 ]
 
@@ -236,8 +238,14 @@ _SECRET_KEYS = re.compile(
 
 _T = TypeVar("_T")
 
+MIN_SECRET_CHARS = 8
+"""Shortest secret :func:`redact` scrubs by value, and the shortest fragment of a longer
+secret it scrubs (characters). Shorter values are not keys; scrubbing them would mangle text."""
 
-def _redact_text(text: str) -> str:
+
+def _redact_text(text: str, secrets: tuple[str, ...]) -> str:
+    for secret in secrets:
+        text = _strip_secret(text, secret)
     for pattern in _SECRET_PATTERNS:
         if pattern.groups:
             text = pattern.sub(lambda m: m.group(1) + _REDACTED, text)
@@ -246,30 +254,92 @@ def _redact_text(text: str) -> str:
     return text
 
 
-def redact(value: _T) -> _T:
-    """Scrub anything that looks like an API key from a string or a JSON value.
+def _strip_secret(text: str, secret: str) -> str:
+    """``text`` with ``secret`` and every run of at least :data:`MIN_SECRET_CHARS` of its
+    characters (a truncated or partly masked echo) replaced by ``[REDACTED]``."""
+    size = MIN_SECRET_CHARS
+    if len(secret) < size or not text:
+        return text
+    text = text.replace(secret, _REDACTED)
+    for start in range(len(secret) - size + 1):
+        window = secret[start : start + size]
+        at = text.find(window)
+        while at >= 0:
+            end = at + size
+            while end < len(text) and start + end - at < len(secret) and (
+                    text[end] == secret[start + end - at]):
+                end += 1
+            text = text[:at] + _REDACTED + text[end:]
+            at = text.find(window, at + len(_REDACTED))
+    return text
 
-    Replaced with ``[REDACTED]``: ``sk-...`` keys (Anthropic ``sk-ant-...``, OpenAI
-    ``sk-proj-...``; at least 16 characters after ``sk-``), Google ``AIza...`` keys, the value
-    after ``x-api-key``/``api_key``/``Authorization`` (``:`` or ``=``), ``Bearer`` tokens, and
-    the whole value of a dict entry whose key is ``x-api-key``, ``api_key``, ``authorization``
-    (any case). Dict keys and non-string scalars are kept.
+
+def secrets_in_headers(headers: Any) -> tuple[str, ...]:
+    """The credential values of a request's headers: the ``Authorization`` /
+    ``Proxy-Authorization`` token (without its scheme), ``x-api-key``, ``api-key`` (Azure),
+    ``x-goog-api-key``; values shorter than :data:`MIN_SECRET_CHARS` are left out.
+
+    Args:
+        headers: An httpx/httpx2 ``Headers`` or any mapping of header names to values
+            (``None``: no secrets).
+
+    Returns:
+        The distinct secret values, longest first (so a key is scrubbed before its fragments).
+    """
+    found: set[str] = set()
+    try:
+        items = list(headers.items()) if headers is not None else []
+    except Exception:
+        return ()
+    for name, value in items:
+        if not isinstance(name, str) or not isinstance(value, str):
+            continue
+        if not _SECRET_KEYS.match(name):
+            continue
+        token = value.strip()
+        scheme, _, rest = token.partition(" ")
+        if rest and scheme.lower() in ("bearer", "basic", "token"):
+            token = rest.strip()
+        for candidate in (token, value.strip()):
+            if len(candidate) >= MIN_SECRET_CHARS:
+                found.add(candidate)
+    return tuple(sorted(found, key=len, reverse=True))
+
+
+def redact(value: _T, *, secrets: Iterable[str] = ()) -> _T:
+    """Scrub API keys from a string or a JSON value: known ``secrets`` and key-shaped text.
+
+    Replaced with ``[REDACTED]``: each of ``secrets`` (exact values of at least
+    :data:`MIN_SECRET_CHARS` characters, e.g. the key the request was sent with, and every run
+    of at least that many of its characters, as a server echoing part of a key would send);
+    ``sk-...`` keys (Anthropic ``sk-ant-...``, OpenAI ``sk-proj-...``; at least 16 characters
+    after ``sk-``), Google ``AIza...`` keys, the value after ``x-api-key``/``api_key``/
+    ``Authorization`` (``:`` or ``=``), ``Bearer`` tokens, and the whole value of a dict entry
+    whose key is ``x-api-key``, ``api_key``, ``authorization`` (any case). Dict keys and
+    non-string scalars are kept.
 
     Args:
         value: A ``str``, or a JSON value (``dict``/``list`` nesting ``str``, numbers, ...).
+        secrets: Exact secret values to remove wherever they occur (see
+            :func:`secrets_in_headers`).
 
     Returns:
         A scrubbed copy of the same shape (the input is not modified).
     """
+    return _redact(value, tuple(sorted(set(secrets), key=len, reverse=True)))
+
+
+def _redact(value: _T, secrets: tuple[str, ...]) -> _T:
     if isinstance(value, str):
-        return _redact_text(value)  # type: ignore[return-value]
+        return _redact_text(value, secrets)  # type: ignore[return-value]
     if isinstance(value, dict):
         return {  # type: ignore[return-value]
-            key: (_REDACTED if isinstance(key, str) and _SECRET_KEYS.match(key) else redact(item))
+            key: (_REDACTED if isinstance(key, str) and _SECRET_KEYS.match(key)
+                  else _redact(item, secrets))
             for key, item in value.items()
         }
     if isinstance(value, (list, tuple)):
-        return type(value)(redact(item) for item in value)
+        return type(value)(_redact(item, secrets) for item in value)
     return value
 
 

@@ -32,6 +32,7 @@ __all__ = [
     "opt_int",
     "opt_obj",
     "req_int",
+    "response_usage",
 ]
 
 Clock = Callable[[], float]
@@ -187,6 +188,29 @@ def inclusive_usage(
         raw=dict(raw),
         inconsistency_notes=notes,
     )
+
+
+def response_usage(
+    body: object, parse: Callable[[Any, str], CacheUsage], what: str = "response body"
+) -> CacheUsage:
+    """Apply ``parse(usage, "/usage")`` to ``body["usage"]`` of a non-streaming response body.
+
+    Args:
+        body: The decoded response body (a JSON object or an SDK model).
+        parse: The wire format's ``parse_usage``.
+        what: How error messages name the body (``"Anthropic response body"``, ...).
+
+    Raises:
+        UsageParseError: ``usage-type`` at ``""`` when the body is not an object,
+            ``usage-missing`` at ``/usage`` when it has no usage (e.g. an error body), else as
+            ``parse`` with pointers under ``/usage``.
+    """
+    obj = as_mapping(body, "", what)
+    if obj.get("usage") is None:
+        raise UsageParseError(
+            "response body has no usage object", code="usage-missing", pointer="/usage"
+        )
+    return parse(obj["usage"], "/usage")
 
 
 class StreamAccumulator(ABC):

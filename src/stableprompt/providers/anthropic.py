@@ -28,6 +28,7 @@ from ._base import (
     opt_int,
     opt_obj,
     req_int,
+    response_usage,
 )
 
 __all__ = ["WIRE_FORMAT", "AnthropicStreamAccumulator", "parse_response", "parse_usage"]
@@ -86,12 +87,7 @@ def parse_response(body: object) -> CacheUsage:
         UsageParseError: ``usage-missing`` at ``/usage`` when the body has none (e.g. an error
             body), otherwise as :func:`parse_usage` with pointers under ``/usage``.
     """
-    obj = as_mapping(body, "", "Anthropic response body")
-    if obj.get("usage") is None:
-        raise UsageParseError(
-            "response body has no usage object", code="usage-missing", pointer="/usage"
-        )
-    return parse_usage(obj["usage"], "/usage")
+    return response_usage(body, parse_usage, "Anthropic response body")
 
 
 class AnthropicStreamAccumulator(SSEStreamAccumulator):

@@ -37,6 +37,7 @@ from ._base import (
     exclusive_usage,
     opt_int,
     req_int,
+    response_usage,
 )
 
 __all__ = [
@@ -125,12 +126,7 @@ def parse_response(body: object) -> CacheUsage:
         UsageParseError: ``usage-missing`` at ``/usage`` when absent, else as
             :func:`parse_usage` with pointers under ``/usage``.
     """
-    obj = as_mapping(body, "", "Converse response body")
-    if obj.get("usage") is None:
-        raise UsageParseError(
-            "response body has no usage object", code="usage-missing", pointer="/usage"
-        )
-    return parse_usage(obj["usage"], "/usage")
+    return response_usage(body, parse_usage, "Converse response body")
 
 
 def _header_string(value: str) -> bytes:

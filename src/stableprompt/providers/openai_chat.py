@@ -11,10 +11,9 @@ OpenAI-compatible servers, llama.cpp), which differ only in how the usage object
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
-from .._exceptions import UsageParseError
 from .._sse import SSEEvent
 from .._usage import CacheUsage
 from ._base import (
@@ -26,6 +25,7 @@ from ._base import (
     opt_int,
     opt_obj,
     req_int,
+    response_usage,
 )
 
 __all__ = [
@@ -85,16 +85,6 @@ def parse_usage(usage: object, pointer: str = "") -> CacheUsage:
         write=write,
         output=opt_int(obj, "completion_tokens", pointer),
     )
-
-
-def response_usage(body: object, parse: Callable[[Any, str], CacheUsage]) -> CacheUsage:
-    """Apply ``parse(usage, "/usage")`` to ``body["usage"]`` of a chat-shaped response body."""
-    obj = as_mapping(body, "", "response body")
-    if obj.get("usage") is None:
-        raise UsageParseError(
-            "response body has no usage object", code="usage-missing", pointer="/usage"
-        )
-    return parse(obj["usage"], "/usage")
 
 
 def parse_response(body: object) -> CacheUsage:

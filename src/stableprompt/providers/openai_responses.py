@@ -14,7 +14,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from .._exceptions import UsageParseError
 from .._sse import SSEEvent
 from .._usage import CacheUsage
 from ._base import (
@@ -26,6 +25,7 @@ from ._base import (
     opt_int,
     opt_obj,
     req_int,
+    response_usage,
 )
 
 __all__ = ["WIRE_FORMAT", "OpenAIResponsesStreamAccumulator", "parse_response", "parse_usage"]
@@ -90,12 +90,7 @@ def parse_response(body: object) -> CacheUsage:
         UsageParseError: ``usage-missing`` at ``/usage`` when absent or null, else as
             :func:`parse_usage` with pointers under ``/usage``.
     """
-    obj = as_mapping(body, "", "Responses body")
-    if obj.get("usage") is None:
-        raise UsageParseError(
-            "response body has no usage object", code="usage-missing", pointer="/usage"
-        )
-    return parse_usage(obj["usage"], "/usage")
+    return response_usage(body, parse_usage, "Responses body")
 
 
 class OpenAIResponsesStreamAccumulator(SSEStreamAccumulator):
