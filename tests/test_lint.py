@@ -531,3 +531,260 @@ def test_render_report_lists_breaks_and_fixes() -> None:
                   min_prefix_ratio=0.5)
     text = console.export_text()
     assert "pairs" in text and "history-rewrite (expected)" in text and "PASS" in text
+
+
+# -- review of issue 5: tail scope, session hints, offsets, gates -----------------------------
+
+
+def _system_marked(messages: list[dict[str, Any]]) -> dict[str, Any]:
+    """An Anthropic body whose only breakpoint is on the system prompt."""
+    return {"model": "claude-sonnet-4-5", "max_tokens": 8,
+            "system": [{"type": "text", "text": "Be brief. " * 200,
+                        "cache_control": {"type": "ephemeral"}}],
+            "messages": copy.deepcopy(messages)}
+
+
+PLAN: list[dict[str, Any]] = [{"role": "user", "content": "Plan the release."},
+                              {"role": "assistant", "content": "Step 1 done."},
+                              {"role": "user", "content": "Next."}]
+
+
+def test_rewrite_behind_the_last_breakpoint_is_a_break() -> None:
+    """An already-sent assistant message rewritten after the last (system) breakpoint is a
+    history-rewrite break, not the expected volatile tail."""
+    later = [*copy.deepcopy(PLAN), {"role": "assistant", "content": "Step 2"},
+             {"role": "user", "content": "Next 2."}]
+    later[1]["content"] = "Step 1 was REWRITTEN entirely."
+    report = lint_requests([_system_marked(PLAN), _system_marked(later)])
+    pair = report.pair(1)
+    assert pair.is_break and not pair.expected and pair.divergence is not None
+    assert (pair.divergence.cause, pair.divergence.path) == (
+        "history-rewrite", "/messages/1/content")
+    assert report.summary.breaks == 1 and report.summary.expected_divergences == 0
+
+
+def test_last_message_edited_in_place_behind_a_head_breakpoint_is_a_break() -> None:
+    """The predecessor's last user message re-sent edited at the same position (breakpoint
+    only on the head) is a break; the same message left intact is not."""
+    later = [*copy.deepcopy(PLAN), {"role": "assistant", "content": "Step 2"},
+             {"role": "user", "content": "Next 2."}]
+    assert lint_requests([_system_marked(PLAN), _system_marked(later)]).pair(1).divergence is None
+    later[2]["content"] = "Next!"
+    pair = lint_requests([_system_marked(PLAN), _system_marked(later)]).pair(1)
+    assert pair.is_break and pair.divergence is not None
+    assert pair.divergence.path == "/messages/2/content"
+
+
+def test_tail_message_after_a_history_breakpoint_is_expected() -> None:
+    """A per-turn user message right after the breakpoint that closes the stable history is the
+    volatile tail: the next turn replacing it is expected, not a break."""
+    def body(messages: list[dict[str, Any]]) -> dict[str, Any]:
+        return {**copy.deepcopy(HEAD), "messages": messages}
+
+    def text(value: str, marked: bool = False) -> dict[str, Any]:
+        return _marked(value) if marked else {"type": "text", "text": value}
+
+    first = body([{"role": "user", "content": [text("Plan the release.")]},
+                  {"role": "assistant", "content": [text("Step 1 done.", marked=True)]},
+                  {"role": "user", "content": [text("Now: 2026-11-30T10:00:00Z")]}])
+    second = body([{"role": "user", "content": [text("Plan the release.")]},
+                   {"role": "assistant", "content": [text("Step 1 done.")]},
+                   {"role": "user", "content": [text("Go on.", marked=True),
+                                                text("Now: 2026-11-30T10:05:00Z")]}])
+    pair = lint_requests([first, second]).pair(1)
+    assert pair.divergence is not None and pair.expected and not pair.is_break
+    assert pair.divergence.path == "/messages/2/content/0/text"
+
+
+def _chat_turns(name: str, turns: int, key: str | bool) -> list[Any]:
+    """OpenAI chat requests of one conversation on a shared head, one per turn."""
+    head = (PromptBuilder(tokenizer=None).system("You are a helpful assistant. " * 50)
+            .tools([WEATHER]).freeze())
+    conv = head.conversation()
+    out = []
+    for t in range(turns):
+        conv.user(f"{name} question {t}: " + name * 20)
+        out.append(conv.render().to_openai_chat(model="gpt-5.2", prompt_cache_key=key).body)
+        conv.assistant(f"{name} answer {t}")
+    return out
+
+
+def _interleave(a: list[Any], b: list[Any]) -> list[Any]:
+    return [x for pair in zip(a, b, strict=True) for x in pair]
+
+
+def test_sdk_prompt_cache_key_is_not_a_session() -> None:
+    """prompt_cache_key=True (one sp- key per head) does not make two interleaved conversations
+    on that head one session: two sessions, no breaks, and no session id reported."""
+    bodies = _interleave(_chat_turns("alice", 4, True), _chat_turns("bob", 4, True))
+    assert str(bodies[0]["prompt_cache_key"]).startswith("sp-")
+    report = lint_requests(bodies)
+    assert [p.predecessor for p in report.pairs] == [None, None, 0, 1, 2, 3, 4, 5]
+    assert (report.summary.sessions, report.summary.breaks) == (2, 0)
+    assert {p.session for p in report.pairs} == {None}
+
+
+def test_hinted_session_id_shared_by_interleaved_conversations() -> None:
+    """A user-chosen prompt_cache_key shared by interleaved conversations is only a routing
+    key (two sessions, no breaks); a key used by one conversation stays a session, so a
+    compaction under it is still paired and reported."""
+    shared = _interleave(_chat_turns("alice", 3, "user-42"), _chat_turns("bob", 3, "user-42"))
+    report = lint_requests(shared)
+    assert [p.predecessor for p in report.pairs] == [None, None, 0, 1, 2, 3]
+    assert (report.summary.sessions, report.summary.breaks) == (2, 0)
+    alone = _chat_turns("alice", 3, "conv-7")
+    compacted = copy.deepcopy(alone[0])
+    compacted["messages"][1]["content"] = "Summary so far: three questions answered."
+    report = lint_requests([*alone, compacted])
+    pair = report.pair(3)
+    assert pair.predecessor == 2 and pair.session == "conv-7" and pair.is_break
+
+
+def _at(doc: Any, pointer: str) -> Any:
+    """The value at a JSON pointer, or ``None`` when the body has none there."""
+    for token in pointer.split("/")[1:]:
+        if isinstance(doc, list) and token.isdigit() and int(token) < len(doc):
+            doc = doc[int(token)]
+        elif isinstance(doc, dict) and token in doc:
+            doc = doc[token]
+        else:
+            return None
+    return doc
+
+
+VALUE_CASES = [
+    # file, value_offset, snippet_a, snippet_b
+    ("volatile-timestamp", 20, "Now: 2026-11-30T10:00:00Z. Be brief.",
+     "Now: 2026-11-30T10:05:00Z. Be brief."),
+    ("history-trailing-newline", 3, "18C\n", "18C"),
+    ("model-change", 7, "claude-sonnet-4-5", "claude-opus-4-5"),
+    ("history-string-content", 0, '{"type":"text","text":"Weather in Paris?"}',
+     "Weather in Paris?"),
+    ("tool-removed", 0, '{"name":"beta","description":"Beta tool.","input_schema":{"prope',
+     ""),
+]
+
+
+@pytest.mark.parametrize(("name", "value_offset", "snippet_a", "snippet_b"), VALUE_CASES,
+                         ids=[case[0] for case in VALUE_CASES])
+def test_divergence_value_offset_and_snippets(name: str, value_offset: int, snippet_a: str,
+                                              snippet_b: str) -> None:
+    """Snippets come from the JSON value at the divergent path (no segment wrapper) and
+    value_offset is the character offset of the first difference inside that value."""
+    doc = lint_capture(CAUSES / f"{name}.jsonl").as_dict()
+    d = doc["pairs"][1]["divergence"]
+    assert (d["value_offset"], d["snippet_a"], d["snippet_b"]) == (
+        value_offset, snippet_a, snippet_b)
+    assert d["offset"] == doc["pairs"][1]["lcp_bytes"]  # segment-data bytes, documented
+    assert '"block"' not in d["snippet_a"] + d["snippet_b"]
+    a_body, b_body = _lines(CAUSES / f"{name}.jsonl")
+    va, vb = _at(a_body, d["path"]), _at(b_body, d["path"])
+    if isinstance(va, str) and isinstance(vb, str):  # offset into the value as sent
+        k = d["value_offset"]
+        assert va[:k] == vb[:k] and va[k:k + 1] != vb[k:k + 1]
+
+
+def test_forced_format_that_disagrees_is_reported() -> None:
+    """An Anthropic capture linted as openai-chat gets a format-mismatch error naming the
+    ignored 'system' field; auto-detection raises nothing."""
+    path = CAUSES / "volatile-timestamp.jsonl"
+    report = lint_capture(path, wire_format="openai-chat")
+    finding = report.finding("format-mismatch")
+    assert finding is not None and finding.severity == "error" and finding.requests == (0, 1)
+    assert "looks like anthropic" in finding.message and "'system' ignored" in finding.message
+    assert lint_capture(path).finding("format-mismatch") is None
+    chat = {"model": "gpt-5.2", "max_tokens": 5, "messages": [{"role": "user", "content": "x"}]}
+    assert lint_requests([chat], wire_format="openai-chat").finding("format-mismatch") is None
+
+
+def test_unknown_model_minimum_says_it_is_conservative() -> None:
+    """A breakpoint-below-minimum finding for an unknown model says the minimum is a
+    conservative default for an unknown model."""
+    body = {"model": "acme-7b", "max_tokens": 8, "system": [_marked("Be brief.")],
+            "messages": [{"role": "user", "content": "hi"}]}
+    finding = lint_requests([body]).finding("breakpoint-below-minimum")
+    assert finding is not None
+    assert "conservative 4096-token minimum assumed for the unknown model acme-7b" in (
+        finding.message)
+    many = {**body, "system": [_marked("S" * 20000)],
+            "messages": [{"role": "user", "content": [_marked(f"m{i}") for i in range(4)]}]}
+    finding = lint_requests([many]).finding("too-many-breakpoints")
+    assert finding is not None
+    assert "(budget 4, the conservative default for the unknown model acme-7b)" in (
+        finding.message)
+
+
+def test_summary_counts_agree_with_the_lists() -> None:
+    """summary.requests counts every pairs[] entry (conversation starts included) and equals
+    sessions + pairs; summary.problems counts problems[]."""
+    for path in (FIXTURES / "clean.jsonl", FIXTURES / "malformed.jsonl",
+                 FIXTURES / "capture.har"):
+        doc = lint_capture(path).as_dict()
+        s = doc["summary"]
+        assert s["requests"] == len(doc["pairs"]) == s["sessions"] + s["pairs"]
+        assert s["pairs"] == sum(1 for p in doc["pairs"] if p["predecessor"] is not None)
+        assert s["problems"] == len(doc["problems"])
+
+
+def test_cli_gate_without_pairs_fails(tmp_path: Path,
+                                      capsys: pytest.CaptureFixture[str]) -> None:
+    """--min-prefix-ratio on a capture with no pairs exits 1 with a 'no pairs' failure."""
+    single = tmp_path / "one.jsonl"
+    single.write_text(json.dumps({**HEAD, "messages": [{"role": "user", "content": "hi"}]})
+                      + "\n")
+    assert main(["lint", str(single)]) == 0
+    capsys.readouterr()
+    assert main(["lint", str(single), "--min-prefix-ratio", "0.5"]) == 1
+    assert "FAIL no pairs" in capsys.readouterr().out
+    assert main(["lint", str(single), "--min-prefix-ratio", "0.5", "--json"]) == 1
+    summary = json.loads(capsys.readouterr().out)["summary"]
+    assert summary["passed"] is False and summary["failures"][0].startswith("no pairs")
+
+
+def test_cli_fail_line_tells_close_ratios_apart(capsys: pytest.CaptureFixture[str]) -> None:
+    """A mean just below the threshold prints two different numbers (4+ decimals)."""
+    path = CAUSES / "model-change.jsonl"
+    mean = lint_capture(path).summary.prefix_ratio_mean
+    assert mean is not None
+    assert main(["lint", str(path), "--min-prefix-ratio", repr(mean + 1e-6)]) == 1
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("FAIL"))
+    shown, minimum = line.split("mean prefix ratio ")[1].split(" is below the minimum ")
+    assert shown != minimum and float(shown) < float(minimum)
+    assert len(shown.split(".")[1]) >= 4
+
+
+def test_cli_output_is_not_wrapped_when_piped(tmp_path: Path,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    """Piped (non-TTY) output keeps long paths and break details on one greppable line."""
+    folder = tmp_path / ("a-very-long-directory-name-" * 6)
+    folder.mkdir()
+    path = folder / "tool-reorder.jsonl"
+    path.write_bytes((CAUSES / "tool-reorder.jsonl").read_bytes())
+    assert main(["lint", str(path)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert any(str(path) in line for line in lines)
+    assert any("tool-reorder" in line and "/tools/0" in line and "alpha -> beta" in line
+               for line in lines)
+
+
+def test_cli_json_errors_are_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """With --json a bad capture prints {"error": {...}} on stdout and exits 2."""
+    assert main(["lint", str(tmp_path / "missing.jsonl"), "--json"]) == 2
+    captured = capsys.readouterr()
+    error = json.loads(captured.out)["error"]
+    assert error["code"] == "capture-unreadable" and "missing.jsonl" in error["message"]
+    assert captured.err == ""
+
+
+def test_cli_max_breaks(capsys: pytest.CaptureFixture[str]) -> None:
+    """--max-breaks N fails the gate when there are more than N breaks, whatever the ratio."""
+    path = str(CAUSES / "model-change.jsonl")
+    assert main(["lint", path, "--max-breaks", "1"]) == 0
+    assert "PASS" in capsys.readouterr().out
+    assert main(["lint", path, "--max-breaks", "0", "--min-prefix-ratio", "0"]) == 1
+    assert "FAIL 1 break(s) exceed the maximum of 0" in capsys.readouterr().out
+    assert main(["lint", path, "--max-breaks", "0", "--json"]) == 1
+    summary = json.loads(capsys.readouterr().out)["summary"]
+    assert (summary["max_breaks"], summary["passed"]) == (0, False)
+    assert main(["lint", path, "--max-breaks", "-1"]) == 2
+    assert "must be 0 or more" in capsys.readouterr().err

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from stableprompt import PromptBuilder, Tool
+from stableprompt import PromptBuilder, Tool, lint_requests
 from stableprompt._diff import diff
 from stableprompt._request import segment_request
 from stableprompt.testing import assert_prefix_stable
@@ -53,7 +53,9 @@ def test_append_only_bodies_pass() -> None:
 
 
 def test_break_raises_with_the_divergence_message() -> None:
-    """A rewritten message raises AssertionError carrying str(Divergence)."""
+    """A rewritten message raises AssertionError with the lint's message for that pair: the
+    JSON path, the character offset in the differing value, the segment-data byte offset, and
+    snippets of the value itself (no segment wrapper)."""
     bodies = _bodies()
     bodies[2]["messages"][1]["content"] = "Step 0 done!"
     expected = diff(segment_request("anthropic", bodies[1]),
@@ -61,8 +63,14 @@ def test_break_raises_with_the_divergence_message() -> None:
     assert expected is not None
     with pytest.raises(AssertionError) as info:
         assert_prefix_stable(bodies)
-    assert str(info.value) == f"request 2 does not extend request 1: {expected}"
-    assert "history-rewrite" in str(info.value) and "/messages/1/content" in str(info.value)
+    pair = lint_requests(bodies).pair(2)
+    assert pair.is_break
+    assert str(info.value) == f"request 2 does not extend request 1: {pair.describe()}"
+    assert str(info.value) == (
+        "request 2 does not extend request 1: prefix diverges at /messages/1/content (segment "
+        f"messages[1], character 11 of the value; common prefix {expected.offset} bytes of "
+        "segment data): history-rewrite (already-sent messages[1] changed (value))\n"
+        "  before: 'Step 0 done.'\n  after:  'Step 0 done!'")
 
 
 def test_rendered_prompts_and_provider_requests_pass() -> None:
@@ -98,3 +106,36 @@ def test_bad_items() -> None:
         assert_prefix_stable([1, 2])
     with pytest.raises(AssertionError, match="cannot tell the wire format"):
         assert_prefix_stable([{"prompt": "x"}])
+
+
+def _system_marked(messages: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"model": "claude-sonnet-4-5", "max_tokens": 8,
+            "system": [{"type": "text", "text": "Be brief. " * 200,
+                        "cache_control": {"type": "ephemeral"}}],
+            "messages": copy.deepcopy(messages)}
+
+
+def test_rewrite_after_the_last_breakpoint_fails() -> None:
+    """An already-sent assistant message rewritten behind a system-only breakpoint fails: only
+    the predecessor's last message can hold the volatile tail."""
+    first = [{"role": "user", "content": "Plan the release."},
+             {"role": "assistant", "content": "Step 1 done."},
+             {"role": "user", "content": "Next."}]
+    later = [*copy.deepcopy(first), {"role": "assistant", "content": "Step 2"},
+             {"role": "user", "content": "Next 2."}]
+    assert_prefix_stable([_system_marked(first), _system_marked(later)])
+    later[1]["content"] = "Step 1 was REWRITTEN entirely."
+    with pytest.raises(AssertionError, match=r"at /messages/1/content .*history-rewrite"):
+        assert_prefix_stable([_system_marked(first), _system_marked(later)])
+
+
+def test_min_prefix_ratio_needs_pairs_and_a_valid_threshold() -> None:
+    """min_prefix_ratio with no pair fails instead of passing vacuously; NaN or a value
+    outside 0..1 is a ValueError."""
+    bodies = _bodies(2)
+    with pytest.raises(AssertionError, match=r"no pair to judge min_prefix_ratio=0\.9"):
+        assert_prefix_stable(bodies[:1], min_prefix_ratio=0.9)
+    assert_prefix_stable(bodies[:1])  # no threshold: nothing to judge, nothing asserted
+    for bad in (float("nan"), 1.5, -0.1):
+        with pytest.raises(ValueError, match="between 0 and 1"):
+            assert_prefix_stable(bodies, min_prefix_ratio=bad)

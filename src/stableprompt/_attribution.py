@@ -80,6 +80,9 @@ TTL_LABELS_S: Mapping[str, int] = {"5m": 300, "30m": 1800, "1h": 3600, "12h": 43
 
 Relation = Literal["lineage", "session"]
 
+_READLESS: frozenset[str] = frozenset({"cold", "below_minimum", "ttl_expired"})
+"""Verdicts that explain reads of at most the prediction (plus the tolerance)."""
+
 
 @dataclass(frozen=True, slots=True)
 class RequestState:
@@ -247,6 +250,7 @@ def attribute(
     usage: CacheUsage | None,
     policy: CachePolicy,
     session_previous: RequestState | None = None,
+    other_conversation: bool = False,
 ) -> Attribution:
     """Predict the cache reads of ``request`` and explain the reported reads with one verdict.
 
@@ -264,6 +268,11 @@ def attribute(
             changed within the conversation (a clock in the system prompt, tool order drift,
             a model switch). It is diffed like a predecessor, and a divergence from it is a
             ``client_mutation``.
+        other_conversation: ``predecessor`` belongs to another conversation that shares this
+            request's head (another session, or an unnamed request with another first
+            message): the request branches off the shared prefix, so losing the rest of the
+            predecessor's prefix is expected, not a ``client_mutation``; only the shared part
+            is predicted (``detail["other_conversation"]``).
 
     Returns:
         The :class:`Attribution`. Checks, in order (the first that applies wins):
@@ -279,7 +288,7 @@ def attribute(
         4. ``client_mutation``: the prefix changed before the compared request's cacheable
            point: a breakpoint entry it wrote is no longer shared (breakpoint caches), or more
            than the tolerance of its prompt was lost (automatic caches); always for a changed
-           head within a session. ``detail`` names ``segment``, ``segment_kind``, ``path``,
+           head within a session; never against ``other_conversation``. ``detail`` names ``segment``, ``segment_kind``, ``path``,
            ``cause`` (one of ``_diff.CAUSES``), ``cause_detail``, ``offset`` and
            ``lost_tokens``.
         5. ``below_minimum``: this request has no eligible breakpoint (breakpoint caches), or
@@ -294,12 +303,18 @@ def attribute(
            flags ``reads_above_prediction`` when they exceed it by more than the tolerance),
            else ``provider_miss`` (``missing_tokens``).
 
+        A verdict never contradicts the reported reads: ``cold``, ``below_minimum`` or
+        ``ttl_expired`` with reads above the prediction plus the tolerance becomes ``hit``
+        with ``detail["unexpected_reads"]`` (and ``expected_verdict``: the verdict the prefix
+        alone gives; ``reads_without_known_predecessor`` / ``read_after_ttl`` say which).
+
     Raises:
         ValueError: ``request`` has no segmented body or token counts.
     """
     if request.segmented is None or request.segment_tokens is None:
         raise ValueError("attribute() needs a request with segmented and segment_tokens")
-    return _Attributor(request, predecessor, session_previous, usage, policy).run()
+    return _Attributor(request, predecessor, session_previous, usage, policy,
+                       other_conversation).run()
 
 
 class _Attributor:
@@ -312,6 +327,7 @@ class _Attributor:
         session_previous: RequestState | None,
         usage: CacheUsage | None,
         policy: CachePolicy,
+        other_conversation: bool = False,
     ) -> None:
         assert request.segmented is not None and request.segment_tokens is not None
         self.request = request
@@ -347,6 +363,9 @@ class _Attributor:
             "granularity_tokens": self.granule,
             "token_scale": round(self.scale, 4),
         }
+        self.other = other_conversation and self.relation == "lineage"
+        if self.other:
+            self.detail["other_conversation"] = True
         if self.reads is not None:
             self.detail["cache_read_tokens"] = self.reads
 
@@ -383,6 +402,15 @@ class _Attributor:
 
     def done(self, verdict: Verdict, predicted: int) -> Attribution:
         comparison = self.comparison
+        reads = self.reads
+        if (verdict in _READLESS and reads is not None
+                and reads > predicted + self.tolerance):
+            # The provider read more than this verdict allows: say so rather than contradict it.
+            self.detail.update(unexpected_reads=True, expected_verdict=verdict,
+                               tolerance_tokens=self.tolerance)
+            if verdict == "ttl_expired":
+                self.detail["read_after_ttl"] = True
+            verdict = "hit"
         if self.reads is None:
             usage = self.usage
             self.detail["unknown_reason"] = (
@@ -512,7 +540,7 @@ class _Attributor:
                 self.detail["reason"] = "no-breakpoint"
             return self.done("below_minimum", 0)
         div = comparison.divergence
-        if div is not None and (self.relation == "session" or lost):
+        if div is not None and (self.relation == "session" or (lost and not self.other)):
             kept = max((t for *_, t in shared), default=0)
             return self.mutation(predicted, self.scaled(max(t for *_, t in written) - kept)
                                  if written else 0)
@@ -566,7 +594,8 @@ class _Attributor:
         if extent < self.minimum:
             self.detail["stable_prefix_tokens"] = extent
             return self.done("below_minimum", 0)
-        if div is not None and (self.relation == "session" or extent - lcp > self.tolerance):
+        if div is not None and (self.relation == "session" or (
+                not self.other and extent - lcp > self.tolerance)):
             return self.mutation(predicted, extent - lcp)
         if lcp < self.minimum:
             return self.done("below_minimum", 0)

@@ -26,43 +26,29 @@ fields; anything shaped like an API key is scrubbed from the free-text fields by
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import io
 import logging
 import os
 import random
-import re
 import sqlite3
-import tempfile
 import threading
 import time
-import warnings
 import weakref
 from collections.abc import Iterable, Iterator, Mapping
 from datetime import datetime, timezone
 from pathlib import Path
 from types import TracebackType
-from typing import IO, Any, Literal
+from typing import IO, Any
 
 from ._canonical import canonical_json, loads
 from ._exceptions import InputError, LedgerError
 from ._record import OTEL_ATTRIBUTES, UsageRecord, redact
-
-try:  # POSIX advisory locks keep spill appends and replays from racing; absent on Windows.
-    import fcntl
-except ImportError:  # pragma: no cover - Windows
-    fcntl = None  # type: ignore[assignment]
+from ._spill import LedgerSpillWarning, SpillFiles, WriteOutcome
+from ._spill import describe as _describe
 
 __all__ = ["COLUMNS", "SCHEMA_VERSION", "Ledger", "LedgerSpillWarning", "WriteOutcome"]
 
 _log = logging.getLogger("stableprompt.ledger")
-
-WriteOutcome = Literal["committed", "spilled", "unflushed"]
-"""Where :meth:`Ledger.write` put the record: the database, a spill file, or memory."""
-
-
-class LedgerSpillWarning(UserWarning):
-    """A ledger write failed and the record went to a spill file (or memory) instead."""
 
 
 # --------------------------------------------------------------------------- schema
@@ -226,37 +212,6 @@ def _is_transient(exc: BaseException) -> bool:
     return "locked" in text or "busy" in text
 
 
-def _default_fallback_dirs() -> list[Path]:
-    dirs: list[Path] = []
-    with contextlib.suppress(RuntimeError, KeyError):
-        dirs.append(Path.home() / ".cache" / "stableprompt" / "spill")
-    uid = getattr(os, "getuid", lambda: "user")()
-    dirs.append(Path(tempfile.gettempdir()) / f"stableprompt-spill-{uid}")
-    return dirs
-
-
-def _append_line(path: Path, line: bytes) -> None:
-    """Append one line to ``path`` (created 0600), atomically w.r.t. other appenders/replays."""
-    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0)
-    for _ in range(5):
-        fd = os.open(path, flags, 0o600)
-        try:
-            if fcntl is not None:
-                fcntl.flock(fd, fcntl.LOCK_EX)
-                try:  # a replay may have renamed the file away while we waited
-                    same = os.stat(path).st_ino == os.fstat(fd).st_ino
-                except FileNotFoundError:
-                    same = False
-                if not same:
-                    continue
-            os.write(fd, line + b"\n")
-            os.fsync(fd)
-            return
-        finally:
-            os.close(fd)
-    raise OSError(f"spill file {path} kept moving while appending")
-
-
 def _after_fork_in_child() -> None:
     for ledger in list(_LIVE):
         ledger._forget_inherited()
@@ -303,23 +258,16 @@ class Ledger:
         fallback_dir: str | os.PathLike[str] | None = None,
     ) -> None:
         self.path = Path(os.path.abspath(os.fspath(path)))
-        self.spill_path = self.path.with_name(self.path.name + ".spill.jsonl")
+        self._spill = SpillFiles(self.path, fallback_dir)
+        self.spill_path = self._spill.path
         self.store_content = store_content
         self.busy_timeout_s = busy_timeout_s
-        self._fallback_dirs = (
-            [Path(fallback_dir)] if fallback_dir is not None else _default_fallback_dirs()
-        )
-        tag = hashlib.sha256(str(self.path).encode("utf-8")).hexdigest()[:16]
-        self._fallback_name = f"{tag}.{self.path.name}.spill.jsonl"
-        self.unflushed: list[UsageRecord] = []
         self.open_error: BaseException | None = None
         self._conn: sqlite3.Connection | None = None
         self._orphans: list[sqlite3.Connection] = []  # inherited over fork: never touched
         self._lock = threading.Lock()
         self._pid = os.getpid()
         self._open_failed_at: float | None = None
-        self._warned: set[str] = set()
-        self._spilled_last: dict[str, UsageRecord] = {}
         _LIVE.add(self)
         with self._lock:
             self._try_open()
@@ -424,6 +372,11 @@ class Ledger:
     def __repr__(self) -> str:
         return f"Ledger({str(self.path)!r}, store_content={self.store_content})"
 
+    @property
+    def unflushed(self) -> list[UsageRecord]:
+        """Records no storage would take (last resort); :meth:`replay_spill` retries them."""
+        return self._spill.unflushed
+
     # ------------------------------------------------------------------ writing
 
     def _prepare(self, record: UsageRecord) -> UsageRecord:
@@ -468,11 +421,11 @@ class Ledger:
             try:
                 clean = self._prepare(record)
             except Exception as exc:  # pragma: no cover - redact works on validated records
-                return self._spill(record, exc)
+                return self._spill.spill(record, exc)
             error = self._write_db(clean)
             if error is None:
                 return "committed"
-            return self._spill(clean, error)
+            return self._spill.spill(clean, error)
 
     def _write_db(self, record: UsageRecord) -> BaseException | None:
         """Insert, retrying lock errors until the busy timeout is used up. Caller holds lock."""
@@ -497,51 +450,6 @@ class Ledger:
                 _sleep_backoff(attempt)
         return error
 
-    def _fallback_paths(self) -> list[Path]:
-        return [directory / self._fallback_name for directory in self._fallback_dirs]
-
-    def _spill(self, record: UsageRecord, cause: BaseException) -> WriteOutcome:
-        if record.lineage is not None:
-            previous = self._spilled_last.get(record.lineage)
-            if previous is None or previous.ts_utc <= record.ts_utc:
-                self._spilled_last[record.lineage] = record
-        try:
-            line = record.to_json()
-        except Exception:  # pragma: no cover - validated records always serialize
-            line = None
-        if line is not None:
-            for target in [self.spill_path, *self._fallback_paths()]:
-                try:
-                    if target.parent != self.path.parent:
-                        target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-                    _append_line(target, line)
-                except Exception as exc:
-                    _log.debug("ledger spill to %s failed: %s", target, _describe(exc))
-                    continue
-                self._warn_once(
-                    str(target),
-                    f"ledger {self.path} write failed ({_describe(cause)}); "
-                    f"record spilled to {target}; run Ledger.replay_spill() to import it",
-                )
-                return "spilled"
-        self.unflushed.append(record)
-        self._warn_once(
-            "<memory>",
-            f"ledger {self.path} write failed ({_describe(cause)}) and no spill file is "
-            "writable; records kept in Ledger.unflushed (lost at exit unless replayed)",
-        )
-        return "unflushed"
-
-    def _warn_once(self, key: str, message: str) -> None:
-        if key in self._warned:
-            return
-        self._warned.add(key)
-        _log.warning("%s", message)
-        try:
-            warnings.warn(message, LedgerSpillWarning, stacklevel=4)
-        except Exception:  # warnings configured as errors must not break the user's call
-            _log.debug("LedgerSpillWarning raised as an error; suppressed")
-
     # ------------------------------------------------------------------ replay
 
     def replay_spill(self) -> int:
@@ -559,62 +467,7 @@ class Ledger:
         """
         with self._lock:
             conn = self._require_conn()
-            count = 0
-            pending = list(self.unflushed)
-            if pending:
-                self._insert_many(conn, pending)
-                del self.unflushed[: len(pending)]
-                count += len(pending)
-            for source in [self.spill_path, *self._fallback_paths()]:
-                count += self._replay_file(conn, source)
-            self._spilled_last.clear()
-            return count
-
-    def _replay_file(self, conn: sqlite3.Connection, source: Path) -> int:
-        candidates = sorted(source.parent.glob(_glob_escape(source.name) + ".replaying.*"))
-        if source.exists():
-            moved = source.with_name(f"{source.name}.replaying.{os.getpid()}.{time.time_ns()}")
-            try:
-                os.rename(source, moved)
-            except FileNotFoundError:
-                pass
-            except OSError as exc:
-                raise LedgerError(
-                    f"cannot move spill file {source} aside for replay: {exc}",
-                    code="ledger-replay",
-                ) from exc
-            else:
-                candidates.append(moved)
-        count = 0
-        for path in candidates:
-            try:
-                fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
-            except FileNotFoundError:
-                continue  # another replay took it
-            try:
-                if fcntl is not None:
-                    fcntl.flock(fd, fcntl.LOCK_EX)  # wait for appenders that got in first
-                with os.fdopen(os.dup(fd), "rb") as handle:
-                    lines = handle.read().splitlines()
-                if not path.exists():
-                    continue
-                records: list[UsageRecord] = []
-                for number, line in enumerate(lines, start=1):
-                    if not line.strip():
-                        continue
-                    try:
-                        records.append(UsageRecord.from_json(line))
-                    except ValueError as exc:
-                        raise LedgerError(
-                            f"spill file {path} line {number} is not a valid record: {exc}",
-                            code="ledger-spill-invalid",
-                        ) from exc
-                self._insert_many(conn, records)
-                path.unlink()
-                count += len(records)
-            finally:
-                os.close(fd)
-        return count
+            return self._spill.replay(lambda records: self._insert_many(conn, records))
 
     def _insert_many(self, conn: sqlite3.Connection, records: list[UsageRecord]) -> None:
         rows = [_to_row(self._prepare(record)) for record in records]
@@ -736,16 +589,33 @@ class Ledger:
         Raises:
             LedgerError: The database cannot be opened or read.
         """
+        return next(iter(self.recent_for_lineage(lineage, limit=1)), None)
+
+    def recent_for_lineage(self, lineage: str, *, limit: int = 32) -> list[UsageRecord]:
+        """Return up to ``limit`` most recent records of a cache lineage, newest first.
+
+        Order: ``ts_utc`` descending (ties: the later insert first). Records this instance
+        spilled since the last :meth:`replay_spill` count too. Indexed on
+        ``(lineage, ts_utc)``.
+
+        Raises:
+            LedgerError: The database cannot be opened or read.
+            InputError: ``limit`` is below 1 (code ``ledger-limit``).
+        """
+        if limit < 1:
+            raise InputError("limit must be at least 1", code="ledger-limit")
         sql = (
             f'SELECT {_SELECT_COLUMNS} FROM calls WHERE "lineage" = ? '
-            'ORDER BY "ts_utc" DESC, rowid DESC LIMIT 1'
+            'ORDER BY "ts_utc" DESC, rowid DESC LIMIT ?'
         )
-        found = next(iter(list(self._query(sql, (lineage,)))), None)
+        found = list(self._query(sql, (lineage, limit)))
         with self._lock:
-            spilled = self._spilled_last.get(lineage)
-        if spilled is not None and (found is None or spilled.ts_utc > found.ts_utc):
-            return spilled
-        return found
+            spilled = self._spill.recent(lineage)
+        if spilled:
+            stored = {r.record_id for r in found}
+            found += [r for r in spilled if r.record_id not in stored]
+            found.sort(key=lambda r: r.ts_utc, reverse=True)  # stable: ties keep insert order
+        return found[:limit]
 
     def export_jsonl(self, path_or_file: str | os.PathLike[str] | IO[Any]) -> int:
         """Write every stored record as one canonical JSON line (see ``UsageRecord.to_json``).
@@ -786,20 +656,9 @@ def _is_text(handle: IO[Any]) -> bool:
     return "b" not in getattr(handle, "mode", "b")
 
 
-def _glob_escape(name: str) -> str:
-    """Escape ``*?[`` in a file name for ``Path.glob``."""
-    return re.sub(r"([*?\[])", r"[\1]", name)
-
-
 def _sleep_backoff(attempt: int) -> None:
     delay = _BACKOFF_S * (2**attempt)
     time.sleep(delay + random.uniform(0, delay))
-
-
-def _describe(exc: BaseException | None) -> str:
-    if exc is None:
-        return "unknown error"
-    return redact(f"{type(exc).__name__}: {exc}")
 
 
 def _migrate(conn: sqlite3.Connection, path: Path) -> None:

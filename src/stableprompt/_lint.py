@@ -485,9 +485,11 @@ class _Linter:
         policy = self._policy(req)
         budget = (policy.breakpoint_budget if policy else None) or 4
         if len(bps) > budget:
+            unknown = (f", the conservative default for the unknown model {req.model}"
+                       if policy is not None and policy.conservative else "")
             self._hit("too-many-breakpoints", req.index,
-                      f"request {req.index} has {len(bps)} breakpoints (budget {budget}): "
-                      + ", ".join(s.name for s in bps))
+                      f"request {req.index} has {len(bps)} breakpoints (budget {budget}"
+                      f"{unknown}): " + ", ".join(s.name for s in bps))
         known = [(s, _TTL_S[s.breakpoint]) for s in bps if s.breakpoint in _TTL_S]
         for (s1, t1), (s2, t2) in itertools.pairwise(known):
             if t2 > t1:

@@ -1,4 +1,9 @@
-"""``stableprompt lint``: command-line arguments, exit codes and the terminal report."""
+"""``stableprompt lint``: command-line arguments, exit codes and the terminal report.
+
+Exit codes: 0 = pass, 1 = a gate failed (``--min-prefix-ratio``, ``--max-breaks``), 2 = bad
+input (unreadable, empty or unknown-format capture). With ``--json`` everything goes to stdout
+as one JSON document, errors included (``{"error": {"code", "message"}}``, exit 2).
+"""
 
 from __future__ import annotations
 
@@ -10,7 +15,7 @@ from ._canonical import wire_json
 from ._cli import Subcommand
 from ._exceptions import CaptureError
 from ._lint import CAUSE_FIXES, lint_capture
-from ._lint_results import LintReport
+from ._lint_results import LintReport, format_pair
 from ._request import WIRE_FORMATS_WITH_REQUESTS
 
 __all__ = ["SUBCOMMAND", "add_lint_arguments", "render_report", "run_lint"]
@@ -29,8 +34,18 @@ def _ratio_arg(text: str) -> float:
     return value
 
 
+def _count_arg(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
+    return value
+
+
 def add_lint_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add ``CAPTURE [--format F] [--min-prefix-ratio R] [--json] [--all]``."""
+    """Add ``CAPTURE [--format F] [--min-prefix-ratio R] [--max-breaks N] [--json] [--all]``."""
     parser.add_argument("capture", metavar="CAPTURE",
                         help="JSONL of request bodies or {request, response} objects, a HAR "
                         "file, or a directory of JSON files")
@@ -38,67 +53,98 @@ def add_lint_arguments(parser: argparse.ArgumentParser) -> None:
                         choices=("auto", *WIRE_FORMATS_WITH_REQUESTS, "openai-compatible"),
                         help="wire format of the requests (default: detect per request)")
     parser.add_argument("--min-prefix-ratio", type=_ratio_arg, default=None, metavar="R",
-                        help="exit 1 when the mean prefix ratio is below R (0..1)")
+                        help="exit 1 when the mean prefix ratio is below R (0..1), or when "
+                        "no request has a predecessor to compare with")
+    parser.add_argument("--max-breaks", type=_count_arg, default=None, metavar="N",
+                        help="exit 1 when there are more than N breaks (0: any break fails)")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     parser.add_argument("--all", action="store_true",
                         help="list every pair, not only breaks")
 
 
 def run_lint(args: argparse.Namespace) -> int:
-    """Run ``stableprompt lint``: 0 = pass, 1 = below ``--min-prefix-ratio``, 2 = bad input
-    (one line on stderr, no traceback)."""
+    """Run ``stableprompt lint``: 0 = pass, 1 = a gate failed, 2 = bad input (one line on
+    stderr, or ``{"error": {...}}`` on stdout with ``--json``; no traceback)."""
+    max_breaks = getattr(args, "max_breaks", None)
     try:
         report = lint_capture(args.capture, wire_format=args.format)
     except CaptureError as exc:
-        print(f"stableprompt lint: error: {' '.join(str(exc).split())}", file=sys.stderr)
+        message = " ".join(str(exc).split())
+        if args.json:
+            error = {"code": exc.code, "message": " ".join(exc.message.split()),
+                     "pointer": exc.pointer, "capture": str(args.capture)}
+            sys.stdout.write(wire_json({"error": error}).decode() + "\n")
+        else:
+            print(f"stableprompt lint: error: {message}", file=sys.stderr)
         return 2
-    passed = report.passes(args.min_prefix_ratio)
+    failures = report.gate(args.min_prefix_ratio, max_breaks=max_breaks)
     if args.json:
         document = report.as_dict()
         document["summary"]["min_prefix_ratio"] = args.min_prefix_ratio
-        document["summary"]["passed"] = passed
+        document["summary"]["max_breaks"] = max_breaks
+        document["summary"]["passed"] = not failures
+        document["summary"]["failures"] = failures
         sys.stdout.write(wire_json(document).decode() + "\n")
     else:
-        render_report(report, min_prefix_ratio=args.min_prefix_ratio, show_all=args.all)
-    return 0 if passed else 1
+        render_report(report, min_prefix_ratio=args.min_prefix_ratio, max_breaks=max_breaks,
+                      show_all=args.all)
+    return 1 if failures else 0
 
 
 # -- terminal report -------------------------------------------------------------------------
 
 _MAX_ROWS = 40
+_MAX_DETAILS = 3
 _STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
+#: Console width when stdout is not a terminal: wide enough that rich never hard-wraps a line
+#: (paths, slugs and snippets stay on one greppable line).
+_PIPE_WIDTH = 100_000
 
 
 def _fmt(value: float | None) -> str:
-    return "n/a" if value is None else f"{value:.3f}"
+    return "n/a" if value is None else f"{value:.4f}"
+
+
+def _console() -> Any:
+    from rich.console import Console
+
+    terminal = sys.stdout.isatty()
+    return Console(highlight=False, soft_wrap=not terminal,
+                   width=None if terminal else _PIPE_WIDTH)
 
 
 def render_report(
     report: LintReport,
     *,
     min_prefix_ratio: float | None = None,
+    max_breaks: int | None = None,
     show_all: bool = False,
     console: Any = None,
 ) -> None:
-    """Print ``report`` as a rich terminal summary: breaks table, causes with fixes, findings
-    with fixes, malformed records, and the pass/fail line.
+    """Print ``report`` as a rich terminal summary: breaks table, the first breaks in full,
+    causes with fixes, findings with fixes, malformed records, and the pass/fail line.
 
     Args:
         report: The lint report.
-        min_prefix_ratio: Threshold to judge against (``None``: no gate).
+        min_prefix_ratio: Threshold to judge against (``None``: no ratio gate).
+        max_breaks: Most breaks allowed (``None``: no break gate).
         show_all: List every pair, not only breaks (capped at 40 rows either way).
-        console: A ``rich.console.Console`` (default: stdout).
+        console: A ``rich.console.Console`` (default: stdout; not hard-wrapped when stdout is
+            not a terminal).
     """
-    from rich.console import Console
     from rich.markup import escape
     from rich.table import Table
 
-    out = console if console is not None else Console(highlight=False)
+    out = console if console is not None else _console()
     s = report.summary
     out.print(f"[bold]stableprompt lint[/bold] {escape(report.capture or '')}")
     formats = ", ".join(f"{k} {v}" for k, v in s.wire_formats.items())
-    out.print(f"  requests {s.requests} ({formats}) · sessions {s.sessions} · pairs {s.pairs}"
-              f" · breaks {s.breaks} · expected tail changes {s.expected_divergences}")
+    out.print(f"  requests {s.requests} ({formats}) = conversation starts {s.sessions} + "
+              f"compared pairs {s.pairs} · breaks {s.breaks} · expected tail changes "
+              f"{s.expected_divergences}")
+    if s.problems or s.skipped:
+        out.print(f"  not linted: {s.problems} malformed record(s), {s.skipped} non-request "
+                  "item(s) skipped")
     out.print(f"  prefix ratio  {_fmt(s.prefix_ratio_mean)} mean · "
               f"{_fmt(s.prefix_ratio_weighted)} weighted by bytes")
     out.print(f"  ceiling       {_fmt(s.ceiling)} mean · {_fmt(s.ceiling_weighted)} weighted "
@@ -118,6 +164,11 @@ def render_report(
         out.print(table)
         if len(rows) > _MAX_ROWS:
             out.print(f"  ... {len(rows) - _MAX_ROWS} more (use --json for all)")
+    breaks = report.breaks
+    for p in breaks[:_MAX_DETAILS]:
+        out.print(f"[bold]request {p.index}[/bold] vs {p.predecessor}: {escape(p.describe())}")
+    if len(breaks) > _MAX_DETAILS:
+        out.print(f"  ({len(breaks) - _MAX_DETAILS} more break(s) in the table / --json)")
     if s.causes:
         out.print("[bold]break causes[/bold]")
         for cause, count in s.causes.items():
@@ -134,11 +185,19 @@ def render_report(
         out.print(f"[bold]not linted[/bold] ({len(report.problems)} malformed record(s))")
         for problem in report.problems[:_MAX_ROWS]:
             out.print(f"  {escape(str(problem))}")
-    if min_prefix_ratio is not None:
-        verdict = ("[green]PASS[/green]" if report.passes(min_prefix_ratio)
-                   else "[bold red]FAIL[/bold red]")
-        out.print(f"{verdict} mean prefix ratio {_fmt(s.prefix_ratio_mean)} vs minimum "
-                  f"{min_prefix_ratio:.3f}")
+    if min_prefix_ratio is None and max_breaks is None:
+        return
+    failures = report.gate(min_prefix_ratio, max_breaks=max_breaks)
+    checks = []
+    if min_prefix_ratio is not None and s.prefix_ratio_mean is not None:
+        mean, minimum = format_pair(s.prefix_ratio_mean, min_prefix_ratio)
+        checks.append(f"mean prefix ratio {mean} vs minimum {minimum}")
+    if max_breaks is not None:
+        checks.append(f"breaks {s.breaks} vs maximum {max_breaks}")
+    if failures:
+        out.print(f"[bold red]FAIL[/bold red] {escape('; '.join(failures))}")
+    else:
+        out.print(f"[green]PASS[/green] {'; '.join(checks)}")
 
 
 SUBCOMMAND = Subcommand(

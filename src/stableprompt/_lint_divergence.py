@@ -41,8 +41,10 @@ class ValueSnippet:
             order sent). Equal to the shorter length when one is a prefix of the other; 0
             when the value is absent on one side.
         snippet_a: Up to 32 characters either side of ``value_offset`` in the predecessor's
-            value; ``""`` when the predecessor has no value at ``path``.
-        snippet_b: The same window in the later request's value.
+            value. When a side has no value at ``path``, its snippet is the start of the
+            nearest enclosing value below the top-level key (e.g. the string content where the
+            other side has a block list), or ``""`` (a tool or parameter that is absent).
+        snippet_b: The same for the later request.
     """
 
     value_offset: int
@@ -163,14 +165,25 @@ def value_snippet(a: Segmented, b: Segmented, divergence: Divergence) -> ValueSn
     For SDK renders the path is resolved the same way against their segments' JSON.
     """
     va, vb = _resolve(a, divergence.path), _resolve(b, divergence.path)
-    ta, tb = _text(va), _text(vb)
     if va is _MISSING or vb is _MISSING:
-        k = 0
-    else:
-        n = min(len(ta), len(tb))
-        k = next((j for j in range(n) if ta[j] != tb[j]), n)
+        ta, tb = _text(_enclosing(a, divergence.path)), _text(_enclosing(b, divergence.path))
+        return ValueSnippet(0, ta[:2 * SNIPPET_CHARS], tb[:2 * SNIPPET_CHARS])
+    ta, tb = _text(va), _text(vb)
+    n = min(len(ta), len(tb))
+    k = next((j for j in range(n) if ta[j] != tb[j]), n)
     lo = max(0, k - SNIPPET_CHARS)
     return ValueSnippet(k, ta[lo:k + SNIPPET_CHARS], tb[lo:k + SNIPPET_CHARS])
+
+
+def _enclosing(prompt: Segmented, pointer: str) -> Any:
+    """The value at ``pointer``, else at its nearest ancestor at least two tokens deep
+    (``/messages/0``), else ``_MISSING``."""
+    while pointer.count("/") >= 2:
+        value = _resolve(prompt, pointer)
+        if value is not _MISSING:
+            return value
+        pointer = pointer.rsplit("/", 1)[0]
+    return _MISSING
 
 
 def describe_divergence(

@@ -1,6 +1,20 @@
 """Lint results: per-pair findings, capture-wide findings, the summary and the report.
 
 Produced by :mod:`stableprompt._lint`; rendered by :mod:`stableprompt._lint_cli`.
+
+Counting, in one place (the JSON fields have the same names):
+
+- ``summary.requests``: requests linted == ``len(report.pairs)`` == ``len(doc["pairs"])``.
+  Every linted request has an entry in ``pairs``, the first of each conversation included
+  (with ``predecessor`` ``null``).
+- ``summary.sessions``: entries with ``predecessor`` ``null`` (conversation starts).
+- ``summary.pairs``: entries with a predecessor, i.e. actual comparisons;
+  ``requests == sessions + pairs``. Means, ratios and ``breaks`` are over these.
+- ``summary.problems`` == ``len(doc["problems"])``: malformed records, not linted, each listed
+  with its line or entry.
+- ``summary.skipped``: capture items that are not requests (HAR GETs and other non-JSON
+  traffic, non-JSON files in a directory): neither linted nor listed, and not errors.
+  Every capture record is exactly one of a request, a problem, or skipped.
 """
 
 from __future__ import annotations
@@ -11,8 +25,9 @@ from typing import Any
 
 from ._capture import CaptureProblem
 from ._diff import Divergence
+from ._lint_divergence import ValueSnippet, describe_divergence
 
-__all__ = ["LintFinding", "LintPair", "LintReport", "LintSummary"]
+__all__ = ["LintFinding", "LintPair", "LintReport", "LintSummary", "format_pair"]
 
 
 # -- results ---------------------------------------------------------------------------------
@@ -34,8 +49,13 @@ class LintPair:
         lcp_bytes: Longest common prefix with the predecessor (bytes; 0 without one).
         prefix_ratio: ``lcp_bytes / size_bytes``, ``None`` without a predecessor.
         ceiling: ``min(1, predecessor_size_bytes / size_bytes)``, ``None`` without one.
-        divergence: First divergence from the predecessor, or ``None``.
+        divergence: First divergence from the predecessor, or ``None``. Its ``offset`` is a
+            byte offset into segment data (compact JSON in cache order, breakpoint markers
+            removed; equal to ``lcp_bytes``), not into the body as sent.
         expected: The divergence lies in the predecessor's volatile tail (not a break).
+        value: The differing JSON value at ``divergence.path`` on both sides
+            (``value_offset``: character offset of the first difference inside that value;
+            snippets cut from it), ``None`` without a divergence.
     """
 
     index: int
@@ -50,19 +70,32 @@ class LintPair:
     ceiling: float | None = None
     divergence: Divergence | None = None
     expected: bool = False
+    value: ValueSnippet | None = None
 
     @property
     def is_break(self) -> bool:
         """A divergence that is not in the predecessor's volatile tail."""
         return self.divergence is not None and not self.expected
 
+    def describe(self) -> str:
+        """The divergence message (as ``assert_prefix_stable`` raises it), or ``""``."""
+        if self.divergence is None:
+            return ""
+        value = self.value or ValueSnippet(0, "", "")
+        return describe_divergence(self.divergence, value, expected=self.expected)
+
     def as_dict(self) -> dict[str, Any]:
-        """JSON-ready dict; ``divergence`` is ``None`` or
-        ``{segment, segment_kind, path, offset, cause, detail, expected, snippet_a, snippet_b}``."""
+        """JSON-ready dict; ``divergence`` is ``None`` or ``{segment, segment_kind, path,
+        offset, value_offset, cause, detail, expected, snippet_a, snippet_b}``: ``offset`` is
+        the segment-data byte offset (== ``lcp_bytes``), ``value_offset`` the character offset
+        of the first difference inside the JSON value at ``path``, and the snippets are up to
+        32 characters either side of it in that value (``""`` where a side has no value)."""
         divergence = None
         if self.divergence is not None:
+            value = self.value or ValueSnippet(0, "", "")
             divergence = self.divergence.as_dict()
-            divergence["expected"] = self.expected
+            divergence.update(value_offset=value.value_offset, expected=self.expected,
+                              snippet_a=value.snippet_a, snippet_b=value.snippet_b)
         return {
             "index": self.index,
             "source": self.source,
@@ -105,10 +138,12 @@ class LintFinding:
 class LintSummary:
     """Capture-wide numbers (see the module docstring for the definitions).
 
+    ``requests == sessions + pairs`` (see the module docstring).
+
     Attributes:
-        requests: Requests linted (malformed records excluded).
+        requests: Requests linted (malformed records excluded): one ``LintPair`` each.
         sessions: Conversations: requests without a predecessor.
-        pairs: Requests with a predecessor.
+        pairs: Requests with a predecessor (the comparisons every mean is taken over).
         breaks: Pairs whose divergence is not expected.
         expected_divergences: Pairs that diverge only in the predecessor's volatile tail.
         prefix_ratio_mean: Mean prefix ratio over pairs, ``None`` without pairs.
@@ -117,8 +152,9 @@ class LintSummary:
         ceiling_weighted: ``sum(min(pred, size)) / sum(size)`` over pairs, or ``None``.
         causes: Break count per cause.
         wire_formats: Request count per wire format.
-        problems: Malformed records (not linted).
-        skipped: Capture items that are not requests (HAR traffic, non-JSON files).
+        problems: Malformed records (not linted; listed in ``LintReport.problems``).
+        skipped: Capture items that are not requests (HAR traffic, non-JSON files): not
+            linted, not listed, not errors.
     """
 
     requests: int
@@ -187,14 +223,40 @@ class LintReport:
         """The first finding with ``code``, or ``None``."""
         return next((f for f in self.findings if f.code == code), None)
 
-    def passes(self, min_prefix_ratio: float | None) -> bool:
-        """Whether ``prefix_ratio_mean >= min_prefix_ratio`` (vacuously true without pairs or
-        without a threshold)."""
-        mean = self.summary.prefix_ratio_mean
-        return min_prefix_ratio is None or mean is None or mean >= min_prefix_ratio
+    def gate(
+        self, min_prefix_ratio: float | None = None, *, max_breaks: int | None = None
+    ) -> list[str]:
+        """Why the report fails a CI gate: one line per failed condition, ``[]`` when it passes.
+
+        Args:
+            min_prefix_ratio: Fail when ``prefix_ratio_mean`` is below it, or when there are no
+                pairs at all (nothing was compared, so the ratio cannot be judged).
+            max_breaks: Fail when ``summary.breaks`` is above it.
+        """
+        s = self.summary
+        reasons = []
+        if min_prefix_ratio is not None:
+            mean = s.prefix_ratio_mean
+            if mean is None:
+                reasons.append(f"no pairs: each of the {s.requests} request(s) starts a "
+                               "conversation, so no prefix ratio can be judged against "
+                               f"{min_prefix_ratio}")
+            elif mean < min_prefix_ratio:
+                a, b = format_pair(mean, min_prefix_ratio)
+                reasons.append(f"mean prefix ratio {a} is below the minimum {b}")
+        if max_breaks is not None and s.breaks > max_breaks:
+            reasons.append(f"{s.breaks} break(s) exceed the maximum of {max_breaks}")
+        return reasons
+
+    def passes(self, min_prefix_ratio: float | None, *, max_breaks: int | None = None) -> bool:
+        """Whether :meth:`gate` finds nothing: ``prefix_ratio_mean >= min_prefix_ratio`` (false
+        when there are no pairs) and ``breaks <= max_breaks``; ``None`` disables a check."""
+        return not self.gate(min_prefix_ratio, max_breaks=max_breaks)
 
     def as_dict(self) -> dict[str, Any]:
-        """The ``--json`` document: ``{capture, summary, pairs, findings, problems}``."""
+        """The ``--json`` document: ``{capture, summary, pairs, findings, problems}``
+        (``pairs`` has one entry per linted request, ``summary.requests`` of them; see the
+        module docstring for how the counts relate)."""
         return {
             "capture": self.capture,
             "summary": self.summary.as_dict(),
@@ -202,3 +264,11 @@ class LintReport:
             "findings": [f.as_dict() for f in self.findings],
             "problems": [p.as_dict() for p in self.problems],
         }
+
+
+def format_pair(x: float, y: float, digits: int = 4) -> tuple[str, str]:
+    """Format two ratios with ``digits`` decimals, more when needed to tell them apart
+    (``0.95799`` vs ``0.958`` prints ``0.95799`` vs ``0.95800``, never ``0.9580`` twice)."""
+    while digits < 12 and x != y and f"{x:.{digits}f}" == f"{y:.{digits}f}":
+        digits += 1
+    return f"{x:.{digits}f}", f"{y:.{digits}f}"

@@ -1,7 +1,8 @@
 """Watching a response body on its way to the caller: decoding, usage, TTFT, diagnostics.
 
 A :class:`ResponseObserver` is fed every raw chunk the caller receives (it copies, never holds
-back or changes a byte), decodes ``gzip``/``deflate`` content encodings, runs SSE bodies
+back or changes a byte), decodes ``gzip``/``deflate`` content encodings (``br``/``zstd``
+when their packages are installed, else the usage is unknown with the reason), runs SSE bodies
 through the wire format's stream accumulator (usage, response id, time to first token) and
 copies JSON bodies aside, then hands everything to :meth:`Recorder.finish
 <stableprompt._recorder.Recorder.finish>` when the body ends or the caller stops reading.
@@ -9,8 +10,9 @@ copies JSON bodies aside, then hands everything to :meth:`Recorder.finish
 
 from __future__ import annotations
 
+import importlib
 import zlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ._canonical import loads
@@ -46,39 +48,112 @@ def header(headers: Any, name: str) -> str | None:
     return None if value is None else str(value)
 
 
+def _brotli() -> Any:
+    """A streaming brotli decompressor (``brotli`` or ``brotlicffi``), or ``None``."""
+    for name in ("brotli", "brotlicffi"):
+        try:
+            module = importlib.import_module(name)
+        except ImportError:
+            continue
+        obj = module.Decompressor()
+        step = getattr(obj, "process", None) or obj.decompress  # brotli / brotlicffi
+        return _Codec(step, lambda: b"")
+    return None
+
+
+def _zstd() -> Any:
+    """A streaming zstd decompressor (``zstandard``, several frames), or ``None``."""
+    try:
+        zstandard = importlib.import_module("zstandard")
+    except ImportError:
+        return None
+    state = {"obj": zstandard.ZstdDecompressor().decompressobj()}
+
+    def step(data: bytes) -> bytes:
+        out = state["obj"].decompress(data)
+        while state["obj"].eof and state["obj"].unused_data:
+            rest = state["obj"].unused_data
+            state["obj"] = zstandard.ZstdDecompressor().decompressobj()
+            out += state["obj"].decompress(rest)
+        return bytes(out)
+
+    return _Codec(step, lambda: b"")
+
+
+class _Codec:
+    """One content coding's incremental decoder: ``decompress(data)`` then ``flush()``."""
+
+    def __init__(self, decompress: Callable[[bytes], bytes], flush: Callable[[], bytes]) -> None:
+        self.decompress = decompress
+        self.flush = flush
+
+
+def _zlib(encoding: str) -> _Codec:
+    """gzip, or deflate with the zlib header (or raw deflate, as some servers send)."""
+    deflate = encoding == "deflate"
+    obj: Any = zlib.decompressobj(zlib.MAX_WBITS if deflate else 16 + zlib.MAX_WBITS)
+    state = {"obj": obj, "retried": not deflate}
+
+    def step(data: bytes) -> bytes:
+        try:
+            return bytes(state["obj"].decompress(data))
+        except zlib.error:
+            if state["retried"]:
+                raise
+            state["retried"] = True  # deflate sent without the zlib header
+            state["obj"] = zlib.decompressobj(-zlib.MAX_WBITS)
+            return bytes(state["obj"].decompress(data))
+
+    return _Codec(step, lambda: bytes(state["obj"].flush()))
+
+
+_CODECS: dict[str, Callable[[], Any]] = {
+    "gzip": lambda: _zlib("gzip"),
+    "x-gzip": lambda: _zlib("gzip"),
+    "deflate": lambda: _zlib("deflate"),
+    "br": _brotli,
+    "zstd": _zstd,
+}
+_PACKAGES = {"br": "brotli (or brotlicffi)", "zstd": "zstandard"}
+
+
 class _Decoder:
-    """Incremental Content-Encoding decoder: identity, gzip, deflate (zlib or raw)."""
+    """Incremental Content-Encoding decoder: identity, gzip, deflate (zlib or raw), and ``br``
+    / ``zstd`` when ``brotli``/``brotlicffi`` / ``zstandard`` is installed (the packages
+    httpx itself uses: it only advertises ``br``/``zstd`` when they are).
+
+    Attributes:
+        problem: Why the body cannot be decoded here (an unknown coding or a missing package),
+            else ``None``.
+    """
 
     def __init__(self, encoding: str) -> None:
-        self.encodings = [e.strip().lower() for e in encoding.split(",") if e.strip()]
-        self.encodings = [e for e in self.encodings if e != "identity"]
-        self.supported = all(e in ("gzip", "x-gzip", "deflate") for e in self.encodings)
-        self._objs = [self._new(e) for e in reversed(self.encodings)] if self.supported else []
-        self._deflate_raw = [False] * len(self._objs)
-
-    @staticmethod
-    def _new(encoding: str, raw: bool = False) -> Any:
-        if encoding in ("gzip", "x-gzip"):
-            return zlib.decompressobj(16 + zlib.MAX_WBITS)
-        return zlib.decompressobj(-zlib.MAX_WBITS if raw else zlib.MAX_WBITS)
+        names = [e.strip().lower() for e in encoding.split(",") if e.strip()]
+        names = [e for e in names if e != "identity"]
+        self.problem: str | None = None
+        self._codecs: list[_Codec] = []
+        for name in reversed(names):  # applied in order: decode the last one first
+            factory = _CODECS.get(name)
+            codec = factory() if factory is not None else None
+            if codec is None:
+                package = _PACKAGES.get(name)
+                self.problem = (
+                    f"content-encoding {name!r} needs the {package} package to be decoded "
+                    "(pip install it): usage unknown" if package else
+                    f"content-encoding {name!r} is not decodable here: usage unknown")
+                self._codecs = []
+                return
+            self._codecs.append(codec)
 
     def decode(self, data: bytes) -> bytes:
-        for index, obj in enumerate(self._objs):
-            try:
-                data = obj.decompress(data)
-            except zlib.error:
-                encoding = list(reversed(self.encodings))[index]
-                if encoding != "deflate" or self._deflate_raw[index]:
-                    raise
-                self._deflate_raw[index] = True  # deflate sent without the zlib header
-                self._objs[index] = obj = self._new("deflate", raw=True)
-                data = obj.decompress(data)
+        for codec in self._codecs:
+            data = codec.decompress(data)
         return data
 
     def flush(self) -> bytes:
         data = b""
-        for obj in self._objs:
-            data = obj.decompress(data) + obj.flush()
+        for codec in self._codecs:
+            data = codec.decompress(data) + codec.flush()
         return data
 
 
@@ -108,9 +183,7 @@ class ResponseObserver:
         if content_encoding is None:
             content_encoding = header(headers, "content-encoding") or ""
         self._decoder = _Decoder(content_encoding)
-        self._problem: str | None = None
-        if not self._decoder.supported:
-            self._problem = f"content-encoding {content_encoding!r} is not decodable here"
+        self._problem: str | None = self._decoder.problem
         self._sse = "text/event-stream" in content_type
         self._acc: StreamAccumulator | None = None
         self._buffer: bytearray | None = None
@@ -173,6 +246,12 @@ class ResponseObserver:
     ) -> UsageRecord | None:
         """End of the body (idempotent): parse, attribute and store. Never raises.
 
+        A stream that did not reach its end (``complete=False``, or the accumulator saw it cut
+        before its final event) is recorded as incomplete: verdict ``unknown``, the usage fields
+        seen so far kept, never a predecessor. An error event inside the stream makes the call
+        a failure (``error_class`` ``ProviderError``, the provider's type in
+        ``verdict_detail["error_type"]``).
+
         Args:
             complete: False when the caller closed the stream before its end.
             error: An exception raised while reading the body.
@@ -185,6 +264,8 @@ class ResponseObserver:
         body: bytes | None = None
         response_id: str | None = None
         ttft_ms: float | None = None
+        incomplete: str | None = None
+        provider_error: str | None = None
         try:
             if self._problem is None:
                 self._take(self._decoder.flush())
@@ -192,21 +273,27 @@ class ResponseObserver:
             self._problem = f"{type(exc).__name__}: {exc}"
         if not complete:
             detail["stream"] = "closed before the end of the body"
+            incomplete = "the response was closed before the end of its body"
         acc = self._acc
         if acc is not None:
-            response_id, ttft_ms = acc.response_id, acc.ttft_ms
+            response_id, ttft_ms, provider_error = acc.response_id, acc.ttft_ms, acc.error
             if self._problem is None:
                 try:
                     usage = acc.finish()
                 except Exception as exc:
                     detail["usage_error"] = f"{getattr(exc, 'code', type(exc).__name__)}: {exc}"
-            if usage is None:
-                usage = CacheUsage.unknown(self.pending.usage_format,
-                                           self._problem or "stream usage unreadable")
+                if acc.interrupted and usage is not None and incomplete is None:
+                    incomplete = usage.unknown_reason or "stream ended before its final event"
         elif self._buffer is not None and self._problem is None and complete:
             body = bytes(self._buffer)
         if self._problem is not None:
             detail["observer_error"] = self._problem
+            usage = CacheUsage.unknown(self.pending.usage_format, self._problem)
+        elif acc is not None and usage is None:
+            usage = CacheUsage.unknown(self.pending.usage_format, "stream usage unreadable")
+        if incomplete is not None and usage is not None and (
+                usage.unknown_reason not in (None, incomplete)):
+            detail["usage_unknown_reason"] = usage.unknown_reason
         return self.recorder.finish(
             self.pending,
             status_code=self.status_code,
@@ -216,5 +303,7 @@ class ResponseObserver:
             diagnostics=self.diagnostics,
             ttft_ms=ttft_ms,
             error=error,
+            provider_error=provider_error,
+            incomplete=incomplete,
             detail=detail,
         )

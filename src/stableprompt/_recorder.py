@@ -3,20 +3,30 @@
 A :class:`Recorder` turns one provider call into one :class:`~stableprompt.UsageRecord`:
 
 1. :meth:`Recorder.start` (before sending): recognizes the endpoint and wire format from the
-   URL path and body, segments the body (:func:`~stableprompt._request.segment_request`),
-   counts tokens per segment, assigns session and turn, and takes a snapshot of the
-   same-lineage predecessor (in memory, else :meth:`Ledger.last_for_lineage`; a failed call is
-   never a predecessor) and of the session's previous request to the same provider in the same
-   format.
+   URL path (:meth:`Recorder.recordable`, checked before any body is read) and body, segments
+   the body (:func:`~stableprompt._request.segment_request`), counts tokens per segment,
+   numbers the turn of its conversation and chooses what to compare it with
+   (:class:`~stableprompt._calls.CallIndex`: the same-lineage call sharing the longest
+   prefix, seeded from :meth:`Ledger.recent_for_lineage` on first sight of a lineage, else the
+   conversation's previous call when its head changed).
 2. A :class:`~stableprompt._observer.ResponseObserver` (:meth:`Recorder.observe`) sees the
    response bytes as the caller receives them, never holding them back.
 3. :meth:`Recorder.finish`: parses usage and provider diagnostics, runs
    :func:`~stableprompt._attribution.attribute`, builds the record, appends it to
-   :attr:`Recorder.records`, writes it to the ledger and updates the lineage/session state.
+   :attr:`Recorder.records`, writes it to the ledger and, for a complete successful call only,
+   remembers it as a future predecessor.
+
+A call that failed (transport error, non-2xx status, an error event inside a 2xx stream, a 2xx
+body that is not JSON or is an error object) or whose stream was interrupted gets verdict
+``unknown`` with ``verdict_detail["unknown_reason"]`` (and ``verdict_if_complete``); its
+partial usage fields are kept, and it is never a predecessor.
 
 Nothing here raises into the user's call: every step is guarded; a failure is logged on the
 ``stableprompt.recorder`` logger and the call is still recorded (verdict ``unknown``,
-``verdict_detail["recorder_error"]``). No HTTP header is stored, so API keys have nowhere to go.
+``verdict_detail["recorder_error"]``). No HTTP header is stored, and every text the record
+holds is scrubbed of the request's credential header values (and their fragments of 8+
+characters) and of key-shaped strings (:func:`~stableprompt._record.redact`), so an API key a
+server echoes in an error has nowhere to go.
 """
 
 from __future__ import annotations
@@ -26,19 +36,19 @@ import logging
 import threading
 import time
 import uuid
-from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
 from ._attribution import Attribution, RequestState, attribute
+from ._calls import LINEAGE_DEPTH, Call, CallIndex, Comparison, opening_of
 from ._canonical import loads
 from ._exceptions import TokenizerUnavailableError
 from ._ledger import Ledger
 from ._observer import ResponseObserver, header
 from ._policy import CachePolicy, PolicyTable
-from ._record import UsageRecord
+from ._record import UsageRecord, Verdict, redact, secrets_in_headers
 from ._request import SegmentedRequest, detect_wire_format, segment_request
 from ._tokens import ByteTokenizer, SegmentTokenCounter, Tokenizer, get_tokenizer
 from ._usage import CacheUsage
@@ -71,7 +81,10 @@ _HOSTS = {
     "api.x.ai": "xai",
 }
 _COMPATIBLE = {"vllm", "sglang", "openrouter", "xai"}
-_MAX_STATE = 4096
+_REQUEST_FORMATS = frozenset(wire for _, wire in _ENDPOINTS)
+_TEXT_FIELDS = ("session_id", "scenario", "model", "error_class", "response_id", "content",
+                "usage_raw", "verdict_detail", "diagnostics")
+"""Record fields that can hold provider or user text: scrubbed of secrets."""
 
 
 def provider_for(host: str | None, wire_format: str, override: str | None = None) -> str:
@@ -112,9 +125,17 @@ def _request_format(usage_format: str) -> str:
 
 
 def _endpoint(path: str) -> str | None:
+    """The request format a URL path names, or ``None`` for any other endpoint.
+
+    ``.../messages`` is Anthropic only directly after ``/v1`` (or at the root, or under a
+    proxy prefix without ``/v1``): ``/v1/threads/{id}/messages`` (OpenAI Assistants) is not.
+    """
     path = path.rstrip("/")
     for suffix, wire in _ENDPOINTS:
         if path.endswith(suffix):
+            prefix = path[: -len(suffix)]
+            if wire == "anthropic" and "/v1" in prefix and not prefix.endswith("/v1"):
+                return None
             return wire
     return None
 
@@ -151,12 +172,14 @@ class Pending:
         usage_format: Usage parser (see :func:`usage_wire_format`).
         provider: Provider family.
         model: Requested model, if any.
-        session_id: Session id recorded, if any (``None``: the recorder's implicit session).
-        turn: 1-based count of requests in the session so far (this one included; a named
-            session resumed in a new process continues from its ledger rows).
+        session_id: Session id recorded, if any (``None``: no session named; the
+            conversation is then recognized by its first message, see ``_calls``).
+        turn: 1-based turn of the request in its conversation (a named session resumed in a
+            new process continues from its ledger rows); a retry keeps its turn.
+        retry: The request repeats its conversation's previous request (same fingerprint,
+            within ``_calls.RETRY_WINDOW_S``).
         state: The request as attribution sees it, ``None`` when it could not be segmented.
-        predecessor: Same-lineage predecessor snapshot.
-        session_previous: The session's previous request when its head differs.
+        comparison: What the request is compared with (predecessor or session_previous).
         diagnostics_requested: The provider-diagnostics request fields in the body, if any.
         content: Request body text when ``store_content`` is on.
         problem: Why the request could not be analysed, if it could not.
@@ -173,35 +196,39 @@ class Pending:
     model: str | None = None
     session_id: str | None = None
     turn: int | None = None
+    retry: bool = False
     state: RequestState | None = None
-    predecessor: RequestState | None = None
-    session_previous: RequestState | None = None
+    comparison: Comparison = field(default_factory=Comparison)
     diagnostics_requested: dict[str, Any] | None = None
     content: str | None = None
     problem: str | None = None
     record: UsageRecord | None = None
     finished: bool = field(default=False, repr=False)
+    secrets: tuple[str, ...] = field(default=(), repr=False)
+    call: Call | None = field(default=None, repr=False)
 
+    @property
+    def predecessor(self) -> RequestState | None:
+        """The same-lineage request this call is compared with, if any."""
+        return self.comparison.predecessor
 
-@dataclass
-class _Session:
-    """Turn count of a session, and its latest request per (provider, wire format): only
-    requests to the same provider in the same format are compared across heads."""
-
-    count: int = 0
-    last: dict[tuple[str, str], RequestState] = field(default_factory=dict)
+    @property
+    def session_previous(self) -> RequestState | None:
+        """The conversation's previous request (another head) compared with, if any."""
+        return self.comparison.session_previous
 
 
 class Recorder:
     """Records provider calls: prediction, attribution and one ledger row per call.
 
-    Thread-safe; one recorder may serve several clients/transports (its lineage and session
-    state is what links a request to its predecessor).
+    Thread-safe; one recorder may serve several clients/transports (its memory of recent
+    calls is what links a request to its predecessor).
 
     Args:
         ledger: Where records go (``None``: only :attr:`records`).
         session_id: Session/conversation id for every call (else taken from each request, see
-            :func:`session_from_request`; calls with none share one implicit session).
+            :func:`session_from_request`; a call with none belongs to the conversation of a
+            recent call with the same wire format, model and first message, if any).
         scenario: Free label stored on each record.
         tokenizer: Encoding name for :func:`~stableprompt._tokens.get_tokenizer` or a
             Tokenizer. Counts are estimates of the provider's (see ``_attribution``). If the
@@ -212,8 +239,8 @@ class Recorder:
             ``store_content=True`` to keep it). Lets a later process diff against it.
         provider: Provider family for every call (``"vllm"``, ``"llama-cpp"``, ...), else
             inferred by :func:`provider_for`.
-        session_window_s: How long a session's previous request counts for head-change
-            detection (seconds).
+        session_window_s: How long a conversation's previous request counts for turns and
+            head-change detection (seconds).
         keep_records: How many records :attr:`records` keeps (oldest dropped), ``None``: all.
         monotonic: Monotonic clock in seconds (``time.monotonic``) for latency and TTFT.
 
@@ -253,9 +280,9 @@ class Recorder:
         tok = get_tokenizer(tokenizer) if isinstance(tokenizer, str) else tokenizer
         self._counter = SegmentTokenCounter(tok, max_entries=65_536)
         self.records: list[UsageRecord] = []
-        self._lineages: OrderedDict[str, RequestState] = OrderedDict()
-        self._sessions: OrderedDict[Any, _Session] = OrderedDict()
-        self._lock = threading.Lock()
+        self._index = CallIndex(window_s=session_window_s)
+        self._lookup_warned = False
+        self._records_lock = threading.Lock()
 
     def __repr__(self) -> str:
         return (
@@ -269,6 +296,14 @@ class Recorder:
         return self._counter.tokenizer.name
 
     # ------------------------------------------------------------------ start
+
+    @staticmethod
+    def recordable(path: str, method: str = "POST") -> bool:
+        """True when a call to ``path`` would be recorded: a ``POST`` to ``.../messages``
+        (Anthropic, directly under ``/v1``), ``.../chat/completions`` or ``.../responses``.
+        Decided from the path alone, so other calls pass through without their body being
+        read."""
+        return method.upper() == "POST" and _endpoint(path) is not None
 
     def start(
         self,
@@ -284,7 +319,9 @@ class Recorder:
 
         Args:
             path: URL path, e.g. ``/v1/messages``.
-            headers: Request headers (read for the session header only; never stored).
+            headers: Request headers: read for the session header and for the credential
+                values to scrub from the record (:func:`~stableprompt._record.
+                secrets_in_headers`); never stored.
             body: Exact request body bytes.
             host: URL host, for :func:`provider_for`.
             method: HTTP method; only ``POST`` is recorded.
@@ -294,20 +331,22 @@ class Recorder:
         Returns:
             A :class:`Pending` to pass to :meth:`finish`, or ``None`` when the call is not a
             Messages / Chat Completions / Responses request with a JSON object body: such calls
-            (model lists, token counting, files, non-JSON bodies) pass through unrecorded.
+            (model lists, token counting, files, Assistants messages, non-JSON bodies) pass
+            through unrecorded.
         """
         try:
-            if method.upper() != "POST" or body is None:
-                return None
-            wire = _endpoint(path)
-            if wire is None:
+            if body is None or not self.recordable(path, method):
                 return None
             decoded = loads(bytes(body))
             if not isinstance(decoded, dict):
                 return None
-            wire = detect_wire_format(decoded, path) or wire
+            wire = detect_wire_format(decoded, path)
+            if wire not in _REQUEST_FORMATS:
+                return None
+            secrets = secrets_in_headers(headers)
         except Exception:
             return None
+        assert wire is not None
         ts, started = self.clock(), self.monotonic()
         provider = provider_for(host, wire, provider or self.provider)
         pending = Pending(
@@ -318,14 +357,18 @@ class Recorder:
             wire_format=wire,
             usage_format=usage_wire_format(provider, wire),
             provider=provider,
+            secrets=secrets,
         )
         try:
             self._analyse(pending, decoded, headers, bytes(body))
         except Exception as exc:
-            pending.problem = f"{type(exc).__name__}: {exc}"
-            _log.warning("stableprompt could not analyse a request to %s: %s", path,
-                         pending.problem)
+            self._problem(pending, exc)
         return pending
+
+    def _problem(self, pending: Pending, exc: BaseException) -> None:
+        pending.problem = redact(f"{type(exc).__name__}: {exc}", secrets=pending.secrets)
+        _log.warning("stableprompt could not analyse a request to %s: %s", pending.path,
+                     pending.problem)
 
     def _analyse(self, pending: Pending, body: dict[str, Any], headers: Any, raw: bytes) -> None:
         model = body.get("model")
@@ -334,40 +377,42 @@ class Recorder:
         pending.diagnostics_requested = _diagnostics_request(pending.wire_format, body)
         if self.store_content:
             pending.content = raw.decode("utf-8", "replace")
-        with self._lock:
-            known = pending.session_id in self._sessions
-        earlier = 0 if known else self._ledger_turns(pending.session_id)
-        with self._lock:
-            session = self._sessions.get(pending.session_id)
-            if session is None:
-                session = self._sessions[pending.session_id] = _Session(count=earlier)
-                if len(self._sessions) > _MAX_STATE:
-                    self._sessions.popitem(last=False)
-            session.count += 1
-            pending.turn = session.count
-        segmented = segment_request(pending.wire_format, body)
-        tokens = self._count(segmented)
-        state = RequestState.of(segmented, tokens, pending.ts, record_id=pending.record_id)
-        pending.state = state
-        pending.predecessor = self._predecessor(state.head_fingerprint)
-        with self._lock:
-            previous = session.last.get((pending.provider, pending.wire_format))
-        if (
-            pending.predecessor is None
-            and previous is not None
-            and previous.head_fingerprint != state.head_fingerprint
-            and pending.ts - previous.ts <= self.session_window_s
-        ):
-            pending.session_previous = previous
+        segmented: SegmentedRequest | None = None
+        try:
+            segmented = segment_request(pending.wire_format, body)
+            pending.state = RequestState.of(segmented, self._count(segmented), pending.ts,
+                                            record_id=pending.record_id)
+        except Exception as exc:
+            self._problem(pending, exc)
+        call = pending.call = Call(
+            ts=pending.ts, session_id=pending.session_id, provider=pending.provider,
+            wire_format=pending.wire_format, model=pending.model,
+            opening=opening_of(segmented),
+            fingerprint=None if segmented is None else segmented.fingerprint,
+            state=pending.state)
+        earlier = 0
+        if pending.session_id is not None and not self._index.knows_session(pending.session_id):
+            earlier = self._ledger_turns(pending.session_id)
+        pending.turn, pending.retry = self._index.begin(call, earlier_turns=earlier)
+        if pending.state is not None:
+            self._load_lineage(pending.state.head_fingerprint)
+            pending.comparison = self._index.compare(call)
 
-    def _ledger_turns(self, session_id: str | None) -> int:
-        """Calls of a named session already in the ledger (a resumed conversation)."""
-        if session_id is None or self.ledger is None:
+    def _lookup_failed(self, exc: BaseException) -> None:
+        if not self._lookup_warned:  # once per recorder: a broken ledger must not flood logs
+            self._lookup_warned = True
+            _log.warning("ledger lookup failed (logged once; in-memory state is used): %s: %s",
+                         type(exc).__name__, redact(str(exc)))
+
+    def _ledger_turns(self, session_id: str) -> int:
+        """The highest turn of a named session already in the ledger (a resumed conversation)."""
+        if self.ledger is None:
             return 0
         try:
-            return sum(1 for _ in self.ledger.iter_records(session_id=session_id))
+            return max((r.turn or 0 for r in self.ledger.iter_records(session_id=session_id)),
+                       default=0)
         except Exception as exc:
-            _log.warning("ledger lookup failed: %s", exc)
+            self._lookup_failed(exc)
             return 0
 
     def _count(self, segmented: SegmentedRequest) -> list[int]:
@@ -379,21 +424,21 @@ class Recorder:
             self._counter = SegmentTokenCounter(ByteTokenizer(), max_entries=65_536)
             return [self._counter.count(data[s.start : s.end]) for s in segmented.segments]
 
-    def _predecessor(self, head: str) -> RequestState | None:
-        with self._lock:
-            found = self._lineages.get(head)
-        if found is not None or self.ledger is None:
-            return found
+    def _load_lineage(self, head: str) -> None:
+        """Seed the index with the lineage's recent ledger rows, once per lineage (a failed,
+        interrupted or unreadable row is never a predecessor)."""
+        if self.ledger is None or self._index.knows_lineage(head):
+            return
         try:
-            record = self.ledger.last_for_lineage(head)
+            rows = self.ledger.recent_for_lineage(head, limit=LINEAGE_DEPTH)
         except Exception as exc:
-            _log.warning("ledger lookup failed: %s", exc)
-            return None
-        if record is None or record.error_class is not None:
-            return None  # a failed call touched no cache entry: no TTL clock to start from
-        return self._from_record(record, head)
+            self._lookup_failed(exc)
+            rows = []
+        calls = [self._call_of(r, head) for r in reversed(rows)
+                 if r.error_class is None and not r.verdict_detail.get("incomplete")]
+        self._index.load_lineage(head, calls)
 
-    def _from_record(self, record: UsageRecord, head: str) -> RequestState:
+    def _call_of(self, record: UsageRecord, head: str) -> Call:
         segmented = tokens = None
         if record.content:
             try:
@@ -402,8 +447,9 @@ class Recorder:
                 tokens = tuple(self._count(segmented))
             except Exception:
                 segmented = tokens = None
-        return RequestState(
-            ts=record.ts_utc.timestamp(),
+        ts = record.ts_utc.timestamp()
+        state = RequestState(
+            ts=ts,
             fingerprint=record.request_fingerprint or "",
             head_fingerprint=head,
             segmented=segmented,
@@ -417,28 +463,37 @@ class Recorder:
                 else None),
             cache_read_tokens=record.cache_read_tokens,
         )
+        return Call(ts=ts, session_id=record.session_id, provider=record.provider or "",
+                    wire_format=_request_format(record.wire_format), model=record.model,
+                    opening=opening_of(segmented), fingerprint=state.fingerprint, state=state,
+                    turn=record.turn)
 
     def previous_response_id(
-        self, wire_format: str, body: Mapping[str, Any], headers: Any = None
+        self, wire_format: str, body: Mapping[str, Any], headers: Any = None, *,
+        provider: str | None = None, host: str | None = None,
     ) -> str | None:
         """The provider response id of the request this body will be compared with.
 
         The same-lineage predecessor's (in memory, else from the ledger), else the previous
-        request of the same session when the head changed. Used for provider cache
-        diagnostics (Anthropic ``diagnostics.previous_message_id``, OpenAI
+        request of the same conversation when the head changed (see :meth:`start`). Used for
+        provider cache diagnostics (Anthropic ``diagnostics.previous_message_id``, OpenAI
         ``prompt_cache_options.comparison_response_id``). Never raises.
         """
         try:
             segmented = segment_request(wire_format, body)
-            found = self._predecessor(segmented.head_fingerprint)
-            if found is None:
-                key = self.session_id or session_from_request(body, headers)
-                with self._lock:
-                    session = self._sessions.get(key)
-                    candidates = [] if session is None else [
-                        s for (_, wire), s in session.last.items() if wire == wire_format]
-                found = max(candidates, key=lambda s: s.ts, default=None)
-            return None if found is None else found.response_id
+            model = body.get("model")
+            state = RequestState(ts=self.clock(), fingerprint=segmented.fingerprint,
+                                 head_fingerprint=segmented.head_fingerprint,
+                                 segmented=segmented)
+            call = Call(ts=state.ts,
+                        session_id=self.session_id or session_from_request(body, headers),
+                        provider=provider_for(host, wire_format, provider or self.provider),
+                        wire_format=wire_format, model=model if isinstance(model, str) else None,
+                        opening=opening_of(segmented), fingerprint=state.fingerprint,
+                        state=state)
+            self._load_lineage(state.head_fingerprint)
+            base = self._index.compare(call).base
+            return None if base is None else base.response_id
         except Exception:
             return None
 
@@ -456,6 +511,8 @@ class Recorder:
         ttft_ms: float | None = None,
         latency_ms: float | None = None,
         error: BaseException | str | None = None,
+        provider_error: str | None = None,
+        incomplete: str | None = None,
         detail: Mapping[str, Any] | None = None,
     ) -> UsageRecord | None:
         """Complete a call: attribute it, store the record, update lineage state. Never raises.
@@ -463,13 +520,18 @@ class Recorder:
         Args:
             pending: From :meth:`start`. Finishing twice returns the first record.
             status_code: HTTP status, ``None`` when no response arrived.
-            body: The whole (decoded) JSON response body, for non-streaming calls.
+            body: The whole (decoded) response body, for non-streaming calls.
             usage: Usage already parsed (streams); takes precedence over ``body``.
             response_id: Provider message/response id (streams).
             diagnostics: Provider cache diagnostics seen in a stream.
             ttft_ms: Time to first content token (ms), streams only.
             latency_ms: Send to complete (ms); default: measured with the monotonic clock.
             error: Exception (or its class name) when the call failed.
+            provider_error: The provider's error type when a 2xx stream carried an error event
+                (Anthropic ``event: error``, Responses ``response.failed``, a chat chunk with
+                ``error``): the call failed (``error_class`` ``ProviderError``).
+            incomplete: Why the response is incomplete (a stream closed early or cut before
+                its final event): verdict ``unknown`` with this ``unknown_reason``.
             detail: Extra evidence merged into ``verdict_detail``.
 
         Returns:
@@ -481,10 +543,10 @@ class Recorder:
         pending.finished = True
         try:
             record = self._finish(pending, status_code, body, usage, response_id, diagnostics,
-                                  ttft_ms, latency_ms, error, detail)
+                                  ttft_ms, latency_ms, error, provider_error, incomplete, detail)
         except Exception as exc:
-            _log.warning("stableprompt could not attribute a call: %s: %s",
-                         type(exc).__name__, exc)
+            problem = redact(f"{type(exc).__name__}: {exc}", secrets=pending.secrets)
+            _log.warning("stableprompt could not attribute a call: %s", problem)
             try:
                 record = UsageRecord(
                     record_id=pending.record_id,
@@ -496,12 +558,12 @@ class Recorder:
                     status_code=status_code if status_code and 100 <= status_code <= 599
                     else None,
                     verdict="unknown",
-                    verdict_detail={"recorder_error": f"{type(exc).__name__}: {exc}"},
+                    verdict_detail={"recorder_error": problem},
                 )
             except Exception:
                 return None
-        self._store(pending, record)
-        return record
+        self._store(pending, _scrubbed(record, pending.secrets))
+        return pending.record
 
     def _finish(
         self,
@@ -514,13 +576,14 @@ class Recorder:
         ttft_ms: float | None,
         latency_ms: float | None,
         error: BaseException | str | None,
+        provider_error: str | None,
+        incomplete: str | None,
         extra: Mapping[str, Any] | None,
     ) -> UsageRecord:
         if latency_ms is None:
             latency_ms = max((self.monotonic() - pending.started) * 1000.0, 0.0)
-        ok = status_code is not None and 200 <= status_code < 300 and error is None
+        success = status_code is not None and 200 <= status_code < 300 and error is None
         detail: dict[str, Any] = {"tokenizer": self.tokenizer_name}
-        error_class = _error_class(error)
         parsed: Any = None
         if body is not None:
             try:
@@ -532,31 +595,44 @@ class Recorder:
                 response_id = parsed["id"]
             if diagnostics is None:
                 diagnostics = parsed.get("diagnostics", parsed.get("prompt_cache_diagnostics"))
-        if status_code is not None and status_code >= 400 and error_class is None:
-            error_class = "ProviderHTTPError"
-            if isinstance(parsed, Mapping):
-                detail["error_type"] = _error_type(parsed)
-        if usage is None and ok and parsed is not None:
+        error_class = _failure(error, status_code, success, body, parsed, provider_error,
+                               detail)
+        usage_raw: Any = None
+        if usage is None and error_class is None and parsed is not None:
             try:
                 usage = parse_response(pending.usage_format, parsed)
             except Exception as exc:
                 detail["usage_error"] = f"{getattr(exc, 'code', type(exc).__name__)}: {exc}"
+                usage_raw = _raw_usage(parsed, detail)
+        if usage is not None:
+            if not usage.is_unknown:
+                usage_raw = _json(usage.raw)
+            if usage.inconsistent:
+                detail["usage_inconsistency"] = usage.inconsistency
         if pending.problem:
             detail["analysis_error"] = pending.problem
-        attribution = self._attribute(pending, usage if ok else None, detail)
+        if pending.retry:
+            detail["retry"] = True
+        attribution = self._attribute(pending, usage, detail)
+        verdict: Verdict = "unknown" if attribution is None else attribution.verdict
         if attribution is not None:
             detail = {**attribution.detail, **detail}
+        reason = None
+        if error_class is not None:
+            kind = detail.get("error_type")
+            reason = f"the call failed ({error_class}{f': {kind}' if kind else ''})"
+        elif incomplete is not None:
+            reason = incomplete
+            detail["incomplete"] = True
+        if reason is not None:
+            if verdict != "unknown":
+                detail["verdict_if_complete"] = verdict
+            verdict = "unknown"
+            detail["unknown_reason"] = reason
         if extra:
             detail.update(extra)
-        if pending.state is not None and ok:
-            extent = None
-            if usage is not None and usage.cache_read_tokens is not None and (
-                    usage.cache_write_tokens is not None):
-                extent = usage.cache_read_tokens + usage.cache_write_tokens
-            state = dataclasses.replace(
-                pending.state, response_id=response_id, cached_extent_tokens=extent,
-                cache_read_tokens=None if usage is None else usage.cache_read_tokens)
-            self._remember(pending, state)
+        if reason is None:
+            self._remember(pending, usage, response_id)
         return UsageRecord(
             record_id=pending.record_id,
             ts_utc=datetime.fromtimestamp(pending.ts, timezone.utc),
@@ -583,8 +659,8 @@ class Recorder:
             cache_write_1h_tokens=None if usage is None else usage.cache_write_1h_tokens,
             output_tokens=None if usage is None else usage.output_tokens,
             usage_inconsistent=False if usage is None else usage.inconsistent,
-            usage_raw=None if usage is None or usage.is_unknown else _json(usage.raw),
-            verdict="unknown" if attribution is None else attribution.verdict,
+            usage_raw=usage_raw,
+            verdict=verdict,
             verdict_detail=_json(detail),
             latency_ms=latency_ms,
             ttft_ms=None if ttft_ms is None else max(ttft_ms, 0.0),
@@ -608,32 +684,32 @@ class Recorder:
             return None
         if policy.conservative:
             detail["policy"] = "conservative default (model not in the policy table)"
+        comparison = pending.comparison
         return attribute(
             pending.state,
-            predecessor=pending.predecessor,
-            session_previous=pending.session_previous,
+            predecessor=comparison.predecessor,
+            session_previous=comparison.session_previous,
+            other_conversation=comparison.other_conversation,
             usage=usage,
             policy=policy,
         )
 
-    def _remember(self, pending: Pending, state: RequestState) -> None:
-        with self._lock:
-            current = self._lineages.get(state.head_fingerprint)
-            if current is None or current.ts <= state.ts:
-                self._lineages[state.head_fingerprint] = state
-                self._lineages.move_to_end(state.head_fingerprint)
-                if len(self._lineages) > _MAX_STATE:
-                    self._lineages.popitem(last=False)
-            session = self._sessions.get(pending.session_id)
-            if session is not None:
-                key = (pending.provider, pending.wire_format)
-                last = session.last.get(key)
-                if last is None or last.ts <= state.ts:
-                    session.last[key] = state
+    def _remember(self, pending: Pending, usage: CacheUsage | None,
+                  response_id: str | None) -> None:
+        """Keep a complete, successful call as a future predecessor."""
+        if pending.state is None or pending.call is None:
+            return
+        read = None if usage is None else usage.cache_read_tokens
+        write = None if usage is None else usage.cache_write_tokens
+        state = dataclasses.replace(
+            pending.state, response_id=response_id,
+            cached_extent_tokens=read + write if read is not None and write is not None else None,
+            cache_read_tokens=read)
+        self._index.remember(dataclasses.replace(pending.call, state=state, turn=pending.turn))
 
     def _store(self, pending: Pending, record: UsageRecord) -> None:
         pending.record = record
-        with self._lock:
+        with self._records_lock:
             self.records.append(record)
             keep = self.keep_records
             if keep is not None and len(self.records) > keep + max(keep // 10, 1):
@@ -642,7 +718,8 @@ class Recorder:
             try:
                 self.ledger.write(record)
             except Exception as exc:  # Ledger.write does not raise for storage failures
-                _log.warning("ledger write failed: %s: %s", type(exc).__name__, exc)
+                _log.warning("ledger write failed: %s: %s", type(exc).__name__,
+                             redact(str(exc), secrets=pending.secrets))
 
     def observe(
         self,
@@ -658,6 +735,49 @@ class Recorder:
         """
         return ResponseObserver(self, pending, status_code=status_code, headers=headers,
                                 content_encoding=content_encoding)
+
+
+def _failure(error: BaseException | str | None, status_code: int | None, success: bool,
+             body: bytes | None, parsed: Any, provider_error: str | None,
+             detail: dict[str, Any]) -> str | None:
+    """The call's ``error_class``, or ``None`` when it succeeded; adds ``error_type`` (the
+    provider's) and ``error_code`` (ours) to ``detail``."""
+    error_class = _error_class(error)
+    if error_class is not None:
+        return error_class
+    if status_code is not None and status_code >= 400:
+        if isinstance(parsed, Mapping):
+            detail["error_type"] = _error_type(parsed)
+        return "ProviderHTTPError"
+    if not success:
+        return None
+    if provider_error is not None:
+        detail.update(error_code="provider-stream-error", error_type=provider_error)
+        return "ProviderError"
+    if body is not None and not isinstance(parsed, Mapping):
+        detail["error_code"] = "provider-invalid-json"
+        return "ProviderError"
+    if isinstance(parsed, Mapping) and parsed.get("error") and parsed.get("usage") is None:
+        detail.update(error_code="provider-error-body", error_type=_error_type(parsed))
+        return "ProviderError"
+    return None
+
+
+def _raw_usage(parsed: Any, detail: dict[str, Any]) -> dict[str, Any] | None:
+    """The body's usage object as received, when it could not be parsed (kept for audit)."""
+    value = parsed.get("usage") if isinstance(parsed, Mapping) else None
+    if isinstance(value, Mapping):
+        result: dict[str, Any] = _json(value)
+        return result
+    if value is not None:
+        detail["usage_raw_invalid"] = _json(value)
+    return None
+
+
+def _scrubbed(record: UsageRecord, secrets: tuple[str, ...]) -> UsageRecord:
+    """``record`` with every text field scrubbed of ``secrets`` and key-shaped strings."""
+    update = {name: redact(getattr(record, name), secrets=secrets) for name in _TEXT_FIELDS}
+    return record.model_copy(update=update)
 
 
 def _json(value: Any) -> Any:

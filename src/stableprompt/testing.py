@@ -13,11 +13,13 @@ reports with the divergence message.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ._diff import Segmented, diff, lcp_bytes
-from ._lint import is_expected_divergence
+from ._lint_divergence import describe_divergence, is_expected_divergence, value_snippet
+from ._lint_results import format_pair
 from ._request import SegmentedRequest, detect_wire_format, segment_request
 
 __all__ = ["assert_prefix_stable"]
@@ -53,9 +55,10 @@ def assert_prefix_stable(
     Consecutive items are compared with :func:`stableprompt.diff`, in provider cache order
     (cache-key parameters, tools, system, messages; breakpoint markers are not content).
     Allowed: the volatile tail. For ``RenderedPrompt`` items, their ``tail:`` segments; for
-    request bodies / ``ProviderRequest`` objects, a divergence at or after the predecessor's
-    last cache breakpoint, or (without breakpoints) a last message replaced by the next turn,
-    exactly as ``stableprompt lint`` decides (``expected`` divergences).
+    request bodies / ``ProviderRequest`` objects, a divergence inside the predecessor's last
+    message only (after its last breakpoint, or where the next turn replaced it), exactly as
+    ``stableprompt lint`` decides (``expected`` divergences): a change to any earlier message
+    fails, wherever the breakpoints are.
 
     Args:
         requests_or_renders: Request body dicts, ``ProviderRequest``, ``SegmentedRequest`` or
@@ -63,15 +66,26 @@ def assert_prefix_stable(
         wire_format: Wire format of dict bodies (``anthropic``, ``openai-chat``,
             ``openai-responses``); ``None`` detects it per body.
         min_prefix_ratio: Also require the mean over pairs of ``lcp_bytes / later size``
-            (bytes of segment data) to be at least this (0..1).
+            (bytes of segment data) to be at least this (0..1); with fewer than two items
+            there is no pair and the assertion fails.
 
     Raises:
-        AssertionError: ``"request i does not extend request i-1: <str(Divergence)>"`` at the
-            first break, or the mean ratio is below ``min_prefix_ratio``.
+        AssertionError: ``"request i does not extend request i-1: <message>"`` at the first
+            break (the message ``stableprompt lint`` prints: the JSON path, the character
+            offset inside the differing value, the segment-data byte offset, the cause and
+            snippets of the differing value), or the mean ratio is below
+            ``min_prefix_ratio``, or there is no pair to judge it on.
+        ValueError: ``min_prefix_ratio`` is not a number between 0 and 1.
         TypeError: an item is none of the accepted types.
+        InputError: a request body next to a ``RenderedPrompt`` (code ``diff-mismatch``, from
+            :func:`stableprompt.diff`): compare requests with requests, renders with renders.
         CaptureError: a body the wire format does not allow (from ``segment_request``).
     """
     __tracebackhide__ = True  # pytest: show the caller's line, not ours
+    if min_prefix_ratio is not None and not (
+            isinstance(min_prefix_ratio, (int, float)) and not math.isnan(min_prefix_ratio)
+            and 0.0 <= min_prefix_ratio <= 1.0):
+        raise ValueError(f"min_prefix_ratio must be between 0 and 1, got {min_prefix_ratio!r}")
     items = [_segmented(item, wire_format, i) for i, item in enumerate(requests_or_renders)]
     ratios: list[float] = []
     for i in range(1, len(items)):
@@ -80,12 +94,18 @@ def assert_prefix_stable(
         if divergence is not None and not (
             a_is_request and is_expected_divergence(a, b, divergence)
         ):
-            raise AssertionError(f"request {i} does not extend request {i - 1}: {divergence}")
+            message = describe_divergence(divergence, value_snippet(a, b, divergence))
+            raise AssertionError(f"request {i} does not extend request {i - 1}: {message}")
         ratios.append(lcp_bytes(a, b) / len(b.data) if b.data else 1.0)
-    if min_prefix_ratio is not None and ratios:
-        mean = sum(ratios) / len(ratios)
-        if mean < min_prefix_ratio:
-            worst = min(range(len(ratios)), key=ratios.__getitem__)
-            raise AssertionError(
-                f"mean prefix ratio {mean:.4f} is below {min_prefix_ratio} over "
-                f"{len(ratios)} pair(s); lowest: request {worst + 1} at {ratios[worst]:.4f}")
+    if min_prefix_ratio is None:
+        return
+    if not ratios:
+        raise AssertionError(f"no pair to judge min_prefix_ratio={min_prefix_ratio} on: "
+                             f"{len(items)} request(s); pass at least two")
+    mean = sum(ratios) / len(ratios)
+    if mean < min_prefix_ratio:
+        worst = min(range(len(ratios)), key=ratios.__getitem__)
+        shown, minimum = format_pair(mean, min_prefix_ratio)
+        raise AssertionError(
+            f"mean prefix ratio {shown} is below {minimum} over {len(ratios)} pair(s); "
+            f"lowest: request {worst + 1} at {ratios[worst]:.4f}")

@@ -99,6 +99,30 @@ def test_anthropic_delta_counts_overwrite_never_sum() -> None:
     assert usage.input_tokens_total == 106
 
 
+def test_anthropic_delta_changing_the_write_drops_the_stale_ttl_split() -> None:
+    """A message_delta that changes cache_creation_input_tokens makes message_start's 5m/1h
+    split unknown instead of an inconsistency; an unchanged write keeps the split."""
+    start = (
+        b'event: message_start\ndata: {"type":"message_start","message":{"id":"msg_x","usage":'
+        b'{"input_tokens":5,"cache_creation_input_tokens":300,"cache_read_input_tokens":0,'
+        b'"cache_creation":{"ephemeral_5m_input_tokens":200,"ephemeral_1h_input_tokens":100},'
+        b'"output_tokens":1}}}\n\n'
+    )
+
+    def delta(write: int) -> bytes:
+        return (b'event: message_delta\ndata: {"type":"message_delta","delta":{},"usage":'
+                b'{"output_tokens":9,"cache_creation_input_tokens":%d}}\n\n' % write)
+
+    changed = parse_stream("anthropic", start + delta(450))
+    assert changed.cache_write_tokens == 450 and changed.input_tokens_total == 455
+    assert (changed.cache_write_5m_tokens, changed.cache_write_1h_tokens) == (None, None)
+    assert not changed.inconsistent and changed.unknown_reason is None
+    assert changed.raw["cache_creation"] == {"ephemeral_5m_input_tokens": 200,
+                                             "ephemeral_1h_input_tokens": 100}
+    same = parse_stream("anthropic", start + delta(300))
+    assert (same.cache_write_5m_tokens, same.cache_write_1h_tokens) == (200, 100)
+
+
 def test_anthropic_interrupted_after_message_start_keeps_input_side() -> None:
     """A stream cut before message_delta keeps the input counts and marks output unknown."""
     data = _read("anthropic_cached_ttl.sse")

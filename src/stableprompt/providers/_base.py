@@ -230,6 +230,9 @@ class StreamAccumulator(ABC):
         first_content_at: Clock reading of the first content-bearing event (text, tool-call
             or reasoning delta), or ``None`` so far.
         error: The provider's in-stream error type/message when it sent one, else ``None``.
+        interrupted: Set by :meth:`finish`: True when the stream ended before its usage-bearing
+            or final event (server truncation, a dropped connection, a caller that stopped
+            reading), False when it ran to its end (with or without a usage report).
         bytes_seen: Bytes fed so far.
         undecodable_events: Byte offsets of events whose payload was not valid JSON.
     """
@@ -249,6 +252,7 @@ class StreamAccumulator(ABC):
         self.response_id: str | None = None
         self.model: str | None = None
         self.error: str | None = None
+        self.interrupted = False
         self.bytes_seen = 0
         self.undecodable_events: list[int] = []
         self._result: CacheUsage | None = None
@@ -323,7 +327,10 @@ class StreamAccumulator(ABC):
             self.undecodable_events.append(offset)
             return None
 
-    def _unknown(self, reason: str) -> CacheUsage:
+    def _unknown(self, reason: str, *, interrupted: bool = True) -> CacheUsage:
+        """Unknown usage with ``reason``; ``interrupted=False`` when the stream did reach its
+        end and simply carried no usage (see :attr:`interrupted`)."""
+        self.interrupted = interrupted
         if self.undecodable_events:
             shown = ", ".join(str(o) for o in self.undecodable_events[:5])
             reason += f"; {len(self.undecodable_events)} undecodable event(s) at byte {shown}"
@@ -340,9 +347,10 @@ class StreamAccumulator(ABC):
             exc.offset = offset
             raise
 
-    @staticmethod
-    def _partial(usage: CacheUsage, reason: str) -> CacheUsage:
-        """Keep the input side of ``usage`` but mark the output count unknown."""
+    def _partial(self, usage: CacheUsage, reason: str) -> CacheUsage:
+        """Keep the input side of ``usage`` but mark the output count unknown (the stream was
+        cut before its end: :attr:`interrupted`)."""
+        self.interrupted = True
         return usage.model_copy(update={"output_tokens": None, "unknown_reason": reason})
 
     @abstractmethod

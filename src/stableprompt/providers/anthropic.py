@@ -35,6 +35,8 @@ __all__ = ["WIRE_FORMAT", "AnthropicStreamAccumulator", "parse_response", "parse
 
 WIRE_FORMAT = "anthropic"
 
+_WRITE_KEY = "cache_creation_input_tokens"
+
 
 def parse_usage(usage: object, pointer: str = "") -> CacheUsage:
     """Normalize an Anthropic ``usage`` object.
@@ -96,10 +98,13 @@ class AnthropicStreamAccumulator(SSEStreamAccumulator):
     Rule (PROVIDERS.md §1.2, as the SDK's ``lib/streaming/_messages.py`` does): start from
     ``message_start.message.usage``, then overwrite it with every non-null field of each
     ``message_delta.usage``. Counts are cumulative: never summed. The TTL split exists only in
-    ``message_start``. ``response_id`` is ``message.id``. Content-bearing events (for TTFT):
-    ``content_block_delta`` of any kind (text, tool input JSON, thinking) and the start of a
-    ``tool_use`` block. A stream that ended after ``message_start`` but before any
-    ``message_delta`` keeps the input side and reports ``output_tokens`` as unknown.
+    ``message_start``: when a ``message_delta`` changes ``cache_creation_input_tokens``, the
+    split no longer describes the final count, so the 5m/1h fields become unknown (``None``;
+    the raw ``cache_creation`` object stays in ``raw``). ``response_id`` is ``message.id``.
+    Content-bearing events (for TTFT): ``content_block_delta`` of any kind (text, tool input
+    JSON, thinking) and the start of a ``tool_use`` block. A stream that ended after
+    ``message_start`` but before any ``message_delta`` keeps the input side and reports
+    ``output_tokens`` as unknown.
     """
 
     wire_format = WIRE_FORMAT
@@ -110,6 +115,7 @@ class AnthropicStreamAccumulator(SSEStreamAccumulator):
         # key -> (byte offset of the event that last set it, pointer of its usage object)
         self._sources: dict[str, tuple[int, str]] = {}
         self._saw_delta = False
+        self._split_stale = False
 
     def _event(self, event: SSEEvent) -> None:
         if event.event == "ping" or (
@@ -142,6 +148,9 @@ class AnthropicStreamAccumulator(SSEStreamAccumulator):
                 self._saw_delta = True
                 if self._usage is None:
                     self._usage = {}
+                written = usage.get(_WRITE_KEY)
+                if written is not None and written != self._usage.get(_WRITE_KEY, written):
+                    self._split_stale = True
                 for key, value in usage.items():
                     if value is not None:
                         self._usage[key] = value
@@ -167,6 +176,9 @@ class AnthropicStreamAccumulator(SSEStreamAccumulator):
             exc.pointer = f"{base}{exc.pointer}"
             exc.offset = offset
             raise
+        if self._split_stale:
+            usage = usage.model_copy(
+                update={"cache_write_5m_tokens": None, "cache_write_1h_tokens": None})
         if not self._saw_delta:
             return self._partial(usage, "stream ended before message_delta: output_tokens unknown")
         return usage

@@ -133,7 +133,7 @@ class LlamaCppStreamAccumulator(ChatStreamAccumulator):
     def _finish(self) -> CacheUsage:
         if self._usage is None and self._timings is None:
             if self._done:
-                return self._unknown("stream completed without usage or timings")
+                return self._unknown("stream completed without usage or timings", interrupted=False)
             return self._unknown("stream ended before its usage/timings chunk (interrupted)")
         combined: dict[str, Any] = {}
         if self._usage is not None:

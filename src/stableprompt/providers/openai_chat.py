@@ -190,7 +190,7 @@ class ChatStreamAccumulator(SSEStreamAccumulator):
 
     def _finish(self) -> CacheUsage:
         if self._usage is None:
-            return self._unknown(self._no_usage_reason())
+            return self._unknown(self._no_usage_reason(), interrupted=not self._done)
         usage = self._parse_at(self._parse, self._usage, "/usage", self._usage_offset)
         if not (self._done or self._usage_final):
             return self._partial(

@@ -144,7 +144,7 @@ class OpenAIResponsesStreamAccumulator(SSEStreamAccumulator):
     def _finish(self) -> CacheUsage:
         if self._usage is None:
             if self._terminal is not None:
-                return self._unknown(f"{self._terminal} carried no usage")
+                return self._unknown(f"{self._terminal} carried no usage", interrupted=False)
             return self._unknown(
                 "stream ended before response.completed/incomplete/failed: no usage reported"
             )

@@ -1,0 +1,584 @@
+"""The detectors behind :func:`stableprompt._volatility.scan_volatile`: patterns and scanner.
+
+Everything here works on raw candidates, ``(start, end, kind)`` character spans that may
+overlap: the compiled patterns and word lists, :class:`Scanner` (which finds the digit runs of
+a text and tries only the few anchored patterns that fit each run's length and neighbours),
+the heuristics that tell random ids from identifiers, and :func:`suppress_examples` (documented
+values: examples, formats, defaults, fixed dates). Resolving overlaps, byte offsets and the
+public API live in :mod:`stableprompt._volatility`, whose docstring lists the kinds and what is
+deliberately not flagged.
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = ["Candidate", "Scanner", "suppress_examples"]
+
+# --------------------------------------------------------------------------------------------
+# Pattern pieces. Digit-first patterns are only ever tried at the start of a digit run whose
+# left neighbour is not a letter or digit (see ``_boundary_before``), so they need no leading
+# lookbehind. ``_NRB`` is the right boundary of a numeric token: not glued to a letter/digit and
+# not continuing a dotted/colon/slash/dash number ("1.2.2026.5", "10:30:45:12").
+_NRB = r"(?![^\W_])(?![.:/-][0-9])"
+_YEAR = r"(?:19|20)[0-9][0-9]"
+_MM = r"(?:0[1-9]|1[0-2])"
+_DD = r"(?:0[1-9]|[12][0-9]|3[01])"
+_HMS = r"(?:[01][0-9]|2[0-3]):[0-5][0-9](?::[0-5][0-9](?:[.,][0-9]{1,9})?)?"
+_TZ = (
+    r"(?:\s?(?:Z|UTC|GMT|UT)(?:[+-](?:[01]?[0-9]|2[0-3])(?::?[0-5][0-9])?)?(?![^\W_])"
+    r"|\s?[+-](?:[01][0-9]|2[0-3]):?[0-5][0-9](?![0-9])"
+    r"|\s[A-Z]{1,4}T(?![^\W_]))?"
+)
+_AMPM = r"\s?[AaPp](?:\.[Mm]\.|[Mm])(?![^\W_])"
+# A clock time without boundaries; the hour is validated in Python (_clock_ok).
+_CLOCK_CORE = rf"[0-9]{{1,2}}:[0-5][0-9](?::[0-5][0-9](?:[.,][0-9]{{1,9}})?)?(?:{_AMPM})?"
+
+_ISO_RE = re.compile(  # 2026-11-30, 2026/11/30, with an optional ISO / file-name style time
+    rf"{_YEAR}(?P<sep>[-/.]){_MM}(?P=sep){_DD}"
+    rf"(?:(?P<t>(?:[T ]|\s?T\s?){_HMS}{_TZ})"
+    rf"|(?P<ft>[T_ -](?:[01][0-9]|2[0-3])(?P<fs>[-.])[0-5][0-9](?P=fs)[0-5][0-9]))?{_NRB}"
+)
+_ISO_BASIC_RE = re.compile(  # 20261130T140322Z
+    rf"{_YEAR}{_MM}{_DD}T(?:[01][0-9]|2[0-3])[0-5][0-9](?:[0-5][0-9](?:\.[0-9]+)?)?"
+    rf"(?:Z|[+-][0-9]{{4}})?{_NRB}"
+)
+_NUMERIC_DATE_RE = re.compile(rf"([0-9]{{1,2}})([/.-])([0-9]{{1,2}})\2{_YEAR}{_NRB}")
+_CLOCK_RE = re.compile(
+    rf"(?P<h>[0-9]{{1,2}}):(?P<m>[0-5][0-9])(?::(?P<s>[0-5][0-9])(?:[.,][0-9]{{1,9}})?)?"
+    rf"(?P<ampm>{_AMPM})?{_TZ}{_NRB}"
+)
+_RANGE_TAIL_RE = re.compile(rf"\s*(?:-|–|—|to|until|till)\s*{_CLOCK_CORE}(?![^\W_])", re.I)
+_RANGE_HEAD_RE = re.compile(rf"(?<![^\W_]){_CLOCK_CORE}\s*(?:-|–|—|to|until|till)\s*$", re.I)
+# After the day of a named date: "30", "30th, 2026", "30 14:03:22 2026" (ctime).
+_DAY_TAIL_RE = re.compile(
+    rf"(?P<d>[0-9]{{1,2}})(?:st|nd|rd|th)?"
+    rf"(?:(?P<ctime>\s+{_HMS}\s+{_YEAR})|,?\s+(?P<y>{_YEAR}))?{_NRB}"
+)
+# Day-first named dates: "30 November 2026", "30th of Nov".
+_DAY_FIRST_RE = re.compile(
+    rf"(?P<d>[0-9]{{1,2}})(?:st|nd|rd|th)?\s+(?:of\s+)?(?P<mon>[A-Za-z]{{3,9}})\.?"
+    rf"(?:,?\s+(?P<y>{_YEAR}))?{_NRB}"
+)
+_DATE_TIME_JOIN_RE = re.compile(r"(?:,?\s+(?:at\s+|@\s*)?|T)", re.I)
+_EPOCH_RE = re.compile(r"(?:[0-9]{13}|[0-9]{10}(?:\.[0-9]{1,9})?)(?![\w]|[.,][0-9])")
+_PHONE_BEFORE_RE = re.compile(r"(?:\+[0-9]{1,3}[\s.-]?|(?:tel|phone|fax|mobile)\W{0,3})$", re.I)
+_UUID_RE = re.compile(
+    r"(?<![0-9A-Za-z])[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}"
+    r"-[0-9a-fA-F]{12}(?![0-9A-Za-z])"
+)
+_HEX_RE = re.compile(r"(?<![0-9A-Za-z])(?:0[xX])?[0-9a-fA-F]{16,}(?![0-9A-Za-z])")
+_ID_TAIL_RE = re.compile(r"[A-Za-z0-9+/_-]*={0,2}")
+_JWT_RE = re.compile(r"eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*(?![A-Za-z0-9_-])")
+_B64_SPLIT_RE = re.compile(r"[-_+/=]+")
+_WORDY_RE = re.compile(r"[A-Z][a-z]{2,}|[a-z]{4,}|[A-Z]{5,}")
+_DIGIT_GROUP_RE = re.compile(r"[0-9]+")
+_LETTER_GROUP_RE = re.compile(r"[A-Za-z]+")
+_PLAIN_WORD_RE = re.compile(r"[a-z]{2,}|[A-Z][a-z]+|[A-Z]{2,5}|[0-9]{1,4}")
+_ALPHABET_RE = re.compile(r"0123456789|abcdefgh|ABCDEFGH")
+_NONCE_TAIL_RE = re.compile(r"[A-Za-z0-9._+/-]*=*")
+_NONCE_LABEL_RE = re.compile(
+    r"(?:(?<=\\[nrt])|(?<![^\W_]))"
+    r"(?:c?nonce|request[-_ ]?id|req[-_]?id|trace[-_ ]?id|span[-_ ]?id|correlation[-_ ]?id"
+    r"|session[-_ ]?(?:id|key|token)|idempotency[-_ ]?key|run[-_ ]?id|invocation[-_ ]?id"
+    r"|execution[-_ ]?id|job[-_ ]?id|cache[-_ ]?buster|csrf[-_ ]?token|build[-_ ]?id)"
+    r"(?:\\?[\"'])?\s*[:=]\s*(?:\\?[\"'])?$",
+    re.I,
+)
+_COUNTER_PROGRESS_RE = re.compile(r"\s*(?:of|/)\s*[0-9]{1,6}(?![^\W_])", re.I)
+_COUNTER_BARE_END_RE = re.compile(r"\s*(?:$|[\])},;|]|\.(?:\s|$)|\\[nrt])", re.M)
+_COUNTER_LABELS = frozenset(
+    ["turn", "step", "attempt", "iteration", "round", "retry", "try", "run", "cycle", "loop"]
+)
+_COUNTER_KV_LABELS = frozenset(["turn", "iteration", "attempt", "retry", "step"])
+_COUNTER_BARE_LABELS = frozenset(["turn", "iteration", "attempt"])
+_MONTHS = frozenset(
+    (
+        "jan", "january", "feb", "february", "mar", "march", "apr", "april", "may", "jun",
+        "june", "jul", "july", "aug", "august", "sep", "sept", "september", "oct", "october",
+        "nov", "november", "dec", "december",
+    )
+)  # fmt: skip
+_WEEKDAYS = frozenset(
+    (
+        "mon", "monday", "tue", "tues", "tuesday", "wed", "wednesday", "thu", "thur", "thurs",
+        "thursday", "fri", "friday", "sat", "saturday", "sun", "sunday",
+    )
+)  # fmt: skip
+# Example markers: a span right after one of these (or in the list that follows) is skipped.
+_EXAMPLE_BEFORE_RE = re.compile(
+    r"(?:\be\.?g\b\.?|\bi\.e\.|\bfor (?:example|instance)|\bsuch as|\blike|\bexamples?"
+    r"|\bdefaults?(?: to| is)?|\bsamples?|\bformat(?:ted)?(?: as| of| is| like)?)"
+    r"[\s\"'`:=,(\[{\\]*"
+    # one more example in between: "e.g. '20210101' for January 1st, 2021"
+    r"(?:[^\s\"'`]{1,24}[\"'`]?\s*(?:or|and|to|for|represents|means|is|=)[\s\"'`(\[\\]*)?$",
+    re.I,
+)
+_LIST_SEPARATOR_RE = re.compile(
+    r"[\s\"'`,;/|()\[\]\\=]*(?:(?:or|and|to|for|through|until|represents|means|vs\.?)"
+    r"[\s\"'`,(\[\\]*)?",
+    re.I,
+)
+# Dates stated as fixed facts: "released 2024-09-13", "API version 2023-06-01",
+# "shutdown date: 2026-08-10", "must be after 14/03/2024".
+_FIXED_DATE_BEFORE_RE = re.compile(
+    r"\b(?:released?|deprecated|shutdown|sunset|retire[sd]?|cut-?off|versions?|since|after"
+    r"|before|between|effective|expir(?:es|ed|y|ation)|launched|published|founded|born)\b"
+    r"(?:\s+[A-Za-z]{1,8}){0,2}[\s\"'`:=(\[\\]*$",
+    re.I,
+)
+_DATE_KINDS = frozenset({"date", "timestamp"})
+# Cheap substring pre-checks (lowercase) before the regexes above: each regex matches only
+# if one of its hints occurs in the window.
+_EXAMPLE_HINTS = (
+    "e.g",
+    "eg",
+    "i.e.",
+    "example",
+    "instance",
+    "such as",
+    "like",
+    "default",
+    "sample",
+    "format",
+)
+_FIXED_DATE_HINTS = (
+    "releas",
+    "deprecat",
+    "shutdown",
+    "sunset",
+    "retire",
+    "cut",
+    "version",
+    "since",
+    "after",
+    "before",
+    "between",
+    "effective",
+    "expir",
+    "launched",
+    "published",
+    "founded",
+    "born",
+)
+_EXAMPLE_WINDOW = 40
+_EPOCH_MIN = 1_000_000_000  # 2001-09-09T01:46:40Z, the first 10-digit second
+_EPOCH_MAX = 4_102_444_800  # 2100-01-01T00:00:00Z
+_WELL_KNOWN_NUMBERS = frozenset({"2147483647", "2147483648", "1234567890", "4294967295"})
+_ID_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/_-")
+_NONCE_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._+/-")
+_SPACE = frozenset(" \t")
+
+Candidate = tuple[int, int, str]
+"""A raw span: ``(start, end, kind)``, character offsets, half-open."""
+
+
+def _digit_runs(text: str) -> list[tuple[int, int]]:
+    """Maximal runs of ASCII digits as (start, end), in order.
+
+    Sparse digits (prose, schemas): one memchr pass per digit character. Dense digits (logs,
+    tables): one regex pass.
+    """
+    positions: list[int] = []
+    dense = len(text) // 32
+    find = text.find
+    for digit in "0123456789":
+        i = find(digit)
+        while i != -1:
+            positions.append(i)
+            i = find(digit, i + 1)
+        if len(positions) > dense:
+            return [m.span() for m in _DIGIT_GROUP_RE.finditer(text)]
+    if not positions:
+        return []
+    positions.sort()
+    runs: list[tuple[int, int]] = []
+    start = prev = positions[0]
+    for p in positions[1:]:
+        if p != prev + 1:
+            runs.append((start, prev + 1))
+            start = p
+        prev = p
+    runs.append((start, prev + 1))
+    return runs
+
+
+def _boundary_before(text: str, i: int) -> bool:
+    """True if position ``i`` starts a token: no letter/digit before it, or a JSON escape."""
+    if i == 0:
+        return True
+    ch = text[i - 1]
+    if not ch.isalnum():
+        return True
+    return ch in "nrt" and i >= 2 and text[i - 2] == "\\"
+
+
+def _word_before(text: str, i: int, skip: str) -> tuple[str, int]:
+    """The letters-only word ending before ``i`` after skipping ``skip`` chars: (word, start)."""
+    j = i
+    while j > 0 and text[j - 1] in skip:
+        j -= 1
+    k = j
+    while k > 0 and text[k - 1].isalpha() and j - k < 12:
+        if k >= 2 and text[k - 2] == "\\" and text[k - 1] in "nrt":
+            break  # a JSON escape ("\\nTurn") is not part of the word
+        k -= 1
+    if k == j or not _boundary_before(text, k):
+        return "", i
+    return text[k:j], k
+
+
+_PLACEHOLDER_UUIDS = frozenset(
+    {
+        "12345678123456781234567812345678",
+        "123e4567e89b12d3a456426614174000",  # the RFC 4122 / Wikipedia example
+        "123e4567e89b42d3a456556642440000",
+    }
+)
+
+
+def _placeholder_hex(value: str) -> bool:
+    """Documentation placeholders: one repeated digit, counting sequences, well-known UUIDs."""
+    body = value.replace("-", "").lower()
+    return (
+        len(set(body)) <= 2 or "123456789" in body or "abcdef" in body or body in _PLACEHOLDER_UUIDS
+    )
+
+
+def _clock_ok(m: re.Match[str]) -> bool:
+    hour = m.group("h")
+    if m.group("ampm"):
+        return 1 <= int(hour) <= 12
+    if m.group("s") is not None:
+        return int(hour) <= 23
+    return len(hour) == 2 and int(hour) <= 23
+
+
+def _round_clock(m: re.Match[str]) -> bool:
+    """Round times (xx:00/15/30/45, seconds 00 or none) and 23:59(:59) are formats/schedules."""
+    minute, second = m.group("m"), m.group("s")
+    if m.group("h") == "23" and minute == "59" and second in (None, "59"):
+        return True
+    return minute in ("00", "15", "30", "45") and second in (None, "00")
+
+
+class Scanner:
+    """Collects raw candidates for one text; overlaps are resolved by the caller."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.out: list[Candidate] = []
+        self.dates: list[tuple[int, int]] = []
+        self.clocks: dict[int, tuple[int, bool]] = {}  # start -> (end, is_round)
+        self.skip_clock: set[int] = set()
+        self.id_end = -1
+        self.nonce_end = -1
+
+    def run(self) -> list[Candidate]:
+        text = self.text
+        n = len(text)
+        for a, b in _digit_runs(text):
+            length = b - a
+            nxt = text[b] if b < n else ""
+            if _boundary_before(text, a):
+                if length == 4 and nxt in "-/.":
+                    self._iso(a)
+                elif length == 8 and nxt == "T":
+                    m = _ISO_BASIC_RE.match(text, a)
+                    if m:
+                        self.out.append((a, m.end(), "timestamp"))
+                elif length <= 2:
+                    if nxt == ":":
+                        self._clock(a)
+                    elif nxt in "/.-":
+                        self._numeric_date(a)
+                    elif nxt and (nxt.isspace() or nxt in "snrt"):
+                        self._day_first(a)
+                elif length in (10, 13):
+                    self._epoch(a)
+            if length <= 2 and a > 0 and text[a - 1] in _SPACE:
+                self._day_after_month(a)
+            if length <= 6 and a > 0 and (text[a - 1].isspace() or text[a - 1] in "#:"):
+                self._counter(a, b)
+            if a >= self.id_end:
+                self._id_run(a, b)
+            if a >= self.nonce_end:
+                self._nonce(a, b)
+        for start, end in self.dates:
+            self.out.append((start, end, "date"))
+            join = _DATE_TIME_JOIN_RE.match(text, end)
+            if join is not None and join.end() in self.clocks:
+                self.out.append((start, self.clocks[join.end()][0], "timestamp"))
+        for start, (end, is_round) in self.clocks.items():
+            if not is_round and start not in self.skip_clock:
+                self.out.append((start, end, "clock-time"))
+        return self.out
+
+    # -- dates and times ----------------------------------------------------------------------
+    def _iso(self, a: int) -> None:
+        m = _ISO_RE.match(self.text, a)
+        if m is None:
+            return
+        if m.group("t") or m.group("ft"):
+            self.out.append((a, m.end(), "timestamp"))
+        elif not (
+            (a >= 2 and self.text[a - 1] in "-_" and self.text[a - 2].isalnum())
+            or (a >= 1 and self.text[a - 1] == "/")
+        ):  # not a versioned name ("gpt-4.1-2025-04-14") nor a path ("spec/2025-06-18/")
+            self.dates.append((a, m.end()))
+
+    def _numeric_date(self, a: int) -> None:
+        m = _NUMERIC_DATE_RE.match(self.text, a)
+        if m is None:
+            return
+        x, y = int(m.group(1)), int(m.group(3))
+        if x >= 1 and y >= 1 and ((x <= 12 and y <= 31) or (y <= 12 and x <= 31)):
+            self.dates.append((a, m.end()))
+
+    def _clock(self, a: int) -> None:
+        text = self.text
+        if a > 1 and text[a - 1] in ".:" and text[a - 2].isdigit():
+            return
+        m = _CLOCK_RE.match(text, a)
+        if m is None or not _clock_ok(m):
+            return
+        if (a > 0 and text[a - 1] == "[") or text.startswith("]", m.end()):
+            return  # a slice, "data[12:16]"
+        tail = _RANGE_TAIL_RE.match(text, m.end())
+        if tail is not None or _RANGE_HEAD_RE.search(text, max(0, a - 24), a):
+            self.skip_clock.add(a)  # a schedule ("09:00-17:00"), not a clock
+        self.clocks[a] = (m.end(), _round_clock(m))
+
+    def _day_after_month(self, a: int) -> None:
+        """Named month-first dates: "Nov 30, 2026", "Monday, November 30", ctime."""
+        text = self.text
+        month, start = _word_before(text, a, " \t.")
+        if month.lower() not in _MONTHS:
+            return
+        m = _DAY_TAIL_RE.match(text, a)
+        if m is None or not 1 <= int(m.group("d")) <= 31:
+            return
+        weekday, wd_start = _word_before(text, start, " \t,.")
+        has_weekday = weekday.lower() in _WEEKDAYS
+        if has_weekday:
+            start = wd_start
+        if m.group("ctime"):
+            if has_weekday:
+                self.out.append((start, m.end(), "timestamp"))
+        elif m.group("y") or has_weekday:
+            self.dates.append((start, m.end()))
+
+    def _day_first(self, a: int) -> None:
+        """Day-first named dates: "30 November 2026", "Mon, 30 Nov 2026"."""
+        m = _DAY_FIRST_RE.match(self.text, a)
+        if m is None or m.group("mon").lower() not in _MONTHS:
+            return
+        if not 1 <= int(m.group("d")) <= 31:
+            return
+        weekday, wd_start = _word_before(self.text, a, " \t,.")
+        has_weekday = weekday.lower() in _WEEKDAYS
+        if m.group("y") or has_weekday:
+            self.dates.append((wd_start if has_weekday else a, m.end()))
+
+    def _epoch(self, a: int) -> None:
+        text = self.text
+        if a > 0 and text[a - 1] in "$€£#+.,/-":
+            return
+        m = _EPOCH_RE.match(text, a)
+        if m is None:
+            return
+        digits = m.group().split(".", 1)[0]
+        value = int(digits) // (1000 if len(digits) == 13 else 1)
+        if digits[:10] in _WELL_KNOWN_NUMBERS or len(set(digits)) <= 2 or digits.endswith("000000"):
+            return  # INT32_MAX, "1234567890", 2000000000: constants and placeholders
+        if _EPOCH_MIN <= value < _EPOCH_MAX and not _PHONE_BEFORE_RE.search(
+            text, max(0, a - 12), a
+        ):
+            self.out.append((a, m.end(), "epoch"))
+
+    # -- counters -----------------------------------------------------------------------------
+    def _counter(self, a: int, b: int) -> None:
+        """ "Turn 17", "Step 4 of 10", "attempt #3", "turn: 5", "retry_count: 2"."""
+        text = self.text
+        j = a
+        while j > 0 and text[j - 1] in _SPACE:
+            j -= 1
+        if b < len(text) and text[b].isalnum():
+            return  # "4xx", "3rd"
+        sep = ""
+        if j > 0 and text[j - 1] in "#:":
+            sep = text[j - 1]
+            j -= 1
+            while j > 0 and text[j - 1] in _SPACE:
+                j -= 1
+        word, start = _word_before(text, j, "")
+        label = word.lower()
+        if label in ("count", "number", "no") and start > 0 and text[start - 1] in "-_ ":
+            base, base_start = _word_before(text, start - 1, "")
+            if sep == ":" and base.lower() in _COUNTER_KV_LABELS:
+                self.out.append((base_start, b, "counter"))
+            return
+        if label not in _COUNTER_LABELS or (not sep and j == a):
+            return
+        progress = _COUNTER_PROGRESS_RE.match(text, b)
+        if progress is not None and sep in ("", "#"):
+            self.out.append((start, progress.end(), "counter"))
+        elif (
+            sep == "#"
+            or (sep and label in _COUNTER_KV_LABELS)
+            or (not sep and label in _COUNTER_BARE_LABELS and _COUNTER_BARE_END_RE.match(text, b))
+        ):
+            self.out.append((start, b, "counter"))
+
+    # -- ids ----------------------------------------------------------------------------------
+    def _id_run(self, a: int, b: int) -> None:
+        """Classify the run of base64/base64url characters around a digit run."""
+        text = self.text
+        start, end = _extent(text, a, b, _ID_CHARS, _ID_TAIL_RE)
+        self.id_end = end
+        if start >= 2 and text[start - 1] == "\\" and text[start] in "nrt":
+            start += 1  # a JSON escape letter is not part of the token
+        if text.startswith("eyJ", start):
+            jwt = _JWT_RE.match(text, start)
+            if jwt is not None:
+                self.id_end = jwt.end()
+                self.out.append((start, jwt.end(), "base64-id"))
+                return
+        if end - start < 16:
+            return
+        for m in _UUID_RE.finditer(text, start, end):
+            if not _placeholder_hex(m.group()):
+                self.out.append((m.start(), m.end(), "uuid"))
+        for m in _HEX_RE.finditer(text, start, end):
+            body = m.group()
+            if body[:2] in ("0x", "0X"):
+                body = body[2:]
+            digits = sum(ch.isdigit() for ch in body)
+            if (
+                len(body) >= 16
+                and 2 <= digits <= len(body) - 2
+                and (body.islower() or body.isupper())
+                and not _placeholder_hex(body)
+            ):
+                self.out.append((m.start(), m.end(), "hex-id"))
+        if end - start >= 20:
+            self._base64(start, end)
+
+    def _base64(self, start: int, end: int) -> None:
+        text = self.text
+        run = text[start:end]
+        if "/" in run and (
+            (start > 0 and text[start - 1] in ".:~")
+            or run.startswith("/")
+            or any(_PLAIN_WORD_RE.fullmatch(piece) for piece in run.split("/"))
+        ):
+            offset = start  # a path or URL: judge each "/"-separated piece on its own
+            for piece in run.split("/"):
+                if len(piece) >= 20 and _run_is_id(piece):
+                    self.out.append((offset, offset + len(piece), "base64-id"))
+                offset += len(piece) + 1
+        elif _run_is_id(run):
+            self.out.append((start, end, "base64-id"))
+
+    def _nonce(self, a: int, b: int) -> None:
+        """The value of a labelled id (``request_id=...``) around a digit run."""
+        text = self.text
+        start, end = _extent(text, a, b, _NONCE_CHARS, _NONCE_TAIL_RE)
+        self.nonce_end = end
+        while end > start and text[end - 1] in ".":
+            end -= 1
+        if not 6 <= end - start <= 128 or not text[start].isalnum():
+            return
+        j = start
+        while j > 0 and text[j - 1] in " \t\"'\\":
+            j -= 1
+        if j == 0 or text[j - 1] not in ":=":
+            return
+        if sum(ch.isdigit() for ch in text[start:end]) < 2 or text.startswith("(", end):
+            return  # "hashlib.sha1(...)": code, not a value
+        if _NONCE_LABEL_RE.search(text, max(0, start - 48), start):
+            self.out.append((start, end, "nonce"))
+
+
+def _extent(
+    text: str, a: int, b: int, chars: frozenset[str], tail: re.Pattern[str]
+) -> tuple[int, int]:
+    """The token around the digit run ``text[a:b]``: ``chars`` extend it to the left, ``tail``
+    (matched at ``b``) to the right. Returns ``(start, end)``, character offsets."""
+    start = a
+    while start > 0 and text[start - 1] in chars:
+        start -= 1
+    m = tail.match(text, b)
+    return start, m.end() if m is not None else b
+
+
+def _run_is_id(run: str) -> bool:
+    """Whether a base64/base64url run is an id: a long chunk of it, or all of it, looks random."""
+    if len(run) > 2048:  # an embedded blob (image, file), not an id
+        return False
+    chunks = [c for c in _B64_SPLIT_RE.split(run) if c]
+    longest = max(chunks, key=len, default="")
+    if len(longest) >= 16 and _looks_random(longest):
+        return True
+    # Standard base64 splits into short chunks at '+' and '/'; judge the whole. (Not for '-'
+    # and '_': joined, "gpt-4-turbo-2024-04-09" would look random.)
+    return ("+" in run or "/" in run) and _looks_random("".join(chunks))
+
+
+def _looks_random(chunk: str) -> bool:
+    """Whether an alphanumeric chunk (16+ chars) looks like a random id rather than words.
+
+    Identifiers (``BetaToolSearchToolBm25``, ``convert_utf8_to_utf16``) are mostly made of
+    word-like letter runs; random base62/base32/base36 is not. Tuned on random ids and on the
+    identifiers of the Python standard library and common packages: about 10% of random
+    20-char base62/base32 ids and 25% of base36 ids are missed, in exchange for almost no
+    identifier being flagged.
+    """
+    n = len(chunk)
+    if n < 16 or _ALPHABET_RE.search(chunk):
+        return False
+    digits = sum(ch.isdigit() for ch in chunk)
+    if digits == 0 or digits == n:
+        return False
+    if chunk.lower() != chunk and chunk.upper() != chunk:  # mixed case: base62 / base64url
+        wordy = sum(m.end() - m.start() for m in _WORDY_RE.finditer(chunk))
+        return wordy * 20 < n * 11
+    # single case + digits: base32 / base36 (ULIDs); hex is caught by hex-id
+    if len(_DIGIT_GROUP_RE.findall(chunk)) < 2 or digits * 6 < n or (n - digits) * 4 < n:
+        return False
+    wordish = sum(
+        len(run)
+        for run in _LETTER_GROUP_RE.findall(chunk)
+        if len(run) >= 4 and sum(ch in "aeiouAEIOU" for ch in run) * 4 >= len(run)
+    )
+    return wordish * 5 < n * 2
+
+
+def suppress_examples(text: str, spans: list[Candidate]) -> list[Candidate]:
+    """Drop documented values: examples, formats, defaults, fixed-date facts, and their lists."""
+    kept: list[Candidate] = []
+    last_example_end = -1
+    for start, end, kind in spans:
+        in_list = (
+            last_example_end >= 0
+            and start - last_example_end <= _EXAMPLE_WINDOW
+            and _LIST_SEPARATOR_RE.fullmatch(text, last_example_end, start) is not None
+        )
+        lo = max(0, start - _EXAMPLE_WINDOW)
+        window = text[lo:start].lower()
+        if (
+            in_list
+            or (
+                any(hint in window for hint in _EXAMPLE_HINTS)
+                and _EXAMPLE_BEFORE_RE.search(text, lo, start)
+            )
+            or (
+                kind in _DATE_KINDS
+                and any(hint in window for hint in _FIXED_DATE_HINTS)
+                and _FIXED_DATE_BEFORE_RE.search(text, lo, start)
+            )
+        ):
+            last_example_end = end
+            continue
+        kept.append((start, end, kind))
+    return kept
