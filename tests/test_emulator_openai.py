@@ -12,6 +12,7 @@ from stableprompt.emulator import AssistantTurn, Emulator, FakeClock, ToolCall
 
 OLD = "gpt-4.1"  # before GPT-5.6: minimum 2,048 tokens, reads floored to 128, writes unreported
 NEW = "gpt-5.6"  # minimum 1,024, exact reads, cache_write_tokens reported
+FIVE_5 = "gpt-5.5"  # implicit breakpoints every 2,048 tokens, writes unreported, 30 min TTL
 
 
 def text(n: int, tag: str = "rule") -> str:
@@ -21,6 +22,7 @@ def text(n: int, tag: str = "rule") -> str:
 
 LONG = text(300)  # ~2,700 tokens
 MEDIUM = text(150)  # ~1,350 tokens: between the two minimums
+HUGE = text(600)  # ~5,400 tokens: two 2,048-token intervals and more
 
 
 @pytest.fixture
@@ -84,6 +86,35 @@ def test_appended_turns_read_the_previous_prompt(client: openai.OpenAI) -> None:
         assert write == prompt - previous
         previous = prompt
         messages.append({"role": "assistant", "content": result.choices[0].message.content})
+
+
+def test_gpt_5_5_caches_every_2048_tokens_inside_a_message(client: openai.OpenAI) -> None:
+    """GPT-5.5 reads the longest live 2,048-token multiple, even when a block changes after it."""
+    prompt, hit, write = cached(chat(client, model=FIVE_5, system=HUGE))
+    assert prompt > 4096 + 1024 and (hit, write) == (0, None)
+    assert cached(chat(client, model=FIVE_5, system=HUGE))[1] == 4096
+    # The system message changes in its last words, past token 4,096: that entry still holds
+    # (block-boundary entries would read 0 here: the changed block is the first one).
+    edited = HUGE[:-40] + " but this ending changed."
+    assert cached(chat(client, model=FIVE_5, system=edited))[1:] == (4096, None)
+    # A change before token 2,048 leaves nothing to read.
+    early = "Changed. " + HUGE[9:]
+    assert cached(chat(client, model=FIVE_5, system=early))[1] == 0
+
+
+def test_gpt_5_5_responses_ttl_and_retention(emu: Emulator, client: openai.OpenAI) -> None:
+    """On GPT-5.5 writes are unreported, entries live 30 idle minutes, and only '24h' is valid."""
+    edited = HUGE[:-40] + " but this ending changed."
+    first = respond(client, model=FIVE_5, instructions=HUGE).usage.input_tokens_details
+    second = respond(client, model=FIVE_5, instructions=edited).usage.input_tokens_details
+    assert (first.cached_tokens, first.cache_write_tokens) == (0, 0)
+    assert (second.cached_tokens, second.cache_write_tokens) == (4096, 0)
+    emu.advance(1790)  # the read above refreshed the 4,096-token entry
+    assert respond(client, model=FIVE_5, instructions=HUGE).usage.input_tokens_details == second
+    emu.advance(1801)
+    assert respond(client, model=FIVE_5, instructions=edited).usage.input_tokens_details == first
+    with pytest.raises(openai.BadRequestError, match=r"not supported for gpt-5\.5"):
+        chat(client, model=FIVE_5, prompt_cache_retention="in_memory")
 
 
 def test_chat_stream_include_usage(client: openai.OpenAI) -> None:

@@ -96,6 +96,39 @@ def test_prompt_chain_hashes_prefixes_and_sums_tokens() -> None:
     assert [blk.end_tokens for blk in b.blocks] == [1, 3, 4] and b.total_tokens == 4
 
 
+def test_prompt_chain_names_prefixes_at_a_token_interval() -> None:
+    """With an interval, each multiple of it gets a point keyed by the exact tokens before it."""
+    tokenizer = BlockTokenizer()
+
+    def chain(*blocks: bytes) -> PromptChain:
+        result = PromptChain(tokenizer, b"s", interval=2)
+        for i, block in enumerate(blocks):
+            result.add(block, where=str(i), kind="message")
+        return result
+
+    a = chain(b"one two three four five")  # 5 tokens
+    b = chain(b"one two three four six seven")  # 6 tokens, the same first 4
+    c = chain(b"one two", b" three four five")  # the same text split in two blocks
+    assert [p.end_tokens for p in a.points] == [2, 4]
+    assert [p.end_tokens for p in b.points] == [2, 4, 6]
+    assert a.points == b.points[:2]  # points inside a block: only earlier tokens matter
+    assert c.points[0] == a.points[0]  # no block before it, same first 2 tokens
+    assert c.points[1] != a.points[1]  # a different block before it
+    assert c.points[0].prefix_hash != c.blocks[0].prefix_hash  # never a block's key
+    assert chain(b"one two").points == c.points[:1]
+
+
+def test_store_read_takes_the_first_live_candidate() -> None:
+    """read() refreshes and returns the first candidate with a live entry, 0 when none is."""
+    store = PrefixStore()
+    store.publish([write(b"short", 10, at=0), write(b"long", 30, at=0)])
+    assert store.read([(b"missing", 50), (b"long", 30), (b"short", 10)], 200) == 30
+    assert store.read([(b"long", 30)], 499) == 30  # refreshed at 200: lives until 500
+    assert store.read([(b"short", 10)], 300) == 0  # expired at 300
+    assert store.read([], 0) == 0
+    assert store.stats().reads == 2 and store.stats().expirations == 1
+
+
 def test_fake_clock_moves_only_forward() -> None:
     """FakeClock advances by the given seconds and refuses to go back."""
     clock = FakeClock(start=10)

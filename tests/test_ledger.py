@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from stableprompt import _ledger
+from stableprompt import _ledger, _spill
 from stableprompt._exceptions import ConfigurationError, InputError, LedgerError
 from stableprompt._ledger import COLUMNS, SCHEMA_VERSION, Ledger, LedgerSpillWarning
 from stableprompt._record import UsageRecord, export_otel, redact
@@ -492,7 +492,7 @@ def test_replay_while_spilling_loses_and_duplicates_nothing(ledger: Ledger) -> N
 
     def append_all() -> None:
         for rec in records:
-            _ledger._append_line(ledger.spill_path, rec.to_json())
+            _spill.append_line(ledger.spill_path, rec.to_json())
 
     writer = threading.Thread(target=append_all)
     writer.start()

@@ -456,7 +456,8 @@ def test_transport_errors_are_recorded_and_reraised() -> None:
 
 
 def test_http_errors_are_recorded_and_do_not_become_predecessors() -> None:
-    """A 429 is recorded (ProviderHTTPError, error type) and the next success is still cold."""
+    """A 429 is recorded (ProviderHTTPError, error type) and the next success is still cold;
+    the retried request keeps the turn of the failed attempt (retry flag)."""
     fake = FakeProvider()
     fake.script.append(httpx2.Response(
         429, json={"type": "error", "error": {"type": "rate_limit_error", "message": "slow"}}))
@@ -471,7 +472,8 @@ def test_http_errors_are_recorded_and_do_not_become_predecessors() -> None:
     assert (failed.status_code, failed.error_class) == (429, "ProviderHTTPError")
     assert failed.verdict_detail["error_type"] == "rate_limit_error"
     assert failed.verdict == "unknown" and ok.verdict == "cold"
-    assert ok.turn == 2
+    assert (failed.turn, ok.turn) == (1, 1)
+    assert ok.verdict_detail["retry"] is True and "retry" not in failed.verdict_detail
 
 
 def test_session_head_change_is_client_mutation_through_the_sdk() -> None:

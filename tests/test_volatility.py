@@ -11,11 +11,11 @@ from stableprompt._volatility import (
     VOLATILE_KINDS,
     VolatileSpan,
     _resolve,
-    _Scanner,
     byte_offset,
     scan_volatile,
     volatile_kind_at,
 )
+from stableprompt._volatility_patterns import Scanner
 
 _JWT = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N"
 
@@ -413,7 +413,7 @@ def test_english_text_without_digits_yields_no_span(parts: list[tuple[str, str]]
     """Text made of words, month/weekday names and id labels but no digits has no span."""
     text = "".join(word + sep for word, sep in parts)
     assert scan_volatile(text) == ()
-    assert _resolve(_Scanner(text).run()) == []  # not even a raw candidate
+    assert _resolve(Scanner(text).run()) == []  # not even a raw candidate
 
 
 @settings(max_examples=200, deadline=None)

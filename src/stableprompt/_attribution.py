@@ -288,9 +288,9 @@ def attribute(
         4. ``client_mutation``: the prefix changed before the compared request's cacheable
            point: a breakpoint entry it wrote is no longer shared (breakpoint caches), or more
            than the tolerance of its prompt was lost (automatic caches); always for a changed
-           head within a session; never against ``other_conversation``. ``detail`` names ``segment``, ``segment_kind``, ``path``,
-           ``cause`` (one of ``_diff.CAUSES``), ``cause_detail``, ``offset`` and
-           ``lost_tokens``.
+           head within a session; never against ``other_conversation``. ``detail`` names
+           ``segment``, ``segment_kind``, ``path``, ``cause`` (one of ``_diff.CAUSES``),
+           ``cause_detail``, ``offset`` and ``lost_tokens``.
         5. ``below_minimum``: this request has no eligible breakpoint (breakpoint caches), or
            the shared prefix is below the minimum (automatic caches).
         6. ``client_mutation`` with ``cause`` ``lookback-exceeded`` (breakpoint caches): the

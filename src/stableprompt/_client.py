@@ -14,9 +14,10 @@ provider cache-diagnostics fields. A conflicting value already in the body raise
 :class:`~stableprompt.InputError` (code ``client-body-conflict``).
 
 Retries: up to ``max_retries`` more attempts on 408/409/429/5xx answers and on connection
-errors and timeouts, waiting ``retry-after-ms``/``retry-after`` when the provider sends it (up
-to 60 s), else ``min(backoff_s * 2**attempt, max_backoff_s)`` scaled by a random factor in
-``[0.5, 1.0)`` (full jitter would allow near-zero waits). A stream is never retried once its
+errors and timeouts (also while reading a non-streaming body), waiting
+``retry-after-ms``/``retry-after`` when the provider sends it (up to 60 s), else
+``min(backoff_s * 2**attempt, max_backoff_s)`` scaled by a random factor in ``[0.5, 1.0)``
+(full jitter would allow near-zero waits). A stream is never retried once its
 body started. Errors are mapped in one place (``_transport.map_transport_error`` and
 ``http_status_error``) to :class:`ProviderHTTPError` / :class:`ProviderConnectionError` /
 :class:`ProviderTimeoutError`, whose ``retryable`` says whether a retry could help.
@@ -30,10 +31,18 @@ from error messages and reprs.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import os
 import random
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
+from collections.abc import (
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Generator,
+    Iterator,
+    Mapping,
+)
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, ClassVar
@@ -93,6 +102,35 @@ class _Prepared:
     headers: dict[str, str]
 
 
+@dataclass(frozen=True)
+class _Failure:
+    """An attempt that failed: the mapped error, the answer's headers (for ``retry-after``)
+    and the original exception."""
+
+    error: ProviderError
+    headers: Any = None
+    cause: BaseException | None = None
+
+
+@dataclass(frozen=True)
+class _Done:
+    value: Any
+
+
+_Step = tuple[str, Any]
+"""One I/O step of :meth:`_Base._exchange`: ``("send", request)`` -> response,
+``("read", response)`` -> body bytes (the response is closed after), ``("sleep", seconds)``."""
+
+
+def _advance(steps: Generator[_Step, Any, Any], ok: bool, value: Any) -> _Step | _Done:
+    """Resume ``steps`` with a step's result (``ok``) or its exception; its next step, or
+    :class:`_Done` with its return value."""
+    try:
+        return steps.send(value) if ok else steps.throw(value)
+    except StopIteration as stop:
+        return _Done(stop.value)
+
+
 def _append(content: bytes, body: Mapping[str, Any], fields: Mapping[str, Any]) -> bytes:
     """Append ``fields`` as new members after the body's last byte (keys already present with
     the same value are skipped; a different value raises)."""
@@ -135,6 +173,7 @@ class _Base:
     env_var: ClassVar[str | None] = None
     default_base_url: ClassVar[str] = ""
     wire_formats: ClassVar[tuple[str, ...]] = ()
+    _http: httpx.Client | httpx.AsyncClient
 
     def __init__(
         self,
@@ -196,6 +235,11 @@ class _Base:
         return {"content-type": "application/json", "accept": "application/json",
                 **self._auth_headers()}
 
+    def _http_options(self, transport: Any) -> dict[str, Any]:
+        """Keyword arguments of the ``httpx.Client``/``AsyncClient`` behind the client."""
+        return {"headers": self._default_headers(), "timeout": httpx.Timeout(self.timeout_s),
+                "transport": transport}
+
     def _url(self, path: str) -> str:
         if self.base_url.endswith("/v1") and path.startswith("/v1/"):
             path = path[3:]
@@ -255,6 +299,50 @@ class _Base:
             return asked
         base = min(self.backoff_s * (2.0**attempt), self.max_backoff_s)
         return base * (0.5 + self._random.random() / 2)
+
+    def _retry_delay(self, attempt: int, failure: _Failure) -> float | None:
+        """Seconds to wait before attempt ``attempt + 1`` (0-based), or ``None``: raise."""
+        if not failure.error.retryable or attempt >= self.max_retries:
+            return None
+        return self._delay_s(attempt, failure.headers)
+
+    def _exchange(self, prepared: _Prepared, url: str, stream_class: type[Any]
+                  ) -> Generator[_Step, Any, Any]:
+        """One call with its retries, as I/O steps (see :data:`_Step`) that the sync and async
+        clients perform; ``httpx.HTTPError`` from a step is thrown back in here.
+
+        Returns:
+            The parsed JSON body, or ``stream_class(response, self)`` for a 2xx stream.
+
+        Raises:
+            ProviderError: the last attempt's mapped error (see :meth:`_SyncClient.send`).
+        """
+        for attempt in itertools.count():
+            request = self._http.build_request(
+                "POST", url, content=prepared.content, headers=prepared.headers)
+            try:
+                response = yield ("send", request)
+            except httpx.HTTPError as exc:
+                failure = _Failure(map_transport_error(exc, secrets=self._secrets), cause=exc)
+            else:
+                if prepared.stream and response.status_code < 300:
+                    return stream_class(response, self)
+                try:
+                    data = yield ("read", response)  # a read timeout is retried too
+                except httpx.HTTPError as exc:
+                    data = None
+                    failure = _Failure(map_transport_error(exc, secrets=self._secrets),
+                                       cause=exc)
+                self._done(response)
+                if data is not None and response.status_code < 300:
+                    return _parse_json(data, "response body")
+                if data is not None:
+                    failure = _Failure(self._status_error(response, data), response.headers)
+            delay = self._retry_delay(attempt, failure)
+            if delay is None:
+                raise failure.error from failure.cause
+            yield ("sleep", delay)
+        raise AssertionError("unreachable")  # pragma: no cover
 
     def _status_error(self, response: httpx.Response, body: bytes) -> ProviderError:
         return http_status_error(response.status_code, body, url=str(response.request.url),
@@ -328,13 +416,8 @@ class _OpenAIMixin(_Base):
 # --------------------------------------------------------------------------- sync
 
 
-class EventStream:
-    """Iterator over a streamed response's events (each SSE ``data`` JSON-decoded).
-
-    ``[DONE]`` sentinels are skipped; a ``data`` that is not JSON is yielded as a ``str``. The
-    call is recorded when the stream ends or is closed (:attr:`record`). Use as a context
-    manager, or exhaust it, so the connection is released.
-    """
+class _Events:
+    """A streamed response and the client that sent it (shared by both event streams)."""
 
     def __init__(self, response: httpx.Response, client: _Base) -> None:
         self.response = response
@@ -345,6 +428,15 @@ class EventStream:
         """The call's record, once the stream ended or was closed."""
         pending = self.response.extensions.get(PENDING_EXTENSION)
         return pending.record if isinstance(pending, Pending) else None
+
+
+class EventStream(_Events):
+    """Iterator over a streamed response's events (each SSE ``data`` JSON-decoded).
+
+    ``[DONE]`` sentinels are skipped; a ``data`` that is not JSON is yielded as a ``str``. The
+    call is recorded when the stream ends or is closed (:attr:`record`). Use as a context
+    manager, or exhaust it, so the connection is released.
+    """
 
     def __iter__(self) -> Iterator[Any]:
         parser = SSEParser()
@@ -382,6 +474,8 @@ def _decode_events(events: Any) -> Iterator[Any]:
 
 
 class _SyncClient(_Base):
+    _http: httpx.Client
+
     def __init__(
         self,
         api_key: str | None = None,
@@ -392,15 +486,9 @@ class _SyncClient(_Base):
     ) -> None:
         super().__init__(api_key, **kwargs)
         self._sleep = sleep
-        self._http = httpx.Client(
-            headers=self._default_headers(),
-            timeout=httpx.Timeout(self.timeout_s),
-            transport=RecordingTransport(
-                transport if transport is not None else httpx.HTTPTransport(),
-                recorder=self.recorder,
-                provider=self.call_provider,
-            ),
-        )
+        self._http = httpx.Client(**self._http_options(
+            RecordingTransport(transport if transport is not None else httpx.HTTPTransport(),
+                               recorder=self.recorder, provider=self.call_provider)))
 
     def send(self, request: ProviderRequest | Mapping[str, Any], *,
              stream: bool | None = None) -> Any:
@@ -424,43 +512,24 @@ class _SyncClient(_Base):
                 configuration.
         """
         prepared = self._prepare(request, stream)
-        url = self._url(prepared.path)
-        attempt = 0
-        while True:
-            http_request = self._http.build_request(
-                "POST", url, content=prepared.content, headers=prepared.headers
-            )
+        steps = self._exchange(prepared, self._url(prepared.path), EventStream)
+        step = _advance(steps, True, None)
+        while not isinstance(step, _Done):
             try:
-                response = self._http.send(http_request, stream=True)
+                step = _advance(steps, True, self._perform(*step))
             except httpx.HTTPError as exc:
-                error = map_transport_error(exc, secrets=self._secrets)
-                if error.retryable and attempt < self.max_retries:
-                    self._sleep(self._delay_s(attempt, None))
-                    attempt += 1
-                    continue
-                raise error from exc
-            if response.status_code >= 300:
-                try:
-                    body = response.read()
-                finally:
-                    response.close()
-                    self._done(response)
-                status_error = self._status_error(response, body)
-                if status_error.retryable and attempt < self.max_retries:
-                    self._sleep(self._delay_s(attempt, response.headers))
-                    attempt += 1
-                    continue
-                raise status_error
-            if prepared.stream:
-                return EventStream(response, self)
+                step = _advance(steps, False, exc)
+        return step.value
+
+    def _perform(self, op: str, arg: Any) -> Any:
+        if op == "send":
+            return self._http.send(arg, stream=True)
+        if op == "read":
             try:
-                data = response.read()
-            except httpx.HTTPError as exc:
-                raise map_transport_error(exc, secrets=self._secrets) from exc
+                return arg.read()
             finally:
-                response.close()
-                self._done(response)
-            return _parse_json(data, "response body")
+                arg.close()
+        return self._sleep(arg)
 
     def close(self) -> None:
         """Close the HTTP connection pool."""
@@ -541,18 +610,8 @@ class OpenAICompatibleClient(_OpenAIMixin, _SyncClient):
 # --------------------------------------------------------------------------- async
 
 
-class AsyncEventStream:
+class AsyncEventStream(_Events):
     """Async iterator over a streamed response's events (see :class:`EventStream`)."""
-
-    def __init__(self, response: httpx.Response, client: _Base) -> None:
-        self.response = response
-        self._client = client
-
-    @property
-    def record(self) -> UsageRecord | None:
-        """The call's record, once the stream ended or was closed."""
-        pending = self.response.extensions.get(PENDING_EXTENSION)
-        return pending.record if isinstance(pending, Pending) else None
 
     async def __aiter__(self) -> AsyncIterator[Any]:
         parser = SSEParser()
@@ -581,6 +640,8 @@ class AsyncEventStream:
 
 
 class _AsyncClient(_Base):
+    _http: httpx.AsyncClient
+
     def __init__(
         self,
         api_key: str | None = None,
@@ -591,58 +652,34 @@ class _AsyncClient(_Base):
     ) -> None:
         super().__init__(api_key, **kwargs)
         self._sleep = sleep
-        self._http = httpx.AsyncClient(
-            headers=self._default_headers(),
-            timeout=httpx.Timeout(self.timeout_s),
-            transport=AsyncRecordingTransport(
+        self._http = httpx.AsyncClient(**self._http_options(
+            AsyncRecordingTransport(
                 transport if transport is not None else httpx.AsyncHTTPTransport(),
-                recorder=self.recorder,
-                provider=self.call_provider,
-            ),
-        )
+                recorder=self.recorder, provider=self.call_provider)))
 
     async def send(self, request: ProviderRequest | Mapping[str, Any], *,
                    stream: bool | None = None) -> Any:
         """Async :meth:`_SyncClient.send`: same arguments, result, retries and errors;
         streams come back as an :class:`AsyncEventStream`."""
         prepared = self._prepare(request, stream)
-        url = self._url(prepared.path)
-        attempt = 0
-        while True:
-            http_request = self._http.build_request(
-                "POST", url, content=prepared.content, headers=prepared.headers
-            )
+        steps = self._exchange(prepared, self._url(prepared.path), AsyncEventStream)
+        step = _advance(steps, True, None)
+        while not isinstance(step, _Done):
             try:
-                response = await self._http.send(http_request, stream=True)
+                step = _advance(steps, True, await self._perform(*step))
             except httpx.HTTPError as exc:
-                error = map_transport_error(exc, secrets=self._secrets)
-                if error.retryable and attempt < self.max_retries:
-                    await self._sleep(self._delay_s(attempt, None))
-                    attempt += 1
-                    continue
-                raise error from exc
-            if response.status_code >= 300:
-                try:
-                    body = await response.aread()
-                finally:
-                    await response.aclose()
-                    self._done(response)
-                status_error = self._status_error(response, body)
-                if status_error.retryable and attempt < self.max_retries:
-                    await self._sleep(self._delay_s(attempt, response.headers))
-                    attempt += 1
-                    continue
-                raise status_error
-            if prepared.stream:
-                return AsyncEventStream(response, self)
+                step = _advance(steps, False, exc)
+        return step.value
+
+    async def _perform(self, op: str, arg: Any) -> Any:
+        if op == "send":
+            return await self._http.send(arg, stream=True)
+        if op == "read":
             try:
-                data = await response.aread()
-            except httpx.HTTPError as exc:
-                raise map_transport_error(exc, secrets=self._secrets) from exc
+                return await arg.aread()
             finally:
-                await response.aclose()
-                self._done(response)
-            return _parse_json(data, "response body")
+                await arg.aclose()
+        return await self._sleep(arg)
 
     async def aclose(self) -> None:
         """Close the HTTP connection pool."""

@@ -246,11 +246,12 @@ class ResponseObserver:
     ) -> UsageRecord | None:
         """End of the body (idempotent): parse, attribute and store. Never raises.
 
-        A stream that did not reach its end (``complete=False``, or the accumulator saw it cut
-        before its final event) is recorded as incomplete: verdict ``unknown``, the usage fields
-        seen so far kept, never a predecessor. An error event inside the stream makes the call
-        a failure (``error_class`` ``ProviderError``, the provider's type in
-        ``verdict_detail["error_type"]``).
+        A response cut before its end (a stream whose accumulator did not see its final
+        event, whoever closed it; a JSON body closed early) is recorded as incomplete: verdict
+        ``unknown``, the usage fields seen so far kept, never a predecessor. A caller that
+        closes a stream after its final event (SDKs stop at ``[DONE]``) loses nothing. An
+        error event inside the stream makes the call a failure (``error_class``
+        ``ProviderError``, the provider's type in ``verdict_detail["error_type"]``).
 
         Args:
             complete: False when the caller closed the stream before its end.
@@ -273,7 +274,6 @@ class ResponseObserver:
             self._problem = f"{type(exc).__name__}: {exc}"
         if not complete:
             detail["stream"] = "closed before the end of the body"
-            incomplete = "the response was closed before the end of its body"
         acc = self._acc
         if acc is not None:
             response_id, ttft_ms, provider_error = acc.response_id, acc.ttft_ms, acc.error
@@ -282,10 +282,13 @@ class ResponseObserver:
                     usage = acc.finish()
                 except Exception as exc:
                     detail["usage_error"] = f"{getattr(exc, 'code', type(exc).__name__)}: {exc}"
-                if acc.interrupted and usage is not None and incomplete is None:
+                if acc.interrupted and usage is not None:  # cut before its final event
                     incomplete = usage.unknown_reason or "stream ended before its final event"
-        elif self._buffer is not None and self._problem is None and complete:
-            body = bytes(self._buffer)
+        elif self._buffer is not None and self._problem is None:
+            if complete:
+                body = bytes(self._buffer)
+            else:
+                incomplete = "the response body was closed before its end"
         if self._problem is not None:
             detail["observer_error"] = self._problem
             usage = CacheUsage.unknown(self.pending.usage_format, self._problem)

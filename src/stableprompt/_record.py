@@ -243,24 +243,27 @@ MIN_SECRET_CHARS = 8
 secret it scrubs (characters). Shorter values are not keys; scrubbing them would mangle text."""
 
 
-def _redact_text(text: str, secrets: tuple[str, ...]) -> str:
-    for secret in secrets:
-        text = _strip_secret(text, secret)
-    for pattern in _SECRET_PATTERNS:
+def _redact_text(text: str, secrets: tuple[str, ...], fragments: bool) -> str:
+    for pattern in _SECRET_PATTERNS:  # first: a known key's prefix must not hide a whole key
         if pattern.groups:
             text = pattern.sub(lambda m: m.group(1) + _REDACTED, text)
         else:
             text = pattern.sub(_REDACTED, text)
+    for secret in secrets:
+        text = _strip_secret(text, secret, fragments)
     return text
 
 
-def _strip_secret(text: str, secret: str) -> str:
-    """``text`` with ``secret`` and every run of at least :data:`MIN_SECRET_CHARS` of its
-    characters (a truncated or partly masked echo) replaced by ``[REDACTED]``."""
+def _strip_secret(text: str, secret: str, fragments: bool) -> str:
+    """``text`` with ``secret`` and (``fragments``) every run of at least
+    :data:`MIN_SECRET_CHARS` of its characters (a truncated or partly masked echo) replaced by
+    ``[REDACTED]``."""
     size = MIN_SECRET_CHARS
     if len(secret) < size or not text:
         return text
     text = text.replace(secret, _REDACTED)
+    if not fragments:
+        return text
     for start in range(len(secret) - size + 1):
         window = secret[start : start + size]
         at = text.find(window)
@@ -300,18 +303,18 @@ def secrets_in_headers(headers: Any) -> tuple[str, ...]:
         scheme, _, rest = token.partition(" ")
         if rest and scheme.lower() in ("bearer", "basic", "token"):
             token = rest.strip()
-        for candidate in (token, value.strip()):
-            if len(candidate) >= MIN_SECRET_CHARS:
-                found.add(candidate)
+        if len(token) >= MIN_SECRET_CHARS:
+            found.add(token)
     return tuple(sorted(found, key=len, reverse=True))
 
 
-def redact(value: _T, *, secrets: Iterable[str] = ()) -> _T:
+def redact(value: _T, *, secrets: Iterable[str] = (), fragments: bool = True) -> _T:
     """Scrub API keys from a string or a JSON value: known ``secrets`` and key-shaped text.
 
     Replaced with ``[REDACTED]``: each of ``secrets`` (exact values of at least
-    :data:`MIN_SECRET_CHARS` characters, e.g. the key the request was sent with, and every run
-    of at least that many of its characters, as a server echoing part of a key would send);
+    :data:`MIN_SECRET_CHARS` characters, e.g. the key the request was sent with, and with
+    ``fragments`` every run of at least that many of its characters, as a server echoing part
+    of a key would send);
     ``sk-...`` keys (Anthropic ``sk-ant-...``, OpenAI ``sk-proj-...``; at least 16 characters
     after ``sk-``), Google ``AIza...`` keys, the value after ``x-api-key``/``api_key``/
     ``Authorization`` (``:`` or ``=``), ``Bearer`` tokens, and the whole value of a dict entry
@@ -322,24 +325,27 @@ def redact(value: _T, *, secrets: Iterable[str] = ()) -> _T:
         value: A ``str``, or a JSON value (``dict``/``list`` nesting ``str``, numbers, ...).
         secrets: Exact secret values to remove wherever they occur (see
             :func:`secrets_in_headers`).
+        fragments: Also remove runs of :data:`MIN_SECRET_CHARS`+ characters of a secret
+            (for provider text; ``False`` for text the caller wrote, such as a request body or
+            a label, where a weak key's word could be ordinary text).
 
     Returns:
         A scrubbed copy of the same shape (the input is not modified).
     """
-    return _redact(value, tuple(sorted(set(secrets), key=len, reverse=True)))
+    return _redact(value, tuple(sorted(set(secrets), key=len, reverse=True)), fragments)
 
 
-def _redact(value: _T, secrets: tuple[str, ...]) -> _T:
+def _redact(value: _T, secrets: tuple[str, ...], fragments: bool) -> _T:
     if isinstance(value, str):
-        return _redact_text(value, secrets)  # type: ignore[return-value]
+        return _redact_text(value, secrets, fragments)  # type: ignore[return-value]
     if isinstance(value, dict):
         return {  # type: ignore[return-value]
             key: (_REDACTED if isinstance(key, str) and _SECRET_KEYS.match(key)
-                  else _redact(item, secrets))
+                  else _redact(item, secrets, fragments))
             for key, item in value.items()
         }
     if isinstance(value, (list, tuple)):
-        return type(value)(_redact(item, secrets) for item in value)
+        return type(value)(_redact(item, secrets, fragments) for item in value)
     return value
 
 

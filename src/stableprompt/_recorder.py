@@ -46,10 +46,21 @@ from ._calls import LINEAGE_DEPTH, Call, CallIndex, Comparison, opening_of
 from ._canonical import loads
 from ._exceptions import TokenizerUnavailableError
 from ._ledger import Ledger
-from ._observer import ResponseObserver, header
+from ._observer import ResponseObserver
+from ._outcome import diagnostics as outcome_diagnostics
+from ._outcome import diagnostics_request, failure, json_safe, raw_usage, scrubbed
 from ._policy import CachePolicy, PolicyTable
 from ._record import UsageRecord, Verdict, redact, secrets_in_headers
 from ._request import SegmentedRequest, detect_wire_format, segment_request
+from ._routing import (
+    REQUEST_FORMATS,
+    SESSION_HEADER,
+    endpoint,
+    provider_for,
+    request_format,
+    session_from_request,
+    usage_wire_format,
+)
 from ._tokens import ByteTokenizer, SegmentTokenCounter, Tokenizer, get_tokenizer
 from ._usage import CacheUsage
 from .providers import parse_response
@@ -64,99 +75,6 @@ __all__ = [
 ]
 
 _log = logging.getLogger("stableprompt.recorder")
-
-SESSION_HEADER = "x-stableprompt-session"
-"""Request header naming the session/conversation id (read by the recorder, never stored)."""
-
-_ENDPOINTS = (
-    ("/chat/completions", "openai-chat"),
-    ("/responses", "openai-responses"),
-    ("/messages", "anthropic"),
-)
-_HOSTS = {
-    "api.anthropic.com": "anthropic",
-    "api.openai.com": "openai",
-    "api.deepseek.com": "deepseek",
-    "openrouter.ai": "openrouter",
-    "api.x.ai": "xai",
-}
-_COMPATIBLE = {"vllm", "sglang", "openrouter", "xai"}
-_REQUEST_FORMATS = frozenset(wire for _, wire in _ENDPOINTS)
-_TEXT_FIELDS = ("session_id", "scenario", "model", "error_class", "response_id", "content",
-                "usage_raw", "verdict_detail", "diagnostics")
-"""Record fields that can hold provider or user text: scrubbed of secrets."""
-
-
-def provider_for(host: str | None, wire_format: str, override: str | None = None) -> str:
-    """The provider family (``cache_policy`` key) of a call.
-
-    ``override`` wins; else the host (``api.anthropic.com`` -> ``anthropic``,
-    ``api.openai.com`` -> ``openai``, ``api.deepseek.com`` -> ``deepseek``, ``openrouter.ai`` ->
-    ``openrouter``, ``api.x.ai`` -> ``xai``); else the wire format (``anthropic`` ->
-    ``anthropic``, OpenAI formats -> ``openai``, e.g. the loopback emulator).
-    """
-    if override:
-        return override
-    if host:
-        known = _HOSTS.get(host.lower())
-        if known is not None:
-            return known
-    return "anthropic" if wire_format == "anthropic" else "openai"
-
-
-def usage_wire_format(provider: str, wire_format: str) -> str:
-    """The usage parser for a request format at a provider.
-
-    Anthropic -> ``anthropic``; Responses -> ``openai-responses``; chat: ``deepseek``,
-    ``llama-cpp`` for those providers, ``openai-compatible`` for vLLM, SGLang, OpenRouter and
-    xAI, else ``openai-chat``.
-    """
-    if wire_format in ("anthropic", "openai-responses"):
-        return wire_format
-    if provider in ("deepseek", "llama-cpp"):
-        return provider
-    return "openai-compatible" if provider in _COMPATIBLE else "openai-chat"
-
-
-def _request_format(usage_format: str) -> str:
-    if usage_format in ("anthropic", "openai-responses"):
-        return usage_format
-    return "openai-chat"
-
-
-def _endpoint(path: str) -> str | None:
-    """The request format a URL path names, or ``None`` for any other endpoint.
-
-    ``.../messages`` is Anthropic only directly after ``/v1`` (or at the root, or under a
-    proxy prefix without ``/v1``): ``/v1/threads/{id}/messages`` (OpenAI Assistants) is not.
-    """
-    path = path.rstrip("/")
-    for suffix, wire in _ENDPOINTS:
-        if path.endswith(suffix):
-            prefix = path[: -len(suffix)]
-            if wire == "anthropic" and "/v1" in prefix and not prefix.endswith("/v1"):
-                return None
-            return wire
-    return None
-
-
-def session_from_request(body: Mapping[str, Any], headers: Any = None) -> str | None:
-    """The session id a request names, or ``None``.
-
-    Order: the ``x-stableprompt-session`` header, Anthropic ``metadata.user_id``, then OpenAI
-    ``prompt_cache_key`` unless it is one stableprompt derived from the head fingerprint
-    (``sp-...``: that names a lineage, not a conversation).
-    """
-    value = header(headers, SESSION_HEADER)
-    if value:
-        return value
-    metadata = body.get("metadata")
-    if isinstance(metadata, Mapping) and isinstance(metadata.get("user_id"), str):
-        return str(metadata["user_id"])
-    key = body.get("prompt_cache_key")
-    if isinstance(key, str) and key and not key.startswith("sp-"):
-        return key
-    return None
 
 
 @dataclass(eq=False)
@@ -303,7 +221,7 @@ class Recorder:
         (Anthropic, directly under ``/v1``), ``.../chat/completions`` or ``.../responses``.
         Decided from the path alone, so other calls pass through without their body being
         read."""
-        return method.upper() == "POST" and _endpoint(path) is not None
+        return method.upper() == "POST" and endpoint(path) is not None
 
     def start(
         self,
@@ -341,7 +259,7 @@ class Recorder:
             if not isinstance(decoded, dict):
                 return None
             wire = detect_wire_format(decoded, path)
-            if wire not in _REQUEST_FORMATS:
+            if wire not in REQUEST_FORMATS:
                 return None
             secrets = secrets_in_headers(headers)
         except Exception:
@@ -374,7 +292,7 @@ class Recorder:
         model = body.get("model")
         pending.model = model if isinstance(model, str) else None
         pending.session_id = self.session_id or session_from_request(body, headers)
-        pending.diagnostics_requested = _diagnostics_request(pending.wire_format, body)
+        pending.diagnostics_requested = diagnostics_request(pending.wire_format, body)
         if self.store_content:
             pending.content = raw.decode("utf-8", "replace")
         segmented: SegmentedRequest | None = None
@@ -443,7 +361,7 @@ class Recorder:
         if record.content:
             try:
                 body = loads(record.content)
-                segmented = segment_request(_request_format(record.wire_format), body)
+                segmented = segment_request(request_format(record.wire_format), body)
                 tokens = tuple(self._count(segmented))
             except Exception:
                 segmented = tokens = None
@@ -464,7 +382,7 @@ class Recorder:
             cache_read_tokens=record.cache_read_tokens,
         )
         return Call(ts=ts, session_id=record.session_id, provider=record.provider or "",
-                    wire_format=_request_format(record.wire_format), model=record.model,
+                    wire_format=request_format(record.wire_format), model=record.model,
                     opening=opening_of(segmented), fingerprint=state.fingerprint, state=state,
                     turn=record.turn)
 
@@ -562,7 +480,7 @@ class Recorder:
                 )
             except Exception:
                 return None
-        self._store(pending, _scrubbed(record, pending.secrets))
+        self._store(pending, scrubbed(record, pending.secrets))
         return pending.record
 
     def _finish(
@@ -595,7 +513,7 @@ class Recorder:
                 response_id = parsed["id"]
             if diagnostics is None:
                 diagnostics = parsed.get("diagnostics", parsed.get("prompt_cache_diagnostics"))
-        error_class = _failure(error, status_code, success, body, parsed, provider_error,
+        error_class = failure(error, status_code, success, body, parsed, provider_error,
                                detail)
         usage_raw: Any = None
         if usage is None and error_class is None and parsed is not None:
@@ -603,10 +521,10 @@ class Recorder:
                 usage = parse_response(pending.usage_format, parsed)
             except Exception as exc:
                 detail["usage_error"] = f"{getattr(exc, 'code', type(exc).__name__)}: {exc}"
-                usage_raw = _raw_usage(parsed, detail)
+                usage_raw = raw_usage(parsed, detail)
         if usage is not None:
             if not usage.is_unknown:
-                usage_raw = _json(usage.raw)
+                usage_raw = json_safe(usage.raw)
             if usage.inconsistent:
                 detail["usage_inconsistency"] = usage.inconsistency
         if pending.problem:
@@ -619,7 +537,7 @@ class Recorder:
             detail = {**attribution.detail, **detail}
         reason = None
         if error_class is not None:
-            kind = detail.get("error_type")
+            kind = detail.get("error_type") or detail.get("error_code")
             reason = f"the call failed ({error_class}{f': {kind}' if kind else ''})"
         elif incomplete is not None:
             reason = incomplete
@@ -661,12 +579,12 @@ class Recorder:
             usage_inconsistent=False if usage is None else usage.inconsistent,
             usage_raw=usage_raw,
             verdict=verdict,
-            verdict_detail=_json(detail),
+            verdict_detail=json_safe(detail),
             latency_ms=latency_ms,
             ttft_ms=None if ttft_ms is None else max(ttft_ms, 0.0),
             status_code=status_code if status_code and 100 <= status_code <= 599 else None,
             error_class=error_class,
-            diagnostics=_diagnostics(pending, diagnostics),
+            diagnostics=outcome_diagnostics(pending, diagnostics),
             response_id=response_id,
             content=pending.content,
         )
@@ -735,105 +653,3 @@ class Recorder:
         """
         return ResponseObserver(self, pending, status_code=status_code, headers=headers,
                                 content_encoding=content_encoding)
-
-
-def _failure(error: BaseException | str | None, status_code: int | None, success: bool,
-             body: bytes | None, parsed: Any, provider_error: str | None,
-             detail: dict[str, Any]) -> str | None:
-    """The call's ``error_class``, or ``None`` when it succeeded; adds ``error_type`` (the
-    provider's) and ``error_code`` (ours) to ``detail``."""
-    error_class = _error_class(error)
-    if error_class is not None:
-        return error_class
-    if status_code is not None and status_code >= 400:
-        if isinstance(parsed, Mapping):
-            detail["error_type"] = _error_type(parsed)
-        return "ProviderHTTPError"
-    if not success:
-        return None
-    if provider_error is not None:
-        detail.update(error_code="provider-stream-error", error_type=provider_error)
-        return "ProviderError"
-    if body is not None and not isinstance(parsed, Mapping):
-        detail["error_code"] = "provider-invalid-json"
-        return "ProviderError"
-    if isinstance(parsed, Mapping) and parsed.get("error") and parsed.get("usage") is None:
-        detail.update(error_code="provider-error-body", error_type=_error_type(parsed))
-        return "ProviderError"
-    return None
-
-
-def _raw_usage(parsed: Any, detail: dict[str, Any]) -> dict[str, Any] | None:
-    """The body's usage object as received, when it could not be parsed (kept for audit)."""
-    value = parsed.get("usage") if isinstance(parsed, Mapping) else None
-    if isinstance(value, Mapping):
-        result: dict[str, Any] = _json(value)
-        return result
-    if value is not None:
-        detail["usage_raw_invalid"] = _json(value)
-    return None
-
-
-def _scrubbed(record: UsageRecord, secrets: tuple[str, ...]) -> UsageRecord:
-    """``record`` with every text field scrubbed of ``secrets`` and key-shaped strings."""
-    update = {name: redact(getattr(record, name), secrets=secrets) for name in _TEXT_FIELDS}
-    return record.model_copy(update=update)
-
-
-def _json(value: Any) -> Any:
-    """``value`` made JSON-safe for a record (non-finite floats and odd types to strings)."""
-    if isinstance(value, Mapping):
-        return {str(k): _json(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_json(v) for v in value]
-    if isinstance(value, float):
-        return value if value == value and abs(value) != float("inf") else str(value)
-    if value is None or isinstance(value, (str, int, bool)):
-        return value
-    return str(value)
-
-
-def _error_class(error: BaseException | str | None) -> str | None:
-    if error is None:
-        return None
-    if isinstance(error, str):
-        return error
-    names = [c.__name__ for c in type(error).__mro__]
-    if names[0].startswith("Provider"):
-        return names[0]
-    if "TimeoutException" in names:
-        return "ProviderTimeoutError"
-    if "TransportError" in names or "RequestError" in names:
-        return "ProviderConnectionError"
-    return names[0]
-
-
-def _error_type(body: Mapping[str, Any]) -> str | None:
-    error = body.get("error")
-    if isinstance(error, Mapping):
-        kind = error.get("type") or error.get("code")
-        return None if kind is None else str(kind)
-    return None if error is None else str(error)[:200]
-
-
-def _diagnostics_request(wire_format: str, body: Mapping[str, Any]) -> dict[str, Any] | None:
-    if wire_format == "anthropic" and isinstance(body.get("diagnostics"), Mapping):
-        return {"diagnostics": dict(body["diagnostics"])}
-    options = body.get("prompt_cache_options")
-    if isinstance(options, Mapping) and "comparison_response_id" in options:
-        return {"comparison_response_id": options["comparison_response_id"]}
-    return None
-
-
-def _diagnostics(pending: Pending, received: Any) -> dict[str, Any] | None:
-    """Provider diagnostics stored beside our verdict: what was asked and what came back."""
-    if pending.diagnostics_requested is None and received is None:
-        return None
-    out: dict[str, Any] = {"provider": pending.provider}
-    if pending.diagnostics_requested is not None:
-        out["requested"] = pending.diagnostics_requested
-    out["response"] = received
-    ours = pending.predecessor or pending.session_previous
-    out["our_comparison_response_id"] = None if ours is None else ours.response_id
-    result: dict[str, Any] = _json(out)
-    return result

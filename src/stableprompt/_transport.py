@@ -18,8 +18,9 @@ class, and ``wrapped=None`` means that module's ``HTTPTransport()`` (``AsyncHTTP
 created on first use. Response streams are wrapped in a subclass of that module's
 ``SyncByteStream``/``AsyncByteStream``, as its client requires.
 
-Guarantees: request and response bytes are passed on unchanged (the request body is read
-with ``request.read()`` when it was a stream, which keeps its bytes); response chunks reach
+Guarantees: request and response bytes are passed on unchanged (the request body is read,
+with ``request.read()`` when it was a stream, which keeps its bytes, only for paths that are
+recorded: :meth:`Recorder.recordable`); response chunks reach
 the caller as they arrive (the observer copies, never holds back); a stream closed early is
 recorded with what was seen (``verdict_detail["stream"]``); transport exceptions are recorded
 and re-raised unchanged. Calls that are not ``POST`` to ``.../messages``,
@@ -103,27 +104,38 @@ def _stream_class(module: ModuleType, is_async: bool) -> type[Any]:
     return cls
 
 
-class _SyncStream:
-    """Passes each chunk of the wrapped stream through, feeding a copy to the observer."""
+class _Observed:
+    """A wrapped response stream and its observer (shared by the sync and async streams)."""
 
     def __init__(self, inner: Any, observer: ResponseObserver) -> None:
         self._inner = inner
         self._observer = observer
         self._ended = False
 
+    def _chunk(self, chunk: bytes) -> bytes:
+        self._observer.feed(chunk)
+        return chunk
+
+    def _failed(self, exc: BaseException) -> None:
+        self._observer.close(complete=False, error=exc if isinstance(exc, Exception) else None)
+
+    def _end(self) -> None:
+        self._ended = True
+        self._observer.close(complete=True)
+
+
+class _SyncStream(_Observed):
+    """Passes each chunk of the wrapped stream through, feeding a copy to the observer."""
+
     def __iter__(self) -> Iterator[bytes]:
         try:
-            for chunk in self._inner:
-                self._observer.feed(chunk)
-                yield chunk
+            yield from map(self._chunk, self._inner)
         except GeneratorExit:
             raise
         except BaseException as exc:
-            self._observer.close(complete=False, error=exc if isinstance(exc, Exception)
-                                 else None)
+            self._failed(exc)
             raise
-        self._ended = True
-        self._observer.close(complete=True)
+        self._end()
 
     def close(self) -> None:
         try:
@@ -132,27 +144,19 @@ class _SyncStream:
             self._observer.close(complete=self._ended)
 
 
-class _AsyncStream:
+class _AsyncStream(_Observed):
     """Async twin of :class:`_SyncStream`."""
-
-    def __init__(self, inner: Any, observer: ResponseObserver) -> None:
-        self._inner = inner
-        self._observer = observer
-        self._ended = False
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         try:
             async for chunk in self._inner:
-                self._observer.feed(chunk)
-                yield chunk
+                yield self._chunk(chunk)
         except GeneratorExit:
             raise
         except BaseException as exc:
-            self._observer.close(complete=False, error=exc if isinstance(exc, Exception)
-                                 else None)
+            self._failed(exc)
             raise
-        self._ended = True
-        self._observer.close(complete=True)
+        self._end()
 
     async def aclose(self) -> None:
         try:
@@ -161,28 +165,71 @@ class _AsyncStream:
             self._observer.close(complete=self._ended)
 
 
-def _request_path(request: Any) -> tuple[str, str | None]:
-    url = request.url
-    return str(url.path), (str(url.host) if url.host else None)
+def _recorded(recorder: Recorder, request: Any) -> bool:
+    """Whether ``request`` may be recorded, from its method and path alone (no body read)."""
+    try:
+        return recorder.recordable(str(request.url.path), str(request.method))
+    except Exception:
+        return False
 
 
 def _start(recorder: Recorder, request: Any, body: bytes, provider: str | None
            ) -> Pending | None:
-    path, host = _request_path(request)
-    return recorder.start(path, request.headers, body, host=host, method=str(request.method),
-                          provider=provider)
+    url = request.url
+    return recorder.start(str(url.path), request.headers, body,
+                          host=str(url.host) if url.host else None,
+                          method=str(request.method), provider=provider)
 
 
-def _in_memory(module: ModuleType, response: Any) -> bool:
-    return isinstance(response.stream, module.ByteStream)
+def _observe(recorder: Recorder, response: Any, pending: Pending, *, is_async: bool
+             ) -> ResponseObserver | None:
+    """Attach ``pending`` to ``response`` and observe its body.
 
-
-def _attach(response: Any, pending: Pending) -> None:
+    Returns:
+        An observer for the caller to feed with the (already decoded) in-memory body and
+        close, or ``None`` when the body is a stream: it was wrapped so the observer sees each
+        chunk as the caller reads it.
+    """
     with contextlib.suppress(Exception):  # read-only extensions: the record is still kept
         response.extensions[PENDING_EXTENSION] = pending
+    module = _module_of(response)
+    try:
+        in_memory = isinstance(response.stream, module.ByteStream)
+        observer = recorder.observe(pending, status_code=response.status_code,
+                                    headers=response.headers,
+                                    content_encoding="" if in_memory else None)
+        if in_memory:
+            return observer
+        response.stream = _stream_class(module, is_async)(response.stream, observer)
+    except Exception as exc:
+        recorder.finish(pending, status_code=response.status_code,
+                        detail={"observer_error": f"{type(exc).__name__}: {exc}"})
+    return None
 
 
-class RecordingTransport(_SyncBase):
+class _Wrapping:
+    """What both transports share: the wrapped transport (created on first use from the
+    request's module: ``_default`` names its class), the recorder and the provider."""
+
+    _default: str = "HTTPTransport"
+
+    def __init__(
+        self, wrapped: Any = None, *, recorder: Recorder | None = None, provider: str | None = None
+    ) -> None:
+        self._wrapped = wrapped
+        self.recorder = recorder if recorder is not None else Recorder()
+        self.provider = provider
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self._wrapped!r}, recorder={self.recorder!r})"
+
+    def _inner(self, request: Any) -> Any:
+        if self._wrapped is None:
+            self._wrapped = getattr(_module_of(request), self._default)()
+        return self._wrapped
+
+
+class RecordingTransport(_Wrapping, _SyncBase):
     """A sync httpx/httpx2 transport that records LLM calls passing through it.
 
     Args:
@@ -198,24 +245,12 @@ class RecordingTransport(_SyncBase):
         recorder: The recorder.
     """
 
-    def __init__(
-        self, wrapped: Any = None, *, recorder: Recorder | None = None, provider: str | None = None
-    ) -> None:
-        self._wrapped = wrapped
-        self.recorder = recorder if recorder is not None else Recorder()
-        self.provider = provider
-
-    def __repr__(self) -> str:
-        return f"RecordingTransport({self._wrapped!r}, recorder={self.recorder!r})"
-
-    def _inner(self, request: Any) -> Any:
-        if self._wrapped is None:
-            self._wrapped = _module_of(request).HTTPTransport()
-        return self._wrapped
-
     def handle_request(self, request: Any) -> Any:
-        """Send ``request`` through the wrapped transport, recording it if it is an LLM call."""
+        """Send ``request`` through the wrapped transport, recording it if it is an LLM call
+        (other paths pass through without their body being read)."""
         inner = self._inner(request)
+        if not _recorded(self.recorder, request):
+            return inner.handle_request(request)
         try:
             body = request.content
         except Exception:
@@ -228,27 +263,10 @@ class RecordingTransport(_SyncBase):
         except Exception as exc:
             self.recorder.finish(pending, error=exc)
             raise
-        return self._observe(request, response, pending)
-
-    def _observe(self, request: Any, response: Any, pending: Pending) -> Any:
-        _attach(response, pending)
-        module = _module_of(response)
-        try:
-            if _in_memory(module, response):  # body already in memory (decoded)
-                observer = self.recorder.observe(
-                    pending, status_code=response.status_code, headers=response.headers,
-                    content_encoding="",
-                )
-                observer.feed(response.read())
-                observer.close()
-                return response
-            observer = self.recorder.observe(
-                pending, status_code=response.status_code, headers=response.headers
-            )
-            response.stream = _stream_class(module, False)(response.stream, observer)
-        except Exception as exc:
-            self.recorder.finish(pending, status_code=response.status_code,
-                                 detail={"observer_error": f"{type(exc).__name__}: {exc}"})
+        observer = _observe(self.recorder, response, pending, is_async=False)
+        if observer is not None:
+            observer.feed(response.read())
+            observer.close()
         return response
 
     def close(self) -> None:
@@ -271,7 +289,7 @@ class RecordingTransport(_SyncBase):
             self._wrapped.__exit__(exc_type, exc, tb)
 
 
-class AsyncRecordingTransport(_AsyncBase):
+class AsyncRecordingTransport(_Wrapping, _AsyncBase):
     """The async twin of :class:`RecordingTransport` (``handle_async_request``).
 
     Args:
@@ -281,24 +299,14 @@ class AsyncRecordingTransport(_AsyncBase):
         provider: As :class:`RecordingTransport`.
     """
 
-    def __init__(
-        self, wrapped: Any = None, *, recorder: Recorder | None = None, provider: str | None = None
-    ) -> None:
-        self._wrapped = wrapped
-        self.recorder = recorder if recorder is not None else Recorder()
-        self.provider = provider
-
-    def __repr__(self) -> str:
-        return f"AsyncRecordingTransport({self._wrapped!r}, recorder={self.recorder!r})"
-
-    def _inner(self, request: Any) -> Any:
-        if self._wrapped is None:
-            self._wrapped = _module_of(request).AsyncHTTPTransport()
-        return self._wrapped
+    _default = "AsyncHTTPTransport"
 
     async def handle_async_request(self, request: Any) -> Any:
-        """Send ``request`` through the wrapped transport, recording it if it is an LLM call."""
+        """Send ``request`` through the wrapped transport, recording it if it is an LLM call
+        (other paths pass through without their body being read)."""
         inner = self._inner(request)
+        if not _recorded(self.recorder, request):
+            return await inner.handle_async_request(request)
         try:
             body = request.content
         except Exception:
@@ -311,22 +319,10 @@ class AsyncRecordingTransport(_AsyncBase):
         except Exception as exc:
             self.recorder.finish(pending, error=exc)
             raise
-        _attach(response, pending)
-        module = _module_of(response)
-        try:
-            in_memory = _in_memory(module, response)
-            observer = self.recorder.observe(
-                pending, status_code=response.status_code, headers=response.headers,
-                content_encoding="" if in_memory else None,
-            )
-            if in_memory:  # body already in memory (decoded)
-                observer.feed(await response.aread())
-                observer.close()
-                return response
-            response.stream = _stream_class(module, True)(response.stream, observer)
-        except Exception as exc:
-            self.recorder.finish(pending, status_code=response.status_code,
-                                 detail={"observer_error": f"{type(exc).__name__}: {exc}"})
+        observer = _observe(self.recorder, response, pending, is_async=True)
+        if observer is not None:
+            observer.feed(await response.aread())
+            observer.close()
         return response
 
     async def aclose(self) -> None:
@@ -379,10 +375,7 @@ def http_status_error(
 
 
 def _scrub(text: str, secrets: tuple[str, ...]) -> str:
-    for secret in secrets:
-        if secret:
-            text = text.replace(secret, "[REDACTED]")
-    return redact(text)
+    return redact(text, secrets=secrets)
 
 
 def retry_after_s(headers: Any, *, now: float | None = None) -> float | None:

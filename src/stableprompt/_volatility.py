@@ -46,6 +46,9 @@ pattern can backtrack catastrophically. Patterns are compiled once at import. Me
 cores: ~1-2.5 ms per 100 KB of tool schemas, docs and code; 0.01 ms for 100 KB of prose
 without digits; ~20-45 ms for 100 KB of digit-dense logs (one span every 40 bytes). Text taken
 from JSON is handled: an escape such as ``\\n`` right before a token does not glue onto it.
+
+The patterns and the scanner that applies them are in :mod:`._volatility_patterns`; this
+module resolves their overlapping candidates and holds the public API and the diff support.
 """
 
 from __future__ import annotations

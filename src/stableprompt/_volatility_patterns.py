@@ -263,7 +263,11 @@ def _round_clock(m: re.Match[str]) -> bool:
 
 
 class Scanner:
-    """Collects raw candidates for one text; overlaps are resolved by the caller."""
+    """Collects raw candidates for one text; overlaps are resolved by the caller.
+
+    ``Scanner(text).run()`` returns every :data:`Candidate` found, possibly overlapping and
+    not sorted; each needs an ASCII digit, so text without digits yields none.
+    """
 
     def __init__(self, text: str) -> None:
         self.text = text

@@ -11,10 +11,11 @@ request is rendered to blocks in the provider's order from the JSON as received 
 included), hashed as a chain, and cache reads/writes follow Anthropic's breakpoint rules
 (20-block lookback, 4 breakpoints, per-model minimums, 5 m / 1 h TTLs refreshed on read,
 entries visible once the writing response has started) or OpenAI's automatic prefix caching
-(minimums, 128-token reporting before GPT-5.6, ``cache_write_tokens`` from GPT-5.6). The rules
-and their sources are in the docstrings of ``_anthropic`` and ``_openai``. Every response
-carries the header ``x-stableprompt-emulator: 1``; numbers measured against it describe the
-documented rules, not a provider's real cache (which is best-effort and may miss more).
+(minimums, 128-token reporting before GPT-5.6, an entry every 2,048 tokens on GPT-5.5,
+``cache_write_tokens`` from GPT-5.6). The rules and their sources are in the docstrings of
+``_anthropic`` and ``_openai``. Every response carries the header
+``x-stableprompt-emulator: 1``; numbers measured against it describe the documented rules,
+not a provider's real cache (which is best-effort and may miss more).
 
 Example::
 

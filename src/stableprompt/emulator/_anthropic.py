@@ -36,34 +36,33 @@ from typing import Any
 
 from .._canonical import loads
 from .._policy import cache_policy
-from ._output import fit_turn
-from ._prompt import Block, PromptChain
-from ._store import PendingWrite
-from ._wire import (
-    Usage,
-    WireContext,
-    WireError,
-    WireResult,
+from ._checks import (
     expect_bool,
     expect_int,
     expect_list,
+    expect_messages,
     expect_object,
     expect_str,
-    json_result,
-    render,
-    split_text,
-    sse_event,
 )
+from ._endpoint import Endpoint, answer, open_request, reply
+from ._prompt import Block, PromptChain
+from ._store import PendingWrite
+from ._wire import Usage, WireContext, WireError, WireResult, render, split_text, sse_event
 
 __all__ = ["handle_messages"]
 
-_PARAMS = frozenset({
-    "cache_control", "container", "diagnostics", "inference_geo", "max_tokens", "messages",
-    "metadata", "model", "output_config", "service_tier", "speed", "stop_sequences", "stream",
-    "system", "temperature", "thinking", "tool_choice", "tools", "top_k", "top_p",
-    "user_profile_id", "workspace_id",
-})
-_REQUIRED = ("model", "max_tokens", "messages")
+_ENDPOINT = Endpoint(
+    params=frozenset({
+        "cache_control", "container", "diagnostics", "inference_geo", "max_tokens", "messages",
+        "metadata", "model", "output_config", "service_tier", "speed", "stop_sequences",
+        "stream", "system", "temperature", "thinking", "tool_choice", "tools", "top_k",
+        "top_p", "user_profile_id", "workspace_id",
+    }),
+    required=("model", "max_tokens", "messages"),
+    unknown=lambda name: WireError(f"{name}: Extra inputs are not permitted", param=name),
+    missing=lambda name: WireError(f"{name}: Field required", param=name),
+    call_prefix="toolu_emu",
+)
 _MESSAGES_TIER = ("tool_choice", "thinking", "output_config", "speed")
 _TTL_S = {"5m": 300, "1h": 3600}
 _UNCACHEABLE = frozenset({"thinking", "redacted_thinking"})
@@ -90,14 +89,7 @@ def handle_messages(body: Any, ctx: WireContext) -> WireResult:
     Raises:
         WireError: Invalid request (400, Anthropic ``invalid_request_error``).
     """
-    req = expect_object(body, "body")
-    for name in sorted(req):
-        if name not in _PARAMS:
-            raise WireError(f"{name}: Extra inputs are not permitted", param=name)
-    for name in _REQUIRED:
-        if name not in req:
-            raise WireError(f"{name}: Field required", param=name)
-    model = expect_str(req["model"], "model", empty=False)
+    req, model = open_request(body, _ENDPOINT)
     max_tokens = expect_int(req["max_tokens"], "max_tokens")
     stream = expect_bool(req.get("stream", False), "stream")
     if stream and max_tokens == 0:
@@ -121,9 +113,7 @@ def handle_messages(body: Any, ctx: WireContext) -> WireResult:
             raise WireError(f"{marker.where}.cache_control.ttl: a breakpoint with ttl='1h' "
                             "cannot come after one with ttl='5m'; longer TTLs must appear "
                             "before shorter ones")
-    turn = ctx.responder(req)
-    fitted = fit_turn(turn, tokenizer=ctx.tokenizer, max_tokens=max_tokens,
-                      call_id=lambda k: f"toolu_emu_{ctx.seq:06d}_{k}")
+    fitted = reply(req, ctx, _ENDPOINT, max_tokens=max_tokens)
     acc = _account(chain.blocks, markers, policy.min_cacheable_tokens,
                    policy.lookback_blocks or 20, ctx)
     write = acc.write_5m + acc.write_1h
@@ -146,10 +136,8 @@ def handle_messages(body: Any, ctx: WireContext) -> WireResult:
     message = {"id": f"msg_emu_{ctx.seq:06d}", "type": "message", "role": "assistant",
                "model": model, "content": content, "stop_reason": stop,
                "stop_sequence": None, "usage": wire_usage}
-    if not stream:
-        return json_result(message, pending=acc.pending, model=model, usage=usage)
-    return WireResult(200, "text/event-stream", _events(message), pending=acc.pending,
-                      model=model, usage=usage, streamed=True)
+    return answer(message, stream=stream, events=_events, model=model, usage=usage,
+                  pending=acc.pending)
 
 
 def _render(req: dict[str, Any], chain: PromptChain) -> list[_Marker]:
@@ -187,9 +175,7 @@ def _render(req: dict[str, Any], chain: PromptChain) -> list[_Marker]:
                 markers.append(_Marker(index, ttl, where))
     tier = {name: req[name] for name in _MESSAGES_TIER if name in req}
     chain.mix(render(tier, "tool_choice"))
-    messages = expect_list(req["messages"], "messages")
-    if not messages:
-        raise WireError("messages: at least one message is required", param="messages")
+    messages = expect_messages(req["messages"])
     for i, message in enumerate(messages):
         where = f"messages.{i}"
         obj = expect_object(message, where)
@@ -278,14 +264,11 @@ def _account(
     eligible = [m for m in markers if blocks[m.index].end_tokens >= minimum]
     store, now = ctx.store, ctx.now
     read = 0
-    with store.lock:
+    with store.lock:  # one request's reads are atomic
         for marker in eligible:
-            for j in range(marker.index, max(-1, marker.index - lookback), -1):
-                key = blocks[j].prefix_hash
-                if store.find(key, now) is not None:
-                    store.refresh(key, now)
-                    read = max(read, blocks[j].end_tokens)
-                    break
+            window = range(marker.index, max(-1, marker.index - lookback), -1)
+            read = max(read, store.read(
+                ((blocks[j].prefix_hash, blocks[j].end_tokens) for j in window), now))
     covered, spans = read, {"5m": 0, "1h": 0}
     pending = []
     for marker in eligible:

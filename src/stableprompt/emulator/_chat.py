@@ -11,37 +11,35 @@ from __future__ import annotations
 
 from typing import Any
 
+from ._checks import expect_bool, expect_int, expect_list, expect_messages, expect_object
+from ._endpoint import Endpoint, answer, open_request, reply
 from ._openai import OpenAIAccounting, account, add_message, cache_request
-from ._output import FittedTurn, fit_turn
-from ._wire import (
-    Usage,
-    WireContext,
-    WireError,
-    WireResult,
-    expect_bool,
-    expect_int,
-    expect_list,
-    expect_object,
-    expect_str,
-    json_result,
-    render,
-    split_text,
-    sse_data,
-)
+from ._wire import Usage, WireContext, WireError, WireResult, render, split_text, sse_data
 
 __all__ = ["handle_chat"]
 
-_PARAMS = frozenset({
-    "audio", "frequency_penalty", "function_call", "functions", "logit_bias", "logprobs",
-    "max_completion_tokens", "max_tokens", "messages", "metadata", "modalities", "model",
-    "moderation", "n", "parallel_tool_calls", "prediction", "presence_penalty",
-    "prompt_cache_key", "prompt_cache_options", "prompt_cache_retention", "reasoning_effort",
-    "response_format", "safety_identifier", "seed", "service_tier", "stop", "store", "stream",
-    "stream_options", "temperature", "tool_choice", "tools", "top_logprobs", "top_p", "user",
-    "verbosity", "web_search_options",
-})
+_ENDPOINT = Endpoint(
+    params=frozenset({
+        "audio", "frequency_penalty", "function_call", "functions", "logit_bias", "logprobs",
+        "max_completion_tokens", "max_tokens", "messages", "metadata", "modalities", "model",
+        "moderation", "n", "parallel_tool_calls", "prediction", "presence_penalty",
+        "prompt_cache_key", "prompt_cache_options", "prompt_cache_retention",
+        "reasoning_effort", "response_format", "safety_identifier", "seed", "service_tier",
+        "stop", "store", "stream", "stream_options", "temperature", "tool_choice", "tools",
+        "top_logprobs", "top_p", "user", "verbosity", "web_search_options",
+    }),
+    required=("model", "messages"),
+    unknown=lambda name: WireError(f"Unrecognized request argument supplied: {name}",
+                                   param=name),
+    missing=lambda name: (
+        WireError("you must provide a model parameter", param="model") if name == "model"
+        else WireError(f"Missing required parameter: '{name}'.", param=name,
+                       code="missing_required_parameter")),
+    call_prefix="call_emu",
+)
 _SCOPE = ("parallel_tool_calls", "response_format", "reasoning_effort", "verbosity")
 _ROLES = ("system", "developer", "user", "assistant", "tool", "function")
+_CHUNK_KEYS = ("id", "created", "model", "system_fingerprint")
 
 
 def handle_chat(body: Any, ctx: WireContext) -> WireResult:
@@ -50,16 +48,7 @@ def handle_chat(body: Any, ctx: WireContext) -> WireResult:
     Raises:
         WireError: Invalid request (400, OpenAI ``invalid_request_error`` with ``param``).
     """
-    req = expect_object(body, "body")
-    for name in sorted(req):
-        if name not in _PARAMS:
-            raise WireError(f"Unrecognized request argument supplied: {name}", param=name)
-    if "model" not in req:
-        raise WireError("you must provide a model parameter", param="model")
-    if "messages" not in req:
-        raise WireError("Missing required parameter: 'messages'.", param="messages",
-                        code="missing_required_parameter")
-    model = expect_str(req["model"], "model", empty=False)
+    req, model = open_request(body, _ENDPOINT)
     stream = expect_bool(req.get("stream", False), "stream")
     include_usage = False
     if req.get("stream_options") is not None:
@@ -81,9 +70,7 @@ def handle_chat(body: Any, ctx: WireContext) -> WireResult:
             where = f"{key}[{i}]"
             cache.chain.add(b"\ntool\n" + render(expect_object(tool, where), where),
                             where=where, kind="tool")
-    messages = expect_list(req["messages"], "messages")
-    if not messages:
-        raise WireError("messages: at least one message is required", param="messages")
+    messages = expect_messages(req["messages"])
     for i, message in enumerate(messages):
         where = f"messages[{i}]"
         obj = expect_object(message, where)
@@ -94,28 +81,23 @@ def handle_chat(body: Any, ctx: WireContext) -> WireResult:
         last = add_message(cache, obj, where)
         if role in ("user", "tool", "function"):
             cache.implicit = last
-    turn = ctx.responder(req)
-    fitted = fit_turn(turn, tokenizer=ctx.tokenizer, max_tokens=limit,
-                      call_id=lambda k: f"call_emu_{ctx.seq:06d}_{k}")
+    fitted = reply(req, ctx, _ENDPOINT, max_tokens=limit)
     acc = account(cache, ctx)
     usage = Usage(cache.chain.total_tokens, acc.reported_read, acc.write, fitted.output_tokens)
-    wire_usage = _usage(usage, acc, cache.modern)
     finish = "length" if fitted.truncated else "tool_calls" if fitted.tool_calls else "stop"
-    base = {"id": f"chatcmpl-emu-{ctx.seq:06d}", "created": int(ctx.now), "model": model,
-            "system_fingerprint": "fp_stableprompt_emulator"}
-    fields: dict[str, Any] = {"pending": acc.pending, "model": model, "usage": usage}
-    if not stream:
-        reply: dict[str, Any] = {"role": "assistant", "content": fitted.text or None,
-                                 "refusal": None, "annotations": []}
-        if fitted.tool_calls:
-            reply["tool_calls"] = [_call(cid, name, args) for cid, name, args in
+    message_out: dict[str, Any] = {"role": "assistant", "content": fitted.text or None,
+                                   "refusal": None, "annotations": []}
+    if fitted.tool_calls:
+        message_out["tool_calls"] = [_call(cid, name, args) for cid, name, args in
                                      fitted.tool_calls]
-        return json_result({**base, "object": "chat.completion", "choices": [
-            {"index": 0, "message": reply, "logprobs": None, "finish_reason": finish}],
-            "usage": wire_usage, "service_tier": "default"}, **fields)
-    chunks = _chunks({**base, "object": "chat.completion.chunk"}, fitted, finish,
-                     wire_usage if include_usage else None)
-    return WireResult(200, "text/event-stream", chunks, streamed=True, **fields)
+    completion = {"id": f"chatcmpl-emu-{ctx.seq:06d}", "created": int(ctx.now), "model": model,
+                  "system_fingerprint": "fp_stableprompt_emulator", "object": "chat.completion",
+                  "choices": [{"index": 0, "message": message_out, "logprobs": None,
+                               "finish_reason": finish}],
+                  "usage": _usage(usage, acc, cache.modern), "service_tier": "default"}
+    return answer(completion, stream=stream,
+                  events=lambda done: _chunks(done, include_usage=include_usage),
+                  model=model, usage=usage, pending=acc.pending)
 
 
 def _usage(usage: Usage, acc: OpenAIAccounting, modern: bool) -> dict[str, Any]:
@@ -137,9 +119,17 @@ def _call(cid: str, name: str, args: str) -> dict[str, Any]:
     return {"id": cid, "type": "function", "function": {"name": name, "arguments": args}}
 
 
-def _chunks(
-    base: dict[str, Any], fitted: FittedTurn, finish: str, usage: dict[str, Any] | None
-) -> tuple[bytes, ...]:
+def _chunks(completion: dict[str, Any], *, include_usage: bool) -> tuple[bytes, ...]:
+    """The SSE chunk sequence of ``completion`` (a ``chat.completion`` object), ``[DONE]`` last.
+
+    With ``include_usage`` every chunk carries ``usage: null`` and one more chunk with
+    ``choices: []`` carries the usage.
+    """
+    base = {**{key: completion[key] for key in _CHUNK_KEYS}, "object": "chat.completion.chunk"}
+    choice = completion["choices"][0]
+    message = choice["message"]
+    usage = completion["usage"] if include_usage else None
+
     def chunk(delta: dict[str, Any], reason: str | None = None) -> bytes:
         data = {**base, "choices": [{"index": 0, "delta": delta, "logprobs": None,
                                      "finish_reason": reason}]}
@@ -148,14 +138,16 @@ def _chunks(
         return sse_data(data)
 
     out = [chunk({"role": "assistant", "content": "", "refusal": None})]
-    if fitted.text:
-        out.extend(chunk({"content": piece}) for piece in split_text(fitted.text))
-    for k, (cid, name, args) in enumerate(fitted.tool_calls):
-        out.append(chunk({"tool_calls": [{"index": k, "id": cid, "type": "function",
-                                          "function": {"name": name, "arguments": ""}}]}))
+    if message["content"]:
+        out.extend(chunk({"content": piece}) for piece in split_text(message["content"]))
+    for k, call in enumerate(message.get("tool_calls", ())):
+        function = call["function"]
+        out.append(chunk({"tool_calls": [{"index": k, "id": call["id"], "type": "function",
+                                          "function": {"name": function["name"],
+                                                       "arguments": ""}}]}))
         out.extend(chunk({"tool_calls": [{"index": k, "function": {"arguments": piece}}]})
-                   for piece in split_text(args))
-    out.append(chunk({}, finish))
+                   for piece in split_text(function["arguments"]))
+    out.append(chunk({}, choice["finish_reason"]))
     if usage is not None:
         out.append(sse_data({**base, "choices": [], "usage": usage}))
     out.append(sse_data("[DONE]"))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from .._cli import Subcommand, UsageError
@@ -13,24 +14,24 @@ from ._output import ScriptedResponder, load_script
 __all__ = ["SUBCOMMAND"]
 
 
-def _port(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a port number: {text!r}") from None
-    if not 0 <= value <= 65535:
-        raise argparse.ArgumentTypeError(f"port must be 0..65535, got {value}")
-    return value
+def _int_arg(noun: str, low: int, high: int | None, bounds: str) -> Callable[[str], int]:
+    """An argparse ``type`` parsing an integer in ``low..high`` (``None``: no upper bound);
+    errors read ``not {noun}: 'x'`` and ``{bounds}, got 5``."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not {noun}: {text!r}") from None
+        if value < low or (high is not None and value > high):
+            raise argparse.ArgumentTypeError(f"{bounds}, got {value}")
+        return value
+
+    return parse
 
 
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
-    return value
+_port = _int_arg("a port number", 0, 65535, "port must be 0..65535")
+_positive = _int_arg("an integer", 1, None, "must be >= 1")
 
 
 def _add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -18,31 +18,44 @@ newest guide listing GPT-5.6; SDK docstrings of ``openai-python@e43b4224``):
   ``prompt_cache_breakpoint`` parts (the latest 3 with the implicit one, the latest 4 in
   ``explicit`` mode; explicit mode without markers disables caching). Writes are reported as
   ``cache_write_tokens``; ``cached_tokens`` is exact.
-* Earlier models ("model-dependent intervals"): the emulator's choice is an entry at every
-  block boundary at or above the minimum, written for free and never reported;
+* GPT-5.5 ("implicit breakpoints every 2,048 tokens"; no explicit breakpoints): an entry at
+  every multiple of 2,048 tokens, wherever it falls in a block, written for free and never
+  reported. ``cached_tokens`` is the longest such live prefix, already a multiple of 128
+  (the guide's reporting step). In policy terms: a model without a breakpoint budget whose
+  ``granularity_tokens`` is coarser than that 128-token step has entries every
+  ``granularity_tokens`` tokens.
+* Other earlier models ("model-dependent intervals"): the emulator's choice is an entry at
+  every block boundary at or above the minimum, written for free and never reported;
   ``cached_tokens`` is floored to the policy granularity (128 tokens).
-* A read is the longest prefix, at block granularity, whose entry is live (no lookback limit).
-  Prefixes below the model's minimum (``cache_policy``) are neither read nor written.
-* TTL: the policy default (5 min idle for earlier models, 30 min for GPT-5.6+),
-  ``prompt_cache_retention: "24h"`` on earlier models, ``prompt_cache_options.ttl`` /
-  breakpoint ``ttl`` (``"30m"``, ``"12h"``) on GPT-5.6+; refreshed on read.
+* A read is the longest prefix, at block (GPT-5.5: interval) granularity, whose entry is live
+  (no lookback limit). Prefixes below the model's minimum (``cache_policy``) are neither read
+  nor written.
+* TTL: the policy default (5 min idle for earlier models, 30 min for GPT-5.5 and GPT-5.6+),
+  ``prompt_cache_retention: "24h"`` on earlier models (the only value GPT-5.5 accepts),
+  ``prompt_cache_options.ttl`` / breakpoint ``ttl`` (``"30m"``, ``"12h"``) on GPT-5.6+;
+  refreshed on read.
 * Hidden OpenAI-provided system tokens and overflow routing are not modelled.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from itertools import takewhile
 from typing import Any
 
 from .._policy import CachePolicy, cache_policy
+from ._checks import expect_list, expect_object, expect_str
 from ._prompt import PromptChain
 from ._store import PendingWrite
-from ._wire import WireContext, WireError, expect_list, expect_object, expect_str, render
+from ._wire import WireContext, WireError, render
 
 __all__ = ["CacheRequest", "OpenAIAccounting", "account", "add_message", "cache_request"]
 
 _TTL_S = {"30m": 1800, "12h": 43_200}
 _RETENTION_S = {"in_memory": 300, "24h": 86_400}
+# Before GPT-5.6, cached_tokens is "rounded down to a multiple of 128" (guide, model table); a
+# coarser policy granularity (GPT-5.5: 2,048) is the spacing of fixed implicit breakpoints.
+_REPORTING_STEP_TOKENS = 128
 
 
 @dataclass(slots=True)
@@ -121,7 +134,10 @@ def cache_request(
     scope = {name: req[name] for name in scope_params if name in req}
     head = (b"openai\x00" + ctx.scope + b"\x00" + model.encode() + b"\x00"
             + (key or "").encode() + b"\x00" + render(scope, "body"))
-    return CacheRequest(PromptChain(ctx.tokenizer, head), policy, modern, str(mode), ttl_s)
+    step = policy.granularity_tokens
+    interval = step if not modern and step > _REPORTING_STEP_TOKENS else None
+    chain = PromptChain(ctx.tokenizer, head, interval=interval)
+    return CacheRequest(chain, policy, modern, str(mode), ttl_s)
 
 
 def add_message(
@@ -159,31 +175,27 @@ def add_message(
 
 def account(cache: CacheRequest, ctx: WireContext) -> OpenAIAccounting:
     """Find the longest live prefix, then stage this request's writes."""
-    blocks, policy, store, now = cache.chain.blocks, cache.policy, ctx.store, ctx.now
+    chain, policy, now = cache.chain, cache.policy, ctx.now
     minimum = policy.min_cacheable_tokens
     if cache.modern and cache.mode == "explicit" and not cache.explicit:
         return OpenAIAccounting(0, 0, 0, ())
-    read = 0
-    with store.lock:
-        for block in reversed(blocks):
-            if block.end_tokens < minimum:
-                break
-            if store.find(block.prefix_hash, now) is not None:
-                store.refresh(block.prefix_hash, now)
-                read = block.end_tokens
-                break
-    points: dict[int, float] = {}
+    # Where entries can be, in prompt order: interval points (GPT-5.5) or every block end.
+    places = ([(p.prefix_hash, p.end_tokens) for p in chain.points]
+              if chain.interval is not None
+              else [(b.prefix_hash, b.end_tokens) for b in chain.blocks])
+    read = ctx.store.read(takewhile(lambda place: place[1] >= minimum, reversed(places)), now)
+    writes: dict[int, float] = {}  # index into places -> TTL (s) of the write
     if cache.modern:
         for index, ttl_s in cache.explicit[-(4 if cache.mode == "explicit" else 3):]:
-            points[index] = max(ttl_s, points.get(index, 0.0))
+            writes[index] = max(ttl_s, writes.get(index, 0.0))
         if cache.mode == "implicit" and cache.implicit is not None:
-            points[cache.implicit] = max(cache.ttl_s, points.get(cache.implicit, 0.0))
+            writes[cache.implicit] = max(cache.ttl_s, writes.get(cache.implicit, 0.0))
     else:
-        points = dict.fromkeys(range(len(blocks)), cache.ttl_s)
+        writes = dict.fromkeys(range(len(places)), cache.ttl_s)
     pending = tuple(
-        PendingWrite(blocks[i].prefix_hash, blocks[i].end_tokens, ttl_s, now)
-        for i, ttl_s in sorted(points.items())
-        if blocks[i].end_tokens >= minimum and blocks[i].end_tokens > read
+        PendingWrite(places[i][0], places[i][1], ttl_s, now)
+        for i, ttl_s in sorted(writes.items())
+        if places[i][1] >= minimum and places[i][1] > read
     )
     write = pending[-1].tokens - read if pending and cache.modern else 0
     granularity = policy.granularity_tokens

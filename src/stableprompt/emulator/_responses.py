@@ -12,36 +12,31 @@ from __future__ import annotations
 
 from typing import Any
 
+from ._checks import expect_bool, expect_int, expect_list, expect_object, expect_str
+from ._endpoint import Endpoint, answer, open_request, reply
 from ._openai import account, add_message, cache_request
-from ._output import fit_turn
-from ._wire import (
-    Usage,
-    WireContext,
-    WireError,
-    WireResult,
-    expect_bool,
-    expect_int,
-    expect_list,
-    expect_object,
-    expect_str,
-    json_result,
-    render,
-    split_text,
-    sse_event,
-)
+from ._wire import Usage, WireContext, WireError, WireResult, render, split_text, sse_event
 
 __all__ = ["handle_responses"]
 
-_PARAMS = frozenset({
-    "access_programs", "background", "background_options", "context_management",
-    "conversation", "image", "include", "input", "instructions", "max_output_tokens",
-    "max_tool_calls", "metadata", "model", "moderation", "parallel_tool_calls",
-    "previous_response_id", "prompt", "prompt_cache_key", "prompt_cache_options",
-    "prompt_cache_retention", "reasoning", "safety_identifier", "service_tier", "store",
-    "stream", "stream_options", "temperature", "text", "tool_choice", "tools", "top_logprobs",
-    "top_p", "truncation", "user",
-})
-_STATEFUL = ("previous_response_id", "conversation", "prompt", "background")
+_ENDPOINT = Endpoint(
+    params=frozenset({
+        "access_programs", "background", "background_options", "context_management",
+        "conversation", "image", "include", "input", "instructions", "max_output_tokens",
+        "max_tool_calls", "metadata", "model", "moderation", "parallel_tool_calls",
+        "previous_response_id", "prompt", "prompt_cache_key", "prompt_cache_options",
+        "prompt_cache_retention", "reasoning", "safety_identifier", "service_tier", "store",
+        "stream", "stream_options", "temperature", "text", "tool_choice", "tools",
+        "top_logprobs", "top_p", "truncation", "user",
+    }),
+    required=("model", "input"),
+    unknown=lambda name: WireError(f"Unknown parameter: '{name}'.", param=name,
+                                   code="unknown_parameter"),
+    missing=lambda name: WireError(f"Missing required parameter: '{name}'.", param=name,
+                                   code="missing_required_parameter"),
+    call_prefix="call_emu",
+    stateful=("previous_response_id", "conversation", "prompt", "background"),
+)
 _SCOPE = ("parallel_tool_calls", "text", "reasoning", "context_management")
 
 
@@ -51,20 +46,7 @@ def handle_responses(body: Any, ctx: WireContext) -> WireResult:
     Raises:
         WireError: Invalid or stateful request (400, OpenAI ``invalid_request_error``).
     """
-    req = expect_object(body, "body")
-    for name in sorted(req):
-        if name not in _PARAMS:
-            raise WireError(f"Unknown parameter: '{name}'.", param=name,
-                            code="unknown_parameter")
-    for name in _STATEFUL:
-        if req.get(name) not in (None, False):
-            raise WireError(f"{name}: not supported by the stableprompt emulator, which keeps "
-                            "no server-side state; send the full input instead", param=name)
-    for name in ("model", "input"):
-        if name not in req:
-            raise WireError(f"Missing required parameter: '{name}'.", param=name,
-                            code="missing_required_parameter")
-    model = expect_str(req["model"], "model", empty=False)
+    req, model = open_request(body, _ENDPOINT)
     stream = expect_bool(req.get("stream", False), "stream")
     limit = None
     if req.get("max_output_tokens") is not None:
@@ -96,9 +78,7 @@ def handle_responses(body: Any, ctx: WireContext) -> WireResult:
             last = cache.chain.add(b"\n" + render(obj, where), where=where, kind="item")
             if kind == "function_call_output":
                 cache.implicit = last
-    turn = ctx.responder(req)
-    fitted = fit_turn(turn, tokenizer=ctx.tokenizer, max_tokens=limit,
-                      call_id=lambda k: f"call_emu_{ctx.seq:06d}_{k}")
+    fitted = reply(req, ctx, _ENDPOINT, max_tokens=limit)
     acc = account(cache, ctx)
     usage = Usage(cache.chain.total_tokens, acc.reported_read, acc.write, fitted.output_tokens)
     output: list[dict[str, Any]] = []
@@ -136,10 +116,8 @@ def handle_responses(body: Any, ctx: WireContext) -> WireResult:
     }
     if "prompt_cache_options" in req:
         response["prompt_cache_options"] = req["prompt_cache_options"]
-    fields: dict[str, Any] = {"pending": acc.pending, "model": model, "usage": usage}
-    if not stream:
-        return json_result(response, **fields)
-    return WireResult(200, "text/event-stream", _events(response), streamed=True, **fields)
+    return answer(response, stream=stream, events=_events, model=model, usage=usage,
+                  pending=acc.pending)
 
 
 def _text_part(text: str) -> dict[str, Any]:

@@ -118,6 +118,26 @@ class PrefixStore:
             self._reads += 1
             return entry.tokens
 
+    def read(self, candidates: Iterable[tuple[bytes, int]], now: float) -> int:
+        """Read the first candidate with a live entry, in the order given.
+
+        Args:
+            candidates: ``(prefix hash, prefix length in tokens)`` pairs, most preferred
+                first (callers pass the longest prefix first). Consumed lazily: the search
+                stops at the first hit.
+            now: Clock time (seconds) of the reading request.
+
+        Returns:
+            The hit's prefix length (tokens), its entry refreshed from ``now``; 0 when no
+            candidate has a live entry. Counters move as for :meth:`find`.
+        """
+        with self.lock:
+            for key, tokens in candidates:
+                if self.find(key, now) is not None:
+                    self.refresh(key, now)
+                    return tokens
+        return 0
+
     def refresh(self, key: bytes, now: float) -> None:
         """Restart the TTL of entry ``key`` from ``now`` and mark it most recently used."""
         with self.lock:

@@ -1,4 +1,4 @@
-"""Wire plumbing shared by the emulated endpoints: errors in each provider's shape, SSE, checks.
+"""Wire plumbing shared by the emulated endpoints: errors in each provider's shape, results, SSE.
 
 Error shapes (status codes and ``type`` slugs as documented by each provider):
 
@@ -28,11 +28,6 @@ __all__ = [
     "WireError",
     "WireResult",
     "error_result",
-    "expect_bool",
-    "expect_int",
-    "expect_list",
-    "expect_object",
-    "expect_str",
     "json_result",
     "render",
     "split_text",
@@ -183,48 +178,3 @@ def sse_data(data: Mapping[str, Any] | str) -> bytes:
 def split_text(text: str, size: int = 24) -> list[str]:
     """Split ``text`` into deterministic pieces of at most ``size`` characters (stream deltas)."""
     return [text[i : i + size] for i in range(0, len(text), size)] or [""]
-
-
-def expect_object(value: Any, where: str) -> dict[str, Any]:
-    """Return ``value`` if it is a JSON object, else raise a 400 naming ``where``."""
-    if not isinstance(value, dict):
-        raise WireError(f"{where}: expected an object, got {_kind(value)}", param=where)
-    return value
-
-
-def expect_list(value: Any, where: str) -> list[Any]:
-    """Return ``value`` if it is a JSON array, else raise a 400 naming ``where``."""
-    if not isinstance(value, list):
-        raise WireError(f"{where}: expected an array, got {_kind(value)}", param=where)
-    return value
-
-
-def expect_str(value: Any, where: str, *, empty: bool = True) -> str:
-    """Return ``value`` if it is a string (non-empty unless ``empty``), else raise a 400."""
-    if not isinstance(value, str):
-        raise WireError(f"{where}: expected a string, got {_kind(value)}", param=where)
-    if not empty and not value:
-        raise WireError(f"{where}: must not be empty", param=where)
-    return value
-
-
-def expect_int(value: Any, where: str, *, minimum: int = 0) -> int:
-    """Return ``value`` if it is an integer >= ``minimum`` (not a bool), else raise a 400."""
-    if type(value) is not int:
-        raise WireError(f"{where}: expected an integer, got {_kind(value)}", param=where)
-    if value < minimum:
-        raise WireError(f"{where}: must be >= {minimum}, got {value}", param=where)
-    return value
-
-
-def expect_bool(value: Any, where: str) -> bool:
-    """Return ``value`` if it is a boolean, else raise a 400 naming ``where``."""
-    if not isinstance(value, bool):
-        raise WireError(f"{where}: expected a boolean, got {_kind(value)}", param=where)
-    return value
-
-
-def _kind(value: Any) -> str:
-    names = {dict: "object", list: "array", str: "string", bool: "boolean", int: "integer",
-             float: "number", type(None): "null"}
-    return names.get(type(value), type(value).__name__)
