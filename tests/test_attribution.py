@@ -515,3 +515,73 @@ def test_implicit_breakpoint_model_reads_only_entries() -> None:
                        policy=modern)
     assert result.predicted_cache_read_tokens == 3_000
     assert result.verdict == "hit"
+
+
+# ---------------------------------------------------------------------------- verdicts vs reads
+
+
+def test_cold_call_with_reads_is_a_flagged_hit() -> None:
+    """A first call whose provider reports reads beyond the tolerance is a hit flagged
+    unexpected_reads (expected cold), not a cold that contradicts its numbers; small reads
+    within the tolerance stay cold."""
+    s = state(anthropic_body(), 0.0)
+    assert s.request_tokens is not None
+    total = s.request_tokens
+    big = attribute(s, predecessor=None, policy=ANTHROPIC,
+                    usage=anthropic_usage(total, total - 100, 50))
+    assert big.verdict == "hit"
+    assert big.detail["unexpected_reads"] is True
+    assert big.detail["expected_verdict"] == "cold"
+    assert big.detail["reads_without_known_predecessor"] is True
+    assert big.predicted_cache_read_tokens == 0
+    tolerance = 1 + math.ceil(TOLERANCE_FRACTION * total)
+    small = attribute(s, predecessor=None, policy=ANTHROPIC,
+                      usage=anthropic_usage(total, tolerance, 0))
+    assert small.verdict == "cold" and "unexpected_reads" not in small.detail
+
+
+def test_below_minimum_and_ttl_expired_with_reads_are_flagged_hits() -> None:
+    """below_minimum (short prompt) and ttl_expired (10 min > 5 min TTL) with reads above the
+    tolerance become hits naming the verdict the prefix alone gave."""
+    short = state(anthropic_body(2, system="Be brief."), 10.0)
+    assert short.request_tokens is not None
+    result = attribute(short, predecessor=state(anthropic_body(1, system="Be brief."), 0.0),
+                       usage=anthropic_usage(short.request_tokens, short.request_tokens - 3),
+                       policy=ANTHROPIC)
+    assert (result.verdict, result.detail["expected_verdict"]) == ("hit", "below_minimum")
+    policy = OPENAI_OLD.model_copy(update={"ttls_s": (300, 86400)})
+    one = state(chat_body(1), 0.0, "openai-chat")
+    two = state(chat_body(2), 600.0, "openai-chat")
+    assert two.request_tokens is not None
+    expired = attribute(two, predecessor=one, policy=policy,
+                        usage=chat_usage(two.request_tokens, 0))
+    assert expired.verdict == "ttl_expired"
+    read = attribute(two, predecessor=one, policy=policy,
+                     usage=chat_usage(two.request_tokens, 2048))
+    assert read.verdict == "hit" and read.detail["read_after_ttl"] is True
+    assert read.detail["expected_verdict"] == "ttl_expired"
+    assert read.predicted_cache_read_tokens == 0
+
+
+def test_other_conversation_sharing_the_head_is_not_a_mutation() -> None:
+    """A new conversation compared with another conversation's request on the same head:
+    only the shared head is predicted, and losing the other's history is no mutation."""
+    other = state(anthropic_body(3), 0.0)
+    body = anthropic_body(1)
+    body["messages"][0]["content"][0]["text"] = "a different first question"
+    new = state(body, 30.0)
+    assert new.request_tokens is not None
+    head = prefix_tokens(other, "system[0]")
+    usage = anthropic_usage(new.request_tokens, head, new.request_tokens - head - 5)
+    same = attribute(new, predecessor=other, usage=usage, policy=ANTHROPIC)
+    assert same.verdict == "client_mutation" and same.detail["cause"] == "history-rewrite"
+    branch = attribute(new, predecessor=other, usage=usage, policy=ANTHROPIC,
+                       other_conversation=True)
+    assert branch.verdict == "hit" and branch.detail["other_conversation"] is True
+    assert branch.predicted_cache_read_tokens == head
+    chat_other = state(chat_body(3), 0.0, "openai-chat")
+    chat_new = state(chat_body(1, tail="something else entirely"), 30.0, "openai-chat")
+    assert chat_new.request_tokens is not None
+    result = attribute(chat_new, predecessor=chat_other, other_conversation=True,
+                       usage=chat_usage(chat_new.request_tokens, 0), policy=OPENAI_OLD)
+    assert result.verdict != "client_mutation"

@@ -52,6 +52,9 @@ class CachePolicy(BaseModel):
             provider caches automatically with no markers.
         lookback_blocks: Blocks checked backwards from each breakpoint for an earlier entry.
         automatic: Prefixes are cached without markers.
+        implicit_interval_tokens: Automatic caches that keep entries only every N tokens
+            (OpenAI GPT-5.5: "Every 2,048 tokens"), ``None`` when entries can end at any
+            block boundary.
         read_multiplier: Price of a cache-read token as a multiple of a fresh input token.
         write_multipliers: Price of a cache-write token per TTL label (``{"5m": 1.25}``).
         source: Where these numbers come from (URL or ``repo@commit:path``).
@@ -71,6 +74,7 @@ class CachePolicy(BaseModel):
     breakpoint_budget: int | None = None
     lookback_blocks: int | None = None
     automatic: bool = True
+    implicit_interval_tokens: int | None = Field(default=None, ge=1)
     read_multiplier: float = Field(default=1.0, ge=0)
     write_multipliers: dict[str, float] = Field(default_factory=dict)
     source: str
@@ -116,7 +120,7 @@ def _bedrock(pattern: str, minimum: int, ttls: tuple[int, ...]) -> CachePolicy:
 
 
 def _openai(pattern: str, minimum: int, granularity: int, modern: bool,
-            ttls_s: tuple[int, ...] | None = None) -> CachePolicy:
+            ttls_s: tuple[int, ...] | None = None, interval: int | None = None) -> CachePolicy:
     return CachePolicy(
         provider="openai",
         model_pattern=pattern,
@@ -129,6 +133,7 @@ def _openai(pattern: str, minimum: int, granularity: int, modern: bool,
         ttls_s=ttls_s or ((1800,) if modern else (300, 86400)),
         breakpoint_budget=4 if modern else None,
         automatic=True,
+        implicit_interval_tokens=interval,
         # Pre-5.6 read discounts are model-dependent (50-90%, UNVERIFIED per model): 0.5 is the
         # conservative end; override per model where the pricing page says otherwise.
         read_multiplier=0.1 if modern else 0.5,
@@ -179,7 +184,7 @@ def default_policies() -> tuple[CachePolicy, ...]:
         _openai("gpt-6*", 1024, 1, modern=True),
         # GPT-5.5: implicit breakpoints every 2,048 tokens (reads land on 2,048 multiples,
         # reported minus hidden tokens and floored to 128), ~30 min up to 24 h, "24h" only.
-        _openai("gpt-5.5*", 2048, 2048, modern=False, ttls_s=(1800, 86400)),
+        _openai("gpt-5.5*", 2048, 2048, modern=False, ttls_s=(1800, 86400), interval=2048),
         _openai("*", 2048, 128, modern=False).model_copy(update={"conservative": True}),
         _simple("gemini", 1024, _GEMINI_DOC, model_pattern="gemini-2.5-flash*",
                 ttls_s=(3600,), read_multiplier=0.25, as_of="2025-12-01"),

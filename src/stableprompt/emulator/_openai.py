@@ -21,9 +21,7 @@ newest guide listing GPT-5.6; SDK docstrings of ``openai-python@e43b4224``):
 * GPT-5.5 ("implicit breakpoints every 2,048 tokens"; no explicit breakpoints): an entry at
   every multiple of 2,048 tokens, wherever it falls in a block, written for free and never
   reported. ``cached_tokens`` is the longest such live prefix, already a multiple of 128
-  (the guide's reporting step). In policy terms: a model without a breakpoint budget whose
-  ``granularity_tokens`` is coarser than that 128-token step has entries every
-  ``granularity_tokens`` tokens.
+  (the guide's reporting step). In policy terms: ``CachePolicy.implicit_interval_tokens``.
 * Other earlier models ("model-dependent intervals"): the emulator's choice is an entry at
   every block boundary at or above the minimum, written for free and never reported;
   ``cached_tokens`` is floored to the policy granularity (128 tokens).
@@ -55,7 +53,6 @@ _TTL_S = {"30m": 1800, "12h": 43_200}
 _RETENTION_S = {"in_memory": 300, "24h": 86_400}
 # Before GPT-5.6, cached_tokens is "rounded down to a multiple of 128" (guide, model table); a
 # coarser policy granularity (GPT-5.5: 2,048) is the spacing of fixed implicit breakpoints.
-_REPORTING_STEP_TOKENS = 128
 
 
 @dataclass(slots=True)
@@ -134,8 +131,7 @@ def cache_request(
     scope = {name: req[name] for name in scope_params if name in req}
     head = (b"openai\x00" + ctx.scope + b"\x00" + model.encode() + b"\x00"
             + (key or "").encode() + b"\x00" + render(scope, "body"))
-    step = policy.granularity_tokens
-    interval = step if not modern and step > _REPORTING_STEP_TOKENS else None
+    interval = None if modern else policy.implicit_interval_tokens
     chain = PromptChain(ctx.tokenizer, head, interval=interval)
     return CacheRequest(chain, policy, modern, str(mode), ttl_s)
 
