@@ -584,4 +584,4 @@ def test_other_conversation_sharing_the_head_is_not_a_mutation() -> None:
     assert chat_new.request_tokens is not None
     result = attribute(chat_new, predecessor=chat_other, other_conversation=True,
                        usage=chat_usage(chat_new.request_tokens, 0), policy=OPENAI_OLD)
-    assert result.verdict != "client_mutation"
+    assert result.verdict == "provider_miss" and "cause" not in result.detail

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -242,6 +243,30 @@ def test_transport_failures_are_retried_then_mapped(exc: type[Exception],
     assert [r.error_class for r in recorder.records] == [mapped.__name__] * 2
 
 
+def test_a_read_timeout_on_a_json_body_is_retried() -> None:
+    """A ReadTimeout while reading a non-streaming body is retried like a failed send; the
+    failed attempt is recorded as ProviderTimeoutError and the retry answers."""
+    fake = FakeProvider(httpx)
+
+    class Stalls(httpx.SyncByteStream):
+        def __iter__(self) -> Iterator[bytes]:
+            yield b'{"id": "msg_'
+            raise httpx.ReadTimeout("read timed out")
+
+    fake.script.append(httpx.Response(200, headers={"content-type": "application/json"},
+                                      stream=Stalls()))
+    recorder = Recorder(tokenizer="bytes/4")
+    client = anthropic_client(fake, recorder, max_retries=1)
+    slept = retry_sleeps(client)
+    answer = client.send(rendered_turns(1)[0])
+    assert answer["id"] == "msg_0001"
+    assert len(fake.requests) == 2 and len(slept) == 1
+    failed, ok = recorder.records
+    assert (failed.error_class, failed.verdict) == ("ProviderTimeoutError", "unknown")
+    assert (ok.error_class, ok.verdict, ok.turn) == (None, "cold", 1)
+    assert ok.verdict_detail["retry"] is True
+
+
 def test_invalid_json_body_raises_provider_error() -> None:
     """A 200 whose body is not JSON raises ProviderError (provider-invalid-json)."""
     fake = FakeProvider(httpx)
@@ -308,6 +333,32 @@ def test_api_key_never_reaches_ledger_spill_errors_or_logs(
         assert API_KEY.encode() not in path.read_bytes(), path
     assert all(API_KEY not in r.model_dump_json() for r in recorder.records)
     assert API_KEY not in caplog.text
+
+
+def test_a_key_without_a_known_shape_is_scrubbed_from_records_and_errors(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A compatible server's key that matches no key pattern, echoed in a 401: the raised
+    error, the record, the database and the logs never contain it."""
+    key = "tenant42-secret-token-ABCDEF123456"
+    caplog.set_level(logging.DEBUG)
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        token = request.headers["authorization"].split()[-1]
+        return httpx.Response(401, json={"error": f"invalid api token {token}"})
+
+    with Ledger(tmp_path / "calls.db") as ledger:
+        client = OpenAICompatibleClient("http://my-vllm:8000", api_key=key,
+                                        recorder=Recorder(ledger, tokenizer="bytes/4"),
+                                        transport=httpx.MockTransport(handler))
+        with pytest.raises(ProviderHTTPError) as raised:
+            client.send(chat_body(1))
+        (record,) = ledger.records()
+    assert key not in str(raised.value) and key not in raised.value.body
+    assert record.verdict_detail["error_type"] == "invalid api token [REDACTED]"
+    for path in tmp_path.rglob("*"):
+        assert key.encode() not in path.read_bytes(), path
+    assert key not in caplog.text
 
 
 # ---------------------------------------------------------------------------- diagnostics

@@ -204,6 +204,31 @@ def test_last_for_lineage_is_latest_by_time_and_indexed(ledger: Ledger) -> None:
     assert "calls_lineage_ts" in plan
 
 
+def test_recent_for_lineage_lists_newest_first_with_spilled_records(tmp_path: Path) -> None:
+    """recent_for_lineage returns up to ``limit`` records of one lineage, newest first,
+    including records spilled since the last replay; a limit below 1 is refused."""
+    db = tmp_path / "busy.db"
+    led = Ledger(db, busy_timeout_s=0.02, fallback_dir=tmp_path / "fb")
+    stored = [_record(lineage="L1", ts_utc=T0 + timedelta(seconds=s)) for s in (10, 30, 20)]
+    for record in stored:
+        led.write(record)
+    led.write(_record(lineage="L2", ts_utc=T0 + timedelta(hours=1)))
+    blocker = sqlite3.connect(db, isolation_level=None)
+    blocker.execute("BEGIN IMMEDIATE")
+    spilled = _record(lineage="L1", ts_utc=T0 + timedelta(seconds=25))
+    with pytest.warns(LedgerSpillWarning):
+        assert led.write(spilled) == "spilled"
+    blocker.execute("ROLLBACK")
+    blocker.close()
+    assert led.recent_for_lineage("L1") == [stored[1], spilled, stored[2], stored[0]]
+    assert led.recent_for_lineage("L1", limit=2) == [stored[1], spilled]
+    assert led.recent_for_lineage("nope") == []
+    with pytest.raises(InputError) as info:
+        led.recent_for_lineage("L1", limit=0)
+    assert info.value.code == "ledger-limit"
+    led.close()
+
+
 def test_file_modes_are_0600_even_with_open_umask(tmp_path: Path) -> None:
     """The database, -wal and -shm files are 0600 with umask 0; so is a spill file."""
     old = os.umask(0)

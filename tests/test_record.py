@@ -8,7 +8,7 @@ from datetime import datetime, timedelta, timezone
 import pydantic
 import pytest
 
-from stableprompt._record import UsageRecord
+from stableprompt._record import UsageRecord, redact, secrets_in_headers
 
 
 def test_defaults_fill_id_and_utc_timestamp() -> None:
@@ -135,3 +135,32 @@ def test_json_line_round_trip() -> None:
     again = UsageRecord.from_json(line)
     assert again == record
     assert again.ttft_ms == 120.0
+
+
+def test_redact_removes_known_secrets_and_their_fragments() -> None:
+    """A known secret with no key shape is removed whole and, in provider text, as any run of
+    8+ of its characters; caller text keeps fragments (a weak key's word may be ordinary),
+    short secrets are ignored, and key patterns still apply."""
+    key = "tenant42-secret-token-ABCDEF123456"
+    text = f"bad token {key}; again {key[:20]}...; tail {key[-9:]}"
+    assert redact(text, secrets=[key]) == (
+        "bad token [REDACTED]; again [REDACTED]...; tail [REDACTED]")
+    assert redact(text, secrets=[key], fragments=False) == (
+        f"bad token [REDACTED]; again {key[:20]}...; tail {key[-9:]}")
+    assert redact({"error": [f"x {key}"]}, secrets=[key]) == {"error": ["x [REDACTED]"]}
+    assert redact("kkk and k", secrets=["k"]) == "kkk and k"
+    assert redact("REDACTED REDACTED", secrets=["REDACTEDxyz"]) == "[REDACTED] [REDACTED]"
+    other = "sk-ant-api03-LEAKYLEAKYLEAKY1234"
+    assert redact(f"<p>{other}</p>", secrets=["sk-ant-api03-REALKEYREALKEY000"]) == (
+        "<p>[REDACTED]</p>")
+
+
+def test_secrets_in_headers_reads_credential_headers_only() -> None:
+    """Bearer tokens (scheme dropped), x-api-key and api-key values of 8+ characters are
+    secrets; other headers and short values are not."""
+    headers = {"Authorization": "Bearer tenant42-secret-token", "x-api-key": "sk-ant-xyz12345",
+               "api-key": "azure-key-123", "content-type": "application/json",
+               "x-goog-api-key": "short"}
+    assert set(secrets_in_headers(headers)) == {
+        "tenant42-secret-token", "sk-ant-xyz12345", "azure-key-123"}
+    assert secrets_in_headers(None) == ()

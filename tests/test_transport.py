@@ -366,8 +366,9 @@ def test_async_anthropic_sdk_is_recorded_streaming_and_not(ledger: Ledger) -> No
 
 
 def test_stream_closed_early_is_recorded_with_what_was_seen() -> None:
-    """Breaking out of a stream records the call; Anthropic's message_start already carried
-    the cache counters, so they are kept and the output count is unknown."""
+    """Breaking out of a stream records the call as incomplete (verdict unknown); Anthropic's
+    message_start already carried the cache counters, so they are kept and the output count
+    is unknown."""
     fake = FakeProvider(chunk=600)  # the message_delta event starts after byte 900
     recorder = Recorder(tokenizer="bytes/4")
     client = anthropic_sdk(fake, recorder)
@@ -377,6 +378,7 @@ def test_stream_closed_early_is_recorded_with_what_was_seen() -> None:
     stream.close()
     (record,) = recorder.records
     assert record.verdict_detail["stream"] == "closed before the end of the body"
+    assert record.verdict == "unknown" and record.verdict_detail["incomplete"] is True
     assert record.output_tokens is None
     assert record.cache_write_tokens is not None and record.cache_write_tokens > 1024
 
@@ -434,6 +436,53 @@ def test_other_endpoints_pass_through_unrecorded() -> None:
         client.post("http://provider.test/v1/messages", content=b"not json")
     assert seen == ["/v1/models", "/v1/messages/count_tokens", "/v1/messages"]
     assert recorder.records == []
+
+
+def test_bodies_of_calls_that_are_not_recorded_are_never_read() -> None:
+    """Other endpoints (files, Assistants thread messages) pass through with their streamed
+    request body untouched: the transport decides from the path before reading anything."""
+    pulled: list[str] = []
+
+    def body(path: str) -> Iterator[bytes]:
+        pulled.append(path)
+        yield json.dumps({"role": "user", "content": "hello", "messages": []}).encode()
+
+    class Inner(httpx.BaseTransport):
+        def handle_request(self, request: httpx.Request) -> httpx.Response:
+            return httpx.Response(200, json={"id": "x", "usage": {"input_tokens": 1}})
+
+    recorder = Recorder(tokenizer="bytes/4")
+    with httpx.Client(transport=RecordingTransport(Inner(), recorder=recorder)) as client:
+        for path in ("/v1/files", "/v1/threads/thread_1/messages", "/v1/messages"):
+            client.post(f"http://provider.test{path}", content=body(path))
+    assert pulled == ["/v1/messages"]
+    assert [r.wire_format for r in recorder.records] == ["anthropic"]
+
+
+def test_a_failing_ledger_lookup_is_logged_once(tmp_path: Path,
+                                                caplog: pytest.LogCaptureFixture) -> None:
+    """A ledger whose reads fail: calls on three lineages and sessions are all recorded, and
+    the failure is logged once per recorder, not once per lineage."""
+
+    class ReadFails(Ledger):
+        def recent_for_lineage(self, lineage: str, *, limit: int = 32) -> list[Any]:
+            raise RuntimeError("disk on fire")
+
+        def iter_records(self, **filters: Any) -> Any:
+            raise RuntimeError("disk on fire")
+
+    caplog.set_level(logging.WARNING, logger="stableprompt.recorder")
+    with ReadFails(tmp_path / "calls.db") as ledger:
+        recorder = Recorder(ledger, tokenizer="bytes/4")
+        client = anthropic_sdk(FakeProvider(), recorder)
+        for index in range(3):
+            system: Any = [{"type": "text", "text": f"{SYSTEM} agent {index}",
+                            "cache_control": {"type": "ephemeral"}}]
+            client.messages.create(model="claude-sonnet-4-6", max_tokens=5, system=system,
+                                   messages=conversation(1),
+                                   metadata={"user_id": f"agent-{index}"})
+    assert [r.verdict for r in recorder.records] == ["cold"] * 3
+    assert caplog.text.count("ledger lookup failed") == 1
 
 
 def test_transport_errors_are_recorded_and_reraised() -> None:

@@ -1,7 +1,8 @@
 """Cache-read prediction and miss attribution: one verdict per call, as a pure function.
 
-:func:`attribute` compares a request with its same-lineage predecessor (the most recent earlier
-request with the same head fingerprint) and answers two questions:
+:func:`attribute` compares a request with its same-lineage predecessor (an earlier request with
+the same head fingerprint; the recorder picks the one sharing the longest prefix, see
+``_calls``) and answers two questions:
 
 1. **Prediction.** How many input tokens should an exact-prefix cache have read? The tokens of
    the longest common prefix (LCP) with the predecessor, limited to what the provider can read:
@@ -259,8 +260,9 @@ def attribute(
 
     Args:
         request: The request just sent; must have ``segmented`` and ``segment_tokens``.
-        predecessor: The most recent earlier request with the same head fingerprint (same
-            lineage), or ``None``.
+        predecessor: An earlier request with the same head fingerprint (same lineage), or
+            ``None``: the recorder passes the one sharing the longest prefix (ties: the same
+            conversation, then the most recent); the TTL clock runs from it.
         usage: The provider's normalized usage, or ``None`` when there is none (failed call).
         policy: The provider/model cache rules (minimum, granularity, TTLs, lookback).
         session_previous: The previous request of the same session/conversation when it has a

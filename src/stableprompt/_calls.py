@@ -139,18 +139,23 @@ class CallIndex:
     Args:
         window_s: How long a conversation's previous call counts for turns and head-change
             comparisons (seconds).
-        max_keys: Lineages and named sessions kept (least recently used dropped).
-        max_unnamed: Calls without a session id kept for conversation matching.
+        max_calls: Successful calls kept over all lineages (each holds its request body);
+            the least recently used lineages are dropped beyond it.
+        max_keys: Named sessions kept (least recently used dropped).
+        max_unnamed: Calls without a session id kept for conversation matching (sent calls
+            are kept without their body).
     """
 
-    def __init__(self, *, window_s: float, max_keys: int = 4096, max_unnamed: int = 1024
-                 ) -> None:
+    def __init__(self, *, window_s: float, max_calls: int = 4096, max_keys: int = 4096,
+                 max_unnamed: int = 1024) -> None:
         self.window_s = window_s
+        self.max_calls = max_calls
         self.max_keys = max_keys
         self._lineages: OrderedDict[str, deque[Call]] = OrderedDict()
+        self._calls = 0  # calls held in _lineages
         self._sessions: OrderedDict[str, _Session] = OrderedDict()
         self._started: deque[Call] = deque(maxlen=max_unnamed)
-        self._done: deque[Call] = deque(maxlen=max_unnamed)
+        self._done: deque[Call] = deque(maxlen=max(max_unnamed // 4, 1))
         self._lock = threading.Lock()
 
     def knows_lineage(self, head: str) -> bool:
@@ -167,8 +172,9 @@ class CallIndex:
         """Seed a lineage not seen yet (e.g. from ledger rows); a no-op once it is known."""
         with self._lock:
             if head not in self._lineages:
-                self._lineages[head] = deque(calls, maxlen=LINEAGE_DEPTH)
-                self._trim(self._lineages)
+                kept = self._lineages[head] = deque(calls, maxlen=LINEAGE_DEPTH)
+                self._calls += len(kept)
+                self._evict()
 
     def begin(self, call: Call, *, earlier_turns: int = 0) -> tuple[int | None, bool]:
         """Register a call being sent and number its turn.
@@ -196,7 +202,7 @@ class CallIndex:
                 else:
                     session.count += 1
                     number = session.count
-                session.started = dataclasses.replace(call, turn=number)
+                session.started = dataclasses.replace(call, turn=number, state=None)
                 return number, retry
             if call.opening is None:
                 return None, False
@@ -206,7 +212,7 @@ class CallIndex:
                 turn: int | None = 1
             else:
                 turn = previous.turn if retry else (previous.turn or 0) + 1
-            self._started.append(dataclasses.replace(call, turn=turn))
+            self._started.append(dataclasses.replace(call, turn=turn, state=None))
             return turn, retry
 
     def compare(self, call: Call) -> Comparison:
@@ -249,9 +255,11 @@ class CallIndex:
             calls = self._lineages.get(state.head_fingerprint)
             if calls is None:
                 calls = self._lineages[state.head_fingerprint] = deque(maxlen=LINEAGE_DEPTH)
-                self._trim(self._lineages)
+            before = len(calls)
             calls.append(call)
+            self._calls += len(calls) - before
             self._lineages.move_to_end(state.head_fingerprint)
+            self._evict()
             if call.session_id is None:
                 self._done.append(call)
                 return
@@ -291,3 +299,9 @@ class CallIndex:
     def _trim(self, table: OrderedDict[str, Any]) -> None:
         while len(table) > self.max_keys:
             table.popitem(last=False)
+
+    def _evict(self) -> None:
+        """Drop least recently used lineages while more than ``max_calls`` calls are held."""
+        while self._calls > self.max_calls and len(self._lineages) > 1:
+            _, dropped = self._lineages.popitem(last=False)
+            self._calls -= len(dropped)

@@ -378,7 +378,8 @@ class _AnthropicMixin(_Base):
         headers = {"anthropic-beta": DIAGNOSTICS_BETA}
         if "diagnostics" in body:
             return content, headers
-        previous = self.recorder.previous_response_id(wire, body)
+        previous = self.recorder.previous_response_id(
+            wire, body, provider=self.call_provider, host=httpx.URL(self.base_url).host)
         return _append(content, body, {"diagnostics": {"previous_message_id": previous}}), headers
 
 
@@ -398,7 +399,8 @@ class _OpenAIMixin(_Base):
         options = body.get("prompt_cache_options")
         if isinstance(options, Mapping) and "comparison_response_id" in options:
             return content, {}
-        previous = self.recorder.previous_response_id(wire, body)
+        previous = self.recorder.previous_response_id(
+            wire, body, provider=self.call_provider, host=httpx.URL(self.base_url).host)
         if previous is None:
             return content, {}
         if options is None:

@@ -147,13 +147,15 @@ class _Decoder:
 
     def decode(self, data: bytes) -> bytes:
         for codec in self._codecs:
+            if not data:
+                break
             data = codec.decompress(data)
         return data
 
     def flush(self) -> bytes:
         data = b""
         for codec in self._codecs:
-            data = codec.decompress(data) + codec.flush()
+            data = (codec.decompress(data) if data else b"") + codec.flush()
         return data
 
 

@@ -37,7 +37,7 @@ def failure(error: BaseException | str | None, status_code: int | None, success:
     """The call's ``error_class``, or ``None`` when it succeeded.
 
     Failed: an exception (its class, httpx errors mapped to ``ProviderTimeoutError`` /
-    ``ProviderConnectionError``); a status >= 400 (``ProviderHTTPError``, the body's error
+    ``ProviderConnectionError``); a status >= 300 (``ProviderHTTPError``, the body's error
     type in ``detail["error_type"]``); a 2xx answer that carried an error event in its stream
     (``error_code`` ``provider-stream-error``), a body that is not a JSON object
     (``provider-invalid-json``: an HTML page, a truncated body) or an error object without
@@ -46,7 +46,7 @@ def failure(error: BaseException | str | None, status_code: int | None, success:
     error_class = error_class_of(error)
     if error_class is not None:
         return error_class
-    if status_code is not None and status_code >= 400:
+    if status_code is not None and status_code >= 300:  # redirects are not followed here
         if isinstance(parsed, Mapping):
             detail["error_type"] = _error_type(parsed)
         return "ProviderHTTPError"

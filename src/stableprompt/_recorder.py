@@ -549,7 +549,7 @@ class Recorder:
             detail["unknown_reason"] = reason
         if extra:
             detail.update(extra)
-        if reason is None:
+        if reason is None and success:
             self._remember(pending, usage, response_id)
         return UsageRecord(
             record_id=pending.record_id,

@@ -20,13 +20,13 @@ created on first use. Response streams are wrapped in a subclass of that module'
 
 Guarantees: request and response bytes are passed on unchanged (the request body is read,
 with ``request.read()`` when it was a stream, which keeps its bytes, only for paths that are
-recorded: :meth:`Recorder.recordable`); response chunks reach
-the caller as they arrive (the observer copies, never holds back); a stream closed early is
-recorded with what was seen (``verdict_detail["stream"]``); transport exceptions are recorded
-and re-raised unchanged. Calls that are not ``POST`` to ``.../messages``,
-``.../chat/completions`` or ``.../responses`` with a JSON object body pass through unrecorded.
-Recording work (tokenizing, SQLite) runs inline when the body ends, also in the async
-transport.
+recorded: :meth:`Recorder.recordable`); response chunks reach the caller as they arrive (the
+observer copies, never holds back); a stream closed or cut before its final event is recorded
+as incomplete with what was seen (verdict ``unknown``, ``verdict_detail["stream"]``);
+transport exceptions are recorded and re-raised unchanged. Calls that are not ``POST`` to
+``.../messages`` (directly under ``/v1``), ``.../chat/completions`` or ``.../responses`` with a
+JSON object body pass through unrecorded. Recording work (tokenizing, SQLite) runs inline when
+the body ends, also in the async transport.
 """
 
 from __future__ import annotations

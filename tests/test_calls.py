@@ -1,0 +1,163 @@
+"""Tests for predecessor choice, conversations and turns (``_calls.CallIndex``), through the
+official anthropic SDK over a RecordingTransport and the fake exact-prefix provider."""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from typing import Any
+
+import httpx2
+
+from stableprompt._attribution import RequestState
+from stableprompt._calls import RETRY_WINDOW_S, Call, CallIndex
+from stableprompt._recorder import Recorder
+from test_transport import SYSTEM, SYSTEM_BLOCKS, FakeProvider, anthropic_sdk
+
+MODEL = "claude-sonnet-4-6"
+
+
+class Clock:
+    """A settable wall clock (epoch seconds)."""
+
+    def __init__(self) -> None:
+        self.now = 1_800_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def talk(who: str, turns: int) -> list[dict[str, Any]]:
+    """``who``'s conversation with ``turns`` user messages, the last one with a breakpoint."""
+    messages: list[dict[str, Any]] = []
+    for t in range(turns):
+        if t:
+            messages.append({"role": "assistant", "content": [{"type": "text", "text": "ok"}]})
+        messages.append({"role": "user",
+                         "content": [{"type": "text", "text": f"{who} asks question {t}"}]})
+    messages[-1]["content"][-1]["cache_control"] = {"type": "ephemeral"}
+    return messages
+
+
+def send(client: Any, messages: list[dict[str, Any]], system: Any = SYSTEM_BLOCKS,
+         **extra: Any) -> None:
+    """One Messages call through the SDK."""
+    client.messages.create(model=MODEL, max_tokens=5, system=system, messages=messages,
+                           **extra)
+
+
+def test_a_new_conversation_on_a_shared_system_prompt_is_not_a_history_rewrite() -> None:
+    """Without session ids, a second conversation on the same system prompt reads the shared
+    head: a hit compared with the first conversation (other_conversation), not a
+    history-rewrite; the first conversation's next turn still chains to its own turn."""
+    recorder = Recorder(tokenizer="bytes/4")
+    client = anthropic_sdk(FakeProvider(), recorder)
+    send(client, talk("ann", 1))
+    send(client, talk("ann", 2))
+    send(client, talk("ben", 1))
+    send(client, talk("ann", 3))
+    a1, a2, b1, a3 = recorder.records
+    assert b1.verdict == "hit" and b1.verdict_detail["other_conversation"] is True
+    assert "cause" not in b1.verdict_detail
+    assert b1.predecessor_id == a2.record_id  # ties on the shared head: the most recent
+    assert b1.cache_read_tokens and b1.predicted_cache_read_tokens == b1.cache_read_tokens
+    assert (a3.verdict, a3.predecessor_id) == ("hit", a2.record_id)
+    assert "other_conversation" not in a3.verdict_detail
+    assert [r.turn for r in (a1, a2, b1, a3)] == [1, 2, 1, 3]
+
+
+def test_interleaved_sessions_chain_to_their_own_turns_and_ttl_clock() -> None:
+    """alice and bob alternate on one system prompt, 100 s apart: each later turn is compared
+    with its own session's previous turn (predecessor_id, gap_s 200 s from it), never with the
+    other session's more recent call."""
+    clock = Clock()
+    recorder = Recorder(tokenizer="bytes/4", clock=clock)
+    client = anthropic_sdk(FakeProvider(), recorder)
+    for turn in (1, 2, 3):
+        for who in ("alice", "bob"):
+            clock.now += 100.0
+            send(client, talk(who, turn), metadata={"user_id": who})
+    records = recorder.records
+    by_session = {who: [r for r in records if r.session_id == who] for who in ("alice", "bob")}
+    assert [r.verdict for r in records] == ["cold"] + ["hit"] * 5
+    assert records[1].verdict_detail["other_conversation"] is True  # bob's first turn
+    for calls in by_session.values():
+        assert [r.turn for r in calls] == [1, 2, 3]
+        for earlier, later in itertools.pairwise(calls):
+            assert later.predecessor_id == earlier.record_id
+            assert later.verdict_detail["gap_s"] == 200.0
+            assert "other_conversation" not in later.verdict_detail
+
+
+def test_without_session_ids_a_head_change_is_compared_only_within_its_conversation() -> None:
+    """No implicit global session: an unrelated request with another head and first message
+    is cold (not a client_mutation against the previous call); the same conversation (same
+    first message) with a clock added to its system prompt is a client_mutation."""
+    recorder = Recorder(tokenizer="bytes/4")
+    client = anthropic_sdk(FakeProvider(), recorder)
+    send(client, talk("ann", 1))
+    other: Any = [{"type": "text", "text": "You translate legal contracts. " * 200,
+                   "cache_control": {"type": "ephemeral"}}]
+    send(client, talk("ben", 1), system=other)
+    clocked: Any = [{"type": "text", "text": f"{SYSTEM} Now: 2026-11-30T10:01:00Z",
+                     "cache_control": {"type": "ephemeral"}}]
+    send(client, talk("ann", 2), system=clocked)
+    first, unrelated, changed = recorder.records
+    assert unrelated.verdict == "cold" and unrelated.predecessor_id is None
+    assert unrelated.verdict_detail["relation"] is None and unrelated.turn == 1
+    assert changed.verdict == "client_mutation"
+    assert changed.verdict_detail["relation"] == "session"
+    assert changed.verdict_detail["segment"] == "system[0]"
+    assert (changed.predecessor_id, changed.turn) == (first.record_id, 2)
+
+
+def test_a_retried_request_keeps_its_turn() -> None:
+    """The SDK retries a 529 with the identical request: the retry keeps the failed attempt's
+    turn (detail retry), in a named session and without one; the next request is turn 2."""
+    for extra in ({}, {"metadata": {"user_id": "conv-9"}}):
+        fake = FakeProvider()
+        fake.script.append(httpx2.Response(
+            529, headers={"retry-after": "0"},
+            json={"type": "error", "error": {"type": "overloaded_error", "message": "busy"}}))
+        recorder = Recorder(tokenizer="bytes/4")
+        client = anthropic_sdk(fake, recorder).with_options(max_retries=1)
+        send(client, talk("ann", 1), **extra)
+        send(client, talk("ann", 2), **extra)
+        failed, retried, second = recorder.records
+        assert (failed.status_code, retried.status_code) == (529, 200)
+        assert [r.turn for r in (failed, retried, second)] == [1, 1, 2]
+        assert retried.verdict_detail["retry"] is True
+        assert "retry" not in failed.verdict_detail and "retry" not in second.verdict_detail
+        assert (retried.verdict, second.verdict) == ("cold", "hit")
+
+
+def _call(ts: float, fingerprint: str, session: str | None = "s") -> Call:
+    return Call(ts=ts, session_id=session, provider="anthropic", wire_format="anthropic",
+                model="m", opening="o", fingerprint=fingerprint)
+
+
+def test_an_identical_request_after_the_retry_window_is_a_new_turn() -> None:
+    """Only an identical request within RETRY_WINDOW_S keeps its turn; a changed one, or the
+    same one later, is the next turn."""
+    index = CallIndex(window_s=3600.0)
+    assert index.begin(_call(0.0, "a")) == (1, False)
+    assert index.begin(_call(5.0, "a")) == (1, True)
+    assert index.begin(_call(6.0, "b")) == (2, False)
+    assert index.begin(_call(6.0 + RETRY_WINDOW_S + 1, "b")) == (3, False)
+    unnamed = CallIndex(window_s=3600.0)
+    assert unnamed.begin(_call(0.0, "a", None)) == (1, False)
+    assert unnamed.begin(_call(1.0, "a", None)) == (1, True)
+    assert unnamed.begin(_call(2.0, "b", None)) == (2, False)
+
+
+def test_remembered_calls_are_bounded_over_all_lineages() -> None:
+    """Beyond max_calls the least recently used lineages are dropped (bodies are held in
+    memory), while each lineage keeps at most LINEAGE_DEPTH calls."""
+    index = CallIndex(window_s=60.0, max_calls=40)
+    for head in ("h1", "h2"):
+        for n in range(30):
+            state = RequestState(ts=float(n), fingerprint=f"sp1:{head}{n}",
+                                 head_fingerprint=head)
+            index.remember(dataclasses.replace(_call(float(n), state.fingerprint),
+                                               state=state))
+    assert not index.knows_lineage("h1") and index.knows_lineage("h2")

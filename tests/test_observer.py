@@ -1,0 +1,107 @@
+"""Tests for the response observer (``_observer``): content encodings and streams cut short."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import sys
+from typing import Any
+
+import brotli  # type: ignore[import-untyped]
+import httpx
+import httpx2
+import pytest
+import zstandard
+
+from stableprompt._recorder import Recorder
+from stableprompt._transport import RecordingTransport
+from test_transport import SYSTEM_BLOCKS, FakeProvider, anthropic_sdk, conversation
+
+CHAT = {"id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": "gpt-4.1",
+        "choices": [{"index": 0, "finish_reason": "stop",
+                     "message": {"role": "assistant", "content": "x"}}],
+        "usage": {"prompt_tokens": 3000, "completion_tokens": 1, "total_tokens": 3001,
+                  "prompt_tokens_details": {"cached_tokens": 2944}}}
+ENCODERS = {"br": brotli.compress, "zstd": zstandard.ZstdCompressor().compress,
+            "gzip": gzip.compress}
+
+
+def post_encoded(encoding: str, recorder: Recorder) -> dict[str, Any]:
+    """POST a chat request whose answer arrives ``encoding``-compressed as a stream (as from a
+    real server, so the transport sees the encoded bytes); returns what the caller decoded."""
+    data = ENCODERS[encoding](json.dumps(CHAT).encode())
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, content=iter([data[:7], data[7:]]), headers={
+            "content-type": "application/json", "content-encoding": encoding})
+
+    transport = RecordingTransport(httpx.MockTransport(handler), recorder=recorder)
+    with httpx.Client(transport=transport) as client:
+        answer: dict[str, Any] = client.post(
+            "http://provider.test/v1/chat/completions",
+            json={"model": "gpt-4.1", "messages": [{"role": "user", "content": "hi"}]}).json()
+    return answer
+
+
+@pytest.mark.parametrize("encoding", ["br", "zstd", "gzip"])
+def test_compressed_answers_are_decoded_for_usage(encoding: str) -> None:
+    """brotli and zstd answers (httpx asks for them when their packages are installed) are
+    decoded like gzip: the usage is read, the caller gets the same body."""
+    recorder = Recorder(tokenizer="bytes/4")
+    assert post_encoded(encoding, recorder) == CHAT
+    (record,) = recorder.records
+    assert (record.input_tokens_total, record.cache_read_tokens) == (3000, 2944)
+    assert "observer_error" not in record.verdict_detail
+
+
+def test_brotli_without_its_package_is_unknown_with_the_reason(
+    monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without brotli/brotlicffi importable the usage is unknown and the record says which
+    package would decode it; the caller's answer is untouched."""
+    monkeypatch.setitem(sys.modules, "brotli", None)
+    monkeypatch.setitem(sys.modules, "brotlicffi", None)
+    recorder = Recorder(tokenizer="bytes/4")
+    assert post_encoded("br", recorder) == CHAT
+    (record,) = recorder.records
+    assert record.verdict == "unknown" and record.cache_read_tokens is None
+    reason = str(record.verdict_detail["unknown_reason"])
+    assert "'br'" in reason and "brotli" in reason
+    assert record.error_class is None
+
+
+def _sse(events: list[tuple[str, Any]]) -> bytes:
+    return "".join(f"event: {name}\ndata: {json.dumps(data)}\n\n"
+                   for name, data in events).encode()
+
+
+def test_stream_cut_by_the_server_is_unknown_and_never_a_predecessor() -> None:
+    """An Anthropic stream that ends after message_start and a delta (no message_delta):
+    verdict unknown with the accumulator's reason, the cache counters kept, and the next call
+    is not compared with it."""
+    start = {"id": "msg_cut", "type": "message", "role": "assistant",
+             "model": "claude-sonnet-4-6", "content": [],
+             "usage": {"input_tokens": 5, "cache_read_input_tokens": 0,
+                       "cache_creation_input_tokens": 4000, "output_tokens": 1}}
+    body = _sse([("message_start", {"type": "message_start", "message": start}),
+                 ("content_block_start", {"type": "content_block_start", "index": 0,
+                                          "content_block": {"type": "text", "text": ""}}),
+                 ("content_block_delta", {"type": "content_block_delta", "index": 0,
+                                          "delta": {"type": "text_delta", "text": "Hel"}})])
+    fake = FakeProvider()
+    fake.script.append(httpx2.Response(200, headers={"content-type": "text/event-stream"},
+                                       content=iter([body])))
+    recorder = Recorder(tokenizer="bytes/4")
+    client = anthropic_sdk(fake, recorder)
+    kwargs: dict[str, Any] = {"model": "claude-sonnet-4-6", "max_tokens": 5,
+                              "system": SYSTEM_BLOCKS, "messages": conversation(1)}
+    list(client.messages.create(stream=True, **kwargs))
+    client.messages.create(**kwargs)
+    cut, after = recorder.records
+    assert cut.verdict == "unknown" and cut.error_class is None
+    assert cut.verdict_detail["incomplete"] is True
+    assert cut.verdict_detail["unknown_reason"] == (
+        "stream ended before message_delta: output_tokens unknown")
+    assert cut.verdict_detail["verdict_if_complete"] == "cold"
+    assert (cut.cache_write_tokens, cut.output_tokens) == (4000, None)
+    assert after.verdict == "cold" and after.predecessor_id is None
