@@ -585,3 +585,21 @@ def test_other_conversation_sharing_the_head_is_not_a_mutation() -> None:
     result = attribute(chat_new, predecessor=chat_other, other_conversation=True,
                        usage=chat_usage(chat_new.request_tokens, 0), policy=OPENAI_OLD)
     assert result.verdict == "provider_miss" and "cause" not in result.detail
+
+
+def test_prediction_reuses_the_size_of_the_entry_the_predecessor_read() -> None:
+    """When only an earlier entry survives (history rewritten) and our estimate of it is within
+    the tolerance of what the predecessor itself read, that reported size is the prediction."""
+    import dataclasses
+
+    one = state(anthropic_body(3), 0.0)
+    head = prefix_tokens(one, "system[0]")
+    one = dataclasses.replace(one, cache_read_tokens=head + 7, cached_extent_tokens=head + 400)
+    body = anthropic_body(4)
+    body["messages"][2]["content"][0]["text"] = "question one, edited"
+    two = state(body, 20.0)
+    assert two.request_tokens is not None
+    result = attribute(two, predecessor=one, policy=ANTHROPIC,
+                       usage=anthropic_usage(two.request_tokens, head + 7))
+    assert result.predicted_cache_read_tokens == head + 7
+    assert result.detail["anchored_on_predecessor_read"] is True

@@ -393,12 +393,20 @@ class _Attributor:
         """Predicted reads for a shared prefix of ``tokens`` (our estimate), floored to the
         granularity. When the prefix reaches the end of the predecessor's longest entry
         (``base_extent`` in our tokens), the provider's own count of that entry
-        (``cached_extent_tokens``) is exact, and is used instead of the scaled estimate."""
+        (``cached_extent_tokens``) is exact, and is used instead of the scaled estimate. When
+        the estimate is within the tolerance of the entry the predecessor itself read
+        (``cache_read_tokens``), that same entry is being read again: its reported size is
+        exact too."""
         exact = None if self.base is None else self.base.cached_extent_tokens
         if exact is not None and base_extent is not None and tokens and tokens >= base_extent:
             self.detail["anchored_on_predecessor"] = True
             return _floor(exact, self.granule)
-        return _floor(self.scaled(tokens), self.granule)
+        estimate = self.scaled(tokens)
+        earlier = None if self.base is None else self.base.cache_read_tokens
+        if earlier and abs(estimate - earlier) <= self.tolerance:
+            self.detail["anchored_on_predecessor_read"] = True
+            return _floor(earlier, self.granule)
+        return _floor(estimate, self.granule)
 
     # ------------------------------------------------------------------ results
 
