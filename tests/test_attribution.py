@@ -588,13 +588,16 @@ def test_other_conversation_sharing_the_head_is_not_a_mutation() -> None:
 
 
 def test_prediction_reuses_the_size_of_the_entry_the_predecessor_read() -> None:
-    """When only an earlier entry survives (history rewritten) and our estimate of it is within
-    the tolerance of what the predecessor itself read, that reported size is the prediction."""
+    """When only an earlier entry survives (history rewritten) and it is the entry the
+    predecessor itself read, that entry's reported size is the prediction."""
     import dataclasses
 
     one = state(anthropic_body(3), 0.0)
     head = prefix_tokens(one, "system[0]")
-    one = dataclasses.replace(one, cache_read_tokens=head + 7, cached_extent_tokens=head + 400)
+    assert one.segmented is not None
+    system = next(s for s in one.segmented.segments if s.name == "system[0]")
+    one = dataclasses.replace(one, cache_read_tokens=head + 7, cached_extent_tokens=head + 400,
+                              read_entry_digest=system.prefix_digest)
     body = anthropic_body(4)
     body["messages"][2]["content"][0]["text"] = "question one, edited"
     two = state(body, 20.0)

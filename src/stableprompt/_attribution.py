@@ -105,6 +105,8 @@ class RequestState:
             anchor the next prediction on the provider's own count instead of our estimate.
             ``None`` when the provider does not report writes.
         cache_read_tokens: Provider-reported cache reads of this request (the entry it read).
+        read_entry_digest: Prefix digest of the entry this request read (from its own hit
+            attribution), so a later request reading the same entry predicts its exact size.
     """
 
     ts: float
@@ -117,6 +119,7 @@ class RequestState:
     response_id: str | None = None
     cached_extent_tokens: int | None = None
     cache_read_tokens: int | None = None
+    read_entry_digest: str | None = None
 
     @classmethod
     def of(
@@ -170,6 +173,9 @@ class Attribution:
         request_tokens: Our token estimate of the request.
         predecessor_id: ``record_id`` of the request compared with.
         divergence: The first divergence from the compared request, if any.
+        read_entry_digest: Chained prefix digest of the cache entry this call read, when the
+            reported reads match the predicted entry on a breakpoint cache (lets the next call
+            reading the same entry predict its exact size).
     """
 
     verdict: Verdict
@@ -180,6 +186,7 @@ class Attribution:
     request_tokens: int | None
     predecessor_id: str | None
     divergence: Divergence | None = None
+    read_entry_digest: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -359,6 +366,7 @@ class _Attributor:
         else:
             self.base, self.relation = None, None
         self.comparison: _Comparison | None = None
+        self.read_entry: str | None = None
         self.detail: dict[str, Any] = {
             "relation": self.relation,
             "min_cacheable_tokens": self.minimum,
@@ -389,24 +397,27 @@ class _Attributor:
                 if s.kind == "message" and s.label in ("user", "tool")]
         return sum(base.segment_tokens[: ends[-1] + 1]) if ends else None
 
-    def anchored(self, tokens: float, base_extent: float | None) -> int:
+    def anchored(self, tokens: float, base_extent: float | None,
+                 entry_index: int | None = None) -> int:
         """Predicted reads for a shared prefix of ``tokens`` (our estimate), floored to the
         granularity. When the prefix reaches the end of the predecessor's longest entry
         (``base_extent`` in our tokens), the provider's own count of that entry
         (``cached_extent_tokens``) is exact, and is used instead of the scaled estimate. When
-        the estimate is within the tolerance of the entry the predecessor itself read
-        (``cache_read_tokens``), that same entry is being read again: its reported size is
-        exact too."""
+        the entry read now (``entry_index``, in the predecessor's segments) is the segment
+        boundary closest to what the predecessor itself read (``cache_read_tokens``), the same
+        entry is being read again: its reported size is exact too."""
         exact = None if self.base is None else self.base.cached_extent_tokens
         if exact is not None and base_extent is not None and tokens and tokens >= base_extent:
             self.detail["anchored_on_predecessor"] = True
             return _floor(exact, self.granule)
-        estimate = self.scaled(tokens)
-        earlier = None if self.base is None else self.base.cache_read_tokens
-        if earlier and abs(estimate - earlier) <= self.tolerance:
-            self.detail["anchored_on_predecessor_read"] = True
-            return _floor(earlier, self.granule)
-        return _floor(estimate, self.granule)
+        base = self.base
+        if entry_index is not None and base is not None and base.segmented is not None:
+            digest = base.segmented.segments[entry_index].prefix_digest
+            self.read_entry = digest
+            if base.cache_read_tokens and digest == base.read_entry_digest:
+                self.detail["anchored_on_predecessor_read"] = True
+                return _floor(base.cache_read_tokens, self.granule)
+        return _floor(self.scaled(tokens), self.granule)
 
     # ------------------------------------------------------------------ results
 
@@ -439,7 +450,12 @@ class _Attributor:
             request_tokens=self.request_tokens,
             predecessor_id=None if self.base is None else self.base.record_id,
             divergence=None if comparison is None else comparison.divergence,
+            read_entry_digest=self.read_entry if self.read_matches(predicted) else None,
         )
+
+    def read_matches(self, predicted: int) -> bool:
+        """The reported reads are the predicted entry (within the tolerance)."""
+        return bool(self.reads and predicted and abs(self.reads - predicted) <= self.tolerance)
 
     def mutation(self, predicted: int, lost: int, cause: str | None = None) -> Attribution:
         div = None if self.comparison is None else self.comparison.divergence
@@ -538,10 +554,13 @@ class _Attributor:
             if any(b >= e[0] and position[b] - position[e[0]] < lookback for b in eligible)
         ]
         alive = [e for e in readable if (ttl := self.ttl_of(e[1])) is None or gap_s <= ttl]
-        predicted_no_ttl = self.anchored(max((t for *_, t in readable), default=0),
-                                         entries[-1][2] if entries else None)
-        predicted = self.anchored(max((t for *_, t in alive), default=0),
-                                  entries[-1][2] if entries else None)
+        last_entry = entries[-1][2] if entries else None
+        top_readable = max(readable, key=lambda e: e[2], default=None)
+        top_alive = max(alive, key=lambda e: e[2], default=None)
+        predicted_no_ttl = self.anchored(top_readable[2] if top_readable else 0, last_entry,
+                                         top_readable[0] if top_readable else None)
+        predicted = self.anchored(top_alive[2] if top_alive else 0, last_entry,
+                                  top_alive[0] if top_alive else None)
         best = max(readable, key=lambda e: e[2], default=None)
         self.detail["ttl_s"] = self.ttl_of(best[1]) if best else self.policy.default_ttl_s
 

@@ -550,7 +550,8 @@ class Recorder:
         if extra:
             detail.update(extra)
         if reason is None and success:
-            self._remember(pending, usage, response_id)
+            self._remember(pending, usage, response_id,
+                           None if attribution is None else attribution.read_entry_digest)
         return UsageRecord(
             record_id=pending.record_id,
             ts_utc=datetime.fromtimestamp(pending.ts, timezone.utc),
@@ -613,7 +614,7 @@ class Recorder:
         )
 
     def _remember(self, pending: Pending, usage: CacheUsage | None,
-                  response_id: str | None) -> None:
+                  response_id: str | None, read_entry_digest: str | None = None) -> None:
         """Keep a complete, successful call as a future predecessor."""
         if pending.state is None or pending.call is None:
             return
@@ -622,7 +623,7 @@ class Recorder:
         state = dataclasses.replace(
             pending.state, response_id=response_id,
             cached_extent_tokens=read + write if read is not None and write is not None else None,
-            cache_read_tokens=read)
+            cache_read_tokens=read, read_entry_digest=read_entry_digest)
         self._index.remember(dataclasses.replace(pending.call, state=state, turn=pending.turn))
 
     def _store(self, pending: Pending, record: UsageRecord) -> None:
