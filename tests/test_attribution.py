@@ -606,3 +606,17 @@ def test_prediction_reuses_the_size_of_the_entry_the_predecessor_read() -> None:
                        usage=anthropic_usage(two.request_tokens, head + 7))
     assert result.predicted_cache_read_tokens == head + 7
     assert result.detail["anchored_on_predecessor_read"] is True
+
+
+def test_below_minimum_estimate_with_a_reported_write_is_cold() -> None:
+    """When our estimate says below the minimum but the provider wrote an entry of at least the
+    minimum, the verdict is cold (the prefix was cacheable), flagged unexpected_writes."""
+    one = state(anthropic_body(1, history_breakpoint=False), 0.0)
+    assert one.request_tokens is not None
+    head = prefix_tokens(one, "system[0]")
+    strict = ANTHROPIC.model_copy(update={"min_cacheable_tokens": head + 5})
+    usage = anthropic_usage(one.request_tokens, 0, head + 6)
+    result = attribute(one, predecessor=None, usage=usage, policy=strict)
+    assert result.verdict == "cold"
+    assert result.detail["unexpected_writes"] is True
+    assert result.detail["expected_verdict"] == "below_minimum"

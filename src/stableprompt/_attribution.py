@@ -312,7 +312,9 @@ def attribute(
            flags ``reads_above_prediction`` when they exceed it by more than the tolerance),
            else ``provider_miss`` (``missing_tokens``).
 
-        A verdict never contradicts the reported reads: ``cold``, ``below_minimum`` or
+        A verdict never contradicts the reported writes: ``below_minimum`` with a reported
+        cache write of at least the minimum becomes ``cold`` (``unexpected_writes``).
+        Nor the reported reads: ``cold``, ``below_minimum`` or
         ``ttl_expired`` with reads above the prediction plus the tolerance becomes ``hit``
         with ``detail["unexpected_reads"]`` (and ``expected_verdict``: the verdict the prefix
         alone gives; ``reads_without_known_predecessor`` / ``read_after_ttl`` say which).
@@ -432,6 +434,12 @@ class _Attributor:
             if verdict == "ttl_expired":
                 self.detail["read_after_ttl"] = True
             verdict = "hit"
+        writes = None if self.usage is None else self.usage.cache_write_tokens
+        if verdict == "below_minimum" and writes and writes >= self.minimum:
+            # The provider wrote a cache entry: the prefix was cacheable after all (our token
+            # estimate fell just under the minimum). A first write is a cold call.
+            self.detail.update(unexpected_writes=True, expected_verdict=verdict)
+            verdict = "cold"
         if self.reads is None:
             usage = self.usage
             self.detail["unknown_reason"] = (

@@ -185,6 +185,11 @@ def default_policies() -> tuple[CachePolicy, ...]:
         # GPT-5.5: implicit breakpoints every 2,048 tokens (reads land on 2,048 multiples,
         # reported minus hidden tokens and floored to 128), ~30 min up to 24 h, "24h" only.
         _openai("gpt-5.5*", 2048, 2048, modern=False, ttls_s=(1800, 86400), interval=2048),
+        # "2,048 tokens for models older than GPT-5.6", reads floored to 128: the documented
+        # rule for the families below; any other model id gets it too, marked conservative.
+        *(_openai(p, 2048, 128, modern=False) for p in (
+            "gpt-5", "gpt-5-*", "gpt-5.0*", "gpt-5.1*", "gpt-5.2*", "gpt-5.3*", "gpt-5.4*",
+            "gpt-4*", "o1*", "o3*", "o4*", "gpt-3.5*", "chatgpt-*", "codex-*")),
         _openai("*", 2048, 128, modern=False).model_copy(update={"conservative": True}),
         _simple("gemini", 1024, _GEMINI_DOC, model_pattern="gemini-2.5-flash*",
                 ttls_s=(3600,), read_multiplier=0.25, as_of="2025-12-01"),
