@@ -104,7 +104,8 @@ def test_serve_answers_real_requests_and_stops_on_ctrl_c(tmp_path: Path) -> None
         assert match is not None
         conn = http.client.HTTPConnection("127.0.0.1", int(match.group(1)), timeout=10)
         body = {"model": "gpt-4.1", "messages": [{"role": "user", "content": "hi"}]}
-        conn.request("POST", "/v1/chat/completions", body=json.dumps(body))
+        conn.request("POST", "/v1/chat/completions", body=json.dumps(body),
+                     headers={"Content-Type": "application/json"})
         response = conn.getresponse()
         answer = json.loads(response.read())
         conn.close()

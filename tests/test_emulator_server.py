@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import http.client
 import json
+import socket
+import threading
+from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
@@ -13,6 +16,8 @@ from hypothesis import strategies as st
 
 from stableprompt import ConfigurationError, InputError
 from stableprompt.emulator import AssistantTurn, Emulator, FakeClock
+from stableprompt.emulator._checks import MAX_OUTPUT_TOKENS
+from stableprompt.emulator._http import MAX_BODY_BYTES
 
 ENDPOINTS = ("/v1/messages", "/v1/chat/completions", "/v1/responses")
 LONG = " ".join(f"rule {i}: keep the prefix stable." for i in range(300))
@@ -37,6 +42,23 @@ def post(emu: Emulator, path: str, body: bytes, headers: dict[str, str] | None =
             data)
     finally:
         conn.close()
+
+
+def raw_exchange(emu: Emulator, data: bytes, *, shut_write: bool = False
+                 ) -> tuple[int, dict[str, str], bytes]:
+    """Write raw bytes on a fresh connection, read until the server closes it; return
+    (status, lower-cased headers, body bytes)."""
+    with socket.create_connection(("127.0.0.1", emu.port), timeout=10) as sock:
+        sock.sendall(data)
+        if shut_write:
+            sock.shutdown(socket.SHUT_WR)
+        chunks = []
+        while chunk := sock.recv(65536):
+            chunks.append(chunk)
+    head, _, body = b"".join(chunks).partition(b"\r\n\r\n")
+    status_line, *lines = head.decode("iso-8859-1").split("\r\n")
+    headers = {k.strip().lower(): v.strip() for k, v in (line.split(":", 1) for line in lines)}
+    return int(status_line.split()[1]), headers, body
 
 
 def anthropic_body(**extra: Any) -> dict[str, Any]:
@@ -230,3 +252,214 @@ def test_close_releases_the_port() -> None:
         assert first.openai_base_url.endswith("/v1")
     with Emulator(port=port) as second:
         assert post(second, "/healthz", b"", method="GET")[0] == 200
+
+
+def test_default_body_limit_is_anthropics_32_mb() -> None:
+    """A Content-Length one byte over 32 MiB is a 413 request_too_large, decided from the
+    header alone (the client sends no body and closes its side)."""
+    assert MAX_BODY_BYTES == 32 * 1024 * 1024
+    with Emulator() as emu:
+        status, headers, raw = raw_exchange(
+            emu, b"POST /v1/messages HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Content-Length: %d\r\n\r\n" % (MAX_BODY_BYTES + 1), shut_write=True)
+        assert status == 413 and headers["content-type"].startswith("application/json")
+        body = json.loads(raw)
+        assert_anthropic_error(body, "request_too_large")
+        assert str(MAX_BODY_BYTES) in body["error"]["message"]
+        assert emu.requests()[-1].status == 413
+
+
+def test_an_oversized_body_sent_in_full_still_gets_its_413() -> None:
+    """A client that writes a whole 8 MB body before reading gets the 413, not a reset."""
+    with Emulator(max_body_bytes=1000) as emu:
+        status, _, body = post(emu, "/v1/chat/completions", b"x" * (8 * 1024 * 1024))
+        assert status == 413
+        assert_openai_error(body)
+        assert post(emu, "/healthz", b"", method="GET")[0] == 200
+
+
+def test_a_whitespace_free_body_is_answered_with_piecewise_counts() -> None:
+    """A 1 MB message without whitespace (the case tiktoken handles superlinearly) is answered,
+    its tokens counted in 4,096-char pieces."""
+    text = "x" * 1_000_000
+    with Emulator() as emu:
+        status, _, body = post(emu, "/v1/messages", json.dumps(anthropic_body(
+            max_tokens=5, messages=[{"role": "user", "content": text}])).encode())
+    assert status == 200
+    assert body["content"][0]["text"] == "x" * 40 and body["stop_reason"] == "max_tokens"
+    # 244 pieces of 4,096 'x' (512 tokens each) and a 576-char tail, plus the role and quotes.
+    assert 125_000 <= body["usage"]["input_tokens"] <= 125_010
+
+
+def test_a_hundred_concurrent_connections_all_succeed() -> None:
+    """100 clients connecting at the same instant all get a 200 (the listen backlog is large
+    enough that none is reset)."""
+    payload = json.dumps(anthropic_body()).encode()
+    results: list[object] = []
+    lock = threading.Lock()
+    with Emulator() as emu:
+        barrier = threading.Barrier(100)
+
+        def one() -> None:
+            conn = http.client.HTTPConnection("127.0.0.1", emu.port, timeout=30)
+            barrier.wait()
+            try:
+                conn.request("POST", "/v1/messages", body=payload,
+                             headers={"Content-Type": "application/json"})
+                response = conn.getresponse()
+                outcome: object = (response.status, json.loads(response.read())["content"])
+            except OSError as exc:
+                outcome = type(exc).__name__
+            finally:
+                conn.close()
+            with lock:
+                results.append(outcome)
+
+        threads = [threading.Thread(target=one) for _ in range(100)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert Counter(map(repr, results)) == {repr((200, [{"type": "text", "text": "hi"}])): 100}
+        assert emu.stats().requests == 100
+
+
+@pytest.mark.parametrize(("raw", "status", "flavor"), [
+    (b"GARBAGE\r\n\r\n", 400, "openai"),
+    (b"GET / HTTP/1.1 extra words\r\n\r\n", 400, "openai"),
+    (b"GET / HTTP/x.y\r\n\r\n", 400, "openai"),
+    (b"GET / HTTP/2.0\r\n\r\n", 505, "openai"),
+    (b"POST /v1/messages HTTP/1.1\r\nX: " + b"a" * 70_000 + b"\r\n\r\n", 431, "anthropic"),
+    (b"FOO /v1/messages HTTP/1.1\r\nContent-Length: 2\r\n\r\n{}", 405, "anthropic"),
+    (b"TRACE /v1/responses HTTP/1.1\r\n\r\n", 405, "openai"),
+    (b"BREW /coffee HTTP/1.1\r\nanthropic-version: 2023-06-01\r\n\r\n", 404, "anthropic"),
+    (b"OPTIONS /v1/chat/completions HTTP/1.1\r\nConnection: close\r\n\r\n", 405, "openai"),
+    (b"GET http://[::1 HTTP/1.1\r\nConnection: close\r\n\r\n", 404, "openai"),
+    (b"POST /v1/messages HTTP/1.1\r\nTransfer-Encoding: chunked\r\nContent-Length: 2\r\n\r\n",
+     411, "anthropic"),
+])
+def test_unparsable_requests_and_odd_methods_get_json_errors(
+    raw: bytes, status: int, flavor: str
+) -> None:
+    """Garbage request lines, bad versions, huge header lines, unknown methods, unparsable
+    targets and ambiguous framing are answered in the provider's JSON error shape, never the
+    stdlib's HTML page or a dropped connection."""
+    with Emulator() as emu:
+        got, headers, body = raw_exchange(emu, raw)
+        assert got == status
+        assert headers["content-type"].startswith("application/json")
+        assert headers["x-stableprompt-emulator"] == "1"
+        (assert_anthropic_error if flavor == "anthropic" else assert_openai_error)(
+            json.loads(body), "not_found_error" if flavor == "anthropic" and status == 404
+            else "invalid_request_error")
+        if status == 405:
+            assert headers["allow"] == "POST"
+        assert emu.requests()[-1].status == status
+        assert post(emu, "/healthz", b"", method="GET")[0] == 200
+
+
+def test_head_requests_get_headers_only() -> None:
+    """HEAD on an endpoint is a 405 and HEAD /healthz a 200, both JSON-typed, without a body,
+    and the kept-alive connection stays usable."""
+    with Emulator() as emu:
+        conn = http.client.HTTPConnection("127.0.0.1", emu.port, timeout=10)
+        try:
+            conn.request("HEAD", "/v1/messages")
+            response = conn.getresponse()
+            assert response.status == 405 and response.read() == b""
+            assert response.getheader("content-type", "").startswith("application/json")
+            assert int(response.getheader("content-length", "0")) > 0
+            conn.request("HEAD", "/healthz")
+            response = conn.getresponse()
+            assert response.status == 200 and response.read() == b""
+            conn.request("GET", "/healthz")
+            response = conn.getresponse()
+            assert json.loads(response.read())["real_provider"] is False
+        finally:
+            conn.close()
+
+
+@pytest.mark.parametrize("path", ENDPOINTS)
+def test_a_body_cut_short_is_an_incomplete_body_400(path: str) -> None:
+    """A body that ends before its Content-Length (the client closes its side) is a 400 naming
+    the incomplete body, not parsed as complete."""
+    full = json.dumps(anthropic_body()).encode()
+    head = (f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(full)}\r\n\r\n").encode()
+    with Emulator() as emu:
+        status, _, raw = raw_exchange(emu, head + full[:10], shut_write=True)
+        body = json.loads(raw)
+        assert status == 400
+        (assert_anthropic_error if path == "/v1/messages" else assert_openai_error)(body)
+        assert f"got 10 of the {len(full)} bytes" in body["error"]["message"]
+        assert post(emu, path, full)[0] in (200, 400)  # still serving
+
+
+@pytest.mark.parametrize("content_type", [None, "text/plain", "application/x-www-form-urlencoded",
+                                          "application/jsonx"])
+@pytest.mark.parametrize("path", ENDPOINTS)
+def test_bodies_must_be_declared_json(path: str, content_type: str | None) -> None:
+    """A POST without Content-Type: application/json is a 400 in the provider's shape."""
+    payload = json.dumps(anthropic_body()).encode()
+    with Emulator() as emu:
+        conn = http.client.HTTPConnection("127.0.0.1", emu.port, timeout=10)
+        try:
+            conn.putrequest("POST", path)
+            if content_type is not None:
+                conn.putheader("Content-Type", content_type)
+            conn.putheader("Content-Length", str(len(payload)))
+            conn.endheaders(payload)
+            response = conn.getresponse()
+            status, body = response.status, json.loads(response.read())
+        finally:
+            conn.close()
+    assert status == 400
+    (assert_anthropic_error if path == "/v1/messages" else assert_openai_error)(body)
+    assert "Content-Type: application/json" in body["error"]["message"]
+
+
+def test_json_content_type_parameters_are_accepted(shared: Emulator) -> None:
+    """application/json with a charset parameter, in any case, is JSON."""
+    status, _, _ = post(shared, "/v1/messages", json.dumps(anthropic_body()).encode(),
+                        {"Content-Type": "Application/JSON; charset=utf-8"})
+    assert status == 200
+
+
+@pytest.mark.parametrize(("path", "field", "extra"), [
+    ("/v1/messages", "max_tokens", {}),
+    ("/v1/chat/completions", "max_tokens", {}),
+    ("/v1/chat/completions", "max_completion_tokens", {}),
+    ("/v1/responses", "max_output_tokens", {"input": "hi"}),
+])
+def test_output_limits_must_be_integers_within_the_emulator_maximum(
+    shared: Emulator, path: str, field: str, extra: dict[str, Any]
+) -> None:
+    """1e9 (a float) is rejected as not an integer, 10**9 as above the 128,000-token emulator
+    maximum; 128,000 itself is accepted."""
+    model = "claude-sonnet-4-6" if path == "/v1/messages" else "gpt-5.2"
+    base: dict[str, Any] = {"model": model, **extra}
+    if path != "/v1/responses":
+        base["messages"] = [{"role": "user", "content": "hi"}]
+    if path == "/v1/messages":
+        base["max_tokens"] = 16
+
+    def send(value: str) -> tuple[int, Any]:
+        raw = json.dumps({**base, field: "VALUE"}).encode().replace(b'"VALUE"', value.encode())
+        status, _, body = post(shared, path, raw)
+        return status, body
+
+    status, body = send("1e9")
+    assert status == 400 and f"{field}: expected an integer, got number" in (
+        body["error"]["message"])
+    status, body = send("16.0")
+    assert status == 400 and "expected an integer" in body["error"]["message"]
+    status, body = send(str(10**9))
+    assert status == 400 and str(MAX_OUTPUT_TOKENS) in body["error"]["message"]
+    if path == "/v1/messages":
+        assert_anthropic_error(body)
+        assert "maximum allowed number of output tokens for claude-sonnet-4-6" in (
+            body["error"]["message"])
+    else:
+        assert_openai_error(body)
+        assert body["error"]["param"] == field and body["error"]["code"] == "invalid_value"
+    assert send(str(MAX_OUTPUT_TOKENS))[0] == 200

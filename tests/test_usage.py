@@ -52,28 +52,33 @@ def test_cached_more_than_total_is_flagged_not_clamped() -> None:
     assert usage.hit_rate == 1.2
 
 
-def test_parts_not_summing_to_total_is_flagged() -> None:
-    """uncached + read + write != total is named in the inconsistency."""
-    usage = _usage(
-        input_tokens_total=100, uncached_tokens=10, cache_read_tokens=50, cache_write_tokens=30
-    )
-    assert (
-        usage.inconsistency
-        == "uncached + cache_read + cache_write (90) != input_tokens_total (100)"
-    )
-
-
-def test_ttl_split_must_sum_to_write_total() -> None:
-    """A 5m + 1h split that differs from cache_write_tokens is flagged."""
-    usage = _usage(
-        input_tokens_total=1000,
-        uncached_tokens=0,
-        cache_read_tokens=0,
-        cache_write_tokens=1000,
-        cache_write_5m_tokens=1000,
-        cache_write_1h_tokens=1000,
-    )
-    assert usage.inconsistency == "TTL split 5m + 1h (2000) does not match cache_write (1000)"
+@pytest.mark.parametrize(
+    ("fields", "expected"),
+    [
+        pytest.param(
+            {"input_tokens_total": 100, "uncached_tokens": 10, "cache_read_tokens": 50,
+             "cache_write_tokens": 30},
+            "uncached + cache_read + cache_write (90) != input_tokens_total (100)",
+            id="parts-not-summing-to-total",
+        ),
+        pytest.param(
+            {"input_tokens_total": 1000, "uncached_tokens": 0, "cache_read_tokens": 0,
+             "cache_write_tokens": 1000, "cache_write_5m_tokens": 1000,
+             "cache_write_1h_tokens": 1000},
+            "TTL split 5m + 1h (2000) does not match cache_write (1000)",
+            id="ttl-split-not-summing-to-write",
+        ),
+        pytest.param(
+            {"inconsistency_notes": ("hit + miss (10) != prompt_tokens (11)",)},
+            "hit + miss (10) != prompt_tokens (11)",
+            id="parser-notes",
+        ),
+    ],
+)
+def test_inconsistency_names_the_contradiction(fields: dict[str, object], expected: str) -> None:
+    """Parts not summing to the total, a 5m + 1h split that differs from cache_write_tokens,
+    and parser notes are each named in the inconsistency."""
+    assert _usage(**fields).inconsistency == expected
 
 
 def test_partial_ttl_split_exceeding_write_is_flagged() -> None:
@@ -82,12 +87,6 @@ def test_partial_ttl_split_exceeding_write_is_flagged() -> None:
     under = _usage(cache_write_tokens=10, cache_write_1h_tokens=9)
     assert over.inconsistent
     assert not under.inconsistent
-
-
-def test_parser_notes_join_the_inconsistency() -> None:
-    """inconsistency_notes from a parser are part of inconsistency."""
-    usage = _usage(inconsistency_notes=("hit + miss (10) != prompt_tokens (11)",))
-    assert usage.inconsistency == "hit + miss (10) != prompt_tokens (11)"
 
 
 def test_model_is_frozen() -> None:

@@ -17,9 +17,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-__all__ = ["CacheUsage"]
+__all__ = ["TOKEN_FIELDS", "CacheUsage"]
 
-_TOKEN_FIELDS = (
+TOKEN_FIELDS = (
     "input_tokens_total",
     "uncached_tokens",
     "cache_read_tokens",
@@ -28,6 +28,7 @@ _TOKEN_FIELDS = (
     "cache_write_1h_tokens",
     "output_tokens",
 )
+"""Names of :class:`CacheUsage`'s token counts, in declaration order."""
 
 
 class CacheUsage(BaseModel):
@@ -89,7 +90,7 @@ class CacheUsage(BaseModel):
     @property
     def is_unknown(self) -> bool:
         """True when no token count at all is known."""
-        return all(getattr(self, name) is None for name in _TOKEN_FIELDS)
+        return all(getattr(self, name) is None for name in TOKEN_FIELDS)
 
     @property
     def hit_rate(self) -> float | None:
@@ -109,7 +110,7 @@ class CacheUsage(BaseModel):
         split that does not sum to (or exceeds) ``cache_write_tokens``; parser notes.
         """
         reasons: list[str] = []
-        for name in _TOKEN_FIELDS:
+        for name in TOKEN_FIELDS:
             value = getattr(self, name)
             if value is not None and value < 0:
                 reasons.append(f"{name} is negative ({value})")

@@ -12,6 +12,7 @@ import openai.types.responses
 import pytest
 
 from stableprompt import CacheUsage
+from stableprompt._usage import TOKEN_FIELDS
 from stableprompt.providers import parse_response, parse_usage
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -19,20 +20,10 @@ CASES: list[dict[str, Any]] = json.loads((FIXTURES / "usage_bodies.json").read_t
     "cases"
 ]
 
-_FIELDS = (
-    "input_tokens_total",
-    "uncached_tokens",
-    "cache_read_tokens",
-    "cache_write_tokens",
-    "cache_write_5m_tokens",
-    "cache_write_1h_tokens",
-    "output_tokens",
-)
-
 
 def _check(usage: CacheUsage, expect: dict[str, Any]) -> None:
-    got = {name: getattr(usage, name) for name in _FIELDS}
-    assert got == {name: expect[name] for name in _FIELDS}
+    got = {name: getattr(usage, name) for name in TOKEN_FIELDS}
+    assert got == {name: expect[name] for name in TOKEN_FIELDS}
     if expect["hit_rate"] is None:
         assert usage.hit_rate is None
     else:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from hypothesis import given
@@ -24,32 +25,35 @@ def _put(target: dict[str, Any], key: str, value: Any) -> None:
         target[key] = value
 
 
-@st.composite
-def anthropic_case(draw: st.DrawFn) -> tuple[dict[str, Any], Expected]:
-    uncached, read, write = draw(counts), _maybe(draw, draw(counts)), _maybe(draw, draw(counts))
-    body: dict[str, Any] = {"input_tokens": uncached, "output_tokens": draw(counts)}
-    _put(body, "cache_read_input_tokens", read)
-    _put(body, "cache_creation_input_tokens", write)
-    if write is not None and draw(st.booleans()):
-        five = draw(st.integers(min_value=0, max_value=write))
-        body["cache_creation"] = {
-            "ephemeral_5m_input_tokens": five,
-            "ephemeral_1h_input_tokens": write - five,
-        }
-    total = uncached + read + write if read is not None and write is not None else None
-    return body, (total, uncached, read, write)
+def _anthropic_split(part: int, rest: int) -> tuple[str, Any]:
+    return "cache_creation", {"ephemeral_5m_input_tokens": part, "ephemeral_1h_input_tokens": rest}
+
+
+def _bedrock_split(part: int, rest: int) -> tuple[str, Any]:
+    details = [{"ttl": "1h", "inputTokens": part}, {"ttl": "5m", "inputTokens": rest}]
+    return "cacheDetails", [d for d in details if d["inputTokens"]]
 
 
 @st.composite
-def bedrock_case(draw: st.DrawFn) -> tuple[dict[str, Any], Expected]:
+def exclusive_case(
+    draw: st.DrawFn,
+    keys: tuple[str, str, str, str],
+    split: Callable[[int, int], tuple[str, Any]],
+) -> tuple[dict[str, Any], Expected]:
+    """A body of a provider whose input count excludes cache reads and writes.
+
+    ``keys`` are the (uncached, output, read, write) field names; ``split(part, rest)`` gives
+    the TTL breakdown's key and value for a write of ``part + rest`` tokens.
+    """
+    uncached_key, output_key, read_key, write_key = keys
     uncached, read, write = draw(counts), _maybe(draw, draw(counts)), _maybe(draw, draw(counts))
-    body: dict[str, Any] = {"inputTokens": uncached, "outputTokens": draw(counts)}
-    _put(body, "cacheReadInputTokens", read)
-    _put(body, "cacheWriteInputTokens", write)
+    body: dict[str, Any] = {uncached_key: uncached, output_key: draw(counts)}
+    _put(body, read_key, read)
+    _put(body, write_key, write)
     if write is not None and draw(st.booleans()):
-        hour = draw(st.integers(min_value=0, max_value=write))
-        details = [{"ttl": "1h", "inputTokens": hour}, {"ttl": "5m", "inputTokens": write - hour}]
-        body["cacheDetails"] = [d for d in details if d["inputTokens"]]
+        part = draw(st.integers(min_value=0, max_value=write))
+        key, value = split(part, write - part)
+        body[key] = value
     total = uncached + read + write if read is not None and write is not None else None
     return body, (total, uncached, read, write)
 
@@ -70,27 +74,19 @@ def _inclusive_expected(total: int, read: int | None, write: int | None) -> Expe
 
 
 @st.composite
-def chat_case(draw: st.DrawFn) -> tuple[dict[str, Any], Expected]:
+def details_case(
+    draw: st.DrawFn, keys: tuple[str, str, str], *, null_details: bool = False
+) -> tuple[dict[str, Any], Expected]:
+    """An OpenAI-style body: ``keys`` are the (total, output, details) field names; with
+    ``null_details`` an empty details object may be sent as ``null``."""
+    total_key, output_key, details_key = keys
     total, read, write = draw(_inclusive())
-    body: dict[str, Any] = {"prompt_tokens": total, "completion_tokens": draw(counts)}
+    body: dict[str, Any] = {total_key: total, output_key: draw(counts)}
     details: dict[str, Any] = {}
     _put(details, "cached_tokens", read)
     _put(details, "cache_write_tokens", write)
-    send_details: bool = draw(st.booleans())
-    if details or send_details:
-        body["prompt_tokens_details"] = details or None
-    return body, _inclusive_expected(total, read, write)
-
-
-@st.composite
-def responses_case(draw: st.DrawFn) -> tuple[dict[str, Any], Expected]:
-    total, read, write = draw(_inclusive())
-    body: dict[str, Any] = {"input_tokens": total, "output_tokens": draw(counts)}
-    details: dict[str, Any] = {}
-    _put(details, "cached_tokens", read)
-    _put(details, "cache_write_tokens", write)
-    if details:
-        body["input_tokens_details"] = details
+    if details or (null_details and draw(st.booleans())):
+        body[details_key] = details or None
     return body, _inclusive_expected(total, read, write)
 
 
@@ -129,12 +125,19 @@ def llama_case(draw: st.DrawFn) -> tuple[dict[str, Any], Expected]:
     return body, (cache_n + prompt_n, prompt_n, cache_n, None)
 
 
+_ANTHROPIC_KEYS = (
+    "input_tokens", "output_tokens", "cache_read_input_tokens", "cache_creation_input_tokens"
+)
+_BEDROCK_KEYS = ("inputTokens", "outputTokens", "cacheReadInputTokens", "cacheWriteInputTokens")
+_CHAT_KEYS = ("prompt_tokens", "completion_tokens", "prompt_tokens_details")
+_RESPONSES_KEYS = ("input_tokens", "output_tokens", "input_tokens_details")
+
 CASES = {
-    "anthropic": anthropic_case(),
-    "bedrock-converse": bedrock_case(),
-    "openai-chat": chat_case(),
-    "openai-compatible": chat_case(),
-    "openai-responses": responses_case(),
+    "anthropic": exclusive_case(_ANTHROPIC_KEYS, _anthropic_split),
+    "bedrock-converse": exclusive_case(_BEDROCK_KEYS, _bedrock_split),
+    "openai-chat": details_case(_CHAT_KEYS, null_details=True),
+    "openai-compatible": details_case(_CHAT_KEYS, null_details=True),
+    "openai-responses": details_case(_RESPONSES_KEYS),
     "gemini": gemini_case(),
     "deepseek": deepseek_case(),
     "llama-cpp": llama_case(),
@@ -189,6 +192,13 @@ _ANY_FIELDS: dict[str, tuple[str, ...]] = {
     "deepseek": ("prompt_cache_hit_tokens", "prompt_cache_miss_tokens"),
     "llama-cpp": (),
 }
+_DETAILS = {
+    "openai-chat": "prompt_tokens_details",
+    "openai-compatible": "prompt_tokens_details",
+    "openai-responses": "input_tokens_details",
+    "deepseek": "prompt_tokens_details",
+    "llama-cpp": "prompt_tokens_details",
+}
 _REQUIRED = {
     "anthropic": "input_tokens",
     "bedrock-converse": "inputTokens",
@@ -207,16 +217,12 @@ def arbitrary_case(draw: st.DrawFn) -> tuple[str, dict[str, Any]]:
     body: dict[str, Any] = {_REQUIRED[wire_format]: draw(counts)}
     for key in _ANY_FIELDS[wire_format]:
         _put(body, key, _maybe(draw, draw(counts)))
-    if wire_format in ("openai-chat", "openai-compatible", "llama-cpp", "deepseek"):
+    details_key = _DETAILS.get(wire_format)
+    if details_key is not None:
         details: dict[str, Any] = {}
         _put(details, "cached_tokens", _maybe(draw, draw(counts)))
         _put(details, "cache_write_tokens", _maybe(draw, draw(counts)))
-        body["prompt_tokens_details"] = details
-    if wire_format == "openai-responses":
-        details = {}
-        _put(details, "cached_tokens", _maybe(draw, draw(counts)))
-        _put(details, "cache_write_tokens", _maybe(draw, draw(counts)))
-        body["input_tokens_details"] = details
+        body[details_key] = details
     return wire_format, body
 
 

@@ -17,6 +17,16 @@ entries visible once the writing response has started) or OpenAI's automatic pre
 ``x-stableprompt-emulator: 1``; numbers measured against it describe the documented rules,
 not a provider's real cache (which is best-effort and may miss more).
 
+Limits, and where the emulator is approximate:
+
+* request bodies up to 32 MiB, Anthropic's documented request size (a 413 above, in the
+  provider's shape), for every endpoint; bodies must be sent as ``application/json``;
+* output-token limits (``max_tokens``, ``max_completion_tokens``, ``max_output_tokens``) must
+  be integers up to 128,000 for every model, an emulator limit (``_checks.MAX_OUTPUT_TOKENS``);
+* runs of more than 4,096 characters without whitespace (or of whitespace) are tokenized in
+  4,096-character pieces, keeping tokenization linear; token counts of such runs are
+  approximate (``_tokens``).
+
 Example::
 
     with Emulator(clock=FakeClock()) as emu:

@@ -38,10 +38,10 @@ from .._canonical import loads
 from .._policy import cache_policy
 from ._checks import (
     expect_bool,
-    expect_int,
     expect_list,
     expect_messages,
     expect_object,
+    expect_output_limit,
     expect_str,
 )
 from ._endpoint import Endpoint, answer, open_request, reply
@@ -90,7 +90,8 @@ def handle_messages(body: Any, ctx: WireContext) -> WireResult:
         WireError: Invalid request (400, Anthropic ``invalid_request_error``).
     """
     req, model = open_request(body, _ENDPOINT)
-    max_tokens = expect_int(req["max_tokens"], "max_tokens")
+    max_tokens = expect_output_limit(req["max_tokens"], "max_tokens", model, "anthropic",
+                                     minimum=0)
     stream = expect_bool(req.get("stream", False), "stream")
     if stream and max_tokens == 0:
         raise WireError("max_tokens: 0 (cache pre-warming) cannot be combined with stream",

@@ -11,7 +11,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._checks import expect_bool, expect_int, expect_list, expect_messages, expect_object
+from ._checks import (
+    expect_bool,
+    expect_list,
+    expect_messages,
+    expect_object,
+    expect_output_limit,
+)
 from ._endpoint import Endpoint, answer, open_request, reply
 from ._openai import OpenAIAccounting, account, add_message, cache_request
 from ._wire import Usage, WireContext, WireError, WireResult, render, split_text, sse_data
@@ -63,7 +69,7 @@ def handle_chat(body: Any, ctx: WireContext) -> WireResult:
     limit = None
     for name in ("max_tokens", "max_completion_tokens"):  # the newer name wins
         if req.get(name) is not None:
-            limit = expect_int(req[name], name, minimum=1)
+            limit = expect_output_limit(req[name], name, model, "openai", minimum=1)
     cache = cache_request(req, model, ctx, scope_params=_SCOPE)
     for key in ("functions", "tools"):
         for i, tool in enumerate(expect_list(req[key], key) if req.get(key) is not None else ()):

@@ -2,23 +2,35 @@
 
 A check names the offending field by its location in the request (``messages[2].role``,
 ``tools.0.name``): that string is the message's prefix and OpenAI's ``param``. Types follow
-JSON: an integer is never a boolean, an object is a ``dict`` as decoded.
+JSON: an integer is never a boolean, an object is a ``dict`` as decoded, and a number written
+with a fraction or exponent (``1e9``, ``16.0``) is not an integer: both providers require an
+integer for their token limits.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from ._wire import WireError
+from ._wire import Flavor, WireError
 
 __all__ = [
+    "MAX_OUTPUT_TOKENS",
     "expect_bool",
     "expect_int",
     "expect_list",
     "expect_messages",
     "expect_object",
+    "expect_output_limit",
     "expect_str",
 ]
+
+MAX_OUTPUT_TOKENS = 128_000
+"""Emulator limit on a request's output-token limit (tokens), the same for every model: the
+largest per-model maximum output the providers document for current models (Anthropic: "Max
+output 128K tokens" for Claude Opus 5, Sonnet 5 and Fable 5,
+https://platform.claude.com/docs/models/overview; OpenAI: 128,000 max output tokens for the
+GPT-5 family, https://platform.openai.com/docs/models). Models with a lower documented
+maximum (Claude Haiku 4.5: 64K) are not modelled: the emulator accepts up to 128,000 for them."""
 
 
 def expect_object(value: Any, where: str) -> dict[str, Any]:
@@ -59,6 +71,30 @@ def expect_int(value: Any, where: str, *, minimum: int = 0) -> int:
     if value < minimum:
         raise WireError(f"{where}: must be >= {minimum}, got {value}", param=where)
     return value
+
+
+def expect_output_limit(
+    value: Any, where: str, model: str, provider: Flavor, *, minimum: int
+) -> int:
+    """Return an output-token limit (``max_tokens``, ``max_output_tokens``, ...) if it is an
+    integer in ``minimum..MAX_OUTPUT_TOKENS``, else raise a 400 in ``provider``'s wording.
+
+    Raises:
+        WireError: Not an integer (floats included), below ``minimum``, or above
+            :data:`MAX_OUTPUT_TOKENS` (OpenAI ``code`` ``invalid_value``).
+    """
+    limit = expect_int(value, where, minimum=minimum)
+    if limit <= MAX_OUTPUT_TOKENS:
+        return limit
+    if provider == "anthropic":
+        message = (f"{where}: {limit} > {MAX_OUTPUT_TOKENS}, which is the maximum allowed "
+                   f"number of output tokens for {model} (stableprompt emulator limit)")
+    else:
+        message = (f"{where} is too large: {limit}. This model supports at most "
+                   f"{MAX_OUTPUT_TOKENS} completion tokens, whereas you provided {limit} "
+                   "(stableprompt emulator limit).")
+    raise WireError(message, param=where, code=None if provider == "anthropic"
+                    else "invalid_value")
 
 
 def expect_bool(value: Any, where: str) -> bool:

@@ -12,7 +12,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._checks import expect_bool, expect_int, expect_list, expect_object, expect_str
+from ._checks import (
+    expect_bool,
+    expect_list,
+    expect_object,
+    expect_output_limit,
+    expect_str,
+)
 from ._endpoint import Endpoint, answer, open_request, reply
 from ._openai import account, add_message, cache_request
 from ._wire import Usage, WireContext, WireError, WireResult, render, split_text, sse_event
@@ -50,7 +56,8 @@ def handle_responses(body: Any, ctx: WireContext) -> WireResult:
     stream = expect_bool(req.get("stream", False), "stream")
     limit = None
     if req.get("max_output_tokens") is not None:
-        limit = expect_int(req["max_output_tokens"], "max_output_tokens", minimum=1)
+        limit = expect_output_limit(req["max_output_tokens"], "max_output_tokens", model,
+                                    "openai", minimum=1)
     cache = cache_request(req, model, ctx, scope_params=_SCOPE)
     for i, tool in enumerate(expect_list(req["tools"], "tools") if req.get("tools") else ()):
         where = f"tools[{i}]"

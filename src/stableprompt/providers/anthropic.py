@@ -19,13 +19,12 @@ from typing import Any
 from .._exceptions import UsageParseError
 from .._sse import SSEEvent
 from .._usage import CacheUsage
-from ._base import (
-    Clock,
-    SSEStreamAccumulator,
-    as_mapping,
+from ._base import Clock, SSEStreamAccumulator
+from ._fields import (
+    TTLSplit,
+    UsageKeys,
     child,
     exclusive_usage,
-    opt_int,
     opt_obj,
     req_int,
     response_usage,
@@ -36,6 +35,7 @@ __all__ = ["WIRE_FORMAT", "AnthropicStreamAccumulator", "parse_response", "parse
 WIRE_FORMAT = "anthropic"
 
 _WRITE_KEY = "cache_creation_input_tokens"
+_KEYS = UsageKeys("input_tokens", "cache_read_input_tokens", _WRITE_KEY, "output_tokens")
 
 
 def parse_usage(usage: object, pointer: str = "") -> CacheUsage:
@@ -58,28 +58,20 @@ def parse_usage(usage: object, pointer: str = "") -> CacheUsage:
         UsageParseError: ``input_tokens`` missing (``usage-missing``), a count negative
             (``usage-negative``) or not an integer (``usage-type``); ``pointer`` names it.
     """
-    obj = as_mapping(usage, pointer, "Anthropic usage")
-    uncached = req_int(obj, "input_tokens", pointer)
-    read = opt_int(obj, "cache_read_input_tokens", pointer)
-    write = opt_int(obj, "cache_creation_input_tokens", pointer)
-    write_5m = write_1h = None
-    ttl = opt_obj(obj, "cache_creation", pointer)
-    if ttl is not None:
-        ttl_pointer = child(pointer, "cache_creation")
-        write_5m = req_int(ttl, "ephemeral_5m_input_tokens", ttl_pointer)
-        write_1h = req_int(ttl, "ephemeral_1h_input_tokens", ttl_pointer)
-        if write is None:
-            write = write_5m + write_1h  # the docs: the total equals the split's sum
     return exclusive_usage(
-        WIRE_FORMAT,
-        obj,
-        uncached=uncached,
-        read=read,
-        write=write,
-        write_5m=write_5m,
-        write_1h=write_1h,
-        output=opt_int(obj, "output_tokens", pointer),
+        WIRE_FORMAT, usage, pointer, what="Anthropic usage", keys=_KEYS, split=_ttl_split
     )
+
+
+def _ttl_split(obj: Mapping[str, Any], pointer: str) -> TTLSplit | None:
+    """The ``cache_creation`` TTL split; its sum is the write (the docs: they are equal)."""
+    ttl = opt_obj(obj, "cache_creation", pointer)
+    if ttl is None:
+        return None
+    ttl_pointer = child(pointer, "cache_creation")
+    write_5m = req_int(ttl, "ephemeral_5m_input_tokens", ttl_pointer)
+    write_1h = req_int(ttl, "ephemeral_1h_input_tokens", ttl_pointer)
+    return TTLSplit(write_5m, write_1h, write_5m + write_1h)
 
 
 def parse_response(body: object) -> CacheUsage:
@@ -122,10 +114,8 @@ class AnthropicStreamAccumulator(SSEStreamAccumulator):
             self.first_content_at is not None and event.event == "content_block_delta"
         ):
             return  # nothing left to learn from these: skip decoding
-        obj = self._decode(event.data, event.offset)
-        if not isinstance(obj, Mapping):
-            if obj is not None:
-                self.undecodable_events.append(event.offset)
+        obj = self._decode_object(event.data, event.offset)
+        if obj is None:
             return
         kind = obj.get("type", event.event)
         if kind == "content_block_delta":
@@ -137,7 +127,7 @@ class AnthropicStreamAccumulator(SSEStreamAccumulator):
         elif kind == "message_start":
             message = obj.get("message")
             if isinstance(message, Mapping):
-                self._identify(message)
+                self._identify(message, "id", "model")
                 usage = message.get("usage")
                 if isinstance(usage, Mapping):
                     self._usage = dict(usage)
@@ -158,12 +148,6 @@ class AnthropicStreamAccumulator(SSEStreamAccumulator):
         elif kind == "error":
             error = obj.get("error")
             self.error = str(error.get("type", error)) if isinstance(error, Mapping) else str(error)
-
-    def _identify(self, message: Mapping[str, Any]) -> None:
-        if isinstance(message.get("id"), str):
-            self.response_id = message["id"]
-        if isinstance(message.get("model"), str):
-            self.model = message["model"]
 
     def _finish(self) -> CacheUsage:
         if self._usage is None:

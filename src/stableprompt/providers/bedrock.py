@@ -29,13 +29,13 @@ from typing import Any
 from .._exceptions import UsageParseError
 from .._sse import LineSplitter
 from .._usage import CacheUsage
-from ._base import (
-    Clock,
-    StreamAccumulator,
+from ._base import Clock, Sighting, StreamAccumulator
+from ._fields import (
+    TTLSplit,
+    UsageKeys,
     as_mapping,
     child,
     exclusive_usage,
-    opt_int,
     req_int,
     response_usage,
 )
@@ -51,6 +51,7 @@ __all__ = [
 WIRE_FORMAT = "bedrock-converse"
 
 _TTL_FIELDS = {"5m": 0, "1h": 1}
+_KEYS = UsageKeys("inputTokens", "cacheReadInputTokens", "cacheWriteInputTokens", "outputTokens")
 
 
 def parse_usage(usage: object, pointer: str = "") -> CacheUsage:
@@ -71,52 +72,42 @@ def parse_usage(usage: object, pointer: str = "") -> CacheUsage:
         UsageParseError: ``inputTokens`` missing; a count negative / not an integer; a
             ``cacheDetails`` entry that is not ``{"ttl": str, "inputTokens": int}``.
     """
-    obj = as_mapping(usage, pointer, "Bedrock usage")
-    uncached = req_int(obj, "inputTokens", pointer)
-    read = opt_int(obj, "cacheReadInputTokens", pointer)
-    write = opt_int(obj, "cacheWriteInputTokens", pointer)
-    split: list[int | None] = [None, None]
-    notes: list[str] = []
-    details = obj.get("cacheDetails")
-    details_pointer = child(pointer, "cacheDetails")
-    if details is not None:
-        if not isinstance(details, list):
-            raise UsageParseError(
-                "cacheDetails must be an array", code="usage-type", pointer=details_pointer
-            )
-        detail_sum = 0
-        for index, entry in enumerate(details):
-            entry_pointer = child(details_pointer, index)
-            item = as_mapping(entry, entry_pointer, "cacheDetails entry")
-            tokens = req_int(item, "inputTokens", entry_pointer)
-            ttl = item.get("ttl")
-            if not isinstance(ttl, str):
-                raise UsageParseError(
-                    "cacheDetails ttl must be a string",
-                    code="usage-type" if ttl is not None else "usage-missing",
-                    pointer=child(entry_pointer, "ttl"),
-                )
-            detail_sum += tokens
-            slot = _TTL_FIELDS.get(ttl)
-            if slot is None:
-                notes.append(f"unrecognized cache TTL {ttl!r} at {entry_pointer} ({tokens} tokens)")
-            else:
-                split[slot] = (split[slot] or 0) + tokens
-        # botocore: "Empty if no cache creation occurred": a sent list is a complete breakdown
-        split = [value if value is not None else 0 for value in split]
-        if write is None:
-            write = detail_sum
     return exclusive_usage(
-        WIRE_FORMAT,
-        obj,
-        uncached=uncached,
-        read=read,
-        write=write,
-        write_5m=split[0],
-        write_1h=split[1],
-        output=opt_int(obj, "outputTokens", pointer),
-        notes=tuple(notes),
+        WIRE_FORMAT, usage, pointer, what="Bedrock usage", keys=_KEYS, split=_cache_details
     )
+
+
+def _cache_details(obj: Mapping[str, Any], pointer: str) -> TTLSplit | None:
+    """The ``cacheDetails`` TTL breakdown; its total counts entries of every TTL."""
+    details = obj.get("cacheDetails")
+    if details is None:
+        return None
+    details_pointer = child(pointer, "cacheDetails")
+    if not isinstance(details, list):
+        raise UsageParseError(
+            "cacheDetails must be an array", code="usage-type", pointer=details_pointer
+        )
+    split = [0, 0]  # botocore: "Empty if no cache creation occurred": a complete breakdown
+    notes: list[str] = []
+    detail_sum = 0
+    for index, entry in enumerate(details):
+        entry_pointer = child(details_pointer, index)
+        item = as_mapping(entry, entry_pointer, "cacheDetails entry")
+        tokens = req_int(item, "inputTokens", entry_pointer)
+        ttl = item.get("ttl")
+        if not isinstance(ttl, str):
+            raise UsageParseError(
+                "cacheDetails ttl must be a string",
+                code="usage-type" if ttl is not None else "usage-missing",
+                pointer=child(entry_pointer, "ttl"),
+            )
+        detail_sum += tokens
+        slot = _TTL_FIELDS.get(ttl)
+        if slot is None:
+            notes.append(f"unrecognized cache TTL {ttl!r} at {entry_pointer} ({tokens} tokens)")
+        else:
+            split[slot] += tokens
+    return TTLSplit(split[0], split[1], detail_sum, tuple(notes))
 
 
 def parse_response(body: object) -> CacheUsage:
@@ -212,9 +203,7 @@ class BedrockStreamAccumulator(StreamAccumulator):
         self._buf = bytearray()
         self._buf_offset = 0
         self._corrupt: str | None = None
-        self._usage: Any = None
-        self._usage_offset = 0
-        self._usage_pointer = ""
+        self._usage: Sighting | None = None
 
     def _feed(self, chunk: bytes | bytearray | memoryview) -> None:
         if self._mode is None:
@@ -243,10 +232,8 @@ class BedrockStreamAccumulator(StreamAccumulator):
     def _line(self, offset: int, line: bytes) -> None:
         if not line.strip():
             return
-        obj = self._decode(line, offset)
-        if not isinstance(obj, Mapping):
-            if obj is not None:
-                self.undecodable_events.append(offset)
+        obj = self._decode_object(line, offset)
+        if obj is None:
             return
         for kind, body in obj.items():
             self._on(kind, body, offset, f"/{kind}")
@@ -296,8 +283,7 @@ class BedrockStreamAccumulator(StreamAccumulator):
             return
         if kind == "metadata":
             if body.get("usage") is not None:
-                self._usage, self._usage_offset = body["usage"], offset
-                self._usage_pointer = f"{pointer}/usage"
+                self._usage = Sighting(body["usage"], offset, f"{pointer}/usage")
         elif kind == "contentBlockDelta":
             if body.get("delta"):
                 self._mark_content()
@@ -314,4 +300,4 @@ class BedrockStreamAccumulator(StreamAccumulator):
             if self._corrupt is not None:
                 reason += f" ({self._corrupt})"
             return self._unknown(reason)
-        return self._parse_at(parse_usage, self._usage, self._usage_pointer, self._usage_offset)
+        return self._parse_at(parse_usage, self._usage)

@@ -12,8 +12,8 @@ from __future__ import annotations
 from typing import Any
 
 from .._usage import CacheUsage
-from ._base import as_mapping, inclusive_usage, opt_int, req_int
-from .openai_chat import ChatStreamAccumulator, prompt_details, response_usage
+from ._fields import as_mapping, inclusive_usage, opt_int, req_int, response_usage
+from .openai_chat import ChatStreamAccumulator, prompt_details
 
 __all__ = ["WIRE_FORMAT", "DeepSeekStreamAccumulator", "parse_response", "parse_usage"]
 
@@ -61,14 +61,9 @@ def parse_usage(usage: object, pointer: str = "") -> CacheUsage:
     read = hit if hit is not None else cached
     if read is None and miss is not None and total is not None:
         read = total - miss  # the miss count is the complement of the hit count
+    output = opt_int(obj, "completion_tokens", pointer)
     return inclusive_usage(
-        WIRE_FORMAT,
-        obj,
-        total=total,
-        read=read,
-        write=None,
-        output=opt_int(obj, "completion_tokens", pointer),
-        notes=tuple(notes),
+        WIRE_FORMAT, obj, total=total, read=read, write=None, output=output, notes=tuple(notes)
     )
 
 

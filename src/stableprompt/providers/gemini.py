@@ -22,7 +22,8 @@ from typing import Any
 from .._exceptions import UsageParseError
 from .._sse import SSEEvent
 from .._usage import CacheUsage
-from ._base import Clock, SSEStreamAccumulator, as_mapping, inclusive_usage, opt_int, req_int
+from ._base import Clock, Sighting, SSEStreamAccumulator
+from ._fields import as_mapping, inclusive_usage, opt_int, req_int
 
 __all__ = ["WIRE_FORMAT", "GeminiStreamAccumulator", "parse_response", "parse_usage"]
 
@@ -115,30 +116,17 @@ class GeminiStreamAccumulator(SSEStreamAccumulator):
 
     def __init__(self, *, clock: Clock | None = None, start: float | None = None) -> None:
         super().__init__(clock=clock, start=start)
-        self._usage: Any = None
-        self._usage_offset = 0
+        self._usage: Sighting | None = None
         self._finished_seen = False
-        self._usage_final = False
 
     def _event(self, event: SSEEvent) -> None:
-        obj = self._decode(event.data, event.offset)
-        if not isinstance(obj, Mapping):
-            if obj is not None:
-                self.undecodable_events.append(event.offset)
+        obj = self._decode_object(event.data, event.offset)
+        if obj is None:
             return
-        if self.response_id is None and isinstance(obj.get("responseId"), str):
-            self.response_id = obj["responseId"]
-        if self.model is None and isinstance(obj.get("modelVersion"), str):
-            self.model = obj["modelVersion"]
+        self._identify(obj, "responseId", "modelVersion", keep_first=True)
         candidates = obj.get("candidates")
         if isinstance(candidates, list):
-            for candidate in candidates:
-                if not isinstance(candidate, Mapping):
-                    continue
-                if self.first_content_at is None and _has_content(candidate):
-                    self._mark_content()
-                if candidate.get("finishReason"):
-                    self._finished_seen = True
+            self._finished_seen |= self._scan_choices(candidates, _has_content, "finishReason")
         feedback = obj.get("promptFeedback")
         if isinstance(feedback, Mapping) and feedback.get("blockReason"):
             self._finished_seen = True
@@ -146,13 +134,14 @@ class GeminiStreamAccumulator(SSEStreamAccumulator):
         if isinstance(error, Mapping):
             self.error = str(error.get("status") or error.get("message"))
         if obj.get("usageMetadata") is not None:
-            self._usage, self._usage_offset = obj["usageMetadata"], event.offset
-            self._usage_final = self._finished_seen
+            self._usage = Sighting(
+                obj["usageMetadata"], event.offset, "/usageMetadata", self._finished_seen
+            )
 
     def _finish(self) -> CacheUsage:
         if self._usage is None:
             return self._unknown("stream ended without a chunk carrying usageMetadata")
-        usage = self._parse_at(parse_usage, self._usage, "/usageMetadata", self._usage_offset)
-        if not self._usage_final:
+        usage = self._parse_at(parse_usage, self._usage)
+        if not self._usage.final:
             return self._partial(usage, "stream ended before finishReason: output_tokens unknown")
         return usage

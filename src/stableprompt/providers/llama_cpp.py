@@ -18,7 +18,7 @@ from typing import Any
 
 from .._exceptions import UsageParseError
 from .._usage import CacheUsage
-from ._base import as_mapping, child, inclusive_usage, opt_int, opt_obj
+from ._fields import as_mapping, child, inclusive_usage, opt_int, opt_obj
 from .openai_chat import ChatStreamAccumulator, prompt_details
 
 __all__ = ["WIRE_FORMAT", "LlamaCppStreamAccumulator", "parse_response", "parse_usage"]
@@ -131,23 +131,20 @@ class LlamaCppStreamAccumulator(ChatStreamAccumulator):
     wire_format = WIRE_FORMAT
 
     def _finish(self) -> CacheUsage:
-        if self._usage is None and self._timings is None:
+        parts = {"usage": self._usage, "timings": self._timings}
+        seen = {key: part for key, part in parts.items() if part is not None}
+        if not seen:
             if self._done:
                 return self._unknown("stream completed without usage or timings", interrupted=False)
             return self._unknown("stream ended before its usage/timings chunk (interrupted)")
-        combined: dict[str, Any] = {}
-        if self._usage is not None:
-            combined["usage"] = self._usage
-        if self._timings is not None:
-            combined["timings"] = self._timings
         try:
-            usage = parse_usage(combined)
+            usage = parse_usage({key: part.value for key, part in seen.items()})
         except UsageParseError as exc:
-            from_timings = (exc.pointer or "").startswith("/timings")
-            exc.offset = self._timings_offset if from_timings else self._usage_offset
+            source = seen.get("timings" if (exc.pointer or "").startswith("/timings") else "usage")
+            exc.offset = source.offset if source is not None else 0
             raise
-        final = self._usage_final if self._usage is not None else self._timings_final
-        if not (self._done or final):
+        last = next(iter(seen.values()))  # the usage chunk's place when there is one
+        if not (self._done or last.final):
             return self._partial(
                 usage, "stream ended before its final chunk: output_tokens unknown"
             )

@@ -16,22 +16,14 @@ from typing import Any
 
 from .._sse import SSEEvent
 from .._usage import CacheUsage
-from ._base import (
-    Clock,
-    SSEStreamAccumulator,
-    as_mapping,
-    child,
-    inclusive_usage,
-    opt_int,
-    opt_obj,
-    req_int,
-    response_usage,
-)
+from ._base import Clock, Sighting, SSEStreamAccumulator
+from ._fields import as_mapping, cache_details, inclusive_usage, opt_int, req_int, response_usage
 
 __all__ = [
     "WIRE_FORMAT",
     "ChatStreamAccumulator",
     "OpenAIChatStreamAccumulator",
+    "chat_usage",
     "delta_has_content",
     "parse_response",
     "parse_usage",
@@ -46,14 +38,7 @@ _TEXT_DELTA_KEYS = ("content", "refusal", "reasoning_content", "reasoning")
 
 def prompt_details(obj: Mapping[str, Any], pointer: str) -> tuple[int | None, int | None]:
     """``(cached_tokens, cache_write_tokens)`` from ``prompt_tokens_details`` (None if absent)."""
-    details = opt_obj(obj, "prompt_tokens_details", pointer)
-    if details is None:
-        return None, None
-    details_pointer = child(pointer, "prompt_tokens_details")
-    return (
-        opt_int(details, "cached_tokens", details_pointer),
-        opt_int(details, "cache_write_tokens", details_pointer),
-    )
+    return cache_details(obj, "prompt_tokens_details", pointer)
 
 
 def parse_usage(usage: object, pointer: str = "") -> CacheUsage:
@@ -74,17 +59,39 @@ def parse_usage(usage: object, pointer: str = "") -> CacheUsage:
         UsageParseError: ``prompt_tokens`` missing (``usage-missing``), or a count negative
             (``usage-negative``) or not an integer (``usage-type``), with its pointer.
     """
-    obj = as_mapping(usage, pointer, "OpenAI chat usage")
+    return chat_usage(WIRE_FORMAT, usage, pointer, "OpenAI chat usage")
+
+
+def chat_usage(
+    wire_format: str,
+    usage: object,
+    pointer: str,
+    what: str,
+    *,
+    read_fallbacks: tuple[str, ...] = (),
+) -> CacheUsage:
+    """Normalize a chat-shaped ``usage`` object (see :func:`parse_usage`).
+
+    Args:
+        wire_format: The wire format name recorded in the result.
+        usage: The usage object (a JSON object or an SDK model).
+        pointer: JSON pointer of ``usage`` inside its document (prefix of error pointers).
+        what: How error messages name the object (``"OpenAI chat usage"``, ...).
+        read_fallbacks: Top-level keys read in order, each only while the cache read is still
+            unknown, when ``prompt_tokens_details.cached_tokens`` is absent.
+
+    Raises:
+        UsageParseError: as :func:`parse_usage`.
+    """
+    obj = as_mapping(usage, pointer, what)
     total = req_int(obj, "prompt_tokens", pointer)
     read, write = prompt_details(obj, pointer)
-    return inclusive_usage(
-        WIRE_FORMAT,
-        obj,
-        total=total,
-        read=read,
-        write=write,
-        output=opt_int(obj, "completion_tokens", pointer),
-    )
+    for key in read_fallbacks:
+        if read is not None:
+            break
+        read = opt_int(obj, key, pointer)
+    output = opt_int(obj, "completion_tokens", pointer)
+    return inclusive_usage(wire_format, obj, total=total, read=read, write=write, output=output)
 
 
 def parse_response(body: object) -> CacheUsage:
@@ -110,6 +117,10 @@ def delta_has_content(delta: object) -> bool:
     return bool(delta.get("tool_calls")) or bool(delta.get("function_call"))
 
 
+def _choice_has_content(choice: Mapping[str, Any]) -> bool:
+    return delta_has_content(choice.get("delta"))
+
+
 class ChatStreamAccumulator(SSEStreamAccumulator):
     """Accumulate usage from a chat-completions-shaped SSE stream (``data: {chunk}`` lines
     ending with ``data: [DONE]``).
@@ -129,12 +140,8 @@ class ChatStreamAccumulator(SSEStreamAccumulator):
         super().__init__(clock=clock, start=start)
         self._done = False
         self._finish_seen = False
-        self._usage: Any = None
-        self._usage_offset = 0
-        self._usage_final = False
-        self._timings: Any = None
-        self._timings_offset = 0
-        self._timings_final = False
+        self._usage: Sighting | None = None
+        self._timings: Sighting | None = None
 
     def _parse(self, usage: Any, pointer: str) -> CacheUsage:
         return parse_usage(usage, pointer)
@@ -144,15 +151,10 @@ class ChatStreamAccumulator(SSEStreamAccumulator):
         if data.strip() == "[DONE]":
             self._done = True
             return
-        obj = self._decode(data, event.offset)
-        if not isinstance(obj, Mapping):
-            if obj is not None:
-                self.undecodable_events.append(event.offset)
+        obj = self._decode_object(data, event.offset)
+        if obj is None:
             return
-        if self.response_id is None and isinstance(obj.get("id"), str):
-            self.response_id = obj["id"]
-        if self.model is None and isinstance(obj.get("model"), str):
-            self.model = obj["model"]
+        self._identify(obj, "id", "model", keep_first=True)
         error = obj.get("error")
         if error is not None:
             self.error = (
@@ -160,13 +162,7 @@ class ChatStreamAccumulator(SSEStreamAccumulator):
             )
         choices = obj.get("choices")
         if isinstance(choices, list):
-            for choice in choices:
-                if not isinstance(choice, Mapping):
-                    continue
-                if self.first_content_at is None and delta_has_content(choice.get("delta")):
-                    self._mark_content()
-                if choice.get("finish_reason"):
-                    self._finish_seen = True
+            self._finish_seen |= self._scan_choices(choices, _choice_has_content, "finish_reason")
         else:  # llama.cpp native /completion chunks: {"content": "...", "stop": bool}
             content = obj.get("content")
             if isinstance(content, str) and content:
@@ -175,10 +171,9 @@ class ChatStreamAccumulator(SSEStreamAccumulator):
                 self._finish_seen = True
         final = self._finish_seen or not choices
         if obj.get("usage") is not None:
-            self._usage, self._usage_offset, self._usage_final = obj["usage"], event.offset, final
+            self._usage = Sighting(obj["usage"], event.offset, "/usage", final)
         if obj.get("timings") is not None:
-            self._timings, self._timings_offset = obj["timings"], event.offset
-            self._timings_final = final
+            self._timings = Sighting(obj["timings"], event.offset, "/timings", final)
 
     def _no_usage_reason(self) -> str:
         if self._done:
@@ -191,8 +186,8 @@ class ChatStreamAccumulator(SSEStreamAccumulator):
     def _finish(self) -> CacheUsage:
         if self._usage is None:
             return self._unknown(self._no_usage_reason(), interrupted=not self._done)
-        usage = self._parse_at(self._parse, self._usage, "/usage", self._usage_offset)
-        if not (self._done or self._usage_final):
+        usage = self._parse_at(self._parse, self._usage)
+        if not (self._done or self._usage.final):
             return self._partial(
                 usage,
                 "stream ended before finish_reason/[DONE]: output_tokens unknown "

@@ -16,8 +16,8 @@ from __future__ import annotations
 from typing import Any
 
 from .._usage import CacheUsage
-from ._base import as_mapping, inclusive_usage, opt_int, req_int
-from .openai_chat import ChatStreamAccumulator, prompt_details, response_usage
+from ._fields import response_usage
+from .openai_chat import ChatStreamAccumulator, chat_usage
 
 __all__ = ["WIRE_FORMAT", "OpenAICompatibleStreamAccumulator", "parse_response", "parse_usage"]
 
@@ -40,20 +40,12 @@ def parse_usage(usage: object, pointer: str = "") -> CacheUsage:
     Raises:
         UsageParseError: ``prompt_tokens`` missing, or a count negative / not an integer.
     """
-    obj = as_mapping(usage, pointer, "OpenAI-compatible usage")
-    total = req_int(obj, "prompt_tokens", pointer)
-    read, write = prompt_details(obj, pointer)
-    if read is None:
-        read = opt_int(obj, "prompt_cache_hit_tokens", pointer)
-    if read is None:
-        read = opt_int(obj, "cached_tokens", pointer)
-    return inclusive_usage(
+    return chat_usage(
         WIRE_FORMAT,
-        obj,
-        total=total,
-        read=read,
-        write=write,
-        output=opt_int(obj, "completion_tokens", pointer),
+        usage,
+        pointer,
+        "OpenAI-compatible usage",
+        read_fallbacks=("prompt_cache_hit_tokens", "cached_tokens"),
     )
 
 

@@ -16,10 +16,10 @@ from typing import Any
 
 from .._sse import SSEEvent
 from .._usage import CacheUsage
-from ._base import (
-    Clock,
-    SSEStreamAccumulator,
+from ._base import Clock, Sighting, SSEStreamAccumulator
+from ._fields import (
     as_mapping,
+    cache_details,
     child,
     inclusive_usage,
     opt_int,
@@ -53,34 +53,35 @@ def parse_usage(usage: object, pointer: str = "") -> CacheUsage:
     """
     obj = as_mapping(usage, pointer, "OpenAI Responses usage")
     total = req_int(obj, "input_tokens", pointer)
-    read = write = None
-    notes: tuple[str, ...] = ()
-    details = opt_obj(obj, "input_tokens_details", pointer)
-    if details is not None:
-        details_pointer = child(pointer, "input_tokens_details")
-        read = opt_int(details, "cached_tokens", details_pointer)
-        write = opt_int(details, "cache_write_tokens", details_pointer)
-        ttl = opt_obj(details, "cache_write_tokens_details", details_pointer)
-        if ttl is not None:
-            ttl_pointer = child(details_pointer, "cache_write_tokens_details")
-            split = [opt_int(ttl, key, ttl_pointer) for key in ("ttl_30m_tokens", "ttl_12h_tokens")]
-            known = [value for value in split if value is not None]
-            too_big = bool(known) and write is not None and sum(known) > write
-            mismatch = len(known) == 2 and write is not None and sum(known) != write
-            if too_big or mismatch:
-                notes = (
-                    f"cache_write_tokens_details 30m + 12h ({sum(known)}) does not match "
-                    f"cache_write_tokens ({write})",
-                )
+    read, write = cache_details(obj, "input_tokens_details", pointer)
+    notes = _ttl_notes(obj, pointer, write)
+    output = opt_int(obj, "output_tokens", pointer)
     return inclusive_usage(
-        WIRE_FORMAT,
-        obj,
-        total=total,
-        read=read,
-        write=write,
-        output=opt_int(obj, "output_tokens", pointer),
-        notes=notes,
+        WIRE_FORMAT, obj, total=total, read=read, write=write, output=output, notes=notes
     )
+
+
+def _ttl_notes(obj: Mapping[str, Any], pointer: str, write: int | None) -> tuple[str, ...]:
+    """A note when ``input_tokens_details.cache_write_tokens_details`` (30m + 12h) exceeds
+    ``cache_write_tokens``, or, both sent, does not add up to it."""
+    details = opt_obj(obj, "input_tokens_details", pointer)
+    if details is None:
+        return ()
+    details_pointer = child(pointer, "input_tokens_details")
+    ttl = opt_obj(details, "cache_write_tokens_details", details_pointer)
+    if ttl is None:
+        return ()
+    ttl_pointer = child(details_pointer, "cache_write_tokens_details")
+    split = [opt_int(ttl, key, ttl_pointer) for key in ("ttl_30m_tokens", "ttl_12h_tokens")]
+    known = [value for value in split if value is not None]
+    too_big = bool(known) and write is not None and sum(known) > write
+    mismatch = len(known) == 2 and write is not None and sum(known) != write
+    if too_big or mismatch:
+        return (
+            f"cache_write_tokens_details 30m + 12h ({sum(known)}) does not match "
+            f"cache_write_tokens ({write})",
+        )
+    return ()
 
 
 def parse_response(body: object) -> CacheUsage:
@@ -107,33 +108,27 @@ class OpenAIResponsesStreamAccumulator(SSEStreamAccumulator):
 
     def __init__(self, *, clock: Clock | None = None, start: float | None = None) -> None:
         super().__init__(clock=clock, start=start)
-        self._usage: Any = None
-        self._usage_offset = 0
+        self._usage: Sighting | None = None
         self._terminal: str | None = None
 
     def _event(self, event: SSEEvent) -> None:
         if self.first_content_at is not None and event.event.endswith(".delta"):
             return  # nothing left to learn from deltas: skip decoding
-        obj = self._decode(event.data, event.offset)
-        if not isinstance(obj, Mapping):
-            if obj is not None:
-                self.undecodable_events.append(event.offset)
+        obj = self._decode_object(event.data, event.offset)
+        if obj is None:
             return
         kind = obj.get("type", event.event)
         if not isinstance(kind, str):
             return
         response = obj.get("response")
         if isinstance(response, Mapping):
-            if isinstance(response.get("id"), str):
-                self.response_id = response["id"]
-            if isinstance(response.get("model"), str):
-                self.model = response["model"]
+            self._identify(response, "id", "model")
         if kind.endswith(".delta"):
             self._mark_content()
         elif kind in _TERMINAL:
             self._terminal = kind
             if isinstance(response, Mapping) and response.get("usage") is not None:
-                self._usage, self._usage_offset = response["usage"], event.offset
+                self._usage = Sighting(response["usage"], event.offset, "/response/usage")
             if kind == "response.failed" and isinstance(response, Mapping):
                 error = response.get("error")
                 if isinstance(error, Mapping):
@@ -148,4 +143,4 @@ class OpenAIResponsesStreamAccumulator(SSEStreamAccumulator):
             return self._unknown(
                 "stream ended before response.completed/incomplete/failed: no usage reported"
             )
-        return self._parse_at(parse_usage, self._usage, "/response/usage", self._usage_offset)
+        return self._parse_at(parse_usage, self._usage)
