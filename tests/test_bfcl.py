@@ -11,6 +11,8 @@ import collections
 import hashlib
 import os
 import random
+import shutil
+import socket
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -193,4 +195,149 @@ def test_bad_local_wheel_raises(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
     with pytest.raises(WorkloadUnavailableError, match="SHA-256") as info:
         bfcl_data_dir()
     assert info.value.code == "workload-unavailable"
+    assert not (tmp_path / "cache" / "bfcl-eval-2026.3.23").exists()
+
+
+# --------------------------------------------------------------------------- cache integrity
+
+
+def test_extraction_writes_a_manifest_of_every_file(bfcl: _Data,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """The cache holds MANIFEST.sha256 listing every extracted data file with its SHA-256."""
+    for key, value in bfcl.cache_env.items():
+        monkeypatch.setenv(key, value)
+    root = bfcl_data_dir(download=False).parent.parent
+    listed = {}
+    for line in (root / "MANIFEST.sha256").read_text().splitlines():
+        digest, name = line.split("  ", 1)
+        listed[name] = digest
+    on_disk = {p.relative_to(root).as_posix() for p in (root / "bfcl_eval").rglob("*")
+               if p.is_file()}
+    assert set(listed) == on_disk and len(on_disk) == 71
+    for name, digest in listed.items():
+        assert hashlib.sha256((root / name).read_bytes()).hexdigest() == digest, name
+
+
+def test_garbage_in_the_real_cache_names_the_cache_fix(
+        bfcl: _Data, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A cached BFCL file overwritten with garbage is caught on load: the error names the
+    cache directory and STABLEPROMPT_CACHE_DIR, not PyPI."""
+    for key, value in bfcl.cache_env.items():
+        monkeypatch.setenv(key, value)
+    source = bfcl_data_dir(download=False).parent.parent
+    copy = tmp_path / "cache" / source.name
+    shutil.copytree(source, copy)
+    monkeypatch.setenv("STABLEPROMPT_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("STABLEPROMPT_BFCL_WHEEL", raising=False)
+    assert len(load_multi_turn_base(download=False)) == 200  # verified once...
+    (copy / "bfcl_eval/data/BFCL_v4_multi_turn_base.json").write_bytes(b"\x00garbage{")
+    with pytest.raises(WorkloadUnavailableError) as info:  # ...and checked again
+        load_multi_turn_base(download=False)
+    message = str(info.value)
+    assert info.value.code == "workload-cache-damaged"
+    assert f"delete {copy}" in message and "STABLEPROMPT_CACHE_DIR" in message
+    assert "BFCL_v4_multi_turn_base.json does not match its SHA-256" in message
+    assert "PyPI" not in message and "\n" not in message
+
+
+def _handmade_cache(root: Path) -> Path:
+    """A cache laid out as extraction leaves it: two data files, manifest, marker."""
+    data = root / "bfcl_eval" / "data"
+    (data / "sub").mkdir(parents=True)
+    files = {"bfcl_eval/data/a.json": b'{"id": "a"}\n', "bfcl_eval/data/sub/b.json": b"{}\n"}
+    lines = []
+    for name, content in files.items():
+        (root / name).write_bytes(content)
+        lines.append(f"{hashlib.sha256(content).hexdigest()}  {name}\n")
+    (root / "MANIFEST.sha256").write_text("".join(lines))
+    (root / ".complete").write_text("bfcl-eval==2026.3.23\n")
+    return data
+
+
+@pytest.mark.parametrize(("damage", "words"), [
+    ("garbage", "bfcl_eval/data/a.json does not match its SHA-256"),
+    ("same-size", "bfcl_eval/data/a.json does not match its SHA-256"),
+    ("missing-file", "a listed file is missing"),
+    ("no-manifest", "no MANIFEST.sha256"),
+    ("bad-manifest", "MANIFEST.sha256 line 1 is not"),
+    ("escaping-manifest", "MANIFEST.sha256 line 1 is not"),
+    ("incomplete", "it is incomplete (no .complete)"),
+])  # fmt: skip
+def test_damaged_cache_is_never_used(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                     damage: str, words: str) -> None:
+    """Every kind of cache damage (changed or missing file, missing or malformed manifest, no
+    completion marker) raises WorkloadUnavailableError telling the user to delete the named
+    cache directory or set STABLEPROMPT_CACHE_DIR; an intact cache loads."""
+    monkeypatch.setenv("STABLEPROMPT_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv("STABLEPROMPT_BFCL_WHEEL", raising=False)
+    root = tmp_path / "bfcl-eval-2026.3.23"
+    data = _handmade_cache(root)
+    assert bfcl_data_dir(download=False) == data
+    if damage == "garbage":
+        (data / "a.json").write_bytes(b"garbage")
+    elif damage == "same-size":
+        (data / "a.json").write_bytes(b'{"id": "b"}\n')
+    elif damage == "missing-file":
+        (data / "sub" / "b.json").unlink()
+    elif damage == "no-manifest":
+        (root / "MANIFEST.sha256").unlink()
+    elif damage == "bad-manifest":
+        (root / "MANIFEST.sha256").write_text("not a manifest\n")
+    elif damage == "escaping-manifest":
+        (root / "MANIFEST.sha256").write_text(f"{'0' * 64}  bfcl_eval/data/../../x\n")
+    elif damage == "incomplete":
+        (root / ".complete").unlink()
+    with pytest.raises(WorkloadUnavailableError) as info:
+        bfcl_data_dir(download=False)
+    message = str(info.value)
+    assert info.value.code == "workload-cache-damaged"
+    assert words in message and f"delete {root}" in message
+    assert "STABLEPROMPT_CACHE_DIR" in message and "PyPI" not in message
+
+
+# --------------------------------------------------------------------------- download errors
+
+
+def test_pip_reason_is_the_first_error_line_clipped() -> None:
+    """pip's output is reduced to its first ERROR line (at most 200 characters) plus the
+    network error it retried on."""
+    from stableprompt._bfcl import _pip_reason
+
+    retry = ("WARNING: Retrying (Retry(total=4, connect=None, read=None, redirect=None, "
+             "status=None)) after connection broken by 'NewConnectionError('<pip._vendor."
+             "urllib3.connection.HTTPSConnection object at 0x7f>: Failed to establish a new "
+             "connection: [Errno -3] Temporary failure in name resolution')': /simple/x/\n")
+    output = (retry * 5 + "ERROR: Could not find a version that satisfies the requirement "
+              "bfcl-eval==2026.3.23 (from versions: none)\n"
+              "ERROR: No matching distribution found for bfcl-eval==2026.3.23\n")
+    assert _pip_reason(output) == (
+        "Could not find a version that satisfies the requirement bfcl-eval==2026.3.23 (from "
+        "versions: none) (network error: [Errno -3] Temporary failure in name resolution)")
+    long = _pip_reason("ERROR: " + "x" * 500)
+    assert len(long) == 200 and long.endswith("…")
+    assert _pip_reason("") == "no output"
+
+
+def test_unreachable_index_gives_one_short_line(tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """With the package index unreachable (a closed loopback port), the real `pip download`
+    fails and the error is one short line: what failed, pip's reason and the fixes."""
+    with socket.socket() as closed:  # bound, never listening: connections are refused
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+        for key in [k for k in os.environ if k.startswith("PIP_")]:
+            monkeypatch.delenv(key)
+        monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)
+        monkeypatch.setenv("PIP_INDEX_URL", f"http://127.0.0.1:{port}/simple")
+        monkeypatch.setenv("PIP_RETRIES", "1")
+        monkeypatch.setenv("PIP_TIMEOUT", "5")
+        monkeypatch.setenv("STABLEPROMPT_CACHE_DIR", str(tmp_path / "cache"))
+        monkeypatch.delenv("STABLEPROMPT_BFCL_WHEEL", raising=False)
+        with pytest.raises(WorkloadUnavailableError) as info:
+            bfcl_data_dir()
+    message = str(info.value)
+    assert message.startswith("BFCL v4 data unavailable: 'pip download bfcl-eval==2026.3.23' "
+                              "failed (exit 1): ")
+    assert "Connection refused" in message and "STABLEPROMPT_BFCL_WHEEL" in message
+    assert "\n" not in message and "WARNING" not in message and len(message) < 700
     assert not (tmp_path / "cache" / "bfcl-eval-2026.3.23").exists()

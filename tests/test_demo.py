@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -16,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from stableprompt import InputError, Ledger, WorkloadUnavailableError
+from stableprompt import InputError, Ledger, LedgerError, WorkloadUnavailableError
 from stableprompt._capture import read_capture
 from stableprompt._cli import main
 from stableprompt._recorder import Recorder
@@ -32,7 +33,7 @@ from stableprompt.demo import (
     scenario_names,
     synthetic_workload,
 )
-from stableprompt.demo._run import API_KEY, DemoResult
+from stableprompt.demo._run import API_KEY, DemoResult, ledger_meta
 from stableprompt.demo._scenarios import SCENARIOS, Reply, clock_text, session_system_prompt
 from stableprompt.demo._workload import parse_call
 from stableprompt.emulator import Emulator
@@ -411,12 +412,36 @@ def test_cli_demo_json(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> No
     assert "not a real provider" in page and "<svg" in page
 
 
-def test_cli_demo_tables(capsys: pytest.CaptureFixture[str]) -> None:
-    """The table output names the backend, the workload and every scenario."""
-    assert main(["demo", "--workload", "synthetic", "--sessions", "1"]) == 0
+def test_cli_demo_tables(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """The table output names the backend, the workload and every scenario; text and HTML
+    name the cost source once."""
+    html_path = tmp_path / "d.html"
+    assert main(["demo", "--workload", "synthetic", "--sessions", "1", "--html",
+                 str(html_path)]) == 0
     out = capsys.readouterr().out
     assert "not a real provider" in out and "SYNTHETIC" in out
     assert all(name in out for name in ALL)
+    for output in (out, html_path.read_text()):
+        assert len(re.findall(r"costs?:", output, flags=re.IGNORECASE)) == 1
+        assert output.count("genai-prices 0") == 1
+
+
+def test_demo_ledger_says_where_the_calls_went(synthetic_run: tuple[DemoResult, Path],
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    """A kept demo ledger records backend, workload, provider and model, and `stableprompt
+    report` on it prints the backend line first."""
+    result, ledger = synthetic_run
+    meta = Ledger(ledger, read_only=True).meta()
+    assert meta == ledger_meta(result.workload, "anthropic", "claude-sonnet-5")
+    assert meta["backend"].startswith(BACKEND + ": ")
+    assert "not a real provider" in meta["backend"]
+    assert meta["workload"].startswith("synthetic, SYNTHETIC workload (ours, not real data): "
+                                       "3 of 3 sessions")
+    assert main(["report", str(ledger)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == f"Backend: {meta['backend']}"
+    assert lines[1] == f"Workload: {meta['workload']}"
+    assert lines[2:4] == ["Provider: anthropic", "Model: claude-sonnet-5"]
 
 
 def test_cli_unknown_model_omits_cost(capsys: pytest.CaptureFixture[str]) -> None:
@@ -442,16 +467,75 @@ def test_cli_bad_arguments(argv: list[str], capsys: pytest.CaptureFixture[str]) 
     assert "error" in _one_line_error(capsys)
 
 
-def test_cli_bad_ledger_paths(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """An existing ledger file, a directory or an uncreatable path is a one-line error."""
+def _bad_paths(tmp_path: Path) -> list[tuple[str, str, str]]:
+    """``(option, path, words in the error)`` that must fail before any work."""
     existing = tmp_path / "old.db"
     existing.write_bytes(b"x")
+    empty = tmp_path / "empty.db"
+    empty.touch()
     blocker = tmp_path / "file"
     blocker.write_text("")
-    for path in (existing, tmp_path, blocker / "sub" / "l.db"):
-        assert main(["demo", "--workload", "synthetic", "--sessions", "1", "--json",
-                     "--ledger", str(path)]) == 1
-        assert "ledger" in _one_line_error(capsys)
+    cases = [
+        ("--ledger", str(existing), "already exists (a file)"),
+        ("--ledger", str(empty), "already exists (an empty file)"),
+        ("--ledger", str(tmp_path), "already exists (a directory)"),
+        ("--ledger", str(blocker / "sub" / "l.db"), "is not a directory"),
+        ("--ledger", "", "the ledger path is empty"),
+        ("--html", str(tmp_path), "is a directory"),
+        ("--html", str(blocker / "d.html"), "is not a directory"),
+        ("--html", "", "the path is empty"),
+        ("--capture", str(existing), "exists and is not a directory"),
+        ("--capture", str(blocker / "cap"), "is not a directory"),
+        ("--model", "", "the model id is empty"),
+        ("--model", "  ", "the model id is empty"),
+    ]
+    if Path("/proc/self").is_dir():
+        cases += [("--html", "/proc/stableprompt-demo.html", "cannot create"),
+                  ("--ledger", "/proc/stableprompt-demo.db", "cannot create"),
+                  ("--capture", "/proc/stableprompt-capture", "cannot create")]
+    return cases
+
+
+def test_cli_bad_output_paths_fail_before_the_run(tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """A bad --ledger/--html/--capture path or an empty --model is a one-line usage error
+    naming the option and the path, raised before the workload is even looked for (the BFCL
+    data is made unavailable here, so a late check would report that instead)."""
+    monkeypatch.setenv("STABLEPROMPT_CACHE_DIR", str(tmp_path / "empty-cache"))
+    monkeypatch.setenv("STABLEPROMPT_BFCL_WHEEL", str(tmp_path / "missing.whl"))
+    for option, path, words in _bad_paths(tmp_path):
+        assert main(["demo", "--json", option, path]) == 2, (option, path)
+        err = _one_line_error(capsys)
+        assert f"argument {option}: " in err and words in err, (option, path, err)
+        assert repr(path) in err or not path.strip(), (option, path, err)
+    assert not (tmp_path / "empty-cache").exists()
+    assert (tmp_path / "empty.db").stat().st_size == 0
+
+
+def test_cli_html_and_ledger_must_differ(tmp_path: Path,
+                                         capsys: pytest.CaptureFixture[str]) -> None:
+    """--html naming the --ledger file is refused up front (it would overwrite the ledger)."""
+    path = str(tmp_path / "same")
+    assert main(["demo", "--workload", "synthetic", "--ledger", path, "--html", path]) == 2
+    assert "also the --ledger path" in _one_line_error(capsys)
+    assert not (tmp_path / "same").exists()
+
+
+def test_run_demo_rejects_an_empty_model_and_an_existing_ledger(synthetic: Workload,
+                                                                tmp_path: Path) -> None:
+    """run_demo refuses an empty model id (not silently the default) and a ledger path that is
+    empty or exists, even as an empty file."""
+    with pytest.raises(InputError) as info:
+        run_demo(synthetic, model=" ")
+    assert info.value.code == "demo-model"
+    empty = tmp_path / "empty.db"
+    empty.touch()
+    for path, words in (("", "the ledger path is empty"), (empty, "an empty file")):
+        with pytest.raises(LedgerError, match=words) as failed:
+            run_demo(synthetic, ledger_path=path)
+        assert failed.value.code == "ledger-exists"
+    assert empty.stat().st_size == 0
 
 
 def test_cli_no_network_for_the_workload(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,

@@ -568,27 +568,27 @@ def test_migrates_from_version_zero(tmp_path: Path) -> None:
     with Ledger(db) as led:
         assert led.write(_record()) == "committed"
     conn = sqlite3.connect(db)
-    assert conn.execute("PRAGMA user_version").fetchone() == (1,)
+    assert conn.execute("PRAGMA user_version").fetchone() == (SCHEMA_VERSION,) == (2,)
     tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
     conn.close()
-    assert tables == {"calls", "unrelated"}
+    assert tables == {"calls", "meta", "unrelated"}
 
 
 def test_appended_migration_upgrades_old_file_keeping_rows(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A v2 migration appended to the list upgrades a v1 file and keeps its rows."""
-    db = tmp_path / "v1.db"
+    """A migration appended to the list upgrades a current file and keeps its rows."""
+    db = tmp_path / "v2.db"
     record = _full_record()
     with Ledger(db) as led:
         led.write(record)
-    v2 = ('ALTER TABLE calls ADD COLUMN "gen_ai.response.finish_reasons" TEXT',)
-    monkeypatch.setattr(_ledger, "_MIGRATIONS", (*_ledger._MIGRATIONS, v2))
+    v3 = ('ALTER TABLE calls ADD COLUMN "gen_ai.response.finish_reasons" TEXT',)
+    monkeypatch.setattr(_ledger, "_MIGRATIONS", (*_ledger._MIGRATIONS, v3))
     with Ledger(db) as led:
         assert led.records() == [record.model_copy(update={"content": None})]
         assert led.write(_record()) == "committed"
     conn = sqlite3.connect(db)
-    assert conn.execute("PRAGMA user_version").fetchone() == (2,)
+    assert conn.execute("PRAGMA user_version").fetchone() == (SCHEMA_VERSION + 1,)
     names = [row[1] for row in conn.execute("PRAGMA table_info(calls)")]
     conn.close()
     assert names[-1] == "gen_ai.response.finish_reasons"
@@ -607,6 +607,154 @@ def test_newer_schema_is_refused_for_reading_and_spills_writes(tmp_path: Path) -
     assert led.open_error.code == "ledger-schema-newer"
     with pytest.warns(LedgerSpillWarning):
         assert led.write(_record()) == "spilled"
+
+
+def _v1_ledger(db: Path, monkeypatch: pytest.MonkeyPatch, *records: UsageRecord) -> None:
+    """Write a schema v1 ledger (before the meta table), as stableprompt 0.1 did."""
+    with monkeypatch.context() as patch:
+        patch.setattr(_ledger, "_MIGRATIONS", _ledger._MIGRATIONS[:1])
+        with Ledger(db) as led:
+            for record in records:
+                assert led.write(record) == "committed"
+
+
+def test_v1_file_migrates_to_v2_with_an_empty_meta_table(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Opening a v1 ledger for writing adds the meta table (v2) and keeps its rows."""
+    db = tmp_path / "v1.db"
+    record = _full_record()
+    _v1_ledger(db, monkeypatch, record)
+    with Ledger(db) as led:
+        assert led.meta() == {}
+        led.set_meta("backend", "emulator")
+        assert led.records() == [record.model_copy(update={"content": None})]
+    conn = sqlite3.connect(db)
+    assert conn.execute("PRAGMA user_version").fetchone() == (2,)
+    assert conn.execute("SELECT key, value FROM meta").fetchall() == [("backend", "emulator")]
+    conn.close()
+
+
+# --------------------------------------------------------------------------- metadata
+
+
+def test_meta_round_trips_replaces_and_sorts(ledger: Ledger) -> None:
+    """set_meta stores key -> value text (a later value replaces an earlier one); meta()
+    returns every pair with keys sorted, and key-shaped values are scrubbed."""
+    assert ledger.meta() == {}
+    ledger.set_meta("workload", "bfcl 2 sessions")
+    ledger.set_meta("backend", "first")
+    ledger.set_meta("backend", "stableprompt emulator (loopback): not a real provider")
+    ledger.set_meta("note", f"key {FAKE_KEY}")
+    meta = ledger.meta()
+    assert list(meta) == ["backend", "note", "workload"]
+    assert meta["backend"] == "stableprompt emulator (loopback): not a real provider"
+    assert FAKE_KEY not in meta["note"] and "[REDACTED]" in meta["note"]
+    with Ledger(ledger.path, read_only=True) as again:  # visible to another connection
+        assert again.meta() == meta
+
+
+@pytest.mark.parametrize(("key", "value"), [("", "v"), (1, "v"), ("k", None), ("k", 3)])
+def test_set_meta_rejects_non_text(ledger: Ledger, key: object, value: object) -> None:
+    """set_meta takes a non-empty str key and a str value; anything else is an InputError."""
+    with pytest.raises(InputError) as info:
+        ledger.set_meta(key, value)  # type: ignore[arg-type]
+    assert info.value.code == "ledger-meta-invalid"
+    assert ledger.meta() == {}
+
+
+# --------------------------------------------------------------------------- read-only
+
+
+def _sha(path: Path) -> str:
+    import hashlib
+
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_read_only_reads_and_refuses_writes(tmp_path: Path) -> None:
+    """A read-only Ledger reads records and metadata, refuses write/set_meta/replay_spill with
+    InputError, and leaves the database file byte-identical."""
+    db = tmp_path / "l.db"
+    records = [_full_record(), _record(ts_utc=T0 + timedelta(seconds=1))]
+    with Ledger(db) as led:
+        for record in records:
+            led.write(record)
+        led.set_meta("backend", "emulator")
+    before = _sha(db)
+    ro = Ledger(db, read_only=True)
+    assert ro.records() == [r.model_copy(update={"content": None}) for r in records]
+    assert ro.meta() == {"backend": "emulator"}
+    assert ro.last_for_lineage("sp1:head") == ro.records()[-1]
+    for attempt in (lambda: ro.write(_record()), lambda: ro.set_meta("k", "v"),
+                    ro.replay_spill):
+        with pytest.raises(InputError) as info:
+            attempt()
+        assert info.value.code == "ledger-read-only"
+    ro.close()
+    assert _sha(db) == before
+    assert "read_only=True" in repr(ro)
+
+
+def test_read_only_v1_file_is_read_not_migrated(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A schema v1 ledger opened read-only is read as it is: no meta table is added."""
+    db = tmp_path / "v1.db"
+    _v1_ledger(db, monkeypatch, _full_record())
+    before = _sha(db)
+    ro = Ledger(db, read_only=True)
+    assert len(ro.records()) == 1 and ro.meta() == {}
+    assert _sha(db) == before
+    conn = sqlite3.connect(db)
+    assert conn.execute("PRAGMA user_version").fetchone() == (1,)
+    conn.close()
+
+
+def _foreign(path: Path, kind: str) -> None:
+    if kind == "empty":
+        path.touch()
+    elif kind == "text":
+        path.write_text("hello\n")
+    else:
+        conn = sqlite3.connect(path)
+        if kind == "unrelated-calls":
+            conn.execute("CREATE TABLE calls (id INTEGER, payload TEXT)")
+        elif kind == "v1-unrelated-calls":
+            conn.execute("CREATE TABLE calls (id INTEGER, payload TEXT)")
+            conn.execute("PRAGMA user_version = 1")
+        elif kind == "no-tables":
+            conn.execute("PRAGMA user_version = 0")
+        elif kind == "newer":
+            conn.execute("PRAGMA user_version = 99")
+        conn.commit()
+        conn.close()
+
+
+@pytest.mark.parametrize(("kind", "code", "words"), [
+    ("missing", "ledger-not-found", "file not found"),
+    ("empty", "ledger-not-a-ledger", "an empty file"),
+    ("text", "ledger-not-a-ledger", "not a SQLite database"),
+    ("no-tables", "ledger-not-a-ledger", "schema version 0, no 'calls' table"),
+    ("unrelated-calls", "ledger-not-a-ledger", "schema version 0, an unrelated 'calls' table"),
+    ("v1-unrelated-calls", "ledger-not-a-ledger", "table 'calls' lacks"),
+    ("newer", "ledger-schema-newer", "schema version 99"),
+])  # fmt: skip
+def test_read_only_refuses_what_is_not_a_ledger(
+    tmp_path: Path, kind: str, code: str, words: str
+) -> None:
+    """Read-only opening refuses a file that is not a stableprompt ledger, with a code and a
+    message that says why, and leaves the file exactly as it was (never migrated)."""
+    db = tmp_path / "x.db"
+    if kind != "missing":
+        _foreign(db, kind)
+    before = _sha(db) if db.exists() else None
+    with pytest.raises(LedgerError) as info:
+        Ledger(db, read_only=True)
+    assert info.value.code == code
+    assert words in str(info.value) and str(db) in str(info.value)
+    assert (_sha(db) if db.exists() else None) == before
+    assert not db.with_name("x.db.spill.jsonl").exists()
 
 
 # --------------------------------------------------------------------------- secrets

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import json
+import os
 import re
+import shutil
 import sqlite3
+import subprocess
+import sys
 import xml.etree.ElementTree as ET
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -15,7 +19,7 @@ from genai_prices import Usage, calc_price
 
 from stableprompt import Ledger, LedgerError, UsageRecord
 from stableprompt._cli import main
-from stableprompt._report import VERDICTS, html_report, read_ledger, summarize
+from stableprompt._report import VERDICTS, ceiling_notes, html_report, read_ledger, summarize
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
 ISSUE_FIELDS = ["calls", "input_tokens", "cache_read_tokens", "cache_write_tokens", "hit_rate",
@@ -142,9 +146,9 @@ def test_html_is_self_contained_with_inline_svg() -> None:
 
 
 def _ledger(path: Path, records: list[UsageRecord]) -> None:
-    ledger = Ledger(path)
-    for record in records:
-        assert ledger.write(record) == "committed"
+    with Ledger(path) as ledger:
+        for record in records:
+            assert ledger.write(record) == "committed"
 
 
 def test_report_command_json_and_tables(tmp_path: Path, capsys: pytest.CaptureFixture[str]
@@ -165,7 +169,8 @@ def test_report_command_json_and_tables(tmp_path: Path, capsys: pytest.CaptureFi
     assert "hit rate" in out and "s: sessions" in out and "48.8%" in out and "100.0%" in out
 
 
-@pytest.mark.parametrize("kind", ["missing", "directory", "not-sqlite", "empty", "other-db"])
+@pytest.mark.parametrize("kind", ["missing", "directory", "not-sqlite", "empty", "other-db",
+                                  "unrelated-calls"])
 def test_report_bad_ledger_is_one_line(kind: str, tmp_path: Path,
                                        capsys: pytest.CaptureFixture[str]) -> None:
     """An unreadable ledger path gives a one-line error and exit 1, and changes nothing."""
@@ -176,9 +181,10 @@ def test_report_bad_ledger_is_one_line(kind: str, tmp_path: Path,
         path.write_text("hello\n")
     elif kind == "empty":
         path.touch()
-    elif kind == "other-db":
+    elif kind in ("other-db", "unrelated-calls"):
         conn = sqlite3.connect(path)
-        conn.execute("CREATE TABLE things (x)")
+        conn.execute("CREATE TABLE calls (x)" if kind == "unrelated-calls" else
+                     "CREATE TABLE things (x)")
         conn.commit()
         conn.close()
     assert main(["report", str(path)]) == 1
@@ -187,8 +193,178 @@ def test_report_bad_ledger_is_one_line(kind: str, tmp_path: Path,
     assert path.exists() == (kind != "missing")
     with pytest.raises(LedgerError):
         read_ledger(path)
-    if kind == "other-db":  # not migrated into a ledger
+    if kind in ("other-db", "unrelated-calls"):  # not migrated into a ledger
+        assert "not a stableprompt ledger (schema version 0" in err
         conn = sqlite3.connect(path)
         tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master")]
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
         conn.close()
-        assert tables == ["things"]
+        assert (tables, version) == (["things" if kind == "other-db" else "calls"], 0)
+
+
+# --------------------------------------------------------------------------- read-only, metadata
+
+
+def _run_in_read_only_dir(directory: Path, argv: list[str]) -> subprocess.CompletedProcess[str]:
+    """Run ``python -m stableprompt *argv`` while ``directory`` is read-only: ``chmod 0o555``
+    for a normal user; as root (which ignores modes) a read-only bind mount in a private mount
+    namespace (``unshare -m``), skipping when that is not permitted."""
+    command = [sys.executable, "-m", "stableprompt", *argv]
+    if os.geteuid() != 0:
+        directory.chmod(0o555)
+        try:
+            return subprocess.run(command, capture_output=True, text=True, timeout=120,
+                                  check=False)
+        finally:
+            directory.chmod(0o755)
+    unshare = shutil.which("unshare")
+    if unshare is None:
+        pytest.skip("running as root without unshare: cannot make a read-only directory")
+    script = ('mount --bind "$1" "$1" 2>/dev/null && mount -o remount,bind,ro "$1" 2>/dev/null '
+              '|| exit 96; if touch "$1/.probe" 2>/dev/null; then exit 97; fi; shift; '
+              'exec "$@"')
+    done = subprocess.run([unshare, "-m", "sh", "-c", script, "sh", str(directory), *command],
+                          capture_output=True, text=True, timeout=120, check=False)
+    if done.returncode in (96, 97) or "unshare failed" in done.stderr:
+        pytest.skip(f"cannot make a read-only bind mount here: {done.stderr.strip()[:200]}")
+    return done
+
+
+def test_report_reads_a_ledger_in_a_read_only_directory(tmp_path: Path) -> None:
+    """`stableprompt report` reads a ledger in a read-only directory (SQLite cannot create the
+    WAL side files there: immutable fallback), prints its backend line, and refuses one whose
+    -wal file holds writes it could not see."""
+    directory = tmp_path / "ro"
+    directory.mkdir()
+    db = directory / "calls.db"
+    with Ledger(db) as ledger:
+        ledger.set_meta("backend", "stableprompt emulator (loopback): not a real provider")
+        for record in [_rec(0, write=2000, verdict="cold"), _rec(1, total=2100, read=2000)]:
+            assert ledger.write(record) == "committed"
+    assert sorted(p.name for p in directory.iterdir()) == ["calls.db"]  # WAL checkpointed
+    done = _run_in_read_only_dir(directory, ["report", str(db), "--json"])
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)
+    assert data["scenarios"]["s"]["calls"] == 2
+    assert data["meta"] == {"backend": "stableprompt emulator (loopback): not a real provider"}
+    assert sorted(p.name for p in directory.iterdir()) == ["calls.db"]
+    # A writer that died leaves its rows in calls.db-wal (here: copied while a writer is open
+    # elsewhere, without the -shm file).
+    shutil.copyfile(db, tmp_path / "live.db")
+    with Ledger(tmp_path / "live.db") as ledger:
+        assert ledger.write(_rec(2, total=2200, read=2100)) == "committed"
+        shutil.copyfile(tmp_path / "live.db-wal", directory / "calls.db-wal")
+    assert (directory / "calls.db-wal").stat().st_size > 0
+    done = _run_in_read_only_dir(directory, ["report", str(db)])
+    assert done.returncode == 1
+    assert done.stderr.count("\n") == 1 and "calls.db-wal" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_report_prints_the_backend_from_the_ledger_metadata(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """With ledger metadata, report's text, JSON and HTML all carry the backend line; without
+    it, none invents one."""
+    db = tmp_path / "calls.db"
+    with Ledger(db) as ledger:
+        ledger.set_meta("backend", "stableprompt emulator (loopback): not a real provider")
+        ledger.set_meta("model", "claude-sonnet-5")
+        ledger.set_meta("extra", "kept")
+        assert ledger.write(_rec(0, write=2000, verdict="cold")) == "committed"
+    html_path = tmp_path / "r.html"
+    assert main(["report", str(db), "--html", str(html_path)]) == 0
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    assert lines[:3] == ["Backend: stableprompt emulator (loopback): not a real provider",
+                         "Model: claude-sonnet-5", "extra: kept"]
+    page = html_path.read_text()
+    assert ('<p class="banner">Backend: stableprompt emulator (loopback): not a real provider'
+            in page)
+    assert main(["report", str(db), "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["meta"]["backend"].endswith("not a real provider")
+    plain = tmp_path / "plain.db"
+    _ledger(plain, [_rec(0, write=2000, verdict="cold")])
+    assert main(["report", str(plain)]) == 0
+    assert "Backend" not in capsys.readouterr().out
+
+
+def test_report_never_migrates_an_older_ledger(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """`report` on a schema v1 ledger reads it and leaves it at v1, byte for byte."""
+    from stableprompt import _ledger as ledger_module
+
+    db = tmp_path / "v1.db"
+    with monkeypatch.context() as patch:
+        patch.setattr(ledger_module, "_MIGRATIONS", ledger_module._MIGRATIONS[:1])
+        _ledger(db, [_rec(0, write=2000, verdict="cold")])
+    before = db.read_bytes()
+    assert main(["report", str(db), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["meta"] == {}
+    assert db.read_bytes() == before
+
+
+# --------------------------------------------------------------------------- notes, paths
+
+
+def test_html_names_the_cost_source_once(tmp_path: Path,
+                                         capsys: pytest.CaptureFixture[str]) -> None:
+    """The report's HTML and text name the cost source once and each pricing note once."""
+    db = tmp_path / "calls.db"
+    _ledger(db, [_rec(0, write=2000, verdict="cold"), _rec(1, model="claude-imaginary-9")])
+    assert main(["report", str(db), "--html", str(tmp_path / "r.html")]) == 0
+    text = capsys.readouterr().out
+    page = (tmp_path / "r.html").read_text()
+    for output in (text, page):
+        assert len(re.findall(r"costs?:", output, flags=re.IGNORECASE)) == 1
+        assert output.count("genai-prices 0") == 1
+        assert output.count("claude-imaginary-9") == 1
+
+
+def test_reads_above_the_ceiling_keep_the_number_and_get_a_note(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A session whose first call already reads (a cache warm from an earlier run) shows its
+    real share of the ceiling (here 200%) with a note explaining it; at or below 100%, no
+    note."""
+    warm = [_rec(0, total=2000, read=2000), _rec(1, total=2000, read=2000)]
+    report = summarize(warm, price=False)
+    assert report.scenarios["s"].totals.of_ceiling == pytest.approx(2.0)
+    notes = ceiling_notes(report)
+    assert len(notes) == 1 and "s 200.0%" in notes[0] and "warm" in notes[0]
+    cold = [_rec(0, total=2000, write=2000), _rec(1, total=2010, read=2000, write=10)]
+    assert ceiling_notes(summarize(cold, price=False)) == []
+    db = tmp_path / "calls.db"
+    _ledger(db, warm)
+    assert main(["report", str(db)]) == 0
+    out = capsys.readouterr().out
+    assert "200.0%" in out and "of ceiling above 100% (s 200.0%)" in out
+    assert main(["report", str(db), "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["scenarios"]["s"]["of_ceiling"] == 2.0 and data["notes"] == notes
+
+
+def _bad_html_paths(tmp_path: Path) -> dict[str, Path]:
+    blocker = tmp_path / "blocker"
+    blocker.write_text("a file")
+    paths = {"directory": tmp_path, "under-a-file": blocker / "r.html",
+             "dangling-link": tmp_path / "link.html"}
+    (tmp_path / "link.html").symlink_to(tmp_path / "missing" / "target.html")
+    if Path("/proc/self").is_dir():
+        paths["proc"] = Path("/proc/stableprompt-report.html")
+    return paths
+
+
+def test_report_html_path_is_checked_first(tmp_path: Path,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    """A --html path that cannot be written (a directory, under a file, a dangling link,
+    /proc, the ledger itself) is a one-line usage error naming --html and the path."""
+    db = tmp_path / "calls.db"
+    _ledger(db, [_rec(0, write=2000, verdict="cold")])
+    before = db.read_bytes()
+    for kind, path in {**_bad_html_paths(tmp_path), "ledger-itself": db}.items():
+        assert main(["report", str(db), "--html", str(path)]) == 2, kind
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "Traceback" not in err, kind
+        assert "--html" in err and str(path) in err, (kind, err)
+    assert db.read_bytes() == before

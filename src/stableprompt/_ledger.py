@@ -17,6 +17,16 @@ Durability: ``synchronous=NORMAL`` in WAL mode; a committed row survives the wri
 being killed (it is in the WAL file), though not necessarily a power loss
 (https://www.sqlite.org/wal.html, https://www.sqlite.org/pragma.html#pragma_synchronous).
 
+Read-only opening (``Ledger(path, read_only=True)``, used by ``stableprompt report``) never
+creates, migrates or writes the file: it connects with the SQLite URI ``mode=ro`` and, when the
+WAL side files (``-wal``/``-shm``) cannot be created (a read-only directory or mount), with
+``immutable=1`` (https://www.sqlite.org/uri.html, https://www.sqlite.org/wal.html#readonly).
+A file that is not a stableprompt ledger (no ``calls`` table, an unrelated one, schema version
+0 or newer than :data:`SCHEMA_VERSION`) is refused with :class:`LedgerError`.
+
+Metadata: table ``meta`` (schema v2) holds ledger-level ``key -> value`` text, e.g. which
+backend produced the calls (:meth:`Ledger.set_meta`, :meth:`Ledger.meta`).
+
 Privacy: the database, its ``-wal``/``-shm`` files and spill files are created with mode 0600.
 Request text (``content``) is stored only with ``store_content=True``. Records have no header
 fields; anything shaped like an API key is scrubbed from the free-text fields by
@@ -138,9 +148,18 @@ _MIGRATIONS: tuple[tuple[str, ...], ...] = (
         'CREATE INDEX calls_conversation_ts ON calls ("gen_ai.conversation.id", "ts_utc")',
         'CREATE INDEX calls_ts ON calls ("ts_utc")',
     ),
+    # v2: ledger-level metadata (what produced the calls: backend, workload, ...).
+    (
+        """CREATE TABLE meta (
+            "key" TEXT PRIMARY KEY NOT NULL,
+            "value" TEXT NOT NULL
+        )""",
+    ),
 )
 """Schema migrations: entry ``i`` upgrades ``user_version`` ``i`` to ``i + 1``. Append a tuple
-of statements for v2; never edit a shipped entry. Each upgrade runs in one transaction."""
+of statements for the next version; never edit a shipped entry. Each upgrade runs in one
+transaction. A migration that adds a ``calls`` column must also teach :func:`_check_schema`
+(read-only opening never migrates) which versions lack it."""
 
 SCHEMA_VERSION = len(_MIGRATIONS)
 """Schema version this stableprompt writes (``PRAGMA user_version``)."""
@@ -238,9 +257,18 @@ class Ledger:
         fallback_dir: Directory for the spill file when the database's own directory is not
             writable. Default: ``~/.cache/stableprompt/spill``, then
             ``<tempdir>/stableprompt-spill-<uid>``.
+        read_only: Open an existing ledger for reading only (module docs): nothing is created,
+            migrated or written, and :meth:`write`, :meth:`set_meta` and :meth:`replay_spill`
+            raise :class:`InputError` (code ``ledger-read-only``).
 
-    Opening never raises for an unusable path: writes spill (see module docs) and reads raise
-    :class:`LedgerError`.
+    A writable ledger's opening never raises for an unusable path: writes spill (see module
+    docs) and reads raise :class:`LedgerError`. A read-only ledger is checked at once.
+
+    Raises:
+        LedgerError: Only with ``read_only=True``: the file is missing (code
+            ``ledger-not-found``), not a regular file (``ledger-not-a-file``), unreadable
+            (``ledger-unreadable``), not a stableprompt ledger (``ledger-not-a-ledger``) or
+            from a newer stableprompt (``ledger-schema-newer``).
 
     Attributes:
         path: Absolute database path.
@@ -256,8 +284,10 @@ class Ledger:
         store_content: bool = False,
         busy_timeout_s: float = 5.0,
         fallback_dir: str | os.PathLike[str] | None = None,
+        read_only: bool = False,
     ) -> None:
         self.path = Path(os.path.abspath(os.fspath(path)))
+        self.read_only = read_only
         self._spill = SpillFiles(self.path, fallback_dir)
         self.spill_path = self._spill.path
         self.store_content = store_content
@@ -269,6 +299,9 @@ class Ledger:
         self._pid = os.getpid()
         self._open_failed_at: float | None = None
         _LIVE.add(self)
+        if read_only:
+            _connect_read_only(self.path, self.busy_timeout_s).close()  # check it now
+            return
         with self._lock:
             self._try_open()
 
@@ -370,7 +403,15 @@ class Ledger:
         self.close()
 
     def __repr__(self) -> str:
-        return f"Ledger({str(self.path)!r}, store_content={self.store_content})"
+        mode = ", read_only=True" if self.read_only else ""
+        return f"Ledger({str(self.path)!r}, store_content={self.store_content}{mode})"
+
+    def _refuse_if_read_only(self, action: str) -> None:
+        if self.read_only:
+            raise InputError(
+                f"ledger {self.path} was opened read_only; {action} needs Ledger(path)",
+                code="ledger-read-only",
+            )
 
     @property
     def unflushed(self) -> list[UsageRecord]:
@@ -410,13 +451,15 @@ class Ledger:
             ``"unflushed"`` (in memory only).
 
         Raises:
-            InputError: ``record`` is not a UsageRecord (code ``ledger-record-type``).
+            InputError: ``record`` is not a UsageRecord (code ``ledger-record-type``), or the
+                ledger is read-only (code ``ledger-read-only``).
         """
         if not isinstance(record, UsageRecord):
             raise InputError(
                 f"Ledger.write takes a UsageRecord, not {type(record).__name__}",
                 code="ledger-record-type",
             )
+        self._refuse_if_read_only("write")
         with self._lock:
             try:
                 clean = self._prepare(record)
@@ -464,7 +507,9 @@ class Ledger:
 
         Raises:
             LedgerError: The database cannot be opened or written (spill files are kept).
+            InputError: The ledger is read-only (code ``ledger-read-only``).
         """
+        self._refuse_if_read_only("replay_spill")
         with self._lock:
             conn = self._require_conn()
             return self._spill.replay(lambda records: self._insert_many(conn, records))
@@ -505,6 +550,8 @@ class Ledger:
         return conn
 
     def _reader(self) -> sqlite3.Connection:
+        if self.read_only:
+            return _connect_read_only(self.path, self.busy_timeout_s)
         with self._lock:
             self._require_conn()  # creates/migrates the schema, or raises LedgerError
         try:
@@ -520,6 +567,72 @@ class Ledger:
                 f"cannot read ledger database {self.path}: {exc}", code="ledger-unreadable"
             ) from exc
         return conn
+
+    # ------------------------------------------------------------------ metadata
+
+    def set_meta(self, key: str, value: str) -> None:
+        """Store one ledger-level ``key -> value`` pair (replacing an earlier value).
+
+        Used for what a whole ledger shares, e.g. ``"backend"`` (where the calls went),
+        ``"workload"``, ``"provider"``, ``"model"``; ``stableprompt report`` prints them.
+        Key-shaped strings in ``value`` are scrubbed (:func:`redact`).
+
+        Raises:
+            InputError: ``key`` is not a non-empty ``str`` or ``value`` is not a ``str``
+                (code ``ledger-meta-invalid``), or the ledger is read-only
+                (``ledger-read-only``).
+            LedgerError: The database cannot be opened or written (code
+                ``ledger-unavailable`` / ``ledger-meta-write``); unlike :meth:`write`,
+                metadata is not spilled.
+        """
+        if not isinstance(key, str) or not key or not isinstance(value, str):
+            raise InputError(
+                f"Ledger.set_meta takes a non-empty str key and a str value, not "
+                f"{type(key).__name__} {key!r} -> {type(value).__name__}",
+                code="ledger-meta-invalid",
+            )
+        self._refuse_if_read_only("set_meta")
+        clean = redact(value, fragments=False)
+        with self._lock:
+            conn = self._require_conn()
+            for attempt in range(_WRITE_ATTEMPTS):
+                try:
+                    conn.execute(
+                        'INSERT INTO meta ("key", "value") VALUES (?, ?) '
+                        'ON CONFLICT ("key") DO UPDATE SET "value" = excluded."value"',
+                        (key, clean),
+                    )
+                    return
+                except sqlite3.Error as exc:
+                    if _is_transient(exc) and attempt + 1 < _WRITE_ATTEMPTS:
+                        _sleep_backoff(attempt)
+                        continue
+                    raise LedgerError(
+                        f"cannot write metadata {key!r} to ledger {self.path}: {exc}",
+                        code="ledger-meta-write",
+                    ) from exc
+
+    def meta(self) -> dict[str, str]:
+        """Return the ledger-level metadata, keys sorted; ``{}`` for a ledger without any
+        (including a schema v1 file opened read-only, which has no ``meta`` table).
+
+        Raises:
+            LedgerError: The database cannot be opened or read.
+        """
+        conn = self._reader()
+        try:
+            if not _has_table(conn, "meta"):
+                return {}
+            rows = conn.execute('SELECT "key", "value" FROM meta ORDER BY "key"').fetchall()
+        except sqlite3.Error as exc:
+            raise LedgerError(
+                f"cannot read ledger database {self.path}: {exc}", code="ledger-unreadable"
+            ) from exc
+        finally:
+            conn.close()
+        return {str(key): str(value) for key, value in rows}
+
+    # ------------------------------------------------------------------ records
 
     def iter_records(
         self, *, session_id: str | None = None, since: datetime | None = None
@@ -697,3 +810,126 @@ def _migrate(conn: sqlite3.Connection, path: Path) -> None:
                 code="ledger-migration",
             ) from exc
         raise
+
+
+# --------------------------------------------------------------------------- read-only
+
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+_SQLITE_CANTOPEN = 14
+
+
+def _has_table(conn: sqlite3.Connection, name: str) -> bool:
+    row = conn.execute(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (name,)
+    ).fetchone()
+    return row is not None
+
+
+def _is_cantopen(exc: sqlite3.Error) -> bool:
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code is not None:
+        return bool(code & 0xFF == _SQLITE_CANTOPEN)
+    return "unable to open" in str(exc).lower()  # pragma: no cover - Python < 3.11
+
+
+def _open_uri(uri: str, busy_timeout_s: float) -> tuple[sqlite3.Connection, int]:
+    """Connect to ``uri`` and read ``user_version`` (which makes SQLite open the file and,
+    for a WAL database, its side files)."""
+    conn = sqlite3.connect(
+        uri, uri=True, timeout=busy_timeout_s, isolation_level=None, check_same_thread=False
+    )
+    try:
+        (version,) = conn.execute("PRAGMA user_version").fetchone()
+    except BaseException:
+        conn.close()
+        raise
+    return conn, int(version)
+
+
+def _connect_read_only(path: Path, busy_timeout_s: float) -> sqlite3.Connection:
+    """Open an existing ledger read-only: nothing is created, migrated or written.
+
+    SQLite URI ``mode=ro`` first (it sees a live writer's WAL); when that cannot open the WAL
+    side files (SQLITE_CANTOPEN: the directory is read-only), ``immutable=1``, which reads the
+    main file alone: refused when a non-empty ``-wal`` file holds writes it would miss.
+
+    Raises:
+        LedgerError: See :class:`Ledger` (``read_only=True``).
+    """
+    shown = str(path)
+    if not path.exists():
+        raise LedgerError(f"no ledger at {shown!r} (file not found)", code="ledger-not-found")
+    if not path.is_file():
+        raise LedgerError(f"ledger path {shown!r} is not a regular file", code="ledger-not-a-file")
+    try:
+        with path.open("rb") as handle:
+            magic = handle.read(len(_SQLITE_MAGIC))
+    except OSError as exc:
+        raise LedgerError(
+            f"ledger {shown!r} is not readable ({exc.strerror or exc})", code="ledger-unreadable"
+        ) from exc
+    if magic != _SQLITE_MAGIC:
+        what = "an empty file" if not magic else "not a SQLite database"
+        raise LedgerError(
+            f"{shown!r} is not a stableprompt ledger ({what})", code="ledger-not-a-ledger"
+        )
+    uri = path.as_uri()
+    try:
+        try:
+            conn, version = _open_uri(uri + "?mode=ro", busy_timeout_s)
+        except sqlite3.OperationalError as exc:
+            if not _is_cantopen(exc):
+                raise
+            wal = path.with_name(path.name + "-wal")
+            if wal.is_file() and wal.stat().st_size > 0:
+                raise LedgerError(
+                    f"ledger {shown!r} has writes in {str(wal)!r} that SQLite cannot read "
+                    "without creating its -shm file, and the directory is not writable: copy "
+                    "the ledger and its -wal file to a writable directory",
+                    code="ledger-unreadable",
+                ) from exc
+            conn, version = _open_uri(uri + "?mode=ro&immutable=1", busy_timeout_s)
+    except sqlite3.Error as exc:
+        raise LedgerError(
+            f"cannot read ledger {shown!r}: {exc}", code="ledger-unreadable"
+        ) from exc
+    try:
+        _check_schema(conn, shown, version)
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+def _check_schema(conn: sqlite3.Connection, shown: str, version: int) -> None:
+    """Refuse a file that is not a stableprompt ledger this version can read, never migrating.
+
+    Raises:
+        LedgerError: Code ``ledger-not-a-ledger`` or ``ledger-schema-newer``.
+    """
+    try:
+        has_calls = _has_table(conn, "calls")
+        columns = [row[1] for row in conn.execute('PRAGMA table_info("calls")')]
+    except sqlite3.Error as exc:
+        raise LedgerError(f"cannot read ledger {shown!r}: {exc}", code="ledger-unreadable") from exc
+    if version > SCHEMA_VERSION:
+        raise LedgerError(
+            f"ledger {shown!r} has schema version {version}, newer than this stableprompt knows "
+            f"({SCHEMA_VERSION}); upgrade stableprompt",
+            code="ledger-schema-newer",
+        )
+    if version == 0:
+        found = "an unrelated 'calls' table" if has_calls else "no 'calls' table"
+        raise LedgerError(
+            f"{shown!r} is not a stableprompt ledger (schema version 0, {found})",
+            code="ledger-not-a-ledger",
+        )
+    missing = [column for column in COLUMNS.values() if column not in columns]
+    if missing:
+        what = "no 'calls' table" if not has_calls else (
+            f"table 'calls' lacks {len(missing)} ledger columns, e.g. {missing[0]!r}"
+        )
+        raise LedgerError(
+            f"{shown!r} is not a stableprompt ledger (schema version {version}, {what})",
+            code="ledger-not-a-ledger",
+        )

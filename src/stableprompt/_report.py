@@ -23,7 +23,9 @@ groups them by ``scenario`` and ``session_id``. Every number comes from the reco
   at its own date (``ts_utc``) for its provider and model (cache reads and writes, including
   the 1-hour write split, at their own rates); ``None`` with a note when the model is unknown.
 
-``stableprompt report LEDGER [--json] [--html PATH]`` prints the same summary.
+``stableprompt report LEDGER [--json] [--html PATH]`` prints the same summary, after the
+ledger's metadata (``Ledger.meta()``: e.g. the backend the calls went to, so numbers from our
+emulator say so). It opens the ledger read-only and never creates, migrates or writes it.
 """
 
 from __future__ import annotations
@@ -32,17 +34,21 @@ import argparse
 import html
 import os
 import sys
+import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
-from ._cli import Subcommand
+from ._cli import Subcommand, UsageError
 from ._exceptions import LedgerError
 from ._policy import PolicyTable, cache_policy
 from ._record import UsageRecord
+
+if TYPE_CHECKING:
+    from ._ledger import Ledger
 
 __all__ = [
     "SUBCOMMAND",
@@ -51,11 +57,20 @@ __all__ = [
     "Report",
     "ScenarioReport",
     "Totals",
+    "ceiling_notes",
     "html_report",
     "json_text",
     "make_console",
+    "meta_lines",
+    "open_ledger",
+    "output_dir_arg",
+    "output_dir_problem",
+    "output_file_arg",
+    "output_file_problem",
+    "pricing_lines",
     "print_tables",
     "read_ledger",
+    "same_file",
     "summarize",
     "write_text",
 ]
@@ -355,57 +370,81 @@ def _record_cost(record: UsageRecord, pricing: Pricing, notes: dict[str, None]) 
     return cost
 
 
-def _has_calls_table(path: Path) -> bool:
-    """Whether ``path`` (a SQLite file) has the ledger's ``calls`` table; opened read-only, so
-    a foreign database is never migrated."""
-    import sqlite3
+def open_ledger(path: str | os.PathLike[str]) -> Ledger:
+    """Open an existing ledger read-only (``Ledger(path, read_only=True)``): nothing is
+    created, migrated or written, even in a read-only directory.
 
-    try:
-        conn = sqlite3.connect(path.resolve().as_uri() + "?mode=ro", uri=True)
-    except sqlite3.Error:
-        return False
-    try:
-        row = conn.execute(
-            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'calls'").fetchone()
-    except sqlite3.Error:
-        return False
-    finally:
-        conn.close()
-    return row is not None
-
-
-def read_ledger(path: str | os.PathLike[str]) -> list[UsageRecord]:
-    """Read every record of an existing ledger file, without creating or migrating anything.
+    Returns:
+        The read-only :class:`~stableprompt.Ledger`.
 
     Raises:
-        LedgerError: The path does not exist, is not a regular file, or is not a readable
-            stableprompt ledger (code ``ledger-unreadable``). An empty file or a SQLite file
-            without the ledger's ``calls`` table is refused, never migrated.
+        LedgerError: The path does not exist, is not a regular file, is unreadable, or is not
+            a stableprompt ledger this version can read (an empty file, a SQLite file without
+            the ledger's ``calls`` table or with an unrelated one: refused, never migrated).
     """
     from ._ledger import Ledger
 
-    target = Path(path)
-    if not target.exists():
-        raise LedgerError(f"no ledger at {str(target)!r} (file not found)",
-                          code="ledger-unreadable")
-    if not target.is_file():
-        raise LedgerError(f"ledger path {str(target)!r} is not a regular file",
-                          code="ledger-unreadable")
-    if not os.access(target, os.R_OK):
-        raise LedgerError(f"ledger {str(target)!r} is not readable (permission denied)",
-                          code="ledger-unreadable")
-    with target.open("rb") as handle:
-        magic = handle.read(16)
-    if magic != b"SQLite format 3\x00" or not _has_calls_table(target):
-        raise LedgerError(f"{str(target)!r} is not a stableprompt ledger (no 'calls' table)",
-                          code="ledger-unreadable")
+    return Ledger(path, read_only=True)
+
+
+def read_ledger(path: str | os.PathLike[str]) -> list[UsageRecord]:
+    """Read every record of an existing ledger file, read-only (see :func:`open_ledger`).
+
+    Raises:
+        LedgerError: See :func:`open_ledger`; also when a row cannot be read back (code
+            ``ledger-unreadable``).
+    """
+    return _records(open_ledger(path))
+
+
+def _records(ledger: Ledger) -> list[UsageRecord]:
     try:
-        return Ledger(target).records()
+        records = ledger.records()
     except LedgerError:
         raise
-    except Exception as exc:
-        raise LedgerError(f"cannot read ledger {str(target)!r}: {type(exc).__name__}: {exc}",
-                          code="ledger-unreadable") from exc
+    except Exception as exc:  # a row that does not validate as a UsageRecord
+        raise LedgerError(f"cannot read ledger {str(ledger.path)!r}: {type(exc).__name__}: "
+                          f"{exc}", code="ledger-unreadable") from exc
+    return records
+
+
+# --------------------------------------------------------------------------- notes
+
+_META_LABELS = {"backend": "Backend", "workload": "Workload", "provider": "Provider",
+                "model": "Model"}
+
+
+def meta_lines(meta: Mapping[str, str]) -> list[str]:
+    """Ledger metadata as ``"Label: value"`` lines: backend, workload, provider and model
+    first (in that order), then any other key as ``"key: value"``; ``[]`` when empty."""
+    known = [f"{label}: {meta[key]}" for key, label in _META_LABELS.items() if key in meta]
+    return known + [f"{key}: {value}" for key, value in sorted(meta.items())
+                    if key not in _META_LABELS]
+
+
+def pricing_lines(report: Report) -> list[str]:
+    """Where costs come from (one line), then why some were omitted (one line each)."""
+    pricing = report.pricing
+    if pricing.as_of():
+        head = (f"Costs: {pricing.source}, each call priced for its provider and model at the "
+                f"prices in effect on its date ({pricing.as_of()}).")
+    else:
+        head = f"Costs: {pricing.source}; nothing could be priced."
+    return [head, *pricing.notes]
+
+
+def ceiling_notes(report: Report) -> list[str]:
+    """A note when a scenario read more than its ceiling (``of ceiling`` above 100%); ``[]``
+    otherwise. The number is kept: the note says why it can happen."""
+    over = [f"{name} {_pct(s.totals.of_ceiling)}" for name, s in report.scenarios.items()
+            if s.totals.of_ceiling is not None and s.totals.of_ceiling > 1.0]
+    if not over:
+        return []
+    return [f"of ceiling above 100% ({', '.join(over)}): some calls read cache entries that "
+            "were written before this ledger's earlier calls of their session (a cache still "
+            "warm from earlier runs, or another session with the same prefix); the ceiling "
+            "counts only what the session's own previous request in this ledger could leave "
+            "cached."]
 
 
 # --------------------------------------------------------------------------- terminal
@@ -446,7 +485,8 @@ def print_tables(report: Report, *, title: str, file: TextIO | None = None,
         report: The summary.
         title: Table title.
         file: Output stream (default stdout).
-        notes: Lines printed under the table.
+        notes: Lines printed under the tables; then the cost source and pricing notes
+            (:func:`pricing_lines`), which callers do not pass.
         sessions: Also print one table of sessions per scenario.
     """
     from rich.table import Table
@@ -482,7 +522,7 @@ def print_tables(report: Report, *, title: str, file: TextIO | None = None,
                             _int(t.cache_write_tokens), _pct(t.hit_rate), _pct(t.ceiling),
                             _verdicts(t.verdicts))
             console.print(per)
-    for line in notes:
+    for line in [*notes, *pricing_lines(report)]:
         console.print(line)
 
 
@@ -585,7 +625,8 @@ def html_report(report: Report, *, title: str, intro: Sequence[str] = (),
         report: The summary.
         title: Page title.
         intro: Paragraphs shown first (e.g. the backend banner; escaped).
-        notes: Paragraphs shown after the tables (escaped).
+        notes: Paragraphs shown after the tables (escaped). The page adds the cost source
+            and pricing notes itself (:func:`pricing_lines`): do not pass them again.
     """
     e = html.escape
     rows = []
@@ -611,9 +652,6 @@ def html_report(report: Report, *, title: str, intro: Sequence[str] = (),
             f"share</summary>{_svg_series(scenario)}<table><tr><th>session</th><th>calls</th>"
             "<th>input</th><th>read</th><th>write</th><th>hit rate</th><th>ceiling</th>"
             f"<th>verdicts</th></tr>{session_rows}</table></details>")
-    pricing = report.pricing
-    price_line = (f"Costs: {pricing.source}, prices in effect on {pricing.as_of()}."
-                  if pricing.as_of() else f"Costs: {pricing.source}; nothing could be priced.")
     body = "".join([
         f"<h1>{e(title)}</h1>",
         *(f'<p class="banner">{e(p)}</p>' for p in intro),
@@ -625,8 +663,7 @@ def html_report(report: Report, *, title: str, intro: Sequence[str] = (),
         "<h2>Where the input tokens went</h2>", _svg_stack(report, "tokens"),
         "<h2>Verdicts</h2>", _svg_stack(report, "verdicts"),
         "<h2>Sessions</h2>", *details,
-        f'<p class="note">{e(price_line)}</p>',
-        *(f'<p class="note">{e(n)}</p>' for n in [*pricing.notes, *notes]),
+        *(f'<p class="note">{e(n)}</p>' for n in [*notes, *pricing_lines(report)]),
     ])
     return (f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>{e(title)}'
             f"</title><style>{_CSS}</style></head><body>{body}</body></html>\n")
@@ -643,6 +680,112 @@ def write_text(path: str | os.PathLike[str], text: str) -> None:
     target.write_text(text, encoding="utf-8")
 
 
+def _nearest_existing(path: Path) -> Path:
+    for candidate in (path, *path.parents):
+        if os.path.lexists(candidate):
+            return candidate
+    return Path(os.curdir)  # pragma: no cover - "." and "/" always exist
+
+
+def _probe_directory(directory: Path, target: Path) -> str | None:
+    """Create and delete a temporary file in ``directory`` (``target`` or its nearest existing
+    ancestor); the OS's reason when it fails."""
+    try:
+        fd, name = tempfile.mkstemp(prefix=".stableprompt-probe-", dir=directory)
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        if directory == target:
+            return f"cannot create files in {str(directory)!r} ({reason})"
+        return (f"cannot create {str(target)!r}: files cannot be created in "
+                f"{str(directory)!r} ({reason})")
+    os.close(fd)
+    os.unlink(name)
+    return None
+
+
+def output_file_problem(path: Path) -> str | None:
+    """Why :func:`write_text` could not write ``path``, or ``None`` when it can.
+
+    Checked by trying: an existing file is opened for appending (not truncated); a missing
+    one is created and deleted again (in its nearest existing ancestor when parent
+    directories are missing, as :func:`write_text` creates them). Nothing is left behind.
+    """
+    if path.is_dir():
+        return f"{str(path)!r} is a directory"
+    if os.path.lexists(path) and not path.exists():
+        return f"{str(path)!r} is a dangling symbolic link"
+    if path.exists():
+        try:
+            os.close(os.open(path, os.O_WRONLY | os.O_APPEND | getattr(os, "O_NONBLOCK", 0)))
+        except OSError as exc:
+            return f"cannot write {str(path)!r} ({exc.strerror or exc})"
+        return None
+    base = _nearest_existing(path.parent)
+    if not base.is_dir():
+        return f"cannot create {str(path)!r}: {str(base)!r} is not a directory"
+    if base != path.parent:
+        return _probe_directory(base, path)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except OSError as exc:
+        return f"cannot create {str(path)!r} ({exc.strerror or exc})"
+    os.close(fd)
+    os.unlink(path)
+    return None
+
+
+def output_dir_problem(path: Path) -> str | None:
+    """Why files could not be written into directory ``path`` (created if missing), or
+    ``None`` when they can. Checked by creating and deleting a temporary file."""
+    if os.path.lexists(path):
+        if not path.is_dir():
+            return f"{str(path)!r} exists and is not a directory"
+        return _probe_directory(path, path)
+    base = _nearest_existing(path.parent)
+    if not base.is_dir():
+        return f"cannot create {str(path)!r}: {str(base)!r} is not a directory"
+    return _probe_directory(base, path)
+
+
+def output_file_arg(text: str) -> Path:
+    """argparse ``type=`` for an output file: checked before the command runs (so a bad
+    ``--html PATH`` fails at once, naming the option, not after the work).
+
+    Raises:
+        argparse.ArgumentTypeError: Empty, or see :func:`output_file_problem`.
+    """
+    if not text.strip():
+        raise argparse.ArgumentTypeError("the path is empty")
+    path = Path(text)
+    problem = output_file_problem(path)
+    if problem is not None:
+        raise argparse.ArgumentTypeError(problem)
+    return path
+
+
+def output_dir_arg(text: str) -> Path:
+    """argparse ``type=`` for an output directory (see :func:`output_file_arg`).
+
+    Raises:
+        argparse.ArgumentTypeError: Empty, or see :func:`output_dir_problem`.
+    """
+    if not text.strip():
+        raise argparse.ArgumentTypeError("the path is empty")
+    path = Path(text)
+    problem = output_dir_problem(path)
+    if problem is not None:
+        raise argparse.ArgumentTypeError(problem)
+    return path
+
+
+def same_file(a: str | os.PathLike[str], b: str | os.PathLike[str]) -> bool:
+    """Whether two paths name the same file (resolving links; for missing files, by path)."""
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return Path(a).resolve() == Path(b).resolve()
+
+
 def json_text(data: Any) -> str:
     """Pretty JSON text (2-space indent, keys in insertion order, which is deterministic) with
     a final newline."""
@@ -655,34 +798,41 @@ def json_text(data: Any) -> str:
 
 
 def _add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("ledger", metavar="LEDGER", help="ledger database (SQLite) to summarize")
+    parser.add_argument("ledger", metavar="LEDGER",
+                        help="ledger database (SQLite) to summarize; opened read-only")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
-    parser.add_argument("--html", metavar="PATH", type=Path,
+    parser.add_argument("--html", metavar="PATH", type=output_file_arg,
                         help="also write a self-contained HTML report to PATH")
     parser.add_argument("--sessions", action="store_true",
                         help="also print one table of sessions per scenario")
 
 
 def _run(args: argparse.Namespace) -> int:
-    records = read_ledger(args.ledger)
+    if args.html is not None and same_file(args.html, args.ledger):
+        raise UsageError(f"stableprompt report: error: argument --html: {str(args.html)!r} is "
+                         "the ledger itself; choose another path")
+    ledger = open_ledger(args.ledger)
+    meta = ledger.meta()
+    records = _records(ledger)
     report = summarize(records)
+    header = meta_lines(meta)
     notes = [f"ceiling: append-only bound (whole previous request of the same session); "
-             f"hit rate and ceiling are shares of input tokens. {len(records)} records."]
-    if report.pricing.as_of():
-        notes.append(f"costs: {report.pricing.source}, prices in effect on each call's date "
-                     f"({report.pricing.as_of()})")
-    notes.extend(report.pricing.notes)
+             f"hit rate and ceiling are shares of input tokens. {len(records)} records.",
+             *ceiling_notes(report)]
     if args.html is not None:
         write_text(args.html, html_report(report, title=f"stableprompt report: {args.ledger}",
-                                          notes=notes))
+                                          intro=header, notes=notes))
     if args.json:
-        sys.stdout.write(json_text({"ledger": str(args.ledger), **report.to_json()}))
-    else:
-        if not records:
-            print(f"{args.ledger}: the ledger has no records")
-            return 0
-        print_tables(report, title=f"stableprompt report: {args.ledger}", notes=notes,
-                     sessions=args.sessions)
+        sys.stdout.write(json_text({"ledger": str(args.ledger), "meta": meta,
+                                    **report.to_json(), "notes": ceiling_notes(report)}))
+        return 0
+    for line in header:
+        print(line)
+    if not records:
+        print(f"{args.ledger}: the ledger has no records")
+        return 0
+    print_tables(report, title=f"stableprompt report: {args.ledger}", notes=notes,
+                 sessions=args.sessions)
     return 0
 
 

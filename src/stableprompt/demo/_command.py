@@ -5,20 +5,45 @@ Output: a header that says the backend is our loopback emulator, then the per-sc
 agreement, cost) and the verdict table; ``--json`` prints the same as JSON instead (see
 :meth:`DemoResult.to_json`). A progress bar goes to stderr when it is a terminal (never with
 ``--json``).
+
+Output paths (``--ledger``, ``--html``, ``--capture``) and ``--model`` are checked while the
+arguments are parsed, so a bad one fails at once with a one-line usage error naming the option
+and the path, before the workload is fetched or any scenario runs.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from .._cli import Subcommand
+from .._cli import Subcommand, UsageError
 from .._exceptions import WorkloadUnavailableError
 from .._policy import cache_policy
-from .._report import html_report, json_text, make_console, print_tables, write_text
-from ._run import BACKEND, DEFAULT_MODELS, DEFAULT_SESSIONS, DemoResult, run_demo
+from .._report import (
+    ceiling_notes,
+    html_report,
+    json_text,
+    make_console,
+    output_dir_arg,
+    output_file_arg,
+    output_file_problem,
+    print_tables,
+    same_file,
+    write_text,
+)
+from ._run import (
+    BACKEND_NOTE,
+    DEFAULT_MODELS,
+    DEFAULT_SESSIONS,
+    DEMO_START_S,
+    DemoResult,
+    describe_workload,
+    new_ledger_problem,
+    run_demo,
+)
 from ._scenarios import SCENARIOS, scenario_names
 from ._workload import Workload, bfcl_workload, synthetic_workload
 
@@ -37,13 +62,28 @@ def _sessions(text: str) -> int | None:
     return value
 
 
+def _model(text: str) -> str:
+    if not text.strip():
+        raise argparse.ArgumentTypeError("the model id is empty; omit --model for the default")
+    return text
+
+
+def _new_ledger(text: str) -> Path:
+    problem = new_ledger_problem(text)
+    if problem is None:
+        problem = output_file_problem(Path(text))
+    if problem is not None:
+        raise argparse.ArgumentTypeError(problem)
+    return Path(text)
+
+
 def _add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--provider", choices=sorted(DEFAULT_MODELS), default="anthropic",
                         help="wire format and cache rules to emulate (default anthropic)")
     parser.add_argument("--sessions", type=_sessions, default=DEFAULT_SESSIONS, metavar="N|all",
                         help=f"sessions to run (default {DEFAULT_SESSIONS}; 'all' for every "
                         "session of the workload)")
-    parser.add_argument("--model", metavar="M",
+    parser.add_argument("--model", metavar="M", type=_model,
                         help="model id to send and price (default: "
                         + ", ".join(f"{k}: {v}" for k, v in sorted(DEFAULT_MODELS.items()))
                         + ")")
@@ -52,12 +92,12 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
                         "(default); synthetic: our small bundled offline workload")
     parser.add_argument("--json", action="store_true",
                         help="print the results as JSON (no progress bar)")
-    parser.add_argument("--ledger", type=Path, metavar="PATH",
+    parser.add_argument("--ledger", type=_new_ledger, metavar="PATH",
                         help="keep the ledger (SQLite) here for `stableprompt report`; the path "
-                        "must not exist yet")
-    parser.add_argument("--html", type=Path, metavar="PATH",
+                        "must not exist yet (not even as an empty file)")
+    parser.add_argument("--html", type=output_file_arg, metavar="PATH",
                         help="also write a self-contained HTML report")
-    parser.add_argument("--capture", type=Path, metavar="DIR",
+    parser.add_argument("--capture", type=output_dir_arg, metavar="DIR",
                         help="write each scenario's request bodies to DIR/<scenario>.jsonl "
                         "(input for `stableprompt lint`)")
 
@@ -70,53 +110,48 @@ def _workload(args: argparse.Namespace) -> Workload:
     except WorkloadUnavailableError as exc:
         raise WorkloadUnavailableError(
             f"{exc.message} Or run `stableprompt demo --workload synthetic` for our small "
-            "bundled synthetic workload.") from exc
+            "bundled synthetic workload.", code=exc.code) from exc
 
 
 def header_lines(result: DemoResult) -> list[str]:
     """The lines printed above the tables: backend, provider, model, workload."""
-    workload = result.workload
     policy = cache_policy(result.provider, result.model)
-    kind = ("SYNTHETIC workload (ours, not real data)" if workload.synthetic
-            else "real workload")
-    repairs = ", ".join(f"{k} {v:,}" for k, v in sorted(workload.repairs.items())) or "none"
     minimum = (f"minimum cacheable prompt {policy.min_cacheable_tokens:,} tokens"
                + (f", reads reported in {policy.granularity_tokens}-token steps"
                   if policy.granularity_tokens > 1 else "")
                + (" (model not in the policy table: conservative default)"
                   if policy.conservative else ""))
     return [
-        f"Backend: {BACKEND}: an emulator of the providers' documented prefix-cache rules, "
-        "not a real provider (a real cache is best-effort and may miss more).",
+        f"Backend: {BACKEND_NOTE}",
         f"Provider: {result.provider} wire format; model {result.model} ({minimum}).",
-        f"Workload: {workload.name}, {kind}: {len(workload.sessions)} of "
-        f"{workload.total_sessions} sessions, {workload.model_calls:,} model calls per "
-        f"scenario; source {workload.source}; tool-schema repairs: {repairs}.",
+        f"Workload: {describe_workload(result.workload)}",
     ]
 
 
 def note_lines(result: DemoResult) -> list[str]:
-    """The lines printed under the tables: definitions, predictions, prices."""
+    """The lines printed under the tables: definitions and predictions (the table printers
+    add the cost source and pricing notes themselves)."""
+    start = datetime.fromtimestamp(DEMO_START_S, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     lines = [
         "hit rate = cache read / input tokens; ceiling = the best an append-only harness could "
         "read on the same calls (each call: the whole previous request of its session, floored "
         "to the cache granularity, 0 below the minimum); agreement = calls whose predicted "
-        "cache reads equal the reported ones within the granularity.",
+        "cache reads equal the reported ones within the granularity; calls are dated by the "
+        f"demo clock (from {start}).",
+        *ceiling_notes(result.report),
     ]
     predicts = {s.name: s.predicts for s in SCENARIOS}
     lines.extend(f"{name}: loses {predicts[name]}." for name in result.scenarios)
     lines.extend(f"{s.name}: not run for {result.provider} ({s.title}; applies to "
                  f"{', '.join(s.providers)} only)." for s in SCENARIOS
                  if result.provider not in s.providers)
-    pricing = result.report.pricing
-    if pricing.as_of():
-        lines.append(f"cost: {result.model} priced with {pricing.source}, prices in effect on "
-                     f"{pricing.as_of()} (the demo clock's date).")
-    lines.extend(pricing.notes)
     return lines
 
 
 def _run(args: argparse.Namespace) -> int:
+    if args.html is not None and args.ledger is not None and same_file(args.html, args.ledger):
+        raise UsageError(f"stableprompt demo: error: argument --html: {str(args.html)!r} is "
+                         "also the --ledger path; choose another path")
     workload = _workload(args)
     names = scenario_names(args.provider)
     progress_cb: Any = None

@@ -7,7 +7,8 @@ and our :class:`~stableprompt.AnthropicClient` / :class:`~stableprompt.OpenAICli
 on loopback through a RecordingTransport). Sessions run one after the other; the clock moves
 :data:`CALL_STEP_S` before every call and :data:`TURN_GAP_S` more before every user turn after
 the first, so no gap comes near a cache TTL (5 minutes). Every number in the summary is read
-back from the ledger.
+back from the ledger, which also keeps where the calls went (:func:`ledger_meta`: backend,
+workload, provider, model) for ``stableprompt report``.
 
 The run is deterministic: fixed clock, scripted ids and answers, seeded drift. Only timings
 (``elapsed_s``, ``latency_ms``) differ between runs.
@@ -46,6 +47,7 @@ from ._workload import Workload, WorkloadSession
 
 __all__ = [
     "BACKEND",
+    "BACKEND_NOTE",
     "CALL_STEP_S",
     "DEFAULT_MODELS",
     "DEFAULT_SESSIONS",
@@ -55,11 +57,18 @@ __all__ = [
     "Sender",
     "SenderFactory",
     "client_sender",
+    "describe_workload",
+    "ledger_meta",
+    "new_ledger_problem",
     "run_demo",
 ]
 
 BACKEND = "stableprompt emulator (loopback)"
 """Where the demo's calls go: our emulator on 127.0.0.1, never a real provider."""
+
+BACKEND_NOTE = (f"{BACKEND}: an emulator of the providers' documented prefix-cache rules, not "
+                "a real provider (a real cache is best-effort and may miss more).")
+"""The backend line of every demo output and of the kept ledger's metadata."""
 
 DEFAULT_SESSIONS = 50
 """Sessions in the default run: the first 50 of BFCL's 200 (435 model calls per scenario;
@@ -141,6 +150,22 @@ def _round(value: float | None) -> float | None:
     return None if value is None else round(value, 6)
 
 
+def describe_workload(workload: Workload) -> str:
+    """One line: name, real or synthetic, sessions run, calls per scenario, source, repairs."""
+    kind = "SYNTHETIC workload (ours, not real data)" if workload.synthetic else "real workload"
+    repairs = ", ".join(f"{k} {v:,}" for k, v in sorted(workload.repairs.items())) or "none"
+    return (f"{workload.name}, {kind}: {len(workload.sessions)} of {workload.total_sessions} "
+            f"sessions, {workload.model_calls:,} model calls per scenario; source "
+            f"{workload.source}; tool-schema repairs: {repairs}.")
+
+
+def ledger_meta(workload: Workload, provider: str, model: str) -> dict[str, str]:
+    """The metadata a demo ledger keeps (``Ledger.set_meta``): ``backend``
+    (:data:`BACKEND_NOTE`), ``workload`` (:func:`describe_workload`), ``provider``, ``model``."""
+    return {"backend": BACKEND_NOTE, "workload": describe_workload(workload),
+            "provider": provider, "model": model}
+
+
 class _Capture:
     """Writes each scenario's request bodies as JSONL: ``{"session", "wire_format", "url",
     "request"}`` per line, ``request`` being the exact body bytes sent."""
@@ -158,24 +183,41 @@ class _Capture:
         self._file.close()
 
 
-def _prepare_ledger(path: Path | None) -> tuple[Ledger, Path | None, Path | None]:
-    """Open the ledger: a fresh file at ``path``, or a temporary one (returned for cleanup).
+def _prepare_ledger(given: str | os.PathLike[str] | None
+                    ) -> tuple[Ledger, Path | None, Path | None]:
+    """Open the ledger: a new file at ``given``, or a temporary one (returned for cleanup).
 
     Raises:
-        LedgerError: ``path`` exists and is not empty (the demo writes a fresh ledger), or it
-            cannot be created (code ``ledger-unavailable``).
+        LedgerError: ``given`` exists (even as an empty file: the demo writes a new ledger at a
+            path that does not exist yet; code ``ledger-exists``), or it cannot be created
+            (code ``ledger-unavailable``).
     """
-    if path is None:
+    if given is None:
         tmp = Path(tempfile.mkdtemp(prefix="stableprompt-demo-"))
         return Ledger(tmp / "demo.db"), None, tmp
-    if path.exists() and (not path.is_file() or path.stat().st_size > 0):
-        raise LedgerError(f"ledger path {str(path)!r} already exists; the demo writes a fresh "
-                          "ledger: delete it or choose another path", code="ledger-exists")
+    problem = new_ledger_problem(given)
+    if problem is not None:
+        raise LedgerError(problem, code="ledger-exists")
+    path = Path(given)
     ledger = Ledger(path)
     if ledger.open_error is not None:
         raise LedgerError(f"cannot create the ledger at {str(path)!r}: "
                           f"{ledger.open_error}", code="ledger-unavailable")
     return ledger, path, None
+
+
+def new_ledger_problem(given: str | os.PathLike[str]) -> str | None:
+    """Why ``given`` cannot take a new demo ledger (empty, or something is already there), or
+    ``None``. Whether it can be created is :class:`~stableprompt.Ledger`'s to say."""
+    if not os.fspath(given).strip():
+        return "the ledger path is empty; give a file name that does not exist yet"
+    path = Path(given)
+    if os.path.lexists(path):
+        what = ("a directory" if path.is_dir() else "an empty file"
+                if path.is_file() and path.stat().st_size == 0 else "a file")
+        return (f"{str(path)!r} already exists ({what}); the demo writes a new ledger at a path "
+                "that does not exist yet: delete it or choose another path")
+    return None
 
 
 def run_demo(
@@ -195,8 +237,9 @@ def run_demo(
         workload: Sessions to run (e.g. ``bfcl_workload().select(20)``).
         provider: ``"anthropic"`` (Messages) or ``"openai"`` (Chat Completions).
         model: Model id (default :data:`DEFAULT_MODELS`).
-        ledger_path: Keep the ledger here (must not exist or be empty); default: a temporary
-            ledger, deleted after the summary is read.
+        ledger_path: Keep the ledger here (the path must not exist yet); default: a
+            temporary ledger, deleted after the summary is read. Either way the ledger keeps
+            :func:`ledger_meta` (``Ledger.meta()``).
         capture_dir: Write each scenario's request bodies to ``<dir>/<scenario>.jsonl``.
         scenarios: Scenario names to run (default: all that apply to ``provider``).
         progress: Called after every model call.
@@ -207,8 +250,8 @@ def run_demo(
         The :class:`DemoResult`.
 
     Raises:
-        InputError: Unknown provider or scenario (code ``demo-provider`` /
-            ``demo-scenario``).
+        InputError: Unknown provider or scenario, or an empty model id (code
+            ``demo-provider`` / ``demo-scenario`` / ``demo-model``).
         LedgerError: The ledger cannot be created (see :func:`_prepare_ledger`).
         ProviderError: A call to the emulator failed.
         OSError: The capture directory cannot be written.
@@ -216,7 +259,11 @@ def run_demo(
     if provider not in DEFAULT_MODELS:
         raise InputError(f"unknown provider {provider!r}; choose one of "
                          f"{', '.join(DEFAULT_MODELS)}", code="demo-provider")
-    model = model or DEFAULT_MODELS[provider]
+    if model is None:
+        model = DEFAULT_MODELS[provider]
+    elif not model.strip():
+        raise InputError(f"empty model id {model!r}; omit it for the default "
+                         f"({DEFAULT_MODELS[provider]})", code="demo-model")
     names = tuple(scenarios) if scenarios is not None else scenario_names(provider)
     chosen = []
     for name in names:
@@ -227,13 +274,16 @@ def run_demo(
         chosen.append(match)
     started = time.perf_counter()
     capture = Path(capture_dir) if capture_dir is not None else None
-    ledger, kept, tmp = _prepare_ledger(Path(ledger_path) if ledger_path is not None else None)
+    ledger, kept, tmp = _prepare_ledger(ledger_path)
     try:
+        for key, value in ledger_meta(workload, provider, model).items():
+            ledger.set_meta(key, value)
         for scenario in chosen:
             _run_scenario(scenario, workload, provider, model, ledger, capture, progress,
                           sender or client_sender)
         report = summarize(ledger.records())
     finally:
+        ledger.close()  # the last connection checkpoints the WAL into the file
         if tmp is not None:
             shutil.rmtree(tmp, ignore_errors=True)
     return DemoResult(provider, model, workload, tuple(s.name for s in chosen), report, kept,
