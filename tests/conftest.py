@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
+import os
 import socket
 from collections.abc import Iterator
 from typing import Any
@@ -40,3 +41,21 @@ def _offline(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     monkeypatch.setattr(socket.socket, "connect", _guarded(_real_connect))
     monkeypatch.setattr(socket.socket, "connect_ex", _guarded(_real_connect_ex))
     yield
+
+
+@pytest.fixture(scope="session")
+def bfcl_demo_workload(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """The real BFCL v4 multi-turn workload, fetched once per test session from PyPI into a
+    temporary cache (or the user's ``STABLEPROMPT_CACHE_DIR`` / ``STABLEPROMPT_BFCL_WHEEL``);
+    skips with the reason when PyPI is unreachable."""
+    from stableprompt import WorkloadUnavailableError
+    from stableprompt.demo import bfcl_workload
+
+    with pytest.MonkeyPatch.context() as mp:
+        if not (os.environ.get("STABLEPROMPT_CACHE_DIR")
+                or os.environ.get("STABLEPROMPT_BFCL_WHEEL")):
+            mp.setenv("STABLEPROMPT_CACHE_DIR", str(tmp_path_factory.mktemp("bfcl-cache")))
+        try:
+            return bfcl_workload()
+        except WorkloadUnavailableError as exc:
+            pytest.skip(f"BFCL data unavailable: {exc}")

