@@ -47,7 +47,7 @@ def build(system: str) -> object:
 def main() -> None:
     conv = build(SYSTEM)
     rendered = conv.render(tail={"now": "2026-11-30T10:00:00Z"})  # type: ignore[attr-defined]
-    request = rendered.to_anthropic(model="claude-sonnet-4-5", max_tokens=512)
+    request = rendered.to_anthropic(model="claude-sonnet-5", max_tokens=512)
     print("== Anthropic request body ==")
     print(json.dumps(request.body, indent=2, ensure_ascii=False))
     print("\n== Fingerprints ==")
@@ -63,7 +63,7 @@ def main() -> None:
         print("freeze warning:", warning.message)
     first, second = (
         conv.render(tail={"now": "2026-11-30T10:05:00Z"}).to_anthropic(  # type: ignore[attr-defined]
-            model="claude-sonnet-4-5", max_tokens=512)
+            model="claude-sonnet-5", max_tokens=512)
         for conv in clocked
     )
     print("\ntimestamp added to the system prompt:")
