@@ -87,7 +87,7 @@ def test_frozen_head_refuses_changes() -> None:
     builder = PromptBuilder(tokenizer=None).system(SYSTEM)
     head = builder.freeze()
     with pytest.raises(PinnedHeadError) as info:
-        head.system = ("other",)  # type: ignore[misc]
+        head.system = ("other",)
     assert info.value.code == "head-frozen"
     with pytest.raises(PinnedHeadError):
         builder.system("more")

@@ -84,7 +84,7 @@ def test_is_error_must_be_bool_and_nan_pointer() -> None:
     assert (info.value.code, info.value.pointer) == ("canonical-nan", "/content/0/arguments/q")
     conv.assistant(tool_calls=[{"id": "c", "name": "search", "arguments": {"q": "x"}}])
     with pytest.raises(HistoryError) as info:
-        conv.tool_result("c", "ok", is_error="no")  # type: ignore[arg-type]
+        conv.tool_result("c", "ok", is_error="no")
     assert (info.value.code, info.value.pointer) == ("history-type", "/is_error")
 
 
@@ -281,4 +281,4 @@ def test_frozen_head_pickles_without_warning() -> None:
         clone = pickle.loads(pickle.dumps(head))
     assert clone == head
     with pytest.raises(PinnedHeadError):
-        clone.head_ttl = "1h"  # type: ignore[misc]
+        clone.head_ttl = "1h"

@@ -57,8 +57,9 @@ def test_small_span_never_pays_off() -> None:
 )
 def test_bad_input(changes: dict[str, object]) -> None:
     """Negative or inconsistent token counts raise InputError with code compaction-input."""
-    kwargs = dict(history_tokens=100, span_tokens=50, summary_tokens=10, surviving_tokens=50,
-                  new_tokens_per_turn=10, remaining_turns=5, **ANTHROPIC_5M)
+    kwargs: dict[str, object] = dict(history_tokens=100, span_tokens=50, summary_tokens=10,
+                                     surviving_tokens=50, new_tokens_per_turn=10,
+                                     remaining_turns=5, **ANTHROPIC_5M)
     kwargs.update(changes)
     with pytest.raises(InputError) as info:
         plan_compaction(**kwargs)  # type: ignore[arg-type]

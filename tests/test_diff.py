@@ -10,7 +10,7 @@ import pytest
 from stableprompt._diff import diff, lcp_bytes
 from stableprompt._request import segment_request
 
-TOOLS = [
+TOOLS: list[dict[str, Any]] = [
     {"name": "get_weather", "description": "Weather for a city.",
      "input_schema": {"type": "object", "properties": {"city": {"type": "string"}},
                       "required": ["city"]}},

@@ -156,7 +156,8 @@ def test_compaction_keeps_head_and_reports_event() -> None:
     after = conv.render()
     assert after.head_fingerprint == before.head_fingerprint
     assert event.surviving_tokens == head.tokens
-    assert event.invalidated_tokens == sum(s.tokens for s in before.segments if s.kind == "message")
+    assert event.invalidated_tokens == sum(
+        s.tokens or 0 for s in before.segments if s.kind == "message")
     assert event.saved_tokens_per_turn is not None and event.saved_tokens_per_turn > 0
     assert len(conv.messages) == 5
     d = diff(before, after)
@@ -165,7 +166,7 @@ def test_compaction_keeps_head_and_reports_event() -> None:
 
 def test_bodies_match_official_sdk_request_types() -> None:
     """Rendered bodies validate against the official anthropic/openai SDK request types."""
-    from anthropic.types import MessageCreateParams  # type: ignore[attr-defined]
+    from anthropic.types import MessageCreateParams
     from openai.types.chat import CompletionCreateParams
     from openai.types.responses import ResponseInputItemParam
     from pydantic import TypeAdapter

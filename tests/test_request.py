@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from stableprompt import CaptureError
 from stableprompt._request import detect_wire_format, segment_request
 
-ANTHROPIC = {
+ANTHROPIC: dict[str, Any] = {
     "model": "claude-sonnet-4-5",
     "max_tokens": 100,
     "tools": [{"name": "b", "description": "B", "input_schema": {"type": "object"}}],
