@@ -1,10 +1,8 @@
 """The ledger: one SQLite row per provider call, safe from many threads and processes.
 
-Storage is stdlib ``sqlite3`` in WAL mode with a busy timeout; the schema is versioned with
-``PRAGMA user_version`` and upgraded by :data:`_MIGRATIONS`. Column names follow the
-OpenTelemetry GenAI semantic conventions where one exists (``"gen_ai.usage.input_tokens"``,
-``"gen_ai.usage.cache_read.input_tokens"``, ...; see :data:`COLUMNS`), so the table reads like
-exported spans.
+Storage is stdlib ``sqlite3`` in WAL mode with a busy timeout. The table layout (OpenTelemetry
+GenAI column names, :data:`COLUMNS`), the versioned schema (:data:`SCHEMA_VERSION`, upgraded on
+opening for writing) and read-only opening live in ``_ledger_schema.py``.
 
 A failed write never raises into the caller and never silently loses the record: transient
 ``SQLITE_BUSY``/``SQLITE_LOCKED`` errors are retried with backoff; then the record is appended as
@@ -18,11 +16,8 @@ being killed (it is in the WAL file), though not necessarily a power loss
 (https://www.sqlite.org/wal.html, https://www.sqlite.org/pragma.html#pragma_synchronous).
 
 Read-only opening (``Ledger(path, read_only=True)``, used by ``stableprompt report``) never
-creates, migrates or writes the file: it connects with the SQLite URI ``mode=ro`` and, when the
-WAL side files (``-wal``/``-shm``) cannot be created (a read-only directory or mount), with
-``immutable=1`` (https://www.sqlite.org/uri.html, https://www.sqlite.org/wal.html#readonly).
-A file that is not a stableprompt ledger (no ``calls`` table, an unrelated one, schema version
-0 or newer than :data:`SCHEMA_VERSION`) is refused with :class:`LedgerError`.
+creates, migrates or writes the file, even in a read-only directory; a file that is not a
+stableprompt ledger, or is from a newer stableprompt, is refused with :class:`LedgerError`.
 
 Metadata: table ``meta`` (schema v2) holds ledger-level ``key -> value`` text, e.g. which
 backend produced the calls (:meth:`Ledger.set_meta`, :meth:`Ledger.meta`).
@@ -44,15 +39,28 @@ import sqlite3
 import threading
 import time
 import weakref
-from collections.abc import Iterable, Iterator, Mapping
-from datetime import datetime, timezone
+from collections.abc import Callable, Iterable, Iterator
+from datetime import datetime
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Any
 
-from ._canonical import canonical_json, loads
 from ._exceptions import InputError, LedgerError
-from ._record import OTEL_ATTRIBUTES, UsageRecord, redact
+from ._ledger_schema import (
+    COLUMNS,
+    INSERT_SQL,
+    MIGRATIONS,
+    SCHEMA_VERSION,
+    SELECT_COLUMNS,
+    connect_read_only,
+    from_row,
+    has_table,
+    is_transient,
+    migrate,
+    to_row,
+    ts_text,
+)
+from ._record import UsageRecord, redact
 from ._spill import LedgerSpillWarning, SpillFiles, WriteOutcome
 from ._spill import describe as _describe
 
@@ -60,175 +68,12 @@ __all__ = ["COLUMNS", "SCHEMA_VERSION", "Ledger", "LedgerSpillWarning", "WriteOu
 
 _log = logging.getLogger("stableprompt.ledger")
 
-
-# --------------------------------------------------------------------------- schema
-
-_FIELDS = (
-    "record_id",
-    "ts_utc",
-    "session_id",
-    "turn",
-    "scenario",
-    "wire_format",
-    "provider",
-    "model",
-    "lineage",
-    "request_fingerprint",
-    "predecessor_id",
-    "lcp_bytes",
-    "lcp_tokens",
-    "request_tokens",
-    "predicted_cache_read_tokens",
-    "input_tokens_total",
-    "uncached_tokens",
-    "cache_read_tokens",
-    "cache_write_tokens",
-    "cache_write_5m_tokens",
-    "cache_write_1h_tokens",
-    "output_tokens",
-    "usage_inconsistent",
-    "usage_raw",
-    "verdict",
-    "verdict_detail",
-    "latency_ms",
-    "ttft_ms",
-    "status_code",
-    "error_class",
-    "diagnostics",
-    "response_id",
-    "content",
-)
-
-COLUMNS: Mapping[str, str] = {field: OTEL_ATTRIBUTES.get(field, field) for field in _FIELDS}
-"""``UsageRecord`` field -> column of table ``calls``: the OpenTelemetry name where one exists
-(:data:`OTEL_ATTRIBUTES`, e.g. ``cache_read_tokens`` -> ``gen_ai.usage.cache_read.input_tokens``),
-else the field name. A new record field needs a migration adding its column here."""
-
-_JSON_FIELDS = frozenset({"usage_raw", "verdict_detail", "diagnostics"})
-
-_MIGRATIONS: tuple[tuple[str, ...], ...] = (
-    # v1: create.
-    (
-        """CREATE TABLE calls (
-            "record_id" TEXT PRIMARY KEY NOT NULL,
-            "ts_utc" TEXT NOT NULL,
-            "gen_ai.conversation.id" TEXT,
-            "turn" INTEGER,
-            "scenario" TEXT,
-            "wire_format" TEXT NOT NULL,
-            "gen_ai.provider.name" TEXT,
-            "gen_ai.request.model" TEXT,
-            "lineage" TEXT,
-            "request_fingerprint" TEXT,
-            "predecessor_id" TEXT,
-            "lcp_bytes" INTEGER,
-            "lcp_tokens" INTEGER,
-            "request_tokens" INTEGER,
-            "predicted_cache_read_tokens" INTEGER,
-            "gen_ai.usage.input_tokens" INTEGER,
-            "uncached_tokens" INTEGER,
-            "gen_ai.usage.cache_read.input_tokens" INTEGER,
-            "gen_ai.usage.cache_creation.input_tokens" INTEGER,
-            "cache_write_5m_tokens" INTEGER,
-            "cache_write_1h_tokens" INTEGER,
-            "gen_ai.usage.output_tokens" INTEGER,
-            "usage_inconsistent" INTEGER NOT NULL DEFAULT 0,
-            "usage_raw" TEXT,
-            "verdict" TEXT NOT NULL,
-            "verdict_detail" TEXT NOT NULL DEFAULT '{}',
-            "latency_ms" REAL,
-            "ttft_ms" REAL,
-            "http.response.status_code" INTEGER,
-            "error.type" TEXT,
-            "diagnostics" TEXT,
-            "gen_ai.response.id" TEXT,
-            "content" TEXT
-        )""",
-        'CREATE INDEX calls_lineage_ts ON calls ("lineage", "ts_utc")',
-        'CREATE INDEX calls_conversation_ts ON calls ("gen_ai.conversation.id", "ts_utc")',
-        'CREATE INDEX calls_ts ON calls ("ts_utc")',
-    ),
-    # v2: ledger-level metadata (what produced the calls: backend, workload, ...).
-    (
-        """CREATE TABLE meta (
-            "key" TEXT PRIMARY KEY NOT NULL,
-            "value" TEXT NOT NULL
-        )""",
-    ),
-)
-"""Schema migrations: entry ``i`` upgrades ``user_version`` ``i`` to ``i + 1``. Append a tuple
-of statements for the next version; never edit a shipped entry. Each upgrade runs in one
-transaction. A migration that adds a ``calls`` column must also teach :func:`_check_schema`
-(read-only opening never migrates) which versions lack it."""
-
-SCHEMA_VERSION = len(_MIGRATIONS)
-"""Schema version this stableprompt writes (``PRAGMA user_version``)."""
-
-_SQLITE_BUSY = 5
-_SQLITE_LOCKED = 6
 _WRITE_ATTEMPTS = 4
 _BACKOFF_S = 0.025
 
-
-def _quote(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
-
-
-_SELECT_COLUMNS = ", ".join(_quote(column) for column in COLUMNS.values())
-_INSERT = (
-    f"INSERT OR IGNORE INTO calls ({_SELECT_COLUMNS}) VALUES ({', '.join('?' for _ in COLUMNS)})"
-)
-
-
-def _ts_text(ts: datetime) -> str:
-    # Fixed width (microseconds always present) so text order is time order.
-    return ts.astimezone(timezone.utc).isoformat(timespec="microseconds")
-
-
-def _to_row(record: UsageRecord) -> tuple[Any, ...]:
-    row: list[Any] = []
-    for field in COLUMNS:
-        value = getattr(record, field)
-        if field == "ts_utc":
-            value = _ts_text(value)
-        elif field in _JSON_FIELDS:
-            value = None if value is None else canonical_json(value).decode("utf-8")
-        elif field == "usage_inconsistent":
-            value = int(value)
-        row.append(value)
-    return tuple(row)
-
-
-def _from_row(row: tuple[Any, ...]) -> UsageRecord:
-    data: dict[str, Any] = {}
-    for field, value in zip(COLUMNS, row, strict=True):
-        if value is None:
-            if field == "verdict_detail":
-                value = {}
-            elif field == "usage_inconsistent":
-                value = False
-            else:
-                continue
-        elif field == "ts_utc":
-            value = datetime.fromisoformat(value)
-        elif field in _JSON_FIELDS:
-            value = loads(value)
-        elif field == "usage_inconsistent":
-            value = bool(value)
-        elif field in ("latency_ms", "ttft_ms"):
-            value = float(value)
-        data[field] = value
-    return UsageRecord.model_validate(data)
-
-
-def _is_transient(exc: BaseException) -> bool:
-    if not isinstance(exc, sqlite3.OperationalError):
-        return False
-    code = getattr(exc, "sqlite_errorcode", None)
-    if code is not None:
-        return code & 0xFF in (_SQLITE_BUSY, _SQLITE_LOCKED)
-    text = str(exc).lower()
-    return "locked" in text or "busy" in text
+_MIGRATIONS = MIGRATIONS
+"""The migrations :class:`Ledger` applies, read at each opening: tests patch this name to write
+a file of an older schema version or to append a migration."""
 
 
 def _after_fork_in_child() -> None:
@@ -300,7 +145,7 @@ class Ledger:
         self._open_failed_at: float | None = None
         _LIVE.add(self)
         if read_only:
-            _connect_read_only(self.path, self.busy_timeout_s).close()  # check it now
+            connect_read_only(self.path, self.busy_timeout_s).close()  # check it now
             return
         with self._lock:
             self._try_open()
@@ -332,7 +177,7 @@ class Ledger:
             conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout_s * 1000)}")
             conn.execute("PRAGMA journal_mode = WAL")
             conn.execute("PRAGMA synchronous = NORMAL")
-            _migrate(conn, self.path)
+            migrate(conn, self.path, _MIGRATIONS)
             for suffix in ("-wal", "-shm"):  # SQLite copies the db mode; make sure
                 side = self.path.with_name(self.path.name + suffix)
                 with contextlib.suppress(OSError):
@@ -359,7 +204,7 @@ class Ledger:
             except Exception as exc:
                 self.open_error = exc
                 retry = attempt + 1 < _WRITE_ATTEMPTS and time.monotonic() < deadline
-                if _is_transient(exc) and retry:
+                if is_transient(exc) and retry:
                     _sleep_backoff(attempt)
                     continue
                 _log.debug("ledger %s cannot be opened: %s", self.path, _describe(exc))
@@ -481,11 +326,11 @@ class Ledger:
                     f"ledger {self.path} is unavailable", code="ledger-unavailable"
                 )
             try:
-                conn.execute(_INSERT, _to_row(record))
+                conn.execute(INSERT_SQL, to_row(record))
                 return None
             except Exception as exc:
                 error = exc
-                if not _is_transient(exc):
+                if not is_transient(exc):
                     self._drop_connection()
                     return exc
                 if time.monotonic() >= deadline:
@@ -515,25 +360,21 @@ class Ledger:
             return self._spill.replay(lambda records: self._insert_many(conn, records))
 
     def _insert_many(self, conn: sqlite3.Connection, records: list[UsageRecord]) -> None:
-        rows = [_to_row(self._prepare(record)) for record in records]
-        for attempt in range(_WRITE_ATTEMPTS):
+        rows = [to_row(self._prepare(record)) for record in records]
+
+        def insert() -> None:
+            conn.execute("BEGIN IMMEDIATE")
             try:
-                conn.execute("BEGIN IMMEDIATE")
-                try:
-                    conn.executemany(_INSERT, rows)
-                    conn.execute("COMMIT")
-                except BaseException:
-                    with contextlib.suppress(sqlite3.Error):
-                        conn.execute("ROLLBACK")
-                    raise
-                return
-            except sqlite3.Error as exc:
-                if _is_transient(exc) and attempt + 1 < _WRITE_ATTEMPTS:
-                    _sleep_backoff(attempt)
-                    continue
-                raise LedgerError(
-                    f"cannot import records into ledger {self.path}: {exc}", code="ledger-replay"
-                ) from exc
+                conn.executemany(INSERT_SQL, rows)
+                conn.execute("COMMIT")
+            except BaseException:
+                with contextlib.suppress(sqlite3.Error):
+                    conn.execute("ROLLBACK")
+                raise
+
+        _retry_locked(
+            insert, failure=f"cannot import records into ledger {self.path}", code="ledger-replay"
+        )
 
     # ------------------------------------------------------------------ reading
 
@@ -549,9 +390,14 @@ class Ledger:
             ) from cause
         return conn
 
+    def _unreadable(self, exc: sqlite3.Error) -> LedgerError:
+        return LedgerError(
+            f"cannot read ledger database {self.path}: {exc}", code="ledger-unreadable"
+        )
+
     def _reader(self) -> sqlite3.Connection:
         if self.read_only:
-            return _connect_read_only(self.path, self.busy_timeout_s)
+            return connect_read_only(self.path, self.busy_timeout_s)
         with self._lock:
             self._require_conn()  # creates/migrates the schema, or raises LedgerError
         try:
@@ -563,9 +409,7 @@ class Ledger:
                 check_same_thread=False,
             )
         except sqlite3.Error as exc:
-            raise LedgerError(
-                f"cannot read ledger database {self.path}: {exc}", code="ledger-unreadable"
-            ) from exc
+            raise self._unreadable(exc) from exc
         return conn
 
     # ------------------------------------------------------------------ metadata
@@ -595,22 +439,15 @@ class Ledger:
         clean = redact(value, fragments=False)
         with self._lock:
             conn = self._require_conn()
-            for attempt in range(_WRITE_ATTEMPTS):
-                try:
-                    conn.execute(
-                        'INSERT INTO meta ("key", "value") VALUES (?, ?) '
-                        'ON CONFLICT ("key") DO UPDATE SET "value" = excluded."value"',
-                        (key, clean),
-                    )
-                    return
-                except sqlite3.Error as exc:
-                    if _is_transient(exc) and attempt + 1 < _WRITE_ATTEMPTS:
-                        _sleep_backoff(attempt)
-                        continue
-                    raise LedgerError(
-                        f"cannot write metadata {key!r} to ledger {self.path}: {exc}",
-                        code="ledger-meta-write",
-                    ) from exc
+            _retry_locked(
+                lambda: conn.execute(
+                    'INSERT INTO meta ("key", "value") VALUES (?, ?) '
+                    'ON CONFLICT ("key") DO UPDATE SET "value" = excluded."value"',
+                    (key, clean),
+                ),
+                failure=f"cannot write metadata {key!r} to ledger {self.path}",
+                code="ledger-meta-write",
+            )
 
     def meta(self) -> dict[str, str]:
         """Return the ledger-level metadata, keys sorted; ``{}`` for a ledger without any
@@ -621,13 +458,11 @@ class Ledger:
         """
         conn = self._reader()
         try:
-            if not _has_table(conn, "meta"):
+            if not has_table(conn, "meta"):
                 return {}
             rows = conn.execute('SELECT "key", "value" FROM meta ORDER BY "key"').fetchall()
         except sqlite3.Error as exc:
-            raise LedgerError(
-                f"cannot read ledger database {self.path}: {exc}", code="ledger-unreadable"
-            ) from exc
+            raise self._unreadable(exc) from exc
         finally:
             conn.close()
         return {str(key): str(value) for key, value in rows}
@@ -662,9 +497,9 @@ class Ledger:
                     code="ledger-since-naive",
                 )
             clauses.append('"ts_utc" >= ?')
-            params.append(_ts_text(since))
+            params.append(ts_text(since))
         where = f" WHERE {' AND '.join(clauses)}" if clauses else ""
-        sql = f'SELECT {_SELECT_COLUMNS} FROM calls{where} ORDER BY "ts_utc", rowid'
+        sql = f'SELECT {SELECT_COLUMNS} FROM calls{where} ORDER BY "ts_utc", rowid'
         return self._query(sql, params)
 
     def _query(self, sql: str, params: Iterable[Any]) -> Iterator[UsageRecord]:
@@ -675,11 +510,9 @@ class Ledger:
                 cursor = conn.execute(sql, tuple(params))
                 while batch := cursor.fetchmany(256):
                     for row in batch:
-                        yield _from_row(row)
+                        yield from_row(row)
             except sqlite3.Error as exc:
-                raise LedgerError(
-                    f"cannot read ledger database {self.path}: {exc}", code="ledger-unreadable"
-                ) from exc
+                raise self._unreadable(exc) from exc
             finally:
                 conn.close()
 
@@ -718,7 +551,7 @@ class Ledger:
         if limit < 1:
             raise InputError("limit must be at least 1", code="ledger-limit")
         sql = (
-            f'SELECT {_SELECT_COLUMNS} FROM calls WHERE "lineage" = ? '
+            f'SELECT {SELECT_COLUMNS} FROM calls WHERE "lineage" = ? '
             'ORDER BY "ts_utc" DESC, rowid DESC LIMIT ?'
         )
         found = list(self._query(sql, (lineage, limit)))
@@ -774,162 +607,21 @@ def _sleep_backoff(attempt: int) -> None:
     time.sleep(delay + random.uniform(0, delay))
 
 
-def _migrate(conn: sqlite3.Connection, path: Path) -> None:
-    """Bring the schema to :data:`SCHEMA_VERSION` in one ``BEGIN IMMEDIATE`` transaction.
+def _retry_locked(action: Callable[[], object], *, failure: str, code: str) -> None:
+    """Run ``action``, retrying lock errors (:func:`is_transient`) with backoff and jitter, up
+    to 4 attempts in all.
 
     Raises:
-        LedgerError: The file's schema is newer than this stableprompt (code
-            ``ledger-schema-newer``) or a migration failed (code ``ledger-migration``).
+        LedgerError: ``action`` raised another ``sqlite3.Error``, or a lock error on the last
+            attempt; message ``"<failure>: <error>"``, code ``code``.
     """
-    migrations = _MIGRATIONS
-    (version,) = conn.execute("PRAGMA user_version").fetchone()
-    if version == len(migrations):
-        return
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        (version,) = conn.execute("PRAGMA user_version").fetchone()
-        if version > len(migrations):
-            raise LedgerError(
-                f"ledger {path} has schema version {version}, newer than this stableprompt "
-                f"knows ({len(migrations)}); upgrade stableprompt or use another file",
-                code="ledger-schema-newer",
-            )
-        for target in range(version, len(migrations)):
-            for statement in migrations[target]:
-                conn.execute(statement)
-            conn.execute(f"PRAGMA user_version = {target + 1}")
-        conn.execute("COMMIT")
-    except BaseException as exc:
-        with contextlib.suppress(sqlite3.Error):
-            conn.execute("ROLLBACK")
-        if isinstance(exc, LedgerError) or _is_transient(exc):
-            raise
-        if isinstance(exc, sqlite3.Error):
-            raise LedgerError(
-                f"cannot migrate ledger {path} from schema version {version}: {exc}",
-                code="ledger-migration",
-            ) from exc
-        raise
-
-
-# --------------------------------------------------------------------------- read-only
-
-_SQLITE_MAGIC = b"SQLite format 3\x00"
-_SQLITE_CANTOPEN = 14
-
-
-def _has_table(conn: sqlite3.Connection, name: str) -> bool:
-    row = conn.execute(
-        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (name,)
-    ).fetchone()
-    return row is not None
-
-
-def _is_cantopen(exc: sqlite3.Error) -> bool:
-    code = getattr(exc, "sqlite_errorcode", None)
-    if code is not None:
-        return bool(code & 0xFF == _SQLITE_CANTOPEN)
-    return "unable to open" in str(exc).lower()  # pragma: no cover - Python < 3.11
-
-
-def _open_uri(uri: str, busy_timeout_s: float) -> tuple[sqlite3.Connection, int]:
-    """Connect to ``uri`` and read ``user_version`` (which makes SQLite open the file and,
-    for a WAL database, its side files)."""
-    conn = sqlite3.connect(
-        uri, uri=True, timeout=busy_timeout_s, isolation_level=None, check_same_thread=False
-    )
-    try:
-        (version,) = conn.execute("PRAGMA user_version").fetchone()
-    except BaseException:
-        conn.close()
-        raise
-    return conn, int(version)
-
-
-def _connect_read_only(path: Path, busy_timeout_s: float) -> sqlite3.Connection:
-    """Open an existing ledger read-only: nothing is created, migrated or written.
-
-    SQLite URI ``mode=ro`` first (it sees a live writer's WAL); when that cannot open the WAL
-    side files (SQLITE_CANTOPEN: the directory is read-only), ``immutable=1``, which reads the
-    main file alone: refused when a non-empty ``-wal`` file holds writes it would miss.
-
-    Raises:
-        LedgerError: See :class:`Ledger` (``read_only=True``).
-    """
-    shown = str(path)
-    if not path.exists():
-        raise LedgerError(f"no ledger at {shown!r} (file not found)", code="ledger-not-found")
-    if not path.is_file():
-        raise LedgerError(f"ledger path {shown!r} is not a regular file", code="ledger-not-a-file")
-    try:
-        with path.open("rb") as handle:
-            magic = handle.read(len(_SQLITE_MAGIC))
-    except OSError as exc:
-        raise LedgerError(
-            f"ledger {shown!r} is not readable ({exc.strerror or exc})", code="ledger-unreadable"
-        ) from exc
-    if magic != _SQLITE_MAGIC:
-        what = "an empty file" if not magic else "not a SQLite database"
-        raise LedgerError(
-            f"{shown!r} is not a stableprompt ledger ({what})", code="ledger-not-a-ledger"
-        )
-    uri = path.as_uri()
-    try:
+    for attempt in range(_WRITE_ATTEMPTS):
         try:
-            conn, version = _open_uri(uri + "?mode=ro", busy_timeout_s)
-        except sqlite3.OperationalError as exc:
-            if not _is_cantopen(exc):
-                raise
-            wal = path.with_name(path.name + "-wal")
-            if wal.is_file() and wal.stat().st_size > 0:
-                raise LedgerError(
-                    f"ledger {shown!r} has writes in {str(wal)!r} that SQLite cannot read "
-                    "without creating its -shm file, and the directory is not writable: copy "
-                    "the ledger and its -wal file to a writable directory",
-                    code="ledger-unreadable",
-                ) from exc
-            conn, version = _open_uri(uri + "?mode=ro&immutable=1", busy_timeout_s)
-    except sqlite3.Error as exc:
-        raise LedgerError(
-            f"cannot read ledger {shown!r}: {exc}", code="ledger-unreadable"
-        ) from exc
-    try:
-        _check_schema(conn, shown, version)
-    except BaseException:
-        conn.close()
-        raise
-    return conn
+            action()
+            return
+        except sqlite3.Error as exc:
+            if is_transient(exc) and attempt + 1 < _WRITE_ATTEMPTS:
+                _sleep_backoff(attempt)
+                continue
+            raise LedgerError(f"{failure}: {exc}", code=code) from exc
 
-
-def _check_schema(conn: sqlite3.Connection, shown: str, version: int) -> None:
-    """Refuse a file that is not a stableprompt ledger this version can read, never migrating.
-
-    Raises:
-        LedgerError: Code ``ledger-not-a-ledger`` or ``ledger-schema-newer``.
-    """
-    try:
-        has_calls = _has_table(conn, "calls")
-        columns = [row[1] for row in conn.execute('PRAGMA table_info("calls")')]
-    except sqlite3.Error as exc:
-        raise LedgerError(f"cannot read ledger {shown!r}: {exc}", code="ledger-unreadable") from exc
-    if version > SCHEMA_VERSION:
-        raise LedgerError(
-            f"ledger {shown!r} has schema version {version}, newer than this stableprompt knows "
-            f"({SCHEMA_VERSION}); upgrade stableprompt",
-            code="ledger-schema-newer",
-        )
-    if version == 0:
-        found = "an unrelated 'calls' table" if has_calls else "no 'calls' table"
-        raise LedgerError(
-            f"{shown!r} is not a stableprompt ledger (schema version 0, {found})",
-            code="ledger-not-a-ledger",
-        )
-    missing = [column for column in COLUMNS.values() if column not in columns]
-    if missing:
-        what = "no 'calls' table" if not has_calls else (
-            f"table 'calls' lacks {len(missing)} ledger columns, e.g. {missing[0]!r}"
-        )
-        raise LedgerError(
-            f"{shown!r} is not a stableprompt ledger (schema version {version}, {what})",
-            code="ledger-not-a-ledger",
-        )

@@ -1,0 +1,150 @@
+"""Output files of the command-line tools: checked before the work, written after.
+
+``stableprompt report --html PATH`` and ``stableprompt demo`` check their output paths when
+the arguments are parsed (:func:`output_file_arg`, :func:`output_dir_arg`: by trying to create
+a file there, leaving nothing behind), so a bad path fails at once, naming the option, and not
+after minutes of work; then they write with :func:`write_text` and print :func:`json_text`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "json_text",
+    "output_dir_arg",
+    "output_dir_problem",
+    "output_file_arg",
+    "output_file_problem",
+    "same_file",
+    "write_text",
+]
+
+
+def write_text(path: str | os.PathLike[str], text: str) -> None:
+    """Write ``text`` (UTF-8) to ``path``, creating parent directories.
+
+    Raises:
+        OSError: The file cannot be written.
+    """
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(text, encoding="utf-8")
+
+
+def _nearest_existing(path: Path) -> Path:
+    for candidate in (path, *path.parents):
+        if os.path.lexists(candidate):
+            return candidate
+    return Path(os.curdir)  # pragma: no cover - "." and "/" always exist
+
+
+def _probe_directory(directory: Path, target: Path) -> str | None:
+    """Create and delete a temporary file in ``directory`` (``target`` or its nearest existing
+    ancestor); the OS's reason when it fails."""
+    try:
+        fd, name = tempfile.mkstemp(prefix=".stableprompt-probe-", dir=directory)
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        if directory == target:
+            return f"cannot create files in {str(directory)!r} ({reason})"
+        return (f"cannot create {str(target)!r}: files cannot be created in "
+                f"{str(directory)!r} ({reason})")
+    os.close(fd)
+    os.unlink(name)
+    return None
+
+
+def output_file_problem(path: Path) -> str | None:
+    """Why :func:`write_text` could not write ``path``, or ``None`` when it can.
+
+    Checked by trying: an existing file is opened for appending (not truncated); a missing
+    one is created and deleted again (in its nearest existing ancestor when parent
+    directories are missing, as :func:`write_text` creates them). Nothing is left behind.
+    """
+    if path.is_dir():
+        return f"{str(path)!r} is a directory"
+    if os.path.lexists(path) and not path.exists():
+        return f"{str(path)!r} is a dangling symbolic link"
+    if path.exists():
+        try:
+            os.close(os.open(path, os.O_WRONLY | os.O_APPEND | getattr(os, "O_NONBLOCK", 0)))
+        except OSError as exc:
+            return f"cannot write {str(path)!r} ({exc.strerror or exc})"
+        return None
+    base = _nearest_existing(path.parent)
+    if not base.is_dir():
+        return f"cannot create {str(path)!r}: {str(base)!r} is not a directory"
+    if base != path.parent:
+        return _probe_directory(base, path)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except OSError as exc:
+        return f"cannot create {str(path)!r} ({exc.strerror or exc})"
+    os.close(fd)
+    os.unlink(path)
+    return None
+
+
+def output_dir_problem(path: Path) -> str | None:
+    """Why files could not be written into directory ``path`` (created if missing), or
+    ``None`` when they can. Checked by creating and deleting a temporary file."""
+    if os.path.lexists(path):
+        if not path.is_dir():
+            return f"{str(path)!r} exists and is not a directory"
+        return _probe_directory(path, path)
+    base = _nearest_existing(path.parent)
+    if not base.is_dir():
+        return f"cannot create {str(path)!r}: {str(base)!r} is not a directory"
+    return _probe_directory(base, path)
+
+
+def _checked_path(text: str, problem_of: Callable[[Path], str | None]) -> Path:
+    if not text.strip():
+        raise argparse.ArgumentTypeError("the path is empty")
+    path = Path(text)
+    problem = problem_of(path)
+    if problem is not None:
+        raise argparse.ArgumentTypeError(problem)
+    return path
+
+
+def output_file_arg(text: str) -> Path:
+    """argparse ``type=`` for an output file: checked before the command runs (so a bad
+    ``--html PATH`` fails at once, naming the option, not after the work).
+
+    Raises:
+        argparse.ArgumentTypeError: Empty, or see :func:`output_file_problem`.
+    """
+    return _checked_path(text, output_file_problem)
+
+
+def output_dir_arg(text: str) -> Path:
+    """argparse ``type=`` for an output directory (see :func:`output_file_arg`).
+
+    Raises:
+        argparse.ArgumentTypeError: Empty, or see :func:`output_dir_problem`.
+    """
+    return _checked_path(text, output_dir_problem)
+
+
+
+def same_file(a: str | os.PathLike[str], b: str | os.PathLike[str]) -> bool:
+    """Whether two paths name the same file (resolving links; for missing files, by path)."""
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return Path(a).resolve() == Path(b).resolve()
+
+
+def json_text(data: Any) -> str:
+    """Pretty JSON text (2-space indent, keys in insertion order, which is deterministic) with
+    a final newline."""
+    import json
+
+    return json.dumps(data, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
