@@ -282,3 +282,22 @@ def test_frozen_head_pickles_without_warning() -> None:
     assert clone == head
     with pytest.raises(PinnedHeadError):
         clone.head_ttl = "1h"
+
+
+def test_empty_conversation_cannot_be_sent_and_diff_needs_segments() -> None:
+    """A render with no message and no tail raises instead of producing messages: []; diff()
+    of plain dicts is a typed error."""
+    head = PromptBuilder(tokenizer=None).system("s").freeze()
+    rendered = head.conversation().render()
+    with pytest.raises(HistoryError) as info:
+        rendered.to_anthropic(model="m", max_tokens=5)
+    assert info.value.code == "history-empty"
+    with pytest.raises(HistoryError) as info:
+        rendered.to_openai_chat(model="m")
+    assert info.value.code == "history-empty"
+    with pytest.raises(HistoryError) as info:
+        rendered.to_openai_responses(model="m")
+    assert info.value.code == "history-empty"
+    with pytest.raises(InputError) as err:
+        diff({}, {})  # type: ignore[arg-type]
+    assert err.value.code == "diff-type"

@@ -44,13 +44,13 @@ def test_bad_input_is_one_line_and_exit_2(
     assert needle in one_line_error(capsys)
 
 
-def test_bad_script_content_is_one_line_and_exit_1(
+def test_bad_script_content_is_one_line_and_exit_2(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     """A malformed script file is reported on one line with its JSON pointer."""
     script = tmp_path / "turns.json"
     script.write_text('[{"text": 3}]')
-    assert main(["emulator", "serve", "--script", str(script)]) == 1
+    assert main(["emulator", "serve", "--script", str(script)]) == 2
     err = one_line_error(capsys)
     assert "bad script turn" in err and "/0/text" in err
 

@@ -463,3 +463,13 @@ def test_output_limits_must_be_integers_within_the_emulator_maximum(
         assert_openai_error(body)
         assert body["error"]["param"] == field and body["error"]["code"] == "invalid_value"
     assert send(str(MAX_OUTPUT_TOKENS))[0] == 200
+
+
+def test_oversized_body_gets_413_without_waiting_for_the_body(shared: Emulator) -> None:
+    """A Content-Length beyond the limit is answered 413 as soon as the client stops sending,
+    not after the 60 s idle timeout."""
+    with socket.create_connection(("127.0.0.1", shared.port), timeout=5) as sock:
+        sock.sendall(b"POST /v1/messages HTTP/1.1\r\nHost: x\r\nContent-Type: application/json"
+                     b"\r\nContent-Length: 2000000000\r\n\r\n{}")
+        first = sock.recv(64)  # raises TimeoutError (a failure) if the server waits 60 s
+    assert first.startswith(b"HTTP/1.1 413")

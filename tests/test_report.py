@@ -173,7 +173,8 @@ def test_report_command_json_and_tables(tmp_path: Path, capsys: pytest.CaptureFi
                                   "unrelated-calls"])
 def test_report_bad_ledger_is_one_line(kind: str, tmp_path: Path,
                                        capsys: pytest.CaptureFixture[str]) -> None:
-    """An unreadable ledger path gives a one-line error and exit 1, and changes nothing."""
+    """An unreadable ledger path gives a one-line error and exit 2 (bad input), and changes
+    nothing."""
     path = tmp_path / "x.db"
     if kind == "directory":
         path.mkdir()
@@ -187,7 +188,7 @@ def test_report_bad_ledger_is_one_line(kind: str, tmp_path: Path,
                      "CREATE TABLE things (x)")
         conn.commit()
         conn.close()
-    assert main(["report", str(path)]) == 1
+    assert main(["report", str(path)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "Traceback" not in err and "ledger" in err
     assert path.exists() == (kind != "missing")
@@ -256,7 +257,7 @@ def test_report_reads_a_ledger_in_a_read_only_directory(tmp_path: Path) -> None:
         shutil.copyfile(tmp_path / "live.db-wal", directory / "calls.db-wal")
     assert (directory / "calls.db-wal").stat().st_size > 0
     done = _run_in_read_only_dir(directory, ["report", str(db)])
-    assert done.returncode == 1
+    assert done.returncode == 2
     assert done.stderr.count("\n") == 1 and "calls.db-wal" in done.stderr
     assert "Traceback" not in done.stderr
 

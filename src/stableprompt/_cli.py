@@ -5,7 +5,8 @@ one, add a line to :data:`SUBCOMMANDS` (name -> ``"module:attribute"``); a modul
 only when the parser is built, and a module that fails to import leaves the rest of the CLI
 working. :func:`register` adds one at run time (plugins, tests).
 
-Errors are one line on stderr, never a traceback: usage errors exit 2, failures of the
+Errors are one line on stderr, never a traceback: usage errors and bad input (InputError,
+LedgerError: arguments, captures, ledger files) exit 2, other failures of the
 command (any :class:`~stableprompt.StablePromptError` or ``OSError``) exit 1, Ctrl-C exits 130.
 """
 
@@ -13,12 +14,13 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import NoReturn
 
-from ._exceptions import StablePromptError
+from ._exceptions import InputError, LedgerError, StablePromptError
 
 __all__ = ["SUBCOMMANDS", "Subcommand", "main", "register"]
 
@@ -120,6 +122,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # output piped into e.g. `head`: stop quietly, as shells expect
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 128 + 13  # SIGPIPE
+    except (InputError, LedgerError) as exc:  # bad input: arguments, captures, ledger files
+        print(f"{PROG}: error: {_one_line(str(exc))}", file=sys.stderr)
+        return 2
     except (StablePromptError, OSError) as exc:
         print(f"{PROG}: error: {_one_line(str(exc))}", file=sys.stderr)
         return 1

@@ -333,8 +333,15 @@ def diff(a: Segmented, b: Segmented) -> Divergence | None:
 
     Raises:
         InputError: ``a`` and ``b`` are of different kinds (a provider request and a
-            provider-neutral render), code ``diff-mismatch``.
+            provider-neutral render), code ``diff-mismatch``; or not segmented objects at all
+            (code ``diff-type``).
     """
+    for name, value in (("a", a), ("b", b)):
+        if not (hasattr(value, "segments") and hasattr(value, "data")):
+            raise InputError(
+                f"diff() compares RenderedPrompt, ProviderRequest or SegmentedRequest objects; "
+                f"{name} is {type(value).__name__} (segment a request body dict with "
+                "segment_request() first)", code="diff-type")
     sa, sb = _cacheable(a.segments), b.segments
     if bool(sa) and bool(sb) and (sa[0].kind == "param") != (sb[0].kind == "param"):
         raise InputError(

@@ -14,7 +14,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ._canonical import canonical_json, loads
-from ._exceptions import BreakpointError, CanonicalizationError, InputError
+from ._exceptions import BreakpointError, CanonicalizationError, HistoryError, InputError
 from ._fingerprint import Segment, fingerprint_of, sum_tokens
 from ._messages import Message, cache_control, check_ttl, text_block_bytes
 from ._policy import cache_policy
@@ -119,6 +119,12 @@ class RenderedPrompt:
         """Total tokens over all segments, ``None`` without a tokenizer."""
         return sum_tokens(self.segments)
 
+    def _check_not_empty(self) -> None:
+        if not self.messages and not self.tail:
+            raise HistoryError("nothing to send: the conversation has no message and no tail "
+                               "(providers require at least one message)",
+                               code="history-empty")
+
     def _tail_texts(self) -> list[str]:
         return [f"<{name}>\n{loads(data)['text']}\n</{name}>" for name, data in self.tail]
 
@@ -158,6 +164,7 @@ class RenderedPrompt:
         breakpoints, 20-block lookback, longer TTLs before shorter).
         """
         _check_model(model)
+        self._check_not_empty()
         if type(max_tokens) is not int or max_tokens < 0:
             raise InputError(f"max_tokens must be an int >= 0, got {max_tokens!r}",
                              code="render-param", pointer="/max_tokens")
@@ -266,6 +273,7 @@ class RenderedPrompt:
                        system_role: str, tail_role: str | None) -> str | None:
         """Validate the OpenAI render arguments; return the prompt_cache_key to send."""
         _check_model(model)
+        self._check_not_empty()
         if system_role not in ("system", "developer"):
             raise InputError(f"system_role must be 'system' or 'developer', got {system_role!r}",
                              code="render-param")

@@ -7,6 +7,7 @@ out as JSON in the provider's error shape.
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import socket
 from collections.abc import Callable
@@ -166,19 +167,29 @@ def read_body(handler: BaseHTTPRequestHandler, limit: int) -> bytes:
     return body
 
 
+_DRAIN_IDLE_S = 0.5
+
+
 def _discard(handler: BaseHTTPRequestHandler, size: int) -> None:
     """Read and drop up to ``size`` bytes of an oversized body (at most :data:`_DRAIN_BYTES`),
     so that a client writing its whole body before reading gets the 413 instead of a reset
-    connection. Stops early when the client stops sending."""
+    connection. Stops early when the client stops sending: each read waits at most
+    :data:`_DRAIN_IDLE_S` for more bytes (``read1`` returns what has arrived)."""
     left = min(size, _DRAIN_BYTES)
+    connection = handler.connection
+    previous = connection.gettimeout()
     try:
+        connection.settimeout(_DRAIN_IDLE_S)
         while left > 0:
-            chunk = handler.rfile.read(min(left, 1 << 20))
+            chunk = handler.rfile.read1(min(left, 1 << 20))
             if not chunk:
                 return
             left -= len(chunk)
     except OSError:
         return
+    finally:
+        with contextlib.suppress(OSError):
+            connection.settimeout(previous)
 
 
 def check_json_content_type(handler: BaseHTTPRequestHandler) -> None:
