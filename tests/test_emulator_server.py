@@ -473,3 +473,20 @@ def test_oversized_body_gets_413_without_waiting_for_the_body(shared: Emulator) 
                      b"\r\nContent-Length: 2000000000\r\n\r\n{}")
         first = sock.recv(64)  # raises TimeoutError (a failure) if the server waits 60 s
     assert first.startswith(b"HTTP/1.1 413")
+
+
+@pytest.mark.parametrize(
+    "body",
+    [{"model": "gpt-4.1", "messages": [{"role": "user", "content": None}]},
+     {"model": "gpt-4.1", "messages": [{"role": "user", "content": "hi"}],
+      "tools": [{"type": "function", "function": 5}]},
+     {"model": "gpt-4.1", "messages": [{"role": "user", "content": "hi"}],
+      "tools": [{"type": "function", "function": {"description": "no name"}}]}],
+)
+def test_chat_rejects_malformed_messages_and_tools(shared: Emulator, body: dict[str, Any]
+                                                   ) -> None:
+    """Chat Completions rejects null user content and malformed tools with a 400, like the
+    Anthropic and Responses endpoints do."""
+    status, _, answer = post(shared, "/v1/chat/completions", json.dumps(body).encode())
+    assert status == 400
+    assert_openai_error(answer)

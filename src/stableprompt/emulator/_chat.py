@@ -17,6 +17,7 @@ from ._checks import (
     expect_messages,
     expect_object,
     expect_output_limit,
+    expect_str,
 )
 from ._endpoint import Endpoint, answer, open_request, reply
 from ._openai import OpenAIAccounting, account, add_message, cache_request
@@ -74,8 +75,11 @@ def handle_chat(body: Any, ctx: WireContext) -> WireResult:
     for key in ("functions", "tools"):
         for i, tool in enumerate(expect_list(req[key], key) if req.get(key) is not None else ()):
             where = f"{key}[{i}]"
-            cache.chain.add(b"\ntool\n" + render(expect_object(tool, where), where),
-                            where=where, kind="tool")
+            obj = expect_object(tool, where)
+            if key == "tools":
+                fn = expect_object(obj.get("function"), f"{where}.function")
+                expect_str(fn.get("name"), f"{where}.function.name", empty=False)
+            cache.chain.add(b"\ntool\n" + render(obj, where), where=where, kind="tool")
     messages = expect_messages(req["messages"])
     for i, message in enumerate(messages):
         where = f"messages[{i}]"
@@ -84,6 +88,12 @@ def handle_chat(body: Any, ctx: WireContext) -> WireResult:
         if role not in _ROLES:
             raise WireError(f"{where}.role: must be one of {', '.join(_ROLES)}; got {role!r}",
                             param=f"{where}.role")
+        content = obj.get("content")
+        nullable = role == "assistant" and (obj.get("tool_calls") or obj.get("function_call"))
+        if not isinstance(content, (str, list)) and not (content is None and nullable):
+            raise WireError(f"{where}.content: expected a string or an array of content parts, "
+                            f"got {type(content).__name__ if content is not None else 'null'}",
+                            param=f"{where}.content")
         last = add_message(cache, obj, where)
         if role in ("user", "tool", "function"):
             cache.implicit = last
