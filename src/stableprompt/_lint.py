@@ -82,7 +82,7 @@ from pathlib import Path
 from typing import Any
 
 from ._capture import CaptureEntry, CaptureProblem, Skipped, iter_capture
-from ._diff import _common_prefix_len, diff, first_divergent_index, lcp_bytes
+from ._diff import common_prefix_len, diff, first_divergent_index, lcp_bytes
 from ._exceptions import CaptureError, PolicyError
 from ._fingerprint import Segment
 from ._lint_divergence import is_expected_divergence, value_snippet
@@ -405,7 +405,7 @@ class _Linter:
             if k >= len(a.segments):
                 continue
             x = a.segments[k]
-            n = _common_prefix_len(a.data[x.start:x.end], tail) if x.kind == y.kind else 0
+            n = common_prefix_len(a.data[x.start:x.end], tail) if x.kind == y.kind else 0
             if n > best_len:
                 best, best_len = a, n
         return best if best is not None else self.reqs[candidates[-1]]

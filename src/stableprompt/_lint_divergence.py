@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ._canonical import loads, wire_json
-from ._diff import Divergence, Segmented
+from ._diff import Divergence, Segmented, common_prefix_len
 from ._fingerprint import Segment
 
 __all__ = ["ValueSnippet", "describe_divergence", "is_expected_divergence", "value_snippet"]
@@ -169,8 +169,7 @@ def value_snippet(a: Segmented, b: Segmented, divergence: Divergence) -> ValueSn
         ta, tb = _text(_enclosing(a, divergence.path)), _text(_enclosing(b, divergence.path))
         return ValueSnippet(0, ta[:2 * SNIPPET_CHARS], tb[:2 * SNIPPET_CHARS])
     ta, tb = _text(va), _text(vb)
-    n = min(len(ta), len(tb))
-    k = next((j for j in range(n) if ta[j] != tb[j]), n)
+    k = common_prefix_len(ta, tb)
     lo = max(0, k - SNIPPET_CHARS)
     return ValueSnippet(k, ta[lo:k + SNIPPET_CHARS], tb[lo:k + SNIPPET_CHARS])
 
