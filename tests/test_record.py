@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import re
+import typing
 from datetime import datetime, timedelta, timezone
 
 import pydantic
 import pytest
 
-from stableprompt._record import UsageRecord, redact, secrets_in_headers
+from stableprompt._record import UsageRecord, WireFormat, redact, secrets_in_headers
+from stableprompt.providers import WIRE_FORMATS
 
 
 def test_defaults_fill_id_and_utc_timestamp() -> None:
@@ -51,16 +53,8 @@ def test_validation_is_strict_frozen_and_closed() -> None:
 
 def test_literals_are_enforced() -> None:
     """Unknown wire formats and verdicts are rejected; every documented one is accepted."""
-    for wire in (
-        "anthropic",
-        "openai-chat",
-        "openai-responses",
-        "gemini",
-        "deepseek",
-        "bedrock-converse",
-        "openai-compatible",
-        "llama-cpp",
-    ):
+    assert set(typing.get_args(WireFormat)) == set(WIRE_FORMATS)  # one list: the parsers'
+    for wire in typing.get_args(WireFormat):
         assert UsageRecord(wire_format=wire).wire_format == wire
     for verdict in (
         "cold",
