@@ -271,3 +271,14 @@ def test_arbitrary_cut_points_stay_within_four_tokens(cl100k: Tokenizer) -> None
         cut = rng.randint(1, len(text) - 1)
         delta = cl100k.count(text[:cut]) + cl100k.count(text[cut:]) - cl100k.count(text)
         assert -4 <= delta <= 4
+
+
+def test_count_reuses_a_known_digest() -> None:
+    """A caller-supplied SHA-256 digest keys the same memo entry as hashing the bytes."""
+    import hashlib
+
+    counter = SegmentTokenCounter(ByteTokenizer())
+    data = b'{"text":"hello there"}'
+    first = counter.count(data)
+    again = counter.count(data, digest=hashlib.sha256(data).hexdigest())
+    assert again == first and counter.hits == 1 and counter.misses == 1

@@ -336,11 +336,13 @@ class Recorder:
     def _count(self, segmented: SegmentedRequest) -> list[int]:
         data = segmented.data
         try:
-            return [self._counter.count(data[s.start : s.end]) for s in segmented.segments]
+            return [self._counter.count(data[s.start : s.end], digest=s.digest)
+                    for s in segmented.segments]
         except TokenizerUnavailableError as exc:
             _log.warning("tokenizer unavailable (%s); estimating tokens as bytes/4", exc.code)
             self._counter = SegmentTokenCounter(ByteTokenizer(), max_entries=65_536)
-            return [self._counter.count(data[s.start : s.end]) for s in segmented.segments]
+            return [self._counter.count(data[s.start : s.end], digest=s.digest)
+                    for s in segmented.segments]
 
     def _load_lineage(self, head: str) -> None:
         """Seed the index with the lineage's recent ledger rows, once per lineage (a failed,

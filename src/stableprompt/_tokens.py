@@ -286,8 +286,13 @@ class SegmentTokenCounter:
     def __len__(self) -> int:
         return len(self._cache)
 
-    def count(self, segment_bytes: bytes | str) -> int:
+    def count(self, segment_bytes: bytes | str, *, digest: str | None = None) -> int:
         """Tokens in one segment (its UTF-8 bytes, or its text).
+
+        Args:
+            segment_bytes: The segment's bytes or text.
+            digest: The SHA-256 hex digest of the bytes when the caller already has it
+                (``Segment.digest``), so the hot path does not hash the bytes twice.
 
         Returns:
             ``tokenizer.count(segment_bytes.decode("utf-8"))``, memoized by the SHA-256 of the
@@ -299,7 +304,7 @@ class SegmentTokenCounter:
             TokenizerUnavailableError: The tokenizer cannot be loaded.
         """
         data = segment_bytes.encode("utf-8") if isinstance(segment_bytes, str) else segment_bytes
-        key = hashlib.sha256(data).digest()
+        key = bytes.fromhex(digest) if digest is not None else hashlib.sha256(data).digest()
         with self._lock:
             cached = self._cache.get(key)
             if cached is not None:
