@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from stableprompt._lint import lint_capture
+from stableprompt._lint._linter import lint_capture
 
 
 def _tools(n: int) -> list[dict[str, Any]]:

@@ -22,7 +22,7 @@ import time
 import tiktoken
 
 from stableprompt import PromptBuilder, ToolSet
-from stableprompt._bfcl import load_live_multiple
+from stableprompt.demo._bfcl import load_live_multiple
 
 TURNS = 150
 

@@ -10,11 +10,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from stableprompt import cache_policy, parse_usage
-from stableprompt._attribution import TOLERANCE_FRACTION, RequestState, attribute
 from stableprompt._policy import CachePolicy
-from stableprompt._request import segment_request
+from stableprompt._recording._attribution import TOLERANCE_FRACTION, RequestState, attribute
 from stableprompt._tokens import ByteTokenizer
 from stableprompt._usage import CacheUsage
+from stableprompt._wire._segmenter import segment_request
 
 _TOK = ByteTokenizer()
 ANTHROPIC = cache_policy("anthropic", "claude-sonnet-4-6")  # min 1,024; 5m/1h; lookback 20

@@ -22,7 +22,7 @@ import pytest
 from jsonschema import Draft202012Validator  # type: ignore[import-untyped]
 
 from stableprompt import ToolSet, WorkloadUnavailableError
-from stableprompt._bfcl import (
+from stableprompt.demo._bfcl import (
     BfclSession,
     bfcl_data_dir,
     load_live_multiple,
@@ -301,7 +301,7 @@ def test_damaged_cache_is_never_used(tmp_path: Path, monkeypatch: pytest.MonkeyP
 def test_pip_reason_is_the_first_error_line_clipped() -> None:
     """pip's output is reduced to its first ERROR line (at most 200 characters) plus the
     network error it retried on."""
-    from stableprompt._bfcl import _pip_reason
+    from stableprompt.demo._bfcl import _pip_reason
 
     retry = ("WARNING: Retrying (Retry(total=4, connect=None, read=None, redirect=None, "
              "status=None)) after connection broken by 'NewConnectionError('<pip._vendor."

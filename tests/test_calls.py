@@ -9,9 +9,9 @@ from typing import Any
 
 import httpx2
 
-from stableprompt._attribution import RequestState
-from stableprompt._calls import RETRY_WINDOW_S, Call, CallIndex
-from stableprompt._recorder import Recorder
+from stableprompt._recording._attribution import RequestState
+from stableprompt._recording._predecessor import RETRY_WINDOW_S, Call, CallIndex
+from stableprompt._recording._recorder import Recorder
 from test_transport import SYSTEM, SYSTEM_BLOCKS, FakeProvider, anthropic_sdk
 
 MODEL = "claude-sonnet-4-6"

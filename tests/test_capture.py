@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from stableprompt import CaptureError
-from stableprompt._capture import CaptureEntry, iter_capture, read_capture
-from stableprompt._lint import lint_capture
+from stableprompt._lint._capture import CaptureEntry, iter_capture, read_capture
+from stableprompt._lint._linter import lint_capture
 
 FIXTURES = Path(__file__).parent / "fixtures" / "lint"
 BODY: dict[str, Any] = {"model": "claude-sonnet-4-5", "max_tokens": 8,

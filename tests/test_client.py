@@ -32,7 +32,7 @@ from stableprompt._client import (
     OpenAIClient,
     OpenAICompatibleClient,
 )
-from stableprompt._recorder import Recorder
+from stableprompt._recording._recorder import Recorder
 from test_transport import API_KEY, CHAT_SYSTEM, OPENAI_KEY, SYSTEM, FakeProvider
 
 MODEL = "claude-sonnet-4-6"

@@ -17,11 +17,11 @@ from typing import Any
 import pytest
 
 from stableprompt import InputError, Ledger, LedgerError
-from stableprompt._capture import read_capture
 from stableprompt._cli import main
-from stableprompt._recorder import Recorder
-from stableprompt._render import ProviderRequest
-from stableprompt._transport import RecordingTransport
+from stableprompt._lint._capture import read_capture
+from stableprompt._prompt._rendered import ProviderRequest
+from stableprompt._recording._recorder import Recorder
+from stableprompt._recording._transport import RecordingTransport
 from stableprompt._volatility import scan_volatile
 from stableprompt.demo import (
     BACKEND,

@@ -17,12 +17,12 @@ from stableprompt.emulator import (
     last_user_text,
     load_script,
 )
+from stableprompt.emulator._answers import WireContext
 from stableprompt.emulator._anthropic import handle_messages
-from stableprompt.emulator._output import fit_turn
 from stableprompt.emulator._prompt import PromptChain
+from stableprompt.emulator._responders import fit_turn
 from stableprompt.emulator._store import PendingWrite, PrefixStore
 from stableprompt.emulator._tokens import BlockTokenizer
-from stableprompt.emulator._wire import WireContext
 
 LONG = " ".join(f"rule {i}: keep the prefix stable." for i in range(300))
 

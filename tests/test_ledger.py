@@ -1,4 +1,4 @@
-"""Tests for the SQLite ledger (src/stableprompt/_ledger.py)."""
+"""Tests for the SQLite ledger (src/stableprompt/_ledger/_ledger.py)."""
 
 from __future__ import annotations
 
@@ -19,10 +19,10 @@ from pathlib import Path
 
 import pytest
 
-from stableprompt import _ledger, _spill
 from stableprompt._exceptions import ConfigurationError, InputError, LedgerError
-from stableprompt._ledger import COLUMNS, SCHEMA_VERSION, Ledger, LedgerSpillWarning
-from stableprompt._record import UsageRecord, export_otel, redact
+from stableprompt._ledger import _ledger, _spill
+from stableprompt._ledger._ledger import COLUMNS, SCHEMA_VERSION, Ledger, LedgerSpillWarning
+from stableprompt._ledger._usage_record import UsageRecord, export_otel, redact
 
 FAKE_KEY = "sk-ant-api03-TESTKEY0123456789abcdefghijklmnopqrstuvwxyz-AAAA"
 T0 = datetime(2026, 6, 1, 12, 0, tzinfo=timezone.utc)
@@ -294,8 +294,8 @@ def test_eight_threads_500_writes_each_lose_nothing(ledger: Ledger) -> None:
 
 _WRITER = r"""
 import sys
-from stableprompt._ledger import Ledger
-from stableprompt._record import UsageRecord
+from stableprompt._ledger._ledger import Ledger
+from stableprompt._ledger._usage_record import UsageRecord
 
 db, tag, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
 led = Ledger(db)
@@ -344,8 +344,8 @@ def test_two_processes_writing_at_once_lose_nothing(tmp_path: Path) -> None:
 
 _KILLED_WRITER = r"""
 import sys
-from stableprompt._ledger import Ledger
-from stableprompt._record import UsageRecord
+from stableprompt._ledger._ledger import Ledger
+from stableprompt._ledger._usage_record import UsageRecord
 
 led = Ledger(sys.argv[1])
 for turn in range(1_000_000):

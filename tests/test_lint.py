@@ -12,15 +12,15 @@ import pytest
 from stableprompt import PromptBuilder, Tool
 from stableprompt._canonical import loads
 from stableprompt._cli import main
-from stableprompt._lint import (
+from stableprompt._lint._command import render_report
+from stableprompt._lint._linter import (
     CAUSE_FIXES,
     FINDING_FIXES,
     LintReport,
     lint_capture,
     lint_requests,
 )
-from stableprompt._lint_cli import render_report
-from stableprompt._request import segment_request
+from stableprompt._wire._segmenter import segment_request
 
 FIXTURES = Path(__file__).parent / "fixtures" / "lint"
 CAUSES = FIXTURES / "causes"

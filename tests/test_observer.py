@@ -13,8 +13,8 @@ import httpx2
 import pytest
 import zstandard
 
-from stableprompt._recorder import Recorder
-from stableprompt._transport import RecordingTransport
+from stableprompt._recording._recorder import Recorder
+from stableprompt._recording._transport import RecordingTransport
 from test_transport import SYSTEM_BLOCKS, FakeProvider, anthropic_sdk, conversation
 
 CHAT = {"id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": "gpt-4.1",

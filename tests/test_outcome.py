@@ -15,8 +15,8 @@ import openai
 import pytest
 
 from stableprompt import Ledger
-from stableprompt._recorder import Recorder
-from stableprompt._transport import RecordingTransport
+from stableprompt._recording._recorder import Recorder
+from stableprompt._recording._transport import RecordingTransport
 from test_transport import SYSTEM_BLOCKS, FakeProvider, anthropic_sdk, conversation, openai_sdk
 
 # Not key-shaped (no sk-/AIza prefix): only the request's own header value can find it.

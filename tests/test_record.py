@@ -9,7 +9,7 @@ from datetime import datetime, timedelta, timezone
 import pydantic
 import pytest
 
-from stableprompt._record import UsageRecord, WireFormat, redact, secrets_in_headers
+from stableprompt._ledger._usage_record import UsageRecord, WireFormat, redact, secrets_in_headers
 from stableprompt.providers import WIRE_FORMATS
 
 

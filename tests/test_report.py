@@ -19,7 +19,13 @@ from genai_prices import Usage, calc_price
 
 from stableprompt import Ledger, LedgerError, UsageRecord
 from stableprompt._cli import main
-from stableprompt._report import VERDICTS, ceiling_notes, html_report, read_ledger, summarize
+from stableprompt._report._command import (
+    VERDICTS,
+    ceiling_notes,
+    html_report,
+    read_ledger,
+    summarize,
+)
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
 ISSUE_FIELDS = ["calls", "input_tokens", "cache_read_tokens", "cache_write_tokens", "hit_rate",
@@ -294,7 +300,7 @@ def test_report_never_migrates_an_older_ledger(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:
     """`report` on a schema v1 ledger reads it and leaves it at v1, byte for byte."""
-    from stableprompt import _ledger as ledger_module
+    from stableprompt._ledger import _ledger as ledger_module
 
     db = tmp_path / "v1.db"
     with monkeypatch.context() as patch:

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from stableprompt import CaptureError
-from stableprompt._request import detect_wire_format, segment_request
+from stableprompt._wire._segmenter import detect_wire_format, segment_request
 
 ANTHROPIC: dict[str, Any] = {
     "model": "claude-sonnet-4-5",

@@ -23,7 +23,7 @@ from stableprompt import (
     ToolSet,
     canonical_json,
 )
-from stableprompt._schema import _fast_valid
+from stableprompt._prompt._tool_schema import _fast_valid
 
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

@@ -21,14 +21,14 @@ import openai
 import pytest
 
 from stableprompt import Ledger
-from stableprompt._recorder import Recorder
-from stableprompt._request import segment_request
-from stableprompt._transport import (
+from stableprompt._recording._recorder import Recorder
+from stableprompt._recording._transport import (
     PENDING_EXTENSION,
     AsyncRecordingTransport,
     RecordingTransport,
     retry_after_s,
 )
+from stableprompt._wire._segmenter import segment_request
 
 API_KEY = "sk-ant-api03-SECRETKEYdonotleak0123456789abcdef"
 OPENAI_KEY = "sk-proj-SECRETKEYdonotleak0123456789abcdef"

@@ -3,7 +3,6 @@
 This module is the only public door: it re-exports the public names and holds no logic.
 """
 
-from ._builder import Conversation, PinnedHead, PromptBuilder
 from ._canonical import canonical_json
 from ._client import (
     AnthropicClient,
@@ -13,7 +12,6 @@ from ._client import (
     OpenAIClient,
     OpenAICompatibleClient,
 )
-from ._compaction import CacheEvent, CompactionPlan, plan_compaction
 from ._diff import Divergence, diff
 from ._exceptions import (
     BreakpointError,
@@ -41,20 +39,22 @@ from ._exceptions import (
     VolatileContentWarning,
     WorkloadUnavailableError,
 )
-from ._fingerprint import Segment
-from ._ledger import Ledger, LedgerSpillWarning
-from ._lint import LintFinding, LintPair, LintReport, lint_capture, lint_requests
-from ._messages import Message, ToolCall
+from ._ledger._ledger import Ledger, LedgerSpillWarning
+from ._ledger._usage_record import UsageRecord, export_otel
+from ._lint._linter import LintFinding, LintPair, LintReport, lint_capture, lint_requests
 from ._policy import CachePolicy, PolicyTable, cache_policy
-from ._record import UsageRecord, export_otel
-from ._recorder import Recorder
-from ._render import ProviderRequest, RenderedPrompt
-from ._request import SegmentedRequest, segment_request
+from ._prompt._builder import Conversation, PinnedHead, PromptBuilder
+from ._prompt._compaction import CacheEvent, CompactionPlan, plan_compaction
+from ._prompt._messages import Message, ToolCall
+from ._prompt._rendered import ProviderRequest, RenderedPrompt
+from ._prompt._tools import Repair, Tool, ToolSet
+from ._recording._recorder import Recorder
+from ._recording._transport import AsyncRecordingTransport, RecordingTransport
+from ._segment import Segment
 from ._tokens import ByteTokenizer, SegmentTokenCounter, TiktokenTokenizer, Tokenizer, get_tokenizer
-from ._tools import Repair, Tool, ToolSet
-from ._transport import AsyncRecordingTransport, RecordingTransport
 from ._usage import CacheUsage
 from ._volatility import VolatileSpan, scan_volatile
+from ._wire._segmenter import SegmentedRequest, segment_request
 from .providers import parse_stream, parse_usage
 
 __version__ = "0.1.0"

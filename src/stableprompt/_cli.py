@@ -48,8 +48,8 @@ class Subcommand:
 SUBCOMMANDS: dict[str, str] = {
     "demo": "stableprompt.demo._command:SUBCOMMAND",
     "emulator": "stableprompt.emulator._command:SUBCOMMAND",
-    "lint": "stableprompt._lint_cli:SUBCOMMAND",
-    "report": "stableprompt._report:SUBCOMMAND",
+    "lint": "stableprompt._lint._command:SUBCOMMAND",
+    "report": "stableprompt._report._command:SUBCOMMAND",
 }
 
 _REGISTERED: dict[str, Subcommand] = {}

@@ -51,12 +51,10 @@ import httpx
 
 from ._canonical import loads, wire_json
 from ._exceptions import ConfigurationError, InputError, ProviderError
-from ._record import UsageRecord
-from ._recorder import Pending, Recorder
-from ._render import ProviderRequest
-from ._request import detect_wire_format
-from ._sse import SSEParser
-from ._transport import (
+from ._ledger._usage_record import UsageRecord
+from ._prompt._rendered import ProviderRequest
+from ._recording._recorder import Pending, Recorder
+from ._recording._transport import (
     PENDING_EXTENSION,
     AsyncRecordingTransport,
     RecordingTransport,
@@ -64,6 +62,8 @@ from ._transport import (
     map_transport_error,
     retry_after_s,
 )
+from ._sse import SSEParser
+from ._wire._segmenter import detect_wire_format
 
 __all__ = [
     "ANTHROPIC_VERSION",

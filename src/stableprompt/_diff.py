@@ -19,7 +19,7 @@ from typing import Any, AnyStr, Protocol
 
 from ._canonical import canonical_json, escape_pointer, loads, wire_json
 from ._exceptions import InputError
-from ._fingerprint import Segment
+from ._segment import Segment
 from ._volatility import scan_volatile
 
 __all__ = [

@@ -18,9 +18,9 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ._diff import Segmented, diff, lcp_bytes
-from ._lint_divergence import describe_divergence, is_expected_divergence, value_snippet
-from ._lint_results import format_pair
-from ._request import SegmentedRequest, detect_wire_format, segment_request
+from ._lint._divergence import describe_divergence, is_expected_divergence, value_snippet
+from ._lint._results import format_pair
+from ._wire._segmenter import SegmentedRequest, detect_wire_format, segment_request
 
 __all__ = ["assert_prefix_stable"]
 

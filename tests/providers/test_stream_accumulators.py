@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from stableprompt import CacheUsage, parse_stream
+from stableprompt._wire.bedrock import encode_event
 from stableprompt.providers import StreamAccumulator, stream_accumulator
-from stableprompt.providers.bedrock import encode_event
 
 FIXTURES = Path(__file__).parent / "fixtures"
 

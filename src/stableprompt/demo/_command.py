@@ -22,7 +22,7 @@ from typing import Any
 from .._cli import Subcommand, UsageError
 from .._exceptions import WorkloadUnavailableError
 from .._policy import cache_policy
-from .._report import (
+from .._report._command import (
     ceiling_notes,
     html_report,
     json_text,

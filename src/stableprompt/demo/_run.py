@@ -2,7 +2,7 @@
 
 For each scenario: a fresh :class:`~stableprompt.emulator.Emulator` (empty cache) with a
 :class:`~stableprompt.emulator.FakeClock` starting at :data:`DEMO_START_S` and the workload's
-responder; a :class:`~stableprompt._recorder.Recorder` on the same clock writing to the ledger;
+responder; a :class:`~stableprompt.Recorder` on the same clock writing to the ledger;
 and our :class:`~stableprompt.AnthropicClient` / :class:`~stableprompt.OpenAIClient` (real HTTP
 on loopback through a RecordingTransport). Sessions run one after the other; the clock moves
 :data:`CALL_STEP_S` before every call and :data:`TURN_GAP_S` more before every user turn after
@@ -29,10 +29,10 @@ from typing import IO, Any
 from .._canonical import wire_json
 from .._client import AnthropicClient, OpenAIClient
 from .._exceptions import InputError, LedgerError
-from .._ledger import Ledger
-from .._recorder import Recorder
-from .._render import ProviderRequest
-from .._report import Report, summarize
+from .._ledger._ledger import Ledger
+from .._prompt._rendered import ProviderRequest
+from .._recording._recorder import Recorder
+from .._report._command import Report, summarize
 from ..emulator import Emulator, FakeClock
 from ._scenarios import (
     SCENARIOS,

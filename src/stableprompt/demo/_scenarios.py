@@ -40,9 +40,9 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
-from .._builder import Conversation, PromptBuilder
 from .._canonical import loads, wire_json
-from .._render import ProviderRequest
+from .._prompt._builder import Conversation, PromptBuilder
+from .._prompt._rendered import ProviderRequest
 from ._workload import WorkloadSession
 
 __all__ = [
@@ -87,7 +87,7 @@ class Outgoing:
     """One request to send.
 
     Attributes:
-        request: The SDK's :class:`~stableprompt._render.ProviderRequest` (its exact bytes are
+        request: The SDK's :class:`~stableprompt.ProviderRequest` (its exact bytes are
             sent), or a plain dict sent as JSON as-is, in insertion order (naive harnesses).
     """
 

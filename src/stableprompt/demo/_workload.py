@@ -1,6 +1,6 @@
 """The demo workload: real BFCL v4 multi-turn sessions scripted as agent-loop transcripts.
 
-Each BFCL v4 ``multi_turn_base`` session (:func:`stableprompt._bfcl.load_multi_turn_base`)
+Each BFCL v4 ``multi_turn_base`` session (:func:`stableprompt.demo._bfcl.load_multi_turn_base`)
 becomes a :class:`WorkloadSession`:
 
 * its real tool docs, repaired to JSON Schema (``"type": "dict"`` -> ``"object"``, ...; every
@@ -36,11 +36,11 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._bfcl import BFCL_VERSION, BfclSession, load_multi_turn_base
 from .._canonical import canonical_json
 from .._exceptions import InputError
-from .._tools import ToolSet
+from .._prompt._tools import ToolSet
 from ..emulator import AssistantTurn, ToolCall
+from ._bfcl import BFCL_VERSION, BfclSession, load_multi_turn_base
 from ._synthetic import SYNTHETIC_SESSIONS
 from ._system import SYSTEM_PROMPT
 

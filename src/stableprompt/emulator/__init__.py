@@ -40,7 +40,7 @@ Command line: ``stableprompt emulator serve --port 8787``.
 """
 
 from ._clock import FakeClock
-from ._output import (
+from ._responders import (
     AssistantTurn,
     Responder,
     ScriptedResponder,

@@ -36,6 +36,7 @@ from typing import Any
 
 from .._canonical import loads
 from .._policy import cache_policy
+from ._answers import Usage, WireContext, WireError, WireResult, render, split_text, sse_event
 from ._checks import (
     expect_bool,
     expect_list,
@@ -47,7 +48,6 @@ from ._checks import (
 from ._endpoint import Endpoint, answer, open_request, reply
 from ._prompt import Block, PromptChain
 from ._store import PendingWrite
-from ._wire import Usage, WireContext, WireError, WireResult, render, split_text, sse_event
 
 __all__ = ["handle_messages"]
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ._answers import Usage, WireContext, WireError, WireResult, render, split_text, sse_data
 from ._checks import (
     expect_bool,
     expect_list,
@@ -21,7 +22,6 @@ from ._checks import (
 )
 from ._endpoint import Endpoint, answer, open_request, reply
 from ._openai import OpenAIAccounting, account, add_message, cache_request
-from ._wire import Usage, WireContext, WireError, WireResult, render, split_text, sse_data
 
 __all__ = ["handle_chat"]
 

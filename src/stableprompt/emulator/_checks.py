@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._wire import Flavor, WireError
+from ._answers import Flavor, WireError
 
 __all__ = [
     "MAX_OUTPUT_TOKENS",

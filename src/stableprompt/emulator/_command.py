@@ -9,7 +9,7 @@ from pathlib import Path
 
 from .._cli import Subcommand, UsageError
 from .._exceptions import InputError
-from ._output import ScriptedResponder, load_script
+from ._responders import ScriptedResponder, load_script
 
 __all__ = ["SUBCOMMAND"]
 

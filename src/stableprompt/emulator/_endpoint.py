@@ -16,10 +16,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from ._answers import Usage, WireContext, WireError, WireResult, json_result
 from ._checks import expect_object, expect_str
-from ._output import FittedTurn, fit_turn
+from ._responders import FittedTurn, fit_turn
 from ._store import PendingWrite
-from ._wire import Usage, WireContext, WireError, WireResult, json_result
 
 __all__ = ["Endpoint", "answer", "open_request", "reply"]
 

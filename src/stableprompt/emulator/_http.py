@@ -16,7 +16,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import urlsplit
 
-from ._wire import Flavor, WireError
+from ._answers import Flavor, WireError
 
 __all__ = ["MAX_BODY_BYTES", "LoopbackServer", "api_key", "check_json_content_type",
            "guess_flavor", "is_loopback", "make_server", "read_body", "request_path"]

@@ -42,10 +42,10 @@ from itertools import takewhile
 from typing import Any
 
 from .._policy import CachePolicy, cache_policy
+from ._answers import WireContext, WireError, render
 from ._checks import expect_list, expect_object, expect_str
 from ._prompt import PromptChain
 from ._store import PendingWrite
-from ._wire import WireContext, WireError, render
 
 __all__ = ["CacheRequest", "OpenAIAccounting", "account", "add_message", "cache_request"]
 

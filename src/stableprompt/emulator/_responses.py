@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ._answers import Usage, WireContext, WireError, WireResult, render, split_text, sse_event
 from ._checks import (
     expect_bool,
     expect_list,
@@ -21,7 +22,6 @@ from ._checks import (
 )
 from ._endpoint import Endpoint, answer, open_request, reply
 from ._openai import account, add_message, cache_request
-from ._wire import Usage, WireContext, WireError, WireResult, render, split_text, sse_event
 
 __all__ = ["handle_responses"]
 

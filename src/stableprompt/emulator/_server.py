@@ -27,6 +27,7 @@ from typing import Any
 from .._canonical import loads
 from .._exceptions import ConfigurationError, InputError
 from .._policy import PolicyTable
+from ._answers import Flavor, WireContext, WireError, WireResult, error_result, json_result
 from ._anthropic import handle_messages
 from ._chat import handle_chat
 from ._clock import FakeClock
@@ -41,11 +42,10 @@ from ._http import (
     read_body,
     request_path,
 )
-from ._output import Responder, counter, echo_responder
+from ._responders import Responder, counter, echo_responder
 from ._responses import handle_responses
 from ._store import PrefixStore, StoreStats
 from ._tokens import BlockTokenizer
-from ._wire import Flavor, WireContext, WireError, WireResult, error_result, json_result
 
 __all__ = ["Emulator", "EmulatorStats", "RequestRecord"]
 

@@ -1,23 +1,19 @@
 """OpenAI Chat Completions (wire format ``"openai-chat"``): usage parsing and stream accumulation.
 
-Semantics (PROVIDERS.md §2; ``openai-python`` ``types/completion_usage.py``;
-developers.openai.com/api/docs/guides/prompt-caching): ``prompt_tokens`` *includes* cached
-tokens; ``prompt_tokens_details.cached_tokens`` (cache read) and
-``prompt_tokens_details.cache_write_tokens`` (GPT-5.6+, 2026-07) are subsets of it.
-
-The stream accumulator here is also the base for the other chat-shaped formats (DeepSeek,
-OpenAI-compatible servers, llama.cpp), which differ only in how the usage object is read.
+Public door; the implementation lives in ``stableprompt._wire.openai_chat``.
 """
 
-from __future__ import annotations
-
-from collections.abc import Mapping
-from typing import Any
-
-from .._sse import SSEEvent
-from .._usage import CacheUsage
-from ._base import Clock, Sighting, SSEStreamAccumulator
-from ._fields import as_mapping, cache_details, inclusive_usage, opt_int, req_int, response_usage
+from .._wire.openai_chat import (
+    WIRE_FORMAT,
+    ChatStreamAccumulator,
+    OpenAIChatStreamAccumulator,
+    chat_usage,
+    delta_has_content,
+    parse_response,
+    parse_usage,
+    prompt_details,
+    response_usage,
+)
 
 __all__ = [
     "WIRE_FORMAT",
@@ -30,173 +26,3 @@ __all__ = [
     "prompt_details",
     "response_usage",
 ]
-
-WIRE_FORMAT = "openai-chat"
-
-_TEXT_DELTA_KEYS = ("content", "refusal", "reasoning_content", "reasoning")
-
-
-def prompt_details(obj: Mapping[str, Any], pointer: str) -> tuple[int | None, int | None]:
-    """``(cached_tokens, cache_write_tokens)`` from ``prompt_tokens_details`` (None if absent)."""
-    return cache_details(obj, "prompt_tokens_details", pointer)
-
-
-def parse_usage(usage: object, pointer: str = "") -> CacheUsage:
-    """Normalize a Chat Completions ``usage`` object.
-
-    Args:
-        usage: ``{"prompt_tokens", "completion_tokens"?, "total_tokens"?,
-            "prompt_tokens_details"?: {"cached_tokens"?, "cache_write_tokens"?, ...}}``; a
-            ``dict`` or an SDK ``CompletionUsage`` model.
-        pointer: JSON pointer of ``usage`` inside its document (prefix of error pointers).
-
-    Returns:
-        CacheUsage with ``input_tokens_total = prompt_tokens``, ``cache_read = cached_tokens``
-        and ``cache_write = cache_write_tokens``; a detail the server did not send is ``None``
-        (e.g. models before GPT-5.6 report no writes; ``uncached`` then is total - read).
-
-    Raises:
-        UsageParseError: ``prompt_tokens`` missing (``usage-missing``), or a count negative
-            (``usage-negative``) or not an integer (``usage-type``), with its pointer.
-    """
-    return chat_usage(WIRE_FORMAT, usage, pointer, "OpenAI chat usage")
-
-
-def chat_usage(
-    wire_format: str,
-    usage: object,
-    pointer: str,
-    what: str,
-    *,
-    read_fallbacks: tuple[str, ...] = (),
-) -> CacheUsage:
-    """Normalize a chat-shaped ``usage`` object (see :func:`parse_usage`).
-
-    Args:
-        wire_format: The wire format name recorded in the result.
-        usage: The usage object (a JSON object or an SDK model).
-        pointer: JSON pointer of ``usage`` inside its document (prefix of error pointers).
-        what: How error messages name the object (``"OpenAI chat usage"``, ...).
-        read_fallbacks: Top-level keys read in order, each only while the cache read is still
-            unknown, when ``prompt_tokens_details.cached_tokens`` is absent.
-
-    Raises:
-        UsageParseError: as :func:`parse_usage`.
-    """
-    obj = as_mapping(usage, pointer, what)
-    total = req_int(obj, "prompt_tokens", pointer)
-    read, write = prompt_details(obj, pointer)
-    for key in read_fallbacks:
-        if read is not None:
-            break
-        read = opt_int(obj, key, pointer)
-    output = opt_int(obj, "completion_tokens", pointer)
-    return inclusive_usage(wire_format, obj, total=total, read=read, write=write, output=output)
-
-
-def parse_response(body: object) -> CacheUsage:
-    """Normalize the usage of a non-streaming chat completion body (``body["usage"]``).
-
-    Raises:
-        UsageParseError: ``usage-missing`` at ``/usage`` when absent, else as
-            :func:`parse_usage` with pointers under ``/usage``.
-    """
-    return response_usage(body, parse_usage)
-
-
-def delta_has_content(delta: object) -> bool:
-    """True when a chat ``choices[].delta`` carries generated content: non-empty ``content``,
-    ``refusal``, ``reasoning_content`` (DeepSeek, vLLM) or ``reasoning`` (OpenRouter) text, or
-    tool/function-call data."""
-    if not isinstance(delta, Mapping):
-        return False
-    for key in _TEXT_DELTA_KEYS:
-        value = delta.get(key)
-        if isinstance(value, str) and value:
-            return True
-    return bool(delta.get("tool_calls")) or bool(delta.get("function_call"))
-
-
-def _choice_has_content(choice: Mapping[str, Any]) -> bool:
-    return delta_has_content(choice.get("delta"))
-
-
-class ChatStreamAccumulator(SSEStreamAccumulator):
-    """Accumulate usage from a chat-completions-shaped SSE stream (``data: {chunk}`` lines
-    ending with ``data: [DONE]``).
-
-    Rule (PROVIDERS.md §2.2): with ``stream_options.include_usage`` the usage arrives on a final
-    chunk whose ``choices`` is ``[]``; other chunks carry ``"usage": null``. Some servers (vLLM
-    ``continuous_usage_stats``) put cumulative usage on *every* chunk: the last non-null
-    ``usage`` wins; counts are never summed. If the stream ends without any usage, the result
-    is :meth:`CacheUsage.unknown`. If the last usage came from a mid-stream chunk and the
-    stream never reached ``finish_reason``/``[DONE]``, the input side is kept and
-    ``output_tokens`` is unknown. ``response_id`` is the chunk ``id``.
-    """
-
-    wire_format = WIRE_FORMAT
-
-    def __init__(self, *, clock: Clock | None = None, start: float | None = None) -> None:
-        super().__init__(clock=clock, start=start)
-        self._done = False
-        self._finish_seen = False
-        self._usage: Sighting | None = None
-        self._timings: Sighting | None = None
-
-    def _parse(self, usage: Any, pointer: str) -> CacheUsage:
-        return parse_usage(usage, pointer)
-
-    def _event(self, event: SSEEvent) -> None:
-        data = event.data
-        if data.strip() == "[DONE]":
-            self._done = True
-            return
-        obj = self._decode_object(data, event.offset)
-        if obj is None:
-            return
-        self._identify(obj, "id", "model", keep_first=True)
-        error = obj.get("error")
-        if error is not None:
-            self.error = (
-                str(error.get("message", error)) if isinstance(error, Mapping) else str(error)
-            )
-        choices = obj.get("choices")
-        if isinstance(choices, list):
-            self._finish_seen |= self._scan_choices(choices, _choice_has_content, "finish_reason")
-        else:  # llama.cpp native /completion chunks: {"content": "...", "stop": bool}
-            content = obj.get("content")
-            if isinstance(content, str) and content:
-                self._mark_content()
-            if obj.get("stop") is True:
-                self._finish_seen = True
-        final = self._finish_seen or not choices
-        if obj.get("usage") is not None:
-            self._usage = Sighting(obj["usage"], event.offset, "/usage", final)
-        if obj.get("timings") is not None:
-            self._timings = Sighting(obj["timings"], event.offset, "/timings", final)
-
-    def _no_usage_reason(self) -> str:
-        if self._done:
-            return (
-                "stream completed without a usage chunk "
-                "(request stream_options={'include_usage': true})"
-            )
-        return "stream ended before its usage chunk (interrupted)"
-
-    def _finish(self) -> CacheUsage:
-        if self._usage is None:
-            return self._unknown(self._no_usage_reason(), interrupted=not self._done)
-        usage = self._parse_at(self._parse, self._usage)
-        if not (self._done or self._usage.final):
-            return self._partial(
-                usage,
-                "stream ended before finish_reason/[DONE]: output_tokens unknown "
-                "(last cumulative usage was mid-stream)",
-            )
-        return usage
-
-
-class OpenAIChatStreamAccumulator(ChatStreamAccumulator):
-    """Stream accumulator for OpenAI Chat Completions (see :class:`ChatStreamAccumulator`)."""
-
-    wire_format = WIRE_FORMAT

@@ -1,0 +1,627 @@
+"""The ledger: one SQLite row per provider call, safe from many threads and processes.
+
+Storage is stdlib ``sqlite3`` in WAL mode with a busy timeout. The table layout (OpenTelemetry
+GenAI column names, :data:`COLUMNS`), the versioned schema (:data:`SCHEMA_VERSION`, upgraded on
+opening for writing) and read-only opening live in ``_ledger_schema.py``.
+
+A failed write never raises into the caller and never silently loses the record: transient
+``SQLITE_BUSY``/``SQLITE_LOCKED`` errors are retried with backoff; then the record is appended as
+one JSON line to ``<db>.spill.jsonl`` next to the database, or to a spill file in a
+user-writable fallback directory, or, as the last resort, kept in :attr:`Ledger.unflushed`.
+Each spill target is announced once with a :class:`LedgerSpillWarning`. :meth:`Ledger.replay_spill`
+imports spilled records back (idempotent by ``record_id``).
+
+Durability: ``synchronous=NORMAL`` in WAL mode; a committed row survives the writing process
+being killed (it is in the WAL file), though not necessarily a power loss
+(https://www.sqlite.org/wal.html, https://www.sqlite.org/pragma.html#pragma_synchronous).
+
+Read-only opening (``Ledger(path, read_only=True)``, used by ``stableprompt report``) never
+creates, migrates or writes the file, even in a read-only directory; a file that is not a
+stableprompt ledger, or is from a newer stableprompt, is refused with :class:`LedgerError`.
+
+Metadata: table ``meta`` (schema v2) holds ledger-level ``key -> value`` text, e.g. which
+backend produced the calls (:meth:`Ledger.set_meta`, :meth:`Ledger.meta`).
+
+Privacy: the database, its ``-wal``/``-shm`` files and spill files are created with mode 0600.
+Request text (``content``) is stored only with ``store_content=True``. Records have no header
+fields; anything shaped like an API key is scrubbed from the free-text fields by
+``_record.redact`` before writing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import logging
+import os
+import random
+import sqlite3
+import threading
+import time
+import weakref
+from collections.abc import Callable, Iterable, Iterator
+from datetime import datetime
+from pathlib import Path
+from types import TracebackType
+from typing import IO, Any
+
+from .._exceptions import InputError, LedgerError
+from ._schema import (
+    COLUMNS,
+    INSERT_SQL,
+    MIGRATIONS,
+    SCHEMA_VERSION,
+    SELECT_COLUMNS,
+    connect_read_only,
+    from_row,
+    has_table,
+    is_transient,
+    migrate,
+    to_row,
+    ts_text,
+)
+from ._spill import LedgerSpillWarning, SpillFiles, WriteOutcome
+from ._spill import describe as _describe
+from ._usage_record import UsageRecord, redact
+
+__all__ = ["COLUMNS", "SCHEMA_VERSION", "Ledger", "LedgerSpillWarning", "WriteOutcome"]
+
+_log = logging.getLogger("stableprompt.ledger")
+
+_WRITE_ATTEMPTS = 4
+_BACKOFF_S = 0.025
+
+_MIGRATIONS = MIGRATIONS
+"""The migrations :class:`Ledger` applies, read at each opening: tests patch this name to write
+a file of an older schema version or to append a migration."""
+
+
+def _after_fork_in_child() -> None:
+    for ledger in list(_LIVE):
+        ledger._forget_inherited()
+
+
+_LIVE: weakref.WeakSet[Ledger] = weakref.WeakSet()
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+class Ledger:
+    """SQLite ledger of :class:`UsageRecord` rows, table ``calls``.
+
+    Safe to share between threads (one connection behind a lock) and to open from several
+    processes at once (SQLite WAL, busy timeout). After ``os.fork()`` the child opens its own
+    connection. ``close()`` releases the connection; a later call reopens it.
+
+    Args:
+        path: Database file. Created with mode 0600 if missing (missing parent directories
+            with 0700).
+        store_content: Keep request text (``UsageRecord.content``); otherwise it is set to
+            ``None`` before writing.
+        busy_timeout_s: How long SQLite waits for another writer's lock (seconds).
+        fallback_dir: Directory for the spill file when the database's own directory is not
+            writable. Default: ``~/.cache/stableprompt/spill``, then
+            ``<tempdir>/stableprompt-spill-<uid>``.
+        read_only: Open an existing ledger for reading only (module docs): nothing is created,
+            migrated or written, and :meth:`write`, :meth:`set_meta` and :meth:`replay_spill`
+            raise :class:`InputError` (code ``ledger-read-only``).
+
+    A writable ledger's opening never raises for an unusable path: writes spill (see module
+    docs) and reads raise :class:`LedgerError`. A read-only ledger is checked at once.
+
+    Raises:
+        LedgerError: Only with ``read_only=True``: the file is missing (code
+            ``ledger-not-found``), not a regular file (``ledger-not-a-file``), unreadable
+            (``ledger-unreadable``), not a stableprompt ledger (``ledger-not-a-ledger``) or
+            from a newer stableprompt (``ledger-schema-newer``).
+
+    Attributes:
+        path: Absolute database path.
+        spill_path: ``<db>.spill.jsonl`` next to the database.
+        unflushed: Records no storage would take (last resort); :meth:`replay_spill` retries them.
+        open_error: Why the database could not be opened, or ``None``.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        store_content: bool = False,
+        busy_timeout_s: float = 5.0,
+        fallback_dir: str | os.PathLike[str] | None = None,
+        read_only: bool = False,
+    ) -> None:
+        self.path = Path(os.path.abspath(os.fspath(path)))
+        self.read_only = read_only
+        self._spill = SpillFiles(self.path, fallback_dir)
+        self.spill_path = self._spill.path
+        self.store_content = store_content
+        self.busy_timeout_s = busy_timeout_s
+        self.open_error: BaseException | None = None
+        self._conn: sqlite3.Connection | None = None
+        self._orphans: list[sqlite3.Connection] = []  # inherited over fork: never touched
+        self._lock = threading.Lock()
+        self._pid = os.getpid()
+        self._open_failed_at: float | None = None
+        _LIVE.add(self)
+        if read_only:
+            connect_read_only(self.path, self.busy_timeout_s).close()  # check it now
+            return
+        with self._lock:
+            self._try_open()
+
+    # ------------------------------------------------------------------ connection
+
+    def _connect(self) -> sqlite3.Connection:
+        self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        try:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:
+            pass
+        else:
+            try:
+                os.fchmod(fd, 0o600)  # umask may have removed owner bits
+            finally:
+                os.close(fd)
+        if not self.path.is_file():
+            raise LedgerError(
+                f"ledger path {self.path} is not a regular file", code="ledger-not-a-file"
+            )
+        conn = sqlite3.connect(
+            self.path,
+            timeout=self.busy_timeout_s,
+            isolation_level=None,
+            check_same_thread=False,
+        )
+        try:
+            conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout_s * 1000)}")
+            conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute("PRAGMA synchronous = NORMAL")
+            migrate(conn, self.path, _MIGRATIONS)
+            for suffix in ("-wal", "-shm"):  # SQLite copies the db mode; make sure
+                side = self.path.with_name(self.path.name + suffix)
+                with contextlib.suppress(OSError):
+                    if side.stat().st_mode & 0o077:
+                        side.chmod(0o600)
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    def _try_open(self, *, force: bool = True) -> sqlite3.Connection | None:
+        """Return the write connection, opening it if needed. Caller holds the lock."""
+        if self._pid != os.getpid():
+            self._forget_inherited()
+        if self._conn is not None:
+            return self._conn
+        failed_at = self._open_failed_at
+        if not force and failed_at is not None and time.monotonic() - failed_at < 1.0:
+            return None  # failed a moment ago: do not slow every write down
+        deadline = time.monotonic() + self.busy_timeout_s
+        for attempt in range(_WRITE_ATTEMPTS):
+            try:
+                self._conn = self._connect()
+            except Exception as exc:
+                self.open_error = exc
+                retry = attempt + 1 < _WRITE_ATTEMPTS and time.monotonic() < deadline
+                if is_transient(exc) and retry:
+                    _sleep_backoff(attempt)
+                    continue
+                _log.debug("ledger %s cannot be opened: %s", self.path, _describe(exc))
+                self._open_failed_at = time.monotonic()
+                return None
+            self.open_error = None
+            self._open_failed_at = None
+            return self._conn
+        return None  # pragma: no cover - the loop always returns
+
+    def _forget_inherited(self) -> None:
+        """In a forked child: drop (never use or close) the parent's connection and lock."""
+        if self._conn is not None:
+            self._orphans.append(self._conn)
+        self._conn = None
+        self._lock = threading.Lock()
+        self._pid = os.getpid()
+
+    def _drop_connection(self) -> None:
+        if self._conn is not None:
+            with contextlib.suppress(Exception):
+                self._conn.close()
+            self._conn = None
+
+    def close(self) -> None:
+        """Close the database connection (idempotent). A later call reopens it."""
+        with self._lock:
+            if self._pid == os.getpid():
+                self._drop_connection()
+            self._conn = None
+
+    def __enter__(self) -> Ledger:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        mode = ", read_only=True" if self.read_only else ""
+        return f"Ledger({str(self.path)!r}, store_content={self.store_content}{mode})"
+
+    def _refuse_if_read_only(self, action: str) -> None:
+        if self.read_only:
+            raise InputError(
+                f"ledger {self.path} was opened read_only; {action} needs Ledger(path)",
+                code="ledger-read-only",
+            )
+
+    @property
+    def unflushed(self) -> list[UsageRecord]:
+        """Records no storage would take (last resort); :meth:`replay_spill` retries them."""
+        return self._spill.unflushed
+
+    # ------------------------------------------------------------------ writing
+
+    def _prepare(self, record: UsageRecord) -> UsageRecord:
+        return record.model_copy(
+            update={
+                "content": redact(record.content) if self.store_content else None,
+                "usage_raw": redact(record.usage_raw),
+                "diagnostics": redact(record.diagnostics),
+                "verdict_detail": redact(record.verdict_detail),
+                "error_class": redact(record.error_class),
+                "scenario": redact(record.scenario),
+            }
+        )
+
+    def write(self, record: UsageRecord) -> WriteOutcome:
+        """Store one record; never raises for a storage failure and never drops the record.
+
+        Lock errors (``SQLITE_BUSY``/``SQLITE_LOCKED``) are retried with exponential backoff
+        and jitter, up to 4 attempts within ``busy_timeout_s`` (so a stuck lock delays the
+        caller by about ``busy_timeout_s``, not more). Then the record goes, as one JSON line, to
+        :attr:`spill_path`, else to a spill file in the fallback directory, else to
+        :attr:`unflushed`; each new target is announced once with a :class:`LedgerSpillWarning`
+        (and a log line). Writing a ``record_id`` that is already stored is a no-op.
+
+        Args:
+            record: The call to store. ``content`` is dropped unless ``store_content=True``;
+                key-shaped strings are scrubbed (:func:`redact`).
+
+        Returns:
+            ``"committed"`` (in the database), ``"spilled"`` (in a spill file) or
+            ``"unflushed"`` (in memory only).
+
+        Raises:
+            InputError: ``record`` is not a UsageRecord (code ``ledger-record-type``), or the
+                ledger is read-only (code ``ledger-read-only``).
+        """
+        if not isinstance(record, UsageRecord):
+            raise InputError(
+                f"Ledger.write takes a UsageRecord, not {type(record).__name__}",
+                code="ledger-record-type",
+            )
+        self._refuse_if_read_only("write")
+        with self._lock:
+            try:
+                clean = self._prepare(record)
+            except Exception as exc:  # pragma: no cover - redact works on validated records
+                return self._spill.spill(record, exc)
+            error = self._write_db(clean)
+            if error is None:
+                return "committed"
+            return self._spill.spill(clean, error)
+
+    def _write_db(self, record: UsageRecord) -> BaseException | None:
+        """Insert, retrying lock errors until the busy timeout is used up. Caller holds lock."""
+        deadline = time.monotonic() + self.busy_timeout_s
+        error: BaseException | None = None
+        for attempt in range(_WRITE_ATTEMPTS):
+            conn = self._try_open(force=False)
+            if conn is None:
+                return self.open_error or LedgerError(
+                    f"ledger {self.path} is unavailable", code="ledger-unavailable"
+                )
+            try:
+                conn.execute(INSERT_SQL, to_row(record))
+                return None
+            except Exception as exc:
+                error = exc
+                if not is_transient(exc):
+                    self._drop_connection()
+                    return exc
+                if time.monotonic() >= deadline:
+                    break  # SQLite already waited the busy timeout: do not stall the call
+                _sleep_backoff(attempt)
+        return error
+
+    # ------------------------------------------------------------------ replay
+
+    def replay_spill(self) -> int:
+        """Import spilled and unflushed records into the database (idempotent by record_id).
+
+        Reads ``<db>.spill.jsonl``, the fallback spill file and :attr:`unflushed`; each spill
+        file is moved aside before reading and deleted once its records are committed, so
+        writers appending meanwhile start a new file and nothing is imported twice or lost.
+
+        Returns:
+            Number of records read from spill files and memory (already-stored ids included).
+
+        Raises:
+            LedgerError: The database cannot be opened or written (spill files are kept).
+            InputError: The ledger is read-only (code ``ledger-read-only``).
+        """
+        self._refuse_if_read_only("replay_spill")
+        with self._lock:
+            conn = self._require_conn()
+            return self._spill.replay(lambda records: self._insert_many(conn, records))
+
+    def _insert_many(self, conn: sqlite3.Connection, records: list[UsageRecord]) -> None:
+        rows = [to_row(self._prepare(record)) for record in records]
+
+        def insert() -> None:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                conn.executemany(INSERT_SQL, rows)
+                conn.execute("COMMIT")
+            except BaseException:
+                with contextlib.suppress(sqlite3.Error):
+                    conn.execute("ROLLBACK")
+                raise
+
+        _retry_locked(
+            insert, failure=f"cannot import records into ledger {self.path}", code="ledger-replay"
+        )
+
+    # ------------------------------------------------------------------ reading
+
+    def _require_conn(self) -> sqlite3.Connection:
+        conn = self._try_open(force=True)
+        if conn is None:
+            cause = self.open_error
+            raise LedgerError(
+                f"cannot open ledger database {self.path}: {_describe(cause)}; check that the "
+                "path is a writable file in an existing directory (records written meanwhile "
+                f"were spilled to {self.spill_path} or the fallback directory)",
+                code="ledger-unavailable",
+            ) from cause
+        return conn
+
+    def _unreadable(self, exc: sqlite3.Error) -> LedgerError:
+        return LedgerError(
+            f"cannot read ledger database {self.path}: {exc}", code="ledger-unreadable"
+        )
+
+    def _reader(self) -> sqlite3.Connection:
+        if self.read_only:
+            return connect_read_only(self.path, self.busy_timeout_s)
+        with self._lock:
+            self._require_conn()  # creates/migrates the schema, or raises LedgerError
+        try:
+            conn = sqlite3.connect(
+                self.path.as_uri() + "?mode=rw",
+                uri=True,
+                timeout=self.busy_timeout_s,
+                isolation_level=None,
+                check_same_thread=False,
+            )
+        except sqlite3.Error as exc:
+            raise self._unreadable(exc) from exc
+        return conn
+
+    # ------------------------------------------------------------------ metadata
+
+    def set_meta(self, key: str, value: str) -> None:
+        """Store one ledger-level ``key -> value`` pair (replacing an earlier value).
+
+        Used for what a whole ledger shares, e.g. ``"backend"`` (where the calls went),
+        ``"workload"``, ``"provider"``, ``"model"``; ``stableprompt report`` prints them.
+        Key-shaped strings in ``value`` are scrubbed (:func:`redact`).
+
+        Raises:
+            InputError: ``key`` is not a non-empty ``str`` or ``value`` is not a ``str``
+                (code ``ledger-meta-invalid``), or the ledger is read-only
+                (``ledger-read-only``).
+            LedgerError: The database cannot be opened or written (code
+                ``ledger-unavailable`` / ``ledger-meta-write``); unlike :meth:`write`,
+                metadata is not spilled.
+        """
+        if not isinstance(key, str) or not key or not isinstance(value, str):
+            raise InputError(
+                f"Ledger.set_meta takes a non-empty str key and a str value, not "
+                f"{type(key).__name__} {key!r} -> {type(value).__name__}",
+                code="ledger-meta-invalid",
+            )
+        self._refuse_if_read_only("set_meta")
+        clean = redact(value, fragments=False)
+        with self._lock:
+            conn = self._require_conn()
+            _retry_locked(
+                lambda: conn.execute(
+                    'INSERT INTO meta ("key", "value") VALUES (?, ?) '
+                    'ON CONFLICT ("key") DO UPDATE SET "value" = excluded."value"',
+                    (key, clean),
+                ),
+                failure=f"cannot write metadata {key!r} to ledger {self.path}",
+                code="ledger-meta-write",
+            )
+
+    def meta(self) -> dict[str, str]:
+        """Return the ledger-level metadata, keys sorted; ``{}`` for a ledger without any
+        (including a schema v1 file opened read-only, which has no ``meta`` table).
+
+        Raises:
+            LedgerError: The database cannot be opened or read.
+        """
+        conn = self._reader()
+        try:
+            if not has_table(conn, "meta"):
+                return {}
+            rows = conn.execute('SELECT "key", "value" FROM meta ORDER BY "key"').fetchall()
+        except sqlite3.Error as exc:
+            raise self._unreadable(exc) from exc
+        finally:
+            conn.close()
+        return {str(key): str(value) for key, value in rows}
+
+    # ------------------------------------------------------------------ records
+
+    def iter_records(
+        self, *, session_id: str | None = None, since: datetime | None = None
+    ) -> Iterator[UsageRecord]:
+        """Yield stored records in time order (oldest first), optionally filtered.
+
+        Uses its own connection, so it does not block writers (WAL readers see a snapshot).
+
+        Args:
+            session_id: Only records of this conversation (``gen_ai.conversation.id``).
+            since: Only records with ``ts_utc >= since`` (timezone-aware).
+
+        Raises:
+            LedgerError: The database cannot be opened or read (code ``ledger-unavailable``
+                or ``ledger-unreadable``).
+            InputError: ``since`` is naive (code ``ledger-since-naive``).
+        """
+        clauses: list[str] = []
+        params: list[Any] = []
+        if session_id is not None:
+            clauses.append('"gen_ai.conversation.id" = ?')
+            params.append(session_id)
+        if since is not None:
+            if since.tzinfo is None or since.utcoffset() is None:
+                raise InputError(
+                    "since must be timezone-aware (e.g. datetime.now(timezone.utc))",
+                    code="ledger-since-naive",
+                )
+            clauses.append('"ts_utc" >= ?')
+            params.append(ts_text(since))
+        where = f" WHERE {' AND '.join(clauses)}" if clauses else ""
+        sql = f'SELECT {SELECT_COLUMNS} FROM calls{where} ORDER BY "ts_utc", rowid'
+        return self._query(sql, params)
+
+    def _query(self, sql: str, params: Iterable[Any]) -> Iterator[UsageRecord]:
+        conn = self._reader()
+
+        def rows() -> Iterator[UsageRecord]:
+            try:
+                cursor = conn.execute(sql, tuple(params))
+                while batch := cursor.fetchmany(256):
+                    for row in batch:
+                        yield from_row(row)
+            except sqlite3.Error as exc:
+                raise self._unreadable(exc) from exc
+            finally:
+                conn.close()
+
+        return rows()
+
+    def records(
+        self, session_id: str | None = None, since: datetime | None = None
+    ) -> list[UsageRecord]:
+        """Return stored records in time order; same filters and errors as
+        :meth:`iter_records`. Spilled records appear after :meth:`replay_spill`."""
+        return list(self.iter_records(session_id=session_id, since=since))
+
+    def last_for_lineage(self, lineage: str) -> UsageRecord | None:
+        """Return the most recent record of a cache lineage, or ``None`` if there is none.
+
+        "Most recent" is the latest ``ts_utc`` (ties: the later insert). Records this instance
+        spilled since the last :meth:`replay_spill` count too. Indexed on
+        ``(lineage, ts_utc)``.
+
+        Raises:
+            LedgerError: The database cannot be opened or read.
+        """
+        return next(iter(self.recent_for_lineage(lineage, limit=1)), None)
+
+    def recent_for_lineage(self, lineage: str, *, limit: int = 32) -> list[UsageRecord]:
+        """Return up to ``limit`` most recent records of a cache lineage, newest first.
+
+        Order: ``ts_utc`` descending (ties: the later insert first). Records this instance
+        spilled since the last :meth:`replay_spill` count too. Indexed on
+        ``(lineage, ts_utc)``.
+
+        Raises:
+            LedgerError: The database cannot be opened or read.
+            InputError: ``limit`` is below 1 (code ``ledger-limit``).
+        """
+        if limit < 1:
+            raise InputError("limit must be at least 1", code="ledger-limit")
+        sql = (
+            f'SELECT {SELECT_COLUMNS} FROM calls WHERE "lineage" = ? '
+            'ORDER BY "ts_utc" DESC, rowid DESC LIMIT ?'
+        )
+        found = list(self._query(sql, (lineage, limit)))
+        with self._lock:
+            spilled = self._spill.recent(lineage)
+        if spilled:
+            stored = {r.record_id for r in found}
+            found += [r for r in spilled if r.record_id not in stored]
+            found.sort(key=lambda r: r.ts_utc, reverse=True)  # stable: ties keep insert order
+        return found[:limit]
+
+    def export_jsonl(self, path_or_file: str | os.PathLike[str] | IO[Any]) -> int:
+        """Write every stored record as one canonical JSON line (see ``UsageRecord.to_json``).
+
+        Args:
+            path_or_file: A path (created with mode 0600, overwritten) or an open file; text
+                files get ``str`` lines, binary files ``bytes``.
+
+        Returns:
+            Number of records written. ``UsageRecord.from_json`` reads each line back.
+
+        Raises:
+            LedgerError: The database cannot be read.
+        """
+        records = self.iter_records()  # raises before any file is touched
+        if isinstance(path_or_file, (str, os.PathLike)):
+            fd = os.open(path_or_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "wb") as handle:
+                return _export(records, handle)
+        return _export(records, path_or_file)
+
+
+def _export(records: Iterable[UsageRecord], handle: IO[Any]) -> int:
+    text = _is_text(handle)
+    count = 0
+    for record in records:
+        line = record.to_json() + b"\n"
+        handle.write(line.decode("utf-8") if text else line)
+        count += 1
+    return count
+
+
+def _is_text(handle: IO[Any]) -> bool:
+    if isinstance(handle, io.TextIOBase):
+        return True
+    if isinstance(handle, (io.RawIOBase, io.BufferedIOBase)):
+        return False
+    return "b" not in getattr(handle, "mode", "b")
+
+
+def _sleep_backoff(attempt: int) -> None:
+    delay = _BACKOFF_S * (2**attempt)
+    time.sleep(delay + random.uniform(0, delay))
+
+
+def _retry_locked(action: Callable[[], object], *, failure: str, code: str) -> None:
+    """Run ``action``, retrying lock errors (:func:`is_transient`) with backoff and jitter, up
+    to 4 attempts in all.
+
+    Raises:
+        LedgerError: ``action`` raised another ``sqlite3.Error``, or a lock error on the last
+            attempt; message ``"<failure>: <error>"``, code ``code``.
+    """
+    for attempt in range(_WRITE_ATTEMPTS):
+        try:
+            action()
+            return
+        except sqlite3.Error as exc:
+            if is_transient(exc) and attempt + 1 < _WRITE_ATTEMPTS:
+                _sleep_backoff(attempt)
+                continue
+            raise LedgerError(f"{failure}: {exc}", code=code) from exc
+

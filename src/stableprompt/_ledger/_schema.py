@@ -1,0 +1,393 @@
+"""The ledger's table layout, schema migrations, row codec and read-only opening.
+
+Table ``calls`` holds one row per provider call. Column names follow the OpenTelemetry GenAI
+semantic conventions where one exists (``"gen_ai.usage.input_tokens"``,
+``"gen_ai.usage.cache_read.input_tokens"``, ...; see :data:`COLUMNS`), so the table reads like
+exported spans. Table ``meta`` (schema v2) holds ledger-level ``key -> value`` text. The schema
+is versioned with ``PRAGMA user_version`` and upgraded by :func:`migrate` with
+:data:`MIGRATIONS`.
+
+Read-only opening (:func:`connect_read_only`, used by ``Ledger(path, read_only=True)`` and so by
+``stableprompt report``) never creates, migrates or writes the file: it connects with the SQLite
+URI ``mode=ro`` and, when the WAL side files (``-wal``/``-shm``) cannot be created (a read-only
+directory or mount), with ``immutable=1`` (https://www.sqlite.org/uri.html,
+https://www.sqlite.org/wal.html#readonly). A file that is not a stableprompt ledger (no
+``calls`` table, an unrelated one, schema version 0 or newer than :data:`SCHEMA_VERSION`) is
+refused with :class:`LedgerError`.
+
+The writer (:class:`~stableprompt.Ledger`, ``_ledger.py``) owns connections, retries and spills.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+from collections.abc import Mapping, Sequence
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from .._canonical import canonical_json, loads
+from .._exceptions import LedgerError
+from .._usage import TOKEN_FIELDS
+from ._usage_record import OTEL_ATTRIBUTES, UsageRecord
+
+__all__ = [
+    "COLUMNS",
+    "INSERT_SQL",
+    "MIGRATIONS",
+    "SCHEMA_VERSION",
+    "SELECT_COLUMNS",
+    "connect_read_only",
+    "from_row",
+    "has_table",
+    "is_transient",
+    "migrate",
+    "to_row",
+    "ts_text",
+]
+
+
+# --------------------------------------------------------------------------- schema
+
+_FIELDS = (
+    "record_id",
+    "ts_utc",
+    "session_id",
+    "turn",
+    "scenario",
+    "wire_format",
+    "provider",
+    "model",
+    "lineage",
+    "request_fingerprint",
+    "predecessor_id",
+    "lcp_bytes",
+    "lcp_tokens",
+    "request_tokens",
+    "predicted_cache_read_tokens",
+    *TOKEN_FIELDS,
+    "usage_inconsistent",
+    "usage_raw",
+    "verdict",
+    "verdict_detail",
+    "latency_ms",
+    "ttft_ms",
+    "status_code",
+    "error_class",
+    "diagnostics",
+    "response_id",
+    "content",
+)
+
+COLUMNS: Mapping[str, str] = {field: OTEL_ATTRIBUTES.get(field, field) for field in _FIELDS}
+"""``UsageRecord`` field -> column of table ``calls``: the OpenTelemetry name where one exists
+(:data:`OTEL_ATTRIBUTES`, e.g. ``cache_read_tokens`` -> ``gen_ai.usage.cache_read.input_tokens``),
+else the field name. A new record field needs a migration adding its column here."""
+
+_JSON_FIELDS = frozenset({"usage_raw", "verdict_detail", "diagnostics"})
+
+MIGRATIONS: tuple[tuple[str, ...], ...] = (
+    # v1: create.
+    (
+        """CREATE TABLE calls (
+            "record_id" TEXT PRIMARY KEY NOT NULL,
+            "ts_utc" TEXT NOT NULL,
+            "gen_ai.conversation.id" TEXT,
+            "turn" INTEGER,
+            "scenario" TEXT,
+            "wire_format" TEXT NOT NULL,
+            "gen_ai.provider.name" TEXT,
+            "gen_ai.request.model" TEXT,
+            "lineage" TEXT,
+            "request_fingerprint" TEXT,
+            "predecessor_id" TEXT,
+            "lcp_bytes" INTEGER,
+            "lcp_tokens" INTEGER,
+            "request_tokens" INTEGER,
+            "predicted_cache_read_tokens" INTEGER,
+            "gen_ai.usage.input_tokens" INTEGER,
+            "uncached_tokens" INTEGER,
+            "gen_ai.usage.cache_read.input_tokens" INTEGER,
+            "gen_ai.usage.cache_creation.input_tokens" INTEGER,
+            "cache_write_5m_tokens" INTEGER,
+            "cache_write_1h_tokens" INTEGER,
+            "gen_ai.usage.output_tokens" INTEGER,
+            "usage_inconsistent" INTEGER NOT NULL DEFAULT 0,
+            "usage_raw" TEXT,
+            "verdict" TEXT NOT NULL,
+            "verdict_detail" TEXT NOT NULL DEFAULT '{}',
+            "latency_ms" REAL,
+            "ttft_ms" REAL,
+            "http.response.status_code" INTEGER,
+            "error.type" TEXT,
+            "diagnostics" TEXT,
+            "gen_ai.response.id" TEXT,
+            "content" TEXT
+        )""",
+        'CREATE INDEX calls_lineage_ts ON calls ("lineage", "ts_utc")',
+        'CREATE INDEX calls_conversation_ts ON calls ("gen_ai.conversation.id", "ts_utc")',
+        'CREATE INDEX calls_ts ON calls ("ts_utc")',
+    ),
+    # v2: ledger-level metadata (what produced the calls: backend, workload, ...).
+    (
+        """CREATE TABLE meta (
+            "key" TEXT PRIMARY KEY NOT NULL,
+            "value" TEXT NOT NULL
+        )""",
+    ),
+)
+"""Schema migrations: entry ``i`` upgrades ``user_version`` ``i`` to ``i + 1``. Append a tuple
+of statements for the next version; never edit a shipped entry. Each upgrade runs in one
+transaction. A migration that adds a ``calls`` column must also teach :func:`_check_schema`
+(read-only opening never migrates) which versions lack it."""
+
+SCHEMA_VERSION = len(MIGRATIONS)
+"""Schema version this stableprompt writes (``PRAGMA user_version``)."""
+
+_SQLITE_BUSY = 5
+_SQLITE_LOCKED = 6
+
+
+def _quote(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+SELECT_COLUMNS = ", ".join(_quote(column) for column in COLUMNS.values())
+"""The quoted columns of :data:`COLUMNS`, comma-separated, in :data:`COLUMNS` order (the order
+:func:`to_row` writes and :func:`from_row` reads)."""
+
+INSERT_SQL = (
+    f"INSERT OR IGNORE INTO calls ({SELECT_COLUMNS}) VALUES ({', '.join('?' for _ in COLUMNS)})"
+)
+"""Insert one :func:`to_row` row; a ``record_id`` already stored is ignored (idempotent)."""
+
+
+def ts_text(ts: datetime) -> str:
+    """``ts`` as stored in ``ts_utc``: UTC ISO 8601 with microseconds always present (fixed
+    width, so text order is time order), e.g. ``"2026-06-01T12:00:00.000000+00:00"``."""
+    return ts.astimezone(timezone.utc).isoformat(timespec="microseconds")
+
+
+def to_row(record: UsageRecord) -> tuple[Any, ...]:
+    """One ``calls`` row of ``record``, values in :data:`COLUMNS` order: ``ts_utc`` as
+    :func:`ts_text`, JSON fields as canonical JSON text, ``usage_inconsistent`` as 0/1."""
+    row: list[Any] = []
+    for field in COLUMNS:
+        value = getattr(record, field)
+        if field == "ts_utc":
+            value = ts_text(value)
+        elif field in _JSON_FIELDS:
+            value = None if value is None else canonical_json(value).decode("utf-8")
+        elif field == "usage_inconsistent":
+            value = int(value)
+        row.append(value)
+    return tuple(row)
+
+
+def from_row(row: tuple[Any, ...]) -> UsageRecord:
+    """The record of a row selected with :data:`SELECT_COLUMNS` (the inverse of :func:`to_row`).
+
+    Raises:
+        pydantic.ValidationError: The row does not validate as a :class:`UsageRecord`.
+    """
+    data: dict[str, Any] = {}
+    for field, value in zip(COLUMNS, row, strict=True):
+        if value is None:
+            if field == "verdict_detail":
+                value = {}
+            elif field == "usage_inconsistent":
+                value = False
+            else:
+                continue
+        elif field == "ts_utc":
+            value = datetime.fromisoformat(value)
+        elif field in _JSON_FIELDS:
+            value = loads(value)
+        elif field == "usage_inconsistent":
+            value = bool(value)
+        elif field in ("latency_ms", "ttft_ms"):
+            value = float(value)
+        data[field] = value
+    return UsageRecord.model_validate(data)
+
+
+def is_transient(exc: BaseException) -> bool:
+    """Whether ``exc`` is a lock error worth retrying (``SQLITE_BUSY``/``SQLITE_LOCKED``)."""
+    if not isinstance(exc, sqlite3.OperationalError):
+        return False
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code is not None:
+        return code & 0xFF in (_SQLITE_BUSY, _SQLITE_LOCKED)
+    text = str(exc).lower()
+    return "locked" in text or "busy" in text
+
+
+def migrate(
+    conn: sqlite3.Connection, path: Path, migrations: Sequence[tuple[str, ...]]
+) -> None:
+    """Bring the schema to version ``len(migrations)`` in one ``BEGIN IMMEDIATE`` transaction.
+
+    Args:
+        conn: Write connection in autocommit mode (``isolation_level=None``).
+        path: Database path, for messages.
+        migrations: :data:`MIGRATIONS` as the writer sees it (tests substitute older or
+            longer lists to simulate other versions).
+
+    Raises:
+        LedgerError: The file's schema is newer than ``migrations`` (code
+            ``ledger-schema-newer``) or a migration failed (code ``ledger-migration``).
+        sqlite3.OperationalError: A lock error (:func:`is_transient`), for the caller to retry.
+    """
+    (version,) = conn.execute("PRAGMA user_version").fetchone()
+    if version == len(migrations):
+        return
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        (version,) = conn.execute("PRAGMA user_version").fetchone()
+        if version > len(migrations):
+            raise LedgerError(
+                f"ledger {path} has schema version {version}, newer than this stableprompt "
+                f"knows ({len(migrations)}); upgrade stableprompt or use another file",
+                code="ledger-schema-newer",
+            )
+        for target in range(version, len(migrations)):
+            for statement in migrations[target]:
+                conn.execute(statement)
+            conn.execute(f"PRAGMA user_version = {target + 1}")
+        conn.execute("COMMIT")
+    except BaseException as exc:
+        with contextlib.suppress(sqlite3.Error):
+            conn.execute("ROLLBACK")
+        if isinstance(exc, LedgerError) or is_transient(exc):
+            raise
+        if isinstance(exc, sqlite3.Error):
+            raise LedgerError(
+                f"cannot migrate ledger {path} from schema version {version}: {exc}",
+                code="ledger-migration",
+            ) from exc
+        raise
+
+
+# --------------------------------------------------------------------------- read-only
+
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+_SQLITE_CANTOPEN = 14
+
+
+def has_table(conn: sqlite3.Connection, name: str) -> bool:
+    """Whether the database of ``conn`` has a table ``name``."""
+    row = conn.execute(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (name,)
+    ).fetchone()
+    return row is not None
+
+
+def _is_cantopen(exc: sqlite3.Error) -> bool:
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code is not None:
+        return bool(code & 0xFF == _SQLITE_CANTOPEN)
+    return "unable to open" in str(exc).lower()  # pragma: no cover - Python < 3.11
+
+
+def _open_uri(uri: str, busy_timeout_s: float) -> tuple[sqlite3.Connection, int]:
+    """Connect to ``uri`` and read ``user_version`` (which makes SQLite open the file and,
+    for a WAL database, its side files)."""
+    conn = sqlite3.connect(
+        uri, uri=True, timeout=busy_timeout_s, isolation_level=None, check_same_thread=False
+    )
+    try:
+        (version,) = conn.execute("PRAGMA user_version").fetchone()
+    except BaseException:
+        conn.close()
+        raise
+    return conn, int(version)
+
+
+def connect_read_only(path: Path, busy_timeout_s: float) -> sqlite3.Connection:
+    """Open an existing ledger read-only: nothing is created, migrated or written.
+
+    SQLite URI ``mode=ro`` first (it sees a live writer's WAL); when that cannot open the WAL
+    side files (SQLITE_CANTOPEN: the directory is read-only), ``immutable=1``, which reads the
+    main file alone: refused when a non-empty ``-wal`` file holds writes it would miss.
+
+    Raises:
+        LedgerError: See :class:`~stableprompt.Ledger` (``read_only=True``).
+    """
+    shown = str(path)
+    if not path.exists():
+        raise LedgerError(f"no ledger at {shown!r} (file not found)", code="ledger-not-found")
+    if not path.is_file():
+        raise LedgerError(f"ledger path {shown!r} is not a regular file", code="ledger-not-a-file")
+    try:
+        with path.open("rb") as handle:
+            magic = handle.read(len(_SQLITE_MAGIC))
+    except OSError as exc:
+        raise LedgerError(
+            f"ledger {shown!r} is not readable ({exc.strerror or exc})", code="ledger-unreadable"
+        ) from exc
+    if magic != _SQLITE_MAGIC:
+        what = "an empty file" if not magic else "not a SQLite database"
+        raise LedgerError(
+            f"{shown!r} is not a stableprompt ledger ({what})", code="ledger-not-a-ledger"
+        )
+    uri = path.as_uri()
+    try:
+        try:
+            conn, version = _open_uri(uri + "?mode=ro", busy_timeout_s)
+        except sqlite3.OperationalError as exc:
+            if not _is_cantopen(exc):
+                raise
+            wal = path.with_name(path.name + "-wal")
+            if wal.is_file() and wal.stat().st_size > 0:
+                raise LedgerError(
+                    f"ledger {shown!r} has writes in {str(wal)!r} that SQLite cannot read "
+                    "without creating its -shm file, and the directory is not writable: copy "
+                    "the ledger and its -wal file to a writable directory",
+                    code="ledger-unreadable",
+                ) from exc
+            conn, version = _open_uri(uri + "?mode=ro&immutable=1", busy_timeout_s)
+    except sqlite3.Error as exc:
+        raise LedgerError(
+            f"cannot read ledger {shown!r}: {exc}", code="ledger-unreadable"
+        ) from exc
+    try:
+        _check_schema(conn, shown, version)
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+def _check_schema(conn: sqlite3.Connection, shown: str, version: int) -> None:
+    """Refuse a file that is not a stableprompt ledger this version can read, never migrating.
+
+    Raises:
+        LedgerError: Code ``ledger-not-a-ledger`` or ``ledger-schema-newer``.
+    """
+    try:
+        has_calls = has_table(conn, "calls")
+        columns = [row[1] for row in conn.execute('PRAGMA table_info("calls")')]
+    except sqlite3.Error as exc:
+        raise LedgerError(f"cannot read ledger {shown!r}: {exc}", code="ledger-unreadable") from exc
+    if version > SCHEMA_VERSION:
+        raise LedgerError(
+            f"ledger {shown!r} has schema version {version}, newer than this stableprompt knows "
+            f"({SCHEMA_VERSION}); upgrade stableprompt",
+            code="ledger-schema-newer",
+        )
+    if version == 0:
+        found = "an unrelated 'calls' table" if has_calls else "no 'calls' table"
+        raise LedgerError(
+            f"{shown!r} is not a stableprompt ledger (schema version 0, {found})",
+            code="ledger-not-a-ledger",
+        )
+    missing = [column for column in COLUMNS.values() if column not in columns]
+    if missing:
+        what = "no 'calls' table" if not has_calls else (
+            f"table 'calls' lacks {len(missing)} ledger columns, e.g. {missing[0]!r}"
+        )
+        raise LedgerError(
+            f"{shown!r} is not a stableprompt ledger (schema version {version}, {what})",
+            code="ledger-not-a-ledger",
+        )

@@ -1,0 +1,251 @@
+"""Spill files: where ledger records go when the database will not take them.
+
+A record the database refused is appended as one JSON line to ``<db>.spill.jsonl`` next to
+the database, else to a spill file in a user-writable fallback directory, else kept in memory
+(:attr:`SpillFiles.unflushed`). Each target is announced once with a
+:class:`LedgerSpillWarning` (and a log line). :meth:`SpillFiles.replay` hands the records back
+to the database (the ledger's ``replay_spill``).
+
+Concurrency: appends take an exclusive POSIX advisory lock (``flock``) and re-check that the
+file was not renamed away meanwhile; a replay renames the file aside first, so writers that
+append during a replay start a new file and nothing is imported twice or lost. Files are
+created with mode 0600 (directories 0700).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import logging
+import os
+import re
+import tempfile
+import time
+import warnings
+from collections import deque
+from collections.abc import Callable
+from pathlib import Path
+from typing import Literal
+
+from .._exceptions import LedgerError
+from ._usage_record import UsageRecord, redact
+
+try:  # POSIX advisory locks keep spill appends and replays from racing; absent on Windows.
+    import fcntl
+except ImportError:  # pragma: no cover - Windows
+    fcntl = None  # type: ignore[assignment]
+
+__all__ = [
+    "LedgerSpillWarning",
+    "SpillFiles",
+    "WriteOutcome",
+    "append_line",
+    "describe",
+]
+
+_log = logging.getLogger("stableprompt.ledger")
+
+WriteOutcome = Literal["committed", "spilled", "unflushed"]
+"""Where :meth:`Ledger.write` put the record: the database, a spill file, or memory."""
+
+_RECENT_PER_LINEAGE = 32
+
+
+class LedgerSpillWarning(UserWarning):
+    """A ledger write failed and the record went to a spill file (or memory) instead."""
+
+
+def describe(exc: BaseException | None) -> str:
+    """``"<class>: <message>"`` of an error, scrubbed of key-shaped strings."""
+    if exc is None:
+        return "unknown error"
+    return redact(f"{type(exc).__name__}: {exc}")
+
+
+def _default_fallback_dirs() -> list[Path]:
+    dirs: list[Path] = []
+    with contextlib.suppress(RuntimeError, KeyError):
+        dirs.append(Path.home() / ".cache" / "stableprompt" / "spill")
+    uid = getattr(os, "getuid", lambda: "user")()
+    dirs.append(Path(tempfile.gettempdir()) / f"stableprompt-spill-{uid}")
+    return dirs
+
+
+def append_line(path: Path, line: bytes) -> None:
+    """Append one line to ``path`` (created 0600), atomically w.r.t. other appenders/replays.
+
+    Raises:
+        OSError: The file cannot be opened or written, or kept being renamed away.
+    """
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0)
+    for _ in range(5):
+        fd = os.open(path, flags, 0o600)
+        try:
+            if fcntl is not None:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+                try:  # a replay may have renamed the file away while we waited
+                    same = os.stat(path).st_ino == os.fstat(fd).st_ino
+                except FileNotFoundError:
+                    same = False
+                if not same:
+                    continue
+            os.write(fd, line + b"\n")
+            os.fsync(fd)
+            return
+        finally:
+            os.close(fd)
+    raise OSError(f"spill file {path} kept moving while appending")
+
+
+def _glob_escape(name: str) -> str:
+    """Escape ``*?[`` in a file name for ``Path.glob``."""
+    return re.sub(r"([*?\[])", r"[\1]", name)
+
+
+class SpillFiles:
+    """The spill targets of one database, and the records spilled since the last replay.
+
+    Not thread-safe by itself: the ledger calls it under its own lock.
+
+    Args:
+        db_path: Absolute database path.
+        fallback_dir: Directory for the spill file when the database's own directory is not
+            writable; default ``~/.cache/stableprompt/spill``, then
+            ``<tempdir>/stableprompt-spill-<uid>``.
+
+    Attributes:
+        path: ``<db>.spill.jsonl`` next to the database.
+        unflushed: Records no storage would take (last resort).
+    """
+
+    def __init__(self, db_path: Path, fallback_dir: str | os.PathLike[str] | None) -> None:
+        self.db_path = db_path
+        self.path = db_path.with_name(db_path.name + ".spill.jsonl")
+        self._fallback_dirs = (
+            [Path(fallback_dir)] if fallback_dir is not None else _default_fallback_dirs()
+        )
+        tag = hashlib.sha256(str(db_path).encode("utf-8")).hexdigest()[:16]
+        self._fallback_name = f"{tag}.{db_path.name}.spill.jsonl"
+        self.unflushed: list[UsageRecord] = []
+        self._warned: set[str] = set()
+        self._recent: dict[str, deque[UsageRecord]] = {}
+
+    def targets(self) -> list[Path]:
+        """Spill files in order of preference: next to the database, then the fallbacks."""
+        return [self.path, *(d / self._fallback_name for d in self._fallback_dirs)]
+
+    def recent(self, lineage: str) -> list[UsageRecord]:
+        """Records of ``lineage`` spilled (or kept in memory) since the last replay, newest
+        first (at most 32)."""
+        return sorted(self._recent.get(lineage, ()), key=lambda r: r.ts_utc, reverse=True)
+
+    def spill(self, record: UsageRecord, cause: BaseException) -> WriteOutcome:
+        """Put ``record`` in the first writable spill file, else in :attr:`unflushed`; warn
+        once per target. Never raises."""
+        if record.lineage is not None:
+            kept = self._recent.setdefault(record.lineage, deque(maxlen=_RECENT_PER_LINEAGE))
+            kept.append(record)
+        try:
+            line = record.to_json()
+        except Exception:  # pragma: no cover - validated records always serialize
+            line = None
+        if line is not None:
+            for target in self.targets():
+                try:
+                    if target.parent != self.db_path.parent:
+                        target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+                    append_line(target, line)
+                except Exception as exc:
+                    _log.debug("ledger spill to %s failed: %s", target, describe(exc))
+                    continue
+                self._warn_once(
+                    str(target),
+                    f"ledger {self.db_path} write failed ({describe(cause)}); "
+                    f"record spilled to {target}; run Ledger.replay_spill() to import it",
+                )
+                return "spilled"
+        self.unflushed.append(record)
+        self._warn_once(
+            "<memory>",
+            f"ledger {self.db_path} write failed ({describe(cause)}) and no spill file is "
+            "writable; records kept in Ledger.unflushed (lost at exit unless replayed)",
+        )
+        return "unflushed"
+
+    def _warn_once(self, key: str, message: str) -> None:
+        if key in self._warned:
+            return
+        self._warned.add(key)
+        _log.warning("%s", message)
+        try:
+            warnings.warn(message, LedgerSpillWarning, stacklevel=4)
+        except Exception:  # warnings configured as errors must not break the user's call
+            _log.debug("LedgerSpillWarning raised as an error; suppressed")
+
+    def replay(self, insert: Callable[[list[UsageRecord]], None]) -> int:
+        """Hand :attr:`unflushed` and every spill file's records to ``insert`` (which commits
+        them or raises); a file is deleted once its records are committed.
+
+        Returns:
+            Number of records handed over.
+
+        Raises:
+            LedgerError: A spill file cannot be moved aside (code ``ledger-replay``) or holds
+                a line that is not a record (``ledger-spill-invalid``); ``insert``'s errors.
+        """
+        count = 0
+        pending = list(self.unflushed)
+        if pending:
+            insert(pending)
+            del self.unflushed[: len(pending)]
+            count += len(pending)
+        for source in self.targets():
+            count += self._replay_file(source, insert)
+        self._recent.clear()
+        return count
+
+    def _replay_file(self, source: Path, insert: Callable[[list[UsageRecord]], None]) -> int:
+        candidates = sorted(source.parent.glob(_glob_escape(source.name) + ".replaying.*"))
+        if source.exists():
+            moved = source.with_name(f"{source.name}.replaying.{os.getpid()}.{time.time_ns()}")
+            try:
+                os.rename(source, moved)
+            except FileNotFoundError:
+                pass
+            except OSError as exc:
+                raise LedgerError(
+                    f"cannot move spill file {source} aside for replay: {exc}",
+                    code="ledger-replay",
+                ) from exc
+            else:
+                candidates.append(moved)
+        count = 0
+        for path in candidates:
+            try:
+                fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+            except FileNotFoundError:
+                continue  # another replay took it
+            try:
+                if fcntl is not None:
+                    fcntl.flock(fd, fcntl.LOCK_EX)  # wait for appenders that got in first
+                with os.fdopen(os.dup(fd), "rb") as handle:
+                    lines = handle.read().splitlines()
+                if not path.exists():
+                    continue
+                records: list[UsageRecord] = []
+                for number, line in enumerate(lines, start=1):
+                    if not line.strip():
+                        continue
+                    try:
+                        records.append(UsageRecord.from_json(line))
+                    except ValueError as exc:
+                        raise LedgerError(
+                            f"spill file {path} line {number} is not a valid record: {exc}",
+                            code="ledger-spill-invalid",
+                        ) from exc
+                insert(records)
+                path.unlink()
+                count += len(records)
+            finally:
+                os.close(fd)
+        return count

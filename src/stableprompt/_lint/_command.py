@@ -1,0 +1,208 @@
+"""``stableprompt lint``: command-line arguments, exit codes and the terminal report.
+
+Exit codes: 0 = pass, 1 = a gate failed (``--min-prefix-ratio``, ``--max-breaks``), 2 = bad
+input (unreadable, empty or unknown-format capture). With ``--json`` everything goes to stdout
+as one JSON document, errors included (``{"error": {"code", "message"}}``, exit 2).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from .._canonical import wire_json
+from .._cli import Subcommand
+from .._exceptions import CaptureError
+from .._wire._segmenter import WIRE_FORMATS_WITH_REQUESTS
+from ._linter import CAUSE_FIXES, lint_capture
+from ._results import LintReport, format_pair
+
+__all__ = ["SUBCOMMAND", "add_lint_arguments", "render_report", "run_lint"]
+
+
+# -- CLI -------------------------------------------------------------------------------------
+
+
+def _ratio_arg(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"must be between 0 and 1, got {value}")
+    return value
+
+
+def _count_arg(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
+    return value
+
+
+def add_lint_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add ``CAPTURE [--format F] [--min-prefix-ratio R] [--max-breaks N] [--json] [--all]``."""
+    parser.add_argument("capture", metavar="CAPTURE",
+                        help="JSONL of request bodies or {request, response} objects, a HAR "
+                        "file, or a directory of JSON files")
+    parser.add_argument("--format", default="auto",
+                        choices=("auto", *WIRE_FORMATS_WITH_REQUESTS, "openai-compatible"),
+                        help="wire format of the requests (default: detect per request)")
+    parser.add_argument("--min-prefix-ratio", type=_ratio_arg, default=None, metavar="R",
+                        help="exit 1 when the mean prefix ratio is below R (0..1), or when "
+                        "no request has a predecessor to compare with")
+    parser.add_argument("--max-breaks", type=_count_arg, default=None, metavar="N",
+                        help="exit 1 when there are more than N breaks (0: any break fails)")
+    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    parser.add_argument("--all", action="store_true",
+                        help="list every pair, not only breaks")
+
+
+def run_lint(args: argparse.Namespace) -> int:
+    """Run ``stableprompt lint``: 0 = pass, 1 = a gate failed, 2 = bad input (one line on
+    stderr, or ``{"error": {...}}`` on stdout with ``--json``; no traceback)."""
+    max_breaks = getattr(args, "max_breaks", None)
+    try:
+        report = lint_capture(args.capture, wire_format=args.format)
+    except CaptureError as exc:
+        message = " ".join(str(exc).split())
+        if args.json:
+            error = {"code": exc.code, "message": " ".join(exc.message.split()),
+                     "pointer": exc.pointer, "capture": str(args.capture)}
+            sys.stdout.write(wire_json({"error": error}).decode() + "\n")
+        else:
+            print(f"stableprompt lint: error: {message}", file=sys.stderr)
+        return 2
+    failures = report.gate(args.min_prefix_ratio, max_breaks=max_breaks)
+    if args.json:
+        document = report.as_dict()
+        document["summary"]["min_prefix_ratio"] = args.min_prefix_ratio
+        document["summary"]["max_breaks"] = max_breaks
+        document["summary"]["passed"] = not failures
+        document["summary"]["failures"] = failures
+        sys.stdout.write(wire_json(document).decode() + "\n")
+    else:
+        render_report(report, min_prefix_ratio=args.min_prefix_ratio, max_breaks=max_breaks,
+                      show_all=args.all)
+    return 1 if failures else 0
+
+
+# -- terminal report -------------------------------------------------------------------------
+
+_MAX_ROWS = 40
+_MAX_DETAILS = 3
+_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
+#: Console width when stdout is not a terminal: wide enough that rich never hard-wraps a line
+#: (paths, slugs and snippets stay on one greppable line).
+_PIPE_WIDTH = 100_000
+
+
+def _fmt(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.4f}"
+
+
+def _console() -> Any:
+    from rich.console import Console
+
+    terminal = sys.stdout.isatty()
+    return Console(highlight=False, soft_wrap=not terminal,
+                   width=None if terminal else _PIPE_WIDTH)
+
+
+def render_report(
+    report: LintReport,
+    *,
+    min_prefix_ratio: float | None = None,
+    max_breaks: int | None = None,
+    show_all: bool = False,
+    console: Any = None,
+) -> None:
+    """Print ``report`` as a rich terminal summary: breaks table, the first breaks in full,
+    causes with fixes, findings with fixes, malformed records, and the pass/fail line.
+
+    Args:
+        report: The lint report.
+        min_prefix_ratio: Threshold to judge against (``None``: no ratio gate).
+        max_breaks: Most breaks allowed (``None``: no break gate).
+        show_all: List every pair, not only breaks (capped at 40 rows either way).
+        console: A ``rich.console.Console`` (default: stdout; not hard-wrapped when stdout is
+            not a terminal).
+    """
+    from rich.markup import escape
+    from rich.table import Table
+
+    out = console if console is not None else _console()
+    s = report.summary
+    out.print(f"[bold]stableprompt lint[/bold] {escape(report.capture or '')}")
+    formats = ", ".join(f"{k} {v}" for k, v in s.wire_formats.items())
+    out.print(f"  requests {s.requests} ({formats}) = conversation starts {s.sessions} + "
+              f"compared pairs {s.pairs} · breaks {s.breaks} · expected tail changes "
+              f"{s.expected_divergences}")
+    if s.problems or s.skipped:
+        out.print(f"  not linted: {s.problems} malformed record(s), {s.skipped} non-request "
+                  "item(s) skipped")
+    out.print(f"  prefix ratio  {_fmt(s.prefix_ratio_mean)} mean · "
+              f"{_fmt(s.prefix_ratio_weighted)} weighted by bytes")
+    out.print(f"  ceiling       {_fmt(s.ceiling)} mean · {_fmt(s.ceiling_weighted)} weighted "
+              "(append-only harness on the same requests)")
+    rows = [p for p in report.pairs if show_all or p.is_break]
+    if rows:
+        table = Table(title="pairs" if show_all else "breaks", title_justify="left")
+        for column in ("req", "pred", "lcp B", "ratio", "segment", "path", "cause", "detail"):
+            table.add_column(column, overflow="fold")
+        for p in rows[:_MAX_ROWS]:
+            d = p.divergence
+            cause = "" if d is None else d.cause + (" (expected)" if p.expected else "")
+            table.add_row(str(p.index), "-" if p.predecessor is None else str(p.predecessor),
+                          str(p.lcp_bytes), _fmt(p.prefix_ratio),
+                          escape(d.segment) if d else "", escape(d.path) if d else "",
+                          cause, escape(d.detail) if d else "")
+        out.print(table)
+        if len(rows) > _MAX_ROWS:
+            out.print(f"  ... {len(rows) - _MAX_ROWS} more (use --json for all)")
+    breaks = report.breaks
+    for p in breaks[:_MAX_DETAILS]:
+        out.print(f"[bold]request {p.index}[/bold] vs {p.predecessor}: {escape(p.describe())}")
+    if len(breaks) > _MAX_DETAILS:
+        out.print(f"  ({len(breaks) - _MAX_DETAILS} more break(s) in the table / --json)")
+    if s.causes:
+        out.print("[bold]break causes[/bold]")
+        for cause, count in s.causes.items():
+            out.print(f"  {cause} x{count}: fix: {escape(CAUSE_FIXES.get(cause, ''))}")
+    if report.findings:
+        out.print("[bold]findings[/bold]")
+        for f in report.findings:
+            style = _STYLE.get(f.severity, "")
+            shown = ", ".join(map(str, f.requests[:8])) + (" ..." if len(f.requests) > 8 else "")
+            out.print(f"  [{style}]{f.severity}[/{style}] {f.code}: {escape(f.message)} "
+                      f"[dim](requests {shown})[/dim]")
+            out.print(f"    fix: {escape(f.fix)}")
+    if report.problems:
+        out.print(f"[bold]not linted[/bold] ({len(report.problems)} malformed record(s))")
+        for problem in report.problems[:_MAX_ROWS]:
+            out.print(f"  {escape(str(problem))}")
+    if min_prefix_ratio is None and max_breaks is None:
+        return
+    failures = report.gate(min_prefix_ratio, max_breaks=max_breaks)
+    checks = []
+    if min_prefix_ratio is not None and s.prefix_ratio_mean is not None:
+        mean, minimum = format_pair(s.prefix_ratio_mean, min_prefix_ratio)
+        checks.append(f"mean prefix ratio {mean} vs minimum {minimum}")
+    if max_breaks is not None:
+        checks.append(f"breaks {s.breaks} vs maximum {max_breaks}")
+    if failures:
+        out.print(f"[bold red]FAIL[/bold red] {escape('; '.join(failures))}")
+    else:
+        out.print(f"[green]PASS[/green] {'; '.join(checks)}")
+
+
+SUBCOMMAND = Subcommand(
+    "lint",
+    "check prefix stability of captured requests (JSONL, HAR, directory of JSON)",
+    add_lint_arguments,
+    run_lint,
+)

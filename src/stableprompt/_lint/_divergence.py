@@ -1,0 +1,207 @@
+"""A divergence in user terms: the differing JSON value, and whether it is the volatile tail.
+
+:func:`stableprompt._diff.diff` locates the first divergence in *segment data* (the request
+re-serialized as compact JSON in cache order, breakpoint markers removed, each message block
+wrapped as ``{"role": ..., "block": ...}``): its ``offset`` is a byte offset into that buffer
+(equal to the common prefix length in bytes), not into the body the harness sent. This module
+adds what a user can act on:
+
+- :class:`ValueSnippet`: the JSON value at the divergence's body pointer (``path``) on each
+  side, and ``value_offset``: the **character** (code point) offset of the first differing
+  character inside that value (a string as is; any other value as its compact JSON text, keys
+  in the order sent), with up to 32 characters either side of it.
+- :func:`is_expected_divergence`: whether a divergence is the predecessor's volatile tail.
+- :func:`describe_divergence`: the one message ``stableprompt lint`` and
+  ``assert_prefix_stable`` both use.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .._canonical import loads, wire_json
+from .._diff import Divergence, Segmented, common_prefix_len
+from .._segment import Segment
+
+__all__ = ["ValueSnippet", "describe_divergence", "is_expected_divergence", "value_snippet"]
+
+SNIPPET_CHARS = 32
+_MISSING = object()
+
+
+@dataclass(frozen=True, slots=True)
+class ValueSnippet:
+    """The differing JSON value at a divergence's ``path``, on both sides.
+
+    Attributes:
+        value_offset: Character (code point) offset of the first differing character inside
+            the value at ``path`` (strings as is; other values as compact JSON text in the key
+            order sent). Equal to the shorter length when one is a prefix of the other; 0
+            when the value is absent on one side.
+        snippet_a: Up to 32 characters either side of ``value_offset`` in the predecessor's
+            value. When a side has no value at ``path``, its snippet is the start of the
+            nearest enclosing value below the top-level key (e.g. the string content where the
+            other side has a block list), or ``""`` (a tool or parameter that is absent).
+        snippet_b: The same for the later request.
+    """
+
+    value_offset: int
+    snippet_a: str
+    snippet_b: str
+
+
+def _message_key(segment: Segment) -> str:
+    """``/messages/3`` for ``/messages/3/content/1`` (the message a segment belongs to)."""
+    return "/".join(segment.path.split("/")[:3])
+
+
+def is_expected_divergence(a: Any, b: Any, divergence: Divergence) -> bool:
+    """Whether ``divergence`` (from ``diff(a, b)``) lies in ``a``'s volatile tail.
+
+    Only the predecessor's **last message** can hold the tail (stableprompt renders it as the
+    trailing blocks of the last user message for Anthropic, and as a final user/developer
+    message for OpenAI): a divergence in any earlier message, tool, system block or parameter
+    is a break, wherever the breakpoints are. Inside the last message:
+
+    - When ``a``'s last breakpoint ends inside the last message or right where it starts (the
+      harness marked the stable history up to there), a divergence at or after that
+      breakpoint's end is expected: the rest of the message is the per-turn tail.
+    - Otherwise (no breakpoints, or the last one is earlier, e.g. on the system prompt), the
+      divergence is expected only when ``b`` has, at that segment position, a message of
+      another role or another message: the per-turn last message was replaced by the next turn.
+      A last message that ``b`` re-sends in the same place, edited, is a history rewrite.
+
+    Args:
+        a: The predecessor (``.segments``, ``.data``): a request, not a ``RenderedPrompt``,
+            whose tail segments ``diff`` already ignores.
+        b: The later request.
+        divergence: ``diff(a, b)``.
+    """
+    segments: Sequence[Segment] = a.segments
+    i = divergence.segment_index
+    if not segments or i >= len(segments) or segments[i].kind != "message":
+        return False
+    x = segments[i]
+    last = _message_key(segments[-1])
+    if _message_key(x) != last:
+        return False
+    breakpoints = [s for s in segments if s.breakpoint is not None]
+    if breakpoints:
+        mark = breakpoints[-1]
+        if divergence.offset < mark.end:
+            return False
+        first = next(s for s in segments if s.kind == "message" and _message_key(s) == last)
+        if mark.end >= first.start:
+            return True
+    if i >= len(b.segments):
+        return False
+    y: Segment = b.segments[i]
+    return y.kind == "message" and (y.label != x.label or _message_key(y) != last)
+
+
+def _walk(value: Any, pointer: str) -> Any:
+    for token in pointer.split("/")[1:] if pointer else ():
+        token = token.replace("~1", "/").replace("~0", "~")
+        if isinstance(value, dict) and token in value:
+            value = value[token]
+        elif isinstance(value, list) and token.isdigit() and int(token) < len(value):
+            value = value[int(token)]
+        else:
+            return _MISSING
+    return value
+
+
+def _resolve(prompt: Segmented, pointer: str) -> Any:
+    """The JSON value at body pointer ``pointer`` of a segmented request, or ``_MISSING``.
+
+    Message blocks are unwrapped from the segment's ``{"role", "block"}`` wrapper; a block
+    list message's ``/role`` is read from its blocks' wrapper.
+    """
+    data = prompt.data
+    role_of = pointer.rsplit("/role", 1)[0] + "/content/" if pointer.endswith("/role") else None
+    for s in prompt.segments:
+        if not s.path or s.kind == "tail":
+            continue
+        inside = pointer == s.path or pointer.startswith(s.path + "/")
+        if not inside and not (role_of and s.path.startswith(role_of)):
+            continue
+        try:
+            value = loads(data[s.start:s.end])
+        except ValueError:  # pragma: no cover - segment bytes are JSON
+            continue
+        if not inside:  # /messages/i/role of a block-list message
+            found = value.get("role", _MISSING) if isinstance(value, dict) else _MISSING
+            if found is not _MISSING:
+                return found
+            continue
+        rest = pointer[len(s.path):]
+        if ".content[" in s.name and isinstance(value, dict) and "block" in value:
+            value = value["block"]
+        elif s.name.endswith(".rest"):
+            if rest.split("/")[1:2] in (["role"], ["content"]):
+                continue
+        elif s.kind in ("message", "system") and rest and isinstance(value, dict) and (
+                rest.split("/")[1] not in value):
+            continue  # a key the message's ``.rest`` segment holds
+        found = _walk(value, rest)
+        if found is not _MISSING:
+            return found
+    return _MISSING
+
+
+def _text(value: Any) -> str:
+    if value is _MISSING:
+        return ""
+    if isinstance(value, str):
+        return value
+    return wire_json(value).decode("utf-8", "replace")
+
+
+def value_snippet(a: Segmented, b: Segmented, divergence: Divergence) -> ValueSnippet:
+    """The differing value at ``divergence.path`` in ``a`` and ``b`` (see :class:`ValueSnippet`).
+
+    For SDK renders the path is resolved the same way against their segments' JSON.
+    """
+    va, vb = _resolve(a, divergence.path), _resolve(b, divergence.path)
+    if va is _MISSING or vb is _MISSING:
+        ta, tb = _text(_enclosing(a, divergence.path)), _text(_enclosing(b, divergence.path))
+        return ValueSnippet(0, ta[:2 * SNIPPET_CHARS], tb[:2 * SNIPPET_CHARS])
+    ta, tb = _text(va), _text(vb)
+    k = common_prefix_len(ta, tb)
+    lo = max(0, k - SNIPPET_CHARS)
+    return ValueSnippet(k, ta[lo:k + SNIPPET_CHARS], tb[lo:k + SNIPPET_CHARS])
+
+
+def _enclosing(prompt: Segmented, pointer: str) -> Any:
+    """The value at ``pointer``, else at its nearest ancestor at least two tokens deep
+    (``/messages/0``), else ``_MISSING``."""
+    while pointer.count("/") >= 2:
+        value = _resolve(prompt, pointer)
+        if value is not _MISSING:
+            return value
+        pointer = pointer.rsplit("/", 1)[0]
+    return _MISSING
+
+
+def describe_divergence(
+    divergence: Divergence, snippet: ValueSnippet, *, expected: bool = False
+) -> str:
+    """The message for one divergence (the same in ``stableprompt lint`` and
+    ``assert_prefix_stable``)::
+
+        prefix diverges at /system/0/text (segment system[0], character 42 of the value;
+        common prefix 310 bytes of segment data): volatile-token (timestamp)
+          before: '... 10:00:00Z ...'
+          after:  '... 10:05:00Z ...'
+    """
+    d = divergence
+    detail = f" ({d.detail})" if d.detail else ""
+    tail = " [expected: the predecessor's volatile tail]" if expected else ""
+    return (
+        f"prefix diverges at {d.path or '/'} (segment {d.segment}, character "
+        f"{snippet.value_offset} of the value; common prefix {d.offset} bytes of segment "
+        f"data): {d.cause}{detail}{tail}\n"
+        f"  before: {snippet.snippet_a!r}\n  after:  {snippet.snippet_b!r}"
+    )

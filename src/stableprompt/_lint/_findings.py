@@ -1,0 +1,218 @@
+"""Capture-wide lint findings: codes, fixes, and the checks that need the whole capture.
+
+Used by :mod:`stableprompt._lint._linter`.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from .._canonical import escape_pointer, loads
+from .._diff import _body_path
+from .._exceptions import TokenizerUnavailableError
+from .._segment import Segment
+from .._volatility import scan_volatile
+from ._results import LintFinding
+
+__all__ = ["CAUSE_FIXES", "FINDING_FIXES", "HeadSeg", "TokenCounter", "finding",
+           "head_findings", "tool_order_findings"]
+
+#: One-line fix per break cause (see ``stableprompt._diff.CAUSES``).
+CAUSE_FIXES: Mapping[str, str] = {
+    "model-change": "keep one model per session; a model switch starts a cold cache "
+    "(start a new session for another model)",
+    "param-change": "keep cache-key parameters (tool_choice, thinking, reasoning effort, "
+    "response schema) fixed for the whole session",
+    "tool-added": "declare every tool in the head up front and mask per-turn availability "
+    "(tool_choice or a tail note) instead of adding tools",
+    "tool-removed": "keep tools in the head and mask them (tool_choice or a tail note) "
+    "instead of removing them",
+    "tool-reorder": "send tools in one fixed order (sorted by name)",
+    "key-order": "serialize JSON with sorted keys (canonical JSON) for tools, schemas and "
+    "tool_use inputs",
+    "whitespace": "render each text once and re-send the same bytes; never re-format it",
+    "volatile-token": "move per-turn values (clock, dates, ids, counters) out of the prefix "
+    "into a volatile tail after the last breakpoint",
+    "history-rewrite": "treat history as append-only: re-send the exact bytes already sent "
+    "(same content form, whitespace, blocks)",
+    "content-edit": "freeze the head (tools + system) for the session; changing it starts "
+    "a new cache lineage",
+}
+
+#: Finding code -> (severity, one-line fix).
+FINDING_FIXES: Mapping[str, tuple[str, str]] = {
+    "head-changed-mid-session": ("error", "freeze the head (model, params, tools, system) for "
+                                 "a session; start a new session to change it"),
+    "unstable-tool-order": ("error", "send tools in one fixed order (sorted by name); mask "
+                            "instead of removing"),
+    "too-many-breakpoints": ("error", "use at most the provider's breakpoint budget (4): end "
+                             "of head and end of stable history"),
+    "breakpoint-ttl-order": ("error", "put longer-TTL breakpoints (1h) before shorter ones "
+                             "(5m)"),
+    "format-mismatch": ("error", "drop --format (the format is detected per request) or pass "
+                        "the format the requests were sent in"),
+    "volatile-in-cached-region": ("warning", "move per-turn values (clock, dates, ids) out of "
+                                  "tools/system into a volatile tail after the last breakpoint"),
+    "breakpoint-on-per-turn-block": ("warning", "put the breakpoint on the last stable block, "
+                                     "before per-turn content, not on the per-turn block"),
+    "breakpoint-below-minimum": ("warning", "move the first breakpoint to a prefix of at least "
+                                 "the model's minimum cacheable tokens, or drop it"),
+    "no-breakpoints": ("warning", "add cache_control at the end of the head and of the stable "
+                       "history (or top-level cache_control): Anthropic caches only at "
+                       "breakpoints"),
+    "non-canonical-schema-keys": ("info", "serialize tool schemas with sorted keys (canonical "
+                                  "JSON) so another runtime cannot reorder them"),
+}
+
+_EXAMPLE_KEYS = frozenset({"examples", "example", "default", "enum", "const"})
+
+
+@dataclass(slots=True)
+class HeadSeg:
+    """A tool or system segment seen in the capture (deduplicated by digest)."""
+
+    kind: str
+    name: str
+    label: str
+    path: str
+    data: bytes
+    requests: list[int]  # every request holding this segment
+    cached_requests: list[int]  # those where it lies inside a cached region
+
+
+def head_findings(heads: Iterable[HeadSeg]) -> Iterator[LintFinding]:
+    """Volatile content in cached tools/system blocks, and schemas with unsorted keys."""
+    volatile: dict[tuple[str, str, str], tuple[str, list[int]]] = {}
+    schemas: list[tuple[str, list[int]]] = []
+    for head in heads:
+        try:
+            value = loads(head.data)
+        except ValueError:  # pragma: no cover - segment bytes are JSON we wrote
+            continue
+        where = f"tool {head.label}" if head.kind == "tool" and head.label else head.name
+        if head.kind == "tool":
+            problem = _schema_key_problem(value)
+            if problem is not None:
+                schemas.append((f"{where}: {problem}", head.requests))
+        if not head.cached_requests:
+            continue
+        seg = Segment(head.kind, head.name, 0, 0, "", "", path=head.path)
+        for inner, text in _strings(value, ""):
+            for span in scan_volatile(text):
+                path = _body_path(seg, inner)
+                key = (where, inner, span.kind)
+                if key not in volatile:
+                    volatile[key] = (f"{where} at {path} holds a {span.kind} "
+                                     f"({span.text!r}) inside the cached prefix", [])
+                volatile[key][1].extend(head.cached_requests)
+    for message, indexes in volatile.values():
+        yield finding("volatile-in-cached-region", message, indexes)
+    if schemas:
+        indexes = [i for _, reqs in schemas for i in reqs]
+        shown = "; ".join(m for m, _ in schemas[:3])
+        more = f" (and {len(schemas) - 3} more)" if len(schemas) > 3 else ""
+        yield finding("non-canonical-schema-keys",
+                       f"{len(schemas)} tool schema(s) with unsorted keys: {shown}{more}",
+                       indexes)
+
+def tool_order_findings(
+    tool_orders: Mapping[tuple[str, ...], list[int]]) -> Iterator[LintFinding]:
+    """Tools sent in conflicting orders (tool names per order -> request indexes)."""
+    orders = [o for o in tool_orders if len(o) > 1][:200]
+    conflicts: list[tuple[tuple[str, ...], tuple[str, ...]]] = []
+    for i, first in enumerate(orders):
+        position = {name: j for j, name in enumerate(first)}
+        for second in orders[i + 1:]:
+            common = [name for name in second if name in position]
+            if any(position[x] > position[y] for x, y in itertools.pairwise(common)):
+                conflicts.append((first, second))
+    if not conflicts:
+        return
+    involved = {o for pair in conflicts for o in pair}
+    indexes = [i for o in involved for i in tool_orders[o]]
+    first, second = conflicts[0]
+    yield finding(
+        "unstable-tool-order",
+        f"tools appear in {len(involved)} conflicting orders, e.g. "
+        f"[{', '.join(first)}] (request {tool_orders[first][0]}) vs "
+        f"[{', '.join(second)}] (request {tool_orders[second][0]})",
+        indexes)
+
+
+
+def finding(code: str, message: str, indexes: Iterable[int]) -> LintFinding:
+    severity, fix = FINDING_FIXES[code]
+    return LintFinding(code, severity, message, fix, tuple(sorted(set(indexes))))
+
+
+def _strings(value: Any, pointer: str) -> Iterator[tuple[str, str]]:
+    """``(pointer, text)`` of every string in a JSON value, skipping example/default values."""
+    if isinstance(value, str):
+        yield pointer, value
+    elif isinstance(value, dict):
+        for key, child in value.items():
+            if key not in _EXAMPLE_KEYS:
+                yield from _strings(child, f"{pointer}/{escape_pointer(key)}")
+    elif isinstance(value, list):
+        for i, child in enumerate(value):
+            yield from _strings(child, f"{pointer}/{i}")
+
+
+def _schema_key_problem(tool: Any) -> str | None:
+    """First object of a tool's schema whose keys are not sorted, as a message, or ``None``."""
+    if not isinstance(tool, dict):
+        return None
+    for key in ("input_schema", "parameters"):
+        if isinstance(tool.get(key), dict):
+            base, schema = f"/{key}", tool[key]
+            break
+    else:
+        function = tool.get("function")
+        if not (isinstance(function, dict) and isinstance(function.get("parameters"), dict)):
+            return None
+        base, schema = "/function/parameters", function["parameters"]
+
+    def walk(value: Any, pointer: str) -> str | None:
+        if isinstance(value, dict):
+            keys = list(value)
+            if keys != sorted(keys):
+                bad = next(k for k, s in zip(keys, sorted(keys), strict=True) if k != s)
+                return f"keys at {pointer or '/'} start {keys[:3]} ('{bad}' out of order)"
+            for k in keys:
+                found = walk(value[k], f"{pointer}/{escape_pointer(k)}")
+                if found:
+                    return found
+        elif isinstance(value, list):
+            for i, child in enumerate(value):
+                found = walk(child, f"{pointer}/{i}")
+                if found:
+                    return found
+        return None
+
+    return walk(schema, base)
+
+
+class TokenCounter:
+    """Token counts of segment bytes: cl100k (via :func:`get_tokenizer`) when it loads
+    offline, else the ``bytes/4`` stand-in; memoized by :class:`SegmentTokenCounter`."""
+
+    def __init__(self) -> None:
+        self._counter: Any = None
+        self.method = ""
+
+    def count(self, data: bytes) -> int:
+        if self._counter is None:
+            from .._tokens import SegmentTokenCounter, get_tokenizer
+
+            tokenizer = get_tokenizer("cl100k_base")
+            self.method = "cl100k estimate"
+            try:
+                tokenizer.count("warm up")
+            except TokenizerUnavailableError:
+                tokenizer, self.method = get_tokenizer("bytes/4"), "bytes/4 estimate"
+            self._counter = SegmentTokenCounter(tokenizer)
+        count: int = self._counter.count(data)
+        return count

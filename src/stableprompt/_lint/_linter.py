@@ -1,0 +1,658 @@
+"""Prefix-stability lint for captured request logs from any harness (``stableprompt lint``).
+
+Each request is segmented in its provider's cache order (:func:`segment_request`) once, paired
+with a predecessor, and compared with :func:`diff`. Definitions (all sizes are bytes of segment
+data, ``SegmentedRequest.data``: compact JSON in cache order, breakpoint markers removed):
+
+**Sessions.** A capture record's ``session`` key names a conversation. A body's
+``metadata.user_id`` or ``prompt_cache_key`` is a hint: it names a session unless two
+conversations (told apart by their opening message) interleave under it, in which case it is
+only a routing key; a ``prompt_cache_key`` starting with ``sp-`` (stableprompt's per-head key,
+``prompt_cache_key=True``) is always only a routing key. A session or routing key restricts the
+candidates; only a session enables the session exceptions below (and ``LintPair.session``).
+
+**Predecessor.** Candidates are the earlier requests of the same wire format and, when the
+request has a session or routing key, of the same key; otherwise any earlier request. With
+``k`` = the most whole segments any candidate shares with the request (an index of chained
+prefix digests finds it in O(log n) lookups; no pairwise comparisons), in order:
+
+1. A candidate that is entirely a prefix of the request (``k`` segments long) is the
+   predecessor: a rewind, fork or retry is not a break. Exception: a longer candidate that
+   diverges at ``k`` while the request re-sends at least a quarter of its message bytes after
+   that point (compared by digest) was *rewritten*; it is the predecessor.
+2. A request with no assistant turn yet (an opening request) **starts a conversation**: no
+   predecessor. Exception: in a known session, when the best candidate (as in 4) has the
+   same model, cache-key parameters and tools, the session restarted its history on the same
+   lineage (compaction, a rewritten head); that candidate is the predecessor. Subagents and
+   side requests that share a session id but not the tools or model still start their own.
+3. Candidates with the same opening message block (the same conversation, or a fork of it):
+   the one sharing the most segments.
+4. Else the one sharing the most bytes of segment ``k``; when the session is unknown it must
+   also be continued (the request re-sends a quarter of its message bytes), otherwise the
+   request starts a conversation (e.g. one resumed mid-way).
+
+At most the 64 most recent candidates are compared; ties go to the latest. So interleaved
+subagents, and sessions that share a head, do not look like breaks. Limitation: without
+session ids, a rewrite of most already-sent bytes (compaction) looks like a new conversation;
+session ids rule that out.
+
+**Prefix ratio** of a pair = ``lcp_bytes / size_bytes`` of the later request. A request with no
+predecessor has ``predecessor``, ``prefix_ratio`` and ``ceiling`` ``None`` and is left out of
+every mean; ``prefix_ratio_mean`` is the plain mean over pairs, ``prefix_ratio_weighted`` is
+``sum(lcp_bytes) / sum(size_bytes)`` over pairs: weighted by request size in bytes, a proxy
+for tokens (bytes per token is near constant within one capture).
+
+**Ceiling** of a pair = ``min(1, predecessor size_bytes / size_bytes)``: an append-only harness
+re-sends its predecessor's bytes verbatim and only adds new content, so at best the whole
+predecessor is a prefix of the request. ``ceiling`` is the mean over the same pairs as
+``prefix_ratio_mean`` and ``ceiling_weighted`` is ``sum(min(pred, size)) / sum(size)``, so
+ratio and ceiling are directly comparable (``prefix_ratio <= ceiling`` always).
+
+**Expected divergences** (the volatile tail, not breaks) lie inside the predecessor's *last
+message*, after its last breakpoint when that breakpoint ends in or right before that message,
+else where the later request has another message or role in its place (the per-turn message
+was replaced by the next turn); see :func:`is_expected_divergence`. A change to any earlier
+message is a ``history-rewrite`` break, even after the last breakpoint. Expected divergences
+are reported with ``"expected": true`` and do not count as breaks; stableprompt's own renders
+put their tail there.
+
+**Offsets.** ``Divergence.offset`` (``divergence.offset`` in JSON) is a byte offset into the
+segment data defined above (== ``lcp_bytes``), not into the body as sent; ``value_offset`` is
+the character offset of the first difference inside the JSON value at ``path``, and the
+snippets are cut from that value (see :mod:`stableprompt._lint._divergence`).
+
+**Findings** hold across the capture: see :data:`FINDING_FIXES` for the codes and their fixes.
+Volatile content (:func:`scan_volatile`; values under ``examples``/``default``/``enum``/
+``const`` keys are skipped) is looked for in tools and system blocks inside the cached region:
+up to the end of the last breakpoint; the whole request for the automatically cached OpenAI
+formats; the head for Anthropic requests without breakpoints (themselves a finding). History
+is append-only, so ids and dates in it are stable bytes and are not flagged; a history block
+that does change shows up as a break.
+Token counts (breakpoint minimums) are cl100k estimates over segment JSON when a tokenizer is
+available, else ``ceil(bytes / 4)``: providers tokenize their own rendering, so this is a
+screen, not a measurement.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .._diff import common_prefix_len, diff, first_divergent_index, lcp_bytes
+from .._exceptions import CaptureError, PolicyError
+from .._policy import CachePolicy, PolicyTable, cache_policy
+from .._segment import Segment
+from .._wire._segmenter import (
+    CACHE_KEY_PARAMS,
+    WIRE_FORMATS_WITH_REQUESTS,
+    SegmentedRequest,
+    detect_wire_format,
+    segment_request,
+)
+from ._capture import CaptureEntry, CaptureProblem, Skipped, iter_capture
+from ._divergence import is_expected_divergence, value_snippet
+from ._findings import (
+    CAUSE_FIXES,
+    FINDING_FIXES,
+    HeadSeg,
+    TokenCounter,
+    finding,
+    head_findings,
+    tool_order_findings,
+)
+from ._results import LintFinding, LintPair, LintReport, LintSummary
+
+__all__ = [
+    "CAUSE_FIXES",
+    "FINDING_FIXES",
+    "LintFinding",
+    "LintPair",
+    "LintReport",
+    "LintSummary",
+    "is_expected_divergence",
+    "lint_capture",
+    "lint_requests",
+]
+
+_SCAN_CANDIDATES = 64
+#: Top-level body keys each wire format reads (cache-key parameters and content).
+_READS: Mapping[str, frozenset[str]] = {
+    fmt: frozenset({*params, "tools", *extra})
+    for fmt, params, extra in (
+        ("anthropic", CACHE_KEY_PARAMS["anthropic"], ("system", "messages", "cache_control")),
+        ("openai-chat", CACHE_KEY_PARAMS["openai-chat"], ("messages",)),
+        ("openai-responses", CACHE_KEY_PARAMS["openai-responses"], ("instructions", "input")),
+    )
+}
+_HEAD_KINDS = ("param", "tool", "system")
+_TTL_S = {"5m": 300, "1h": 3600}
+
+
+# -- internals -------------------------------------------------------------------------------
+
+
+@dataclass(slots=True, eq=False)
+class _Req:
+    """A segmented request, body dropped (memory stays ~ the segment data).
+
+    ``scope``: the id that restricts predecessor candidates (session, ``metadata.user_id`` or
+    ``prompt_cache_key``: different routing keys never share a cache). ``session``: the same id
+    when it names one conversation (see :func:`_session_of`), else ``None``.
+    """
+
+    pos: int
+    index: int
+    source: str
+    wire_format: str
+    scope: str | None
+    session: str | None
+    hinted: bool  # session taken from the body (a hint), not from the capture record
+    model: str | None
+    segments: tuple[Segment, ...]
+    data: bytes
+    has_assistant: bool
+    breakpoints: tuple[Segment, ...]
+    first_message_digest: str | None
+
+
+@dataclass(slots=True)
+class _Index:
+    by_digest: dict[str, list[int]] = field(default_factory=dict)
+    by_last: dict[str, int] = field(default_factory=dict)
+    by_first: dict[str, list[int]] = field(default_factory=dict)
+    all: list[int] = field(default_factory=list)
+
+    def add(self, req: _Req) -> None:
+        for seg in req.segments:
+            self.by_digest.setdefault(seg.prefix_digest, []).append(req.pos)
+        if req.segments:
+            self.by_last[req.segments[-1].prefix_digest] = req.pos
+        if req.first_message_digest is not None:
+            self.by_first.setdefault(req.first_message_digest, []).append(req.pos)
+        self.all.append(req.pos)
+
+
+def _has_assistant(wire_format: str, body: Mapping[str, Any]) -> bool:
+    items = body.get("input" if wire_format == "openai-responses" else "messages")
+    if not isinstance(items, list):
+        return False
+    for item in items:
+        if not isinstance(item, Mapping):
+            continue
+        role, kind = item.get("role"), item.get("type")
+        if role == "assistant" or (role == "tool" and wire_format == "openai-chat"):
+            return True
+        if isinstance(kind, str) and (kind.endswith(("_call", "_call_output"))
+                                      or kind in ("reasoning", "item_reference", "compaction")):
+            return True
+    return False
+
+
+def _session_of(entry_session: str | None, body: Mapping[str, Any]) -> tuple[
+        str | None, str | None, bool]:
+    """``(scope, session, hinted)`` of a request.
+
+    The capture record's ``session`` names a conversation. A body's ``metadata.user_id`` or
+    ``prompt_cache_key`` is only a hint (``hinted``): many harnesses use one per user or per
+    head, and it stops counting as a session when conversations interleave under it
+    (:meth:`_Linter._interleaved`). A ``prompt_cache_key`` starting with ``sp-`` is the one
+    stableprompt derives from the head fingerprint (``prompt_cache_key=True``): it names a
+    lineage, never a conversation, so it only scopes candidates.
+    """
+    if entry_session is not None:
+        return entry_session, entry_session, False
+    metadata = body.get("metadata")
+    if isinstance(metadata, Mapping) and isinstance(metadata.get("user_id"), str):
+        user = str(metadata["user_id"])
+        return user, user, True
+    key = body.get("prompt_cache_key")
+    if not isinstance(key, str) or not key:
+        return None, None, False
+    return key, (None if key.startswith("sp-") else key), True
+
+
+def _make_req(pos: int, entry: CaptureEntry, seg: SegmentedRequest) -> _Req:
+    segments = seg.segments
+    first = next((s.digest for s in segments if s.kind == "message"), None)
+    scope, session, hinted = _session_of(entry.session, entry.body)
+    return _Req(
+        pos=pos, index=entry.index, source=entry.source, wire_format=seg.wire_format,
+        scope=scope, session=session, hinted=hinted, model=seg.model, segments=segments,
+        data=seg.data, has_assistant=_has_assistant(seg.wire_format, entry.body),
+        breakpoints=tuple(s for s in segments if s.breakpoint is not None),
+        first_message_digest=first,
+    )
+
+
+def _continues(a: _Req, b: _Req, start: int = 0) -> bool:
+    """Whether ``b`` re-sends (same bytes, by digest, anywhere) at least a quarter of the bytes
+    of ``a``'s message blocks from segment ``start`` on: evidence that ``b`` continues ``a``'s
+    conversation. Stock phrases two conversations share ("Let me check.") stay far below."""
+    sizes: dict[str, int] = {}
+    total = 0
+    for s in a.segments[start:]:
+        if s.kind == "message":
+            sizes[s.digest] = s.size_bytes
+            total += s.size_bytes
+    if not total:
+        return False
+    shared = sum(sizes.pop(s.digest, 0) for s in b.segments if s.kind == "message")
+    return 4 * shared >= total
+
+
+def _ratio(part: int, whole: int) -> float:
+    return part / whole if whole else 1.0
+
+
+class _Linter:
+    """Streams requests in capture order; predecessor search and per-request findings."""
+
+    def __init__(self, *, wire_format: str | None, policies: PolicyTable | None) -> None:
+        self.wire_format = wire_format
+        self.policies = policies
+        self.reqs: list[_Req] = []
+        self.pairs: list[LintPair] = []
+        self.problems: list[CaptureProblem] = []
+        self.skipped = 0
+        self.scopes: dict[tuple[str, str | None], _Index] = {}
+        self.head: dict[str, HeadSeg] = {}
+        self.tool_orders: dict[tuple[str, ...], list[int]] = {}
+        self.hits: dict[str, list[int]] = {}  # finding code -> request indexes
+        self.examples: dict[str, str] = {}  # finding code -> first example message
+        self.policy_cache: dict[tuple[str, str | None], CachePolicy | None] = {}
+        self.tokens = TokenCounter()
+
+    # -- input -------------------------------------------------------------------------------
+
+    def add(self, entry: CaptureEntry) -> None:
+        fmt = self.wire_format or entry.wire_format
+        if fmt is None:
+            fmt = detect_wire_format(entry.body, entry.url_path)
+            if fmt is None:
+                self._problem(entry, "capture-format", "cannot tell the wire format of this "
+                              "request; pass --format")
+                return
+        try:
+            seg = segment_request(fmt, entry.body)
+        except CaptureError as exc:
+            where = f" at {exc.pointer or '/'}" if exc.pointer is not None else ""
+            self._problem(entry, exc.code, f"{exc.message}{where}")
+            return
+        if self.wire_format is not None:
+            self._check_forced_format(entry, fmt)
+        req = _make_req(len(self.reqs), entry, seg)
+        self.reqs.append(req)
+        self._scan_request(req)
+
+    def _problem(self, entry: CaptureEntry, code: str, message: str) -> None:
+        self.problems.append(CaptureProblem(entry.source, code, message, entry.line, entry.index))
+
+    def _check_forced_format(self, entry: CaptureEntry, forced: str) -> None:
+        """Flag a request whose declared, URL or body format is not the forced one when that
+        is visible: the capture declares it, the URL says it, or the body has fields the forced
+        format does not read (linting it as ``forced`` silently drops them)."""
+        by_url = detect_wire_format({}, entry.url_path) if entry.url_path else None
+        detected = entry.wire_format or by_url or detect_wire_format(entry.body)
+        if detected == "openai-compatible":
+            detected = "openai-chat"
+        if detected is None or detected == forced or detected not in _READS:
+            return
+        ignored = [k for k in entry.body if k in _READS[detected] and k not in _READS[forced]]
+        why = ("declared by the capture record" if entry.wire_format else
+               f"URL {entry.url_path}" if by_url else "from its fields")
+        if not (ignored or entry.wire_format or by_url):
+            return  # a weak guess from the body alone, and nothing is dropped
+        effect = (f"{', '.join(repr(k) for k in ignored)} ignored: not part of the {forced} "
+                  "cache order" if ignored else "its segments may not follow the provider's "
+                  "cache order")
+        self._hit("format-mismatch", entry.index,
+                  f"request {entry.index} looks like {detected} ({why}) but was linted as "
+                  f"{forced} (--format): {effect}")
+
+    # -- predecessor and pair ----------------------------------------------------------------
+
+    def pair_all(self) -> None:
+        """Pair every request with its predecessor, in capture order (run once, after the
+        last :meth:`add`: whether a body's session hint names one conversation depends on
+        the whole capture)."""
+        interleaved = self._interleaved()
+        for req in self.reqs:
+            if req.hinted and (req.wire_format, req.scope) in interleaved:
+                req.session = None
+            self._pair(req)
+            for key in {(req.wire_format, None), (req.wire_format, req.scope)}:
+                self.scopes.setdefault(key, _Index()).add(req)
+
+    def _interleaved(self) -> set[tuple[str, str | None]]:
+        """Hinted session ids (``metadata.user_id``, ``prompt_cache_key``) under which
+        several conversations interleave: a conversation (by its opening message) comes back
+        after another one started. Such an id is a routing key (it still scopes candidates),
+        not a session: a new conversation under it must not look like a compaction."""
+        current: dict[tuple[str, str | None], str] = {}
+        seen: dict[tuple[str, str | None], set[str]] = {}
+        out: set[tuple[str, str | None]] = set()
+        for req in self.reqs:
+            key = (req.wire_format, req.scope)
+            digest = req.first_message_digest
+            if not req.hinted or req.session is None or digest is None or key in out:
+                continue
+            if current.get(key, digest) != digest:
+                done = seen.setdefault(key, set())
+                if digest in done:
+                    out.add(key)
+                done.add(current[key])
+            current[key] = digest
+        return out
+
+    def _predecessor(self, b: _Req) -> _Req | None:
+        index = self.scopes.get((b.wire_format, b.scope))
+        if index is None or not index.all:
+            return None
+        segs, by_digest = b.segments, index.by_digest
+        lo, hi = 0, len(segs)
+        while lo < hi:  # most whole segments shared with any candidate (monotone in k)
+            mid = (lo + hi + 1) // 2
+            if segs[mid - 1].prefix_digest in by_digest:
+                lo = mid
+            else:
+                hi = mid - 1
+        k = lo
+        if k:
+            full = index.by_last.get(segs[k - 1].prefix_digest)
+            if full is not None:
+                if b.has_assistant:  # a rewrite of a longer request, or a fork of this one?
+                    for pos in reversed(by_digest[segs[k - 1].prefix_digest][-_SCAN_CANDIDATES:]):
+                        a = self.reqs[pos]
+                        if len(a.segments) > k and _continues(a, b, k + 1):
+                            return a
+                return self.reqs[full]
+        if not b.has_assistant:  # an opening request: a new conversation, unless the session
+            if b.session is None:  # says otherwise and model, params and tools are unchanged
+                return None
+            best = self._most_bytes(b, k, index)
+            same_lineage = best is not None and all(
+                s.kind not in ("param", "tool") for s in (*best.segments[k:], *segs[k:]))
+            return best if same_lineage else None
+        same_opening = index.by_first.get(b.first_message_digest or "")
+        if same_opening:  # the same conversation (or a fork / rerun of it): longest prefix wins
+            best_k, best = -1, None
+            for pos in reversed(same_opening[-_SCAN_CANDIDATES:]):
+                a = self.reqs[pos]
+                shared = first_divergent_index(a.segments, segs)
+                if shared > best_k:
+                    best_k, best = shared, a
+            return best
+        best = self._most_bytes(b, k, index)
+        if best is not None and b.session is None and not _continues(best, b):
+            return None  # another conversation (e.g. resumed mid-way), not a rewrite of this one
+        return best
+
+    def _most_bytes(self, b: _Req, k: int, index: _Index) -> _Req | None:
+        """Of the candidates sharing ``k`` whole segments with ``b``, the one sharing the most
+        bytes of segment ``k`` (the 64 most recent; latest on ties)."""
+        segs = b.segments
+        candidates = index.by_digest[segs[k - 1].prefix_digest] if k else index.all
+        if k >= len(segs):
+            return self.reqs[candidates[-1]]
+        y = segs[k]
+        tail = b.data[y.start:y.end]
+        best, best_len = None, -1
+        for pos in reversed(candidates[-_SCAN_CANDIDATES:]):
+            a = self.reqs[pos]
+            if k >= len(a.segments):
+                continue
+            x = a.segments[k]
+            n = common_prefix_len(a.data[x.start:x.end], tail) if x.kind == y.kind else 0
+            if n > best_len:
+                best, best_len = a, n
+        return best if best is not None else self.reqs[candidates[-1]]
+
+    def _pair(self, b: _Req) -> None:
+        a = self._predecessor(b)
+        size = len(b.data)
+        if a is None:
+            self.pairs.append(LintPair(b.index, b.source, b.wire_format, b.session, size))
+            return
+        divergence = diff(a, b)
+        lcp = lcp_bytes(a, b)
+        expected = divergence is not None and is_expected_divergence(a, b, divergence)
+        snippet = None if divergence is None else value_snippet(a, b, divergence)
+        self.pairs.append(LintPair(
+            b.index, b.source, b.wire_format, b.session, size, a.index, len(a.data), lcp,
+            _ratio(lcp, size), min(1.0, _ratio(len(a.data), size)), divergence, expected,
+            snippet))
+        if divergence is None or expected:
+            return
+        x = a.segments[divergence.segment_index]
+        if x.kind == "message" and x.breakpoint is not None:
+            self._hit("breakpoint-on-per-turn-block", b.index,
+                      f"request {a.index} put a breakpoint on {x.name}, which changed in "
+                      f"request {b.index} ({divergence.cause})")
+        same_session = b.session is not None and a.session == b.session
+        if divergence.segment_kind in _HEAD_KINDS and (same_session or (
+                a.first_message_digest is not None
+                and a.first_message_digest == b.first_message_digest)):
+            self._hit("head-changed-mid-session", b.index,
+                      f"request {b.index} continues the conversation of request {a.index} "
+                      f"with a different head: {divergence.cause} at {divergence.path or '/'}"
+                      + (f" ({divergence.detail})" if divergence.detail else ""))
+
+    def _hit(self, code: str, index: int, example: str) -> None:
+        self.hits.setdefault(code, []).append(index)
+        self.examples.setdefault(code, example)
+
+    # -- per-request facts for findings ------------------------------------------------------
+
+    def _policy(self, req: _Req) -> CachePolicy | None:
+        key = (req.wire_format, req.model)
+        if key not in self.policy_cache:
+            provider = "anthropic" if req.wire_format == "anthropic" else "openai"
+            try:
+                self.policy_cache[key] = cache_policy(provider, req.model or "", self.policies)
+            except PolicyError:
+                self.policy_cache[key] = None
+        return self.policy_cache[key]
+
+    def _scan_request(self, req: _Req) -> None:
+        tools = tuple(s.label for s in req.segments if s.kind == "tool")
+        self.tool_orders.setdefault(tools, []).append(req.index)
+        bps = req.breakpoints
+        if bps:
+            cached_end = bps[-1].end
+        elif req.wire_format == "anthropic":  # nothing cached yet; the head is where it goes
+            cached_end = max((s.end for s in req.segments if s.kind in _HEAD_KINDS), default=0)
+            self._hit("no-breakpoints", req.index, f"request {req.index} has no cache_control "
+                      "breakpoint, so Anthropic caches none of it")
+        else:
+            cached_end = len(req.data)
+        for s in req.segments:
+            if s.kind not in ("tool", "system"):
+                continue
+            head = self.head.get(s.digest)
+            if head is None:
+                head = self.head[s.digest] = HeadSeg(
+                    s.kind, s.name, s.label, s.path, req.data[s.start:s.end], [], [])
+            head.requests.append(req.index)
+            if s.end <= cached_end:
+                head.cached_requests.append(req.index)
+        if bps:
+            self._check_breakpoints(req, bps)
+
+    def _check_breakpoints(self, req: _Req, bps: tuple[Segment, ...]) -> None:
+        policy = self._policy(req)
+        budget = (policy.breakpoint_budget if policy else None) or 4
+        if len(bps) > budget:
+            unknown = (f", the conservative default for the unknown model {req.model}"
+                       if policy is not None and policy.conservative else "")
+            self._hit("too-many-breakpoints", req.index,
+                      f"request {req.index} has {len(bps)} breakpoints (budget {budget}"
+                      f"{unknown}): " + ", ".join(s.name for s in bps))
+        known = [(s, _TTL_S[s.breakpoint]) for s in bps if s.breakpoint in _TTL_S]
+        for (s1, t1), (s2, t2) in itertools.pairwise(known):
+            if t2 > t1:
+                self._hit("breakpoint-ttl-order", req.index,
+                          f"request {req.index}: a {s2.breakpoint} breakpoint on {s2.name} "
+                          f"follows a {s1.breakpoint} breakpoint on {s1.name}")
+                break
+        if policy is None or not policy.min_cacheable_tokens:
+            return
+        minimum = policy.min_cacheable_tokens
+        first = bps[0]
+        prefix = [s for s in req.segments[: req.segments.index(first) + 1] if s.kind != "param"]
+        size = sum(s.size_bytes for s in prefix)
+        if size >= 16 * minimum:
+            return
+        tokens = sum(self.tokens.count(req.data[s.start:s.end]) for s in prefix)
+        if tokens < minimum:
+            if policy.conservative:
+                whose = (f"conservative {minimum}-token minimum assumed for the unknown model "
+                         f"{req.model or '(none given)'}: the provider's largest documented "
+                         "minimum; add the model to the policy table for its own")
+            else:
+                whose = f"{minimum}-token minimum of {req.model or 'this model'}"
+            self._hit("breakpoint-below-minimum", req.index,
+                      f"request {req.index}: the first breakpoint ({first.name}) ends a prefix "
+                      f"of ~{tokens} tokens ({self.tokens.method}), below the {whose} "
+                      f"({policy.source.split(';')[0]})")
+
+    # -- output ------------------------------------------------------------------------------
+
+    def report(self, capture: str | None) -> LintReport:
+        findings = [*head_findings(self.head.values()), *tool_order_findings(self.tool_orders)]
+        for code, indexes in self.hits.items():
+            count = len(set(indexes))
+            more = f" (and {count - 1} more request{'s' * (count > 2)})" if count > 1 else ""
+            findings.append(finding(code, self.examples[code] + more, indexes))
+        rank = {"error": 0, "warning": 1, "info": 2}
+        findings.sort(key=lambda f: (rank[f.severity], f.code, f.requests))
+        return LintReport(self._summary(), tuple(self.pairs), tuple(findings),
+                          tuple(self.problems), capture)
+
+    def _summary(self) -> LintSummary:
+        with_pred = [p for p in self.pairs if p.predecessor is not None]
+        causes: dict[str, int] = {}
+        formats: dict[str, int] = {}
+        for p in self.pairs:
+            formats[p.wire_format] = formats.get(p.wire_format, 0) + 1
+            if p.is_break and p.divergence is not None:
+                causes[p.divergence.cause] = causes.get(p.divergence.cause, 0) + 1
+        n = len(with_pred)
+        total = sum(p.size_bytes for p in with_pred)
+        return LintSummary(
+            requests=len(self.pairs),
+            sessions=len(self.pairs) - n,
+            pairs=n,
+            breaks=sum(causes.values()),
+            expected_divergences=sum(1 for p in with_pred if p.expected),
+            prefix_ratio_mean=sum(p.prefix_ratio or 0.0 for p in with_pred) / n if n else None,
+            prefix_ratio_weighted=_ratio(sum(p.lcp_bytes for p in with_pred), total) if n
+            else None,
+            ceiling=sum(p.ceiling or 0.0 for p in with_pred) / n if n else None,
+            ceiling_weighted=_ratio(sum(min(p.predecessor_size_bytes or 0, p.size_bytes)
+                                        for p in with_pred), total) if n else None,
+            causes=dict(sorted(causes.items(), key=lambda kv: (-kv[1], kv[0]))),
+            wire_formats=formats,
+            problems=len(self.problems),
+            skipped=self.skipped,
+        )
+
+# -- public API ------------------------------------------------------------------------------
+
+
+def _entries(
+    requests: Iterable[Any], sessions: Sequence[str | None] | None
+) -> Iterator[CaptureEntry]:
+    for i, item in enumerate(requests):
+        session = sessions[i] if sessions is not None and i < len(sessions) else None
+        if isinstance(item, CaptureEntry):
+            yield item
+            continue
+        body = getattr(item, "body", item)  # ProviderRequest / SegmentedRequest
+        path = getattr(item, "path", None)
+        declared = getattr(item, "wire_format", None)
+        if not isinstance(body, Mapping):
+            raise CaptureError(f"request {i} is a {type(item).__name__}, not a request body",
+                               code="capture-record")
+        yield CaptureEntry(i, f"request {i}", body, None, path if isinstance(path, str) else
+                           None, session, declared if isinstance(declared, str) else None)
+
+
+def lint_requests(
+    requests: Iterable[Any],
+    *,
+    wire_format: str | None = None,
+    sessions: Sequence[str | None] | None = None,
+    policies: PolicyTable | None = None,
+) -> LintReport:
+    """Lint a sequence of requests, in the order they were sent.
+
+    Args:
+        requests: Request body dicts, :class:`~stableprompt.ProviderRequest` or
+            :class:`SegmentedRequest` objects, or :class:`CaptureEntry` records; request ``i``
+            gets capture index ``i`` (entries keep their own).
+        wire_format: ``anthropic``, ``openai-chat`` or ``openai-responses`` for every request;
+            ``None`` or ``"auto"`` detects it per request.
+        sessions: Optional session id per request (``None`` entries: unknown).
+        policies: Cache-policy table for breakpoint budgets and minimums (default: shipped).
+
+    Returns:
+        LintReport (a request whose shape the format does not allow becomes a problem).
+
+    Raises:
+        CaptureError: unknown ``wire_format`` (code ``capture-format``), an item that is not a
+            request body (``capture-record``), or nothing to lint (``capture-empty``).
+    """
+    linter = _Linter(wire_format=_check_format(wire_format), policies=policies)
+    for entry in _entries(requests, sessions):
+        linter.add(entry)
+    return _finish(linter, None)
+
+
+def lint_capture(
+    path: str | Path, *, wire_format: str | None = None, policies: PolicyTable | None = None
+) -> LintReport:
+    """Lint a capture file or directory (see :mod:`stableprompt._lint._capture` for the formats).
+
+    Malformed records are reported in ``report.problems`` with their line numbers and the rest
+    is linted.
+
+    Raises:
+        CaptureError: unknown ``wire_format`` (code ``capture-format``), unreadable capture
+            (``capture-unreadable``), a capture with no records (``capture-empty``) or with no
+            request among them (``capture-format``, naming the first problem).
+    """
+    linter = _Linter(wire_format=_check_format(wire_format), policies=policies)
+    for item in iter_capture(path):
+        if isinstance(item, CaptureEntry):
+            linter.add(item)
+        elif isinstance(item, CaptureProblem):
+            linter.problems.append(item)
+        elif isinstance(item, Skipped):
+            linter.skipped += 1
+    return _finish(linter, str(path))
+
+
+def _check_format(wire_format: str | None) -> str | None:
+    if wire_format in (None, "auto"):
+        return None
+    if wire_format == "openai-compatible":
+        return "openai-chat"
+    if wire_format not in WIRE_FORMATS_WITH_REQUESTS:
+        raise CaptureError(f"unknown wire format {wire_format!r}; expected auto, "
+                           f"{', '.join(WIRE_FORMATS_WITH_REQUESTS)}", code="capture-format")
+    return wire_format
+
+
+def _finish(linter: _Linter, capture: str | None) -> LintReport:
+    linter.pair_all()
+    if not linter.reqs:
+        where = f"capture {capture!r}" if capture else "the request list"
+        if linter.problems:
+            first = linter.problems[0]
+            raise CaptureError(f"{where} holds no lintable request ({len(linter.problems)} "
+                               f"malformed record(s); first: {first})", code="capture-format")
+        raise CaptureError(f"{where} is empty: no requests", code="capture-empty")
+    return linter.report(capture)

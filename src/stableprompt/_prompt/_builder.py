@@ -1,0 +1,701 @@
+"""The ordering contract as a builder: PromptBuilder -> PinnedHead -> Conversation.
+
+Order is tools -> system -> history -> tail. The head (tools + system) is frozen once built;
+history is append-only and kept as the exact canonical bytes; volatile tail slots are rendered
+last and never persisted; compaction replaces a span of history, never the head.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from types import MappingProxyType
+from typing import Any
+
+from .._canonical import canonical_json, loads
+from .._exceptions import (
+    BreakpointError,
+    HistoryError,
+    PinnedHeadError,
+    TailSlotError,
+    ToolError,
+    VolatileContentError,
+    VolatileContentWarning,
+)
+from .._segment import Segment, SegmentSpec, build_segments, fingerprint_of, sum_tokens
+from .._tokens import SegmentTokenCounter, Tokenizer, get_tokenizer
+from .._volatility import scan_volatile
+from ._compaction import CacheEvent
+from ._messages import (
+    Message,
+    ToolCall,
+    assistant_message,
+    check_ttl,
+    text_block_bytes,
+    tool_result_message,
+    user_message,
+)
+from ._rendered import RenderedPrompt
+from ._tools import Tool, ToolSet
+
+__all__ = ["Conversation", "PinnedHead", "PromptBuilder"]
+
+DEFAULT_SUMMARY_INSTRUCTION = (
+    "Summarize the conversation so far for your own later use: the user's goals, decisions "
+    "made, tool results that still matter, and open questions. Be complete but concise."
+)
+_SUMMARY_PREFIX = "Summary of the earlier conversation:\n"
+_TEXT_PREFIX_BYTES = len(b'{"text":')
+#: Tail slot names the SDK uses itself.
+RESERVED_SLOTS = ("allowed_tools", "summarize")
+_HISTORY_FORMAT = "stableprompt-history/1"
+
+
+def _counter(tokenizer: Tokenizer | str | None) -> SegmentTokenCounter | None:
+    if tokenizer is None:
+        return None
+    resolved = get_tokenizer(tokenizer) if isinstance(tokenizer, str) else tokenizer
+    return SegmentTokenCounter(resolved)
+
+
+def _count(counter: SegmentTokenCounter | None, data: bytes) -> int | None:
+    return None if counter is None else counter.count(data)
+
+
+class PromptBuilder:
+    """Collects the pinned head (system text blocks + tools) and the volatile tail slots.
+
+    Example::
+
+        head = (PromptBuilder().system("You are a careful agent.").tools([search])
+                .tail_slot("now").freeze())
+
+    Args:
+        tokenizer: Tokenizer or encoding name for segment token counts (default
+            ``"cl100k_base"``); ``None`` disables counting (``Segment.tokens`` is ``None``).
+        strict: Raise :class:`VolatileContentError` instead of warning when the head holds
+            volatile content at :meth:`freeze`.
+    """
+
+    def __init__(self, *, tokenizer: Tokenizer | str | None = "cl100k_base",
+                 strict: bool = False) -> None:
+        self._system: list[tuple[str, str | None]] = []
+        self._tools: list[Tool] = []
+        self._slots: dict[str, bool] = {}
+        self._tokenizer = tokenizer
+        self._strict = strict
+        self._frozen = False
+
+    def _check_open(self) -> None:
+        if self._frozen:
+            raise PinnedHeadError(
+                "this builder was frozen; build a new PromptBuilder for a new head (lineage)",
+                code="head-frozen",
+            )
+
+    def system(self, text: str, *, cache_ttl: str | None = None) -> PromptBuilder:
+        """Append a system text block. ``cache_ttl`` (``"5m"``/``"1h"``) places a user
+        breakpoint on it. Returns the builder."""
+        self._check_open()
+        if not isinstance(text, str) or not text:
+            raise PinnedHeadError("system text must be a non-empty str", code="head-system",
+                                  segment=f"system[{len(self._system)}]")
+        self._system.append((text, check_ttl(cache_ttl, f"system[{len(self._system)}]")))
+        return self
+
+    def tool(self, tool: Tool | Mapping[str, Any]) -> PromptBuilder:
+        """Add one tool (a :class:`Tool` or a provider-shaped dict). Returns the builder."""
+        self._check_open()
+        self._tools.append(tool if isinstance(tool, Tool) else Tool.from_dict(tool))
+        return self
+
+    def tools(self, tools: Iterable[Tool | Mapping[str, Any]] | ToolSet) -> PromptBuilder:
+        """Add several tools. Order does not matter: the head sorts tools by name."""
+        for tool in tools:
+            self.tool(tool)
+        return self
+
+    def tail_slot(self, name: str, *, required: bool = True) -> PromptBuilder:
+        """Declare a volatile tail slot, filled at ``render(tail={name: text})``."""
+        self._check_open()
+        if not isinstance(name, str) or not name.isidentifier():
+            raise TailSlotError(f"tail slot name must be an identifier, got {name!r}",
+                                code="tail-slot-name")
+        if name in self._slots:
+            raise TailSlotError(f"tail slot {name!r} declared twice", code="tail-slot-duplicate")
+        if name in RESERVED_SLOTS:
+            raise TailSlotError(f"tail slot name {name!r} is reserved by the SDK",
+                                code="tail-slot-reserved", segment=f"tail:{name}")
+        self._slots[name] = required
+        return self
+
+    def freeze(self, *, head_ttl: str = "5m") -> PinnedHead:
+        """Freeze the head. After this the builder refuses changes.
+
+        Args:
+            head_ttl: TTL of the cache breakpoint the SDK places at the end of the head
+                (``"5m"`` or ``"1h"``).
+
+        Raises:
+            DuplicateToolError / ToolError: invalid tools.
+            VolatileContentError: volatile content in the head and ``strict=True``.
+
+        Warns:
+            VolatileContentWarning: volatile content in the head (default), one per match,
+                with segment, kind, character start and byte offset.
+        """
+        self._check_open()
+        if head_ttl is None:
+            raise BreakpointError("head_ttl must be '5m' or '1h', got None",
+                                  code="breakpoint-ttl", segment="head")
+        head = PinnedHead(
+            ToolSet(self._tools),
+            tuple(self._system),
+            dict(self._slots),
+            tokenizer=self._tokenizer,
+            head_ttl=check_ttl(head_ttl, "head") or "5m",
+            strict=self._strict,
+        )
+        self._frozen = True
+        return head
+
+
+class PinnedHead:
+    """The frozen head: tools (canonical order) then system blocks. Immutable.
+
+    Heads pickle and copy (rebuilt from their tools, system blocks and slots, with the same
+    bytes and fingerprint).
+
+    Attributes:
+        tools: The ToolSet.
+        system: System text blocks, in order.
+        tail_slots: Declared tail slot names -> required (read-only mapping).
+        segments: Head segments (``tool:<name>`` then ``system[i]``).
+        data: Head bytes (``data[s.start:s.end]`` is segment ``s``).
+        fingerprint: Head fingerprint ``sp1:<hex>``: names the cache lineage.
+        head_ttl: TTL label of the SDK's end-of-head breakpoint.
+    """
+
+    __slots__ = ("_counter", "_digest", "_frozen", "_system_ttls", "_tokenizer", "_wire", "data",
+                 "head_ttl", "segments", "system", "tail_slots", "tools")
+
+    tools: ToolSet
+    system: tuple[str, ...]
+    tail_slots: Mapping[str, bool]
+    segments: tuple[Segment, ...]
+    data: bytes
+    head_ttl: str
+    _system_ttls: tuple[str | None, ...]
+    _digest: bytes
+    _counter: SegmentTokenCounter | None
+    _tokenizer: Tokenizer | str | None
+    _wire: dict[str, Any]
+    _frozen: bool
+
+    def __init__(self, tools: ToolSet, system: tuple[tuple[str, str | None], ...],
+                 tail_slots: Mapping[str, bool], *, tokenizer: Tokenizer | str | None,
+                 head_ttl: str, strict: bool, lint: bool = True) -> None:
+        counter = _counter(tokenizer)
+        specs = [SegmentSpec("tool", f"tool:{t.name}", t.canonical_bytes, f"/tools/{i}",
+                             None, t.name) for i, t in enumerate(tools)]
+        specs += [SegmentSpec("system", f"system[{i}]", text_block_bytes(text), f"/system/{i}",
+                              ttl) for i, (text, ttl) in enumerate(system)]
+        counts = [_count(counter, s.data) for s in specs]
+        segments, data, digest = build_segments(specs, token_counts=counts)
+        for name, value in (("tools", tools), ("system", tuple(t for t, _ in system)),
+                            ("_system_ttls", tuple(ttl for _, ttl in system)),
+                            ("tail_slots", MappingProxyType(dict(tail_slots))),
+                            ("segments", segments), ("data", data), ("_digest", digest),
+                            ("_counter", counter), ("_tokenizer", tokenizer),
+                            ("head_ttl", head_ttl), ("_wire", {})):
+            object.__setattr__(self, name, value)
+        object.__setattr__(self, "_frozen", True)
+        if lint:
+            self._lint(strict)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise PinnedHeadError(
+            f"the pinned head is frozen (tried to set {name!r}); build a new head with "
+            "PromptBuilder for a new lineage", code="head-frozen")
+
+    def __delattr__(self, name: str) -> None:
+        raise PinnedHeadError("the pinned head is frozen", code="head-frozen")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        tokenizer = self._tokenizer if isinstance(self._tokenizer, str) or (
+            self._tokenizer is None) else self._tokenizer.name
+        return (_rebuild_head, (tuple(self.tools), tuple(zip(self.system, self._system_ttls,
+                                                             strict=True)),
+                                dict(self.tail_slots), tokenizer, self.head_ttl))
+
+    def __eq__(self, other: object) -> bool:
+        return (isinstance(other, PinnedHead) and self.data == other.data
+                and self._system_ttls == other._system_ttls
+                and dict(self.tail_slots) == dict(other.tail_slots)
+                and self.head_ttl == other.head_ttl)
+
+    def __hash__(self) -> int:
+        return hash((self.data, self.head_ttl))
+
+    def __repr__(self) -> str:
+        return (f"PinnedHead(tools={len(self.tools)}, system_blocks={len(self.system)}, "
+                f"fingerprint={self.fingerprint[:16]}...)")
+
+    @property
+    def fingerprint(self) -> str:
+        """Head fingerprint ``sp1:<hex>`` (the lineage name)."""
+        return fingerprint_of(self.segments)
+
+    @property
+    def tokens(self) -> int | None:
+        """Total head tokens, or ``None`` without a tokenizer."""
+        return sum_tokens(self.segments)
+
+    @property
+    def system_ttls(self) -> tuple[str | None, ...]:
+        """User-placed breakpoint TTL per system block."""
+        return self._system_ttls
+
+    def _texts(self) -> Iterator[tuple[Segment, str]]:
+        """Every human text of the head: system blocks, tool descriptions and the string
+        values of tool input schemas (descriptions, defaults, enums, examples)."""
+        for segment in self.segments:
+            if segment.kind == "system":
+                yield segment, self.system[int(segment.name[7:-1])]
+                continue
+            tool = self.tools[segment.label]
+            if tool.description:
+                yield segment, tool.description
+            yield from ((segment, text) for text in _strings(tool.input_schema))
+
+    def _lint(self, strict: bool) -> None:
+        for segment, text in self._texts():
+            for span in scan_volatile(text):
+                # Byte offset of the match inside the head data.
+                if segment.kind == "system":
+                    escaped = len(canonical_json(text[:span.start])) - 2
+                    offset = segment.start + _TEXT_PREFIX_BYTES + 1 + escaped
+                else:  # inside the tool JSON: find the escaped match
+                    needle = canonical_json(span.text)[1:-1]
+                    offset = segment.start + self.data[segment.start:segment.end].find(needle)
+                message = (f"volatile {span.kind} {span.text!r} in {segment.name} at character "
+                           f"{span.start} (byte {offset}): it changes the head's bytes whenever "
+                           "it changes and breaks the prefix cache; move it to a tail slot")
+                if strict:
+                    raise VolatileContentError(message, code="head-volatile",
+                                               segment=segment.name, offset=offset)
+                warnings.warn(VolatileContentWarning(
+                    message, segment=segment.name, kind=span.kind, text=span.text,
+                    start=span.start, offset=offset), stacklevel=5)
+
+    def conversation(self) -> Conversation:
+        """Start an empty append-only conversation on this head."""
+        return Conversation(self)
+
+    def resume(self, exported: bytes) -> Conversation:
+        """Resume a conversation exported by :meth:`Conversation.export` on this head.
+
+        The stored message bytes are reused exactly (each is checked to be canonical), so the
+        resumed conversation renders byte-identically to the one that was exported.
+
+        Raises:
+            HistoryError: not an export, exported on another head (code
+                ``history-other-head``), or bytes edited since (code ``history-bytes``).
+        """
+        return Conversation._resume(self, exported)
+
+
+def _strings(value: Any) -> Iterator[str]:
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from _strings(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _strings(item)
+
+
+def _rebuild_head(tools: tuple[Tool, ...], system: tuple[tuple[str, str | None], ...],
+                  slots: dict[str, bool], tokenizer: str | None, head_ttl: str) -> PinnedHead:
+    return PinnedHead(ToolSet(tools), system, slots, tokenizer=tokenizer, head_ttl=head_ttl,
+                      strict=False, lint=False)
+
+
+class Conversation:
+    """Append-only history on a pinned head; renders head + history + tail.
+
+    Each appended message is canonicalized once and its bytes, chained digest and token
+    count are kept, so rendering turn N+1 only processes what is new. The tool protocol is
+    enforced as providers require it: every tool call is answered (``tool_result``) before the
+    next user or assistant message, and before rendering.
+
+    Conversations pickle and copy through :meth:`export` / :meth:`PinnedHead.resume`.
+    """
+
+    def __init__(self, head: PinnedHead) -> None:
+        self.head = head
+        self._messages: list[Message] = []
+        self._segments: list[Segment] = []
+        self._open_calls: dict[str, str] = {}
+        self._seen_calls: set[str] = set()
+        # History lengths of the last two distinct rendered histories: the previous one is
+        # where the last request's history breakpoint was (see RenderedPrompt.to_anthropic).
+        self._anchors: tuple[int | None, int | None] = (None, None)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_resume, (self.head, self.export()))
+
+    # -- appending --------------------------------------------------------------------------
+
+    @property
+    def messages(self) -> tuple[Message, ...]:
+        """History messages in order."""
+        return tuple(self._messages)
+
+    @property
+    def open_tool_calls(self) -> tuple[str, ...]:
+        """Ids of tool calls not answered yet, in call order."""
+        return tuple(self._open_calls)
+
+    def _admit(self, message: Message) -> Message:
+        """Check the tool protocol for ``message``, then append it."""
+        if message.role in ("user", "assistant") and self._open_calls:
+            raise HistoryError(
+                f"tool call(s) {', '.join(self._open_calls)} are not answered: append their "
+                "tool_result first (providers reject a tool call without its result)",
+                code="history-open-calls")
+        calls = message.tool_calls
+        for i, call in enumerate(calls):
+            if call.name not in self.head.tools.names:
+                raise HistoryError(f"tool {call.name!r} is not in the pinned head",
+                                   code="history-unknown-tool", pointer=f"/tool_calls/{i}/name")
+            if call.id in self._seen_calls:
+                raise HistoryError(f"tool call id {call.id!r} already used",
+                                   code="history-duplicate-call", pointer=f"/tool_calls/{i}/id")
+        for call_id in message.tool_result_ids:
+            if call_id not in self._open_calls:
+                raise HistoryError(f"no open tool call with id {call_id!r}",
+                                   code="history-tool-result", pointer="/tool_call_id")
+        self._append(message)
+        for call in calls:
+            self._seen_calls.add(call.id)
+            self._open_calls[call.id] = call.name
+        for call_id in message.tool_result_ids:
+            del self._open_calls[call_id]
+        return message
+
+    def _append(self, message: Message) -> None:
+        index = len(self._messages)
+        previous = self._segments[-1] if self._segments else None
+        start = previous.end if previous else len(self.head.data)
+        raw = bytes.fromhex(previous.prefix_digest) if previous else self.head._digest
+        spec = SegmentSpec("message", f"messages[{index}]", message.data, f"/messages/{index}",
+                           message.breakpoint, message.role)
+        segments, _, _ = build_segments([spec], start=start, previous=raw,
+                                        token_counts=[_count(self.head._counter, message.data)])
+        self._messages.append(message)
+        self._segments.append(segments[0])
+
+    def user(self, content: str | Sequence[str], *, cache_breakpoint: str | None = None) -> Message:
+        """Append a user message (one or several non-empty text blocks).
+
+        ``cache_breakpoint`` (``"5m"``/``"1h"``) places a user breakpoint after it, kept
+        where it is on every later render.
+
+        Raises:
+            HistoryError: empty or non-str text, or unanswered tool calls
+                (code ``history-open-calls``).
+            BreakpointError: a TTL other than ``"5m"``/``"1h"``.
+        """
+        return self._admit(user_message(content, breakpoint=cache_breakpoint))
+
+    def assistant(self, text: str | None = None, *,
+                  tool_calls: Sequence[ToolCall | Mapping[str, Any]] = (),
+                  cache_breakpoint: str | None = None) -> Message:
+        """Append an assistant turn: optional text and tool calls (``ToolCall`` or dicts with
+        ``id``, ``name``, ``arguments``).
+
+        Raises:
+            HistoryError: no content, empty text, an unknown tool name (tools are masked,
+                never removed: every callable tool must be in the head), a reused call id, or
+                unanswered earlier tool calls.
+        """
+        return self._admit(assistant_message(text, tool_calls, breakpoint=cache_breakpoint))
+
+    def tool_result(self, tool_call_id: str, content: Any, *, is_error: bool = False,
+                    cache_breakpoint: str | None = None) -> Message:
+        """Append the result of an earlier tool call (text, or JSON stored canonically).
+
+        Raises:
+            HistoryError: ``tool_call_id`` names no open call (code ``history-tool-result``),
+                or ``is_error`` is not a bool.
+        """
+        if tool_call_id not in self._open_calls:
+            raise HistoryError(f"no open tool call with id {tool_call_id!r}",
+                               code="history-tool-result", pointer="/tool_call_id")
+        return self._admit(tool_result_message(tool_call_id, content, is_error=is_error,
+                                               breakpoint=cache_breakpoint))
+
+    # -- export / resume --------------------------------------------------------------------
+
+    def export(self) -> bytes:
+        """The history as canonical JSON bytes (messages as their exact stored bytes), for
+        :meth:`PinnedHead.resume`. Contains prompt text: store it as you would the prompt."""
+        return canonical_json({
+            "anchors": list(self._anchors),
+            "format": _HISTORY_FORMAT,
+            "head": self.head.fingerprint,
+            "messages": [{"breakpoint": m.breakpoint, "data": m.data.decode()}
+                         for m in self._messages],
+        })
+
+    @classmethod
+    def _resume(cls, head: PinnedHead, exported: bytes) -> Conversation:
+        try:
+            value = loads(exported)
+            ok = isinstance(value, dict) and value.get("format") == _HISTORY_FORMAT
+        except ValueError:
+            ok = False
+        if not ok:
+            raise HistoryError(f"not a {_HISTORY_FORMAT} export", code="history-export")
+        if value["head"] != head.fingerprint:
+            raise HistoryError(f"this history was exported on head {value['head']}, not on "
+                               f"{head.fingerprint}", code="history-other-head")
+        conversation = cls(head)
+        for i, item in enumerate(value["messages"]):
+            try:
+                message = Message.from_bytes(item["data"].encode(), item["breakpoint"])
+            except HistoryError as exc:
+                raise HistoryError(exc.message, code=exc.code, pointer=f"/messages/{i}") from exc
+            conversation._admit(message)
+        first, second = value.get("anchors", [None, None])
+        conversation._anchors = (first, second)
+        return conversation
+
+    # -- rendering --------------------------------------------------------------------------
+
+    def _tail_specs(self, tail: Mapping[str, str] | None,
+                    extra: Sequence[tuple[str, str]] = ()) -> list[SegmentSpec]:
+        if tail is not None and not isinstance(tail, Mapping):
+            raise TailSlotError(f"tail must be a mapping of slot name to str, got "
+                                f"{type(tail).__name__}", code="tail-slot-type")
+        tail = dict(tail or {})
+        declared = self.head.tail_slots
+        unknown = sorted(set(tail) - set(declared), key=str)
+        if unknown:
+            raise TailSlotError(f"undeclared tail slot(s): {', '.join(map(str, unknown))}; "
+                                "declare them with PromptBuilder.tail_slot()",
+                                code="tail-slot-undeclared", segment=f"tail:{unknown[0]}")
+        missing = [n for n, required in declared.items() if required and n not in tail]
+        if missing:
+            raise TailSlotError(f"missing tail slot(s): {', '.join(missing)}",
+                                code="tail-slot-missing", segment=f"tail:{missing[0]}")
+        items = [(n, tail[n]) for n in declared if n in tail] + list(extra)
+        specs = []
+        for name, value in items:
+            if not isinstance(value, str):
+                raise TailSlotError(f"tail slot {name!r} must be str, got {type(value).__name__}",
+                                    code="tail-slot-type", segment=f"tail:{name}")
+            specs.append(SegmentSpec("tail", f"tail:{name}",
+                                     canonical_json({"slot": name, "text": value}), "", None, name))
+        return specs
+
+    def _check_complete(self) -> None:
+        if self._open_calls:
+            raise HistoryError(
+                f"tool call(s) {', '.join(self._open_calls)} are not answered: a request with a "
+                "tool call and no result is rejected by providers", code="history-open-calls")
+
+    def render(self, *, tail: Mapping[str, str] | None = None,
+               allowed_tools: Sequence[str] | None = None) -> RenderedPrompt:
+        """Render head + history + tail.
+
+        Rendering is idempotent: the same history, tail and earlier rendered histories give
+        the same bytes. The conversation remembers the history length of the last distinct
+        rendered history, so the Anthropic body can keep a breakpoint where the previous
+        request's was when it is beyond the 20-block lookback.
+
+        Args:
+            tail: Values for the declared tail slots (str each).
+            allowed_tools: Restrict tool use for this turn without touching the head (mask,
+                don't remove): adds a tail note naming the allowed tools. Costs only the
+                note's tokens; changing ``tool_choice`` instead would invalidate Anthropic's
+                messages cache, and removing tools would invalidate everything.
+
+        Raises:
+            TailSlotError: missing, undeclared or non-str tail slot.
+            ToolError: ``allowed_tools`` is empty, not a list of str, or names a tool not in
+                the head.
+            HistoryError: unanswered tool calls (code ``history-open-calls``).
+        """
+        self._check_complete()
+        extra: list[tuple[str, str]] = []
+        if allowed_tools is not None:
+            if isinstance(allowed_tools, str) or not all(
+                    isinstance(t, str) for t in allowed_tools) or not allowed_tools:
+                raise ToolError("allowed_tools must be a non-empty list of tool names",
+                                code="tool-unknown")
+            unknown = sorted(set(allowed_tools) - set(self.head.tools.names))
+            if unknown:
+                raise ToolError(f"allowed_tools names unknown tool(s): {', '.join(unknown)}",
+                                code="tool-unknown", tool=unknown[0])
+            extra.append(("allowed_tools", "Only these tools may be used this turn: "
+                          + ", ".join(sorted(set(allowed_tools))) + "."))
+        specs = self._tail_specs(tail, extra)
+        length = len(self._messages)
+        if self._anchors[1] != length:
+            self._anchors = (self._anchors[1], length)
+        return self._render(specs)
+
+    def _render(self, tail_specs: Sequence[SegmentSpec]) -> RenderedPrompt:
+        last = self._segments[-1] if self._segments else None
+        start = last.end if last else len(self.head.data)
+        raw = bytes.fromhex(last.prefix_digest) if last else self.head._digest
+        tail_segments, tail_data, _ = build_segments(
+            tail_specs, start=start, previous=raw,
+            token_counts=[_count(self.head._counter, s.data) for s in tail_specs])
+        data = b"".join([self.head.data, *(m.data for m in self._messages), tail_data])
+        previous = self._anchors[0] if self._anchors[1] == len(self._messages) else self._anchors[1]
+        return RenderedPrompt(
+            head=self.head,
+            messages=tuple(self._messages),
+            tail=tuple((s.label, s.data) for s in tail_specs),
+            segments=(*self.head.segments, *self._segments, *tail_segments),
+            data=data,
+            previous_breakpoint=None if previous is None else previous - 1,
+        )
+
+    def fork(self) -> Conversation:
+        """An independent branch sharing this history's bytes; later appends on either side
+        are invisible to the other."""
+        other = Conversation(self.head)
+        other._messages = list(self._messages)
+        other._segments = list(self._segments)
+        other._open_calls = dict(self._open_calls)
+        other._seen_calls = set(self._seen_calls)
+        other._anchors = self._anchors
+        return other
+
+    # -- compaction -------------------------------------------------------------------------
+
+    def summarization_request(
+        self, instruction: str = DEFAULT_SUMMARY_INSTRUCTION
+    ) -> RenderedPrompt:
+        """Render head + full history + a tail instruction asking for a summary.
+
+        The prefix (head + history) is byte-identical to a normal render's, so the
+        summarization call reads the cached prefix instead of re-prefilling it
+        (cache-safe forking). Declared tail slots are not required here.
+
+        Raises:
+            HistoryError: empty/non-str instruction (code ``history-compact-summary``) or
+                unanswered tool calls.
+        """
+        if not isinstance(instruction, str) or not instruction:
+            raise HistoryError("instruction must be a non-empty str",
+                               code="history-compact-summary")
+        self._check_complete()
+        spec = SegmentSpec("tail", "tail:summarize",
+                           canonical_json({"slot": "summarize", "text": instruction}), "", None,
+                           "summarize")
+        return self._render([spec])
+
+    def compact(self, summary: str, *, start: int = 0, end: int | None = None) -> CacheEvent:
+        """Replace history messages ``[start, end)`` with one summary message (tail-only:
+        the head is never touched).
+
+        Args:
+            summary: Summary text (e.g. the answer to :meth:`summarization_request`).
+            start: First message index replaced (0 = right after the head).
+            end: One past the last replaced index (default: end of history).
+
+        Returns:
+            CacheEvent with the cached-prefix tokens this invalidates, the tokens that survive
+            (head + history before ``start``) and the tokens saved on every later turn.
+
+        Raises:
+            HistoryError: bad span, empty summary, unanswered tool calls, or a span that
+                separates a tool call from its result (code ``history-compact-span``).
+        """
+        count = len(self._messages)
+        end = count if end is None else end
+        if not all(isinstance(v, int) and not isinstance(v, bool) for v in (start, end)) or not (
+                0 <= start < end <= count):
+            raise HistoryError(f"compaction span [{start}, {end}) is not within 0..{count}",
+                               code="history-compact-span")
+        if not isinstance(summary, str) or not summary:
+            raise HistoryError("summary must be a non-empty str", code="history-compact-summary")
+        self._check_complete()
+        inside = {c.id for m in self._messages[start:end] for c in m.tool_calls}
+        answered = {i for m in self._messages[start:end] for i in m.tool_result_ids}
+        if inside != answered:
+            raise HistoryError("compaction span separates a tool call from its result",
+                               code="history-compact-span")
+        head_tokens = sum_tokens(self.head.segments)
+        kept_tokens = sum_tokens(self._segments[:start])
+        removed_tokens = sum_tokens(self._segments[start:end])
+        invalidated = sum_tokens(self._segments[start:])
+        before_fp = self._prefix_fingerprint()
+        rest = self._messages[end:]
+        self._messages = self._messages[:start]
+        self._segments = self._segments[:start]
+        self._append(user_message(_SUMMARY_PREFIX + summary))
+        summary_tokens = self._segments[-1].tokens
+        for message in rest:
+            self._append(message)
+        self._anchors = (None, None)
+        surviving = (None if head_tokens is None or kept_tokens is None
+                     else head_tokens + kept_tokens)
+        saved = (None if removed_tokens is None or summary_tokens is None
+                 else removed_tokens - summary_tokens)
+        return CacheEvent(
+            kind="compaction",
+            lineage=self.head.fingerprint,
+            prefix_before=before_fp,
+            prefix_after=self._prefix_fingerprint(),
+            invalidated_tokens=invalidated,
+            surviving_tokens=surviving,
+            removed_tokens=removed_tokens,
+            summary_tokens=summary_tokens,
+            saved_tokens_per_turn=saved,
+        )
+
+    def _prefix_fingerprint(self) -> str:
+        return fingerprint_of(self._segments) if self._segments else self.head.fingerprint
+
+    def rebase(self, head: PinnedHead) -> tuple[Conversation, CacheEvent]:
+        """Move this history onto a different head: a new lineage, reported explicitly.
+
+        Returns the new conversation and a ``head-change`` CacheEvent: every cached token of
+        the old lineage is invalidated (the head comes first, so nothing after it survives);
+        rebasing onto an identical head invalidates nothing.
+
+        Raises:
+            HistoryError: the history calls a tool the new head lacks (code
+                ``history-unknown-tool``, pointer ``/messages/<i>``).
+        """
+        other = Conversation(head)
+        for i, message in enumerate(self._messages):
+            try:
+                other._admit(message)
+            except HistoryError as exc:
+                raise HistoryError(exc.message, code=exc.code,
+                                   pointer=f"/messages/{i}{exc.pointer or ''}") from exc
+        same = head.fingerprint == self.head.fingerprint
+        old = sum_tokens([*self.head.segments, *self._segments])
+        return other, CacheEvent(
+            kind="head-change",
+            lineage=head.fingerprint,
+            prefix_before=self._prefix_fingerprint(),
+            prefix_after=other._prefix_fingerprint(),
+            invalidated_tokens=0 if same else old,
+            surviving_tokens=old if same else 0,
+            removed_tokens=0,
+            summary_tokens=0,
+            saved_tokens_per_turn=0,
+        )
+
+
+def _resume(head: PinnedHead, exported: bytes) -> Conversation:
+    return Conversation._resume(head, exported)

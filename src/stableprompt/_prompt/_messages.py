@@ -1,0 +1,333 @@
+"""History messages: canonicalized once, their bytes kept, wire forms rendered once per format.
+
+The provider-neutral canonical form of a message (what its segment bytes are)::
+
+    {"content": [<block>, ...], "role": "user" | "assistant" | "tool"}
+
+with blocks ``{"text", "type": "text"}``, ``{"arguments", "id", "name", "type": "tool_call"}``
+and ``{"content", "is_error", "tool_call_id", "type": "tool_result"}``. Wire forms per provider
+are derived lazily, once per message, and cached on the message: replaying history (resume,
+retry, fork) reuses those bytes and never re-renders from a lossy form.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .._canonical import canonical_json, loads
+from .._exceptions import BreakpointError, CanonicalizationError, HistoryError
+
+__all__ = ["Message", "ToolCall", "cache_control", "text_block_bytes"]
+
+ROLES = ("user", "assistant", "tool")
+TTLS = ("5m", "1h")
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    """One tool call made by the assistant.
+
+    Attributes:
+        id: Provider call id (``toolu_...`` / ``call_...``), unique within a conversation.
+        name: Tool name; must exist in the pinned head.
+        arguments: JSON object of arguments (canonicalized; key order does not matter).
+    """
+
+    id: str
+    name: str
+    arguments: Mapping[str, Any]
+
+
+def text_block_bytes(text: str, *, cache_ttl: str | None = None) -> bytes:
+    """Canonical bytes of an Anthropic-style text block, optionally with ``cache_control``."""
+    block: dict[str, Any] = {"text": text, "type": "text"}
+    if cache_ttl is not None:
+        block["cache_control"] = cache_control(cache_ttl)
+    return canonical_json(block)
+
+
+def cache_control(ttl: str) -> dict[str, str]:
+    """Anthropic ``cache_control`` marker: ``{"type": "ephemeral"}`` means 5 minutes,
+    ``"ttl": "1h"`` asks for one hour (platform.claude.com prompt-caching docs)."""
+    return {"type": "ephemeral"} if ttl == "5m" else {"ttl": ttl, "type": "ephemeral"}
+
+
+def check_ttl(ttl: str | None, where: str) -> str | None:
+    """Validate a breakpoint TTL label (``"5m"``/``"1h"``) or ``None``.
+
+    Raises:
+        BreakpointError: any other value (code ``breakpoint-ttl``).
+    """
+    if ttl is not None and (not isinstance(ttl, str) or ttl not in TTLS):
+        raise BreakpointError(f"cache breakpoint TTL must be one of {TTLS}, got {ttl!r}",
+                              code="breakpoint-ttl", segment=where)
+    return ttl
+
+
+class Message:
+    """One history message with its canonical bytes (immutable).
+
+    Build messages through :class:`~stableprompt.Conversation` (``user``, ``assistant``,
+    ``tool_result``); the constructor validates and canonicalizes once.
+
+    Attributes:
+        role: ``user``, ``assistant`` or ``tool``.
+        data: Canonical JSON bytes (the segment bytes).
+        breakpoint: User-placed cache breakpoint TTL (``"5m"``/``"1h"``) or ``None``.
+    """
+
+    __slots__ = ("_blocks", "_wire", "breakpoint", "data", "role")
+
+    role: str
+    data: bytes
+    breakpoint: str | None
+    _blocks: tuple[Mapping[str, Any], ...]
+    _wire: dict[str, Any]
+
+    def __init__(self, role: str, blocks: Sequence[Mapping[str, Any]], *,
+                 breakpoint: str | None = None) -> None:
+        if role not in ROLES:
+            raise HistoryError(f"role must be one of {ROLES}, got {role!r}", code="history-role")
+        if not blocks:
+            raise HistoryError("a message needs at least one content block", code="history-empty")
+        try:
+            data = canonical_json({"content": list(blocks), "role": role})
+        except CanonicalizationError as exc:  # pointer is relative to {"content", "role"}
+            raise HistoryError(f"message content is not canonical JSON: {exc.message}",
+                               code=exc.code, pointer=exc.pointer) from exc
+        object.__setattr__(self, "role", role)
+        object.__setattr__(self, "data", data)
+        object.__setattr__(self, "breakpoint", breakpoint)
+        # Re-parse the canonical bytes: internal blocks never alias the caller's objects.
+        object.__setattr__(self, "_blocks", tuple(loads(data)["content"]))
+        object.__setattr__(self, "_wire", {})
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise HistoryError("messages are immutable; history is append-only",
+                           code="history-immutable")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (Message.from_bytes, (self.data, self.breakpoint))
+
+    def __eq__(self, other: object) -> bool:
+        return (isinstance(other, Message) and self.data == other.data
+                and self.breakpoint == other.breakpoint)
+
+    def __hash__(self) -> int:
+        return hash((self.data, self.breakpoint))
+
+    @classmethod
+    def from_bytes(cls, data: bytes, breakpoint: str | None = None) -> Message:
+        """Rebuild a message from its stored canonical bytes (resume, unpickle).
+
+        Raises:
+            HistoryError: ``data`` is not a canonical message (code ``history-bytes``): the
+                stored bytes must be reused exactly, never re-rendered from a lossy form.
+        """
+        try:
+            value = loads(data)
+            message = cls(value["role"], value["content"], breakpoint=breakpoint)
+        except (ValueError, KeyError, TypeError) as exc:
+            raise HistoryError(f"stored message bytes are not a message: {exc}",
+                               code="history-bytes") from exc
+        if message.data != bytes(data):
+            raise HistoryError("stored message bytes are not canonical (edited or produced "
+                               "elsewhere)", code="history-bytes")
+        return message
+
+    def __repr__(self) -> str:
+        return f"Message(role={self.role!r}, bytes={len(self.data)})"
+
+    def to_dict(self) -> dict[str, Any]:
+        """A fresh copy of the canonical message dict."""
+        value: dict[str, Any] = loads(self.data)
+        return value
+
+    @property
+    def text(self) -> str:
+        """Concatenated text of the message's text blocks and tool results."""
+        parts = [b.get("text") or b.get("content") or "" for b in self._blocks]
+        return "\n".join(p if isinstance(p, str) else str(p) for p in parts)
+
+    @property
+    def tool_calls(self) -> tuple[ToolCall, ...]:
+        """Tool calls in this (assistant) message."""
+        return tuple(
+            ToolCall(b["id"], b["name"], copy.deepcopy(b["arguments"]))
+            for b in self._blocks if b.get("type") == "tool_call"
+        )
+
+    @property
+    def tool_result_ids(self) -> tuple[str, ...]:
+        """Tool call ids answered by this (tool) message."""
+        return tuple(b["tool_call_id"] for b in self._blocks if b.get("type") == "tool_result")
+
+    # -- wire forms -------------------------------------------------------------------------
+
+    def anthropic_blocks(self) -> tuple[bytes, ...]:
+        """Anthropic content blocks (canonical bytes, no ``cache_control``), cached.
+
+        Source: tool_use / tool_result block shapes, platform.claude.com/docs/en/agents-and-tools
+        /tool-use/implement-tool-use.
+        """
+        cached: tuple[bytes, ...] | None = self._wire.get("anthropic")
+        if cached is None:
+            cached = tuple(canonical_json(self._anthropic_block(b)) for b in self._blocks)
+            self._wire["anthropic"] = cached
+        return cached
+
+    def anthropic_block_with_breakpoint(self, index: int, ttl: str) -> bytes:
+        """Block ``index`` rendered with a ``cache_control`` marker of ``ttl``."""
+        block = self._anthropic_block(self._blocks[index])
+        block["cache_control"] = cache_control(ttl)
+        return canonical_json(block)
+
+    @staticmethod
+    def _anthropic_block(block: Mapping[str, Any]) -> dict[str, Any]:
+        kind = block["type"]
+        if kind == "text":
+            return {"text": block["text"], "type": "text"}
+        if kind == "tool_call":
+            return {"id": block["id"], "input": block["arguments"], "name": block["name"],
+                    "type": "tool_use"}
+        out = {"content": block["content"], "tool_use_id": block["tool_call_id"],
+               "type": "tool_result"}
+        if block.get("is_error"):
+            out["is_error"] = True
+        return out
+
+    def openai_chat(self) -> tuple[bytes, ...]:
+        """OpenAI Chat Completions messages for this message (one, or one per tool result).
+
+        Source: openai-python ``chat/completion_create_params.py`` message params.
+        """
+        cached: tuple[bytes, ...] | None = self._wire.get("openai-chat")
+        if cached is None:
+            cached = tuple(canonical_json(m) for m in self._openai_chat_dicts())
+            self._wire["openai-chat"] = cached
+        return cached
+
+    def _openai_chat_dicts(self) -> list[dict[str, Any]]:
+        texts = [b["text"] for b in self._blocks if b["type"] == "text"]
+        if self.role == "tool":
+            return [{"content": b["content"], "role": "tool", "tool_call_id": b["tool_call_id"]}
+                    for b in self._blocks]
+        if self.role == "user":
+            content: Any = texts[0] if len(texts) == 1 else [
+                {"text": t, "type": "text"} for t in texts]
+            return [{"content": content, "role": "user"}]
+        message: dict[str, Any] = {"content": "\n\n".join(texts) if texts else None,
+                                   "role": "assistant"}
+        calls = [
+            {"function": {"arguments": canonical_json(c.arguments).decode(), "name": c.name},
+             "id": c.id, "type": "function"}
+            for c in self.tool_calls
+        ]
+        if calls:
+            message["tool_calls"] = calls
+        return [message]
+
+    def openai_responses(self) -> tuple[bytes, ...]:
+        """OpenAI Responses input items for this message (cached).
+
+        Source: openai-python ``responses/response_input_item_param.py``.
+        """
+        cached: tuple[bytes, ...] | None = self._wire.get("openai-responses")
+        if cached is None:
+            cached = tuple(canonical_json(i) for i in self._responses_items())
+            self._wire["openai-responses"] = cached
+        return cached
+
+    def _responses_items(self) -> list[dict[str, Any]]:
+        items: list[dict[str, Any]] = []
+        texts = [b["text"] for b in self._blocks if b["type"] == "text"]
+        if texts and self.role == "assistant":
+            # Input items replaying assistant text take string content (EasyInputMessage);
+            # output_text parts would need the output message's id/status/annotations.
+            items.append({"content": "\n\n".join(texts), "role": "assistant",
+                          "type": "message"})
+        elif texts:
+            items.append({"content": [{"text": t, "type": "input_text"} for t in texts],
+                          "role": self.role, "type": "message"})
+        for b in self._blocks:
+            if b["type"] == "tool_call":
+                items.append({"arguments": canonical_json(b["arguments"]).decode(),
+                              "call_id": b["id"], "name": b["name"], "type": "function_call"})
+            elif b["type"] == "tool_result":
+                items.append({"call_id": b["tool_call_id"], "output": b["content"],
+                              "type": "function_call_output"})
+        return items
+
+
+def user_message(content: str | Sequence[str], *, breakpoint: str | None = None) -> Message:
+    """Build a user message from text (or several text blocks)."""
+    if not isinstance(content, (str, list, tuple)):
+        raise HistoryError(f"user content must be str or a list of str, got "
+                           f"{type(content).__name__}", code="history-type", pointer="/content")
+    texts = [content] if isinstance(content, str) else list(content)
+    for i, text in enumerate(texts):
+        if not isinstance(text, str):
+            raise HistoryError(f"user text must be str, got {type(text).__name__}",
+                               code="history-type", pointer=f"/content/{i}/text")
+        if not text:
+            raise HistoryError("user text must not be empty (providers reject empty text "
+                               "blocks)", code="history-empty-text", pointer=f"/content/{i}/text")
+    return Message("user", [{"text": t, "type": "text"} for t in texts],
+                   breakpoint=check_ttl(breakpoint, "user"))
+
+
+def assistant_message(text: str | None, tool_calls: Sequence[ToolCall | Mapping[str, Any]],
+                      *, breakpoint: str | None = None) -> Message:
+    """Build an assistant message from optional text and tool calls."""
+    blocks: list[dict[str, Any]] = []
+    if text is not None:
+        if not isinstance(text, str):
+            raise HistoryError("assistant text must be str", code="history-type",
+                               pointer="/content/0/text")
+        if not text:
+            raise HistoryError("assistant text must not be empty (providers reject empty text "
+                               "blocks); pass text=None", code="history-empty-text",
+                               pointer="/content/0/text")
+        blocks.append({"text": text, "type": "text"})
+    seen: set[str] = set()
+    for i, call in enumerate(tool_calls):
+        if isinstance(call, Mapping):
+            try:
+                arguments = call.get("arguments", call.get("input", {}))
+                call = ToolCall(call["id"], call["name"], arguments)
+            except KeyError as exc:
+                raise HistoryError(f"tool call needs {exc.args[0]!r}", code="history-tool-call",
+                                   pointer=f"/tool_calls/{i}") from exc
+        if not isinstance(call.id, str) or not call.id:
+            raise HistoryError("tool call id must be a non-empty string",
+                               code="history-tool-call", pointer=f"/tool_calls/{i}/id")
+        if not isinstance(call.arguments, Mapping):
+            raise HistoryError("tool call arguments must be a JSON object",
+                               code="history-tool-call", pointer=f"/tool_calls/{i}/arguments")
+        if call.id in seen:
+            raise HistoryError(f"tool call id {call.id!r} repeated in one message",
+                               code="history-duplicate-call", pointer=f"/tool_calls/{i}/id")
+        seen.add(call.id)
+        blocks.append({"arguments": dict(call.arguments), "id": call.id, "name": call.name,
+                       "type": "tool_call"})
+    return Message("assistant", blocks, breakpoint=check_ttl(breakpoint, "assistant"))
+
+
+def tool_result_message(tool_call_id: str, content: Any, *, is_error: bool = False,
+                        breakpoint: str | None = None) -> Message:
+    """Build a tool-result message; non-string content is stored as canonical JSON text."""
+    if not isinstance(is_error, bool):
+        raise HistoryError(f"is_error must be a bool, got {type(is_error).__name__}",
+                           code="history-type", pointer="/is_error")
+    if not isinstance(content, str):
+        try:
+            content = canonical_json(content).decode()
+        except CanonicalizationError as exc:
+            raise HistoryError(f"tool result is not JSON: {exc.message}", code=exc.code,
+                               pointer=f"/content{exc.pointer or ''}") from exc
+    return Message("tool", [{"content": content, "is_error": is_error,
+                             "tool_call_id": tool_call_id, "type": "tool_result"}],
+                   breakpoint=check_ttl(breakpoint, "tool"))

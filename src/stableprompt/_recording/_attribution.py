@@ -1,0 +1,651 @@
+"""Cache-read prediction and miss attribution: one verdict per call, as a pure function.
+
+:func:`attribute` compares a request with its same-lineage predecessor (an earlier request with
+the same head fingerprint; the recorder picks the one sharing the longest prefix, see
+``_calls``) and answers two questions:
+
+1. **Prediction.** How many input tokens should an exact-prefix cache have read? The tokens of
+   the longest common prefix (LCP) with the predecessor, limited to what the provider can read:
+
+   - Breakpoint caches (Anthropic; ``CachePolicy.automatic`` is false): only whole prefixes
+     ending at a breakpoint the predecessor wrote (its ``cache_control`` blocks whose prefix
+     reaches the minimum), that lie inside the LCP, and that one of *this* request's eligible
+     breakpoints reaches within the lookback window ("The system checks at most 20 positions
+     per breakpoint, counting the breakpoint itself as the first",
+     platform.claude.com/docs/en/build-with-claude/prompt-caching). Each entry lives for its
+     breakpoint's TTL (``5m``/``1h``).
+   - Automatic caches (OpenAI, DeepSeek, vLLM, SGLang, llama.cpp, ...): the LCP itself, minus
+     the last prompt token where the engine always recomputes it (vLLM: "When all tokens hit
+     the cache, we must recompute the last token to obtain logits",
+     ``vllm/v1/core/kv_cache_manager.py``), floored to the policy granularity (OpenAI before
+     GPT-5.6: multiples of 128; vLLM: 16-token blocks), 0 below the minimum
+     (developers.openai.com/api/docs/guides/prompt-caching). The TTL is the request's choice
+     (``prompt_cache_retention`` / ``prompt_cache_options.ttl``) or the policy default.
+
+   The TTL clock runs from the same-lineage predecessor's send time: it either wrote the entry
+   or read it, and reads refresh the TTL (Anthropic: "refreshed for no additional cost each
+   time the cached content is used").
+
+2. **Verdict.** Exactly one of ``cold``, ``hit``, ``client_mutation``, ``below_minimum``,
+   ``ttl_expired``, ``provider_miss``, ``unknown`` (see :func:`attribute` for the order of the
+   checks and what lands in ``detail``).
+
+Token counts are **estimates**: stableprompt tokenizes each segment's bytes (compact JSON of
+the block as sent) with its own tokenizer (cl100k by default), which is not the provider's
+tokenizer and does not see the provider's chat template or hidden system tokens. To compare
+like with like, the estimate is rescaled to the provider's units with
+``token_scale = reported input_tokens_total / our request_tokens`` before the minimum,
+granularity and comparison are applied; the prediction stored is in provider tokens when the
+provider reported its input total, else in our tokenizer's tokens. Reported reads are then
+compared with the prediction within a tolerance of one granule plus
+:data:`TOLERANCE_FRACTION` (5 %) of the request's reported ``input_tokens_total``, which
+absorbs the tokenizer and template differences. The LCP inside the first divergent segment is
+estimated proportionally to its bytes (byte share of that segment's tokens, rounded down).
+
+Known limits: only the entries the compared request wrote or read are considered (an entry
+an older request wrote, that the predecessor neither wrote nor read, is not predicted); a
+predecessor known only from its ledger row (no stored body) is matched by fingerprint and is
+assumed to have one entry at the end of the matched prefix (``detail["predecessor_body"]``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from itertools import accumulate
+from typing import Any, Literal
+
+from .._diff import Divergence, diff, first_divergent_index, lcp_bytes
+from .._ledger._usage_record import Verdict
+from .._policy import CachePolicy
+from .._segment import Segment
+from .._usage import CacheUsage
+from .._wire._segmenter import SegmentedRequest
+
+__all__ = [
+    "TOLERANCE_FRACTION",
+    "TTL_LABELS_S",
+    "Attribution",
+    "RequestState",
+    "attribute",
+]
+
+TOLERANCE_FRACTION = 0.05
+"""Share of the request's reported ``input_tokens_total`` by which reported cache reads may
+differ from the prediction (on top of one granule) and still count as a ``hit``."""
+
+TTL_LABELS_S: Mapping[str, int] = {"5m": 300, "30m": 1800, "1h": 3600, "12h": 43200, "24h": 86400}
+"""TTL labels used in request bodies (Anthropic ``cache_control.ttl``, OpenAI
+``prompt_cache_options.ttl`` / ``prompt_cache_retention``), in seconds."""
+
+Relation = Literal["lineage", "session"]
+
+_READLESS: frozenset[str] = frozenset({"cold", "below_minimum", "ttl_expired"})
+"""Verdicts that explain reads of at most the prediction (plus the tolerance)."""
+
+
+@dataclass(frozen=True, slots=True)
+class RequestState:
+    """What attribution knows about one request that was sent.
+
+    Attributes:
+        ts: Send time, seconds since the epoch (the recorder's clock).
+        fingerprint: Request fingerprint (``sp1:...``).
+        head_fingerprint: Head fingerprint: the cache lineage.
+        segmented: The segmented request body, or ``None`` when only a ledger row is known
+            (a predecessor from an earlier process without stored content).
+        segment_tokens: Our token estimate per segment (same order as ``segmented.segments``),
+            or ``None`` with ``segmented``.
+        request_tokens: Our token estimate of the whole request, when known.
+        record_id: The ledger ``record_id`` of this request, when it has one.
+        response_id: The provider's message/response id, when known.
+        cached_extent_tokens: Provider-reported ``cache_read + cache_write`` of this request
+            (provider tokens): the length of the longest cache entry it read or wrote. Used to
+            anchor the next prediction on the provider's own count instead of our estimate.
+            ``None`` when the provider does not report writes.
+        cache_read_tokens: Provider-reported cache reads of this request (the entry it read).
+        read_entry_digest: Prefix digest of the entry this request read (from its own hit
+            attribution), so a later request reading the same entry predicts its exact size.
+    """
+
+    ts: float
+    fingerprint: str
+    head_fingerprint: str
+    segmented: SegmentedRequest | None = None
+    segment_tokens: tuple[int, ...] | None = None
+    request_tokens: int | None = None
+    record_id: str | None = None
+    response_id: str | None = None
+    cached_extent_tokens: int | None = None
+    cache_read_tokens: int | None = None
+    read_entry_digest: str | None = None
+
+    @classmethod
+    def of(
+        cls,
+        segmented: SegmentedRequest,
+        segment_tokens: Sequence[int],
+        ts: float,
+        *,
+        record_id: str | None = None,
+        response_id: str | None = None,
+    ) -> RequestState:
+        """Build the state of a request whose body and token counts are known.
+
+        Raises:
+            ValueError: ``segment_tokens`` does not have one count per segment.
+        """
+        tokens = tuple(segment_tokens)
+        if len(tokens) != len(segmented.segments):
+            raise ValueError(
+                f"segment_tokens has {len(tokens)} counts for {len(segmented.segments)} segments"
+            )
+        return cls(
+            ts=ts,
+            fingerprint=segmented.fingerprint,
+            head_fingerprint=segmented.head_fingerprint,
+            segmented=segmented,
+            segment_tokens=tokens,
+            request_tokens=sum(tokens),
+            record_id=record_id,
+            response_id=response_id,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Attribution:
+    """Prediction and verdict for one call.
+
+    Attributes:
+        verdict: One of the seven verdicts.
+        detail: Evidence for the verdict (JSON object): always ``relation``,
+            ``min_cacheable_tokens``, ``granularity_tokens``, ``token_scale``,
+            ``stable_prefix_tokens``; with a compared request also ``gap_s``,
+            ``ttl_s``, ``tolerance_tokens``; ``client_mutation`` adds ``segment``,
+            ``segment_kind``, ``path``, ``cause``, ``cause_detail``, ``offset``,
+            ``lost_tokens``; reported reads as ``cache_read_tokens``.
+        predicted_cache_read_tokens: Predicted cache reads (provider tokens when the provider
+            reported its input total, else our tokenizer's), ``None`` when the request could
+            not be segmented.
+        lcp_bytes: LCP with the compared request, in segment-data bytes (``None`` without one).
+        lcp_tokens: The same LCP in our tokenizer's tokens (``None`` without one).
+        request_tokens: Our token estimate of the request.
+        predecessor_id: ``record_id`` of the request compared with.
+        divergence: The first divergence from the compared request, if any.
+        read_entry_digest: Chained prefix digest of the cache entry this call read, when the
+            reported reads match the predicted entry on a breakpoint cache (lets the next call
+            reading the same entry predict its exact size).
+    """
+
+    verdict: Verdict
+    detail: dict[str, Any]
+    predicted_cache_read_tokens: int | None
+    lcp_bytes: int | None
+    lcp_tokens: int | None
+    request_tokens: int | None
+    predecessor_id: str | None
+    divergence: Divergence | None = None
+    read_entry_digest: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class _Comparison:
+    """How a request relates to the request it is compared with."""
+
+    common: int  # segments of the request fully shared with the base
+    lcp_bytes: int
+    lcp_tokens: int
+    divergence: Divergence | None
+    exact: bool  # the base's body was known (else: estimated from fingerprints)
+
+
+def _floor(value: float, granule: int) -> int:
+    return int(value // granule) * granule
+
+
+def _scaled(tokens: float, scale: float) -> int:
+    return math.floor(tokens * scale + 1e-9)
+
+
+def _request_ttl_s(body: Mapping[str, Any], policy: CachePolicy) -> int | None:
+    """The TTL (seconds) an automatic cache applies to this request, ``None`` for no TTL."""
+    if not policy.ttls_s:
+        return None
+    options = body.get("prompt_cache_options")
+    if isinstance(options, Mapping):
+        chosen = TTL_LABELS_S.get(str(options.get("ttl")))
+        if chosen is not None:
+            return chosen
+    retention = body.get("prompt_cache_retention")
+    if retention == "24h" and 86400 in policy.ttls_s:
+        return 86400
+    return policy.default_ttl_s
+
+
+def _compare(base: RequestState, request: RequestState) -> _Comparison:
+    """LCP and first divergence of ``request`` against ``base``."""
+    seg = request.segmented
+    assert seg is not None and request.segment_tokens is not None
+    tokens = request.segment_tokens
+    cum = list(accumulate(tokens))
+    if base.segmented is not None:
+        common = first_divergent_index(base.segmented.segments, seg.segments)
+        common = min(common, len(seg.segments))
+        div = diff(base.segmented, seg)
+        nbytes = lcp_bytes(base.segmented, seg)
+        lcp_tok = cum[common - 1] if common else 0
+        if div is not None and common < len(seg.segments):
+            part = seg.segments[common]
+            inside = nbytes - part.start
+            if 0 < inside < part.size_bytes:
+                lcp_tok += tokens[common] * inside // part.size_bytes
+        return _Comparison(common, nbytes, lcp_tok, div, exact=True)
+    # Only the predecessor's ledger row is known: its request fingerprint names a prefix of
+    # this request if the conversation only grew (chained digests); else the head is shared.
+    digest = base.fingerprint.split(":", 1)[-1]
+    common = next((i + 1 for i, s in enumerate(seg.segments) if s.prefix_digest == digest), 0)
+    if not common and base.head_fingerprint == seg.head_fingerprint:
+        common = sum(1 for s in seg.segments if s.kind in ("param", "tool", "system"))
+    nbytes = seg.segments[common - 1].end if common else 0
+    return _Comparison(common, nbytes, cum[common - 1] if common else 0, None, exact=False)
+
+
+def attribute(
+    request: RequestState,
+    *,
+    predecessor: RequestState | None,
+    usage: CacheUsage | None,
+    policy: CachePolicy,
+    session_previous: RequestState | None = None,
+    other_conversation: bool = False,
+) -> Attribution:
+    """Predict the cache reads of ``request`` and explain the reported reads with one verdict.
+
+    Pure: the result depends only on the arguments (the clock is ``request.ts`` minus the
+    compared request's ``ts``).
+
+    Args:
+        request: The request just sent; must have ``segmented`` and ``segment_tokens``.
+        predecessor: An earlier request with the same head fingerprint (same lineage), or
+            ``None``: the recorder passes the one sharing the longest prefix (ties: the same
+            conversation, then the most recent); the TTL clock runs from it.
+        usage: The provider's normalized usage, or ``None`` when there is none (failed call).
+        policy: The provider/model cache rules (minimum, granularity, TTLs, lookback).
+        session_previous: The previous request of the same session/conversation when it has a
+            *different* head fingerprint and there is no same-lineage predecessor: the head
+            changed within the conversation (a clock in the system prompt, tool order drift,
+            a model switch). It is diffed like a predecessor, and a divergence from it is a
+            ``client_mutation``.
+        other_conversation: ``predecessor`` belongs to another conversation that shares this
+            request's head (another session, or an unnamed request with another first
+            message): the request branches off the shared prefix, so losing the rest of the
+            predecessor's prefix is expected, not a ``client_mutation``; only the shared part
+            is predicted (``detail["other_conversation"]``).
+
+    Returns:
+        The :class:`Attribution`. Checks, in order (the first that applies wins):
+
+        1. ``unknown``: no usage, or the provider did not report cache reads. The prediction
+           and comparison are still computed and stored; ``detail["unknown_reason"]`` says why.
+        2. Nothing to compare with: ``below_minimum`` when this request's cacheable prefix (up
+           to its last breakpoint for breakpoint caches, the whole prompt for automatic ones)
+           is below the minimum (``reason`` ``no-breakpoint`` when a breakpoint cache got no
+           breakpoint), else ``cold``.
+        3. ``below_minimum``: the compared request's cacheable prefix was below the minimum
+           (nothing was cached).
+        4. ``client_mutation``: the prefix changed before the compared request's cacheable
+           point: a breakpoint entry it wrote is no longer shared (breakpoint caches), or more
+           than the tolerance of its prompt was lost (automatic caches); always for a changed
+           head within a session; never against ``other_conversation``. ``detail`` names
+           ``segment``, ``segment_kind``, ``path``, ``cause`` (one of ``_diff.CAUSES``),
+           ``cause_detail``, ``offset`` and ``lost_tokens``.
+        5. ``below_minimum``: this request has no eligible breakpoint (breakpoint caches), or
+           the shared prefix is below the minimum (automatic caches).
+        6. ``client_mutation`` with ``cause`` ``lookback-exceeded`` (breakpoint caches): the
+           shared entries are more than ``lookback_blocks`` blocks before every breakpoint of
+           this request, so the provider cannot find them.
+        7. ``ttl_expired``: the gap to the compared request exceeds the TTL of the best
+           readable entry, unless the reads still match the prediction without the TTL (then
+           ``hit`` with ``read_after_ttl``).
+        8. ``hit`` when reads are at least the prediction minus the tolerance (``detail``
+           flags ``reads_above_prediction`` when they exceed it by more than the tolerance),
+           else ``provider_miss`` (``missing_tokens``).
+
+        A verdict never contradicts the reported writes: ``below_minimum`` with a reported
+        cache write of at least the minimum becomes ``cold`` (``unexpected_writes``).
+        Nor the reported reads: ``cold``, ``below_minimum`` or
+        ``ttl_expired`` with reads above the prediction plus the tolerance becomes ``hit``
+        with ``detail["unexpected_reads"]`` (and ``expected_verdict``: the verdict the prefix
+        alone gives; ``reads_without_known_predecessor`` / ``read_after_ttl`` say which).
+
+    Raises:
+        ValueError: ``request`` has no segmented body or token counts.
+    """
+    if request.segmented is None or request.segment_tokens is None:
+        raise ValueError("attribute() needs a request with segmented and segment_tokens")
+    return _Attributor(request, predecessor, session_previous, usage, policy,
+                       other_conversation).run()
+
+
+class _Attributor:
+    """One attribution run (holds the intermediate numbers shared by the checks)."""
+
+    def __init__(
+        self,
+        request: RequestState,
+        predecessor: RequestState | None,
+        session_previous: RequestState | None,
+        usage: CacheUsage | None,
+        policy: CachePolicy,
+        other_conversation: bool = False,
+    ) -> None:
+        assert request.segmented is not None and request.segment_tokens is not None
+        self.request = request
+        self.seg = request.segmented
+        self.tokens = request.segment_tokens
+        self.cum = list(accumulate(self.tokens))
+        self.request_tokens = self.cum[-1] if self.cum else 0
+        self.usage = usage
+        self.policy = policy
+        self.reads = usage.cache_read_tokens if usage is not None else None
+        total = usage.input_tokens_total if usage is not None else None
+        self.scale = (
+            total / self.request_tokens
+            if total and self.request_tokens and self.reads is not None
+            else 1.0
+        )
+        self.granule = policy.granularity_tokens
+        self.minimum = policy.min_cacheable_tokens
+        reference = total if total is not None else self.scaled(self.request_tokens)
+        self.tolerance = self.granule + math.ceil(TOLERANCE_FRACTION * reference)
+        self.base: RequestState | None
+        self.relation: Relation | None
+        if predecessor is not None:
+            self.base, self.relation = predecessor, "lineage"
+        elif session_previous is not None:
+            self.base, self.relation = session_previous, "session"
+        else:
+            self.base, self.relation = None, None
+        self.comparison: _Comparison | None = None
+        self.read_entry: str | None = None
+        self.detail: dict[str, Any] = {
+            "relation": self.relation,
+            "min_cacheable_tokens": self.minimum,
+            "granularity_tokens": self.granule,
+            "token_scale": round(self.scale, 4),
+        }
+        self.other = other_conversation and self.relation == "lineage"
+        if self.other:
+            self.detail["other_conversation"] = True
+        if self.reads is not None:
+            self.detail["cache_read_tokens"] = self.reads
+
+    def scaled(self, tokens: float) -> int:
+        return _scaled(tokens, self.scale)
+
+    def implicit_breakpoint_tokens(self) -> int | None:
+        """Our token count up to the predecessor's implicit breakpoint ("at the end of the latest
+        eligible user or tool message", OpenAI GPT-5.6+: models with a breakpoint budget in an
+        automatic policy), or ``None`` when the policy has no implicit breakpoints.
+
+        Source: developers.openai.com/api/docs/guides/prompt-caching (model differences table).
+        """
+        base = self.base
+        if (not self.policy.breakpoint_budget or base is None or base.segmented is None
+                or base.segment_tokens is None):
+            return None
+        ends = [i for i, s in enumerate(base.segmented.segments)
+                if s.kind == "message" and s.label in ("user", "tool")]
+        return sum(base.segment_tokens[: ends[-1] + 1]) if ends else None
+
+    def anchored(self, tokens: float, base_extent: float | None,
+                 entry_index: int | None = None) -> int:
+        """Predicted reads for a shared prefix of ``tokens`` (our estimate), floored to the
+        granularity. When the prefix reaches the end of the predecessor's longest entry
+        (``base_extent`` in our tokens), the provider's own count of that entry
+        (``cached_extent_tokens``) is exact, and is used instead of the scaled estimate. When
+        the entry read now (``entry_index``, in the predecessor's segments) is the segment
+        boundary closest to what the predecessor itself read (``cache_read_tokens``), the same
+        entry is being read again: its reported size is exact too."""
+        exact = None if self.base is None else self.base.cached_extent_tokens
+        if exact is not None and base_extent is not None and tokens and tokens >= base_extent:
+            self.detail["anchored_on_predecessor"] = True
+            return _floor(exact, self.granule)
+        base = self.base
+        if entry_index is not None and base is not None and base.segmented is not None:
+            digest = base.segmented.segments[entry_index].prefix_digest
+            self.read_entry = digest
+            if base.cache_read_tokens and digest == base.read_entry_digest:
+                self.detail["anchored_on_predecessor_read"] = True
+                return _floor(base.cache_read_tokens, self.granule)
+        return _floor(self.scaled(tokens), self.granule)
+
+    # ------------------------------------------------------------------ results
+
+    def done(self, verdict: Verdict, predicted: int) -> Attribution:
+        comparison = self.comparison
+        reads = self.reads
+        if (verdict in _READLESS and reads is not None
+                and reads > predicted + self.tolerance):
+            # The provider read more than this verdict allows: say so rather than contradict it.
+            self.detail.update(unexpected_reads=True, expected_verdict=verdict,
+                               tolerance_tokens=self.tolerance)
+            if verdict == "ttl_expired":
+                self.detail["read_after_ttl"] = True
+            verdict = "hit"
+        writes = None if self.usage is None else self.usage.cache_write_tokens
+        if verdict == "below_minimum" and writes and writes >= self.minimum:
+            # The provider wrote a cache entry: the prefix was cacheable after all (our token
+            # estimate fell just under the minimum). A first write is a cold call.
+            self.detail.update(unexpected_writes=True, expected_verdict=verdict)
+            verdict = "cold"
+        if self.reads is None:
+            usage = self.usage
+            self.detail["unknown_reason"] = (
+                "no usage (the call failed or returned no usage object)"
+                if usage is None
+                else usage.unknown_reason or "the provider did not report cache reads"
+            )
+            self.detail["verdict_without_usage"] = verdict
+            verdict = "unknown"
+        return Attribution(
+            verdict=verdict,
+            detail=self.detail,
+            predicted_cache_read_tokens=predicted,
+            lcp_bytes=None if comparison is None else comparison.lcp_bytes,
+            lcp_tokens=None if comparison is None else comparison.lcp_tokens,
+            request_tokens=self.request_tokens,
+            predecessor_id=None if self.base is None else self.base.record_id,
+            divergence=None if comparison is None else comparison.divergence,
+            read_entry_digest=self.read_entry if self.read_matches(predicted) else None,
+        )
+
+    def read_matches(self, predicted: int) -> bool:
+        """The reported reads are the predicted entry (within the tolerance)."""
+        return bool(self.reads and predicted and abs(self.reads - predicted) <= self.tolerance)
+
+    def mutation(self, predicted: int, lost: int, cause: str | None = None) -> Attribution:
+        div = None if self.comparison is None else self.comparison.divergence
+        if cause is None and div is not None:
+            self.detail.update(
+                segment=div.segment,
+                segment_kind=div.segment_kind,
+                path=div.path,
+                cause=div.cause,
+                cause_detail=div.detail,
+                offset=div.offset,
+            )
+        elif cause is not None:
+            self.detail["cause"] = cause
+        self.detail["lost_tokens"] = max(lost, 0)
+        return self.done("client_mutation", predicted)
+
+    def measured(self, predicted: int, predicted_no_ttl: int, expired: bool) -> Attribution:
+        """Compare the reported reads with the prediction (steps 7 and 8)."""
+        reads, tolerance = self.reads, self.tolerance
+        if expired:
+            if reads is not None and predicted_no_ttl and reads >= predicted_no_ttl - tolerance:
+                self.detail["read_after_ttl"] = True
+                return self.done("hit", predicted_no_ttl)
+            self.detail["expired_tokens"] = predicted_no_ttl - predicted
+            return self.done("ttl_expired", predicted)
+        if reads is None or reads >= predicted - tolerance:
+            if reads is not None and reads > predicted + tolerance:
+                self.detail["reads_above_prediction"] = True
+            return self.done("hit", predicted)
+        self.detail["missing_tokens"] = predicted - reads
+        return self.done("provider_miss", predicted)
+
+    # ------------------------------------------------------------------ checks
+
+    def run(self) -> Attribution:
+        if self.base is None:
+            return self.first()
+        comparison = self.comparison = _compare(self.base, self.request)
+        self.detail["gap_s"] = round(self.request.ts - self.base.ts, 3)
+        self.detail["tolerance_tokens"] = self.tolerance
+        self.detail["lcp_tokens_scaled"] = self.scaled(comparison.lcp_tokens)
+        if not comparison.exact:
+            self.detail["predecessor_body"] = "unknown (ledger row only): shared prefix estimated"
+        if self.policy.automatic:
+            return self.automatic()
+        return self.breakpoints()
+
+    def first(self) -> Attribution:
+        """No predecessor and no changed-head session request (step 2)."""
+        own = [i for i, s in enumerate(self.seg.segments) if s.breakpoint]
+        if self.policy.automatic:
+            cacheable = self.scaled(self.request_tokens)
+        else:
+            cacheable = self.scaled(self.cum[own[-1]]) if own else 0
+            if not own:
+                self.detail["reason"] = "no-breakpoint"
+        self.detail["stable_prefix_tokens"] = cacheable
+        if self.reads:
+            self.detail["reads_without_known_predecessor"] = True
+        return self.done("below_minimum" if cacheable < self.minimum else "cold", 0)
+
+    def ttl_of(self, segment: Segment) -> int | None:
+        if not self.policy.ttls_s:
+            return None
+        return TTL_LABELS_S.get(segment.breakpoint or "", self.policy.default_ttl_s)
+
+    def breakpoints(self) -> Attribution:
+        """Breakpoint caches (Anthropic, Bedrock): entries exist only at breakpoints."""
+        base, comparison, seg, cum = self.base, self.comparison, self.seg, self.cum
+        assert base is not None and comparison is not None
+        gap_s = self.request.ts - base.ts
+        # Entries the base wrote, as (index, segment, our prefix tokens), base index space.
+        entries: list[tuple[int, Segment, int]] = []
+        if base.segmented is not None and base.segment_tokens is not None:
+            base_cum = list(accumulate(base.segment_tokens))
+            entries = [
+                (i, s, base_cum[i])
+                for i, s in enumerate(base.segmented.segments)
+                if s.breakpoint
+            ]
+        elif comparison.common:  # ledger row only: assume an entry at the end of the match
+            last = comparison.common - 1
+            entries = [(last, seg.segments[last], cum[last])]
+        written = [e for e in entries if self.scaled(e[2]) >= self.minimum]
+        extent = max((self.scaled(t) for _, _, t in entries), default=0)
+        self.detail["stable_prefix_tokens"] = extent
+        shared = [e for e in written if e[0] < comparison.common]
+        lost = [e for e in written if e[0] >= comparison.common]
+        own = [i for i, s in enumerate(seg.segments) if s.breakpoint]
+        eligible = [i for i in own if self.scaled(cum[i]) >= self.minimum]
+        position = _block_positions(seg.segments)
+        lookback = self.policy.lookback_blocks or len(seg.segments) + 1
+        readable = [
+            e for e in shared
+            if any(b >= e[0] and position[b] - position[e[0]] < lookback for b in eligible)
+        ]
+        alive = [e for e in readable if (ttl := self.ttl_of(e[1])) is None or gap_s <= ttl]
+        last_entry = entries[-1][2] if entries else None
+        top_readable = max(readable, key=lambda e: e[2], default=None)
+        top_alive = max(alive, key=lambda e: e[2], default=None)
+        predicted_no_ttl = self.anchored(top_readable[2] if top_readable else 0, last_entry,
+                                         top_readable[0] if top_readable else None)
+        predicted = self.anchored(top_alive[2] if top_alive else 0, last_entry,
+                                  top_alive[0] if top_alive else None)
+        best = max(readable, key=lambda e: e[2], default=None)
+        self.detail["ttl_s"] = self.ttl_of(best[1]) if best else self.policy.default_ttl_s
+
+        if extent < self.minimum:
+            if not entries:
+                self.detail["reason"] = "no-breakpoint"
+            return self.done("below_minimum", 0)
+        div = comparison.divergence
+        if div is not None and (self.relation == "session" or (lost and not self.other)):
+            kept = max((t for *_, t in shared), default=0)
+            return self.mutation(predicted, self.scaled(max(t for *_, t in written) - kept)
+                                 if written else 0)
+        if not eligible:
+            self.detail["reason"] = "no-breakpoint" if not own else "breakpoints-below-minimum"
+            return self.done("below_minimum", 0)
+        if shared and not readable:
+            far = max(i for i, _, _ in shared)
+            self.detail["segment"] = seg.segments[far].name
+            self.detail["lookback_blocks"] = lookback
+            after = [b for b in eligible if b >= far]
+            if after:
+                self.detail["breakpoint_distance_blocks"] = position[min(after)] - position[far]
+            return self.mutation(0, self.scaled(max(t for *_, t in shared)),
+                                 cause="lookback-exceeded")
+        expired = bool(readable) and predicted < predicted_no_ttl
+        return self.measured(predicted, predicted_no_ttl, expired)
+
+    def automatic(self) -> Attribution:
+        """Automatic caches (OpenAI, DeepSeek, vLLM, SGLang, llama.cpp): any shared prefix."""
+        base, comparison = self.base, self.comparison
+        assert base is not None and comparison is not None
+        gap_s = self.request.ts - base.ts
+        base_tokens = (
+            sum(base.segment_tokens) if base.segment_tokens is not None else base.request_tokens
+        )
+        extent = self.scaled(base_tokens or 0)
+        lcp = self.scaled(comparison.lcp_tokens)
+        div = comparison.divergence
+        self.detail["stable_prefix_tokens"] = lcp
+        ttl_s = _request_ttl_s(self.seg.body, self.policy)
+        self.detail["ttl_s"] = ttl_s
+        usable = lcp
+        if self.policy.recompute_last_token:
+            usable = min(lcp, self.scaled(self.request_tokens) - 1)
+        predicted_no_ttl = _floor(max(usable, 0), self.granule)
+        implicit_end = self.implicit_breakpoint_tokens()
+        if implicit_end is not None and usable == lcp:
+            # Entries exist only at breakpoints: the predecessor's own (exact when fully shared),
+            # else the entry the predecessor itself read, else none.
+            earlier = base.cache_read_tokens or 0
+            if comparison.lcp_tokens >= implicit_end:
+                predicted_no_ttl = self.anchored(comparison.lcp_tokens, implicit_end)
+            else:
+                predicted_no_ttl = _floor(earlier if lcp >= earlier else 0, self.granule)
+        if predicted_no_ttl < self.minimum:
+            predicted_no_ttl = 0
+        expired = ttl_s is not None and gap_s > ttl_s
+        predicted = 0 if expired else predicted_no_ttl
+
+        if extent < self.minimum:
+            self.detail["stable_prefix_tokens"] = extent
+            return self.done("below_minimum", 0)
+        if div is not None and (self.relation == "session" or (
+                not self.other and extent - lcp > self.tolerance)):
+            return self.mutation(predicted, extent - lcp)
+        if lcp < self.minimum:
+            return self.done("below_minimum", 0)
+        return self.measured(predicted, predicted_no_ttl, expired)
+
+
+def _block_positions(segments: Sequence[Segment]) -> list[int]:
+    """Block index of each segment: cache-key parameters are not blocks (Anthropic counts
+    tools, system blocks and message content blocks)."""
+    out: list[int] = []
+    position = -1
+    for s in segments:
+        if s.kind != "param":
+            position += 1
+        out.append(max(position, 0))
+    return out

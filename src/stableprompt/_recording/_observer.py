@@ -1,0 +1,314 @@
+"""Watching a response body on its way to the caller: decoding, usage, TTFT, diagnostics.
+
+A :class:`ResponseObserver` is fed every raw chunk the caller receives (it copies, never holds
+back or changes a byte), decodes ``gzip``/``deflate`` content encodings (``br``/``zstd``
+when their packages are installed, else the usage is unknown with the reason), runs SSE bodies
+through the wire format's stream accumulator (usage, response id, time to first token) and
+copies JSON bodies aside, then hands everything to :meth:`Recorder.finish
+<stableprompt._recording._recorder.Recorder.finish>` when the body ends or the caller stops reading.
+"""
+
+from __future__ import annotations
+
+import importlib
+import zlib
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from .._canonical import loads
+from .._sse import SSEParser
+from .._usage import CacheUsage
+from .._wire._base import StreamAccumulator
+from ..providers import stream_accumulator
+
+if TYPE_CHECKING:
+    from .._ledger._usage_record import UsageRecord
+    from ._recorder import Pending, Recorder
+
+__all__ = ["ResponseObserver", "header"]
+
+_MAX_JSON_BYTES = 64 * 1024 * 1024
+_DIAGNOSTIC_EVENTS = frozenset({
+    "message_start", "message_delta", "response.completed", "response.incomplete",
+    "response.failed",
+})
+
+
+def header(headers: Any, name: str) -> str | None:
+    """Case-insensitive header lookup on an httpx/httpx2 ``Headers`` or a plain mapping;
+    ``None`` when absent or unreadable."""
+    if headers is None:
+        return None
+    try:
+        value = headers.get(name)
+        if value is None and isinstance(headers, Mapping):
+            value = next((v for k, v in headers.items() if str(k).lower() == name), None)
+    except Exception:
+        return None
+    return None if value is None else str(value)
+
+
+def _brotli() -> Any:
+    """A streaming brotli decompressor (``brotli`` or ``brotlicffi``), or ``None``."""
+    for name in ("brotli", "brotlicffi"):
+        try:
+            module = importlib.import_module(name)
+        except ImportError:
+            continue
+        obj = module.Decompressor()
+        step = getattr(obj, "process", None) or obj.decompress  # brotli / brotlicffi
+        return _Codec(step, lambda: b"")
+    return None
+
+
+def _zstd() -> Any:
+    """A streaming zstd decompressor (``zstandard``, several frames), or ``None``."""
+    try:
+        zstandard = importlib.import_module("zstandard")
+    except ImportError:
+        return None
+    state = {"obj": zstandard.ZstdDecompressor().decompressobj()}
+
+    def step(data: bytes) -> bytes:
+        out = state["obj"].decompress(data)
+        while state["obj"].eof and state["obj"].unused_data:
+            rest = state["obj"].unused_data
+            state["obj"] = zstandard.ZstdDecompressor().decompressobj()
+            out += state["obj"].decompress(rest)
+        return bytes(out)
+
+    return _Codec(step, lambda: b"")
+
+
+class _Codec:
+    """One content coding's incremental decoder: ``decompress(data)`` then ``flush()``."""
+
+    def __init__(self, decompress: Callable[[bytes], bytes], flush: Callable[[], bytes]) -> None:
+        self.decompress = decompress
+        self.flush = flush
+
+
+def _zlib(encoding: str) -> _Codec:
+    """gzip, or deflate with the zlib header (or raw deflate, as some servers send)."""
+    deflate = encoding == "deflate"
+    obj: Any = zlib.decompressobj(zlib.MAX_WBITS if deflate else 16 + zlib.MAX_WBITS)
+    state = {"obj": obj, "retried": not deflate}
+
+    def step(data: bytes) -> bytes:
+        try:
+            return bytes(state["obj"].decompress(data))
+        except zlib.error:
+            if state["retried"]:
+                raise
+            state["retried"] = True  # deflate sent without the zlib header
+            state["obj"] = zlib.decompressobj(-zlib.MAX_WBITS)
+            return bytes(state["obj"].decompress(data))
+
+    return _Codec(step, lambda: bytes(state["obj"].flush()))
+
+
+_CODECS: dict[str, Callable[[], Any]] = {
+    "gzip": lambda: _zlib("gzip"),
+    "x-gzip": lambda: _zlib("gzip"),
+    "deflate": lambda: _zlib("deflate"),
+    "br": _brotli,
+    "zstd": _zstd,
+}
+_PACKAGES = {"br": "brotli (or brotlicffi)", "zstd": "zstandard"}
+
+
+class _Decoder:
+    """Incremental Content-Encoding decoder: identity, gzip, deflate (zlib or raw), and ``br``
+    / ``zstd`` when ``brotli``/``brotlicffi`` / ``zstandard`` is installed (the packages
+    httpx itself uses: it only advertises ``br``/``zstd`` when they are).
+
+    Attributes:
+        problem: Why the body cannot be decoded here (an unknown coding or a missing package),
+            else ``None``.
+    """
+
+    def __init__(self, encoding: str) -> None:
+        names = [e.strip().lower() for e in encoding.split(",") if e.strip()]
+        names = [e for e in names if e != "identity"]
+        self.problem: str | None = None
+        self._codecs: list[_Codec] = []
+        for name in reversed(names):  # applied in order: decode the last one first
+            factory = _CODECS.get(name)
+            codec = factory() if factory is not None else None
+            if codec is None:
+                package = _PACKAGES.get(name)
+                self.problem = (
+                    f"content-encoding {name!r} needs the {package} package to be decoded "
+                    "(pip install it): usage unknown" if package else
+                    f"content-encoding {name!r} is not decodable here: usage unknown")
+                self._codecs = []
+                return
+            self._codecs.append(codec)
+
+    def decode(self, data: bytes) -> bytes:
+        for codec in self._codecs:
+            if not data:
+                break
+            data = codec.decompress(data)
+        return data
+
+    def flush(self) -> bytes:
+        data = b""
+        for codec in self._codecs:
+            data = (codec.decompress(data) if data else b"") + codec.flush()
+        return data
+
+
+class ResponseObserver:
+    """Watches one response body as the caller reads it, then finishes the record.
+
+    :meth:`feed` each raw chunk exactly as received (it is never modified or delayed); call
+    :meth:`close` once at the end (``complete=False`` when the caller stopped early). SSE
+    bodies (``text/event-stream``) go through the wire format's stream accumulator (usage,
+    response id, TTFT); other bodies are copied aside (up to 64 MiB) and parsed at close.
+    Nothing here raises.
+    """
+
+    def __init__(
+        self,
+        recorder: Recorder,
+        pending: Pending,
+        *,
+        status_code: int,
+        headers: Any,
+        content_encoding: str | None = None,
+    ) -> None:
+        self.recorder = recorder
+        self.pending = pending
+        self.status_code = status_code
+        content_type = (header(headers, "content-type") or "").lower()
+        if content_encoding is None:
+            content_encoding = header(headers, "content-encoding") or ""
+        self._decoder = _Decoder(content_encoding)
+        self._problem: str | None = self._decoder.problem
+        self._sse = "text/event-stream" in content_type
+        self._acc: StreamAccumulator | None = None
+        self._buffer: bytearray | None = None
+        self._diag: SSEParser | None = None
+        self.diagnostics: Any = None
+        self.closed = False
+        try:
+            if self._sse:
+                self._acc = stream_accumulator(
+                    pending.usage_format, clock=recorder.monotonic, start=pending.started
+                )
+                if pending.diagnostics_requested is not None:
+                    self._diag = SSEParser()
+            else:
+                self._buffer = bytearray()
+        except Exception as exc:
+            self._problem = f"{type(exc).__name__}: {exc}"
+
+    def feed(self, chunk: bytes) -> None:
+        """Observe the next raw chunk (never raises)."""
+        if self._problem is not None or self.closed:
+            return
+        try:
+            self._take(self._decoder.decode(bytes(chunk)))
+        except Exception as exc:
+            self._problem = f"{type(exc).__name__}: {exc}"
+
+    def _take(self, data: bytes) -> None:
+        if not data:
+            return
+        if self._acc is not None:
+            self._acc.feed(data)
+            if self._diag is not None:
+                for event in self._diag.feed(data):
+                    self._diagnose(event.event, event.data)
+        elif self._buffer is not None:
+            if len(self._buffer) + len(data) > _MAX_JSON_BYTES:
+                self._problem = "response body larger than 64 MiB: not parsed"
+                self._buffer = None
+            else:
+                self._buffer += data
+
+    def _diagnose(self, name: str, data: str) -> None:
+        if name not in _DIAGNOSTIC_EVENTS:
+            return
+        try:
+            obj = loads(data)
+        except ValueError:
+            return
+        if not isinstance(obj, Mapping):
+            return
+        for holder in (obj, obj.get("message"), obj.get("response")):
+            if isinstance(holder, Mapping):
+                for key in ("diagnostics", "prompt_cache_diagnostics"):
+                    if holder.get(key) is not None:
+                        self.diagnostics = holder[key]
+
+    def close(
+        self, *, complete: bool = True, error: BaseException | None = None
+    ) -> UsageRecord | None:
+        """End of the body (idempotent): parse, attribute and store. Never raises.
+
+        A response cut before its end (a stream whose accumulator did not see its final
+        event, whoever closed it; a JSON body closed early) is recorded as incomplete: verdict
+        ``unknown``, the usage fields seen so far kept, never a predecessor. A caller that
+        closes a stream after its final event (SDKs stop at ``[DONE]``) loses nothing. An
+        error event inside the stream makes the call a failure (``error_class``
+        ``ProviderError``, the provider's type in ``verdict_detail["error_type"]``).
+
+        Args:
+            complete: False when the caller closed the stream before its end.
+            error: An exception raised while reading the body.
+        """
+        if self.closed:
+            return self.pending.record
+        self.closed = True
+        detail: dict[str, Any] = {}
+        usage: CacheUsage | None = None
+        body: bytes | None = None
+        response_id: str | None = None
+        ttft_ms: float | None = None
+        incomplete: str | None = None
+        provider_error: str | None = None
+        try:
+            if self._problem is None:
+                self._take(self._decoder.flush())
+        except Exception as exc:
+            self._problem = f"{type(exc).__name__}: {exc}"
+        if not complete:
+            detail["stream"] = "closed before the end of the body"
+        acc = self._acc
+        if acc is not None:
+            response_id, ttft_ms, provider_error = acc.response_id, acc.ttft_ms, acc.error
+            if self._problem is None:
+                try:
+                    usage = acc.finish()
+                except Exception as exc:
+                    detail["usage_error"] = f"{getattr(exc, 'code', type(exc).__name__)}: {exc}"
+                if acc.interrupted and usage is not None:  # cut before its final event
+                    incomplete = usage.unknown_reason or "stream ended before its final event"
+        elif self._buffer is not None and self._problem is None:
+            if complete:
+                body = bytes(self._buffer)
+            else:
+                incomplete = "the response body was closed before its end"
+        if self._problem is not None:
+            detail["observer_error"] = self._problem
+            usage = CacheUsage.unknown(self.pending.usage_format, self._problem)
+        elif acc is not None and usage is None:
+            usage = CacheUsage.unknown(self.pending.usage_format, "stream usage unreadable")
+        if incomplete is not None and usage is not None and (
+                usage.unknown_reason not in (None, incomplete)):
+            detail["usage_unknown_reason"] = usage.unknown_reason
+        return self.recorder.finish(
+            self.pending,
+            status_code=self.status_code,
+            body=body,
+            usage=usage if 200 <= self.status_code < 300 else None,
+            response_id=response_id,
+            diagnostics=self.diagnostics,
+            ttft_ms=ttft_ms,
+            error=error,
+            provider_error=provider_error,
+            incomplete=incomplete,
+            detail=detail,
+        )

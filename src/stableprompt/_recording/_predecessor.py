@@ -1,0 +1,307 @@
+"""Which earlier call a request is compared with, and which turn of its conversation it is.
+
+:class:`CallIndex` is the recorder's bounded, thread-safe memory of recent calls:
+
+- **Per cache lineage** (head fingerprint): the last :data:`LINEAGE_DEPTH` successful calls.
+  A request's predecessor is the one sharing the longest prefix of segments with it (chained
+  digests, so one binary search each: :func:`~stableprompt._diff.first_divergent_index`),
+  preferring the same conversation on ties, then the most recent. Two conversations that share
+  a system prompt are therefore compared only with their own earlier turns, and a new
+  conversation is compared with the call that shares most of its prefix; the TTL clock runs
+  from that call.
+- **Per named session**: the turn count and the latest call sent, and the latest successful
+  call per (provider, wire format), for head changes within the conversation.
+- **Calls without a session id**: there is no implicit global session. Such a call belongs to
+  the conversation of a recent call (within the window) with the same wire format, model and
+  first message (the digest of the first ``message`` segment), if there is one.
+
+A request whose fingerprint equals its conversation's previous request, sent within
+:data:`RETRY_WINDOW_S`, is a retry: it keeps that request's turn number.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from collections import OrderedDict, deque
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .._diff import first_divergent_index
+from .._segment import Segment
+from .._wire._segmenter import SegmentedRequest
+from ._attribution import RequestState
+
+__all__ = ["LINEAGE_DEPTH", "RETRY_WINDOW_S", "Call", "CallIndex", "Comparison", "opening_of"]
+
+LINEAGE_DEPTH = 32
+"""Successful calls kept per cache lineage as predecessor candidates."""
+
+RETRY_WINDOW_S = 120.0
+"""Seconds within which an identical request (same request fingerprint) is a retry of its
+conversation's previous request. Covers client backoff and ``retry-after`` waits (<= 60 s)."""
+
+_HEAD_KINDS = ("param", "tool", "system")
+
+
+def opening_of(segmented: SegmentedRequest | None) -> str | None:
+    """Digest of the first ``message`` segment's bytes (not chained: independent of the head),
+    or ``None`` without messages. Names a conversation when no session id does."""
+    if segmented is None:
+        return None
+    return next((s.digest for s in segmented.segments if s.kind == "message"), None)
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    """One call as the index sees it.
+
+    Attributes:
+        ts: Send time, epoch seconds.
+        session_id: Named session, or ``None``.
+        provider: Provider family.
+        wire_format: Request format (``anthropic``, ``openai-chat``, ``openai-responses``).
+        model: Requested model, if any.
+        opening: :func:`opening_of` the request.
+        fingerprint: Request fingerprint, ``None`` when the body could not be segmented.
+        state: What attribution needs (``None`` when the body could not be analysed).
+        turn: Turn number given by :meth:`CallIndex.begin`.
+    """
+
+    ts: float
+    session_id: str | None
+    provider: str
+    wire_format: str
+    model: str | None
+    opening: str | None
+    fingerprint: str | None = None
+    state: RequestState | None = None
+    turn: int | None = None
+
+    def same_conversation(self, other: Call) -> bool:
+        """Same named session; without session ids: same wire format, model and opening."""
+        if self.session_id is not None or other.session_id is not None:
+            return self.session_id == other.session_id
+        return (self.opening is not None and self.opening == other.opening
+                and self.wire_format == other.wire_format and self.model == other.model)
+
+
+@dataclass(frozen=True, slots=True)
+class Comparison:
+    """What a request is compared with (at most one of the two is set).
+
+    Attributes:
+        predecessor: The chosen same-lineage call's state.
+        other_conversation: ``predecessor`` belongs to another conversation.
+        session_previous: The conversation's previous successful call, whose head differs.
+        common_segments: Segments shared with ``predecessor`` (0 without one).
+    """
+
+    predecessor: RequestState | None = None
+    other_conversation: bool = False
+    session_previous: RequestState | None = None
+    common_segments: int = 0
+
+    @property
+    def base(self) -> RequestState | None:
+        """The compared request, if any."""
+        return self.predecessor or self.session_previous
+
+
+def common_segments(base: RequestState, segments: Sequence[Segment]) -> int:
+    """Leading segments of ``segments`` shared with ``base`` (same lineage): by chained digest
+    when ``base``'s body is known, else the segment whose prefix digest is ``base``'s request
+    fingerprint (the conversation only grew), at least the head."""
+    if base.segmented is not None:
+        return first_divergent_index(base.segmented.segments, segments)
+    digest = base.fingerprint.split(":", 1)[-1]
+    matched = next((i + 1 for i, s in enumerate(segments) if s.prefix_digest == digest), 0)
+    return max(matched, sum(1 for s in segments if s.kind in _HEAD_KINDS))
+
+
+@dataclass
+class _Session:
+    count: int = 0
+    started: Call | None = None
+    last: dict[tuple[str, str], Call] = field(default_factory=dict)
+
+
+def _is_retry(previous: Call | None, call: Call) -> bool:
+    return (previous is not None and previous.fingerprint is not None
+            and previous.fingerprint == call.fingerprint
+            and 0.0 <= call.ts - previous.ts <= RETRY_WINDOW_S)
+
+
+class CallIndex:
+    """Bounded, thread-safe memory of recent calls (see the module docstring).
+
+    Args:
+        window_s: How long a conversation's previous call counts for turns and head-change
+            comparisons (seconds).
+        max_calls: Successful calls kept over all lineages (each holds its request body);
+            the least recently used lineages are dropped beyond it.
+        max_keys: Named sessions kept (least recently used dropped).
+        max_unnamed: Calls without a session id kept for conversation matching (sent calls
+            are kept without their body).
+    """
+
+    def __init__(self, *, window_s: float, max_calls: int = 4096, max_keys: int = 4096,
+                 max_unnamed: int = 1024) -> None:
+        self.window_s = window_s
+        self.max_calls = max_calls
+        self.max_keys = max_keys
+        self._lineages: OrderedDict[str, deque[Call]] = OrderedDict()
+        self._calls = 0  # calls held in _lineages
+        self._sessions: OrderedDict[str, _Session] = OrderedDict()
+        self._started: deque[Call] = deque(maxlen=max_unnamed)
+        self._done: deque[Call] = deque(maxlen=max(max_unnamed // 4, 1))
+        self._lock = threading.Lock()
+
+    def knows_lineage(self, head: str) -> bool:
+        """True once the lineage was seen (or loaded) in this index."""
+        with self._lock:
+            return head in self._lineages
+
+    def knows_session(self, session_id: str) -> bool:
+        """True once the named session was seen in this index."""
+        with self._lock:
+            return session_id in self._sessions
+
+    def load_lineage(self, head: str, calls: Iterable[Call]) -> None:
+        """Seed a lineage not seen yet (e.g. from ledger rows); a no-op once it is known."""
+        with self._lock:
+            if head not in self._lineages:
+                kept = self._lineages[head] = deque(calls, maxlen=LINEAGE_DEPTH)
+                self._calls += len(kept)
+                self._evict()
+
+    def begin(self, call: Call, *, earlier_turns: int = 0) -> tuple[int | None, bool]:
+        """Register a call being sent and number its turn.
+
+        Args:
+            call: The call (``turn`` is ignored).
+            earlier_turns: Turns of a named session already in the ledger (first sight only).
+
+        Returns:
+            ``(turn, retry)``: the 1-based turn in its conversation (``None`` for a call
+            without session id or first message) and whether it is a retry of the
+            conversation's previous request (then it keeps that turn).
+        """
+        with self._lock:
+            if call.session_id is not None:
+                session = self._sessions.get(call.session_id)
+                if session is None:
+                    session = self._sessions[call.session_id] = _Session(count=earlier_turns)
+                    self._trim(self._sessions)
+                self._sessions.move_to_end(call.session_id)
+                started = session.started
+                retry = _is_retry(started, call)
+                if started is not None and retry:
+                    number = started.turn
+                else:
+                    session.count += 1
+                    number = session.count
+                session.started = dataclasses.replace(call, turn=number, state=None)
+                return number, retry
+            if call.opening is None:
+                return None, False
+            previous = self._recent(self._started, call)
+            retry = _is_retry(previous, call)
+            if previous is None:
+                turn: int | None = 1
+            else:
+                turn = previous.turn if retry else (previous.turn or 0) + 1
+            self._started.append(dataclasses.replace(call, turn=turn, state=None))
+            return turn, retry
+
+    def compare(self, call: Call) -> Comparison:
+        """Choose what ``call`` (with a ``state``) is compared with.
+
+        The lineage candidate with the longest common prefix (ties: same conversation, then
+        most recent). When it belongs to another conversation and this conversation's own
+        previous call (within the window) has a different head, that call is used instead: the
+        conversation changed its head.
+        """
+        state = call.state
+        if state is None or state.segmented is None:
+            return Comparison()
+        segments = state.segmented.segments
+        with self._lock:
+            candidates = list(self._lineages.get(state.head_fingerprint, ()))
+            previous = self._conversation_previous(call)
+        best: tuple[int, bool, float] | None = None
+        chosen: Call | None = None
+        for candidate in candidates:
+            if candidate.state is None or candidate.ts > call.ts:
+                continue
+            key = (common_segments(candidate.state, segments),
+                   candidate.same_conversation(call), candidate.ts)
+            if best is None or key > best:
+                best, chosen = key, candidate
+        if chosen is not None and best is not None and (best[1] or previous is None):
+            return Comparison(predecessor=chosen.state, other_conversation=not best[1],
+                              common_segments=best[0])
+        if previous is not None:
+            return Comparison(session_previous=previous.state)
+        return Comparison()
+
+    def remember(self, call: Call) -> None:
+        """Keep a successful call (with a ``state``) as a future predecessor."""
+        state = call.state
+        if state is None:
+            return
+        with self._lock:
+            calls = self._lineages.get(state.head_fingerprint)
+            if calls is None:
+                calls = self._lineages[state.head_fingerprint] = deque(maxlen=LINEAGE_DEPTH)
+            before = len(calls)
+            calls.append(call)
+            self._calls += len(calls) - before
+            self._lineages.move_to_end(state.head_fingerprint)
+            self._evict()
+            if call.session_id is None:
+                self._done.append(call)
+                return
+            session = self._sessions.get(call.session_id)
+            if session is not None:
+                key = (call.provider, call.wire_format)
+                last = session.last.get(key)
+                if last is None or last.ts <= call.ts:
+                    session.last[key] = call
+
+    # ------------------------------------------------------------------ internals (locked)
+
+    def _recent(self, calls: deque[Call], call: Call) -> Call | None:
+        """The newest call of ``calls`` in ``call``'s conversation, within the window."""
+        for earlier in reversed(calls):
+            if call.ts - earlier.ts > self.window_s:
+                continue
+            if earlier.same_conversation(call):
+                return earlier
+        return None
+
+    def _conversation_previous(self, call: Call) -> Call | None:
+        assert call.state is not None
+        if call.session_id is not None:
+            session = self._sessions.get(call.session_id)
+            found = None if session is None else session.last.get(
+                (call.provider, call.wire_format))
+        else:
+            found = next((c for c in reversed(self._done)
+                          if c.provider == call.provider and call.ts - c.ts <= self.window_s
+                          and c.same_conversation(call)), None)
+        if (found is None or found.state is None or call.ts - found.ts > self.window_s
+                or found.state.head_fingerprint == call.state.head_fingerprint):
+            return None
+        return found
+
+    def _trim(self, table: OrderedDict[str, Any]) -> None:
+        while len(table) > self.max_keys:
+            table.popitem(last=False)
+
+    def _evict(self) -> None:
+        """Drop least recently used lineages while more than ``max_calls`` calls are held."""
+        while self._calls > self.max_calls and len(self._lineages) > 1:
+            _, dropped = self._lineages.popitem(last=False)
+            self._calls -= len(dropped)

@@ -1,0 +1,658 @@
+"""The recording core shared by the clients and the recording transports.
+
+A :class:`Recorder` turns one provider call into one :class:`~stableprompt.UsageRecord`:
+
+1. :meth:`Recorder.start` (before sending): recognizes the endpoint and wire format from the
+   URL path (:meth:`Recorder.recordable`, checked before any body is read) and body, segments
+   the body (:func:`~stableprompt._wire._segmenter.segment_request`), counts tokens per segment,
+   numbers the turn of its conversation and chooses what to compare it with
+   (:class:`~stableprompt._recording._predecessor.CallIndex`: the same-lineage call sharing
+   the longest prefix, seeded from :meth:`Ledger.recent_for_lineage` on first sight of a
+   lineage, else the conversation's previous call when its head changed).
+2. A :class:`~stableprompt._recording._observer.ResponseObserver` (:meth:`Recorder.observe`)
+   sees the response bytes as the caller receives them, never holding them back.
+3. :meth:`Recorder.finish`: parses usage and provider diagnostics, runs
+   :func:`~stableprompt._recording._attribution.attribute`, builds the record, appends it to
+   :attr:`Recorder.records`, writes it to the ledger and, for a complete successful call only,
+   remembers it as a future predecessor.
+
+A call that failed (transport error, non-2xx status, an error event inside a 2xx stream, a 2xx
+body that is not JSON or is an error object) or whose stream was interrupted gets verdict
+``unknown`` with ``verdict_detail["unknown_reason"]`` (and ``verdict_if_complete``); its
+partial usage fields are kept, and it is never a predecessor.
+
+Nothing here raises into the user's call: every step is guarded; a failure is logged on the
+``stableprompt.recorder`` logger and the call is still recorded (verdict ``unknown``,
+``verdict_detail["recorder_error"]``). No HTTP header is stored, and every text the record
+holds is scrubbed of the request's credential header values (and their fragments of 8+
+characters) and of key-shaped strings (:func:`~stableprompt._ledger._usage_record.redact`),
+so an API key a server echoes in an error has nowhere to go.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+from .._canonical import loads
+from .._exceptions import TokenizerUnavailableError
+from .._ledger._ledger import Ledger
+from .._ledger._usage_record import UsageRecord, Verdict, redact, secrets_in_headers
+from .._policy import CachePolicy, PolicyTable
+from .._tokens import ByteTokenizer, SegmentTokenCounter, Tokenizer, get_tokenizer
+from .._usage import CacheUsage
+from .._wire._routing import (
+    REQUEST_FORMATS,
+    SESSION_HEADER,
+    endpoint,
+    provider_for,
+    request_format,
+    session_from_request,
+    usage_wire_format,
+)
+from .._wire._segmenter import SegmentedRequest, detect_wire_format, segment_request
+from ..providers import parse_response
+from ._attribution import Attribution, RequestState, attribute
+from ._observer import ResponseObserver
+from ._outcome import diagnostics as outcome_diagnostics
+from ._outcome import diagnostics_request, failure, json_safe, raw_usage, scrubbed
+from ._predecessor import LINEAGE_DEPTH, Call, CallIndex, Comparison, opening_of
+
+__all__ = [
+    "SESSION_HEADER",
+    "Pending",
+    "Recorder",
+    "provider_for",
+    "session_from_request",
+    "usage_wire_format",
+]
+
+_log = logging.getLogger("stableprompt.recorder")
+
+
+@dataclass(eq=False)
+class Pending:
+    """A call in flight: everything :meth:`Recorder.finish` needs, taken before sending.
+
+    Attributes:
+        record_id: The record id this call will get.
+        ts: Send time, seconds since the epoch (the recorder's clock).
+        started: Monotonic clock reading at send time (seconds), for latency and TTFT.
+        path: URL path.
+        wire_format: Request format (``anthropic``, ``openai-chat``, ``openai-responses``).
+        usage_format: Usage parser (see :func:`usage_wire_format`).
+        provider: Provider family.
+        model: Requested model, if any.
+        session_id: Session id recorded, if any (``None``: no session named; the
+            conversation is then recognized by its first message, see ``_calls``).
+        turn: 1-based turn of the request in its conversation (a named session resumed in a
+            new process continues from its ledger rows); a retry keeps its turn.
+        retry: The request repeats its conversation's previous request (same fingerprint,
+            within ``_calls.RETRY_WINDOW_S``).
+        state: The request as attribution sees it, ``None`` when it could not be segmented.
+        comparison: What the request is compared with (predecessor or session_previous).
+        diagnostics_requested: The provider-diagnostics request fields in the body, if any.
+        content: Request body text when ``store_content`` is on.
+        problem: Why the request could not be analysed, if it could not.
+        record: The record, once finished.
+    """
+
+    record_id: str
+    ts: float
+    started: float
+    path: str
+    wire_format: str
+    usage_format: str
+    provider: str
+    model: str | None = None
+    session_id: str | None = None
+    turn: int | None = None
+    retry: bool = False
+    state: RequestState | None = None
+    comparison: Comparison = field(default_factory=Comparison)
+    diagnostics_requested: dict[str, Any] | None = None
+    content: str | None = None
+    problem: str | None = None
+    record: UsageRecord | None = None
+    finished: bool = field(default=False, repr=False)
+    secrets: tuple[str, ...] = field(default=(), repr=False)
+    call: Call | None = field(default=None, repr=False)
+
+    @property
+    def predecessor(self) -> RequestState | None:
+        """The same-lineage request this call is compared with, if any."""
+        return self.comparison.predecessor
+
+    @property
+    def session_previous(self) -> RequestState | None:
+        """The conversation's previous request (another head) compared with, if any."""
+        return self.comparison.session_previous
+
+
+class Recorder:
+    """Records provider calls: prediction, attribution and one ledger row per call.
+
+    Thread-safe; one recorder may serve several clients/transports (its memory of recent
+    calls is what links a request to its predecessor).
+
+    Args:
+        ledger: Where records go (``None``: only :attr:`records`).
+        session_id: Session/conversation id for every call (else taken from each request, see
+            :func:`session_from_request`; a call with none belongs to the conversation of a
+            recent call with the same wire format, model and first message, if any).
+        scenario: Free label stored on each record.
+        tokenizer: Encoding name for :func:`~stableprompt._tokens.get_tokenizer` or a
+            Tokenizer. Counts are estimates of the provider's (see ``_attribution``). If the
+            encoding cannot be loaded, ``bytes/4`` is used and a warning is logged.
+        policies: Cache policy table (or its entries) overriding the shipped one.
+        clock: Wall clock in epoch seconds (``time.time``); drives TTL gaps and ``ts_utc``.
+        store_content: Keep the request body text on the record (the ledger also needs
+            ``store_content=True`` to keep it). Lets a later process diff against it.
+        provider: Provider family for every call (``"vllm"``, ``"llama-cpp"``, ...), else
+            inferred by :func:`provider_for`.
+        session_window_s: How long a conversation's previous request counts for turns and
+            head-change detection (seconds).
+        keep_records: How many records :attr:`records` keeps (oldest dropped), ``None``: all.
+        monotonic: Monotonic clock in seconds (``time.monotonic``) for latency and TTFT.
+
+    Attributes:
+        records: Records of finished calls, oldest first.
+        ledger: The ledger, or ``None``.
+    """
+
+    def __init__(
+        self,
+        ledger: Ledger | None = None,
+        *,
+        session_id: str | None = None,
+        scenario: str | None = None,
+        tokenizer: str | Tokenizer = "cl100k_base",
+        policies: PolicyTable | Iterable[CachePolicy] | None = None,
+        clock: Callable[[], float] = time.time,
+        store_content: bool = False,
+        provider: str | None = None,
+        session_window_s: float = 3600.0,
+        keep_records: int | None = 10_000,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.ledger = ledger
+        self.session_id = session_id
+        self.scenario = scenario
+        self.store_content = store_content
+        self.provider = provider
+        self.session_window_s = session_window_s
+        self.keep_records = keep_records
+        self.clock = clock
+        self.monotonic = monotonic
+        if policies is None or isinstance(policies, PolicyTable):
+            self.policies = policies or PolicyTable()
+        else:
+            self.policies = PolicyTable(policies)
+        tok = get_tokenizer(tokenizer) if isinstance(tokenizer, str) else tokenizer
+        self._counter = SegmentTokenCounter(tok, max_entries=65_536)
+        self.records: list[UsageRecord] = []
+        self._index = CallIndex(window_s=session_window_s)
+        self._lookup_warned = False
+        self._records_lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return (
+            f"Recorder(ledger={self.ledger!r}, session_id={self.session_id!r}, "
+            f"records={len(self.records)})"
+        )
+
+    @property
+    def tokenizer_name(self) -> str:
+        """Name of the tokenizer estimates are made with."""
+        return self._counter.tokenizer.name
+
+    # ------------------------------------------------------------------ start
+
+    @staticmethod
+    def recordable(path: str, method: str = "POST") -> bool:
+        """True when a call to ``path`` would be recorded: a ``POST`` to ``.../messages``
+        (Anthropic, directly under ``/v1``), ``.../chat/completions`` or ``.../responses``.
+        Decided from the path alone, so other calls pass through without their body being
+        read."""
+        return method.upper() == "POST" and endpoint(path) is not None
+
+    def start(
+        self,
+        path: str,
+        headers: Any = None,
+        body: bytes | bytearray | memoryview | None = None,
+        *,
+        host: str | None = None,
+        method: str = "POST",
+        provider: str | None = None,
+    ) -> Pending | None:
+        """Register a call about to be sent. Never raises.
+
+        Args:
+            path: URL path, e.g. ``/v1/messages``.
+            headers: Request headers: read for the session header and for the credential
+                values to scrub from the record (:func:`~stableprompt._ledger._usage_record.
+                secrets_in_headers`); never stored.
+            body: Exact request body bytes.
+            host: URL host, for :func:`provider_for`.
+            method: HTTP method; only ``POST`` is recorded.
+            provider: Provider family of this call; default :attr:`provider`, else
+                inferred (:func:`provider_for`).
+
+        Returns:
+            A :class:`Pending` to pass to :meth:`finish`, or ``None`` when the call is not a
+            Messages / Chat Completions / Responses request with a JSON object body: such calls
+            (model lists, token counting, files, Assistants messages, non-JSON bodies) pass
+            through unrecorded.
+        """
+        try:
+            if body is None or not self.recordable(path, method):
+                return None
+            decoded = loads(bytes(body))
+            if not isinstance(decoded, dict):
+                return None
+            wire = detect_wire_format(decoded, path)
+            if wire not in REQUEST_FORMATS:
+                return None
+            secrets = secrets_in_headers(headers)
+        except Exception:
+            return None
+        assert wire is not None
+        ts, started = self.clock(), self.monotonic()
+        provider = provider_for(host, wire, provider or self.provider)
+        pending = Pending(
+            record_id=uuid.uuid4().hex,
+            ts=ts,
+            started=started,
+            path=path,
+            wire_format=wire,
+            usage_format=usage_wire_format(provider, wire),
+            provider=provider,
+            secrets=secrets,
+        )
+        try:
+            self._analyse(pending, decoded, headers, bytes(body))
+        except Exception as exc:
+            self._problem(pending, exc)
+        return pending
+
+    def _problem(self, pending: Pending, exc: BaseException) -> None:
+        pending.problem = redact(f"{type(exc).__name__}: {exc}", secrets=pending.secrets)
+        _log.warning("stableprompt could not analyse a request to %s: %s", pending.path,
+                     pending.problem)
+
+    def _analyse(self, pending: Pending, body: dict[str, Any], headers: Any, raw: bytes) -> None:
+        model = body.get("model")
+        pending.model = model if isinstance(model, str) else None
+        pending.session_id = self.session_id or session_from_request(body, headers)
+        pending.diagnostics_requested = diagnostics_request(pending.wire_format, body)
+        if self.store_content:
+            pending.content = raw.decode("utf-8", "replace")
+        segmented: SegmentedRequest | None = None
+        try:
+            segmented = segment_request(pending.wire_format, body)
+            pending.state = RequestState.of(segmented, self._count(segmented), pending.ts,
+                                            record_id=pending.record_id)
+        except Exception as exc:
+            self._problem(pending, exc)
+        call = pending.call = Call(
+            ts=pending.ts, session_id=pending.session_id, provider=pending.provider,
+            wire_format=pending.wire_format, model=pending.model,
+            opening=opening_of(segmented),
+            fingerprint=None if segmented is None else segmented.fingerprint,
+            state=pending.state)
+        earlier = 0
+        if pending.session_id is not None and not self._index.knows_session(pending.session_id):
+            earlier = self._ledger_turns(pending.session_id)
+        pending.turn, pending.retry = self._index.begin(call, earlier_turns=earlier)
+        if pending.state is not None:
+            self._load_lineage(pending.state.head_fingerprint)
+            pending.comparison = self._index.compare(call)
+
+    def _lookup_failed(self, exc: BaseException) -> None:
+        if not self._lookup_warned:  # once per recorder: a broken ledger must not flood logs
+            self._lookup_warned = True
+            _log.warning("ledger lookup failed (logged once; in-memory state is used): %s: %s",
+                         type(exc).__name__, redact(str(exc)))
+
+    def _ledger_turns(self, session_id: str) -> int:
+        """The highest turn of a named session already in the ledger (a resumed conversation)."""
+        if self.ledger is None:
+            return 0
+        try:
+            return max((r.turn or 0 for r in self.ledger.iter_records(session_id=session_id)),
+                       default=0)
+        except Exception as exc:
+            self._lookup_failed(exc)
+            return 0
+
+    def _count(self, segmented: SegmentedRequest) -> list[int]:
+        data = segmented.data
+        try:
+            return [self._counter.count(data[s.start : s.end], digest=s.digest)
+                    for s in segmented.segments]
+        except TokenizerUnavailableError as exc:
+            _log.warning("tokenizer unavailable (%s); estimating tokens as bytes/4", exc.code)
+            self._counter = SegmentTokenCounter(ByteTokenizer(), max_entries=65_536)
+            return [self._counter.count(data[s.start : s.end], digest=s.digest)
+                    for s in segmented.segments]
+
+    def _load_lineage(self, head: str) -> None:
+        """Seed the index with the lineage's recent ledger rows, once per lineage (a failed,
+        interrupted or unreadable row is never a predecessor)."""
+        if self.ledger is None or self._index.knows_lineage(head):
+            return
+        try:
+            rows = self.ledger.recent_for_lineage(head, limit=LINEAGE_DEPTH)
+        except Exception as exc:
+            self._lookup_failed(exc)
+            rows = []
+        calls = [self._call_of(r, head) for r in reversed(rows)
+                 if r.error_class is None and not r.verdict_detail.get("incomplete")]
+        self._index.load_lineage(head, calls)
+
+    def _call_of(self, record: UsageRecord, head: str) -> Call:
+        segmented = tokens = None
+        if record.content:
+            try:
+                body = loads(record.content)
+                segmented = segment_request(request_format(record.wire_format), body)
+                tokens = tuple(self._count(segmented))
+            except Exception:
+                segmented = tokens = None
+        ts = record.ts_utc.timestamp()
+        state = RequestState(
+            ts=ts,
+            fingerprint=record.request_fingerprint or "",
+            head_fingerprint=head,
+            segmented=segmented,
+            segment_tokens=tokens,
+            request_tokens=sum(tokens) if tokens is not None else record.request_tokens,
+            record_id=record.record_id,
+            response_id=record.response_id,
+            cached_extent_tokens=(
+                record.cache_read_tokens + record.cache_write_tokens
+                if record.cache_read_tokens is not None and record.cache_write_tokens is not None
+                else None),
+            cache_read_tokens=record.cache_read_tokens,
+        )
+        return Call(ts=ts, session_id=record.session_id, provider=record.provider or "",
+                    wire_format=request_format(record.wire_format), model=record.model,
+                    opening=opening_of(segmented), fingerprint=state.fingerprint, state=state,
+                    turn=record.turn)
+
+    def previous_response_id(
+        self, wire_format: str, body: Mapping[str, Any], headers: Any = None, *,
+        provider: str | None = None, host: str | None = None,
+    ) -> str | None:
+        """The provider response id of the request this body will be compared with.
+
+        The same-lineage predecessor's (in memory, else from the ledger), else the previous
+        request of the same conversation when the head changed (see :meth:`start`). Used for
+        provider cache diagnostics (Anthropic ``diagnostics.previous_message_id``, OpenAI
+        ``prompt_cache_options.comparison_response_id``). Never raises.
+        """
+        try:
+            segmented = segment_request(wire_format, body)
+            model = body.get("model")
+            state = RequestState(ts=self.clock(), fingerprint=segmented.fingerprint,
+                                 head_fingerprint=segmented.head_fingerprint,
+                                 segmented=segmented)
+            call = Call(ts=state.ts,
+                        session_id=self.session_id or session_from_request(body, headers),
+                        provider=provider_for(host, wire_format, provider or self.provider),
+                        wire_format=wire_format, model=model if isinstance(model, str) else None,
+                        opening=opening_of(segmented), fingerprint=state.fingerprint,
+                        state=state)
+            self._load_lineage(state.head_fingerprint)
+            base = self._index.compare(call).base
+            return None if base is None else base.response_id
+        except Exception:
+            return None
+
+    # ------------------------------------------------------------------ finish
+
+    def finish(
+        self,
+        pending: Pending,
+        *,
+        status_code: int | None = None,
+        body: bytes | None = None,
+        usage: CacheUsage | None = None,
+        response_id: str | None = None,
+        diagnostics: Any = None,
+        ttft_ms: float | None = None,
+        latency_ms: float | None = None,
+        error: BaseException | str | None = None,
+        provider_error: str | None = None,
+        incomplete: str | None = None,
+        detail: Mapping[str, Any] | None = None,
+    ) -> UsageRecord | None:
+        """Complete a call: attribute it, store the record, update lineage state. Never raises.
+
+        Args:
+            pending: From :meth:`start`. Finishing twice returns the first record.
+            status_code: HTTP status, ``None`` when no response arrived.
+            body: The whole (decoded) response body, for non-streaming calls.
+            usage: Usage already parsed (streams); takes precedence over ``body``.
+            response_id: Provider message/response id (streams).
+            diagnostics: Provider cache diagnostics seen in a stream.
+            ttft_ms: Time to first content token (ms), streams only.
+            latency_ms: Send to complete (ms); default: measured with the monotonic clock.
+            error: Exception (or its class name) when the call failed.
+            provider_error: The provider's error type when a 2xx stream carried an error event
+                (Anthropic ``event: error``, Responses ``response.failed``, a chat chunk with
+                ``error``): the call failed (``error_class`` ``ProviderError``).
+            incomplete: Why the response is incomplete (a stream closed early or cut before
+                its final event): verdict ``unknown`` with this ``unknown_reason``.
+            detail: Extra evidence merged into ``verdict_detail``.
+
+        Returns:
+            The record (also appended to :attr:`records` and written to the ledger), or
+            ``None`` only if even a minimal record could not be built.
+        """
+        if pending.finished:
+            return pending.record
+        pending.finished = True
+        try:
+            record = self._finish(pending, status_code, body, usage, response_id, diagnostics,
+                                  ttft_ms, latency_ms, error, provider_error, incomplete, detail)
+        except Exception as exc:
+            problem = redact(f"{type(exc).__name__}: {exc}", secrets=pending.secrets)
+            _log.warning("stableprompt could not attribute a call: %s", problem)
+            try:
+                record = UsageRecord(
+                    record_id=pending.record_id,
+                    ts_utc=datetime.fromtimestamp(pending.ts, timezone.utc),
+                    wire_format=pending.usage_format,  # type: ignore[arg-type]
+                    provider=pending.provider,
+                    model=pending.model,
+                    session_id=pending.session_id,
+                    status_code=status_code if status_code and 100 <= status_code <= 599
+                    else None,
+                    verdict="unknown",
+                    verdict_detail={"recorder_error": problem},
+                )
+            except Exception:
+                return None
+        self._store(pending, scrubbed(record, pending.secrets))
+        return pending.record
+
+    def _finish(
+        self,
+        pending: Pending,
+        status_code: int | None,
+        body: bytes | None,
+        usage: CacheUsage | None,
+        response_id: str | None,
+        diagnostics: Any,
+        ttft_ms: float | None,
+        latency_ms: float | None,
+        error: BaseException | str | None,
+        provider_error: str | None,
+        incomplete: str | None,
+        extra: Mapping[str, Any] | None,
+    ) -> UsageRecord:
+        if latency_ms is None:
+            latency_ms = max((self.monotonic() - pending.started) * 1000.0, 0.0)
+        success = status_code is not None and 200 <= status_code < 300 and error is None
+        detail: dict[str, Any] = {"tokenizer": self.tokenizer_name}
+        parsed: Any = None
+        if body is not None:
+            try:
+                parsed = loads(body)
+            except ValueError:
+                detail["response_body"] = "not JSON"
+        if isinstance(parsed, Mapping):
+            if response_id is None and isinstance(parsed.get("id"), str):
+                response_id = parsed["id"]
+            if diagnostics is None:
+                diagnostics = parsed.get("diagnostics", parsed.get("prompt_cache_diagnostics"))
+        error_class = failure(error, status_code, success, body, parsed, provider_error,
+                               detail)
+        usage_raw: Any = None
+        if usage is None and error_class is None and parsed is not None:
+            try:
+                usage = parse_response(pending.usage_format, parsed)
+            except Exception as exc:
+                detail["usage_error"] = f"{getattr(exc, 'code', type(exc).__name__)}: {exc}"
+                usage_raw = raw_usage(parsed, detail)
+        if usage is not None:
+            if not usage.is_unknown:
+                usage_raw = json_safe(usage.raw)
+            if usage.inconsistent:
+                detail["usage_inconsistency"] = usage.inconsistency
+        if pending.problem:
+            detail["analysis_error"] = pending.problem
+        if pending.retry:
+            detail["retry"] = True
+        attribution = self._attribute(pending, usage, detail)
+        verdict: Verdict = "unknown" if attribution is None else attribution.verdict
+        if attribution is not None:
+            detail = {**attribution.detail, **detail}
+        reason = None
+        if error_class is not None:
+            kind = detail.get("error_type") or detail.get("error_code")
+            reason = f"the call failed ({error_class}{f': {kind}' if kind else ''})"
+        elif incomplete is not None:
+            reason = incomplete
+            detail["incomplete"] = True
+        if reason is not None:
+            if verdict != "unknown":
+                detail["verdict_if_complete"] = verdict
+            verdict = "unknown"
+            detail["unknown_reason"] = reason
+        if extra:
+            detail.update(extra)
+        if reason is None and success:
+            self._remember(pending, usage, response_id,
+                           None if attribution is None else attribution.read_entry_digest)
+        return UsageRecord(
+            record_id=pending.record_id,
+            ts_utc=datetime.fromtimestamp(pending.ts, timezone.utc),
+            session_id=pending.session_id,
+            turn=pending.turn,
+            scenario=self.scenario,
+            wire_format=pending.usage_format,  # type: ignore[arg-type]
+            provider=pending.provider,
+            model=pending.model,
+            lineage=None if pending.state is None else pending.state.head_fingerprint,
+            request_fingerprint=None if pending.state is None else pending.state.fingerprint,
+            predecessor_id=None if attribution is None else attribution.predecessor_id,
+            lcp_bytes=None if attribution is None else attribution.lcp_bytes,
+            lcp_tokens=None if attribution is None else attribution.lcp_tokens,
+            request_tokens=None if pending.state is None else pending.state.request_tokens,
+            predicted_cache_read_tokens=(
+                None if attribution is None else attribution.predicted_cache_read_tokens
+            ),
+            input_tokens_total=None if usage is None else usage.input_tokens_total,
+            uncached_tokens=None if usage is None else usage.uncached_tokens,
+            cache_read_tokens=None if usage is None else usage.cache_read_tokens,
+            cache_write_tokens=None if usage is None else usage.cache_write_tokens,
+            cache_write_5m_tokens=None if usage is None else usage.cache_write_5m_tokens,
+            cache_write_1h_tokens=None if usage is None else usage.cache_write_1h_tokens,
+            output_tokens=None if usage is None else usage.output_tokens,
+            usage_inconsistent=False if usage is None else usage.inconsistent,
+            usage_raw=usage_raw,
+            verdict=verdict,
+            verdict_detail=json_safe(detail),
+            latency_ms=latency_ms,
+            ttft_ms=None if ttft_ms is None else max(ttft_ms, 0.0),
+            status_code=status_code if status_code and 100 <= status_code <= 599 else None,
+            error_class=error_class,
+            diagnostics=outcome_diagnostics(pending, diagnostics),
+            response_id=response_id,
+            content=pending.content,
+        )
+
+    def _attribute(
+        self, pending: Pending, usage: CacheUsage | None, detail: dict[str, Any]
+    ) -> Attribution | None:
+        if pending.state is None:
+            detail.setdefault("unknown_reason", "request could not be analysed")
+            return None
+        try:
+            policy = self.policies.lookup(pending.provider, pending.model or "")
+        except Exception as exc:
+            detail["unknown_reason"] = f"no cache policy: {exc}"
+            return None
+        if policy.conservative:
+            detail["policy"] = "conservative default (model not in the policy table)"
+        comparison = pending.comparison
+        return attribute(
+            pending.state,
+            predecessor=comparison.predecessor,
+            session_previous=comparison.session_previous,
+            other_conversation=comparison.other_conversation,
+            usage=usage,
+            policy=policy,
+        )
+
+    def _remember(self, pending: Pending, usage: CacheUsage | None,
+                  response_id: str | None, read_entry_digest: str | None = None) -> None:
+        """Keep a complete, successful call as a future predecessor."""
+        if pending.state is None or pending.call is None:
+            return
+        read = None if usage is None else usage.cache_read_tokens
+        write = None if usage is None else usage.cache_write_tokens
+        state = dataclasses.replace(
+            pending.state, response_id=response_id,
+            cached_extent_tokens=read + write if read is not None and write is not None else None,
+            cache_read_tokens=read, read_entry_digest=read_entry_digest)
+        self._index.remember(dataclasses.replace(pending.call, state=state, turn=pending.turn))
+
+    def _store(self, pending: Pending, record: UsageRecord) -> None:
+        pending.record = record
+        with self._records_lock:
+            self.records.append(record)
+            keep = self.keep_records
+            if keep is not None and len(self.records) > keep + max(keep // 10, 1):
+                del self.records[: len(self.records) - keep]
+        if self.ledger is not None:
+            try:
+                self.ledger.write(record)
+            except Exception as exc:  # Ledger.write does not raise for storage failures
+                _log.warning("ledger write failed: %s: %s", type(exc).__name__,
+                             redact(str(exc), secrets=pending.secrets))
+
+    def observe(
+        self,
+        pending: Pending,
+        *,
+        status_code: int,
+        headers: Any,
+        content_encoding: str | None = None,
+    ) -> ResponseObserver:
+        """A :class:`ResponseObserver` for the response of ``pending``.
+
+        ``content_encoding`` overrides the header (``""`` for a body already decoded).
+        """
+        return ResponseObserver(self, pending, status_code=status_code, headers=headers,
+                                content_encoding=content_encoding)

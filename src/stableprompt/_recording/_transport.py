@@ -1,0 +1,399 @@
+"""Recording transports for httpx and httpx2, and the one place httpx errors become ours.
+
+:class:`RecordingTransport` / :class:`AsyncRecordingTransport` wrap any transport so that every
+Messages, Chat Completions and Responses call through it is recorded by a
+:class:`~stableprompt._recording._recorder.Recorder`, without changing the calling code::
+
+    import anthropic, httpx2
+    from stableprompt import Ledger, Recorder, RecordingTransport
+
+    recorder = Recorder(Ledger("calls.db"))
+    client = anthropic.Anthropic(
+        http_client=httpx2.Client(transport=RecordingTransport(recorder=recorder)))
+
+One implementation serves both HTTP stacks: the official ``anthropic`` 2.x and ``openai`` 3.x
+SDKs require ``httpx2`` objects, other code uses ``httpx``. The transports only duck-type the
+request and response objects; the module (``httpx`` or ``httpx2``) is read from the request's
+class, and ``wrapped=None`` means that module's ``HTTPTransport()`` (``AsyncHTTPTransport()``),
+created on first use. Response streams are wrapped in a subclass of that module's
+``SyncByteStream``/``AsyncByteStream``, as its client requires.
+
+Guarantees: request and response bytes are passed on unchanged (the request body is read,
+with ``request.read()`` when it was a stream, which keeps its bytes, only for paths that are
+recorded: :meth:`Recorder.recordable`); response chunks reach the caller as they arrive (the
+observer copies, never holds back); a stream closed or cut before its final event is recorded
+as incomplete with what was seen (verdict ``unknown``, ``verdict_detail["stream"]``);
+transport exceptions are recorded and re-raised unchanged. Calls that are not ``POST`` to
+``.../messages`` (directly under ``/v1``), ``.../chat/completions`` or ``.../responses`` with a
+JSON object body pass through unrecorded. Recording work (tokenizing, SQLite) runs inline when
+the body ends, also in the async transport.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import email.utils
+import importlib
+import time
+from collections.abc import AsyncIterator, Iterator
+from types import ModuleType, TracebackType
+from typing import TYPE_CHECKING, Any
+
+import httpx
+
+from .._exceptions import (
+    ProviderConnectionError,
+    ProviderError,
+    ProviderHTTPError,
+    ProviderTimeoutError,
+)
+from .._ledger._usage_record import redact
+from ._observer import ResponseObserver
+from ._recorder import Pending, Recorder
+
+__all__ = [
+    "PENDING_EXTENSION",
+    "AsyncRecordingTransport",
+    "RecordingTransport",
+    "http_status_error",
+    "map_transport_error",
+    "retry_after_s",
+]
+
+if TYPE_CHECKING:  # typed as a transport of both stacks, so either Client(transport=...) accepts it
+    import httpx2
+
+    class _SyncBase(httpx.BaseTransport, httpx2.BaseTransport):
+        def handle_request(self, request: Any) -> Any: ...
+
+    class _AsyncBase(httpx.AsyncBaseTransport, httpx2.AsyncBaseTransport):
+        async def handle_async_request(self, request: Any) -> Any: ...
+
+else:  # at run time both stacks only duck-type transports
+    _SyncBase = httpx.BaseTransport
+    _AsyncBase = httpx.AsyncBaseTransport
+
+PENDING_EXTENSION = "stableprompt.pending"
+"""Key of the :class:`Pending` in ``response.extensions``; ``pending.record`` holds the record
+once the body has been read."""
+
+_MODULES: dict[str, ModuleType] = {}
+
+
+def _module_of(obj: Any) -> ModuleType:
+    """``httpx`` or ``httpx2``: the package that defines ``obj``'s class."""
+    root = type(obj).__module__.split(".", 1)[0]
+    module = _MODULES.get(root)
+    if module is None:
+        module = _MODULES[root] = importlib.import_module(root)
+    return module
+
+
+_STREAM_CLASSES: dict[tuple[str, bool], type[Any]] = {}
+
+
+def _stream_class(module: ModuleType, is_async: bool) -> type[Any]:
+    key = (module.__name__, is_async)
+    cls = _STREAM_CLASSES.get(key)
+    if cls is None:
+        if is_async:
+            cls = type("AsyncRecordingStream", (_AsyncStream, module.AsyncByteStream), {})
+        else:
+            cls = type("RecordingStream", (_SyncStream, module.SyncByteStream), {})
+        _STREAM_CLASSES[key] = cls
+    return cls
+
+
+class _Observed:
+    """A wrapped response stream and its observer (shared by the sync and async streams)."""
+
+    def __init__(self, inner: Any, observer: ResponseObserver) -> None:
+        self._inner = inner
+        self._observer = observer
+        self._ended = False
+
+    def _chunk(self, chunk: bytes) -> bytes:
+        self._observer.feed(chunk)
+        return chunk
+
+    def _failed(self, exc: BaseException) -> None:
+        self._observer.close(complete=False, error=exc if isinstance(exc, Exception) else None)
+
+    def _end(self) -> None:
+        self._ended = True
+        self._observer.close(complete=True)
+
+
+class _SyncStream(_Observed):
+    """Passes each chunk of the wrapped stream through, feeding a copy to the observer."""
+
+    def __iter__(self) -> Iterator[bytes]:
+        try:
+            yield from map(self._chunk, self._inner)
+        except GeneratorExit:
+            raise
+        except BaseException as exc:
+            self._failed(exc)
+            raise
+        self._end()
+
+    def close(self) -> None:
+        try:
+            self._inner.close()
+        finally:
+            self._observer.close(complete=self._ended)
+
+
+class _AsyncStream(_Observed):
+    """Async twin of :class:`_SyncStream`."""
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        try:
+            async for chunk in self._inner:
+                yield self._chunk(chunk)
+        except GeneratorExit:
+            raise
+        except BaseException as exc:
+            self._failed(exc)
+            raise
+        self._end()
+
+    async def aclose(self) -> None:
+        try:
+            await self._inner.aclose()
+        finally:
+            self._observer.close(complete=self._ended)
+
+
+def _recorded(recorder: Recorder, request: Any) -> bool:
+    """Whether ``request`` may be recorded, from its method and path alone (no body read)."""
+    try:
+        return recorder.recordable(str(request.url.path), str(request.method))
+    except Exception:
+        return False
+
+
+def _start(recorder: Recorder, request: Any, body: bytes, provider: str | None
+           ) -> Pending | None:
+    url = request.url
+    return recorder.start(str(url.path), request.headers, body,
+                          host=str(url.host) if url.host else None,
+                          method=str(request.method), provider=provider)
+
+
+def _observe(recorder: Recorder, response: Any, pending: Pending, *, is_async: bool
+             ) -> ResponseObserver | None:
+    """Attach ``pending`` to ``response`` and observe its body.
+
+    Returns:
+        An observer for the caller to feed with the (already decoded) in-memory body and
+        close, or ``None`` when the body is a stream: it was wrapped so the observer sees each
+        chunk as the caller reads it.
+    """
+    with contextlib.suppress(Exception):  # read-only extensions: the record is still kept
+        response.extensions[PENDING_EXTENSION] = pending
+    module = _module_of(response)
+    try:
+        in_memory = isinstance(response.stream, module.ByteStream)
+        observer = recorder.observe(pending, status_code=response.status_code,
+                                    headers=response.headers,
+                                    content_encoding="" if in_memory else None)
+        if in_memory:
+            return observer
+        response.stream = _stream_class(module, is_async)(response.stream, observer)
+    except Exception as exc:
+        recorder.finish(pending, status_code=response.status_code,
+                        detail={"observer_error": f"{type(exc).__name__}: {exc}"})
+    return None
+
+
+class _Wrapping:
+    """What both transports share: the wrapped transport (created on first use from the
+    request's module: ``_default`` names its class), the recorder and the provider."""
+
+    _default: str = "HTTPTransport"
+
+    def __init__(
+        self, wrapped: Any = None, *, recorder: Recorder | None = None, provider: str | None = None
+    ) -> None:
+        self._wrapped = wrapped
+        self.recorder = recorder if recorder is not None else Recorder()
+        self.provider = provider
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self._wrapped!r}, recorder={self.recorder!r})"
+
+    def _inner(self, request: Any) -> Any:
+        if self._wrapped is None:
+            self._wrapped = getattr(_module_of(request), self._default)()
+        return self._wrapped
+
+
+class RecordingTransport(_Wrapping, _SyncBase):
+    """A sync httpx/httpx2 transport that records LLM calls passing through it.
+
+    Args:
+        wrapped: The transport that really sends (``httpx.HTTPTransport``,
+            ``httpx2.MockTransport``, ...). ``None``: the request's own module's
+            ``HTTPTransport()``, created on first use.
+        recorder: Where calls are recorded (default: a new in-memory :class:`Recorder`).
+        provider: Provider family of the server behind this transport (``"vllm"``,
+            ``"llama-cpp"``, ...) for cache rules and usage parsing; default: the recorder's,
+            else inferred from the host and wire format (``_recorder.provider_for``).
+
+    Attributes:
+        recorder: The recorder.
+    """
+
+    def handle_request(self, request: Any) -> Any:
+        """Send ``request`` through the wrapped transport, recording it if it is an LLM call
+        (other paths pass through without their body being read)."""
+        inner = self._inner(request)
+        if not _recorded(self.recorder, request):
+            return inner.handle_request(request)
+        try:
+            body = request.content
+        except Exception:
+            body = request.read()
+        pending = _start(self.recorder, request, body, self.provider)
+        if pending is None:
+            return inner.handle_request(request)
+        try:
+            response = inner.handle_request(request)
+        except Exception as exc:
+            self.recorder.finish(pending, error=exc)
+            raise
+        observer = _observe(self.recorder, response, pending, is_async=False)
+        if observer is not None:
+            observer.feed(response.read())
+            observer.close()
+        return response
+
+    def close(self) -> None:
+        """Close the wrapped transport."""
+        if self._wrapped is not None:
+            self._wrapped.close()
+
+    def __enter__(self) -> RecordingTransport:
+        if self._wrapped is not None and hasattr(self._wrapped, "__enter__"):
+            self._wrapped.__enter__()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None = None,
+        exc: BaseException | None = None,
+        tb: TracebackType | None = None,
+    ) -> None:
+        if self._wrapped is not None and hasattr(self._wrapped, "__exit__"):
+            self._wrapped.__exit__(exc_type, exc, tb)
+
+
+class AsyncRecordingTransport(_Wrapping, _AsyncBase):
+    """The async twin of :class:`RecordingTransport` (``handle_async_request``).
+
+    Args:
+        wrapped: The async transport that really sends; ``None``: the request's module's
+            ``AsyncHTTPTransport()``, created on first use.
+        recorder: Where calls are recorded (default: a new in-memory :class:`Recorder`).
+        provider: As :class:`RecordingTransport`.
+    """
+
+    _default = "AsyncHTTPTransport"
+
+    async def handle_async_request(self, request: Any) -> Any:
+        """Send ``request`` through the wrapped transport, recording it if it is an LLM call
+        (other paths pass through without their body being read)."""
+        inner = self._inner(request)
+        if not _recorded(self.recorder, request):
+            return await inner.handle_async_request(request)
+        try:
+            body = request.content
+        except Exception:
+            body = await request.aread()
+        pending = _start(self.recorder, request, body, self.provider)
+        if pending is None:
+            return await inner.handle_async_request(request)
+        try:
+            response = await inner.handle_async_request(request)
+        except Exception as exc:
+            self.recorder.finish(pending, error=exc)
+            raise
+        observer = _observe(self.recorder, response, pending, is_async=True)
+        if observer is not None:
+            observer.feed(await response.aread())
+            observer.close()
+        return response
+
+    async def aclose(self) -> None:
+        """Close the wrapped transport."""
+        if self._wrapped is not None:
+            await self._wrapped.aclose()
+
+    async def __aenter__(self) -> AsyncRecordingTransport:
+        if self._wrapped is not None and hasattr(self._wrapped, "__aenter__"):
+            await self._wrapped.__aenter__()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None = None,
+        exc: BaseException | None = None,
+        tb: TracebackType | None = None,
+    ) -> None:
+        if self._wrapped is not None and hasattr(self._wrapped, "__aexit__"):
+            await self._wrapped.__aexit__(exc_type, exc, tb)
+
+
+# --------------------------------------------------------------------------- errors
+
+
+def map_transport_error(exc: BaseException, *, secrets: tuple[str, ...] = ()) -> ProviderError:
+    """Map an httpx/httpx2 exception to :class:`ProviderTimeoutError` (any
+    ``TimeoutException``) or :class:`ProviderConnectionError` (any other transport error).
+
+    Duck-typed on the class hierarchy's names, so both HTTP stacks map the same way. The
+    message is scrubbed of ``secrets`` and of anything key-shaped.
+    """
+    names = {c.__name__ for c in type(exc).__mro__}
+    message = _scrub(f"{type(exc).__name__}: {exc}", secrets)
+    if "TimeoutException" in names:
+        return ProviderTimeoutError(f"request timed out ({message})")
+    return ProviderConnectionError(f"connection to the provider failed ({message})")
+
+
+def http_status_error(
+    status_code: int, body: bytes, *, url: str = "", secrets: tuple[str, ...] = ()
+) -> ProviderHTTPError:
+    """A :class:`ProviderHTTPError` for a non-2xx answer (``retryable`` for 408, 409, 429,
+    5xx), with the body text scrubbed of ``secrets`` and key-shaped strings."""
+    text = _scrub(body[:4000].decode("utf-8", "replace"), secrets)
+    where = f" from {_scrub(url, secrets)}" if url else ""
+    return ProviderHTTPError(
+        f"HTTP {status_code}{where}: {text[:300]}", status_code=status_code, body=text
+    )
+
+
+def _scrub(text: str, secrets: tuple[str, ...]) -> str:
+    return redact(text, secrets=secrets)
+
+
+def retry_after_s(headers: Any, *, now: float | None = None) -> float | None:
+    """Seconds the provider asks to wait: ``retry-after-ms``, else ``retry-after`` (seconds or
+    an HTTP date); ``None`` when absent, unparsable or negative."""
+    try:
+        ms = headers.get("retry-after-ms")
+        if ms is not None:
+            value = float(ms) / 1000.0
+            return value if value >= 0 else None
+        raw = headers.get("retry-after")
+        if raw is None:
+            return None
+        try:
+            value = float(raw)
+        except ValueError:
+            parsed = email.utils.parsedate_to_datetime(str(raw))
+            value = parsed.timestamp() - (time.time() if now is None else now)
+        return value if value >= 0 else None
+    except Exception:
+        return None
