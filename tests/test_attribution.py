@@ -14,7 +14,7 @@ from stableprompt._policy import CachePolicy
 from stableprompt._recording._attribution import TOLERANCE_FRACTION, RequestState, attribute
 from stableprompt._tokens import ByteTokenizer
 from stableprompt._usage import CacheUsage
-from stableprompt._wire._segmenter import segment_request
+from stableprompt._wire._formats import segment_request
 
 _TOK = ByteTokenizer()
 ANTHROPIC = cache_policy("anthropic", "claude-sonnet-4-6")  # min 1,024; 5m/1h; lookback 20

@@ -19,10 +19,10 @@ import pytest
 from stableprompt import InputError, Ledger, LedgerError
 from stableprompt._cli import main
 from stableprompt._lint._capture import read_capture
-from stableprompt._prompt._rendered import ProviderRequest
 from stableprompt._recording._recorder import Recorder
 from stableprompt._recording._transport import RecordingTransport
 from stableprompt._volatility import scan_volatile
+from stableprompt._wire._request import ProviderRequest
 from stableprompt.demo import (
     BACKEND,
     SYSTEM_PROMPT,

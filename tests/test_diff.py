@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from stableprompt._diff import diff, lcp_bytes
-from stableprompt._wire._segmenter import segment_request
+from stableprompt._wire._formats import segment_request
 
 TOOLS: list[dict[str, Any]] = [
     {"name": "get_weather", "description": "Weather for a city.",

@@ -20,7 +20,7 @@ from stableprompt._lint._linter import (
     lint_capture,
     lint_requests,
 )
-from stableprompt._wire._segmenter import segment_request
+from stableprompt._wire._formats import segment_request
 
 FIXTURES = Path(__file__).parent / "fixtures" / "lint"
 CAUSES = FIXTURES / "causes"

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from stableprompt import BreakpointError, InputError, PromptBuilder, Tool, diff
-from stableprompt._wire._segmenter import segment_request
+from stableprompt._wire._formats import segment_request
 
 WEATHER = Tool("get_weather", "Weather for a city.",
                {"type": "object", "properties": {"city": {"type": "string"}},

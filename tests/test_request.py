@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from stableprompt import CaptureError
-from stableprompt._wire._segmenter import detect_wire_format, segment_request
+from stableprompt._wire._formats import detect, segment_request
 
 ANTHROPIC: dict[str, Any] = {
     "model": "claude-sonnet-4-5",
@@ -101,14 +101,14 @@ def test_bad_bodies(fmt: str, body: dict[str, object], code: str, pointer: str |
     assert info.value.pointer == pointer
 
 
-def test_detect_wire_format() -> None:
+def test_detect() -> None:
     """Wire formats are recognized from the path, or from the body alone."""
-    assert detect_wire_format({}, "/v1/messages") == "anthropic"
-    assert detect_wire_format({}, "/v1/chat/completions") == "openai-chat"
-    assert detect_wire_format({}, "/v1/responses") == "openai-responses"
-    assert detect_wire_format({}, "/anthropic/v1/messages") == "anthropic"
-    assert detect_wire_format({"messages": []}, "/v1/threads/t1/messages") is None
-    assert detect_wire_format({"messages": []}, "/v1/messages/count_tokens") is None
-    assert detect_wire_format(ANTHROPIC) == "anthropic"
-    assert detect_wire_format({"input": "x"}) == "openai-responses"
-    assert detect_wire_format({"messages": [{"role": "system", "content": "x"}]}) == "openai-chat"
+    assert detect({}, "/v1/messages") == "anthropic"
+    assert detect({}, "/v1/chat/completions") == "openai-chat"
+    assert detect({}, "/v1/responses") == "openai-responses"
+    assert detect({}, "/anthropic/v1/messages") == "anthropic"
+    assert detect({"messages": []}, "/v1/threads/t1/messages") is None
+    assert detect({"messages": []}, "/v1/messages/count_tokens") is None
+    assert detect(ANTHROPIC) == "anthropic"
+    assert detect({"input": "x"}) == "openai-responses"
+    assert detect({"messages": [{"role": "system", "content": "x"}]}) == "openai-chat"

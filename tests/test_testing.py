@@ -9,7 +9,7 @@ import pytest
 
 from stableprompt import PromptBuilder, Tool, lint_requests
 from stableprompt._diff import diff
-from stableprompt._wire._segmenter import segment_request
+from stableprompt._wire._formats import segment_request
 from stableprompt.testing import assert_prefix_stable
 
 WEATHER = Tool("get_weather", "Weather for a city.",

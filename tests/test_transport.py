@@ -28,7 +28,7 @@ from stableprompt._recording._transport import (
     RecordingTransport,
     retry_after_s,
 )
-from stableprompt._wire._segmenter import segment_request
+from stableprompt._wire._formats import segment_request
 
 API_KEY = "sk-ant-api03-SECRETKEYdonotleak0123456789abcdef"
 OPENAI_KEY = "sk-proj-SECRETKEYdonotleak0123456789abcdef"

@@ -46,7 +46,7 @@ from ._policy import CachePolicy, PolicyTable, cache_policy
 from ._prompt._builder import Conversation, PinnedHead, PromptBuilder
 from ._prompt._compaction import CacheEvent, CompactionPlan, plan_compaction
 from ._prompt._messages import Message, ToolCall
-from ._prompt._rendered import ProviderRequest, RenderedPrompt
+from ._prompt._rendered import RenderedPrompt
 from ._prompt._tools import Repair, Tool, ToolSet
 from ._recording._recorder import Recorder
 from ._recording._transport import AsyncRecordingTransport, RecordingTransport
@@ -54,7 +54,9 @@ from ._segment import Segment
 from ._tokens import ByteTokenizer, SegmentTokenCounter, TiktokenTokenizer, Tokenizer, get_tokenizer
 from ._usage import CacheUsage
 from ._volatility import VolatileSpan, scan_volatile
-from ._wire._segmenter import SegmentedRequest, segment_request
+from ._wire._formats import segment_request
+from ._wire._request import ProviderRequest
+from ._wire._segmenter import SegmentedRequest
 from .providers import parse_stream, parse_usage
 
 __version__ = "0.1.0"

@@ -52,7 +52,6 @@ import httpx
 from ._canonical import loads, wire_json
 from ._exceptions import ConfigurationError, InputError, ProviderError
 from ._ledger._usage_record import UsageRecord
-from ._prompt._rendered import ProviderRequest
 from ._recording._recorder import Pending, Recorder
 from ._recording._transport import (
     PENDING_EXTENSION,
@@ -63,7 +62,8 @@ from ._recording._transport import (
     retry_after_s,
 )
 from ._sse import SSEParser
-from ._wire._segmenter import detect_wire_format
+from ._wire._formats import detect, endpoint_path
+from ._wire._request import ProviderRequest
 
 __all__ = [
     "ANTHROPIC_VERSION",
@@ -85,11 +85,6 @@ DIAGNOSTICS_BETA = "cache-diagnosis-2026-04-07"
 """Anthropic beta enabling ``diagnostics.previous_message_id`` (``anthropics/skills``
 ``prompt-caching.md``; ``anthropic`` SDK ``types/beta/beta_diagnostics_param.py``)."""
 
-_PATHS = {
-    "anthropic": "/v1/messages",
-    "openai-chat": "/v1/chat/completions",
-    "openai-responses": "/v1/responses",
-}
 _MAX_RETRY_AFTER_S = 60.0
 
 
@@ -248,7 +243,7 @@ class _Base:
     def _wire_of(self, body: Mapping[str, Any]) -> str:
         if len(self.wire_formats) == 1:
             return self.wire_formats[0]
-        return "openai-responses" if detect_wire_format(body) == "openai-responses" else (
+        return "openai-responses" if detect(body) == "openai-responses" else (
             "openai-chat")
 
     def _prepare(self, request: ProviderRequest | Mapping[str, Any], stream: bool | None
@@ -259,7 +254,7 @@ class _Base:
         elif isinstance(request, Mapping):
             body = request
             wire = self._wire_of(body)
-            path, content = _PATHS[wire], wire_json(dict(body))
+            path, content = endpoint_path(wire), wire_json(dict(body))
         else:
             raise InputError(
                 f"send() takes a ProviderRequest or a dict, not {type(request).__name__}",

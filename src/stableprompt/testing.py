@@ -20,7 +20,8 @@ from typing import Any
 from ._diff import Segmented, diff, lcp_bytes
 from ._lint._divergence import describe_divergence, is_expected_divergence, value_snippet
 from ._lint._results import format_pair
-from ._wire._segmenter import SegmentedRequest, detect_wire_format, segment_request
+from ._wire._formats import detect, segment_request
+from ._wire._segmenter import SegmentedRequest
 
 __all__ = ["assert_prefix_stable"]
 
@@ -33,7 +34,7 @@ def _segmented(item: Any, wire_format: str | None, position: int) -> tuple[Segme
     if isinstance(segmented, SegmentedRequest):
         return segmented, True
     if isinstance(item, Mapping):
-        fmt = wire_format or detect_wire_format(item)
+        fmt = wire_format or detect(item)
         if fmt is None:
             raise AssertionError(f"request {position}: cannot tell the wire format; pass "
                                  "wire_format='anthropic' | 'openai-chat' | 'openai-responses'")

@@ -41,12 +41,12 @@ from urllib.parse import urlsplit
 
 from .._canonical import loads
 from .._exceptions import CaptureError
+from .._wire._formats import endpoint
 
 __all__ = ["Capture", "CaptureEntry", "CaptureProblem", "Skipped", "iter_capture", "read_capture"]
 
 _JSONL_SUFFIXES = (".jsonl", ".ndjson")
 _BOM = b"\xef\xbb\xbf"
-_ENDPOINTS = ("/messages", "/chat/completions", "/responses")
 
 
 @dataclass(frozen=True, slots=True)
@@ -335,7 +335,7 @@ def _iter_har(p: Path, doc: Mapping[str, Any]) -> Iterator[CaptureEntry | Captur
             continue
         url = request.get("url")
         url_path = urlsplit(url).path if isinstance(url, str) else None
-        is_endpoint = url_path is not None and url_path.endswith(_ENDPOINTS)
+        is_endpoint = url_path is not None and endpoint(url_path) is not None
         post = request.get("postData")
         text = post.get("text") if isinstance(post, Mapping) else None
         if str(request.get("method", "")).upper() != "POST" or not isinstance(text, str):

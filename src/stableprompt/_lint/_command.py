@@ -14,7 +14,7 @@ from typing import Any
 from .._canonical import wire_json
 from .._cli import Subcommand
 from .._exceptions import CaptureError
-from .._wire._segmenter import WIRE_FORMATS_WITH_REQUESTS
+from .._wire._formats import WIRE_FORMATS_WITH_REQUESTS
 from ._linter import CAUSE_FIXES, lint_capture
 from ._results import LintReport, format_pair
 

@@ -85,13 +85,14 @@ from .._diff import common_prefix_len, diff, first_divergent_index, lcp_bytes
 from .._exceptions import CaptureError, PolicyError
 from .._policy import CachePolicy, PolicyTable, cache_policy
 from .._segment import Segment
-from .._wire._segmenter import (
+from .._wire._formats import (
     CACHE_KEY_PARAMS,
     WIRE_FORMATS_WITH_REQUESTS,
-    SegmentedRequest,
-    detect_wire_format,
+    detect,
     segment_request,
+    session_hint,
 )
+from .._wire._segmenter import SegmentedRequest
 from ._capture import CaptureEntry, CaptureProblem, Skipped, iter_capture
 from ._divergence import is_expected_divergence, value_snippet
 from ._findings import (
@@ -204,14 +205,11 @@ def _session_of(entry_session: str | None, body: Mapping[str, Any]) -> tuple[
     """
     if entry_session is not None:
         return entry_session, entry_session, False
-    metadata = body.get("metadata")
-    if isinstance(metadata, Mapping) and isinstance(metadata.get("user_id"), str):
-        user = str(metadata["user_id"])
-        return user, user, True
-    key = body.get("prompt_cache_key")
-    if not isinstance(key, str) or not key:
+    hint = session_hint(body)
+    if hint is None:
         return None, None, False
-    return key, (None if key.startswith("sp-") else key), True
+    value, names_conversation = hint
+    return value, (value if names_conversation else None), True
 
 
 def _make_req(pos: int, entry: CaptureEntry, seg: SegmentedRequest) -> _Req:
@@ -270,7 +268,7 @@ class _Linter:
     def add(self, entry: CaptureEntry) -> None:
         fmt = self.wire_format or entry.wire_format
         if fmt is None:
-            fmt = detect_wire_format(entry.body, entry.url_path)
+            fmt = detect(entry.body, entry.url_path)
             if fmt is None:
                 self._problem(entry, "capture-format", "cannot tell the wire format of this "
                               "request; pass --format")
@@ -294,8 +292,8 @@ class _Linter:
         """Flag a request whose declared, URL or body format is not the forced one when that
         is visible: the capture declares it, the URL says it, or the body has fields the forced
         format does not read (linting it as ``forced`` silently drops them)."""
-        by_url = detect_wire_format({}, entry.url_path) if entry.url_path else None
-        detected = entry.wire_format or by_url or detect_wire_format(entry.body)
+        by_url = detect({}, entry.url_path) if entry.url_path else None
+        detected = entry.wire_format or by_url or detect(entry.body)
         if detected == "openai-compatible":
             detected = "openai-chat"
         if detected is None or detected == forced or detected not in _READS:

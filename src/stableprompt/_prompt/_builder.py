@@ -25,13 +25,13 @@ from .._exceptions import (
 from .._segment import Segment, SegmentSpec, build_segments, fingerprint_of, sum_tokens
 from .._tokens import SegmentTokenCounter, Tokenizer, get_tokenizer
 from .._volatility import scan_volatile
+from .._wire._parts import check_ttl
+from .._wire.anthropic import text_block_bytes
 from ._compaction import CacheEvent
 from ._messages import (
     Message,
     ToolCall,
     assistant_message,
-    check_ttl,
-    text_block_bytes,
     tool_result_message,
     user_message,
 )
@@ -174,10 +174,12 @@ class PinnedHead:
         data: Head bytes (``data[s.start:s.end]`` is segment ``s``).
         fingerprint: Head fingerprint ``sp1:<hex>``: names the cache lineage.
         head_ttl: TTL label of the SDK's end-of-head breakpoint.
+        wire_memo: Head-level wire bytes (tools per format), serialized once by the ``_wire``
+            renderers; not part of equality or pickles.
     """
 
-    __slots__ = ("_counter", "_digest", "_frozen", "_system_ttls", "_tokenizer", "_wire", "data",
-                 "head_ttl", "segments", "system", "tail_slots", "tools")
+    __slots__ = ("_counter", "_digest", "_frozen", "_system_ttls", "_tokenizer", "data",
+                 "head_ttl", "segments", "system", "tail_slots", "tools", "wire_memo")
 
     tools: ToolSet
     system: tuple[str, ...]
@@ -189,7 +191,7 @@ class PinnedHead:
     _digest: bytes
     _counter: SegmentTokenCounter | None
     _tokenizer: Tokenizer | str | None
-    _wire: dict[str, Any]
+    wire_memo: dict[str, Any]
     _frozen: bool
 
     def __init__(self, tools: ToolSet, system: tuple[tuple[str, str | None], ...],
@@ -207,7 +209,7 @@ class PinnedHead:
                             ("tail_slots", MappingProxyType(dict(tail_slots))),
                             ("segments", segments), ("data", data), ("_digest", digest),
                             ("_counter", counter), ("_tokenizer", tokenizer),
-                            ("head_ttl", head_ttl), ("_wire", {})):
+                            ("head_ttl", head_ttl), ("wire_memo", {})):
             object.__setattr__(self, name, value)
         object.__setattr__(self, "_frozen", True)
         if lint:

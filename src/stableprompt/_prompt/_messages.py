@@ -18,12 +18,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._canonical import canonical_json, loads
-from .._exceptions import BreakpointError, CanonicalizationError, HistoryError
+from .._exceptions import CanonicalizationError, HistoryError
+from .._wire import anthropic, openai_chat, openai_responses
+from .._wire._parts import check_ttl
 
-__all__ = ["Message", "ToolCall", "cache_control", "text_block_bytes"]
+__all__ = ["Message", "ToolCall"]
 
 ROLES = ("user", "assistant", "tool")
-TTLS = ("5m", "1h")
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,32 +40,6 @@ class ToolCall:
     id: str
     name: str
     arguments: Mapping[str, Any]
-
-
-def text_block_bytes(text: str, *, cache_ttl: str | None = None) -> bytes:
-    """Canonical bytes of an Anthropic-style text block, optionally with ``cache_control``."""
-    block: dict[str, Any] = {"text": text, "type": "text"}
-    if cache_ttl is not None:
-        block["cache_control"] = cache_control(cache_ttl)
-    return canonical_json(block)
-
-
-def cache_control(ttl: str) -> dict[str, str]:
-    """Anthropic ``cache_control`` marker: ``{"type": "ephemeral"}`` means 5 minutes,
-    ``"ttl": "1h"`` asks for one hour (platform.claude.com prompt-caching docs)."""
-    return {"type": "ephemeral"} if ttl == "5m" else {"ttl": ttl, "type": "ephemeral"}
-
-
-def check_ttl(ttl: str | None, where: str) -> str | None:
-    """Validate a breakpoint TTL label (``"5m"``/``"1h"``) or ``None``.
-
-    Raises:
-        BreakpointError: any other value (code ``breakpoint-ttl``).
-    """
-    if ttl is not None and (not isinstance(ttl, str) or ttl not in TTLS):
-        raise BreakpointError(f"cache breakpoint TTL must be one of {TTLS}, got {ttl!r}",
-                              code="breakpoint-ttl", segment=where)
-    return ttl
 
 
 class Message:
@@ -165,101 +140,38 @@ class Message:
         """Tool call ids answered by this (tool) message."""
         return tuple(b["tool_call_id"] for b in self._blocks if b.get("type") == "tool_result")
 
+    # -- what the wire renderers read (``_wire._parts.MessageParts``) -----------------------
+
+    @property
+    def wire_blocks(self) -> tuple[Mapping[str, Any], ...]:
+        """The canonical content blocks (shared, read-only: never mutate them)."""
+        return self._blocks
+
+    @property
+    def wire_memo(self) -> dict[str, Any]:
+        """Per-format wire bytes of this message, serialized once (``_wire`` modules' memo)."""
+        return self._wire
+
     # -- wire forms -------------------------------------------------------------------------
 
     def anthropic_blocks(self) -> tuple[bytes, ...]:
         """Anthropic content blocks (canonical bytes, no ``cache_control``), cached.
-
-        Source: tool_use / tool_result block shapes, platform.claude.com/docs/en/agents-and-tools
-        /tool-use/implement-tool-use.
-        """
-        cached: tuple[bytes, ...] | None = self._wire.get("anthropic")
-        if cached is None:
-            cached = tuple(canonical_json(self._anthropic_block(b)) for b in self._blocks)
-            self._wire["anthropic"] = cached
-        return cached
+        See :func:`stableprompt._wire.anthropic.block` for the shapes."""
+        return anthropic.message_blocks(self)
 
     def anthropic_block_with_breakpoint(self, index: int, ttl: str) -> bytes:
         """Block ``index`` rendered with a ``cache_control`` marker of ``ttl``."""
-        block = self._anthropic_block(self._blocks[index])
-        block["cache_control"] = cache_control(ttl)
-        return canonical_json(block)
-
-    @staticmethod
-    def _anthropic_block(block: Mapping[str, Any]) -> dict[str, Any]:
-        kind = block["type"]
-        if kind == "text":
-            return {"text": block["text"], "type": "text"}
-        if kind == "tool_call":
-            return {"id": block["id"], "input": block["arguments"], "name": block["name"],
-                    "type": "tool_use"}
-        out = {"content": block["content"], "tool_use_id": block["tool_call_id"],
-               "type": "tool_result"}
-        if block.get("is_error"):
-            out["is_error"] = True
-        return out
+        return anthropic.block_with_breakpoint(self, index, ttl)
 
     def openai_chat(self) -> tuple[bytes, ...]:
-        """OpenAI Chat Completions messages for this message (one, or one per tool result).
-
-        Source: openai-python ``chat/completion_create_params.py`` message params.
-        """
-        cached: tuple[bytes, ...] | None = self._wire.get("openai-chat")
-        if cached is None:
-            cached = tuple(canonical_json(m) for m in self._openai_chat_dicts())
-            self._wire["openai-chat"] = cached
-        return cached
-
-    def _openai_chat_dicts(self) -> list[dict[str, Any]]:
-        texts = [b["text"] for b in self._blocks if b["type"] == "text"]
-        if self.role == "tool":
-            return [{"content": b["content"], "role": "tool", "tool_call_id": b["tool_call_id"]}
-                    for b in self._blocks]
-        if self.role == "user":
-            content: Any = texts[0] if len(texts) == 1 else [
-                {"text": t, "type": "text"} for t in texts]
-            return [{"content": content, "role": "user"}]
-        message: dict[str, Any] = {"content": "\n\n".join(texts) if texts else None,
-                                   "role": "assistant"}
-        calls = [
-            {"function": {"arguments": canonical_json(c.arguments).decode(), "name": c.name},
-             "id": c.id, "type": "function"}
-            for c in self.tool_calls
-        ]
-        if calls:
-            message["tool_calls"] = calls
-        return [message]
+        """OpenAI Chat Completions messages for this message (one, or one per tool result),
+        cached. See :func:`stableprompt._wire.openai_chat.message_dicts`."""
+        return openai_chat.message_bytes(self)
 
     def openai_responses(self) -> tuple[bytes, ...]:
-        """OpenAI Responses input items for this message (cached).
-
-        Source: openai-python ``responses/response_input_item_param.py``.
-        """
-        cached: tuple[bytes, ...] | None = self._wire.get("openai-responses")
-        if cached is None:
-            cached = tuple(canonical_json(i) for i in self._responses_items())
-            self._wire["openai-responses"] = cached
-        return cached
-
-    def _responses_items(self) -> list[dict[str, Any]]:
-        items: list[dict[str, Any]] = []
-        texts = [b["text"] for b in self._blocks if b["type"] == "text"]
-        if texts and self.role == "assistant":
-            # Input items replaying assistant text take string content (EasyInputMessage);
-            # output_text parts would need the output message's id/status/annotations.
-            items.append({"content": "\n\n".join(texts), "role": "assistant",
-                          "type": "message"})
-        elif texts:
-            items.append({"content": [{"text": t, "type": "input_text"} for t in texts],
-                          "role": self.role, "type": "message"})
-        for b in self._blocks:
-            if b["type"] == "tool_call":
-                items.append({"arguments": canonical_json(b["arguments"]).decode(),
-                              "call_id": b["id"], "name": b["name"], "type": "function_call"})
-            elif b["type"] == "tool_result":
-                items.append({"call_id": b["tool_call_id"], "output": b["content"],
-                              "type": "function_call_output"})
-        return items
+        """OpenAI Responses input items for this message, cached.
+        See :func:`stableprompt._wire.openai_responses.items`."""
+        return openai_responses.item_bytes(self)
 
 
 def user_message(content: str | Sequence[str], *, breakpoint: str | None = None) -> Message:

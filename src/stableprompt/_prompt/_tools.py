@@ -36,6 +36,7 @@ from .._exceptions import (
     ToolNameError,
     ToolSchemaError,
 )
+from .._wire import anthropic, openai_chat, openai_responses
 from ._tool_schema import EMPTY_OBJECT_SCHEMA, Repair, canonical_schema
 
 __all__ = ["Repair", "Tool", "ToolSet"]
@@ -226,34 +227,22 @@ class Tool:
         result: dict[str, Any] = loads(self._bytes)
         return result
 
-    def _head(self, schema_key: str) -> dict[str, Any]:
-        shaped: dict[str, Any] = {"name": self._name}
-        if self._description is not None:
-            shaped["description"] = self._description
-        shaped[schema_key] = loads(self._schema_bytes)
-        if self._strict is not None:
-            shaped["strict"] = self._strict
-        return shaped
-
     def to_anthropic(self) -> dict[str, Any]:
-        """Anthropic Messages ``tools[]`` entry: ``{"name", "description", "input_schema"}``
-        (plus ``"strict"`` when set). Source: ``anthropic.types.ToolParam`` (SDK 2.14)."""
-        return self._head("input_schema")
+        """Anthropic Messages ``tools[]`` entry (see :func:`stableprompt._wire.anthropic.tool`):
+        ``{"name", "description", "input_schema"}`` (plus ``"strict"`` when set)."""
+        return anthropic.tool(self)
 
     def to_openai_chat(self) -> dict[str, Any]:
-        """OpenAI Chat Completions ``tools[]`` entry: ``{"type": "function", "function": {"name",
-        "description", "parameters"}}`` (plus ``"strict"`` in ``function`` when set).
-        Source: ``openai.types.chat.ChatCompletionFunctionToolParam`` and
-        ``openai.types.shared_params.FunctionDefinition`` (SDK 3.57)."""
-        return {"type": "function", "function": self._head("parameters")}
+        """OpenAI Chat Completions ``tools[]`` entry (see
+        :func:`stableprompt._wire.openai_chat.tool`): ``{"type": "function", "function":
+        {"name", "description", "parameters"}}`` (plus ``"strict"`` in ``function`` when set)."""
+        return openai_chat.tool(self)
 
     def to_openai_responses(self) -> dict[str, Any]:
-        """OpenAI Responses ``tools[]`` entry: ``{"type": "function", "name", "description",
-        "parameters"}`` (plus ``"strict"`` when set). Source:
-        ``openai.types.responses.FunctionToolParam`` (SDK 3.57), which types ``strict`` as
-        ``Required[Optional[bool]]``; it is omitted here unless the caller set it, so the server
-        default applies."""
-        return {"type": "function", **self._head("parameters")}
+        """OpenAI Responses ``tools[]`` entry (see
+        :func:`stableprompt._wire.openai_responses.tool`): ``{"type": "function", "name",
+        "description", "parameters"}`` (plus ``"strict"`` when set)."""
+        return openai_responses.tool(self)
 
     # --- constructors ----------------------------------------------------------------------------
     @classmethod

@@ -48,33 +48,44 @@ from .._ledger._usage_record import UsageRecord, Verdict, redact, secrets_in_hea
 from .._policy import CachePolicy, PolicyTable
 from .._tokens import ByteTokenizer, SegmentTokenCounter, Tokenizer, get_tokenizer
 from .._usage import CacheUsage
-from .._wire._routing import (
+from .._wire._formats import (
     REQUEST_FORMATS,
-    SESSION_HEADER,
+    detect,
     endpoint,
     provider_for,
     request_format,
-    session_from_request,
-    usage_wire_format,
+    segment_request,
+    session_hint,
+    usage_format,
 )
-from .._wire._segmenter import SegmentedRequest, detect_wire_format, segment_request
+from .._wire._segmenter import SegmentedRequest
 from ..providers import parse_response
 from ._attribution import Attribution, RequestState, attribute
-from ._observer import ResponseObserver
+from ._observer import ResponseObserver, header
 from ._outcome import diagnostics as outcome_diagnostics
 from ._outcome import diagnostics_request, failure, json_safe, raw_usage, scrubbed
 from ._predecessor import LINEAGE_DEPTH, Call, CallIndex, Comparison, opening_of
 
-__all__ = [
-    "SESSION_HEADER",
-    "Pending",
-    "Recorder",
-    "provider_for",
-    "session_from_request",
-    "usage_wire_format",
-]
+__all__ = ["SESSION_HEADER", "Pending", "Recorder", "session_from_request"]
 
 _log = logging.getLogger("stableprompt.recorder")
+
+SESSION_HEADER = "x-stableprompt-session"
+"""Request header naming the session/conversation id (read by the recorder, never stored)."""
+
+
+def session_from_request(body: Mapping[str, Any], headers: Any = None) -> str | None:
+    """The session id a request names, or ``None``.
+
+    Order: the ``x-stableprompt-session`` header, then the body's hint
+    (:func:`~stableprompt._wire._formats.session_hint`) when it names a conversation (a
+    ``prompt_cache_key`` stableprompt derived from a head names a lineage, not a session).
+    """
+    value = header(headers, SESSION_HEADER)
+    if value:
+        return value
+    hint = session_hint(body)
+    return hint[0] if hint is not None and hint[1] else None
 
 
 @dataclass(eq=False)
@@ -87,7 +98,7 @@ class Pending:
         started: Monotonic clock reading at send time (seconds), for latency and TTFT.
         path: URL path.
         wire_format: Request format (``anthropic``, ``openai-chat``, ``openai-responses``).
-        usage_format: Usage parser (see :func:`usage_wire_format`).
+        usage_format: Usage parser (see :func:`~stableprompt._wire._formats.usage_format`).
         provider: Provider family.
         model: Requested model, if any.
         session_id: Session id recorded, if any (``None``: no session named; the
@@ -258,7 +269,7 @@ class Recorder:
             decoded = loads(bytes(body))
             if not isinstance(decoded, dict):
                 return None
-            wire = detect_wire_format(decoded, path)
+            wire = detect(decoded, path)
             if wire not in REQUEST_FORMATS:
                 return None
             secrets = secrets_in_headers(headers)
@@ -273,7 +284,7 @@ class Recorder:
             started=started,
             path=path,
             wire_format=wire,
-            usage_format=usage_wire_format(provider, wire),
+            usage_format=usage_format(provider, wire),
             provider=provider,
             secrets=secrets,
         )

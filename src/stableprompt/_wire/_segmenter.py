@@ -7,6 +7,10 @@ providers tokenize it), compacted; cache breakpoint markers (Anthropic ``cache_c
 OpenAI ``prompt_cache_breakpoint``) are removed from the bytes and recorded on the segment,
 because markers are not cached content.
 
+This module holds the generic part (:class:`SegmentBuilder`: markers, ``{"role", "block"}``
+wrappers, error pointers); each request format's ``segment(body, builder)`` in its ``_wire``
+module walks its own body shape, and the registry's ``segment_request`` dispatches.
+
 Order: cache-key parameters (``model`` first), then tools, then system, then messages.
 Sources: Anthropic "Cache prefixes are created in the following order: tools, system, then
 messages" (platform.claude.com/docs/en/build-with-claude/prompt-caching); OpenAI caches
@@ -26,29 +30,7 @@ from .._canonical import wire_json
 from .._exceptions import CaptureError
 from .._segment import Segment, SegmentSpec, build_segments, fingerprint_of, tag
 
-__all__ = [
-    "CACHE_KEY_PARAMS",
-    "WIRE_FORMATS_WITH_REQUESTS",
-    "SegmentedRequest",
-    "detect_wire_format",
-    "segment_request",
-]
-
-#: Request parameters that are part of each wire format's cache key, ``model`` first.
-CACHE_KEY_PARAMS: Mapping[str, tuple[str, ...]] = {
-    "anthropic": ("model", "tool_choice", "thinking", "output_config", "speed", "output_format"),
-    "openai-chat": (
-        "model", "tool_choice", "parallel_tool_calls", "reasoning_effort", "response_format",
-        "verbosity", "prompt_cache_key", "cache_salt",
-    ),
-    "openai-responses": (
-        "model", "tool_choice", "parallel_tool_calls", "reasoning", "text", "prompt_cache_key",
-        "context_management",
-    ),
-}
-WIRE_FORMATS_WITH_REQUESTS = tuple(CACHE_KEY_PARAMS)
-
-_SYSTEM_ROLES = ("system", "developer")
+__all__ = ["SegmentBuilder", "SegmentedRequest", "require_list", "tool_label"]
 
 
 @dataclass(frozen=True)
@@ -91,52 +73,6 @@ class SegmentedRequest:
         return tuple(s for s in self.segments if s.breakpoint is not None)
 
 
-def detect_wire_format(body: Mapping[str, Any], path: str | None = None) -> str | None:
-    """Guess the wire format of a request from its URL path and/or body.
-
-    A path decides when it names a known endpoint (``/v1/messages``, ``/chat/completions``,
-    ``/v1/responses``, also behind a proxy prefix); any other ``/v1/...`` path (Assistants
-    ``/v1/threads/t/messages``, files, batches) returns ``None``: not a prompt request.
-
-    Returns ``anthropic``, ``openai-chat``, ``openai-responses`` or ``None`` when unsure.
-    """
-    if path is not None:
-        path = path.rstrip("/")
-        if path == "/v1/messages" or path.endswith("/v1/messages") or path == "/messages":
-            return "anthropic"
-        if path.endswith("/chat/completions"):
-            return "openai-chat"
-        if path == "/v1/responses" or path.endswith("/v1/responses") or path == "/responses":
-            return "openai-responses"
-        if "/v1/" in path or path.startswith("/v1"):  # another endpoint (threads, files, ...)
-            return None
-    if "input" in body or "instructions" in body:
-        return "openai-responses"
-    messages = body.get("messages")
-    if not isinstance(messages, list):
-        return None
-    if "system" in body or "anthropic_version" in body:
-        return "anthropic"
-    for message in messages:
-        if not isinstance(message, Mapping):
-            continue
-        if message.get("role") in ("system", "developer", "tool") or "tool_calls" in message:
-            return "openai-chat"
-        content = message.get("content")
-        if isinstance(content, list):
-            for block in content:
-                if isinstance(block, Mapping):
-                    kind = block.get("type")
-                    if kind in ("tool_use", "tool_result", "thinking", "image", "document"):
-                        return "anthropic"
-                    if kind in ("image_url", "input_audio"):
-                        return "openai-chat"
-    tools = body.get("tools")
-    if isinstance(tools, list) and tools and isinstance(tools[0], Mapping):
-        return "anthropic" if "input_schema" in tools[0] else "openai-chat"
-    return "anthropic" if "max_tokens" in body and "stream_options" not in body else "openai-chat"
-
-
 def _marker(block: Any, key: str) -> tuple[Any, str | None]:
     """Return ``(block without the marker key, ttl label or None)``."""
     if not isinstance(block, Mapping) or key not in block:
@@ -164,16 +100,39 @@ def _dump(value: Any, where: str, strip: str = "") -> bytes:
         ) from exc
 
 
-class _Builder:
+class SegmentBuilder:
+    """Collects the segment specs of one request body, in cache order.
+
+    Args:
+        marker_key: The body key of this format's breakpoint marker (``cache_control``,
+            ``prompt_cache_breakpoint``): removed from segment bytes, recorded as the TTL.
+    """
+
     def __init__(self, marker_key: str) -> None:
         self.specs: list[SegmentSpec] = []
         self.marker_key = marker_key
 
+    def build(self, wire_format: str, body: Mapping[str, Any]) -> SegmentedRequest:
+        """The segmented request of everything added."""
+        segments, data, _ = build_segments(self.specs)
+        return SegmentedRequest(wire_format, segments, data, body)
+
+    def mark_last(self, ttl: str) -> None:
+        """Put a breakpoint of ``ttl`` on the last non-param segment (automatic caching)."""
+        for index in range(len(self.specs) - 1, -1, -1):
+            last = self.specs[index]
+            if last.kind != "param":
+                self.specs[index] = SegmentSpec(last.kind, last.name, last.data, last.path, ttl,
+                                                last.label)
+                return
+
     def add(self, kind: str, name: str, value: Any, path: str, label: str = "") -> None:
+        """Add one segment: ``value`` without its marker, located at ``path``."""
         stripped, ttl = _marker(value, self.marker_key)
         self.specs.append(SegmentSpec(kind, name, _dump(stripped, path), path, ttl, label))
 
     def params(self, body: Mapping[str, Any], names: tuple[str, ...]) -> None:
+        """Add a ``param`` segment per cache-key parameter present in ``body``."""
         for name in names:
             if name in body:
                 self.specs.append(
@@ -195,8 +154,18 @@ class _Builder:
             data = _dump({"role": role, "content": content}, path)
             self.specs.append(SegmentSpec(kind, base, data, path, None, str(role)))
 
+    def rest(self, kind: str, base: str, path: str, role: Any, rest: Mapping[str, Any]) -> None:
+        """Add the fields of an item beside ``role``/``content`` as one ``.rest`` segment."""
+        self.specs.append(SegmentSpec(kind, f"{base}.rest", _dump(rest, path), path, None,
+                                      str(role)))
 
-def _require_list(body: Mapping[str, Any], key: str, *, required: bool) -> list[Any]:
+
+def require_list(body: Mapping[str, Any], key: str, *, required: bool) -> list[Any]:
+    """``body[key]`` as a list (``[]`` when absent and not required).
+
+    Raises:
+        CaptureError: absent but required, or not a list (code ``capture-shape``).
+    """
     value = body.get(key)
     if value is None:
         if required:
@@ -211,7 +180,8 @@ def _require_list(body: Mapping[str, Any], key: str, *, required: bool) -> list[
     return value
 
 
-def _tool_label(tool: Any) -> str:
+def tool_label(tool: Any) -> str:
+    """The tool's name in any format's shape (``""`` when it has none)."""
     if isinstance(tool, Mapping):
         fn = tool.get("function")
         if isinstance(fn, Mapping) and isinstance(fn.get("name"), str):
@@ -221,114 +191,3 @@ def _tool_label(tool: Any) -> str:
     return ""
 
 
-def _anthropic(body: Mapping[str, Any], b: _Builder) -> None:
-    for i, tool in enumerate(_require_list(body, "tools", required=False)):
-        b.add("tool", f"tools[{i}]", tool, f"/tools/{i}", _tool_label(tool))
-    system = body.get("system")
-    if isinstance(system, list):
-        for i, block in enumerate(system):
-            b.add("system", f"system[{i}]", block, f"/system/{i}")
-    elif system is not None:
-        b.add("system", "system", system, "/system")
-    for i, message in enumerate(_require_list(body, "messages", required=True)):
-        if not isinstance(message, Mapping):
-            raise CaptureError("message must be an object", code="capture-shape",
-                               pointer=f"/messages/{i}")
-        b.content("message", f"messages[{i}]", f"/messages/{i}", message.get("role"),
-                  message.get("content"))
-
-
-def _openai_message(b: _Builder, i: int, message: Any, base: str, path: str, leading: bool) -> bool:
-    """Add one chat/responses message; returns whether it still counts as leading system."""
-    if not isinstance(message, Mapping):
-        if isinstance(message, str):  # Responses allows bare strings? keep as content
-            b.content("message", base, path, "user", message)
-            return False
-        raise CaptureError("input item must be an object", code="capture-shape", pointer=path)
-    role = message.get("role")
-    is_system = leading and role in _SYSTEM_ROLES
-    kind = "system" if is_system else "message"
-    rest = {k: v for k, v in message.items() if k not in ("role", "content")}
-    if "content" in message or "role" in message:
-        b.content(kind, base, path, role, message.get("content"))
-    if rest:
-        b.specs.append(SegmentSpec(kind, f"{base}.rest", _dump(rest, path), path, None, str(role)))
-    return is_system
-
-
-def _openai_chat(body: Mapping[str, Any], b: _Builder) -> None:
-    for i, tool in enumerate(_require_list(body, "tools", required=False)):
-        b.add("tool", f"tools[{i}]", tool, f"/tools/{i}", _tool_label(tool))
-    leading = True
-    for i, message in enumerate(_require_list(body, "messages", required=True)):
-        leading = _openai_message(b, i, message, f"messages[{i}]", f"/messages/{i}", leading)
-
-
-def _openai_responses(body: Mapping[str, Any], b: _Builder) -> None:
-    for i, tool in enumerate(_require_list(body, "tools", required=False)):
-        b.add("tool", f"tools[{i}]", tool, f"/tools/{i}", _tool_label(tool))
-    if body.get("instructions") is not None:
-        b.add("system", "instructions", body["instructions"], "/instructions")
-    raw = body.get("input")
-    if isinstance(raw, str):
-        b.content("message", "input", "/input", "user", raw)
-        return
-    if raw is None:
-        raise CaptureError("request has no 'input'", code="capture-shape", pointer="/input")
-    if not isinstance(raw, list):
-        raise CaptureError("'input' must be a string or a list", code="capture-shape",
-                           pointer="/input")
-    leading = True
-    for i, item in enumerate(raw):
-        leading = _openai_message(b, i, item, f"input[{i}]", f"/input/{i}", leading)
-
-
-_SEGMENTERS = {
-    "anthropic": (_anthropic, "cache_control"),
-    "openai-chat": (_openai_chat, "prompt_cache_breakpoint"),
-    "openai-responses": (_openai_responses, "prompt_cache_breakpoint"),
-}
-
-
-def segment_request(wire_format: str, body: Mapping[str, Any]) -> SegmentedRequest:
-    """Split a request body into cache-order segments.
-
-    Args:
-        wire_format: ``anthropic``, ``openai-chat`` or ``openai-responses``
-            (``openai-compatible`` is treated as ``openai-chat``).
-        body: The decoded JSON request body (dict key order as received).
-
-    Returns:
-        SegmentedRequest; segment bytes are compact JSON in the body's own key order, with
-        breakpoint markers removed and recorded on ``Segment.breakpoint``.
-
-    Raises:
-        CaptureError: unknown wire format (code ``capture-format``), or a body whose shape the
-            format does not allow (code ``capture-shape``, with the JSON pointer).
-    """
-    if wire_format == "openai-compatible":
-        wire_format = "openai-chat"
-    try:
-        segmenter, marker = _SEGMENTERS[wire_format]
-    except KeyError:
-        raise CaptureError(
-            f"unknown wire format {wire_format!r}; expected one of {', '.join(_SEGMENTERS)}",
-            code="capture-format",
-        ) from None
-    if not isinstance(body, Mapping):
-        raise CaptureError("request body must be a JSON object", code="capture-shape", pointer="")
-    builder = _Builder(marker)
-    builder.params(body, CACHE_KEY_PARAMS[wire_format])
-    segmenter(body, builder)
-    specs = builder.specs
-    top = body.get("cache_control") if wire_format == "anthropic" else None
-    if isinstance(top, Mapping):  # automatic caching: marker on the last cacheable block
-        for index in range(len(specs) - 1, -1, -1):
-            if specs[index].kind != "param":
-                last = specs[index]
-                ttl = str(top.get("ttl", "5m"))
-                specs[index] = SegmentSpec(last.kind, last.name, last.data, last.path, ttl,
-                                           last.label)
-                break
-    segments, data, _ = build_segments(specs)
-    return SegmentedRequest(wire_format, segments, data, body)

@@ -1,4 +1,7 @@
-"""Anthropic Messages API (wire format ``"anthropic"``): usage parsing and stream accumulation.
+"""Anthropic Messages API (wire format ``"anthropic"``): everything the SDK knows about it.
+
+Requests: endpoint, cache-key params, tool and block shapes, breakpoint placement, body
+assembly and segmenting. Responses: usage parsing and stream accumulation.
 
 Semantics (PROVIDERS.md §1; docs.claude.com/en/docs/build-with-claude/prompt-caching and
 ``anthropic-sdk-python`` ``types/usage.py`` / ``types/message.py``): ``input_tokens`` is only the
@@ -13,10 +16,12 @@ return the same ``usage`` shape.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import itertools
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .._exceptions import UsageParseError
+from .._canonical import canonical_json
+from .._exceptions import BreakpointError, CaptureError, InputError, UsageParseError
 from .._sse import SSEEvent
 from .._usage import CacheUsage
 from ._base import Clock, SSEStreamAccumulator
@@ -29,6 +34,18 @@ from ._fields import (
     req_int,
     response_usage,
 )
+from ._parts import (
+    MessageParts,
+    PromptParts,
+    ToolParts,
+    check_model,
+    check_ttl,
+    join_body,
+    joined,
+    memo,
+    tool_fields,
+)
+from ._segmenter import SegmentBuilder, require_list, tool_label
 
 __all__ = ["WIRE_FORMAT", "AnthropicStreamAccumulator", "parse_response", "parse_usage"]
 
@@ -166,3 +183,237 @@ class AnthropicStreamAccumulator(SSEStreamAccumulator):
         if not self._saw_delta:
             return self._partial(usage, "stream ended before message_delta: output_tokens unknown")
         return usage
+
+
+# -- requests: endpoint, cache key, shapes, breakpoints, body assembly, segmenting -------------
+
+ENDPOINT = "/v1/messages"
+"""URL path of the Messages API."""
+
+#: Request parameters that are part of the cache key, ``model`` first.
+CACHE_KEY_PARAMS = ("model", "tool_choice", "thinking", "output_config", "speed", "output_format")
+
+MARKER_KEY = "cache_control"
+"""The breakpoint marker's key on a tool, system block or content block."""
+
+#: Lookback window: "The system checks at most 20 positions per breakpoint, counting the
+#: breakpoint itself as the first" (platform.claude.com prompt-caching docs, 2026).
+LOOKBACK_BLOCKS = 20
+MAX_BREAKPOINTS = 4
+_TTL_RANK = {"1h": 2, "5m": 1}
+_PLACE_ORDER = {"tool": 0, "system": 1, "message": 2}
+
+Place = tuple[str, int]
+"""Where a breakpoint goes: ``("tool" | "system" | "message", index)``."""
+
+
+def cache_control(ttl: str) -> dict[str, str]:
+    """The ``cache_control`` marker: ``{"type": "ephemeral"}`` means 5 minutes,
+    ``"ttl": "1h"`` asks for one hour (platform.claude.com prompt-caching docs)."""
+    return {"type": "ephemeral"} if ttl == "5m" else {"ttl": ttl, "type": "ephemeral"}
+
+
+def text_block_bytes(text: str, *, cache_ttl: str | None = None) -> bytes:
+    """Canonical bytes of a text block, optionally with ``cache_control``."""
+    block: dict[str, Any] = {"text": text, "type": "text"}
+    if cache_ttl is not None:
+        block[MARKER_KEY] = cache_control(cache_ttl)
+    return canonical_json(block)
+
+
+def tool(t: ToolParts) -> dict[str, Any]:
+    """A ``tools[]`` entry: ``{"name", "description", "input_schema"}`` (plus ``"strict"``
+    when set). Source: ``anthropic.types.ToolParam`` (SDK 2.14)."""
+    return tool_fields(t, "input_schema")
+
+
+def block(canonical: Mapping[str, Any]) -> dict[str, Any]:
+    """The content block for one canonical block (``text``, ``tool_use``, ``tool_result``).
+
+    Source: tool_use / tool_result block shapes, platform.claude.com/docs/en/agents-and-tools
+    /tool-use/implement-tool-use.
+    """
+    kind = canonical["type"]
+    if kind == "text":
+        return {"text": canonical["text"], "type": "text"}
+    if kind == "tool_call":
+        return {"id": canonical["id"], "input": canonical["arguments"], "name": canonical["name"],
+                "type": "tool_use"}
+    out = {"content": canonical["content"], "tool_use_id": canonical["tool_call_id"],
+           "type": "tool_result"}
+    if canonical.get("is_error"):
+        out["is_error"] = True
+    return out
+
+
+def message_blocks(message: MessageParts) -> tuple[bytes, ...]:
+    """A message's content blocks (canonical bytes, no marker), serialized once."""
+    return memo(message, WIRE_FORMAT, lambda: tuple(
+        canonical_json(block(b)) for b in message.wire_blocks))
+
+
+def block_with_breakpoint(message: MessageParts, index: int, ttl: str) -> bytes:
+    """Block ``index`` of ``message`` with a ``cache_control`` marker of ``ttl``."""
+    marked = block(message.wire_blocks[index])
+    marked[MARKER_KEY] = cache_control(ttl)
+    return canonical_json(marked)
+
+
+def breakpoints(prompt: PromptParts, history_ttl: str, budget: int) -> dict[Place, str]:
+    """Choose breakpoint places -> TTL label, in prompt order.
+
+    User-placed ones are kept where the user put them; the SDK adds one at the end of the
+    stable history, one at the end of the head, and, when the previous render's history
+    breakpoint is :data:`LOOKBACK_BLOCKS` or more blocks back, one kept there (carry); SDK
+    breakpoints are dropped (carry, then head) past the budget.
+
+    Raises:
+        BreakpointError: user-placed breakpoints exceed the budget (code
+            ``breakpoint-budget``), or a longer TTL follows a shorter one (code
+            ``breakpoint-ttl-order``).
+    """
+    head, messages = prompt.head, prompt.messages
+    user: dict[Place, str] = {}
+    for i, ttl in enumerate(head.system_ttls):
+        if ttl:
+            user[("system", i)] = ttl
+    for mi, message in enumerate(messages):
+        if message.breakpoint:
+            user[("message", mi)] = message.breakpoint
+    if len(user) > budget:
+        raise BreakpointError(
+            f"{len(user)} user-placed cache breakpoints exceed the budget of {budget}",
+            code="breakpoint-budget")
+    sdk: list[tuple[Place, str]] = []  # in priority order: history, head, carry
+    if messages:
+        sdk.append((("message", len(messages) - 1), history_ttl))
+    if head.system:
+        sdk.append((("system", len(head.system) - 1), head.head_ttl))
+    elif len(head.tools):
+        sdk.append((("tool", len(head.tools) - 1), head.head_ttl))
+    carry = prompt.previous_breakpoint
+    if carry is not None and carry < len(messages) - 1:
+        distance = sum(len(message_blocks(m)) for m in messages[carry + 1:])
+        if distance >= LOOKBACK_BLOCKS:
+            sdk.append((("message", carry), history_ttl))
+    marks = dict(user)
+    for key, ttl in sdk:
+        if key not in marks and len(marks) < budget:
+            marks[key] = ttl
+    ranked = sorted(marks.items(), key=lambda kv: (_PLACE_ORDER[kv[0][0]], kv[0][1]))
+    for (earlier, ttl_a), (later, ttl_b) in itertools.pairwise(ranked):
+        if _TTL_RANK[ttl_b] > _TTL_RANK[ttl_a]:
+            raise BreakpointError(
+                f"a {ttl_b} breakpoint at {later[0]} {later[1]} follows a {ttl_a} "
+                f"breakpoint at {earlier[0]} {earlier[1]}: longer TTLs must come first "
+                "(raise head_ttl/history_ttl or move the breakpoint)",
+                code="breakpoint-ttl-order", segment=f"{later[0]}[{later[1]}]")
+    return dict(ranked)
+
+
+def _message(role: str, blocks: Sequence[bytes]) -> bytes:
+    return b'{"content":' + joined(blocks) + b',"role":' + canonical_json(role) + b"}"
+
+
+def render(prompt: PromptParts, *, model: str, max_tokens: int, history_ttl: str,
+           max_breakpoints: int, params: Mapping[str, Any]) -> bytes:
+    """The Messages request body (tools -> system -> messages, tail last) as exact bytes.
+
+    See :meth:`RenderedPrompt.to_anthropic <stableprompt.RenderedPrompt.to_anthropic>` for
+    the arguments and the breakpoint rules; ``prompt`` is already checked non-empty.
+
+    Raises:
+        InputError: bad ``max_tokens`` (code ``render-param``) or a param clash.
+        BreakpointError: bad ``history_ttl`` / ``max_breakpoints``, or see :func:`breakpoints`.
+    """
+    check_model(model)
+    if type(max_tokens) is not int or max_tokens < 0:
+        raise InputError(f"max_tokens must be an int >= 0, got {max_tokens!r}",
+                         code="render-param", pointer="/max_tokens")
+    if check_ttl(history_ttl, "history") is None:
+        raise BreakpointError("history_ttl must be '5m' or '1h'", code="breakpoint-ttl")
+    if type(max_breakpoints) is not int or not 1 <= max_breakpoints <= MAX_BREAKPOINTS:
+        raise BreakpointError(
+            f"max_breakpoints must be 1..{MAX_BREAKPOINTS} (Anthropic's budget), "
+            f"got {max_breakpoints!r}", code="breakpoint-budget")
+    head, messages = prompt.head, prompt.messages
+    # Group history into messages: user text and tool results share the user role.
+    groups: list[tuple[str, list[tuple[int, int]]]] = []  # role, [(message idx, block idx)]
+    for mi, message in enumerate(messages):
+        role = "assistant" if message.role == "assistant" else "user"
+        blocks = [(mi, bi) for bi in range(len(message_blocks(message)))]
+        if groups and groups[-1][0] == role:
+            groups[-1][1].extend(blocks)
+        else:
+            groups.append((role, blocks))
+
+    marks = breakpoints(prompt, history_ttl, max_breakpoints)
+    tool_bytes = list(memo(head, "anthropic-tools", lambda: tuple(
+        canonical_json(tool(t)) for t in head.tools)))
+    system_bytes = [text_block_bytes(t) for t in head.system]
+    tools = list(head.tools) if marks else []
+    for (where, index), ttl in marks.items():
+        if where == "tool":
+            entry = tool(tools[index])
+            entry[MARKER_KEY] = cache_control(ttl)
+            tool_bytes[index] = canonical_json(entry)
+        elif where == "system":
+            system_bytes[index] = text_block_bytes(head.system[index], cache_ttl=ttl)
+
+    messages_bytes: list[bytes] = []
+    tail_blocks = [text_block_bytes(t) for t in prompt.tail_texts]
+    for gi, (role, blocks) in enumerate(groups):
+        parts = []
+        for mi, bi in blocks:
+            wire = message_blocks(messages[mi])
+            mark = marks.get(("message", mi)) if bi == len(wire) - 1 else None
+            parts.append(block_with_breakpoint(messages[mi], bi, mark) if mark else wire[bi])
+        if gi == len(groups) - 1 and role == "user" and tail_blocks:
+            parts.extend(tail_blocks)
+            tail_blocks = []
+        messages_bytes.append(_message(role, parts))
+    if tail_blocks:
+        messages_bytes.append(_message("user", tail_blocks))
+
+    fields: dict[str, bytes] = {
+        "max_tokens": canonical_json(max_tokens),
+        "messages": joined(messages_bytes),
+        "model": canonical_json(model),
+    }
+    if system_bytes:
+        fields["system"] = joined(system_bytes)
+    if tool_bytes:
+        fields["tools"] = joined(tool_bytes)
+    return join_body(fields, params)
+
+
+def segment(body: Mapping[str, Any], b: SegmentBuilder) -> None:
+    """Add the segments of a Messages body: tools, system, then one per content block.
+
+    A top-level ``cache_control`` (automatic caching) marks the last cacheable block.
+    """
+    for i, entry in enumerate(require_list(body, "tools", required=False)):
+        b.add("tool", f"tools[{i}]", entry, f"/tools/{i}", tool_label(entry))
+    system = body.get("system")
+    if isinstance(system, list):
+        for i, item in enumerate(system):
+            b.add("system", f"system[{i}]", item, f"/system/{i}")
+    elif system is not None:
+        b.add("system", "system", system, "/system")
+    for i, message in enumerate(require_list(body, "messages", required=True)):
+        if not isinstance(message, Mapping):
+            raise CaptureError("message must be an object", code="capture-shape",
+                               pointer=f"/messages/{i}")
+        b.content("message", f"messages[{i}]", f"/messages/{i}", message.get("role"),
+                  message.get("content"))
+    top = body.get(MARKER_KEY)
+    if isinstance(top, Mapping):
+        b.mark_last(str(top.get("ttl", "5m")))
+
+
+def session_hint(body: Mapping[str, Any]) -> str | None:
+    """``metadata.user_id``: names a session (or a user) when the harness sets it."""
+    metadata = body.get("metadata")
+    if isinstance(metadata, Mapping) and isinstance(metadata.get("user_id"), str):
+        return str(metadata["user_id"])
+    return None

@@ -1,4 +1,7 @@
-"""OpenAI Chat Completions (wire format ``"openai-chat"``): usage parsing and stream accumulation.
+"""OpenAI Chat Completions (wire format ``"openai-chat"``): everything the SDK knows about it.
+
+Requests: endpoint, cache-key params, tool and message shapes, body assembly and segmenting
+(shared OpenAI rules in :mod:`._openai`). Responses: usage parsing and stream accumulation.
 
 Semantics (PROVIDERS.md §2; ``openai-python`` ``types/completion_usage.py``;
 developers.openai.com/api/docs/guides/prompt-caching): ``prompt_tokens`` *includes* cached
@@ -14,10 +17,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from .._canonical import canonical_json
 from .._sse import SSEEvent
 from .._usage import CacheUsage
 from ._base import Clock, Sighting, SSEStreamAccumulator
 from ._fields import as_mapping, cache_details, inclusive_usage, opt_int, req_int, response_usage
+from ._openai import render_checks, segment_message
+from ._openai import tail_role as default_tail_role
+from ._parts import MessageParts, PromptParts, ToolParts, join_body, joined, memo, tool_fields
+from ._segmenter import SegmentBuilder, require_list, tool_label
 
 __all__ = [
     "WIRE_FORMAT",
@@ -200,3 +208,96 @@ class OpenAIChatStreamAccumulator(ChatStreamAccumulator):
     """Stream accumulator for OpenAI Chat Completions (see :class:`ChatStreamAccumulator`)."""
 
     wire_format = WIRE_FORMAT
+
+
+# -- requests: endpoint, cache key, shapes, body assembly, segmenting ---------------------------
+
+ENDPOINT = "/v1/chat/completions"
+"""URL path of the Chat Completions API."""
+
+#: Request parameters that are part of the cache key, ``model`` first.
+CACHE_KEY_PARAMS = (
+    "model", "tool_choice", "parallel_tool_calls", "reasoning_effort", "response_format",
+    "verbosity", "prompt_cache_key", "cache_salt",
+)
+
+
+def tool(t: ToolParts) -> dict[str, Any]:
+    """A ``tools[]`` entry: ``{"type": "function", "function": {"name", "description",
+    "parameters"}}`` (plus ``"strict"`` in ``function`` when set).
+    Source: ``openai.types.chat.ChatCompletionFunctionToolParam`` and
+    ``openai.types.shared_params.FunctionDefinition`` (SDK 3.57)."""
+    return {"type": "function", "function": tool_fields(t, "parameters")}
+
+
+def message_dicts(message: MessageParts) -> list[dict[str, Any]]:
+    """The Chat messages for one canonical message (one, or one per tool result).
+
+    Source: openai-python ``chat/completion_create_params.py`` message params.
+    """
+    blocks = message.wire_blocks
+    texts = [b["text"] for b in blocks if b["type"] == "text"]
+    if message.role == "tool":
+        return [{"content": b["content"], "role": "tool", "tool_call_id": b["tool_call_id"]}
+                for b in blocks]
+    if message.role == "user":
+        content: Any = texts[0] if len(texts) == 1 else [
+            {"text": t, "type": "text"} for t in texts]
+        return [{"content": content, "role": "user"}]
+    out: dict[str, Any] = {"content": "\n\n".join(texts) if texts else None,
+                           "role": "assistant"}
+    calls = [
+        {"function": {"arguments": canonical_json(b["arguments"]).decode(), "name": b["name"]},
+         "id": b["id"], "type": "function"}
+        for b in blocks if b["type"] == "tool_call"
+    ]
+    if calls:
+        out["tool_calls"] = calls
+    return [out]
+
+
+def message_bytes(message: MessageParts) -> tuple[bytes, ...]:
+    """:func:`message_dicts` as canonical bytes, serialized once per message."""
+    return memo(message, WIRE_FORMAT, lambda: tuple(
+        canonical_json(m) for m in message_dicts(message)))
+
+
+def render(prompt: PromptParts, *, model: str, prompt_cache_key: bool | str | None,
+           system_role: str, tail_role: str | None, params: Mapping[str, Any]) -> bytes:
+    """The Chat Completions body (tools, system, history, tail last) as exact bytes.
+
+    See :meth:`RenderedPrompt.to_openai_chat <stableprompt.RenderedPrompt.to_openai_chat>`.
+
+    Raises:
+        InputError: see :func:`._openai.render_checks`, or a param clash.
+    """
+    head = prompt.head
+    key = render_checks(head.fingerprint, model, prompt_cache_key, system_role, tail_role)
+    parts: list[bytes] = []
+    if head.system:
+        content: Any = head.system[0] if len(head.system) == 1 else [
+            {"text": t, "type": "text"} for t in head.system]
+        parts.append(canonical_json({"content": content, "role": system_role}))
+    for message in prompt.messages:
+        parts.extend(message_bytes(message))
+    tail = prompt.tail_texts
+    if tail:
+        role = tail_role or default_tail_role(model)
+        parts.append(canonical_json({"content": "\n".join(tail), "role": role}))
+    fields = {"messages": joined(parts), "model": canonical_json(model)}
+    if len(head.tools):
+        fields["tools"] = memo(head, "openai-chat-tools",
+                               lambda: canonical_json([tool(t) for t in head.tools]))
+    if key:
+        params = {**params, "prompt_cache_key": key}
+    return join_body(fields, params)
+
+
+def segment(body: Mapping[str, Any], b: SegmentBuilder) -> None:
+    """Add the segments of a Chat body: tools, then leading system/developer messages as
+    ``system``, then one per message content block."""
+    for i, entry in enumerate(require_list(body, "tools", required=False)):
+        b.add("tool", f"tools[{i}]", entry, f"/tools/{i}", tool_label(entry))
+    leading = True
+    for i, message in enumerate(require_list(body, "messages", required=True)):
+        leading = segment_message(b, message, f"messages[{i}]", f"/messages/{i}", leading)

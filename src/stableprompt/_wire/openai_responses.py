@@ -1,4 +1,7 @@
-"""OpenAI Responses API (wire format ``"openai-responses"``): usage parsing and streaming.
+"""OpenAI Responses API (wire format ``"openai-responses"``): everything the SDK knows about it.
+
+Requests: endpoint, cache-key params, tool and item shapes, body assembly and segmenting
+(shared OpenAI rules in :mod:`._openai`). Responses: usage parsing and streaming.
 
 Semantics (PROVIDERS.md §3; ``openai-python`` ``types/responses/response_usage.py``):
 ``input_tokens`` *includes* ``input_tokens_details.cached_tokens`` (read) and
@@ -14,6 +17,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from .._canonical import canonical_json
+from .._exceptions import CaptureError
 from .._sse import SSEEvent
 from .._usage import CacheUsage
 from ._base import Clock, Sighting, SSEStreamAccumulator
@@ -27,6 +32,10 @@ from ._fields import (
     req_int,
     response_usage,
 )
+from ._openai import render_checks, segment_message
+from ._openai import tail_role as default_tail_role
+from ._parts import MessageParts, PromptParts, ToolParts, join_body, joined, memo, tool_fields
+from ._segmenter import SegmentBuilder, require_list, tool_label
 
 __all__ = ["WIRE_FORMAT", "OpenAIResponsesStreamAccumulator", "parse_response", "parse_usage"]
 
@@ -144,3 +153,107 @@ class OpenAIResponsesStreamAccumulator(SSEStreamAccumulator):
                 "stream ended before response.completed/incomplete/failed: no usage reported"
             )
         return self._parse_at(parse_usage, self._usage)
+
+
+# -- requests: endpoint, cache key, shapes, body assembly, segmenting ---------------------------
+
+ENDPOINT = "/v1/responses"
+"""URL path of the Responses API."""
+
+#: Request parameters that are part of the cache key, ``model`` first.
+CACHE_KEY_PARAMS = (
+    "model", "tool_choice", "parallel_tool_calls", "reasoning", "text", "prompt_cache_key",
+    "context_management",
+)
+
+
+def tool(t: ToolParts) -> dict[str, Any]:
+    """A ``tools[]`` entry: ``{"type": "function", "name", "description", "parameters"}``
+    (plus ``"strict"`` when set). Source: ``openai.types.responses.FunctionToolParam`` (SDK
+    3.57), which types ``strict`` as ``Required[Optional[bool]]``; it is omitted here unless
+    the caller set it, so the server default applies."""
+    return {"type": "function", **tool_fields(t, "parameters")}
+
+
+def items(message: MessageParts) -> list[dict[str, Any]]:
+    """The input items for one canonical message.
+
+    Source: openai-python ``responses/response_input_item_param.py``.
+    """
+    out: list[dict[str, Any]] = []
+    blocks = message.wire_blocks
+    texts = [b["text"] for b in blocks if b["type"] == "text"]
+    if texts and message.role == "assistant":
+        # Input items replaying assistant text take string content (EasyInputMessage);
+        # output_text parts would need the output message's id/status/annotations.
+        out.append({"content": "\n\n".join(texts), "role": "assistant", "type": "message"})
+    elif texts:
+        out.append({"content": [{"text": t, "type": "input_text"} for t in texts],
+                    "role": message.role, "type": "message"})
+    for b in blocks:
+        if b["type"] == "tool_call":
+            out.append({"arguments": canonical_json(b["arguments"]).decode(),
+                        "call_id": b["id"], "name": b["name"], "type": "function_call"})
+        elif b["type"] == "tool_result":
+            out.append({"call_id": b["tool_call_id"], "output": b["content"],
+                        "type": "function_call_output"})
+    return out
+
+
+def item_bytes(message: MessageParts) -> tuple[bytes, ...]:
+    """:func:`items` as canonical bytes, serialized once per message."""
+    return memo(message, WIRE_FORMAT, lambda: tuple(canonical_json(i) for i in items(message)))
+
+
+def render(prompt: PromptParts, *, model: str, prompt_cache_key: bool | str | None,
+           system_role: str, tail_role: str | None, params: Mapping[str, Any]) -> bytes:
+    """The Responses body: system as the first input message, then history items, tail last.
+
+    See :meth:`RenderedPrompt.to_openai_responses
+    <stableprompt.RenderedPrompt.to_openai_responses>`.
+
+    Raises:
+        InputError: see :func:`._openai.render_checks`, or a param clash.
+    """
+    head = prompt.head
+    key = render_checks(head.fingerprint, model, prompt_cache_key, system_role, tail_role)
+    parts: list[bytes] = []
+    if head.system:
+        parts.append(canonical_json({
+            "content": [{"text": t, "type": "input_text"} for t in head.system],
+            "role": system_role, "type": "message"}))
+    for message in prompt.messages:
+        parts.extend(item_bytes(message))
+    tail = prompt.tail_texts
+    if tail:
+        parts.append(canonical_json({
+            "content": [{"text": "\n".join(tail), "type": "input_text"}],
+            "role": tail_role or default_tail_role(model), "type": "message"}))
+    fields = {"input": joined(parts), "model": canonical_json(model)}
+    if len(head.tools):
+        fields["tools"] = memo(head, "openai-responses-tools",
+                               lambda: canonical_json([tool(t) for t in head.tools]))
+    if key:
+        params = {**params, "prompt_cache_key": key}
+    return join_body(fields, params)
+
+
+def segment(body: Mapping[str, Any], b: SegmentBuilder) -> None:
+    """Add the segments of a Responses body: tools, ``instructions`` and leading
+    system/developer items as ``system``, then one per input item content block."""
+    for i, entry in enumerate(require_list(body, "tools", required=False)):
+        b.add("tool", f"tools[{i}]", entry, f"/tools/{i}", tool_label(entry))
+    if body.get("instructions") is not None:
+        b.add("system", "instructions", body["instructions"], "/instructions")
+    raw = body.get("input")
+    if isinstance(raw, str):
+        b.content("message", "input", "/input", "user", raw)
+        return
+    if raw is None:
+        raise CaptureError("request has no 'input'", code="capture-shape", pointer="/input")
+    if not isinstance(raw, list):
+        raise CaptureError("'input' must be a string or a list", code="capture-shape",
+                           pointer="/input")
+    leading = True
+    for i, item in enumerate(raw):
+        leading = segment_message(b, item, f"input[{i}]", f"/input/{i}", leading)

@@ -30,9 +30,9 @@ from .._canonical import wire_json
 from .._client import AnthropicClient, OpenAIClient
 from .._exceptions import InputError, LedgerError
 from .._ledger._ledger import Ledger
-from .._prompt._rendered import ProviderRequest
 from .._recording._recorder import Recorder
 from .._report._command import Report, summarize
+from .._wire._request import ProviderRequest
 from ..emulator import Emulator, FakeClock
 from ._scenarios import (
     SCENARIOS,

@@ -42,7 +42,7 @@ from typing import Any
 
 from .._canonical import loads, wire_json
 from .._prompt._builder import Conversation, PromptBuilder
-from .._prompt._rendered import ProviderRequest
+from .._wire._request import ProviderRequest
 from ._workload import WorkloadSession
 
 __all__ = [

@@ -1,0 +1,230 @@
+"""The request-format registry: which format a path or body is, and per-format dispatch.
+
+One place answers "which wire format is this call": :func:`endpoint` from the URL path alone
+(so a transport decides before reading a body), :func:`detect` from path and body (captures,
+bodies without a path). Each request format's own facts (endpoint, cache-key params, marker
+key, segmenter, session hint) live in its module; this module only dispatches.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Any, Protocol
+
+from .._exceptions import CaptureError
+from . import _openai, anthropic, openai_chat, openai_responses
+from ._segmenter import SegmentBuilder, SegmentedRequest
+
+__all__ = [
+    "CACHE_KEY_PARAMS",
+    "REQUEST_FORMATS",
+    "WIRE_FORMATS_WITH_REQUESTS",
+    "detect",
+    "endpoint",
+    "endpoint_path",
+    "provider_for",
+    "request_format",
+    "segment_request",
+    "session_hint",
+    "usage_format",
+]
+
+
+class RequestFormat(Protocol):
+    """What a request format module declares (``_wire.anthropic``, ``openai_chat``, ...)."""
+
+    WIRE_FORMAT: str
+    ENDPOINT: str
+    CACHE_KEY_PARAMS: tuple[str, ...]
+
+    def segment(self, body: Mapping[str, Any], b: SegmentBuilder) -> None: ...
+
+
+_MODULES: dict[str, Any] = {
+    m.WIRE_FORMAT: m for m in (anthropic, openai_chat, openai_responses)
+}
+_MARKERS = {
+    anthropic.WIRE_FORMAT: anthropic.MARKER_KEY,
+    openai_chat.WIRE_FORMAT: _openai.MARKER_KEY,
+    openai_responses.WIRE_FORMAT: _openai.MARKER_KEY,
+}
+
+WIRE_FORMATS_WITH_REQUESTS: tuple[str, ...] = tuple(_MODULES)
+"""The request formats stableprompt renders, segments and records."""
+REQUEST_FORMATS = frozenset(WIRE_FORMATS_WITH_REQUESTS)
+"""The same, as a set."""
+#: Request parameters that are part of each format's cache key, ``model`` first.
+CACHE_KEY_PARAMS: Mapping[str, tuple[str, ...]] = MappingProxyType(
+    {name: m.CACHE_KEY_PARAMS for name, m in _MODULES.items()})
+
+#: Endpoint suffix -> format, longest-ambiguity first.
+_SUFFIXES = (
+    ("/chat/completions", openai_chat.WIRE_FORMAT),
+    ("/responses", openai_responses.WIRE_FORMAT),
+    ("/messages", anthropic.WIRE_FORMAT),
+)
+_HOSTS = {
+    "api.anthropic.com": "anthropic",
+    "api.openai.com": "openai",
+    "api.deepseek.com": "deepseek",
+    "openrouter.ai": "openrouter",
+    "api.x.ai": "xai",
+}
+_COMPATIBLE = {"vllm", "sglang", "openrouter", "xai"}
+
+
+def _module(wire_format: str) -> RequestFormat:
+    try:
+        module: RequestFormat = _MODULES[wire_format]
+    except (KeyError, TypeError):
+        raise CaptureError(
+            f"unknown wire format {wire_format!r}; expected one of "
+            f"{', '.join(WIRE_FORMATS_WITH_REQUESTS)}", code="capture-format") from None
+    return module
+
+
+def endpoint_path(wire_format: str) -> str:
+    """The URL path a request of ``wire_format`` is POSTed to (``/v1/messages``, ...)."""
+    return _module(wire_format).ENDPOINT
+
+
+def endpoint(path: str) -> str | None:
+    """The request format a URL path names, or ``None`` for any other endpoint.
+
+    A path ending in ``/chat/completions``, ``/responses`` or ``/messages`` names that format,
+    also behind a proxy prefix (``/proxy/messages``); ``.../messages`` is Anthropic only
+    directly after ``/v1`` or without any ``/v1`` before it: ``/v1/threads/{id}/messages``
+    (OpenAI Assistants) and ``/v1/chat/completions/{id}/messages`` are not.
+    """
+    path = path.rstrip("/")
+    for suffix, wire in _SUFFIXES:
+        if path.endswith(suffix):
+            prefix = path[: -len(suffix)]
+            if wire == anthropic.WIRE_FORMAT and "/v1" in prefix and not prefix.endswith("/v1"):
+                return None
+            return wire
+    return None
+
+
+def detect(body: Mapping[str, Any], path: str | None = None) -> str | None:
+    """The wire format of a request, from its URL path and/or body.
+
+    A path decides when it names an endpoint (:func:`endpoint`); any other API path (one with
+    a ``/v1`` segment: Assistants, files, batches) returns ``None``: not a prompt request.
+    Without a deciding path the body's shape decides.
+
+    Returns ``anthropic``, ``openai-chat``, ``openai-responses`` or ``None`` when unsure.
+    """
+    if path is not None:
+        named = endpoint(path)
+        if named is not None:
+            return named
+        if "/v1/" in path or path.startswith("/v1"):
+            return None
+    if "input" in body or "instructions" in body:
+        return openai_responses.WIRE_FORMAT
+    messages = body.get("messages")
+    if not isinstance(messages, list):
+        return None
+    if "system" in body or "anthropic_version" in body:
+        return anthropic.WIRE_FORMAT
+    for message in messages:
+        if not isinstance(message, Mapping):
+            continue
+        if message.get("role") in ("system", "developer", "tool") or "tool_calls" in message:
+            return openai_chat.WIRE_FORMAT
+        content = message.get("content")
+        if isinstance(content, list):
+            for block in content:
+                if isinstance(block, Mapping):
+                    kind = block.get("type")
+                    if kind in ("tool_use", "tool_result", "thinking", "image", "document"):
+                        return anthropic.WIRE_FORMAT
+                    if kind in ("image_url", "input_audio"):
+                        return openai_chat.WIRE_FORMAT
+    tools = body.get("tools")
+    if isinstance(tools, list) and tools and isinstance(tools[0], Mapping):
+        return anthropic.WIRE_FORMAT if "input_schema" in tools[0] else openai_chat.WIRE_FORMAT
+    if "max_tokens" in body and "stream_options" not in body:
+        return anthropic.WIRE_FORMAT
+    return openai_chat.WIRE_FORMAT
+
+
+def segment_request(wire_format: str, body: Mapping[str, Any]) -> SegmentedRequest:
+    """Split a request body into cache-order segments.
+
+    Args:
+        wire_format: ``anthropic``, ``openai-chat`` or ``openai-responses``
+            (``openai-compatible`` is treated as ``openai-chat``).
+        body: The decoded JSON request body (dict key order as received).
+
+    Returns:
+        SegmentedRequest; segment bytes are compact JSON in the body's own key order, with
+        breakpoint markers removed and recorded on ``Segment.breakpoint``.
+
+    Raises:
+        CaptureError: unknown wire format (code ``capture-format``), or a body whose shape the
+            format does not allow (code ``capture-shape``, with the JSON pointer).
+    """
+    if wire_format == "openai-compatible":
+        wire_format = openai_chat.WIRE_FORMAT
+    module = _module(wire_format)
+    if not isinstance(body, Mapping):
+        raise CaptureError("request body must be a JSON object", code="capture-shape", pointer="")
+    builder = SegmentBuilder(_MARKERS[wire_format])
+    builder.params(body, module.CACHE_KEY_PARAMS)
+    module.segment(body, builder)
+    return builder.build(wire_format, body)
+
+
+def provider_for(host: str | None, wire_format: str, override: str | None = None) -> str:
+    """The provider family (``cache_policy`` key) of a call.
+
+    ``override`` wins; else the host (``api.anthropic.com`` -> ``anthropic``,
+    ``api.openai.com`` -> ``openai``, ``api.deepseek.com`` -> ``deepseek``, ``openrouter.ai`` ->
+    ``openrouter``, ``api.x.ai`` -> ``xai``); else the wire format (``anthropic`` ->
+    ``anthropic``, OpenAI formats -> ``openai``, e.g. the loopback emulator).
+    """
+    if override:
+        return override
+    if host:
+        known = _HOSTS.get(host.lower())
+        if known is not None:
+            return known
+    return "anthropic" if wire_format == anthropic.WIRE_FORMAT else "openai"
+
+
+def usage_format(provider: str, wire_format: str) -> str:
+    """The usage dialect (parser) of a request format at a provider.
+
+    Anthropic -> ``anthropic``; Responses -> ``openai-responses``; chat: ``deepseek``,
+    ``llama-cpp`` for those providers, ``openai-compatible`` for vLLM, SGLang, OpenRouter and
+    xAI, else ``openai-chat``.
+    """
+    if wire_format in (anthropic.WIRE_FORMAT, openai_responses.WIRE_FORMAT):
+        return wire_format
+    if provider in ("deepseek", "llama-cpp"):
+        return provider
+    return "openai-compatible" if provider in _COMPATIBLE else openai_chat.WIRE_FORMAT
+
+
+def request_format(usage_dialect: str) -> str:
+    """The request format a usage dialect's calls are sent in (chat for chat dialects)."""
+    if usage_dialect in (anthropic.WIRE_FORMAT, openai_responses.WIRE_FORMAT):
+        return usage_dialect
+    return openai_chat.WIRE_FORMAT
+
+
+def session_hint(body: Mapping[str, Any]) -> tuple[str, bool] | None:
+    """``(id, names_a_conversation)`` a request body hints at, or ``None``.
+
+    Order: Anthropic ``metadata.user_id`` (a conversation or a user), then OpenAI
+    ``prompt_cache_key``, which names a lineage only when stableprompt derived it from a head
+    (``sp-...``). Harnesses often use one such id per user or per head: callers treat it as a
+    hint (the linter stops trusting it when conversations interleave under it).
+    """
+    user = anthropic.session_hint(body)
+    if user is not None:
+        return user, True
+    return _openai.session_hint(body)

@@ -1,0 +1,90 @@
+"""What OpenAI Chat Completions and Responses share: render checks, the tail role, the
+``sp-`` lineage cache key, message segmenting and the ``prompt_cache_key`` session hint."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from .._exceptions import CaptureError, InputError
+from .._policy import cache_policy
+from ._parts import check_model
+from ._segmenter import SegmentBuilder
+
+__all__ = [
+    "LINEAGE_KEY_PREFIX",
+    "MARKER_KEY",
+    "SYSTEM_ROLES",
+    "render_checks",
+    "segment_message",
+    "session_hint",
+    "tail_role",
+]
+
+MARKER_KEY = "prompt_cache_breakpoint"
+"""The breakpoint marker's key on an input item (GPT-5.6+)."""
+
+LINEAGE_KEY_PREFIX = "sp-"
+"""Prefix of the ``prompt_cache_key`` stableprompt derives from a head fingerprint
+(``prompt_cache_key=True``): it names a lineage, never a conversation."""
+
+SYSTEM_ROLES = ("system", "developer")
+
+
+def render_checks(head_fingerprint: str, model: str, prompt_cache_key: bool | str | None,
+                  system_role: str, tail_role: str | None) -> str | None:
+    """Validate the OpenAI render arguments; return the ``prompt_cache_key`` to send.
+
+    Raises:
+        InputError: bad model, role or key (code ``render-param``).
+    """
+    check_model(model)
+    if system_role not in SYSTEM_ROLES:
+        raise InputError(f"system_role must be 'system' or 'developer', got {system_role!r}",
+                         code="render-param")
+    if tail_role not in (None, "user", "developer", "system"):
+        raise InputError(f"tail_role must be 'user', 'developer' or 'system', got "
+                         f"{tail_role!r}", code="render-param")
+    if prompt_cache_key is True:
+        return LINEAGE_KEY_PREFIX + head_fingerprint.split(":", 1)[1][:24]
+    if prompt_cache_key in (None, False):
+        return None
+    if not isinstance(prompt_cache_key, str) or not prompt_cache_key:
+        raise InputError("prompt_cache_key must be True, a non-empty str, or None",
+                         code="render-param", pointer="/prompt_cache_key")
+    return prompt_cache_key
+
+
+def tail_role(model: str) -> str:
+    """``developer`` where the policy says the model places implicit breakpoints at the latest
+    user/tool message (it has a breakpoint budget), else ``user``."""
+    return "developer" if cache_policy("openai", model).breakpoint_budget else "user"
+
+
+def segment_message(b: SegmentBuilder, message: Any, base: str, path: str,
+                    leading: bool) -> bool:
+    """Add one chat message / Responses input item; returns whether it still counts as the
+    leading system part (system and developer messages before any other)."""
+    if not isinstance(message, Mapping):
+        if isinstance(message, str):  # Responses allows bare strings? keep as content
+            b.content("message", base, path, "user", message)
+            return False
+        raise CaptureError("input item must be an object", code="capture-shape", pointer=path)
+    role = message.get("role")
+    is_system = leading and role in SYSTEM_ROLES
+    kind = "system" if is_system else "message"
+    rest = {k: v for k, v in message.items() if k not in ("role", "content")}
+    if "content" in message or "role" in message:
+        b.content(kind, base, path, role, message.get("content"))
+    if rest:
+        b.rest(kind, base, path, role, rest)
+    return is_system
+
+
+def session_hint(body: Mapping[str, Any]) -> tuple[str, bool] | None:
+    """``(prompt_cache_key, names_a_conversation)``: a key stableprompt derived from a head
+    (``sp-...``) names a lineage only, so it scopes candidates but is no session."""
+    key = body.get("prompt_cache_key")
+    if not isinstance(key, str) or not key:
+        return None
+    return key, not key.startswith(LINEAGE_KEY_PREFIX)
