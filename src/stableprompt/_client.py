@@ -62,6 +62,7 @@ from ._recording._transport import (
     retry_after_s,
 )
 from ._sse import SSEParser
+from ._wire import anthropic, openai_responses
 from ._wire._formats import detect, endpoint_path
 from ._wire._request import ProviderRequest
 
@@ -81,9 +82,7 @@ __all__ = [
 ANTHROPIC_VERSION = "2023-06-01"
 """``anthropic-version`` header sent by :class:`AnthropicClient`."""
 
-DIAGNOSTICS_BETA = "cache-diagnosis-2026-04-07"
-"""Anthropic beta enabling ``diagnostics.previous_message_id`` (``anthropics/skills``
-``prompt-caching.md``; ``anthropic`` SDK ``types/beta/beta_diagnostics_param.py``)."""
+DIAGNOSTICS_BETA = anthropic.DIAGNOSTICS_BETA
 
 _MAX_RETRY_AFTER_S = 60.0
 
@@ -375,7 +374,7 @@ class _AnthropicMixin(_Base):
             return content, headers
         previous = self.recorder.previous_response_id(
             wire, body, provider=self.call_provider, host=httpx.URL(self.base_url).host)
-        return _append(content, body, {"diagnostics": {"previous_message_id": previous}}), headers
+        return _append(content, body, anthropic.diagnostics_fields(previous)), headers
 
 
 class _OpenAIMixin(_Base):
@@ -391,22 +390,23 @@ class _OpenAIMixin(_Base):
         field (openai-python ``chat/completion_create_params.py``), so nothing is added."""
         if not self.diagnostics or wire != "openai-responses":
             return content, {}
-        options = body.get("prompt_cache_options")
-        if isinstance(options, Mapping) and "comparison_response_id" in options:
+        if openai_responses.diagnostics_request(body) is not None:
             return content, {}
+        options = body.get(openai_responses.DIAGNOSTICS_OPTION)
         previous = self.recorder.previous_response_id(
             wire, body, provider=self.call_provider, host=httpx.URL(self.base_url).host)
         if previous is None:
             return content, {}
         if options is None:
             return _append(content, body, {
-                "prompt_cache_options": {"comparison_response_id": previous}}), {}
+                openai_responses.DIAGNOSTICS_OPTION: {"comparison_response_id": previous}}), {}
         if not isinstance(options, Mapping):
             return content, {}
         # Merge into the existing object: re-serialize in insertion order (the other members
         # keep their bytes when the body was compact JSON, as rendered bodies are).
         changed = dict(loads(content))
-        changed["prompt_cache_options"] = {**options, "comparison_response_id": previous}
+        changed[openai_responses.DIAGNOSTICS_OPTION] = {**options,
+                                                         "comparison_response_id": previous}
         return wire_json(changed), {}
 
 

@@ -417,3 +417,25 @@ def session_hint(body: Mapping[str, Any]) -> str | None:
     if isinstance(metadata, Mapping) and isinstance(metadata.get("user_id"), str):
         return str(metadata["user_id"])
     return None
+
+
+# -- cache diagnostics (beta) -------------------------------------------------------------------
+
+DIAGNOSTICS_BETA = "cache-diagnosis-2026-04-07"
+"""``anthropic-beta`` value enabling ``diagnostics.previous_message_id`` (``anthropics/skills``
+``prompt-caching.md``; ``anthropic`` SDK ``types/beta/beta_diagnostics_param.py``)."""
+
+DIAGNOSTIC_EVENTS = frozenset({"message_start", "message_delta"})
+"""Stream events that may carry the response's ``diagnostics`` object."""
+
+
+def diagnostics_fields(previous_response_id: str | None) -> dict[str, Any]:
+    """Body fields asking for a cache comparison with ``previous_response_id`` (``null`` on
+    a lineage's first turn opts in without a comparison)."""
+    return {"diagnostics": {"previous_message_id": previous_response_id}}
+
+
+def diagnostics_request(body: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The diagnostics a request body asks for (its ``diagnostics`` object), or ``None``."""
+    value = body.get("diagnostics")
+    return {"diagnostics": dict(value)} if isinstance(value, Mapping) else None

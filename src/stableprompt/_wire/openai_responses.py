@@ -257,3 +257,20 @@ def segment(body: Mapping[str, Any], b: SegmentBuilder) -> None:
     leading = True
     for i, item in enumerate(raw):
         leading = segment_message(b, item, f"input[{i}]", f"/input/{i}", leading)
+
+
+# -- cache diagnostics ------------------------------------------------------------------------
+
+DIAGNOSTICS_OPTION = "prompt_cache_options"
+"""Body object holding ``comparison_response_id``."""
+
+DIAGNOSTIC_EVENTS = frozenset({"response.completed", "response.incomplete", "response.failed"})
+"""Stream events that may carry the response's ``prompt_cache_diagnostics``."""
+
+
+def diagnostics_request(body: Mapping[str, Any]) -> dict[str, Any] | None:
+    """``{"comparison_response_id": ...}`` when the body asks for a cache comparison."""
+    options = body.get(DIAGNOSTICS_OPTION)
+    if isinstance(options, Mapping) and "comparison_response_id" in options:
+        return {"comparison_response_id": options["comparison_response_id"]}
+    return None
