@@ -31,7 +31,7 @@ from .._client import AnthropicClient, OpenAIClient
 from .._exceptions import InputError, LedgerError
 from .._ledger._ledger import Ledger
 from .._recording._recorder import Recorder
-from .._report._command import Report, summarize
+from .._report._summary import Report, summarize
 from .._wire._request import ProviderRequest
 from ..emulator import Emulator, FakeClock
 from ._scenarios import (
