@@ -81,6 +81,9 @@ def test_anthropic_iterations_in_message_delta_are_tolerated() -> None:
     assert usage.raw["iterations"][0]["output_tokens"] == 547
 
 
+_STOP = b'event: message_stop\ndata: {"type":"message_stop"}\n\n'
+
+
 def test_anthropic_delta_counts_overwrite_never_sum() -> None:
     """Several message_delta events overwrite each other (cumulative), never add."""
     body = (
@@ -92,7 +95,7 @@ def test_anthropic_delta_counts_overwrite_never_sum() -> None:
         b'event: message_delta\ndata: {"type":"message_delta","delta":{},"usage":'
         b'{"output_tokens":9,"input_tokens":6}}\n\n'
     )
-    usage = parse_stream("anthropic", body)
+    usage = parse_stream("anthropic", body + _STOP)
     assert usage.output_tokens == 9
     assert usage.cache_read_tokens == 100  # null in a delta does not erase message_start's value
     assert usage.uncached_tokens == 6
@@ -111,7 +114,7 @@ def test_anthropic_delta_changing_the_write_drops_the_stale_ttl_split() -> None:
 
     def delta(write: int) -> bytes:
         return (b'event: message_delta\ndata: {"type":"message_delta","delta":{},"usage":'
-                b'{"output_tokens":9,"cache_creation_input_tokens":%d}}\n\n' % write)
+                b'{"output_tokens":9,"cache_creation_input_tokens":%d}}\n\n' % write) + _STOP
 
     changed = parse_stream("anthropic", start + delta(450))
     assert changed.cache_write_tokens == 450 and changed.input_tokens_total == 455
@@ -121,6 +124,21 @@ def test_anthropic_delta_changing_the_write_drops_the_stale_ttl_split() -> None:
                                              "ephemeral_1h_input_tokens": 100}
     same = parse_stream("anthropic", start + delta(300))
     assert (same.cache_write_5m_tokens, same.cache_write_1h_tokens) == (200, 100)
+
+
+def test_anthropic_cut_after_a_non_final_message_delta_is_partial() -> None:
+    """A stream cut after a message_delta but before message_stop is not complete: the input
+    side is kept, output_tokens is unknown and the stream counts as interrupted (issue 9 #1)."""
+    data = _read("anthropic_cached_ttl.sse")
+    cut = data.index(b"event: message_stop")
+    accumulator = stream_accumulator("anthropic")
+    accumulator.feed(data[:cut])
+    usage = accumulator.finish()
+    assert accumulator.interrupted
+    assert usage.output_tokens is None and usage.cache_read_tokens is not None
+    assert "message_stop" in (usage.unknown_reason or "")
+    whole = parse_stream("anthropic", data)
+    assert whole.output_tokens is not None and whole.unknown_reason is None
 
 
 def test_anthropic_interrupted_after_message_start_keeps_input_side() -> None:

@@ -112,8 +112,8 @@ class AnthropicStreamAccumulator(SSEStreamAccumulator):
     the raw ``cache_creation`` object stays in ``raw``). ``response_id`` is ``message.id``.
     Content-bearing events (for TTFT): ``content_block_delta`` of any kind (text, tool input
     JSON, thinking) and the start of a ``tool_use`` block. A stream that ended after
-    ``message_start`` but before any ``message_delta`` keeps the input side and reports
-    ``output_tokens`` as unknown.
+    ``message_start`` but before its terminal ``message_stop`` keeps the input side and reports
+    ``output_tokens`` as unknown (a ``message_delta`` is not final until ``message_stop``).
     """
 
     wire_format = WIRE_FORMAT
@@ -124,6 +124,7 @@ class AnthropicStreamAccumulator(SSEStreamAccumulator):
         # key -> (byte offset of the event that last set it, pointer of its usage object)
         self._sources: dict[str, tuple[int, str]] = {}
         self._saw_delta = False
+        self._stopped = False
         self._split_stale = False
 
     def _event(self, event: SSEEvent) -> None:
@@ -162,6 +163,8 @@ class AnthropicStreamAccumulator(SSEStreamAccumulator):
                     if value is not None:
                         self._usage[key] = value
                         self._sources[key] = (event.offset, "/usage")
+        elif kind == "message_stop":
+            self._stopped = True
         elif kind == "error":
             error = obj.get("error")
             self.error = str(error.get("type", error)) if isinstance(error, Mapping) else str(error)
@@ -182,6 +185,8 @@ class AnthropicStreamAccumulator(SSEStreamAccumulator):
                 update={"cache_write_5m_tokens": None, "cache_write_1h_tokens": None})
         if not self._saw_delta:
             return self._partial(usage, "stream ended before message_delta: output_tokens unknown")
+        if not self._stopped:  # a later message_delta may still have raised output_tokens
+            return self._partial(usage, "stream ended before message_stop: output_tokens unknown")
         return usage
 
 
