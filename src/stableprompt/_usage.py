@@ -17,7 +17,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-__all__ = ["TOKEN_FIELDS", "CacheUsage"]
+__all__ = ["MAX_TOKEN_COUNT", "TOKEN_FIELDS", "CacheUsage", "show_int"]
 
 TOKEN_FIELDS = (
     "input_tokens_total",
@@ -29,6 +29,20 @@ TOKEN_FIELDS = (
     "output_tokens",
 )
 """Names of :class:`CacheUsage`'s token counts, in declaration order."""
+
+MAX_TOKEN_COUNT = 2**53 - 1
+"""The largest token count a usage parser accepts (a typed ``usage-overflow`` error above).
+
+Far above any real prompt, and chosen so that every count *and every sum of a few counts*
+fits the ledger's SQLite INTEGER (signed 64-bit) and reads exactly in JSON consumers that use
+doubles (JavaScript)."""
+
+
+def show_int(value: int) -> str:
+    """``str(value)``, or ``"an integer of N bits"`` when it is too long to print (Python
+    refuses to format ints over 4,300 digits; error messages must never fail)."""
+    bits = value.bit_length()
+    return str(value) if bits <= 256 else f"{'-' if value < 0 else ''}an integer of {bits} bits"
 
 
 class CacheUsage(BaseModel):
@@ -113,7 +127,7 @@ class CacheUsage(BaseModel):
         for name in TOKEN_FIELDS:
             value = getattr(self, name)
             if value is not None and value < 0:
-                reasons.append(f"{name} is negative ({value})")
+                reasons.append(f"{name} is negative ({show_int(value)})")
         total = self.input_tokens_total
         read = self.cache_read_tokens
         write = self.cache_write_tokens
@@ -121,24 +135,21 @@ class CacheUsage(BaseModel):
         if total is not None and (read is not None or write is not None):
             cached = (read or 0) + (write or 0)
             if cached > total:
-                reasons.append(
-                    f"cache_read + cache_write ({cached}) exceed input_tokens_total ({total})"
-                )
+                reasons.append(f"cache_read + cache_write ({show_int(cached)}) exceed "
+                               f"input_tokens_total ({show_int(total)})")
         if None not in (total, read, write, uncached):
             parts = (uncached or 0) + (read or 0) + (write or 0)
             if parts != total:
-                reasons.append(
-                    f"uncached + cache_read + cache_write ({parts}) != input_tokens_total ({total})"
-                )
+                reasons.append(f"uncached + cache_read + cache_write ({show_int(parts)}) != "
+                               f"input_tokens_total ({show_int(total or 0)})")
         ttl_parts = (self.cache_write_5m_tokens, self.cache_write_1h_tokens)
         split = [value for value in ttl_parts if value is not None]
         if split and write is not None:
             both_known = len(split) == 2
             split_sum = sum(split)
             if (both_known and split_sum != write) or split_sum > write:
-                reasons.append(
-                    f"TTL split 5m + 1h ({split_sum}) does not match cache_write ({write})"
-                )
+                reasons.append(f"TTL split 5m + 1h ({show_int(split_sum)}) does not match "
+                               f"cache_write ({show_int(write)})")
         reasons.extend(self.inconsistency_notes)
         return "; ".join(reasons) if reasons else None
 

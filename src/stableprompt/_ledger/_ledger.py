@@ -347,8 +347,13 @@ class Ledger:
         file is moved aside before reading and deleted once its records are committed, so
         writers appending meanwhile start a new file and nothing is imported twice or lost.
 
+        A spilled line that is not a record, or a record with a value SQLite cannot store, is
+        moved to ``<db>.spill.quarantine.jsonl`` with its line number (a
+        :class:`LedgerSpillWarning` says so) and the rest is imported.
+
         Returns:
-            Number of records read from spill files and memory (already-stored ids included).
+            Number of records imported from spill files and memory (already-stored ids
+            included; quarantined lines not).
 
         Raises:
             LedgerError: The database cannot be opened or written (spill files are kept).
@@ -359,8 +364,19 @@ class Ledger:
             conn = self._require_conn()
             return self._spill.replay(lambda records: self._insert_many(conn, records))
 
-    def _insert_many(self, conn: sqlite3.Connection, records: list[UsageRecord]) -> None:
-        rows = [to_row(self._prepare(record)) for record in records]
+    def _insert_many(self, conn: sqlite3.Connection,
+                     records: list[UsageRecord]) -> list[tuple[UsageRecord, str]]:
+        """Commit the storable records in one transaction; return the others (a value SQLite
+        cannot hold, code ``ledger-value``) with the reason, for quarantine."""
+        rows: list[tuple[Any, ...]] = []
+        rejected: list[tuple[UsageRecord, str]] = []
+        for record in records:
+            try:
+                rows.append(to_row(self._prepare(record)))
+            except LedgerError as exc:
+                if exc.code != "ledger-value":
+                    raise
+                rejected.append((record, f"{exc.message} (at {exc.pointer})"))
 
         def insert() -> None:
             conn.execute("BEGIN IMMEDIATE")
@@ -372,9 +388,10 @@ class Ledger:
                     conn.execute("ROLLBACK")
                 raise
 
-        _retry_locked(
-            insert, failure=f"cannot import records into ledger {self.path}", code="ledger-replay"
-        )
+        if rows:
+            _retry_locked(insert, failure=f"cannot import records into ledger {self.path}",
+                          code="ledger-replay")
+        return rejected
 
     # ------------------------------------------------------------------ reading
 

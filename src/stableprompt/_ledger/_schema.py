@@ -28,8 +28,8 @@ from pathlib import Path
 from typing import Any
 
 from .._canonical import canonical_json, loads
-from .._exceptions import LedgerError
-from .._usage import TOKEN_FIELDS
+from .._exceptions import CanonicalizationError, LedgerError
+from .._usage import TOKEN_FIELDS, show_int
 from ._usage_record import OTEL_ATTRIBUTES, UsageRecord
 
 __all__ = [
@@ -169,18 +169,36 @@ def ts_text(ts: datetime) -> str:
     return ts.astimezone(timezone.utc).isoformat(timespec="microseconds")
 
 
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+
+
 def to_row(record: UsageRecord) -> tuple[Any, ...]:
     """One ``calls`` row of ``record``, values in :data:`COLUMNS` order: ``ts_utc`` as
-    :func:`ts_text`, JSON fields as canonical JSON text, ``usage_inconsistent`` as 0/1."""
+    :func:`ts_text`, JSON fields as canonical JSON text, ``usage_inconsistent`` as 0/1.
+
+    Raises:
+        LedgerError: a value SQLite cannot store: an integer outside signed 64 bits, or a JSON
+            field that is not canonical JSON (code ``ledger-value``, pointer ``/<field>``).
+            No retry can store such a record.
+    """
     row: list[Any] = []
     for field in COLUMNS:
         value = getattr(record, field)
         if field == "ts_utc":
             value = ts_text(value)
         elif field in _JSON_FIELDS:
-            value = None if value is None else canonical_json(value).decode("utf-8")
+            try:
+                value = None if value is None else canonical_json(value).decode("utf-8")
+            except CanonicalizationError as exc:
+                raise LedgerError(f"record {record.record_id}: {field} cannot be stored: "
+                                  f"{exc.message}", code="ledger-value",
+                                  pointer=f"/{field}{exc.pointer or ''}") from exc
         elif field == "usage_inconsistent":
             value = int(value)
+        elif type(value) is int and not _INT64_MIN <= value <= _INT64_MAX:
+            raise LedgerError(f"record {record.record_id}: {field} = {show_int(value)} is "
+                              "outside SQLite's signed 64-bit INTEGER", code="ledger-value",
+                              pointer=f"/{field}")
         row.append(value)
     return tuple(row)
 

@@ -27,6 +27,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Literal
 
+from .._canonical import canonical_json
 from .._exceptions import LedgerError
 from ._usage_record import UsageRecord, redact
 
@@ -44,6 +45,9 @@ __all__ = [
 ]
 
 _log = logging.getLogger("stableprompt.ledger")
+
+Insert = Callable[[list[UsageRecord]], list[tuple[UsageRecord, str]]]
+"""Commits the storable records of a batch; returns the others with the reason."""
 
 WriteOutcome = Literal["committed", "spilled", "unflushed"]
 """Where :meth:`Ledger.write` put the record: the database, a spill file, or memory."""
@@ -71,8 +75,31 @@ def _default_fallback_dirs() -> list[Path]:
     return dirs
 
 
+def _write_whole(fd: int, data: bytes) -> None:
+    """Write all of ``data`` at the end of ``fd`` or nothing: a short or failed write (a full
+    disk) is truncated away again, so the file never holds half a line.
+
+    Raises:
+        OSError: the write failed (the file is back at its previous size).
+    """
+    size = os.fstat(fd).st_size
+    view = memoryview(data)
+    try:
+        while view:
+            written = os.write(fd, view)
+            if written <= 0:
+                raise OSError(f"write returned {written}")
+            view = view[written:]
+        os.fsync(fd)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.ftruncate(fd, size)
+        raise
+
+
 def append_line(path: Path, line: bytes) -> None:
-    """Append one line to ``path`` (created 0600), atomically w.r.t. other appenders/replays.
+    """Append one line to ``path`` (created 0600), atomically w.r.t. other appenders/replays,
+    whole or not at all (:func:`_write_whole`).
 
     Raises:
         OSError: The file cannot be opened or written, or kept being renamed away.
@@ -89,8 +116,7 @@ def append_line(path: Path, line: bytes) -> None:
                     same = False
                 if not same:
                     continue
-            os.write(fd, line + b"\n")
-            os.fsync(fd)
+            _write_whole(fd, line + b"\n")
             return
         finally:
             os.close(fd)
@@ -146,9 +172,12 @@ class SpillFiles:
             kept = self._recent.setdefault(record.lineage, deque(maxlen=_RECENT_PER_LINEAGE))
             kept.append(record)
         try:
-            line = record.to_json()
-        except Exception:  # pragma: no cover - validated records always serialize
+            line: bytes | None = record.to_json()
+        except Exception as exc:  # e.g. a count past 64 bits: no file can hold it as JSON
             line = None
+            why = f"the record cannot be serialized ({describe(exc)})"
+        else:
+            why = "no spill file is writable"
         if line is not None:
             for target in self.targets():
                 try:
@@ -166,9 +195,10 @@ class SpillFiles:
                 return "spilled"
         self.unflushed.append(record)
         self._warn_once(
-            "<memory>",
-            f"ledger {self.db_path} write failed ({describe(cause)}) and no spill file is "
-            "writable; records kept in Ledger.unflushed (lost at exit unless replayed)",
+            f"<memory>{why}",
+            f"ledger {self.db_path} write failed ({describe(cause)}) and {why}; record "
+            f"{record.record_id} is kept in memory only, in Ledger.unflushed (lost at exit "
+            "unless replayed)",
         )
         return "unflushed"
 
@@ -182,29 +212,66 @@ class SpillFiles:
         except Exception:  # warnings configured as errors must not break the user's call
             _log.debug("LedgerSpillWarning raised as an error; suppressed")
 
-    def replay(self, insert: Callable[[list[UsageRecord]], None]) -> int:
-        """Hand :attr:`unflushed` and every spill file's records to ``insert`` (which commits
-        them or raises); a file is deleted once its records are committed.
+    def quarantine_path(self, source: Path) -> Path:
+        """Where bad lines of spill file ``source`` are kept: ``<source stem>.quarantine.jsonl``
+        beside it (never read by a replay)."""
+        return source.with_name(source.name.removesuffix(".jsonl") + ".quarantine.jsonl")
+
+    def replay(self, insert: Insert) -> int:
+        """Hand :attr:`unflushed` and every spill file's records to ``insert``, which commits
+        the storable ones and returns the others with the reason (or raises: nothing is
+        deleted then). A spill file is deleted once its records are committed; a line that is
+        not a record, or a record the ledger can never store, is moved to the
+        :meth:`quarantine_path` file with its source and line number (and a warning says so)
+        instead of blocking every record behind it.
 
         Returns:
-            Number of records handed over.
+            Number of records committed (already-stored ids included).
 
         Raises:
-            LedgerError: A spill file cannot be moved aside (code ``ledger-replay``) or holds
-                a line that is not a record (``ledger-spill-invalid``); ``insert``'s errors.
+            LedgerError: A spill file cannot be moved aside (code ``ledger-replay``), a bad line
+                cannot be written to quarantine (``ledger-quarantine``); ``insert``'s errors.
         """
         count = 0
         pending = list(self.unflushed)
         if pending:
-            insert(pending)
+            rejected = insert(pending)
+            bad = {id(record) for record, _ in rejected}
+            if rejected:
+                self._quarantine(self.quarantine_path(self.path), [
+                    (None, record.record_id, reason, record.model_dump_json().encode())
+                    for record, reason in rejected], "memory")
             del self.unflushed[: len(pending)]
-            count += len(pending)
+            count += len(pending) - len(bad)
         for source in self.targets():
             count += self._replay_file(source, insert)
         self._recent.clear()
         return count
 
-    def _replay_file(self, source: Path, insert: Callable[[list[UsageRecord]], None]) -> int:
+    def _quarantine(self, target: Path,
+                    bad: list[tuple[int | None, str | None, str, bytes]], source: str) -> None:
+        """Append each bad line (with its source, line number and reason) to ``target``.
+
+        Raises:
+            LedgerError: ``target`` cannot be written (code ``ledger-quarantine``): the spill
+                file is then kept, so the lines are never nowhere.
+        """
+        try:
+            for number, record_id, reason, text in bad:
+                append_line(target, canonical_json({
+                    "line": number, "reason": reason, "record_id": record_id,
+                    "source": source, "text": text.decode("utf-8", "replace")}))
+        except OSError as exc:
+            raise LedgerError(f"cannot write spill quarantine {target}: {exc}; the spill file "
+                              f"{source} is kept", code="ledger-quarantine") from exc
+        lines = ", ".join("memory" if n is None else str(n) for n, *_ in bad[:10])
+        self._warn_once(
+            f"quarantine:{source}:{time.time_ns()}",
+            f"{len(bad)} spilled line(s) of {source} could not be imported (line {lines}: "
+            f"{bad[0][2]}); kept in {target}, the rest imported",
+        )
+
+    def _replay_file(self, source: Path, insert: Insert) -> int:
         candidates = sorted(source.parent.glob(_glob_escape(source.name) + ".replaying.*"))
         if source.exists():
             moved = source.with_name(f"{source.name}.replaying.{os.getpid()}.{time.time_ns()}")
@@ -233,19 +300,27 @@ class SpillFiles:
                 if not path.exists():
                     continue
                 records: list[UsageRecord] = []
+                numbers: dict[int, int] = {}  # id(record) -> line number
+                bad: list[tuple[int | None, str | None, str, bytes]] = []
                 for number, line in enumerate(lines, start=1):
                     if not line.strip():
                         continue
                     try:
-                        records.append(UsageRecord.from_json(line))
+                        record = UsageRecord.from_json(line)
                     except ValueError as exc:
-                        raise LedgerError(
-                            f"spill file {path} line {number} is not a valid record: {exc}",
-                            code="ledger-spill-invalid",
-                        ) from exc
-                insert(records)
+                        reason = describe(exc).splitlines()[0]
+                        bad.append((number, None, f"not a valid record: {reason}", line))
+                        continue
+                    records.append(record)
+                    numbers[id(record)] = number
+                rejected = insert(records)
+                bad += [(numbers[id(record)], record.record_id, reason,
+                         record.model_dump_json().encode()) for record, reason in rejected]
+                if bad:
+                    bad.sort(key=lambda item: item[0] or 0)
+                    self._quarantine(self.quarantine_path(source), bad, str(source))
                 path.unlink()
-                count += len(records)
+                count += len(records) - len(rejected)
             finally:
                 os.close(fd)
         return count

@@ -16,7 +16,7 @@ from typing import Any, NamedTuple
 
 from .._canonical import escape_pointer
 from .._exceptions import UsageParseError
-from .._usage import CacheUsage
+from .._usage import MAX_TOKEN_COUNT, CacheUsage, show_int
 
 __all__ = [
     "TTLSplit",
@@ -56,19 +56,47 @@ def _type_name(value: object) -> str:
     return type(value).__name__
 
 
+def _show(value: object) -> str:
+    """A short, never-failing ``repr`` for error messages (huge ints, long strings)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return show_int(value)
+    try:
+        text = repr(value)
+    except Exception:  # a hostile __repr__ must not replace the real error
+        text = f"<{type(value).__name__}>"
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _json_object(value: Mapping[Any, Any], pointer: str, what: str) -> Mapping[str, Any]:
+    for key in value:
+        if not isinstance(key, str):
+            raise UsageParseError(f"{what} keys must be strings, got {_type_name(key)} "
+                                  f"{_show(key)}", code="usage-type", pointer=pointer)
+    return value
+
+
 def as_mapping(value: object, pointer: str, what: str) -> Mapping[str, Any]:
     """Return ``value`` as a JSON object or raise ``usage-type`` at ``pointer``.
 
     A pydantic model (e.g. the official SDKs' ``response.usage``) is accepted and dumped with
     its wire field names, keeping only fields that were actually set.
+
+    Raises:
+        UsageParseError: ``usage-type`` when ``value`` is not an object, has a non-string key,
+            or is a model whose ``model_dump`` fails or returns no object.
     """
     if isinstance(value, Mapping):
-        return value
+        return _json_object(value, pointer, what)
     dump = getattr(value, "model_dump", None)
     if callable(dump):
-        dumped = dump(mode="json", by_alias=True, exclude_unset=True)
+        try:
+            dumped = dump(mode="json", by_alias=True, exclude_unset=True)
+        except Exception as exc:
+            raise UsageParseError(
+                f"{what}: {type(value).__name__}.model_dump() failed ({type(exc).__name__})",
+                code="usage-type", pointer=pointer) from exc
         if isinstance(dumped, Mapping):
-            return dumped
+            return _json_object(dumped, pointer, what)
     raise UsageParseError(
         f"{what} must be a JSON object, got {_type_name(value)}",
         code="usage-type",
@@ -80,22 +108,30 @@ def opt_int(obj: Mapping[str, Any], key: str, base: str) -> int | None:
     """Read an optional non-negative integer token count; absent or ``null`` -> ``None``.
 
     Raises:
-        UsageParseError: ``usage-type`` (not an integer; booleans and floats included) or
-            ``usage-negative``, with the field's pointer.
+        UsageParseError: ``usage-type`` (not an integer; booleans and floats included),
+            ``usage-negative``, or ``usage-overflow`` (above :data:`MAX_TOKEN_COUNT`, more than
+            the ledger can store), with the field's pointer.
     """
     value = obj.get(key)
     if value is None:
         return None
     if type(value) is not int:
         raise UsageParseError(
-            f"{key} must be an integer token count, got {_type_name(value)} {value!r}",
+            f"{key} must be an integer token count, got {_type_name(value)} {_show(value)}",
             code="usage-type",
             pointer=child(base, key),
         )
     if value < 0:
         raise UsageParseError(
-            f"{key} must not be negative, got {value}",
+            f"{key} must not be negative, got {show_int(value)}",
             code="usage-negative",
+            pointer=child(base, key),
+        )
+    if value > MAX_TOKEN_COUNT:
+        raise UsageParseError(
+            f"{key} = {show_int(value)} is above the largest token count the ledger stores "
+            f"({MAX_TOKEN_COUNT})",
+            code="usage-overflow",
             pointer=child(base, key),
         )
     return value
@@ -122,7 +158,7 @@ def opt_obj(obj: Mapping[str, Any], key: str, base: str) -> Mapping[str, Any] | 
             code="usage-type",
             pointer=child(base, key),
         )
-    return value
+    return _json_object(value, child(base, key), key)
 
 
 def cache_details(obj: Mapping[str, Any], key: str, base: str) -> tuple[int | None, int | None]:
