@@ -7,6 +7,7 @@ import pickle
 import random
 from typing import Any, Literal
 
+import orjson
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -667,3 +668,35 @@ def test_from_function_builds_schema_from_signature_and_docstring() -> None:
         "type": "object",
     }
     assert Tool.from_function(get_weather, name="wx", description="W.").name == "wx"
+
+
+def test_type_list_holding_objects_is_a_typed_schema_error() -> None:
+    """A ``"type"`` list with a dict or list in it (reachable from JSON) is a ToolSchemaError at
+    that pointer, not ``TypeError: unhashable`` (issue 9 #10)."""
+    for bad in ([{"x": 1}, "string"], ["string", ["x"]]):
+        with pytest.raises(ToolSchemaError) as info:
+            Tool("t", "d", {"type": "object", "properties": {"a": {"type": bad}}})
+        assert info.value.code == "tool-schema-invalid"
+        assert info.value.pointer == "/properties/a/type"
+
+
+def test_deep_or_circular_schemas_are_typed_depth_errors() -> None:
+    """A schema nested ~1,000 levels deep, or cyclic, is ``tool-schema-depth`` with the pointer
+    where the walk stopped, never a RecursionError (issue 9 #11)."""
+    deep: dict[str, Any] = {"type": "object"}
+    node = deep
+    for _ in range(1000):
+        node["properties"] = {"a": {"type": "object"}}
+        node = node["properties"]["a"]
+    cyclic: dict[str, Any] = {"type": "object", "properties": {}}
+    cyclic["properties"]["a"] = cyclic
+    for schema in (deep, cyclic):
+        with pytest.raises(ToolSchemaError) as info:
+            Tool("t", "d", schema)
+        assert info.value.code == "tool-schema-depth"
+        assert (info.value.pointer or "").startswith("/properties/a/properties/a")
+    with pytest.raises(ToolSchemaError) as info:
+        Tool.from_dict(orjson.loads(
+            b'{"name":"t","input_schema":' + b'{"type":"object","properties":{"a":' * 400
+            + b"{}" + b"}}" * 400 + b"}"))
+    assert info.value.code == "tool-schema-depth"

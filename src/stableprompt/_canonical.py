@@ -15,7 +15,7 @@ import orjson
 
 from ._exceptions import CanonicalizationError
 
-__all__ = ["canonical_json", "escape_pointer", "loads", "wire_json"]
+__all__ = ["MAX_NESTING", "canonical_json", "escape_pointer", "loads", "wire_json"]
 
 _PASSTHROUGH = (
     orjson.OPT_PASSTHROUGH_DATACLASS
@@ -24,6 +24,10 @@ _PASSTHROUGH = (
 )
 _CANONICAL = _PASSTHROUGH | orjson.OPT_SORT_KEYS
 _WIRE = _PASSTHROUGH
+
+MAX_NESTING = 255
+"""The deepest container nesting canonical JSON holds (orjson's limit): walks of JSON values
+stop here with a typed error instead of a RecursionError."""
 
 _INT_MIN = -(2**63)
 _INT_MAX = 2**64 - 1

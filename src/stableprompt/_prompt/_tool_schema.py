@@ -15,7 +15,7 @@ from typing import Any
 from jsonschema import Draft202012Validator  # type: ignore[import-untyped]
 from jsonschema.exceptions import SchemaError  # type: ignore[import-untyped]
 
-from .._canonical import canonical_json, escape_pointer
+from .._canonical import MAX_NESTING, canonical_json, escape_pointer
 from .._exceptions import CanonicalizationError, ToolSchemaError
 
 __all__ = ["EMPTY_OBJECT_SCHEMA", "Repair", "canonical_schema"]
@@ -143,8 +143,8 @@ def _norm_type(value: Any, path: tuple[str | int, ...], ctx: _Ctx) -> Any:
             fixed.append(item)
     if not fixed:
         return _REMOVED
-    if len(set(fixed)) == len(fixed) and all(type(t) is str and t in _SIMPLE_TYPES for t in fixed):
-        fixed.sort()
+    if all(type(t) is str and t in _SIMPLE_TYPES for t in fixed) and len(set(fixed)) == len(fixed):
+        fixed.sort()  # a set of type names; anything else is left for the validator to report
     return fixed
 
 
@@ -173,6 +173,10 @@ def _norm(node: Any, path: tuple[str | int, ...], ctx: _Ctx, in_properties: bool
     """
     if type(node) is not dict:
         return node  # boolean schema, or garbage the validator reports
+    if len(path) >= MAX_NESTING:
+        raise ToolSchemaError(
+            f"input schema nests deeper than {MAX_NESTING} levels here (or is circular)",
+            tool=ctx.tool, pointer=_pointer(path[:MAX_NESTING]), code="tool-schema-depth")
     out: dict[str, Any] = {}
     lifted: list[str] = []
     for key, value in node.items():
@@ -333,6 +337,10 @@ def _validate(schema: dict[str, Any], tool: str) -> None:
         return
     try:
         Draft202012Validator.check_schema(schema)
+    except RecursionError as exc:  # within MAX_NESTING, but deeper than the validator recurses
+        raise ToolSchemaError(
+            "input schema nests too deeply for JSON Schema validation",
+            tool=tool, pointer="", code="tool-schema-depth") from exc
     except SchemaError as exc:
         raise ToolSchemaError(
             f"input schema is not valid JSON Schema 2020-12: {exc.message}",
