@@ -330,6 +330,7 @@ def test_a_hundred_concurrent_connections_all_succeed() -> None:
     (b"GET / HTTP/x.y\r\n\r\n", 400, "openai"),
     (b"GET / HTTP/2.0\r\n\r\n", 505, "openai"),
     (b"POST /v1/messages HTTP/1.1\r\nX: " + b"a" * 70_000 + b"\r\n\r\n", 431, "anthropic"),
+    (b"POST /v1/messages?q=" + b"a" * 70_000 + b" HTTP/1.1\r\n\r\n", 414, "openai"),
     (b"FOO /v1/messages HTTP/1.1\r\nContent-Length: 2\r\n\r\n{}", 405, "anthropic"),
     (b"TRACE /v1/responses HTTP/1.1\r\n\r\n", 405, "openai"),
     (b"BREW /coffee HTTP/1.1\r\nanthropic-version: 2023-06-01\r\n\r\n", 404, "anthropic"),
@@ -490,3 +491,29 @@ def test_chat_rejects_malformed_messages_and_tools(shared: Emulator, body: dict[
     status, _, answer = post(shared, "/v1/chat/completions", json.dumps(body).encode())
     assert status == 400
     assert_openai_error(answer)
+
+
+@pytest.mark.parametrize("bad", [["1h"], {"ttl": "1h"}, 5, None])
+def test_ttl_and_retention_of_the_wrong_type_are_provider_400s(shared: Emulator,
+                                                              bad: Any) -> None:
+    """A list/dict/number as ``cache_control.ttl``, ``prompt_cache_retention`` or
+    ``prompt_cache_breakpoint.ttl`` is a 400 in the provider's shape naming the field, never a
+    500 (issue 9 #16)."""
+    block = {"type": "text", "text": "hi", "cache_control": {"type": "ephemeral", "ttl": bad}}
+    status, _, body = post(shared, "/v1/messages", json.dumps(anthropic_body(
+        messages=[{"role": "user", "content": [block]}])).encode())
+    assert status == 400 and "ttl" in body["error"]["message"]
+    assert_anthropic_error(body)
+    if bad is None:
+        return  # an explicit null retention means "not set" for OpenAI
+    for path, request in (
+        ("/v1/responses", {"model": "gpt-5.6", "input": "hi", "prompt_cache_retention": bad}),
+        ("/v1/chat/completions", {"model": "gpt-5.6", "prompt_cache_retention": bad,
+                                  "messages": [{"role": "user", "content": "hi"}]}),
+        ("/v1/chat/completions", {"model": "gpt-5.6", "messages": [{"role": "user", "content": [
+            {"type": "text", "text": "hi",
+             "prompt_cache_breakpoint": {"mode": "explicit", "ttl": bad}}]}]}),
+    ):
+        status, _, body = post(shared, path, json.dumps(request).encode())
+        assert status == 400, (path, body)
+        assert_openai_error(body)

@@ -253,7 +253,7 @@ def _ttl(value: Any, where: str) -> str:
     if obj.get("type") != "ephemeral":
         raise WireError(f"{where}.type: must be 'ephemeral', got {obj.get('type')!r}")
     ttl = obj.get("ttl", "5m")
-    if ttl not in _TTL_S:
+    if not isinstance(ttl, str) or ttl not in _TTL_S:
         raise WireError(f"{where}.ttl: must be '5m' or '1h', got {ttl!r}")
     return str(ttl)
 

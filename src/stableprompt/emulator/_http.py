@@ -96,10 +96,13 @@ class _RequestHandler(BaseHTTPRequestHandler):
         unknown method): answer in the provider's JSON error shape instead of HTML, and close
         the connection, since the rest of the request was not read."""
         self.close_connection = True
-        if self.request_version == "HTTP/0.9":
+        if self.request_version in ("HTTP/0.9", ""):
             # The stdlib assumes HTTP/0.9 (no status line, no headers) when the request line is
-            # unreadable; the client is almost certainly not a 0.9 client: answer with headers.
+            # unreadable, and leaves it empty for one over 64 KiB (414); the client is almost
+            # certainly not a 0.9 client: answer with headers.
             self.request_version = "HTTP/1.0"
+        if not hasattr(self, "headers"):  # a request line over 64 KiB: nothing was parsed
+            self.headers = self.MessageClass()
         if code == HTTPStatus.NOT_IMPLEMENTED and self.command:
             # A method without a do_* handler (TRACE, FOO, ...): route it like any other
             # method, which answers 405 on an endpoint and 404 elsewhere.

@@ -104,7 +104,7 @@ def cache_request(
     ttl_s = float(policy.default_ttl_s or 300)
     retention = req.get("prompt_cache_retention")
     if retention is not None:
-        if retention not in _RETENTION_S:
+        if not isinstance(retention, str) or retention not in _RETENTION_S:
             raise WireError("prompt_cache_retention: must be 'in_memory' or '24h', got "
                             f"{retention!r}", param="prompt_cache_retention")
         if not modern:
@@ -213,6 +213,6 @@ def _breakpoint(cache: CacheRequest, value: Any, where: str) -> float:
 
 
 def _ttl(value: Any, where: str) -> float:
-    if value not in _TTL_S:
+    if not isinstance(value, str) or value not in _TTL_S:
         raise WireError(f"{where}: must be '30m' or '12h', got {value!r}", param=where)
     return float(_TTL_S[value])
