@@ -53,7 +53,8 @@ from ._canonical import loads, wire_json
 from ._exceptions import ConfigurationError, InputError, ProviderError
 from ._ledger._usage_record import UsageRecord
 from ._prompt._rendered import ProviderRequest
-from ._recording._recorder import Pending, Recorder
+from ._recording._call import Pending
+from ._recording._recorder import Recorder
 from ._recording._transport import (
     PENDING_EXTENSION,
     AsyncRecordingTransport,

@@ -23,7 +23,8 @@ from ..providers import stream_accumulator
 
 if TYPE_CHECKING:
     from .._ledger._usage_record import UsageRecord
-    from ._recorder import Pending, Recorder
+    from ._call import Pending
+    from ._recorder import Recorder
 
 __all__ = ["ResponseObserver", "header"]
 

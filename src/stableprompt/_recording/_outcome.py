@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from .._ledger._usage_record import UsageRecord, redact
 
 if TYPE_CHECKING:
-    from ._recorder import Pending
+    from ._call import Pending
 
 __all__ = [
     "diagnostics",

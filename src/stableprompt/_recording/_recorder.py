@@ -37,7 +37,6 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
@@ -59,15 +58,15 @@ from .._wire._routing import (
 )
 from .._wire._segmenter import SegmentedRequest, detect_wire_format, segment_request
 from ..providers import parse_response
-from ._attribution import Attribution, RequestState, attribute
+from ._attribution import Attribution, attribute
+from ._call import Call, Pending, RequestState
 from ._observer import ResponseObserver
 from ._outcome import diagnostics as outcome_diagnostics
 from ._outcome import diagnostics_request, failure, json_safe, raw_usage, scrubbed
-from ._predecessor import LINEAGE_DEPTH, Call, CallIndex, Comparison, opening_of
+from ._predecessor import LINEAGE_DEPTH, CallIndex, opening_of
 
 __all__ = [
     "SESSION_HEADER",
-    "Pending",
     "Recorder",
     "provider_for",
     "session_from_request",
@@ -75,65 +74,6 @@ __all__ = [
 ]
 
 _log = logging.getLogger("stableprompt.recorder")
-
-
-@dataclass(eq=False)
-class Pending:
-    """A call in flight: everything :meth:`Recorder.finish` needs, taken before sending.
-
-    Attributes:
-        record_id: The record id this call will get.
-        ts: Send time, seconds since the epoch (the recorder's clock).
-        started: Monotonic clock reading at send time (seconds), for latency and TTFT.
-        path: URL path.
-        wire_format: Request format (``anthropic``, ``openai-chat``, ``openai-responses``).
-        usage_format: Usage parser (see :func:`usage_wire_format`).
-        provider: Provider family.
-        model: Requested model, if any.
-        session_id: Session id recorded, if any (``None``: no session named; the
-            conversation is then recognized by its first message, see ``_calls``).
-        turn: 1-based turn of the request in its conversation (a named session resumed in a
-            new process continues from its ledger rows); a retry keeps its turn.
-        retry: The request repeats its conversation's previous request (same fingerprint,
-            within ``_calls.RETRY_WINDOW_S``).
-        state: The request as attribution sees it, ``None`` when it could not be segmented.
-        comparison: What the request is compared with (predecessor or session_previous).
-        diagnostics_requested: The provider-diagnostics request fields in the body, if any.
-        content: Request body text when ``store_content`` is on.
-        problem: Why the request could not be analysed, if it could not.
-        record: The record, once finished.
-    """
-
-    record_id: str
-    ts: float
-    started: float
-    path: str
-    wire_format: str
-    usage_format: str
-    provider: str
-    model: str | None = None
-    session_id: str | None = None
-    turn: int | None = None
-    retry: bool = False
-    state: RequestState | None = None
-    comparison: Comparison = field(default_factory=Comparison)
-    diagnostics_requested: dict[str, Any] | None = None
-    content: str | None = None
-    problem: str | None = None
-    record: UsageRecord | None = None
-    finished: bool = field(default=False, repr=False)
-    secrets: tuple[str, ...] = field(default=(), repr=False)
-    call: Call | None = field(default=None, repr=False)
-
-    @property
-    def predecessor(self) -> RequestState | None:
-        """The same-lineage request this call is compared with, if any."""
-        return self.comparison.predecessor
-
-    @property
-    def session_previous(self) -> RequestState | None:
-        """The conversation's previous request (another head) compared with, if any."""
-        return self.comparison.session_previous
 
 
 class Recorder:

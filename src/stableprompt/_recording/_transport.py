@@ -48,8 +48,9 @@ from .._exceptions import (
     ProviderTimeoutError,
 )
 from .._ledger._usage_record import redact
+from ._call import Pending
 from ._observer import ResponseObserver
-from ._recorder import Pending, Recorder
+from ._recorder import Recorder
 
 __all__ = [
     "PENDING_EXTENSION",
