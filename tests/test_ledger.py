@@ -22,7 +22,9 @@ import pytest
 from stableprompt._exceptions import ConfigurationError, InputError, LedgerError
 from stableprompt._ledger import _ledger, _spill
 from stableprompt._ledger._ledger import COLUMNS, SCHEMA_VERSION, Ledger, LedgerSpillWarning
-from stableprompt._ledger._usage_record import UsageRecord, export_otel, redact
+from stableprompt._ledger._usage_record import UsageRecord
+from stableprompt._redact import redact
+from stableprompt._report._otel import export_otel
 
 FAKE_KEY = "sk-ant-api03-TESTKEY0123456789abcdefghijklmnopqrstuvwxyz-AAAA"
 T0 = datetime(2026, 6, 1, 12, 0, tzinfo=timezone.utc)

@@ -28,7 +28,8 @@ from pathlib import Path
 from typing import Literal
 
 from .._exceptions import LedgerError
-from ._usage_record import UsageRecord, redact
+from .._redact import redact
+from ._usage_record import UsageRecord
 
 try:  # POSIX advisory locks keep spill appends and replays from racing; absent on Windows.
     import fcntl

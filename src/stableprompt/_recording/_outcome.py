@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from .._ledger._usage_record import UsageRecord, redact
+from .._canonical import json_safe
 
 if TYPE_CHECKING:
     from ._call import Pending
@@ -19,17 +19,8 @@ __all__ = [
     "diagnostics_request",
     "error_class_of",
     "failure",
-    "json_safe",
     "raw_usage",
-    "scrubbed",
 ]
-
-_PROVIDER_TEXT = ("error_class", "response_id", "usage_raw", "verdict_detail", "diagnostics")
-"""Record fields holding text the provider sent: scrubbed of secrets and their fragments."""
-_CALLER_TEXT = ("session_id", "scenario", "model", "content")
-"""Record fields holding text the caller wrote: scrubbed of whole secrets (a fragment of a weak
-key, such as a word, may be ordinary text there)."""
-
 
 def failure(error: BaseException | str | None, status_code: int | None, success: bool,
             body: bytes | None, parsed: Any, provider_error: str | None,
@@ -73,27 +64,6 @@ def raw_usage(parsed: Any, detail: dict[str, Any]) -> dict[str, Any] | None:
     if value is not None:
         detail["usage_raw_invalid"] = json_safe(value)
     return None
-
-
-def scrubbed(record: UsageRecord, secrets: tuple[str, ...]) -> UsageRecord:
-    """``record`` with every text field scrubbed of ``secrets`` and key-shaped strings."""
-    update = {name: redact(getattr(record, name), secrets=secrets) for name in _PROVIDER_TEXT}
-    update.update({name: redact(getattr(record, name), secrets=secrets, fragments=False)
-                   for name in _CALLER_TEXT})
-    return record.model_copy(update=update)
-
-
-def json_safe(value: Any) -> Any:
-    """``value`` made JSON-safe for a record (non-finite floats and odd types to strings)."""
-    if isinstance(value, Mapping):
-        return {str(k): json_safe(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [json_safe(v) for v in value]
-    if isinstance(value, float):
-        return value if value == value and abs(value) != float("inf") else str(value)
-    if value is None or isinstance(value, (str, int, bool)):
-        return value
-    return str(value)
 
 
 def error_class_of(error: BaseException | str | None) -> str | None:

@@ -25,7 +25,7 @@ Nothing here raises into the user's call: every step is guarded; a failure is lo
 ``stableprompt.recorder`` logger and the call is still recorded (verdict ``unknown``,
 ``verdict_detail["recorder_error"]``). No HTTP header is stored, and every text the record
 holds is scrubbed of the request's credential header values (and their fragments of 8+
-characters) and of key-shaped strings (:func:`~stableprompt._ledger._usage_record.redact`),
+characters) and of key-shaped strings (:func:`~stableprompt._redact.redact`),
 so an API key a server echoes in an error has nowhere to go.
 """
 
@@ -40,11 +40,12 @@ from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime, timezone
 from typing import Any
 
-from .._canonical import loads
+from .._canonical import json_safe, loads
 from .._exceptions import TokenizerUnavailableError
 from .._ledger._ledger import Ledger
-from .._ledger._usage_record import UsageRecord, Verdict, redact, secrets_in_headers
+from .._ledger._usage_record import UsageRecord, Verdict, scrubbed
 from .._policy import CachePolicy, PolicyTable
+from .._redact import redact, secrets_in_headers
 from .._tokens import ByteTokenizer, SegmentTokenCounter, Tokenizer, get_tokenizer
 from .._usage import CacheUsage
 from .._wire._routing import (
@@ -62,7 +63,7 @@ from ._attribution import Attribution, attribute
 from ._call import Call, Pending, RequestState
 from ._observer import ResponseObserver
 from ._outcome import diagnostics as outcome_diagnostics
-from ._outcome import diagnostics_request, failure, json_safe, raw_usage, scrubbed
+from ._outcome import diagnostics_request, failure, raw_usage
 from ._predecessor import LINEAGE_DEPTH, CallIndex, opening_of
 
 __all__ = [
@@ -178,8 +179,8 @@ class Recorder:
         Args:
             path: URL path, e.g. ``/v1/messages``.
             headers: Request headers: read for the session header and for the credential
-                values to scrub from the record (:func:`~stableprompt._ledger._usage_record.
-                secrets_in_headers`); never stored.
+                values to scrub from the record
+                (:func:`~stableprompt._redact.secrets_in_headers`); never stored.
             body: Exact request body bytes.
             host: URL host, for :func:`provider_for`.
             method: HTTP method; only ``POST`` is recorded.

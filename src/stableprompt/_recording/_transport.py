@@ -47,7 +47,7 @@ from .._exceptions import (
     ProviderHTTPError,
     ProviderTimeoutError,
 )
-from .._ledger._usage_record import redact
+from .._redact import redact
 from ._call import Pending
 from ._observer import ResponseObserver
 from ._recorder import Recorder
