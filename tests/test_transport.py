@@ -26,7 +26,6 @@ from stableprompt._recording._transport import (
     PENDING_EXTENSION,
     AsyncRecordingTransport,
     RecordingTransport,
-    retry_after_s,
 )
 from stableprompt._wire._segmenter import segment_request
 
@@ -616,16 +615,6 @@ def test_default_wrapped_transport_sends_over_real_loopback_http(module: Any) ->
     (record,) = recorder.records
     assert (record.provider, record.wire_format) == ("vllm", "openai-compatible")
     assert record.input_tokens_total == 12 and record.response_id == "chatcmpl-real"
-
-
-def test_retry_after_parsing() -> None:
-    """retry-after-ms wins over retry-after; seconds and HTTP dates are understood."""
-    assert retry_after_s({"retry-after-ms": "1500", "retry-after": "9"}) == 1.5
-    assert retry_after_s({"retry-after": "3"}) == 3.0
-    assert retry_after_s({"retry-after": "Wed, 21 Oct 2015 07:28:10 GMT"},
-                         now=1445412480.0) == 10.0
-    assert retry_after_s({"retry-after": "soon"}) is None
-    assert retry_after_s({}) is None
 
 
 # ---------------------------------------------------------------------------- recorder state

@@ -61,9 +61,8 @@ from .._wire._segmenter import SegmentedRequest, detect_wire_format, segment_req
 from ..providers import parse_response
 from ._attribution import Attribution, attribute
 from ._call import Call, Pending, RequestState
+from ._errors import failure
 from ._observer import ResponseObserver
-from ._outcome import diagnostics as outcome_diagnostics
-from ._outcome import diagnostics_request, failure, raw_usage
 from ._predecessor import LINEAGE_DEPTH, CallIndex, opening_of
 
 __all__ = [
@@ -528,7 +527,7 @@ class Recorder:
             ttft_ms=None if ttft_ms is None else max(ttft_ms, 0.0),
             status_code=status_code if status_code and 100 <= status_code <= 599 else None,
             error_class=error_class,
-            diagnostics=outcome_diagnostics(pending, diagnostics),
+            diagnostics=provider_diagnostics(pending, diagnostics),
             response_id=response_id,
             content=pending.content,
         )
@@ -597,3 +596,42 @@ class Recorder:
         """
         return ResponseObserver(self, pending, status_code=status_code, headers=headers,
                                 content_encoding=content_encoding)
+
+
+# --------------------------------------------------------------------------- record fields
+
+
+def diagnostics_request(wire_format: str, body: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The provider-diagnostics fields a request body asks for (Anthropic ``diagnostics``,
+    OpenAI ``prompt_cache_options.comparison_response_id``), or ``None``."""
+    if wire_format == "anthropic" and isinstance(body.get("diagnostics"), Mapping):
+        return {"diagnostics": dict(body["diagnostics"])}
+    options = body.get("prompt_cache_options")
+    if isinstance(options, Mapping) and "comparison_response_id" in options:
+        return {"comparison_response_id": options["comparison_response_id"]}
+    return None
+
+
+def provider_diagnostics(pending: Pending, received: Any) -> dict[str, Any] | None:
+    """Provider diagnostics stored beside our verdict: what was asked and what came back."""
+    if pending.diagnostics_requested is None and received is None:
+        return None
+    out: dict[str, Any] = {"provider": pending.provider}
+    if pending.diagnostics_requested is not None:
+        out["requested"] = pending.diagnostics_requested
+    out["response"] = received
+    ours = pending.predecessor or pending.session_previous
+    out["our_comparison_response_id"] = None if ours is None else ours.response_id
+    result: dict[str, Any] = json_safe(out)
+    return result
+
+
+def raw_usage(parsed: Any, detail: dict[str, Any]) -> dict[str, Any] | None:
+    """The body's usage object as received, when it could not be parsed (kept for audit)."""
+    value = parsed.get("usage") if isinstance(parsed, Mapping) else None
+    if isinstance(value, Mapping):
+        result: dict[str, Any] = json_safe(value)
+        return result
+    if value is not None:
+        detail["usage_raw_invalid"] = json_safe(value)
+    return None

@@ -1,4 +1,4 @@
-"""Recording transports for httpx and httpx2, and the one place httpx errors become ours.
+"""Recording transports for httpx and httpx2.
 
 :class:`RecordingTransport` / :class:`AsyncRecordingTransport` wrap any transport so that every
 Messages, Chat Completions and Responses call through it is recorded by a
@@ -32,22 +32,13 @@ the body ends, also in the async transport.
 from __future__ import annotations
 
 import contextlib
-import email.utils
 import importlib
-import time
 from collections.abc import AsyncIterator, Iterator
 from types import ModuleType, TracebackType
 from typing import TYPE_CHECKING, Any
 
 import httpx
 
-from .._exceptions import (
-    ProviderConnectionError,
-    ProviderError,
-    ProviderHTTPError,
-    ProviderTimeoutError,
-)
-from .._redact import redact
 from ._call import Pending
 from ._observer import ResponseObserver
 from ._recorder import Recorder
@@ -56,9 +47,6 @@ __all__ = [
     "PENDING_EXTENSION",
     "AsyncRecordingTransport",
     "RecordingTransport",
-    "http_status_error",
-    "map_transport_error",
-    "retry_after_s",
 ]
 
 if TYPE_CHECKING:  # typed as a transport of both stacks, so either Client(transport=...) accepts it
@@ -344,57 +332,3 @@ class AsyncRecordingTransport(_Wrapping, _AsyncBase):
     ) -> None:
         if self._wrapped is not None and hasattr(self._wrapped, "__aexit__"):
             await self._wrapped.__aexit__(exc_type, exc, tb)
-
-
-# --------------------------------------------------------------------------- errors
-
-
-def map_transport_error(exc: BaseException, *, secrets: tuple[str, ...] = ()) -> ProviderError:
-    """Map an httpx/httpx2 exception to :class:`ProviderTimeoutError` (any
-    ``TimeoutException``) or :class:`ProviderConnectionError` (any other transport error).
-
-    Duck-typed on the class hierarchy's names, so both HTTP stacks map the same way. The
-    message is scrubbed of ``secrets`` and of anything key-shaped.
-    """
-    names = {c.__name__ for c in type(exc).__mro__}
-    message = _scrub(f"{type(exc).__name__}: {exc}", secrets)
-    if "TimeoutException" in names:
-        return ProviderTimeoutError(f"request timed out ({message})")
-    return ProviderConnectionError(f"connection to the provider failed ({message})")
-
-
-def http_status_error(
-    status_code: int, body: bytes, *, url: str = "", secrets: tuple[str, ...] = ()
-) -> ProviderHTTPError:
-    """A :class:`ProviderHTTPError` for a non-2xx answer (``retryable`` for 408, 409, 429,
-    5xx), with the body text scrubbed of ``secrets`` and key-shaped strings."""
-    text = _scrub(body[:4000].decode("utf-8", "replace"), secrets)
-    where = f" from {_scrub(url, secrets)}" if url else ""
-    return ProviderHTTPError(
-        f"HTTP {status_code}{where}: {text[:300]}", status_code=status_code, body=text
-    )
-
-
-def _scrub(text: str, secrets: tuple[str, ...]) -> str:
-    return redact(text, secrets=secrets)
-
-
-def retry_after_s(headers: Any, *, now: float | None = None) -> float | None:
-    """Seconds the provider asks to wait: ``retry-after-ms``, else ``retry-after`` (seconds or
-    an HTTP date); ``None`` when absent, unparsable or negative."""
-    try:
-        ms = headers.get("retry-after-ms")
-        if ms is not None:
-            value = float(ms) / 1000.0
-            return value if value >= 0 else None
-        raw = headers.get("retry-after")
-        if raw is None:
-            return None
-        try:
-            value = float(raw)
-        except ValueError:
-            parsed = email.utils.parsedate_to_datetime(str(raw))
-            value = parsed.timestamp() - (time.time() if now is None else now)
-        return value if value >= 0 else None
-    except Exception:
-        return None
