@@ -10,9 +10,7 @@ copies JSON bodies aside, then hands everything to :meth:`Recorder.finish
 
 from __future__ import annotations
 
-import importlib
-import zlib
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from .._canonical import loads
@@ -20,144 +18,21 @@ from .._sse import SSEParser
 from .._usage import CacheUsage
 from .._wire._base import StreamAccumulator
 from ..providers import stream_accumulator
+from ._decoders import ContentDecoder, IdentityDecoder, decoder_for
+from ._http import header
 
 if TYPE_CHECKING:
     from .._ledger._usage_record import UsageRecord
     from ._call import Pending
     from ._recorder import Recorder
 
-__all__ = ["ResponseObserver", "header"]
+__all__ = ["ResponseObserver"]
 
 _MAX_JSON_BYTES = 64 * 1024 * 1024
 _DIAGNOSTIC_EVENTS = frozenset({
     "message_start", "message_delta", "response.completed", "response.incomplete",
     "response.failed",
 })
-
-
-def header(headers: Any, name: str) -> str | None:
-    """Case-insensitive header lookup on an httpx/httpx2 ``Headers`` or a plain mapping;
-    ``None`` when absent or unreadable."""
-    if headers is None:
-        return None
-    try:
-        value = headers.get(name)
-        if value is None and isinstance(headers, Mapping):
-            value = next((v for k, v in headers.items() if str(k).lower() == name), None)
-    except Exception:
-        return None
-    return None if value is None else str(value)
-
-
-def _brotli() -> Any:
-    """A streaming brotli decompressor (``brotli`` or ``brotlicffi``), or ``None``."""
-    for name in ("brotli", "brotlicffi"):
-        try:
-            module = importlib.import_module(name)
-        except ImportError:
-            continue
-        obj = module.Decompressor()
-        step = getattr(obj, "process", None) or obj.decompress  # brotli / brotlicffi
-        return _Codec(step, lambda: b"")
-    return None
-
-
-def _zstd() -> Any:
-    """A streaming zstd decompressor (``zstandard``, several frames), or ``None``."""
-    try:
-        zstandard = importlib.import_module("zstandard")
-    except ImportError:
-        return None
-    state = {"obj": zstandard.ZstdDecompressor().decompressobj()}
-
-    def step(data: bytes) -> bytes:
-        out = state["obj"].decompress(data)
-        while state["obj"].eof and state["obj"].unused_data:
-            rest = state["obj"].unused_data
-            state["obj"] = zstandard.ZstdDecompressor().decompressobj()
-            out += state["obj"].decompress(rest)
-        return bytes(out)
-
-    return _Codec(step, lambda: b"")
-
-
-class _Codec:
-    """One content coding's incremental decoder: ``decompress(data)`` then ``flush()``."""
-
-    def __init__(self, decompress: Callable[[bytes], bytes], flush: Callable[[], bytes]) -> None:
-        self.decompress = decompress
-        self.flush = flush
-
-
-def _zlib(encoding: str) -> _Codec:
-    """gzip, or deflate with the zlib header (or raw deflate, as some servers send)."""
-    deflate = encoding == "deflate"
-    obj: Any = zlib.decompressobj(zlib.MAX_WBITS if deflate else 16 + zlib.MAX_WBITS)
-    state = {"obj": obj, "retried": not deflate}
-
-    def step(data: bytes) -> bytes:
-        try:
-            return bytes(state["obj"].decompress(data))
-        except zlib.error:
-            if state["retried"]:
-                raise
-            state["retried"] = True  # deflate sent without the zlib header
-            state["obj"] = zlib.decompressobj(-zlib.MAX_WBITS)
-            return bytes(state["obj"].decompress(data))
-
-    return _Codec(step, lambda: bytes(state["obj"].flush()))
-
-
-_CODECS: dict[str, Callable[[], Any]] = {
-    "gzip": lambda: _zlib("gzip"),
-    "x-gzip": lambda: _zlib("gzip"),
-    "deflate": lambda: _zlib("deflate"),
-    "br": _brotli,
-    "zstd": _zstd,
-}
-_PACKAGES = {"br": "brotli (or brotlicffi)", "zstd": "zstandard"}
-
-
-class _Decoder:
-    """Incremental Content-Encoding decoder: identity, gzip, deflate (zlib or raw), and ``br``
-    / ``zstd`` when ``brotli``/``brotlicffi`` / ``zstandard`` is installed (the packages
-    httpx itself uses: it only advertises ``br``/``zstd`` when they are).
-
-    Attributes:
-        problem: Why the body cannot be decoded here (an unknown coding or a missing package),
-            else ``None``.
-    """
-
-    def __init__(self, encoding: str) -> None:
-        names = [e.strip().lower() for e in encoding.split(",") if e.strip()]
-        names = [e for e in names if e != "identity"]
-        self.problem: str | None = None
-        self._codecs: list[_Codec] = []
-        for name in reversed(names):  # applied in order: decode the last one first
-            factory = _CODECS.get(name)
-            codec = factory() if factory is not None else None
-            if codec is None:
-                package = _PACKAGES.get(name)
-                self.problem = (
-                    f"content-encoding {name!r} needs the {package} package to be decoded "
-                    "(pip install it): usage unknown" if package else
-                    f"content-encoding {name!r} is not decodable here: usage unknown")
-                self._codecs = []
-                return
-            self._codecs.append(codec)
-
-    def decode(self, data: bytes) -> bytes:
-        for codec in self._codecs:
-            if not data:
-                break
-            data = codec.decompress(data)
-        return data
-
-    def flush(self) -> bytes:
-        data = b""
-        for codec in self._codecs:
-            data = (codec.decompress(data) if data else b"") + codec.flush()
-        return data
 
 
 class ResponseObserver:
@@ -185,8 +60,12 @@ class ResponseObserver:
         content_type = (header(headers, "content-type") or "").lower()
         if content_encoding is None:
             content_encoding = header(headers, "content-encoding") or ""
-        self._decoder = _Decoder(content_encoding)
-        self._problem: str | None = self._decoder.problem
+        self._problem: str | None = None
+        self._decoder: ContentDecoder = IdentityDecoder()
+        try:
+            self._decoder = decoder_for(content_encoding)
+        except LookupError as exc:
+            self._problem = str(exc)
         self._sse = "text/event-stream" in content_type
         self._acc: StreamAccumulator | None = None
         self._buffer: bytearray | None = None

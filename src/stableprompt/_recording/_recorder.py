@@ -62,6 +62,7 @@ from ..providers import parse_response
 from ._attribution import Attribution, attribute
 from ._call import Call, Pending, RequestState
 from ._errors import failure
+from ._http import header
 from ._observer import ResponseObserver
 from ._predecessor import LINEAGE_DEPTH, CallIndex, opening_of
 
@@ -231,7 +232,7 @@ class Recorder:
     def _analyse(self, pending: Pending, body: dict[str, Any], headers: Any, raw: bytes) -> None:
         model = body.get("model")
         pending.model = model if isinstance(model, str) else None
-        pending.session_id = self.session_id or session_from_request(body, headers)
+        pending.session_id = self._session_of(body, headers)
         pending.diagnostics_requested = diagnostics_request(pending.wire_format, body)
         if self.store_content:
             pending.content = raw.decode("utf-8", "replace")
@@ -255,6 +256,11 @@ class Recorder:
         if pending.state is not None:
             self._load_lineage(pending.state.head_fingerprint)
             pending.comparison = self._index.compare(call)
+
+    def _session_of(self, body: Mapping[str, Any], headers: Any) -> str | None:
+        """:attr:`session_id`, else the session the request names (its ``SESSION_HEADER``
+        first, see :func:`session_from_request`)."""
+        return self.session_id or session_from_request(body, header(headers, SESSION_HEADER))
 
     def _lookup_failed(self, exc: BaseException) -> None:
         if not self._lookup_warned:  # once per recorder: a broken ledger must not flood logs
@@ -346,7 +352,7 @@ class Recorder:
                                  head_fingerprint=segmented.head_fingerprint,
                                  segmented=segmented)
             call = Call(ts=state.ts,
-                        session_id=self.session_id or session_from_request(body, headers),
+                        session_id=self._session_of(body, headers),
                         provider=provider_for(host, wire_format, provider or self.provider),
                         wire_format=wire_format, model=model if isinstance(model, str) else None,
                         opening=opening_of(segmented), fingerprint=state.fingerprint,

@@ -32,14 +32,14 @@ the body ends, also in the async transport.
 from __future__ import annotations
 
 import contextlib
-import importlib
 from collections.abc import AsyncIterator, Iterator
-from types import ModuleType, TracebackType
+from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 import httpx
 
 from ._call import Pending
+from ._http import byte_stream_class, in_memory, module_of
 from ._observer import ResponseObserver
 from ._recorder import Recorder
 
@@ -65,33 +65,6 @@ else:  # at run time both stacks only duck-type transports
 PENDING_EXTENSION = "stableprompt.pending"
 """Key of the :class:`Pending` in ``response.extensions``; ``pending.record`` holds the record
 once the body has been read."""
-
-_MODULES: dict[str, ModuleType] = {}
-
-
-def _module_of(obj: Any) -> ModuleType:
-    """``httpx`` or ``httpx2``: the package that defines ``obj``'s class."""
-    root = type(obj).__module__.split(".", 1)[0]
-    module = _MODULES.get(root)
-    if module is None:
-        module = _MODULES[root] = importlib.import_module(root)
-    return module
-
-
-_STREAM_CLASSES: dict[tuple[str, bool], type[Any]] = {}
-
-
-def _stream_class(module: ModuleType, is_async: bool) -> type[Any]:
-    key = (module.__name__, is_async)
-    cls = _STREAM_CLASSES.get(key)
-    if cls is None:
-        if is_async:
-            cls = type("AsyncRecordingStream", (_AsyncStream, module.AsyncByteStream), {})
-        else:
-            cls = type("RecordingStream", (_SyncStream, module.SyncByteStream), {})
-        _STREAM_CLASSES[key] = cls
-    return cls
-
 
 class _Observed:
     """A wrapped response stream and its observer (shared by the sync and async streams)."""
@@ -181,15 +154,17 @@ def _observe(recorder: Recorder, response: Any, pending: Pending, *, is_async: b
     """
     with contextlib.suppress(Exception):  # read-only extensions: the record is still kept
         response.extensions[PENDING_EXTENSION] = pending
-    module = _module_of(response)
     try:
-        in_memory = isinstance(response.stream, module.ByteStream)
+        decoded = in_memory(response)
         observer = recorder.observe(pending, status_code=response.status_code,
                                     headers=response.headers,
-                                    content_encoding="" if in_memory else None)
-        if in_memory:
+                                    content_encoding="" if decoded else None)
+        if decoded:
             return observer
-        response.stream = _stream_class(module, is_async)(response.stream, observer)
+        mixin, name = (_AsyncStream, "AsyncRecordingStream") if is_async else (
+            _SyncStream, "RecordingStream")
+        stream = byte_stream_class(module_of(response), mixin, name=name, is_async=is_async)
+        response.stream = stream(response.stream, observer)
     except Exception as exc:
         recorder.finish(pending, status_code=response.status_code,
                         detail={"observer_error": f"{type(exc).__name__}: {exc}"})
@@ -214,7 +189,7 @@ class _Wrapping:
 
     def _inner(self, request: Any) -> Any:
         if self._wrapped is None:
-            self._wrapped = getattr(_module_of(request), self._default)()
+            self._wrapped = getattr(module_of(request), self._default)()
         return self._wrapped
 
 

@@ -9,8 +9,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from .._recording._observer import header
-
 __all__ = [
     "REQUEST_FORMATS",
     "SESSION_HEADER",
@@ -94,16 +92,17 @@ def endpoint(path: str) -> str | None:
     return None
 
 
-def session_from_request(body: Mapping[str, Any], headers: Any = None) -> str | None:
+def session_from_request(body: Mapping[str, Any], session_header: str | None = None
+                         ) -> str | None:
     """The session id a request names, or ``None``.
 
-    Order: the ``x-stableprompt-session`` header, Anthropic ``metadata.user_id``, then OpenAI
-    ``prompt_cache_key`` unless it is one stableprompt derived from the head fingerprint
-    (``sp-...``: that names a lineage, not a conversation).
+    Order: the ``x-stableprompt-session`` header's value (``session_header``, read by the
+    caller), Anthropic ``metadata.user_id``, then OpenAI ``prompt_cache_key`` unless it is one
+    stableprompt derived from the head fingerprint (``sp-...``: that names a lineage, not a
+    conversation).
     """
-    value = header(headers, SESSION_HEADER)
-    if value:
-        return value
+    if session_header:
+        return session_header
     metadata = body.get("metadata")
     if isinstance(metadata, Mapping) and isinstance(metadata.get("user_id"), str):
         return str(metadata["user_id"])
