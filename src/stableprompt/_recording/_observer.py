@@ -4,14 +4,17 @@ A :class:`ResponseObserver` is fed every raw chunk the caller receives (it copie
 back or changes a byte), decodes ``gzip``/``deflate`` content encodings (``br``/``zstd``
 when their packages are installed, else the usage is unknown with the reason), runs SSE bodies
 through the wire format's stream accumulator (usage, response id, time to first token) and
-copies JSON bodies aside, then hands everything to :meth:`Recorder.finish
-<stableprompt._recording._recorder.Recorder.finish>` when the body ends or the caller stops reading.
+copies JSON bodies aside. When the body ends or the caller stops reading, :meth:`close
+<ResponseObserver.close>` builds one frozen :class:`Observation` and hands it to a
+one-method :class:`ObservationSink` (the recorder's, see :meth:`Recorder.observe
+<stableprompt.Recorder.observe>`). The observer knows nothing of the recorder.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .._canonical import loads
 from .._sse import SSEParser
@@ -23,10 +26,8 @@ from ._http import header
 
 if TYPE_CHECKING:
     from .._ledger._usage_record import UsageRecord
-    from ._call import Pending
-    from ._recorder import Recorder
 
-__all__ = ["ResponseObserver"]
+__all__ = ["Observation", "ObservationSink", "ResponseObserver"]
 
 _MAX_JSON_BYTES = 64 * 1024 * 1024
 _DIAGNOSTIC_EVENTS = frozenset({
@@ -35,27 +36,81 @@ _DIAGNOSTIC_EVENTS = frozenset({
 })
 
 
+@dataclass(frozen=True, slots=True)
+class Observation:
+    """What one response body amounted to, as the observer saw it by :meth:`close
+    <ResponseObserver.close>`.
+
+    Attributes:
+        status_code: HTTP status of the response.
+        body: The whole decoded body of a non-stream response that ended (``None`` for
+            streams, a body cut short, or one that could not be read).
+        usage: Usage read from a stream (or unknown, with the reason, when the body could not
+            be decoded or read), ``None`` for non-stream bodies (parsed from ``body``).
+        response_id: Provider message/response id seen in a stream.
+        diagnostics: Provider cache diagnostics seen in a stream, as received.
+        ttft_ms: Milliseconds from sending to the first content token (streams).
+        error: The exception raised while reading the body, if any.
+        provider_error: The provider's error type when the stream carried an error event.
+        incomplete: Why the body is incomplete (closed early, cut before its final event).
+        detail: Extra evidence for ``verdict_detail`` (``stream``, ``usage_error``,
+            ``observer_error``, ``usage_unknown_reason``).
+    """
+
+    status_code: int
+    body: bytes | None = None
+    usage: CacheUsage | None = None
+    response_id: str | None = None
+    diagnostics: Any = None
+    ttft_ms: float | None = None
+    error: BaseException | None = None
+    provider_error: str | None = None
+    incomplete: str | None = None
+    detail: Mapping[str, Any] = field(default_factory=dict)
+
+
+class ObservationSink(Protocol):
+    """Where an observer hands its :class:`Observation`, once, at :meth:`close
+    <ResponseObserver.close>`; returns the call's record, if one was made."""
+
+    def __call__(self, observation: Observation, /) -> UsageRecord | None: ...
+
+
 class ResponseObserver:
-    """Watches one response body as the caller reads it, then finishes the record.
+    """Watches one response body as the caller reads it, then hands an :class:`Observation`
+    to its sink.
 
     :meth:`feed` each raw chunk exactly as received (it is never modified or delayed); call
     :meth:`close` once at the end (``complete=False`` when the caller stopped early). SSE
     bodies (``text/event-stream``) go through the wire format's stream accumulator (usage,
     response id, TTFT); other bodies are copied aside (up to 64 MiB) and parsed at close.
     Nothing here raises.
+
+    Args:
+        sink: Receives the :class:`Observation` at :meth:`close`.
+        usage_format: Usage parser of the call (wire format name), for the stream accumulator.
+        status_code: HTTP status of the response.
+        headers: Response headers (``content-type``, ``content-encoding``).
+        content_encoding: Overrides the header (``""`` for a body already decoded).
+        clock: Monotonic clock in seconds, for TTFT.
+        started: ``clock()`` reading when the request was sent (seconds).
+        watch_diagnostics: Look for provider cache diagnostics in stream events.
     """
 
     def __init__(
         self,
-        recorder: Recorder,
-        pending: Pending,
+        sink: ObservationSink,
         *,
+        usage_format: str,
         status_code: int,
         headers: Any,
         content_encoding: str | None = None,
+        clock: Callable[[], float],
+        started: float,
+        watch_diagnostics: bool = False,
     ) -> None:
-        self.recorder = recorder
-        self.pending = pending
+        self.sink = sink
+        self.usage_format = usage_format
         self.status_code = status_code
         content_type = (header(headers, "content-type") or "").lower()
         if content_encoding is None:
@@ -72,12 +127,11 @@ class ResponseObserver:
         self._diag: SSEParser | None = None
         self.diagnostics: Any = None
         self.closed = False
+        self._result: UsageRecord | None = None
         try:
             if self._sse:
-                self._acc = stream_accumulator(
-                    pending.usage_format, clock=recorder.monotonic, start=pending.started
-                )
-                if pending.diagnostics_requested is not None:
+                self._acc = stream_accumulator(usage_format, clock=clock, start=started)
+                if watch_diagnostics:
                     self._diag = SSEParser()
             else:
                 self._buffer = bytearray()
@@ -126,7 +180,7 @@ class ResponseObserver:
     def close(
         self, *, complete: bool = True, error: BaseException | None = None
     ) -> UsageRecord | None:
-        """End of the body (idempotent): parse, attribute and store. Never raises.
+        """End of the body (idempotent): hand the :class:`Observation` to the sink.
 
         A response cut before its end (a stream whose accumulator did not see its final
         event, whoever closed it; a JSON body closed early) is recorded as incomplete: verdict
@@ -138,9 +192,12 @@ class ResponseObserver:
         Args:
             complete: False when the caller closed the stream before its end.
             error: An exception raised while reading the body.
+
+        Returns:
+            What the sink returned (the record), also on later calls.
         """
         if self.closed:
-            return self.pending.record
+            return self._result
         self.closed = True
         detail: dict[str, Any] = {}
         usage: CacheUsage | None = None
@@ -173,17 +230,16 @@ class ResponseObserver:
                 incomplete = "the response body was closed before its end"
         if self._problem is not None:
             detail["observer_error"] = self._problem
-            usage = CacheUsage.unknown(self.pending.usage_format, self._problem)
+            usage = CacheUsage.unknown(self.usage_format, self._problem)
         elif acc is not None and usage is None:
-            usage = CacheUsage.unknown(self.pending.usage_format, "stream usage unreadable")
+            usage = CacheUsage.unknown(self.usage_format, "stream usage unreadable")
         if incomplete is not None and usage is not None and (
                 usage.unknown_reason not in (None, incomplete)):
             detail["usage_unknown_reason"] = usage.unknown_reason
-        return self.recorder.finish(
-            self.pending,
+        self._result = self.sink(Observation(
             status_code=self.status_code,
             body=body,
-            usage=usage if 200 <= self.status_code < 300 else None,
+            usage=usage,
             response_id=response_id,
             diagnostics=self.diagnostics,
             ttft_ms=ttft_ms,
@@ -191,4 +247,5 @@ class ResponseObserver:
             provider_error=provider_error,
             incomplete=incomplete,
             detail=detail,
-        )
+        ))
+        return self._result

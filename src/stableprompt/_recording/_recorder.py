@@ -10,7 +10,8 @@ A :class:`Recorder` turns one provider call into one :class:`~stableprompt.Usage
    the longest prefix, seeded from :meth:`Ledger.recent_for_lineage` on first sight of a
    lineage, else the conversation's previous call when its head changed).
 2. A :class:`~stableprompt._recording._observer.ResponseObserver` (:meth:`Recorder.observe`)
-   sees the response bytes as the caller receives them, never holding them back.
+   sees the response bytes as the caller receives them, never holding them back, and at the
+   end hands an :class:`~stableprompt._recording._observer.Observation` to the recorder.
 3. :meth:`Recorder.finish`: parses usage and provider diagnostics, runs
    :func:`~stableprompt._recording._attribution.attribute`, builds the record, appends it to
    :attr:`Recorder.records`, writes it to the ledger and, for a complete successful call only,
@@ -32,6 +33,7 @@ so an API key a server echoes in an error has nowhere to go.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import threading
 import time
@@ -63,7 +65,7 @@ from ._attribution import Attribution, attribute
 from ._call import Call, Pending, RequestState
 from ._errors import failure
 from ._http import header
-from ._observer import ResponseObserver
+from ._observer import Observation, ResponseObserver
 from ._predecessor import LINEAGE_DEPTH, CallIndex, opening_of
 
 __all__ = [
@@ -596,12 +598,34 @@ class Recorder:
         headers: Any,
         content_encoding: str | None = None,
     ) -> ResponseObserver:
-        """A :class:`ResponseObserver` for the response of ``pending``.
+        """A :class:`ResponseObserver` for the response of ``pending``; its close finishes the
+        call (:meth:`finish`) with what it observed.
 
         ``content_encoding`` overrides the header (``""`` for a body already decoded).
         """
-        return ResponseObserver(self, pending, status_code=status_code, headers=headers,
-                                content_encoding=content_encoding)
+        return ResponseObserver(
+            functools.partial(self._finish_observed, pending),
+            usage_format=pending.usage_format, status_code=status_code, headers=headers,
+            content_encoding=content_encoding, clock=self.monotonic, started=pending.started,
+            watch_diagnostics=pending.diagnostics_requested is not None)
+
+    def _finish_observed(self, pending: Pending, observation: Observation) -> UsageRecord | None:
+        """The sink of :meth:`observe`: :meth:`finish` with an observed response (its usage
+        counts only for a 2xx answer)."""
+        status = observation.status_code
+        return self.finish(
+            pending,
+            status_code=status,
+            body=observation.body,
+            usage=observation.usage if 200 <= status < 300 else None,
+            response_id=observation.response_id,
+            diagnostics=observation.diagnostics,
+            ttft_ms=observation.ttft_ms,
+            error=observation.error,
+            provider_error=observation.provider_error,
+            incomplete=observation.incomplete,
+            detail=observation.detail,
+        )
 
 
 # --------------------------------------------------------------------------- record fields
