@@ -32,12 +32,13 @@ the body ends, also in the async transport.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Mapping
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import httpx
 
+from .._ledger._usage_record import UsageRecord
 from ._call import Pending
 from ._http import byte_stream_class, in_memory, module_of
 from ._observer import ResponseObserver
@@ -46,6 +47,7 @@ from ._recorder import Recorder
 __all__ = [
     "PENDING_EXTENSION",
     "AsyncRecordingTransport",
+    "CallRecorder",
     "RecordingTransport",
 ]
 
@@ -65,6 +67,37 @@ else:  # at run time both stacks only duck-type transports
 PENDING_EXTENSION = "stableprompt.pending"
 """Key of the :class:`Pending` in ``response.extensions``; ``pending.record`` holds the record
 once the body has been read."""
+
+class CallRecorder(Protocol):
+    """What a recording transport needs of its recorder (:class:`Recorder` is one): judge a
+    path, start a call, observe its response, and finish a call that got no response.
+
+    Like httpx's ``BaseTransport`` for a client, it lets transport tests pass a stand-in
+    (``tests/conftest.py``'s ``FakeRecorder``).
+    """
+
+    def recordable(self, path: str, method: str = "POST") -> bool:
+        """Whether a call to ``path`` is recorded, from the path alone (no body read)."""
+        ...
+
+    def start(self, path: str, headers: Any = None,
+              body: bytes | bytearray | memoryview | None = None, *, host: str | None = None,
+              method: str = "POST", provider: str | None = None) -> Pending | None:
+        """Register a call about to be sent (``None``: pass it through unrecorded)."""
+        ...
+
+    def observe(self, pending: Pending, *, status_code: int, headers: Any,
+                content_encoding: str | None = None) -> ResponseObserver:
+        """The observer of the response of ``pending`` (its close finishes the call)."""
+        ...
+
+    def finish(self, pending: Pending, *, error: BaseException | str | None = None,
+               status_code: int | None = None, detail: Mapping[str, Any] | None = None
+               ) -> UsageRecord | None:
+        """Finish a call without an observed body: the send raised ``error``, or observing
+        the response failed (``detail``)."""
+        ...
+
 
 class _Observed:
     """A wrapped response stream and its observer (shared by the sync and async streams)."""
@@ -127,7 +160,7 @@ class _AsyncStream(_Observed):
             self._observer.close(complete=self._ended)
 
 
-def _recorded(recorder: Recorder, request: Any) -> bool:
+def _recorded(recorder: CallRecorder, request: Any) -> bool:
     """Whether ``request`` may be recorded, from its method and path alone (no body read)."""
     try:
         return recorder.recordable(str(request.url.path), str(request.method))
@@ -135,7 +168,7 @@ def _recorded(recorder: Recorder, request: Any) -> bool:
         return False
 
 
-def _start(recorder: Recorder, request: Any, body: bytes, provider: str | None
+def _start(recorder: CallRecorder, request: Any, body: bytes, provider: str | None
            ) -> Pending | None:
     url = request.url
     return recorder.start(str(url.path), request.headers, body,
@@ -143,7 +176,7 @@ def _start(recorder: Recorder, request: Any, body: bytes, provider: str | None
                           method=str(request.method), provider=provider)
 
 
-def _observe(recorder: Recorder, response: Any, pending: Pending, *, is_async: bool
+def _observe(recorder: CallRecorder, response: Any, pending: Pending, *, is_async: bool
              ) -> ResponseObserver | None:
     """Attach ``pending`` to ``response`` and observe its body.
 
@@ -178,10 +211,11 @@ class _Wrapping:
     _default: str = "HTTPTransport"
 
     def __init__(
-        self, wrapped: Any = None, *, recorder: Recorder | None = None, provider: str | None = None
+        self, wrapped: Any = None, *, recorder: CallRecorder | None = None,
+        provider: str | None = None,
     ) -> None:
         self._wrapped = wrapped
-        self.recorder = recorder if recorder is not None else Recorder()
+        self.recorder: CallRecorder = recorder if recorder is not None else Recorder()
         self.provider = provider
 
     def __repr__(self) -> str:
@@ -200,7 +234,8 @@ class RecordingTransport(_Wrapping, _SyncBase):
         wrapped: The transport that really sends (``httpx.HTTPTransport``,
             ``httpx2.MockTransport``, ...). ``None``: the request's own module's
             ``HTTPTransport()``, created on first use.
-        recorder: Where calls are recorded (default: a new in-memory :class:`Recorder`).
+        recorder: Where calls are recorded (default: a new in-memory :class:`Recorder`; any
+            :class:`CallRecorder`).
         provider: Provider family of the server behind this transport (``"vllm"``,
             ``"llama-cpp"``, ...) for cache rules and usage parsing; default: the recorder's,
             else inferred from the host and wire format (``_recorder.provider_for``).
