@@ -1,4 +1,4 @@
-"""Tests for predecessor choice, conversations and turns (``_calls.CallIndex``), through the
+"""Tests for predecessor choice, conversations and turns (``_predecessor.CallIndex``), through the
 official anthropic SDK over a RecordingTransport and the fake exact-prefix provider."""
 
 from __future__ import annotations

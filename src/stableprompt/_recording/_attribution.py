@@ -2,7 +2,7 @@
 
 :func:`attribute` compares a request with its same-lineage predecessor (an earlier request with
 the same head fingerprint; the recorder picks the one sharing the longest prefix, see
-``_calls``) and answers two questions:
+``_predecessor``) and answers two questions:
 
 1. **Prediction.** How many input tokens should an exact-prefix cache have read? The tokens of
    the longest common prefix (LCP) with the predecessor, limited to what the provider can read:
