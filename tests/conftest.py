@@ -5,10 +5,13 @@ from __future__ import annotations
 import ipaddress
 import os
 import socket
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import pytest
+
+from stableprompt._recording._call import Pending
+from stableprompt._recording._observer import Observation, ResponseObserver
 
 _real_connect = socket.socket.connect
 _real_connect_ex = socket.socket.connect_ex
@@ -41,6 +44,49 @@ def _offline(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     monkeypatch.setattr(socket.socket, "connect", _guarded(_real_connect))
     monkeypatch.setattr(socket.socket, "connect_ex", _guarded(_real_connect_ex))
     yield
+
+
+class FakeRecorder:
+    """A stand-in for the transports' recorder (``_transport.CallRecorder``), as httpx tests
+    use a ``MockTransport``: it records every path starting with ``/v1/`` and keeps what the
+    transport hands it (bodies sent, observations, finishes without a response)."""
+
+    def __init__(self) -> None:
+        self.bodies: list[bytes] = []
+        self.observations: list[Observation] = []
+        self.finished: list[dict[str, Any]] = []
+
+    def recordable(self, path: str, method: str = "POST") -> bool:
+        return method == "POST" and path.startswith("/v1/")
+
+    def start(self, path: str, headers: Any = None,
+              body: bytes | bytearray | memoryview | None = None, *, host: str | None = None,
+              method: str = "POST", provider: str | None = None) -> Pending | None:
+        self.bodies.append(bytes(body or b""))
+        return Pending(record_id=f"fake-{len(self.bodies)}", ts=0.0, started=0.0, path=path,
+                       wire_format="openai-chat", usage_format="openai-chat",
+                       provider=provider or "fake")
+
+    def observe(self, pending: Pending, *, status_code: int, headers: Any,
+                content_encoding: str | None = None) -> ResponseObserver:
+        def sink(observation: Observation) -> None:
+            self.observations.append(observation)
+
+        return ResponseObserver(sink, usage_format=pending.usage_format,
+                                status_code=status_code, headers=headers,
+                                content_encoding=content_encoding, clock=lambda: 0.0,
+                                started=pending.started)
+
+    def finish(self, pending: Pending, *, error: BaseException | str | None = None,
+               status_code: int | None = None, detail: Mapping[str, Any] | None = None
+               ) -> None:
+        self.finished.append({"error": error, "status_code": status_code, "detail": detail})
+
+
+@pytest.fixture
+def fake_recorder() -> FakeRecorder:
+    """A fresh :class:`FakeRecorder`."""
+    return FakeRecorder()
 
 
 @pytest.fixture(scope="session")

@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 
 from stableprompt import cache_policy, parse_usage
 from stableprompt._policy import CachePolicy
-from stableprompt._recording._attribution import TOLERANCE_FRACTION, RequestState, attribute
+from stableprompt._recording._attribution import TOLERANCE_FRACTION, attribute
+from stableprompt._recording._call import RequestState
 from stableprompt._tokens import ByteTokenizer
 from stableprompt._usage import CacheUsage
 from stableprompt._wire._formats import segment_request

@@ -1,4 +1,4 @@
-"""Tests for predecessor choice, conversations and turns (``_calls.CallIndex``), through the
+"""Tests for predecessor choice, conversations and turns (``_predecessor.CallIndex``), through the
 official anthropic SDK over a RecordingTransport and the fake exact-prefix provider."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from typing import Any
 
 import httpx2
 
-from stableprompt._recording._attribution import RequestState
-from stableprompt._recording._predecessor import RETRY_WINDOW_S, Call, CallIndex
+from stableprompt._recording._call import Call, RequestState
+from stableprompt._recording._predecessor import RETRY_WINDOW_S, CallIndex
 from stableprompt._recording._recorder import Recorder
 from test_transport import SYSTEM, SYSTEM_BLOCKS, FakeProvider, anthropic_sdk
 

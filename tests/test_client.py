@@ -31,6 +31,7 @@ from stableprompt._client import (
     EventStream,
     OpenAIClient,
     OpenAICompatibleClient,
+    retry_after_s,
 )
 from stableprompt._recording._recorder import Recorder
 from test_transport import API_KEY, CHAT_SYSTEM, OPENAI_KEY, SYSTEM, FakeProvider
@@ -482,3 +483,13 @@ def test_async_clients_send_stream_and_retry() -> None:
     assert slept == [0.25]
     assert [r.verdict for r in recorder.records] == ["unknown", "cold", "hit", "cold"]
     assert recorder.records[2].ttft_ms is not None
+
+
+def test_retry_after_parsing() -> None:
+    """retry-after-ms wins over retry-after; seconds and HTTP dates are understood."""
+    assert retry_after_s({"retry-after-ms": "1500", "retry-after": "9"}) == 1.5
+    assert retry_after_s({"retry-after": "3"}) == 3.0
+    assert retry_after_s({"retry-after": "Wed, 21 Oct 2015 07:28:10 GMT"},
+                         now=1445412480.0) == 10.0
+    assert retry_after_s({"retry-after": "soon"}) is None
+    assert retry_after_s({}) is None

@@ -22,7 +22,9 @@ import pytest
 from stableprompt._exceptions import ConfigurationError, InputError, LedgerError
 from stableprompt._ledger import _ledger, _spill
 from stableprompt._ledger._ledger import COLUMNS, SCHEMA_VERSION, Ledger, LedgerSpillWarning
-from stableprompt._ledger._usage_record import UsageRecord, export_otel, redact
+from stableprompt._ledger._usage_record import UsageRecord
+from stableprompt._redact import redact
+from stableprompt._report._otel import export_otel
 
 FAKE_KEY = "sk-ant-api03-TESTKEY0123456789abcdefghijklmnopqrstuvwxyz-AAAA"
 T0 = datetime(2026, 6, 1, 12, 0, tzinfo=timezone.utc)
@@ -779,6 +781,25 @@ def test_redact_scrubs_key_shapes() -> None:
     text = "risk-free task-1234567890abcdefghij sk-short cache_read_tokens=5"
     assert redact(text) == text
     assert redact(None) is None and redact(7) == 7
+
+
+def test_the_ledger_scrubs_every_text_field_of_the_one_scrub_list(tmp_path: Path) -> None:
+    """Every field of the one scrub list (PROVIDER_TEXT + CALLER_TEXT) is scrubbed of
+    key-shaped text when written, the same fields the recorder scrubs."""
+    from stableprompt._ledger._usage_record import CALLER_TEXT, PROVIDER_TEXT
+
+    texts = {"session_id": f"s {FAKE_KEY}", "scenario": f"c {FAKE_KEY}",
+             "model": f"m {FAKE_KEY}", "content": f"b {FAKE_KEY}",
+             "error_class": f"E {FAKE_KEY}", "response_id": f"r {FAKE_KEY}",
+             "usage_raw": {"echo": FAKE_KEY}, "verdict_detail": {"cause": FAKE_KEY},
+             "diagnostics": {"note": FAKE_KEY}}
+    assert set(texts) == {*PROVIDER_TEXT, *CALLER_TEXT}
+    with Ledger(tmp_path / "l.db", store_content=True) as led:
+        led.write(_full_record(**texts))
+        (stored,) = led.records()
+    for name in texts:
+        assert FAKE_KEY not in str(getattr(stored, name)), name
+        assert "[REDACTED]" in str(getattr(stored, name)), name
 
 
 def test_no_api_key_in_db_spill_or_logs(

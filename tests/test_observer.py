@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import gzip
 import json
-import sys
 from typing import Any
 
 import brotli  # type: ignore[import-untyped]
@@ -13,6 +12,7 @@ import httpx2
 import pytest
 import zstandard
 
+from stableprompt._recording import _decoders
 from stableprompt._recording._recorder import Recorder
 from stableprompt._recording._transport import RecordingTransport
 from test_transport import SYSTEM_BLOCKS, FakeProvider, anthropic_sdk, conversation
@@ -57,10 +57,10 @@ def test_compressed_answers_are_decoded_for_usage(encoding: str) -> None:
 def test_brotli_without_its_package_is_unknown_with_the_reason(
     monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Without brotli/brotlicffi importable the usage is unknown and the record says which
-    package would decode it; the caller's answer is untouched."""
-    monkeypatch.setitem(sys.modules, "brotli", None)
-    monkeypatch.setitem(sys.modules, "brotlicffi", None)
+    """Without brotli/brotlicffi importable (``br`` then is not in SUPPORTED_DECODERS, see
+    test_decoders) the usage is unknown and the record says which package would decode it;
+    the caller's answer is untouched."""
+    monkeypatch.delitem(_decoders.SUPPORTED_DECODERS, "br")
     recorder = Recorder(tokenizer="bytes/4")
     assert post_encoded("br", recorder) == CHAT
     (record,) = recorder.records

@@ -9,7 +9,8 @@ from datetime import datetime, timedelta, timezone
 import pydantic
 import pytest
 
-from stableprompt._ledger._usage_record import UsageRecord, WireFormat, redact, secrets_in_headers
+from stableprompt._ledger._usage_record import UsageRecord, WireFormat
+from stableprompt._redact import redact, secrets_in_headers
 from stableprompt.providers import WIRE_FORMATS
 
 

@@ -20,13 +20,13 @@ import httpx2
 import openai
 import pytest
 
+from conftest import FakeRecorder
 from stableprompt import Ledger
 from stableprompt._recording._recorder import Recorder
 from stableprompt._recording._transport import (
     PENDING_EXTENSION,
     AsyncRecordingTransport,
     RecordingTransport,
-    retry_after_s,
 )
 from stableprompt._wire._formats import segment_request
 
@@ -618,16 +618,6 @@ def test_default_wrapped_transport_sends_over_real_loopback_http(module: Any) ->
     assert record.input_tokens_total == 12 and record.response_id == "chatcmpl-real"
 
 
-def test_retry_after_parsing() -> None:
-    """retry-after-ms wins over retry-after; seconds and HTTP dates are understood."""
-    assert retry_after_s({"retry-after-ms": "1500", "retry-after": "9"}) == 1.5
-    assert retry_after_s({"retry-after": "3"}) == 3.0
-    assert retry_after_s({"retry-after": "Wed, 21 Oct 2015 07:28:10 GMT"},
-                         now=1445412480.0) == 10.0
-    assert retry_after_s({"retry-after": "soon"}) is None
-    assert retry_after_s({}) is None
-
-
 # ---------------------------------------------------------------------------- recorder state
 
 
@@ -717,3 +707,48 @@ def test_concurrent_calls_from_threads_are_all_recorded() -> None:
     assert sorted(by_session, key=str) == [f"agent-{i}" for i in range(8)]
     for calls in by_session.values():
         assert sorted(calls) == [(1, "cold"), (2, "hit"), (3, "hit")]
+
+
+# ---------------------------------------------------------------------------- fake recorder
+
+
+def test_the_transport_drives_any_call_recorder(fake_recorder: FakeRecorder) -> None:
+    """With a stand-in recorder: the exact request bytes go to ``start``, a streamed answer
+    reaches the caller unchanged and ends as one Observation with the whole body, a path the
+    recorder declines is not started, and a send error is finished and re-raised unchanged."""
+    chunks = [b'{"id": "chatcmpl-1", ', b'"usage": null}']
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/v1/down/chat/completions":
+            raise httpx.ConnectError("refused", request=request)
+        return httpx.Response(200, content=iter(chunks),
+                              headers={"content-type": "application/json"})
+
+    content = b'{"model": "m", "messages": []}'
+    transport = RecordingTransport(httpx.MockTransport(handler), recorder=fake_recorder)
+    with httpx.Client(transport=transport, base_url="http://provider.test") as client:
+        with client.stream("POST", "/v1/chat/completions", content=content) as response:
+            assert b"".join(response.iter_raw()) == b"".join(chunks)
+        assert client.get("/health").status_code == 200
+        with pytest.raises(httpx.ConnectError, match="refused"):
+            client.post("/v1/down/chat/completions", content=content)
+    assert fake_recorder.bodies == [content, content]
+    (observation,) = fake_recorder.observations
+    assert (observation.status_code, observation.body) == (200, b"".join(chunks))
+    assert observation.incomplete is None and not observation.detail
+    (failed,) = fake_recorder.finished
+    assert isinstance(failed["error"], httpx.ConnectError)
+
+
+def test_a_stream_closed_early_is_observed_as_incomplete(fake_recorder: FakeRecorder) -> None:
+    """A JSON answer the caller closes before reading ends as an Observation saying so."""
+    transport = RecordingTransport(httpx.MockTransport(lambda request: httpx.Response(
+        200, content=iter([b"{}"]), headers={"content-type": "application/json"})),
+        recorder=fake_recorder)
+    with httpx.Client(transport=transport) as client, client.stream(
+            "POST", "http://provider.test/v1/responses", content=b"{}"):
+        pass
+    (observation,) = fake_recorder.observations
+    assert observation.body is None
+    assert observation.incomplete == "the response body was closed before its end"
+    assert observation.detail == {"stream": "closed before the end of the body"}

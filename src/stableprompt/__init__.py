@@ -40,7 +40,7 @@ from ._exceptions import (
     WorkloadUnavailableError,
 )
 from ._ledger._ledger import Ledger, LedgerSpillWarning
-from ._ledger._usage_record import UsageRecord, export_otel
+from ._ledger._usage_record import UsageRecord
 from ._lint._linter import LintFinding, LintPair, LintReport, lint_capture, lint_requests
 from ._policy import CachePolicy, PolicyTable, cache_policy
 from ._prompt._builder import Conversation, PinnedHead, PromptBuilder
@@ -50,6 +50,7 @@ from ._prompt._rendered import RenderedPrompt
 from ._prompt._tools import Repair, Tool, ToolSet
 from ._recording._recorder import Recorder
 from ._recording._transport import AsyncRecordingTransport, RecordingTransport
+from ._report._otel import export_otel
 from ._segment import Segment
 from ._tokens import ByteTokenizer, SegmentTokenCounter, TiktokenTokenizer, Tokenizer, get_tokenizer
 from ._usage import CacheUsage

@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import enum
 import math
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import orjson
 
 from ._exceptions import CanonicalizationError
 
-__all__ = ["MAX_NESTING", "canonical_json", "escape_pointer", "loads", "wire_json"]
+__all__ = ["MAX_NESTING", "canonical_json", "escape_pointer", "json_safe", "loads", "wire_json"]
 
 _PASSTHROUGH = (
     orjson.OPT_PASSTHROUGH_DATACLASS
@@ -153,3 +153,17 @@ def loads(data: bytes | bytearray | memoryview | str) -> Any:
     ``ValueError``) on malformed input; callers wrap it with their own location."""
     return orjson.loads(data)
 
+
+def json_safe(value: Any) -> Any:
+    """``value`` made JSON-safe for a record: mappings (keys as ``str``) and lists are copied,
+    non-finite floats and any other type become their ``str``; ``str``, ``int``, ``bool``,
+    finite floats and ``None`` are kept. Never raises."""
+    if isinstance(value, Mapping):
+        return {str(k): json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(v) for v in value]
+    if isinstance(value, float):
+        return value if value == value and abs(value) != float("inf") else str(value)
+    if value is None or isinstance(value, (str, int, bool)):
+        return value
+    return str(value)

@@ -18,7 +18,7 @@ errors and timeouts (also while reading a non-streaming body), waiting
 ``retry-after-ms``/``retry-after`` when the provider sends it (up to 60 s), else
 ``min(backoff_s * 2**attempt, max_backoff_s)`` scaled by a random factor in ``[0.5, 1.0)``
 (full jitter would allow near-zero waits). A stream is never retried once its
-body started. Errors are mapped in one place (``_transport.map_transport_error`` and
+body started. Errors are mapped in one place (``_recording._errors``: ``map_transport_error`` and
 ``http_status_error``) to :class:`ProviderHTTPError` / :class:`ProviderConnectionError` /
 :class:`ProviderTimeoutError`, whose ``retryable`` says whether a retry could help.
 
@@ -31,6 +31,7 @@ from error messages and reprs.
 from __future__ import annotations
 
 import asyncio
+import email.utils
 import itertools
 import os
 import random
@@ -52,15 +53,10 @@ import httpx
 from ._canonical import loads, wire_json
 from ._exceptions import ConfigurationError, InputError, ProviderError
 from ._ledger._usage_record import UsageRecord
-from ._recording._recorder import Pending, Recorder
-from ._recording._transport import (
-    PENDING_EXTENSION,
-    AsyncRecordingTransport,
-    RecordingTransport,
-    http_status_error,
-    map_transport_error,
-    retry_after_s,
-)
+from ._recording._call import Pending
+from ._recording._errors import http_status_error, map_transport_error
+from ._recording._recorder import Recorder
+from ._recording._transport import PENDING_EXTENSION, AsyncRecordingTransport, RecordingTransport
 from ._sse import SSEParser
 from ._wire import anthropic, openai_responses
 from ._wire._formats import detect, endpoint_path
@@ -85,6 +81,27 @@ ANTHROPIC_VERSION = "2023-06-01"
 DIAGNOSTICS_BETA = anthropic.DIAGNOSTICS_BETA
 
 _MAX_RETRY_AFTER_S = 60.0
+
+
+def retry_after_s(headers: Any, *, now: float | None = None) -> float | None:
+    """Seconds the provider asks to wait: ``retry-after-ms``, else ``retry-after`` (seconds or
+    an HTTP date); ``None`` when absent, unparsable or negative."""
+    try:
+        ms = headers.get("retry-after-ms")
+        if ms is not None:
+            value = float(ms) / 1000.0
+            return value if value >= 0 else None
+        raw = headers.get("retry-after")
+        if raw is None:
+            return None
+        try:
+            value = float(raw)
+        except ValueError:
+            parsed = email.utils.parsedate_to_datetime(str(raw))
+            value = parsed.timestamp() - (time.time() if now is None else now)
+        return value if value >= 0 else None
+    except Exception:
+        return None
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ backend produced the calls (:meth:`Ledger.set_meta`, :meth:`Ledger.meta`).
 Privacy: the database, its ``-wal``/``-shm`` files and spill files are created with mode 0600.
 Request text (``content``) is stored only with ``store_content=True``. Records have no header
 fields; anything shaped like an API key is scrubbed from the free-text fields by
-``_record.redact`` before writing.
+``_usage_record.scrubbed`` before writing.
 """
 
 from __future__ import annotations
@@ -46,6 +46,7 @@ from types import TracebackType
 from typing import IO, Any
 
 from .._exceptions import InputError, LedgerError
+from .._redact import redact
 from ._schema import (
     COLUMNS,
     INSERT_SQL,
@@ -62,7 +63,7 @@ from ._schema import (
 )
 from ._spill import LedgerSpillWarning, SpillFiles, WriteOutcome
 from ._spill import describe as _describe
-from ._usage_record import UsageRecord, redact
+from ._usage_record import UsageRecord, scrubbed
 
 __all__ = ["COLUMNS", "SCHEMA_VERSION", "Ledger", "LedgerSpillWarning", "WriteOutcome"]
 
@@ -266,16 +267,11 @@ class Ledger:
     # ------------------------------------------------------------------ writing
 
     def _prepare(self, record: UsageRecord) -> UsageRecord:
-        return record.model_copy(
-            update={
-                "content": redact(record.content) if self.store_content else None,
-                "usage_raw": redact(record.usage_raw),
-                "diagnostics": redact(record.diagnostics),
-                "verdict_detail": redact(record.verdict_detail),
-                "error_class": redact(record.error_class),
-                "scenario": redact(record.scenario),
-            }
-        )
+        """``record`` as stored: ``content`` dropped unless :attr:`store_content`, every text
+        field scrubbed of key-shaped strings (the one field list of :func:`scrubbed`)."""
+        if not self.store_content and record.content is not None:
+            record = record.model_copy(update={"content": None})
+        return scrubbed(record)
 
     def write(self, record: UsageRecord) -> WriteOutcome:
         """Store one record; never raises for a storage failure and never drops the record.

@@ -29,7 +29,8 @@ from typing import Literal
 
 from .._canonical import canonical_json
 from .._exceptions import LedgerError
-from ._usage_record import UsageRecord, redact
+from .._redact import redact
+from ._usage_record import UsageRecord
 
 try:  # POSIX advisory locks keep spill appends and replays from racing; absent on Windows.
     import fcntl

@@ -1,4 +1,4 @@
-"""UsageRecord: one ledger row per provider call; its JSON line, redaction and OTel span.
+"""UsageRecord: one ledger row per provider call; its JSON line and its scrubbed fields.
 
 A record is what stableprompt knows about one call: when it ran, which conversation and cache
 lineage it belongs to, how its request compares to its same-lineage predecessor (LCP, predicted
@@ -7,34 +7,32 @@ cache reads), what the provider reported (the usage fields mirror ``CacheUsage``
 known), and one attribution verdict. Fields the provider did not send are ``None`` (unknown),
 never 0.
 
-Records carry no HTTP headers, so an API key has no field to live in; the ledger additionally
-scrubs anything key-shaped from the free-text fields before writing (:func:`redact`).
-:func:`export_otel` turns records into OpenTelemetry GenAI spans (``otel`` extra).
+Records carry no HTTP headers, so an API key has no field to live in; the recorder and the
+ledger additionally scrub the free-text fields (:data:`PROVIDER_TEXT`, :data:`CALLER_TEXT`)
+before storing (:func:`scrubbed`, :func:`~stableprompt._redact.redact`).
 """
 
 from __future__ import annotations
 
-import re
 import uuid
-from collections.abc import Iterable, Mapping
-from datetime import datetime, timedelta, timezone
-from typing import Any, Literal, TypeVar
+from collections.abc import Mapping
+from datetime import datetime, timezone
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_validator
 
 from .._canonical import canonical_json
-from .._exceptions import ConfigurationError
+from .._redact import redact
 
 __all__ = [
-    "MIN_SECRET_CHARS",
+    "CALLER_TEXT",
     "OTEL_ATTRIBUTES",
+    "PROVIDER_TEXT",
     "UsageRecord",
     "Verdict",
     "WireFormat",
-    "export_otel",
     "new_record_id",
-    "redact",
-    "secrets_in_headers",
+    "scrubbed",
     "utc_now",
 ]
 
@@ -217,208 +215,17 @@ class UsageRecord(BaseModel):
         return cls.model_validate_json(data)
 
 
-# --------------------------------------------------------------------------- redaction
-
-_REDACTED = "[REDACTED]"
-_SECRET_PATTERNS = (
-    # Anthropic (sk-ant-api03-...), OpenAI (sk-..., sk-proj-...), and other sk- style keys.
-    re.compile(r"(?<![A-Za-z0-9])sk-[A-Za-z0-9_\-]{16,}"),
-    # Google API keys (x-goog-api-key / ?key=).
-    re.compile(r"(?<![A-Za-z0-9])AIza[0-9A-Za-z_\-]{35}"),
-    # A header or assignment naming the key: "x-api-key: ...", "api_key=...", "Bearer ...".
-    re.compile(
-        r"(?i)((?:x-api-key|x-goog-api-key|api[-_]?key|authorization)[\"']?\s*[:=]\s*[\"']?"
-        r"(?:bearer\s+)?)[^\s\"',;}&]+"
-    ),
-    re.compile(r"(?i)(bearer\s+)[A-Za-z0-9._~+/\-]{8,}=*"),
-)
-_SECRET_KEYS = re.compile(
-    r"(?i)^(?:x-api-key|x-goog-api-key|api[-_]?key|authorization|proxy-authorization)$"
-)
-
-_T = TypeVar("_T")
-
-MIN_SECRET_CHARS = 8
-"""Shortest secret :func:`redact` scrubs by value, and the shortest fragment of a longer
-secret it scrubs (characters). Shorter values are not keys; scrubbing them would mangle text."""
+PROVIDER_TEXT = ("error_class", "response_id", "usage_raw", "verdict_detail", "diagnostics")
+"""Record fields holding text the provider sent: scrubbed of secrets and their fragments."""
+CALLER_TEXT = ("session_id", "scenario", "model", "content")
+"""Record fields holding text the caller wrote: scrubbed of whole secrets (a fragment of a weak
+key, such as a word, may be ordinary text there)."""
 
 
-def _redact_text(text: str, secrets: tuple[str, ...], fragments: bool) -> str:
-    for pattern in _SECRET_PATTERNS:  # first: a known key's prefix must not hide a whole key
-        if pattern.groups:
-            text = pattern.sub(lambda m: m.group(1) + _REDACTED, text)
-        else:
-            text = pattern.sub(_REDACTED, text)
-    for secret in secrets:
-        text = _strip_secret(text, secret, fragments)
-    return text
-
-
-def _strip_secret(text: str, secret: str, fragments: bool) -> str:
-    """``text`` with ``secret`` and (``fragments``) every run of at least
-    :data:`MIN_SECRET_CHARS` of its characters (a truncated or partly masked echo) replaced by
-    ``[REDACTED]``."""
-    size = MIN_SECRET_CHARS
-    if len(secret) < size or not text:
-        return text
-    text = text.replace(secret, _REDACTED)
-    if not fragments:
-        return text
-    for start in range(len(secret) - size + 1):
-        window = secret[start : start + size]
-        at = text.find(window)
-        while at >= 0:
-            end = at + size
-            while end < len(text) and start + end - at < len(secret) and (
-                    text[end] == secret[start + end - at]):
-                end += 1
-            text = text[:at] + _REDACTED + text[end:]
-            at = text.find(window, at + len(_REDACTED))
-    return text
-
-
-def secrets_in_headers(headers: Any) -> tuple[str, ...]:
-    """The credential values of a request's headers: the ``Authorization`` /
-    ``Proxy-Authorization`` token (without its scheme), ``x-api-key``, ``api-key`` (Azure),
-    ``x-goog-api-key``; values shorter than :data:`MIN_SECRET_CHARS` are left out.
-
-    Args:
-        headers: An httpx/httpx2 ``Headers`` or any mapping of header names to values
-            (``None``: no secrets).
-
-    Returns:
-        The distinct secret values, longest first (so a key is scrubbed before its fragments).
-    """
-    found: set[str] = set()
-    try:
-        items = list(headers.items()) if headers is not None else []
-    except Exception:
-        return ()
-    for name, value in items:
-        if not isinstance(name, str) or not isinstance(value, str):
-            continue
-        if not _SECRET_KEYS.match(name):
-            continue
-        token = value.strip()
-        scheme, _, rest = token.partition(" ")
-        if rest and scheme.lower() in ("bearer", "basic", "token"):
-            token = rest.strip()
-        if len(token) >= MIN_SECRET_CHARS:
-            found.add(token)
-    return tuple(sorted(found, key=len, reverse=True))
-
-
-def redact(value: _T, *, secrets: Iterable[str] = (), fragments: bool = True) -> _T:
-    """Scrub API keys from a string or a JSON value: known ``secrets`` and key-shaped text.
-
-    Replaced with ``[REDACTED]``: each of ``secrets`` (exact values of at least
-    :data:`MIN_SECRET_CHARS` characters, e.g. the key the request was sent with, and with
-    ``fragments`` every run of at least that many of its characters, as a server echoing part
-    of a key would send);
-    ``sk-...`` keys (Anthropic ``sk-ant-...``, OpenAI ``sk-proj-...``; at least 16 characters
-    after ``sk-``), Google ``AIza...`` keys, the value after ``x-api-key``/``api_key``/
-    ``Authorization`` (``:`` or ``=``), ``Bearer`` tokens, and the whole value of a dict entry
-    whose key is ``x-api-key``, ``api_key``, ``authorization`` (any case). Dict keys and
-    non-string scalars are kept.
-
-    Args:
-        value: A ``str``, or a JSON value (``dict``/``list`` nesting ``str``, numbers, ...).
-        secrets: Exact secret values to remove wherever they occur (see
-            :func:`secrets_in_headers`).
-        fragments: Also remove runs of :data:`MIN_SECRET_CHARS`+ characters of a secret
-            (for provider text; ``False`` for text the caller wrote, such as a request body or
-            a label, where a weak key's word could be ordinary text).
-
-    Returns:
-        A scrubbed copy of the same shape (the input is not modified).
-    """
-    return _redact(value, tuple(sorted(set(secrets), key=len, reverse=True)), fragments)
-
-
-def _redact(value: _T, secrets: tuple[str, ...], fragments: bool) -> _T:
-    if isinstance(value, str):
-        return _redact_text(value, secrets, fragments)  # type: ignore[return-value]
-    if isinstance(value, dict):
-        return {  # type: ignore[return-value]
-            key: (_REDACTED if isinstance(key, str) and _SECRET_KEYS.match(key)
-                  else _redact(item, secrets, fragments))
-            for key, item in value.items()
-        }
-    if isinstance(value, (list, tuple)):
-        return type(value)(_redact(item, secrets, fragments) for item in value)
-    return value
-
-
-# --------------------------------------------------------------------------- OpenTelemetry
-
-_OPERATION = {"gemini": "generate_content"}
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
-_MICROSECOND = timedelta(microseconds=1)
-
-
-def export_otel(records: Iterable[UsageRecord], tracer: Any = None) -> int:
-    """Emit one OpenTelemetry span per record, with GenAI semantic-convention attributes.
-
-    Span name ``"{gen_ai.operation.name} {gen_ai.request.model}"``, kind CLIENT, start at
-    ``ts_utc``, duration ``latency_ms``. Attributes: ``gen_ai.operation.name``,
-    ``gen_ai.provider.name``, ``gen_ai.request.model``, ``gen_ai.response.id``,
-    ``gen_ai.conversation.id``, ``gen_ai.usage.input_tokens`` (inclusive),
-    ``gen_ai.usage.output_tokens``, ``gen_ai.usage.cache_read.input_tokens``,
-    ``gen_ai.usage.cache_creation.input_tokens``, ``error.type``, ``http.response.status_code``,
-    and ours under ``stableprompt.*`` (verdict, lineage, LCP, prediction, ttft). Unknown
-    values are omitted; content is never exported.
-    Source: https://opentelemetry.io/docs/specs/semconv/gen-ai/gen-ai-spans/
-
-    Args:
-        records: Records to export.
-        tracer: An OpenTelemetry ``Tracer``; default ``trace.get_tracer("stableprompt")``.
-
-    Returns:
-        Number of spans emitted.
-
-    Raises:
-        ConfigurationError: opentelemetry is not installed (``pip install 'stableprompt[otel]'``).
-    """
-    try:
-        from opentelemetry import trace
-    except ImportError as exc:
-        raise ConfigurationError(
-            "OpenTelemetry export needs the otel extra: pip install 'stableprompt[otel]'",
-            code="otel-missing",
-        ) from exc
-    if tracer is None:
-        tracer = trace.get_tracer("stableprompt")
-    count = 0
-    for record in records:
-        operation = _OPERATION.get(record.wire_format, "chat")
-        name = f"{operation} {record.model}" if record.model else operation
-        start_ns = (record.ts_utc - _EPOCH) // _MICROSECOND * 1_000
-        span = tracer.start_span(
-            name,
-            kind=trace.SpanKind.CLIENT,
-            start_time=start_ns,
-            attributes=_otel_attributes(record, operation),
-        )
-        if record.error_class is not None:
-            span.set_status(trace.Status(trace.StatusCode.ERROR, redact(record.error_class)))
-        end_ns = start_ns + int((record.latency_ms or 0.0) * 1_000_000)
-        span.end(end_time=end_ns)
-        count += 1
-    return count
-
-
-def _otel_attributes(record: UsageRecord, operation: str) -> dict[str, Any]:
-    clean = record.model_copy(update={"error_class": redact(record.error_class)})
-    attributes: dict[str, Any] = {"gen_ai.operation.name": operation}
-    for field in UsageRecord.model_fields:
-        if field in ("ts_utc", "content", "usage_raw", "diagnostics", "verdict_detail"):
-            continue
-        value = getattr(clean, field)
-        if value is None:
-            continue
-        attributes[OTEL_ATTRIBUTES.get(field, f"stableprompt.{field}")] = value
-    if clean.verdict_detail:
-        attributes["stableprompt.verdict_detail"] = canonical_json(
-            redact(clean.verdict_detail)
-        ).decode("utf-8")
-    return attributes
+def scrubbed(record: UsageRecord, secrets: tuple[str, ...] = ()) -> UsageRecord:
+    """``record`` with every text field (:data:`PROVIDER_TEXT`, :data:`CALLER_TEXT`) scrubbed
+    of ``secrets`` and key-shaped strings (:func:`~stableprompt._redact.redact`)."""
+    update = {name: redact(getattr(record, name), secrets=secrets) for name in PROVIDER_TEXT}
+    update.update({name: redact(getattr(record, name), secrets=secrets, fragments=False)
+                   for name in CALLER_TEXT})
+    return record.model_copy(update=update)

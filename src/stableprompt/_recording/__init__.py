@@ -1,8 +1,12 @@
 """From one HTTP exchange to one UsageRecord.
 
+- ``_http``: duck-typed httpx/httpx2 helpers: header(), module_of(), byte-stream subclassing.
+- ``_errors``: the one place httpx errors and HTTP error answers become ours (client and recorder).
+- ``_decoders``: content-encoding decoders (identity, deflate, gzip, br, zstd), httpx-shaped.
+- ``_call``: RequestState, Call, Comparison, Pending: the values of a call, stage by stage.
 - ``_predecessor``: CallIndex (predecessor, turns, retries).
 - ``_attribution``: attribute(), the prediction and one verdict per call (pure).
-- ``_observer``: ResponseObserver, which watches a response body as it streams.
-- ``_recorder``: Recorder (recordable / start / observe / finish).
-- ``_transport``: RecordingTransport and AsyncRecordingTransport for httpx / httpx2 clients.
+- ``_observer``: ResponseObserver, which watches a body and hands an Observation to a sink.
+- ``_recorder``: Recorder (recordable / start / observe / finish; previous_response_id).
+- ``_transport``: RecordingTransport / AsyncRecordingTransport, typed on a CallRecorder protocol.
 """

@@ -2,7 +2,7 @@
 
 :func:`attribute` compares a request with its same-lineage predecessor (an earlier request with
 the same head fingerprint; the recorder picks the one sharing the longest prefix, see
-``_calls``) and answers two questions:
+``_predecessor``) and answers two questions:
 
 1. **Prediction.** How many input tokens should an exact-prefix cache have read? The tokens of
    the longest common prefix (LCP) with the predecessor, limited to what the provider can read:
@@ -61,13 +61,12 @@ from .._ledger._usage_record import Verdict
 from .._policy import CachePolicy
 from .._segment import Segment
 from .._usage import CacheUsage
-from .._wire._segmenter import SegmentedRequest
+from ._call import RequestState
 
 __all__ = [
     "TOLERANCE_FRACTION",
     "TTL_LABELS_S",
     "Attribution",
-    "RequestState",
     "attribute",
 ]
 
@@ -83,74 +82,6 @@ Relation = Literal["lineage", "session"]
 
 _READLESS: frozenset[str] = frozenset({"cold", "below_minimum", "ttl_expired"})
 """Verdicts that explain reads of at most the prediction (plus the tolerance)."""
-
-
-@dataclass(frozen=True, slots=True)
-class RequestState:
-    """What attribution knows about one request that was sent.
-
-    Attributes:
-        ts: Send time, seconds since the epoch (the recorder's clock).
-        fingerprint: Request fingerprint (``sp1:...``).
-        head_fingerprint: Head fingerprint: the cache lineage.
-        segmented: The segmented request body, or ``None`` when only a ledger row is known
-            (a predecessor from an earlier process without stored content).
-        segment_tokens: Our token estimate per segment (same order as ``segmented.segments``),
-            or ``None`` with ``segmented``.
-        request_tokens: Our token estimate of the whole request, when known.
-        record_id: The ledger ``record_id`` of this request, when it has one.
-        response_id: The provider's message/response id, when known.
-        cached_extent_tokens: Provider-reported ``cache_read + cache_write`` of this request
-            (provider tokens): the length of the longest cache entry it read or wrote. Used to
-            anchor the next prediction on the provider's own count instead of our estimate.
-            ``None`` when the provider does not report writes.
-        cache_read_tokens: Provider-reported cache reads of this request (the entry it read).
-        read_entry_digest: Prefix digest of the entry this request read (from its own hit
-            attribution), so a later request reading the same entry predicts its exact size.
-    """
-
-    ts: float
-    fingerprint: str
-    head_fingerprint: str
-    segmented: SegmentedRequest | None = None
-    segment_tokens: tuple[int, ...] | None = None
-    request_tokens: int | None = None
-    record_id: str | None = None
-    response_id: str | None = None
-    cached_extent_tokens: int | None = None
-    cache_read_tokens: int | None = None
-    read_entry_digest: str | None = None
-
-    @classmethod
-    def of(
-        cls,
-        segmented: SegmentedRequest,
-        segment_tokens: Sequence[int],
-        ts: float,
-        *,
-        record_id: str | None = None,
-        response_id: str | None = None,
-    ) -> RequestState:
-        """Build the state of a request whose body and token counts are known.
-
-        Raises:
-            ValueError: ``segment_tokens`` does not have one count per segment.
-        """
-        tokens = tuple(segment_tokens)
-        if len(tokens) != len(segmented.segments):
-            raise ValueError(
-                f"segment_tokens has {len(tokens)} counts for {len(segmented.segments)} segments"
-            )
-        return cls(
-            ts=ts,
-            fingerprint=segmented.fingerprint,
-            head_fingerprint=segmented.head_fingerprint,
-            segmented=segmented,
-            segment_tokens=tokens,
-            request_tokens=sum(tokens),
-            record_id=record_id,
-            response_id=response_id,
-        )
 
 
 @dataclass(frozen=True, slots=True)

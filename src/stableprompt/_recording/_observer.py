@@ -4,200 +4,131 @@ A :class:`ResponseObserver` is fed every raw chunk the caller receives (it copie
 back or changes a byte), decodes ``gzip``/``deflate`` content encodings (``br``/``zstd``
 when their packages are installed, else the usage is unknown with the reason), runs SSE bodies
 through the wire format's stream accumulator (usage, response id, time to first token) and
-copies JSON bodies aside, then hands everything to :meth:`Recorder.finish
-<stableprompt._recording._recorder.Recorder.finish>` when the body ends or the caller stops reading.
+copies JSON bodies aside. When the body ends or the caller stops reading, :meth:`close
+<ResponseObserver.close>` builds one frozen :class:`Observation` and hands it to a
+one-method :class:`ObservationSink` (the recorder's, see :meth:`Recorder.observe
+<stableprompt.Recorder.observe>`). The observer knows nothing of the recorder.
 """
 
 from __future__ import annotations
 
-import importlib
-import zlib
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .._canonical import loads
 from .._sse import SSEParser
 from .._usage import CacheUsage
 from .._wire._base import StreamAccumulator
+from .._wire._formats import DIAGNOSTIC_EVENTS
 from ..providers import stream_accumulator
+from ._decoders import ContentDecoder, IdentityDecoder, decoder_for
+from ._http import header
 
 if TYPE_CHECKING:
     from .._ledger._usage_record import UsageRecord
-    from ._recorder import Pending, Recorder
 
-__all__ = ["ResponseObserver", "header"]
+__all__ = ["Observation", "ObservationSink", "ResponseObserver"]
 
 _MAX_JSON_BYTES = 64 * 1024 * 1024
-_DIAGNOSTIC_EVENTS = frozenset({
-    "message_start", "message_delta", "response.completed", "response.incomplete",
-    "response.failed",
-})
 
 
-def header(headers: Any, name: str) -> str | None:
-    """Case-insensitive header lookup on an httpx/httpx2 ``Headers`` or a plain mapping;
-    ``None`` when absent or unreadable."""
-    if headers is None:
-        return None
-    try:
-        value = headers.get(name)
-        if value is None and isinstance(headers, Mapping):
-            value = next((v for k, v in headers.items() if str(k).lower() == name), None)
-    except Exception:
-        return None
-    return None if value is None else str(value)
-
-
-def _brotli() -> Any:
-    """A streaming brotli decompressor (``brotli`` or ``brotlicffi``), or ``None``."""
-    for name in ("brotli", "brotlicffi"):
-        try:
-            module = importlib.import_module(name)
-        except ImportError:
-            continue
-        obj = module.Decompressor()
-        step = getattr(obj, "process", None) or obj.decompress  # brotli / brotlicffi
-        return _Codec(step, lambda: b"")
-    return None
-
-
-def _zstd() -> Any:
-    """A streaming zstd decompressor (``zstandard``, several frames), or ``None``."""
-    try:
-        zstandard = importlib.import_module("zstandard")
-    except ImportError:
-        return None
-    state = {"obj": zstandard.ZstdDecompressor().decompressobj()}
-
-    def step(data: bytes) -> bytes:
-        out = state["obj"].decompress(data)
-        while state["obj"].eof and state["obj"].unused_data:
-            rest = state["obj"].unused_data
-            state["obj"] = zstandard.ZstdDecompressor().decompressobj()
-            out += state["obj"].decompress(rest)
-        return bytes(out)
-
-    return _Codec(step, lambda: b"")
-
-
-class _Codec:
-    """One content coding's incremental decoder: ``decompress(data)`` then ``flush()``."""
-
-    def __init__(self, decompress: Callable[[bytes], bytes], flush: Callable[[], bytes]) -> None:
-        self.decompress = decompress
-        self.flush = flush
-
-
-def _zlib(encoding: str) -> _Codec:
-    """gzip, or deflate with the zlib header (or raw deflate, as some servers send)."""
-    deflate = encoding == "deflate"
-    obj: Any = zlib.decompressobj(zlib.MAX_WBITS if deflate else 16 + zlib.MAX_WBITS)
-    state = {"obj": obj, "retried": not deflate}
-
-    def step(data: bytes) -> bytes:
-        try:
-            return bytes(state["obj"].decompress(data))
-        except zlib.error:
-            if state["retried"]:
-                raise
-            state["retried"] = True  # deflate sent without the zlib header
-            state["obj"] = zlib.decompressobj(-zlib.MAX_WBITS)
-            return bytes(state["obj"].decompress(data))
-
-    return _Codec(step, lambda: bytes(state["obj"].flush()))
-
-
-_CODECS: dict[str, Callable[[], Any]] = {
-    "gzip": lambda: _zlib("gzip"),
-    "x-gzip": lambda: _zlib("gzip"),
-    "deflate": lambda: _zlib("deflate"),
-    "br": _brotli,
-    "zstd": _zstd,
-}
-_PACKAGES = {"br": "brotli (or brotlicffi)", "zstd": "zstandard"}
-
-
-class _Decoder:
-    """Incremental Content-Encoding decoder: identity, gzip, deflate (zlib or raw), and ``br``
-    / ``zstd`` when ``brotli``/``brotlicffi`` / ``zstandard`` is installed (the packages
-    httpx itself uses: it only advertises ``br``/``zstd`` when they are).
+@dataclass(frozen=True, slots=True)
+class Observation:
+    """What one response body amounted to, as the observer saw it by :meth:`close
+    <ResponseObserver.close>`.
 
     Attributes:
-        problem: Why the body cannot be decoded here (an unknown coding or a missing package),
-            else ``None``.
+        status_code: HTTP status of the response.
+        body: The whole decoded body of a non-stream response that ended (``None`` for
+            streams, a body cut short, or one that could not be read).
+        usage: Usage read from a stream (or unknown, with the reason, when the body could not
+            be decoded or read), ``None`` for non-stream bodies (parsed from ``body``).
+        response_id: Provider message/response id seen in a stream.
+        diagnostics: Provider cache diagnostics seen in a stream, as received.
+        ttft_ms: Milliseconds from sending to the first content token (streams).
+        error: The exception raised while reading the body, if any.
+        provider_error: The provider's error type when the stream carried an error event.
+        incomplete: Why the body is incomplete (closed early, cut before its final event).
+        detail: Extra evidence for ``verdict_detail`` (``stream``, ``usage_error``,
+            ``observer_error``, ``usage_unknown_reason``).
     """
 
-    def __init__(self, encoding: str) -> None:
-        names = [e.strip().lower() for e in encoding.split(",") if e.strip()]
-        names = [e for e in names if e != "identity"]
-        self.problem: str | None = None
-        self._codecs: list[_Codec] = []
-        for name in reversed(names):  # applied in order: decode the last one first
-            factory = _CODECS.get(name)
-            codec = factory() if factory is not None else None
-            if codec is None:
-                package = _PACKAGES.get(name)
-                self.problem = (
-                    f"content-encoding {name!r} needs the {package} package to be decoded "
-                    "(pip install it): usage unknown" if package else
-                    f"content-encoding {name!r} is not decodable here: usage unknown")
-                self._codecs = []
-                return
-            self._codecs.append(codec)
+    status_code: int
+    body: bytes | None = None
+    usage: CacheUsage | None = None
+    response_id: str | None = None
+    diagnostics: Any = None
+    ttft_ms: float | None = None
+    error: BaseException | None = None
+    provider_error: str | None = None
+    incomplete: str | None = None
+    detail: Mapping[str, Any] = field(default_factory=dict)
 
-    def decode(self, data: bytes) -> bytes:
-        for codec in self._codecs:
-            if not data:
-                break
-            data = codec.decompress(data)
-        return data
 
-    def flush(self) -> bytes:
-        data = b""
-        for codec in self._codecs:
-            data = (codec.decompress(data) if data else b"") + codec.flush()
-        return data
+class ObservationSink(Protocol):
+    """Where an observer hands its :class:`Observation`, once, at :meth:`close
+    <ResponseObserver.close>`; returns the call's record, if one was made."""
+
+    def __call__(self, observation: Observation, /) -> UsageRecord | None: ...
 
 
 class ResponseObserver:
-    """Watches one response body as the caller reads it, then finishes the record.
+    """Watches one response body as the caller reads it, then hands an :class:`Observation`
+    to its sink.
 
     :meth:`feed` each raw chunk exactly as received (it is never modified or delayed); call
     :meth:`close` once at the end (``complete=False`` when the caller stopped early). SSE
     bodies (``text/event-stream``) go through the wire format's stream accumulator (usage,
     response id, TTFT); other bodies are copied aside (up to 64 MiB) and parsed at close.
     Nothing here raises.
+
+    Args:
+        sink: Receives the :class:`Observation` at :meth:`close`.
+        usage_format: Usage parser of the call (wire format name), for the stream accumulator.
+        status_code: HTTP status of the response.
+        headers: Response headers (``content-type``, ``content-encoding``).
+        content_encoding: Overrides the header (``""`` for a body already decoded).
+        clock: Monotonic clock in seconds, for TTFT.
+        started: ``clock()`` reading when the request was sent (seconds).
+        watch_diagnostics: Look for provider cache diagnostics in stream events.
     """
 
     def __init__(
         self,
-        recorder: Recorder,
-        pending: Pending,
+        sink: ObservationSink,
         *,
+        usage_format: str,
         status_code: int,
         headers: Any,
         content_encoding: str | None = None,
+        clock: Callable[[], float],
+        started: float,
+        watch_diagnostics: bool = False,
     ) -> None:
-        self.recorder = recorder
-        self.pending = pending
+        self.sink = sink
+        self.usage_format = usage_format
         self.status_code = status_code
         content_type = (header(headers, "content-type") or "").lower()
         if content_encoding is None:
             content_encoding = header(headers, "content-encoding") or ""
-        self._decoder = _Decoder(content_encoding)
-        self._problem: str | None = self._decoder.problem
+        self._problem: str | None = None
+        self._decoder: ContentDecoder = IdentityDecoder()
+        try:
+            self._decoder = decoder_for(content_encoding)
+        except LookupError as exc:
+            self._problem = str(exc)
         self._sse = "text/event-stream" in content_type
         self._acc: StreamAccumulator | None = None
         self._buffer: bytearray | None = None
         self._diag: SSEParser | None = None
         self.diagnostics: Any = None
         self.closed = False
+        self._result: UsageRecord | None = None
         try:
             if self._sse:
-                self._acc = stream_accumulator(
-                    pending.usage_format, clock=recorder.monotonic, start=pending.started
-                )
-                if pending.diagnostics_requested is not None:
+                self._acc = stream_accumulator(usage_format, clock=clock, start=started)
+                if watch_diagnostics:
                     self._diag = SSEParser()
             else:
                 self._buffer = bytearray()
@@ -229,7 +160,7 @@ class ResponseObserver:
                 self._buffer += data
 
     def _diagnose(self, name: str, data: str) -> None:
-        if name not in _DIAGNOSTIC_EVENTS:
+        if name not in DIAGNOSTIC_EVENTS:
             return
         try:
             obj = loads(data)
@@ -246,7 +177,7 @@ class ResponseObserver:
     def close(
         self, *, complete: bool = True, error: BaseException | None = None
     ) -> UsageRecord | None:
-        """End of the body (idempotent): parse, attribute and store. Never raises.
+        """End of the body (idempotent): hand the :class:`Observation` to the sink.
 
         A response cut before its end (a stream whose accumulator did not see its final
         event, whoever closed it; a JSON body closed early) is recorded as incomplete: verdict
@@ -258,9 +189,12 @@ class ResponseObserver:
         Args:
             complete: False when the caller closed the stream before its end.
             error: An exception raised while reading the body.
+
+        Returns:
+            What the sink returned (the record), also on later calls.
         """
         if self.closed:
-            return self.pending.record
+            return self._result
         self.closed = True
         detail: dict[str, Any] = {}
         usage: CacheUsage | None = None
@@ -293,17 +227,16 @@ class ResponseObserver:
                 incomplete = "the response body was closed before its end"
         if self._problem is not None:
             detail["observer_error"] = self._problem
-            usage = CacheUsage.unknown(self.pending.usage_format, self._problem)
+            usage = CacheUsage.unknown(self.usage_format, self._problem)
         elif acc is not None and usage is None:
-            usage = CacheUsage.unknown(self.pending.usage_format, "stream usage unreadable")
+            usage = CacheUsage.unknown(self.usage_format, "stream usage unreadable")
         if incomplete is not None and usage is not None and (
                 usage.unknown_reason not in (None, incomplete)):
             detail["usage_unknown_reason"] = usage.unknown_reason
-        return self.recorder.finish(
-            self.pending,
+        self._result = self.sink(Observation(
             status_code=self.status_code,
             body=body,
-            usage=usage if 200 <= self.status_code < 300 else None,
+            usage=usage,
             response_id=response_id,
             diagnostics=self.diagnostics,
             ttft_ms=ttft_ms,
@@ -311,4 +244,5 @@ class ResponseObserver:
             provider_error=provider_error,
             incomplete=incomplete,
             detail=detail,
-        )
+        ))
+        return self._result

@@ -31,9 +31,9 @@ from typing import Any
 from .._diff import first_divergent_index
 from .._segment import Segment
 from .._wire._segmenter import SegmentedRequest
-from ._attribution import RequestState
+from ._call import Call, Comparison, RequestState
 
-__all__ = ["LINEAGE_DEPTH", "RETRY_WINDOW_S", "Call", "CallIndex", "Comparison", "opening_of"]
+__all__ = ["LINEAGE_DEPTH", "RETRY_WINDOW_S", "CallIndex", "common_segments", "opening_of"]
 
 LINEAGE_DEPTH = 32
 """Successful calls kept per cache lineage as predecessor candidates."""
@@ -51,62 +51,6 @@ def opening_of(segmented: SegmentedRequest | None) -> str | None:
     if segmented is None:
         return None
     return next((s.digest for s in segmented.segments if s.kind == "message"), None)
-
-
-@dataclass(frozen=True, slots=True)
-class Call:
-    """One call as the index sees it.
-
-    Attributes:
-        ts: Send time, epoch seconds.
-        session_id: Named session, or ``None``.
-        provider: Provider family.
-        wire_format: Request format (``anthropic``, ``openai-chat``, ``openai-responses``).
-        model: Requested model, if any.
-        opening: :func:`opening_of` the request.
-        fingerprint: Request fingerprint, ``None`` when the body could not be segmented.
-        state: What attribution needs (``None`` when the body could not be analysed).
-        turn: Turn number given by :meth:`CallIndex.begin`.
-    """
-
-    ts: float
-    session_id: str | None
-    provider: str
-    wire_format: str
-    model: str | None
-    opening: str | None
-    fingerprint: str | None = None
-    state: RequestState | None = None
-    turn: int | None = None
-
-    def same_conversation(self, other: Call) -> bool:
-        """Same named session; without session ids: same wire format, model and opening."""
-        if self.session_id is not None or other.session_id is not None:
-            return self.session_id == other.session_id
-        return (self.opening is not None and self.opening == other.opening
-                and self.wire_format == other.wire_format and self.model == other.model)
-
-
-@dataclass(frozen=True, slots=True)
-class Comparison:
-    """What a request is compared with (at most one of the two is set).
-
-    Attributes:
-        predecessor: The chosen same-lineage call's state.
-        other_conversation: ``predecessor`` belongs to another conversation.
-        session_previous: The conversation's previous successful call, whose head differs.
-        common_segments: Segments shared with ``predecessor`` (0 without one).
-    """
-
-    predecessor: RequestState | None = None
-    other_conversation: bool = False
-    session_previous: RequestState | None = None
-    common_segments: int = 0
-
-    @property
-    def base(self) -> RequestState | None:
-        """The compared request, if any."""
-        return self.predecessor or self.session_previous
 
 
 def common_segments(base: RequestState, segments: Sequence[Segment]) -> int:

@@ -10,7 +10,8 @@ A :class:`Recorder` turns one provider call into one :class:`~stableprompt.Usage
    the longest prefix, seeded from :meth:`Ledger.recent_for_lineage` on first sight of a
    lineage, else the conversation's previous call when its head changed).
 2. A :class:`~stableprompt._recording._observer.ResponseObserver` (:meth:`Recorder.observe`)
-   sees the response bytes as the caller receives them, never holding them back.
+   sees the response bytes as the caller receives them, never holding them back, and at the
+   end hands an :class:`~stableprompt._recording._observer.Observation` to the recorder.
 3. :meth:`Recorder.finish`: parses usage and provider diagnostics, runs
    :func:`~stableprompt._recording._attribution.attribute`, builds the record, appends it to
    :attr:`Recorder.records`, writes it to the ledger and, for a complete successful call only,
@@ -25,32 +26,34 @@ Nothing here raises into the user's call: every step is guarded; a failure is lo
 ``stableprompt.recorder`` logger and the call is still recorded (verdict ``unknown``,
 ``verdict_detail["recorder_error"]``). No HTTP header is stored, and every text the record
 holds is scrubbed of the request's credential header values (and their fragments of 8+
-characters) and of key-shaped strings (:func:`~stableprompt._ledger._usage_record.redact`),
+characters) and of key-shaped strings (:func:`~stableprompt._redact.redact`),
 so an API key a server echoes in an error has nowhere to go.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from .._canonical import loads
+from .._canonical import json_safe, loads
 from .._exceptions import TokenizerUnavailableError
 from .._ledger._ledger import Ledger
-from .._ledger._usage_record import UsageRecord, Verdict, redact, secrets_in_headers
+from .._ledger._usage_record import UsageRecord, Verdict, scrubbed
 from .._policy import CachePolicy, PolicyTable
+from .._redact import redact, secrets_in_headers
 from .._tokens import ByteTokenizer, SegmentTokenCounter, Tokenizer, get_tokenizer
 from .._usage import CacheUsage
 from .._wire._formats import (
     REQUEST_FORMATS,
     detect,
+    diagnostics_request,
     endpoint,
     provider_for,
     request_format,
@@ -60,13 +63,14 @@ from .._wire._formats import (
 )
 from .._wire._segmenter import SegmentedRequest
 from ..providers import parse_response
-from ._attribution import Attribution, RequestState, attribute
-from ._observer import ResponseObserver, header
-from ._outcome import diagnostics as outcome_diagnostics
-from ._outcome import diagnostics_request, failure, json_safe, raw_usage, scrubbed
-from ._predecessor import LINEAGE_DEPTH, Call, CallIndex, Comparison, opening_of
+from ._attribution import Attribution, attribute
+from ._call import Call, Pending, RequestState
+from ._errors import failure
+from ._http import header
+from ._observer import Observation, ResponseObserver
+from ._predecessor import LINEAGE_DEPTH, CallIndex, opening_of
 
-__all__ = ["SESSION_HEADER", "Pending", "Recorder", "session_from_request"]
+__all__ = ["SESSION_HEADER", "Recorder", "session_from_request"]
 
 _log = logging.getLogger("stableprompt.recorder")
 
@@ -86,65 +90,6 @@ def session_from_request(body: Mapping[str, Any], headers: Any = None) -> str | 
         return value
     hint = session_hint(body)
     return hint[0] if hint is not None and hint[1] else None
-
-
-@dataclass(eq=False)
-class Pending:
-    """A call in flight: everything :meth:`Recorder.finish` needs, taken before sending.
-
-    Attributes:
-        record_id: The record id this call will get.
-        ts: Send time, seconds since the epoch (the recorder's clock).
-        started: Monotonic clock reading at send time (seconds), for latency and TTFT.
-        path: URL path.
-        wire_format: Request format (``anthropic``, ``openai-chat``, ``openai-responses``).
-        usage_format: Usage parser (see :func:`~stableprompt._wire._formats.usage_format`).
-        provider: Provider family.
-        model: Requested model, if any.
-        session_id: Session id recorded, if any (``None``: no session named; the
-            conversation is then recognized by its first message, see ``_calls``).
-        turn: 1-based turn of the request in its conversation (a named session resumed in a
-            new process continues from its ledger rows); a retry keeps its turn.
-        retry: The request repeats its conversation's previous request (same fingerprint,
-            within ``_calls.RETRY_WINDOW_S``).
-        state: The request as attribution sees it, ``None`` when it could not be segmented.
-        comparison: What the request is compared with (predecessor or session_previous).
-        diagnostics_requested: The provider-diagnostics request fields in the body, if any.
-        content: Request body text when ``store_content`` is on.
-        problem: Why the request could not be analysed, if it could not.
-        record: The record, once finished.
-    """
-
-    record_id: str
-    ts: float
-    started: float
-    path: str
-    wire_format: str
-    usage_format: str
-    provider: str
-    model: str | None = None
-    session_id: str | None = None
-    turn: int | None = None
-    retry: bool = False
-    state: RequestState | None = None
-    comparison: Comparison = field(default_factory=Comparison)
-    diagnostics_requested: dict[str, Any] | None = None
-    content: str | None = None
-    problem: str | None = None
-    record: UsageRecord | None = None
-    finished: bool = field(default=False, repr=False)
-    secrets: tuple[str, ...] = field(default=(), repr=False)
-    call: Call | None = field(default=None, repr=False)
-
-    @property
-    def predecessor(self) -> RequestState | None:
-        """The same-lineage request this call is compared with, if any."""
-        return self.comparison.predecessor
-
-    @property
-    def session_previous(self) -> RequestState | None:
-        """The conversation's previous request (another head) compared with, if any."""
-        return self.comparison.session_previous
 
 
 class Recorder:
@@ -249,8 +194,8 @@ class Recorder:
         Args:
             path: URL path, e.g. ``/v1/messages``.
             headers: Request headers: read for the session header and for the credential
-                values to scrub from the record (:func:`~stableprompt._ledger._usage_record.
-                secrets_in_headers`); never stored.
+                values to scrub from the record
+                (:func:`~stableprompt._redact.secrets_in_headers`); never stored.
             body: Exact request body bytes.
             host: URL host, for :func:`provider_for`.
             method: HTTP method; only ``POST`` is recorded.
@@ -302,7 +247,7 @@ class Recorder:
     def _analyse(self, pending: Pending, body: dict[str, Any], headers: Any, raw: bytes) -> None:
         model = body.get("model")
         pending.model = model if isinstance(model, str) else None
-        pending.session_id = self.session_id or session_from_request(body, headers)
+        pending.session_id = self._session_of(body, headers)
         pending.diagnostics_requested = diagnostics_request(pending.wire_format, body)
         if self.store_content:
             pending.content = raw.decode("utf-8", "replace")
@@ -326,6 +271,11 @@ class Recorder:
         if pending.state is not None:
             self._load_lineage(pending.state.head_fingerprint)
             pending.comparison = self._index.compare(call)
+
+    def _session_of(self, body: Mapping[str, Any], headers: Any) -> str | None:
+        """:attr:`session_id`, else the session the request names (its ``SESSION_HEADER``
+        first, see :func:`session_from_request`)."""
+        return self.session_id or session_from_request(body, headers)
 
     def _lookup_failed(self, exc: BaseException) -> None:
         if not self._lookup_warned:  # once per recorder: a broken ledger must not flood logs
@@ -417,7 +367,7 @@ class Recorder:
                                  head_fingerprint=segmented.head_fingerprint,
                                  segmented=segmented)
             call = Call(ts=state.ts,
-                        session_id=self.session_id or session_from_request(body, headers),
+                        session_id=self._session_of(body, headers),
                         provider=provider_for(host, wire_format, provider or self.provider),
                         wire_format=wire_format, model=model if isinstance(model, str) else None,
                         opening=opening_of(segmented), fingerprint=state.fingerprint,
@@ -598,7 +548,7 @@ class Recorder:
             ttft_ms=None if ttft_ms is None else max(ttft_ms, 0.0),
             status_code=status_code if status_code and 100 <= status_code <= 599 else None,
             error_class=error_class,
-            diagnostics=outcome_diagnostics(pending, diagnostics),
+            diagnostics=provider_diagnostics(pending, diagnostics),
             response_id=response_id,
             content=pending.content,
         )
@@ -661,9 +611,59 @@ class Recorder:
         headers: Any,
         content_encoding: str | None = None,
     ) -> ResponseObserver:
-        """A :class:`ResponseObserver` for the response of ``pending``.
+        """A :class:`ResponseObserver` for the response of ``pending``; its close finishes the
+        call (:meth:`finish`) with what it observed.
 
         ``content_encoding`` overrides the header (``""`` for a body already decoded).
         """
-        return ResponseObserver(self, pending, status_code=status_code, headers=headers,
-                                content_encoding=content_encoding)
+        return ResponseObserver(
+            functools.partial(self._finish_observed, pending),
+            usage_format=pending.usage_format, status_code=status_code, headers=headers,
+            content_encoding=content_encoding, clock=self.monotonic, started=pending.started,
+            watch_diagnostics=pending.diagnostics_requested is not None)
+
+    def _finish_observed(self, pending: Pending, observation: Observation) -> UsageRecord | None:
+        """The sink of :meth:`observe`: :meth:`finish` with an observed response (its usage
+        counts only for a 2xx answer)."""
+        status = observation.status_code
+        return self.finish(
+            pending,
+            status_code=status,
+            body=observation.body,
+            usage=observation.usage if 200 <= status < 300 else None,
+            response_id=observation.response_id,
+            diagnostics=observation.diagnostics,
+            ttft_ms=observation.ttft_ms,
+            error=observation.error,
+            provider_error=observation.provider_error,
+            incomplete=observation.incomplete,
+            detail=observation.detail,
+        )
+
+
+# --------------------------------------------------------------------------- record fields
+
+
+def provider_diagnostics(pending: Pending, received: Any) -> dict[str, Any] | None:
+    """Provider diagnostics stored beside our verdict: what was asked and what came back."""
+    if pending.diagnostics_requested is None and received is None:
+        return None
+    out: dict[str, Any] = {"provider": pending.provider}
+    if pending.diagnostics_requested is not None:
+        out["requested"] = pending.diagnostics_requested
+    out["response"] = received
+    ours = pending.predecessor or pending.session_previous
+    out["our_comparison_response_id"] = None if ours is None else ours.response_id
+    result: dict[str, Any] = json_safe(out)
+    return result
+
+
+def raw_usage(parsed: Any, detail: dict[str, Any]) -> dict[str, Any] | None:
+    """The body's usage object as received, when it could not be parsed (kept for audit)."""
+    value = parsed.get("usage") if isinstance(parsed, Mapping) else None
+    if isinstance(value, Mapping):
+        result: dict[str, Any] = json_safe(value)
+        return result
+    if value is not None:
+        detail["usage_raw_invalid"] = json_safe(value)
+    return None

@@ -1,4 +1,4 @@
-"""Recording transports for httpx and httpx2, and the one place httpx errors become ours.
+"""Recording transports for httpx and httpx2.
 
 :class:`RecordingTransport` / :class:`AsyncRecordingTransport` wrap any transport so that every
 Messages, Chat Completions and Responses call through it is recorded by a
@@ -32,32 +32,23 @@ the body ends, also in the async transport.
 from __future__ import annotations
 
 import contextlib
-import email.utils
-import importlib
-import time
-from collections.abc import AsyncIterator, Iterator
-from types import ModuleType, TracebackType
-from typing import TYPE_CHECKING, Any
+from collections.abc import AsyncIterator, Iterator, Mapping
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Protocol
 
 import httpx
 
-from .._exceptions import (
-    ProviderConnectionError,
-    ProviderError,
-    ProviderHTTPError,
-    ProviderTimeoutError,
-)
-from .._ledger._usage_record import redact
+from .._ledger._usage_record import UsageRecord
+from ._call import Pending
+from ._http import byte_stream_class, in_memory, module_of
 from ._observer import ResponseObserver
-from ._recorder import Pending, Recorder
+from ._recorder import Recorder
 
 __all__ = [
     "PENDING_EXTENSION",
     "AsyncRecordingTransport",
+    "CallRecorder",
     "RecordingTransport",
-    "http_status_error",
-    "map_transport_error",
-    "retry_after_s",
 ]
 
 if TYPE_CHECKING:  # typed as a transport of both stacks, so either Client(transport=...) accepts it
@@ -77,31 +68,35 @@ PENDING_EXTENSION = "stableprompt.pending"
 """Key of the :class:`Pending` in ``response.extensions``; ``pending.record`` holds the record
 once the body has been read."""
 
-_MODULES: dict[str, ModuleType] = {}
+class CallRecorder(Protocol):
+    """What a recording transport needs of its recorder (:class:`Recorder` is one): judge a
+    path, start a call, observe its response, and finish a call that got no response.
 
+    Like httpx's ``BaseTransport`` for a client, it lets transport tests pass a stand-in
+    (``tests/conftest.py``'s ``FakeRecorder``).
+    """
 
-def _module_of(obj: Any) -> ModuleType:
-    """``httpx`` or ``httpx2``: the package that defines ``obj``'s class."""
-    root = type(obj).__module__.split(".", 1)[0]
-    module = _MODULES.get(root)
-    if module is None:
-        module = _MODULES[root] = importlib.import_module(root)
-    return module
+    def recordable(self, path: str, method: str = "POST") -> bool:
+        """Whether a call to ``path`` is recorded, from the path alone (no body read)."""
+        ...
 
+    def start(self, path: str, headers: Any = None,
+              body: bytes | bytearray | memoryview | None = None, *, host: str | None = None,
+              method: str = "POST", provider: str | None = None) -> Pending | None:
+        """Register a call about to be sent (``None``: pass it through unrecorded)."""
+        ...
 
-_STREAM_CLASSES: dict[tuple[str, bool], type[Any]] = {}
+    def observe(self, pending: Pending, *, status_code: int, headers: Any,
+                content_encoding: str | None = None) -> ResponseObserver:
+        """The observer of the response of ``pending`` (its close finishes the call)."""
+        ...
 
-
-def _stream_class(module: ModuleType, is_async: bool) -> type[Any]:
-    key = (module.__name__, is_async)
-    cls = _STREAM_CLASSES.get(key)
-    if cls is None:
-        if is_async:
-            cls = type("AsyncRecordingStream", (_AsyncStream, module.AsyncByteStream), {})
-        else:
-            cls = type("RecordingStream", (_SyncStream, module.SyncByteStream), {})
-        _STREAM_CLASSES[key] = cls
-    return cls
+    def finish(self, pending: Pending, *, error: BaseException | str | None = None,
+               status_code: int | None = None, detail: Mapping[str, Any] | None = None
+               ) -> UsageRecord | None:
+        """Finish a call without an observed body: the send raised ``error``, or observing
+        the response failed (``detail``)."""
+        ...
 
 
 class _Observed:
@@ -165,7 +160,7 @@ class _AsyncStream(_Observed):
             self._observer.close(complete=self._ended)
 
 
-def _recorded(recorder: Recorder, request: Any) -> bool:
+def _recorded(recorder: CallRecorder, request: Any) -> bool:
     """Whether ``request`` may be recorded, from its method and path alone (no body read)."""
     try:
         return recorder.recordable(str(request.url.path), str(request.method))
@@ -173,7 +168,7 @@ def _recorded(recorder: Recorder, request: Any) -> bool:
         return False
 
 
-def _start(recorder: Recorder, request: Any, body: bytes, provider: str | None
+def _start(recorder: CallRecorder, request: Any, body: bytes, provider: str | None
            ) -> Pending | None:
     url = request.url
     return recorder.start(str(url.path), request.headers, body,
@@ -181,7 +176,7 @@ def _start(recorder: Recorder, request: Any, body: bytes, provider: str | None
                           method=str(request.method), provider=provider)
 
 
-def _observe(recorder: Recorder, response: Any, pending: Pending, *, is_async: bool
+def _observe(recorder: CallRecorder, response: Any, pending: Pending, *, is_async: bool
              ) -> ResponseObserver | None:
     """Attach ``pending`` to ``response`` and observe its body.
 
@@ -192,15 +187,17 @@ def _observe(recorder: Recorder, response: Any, pending: Pending, *, is_async: b
     """
     with contextlib.suppress(Exception):  # read-only extensions: the record is still kept
         response.extensions[PENDING_EXTENSION] = pending
-    module = _module_of(response)
     try:
-        in_memory = isinstance(response.stream, module.ByteStream)
+        decoded = in_memory(response)
         observer = recorder.observe(pending, status_code=response.status_code,
                                     headers=response.headers,
-                                    content_encoding="" if in_memory else None)
-        if in_memory:
+                                    content_encoding="" if decoded else None)
+        if decoded:
             return observer
-        response.stream = _stream_class(module, is_async)(response.stream, observer)
+        mixin, name = (_AsyncStream, "AsyncRecordingStream") if is_async else (
+            _SyncStream, "RecordingStream")
+        stream = byte_stream_class(module_of(response), mixin, name=name, is_async=is_async)
+        response.stream = stream(response.stream, observer)
     except Exception as exc:
         recorder.finish(pending, status_code=response.status_code,
                         detail={"observer_error": f"{type(exc).__name__}: {exc}"})
@@ -214,10 +211,11 @@ class _Wrapping:
     _default: str = "HTTPTransport"
 
     def __init__(
-        self, wrapped: Any = None, *, recorder: Recorder | None = None, provider: str | None = None
+        self, wrapped: Any = None, *, recorder: CallRecorder | None = None,
+        provider: str | None = None,
     ) -> None:
         self._wrapped = wrapped
-        self.recorder = recorder if recorder is not None else Recorder()
+        self.recorder: CallRecorder = recorder if recorder is not None else Recorder()
         self.provider = provider
 
     def __repr__(self) -> str:
@@ -225,7 +223,7 @@ class _Wrapping:
 
     def _inner(self, request: Any) -> Any:
         if self._wrapped is None:
-            self._wrapped = getattr(_module_of(request), self._default)()
+            self._wrapped = getattr(module_of(request), self._default)()
         return self._wrapped
 
 
@@ -236,7 +234,8 @@ class RecordingTransport(_Wrapping, _SyncBase):
         wrapped: The transport that really sends (``httpx.HTTPTransport``,
             ``httpx2.MockTransport``, ...). ``None``: the request's own module's
             ``HTTPTransport()``, created on first use.
-        recorder: Where calls are recorded (default: a new in-memory :class:`Recorder`).
+        recorder: Where calls are recorded (default: a new in-memory :class:`Recorder`; any
+            :class:`CallRecorder`).
         provider: Provider family of the server behind this transport (``"vllm"``,
             ``"llama-cpp"``, ...) for cache rules and usage parsing; default: the recorder's,
             else inferred from the host and wire format (``_recorder.provider_for``).
@@ -343,57 +342,3 @@ class AsyncRecordingTransport(_Wrapping, _AsyncBase):
     ) -> None:
         if self._wrapped is not None and hasattr(self._wrapped, "__aexit__"):
             await self._wrapped.__aexit__(exc_type, exc, tb)
-
-
-# --------------------------------------------------------------------------- errors
-
-
-def map_transport_error(exc: BaseException, *, secrets: tuple[str, ...] = ()) -> ProviderError:
-    """Map an httpx/httpx2 exception to :class:`ProviderTimeoutError` (any
-    ``TimeoutException``) or :class:`ProviderConnectionError` (any other transport error).
-
-    Duck-typed on the class hierarchy's names, so both HTTP stacks map the same way. The
-    message is scrubbed of ``secrets`` and of anything key-shaped.
-    """
-    names = {c.__name__ for c in type(exc).__mro__}
-    message = _scrub(f"{type(exc).__name__}: {exc}", secrets)
-    if "TimeoutException" in names:
-        return ProviderTimeoutError(f"request timed out ({message})")
-    return ProviderConnectionError(f"connection to the provider failed ({message})")
-
-
-def http_status_error(
-    status_code: int, body: bytes, *, url: str = "", secrets: tuple[str, ...] = ()
-) -> ProviderHTTPError:
-    """A :class:`ProviderHTTPError` for a non-2xx answer (``retryable`` for 408, 409, 429,
-    5xx), with the body text scrubbed of ``secrets`` and key-shaped strings."""
-    text = _scrub(body[:4000].decode("utf-8", "replace"), secrets)
-    where = f" from {_scrub(url, secrets)}" if url else ""
-    return ProviderHTTPError(
-        f"HTTP {status_code}{where}: {text[:300]}", status_code=status_code, body=text
-    )
-
-
-def _scrub(text: str, secrets: tuple[str, ...]) -> str:
-    return redact(text, secrets=secrets)
-
-
-def retry_after_s(headers: Any, *, now: float | None = None) -> float | None:
-    """Seconds the provider asks to wait: ``retry-after-ms``, else ``retry-after`` (seconds or
-    an HTTP date); ``None`` when absent, unparsable or negative."""
-    try:
-        ms = headers.get("retry-after-ms")
-        if ms is not None:
-            value = float(ms) / 1000.0
-            return value if value >= 0 else None
-        raw = headers.get("retry-after")
-        if raw is None:
-            return None
-        try:
-            value = float(raw)
-        except ValueError:
-            parsed = email.utils.parsedate_to_datetime(str(raw))
-            value = parsed.timestamp() - (time.time() if now is None else now)
-        return value if value >= 0 else None
-    except Exception:
-        return None

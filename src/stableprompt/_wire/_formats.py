@@ -18,9 +18,11 @@ from ._segmenter import SegmentBuilder, SegmentedRequest
 
 __all__ = [
     "CACHE_KEY_PARAMS",
+    "DIAGNOSTIC_EVENTS",
     "REQUEST_FORMATS",
     "WIRE_FORMATS_WITH_REQUESTS",
     "detect",
+    "diagnostics_request",
     "endpoint",
     "endpoint_path",
     "provider_for",
@@ -57,6 +59,9 @@ REQUEST_FORMATS = frozenset(WIRE_FORMATS_WITH_REQUESTS)
 #: Request parameters that are part of each format's cache key, ``model`` first.
 CACHE_KEY_PARAMS: Mapping[str, tuple[str, ...]] = MappingProxyType(
     {name: m.CACHE_KEY_PARAMS for name, m in _MODULES.items()})
+
+DIAGNOSTIC_EVENTS = anthropic.DIAGNOSTIC_EVENTS | openai_responses.DIAGNOSTIC_EVENTS
+"""Stream event names that may carry a provider's cache diagnostics, any format."""
 
 #: Endpoint suffix -> format, longest-ambiguity first.
 _SUFFIXES = (
@@ -228,3 +233,10 @@ def session_hint(body: Mapping[str, Any]) -> tuple[str, bool] | None:
     if user is not None:
         return user, True
     return _openai.session_hint(body)
+
+
+def diagnostics_request(wire_format: str, body: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The provider-diagnostics fields a request body asks for (Anthropic ``diagnostics``,
+    OpenAI ``prompt_cache_options.comparison_response_id``), or ``None``."""
+    asked = anthropic.diagnostics_request(body) if wire_format == anthropic.WIRE_FORMAT else None
+    return asked or _openai.diagnostics_request(body)

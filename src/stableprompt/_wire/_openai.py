@@ -12,9 +12,11 @@ from ._parts import check_model
 from ._segmenter import SegmentBuilder
 
 __all__ = [
+    "DIAGNOSTICS_OPTION",
     "LINEAGE_KEY_PREFIX",
     "MARKER_KEY",
     "SYSTEM_ROLES",
+    "diagnostics_request",
     "render_checks",
     "segment_message",
     "session_hint",
@@ -88,3 +90,15 @@ def session_hint(body: Mapping[str, Any]) -> tuple[str, bool] | None:
     if not isinstance(key, str) or not key:
         return None
     return key, not key.startswith(LINEAGE_KEY_PREFIX)
+
+
+DIAGNOSTICS_OPTION = "prompt_cache_options"
+"""Body object holding ``comparison_response_id`` (Responses; the emulator's chat too)."""
+
+
+def diagnostics_request(body: Mapping[str, Any]) -> dict[str, Any] | None:
+    """``{"comparison_response_id": ...}`` when the body asks for a cache comparison."""
+    options = body.get(DIAGNOSTICS_OPTION)
+    if isinstance(options, Mapping) and "comparison_response_id" in options:
+        return {"comparison_response_id": options["comparison_response_id"]}
+    return None

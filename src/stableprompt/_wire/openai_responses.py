@@ -21,6 +21,7 @@ from .._canonical import canonical_json
 from .._exceptions import CaptureError
 from .._sse import SSEEvent
 from .._usage import CacheUsage
+from . import _openai
 from ._base import Clock, Sighting, SSEStreamAccumulator
 from ._fields import (
     as_mapping,
@@ -261,16 +262,9 @@ def segment(body: Mapping[str, Any], b: SegmentBuilder) -> None:
 
 # -- cache diagnostics ------------------------------------------------------------------------
 
-DIAGNOSTICS_OPTION = "prompt_cache_options"
-"""Body object holding ``comparison_response_id``."""
+DIAGNOSTICS_OPTION = _openai.DIAGNOSTICS_OPTION
 
 DIAGNOSTIC_EVENTS = frozenset({"response.completed", "response.incomplete", "response.failed"})
 """Stream events that may carry the response's ``prompt_cache_diagnostics``."""
 
-
-def diagnostics_request(body: Mapping[str, Any]) -> dict[str, Any] | None:
-    """``{"comparison_response_id": ...}`` when the body asks for a cache comparison."""
-    options = body.get(DIAGNOSTICS_OPTION)
-    if isinstance(options, Mapping) and "comparison_response_id" in options:
-        return {"comparison_response_id": options["comparison_response_id"]}
-    return None
+diagnostics_request = _openai.diagnostics_request

@@ -1,5 +1,6 @@
-"""Tests for what a finished call amounts to (``_outcome``): failures inside 2xx answers,
-secrets scrubbed from every stored text, and the usage evidence kept when parsing fails."""
+"""Tests for how calls fail (``_recording/_errors``): the complete httpx/httpx2 mapping,
+failures inside 2xx answers, secrets scrubbed from every stored text, and the usage evidence
+kept when parsing fails."""
 
 from __future__ import annotations
 
@@ -14,10 +15,40 @@ import httpx2
 import openai
 import pytest
 
-from stableprompt import Ledger
+from stableprompt import (
+    Ledger,
+    ProviderConnectionError,
+    ProviderError,
+    ProviderTimeoutError,
+)
+from stableprompt._recording._errors import error_class_of, map_transport_error
 from stableprompt._recording._recorder import Recorder
 from stableprompt._recording._transport import RecordingTransport
 from test_transport import SYSTEM_BLOCKS, FakeProvider, anthropic_sdk, conversation, openai_sdk
+
+
+@pytest.mark.parametrize("module", [httpx, httpx2], ids=["httpx", "httpx2"])
+def test_every_transport_exception_maps_to_the_most_specific_provider_error(
+    module: Any,
+) -> None:
+    """Every RequestError class httpx/httpx2 defines maps, in the client and in the record
+    alike, to ProviderTimeoutError (timeouts) or ProviderConnectionError (all others), and no
+    other HTTPError class is left unaccounted for."""
+    classes = {obj for obj in vars(module).values()
+               if isinstance(obj, type) and issubclass(obj, module.HTTPError)}
+    transport = {cls for cls in classes if issubclass(cls, module.RequestError)}
+    assert classes - transport == {module.HTTPError, module.HTTPStatusError}
+    assert len(transport) >= 15
+    for cls in transport:
+        expected: type[ProviderError] = (
+            ProviderTimeoutError if issubclass(cls, module.TimeoutException)
+            else ProviderConnectionError)
+        exc = cls("boom")
+        mapped = map_transport_error(exc)
+        assert type(mapped) is expected, cls
+        assert f"({cls.__name__}: boom)" in str(mapped)
+        assert error_class_of(exc) == expected.__name__, cls
+
 
 # Not key-shaped (no sk-/AIza prefix): only the request's own header value can find it.
 TENANT_KEY = "tenant42-secret-token-ABCDEF123456"

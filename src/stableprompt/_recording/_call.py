@@ -1,0 +1,213 @@
+"""The values of one call, stage by stage: what is known before sending, then after.
+
+- :class:`RequestState`: one sent request as attribution sees it (segments, our token
+  estimates, the provider's cache counters once answered).
+- :class:`Call`: one call as the :class:`~stableprompt._recording._predecessor.CallIndex`
+  sees it (conversation, lineage, turn).
+- :class:`Comparison`: what a request is compared with (chosen by the index).
+- :class:`Pending`: a call in flight, from :meth:`Recorder.start
+  <stableprompt.Recorder.start>` to :meth:`Recorder.finish <stableprompt.Recorder.finish>`.
+
+The first three are frozen slotted values (changed copies with :func:`dataclasses.replace`);
+:class:`Pending` is the one mutable holder, filled in while the call is analysed and finished.
+Times are seconds (epoch seconds for ``ts``, the monotonic clock for ``started``); token
+counts are our tokenizer's estimates unless a field says "provider-reported".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .._ledger._usage_record import UsageRecord
+from .._wire._segmenter import SegmentedRequest
+
+__all__ = ["Call", "Comparison", "Pending", "RequestState"]
+
+
+@dataclass(frozen=True, slots=True)
+class RequestState:
+    """What attribution knows about one request that was sent.
+
+    Attributes:
+        ts: Send time, seconds since the epoch (the recorder's clock).
+        fingerprint: Request fingerprint (``sp1:...``).
+        head_fingerprint: Head fingerprint: the cache lineage.
+        segmented: The segmented request body, or ``None`` when only a ledger row is known
+            (a predecessor from an earlier process without stored content).
+        segment_tokens: Our token estimate per segment (same order as ``segmented.segments``),
+            or ``None`` with ``segmented``.
+        request_tokens: Our token estimate of the whole request, when known.
+        record_id: The ledger ``record_id`` of this request, when it has one.
+        response_id: The provider's message/response id, when known.
+        cached_extent_tokens: Provider-reported ``cache_read + cache_write`` of this request
+            (provider tokens): the length of the longest cache entry it read or wrote. Used to
+            anchor the next prediction on the provider's own count instead of our estimate.
+            ``None`` when the provider does not report writes.
+        cache_read_tokens: Provider-reported cache reads of this request (the entry it read).
+        read_entry_digest: Prefix digest of the entry this request read (from its own hit
+            attribution), so a later request reading the same entry predicts its exact size.
+    """
+
+    ts: float
+    fingerprint: str
+    head_fingerprint: str
+    segmented: SegmentedRequest | None = None
+    segment_tokens: tuple[int, ...] | None = None
+    request_tokens: int | None = None
+    record_id: str | None = None
+    response_id: str | None = None
+    cached_extent_tokens: int | None = None
+    cache_read_tokens: int | None = None
+    read_entry_digest: str | None = None
+
+    @classmethod
+    def of(
+        cls,
+        segmented: SegmentedRequest,
+        segment_tokens: Sequence[int],
+        ts: float,
+        *,
+        record_id: str | None = None,
+        response_id: str | None = None,
+    ) -> RequestState:
+        """Build the state of a request whose body and token counts are known.
+
+        Raises:
+            ValueError: ``segment_tokens`` does not have one count per segment.
+        """
+        tokens = tuple(segment_tokens)
+        if len(tokens) != len(segmented.segments):
+            raise ValueError(
+                f"segment_tokens has {len(tokens)} counts for {len(segmented.segments)} segments"
+            )
+        return cls(
+            ts=ts,
+            fingerprint=segmented.fingerprint,
+            head_fingerprint=segmented.head_fingerprint,
+            segmented=segmented,
+            segment_tokens=tokens,
+            request_tokens=sum(tokens),
+            record_id=record_id,
+            response_id=response_id,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    """One call as the index sees it.
+
+    Attributes:
+        ts: Send time, epoch seconds.
+        session_id: Named session, or ``None``.
+        provider: Provider family.
+        wire_format: Request format (``anthropic``, ``openai-chat``, ``openai-responses``).
+        model: Requested model, if any.
+        opening: :func:`opening_of` the request.
+        fingerprint: Request fingerprint, ``None`` when the body could not be segmented.
+        state: What attribution needs (``None`` when the body could not be analysed).
+        turn: Turn number given by :meth:`CallIndex.begin`.
+    """
+
+    ts: float
+    session_id: str | None
+    provider: str
+    wire_format: str
+    model: str | None
+    opening: str | None
+    fingerprint: str | None = None
+    state: RequestState | None = None
+    turn: int | None = None
+
+    def same_conversation(self, other: Call) -> bool:
+        """Same named session; without session ids: same wire format, model and opening."""
+        if self.session_id is not None or other.session_id is not None:
+            return self.session_id == other.session_id
+        return (self.opening is not None and self.opening == other.opening
+                and self.wire_format == other.wire_format and self.model == other.model)
+
+
+@dataclass(frozen=True, slots=True)
+class Comparison:
+    """What a request is compared with (at most one of the two is set).
+
+    Attributes:
+        predecessor: The chosen same-lineage call's state.
+        other_conversation: ``predecessor`` belongs to another conversation.
+        session_previous: The conversation's previous successful call, whose head differs.
+        common_segments: Segments shared with ``predecessor`` (0 without one).
+    """
+
+    predecessor: RequestState | None = None
+    other_conversation: bool = False
+    session_previous: RequestState | None = None
+    common_segments: int = 0
+
+    @property
+    def base(self) -> RequestState | None:
+        """The compared request, if any."""
+        return self.predecessor or self.session_previous
+
+
+@dataclass(eq=False)
+class Pending:
+    """A call in flight: everything :meth:`Recorder.finish` needs, taken before sending.
+
+    Attributes:
+        record_id: The record id this call will get.
+        ts: Send time, seconds since the epoch (the recorder's clock).
+        started: Monotonic clock reading at send time (seconds), for latency and TTFT.
+        path: URL path.
+        wire_format: Request format (``anthropic``, ``openai-chat``, ``openai-responses``).
+        usage_format: Usage parser (``_wire._formats.usage_format``).
+        provider: Provider family.
+        model: Requested model, if any.
+        session_id: Session id recorded, if any (``None``: no session named; the
+            conversation is then recognized by its first message, see ``_predecessor``).
+        turn: 1-based turn of the request in its conversation (a named session resumed in a
+            new process continues from its ledger rows); a retry keeps its turn.
+        retry: The request repeats its conversation's previous request (same fingerprint,
+            within ``_predecessor.RETRY_WINDOW_S`` seconds).
+        state: The request as attribution sees it, ``None`` when it could not be segmented.
+        comparison: What the request is compared with (predecessor or session_previous).
+        diagnostics_requested: The provider-diagnostics request fields in the body, if any.
+        content: Request body text when ``store_content`` is on.
+        problem: Why the request could not be analysed, if it could not.
+        record: The record, once finished.
+        finished: :meth:`Recorder.finish <stableprompt.Recorder.finish>` ran (it runs once).
+        secrets: The request's credential header values, scrubbed from every stored text.
+        call: The call as registered in the recorder's index, ``None`` before analysis.
+    """
+
+    record_id: str
+    ts: float
+    started: float
+    path: str
+    wire_format: str
+    usage_format: str
+    provider: str
+    model: str | None = None
+    session_id: str | None = None
+    turn: int | None = None
+    retry: bool = False
+    state: RequestState | None = None
+    comparison: Comparison = field(default_factory=Comparison)
+    diagnostics_requested: dict[str, Any] | None = None
+    content: str | None = None
+    problem: str | None = None
+    record: UsageRecord | None = None
+    finished: bool = field(default=False, repr=False)
+    secrets: tuple[str, ...] = field(default=(), repr=False)
+    call: Call | None = field(default=None, repr=False)
+
+    @property
+    def predecessor(self) -> RequestState | None:
+        """The same-lineage request this call is compared with, if any."""
+        return self.comparison.predecessor
+
+    @property
+    def session_previous(self) -> RequestState | None:
+        """The conversation's previous request (another head) compared with, if any."""
+        return self.comparison.session_previous
+

@@ -1,0 +1,58 @@
+"""Duck-typed helpers over httpx and httpx2 objects, so one implementation serves both stacks.
+
+The official ``anthropic`` 2.x / ``openai`` 3.x SDKs hand over ``httpx2`` objects, other code
+``httpx`` ones; nothing here imports either: the module is read from an object's class.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Mapping
+from types import ModuleType
+from typing import Any
+
+__all__ = ["byte_stream_class", "header", "in_memory", "module_of"]
+
+_MODULES: dict[str, ModuleType] = {}
+_STREAM_CLASSES: dict[tuple[str, type[Any]], type[Any]] = {}
+
+
+def header(headers: Any, name: str) -> str | None:
+    """Case-insensitive header lookup on an httpx/httpx2 ``Headers`` or a plain mapping
+    (``name`` in lower case); ``None`` when absent or unreadable. Never raises."""
+    if headers is None:
+        return None
+    try:
+        value = headers.get(name)
+        if value is None and isinstance(headers, Mapping):
+            value = next((v for k, v in headers.items() if str(k).lower() == name), None)
+    except Exception:
+        return None
+    return None if value is None else str(value)
+
+
+def module_of(obj: Any) -> ModuleType:
+    """``httpx`` or ``httpx2``: the package that defines ``obj``'s class (imported once)."""
+    root = type(obj).__module__.split(".", 1)[0]
+    module = _MODULES.get(root)
+    if module is None:
+        module = _MODULES[root] = importlib.import_module(root)
+    return module
+
+
+def in_memory(response: Any) -> bool:
+    """True when ``response``'s body is already in memory (its module's ``ByteStream``)."""
+    return isinstance(response.stream, module_of(response).ByteStream)
+
+
+def byte_stream_class(module: ModuleType, mixin: type[Any], *, name: str, is_async: bool
+                      ) -> type[Any]:
+    """``mixin`` combined with ``module``'s ``SyncByteStream`` (``AsyncByteStream`` when
+    ``is_async``), as that module's client requires of ``response.stream``. Created once per
+    module and mixin, named ``name``."""
+    key = (module.__name__, mixin)
+    cls = _STREAM_CLASSES.get(key)
+    if cls is None:
+        base = module.AsyncByteStream if is_async else module.SyncByteStream
+        cls = _STREAM_CLASSES[key] = type(name, (mixin, base), {})
+    return cls

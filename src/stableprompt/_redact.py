@@ -1,0 +1,144 @@
+"""Secret scrubbing: API keys out of every text stableprompt stores, logs or raises.
+
+:func:`redact` replaces known secret values (the request's own credential header values,
+:func:`secrets_in_headers`, with their fragments) and key-shaped strings (``sk-...``,
+``AIza...``, ``Bearer ...``, ``x-api-key: ...``) with ``[REDACTED]``. Pure functions of their
+arguments; used by the ledger, the recorder, the transports' error mapping and the OTel export.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from typing import Any, TypeVar
+
+__all__ = ["MIN_SECRET_CHARS", "redact", "secrets_in_headers"]
+
+_REDACTED = "[REDACTED]"
+_SECRET_PATTERNS = (
+    # Anthropic (sk-ant-api03-...), OpenAI (sk-..., sk-proj-...), and other sk- style keys.
+    re.compile(r"(?<![A-Za-z0-9])sk-[A-Za-z0-9_\-]{16,}"),
+    # Google API keys (x-goog-api-key / ?key=).
+    re.compile(r"(?<![A-Za-z0-9])AIza[0-9A-Za-z_\-]{35}"),
+    # A header or assignment naming the key: "x-api-key: ...", "api_key=...", "Bearer ...".
+    re.compile(
+        r"(?i)((?:x-api-key|x-goog-api-key|api[-_]?key|authorization)[\"']?\s*[:=]\s*[\"']?"
+        r"(?:bearer\s+)?)[^\s\"',;}&]+"
+    ),
+    re.compile(r"(?i)(bearer\s+)[A-Za-z0-9._~+/\-]{8,}=*"),
+)
+_SECRET_KEYS = re.compile(
+    r"(?i)^(?:x-api-key|x-goog-api-key|api[-_]?key|authorization|proxy-authorization)$"
+)
+
+_T = TypeVar("_T")
+
+MIN_SECRET_CHARS = 8
+"""Shortest secret :func:`redact` scrubs by value, and the shortest fragment of a longer
+secret it scrubs (characters). Shorter values are not keys; scrubbing them would mangle text."""
+
+
+def _redact_text(text: str, secrets: tuple[str, ...], fragments: bool) -> str:
+    for pattern in _SECRET_PATTERNS:  # first: a known key's prefix must not hide a whole key
+        if pattern.groups:
+            text = pattern.sub(lambda m: m.group(1) + _REDACTED, text)
+        else:
+            text = pattern.sub(_REDACTED, text)
+    for secret in secrets:
+        text = _strip_secret(text, secret, fragments)
+    return text
+
+
+def _strip_secret(text: str, secret: str, fragments: bool) -> str:
+    """``text`` with ``secret`` and (``fragments``) every run of at least
+    :data:`MIN_SECRET_CHARS` of its characters (a truncated or partly masked echo) replaced by
+    ``[REDACTED]``."""
+    size = MIN_SECRET_CHARS
+    if len(secret) < size or not text:
+        return text
+    text = text.replace(secret, _REDACTED)
+    if not fragments:
+        return text
+    for start in range(len(secret) - size + 1):
+        window = secret[start : start + size]
+        at = text.find(window)
+        while at >= 0:
+            end = at + size
+            while end < len(text) and start + end - at < len(secret) and (
+                    text[end] == secret[start + end - at]):
+                end += 1
+            text = text[:at] + _REDACTED + text[end:]
+            at = text.find(window, at + len(_REDACTED))
+    return text
+
+
+def secrets_in_headers(headers: Any) -> tuple[str, ...]:
+    """The credential values of a request's headers: the ``Authorization`` /
+    ``Proxy-Authorization`` token (without its scheme), ``x-api-key``, ``api-key`` (Azure),
+    ``x-goog-api-key``; values shorter than :data:`MIN_SECRET_CHARS` are left out.
+
+    Args:
+        headers: An httpx/httpx2 ``Headers`` or any mapping of header names to values
+            (``None``: no secrets).
+
+    Returns:
+        The distinct secret values, longest first (so a key is scrubbed before its fragments).
+    """
+    found: set[str] = set()
+    try:
+        items = list(headers.items()) if headers is not None else []
+    except Exception:
+        return ()
+    for name, value in items:
+        if not isinstance(name, str) or not isinstance(value, str):
+            continue
+        if not _SECRET_KEYS.match(name):
+            continue
+        token = value.strip()
+        scheme, _, rest = token.partition(" ")
+        if rest and scheme.lower() in ("bearer", "basic", "token"):
+            token = rest.strip()
+        if len(token) >= MIN_SECRET_CHARS:
+            found.add(token)
+    return tuple(sorted(found, key=len, reverse=True))
+
+
+def redact(value: _T, *, secrets: Iterable[str] = (), fragments: bool = True) -> _T:
+    """Scrub API keys from a string or a JSON value: known ``secrets`` and key-shaped text.
+
+    Replaced with ``[REDACTED]``: each of ``secrets`` (exact values of at least
+    :data:`MIN_SECRET_CHARS` characters, e.g. the key the request was sent with, and with
+    ``fragments`` every run of at least that many of its characters, as a server echoing part
+    of a key would send);
+    ``sk-...`` keys (Anthropic ``sk-ant-...``, OpenAI ``sk-proj-...``; at least 16 characters
+    after ``sk-``), Google ``AIza...`` keys, the value after ``x-api-key``/``api_key``/
+    ``Authorization`` (``:`` or ``=``), ``Bearer`` tokens, and the whole value of a dict entry
+    whose key is ``x-api-key``, ``api_key``, ``authorization`` (any case). Dict keys and
+    non-string scalars are kept.
+
+    Args:
+        value: A ``str``, or a JSON value (``dict``/``list`` nesting ``str``, numbers, ...).
+        secrets: Exact secret values to remove wherever they occur (see
+            :func:`secrets_in_headers`).
+        fragments: Also remove runs of :data:`MIN_SECRET_CHARS`+ characters of a secret
+            (for provider text; ``False`` for text the caller wrote, such as a request body or
+            a label, where a weak key's word could be ordinary text).
+
+    Returns:
+        A scrubbed copy of the same shape (the input is not modified).
+    """
+    return _redact(value, tuple(sorted(set(secrets), key=len, reverse=True)), fragments)
+
+
+def _redact(value: _T, secrets: tuple[str, ...], fragments: bool) -> _T:
+    if isinstance(value, str):
+        return _redact_text(value, secrets, fragments)  # type: ignore[return-value]
+    if isinstance(value, dict):
+        return {  # type: ignore[return-value]
+            key: (_REDACTED if isinstance(key, str) and _SECRET_KEYS.match(key)
+                  else _redact(item, secrets, fragments))
+            for key, item in value.items()
+        }
+    if isinstance(value, (list, tuple)):
+        return type(value)(_redact(item, secrets, fragments) for item in value)
+    return value
