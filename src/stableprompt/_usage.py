@@ -17,9 +17,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-__all__ = ["TOKEN_FIELDS", "CacheUsage"]
+__all__ = ["USAGE_FIELDS", "CacheUsage"]
 
-TOKEN_FIELDS = (
+USAGE_FIELDS = (
     "input_tokens_total",
     "uncached_tokens",
     "cache_read_tokens",
@@ -28,7 +28,9 @@ TOKEN_FIELDS = (
     "cache_write_1h_tokens",
     "output_tokens",
 )
-"""Names of :class:`CacheUsage`'s token counts, in declaration order."""
+"""Names of :class:`CacheUsage`'s token counts, in declaration order: the usage fields
+:class:`~stableprompt.UsageRecord` mirrors (same names, same order) and the ledger stores as
+columns. The one list; everything that copies usage counts iterates it."""
 
 
 class CacheUsage(BaseModel):
@@ -90,7 +92,7 @@ class CacheUsage(BaseModel):
     @property
     def is_unknown(self) -> bool:
         """True when no token count at all is known."""
-        return all(getattr(self, name) is None for name in TOKEN_FIELDS)
+        return all(getattr(self, name) is None for name in USAGE_FIELDS)
 
     @property
     def hit_rate(self) -> float | None:
@@ -110,7 +112,7 @@ class CacheUsage(BaseModel):
         split that does not sum to (or exceeds) ``cache_write_tokens``; parser notes.
         """
         reasons: list[str] = []
-        for name in TOKEN_FIELDS:
+        for name in USAGE_FIELDS:
             value = getattr(self, name)
             if value is not None and value < 0:
                 reasons.append(f"{name} is negative ({value})")

@@ -24,7 +24,7 @@ from .._exceptions import (
 )
 from .._segment import Segment, SegmentSpec, build_segments, fingerprint_of, sum_tokens
 from .._tokens import SegmentTokenCounter, Tokenizer, get_tokenizer
-from .._volatility import scan_volatile
+from .._volatility import head_strings, scan_volatile
 from ._compaction import CacheEvent
 from ._messages import (
     Message,
@@ -257,16 +257,15 @@ class PinnedHead:
         return self._system_ttls
 
     def _texts(self) -> Iterator[tuple[Segment, str]]:
-        """Every human text of the head: system blocks, tool descriptions and the string
-        values of tool input schemas (descriptions, defaults, enums, examples)."""
+        """Every text of the head that could be volatile: system blocks, and each tool's
+        strings as :func:`~stableprompt._volatility.head_strings` walks them (description,
+        schema descriptions; schema constants such as ``default`` are skipped)."""
         for segment in self.segments:
             if segment.kind == "system":
                 yield segment, self.system[int(segment.name[7:-1])]
                 continue
             tool = self.tools[segment.label]
-            if tool.description:
-                yield segment, tool.description
-            yield from ((segment, text) for text in _strings(tool.input_schema))
+            yield from ((segment, text) for _, text in head_strings(tool.to_dict()))
 
     def _lint(self, strict: bool) -> None:
         for segment, text in self._texts():
@@ -303,17 +302,6 @@ class PinnedHead:
                 ``history-other-head``), or bytes edited since (code ``history-bytes``).
         """
         return Conversation._resume(self, exported)
-
-
-def _strings(value: Any) -> Iterator[str]:
-    if isinstance(value, str):
-        yield value
-    elif isinstance(value, dict):
-        for item in value.values():
-            yield from _strings(item)
-    elif isinstance(value, list):
-        for item in value:
-            yield from _strings(item)
 
 
 def _rebuild_head(tools: tuple[Tool, ...], system: tuple[tuple[str, str | None], ...],

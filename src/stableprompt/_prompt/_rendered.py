@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from .._canonical import canonical_json, loads
 from .._exceptions import BreakpointError, CanonicalizationError, HistoryError, InputError
-from .._policy import cache_policy
+from .._policy import TTL_LABELS_S, cache_policy
 from .._segment import Segment, fingerprint_of, sum_tokens
 from .._wire._segmenter import SegmentedRequest, segment_request
 from ._messages import Message, cache_control, check_ttl, text_block_bytes
@@ -29,7 +29,6 @@ __all__ = ["ProviderRequest", "RenderedPrompt"]
 #: the breakpoint itself as the first" (platform.claude.com prompt-caching docs, 2026).
 ANTHROPIC_LOOKBACK_BLOCKS = 20
 ANTHROPIC_MAX_BREAKPOINTS = 4
-_TTL_RANK = {"1h": 2, "5m": 1}
 _T = TypeVar("_T")
 
 
@@ -259,7 +258,7 @@ class RenderedPrompt:
         order = {"tool": 0, "system": 1, "message": 2}
         ranked = sorted(marks.items(), key=lambda kv: (order[kv[0][0]], kv[0][1]))
         for (earlier, ttl_a), (later, ttl_b) in itertools.pairwise(ranked):
-            if _TTL_RANK[ttl_b] > _TTL_RANK[ttl_a]:
+            if TTL_LABELS_S[ttl_b] > TTL_LABELS_S[ttl_a]:
                 raise BreakpointError(
                     f"a {ttl_b} breakpoint at {later[0]} {later[1]} follows a {ttl_a} "
                     f"breakpoint at {earlier[0]} {earlier[1]}: longer TTLs must come first "

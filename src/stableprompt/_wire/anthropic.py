@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from .._canonical import unescape_pointer
 from .._exceptions import UsageParseError
 from .._sse import SSEEvent
 from .._usage import CacheUsage
@@ -155,7 +156,7 @@ class AnthropicStreamAccumulator(SSEStreamAccumulator):
         try:
             usage = parse_usage(self._usage)
         except UsageParseError as exc:
-            key = (exc.pointer or "/").split("/")[1].replace("~1", "/").replace("~0", "~")
+            key = unescape_pointer((exc.pointer or "/").split("/")[1])
             offset, base = self._sources.get(key, (None, ""))
             exc.pointer = f"{base}{exc.pointer}"
             exc.offset = offset
