@@ -32,7 +32,7 @@ from .._exceptions import InputError, LedgerError
 from .._ledger._ledger import Ledger
 from .._prompt._rendered import ProviderRequest
 from .._recording._recorder import Recorder
-from .._report._command import Report, summarize
+from .._report._summary import Report, summarize
 from ..emulator import Emulator, FakeClock
 from ._scenarios import (
     SCENARIOS,
