@@ -14,6 +14,7 @@ from typing import Any
 import orjson
 
 from ._exceptions import CanonicalizationError
+from ._public import public
 
 __all__ = ["canonical_json", "escape_pointer", "loads", "pointer_get", "unescape_pointer",
            "wire_json"]
@@ -177,3 +178,5 @@ def loads(data: bytes | bytearray | memoryview | str) -> Any:
     ``ValueError``) on malformed input; callers wrap it with their own location."""
     return orjson.loads(data)
 
+
+public(canonical_json)

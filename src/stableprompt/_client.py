@@ -53,6 +53,7 @@ from ._canonical import loads, wire_json
 from ._exceptions import ConfigurationError, InputError, ProviderError
 from ._ledger._usage_record import UsageRecord
 from ._prompt._rendered import ProviderRequest
+from ._public import public
 from ._recording._recorder import Pending, Recorder
 from ._recording._transport import (
     PENDING_EXTENSION,
@@ -713,3 +714,7 @@ class AsyncOpenAICompatibleClient(_OpenAIMixin, _AsyncClient):
         recorder = kwargs.pop("recorder", None)
         super().__init__(api_key, base_url=base_url, api_key_env=api_key_env or "",
                          provider=provider, cache_salt=cache_salt, recorder=recorder, **kwargs)
+
+
+public(AnthropicClient, AsyncAnthropicClient, AsyncOpenAIClient, AsyncOpenAICompatibleClient,
+       OpenAIClient, OpenAICompatibleClient)

@@ -19,6 +19,7 @@ from typing import Any, AnyStr, Protocol
 
 from ._canonical import canonical_json, escape_pointer, loads, pointer_get, wire_json
 from ._exceptions import InputError
+from ._public import public
 from ._segment import Segment
 from ._volatility import scan_volatile
 
@@ -365,3 +366,6 @@ def diff(a: Segmented, b: Segmented) -> Divergence | None:
         snippet_a=_snippet(a.data, offset),
         snippet_b=_snippet(b.data, offset),
     )
+
+
+public(Divergence, diff)

@@ -16,6 +16,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from ._exceptions import PolicyError
+from ._public import public
 
 __all__ = ["POLICY_TABLE_VERSION", "TTL_LABELS_S", "CachePolicy", "PolicyTable", "cache_policy",
            "default_policies"]
@@ -283,3 +284,6 @@ _DEFAULT_TABLE = PolicyTable()
 def cache_policy(provider: str, model: str, table: PolicyTable | None = None) -> CachePolicy:
     """Look up the cache policy for ``provider``/``model`` in ``table`` (default: shipped)."""
     return (table or _DEFAULT_TABLE).lookup(provider, model)
+
+
+public(CachePolicy, PolicyTable, cache_policy)

@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from ._exceptions import InputError, TokenizerUnavailableError
+from ._public import public
 
 if TYPE_CHECKING:
     import tiktoken
@@ -425,3 +426,6 @@ class EstimatingTokenCounter:
 
     def __repr__(self) -> str:
         return f"EstimatingTokenCounter({self.tokenizer.name!r}, fell_back={self._fell_back})"
+
+
+public(ByteTokenizer, SegmentTokenCounter, TiktokenTokenizer, Tokenizer, get_tokenizer)

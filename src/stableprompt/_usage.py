@@ -17,6 +17,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from ._public import public
+
 __all__ = ["USAGE_FIELDS", "CacheUsage"]
 
 USAGE_FIELDS = (
@@ -148,3 +150,6 @@ class CacheUsage(BaseModel):
     def inconsistent(self) -> bool:
         """True when :attr:`inconsistency` names at least one contradiction."""
         return self.inconsistency is not None
+
+
+public(CacheUsage)

@@ -60,6 +60,7 @@ from typing import Any
 
 from ._canonical import escape_pointer
 from ._exceptions import InputError
+from ._public import public
 from ._volatility_patterns import Candidate, Scanner, suppress_examples
 
 __all__ = [
@@ -360,3 +361,6 @@ def _kind_covering(text: str, at_start: bool, at_end: bool, offset: int) -> tupl
             if not best[1]:
                 return best
     return best
+
+
+public(VolatileSpan, scan_volatile)

@@ -46,6 +46,7 @@ from types import TracebackType
 from typing import IO, Any
 
 from .._exceptions import InputError, LedgerError
+from .._public import public
 from ._schema import (
     COLUMNS,
     INSERT_SQL,
@@ -625,3 +626,5 @@ def _retry_locked(action: Callable[[], object], *, failure: str, code: str) -> N
                 continue
             raise LedgerError(f"{failure}: {exc}", code=code) from exc
 
+
+public(Ledger)

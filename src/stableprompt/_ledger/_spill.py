@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Literal
 
 from .._exceptions import LedgerError
+from .._public import public
 from ._usage_record import UsageRecord, redact
 
 try:  # POSIX advisory locks keep spill appends and replays from racing; absent on Windows.
@@ -249,3 +250,6 @@ class SpillFiles:
             finally:
                 os.close(fd)
         return count
+
+
+public(LedgerSpillWarning)

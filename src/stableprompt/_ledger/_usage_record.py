@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_validator
 
 from .._canonical import canonical_json
 from .._exceptions import ConfigurationError
+from .._public import public
 
 __all__ = [
     "MIN_SECRET_CHARS",
@@ -422,3 +423,6 @@ def _otel_attributes(record: UsageRecord, operation: str) -> dict[str, Any]:
             redact(clean.verdict_detail)
         ).decode("utf-8")
     return attributes
+
+
+public(UsageRecord, export_otel)

@@ -84,6 +84,7 @@ from typing import Any
 from .._diff import common_prefix_len, diff, first_divergent_index, lcp_bytes
 from .._exceptions import CaptureError, PolicyError
 from .._policy import TTL_LABELS_S, CachePolicy, PolicyTable, cache_policy
+from .._public import public
 from .._segment import Segment
 from .._tokens import EstimatingTokenCounter
 from .._wire._segmenter import (
@@ -661,3 +662,6 @@ def _finish(linter: _Linter, capture: str | None) -> LintReport:
                                f"malformed record(s); first: {first})", code="capture-format")
         raise CaptureError(f"{where} is empty: no requests", code="capture-empty")
     return linter.report(capture)
+
+
+public(lint_capture, lint_requests)

@@ -22,6 +22,7 @@ from .._exceptions import (
     VolatileContentError,
     VolatileContentWarning,
 )
+from .._public import public
 from .._segment import Segment, SegmentSpec, build_segments, fingerprint_of, sum_tokens
 from .._tokens import SegmentTokenCounter, Tokenizer, get_tokenizer
 from .._volatility import head_strings, scan_volatile
@@ -224,9 +225,16 @@ class PinnedHead:
     def __reduce__(self) -> tuple[Any, ...]:
         tokenizer = self._tokenizer if isinstance(self._tokenizer, str) or (
             self._tokenizer is None) else self._tokenizer.name
-        return (_rebuild_head, (tuple(self.tools), tuple(zip(self.system, self._system_ttls,
-                                                             strict=True)),
-                                dict(self.tail_slots), tokenizer, self.head_ttl))
+        return (PinnedHead._from_parts, (tuple(self.tools), tuple(zip(
+            self.system, self._system_ttls, strict=True)), dict(self.tail_slots), tokenizer,
+            self.head_ttl))
+
+    @classmethod
+    def _from_parts(cls, tools: tuple[Tool, ...], system: tuple[tuple[str, str | None], ...],
+                    slots: dict[str, bool], tokenizer: str | None, head_ttl: str) -> PinnedHead:
+        """Rebuild a pickled head (no volatile-content lint: it passed at freeze time)."""
+        return cls(ToolSet(tools), system, slots, tokenizer=tokenizer, head_ttl=head_ttl,
+                   strict=False, lint=False)
 
     def __eq__(self, other: object) -> bool:
         return (isinstance(other, PinnedHead) and self.data == other.data
@@ -304,12 +312,6 @@ class PinnedHead:
         return Conversation._resume(self, exported)
 
 
-def _rebuild_head(tools: tuple[Tool, ...], system: tuple[tuple[str, str | None], ...],
-                  slots: dict[str, bool], tokenizer: str | None, head_ttl: str) -> PinnedHead:
-    return PinnedHead(ToolSet(tools), system, slots, tokenizer=tokenizer, head_ttl=head_ttl,
-                      strict=False, lint=False)
-
-
 class Conversation:
     """Append-only history on a pinned head; renders head + history + tail.
 
@@ -332,7 +334,7 @@ class Conversation:
         self._anchors: tuple[int | None, int | None] = (None, None)
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (_resume, (self.head, self.export()))
+        return (Conversation._resume, (self.head, self.export()))
 
     # -- appending --------------------------------------------------------------------------
 
@@ -685,5 +687,4 @@ class Conversation:
         )
 
 
-def _resume(head: PinnedHead, exported: bytes) -> Conversation:
-    return Conversation._resume(head, exported)
+public(Conversation, PinnedHead, PromptBuilder)

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from .._canonical import canonical_json, loads
 from .._exceptions import BreakpointError, CanonicalizationError, HistoryError, InputError
 from .._policy import TTL_LABELS_S, cache_policy
+from .._public import public
 from .._segment import Segment, fingerprint_of, sum_tokens
 from .._wire._segmenter import SegmentedRequest, segment_request
 from ._messages import Message, cache_control, check_ttl, text_block_bytes
@@ -401,3 +402,6 @@ def _body(fields: dict[str, bytes], params: Mapping[str, Any]) -> bytes:
             raise CanonicalizationError(exc.message, code=exc.code,
                                         pointer=f"/{key}{exc.pointer or ''}") from exc
     return b"{" + b",".join(canonical_json(k) + b":" + merged[k] for k in sorted(merged)) + b"}"
+
+
+public(ProviderRequest, RenderedPrompt)

@@ -24,6 +24,7 @@ from typing import Any
 
 from .._canonical import wire_json
 from .._exceptions import CaptureError
+from .._public import public
 from .._segment import Segment, SegmentSpec, build_segments, fingerprint_of, tag
 
 __all__ = [
@@ -332,3 +333,6 @@ def segment_request(wire_format: str, body: Mapping[str, Any]) -> SegmentedReque
                 break
     segments, data, _ = build_segments(specs)
     return SegmentedRequest(wire_format, segments, data, body)
+
+
+public(SegmentedRequest, segment_request)
