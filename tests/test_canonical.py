@@ -13,7 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from stableprompt import CanonicalizationError, canonical_json
-from stableprompt._canonical import wire_json
+from stableprompt._canonical import escape_pointer, pointer_get, unescape_pointer, wire_json
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers(-(2**63), 2**63 - 1)
@@ -145,3 +145,18 @@ def test_lone_surrogate_names_pointer() -> None:
     with pytest.raises(CanonicalizationError) as info:
         canonical_json({"a": {"b": "x\ud800"}})
     assert (info.value.code, info.value.pointer) == ("canonical-surrogate", "/a/b")
+
+
+def test_pointer_get_follows_rfc6901() -> None:
+    """The one pointer walker: escaped tokens, array indexes, ``""`` for the whole document,
+    and the default for anything the pointer does not name."""
+    doc = {"a/b": {"~k": [10, {"x": None}]}, "": 1}
+    assert pointer_get(doc, "") is doc
+    assert pointer_get(doc, "/a~1b/~0k/0") == 10
+    assert pointer_get(doc, "/a~1b/~0k/1/x", "missing") is None
+    assert pointer_get(doc, "/") == 1
+    for absent in ("/nope", "/a~1b/~0k/2", "/a~1b/~0k/-", "/a~1b/~0k/0/deeper"):
+        assert pointer_get(doc, absent) is None
+        assert pointer_get(doc, absent, "missing") == "missing"
+    for token in ("a/b", "~k", "~1", "/~0/"):
+        assert unescape_pointer(escape_pointer(token)) == token

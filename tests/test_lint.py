@@ -788,3 +788,28 @@ def test_cli_max_breaks(capsys: pytest.CaptureFixture[str]) -> None:
     assert (summary["max_breaks"], summary["passed"]) == (0, False)
     assert main(["lint", path, "--max-breaks", "-1"]) == 2
     assert "must be 0 or more" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("first", "second", "flagged"), [
+    ("30m", "12h", True), ("12h", "30m", False), ("24h", "12h", False), ("5m", "24h", True),
+    ("1h", "30m", False)])
+def test_ttl_order_reads_every_label_of_the_policy_table(first: str, second: str,
+                                                          flagged: bool) -> None:
+    """Lint reads the 30m/12h/24h labels with the same table as the provider policies: a longer
+    TTL after a shorter one is flagged, the other order is not."""
+    body = {"model": "claude-sonnet-4-5", "max_tokens": 8, "system": [_marked("S" * 9000, first)],
+            "messages": [{"role": "user", "content": [_marked("hi", second)]}]}
+    found = lint_requests([body]).finding("breakpoint-ttl-order")
+    assert (found is not None) == flagged
+    if flagged:
+        assert found is not None and f"a {second} breakpoint" in found.message
+
+
+def test_every_policy_ttl_has_a_label() -> None:
+    """Each TTL a shipped policy accepts has a label in the one table lint and attribution
+    read, so no accepted label is ignored."""
+    from stableprompt._policy import TTL_LABELS_S, default_policies
+
+    seconds = set(TTL_LABELS_S.values())
+    assert {ttl for policy in default_policies() for ttl in policy.ttls_s} <= seconds
+    assert {"30m", "12h", "24h"} <= set(TTL_LABELS_S)

@@ -11,7 +11,9 @@ import tiktoken.registry
 
 from stableprompt import InputError, TokenizerUnavailableError, canonical_json
 from stableprompt._tokens import (
+    FALLBACK_TOKENIZER,
     ByteTokenizer,
+    EstimatingTokenCounter,
     SegmentTokenCounter,
     TiktokenTokenizer,
     Tokenizer,
@@ -282,3 +284,33 @@ def test_count_reuses_a_known_digest() -> None:
     first = counter.count(data)
     again = counter.count(data, digest=hashlib.sha256(data).hexdigest())
     assert again == first and counter.hits == 1 and counter.misses == 1
+
+
+class _Unavailable:
+    """A tokenizer whose data cannot be loaded (tiktoken offline without a cache)."""
+
+    name = "cl100k_base"
+
+    def encode(self, text: str) -> list[int]:
+        raise TokenizerUnavailableError("offline", code="tokenizer-unavailable")
+
+    def count(self, text: str) -> int:
+        raise TokenizerUnavailableError("offline", code="tokenizer-unavailable")
+
+
+def test_estimating_counter_falls_back_to_bytes4_once() -> None:
+    """When the tokenizer cannot load, counts switch for good to bytes/4 and the callback
+    runs once with the error."""
+    errors: list[TokenizerUnavailableError] = []
+    counter = EstimatingTokenCounter(_Unavailable(), on_fallback=errors.append)
+    data = canonical_json(_TOOLS[0])
+    assert counter.count(data) == ByteTokenizer().count(data.decode())
+    assert counter.count(b"hello world") == 3
+    assert counter.fell_back and counter.tokenizer.name == FALLBACK_TOKENIZER == "bytes/4"
+    assert [e.code for e in errors] == ["tokenizer-unavailable"]
+
+
+def test_estimating_counter_keeps_a_working_tokenizer() -> None:
+    """A tokenizer that loads is used as is (no fallback, no callback)."""
+    counter = EstimatingTokenCounter("bytes/4", on_fallback=lambda exc: pytest.fail(str(exc)))
+    assert counter.count("abcdefgh") == 2 and not counter.fell_back

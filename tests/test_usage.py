@@ -133,3 +133,17 @@ def test_exported_from_the_top_level() -> None:
         assert name in stableprompt.__all__
     usage = stableprompt.parse_usage("openai-chat", {"prompt_tokens": 5})
     assert usage.input_tokens_total == 5
+
+
+def test_usage_record_mirrors_usage_fields() -> None:
+    """UsageRecord carries CacheUsage's token counts under the same names, in the same order
+    (the one list, ``USAGE_FIELDS``), and the ledger stores each as a column."""
+    from stableprompt._ledger._schema import COLUMNS
+    from stableprompt._usage import USAGE_FIELDS
+
+    assert tuple(n for n in CacheUsage.model_fields if n.endswith("_tokens")
+                                 or n == "input_tokens_total") == USAGE_FIELDS
+    names = list(stableprompt.UsageRecord.model_fields)
+    start = names.index(USAGE_FIELDS[0])
+    assert tuple(names[start:start + len(USAGE_FIELDS)]) == USAGE_FIELDS
+    assert set(USAGE_FIELDS) <= set(COLUMNS)

@@ -2,16 +2,22 @@
 
 from __future__ import annotations
 
+import copy
+import warnings
+from typing import Any
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from stableprompt import InputError, canonical_json
+from stableprompt import InputError, VolatileContentWarning, canonical_json
 from stableprompt._volatility import (
+    SCHEMA_CONSTANT_KEYS,
     VOLATILE_KINDS,
     VolatileSpan,
     _resolve,
     byte_offset,
+    head_strings,
     scan_volatile,
     volatile_kind_at,
 )
@@ -465,3 +471,61 @@ def test_volatile_token_is_found_wherever_it_is_embedded() -> None:
         text = "x " * size + "at 2026-11-30T14:03:22Z."
         (span,) = scan_volatile(text)
         assert span.start == 2 * size + 3
+
+
+# -- head_strings: the one rule for builder and lint ------------------------------------------
+
+_DEFAULT_DATE_TOOL: dict[str, Any] = {
+    "name": "report",
+    "description": "Build the report.",
+    "input_schema": {
+        "type": "object",
+        "properties": {
+            "since": {"type": "string", "default": "2024-01-15",
+                      "examples": ["2024-02-01"], "enum": ["2024-01-15", "2024-03-01"]},
+            "default": {"type": "string", "description": "Cut-off 2026-11-30T10:00:00Z"},
+        },
+        "$defs": {"const": {"const": "2024-01-15", "description": "Pinned"}},
+    },
+}
+
+
+def test_head_strings_skips_schema_constants_but_not_names() -> None:
+    """Values of default/examples/enum/const are skipped; a property named ``default`` is
+    walked, and pointers are RFC 6901 escaped."""
+    found = dict(head_strings(_DEFAULT_DATE_TOOL))
+    assert "2024-01-15" not in found.values() and "2024-02-01" not in found.values()
+    assert found["/input_schema/properties/default/description"] == "Cut-off 2026-11-30T10:00:00Z"
+    assert found["/input_schema/$defs/const/description"] == "Pinned"
+    assert dict(head_strings({"a/b": {"~": "x"}}, "/tools/0")) == {"/tools/0/a~1b/~0": "x"}
+    assert {"const", "default", "enum", "example", "examples"} == SCHEMA_CONSTANT_KEYS
+
+
+def _default_tool(description: str) -> dict[str, Any]:
+    tool = copy.deepcopy(_DEFAULT_DATE_TOOL)
+    tool["input_schema"]["properties"].pop("default")
+    tool["description"] = description
+    return tool
+
+
+def test_builder_and_lint_agree_on_a_date_default() -> None:
+    """A tool with ``"default": "2024-01-15"`` is clean at freeze() and in lint (a schema
+    constant: the same bytes every call); a date in its description is flagged by both."""
+    from stableprompt import PromptBuilder, Tool, lint_requests
+
+    def lint(tool: dict[str, Any]) -> bool:
+        marked = {**tool, "cache_control": {"type": "ephemeral"}}
+        body = {"model": "claude-sonnet-4-5", "max_tokens": 8, "tools": [marked],
+                "messages": [{"role": "user", "content": "hi"}]}
+        return lint_requests([body]).finding("volatile-in-cached-region") is not None
+
+    def freeze(tool: dict[str, Any]) -> bool:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            PromptBuilder(tokenizer=None).tools([Tool.from_dict(tool)]).freeze()
+        return any(issubclass(w.category, VolatileContentWarning) for w in caught)
+
+    clean = _default_tool("Build the report.")
+    assert not freeze(clean) and not lint(clean)
+    dated = _default_tool("Build the report as of 2026-11-30.")
+    assert freeze(dated) and lint(dated)

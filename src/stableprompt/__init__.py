@@ -1,66 +1,210 @@
 """stableprompt: cache-friendly prompts for LLM agent harnesses, with measured hit rates.
 
 This module is the only public door: it re-exports the public names and holds no logic.
+
+The door is lazy (PEP 562): :data:`_EXPORTS` maps each public name to the private module that
+defines it, and a name's module is imported on first access. Importing any submodule runs this
+file, so an eager door would load the whole package for ``stableprompt lint``. Type checkers
+and IDEs read the ``TYPE_CHECKING`` block below, which imports the same names from the same
+modules (a test keeps the two in step). Every public class and function says
+``__module__ == "stableprompt"`` from its definition on, so pickles name ``stableprompt.<Name>``
+and survive moves of the private modules. The public sub-namespaces ``providers``, ``emulator``,
+``demo`` and ``testing`` are attributes too, imported on first access.
 """
 
-from ._canonical import canonical_json
-from ._client import (
-    AnthropicClient,
-    AsyncAnthropicClient,
-    AsyncOpenAIClient,
-    AsyncOpenAICompatibleClient,
-    OpenAIClient,
-    OpenAICompatibleClient,
-)
-from ._diff import Divergence, diff
-from ._exceptions import (
-    BreakpointError,
-    CanonicalizationError,
-    CaptureError,
-    ConfigurationError,
-    DuplicateToolError,
-    HistoryError,
-    InputError,
-    LedgerError,
-    PinnedHeadError,
-    PolicyError,
-    ProviderConnectionError,
-    ProviderError,
-    ProviderHTTPError,
-    ProviderTimeoutError,
-    StablePromptError,
-    TailSlotError,
-    TokenizerUnavailableError,
-    ToolError,
-    ToolNameError,
-    ToolSchemaError,
-    UsageParseError,
-    VolatileContentError,
-    VolatileContentWarning,
-    WorkloadUnavailableError,
-)
-from ._ledger._ledger import Ledger, LedgerSpillWarning
-from ._ledger._usage_record import UsageRecord
-from ._lint._linter import LintFinding, LintPair, LintReport, lint_capture, lint_requests
-from ._policy import CachePolicy, PolicyTable, cache_policy
-from ._prompt._builder import Conversation, PinnedHead, PromptBuilder
-from ._prompt._compaction import CacheEvent, CompactionPlan, plan_compaction
-from ._prompt._messages import Message, ToolCall
-from ._prompt._rendered import RenderedPrompt
-from ._prompt._tools import Repair, Tool, ToolSet
-from ._recording._recorder import Recorder
-from ._recording._transport import AsyncRecordingTransport, RecordingTransport
-from ._report._otel import export_otel
-from ._segment import Segment
-from ._tokens import ByteTokenizer, SegmentTokenCounter, TiktokenTokenizer, Tokenizer, get_tokenizer
-from ._usage import CacheUsage
-from ._volatility import VolatileSpan, scan_volatile
-from ._wire._formats import segment_request
-from ._wire._request import ProviderRequest
-from ._wire._segmenter import SegmentedRequest
-from .providers import parse_stream, parse_usage
+import importlib as _importlib
+import typing as _typing
 
 __version__ = "0.1.0"
+
+#: Public name -> the private module (relative to this package) that defines it.
+_EXPORTS: dict[str, str] = {
+    "AnthropicClient": "_client",
+    "AsyncAnthropicClient": "_client",
+    "AsyncOpenAIClient": "_client",
+    "AsyncOpenAICompatibleClient": "_client",
+    "AsyncRecordingTransport": "_recording._transport",
+    "BreakpointError": "_exceptions",
+    "ByteTokenizer": "_tokens",
+    "CacheEvent": "_prompt._compaction",
+    "CachePolicy": "_policy",
+    "CacheUsage": "_usage",
+    "CanonicalizationError": "_exceptions",
+    "CaptureError": "_exceptions",
+    "CompactionPlan": "_prompt._compaction",
+    "ConfigurationError": "_exceptions",
+    "Conversation": "_prompt._builder",
+    "Divergence": "_diff",
+    "DuplicateToolError": "_exceptions",
+    "HistoryError": "_exceptions",
+    "InputError": "_exceptions",
+    "Ledger": "_ledger._ledger",
+    "LedgerError": "_exceptions",
+    "LedgerSpillWarning": "_ledger._ledger",
+    "LintFinding": "_lint._linter",
+    "LintPair": "_lint._linter",
+    "LintReport": "_lint._linter",
+    "Message": "_prompt._messages",
+    "OpenAIClient": "_client",
+    "OpenAICompatibleClient": "_client",
+    "PinnedHead": "_prompt._builder",
+    "PinnedHeadError": "_exceptions",
+    "PolicyError": "_exceptions",
+    "PolicyTable": "_policy",
+    "PromptBuilder": "_prompt._builder",
+    "ProviderConnectionError": "_exceptions",
+    "ProviderError": "_exceptions",
+    "ProviderHTTPError": "_exceptions",
+    "ProviderRequest": "_wire._request",
+    "ProviderTimeoutError": "_exceptions",
+    "Recorder": "_recording._recorder",
+    "RecordingTransport": "_recording._transport",
+    "RenderedPrompt": "_prompt._rendered",
+    "Repair": "_prompt._tools",
+    "Segment": "_segment",
+    "SegmentTokenCounter": "_tokens",
+    "SegmentedRequest": "_wire._segmenter",
+    "StablePromptError": "_exceptions",
+    "TailSlotError": "_exceptions",
+    "TiktokenTokenizer": "_tokens",
+    "Tokenizer": "_tokens",
+    "TokenizerUnavailableError": "_exceptions",
+    "Tool": "_prompt._tools",
+    "ToolCall": "_prompt._messages",
+    "ToolError": "_exceptions",
+    "ToolNameError": "_exceptions",
+    "ToolSchemaError": "_exceptions",
+    "ToolSet": "_prompt._tools",
+    "UsageParseError": "_exceptions",
+    "UsageRecord": "_ledger._usage_record",
+    "VolatileContentError": "_exceptions",
+    "VolatileContentWarning": "_exceptions",
+    "VolatileSpan": "_volatility",
+    "WorkloadUnavailableError": "_exceptions",
+    "cache_policy": "_policy",
+    "canonical_json": "_canonical",
+    "diff": "_diff",
+    "export_otel": "_report._otel",
+    "get_tokenizer": "_tokens",
+    "lint_capture": "_lint._linter",
+    "lint_requests": "_lint._linter",
+    "parse_stream": "_wire._registry",
+    "parse_usage": "_wire._registry",
+    "plan_compaction": "_prompt._compaction",
+    "scan_volatile": "_volatility",
+    "segment_request": "_wire._formats",
+}
+
+#: Public sub-namespaces, imported on first attribute access.
+_SUBMODULES = frozenset({"demo", "emulator", "providers", "testing"})
+
+if _typing.TYPE_CHECKING:
+    from . import demo as demo
+    from . import emulator as emulator
+    from . import providers as providers
+    from . import testing as testing
+    from ._canonical import canonical_json
+    from ._client import (
+        AnthropicClient,
+        AsyncAnthropicClient,
+        AsyncOpenAIClient,
+        AsyncOpenAICompatibleClient,
+        OpenAIClient,
+        OpenAICompatibleClient,
+    )
+    from ._diff import (
+        Divergence,
+        diff,
+    )
+    from ._exceptions import (
+        BreakpointError,
+        CanonicalizationError,
+        CaptureError,
+        ConfigurationError,
+        DuplicateToolError,
+        HistoryError,
+        InputError,
+        LedgerError,
+        PinnedHeadError,
+        PolicyError,
+        ProviderConnectionError,
+        ProviderError,
+        ProviderHTTPError,
+        ProviderTimeoutError,
+        StablePromptError,
+        TailSlotError,
+        TokenizerUnavailableError,
+        ToolError,
+        ToolNameError,
+        ToolSchemaError,
+        UsageParseError,
+        VolatileContentError,
+        VolatileContentWarning,
+        WorkloadUnavailableError,
+    )
+    from ._ledger._ledger import (
+        Ledger,
+        LedgerSpillWarning,
+    )
+    from ._ledger._usage_record import UsageRecord
+    from ._lint._linter import (
+        LintFinding,
+        LintPair,
+        LintReport,
+        lint_capture,
+        lint_requests,
+    )
+    from ._policy import (
+        CachePolicy,
+        PolicyTable,
+        cache_policy,
+    )
+    from ._prompt._builder import (
+        Conversation,
+        PinnedHead,
+        PromptBuilder,
+    )
+    from ._prompt._compaction import (
+        CacheEvent,
+        CompactionPlan,
+        plan_compaction,
+    )
+    from ._prompt._messages import (
+        Message,
+        ToolCall,
+    )
+    from ._prompt._rendered import RenderedPrompt
+    from ._prompt._tools import (
+        Repair,
+        Tool,
+        ToolSet,
+    )
+    from ._recording._recorder import Recorder
+    from ._recording._transport import (
+        AsyncRecordingTransport,
+        RecordingTransport,
+    )
+    from ._report._otel import export_otel
+    from ._segment import Segment
+    from ._tokens import (
+        ByteTokenizer,
+        SegmentTokenCounter,
+        TiktokenTokenizer,
+        Tokenizer,
+        get_tokenizer,
+    )
+    from ._usage import CacheUsage
+    from ._volatility import (
+        VolatileSpan,
+        scan_volatile,
+    )
+    from ._wire._formats import segment_request
+    from ._wire._registry import (
+        parse_stream,
+        parse_usage,
+    )
+    from ._wire._request import ProviderRequest
+    from ._wire._segmenter import SegmentedRequest
 
 __all__ = [
     "AnthropicClient",
@@ -139,3 +283,22 @@ __all__ = [
     "scan_volatile",
     "segment_request",
 ]
+
+
+def __getattr__(name: str) -> object:
+    """Import the module of public name ``name`` on first access (PEP 562)."""
+    module = _EXPORTS.get(name)
+    if module is not None:
+        value = getattr(_importlib.import_module(f".{module}", __name__), name)
+        if value.__module__ != __name__:  # a module that does not call _public.public() yet
+            value.__module__ = __name__
+    elif name in _SUBMODULES:
+        value = _importlib.import_module(f".{name}", __name__)
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__, *_SUBMODULES})

@@ -14,8 +14,10 @@ from typing import Any
 import orjson
 
 from ._exceptions import CanonicalizationError
+from ._public import public
 
-__all__ = ["MAX_NESTING", "canonical_json", "escape_pointer", "json_safe", "loads", "wire_json"]
+__all__ = ["MAX_NESTING", "canonical_json", "escape_pointer", "json_safe", "loads", "pointer_get",
+           "unescape_pointer", "wire_json"]
 
 _PASSTHROUGH = (
     orjson.OPT_PASSTHROUGH_DATACLASS
@@ -40,6 +42,33 @@ def _reject(obj: Any) -> Any:
 def escape_pointer(token: str | int) -> str:
     """Escape one JSON pointer reference token (RFC 6901: ``~`` -> ``~0``, ``/`` -> ``~1``)."""
     return str(token).replace("~", "~0").replace("/", "~1")
+
+
+def unescape_pointer(token: str) -> str:
+    """Undo :func:`escape_pointer` on one reference token (``~1`` -> ``/``, then ``~0`` ->
+    ``~``)."""
+    return token.replace("~1", "/").replace("~0", "~")
+
+
+def pointer_get(doc: Any, pointer: str, default: Any = None) -> Any:
+    """The value at JSON pointer ``pointer`` (RFC 6901) inside decoded JSON ``doc``.
+
+    ``""`` is ``doc`` itself. An array index must be decimal digits below the length; ``-``
+    and negative indexes name nothing.
+
+    Returns:
+        The value, or ``default`` when the pointer names nothing in ``doc`` (a missing key, an
+        index out of range, or a step into a scalar).
+    """
+    for token in pointer.split("/")[1:]:
+        token = unescape_pointer(token)
+        if isinstance(doc, dict) and token in doc:
+            doc = doc[token]
+        elif isinstance(doc, list) and token.isdigit() and int(token) < len(doc):
+            doc = doc[int(token)]
+        else:
+            return default
+    return doc
 
 
 def _problems(obj: Any, pointer: str) -> Iterator[tuple[str, str, str]]:
@@ -167,3 +196,4 @@ def json_safe(value: Any) -> Any:
     if value is None or isinstance(value, (str, int, bool)):
         return value
     return str(value)
+public(canonical_json)

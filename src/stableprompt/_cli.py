@@ -1,9 +1,11 @@
 """The ``stableprompt`` command line: a thin dispatcher over self-contained subcommands.
 
-Each subcommand lives next to the code it drives and exposes a :class:`Subcommand`. To add
-one, add a line to :data:`SUBCOMMANDS` (name -> ``"module:attribute"``); a module is imported
-only when the parser is built, and a module that fails to import leaves the rest of the CLI
-working. :func:`register` adds one at run time (plugins, tests).
+Each subcommand lives next to the code it drives and exposes a :class:`Subcommand` (built
+from :mod:`stableprompt._subcommand`, never from this module). To add one, add a line to
+:data:`SUBCOMMANDS` (name -> ``"module:attribute"``). Only the module of the command that runs
+is imported (every one only for ``stableprompt --help``, a missing or unknown command), and a
+module that fails to import leaves the rest of the CLI working. :func:`register` adds one at
+run time (plugins, tests).
 
 Errors are one line on stderr, never a traceback: usage errors and bad input (InputError,
 LedgerError: arguments, captures, ledger files) exit 2, other failures of the
@@ -17,31 +19,14 @@ import importlib
 import os
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import NoReturn
 
 from ._exceptions import InputError, LedgerError, StablePromptError
+from ._subcommand import Subcommand, UsageError
 
-__all__ = ["SUBCOMMANDS", "Subcommand", "main", "register"]
+__all__ = ["SUBCOMMANDS", "Subcommand", "UsageError", "build_parser", "main", "register"]
 
 PROG = "stableprompt"
-
-
-@dataclass(frozen=True)
-class Subcommand:
-    """One ``stableprompt <name>`` command.
-
-    Attributes:
-        name: The word after ``stableprompt``.
-        help: One-line description for ``stableprompt --help``.
-        add_arguments: Adds the command's arguments (or nested subparsers) to its parser.
-        run: Runs the command with the parsed namespace; returns the exit status.
-    """
-
-    name: str
-    help: str
-    add_arguments: Callable[[argparse.ArgumentParser], None]
-    run: Callable[[argparse.Namespace], int]
 
 
 #: Subcommand name -> ``"module:attribute"`` of its :class:`Subcommand`.
@@ -58,10 +43,6 @@ _REGISTERED: dict[str, Subcommand] = {}
 def register(command: Subcommand) -> None:
     """Add (or replace) a subcommand at run time."""
     _REGISTERED[command.name] = command
-
-
-class UsageError(Exception):
-    """Bad command-line input; the message is the whole one-line report."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -85,16 +66,32 @@ def _load(name: str, spec: str) -> Subcommand:
     return command
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The full parser with every known subcommand."""
+def _chosen(args: Sequence[str]) -> str | None:
+    """The known command ``args`` run, or ``None`` when the full parser is needed (no command,
+    an unknown one, or a top-level option such as ``--help`` before it)."""
+    for arg in args:
+        if arg.startswith("-"):
+            return None
+        return arg if arg in SUBCOMMANDS or arg in _REGISTERED else None
+    return None
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The parser with every known subcommand, or with the command ``only`` alone (then only
+    its module is imported)."""
     from . import __version__
 
     parser = _Parser(prog=PROG, description="Cache-friendly prompts for LLM agent harnesses, "
                      "with measured prefix-cache hit rates.")
     parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    commands = {name: _load(name, spec) for name, spec in SUBCOMMANDS.items()}
-    commands.update(_REGISTERED)
+    if only is not None and only in _REGISTERED:
+        commands = {only: _REGISTERED[only]}
+    elif only is not None:
+        commands = {only: _load(only, SUBCOMMANDS[only])}
+    else:
+        commands = {name: _load(name, spec) for name, spec in SUBCOMMANDS.items()}
+        commands.update(_REGISTERED)
     for name in sorted(commands):
         command = commands[name]
         child = sub.add_parser(name, help=command.help, description=command.help)
@@ -107,7 +104,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI with ``argv`` (default ``sys.argv[1:]``); return the exit status."""
     args_list = list(sys.argv[1:] if argv is None else argv)
     try:
-        parser = build_parser()
+        parser = build_parser(_chosen(args_list))
         args = parser.parse_args(args_list)
         run: Callable[[argparse.Namespace], int] | None = getattr(args, "_run", None)
         if run is None:

@@ -53,6 +53,7 @@ import httpx
 from ._canonical import loads, wire_json
 from ._exceptions import ConfigurationError, InputError, ProviderError
 from ._ledger._usage_record import UsageRecord
+from ._public import public
 from ._recording._call import Pending
 from ._recording._errors import http_status_error, map_transport_error
 from ._recording._recorder import Recorder
@@ -725,3 +726,7 @@ class AsyncOpenAICompatibleClient(_OpenAIMixin, _AsyncClient):
         recorder = kwargs.pop("recorder", None)
         super().__init__(api_key, base_url=base_url, api_key_env=api_key_env or "",
                          provider=provider, cache_salt=cache_salt, recorder=recorder, **kwargs)
+
+
+public(AnthropicClient, AsyncAnthropicClient, AsyncOpenAIClient, AsyncOpenAICompatibleClient,
+       OpenAIClient, OpenAICompatibleClient)

@@ -17,8 +17,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, AnyStr, Protocol
 
-from ._canonical import canonical_json, escape_pointer, loads, wire_json
+from ._canonical import canonical_json, escape_pointer, loads, pointer_get, wire_json
 from ._exceptions import InputError
+from ._public import public
 from ._segment import Segment
 from ._volatility import scan_volatile
 
@@ -200,18 +201,6 @@ def _first_json_difference(x: Any, y: Any, pointer: str) -> tuple[str, str]:
     return pointer, "value"
 
 
-def _value_at(doc: Any, pointer: str) -> Any:
-    for token in pointer.split("/")[1:]:
-        token = token.replace("~1", "/").replace("~0", "~")
-        if isinstance(doc, dict):
-            doc = doc.get(token)
-        elif isinstance(doc, list) and token.isdigit() and int(token) < len(doc):
-            doc = doc[int(token)]
-        else:
-            return None
-    return doc
-
-
 def _strip_ws(value: Any) -> Any:
     if isinstance(value, str):
         return _WS.sub("", value)
@@ -302,7 +291,7 @@ def _classify(
         if x.kind == "message":
             return "history-rewrite", f"already-sent {x.name} changed in whitespace only", path
         return "whitespace", "only whitespace differs", path
-    sx, sy = _value_at(vx, inner), _value_at(vy, inner)
+    sx, sy = pointer_get(vx, inner), pointer_get(vy, inner)
     if isinstance(sx, str) and isinstance(sy, str):
         kind = _volatile_kind(sx, sy)
         if kind is not None:
@@ -377,3 +366,6 @@ def diff(a: Segmented, b: Segmented) -> Divergence | None:
         snippet_a=_snippet(a.data, offset),
         snippet_b=_snippet(b.data, offset),
     )
+
+
+public(Divergence, diff)

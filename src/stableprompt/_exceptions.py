@@ -36,6 +36,8 @@ Errors are raised with ``raise ... from exc`` so the original cause stays attach
 
 from __future__ import annotations
 
+from ._public import public
+
 __all__ = [
     "BreakpointError",
     "CanonicalizationError",
@@ -281,3 +283,7 @@ class VolatileContentWarning(UserWarning):
         self.text = text
         self.start = start
         self.offset = offset
+
+
+#: Every class of the tree is public (re-exported by the door).
+public(*(globals()[name] for name in __all__))

@@ -9,17 +9,26 @@ minimum the provider documents), and the returned policy says so (``conservative
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from fnmatch import fnmatchcase
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from ._exceptions import PolicyError
+from ._public import public
 
-__all__ = ["POLICY_TABLE_VERSION", "CachePolicy", "PolicyTable", "cache_policy", "default_policies"]
+__all__ = ["POLICY_TABLE_VERSION", "TTL_LABELS_S", "CachePolicy", "PolicyTable", "cache_policy",
+           "default_policies"]
 
 POLICY_TABLE_VERSION = "2026-11-30"
+
+TTL_LABELS_S: Mapping[str, int] = {"5m": 300, "30m": 1800, "1h": 3600, "12h": 43200, "24h": 86400}
+"""Every TTL label a request body may carry, in seconds: the one table that turns a label into
+a duration. Anthropic ``cache_control.ttl`` (``"5m"``, ``"1h"``); OpenAI
+``prompt_cache_options.ttl`` and breakpoint ``ttl`` (``"30m"``, ``"12h"``, GPT-5.6+) and
+``prompt_cache_retention`` (``"24h"``). Which labels a given model accepts is its policy's
+``ttls_s`` (sources cited per entry below); the labels' meaning is the same everywhere."""
 
 _ANTHROPIC_DOC = "https://platform.claude.com/docs/en/build-with-claude/prompt-caching"
 _ANTHROPIC_SKILLS = "anthropics/skills@0da71c3b:skills/claude-api/shared/prompt-caching.md"
@@ -275,3 +284,6 @@ _DEFAULT_TABLE = PolicyTable()
 def cache_policy(provider: str, model: str, table: PolicyTable | None = None) -> CachePolicy:
     """Look up the cache policy for ``provider``/``model`` in ``table`` (default: shipped)."""
     return (table or _DEFAULT_TABLE).lookup(provider, model)
+
+
+public(CachePolicy, PolicyTable, cache_policy)

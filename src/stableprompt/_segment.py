@@ -18,6 +18,8 @@ import hashlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from ._public import public
+
 __all__ = [
     "FINGERPRINT_TAG",
     "Segment",
@@ -173,3 +175,6 @@ def sum_tokens(segments: Iterable[Segment]) -> int | None:
             return None
         total += segment.tokens
     return total
+
+
+public(Segment)

@@ -1,5 +1,12 @@
-"""Output files of the command-line tools: checked before the work, written after.
+"""The kit every ``stableprompt <command>`` is built from: the command, its errors, its
+argument types and its output files.
 
+A feature's ``_command.py`` builds a :class:`Subcommand` from this module and never imports
+``stableprompt._cli``, so the dispatcher loads only the command that runs.
+:class:`UsageError` is bad command-line input (exit 2, one line on stderr); :func:`int_arg`
+builds range-checked integer ``type=`` functions.
+
+Output files are checked before the work and written after:
 ``stableprompt report --html PATH`` and ``stableprompt demo`` check their output paths when
 the arguments are parsed (:func:`output_file_arg`, :func:`output_dir_arg`: by trying to create
 a file there, leaving nothing behind), so a bad path fails at once, naming the option, and not
@@ -12,10 +19,14 @@ import argparse
 import os
 import tempfile
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 __all__ = [
+    "Subcommand",
+    "UsageError",
+    "int_arg",
     "json_text",
     "output_dir_arg",
     "output_dir_problem",
@@ -24,6 +35,45 @@ __all__ = [
     "same_file",
     "write_text",
 ]
+
+
+@dataclass(frozen=True)
+class Subcommand:
+    """One ``stableprompt <name>`` command.
+
+    Attributes:
+        name: The word after ``stableprompt``.
+        help: One-line description for ``stableprompt --help``.
+        add_arguments: Adds the command's arguments (or nested subparsers) to its parser.
+        run: Runs the command with the parsed namespace; returns the exit status.
+    """
+
+    name: str
+    help: str
+    add_arguments: Callable[[argparse.ArgumentParser], None]
+    run: Callable[[argparse.Namespace], int]
+
+
+class UsageError(Exception):
+    """Bad command-line input; the message is the whole one-line report (exit status 2)."""
+
+
+def int_arg(noun: str, low: int, high: int | None, bounds: str) -> Callable[[str], int]:
+    """An argparse ``type`` parsing an integer in ``low..high`` (``None``: no upper bound).
+
+    Errors read ``not {noun}: 'x'`` and ``{bounds}, got 5`` (``argparse.ArgumentTypeError``).
+    """
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not {noun}: {text!r}") from None
+        if value < low or (high is not None and value > high):
+            raise argparse.ArgumentTypeError(f"{bounds}, got {value}")
+        return value
+
+    return parse
 
 
 def write_text(path: str | os.PathLike[str], text: str) -> None:

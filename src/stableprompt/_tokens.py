@@ -24,16 +24,19 @@ from __future__ import annotations
 import hashlib
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from ._exceptions import InputError, TokenizerUnavailableError
+from ._public import public
 
 if TYPE_CHECKING:
     import tiktoken
 
 __all__ = [
+    "FALLBACK_TOKENIZER",
     "ByteTokenizer",
+    "EstimatingTokenCounter",
     "SegmentTokenCounter",
     "TiktokenTokenizer",
     "Tokenizer",
@@ -352,3 +355,77 @@ def _decode(data: bytes) -> str:
             code="segment-not-utf8",
             offset=exc.start,
         ) from exc
+
+
+FALLBACK_TOKENIZER = "bytes/4"
+"""The tokenizer estimates fall back to when the chosen one cannot be loaded."""
+
+
+class EstimatingTokenCounter:
+    """Segment token counts for estimates, with the one fallback policy.
+
+    Counts with ``tokenizer`` (memoized by :class:`SegmentTokenCounter`) and, the first time it
+    raises :class:`~stableprompt.TokenizerUnavailableError` (tiktoken's data cannot be loaded
+    offline), switches for good to :data:`FALLBACK_TOKENIZER` (:class:`ByteTokenizer`,
+    ``ceil(bytes / 4)``), calls ``on_fallback`` once with the error, and counts again. An
+    estimate is better than no number; who needs to know reads :attr:`fell_back` or
+    :attr:`tokenizer`. The recorder and ``stableprompt lint`` both count this way. Thread-safe
+    (the switch may run twice under a race; both runs give the same counter).
+
+    Args:
+        tokenizer: The tokenizer or encoding name (see :func:`get_tokenizer`) to try first.
+        max_entries: Memo size of each :class:`SegmentTokenCounter`.
+        on_fallback: Called once with the error when the fallback is taken (e.g. to log).
+
+    Raises:
+        InputError: Unknown encoding name (code ``tokenizer-unknown``), or ``max_entries < 1``.
+    """
+
+    __slots__ = ("_counter", "_fell_back", "_max_entries", "_on_fallback")
+
+    def __init__(
+        self,
+        tokenizer: Tokenizer | str,
+        *,
+        max_entries: int = 8192,
+        on_fallback: Callable[[TokenizerUnavailableError], None] | None = None,
+    ) -> None:
+        resolved = get_tokenizer(tokenizer) if isinstance(tokenizer, str) else tokenizer
+        self._counter = SegmentTokenCounter(resolved, max_entries=max_entries)
+        self._max_entries = max_entries
+        self._on_fallback = on_fallback
+        self._fell_back = False
+
+    @property
+    def tokenizer(self) -> Tokenizer:
+        """The tokenizer counts are made with now (the fallback once it was taken)."""
+        return self._counter.tokenizer
+
+    @property
+    def fell_back(self) -> bool:
+        """Whether the first tokenizer could not be loaded and ``bytes/4`` is used."""
+        return self._fell_back
+
+    def count(self, segment_bytes: bytes | str, *, digest: str | None = None) -> int:
+        """Tokens in one segment: :meth:`SegmentTokenCounter.count`, falling back as above.
+
+        Raises:
+            InputError: The bytes are not valid UTF-8 (code ``segment-not-utf8``).
+        """
+        try:
+            return self._counter.count(segment_bytes, digest=digest)
+        except TokenizerUnavailableError as exc:
+            if self._fell_back:  # pragma: no cover - ByteTokenizer never raises this
+                raise
+            self._counter = SegmentTokenCounter(get_tokenizer(FALLBACK_TOKENIZER),
+                                                max_entries=self._max_entries)
+            self._fell_back = True
+            if self._on_fallback is not None:
+                self._on_fallback(exc)
+            return self._counter.count(segment_bytes, digest=digest)
+
+    def __repr__(self) -> str:
+        return f"EstimatingTokenCounter({self.tokenizer.name!r}, fell_back={self._fell_back})"
+
+
+public(ByteTokenizer, SegmentTokenCounter, TiktokenTokenizer, Tokenizer, get_tokenizer)

@@ -17,9 +17,11 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-__all__ = ["MAX_TOKEN_COUNT", "TOKEN_FIELDS", "CacheUsage", "show_int"]
+from ._public import public
 
-TOKEN_FIELDS = (
+__all__ = ["MAX_TOKEN_COUNT", "USAGE_FIELDS", "CacheUsage", "show_int"]
+
+USAGE_FIELDS = (
     "input_tokens_total",
     "uncached_tokens",
     "cache_read_tokens",
@@ -28,7 +30,9 @@ TOKEN_FIELDS = (
     "cache_write_1h_tokens",
     "output_tokens",
 )
-"""Names of :class:`CacheUsage`'s token counts, in declaration order."""
+"""Names of :class:`CacheUsage`'s token counts, in declaration order: the usage fields
+:class:`~stableprompt.UsageRecord` mirrors (same names, same order) and the ledger stores as
+columns. The one list; everything that copies usage counts iterates it."""
 
 MAX_TOKEN_COUNT = 2**53 - 1
 """The largest token count a usage parser accepts (a typed ``usage-overflow`` error above).
@@ -104,7 +108,7 @@ class CacheUsage(BaseModel):
     @property
     def is_unknown(self) -> bool:
         """True when no token count at all is known."""
-        return all(getattr(self, name) is None for name in TOKEN_FIELDS)
+        return all(getattr(self, name) is None for name in USAGE_FIELDS)
 
     @property
     def hit_rate(self) -> float | None:
@@ -124,7 +128,7 @@ class CacheUsage(BaseModel):
         split that does not sum to (or exceeds) ``cache_write_tokens``; parser notes.
         """
         reasons: list[str] = []
-        for name in TOKEN_FIELDS:
+        for name in USAGE_FIELDS:
             value = getattr(self, name)
             if value is not None and value < 0:
                 reasons.append(f"{name} is negative ({show_int(value)})")
@@ -157,3 +161,6 @@ class CacheUsage(BaseModel):
     def inconsistent(self) -> bool:
         """True when :attr:`inconsistency` names at least one contradiction."""
         return self.inconsistency is not None
+
+
+public(CacheUsage)

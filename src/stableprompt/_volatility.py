@@ -54,16 +54,21 @@ module resolves their overlapping candidates and holds the public API and the di
 from __future__ import annotations
 
 import bisect
-from collections.abc import Collection
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass
+from typing import Any
 
+from ._canonical import escape_pointer
 from ._exceptions import InputError
+from ._public import public
 from ._volatility_patterns import Candidate, Scanner, suppress_examples
 
 __all__ = [
+    "SCHEMA_CONSTANT_KEYS",
     "VOLATILE_KINDS",
     "VolatileSpan",
     "byte_offset",
+    "head_strings",
     "scan_volatile",
     "volatile_kind_at",
 ]
@@ -209,6 +214,65 @@ def _with_bytes(text: str, spans: list[Candidate]) -> tuple[VolatileSpan, ...]:
 
 
 # --------------------------------------------------------------------------------------------
+# The strings of a head (tools, system blocks) that the builder and lint scan.
+
+SCHEMA_CONSTANT_KEYS: frozenset[str] = frozenset({"const", "default", "enum", "example",
+                                                  "examples"})
+"""JSON Schema keywords whose value is a constant the schema declares; :func:`head_strings`
+skips their values (see there for why)."""
+
+#: Keywords whose value maps *names* (properties, definitions) to subschemas: a key directly
+#: inside one is a name chosen by the tool author, never a keyword, so a property called
+#: ``default`` is still walked.
+_NAME_MAPS = frozenset({"$defs", "definitions", "dependentSchemas", "patternProperties",
+                        "properties"})
+
+
+def head_strings(value: Any, pointer: str = "") -> Iterator[tuple[str, str]]:
+    """``(pointer, text)`` of every string a head segment holds that could be volatile.
+
+    The one walker for volatile head content: :class:`~stableprompt.PinnedHead` runs it over
+    each tool at :meth:`~stableprompt.PromptBuilder.freeze` (warning, or raising in strict
+    mode) and ``stableprompt lint`` over each cached tool/system segment of a capture, so the
+    two agree on what counts.
+
+    The rule: every string *value* is walked, in document order (object keys are names, not
+    content), except the values of the schema-constant keywords :data:`SCHEMA_CONSTANT_KEYS`
+    (``default``, ``examples``, ``example``, ``enum``, ``const``), at any depth, unless the key
+    is a property or definition name (a key directly inside ``properties``,
+    ``patternProperties``, ``$defs``, ``definitions`` or ``dependentSchemas``). Why skipped: a
+    constant the schema declares (``"default": "2024-01-15"``, ``"examples": ["14:30"]``) is
+    content the model sees on every call, but it is the same bytes on every call. It changes
+    only when the developer edits the schema, which is a new head (a ``content-edit``), not a
+    per-turn value; and the fix a finding would give ("move it to a tail slot") cannot apply
+    to a schema constant. This is the same rule :func:`scan_volatile` applies to documented
+    values in text (``"default": "..."``, ``e.g. 2024-01-15``). A date in a *description*
+    is still reported: that is where per-turn values are usually interpolated.
+
+    Args:
+        value: A decoded JSON value (a tool's wire or canonical form, a system block).
+        pointer: JSON pointer of ``value`` itself (RFC 6901), prefixed to every result.
+
+    Returns:
+        An iterator of ``(pointer, text)``; ``pointer`` locates ``text`` inside ``value``.
+    """
+    yield from _head_strings(value, pointer, False)
+
+
+def _head_strings(value: Any, pointer: str, names: bool) -> Iterator[tuple[str, str]]:
+    if isinstance(value, str):
+        yield pointer, value
+    elif isinstance(value, dict):
+        for key, child in value.items():
+            if names or key not in SCHEMA_CONSTANT_KEYS:
+                yield from _head_strings(child, f"{pointer}/{escape_pointer(key)}",
+                                         not names and key in _NAME_MAPS)
+    elif isinstance(value, list):
+        for i, child in enumerate(value):
+            yield from _head_strings(child, f"{pointer}/{i}", False)
+
+
+# --------------------------------------------------------------------------------------------
 # Divergence support for the diff.
 _DIFF_WINDOW = 512
 
@@ -297,3 +361,6 @@ def _kind_covering(text: str, at_start: bool, at_end: bool, offset: int) -> tupl
             if not best[1]:
                 return best
     return best
+
+
+public(VolatileSpan, scan_volatile)

@@ -12,7 +12,7 @@ import openai.types.responses
 import pytest
 
 from stableprompt import CacheUsage
-from stableprompt._usage import TOKEN_FIELDS
+from stableprompt._usage import USAGE_FIELDS
 from stableprompt.providers import parse_response, parse_usage
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -22,8 +22,8 @@ CASES: list[dict[str, Any]] = json.loads((FIXTURES / "usage_bodies.json").read_t
 
 
 def _check(usage: CacheUsage, expect: dict[str, Any]) -> None:
-    got = {name: getattr(usage, name) for name in TOKEN_FIELDS}
-    assert got == {name: expect[name] for name in TOKEN_FIELDS}
+    got = {name: getattr(usage, name) for name in USAGE_FIELDS}
+    assert got == {name: expect[name] for name in USAGE_FIELDS}
     if expect["hit_rate"] is None:
         assert usage.hit_rate is None
     else:

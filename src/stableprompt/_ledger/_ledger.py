@@ -46,6 +46,7 @@ from types import TracebackType
 from typing import IO, Any
 
 from .._exceptions import InputError, LedgerError
+from .._public import public
 from .._redact import redact
 from ._schema import (
     COLUMNS,
@@ -638,3 +639,5 @@ def _retry_locked(action: Callable[[], object], *, failure: str, code: str) -> N
                 continue
             raise LedgerError(f"{failure}: {exc}", code=code) from exc
 
+
+public(Ledger)

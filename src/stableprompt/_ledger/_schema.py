@@ -29,7 +29,7 @@ from typing import Any
 
 from .._canonical import canonical_json, loads
 from .._exceptions import CanonicalizationError, LedgerError
-from .._usage import TOKEN_FIELDS, show_int
+from .._usage import USAGE_FIELDS, show_int
 from ._usage_record import OTEL_ATTRIBUTES, UsageRecord
 
 __all__ = [
@@ -66,7 +66,7 @@ _FIELDS = (
     "lcp_tokens",
     "request_tokens",
     "predicted_cache_read_tokens",
-    *TOKEN_FIELDS,
+    *USAGE_FIELDS,
     "usage_inconsistent",
     "usage_raw",
     "verdict",

@@ -29,6 +29,7 @@ from typing import Literal
 
 from .._canonical import canonical_json
 from .._exceptions import LedgerError
+from .._public import public
 from .._redact import redact
 from ._usage_record import UsageRecord
 
@@ -325,3 +326,6 @@ class SpillFiles:
             finally:
                 os.close(fd)
         return count
+
+
+public(LedgerSpillWarning)

@@ -22,6 +22,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_validator
 
 from .._canonical import canonical_json
+from .._public import public
 from .._redact import redact
 
 __all__ = [
@@ -229,3 +230,6 @@ def scrubbed(record: UsageRecord, secrets: tuple[str, ...] = ()) -> UsageRecord:
     update.update({name: redact(getattr(record, name), secrets=secrets, fragments=False)
                    for name in CALLER_TEXT})
     return record.model_copy(update=update)
+
+
+public(UsageRecord)

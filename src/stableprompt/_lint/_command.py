@@ -12,8 +12,8 @@ import sys
 from typing import Any
 
 from .._canonical import wire_json
-from .._cli import Subcommand
 from .._exceptions import CaptureError
+from .._subcommand import Subcommand, int_arg
 from .._wire._formats import WIRE_FORMATS_WITH_REQUESTS
 from ._linter import CAUSE_FIXES, lint_capture
 from ._results import LintReport, format_pair
@@ -34,14 +34,7 @@ def _ratio_arg(text: str) -> float:
     return value
 
 
-def _count_arg(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
-    return value
+_count_arg = int_arg("an integer", 0, None, "must be 0 or more")
 
 
 def add_lint_arguments(parser: argparse.ArgumentParser) -> None:

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .._canonical import loads, wire_json
+from .._canonical import loads, pointer_get, wire_json
 from .._diff import Divergence, Segmented, common_prefix_len
 from .._segment import Segment
 
@@ -101,18 +101,6 @@ def is_expected_divergence(a: Any, b: Any, divergence: Divergence) -> bool:
     return y.kind == "message" and (y.label != x.label or _message_key(y) != last)
 
 
-def _walk(value: Any, pointer: str) -> Any:
-    for token in pointer.split("/")[1:] if pointer else ():
-        token = token.replace("~1", "/").replace("~0", "~")
-        if isinstance(value, dict) and token in value:
-            value = value[token]
-        elif isinstance(value, list) and token.isdigit() and int(token) < len(value):
-            value = value[int(token)]
-        else:
-            return _MISSING
-    return value
-
-
 def _resolve(prompt: Segmented, pointer: str) -> Any:
     """The JSON value at body pointer ``pointer`` of a segmented request, or ``_MISSING``.
 
@@ -145,7 +133,7 @@ def _resolve(prompt: Segmented, pointer: str) -> Any:
         elif s.kind in ("message", "system") and rest and isinstance(value, dict) and (
                 rest.split("/")[1] not in value):
             continue  # a key the message's ``.rest`` segment holds
-        found = _walk(value, rest)
+        found = pointer_get(value, rest, _MISSING)
         if found is not _MISSING:
             return found
     return _MISSING

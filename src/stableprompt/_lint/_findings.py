@@ -12,12 +12,11 @@ from typing import Any
 
 from .._canonical import escape_pointer, loads
 from .._diff import _body_path
-from .._exceptions import TokenizerUnavailableError
 from .._segment import Segment
-from .._volatility import scan_volatile
+from .._volatility import head_strings, scan_volatile
 from ._results import LintFinding
 
-__all__ = ["CAUSE_FIXES", "FINDING_FIXES", "HeadSeg", "TokenCounter", "finding",
+__all__ = ["CAUSE_FIXES", "FINDING_FIXES", "HeadSeg", "finding",
            "head_findings", "tool_order_findings"]
 
 #: One-line fix per break cause (see ``stableprompt._diff.CAUSES``).
@@ -67,8 +66,6 @@ FINDING_FIXES: Mapping[str, tuple[str, str]] = {
                                   "JSON) so another runtime cannot reorder them"),
 }
 
-_EXAMPLE_KEYS = frozenset({"examples", "example", "default", "enum", "const"})
-
 
 @dataclass(slots=True)
 class HeadSeg:
@@ -100,7 +97,7 @@ def head_findings(heads: Iterable[HeadSeg]) -> Iterator[LintFinding]:
         if not head.cached_requests:
             continue
         seg = Segment(head.kind, head.name, 0, 0, "", "", path=head.path)
-        for inner, text in _strings(value, ""):
+        for inner, text in head_strings(value):
             for span in scan_volatile(text):
                 path = _body_path(seg, inner)
                 key = (where, inner, span.kind)
@@ -148,19 +145,6 @@ def finding(code: str, message: str, indexes: Iterable[int]) -> LintFinding:
     return LintFinding(code, severity, message, fix, tuple(sorted(set(indexes))))
 
 
-def _strings(value: Any, pointer: str) -> Iterator[tuple[str, str]]:
-    """``(pointer, text)`` of every string in a JSON value, skipping example/default values."""
-    if isinstance(value, str):
-        yield pointer, value
-    elif isinstance(value, dict):
-        for key, child in value.items():
-            if key not in _EXAMPLE_KEYS:
-                yield from _strings(child, f"{pointer}/{escape_pointer(key)}")
-    elif isinstance(value, list):
-        for i, child in enumerate(value):
-            yield from _strings(child, f"{pointer}/{i}")
-
-
 def _schema_key_problem(tool: Any) -> str | None:
     """First object of a tool's schema whose keys are not sorted, as a message, or ``None``."""
     if not isinstance(tool, dict):
@@ -193,26 +177,3 @@ def _schema_key_problem(tool: Any) -> str | None:
         return None
 
     return walk(schema, base)
-
-
-class TokenCounter:
-    """Token counts of segment bytes: cl100k (via :func:`get_tokenizer`) when it loads
-    offline, else the ``bytes/4`` stand-in; memoized by :class:`SegmentTokenCounter`."""
-
-    def __init__(self) -> None:
-        self._counter: Any = None
-        self.method = ""
-
-    def count(self, data: bytes) -> int:
-        if self._counter is None:
-            from .._tokens import SegmentTokenCounter, get_tokenizer
-
-            tokenizer = get_tokenizer("cl100k_base")
-            self.method = "cl100k estimate"
-            try:
-                tokenizer.count("warm up")
-            except TokenizerUnavailableError:
-                tokenizer, self.method = get_tokenizer("bytes/4"), "bytes/4 estimate"
-            self._counter = SegmentTokenCounter(tokenizer)
-        count: int = self._counter.count(data)
-        return count

@@ -83,8 +83,10 @@ from typing import Any
 
 from .._diff import common_prefix_len, diff, first_divergent_index, lcp_bytes
 from .._exceptions import CaptureError, PolicyError
-from .._policy import CachePolicy, PolicyTable, cache_policy
+from .._policy import TTL_LABELS_S, CachePolicy, PolicyTable, cache_policy
+from .._public import public
 from .._segment import Segment
+from .._tokens import EstimatingTokenCounter
 from .._wire._formats import (
     CACHE_KEY_PARAMS,
     WIRE_FORMATS_WITH_REQUESTS,
@@ -99,7 +101,6 @@ from ._findings import (
     CAUSE_FIXES,
     FINDING_FIXES,
     HeadSeg,
-    TokenCounter,
     finding,
     head_findings,
     tool_order_findings,
@@ -129,7 +130,11 @@ _READS: Mapping[str, frozenset[str]] = {
     )
 }
 _HEAD_KINDS = ("param", "tool", "system")
-_TTL_S = {"5m": 300, "1h": 3600}
+
+
+def _method(counter: EstimatingTokenCounter) -> str:
+    """How lint's token counts were made, as its messages name it."""
+    return "bytes/4 estimate" if counter.fell_back else "cl100k estimate"
 
 
 # -- internals -------------------------------------------------------------------------------
@@ -261,7 +266,7 @@ class _Linter:
         self.hits: dict[str, list[int]] = {}  # finding code -> request indexes
         self.examples: dict[str, str] = {}  # finding code -> first example message
         self.policy_cache: dict[tuple[str, str | None], CachePolicy | None] = {}
-        self.tokens = TokenCounter()
+        self.tokens = EstimatingTokenCounter("cl100k_base")
 
     # -- input -------------------------------------------------------------------------------
 
@@ -488,7 +493,8 @@ class _Linter:
             self._hit("too-many-breakpoints", req.index,
                       f"request {req.index} has {len(bps)} breakpoints (budget {budget}"
                       f"{unknown}): " + ", ".join(s.name for s in bps))
-        known = [(s, _TTL_S[s.breakpoint]) for s in bps if s.breakpoint in _TTL_S]
+        known = [(s, TTL_LABELS_S[s.breakpoint or ""]) for s in bps
+                 if s.breakpoint in TTL_LABELS_S]
         for (s1, t1), (s2, t2) in itertools.pairwise(known):
             if t2 > t1:
                 self._hit("breakpoint-ttl-order", req.index,
@@ -513,7 +519,7 @@ class _Linter:
                 whose = f"{minimum}-token minimum of {req.model or 'this model'}"
             self._hit("breakpoint-below-minimum", req.index,
                       f"request {req.index}: the first breakpoint ({first.name}) ends a prefix "
-                      f"of ~{tokens} tokens ({self.tokens.method}), below the {whose} "
+                      f"of ~{tokens} tokens ({_method(self.tokens)}), below the {whose} "
                       f"({policy.source.split(';')[0]})")
 
     # -- output ------------------------------------------------------------------------------
@@ -654,3 +660,6 @@ def _finish(linter: _Linter, capture: str | None) -> LintReport:
                                f"malformed record(s); first: {first})", code="capture-format")
         raise CaptureError(f"{where} is empty: no requests", code="capture-empty")
     return linter.report(capture)
+
+
+public(lint_capture, lint_requests)

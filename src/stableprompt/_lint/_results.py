@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._diff import Divergence
+from .._public import public
 from ._capture import CaptureProblem
 from ._divergence import ValueSnippet, describe_divergence
 
@@ -272,3 +273,6 @@ def format_pair(x: float, y: float, digits: int = 4) -> tuple[str, str]:
     while digits < 12 and x != y and f"{x:.{digits}f}" == f"{y:.{digits}f}":
         digits += 1
     return f"{x:.{digits}f}", f"{y:.{digits}f}"
+
+
+public(LintFinding, LintPair, LintReport)

@@ -22,9 +22,10 @@ from .._exceptions import (
     VolatileContentError,
     VolatileContentWarning,
 )
+from .._public import public
 from .._segment import Segment, SegmentSpec, build_segments, fingerprint_of, sum_tokens
 from .._tokens import SegmentTokenCounter, Tokenizer, get_tokenizer
-from .._volatility import scan_volatile
+from .._volatility import head_strings, scan_volatile
 from .._wire._parts import check_ttl
 from .._wire.anthropic import text_block_bytes
 from ._compaction import CacheEvent
@@ -226,9 +227,16 @@ class PinnedHead:
     def __reduce__(self) -> tuple[Any, ...]:
         tokenizer = self._tokenizer if isinstance(self._tokenizer, str) or (
             self._tokenizer is None) else self._tokenizer.name
-        return (_rebuild_head, (tuple(self.tools), tuple(zip(self.system, self._system_ttls,
-                                                             strict=True)),
-                                dict(self.tail_slots), tokenizer, self.head_ttl))
+        return (PinnedHead._from_parts, (tuple(self.tools), tuple(zip(
+            self.system, self._system_ttls, strict=True)), dict(self.tail_slots), tokenizer,
+            self.head_ttl))
+
+    @classmethod
+    def _from_parts(cls, tools: tuple[Tool, ...], system: tuple[tuple[str, str | None], ...],
+                    slots: dict[str, bool], tokenizer: str | None, head_ttl: str) -> PinnedHead:
+        """Rebuild a pickled head (no volatile-content lint: it passed at freeze time)."""
+        return cls(ToolSet(tools), system, slots, tokenizer=tokenizer, head_ttl=head_ttl,
+                   strict=False, lint=False)
 
     def __eq__(self, other: object) -> bool:
         return (isinstance(other, PinnedHead) and self.data == other.data
@@ -259,16 +267,15 @@ class PinnedHead:
         return self._system_ttls
 
     def _texts(self) -> Iterator[tuple[Segment, str]]:
-        """Every human text of the head: system blocks, tool descriptions and the string
-        values of tool input schemas (descriptions, defaults, enums, examples)."""
+        """Every text of the head that could be volatile: system blocks, and each tool's
+        strings as :func:`~stableprompt._volatility.head_strings` walks them (description,
+        schema descriptions; schema constants such as ``default`` are skipped)."""
         for segment in self.segments:
             if segment.kind == "system":
                 yield segment, self.system[int(segment.name[7:-1])]
                 continue
             tool = self.tools[segment.label]
-            if tool.description:
-                yield segment, tool.description
-            yield from ((segment, text) for text in _strings(tool.input_schema))
+            yield from ((segment, text) for _, text in head_strings(tool.to_dict()))
 
     def _lint(self, strict: bool) -> None:
         for segment, text in self._texts():
@@ -307,23 +314,6 @@ class PinnedHead:
         return Conversation._resume(self, exported)
 
 
-def _strings(value: Any) -> Iterator[str]:
-    if isinstance(value, str):
-        yield value
-    elif isinstance(value, dict):
-        for item in value.values():
-            yield from _strings(item)
-    elif isinstance(value, list):
-        for item in value:
-            yield from _strings(item)
-
-
-def _rebuild_head(tools: tuple[Tool, ...], system: tuple[tuple[str, str | None], ...],
-                  slots: dict[str, bool], tokenizer: str | None, head_ttl: str) -> PinnedHead:
-    return PinnedHead(ToolSet(tools), system, slots, tokenizer=tokenizer, head_ttl=head_ttl,
-                      strict=False, lint=False)
-
-
 class Conversation:
     """Append-only history on a pinned head; renders head + history + tail.
 
@@ -346,7 +336,7 @@ class Conversation:
         self._anchors: tuple[int | None, int | None] = (None, None)
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (_resume, (self.head, self.export()))
+        return (Conversation._resume, (self.head, self.export()))
 
     # -- appending --------------------------------------------------------------------------
 
@@ -699,5 +689,4 @@ class Conversation:
         )
 
 
-def _resume(head: PinnedHead, exported: bytes) -> Conversation:
-    return Conversation._resume(head, exported)
+public(Conversation, PinnedHead, PromptBuilder)

@@ -25,6 +25,7 @@ import math
 from dataclasses import dataclass
 
 from .._exceptions import InputError
+from .._public import public
 
 __all__ = ["CacheEvent", "CompactionPlan", "plan_compaction"]
 
@@ -146,3 +147,6 @@ def plan_compaction(
         cost_compact=compact_total,
         savings=keep_total - compact_total,
     )
+
+
+public(CacheEvent, CompactionPlan, plan_compaction)

@@ -19,6 +19,7 @@ from typing import Any
 
 from .._canonical import canonical_json, loads
 from .._exceptions import CanonicalizationError, HistoryError
+from .._public import public
 from .._wire import anthropic, openai_chat, openai_responses
 from .._wire._parts import check_ttl
 
@@ -243,3 +244,6 @@ def tool_result_message(tool_call_id: str, content: Any, *, is_error: bool = Fal
     return Message("tool", [{"content": content, "is_error": is_error,
                              "tool_call_id": tool_call_id, "type": "tool_result"}],
                    breakpoint=check_ttl(breakpoint, "tool"))
+
+
+public(Message, ToolCall)

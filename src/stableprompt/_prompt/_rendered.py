@@ -14,6 +14,7 @@ from typing import Any
 
 from .._canonical import loads
 from .._exceptions import HistoryError
+from .._public import public
 from .._segment import Segment, fingerprint_of, sum_tokens
 from .._wire import anthropic, openai_chat, openai_responses
 from .._wire._parts import HeadParts, check_model
@@ -159,3 +160,6 @@ class RenderedPrompt:
             self, model=model, prompt_cache_key=prompt_cache_key, system_role=system_role,
             tail_role=tail_role, params=params)
         return ProviderRequest(openai_responses.WIRE_FORMAT, openai_responses.ENDPOINT, content)
+
+
+public(RenderedPrompt)

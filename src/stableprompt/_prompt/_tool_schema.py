@@ -17,6 +17,7 @@ from jsonschema.exceptions import SchemaError  # type: ignore[import-untyped]
 
 from .._canonical import MAX_NESTING, canonical_json, escape_pointer
 from .._exceptions import CanonicalizationError, ToolSchemaError
+from .._public import public
 
 __all__ = ["EMPTY_OBJECT_SCHEMA", "Repair", "canonical_schema"]
 
@@ -389,3 +390,4 @@ def canonical_schema(schema: Any, tool: str, repair: bool, repairs: list[Repair]
     return data
 
 
+public(Repair)

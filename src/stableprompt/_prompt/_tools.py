@@ -36,6 +36,7 @@ from .._exceptions import (
     ToolNameError,
     ToolSchemaError,
 )
+from .._public import public
 from .._wire import anthropic, openai_chat, openai_responses
 from ._tool_schema import EMPTY_OBJECT_SCHEMA, Repair, canonical_schema
 
@@ -159,8 +160,16 @@ class Tool:
         raise AttributeError(f"Tool is immutable (cannot delete {key!r})")
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (_rebuild, (self._name, self._description, self._schema_bytes, self._strict,
-                           self._repairs))  # fmt: skip
+        return (Tool._from_parts, (self._name, self._description, self._schema_bytes,
+                                   self._strict, self._repairs))  # fmt: skip
+
+    @classmethod
+    def _from_parts(cls, name: str, description: str | None, schema_bytes: bytes,
+                    strict: bool | None, repairs: tuple[Repair, ...]) -> Tool:
+        """Rebuild a pickled tool from its canonical parts, repairs kept."""
+        tool = cls(name, description, loads(schema_bytes), strict=strict)
+        object.__setattr__(tool, "_repairs", repairs)
+        return tool
 
     # --- read-only views -------------------------------------------------------------------------
     @property
@@ -426,18 +435,6 @@ def _renamed(r: Repair, name: str) -> Repair:
     return Repair(name, r.pointer, r.before, r.after, r.rule)
 
 
-def _rebuild(
-    name: str,
-    description: str | None,
-    schema_bytes: bytes,
-    strict: bool | None,
-    repairs: tuple[Repair, ...],
-) -> Tool:
-    tool = Tool(name, description, loads(schema_bytes), strict=strict)
-    object.__setattr__(tool, "_repairs", repairs)
-    return tool
-
-
 _SECTION_RE = re.compile(r"^(Args|Arguments|Parameters)\s*:\s*$")
 _ENTRY_RE = re.compile(r"^(\*{0,2}\w+)\s*(?:\([^)]*\))?\s*:\s*(.*)$")
 
@@ -644,3 +641,6 @@ class ToolSet:
     def to_openai_responses(self) -> list[dict[str, Any]]:
         """OpenAI Responses ``tools`` list in canonical order."""
         return [t.to_openai_responses() for t in self._tools]
+
+
+public(Tool, ToolSet)

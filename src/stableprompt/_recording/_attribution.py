@@ -58,7 +58,7 @@ from typing import Any, Literal
 
 from .._diff import Divergence, diff, first_divergent_index, lcp_bytes
 from .._ledger._usage_record import Verdict
-from .._policy import CachePolicy
+from .._policy import TTL_LABELS_S, CachePolicy
 from .._segment import Segment
 from .._usage import CacheUsage
 from ._call import RequestState
@@ -73,10 +73,6 @@ __all__ = [
 TOLERANCE_FRACTION = 0.05
 """Share of the request's reported ``input_tokens_total`` by which reported cache reads may
 differ from the prediction (on top of one granule) and still count as a ``hit``."""
-
-TTL_LABELS_S: Mapping[str, int] = {"5m": 300, "30m": 1800, "1h": 3600, "12h": 43200, "24h": 86400}
-"""TTL labels used in request bodies (Anthropic ``cache_control.ttl``, OpenAI
-``prompt_cache_options.ttl`` / ``prompt_cache_retention``), in seconds."""
 
 Relation = Literal["lineage", "session"]
 

@@ -43,12 +43,11 @@ from datetime import datetime, timezone
 from typing import Any
 
 from .._canonical import json_safe, loads
-from .._exceptions import TokenizerUnavailableError
 from .._ledger._ledger import Ledger
 from .._ledger._usage_record import UsageRecord, Verdict, scrubbed
 from .._policy import CachePolicy, PolicyTable
 from .._redact import redact, secrets_in_headers
-from .._tokens import ByteTokenizer, SegmentTokenCounter, Tokenizer, get_tokenizer
+from .._tokens import EstimatingTokenCounter, Tokenizer
 from .._usage import CacheUsage
 from .._wire._formats import (
     REQUEST_FORMATS,
@@ -151,8 +150,9 @@ class Recorder:
             self.policies = policies or PolicyTable()
         else:
             self.policies = PolicyTable(policies)
-        tok = get_tokenizer(tokenizer) if isinstance(tokenizer, str) else tokenizer
-        self._counter = SegmentTokenCounter(tok, max_entries=65_536)
+        self._counter = EstimatingTokenCounter(
+            tokenizer, max_entries=65_536, on_fallback=lambda exc: _log.warning(
+                "tokenizer unavailable (%s); estimating tokens as bytes/4", exc.code))
         self.records: list[UsageRecord] = []
         self._index = CallIndex(window_s=session_window_s)
         self._lookup_warned = False
@@ -296,14 +296,8 @@ class Recorder:
 
     def _count(self, segmented: SegmentedRequest) -> list[int]:
         data = segmented.data
-        try:
-            return [self._counter.count(data[s.start : s.end], digest=s.digest)
-                    for s in segmented.segments]
-        except TokenizerUnavailableError as exc:
-            _log.warning("tokenizer unavailable (%s); estimating tokens as bytes/4", exc.code)
-            self._counter = SegmentTokenCounter(ByteTokenizer(), max_entries=65_536)
-            return [self._counter.count(data[s.start : s.end], digest=s.digest)
-                    for s in segmented.segments]
+        return [self._counter.count(data[s.start : s.end], digest=s.digest)
+                for s in segmented.segments]
 
     def _load_lineage(self, head: str) -> None:
         """Seed the index with the lineage's recent ledger rows, once per lineage (a failed,

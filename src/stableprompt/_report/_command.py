@@ -7,7 +7,7 @@ our emulator say so). It opens the ledger read-only and never creates, migrates 
 
 This module is also the report's one import point: it re-exports the summary
 (``_report_summary.py``), the terminal text (``_report_text.py``), the HTML page
-(``_report_html.py``) and the output-file helpers (``_output.py``).
+(``_report_html.py``) and the output-file helpers (``_subcommand.py``).
 """
 
 from __future__ import annotations
@@ -17,10 +17,11 @@ import os
 import sys
 from typing import TYPE_CHECKING
 
-from .._cli import Subcommand, UsageError
 from .._exceptions import LedgerError
 from .._ledger._usage_record import UsageRecord
 from .._subcommand import (
+    Subcommand,
+    UsageError,
     json_text,
     output_dir_arg,
     output_dir_problem,

@@ -12,6 +12,7 @@ from typing import Any
 from .._canonical import canonical_json
 from .._exceptions import ConfigurationError
 from .._ledger._usage_record import OTEL_ATTRIBUTES, UsageRecord
+from .._public import public
 from .._redact import redact
 
 __all__ = ["export_otel"]
@@ -87,3 +88,6 @@ def _otel_attributes(record: UsageRecord, operation: str) -> dict[str, Any]:
             redact(clean.verdict_detail)
         ).decode("utf-8")
     return attributes
+
+
+public(export_otel)

@@ -13,6 +13,7 @@ from types import MappingProxyType
 from typing import Any, Protocol
 
 from .._exceptions import CaptureError
+from .._public import public
 from . import _openai, anthropic, openai_chat, openai_responses
 from ._segmenter import SegmentBuilder, SegmentedRequest
 
@@ -240,3 +241,6 @@ def diagnostics_request(wire_format: str, body: Mapping[str, Any]) -> dict[str, 
     OpenAI ``prompt_cache_options.comparison_response_id``), or ``None``."""
     asked = anthropic.diagnostics_request(body) if wire_format == anthropic.WIRE_FORMAT else None
     return asked or _openai.diagnostics_request(body)
+
+
+public(segment_request)

@@ -6,6 +6,7 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from .._exceptions import UsageParseError
+from .._public import public
 from .._usage import CacheUsage
 from . import (
     anthropic,
@@ -170,3 +171,6 @@ def parse_stream(wire_format: str, raw_sse_bytes: bytes | bytearray | memoryview
     accumulator = stream_accumulator(wire_format)
     accumulator.feed(raw_sse_bytes)
     return accumulator.finish()
+
+
+public(parse_stream, parse_usage)

@@ -7,6 +7,7 @@ from functools import cached_property
 from typing import Any
 
 from .._canonical import loads
+from .._public import public
 from .._segment import Segment
 from ._formats import segment_request
 from ._segmenter import SegmentedRequest
@@ -60,3 +61,6 @@ class ProviderRequest:
     def head_fingerprint(self) -> str:
         """Model-scoped head fingerprint: the cache lineage of this request."""
         return self.segmented.head_fingerprint
+
+
+public(ProviderRequest)

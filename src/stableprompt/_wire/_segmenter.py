@@ -28,6 +28,7 @@ from typing import Any
 
 from .._canonical import wire_json
 from .._exceptions import CaptureError
+from .._public import public
 from .._segment import Segment, SegmentSpec, build_segments, fingerprint_of, tag
 
 __all__ = ["SegmentBuilder", "SegmentedRequest", "require_list", "tool_label"]
@@ -191,3 +192,4 @@ def tool_label(tool: Any) -> str:
     return ""
 
 
+public(SegmentedRequest)

@@ -20,8 +20,9 @@ import itertools
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .._canonical import canonical_json
+from .._canonical import canonical_json, unescape_pointer
 from .._exceptions import BreakpointError, CaptureError, InputError, UsageParseError
+from .._policy import TTL_LABELS_S
 from .._sse import SSEEvent
 from .._usage import CacheUsage
 from ._base import Clock, SSEStreamAccumulator
@@ -175,7 +176,7 @@ class AnthropicStreamAccumulator(SSEStreamAccumulator):
         try:
             usage = parse_usage(self._usage)
         except UsageParseError as exc:
-            key = (exc.pointer or "/").split("/")[1].replace("~1", "/").replace("~0", "~")
+            key = unescape_pointer((exc.pointer or "/").split("/")[1])
             offset, base = self._sources.get(key, (None, ""))
             exc.pointer = f"{base}{exc.pointer}"
             exc.offset = offset
@@ -205,7 +206,6 @@ MARKER_KEY = "cache_control"
 #: breakpoint itself as the first" (platform.claude.com prompt-caching docs, 2026).
 LOOKBACK_BLOCKS = 20
 MAX_BREAKPOINTS = 4
-_TTL_RANK = {"1h": 2, "5m": 1}
 _PLACE_ORDER = {"tool": 0, "system": 1, "message": 2}
 
 Place = tuple[str, int]
@@ -307,7 +307,7 @@ def breakpoints(prompt: PromptParts, history_ttl: str, budget: int) -> dict[Plac
             marks[key] = ttl
     ranked = sorted(marks.items(), key=lambda kv: (_PLACE_ORDER[kv[0][0]], kv[0][1]))
     for (earlier, ttl_a), (later, ttl_b) in itertools.pairwise(ranked):
-        if _TTL_RANK[ttl_b] > _TTL_RANK[ttl_a]:
+        if TTL_LABELS_S[ttl_b] > TTL_LABELS_S[ttl_a]:
             raise BreakpointError(
                 f"a {ttl_b} breakpoint at {later[0]} {later[1]} follows a {ttl_a} "
                 f"breakpoint at {earlier[0]} {earlier[1]}: longer TTLs must come first "

@@ -19,18 +19,17 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from .._cli import Subcommand, UsageError
 from .._exceptions import WorkloadUnavailableError
 from .._policy import cache_policy
-from .._report._command import (
-    ceiling_notes,
-    html_report,
+from .._report._html import html_report
+from .._report._text import ceiling_notes, make_console, print_tables
+from .._subcommand import (
+    Subcommand,
+    UsageError,
     json_text,
-    make_console,
     output_dir_arg,
     output_file_arg,
     output_file_problem,
-    print_tables,
     same_file,
     write_text,
 )

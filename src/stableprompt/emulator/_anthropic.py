@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._canonical import loads
-from .._policy import cache_policy
+from .._policy import TTL_LABELS_S, cache_policy
 from ._answers import Usage, WireContext, WireError, WireResult, render, split_text, sse_event
 from ._checks import (
     expect_bool,
@@ -64,7 +64,8 @@ _ENDPOINT = Endpoint(
     call_prefix="toolu_emu",
 )
 _MESSAGES_TIER = ("tool_choice", "thinking", "output_config", "speed")
-_TTL_S = {"5m": 300, "1h": 3600}
+#: The TTL labels Anthropic accepts, in seconds (the values from the one policy table).
+_TTL_S = {label: TTL_LABELS_S[label] for label in ("5m", "1h")}
 _UNCACHEABLE = frozenset({"thinking", "redacted_thinking"})
 
 

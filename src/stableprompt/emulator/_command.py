@@ -4,34 +4,17 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable
 from pathlib import Path
 
-from .._cli import Subcommand, UsageError
 from .._exceptions import InputError
+from .._subcommand import Subcommand, UsageError, int_arg
 from ._responders import ScriptedResponder, load_script
 
 __all__ = ["SUBCOMMAND"]
 
 
-def _int_arg(noun: str, low: int, high: int | None, bounds: str) -> Callable[[str], int]:
-    """An argparse ``type`` parsing an integer in ``low..high`` (``None``: no upper bound);
-    errors read ``not {noun}: 'x'`` and ``{bounds}, got 5``."""
-
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"not {noun}: {text!r}") from None
-        if value < low or (high is not None and value > high):
-            raise argparse.ArgumentTypeError(f"{bounds}, got {value}")
-        return value
-
-    return parse
-
-
-_port = _int_arg("a port number", 0, 65535, "port must be 0..65535")
-_positive = _int_arg("an integer", 1, None, "must be >= 1")
+_port = int_arg("a port number", 0, 65535, "port must be 0..65535")
+_positive = int_arg("an integer", 1, None, "must be >= 1")
 
 
 def _add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from itertools import takewhile
 from typing import Any
 
-from .._policy import CachePolicy, cache_policy
+from .._policy import TTL_LABELS_S, CachePolicy, cache_policy
 from ._answers import WireContext, WireError, render
 from ._checks import expect_list, expect_object, expect_str
 from ._prompt import PromptChain
@@ -49,8 +49,9 @@ from ._store import PendingWrite
 
 __all__ = ["CacheRequest", "OpenAIAccounting", "account", "add_message", "cache_request"]
 
-_TTL_S = {"30m": 1800, "12h": 43_200}
-_RETENTION_S = {"in_memory": 300, "24h": 86_400}
+#: The TTL labels OpenAI accepts (the values from the one policy table), in seconds.
+_TTL_S = {label: TTL_LABELS_S[label] for label in ("30m", "12h")}
+_RETENTION_S = {"in_memory": TTL_LABELS_S["5m"], "24h": TTL_LABELS_S["24h"]}
 # Before GPT-5.6, cached_tokens is "rounded down to a multiple of 128" (guide, model table); a
 # coarser policy granularity (GPT-5.5: 2,048) is the spacing of fixed implicit breakpoints.
 
