@@ -9,9 +9,17 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 import pytest
+from hypothesis import settings
 
 from stableprompt._recording._call import Pending
 from stableprompt._recording._observer import Observation, ResponseObserver
+
+# Hypothesis: the same examples on every CI run ("ci"); "fuzz" for long local runs
+# (HYPOTHESIS_PROFILE=fuzz pytest tests/test_fuzz.py, optionally --hypothesis-seed=N).
+settings.register_profile("ci", derandomize=True, deadline=None, max_examples=100,
+                          print_blob=True)
+settings.register_profile("fuzz", deadline=None, max_examples=2000, print_blob=True)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 _real_connect = socket.socket.connect
 _real_connect_ex = socket.socket.connect_ex

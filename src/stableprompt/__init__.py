@@ -15,7 +15,7 @@ and survive moves of the private modules. The public sub-namespaces ``providers`
 import importlib as _importlib
 import typing as _typing
 
-__version__ = "0.1.0"
+from ._version import __version__
 
 #: Public name -> the private module (relative to this package) that defines it.
 _EXPORTS: dict[str, str] = {

@@ -17,7 +17,7 @@ from ._exceptions import CanonicalizationError
 from ._public import public
 
 __all__ = ["MAX_NESTING", "canonical_json", "escape_pointer", "json_safe", "loads", "pointer_get",
-           "unescape_pointer", "wire_json"]
+           "show_int", "show_value", "unescape_pointer", "wire_json"]
 
 _PASSTHROUGH = (
     orjson.OPT_PASSTHROUGH_DATACLASS
@@ -37,6 +37,25 @@ _INT_MAX = 2**64 - 1
 
 def _reject(obj: Any) -> Any:
     raise TypeError(type(obj).__name__)
+
+
+def show_int(value: int) -> str:
+    """``str(value)``, or ``"an integer of N bits"`` when it is too long to print (Python
+    refuses to format ints over 4,300 digits; error messages must never fail)."""
+    bits = value.bit_length()
+    return str(value) if bits <= 256 else f"{'-' if value < 0 else ''}an integer of {bits} bits"
+
+
+def show_value(value: object) -> str:
+    """A short, never-failing ``repr`` for error messages about outside input (huge ints,
+    long strings, objects whose ``__repr__`` raises): at most 80 characters."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return show_int(value)
+    try:
+        text = repr(value)
+    except Exception:  # a hostile __repr__ must not replace the real error
+        text = f"<{type(value).__name__}>"
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def escape_pointer(token: str | int) -> str:
@@ -85,7 +104,8 @@ def _problems(obj: Any, pointer: str) -> Iterator[tuple[str, str, str]]:
         return
     if kind is int:
         if not _INT_MIN <= obj <= _INT_MAX:
-            yield pointer, "canonical-int-range", f"integer {obj} outside the 64-bit range"
+            yield (pointer, "canonical-int-range",
+                   f"integer {show_int(obj)} outside the 64-bit range")
         return
     if kind is float:
         if not math.isfinite(obj):

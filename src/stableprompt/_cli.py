@@ -79,7 +79,7 @@ def _chosen(args: Sequence[str]) -> str | None:
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """The parser with every known subcommand, or with the command ``only`` alone (then only
     its module is imported)."""
-    from . import __version__
+    from ._version import __version__
 
     parser = _Parser(prog=PROG, description="Cache-friendly prompts for LLM agent harnesses, "
                      "with measured prefix-cache hit rates.")

@@ -17,9 +17,10 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from ._canonical import show_int
 from ._public import public
 
-__all__ = ["MAX_TOKEN_COUNT", "USAGE_FIELDS", "CacheUsage", "show_int"]
+__all__ = ["MAX_TOKEN_COUNT", "USAGE_FIELDS", "CacheUsage"]
 
 USAGE_FIELDS = (
     "input_tokens_total",
@@ -40,13 +41,6 @@ MAX_TOKEN_COUNT = 2**53 - 1
 Far above any real prompt, and chosen so that every count *and every sum of a few counts*
 fits the ledger's SQLite INTEGER (signed 64-bit) and reads exactly in JSON consumers that use
 doubles (JavaScript)."""
-
-
-def show_int(value: int) -> str:
-    """``str(value)``, or ``"an integer of N bits"`` when it is too long to print (Python
-    refuses to format ints over 4,300 digits; error messages must never fail)."""
-    bits = value.bit_length()
-    return str(value) if bits <= 256 else f"{'-' if value < 0 else ''}an integer of {bits} bits"
 
 
 class CacheUsage(BaseModel):

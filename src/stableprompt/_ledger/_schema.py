@@ -27,9 +27,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from .._canonical import canonical_json, loads
+from .._canonical import canonical_json, loads, show_int
 from .._exceptions import CanonicalizationError, LedgerError
-from .._usage import USAGE_FIELDS, show_int
+from .._usage import USAGE_FIELDS
 from ._usage_record import OTEL_ATTRIBUTES, UsageRecord
 
 __all__ = [

@@ -15,7 +15,7 @@ from typing import Any
 from jsonschema import Draft202012Validator  # type: ignore[import-untyped]
 from jsonschema.exceptions import SchemaError  # type: ignore[import-untyped]
 
-from .._canonical import MAX_NESTING, canonical_json, escape_pointer
+from .._canonical import MAX_NESTING, canonical_json, escape_pointer, show_value
 from .._exceptions import CanonicalizationError, ToolSchemaError
 from .._public import public
 
@@ -104,9 +104,10 @@ class _Ctx:
         """Record a repair (repair mode) or raise naming the pointer and the fix."""
         pointer = _pointer(path)
         if not self.repair:
-            what = "remove it" if after is _REMOVED else f"use {after!r}"
+            what = "remove it" if after is _REMOVED else f"use {show_value(after)}"
             raise ToolSchemaError(
-                f"non-standard JSON Schema {path[-1]!r}: {before!r} ({rule}); {what}, or pass "
+                f"non-standard JSON Schema {path[-1]!r}: {show_value(before)} ({rule}); {what}, "
+                "or pass "
                 "repair=True to Tool.from_dict / ToolSet.from_dicts to fix it with a recorded "
                 "Repair",
                 tool=self.tool,
@@ -158,7 +159,8 @@ def _set_like(value: Any, path: tuple[str | int, ...], ctx: _Ctx) -> Any:
         for index, item in enumerate(value):
             if item in seen:
                 raise ToolSchemaError(
-                    f"duplicate entry {item!r} in {path[-1]!r} (a set: list each name once)",
+                    f"duplicate entry {show_value(item)} in {path[-1]!r} (a set: list each name "
+                    "once)",
                     tool=ctx.tool,
                     pointer=_pointer((*path, index)),
                 )
@@ -371,7 +373,8 @@ def canonical_schema(schema: Any, tool: str, repair: bool, repairs: list[Repair]
         out = {"type": ctx.fix(("type",), None, "object", "type-missing"), **out}
     if out["type"] != "object":
         raise ToolSchemaError(
-            f'top-level input schema must have "type": "object", got {out["type"]!r}',
+            'top-level input schema must have "type": "object", got '
+            f'{show_value(out["type"])}',
             tool=tool,
             pointer="/type",
             code="tool-schema-not-object",

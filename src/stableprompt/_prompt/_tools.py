@@ -29,7 +29,7 @@ import typing
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
-from .._canonical import canonical_json, escape_pointer, loads
+from .._canonical import canonical_json, escape_pointer, loads, show_value
 from .._exceptions import (
     DuplicateToolError,
     ToolError,
@@ -54,7 +54,8 @@ def _check_name(name: Any, repair: bool, repairs: list[Repair]) -> str:
         repairs.append(Repair(fixed, None, name, fixed, "name-dot"))
         return fixed
     hint = " (pass repair=True to replace '.' with '_')" if dotted else ""
-    raise ToolNameError(f"tool name {name!r} breaks ^[a-zA-Z0-9_-]{{1,64}}${hint}", tool=name)
+    raise ToolNameError(f"tool name {show_value(name)} breaks ^[a-zA-Z0-9_-]{{1,64}}${hint}",
+                        tool=name)
 
 
 def _check_meta(name: str, description: Any, strict: Any) -> None:

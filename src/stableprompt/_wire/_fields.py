@@ -14,9 +14,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
-from .._canonical import escape_pointer
+from .._canonical import escape_pointer, show_int, show_value
 from .._exceptions import UsageParseError
-from .._usage import MAX_TOKEN_COUNT, CacheUsage, show_int
+from .._usage import MAX_TOKEN_COUNT, CacheUsage
 
 __all__ = [
     "TTLSplit",
@@ -56,22 +56,11 @@ def _type_name(value: object) -> str:
     return type(value).__name__
 
 
-def _show(value: object) -> str:
-    """A short, never-failing ``repr`` for error messages (huge ints, long strings)."""
-    if isinstance(value, int) and not isinstance(value, bool):
-        return show_int(value)
-    try:
-        text = repr(value)
-    except Exception:  # a hostile __repr__ must not replace the real error
-        text = f"<{type(value).__name__}>"
-    return text if len(text) <= 80 else text[:77] + "..."
-
-
 def _json_object(value: Mapping[Any, Any], pointer: str, what: str) -> Mapping[str, Any]:
     for key in value:
         if not isinstance(key, str):
             raise UsageParseError(f"{what} keys must be strings, got {_type_name(key)} "
-                                  f"{_show(key)}", code="usage-type", pointer=pointer)
+                                  f"{show_value(key)}", code="usage-type", pointer=pointer)
     return value
 
 
@@ -117,7 +106,7 @@ def opt_int(obj: Mapping[str, Any], key: str, base: str) -> int | None:
         return None
     if type(value) is not int:
         raise UsageParseError(
-            f"{key} must be an integer token count, got {_type_name(value)} {_show(value)}",
+            f"{key} must be an integer token count, got {_type_name(value)} {show_value(value)}",
             code="usage-type",
             pointer=child(base, key),
         )
