@@ -129,3 +129,23 @@ def test_objects_made_internally_pickle_publicly() -> None:
     out = subprocess.run([sys.executable, "-c", _INTERNAL], capture_output=True, text=True,
                          check=True).stdout
     assert out == "(False, [])"
+
+
+_DEFINED = """
+import importlib, stableprompt
+wrong = []
+for name, module in sorted(stableprompt._EXPORTS.items()):
+    value = vars(importlib.import_module("stableprompt." + module))[name]
+    if callable(value) and value.__module__ != "stableprompt":
+        wrong.append(name)
+print(wrong)
+"""
+
+
+def test_public_names_are_renamed_where_they_are_defined() -> None:
+    """Every public class and function is named ``stableprompt`` by its defining module (one
+    rule, ``_public.public``), not by the door on first access: checked in a fresh
+    interpreter that never touches a door attribute."""
+    out = subprocess.run([sys.executable, "-c", _DEFINED], capture_output=True, text=True,
+                         check=True).stdout
+    assert out.strip() == "[]"

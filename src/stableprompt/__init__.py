@@ -290,8 +290,6 @@ def __getattr__(name: str) -> object:
     module = _EXPORTS.get(name)
     if module is not None:
         value = getattr(_importlib.import_module(f".{module}", __name__), name)
-        if value.__module__ != __name__:  # a module that does not call _public.public() yet
-            value.__module__ = __name__
     elif name in _SUBMODULES:
         value = _importlib.import_module(f".{name}", __name__)
     else:

@@ -46,6 +46,7 @@ from .._canonical import json_safe, loads
 from .._ledger._ledger import Ledger
 from .._ledger._usage_record import UsageRecord, Verdict, scrubbed
 from .._policy import CachePolicy, PolicyTable
+from .._public import public
 from .._redact import redact, secrets_in_headers
 from .._tokens import EstimatingTokenCounter, Tokenizer
 from .._usage import CacheUsage
@@ -661,3 +662,6 @@ def raw_usage(parsed: Any, detail: dict[str, Any]) -> dict[str, Any] | None:
     if value is not None:
         detail["usage_raw_invalid"] = json_safe(value)
     return None
+
+
+public(Recorder)

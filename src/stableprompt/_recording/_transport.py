@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import httpx
 
 from .._ledger._usage_record import UsageRecord
+from .._public import public
 from ._call import Pending
 from ._http import byte_stream_class, in_memory, module_of
 from ._observer import ResponseObserver
@@ -342,3 +343,6 @@ class AsyncRecordingTransport(_Wrapping, _AsyncBase):
     ) -> None:
         if self._wrapped is not None and hasattr(self._wrapped, "__aexit__"):
             await self._wrapped.__aexit__(exc_type, exc, tb)
+
+
+public(AsyncRecordingTransport, RecordingTransport)
