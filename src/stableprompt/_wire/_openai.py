@@ -3,12 +3,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
+from .._canonical import canonical_json
 from .._exceptions import CaptureError, InputError
 from .._policy import cache_policy
-from ._parts import check_model
+from ._parts import HeadParts, ToolParts, check_model, join_body, memo
 from ._segmenter import SegmentBuilder
 
 __all__ = [
@@ -16,6 +17,7 @@ __all__ = [
     "LINEAGE_KEY_PREFIX",
     "MARKER_KEY",
     "SYSTEM_ROLES",
+    "body",
     "diagnostics_request",
     "render_checks",
     "segment_message",
@@ -55,6 +57,18 @@ def render_checks(head_fingerprint: str, model: str, prompt_cache_key: bool | st
         raise InputError("prompt_cache_key must be True, a non-empty str, or None",
                          code="render-param", pointer="/prompt_cache_key")
     return prompt_cache_key
+
+
+def body(head: HeadParts, fields: dict[str, bytes], *, tool: Callable[[ToolParts], Any],
+         memo_key: str, key: str | None, params: Mapping[str, Any]) -> bytes:
+    """Finish an OpenAI body: ``tools`` (serialized once per head under ``memo_key``), the
+    ``prompt_cache_key`` when there is one, the params, in sorted key order."""
+    if len(head.tools):
+        fields["tools"] = memo(head, memo_key,
+                               lambda: canonical_json([tool(t) for t in head.tools]))
+    if key:
+        params = {**params, "prompt_cache_key": key}
+    return join_body(fields, params)
 
 
 def tail_role(model: str) -> str:

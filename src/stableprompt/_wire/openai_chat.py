@@ -20,11 +20,12 @@ from typing import Any
 from .._canonical import canonical_json
 from .._sse import SSEEvent
 from .._usage import CacheUsage
+from . import _openai
 from ._base import Clock, Sighting, SSEStreamAccumulator
 from ._fields import as_mapping, cache_details, inclusive_usage, opt_int, req_int, response_usage
 from ._openai import render_checks, segment_message
 from ._openai import tail_role as default_tail_role
-from ._parts import MessageParts, PromptParts, ToolParts, join_body, joined, memo, tool_fields
+from ._parts import MessageParts, PromptParts, ToolParts, joined, memo, tool_fields
 from ._segmenter import SegmentBuilder, require_list, tool_label
 
 __all__ = [
@@ -285,12 +286,8 @@ def render(prompt: PromptParts, *, model: str, prompt_cache_key: bool | str | No
         role = tail_role or default_tail_role(model)
         parts.append(canonical_json({"content": "\n".join(tail), "role": role}))
     fields = {"messages": joined(parts), "model": canonical_json(model)}
-    if len(head.tools):
-        fields["tools"] = memo(head, "openai-chat-tools",
-                               lambda: canonical_json([tool(t) for t in head.tools]))
-    if key:
-        params = {**params, "prompt_cache_key": key}
-    return join_body(fields, params)
+    return _openai.body(head, fields, tool=tool, memo_key="openai-chat-tools", key=key,
+                        params=params)
 
 
 def segment(body: Mapping[str, Any], b: SegmentBuilder) -> None:

@@ -35,7 +35,7 @@ from ._fields import (
 )
 from ._openai import render_checks, segment_message
 from ._openai import tail_role as default_tail_role
-from ._parts import MessageParts, PromptParts, ToolParts, join_body, joined, memo, tool_fields
+from ._parts import MessageParts, PromptParts, ToolParts, joined, memo, tool_fields
 from ._segmenter import SegmentBuilder, require_list, tool_label
 
 __all__ = ["WIRE_FORMAT", "OpenAIResponsesStreamAccumulator", "parse_response", "parse_usage"]
@@ -231,12 +231,8 @@ def render(prompt: PromptParts, *, model: str, prompt_cache_key: bool | str | No
             "content": [{"text": "\n".join(tail), "type": "input_text"}],
             "role": tail_role or default_tail_role(model), "type": "message"}))
     fields = {"input": joined(parts), "model": canonical_json(model)}
-    if len(head.tools):
-        fields["tools"] = memo(head, "openai-responses-tools",
-                               lambda: canonical_json([tool(t) for t in head.tools]))
-    if key:
-        params = {**params, "prompt_cache_key": key}
-    return join_body(fields, params)
+    return _openai.body(head, fields, tool=tool, memo_key="openai-responses-tools", key=key,
+                        params=params)
 
 
 def segment(body: Mapping[str, Any], b: SegmentBuilder) -> None:
