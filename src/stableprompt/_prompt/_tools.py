@@ -303,11 +303,12 @@ class Tool:
         name = body.get("name")
         if "name" not in body:
             _unknown_shape(d, "missing 'name'")
+        label = name if type(name) is str else show_value(name)  # for messages before checks
         prior: list[Repair] = []
         extra = set(body) - allowed
         if extra == {"response"} and allowed is _BFCL_KEYS and repair:
             prior.append(
-                Repair(str(name), None, copy.deepcopy(body["response"]), None, "response-dropped")
+                Repair(label, None, copy.deepcopy(body["response"]), None, "response-dropped")
             )
         else:
             _only(body, allowed, name)
@@ -317,13 +318,13 @@ class Tool:
                 raise ToolSchemaError(
                     f"no {schema_key!r}; give {{'type': 'object', 'properties': {{}}}} for a "
                     "tool without arguments, or pass repair=True",
-                    tool=str(name),
+                    tool=label,
                     pointer="",
                     code="tool-schema-nonstandard",
                 )
             schema = EMPTY_OBJECT_SCHEMA
             prior.append(
-                Repair(str(name), "", None, dict(EMPTY_OBJECT_SCHEMA), "parameters-missing")
+                Repair(label, "", None, dict(EMPTY_OBJECT_SCHEMA), "parameters-missing")
             )
         tool = cls.__new__(cls)
         tool._setup(name, body.get("description"), schema, body.get("strict"), repair, tuple(prior))
