@@ -155,3 +155,13 @@ def test_binary_search_finds_first_divergence(n: int) -> None:
     changed[n]["content"] = "edited"
     d = diff(_seg(_body(messages=msgs)), _seg(_body(messages=changed)))
     assert d is not None and d.segment == f"messages[{n}]" and d.path == f"/messages/{n}/content"
+
+
+def test_requests_without_cache_key_params_are_still_requests() -> None:
+    """A request body with no ``model`` (no param segments) is compared as a request, not
+    mistaken for a provider-neutral render (``diff-mismatch``)."""
+    messages = [{"role": "user", "content": [{"type": "text", "text": "hi"}]}]
+    bare = segment_request("anthropic", {"messages": messages})
+    full = segment_request("anthropic", {"model": "m", "messages": messages})
+    assert diff(bare, bare) is None
+    assert diff(bare, full) is not None

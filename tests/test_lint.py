@@ -813,3 +813,22 @@ def test_every_policy_ttl_has_a_label() -> None:
     seconds = set(TTL_LABELS_S.values())
     assert {ttl for policy in default_policies() for ttl in policy.ttls_s} <= seconds
     assert {"30m", "12h", "24h"} <= set(TTL_LABELS_S)
+
+
+def test_a_request_without_model_is_a_problem_and_the_rest_is_linted(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """One request without ``model`` no longer aborts the run (exit 2, empty ``--json``): it is
+    reported as a per-request problem with its line, and the other requests are linted
+    (issue 9 #15)."""
+    records = _lines(FIXTURES / "clean.jsonl")
+    body = records[1].get("request", records[1])
+    body.pop("model")
+    capture = tmp_path / "nomodel.jsonl"
+    capture.write_text("".join(json.dumps(r) + "\n" for r in records))
+    assert main(["lint", "--json", str(capture)]) in (0, 1)
+    out = json.loads(capsys.readouterr().out)
+    assert [(p["line"], p["code"]) for p in out["problems"]] == [(2, "capture-shape")]
+    assert "model" in out["problems"][0]["message"]
+    assert out["summary"]["requests"] == len(records) - 1
+    report = lint_requests([r.get("request", r) for r in records])
+    assert [p.index for p in report.problems] == [1]

@@ -340,7 +340,7 @@ def diff(a: Segmented, b: Segmented) -> Divergence | None:
                 f"{name} is {type(value).__name__} (segment a request body dict with "
                 "segment_request() first)", code="diff-type")
     sa, sb = _cacheable(a.segments), b.segments
-    if bool(sa) and bool(sb) and (sa[0].kind == "param") != (sb[0].kind == "param"):
+    if hasattr(a, "wire_format") != hasattr(b, "wire_format"):  # a request vs a render
         raise InputError(
             "cannot compare a provider request (with parameters) with a provider-neutral "
             "RenderedPrompt: compare two requests, or two renders", code="diff-mismatch")

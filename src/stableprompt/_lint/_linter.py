@@ -278,6 +278,12 @@ class _Linter:
                 self._problem(entry, "capture-format", "cannot tell the wire format of this "
                               "request; pass --format")
                 return
+        model = entry.body.get("model")
+        if not isinstance(model, str) or not model:
+            # Every request format requires it, and it is the first cache key: without it the
+            # request cannot be paired (a problem for this request, the rest is linted).
+            self._problem(entry, "capture-shape", "request has no 'model' string at /model")
+            return
         try:
             seg = segment_request(fmt, entry.body)
         except CaptureError as exc:
