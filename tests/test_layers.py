@@ -26,7 +26,8 @@ LAYERS: dict[str, int] = {
     "": 8, "__main__": 8,  # the door
 }
 #: The emulator is independent of the SDK on purpose: core modules only (and its subcommand).
-EMULATOR_MAY_IMPORT = ("_exceptions", "_canonical", "_policy", "_subcommand", "emulator")
+EMULATOR_MAY_IMPORT = ("_exceptions", "_canonical", "_policy", "_redact", "_subcommand",
+                       "emulator")
 
 
 def _modules() -> dict[str, Path]:

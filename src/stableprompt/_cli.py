@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 from typing import NoReturn
 
 from ._exceptions import InputError, LedgerError, StablePromptError
-from ._subcommand import Subcommand, UsageError
+from ._subcommand import Subcommand, UsageError, redacted_output
 
 __all__ = ["SUBCOMMANDS", "Subcommand", "UsageError", "build_parser", "main", "register"]
 
@@ -101,7 +101,16 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the CLI with ``argv`` (default ``sys.argv[1:]``); return the exit status."""
+    """Run the CLI with ``argv`` (default ``sys.argv[1:]``); return the exit status.
+
+    Everything a command prints, its error lines included, passes the one redaction pass
+    (:func:`~stableprompt._subcommand.redacted_output`): no API key reaches the terminal.
+    """
+    with redacted_output():
+        return _main(argv)
+
+
+def _main(argv: Sequence[str] | None) -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
     try:
         parser = build_parser(_chosen(args_list))

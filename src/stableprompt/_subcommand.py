@@ -16,12 +16,16 @@ after minutes of work; then they write with :func:`write_text` and print :func:`
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import sys
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
+
+from ._redact import redact
 
 __all__ = [
     "Subcommand",
@@ -76,15 +80,61 @@ def int_arg(noun: str, low: int, high: int | None, bounds: str) -> Callable[[str
     return parse
 
 
+class _RedactingStream:
+    """A text stream that scrubs key-shaped strings (:func:`~stableprompt._redact.redact`)
+    from every line before it reaches ``target``. Lines are held until their newline (a key
+    is never split across two writes) or until :meth:`flush`."""
+
+    def __init__(self, target: TextIO) -> None:
+        self._target = target
+        self._pending = ""
+
+    def write(self, text: str) -> int:
+        self._pending += text
+        head, newline, rest = self._pending.rpartition("\n")
+        if newline:
+            self._target.write(redact(head + newline))
+            self._pending = rest
+        return len(text)
+
+    def flush(self) -> None:
+        if self._pending:
+            pending, self._pending = self._pending, ""
+            self._target.write(redact(pending))
+        self._target.flush()
+
+    def __getattr__(self, name: str) -> Any:  # isatty, fileno, encoding, ...
+        return getattr(self._target, name)
+
+
+@contextlib.contextmanager
+def redacted_output() -> Iterator[None]:
+    """Scrub API keys from everything a command prints on stdout and stderr (captures, ledger
+    rows, provider errors and request logs can all carry one): the one redaction pass of the
+    CLI's terminal output; :func:`write_text` does the same for output files."""
+    streams = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = _RedactingStream(streams[0]), _RedactingStream(streams[1])
+    try:
+        yield
+    finally:
+        try:
+            with contextlib.suppress(BrokenPipeError):  # a closed pipe was already handled
+                sys.stdout.flush()
+            sys.stderr.flush()
+        finally:
+            sys.stdout, sys.stderr = streams
+
+
 def write_text(path: str | os.PathLike[str], text: str) -> None:
-    """Write ``text`` (UTF-8) to ``path``, creating parent directories.
+    """Write ``text`` (UTF-8) to ``path``, creating parent directories; key-shaped strings
+    are scrubbed (:func:`~stableprompt._redact.redact`), as on the terminal.
 
     Raises:
         OSError: The file cannot be written.
     """
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(text, encoding="utf-8")
+    target.write_text(redact(text), encoding="utf-8")
 
 
 def _nearest_existing(path: Path) -> Path:

@@ -27,6 +27,7 @@ from typing import Any
 from .._canonical import loads
 from .._exceptions import ConfigurationError, InputError
 from .._policy import PolicyTable
+from .._redact import redact
 from ._answers import Flavor, WireContext, WireError, WireResult, error_result, json_result
 from ._anthropic import handle_messages
 from ._chat import handle_chat
@@ -360,7 +361,8 @@ class Emulator:
             *((result.usage.input_tokens_total, result.usage.cache_read_tokens,
                result.usage.cache_write_tokens, result.usage.output_tokens)
               if result.usage else (None, None, None, None)),
-            *(result.error or (None, None)),
+            # An error message may quote a request value, an API key included: scrub it.
+            *((result.error[0], redact(result.error[1])) if result.error else (None, None)),
         )
         self._send(handler, flavor, result, request_id, record)
         if self._on_request is not None:

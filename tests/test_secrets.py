@@ -1,0 +1,133 @@
+"""Fake API keys placed in headers, query strings, request bodies and server errors never
+appear in any artifact (ledger, WAL, spill, JSONL/OTel export, report JSON/HTML, captures) or
+CLI output (lint, report, emulator request log), issue 9 #8, #9 and the acceptance grep."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import anthropic
+import httpx2
+import openai
+import pytest
+
+from stableprompt import Ledger, Recorder, RecordingTransport, export_otel
+from stableprompt._cli import main
+from stableprompt.emulator import Emulator
+
+ANTHROPIC_KEY = "sk-ant-api03-FAKEFAKEFAKE0123456789abcdefghijklmnopqrstuvwxyz-AAAA"
+OPENAI_KEY = "sk-proj-FAKEFAKEFAKE0123456789abcdefghijklmnopqrstuvwxyzABCD"
+KEYS = (ANTHROPIC_KEY, OPENAI_KEY)
+# A key's distinctive middle: a truncated echo still counts as a leak.
+FRAGMENTS = tuple(key[8:30] for key in KEYS)
+
+
+def _leaks(text: str | bytes) -> list[str]:
+    data = text if isinstance(text, str) else text.decode("utf-8", "replace")
+    return [f for f in FRAGMENTS if f in data]
+
+
+def _drive(emulator: Emulator, recorder: Recorder) -> None:
+    """Official SDK calls carrying the keys everywhere a harness might put them."""
+    a = anthropic.Anthropic(api_key=ANTHROPIC_KEY, base_url=emulator.base_url, max_retries=0,
+                            http_client=httpx2.Client(transport=RecordingTransport(
+                                recorder=recorder)))
+    o = openai.OpenAI(api_key=OPENAI_KEY, base_url=emulator.openai_base_url, max_retries=0,
+                      http_client=httpx2.Client(transport=RecordingTransport(
+                          recorder=recorder)))
+    messages = [{"role": "user", "content": f"my key is {ANTHROPIC_KEY}, keep it safe"}]
+    a.messages.create(model="claude-sonnet-4-6", max_tokens=8, messages=messages,  # type: ignore[arg-type]
+                      extra_query={"key": ANTHROPIC_KEY},
+                      extra_headers={"x-stableprompt-session": "s1"})
+    o.chat.completions.create(model="gpt-5.6", messages=[
+        {"role": "user", "content": f"token {OPENAI_KEY}"}], extra_query={"api_key": OPENAI_KEY})
+    # The server quotes the bad value back in its error: a key placed where a TTL goes.
+    bad = [{"role": "user", "content": [{"type": "text", "text": "x", "cache_control": {
+        "type": "ephemeral", "ttl": ANTHROPIC_KEY}}]}]
+    with pytest.raises(anthropic.BadRequestError):
+        a.messages.create(model="claude-sonnet-4-6", max_tokens=8, messages=bad)  # type: ignore[arg-type]
+    with pytest.raises(openai.BadRequestError):
+        o.chat.completions.create(model="gpt-5.6", messages=[
+            {"role": "user", "content": "x"}], extra_body={"prompt_cache_retention": OPENAI_KEY})
+    a.close()
+    o.close()
+
+
+def test_no_key_in_any_artifact_or_cli_output(tmp_path: Path,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    """Record real SDK calls (keys in headers, query, body, server errors), then grep every
+    file written and every CLI output for the keys."""
+    db = tmp_path / "calls.db"
+    ledger = Ledger(db, store_content=True)
+    recorder = Recorder(ledger, store_content=True, tokenizer="bytes/4")
+    with Emulator() as emulator:
+        _drive(emulator, recorder)
+        assert [r.error_message for r in emulator.requests() if r.error_message and _leaks(
+            r.error_message)] == []  # the in-process request log (item 9)
+    assert len(recorder.records) == 4
+    assert any(r.status_code == 400 for r in recorder.records)
+    ledger.export_jsonl(tmp_path / "export.jsonl")
+    (tmp_path / "otel.json").write_text(json.dumps(export_otel(recorder.records)))
+    ledger.close()
+
+    # A capture as a harness would log it, keys included: lint must not print them (item 8).
+    capture = tmp_path / "capture.jsonl"
+    capture.write_text("".join(json.dumps({"session": OPENAI_KEY, "request": {
+        "model": "claude-sonnet-4-6", "max_tokens": 8, "metadata": {"user_id": ANTHROPIC_KEY},
+        "system": [{"type": "text", "text": f"Key: {ANTHROPIC_KEY} at {i}:00"}],
+        "messages": [{"role": "user", "content": f"hello {OPENAI_KEY}"}]}}) + "\n"
+        for i in range(3)))
+    capsys.readouterr()
+    outputs = []
+    for argv in (["lint", str(capture)], ["lint", "--json", str(capture)],
+                 ["report", str(db)], ["report", "--json", str(db)],
+                 ["report", str(db), "--html", str(tmp_path / "report.html")]):
+        main(argv)
+        captured = capsys.readouterr()
+        outputs.append(captured.out + captured.err)
+    assert all(outputs)
+    for name, text in zip(("lint", "lint --json", "report", "report --json", "report --html"),
+                          outputs, strict=True):
+        assert _leaks(text) == [], name
+    written = [p for p in tmp_path.rglob("*") if p.is_file() and p != capture]
+    assert {p.name for p in written} >= {"calls.db", "export.jsonl", "otel.json", "report.html"}
+    for path in written:
+        assert _leaks(path.read_bytes()) == [], path
+
+
+def test_emulator_serve_request_log_never_prints_a_key(tmp_path: Path) -> None:
+    """``stableprompt emulator serve`` logs each request; a key echoed in a request value (a
+    bad TTL) is scrubbed from that log line (item 9)."""
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    proc = subprocess.Popen([sys.executable, "-m", "stableprompt", "emulator", "serve",
+                             "--port", "0"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, env=env)
+    try:
+        assert proc.stdout is not None
+        banner = proc.stdout.readline()
+        found = re.search(r"127\.0\.0\.1:(\d+)", banner)
+        assert found, banner
+        port = int(found.group(1))
+        with httpx2.Client(base_url=f"http://127.0.0.1:{port}", timeout=10) as client:
+            response = client.post("/v1/messages", headers={"x-api-key": ANTHROPIC_KEY},
+                                   json={"model": "claude-sonnet-4-6", "max_tokens": 4,
+                                         "messages": [{"role": "user", "content": [{
+                                             "type": "text", "text": "x", "cache_control": {
+                                                 "type": "ephemeral", "ttl": ANTHROPIC_KEY}}]}]})
+            assert response.status_code == 400
+        deadline = time.monotonic() + 10
+        line = ""
+        while time.monotonic() < deadline and "/v1/messages" not in line:
+            line = proc.stdout.readline()
+        assert "/v1/messages" in line and _leaks(line) == []
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+        if proc.stdout is not None:
+            proc.stdout.close()
