@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import json
 from typing import Any
 
 import httpx2
@@ -161,3 +162,45 @@ def test_remembered_calls_are_bounded_over_all_lineages() -> None:
             index.remember(dataclasses.replace(_call(float(n), state.fingerprint),
                                                state=state))
     assert not index.knows_lineage("h1") and index.knows_lineage("h2")
+
+
+def _strip_markers(value: Any) -> Any:
+    """``value`` without any ``cache_control`` key (what a marker-stripping gateway forwards)."""
+    if isinstance(value, dict):
+        return {k: _strip_markers(v) for k, v in value.items() if k != "cache_control"}
+    if isinstance(value, list):
+        return [_strip_markers(v) for v in value]
+    return value
+
+
+class StrippingGateway(FakeProvider):
+    """A gateway that drops every ``cache_control`` marker before the exact-prefix provider:
+    well-formed usage with cache_read = cache_write = 0 on marked, cacheable bodies."""
+
+    def __call__(self, request: Any) -> Any:
+        body = _strip_markers(json.loads(request.content))
+        return super().__call__(httpx2.Request(request.method, request.url,
+                                               headers=request.headers, json=body))
+
+
+def test_a_gateway_stripping_breakpoints_is_a_provider_miss_from_the_first_call() -> None:
+    """Eligible breakpoints answered with zero reads and zero writes: the first call is a
+    provider_miss (expected cold, reason breakpoints-ignored), and the next turn is not
+    anchored on the reported 0: a provider_miss of the predicted head, not a hit."""
+    recorder = Recorder(tokenizer="bytes/4")
+    client = anthropic_sdk(StrippingGateway(), recorder)
+    send(client, talk("ann", 1))
+    send(client, talk("ann", 2))
+    first, second = recorder.records
+    assert (first.cache_read_tokens, first.cache_write_tokens) == (0, 0)
+    assert first.verdict == "provider_miss"
+    assert first.verdict_detail["reason"] == "breakpoints-ignored"
+    assert first.verdict_detail["expected_verdict"] == "cold"
+    assert first.verdict_detail["breakpoint_prefix_tokens"] == first.verdict_detail[
+        "stable_prefix_tokens"]
+    assert second.verdict == "provider_miss"
+    assert second.verdict_detail["reason"] == "breakpoints-ignored"
+    assert second.verdict_detail["predecessor_wrote_nothing"] is True
+    assert second.predecessor_id == first.record_id
+    assert second.predicted_cache_read_tokens and second.predicted_cache_read_tokens >= 1024
+    assert second.verdict_detail["missing_tokens"] == second.predicted_cache_read_tokens
