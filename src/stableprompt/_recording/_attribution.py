@@ -62,6 +62,7 @@ from .._policy import CachePolicy
 from .._segment import Segment
 from .._usage import CacheUsage
 from ._call import RequestState
+from ._plausibility import usage_suspicion
 
 __all__ = [
     "IGNORED_BREAKPOINTS_MARGIN",
@@ -259,6 +260,11 @@ def attribute(
            flags ``reads_above_prediction`` when they exceed it by more than the tolerance),
            else ``provider_miss`` (``missing_tokens``).
 
+        Whatever the verdict, a reported input total implausible against our estimate of
+        the request (:func:`~stableprompt._recording._plausibility.usage_suspicion`: an
+        inclusive count in an exclusive field doubles it) adds ``usage_suspect``,
+        ``usage_ratio``, ``usage_ratio_bounds`` and ``usage_suspect_reason``.
+
         A verdict never contradicts the reported writes: ``below_minimum`` with a reported
         cache write of at least the minimum becomes ``cold`` (``unexpected_writes``).
         Nor the reported reads: ``cold``, ``below_minimum`` or
@@ -343,6 +349,9 @@ class _Attributor:
             self.detail["other_conversation"] = True
         if self.reads is not None:
             self.detail["cache_read_tokens"] = self.reads
+        suspect = usage_suspicion(usage, self.request_tokens, self.seg.segments, self.seg.data)
+        if suspect is not None:
+            self.detail.update(suspect)
 
     def scaled(self, tokens: float) -> int:
         return _scaled(tokens, self.scale)

@@ -52,6 +52,8 @@ from .._tokens import ByteTokenizer, SegmentTokenCounter, Tokenizer, get_tokeniz
 from .._usage import CacheUsage
 from .._wire._formats import (
     REQUEST_FORMATS,
+    UsageDialects,
+    chosen_dialect,
     detect,
     diagnostics_request,
     endpoint,
@@ -59,6 +61,7 @@ from .._wire._formats import (
     request_format,
     segment_request,
     session_hint,
+    usage_dialects,
     usage_format,
 )
 from .._wire._segmenter import SegmentedRequest
@@ -117,6 +120,19 @@ class Recorder:
             head-change detection (seconds).
         keep_records: How many records :attr:`records` keeps (oldest dropped), ``None``: all.
         monotonic: Monotonic clock in seconds (``time.monotonic``) for latency and TTFT.
+        usage_dialect: The usage parser for endpoints whose usage does not follow their
+            wire format (an Anthropic-compatible server that reports an inclusive
+            ``input_tokens``: ``"openai-compatible"``): a name from
+            :data:`stableprompt.providers.WIRE_FORMATS` for every call, or a mapping from a
+            URL host or a provider family (as inferred or given by ``provider=``, here or on
+            the transport) to such a name; default: chosen per provider and wire format
+            (:func:`~stableprompt._wire._formats.usage_format`). The record's
+            ``wire_format`` is the dialect used; ``verdict_detail["request_format"]`` keeps
+            the request's when they differ.
+
+    Raises:
+        ConfigurationError: ``usage_dialect`` names an unknown dialect (code
+            ``usage-dialect``).
 
     Attributes:
         records: Records of finished calls, oldest first.
@@ -137,7 +153,9 @@ class Recorder:
         session_window_s: float = 3600.0,
         keep_records: int | None = 10_000,
         monotonic: Callable[[], float] = time.monotonic,
+        usage_dialect: UsageDialects = None,
     ) -> None:
+        self.usage_dialect = usage_dialects(usage_dialect)
         self.ledger = ledger
         self.session_id = session_id
         self.scenario = scenario
@@ -229,7 +247,8 @@ class Recorder:
             started=started,
             path=path,
             wire_format=wire,
-            usage_format=usage_format(provider, wire),
+            usage_format=usage_format(provider, wire,
+                                      chosen_dialect(self.usage_dialect, host, provider)),
             provider=provider,
             secrets=secrets,
         )
@@ -321,10 +340,13 @@ class Recorder:
 
     def _call_of(self, record: UsageRecord, head: str) -> Call:
         segmented = tokens = None
+        sent = record.verdict_detail.get("request_format")
+        wire = (sent if isinstance(sent, str) and sent in REQUEST_FORMATS
+                else request_format(record.wire_format))
         if record.content:
             try:
                 body = loads(record.content)
-                segmented = segment_request(request_format(record.wire_format), body)
+                segmented = segment_request(wire, body)
                 tokens = tuple(self._count(segmented))
             except Exception:
                 segmented = tokens = None
@@ -345,7 +367,7 @@ class Recorder:
             cache_read_tokens=record.cache_read_tokens,
         )
         return Call(ts=ts, session_id=record.session_id, provider=record.provider or "",
-                    wire_format=request_format(record.wire_format), model=record.model,
+                    wire_format=wire, model=record.model,
                     opening=opening_of(segmented), fingerprint=state.fingerprint, state=state,
                     turn=record.turn)
 
@@ -494,6 +516,8 @@ class Recorder:
             detail["analysis_error"] = pending.problem
         if pending.retry:
             detail["retry"] = True
+        if request_format(pending.usage_format) != pending.wire_format:
+            detail["request_format"] = pending.wire_format
         attribution = self._attribute(pending, usage, detail)
         verdict: Verdict = "unknown" if attribution is None else attribution.verdict
         if attribution is not None:
@@ -540,7 +564,8 @@ class Recorder:
             cache_write_5m_tokens=None if usage is None else usage.cache_write_5m_tokens,
             cache_write_1h_tokens=None if usage is None else usage.cache_write_1h_tokens,
             output_tokens=None if usage is None else usage.output_tokens,
-            usage_inconsistent=False if usage is None else usage.inconsistent,
+            usage_inconsistent=(False if usage is None else usage.inconsistent)
+            or bool(detail.get("usage_suspect")),
             usage_raw=usage_raw,
             verdict=verdict,
             verdict_detail=json_safe(detail),
