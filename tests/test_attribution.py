@@ -6,7 +6,7 @@ import math
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from stableprompt import cache_policy, parse_usage
@@ -454,14 +454,17 @@ def test_request_without_segments_is_rejected() -> None:
     gap=st.floats(min_value=0, max_value=1000, allow_nan=False),
     policy=st.sampled_from([ANTHROPIC, OPENAI_OLD, VLLM]),
 )
+@example(reads=0, gap=301.0, policy=ANTHROPIC)
 def test_verdicts_follow_reads_and_gap(reads: int, gap: float, policy: CachePolicy) -> None:
-    """For a stable appended turn, the verdict depends only on reads vs prediction and the TTL."""
+    """For a stable appended turn, the verdict depends only on reads vs prediction and the TTL
+    (Anthropic: the provider honours the breakpoints, writing what it does not read)."""
     wire = "anthropic" if policy is ANTHROPIC else "openai-chat"
     make = anthropic_body if policy is ANTHROPIC else chat_body
     one, two = state(make(1), 0.0, wire), state(make(2), gap, wire)
     assert two.request_tokens is not None
     total = max(two.request_tokens, reads)
-    usage = anthropic_usage(total, reads) if wire == "anthropic" else chat_usage(total, reads)
+    usage = (anthropic_usage(total, reads, max(total - reads - 10, 1) if not reads else 0)
+             if wire == "anthropic" else chat_usage(total, reads))
     result = attribute(two, predecessor=one, usage=usage, policy=policy)
     predicted = result.predicted_cache_read_tokens
     assert predicted is not None and 0 <= predicted <= total
