@@ -8,7 +8,10 @@ A :class:`Recorder` turns one provider call into one :class:`~stableprompt.Usage
    numbers the turn of its conversation and chooses what to compare it with
    (:class:`~stableprompt._recording._predecessor.CallIndex`: the same-lineage call sharing
    the longest prefix, seeded from :meth:`Ledger.recent_for_lineage` on first sight of a
-   lineage, else the conversation's previous call when its head changed).
+   lineage, else the conversation's previous call when its head changed; without a session
+   id, a rewritten first message may still name the same conversation: rule
+   ``same-head-recent``). The rule that chose is ``verdict_detail["predecessor_rule"]``
+   (:data:`~stableprompt._recording._predecessor.PREDECESSOR_RULES`).
 2. A :class:`~stableprompt._recording._observer.ResponseObserver` (:meth:`Recorder.observe`)
    sees the response bytes as the caller receives them, never holding them back, and at the
    end hands an :class:`~stableprompt._recording._observer.Observation` to the recorder.
@@ -290,6 +293,11 @@ class Recorder:
         if pending.state is not None:
             self._load_lineage(pending.state.head_fingerprint)
             pending.comparison = self._index.compare(call)
+            continued = pending.comparison.predecessor_turn
+            if continued is not None and not pending.retry:
+                # A rewritten first message continues the conversation it was compared with.
+                pending.turn = continued + 1
+                self._index.renumber(call, pending.turn)
 
     def _session_of(self, body: Mapping[str, Any], headers: Any) -> str | None:
         """:attr:`session_id`, else the session the request names (its ``SESSION_HEADER``
@@ -369,7 +377,8 @@ class Recorder:
         return Call(ts=ts, session_id=record.session_id, provider=record.provider or "",
                     wire_format=wire, model=record.model,
                     opening=opening_of(segmented), fingerprint=state.fingerprint, state=state,
-                    turn=record.turn)
+                    turn=record.turn,
+                    ended=None if record.latency_ms is None else ts + record.latency_ms / 1000)
 
     def previous_response_id(
         self, wire_format: str, body: Mapping[str, Any], headers: Any = None, *,
@@ -516,6 +525,8 @@ class Recorder:
             detail["analysis_error"] = pending.problem
         if pending.retry:
             detail["retry"] = True
+        if pending.comparison.rule is not None:
+            detail["predecessor_rule"] = pending.comparison.rule
         if request_format(pending.usage_format) != pending.wire_format:
             detail["request_format"] = pending.wire_format
         attribution = self._attribute(pending, usage, detail)
@@ -612,7 +623,8 @@ class Recorder:
             pending.state, response_id=response_id,
             cached_extent_tokens=read + write if read is not None and write is not None else None,
             cache_read_tokens=read, read_entry_digest=read_entry_digest)
-        self._index.remember(dataclasses.replace(pending.call, state=state, turn=pending.turn))
+        self._index.remember(dataclasses.replace(pending.call, state=state, turn=pending.turn,
+                                                 ended=self.clock()))
 
     def _store(self, pending: Pending, record: UsageRecord) -> None:
         pending.record = record
