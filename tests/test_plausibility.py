@@ -19,8 +19,8 @@ from stableprompt._recording._plausibility import (
 )
 from stableprompt._recording._recorder import Recorder
 from stableprompt._wire._formats import segment_request
-from test_calls import send, talk
-from test_transport import FakeProvider, anthropic_sdk
+from test_calls import MODEL, send, talk
+from test_transport import SYSTEM_BLOCKS, FakeProvider, anthropic_sdk
 
 
 class InclusiveServer(FakeProvider):
@@ -87,17 +87,26 @@ def test_an_inclusive_anthropic_compatible_server_is_flagged_usage_suspect() -> 
     assert [r.verdict for r in recorder.records] == ["cold", "hit"]
 
 
-@pytest.mark.parametrize("dialect", ["openai-compatible", {"provider.test": "openai-compatible"},
-                                     {"anthropic": "openai-compatible"}])
-def test_the_usage_dialect_override_reads_the_inclusive_server_right(dialect: Any) -> None:
+@pytest.mark.parametrize(("dialect", "stream"), [
+    ("openai-compatible", False), ({"provider.test": "openai-compatible"}, False),
+    ({"anthropic": "openai-compatible"}, False), ("openai-compatible", True)])
+def test_the_usage_dialect_override_reads_the_inclusive_server_right(
+    dialect: Any, stream: bool,
+) -> None:
     """usage_dialect="openai-compatible" (for every call, for the host, or for the provider
-    family) reads the inclusive input_tokens as the total: totals equal the server's,
-    nothing is suspect, the record names the dialect and keeps the request format."""
+    family; JSON or SSE) reads the inclusive input_tokens as the total: totals equal the
+    server's, nothing is suspect, the record names the dialect and keeps the request format."""
     fake = InclusiveServer()
     recorder = Recorder(tokenizer="bytes/4", usage_dialect=dialect)
     client = anthropic_sdk(fake, recorder)
-    send(client, talk("ann", 1))
-    send(client, talk("ann", 2))
+    for turns in (1, 2):
+        if stream:
+            messages: Any = talk("ann", turns)
+            with client.messages.stream(model=MODEL, max_tokens=5, system=SYSTEM_BLOCKS,
+                                        messages=messages) as events:
+                events.until_done()
+        else:
+            send(client, talk("ann", turns))
     first, second = recorder.records
     assert [r.input_tokens_total for r in (first, second)] == fake.totals
     for record in (first, second):
@@ -106,6 +115,7 @@ def test_the_usage_dialect_override_reads_the_inclusive_server_right(dialect: An
         assert "usage_suspect" not in record.verdict_detail
         assert record.usage_inconsistent is False
         assert record.uncached_tokens is not None and record.uncached_tokens >= 0
+        assert (record.ttft_ms is not None) is stream  # the SSE path was taken
     assert (first.verdict, second.verdict) == ("cold", "hit")
     assert second.cache_read_tokens == second.predicted_cache_read_tokens
 

@@ -657,7 +657,9 @@ class Recorder:
             functools.partial(self._finish_observed, pending),
             usage_format=pending.usage_format, status_code=status_code, headers=headers,
             content_encoding=content_encoding, clock=self.monotonic, started=pending.started,
-            watch_diagnostics=pending.diagnostics_requested is not None)
+            watch_diagnostics=pending.diagnostics_requested is not None,
+            request_format=None if request_format(pending.usage_format) == pending.wire_format
+            else pending.wire_format)
 
     def _finish_observed(self, pending: Pending, observation: Observation) -> UsageRecord | None:
         """The sink of :meth:`observe`: :meth:`finish` with an observed response (its usage

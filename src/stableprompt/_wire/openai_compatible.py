@@ -17,7 +17,8 @@ itself reports only the uncached remainder (PROVIDERS.md §1.1). Parsed as ``ant
 totals double. Choosing this dialect for such an endpoint (``Recorder(usage_dialect=...)``)
 reads a usage object without ``prompt_tokens`` but with ``input_tokens`` inclusively:
 ``input_tokens`` is the total, ``cache_read_input_tokens`` / ``cache_creation_input_tokens``
-the read and write. Non-streaming bodies only: the stream accumulator is the chat one.
+the read and write. Their Messages streams are accumulated as Anthropic's
+(:class:`AnthropicShapedStreamAccumulator`), then read the same way.
 """
 
 from __future__ import annotations
@@ -26,9 +27,16 @@ from typing import Any
 
 from .._usage import CacheUsage
 from ._fields import as_mapping, inclusive_usage, opt_int, req_int, response_usage
+from .anthropic import AnthropicStreamAccumulator
 from .openai_chat import ChatStreamAccumulator, chat_usage
 
-__all__ = ["WIRE_FORMAT", "OpenAICompatibleStreamAccumulator", "parse_response", "parse_usage"]
+__all__ = [
+    "WIRE_FORMAT",
+    "AnthropicShapedStreamAccumulator",
+    "OpenAICompatibleStreamAccumulator",
+    "parse_response",
+    "parse_usage",
+]
 
 WIRE_FORMAT = "openai-compatible"
 
@@ -82,3 +90,14 @@ class OpenAICompatibleStreamAccumulator(ChatStreamAccumulator):
 
     def _parse(self, usage: Any, pointer: str) -> CacheUsage:
         return parse_usage(usage, pointer)
+
+
+class AnthropicShapedStreamAccumulator(AnthropicStreamAccumulator):
+    """A Messages SSE stream (Anthropic's event shape and accumulation rule) from an
+    Anthropic-compatible server whose ``input_tokens`` is inclusive: read with
+    :func:`parse_usage`."""
+
+    wire_format = WIRE_FORMAT
+
+    def _parse(self, usage: dict[str, Any]) -> CacheUsage:
+        return parse_usage(usage)
