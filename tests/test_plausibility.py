@@ -44,8 +44,9 @@ def _segments(text: str) -> tuple[Any, bytes]:
 
 
 def test_a_total_far_from_our_estimate_is_flagged_with_its_ratio() -> None:
-    """A reported total above 1.6x our estimate (plus the hidden-token slack) is suspect with
-    its ratio; honest densities, short requests and a low total on a media request are not."""
+    """A reported total above 1.6x (below 0.3x) our estimate, beyond the hidden-token slack, is
+    suspect with its ratio; honest densities, short requests and a low total on a media
+    request are not."""
     segments, data = _segments("hello")
     estimate = 10_000
 
@@ -58,7 +59,8 @@ def test_a_total_far_from_our_estimate_is_flagged_with_its_ratio() -> None:
     assert doubled["usage_ratio_bounds"] == [USAGE_RATIO_LOW, USAGE_RATIO_HIGH]
     assert usage_suspicion(usage(15_200), estimate, segments, data) is None  # 1.52x: dense
     assert usage_suspicion(usage(int(0.72 * estimate)), estimate, segments, data) is None
-    low = usage_suspicion(usage(5_000), estimate, segments, data)
+    assert usage_suspicion(usage(int(0.33 * estimate)), estimate, segments, data) is None
+    low = usage_suspicion(usage(2_000), estimate, segments, data)
     assert low is not None and "below" in low["usage_suspect_reason"]
     assert usage_suspicion(usage(int(1.6 * 300) + HIDDEN_TOKENS_SLACK), 300, segments,
                            data) is None  # a short request with tools' hidden tokens

@@ -34,13 +34,17 @@ JSON view never sees: even a request made only of the densest content stays unde
 about 2x on any call that reads or writes most of its prompt (a cold write, a hit), so 1.6x
 catches it as soon as ~60 % of the prompt is cached, and never flags honest density."""
 
-USAGE_RATIO_LOW = 0.6
+USAGE_RATIO_LOW = 0.3
 """Reported input total over our estimate below which the report is suspect (a total that
 misses what it should include: an exclusive count read by an inclusive parser).
 
-Why 0.6: below the sparsest documented content (assistant tool calls, 0.72x) with a 1.2x
-margin. Requests with media blocks are not checked on this side: we tokenize base64 bytes as
-text while providers count images and documents by their size in pixels or pages."""
+Why 0.3: below the sparsest content density quoted for our estimates (0.33x per content
+type, issue 9; ``reference/ENGINES.md`` measures 0.72x, assistant tool calls, as its
+sparsest), so no honest request is flagged even if it is made of that content only. An
+exclusive count read inclusively reports just the uncached remainder: under 0.3x as soon as
+70 % of the prompt is read or written (every hit, every cold write of a long head). Requests
+with media blocks are not checked on this side: we tokenize base64 bytes as text while
+providers count images and documents by their size in pixels or pages."""
 
 HIDDEN_TOKENS_SLACK = 400
 """Tokens a provider may add to the prompt that no request byte shows, allowed on top of
