@@ -6,12 +6,16 @@ import math
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from stableprompt import cache_policy, parse_usage
 from stableprompt._policy import CachePolicy
-from stableprompt._recording._attribution import TOLERANCE_FRACTION, attribute
+from stableprompt._recording._attribution import (
+    IGNORED_BREAKPOINTS_MARGIN,
+    TOLERANCE_FRACTION,
+    attribute,
+)
 from stableprompt._recording._call import RequestState
 from stableprompt._tokens import ByteTokenizer
 from stableprompt._usage import CacheUsage
@@ -450,14 +454,17 @@ def test_request_without_segments_is_rejected() -> None:
     gap=st.floats(min_value=0, max_value=1000, allow_nan=False),
     policy=st.sampled_from([ANTHROPIC, OPENAI_OLD, VLLM]),
 )
+@example(reads=0, gap=301.0, policy=ANTHROPIC)
 def test_verdicts_follow_reads_and_gap(reads: int, gap: float, policy: CachePolicy) -> None:
-    """For a stable appended turn, the verdict depends only on reads vs prediction and the TTL."""
+    """For a stable appended turn, the verdict depends only on reads vs prediction and the TTL
+    (Anthropic: the provider honours the breakpoints, writing what it does not read)."""
     wire = "anthropic" if policy is ANTHROPIC else "openai-chat"
     make = anthropic_body if policy is ANTHROPIC else chat_body
     one, two = state(make(1), 0.0, wire), state(make(2), gap, wire)
     assert two.request_tokens is not None
     total = max(two.request_tokens, reads)
-    usage = anthropic_usage(total, reads) if wire == "anthropic" else chat_usage(total, reads)
+    usage = (anthropic_usage(total, reads, max(total - reads - 10, 1) if not reads else 0)
+             if wire == "anthropic" else chat_usage(total, reads))
     result = attribute(two, predecessor=one, usage=usage, policy=policy)
     predicted = result.predicted_cache_read_tokens
     assert predicted is not None and 0 <= predicted <= total
@@ -621,3 +628,34 @@ def test_below_minimum_estimate_with_a_reported_write_is_cold() -> None:
     assert result.verdict == "cold"
     assert result.detail["unexpected_writes"] is True
     assert result.detail["expected_verdict"] == "below_minimum"
+
+
+def test_breakpoints_answered_with_no_read_and_no_write_are_ignored_breakpoints() -> None:
+    """Zero reads and zero writes on a breakpoint prefix well above the minimum is a
+    provider_miss (breakpoints-ignored, expected cold); a prefix within the margin of the
+    minimum stays cold (the provider may count it under the minimum)."""
+    s = state(anthropic_body(), 0.0)
+    assert s.request_tokens is not None
+    usage = anthropic_usage(s.request_tokens, 0, 0)
+    result = attribute(s, predecessor=None, usage=usage, policy=ANTHROPIC)
+    assert result.verdict == "provider_miss"
+    assert result.detail["reason"] == "breakpoints-ignored"
+    assert result.detail["expected_verdict"] == "cold"
+    top = result.detail["breakpoint_prefix_tokens"]
+    assert top == result.detail["stable_prefix_tokens"] >= IGNORED_BREAKPOINTS_MARGIN * 1024
+    near = ANTHROPIC.model_copy(update={"min_cacheable_tokens": int(top / 1.2)})
+    borderline = attribute(s, predecessor=None, usage=usage, policy=near)
+    assert borderline.verdict == "cold" and "reason" not in borderline.detail
+
+
+def test_a_mutation_answered_with_nothing_written_keeps_its_verdict_flagged() -> None:
+    """A client_mutation whose breakpoints were ignored too stays a client_mutation (the
+    harness changed the prefix) with breakpoints_ignored in the detail."""
+    one = state(anthropic_body(1), 0.0)
+    two = state(anthropic_body(2, system="Now: 2026-11-30T10:00:00Z. " + LONG_SYSTEM), 10.0)
+    assert two.request_tokens is not None
+    result = attribute(two, predecessor=one, usage=anthropic_usage(two.request_tokens, 0, 0),
+                       policy=ANTHROPIC)
+    assert result.verdict == "client_mutation"
+    assert result.detail["breakpoints_ignored"] is True
+    assert "reason" not in result.detail

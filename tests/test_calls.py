@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import json
 from typing import Any
 
 import httpx2
 
+from stableprompt._ledger._usage_record import UsageRecord
 from stableprompt._recording._call import Call, RequestState
-from stableprompt._recording._predecessor import RETRY_WINDOW_S, CallIndex
+from stableprompt._recording._predecessor import RETRY_WINDOW_S, REWRITE_WINDOW_S, CallIndex
 from stableprompt._recording._recorder import Recorder
 from test_transport import SYSTEM, SYSTEM_BLOCKS, FakeProvider, anthropic_sdk
 
@@ -161,3 +163,101 @@ def test_remembered_calls_are_bounded_over_all_lineages() -> None:
             index.remember(dataclasses.replace(_call(float(n), state.fingerprint),
                                                state=state))
     assert not index.knows_lineage("h1") and index.knows_lineage("h2")
+
+
+def _strip_markers(value: Any) -> Any:
+    """``value`` without any ``cache_control`` key (what a marker-stripping gateway forwards)."""
+    if isinstance(value, dict):
+        return {k: _strip_markers(v) for k, v in value.items() if k != "cache_control"}
+    if isinstance(value, list):
+        return [_strip_markers(v) for v in value]
+    return value
+
+
+class StrippingGateway(FakeProvider):
+    """A gateway that drops every ``cache_control`` marker before the exact-prefix provider:
+    well-formed usage with cache_read = cache_write = 0 on marked, cacheable bodies."""
+
+    def __call__(self, request: Any) -> Any:
+        body = _strip_markers(json.loads(request.content))
+        return super().__call__(httpx2.Request(request.method, request.url,
+                                               headers=request.headers, json=body))
+
+
+def test_a_gateway_stripping_breakpoints_is_a_provider_miss_from_the_first_call() -> None:
+    """Eligible breakpoints answered with zero reads and zero writes: the first call is a
+    provider_miss (expected cold, reason breakpoints-ignored), and the next turn is not
+    anchored on the reported 0: a provider_miss of the predicted head, not a hit."""
+    recorder = Recorder(tokenizer="bytes/4")
+    client = anthropic_sdk(StrippingGateway(), recorder)
+    send(client, talk("ann", 1))
+    send(client, talk("ann", 2))
+    first, second = recorder.records
+    assert (first.cache_read_tokens, first.cache_write_tokens) == (0, 0)
+    assert first.verdict == "provider_miss"
+    assert first.verdict_detail["reason"] == "breakpoints-ignored"
+    assert first.verdict_detail["expected_verdict"] == "cold"
+    assert first.verdict_detail["breakpoint_prefix_tokens"] == first.verdict_detail[
+        "stable_prefix_tokens"]
+    assert second.verdict == "provider_miss"
+    assert second.verdict_detail["reason"] == "breakpoints-ignored"
+    assert second.verdict_detail["predecessor_wrote_nothing"] is True
+    assert second.predecessor_id == first.record_id
+    assert second.predicted_cache_read_tokens and second.predicted_cache_read_tokens >= 1024
+    assert second.verdict_detail["missing_tokens"] == second.predicted_cache_read_tokens
+
+
+def compacted(who: str, turns: int, summary: str) -> list[dict[str, Any]]:
+    """``who``'s conversation after a compaction: the first message replaced by ``summary``,
+    every later message kept as sent."""
+    messages = talk(who, turns)
+    messages[0] = {"role": "user", "content": [{"type": "text", "text": summary}]}
+    return messages
+
+
+SUMMARY = "Summary: ann asked question 0 and got ok."
+
+
+def spaced(calls: list[tuple[float, list[dict[str, Any]]]]) -> list[UsageRecord]:
+    """Send each ``(seconds after the previous call, messages)`` without session ids through
+    the SDK on a fake clock; the records, in order."""
+    clock = Clock()
+    recorder = Recorder(tokenizer="bytes/4", clock=clock)
+    client = anthropic_sdk(FakeProvider(), recorder)
+    for gap_s, messages in calls:
+        clock.now += gap_s
+        send(client, messages)
+    return recorder.records
+
+
+def test_a_rewritten_first_message_without_session_id_is_a_client_mutation() -> None:
+    """Compaction spiral without session ids: a request whose first message was re-summarized
+    (same head, later messages carried over, sent seconds after the previous call ended) is a
+    client_mutation of the same conversation (predecessor_rule same-head-recent, history
+    rewrite at messages[0], turn continued), and its next turn chains to it as usual."""
+    one, two, rewrite, after = spaced([(0.0, talk("ann", 1)), (3.0, talk("ann", 2)),
+                                       (3.0, compacted("ann", 3, SUMMARY)),
+                                       (3.0, compacted("ann", 4, SUMMARY))])
+    assert two.verdict_detail["predecessor_rule"] == "same-conversation"
+    assert rewrite.verdict == "client_mutation"
+    assert rewrite.verdict_detail["predecessor_rule"] == "same-head-recent"
+    assert rewrite.predecessor_id == two.record_id
+    assert "other_conversation" not in rewrite.verdict_detail
+    assert rewrite.verdict_detail["cause"] == "history-rewrite"
+    assert rewrite.verdict_detail["segment"] == "messages[0].content[0]"
+    assert rewrite.cache_read_tokens == rewrite.predicted_cache_read_tokens  # the head entry
+    assert (after.verdict, after.predecessor_id) == ("hit", rewrite.record_id)
+    assert after.verdict_detail["predecessor_rule"] == "same-conversation"
+    assert [r.turn for r in (one, two, rewrite, after)] == [1, 2, 3, 4]
+
+
+def test_a_new_conversation_is_not_a_rewrite_late_or_without_carried_messages() -> None:
+    """The same-head-recent rule needs a carried-over message and the previous call's end
+    within REWRITE_WINDOW_S: a new conversation sent right away, or a request carrying
+    messages over long after, is another conversation sharing the head (a hit, turn 1)."""
+    _, ben, late = spaced([(0.0, talk("ann", 2)), (1.0, talk("ben", 1)),
+                           (REWRITE_WINDOW_S + 1.0, compacted("ann", 3, SUMMARY))])
+    for record in (ben, late):
+        assert record.verdict == "hit" and record.verdict_detail["other_conversation"] is True
+        assert record.verdict_detail["predecessor_rule"] == "other-conversation"
+        assert record.turn == 1

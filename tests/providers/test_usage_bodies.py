@@ -185,6 +185,18 @@ def test_openai_compatible_fallbacks() -> None:
     assert moonshot.cache_read_tokens == 80
 
 
+def test_openai_compatible_reads_anthropic_shaped_usage_inclusively() -> None:
+    """Without prompt_tokens, Anthropic's field names are read with an inclusive input_tokens
+    (Anthropic-compatible servers that count the whole prompt there)."""
+    usage = parse_usage("openai-compatible", {
+        "input_tokens": 3000, "cache_read_input_tokens": 1000,
+        "cache_creation_input_tokens": 1500, "output_tokens": 7})
+    assert (usage.input_tokens_total, usage.uncached_tokens) == (3000, 500)
+    assert (usage.cache_read_tokens, usage.cache_write_tokens, usage.output_tokens) == (
+        1000, 1500, 7)
+    assert not usage.inconsistent
+
+
 def test_gemini_output_includes_thoughts_and_zero_cache_when_omitted() -> None:
     """Gemini output = candidates + thoughts; an omitted cached count is proto3's 0."""
     usage = parse_usage(

@@ -62,8 +62,10 @@ from .._policy import TTL_LABELS_S, CachePolicy
 from .._segment import Segment
 from .._usage import CacheUsage
 from ._call import RequestState
+from ._plausibility import usage_suspicion
 
 __all__ = [
+    "IGNORED_BREAKPOINTS_MARGIN",
     "TOLERANCE_FRACTION",
     "TTL_LABELS_S",
     "Attribution",
@@ -73,6 +75,21 @@ __all__ = [
 TOLERANCE_FRACTION = 0.05
 """Share of the request's reported ``input_tokens_total`` by which reported cache reads may
 differ from the prediction (on top of one granule) and still count as a ``hit``."""
+
+IGNORED_BREAKPOINTS_MARGIN = 1.25
+"""How far above the minimum (as a factor of ``min_cacheable_tokens``, in provider-scaled
+tokens) a request's longest breakpoint prefix must reach before a report of no read and no
+write on a breakpoint cache counts as "breakpoints sent, nothing written" (a gateway that
+strips ``cache_control``, a server that ignores it) rather than a prefix that was below the
+minimum in the provider's own tokens.
+
+Why 1.25: the request-wide ``token_scale`` corrects the mean density of our tokenizer, not
+the density of one prefix. Measured per content type (``reference/ENGINES.md``: tool schemas
+1.24x, system text 1.04x, user text 0.86x, assistant tool calls 0.72x of cl100k), a head of
+tools and system text sits within about 20 % of a typical request's mean; 1.25 keeps a
+borderline prefix (which may really be under the minimum, where "both counters 0" is the
+documented silent outcome) out of the flag. Below the margin a reported 0 is taken at its
+word (``below_minimum`` evidence) and is still anchored on."""
 
 Relation = Literal["lineage", "session"]
 
@@ -239,12 +256,32 @@ def attribute(
            flags ``reads_above_prediction`` when they exceed it by more than the tolerance),
            else ``provider_miss`` (``missing_tokens``).
 
+        Whatever the verdict, a reported input total implausible against our estimate of
+        the request (:func:`~stableprompt._recording._plausibility.usage_suspicion`: an
+        inclusive count in an exclusive field doubles it) adds ``usage_suspect``,
+        ``usage_ratio``, ``usage_ratio_bounds`` and ``usage_suspect_reason``.
+
         A verdict never contradicts the reported writes: ``below_minimum`` with a reported
         cache write of at least the minimum becomes ``cold`` (``unexpected_writes``).
         Nor the reported reads: ``cold``, ``below_minimum`` or
         ``ttl_expired`` with reads above the prediction plus the tolerance becomes ``hit``
         with ``detail["unexpected_reads"]`` (and ``expected_verdict``: the verdict the prefix
         alone gives; ``reads_without_known_predecessor`` / ``read_after_ttl`` say which).
+
+        "Breakpoints sent, nothing written" (breakpoint caches): when this request's longest
+        breakpoint prefix reaches :data:`IGNORED_BREAKPOINTS_MARGIN` times the minimum and the
+        provider reports ``cache_read_tokens == 0`` and ``cache_write_tokens == 0``, the
+        markers did not reach a cache (a gateway stripped ``cache_control``, a server ignores
+        it): an eligible breakpoint always reads or writes, even after an eviction, a TTL
+        expiry or a prefix change. The verdict is ``provider_miss`` with
+        ``detail["reason"] == "breakpoints-ignored"``, ``breakpoint_prefix_tokens`` and
+        ``expected_verdict`` (what the prefix alone gives), **also on the first call of a
+        lineage**: ``cold`` means "an expected write", and a call that wrote nothing
+        despite eligible breakpoints is not one. A ``client_mutation`` keeps its verdict (the
+        harness changed the prefix) and gets ``breakpoints_ignored``. And a predecessor
+        whose breakpoints were that far above the minimum is never anchored on a reported
+        extent of 0 (``predecessor_wrote_nothing``): the prediction is our estimate, so the
+        next call is a ``provider_miss`` too, not a ``hit`` of 0 reads predicted as 0.
 
     Raises:
         ValueError: ``request`` has no segmented body or token counts.
@@ -296,6 +333,7 @@ class _Attributor:
             self.base, self.relation = None, None
         self.comparison: _Comparison | None = None
         self.read_entry: str | None = None
+        self.base_ignored = False  # the base sent breakpoints well above the minimum
         self.detail: dict[str, Any] = {
             "relation": self.relation,
             "min_cacheable_tokens": self.minimum,
@@ -307,6 +345,9 @@ class _Attributor:
             self.detail["other_conversation"] = True
         if self.reads is not None:
             self.detail["cache_read_tokens"] = self.reads
+        suspect = usage_suspicion(usage, self.request_tokens, self.seg.segments, self.seg.data)
+        if suspect is not None:
+            self.detail.update(suspect)
 
     def scaled(self, tokens: float) -> int:
         return _scaled(tokens, self.scale)
@@ -336,6 +377,11 @@ class _Attributor:
         boundary closest to what the predecessor itself read (``cache_read_tokens``), the same
         entry is being read again: its reported size is exact too."""
         exact = None if self.base is None else self.base.cached_extent_tokens
+        if exact == 0 and self.base_ignored:
+            # "Breakpoints sent, nothing written": the predecessor's reported 0 is the
+            # gateway's, not the size of an entry; predict from our estimate instead.
+            self.detail["predecessor_wrote_nothing"] = True
+            exact = None
         if exact is not None and base_extent is not None and tokens and tokens >= base_extent:
             self.detail["anchored_on_predecessor"] = True
             return _floor(exact, self.granule)
@@ -367,6 +413,18 @@ class _Attributor:
             # estimate fell just under the minimum). A first write is a cold call.
             self.detail.update(unexpected_writes=True, expected_verdict=verdict)
             verdict = "cold"
+        ignored = self.ignored_breakpoint_tokens()
+        if ignored is not None:
+            # Breakpoints sent, nothing written: an eligible breakpoint always writes (or
+            # reads) an entry, even after an eviction, a TTL expiry or a client mutation.
+            self.detail["breakpoint_prefix_tokens"] = ignored
+            if verdict == "client_mutation":
+                self.detail["breakpoints_ignored"] = True
+            else:
+                self.detail["reason"] = "breakpoints-ignored"
+                if verdict != "provider_miss":
+                    self.detail["expected_verdict"] = verdict
+                verdict = "provider_miss"
         if self.reads is None:
             usage = self.usage
             self.detail["unknown_reason"] = (
@@ -387,6 +445,18 @@ class _Attributor:
             divergence=None if comparison is None else comparison.divergence,
             read_entry_digest=self.read_entry if self.read_matches(predicted) else None,
         )
+
+    def ignored_breakpoint_tokens(self) -> int | None:
+        """Breakpoint caches: the longest breakpoint prefix of this request (provider-scaled
+        tokens) when it reaches :data:`IGNORED_BREAKPOINTS_MARGIN` times the minimum and the
+        provider reported reading 0 *and* writing 0 (both fields sent); else ``None``."""
+        usage = self.usage
+        if (self.policy.automatic or usage is None or usage.cache_read_tokens != 0
+                or usage.cache_write_tokens != 0):
+            return None
+        own = [i for i, s in enumerate(self.seg.segments) if s.breakpoint]
+        top = self.scaled(self.cum[own[-1]]) if own else 0
+        return top if own and top >= self.minimum * IGNORED_BREAKPOINTS_MARGIN else None
 
     def read_matches(self, predicted: int) -> bool:
         """The reported reads are the predicted entry (within the tolerance)."""
@@ -477,6 +547,8 @@ class _Attributor:
             entries = [(last, seg.segments[last], cum[last])]
         written = [e for e in entries if self.scaled(e[2]) >= self.minimum]
         extent = max((self.scaled(t) for _, _, t in entries), default=0)
+        self.base_ignored = base.segmented is not None and (
+            extent >= self.minimum * IGNORED_BREAKPOINTS_MARGIN)
         self.detail["stable_prefix_tokens"] = extent
         shared = [e for e in written if e[0] < comparison.common]
         lost = [e for e in written if e[0] >= comparison.common]

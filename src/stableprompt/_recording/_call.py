@@ -108,6 +108,8 @@ class Call:
         fingerprint: Request fingerprint, ``None`` when the body could not be segmented.
         state: What attribution needs (``None`` when the body could not be analysed).
         turn: Turn number given by :meth:`CallIndex.begin`.
+        ended: When the response ended, epoch seconds (the recorder's clock at finish),
+            ``None`` before (or when unknown: then ``ts`` stands in).
     """
 
     ts: float
@@ -119,6 +121,7 @@ class Call:
     fingerprint: str | None = None
     state: RequestState | None = None
     turn: int | None = None
+    ended: float | None = None
 
     def same_conversation(self, other: Call) -> bool:
         """Same named session; without session ids: same wire format, model and opening."""
@@ -137,12 +140,19 @@ class Comparison:
         other_conversation: ``predecessor`` belongs to another conversation.
         session_previous: The conversation's previous successful call, whose head differs.
         common_segments: Segments shared with ``predecessor`` (0 without one).
+        rule: Which rule chose the compared request (``_predecessor.PREDECESSOR_RULES``),
+            ``None`` without one.
+        predecessor_turn: The turn of ``predecessor`` when ``rule`` says the request
+            continues its conversation under a rewritten first message
+            (``"same-head-recent"``), else ``None``.
     """
 
     predecessor: RequestState | None = None
     other_conversation: bool = False
     session_previous: RequestState | None = None
     common_segments: int = 0
+    rule: str | None = None
+    predecessor_turn: int | None = None
 
     @property
     def base(self) -> RequestState | None:

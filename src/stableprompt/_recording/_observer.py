@@ -21,6 +21,7 @@ from .._sse import SSEParser
 from .._usage import CacheUsage
 from .._wire._base import StreamAccumulator
 from .._wire._formats import DIAGNOSTIC_EVENTS
+from .._wire._registry import stream_accumulator_for
 from ..providers import stream_accumulator
 from ._decoders import ContentDecoder, IdentityDecoder, decoder_for
 from ._http import header
@@ -92,6 +93,8 @@ class ResponseObserver:
         clock: Monotonic clock in seconds, for TTFT.
         started: ``clock()`` reading when the request was sent (seconds).
         watch_diagnostics: Look for provider cache diagnostics in stream events.
+        request_format: The call's request format, when its usage dialect was overridden
+            (the stream keeps the request format's event shape).
     """
 
     def __init__(
@@ -105,6 +108,7 @@ class ResponseObserver:
         clock: Callable[[], float],
         started: float,
         watch_diagnostics: bool = False,
+        request_format: str | None = None,
     ) -> None:
         self.sink = sink
         self.usage_format = usage_format
@@ -127,7 +131,11 @@ class ResponseObserver:
         self._result: UsageRecord | None = None
         try:
             if self._sse:
-                self._acc = stream_accumulator(usage_format, clock=clock, start=started)
+                self._acc = (
+                    stream_accumulator(usage_format, clock=clock, start=started)
+                    if request_format is None
+                    else stream_accumulator_for(usage_format, request_format, clock=clock,
+                                                start=started))
                 if watch_diagnostics:
                     self._diag = SSEParser()
             else:

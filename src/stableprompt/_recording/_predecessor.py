@@ -14,6 +14,19 @@
 - **Calls without a session id**: there is no implicit global session. Such a call belongs to
   the conversation of a recent call (within the window) with the same wire format, model and
   first message (the digest of the first ``message`` segment), if there is one.
+- **A rewritten first message** (no session id; a compaction that re-summarizes the first
+  message, the head unchanged): the first message no longer names the conversation, so the
+  request would look like another conversation sharing the head. It is the same conversation
+  rewritten (rule ``same-head-recent``) when the most recent call on its head, from a call
+  without session id with the same provider, wire format and model, *ended* at most
+  :data:`REWRITE_WINDOW_S` before this request was sent (a harness continues its own
+  conversation right after the answer; a concurrent request is no continuation), the request
+  extends no recent call (no call of its own conversation is a candidate), and it carries that
+  call's conversation over: a user or tool message after its first message is byte-identical
+  to one after that call's first message. A genuinely new conversation opens with its own
+  messages only, so it stays another conversation sharing the head.
+  Limit: a compaction that keeps nothing but a summary (no message carried over) is still
+  taken for a new conversation.
 
 A request whose fingerprint equals its conversation's previous request, sent within
 :data:`RETRY_WINDOW_S`, is a retry: it keeps that request's turn number.
@@ -33,7 +46,15 @@ from .._segment import Segment
 from .._wire._segmenter import SegmentedRequest
 from ._call import Call, Comparison, RequestState
 
-__all__ = ["LINEAGE_DEPTH", "RETRY_WINDOW_S", "CallIndex", "common_segments", "opening_of"]
+__all__ = [
+    "LINEAGE_DEPTH",
+    "PREDECESSOR_RULES",
+    "RETRY_WINDOW_S",
+    "REWRITE_WINDOW_S",
+    "CallIndex",
+    "common_segments",
+    "opening_of",
+]
 
 LINEAGE_DEPTH = 32
 """Successful calls kept per cache lineage as predecessor candidates."""
@@ -42,7 +63,28 @@ RETRY_WINDOW_S = 120.0
 """Seconds within which an identical request (same request fingerprint) is a retry of its
 conversation's previous request. Covers client backoff and ``retry-after`` waits (<= 60 s)."""
 
+REWRITE_WINDOW_S = 30.0
+"""Seconds from the end of the most recent call on a head to a request without session id
+within which a request with a rewritten first message (and a message carried over) is taken
+as the same conversation rewritten (rule ``same-head-recent``), not another conversation.
+
+Why 30 s: a harness sends its next request as soon as it has the previous answer (a
+compaction writes its summary back and continues at once; "calls a few seconds apart" in
+the compaction spirals of issue 9); tool runs in between take seconds to tens of seconds.
+The window is measured from the *end* of the previous call, so a request sent while that
+call was still running (another user's conversation) never qualifies, and it is short
+against the 5-minute TTL, so a late unrelated conversation is not taken for a rewrite. The
+carried-over message is the main evidence; the window bounds coincidences."""
+
+PREDECESSOR_RULES = ("same-conversation", "other-conversation", "same-head-recent",
+                     "session-head-change")
+"""Values of ``Comparison.rule`` (``verdict_detail["predecessor_rule"]``): the longest-prefix
+call of the request's own conversation; the longest-prefix call of another conversation
+sharing the head; the most recent call on the head, whose conversation this request rewrote
+(see the module docstring); the conversation's previous call under another head."""
+
 _HEAD_KINDS = ("param", "tool", "system")
+_CARRIED_ROLES = ("user", "tool")
 
 
 def opening_of(segmented: SegmentedRequest | None) -> str | None:
@@ -62,6 +104,32 @@ def common_segments(base: RequestState, segments: Sequence[Segment]) -> int:
     digest = base.fingerprint.split(":", 1)[-1]
     matched = next((i + 1 for i, s in enumerate(segments) if s.prefix_digest == digest), 0)
     return max(matched, sum(1 for s in segments if s.kind in _HEAD_KINDS))
+
+
+def _carried(segments: Sequence[Segment], opening: str | None) -> set[str]:
+    """Digests of the user/tool message segments after the first message segment."""
+    return {s.digest for s in segments
+            if s.kind == "message" and s.label in _CARRIED_ROLES and s.digest != opening}
+
+
+def _rewrite_of(call: Call, candidates: Iterable[Call]) -> Call | None:
+    """The call whose conversation ``call`` rewrote under its first message (rule
+    ``same-head-recent``, see the module docstring), or ``None``. ``candidates`` are the
+    calls of ``call``'s lineage; none of them is of ``call``'s own conversation."""
+    state = call.state
+    if call.session_id is not None or state is None or state.segmented is None:
+        return None
+    earlier = [c for c in candidates if c.state is not None and c.ts <= call.ts]
+    latest = max(earlier, key=lambda c: (c.ended or c.ts, c.ts), default=None)
+    if (latest is None or latest.session_id is not None or latest.state is None
+            or latest.state.segmented is None or latest.provider != call.provider
+            or latest.wire_format != call.wire_format or latest.model != call.model):
+        return None
+    if not 0.0 <= call.ts - (latest.ended or latest.ts) <= REWRITE_WINDOW_S:
+        return None
+    theirs = _carried(latest.state.segmented.segments, latest.opening)
+    ours = _carried(state.segmented.segments, call.opening)
+    return latest if theirs & ours else None
 
 
 @dataclass
@@ -184,11 +252,28 @@ class CallIndex:
             if best is None or key > best:
                 best, chosen = key, candidate
         if chosen is not None and best is not None and (best[1] or previous is None):
+            rewritten = None if best[1] else _rewrite_of(call, candidates)
+            if rewritten is not None and rewritten.state is not None:
+                return Comparison(predecessor=rewritten.state,
+                                  common_segments=common_segments(rewritten.state, segments),
+                                  rule="same-head-recent", predecessor_turn=rewritten.turn)
             return Comparison(predecessor=chosen.state, other_conversation=not best[1],
-                              common_segments=best[0])
+                              common_segments=best[0],
+                              rule="same-conversation" if best[1] else "other-conversation")
         if previous is not None:
-            return Comparison(session_previous=previous.state)
+            return Comparison(session_previous=previous.state, rule="session-head-change")
         return Comparison()
+
+    def renumber(self, call: Call, turn: int) -> None:
+        """Give the registered call ``call`` (from :meth:`begin`) another turn number: it
+        continues a conversation found by :meth:`compare` (rule ``same-head-recent``), and
+        its conversation's later turns count on from it."""
+        with self._lock:
+            for i in range(len(self._started) - 1, -1, -1):
+                started = self._started[i]
+                if started.ts == call.ts and started.fingerprint == call.fingerprint:
+                    self._started[i] = dataclasses.replace(started, turn=turn)
+                    return
 
     def remember(self, call: Call) -> None:
         """Keep a successful call (with a ``state``) as a future predecessor."""

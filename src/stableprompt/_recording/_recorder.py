@@ -8,7 +8,10 @@ A :class:`Recorder` turns one provider call into one :class:`~stableprompt.Usage
    numbers the turn of its conversation and chooses what to compare it with
    (:class:`~stableprompt._recording._predecessor.CallIndex`: the same-lineage call sharing
    the longest prefix, seeded from :meth:`Ledger.recent_for_lineage` on first sight of a
-   lineage, else the conversation's previous call when its head changed).
+   lineage, else the conversation's previous call when its head changed; without a session
+   id, a rewritten first message may still name the same conversation: rule
+   ``same-head-recent``). The rule that chose is ``verdict_detail["predecessor_rule"]``
+   (:data:`~stableprompt._recording._predecessor.PREDECESSOR_RULES`).
 2. A :class:`~stableprompt._recording._observer.ResponseObserver` (:meth:`Recorder.observe`)
    sees the response bytes as the caller receives them, never holding them back, and at the
    end hands an :class:`~stableprompt._recording._observer.Observation` to the recorder.
@@ -52,6 +55,8 @@ from .._tokens import EstimatingTokenCounter, Tokenizer
 from .._usage import CacheUsage
 from .._wire._formats import (
     REQUEST_FORMATS,
+    UsageDialects,
+    chosen_dialect,
     detect,
     diagnostics_request,
     endpoint,
@@ -59,6 +64,7 @@ from .._wire._formats import (
     request_format,
     segment_request,
     session_hint,
+    usage_dialects,
     usage_format,
 )
 from .._wire._segmenter import SegmentedRequest
@@ -117,6 +123,19 @@ class Recorder:
             head-change detection (seconds).
         keep_records: How many records :attr:`records` keeps (oldest dropped), ``None``: all.
         monotonic: Monotonic clock in seconds (``time.monotonic``) for latency and TTFT.
+        usage_dialect: The usage parser for endpoints whose usage does not follow their
+            wire format (an Anthropic-compatible server that reports an inclusive
+            ``input_tokens``: ``"openai-compatible"``): a name from
+            :data:`stableprompt.providers.WIRE_FORMATS` for every call, or a mapping from a
+            URL host or a provider family (as inferred or given by ``provider=``, here or on
+            the transport) to such a name; default: chosen per provider and wire format
+            (:func:`~stableprompt._wire._formats.usage_format`). The record's
+            ``wire_format`` is the dialect used; ``verdict_detail["request_format"]`` keeps
+            the request's when they differ.
+
+    Raises:
+        ConfigurationError: ``usage_dialect`` names an unknown dialect (code
+            ``usage-dialect``).
 
     Attributes:
         records: Records of finished calls, oldest first.
@@ -137,7 +156,9 @@ class Recorder:
         session_window_s: float = 3600.0,
         keep_records: int | None = 10_000,
         monotonic: Callable[[], float] = time.monotonic,
+        usage_dialect: UsageDialects = None,
     ) -> None:
+        self.usage_dialect = usage_dialects(usage_dialect)
         self.ledger = ledger
         self.session_id = session_id
         self.scenario = scenario
@@ -230,7 +251,8 @@ class Recorder:
             started=started,
             path=path,
             wire_format=wire,
-            usage_format=usage_format(provider, wire),
+            usage_format=usage_format(provider, wire,
+                                      chosen_dialect(self.usage_dialect, host, provider)),
             provider=provider,
             secrets=secrets,
         )
@@ -272,6 +294,11 @@ class Recorder:
         if pending.state is not None:
             self._load_lineage(pending.state.head_fingerprint)
             pending.comparison = self._index.compare(call)
+            continued = pending.comparison.predecessor_turn
+            if continued is not None and not pending.retry:
+                # A rewritten first message continues the conversation it was compared with.
+                pending.turn = continued + 1
+                self._index.renumber(call, pending.turn)
 
     def _session_of(self, body: Mapping[str, Any], headers: Any) -> str | None:
         """:attr:`session_id`, else the session the request names (its ``SESSION_HEADER``
@@ -316,10 +343,13 @@ class Recorder:
 
     def _call_of(self, record: UsageRecord, head: str) -> Call:
         segmented = tokens = None
+        sent = record.verdict_detail.get("request_format")
+        wire = (sent if isinstance(sent, str) and sent in REQUEST_FORMATS
+                else request_format(record.wire_format))
         if record.content:
             try:
                 body = loads(record.content)
-                segmented = segment_request(request_format(record.wire_format), body)
+                segmented = segment_request(wire, body)
                 tokens = tuple(self._count(segmented))
             except Exception:
                 segmented = tokens = None
@@ -340,9 +370,10 @@ class Recorder:
             cache_read_tokens=record.cache_read_tokens,
         )
         return Call(ts=ts, session_id=record.session_id, provider=record.provider or "",
-                    wire_format=request_format(record.wire_format), model=record.model,
+                    wire_format=wire, model=record.model,
                     opening=opening_of(segmented), fingerprint=state.fingerprint, state=state,
-                    turn=record.turn)
+                    turn=record.turn,
+                    ended=None if record.latency_ms is None else ts + record.latency_ms / 1000)
 
     def previous_response_id(
         self, wire_format: str, body: Mapping[str, Any], headers: Any = None, *,
@@ -489,6 +520,10 @@ class Recorder:
             detail["analysis_error"] = pending.problem
         if pending.retry:
             detail["retry"] = True
+        if pending.comparison.rule is not None:
+            detail["predecessor_rule"] = pending.comparison.rule
+        if request_format(pending.usage_format) != pending.wire_format:
+            detail["request_format"] = pending.wire_format
         attribution = self._attribute(pending, usage, detail)
         verdict: Verdict = "unknown" if attribution is None else attribution.verdict
         if attribution is not None:
@@ -535,7 +570,8 @@ class Recorder:
             cache_write_5m_tokens=None if usage is None else usage.cache_write_5m_tokens,
             cache_write_1h_tokens=None if usage is None else usage.cache_write_1h_tokens,
             output_tokens=None if usage is None else usage.output_tokens,
-            usage_inconsistent=False if usage is None else usage.inconsistent,
+            usage_inconsistent=(False if usage is None else usage.inconsistent)
+            or bool(detail.get("usage_suspect")),
             usage_raw=usage_raw,
             verdict=verdict,
             verdict_detail=json_safe(detail),
@@ -582,7 +618,8 @@ class Recorder:
             pending.state, response_id=response_id,
             cached_extent_tokens=read + write if read is not None and write is not None else None,
             cache_read_tokens=read, read_entry_digest=read_entry_digest)
-        self._index.remember(dataclasses.replace(pending.call, state=state, turn=pending.turn))
+        self._index.remember(dataclasses.replace(pending.call, state=state, turn=pending.turn,
+                                                 ended=self.clock()))
 
     def _store(self, pending: Pending, record: UsageRecord) -> None:
         pending.record = record
@@ -615,7 +652,9 @@ class Recorder:
             functools.partial(self._finish_observed, pending),
             usage_format=pending.usage_format, status_code=status_code, headers=headers,
             content_encoding=content_encoding, clock=self.monotonic, started=pending.started,
-            watch_diagnostics=pending.diagnostics_requested is not None)
+            watch_diagnostics=pending.diagnostics_requested is not None,
+            request_format=None if request_format(pending.usage_format) == pending.wire_format
+            else pending.wire_format)
 
     def _finish_observed(self, pending: Pending, observation: Observation) -> UsageRecord | None:
         """The sink of :meth:`observe`: :meth:`finish` with an observed response (its usage

@@ -12,9 +12,10 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any, Protocol
 
-from .._exceptions import CaptureError
+from .._exceptions import CaptureError, ConfigurationError
 from .._public import public
 from . import _openai, anthropic, openai_chat, openai_responses
+from ._registry import WIRE_FORMATS
 from ._segmenter import SegmentBuilder, SegmentedRequest
 
 __all__ = [
@@ -22,6 +23,8 @@ __all__ = [
     "DIAGNOSTIC_EVENTS",
     "REQUEST_FORMATS",
     "WIRE_FORMATS_WITH_REQUESTS",
+    "UsageDialects",
+    "chosen_dialect",
     "detect",
     "diagnostics_request",
     "endpoint",
@@ -30,6 +33,7 @@ __all__ = [
     "request_format",
     "segment_request",
     "session_hint",
+    "usage_dialects",
     "usage_format",
 ]
 
@@ -201,13 +205,66 @@ def provider_for(host: str | None, wire_format: str, override: str | None = None
     return "anthropic" if wire_format == anthropic.WIRE_FORMAT else "openai"
 
 
-def usage_format(provider: str, wire_format: str) -> str:
+UsageDialects = str | Mapping[str, str] | None
+"""A usage-dialect override: one dialect for every call, or host / provider family -> dialect."""
+
+
+def usage_dialects(value: UsageDialects) -> UsageDialects:
+    """Validate a usage-dialect override (``Recorder(usage_dialect=...)``).
+
+    Args:
+        value: ``None``; a usage format name from
+            :data:`stableprompt.providers.WIRE_FORMATS` for every call; or a mapping from a
+            URL host (``"gateway.internal"``) or a provider family (``"vllm"``, the value of a
+            ``provider=`` override) to such a name.
+
+    Returns:
+        ``value``, a mapping copied with lower-cased keys.
+
+    Raises:
+        ConfigurationError: an unknown dialect name, or a key or mapping of the wrong type
+            (code ``usage-dialect``).
+    """
+    def check(name: object, where: str) -> str:
+        if not isinstance(name, str) or name not in WIRE_FORMATS:
+            raise ConfigurationError(
+                f"unknown usage dialect {name!r}{where}; expected one of "
+                f"{', '.join(WIRE_FORMATS)}", code="usage-dialect")
+        return name
+
+    if value is None or isinstance(value, str):
+        return None if value is None else check(value, "")
+    if not isinstance(value, Mapping):
+        raise ConfigurationError(
+            f"usage_dialect must be a dialect name or a mapping host/provider -> dialect, not "
+            f"{type(value).__name__}", code="usage-dialect")
+    out: dict[str, str] = {}
+    for key, name in value.items():
+        if not isinstance(key, str) or not key:
+            raise ConfigurationError(f"usage_dialect key {key!r} is not a host or provider name",
+                                     code="usage-dialect")
+        out[key.lower()] = check(name, f" for {key!r}")
+    return MappingProxyType(out)
+
+
+def chosen_dialect(dialects: UsageDialects, host: str | None, provider: str) -> str | None:
+    """The dialect an override chooses for a call to ``host`` at ``provider`` (the host's
+    entry first, then the provider family's), or ``None``."""
+    if dialects is None or isinstance(dialects, str):
+        return dialects
+    return dialects.get((host or "").lower()) or dialects.get(provider.lower())
+
+
+def usage_format(provider: str, wire_format: str, dialect: str | None = None) -> str:
     """The usage dialect (parser) of a request format at a provider.
 
-    Anthropic -> ``anthropic``; Responses -> ``openai-responses``; chat: ``deepseek``,
-    ``llama-cpp`` for those providers, ``openai-compatible`` for vLLM, SGLang, OpenRouter and
-    xAI, else ``openai-chat``.
+    ``dialect`` wins (an override, see :func:`usage_dialects`); else Anthropic ->
+    ``anthropic``; Responses -> ``openai-responses``; chat: ``deepseek``, ``llama-cpp`` for
+    those providers, ``openai-compatible`` for vLLM, SGLang, OpenRouter and xAI, else
+    ``openai-chat``.
     """
+    if dialect is not None:
+        return dialect
     if wire_format in (anthropic.WIRE_FORMAT, openai_responses.WIRE_FORMAT):
         return wire_format
     if provider in ("deepseek", "llama-cpp"):

@@ -26,6 +26,7 @@ __all__ = [
     "parse_stream",
     "parse_usage",
     "stream_accumulator",
+    "stream_accumulator_for",
 ]
 
 
@@ -151,6 +152,19 @@ def stream_accumulator(
         UsageParseError: ``usage-wire-format`` for an unknown format.
     """
     return _lookup(wire_format).accumulator(clock=clock, start=start)
+
+
+def stream_accumulator_for(
+    usage_format: str, request_format: str, *, clock: Clock | None = None,
+    start: float | None = None,
+) -> StreamAccumulator:
+    """:func:`stream_accumulator` for a call whose usage dialect was overridden
+    (``Recorder(usage_dialect=...)``): the stream keeps its request format's event shape.
+    ``openai-compatible`` on an ``anthropic`` (Messages) request accumulates Anthropic's
+    events and reads the usage inclusively; any other pair is ``usage_format``'s own."""
+    if usage_format == openai_compatible.WIRE_FORMAT and request_format == anthropic.WIRE_FORMAT:
+        return openai_compatible.AnthropicShapedStreamAccumulator(clock=clock, start=start)
+    return stream_accumulator(usage_format, clock=clock, start=start)
 
 
 def parse_stream(wire_format: str, raw_sse_bytes: bytes | bytearray | memoryview) -> CacheUsage:

@@ -170,11 +170,16 @@ class AnthropicStreamAccumulator(SSEStreamAccumulator):
             error = obj.get("error")
             self.error = str(error.get("type", error)) if isinstance(error, Mapping) else str(error)
 
+    def _parse(self, usage: dict[str, Any]) -> CacheUsage:
+        """The accumulated ``usage`` object, normalized (a hook for dialects that read
+        Anthropic-shaped streams with other semantics)."""
+        return parse_usage(usage)
+
     def _finish(self) -> CacheUsage:
         if self._usage is None:
             return self._unknown("stream ended before message_start: no usage reported")
         try:
-            usage = parse_usage(self._usage)
+            usage = self._parse(self._usage)
         except UsageParseError as exc:
             key = unescape_pointer((exc.pointer or "/").split("/")[1])
             offset, base = self._sources.get(key, (None, ""))
