@@ -49,8 +49,10 @@ providers count images and documents by their size in pixels or pages."""
 HIDDEN_TOKENS_SLACK = 400
 """Tokens a provider may add to the prompt that no request byte shows, allowed on top of
 :data:`USAGE_RATIO_HIGH` (and below :data:`USAGE_RATIO_LOW`): Anthropic's tool-use system
-prompt when tools are sent (346 tokens with ``tool_choice`` auto/none per Anthropic's
-tool-use pricing table; UNVERIFIED here, not quoted in PROVIDERS.md), OpenAI's hidden system
+prompt when tools are sent (Anthropic's per-model table, docs.anthropic.com/en/docs/
+tool-use-pricing-and-tokens, checked 2026-12-01: 159 to 530 tokens for the Claude 3 models
+listed there; 346 with ``tool_choice`` auto/none for current models per secondary sources,
+UNVERIFIED on the official page), OpenAI's hidden system
 tokens (PROVIDERS.md §2.3: subtracted before cached tokens are reported). Keeps short
 requests, where these dominate, from being flagged."""
 
