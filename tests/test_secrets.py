@@ -131,3 +131,33 @@ def test_emulator_serve_request_log_never_prints_a_key(tmp_path: Path) -> None:
         proc.wait(timeout=10)
         if proc.stdout is not None:
             proc.stdout.close()
+
+
+def test_snippets_never_show_the_tail_of_a_key(tmp_path: Path,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    """Two requests whose system text ends in keys that differ in their last character: the
+    divergence snippets (lint text, JSON and the public LintPair / Divergence values) are cut
+    after the key is scrubbed, so its tail never shows (review finding)."""
+    from stableprompt import diff, lint_requests, segment_request
+
+    second = ANTHROPIC_KEY[:-1] + "B"
+    bodies = [{"model": "claude-sonnet-4-6", "max_tokens": 8,
+               "system": [{"type": "text", "text": "Be careful. " * 40 + key}],
+               "messages": [{"role": "user", "content": "hi"}]} for key in (ANTHROPIC_KEY, second)]
+    report = lint_requests(bodies, sessions=["s", "s"])
+    texts = [repr(report.as_dict())]
+    divergence = diff(segment_request("anthropic", bodies[0]),
+                      segment_request("anthropic", bodies[1]))
+    assert divergence is not None
+    texts.append(repr(divergence.as_dict()))
+    capture = tmp_path / "keys.jsonl"
+    capture.write_text("".join(json.dumps({"session": "s", "request": b}) + "\n"
+                               for b in bodies))
+    for argv in (["lint", str(capture)], ["lint", "--json", "--all", str(capture)]):
+        main(argv)
+        captured = capsys.readouterr()
+        texts.append(captured.out + captured.err)
+    tail = ANTHROPIC_KEY[-20:-1]
+    for text in texts:
+        assert tail not in text and _leaks(text) == []
+    assert "[REDACTED]" in texts[0]

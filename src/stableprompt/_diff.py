@@ -20,6 +20,7 @@ from typing import Any, AnyStr, Protocol
 from ._canonical import canonical_json, escape_pointer, loads, pointer_get, wire_json
 from ._exceptions import InputError
 from ._public import public
+from ._redact import redact_slice
 from ._segment import Segment
 from ._volatility import scan_volatile
 
@@ -47,6 +48,7 @@ CAUSES = (
 )
 
 _SNIPPET = 32
+_KEY_CONTEXT = 256  # bytes searched beyond a snippet for a key that reaches into it
 _WS = re.compile(r"\s+")
 
 
@@ -246,7 +248,13 @@ def _labels(segments: Sequence[Segment], kind: str) -> list[str]:
 
 
 def _snippet(data: bytes, offset: int) -> str:
-    return data[max(0, offset - _SNIPPET): offset + _SNIPPET].decode("utf-8", "replace")
+    """The bytes around ``offset``, key-shaped strings scrubbed (keys are found in a wider
+    window, so a key cut by the snippet's edge is scrubbed too)."""
+    lo = max(0, offset - _SNIPPET)
+    wide = max(0, lo - _KEY_CONTEXT)
+    window = redact_slice(data[wide: offset + _SNIPPET + _KEY_CONTEXT], lo - wide,
+                          offset + _SNIPPET - wide)
+    return window.decode("utf-8", "replace")
 
 
 def _classify(

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from typing import Any, TypeVar
+from typing import Any, AnyStr, TypeVar
 
-__all__ = ["MIN_SECRET_CHARS", "redact", "secrets_in_headers"]
+__all__ = ["MIN_SECRET_CHARS", "redact", "redact_slice", "secrets_in_headers"]
 
 _REDACTED = "[REDACTED]"
 _SECRET_PATTERNS = (
@@ -27,6 +27,7 @@ _SECRET_PATTERNS = (
     ),
     re.compile(r"(?i)(bearer\s+)[A-Za-z0-9._~+/\-]{8,}=*"),
 )
+_SECRET_PATTERNS_BYTES = tuple(re.compile(p.pattern.encode("ascii")) for p in _SECRET_PATTERNS)
 _SECRET_KEYS = re.compile(
     r"(?i)^(?:x-api-key|x-goog-api-key|api[-_]?key|authorization|proxy-authorization)$"
 )
@@ -47,6 +48,36 @@ def _redact_text(text: str, secrets: tuple[str, ...], fragments: bool) -> str:
     for secret in secrets:
         text = _strip_secret(text, secret, fragments)
     return text
+
+
+def redact_slice(text: AnyStr, start: int, end: int) -> AnyStr:
+    """``text[start:end]`` with every key-shaped string that overlaps it replaced by
+    ``[REDACTED]``, the keys found in the whole of ``text``: a snippet cut from a value never
+    shows the tail of a key whose ``sk-`` prefix fell outside the window. Equal to the plain
+    slice when no key overlaps it (str or bytes, as given)."""
+    binary = isinstance(text, bytes)
+    patterns: tuple[re.Pattern[Any], ...] = _SECRET_PATTERNS_BYTES if binary else _SECRET_PATTERNS
+    spans: list[tuple[int, int]] = []
+    for pattern in patterns:
+        for m in pattern.finditer(text):
+            begin = m.end(1) if pattern.groups else m.start()
+            if begin < end and m.end() > start:
+                spans.append((max(begin, start), min(m.end(), end)))
+    if not spans:
+        return text[start:end]
+    marker: Any = _REDACTED.encode("ascii") if binary else _REDACTED
+    parts: list[Any] = []
+    pos = start
+    for begin, stop in sorted(spans):
+        if stop <= pos:
+            continue
+        if begin > pos:
+            parts.append(text[pos:begin])
+        parts.append(marker)
+        pos = stop
+    parts.append(text[pos:end])
+    joined: AnyStr = marker[:0].join(parts)
+    return joined
 
 
 def _strip_secret(text: str, secret: str, fragments: bool) -> str:

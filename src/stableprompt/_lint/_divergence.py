@@ -23,6 +23,7 @@ from typing import Any
 
 from .._canonical import loads, pointer_get, wire_json
 from .._diff import Divergence, Segmented, common_prefix_len
+from .._redact import redact_slice
 from .._segment import Segment
 
 __all__ = ["ValueSnippet", "describe_divergence", "is_expected_divergence", "value_snippet"]
@@ -155,11 +156,13 @@ def value_snippet(a: Segmented, b: Segmented, divergence: Divergence) -> ValueSn
     va, vb = _resolve(a, divergence.path), _resolve(b, divergence.path)
     if va is _MISSING or vb is _MISSING:
         ta, tb = _text(_enclosing(a, divergence.path)), _text(_enclosing(b, divergence.path))
-        return ValueSnippet(0, ta[:2 * SNIPPET_CHARS], tb[:2 * SNIPPET_CHARS])
+        return ValueSnippet(0, redact_slice(ta, 0, 2 * SNIPPET_CHARS),
+                            redact_slice(tb, 0, 2 * SNIPPET_CHARS))
     ta, tb = _text(va), _text(vb)
     k = common_prefix_len(ta, tb)
     lo = max(0, k - SNIPPET_CHARS)
-    return ValueSnippet(k, ta[lo:k + SNIPPET_CHARS], tb[lo:k + SNIPPET_CHARS])
+    return ValueSnippet(k, redact_slice(ta, lo, k + SNIPPET_CHARS),
+                        redact_slice(tb, lo, k + SNIPPET_CHARS))
 
 
 def _enclosing(prompt: Segmented, pointer: str) -> Any:
