@@ -912,3 +912,12 @@ def test_export_otel_without_opentelemetry_names_the_extra(
     monkeypatch.setitem(sys.modules, "opentelemetry", None)
     with pytest.raises(ConfigurationError, match=re.escape("pip install 'stableprompt[otel]'")):
         export_otel([_record()])
+
+
+@pytest.mark.parametrize("path", ["", 5, None])
+def test_a_bad_ledger_path_is_a_typed_error(path: object) -> None:
+    """An empty, non-string or missing path is an InputError, not the working directory or
+    a bare TypeError (review finding)."""
+    with pytest.raises(InputError) as info:
+        Ledger(path)  # type: ignore[arg-type]
+    assert info.value.code == "ledger-path"

@@ -161,3 +161,21 @@ def test_snippets_never_show_the_tail_of_a_key(tmp_path: Path,
     for text in texts:
         assert tail not in text and _leaks(text) == []
     assert "[REDACTED]" in texts[0]
+
+
+def test_emulator_log_scrubs_the_requests_own_credentials() -> None:
+    """A credential that is not key-shaped (an Azure-style hex key, a bearer token) is still
+    scrubbed from the logged path and error message: the emulator scrubs the request's own
+    credential header values, as the recorder does (review finding)."""
+    opaque, token = "3f9a0c1d5e7b4a2f8c6d0e1f2a3b4c5d", "tok.Zq8RvN3kLpWx7Y"
+    headers = {"x-api-key": opaque, "authorization": f"Bearer {token}"}
+    bad = {"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": [
+        {"type": "text", "text": "x", "cache_control": {"type": "ephemeral", "ttl": opaque}}]}]}
+    with Emulator() as emulator, httpx2.Client(base_url=f"http://127.0.0.1:{emulator.port}",
+                                               headers=headers, timeout=10) as client:
+        assert client.post(f"/v1/{opaque}", json={}).status_code == 404
+        assert client.post(f"/v1/messages/{token}", json={}).status_code == 404
+        assert client.post("/v1/messages", json=bad).status_code == 400
+        logged = " ".join(f"{r.path} {r.error_message}" for r in emulator.requests())
+    assert "[REDACTED]" in logged
+    assert opaque[:8] not in logged and token[4:12] not in logged

@@ -135,3 +135,16 @@ def test_line_splitter_offsets_and_close() -> None:
     assert splitter.feed(b"ef") == []
     assert splitter.close() == (7, b"ef", False)
     assert splitter.close() is None
+
+
+def test_a_line_without_terminator_is_bounded() -> None:
+    """A line longer than the limit is dropped (its offset kept in ``overlong``), the lines
+    after it come through, and memory never holds more than the limit (review finding)."""
+    from stableprompt._sse import LineSplitter
+
+    lines = LineSplitter(max_line_bytes=10)
+    assert lines.feed(b"abc\n0123456789ABCDEF") == [(0, b"abc")]
+    assert lines.pending == 0 and lines.overlong == [4]
+    assert lines.feed(b"more of it\nok\n") == [(31, b"ok")]
+    assert lines.feed(b"x" * 25) == [] and lines.pending <= 10
+    assert lines.close() is None and lines.overlong == [4, 34]

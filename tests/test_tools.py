@@ -700,3 +700,33 @@ def test_deep_or_circular_schemas_are_typed_depth_errors() -> None:
             b'{"name":"t","input_schema":' + b'{"type":"object","properties":{"a":' * 400
             + b"{}" + b"}}" * 400 + b"}"))
     assert info.value.code == "tool-schema-depth"
+
+
+def test_hostile_mappings_and_wrong_containers_are_typed() -> None:
+    """A Mapping whose methods raise (as a schema or a tool dict), a non-iterable given to
+    ToolSet / from_dicts, and an empty ``type`` list are typed errors (review findings)."""
+    from collections.abc import Iterator, Mapping
+
+    class Bad(Mapping[str, Any]):
+        def __getitem__(self, key: str) -> Any:
+            raise RuntimeError("boom")
+
+        def __iter__(self) -> Iterator[str]:
+            raise RuntimeError("boom")
+
+        def __len__(self) -> int:
+            return 1
+
+    for build in (lambda: Tool("t", "d", Bad()), lambda: Tool.from_dict(Bad()),
+                  lambda: ToolSet.from_dicts([Bad()])):
+        with pytest.raises(ToolError) as info:
+            build()
+        assert info.value.code == "tool-input-unreadable"
+    for build in (lambda: ToolSet.from_dicts(5), lambda: ToolSet(5)):  # type: ignore[arg-type]
+        with pytest.raises(ToolError) as info:
+            build()
+        assert info.value.code == "tool-shape-unknown"
+    with pytest.raises(ToolSchemaError) as schema_info:
+        Tool("t", "d", {"type": "object", "properties": {"a": {"type": []}}})
+    assert (schema_info.value.code, schema_info.value.pointer) == (
+        "tool-schema-invalid", "/properties/a/type")

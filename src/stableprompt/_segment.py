@@ -22,6 +22,7 @@ from ._public import public
 
 __all__ = [
     "FINGERPRINT_TAG",
+    "HEAD_KINDS",
     "Segment",
     "SegmentSpec",
     "build_segments",
@@ -36,6 +37,8 @@ _ROOT = hashlib.sha256(FINGERPRINT_TAG.encode()).digest()
 
 #: Segment kinds, in the order a provider caches them.
 KINDS = ("param", "tool", "system", "message", "tail")
+HEAD_KINDS = ("param", "tool", "system")
+"""The kinds of a request's head: everything before its history (names the lineage)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,7 +21,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-__all__ = ["LineSplitter", "SSEEvent", "SSEParser"]
+__all__ = ["MAX_LINE_BYTES", "LineSplitter", "SSEEvent", "SSEParser"]
+
+MAX_LINE_BYTES = 64 * 1024 * 1024
+"""The longest line kept (bytes): a longer one (a broken or hostile server that never sends a
+newline) is dropped, its offset recorded in :attr:`LineSplitter.overlong`, so observing a
+stream never holds more than this much of it."""
 
 _NEWLINE = re.compile(rb"\r\n|\r|\n")
 _BOM = b"\xef\xbb\xbf"
@@ -36,12 +41,16 @@ class LineSplitter:
     whether it starts a ``\\r\\n`` pair, so ``\\r\\n`` split across chunks is one terminator.
     """
 
-    __slots__ = ("_buf", "_consumed", "_scan")
+    __slots__ = ("_buf", "_consumed", "_max", "_scan", "_skipping", "overlong")
 
-    def __init__(self) -> None:
+    def __init__(self, *, max_line_bytes: int = MAX_LINE_BYTES) -> None:
         self._buf = bytearray()
         self._consumed = 0  # stream offset of self._buf[0]
         self._scan = 0  # position in self._buf from which no terminator has been seen
+        self._max = max_line_bytes
+        self._skipping = False  # inside a dropped overlong line, until its terminator
+        self.overlong: list[int] = []
+        """Offsets of lines longer than ``max_line_bytes``, dropped (never returned)."""
 
     @property
     def pending(self) -> int:
@@ -49,7 +58,8 @@ class LineSplitter:
         return len(self._buf)
 
     def feed(self, chunk: bytes | bytearray | memoryview) -> list[tuple[int, bytes]]:
-        """Consume ``chunk`` and return the lines it completed, in order."""
+        """Consume ``chunk`` and return the lines it completed, in order (lines longer than
+        ``max_line_bytes`` are dropped and their offsets added to :attr:`overlong`)."""
         buf = self._buf
         buf += chunk
         lines: list[tuple[int, bytes]] = []
@@ -62,11 +72,21 @@ class LineSplitter:
                 break
             if match.group() == b"\r" and match.end() == end:
                 break  # maybe the first half of "\r\n": wait for the next byte
-            lines.append((self._consumed + start, bytes(buf[start : match.start()])))
+            if self._skipping:
+                self._skipping = False  # the end of a dropped line
+            else:
+                lines.append((self._consumed + start, bytes(buf[start : match.start()])))
             start = pos = match.end()
         if start:
             del buf[:start]
             self._consumed += start
+        if len(buf) > self._max:  # no terminator within the limit: drop what is held
+            if not self._skipping:
+                self.overlong.append(self._consumed)
+                self._skipping = True
+            keep = 1 if buf.endswith(b"\r") else 0
+            self._consumed += len(buf) - keep
+            del buf[: len(buf) - keep]
         self._scan = len(buf) - 1 if buf.endswith(b"\r") else len(buf)
         return lines
 
@@ -78,6 +98,11 @@ class LineSplitter:
         the caller decides whether to trust them.
         """
         buf = self._buf
+        if self._skipping:  # the stream ended inside a dropped line
+            self._consumed += len(buf)
+            buf.clear()
+            self._skipping = False
+            return None
         if not buf:
             return None
         terminated = buf.endswith(b"\r")
@@ -147,6 +172,11 @@ class SSEParser:
     def pending(self) -> int:
         """Bytes of the current unterminated line held back."""
         return self._lines.pending
+
+    @property
+    def overlong(self) -> list[int]:
+        """Offsets of lines dropped for exceeding :data:`MAX_LINE_BYTES`."""
+        return self._lines.overlong
 
     def feed(self, chunk: bytes | bytearray | memoryview) -> list[SSEEvent]:
         """Consume ``chunk`` and return the events it completed, in order."""

@@ -271,3 +271,58 @@ def test_non_bytes_chunk_is_rejected() -> None:
     with pytest.raises(UsageParseError) as info:
         acc.feed("data: {}\n\n")  # type: ignore[arg-type]
     assert info.value.code == "usage-stream-type"
+
+
+def test_hostile_usage_objects_are_typed_errors() -> None:
+    """An object whose attribute access raises, and a dict subclass whose methods raise, are
+    usage-type errors (or read as plain data), never a bare exception (review finding)."""
+    from stableprompt.providers import WIRE_FORMATS
+
+    class Explodes:
+        def __getattr__(self, name: str) -> object:
+            raise RuntimeError("boom")
+
+    class BadDict(dict):  # type: ignore[type-arg]
+        def items(self) -> Any:
+            raise RuntimeError("boom")
+
+        def get(self, *args: object) -> object:
+            raise RuntimeError("boom")
+
+    for fmt in WIRE_FORMATS:
+        for bad in (Explodes(), BadDict(input_tokens=1)):
+            for parse in (parse_usage, parse_response):
+                with pytest.raises(UsageParseError) as info:
+                    parse(fmt, bad)
+                assert info.value.code == "usage-type"
+
+
+def test_stream_counts_past_the_decoder_are_overflow_or_undecodable() -> None:
+    """2**64 (decoded as a float) is usage-overflow like in parse_usage; 10**5000 is an
+    undecodable message_start: unknown usage naming the event, even when deltas follow."""
+    def stream(count: bytes) -> bytes:
+        return (b'event: message_start\ndata: {"type":"message_start","message":{"id":"m",'
+                b'"usage":{"input_tokens":' + count + b',"output_tokens":1}}}\n\n'
+                b'event: message_delta\ndata: {"type":"message_delta","usage":'
+                b'{"output_tokens":5}}\n\nevent: message_stop\ndata: {"type":"message_stop"}\n\n')
+
+    with pytest.raises(UsageParseError) as info:
+        parse_stream("anthropic", stream(str(2**64).encode()))
+    assert info.value.code == "usage-overflow"
+    usage = parse_stream("anthropic", stream(b"1" + b"0" * 5000))
+    assert usage.is_unknown and "undecodable event" in (usage.unknown_reason or "")
+    assert "message_start" in (usage.unknown_reason or "")
+
+
+def test_stream_errors_are_bounded_and_arguments_checked() -> None:
+    """A megabyte-long provider error is cut (its length said); a non-callable clock or a
+    non-numeric start is a typed error at construction."""
+    acc = stream_accumulator("anthropic")
+    acc.feed(b'event: error\ndata: {"type":"error","error":{"type":"' + b"e" * 10**6 + b'"}}\n\n')
+    usage = acc.finish()
+    assert acc.error is not None and len(acc.error) < 600 and "1000000 characters" in acc.error
+    assert len(usage.unknown_reason or "") < 1000
+    for kwargs in ({"clock": "x"}, {"start": "x"}, {"start": True}):
+        with pytest.raises(UsageParseError) as info:
+            stream_accumulator("openai-chat", **kwargs)
+        assert info.value.code == "usage-stream-type"

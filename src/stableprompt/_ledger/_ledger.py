@@ -2,7 +2,7 @@
 
 Storage is stdlib ``sqlite3`` in WAL mode with a busy timeout. The table layout (OpenTelemetry
 GenAI column names, :data:`COLUMNS`), the versioned schema (:data:`SCHEMA_VERSION`, upgraded on
-opening for writing) and read-only opening live in ``_ledger_schema.py``.
+opening for writing) and read-only opening live in ``_ledger/_schema.py``.
 
 A failed write never raises into the caller and never silently loses the record: transient
 ``SQLITE_BUSY``/``SQLITE_LOCKED`` errors are retried with backoff; then the record is appended as
@@ -133,6 +133,9 @@ class Ledger:
         fallback_dir: str | os.PathLike[str] | None = None,
         read_only: bool = False,
     ) -> None:
+        if not isinstance(path, (str, os.PathLike)) or not os.fspath(path):
+            raise InputError(f"ledger path must be a non-empty str or path, got {path!r}",
+                             code="ledger-path")
         self.path = Path(os.path.abspath(os.fspath(path)))
         self.read_only = read_only
         self._spill = SpillFiles(self.path, fallback_dir)

@@ -125,6 +125,20 @@ def append_line(path: Path, line: bytes) -> None:
     raise OSError(f"spill file {path} kept moving while appending")
 
 
+def _why(exc: ValueError) -> str:
+    """One line naming the field and the problem of an invalid spill line (pydantic's first
+    error: ``turn: Input should be a valid integer``)."""
+    errors = getattr(exc, "errors", None)
+    if callable(errors):
+        try:
+            first = errors()[0]
+            where = ".".join(str(part) for part in first.get("loc", ())) or "line"
+            return redact(f"{where}: {first.get('msg', 'invalid')}")
+        except Exception:  # not pydantic's shape: fall back to the message
+            pass
+    return describe(exc).splitlines()[0]
+
+
 def _glob_escape(name: str) -> str:
     """Escape ``*?[`` in a file name for ``Path.glob``."""
     return re.sub(r"([*?\[])", r"[\1]", name)
@@ -262,7 +276,7 @@ class SpillFiles:
             for number, record_id, reason, text in bad:
                 append_line(target, canonical_json({
                     "line": number, "reason": reason, "record_id": record_id,
-                    "source": source, "text": text.decode("utf-8", "replace")}))
+                    "source": source, "text": redact(text.decode("utf-8", "replace"))}))
         except OSError as exc:
             raise LedgerError(f"cannot write spill quarantine {target}: {exc}; the spill file "
                               f"{source} is kept", code="ledger-quarantine") from exc
@@ -310,8 +324,7 @@ class SpillFiles:
                     try:
                         record = UsageRecord.from_json(line)
                     except ValueError as exc:
-                        reason = describe(exc).splitlines()[0]
-                        bad.append((number, None, f"not a valid record: {reason}", line))
+                        bad.append((number, None, f"not a valid record: {_why(exc)}", line))
                         continue
                     records.append(record)
                     numbers[id(record)] = number

@@ -85,7 +85,7 @@ from .._diff import common_prefix_len, diff, first_divergent_index, lcp_bytes
 from .._exceptions import CaptureError, PolicyError
 from .._policy import TTL_LABELS_S, CachePolicy, PolicyTable, cache_policy
 from .._public import public
-from .._segment import Segment
+from .._segment import HEAD_KINDS, Segment
 from .._tokens import EstimatingTokenCounter
 from .._wire._formats import (
     CACHE_KEY_PARAMS,
@@ -129,7 +129,6 @@ _READS: Mapping[str, frozenset[str]] = {
         ("openai-responses", CACHE_KEY_PARAMS["openai-responses"], ("instructions", "input")),
     )
 }
-_HEAD_KINDS = ("param", "tool", "system")
 
 
 def _method(counter: EstimatingTokenCounter) -> str:
@@ -441,7 +440,7 @@ class _Linter:
                       f"request {a.index} put a breakpoint on {x.name}, which changed in "
                       f"request {b.index} ({divergence.cause})")
         same_session = b.session is not None and a.session == b.session
-        if divergence.segment_kind in _HEAD_KINDS and (same_session or (
+        if divergence.segment_kind in HEAD_KINDS and (same_session or (
                 a.first_message_digest is not None
                 and a.first_message_digest == b.first_message_digest)):
             self._hit("head-changed-mid-session", b.index,
@@ -472,7 +471,7 @@ class _Linter:
         if bps:
             cached_end = bps[-1].end
         elif req.wire_format == "anthropic":  # nothing cached yet; the head is where it goes
-            cached_end = max((s.end for s in req.segments if s.kind in _HEAD_KINDS), default=0)
+            cached_end = max((s.end for s in req.segments if s.kind in HEAD_KINDS), default=0)
             self._hit("no-breakpoints", req.index, f"request {req.index} has no cache_control "
                       "breakpoint, so Anthropic caches none of it")
         else:

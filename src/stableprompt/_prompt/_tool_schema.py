@@ -136,8 +136,8 @@ def _fix_type_name(value: str, path: tuple[str | int, ...], ctx: _Ctx) -> Any:
 def _norm_type(value: Any, path: tuple[str | int, ...], ctx: _Ctx) -> Any:
     if type(value) is str:
         return _fix_type_name(value, path, ctx)
-    if type(value) is not list:
-        return value
+    if type(value) is not list or not value:
+        return value  # not a list, or an empty one: left for the validator to report
     fixed = []
     for index, item in enumerate(value):
         item = _fix_type_name(item, (*path, index), ctx) if type(item) is str else item

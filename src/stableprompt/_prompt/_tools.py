@@ -134,8 +134,8 @@ class Tool:
         repairs: list[Repair] = []
         name = _check_name(name, repair, repairs)
         _check_meta(name, description, strict)
-        if isinstance(input_schema, Mapping) and type(input_schema) is not dict:
-            input_schema = dict(input_schema)
+        if isinstance(input_schema, Mapping):
+            input_schema = _plain(input_schema, name, "input schema")
         schema_bytes = canonical_schema(input_schema, name, repair, repairs)
         parts = []
         if description is not None:
@@ -283,6 +283,9 @@ class Tool:
             raise ToolError(
                 f"tool must be a dict, got {type(d).__name__}", code="tool-shape-unknown"
             )
+        d = _plain(d, None, "tool dict")
+        if isinstance(d.get("function"), Mapping):
+            d = {**d, "function": _plain(d["function"], None, "tool 'function'")}
         body: Mapping[str, Any]
         if "input_schema" in d:
             body, schema_key, allowed = d, "input_schema", _ANTHROPIC_KEYS
@@ -411,6 +414,18 @@ _ANTHROPIC_KEYS = frozenset(("name", "description", "input_schema", "strict", "t
 _FUNCTION_KEYS = frozenset(("name", "description", "parameters", "strict"))
 _RESPONSES_KEYS = frozenset(("type", "name", "description", "parameters", "strict"))
 _BFCL_KEYS = frozenset(("name", "description", "parameters"))
+
+
+def _plain(value: Mapping[str, Any], tool: str | None, what: str) -> dict[str, Any]:
+    """``value`` as a plain dict: a user ``Mapping`` is copied once here, so none of its
+    methods runs later; one that raises is a typed error (code ``tool-input-unreadable``)."""
+    if type(value) is dict:
+        return value
+    try:
+        return dict(value.items())
+    except Exception as exc:
+        raise ToolError(f"{what} cannot be read as a JSON object ({type(exc).__name__})",
+                        tool=tool, code="tool-input-unreadable") from exc
 
 
 def _unknown_shape(d: Mapping[str, Any], why: str) -> typing.NoReturn:
@@ -552,6 +567,9 @@ class ToolSet:
 
     def __init__(self, tools: Iterable[Tool]) -> None:
         by_name: dict[str, Tool] = {}
+        if not isinstance(tools, Iterable) or isinstance(tools, (str, bytes, Mapping)):
+            raise ToolError(f"ToolSet takes an iterable of Tool objects, got "
+                            f"{type(tools).__name__}", code="tool-shape-unknown")
         for tool in tools:
             if not isinstance(tool, Tool):
                 raise ToolError(f"ToolSet takes Tool objects, got {type(tool).__name__}")
@@ -571,7 +589,15 @@ class ToolSet:
 
     @classmethod
     def from_dicts(cls, dicts: Iterable[Mapping[str, Any]], *, repair: bool = False) -> ToolSet:
-        """Build from provider-shaped dicts (see :meth:`Tool.from_dict`)."""
+        """Build from provider-shaped dicts (see :meth:`Tool.from_dict`).
+
+        Raises:
+            ToolError: ``dicts`` is not an iterable of dicts (code ``tool-shape-unknown``), and
+                as :meth:`Tool.from_dict` for each.
+        """
+        if not isinstance(dicts, Iterable) or isinstance(dicts, (str, bytes, Mapping)):
+            raise ToolError(f"from_dicts takes an iterable of tool dicts, got "
+                            f"{type(dicts).__name__}", code="tool-shape-unknown")
         return cls(Tool.from_dict(d, repair=repair) for d in dicts)
 
     def __setattr__(self, key: str, value: Any) -> None:

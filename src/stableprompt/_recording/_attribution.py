@@ -59,7 +59,7 @@ from typing import Any, Literal
 from .._diff import Divergence, diff, first_divergent_index, lcp_bytes
 from .._ledger._usage_record import Verdict
 from .._policy import TTL_LABELS_S, CachePolicy
-from .._segment import Segment
+from .._segment import HEAD_KINDS, Segment
 from .._usage import CacheUsage
 from ._call import RequestState
 from ._plausibility import usage_suspicion
@@ -190,7 +190,7 @@ def _compare(base: RequestState, request: RequestState) -> _Comparison:
     digest = base.fingerprint.split(":", 1)[-1]
     common = next((i + 1 for i, s in enumerate(seg.segments) if s.prefix_digest == digest), 0)
     if not common and base.head_fingerprint == seg.head_fingerprint:
-        common = sum(1 for s in seg.segments if s.kind in ("param", "tool", "system"))
+        common = sum(1 for s in seg.segments if s.kind in HEAD_KINDS)
     nbytes = seg.segments[common - 1].end if common else 0
     return _Comparison(common, nbytes, cum[common - 1] if common else 0, None, exact=False)
 

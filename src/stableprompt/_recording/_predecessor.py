@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .._diff import first_divergent_index
-from .._segment import Segment
+from .._segment import HEAD_KINDS, Segment
 from .._wire._segmenter import SegmentedRequest
 from ._call import Call, Comparison, RequestState
 
@@ -83,7 +83,6 @@ call of the request's own conversation; the longest-prefix call of another conve
 sharing the head; the most recent call on the head, whose conversation this request rewrote
 (see the module docstring); the conversation's previous call under another head."""
 
-_HEAD_KINDS = ("param", "tool", "system")
 _CARRIED_ROLES = ("user", "tool")
 
 
@@ -103,7 +102,7 @@ def common_segments(base: RequestState, segments: Sequence[Segment]) -> int:
         return first_divergent_index(base.segmented.segments, segments)
     digest = base.fingerprint.split(":", 1)[-1]
     matched = next((i + 1 for i, s in enumerate(segments) if s.prefix_digest == digest), 0)
-    return max(matched, sum(1 for s in segments if s.kind in _HEAD_KINDS))
+    return max(matched, sum(1 for s in segments if s.kind in HEAD_KINDS))
 
 
 def _carried(segments: Sequence[Segment], opening: str | None) -> set[str]:

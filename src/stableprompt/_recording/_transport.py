@@ -239,7 +239,7 @@ class RecordingTransport(_Wrapping, _SyncBase):
             :class:`CallRecorder`).
         provider: Provider family of the server behind this transport (``"vllm"``,
             ``"llama-cpp"``, ...) for cache rules and usage parsing; default: the recorder's,
-            else inferred from the host and wire format (``_recorder.provider_for``).
+            else inferred from the host and wire format (``_wire._formats.provider_for``).
 
     Attributes:
         recorder: The recorder.

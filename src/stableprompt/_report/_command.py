@@ -1,13 +1,13 @@
 """``stableprompt report``: summarize a ledger per scenario and session (tables, JSON, HTML).
 
 ``stableprompt report LEDGER [--json] [--html PATH] [--sessions]`` prints the summary of
-``_report_summary.py`` (:func:`summarize`; what each number means is documented there), after
+``_report/_summary.py`` (:func:`summarize`; what each number means is documented there), after
 the ledger's metadata (``Ledger.meta()``: e.g. the backend the calls went to, so numbers from
 our emulator say so). It opens the ledger read-only and never creates, migrates or writes it.
 
 This module is also the report's one import point: it re-exports the summary
-(``_report_summary.py``), the terminal text (``_report_text.py``), the HTML page
-(``_report_html.py``) and the output-file helpers (``_subcommand.py``).
+(``_summary.py``), the terminal text (``_text.py``), the HTML page
+(``_html.py``) and the output-file helpers (``_subcommand.py``).
 """
 
 from __future__ import annotations

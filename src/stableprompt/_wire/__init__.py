@@ -1,10 +1,13 @@
 """Everything the SDK knows about one wire format, one module per format.
 
-- ``_base``: StreamAccumulator base and what every format shares.
+- ``_base``: the stream accumulators' base classes.
 - ``_fields``: shared usage-field readers.
-- ``_segmenter``: SegmentedRequest and segmenting any request body into cache-order segments.
-- ``_routing``: which format a path or body is.
-- ``_registry``: the registry behind ``stableprompt.providers``' dispatching functions.
+- ``_parts``: what a renderer reads (PromptParts protocols) and shared body assembly.
+- ``_segmenter``: SegmentedRequest and the generic segment builder.
+- ``_request``: ProviderRequest, a rendered body ready to send.
+- ``_openai``: what OpenAI Chat and Responses share.
+- ``_formats``: the request-format registry: which format a path or body is, dispatch.
+- ``_registry``: the usage-dialect registry behind ``stableprompt.providers``.
 - ``anthropic``, ``openai_chat``, ``openai_responses``: request formats.
 - ``openai_compatible``, ``deepseek``, ``llama_cpp``, ``gemini``, ``bedrock``: usage dialects.
 """

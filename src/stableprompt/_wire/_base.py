@@ -24,6 +24,9 @@ from .._usage import CacheUsage
 
 __all__ = ["Clock", "SSEStreamAccumulator", "Sighting", "StreamAccumulator"]
 
+MAX_ERROR_CHARS = 500
+"""Longest provider error text kept from a stream (a longer one is cut, its length said)."""
+
 Clock = Callable[[], float]
 """A monotonic clock in seconds (``time.monotonic`` by default)."""
 
@@ -84,11 +87,22 @@ class StreamAccumulator(ABC):
         self.first_content_at: float | None = None
         self.response_id: str | None = None
         self.model: str | None = None
-        self.error: str | None = None
+        self._error: str | None = None
         self.interrupted = False
         self.bytes_seen = 0
         self.undecodable_events: list[int] = []
         self._result: CacheUsage | None = None
+
+    @property
+    def error(self) -> str | None:
+        """The provider's in-stream error type/message, at most :data:`MAX_ERROR_CHARS`."""
+        return self._error
+
+    @error.setter
+    def error(self, value: str | None) -> None:
+        if value is not None and len(value) > MAX_ERROR_CHARS:
+            value = f"{value[:MAX_ERROR_CHARS]}... ({len(value)} characters)"
+        self._error = value
 
     @property
     def ttft_ms(self) -> float | None:
@@ -239,10 +253,15 @@ class SSEStreamAccumulator(StreamAccumulator):
     def __init__(self, *, clock: Clock | None = None, start: float | None = None) -> None:
         super().__init__(clock=clock, start=start)
         self._sse = SSEParser()
+        self._overlong_seen = 0
 
     def _feed(self, chunk: bytes | bytearray | memoryview) -> None:
         for event in self._sse.feed(chunk):
             self._event(event)
+        dropped = self._sse.overlong
+        if len(dropped) > self._overlong_seen:  # lines past MAX_LINE_BYTES: undecodable
+            self.undecodable_events.extend(dropped[self._overlong_seen:])
+            self._overlong_seen = len(dropped)
 
     def _close(self) -> None:
         for event in self._sse.close():

@@ -57,6 +57,16 @@ def _type_name(value: object) -> str:
 
 
 def _json_object(value: Mapping[Any, Any], pointer: str, what: str) -> Mapping[str, Any]:
+    """``value`` as a plain JSON object with string keys. A ``Mapping`` that is not a plain
+    ``dict`` (a user or SDK object) is copied once here, so no method of it runs later: one
+    that raises is a ``usage-type`` error at ``pointer``, never a bare exception."""
+    if type(value) is not dict:
+        try:
+            value = dict(value.items())
+        except Exception as exc:
+            raise UsageParseError(f"{what} cannot be read as a JSON object "
+                                  f"({type(exc).__name__})", code="usage-type",
+                                  pointer=pointer) from exc
     for key in value:
         if not isinstance(key, str):
             raise UsageParseError(f"{what} keys must be strings, got {_type_name(key)} "
@@ -76,7 +86,10 @@ def as_mapping(value: object, pointer: str, what: str) -> Mapping[str, Any]:
     """
     if isinstance(value, Mapping):
         return _json_object(value, pointer, what)
-    dump = getattr(value, "model_dump", None)
+    try:
+        dump = getattr(value, "model_dump", None)
+    except Exception:  # an object whose attribute access raises: not a model
+        dump = None
     if callable(dump):
         try:
             dumped = dump(mode="json", by_alias=True, exclude_unset=True)
@@ -104,6 +117,10 @@ def opt_int(obj: Mapping[str, Any], key: str, base: str) -> int | None:
     value = obj.get(key)
     if value is None:
         return None
+    if type(value) is float and value.is_integer() and abs(value) > MAX_TOKEN_COUNT:
+        raise UsageParseError(  # an integer too large for the JSON decoder's int
+            f"{key} = {value:.6g} is above the largest token count the ledger stores "
+            f"({MAX_TOKEN_COUNT})", code="usage-overflow", pointer=child(base, key))
     if type(value) is not int:
         raise UsageParseError(
             f"{key} must be an integer token count, got {_type_name(value)} {show_value(value)}",

@@ -151,6 +151,12 @@ def stream_accumulator(
     Raises:
         UsageParseError: ``usage-wire-format`` for an unknown format.
     """
+    if clock is not None and not callable(clock):
+        raise UsageParseError(f"clock must be a callable returning seconds, got "
+                              f"{type(clock).__name__}", code="usage-stream-type")
+    if start is not None and (isinstance(start, bool) or not isinstance(start, (int, float))):
+        raise UsageParseError(f"start must be a clock reading in seconds, got "
+                              f"{type(start).__name__}", code="usage-stream-type")
     return _lookup(wire_format).accumulator(clock=clock, start=start)
 
 

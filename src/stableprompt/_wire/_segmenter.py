@@ -29,7 +29,7 @@ from typing import Any
 from .._canonical import wire_json
 from .._exceptions import CaptureError
 from .._public import public
-from .._segment import Segment, SegmentSpec, build_segments, fingerprint_of, tag
+from .._segment import HEAD_KINDS, Segment, SegmentSpec, build_segments, fingerprint_of, tag
 
 __all__ = ["SegmentBuilder", "SegmentedRequest", "require_list", "tool_label"]
 
@@ -59,7 +59,7 @@ class SegmentedRequest:
     def head_fingerprint(self) -> str:
         """Fingerprint through the last param/tool/system segment: names the cache lineage
         (model-scoped, since provider caches are model-scoped)."""
-        head = [s for s in self.segments if s.kind in ("param", "tool", "system")]
+        head = [s for s in self.segments if s.kind in HEAD_KINDS]
         return fingerprint_of(head) if head else tag(b"")
 
     @property

@@ -155,8 +155,8 @@ class AnthropicStreamAccumulator(SSEStreamAccumulator):
             usage = obj.get("usage")
             if isinstance(usage, Mapping):
                 self._saw_delta = True
-                if self._usage is None:
-                    self._usage = {}
+                if self._usage is None:  # no (decodable) message_start: input side unknown
+                    return
                 written = usage.get(_WRITE_KEY)
                 if written is not None and written != self._usage.get(_WRITE_KEY, written):
                     self._split_stale = True
@@ -177,7 +177,10 @@ class AnthropicStreamAccumulator(SSEStreamAccumulator):
 
     def _finish(self) -> CacheUsage:
         if self._usage is None:
-            return self._unknown("stream ended before message_start: no usage reported")
+            if not (self._saw_delta or self._stopped):
+                return self._unknown("stream ended before message_start: no usage reported")
+            return self._unknown("the stream has no decodable message_start: input counts "
+                                 "unknown", interrupted=not self._stopped)
         try:
             usage = self._parse(self._usage)
         except UsageParseError as exc:

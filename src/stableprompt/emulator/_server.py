@@ -27,7 +27,7 @@ from typing import Any
 from .._canonical import loads
 from .._exceptions import ConfigurationError, InputError
 from .._policy import PolicyTable
-from .._redact import redact
+from .._redact import redact, secrets_in_headers
 from ._answers import Flavor, WireContext, WireError, WireResult, error_result, json_result
 from ._anthropic import handle_messages
 from ._chat import handle_chat
@@ -355,14 +355,19 @@ class Emulator:
 
     def _finish(self, handler: BaseHTTPRequestHandler, seq: int, method: str, path: str,
                 started: float, flavor: Flavor, result: WireResult, request_id: str) -> None:
-        """Log ``result`` as a :class:`RequestRecord`, send it, call ``on_request``."""
+        """Log ``result`` as a :class:`RequestRecord`, send it, call ``on_request``.
+
+        The logged path and error message are scrubbed of the request's own credential
+        header values and of key-shaped strings: a message may quote a request value."""
+        secrets = secrets_in_headers(getattr(handler, "headers", None))
         record = RequestRecord(
-            seq, method, path, result.status, started, result.model, result.streamed,
+            seq, method, redact(path, secrets=secrets), result.status, started, result.model,
+            result.streamed,
             *((result.usage.input_tokens_total, result.usage.cache_read_tokens,
                result.usage.cache_write_tokens, result.usage.output_tokens)
               if result.usage else (None, None, None, None)),
-            # An error message may quote a request value, an API key included: scrub it.
-            *((result.error[0], redact(result.error[1])) if result.error else (None, None)),
+            *((result.error[0], redact(result.error[1], secrets=secrets)) if result.error
+              else (None, None)),
         )
         self._send(handler, flavor, result, request_id, record)
         if self._on_request is not None:
