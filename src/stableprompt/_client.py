@@ -59,7 +59,7 @@ from ._recording._errors import http_status_error, map_transport_error
 from ._recording._recorder import Recorder
 from ._recording._transport import PENDING_EXTENSION, AsyncRecordingTransport, RecordingTransport
 from ._sse import SSEParser
-from ._wire import anthropic, openai_responses
+from ._wire import anthropic, openai_chat, openai_responses
 from ._wire._formats import detect, endpoint_path
 from ._wire._request import ProviderRequest
 
@@ -288,8 +288,9 @@ class _Base:
         fields: dict[str, Any] = {}
         if stream:
             fields["stream"] = True
-            if wire == "openai-chat" and "stream_options" not in body:
-                fields["stream_options"] = {"include_usage": True}
+            if wire == openai_chat.WIRE_FORMAT:
+                fields.update({k: v for k, v in openai_chat.STREAM_FIELDS.items()
+                               if k not in body})
         elif body.get("stream") is True:
             raise InputError("the body asks for a stream but send(stream=False) was given",
                              code="client-body-conflict", pointer="/stream")

@@ -88,7 +88,8 @@ from .._public import public
 from .._segment import HEAD_KINDS, Segment
 from .._tokens import EstimatingTokenCounter
 from .._wire._formats import (
-    CACHE_KEY_PARAMS,
+    BODY_KEYS,
+    HISTORY_KEYS,
     WIRE_FORMATS_WITH_REQUESTS,
     detect,
     segment_request,
@@ -120,15 +121,6 @@ __all__ = [
 ]
 
 _SCAN_CANDIDATES = 64
-#: Top-level body keys each wire format reads (cache-key parameters and content).
-_READS: Mapping[str, frozenset[str]] = {
-    fmt: frozenset({*params, "tools", *extra})
-    for fmt, params, extra in (
-        ("anthropic", CACHE_KEY_PARAMS["anthropic"], ("system", "messages", "cache_control")),
-        ("openai-chat", CACHE_KEY_PARAMS["openai-chat"], ("messages",)),
-        ("openai-responses", CACHE_KEY_PARAMS["openai-responses"], ("instructions", "input")),
-    )
-}
 
 
 def _method(counter: EstimatingTokenCounter) -> str:
@@ -181,7 +173,7 @@ class _Index:
 
 
 def _has_assistant(wire_format: str, body: Mapping[str, Any]) -> bool:
-    items = body.get("input" if wire_format == "openai-responses" else "messages")
+    items = body.get(HISTORY_KEYS[wire_format])
     if not isinstance(items, list):
         return False
     for item in items:
@@ -306,9 +298,9 @@ class _Linter:
         detected = entry.wire_format or by_url or detect(entry.body)
         if detected == "openai-compatible":
             detected = "openai-chat"
-        if detected is None or detected == forced or detected not in _READS:
+        if detected is None or detected == forced or detected not in BODY_KEYS:
             return
-        ignored = [k for k in entry.body if k in _READS[detected] and k not in _READS[forced]]
+        ignored = [k for k in entry.body if k in BODY_KEYS[detected] and k not in BODY_KEYS[forced]]
         why = ("declared by the capture record" if entry.wire_format else
                f"URL {entry.url_path}" if by_url else "from its fields")
         if not (ignored or entry.wire_format or by_url):

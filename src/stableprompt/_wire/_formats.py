@@ -19,8 +19,10 @@ from ._registry import WIRE_FORMATS
 from ._segmenter import SegmentBuilder, SegmentedRequest
 
 __all__ = [
+    "BODY_KEYS",
     "CACHE_KEY_PARAMS",
     "DIAGNOSTIC_EVENTS",
+    "HISTORY_KEYS",
     "REQUEST_FORMATS",
     "WIRE_FORMATS_WITH_REQUESTS",
     "UsageDialects",
@@ -64,6 +66,13 @@ REQUEST_FORMATS = frozenset(WIRE_FORMATS_WITH_REQUESTS)
 #: Request parameters that are part of each format's cache key, ``model`` first.
 CACHE_KEY_PARAMS: Mapping[str, tuple[str, ...]] = MappingProxyType(
     {name: m.CACHE_KEY_PARAMS for name, m in _MODULES.items()})
+#: Every top-level body key each format reads: cache-key params, ``tools`` and content.
+BODY_KEYS: Mapping[str, frozenset[str]] = MappingProxyType(
+    {name: frozenset({*m.CACHE_KEY_PARAMS, "tools", *m.CONTENT_KEYS})
+     for name, m in _MODULES.items()})
+#: The body key holding each format's history (``messages``, Responses ``input``).
+HISTORY_KEYS: Mapping[str, str] = MappingProxyType(
+    {name: m.HISTORY_KEY for name, m in _MODULES.items()})
 
 DIAGNOSTIC_EVENTS = anthropic.DIAGNOSTIC_EVENTS | openai_responses.DIAGNOSTIC_EVENTS
 """Stream event names that may carry a provider's cache diagnostics, any format."""

@@ -207,6 +207,12 @@ ENDPOINT = "/v1/messages"
 #: Request parameters that are part of the cache key, ``model`` first.
 CACHE_KEY_PARAMS = ("model", "tool_choice", "thinking", "output_config", "speed", "output_format")
 
+HISTORY_KEY = "messages"
+"""The body key holding the conversation history."""
+
+CONTENT_KEYS = ("system", "messages", "cache_control")
+"""Top-level body keys besides the cache-key params and ``tools`` that this format reads."""
+
 MARKER_KEY = "cache_control"
 """The breakpoint marker's key on a tool, system block or content block."""
 

@@ -216,6 +216,16 @@ class OpenAIChatStreamAccumulator(ChatStreamAccumulator):
 ENDPOINT = "/v1/chat/completions"
 """URL path of the Chat Completions API."""
 
+HISTORY_KEY = "messages"
+"""The body key holding the conversation history."""
+
+CONTENT_KEYS = ("messages",)
+"""Top-level body keys besides the cache-key params and ``tools`` that this format reads."""
+
+STREAM_FIELDS: Mapping[str, Any] = {"stream_options": {"include_usage": True}}
+"""Added to a streamed request that did not set them: without ``include_usage`` a Chat stream
+carries no usage (openai-python ``chat/completion_create_params.py``, ``stream_options``)."""
+
 #: Request parameters that are part of the cache key, ``model`` first.
 CACHE_KEY_PARAMS = (
     "model", "tool_choice", "parallel_tool_calls", "reasoning_effort", "response_format",

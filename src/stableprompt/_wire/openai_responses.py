@@ -161,6 +161,12 @@ class OpenAIResponsesStreamAccumulator(SSEStreamAccumulator):
 ENDPOINT = "/v1/responses"
 """URL path of the Responses API."""
 
+HISTORY_KEY = "input"
+"""The body key holding the conversation history."""
+
+CONTENT_KEYS = ("instructions", "input")
+"""Top-level body keys besides the cache-key params and ``tools`` that this format reads."""
+
 #: Request parameters that are part of the cache key, ``model`` first.
 CACHE_KEY_PARAMS = (
     "model", "tool_choice", "parallel_tool_calls", "reasoning", "text", "prompt_cache_key",
