@@ -17,10 +17,10 @@ return the same ``usage`` shape.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from .._canonical import canonical_json, unescape_pointer
+from .._canonical import canonical_json, loads, unescape_pointer
 from .._exceptions import BreakpointError, CaptureError, InputError, UsageParseError
 from .._policy import TTL_LABELS_S
 from .._sse import SSEEvent
@@ -36,14 +36,22 @@ from ._fields import (
     response_usage,
 )
 from ._parts import (
+    Datas,
+    Field,
     MessageParts,
     PromptParts,
     ToolParts,
     check_model,
     check_ttl,
+    extend_prefix,
+    history_entry,
     join_body,
     joined,
     memo,
+    param_datas,
+    request_fingerprints,
+    segment_datas,
+    store_entry,
     tool_fields,
 )
 from ._segmenter import SegmentBuilder, require_list, tool_label
@@ -264,7 +272,8 @@ def block_with_breakpoint(message: MessageParts, index: int, ttl: str) -> bytes:
     return canonical_json(marked)
 
 
-def breakpoints(prompt: PromptParts, history_ttl: str, budget: int) -> dict[Place, str]:
+def breakpoints(prompt: PromptParts, history_ttl: str, budget: int, *,
+                known: Sequence[tuple[int, str]] = (), scan_from: int = 0) -> dict[Place, str]:
     """Choose breakpoint places -> TTL label, in prompt order.
 
     User-placed ones are kept where the user put them; the SDK adds one at the end of the
@@ -282,9 +291,12 @@ def breakpoints(prompt: PromptParts, history_ttl: str, budget: int) -> dict[Plac
     for i, ttl in enumerate(head.system_ttls):
         if ttl:
             user[("system", i)] = ttl
-    for mi, message in enumerate(messages):
-        if message.breakpoint:
-            user[("message", mi)] = message.breakpoint
+    for mi, ttl in known:
+        user[("message", mi)] = ttl
+    for mi in range(scan_from, len(messages)):
+        ttl = messages[mi].breakpoint
+        if ttl:
+            user[("message", mi)] = ttl
     if len(user) > budget:
         raise BreakpointError(
             f"{len(user)} user-placed cache breakpoints exceed the budget of {budget}",
@@ -298,7 +310,11 @@ def breakpoints(prompt: PromptParts, history_ttl: str, budget: int) -> dict[Plac
         sdk.append((("tool", len(head.tools) - 1), head.head_ttl))
     carry = prompt.previous_breakpoint
     if carry is not None and carry < len(messages) - 1:
-        distance = sum(len(message_blocks(m)) for m in messages[carry + 1:])
+        distance = 0
+        for mi in range(len(messages) - 1, carry, -1):
+            distance += len(message_blocks(messages[mi]))
+            if distance >= LOOKBACK_BLOCKS:
+                break
         if distance >= LOOKBACK_BLOCKS:
             sdk.append((("message", carry), history_ttl))
     marks = dict(user)
@@ -342,17 +358,14 @@ def render(prompt: PromptParts, *, model: str, max_tokens: int, history_ttl: str
             f"max_breakpoints must be 1..{MAX_BREAKPOINTS} (Anthropic's budget), "
             f"got {max_breakpoints!r}", code="breakpoint-budget")
     head, messages = prompt.head, prompt.messages
-    # Group history into messages: user text and tool results share the user role.
-    groups: list[tuple[str, list[tuple[int, int]]]] = []  # role, [(message idx, block idx)]
-    for mi, message in enumerate(messages):
-        role = "assistant" if message.role == "assistant" else "user"
-        blocks = [(mi, bi) for bi in range(len(message_blocks(message)))]
-        if groups and groups[-1][0] == role:
-            groups[-1][1].extend(blocks)
-        else:
-            groups.append((role, blocks))
+    count = len(messages)
+    stable = _stable_end(prompt)
+    found = history_entry(prompt, _BODY_KEY)
+    if found is not None and not _reusable(messages, found[0], stable):
+        found = None
+    done, (prefix, known) = found if found is not None else (0, (None, ()))
 
-    marks = breakpoints(prompt, history_ttl, max_breakpoints)
+    marks = breakpoints(prompt, history_ttl, max_breakpoints, known=known, scan_from=done)
     tool_bytes = list(memo(head, "anthropic-tools", lambda: tuple(
         canonical_json(tool(t)) for t in head.tools)))
     system_bytes = [text_block_bytes(t) for t in head.system]
@@ -365,24 +378,44 @@ def render(prompt: PromptParts, *, model: str, max_tokens: int, history_ttl: str
         elif where == "system":
             system_bytes[index] = text_block_bytes(head.system[index], cache_ttl=ttl)
 
-    messages_bytes: list[bytes] = []
+    # History from ``done`` on, grouped into messages (user text and tool results share the
+    # user role); groups before ``stable`` carry no SDK breakpoint and join the memo's prefix.
+    fresh: list[bytes] = []
+    stable_parts: list[bytes] = []
     tail_blocks = [text_block_bytes(t) for t in prompt.tail_texts]
-    for gi, (role, blocks) in enumerate(groups):
-        parts = []
-        for mi, bi in blocks:
+    groups = _groups(messages, done, count)
+    for gi, (role, first, end) in enumerate(groups):
+        parts: list[bytes] = []
+        for mi in range(first, end):
             wire = message_blocks(messages[mi])
-            mark = marks.get(("message", mi)) if bi == len(wire) - 1 else None
-            parts.append(block_with_breakpoint(messages[mi], bi, mark) if mark else wire[bi])
+            mark = marks.get(("message", mi))
+            if mark and wire:
+                parts.extend(wire[:-1])
+                parts.append(block_with_breakpoint(messages[mi], len(wire) - 1, mark))
+            else:
+                parts.extend(wire)
         if gi == len(groups) - 1 and role == "user" and tail_blocks:
             parts.extend(tail_blocks)
             tail_blocks = []
-        messages_bytes.append(_message(role, parts))
+        (stable_parts if end <= stable else fresh).append(_message(role, parts))
     if tail_blocks:
-        messages_bytes.append(_message("user", tail_blocks))
+        fresh.append(_message("user", tail_blocks))
+    if stable_parts or found is None:
+        known = (*known, *((mi, m.breakpoint) for mi in range(done, stable)
+                           if (m := messages[mi]).breakpoint))
+        prefix = extend_prefix(prefix, stable_parts)
+        store_entry(prompt, _BODY_KEY, stable, (prefix, known))
 
-    fields: dict[str, bytes] = {
+    history: list[bytes | memoryview] = [b"["]
+    if prefix is not None and prefix[1]:
+        history.append(memoryview(prefix[0])[:prefix[1]])
+        if fresh:
+            history.append(b",")
+    history.append(b",".join(fresh))
+    history.append(b"]")
+    fields: dict[str, Field] = {
         "max_tokens": canonical_json(max_tokens),
-        "messages": joined(messages_bytes),
+        "messages": history,
         "model": canonical_json(model),
     }
     if system_bytes:
@@ -390,6 +423,89 @@ def render(prompt: PromptParts, *, model: str, max_tokens: int, history_ttl: str
     if tool_bytes:
         fields["tools"] = joined(tool_bytes)
     return join_body(fields, params)
+
+
+_BODY_KEY = "anthropic-body"
+"""History memo key: ``(buffer, length)`` of the joined role groups before the first group an
+SDK breakpoint can land on, and the user-placed breakpoints among them."""
+
+
+def _role(message: MessageParts) -> str:
+    return "assistant" if message.role == "assistant" else "user"
+
+
+def _groups(messages: Sequence[MessageParts], start: int,
+            stop: int) -> list[tuple[str, int, int]]:
+    """``(role, first, end)`` of the role groups of ``messages[start:stop]``."""
+    groups: list[tuple[str, int, int]] = []
+    for mi in range(start, stop):
+        role = _role(messages[mi])
+        if groups and groups[-1][0] == role:
+            groups[-1] = (role, groups[-1][1], mi + 1)
+        else:
+            groups.append((role, mi, mi + 1))
+    return groups
+
+
+def _stable_end(prompt: PromptParts) -> int:
+    """First message of the role group holding the earliest message an SDK breakpoint can
+    land on (the carry, else the last message): the groups before it never change."""
+    messages = prompt.messages
+    if not messages:
+        return 0
+    first = len(messages) - 1
+    carry = prompt.previous_breakpoint
+    if carry is not None and 0 <= carry < first:
+        first = carry
+    role = _role(messages[first])
+    while first and _role(messages[first - 1]) == role:
+        first -= 1
+    return first
+
+
+def _reusable(messages: Sequence[MessageParts], done: int, stable: int) -> bool:
+    """A memo prefix of ``done`` messages serves this render: it ends before ``stable`` and
+    at a role-group boundary (after a compaction the next message may share its role)."""
+    if done > stable:
+        return False
+    return not (0 < done < len(messages)
+                and _role(messages[done - 1]) == _role(messages[done]))
+
+
+def fingerprints(prompt: PromptParts, *, model: str,
+                 params: Mapping[str, Any]) -> Callable[[], tuple[str, str]] | None:
+    """``(fingerprint, head_fingerprint)`` of the body :func:`render` makes, as
+    :func:`segment_request` would give them, chained incrementally (lazily, on first use);
+    ``None`` when ``params`` hold a field the segmenter reads as content."""
+    if _SEGMENTED_FIELDS & set(params):
+        return None
+    param_segments = param_datas(CACHE_KEY_PARAMS, model, params)
+
+    def make() -> tuple[str, str]:
+        head = prompt.head
+        tail = segment_datas(MARKER_KEY, lambda b: b.content(
+            "message", "", "", "user", [loads(text_block_bytes(t)) for t in prompt.tail_texts]))
+        return request_fingerprints(prompt, WIRE_FORMAT, param_segments, lambda: _head_datas(head),
+                                    _message_datas, tail)
+
+    return make
+
+
+_SEGMENTED_FIELDS = frozenset({"tools", "system", "messages"})
+
+
+def _head_datas(head: Any) -> Datas:
+    tools = memo(head, "anthropic-tools", lambda: tuple(
+        canonical_json(tool(t)) for t in head.tools))
+    body = loads(b'{"messages":[],"system":' + joined([text_block_bytes(t) for t in head.system])
+                 + b',"tools":' + joined(list(tools)) + b"}")
+    return segment_datas(MARKER_KEY, lambda b: segment(body, b))
+
+
+def _message_datas(message: MessageParts) -> Datas:
+    return memo(message, "anthropic-segments", lambda: segment_datas(
+        MARKER_KEY, lambda b: b.content("message", "", "", _role(message),
+                                        [loads(x) for x in message_blocks(message)])))
 
 
 def segment(body: Mapping[str, Any], b: SegmentBuilder) -> None:
