@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import statistics
 import time
 from collections.abc import Callable
 from typing import Any
@@ -46,15 +47,22 @@ def _turn(conv: Conversation, i: int) -> None:
     conv.tool_result(f"c{i}", "result " * 60)
 
 
+def _median(step: Callable[[], object], steps: int) -> float:
+    times = []
+    for _ in range(steps):
+        start = time.perf_counter()
+        step()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
 def _naive(body: dict[str, Any], steps: int) -> tuple[float, float]:
-    start = time.perf_counter()
-    for _ in range(steps):
-        hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
-    dumps = (time.perf_counter() - start) / steps
-    start = time.perf_counter()
-    for _ in range(steps):
-        hashlib.sha256(orjson.dumps(body, option=orjson.OPT_SORT_KEYS)).hexdigest()
-    return dumps, (time.perf_counter() - start) / steps
+    return (
+        _median(lambda: hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest(),
+                steps),
+        _median(lambda: hashlib.sha256(orjson.dumps(body, option=orjson.OPT_SORT_KEYS))
+                .hexdigest(), steps),
+    )
 
 
 def run(turns: tuple[int, ...], steps: int) -> None:
@@ -68,7 +76,7 @@ def run(turns: tuple[int, ...], steps: int) -> None:
                 _turn(conv, done)
                 done += 1
             request(conv.render(tail={"now": "warm"})).fingerprint  # noqa: B018 (warm)
-            elapsed = 0.0
+            times = []
             size = 0
             body: dict[str, Any] = {}
             for step in range(steps):
@@ -78,7 +86,7 @@ def run(turns: tuple[int, ...], steps: int) -> None:
                 req = request(conv.render(tail={"now": str(done)}))
                 req.content  # noqa: B018
                 req.fingerprint  # noqa: B018
-                elapsed += time.perf_counter() - start
+                times.append(time.perf_counter() - start)
                 size = len(req.content)
                 if step == steps - 1:
                     body = json.loads(req.content)
@@ -86,7 +94,7 @@ def run(turns: tuple[int, ...], steps: int) -> None:
                 # (the baselines drop theirs too): a 1 MB body kept alive while the next one
                 # is allocated costs fresh pages (~0.5 ms here), whoever builds it.
                 del req
-            ours = elapsed / steps
+            ours = statistics.median(times)
             dumps, fast = _naive(body, steps)
             print(f"{name:17} {n:5} {ours * 1e3:9.3f} {dumps * 1e3:14.3f} {fast * 1e3:10.3f} "
                   f"{dumps / ours:13.1f} {fast / ours:9.1f} {size / 1e6:8.2f}")
@@ -94,7 +102,8 @@ def run(turns: tuple[int, ...], steps: int) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=10, help="timed turns per point")
+    parser.add_argument("--steps", type=int, default=15,
+                        help="timed turns per point (medians are reported)")
     parser.add_argument("--turns", type=int, nargs="*", default=[10, 100, 1000])
     args = parser.parse_args()
     run(tuple(args.turns), args.steps)

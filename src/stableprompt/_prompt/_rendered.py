@@ -88,7 +88,7 @@ class RenderedPrompt:
                                "(providers require at least one message)",
                                code="history-empty")
 
-    @property
+    @cached_property
     def tail_texts(self) -> tuple[str, ...]:
         """Tail slots as ``<slot>\nvalue\n</slot>`` texts, in declaration order."""
         return tuple(f"<{name}>\n{loads(data)['text']}\n</{name}>" for name, data in self.tail)

@@ -200,7 +200,7 @@ def join_body(fields: Mapping[str, Field], params: Mapping[str, Any]) -> bytes:
     for key in sorted(merged):
         if len(pieces) > 1:
             pieces.append(b",")
-        pieces.append(canonical_json(key) + b":")
+        pieces.append(_key(key))
         value = merged[key]
         if isinstance(value, bytes):
             pieces.append(value)
@@ -208,6 +208,19 @@ def join_body(fields: Mapping[str, Field], params: Mapping[str, Any]) -> bytes:
             pieces.extend(value)
     pieces.append(b"}")
     return b"".join(pieces)
+
+
+_KEYS: dict[str, bytes] = {}
+
+
+def _key(key: str) -> bytes:
+    """``"key":`` (the body's top-level keys are few: serialized once per process)."""
+    found = _KEYS.get(key)
+    if found is None:
+        found = canonical_json(key) + b":"
+        if len(_KEYS) < 256:
+            _KEYS[key] = found
+    return found
 
 
 def param_bytes(key: str, value: Any) -> bytes:

@@ -333,7 +333,10 @@ def breakpoints(prompt: PromptParts, history_ttl: str, budget: int, *,
 
 
 def _message(role: str, blocks: Sequence[bytes]) -> bytes:
-    return b'{"content":' + joined(blocks) + b',"role":' + canonical_json(role) + b"}"
+    return b'{"content":' + joined(blocks) + _ROLE_TAILS[role]
+
+
+_ROLE_TAILS = {role: b',"role":' + canonical_json(role) + b"}" for role in ("user", "assistant")}
 
 
 def render(prompt: PromptParts, *, model: str, max_tokens: int, history_ttl: str,
@@ -366,17 +369,8 @@ def render(prompt: PromptParts, *, model: str, max_tokens: int, history_ttl: str
     done, (prefix, known) = found if found is not None else (0, (None, ()))
 
     marks = breakpoints(prompt, history_ttl, max_breakpoints, known=known, scan_from=done)
-    tool_bytes = list(memo(head, "anthropic-tools", lambda: tuple(
-        canonical_json(tool(t)) for t in head.tools)))
-    system_bytes = [text_block_bytes(t) for t in head.system]
-    tools = list(head.tools) if marks else []
-    for (where, index), ttl in marks.items():
-        if where == "tool":
-            entry = tool(tools[index])
-            entry[MARKER_KEY] = cache_control(ttl)
-            tool_bytes[index] = canonical_json(entry)
-        elif where == "system":
-            system_bytes[index] = text_block_bytes(head.system[index], cache_ttl=ttl)
+    head_fields = _head_fields(head, tuple((place, ttl) for place, ttl in marks.items()
+                                           if place[0] != "message"))
 
     # History from ``done`` on, grouped into messages (user text and tool results share the
     # user role); groups before ``stable`` carry no SDK breakpoint and join the memo's prefix.
@@ -418,11 +412,38 @@ def render(prompt: PromptParts, *, model: str, max_tokens: int, history_ttl: str
         "messages": history,
         "model": canonical_json(model),
     }
+    fields.update(head_fields)
+    return join_body(fields, params)
+
+
+def _head_fields(head: Any, marks: tuple[tuple[Place, str], ...]) -> dict[str, bytes]:
+    """The ``system`` and ``tools`` fields with the head's breakpoints ``marks``, joined once
+    per head and set of marks (the marks on the head rarely change)."""
+    cache: dict[tuple[tuple[Place, str], ...], dict[str, bytes]] = memo(
+        head, "anthropic-head-fields", dict)
+    found = cache.get(marks)
+    if found is not None:
+        return found
+    tool_bytes = list(memo(head, "anthropic-tools", lambda: tuple(
+        canonical_json(tool(t)) for t in head.tools)))
+    system_bytes = [text_block_bytes(t) for t in head.system]
+    tools = list(head.tools)
+    for (where, index), ttl in marks:
+        if where == "tool":
+            entry = tool(tools[index])
+            entry[MARKER_KEY] = cache_control(ttl)
+            tool_bytes[index] = canonical_json(entry)
+        elif where == "system":
+            system_bytes[index] = text_block_bytes(head.system[index], cache_ttl=ttl)
+    fields: dict[str, bytes] = {}
     if system_bytes:
         fields["system"] = joined(system_bytes)
     if tool_bytes:
         fields["tools"] = joined(tool_bytes)
-    return join_body(fields, params)
+    if len(cache) >= 16:
+        cache.clear()
+    cache[marks] = fields
+    return fields
 
 
 _BODY_KEY = "anthropic-body"
@@ -483,8 +504,9 @@ def fingerprints(prompt: PromptParts, *, model: str,
 
     def make() -> tuple[str, str]:
         head = prompt.head
-        tail = segment_datas(MARKER_KEY, lambda b: b.content(
-            "message", "", "", "user", [loads(text_block_bytes(t)) for t in prompt.tail_texts]))
+        # what the segmenter makes of a tail text block: {"role":"user","block":<block>}
+        tail = tuple(("message", b'{"role":"user","block":' + text_block_bytes(t) + b"}")
+                     for t in prompt.tail_texts)
         return request_fingerprints(prompt, WIRE_FORMAT, param_segments, lambda: _head_datas(head),
                                     _message_datas, tail)
 
@@ -503,9 +525,13 @@ def _head_datas(head: Any) -> Datas:
 
 
 def _message_datas(message: MessageParts) -> Datas:
-    return memo(message, "anthropic-segments", lambda: segment_datas(
-        MARKER_KEY, lambda b: b.content("message", "", "", _role(message),
-                                        [loads(x) for x in message_blocks(message)])))
+    # What the segmenter makes of each block: {"role":<group role>,"block":<block>}, the
+    # block in its (sorted) key order as rendered, with no marker (it is removed) and no other
+    # top-level key to strip. tests/test_incremental_render.py checks it against the segmenter.
+    def make() -> Datas:
+        head = b'{"role":' + canonical_json(_role(message)) + b',"block":'
+        return tuple(("message", head + data + b"}") for data in message_blocks(message))
+    return memo(message, "anthropic-segments", make)
 
 
 def segment(body: Mapping[str, Any], b: SegmentBuilder) -> None:
