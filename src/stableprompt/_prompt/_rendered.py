@@ -5,6 +5,17 @@ modules (``_wire.<format>.render``), which assemble bodies from bytes serialized
 once per head, each message once per wire format), so rendering turn N+1 serializes only what
 is new. Top-level keys are in sorted order, so the same logical request always gives the same
 body bytes.
+
+A turn does not loop over the whole history either: the conversation owns a history memo
+(:attr:`RenderedPrompt.history_memo`, shared by its renders and copied by ``fork``) where each
+format keeps the joined bytes of the history's stable prefix (Anthropic: the role groups
+before the first one an SDK breakpoint can land on; OpenAI: every message rendered so far),
+the user breakpoints in it, and the fingerprint chain state after it. Each entry records how
+many messages it covers and the chained prefix digest of the last one; it is used only when
+that digest still matches (:meth:`RenderedPrompt.message_digest`, O(1)), so compaction,
+forks and rebases never reuse stale bytes. The request fingerprint is chained from
+per-message segment digests the same way (``ProviderRequest.fingerprint``, lazily), equal to
+what ``segment_request`` gives for the body.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from .._canonical import canonical_json, loads
+from .._canonical import canonical_json, loads, wire_json
 from .._exceptions import CaptureError, InputError
 from .._policy import cache_policy
 from ._parts import (
@@ -138,20 +138,37 @@ def fingerprints(prompt: PromptParts, *, wire_format: str, names: tuple[str, ...
     param_segments = param_datas(names, model, values)
 
     def message(m: MessageParts) -> Datas:
-        def fill(b: SegmentBuilder) -> None:
-            for item in serialize(m):
-                segment_message(b, loads(item), "", "", False)
-        return memo(m, wire_format + "-segments", lambda: segment_datas(MARKER_KEY, fill))
+        return memo(m, wire_format + "-segments", lambda: tuple(
+            segment for item in serialize(m) for segment in _item_segments(loads(item))))
 
     def make() -> tuple[str, str]:
-        tail_segments = () if tail is None else segment_datas(
-            MARKER_KEY, lambda b: segment_message(b, loads(tail), "", "", False))
+        tail_segments = () if tail is None else _item_segments(loads(tail))
         return request_fingerprints(
             prompt, f"{wire_format}:{system_role}", param_segments,
             lambda: segment_datas(MARKER_KEY, lambda b: segment(loads(head_body()), b)),
             message, tail_segments)
 
     return make
+
+
+def _item_segments(item: Mapping[str, Any]) -> Datas:
+    """The segments :func:`segment_message` makes of one rendered, non-leading item (no
+    marker: the renderer places none), without a builder: a message segment per content
+    block (or one for string / null content) and one ``.rest`` segment for the other fields.
+    tests/test_incremental_render.py checks every render against the segmenter."""
+    role = item.get("role")
+    out: list[tuple[str, bytes]] = []
+    if "content" in item or "role" in item:
+        content = item.get("content")
+        if isinstance(content, list):
+            out.extend(("message", wire_json({"role": role, "block": block}))
+                       for block in content)
+        else:
+            out.append(("message", wire_json({"role": role, "content": content})))
+    rest = {k: v for k, v in item.items() if k not in ("role", "content")}
+    if rest:
+        out.append(("message", wire_json(rest)))
+    return tuple(out)
 
 
 def tail_role(model: str) -> str:

@@ -5,7 +5,10 @@ the members declared here (:class:`PromptParts` and what it holds), which
 :class:`~stableprompt.RenderedPrompt`, :class:`~stableprompt.PinnedHead`,
 :class:`~stableprompt.Message` and :class:`~stableprompt.Tool` satisfy structurally. Each
 ``wire_memo`` is a per-object dict where a format keeps the bytes it serialized once (keys are
-format-prefixed, e.g. ``"anthropic"``), so a later render reuses them.
+format-prefixed, e.g. ``"anthropic"``), so a later render reuses them. A prompt's
+``history_memo`` (owned by the conversation) holds per-history state: joined prefix bytes and
+fingerprint chain states, each entry validated by the chained digest of the last message it
+covers (:func:`history_entry`), never by object identity.
 """
 
 from __future__ import annotations
