@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import pickle
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -268,3 +270,35 @@ def test_compaction_at_the_memo_boundary_merges_role_groups() -> None:
     conv.user("next")
     conv.assistant("again")
     check_all(conv.render(tail={"now": "x"}))
+
+
+def test_concurrent_renders_of_one_conversation() -> None:
+    conv = _head().conversation()
+    for i in range(30):
+        _turn(conv, i)
+    rendered = [conv.render(tail={"now": str(k)}) for k in range(4)]
+    expected = [RENDERS["chat"](dataclasses.replace(r, history_memo={})).content
+                for r in rendered]
+    results: list[bool] = []
+
+    def work(k: int) -> None:
+        for _ in range(50):
+            results.append(RENDERS["chat"](rendered[k % 4]).content == expected[k % 4])
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert results and all(results)
+
+
+def test_a_rendered_request_pickles_without_its_fingerprint_closure() -> None:
+    conv = _head().conversation()
+    _turn(conv, 1)
+    request = RENDERS["anthropic"](conv.render())
+    fingerprint = request.fingerprint
+    copy = pickle.loads(pickle.dumps(request))
+    assert copy == request
+    assert copy.fingerprint == fingerprint
+    assert copy.head_fingerprint == request.head_fingerprint

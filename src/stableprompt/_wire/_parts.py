@@ -13,6 +13,7 @@ covers (:func:`history_entry`), never by object identity.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Protocol, TypeVar
 
@@ -279,23 +280,32 @@ def store_entry(prompt: PromptParts, key: str, count: int, payload: Any) -> None
     cache[key] = (count, covered(prompt, count), payload)
 
 
+_APPEND = threading.Lock()
+
+
 def extend_prefix(prefix: tuple[bytearray, int] | None,
                   parts: Sequence[bytes]) -> tuple[bytearray, int]:
     """``prefix`` (a buffer and the length of it that is ours) with ``parts`` appended,
     comma-separated. Appends in place (amortized O(new)) when nobody extended the buffer
-    past our length; otherwise copies it (a fork that went another way)."""
+    past our length; otherwise copies it (a fork, an older prompt, or another thread that
+    went another way): bytes before a holder's length never change."""
     if prefix is None:
         buffer, length = bytearray(), 0
     else:
         buffer, length = prefix
+    addition = b",".join(parts)
+    if not addition and not parts:
+        return buffer, length
+    if length and parts:
+        addition = b"," + addition
+    with _APPEND:
         if len(buffer) != length:
             buffer = bytearray(memoryview(buffer)[:length])
-    for part in parts:
-        if length:
-            buffer += b","
-        buffer += part
-        length = len(buffer)
-    return buffer, length
+        try:
+            buffer += addition
+        except BufferError:  # another thread is joining a view of it into its body
+            buffer = bytearray(memoryview(buffer)[:length]) + addition
+    return buffer, length + len(addition)
 
 
 def segment_datas(marker_key: str, fill: Callable[[SegmentBuilder], object]) -> Datas:
