@@ -302,3 +302,21 @@ def test_a_rendered_request_pickles_without_its_fingerprint_closure() -> None:
     assert copy == request
     assert copy.fingerprint == fingerprint
     assert copy.head_fingerprint == request.head_fingerprint
+
+
+def test_a_carried_breakpoint_re_renders_one_group(monkeypatch: pytest.MonkeyPatch) -> None:
+    """After a long burst the carry is far back; every later render of that history renders
+    only the carried group and the last one (the rest is the memo's prefix)."""
+    conv = _head().conversation()
+    _turn(conv, 1)
+    check(conv.render(), RENDERS["anthropic"])
+    for i in range(100):
+        _turn(conv, 60 * i + 7)
+    rendered = conv.render()
+    groups = _counting(monkeypatch, anthropic, "_group")
+    first = check(rendered, RENDERS["anthropic"])
+    assert first is not None
+    assert len([s for s in first.segments if s.breakpoint and s.kind == "message"]) == 2
+    before = groups[0]
+    RENDERS["anthropic"](conv.render()).content  # noqa: B018
+    assert groups[0] - before == 2

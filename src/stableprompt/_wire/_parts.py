@@ -23,6 +23,7 @@ from .._segment import chain, tag
 from ._segmenter import SegmentBuilder
 
 __all__ = [
+    "APPEND_LOCK",
     "BREAKPOINT_TTLS",
     "Datas",
     "Field",
@@ -280,7 +281,8 @@ def store_entry(prompt: PromptParts, key: str, count: int, payload: Any) -> None
     cache[key] = (count, covered(prompt, count), payload)
 
 
-_APPEND = threading.Lock()
+APPEND_LOCK = threading.Lock()
+"""Held while a memo buffer is checked and extended in place."""
 
 
 def extend_prefix(prefix: tuple[bytearray, int] | None,
@@ -298,7 +300,7 @@ def extend_prefix(prefix: tuple[bytearray, int] | None,
         return buffer, length
     if length and parts:
         addition = b"," + addition
-    with _APPEND:
+    with APPEND_LOCK:
         if len(buffer) != length:
             buffer = bytearray(memoryview(buffer)[:length])
         try:

@@ -16,6 +16,7 @@ return the same ``usage`` shape.
 
 from __future__ import annotations
 
+import bisect
 import itertools
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -36,6 +37,7 @@ from ._fields import (
     response_usage,
 )
 from ._parts import (
+    APPEND_LOCK,
     Datas,
     Field,
     MessageParts,
@@ -43,7 +45,6 @@ from ._parts import (
     ToolParts,
     check_model,
     check_ttl,
-    extend_prefix,
     history_entry,
     join_body,
     joined,
@@ -362,7 +363,7 @@ def render(prompt: PromptParts, *, model: str, max_tokens: int, history_ttl: str
             f"got {max_breakpoints!r}", code="breakpoint-budget")
     head, messages = prompt.head, prompt.messages
     count = len(messages)
-    stable = _stable_end(prompt)
+    stable = _last_group(messages)
     found = history_entry(prompt, _BODY_KEY)
     if found is not None and not _reusable(messages, found[0], stable):
         found = None
@@ -371,40 +372,50 @@ def render(prompt: PromptParts, *, model: str, max_tokens: int, history_ttl: str
     marks = breakpoints(prompt, history_ttl, max_breakpoints, known=known, scan_from=done)
     head_fields = _head_fields(head, tuple((place, ttl) for place, ttl in marks.items()
                                            if place[0] != "message"))
+    user = {("message", mi): ttl for mi, ttl in known}
+    user.update((("message", mi), ttl) for mi in range(done, count)
+                if (ttl := messages[mi].breakpoint))
 
-    # History from ``done`` on, grouped into messages (user text and tool results share the
-    # user role); groups before ``stable`` carry no SDK breakpoint and join the memo's prefix.
-    fresh: list[bytes] = []
-    stable_parts: list[bytes] = []
+    # The role groups before the last one (user text and tool results share the user role)
+    # join the memo's prefix with their user-placed breakpoints only; the last group (the
+    # end-of-history breakpoint) and the tail are rendered every time, and the group of a
+    # carried breakpoint is spliced into the prefix with its marker.
     tail_blocks = [text_block_bytes(t) for t in prompt.tail_texts]
     groups = _groups(messages, done, count)
-    for gi, (role, first, end) in enumerate(groups):
-        parts: list[bytes] = []
-        for mi in range(first, end):
-            wire = message_blocks(messages[mi])
-            mark = marks.get(("message", mi))
-            if mark and wire:
-                parts.extend(wire[:-1])
-                parts.append(block_with_breakpoint(messages[mi], len(wire) - 1, mark))
-            else:
-                parts.extend(wire)
-        if gi == len(groups) - 1 and role == "user" and tail_blocks:
-            parts.extend(tail_blocks)
-            tail_blocks = []
-        (stable_parts if end <= stable else fresh).append(_message(role, parts))
-    if tail_blocks:
-        fresh.append(_message("user", tail_blocks))
-    if stable_parts or found is None:
+    stable_groups = [g for g in groups if g[2] <= stable]
+    if stable_groups or found is None:
         known = (*known, *((mi, m.breakpoint) for mi in range(done, stable)
                            if (m := messages[mi]).breakpoint))
-        prefix = extend_prefix(prefix, stable_parts)
+        prefix = _extend(prefix, [_group(messages, g, user) for g in stable_groups],
+                         [g[1] for g in stable_groups])
         store_entry(prompt, _BODY_KEY, stable, (prefix, known))
+    assert prefix is not None
+    fresh: list[bytes] = []
+    if groups:  # the last group (it ends past ``stable``), with the tail when it is a user's
+        last = groups[-1]
+        with_tail = last[0] == "user"
+        fresh.append(_group(messages, last, marks, tail_blocks if with_tail else ()))
+        if with_tail:
+            tail_blocks = []
+    if tail_blocks:
+        fresh.append(_message("user", tail_blocks))
 
     history: list[bytes | memoryview] = [b"["]
-    if prefix is not None and prefix[1]:
-        history.append(memoryview(prefix[0])[:prefix[1]])
-        if fresh:
-            history.append(b",")
+    buffer, length, offsets, firsts, ngroups = prefix
+    view = memoryview(buffer)
+    carry = prompt.previous_breakpoint
+    if (carry is not None and 0 <= carry < stable and ("message", carry) in marks
+            and ("message", carry) not in user):
+        g = bisect.bisect_right(firsts, carry, 0, ngroups) - 1
+        following = g + 1 < ngroups
+        group = (_role(messages[firsts[g]]), firsts[g], firsts[g + 1] if following else stable)
+        history.append(view[:offsets[g]])
+        history.append(_group(messages, group, marks))
+        history.append(view[offsets[g + 1] - 1 if following else length:length])
+    elif length:
+        history.append(view[:length])
+    if length and fresh:
+        history.append(b",")
     history.append(b",".join(fresh))
     history.append(b"]")
     fields: dict[str, Field] = {
@@ -414,6 +425,95 @@ def render(prompt: PromptParts, *, model: str, max_tokens: int, history_ttl: str
     }
     fields.update(head_fields)
     return join_body(fields, params)
+
+
+_BODY_KEY = "anthropic-body"
+"""History memo key: the joined role groups before the last one (user-placed breakpoints
+only) with each group's byte offset and first message, and the user-placed breakpoints."""
+
+Prefix = tuple[bytearray, int, list[int], list[int], int]
+"""``(buffer, length, group offsets, group first messages, group count)``: the parts of the
+buffer and lists up to ``length`` / ``group count`` are this holder's, and never change."""
+
+
+def _extend(prefix: Prefix | None, parts: list[bytes], firsts: list[int]) -> Prefix:
+    """``prefix`` with the groups ``parts`` (first messages ``firsts``) appended, in place
+    when nobody went further (amortized O(new)), else on a copy (see ``extend_prefix``)."""
+    if prefix is None:
+        prefix = (bytearray(), 0, [], [], 0)
+    buffer, length, offsets, starts, count = prefix
+    with APPEND_LOCK:
+        if len(buffer) != length or len(offsets) != count:
+            buffer = bytearray(memoryview(buffer)[:length])
+            offsets, starts = offsets[:count], starts[:count]
+        grown = bytearray()
+        for part, first in zip(parts, firsts, strict=True):
+            if length + len(grown):
+                grown += b","
+            offsets.append(length + len(grown))
+            starts.append(first)
+            grown += part
+        try:
+            buffer += grown
+        except BufferError:  # another thread is joining a view of it into its body
+            buffer = bytearray(memoryview(buffer)[:length]) + grown
+    return buffer, length + len(grown), offsets, starts, count + len(parts)
+
+
+def _group(messages: Sequence[MessageParts], group: tuple[str, int, int],
+           marks: Mapping[Place, str], extra: Sequence[bytes] = ()) -> bytes:
+    """One role group's message, its last blocks marked per ``marks``, ``extra`` blocks
+    (the tail) appended."""
+    role, first, end = group
+    parts: list[bytes] = []
+    for mi in range(first, end):
+        wire = message_blocks(messages[mi])
+        mark = marks.get(("message", mi))
+        if mark and wire:
+            parts.extend(wire[:-1])
+            parts.append(block_with_breakpoint(messages[mi], len(wire) - 1, mark))
+        else:
+            parts.extend(wire)
+    parts.extend(extra)
+    return _message(role, parts)
+
+
+def _role(message: MessageParts) -> str:
+    return "assistant" if message.role == "assistant" else "user"
+
+
+def _groups(messages: Sequence[MessageParts], start: int,
+            stop: int) -> list[tuple[str, int, int]]:
+    """``(role, first, end)`` of the role groups of ``messages[start:stop]``."""
+    groups: list[tuple[str, int, int]] = []
+    for mi in range(start, stop):
+        role = _role(messages[mi])
+        if groups and groups[-1][0] == role:
+            groups[-1] = (role, groups[-1][1], mi + 1)
+        else:
+            groups.append((role, mi, mi + 1))
+    return groups
+
+
+def _last_group(messages: Sequence[MessageParts]) -> int:
+    """First message of the last role group (it holds the end-of-history breakpoint and may
+    still grow); the groups before it never change."""
+    first = len(messages) - 1
+    if first < 0:
+        return 0
+    role = _role(messages[first])
+    while first and _role(messages[first - 1]) == role:
+        first -= 1
+    return first
+
+
+def _reusable(messages: Sequence[MessageParts], done: int, stable: int) -> bool:
+    """A memo prefix of ``done`` messages serves this render: it ends before ``stable`` and
+    at a role-group boundary (after a compaction the next message may share its role)."""
+    if done > stable:
+        return False
+    return not (0 < done < len(messages)
+                and _role(messages[done - 1]) == _role(messages[done]))
 
 
 def _head_fields(head: Any, marks: tuple[tuple[Place, str], ...]) -> dict[str, bytes]:
@@ -444,53 +544,6 @@ def _head_fields(head: Any, marks: tuple[tuple[Place, str], ...]) -> dict[str, b
         cache.clear()
     cache[marks] = fields
     return fields
-
-
-_BODY_KEY = "anthropic-body"
-"""History memo key: ``(buffer, length)`` of the joined role groups before the first group an
-SDK breakpoint can land on, and the user-placed breakpoints among them."""
-
-
-def _role(message: MessageParts) -> str:
-    return "assistant" if message.role == "assistant" else "user"
-
-
-def _groups(messages: Sequence[MessageParts], start: int,
-            stop: int) -> list[tuple[str, int, int]]:
-    """``(role, first, end)`` of the role groups of ``messages[start:stop]``."""
-    groups: list[tuple[str, int, int]] = []
-    for mi in range(start, stop):
-        role = _role(messages[mi])
-        if groups and groups[-1][0] == role:
-            groups[-1] = (role, groups[-1][1], mi + 1)
-        else:
-            groups.append((role, mi, mi + 1))
-    return groups
-
-
-def _stable_end(prompt: PromptParts) -> int:
-    """First message of the role group holding the earliest message an SDK breakpoint can
-    land on (the carry, else the last message): the groups before it never change."""
-    messages = prompt.messages
-    if not messages:
-        return 0
-    first = len(messages) - 1
-    carry = prompt.previous_breakpoint
-    if carry is not None and 0 <= carry < first:
-        first = carry
-    role = _role(messages[first])
-    while first and _role(messages[first - 1]) == role:
-        first -= 1
-    return first
-
-
-def _reusable(messages: Sequence[MessageParts], done: int, stable: int) -> bool:
-    """A memo prefix of ``done`` messages serves this render: it ends before ``stable`` and
-    at a role-group boundary (after a compaction the next message may share its role)."""
-    if done > stable:
-        return False
-    return not (0 < done < len(messages)
-                and _role(messages[done - 1]) == _role(messages[done]))
 
 
 def fingerprints(prompt: PromptParts, *, model: str,
