@@ -5,6 +5,8 @@ then each timed step appends one turn (a user question, a tool call, its result)
 with a fresh tail value, takes the body bytes and the request fingerprint. The baselines
 rebuild the same body from its dict the naive way: ``json.dumps(body, sort_keys=True)`` +
 SHA-256, and ``orjson.dumps(body, OPT_SORT_KEYS)`` + SHA-256, measured in the same run.
+``1 copy`` is the time to copy the body once into a new buffer: a floor for any renderer
+that returns fresh ``bytes``. Medians over the timed turns.
 
 Run: ``PYTHONPATH=src python benchmarks/bench_turns.py [--steps 30]``. Plain Python for now
 (a later step moves benchmarks onto pyperf / pytest-benchmark).
@@ -56,8 +58,10 @@ def _median(step: Callable[[], object], steps: int) -> float:
     return statistics.median(times)
 
 
-def _naive(body: dict[str, Any], steps: int) -> tuple[float, float]:
+def _naive(body: dict[str, Any], steps: int) -> tuple[float, float, float]:
+    content = orjson.dumps(body, option=orjson.OPT_SORT_KEYS)
     return (
+        _median(lambda: bytearray(content), steps),  # one copy of the body: the floor
         _median(lambda: hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest(),
                 steps),
         _median(lambda: hashlib.sha256(orjson.dumps(body, option=orjson.OPT_SORT_KEYS))
@@ -67,7 +71,7 @@ def _naive(body: dict[str, Any], steps: int) -> tuple[float, float]:
 
 def run(turns: tuple[int, ...], steps: int) -> None:
     print(f"{'format':17} {'turn':>5} {'ours ms':>9} {'json.dumps ms':>14} {'orjson ms':>10} "
-          f"{'x json.dumps':>13} {'x orjson':>9} {'body MB':>8}")
+          f"{'x json.dumps':>13} {'x orjson':>9} {'body MB':>8} {'1 copy ms':>10}")
     for name, request in FORMATS.items():
         conv = _conversation()
         done = 0
@@ -95,9 +99,10 @@ def run(turns: tuple[int, ...], steps: int) -> None:
                 # is allocated costs fresh pages (~0.5 ms here), whoever builds it.
                 del req
             ours = statistics.median(times)
-            dumps, fast = _naive(body, steps)
+            copy, dumps, fast = _naive(body, steps)
             print(f"{name:17} {n:5} {ours * 1e3:9.3f} {dumps * 1e3:14.3f} {fast * 1e3:10.3f} "
-                  f"{dumps / ours:13.1f} {fast / ours:9.1f} {size / 1e6:8.2f}")
+                  f"{dumps / ours:13.1f} {fast / ours:9.1f} {size / 1e6:8.2f} "
+                  f"{copy * 1e3:10.3f}")
 
 
 def main() -> None:
