@@ -334,6 +334,9 @@ class Conversation:
         # History lengths of the last two distinct rendered histories: the previous one is
         # where the last request's history breakpoint was (see RenderedPrompt.to_anthropic).
         self._anchors: tuple[int | None, int | None] = (None, None)
+        # The wire formats' per-history memo (RenderedPrompt.history_memo): entries are
+        # validated by chained digest, so compaction needs no invalidation; forks copy it.
+        self._memo: dict[str, Any] = {}
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (Conversation._resume, (self.head, self.export()))
@@ -544,18 +547,18 @@ class Conversation:
         last = self._segments[-1] if self._segments else None
         start = last.end if last else len(self.head.data)
         raw = bytes.fromhex(last.prefix_digest) if last else self.head._digest
-        tail_segments, tail_data, _ = build_segments(
+        tail_segments, _, _ = build_segments(
             tail_specs, start=start, previous=raw,
             token_counts=[_count(self.head._counter, s.data) for s in tail_specs])
-        data = b"".join([self.head.data, *(m.data for m in self._messages), tail_data])
         previous = self._anchors[0] if self._anchors[1] == len(self._messages) else self._anchors[1]
         return RenderedPrompt(
             head=self.head,
             messages=tuple(self._messages),
             tail=tuple((s.label, s.data) for s in tail_specs),
             segments=(*self.head.segments, *self._segments, *tail_segments),
-            data=data,
+            head_data=self.head.data,
             previous_breakpoint=None if previous is None else previous - 1,
+            history_memo=self._memo,
         )
 
     def fork(self) -> Conversation:
@@ -567,6 +570,7 @@ class Conversation:
         other._open_calls = dict(self._open_calls)
         other._seen_calls = set(self._seen_calls)
         other._anchors = self._anchors
+        other._memo = dict(self._memo)
         return other
 
     # -- compaction -------------------------------------------------------------------------

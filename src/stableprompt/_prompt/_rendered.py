@@ -5,11 +5,23 @@ modules (``_wire.<format>.render``), which assemble bodies from bytes serialized
 once per head, each message once per wire format), so rendering turn N+1 serializes only what
 is new. Top-level keys are in sorted order, so the same logical request always gives the same
 body bytes.
+
+A turn does not loop over the whole history either: the conversation owns a history memo
+(:attr:`RenderedPrompt.history_memo`, shared by its renders and copied by ``fork``) where each
+format keeps the joined bytes of the history's stable prefix (Anthropic: the role groups
+before the first one an SDK breakpoint can land on; OpenAI: every message rendered so far),
+the user breakpoints in it, and the fingerprint chain state after it. Each entry records how
+many messages it covers and the chained prefix digest of the last one; it is used only when
+that digest still matches (:meth:`RenderedPrompt.message_digest`, O(1)), so compaction,
+forks and rebases never reuse stale bytes. The request fingerprint is chained from
+per-message segment digests the same way (``ProviderRequest.fingerprint``, lazily), equal to
+what ``segment_request`` gives for the body.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from .._canonical import loads
@@ -34,15 +46,32 @@ class RenderedPrompt:
         segments: Ordered segments: ``tool:<name>``..., ``system[i]``..., ``messages[i]``...,
             ``tail:<slot>``... Each has kind, name, byte range, digest, chained prefix digest
             and token count.
-        data: All segment bytes; ``data[s.start:s.end]`` reproduces segment ``s``.
+        data: All segment bytes; ``data[s.start:s.end]`` reproduces segment ``s`` (joined
+            when first read).
+        history_memo: The conversation's per-history memo, shared by its renders: the wire
+            formats keep joined prefix bytes and chain states there (see
+            ``_wire._parts.history_entry``); entries are validated against
+            :meth:`message_digest`, never trusted by identity.
     """
 
     head: HeadParts = field(repr=False)
     messages: tuple[Message, ...] = field(repr=False)
     tail: tuple[tuple[str, bytes], ...] = field(repr=False)
     segments: tuple[Segment, ...]
-    data: bytes = field(repr=False)
+    head_data: bytes = field(repr=False)
     previous_breakpoint: int | None = field(default=None, repr=False)
+    history_memo: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @cached_property
+    def data(self) -> bytes:
+        """All segment bytes; ``data[s.start:s.end]`` reproduces segment ``s``."""
+        return b"".join([self.head_data, *(m.data for m in self.messages),
+                         *(data for _, data in self.tail)])
+
+    def message_digest(self, index: int) -> str:
+        """Chained prefix digest (hex) through history message ``index`` (head included)."""
+        first = len(self.segments) - len(self.tail) - len(self.messages)
+        return self.segments[first + index].prefix_digest
 
     @property
     def fingerprint(self) -> str:
@@ -70,7 +99,7 @@ class RenderedPrompt:
                                "(providers require at least one message)",
                                code="history-empty")
 
-    @property
+    @cached_property
     def tail_texts(self) -> tuple[str, ...]:
         """Tail slots as ``<slot>\nvalue\n</slot>`` texts, in declaration order."""
         return tuple(f"<{name}>\n{loads(data)['text']}\n</{name}>" for name, data in self.tail)
@@ -115,7 +144,9 @@ class RenderedPrompt:
         content = anthropic.render(self, model=model, max_tokens=max_tokens,
                                    history_ttl=history_ttl, max_breakpoints=max_breakpoints,
                                    params=params)
-        return ProviderRequest(anthropic.WIRE_FORMAT, anthropic.ENDPOINT, content)
+        return ProviderRequest._rendered(
+            anthropic.WIRE_FORMAT, anthropic.ENDPOINT, content,
+            anthropic.fingerprints(self, model=model, params=params))
 
     # -- OpenAI -----------------------------------------------------------------------------
 
@@ -144,7 +175,11 @@ class RenderedPrompt:
         self._check_not_empty()
         content = openai_chat.render(self, model=model, prompt_cache_key=prompt_cache_key,
                                      system_role=system_role, tail_role=tail_role, params=params)
-        return ProviderRequest(openai_chat.WIRE_FORMAT, openai_chat.ENDPOINT, content)
+        return ProviderRequest._rendered(
+            openai_chat.WIRE_FORMAT, openai_chat.ENDPOINT, content,
+            openai_chat.fingerprints(self, model=model, prompt_cache_key=prompt_cache_key,
+                                     system_role=system_role, tail_role=tail_role,
+                                     params=params))
 
     def to_openai_responses(self, *, model: str, prompt_cache_key: bool | str | None = None,
                             system_role: str = "developer", tail_role: str | None = None,
@@ -159,7 +194,11 @@ class RenderedPrompt:
         content = openai_responses.render(
             self, model=model, prompt_cache_key=prompt_cache_key, system_role=system_role,
             tail_role=tail_role, params=params)
-        return ProviderRequest(openai_responses.WIRE_FORMAT, openai_responses.ENDPOINT, content)
+        return ProviderRequest._rendered(
+            openai_responses.WIRE_FORMAT, openai_responses.ENDPOINT, content,
+            openai_responses.fingerprints(
+                self, model=model, prompt_cache_key=prompt_cache_key, system_role=system_role,
+                tail_role=tail_role, params=params))
 
 
 public(RenderedPrompt)

@@ -6,10 +6,26 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from .._canonical import canonical_json
+from .._canonical import canonical_json, loads, wire_json
 from .._exceptions import CaptureError, InputError
 from .._policy import cache_policy
-from ._parts import HeadParts, ToolParts, check_model, join_body, memo
+from ._parts import (
+    Datas,
+    Field,
+    HeadParts,
+    MessageParts,
+    PromptParts,
+    ToolParts,
+    check_model,
+    extend_prefix,
+    history_entry,
+    join_body,
+    memo,
+    param_datas,
+    request_fingerprints,
+    segment_datas,
+    store_entry,
+)
 from ._segmenter import SegmentBuilder
 
 __all__ = [
@@ -19,6 +35,8 @@ __all__ = [
     "SYSTEM_ROLES",
     "body",
     "diagnostics_request",
+    "fingerprints",
+    "history",
     "render_checks",
     "segment_message",
     "session_hint",
@@ -59,7 +77,7 @@ def render_checks(head_fingerprint: str, model: str, prompt_cache_key: bool | st
     return prompt_cache_key
 
 
-def body(head: HeadParts, fields: dict[str, bytes], *, tool: Callable[[ToolParts], Any],
+def body(head: HeadParts, fields: dict[str, Field], *, tool: Callable[[ToolParts], Any],
          memo_key: str, key: str | None, params: Mapping[str, Any]) -> bytes:
     """Finish an OpenAI body: ``tools`` (serialized once per head under ``memo_key``), the
     ``prompt_cache_key`` when there is one, the params, in sorted key order."""
@@ -69,6 +87,88 @@ def body(head: HeadParts, fields: dict[str, bytes], *, tool: Callable[[ToolParts
     if key:
         params = {**params, "prompt_cache_key": key}
     return join_body(fields, params)
+
+
+def history(prompt: PromptParts, key: str, serialize: Callable[[MessageParts], tuple[bytes, ...]],
+            first: list[bytes], last: list[bytes]) -> list[bytes | memoryview]:
+    """The pieces of the messages / input array: ``first`` items, every history message's
+    items (``serialize``, memoized per message), ``last`` items.
+
+    The joined items of the history rendered so far are kept in the history memo under
+    ``key`` (validated by chained digest), so a turn serializes and copies only what is new
+    plus one copy of the whole array into the body.
+    """
+    messages = prompt.messages
+    found = history_entry(prompt, key)
+    done, prefix = found if found is not None else (0, None)
+    new = [item for m in messages[done:] for item in serialize(m)]
+    if new or prefix is None:
+        prefix = extend_prefix(prefix, new)
+        store_entry(prompt, key, len(messages), prefix)
+    items: list[bytes | memoryview] = [*first]
+    if prefix[1]:
+        items.append(memoryview(prefix[0])[:prefix[1]])
+    items.extend(last)
+    pieces: list[bytes | memoryview] = [b"["]
+    for i, item in enumerate(items):
+        if i:
+            pieces.append(b",")
+        pieces.append(item)
+    pieces.append(b"]")
+    return pieces
+
+
+def fingerprints(prompt: PromptParts, *, wire_format: str, names: tuple[str, ...], model: str,
+                 key: str | None, params: Mapping[str, Any], reserved: frozenset[str],
+                 head_body: Callable[[], bytes], segment: Callable[[Any, SegmentBuilder], None],
+                 serialize: Callable[[MessageParts], tuple[bytes, ...]],
+                 tail: bytes | None, system_role: str
+                 ) -> Callable[[], tuple[str, str]] | None:
+    """``(fingerprint, head_fingerprint)`` of an OpenAI body, as :func:`segment_request`
+    would give them, chained incrementally (lazily, on first use).
+
+    ``head_body`` is a body holding only the tools and the system item (segmented once per
+    head and ``system_role``), ``serialize`` a message's items, ``tail`` the tail item.
+    ``None`` (the segmented body decides) when ``params`` hold a field the segmenter reads as
+    content, or without history (a tail item may then count as leading system).
+    """
+    if reserved & set(params) or not prompt.messages:
+        return None
+    values = {**params, "prompt_cache_key": key} if key else params
+    param_segments = param_datas(names, model, values)
+
+    def message(m: MessageParts) -> Datas:
+        return memo(m, wire_format + "-segments", lambda: tuple(
+            segment for item in serialize(m) for segment in _item_segments(loads(item))))
+
+    def make() -> tuple[str, str]:
+        tail_segments = () if tail is None else _item_segments(loads(tail))
+        return request_fingerprints(
+            prompt, f"{wire_format}:{system_role}", param_segments,
+            lambda: segment_datas(MARKER_KEY, lambda b: segment(loads(head_body()), b)),
+            message, tail_segments)
+
+    return make
+
+
+def _item_segments(item: Mapping[str, Any]) -> Datas:
+    """The segments :func:`segment_message` makes of one rendered, non-leading item (no
+    marker: the renderer places none), without a builder: a message segment per content
+    block (or one for string / null content) and one ``.rest`` segment for the other fields.
+    tests/test_incremental_render.py checks every render against the segmenter."""
+    role = item.get("role")
+    out: list[tuple[str, bytes]] = []
+    if "content" in item or "role" in item:
+        content = item.get("content")
+        if isinstance(content, list):
+            out.extend(("message", wire_json({"role": role, "block": block}))
+                       for block in content)
+        else:
+            out.append(("message", wire_json({"role": role, "content": content})))
+    rest = {k: v for k, v in item.items() if k not in ("role", "content")}
+    if rest:
+        out.append(("message", wire_json(rest)))
+    return tuple(out)
 
 
 def tail_role(model: str) -> str:

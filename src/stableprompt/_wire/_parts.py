@@ -5,19 +5,28 @@ the members declared here (:class:`PromptParts` and what it holds), which
 :class:`~stableprompt.RenderedPrompt`, :class:`~stableprompt.PinnedHead`,
 :class:`~stableprompt.Message` and :class:`~stableprompt.Tool` satisfy structurally. Each
 ``wire_memo`` is a per-object dict where a format keeps the bytes it serialized once (keys are
-format-prefixed, e.g. ``"anthropic"``), so a later render reuses them.
+format-prefixed, e.g. ``"anthropic"``), so a later render reuses them. A prompt's
+``history_memo`` (owned by the conversation) holds per-history state: joined prefix bytes and
+fingerprint chain states, each entry validated by the chained digest of the last message it
+covers (:func:`history_entry`), never by object identity.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Protocol, TypeVar
 
 from .._canonical import canonical_json
 from .._exceptions import BreakpointError, CanonicalizationError, InputError
+from .._segment import chain, tag
+from ._segmenter import SegmentBuilder
 
 __all__ = [
+    "APPEND_LOCK",
     "BREAKPOINT_TTLS",
+    "Datas",
+    "Field",
     "HeadParts",
     "MessageParts",
     "PromptParts",
@@ -25,9 +34,17 @@ __all__ = [
     "ToolsParts",
     "check_model",
     "check_ttl",
+    "covered",
+    "extend_prefix",
+    "history_entry",
     "join_body",
     "joined",
     "memo",
+    "param_bytes",
+    "param_datas",
+    "request_fingerprints",
+    "segment_datas",
+    "store_entry",
     "tool_fields",
 ]
 
@@ -110,6 +127,16 @@ class PromptParts(Protocol):
     def previous_breakpoint(self) -> int | None:
         """Index of the message the previous render's history breakpoint was on."""
         ...
+    @property
+    def history_memo(self) -> dict[str, Any]:
+        """A memo owned by the conversation (shared by its renders): formats keep per-history
+        state here (joined bytes of a stable prefix, chain states), each entry validated by
+        :meth:`message_digest` (see :func:`history_entry`)."""
+        ...
+    def message_digest(self, index: int) -> str:
+        """The chained prefix digest (hex) through history message ``index``: it names head +
+        messages ``[0, index]`` (O(1))."""
+        ...
 
 
 def memo(owner: HeadParts | MessageParts, key: str, build: Callable[[], _T]) -> _T:
@@ -155,8 +182,13 @@ def check_ttl(ttl: str | None, where: str) -> str | None:
     return ttl
 
 
-def join_body(fields: Mapping[str, bytes], params: Mapping[str, Any]) -> bytes:
-    """Join pre-serialized top-level fields and canonicalized params in sorted key order.
+Field = bytes | Sequence[bytes | bytearray | memoryview]
+"""A pre-serialized top-level field: its bytes, or pieces joined in order (one copy)."""
+
+
+def join_body(fields: Mapping[str, Field], params: Mapping[str, Any]) -> bytes:
+    """Join pre-serialized top-level fields and canonicalized params in sorted key order
+    (one copy of the pieces: a large history is never copied twice).
 
     Raises:
         InputError: a param names a field the renderer sets (code ``render-param-clash``).
@@ -166,16 +198,167 @@ def join_body(fields: Mapping[str, bytes], params: Mapping[str, Any]) -> bytes:
     if clash:
         raise InputError(f"parameter(s) {', '.join(clash)} are set by the renderer; pass them "
                          "as the named arguments", code="render-param-clash")
-    merged = dict(fields)
+    merged: dict[str, Field] = dict(fields)
     for key, value in params.items():
-        try:
-            merged[key] = canonical_json(value)
-        except CanonicalizationError as exc:
-            raise CanonicalizationError(exc.message, code=exc.code,
-                                        pointer=f"/{key}{exc.pointer or ''}") from exc
-    return b"{" + b",".join(canonical_json(k) + b":" + merged[k] for k in sorted(merged)) + b"}"
+        merged[key] = param_bytes(key, value)
+    pieces: list[bytes | bytearray | memoryview] = [b"{"]
+    for key in sorted(merged):
+        if len(pieces) > 1:
+            pieces.append(b",")
+        pieces.append(_key(key))
+        value = merged[key]
+        if isinstance(value, bytes):
+            pieces.append(value)
+        else:
+            pieces.extend(value)
+    pieces.append(b"}")
+    return b"".join(pieces)
+
+
+_KEYS: dict[str, bytes] = {}
+
+
+def _key(key: str) -> bytes:
+    """``"key":`` (the body's top-level keys are few: serialized once per process)."""
+    found = _KEYS.get(key)
+    if found is None:
+        found = canonical_json(key) + b":"
+        if len(_KEYS) < 256:
+            _KEYS[key] = found
+    return found
+
+
+def param_bytes(key: str, value: Any) -> bytes:
+    """A param's canonical bytes.
+
+    Raises:
+        CanonicalizationError: not canonical JSON (pointer ``/<key>...``).
+    """
+    try:
+        return canonical_json(value)
+    except CanonicalizationError as exc:
+        raise CanonicalizationError(exc.message, code=exc.code,
+                                    pointer=f"/{key}{exc.pointer or ''}") from exc
 
 
 def joined(parts: Sequence[bytes]) -> bytes:
     """A JSON array of pre-serialized values."""
     return b"[" + b",".join(parts) + b"]"
+
+
+# -- per-history memo: incremental bodies and fingerprints ---------------------------------------
+
+Datas = tuple[tuple[str, bytes], ...]
+"""Segment ``(kind, bytes)`` pairs, as the request segmenter makes them (markers removed)."""
+
+_MAX_ENTRIES = 32
+
+
+def covered(prompt: PromptParts, count: int) -> str:
+    """The token naming history ``[0, count)`` of ``prompt``: the chained digest of its last
+    message (the head's fingerprint when ``count`` is 0)."""
+    return prompt.message_digest(count - 1) if count else prompt.head.fingerprint
+
+
+def history_entry(prompt: PromptParts, key: str) -> tuple[int, Any] | None:
+    """``(count, payload)`` stored under ``key`` when it still describes ``prompt``'s first
+    ``count`` messages (checked in O(1) through the chained digest of message ``count - 1``,
+    so a compacted, forked or rebased history never reuses a stale entry); else ``None``."""
+    entry = prompt.history_memo.get(key)
+    if entry is None:
+        return None
+    count, token, payload = entry
+    if count > len(prompt.messages) or covered(prompt, count) != token:
+        return None
+    return count, payload
+
+
+def store_entry(prompt: PromptParts, key: str, count: int, payload: Any) -> None:
+    """Remember ``payload`` for ``prompt``'s first ``count`` messages under ``key``."""
+    cache = prompt.history_memo
+    if key not in cache and len(cache) >= _MAX_ENTRIES:
+        cache.clear()
+    cache[key] = (count, covered(prompt, count), payload)
+
+
+APPEND_LOCK = threading.Lock()
+"""Held while a memo buffer is checked and extended in place."""
+
+
+def extend_prefix(prefix: tuple[bytearray, int] | None,
+                  parts: Sequence[bytes]) -> tuple[bytearray, int]:
+    """``prefix`` (a buffer and the length of it that is ours) with ``parts`` appended,
+    comma-separated. Appends in place (amortized O(new)) when nobody extended the buffer
+    past our length; otherwise copies it (a fork, an older prompt, or another thread that
+    went another way): bytes before a holder's length never change."""
+    if prefix is None:
+        buffer, length = bytearray(), 0
+    else:
+        buffer, length = prefix
+    addition = b",".join(parts)
+    if not addition and not parts:
+        return buffer, length
+    if length and parts:
+        addition = b"," + addition
+    with APPEND_LOCK:
+        if len(buffer) != length:
+            buffer = bytearray(memoryview(buffer)[:length])
+        try:
+            buffer += addition
+        except BufferError:  # another thread is joining a view of it into its body
+            buffer = bytearray(memoryview(buffer)[:length]) + addition
+    return buffer, length + len(addition)
+
+
+def segment_datas(marker_key: str, fill: Callable[[SegmentBuilder], object]) -> Datas:
+    """The ``(kind, bytes)`` of the segments ``fill`` adds, made by the request segmenter
+    itself, so they are exactly what :func:`segment_request` gives for the same body part."""
+    builder = SegmentBuilder(marker_key)
+    fill(builder)
+    return tuple((s.kind, s.data) for s in builder.specs)
+
+
+def param_datas(names: Sequence[str], model: str, params: Mapping[str, Any]) -> Datas:
+    """The ``param`` segments of a rendered body: ``model`` and the cache-key ``params``
+    present, in the format's cache-key order (their canonical bytes, as in the body)."""
+    values = {**params, "model": model}
+    return tuple(("param", param_bytes(n, values[n])) for n in names if n in values)
+
+
+def _chained(state: bytes | None, datas: Datas) -> bytes | None:
+    for kind, data in datas:
+        state = chain(state, kind, data)
+    return state
+
+
+def request_fingerprints(prompt: PromptParts, key: str, params: Datas,
+                         head: Callable[[], Datas], message: Callable[[MessageParts], Datas],
+                         tail: Datas) -> tuple[str, str]:
+    """``(fingerprint, head_fingerprint)`` of a rendered body, equal to what
+    :func:`segment_request` gives for it, chained incrementally.
+
+    ``params`` are the cache-key param segments, ``head`` the tool and system segments
+    (made once per head under ``key``), ``message`` a message's segments (memoized by the
+    caller), ``tail`` the segments after history. The chain state after the head is kept per
+    head and params; the state after history in the history memo, so a turn chains only the
+    messages appended since the last render.
+    """
+    owner = prompt.head
+    states: dict[bytes | None, bytes | None] = memo(owner, key + "-chain", dict)
+    start = _chained(None, params)
+    after = states.get(start)
+    if after is None:
+        if len(states) >= _MAX_ENTRIES:
+            states.clear()
+        after = states[start] = _chained(start, memo(owner, key + "-segments", head))
+    assert after is not None  # params always hold the model
+    entry_key = f"{key}-chain:{after.hex()}"
+    found = history_entry(prompt, entry_key)
+    count, state = found if found is not None else (0, after)
+    messages = prompt.messages
+    for m in messages[count:]:
+        state = _chained(state, message(m))
+    store_entry(prompt, entry_key, len(messages), state)
+    final = _chained(state, tail)
+    assert final is not None
+    return tag(final), tag(after)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -51,16 +52,37 @@ class ProviderRequest:
         """Concatenated segment bytes."""
         return self.segmented.data
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.wire_format, self.path, self.content))
+
+    @classmethod
+    def _rendered(cls, wire_format: str, path: str, content: bytes,
+                  fingerprints: Callable[[], tuple[str, str]] | None) -> ProviderRequest:
+        """A request the SDK rendered: ``fingerprints`` gives ``(fingerprint,
+        head_fingerprint)`` equal to the segmented body's, computed incrementally by the
+        renderer (``None``: from the segmented body)."""
+        request = cls(wire_format, path, content)
+        if fingerprints is not None:
+            request.__dict__["_fingerprints"] = fingerprints
+        return request
+
+    @cached_property
+    def _chained(self) -> tuple[str, str]:
+        make: Callable[[], tuple[str, str]] | None = self.__dict__.get("_fingerprints")
+        if make is None:
+            return self.segmented.fingerprint, self.segmented.head_fingerprint
+        return make()
+
     @property
     def fingerprint(self) -> str:
         """Request fingerprint: covers the cache-key parameters (model, tool_choice, thinking,
         reasoning effort, response schema) and every segment."""
-        return self.segmented.fingerprint
+        return self._chained[0]
 
     @property
     def head_fingerprint(self) -> str:
         """Model-scoped head fingerprint: the cache lineage of this request."""
-        return self.segmented.head_fingerprint
+        return self._chained[1]
 
 
 public(ProviderRequest)

@@ -16,11 +16,12 @@ return the same ``usage`` shape.
 
 from __future__ import annotations
 
+import bisect
 import itertools
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from .._canonical import canonical_json, unescape_pointer
+from .._canonical import canonical_json, loads, unescape_pointer
 from .._exceptions import BreakpointError, CaptureError, InputError, UsageParseError
 from .._policy import TTL_LABELS_S
 from .._sse import SSEEvent
@@ -36,14 +37,22 @@ from ._fields import (
     response_usage,
 )
 from ._parts import (
+    APPEND_LOCK,
+    Datas,
+    Field,
     MessageParts,
     PromptParts,
     ToolParts,
     check_model,
     check_ttl,
+    history_entry,
     join_body,
     joined,
     memo,
+    param_datas,
+    request_fingerprints,
+    segment_datas,
+    store_entry,
     tool_fields,
 )
 from ._segmenter import SegmentBuilder, require_list, tool_label
@@ -278,7 +287,8 @@ def block_with_breakpoint(message: MessageParts, index: int, ttl: str) -> bytes:
     return canonical_json(marked)
 
 
-def breakpoints(prompt: PromptParts, history_ttl: str, budget: int) -> dict[Place, str]:
+def breakpoints(prompt: PromptParts, history_ttl: str, budget: int, *,
+                known: Sequence[tuple[int, str]] = (), scan_from: int = 0) -> dict[Place, str]:
     """Choose breakpoint places -> TTL label, in prompt order.
 
     User-placed ones are kept where the user put them; the SDK adds one at the end of the
@@ -296,9 +306,12 @@ def breakpoints(prompt: PromptParts, history_ttl: str, budget: int) -> dict[Plac
     for i, ttl in enumerate(head.system_ttls):
         if ttl:
             user[("system", i)] = ttl
-    for mi, message in enumerate(messages):
-        if message.breakpoint:
-            user[("message", mi)] = message.breakpoint
+    for mi, ttl in known:
+        user[("message", mi)] = ttl
+    for mi in range(scan_from, len(messages)):
+        ttl = messages[mi].breakpoint
+        if ttl:
+            user[("message", mi)] = ttl
     if len(user) > budget:
         raise BreakpointError(
             f"{len(user)} user-placed cache breakpoints exceed the budget of {budget}",
@@ -312,7 +325,11 @@ def breakpoints(prompt: PromptParts, history_ttl: str, budget: int) -> dict[Plac
         sdk.append((("tool", len(head.tools) - 1), head.head_ttl))
     carry = prompt.previous_breakpoint
     if carry is not None and carry < len(messages) - 1:
-        distance = sum(len(message_blocks(m)) for m in messages[carry + 1:])
+        distance = 0
+        for mi in range(len(messages) - 1, carry, -1):
+            distance += len(message_blocks(messages[mi]))
+            if distance >= LOOKBACK_BLOCKS:
+                break
         if distance >= LOOKBACK_BLOCKS:
             sdk.append((("message", carry), history_ttl))
     marks = dict(user)
@@ -331,7 +348,10 @@ def breakpoints(prompt: PromptParts, history_ttl: str, budget: int) -> dict[Plac
 
 
 def _message(role: str, blocks: Sequence[bytes]) -> bytes:
-    return b'{"content":' + joined(blocks) + b',"role":' + canonical_json(role) + b"}"
+    return b'{"content":' + joined(blocks) + _ROLE_TAILS[role]
+
+
+_ROLE_TAILS = {role: b',"role":' + canonical_json(role) + b"}" for role in ("user", "assistant")}
 
 
 def render(prompt: PromptParts, *, model: str, max_tokens: int, history_ttl: str,
@@ -356,54 +376,229 @@ def render(prompt: PromptParts, *, model: str, max_tokens: int, history_ttl: str
             f"max_breakpoints must be 1..{MAX_BREAKPOINTS} (Anthropic's budget), "
             f"got {max_breakpoints!r}", code="breakpoint-budget")
     head, messages = prompt.head, prompt.messages
-    # Group history into messages: user text and tool results share the user role.
-    groups: list[tuple[str, list[tuple[int, int]]]] = []  # role, [(message idx, block idx)]
-    for mi, message in enumerate(messages):
-        role = "assistant" if message.role == "assistant" else "user"
-        blocks = [(mi, bi) for bi in range(len(message_blocks(message)))]
-        if groups and groups[-1][0] == role:
-            groups[-1][1].extend(blocks)
-        else:
-            groups.append((role, blocks))
+    count = len(messages)
+    stable = _last_group(messages)
+    found = history_entry(prompt, _BODY_KEY)
+    if found is not None and not _reusable(messages, found[0], stable):
+        found = None
+    done, (prefix, known) = found if found is not None else (0, (None, ()))
 
-    marks = breakpoints(prompt, history_ttl, max_breakpoints)
+    marks = breakpoints(prompt, history_ttl, max_breakpoints, known=known, scan_from=done)
+    head_fields = _head_fields(head, tuple((place, ttl) for place, ttl in marks.items()
+                                           if place[0] != "message"))
+    user = {("message", mi): ttl for mi, ttl in known}
+    user.update((("message", mi), ttl) for mi in range(done, count)
+                if (ttl := messages[mi].breakpoint))
+
+    # The role groups before the last one (user text and tool results share the user role)
+    # join the memo's prefix with their user-placed breakpoints only; the last group (the
+    # end-of-history breakpoint) and the tail are rendered every time, and the group of a
+    # carried breakpoint is spliced into the prefix with its marker.
+    tail_blocks = [text_block_bytes(t) for t in prompt.tail_texts]
+    groups = _groups(messages, done, count)
+    stable_groups = [g for g in groups if g[2] <= stable]
+    if stable_groups or found is None:
+        known = (*known, *((mi, m.breakpoint) for mi in range(done, stable)
+                           if (m := messages[mi]).breakpoint))
+        prefix = _extend(prefix, [_group(messages, g, user) for g in stable_groups],
+                         [g[1] for g in stable_groups])
+        store_entry(prompt, _BODY_KEY, stable, (prefix, known))
+    assert prefix is not None
+    fresh: list[bytes] = []
+    if groups:  # the last group (it ends past ``stable``), with the tail when it is a user's
+        last = groups[-1]
+        with_tail = last[0] == "user"
+        fresh.append(_group(messages, last, marks, tail_blocks if with_tail else ()))
+        if with_tail:
+            tail_blocks = []
+    if tail_blocks:
+        fresh.append(_message("user", tail_blocks))
+
+    history: list[bytes | memoryview] = [b"["]
+    buffer, length, offsets, firsts, ngroups = prefix
+    view = memoryview(buffer)
+    carry = prompt.previous_breakpoint
+    if (carry is not None and 0 <= carry < stable and ("message", carry) in marks
+            and ("message", carry) not in user):
+        g = bisect.bisect_right(firsts, carry, 0, ngroups) - 1
+        following = g + 1 < ngroups
+        group = (_role(messages[firsts[g]]), firsts[g], firsts[g + 1] if following else stable)
+        history.append(view[:offsets[g]])
+        history.append(_group(messages, group, marks))
+        history.append(view[offsets[g + 1] - 1 if following else length:length])
+    elif length:
+        history.append(view[:length])
+    if length and fresh:
+        history.append(b",")
+    history.append(b",".join(fresh))
+    history.append(b"]")
+    fields: dict[str, Field] = {
+        "max_tokens": canonical_json(max_tokens),
+        "messages": history,
+        "model": canonical_json(model),
+    }
+    fields.update(head_fields)
+    return join_body(fields, params)
+
+
+_BODY_KEY = "anthropic-body"
+"""History memo key: the joined role groups before the last one (user-placed breakpoints
+only) with each group's byte offset and first message, and the user-placed breakpoints."""
+
+Prefix = tuple[bytearray, int, list[int], list[int], int]
+"""``(buffer, length, group offsets, group first messages, group count)``: the parts of the
+buffer and lists up to ``length`` / ``group count`` are this holder's, and never change."""
+
+
+def _extend(prefix: Prefix | None, parts: list[bytes], firsts: list[int]) -> Prefix:
+    """``prefix`` with the groups ``parts`` (first messages ``firsts``) appended, in place
+    when nobody went further (amortized O(new)), else on a copy (see ``extend_prefix``)."""
+    if prefix is None:
+        prefix = (bytearray(), 0, [], [], 0)
+    buffer, length, offsets, starts, count = prefix
+    with APPEND_LOCK:
+        if len(buffer) != length or len(offsets) != count:
+            buffer = bytearray(memoryview(buffer)[:length])
+            offsets, starts = offsets[:count], starts[:count]
+        grown = bytearray()
+        for part, first in zip(parts, firsts, strict=True):
+            if length + len(grown):
+                grown += b","
+            offsets.append(length + len(grown))
+            starts.append(first)
+            grown += part
+        try:
+            buffer += grown
+        except BufferError:  # another thread is joining a view of it into its body
+            buffer = bytearray(memoryview(buffer)[:length]) + grown
+    return buffer, length + len(grown), offsets, starts, count + len(parts)
+
+
+def _group(messages: Sequence[MessageParts], group: tuple[str, int, int],
+           marks: Mapping[Place, str], extra: Sequence[bytes] = ()) -> bytes:
+    """One role group's message, its last blocks marked per ``marks``, ``extra`` blocks
+    (the tail) appended."""
+    role, first, end = group
+    parts: list[bytes] = []
+    for mi in range(first, end):
+        wire = message_blocks(messages[mi])
+        mark = marks.get(("message", mi))
+        if mark and wire:
+            parts.extend(wire[:-1])
+            parts.append(block_with_breakpoint(messages[mi], len(wire) - 1, mark))
+        else:
+            parts.extend(wire)
+    parts.extend(extra)
+    return _message(role, parts)
+
+
+def _role(message: MessageParts) -> str:
+    return "assistant" if message.role == "assistant" else "user"
+
+
+def _groups(messages: Sequence[MessageParts], start: int,
+            stop: int) -> list[tuple[str, int, int]]:
+    """``(role, first, end)`` of the role groups of ``messages[start:stop]``."""
+    groups: list[tuple[str, int, int]] = []
+    for mi in range(start, stop):
+        role = _role(messages[mi])
+        if groups and groups[-1][0] == role:
+            groups[-1] = (role, groups[-1][1], mi + 1)
+        else:
+            groups.append((role, mi, mi + 1))
+    return groups
+
+
+def _last_group(messages: Sequence[MessageParts]) -> int:
+    """First message of the last role group (it holds the end-of-history breakpoint and may
+    still grow); the groups before it never change."""
+    first = len(messages) - 1
+    if first < 0:
+        return 0
+    role = _role(messages[first])
+    while first and _role(messages[first - 1]) == role:
+        first -= 1
+    return first
+
+
+def _reusable(messages: Sequence[MessageParts], done: int, stable: int) -> bool:
+    """A memo prefix of ``done`` messages serves this render: it ends before ``stable`` and
+    at a role-group boundary (after a compaction the next message may share its role)."""
+    if done > stable:
+        return False
+    return not (0 < done < len(messages)
+                and _role(messages[done - 1]) == _role(messages[done]))
+
+
+def _head_fields(head: Any, marks: tuple[tuple[Place, str], ...]) -> dict[str, bytes]:
+    """The ``system`` and ``tools`` fields with the head's breakpoints ``marks``, joined once
+    per head and set of marks (the marks on the head rarely change)."""
+    cache: dict[tuple[tuple[Place, str], ...], dict[str, bytes]] = memo(
+        head, "anthropic-head-fields", dict)
+    found = cache.get(marks)
+    if found is not None:
+        return found
     tool_bytes = list(memo(head, "anthropic-tools", lambda: tuple(
         canonical_json(tool(t)) for t in head.tools)))
     system_bytes = [text_block_bytes(t) for t in head.system]
-    tools = list(head.tools) if marks else []
-    for (where, index), ttl in marks.items():
+    tools = list(head.tools)
+    for (where, index), ttl in marks:
         if where == "tool":
             entry = tool(tools[index])
             entry[MARKER_KEY] = cache_control(ttl)
             tool_bytes[index] = canonical_json(entry)
         elif where == "system":
             system_bytes[index] = text_block_bytes(head.system[index], cache_ttl=ttl)
-
-    messages_bytes: list[bytes] = []
-    tail_blocks = [text_block_bytes(t) for t in prompt.tail_texts]
-    for gi, (role, blocks) in enumerate(groups):
-        parts = []
-        for mi, bi in blocks:
-            wire = message_blocks(messages[mi])
-            mark = marks.get(("message", mi)) if bi == len(wire) - 1 else None
-            parts.append(block_with_breakpoint(messages[mi], bi, mark) if mark else wire[bi])
-        if gi == len(groups) - 1 and role == "user" and tail_blocks:
-            parts.extend(tail_blocks)
-            tail_blocks = []
-        messages_bytes.append(_message(role, parts))
-    if tail_blocks:
-        messages_bytes.append(_message("user", tail_blocks))
-
-    fields: dict[str, bytes] = {
-        "max_tokens": canonical_json(max_tokens),
-        "messages": joined(messages_bytes),
-        "model": canonical_json(model),
-    }
+    fields: dict[str, bytes] = {}
     if system_bytes:
         fields["system"] = joined(system_bytes)
     if tool_bytes:
         fields["tools"] = joined(tool_bytes)
-    return join_body(fields, params)
+    if len(cache) >= 16:
+        cache.clear()
+    cache[marks] = fields
+    return fields
+
+
+def fingerprints(prompt: PromptParts, *, model: str,
+                 params: Mapping[str, Any]) -> Callable[[], tuple[str, str]] | None:
+    """``(fingerprint, head_fingerprint)`` of the body :func:`render` makes, as
+    :func:`segment_request` would give them, chained incrementally (lazily, on first use);
+    ``None`` when ``params`` hold a field the segmenter reads as content."""
+    if _SEGMENTED_FIELDS & set(params):
+        return None
+    param_segments = param_datas(CACHE_KEY_PARAMS, model, params)
+
+    def make() -> tuple[str, str]:
+        head = prompt.head
+        # what the segmenter makes of a tail text block: {"role":"user","block":<block>}
+        tail = tuple(("message", b'{"role":"user","block":' + text_block_bytes(t) + b"}")
+                     for t in prompt.tail_texts)
+        return request_fingerprints(prompt, WIRE_FORMAT, param_segments, lambda: _head_datas(head),
+                                    _message_datas, tail)
+
+    return make
+
+
+_SEGMENTED_FIELDS = frozenset({"tools", "system", "messages"})
+
+
+def _head_datas(head: Any) -> Datas:
+    tools = memo(head, "anthropic-tools", lambda: tuple(
+        canonical_json(tool(t)) for t in head.tools))
+    body = loads(b'{"messages":[],"system":' + joined([text_block_bytes(t) for t in head.system])
+                 + b',"tools":' + joined(list(tools)) + b"}")
+    return segment_datas(MARKER_KEY, lambda b: segment(body, b))
+
+
+def _message_datas(message: MessageParts) -> Datas:
+    # What the segmenter makes of each block: {"role":<group role>,"block":<block>}, the
+    # block in its (sorted) key order as rendered, with no marker (it is removed) and no other
+    # top-level key to strip. tests/test_incremental_render.py checks it against the segmenter.
+    def make() -> Datas:
+        head = b'{"role":' + canonical_json(_role(message)) + b',"block":'
+        return tuple(("message", head + data + b"}") for data in message_blocks(message))
+    return memo(message, "anthropic-segments", make)
 
 
 def segment(body: Mapping[str, Any], b: SegmentBuilder) -> None:

@@ -14,7 +14,7 @@ OpenAI-compatible servers, llama.cpp), which differ only in how the usage object
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from .._canonical import canonical_json
@@ -25,7 +25,16 @@ from ._base import Clock, Sighting, SSEStreamAccumulator
 from ._fields import as_mapping, cache_details, inclusive_usage, opt_int, req_int, response_usage
 from ._openai import render_checks, segment_message
 from ._openai import tail_role as default_tail_role
-from ._parts import MessageParts, PromptParts, ToolParts, joined, memo, tool_fields
+from ._parts import (
+    Field,
+    HeadParts,
+    MessageParts,
+    PromptParts,
+    ToolParts,
+    joined,
+    memo,
+    tool_fields,
+)
 from ._segmenter import SegmentBuilder, require_list, tool_label
 
 __all__ = [
@@ -284,20 +293,56 @@ def render(prompt: PromptParts, *, model: str, prompt_cache_key: bool | str | No
     """
     head = prompt.head
     key = render_checks(head.fingerprint, model, prompt_cache_key, system_role, tail_role)
-    parts: list[bytes] = []
-    if head.system:
-        content: Any = head.system[0] if len(head.system) == 1 else [
-            {"text": t, "type": "text"} for t in head.system]
-        parts.append(canonical_json({"content": content, "role": system_role}))
-    for message in prompt.messages:
-        parts.extend(message_bytes(message))
-    tail = prompt.tail_texts
-    if tail:
-        role = tail_role or default_tail_role(model)
-        parts.append(canonical_json({"content": "\n".join(tail), "role": role}))
-    fields = {"messages": joined(parts), "model": canonical_json(model)}
+    system = _system(head, system_role)
+    tail = _tail(prompt, model, tail_role)
+    fields: dict[str, Field] = {
+        "messages": _openai.history(prompt, _BODY_KEY, message_bytes,
+                                    [system] if system else [], [tail] if tail else []),
+        "model": canonical_json(model)}
     return _openai.body(head, fields, tool=tool, memo_key="openai-chat-tools", key=key,
                         params=params)
+
+
+_BODY_KEY = "openai-chat-body"
+"""History memo key: ``(buffer, length)`` of the joined history messages rendered so far."""
+
+
+def _system(head: HeadParts, system_role: str) -> bytes | None:
+    if not head.system:
+        return None
+    content: Any = head.system[0] if len(head.system) == 1 else [
+        {"text": t, "type": "text"} for t in head.system]
+    return canonical_json({"content": content, "role": system_role})
+
+
+def _tail(prompt: PromptParts, model: str, tail_role: str | None) -> bytes | None:
+    tail = prompt.tail_texts
+    if not tail:
+        return None
+    role = tail_role or default_tail_role(model)
+    return canonical_json({"content": "\n".join(tail), "role": role})
+
+
+def fingerprints(prompt: PromptParts, *, model: str, prompt_cache_key: bool | str | None,
+                 system_role: str, tail_role: str | None,
+                 params: Mapping[str, Any]) -> Callable[[], tuple[str, str]] | None:
+    """``(fingerprint, head_fingerprint)`` of the body :func:`render` makes, chained
+    incrementally (see :func:`._openai.fingerprints`); call after :func:`render`."""
+    head = prompt.head
+    key = render_checks(head.fingerprint, model, prompt_cache_key, system_role, tail_role)
+
+    def head_body() -> bytes:
+        system = _system(head, system_role)
+        tools = memo(head, "openai-chat-tools",
+                     lambda: canonical_json([tool(t) for t in head.tools]))
+        return (b'{"messages":' + joined([system] if system else []) + b',"tools":'
+                + (tools if len(head.tools) else b"[]") + b"}")
+
+    return _openai.fingerprints(
+        prompt, wire_format=WIRE_FORMAT, names=CACHE_KEY_PARAMS, model=model, key=key,
+        params=params, reserved=frozenset({"tools", "messages"}), head_body=head_body,
+        segment=segment, serialize=message_bytes, tail=_tail(prompt, model, tail_role),
+        system_role=system_role)
 
 
 def segment(body: Mapping[str, Any], b: SegmentBuilder) -> None:

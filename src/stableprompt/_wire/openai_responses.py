@@ -14,7 +14,7 @@ Also used for xAI's Responses API (``input_tokens_details.cached_tokens``, PROVI
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from .._canonical import canonical_json
@@ -35,7 +35,16 @@ from ._fields import (
 )
 from ._openai import render_checks, segment_message
 from ._openai import tail_role as default_tail_role
-from ._parts import MessageParts, PromptParts, ToolParts, joined, memo, tool_fields
+from ._parts import (
+    Field,
+    HeadParts,
+    MessageParts,
+    PromptParts,
+    ToolParts,
+    joined,
+    memo,
+    tool_fields,
+)
 from ._segmenter import SegmentBuilder, require_list, tool_label
 
 __all__ = ["WIRE_FORMAT", "OpenAIResponsesStreamAccumulator", "parse_response", "parse_usage"]
@@ -224,21 +233,57 @@ def render(prompt: PromptParts, *, model: str, prompt_cache_key: bool | str | No
     """
     head = prompt.head
     key = render_checks(head.fingerprint, model, prompt_cache_key, system_role, tail_role)
-    parts: list[bytes] = []
-    if head.system:
-        parts.append(canonical_json({
-            "content": [{"text": t, "type": "input_text"} for t in head.system],
-            "role": system_role, "type": "message"}))
-    for message in prompt.messages:
-        parts.extend(item_bytes(message))
-    tail = prompt.tail_texts
-    if tail:
-        parts.append(canonical_json({
-            "content": [{"text": "\n".join(tail), "type": "input_text"}],
-            "role": tail_role or default_tail_role(model), "type": "message"}))
-    fields = {"input": joined(parts), "model": canonical_json(model)}
+    system = _system(head, system_role)
+    tail = _tail(prompt, model, tail_role)
+    fields: dict[str, Field] = {
+        "input": _openai.history(prompt, _BODY_KEY, item_bytes, [system] if system else [],
+                                 [tail] if tail else []),
+        "model": canonical_json(model)}
     return _openai.body(head, fields, tool=tool, memo_key="openai-responses-tools", key=key,
                         params=params)
+
+
+_BODY_KEY = "openai-responses-body"
+"""History memo key: ``(buffer, length)`` of the joined history items rendered so far."""
+
+
+def _system(head: HeadParts, system_role: str) -> bytes | None:
+    if not head.system:
+        return None
+    return canonical_json({
+        "content": [{"text": t, "type": "input_text"} for t in head.system],
+        "role": system_role, "type": "message"})
+
+
+def _tail(prompt: PromptParts, model: str, tail_role: str | None) -> bytes | None:
+    tail = prompt.tail_texts
+    if not tail:
+        return None
+    return canonical_json({
+        "content": [{"text": "\n".join(tail), "type": "input_text"}],
+        "role": tail_role or default_tail_role(model), "type": "message"})
+
+
+def fingerprints(prompt: PromptParts, *, model: str, prompt_cache_key: bool | str | None,
+                 system_role: str, tail_role: str | None,
+                 params: Mapping[str, Any]) -> Callable[[], tuple[str, str]] | None:
+    """``(fingerprint, head_fingerprint)`` of the body :func:`render` makes, chained
+    incrementally (see :func:`._openai.fingerprints`); call after :func:`render`."""
+    head = prompt.head
+    key = render_checks(head.fingerprint, model, prompt_cache_key, system_role, tail_role)
+
+    def head_body() -> bytes:
+        system = _system(head, system_role)
+        tools = memo(head, "openai-responses-tools",
+                     lambda: canonical_json([tool(t) for t in head.tools]))
+        return (b'{"input":' + joined([system] if system else []) + b',"tools":'
+                + (tools if len(head.tools) else b"[]") + b"}")
+
+    return _openai.fingerprints(
+        prompt, wire_format=WIRE_FORMAT, names=CACHE_KEY_PARAMS, model=model, key=key,
+        params=params, reserved=frozenset({"tools", "instructions", "input"}),
+        head_body=head_body, segment=segment, serialize=item_bytes,
+        tail=_tail(prompt, model, tail_role), system_role=system_role)
 
 
 def segment(body: Mapping[str, Any], b: SegmentBuilder) -> None:
