@@ -20,6 +20,7 @@ from ._parts import (
     extend_prefix,
     history_entry,
     join_body,
+    joined,
     memo,
     param_datas,
     request_fingerprints,
@@ -116,6 +117,15 @@ def history(prompt: PromptParts, key: str, serialize: Callable[[MessageParts], t
         pieces.append(item)
     pieces.append(b"]")
     return pieces
+
+
+def head_only_body(head: HeadParts, system: bytes | None, *, history_key: str,
+                   tools_memo_key: str, tool: Callable[[ToolParts], Any]) -> bytes:
+    """A body holding only the head: the tools (serialized once per head under
+    ``tools_memo_key``) and the system item, under the format's ``history_key``."""
+    tools = memo(head, tools_memo_key, lambda: canonical_json([tool(t) for t in head.tools]))
+    return (b'{"' + history_key.encode() + b'":' + joined([system] if system else [])
+            + b',"tools":' + (tools if len(head.tools) else b"[]") + b"}")
 
 
 def fingerprints(prompt: PromptParts, *, wire_format: str, names: tuple[str, ...], model: str,

@@ -31,7 +31,6 @@ from ._parts import (
     MessageParts,
     PromptParts,
     ToolParts,
-    joined,
     memo,
     tool_fields,
 )
@@ -331,16 +330,12 @@ def fingerprints(prompt: PromptParts, *, model: str, prompt_cache_key: bool | st
     head = prompt.head
     key = render_checks(head.fingerprint, model, prompt_cache_key, system_role, tail_role)
 
-    def head_body() -> bytes:
-        system = _system(head, system_role)
-        tools = memo(head, "openai-chat-tools",
-                     lambda: canonical_json([tool(t) for t in head.tools]))
-        return (b'{"messages":' + joined([system] if system else []) + b',"tools":'
-                + (tools if len(head.tools) else b"[]") + b"}")
-
     return _openai.fingerprints(
         prompt, wire_format=WIRE_FORMAT, names=CACHE_KEY_PARAMS, model=model, key=key,
-        params=params, reserved=frozenset({"tools", "messages"}), head_body=head_body,
+        params=params, reserved=frozenset({"tools", *CONTENT_KEYS}),
+        head_body=lambda: _openai.head_only_body(
+            head, _system(head, system_role), history_key=HISTORY_KEY,
+            tools_memo_key="openai-chat-tools", tool=tool),
         segment=segment, serialize=message_bytes, tail=_tail(prompt, model, tail_role),
         system_role=system_role)
 
