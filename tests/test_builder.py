@@ -264,3 +264,29 @@ def test_renders_identical_across_hash_seeds() -> None:
         for seed in ("0", "7", "4242")
     }
     assert len(outputs) == 1
+
+
+def test_first_guesses_work_or_name_the_right_spelling() -> None:
+    """Keyword shorthand for the builder, ``freeze(strict=True)``, ``Tool(parameters=...)``
+    work; ``to_openai()`` names the two real methods (issue 14, item 7, partly)."""
+    import pytest as _pytest
+
+    from stableprompt import PromptBuilder, Tool, ToolError, VolatileContentError
+
+    search = Tool("search", "Search.", parameters={"type": "object"})
+    assert search == Tool("search", "Search.", {"type": "object"})
+    for kwargs in ({}, {"input_schema": {"type": "object"}, "parameters": {"type": "object"}}):
+        with _pytest.raises(ToolError) as info:
+            Tool("t", "d", **kwargs)  # type: ignore[arg-type]
+        assert info.value.code == "tool-schema-missing"
+    short = PromptBuilder(system=["Be brief.", "Use metric."], tools=[search],
+                          tail_slots={"now": True, "note": False}, tokenizer=None).freeze()
+    long = (PromptBuilder(tokenizer=None).system("Be brief.").system("Use metric.")
+            .tools([search]).tail_slot("now").tail_slot("note", required=False).freeze())
+    assert short == long and short.fingerprint == long.fingerprint
+    with _pytest.raises(VolatileContentError):
+        PromptBuilder(system="Now is 2026-11-30T10:00:00Z.", tokenizer=None).freeze(strict=True)
+    conv = short.conversation()
+    conv.user("hi")
+    with _pytest.raises(AttributeError, match=r"to_openai_chat.*to_openai_responses"):
+        conv.render(tail={"now": "x"}).to_openai(model="gpt-5.6")  # type: ignore[attr-defined]

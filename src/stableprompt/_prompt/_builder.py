@@ -16,6 +16,7 @@ from .._canonical import canonical_json, loads
 from .._exceptions import (
     BreakpointError,
     HistoryError,
+    InputError,
     PinnedHeadError,
     TailSlotError,
     ToolError,
@@ -70,15 +71,28 @@ class PromptBuilder:
 
         head = (PromptBuilder().system("You are a careful agent.").tools([search])
                 .tail_slot("now").freeze())
+        # the same, as keywords:
+        head = PromptBuilder(system="You are a careful agent.", tools=[search],
+                             tail_slots=["now"]).freeze()
 
     Args:
+        system: Shorthand for :meth:`system`: one text, or several text blocks in order.
+        tools: Shorthand for :meth:`tools`.
+        tail_slots: Shorthand for :meth:`tail_slot`: slot names (all required), or a mapping
+            of slot name -> required.
         tokenizer: Tokenizer or encoding name for segment token counts (default
             ``"cl100k_base"``); ``None`` disables counting (``Segment.tokens`` is ``None``).
         strict: Raise :class:`VolatileContentError` instead of warning when the head holds
             volatile content at :meth:`freeze`.
+
+    Raises:
+        InputError: as the methods the shorthands stand for.
     """
 
-    def __init__(self, *, tokenizer: Tokenizer | str | None = "cl100k_base",
+    def __init__(self, *, system: str | Sequence[str] | None = None,
+                 tools: Iterable[Tool | Mapping[str, Any]] | ToolSet | None = None,
+                 tail_slots: Sequence[str] | Mapping[str, bool] | None = None,
+                 tokenizer: Tokenizer | str | None = "cl100k_base",
                  strict: bool = False) -> None:
         self._system: list[tuple[str, str | None]] = []
         self._tools: list[Tool] = []
@@ -86,6 +100,20 @@ class PromptBuilder:
         self._tokenizer = tokenizer
         self._strict = strict
         self._frozen = False
+        if system is not None:
+            for text in ([system] if isinstance(system, str) else system):
+                self.system(text)
+        if tools is not None:
+            self.tools(tools)
+        if tail_slots is not None:
+            if isinstance(tail_slots, str):
+                raise TailSlotError("tail_slots takes a list of slot names, not a str "
+                                    f"(did you mean tail_slots=[{tail_slots!r}]?)",
+                                    code="tail-slot-name")
+            slots = (tail_slots.items() if isinstance(tail_slots, Mapping)
+                     else ((name, True) for name in tail_slots))
+            for name, required in slots:
+                self.tail_slot(name, required=required)
 
     def _check_open(self) -> None:
         if self._frozen:
@@ -130,12 +158,14 @@ class PromptBuilder:
         self._slots[name] = required
         return self
 
-    def freeze(self, *, head_ttl: str = "5m") -> PinnedHead:
+    def freeze(self, *, head_ttl: str = "5m", strict: bool | None = None) -> PinnedHead:
         """Freeze the head. After this the builder refuses changes.
 
         Args:
             head_ttl: TTL of the cache breakpoint the SDK places at the end of the head
                 (``"5m"`` or ``"1h"``).
+            strict: Raise instead of warning on volatile content in the head; ``None`` keeps
+                the builder's ``strict``.
 
         Raises:
             DuplicateToolError / ToolError: invalid tools.
@@ -146,6 +176,9 @@ class PromptBuilder:
                 with segment, kind, character start and byte offset.
         """
         self._check_open()
+        if strict is not None and type(strict) is not bool:
+            raise InputError(f"strict must be a bool, got {type(strict).__name__}",
+                             code="head-param")
         if head_ttl is None:
             raise BreakpointError("head_ttl must be '5m' or '1h', got None",
                                   code="breakpoint-ttl", segment="head")
@@ -155,7 +188,7 @@ class PromptBuilder:
             dict(self._slots),
             tokenizer=self._tokenizer,
             head_ttl=check_ttl(head_ttl, "head") or "5m",
-            strict=self._strict,
+            strict=self._strict if strict is None else strict,
         )
         self._frozen = True
         return head

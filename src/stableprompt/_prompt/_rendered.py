@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._canonical import loads
 from .._exceptions import HistoryError
@@ -98,6 +98,17 @@ class RenderedPrompt:
             raise HistoryError("nothing to send: the conversation has no message and no tail "
                                "(providers require at least one message)",
                                code="history-empty")
+
+    if not TYPE_CHECKING:  # runtime only: type checkers still flag unknown attributes
+
+        def __getattr__(self, name: str) -> Any:
+            if name == "to_openai":  # a first guess: name the two real methods
+                raise AttributeError(
+                    "RenderedPrompt has no to_openai(): use to_openai_chat(...) for Chat "
+                    "Completions (/v1/chat/completions) or to_openai_responses(...) for the "
+                    "Responses API (/v1/responses)", name=name, obj=self)
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}",
+                                 name=name, obj=self)
 
     @cached_property
     def tail_texts(self) -> tuple[str, ...]:

@@ -86,6 +86,7 @@ class Tool:
         description: What the tool does, or ``None`` to omit the field everywhere.
         input_schema: JSON Schema 2020-12 object schema (``"type": "object"``) of the
             arguments. Copied; later changes to the caller's dict do not affect the tool.
+        parameters: The same schema under OpenAI's name (give one of the two).
         strict: Provider strict-schema flag, or ``None`` (default) to omit it. When set it is
             part of the canonical bytes and sent as ``strict`` to every provider shape.
         repair: Fix common non-standard schemas, recording each fix in :attr:`repairs`.
@@ -97,7 +98,8 @@ class Tool:
             ``tool-schema-nonstandard`` (repairable; pass ``repair=True``),
             ``tool-schema-not-object`` (top level is not ``"type": "object"``),
             ``canonical-nan`` / ``canonical-key`` / ... (no canonical JSON form).
-        ToolError: ``description`` or ``strict`` of the wrong type.
+        ToolError: ``description`` or ``strict`` of the wrong type; neither or both of
+            ``input_schema`` and ``parameters`` (code ``tool-schema-missing``).
     """
 
     __slots__ = ("_bytes", "_description", "_digest", "_name", "_repairs", "_schema_bytes",
@@ -115,12 +117,19 @@ class Tool:
         self,
         name: str,
         description: str | None,
-        input_schema: Mapping[str, Any],
+        input_schema: Mapping[str, Any] | None = None,
         *,
+        parameters: Mapping[str, Any] | None = None,
         strict: bool | None = None,
         repair: bool = False,
     ) -> None:
-        self._setup(name, description, input_schema, strict, repair, ())
+        if (input_schema is None) == (parameters is None):
+            raise ToolError(
+                "give the argument schema once: input_schema (Anthropic's name) or parameters "
+                f"(OpenAI's name), got {'both' if parameters is not None else 'neither'}",
+                tool=name if isinstance(name, str) else None, code="tool-schema-missing")
+        schema = input_schema if input_schema is not None else parameters
+        self._setup(name, description, schema, strict, repair, ())
 
     def _setup(
         self,
