@@ -290,3 +290,25 @@ def test_first_guesses_work_or_name_the_right_spelling() -> None:
     conv.user("hi")
     with _pytest.raises(AttributeError, match=r"to_openai_chat.*to_openai_responses"):
         conv.render(tail={"now": "x"}).to_openai(model="gpt-5.6")  # type: ignore[attr-defined]
+
+
+def test_compact_takes_the_summary_as_given_and_tools_wants_a_list() -> None:
+    """``compact`` stores the summary text as given (the wrapper text is ``prefix=``);
+    ``tools(one_tool)`` or ``tools(one_dict)`` is a typed error naming ``.tool(x)`` and
+    ``.tools([x])`` (issue 14, item 7)."""
+    import pytest as _pytest
+
+    from stableprompt import PromptBuilder, Tool, ToolError
+
+    tool = Tool("search", "Search.", {"type": "object"})
+    for one in (tool, {"name": "x", "input_schema": {"type": "object"}}):
+        with _pytest.raises(ToolError, match=r"\.tool\(x\) or \.tools\(\[x\]\)"):
+            PromptBuilder(tokenizer=None).tools(one)  # type: ignore[arg-type]
+    conv = PromptBuilder(tokenizer=None).system("Hi.").freeze().conversation()
+    for text in ("a", "b", "c", "d"):
+        conv.user(text)
+        conv.assistant("ok")
+    conv.compact("They said a, b.", start=0, end=4)
+    assert conv.messages[0].text == "They said a, b."
+    conv.compact("Earlier: c.", start=1, end=3, prefix="Summary of the earlier conversation:\n")
+    assert conv.messages[1].text == "Summary of the earlier conversation:\nEarlier: c."

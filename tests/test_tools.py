@@ -616,11 +616,14 @@ class CreateUser(BaseModel):
 
 
 def test_from_pydantic_keeps_pydantic_schema() -> None:
-    """from_pydantic uses model_json_schema() as emitted and the docstring as description."""
+    """from_pydantic uses model_json_schema() as emitted and the docstring as description,
+    which is not sent a second time inside the schema (issue 14, item 7)."""
     tool = Tool.from_pydantic(CreateUser)
     assert tool.name == "CreateUser"
     assert tool.description == "Create a user account."
-    assert tool.input_schema == CreateUser.model_json_schema()
+    emitted = CreateUser.model_json_schema()
+    assert emitted["description"] == tool.description
+    assert tool.input_schema == {k: v for k, v in emitted.items() if k != "description"}
     assert tool.input_schema["$defs"]["Address"]["required"] == ["street", "zip_code"]
     assert tool.input_schema["required"] == ["name"]
     renamed = Tool.from_pydantic(Address, name="set_address", description="Set it.")

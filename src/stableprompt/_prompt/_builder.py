@@ -46,7 +46,6 @@ DEFAULT_SUMMARY_INSTRUCTION = (
     "Summarize the conversation so far for your own later use: the user's goals, decisions "
     "made, tool results that still matter, and open questions. Be complete but concise."
 )
-_SUMMARY_PREFIX = "Summary of the earlier conversation:\n"
 _TEXT_PREFIX_BYTES = len(b'{"text":')
 #: Tail slot names the SDK uses itself.
 RESERVED_SLOTS = ("allowed_tools", "summarize")
@@ -139,7 +138,17 @@ class PromptBuilder:
         return self
 
     def tools(self, tools: Iterable[Tool | Mapping[str, Any]] | ToolSet) -> PromptBuilder:
-        """Add several tools. Order does not matter: the head sorts tools by name."""
+        """Add several tools (Tool objects or provider-shaped tool dicts, see
+        :meth:`Tool.from_dict`). Order does not matter: the head sorts tools by name.
+
+        Raises:
+            ToolError: ``tools`` is one tool or one dict rather than a list of them (code
+                ``tool-shape-unknown``; the message names ``.tool(x)`` and ``.tools([x])``).
+        """
+        if isinstance(tools, (Tool, Mapping, str, bytes)) or not isinstance(tools, Iterable):
+            raise ToolError(
+                f"tools() takes a list of tools, got one {type(tools).__name__}: write "
+                ".tool(x) or .tools([x])", code="tool-shape-unknown")
         for tool in tools:
             self.tool(tool)
         return self
@@ -630,14 +639,18 @@ class Conversation:
                            "summarize")
         return self._render([spec])
 
-    def compact(self, summary: str, *, start: int = 0, end: int | None = None) -> CacheEvent:
+    def compact(self, summary: str, *, start: int = 0, end: int | None = None,
+                prefix: str = "") -> CacheEvent:
         """Replace history messages ``[start, end)`` with one summary message (tail-only:
         the head is never touched).
 
         Args:
-            summary: Summary text (e.g. the answer to :meth:`summarization_request`).
+            summary: Summary text (e.g. the answer to :meth:`summarization_request`), stored
+                as given.
             start: First message index replaced (0 = right after the head).
             end: One past the last replaced index (default: end of history).
+            prefix: Text put before the summary in the same message, e.g.
+                ``"Summary of the earlier conversation:\n"`` (default: none).
 
         Returns:
             CacheEvent with the cached-prefix tokens this invalidates, the tokens that survive
@@ -655,6 +668,8 @@ class Conversation:
                                code="history-compact-span")
         if not isinstance(summary, str) or not summary:
             raise HistoryError("summary must be a non-empty str", code="history-compact-summary")
+        if not isinstance(prefix, str):
+            raise HistoryError("prefix must be a str", code="history-compact-summary")
         self._check_complete()
         inside = {c.id for m in self._messages[start:end] for c in m.tool_calls}
         answered = {i for m in self._messages[start:end] for i in m.tool_result_ids}
@@ -669,7 +684,7 @@ class Conversation:
         rest = self._messages[end:]
         self._messages = self._messages[:start]
         self._segments = self._segments[:start]
-        self._append(user_message(_SUMMARY_PREFIX + summary))
+        self._append(user_message(prefix + summary))
         summary_tokens = self._segments[-1].tokens
         for message in rest:
             self._append(message)

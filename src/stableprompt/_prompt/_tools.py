@@ -354,8 +354,10 @@ class Tool:
         """Build a tool from a pydantic model class (its fields are the tool arguments).
 
         The schema is ``model.model_json_schema()`` as pydantic emits it (deterministic; titles
-        and ``$defs`` kept). ``name`` defaults to the class name, ``description`` to the class
-        docstring (cleaned; ``None`` when there is none).
+        and ``$defs`` kept), without the top-level ``description`` pydantic copies from the
+        class docstring when that text is the tool's description (never sent twice). ``name``
+        defaults to the class name, ``description`` to the class docstring (cleaned; ``None``
+        when there is none).
 
         Raises:
             ToolError: ``model`` is not a pydantic BaseModel subclass (code ``tool-invalid``).
@@ -386,6 +388,10 @@ class Tool:
             if isinstance(target, dict):
                 rest = {k: v for k, v in schema.items() if k not in ("$ref", "$defs")}
                 schema = {**target, **rest, "$defs": defs}
+        if description is not None and schema.get("description") == description:
+            # pydantic copies the class docstring into the schema: it is the tool's
+            # description already, so sending it twice would only cost tokens.
+            schema = {k: v for k, v in schema.items() if k != "description"}
         return cls(tool_name, description, schema, strict=strict)
 
     @classmethod
