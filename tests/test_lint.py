@@ -442,12 +442,20 @@ def test_json_shape() -> None:
 
 
 def test_cli_json_and_threshold(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """--json prints the document; --min-prefix-ratio sets exit 1 below the threshold."""
+    """--json prints the document; by default a break or an error finding exits 1 (issue 14:
+    fail by default), ``--exit-zero`` reports without failing, and --min-prefix-ratio sets
+    its own gate."""
     path = CAUSES / "model-change.jsonl"
-    assert main(["lint", str(path), "--json"]) == 0
+    assert main(["lint", str(path), "--json"]) == 1
     doc = json.loads(capsys.readouterr().out)
     assert doc["pairs"][1]["divergence"]["cause"] == "model-change"
-    assert doc["summary"]["passed"] is True
+    assert doc["summary"]["passed"] is False
+    assert doc["summary"]["failures"] == ["1 break(s) exceed the maximum of 0",
+                                          "error finding(s): head-changed-mid-session"]
+    assert main(["lint", str(path), "--json", "--exit-zero"]) == 0
+    assert json.loads(capsys.readouterr().out)["summary"]["passed"] is False
+    assert main(["lint", str(FIXTURES / "clean.jsonl")]) == 0
+    capsys.readouterr()
     assert main(["lint", str(path), "--min-prefix-ratio", "0.5"]) == 1
     out = capsys.readouterr().out
     assert "model-change" in out and "FAIL" in out
@@ -760,7 +768,7 @@ def test_cli_output_is_not_wrapped_when_piped(tmp_path: Path,
     folder.mkdir()
     path = folder / "tool-reorder.jsonl"
     path.write_bytes((CAUSES / "tool-reorder.jsonl").read_bytes())
-    assert main(["lint", str(path)]) == 0
+    assert main(["lint", str(path), "--exit-zero"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert any(str(path) in line for line in lines)
     assert any("tool-reorder" in line and "/tools/0" in line and "alpha -> beta" in line

@@ -1,8 +1,11 @@
 """``stableprompt lint``: command-line arguments, exit codes and the terminal report.
 
-Exit codes: 0 = pass, 1 = a gate failed (``--min-prefix-ratio``, ``--max-breaks``), 2 = bad
-input (unreadable, empty or unknown-format capture). With ``--json`` everything goes to stdout
-as one JSON document, errors included (``{"error": {"code", "message"}}``, exit 2).
+Exit codes: 0 = pass, 1 = the capture fails (by default: any break or an error finding; a
+``--max-breaks N`` or ``--min-prefix-ratio R`` gate replaces that default; ``--exit-zero``
+reports without failing, as ruff's flag does), 2 = bad input (unreadable, empty or
+unknown-format capture).
+With ``--json`` everything goes to stdout as one JSON document, errors included
+(``{"error": {"code", "message"}}``, exit 2).
 """
 
 from __future__ import annotations
@@ -49,7 +52,11 @@ def add_lint_arguments(parser: argparse.ArgumentParser) -> None:
                         help="exit 1 when the mean prefix ratio is below R (0..1), or when "
                         "no request has a predecessor to compare with")
     parser.add_argument("--max-breaks", type=_count_arg, default=None, metavar="N",
-                        help="exit 1 when there are more than N breaks (0: any break fails)")
+                        help="exit 1 when there are more than N breaks (default 0: any break "
+                        "fails)")
+    parser.add_argument("--exit-zero", action="store_true",
+                        help="exit 0 even when breaks or error findings are found (bad input "
+                        "still exits 2)")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     parser.add_argument("--all", action="store_true",
                         help="list every pair, not only breaks")
@@ -58,7 +65,12 @@ def add_lint_arguments(parser: argparse.ArgumentParser) -> None:
 def run_lint(args: argparse.Namespace) -> int:
     """Run ``stableprompt lint``: 0 = pass, 1 = a gate failed, 2 = bad input (one line on
     stderr, or ``{"error": {...}}`` on stdout with ``--json``; no traceback)."""
+    exit_zero = getattr(args, "exit_zero", False)
     max_breaks = getattr(args, "max_breaks", None)
+    # The default gate (no gate flag given): any break or error finding fails.
+    default_gate = max_breaks is None and args.min_prefix_ratio is None
+    if default_gate:
+        max_breaks = 0
     try:
         report = lint_capture(args.capture, wire_format=args.format)
     except CaptureError as exc:
@@ -71,6 +83,9 @@ def run_lint(args: argparse.Namespace) -> int:
             print(f"stableprompt lint: error: {message}", file=sys.stderr)
         return 2
     failures = report.gate(args.min_prefix_ratio, max_breaks=max_breaks)
+    errors = sorted({f.code for f in report.findings if f.severity == "error"})
+    if errors and default_gate:
+        failures.append(f"error finding(s): {', '.join(errors)}")
     if args.json:
         document = report.as_dict()
         document["summary"]["min_prefix_ratio"] = args.min_prefix_ratio
@@ -81,7 +96,7 @@ def run_lint(args: argparse.Namespace) -> int:
     else:
         render_report(report, min_prefix_ratio=args.min_prefix_ratio, max_breaks=max_breaks,
                       show_all=args.all)
-    return 1 if failures else 0
+    return 1 if failures and not exit_zero else 0
 
 
 # -- terminal report -------------------------------------------------------------------------
