@@ -840,3 +840,28 @@ def test_a_request_without_model_is_a_problem_and_the_rest_is_linted(
     assert out["summary"]["requests"] == len(records) - 1
     report = lint_requests([r.get("request", r) for r in records])
     assert [p.index for p in report.problems] == [1]
+
+
+@pytest.mark.parametrize("json_mode", [False, True])
+def test_a_closed_pipe_exits_zero_quietly(json_mode: bool) -> None:
+    """``stableprompt lint ... | head -c 10``: the reader closing the pipe is no failure; exit 0
+    and nothing on stderr, in text and JSON modes (issue 14 item 5). The pipe is shrunk to
+    4 KiB so the ~14 KB report cannot fit in it before the reader closes."""
+    import fcntl
+    import os
+    import subprocess
+    import sys
+
+    read_fd, write_fd = os.pipe()
+    fcntl.fcntl(write_fd, 1031, 4096)  # F_SETPIPE_SZ (Linux)
+    argv = [sys.executable, "-m", "stableprompt", "lint", "--exit-zero", "--all",
+            *(["--json"] if json_mode else []), str(CAUSES)]
+    proc = subprocess.Popen(argv, stdout=write_fd, stderr=subprocess.PIPE)
+    os.close(write_fd)
+    with os.fdopen(read_fd, "rb") as reader:
+        assert len(reader.read(10)) == 10
+    assert proc.stderr is not None
+    err = proc.stderr.read()
+    proc.stderr.close()
+    assert proc.wait(timeout=60) == 0
+    assert err == b""

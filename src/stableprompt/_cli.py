@@ -128,10 +128,10 @@ def _main(argv: Sequence[str] | None) -> int:
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted", file=sys.stderr)
         return 130
-    except BrokenPipeError:  # output piped into e.g. `head`: stop quietly, as shells expect
-        devnull = os.open(os.devnull, os.O_WRONLY)
+    except BrokenPipeError:  # output piped into e.g. `head`, which read what it wanted:
+        devnull = os.open(os.devnull, os.O_WRONLY)  # stop quietly, not an error
         os.dup2(devnull, sys.stdout.fileno())
-        return 128 + 13  # SIGPIPE
+        return 0
     except (InputError, LedgerError) as exc:  # bad input: arguments, captures, ledger files
         print(f"{PROG}: error: {_one_line(str(exc))}", file=sys.stderr)
         return 2

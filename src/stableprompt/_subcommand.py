@@ -125,6 +125,18 @@ def redacted_output() -> Iterator[None]:
             sys.stdout, sys.stderr = streams
 
 
+def rich_console(**options: Any) -> Any:
+    """A ``rich.console.Console`` (``options`` as rich takes them) whose closed-pipe handling
+    raises :class:`BrokenPipeError` for the dispatcher to handle (rich's own exits 1)."""
+    from rich.console import Console
+
+    class _Console(Console):
+        def on_broken_pipe(self) -> None:
+            raise BrokenPipeError
+
+    return _Console(**options)
+
+
 def write_text(path: str | os.PathLike[str], text: str) -> None:
     """Write ``text`` (UTF-8) to ``path``, creating parent directories; key-shaped strings
     are scrubbed (:func:`~stableprompt._redact.redact`), as on the terminal.

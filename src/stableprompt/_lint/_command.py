@@ -16,7 +16,7 @@ from typing import Any
 
 from .._canonical import wire_json
 from .._exceptions import CaptureError
-from .._subcommand import Subcommand, int_arg
+from .._subcommand import Subcommand, int_arg, rich_console
 from .._wire._formats import WIRE_FORMATS_WITH_REQUESTS
 from ._linter import CAUSE_FIXES, lint_capture
 from ._results import LintReport, format_pair
@@ -114,11 +114,9 @@ def _fmt(value: float | None) -> str:
 
 
 def _console() -> Any:
-    from rich.console import Console
-
     terminal = sys.stdout.isatty()
-    return Console(highlight=False, soft_wrap=not terminal,
-                   width=None if terminal else _PIPE_WIDTH)
+    return rich_console(highlight=False, soft_wrap=not terminal,
+                        width=None if terminal else _PIPE_WIDTH)
 
 
 def render_report(

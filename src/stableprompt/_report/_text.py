@@ -13,6 +13,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any, TextIO
 
+from .._subcommand import rich_console
 from ._summary import VERDICTS, Report
 
 __all__ = [
@@ -96,11 +97,9 @@ def ceiling_notes(report: Report) -> list[str]:
 def make_console(file: TextIO) -> Any:
     """A rich Console on ``file``: the terminal's width, or 160 columns when not a terminal
     (pipes, files), so tables are never squeezed to 80 columns."""
-    from rich.console import Console
-
-    console = Console(file=file, highlight=False)
+    console = rich_console(file=file, highlight=False)
     if not console.is_terminal:
-        console = Console(file=file, highlight=False, width=160)
+        console = rich_console(file=file, highlight=False, width=160)
     return console
 
 
