@@ -180,3 +180,27 @@ def test_bodies_match_official_sdk_request_types() -> None:
     adapter: TypeAdapter[Any] = TypeAdapter(ResponseInputItemParam)
     for item in items:
         adapter.validate_python(item, strict=True)
+
+
+def test_user_breakpoints_never_silently_evict_the_history_breakpoint() -> None:
+    """Four user breakpoints on earlier messages fill Anthropic's budget of 4: the SDK's
+    end-of-history breakpoint would be dropped, so rendering raises naming them (the SDK's
+    head breakpoint yields first, silently, as documented); marking the last message is fine
+    (issue 14 item 4)."""
+    conv = _conv()
+    for i in range(4):
+        conv.user(f"doc {i}", cache_breakpoint="5m")
+        conv.assistant("ok")
+    conv.user("question")
+    with pytest.raises(BreakpointError) as info:
+        conv.render(tail={"now": "x"}).to_anthropic(model="m", max_tokens=5)
+    assert info.value.code == "breakpoint-evicts-history"
+    assert info.value.segment == f"messages[{len(conv.messages) - 1}]"
+    assert "messages[3]" in str(info.value)
+    ok = _conv()
+    ok.user("doc 0", cache_breakpoint="5m")
+    for i in range(1, 4):
+        ok.assistant("ok")
+        ok.user(f"doc {i}", cache_breakpoint="5m")  # the last one ends the history
+    body = ok.render(tail={"now": "x"}).to_anthropic(model="m", max_tokens=5)
+    assert len([s for s in body.segments if s.breakpoint]) == 4

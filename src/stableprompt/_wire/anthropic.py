@@ -230,6 +230,7 @@ MARKER_KEY = "cache_control"
 LOOKBACK_BLOCKS = 20
 MAX_BREAKPOINTS = 4
 _PLACE_ORDER = {"tool": 0, "system": 1, "message": 2}
+_PLACE_NAMES = {"tool": "tools", "system": "system", "message": "messages"}
 
 Place = tuple[str, int]
 """Where a breakpoint goes: ``("tool" | "system" | "message", index)``."""
@@ -298,8 +299,9 @@ def breakpoints(prompt: PromptParts, history_ttl: str, budget: int, *,
 
     Raises:
         BreakpointError: user-placed breakpoints exceed the budget (code
-            ``breakpoint-budget``), or a longer TTL follows a shorter one (code
-            ``breakpoint-ttl-order``).
+            ``breakpoint-budget``), fill it so that the SDK's end-of-history breakpoint has no
+            room (code ``breakpoint-evicts-history``: never dropped silently), or a longer TTL
+            follows a shorter one (code ``breakpoint-ttl-order``).
     """
     head, messages = prompt.head, prompt.messages
     user: dict[Place, str] = {}
@@ -336,6 +338,14 @@ def breakpoints(prompt: PromptParts, history_ttl: str, budget: int, *,
     for key, ttl in sdk:
         if key not in marks and len(marks) < budget:
             marks[key] = ttl
+    if messages and ("message", len(messages) - 1) not in marks:
+        placed = ", ".join(f"{_PLACE_NAMES[where]}[{i}]" for where, i in sorted(
+            user, key=lambda place: (_PLACE_ORDER[place[0]], place[1])))
+        raise BreakpointError(
+            f"the {len(user)} user-placed cache breakpoints ({placed}) fill the budget of "
+            f"{budget}, which would drop the SDK's end-of-history breakpoint (every turn would "
+            "then write the history again): remove one, or place it on the last message",
+            code="breakpoint-evicts-history", segment=f"messages[{len(messages) - 1}]")
     ranked = sorted(marks.items(), key=lambda kv: (_PLACE_ORDER[kv[0][0]], kv[0][1]))
     for (earlier, ttl_a), (later, ttl_b) in itertools.pairwise(ranked):
         if TTL_LABELS_S[ttl_b] > TTL_LABELS_S[ttl_a]:
