@@ -40,6 +40,7 @@ from ._parts import (
     APPEND_LOCK,
     Datas,
     Field,
+    HeadParts,
     MessageParts,
     PromptParts,
     ToolParts,
@@ -548,8 +549,7 @@ def _head_fields(head: Any, marks: tuple[tuple[Place, str], ...]) -> dict[str, b
     found = cache.get(marks)
     if found is not None:
         return found
-    tool_bytes = list(memo(head, "anthropic-tools", lambda: tuple(
-        canonical_json(tool(t)) for t in head.tools)))
+    tool_bytes = list(_tool_bytes(head))
     system_bytes = [text_block_bytes(t) for t in head.system]
     tools = list(head.tools)
     for (where, index), ttl in marks:
@@ -593,9 +593,14 @@ def fingerprints(prompt: PromptParts, *, model: str,
 _SEGMENTED_FIELDS = frozenset({"tools", "system", "messages"})
 
 
-def _head_datas(head: Any) -> Datas:
-    tools = memo(head, "anthropic-tools", lambda: tuple(
+def _tool_bytes(head: HeadParts) -> tuple[bytes, ...]:
+    """Each tool's ``tools[]`` entry as canonical bytes, serialized once per head."""
+    return memo(head, "anthropic-tools", lambda: tuple(
         canonical_json(tool(t)) for t in head.tools))
+
+
+def _head_datas(head: Any) -> Datas:
+    tools = _tool_bytes(head)
     body = loads(b'{"messages":[],"system":' + joined([text_block_bytes(t) for t in head.system])
                  + b',"tools":' + joined(list(tools)) + b"}")
     return segment_datas(MARKER_KEY, lambda b: segment(body, b))

@@ -298,10 +298,12 @@ def render(prompt: PromptParts, *, model: str, prompt_cache_key: bool | str | No
         "messages": _openai.history(prompt, _BODY_KEY, message_bytes,
                                     [system] if system else [], [tail] if tail else []),
         "model": canonical_json(model)}
-    return _openai.body(head, fields, tool=tool, memo_key="openai-chat-tools", key=key,
+    return _openai.body(head, fields, tool=tool, memo_key=_TOOLS_MEMO_KEY, key=key,
                         params=params)
 
 
+_TOOLS_MEMO_KEY = WIRE_FORMAT + "-tools"
+"""Head memo key: the ``tools`` array, serialized once per head."""
 _BODY_KEY = "openai-chat-body"
 """History memo key: ``(buffer, length)`` of the joined history messages rendered so far."""
 
@@ -335,7 +337,7 @@ def fingerprints(prompt: PromptParts, *, model: str, prompt_cache_key: bool | st
         params=params, reserved=frozenset({"tools", *CONTENT_KEYS}),
         head_body=lambda: _openai.head_only_body(
             head, _system(head, system_role), history_key=HISTORY_KEY,
-            tools_memo_key="openai-chat-tools", tool=tool),
+            tools_memo_key=_TOOLS_MEMO_KEY, tool=tool),
         segment=segment, serialize=message_bytes, tail=_tail(prompt, model, tail_role),
         system_role=system_role)
 

@@ -238,10 +238,12 @@ def render(prompt: PromptParts, *, model: str, prompt_cache_key: bool | str | No
         "input": _openai.history(prompt, _BODY_KEY, item_bytes, [system] if system else [],
                                  [tail] if tail else []),
         "model": canonical_json(model)}
-    return _openai.body(head, fields, tool=tool, memo_key="openai-responses-tools", key=key,
+    return _openai.body(head, fields, tool=tool, memo_key=_TOOLS_MEMO_KEY, key=key,
                         params=params)
 
 
+_TOOLS_MEMO_KEY = WIRE_FORMAT + "-tools"
+"""Head memo key: the ``tools`` array, serialized once per head."""
 _BODY_KEY = "openai-responses-body"
 """History memo key: ``(buffer, length)`` of the joined history items rendered so far."""
 
@@ -276,7 +278,7 @@ def fingerprints(prompt: PromptParts, *, model: str, prompt_cache_key: bool | st
         params=params, reserved=frozenset({"tools", *CONTENT_KEYS}),
         head_body=lambda: _openai.head_only_body(
             head, _system(head, system_role), history_key=HISTORY_KEY,
-            tools_memo_key="openai-responses-tools", tool=tool),
+            tools_memo_key=_TOOLS_MEMO_KEY, tool=tool),
         segment=segment, serialize=item_bytes, tail=_tail(prompt, model, tail_role),
         system_role=system_role)
 
