@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Any
 
@@ -175,18 +176,33 @@ def test_stable_in_ttl_prefix_with_zero_reads_is_provider_miss() -> None:
 
 
 def test_reads_are_compared_in_provider_units() -> None:
-    """The estimate is rescaled by reported total / our count before comparing."""
+    """A prefix is counted in provider tokens by anchoring on the reported prompt size: the
+    reported total minus our estimate of the remainder after the prefix (no global scale)."""
     one = state(anthropic_body(1), 0.0)
     two = state(anthropic_body(2), 30.0)
     assert two.request_tokens is not None
     total = int(two.request_tokens * 1.2)  # provider tokenizer counts 20 % more
     ours = prefix_tokens(one, "messages[0].content[0]")
+    anchored = total - (two.request_tokens - ours)
     result = attribute(two, predecessor=one,
-                       usage=anthropic_usage(total, int(ours * 1.2)), policy=ANTHROPIC)
+                       usage=anthropic_usage(total, anchored), policy=ANTHROPIC)
     assert result.verdict == "hit"
-    assert result.detail["token_scale"] == pytest.approx(1.2, abs=0.001)
-    predicted = result.predicted_cache_read_tokens
-    assert predicted is not None and abs(predicted - ours * 1.2) <= 1
+    assert result.detail["token_scale"] == pytest.approx(1.2, abs=0.001)  # reported, unused
+    assert result.predicted_cache_read_tokens == anchored
+
+
+def test_prefix_anchored_on_the_predecessors_reported_size() -> None:
+    """When the shared prefix is the predecessor's whole prompt, its reported size is exact,
+    whatever the density of the new content (the case a request-wide scale gets wrong)."""
+    one = dataclasses.replace(state(chat_body(1), 0.0, "openai-chat"), input_tokens_total=3000)
+    two = state(chat_body(2), 30.0, "openai-chat")
+    assert one.request_tokens is not None and two.request_tokens is not None
+    # The new turn is 5x denser than our estimate: a scale would spread that over the prefix.
+    total = 3000 + 5 * (two.request_tokens - one.request_tokens)
+    result = attribute(two, predecessor=one, usage=chat_usage(total, 2944), policy=OPENAI_OLD)
+    assert result.verdict == "hit"
+    assert result.predicted_cache_read_tokens == 2944  # 3000 floored to 128-token granules
+    assert result.detail["lcp_tokens_scaled"] == 3000
 
 
 def test_reads_within_tolerance_are_hits_and_beyond_are_misses() -> None:

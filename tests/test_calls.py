@@ -261,3 +261,39 @@ def test_a_new_conversation_is_not_a_rewrite_late_or_without_carried_messages() 
         assert record.verdict == "hit" and record.verdict_detail["other_conversation"] is True
         assert record.verdict_detail["predecessor_rule"] == "other-conversation"
         assert record.turn == 1
+
+
+class AutomaticAnthropicShape(FakeProvider):
+    """An automatic-cache engine behind the Anthropic shape (llama-server's ``/v1/messages``):
+    ``input_tokens`` (uncached) and ``cache_read_input_tokens``, never
+    ``cache_creation_input_tokens``."""
+
+    def __call__(self, request: Any) -> Any:
+        response = super().__call__(request)
+        body = json.loads(response.content)
+        usage = body["usage"]
+        read = usage.get("cache_read_input_tokens", 0)
+        body["usage"] = {"input_tokens": usage["input_tokens"]
+                         + usage.get("cache_creation_input_tokens", 0),
+                         "cache_read_input_tokens": read,
+                         "output_tokens": usage.get("output_tokens", 1)}
+        return httpx2.Response(200, json=body)
+
+
+def test_a_missing_write_count_from_an_automatic_cache_means_zero_written() -> None:
+    """provider llama-cpp behind /v1/messages: writes 0, so totals and hit rates are known."""
+    recorder = Recorder(tokenizer="bytes/4", provider="llama-cpp")
+    client = anthropic_sdk(AutomaticAnthropicShape(), recorder)
+    send(client, talk("ann", 1))
+    send(client, talk("ann", 2))
+    for record in recorder.records:
+        assert record.cache_write_tokens == 0
+        assert record.cache_read_tokens is not None and record.uncached_tokens is not None
+        assert record.input_tokens_total == record.uncached_tokens + record.cache_read_tokens
+        assert "cache_write_assumed_zero" in record.verdict_detail
+        assert not record.usage_inconsistent
+    # A breakpoint cache (Anthropic itself) keeps an unreported write unknown.
+    recorder = Recorder(tokenizer="bytes/4")
+    send(anthropic_sdk(AutomaticAnthropicShape(), recorder), talk("ann", 1))
+    assert recorder.records[0].cache_write_tokens is None
+    assert recorder.records[0].input_tokens_total is None

@@ -30,13 +30,19 @@ the same head fingerprint; the recorder picks the one sharing the longest prefix
    ``ttl_expired``, ``provider_miss``, ``unknown`` (see :func:`attribute` for the order of the
    checks and what lands in ``detail``).
 
-Token counts are **estimates**: stableprompt tokenizes each segment's bytes (compact JSON of
-the block as sent) with its own tokenizer (cl100k by default), which is not the provider's
-tokenizer and does not see the provider's chat template or hidden system tokens. To compare
-like with like, the estimate is rescaled to the provider's units with
-``token_scale = reported input_tokens_total / our request_tokens`` before the minimum,
-granularity and comparison are applied; the prediction stored is in provider tokens when the
-provider reported its input total, else in our tokenizer's tokens. Reported reads are then
+Token counts are **estimates** unless the backend tokenizes for us: stableprompt tokenizes
+each segment's bytes (compact JSON of the block as sent) with its own tokenizer (cl100k by
+default), which is not the provider's tokenizer and does not see the provider's chat template
+or hidden system tokens. To compare like with like, a prefix is counted in provider tokens by
+**anchoring** (:meth:`_Attributor.provider`): the provider's reported prompt size (this
+request's ``input_tokens_total``, or the compared request's when the prefix is shared with it,
+whichever leaves less to estimate) minus our estimate of what follows the prefix. Only that
+unshared remainder is estimated: token density varies by content (0.33x to 1.42x of cl100k as
+measured on llama-server, ``reference/ENGINES.md``), so one request-wide scale factor cannot
+make a per-prefix count exact, while a fully shared predecessor's reported size is exact.
+``detail["token_scale"]`` (reported total / our estimate) is kept as evidence only. The
+prediction stored is in provider tokens when the provider reported its input total, else in
+our tokenizer's tokens. Reported reads are then
 compared with the prediction within a tolerance of one granule plus
 :data:`TOLERANCE_FRACTION` (5 %) of the request's reported ``input_tokens_total``, which
 absorbs the tokenizer and template differences. The LCP inside the first divergent segment is
@@ -83,10 +89,11 @@ write on a breakpoint cache counts as "breakpoints sent, nothing written" (a gat
 strips ``cache_control``, a server that ignores it) rather than a prefix that was below the
 minimum in the provider's own tokens.
 
-Why 1.25: the request-wide ``token_scale`` corrects the mean density of our tokenizer, not
-the density of one prefix. Measured per content type (``reference/ENGINES.md``: tool schemas
-1.24x, system text 1.04x, user text 0.86x, assistant tool calls 0.72x of cl100k), a head of
-tools and system text sits within about 20 % of a typical request's mean; 1.25 keeps a
+Why 1.25: an anchored prefix count still estimates the remainder after the prefix in our
+tokenizer's density, not the provider's. Measured per content type
+(``reference/ENGINES.md``: tool schemas 1.24x, system text 1.04x, user text 0.86x, assistant
+tool calls 0.72x of cl100k), a head of tools and system text sits within about 20 % of a
+typical request's content; 1.25 keeps a
 borderline prefix (which may really be under the minimum, where "both counters 0" is the
 documented silent outcome) out of the flag. Below the margin a reported 0 is taken at its
 word (``below_minimum`` evidence) and is still anchored on."""
@@ -146,10 +153,6 @@ class _Comparison:
 
 def _floor(value: float, granule: int) -> int:
     return int(value // granule) * granule
-
-
-def _scaled(tokens: float, scale: float) -> int:
-    return math.floor(tokens * scale + 1e-9)
 
 
 def _request_ttl_s(body: Mapping[str, Any], policy: CachePolicy) -> int | None:
@@ -314,14 +317,13 @@ class _Attributor:
         self.policy = policy
         self.reads = usage.cache_read_tokens if usage is not None else None
         total = usage.input_tokens_total if usage is not None else None
+        self.total = total if total is not None and self.reads is not None else None
         self.scale = (
-            total / self.request_tokens
-            if total and self.request_tokens and self.reads is not None
-            else 1.0
+            self.total / self.request_tokens if self.total and self.request_tokens else 1.0
         )
         self.granule = policy.granularity_tokens
         self.minimum = policy.min_cacheable_tokens
-        reference = total if total is not None else self.scaled(self.request_tokens)
+        reference = total if total is not None else self.request_tokens
         self.tolerance = self.granule + math.ceil(TOLERANCE_FRACTION * reference)
         self.base: RequestState | None
         self.relation: Relation | None
@@ -349,8 +351,42 @@ class _Attributor:
         if suspect is not None:
             self.detail.update(suspect)
 
-    def scaled(self, tokens: float) -> int:
-        return _scaled(tokens, self.scale)
+    def base_tokens(self) -> int | None:
+        """Our token estimate of the compared request, when known."""
+        base = self.base
+        if base is None:
+            return None
+        if base.segment_tokens is not None:
+            return sum(base.segment_tokens)
+        return base.request_tokens
+
+    def provider(self, tokens: float, space: Literal["request", "base"] = "request") -> int:
+        """Provider tokens of the prefix whose size is ``tokens`` (our estimate) of this request
+        (``space="request"``) or of the compared request (``"base"``).
+
+        Anchored, never scaled: the provider's reported prompt size (this request's
+        ``input_tokens_total``, or the compared request's when the prefix is shared with it)
+        minus our estimate of the remainder after the prefix, choosing the anchor with the
+        smaller remainder; only that unshared remainder is estimated (token density varies
+        0.33x to 1.42x by content, ``reference/ENGINES.md``, so no request-wide scale can make
+        a per-prefix count exact). Our own estimate where no size was reported.
+        """
+        if tokens <= 0:
+            return 0
+        comparison = self.comparison
+        shared = comparison is not None and tokens <= comparison.lcp_tokens
+        best: tuple[float, int] | None = None
+        if (space == "request" or shared) and self.total is not None:
+            best = (self.request_tokens - tokens, self.total)
+        base, base_tokens = self.base, self.base_tokens()
+        if ((space == "base" or shared) and base is not None
+                and base.input_tokens_total is not None and base_tokens is not None):
+            remainder = base_tokens - tokens
+            if best is None or remainder < best[0]:
+                best = (remainder, base.input_tokens_total)
+        if best is None:
+            return math.floor(tokens + 1e-9)
+        return max(0, min(best[1], math.floor(best[1] - best[0] + 1e-9)))
 
     def implicit_breakpoint_tokens(self) -> int | None:
         """Our token count up to the predecessor's implicit breakpoint ("at the end of the latest
@@ -392,7 +428,7 @@ class _Attributor:
             if base.cache_read_tokens and digest == base.read_entry_digest:
                 self.detail["anchored_on_predecessor_read"] = True
                 return _floor(base.cache_read_tokens, self.granule)
-        return _floor(self.scaled(tokens), self.granule)
+        return _floor(self.provider(tokens, "base"), self.granule)
 
     # ------------------------------------------------------------------ results
 
@@ -455,7 +491,7 @@ class _Attributor:
                 or usage.cache_write_tokens != 0):
             return None
         own = [i for i, s in enumerate(self.seg.segments) if s.breakpoint]
-        top = self.scaled(self.cum[own[-1]]) if own else 0
+        top = self.provider(self.cum[own[-1]]) if own else 0
         return top if own and top >= self.minimum * IGNORED_BREAKPOINTS_MARGIN else None
 
     def read_matches(self, predicted: int) -> bool:
@@ -502,7 +538,7 @@ class _Attributor:
         comparison = self.comparison = _compare(self.base, self.request)
         self.detail["gap_s"] = round(self.request.ts - self.base.ts, 3)
         self.detail["tolerance_tokens"] = self.tolerance
-        self.detail["lcp_tokens_scaled"] = self.scaled(comparison.lcp_tokens)
+        self.detail["lcp_tokens_scaled"] = self.provider(comparison.lcp_tokens)
         if not comparison.exact:
             self.detail["predecessor_body"] = "unknown (ledger row only): shared prefix estimated"
         if self.policy.automatic:
@@ -513,9 +549,9 @@ class _Attributor:
         """No predecessor and no changed-head session request (step 2)."""
         own = [i for i, s in enumerate(self.seg.segments) if s.breakpoint]
         if self.policy.automatic:
-            cacheable = self.scaled(self.request_tokens)
+            cacheable = self.provider(self.request_tokens)
         else:
-            cacheable = self.scaled(self.cum[own[-1]]) if own else 0
+            cacheable = self.provider(self.cum[own[-1]]) if own else 0
             if not own:
                 self.detail["reason"] = "no-breakpoint"
         self.detail["stable_prefix_tokens"] = cacheable
@@ -545,15 +581,15 @@ class _Attributor:
         elif comparison.common:  # ledger row only: assume an entry at the end of the match
             last = comparison.common - 1
             entries = [(last, seg.segments[last], cum[last])]
-        written = [e for e in entries if self.scaled(e[2]) >= self.minimum]
-        extent = max((self.scaled(t) for _, _, t in entries), default=0)
+        written = [e for e in entries if self.provider(e[2], "base") >= self.minimum]
+        extent = max((self.provider(t, "base") for _, _, t in entries), default=0)
         self.base_ignored = base.segmented is not None and (
             extent >= self.minimum * IGNORED_BREAKPOINTS_MARGIN)
         self.detail["stable_prefix_tokens"] = extent
         shared = [e for e in written if e[0] < comparison.common]
         lost = [e for e in written if e[0] >= comparison.common]
         own = [i for i, s in enumerate(seg.segments) if s.breakpoint]
-        eligible = [i for i in own if self.scaled(cum[i]) >= self.minimum]
+        eligible = [i for i in own if self.provider(cum[i]) >= self.minimum]
         position = _block_positions(seg.segments)
         lookback = self.policy.lookback_blocks or len(seg.segments) + 1
         readable = [
@@ -578,8 +614,9 @@ class _Attributor:
         div = comparison.divergence
         if div is not None and (self.relation == "session" or (lost and not self.other)):
             kept = max((t for *_, t in shared), default=0)
-            return self.mutation(predicted, self.scaled(max(t for *_, t in written) - kept)
-                                 if written else 0)
+            top = max((t for *_, t in written), default=0)
+            return self.mutation(predicted, self.provider(top, "base")
+                                 - self.provider(kept, "base") if written else 0)
         if not eligible:
             self.detail["reason"] = "no-breakpoint" if not own else "breakpoints-below-minimum"
             return self.done("below_minimum", 0)
@@ -590,7 +627,7 @@ class _Attributor:
             after = [b for b in eligible if b >= far]
             if after:
                 self.detail["breakpoint_distance_blocks"] = position[min(after)] - position[far]
-            return self.mutation(0, self.scaled(max(t for *_, t in shared)),
+            return self.mutation(0, self.provider(max(t for *_, t in shared), "base"),
                                  cause="lookback-exceeded")
         expired = bool(readable) and predicted < predicted_no_ttl
         return self.measured(predicted, predicted_no_ttl, expired)
@@ -600,18 +637,16 @@ class _Attributor:
         base, comparison = self.base, self.comparison
         assert base is not None and comparison is not None
         gap_s = self.request.ts - base.ts
-        base_tokens = (
-            sum(base.segment_tokens) if base.segment_tokens is not None else base.request_tokens
-        )
-        extent = self.scaled(base_tokens or 0)
-        lcp = self.scaled(comparison.lcp_tokens)
+        extent = (base.input_tokens_total if base.input_tokens_total is not None
+                  else self.provider(self.base_tokens() or 0, "base"))
+        lcp = self.provider(comparison.lcp_tokens)
         div = comparison.divergence
         self.detail["stable_prefix_tokens"] = lcp
         ttl_s = _request_ttl_s(self.seg.body, self.policy)
         self.detail["ttl_s"] = ttl_s
         usable = lcp
         if self.policy.recompute_last_token:
-            usable = min(lcp, self.scaled(self.request_tokens) - 1)
+            usable = min(lcp, self.provider(self.request_tokens) - 1)
         predicted_no_ttl = _floor(max(usable, 0), self.granule)
         implicit_end = self.implicit_breakpoint_tokens()
         if implicit_end is not None and usable == lcp:

@@ -46,6 +46,9 @@ class RequestState:
             anchor the next prediction on the provider's own count instead of our estimate.
             ``None`` when the provider does not report writes.
         cache_read_tokens: Provider-reported cache reads of this request (the entry it read).
+        input_tokens_total: Provider-reported prompt size of this request (all input tokens,
+            cached or not): the anchor of the next request's prediction (only the part after
+            the shared prefix is then estimated).
         read_entry_digest: Prefix digest of the entry this request read (from its own hit
             attribution), so a later request reading the same entry predicts its exact size.
     """
@@ -60,6 +63,7 @@ class RequestState:
     response_id: str | None = None
     cached_extent_tokens: int | None = None
     cache_read_tokens: int | None = None
+    input_tokens_total: int | None = None
     read_entry_digest: str | None = None
 
     @classmethod

@@ -368,6 +368,7 @@ class Recorder:
                 if record.cache_read_tokens is not None and record.cache_write_tokens is not None
                 else None),
             cache_read_tokens=record.cache_read_tokens,
+            input_tokens_total=record.input_tokens_total,
         )
         return Call(ts=ts, session_id=record.session_id, provider=record.provider or "",
                     wire_format=wire, model=record.model,
@@ -524,7 +525,10 @@ class Recorder:
             detail["predecessor_rule"] = pending.comparison.rule
         if request_format(pending.usage_format) != pending.wire_format:
             detail["request_format"] = pending.wire_format
-        attribution = self._attribute(pending, usage, detail)
+        policy = self._policy(pending, detail)
+        if usage is not None and policy is not None:
+            usage = automatic_writes(usage, policy, detail)
+        attribution = self._attribute(pending, usage, policy, detail)
         verdict: Verdict = "unknown" if attribution is None else attribution.verdict
         if attribution is not None:
             detail = {**attribution.detail, **detail}
@@ -584,12 +588,9 @@ class Recorder:
             content=pending.content,
         )
 
-    def _attribute(
-        self, pending: Pending, usage: CacheUsage | None, detail: dict[str, Any]
-    ) -> Attribution | None:
-        if pending.state is None:
-            detail.setdefault("unknown_reason", "request could not be analysed")
-            return None
+    def _policy(self, pending: Pending, detail: dict[str, Any]) -> CachePolicy | None:
+        """The cache policy of the call's provider and model (``None``: no policy applies,
+        ``detail["unknown_reason"]`` says why)."""
         try:
             policy = self.policies.lookup(pending.provider, pending.model or "")
         except Exception as exc:
@@ -597,6 +598,17 @@ class Recorder:
             return None
         if policy.conservative:
             detail["policy"] = "conservative default (model not in the policy table)"
+        return policy
+
+    def _attribute(
+        self, pending: Pending, usage: CacheUsage | None, policy: CachePolicy | None,
+        detail: dict[str, Any],
+    ) -> Attribution | None:
+        if pending.state is None:
+            detail.setdefault("unknown_reason", "request could not be analysed")
+            return None
+        if policy is None:
+            return None
         comparison = pending.comparison
         return attribute(
             pending.state,
@@ -617,7 +629,8 @@ class Recorder:
         state = dataclasses.replace(
             pending.state, response_id=response_id,
             cached_extent_tokens=read + write if read is not None and write is not None else None,
-            cache_read_tokens=read, read_entry_digest=read_entry_digest)
+            cache_read_tokens=read, read_entry_digest=read_entry_digest,
+            input_tokens_total=None if usage is None else usage.input_tokens_total)
         self._index.remember(dataclasses.replace(pending.call, state=state, turn=pending.turn,
                                                  ended=self.clock()))
 
@@ -690,6 +703,24 @@ def provider_diagnostics(pending: Pending, received: Any) -> dict[str, Any] | No
     out["our_comparison_response_id"] = None if ours is None else ours.response_id
     result: dict[str, Any] = json_safe(out)
     return result
+
+
+def automatic_writes(usage: CacheUsage, policy: CachePolicy,
+                     detail: dict[str, Any]) -> CacheUsage:
+    """An automatic cache behind the Anthropic shape writes nothing on request: a missing
+    ``cache_creation_input_tokens`` is 0 written, so the prompt total (and the hit rate) is
+    known. llama-server's ``/v1/messages`` answers with ``input_tokens`` (uncached) and
+    ``cache_read_input_tokens`` only (``reference/ENGINES.md``, "What it reports"). Adds
+    ``detail["cache_write_assumed_zero"]``; any other usage is returned unchanged."""
+    if (not policy.automatic or usage.wire_format != "anthropic"
+            or usage.cache_write_tokens is not None or usage.cache_read_tokens is None
+            or usage.uncached_tokens is None or usage.input_tokens_total is not None):
+        return usage
+    detail["cache_write_assumed_zero"] = (
+        f"{policy.provider}: an automatic cache reports no writes in the Anthropic shape")
+    return usage.model_copy(update={
+        "cache_write_tokens": 0,
+        "input_tokens_total": usage.uncached_tokens + usage.cache_read_tokens})
 
 
 def raw_usage(parsed: Any, detail: dict[str, Any]) -> dict[str, Any] | None:
