@@ -68,6 +68,7 @@ from .._policy import TTL_LABELS_S, CachePolicy
 from .._segment import HEAD_KINDS, Segment
 from .._usage import CacheUsage
 from ._call import RequestState
+from ._engine_view import EngineEvidence
 from ._plausibility import usage_suspicion
 
 __all__ = [
@@ -206,6 +207,7 @@ def attribute(
     policy: CachePolicy,
     session_previous: RequestState | None = None,
     other_conversation: bool = False,
+    engine: EngineEvidence | None = None,
 ) -> Attribution:
     """Predict the cache reads of ``request`` and explain the reported reads with one verdict.
 
@@ -229,6 +231,17 @@ def attribute(
             message): the request branches off the shared prefix, so losing the rest of the
             predecessor's prefix is expected, not a ``client_mutation``; only the shared part
             is predicted (``detail["other_conversation"]``).
+        engine: The engine's own token view of this call (a self-hosted backend that can be
+            asked, see ``_engine_view``), or ``None`` for an estimate. With it, on an automatic
+            cache the prediction is exact: ``min(slot LCP, prompt - 1)`` engine tokens (one-token
+            granularity, last token recomputed), from what the engine's slot holds (any
+            lineage), also on a first call; a JSON change the engine does not see (its template
+            canonicalizes it, or ``model`` on a single-model server) is no mutation
+            (``engine_ignores_change``); engine tokens lost with no change in the JSON view are
+            the template's doing: ``provider_miss`` with ``reason``
+            ``"template-not-append-stable"`` and ``engine_divergence`` (the first divergent
+            token and the text around it); a slot another request took: ``provider_miss``
+            with ``reason`` ``"slot-taken"`` and ``slot_predecessor_id``.
 
     Returns:
         The :class:`Attribution`. Checks, in order (the first that applies wins):
@@ -292,7 +305,7 @@ def attribute(
     if request.segmented is None or request.segment_tokens is None:
         raise ValueError("attribute() needs a request with segmented and segment_tokens")
     return _Attributor(request, predecessor, session_previous, usage, policy,
-                       other_conversation).run()
+                       other_conversation, engine).run()
 
 
 class _Attributor:
@@ -306,6 +319,7 @@ class _Attributor:
         usage: CacheUsage | None,
         policy: CachePolicy,
         other_conversation: bool = False,
+        engine: EngineEvidence | None = None,
     ) -> None:
         assert request.segmented is not None and request.segment_tokens is not None
         self.request = request
@@ -343,6 +357,10 @@ class _Attributor:
             "token_scale": round(self.scale, 4),
         }
         self.other = other_conversation and self.relation == "lineage"
+        self.engine = engine
+        if engine is not None:
+            self.detail.update(token_view="engine", engine_prompt_tokens=engine.prompt_tokens,
+                               engine_slot_lcp_tokens=engine.slot_lcp_tokens)
         if self.other:
             self.detail["other_conversation"] = True
         if self.reads is not None:
@@ -542,7 +560,7 @@ class _Attributor:
         if not comparison.exact:
             self.detail["predecessor_body"] = "unknown (ledger row only): shared prefix estimated"
         if self.policy.automatic:
-            return self.automatic()
+            return self.automatic() if self.engine is None else self.engine_automatic()
         return self.breakpoints()
 
     def first(self) -> Attribution:
@@ -557,7 +575,8 @@ class _Attributor:
         self.detail["stable_prefix_tokens"] = cacheable
         if self.reads:
             self.detail["reads_without_known_predecessor"] = True
-        return self.done("below_minimum" if cacheable < self.minimum else "cold", 0)
+        predicted = 0 if self.engine is None else self.engine_predicted()
+        return self.done("below_minimum" if cacheable < self.minimum else "cold", predicted)
 
     def ttl_of(self, segment: Segment) -> int | None:
         if not self.policy.ttls_s:
@@ -671,6 +690,58 @@ class _Attributor:
         if lcp < self.minimum:
             return self.done("below_minimum", 0)
         return self.measured(predicted, predicted_no_ttl, expired)
+
+
+    def engine_predicted(self) -> int:
+        """The engine's exact reuse: the slot LCP, less the last prompt token where the engine
+        recomputes it, floored to the granularity, 0 below the minimum."""
+        engine = self.engine
+        assert engine is not None
+        usable = engine.slot_lcp_tokens
+        if self.policy.recompute_last_token:
+            usable = min(usable, engine.prompt_tokens - 1)
+        predicted = _floor(max(usable, 0), self.granule)
+        return predicted if predicted >= self.minimum else 0
+
+    def engine_automatic(self) -> Attribution:
+        """Automatic caches the engine tokenized for us: exact counts, the template's order."""
+        base, comparison, engine = self.base, self.comparison, self.engine
+        assert base is not None and comparison is not None and engine is not None
+        predicted = self.engine_predicted()
+        if engine.base_tokens is None or engine.base_lcp_tokens is None:
+            # The compared request has no engine view (a ledger row): estimate its part.
+            extent = (base.input_tokens_total if base.input_tokens_total is not None
+                      else self.provider(self.base_tokens() or 0, "base"))
+            lcp = self.provider(comparison.lcp_tokens)
+        else:
+            extent, lcp = engine.base_tokens, min(engine.base_lcp_tokens, engine.base_tokens)
+        self.detail["stable_prefix_tokens"] = lcp
+        self.detail["ttl_s"] = None
+        if engine.divergence is not None:
+            self.detail["engine_divergence"] = engine.divergence
+        if extent < self.minimum:
+            self.detail["stable_prefix_tokens"] = extent
+            return self.done("below_minimum", 0)
+        div = comparison.divergence
+        lost = extent - lcp
+        if lost > 0 and div is not None and (self.relation == "session" or not self.other):
+            return self.mutation(predicted, lost)
+        if div is not None and lost <= 0:
+            # The engine's template canonicalizes what changed (or ignores it: ``model`` on a
+            # single-model server): nothing of the prompt it caches was lost.
+            self.detail["engine_ignores_change"] = {"segment": div.segment, "path": div.path,
+                                                    "cause": div.cause}
+        if lost > 0 and div is None:
+            self.detail.update(reason="template-not-append-stable", lost_tokens=lost,
+                               missing_tokens=lost)
+            return self.done("provider_miss", predicted)
+        expected = min(lcp, engine.prompt_tokens - 1) if self.policy.recompute_last_token \
+            else lcp
+        if engine.slot_record_id != base.record_id and predicted < expected:
+            self.detail.update(reason="slot-taken", slot_predecessor_id=engine.slot_record_id,
+                               missing_tokens=expected - predicted)
+            return self.done("provider_miss", predicted)
+        return self.measured(predicted, predicted, False)
 
 
 def _block_positions(segments: Sequence[Segment]) -> list[int]:

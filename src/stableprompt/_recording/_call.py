@@ -46,6 +46,10 @@ class RequestState:
             anchor the next prediction on the provider's own count instead of our estimate.
             ``None`` when the provider does not report writes.
         cache_read_tokens: Provider-reported cache reads of this request (the entry it read).
+        engine_tokens: What a self-hosted engine's slot held after this request: its prompt
+            in the engine's own tokens followed by the tokens of the generated reply
+            (``_engine_view``), ``None`` without an engine view.
+        engine_prompt_tokens: The prompt's part of ``engine_tokens`` (engine tokens).
         input_tokens_total: Provider-reported prompt size of this request (all input tokens,
             cached or not): the anchor of the next request's prediction (only the part after
             the shared prefix is then estimated).
@@ -64,6 +68,8 @@ class RequestState:
     cached_extent_tokens: int | None = None
     cache_read_tokens: int | None = None
     input_tokens_total: int | None = None
+    engine_tokens: Sequence[int] | None = None
+    engine_prompt_tokens: int | None = None
     read_entry_digest: str | None = None
 
     @classmethod

@@ -41,6 +41,7 @@ import logging
 import threading
 import time
 import uuid
+from array import array
 from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime, timezone
 from typing import Any
@@ -61,6 +62,7 @@ from .._wire._formats import (
     diagnostics_request,
     endpoint,
     provider_for,
+    reply_text,
     request_format,
     segment_request,
     session_hint,
@@ -71,6 +73,14 @@ from .._wire._segmenter import SegmentedRequest
 from ..providers import parse_response
 from ._attribution import Attribution, attribute
 from ._call import Call, Pending, RequestState
+from ._engine_view import (
+    EngineEvidence,
+    EngineTokens,
+    SlotMemory,
+    as_tokens,
+    common_prefix,
+    divergence_detail,
+)
 from ._errors import failure
 from ._http import header
 from ._observer import Observation, ResponseObserver
@@ -79,6 +89,9 @@ from ._predecessor import LINEAGE_DEPTH, CallIndex, opening_of
 __all__ = ["SESSION_HEADER", "Recorder", "session_from_request"]
 
 _log = logging.getLogger("stableprompt.recorder")
+
+ENGINE_PROVIDER = "llama-cpp"
+"""The provider family whose calls :class:`Recorder`'s ``engine`` tokenizes."""
 
 SESSION_HEADER = "x-stableprompt-session"
 """Request header naming the session/conversation id (read by the recorder, never stored)."""
@@ -133,9 +146,18 @@ class Recorder:
             ``wire_format`` is the dialect used; ``verdict_detail["request_format"]`` keeps
             the request's when they differ.
 
+        engine: A self-hosted engine to ask for its own token view of every call whose
+            provider is ``"llama-cpp"``: its base URL (``"http://127.0.0.1:8080"``, asked via
+            ``/apply-template`` and ``/tokenize``) or an :class:`EngineTokens`. Predictions are
+            then exact engine tokens (see ``_attribution``); if the engine cannot answer, the
+            call is estimated as usual and ``verdict_detail["engine_view_error"]`` says why.
+        engine_slots: The engine's slot count (``llama-server -np``); with one slot the
+            previous request of any lineage is what the cache holds.
+
     Raises:
         ConfigurationError: ``usage_dialect`` names an unknown dialect (code
             ``usage-dialect``).
+        ValueError: ``engine_slots`` is below 1.
 
     Attributes:
         records: Records of finished calls, oldest first.
@@ -157,6 +179,8 @@ class Recorder:
         keep_records: int | None = 10_000,
         monotonic: Callable[[], float] = time.monotonic,
         usage_dialect: UsageDialects = None,
+        engine: EngineTokens | str | None = None,
+        engine_slots: int = 1,
     ) -> None:
         self.usage_dialect = usage_dialects(usage_dialect)
         self.ledger = ledger
@@ -177,6 +201,9 @@ class Recorder:
                 "tokenizer unavailable (%s); estimating tokens as bytes/4", exc.code))
         self.records: list[UsageRecord] = []
         self._index = CallIndex(window_s=session_window_s)
+        self.engine: EngineTokens | None = (
+            engine_tokenizer(engine) if isinstance(engine, str) else engine)
+        self._slots = SlotMemory(engine_slots)
         self._lookup_warned = False
         self._records_lock = threading.Lock()
 
@@ -528,7 +555,9 @@ class Recorder:
         policy = self._policy(pending, detail)
         if usage is not None and policy is not None:
             usage = automatic_writes(usage, policy, detail)
-        attribution = self._attribute(pending, usage, policy, detail)
+        engine = self._engine_view(pending, parsed, success, detail)
+        attribution = self._attribute(pending, usage, policy, detail,
+                                      None if engine is None else engine[0])
         verdict: Verdict = "unknown" if attribution is None else attribution.verdict
         if attribution is not None:
             detail = {**attribution.detail, **detail}
@@ -548,7 +577,8 @@ class Recorder:
             detail.update(extra)
         if reason is None and success:
             self._remember(pending, usage, response_id,
-                           None if attribution is None else attribution.read_entry_digest)
+                           None if attribution is None else attribution.read_entry_digest,
+                           engine)
         return UsageRecord(
             record_id=pending.record_id,
             ts_utc=datetime.fromtimestamp(pending.ts, timezone.utc),
@@ -600,9 +630,41 @@ class Recorder:
             detail["policy"] = "conservative default (model not in the policy table)"
         return policy
 
+    def _engine_view(self, pending: Pending, response: Any, success: bool,
+                     detail: dict[str, Any]) -> tuple[EngineEvidence, array[int]] | None:
+        """Ask the engine for its token view of the call (``None`` without an engine, for
+        another provider, or when it cannot answer: ``detail["engine_view_error"]``).
+
+        Returns the evidence for attribution and what the slot holds after the call (prompt
+        tokens, then the reply's tokens when the call succeeded)."""
+        engine, state = self.engine, pending.state
+        if (engine is None or state is None or state.segmented is None
+                or pending.provider != ENGINE_PROVIDER):
+            return None
+        try:
+            view = engine.prompt_tokens(pending.wire_format, state.segmented.body)
+            tokens = as_tokens(view.tokens)
+            slot_lcp, slot_id = self._slots.best(tokens)
+            base = pending.comparison.base
+            evidence = EngineEvidence(len(tokens), slot_lcp, slot_id)
+            if base is not None and base.engine_tokens is not None:
+                size = base.engine_prompt_tokens or 0
+                lcp = common_prefix(base.engine_tokens, tokens)
+                evidence = dataclasses.replace(
+                    evidence, base_tokens=size, base_lcp_tokens=lcp,
+                    divergence=divergence_detail(engine, base.engine_tokens, tokens, lcp)
+                    if lcp < size else None)
+            text = reply_text(pending.wire_format, response) if success else None
+            content = tokens + as_tokens(engine.generated_tokens(text)) if text else tokens
+        except Exception as exc:
+            detail["engine_view_error"] = redact(f"{type(exc).__name__}: {exc}",
+                                                 secrets=pending.secrets)
+            return None
+        return evidence, content
+
     def _attribute(
         self, pending: Pending, usage: CacheUsage | None, policy: CachePolicy | None,
-        detail: dict[str, Any],
+        detail: dict[str, Any], engine: EngineEvidence | None = None,
     ) -> Attribution | None:
         if pending.state is None:
             detail.setdefault("unknown_reason", "request could not be analysed")
@@ -617,20 +679,28 @@ class Recorder:
             other_conversation=comparison.other_conversation,
             usage=usage,
             policy=policy,
+            engine=engine,
         )
 
     def _remember(self, pending: Pending, usage: CacheUsage | None,
-                  response_id: str | None, read_entry_digest: str | None = None) -> None:
-        """Keep a complete, successful call as a future predecessor."""
+                  response_id: str | None, read_entry_digest: str | None = None,
+                  engine: tuple[EngineEvidence, array[int]] | None = None) -> None:
+        """Keep a complete, successful call as a future predecessor (and, with an engine
+        view, as what the engine's slot now holds)."""
         if pending.state is None or pending.call is None:
             return
+        held: dict[str, Any] = {}
+        if engine is not None:
+            evidence, content = engine
+            self._slots.remember(pending.record_id, content, evidence.slot_record_id)
+            held = {"engine_tokens": content, "engine_prompt_tokens": evidence.prompt_tokens}
         read = None if usage is None else usage.cache_read_tokens
         write = None if usage is None else usage.cache_write_tokens
         state = dataclasses.replace(
             pending.state, response_id=response_id,
             cached_extent_tokens=read + write if read is not None and write is not None else None,
             cache_read_tokens=read, read_entry_digest=read_entry_digest,
-            input_tokens_total=None if usage is None else usage.input_tokens_total)
+            input_tokens_total=None if usage is None else usage.input_tokens_total, **held)
         self._index.remember(dataclasses.replace(pending.call, state=state, turn=pending.turn,
                                                  ended=self.clock()))
 
@@ -721,6 +791,13 @@ def automatic_writes(usage: CacheUsage, policy: CachePolicy,
     return usage.model_copy(update={
         "cache_write_tokens": 0,
         "input_tokens_total": usage.uncached_tokens + usage.cache_read_tokens})
+
+
+def engine_tokenizer(base_url: str) -> EngineTokens:
+    """The llama-server token client for ``base_url``."""
+    from ._engine_tokens import EngineTokenizer
+
+    return EngineTokenizer(base_url)
 
 
 def raw_usage(parsed: Any, detail: dict[str, Any]) -> dict[str, Any] | None:

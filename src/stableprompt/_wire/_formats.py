@@ -32,6 +32,7 @@ __all__ = [
     "endpoint",
     "endpoint_path",
     "provider_for",
+    "reply_text",
     "request_format",
     "segment_request",
     "session_hint",
@@ -48,6 +49,8 @@ class RequestFormat(Protocol):
     CACHE_KEY_PARAMS: tuple[str, ...]
 
     def segment(self, body: Mapping[str, Any], b: SegmentBuilder) -> None: ...
+
+    def reply_text(self, response: Mapping[str, Any]) -> str: ...
 
 
 _MODULES: dict[str, Any] = {
@@ -168,6 +171,15 @@ def detect(body: Mapping[str, Any], path: str | None = None) -> str | None:
     if "max_tokens" in body and "stream_options" not in body:
         return anthropic.WIRE_FORMAT
     return openai_chat.WIRE_FORMAT
+
+
+def reply_text(wire_format: str, response: Any) -> str | None:
+    """The text the model generated in a response body of ``wire_format`` (its text blocks /
+    message content, joined), ``None`` when the body is not a JSON object. What a self-hosted
+    engine's slot keeps after the prompt (see ``_recording._engine_view``)."""
+    if not isinstance(response, Mapping):
+        return None
+    return _module(wire_format).reply_text(response)
 
 
 def segment_request(wire_format: str, body: Mapping[str, Any]) -> SegmentedRequest:

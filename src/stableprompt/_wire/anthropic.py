@@ -58,7 +58,13 @@ from ._parts import (
 )
 from ._segmenter import SegmentBuilder, require_list, tool_label
 
-__all__ = ["WIRE_FORMAT", "AnthropicStreamAccumulator", "parse_response", "parse_usage"]
+__all__ = [
+    "WIRE_FORMAT",
+    "AnthropicStreamAccumulator",
+    "parse_response",
+    "parse_usage",
+    "reply_text",
+]
 
 WIRE_FORMAT = "anthropic"
 
@@ -668,3 +674,13 @@ def diagnostics_request(body: Mapping[str, Any]) -> dict[str, Any] | None:
     """The diagnostics a request body asks for (its ``diagnostics`` object), or ``None``."""
     value = body.get("diagnostics")
     return {"diagnostics": dict(value)} if isinstance(value, Mapping) else None
+
+
+def reply_text(response: Mapping[str, Any]) -> str:
+    """The generated text of a Messages response: its ``text`` blocks' ``text``, joined."""
+    content = response.get("content")
+    if not isinstance(content, list):
+        return ""
+    return "".join(b["text"] for b in content
+                   if isinstance(b, Mapping) and b.get("type") == "text"
+                   and isinstance(b.get("text"), str))

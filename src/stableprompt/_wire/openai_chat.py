@@ -45,6 +45,7 @@ __all__ = [
     "parse_response",
     "parse_usage",
     "prompt_details",
+    "reply_text",
     "response_usage",
 ]
 
@@ -350,3 +351,13 @@ def segment(body: Mapping[str, Any], b: SegmentBuilder) -> None:
     leading = True
     for i, message in enumerate(require_list(body, "messages", required=True)):
         leading = segment_message(b, message, f"messages[{i}]", f"/messages/{i}", leading)
+
+
+def reply_text(response: Mapping[str, Any]) -> str:
+    """The generated text of a Chat Completions response: ``choices[0].message.content``."""
+    choices = response.get("choices")
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], Mapping):
+        return ""
+    message = choices[0].get("message")
+    content = message.get("content") if isinstance(message, Mapping) else None
+    return content if isinstance(content, str) else ""

@@ -46,7 +46,13 @@ from ._parts import (
 )
 from ._segmenter import SegmentBuilder, require_list, tool_label
 
-__all__ = ["WIRE_FORMAT", "OpenAIResponsesStreamAccumulator", "parse_response", "parse_usage"]
+__all__ = [
+    "WIRE_FORMAT",
+    "OpenAIResponsesStreamAccumulator",
+    "parse_response",
+    "parse_usage",
+    "reply_text",
+]
 
 WIRE_FORMAT = "openai-responses"
 
@@ -312,3 +318,16 @@ DIAGNOSTIC_EVENTS = frozenset({"response.completed", "response.incomplete", "res
 """Stream events that may carry the response's ``prompt_cache_diagnostics``."""
 
 diagnostics_request = _openai.diagnostics_request
+
+
+def reply_text(response: Mapping[str, Any]) -> str:
+    """The generated text of a Responses response: the ``output_text`` parts of its
+    ``message`` output items, joined."""
+    output = response.get("output")
+    if not isinstance(output, list):
+        return ""
+    parts = [p for item in output if isinstance(item, Mapping) and item.get("type") == "message"
+             and isinstance(item.get("content"), list) for p in item["content"]]
+    return "".join(p["text"] for p in parts
+                   if isinstance(p, Mapping) and p.get("type") == "output_text"
+                   and isinstance(p.get("text"), str))
