@@ -238,7 +238,9 @@ class EngineError(ConfigurationError):
       holds the build log's last lines and its path);
     * ``engine-numpy-missing``: numpy or pyyaml, needed to write the model, is not installed
       (``pip install 'stableprompt[engine]'``);
-    * ``engine-model-failed``: the model writer failed, or the template is unknown;
+    * ``engine-template-unknown``: the chat template is neither a known short name nor a
+      file;
+    * ``engine-model-failed``: the GGUF model writer failed;
     * ``engine-start-failed``: ``llama-server`` exited or did not answer ``GET /health``
       in time (the message holds its log's last lines);
     * ``engine-stop-refused``: the pid to stop is not a ``llama-server`` process.
