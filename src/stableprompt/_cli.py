@@ -33,6 +33,7 @@ PROG = "stableprompt"
 SUBCOMMANDS: dict[str, str] = {
     "demo": "stableprompt.demo._command:SUBCOMMAND",
     "emulator": "stableprompt.emulator._command:SUBCOMMAND",
+    "engine": "stableprompt._engine._command:SUBCOMMAND",
     "lint": "stableprompt._lint._command:SUBCOMMAND",
     "report": "stableprompt._report._command:SUBCOMMAND",
 }

@@ -22,7 +22,9 @@ callers match on, and, where it applies, a location: ``pointer`` (RFC 6901 JSON 
     │   └── PolicyError (LookupError)      unknown provider in a cache-policy lookup/override
     ├── ConfigurationError (RuntimeError)  environment problem: missing API key, tokenizer data
     │   ├── TokenizerUnavailableError      encoding cannot be loaded offline
-    │   └── WorkloadUnavailableError       benchmark data (BFCL) cannot be fetched or read
+    │   ├── WorkloadUnavailableError       benchmark data (BFCL) cannot be fetched or read
+    │   └── EngineError                    the real llama.cpp engine cannot be fetched, built,
+    │                                      written (model) or started; ``code`` says which
     ├── ProviderError                      the trip to the provider failed
     │   ├── ProviderHTTPError              non-2xx answer; retryable for 408/409/429/5xx
     │   ├── ProviderConnectionError        connection failed; retryable
@@ -44,6 +46,7 @@ __all__ = [
     "CaptureError",
     "ConfigurationError",
     "DuplicateToolError",
+    "EngineError",
     "HistoryError",
     "InputError",
     "LedgerError",
@@ -218,6 +221,32 @@ class WorkloadUnavailableError(ConfigurationError):
     """
 
     code = "workload-unavailable"
+
+
+class EngineError(ConfigurationError):
+    """The real llama.cpp engine (``stableprompt engine``, ``stableprompt.testing.llama_server``)
+    cannot be fetched, built, given its model, started or stopped.
+
+    ``code`` says which step failed, and the message says how to fix it:
+
+    * ``engine-tool-missing``: ``cmake``, ``ninja`` or a C/C++ compiler is not on ``PATH``
+      (Debian: ``apt-get install cmake ninja-build g++``);
+    * ``engine-download-failed``: ``pip download`` of the llama.cpp sdist failed (PyPI
+      unreachable), or ``STABLEPROMPT_LLAMA_SDIST`` names a missing file;
+    * ``engine-hash-mismatch``: the sdist's SHA-256 is not the pinned one;
+    * ``engine-build-failed``: extraction, CMake configure or build failed (the message
+      holds the build log's last lines and its path);
+    * ``engine-numpy-missing``: numpy or pyyaml, needed to write the model, is not installed
+      (``pip install 'stableprompt[engine]'``);
+    * ``engine-template-unknown``: the chat template is neither a known short name nor a
+      file;
+    * ``engine-model-failed``: the GGUF model writer failed;
+    * ``engine-start-failed``: ``llama-server`` exited or did not answer ``GET /health``
+      in time (the message holds its log's last lines);
+    * ``engine-stop-refused``: the pid to stop is not a ``llama-server`` process.
+    """
+
+    code = "engine-error"
 
 
 class ProviderError(StablePromptError):

@@ -9,13 +9,25 @@ Example (pytest)::
 
 The helper needs no pytest import; it raises plain :class:`AssertionError`, which pytest
 reports with the divergence message.
+
+:func:`llama_server` runs the real engine for a test: llama.cpp's ``llama-server`` (built once
+from the llama.cpp source on PyPI into the user cache) on a tiny random-weight model with a real
+chat template, one slot, no host prompt cache::
+
+    from stableprompt.testing import llama_server
+
+    def test_my_harness_hits_the_real_cache():
+        with llama_server() as server:   # builds on first use (minutes), then ~0.3 s
+            client = openai.OpenAI(base_url=server.openai_base_url, api_key="unused")
+            ...
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
-from collections.abc import Iterable, Mapping
-from typing import Any
+from collections.abc import Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any
 
 from ._diff import Segmented, diff, lcp_bytes
 from ._lint._divergence import describe_divergence, is_expected_divergence, value_snippet
@@ -23,7 +35,10 @@ from ._lint._results import format_pair
 from ._wire._formats import detect, segment_request
 from ._wire._segmenter import SegmentedRequest
 
-__all__ = ["assert_prefix_stable"]
+if TYPE_CHECKING:
+    from ._engine._server import LlamaServer
+
+__all__ = ["assert_prefix_stable", "llama_server"]
 
 
 def _segmented(item: Any, wire_format: str | None, position: int) -> tuple[Segmented, bool]:
@@ -110,3 +125,45 @@ def assert_prefix_stable(
         raise AssertionError(
             f"mean prefix ratio {shown} is below {minimum} over {len(ratios)} pair(s); "
             f"lowest: request {worst + 1} at {ratios[worst]:.4f}")
+
+
+@contextlib.contextmanager
+def llama_server(template: str = "qwen2.5", **serve_kwargs: Any) -> Iterator[LlamaServer]:
+    """Run a real ``llama-server`` for the ``with`` block, and stop it however the block ends.
+
+    Builds the server when it is not in the user cache yet (``stableprompt engine build``:
+    minutes, once; needs ``cmake``, ``ninja`` and a C++ compiler), writes the tiny model with
+    chat template ``template`` (seconds, once), starts the server on a free loopback port
+    (about 0.3 s) and yields it. On exit, normal or by exception, it is stopped (SIGTERM, then
+    SIGKILL) and its pid is gone.
+
+    Args:
+        template: ``"qwen2.5"`` (tools inside the system turn: append-stable; the default),
+            ``"mistral-nemo"``, ``"hermes-3"``, or a path to a ``.jinja`` chat template.
+        **serve_kwargs: Passed on to the server: ``model`` (a GGUF path instead of the tiny
+            model), ``port`` (0: free), ``ctx_size`` (16384 tokens), ``threads`` (2),
+            ``slots`` (1), ``cache_ram_mib`` (0: off), ``extra_args`` (more llama-server
+            arguments), ``startup_timeout_s`` (60).
+
+    Yields:
+        The running server: ``base_url`` (``http://127.0.0.1:<port>``), ``openai_base_url``
+        (``base_url + "/v1"``), ``pid``, ``port``, ``model_path``, ``log_path``,
+        ``template``. It reports ``usage.prompt_tokens_details.cached_tokens`` and
+        ``timings.cache_n`` on ``/v1/chat/completions``; an exact repeat reads n - 1 tokens.
+
+    Raises:
+        EngineError: It cannot be fetched (code ``engine-download-failed``), built
+            (``engine-tool-missing``, ``engine-build-failed``), given its model
+            (``engine-numpy-missing``: ``pip install 'stableprompt[engine]'``) or started
+            (``engine-start-failed``); the message says how to fix it.
+
+    Source: the cache behaviour is llama.cpp's ``tools/server`` (``server-task.cpp``), as
+    measured in the project's engine notes.
+    """
+    from ._engine._server import serve, stop
+
+    server = serve(template=template, **serve_kwargs)
+    try:
+        yield server
+    finally:
+        stop(server)

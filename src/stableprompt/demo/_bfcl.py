@@ -44,6 +44,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .._cache import cache_root
 from .._canonical import loads
 from .._exceptions import WorkloadUnavailableError
 from .._prompt._tools import ToolSet
@@ -90,16 +91,6 @@ _FUNC_DOC_FILES: Mapping[str, str] = {
     "MemoryAPI_vector": "memory_vector.json",
     "MemoryAPI_rec_sum": "memory_rec_sum.json",
 }
-
-
-def _cache_root() -> Path:
-    explicit = os.environ.get("STABLEPROMPT_CACHE_DIR")
-    if explicit:
-        return Path(explicit)
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    if xdg:
-        return Path(xdg) / "stableprompt"
-    return Path.home() / ".cache" / "stableprompt"
 
 
 def _unavailable(what: str, fix: str = _FETCH_FIX) -> WorkloadUnavailableError:
@@ -273,7 +264,7 @@ def bfcl_data_dir(*, download: bool = True) -> Path:
             but is incomplete or a file differs from the manifest (code
             ``workload-cache-damaged``). The message says how to fix it.
     """
-    root = _cache_root() / f"bfcl-eval-{BFCL_VERSION}"
+    root = cache_root() / f"bfcl-eval-{BFCL_VERSION}"
     data = root / "bfcl_eval" / "data"
     if (root / _MARKER).is_file():
         _verify(root)
