@@ -14,6 +14,15 @@ drops, and where it throws. The C++ reads values with ``json_value``: a missing,
 wrongly typed value gives the default (``""`` for a string, the stated number), which this
 port mirrors in :func:`_str` / :func:`_int`.
 
+What reaches the prompt: after the conversion the server reads (``oaicompat_chat_params_parse``)
+``messages``, ``tools``, ``tool_choice``, ``parallel_tool_calls``, ``response_format`` /
+``json_schema`` / ``grammar``, ``chat_template_kwargs`` (``enable_thinking``),
+``reasoning_effort``, ``reasoning_format``, ``add_generation_prompt`` and
+``continue_final_message`` into the template inputs. A Responses body keeps every key it has
+(so all of these pass through; Responses' own ``text.format`` is not converted, as in the
+C++); an Anthropic body keeps only ``chat_template_kwargs`` of them, besides ``messages``,
+``tools`` and ``tool_choice`` (``thinking`` only sets a sampling budget).
+
 Only the three request formats are known: ``"anthropic"``, ``"openai-responses"``,
 ``"openai-chat"`` (the body as it is, copied).
 """
