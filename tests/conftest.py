@@ -145,3 +145,14 @@ def llama_engine(llama_source: Path) -> Iterator[LlamaServer]:
 
     with llama_server() as server:
         yield server
+
+
+@pytest.fixture(scope="session")
+def llama_url(request: pytest.FixtureRequest) -> str:
+    """Base URL of a real llama-server: ``STABLEPROMPT_LLAMA_URL`` when set (one you started,
+    e.g. with another template), else the session's :func:`llama_engine`."""
+    url = os.environ.get("STABLEPROMPT_LLAMA_URL")
+    if url:
+        return url
+    server: LlamaServer = request.getfixturevalue("llama_engine")
+    return server.base_url

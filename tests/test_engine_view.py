@@ -158,7 +158,7 @@ def test_a_clock_in_the_system_prompt_is_a_client_mutation_with_the_divergent_to
     second = recorder.records[1]
     assert second.verdict == "client_mutation"
     assert second.predicted_cache_read_tokens == second.cache_read_tokens
-    div = second.verdict_detail["engine_divergence"]
+    div: dict[str, Any] = second.verdict_detail["engine_divergence"]  # type: ignore[assignment]
     assert div["token_index"] == second.cache_read_tokens
     assert div["before"].endswith("Now: 10:0") and div["sent"].startswith("2")
     assert div["previous"].startswith("1")
@@ -168,8 +168,9 @@ def test_a_change_the_template_does_not_render_is_not_a_mutation() -> None:
     """Tool wrapper key order and the model name are invisible to this engine's prompt."""
     wrapper = [{"function": dict(reversed(list(TOOLS[0]["function"].items()))),
                 "type": "function"}]
-    bodies = [{"messages": conversation("ann", 1)},
-              {"messages": conversation("ann", 2), "tools": wrapper, "model": "other"}]
+    bodies: list[dict[str, Any]] = [
+        {"messages": conversation("ann", 1)},
+        {"messages": conversation("ann", 2), "tools": wrapper, "model": "other"}]
     recorder = run(FakeLlama(), bodies, session_id="s1")
     second = recorder.records[1]
     assert second.verdict == "hit"
@@ -184,7 +185,8 @@ def test_a_template_that_rerenders_history_is_named_not_blamed_on_the_client() -
     assert second.verdict == "provider_miss"
     assert second.verdict_detail["reason"] == "template-not-append-stable"
     assert second.predicted_cache_read_tokens == second.cache_read_tokens
-    assert second.verdict_detail["engine_divergence"]["previous"].startswith("*")
+    div: dict[str, Any] = second.verdict_detail["engine_divergence"]  # type: ignore[assignment]
+    assert div["previous"].startswith("*")
 
 
 def test_another_conversation_on_the_single_slot_is_the_predecessor_of_the_prediction() -> None:

@@ -19,6 +19,7 @@ callers match on, and, where it applies, a location: ``pointer`` (RFC 6901 JSON 
     │   ├── BreakpointError                breakpoint budget or TTL ordering violated
     │   ├── UsageParseError                provider usage object malformed
     │   ├── CaptureError                   request capture (lint input) unreadable or empty
+    │   ├── EngineRequestError             a body llama-server's request conversion rejects
     │   └── PolicyError (LookupError)      unknown provider in a cache-policy lookup/override
     ├── ConfigurationError (RuntimeError)  environment problem: missing API key, tokenizer data
     │   ├── TokenizerUnavailableError      encoding cannot be loaded offline
@@ -47,6 +48,7 @@ __all__ = [
     "ConfigurationError",
     "DuplicateToolError",
     "EngineError",
+    "EngineRequestError",
     "HistoryError",
     "InputError",
     "LedgerError",
@@ -193,6 +195,14 @@ class CaptureError(InputError):
     """A request capture for ``stableprompt lint`` is unreadable, of unknown format, or empty."""
 
     code = "capture-invalid"
+
+
+class EngineRequestError(InputError):
+    """A request body that llama.cpp's ``llama-server`` would reject while converting it to a
+    chat completions body (``/v1/messages``, ``/v1/responses``): ``pointer`` names the value,
+    the message is the server's own (``tools/server/server-chat.cpp``)."""
+
+    code = "engine-request-invalid"
 
 
 class PolicyError(InputError, LookupError):

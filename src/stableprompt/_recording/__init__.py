@@ -9,4 +9,5 @@
 - ``_observer``: ResponseObserver, which watches a body and hands an Observation to a sink.
 - ``_recorder``: Recorder (recordable / start / observe / finish; previous_response_id).
 - ``_transport``: RecordingTransport / AsyncRecordingTransport, typed on a CallRecorder protocol.
+- ``_engine_tokens``: EngineTokenizer, llama-server's own template and tokens for a request.
 """

@@ -7,7 +7,9 @@
 - ``_request``: ProviderRequest, a rendered body ready to send.
 - ``_openai``: what OpenAI Chat and Responses share.
 - ``_formats``: the request-format registry: which format a path or body is, dispatch.
+- ``_nlohmann``: ``nlohmann::ordered_json::dump()`` reproduced (llama.cpp's JSON text).
 - ``_registry``: the usage-dialect registry behind ``stableprompt.providers``.
 - ``anthropic``, ``openai_chat``, ``openai_responses``: request formats.
 - ``openai_compatible``, ``deepseek``, ``llama_cpp``, ``gemini``, ``bedrock``: usage dialects.
+- ``llama_cpp_requests``: llama-server's Anthropic/Responses -> chat completions conversions.
 """
