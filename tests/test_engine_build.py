@@ -95,7 +95,7 @@ def test_missing_tools_name_the_debian_packages(cache: Path,
                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     """Without cmake, ninja or a compiler, building fails before any download with
     engine-tool-missing, naming each missing tool and ``cmake ninja-build g++``."""
-    monkeypatch.setattr("shutil.which", lambda name: None)
+    monkeypatch.setattr("shutil.which", lambda name, path=None: None)
     with pytest.raises(EngineError) as info:
         _build.build_server()
     assert info.value.code == "engine-tool-missing"
@@ -111,7 +111,7 @@ def test_one_missing_compiler_is_named_alone(monkeypatch: pytest.MonkeyPatch) ->
     """Only what is missing is named; any of c++/g++/clang++ counts as the C++ compiler."""
     present = {"cmake", "ninja", "clang++", "gcc"}
     monkeypatch.setattr("shutil.which",
-                        lambda name: f"/usr/bin/{name}" if name in present else None)
+                        lambda name, path=None: f"/usr/bin/{name}" if name in present else None)
     assert _build.check_build_tools()["a C++ compiler"] == "/usr/bin/clang++"
     present.discard("clang++")
     with pytest.raises(EngineError, match=r"a C\+\+ compiler \(c\+\+/g\+\+/clang\+\+\) not "
@@ -254,3 +254,19 @@ def test_unsafe_members_are_refused(cache: Path, monkeypatch: pytest.MonkeyPatch
         _build.source_dir()
     assert info.value.code == "engine-build-failed"
     assert not (cache / "evil.txt").exists() and not (cache / "llama" / "0.3.36" / "src").exists()
+
+
+def test_tools_in_the_interpreters_scripts_directory_are_found(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The PyPI ninja of the engine extra sits in the virtualenv's bin, not always on PATH."""
+    import sysconfig
+
+    scripts = sysconfig.get_path("scripts")
+
+    def which(name: str, path: str | None = None) -> str | None:
+        if name == "ninja":
+            return f"{scripts}/ninja" if path == scripts else None
+        return f"/usr/bin/{name}"
+
+    monkeypatch.setattr("shutil.which", which)
+    assert _build.check_build_tools()["ninja"] == f"{scripts}/ninja"

@@ -41,6 +41,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import sysconfig
 import tarfile
 import tempfile
 import time
@@ -142,8 +143,15 @@ def _locked() -> Iterator[None]:
             fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
 
 
+def _which(name: str) -> str | None:
+    """``name`` on ``PATH``, else in the running interpreter's scripts directory."""
+    return shutil.which(name) or shutil.which(name, path=sysconfig.get_path("scripts"))
+
+
 def check_build_tools() -> dict[str, str]:
-    """Find the build tools on ``PATH`` (``shutil.which``).
+    """Find the build tools on ``PATH`` (``shutil.which``), then in this interpreter's scripts
+    directory (a virtualenv's ``bin``, where the PyPI ``ninja`` and ``cmake`` wheels of the
+    ``engine`` extra put them, even when the virtualenv is not activated).
 
     Returns:
         ``{"cmake": path, "ninja": path, "a C++ compiler": path, "a C compiler": path}``; the
@@ -157,7 +165,7 @@ def check_build_tools() -> dict[str, str]:
     found: dict[str, str] = {}
     missing: list[str] = []
     for what, names in _TOOLS:
-        path = next((p for p in map(shutil.which, names) if p), None)
+        path = next((p for p in map(_which, names) if p), None)
         if path is None:
             missing.append(what if len(names) == 1 else f"{what} ({'/'.join(names)})")
         else:
@@ -166,7 +174,8 @@ def check_build_tools() -> dict[str, str]:
         raise _error("engine-tool-missing",
                      f"cannot build llama-server: {', '.join(missing)} not found on PATH. "
                      f"Fix: install the Debian packages {_DEBIAN_PACKAGES} (apt-get install "
-                     f"{_DEBIAN_PACKAGES}) or your system's equivalents.")
+                     f"{_DEBIAN_PACKAGES}) or your system's equivalents (ninja also comes "
+                     "with pip install 'stableprompt[engine]').")
     return found
 
 
@@ -407,7 +416,8 @@ def build_server(*, jobs: int | None = None, download: bool = True) -> Path:
         log = version_dir() / "build.log"
         n = jobs if jobs is not None else (os.cpu_count() or 1)
         steps = (
-            ([tools["cmake"], "-S", str(src), "-B", str(build), *_CMAKE_OPTIONS],
+            ([tools["cmake"], "-S", str(src), "-B", str(build), *_CMAKE_OPTIONS,
+              f"-DCMAKE_MAKE_PROGRAM={tools['ninja']}"],
              _CONFIGURE_TIMEOUT_S, "CMake configure"),
             ([tools["cmake"], "--build", str(build), "--target", "llama-server", "-j", str(n)],
              _BUILD_TIMEOUT_S, "the llama-server build"),
