@@ -241,3 +241,28 @@ def test_common_prefix_and_slots() -> None:
     assert slots.best([1, 2, 9]) == (1, "b")
     with pytest.raises(ValueError, match="slots"):
         SlotMemory(0)
+
+
+def test_close_closes_only_an_engine_client_the_recorder_made() -> None:
+    with Recorder(tokenizer="bytes/4", provider="llama-cpp",
+                  engine="http://127.0.0.1:9") as recorder:
+        made = recorder.engine
+    assert made is not None and made._client.is_closed  # type: ignore[attr-defined]
+    engine = FakeLlama()
+    engine.close = lambda: pytest.fail("closed an engine it did not make")  # type: ignore[attr-defined]
+    Recorder(engine=engine).close()
+
+
+def test_recorders_on_one_engine_can_share_its_slot_memory() -> None:
+    engine, slots = FakeLlama(), SlotMemory(1)
+    first = Recorder(tokenizer="bytes/4", provider="llama-cpp", engine=engine,
+                     engine_slots=slots)
+    client(engine, first).chat.completions.create(
+        model="tiny", max_tokens=4, messages=conversation("ann", 1))  # type: ignore[arg-type]
+    second = Recorder(tokenizer="bytes/4", provider="llama-cpp", engine=engine,
+                      engine_slots=slots)
+    client(engine, second).chat.completions.create(
+        model="tiny", max_tokens=4, messages=conversation("bob", 1))  # type: ignore[arg-type]
+    record = second.records[0]
+    assert record.cache_read_tokens
+    assert record.predicted_cache_read_tokens == record.cache_read_tokens

@@ -152,7 +152,9 @@ class Recorder:
             then exact engine tokens (see ``_attribution``); if the engine cannot answer, the
             call is estimated as usual and ``verdict_detail["engine_view_error"]`` says why.
         engine_slots: The engine's slot count (``llama-server -np``); with one slot the
-            previous request of any lineage is what the cache holds.
+            previous request of any lineage is what the cache holds. The recorder knows what
+            a slot holds from the calls it recorded: several recorders on one engine share a
+            :class:`~stableprompt._recording._engine_view.SlotMemory` passed here instead.
 
     Raises:
         ConfigurationError: ``usage_dialect`` names an unknown dialect (code
@@ -180,7 +182,7 @@ class Recorder:
         monotonic: Callable[[], float] = time.monotonic,
         usage_dialect: UsageDialects = None,
         engine: EngineTokens | str | None = None,
-        engine_slots: int = 1,
+        engine_slots: int | SlotMemory = 1,
     ) -> None:
         self.usage_dialect = usage_dialects(usage_dialect)
         self.ledger = ledger
@@ -203,7 +205,9 @@ class Recorder:
         self._index = CallIndex(window_s=session_window_s)
         self.engine: EngineTokens | None = (
             engine_tokenizer(engine) if isinstance(engine, str) else engine)
-        self._slots = SlotMemory(engine_slots)
+        self._owns_engine = isinstance(engine, str)
+        self._slots = (engine_slots if isinstance(engine_slots, SlotMemory)
+                       else SlotMemory(engine_slots))
         self._lookup_warned = False
         self._records_lock = threading.Lock()
 
@@ -212,6 +216,20 @@ class Recorder:
             f"Recorder(ledger={self.ledger!r}, session_id={self.session_id!r}, "
             f"records={len(self.records)})"
         )
+
+    def close(self) -> None:
+        """Close the engine client the recorder made from an ``engine`` URL (an
+        :class:`EngineTokens` you passed stays yours). The ledger is not closed. Idempotent;
+        calls recorded afterwards are estimated (``verdict_detail["engine_view_error"]``)."""
+        close = getattr(self.engine, "close", None)
+        if self._owns_engine and callable(close):
+            close()
+
+    def __enter__(self) -> Recorder:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
 
     @property
     def tokenizer_name(self) -> str:
