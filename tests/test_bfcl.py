@@ -301,7 +301,7 @@ def test_damaged_cache_is_never_used(tmp_path: Path, monkeypatch: pytest.MonkeyP
 def test_pip_reason_is_the_first_error_line_clipped() -> None:
     """pip's output is reduced to its first ERROR line (at most 200 characters) plus the
     network error it retried on."""
-    from stableprompt.demo._bfcl import _pip_reason
+    from stableprompt._cache import pip_reason as _pip_reason
 
     retry = ("WARNING: Retrying (Retry(total=4, connect=None, read=None, redirect=None, "
              "status=None)) after connection broken by 'NewConnectionError('<pip._vendor."

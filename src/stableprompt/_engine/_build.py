@@ -34,9 +34,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import hashlib
 import os
-import re
 import shutil
 import signal
 import subprocess
@@ -48,7 +46,7 @@ import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from .._cache import cache_root
+from .._cache import cache_root, pip_reason, sha256_file
 from .._exceptions import EngineError
 
 __all__ = [
@@ -114,10 +112,6 @@ def server_binary() -> Path:
     return version_dir() / "bin" / "llama-server"
 
 
-def _clip(text: str, limit: int = _REASON_CHARS) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
 
 def _error(code: str, message: str) -> EngineError:
     return EngineError(message, code=code)
@@ -179,16 +173,9 @@ def check_build_tools() -> dict[str, str]:
     return found
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
 
 def _check_sdist(path: Path, *, cached: bool) -> None:
-    actual = _sha256(path)
+    actual = sha256_file(path)
     if actual == SDIST_SHA256:
         return
     fix = (f"Fix: delete {path} (it is fetched again on the next run)." if cached else
@@ -197,17 +184,6 @@ def _check_sdist(path: Path, *, cached: bool) -> None:
                  f"{path} has SHA-256 {actual}, expected {SDIST_SHA256} "
                  f"(llama-cpp-python=={LLAMA_CPP_PYTHON_VERSION}). {fix}")
 
-
-def _pip_reason(output: str) -> str:
-    """pip's first ``ERROR:`` line (else its last line), plus a network error if it names one."""
-    lines = [line.strip() for line in output.splitlines() if line.strip()]
-    errors = [line.removeprefix("ERROR:").strip() for line in lines if line.startswith("ERROR:")]
-    reason = _clip(errors[0] if errors else lines[-1] if lines else "no output")
-    network = re.search(r"\[Errno -?\d+\] [^\"')\]\n]+|certificate verify failed[^\"')\n]*"
-                        r"|Read timed out|timed out", output, flags=re.IGNORECASE)
-    if network is not None and network.group(0) not in reason:
-        reason += f" (network error: {_clip(network.group(0), 100)})"
-    return reason
 
 
 def _download_sdist(target: Path) -> None:
@@ -240,7 +216,8 @@ def _download_sdist(target: Path) -> None:
         if done.returncode != 0 or not fetched.is_file():
             raise _error("engine-download-failed",
                          f"'pip download llama-cpp-python=={LLAMA_CPP_PYTHON_VERSION}' failed "
-                         f"(exit {done.returncode}): {_pip_reason(done.stdout + done.stderr)}. "
+                         f"(exit {done.returncode}): "
+                         f"{pip_reason(done.stdout + done.stderr, _REASON_CHARS)}. "
                          f"{_FETCH_FIX}")
         _check_sdist(fetched, cached=False)
         os.replace(fetched, target)

