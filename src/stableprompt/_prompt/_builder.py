@@ -27,6 +27,7 @@ from .._public import public
 from .._segment import Segment, SegmentSpec, build_segments, fingerprint_of, sum_tokens
 from .._tokens import SegmentTokenCounter, Tokenizer, get_tokenizer
 from .._volatility import head_strings, scan_volatile
+from .._wire._formats import assistant_turn, response_format
 from .._wire._parts import check_ttl
 from .._wire.anthropic import text_block_bytes
 from ._compaction import CacheEvent
@@ -34,6 +35,7 @@ from ._messages import (
     Message,
     ToolCall,
     assistant_message,
+    tool_call_of,
     tool_result_message,
     user_message,
 )
@@ -459,6 +461,50 @@ class Conversation:
                 unanswered earlier tool calls.
         """
         return self._admit(assistant_message(text, tool_calls, breakpoint=cache_breakpoint))
+
+    def add_response(self, response: Any, *, reasoning: str = "error",
+                     cache_breakpoint: str | None = None) -> Message:
+        """Append the assistant turn of a provider response and return it; its
+        ``tool_calls`` are the calls to answer with :meth:`tool_result`.
+
+        Args:
+            response: An Anthropic Messages response, an OpenAI Chat Completion or a Responses
+                response: a dict (the JSON body) or an official SDK object (read with its
+                ``model_dump(mode="json")``). Text blocks are joined into one text block; tool
+                calls keep their ids and names, JSON-string arguments are parsed once into
+                canonical form.
+            reasoning: What to do with reasoning content in the response (Anthropic
+                ``thinking``/``redacted_thinking`` blocks, Responses ``reasoning`` items, Chat
+                ``reasoning_content``): ``"error"`` (default) raises, since the builder cannot
+                replay it byte-exact yet and nothing is dropped silently; ``"drop"`` leaves
+                it out knowingly (Anthropic drops earlier turns' thinking blocks itself on
+                most models, PROVIDERS.md, "Thinking blocks"; within a tool loop they must be
+                sent back, so do not drop them there).
+            cache_breakpoint: As for :meth:`assistant`.
+
+        Raises:
+            HistoryError: Not a response of the three formats, or a malformed one (code
+                ``history-response``, ``pointer`` into the response); reasoning content with
+                ``reasoning="error"`` (code ``history-reasoning``, ``pointer`` at it); a tool
+                call that is not valid (``history-tool-call``); or what :meth:`assistant`
+                raises (an unknown tool name, no content, open calls).
+        """
+        if reasoning not in ("error", "drop"):
+            raise HistoryError(f"reasoning must be 'error' or 'drop', got {reasoning!r}",
+                               code="history-type", pointer="/reasoning")
+        body = response.model_dump(mode="json") if hasattr(response, "model_dump") else response
+        if not isinstance(body, Mapping):
+            raise HistoryError(f"a provider response must be a dict or an SDK response "
+                               f"object, got {type(response).__name__}",
+                               code="history-response")
+        turn = assistant_turn(response_format(body), body)
+        if turn.reasoning and reasoning == "error":
+            raise HistoryError(
+                "the response holds reasoning content, which add_response cannot replay "
+                "byte-exact yet; pass reasoning='drop' to leave it out knowingly",
+                code="history-reasoning", pointer=turn.reasoning[0])
+        calls = [tool_call_of(call, f"/tool_calls/{i}") for i, call in enumerate(turn.tool_calls)]
+        return self.assistant(turn.text, tool_calls=calls, cache_breakpoint=cache_breakpoint)
 
     def tool_result(self, tool_call_id: str, content: Any, *, is_error: bool = False,
                     cache_breakpoint: str | None = None) -> Message:

@@ -208,12 +208,7 @@ def assistant_message(text: str | None, tool_calls: Sequence[ToolCall | Mapping[
     seen: set[str] = set()
     for i, call in enumerate(tool_calls):
         if isinstance(call, Mapping):
-            try:
-                arguments = call.get("arguments", call.get("input", {}))
-                call = ToolCall(call["id"], call["name"], arguments)
-            except KeyError as exc:
-                raise HistoryError(f"tool call needs {exc.args[0]!r}", code="history-tool-call",
-                                   pointer=f"/tool_calls/{i}") from exc
+            call = tool_call_of(call, f"/tool_calls/{i}")
         if not isinstance(call.id, str) or not call.id:
             raise HistoryError("tool call id must be a non-empty string",
                                code="history-tool-call", pointer=f"/tool_calls/{i}/id")
@@ -227,6 +222,76 @@ def assistant_message(text: str | None, tool_calls: Sequence[ToolCall | Mapping[
         blocks.append({"arguments": dict(call.arguments), "id": call.id, "name": call.name,
                        "type": "tool_call"})
     return Message("assistant", blocks, breakpoint=check_ttl(breakpoint, "assistant"))
+
+
+_SHAPES: tuple[tuple[str, frozenset[str], frozenset[str]], ...] = (
+    # (shape, keys it must have, keys it may have)
+    ("stableprompt", frozenset({"id", "name", "arguments"}), frozenset()),
+    ("Anthropic tool_use", frozenset({"id", "name", "input"}), frozenset({"type"})),
+    ("OpenAI tool call", frozenset({"id", "function"}), frozenset({"type", "index"})),
+)
+
+
+def tool_call_of(call: Mapping[str, Any], pointer: str = "") -> ToolCall:
+    """A :class:`ToolCall` from a dict in one of three shapes: ours ``{"id", "name",
+    "arguments"}``, an Anthropic ``tool_use`` block ``{"type": "tool_use", "id", "name",
+    "input"}``, or an OpenAI Chat tool call ``{"id", "type": "function", "function": {"name",
+    "arguments"}}`` (``arguments`` a JSON string, parsed once, or an object).
+
+    Raises:
+        HistoryError: an unknown key (a typo such as ``args`` is never taken for empty
+            arguments), a missing field, or arguments that are not a JSON object; code
+            ``history-tool-call``, ``pointer`` names the key under ``pointer``.
+    """
+    keys = set(call)
+    shape = next((s for s in _SHAPES if s[1] <= keys), None)
+    if shape is None:
+        best = min(_SHAPES, key=lambda s: len(s[1] - keys))
+        missing = sorted(best[1] - keys)
+        raise HistoryError(
+            f"tool call needs {missing[0]!r} (as a {best[0]}: {', '.join(sorted(best[1]))}); "
+            f"got keys {sorted(keys)}", code="history-tool-call", pointer=pointer)
+    name, required, optional = shape
+    unknown = sorted(keys - required - optional)
+    if unknown:
+        raise HistoryError(f"unknown key {unknown[0]!r} in a tool call ({name}: "
+                           f"{', '.join(sorted(required | optional))})",
+                           code="history-tool-call", pointer=f"{pointer}/{unknown[0]}")
+    if name == "Anthropic tool_use" and call.get("type", "tool_use") != "tool_use":
+        raise HistoryError(f"tool call type {call['type']!r} is not 'tool_use'",
+                           code="history-tool-call", pointer=f"{pointer}/type")
+    if name != "OpenAI tool call":
+        arguments = call["arguments"] if "arguments" in call else call["input"]
+        return ToolCall(call["id"], call["name"], _arguments(arguments, pointer))
+    if call.get("type", "function") != "function":
+        raise HistoryError(f"tool call type {call['type']!r} is not 'function'",
+                           code="history-tool-call", pointer=f"{pointer}/type")
+    function = call["function"]
+    where = f"{pointer}/function"
+    if not isinstance(function, Mapping) or set(function) - {"name", "arguments"} \
+            or "name" not in function:
+        extra = sorted(set(function) - {"name", "arguments"}) if isinstance(function,
+                                                                           Mapping) else []
+        raise HistoryError(
+            f"unknown key {extra[0]!r} in a tool call's function" if extra else
+            "a tool call's function needs 'name' (and 'arguments')",
+            code="history-tool-call", pointer=f"{where}/{extra[0]}" if extra else where)
+    return ToolCall(call["id"], function["name"],
+                    _arguments(function.get("arguments", "{}"), f"{where}/arguments"))
+
+
+def _arguments(value: Any, pointer: str) -> Mapping[str, Any]:
+    """Tool-call arguments as a JSON object: a JSON string is parsed once."""
+    if isinstance(value, str):
+        try:
+            value = loads(value or "{}")
+        except ValueError as exc:
+            raise HistoryError(f"tool call arguments are not JSON: {exc}",
+                               code="history-tool-call", pointer=pointer) from exc
+    if not isinstance(value, Mapping):
+        raise HistoryError("tool call arguments must be a JSON object",
+                           code="history-tool-call", pointer=pointer)
+    return value
 
 
 def tool_result_message(tool_call_id: str, content: Any, *, is_error: bool = False,

@@ -12,9 +12,10 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any, Protocol
 
-from .._exceptions import CaptureError, ConfigurationError
+from .._exceptions import CaptureError, ConfigurationError, HistoryError
 from .._public import public
 from . import _openai, anthropic, openai_chat, openai_responses
+from ._parts import AssistantTurn
 from ._registry import WIRE_FORMATS
 from ._segmenter import SegmentBuilder, SegmentedRequest
 
@@ -26,6 +27,7 @@ __all__ = [
     "REQUEST_FORMATS",
     "WIRE_FORMATS_WITH_REQUESTS",
     "UsageDialects",
+    "assistant_turn",
     "chosen_dialect",
     "detect",
     "diagnostics_request",
@@ -34,6 +36,7 @@ __all__ = [
     "provider_for",
     "reply_text",
     "request_format",
+    "response_format",
     "segment_request",
     "session_hint",
     "usage_dialects",
@@ -50,7 +53,7 @@ class RequestFormat(Protocol):
 
     def segment(self, body: Mapping[str, Any], b: SegmentBuilder) -> None: ...
 
-    def reply_text(self, response: Mapping[str, Any]) -> str: ...
+    def assistant_turn(self, response: Mapping[str, Any]) -> AssistantTurn: ...
 
 
 _MODULES: dict[str, Any] = {
@@ -179,7 +182,40 @@ def reply_text(wire_format: str, response: Any) -> str | None:
     engine's slot keeps after the prompt (see ``_recording._engine_view``)."""
     if not isinstance(response, Mapping):
         return None
-    return _module(wire_format).reply_text(response)
+    try:
+        return assistant_turn(wire_format, response).text or ""
+    except HistoryError:
+        return None
+
+
+def response_format(response: Mapping[str, Any]) -> str:
+    """The wire format of a response body: ``choices`` -> ``openai-chat``, ``output`` ->
+    ``openai-responses``, a ``content`` list -> ``anthropic``.
+
+    Raises:
+        HistoryError: None of them (code ``history-response``).
+    """
+    if "choices" in response:
+        return openai_chat.WIRE_FORMAT
+    if "output" in response:
+        return openai_responses.WIRE_FORMAT
+    if isinstance(response.get("content"), list):
+        return anthropic.WIRE_FORMAT
+    raise HistoryError("not a provider response: expected an Anthropic Messages response "
+                       "('content' list), a Chat Completion ('choices') or a Responses response "
+                       f"('output'); got keys {sorted(map(str, response))[:8]}",
+                       code="history-response")
+
+
+def assistant_turn(wire_format: str, response: Mapping[str, Any]) -> AssistantTurn:
+    """What a response body of ``wire_format`` says the assistant did (text, tool calls,
+    reasoning pointers): the format module's ``assistant_turn``.
+
+    Raises:
+        HistoryError: The body is not a response of that format (code ``history-response``).
+        CaptureError: Unknown wire format.
+    """
+    return _module(wire_format).assistant_turn(response)
 
 
 def segment_request(wire_format: str, body: Mapping[str, Any]) -> SegmentedRequest:

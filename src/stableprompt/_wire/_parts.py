@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any, Protocol, TypeVar
+from typing import Any, NamedTuple, Protocol, TypeVar
 
 from .._canonical import canonical_json
 from .._exceptions import BreakpointError, CanonicalizationError, InputError
@@ -25,6 +25,7 @@ from ._segmenter import SegmentBuilder
 __all__ = [
     "APPEND_LOCK",
     "BREAKPOINT_TTLS",
+    "AssistantTurn",
     "Datas",
     "Field",
     "HeadParts",
@@ -52,6 +53,21 @@ _T = TypeVar("_T")
 
 BREAKPOINT_TTLS = ("5m", "1h")
 """The TTL labels a cache breakpoint placed through the builder may ask for."""
+
+
+class AssistantTurn(NamedTuple):
+    """What a provider response says the assistant did (each format's ``assistant_turn``).
+
+    Attributes:
+        text: The generated text (text blocks / output text joined), ``None`` when empty.
+        tool_calls: Tool calls in the format's own shape (validated by the builder).
+        reasoning: JSON pointers of reasoning content in the response (Anthropic
+            ``thinking`` blocks, Responses ``reasoning`` items, Chat ``reasoning_content``).
+    """
+
+    text: str | None
+    tool_calls: tuple[Mapping[str, Any], ...]
+    reasoning: tuple[str, ...]
 
 
 class ToolParts(Protocol):

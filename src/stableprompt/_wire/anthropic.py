@@ -22,7 +22,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from .._canonical import canonical_json, loads, unescape_pointer
-from .._exceptions import BreakpointError, CaptureError, InputError, UsageParseError
+from .._exceptions import BreakpointError, CaptureError, HistoryError, InputError, UsageParseError
 from .._policy import TTL_LABELS_S
 from .._sse import SSEEvent
 from .._usage import CacheUsage
@@ -38,6 +38,7 @@ from ._fields import (
 )
 from ._parts import (
     APPEND_LOCK,
+    AssistantTurn,
     Datas,
     Field,
     HeadParts,
@@ -61,9 +62,9 @@ from ._segmenter import SegmentBuilder, require_list, tool_label
 __all__ = [
     "WIRE_FORMAT",
     "AnthropicStreamAccumulator",
+    "assistant_turn",
     "parse_response",
     "parse_usage",
-    "reply_text",
 ]
 
 WIRE_FORMAT = "anthropic"
@@ -676,11 +677,31 @@ def diagnostics_request(body: Mapping[str, Any]) -> dict[str, Any] | None:
     return {"diagnostics": dict(value)} if isinstance(value, Mapping) else None
 
 
-def reply_text(response: Mapping[str, Any]) -> str:
-    """The generated text of a Messages response: its ``text`` blocks' ``text``, joined."""
+def assistant_turn(response: Mapping[str, Any]) -> AssistantTurn:
+    """The assistant turn of a Messages response: ``text`` blocks joined, ``tool_use`` blocks
+    as tool calls (``input`` kept as the arguments object), and the pointers of ``thinking`` /
+    ``redacted_thinking`` blocks (reasoning content the caller must decide about).
+
+    Raises:
+        HistoryError: ``content`` is not a list of blocks, or a block type is not one of
+            those (code ``history-response``, pointer ``/content/<i>``).
+    """
     content = response.get("content")
     if not isinstance(content, list):
-        return ""
-    return "".join(b["text"] for b in content
-                   if isinstance(b, Mapping) and b.get("type") == "text"
-                   and isinstance(b.get("text"), str))
+        raise HistoryError("an Anthropic Messages response needs a 'content' list",
+                           code="history-response", pointer="/content")
+    texts: list[str] = []
+    calls: list[Mapping[str, Any]] = []
+    reasoning: list[str] = []
+    for i, block in enumerate(content):
+        kind = block.get("type") if isinstance(block, Mapping) else None
+        if kind == "text" and isinstance(block.get("text"), str):
+            texts.append(block["text"])
+        elif kind == "tool_use":
+            calls.append({k: block[k] for k in ("id", "name", "input") if k in block})
+        elif kind in ("thinking", "redacted_thinking"):
+            reasoning.append(f"/content/{i}")
+        else:
+            raise HistoryError(f"unsupported content block type {kind!r} in a Messages "
+                               "response", code="history-response", pointer=f"/content/{i}")
+    return AssistantTurn("".join(texts) or None, tuple(calls), tuple(reasoning))

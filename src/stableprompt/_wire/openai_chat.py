@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from .._canonical import canonical_json
+from .._exceptions import HistoryError
 from .._sse import SSEEvent
 from .._usage import CacheUsage
 from . import _openai
@@ -26,6 +27,7 @@ from ._fields import as_mapping, cache_details, inclusive_usage, opt_int, req_in
 from ._openai import render_checks, segment_message
 from ._openai import tail_role as default_tail_role
 from ._parts import (
+    AssistantTurn,
     Field,
     HeadParts,
     MessageParts,
@@ -40,12 +42,12 @@ __all__ = [
     "WIRE_FORMAT",
     "ChatStreamAccumulator",
     "OpenAIChatStreamAccumulator",
+    "assistant_turn",
     "chat_usage",
     "delta_has_content",
     "parse_response",
     "parse_usage",
     "prompt_details",
-    "reply_text",
     "response_usage",
 ]
 
@@ -353,11 +355,28 @@ def segment(body: Mapping[str, Any], b: SegmentBuilder) -> None:
         leading = segment_message(b, message, f"messages[{i}]", f"/messages/{i}", leading)
 
 
-def reply_text(response: Mapping[str, Any]) -> str:
-    """The generated text of a Chat Completions response: ``choices[0].message.content``."""
+def assistant_turn(response: Mapping[str, Any]) -> AssistantTurn:
+    """The assistant turn of a Chat Completion: ``choices[0].message`` ``content`` and
+    ``tool_calls``; a ``reasoning_content`` / ``reasoning`` text (DeepSeek, vLLM, OpenRouter) is
+    reported as reasoning at its pointer.
+
+    Raises:
+        HistoryError: no ``choices[0].message`` (code ``history-response``).
+    """
     choices = response.get("choices")
-    if not isinstance(choices, list) or not choices or not isinstance(choices[0], Mapping):
-        return ""
-    message = choices[0].get("message")
-    content = message.get("content") if isinstance(message, Mapping) else None
-    return content if isinstance(content, str) else ""
+    message = (choices[0].get("message") if isinstance(choices, list) and choices
+               and isinstance(choices[0], Mapping) else None)
+    if not isinstance(message, Mapping):
+        raise HistoryError("a Chat Completion needs choices[0].message",
+                           code="history-response", pointer="/choices/0/message")
+    content = message.get("content")
+    if content is not None and not isinstance(content, str):
+        raise HistoryError("choices[0].message.content must be a string or null",
+                           code="history-response", pointer="/choices/0/message/content")
+    calls = message.get("tool_calls") or []
+    if not isinstance(calls, list):
+        raise HistoryError("choices[0].message.tool_calls must be a list",
+                           code="history-response", pointer="/choices/0/message/tool_calls")
+    reasoning = tuple(f"/choices/0/message/{key}" for key in ("reasoning_content", "reasoning")
+                      if message.get(key))
+    return AssistantTurn(content or None, tuple(calls), reasoning)

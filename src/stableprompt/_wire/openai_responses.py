@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from .._canonical import canonical_json
-from .._exceptions import CaptureError
+from .._exceptions import CaptureError, HistoryError
 from .._sse import SSEEvent
 from .._usage import CacheUsage
 from . import _openai
@@ -36,6 +36,7 @@ from ._fields import (
 from ._openai import render_checks, segment_message
 from ._openai import tail_role as default_tail_role
 from ._parts import (
+    AssistantTurn,
     Field,
     HeadParts,
     MessageParts,
@@ -49,9 +50,9 @@ from ._segmenter import SegmentBuilder, require_list, tool_label
 __all__ = [
     "WIRE_FORMAT",
     "OpenAIResponsesStreamAccumulator",
+    "assistant_turn",
     "parse_response",
     "parse_usage",
-    "reply_text",
 ]
 
 WIRE_FORMAT = "openai-responses"
@@ -320,14 +321,33 @@ DIAGNOSTIC_EVENTS = frozenset({"response.completed", "response.incomplete", "res
 diagnostics_request = _openai.diagnostics_request
 
 
-def reply_text(response: Mapping[str, Any]) -> str:
-    """The generated text of a Responses response: the ``output_text`` parts of its
-    ``message`` output items, joined."""
+def assistant_turn(response: Mapping[str, Any]) -> AssistantTurn:
+    """The assistant turn of a Responses response: ``message`` items' ``output_text`` parts
+    joined, ``function_call`` items as tool calls (``call_id``, ``name``, JSON-string
+    ``arguments``), and the pointers of ``reasoning`` items.
+
+    Raises:
+        HistoryError: ``output`` is not a list, or an item type is not one of those (code
+            ``history-response``, pointer ``/output/<i>``).
+    """
     output = response.get("output")
     if not isinstance(output, list):
-        return ""
-    parts = [p for item in output if isinstance(item, Mapping) and item.get("type") == "message"
-             and isinstance(item.get("content"), list) for p in item["content"]]
-    return "".join(p["text"] for p in parts
-                   if isinstance(p, Mapping) and p.get("type") == "output_text"
-                   and isinstance(p.get("text"), str))
+        raise HistoryError("a Responses response needs an 'output' list",
+                           code="history-response", pointer="/output")
+    texts: list[str] = []
+    calls: list[Mapping[str, Any]] = []
+    reasoning: list[str] = []
+    for i, item in enumerate(output):
+        kind = item.get("type") if isinstance(item, Mapping) else None
+        if kind == "message" and isinstance(item.get("content"), list):
+            texts.extend(p["text"] for p in item["content"] if isinstance(p, Mapping)
+                         and p.get("type") == "output_text" and isinstance(p.get("text"), str))
+        elif kind == "function_call":
+            calls.append({"id": item.get("call_id"), "name": item.get("name"),
+                          "arguments": item.get("arguments", "{}")})
+        elif kind == "reasoning":
+            reasoning.append(f"/output/{i}")
+        else:
+            raise HistoryError(f"unsupported output item type {kind!r} in a Responses "
+                               "response", code="history-response", pointer=f"/output/{i}")
+    return AssistantTurn("".join(texts) or None, tuple(calls), tuple(reasoning))

@@ -1,0 +1,132 @@
+"""``Conversation.add_response``: provider responses (dicts and official SDK objects) into the
+history, tool calls validated in every provider shape (issue 14 item 1)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anthropic.types
+import openai.types.chat
+import openai.types.responses
+import pytest
+
+from stableprompt import HistoryError, PromptBuilder, ToolCall
+
+TOOL = {"name": "get_invoice", "description": "Fetch an invoice.",
+        "input_schema": {"type": "object", "properties": {"id": {"type": "string"}}}}
+
+
+def conversation() -> Any:
+    conv = PromptBuilder(system="You bill.", tools=[TOOL], tokenizer=None).freeze().conversation()
+    conv.user("Show invoice 7.")
+    return conv
+
+
+ANTHROPIC: dict[str, Any] = {
+    "id": "msg_1", "type": "message", "role": "assistant", "model": "claude-sonnet-5",
+    "stop_reason": "tool_use", "stop_sequence": None,
+    "usage": {"input_tokens": 10, "output_tokens": 5},
+    "content": [{"type": "text", "text": "Looking it up."},
+                {"type": "tool_use", "id": "toolu_1", "name": "get_invoice",
+                 "input": {"id": "7"}}]}
+CHAT: dict[str, Any] = {
+    "id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": "gpt-5.2",
+    "choices": [{"index": 0, "finish_reason": "tool_calls", "message": {
+        "role": "assistant", "content": None,
+        "tool_calls": [{"id": "call_1", "type": "function",
+                        "function": {"name": "get_invoice", "arguments": '{"id": "7"}'}}]}}]}
+RESPONSES: dict[str, Any] = {
+    "id": "resp_1", "object": "response", "created_at": 1, "model": "gpt-5.2",
+    "status": "completed", "parallel_tool_calls": True, "tool_choice": "auto", "tools": [],
+    "output": [
+        {"type": "message", "id": "msg_1", "role": "assistant", "status": "completed",
+         "content": [{"type": "output_text", "text": "Looking it up.", "annotations": []}]},
+        {"type": "function_call", "id": "fc_1", "call_id": "call_1", "name": "get_invoice",
+         "arguments": '{"id": "7"}', "status": "completed"}]}
+
+
+@pytest.mark.parametrize("response", [
+    ANTHROPIC, anthropic.types.Message.model_validate(ANTHROPIC),
+    CHAT, openai.types.chat.ChatCompletion.model_validate(CHAT),
+    RESPONSES, openai.types.responses.Response.model_validate(RESPONSES),
+], ids=["anthropic", "anthropic-sdk", "chat", "chat-sdk", "responses", "responses-sdk"])
+def test_a_response_becomes_the_assistant_turn(response: Any) -> None:
+    conv = conversation()
+    before = conv.render().to_anthropic(model="m", max_tokens=16)
+    message = conv.add_response(response)
+    call_id = "toolu_1" if "toolu_1" in str(response) else "call_1"
+    assert message.tool_calls == (ToolCall(call_id, "get_invoice", {"id": "7"}),)
+    assert conv.open_tool_calls == (call_id,)
+    conv.tool_result(call_id, {"total": 12.5})
+    after = conv.render().to_anthropic(model="m", max_tokens=16)
+    # Append-only: the earlier request's segments are a prefix of the next one's.
+    assert after.segments[: len(before.segments) - 1] == before.segments[:-1]
+
+
+def test_the_same_turn_from_any_format_has_the_same_bytes() -> None:
+    """Tool-call arguments parsed once into canonical form: Chat's JSON string and
+    Anthropic's object give the same message bytes (ids aside)."""
+    chat, responses = conversation(), conversation()
+    a = chat.add_response(CHAT)
+    b = responses.add_response({**RESPONSES, "output": RESPONSES["output"][1:]})
+    assert a.data == b.data
+
+
+def test_reasoning_is_never_dropped_silently() -> None:
+    thinking = {**ANTHROPIC, "content": [
+        {"type": "thinking", "thinking": "hmm", "signature": "sig"}, *ANTHROPIC["content"]]}
+    with pytest.raises(HistoryError) as info:
+        conversation().add_response(thinking)
+    assert info.value.code == "history-reasoning" and info.value.pointer == "/content/0"
+    message = conversation().add_response(thinking, reasoning="drop")
+    assert message.text.startswith("Looking it up.")
+    assert [c.id for c in message.tool_calls] == ["toolu_1"]
+    chat = {**CHAT, "choices": [{**CHAT["choices"][0], "message": {
+        **CHAT["choices"][0]["message"], "reasoning_content": "first, ..."}}]}
+    with pytest.raises(HistoryError, match="reasoning") as info:
+        conversation().add_response(chat)
+    assert info.value.pointer == "/choices/0/message/reasoning_content"
+    with pytest.raises(HistoryError, match="'error' or 'drop'"):
+        conversation().add_response(CHAT, reasoning="keep")
+
+
+@pytest.mark.parametrize(("response", "code", "pointer"), [
+    ({"nothing": 1}, "history-response", None),
+    ({"choices": []}, "history-response", "/choices/0/message"),
+    ({"output": [{"type": "web_search_call"}]}, "history-response", "/output/0"),
+    ({"content": [{"type": "image"}]}, "history-response", "/content/0"),
+    ({"content": [{"type": "tool_use", "id": "t", "name": "get_invoice", "args": {}}]},
+     "history-tool-call", "/tool_calls/0"),
+    ({"choices": [{"message": {"content": None, "tool_calls": [
+        {"id": "c", "type": "function", "function": {"name": "get_invoice",
+                                                      "arguments": "{not json"}}]}}]},
+     "history-tool-call", "/tool_calls/0/function/arguments"),
+], ids=["unknown", "no-choice", "unknown-item", "unknown-block", "typo-args", "bad-json"])
+def test_malformed_responses_name_what_and_where(response: Any, code: str,
+                                                 pointer: str | None) -> None:
+    with pytest.raises(HistoryError) as info:
+        conversation().add_response(response)
+    assert info.value.code == code
+    assert info.value.pointer == pointer
+    with pytest.raises(HistoryError, match="SDK response"):
+        conversation().add_response("text")
+
+
+def test_tool_call_dicts_are_validated_in_every_shape() -> None:
+    conv = conversation()
+    with pytest.raises(HistoryError) as info:
+        conv.assistant(tool_calls=[{"id": "c1", "name": "get_invoice", "args": {"id": "7"}}])
+    assert info.value.code == "history-tool-call" and "'arguments'" in str(info.value)
+    with pytest.raises(HistoryError) as info:
+        conv.assistant(tool_calls=[{"id": "c1", "name": "get_invoice", "arguments": {},
+                                    "extra": 1}])
+    assert info.value.pointer == "/tool_calls/0/extra"
+    with pytest.raises(HistoryError) as info:
+        conv.assistant(tool_calls=[{"id": "c1", "type": "function",
+                                    "function": {"name": "get_invoice", "args": "{}"}}])
+    assert info.value.pointer == "/tool_calls/0/function/args"
+    message = conv.assistant(tool_calls=[
+        {"id": "c1", "type": "function",
+         "function": {"name": "get_invoice", "arguments": '{"id": "7"}'}},
+        {"type": "tool_use", "id": "c2", "name": "get_invoice", "input": {"id": "8"}}])
+    assert [c.arguments for c in message.tool_calls] == [{"id": "7"}, {"id": "8"}]
