@@ -135,7 +135,7 @@ def _run(args: argparse.Namespace) -> int:
     header = meta_lines(meta)
     notes = [f"ceiling: append-only bound (whole previous request of the same session); "
              f"hit rate and ceiling are shares of input tokens. {len(records)} records.",
-             *ceiling_notes(report)]
+             *report.exclusion_notes(), *ceiling_notes(report)]
     if args.html is not None:
         write_text(args.html, html_report(report, title=f"stableprompt report: {args.ledger}",
                                           intro=header, notes=notes))

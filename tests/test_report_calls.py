@@ -1,0 +1,298 @@
+"""Tests for the report's per-call rows, exclusions, partial reads, causes and cliffs
+(`_report._calls`, `_report._causes`, `_report._pricing`) on hand-built SQLite ledgers."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from stableprompt import Ledger, UsageRecord, parse_usage
+from stableprompt._cli import main
+from stableprompt._lint._findings import CAUSE_FIXES
+from stableprompt._report._calls import CLIFF_DROP
+from stableprompt._report._command import read_ledger, summarize
+from stableprompt._report._pricing import Pricing, TokenSplit, price_call
+
+T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+
+
+def _rec(i: int, *, session: str = "a", total: int | None = 4000, read: int | None = 0,
+         write: int | None = 0, verdict: str = "hit", predicted: int | None = None,
+         inconsistent: bool = False, detail: dict[str, Any] | None = None,
+         provider: str = "anthropic", model: str = "claude-sonnet-4-5",
+         scenario: str = "s") -> UsageRecord:
+    known = total is not None
+    return UsageRecord(
+        ts_utc=T0 + timedelta(seconds=6 * i), scenario=scenario, session_id=session, turn=i,
+        wire_format="anthropic" if provider == "anthropic" else "openai-chat",
+        provider=provider, model=model, input_tokens_total=total,
+        cache_read_tokens=read if known else None, cache_write_tokens=write if known else None,
+        uncached_tokens=None if total is None else total - (read or 0) - (write or 0),
+        output_tokens=10 if known else None, predicted_cache_read_tokens=predicted,
+        usage_inconsistent=inconsistent, verdict=verdict,  # type: ignore[arg-type]
+        verdict_detail=detail or {})
+
+
+def _ledger(path: Path, records: list[UsageRecord]) -> list[UsageRecord]:
+    with Ledger(path) as ledger:
+        for record in records:
+            assert ledger.write(record) == "committed"
+    return read_ledger(path)
+
+
+def test_unknown_reads_are_excluded_not_zero(tmp_path: Path,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    """A call whose provider did not report cache reads adds nothing to the rate, ceiling or
+    cost (not a 0 read), is counted apart, and the report names how many and why."""
+    records = _ledger(tmp_path / "c.db", [
+        _rec(0, write=4000, verdict="cold"),
+        _rec(1, total=4100, read=None, write=None, verdict="unknown"),
+        _rec(2, total=4200, read=4100, write=100, predicted=4100),
+    ])
+    report = summarize(records)
+    t = report.scenarios["s"].totals
+    assert (t.calls, t.unknown_reads, t.excluded) == (3, 1, 1)
+    assert t.input_tokens == 8200 and t.cache_read_tokens == 4100
+    assert t.hit_rate == pytest.approx(4100 / 8200)
+    assert t.ceiling_tokens == 4100  # the unknown call's size still bounds the next call
+    row = report.calls[1]
+    assert (row.excluded, row.read_share, row.cost_usd) == ("unknown-reads", None, None)
+    assert report.exclusion_notes() == [
+        "1 of 3 calls excluded from hit rates, ceilings and costs (counted as calls and "
+        "verdicts, never as 0 reads): 1 with cache reads not reported by the provider (0 "
+        "would be a guess)."]
+    assert main(["report", str(tmp_path / "c.db")]) == 0
+    assert "1 of 3 calls excluded" in capsys.readouterr().out
+
+
+def test_only_unknown_reads_show_a_dash(tmp_path: Path,
+                                        capsys: pytest.CaptureFixture[str]) -> None:
+    """When every call has unknown reads (vLLM without prompt token details) the hit rate is
+    unknown ("—", JSON null), never 0.0%."""
+    db = tmp_path / "c.db"
+    _ledger(db, [_rec(i, read=None, write=None, verdict="unknown", provider="openai",
+                      model="gpt-5.2") for i in range(3)])
+    assert main(["report", str(db)]) == 0
+    out = capsys.readouterr().out
+    assert "0.0%" not in out and "—" in out and "3 of 3 calls excluded" in out
+    assert main(["report", str(db), "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["overall"]["hit_rate"] is None and data["overall"]["unknown_reads"] == 3
+    assert data["scenarios"]["s"]["hit_rate"] is None
+    assert data["exclusions"][0].startswith("3 of 3 calls excluded")
+
+
+def test_inconsistent_usage_is_never_summed(tmp_path: Path) -> None:
+    """A call flagged usage_inconsistent (here reads 500x its input, a 50,000% hit rate) is
+    excluded from every sum and rate, and named in the note."""
+    records = _ledger(tmp_path / "c.db", [
+        _rec(0, write=4000, verdict="cold"),
+        _rec(1, total=2000, read=1_000_000, write=0, inconsistent=True),
+        _rec(2, total=4100, read=4000, write=100, predicted=4000),
+    ])
+    report = summarize(records)
+    t = report.overall
+    assert (t.inconsistent, t.input_tokens, t.cache_read_tokens) == (1, 8100, 4000)
+    assert t.hit_rate is not None and t.hit_rate < 1.0
+    assert t.ceiling_tokens == 4000  # bounded by call 0, not by the implausible call 1
+    assert "1 with inconsistent usage" in report.exclusion_notes()[0]
+    assert report.calls[1].read_share is None and report.calls[1].excluded == "inconsistent"
+
+
+def test_mixed_providers_inclusive_and_exclusive_input(tmp_path: Path) -> None:
+    """Anthropic (input_tokens excludes cache reads and writes) and OpenAI (prompt_tokens
+    includes cached tokens) normalize to one inclusive total, so one report sums them right."""
+    anthropic = parse_usage("anthropic", {"input_tokens": 100, "cache_read_input_tokens": 3000,
+                                          "cache_creation_input_tokens": 900,
+                                          "output_tokens": 10})
+    openai = parse_usage("openai-chat", {"prompt_tokens": 4000, "completion_tokens": 10,
+                                         "prompt_tokens_details": {"cached_tokens": 2944}})
+    records = []
+    for i, (usage, provider, model) in enumerate([(anthropic, "anthropic", "claude-sonnet-4-5"),
+                                                  (openai, "openai", "gpt-5.2")]):
+        records.append(UsageRecord(
+            ts_utc=T0 + timedelta(seconds=i), scenario="s", session_id=provider,
+            wire_format=usage.wire_format,  # type: ignore[arg-type]
+            provider=provider, model=model, input_tokens_total=usage.input_tokens_total,
+            cache_read_tokens=usage.cache_read_tokens,
+            cache_write_tokens=usage.cache_write_tokens, uncached_tokens=usage.uncached_tokens,
+            output_tokens=usage.output_tokens, verdict="hit"))
+    report = summarize(_ledger(tmp_path / "c.db", records))
+    rows = report.calls
+    assert [r.input_tokens for r in rows] == [4000, 4000]
+    assert [r.read_share for r in rows] == [pytest.approx(0.75), pytest.approx(0.736)]
+    t = report.overall
+    assert (t.input_tokens, t.cache_read_tokens, t.cache_write_tokens) == (8000, 5944, 900)
+    assert t.uncached_tokens == 100 + 4000 - 2944
+    assert t.hit_rate == pytest.approx(5944 / 8000)
+
+
+def test_partial_reads_are_not_full_hits_nor_zeros(tmp_path: Path) -> None:
+    """A call that read 82% of what it could is partial; one that read it all (within the
+    tolerance) is not, nor one that read nothing."""
+    records = _ledger(tmp_path / "c.db", [
+        _rec(0, total=10_000, write=10_000, verdict="cold"),
+        _rec(1, total=10_000, read=8_200, write=1_800, predicted=10_000,
+             verdict="provider_miss", detail={"missing_tokens": 1_800}),
+        _rec(2, total=10_000, read=9_990, write=10, predicted=10_000),
+        _rec(3, total=10_000, read=0, write=10_000, predicted=10_000, verdict="provider_miss",
+             detail={"missing_tokens": 10_000}),
+    ])
+    report = summarize(records)
+    rows = report.calls
+    assert [r.partial for r in rows] == [False, True, False, False]
+    assert [r.read_share for r in rows] == [0.0, 0.82, 0.999, 0.0]
+    assert report.overall.partial == 1
+    assert [r.lost_tokens for r in rows] == [0, 1_800, 0, 10_000]
+
+
+def test_split_moves_lost_tokens_from_writes_then_uncached() -> None:
+    """The counterfactual split reads more out of the writes first (1h writes last), then the
+    uncached tokens, keeping the total; pricing it uses genai-prices at the call's date."""
+    split = TokenSplit(total=1000, read=100, write=300, write_1h=250)
+    assert split.reading(300) == TokenSplit(1000, 300, 100, 100)
+    assert split.reading(900) == TokenSplit(1000, 900, 0, 0)
+    assert split.reading(50) == split
+    assert split.uncached() == TokenSplit(1000, 0, 0, 0)
+    record = _rec(0, total=1000, read=100, write=300)
+    pricing, notes = Pricing(source="genai-prices x"), dict[str, None]()
+    actual = price_call(record, pricing, notes)
+    assert actual is not None and not notes
+    cheaper = price_call(record, pricing, notes, split.reading(900))
+    assert cheaper is not None and cheaper < actual
+
+
+def test_causes_ranked_by_lost_tokens_with_lint_fixes(tmp_path: Path) -> None:
+    """Misses group by cause, segment and path, ranked by lost tokens, each with lint's fix
+    text and lost dollars equal to the price difference had the lost tokens been read."""
+    clock = {"cause": "volatile-token", "segment": "system[0]", "segment_kind": "system",
+             "path": "/system/0/text", "cause_detail": "timestamp"}
+    records = _ledger(tmp_path / "c.db", [
+        _rec(0, write=4000, verdict="cold"),
+        _rec(1, total=4100, write=4100, verdict="client_mutation",
+             detail={**clock, "lost_tokens": 4000}),
+        _rec(2, total=4200, write=4200, verdict="client_mutation",
+             detail={**clock, "lost_tokens": 4100}),
+        _rec(3, total=4300, read=2000, write=2300, verdict="client_mutation",
+             detail={"cause": "tool-reorder", "segment": "tools[1]", "path": "/tools/1",
+                     "lost_tokens": 2000}),
+        _rec(4, total=4400, read=0, write=4400, verdict="ttl_expired",
+             detail={"expired_tokens": 4300}),
+    ])
+    report = summarize(records)
+    causes = report.causes()
+    assert [(c.cause, c.segment, c.path, c.calls, c.lost_tokens) for c in causes] == [
+        ("volatile-token", "system[0]", "/system/0/text", 2, 8100),
+        ("ttl-expired", None, None, 1, 4300),
+        ("tool-reorder", "tools[1]", "/tools/1", 1, 2000)]
+    assert causes[0].fix == CAUSE_FIXES["volatile-token"]
+    assert causes[2].fix == CAUSE_FIXES["tool-reorder"]
+    assert causes[1].fix is not None and "TTL" in causes[1].fix
+    pricing, notes = Pricing(source="genai-prices x"), dict[str, None]()
+    expected = 0.0
+    for record in records[1:3]:
+        split = TokenSplit.of(record)
+        lost = int(record.verdict_detail["lost_tokens"])  # type: ignore[arg-type]
+        before, after = (price_call(record, pricing, notes),
+                         price_call(record, pricing, notes, split.reading(lost)))
+        assert before is not None and after is not None
+        expected += before - after
+    assert causes[0].lost_usd == pytest.approx(expected) and expected > 0
+    assert report.overall.lost_tokens == 8100 + 4300 + 2000
+    row = report.calls[1]
+    assert (row.cause, row.segment, row.path, row.cause_detail) == (
+        "volatile-token", "system[0]", "/system/0/text", "timestamp")
+    t = report.overall
+    assert t.cost_usd is not None and t.cost_uncached_usd is not None
+    assert t.cost_at_ceiling_usd is not None
+    # Mostly writes (1.25x) and few reads: dearer than no caching; at the ceiling, cheaper.
+    assert t.cost_at_ceiling_usd < t.cost_uncached_usd < t.cost_usd
+
+
+def test_cliffs_are_sharp_drops_within_a_session(tmp_path: Path) -> None:
+    """A cliff is a read-share drop of at least CLIFF_DROP from the previous included call of
+    the same session; other sessions and excluded calls in between do not count."""
+    records = _ledger(tmp_path / "c.db", [
+        _rec(0, write=4000, verdict="cold"),
+        _rec(1, total=4100, read=4000, write=100),
+        _rec(2, session="b", total=4000, write=4000, verdict="cold"),
+        _rec(3, total=4200, read=None, write=None, verdict="unknown"),
+        _rec(4, total=4300, read=1000, write=3300, verdict="client_mutation",
+             detail={"cause": "whitespace", "segment": "messages[1]", "lost_tokens": 3100}),
+        _rec(5, total=4400, read=4300, write=100),
+    ])
+    cliffs = summarize(records, price=False).cliffs()
+    assert [(c.call.turn, c.previous_id) for c in cliffs] == [(4, records[1].record_id)]
+    cliff = cliffs[0]
+    assert cliff.drop == pytest.approx(4000 / 4100 - 1000 / 4300)
+    assert cliff.drop >= CLIFF_DROP
+    assert cliff.to_json()["verdict"] == "client_mutation"
+    assert cliff.to_json()["cause"] == "whitespace"
+
+
+def test_report_json_has_calls_causes_cliffs(tmp_path: Path,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    """`report --json` keeps its keys and adds overall, groups, calls, causes and cliffs with
+    the issue's fields."""
+    db = tmp_path / "c.db"
+    _ledger(db, [_rec(0, write=4000, verdict="cold"),
+                 _rec(1, total=4100, write=4100, verdict="client_mutation",
+                      detail={"cause": "volatile-token", "segment": "system[0]",
+                              "path": "/system/0/text", "lost_tokens": 4000})])
+    assert main(["report", str(db), "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["scenarios"]["s"]["calls"] == 2
+    overall = data["overall"]
+    for key in ("calls", "input_tokens", "cache_read_tokens", "cache_write_tokens",
+                "uncached_tokens", "hit_rate", "ceiling", "cost_usd", "cost_uncached_usd",
+                "cost_at_ceiling_usd", "verdicts"):
+        assert key in overall, key
+    assert [g["scenario"] for g in data["groups"]] == ["s"]
+    call_keys = ["id", "scenario", "session", "turn", "ts", "verdict", "read_share",
+                 "cache_read_tokens", "predicted_cache_read_tokens", "lost_tokens", "cause",
+                 "segment", "path", "before", "after"]
+    assert list(data["calls"][0])[:len(call_keys)] == call_keys
+    assert data["calls"][1]["cause"] == "volatile-token"
+    cause = data["causes"][0]
+    assert list(cause)[:7] == ["cause", "segment", "path", "calls", "lost_tokens", "lost_usd",
+                               "fix"]
+    assert cause["lost_tokens"] == 4000 and cause["lost_usd"] > 0
+    assert cause["fix"] == CAUSE_FIXES["volatile-token"]
+    assert data["cliffs"] == []  # 0% -> 0%: no drop
+
+
+# --------------------------------------------------------------------------- the demo ledger
+
+
+@pytest.fixture(scope="module")
+def demo_ledger(tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, Path]:
+    from stableprompt.demo import run_demo, synthetic_workload
+
+    ledger = tmp_path_factory.mktemp("demo") / "demo.db"
+    return run_demo(synthetic_workload(), ledger_path=ledger), ledger
+
+
+def test_demo_ledger_totals_and_causes(demo_ledger: tuple[Any, Path]) -> None:
+    """On the demo's ledger the report's totals equal the demo's, every client_mutation of
+    clock-in-system is a volatile token in the system segment, and that cause leads with lost
+    dollars."""
+    result, path = demo_ledger
+    report = summarize(read_ledger(path))
+    for name, scenario in result.report.scenarios.items():
+        assert report.scenarios[name].totals.to_full_json() == scenario.totals.to_full_json()
+    assert report.overall.excluded == 0
+    mutations = [r for r in report.calls
+                 if r.scenario == "clock-in-system" and r.verdict == "client_mutation"]
+    assert len(mutations) == 21
+    assert {(r.cause, r.segment_kind, r.segment) for r in mutations} == {
+        ("volatile-token", "system", "system[0]")}
+    causes = report.causes()
+    clock = next(c for c in causes if c.cause == "volatile-token")
+    assert clock.calls == 21 and clock.lost_usd is not None and clock.lost_usd > 0
+    assert clock.fix == CAUSE_FIXES["volatile-token"]
+    assert sum(c.lost_tokens for c in causes) == report.overall.lost_tokens
+    assert report.cliffs() and all(c.call.verdict != "hit" for c in report.cliffs())
