@@ -296,3 +296,39 @@ def test_demo_ledger_totals_and_causes(demo_ledger: tuple[Any, Path]) -> None:
     assert clock.fix == CAUSE_FIXES["volatile-token"]
     assert sum(c.lost_tokens for c in causes) == report.overall.lost_tokens
     assert report.cliffs() and all(c.call.verdict != "hit" for c in report.cliffs())
+
+
+def test_demo_ledger_splits_intra_and_cross_turn(demo_ledger: tuple[Any, Path]) -> None:
+    """Every demo call has a turn boundary; stableprompt reads more inside user turns than
+    across them, tool-order-drift reads nothing across them (its tools move per user turn)."""
+    _, path = demo_ledger
+    report = summarize(read_ledger(path), price=False)
+    assert all(row.boundary in ("intra", "cross") for row in report.calls)
+    good = report.scenarios["stableprompt"].totals
+    drift = report.scenarios["tool-order-drift"].totals
+    assert good.intra_calls + good.cross_calls == good.calls
+    assert good.intra_turn_hit_rate is not None and good.cross_turn_hit_rate is not None
+    assert good.intra_turn_hit_rate > good.cross_turn_hit_rate > 0
+    assert drift.cross_turn_hit_rate == 0.0
+    assert drift.intra_turn_hit_rate is not None and drift.intra_turn_hit_rate > 0.9
+
+
+def test_boundary_from_stored_content_for_older_rows(tmp_path: Path) -> None:
+    """A row without verdict_detail["turn_boundary"] that kept its request body is classified
+    from that body; without either, the split says unknown (None), not 0."""
+    body = {"model": "claude-sonnet-4-5", "messages": [
+        {"role": "user", "content": "q"},
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "t", "name": "f",
+                                           "input": {}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t"}]}]}
+    with_body = _rec(1, total=4100, read=4000, write=100).model_copy(
+        update={"content": json.dumps(body)})
+    path = tmp_path / "c.db"
+    with Ledger(path, store_content=True) as ledger:
+        for record in (_rec(0, write=4000, verdict="cold"), with_body):
+            assert ledger.write(record) == "committed"
+    report = summarize(read_ledger(path), price=False)
+    assert [row.boundary for row in report.calls] == [None, "intra"]
+    t = report.overall
+    assert t.intra_turn_hit_rate == pytest.approx(4000 / 4100)
+    assert t.cross_turn_hit_rate is None

@@ -19,6 +19,10 @@
   ``lookback-exceeded``), else the verdict in slug form (``provider-miss``, ``ttl-expired``).
 * ``before`` / ``after``: the text around the divergence in the compared request and in this
   one, when the row holds them (``verdict_detail["snippet_a"]`` / ``["snippet_b"]``).
+* ``boundary``: ``"intra"`` (the request followed a tool result: a tool-loop call inside a
+  user turn) or ``"cross"`` (the first call after a new user message), from
+  ``verdict_detail["turn_boundary"]`` (the recorder's, ``_recording._boundary``) or, for older
+  rows that kept their request body (``content``), from that body; ``None`` when unknown.
 * costs (USD, :func:`~stableprompt._report._pricing.price_call`): as reported, all uncached,
   at the ceiling (had it read ``max(read, ceiling)``) and ``lost_usd`` (the price difference
   had the lost tokens been read).
@@ -35,11 +39,14 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from .._canonical import loads
 from .._ledger._usage_record import UsageRecord
 from .._recording._attribution import TOLERANCE_FRACTION
+from .._recording._boundary import turn_boundary
 from ._pricing import Pricing, TokenSplit, price_call
 
-__all__ = ["CLIFF_DROP", "EXCLUSIONS", "CallRow", "Cliff", "call_row", "find_cliffs"]
+__all__ = ["CLIFF_DROP", "EXCLUSIONS", "CallRow", "Cliff", "boundary_of", "call_row",
+           "exclusion", "find_cliffs"]
 
 EXCLUSIONS: Mapping[str, str] = {
     "no-usage": "no usage (failed or interrupted calls)",
@@ -146,9 +153,26 @@ def exclusion(record: UsageRecord) -> str | None:
     return None
 
 
+def boundary_of(record: UsageRecord) -> str | None:
+    """``"intra"`` / ``"cross"`` for ``record`` (``verdict_detail["turn_boundary"]``, else its
+    stored request body), ``None`` when neither says."""
+    stored = record.verdict_detail.get("turn_boundary")
+    if stored in ("intra", "cross"):
+        return str(stored)
+    if record.content is None:
+        return None
+    try:
+        body = loads(record.content.encode("utf-8"))
+    except ValueError:
+        return None
+    if not isinstance(body, Mapping):
+        return None
+    wire = record.verdict_detail.get("request_format") or record.wire_format
+    return turn_boundary(str(wire), body)
+
+
 def call_row(record: UsageRecord, *, scenario: str, session: str, ceiling: int,
-             granularity: int, pricing: Pricing | None, notes: dict[str, None],
-             boundary: str | None = None) -> CallRow:
+             granularity: int, pricing: Pricing | None, notes: dict[str, None]) -> CallRow:
     """The :class:`CallRow` of ``record``.
 
     Args:
@@ -159,8 +183,6 @@ def call_row(record: UsageRecord, *, scenario: str, session: str, ceiling: int,
         granularity: Its provider's cache granularity (tokens), for the partial tolerance.
         pricing: Where costs are computed, ``None`` to price nothing.
         notes: Pricing notes (see :func:`~stableprompt._report._pricing.price_call`).
-        boundary: ``"intra"`` (inside a user turn), ``"cross"`` (first call after a user
-            message) or ``None`` (unknown).
     """
     detail = record.verdict_detail
     excluded = exclusion(record)
@@ -202,7 +224,8 @@ def call_row(record: UsageRecord, *, scenario: str, session: str, ceiling: int,
         excluded=excluded, read_share=share, partial=partial, lost_tokens=lost, cause=cause,
         segment=_str(detail, "segment"), segment_kind=_str(detail, "segment_kind"),
         path=_str(detail, "path"), cause_detail=cause_detail,
-        before=_str(detail, "snippet_a"), after=_str(detail, "snippet_b"), boundary=boundary,
+        before=_str(detail, "snippet_a"), after=_str(detail, "snippet_b"),
+        boundary=boundary_of(record),
         cost_usd=costs[0], cost_uncached_usd=costs[1], cost_at_ceiling_usd=costs[2],
         lost_usd=costs[3])
 

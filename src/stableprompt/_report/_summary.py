@@ -102,6 +102,10 @@ class Totals:
         cost_uncached_usd: The same calls priced with no caching at all.
         cost_at_ceiling_usd: The same calls priced as if each read at least its ceiling.
         lost_usd: What the lost tokens cost beyond a cache read.
+        intra_input_tokens: Input of the included calls inside a user turn (after a tool
+            result); ``intra_read_tokens`` their reads; ``intra_calls`` how many.
+        cross_input_tokens: Input of the included first calls after a user message;
+            ``cross_read_tokens`` their reads; ``cross_calls`` how many.
     """
 
     calls: int = 0
@@ -122,6 +126,24 @@ class Totals:
     cost_uncached_usd: float | None = 0.0
     cost_at_ceiling_usd: float | None = 0.0
     lost_usd: float | None = 0.0
+    intra_calls: int = 0
+    intra_input_tokens: int = 0
+    intra_read_tokens: int = 0
+    cross_calls: int = 0
+    cross_input_tokens: int = 0
+    cross_read_tokens: int = 0
+
+    @property
+    def intra_turn_hit_rate(self) -> float | None:
+        """Hit rate of the calls inside a user turn (tool-loop calls), ``None`` if none."""
+        return (self.intra_read_tokens / self.intra_input_tokens if self.intra_input_tokens
+                else None)
+
+    @property
+    def cross_turn_hit_rate(self) -> float | None:
+        """Hit rate of the first calls after a new user message, ``None`` if none."""
+        return (self.cross_read_tokens / self.cross_input_tokens if self.cross_input_tokens
+                else None)
 
     @property
     def excluded(self) -> int:
@@ -178,6 +200,14 @@ class Totals:
         self.ceiling_tokens += row.ceiling_tokens
         self.partial += int(row.partial)
         self.lost_tokens += row.lost_tokens
+        if row.boundary == "intra":
+            self.intra_calls += 1
+            self.intra_input_tokens += row.input_tokens or 0
+            self.intra_read_tokens += row.cache_read_tokens or 0
+        elif row.boundary == "cross":
+            self.cross_calls += 1
+            self.cross_input_tokens += row.input_tokens or 0
+            self.cross_read_tokens += row.cache_read_tokens or 0
         if priced:
             self.cost_usd = _add(self.cost_usd, row.cost_usd)
             self.cost_uncached_usd = _add(self.cost_uncached_usd, row.cost_uncached_usd)
@@ -201,7 +231,9 @@ class Totals:
     def to_full_json(self) -> dict[str, Any]:
         """:meth:`to_json` plus output and uncached tokens, exclusions (``unknown_usage``,
         ``unknown_reads``, ``inconsistent``, ``excluded``), ceiling tokens, share of the
-        ceiling, partial calls, lost tokens, and costs (USD, rounded to 6 digits)."""
+        ceiling, partial calls, lost tokens, costs (USD, rounded to 6 digits) and
+        ``turn_boundary``: hit rates (and calls) inside user turns vs first after a user
+        message."""
         return {
             **self.to_json(),
             "output_tokens": self.output_tokens,
@@ -218,6 +250,12 @@ class Totals:
             "cost_uncached_usd": _round(self.cost_uncached_usd),
             "cost_at_ceiling_usd": _round(self.cost_at_ceiling_usd),
             "lost_usd": _round(self.lost_usd),
+            "turn_boundary": {
+                "intra_turn_hit_rate": _round(self.intra_turn_hit_rate),
+                "cross_turn_hit_rate": _round(self.cross_turn_hit_rate),
+                "intra_turn_calls": self.intra_calls,
+                "cross_turn_calls": self.cross_calls,
+            },
         }
 
 
