@@ -332,3 +332,36 @@ def test_boundary_from_stored_content_for_older_rows(tmp_path: Path) -> None:
     t = report.overall
     assert t.intra_turn_hit_rate == pytest.approx(4000 / 4100)
     assert t.cross_turn_hit_rate is None
+
+
+def test_report_text_explains_misses_and_lists_calls(
+        demo_ledger: tuple[Any, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    """`stableprompt report` prints the turn split, the causes with their fix and lost USD and
+    the cliffs; `--calls` adds one table of calls per scenario, partial reads marked."""
+    _, path = demo_ledger
+    assert main(["report", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "turn boundary" in out and "intra-turn hit rate" in out
+    assert "causes, by lost tokens" in out and "volatile-token" in out
+    assert "cliffs: read share fell sharply" in out
+    assert "clock-in-system: calls" not in out
+    assert out.rstrip().splitlines()[-1].startswith("Costs: genai-prices")
+    assert main(["report", str(path), "--calls"]) == 0
+    out = capsys.readouterr().out
+    assert "clock-in-system: calls" in out and "(partial)" in out and "tool result" in out
+
+
+def test_history_causes_group_across_message_indexes(tmp_path: Path) -> None:
+    """The same history rewrite at messages[2] and messages[4] is one cause
+    (messages[*]); head segments keep their index."""
+    def rewrite(i: int, index: int) -> UsageRecord:
+        return _rec(i, total=4000 + i, write=4000 + i, verdict="client_mutation", detail={
+            "cause": "history-rewrite", "segment": f"messages[{index}].content[1]",
+            "segment_kind": "message", "path": f"/messages/{index}/content/1",
+            "lost_tokens": 100 * index})
+    records = _ledger(tmp_path / "c.db", [_rec(0, write=4000, verdict="cold"), rewrite(1, 2),
+                                          rewrite(2, 4)])
+    causes = summarize(records, price=False).causes()
+    assert [(c.segment, c.path, c.calls, c.lost_tokens) for c in causes] == [
+        ("messages[*].content[1]", "/messages/*/content/1", 2, 600)]
+    assert causes[0].fix == CAUSE_FIXES["history-rewrite"]

@@ -2,6 +2,9 @@
 
 :func:`rank_causes` groups the included calls of a report (:class:`~._calls.CallRow`) that
 lost tokens by ``(cause, segment, path)`` and ranks the groups by lost tokens, then lost USD.
+History positions are grouped as one (:func:`group_key`: ``messages[7].content[1]`` and
+``messages[9].content[1]`` are both ``messages[*].content[1]``): the same mistake repeated
+on every turn is one cause, not one per message index.
 The one-line fix of a prefix-change cause is lint's (:data:`stableprompt._lint._findings.
 CAUSE_FIXES`, the same text ``stableprompt lint`` prints); causes that are not prefix changes
 (the verdicts ``ttl_expired``, ``provider_miss``, and ``lookback-exceeded``) have theirs here.
@@ -9,6 +12,7 @@ CAUSE_FIXES`, the same text ``stableprompt lint`` prints); causes that are not p
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -16,7 +20,9 @@ from typing import Any
 from .._lint._findings import CAUSE_FIXES
 from ._calls import CallRow
 
-__all__ = ["OTHER_FIXES", "CauseRow", "fix_for", "rank_causes"]
+__all__ = ["OTHER_FIXES", "CauseRow", "fix_for", "group_key", "rank_causes"]
+
+_HISTORY_INDEX = re.compile(r"^(messages|input|contents)(\[|/)\d+")
 
 OTHER_FIXES: Mapping[str, str] = {
     "lookback-exceeded": "add a breakpoint within 20 blocks of the end of the previously "
@@ -41,8 +47,10 @@ class CauseRow:
     Attributes:
         cause: A ``_diff.CAUSES`` slug, ``lookback-exceeded``, ``ttl-expired`` or
             ``provider-miss``.
-        segment: First divergent segment (``system[0]``), ``None`` when not a prefix change.
-        path: JSON pointer of the first differing value, ``None`` when not a prefix change.
+        segment: First divergent segment (``system[0]``; history index as ``*``), ``None``
+            when not a prefix change.
+        path: JSON pointer of the first differing value (history index as ``*``), ``None``
+            when not a prefix change.
         calls: Calls in the group.
         lost_tokens: Tokens they lost (sum of :attr:`CallRow.lost_tokens`).
         lost_usd: What those tokens cost beyond a cache read; ``None`` when any call of the
@@ -68,6 +76,17 @@ class CauseRow:
                 "fix": self.fix, "example_id": self.example_id}
 
 
+def group_key(row: CallRow) -> tuple[str, str | None, str | None]:
+    """``(cause, segment, path)`` of a row, the history index replaced by ``*``."""
+    segment, path = row.segment, row.path
+    if row.segment_kind == "message":
+        if segment is not None:
+            segment = _HISTORY_INDEX.sub(r"\1\2*", segment)
+        if path is not None:
+            path = "/" + _HISTORY_INDEX.sub(r"\1\2*", path[1:]) if path.startswith("/") else path
+    return (row.cause or "", segment, path)
+
+
 def rank_causes(rows: Iterable[CallRow]) -> list[CauseRow]:
     """Group the included calls that lost tokens (or changed their prefix) by cause, segment
     and path; most lost tokens first, then most lost USD, then first seen."""
@@ -77,11 +96,10 @@ def rank_causes(rows: Iterable[CallRow]) -> list[CauseRow]:
             continue
         if row.lost_tokens <= 0 and row.verdict != "client_mutation":
             continue
-        key = (row.cause, row.segment, row.path)
+        key = group_key(row)
         group = groups.get(key)
         if group is None:
-            group = groups[key] = CauseRow(row.cause, row.segment, row.path,
-                                           fix=fix_for(row.cause), example_id=row.id)
+            group = groups[key] = CauseRow(*key, fix=fix_for(row.cause), example_id=row.id)
         group.calls += 1
         group.lost_tokens += row.lost_tokens
         group.lost_usd = (None if group.lost_usd is None or row.lost_usd is None

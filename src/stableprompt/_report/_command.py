@@ -1,7 +1,9 @@
 """``stableprompt report``: summarize a ledger per scenario and session (tables, JSON, HTML).
 
-``stableprompt report LEDGER [--json] [--html PATH] [--sessions]`` prints the summary of
-``_report/_summary.py`` (:func:`summarize`; what each number means is documented there), after
+``stableprompt report LEDGER [--json] [--html PATH] [--sessions] [--calls]`` prints the
+summary of ``_report/_summary.py`` (:func:`summarize`; what each number means is documented
+there), then why calls missed (turn-boundary split, causes with lost tokens and dollars and
+their fixes, cliffs; ``--calls``: one row per call; ``_text.print_explanations``), after
 the ledger's metadata (``Ledger.meta()``: e.g. the backend the calls went to, so numbers from
 our emulator say so). It opens the ledger read-only and never creates, migrates or writes it.
 
@@ -39,7 +41,15 @@ from ._summary import (
     Totals,
     summarize,
 )
-from ._text import ceiling_notes, make_console, meta_lines, pricing_lines, print_tables
+from ._text import (
+    ceiling_notes,
+    make_console,
+    meta_lines,
+    pricing_lines,
+    print_explanations,
+    print_tables,
+    turn_boundary_notes,
+)
 
 if TYPE_CHECKING:
     from .._ledger._ledger import Ledger
@@ -122,6 +132,9 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="also write a self-contained HTML report to PATH")
     parser.add_argument("--sessions", action="store_true",
                         help="also print one table of sessions per scenario")
+    parser.add_argument("--calls", action="store_true",
+                        help="also print one row per call (verdict, read share, lost tokens, "
+                             "cause, segment, path)")
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -135,7 +148,7 @@ def _run(args: argparse.Namespace) -> int:
     header = meta_lines(meta)
     notes = [f"ceiling: append-only bound (whole previous request of the same session); "
              f"hit rate and ceiling are shares of input tokens. {len(records)} records.",
-             *report.exclusion_notes(), *ceiling_notes(report)]
+             *report.exclusion_notes(), *turn_boundary_notes(report), *ceiling_notes(report)]
     if args.html is not None:
         write_text(args.html, html_report(report, title=f"stableprompt report: {args.ledger}",
                                           intro=header, notes=notes))
@@ -148,8 +161,12 @@ def _run(args: argparse.Namespace) -> int:
     if not records:
         print(f"{args.ledger}: the ledger has no records")
         return 0
-    print_tables(report, title=f"stableprompt report: {args.ledger}", notes=notes,
-                 sessions=args.sessions)
+    print_tables(report, title=f"stableprompt report: {args.ledger}", notes=(),
+                 sessions=args.sessions, pricing=False)
+    print_explanations(report, calls=args.calls)
+    console = make_console(sys.stdout)
+    for line in [*notes, *pricing_lines(report)]:
+        console.print(line)
     return 0
 
 
