@@ -365,3 +365,39 @@ def test_history_causes_group_across_message_indexes(tmp_path: Path) -> None:
     assert [(c.segment, c.path, c.calls, c.lost_tokens) for c in causes] == [
         ("messages[*].content[1]", "/messages/*/content/1", 2, 600)]
     assert causes[0].fix == CAUSE_FIXES["history-rewrite"]
+
+
+def test_before_after_snippets_from_stored_bodies(tmp_path: Path,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """With store_content the report re-diffs a client_mutation against its predecessor's
+    stored body and shows lint's before/after snippet (here the clock that changed)."""
+    from stableprompt import Recorder
+
+    path = tmp_path / "c.db"
+    long_text = "You are a careful assistant. " * 400
+    with Ledger(path, store_content=True) as ledger:
+        recorder = Recorder(ledger, store_content=True, tokenizer="bytes/4", session_id="s1",
+                            scenario="clock")
+        for step, clock in enumerate(("2026-01-01T10:00:00Z", "2026-01-01T10:05:00Z")):
+            body = {"model": "claude-sonnet-4-5", "max_tokens": 5,
+                    "system": [{"type": "text", "text": f"Now: {clock}. {long_text}",
+                                "cache_control": {"type": "ephemeral"}}],
+                    "messages": [{"role": "user", "content": "q"}]}
+            pending = recorder.start("/v1/messages", {}, json.dumps(body).encode(),
+                                     host="api.anthropic.com")
+            assert pending is not None
+            total = len(json.dumps(body)) // 4
+            response = {"id": f"m{step}", "type": "message", "role": "assistant",
+                        "content": [], "usage": {"input_tokens": 20, "output_tokens": 1,
+                                                 "cache_read_input_tokens": 0,
+                                                 "cache_creation_input_tokens": total - 20}}
+            assert recorder.finish(pending, status_code=200,
+                                   body=json.dumps(response).encode()) is not None
+    records = read_ledger(path)
+    assert [r.verdict for r in records] == ["cold", "client_mutation"]
+    row = summarize(records, price=False).calls[1]
+    assert (row.cause, row.path) == ("volatile-token", "/system/0/text")
+    assert row.before is not None and row.after is not None
+    assert "10:00:00" in row.before and "10:05:00" in row.after
+    assert main(["report", str(path), "--calls"]) == 0
+    assert "before -> after" in capsys.readouterr().out

@@ -18,7 +18,8 @@
   ``verdict_detail``); 0 otherwise. ``cause``: the mutation's cause (``_diff.CAUSES``, or
   ``lookback-exceeded``), else the verdict in slug form (``provider-miss``, ``ttl-expired``).
 * ``before`` / ``after``: the text around the divergence in the compared request and in this
-  one, when the row holds them (``verdict_detail["snippet_a"]`` / ``["snippet_b"]``).
+  one, when the row holds them (``verdict_detail["snippet_a"]`` / ``["snippet_b"]``) or the
+  ledger kept both bodies (:func:`~._snippets.mutation_snippets`, passed as ``snippets``).
 * ``boundary``: ``"intra"`` (the request followed a tool result: a tool-loop call inside a
   user turn) or ``"cross"`` (the first call after a new user message), from
   ``verdict_detail["turn_boundary"]`` (the recorder's, ``_recording._boundary``) or, for older
@@ -172,7 +173,8 @@ def boundary_of(record: UsageRecord) -> str | None:
 
 
 def call_row(record: UsageRecord, *, scenario: str, session: str, ceiling: int,
-             granularity: int, pricing: Pricing | None, notes: dict[str, None]) -> CallRow:
+             granularity: int, pricing: Pricing | None, notes: dict[str, None],
+             snippets: tuple[str, str] | None = None) -> CallRow:
     """The :class:`CallRow` of ``record``.
 
     Args:
@@ -183,6 +185,8 @@ def call_row(record: UsageRecord, *, scenario: str, session: str, ceiling: int,
         granularity: Its provider's cache granularity (tokens), for the partial tolerance.
         pricing: Where costs are computed, ``None`` to price nothing.
         notes: Pricing notes (see :func:`~stableprompt._report._pricing.price_call`).
+        snippets: ``(before, after)`` from the stored bodies, used when the row's
+            ``verdict_detail`` has none.
     """
     detail = record.verdict_detail
     excluded = exclusion(record)
@@ -224,7 +228,8 @@ def call_row(record: UsageRecord, *, scenario: str, session: str, ceiling: int,
         excluded=excluded, read_share=share, partial=partial, lost_tokens=lost, cause=cause,
         segment=_str(detail, "segment"), segment_kind=_str(detail, "segment_kind"),
         path=_str(detail, "path"), cause_detail=cause_detail,
-        before=_str(detail, "snippet_a"), after=_str(detail, "snippet_b"),
+        before=_str(detail, "snippet_a") or (snippets[0] if snippets else None),
+        after=_str(detail, "snippet_b") or (snippets[1] if snippets else None),
         boundary=boundary_of(record),
         cost_usd=costs[0], cost_uncached_usd=costs[1], cost_at_ceiling_usd=costs[2],
         lost_usd=costs[3])

@@ -51,6 +51,7 @@ from .._policy import PolicyTable, cache_policy
 from ._calls import EXCLUSIONS, CallRow, Cliff, call_row, find_cliffs
 from ._causes import CauseRow, rank_causes
 from ._pricing import Pricing, genai_prices_version
+from ._snippets import mutation_snippets
 
 __all__ = [
     "NO_SCENARIO",
@@ -358,7 +359,10 @@ def summarize(records: Iterable[UsageRecord], *, policies: PolicyTable | None = 
     notes: dict[str, None] = {}
     rows: list[CallRow] = []
     overall = Totals()
+    bodies: dict[str, UsageRecord] = {}  # records that kept their request body, by id
     for record in records:
+        if record.content is not None:
+            bodies[record.record_id] = record
         name = record.scenario or NO_SCENARIO
         sid = record.session_id or NO_SESSION
         scenario = scenarios.get(name)
@@ -378,8 +382,13 @@ def summarize(records: Iterable[UsageRecord], *, policies: PolicyTable | None = 
                 best = min(before, total) // granularity * granularity
                 ceiling = best if best >= minimum else 0
             previous[(name, sid)] = total
+        snippets = None
+        if (record.verdict == "client_mutation" and record.content is not None
+                and record.predecessor_id is not None):
+            snippets = mutation_snippets(record, bodies.get(record.predecessor_id))
         row = call_row(record, scenario=name, session=sid, ceiling=ceiling,
-                       granularity=granularity, pricing=pricing if price else None, notes=notes)
+                       granularity=granularity, pricing=pricing if price else None, notes=notes,
+                       snippets=snippets)
         rows.append(row)
         if row.read_share is not None:
             scenario.read_series.append(row.read_share)
