@@ -401,3 +401,61 @@ def test_before_after_snippets_from_stored_bodies(tmp_path: Path,
     assert "10:00:00" in row.before and "10:05:00" in row.after
     assert main(["report", str(path), "--calls"]) == 0
     assert "before -> after" in capsys.readouterr().out
+
+
+# --------------------------------------------------------------------------- several ledgers
+
+
+def test_several_ledgers_merge_with_duplicates_once(tmp_path: Path,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    """Two ledgers are merged in time order; a record id present in both counts once, and the
+    JSON says how many rows were dropped and which ledgers were read."""
+    first = [_rec(0, write=4000, verdict="cold"), _rec(2, total=4200, read=4100, write=100)]
+    second = [first[0], _rec(1, total=4100, read=4000, write=100)]
+    _ledger(tmp_path / "a.db", first)
+    _ledger(tmp_path / "b.db", second)
+    assert main(["report", str(tmp_path / "a.db"), str(tmp_path / "b.db"), "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["records"] == 3 and data["duplicates"] == 1
+    assert [entry["records"] for entry in data["ledgers"]] == [2, 2]
+    assert [c["turn"] for c in data["calls"]] == [0, 1, 2]  # time order across ledgers
+    assert data["overall"]["ceiling_tokens"] == 4000 + 4100
+    assert main(["report", str(tmp_path / "a.db"), str(tmp_path / "b.db")]) == 0
+    out = capsys.readouterr().out
+    assert "1 rows repeated a record id" in out and "2 ledgers" in out
+    assert main(["report", str(tmp_path / "a.db"), str(tmp_path / "missing.db")]) == 2
+    assert "missing.db" in capsys.readouterr().err
+
+
+def test_session_since_and_by_select_and_group(tmp_path: Path,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    """--session and --since select calls (named in a note), --by groups the totals by
+    session, model, wire or day; a bad --since is a one-line usage error."""
+    db = tmp_path / "c.db"
+    _ledger(db, [_rec(0, write=4000, verdict="cold"),
+                 _rec(1, total=4100, read=4000, write=100),
+                 _rec(2, session="b", total=3000, write=3000, verdict="cold",
+                      provider="openai", model="gpt-5.2")])
+    assert main(["report", str(db), "--session", "b", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["records"] == 1 and data["calls"][0]["session"] == "b"
+    since = (T0 + timedelta(seconds=6)).isoformat()
+    assert main(["report", str(db), "--since", since, "--json", "--by", "model"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert [c["turn"] for c in data["calls"]] == [1, 2]
+    assert data["by"] == "model"
+    assert [(g["group"], g["calls"]) for g in data["groups"]] == [("claude-sonnet-4-5", 1),
+                                                                  ("gpt-5.2", 1)]
+    assert data["groups"][0]["ceiling_tokens"] == 0  # its predecessor is not selected
+    report = summarize(read_ledger(db), price=False)
+    assert list(report.group_by("session")) == ["s/a", "s/b"]
+    assert list(report.group_by("wire")) == ["anthropic", "openai-chat"]
+    assert list(report.group_by("day")) == ["2026-01-01"]
+    assert report.group_by("scenario")["s"].to_full_json() == (
+        report.scenarios["s"].totals.to_full_json())
+    assert main(["report", str(db), "--since", "2026-01-01", "--by", "day"]) == 0
+    out = capsys.readouterr().out
+    assert "by day" in out and "selection: calls since 2026-01-01T00:00:00Z" in out
+    assert main(["report", str(db), "--since", "yesterday"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--since" in err

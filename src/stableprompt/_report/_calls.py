@@ -90,6 +90,7 @@ class CallRow:
     verdict: str
     provider: str | None
     model: str | None
+    wire_format: str
     input_tokens: int | None
     cache_read_tokens: int | None
     cache_write_tokens: int | None
@@ -112,6 +113,7 @@ class CallRow:
     cost_uncached_usd: float | None
     cost_at_ceiling_usd: float | None
     lost_usd: float | None
+    agrees: bool | None = None
 
     @property
     def included(self) -> bool:
@@ -132,7 +134,7 @@ class CallRow:
             "ceiling_tokens": self.ceiling_tokens, "partial": self.partial,
             "excluded": self.excluded, "segment_kind": self.segment_kind,
             "cause_detail": self.cause_detail, "boundary": self.boundary,
-            "provider": self.provider, "model": self.model,
+            "provider": self.provider, "model": self.model, "wire_format": self.wire_format,
             "cost_usd": _round(self.cost_usd), "cost_uncached_usd": _round(self.cost_uncached_usd),
             "cost_at_ceiling_usd": _round(self.cost_at_ceiling_usd),
             "lost_usd": _round(self.lost_usd),
@@ -174,7 +176,8 @@ def boundary_of(record: UsageRecord) -> str | None:
 
 def call_row(record: UsageRecord, *, scenario: str, session: str, ceiling: int,
              granularity: int, pricing: Pricing | None, notes: dict[str, None],
-             snippets: tuple[str, str] | None = None) -> CallRow:
+             snippets: tuple[str, str] | None = None,
+             agrees: bool | None = None) -> CallRow:
     """The :class:`CallRow` of ``record``.
 
     Args:
@@ -187,6 +190,8 @@ def call_row(record: UsageRecord, *, scenario: str, session: str, ceiling: int,
         notes: Pricing notes (see :func:`~stableprompt._report._pricing.price_call`).
         snippets: ``(before, after)`` from the stored bodies, used when the row's
             ``verdict_detail`` has none.
+        agrees: Whether the prediction matched the report within the granularity (``None``:
+            not both known).
     """
     detail = record.verdict_detail
     excluded = exclusion(record)
@@ -222,6 +227,7 @@ def call_row(record: UsageRecord, *, scenario: str, session: str, ceiling: int,
     return CallRow(
         id=record.record_id, scenario=scenario, session=session, turn=record.turn,
         ts=record.ts_utc, verdict=record.verdict, provider=record.provider, model=record.model,
+        wire_format=record.wire_format,
         input_tokens=total, cache_read_tokens=read, cache_write_tokens=record.cache_write_tokens,
         output_tokens=record.output_tokens or 0,
         predicted_cache_read_tokens=predicted, ceiling_tokens=ceiling if included else 0,
@@ -232,7 +238,7 @@ def call_row(record: UsageRecord, *, scenario: str, session: str, ceiling: int,
         after=_str(detail, "snippet_b") or (snippets[1] if snippets else None),
         boundary=boundary_of(record),
         cost_usd=costs[0], cost_uncached_usd=costs[1], cost_at_ceiling_usd=costs[2],
-        lost_usd=costs[3])
+        lost_usd=costs[3], agrees=agrees)
 
 
 @dataclass(frozen=True, slots=True)

@@ -48,12 +48,13 @@ from typing import Any
 
 from .._ledger._usage_record import UsageRecord
 from .._policy import PolicyTable, cache_policy
-from ._calls import EXCLUSIONS, CallRow, Cliff, call_row, find_cliffs
+from ._calls import EXCLUSIONS, CallRow, Cliff, call_row, exclusion, find_cliffs
 from ._causes import CauseRow, rank_causes
 from ._pricing import Pricing, genai_prices_version
 from ._snippets import mutation_snippets
 
 __all__ = [
+    "GROUP_BY",
     "NO_SCENARIO",
     "NO_SESSION",
     "VERDICTS",
@@ -70,6 +71,24 @@ VERDICTS = ("hit", "cold", "client_mutation", "below_minimum", "ttl_expired", "p
 
 NO_SCENARIO = "(none)"
 NO_SESSION = "(none)"
+
+GROUP_BY = ("scenario", "session", "model", "wire", "day")
+"""What :meth:`Report.group_by` can group calls by (``session``: scenario and session id
+together, ``"scenario/session"``; ``wire``: the record's wire format; ``day``: UTC date)."""
+
+
+def _group_key(row: CallRow, by: str) -> str:
+    if by == "scenario":
+        return row.scenario
+    if by == "session":
+        return f"{row.scenario}/{row.session}"
+    if by == "model":
+        return row.model or "(none)"
+    if by == "wire":
+        return row.wire_format
+    if by == "day":
+        return row.ts.date().isoformat()
+    raise ValueError(f"cannot group by {by!r}; choose one of {', '.join(GROUP_BY)}")
 
 
 # --------------------------------------------------------------------------- model
@@ -281,6 +300,19 @@ class Report:
     pricing: Pricing
     calls: list[CallRow] = field(default_factory=list)
     overall: Totals = field(default_factory=Totals)
+    priced: bool = True  # summarize(price=...): costs were asked for
+
+    def group_by(self, by: str = "scenario") -> dict[str, Totals]:
+        """Totals per group of calls (:data:`GROUP_BY`), groups in order of first call; the
+        same numbers as :attr:`scenarios` for ``"scenario"``.
+
+        Raises:
+            ValueError: ``by`` is not one of :data:`GROUP_BY`.
+        """
+        out: dict[str, Totals] = {}
+        for row in self.calls:
+            out.setdefault(_group_key(row, by), Totals()).add(row, row.agrees, self.priced)
+        return out
 
     def causes(self) -> list[CauseRow]:
         """Causes ranked by lost tokens, then lost USD (:func:`~._causes.rank_causes`)."""
@@ -302,21 +334,25 @@ class Report:
         return [f"{t.excluded:,} of {t.calls:,} calls excluded from hit rates, ceilings and "
                 f"costs (counted as calls and verdicts, never as 0 reads): {'; '.join(parts)}."]
 
-    def to_json(self, *, sessions: bool = True) -> dict[str, Any]:
+    def to_json(self, *, sessions: bool = True, by: str = "scenario") -> dict[str, Any]:
         """``{"records", "pricing", "scenarios": {name: {...full totals..., "models",
-        "sessions": {id: {...}}}}, "overall", "groups", "calls", "causes", "cliffs"}``
-        (``groups``: the scenarios as a list, each with its ``scenario`` name)."""
+        "sessions": {id: {...}}}}, "overall", "by", "groups", "calls", "causes", "cliffs",
+        "exclusions"}`` (``groups``: :meth:`group_by` as a list, each entry with its
+        ``group`` key; by scenario also with ``scenario``, ``models`` and ``providers``)."""
         out: dict[str, Any] = {}
         groups: list[dict[str, Any]] = []
+        if by != "scenario":
+            groups = [{"group": key, **t.to_full_json()} for key, t in self.group_by(by).items()]
         for name, scenario in self.scenarios.items():
             entry = {**scenario.totals.to_full_json(), "models": list(scenario.models),
                      "providers": list(scenario.providers)}
-            groups.append({"scenario": name, **entry})
+            if by == "scenario":
+                groups.append({"group": name, "scenario": name, **entry})
             if sessions:
                 entry["sessions"] = {sid: t.to_full_json() for sid, t in scenario.sessions.items()}
             out[name] = entry
         return {"records": self.records, "pricing": self.pricing.to_json(), "scenarios": out,
-                "overall": self.overall.to_full_json(), "groups": groups,
+                "overall": self.overall.to_full_json(), "by": by, "groups": groups,
                 "calls": [row.to_json() for row in self.calls],
                 "causes": [cause.to_json() for cause in self.causes()],
                 "cliffs": [cliff.to_json() for cliff in self.cliffs()],
@@ -386,17 +422,17 @@ def summarize(records: Iterable[UsageRecord], *, policies: PolicyTable | None = 
         if (record.verdict == "client_mutation" and record.content is not None
                 and record.predecessor_id is not None):
             snippets = mutation_snippets(record, bodies.get(record.predecessor_id))
+        agrees = None
+        predicted, reported = record.predicted_cache_read_tokens, record.cache_read_tokens
+        if predicted is not None and reported is not None and exclusion(record) is None:
+            agrees = abs(predicted - reported) < granularity
         row = call_row(record, scenario=name, session=sid, ceiling=ceiling,
                        granularity=granularity, pricing=pricing if price else None, notes=notes,
-                       snippets=snippets)
+                       snippets=snippets, agrees=agrees)
         rows.append(row)
         if row.read_share is not None:
             scenario.read_series.append(row.read_share)
-        agrees = None
-        predicted, reported = record.predicted_cache_read_tokens, record.cache_read_tokens
-        if predicted is not None and reported is not None and row.included:
-            agrees = abs(predicted - reported) < granularity
         for totals in (overall, scenario.totals, scenario.sessions.setdefault(sid, Totals())):
             totals.add(row, agrees, price)
     pricing.notes = list(notes)
-    return Report(scenarios, len(rows), pricing, rows, overall)
+    return Report(scenarios, len(rows), pricing, rows, overall, price)

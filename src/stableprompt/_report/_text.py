@@ -231,14 +231,35 @@ def _print_calls(console: Any, report: Report) -> None:
         console.print(table)
 
 
+def _print_groups(console: Any, report: Report, by: str) -> None:
+    from rich.table import Table
+
+    table = Table(title=f"by {by}", title_justify="left", header_style="bold")
+    for column in (by, "calls", "input tokens", "cache read", "hit rate", "ceiling",
+                   "intra-turn", "cross-turn", "verdicts", "cost"):
+        table.add_column(column, justify="left" if column in (by, "verdicts") else "right",
+                         no_wrap=column != "verdicts")
+    for key, t in report.group_by(by).items():
+        table.add_row(key, format_int(t.calls), format_int(t.input_tokens),
+                      format_int(t.cache_read_tokens), format_pct(t.hit_rate),
+                      format_pct(t.ceiling), format_pct(t.intra_turn_hit_rate),
+                      format_pct(t.cross_turn_hit_rate), format_verdicts(t.verdicts),
+                      format_usd(t.cost_usd))
+    console.print(table)
+
+
 def print_explanations(report: Report, *, file: TextIO | None = None,
-                       calls: bool = False) -> None:
-    """Print why calls missed: the turn-boundary split per scenario, causes ranked by lost
-    tokens and lost USD (each with its one-line fix), the cliffs, and with ``calls`` one row
-    per call (:class:`~stableprompt._report._calls.CallRow`)."""
+                       calls: bool = False, by: str | None = None) -> None:
+    """Print why calls missed: with ``by`` a table of totals per group
+    (:meth:`~stableprompt._report._summary.Report.group_by`), the turn-boundary split per
+    scenario, causes ranked by lost tokens and lost USD (each with its one-line fix), the
+    cliffs, and with ``calls`` one row per call
+    (:class:`~stableprompt._report._calls.CallRow`)."""
     from rich.table import Table
 
     console = make_console(file or sys.stdout)
+    if by is not None:
+        _print_groups(console, report, by)
     split = Table(title="turn boundary: hit rate inside user turns (after a tool result) vs "
                   "first call after a user message", title_justify="left",
                   header_style="bold")
