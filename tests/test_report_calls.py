@@ -459,3 +459,17 @@ def test_session_since_and_by_select_and_group(tmp_path: Path,
     assert main(["report", str(db), "--since", "yesterday"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--since" in err
+
+
+def test_html_has_turn_split_causes_and_misses(demo_ledger: tuple[Any, Path],
+                                               tmp_path: Path) -> None:
+    """The HTML page carries the turn-boundary split, the causes with their fixes, and the
+    miss table, escaped and still free of scripts."""
+    _, path = demo_ledger
+    page_path = tmp_path / "r.html"
+    assert main(["report", str(path), "--html", str(page_path)]) == 0
+    page = page_path.read_text()
+    assert "<h2>Turn boundary</h2>" in page and "<h2>Causes, by lost tokens</h2>" in page
+    assert "Misses: calls that lost tokens" in page
+    assert CAUSE_FIXES["volatile-token"] in page and "/system/0/text" in page
+    assert "<script" not in page
