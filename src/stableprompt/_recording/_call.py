@@ -193,6 +193,8 @@ class Pending:
         comparison: What the request is compared with (predecessor or session_previous).
         diagnostics_requested: The provider-diagnostics request fields in the body, if any.
         content: Request body text when ``store_content`` is on.
+        turn_boundary: ``"intra"`` (after a tool result) or ``"cross"`` (after a user
+            message), ``None`` when unknown (``_boundary.turn_boundary``).
         problem: Why the request could not be analysed, if it could not.
         record: The record, once finished.
         finished: :meth:`Recorder.finish <stableprompt.Recorder.finish>` ran (it runs once).
@@ -215,6 +217,7 @@ class Pending:
     comparison: Comparison = field(default_factory=Comparison)
     diagnostics_requested: dict[str, Any] | None = None
     content: str | None = None
+    turn_boundary: str | None = None
     problem: str | None = None
     record: UsageRecord | None = None
     finished: bool = field(default=False, repr=False)

@@ -25,6 +25,9 @@ body that is not JSON or is an error object) or whose stream was interrupted get
 ``unknown`` with ``verdict_detail["unknown_reason"]`` (and ``verdict_if_complete``); its
 partial usage fields are kept, and it is never a predecessor.
 
+``verdict_detail["turn_boundary"]`` says whether the request followed a tool result
+(``"intra"``: inside a user turn) or a user message (``"cross"``), see ``_boundary``.
+
 Nothing here raises into the user's call: every step is guarded; a failure is logged on the
 ``stableprompt.recorder`` logger and the call is still recorded (verdict ``unknown``,
 ``verdict_detail["recorder_error"]``). No HTTP header is stored, and every text the record
@@ -72,6 +75,7 @@ from .._wire._formats import (
 from .._wire._segmenter import SegmentedRequest
 from ..providers import parse_response
 from ._attribution import Attribution, attribute
+from ._boundary import turn_boundary
 from ._call import Call, Pending, RequestState
 from ._engine_view import (
     EngineEvidence,
@@ -319,6 +323,7 @@ class Recorder:
         pending.diagnostics_requested = diagnostics_request(pending.wire_format, body)
         if self.store_content:
             pending.content = raw.decode("utf-8", "replace")
+        pending.turn_boundary = turn_boundary(pending.wire_format, body)
         segmented: SegmentedRequest | None = None
         try:
             segmented = segment_request(pending.wire_format, body)
@@ -566,6 +571,8 @@ class Recorder:
             detail["analysis_error"] = pending.problem
         if pending.retry:
             detail["retry"] = True
+        if pending.turn_boundary is not None:
+            detail["turn_boundary"] = pending.turn_boundary
         if pending.comparison.rule is not None:
             detail["predecessor_rule"] = pending.comparison.rule
         if request_format(pending.usage_format) != pending.wire_format:

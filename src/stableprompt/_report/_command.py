@@ -1,9 +1,17 @@
 """``stableprompt report``: summarize a ledger per scenario and session (tables, JSON, HTML).
 
-``stableprompt report LEDGER [--json] [--html PATH] [--sessions]`` prints the summary of
-``_report/_summary.py`` (:func:`summarize`; what each number means is documented there), after
+``stableprompt report LEDGER... [--json] [--html PATH] [--sessions] [--calls]
+[--by scenario|session|model|wire|day] [--session ID] [--since T]`` prints the summary of
+``_report/_summary.py`` (:func:`summarize`; what each number means is documented there),
+then why calls missed (turn-boundary split, causes with lost tokens and dollars and their
+fixes, cliffs; ``--calls``: one row per call; ``_text.print_explanations``), after
 the ledger's metadata (``Ledger.meta()``: e.g. the backend the calls went to, so numbers from
-our emulator say so). It opens the ledger read-only and never creates, migrates or writes it.
+our emulator say so). It opens each ledger read-only and never creates, migrates or writes it.
+
+Several ledgers are merged (:func:`merge_records`): a record id seen in more than one counts
+once (the first ledger's row), and calls are summarized in time order. ``--session`` and
+``--since`` filter the calls read (``Ledger.records``); a ceiling counts only calls in the
+selection, so the first selected call of a session has none.
 
 This module is also the report's one import point: it re-exports the summary
 (``_summary.py``), the terminal text (``_text.py``), the HTML page
@@ -15,6 +23,8 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Iterable
+from datetime import datetime, timezone
 from typing import TYPE_CHECKING
 
 from .._exceptions import LedgerError
@@ -32,6 +42,7 @@ from .._subcommand import (
 )
 from ._html import html_report
 from ._summary import (
+    GROUP_BY,
     VERDICTS,
     Pricing,
     Report,
@@ -39,7 +50,15 @@ from ._summary import (
     Totals,
     summarize,
 )
-from ._text import ceiling_notes, make_console, meta_lines, pricing_lines, print_tables
+from ._text import (
+    ceiling_notes,
+    make_console,
+    meta_lines,
+    pricing_lines,
+    print_explanations,
+    print_tables,
+    turn_boundary_notes,
+)
 
 if TYPE_CHECKING:
     from .._ledger._ledger import Ledger
@@ -55,12 +74,14 @@ __all__ = [
     "html_report",
     "json_text",
     "make_console",
+    "merge_records",
     "meta_lines",
     "open_ledger",
     "output_dir_arg",
     "output_dir_problem",
     "output_file_arg",
     "output_file_problem",
+    "parse_since",
     "pricing_lines",
     "print_tables",
     "read_ledger",
@@ -100,9 +121,10 @@ def read_ledger(path: str | os.PathLike[str]) -> list[UsageRecord]:
     return _records(open_ledger(path))
 
 
-def _records(ledger: Ledger) -> list[UsageRecord]:
+def _records(ledger: Ledger, *, session_id: str | None = None,
+             since: datetime | None = None) -> list[UsageRecord]:
     try:
-        records = ledger.records()
+        records = ledger.records(session_id=session_id, since=since)
     except LedgerError:
         raise
     except Exception as exc:  # a row that does not validate as a UsageRecord
@@ -111,45 +133,128 @@ def _records(ledger: Ledger) -> list[UsageRecord]:
     return records
 
 
+def merge_records(groups: Iterable[Iterable[UsageRecord]]) -> tuple[list[UsageRecord], int]:
+    """Merge the records of several ledgers in time order (stable: ties keep ledger order).
+
+    Returns:
+        ``(records, duplicates)``: each record id once (the first seen), and how many rows
+        were dropped as repeats of an id already seen.
+    """
+    seen: set[str] = set()
+    merged: list[UsageRecord] = []
+    duplicates = 0
+    for records in groups:
+        for record in records:
+            if record.record_id in seen:
+                duplicates += 1
+                continue
+            seen.add(record.record_id)
+            merged.append(record)
+    merged.sort(key=lambda r: r.ts_utc)
+    return merged, duplicates
+
+
+def parse_since(text: str) -> datetime:
+    """``--since``: an ISO 8601 date or date-time (``2026-01-01``, ``2026-01-01T10:00``,
+    ``...Z`` or with an offset); a time without an offset is UTC.
+
+    Raises:
+        UsageError: Not such a date (a one-line message naming ``--since``).
+    """
+    try:
+        value = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise UsageError(f"stableprompt report: error: argument --since: {text!r} is not an "
+                         "ISO 8601 date or date-time (e.g. 2026-01-01 or "
+                         "2026-01-01T10:00:00Z)") from None
+    return value if value.tzinfo is not None else value.replace(tzinfo=timezone.utc)
+
+
 # --------------------------------------------------------------------------- command
 
 
 def _add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("ledger", metavar="LEDGER",
-                        help="ledger database (SQLite) to summarize; opened read-only")
+    parser.add_argument("ledger", metavar="LEDGER", nargs="+",
+                        help="ledger database(s) (SQLite) to summarize, opened read-only; "
+                             "several are merged (a record id counts once)")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
     parser.add_argument("--html", metavar="PATH", type=output_file_arg,
                         help="also write a self-contained HTML report to PATH")
     parser.add_argument("--sessions", action="store_true",
                         help="also print one table of sessions per scenario")
+    parser.add_argument("--calls", action="store_true",
+                        help="also print one row per call (verdict, read share, lost tokens, "
+                             "cause, segment, path)")
+    parser.add_argument("--by", choices=GROUP_BY, default="scenario",
+                        help="group the totals by this (default: scenario)")
+    parser.add_argument("--session", metavar="ID",
+                        help="only the calls of this session (gen_ai.conversation.id)")
+    parser.add_argument("--since", metavar="T",
+                        help="only calls at or after T (ISO 8601 date or date-time, UTC "
+                             "unless it has an offset)")
 
 
 def _run(args: argparse.Namespace) -> int:
-    if args.html is not None and same_file(args.html, args.ledger):
-        raise UsageError(f"stableprompt report: error: argument --html: {str(args.html)!r} is "
-                         "the ledger itself; choose another path")
-    ledger = open_ledger(args.ledger)
-    meta = ledger.meta()
-    records = _records(ledger)
+    paths: list[str] = list(args.ledger)
+    for path in paths:
+        if args.html is not None and same_file(args.html, path):
+            raise UsageError(f"stableprompt report: error: argument --html: {str(args.html)!r} "
+                             "is the ledger itself; choose another path")
+    since = None if args.since is None else parse_since(args.since)
+    metas: list[dict[str, str]] = []
+    per_ledger: list[list[UsageRecord]] = []
+    for path in paths:
+        ledger = open_ledger(path)
+        metas.append(ledger.meta())
+        per_ledger.append(_records(ledger, session_id=args.session, since=since))
+    records, duplicates = merge_records(per_ledger)
     report = summarize(records)
-    header = meta_lines(meta)
+    name = paths[0] if len(paths) == 1 else f"{len(paths)} ledgers"
+    if len(paths) == 1:
+        meta = metas[0]
+        header = meta_lines(meta)
+    else:
+        meta = {k: v for k, v in metas[0].items() if all(m.get(k) == v for m in metas[1:])}
+        header = []
+        for path, rows, m in zip(paths, per_ledger, metas, strict=True):
+            header.append(f"{path}: {len(rows):,} records")
+            header.extend(f"  {line}" for line in meta_lines(m))
+    selection = []
+    if args.session is not None:
+        selection.append(f"session {args.session!r}")
+    if since is not None:
+        selection.append(f"calls since {since.isoformat().replace('+00:00', 'Z')}")
     notes = [f"ceiling: append-only bound (whole previous request of the same session); "
              f"hit rate and ceiling are shares of input tokens. {len(records)} records.",
-             *ceiling_notes(report)]
+             *([f"{duplicates:,} rows repeated a record id already read from an earlier "
+                "ledger: counted once."] if duplicates else []),
+             *([f"selection: {', '.join(selection)}; a ceiling counts only selected calls."]
+               if selection else []),
+             *report.exclusion_notes(), *turn_boundary_notes(report), *ceiling_notes(report)]
     if args.html is not None:
-        write_text(args.html, html_report(report, title=f"stableprompt report: {args.ledger}",
+        write_text(args.html, html_report(report, title=f"stableprompt report: {name}",
                                           intro=header, notes=notes))
     if args.json:
-        sys.stdout.write(json_text({"ledger": str(args.ledger), "meta": meta,
-                                    **report.to_json(), "notes": ceiling_notes(report)}))
+        extra: dict[str, object] = {"ledger": paths[0]} if len(paths) == 1 else {
+            "ledger": None,
+            "ledgers": [{"path": path, "records": len(rows), "meta": m}
+                        for path, rows, m in zip(paths, per_ledger, metas, strict=True)],
+            "duplicates": duplicates}
+        sys.stdout.write(json_text({**extra, "meta": meta, **report.to_json(by=args.by),
+                                    "notes": ceiling_notes(report)}))
         return 0
     for line in header:
         print(line)
     if not records:
-        print(f"{args.ledger}: the ledger has no records")
+        print(f"{name}: the ledger has no records" if not selection and len(paths) == 1
+              else f"{name}: no records" + (f" ({', '.join(selection)})" if selection else ""))
         return 0
-    print_tables(report, title=f"stableprompt report: {args.ledger}", notes=notes,
-                 sessions=args.sessions)
+    print_tables(report, title=f"stableprompt report: {name}", notes=(),
+                 sessions=args.sessions, pricing=False)
+    print_explanations(report, calls=args.calls, by=None if args.by == "scenario" else args.by)
+    console = make_console(sys.stdout)
+    for line in [*notes, *pricing_lines(report)]:
+        console.print(line)
     return 0
 
 

@@ -1,8 +1,10 @@
 """A ledger summary as one self-contained HTML page with inline SVG charts.
 
 :func:`html_report` renders a :class:`~stableprompt._report._summary.Report`: the scenario
-table, three charts (hit rate against the ceiling, where the input tokens went, verdicts), one
-collapsible section per scenario with its per-call read share and its sessions, then the notes.
+table, three charts (hit rate against the ceiling, where the input tokens went, verdicts), the
+turn-boundary split, the causes ranked by lost tokens (with their fixes and lost USD), the
+misses (calls that lost tokens, with cause, segment, path and snippets), one collapsible
+section per scenario with its per-call read share and its sessions, then the notes.
 No scripts, no external files; every text is HTML-escaped, so the SVG parses as XML.
 """
 
@@ -118,6 +120,46 @@ def _count_cells(t: Totals) -> str:
     return "".join(f"<td class=n>{cell}</td>" for cell in cells)
 
 
+def _explanations(report: Report) -> list[str]:
+    """The turn-boundary table, the causes table and the miss table (HTML fragments)."""
+    e = html.escape
+    split = "".join(
+        f"<tr><td>{e(name)}</td><td class=n>{format_int(t.intra_calls)}</td>"
+        f"<td class=n>{format_pct(t.intra_turn_hit_rate)}</td>"
+        f"<td class=n>{format_int(t.cross_calls)}</td>"
+        f"<td class=n>{format_pct(t.cross_turn_hit_rate)}</td>"
+        f"<td class=n>{format_int(t.partial)}</td><td class=n>{format_int(t.lost_tokens)}</td>"
+        f"<td class=n>{format_usd(t.lost_usd)}</td></tr>"
+        for name, t in [*((n, s.totals) for n, s in report.scenarios.items()),
+                        ("(all)", report.overall)])
+    causes = "".join(
+        f"<tr><td>{e(c.cause)}</td><td>{e(c.segment or '')}</td><td>{e(c.path or '')}</td>"
+        f"<td class=n>{format_int(c.calls)}</td><td class=n>{format_int(c.lost_tokens)}</td>"
+        f"<td class=n>{format_usd(c.lost_usd)}</td><td>{e(c.fix or '')}</td></tr>"
+        for c in report.causes())
+    misses = "".join(
+        f"<tr><td>{e(r.scenario)}</td><td>{e(r.session)}</td><td class=n>{r.turn or ''}</td>"
+        f"<td>{e(r.verdict.replace('_', '-'))}{' (partial)' if r.partial else ''}</td>"
+        f"<td class=n>{format_pct(r.read_share)}</td><td class=n>{format_int(r.lost_tokens)}</td>"
+        f"<td>{e(r.cause or '')}</td><td>{e(r.segment or '')}</td><td>{e(r.path or '')}</td>"
+        f"<td><code>{e(repr(r.before)) if r.before is not None else ''}</code></td>"
+        f"<td><code>{e(repr(r.after)) if r.after is not None else ''}</code></td></tr>"
+        for r in report.calls if r.included and r.lost_tokens > 0)
+    return [
+        "<h2>Turn boundary</h2><p class=note>Hit rate of calls inside a user turn (after a tool "
+        "result) vs the first call after a user message.</p><table><tr><th>scenario</th>"
+        "<th>intra-turn calls</th><th>intra-turn hit rate</th><th>cross-turn calls</th>"
+        "<th>cross-turn hit rate</th><th>partial</th><th>lost tokens</th><th>lost</th></tr>",
+        split, "</table>",
+        "<h2>Causes, by lost tokens</h2><table><tr><th>cause</th><th>segment</th><th>path</th>"
+        "<th>calls</th><th>lost tokens</th><th>lost</th><th>fix</th></tr>", causes, "</table>",
+        "<details><summary>Misses: calls that lost tokens</summary><table><tr><th>scenario</th>"
+        "<th>session</th><th>turn</th><th>verdict</th><th>read share</th><th>lost</th>"
+        "<th>cause</th><th>segment</th><th>path</th><th>before</th><th>after</th></tr>",
+        misses, "</table></details>",
+    ]
+
+
 def html_report(report: Report, *, title: str, intro: Sequence[str] = (),
                 notes: Sequence[str] = ()) -> str:
     """A self-contained HTML page: tables and inline SVG charts, no scripts, no external files.
@@ -157,6 +199,7 @@ def html_report(report: Report, *, title: str, intro: Sequence[str] = (),
         "<h2>Hit rate against the ceiling</h2>", _svg_rates(report),
         "<h2>Where the input tokens went</h2>", _svg_stack(report, "tokens"),
         "<h2>Verdicts</h2>", _svg_stack(report, "verdicts"),
+        *_explanations(report),
         "<h2>Sessions</h2>", *details,
         *(f'<p class="note">{e(n)}</p>' for n in [*notes, *pricing_lines(report)]),
     ])

@@ -4,9 +4,17 @@
 groups them by ``scenario`` and ``session_id``. Every number comes from the records:
 
 * ``calls``: records in the group (failed calls included).
-* ``input_tokens`` / ``cache_read_tokens`` / ``cache_write_tokens`` / ``output_tokens``: sums
-  of the provider-reported fields over calls whose usage is known (``input_tokens`` is the
-  inclusive total, ``gen_ai.usage.input_tokens``).
+* Excluded calls (:func:`~._calls.exclusion`): no usage (``unknown_usage``), cache reads not
+  reported (``unknown_reads``) or inconsistent usage (``inconsistent``) count as calls and
+  verdicts but add nothing to any sum, rate, ceiling or cost below: an unknown read is not a
+  0 read. :meth:`Report.exclusion_notes` names how many and why; a group with nothing left
+  shows ``None`` ("—").
+* ``input_tokens`` / ``cache_read_tokens`` / ``cache_write_tokens`` / ``output_tokens`` /
+  ``uncached_tokens``: sums of the provider-reported fields over the included calls
+  (``input_tokens`` is the inclusive total, ``gen_ai.usage.input_tokens``).
+* ``partial``: included calls that read some but clearly less than they could
+  (:attr:`~._calls.CallRow.partial`); ``lost_tokens`` / ``lost_usd``: what the verdicts say
+  was lost (:mod:`._calls`).
 * ``hit_rate``: ``cache_read_tokens / input_tokens`` (token-weighted, DESIGN.md).
 * ``ceiling``: the append-only upper bound on the same calls, as a hit rate. For each call with
   known usage, in ledger order within its scenario and session, an append-only harness could at
@@ -21,24 +29,32 @@ groups them by ``scenario`` and ``session_id``. Every number comes from the reco
   (``|predicted - reported| < granularity_tokens``); ``None`` when no call has both.
 * ``cost_usd``: each call priced with `genai-prices <https://pypi.org/project/genai-prices/>`_
   at its own date (``ts_utc``) for its provider and model (cache reads and writes, including
-  the 1-hour write split, at their own rates); ``None`` with a note when the model is unknown.
+  the 1-hour write split, at their own rates; :mod:`._pricing`); ``None`` with a note when the
+  model is unknown. ``cost_uncached_usd``: the same calls with no caching;
+  ``cost_at_ceiling_usd``: had each read at least its ceiling.
 
-Rendering is elsewhere: terminal tables and notes in ``_report_text.py``, the HTML page in
-``_report_html.py``; JSON is :meth:`Report.to_json`.
+Per call: :attr:`Report.calls` (:class:`~._calls.CallRow`); causes ranked by lost tokens and
+dollars: :meth:`Report.causes`; read-share cliffs: :meth:`Report.cliffs`.
+
+Rendering is elsewhere: terminal tables and notes in ``_text.py``, the HTML page in
+``_html.py``; JSON is :meth:`Report.to_json`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import date, datetime
-from functools import lru_cache
 from typing import Any
 
 from .._ledger._usage_record import UsageRecord
 from .._policy import PolicyTable, cache_policy
+from ._calls import EXCLUSIONS, CallRow, Cliff, call_row, exclusion, find_cliffs
+from ._causes import CauseRow, rank_causes
+from ._pricing import Pricing, genai_prices_version
+from ._snippets import mutation_snippets
 
 __all__ = [
+    "GROUP_BY",
     "NO_SCENARIO",
     "NO_SESSION",
     "VERDICTS",
@@ -55,10 +71,31 @@ VERDICTS = ("hit", "cold", "client_mutation", "below_minimum", "ttl_expired", "p
 
 NO_SCENARIO = "(none)"
 NO_SESSION = "(none)"
-_GENAI_PROVIDERS = {"gemini": "google", "bedrock": "aws", "xai": "x-ai"}
+
+GROUP_BY = ("scenario", "session", "model", "wire", "day")
+"""What :meth:`Report.group_by` can group calls by (``session``: scenario and session id
+together, ``"scenario/session"``; ``wire``: the record's wire format; ``day``: UTC date)."""
+
+
+def _group_key(row: CallRow, by: str) -> str:
+    if by == "scenario":
+        return row.scenario
+    if by == "session":
+        return f"{row.scenario}/{row.session}"
+    if by == "model":
+        return row.model or "(none)"
+    if by == "wire":
+        return row.wire_format
+    if by == "day":
+        return row.ts.date().isoformat()
+    raise ValueError(f"cannot group by {by!r}; choose one of {', '.join(GROUP_BY)}")
 
 
 # --------------------------------------------------------------------------- model
+
+
+def _add(total: float | None, value: float | None) -> float | None:
+    return None if total is None or value is None else total + value
 
 
 @dataclass
@@ -67,29 +104,76 @@ class Totals:
 
     Attributes:
         calls: Calls in the group.
-        unknown_usage: Calls whose usage is unknown (failed, interrupted).
-        input_tokens: Reported input tokens, inclusive of cache reads and writes.
+        unknown_usage: Calls whose usage is unknown (failed, interrupted): excluded.
+        unknown_reads: Calls whose provider did not report cache reads: excluded.
+        inconsistent: Calls flagged ``usage_inconsistent``: excluded.
+        input_tokens: Reported input tokens of the included calls, inclusive of cache reads
+            and writes.
         cache_read_tokens: Reported cache reads.
         cache_write_tokens: Reported cache writes (all TTLs).
         output_tokens: Reported output tokens.
         ceiling_tokens: Sum of the per-call append-only ceiling.
-        verdicts: Calls per verdict.
+        partial: Included calls that read some but clearly less than they could.
+        lost_tokens: Tokens the verdicts say were lost (included calls).
+        verdicts: Calls per verdict (all calls).
         agreement_calls: Calls with both predicted and reported reads.
         agreement_matches: Of those, calls where they agree within the granularity.
-        cost_usd: Summed price (USD), ``None`` when any priced call could not be priced.
+        cost_usd: Summed price (USD), ``None`` when any included call could not be priced.
+        cost_uncached_usd: The same calls priced with no caching at all.
+        cost_at_ceiling_usd: The same calls priced as if each read at least its ceiling.
+        lost_usd: What the lost tokens cost beyond a cache read.
+        intra_input_tokens: Input of the included calls inside a user turn (after a tool
+            result); ``intra_read_tokens`` their reads; ``intra_calls`` how many.
+        cross_input_tokens: Input of the included first calls after a user message;
+            ``cross_read_tokens`` their reads; ``cross_calls`` how many.
     """
 
     calls: int = 0
     unknown_usage: int = 0
+    unknown_reads: int = 0
+    inconsistent: int = 0
     input_tokens: int = 0
     cache_read_tokens: int = 0
     cache_write_tokens: int = 0
     output_tokens: int = 0
     ceiling_tokens: int = 0
+    partial: int = 0
+    lost_tokens: int = 0
     verdicts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(VERDICTS, 0))
     agreement_calls: int = 0
     agreement_matches: int = 0
     cost_usd: float | None = 0.0
+    cost_uncached_usd: float | None = 0.0
+    cost_at_ceiling_usd: float | None = 0.0
+    lost_usd: float | None = 0.0
+    intra_calls: int = 0
+    intra_input_tokens: int = 0
+    intra_read_tokens: int = 0
+    cross_calls: int = 0
+    cross_input_tokens: int = 0
+    cross_read_tokens: int = 0
+
+    @property
+    def intra_turn_hit_rate(self) -> float | None:
+        """Hit rate of the calls inside a user turn (tool-loop calls), ``None`` if none."""
+        return (self.intra_read_tokens / self.intra_input_tokens if self.intra_input_tokens
+                else None)
+
+    @property
+    def cross_turn_hit_rate(self) -> float | None:
+        """Hit rate of the first calls after a new user message, ``None`` if none."""
+        return (self.cross_read_tokens / self.cross_input_tokens if self.cross_input_tokens
+                else None)
+
+    @property
+    def excluded(self) -> int:
+        """Calls left out of every sum and rate (unknown usage or reads, inconsistent)."""
+        return self.unknown_usage + self.unknown_reads + self.inconsistent
+
+    @property
+    def uncached_tokens(self) -> int:
+        """Input tokens neither read from nor written to the cache (included calls)."""
+        return self.input_tokens - self.cache_read_tokens - self.cache_write_tokens
 
     @property
     def hit_rate(self) -> float | None:
@@ -111,26 +195,44 @@ class Totals:
         """Fraction of calls whose prediction matches the report within the granularity."""
         return self.agreement_matches / self.agreement_calls if self.agreement_calls else None
 
-    def add(self, record: UsageRecord, ceiling: int, agrees: bool | None,
-            cost: float | None, priced: bool) -> None:
-        """Add one call (its ceiling, agreement and cost computed by :func:`summarize`)."""
+    def add(self, row: CallRow, agrees: bool | None, priced: bool) -> None:
+        """Add one call (its agreement computed by :func:`summarize`; ``priced``: costs were
+        asked for, so a missing cost makes the sums unknown)."""
         self.calls += 1
-        verdict = record.verdict if record.verdict in self.verdicts else "unknown"
+        verdict = row.verdict if row.verdict in self.verdicts else "unknown"
         self.verdicts[verdict] += 1
-        if record.input_tokens_total is None:
-            self.unknown_usage += 1
-        else:
-            self.input_tokens += record.input_tokens_total
-            self.cache_read_tokens += record.cache_read_tokens or 0
-            self.cache_write_tokens += record.cache_write_tokens or 0
-            self.output_tokens += record.output_tokens or 0
-            self.ceiling_tokens += ceiling
         if agrees is not None:
             self.agreement_calls += 1
             self.agreement_matches += int(agrees)
+        if row.excluded == "no-usage":
+            self.unknown_usage += 1
+            return
+        if row.excluded == "unknown-reads":
+            self.unknown_reads += 1
+            return
+        if row.excluded == "inconsistent":
+            self.inconsistent += 1
+            return
+        self.input_tokens += row.input_tokens or 0
+        self.cache_read_tokens += row.cache_read_tokens or 0
+        self.cache_write_tokens += row.cache_write_tokens or 0
+        self.output_tokens += row.output_tokens
+        self.ceiling_tokens += row.ceiling_tokens
+        self.partial += int(row.partial)
+        self.lost_tokens += row.lost_tokens
+        if row.boundary == "intra":
+            self.intra_calls += 1
+            self.intra_input_tokens += row.input_tokens or 0
+            self.intra_read_tokens += row.cache_read_tokens or 0
+        elif row.boundary == "cross":
+            self.cross_calls += 1
+            self.cross_input_tokens += row.input_tokens or 0
+            self.cross_read_tokens += row.cache_read_tokens or 0
         if priced:
-            self.cost_usd = None if cost is None or self.cost_usd is None else (
-                self.cost_usd + cost)
+            self.cost_usd = _add(self.cost_usd, row.cost_usd)
+            self.cost_uncached_usd = _add(self.cost_uncached_usd, row.cost_uncached_usd)
+            self.cost_at_ceiling_usd = _add(self.cost_at_ceiling_usd, row.cost_at_ceiling_usd)
+            self.lost_usd = _add(self.lost_usd, row.lost_usd)
 
     def to_json(self) -> dict[str, Any]:
         """The issue's fields: calls, input_tokens, cache_read_tokens, cache_write_tokens,
@@ -147,15 +249,33 @@ class Totals:
         }
 
     def to_full_json(self) -> dict[str, Any]:
-        """:meth:`to_json` plus output tokens, unknown usage, ceiling tokens, share of the
-        ceiling and cost (USD, rounded to 6 digits)."""
+        """:meth:`to_json` plus output and uncached tokens, exclusions (``unknown_usage``,
+        ``unknown_reads``, ``inconsistent``, ``excluded``), ceiling tokens, share of the
+        ceiling, partial calls, lost tokens, costs (USD, rounded to 6 digits) and
+        ``turn_boundary``: hit rates (and calls) inside user turns vs first after a user
+        message."""
         return {
             **self.to_json(),
             "output_tokens": self.output_tokens,
+            "uncached_tokens": self.uncached_tokens,
             "unknown_usage": self.unknown_usage,
+            "unknown_reads": self.unknown_reads,
+            "inconsistent": self.inconsistent,
+            "excluded": self.excluded,
             "ceiling_tokens": self.ceiling_tokens,
             "of_ceiling": _round(self.of_ceiling),
+            "partial": self.partial,
+            "lost_tokens": self.lost_tokens,
             "cost_usd": _round(self.cost_usd),
+            "cost_uncached_usd": _round(self.cost_uncached_usd),
+            "cost_at_ceiling_usd": _round(self.cost_at_ceiling_usd),
+            "lost_usd": _round(self.lost_usd),
+            "turn_boundary": {
+                "intra_turn_hit_rate": _round(self.intra_turn_hit_rate),
+                "cross_turn_hit_rate": _round(self.cross_turn_hit_rate),
+                "intra_turn_calls": self.intra_calls,
+                "cross_turn_calls": self.cross_calls,
+            },
         }
 
 
@@ -168,57 +288,75 @@ class ScenarioReport:
     sessions: dict[str, Totals] = field(default_factory=dict)
     models: list[str] = field(default_factory=list)
     providers: list[str] = field(default_factory=list)
-    read_series: list[float] = field(default_factory=list)  # per call: read / input
-
-
-@dataclass
-class Pricing:
-    """How costs were computed.
-
-    Attributes:
-        source: ``"genai-prices <version>"`` (or why pricing is unavailable).
-        first_date: Earliest call date priced.
-        last_date: Latest call date priced.
-        notes: Why some costs were omitted (unknown model, ...), one line each.
-    """
-
-    source: str = ""
-    first_date: date | None = None
-    last_date: date | None = None
-    notes: list[str] = field(default_factory=list)
-
-    def as_of(self) -> str | None:
-        """``"2026-01-01"`` or ``"2026-01-01..2026-01-03"``; ``None`` when nothing was priced."""
-        if self.first_date is None or self.last_date is None:
-            return None
-        if self.first_date == self.last_date:
-            return self.first_date.isoformat()
-        return f"{self.first_date.isoformat()}..{self.last_date.isoformat()}"
-
-    def to_json(self) -> dict[str, Any]:
-        """``{"source", "as_of", "notes"}``."""
-        return {"source": self.source, "as_of": self.as_of(), "notes": list(self.notes)}
+    read_series: list[float] = field(default_factory=list)  # per included call: read / input
 
 
 @dataclass
 class Report:
-    """A ledger summary: scenarios in order of first appearance."""
+    """A ledger summary: scenarios in order of first appearance, and every call in order."""
 
     scenarios: dict[str, ScenarioReport]
     records: int
     pricing: Pricing
+    calls: list[CallRow] = field(default_factory=list)
+    overall: Totals = field(default_factory=Totals)
+    priced: bool = True  # summarize(price=...): costs were asked for
 
-    def to_json(self, *, sessions: bool = True) -> dict[str, Any]:
+    def group_by(self, by: str = "scenario") -> dict[str, Totals]:
+        """Totals per group of calls (:data:`GROUP_BY`), groups in order of first call; the
+        same numbers as :attr:`scenarios` for ``"scenario"``.
+
+        Raises:
+            ValueError: ``by`` is not one of :data:`GROUP_BY`.
+        """
+        out: dict[str, Totals] = {}
+        for row in self.calls:
+            out.setdefault(_group_key(row, by), Totals()).add(row, row.agrees, self.priced)
+        return out
+
+    def causes(self) -> list[CauseRow]:
+        """Causes ranked by lost tokens, then lost USD (:func:`~._causes.rank_causes`)."""
+        return rank_causes(self.calls)
+
+    def cliffs(self) -> list[Cliff]:
+        """Calls whose read share dropped sharply (:func:`~._calls.find_cliffs`)."""
+        return find_cliffs(self.calls)
+
+    def exclusion_notes(self) -> list[str]:
+        """One line naming how many calls were excluded from rates and why; ``[]`` when
+        none."""
+        t = self.overall
+        counts = {"no-usage": t.unknown_usage, "unknown-reads": t.unknown_reads,
+                  "inconsistent": t.inconsistent}
+        parts = [f"{n:,} with {EXCLUSIONS[k]}" for k, n in counts.items() if n]
+        if not parts:
+            return []
+        return [f"{t.excluded:,} of {t.calls:,} calls excluded from hit rates, ceilings and "
+                f"costs (counted as calls and verdicts, never as 0 reads): {'; '.join(parts)}."]
+
+    def to_json(self, *, sessions: bool = True, by: str = "scenario") -> dict[str, Any]:
         """``{"records", "pricing", "scenarios": {name: {...full totals..., "models",
-        "sessions": {id: {...}}}}}``."""
+        "sessions": {id: {...}}}}, "overall", "by", "groups", "calls", "causes", "cliffs",
+        "exclusions"}`` (``groups``: :meth:`group_by` as a list, each entry with its
+        ``group`` key; by scenario also with ``scenario``, ``models`` and ``providers``)."""
         out: dict[str, Any] = {}
+        groups: list[dict[str, Any]] = []
+        if by != "scenario":
+            groups = [{"group": key, **t.to_full_json()} for key, t in self.group_by(by).items()]
         for name, scenario in self.scenarios.items():
             entry = {**scenario.totals.to_full_json(), "models": list(scenario.models),
                      "providers": list(scenario.providers)}
+            if by == "scenario":
+                groups.append({"group": name, "scenario": name, **entry})
             if sessions:
                 entry["sessions"] = {sid: t.to_full_json() for sid, t in scenario.sessions.items()}
             out[name] = entry
-        return {"records": self.records, "pricing": self.pricing.to_json(), "scenarios": out}
+        return {"records": self.records, "pricing": self.pricing.to_json(), "scenarios": out,
+                "overall": self.overall.to_full_json(), "by": by, "groups": groups,
+                "calls": [row.to_json() for row in self.calls],
+                "causes": [cause.to_json() for cause in self.causes()],
+                "cliffs": [cliff.to_json() for cliff in self.cliffs()],
+                "exclusions": self.exclusion_notes()}
 
 
 def _round(value: float | None) -> float | None:
@@ -238,30 +376,6 @@ def _policy(provider: str | None, model: str | None,
     return policy.min_cacheable_tokens, policy.granularity_tokens
 
 
-@lru_cache(maxsize=65_536)
-def _price(provider: str, model: str, day: date, total: int, read: int, write: int,
-           write_1h: int, output: int) -> float:
-    from genai_prices import Usage, calc_price
-
-    usage: dict[str, int] = {"input_tokens": total, "cache_read_tokens": read,
-                             "cache_write_tokens": write, "output_tokens": output}
-    if write_1h:
-        usage["cache_write_1h_tokens"] = write_1h
-    stamp = datetime(day.year, day.month, day.day, 12)
-    result = calc_price(Usage(**usage), model, provider_id=_GENAI_PROVIDERS.get(provider, provider),
-                        genai_request_timestamp=stamp)
-    return float(result.total_price)
-
-
-def _genai_prices_version() -> str | None:
-    try:
-        from importlib.metadata import version
-
-        return f"genai-prices {version('genai-prices')}"
-    except Exception:
-        return None
-
-
 def summarize(records: Iterable[UsageRecord], *, policies: PolicyTable | None = None,
               price: bool = True) -> Report:
     """Group records by scenario and session and compute the summary (module docstring).
@@ -272,15 +386,19 @@ def summarize(records: Iterable[UsageRecord], *, policies: PolicyTable | None = 
         price: Price calls with genai-prices (``False``: every cost is ``None``).
 
     Returns:
-        A :class:`Report`; scenarios and sessions in order of first appearance.
+        A :class:`Report`; scenarios and sessions in order of first appearance, calls in
+        ledger order.
     """
     scenarios: dict[str, ScenarioReport] = {}
     previous: dict[tuple[str, str], int] = {}
-    pricing = Pricing(source=_genai_prices_version() or "genai-prices not installed")
+    pricing = Pricing(source=genai_prices_version() or "genai-prices not installed")
     notes: dict[str, None] = {}
-    count = 0
+    rows: list[CallRow] = []
+    overall = Totals()
+    bodies: dict[str, UsageRecord] = {}  # records that kept their request body, by id
     for record in records:
-        count += 1
+        if record.content is not None:
+            bodies[record.record_id] = record
         name = record.scenario or NO_SCENARIO
         sid = record.session_id or NO_SESSION
         scenario = scenarios.get(name)
@@ -293,52 +411,28 @@ def summarize(records: Iterable[UsageRecord], *, policies: PolicyTable | None = 
         minimum, granularity = _policy(record.provider, record.model, policies)
         total = record.input_tokens_total
         ceiling = 0
-        if total is not None:
+        if total is not None and not record.usage_inconsistent:
+            # The request size is known (even when its reads are not): it bounds the next call.
             before = previous.get((name, sid))
             if before is not None:
                 best = min(before, total) // granularity * granularity
                 ceiling = best if best >= minimum else 0
             previous[(name, sid)] = total
-            scenario.read_series.append((record.cache_read_tokens or 0) / total if total else 0.0)
+        snippets = None
+        if (record.verdict == "client_mutation" and record.content is not None
+                and record.predecessor_id is not None):
+            snippets = mutation_snippets(record, bodies.get(record.predecessor_id))
         agrees = None
         predicted, reported = record.predicted_cache_read_tokens, record.cache_read_tokens
-        if predicted is not None and reported is not None and total is not None:
+        if predicted is not None and reported is not None and exclusion(record) is None:
             agrees = abs(predicted - reported) < granularity
-        cost, priced = None, False
-        if price and total is not None:
-            priced = True
-            cost = _record_cost(record, pricing, notes)
-        scenario.totals.add(record, ceiling, agrees, cost, priced)
-        session = scenario.sessions.get(sid)
-        if session is None:
-            session = scenario.sessions[sid] = Totals()
-        session.add(record, ceiling, agrees, cost, priced)
+        row = call_row(record, scenario=name, session=sid, ceiling=ceiling,
+                       granularity=granularity, pricing=pricing if price else None, notes=notes,
+                       snippets=snippets, agrees=agrees)
+        rows.append(row)
+        if row.read_share is not None:
+            scenario.read_series.append(row.read_share)
+        for totals in (overall, scenario.totals, scenario.sessions.setdefault(sid, Totals())):
+            totals.add(row, agrees, price)
     pricing.notes = list(notes)
-    return Report(scenarios, count, pricing)
-
-
-def _record_cost(record: UsageRecord, pricing: Pricing, notes: dict[str, None]) -> float | None:
-    if pricing.source.startswith("genai-prices not"):
-        notes["genai-prices is not installed: costs omitted"] = None
-        return None
-    model, provider = record.model, record.provider
-    if not model or not provider:
-        notes["calls without a model or provider name: cost omitted"] = None
-        return None
-    day = record.ts_utc.date()
-    try:
-        cost = _price(provider, model, day, record.input_tokens_total or 0,
-                      record.cache_read_tokens or 0, record.cache_write_tokens or 0,
-                      record.cache_write_1h_tokens or 0, record.output_tokens or 0)
-    except LookupError:
-        notes[f"genai-prices has no price for model {model!r} at provider {provider!r}: "
-              "cost omitted"] = None
-        return None
-    except Exception as exc:  # a pricing-library problem must not hide the token numbers
-        notes[f"cannot price {model!r}: {type(exc).__name__}: {exc}"] = None
-        return None
-    if pricing.first_date is None or day < pricing.first_date:
-        pricing.first_date = day
-    if pricing.last_date is None or day > pricing.last_date:
-        pricing.last_date = day
-    return cost
+    return Report(scenarios, len(rows), pricing, rows, overall, price)

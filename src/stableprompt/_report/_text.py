@@ -2,6 +2,9 @@
 
 :func:`print_tables` prints a :class:`~stableprompt._report._summary.Report` (one row per
 scenario, a verdict table, optionally one table of sessions per scenario), then the notes;
+:func:`print_explanations` prints what ``stableprompt report`` adds: the turn-boundary split
+per scenario, the causes ranked by lost tokens and dollars with their fixes, the cliffs, and
+optionally one row per call;
 :func:`meta_lines`, :func:`pricing_lines` and :func:`ceiling_notes` are the lines the terminal,
 JSON and HTML outputs share. Numbers are formatted by ``format_*``: percentages with one
 decimal, counts with thousands separators, USD with 4 decimals, ``"—"`` for unknown.
@@ -14,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, TextIO
 
 from .._subcommand import rich_console
+from ._calls import CallRow
 from ._summary import VERDICTS, Report
 
 __all__ = [
@@ -25,7 +29,9 @@ __all__ = [
     "make_console",
     "meta_lines",
     "pricing_lines",
+    "print_explanations",
     "print_tables",
+    "turn_boundary_notes",
 ]
 
 
@@ -104,7 +110,8 @@ def make_console(file: TextIO) -> Any:
 
 
 def print_tables(report: Report, *, title: str, file: TextIO | None = None,
-                 notes: Sequence[str] = (), sessions: bool = False) -> None:
+                 notes: Sequence[str] = (), sessions: bool = False,
+                 pricing: bool = True) -> None:
     """Print the per-scenario table (and optionally per-session tables) with rich.
 
     Args:
@@ -114,6 +121,8 @@ def print_tables(report: Report, *, title: str, file: TextIO | None = None,
         notes: Lines printed under the tables; then the cost source and pricing notes
             (:func:`pricing_lines`), which callers do not pass.
         sessions: Also print one table of sessions per scenario.
+        pricing: Print the notes and pricing lines (``False``: the caller prints them after
+            more tables).
     """
     from rich.table import Table
 
@@ -150,5 +159,147 @@ def print_tables(report: Report, *, title: str, file: TextIO | None = None,
                             format_pct(t.hit_rate), format_pct(t.ceiling),
                             format_verdicts(t.verdicts))
             console.print(per)
-    for line in [*notes, *pricing_lines(report)]:
-        console.print(line)
+    if pricing:
+        for line in [*notes, *pricing_lines(report)]:
+            console.print(line)
+
+
+# --------------------------------------------------------------------------- explanations
+
+
+def turn_boundary_notes(report: Report) -> list[str]:
+    """A note when some included calls have no known turn boundary (rows recorded before the
+    recorder stored ``turn_boundary``, without a stored body); ``[]`` otherwise."""
+    t = report.overall
+    included = t.calls - t.excluded
+    unknown = included - t.intra_calls - t.cross_calls
+    if unknown <= 0:
+        return []
+    return [f"turn boundary unknown for {unknown:,} of {included:,} included calls (recorded "
+            "without verdict_detail.turn_boundary and without their request body): left out "
+            "of the intra/cross-turn split."]
+
+
+def _verdict_text(row: CallRow) -> str:
+    verdict = row.verdict.replace("_", "-")
+    if row.excluded is not None:
+        return f"{verdict} (excluded: {row.excluded})"
+    return f"{verdict} (partial)" if row.partial else verdict
+
+
+def _snippet(row: CallRow) -> str:
+    if row.before is None and row.after is None:
+        return ""
+    return f"{row.before or ''!r} -> {row.after or ''!r}"
+
+
+def _count(value: int | None) -> str:
+    return "—" if value is None else format_int(value)
+
+
+def _where(row: CallRow) -> str:
+    """``cause segment path`` of a row (``""`` without a cause)."""
+    return " ".join(part for part in (row.cause, row.segment, row.path) if part)
+
+
+def _print_calls(console: Any, report: Report) -> None:
+    """One table per scenario, its calls in ledger order."""
+    from rich.table import Table
+
+    snippets = any(row.before is not None or row.after is not None for row in report.calls)
+    for name in report.scenarios:
+        rows = [row for row in report.calls if row.scenario == name]
+        table = Table(title=f"{name}: calls", title_justify="left", header_style="bold")
+        columns = ["session", "turn", "time (UTC)", "after", "verdict", "read share",
+                   "read / predicted / input", "lost", "cause, segment, path"]
+        if snippets:
+            columns.append("before -> after")
+        for column in columns:
+            right = column in ("turn", "read share", "read / predicted / input", "lost")
+            table.add_column(column, justify="right" if right else "left",
+                             no_wrap=column not in ("cause, segment, path", "before -> after"))
+        for row in rows:
+            boundary = {"intra": "tool result", "cross": "user msg"}.get(row.boundary or "", "—")
+            cells = [row.session, _count(row.turn), row.ts.strftime("%m-%d %H:%M:%S"), boundary,
+                     _verdict_text(row), format_pct(row.read_share),
+                     f"{_count(row.cache_read_tokens)} / "
+                     f"{_count(row.predicted_cache_read_tokens)} / {_count(row.input_tokens)}",
+                     format_int(row.lost_tokens) if row.lost_tokens else "", _where(row)]
+            if snippets:
+                cells.append(_snippet(row))
+            table.add_row(*cells)
+        console.print(table)
+
+
+def _print_groups(console: Any, report: Report, by: str) -> None:
+    from rich.table import Table
+
+    table = Table(title=f"by {by}", title_justify="left", header_style="bold")
+    for column in (by, "calls", "input tokens", "cache read", "hit rate", "ceiling",
+                   "intra-turn", "cross-turn", "verdicts", "cost"):
+        table.add_column(column, justify="left" if column in (by, "verdicts") else "right",
+                         no_wrap=column != "verdicts")
+    for key, t in report.group_by(by).items():
+        table.add_row(key, format_int(t.calls), format_int(t.input_tokens),
+                      format_int(t.cache_read_tokens), format_pct(t.hit_rate),
+                      format_pct(t.ceiling), format_pct(t.intra_turn_hit_rate),
+                      format_pct(t.cross_turn_hit_rate), format_verdicts(t.verdicts),
+                      format_usd(t.cost_usd))
+    console.print(table)
+
+
+def print_explanations(report: Report, *, file: TextIO | None = None,
+                       calls: bool = False, by: str | None = None) -> None:
+    """Print why calls missed: with ``by`` a table of totals per group
+    (:meth:`~stableprompt._report._summary.Report.group_by`), the turn-boundary split per
+    scenario, causes ranked by lost tokens and lost USD (each with its one-line fix), the
+    cliffs, and with ``calls`` one row per call
+    (:class:`~stableprompt._report._calls.CallRow`)."""
+    from rich.table import Table
+
+    console = make_console(file or sys.stdout)
+    if by is not None:
+        _print_groups(console, report, by)
+    split = Table(title="turn boundary: hit rate inside user turns (after a tool result) vs "
+                  "first call after a user message", title_justify="left",
+                  header_style="bold")
+    for column in ("scenario", "intra-turn calls", "intra-turn hit rate", "cross-turn calls",
+                   "cross-turn hit rate", "partial", "lost tokens", "lost"):
+        split.add_column(column, justify="left" if column == "scenario" else "right",
+                         no_wrap=True)
+    groups = [*report.scenarios.items(), ("(all)", None)]
+    for name, scenario in groups:
+        t = report.overall if scenario is None else scenario.totals
+        split.add_row(name, format_int(t.intra_calls), format_pct(t.intra_turn_hit_rate),
+                      format_int(t.cross_calls), format_pct(t.cross_turn_hit_rate),
+                      format_int(t.partial), format_int(t.lost_tokens), format_usd(t.lost_usd))
+    console.print(split)
+    causes = report.causes()
+    if causes:
+        table = Table(title="causes, by lost tokens", title_justify="left", header_style="bold")
+        for column in ("cause", "segment", "path", "calls", "lost tokens", "lost", "fix"):
+            table.add_column(column, justify="right" if column in ("calls", "lost tokens",
+                                                                    "lost") else "left",
+                             no_wrap=column != "fix")
+        for cause in causes:
+            table.add_row(cause.cause, cause.segment or "", cause.path or "",
+                          format_int(cause.calls), format_int(cause.lost_tokens),
+                          format_usd(cause.lost_usd), cause.fix or "")
+        console.print(table)
+    cliffs = report.cliffs()
+    if cliffs:
+        table = Table(title=f"cliffs: read share fell sharply from the session's previous call "
+                      f"({len(cliffs):,})", title_justify="left", header_style="bold")
+        for column in ("scenario", "session", "turn", "read share", "before", "verdict",
+                       "cause", "segment"):
+            table.add_column(column, justify="right" if column in ("turn", "read share",
+                                                                    "before") else "left",
+                             no_wrap=True)
+        for cliff in cliffs:
+            row = cliff.call
+            table.add_row(row.scenario, row.session, _count(row.turn),
+                          format_pct(row.read_share), format_pct(cliff.previous_read_share),
+                          _verdict_text(row), row.cause or "", row.segment or "")
+        console.print(table)
+    if calls:
+        _print_calls(console, report)

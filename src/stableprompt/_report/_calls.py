@@ -1,0 +1,283 @@
+"""One row per call: read share, partial reads, exclusions, lost tokens and dollars, cliffs.
+
+:func:`call_row` turns one :class:`~stableprompt.UsageRecord` (with the append-only ceiling
+:func:`~stableprompt._report._summary.summarize` computed for it) into a :class:`CallRow`:
+
+* ``excluded``: why the call is left out of hit rates, ceilings and costs, or ``None``:
+  ``"no-usage"`` (no input total: a failed or interrupted call), ``"unknown-reads"`` (the
+  provider did not report cache reads, e.g. vLLM without ``--enable-prompt-tokens-details``:
+  0 would be a guess), ``"inconsistent"`` (``usage_inconsistent``: the usage did not add up or
+  its total is implausible; summing it could show a 50,000% hit rate). Never summed as zeros.
+* ``read_share``: ``cache_read_tokens / input_tokens_total`` of an included call.
+* ``partial``: the call read something, but less than it could by more than the tolerance
+  (one granule plus :data:`~stableprompt._recording._attribution.TOLERANCE_FRACTION` of its
+  input): ``0 < read < max(predicted, ceiling) - tolerance``. So a call that read 82% of a
+  prompt it could have read whole is not shown like a full hit, nor like a 0% miss.
+* ``lost_tokens``: what the verdict says was lost: ``lost_tokens`` of a ``client_mutation``,
+  ``missing_tokens`` of a ``provider_miss``, ``expired_tokens`` of a ``ttl_expired`` (from
+  ``verdict_detail``); 0 otherwise. ``cause``: the mutation's cause (``_diff.CAUSES``, or
+  ``lookback-exceeded``), else the verdict in slug form (``provider-miss``, ``ttl-expired``).
+* ``before`` / ``after``: the text around the divergence in the compared request and in this
+  one, when the row holds them (``verdict_detail["snippet_a"]`` / ``["snippet_b"]``) or the
+  ledger kept both bodies (:func:`~._snippets.mutation_snippets`, passed as ``snippets``).
+* ``boundary``: ``"intra"`` (the request followed a tool result: a tool-loop call inside a
+  user turn) or ``"cross"`` (the first call after a new user message), from
+  ``verdict_detail["turn_boundary"]`` (the recorder's, ``_recording._boundary``) or, for older
+  rows that kept their request body (``content``), from that body; ``None`` when unknown.
+* costs (USD, :func:`~stableprompt._report._pricing.price_call`): as reported, all uncached,
+  at the ceiling (had it read ``max(read, ceiling)``) and ``lost_usd`` (the price difference
+  had the lost tokens been read).
+
+:func:`find_cliffs` lists the calls whose read share drops sharply against the previous
+included call of the same scenario and session (:data:`CLIFF_DROP`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from .._canonical import loads
+from .._ledger._usage_record import UsageRecord
+from .._recording._attribution import TOLERANCE_FRACTION
+from .._recording._boundary import turn_boundary
+from ._pricing import Pricing, TokenSplit, price_call
+
+__all__ = ["CLIFF_DROP", "EXCLUSIONS", "CallRow", "Cliff", "boundary_of", "call_row",
+           "exclusion", "find_cliffs"]
+
+EXCLUSIONS: Mapping[str, str] = {
+    "no-usage": "no usage (failed or interrupted calls)",
+    "unknown-reads": "cache reads not reported by the provider (0 would be a guess)",
+    "inconsistent": "inconsistent usage (did not add up, or implausible input total)",
+}
+"""Why a call is excluded from rates, ceilings and costs: slug -> the note's words."""
+
+CLIFF_DROP = 0.25
+"""A cliff: the read share falls by at least this much (absolute, 0.25 = 25 points) from the
+previous included call of the same session."""
+
+_LOSS_KEYS = {"client_mutation": "lost_tokens", "provider_miss": "missing_tokens",
+              "ttl_expired": "expired_tokens"}
+
+
+def _int(detail: Mapping[str, Any], key: str) -> int | None:
+    value = detail.get(key)
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _str(detail: Mapping[str, Any], key: str) -> str | None:
+    value = detail.get(key)
+    return value if isinstance(value, str) and value else None
+
+
+@dataclass(frozen=True, slots=True)
+class CallRow:
+    """One call of the report (see the module docstring for each derived field).
+
+    Token counts are provider-reported unless named ``predicted`` or ``ceiling``; costs are
+    USD, ``None`` when unknown or the call is excluded.
+    """
+
+    id: str
+    scenario: str
+    session: str
+    turn: int | None
+    ts: datetime
+    verdict: str
+    provider: str | None
+    model: str | None
+    wire_format: str
+    input_tokens: int | None
+    cache_read_tokens: int | None
+    cache_write_tokens: int | None
+    output_tokens: int
+    predicted_cache_read_tokens: int | None
+    ceiling_tokens: int
+    excluded: str | None
+    read_share: float | None
+    partial: bool
+    lost_tokens: int
+    cause: str | None
+    segment: str | None
+    segment_kind: str | None
+    path: str | None
+    cause_detail: str | None
+    before: str | None
+    after: str | None
+    boundary: str | None
+    cost_usd: float | None
+    cost_uncached_usd: float | None
+    cost_at_ceiling_usd: float | None
+    lost_usd: float | None
+    agrees: bool | None = None
+
+    @property
+    def included(self) -> bool:
+        """The call counts in rates, ceilings and costs."""
+        return self.excluded is None
+
+    def to_json(self) -> dict[str, Any]:
+        """The issue's per-call fields first, then the rest (rates and USD to 6 digits)."""
+        return {
+            "id": self.id, "scenario": self.scenario, "session": self.session,
+            "turn": self.turn, "ts": self.ts.isoformat().replace("+00:00", "Z"),
+            "verdict": self.verdict, "read_share": _round(self.read_share),
+            "cache_read_tokens": self.cache_read_tokens,
+            "predicted_cache_read_tokens": self.predicted_cache_read_tokens,
+            "lost_tokens": self.lost_tokens, "cause": self.cause, "segment": self.segment,
+            "path": self.path, "before": self.before, "after": self.after,
+            "input_tokens": self.input_tokens, "cache_write_tokens": self.cache_write_tokens,
+            "ceiling_tokens": self.ceiling_tokens, "partial": self.partial,
+            "excluded": self.excluded, "segment_kind": self.segment_kind,
+            "cause_detail": self.cause_detail, "boundary": self.boundary,
+            "provider": self.provider, "model": self.model, "wire_format": self.wire_format,
+            "cost_usd": _round(self.cost_usd), "cost_uncached_usd": _round(self.cost_uncached_usd),
+            "cost_at_ceiling_usd": _round(self.cost_at_ceiling_usd),
+            "lost_usd": _round(self.lost_usd),
+        }
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value, 6)
+
+
+def exclusion(record: UsageRecord) -> str | None:
+    """Why ``record`` is left out of rates (a key of :data:`EXCLUSIONS`), or ``None``."""
+    if record.input_tokens_total is None:
+        return "no-usage"
+    if record.cache_read_tokens is None:
+        return "unknown-reads"
+    if record.usage_inconsistent:
+        return "inconsistent"
+    return None
+
+
+def boundary_of(record: UsageRecord) -> str | None:
+    """``"intra"`` / ``"cross"`` for ``record`` (``verdict_detail["turn_boundary"]``, else its
+    stored request body), ``None`` when neither says."""
+    stored = record.verdict_detail.get("turn_boundary")
+    if stored in ("intra", "cross"):
+        return str(stored)
+    if record.content is None:
+        return None
+    try:
+        body = loads(record.content.encode("utf-8"))
+    except ValueError:
+        return None
+    if not isinstance(body, Mapping):
+        return None
+    wire = record.verdict_detail.get("request_format") or record.wire_format
+    return turn_boundary(str(wire), body)
+
+
+def call_row(record: UsageRecord, *, scenario: str, session: str, ceiling: int,
+             granularity: int, pricing: Pricing | None, notes: dict[str, None],
+             snippets: tuple[str, str] | None = None,
+             agrees: bool | None = None) -> CallRow:
+    """The :class:`CallRow` of ``record``.
+
+    Args:
+        record: The ledger record.
+        scenario: Its scenario name as grouped (``NO_SCENARIO`` when unnamed).
+        session: Its session id as grouped.
+        ceiling: Its append-only ceiling (tokens), 0 when excluded.
+        granularity: Its provider's cache granularity (tokens), for the partial tolerance.
+        pricing: Where costs are computed, ``None`` to price nothing.
+        notes: Pricing notes (see :func:`~stableprompt._report._pricing.price_call`).
+        snippets: ``(before, after)`` from the stored bodies, used when the row's
+            ``verdict_detail`` has none.
+        agrees: Whether the prediction matched the report within the granularity (``None``:
+            not both known).
+    """
+    detail = record.verdict_detail
+    excluded = exclusion(record)
+    total, read = record.input_tokens_total, record.cache_read_tokens
+    included = excluded is None and total is not None and read is not None
+    share = read / total if included and total and read is not None else None
+    predicted = record.predicted_cache_read_tokens
+    partial = False
+    if included and total is not None and read:
+        tolerance = granularity + math.ceil(TOLERANCE_FRACTION * total)
+        partial = read < max(predicted or 0, ceiling) - tolerance
+    loss_key = _LOSS_KEYS.get(record.verdict)
+    lost = (_int(detail, loss_key) or 0) if loss_key else 0
+    lost = max(lost, 0)
+    cause: str | None = None
+    if record.verdict == "client_mutation":
+        cause = _str(detail, "cause") or "client-mutation"
+    elif record.verdict in ("provider_miss", "ttl_expired", "below_minimum"):
+        cause = record.verdict.replace("_", "-")
+    cause_detail = _str(detail, "cause_detail") or _str(detail, "reason")
+    costs: list[float | None] = [None, None, None, None]
+    if pricing is not None and included:
+        split = TokenSplit.of(record)
+        cost = price_call(record, pricing, notes, split)
+        if cost is not None:
+            uncached = price_call(record, pricing, notes, split.uncached())
+            at_ceiling = price_call(record, pricing, notes, split.reading(ceiling))
+            lost_usd: float | None = 0.0
+            if lost:
+                saved = price_call(record, pricing, notes, split.reading(split.read + lost))
+                lost_usd = None if saved is None else max(cost - saved, 0.0)
+            costs = [cost, uncached, at_ceiling, lost_usd]
+    return CallRow(
+        id=record.record_id, scenario=scenario, session=session, turn=record.turn,
+        ts=record.ts_utc, verdict=record.verdict, provider=record.provider, model=record.model,
+        wire_format=record.wire_format,
+        input_tokens=total, cache_read_tokens=read, cache_write_tokens=record.cache_write_tokens,
+        output_tokens=record.output_tokens or 0,
+        predicted_cache_read_tokens=predicted, ceiling_tokens=ceiling if included else 0,
+        excluded=excluded, read_share=share, partial=partial, lost_tokens=lost, cause=cause,
+        segment=_str(detail, "segment"), segment_kind=_str(detail, "segment_kind"),
+        path=_str(detail, "path"), cause_detail=cause_detail,
+        before=_str(detail, "snippet_a") or (snippets[0] if snippets else None),
+        after=_str(detail, "snippet_b") or (snippets[1] if snippets else None),
+        boundary=boundary_of(record),
+        cost_usd=costs[0], cost_uncached_usd=costs[1], cost_at_ceiling_usd=costs[2],
+        lost_usd=costs[3], agrees=agrees)
+
+
+@dataclass(frozen=True, slots=True)
+class Cliff:
+    """A call whose read share fell by at least :data:`CLIFF_DROP` from the previous included
+    call of its session (``previous_id``)."""
+
+    call: CallRow
+    previous_id: str
+    previous_read_share: float
+
+    @property
+    def drop(self) -> float:
+        """How far the read share fell (0..1)."""
+        return self.previous_read_share - (self.call.read_share or 0.0)
+
+    def to_json(self) -> dict[str, Any]:
+        """``id, scenario, session, turn, ts, verdict, cause, segment, path, read_share,
+        previous_id, previous_read_share, drop, lost_tokens``."""
+        row = self.call.to_json()
+        keys = ("id", "scenario", "session", "turn", "ts", "verdict", "cause", "segment", "path",
+                "read_share")
+        return {**{k: row[k] for k in keys}, "previous_id": self.previous_id,
+                "previous_read_share": _round(self.previous_read_share),
+                "drop": _round(self.drop), "lost_tokens": self.call.lost_tokens}
+
+
+def find_cliffs(rows: Iterable[CallRow], *, drop: float = CLIFF_DROP) -> list[Cliff]:
+    """Calls (in order) whose read share fell by at least ``drop`` from the previous included
+    call of the same scenario and session; excluded calls are skipped, not counted as 0."""
+    last: dict[tuple[str, str], CallRow] = {}
+    out: list[Cliff] = []
+    for row in rows:
+        if row.read_share is None:
+            continue
+        key = (row.scenario, row.session)
+        before = last.get(key)
+        if before is not None and before.read_share is not None and (
+                before.read_share - row.read_share >= drop - 1e-12):
+            out.append(Cliff(row, before.id, before.read_share))
+        last[key] = row
+    return out
