@@ -331,10 +331,10 @@ def test_incremental_equals_whole_text_tokenization(steps: list[tuple[int, list[
 
 # --- replies and pieces --------------------------------------------------------------------
 
-def test_generated_tokens_have_no_specials(engine: FakeEngine) -> None:
+def test_text_tokens_have_no_specials(engine: FakeEngine) -> None:
     """A reply is tokenized without BOS and without splitting out control tokens."""
     tok = _tokenizer(engine)
-    ids = tok.generated_tokens("ok <|im_end|>")
+    ids = tok.text_tokens("ok <|im_end|>")
     assert engine.asked()[-1]["add_special"] is False
     assert engine.asked()[-1]["parse_special"] is False
     assert 4 not in ids and FakeEngine.BOS not in ids
@@ -359,7 +359,7 @@ def test_byte_pieces_are_bytes() -> None:
     def handle(request: httpx.Request) -> httpx.Response:
         return httpx.Response(200, json={"tokens": [{"id": 7, "piece": [0xE6, 0x97]}]})
     tok = EngineTokenizer(URL, client=httpx.Client(transport=httpx.MockTransport(handle)))
-    assert tok.generated_tokens("x") == (7,)
+    assert tok.text_tokens("x") == (7,)
     assert tok.pieces([7]) == (b"\xe6\x97",)
 
 
@@ -393,7 +393,7 @@ def test_transport_errors_are_ours(exc: Exception, error: type[ProviderError]) -
         raise exc
     tok = EngineTokenizer(URL, client=httpx.Client(transport=httpx.MockTransport(handle)))
     with pytest.raises(error) as info:
-        tok.generated_tokens("x")
+        tok.text_tokens("x")
     assert info.value.__cause__ is exc
 
 
@@ -431,7 +431,7 @@ def test_a_given_client_stays_open(engine: FakeEngine) -> None:
     """close() closes only a client the tokenizer made."""
     client = httpx.Client(transport=httpx.MockTransport(engine.handle))
     with EngineTokenizer(URL, client=client) as tok:
-        tok.generated_tokens("x")
+        tok.text_tokens("x")
     assert not client.is_closed
     own = EngineTokenizer(URL)
     own.close()
@@ -522,4 +522,9 @@ def test_real_pieces_join_to_the_detokenized_text(real_url: str) -> None:
         prompt = tok.prompt_tokens("anthropic", _session(1))
         assert b"".join(tok.pieces(prompt.tokens)).decode("utf-8", "replace") == \
             tok.detokenize(prompt.tokens)
-        assert tok.generated_tokens("hello") == tok.generated_tokens("hello")
+        assert tok.text_tokens("hello") == tok.text_tokens("hello")
+        # In context, a reply continues the prompt's tokens as the engine tokenizes the next
+        # prompt (no SentencePiece space prefix, as a standalone "hello" gets).
+        reply = tok.generated_tokens(prompt, "hello there")
+        joined = tok.tokenize_prompt(prompt.text + "hello there").tokens
+        assert tuple(joined) == tuple(prompt.tokens) + reply

@@ -72,7 +72,7 @@ class FakeLlama:
         text = self.render(body)
         return Prompt(text, self.tokenize(text))
 
-    def generated_tokens(self, text: str) -> tuple[int, ...]:
+    def generated_tokens(self, prompt: Prompt, text: str) -> tuple[int, ...]:
         return self.tokenize(text, bos=False)
 
     def detokenize(self, tokens: Sequence[int]) -> str:
@@ -84,13 +84,14 @@ class FakeLlama:
         tokens = self.tokenize(self.render(body))
         cached = min(common_prefix(self.slot, tokens), len(tokens) - 1)
         reply = "ok"
-        self.slot = tokens + self.generated_tokens(reply)
+        generated = self.tokenize(reply, bos=False)
+        self.slot = tokens + generated[:-1]  # the last sampled token is never evaluated
         return httpx2.Response(200, json={
             "id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": "tiny",
             "choices": [{"index": 0, "finish_reason": "stop",
                          "message": {"role": "assistant", "content": reply}}],
-            "usage": {"prompt_tokens": len(tokens), "completion_tokens": 1,
-                      "total_tokens": len(tokens) + 1,
+            "usage": {"prompt_tokens": len(tokens), "completion_tokens": len(generated),
+                      "total_tokens": len(tokens) + len(generated),
                       "prompt_tokens_details": {"cached_tokens": cached}},
             "timings": {"cache_n": cached, "prompt_n": len(tokens) - cached}})
 
@@ -149,6 +150,7 @@ def test_replayed_reply_tokens_are_read_from_the_slot() -> None:
     first, second = recorder.records
     assert second.cache_read_tokens == second.predicted_cache_read_tokens
     assert second.cache_read_tokens > first.input_tokens_total  # type: ignore[operator]
+    assert second.verdict_detail["replayed_reply_tokens"] == 1  # "ok": 2 tokens, 1 evaluated
 
 
 def test_a_clock_in_the_system_prompt_is_a_client_mutation_with_the_divergent_token() -> None:
@@ -236,9 +238,9 @@ def test_common_prefix_and_slots() -> None:
     slots = SlotMemory(2)
     slots.remember("a", [1, 2, 3], None)
     slots.remember("b", [1, 5], None)
-    assert slots.best([1, 2, 9]) == (2, "a")
+    assert slots.best([1, 2, 9]) == (2, "a", 3)
     slots.remember("c", [7], None)  # evicts the least recently used ("a")
-    assert slots.best([1, 2, 9]) == (1, "b")
+    assert slots.best([1, 2, 9]) == (1, "b", 2)
     with pytest.raises(ValueError, match="slots"):
         SlotMemory(0)
 

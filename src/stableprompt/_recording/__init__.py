@@ -10,4 +10,6 @@
 - ``_recorder``: Recorder (recordable / start / observe / finish; previous_response_id).
 - ``_transport``: RecordingTransport / AsyncRecordingTransport, typed on a CallRecorder protocol.
 - ``_engine_tokens``: EngineTokenizer, llama-server's own template and tokens for a request.
+- ``_engine_view``: the backend seam: what an engine's slots hold, exact evidence per call.
+- ``_record_fields``: record fields derived from the answer (diagnostics, raw usage, writes).
 """

@@ -361,6 +361,8 @@ class _Attributor:
         if engine is not None:
             self.detail.update(token_view="engine", engine_prompt_tokens=engine.prompt_tokens,
                                engine_slot_lcp_tokens=engine.slot_lcp_tokens)
+            if engine.replayed_reply_tokens:
+                self.detail["replayed_reply_tokens"] = engine.replayed_reply_tokens
         if self.other:
             self.detail["other_conversation"] = True
         if self.reads is not None:

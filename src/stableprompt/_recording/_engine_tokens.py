@@ -259,10 +259,29 @@ class EngineTokenizer:
             self._remember(self._entries, key, entry)
         return entry.prompt
 
-    def generated_tokens(self, text: str) -> tuple[int, ...]:
-        """Token ids of a model's reply text: ``/tokenize`` with ``add_special`` and
-        ``parse_special`` off (no BOS; a special token's text in the reply stays text, as
-        the server's own generated ids never spell one out).
+    def generated_tokens(self, prompt: EnginePrompt, text: str) -> tuple[int, ...]:
+        """Token ids of a model's reply text as they follow ``prompt`` in the engine's slot:
+        the tokens of ``prompt.text + text`` (tokenized as a prompt, incrementally: only the
+        reply is new) after the prompt's own. In context, not standalone: SentencePiece puts
+        a space prefix on a text tokenized alone, which the generated ids never have. When the
+        joined text does not start with the prompt's tokens (a merge across the boundary),
+        the reply is tokenized alone (``add_special`` and ``parse_special`` off).
+
+        The engine's sampled ids equal these when the model emits the canonical tokenization
+        of its text (real models nearly always; a random-weight model not always).
+
+        Raises:
+            ProviderError: as the class docstring.
+        """
+        joined = self.tokenize_prompt(prompt.text + text).tokens
+        size = len(prompt.tokens)
+        if tuple(joined[:size]) == tuple(prompt.tokens):
+            return tuple(joined[size:])
+        return self.text_tokens(text)
+
+    def text_tokens(self, text: str) -> tuple[int, ...]:
+        """Token ids of ``text`` alone: ``/tokenize`` with ``add_special`` and
+        ``parse_special`` off (no BOS; a special token's text stays text).
 
         Raises:
             ProviderError: as the class docstring.

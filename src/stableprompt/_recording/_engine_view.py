@@ -39,6 +39,7 @@ __all__ = [
     "as_tokens",
     "common_prefix",
     "divergence_detail",
+    "engine_evidence",
 ]
 
 DIVERGENCE_CONTEXT_TOKENS = 12
@@ -67,8 +68,9 @@ class EngineTokens(Protocol):
         """The prompt of a request body (``wire_format`` as recorded) in engine tokens."""
         ...
 
-    def generated_tokens(self, text: str) -> tuple[int, ...]:
-        """Token ids of a reply text (no special tokens added or parsed)."""
+    def generated_tokens(self, prompt: Any, text: str) -> tuple[int, ...]:
+        """Token ids of a reply text as they follow ``prompt`` (a view this engine returned)
+        in its slot."""
         ...
 
     def detokenize(self, tokens: Sequence[int]) -> str:
@@ -114,6 +116,10 @@ class EngineEvidence:
             generated tokens, ``None`` with ``base_tokens``.
         divergence: Where this prompt first differs from the compared request's, as the engine
             tokenized both (:func:`divergence_detail`), when it lost tokens of that prompt.
+        replayed_reply_tokens: How far the slot LCP reaches past the slot's prompt into the
+            reply it generated (a harness replaying the model's reply verbatim), else 0. Those
+            tokens are predicted from the canonical tokenization of the reply's text; the engine
+            holds its sampled ids, which a model may spell differently.
     """
 
     prompt_tokens: int
@@ -122,6 +128,7 @@ class EngineEvidence:
     base_tokens: int | None = None
     base_lcp_tokens: int | None = None
     divergence: dict[str, Any] | None = None
+    replayed_reply_tokens: int = 0
 
 
 class SlotMemory:
@@ -136,27 +143,32 @@ class SlotMemory:
         if slots < 1:
             raise ValueError(f"slots must be >= 1, got {slots}")
         self.slots = slots
-        self._held: list[tuple[str, array[int]]] = []  # most recently used last
+        self._held: list[tuple[str, array[int], int]] = []  # most recently used last
         self._lock = threading.Lock()
 
-    def best(self, tokens: Sequence[int]) -> tuple[int, str | None]:
-        """``(lcp tokens, record_id)`` of the slot sharing the longest prefix with ``tokens``
-        (``(0, None)`` when every slot is empty)."""
+    def best(self, tokens: Sequence[int]) -> tuple[int, str | None, int]:
+        """``(lcp tokens, record_id, prompt tokens)`` of the slot sharing the longest prefix
+        with ``tokens`` (``(0, None, 0)`` when every slot is empty); ``prompt tokens`` is the
+        prompt's part of what that slot holds (the rest is the reply it generated)."""
         with self._lock:
             held = list(self._held)
-        best: tuple[int, str | None] = (0, None)
-        for record_id, content in reversed(held):
+        best: tuple[int, str | None, int] = (0, None, 0)
+        for record_id, content, prompt in reversed(held):
             lcp = common_prefix(content, tokens)
             if lcp > best[0] or best[1] is None:
-                best = (lcp, record_id)
+                best = (lcp, record_id, prompt)
         return best
 
-    def remember(self, record_id: str, content: Sequence[int], replaced: str | None) -> None:
+    def remember(self, record_id: str, content: Sequence[int], replaced: str | None,
+                 prompt_tokens: int | None = None) -> None:
         """A call finished: its slot (the one holding ``replaced``, else the least recently
-        used) now holds ``content`` (prompt + generated tokens)."""
-        entry = (record_id, as_tokens(content))
+        used) now holds ``content``: ``prompt_tokens`` of prompt (default: all), then the
+        generated tokens."""
+        held = as_tokens(content)
+        entry = (record_id, held, len(held) if prompt_tokens is None else prompt_tokens)
         with self._lock:
-            index = next((i for i, (rid, _) in enumerate(self._held) if rid == replaced), None)
+            index = next((i for i, (rid, *_) in enumerate(self._held) if rid == replaced),
+                         None)
             if index is not None:
                 del self._held[index]
             elif len(self._held) >= self.slots:
@@ -182,3 +194,54 @@ def divergence_detail(engine: EngineTokens, previous: Sequence[int], sent: Seque
         "previous": engine.detokenize(list(previous[index:hi])),
         "sent": engine.detokenize(list(sent[index:hi])),
     }
+
+
+def engine_evidence(
+    engine: EngineTokens,
+    slots: SlotMemory,
+    wire_format: str,
+    body: Mapping[str, Any],
+    *,
+    base_tokens: Sequence[int] | None,
+    base_prompt_tokens: int | None,
+    reply: str | None,
+    output_tokens: int | None,
+) -> tuple[EngineEvidence, array[int]]:
+    """The engine's evidence for one call, and what its slot holds afterwards.
+
+    Args:
+        engine: The engine to ask.
+        slots: What the engine's slots held before the call.
+        wire_format: The request's format; ``body``: its JSON body.
+        base_tokens: What the slot held after the compared request (its prompt, then its
+            reply's tokens), ``None`` when it has no engine view; ``base_prompt_tokens``: the
+            prompt's part of it.
+        reply: The reply text of a successful call (``None``: failed or a stream).
+        output_tokens: Tokens the engine generated (``usage`` output count), when reported.
+
+    Returns:
+        ``(evidence, slot content)``: the prompt's tokens followed by the reply's, of which
+        the engine keeps ``output_tokens - 1`` (the last sampled token is never evaluated;
+        measured on llama-server: a verbatim replay of a 3-token reply read 2 of them).
+
+    Raises:
+        Exception: whatever the engine client raises (the recorder falls back to estimates).
+    """
+    view = engine.prompt_tokens(wire_format, body)
+    tokens = as_tokens(view.tokens)
+    slot_lcp, slot_id, slot_prompt = slots.best(tokens)
+    replayed = max(slot_lcp - slot_prompt, 0) if slot_id is not None else 0
+    evidence = EngineEvidence(len(tokens), slot_lcp, slot_id, replayed_reply_tokens=replayed)
+    if base_tokens is not None:
+        size = base_prompt_tokens or 0
+        lcp = common_prefix(base_tokens, tokens)
+        evidence = EngineEvidence(
+            len(tokens), slot_lcp, slot_id, base_tokens=size, base_lcp_tokens=lcp,
+            divergence=divergence_detail(engine, base_tokens, tokens, lcp) if lcp < size
+            else None, replayed_reply_tokens=replayed)
+    if not reply:
+        return evidence, tokens
+    generated = as_tokens(engine.generated_tokens(view, reply))
+    if output_tokens is not None:
+        generated = generated[: max(output_tokens - 1, 0)]
+    return evidence, tokens + generated

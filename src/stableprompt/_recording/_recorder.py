@@ -77,18 +77,12 @@ from ..providers import parse_response
 from ._attribution import Attribution, attribute
 from ._boundary import turn_boundary
 from ._call import Call, Pending, RequestState
-from ._engine_view import (
-    EngineEvidence,
-    EngineTokens,
-    SlotMemory,
-    as_tokens,
-    common_prefix,
-    divergence_detail,
-)
+from ._engine_view import EngineEvidence, EngineTokens, SlotMemory, engine_evidence
 from ._errors import failure
 from ._http import header
 from ._observer import Observation, ResponseObserver
 from ._predecessor import LINEAGE_DEPTH, CallIndex, opening_of
+from ._record_fields import automatic_writes, engine_tokenizer, provider_diagnostics, raw_usage
 
 __all__ = ["SESSION_HEADER", "Recorder", "session_from_request"]
 
@@ -580,7 +574,7 @@ class Recorder:
         policy = self._policy(pending, detail)
         if usage is not None and policy is not None:
             usage = automatic_writes(usage, policy, detail)
-        engine = self._engine_view(pending, parsed, success, detail)
+        engine = self._engine_view(pending, parsed, success, usage, detail)
         attribution = self._attribute(pending, usage, policy, detail,
                                       None if engine is None else engine[0])
         verdict: Verdict = "unknown" if attribution is None else attribution.verdict
@@ -656,6 +650,7 @@ class Recorder:
         return policy
 
     def _engine_view(self, pending: Pending, response: Any, success: bool,
+                     usage: CacheUsage | None,
                      detail: dict[str, Any]) -> tuple[EngineEvidence, array[int]] | None:
         """Ask the engine for its token view of the call (``None`` without an engine, for
         another provider, or when it cannot answer: ``detail["engine_view_error"]``).
@@ -667,25 +662,17 @@ class Recorder:
                 or pending.provider != ENGINE_PROVIDER):
             return None
         try:
-            view = engine.prompt_tokens(pending.wire_format, state.segmented.body)
-            tokens = as_tokens(view.tokens)
-            slot_lcp, slot_id = self._slots.best(tokens)
             base = pending.comparison.base
-            evidence = EngineEvidence(len(tokens), slot_lcp, slot_id)
-            if base is not None and base.engine_tokens is not None:
-                size = base.engine_prompt_tokens or 0
-                lcp = common_prefix(base.engine_tokens, tokens)
-                evidence = dataclasses.replace(
-                    evidence, base_tokens=size, base_lcp_tokens=lcp,
-                    divergence=divergence_detail(engine, base.engine_tokens, tokens, lcp)
-                    if lcp < size else None)
-            text = reply_text(pending.wire_format, response) if success else None
-            content = tokens + as_tokens(engine.generated_tokens(text)) if text else tokens
+            return engine_evidence(
+                engine, self._slots, pending.wire_format, state.segmented.body,
+                base_tokens=None if base is None else base.engine_tokens,
+                base_prompt_tokens=None if base is None else base.engine_prompt_tokens,
+                reply=reply_text(pending.wire_format, response) if success else None,
+                output_tokens=None if usage is None else usage.output_tokens)
         except Exception as exc:
             detail["engine_view_error"] = redact(f"{type(exc).__name__}: {exc}",
                                                  secrets=pending.secrets)
             return None
-        return evidence, content
 
     def _attribute(
         self, pending: Pending, usage: CacheUsage | None, policy: CachePolicy | None,
@@ -717,7 +704,8 @@ class Recorder:
         held: dict[str, Any] = {}
         if engine is not None:
             evidence, content = engine
-            self._slots.remember(pending.record_id, content, evidence.slot_record_id)
+            self._slots.remember(pending.record_id, content, evidence.slot_record_id,
+                                 evidence.prompt_tokens)
             held = {"engine_tokens": content, "engine_prompt_tokens": evidence.prompt_tokens}
         read = None if usage is None else usage.cache_read_tokens
         write = None if usage is None else usage.cache_write_tokens
@@ -781,59 +769,6 @@ class Recorder:
             incomplete=observation.incomplete,
             detail=observation.detail,
         )
-
-
-# --------------------------------------------------------------------------- record fields
-
-
-def provider_diagnostics(pending: Pending, received: Any) -> dict[str, Any] | None:
-    """Provider diagnostics stored beside our verdict: what was asked and what came back."""
-    if pending.diagnostics_requested is None and received is None:
-        return None
-    out: dict[str, Any] = {"provider": pending.provider}
-    if pending.diagnostics_requested is not None:
-        out["requested"] = pending.diagnostics_requested
-    out["response"] = received
-    ours = pending.predecessor or pending.session_previous
-    out["our_comparison_response_id"] = None if ours is None else ours.response_id
-    result: dict[str, Any] = json_safe(out)
-    return result
-
-
-def automatic_writes(usage: CacheUsage, policy: CachePolicy,
-                     detail: dict[str, Any]) -> CacheUsage:
-    """An automatic cache behind the Anthropic shape writes nothing on request: a missing
-    ``cache_creation_input_tokens`` is 0 written, so the prompt total (and the hit rate) is
-    known. llama-server's ``/v1/messages`` answers with ``input_tokens`` (uncached) and
-    ``cache_read_input_tokens`` only (``reference/ENGINES.md``, "What it reports"). Adds
-    ``detail["cache_write_assumed_zero"]``; any other usage is returned unchanged."""
-    if (not policy.automatic or usage.wire_format != "anthropic"
-            or usage.cache_write_tokens is not None or usage.cache_read_tokens is None
-            or usage.uncached_tokens is None or usage.input_tokens_total is not None):
-        return usage
-    detail["cache_write_assumed_zero"] = (
-        f"{policy.provider}: an automatic cache reports no writes in the Anthropic shape")
-    return usage.model_copy(update={
-        "cache_write_tokens": 0,
-        "input_tokens_total": usage.uncached_tokens + usage.cache_read_tokens})
-
-
-def engine_tokenizer(base_url: str) -> EngineTokens:
-    """The llama-server token client for ``base_url``."""
-    from ._engine_tokens import EngineTokenizer
-
-    return EngineTokenizer(base_url)
-
-
-def raw_usage(parsed: Any, detail: dict[str, Any]) -> dict[str, Any] | None:
-    """The body's usage object as received, when it could not be parsed (kept for audit)."""
-    value = parsed.get("usage") if isinstance(parsed, Mapping) else None
-    if isinstance(value, Mapping):
-        result: dict[str, Any] = json_safe(value)
-        return result
-    if value is not None:
-        detail["usage_raw_invalid"] = json_safe(value)
-    return None
 
 
 public(Recorder)

@@ -1,0 +1,67 @@
+"""Fields of a record derived from what came back: provider diagnostics beside our verdict,
+the raw usage object kept for audit, usage completed by a backend fact, and the engine client
+an ``engine`` URL names. Used by :class:`~stableprompt.Recorder` only."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from .._canonical import json_safe
+from .._policy import CachePolicy
+from .._usage import CacheUsage
+from ._call import Pending
+from ._engine_view import EngineTokens
+
+__all__ = ["automatic_writes", "engine_tokenizer", "provider_diagnostics", "raw_usage"]
+
+
+
+def provider_diagnostics(pending: Pending, received: Any) -> dict[str, Any] | None:
+    """Provider diagnostics stored beside our verdict: what was asked and what came back."""
+    if pending.diagnostics_requested is None and received is None:
+        return None
+    out: dict[str, Any] = {"provider": pending.provider}
+    if pending.diagnostics_requested is not None:
+        out["requested"] = pending.diagnostics_requested
+    out["response"] = received
+    ours = pending.predecessor or pending.session_previous
+    out["our_comparison_response_id"] = None if ours is None else ours.response_id
+    result: dict[str, Any] = json_safe(out)
+    return result
+
+
+def automatic_writes(usage: CacheUsage, policy: CachePolicy,
+                     detail: dict[str, Any]) -> CacheUsage:
+    """An automatic cache behind the Anthropic shape writes nothing on request: a missing
+    ``cache_creation_input_tokens`` is 0 written, so the prompt total (and the hit rate) is
+    known. llama-server's ``/v1/messages`` answers with ``input_tokens`` (uncached) and
+    ``cache_read_input_tokens`` only (``reference/ENGINES.md``, "What it reports"). Adds
+    ``detail["cache_write_assumed_zero"]``; any other usage is returned unchanged."""
+    if (not policy.automatic or usage.wire_format != "anthropic"
+            or usage.cache_write_tokens is not None or usage.cache_read_tokens is None
+            or usage.uncached_tokens is None or usage.input_tokens_total is not None):
+        return usage
+    detail["cache_write_assumed_zero"] = (
+        f"{policy.provider}: an automatic cache reports no writes in the Anthropic shape")
+    return usage.model_copy(update={
+        "cache_write_tokens": 0,
+        "input_tokens_total": usage.uncached_tokens + usage.cache_read_tokens})
+
+
+def engine_tokenizer(base_url: str) -> EngineTokens:
+    """The llama-server token client for ``base_url``."""
+    from ._engine_tokens import EngineTokenizer
+
+    return EngineTokenizer(base_url)
+
+
+def raw_usage(parsed: Any, detail: dict[str, Any]) -> dict[str, Any] | None:
+    """The body's usage object as received, when it could not be parsed (kept for audit)."""
+    value = parsed.get("usage") if isinstance(parsed, Mapping) else None
+    if isinstance(value, Mapping):
+        result: dict[str, Any] = json_safe(value)
+        return result
+    if value is not None:
+        detail["usage_raw_invalid"] = json_safe(value)
+    return None
