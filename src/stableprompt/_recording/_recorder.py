@@ -73,14 +73,7 @@ from .._wire._segmenter import SegmentedRequest
 from ..providers import parse_response
 from ._attribution import Attribution, attribute
 from ._call import Call, Pending, RequestState
-from ._engine_view import (
-    EngineEvidence,
-    EngineTokens,
-    SlotMemory,
-    as_tokens,
-    common_prefix,
-    divergence_detail,
-)
+from ._engine_view import EngineEvidence, EngineTokens, SlotMemory, observe_engine
 from ._errors import failure
 from ._http import header
 from ._observer import Observation, ResponseObserver
@@ -152,7 +145,10 @@ class Recorder:
             then exact engine tokens (see ``_attribution``); if the engine cannot answer, the
             call is estimated as usual and ``verdict_detail["engine_view_error"]`` says why.
         engine_slots: The engine's slot count (``llama-server -np``); with one slot the
-            previous request of any lineage is what the cache holds.
+            previous request of any lineage is what the cache holds. Or a
+            :class:`~stableprompt._recording._engine_view.SlotMemory` shared with the other
+            recorders sending to the same engine, so each sees what the others left in the
+            slots.
 
     Raises:
         ConfigurationError: ``usage_dialect`` names an unknown dialect (code
@@ -180,7 +176,7 @@ class Recorder:
         monotonic: Callable[[], float] = time.monotonic,
         usage_dialect: UsageDialects = None,
         engine: EngineTokens | str | None = None,
-        engine_slots: int = 1,
+        engine_slots: int | SlotMemory = 1,
     ) -> None:
         self.usage_dialect = usage_dialects(usage_dialect)
         self.ledger = ledger
@@ -203,7 +199,8 @@ class Recorder:
         self._index = CallIndex(window_s=session_window_s)
         self.engine: EngineTokens | None = (
             engine_tokenizer(engine) if isinstance(engine, str) else engine)
-        self._slots = SlotMemory(engine_slots)
+        self._slots = (engine_slots if isinstance(engine_slots, SlotMemory)
+                       else SlotMemory(engine_slots))
         self._lookup_warned = False
         self._records_lock = threading.Lock()
 
@@ -642,25 +639,13 @@ class Recorder:
                 or pending.provider != ENGINE_PROVIDER):
             return None
         try:
-            view = engine.prompt_tokens(pending.wire_format, state.segmented.body)
-            tokens = as_tokens(view.tokens)
-            slot_lcp, slot_id = self._slots.best(tokens)
-            base = pending.comparison.base
-            evidence = EngineEvidence(len(tokens), slot_lcp, slot_id)
-            if base is not None and base.engine_tokens is not None:
-                size = base.engine_prompt_tokens or 0
-                lcp = common_prefix(base.engine_tokens, tokens)
-                evidence = dataclasses.replace(
-                    evidence, base_tokens=size, base_lcp_tokens=lcp,
-                    divergence=divergence_detail(engine, base.engine_tokens, tokens, lcp)
-                    if lcp < size else None)
-            text = reply_text(pending.wire_format, response) if success else None
-            content = tokens + as_tokens(engine.generated_tokens(text)) if text else tokens
+            return observe_engine(
+                engine, self._slots, pending.wire_format, state, pending.comparison.base,
+                reply_text(pending.wire_format, response) if success else None, detail)
         except Exception as exc:
             detail["engine_view_error"] = redact(f"{type(exc).__name__}: {exc}",
                                                  secrets=pending.secrets)
             return None
-        return evidence, content
 
     def _attribute(
         self, pending: Pending, usage: CacheUsage | None, policy: CachePolicy | None,
