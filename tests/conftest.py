@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import ipaddress
+import json
 import os
 import socket
 from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -14,9 +16,13 @@ from hypothesis import settings
 
 from stableprompt._recording._call import Pending
 from stableprompt._recording._observer import Observation, ResponseObserver
+from stableprompt._recording._recorder import Recorder
+from stableprompt._recording._transport import RecordingTransport
+from stableprompt._wire._request import ProviderRequest
 
 if TYPE_CHECKING:
     from stableprompt._engine._server import LlamaServer
+    from stableprompt.demo._driver import Target
 
 # Hypothesis: the same examples on every CI run ("ci"); "fuzz" for long local runs
 # (HYPOTHESIS_PROFILE=fuzz pytest tests/test_fuzz.py, optionally --hypothesis-seed=N).
@@ -136,14 +142,17 @@ def llama_source() -> Path:
 
 
 @pytest.fixture(scope="session")
-def llama_engine(llama_source: Path) -> Iterator[LlamaServer]:
+def llama_engine(llama_source: Path, tmp_path_factory: pytest.TempPathFactory
+                 ) -> Iterator[LlamaServer]:
     """A real llama-server on the tiny Qwen2.5-template model for the whole session
     (``stableprompt.testing.llama_server()``; built once into the user cache, which takes
-    minutes the first time). Skips only when the sdist cannot be fetched; a missing compiler
-    or a failed build fails loudly (CI must build it)."""
+    minutes the first time), with ``--slot-save-path`` so its slot can be erased
+    (``POST /slots/0?action=erase``). Skips only when the sdist cannot be fetched; a missing
+    compiler or a failed build fails loudly (CI must build it)."""
     from stableprompt.testing import llama_server
 
-    with llama_server() as server:
+    slots = tmp_path_factory.mktemp("llama-slots")
+    with llama_server(extra_args=("--slot-save-path", str(slots))) as server:
         yield server
 
 
@@ -156,3 +165,41 @@ def llama_url(request: pytest.FixtureRequest) -> str:
         return url
     server: LlamaServer = request.getfixturevalue("llama_engine")
     return server.base_url
+
+
+@contextmanager
+def sdk_sender(wire: str, target: Target, recorder: Recorder) -> Iterator[Any]:
+    """A demo sender on the official SDKs (``anthropic`` Messages, ``openai`` Chat Completions
+    or Responses) on httpx2 with our RecordingTransport: unchanged SDK code, recorded."""
+    import anthropic
+    import httpx2
+    import openai
+
+    from stableprompt.demo._run import API_KEY as api_key
+
+    http = httpx2.Client(transport=RecordingTransport(recorder=recorder))
+
+    def body_of(request: ProviderRequest | dict[str, Any]) -> dict[str, Any]:
+        return dict(request.body) if isinstance(request, ProviderRequest) else request
+
+    if wire == "anthropic":
+        a_client = anthropic.Anthropic(base_url=target.base_url, api_key=api_key,
+                                       http_client=http, max_retries=0)
+
+        def send(request: ProviderRequest | dict[str, Any]) -> dict[str, Any]:
+            raw = a_client.messages.with_raw_response.create(**body_of(request))
+            return dict(json.loads(raw.http_response.content))
+    else:
+        o_client = openai.OpenAI(base_url=target.openai_base_url, api_key=api_key,
+                                 http_client=http, max_retries=0)
+        create = (o_client.chat.completions.with_raw_response.create if wire == "openai-chat"
+                  else o_client.responses.with_raw_response.create)
+
+        def send(request: ProviderRequest | dict[str, Any]) -> dict[str, Any]:
+            raw = create(**body_of(request))
+            return dict(json.loads(raw.http_response.content))
+
+    try:
+        yield send
+    finally:
+        http.close()

@@ -9,20 +9,16 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from conftest import sdk_sender
 from stableprompt import InputError, Ledger, LedgerError
 from stableprompt._cli import main
 from stableprompt._lint._capture import read_capture
-from stableprompt._recording._recorder import Recorder
-from stableprompt._recording._transport import RecordingTransport
 from stableprompt._volatility import scan_volatile
-from stableprompt._wire._request import ProviderRequest
 from stableprompt.demo import (
     BACKEND,
     SYSTEM_PROMPT,
@@ -31,10 +27,15 @@ from stableprompt.demo import (
     scenario_names,
     synthetic_workload,
 )
-from stableprompt.demo._run import API_KEY, DemoResult, ledger_meta
-from stableprompt.demo._scenarios import SCENARIOS, Reply, clock_text, session_system_prompt
+from stableprompt.demo._run import DemoResult, ledger_meta
+from stableprompt.demo._scenarios import (
+    PROVIDER_WIRES,
+    SCENARIOS,
+    Reply,
+    clock_text,
+    session_system_prompt,
+)
 from stableprompt.demo._workload import parse_call
-from stableprompt.emulator import Emulator
 
 ISSUE_FIELDS = ["calls", "input_tokens", "cache_read_tokens", "cache_write_tokens", "hit_rate",
                 "ceiling", "verdicts", "agreement"]
@@ -147,7 +148,7 @@ def _bodies(scenario: str, workload: Workload, provider: str = "anthropic",
     """Request bodies of a scenario's first calls on session 1, replies taken from the script."""
     session = workload.sessions[1]
     spec = next(s for s in SCENARIOS if s.name == scenario)
-    harness = spec.harness(session, provider=provider, model="m",
+    harness = spec.harness(session, wire=PROVIDER_WIRES[provider], model="m",
                            system_prompt=session_system_prompt(SYSTEM_PROMPT, session))
     responder = workload.responder()
     bodies: list[dict[str, Any]] = []
@@ -323,43 +324,12 @@ def test_openai_provider_runs_its_scenarios(synthetic: Workload) -> None:
         assert totals[name].cache_read_tokens < totals["stableprompt"].cache_read_tokens
 
 
-@contextmanager
-def _sdk_sender(provider: str, emulator: Emulator, recorder: Recorder) -> Iterator[Any]:
-    """Send through the official SDKs on httpx2 with our RecordingTransport."""
-    import anthropic
-    import httpx2
-    import openai
-
-    http = httpx2.Client(transport=RecordingTransport(recorder=recorder))
-    if provider == "anthropic":
-        a_client = anthropic.Anthropic(base_url=emulator.base_url, api_key=API_KEY,
-                                       http_client=http, max_retries=0)
-
-        def send(request: ProviderRequest | dict[str, Any]) -> dict[str, Any]:
-            body = request.body if isinstance(request, ProviderRequest) else request
-            raw = a_client.messages.with_raw_response.create(**body)
-            return dict(json.loads(raw.http_response.content))
-    else:
-        o_client = openai.OpenAI(base_url=emulator.openai_base_url, api_key=API_KEY,
-                                 http_client=http, max_retries=0)
-
-        def send(request: ProviderRequest | dict[str, Any]) -> dict[str, Any]:
-            body = request.body if isinstance(request, ProviderRequest) else request
-            raw = o_client.chat.completions.with_raw_response.create(**body)
-            return dict(json.loads(raw.http_response.content))
-
-    try:
-        yield send
-    finally:
-        http.close()
-
-
 @pytest.mark.parametrize("provider", ["anthropic", "openai"])
 def test_official_sdks_give_the_same_numbers(provider: str, synthetic: Workload) -> None:
     """The same scenarios sent through the official anthropic/openai SDKs (httpx2 +
     RecordingTransport) produce the same ledger summary as our clients."""
     ours = run_demo(synthetic.select(1), provider=provider)
-    sdk = run_demo(synthetic.select(1), provider=provider, sender=_sdk_sender)
+    sdk = run_demo(synthetic.select(1), provider=provider, sender=sdk_sender)
     assert _json_without_timing(sdk) == _json_without_timing(ours)
 
 

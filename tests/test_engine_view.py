@@ -268,3 +268,62 @@ def test_recorders_on_one_engine_can_share_its_slot_memory() -> None:
     record = second.records[0]
     assert record.cache_read_tokens
     assert record.predicted_cache_read_tokens == record.cache_read_tokens
+
+
+def _with_tail(messages: list[dict[str, Any]], clock: str) -> list[dict[str, Any]]:
+    """stableprompt's OpenAI rendering: the volatile tail as a final user message."""
+    return [*messages, {"role": "user", "content": f"<now>\nCurrent time: {clock}\n</now>"}]
+
+
+def _tailed_session(session_id: str, engine: FakeLlama) -> Recorder:
+    turn1 = conversation("ann", 1)
+    turn2 = [*turn1, {"role": "assistant", "content": "answer"},
+             {"role": "user", "content": "ann asks question 1"}]
+    return run(engine, [{"messages": _with_tail(turn1, "10:00")},
+                        {"messages": _with_tail(turn2, "10:01")}], session_id=session_id)
+
+
+def test_a_volatile_tail_the_next_turn_replaces_is_no_mutation() -> None:
+    """Losing the previous request's tail message (a clock) is what an append-only harness
+    loses: a hit, the tail's engine tokens named, the prediction still exact."""
+    second = _tailed_session("s1", FakeLlama()).records[1]
+    assert second.verdict == "hit"
+    assert second.predicted_cache_read_tokens == second.cache_read_tokens
+    tail = second.verdict_detail["volatile_tail_tokens"]
+    assert isinstance(tail, int) and 0 < tail < 60
+
+
+def test_a_template_that_rerenders_before_the_tail_is_named() -> None:
+    """When the previous prompt without its tail is still no prefix of the next one, the
+    template re-rendered earlier content: provider_miss, with the divergent token."""
+    second = _tailed_session("s1", FakeLlama(rerender_last=True)).records[1]
+    assert second.verdict == "provider_miss"
+    assert second.verdict_detail["reason"] == "template-not-append-stable"
+    assert second.predicted_cache_read_tokens == second.cache_read_tokens
+    div: dict[str, Any] = second.verdict_detail["engine_divergence"]  # type: ignore[assignment]
+    assert div["previous"].startswith("*")
+
+
+def test_untailed_body_drops_the_tail_blocks_or_message() -> None:
+    """The tail is cut from the divergent block of the last message on, or the whole message
+    when it starts there; a segment outside the last message has no untailed body."""
+    from stableprompt._recording._engine_view import untailed_body
+    from stableprompt._wire._formats import segment_request
+
+    anthropic = segment_request("anthropic", {"model": "m", "max_tokens": 1, "messages": [
+        {"role": "user", "content": [{"type": "text", "text": "q"},
+                                     {"type": "text", "text": "<now>x</now>"}]}]})
+    index = next(i for i, s in enumerate(anthropic.segments)
+                 if s.path == "/messages/0/content/1")
+    cut = untailed_body(anthropic, index)
+    assert cut is not None and cut["messages"] == [
+        {"role": "user", "content": [{"type": "text", "text": "q"}]}]
+    assert len(anthropic.body["messages"][0]["content"]) == 2  # not modified
+    chat = segment_request("openai-chat", {"model": "m", "messages": [
+        {"role": "user", "content": "q"}, {"role": "user", "content": "<now>x</now>"}]})
+    last = next(i for i, s in enumerate(chat.segments) if s.path == "/messages/1")
+    first = next(i for i, s in enumerate(chat.segments) if s.path == "/messages/0")
+    assert untailed_body(chat, last) == {"model": "m", "messages": [
+        {"role": "user", "content": "q"}]}
+    assert untailed_body(chat, first) is None
+    assert untailed_body(chat, 99) is None

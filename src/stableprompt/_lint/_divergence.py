@@ -10,21 +10,20 @@ adds what a user can act on:
   side, and ``value_offset``: the **character** (code point) offset of the first differing
   character inside that value (a string as is; any other value as its compact JSON text, keys
   in the order sent), with up to 32 characters either side of it.
-- :func:`is_expected_divergence`: whether a divergence is the predecessor's volatile tail.
+- :func:`is_expected_divergence` (from :mod:`stableprompt._diff`, re-exported): whether a
+  divergence is the predecessor's volatile tail.
 - :func:`describe_divergence`: the one message ``stableprompt lint`` and
   ``assert_prefix_stable`` both use.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from .._canonical import loads, pointer_get, wire_json
-from .._diff import Divergence, Segmented, common_prefix_len
+from .._diff import Divergence, Segmented, common_prefix_len, is_expected_divergence
 from .._redact import redact_slice
-from .._segment import Segment
 
 __all__ = ["ValueSnippet", "describe_divergence", "is_expected_divergence", "value_snippet"]
 
@@ -51,55 +50,6 @@ class ValueSnippet:
     value_offset: int
     snippet_a: str
     snippet_b: str
-
-
-def _message_key(segment: Segment) -> str:
-    """``/messages/3`` for ``/messages/3/content/1`` (the message a segment belongs to)."""
-    return "/".join(segment.path.split("/")[:3])
-
-
-def is_expected_divergence(a: Any, b: Any, divergence: Divergence) -> bool:
-    """Whether ``divergence`` (from ``diff(a, b)``) lies in ``a``'s volatile tail.
-
-    Only the predecessor's **last message** can hold the tail (stableprompt renders it as the
-    trailing blocks of the last user message for Anthropic, and as a final user/developer
-    message for OpenAI): a divergence in any earlier message, tool, system block or parameter
-    is a break, wherever the breakpoints are. Inside the last message:
-
-    - When ``a``'s last breakpoint ends inside the last message or right where it starts (the
-      harness marked the stable history up to there), a divergence at or after that
-      breakpoint's end is expected: the rest of the message is the per-turn tail.
-    - Otherwise (no breakpoints, or the last one is earlier, e.g. on the system prompt), the
-      divergence is expected only when ``b`` has, at that segment position, a message of
-      another role or another message: the per-turn last message was replaced by the next turn.
-      A last message that ``b`` re-sends in the same place, edited, is a history rewrite.
-
-    Args:
-        a: The predecessor (``.segments``, ``.data``): a request, not a ``RenderedPrompt``,
-            whose tail segments ``diff`` already ignores.
-        b: The later request.
-        divergence: ``diff(a, b)``.
-    """
-    segments: Sequence[Segment] = a.segments
-    i = divergence.segment_index
-    if not segments or i >= len(segments) or segments[i].kind != "message":
-        return False
-    x = segments[i]
-    last = _message_key(segments[-1])
-    if _message_key(x) != last:
-        return False
-    breakpoints = [s for s in segments if s.breakpoint is not None]
-    if breakpoints:
-        mark = breakpoints[-1]
-        if divergence.offset < mark.end:
-            return False
-        first = next(s for s in segments if s.kind == "message" and _message_key(s) == last)
-        if mark.end >= first.start:
-            return True
-    if i >= len(b.segments):
-        return False
-    y: Segment = b.segments[i]
-    return y.kind == "message" and (y.label != x.label or _message_key(y) != last)
 
 
 def _resolve(prompt: Segmented, pointer: str) -> Any:

@@ -62,7 +62,7 @@ from dataclasses import dataclass
 from itertools import accumulate
 from typing import Any, Literal
 
-from .._diff import Divergence, diff, first_divergent_index, lcp_bytes
+from .._diff import Divergence, diff, first_divergent_index, is_expected_divergence, lcp_bytes
 from .._ledger._usage_record import Verdict
 from .._policy import TTL_LABELS_S, CachePolicy
 from .._segment import HEAD_KINDS, Segment
@@ -237,11 +237,15 @@ def attribute(
             granularity, last token recomputed), from what the engine's slot holds (any
             lineage), also on a first call; a JSON change the engine does not see (its template
             canonicalizes it, or ``model`` on a single-model server) is no mutation
-            (``engine_ignores_change``); engine tokens lost with no change in the JSON view are
-            the template's doing: ``provider_miss`` with ``reason``
-            ``"template-not-append-stable"`` and ``engine_divergence`` (the first divergent
-            token and the text around it); a slot another request took: ``provider_miss``
-            with ``reason`` ``"slot-taken"`` and ``slot_predecessor_id``.
+            (``engine_ignores_change``); engine tokens lost to a change inside the compared
+            request's last message, its volatile tail (``stableprompt.lint``'s expected
+            divergence: a clock the next turn does not repeat), are no mutation either
+            (``volatile_tail_tokens``), as long as the compared request without its tail is
+            a prefix of this one in engine tokens; engine tokens lost with no change in the
+            JSON view, or before that tail, are the template's doing: ``provider_miss`` with
+            ``reason`` ``"template-not-append-stable"`` and ``engine_divergence`` (the first
+            divergent token and the text around it); a slot another request took:
+            ``provider_miss`` with ``reason`` ``"slot-taken"`` and ``slot_predecessor_id``.
 
     Returns:
         The :class:`Attribution`. Checks, in order (the first that applies wins):
@@ -726,7 +730,22 @@ class _Attributor:
             return self.done("below_minimum", 0)
         div = comparison.divergence
         lost = extent - lcp
-        if lost > 0 and div is not None and (self.relation == "session" or not self.other):
+        if lost > 0 and div is not None and base.segmented is not None and \
+                is_expected_divergence(base.segmented, self.seg, div):
+            # The predecessor's volatile tail (its last message: a clock the next turn does
+            # not repeat, as stableprompt renders it): the one loss an append-only harness has,
+            # unless the engine lost more than the tail (the compared prompt without its tail
+            # is still no prefix of this one): then the template re-rendered earlier content.
+            cut, kept = engine.untailed_tokens, engine.untailed_lcp_tokens
+            if cut is not None and kept is not None and kept < cut:
+                self.detail.update(reason="template-not-append-stable", lost_tokens=cut - kept,
+                                   missing_tokens=cut - kept, volatile_tail_tokens=lost - (
+                                       cut - kept))
+                if engine.untailed_divergence is not None:
+                    self.detail["engine_divergence"] = engine.untailed_divergence
+                return self.done("provider_miss", predicted)
+            self.detail["volatile_tail_tokens"] = lost
+        elif lost > 0 and div is not None and (self.relation == "session" or not self.other):
             return self.mutation(predicted, lost)
         if div is not None and lost <= 0:
             # The engine's template canonicalizes what changed (or ignores it: ``model`` on a

@@ -16,7 +16,9 @@ exact. What the engine keeps is modelled here, as data the pure attribution read
   the longest prefix is taken (llama-server picks by prompt similarity, else the least recently
   used slot: an approximation there).
 - :class:`EngineEvidence`: the exact numbers one call's attribution uses (prompt size, LCP with
-  the slot, LCP with the compared request, the first divergent token and the text around it).
+  the slot, LCP with the compared request, the first divergent token and the text around it;
+  when only the compared request's volatile tail changed, the same against that request
+  without its tail, :func:`untailed_body`, which tells the tail's loss from a template's).
 
 Token sequences are stored as ``array("I")`` (4 bytes per token): a 16k-token prompt holds
 64 KB, not the ~0.5 MB of a tuple of Python ints.
@@ -24,11 +26,17 @@ Token sequences are stored as ``array("I")`` (4 bytes per token): a 16k-token pr
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from array import array
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
+
+from .._diff import diff, is_expected_divergence
+from .._redact import redact
+from .._wire._segmenter import SegmentedRequest
+from ._call import RequestState
 
 __all__ = [
     "DIVERGENCE_CONTEXT_TOKENS",
@@ -39,7 +47,8 @@ __all__ = [
     "as_tokens",
     "common_prefix",
     "divergence_detail",
-    "engine_evidence",
+    "observe_engine",
+    "untailed_body",
 ]
 
 DIVERGENCE_CONTEXT_TOKENS = 12
@@ -120,6 +129,14 @@ class EngineEvidence:
             reply it generated (a harness replaying the model's reply verbatim), else 0. Those
             tokens are predicted from the canonical tokenization of the reply's text; the engine
             holds its sampled ids, which a model may spell differently.
+        untailed_tokens: When this request changed only the compared request's volatile tail
+            (its last message, ``stableprompt lint``'s expected divergence): prompt tokens of
+            the compared request without that tail (:func:`untailed_body`); else ``None``.
+        untailed_lcp_tokens: Longest common prefix of this prompt with that one, ``None``
+            with ``untailed_tokens``. Below ``untailed_tokens``, the template re-rendered
+            what came before the tail.
+        untailed_divergence: The first divergent token against that prompt, when it is not
+            a prefix of this one.
     """
 
     prompt_tokens: int
@@ -129,6 +146,9 @@ class EngineEvidence:
     base_lcp_tokens: int | None = None
     divergence: dict[str, Any] | None = None
     replayed_reply_tokens: int = 0
+    untailed_tokens: int | None = None
+    untailed_lcp_tokens: int | None = None
+    untailed_divergence: dict[str, Any] | None = None
 
 
 class SlotMemory:
@@ -196,52 +216,107 @@ def divergence_detail(engine: EngineTokens, previous: Sequence[int], sent: Seque
     }
 
 
-def engine_evidence(
-    engine: EngineTokens,
-    slots: SlotMemory,
-    wire_format: str,
-    body: Mapping[str, Any],
-    *,
-    base_tokens: Sequence[int] | None,
-    base_prompt_tokens: int | None,
-    reply: str | None,
-    output_tokens: int | None,
-) -> tuple[EngineEvidence, array[int]]:
-    """The engine's evidence for one call, and what its slot holds afterwards.
-
-    Args:
-        engine: The engine to ask.
-        slots: What the engine's slots held before the call.
-        wire_format: The request's format; ``body``: its JSON body.
-        base_tokens: What the slot held after the compared request (its prompt, then its
-            reply's tokens), ``None`` when it has no engine view; ``base_prompt_tokens``: the
-            prompt's part of it.
-        reply: The reply text of a successful call (``None``: failed or a stream).
-        output_tokens: Tokens the engine generated (``usage`` output count), when reported.
+def untailed_body(segmented: SegmentedRequest, index: int) -> dict[str, Any] | None:
+    """The request body of ``segmented`` without its volatile tail, which starts at segment
+    ``index`` of its last message: the message's blocks from that one on, or the whole
+    message when the tail starts it (stableprompt's OpenAI tail message; a last message the
+    next turn replaced). The input is not modified.
 
     Returns:
-        ``(evidence, slot content)``: the prompt's tokens followed by the reply's, of which
-        the engine keeps ``output_tokens - 1`` (the last sampled token is never evaluated;
-        measured on llama-server: a verbatim replay of a 3-token reply read 2 of them).
+        The shortened body, or ``None`` when segment ``index`` is not in the body's last
+        ``messages`` / ``input`` item.
+    """
+    if not 0 <= index < len(segmented.segments):
+        return None
+    parts = segmented.segments[index].path.split("/")[1:]
+    body = segmented.body
+    if len(parts) < 2 or not parts[1].isdigit():
+        return None
+    key, position = parts[0], int(parts[1])
+    items = body.get(key)
+    if not isinstance(items, list) or position != len(items) - 1:
+        return None
+    out = dict(body)
+    if len(parts) >= 4 and parts[2] == "content" and parts[3].isdigit() and int(parts[3]) > 0:
+        message = items[position]
+        content = message.get("content") if isinstance(message, Mapping) else None
+        if not isinstance(content, list):
+            return None
+        out[key] = [*items[:position], {**message, "content": content[:int(parts[3])]}]
+    else:
+        out[key] = items[:position]
+    return out
+
+
+def observe_engine(engine: EngineTokens, slots: SlotMemory, wire_format: str,
+                   request: RequestState, base: RequestState | None, reply: str | None,
+                   detail: dict[str, Any],
+                   output_tokens: int | None = None) -> tuple[EngineEvidence, array[int]]:
+    """The engine's view of one call: the evidence attribution reads, and what the slot holds
+    after it (the prompt's tokens, then the reply's when there is one).
+
+    Args:
+        engine: The engine's token client.
+        slots: What the engine's slots hold before this call.
+        wire_format: The request's format, as recorded.
+        request: The request (its ``segmented`` body is rendered and tokenized).
+        base: The request it is compared with (lineage or session predecessor), if any.
+        reply: The text the engine generated, ``None`` for a failed call.
+        detail: ``verdict_detail`` being built: ``engine_untailed_error`` is added when the
+            engine cannot render the compared request without its tail.
+        output_tokens: Tokens the engine generated (the usage's output count), when
+            reported: the slot keeps ``output_tokens - 1`` of the reply's tokens (the last
+            sampled token is never evaluated; measured on llama-server: a verbatim replay of a
+            3-token reply read 2 of them).
 
     Raises:
-        Exception: whatever the engine client raises (the recorder falls back to estimates).
+        ProviderError: The engine could not render, tokenize or detokenize.
+        ValueError: ``request`` has no segmented body.
     """
-    view = engine.prompt_tokens(wire_format, body)
+    if request.segmented is None:
+        raise ValueError("the request was not segmented")
+    view = engine.prompt_tokens(wire_format, request.segmented.body)
     tokens = as_tokens(view.tokens)
     slot_lcp, slot_id, slot_prompt = slots.best(tokens)
     replayed = max(slot_lcp - slot_prompt, 0) if slot_id is not None else 0
     evidence = EngineEvidence(len(tokens), slot_lcp, slot_id, replayed_reply_tokens=replayed)
-    if base_tokens is not None:
-        size = base_prompt_tokens or 0
-        lcp = common_prefix(base_tokens, tokens)
-        evidence = EngineEvidence(
-            len(tokens), slot_lcp, slot_id, base_tokens=size, base_lcp_tokens=lcp,
-            divergence=divergence_detail(engine, base_tokens, tokens, lcp) if lcp < size
-            else None, replayed_reply_tokens=replayed)
+    if base is not None and base.engine_tokens is not None:
+        size = base.engine_prompt_tokens or 0
+        lcp = common_prefix(base.engine_tokens, tokens)
+        evidence = dataclasses.replace(
+            evidence, base_tokens=size, base_lcp_tokens=lcp,
+            divergence=divergence_detail(engine, base.engine_tokens, tokens, lcp)
+            if lcp < size else None)
+        if lcp < size:
+            evidence = _untailed(engine, wire_format, request, base, tokens, evidence, detail)
     if not reply:
         return evidence, tokens
     generated = as_tokens(engine.generated_tokens(view, reply))
     if output_tokens is not None:
         generated = generated[: max(output_tokens - 1, 0)]
     return evidence, tokens + generated
+
+
+def _untailed(engine: EngineTokens, wire_format: str, request: RequestState,
+              base: RequestState, tokens: array[int], evidence: EngineEvidence,
+              detail: dict[str, Any]) -> EngineEvidence:
+    """When ``request`` changed only ``base``'s volatile tail, add the engine's view of
+    ``base`` without it (:class:`EngineEvidence` ``untailed_*``)."""
+    if base.segmented is None or request.segmented is None:
+        return evidence
+    div = diff(base.segmented, request.segmented)
+    if div is None or not is_expected_divergence(base.segmented, request.segmented, div):
+        return evidence
+    body = untailed_body(base.segmented, div.segment_index)
+    if body is None:
+        return evidence
+    try:
+        cut = as_tokens(engine.prompt_tokens(wire_format, body).tokens)
+        lcp = common_prefix(cut, tokens)
+        return dataclasses.replace(
+            evidence, untailed_tokens=len(cut), untailed_lcp_tokens=lcp,
+            untailed_divergence=divergence_detail(engine, cut, tokens, lcp)
+            if lcp < len(cut) else None)
+    except Exception as exc:
+        detail["engine_untailed_error"] = redact(f"{type(exc).__name__}: {exc}")
+        return evidence

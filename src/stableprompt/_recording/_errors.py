@@ -30,6 +30,7 @@ from .._exceptions import (
 from .._redact import redact
 
 __all__ = [
+    "ERROR_MESSAGE_CHARS",
     "TRANSPORT_ERRORS",
     "error_class_of",
     "failure",
@@ -38,6 +39,8 @@ __all__ = [
     "provider_error_class",
 ]
 
+ERROR_MESSAGE_CHARS = 600
+"""How much of an error answer's ``error.message`` a record keeps (``error_message``)."""
 _CONNECTION = (ProviderConnectionError, "connection to the provider failed")
 TRANSPORT_ERRORS: Mapping[str, tuple[type[ProviderError], str]] = {
     "TimeoutException": (ProviderTimeoutError, "request timed out"),
@@ -111,7 +114,8 @@ def failure(error: BaseException | str | None, status_code: int | None, success:
     """The call's ``error_class``, or ``None`` when it succeeded.
 
     Failed: an exception (:func:`error_class_of`); a status >= 300 (``ProviderHTTPError``, the
-    body's error type in ``detail["error_type"]``); a 2xx answer that carried an error event in
+    body's error type in ``detail["error_type"]`` and its message in
+    ``detail["error_message"]``); a 2xx answer that carried an error event in
     its stream (``error_code`` ``provider-stream-error``), a body that is not a JSON object
     (``provider-invalid-json``: an HTML page, a truncated body) or an error object without
     usage (``provider-error-body``): ``ProviderError``, ``detail["error_code"]`` set.
@@ -131,6 +135,9 @@ def failure(error: BaseException | str | None, status_code: int | None, success:
     if status_code is not None and status_code >= 300:  # redirects are not followed here
         if isinstance(parsed, Mapping):
             detail["error_type"] = _error_type(parsed)
+            message = _error_message(parsed)
+            if message is not None:
+                detail["error_message"] = message
         return "ProviderHTTPError"
     if not success:
         return None
@@ -144,6 +151,18 @@ def failure(error: BaseException | str | None, status_code: int | None, success:
         detail.update(error_code="provider-error-body", error_type=_error_type(parsed))
         return "ProviderError"
     return None
+
+
+def _error_message(body: Mapping[str, Any]) -> str | None:
+    """The error object's ``message`` (first :data:`ERROR_MESSAGE_CHARS` characters), e.g. a
+    chat template's exception on a self-hosted engine; ``None`` without one."""
+    error = body.get("error")
+    message = error.get("message") if isinstance(error, Mapping) else None
+    if not isinstance(message, str) or not message:
+        return None
+    if len(message) <= ERROR_MESSAGE_CHARS:
+        return message
+    return message[:ERROR_MESSAGE_CHARS] + "... (truncated)"
 
 
 def _error_type(body: Mapping[str, Any]) -> str | None:

@@ -77,7 +77,7 @@ from ..providers import parse_response
 from ._attribution import Attribution, attribute
 from ._boundary import turn_boundary
 from ._call import Call, Pending, RequestState
-from ._engine_view import EngineEvidence, EngineTokens, SlotMemory, engine_evidence
+from ._engine_view import EngineEvidence, EngineTokens, SlotMemory, observe_engine
 from ._errors import failure
 from ._http import header
 from ._observer import Observation, ResponseObserver
@@ -662,13 +662,10 @@ class Recorder:
                 or pending.provider != ENGINE_PROVIDER):
             return None
         try:
-            base = pending.comparison.base
-            return engine_evidence(
-                engine, self._slots, pending.wire_format, state.segmented.body,
-                base_tokens=None if base is None else base.engine_tokens,
-                base_prompt_tokens=None if base is None else base.engine_prompt_tokens,
-                reply=reply_text(pending.wire_format, response) if success else None,
-                output_tokens=None if usage is None else usage.output_tokens)
+            return observe_engine(
+                engine, self._slots, pending.wire_format, state, pending.comparison.base,
+                reply_text(pending.wire_format, response) if success else None, detail,
+                None if usage is None else usage.output_tokens)
         except Exception as exc:
             detail["engine_view_error"] = redact(f"{type(exc).__name__}: {exc}",
                                                  secrets=pending.secrets)

@@ -1,10 +1,13 @@
-"""``stableprompt demo``: the scenarios on a real multi-turn tool workload, against the emulator.
+"""``stableprompt demo``: the scenarios on a real multi-turn tool workload, against the emulator
+or the real engine (``--provider llama-server``).
 
-Output: a header that says the backend is our loopback emulator, then the per-scenario table
-(calls, input tokens, cache read, cache write, hit rate, ceiling, share of the ceiling,
-agreement, cost) and the verdict table; ``--json`` prints the same as JSON instead (see
-:meth:`DemoResult.to_json`). A progress bar goes to stderr when it is a terminal (never with
-``--json``).
+Output: a header that says what the backend is (our loopback emulator, or llama.cpp's
+llama-server), then the per-scenario table (calls, input tokens, cache read, cache write, hit
+rate, ceiling, share of the ceiling, agreement, cost) and the verdict table; llama-server runs
+have one row per scenario and endpoint (``stableprompt/chat``) and add the engine's prefill
+table (cold vs warm milliseconds) and the template findings. ``--json`` prints the same as
+JSON instead (see :meth:`DemoResult.to_json`). A progress bar goes to stderr when it is a
+terminal (never with ``--json``); so do the engine's build and start notices.
 
 Output paths (``--ledger``, ``--html``, ``--capture``) and ``--model`` are checked while the
 arguments are parsed, so a bad one fails at once with a one-line usage error naming the option
@@ -33,11 +36,14 @@ from .._subcommand import (
     same_file,
     write_text,
 )
+from ._engine_report import engine_lines, print_engine_tables
+from ._engine_run import ENDPOINTS, TEMPLATES, base_url_problem
 from ._run import (
     BACKEND_NOTE,
     DEFAULT_MODELS,
     DEFAULT_SESSIONS,
     DEMO_START_S,
+    ENGINE_PROVIDER,
     DemoResult,
     describe_workload,
     new_ledger_problem,
@@ -76,9 +82,32 @@ def _new_ledger(text: str) -> Path:
     return Path(text)
 
 
+def _base_url(text: str) -> str:
+    problem = base_url_problem(text)
+    if problem is not None:
+        raise argparse.ArgumentTypeError(problem)
+    return text
+
+
 def _add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--provider", choices=sorted(DEFAULT_MODELS), default="anthropic",
-                        help="wire format and cache rules to emulate (default anthropic)")
+                        help="anthropic, openai: the wire format and cache rules to emulate "
+                        "(default anthropic); llama-server: the real engine (llama.cpp), "
+                        "started on a tiny model unless --base-url is given")
+    parser.add_argument("--base-url", type=_base_url, metavar="URL",
+                        help="llama-server only: use the server at URL (e.g. "
+                        "http://127.0.0.1:8080) instead of starting one; predictions are "
+                        "exact only for a server run with -np 1 --cache-ram 0 (and "
+                        "--slot-save-path DIR, so the demo can erase its slot between rows)")
+    parser.add_argument("--endpoint", choices=(*ENDPOINTS, "all"), metavar="|".join(
+                        (*ENDPOINTS, "all")),
+                        help="llama-server only: the endpoint(s) to send to: chat "
+                        "(/v1/chat/completions), responses (/v1/responses), messages "
+                        "(/v1/messages) or all (default)")
+    parser.add_argument("--template", choices=TEMPLATES, metavar="|".join(TEMPLATES),
+                        help="llama-server only, without --base-url: the tiny model's chat "
+                        "template (default qwen2.5: append-stable; mistral-nemo and hermes-3 "
+                        "re-render earlier turns)")
     parser.add_argument("--sessions", type=_sessions, default=DEFAULT_SESSIONS, metavar="N|all",
                         help=f"sessions to run (default {DEFAULT_SESSIONS}; 'all' for every "
                         "session of the workload)")
@@ -112,8 +141,43 @@ def _workload(args: argparse.Namespace) -> Workload:
             "bundled synthetic workload.", code=exc.code) from exc
 
 
+def _check_engine_options(args: argparse.Namespace) -> None:
+    """The llama-server options need ``--provider llama-server`` (and ``--template`` a
+    started engine).
+
+    Raises:
+        UsageError: One of them is given without it.
+    """
+    given = [(option, value) for option, value in (("--base-url", args.base_url),
+                                                   ("--endpoint", args.endpoint),
+                                                   ("--template", args.template))
+             if value is not None]
+    if args.provider != ENGINE_PROVIDER and given:
+        option, value = given[0]
+        raise UsageError(f"stableprompt demo: error: argument {option}: {value!r} applies to "
+                         f"--provider {ENGINE_PROVIDER} only, not {args.provider}")
+    if args.template is not None and args.base_url is not None:
+        raise UsageError("stableprompt demo: error: argument --template: the server at "
+                         f"{args.base_url} uses its own model's template; --template picks "
+                         "the template of the engine the demo starts (omit --base-url)")
+
+
 def header_lines(result: DemoResult) -> list[str]:
     """The lines printed above the tables: backend, provider, model, workload."""
+    if result.engine is not None:
+        engine = result.engine
+        endpoints = ", ".join(f"{e} ({path})" for e, path in (
+            ("chat", "/v1/chat/completions"), ("responses", "/v1/responses"),
+            ("messages", "/v1/messages")) if e in engine.endpoints)
+        return [
+            f"Backend: {engine.backend_note}.",
+            f"Provider: {ENGINE_PROVIDER} via {endpoints}; model id {result.model} (a "
+            f"single-model server ignores it); one-token cache granularity, the last prompt "
+            f"token always recomputed; every call decodes at most {engine.max_tokens} token"
+            f"{'s' if engine.max_tokens != 1 else ''}.",
+            f"Workload: {describe_workload(result.workload)}",
+            f"Machine: {engine.machine}.",
+        ]
     policy = cache_policy(result.provider, result.model)
     minimum = (f"minimum cacheable prompt {policy.min_cacheable_tokens:,} tokens"
                + (f", reads reported in {policy.granularity_tokens}-token steps"
@@ -127,9 +191,40 @@ def header_lines(result: DemoResult) -> list[str]:
     ]
 
 
+def _engine_notes(result: DemoResult) -> list[str]:
+    engine = result.engine
+    assert engine is not None
+    scenarios = {row.scenario for row in engine.rows}
+    lines = [
+        "hit rate = cache read / input tokens, as the engine reported them; ceiling = the best "
+        "an append-only harness could read on the same calls; agreement = calls whose "
+        "predicted cache reads (the engine's own /apply-template + /tokenize of the request, "
+        "against what its slot holds: the previous request and the tokens it generated) "
+        "equal the reported ones exactly.",
+        "The random-weight model's replies are noise: each request is sent to the engine (that "
+        "is what is measured), the transcript takes the scripted assistant turn; tool-call "
+        "ids are 9 alphanumeric characters (Mistral's templates demand it).",
+    ]
+    template = engine.template or "the server's own"
+    lines.extend(f"{s.name}: {s.engine_predicts}" for s in SCENARIOS if s.name in scenarios)
+    if engine.template != "qwen2.5":
+        lines.append(f"(those are Qwen2.5's; with {template} the template's own order and "
+                     "re-rendering decide: see the template findings)")
+    skipped: dict[str, list[str]] = {}
+    for name, endpoint, _why in engine.skipped:
+        skipped.setdefault(name, []).append(endpoint)
+    lines.extend(f"{name}: not run on {', '.join(endpoints)} (it places Anthropic "
+                 "breakpoints, so it exists on messages only)" for name, endpoints in
+                 skipped.items())
+    lines.extend(engine_lines(engine))
+    return lines
+
+
 def note_lines(result: DemoResult) -> list[str]:
     """The lines printed under the tables: definitions and predictions (the table printers
     add the cost source and pricing notes themselves)."""
+    if result.engine is not None:
+        return _engine_notes(result)
     start = datetime.fromtimestamp(DEMO_START_S, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     lines = [
         "hit rate = cache read / input tokens; ceiling = the best an append-only harness could "
@@ -151,28 +246,37 @@ def _run(args: argparse.Namespace) -> int:
     if args.html is not None and args.ledger is not None and same_file(args.html, args.ledger):
         raise UsageError(f"stableprompt demo: error: argument --html: {str(args.html)!r} is "
                          "also the --ledger path; choose another path")
+    _check_engine_options(args)
     workload = _workload(args)
-    names = scenario_names(args.provider)
+    engine = args.provider == ENGINE_PROVIDER
+    names = None if engine else scenario_names(args.provider)
     progress_cb: Any = None
     progress: Any = None
     from rich.console import Console
 
-    stderr = Console(stderr=True)
+    stderr = Console(stderr=True, highlight=False)
     if not args.json and stderr.is_terminal:  # no bar in logs and pipes
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
-        progress = Progress(TextColumn("{task.description:<24}"), BarColumn(),
+        progress = Progress(TextColumn("{task.description:<30}"), BarColumn(),
                             MofNCompleteColumn(), console=stderr, transient=True)
-        tasks = {name: progress.add_task(name, total=workload.model_calls) for name in names}
+        tasks: dict[str, Any] = {}
 
         def progress_cb(name: str, done: int, total: int) -> None:
+            if name not in tasks:
+                tasks[name] = progress.add_task(name, total=total)
             progress.update(tasks[name], completed=done)
 
         progress.start()
+    options: dict[str, Any] = {}
+    if engine:
+        options = {"base_url": args.base_url, "template": args.template,
+                   "endpoints": None if args.endpoint in (None, "all") else [args.endpoint],
+                   "notice": lambda text: stderr.print(text, markup=False)}
     try:
         result = run_demo(workload, provider=args.provider, model=args.model,
                           ledger_path=args.ledger, capture_dir=args.capture, scenarios=names,
-                          progress=progress_cb)
+                          progress=progress_cb, **options)
     finally:
         if progress is not None:
             progress.stop()
@@ -180,7 +284,8 @@ def _run(args: argparse.Namespace) -> int:
     if args.ledger is not None:
         notes.append(f"ledger kept at {args.ledger} (stableprompt report {args.ledger})")
     if args.capture is not None:
-        notes.append(f"request bodies written to {args.capture}/<scenario>.jsonl")
+        notes.append(f"request bodies written to {args.capture}/<scenario>"
+                     f"{'.<endpoint>' if engine else ''}.jsonl")
     if args.html is not None:
         write_text(args.html, html_report(result.report, title="stableprompt demo",
                                           intro=header, notes=notes))
@@ -192,15 +297,22 @@ def _run(args: argparse.Namespace) -> int:
     for line in header:
         console.print(line)
     console.print()
-    print_tables(result.report, title=f"stableprompt demo: {result.provider}, {result.model}",
-                 file=sys.stdout, notes=notes)
+    title = f"stableprompt demo: {result.provider}, {result.model}"
+    if result.engine is not None:
+        print_tables(result.report, title=title, file=sys.stdout)
+        print_engine_tables(result.engine, console)
+        for line in notes:
+            console.print(line, markup=False)
+    else:
+        print_tables(result.report, title=title, file=sys.stdout, notes=notes)
     console.print(f"({result.elapsed_s:.1f} s)")
     return 0
 
 
 SUBCOMMAND = Subcommand(
     name="demo",
-    help="run harness scenarios on the BFCL multi-turn workload against the loopback emulator",
+    help="run harness scenarios on the BFCL multi-turn workload against the loopback emulator "
+    "or a real llama-server",
     add_arguments=_add_arguments,
     run=_run,
 )

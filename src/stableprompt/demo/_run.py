@@ -1,4 +1,5 @@
-"""Run the demo: each scenario over the workload, against its own loopback emulator.
+"""Run the demo: each scenario over the workload, against its own loopback emulator (or the
+real engine: :mod:`._engine_run`, ``provider="llama-server"``).
 
 For each scenario: a fresh :class:`~stableprompt.emulator.Emulator` (empty cache) with a
 :class:`~stableprompt.emulator.FakeClock` starting at :data:`DEMO_START_S` and the workload's
@@ -20,46 +21,58 @@ import os
 import shutil
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import AbstractContextManager, contextmanager
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import TYPE_CHECKING, Any
 
-from .._canonical import wire_json
-from .._client import AnthropicClient, OpenAIClient
 from .._exceptions import InputError, LedgerError
 from .._ledger._ledger import Ledger
 from .._recording._recorder import Recorder
 from .._report._summary import Report, summarize
-from .._wire._request import ProviderRequest
 from ..emulator import Emulator, FakeClock
+from ._driver import (
+    API_KEY,
+    CALL_STEP_S,
+    DEMO_START_S,
+    TURN_GAP_S,
+    Capture,
+    ProgressCallback,
+    SenderFactory,
+    client_sender,
+    run_session,
+    write_records,
+)
 from ._scenarios import (
+    PROVIDER_WIRES,
     SCENARIOS,
-    Harness,
     Outgoing,
     Reply,
     Scenario,
     scenario_names,
     session_system_prompt,
 )
-from ._workload import Workload, WorkloadSession
+from ._workload import Workload
+
+if TYPE_CHECKING:
+    from ._engine_report import EngineReport
 
 __all__ = [
+    "API_KEY",
     "BACKEND",
     "BACKEND_NOTE",
     "CALL_STEP_S",
     "DEFAULT_MODELS",
     "DEFAULT_SESSIONS",
     "DEMO_START_S",
+    "ENGINE_PROVIDER",
     "TURN_GAP_S",
     "DemoResult",
-    "Sender",
-    "SenderFactory",
     "client_sender",
     "describe_workload",
     "ledger_meta",
     "new_ledger_problem",
+    "prepare_ledger",
     "run_demo",
 ]
 
@@ -74,42 +87,34 @@ DEFAULT_SESSIONS = 50
 """Sessions in the default run: the first 50 of BFCL's 200 (435 model calls per scenario;
 about 12 s for all six scenarios on 2 cores; all 200 sessions take about 45 s)."""
 
-DEFAULT_MODELS = {"anthropic": "claude-sonnet-5", "openai": "gpt-5.2"}
+ENGINE_PROVIDER = "llama-server"
+"""The ``provider`` of :func:`run_demo` that runs the real engine (:mod:`._engine_run`)."""
+
+DEFAULT_MODELS = {"anthropic": "claude-sonnet-5", "openai": "gpt-5.2",
+                  ENGINE_PROVIDER: "tiny-random-llama"}
 """Default model per provider. claude-sonnet-5: minimum cacheable prompt 1,024 tokens, 5 m / 1 h
 TTLs (``anthropics/skills`` prompt-caching.md; platform.claude.com prompt-caching docs), so a
 session's head (about 2,500-5,000 tokens here) is cacheable, as in real agent deployments.
 gpt-5.2 (before GPT-5.6): automatic caching, 2,048-token minimum, reads reported in 128-token
-steps (developers.openai.com prompt-caching guide). Both have genai-prices entries."""
-
-DEMO_START_S = 1_796_000_400.0
-"""The demo clock's start: 2026-11-30T01:00:00Z. Costs use the prices in effect that day."""
-
-CALL_STEP_S = 6.0
-"""Clock advance before each model call (seconds): a plausible model latency."""
-
-TURN_GAP_S = 20.0
-"""Extra clock advance before each user turn after the first (seconds): user think time."""
-
-API_KEY = "stableprompt-demo"
-"""The key sent to the emulator (the emulator scopes caches by key; it checks nothing)."""
-
-ProgressCallback = Callable[[str, int, int], None]
-"""``(scenario, calls done in this scenario, calls in this scenario)``."""
-
+steps (developers.openai.com prompt-caching guide). Both have genai-prices entries.
+llama-server: the id sent (a single-model server ignores it); self-hosted, so no price."""
 
 @dataclass(frozen=True)
 class DemoResult:
     """What a demo run produced.
 
     Attributes:
-        provider: ``"anthropic"`` or ``"openai"``.
+        provider: ``"anthropic"``, ``"openai"`` or ``"llama-server"``.
         model: Model id sent.
         workload: The workload run.
-        scenarios: Scenario names, in run order.
+        scenarios: Scenario names (llama-server: rows ``<scenario>/<endpoint>``), in run
+            order.
         report: Summary read back from the ledger.
         ledger_path: The kept ledger, or ``None`` when it was temporary.
         capture_dir: Where request bodies were written, or ``None``.
         elapsed_s: Wall time of the run (seconds).
+        engine: llama-server runs: the engine, its prefill timings and template findings
+            (:class:`~stableprompt.demo._engine_report.EngineReport`); else ``None``.
     """
 
     provider: str
@@ -120,14 +125,21 @@ class DemoResult:
     ledger_path: Path | None
     capture_dir: Path | None
     elapsed_s: float
+    engine: EngineReport | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The demo's JSON: ``backend``, ``provider``, ``model``, ``workload``, ``scenarios``
         (``<name>.{calls, input_tokens, cache_read_tokens, cache_write_tokens, hit_rate,
         ceiling, verdicts, agreement}``), ``cost`` (USD per scenario, with the price source and
-        date) and ``elapsed_s`` (the only field that differs between runs)."""
+        date) and ``elapsed_s`` (with ``latency_ms`` and the engine's timings, the only
+        fields that differ between runs). llama-server runs add ``engine`` (see
+        :meth:`~stableprompt.demo._engine_report.EngineReport.to_json`) and, per row,
+        ``scenario``, ``endpoint`` and ``prefill``."""
         scenarios = {name: self.report.scenarios[name].totals.to_json()
                      for name in self.scenarios if name in self.report.scenarios}
+        if self.engine is not None:
+            for name, row in scenarios.items():
+                row.update(self.engine.row_json(name))
         pricing = self.report.pricing
         cost = {
             "model": self.model,
@@ -135,15 +147,18 @@ class DemoResult:
             "usd": {name: _round(self.report.scenarios[name].totals.cost_usd)
                     for name in scenarios},
         }
-        return {
-            "backend": BACKEND,
+        out: dict[str, Any] = {
+            "backend": BACKEND if self.engine is None else self.engine.backend,
             "provider": self.provider,
             "model": self.model,
             "workload": self.workload.describe(),
             "scenarios": scenarios,
             "cost": cost,
-            "elapsed_s": round(self.elapsed_s, 3),
         }
+        if self.engine is not None:
+            out["engine"] = self.engine.to_json()
+        out["elapsed_s"] = round(self.elapsed_s, 3)
+        return out
 
 
 def _round(value: float | None) -> float | None:
@@ -159,31 +174,15 @@ def describe_workload(workload: Workload) -> str:
             f"{workload.source}; tool-schema repairs: {repairs}.")
 
 
-def ledger_meta(workload: Workload, provider: str, model: str) -> dict[str, str]:
-    """The metadata a demo ledger keeps (``Ledger.set_meta``): ``backend``
-    (:data:`BACKEND_NOTE`), ``workload`` (:func:`describe_workload`), ``provider``, ``model``."""
-    return {"backend": BACKEND_NOTE, "workload": describe_workload(workload),
+def ledger_meta(workload: Workload, provider: str, model: str, *,
+                backend: str = BACKEND_NOTE) -> dict[str, str]:
+    """The metadata a demo ledger keeps (``Ledger.set_meta``): ``backend`` (default
+    :data:`BACKEND_NOTE`), ``workload`` (:func:`describe_workload`), ``provider``, ``model``."""
+    return {"backend": backend, "workload": describe_workload(workload),
             "provider": provider, "model": model}
 
 
-class _Capture:
-    """Writes each scenario's request bodies as JSONL: ``{"session", "wire_format", "url",
-    "request"}`` per line, ``request`` being the exact body bytes sent."""
-
-    def __init__(self, directory: Path, scenario: str, wire_format: str, path: str) -> None:
-        directory.mkdir(parents=True, exist_ok=True)
-        self._file: IO[bytes] = (directory / f"{scenario}.jsonl").open("wb")
-        self._prefix = (b',"wire_format":' + wire_json(wire_format) + b',"url":'
-                        + wire_json(path) + b',"request":')
-
-    def write(self, session: str, body: bytes) -> None:
-        self._file.write(b'{"session":' + wire_json(session) + self._prefix + body + b"}\n")
-
-    def close(self) -> None:
-        self._file.close()
-
-
-def _prepare_ledger(given: str | os.PathLike[str] | None
+def prepare_ledger(given: str | os.PathLike[str] | None
                     ) -> tuple[Ledger, Path | None, Path | None]:
     """Open the ledger: a new file at ``given``, or a temporary one (returned for cleanup).
 
@@ -230,30 +229,47 @@ def run_demo(
     scenarios: Sequence[str] | None = None,
     progress: ProgressCallback | None = None,
     sender: SenderFactory | None = None,
+    base_url: str | None = None,
+    endpoints: Sequence[str] | None = None,
+    template: str | None = None,
+    notice: Callable[[str], None] | None = None,
 ) -> DemoResult:
     """Run the scenarios over ``workload`` and summarize the ledger.
 
     Args:
         workload: Sessions to run (e.g. ``bfcl_workload().select(20)``).
-        provider: ``"anthropic"`` (Messages) or ``"openai"`` (Chat Completions).
+        provider: ``"anthropic"`` (Messages) or ``"openai"`` (Chat Completions) against the
+            emulator, or ``"llama-server"``: the real engine (:mod:`._engine_run`).
         model: Model id (default :data:`DEFAULT_MODELS`).
         ledger_path: Keep the ledger here (the path must not exist yet); default: a
             temporary ledger, deleted after the summary is read. Either way the ledger keeps
-            :func:`ledger_meta` (``Ledger.meta()``).
-        capture_dir: Write each scenario's request bodies to ``<dir>/<scenario>.jsonl``.
+            :func:`ledger_meta` (``Ledger.meta()``); llama-server runs add ``engine``,
+            ``agreement`` and ``prefill`` (JSON).
+        capture_dir: Write each scenario's request bodies to ``<dir>/<scenario>.jsonl``
+            (llama-server: ``<scenario>.<endpoint>.jsonl``).
         scenarios: Scenario names to run (default: all that apply to ``provider``).
-        progress: Called after every model call.
+        progress: Called after every model call with ``(row, done, total)``.
         sender: How requests are sent (default :func:`client_sender`: our clients). Tests pass
             one built on the official ``anthropic``/``openai`` SDKs.
+        base_url: llama-server only: the server to use (``http://127.0.0.1:8080``); default:
+            start one (see :func:`~stableprompt.demo._engine_run.engine_target`).
+        endpoints: llama-server only: any of ``"chat"``, ``"responses"``, ``"messages"``
+            (default all three, in that order).
+        template: llama-server only, without ``base_url``: the tiny model's chat template
+            (``"qwen2.5"``, the default, ``"mistral-nemo"``, ``"hermes-3"``).
+        notice: Where progress notices go (the engine build, its start), e.g. stderr.
 
     Returns:
         The :class:`DemoResult`.
 
     Raises:
-        InputError: Unknown provider or scenario, or an empty model id (code
-            ``demo-provider`` / ``demo-scenario`` / ``demo-model``).
-        LedgerError: The ledger cannot be created (see :func:`_prepare_ledger`).
-        ProviderError: A call to the emulator failed.
+        InputError: Unknown provider, scenario, endpoint or template, an empty model id, or
+            a llama-server option with another provider (codes ``demo-provider``,
+            ``demo-scenario``, ``demo-endpoint``, ``demo-template``, ``demo-model``,
+            ``demo-base-url``).
+        LedgerError: The ledger cannot be created (see :func:`prepare_ledger`).
+        ProviderError: A call to the emulator failed, or the engine did not answer.
+        EngineError: The engine could not be built or started.
         OSError: The capture directory cannot be written.
     """
     if provider not in DEFAULT_MODELS:
@@ -264,57 +280,60 @@ def run_demo(
     elif not model.strip():
         raise InputError(f"empty model id {model!r}; omit it for the default "
                          f"({DEFAULT_MODELS[provider]})", code="demo-model")
-    names = tuple(scenarios) if scenarios is not None else scenario_names(provider)
+    engine = provider == ENGINE_PROVIDER
+    if not engine:
+        for name, value in (("base_url", base_url), ("endpoints", endpoints),
+                            ("template", template)):
+            if value is not None:
+                raise InputError(f"{name} applies to provider {ENGINE_PROVIDER!r} only, not "
+                                 f"{provider!r}", code=f"demo-{name.rstrip('s')}".replace(
+                                     "_", "-"))
+    names = tuple(scenarios) if scenarios is not None else (
+        tuple(s.name for s in SCENARIOS) if engine else scenario_names(provider))
     chosen = []
     for name in names:
         match = next((s for s in SCENARIOS if s.name == name), None)
-        if match is None or provider not in match.providers:
+        if match is None or not (engine or provider in match.providers):
+            known = [s.name for s in SCENARIOS] if engine else scenario_names(provider)
             raise InputError(f"unknown scenario {name!r} for {provider}; choose from "
-                             f"{', '.join(scenario_names(provider))}", code="demo-scenario")
+                             f"{', '.join(known)}", code="demo-scenario")
         chosen.append(match)
+    plan = None
+    if engine:
+        from ._engine_run import EnginePlan
+
+        plan = EnginePlan.of(chosen, endpoints=endpoints, base_url=base_url,
+                             template=template)
     started = time.perf_counter()
     capture = Path(capture_dir) if capture_dir is not None else None
-    ledger, kept, tmp = _prepare_ledger(ledger_path)
+    ledger, kept, tmp = prepare_ledger(ledger_path)
+    engine_report = None
     try:
-        for key, value in ledger_meta(workload, provider, model).items():
-            ledger.set_meta(key, value)
-        for scenario in chosen:
-            _run_scenario(scenario, workload, provider, model, ledger, capture, progress,
-                          sender or client_sender)
-        report = summarize(ledger.records())
+        if plan is not None:
+            from ._engine_run import run_engine
+
+            engine_report = run_engine(plan, workload, model=model, ledger=ledger,
+                                       capture_dir=capture, progress=progress,
+                                       sender=sender or client_sender, notice=notice)
+            rows = plan.row_names
+            report = summarize(ledger.records())
+            for key, value in engine_report.ledger_meta(
+                    report, describe_workload(workload), model).items():
+                ledger.set_meta(key, value)
+        else:
+            for key, value in ledger_meta(workload, provider, model).items():
+                ledger.set_meta(key, value)
+            for scenario in chosen:
+                _run_scenario(scenario, workload, provider, model, ledger, capture, progress,
+                              sender or client_sender)
+            rows = tuple(s.name for s in chosen)
+            report = summarize(ledger.records())
     finally:
         ledger.close()  # the last connection checkpoints the WAL into the file
         if tmp is not None:
             shutil.rmtree(tmp, ignore_errors=True)
-    return DemoResult(provider, model, workload, tuple(s.name for s in chosen), report, kept,
-                      capture, time.perf_counter() - started)
-
-
-Sender = Callable[[ProviderRequest | dict[str, Any]], dict[str, Any]]
-"""Sends one request body and returns the response JSON."""
-
-SenderFactory = Callable[[str, Emulator, Recorder], AbstractContextManager[Sender]]
-"""``(provider, emulator, recorder) -> context manager yielding a Sender``; every call must go
-through a RecordingTransport on ``recorder``."""
-
-
-@contextmanager
-def client_sender(provider: str, emulator: Emulator, recorder: Recorder) -> Iterator[Sender]:
-    """The demo's sender: our :class:`~stableprompt.AnthropicClient` / ``OpenAIClient``
-    (exact bytes for ProviderRequests, dicts as JSON in insertion order), no retries."""
-    client: AnthropicClient | OpenAIClient
-    if provider == "anthropic":
-        client = AnthropicClient(API_KEY, base_url=emulator.base_url, recorder=recorder,
-                                 max_retries=0, timeout_s=120.0)
-    else:
-        client = OpenAIClient(API_KEY, base_url=emulator.openai_base_url, recorder=recorder,
-                              max_retries=0, timeout_s=120.0)
-    with client:
-        def send(request: ProviderRequest | dict[str, Any]) -> dict[str, Any]:
-            response: dict[str, Any] = client.send(request)
-            return response
-
-        yield send
+    return DemoResult(provider, model, workload, rows, report, kept, capture,
+                      time.perf_counter() - started, engine_report)
 
 
 def _run_scenario(scenario: Scenario, workload: Workload, provider: str, model: str,
@@ -322,60 +341,32 @@ def _run_scenario(scenario: Scenario, workload: Workload, provider: str, model: 
                   progress: ProgressCallback | None, sender: SenderFactory) -> None:
     clock = FakeClock(DEMO_START_S)
     total, done = workload.model_calls, 0
-    path = "/v1/messages" if provider == "anthropic" else "/v1/chat/completions"
-    wire = "anthropic" if provider == "anthropic" else "openai-chat"
-    capture = _Capture(capture_dir, scenario.name, wire, path) if capture_dir else None
+    wire = PROVIDER_WIRES[provider]
+    capture = Capture(capture_dir, scenario.name, wire) if capture_dir else None
     try:
         with Emulator(responder=workload.responder(), clock=clock) as emulator:
             # Records go to the ledger when the scenario ends: while it runs, the recorder must
             # not take another scenario's request (same head, other emulator) as predecessor.
             recorder = Recorder(None, scenario=scenario.name, clock=clock, provider=provider,
                                 keep_records=None)
-            with sender(provider, emulator, recorder) as send_request:
+            with sender(wire, emulator, recorder) as send_request:
                 for session in workload.sessions:
                     harness = scenario.harness(
-                        session, provider=provider, model=model,
+                        session, wire=wire, model=model,
                         system_prompt=session_system_prompt(workload.system_prompt, session))
 
-                    def send(outgoing: Outgoing, sid: str = session.id) -> dict[str, Any]:
+                    def exchange(outgoing: Outgoing, sid: str = session.id) -> Reply:
                         if capture is not None:
                             capture.write(sid, outgoing.to_bytes())
-                        return send_request(outgoing.request)
+                        return Reply.from_response(wire, send_request(outgoing.request))
 
-                    for _ in _run_session(session, harness, provider, clock, send):
+                    for _ in run_session(session, harness, clock, exchange):
                         done += 1
                         if progress is not None:
                             progress(scenario.name, done, total)
-            for record in recorder.records:
-                if ledger.write(record) != "committed":
-                    raise LedgerError(f"could not write to the ledger {ledger.path}: "
-                                      f"{ledger.open_error}", code="ledger-unavailable")
+            write_records(ledger, recorder.records)
     finally:
         if capture is not None:
             capture.close()
 
 
-def _run_session(session: WorkloadSession, harness: Harness, provider: str, clock: FakeClock,
-                 send: Callable[[Outgoing], dict[str, Any]]) -> Any:
-    """Drive one session through ``harness`` like an agent loop; yield after each call.
-
-    Raises:
-        RuntimeError: The replies do not follow the script (an emulator or responder bug).
-    """
-    for turn in session.turns:
-        if turn.index:
-            clock.advance(TURN_GAP_S)
-        harness.begin_turn(turn.index)
-        harness.user(turn.user)
-        for _ in range(turn.model_calls):
-            clock.advance(CALL_STEP_S)
-            reply = Reply.from_response(provider, send(harness.request(clock())))
-            harness.assistant(reply)
-            yield reply
-            if not reply.tool_calls:
-                break
-            for call_id, _name, _arguments in reply.tool_calls:
-                harness.tool_result(call_id, session.call(call_id).result)
-        else:
-            raise RuntimeError(f"{session.id} turn {turn.index}: the replies did not end the "
-                               f"turn after {turn.model_calls} calls")

@@ -10,7 +10,8 @@ calls and results) and differs only in how it builds request bodies:
 * the failure scenarios build bodies as naive harnesses do: plain dicts (tools in the source's
   order, schemas as loaded, assistant messages kept as received), serialized as they are (key
   order included) by the client or the official SDKs, the incremental breakpoint pattern done
-  right (end of system, last block of the last message), and one mistake each:
+  right (end of system, last block of the last message), and one mistake each (a naive
+  Responses body is its Chat Completions body converted once, :func:`responses_body`):
 
   - ``clock-in-system``: a current-time line at the top of the system prompt, refreshed on
     every call (as harnesses that inject "Today is ..." do).
@@ -26,6 +27,11 @@ calls and results) and differs only in how it builds request bodies:
     current-time block at the end of the last user message), so each write ends in content the
     next request never repeats. Anthropic only: OpenAI's automatic caching (before GPT-5.6) has
     no breakpoints to misplace.
+
+Each harness builds one wire shape (:data:`WIRES`): ``anthropic`` (Messages),
+``openai-chat`` (Chat Completions) or ``openai-responses`` (Responses). The emulator demo uses
+the first two; the llama-server demo all three (:data:`Scenario.wires` says which a scenario
+supports).
 
 Determinism: the clock text comes from the emulator's fake clock; the drift scenarios draw
 from ``random.Random`` seeded with the scenario and session id; ids are scripted.
@@ -43,24 +49,35 @@ from typing import Any
 from .._canonical import loads, wire_json
 from .._prompt._builder import Conversation, PromptBuilder
 from .._wire._request import ProviderRequest
+from ..emulator import AssistantTurn
 from ._workload import WorkloadSession
 
 __all__ = [
     "COMPACT_EVERY_TURNS",
     "PROVIDERS",
+    "PROVIDER_WIRES",
     "SCENARIOS",
+    "WIRES",
     "Harness",
+    "HarnessSpec",
     "Outgoing",
     "Reply",
     "Scenario",
     "clock_text",
+    "responses_body",
     "scenario_names",
     "session_system_prompt",
 ]
 
 PROVIDERS = ("anthropic", "openai")
+"""The emulated providers."""
+WIRES = ("anthropic", "openai-chat", "openai-responses")
+"""The wire shapes a harness can build."""
+PROVIDER_WIRES = {"anthropic": "anthropic", "openai": "openai-chat"}
+"""The wire shape the emulator demo sends per provider."""
 COMPACT_EVERY_TURNS = 2
 MAX_TOKENS = 1024
+"""Anthropic's required ``max_tokens`` when a run sets no output limit."""
 _EPHEMERAL: dict[str, str] = {"type": "ephemeral"}
 
 
@@ -115,13 +132,14 @@ class Reply:
     message: dict[str, Any]
 
     @classmethod
-    def from_response(cls, provider: str, response: Mapping[str, Any]) -> Reply:
-        """Parse an Anthropic Messages or OpenAI Chat Completions response body.
+    def from_response(cls, wire: str, response: Mapping[str, Any]) -> Reply:
+        """Parse an Anthropic Messages (``wire`` ``"anthropic"``) or OpenAI Chat Completions
+        (any other ``wire``) response body.
 
         Raises:
             ValueError: The response has no assistant message.
         """
-        if provider == "anthropic":
+        if wire == "anthropic":
             content = response.get("content")
             if not isinstance(content, list):
                 raise ValueError("Anthropic response without a content list")
@@ -140,6 +158,37 @@ class Reply:
         if raw_calls:
             kept["tool_calls"] = raw_calls
         return cls(message.get("content") or "", calls, kept)
+
+    @classmethod
+    def from_turn(cls, wire: str, turn: AssistantTurn) -> Reply:
+        """The reply to a scripted turn, kept in the shape a harness of ``wire`` keeps it:
+        Anthropic content blocks, or a Chat Completions assistant message (both OpenAI wires:
+        a naive Responses harness keeps its transcript chat-shaped, see
+        :func:`responses_body`). Equal to :meth:`from_response` on the emulator's answer to
+        the same turn; used where the backend's own text is not the script (the real engine
+        runs a random-weight model).
+
+        Raises:
+            ValueError: A tool call has no id.
+        """
+        calls = []
+        for call in turn.tool_calls:
+            if call.id is None:
+                raise ValueError(f"scripted tool call {call.name!r} has no id")
+            calls.append((call.id, call.name, dict(call.arguments)))
+        if wire == "anthropic":
+            content: list[dict[str, Any]] = (
+                [{"type": "text", "text": turn.text}] if turn.text else [])
+            content += [{"type": "tool_use", "id": i, "name": n, "input": a}
+                        for i, n, a in calls]
+            return cls(turn.text, tuple(calls), {"role": "assistant", "content": content})
+        message: dict[str, Any] = {"role": "assistant", "content": turn.text or None}
+        if calls:
+            message["tool_calls"] = [
+                {"id": i, "type": "function",
+                 "function": {"name": n, "arguments": wire_json(a).decode()}}
+                for i, n, a in calls]
+        return cls(turn.text, tuple(calls), message)
 
 
 class Harness(ABC):
@@ -165,6 +214,25 @@ class Harness(ABC):
         """Append the result of tool call ``call_id``."""
 
 
+@dataclass(frozen=True, slots=True)
+class HarnessSpec:
+    """What a harness sends besides its transcript.
+
+    Attributes:
+        wire: ``"anthropic"``, ``"openai-chat"`` or ``"openai-responses"`` (:data:`WIRES`).
+        model: Model id sent.
+        system_prompt: The session's system prompt.
+        max_tokens: Output limit sent (tokens): ``max_tokens`` (Anthropic, Chat) or
+            ``max_output_tokens`` (Responses); ``None``: :data:`MAX_TOKENS` on Anthropic
+            (required there), none on OpenAI.
+    """
+
+    wire: str
+    model: str
+    system_prompt: str
+    max_tokens: int | None = None
+
+
 @dataclass(frozen=True)
 class Scenario:
     """A harness behaviour under test.
@@ -173,20 +241,32 @@ class Scenario:
         name: CLI / JSON name.
         title: One-line description.
         predicts: What this failure class costs, in words.
-        providers: Providers the scenario applies to.
-        factory: ``(session, provider, model, system_prompt) -> Harness``.
+        providers: Emulated providers the scenario applies to.
+        factory: ``(session, spec) -> Harness``.
+        wires: Wire shapes its harness builds.
+        engine_predicts: What it costs on llama-server with an append-stable template that
+            puts the tools after the system text (Qwen2.5's), in words.
     """
 
     name: str
     title: str
     predicts: str
     providers: tuple[str, ...]
-    factory: Callable[[WorkloadSession, str, str, str], Harness]
+    factory: Callable[[WorkloadSession, HarnessSpec], Harness]
+    wires: tuple[str, ...] = WIRES
+    engine_predicts: str = ""
 
-    def harness(self, session: WorkloadSession, *, provider: str, model: str,
-                system_prompt: str) -> Harness:
-        """A fresh harness for ``session``."""
-        return self.factory(session, provider, model, system_prompt)
+    def harness(self, session: WorkloadSession, *, wire: str, model: str,
+                system_prompt: str, max_tokens: int | None = None) -> Harness:
+        """A fresh harness for ``session`` sending ``wire`` bodies (see :class:`HarnessSpec`).
+
+        Raises:
+            ValueError: The scenario does not build ``wire`` bodies.
+        """
+        if wire not in self.wires:
+            raise ValueError(f"scenario {self.name!r} builds {', '.join(self.wires)} bodies, "
+                             f"not {wire!r}")
+        return self.factory(session, HarnessSpec(wire, model, system_prompt, max_tokens))
 
 
 # --------------------------------------------------------------------------- stableprompt
@@ -195,12 +275,11 @@ class Scenario:
 class SdkHarness(Harness):
     """The SDK as intended: pinned head, append-only history, clock in a tail slot."""
 
-    def __init__(self, session: WorkloadSession, provider: str, model: str,
-                 system_prompt: str) -> None:
-        head = (PromptBuilder(tokenizer=None).system(system_prompt).tools(session.tools)
+    def __init__(self, session: WorkloadSession, spec: HarnessSpec) -> None:
+        head = (PromptBuilder(tokenizer=None).system(spec.system_prompt).tools(session.tools)
                 .tail_slot("now").freeze())
         self._conversation: Conversation = head.conversation()
-        self._provider, self._model = provider, model
+        self._spec = spec
         self._session_id = session.id
         self._metadata = {"user_id": session.id}
 
@@ -209,13 +288,20 @@ class SdkHarness(Harness):
 
     def request(self, now: float) -> Outgoing:
         rendered = self._conversation.render(tail={"now": clock_text(now)})
-        if self._provider == "anthropic":
-            req = rendered.to_anthropic(model=self._model, max_tokens=MAX_TOKENS,
-                                        metadata=self._metadata)
-        else:
-            req = rendered.to_openai_chat(model=self._model, metadata=self._metadata,
-                                          prompt_cache_key=self._session_id)
-        return Outgoing(req)
+        spec, limit = self._spec, self._spec.max_tokens
+        if spec.wire == "anthropic":
+            return Outgoing(rendered.to_anthropic(
+                model=spec.model, max_tokens=limit or MAX_TOKENS, metadata=self._metadata))
+        params: dict[str, Any] = {"metadata": self._metadata}
+        if spec.wire == "openai-chat":
+            if limit is not None:
+                params["max_tokens"] = limit
+            return Outgoing(rendered.to_openai_chat(
+                model=spec.model, prompt_cache_key=self._session_id, **params))
+        if limit is not None:
+            params["max_output_tokens"] = limit
+        return Outgoing(rendered.to_openai_responses(
+            model=spec.model, prompt_cache_key=self._session_id, **params))
 
     def assistant(self, reply: Reply) -> None:
         calls = [{"id": i, "name": n, "arguments": a} for i, n, a in reply.tool_calls]
@@ -234,15 +320,16 @@ class NaiveHarness(Harness):
     Tools in the source's order with their schemas as loaded (repaired to JSON Schema); the
     assistant message appended as received; breakpoints (Anthropic) at the end of the system
     prompt and on the last block of the last message, moved forward each call. Subclasses
-    override one hook each to add their mistake.
+    override one hook each to add their mistake. OpenAI harnesses keep a Chat Completions
+    transcript; the Responses one converts each body (:func:`responses_body`).
     """
 
-    def __init__(self, session: WorkloadSession, provider: str, model: str,
-                 system_prompt: str) -> None:
+    def __init__(self, session: WorkloadSession, spec: HarnessSpec) -> None:
         self.session = session
-        self.provider, self.model = provider, model
-        self.system = system_prompt
-        self.tools: list[dict[str, Any]] = [_tool_dict(session, name, provider)
+        self.spec = spec
+        self.anthropic = spec.wire == "anthropic"
+        self.system = spec.system_prompt
+        self.tools: list[dict[str, Any]] = [_tool_dict(session, name, self.anthropic)
                                             for name in session.tool_order]
         self.messages: list[dict[str, Any]] = []
 
@@ -263,7 +350,7 @@ class NaiveHarness(Harness):
     # -- transcript ----------------------------------------------------------------------
 
     def user(self, text: str) -> None:
-        if self.provider == "anthropic":
+        if self.anthropic:
             self.messages.append({"role": "user", "content": [{"type": "text", "text": text}]})
         else:
             self.messages.append({"role": "user", "content": text})
@@ -272,7 +359,7 @@ class NaiveHarness(Harness):
         self.messages.append(reply.message)
 
     def tool_result(self, call_id: str, content: str) -> None:
-        if self.provider == "anthropic":
+        if self.anthropic:
             self.messages.append({"role": "user", "content": [
                 {"type": "tool_result", "tool_use_id": call_id, "content": content}]})
         else:
@@ -280,13 +367,14 @@ class NaiveHarness(Harness):
 
     def request(self, now: float) -> Outgoing:
         system = self.system_text(now)
-        if self.provider == "anthropic":
+        spec = self.spec
+        if self.anthropic:
             messages = list(self.messages)
             last = messages[-1]
             messages[-1] = {**last, "content": self.last_blocks(list(last["content"]), now)}
             body: dict[str, Any] = {
-                "model": self.model,
-                "max_tokens": MAX_TOKENS,
+                "model": spec.model,
+                "max_tokens": spec.max_tokens or MAX_TOKENS,
                 "system": [{"type": "text", "text": system, "cache_control": dict(_EPHEMERAL)}],
                 "tools": self.tools_for_request(),
                 "messages": messages,
@@ -294,20 +382,86 @@ class NaiveHarness(Harness):
             }
             return Outgoing(body)
         body = {
-            "model": self.model,
+            "model": spec.model,
             "messages": [{"role": "system", "content": system}, *self.messages],
             "tools": self.tools_for_request(),
             "metadata": {"user_id": self.session.id},
             "prompt_cache_key": self.session.id,
         }
-        return Outgoing(body)
+        if spec.max_tokens is not None:
+            body["max_tokens"] = spec.max_tokens
+        return Outgoing(responses_body(body) if spec.wire == "openai-responses" else body)
 
 
-def _tool_dict(session: WorkloadSession, name: str, provider: str) -> dict[str, Any]:
+def responses_body(chat: Mapping[str, Any]) -> dict[str, Any]:
+    """A naive harness's Chat Completions body as the Responses body the same harness sends.
+
+    Every key keeps its place and every value its key order, so the scenario's mistake (a
+    clock in the system text, re-ordered tools, shuffled schema keys, a rewritten head)
+    reaches the Responses body unchanged:
+
+    * ``messages`` becomes ``instructions`` (the leading system message's text, as a naive
+      Responses harness passes its system prompt) then ``input``: a user or assistant text
+      message as ``{"type": "message", "role", "content"}`` (llama-server reads an assistant
+      item as a message only with its ``type``); an assistant's ``tool_calls`` as one
+      ``{"type": "function_call", "call_id", "name", "arguments"}`` item each, after its text;
+      a tool message as ``{"type": "function_call_output", "call_id", "output"}``;
+    * each tool ``{"type": "function", "function": {...}}`` is flattened in place: the
+      function object's keys, in their order, where ``function`` stood;
+    * ``max_tokens`` is renamed ``max_output_tokens``; other keys pass unchanged.
+
+    The input is not modified. Source: openai-python ``responses/response_create_params.py``
+    (``instructions``, ``input`` items, ``FunctionToolParam``, ``max_output_tokens``).
+
+    Raises:
+        ValueError: A message has a role this conversion does not know.
+    """
+    out: dict[str, Any] = {}
+    for key, value in chat.items():
+        if key == "messages":
+            items = list(value)
+            if items and items[0].get("role") == "system":
+                out["instructions"] = items.pop(0)["content"]
+            out["input"] = [item for message in items for item in _input_items(message)]
+        elif key == "tools":
+            out["tools"] = [_flat_tool(tool) for tool in value]
+        elif key == "max_tokens":
+            out["max_output_tokens"] = value
+        else:
+            out[key] = value
+    return out
+
+
+def _input_items(message: Mapping[str, Any]) -> list[dict[str, Any]]:
+    role = message.get("role")
+    if role == "tool":
+        return [{"type": "function_call_output", "call_id": message["tool_call_id"],
+                 "output": message["content"]}]
+    if role not in ("user", "assistant", "system"):
+        raise ValueError(f"cannot convert a {role!r} message to Responses input")
+    items: list[dict[str, Any]] = []
+    if message.get("content"):
+        items.append({"type": "message", "role": role, "content": message["content"]})
+    for call in message.get("tool_calls") or ():
+        function = call["function"]
+        items.append({"type": "function_call", "call_id": call["id"],
+                      "name": function["name"], "arguments": function["arguments"]})
+    return items
+
+
+def _flat_tool(tool: Mapping[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in tool.items():
+        if key == "function" and isinstance(value, Mapping):
+            out.update(value)
+        else:
+            out[key] = value
+    return out
+
+
+def _tool_dict(session: WorkloadSession, name: str, anthropic: bool) -> dict[str, Any]:
     tool = session.tools[name]
-    if provider == "anthropic":
-        return tool.to_anthropic()
-    return tool.to_openai_chat()
+    return tool.to_anthropic() if anthropic else tool.to_openai_chat()
 
 
 class ClockInSystem(NaiveHarness):
@@ -320,9 +474,8 @@ class ClockInSystem(NaiveHarness):
 class ToolOrderDrift(NaiveHarness):
     """Tools re-listed in a new order at every user turn (MCP servers reconnecting)."""
 
-    def __init__(self, session: WorkloadSession, provider: str, model: str,
-                 system_prompt: str) -> None:
-        super().__init__(session, provider, model, system_prompt)
+    def __init__(self, session: WorkloadSession, spec: HarnessSpec) -> None:
+        super().__init__(session, spec)
         self._rng = random.Random(f"tool-order-drift:{session.id}")
 
     def begin_turn(self, index: int) -> None:
@@ -343,9 +496,8 @@ def _reorder(items: Sequence[Any], rng: random.Random) -> list[Any]:
 class KeyOrderDrift(NaiveHarness):
     """Tool definitions serialized with a fresh key order on every call (hash-ordered maps)."""
 
-    def __init__(self, session: WorkloadSession, provider: str, model: str,
-                 system_prompt: str) -> None:
-        super().__init__(session, provider, model, system_prompt)
+    def __init__(self, session: WorkloadSession, spec: HarnessSpec) -> None:
+        super().__init__(session, spec)
         self._rng = random.Random(f"key-order-drift:{session.id}")
 
     def tools_for_request(self) -> list[dict[str, Any]]:
@@ -390,35 +542,44 @@ class BreakpointMisplaced(NaiveHarness):
                           "cache_control": dict(_EPHEMERAL)}]
 
 
-def _naive(cls: type[NaiveHarness]) -> Callable[[WorkloadSession, str, str, str], Harness]:
-    return lambda session, provider, model, system: cls(session, provider, model, system)
-
-
 SCENARIOS: tuple[Scenario, ...] = (
     Scenario("stableprompt", "the SDK: pinned head, append-only history, clock in the tail",
              "nothing: every call after the first reads the whole previous request, except "
-             "its volatile tail", PROVIDERS,
-             lambda session, provider, model, system: SdkHarness(session, provider, model,
-                                                                 system)),
+             "its volatile tail", PROVIDERS, SdkHarness,
+             engine_predicts="only its volatile tail: every call reads the whole previous "
+             "prompt but the clock message (tens of tokens)"),
     Scenario("clock-in-system", "a current-time line at the top of the system prompt",
              "everything after the clock on every call: Anthropic reads nothing (the first "
              "breakpoint is after the clock); OpenAI keeps only the tools prefix",
-             PROVIDERS, _naive(ClockInSystem)),
+             PROVIDERS, ClockInSystem,
+             engine_predicts="nearly everything on every call: the clock opens the system "
+             "turn, so only the template's opening and the clock's unchanged digits are read"),
     Scenario("tool-order-drift", "tools re-ordered at each user turn (MCP reconnects)",
              "the whole prompt on the first call of every user turn after the first; later "
-             "calls of the turn read normally", PROVIDERS, _naive(ToolOrderDrift)),
+             "calls of the turn read normally", PROVIDERS, ToolOrderDrift,
+             engine_predicts="the first call of every later user turn re-prefills from the "
+             "first moved tool on (the template renders tools after the system text, which "
+             "is still read)"),
     Scenario("key-order-drift", "tool schema keys re-ordered on every call (unsorted maps)",
              "the whole prompt on every call: tools come first, so nothing after them "
-             "matches", PROVIDERS, _naive(KeyOrderDrift)),
+             "matches", PROVIDERS, KeyOrderDrift,
+             engine_predicts="every call re-prefills from the first tool on; the system text "
+             "before the tools is still read (the template keeps wrapper keys in its own order "
+             "but schema keys as sent)"),
     Scenario("head-rewrite-compaction",
              f"every {COMPACT_EVERY_TURNS} turns, a summary rewrites the system prompt",
              "on each compaction call, everything from the system prompt on (Anthropic: the "
              "whole prompt, its first breakpoint being after the system prompt); requests are "
              "shorter afterwards",
-             PROVIDERS, _naive(HeadRewriteCompaction)),
+             PROVIDERS, HeadRewriteCompaction,
+             engine_predicts="each compaction call re-prefills from the end of the original "
+             "system text on (the summary is appended there, before the tools)"),
     Scenario("breakpoint-misplaced", "last breakpoint on a per-call current-time block",
              "all history on every call: only the head (system breakpoint) is read",
-             ("anthropic",), _naive(BreakpointMisplaced)),
+             ("anthropic",), BreakpointMisplaced, wires=("anthropic",),
+             engine_predicts="nearly nothing: llama-server ignores cache_control, so the "
+             "misplaced breakpoint costs only its own clock block, like the SDK's tail "
+             "(a client_mutation by the letter, about the same hit rate as stableprompt)"),
 )
 
 

@@ -33,7 +33,7 @@ import ast
 import zlib
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .._canonical import canonical_json
@@ -218,6 +218,33 @@ class Workload:
             if session.id == session_id:
                 return session
         raise KeyError(session_id)
+
+    def with_short_call_ids(self) -> Workload:
+        """The same workload with 9-character alphanumeric tool-call ids
+        (``call_s012_t03_c01`` -> ``012t03c01``), tool results unchanged.
+
+        Mistral's chat templates refuse any other id ("Tool call IDs should be alphanumeric
+        strings with length 9!", llama.cpp ``models/templates/mistralai-*.jinja``); templates
+        that drop ids (Qwen2.5, ...) render the same prompt either way.
+
+        Raises:
+            InputError: A session has 100 or more turns or calls in a turn, or a key that is
+                not ``s`` plus 3 digits (code ``workload-call``).
+        """
+        sessions = []
+        for session in self.sessions:
+            turns = []
+            for turn in session.turns:
+                calls = []
+                for k, call in enumerate(turn.calls):
+                    short = f"{session.key[1:]}t{turn.index:02d}c{k:02d}"
+                    if len(short) != 9 or not short.isalnum():
+                        raise InputError(f"{session.id}: no 9-character id for {call.id!r}",
+                                         code="workload-call")
+                    calls.append(replace(call, id=short))
+                turns.append(replace(turn, calls=tuple(calls)))
+            sessions.append(replace(session, turns=tuple(turns)))
+        return replace(self, sessions=tuple(sessions))
 
     def responder(self) -> WorkloadResponder:
         """A responder for :class:`~stableprompt.emulator.Emulator` that follows the script."""

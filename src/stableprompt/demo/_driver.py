@@ -1,0 +1,160 @@
+"""What the demo's backends share: the clock, the senders, the session loop, the capture and
+the ledger writes.
+
+A run drives each session like an agent loop (:func:`run_session`): user turn, request, reply,
+tool results, request, ... on a :class:`~stableprompt.emulator.FakeClock` that moves
+:data:`CALL_STEP_S` before every call and :data:`TURN_GAP_S` more before every user turn after
+the first. Requests go out through a *sender* (:data:`SenderFactory`; default
+:func:`client_sender`: our clients), always through a RecordingTransport on the run's
+recorder; :class:`Capture` keeps the exact bodies for ``stableprompt lint``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
+from pathlib import Path
+from typing import IO, Any, Protocol
+
+from .._canonical import wire_json
+from .._client import AnthropicClient, OpenAIClient
+from .._exceptions import LedgerError
+from .._ledger._ledger import Ledger
+from .._recording._recorder import Recorder
+from .._wire._formats import endpoint_path
+from .._wire._request import ProviderRequest
+from ..emulator import FakeClock
+from ._scenarios import Harness, Outgoing, Reply
+from ._workload import WorkloadSession
+
+__all__ = [
+    "API_KEY",
+    "CALL_STEP_S",
+    "DEMO_START_S",
+    "TURN_GAP_S",
+    "Capture",
+    "ProgressCallback",
+    "Sender",
+    "SenderFactory",
+    "Target",
+    "client_sender",
+    "run_session",
+    "write_records",
+]
+
+DEMO_START_S = 1_796_000_400.0
+"""The demo clock's start: 2026-11-30T01:00:00Z. Costs use the prices in effect that day."""
+
+CALL_STEP_S = 6.0
+"""Clock advance before each model call (seconds): a plausible model latency."""
+
+TURN_GAP_S = 20.0
+"""Extra clock advance before each user turn after the first (seconds): user think time."""
+
+API_KEY = "stableprompt-demo"
+"""The key sent to the emulator (the emulator scopes caches by key; it checks nothing)."""
+
+ProgressCallback = Callable[[str, int, int], None]
+"""``(scenario, calls done in this scenario, calls in this scenario)``."""
+
+
+class Capture:
+    """Writes one scenario's request bodies to ``<directory>/<name>.jsonl``:
+    ``{"session", "wire_format", "url", "request"}`` per line, ``request`` being the exact
+    body bytes sent (``url``: the endpoint path of ``wire_format``)."""
+
+    def __init__(self, directory: Path, name: str, wire_format: str) -> None:
+        directory.mkdir(parents=True, exist_ok=True)
+        self._file: IO[bytes] = (directory / f"{name}.jsonl").open("wb")
+        self._prefix = (b',"wire_format":' + wire_json(wire_format) + b',"url":'
+                        + wire_json(endpoint_path(wire_format)) + b',"request":')
+
+    def write(self, session: str, body: bytes) -> None:
+        self._file.write(b'{"session":' + wire_json(session) + self._prefix + body + b"}\n")
+
+    def close(self) -> None:
+        self._file.close()
+
+
+class Target(Protocol):
+    """Where a sender sends: the server root and its OpenAI ``/v1`` root."""
+
+    @property
+    def base_url(self) -> str:
+        """``http://127.0.0.1:<port>`` (Anthropic's ``/v1/messages`` is under it)."""
+        ...
+
+    @property
+    def openai_base_url(self) -> str:
+        """``base_url + "/v1"``."""
+        ...
+
+
+Sender = Callable[[ProviderRequest | dict[str, Any]], dict[str, Any]]
+"""Sends one request body and returns the response JSON; raises when the answer is not 2xx."""
+
+SenderFactory = Callable[[str, Target, Recorder], AbstractContextManager[Sender]]
+"""``(wire, target, recorder) -> context manager yielding a Sender`` for ``wire`` bodies
+(``"anthropic"``, ``"openai-chat"``, ``"openai-responses"``) sent to ``target`` (an
+:class:`~stableprompt.emulator.Emulator` or a llama-server); every call must go through a
+RecordingTransport on ``recorder``."""
+
+
+@contextmanager
+def client_sender(wire: str, target: Target, recorder: Recorder) -> Iterator[Sender]:
+    """The demo's sender: our :class:`~stableprompt.AnthropicClient` / ``OpenAIClient``
+    (exact bytes for ProviderRequests, dicts as JSON in insertion order), no retries."""
+    client: AnthropicClient | OpenAIClient
+    if wire == "anthropic":
+        client = AnthropicClient(API_KEY, base_url=target.base_url, recorder=recorder,
+                                 max_retries=0, timeout_s=120.0)
+    else:
+        client = OpenAIClient(API_KEY, base_url=target.openai_base_url, recorder=recorder,
+                              max_retries=0, timeout_s=120.0)
+    with client:
+        def send(request: ProviderRequest | dict[str, Any]) -> dict[str, Any]:
+            response: dict[str, Any] = client.send(request)
+            return response
+
+        yield send
+
+
+def write_records(ledger: Ledger, records: Sequence[Any]) -> None:
+    """Write a scenario's records to the ledger, in order.
+
+    Raises:
+        LedgerError: A write did not commit (code ``ledger-unavailable``).
+    """
+    for record in records:
+        if ledger.write(record) != "committed":
+            raise LedgerError(f"could not write to the ledger {ledger.path}: "
+                              f"{ledger.open_error}", code="ledger-unavailable")
+
+
+def run_session(session: WorkloadSession, harness: Harness, clock: FakeClock,
+                exchange: Callable[[Outgoing], Reply]) -> Iterator[Reply]:
+    """Drive one session through ``harness`` like an agent loop; yield after each call.
+
+    ``exchange`` sends one request and returns the assistant's reply (the backend's answer,
+    or the script's when the backend's own text is noise).
+
+    Raises:
+        RuntimeError: The replies do not follow the script (an emulator or responder bug).
+    """
+    for turn in session.turns:
+        if turn.index:
+            clock.advance(TURN_GAP_S)
+        harness.begin_turn(turn.index)
+        harness.user(turn.user)
+        for _ in range(turn.model_calls):
+            clock.advance(CALL_STEP_S)
+            reply = exchange(harness.request(clock()))
+            harness.assistant(reply)
+            yield reply
+            if not reply.tool_calls:
+                break
+            for call_id, _name, _arguments in reply.tool_calls:
+                harness.tool_result(call_id, session.call(call_id).result)
+        else:
+            raise RuntimeError(f"{session.id} turn {turn.index}: the replies did not end the "
+                               f"turn after {turn.model_calls} calls")
