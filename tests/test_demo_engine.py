@@ -536,3 +536,38 @@ def test_cli_engine_demo_json(llama_url: str, capsys: pytest.CaptureFixture[str]
         assert row["agreement"] == 1.0 and row["prefill"]["timed_calls"] == row["calls"]
     assert data["engine"]["template_findings"] == {}
     assert data["engine"]["prefill"]["cold_calls"] >= 1
+
+
+def test_a_server_that_will_not_erase_gets_a_reset_request_seeding_the_slot() -> None:
+    """erase_slot reports the server's refusal; reset_slot sends the reset request and returns
+    a slot memory holding its engine tokens and its reply's."""
+    import httpx
+
+    from stableprompt.demo._engine_run import RESET_BODY, erase_slot, reset_slot
+
+    sent: list[tuple[str, Any]] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        sent.append((request.url.path, json.loads(request.content or b"null")))
+        if request.url.path == "/slots/0":
+            return httpx.Response(501, json={"error": {
+                "message": "This server does not support slots action."}})
+        return httpx.Response(200, json={"choices": [{"message": {"content": "zz"}}]})
+
+    class Tokens:
+        def prompt_tokens(self, wire_format: str, body: Any) -> Any:
+            assert (wire_format, body) == ("openai-chat", RESET_BODY)
+            return type("P", (), {"text": "t", "tokens": (1, 2, 3)})()
+
+        def generated_tokens(self, text: str) -> tuple[int, ...]:
+            return (9,) * len(text)
+
+        def detokenize(self, tokens: Any) -> str:
+            return ""
+
+    with httpx.Client(transport=httpx.MockTransport(answer)) as http:
+        assert erase_slot(http, "http://e") == (
+            "HTTP 501: This server does not support slots action.")
+        memory = reset_slot(http, "http://e", Tokens())
+    assert sent[1] == ("/v1/chat/completions", RESET_BODY)
+    assert memory.best([1, 2, 3, 9, 9, 4]) == (5, "slot-reset")

@@ -375,3 +375,26 @@ def test_report_html_path_is_checked_first(tmp_path: Path,
         assert err.count("\n") == 1 and "Traceback" not in err, kind
         assert "--html" in err and str(path) in err, (kind, err)
     assert db.read_bytes() == before
+
+
+def test_self_hosted_calls_are_not_priced_in_one_line() -> None:
+    """A ledger whose calls all went to a self-hosted engine says so in one cost line."""
+    from stableprompt._report._text import pricing_lines
+
+    records = [_rec(0, provider="llama-cpp", model="tiny", verdict="cold"),
+               _rec(1, provider="llama-cpp", model="tiny", read=1900)]
+    assert pricing_lines(summarize(records)) == [
+        "Costs: not priced: the calls went to a self-hosted engine (llama-cpp)."]
+
+
+def test_meta_lines_name_the_keys_of_json_values() -> None:
+    """A JSON object in the ledger metadata (the engine demo's agreement) prints as its keys,
+    other values as they are."""
+    from stableprompt._report._text import meta_lines
+
+    meta = {"backend": "b", "agreement": json.dumps({f"row{i}": {"calls": i} for i in range(6)}),
+            "note": "{not json"}
+    assert meta_lines(meta) == [
+        "Backend: b",
+        "agreement: JSON with 6 keys (row0, row1, row2, row3, ...); see --json, meta.agreement",
+        "note: {not json"]

@@ -16,11 +16,13 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any, TextIO
 
+from .._canonical import loads
 from .._subcommand import rich_console
 from ._calls import CallRow
 from ._summary import VERDICTS, Report
 
 __all__ = [
+    "SELF_HOSTED",
     "ceiling_notes",
     "format_int",
     "format_pct",
@@ -64,17 +66,41 @@ _META_LABELS = {"backend": "Backend", "workload": "Workload", "provider": "Provi
                 "model": "Model"}
 
 
+SELF_HOSTED = frozenset({"llama-cpp", "vllm", "sglang"})
+"""Provider families that are engines someone runs, not priced services."""
+
+
+def _meta_value(key: str, value: str) -> str:
+    """A JSON object value (the llama-server demo's ``agreement``, ``engine``, ``prefill``)
+    as its keys; any other value as it is."""
+    if value.startswith("{"):
+        try:
+            parsed = loads(value)
+        except ValueError:
+            return value
+        if isinstance(parsed, dict):
+            keys = ", ".join(list(parsed)[:4]) + (", ..." if len(parsed) > 4 else "")
+            return f"JSON with {len(parsed)} keys ({keys}); see --json, meta.{key}"
+    return value
+
+
 def meta_lines(meta: Mapping[str, str]) -> list[str]:
     """Ledger metadata as ``"Label: value"`` lines: backend, workload, provider and model
-    first (in that order), then any other key as ``"key: value"``; ``[]`` when empty."""
+    first (in that order), then any other key as ``"key: value"`` (a JSON object value as
+    its keys only); ``[]`` when empty."""
     known = [f"{label}: {meta[key]}" for key, label in _META_LABELS.items() if key in meta]
-    return known + [f"{key}: {value}" for key, value in sorted(meta.items())
+    return known + [f"{key}: {_meta_value(key, value)}" for key, value in sorted(meta.items())
                     if key not in _META_LABELS]
 
 
 def pricing_lines(report: Report) -> list[str]:
-    """Where costs come from (one line), then why some were omitted (one line each)."""
+    """Where costs come from (one line), then why some were omitted (one line each); for
+    calls that all went to a self-hosted engine (:data:`SELF_HOSTED`), one line saying so."""
     pricing = report.pricing
+    providers = {p for s in report.scenarios.values() for p in s.providers}
+    if not pricing.as_of() and providers and providers <= SELF_HOSTED:
+        return [f"Costs: not priced: the calls went to a self-hosted engine "
+                f"({', '.join(sorted(providers))})."]
     if pricing.as_of():
         head = (f"Costs: {pricing.source}, each call priced for its provider and model at the "
                 f"prices in effect on its date ({pricing.as_of()}).")

@@ -36,7 +36,7 @@ from .._subcommand import (
     same_file,
     write_text,
 )
-from ._engine_report import engine_lines, print_engine_tables
+from ._engine_report import engine_lines, finding_lines, print_engine_tables
 from ._engine_run import ENDPOINTS, TEMPLATES, base_url_problem
 from ._run import (
     BACKEND_NOTE,
@@ -205,6 +205,7 @@ def _engine_notes(result: DemoResult) -> list[str]:
         "is what is measured), the transcript takes the scripted assistant turn; tool-call "
         "ids are 9 alphanumeric characters (Mistral's templates demand it).",
     ]
+    lines.extend(ceiling_notes(result.report))
     template = engine.template or "the server's own"
     lines.extend(f"{s.name}: {s.engine_predicts}" for s in SCENARIOS if s.name in scenarios)
     if engine.template != "qwen2.5":
@@ -213,9 +214,8 @@ def _engine_notes(result: DemoResult) -> list[str]:
     skipped: dict[str, list[str]] = {}
     for name, endpoint, _why in engine.skipped:
         skipped.setdefault(name, []).append(endpoint)
-    lines.extend(f"{name}: not run on {', '.join(endpoints)} (it places Anthropic "
-                 "breakpoints, so it exists on messages only)" for name, endpoints in
-                 skipped.items())
+    lines.extend(f"{name}: messages only (its mistake is an Anthropic breakpoint; not run on "
+                 f"{', '.join(endpoints)})" for name, endpoints in skipped.items())
     lines.extend(engine_lines(engine))
     return lines
 
@@ -272,7 +272,7 @@ def _run(args: argparse.Namespace) -> int:
     if engine:
         options = {"base_url": args.base_url, "template": args.template,
                    "endpoints": None if args.endpoint in (None, "all") else [args.endpoint],
-                   "notice": lambda text: stderr.print(text, markup=False)}
+                   "notice": lambda text: stderr.print(text, markup=False, soft_wrap=True)}
     try:
         result = run_demo(workload, provider=args.provider, model=args.model,
                           ledger_path=args.ledger, capture_dir=args.capture, scenarios=names,
@@ -287,8 +287,9 @@ def _run(args: argparse.Namespace) -> int:
         notes.append(f"request bodies written to {args.capture}/<scenario>"
                      f"{'.<endpoint>' if engine else ''}.jsonl")
     if args.html is not None:
+        extra = [] if result.engine is None else finding_lines(result.engine)
         write_text(args.html, html_report(result.report, title="stableprompt demo",
-                                          intro=header, notes=notes))
+                                          intro=header, notes=[*notes, *extra]))
         notes.append(f"HTML report written to {args.html}")
     if args.json:
         sys.stdout.write(json_text(result.to_json()))

@@ -34,6 +34,7 @@ __all__ = [
     "EngineRowReport",
     "PrefillStats",
     "engine_lines",
+    "finding_lines",
     "machine_description",
     "one_line_error",
     "print_engine_tables",
@@ -368,7 +369,33 @@ def engine_lines(engine: EngineReport) -> list[str]:
             f"{p.timed_calls:,} timed calls.")
     lines.append(f"Prefill timings: {engine.timing_sources}.")
     lines.append(f"Isolation: {engine.slot_isolation}; every call decodes at most "
-                 f"{engine.max_tokens} token(s), the transcript follows the script.")
+                 f"{engine.max_tokens} token{'' if engine.max_tokens == 1 else 's'}, the "
+                 "transcript follows the script.")
+    return lines
+
+
+def finding_lines(engine: EngineReport) -> list[str]:
+    """The template findings as text: per row, the calls that lost tokens the client did not
+    change (with the first one's divergent token and the text around it) and the calls the
+    engine refused (with the first one's message)."""
+    findings = [r for r in engine.rows if r.not_append_stable or r.refused]
+    if not findings:
+        return ["template findings: none (every call the template rendered was "
+                "append-stable; no call was refused)"]
+    lines = ["template findings"]
+    for row in findings:
+        first = row.first_not_append_stable
+        if row.not_append_stable and first is not None:
+            lines.append(
+                f"  {row.name}: {row.not_append_stable:,} calls lost tokens the client did not "
+                f"change (template-not-append-stable); first: {first['session']} call "
+                f"{first['turn']}, {first.get('lost_tokens')} tokens lost from engine token "
+                f"{first.get('token_index')}")
+            lines.extend(f"    {key + ':':<10}{first.get(key)!r}"
+                         for key in ("before", "previous", "sent"))
+        if row.refused:
+            lines.append(f"  {row.name}: {row.refused:,} calls refused by the engine (verdict "
+                         f"unknown); first: {row.first_refusal}")
     return lines
 
 
@@ -378,8 +405,8 @@ def print_engine_tables(engine: EngineReport, console: Any) -> None:
 
     table = Table(title="engine prefill (the engine's own timings)", title_justify="left",
                   header_style="bold")
-    for column in ("row", "timed calls", "prefill s", "prefilled tokens", "cold calls",
-                   "cold median ms", "warm calls", "warm median ms", "ms / 1k prefilled"):
+    for column in ("row", "timed", "prefill s", "prefilled", "cold", "cold ms", "warm",
+                   "warm ms", "ms/1k prefilled"):
         table.add_column(column, justify="left" if column == "row" else "right", no_wrap=True)
     for row in (*engine.rows, None):
         p = engine.prefill if row is None else row.prefill
@@ -388,19 +415,9 @@ def print_engine_tables(engine: EngineReport, console: Any) -> None:
                       f"{p.cold_calls:,}", _ms(p.cold_median_ms), f"{p.warm_calls:,}",
                       _ms(p.warm_median_ms), _ms(p.ms_per_1k_prefilled))
     console.print(table)
-    findings = [r for r in engine.rows if r.not_append_stable or r.refused]
-    console.print("template findings" + ("" if findings else ": none (every call the template "
-                                         "rendered was append-stable; no call was refused)"))
-    for row in findings:
-        if row.not_append_stable and row.first_not_append_stable is not None:
-            first = row.first_not_append_stable
-            console.print(
-                f"  {row.name}: {row.not_append_stable:,} calls lost tokens the client did not "
-                f"change (template-not-append-stable); first: {first['session']} turn "
-                f"{first['turn']}, {first.get('lost_tokens')} tokens lost from engine token "
-                f"{first.get('token_index')}", markup=False)
-            for key in ("before", "previous", "sent"):
-                console.print(f"    {key + ':':<10}{first.get(key)!r}", markup=False)
-        if row.refused:
-            console.print(f"  {row.name}: {row.refused:,} calls refused by the engine "
-                          f"(verdict unknown); first: {row.first_refusal}", markup=False)
+    console.print(f"timed = calls with a timing; prefilled = tokens prefilled (not read from "
+                  f"the cache); cold = calls that prefilled >= {COLD_SHARE:.0%} of their "
+                  f"prompt, warm = calls that read >= {WARM_SHARE:.0%} of it from the cache; "
+                  "cold ms / warm ms = their median prefill milliseconds.", markup=False)
+    for line in finding_lines(engine):
+        console.print(line, markup=False)

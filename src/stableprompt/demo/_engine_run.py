@@ -62,7 +62,7 @@ from .._exceptions import InputError
 from .._ledger._ledger import Ledger
 from .._ledger._usage_record import UsageRecord
 from .._recording._engine_tokens import EngineTokenizer
-from .._recording._engine_view import SlotMemory
+from .._recording._engine_view import EngineTokens, SlotMemory
 from .._recording._errors import http_status_error, map_transport_error
 from .._recording._recorder import ENGINE_PROVIDER as RECORD_PROVIDER
 from .._recording._recorder import Recorder
@@ -323,7 +323,7 @@ def erase_slot(http: httpx.Client, base_url: str, slot: int = 0) -> str | None:
     return f"HTTP {answer.status_code}: {message}"
 
 
-def reset_slot(http: httpx.Client, base_url: str, tokenizer: EngineTokenizer) -> SlotMemory:
+def reset_slot(http: httpx.Client, base_url: str, tokenizer: EngineTokens) -> SlotMemory:
     """Send :data:`RESET_BODY` (not recorded) and return a one-slot memory holding what the
     slot holds after it: the request's engine tokens, then those of its reply.
 
