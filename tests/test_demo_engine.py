@@ -559,7 +559,7 @@ def test_a_server_that_will_not_erase_gets_a_reset_request_seeding_the_slot() ->
             assert (wire_format, body) == ("openai-chat", RESET_BODY)
             return type("P", (), {"text": "t", "tokens": (1, 2, 3)})()
 
-        def generated_tokens(self, text: str) -> tuple[int, ...]:
+        def generated_tokens(self, prompt: Any, text: str) -> tuple[int, ...]:
             return (9,) * len(text)
 
         def detokenize(self, tokens: Any) -> str:
@@ -570,4 +570,5 @@ def test_a_server_that_will_not_erase_gets_a_reset_request_seeding_the_slot() ->
             "HTTP 501: This server does not support slots action.")
         memory = reset_slot(http, "http://e", Tokens())
     assert sent[1] == ("/v1/chat/completions", RESET_BODY)
-    assert memory.best([1, 2, 3, 9, 9, 4]) == (5, "slot-reset")
+    # No completion_tokens reported: both reply tokens are kept; the prompt is 3 tokens.
+    assert memory.best([1, 2, 3, 9, 9, 4]) == (5, "slot-reset", 3)
