@@ -327,3 +327,21 @@ def test_untailed_body_drops_the_tail_blocks_or_message() -> None:
         {"role": "user", "content": "q"}]}
     assert untailed_body(chat, first) is None
     assert untailed_body(chat, 99) is None
+
+
+@pytest.mark.parametrize("engine", ["not a url", "", "ftp://x", 12345])
+def test_a_bad_engine_is_refused_at_construction(engine: Any) -> None:
+    from stableprompt import ConfigurationError
+
+    with pytest.raises(ConfigurationError) as info:
+        Recorder(engine=engine)
+    assert info.value.code == "engine-url"
+
+
+@pytest.mark.parametrize("slots", [0, -1, True, 1.5, "2"])
+def test_bad_engine_slots_are_refused(slots: Any) -> None:
+    from stableprompt import ConfigurationError
+
+    with pytest.raises(ConfigurationError) as info:
+        Recorder(engine_slots=slots)
+    assert info.value.code == "engine-slots"

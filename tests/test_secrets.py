@@ -179,3 +179,16 @@ def test_emulator_log_scrubs_the_requests_own_credentials() -> None:
         logged = " ".join(f"{r.path} {r.error_message}" for r in emulator.requests())
     assert "[REDACTED]" in logged
     assert opaque[:8] not in logged and token[4:12] not in logged
+
+
+def test_url_passwords_and_basic_credentials_are_scrubbed() -> None:
+    """An engine URL with user info, and a server echoing its Basic Authorization header,
+    never reach a record (reviewer finding, session 3)."""
+    from stableprompt._redact import redact
+
+    text = ("HTTP 500 from http://admin:hunter2pass@127.0.0.1:37139/apply-template: "
+            "Authorization: Basic YWRtaW46aHVudGVyMnBhc3M= and basic YWRtaW46aHVudGVyMnBhc3M=")
+    out = redact(text)
+    assert "hunter2pass" not in out and "YWRtaW46aHVudGVyMnBhc3M" not in out
+    assert "http://admin:[REDACTED]@127.0.0.1:37139/apply-template" in out
+    assert redact("see https://example.com/a@b") == "see https://example.com/a@b"

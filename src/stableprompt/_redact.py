@@ -23,9 +23,13 @@ _SECRET_PATTERNS = (
     # A header or assignment naming the key: "x-api-key: ...", "api_key=...", "Bearer ...".
     re.compile(
         r"(?i)((?:x-api-key|x-goog-api-key|api[-_]?key|authorization)[\"']?\s*[:=]\s*[\"']?"
-        r"(?:bearer\s+)?)[^\s\"',;}&]+"
+        r"(?:(?:bearer|basic)\s+)?)[^\s\"',;}&]+"
     ),
     re.compile(r"(?i)(bearer\s+)[A-Za-z0-9._~+/\-]{8,}=*"),
+    # HTTP Basic credentials, as a server echoing its Authorization header sends them.
+    re.compile(r"(?i)(basic\s+)[A-Za-z0-9+/]{8,}=*"),
+    # The password of a URL's user info: "http://user:password@host" keeps "http://user:".
+    re.compile(r"(?i)([a-z][a-z0-9+.\-]*://[^\s/:@\"']*:)[^\s/@\"']+(?=@)"),
 )
 _SECRET_PATTERNS_BYTES = tuple(re.compile(p.pattern.encode("ascii")) for p in _SECRET_PATTERNS)
 _SECRET_KEYS = re.compile(
@@ -143,8 +147,9 @@ def redact(value: _T, *, secrets: Iterable[str] = (), fragments: bool = True) ->
     of a key would send);
     ``sk-...`` keys (Anthropic ``sk-ant-...``, OpenAI ``sk-proj-...``; at least 16 characters
     after ``sk-``), Google ``AIza...`` keys, the value after ``x-api-key``/``api_key``/
-    ``Authorization`` (``:`` or ``=``), ``Bearer`` tokens, and the whole value of a dict entry
-    whose key is ``x-api-key``, ``api_key``, ``authorization`` (any case). Dict keys and
+    ``Authorization`` (``:`` or ``=``), ``Bearer`` tokens, HTTP ``Basic`` credentials, the
+    password of a URL's user info (``http://user:[REDACTED]@host``), and the whole value of a
+    dict entry whose key is ``x-api-key``, ``api_key``, ``authorization`` (any case). Dict keys and
     non-string scalars are kept.
 
     Args:

@@ -50,6 +50,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from .._canonical import json_safe, loads
+from .._exceptions import ConfigurationError
 from .._ledger._ledger import Ledger
 from .._ledger._usage_record import UsageRecord, Verdict, scrubbed
 from .._policy import CachePolicy, PolicyTable
@@ -109,6 +110,30 @@ def session_from_request(body: Mapping[str, Any], headers: Any = None) -> str | 
     return hint[0] if hint is not None and hint[1] else None
 
 
+def _engine_of(engine: EngineTokens | str | None) -> EngineTokens | None:
+    """The engine client for ``Recorder(engine=...)``.
+
+    Raises:
+        ConfigurationError: not an ``http(s)://host...`` URL nor an engine client (code
+            ``engine-url``).
+    """
+    if engine is None:
+        return None
+    if isinstance(engine, str):
+        scheme, _, rest = engine.partition("://")
+        if scheme not in ("http", "https") or not rest.strip("/"):
+            raise ConfigurationError(
+                f"engine must be the engine's base URL (http://host:port), got "
+                f"{redact(engine)!r}", code="engine-url")
+        return engine_tokenizer(engine)
+    if not all(callable(getattr(engine, name, None))
+               for name in ("prompt_tokens", "generated_tokens", "detokenize")):
+        raise ConfigurationError(
+            f"engine must be a base URL or an engine client (prompt_tokens, generated_tokens, "
+            f"detokenize), got {type(engine).__name__}", code="engine-url")
+    return engine
+
+
 class Recorder:
     """Records provider calls: prediction, attribution and one ledger row per call.
 
@@ -156,8 +181,9 @@ class Recorder:
 
     Raises:
         ConfigurationError: ``usage_dialect`` names an unknown dialect (code
-            ``usage-dialect``).
-        ValueError: ``engine_slots`` is below 1.
+            ``usage-dialect``); ``engine`` is neither an http(s) URL nor an engine client
+            (``engine-url``); ``engine_slots`` is not an int >= 1 or a SlotMemory
+            (``engine-slots``).
 
     Attributes:
         records: Records of finished calls, oldest first.
@@ -201,8 +227,12 @@ class Recorder:
                 "tokenizer unavailable (%s); estimating tokens as bytes/4", exc.code))
         self.records: list[UsageRecord] = []
         self._index = CallIndex(window_s=session_window_s)
-        self.engine: EngineTokens | None = (
-            engine_tokenizer(engine) if isinstance(engine, str) else engine)
+        self.engine: EngineTokens | None = _engine_of(engine)
+        if isinstance(engine_slots, bool) or not isinstance(engine_slots, (int, SlotMemory)) \
+                or (isinstance(engine_slots, int) and engine_slots < 1):
+            raise ConfigurationError(
+                f"engine_slots must be an int >= 1 (llama-server -np) or a SlotMemory, got "
+                f"{engine_slots!r}", code="engine-slots")
         self._owns_engine = isinstance(engine, str)
         self._slots = (engine_slots if isinstance(engine_slots, SlotMemory)
                        else SlotMemory(engine_slots))
