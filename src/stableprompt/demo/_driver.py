@@ -55,7 +55,7 @@ API_KEY = "stableprompt-demo"
 """The key sent to the emulator (the emulator scopes caches by key; it checks nothing)."""
 
 ProgressCallback = Callable[[str, int, int], None]
-"""``(scenario, calls done in this scenario, calls in this scenario)``."""
+"""``(scenario or llama-server row, calls done in it, calls in it)``."""
 
 
 class Capture:

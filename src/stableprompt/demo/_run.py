@@ -12,7 +12,8 @@ back from the ledger, which also keeps where the calls went (:func:`ledger_meta`
 workload, provider, model) for ``stableprompt report``.
 
 The run is deterministic: fixed clock, scripted ids and answers, seeded drift. Only timings
-(``elapsed_s``, ``latency_ms``) differ between runs.
+(``elapsed_s``, ``latency_ms``) differ between runs. What the backends share (the clock
+constants, the senders, the session loop, the capture) is in :mod:`._driver`.
 """
 
 from __future__ import annotations
