@@ -46,8 +46,11 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
-from .._canonical import loads, wire_json
+from .._canonical import wire_json
+from .._exceptions import HistoryError
 from .._prompt._builder import Conversation, PromptBuilder
+from .._prompt._messages import tool_call_of
+from .._wire._formats import assistant_turn
 from .._wire._request import ProviderRequest
 from ..emulator import AssistantTurn
 from ._workload import WorkloadSession
@@ -139,25 +142,21 @@ class Reply:
         Raises:
             ValueError: The response has no assistant message.
         """
+        fmt = "anthropic" if wire == "anthropic" else "openai-chat"
+        try:
+            turn = assistant_turn(fmt, response)
+            calls = tuple((c.id, c.name, dict(c.arguments)) for c in
+                          (tool_call_of(call) for call in turn.tool_calls))
+        except HistoryError as exc:
+            raise ValueError(f"no assistant message in the response: {exc}") from exc
         if wire == "anthropic":
-            content = response.get("content")
-            if not isinstance(content, list):
-                raise ValueError("Anthropic response without a content list")
-            text = "".join(b.get("text", "") for b in content if b.get("type") == "text")
-            calls = tuple((b["id"], b["name"], dict(b.get("input") or {}))
-                          for b in content if b.get("type") == "tool_use")
-            return cls(text, calls, {"role": "assistant", "content": content})
-        choices = response.get("choices")
-        if not isinstance(choices, list) or not choices:
-            raise ValueError("OpenAI response without choices")
-        message = choices[0].get("message") or {}
-        raw_calls = message.get("tool_calls") or []
-        calls = tuple((c["id"], c["function"]["name"], loads(c["function"]["arguments"] or "{}"))
-                      for c in raw_calls)
+            return cls(turn.text or "", calls, {"role": "assistant",
+                                                "content": response["content"]})
+        message = response["choices"][0]["message"]
         kept: dict[str, Any] = {"role": "assistant", "content": message.get("content")}
-        if raw_calls:
-            kept["tool_calls"] = raw_calls
-        return cls(message.get("content") or "", calls, kept)
+        if message.get("tool_calls"):
+            kept["tool_calls"] = message["tool_calls"]
+        return cls(turn.text or "", calls, kept)
 
     @classmethod
     def from_turn(cls, wire: str, turn: AssistantTurn) -> Reply:
