@@ -33,6 +33,8 @@ callers match on, and, where it applies, a location: ``pointer`` (RFC 6901 JSON 
     └── LedgerError (RuntimeError)         the ledger cannot be opened or migrated
 
     VolatileContentWarning (UserWarning)   volatile content in the head (default mode)
+    IncompleteResponseWarning (UserWarning) a response added to history was cut short
+    BreakpointWarning (UserWarning)        a cache breakpoint that cannot take effect
 
 Errors are raised with ``raise ... from exc`` so the original cause stays attached.
 """
@@ -43,6 +45,7 @@ from ._public import public
 
 __all__ = [
     "BreakpointError",
+    "BreakpointWarning",
     "CanonicalizationError",
     "CaptureError",
     "ConfigurationError",
@@ -50,6 +53,7 @@ __all__ = [
     "EngineError",
     "EngineRequestError",
     "HistoryError",
+    "IncompleteResponseWarning",
     "InputError",
     "LedgerError",
     "PinnedHeadError",
@@ -322,6 +326,47 @@ class VolatileContentWarning(UserWarning):
         self.text = text
         self.start = start
         self.offset = offset
+
+
+class IncompleteResponseWarning(UserWarning):
+    """A response added with ``Conversation.add_response`` was cut short (Anthropic
+    ``stop_reason: "max_tokens"``, Chat ``finish_reason: "length"``, Responses
+    ``status: "incomplete"``): its turn is appended as it is, but text may end mid-sentence
+    and tool calls may be missing.
+
+    Attributes:
+        code: ``history-incomplete``.
+        reason: What the response said (``"finish_reason length"``, ...).
+        pointer: JSON pointer of that field in the response (``/stop_reason``,
+            ``/choices/0/finish_reason``, ``/status``).
+    """
+
+    code = "history-incomplete"
+
+    def __init__(self, message: str, *, reason: str, pointer: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.pointer = pointer
+
+
+class BreakpointWarning(UserWarning):
+    """A cache breakpoint that cannot take effect, so the SDK does not spend it (e.g. one on
+    a prefix shorter than the model's minimum cacheable length).
+
+    Attributes:
+        code: Slug naming the case (``breakpoint-below-minimum``).
+        segment: The segment the breakpoint was for (``system[0]``, ``messages[3]``).
+        tokens: Tokens of the prefix it would end, when known.
+        minimum: The model's minimum cacheable length (tokens), from the policy table.
+    """
+
+    def __init__(self, message: str, *, code: str, segment: str, tokens: int | None,
+                 minimum: int) -> None:
+        super().__init__(message)
+        self.code = code
+        self.segment = segment
+        self.tokens = tokens
+        self.minimum = minimum
 
 
 #: Every class of the tree is public (re-exported by the door).

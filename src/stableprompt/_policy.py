@@ -18,8 +18,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from ._exceptions import PolicyError
 from ._public import public
 
-__all__ = ["POLICY_TABLE_VERSION", "TTL_LABELS_S", "CachePolicy", "PolicyTable", "cache_policy",
-           "default_policies"]
+__all__ = ["POLICY_TABLE_VERSION", "REASONING_RULES", "TTL_LABELS_S", "CachePolicy", "PolicyTable",
+           "ReasoningRule", "cache_policy", "default_policies", "reasoning_rule"]
 
 POLICY_TABLE_VERSION = "2026-11-30"
 
@@ -284,6 +284,79 @@ _DEFAULT_TABLE = PolicyTable()
 def cache_policy(provider: str, model: str, table: PolicyTable | None = None) -> CachePolicy:
     """Look up the cache policy for ``provider``/``model`` in ``table`` (default: shipped)."""
     return (table or _DEFAULT_TABLE).lookup(provider, model)
+
+
+class ReasoningRule(BaseModel):
+    """When a wire format's reasoning content (thinking blocks, reasoning items) may be left
+    out of a later request, as the provider documents it.
+
+    Attributes:
+        wire_format: The format whose responses carry it (``anthropic``, ``openai-responses``,
+            ``openai-chat``).
+        kinds: The block / item types it covers (``thinking``, ``redacted_thinking``,
+            ``reasoning``) or, for Chat, the message fields (``reasoning_content``).
+        required_in_tool_turn: The assistant turn that made tool calls must be sent back with
+            its reasoning, unmodified, while the tool results are answered: dropping it there
+            is an error (Anthropic: a 400 or degraded reasoning; OpenAI: degraded reasoning).
+        earlier_turns_droppable: Reasoning of earlier, finished turns may be omitted.
+        omitting_changes_prefix: Leaving reasoning out of an already-sent turn changes the
+            request's bytes at that turn, so the cached prefix after it is lost.
+        source: Doc URL the rule is read from.
+        as_of: Date (ISO) the source was read.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    wire_format: str
+    kinds: tuple[str, ...]
+    required_in_tool_turn: bool
+    earlier_turns_droppable: bool
+    omitting_changes_prefix: bool = True
+    source: str
+    as_of: str
+
+
+REASONING_RULES: tuple[ReasoningRule, ...] = (
+    # "during tool use, you must pass thinking blocks back to the API for the last assistant
+    # message"; thinking blocks of previous turns may be omitted (the API strips them from
+    # context on older models; Opus 4.5+ / Sonnet 4.6+ keep them by default), and omitting
+    # them changes the messages-cache prefix (PROVIDERS.md, "Thinking blocks").
+    ReasoningRule(
+        wire_format="anthropic", kinds=("thinking", "redacted_thinking"),
+        required_in_tool_turn=True, earlier_turns_droppable=True,
+        source="https://platform.claude.com/docs/en/build-with-claude/extended-thinking"
+               "#preserving-thinking-blocks; " + _ANTHROPIC_DOC,
+        as_of="2026-12-01"),
+    # "when doing function calling with a reasoning model in the Responses API, pass back any
+    # reasoning items returned with the last function call (in addition to the output of the
+    # function)"; with store=false, ask for include=["reasoning.encrypted_content"].
+    ReasoningRule(
+        wire_format="openai-responses", kinds=("reasoning",),
+        required_in_tool_turn=True, earlier_turns_droppable=True,
+        source="https://developers.openai.com/api/docs/guides/reasoning"
+               "#keeping-reasoning-items-in-context",
+        as_of="2026-12-01"),
+    # DeepSeek thinking mode: reasoning_content of the tool-call sub-turns is sent back
+    # within the same user turn; earlier turns' reasoning_content is ignored by the API.
+    ReasoningRule(
+        wire_format="openai-chat", kinds=("reasoning_content", "reasoning"),
+        required_in_tool_turn=True, earlier_turns_droppable=True,
+        source="https://api-docs.deepseek.com/guides/thinking_mode", as_of="2026-12-01"),
+)
+"""Per wire format: when reasoning content may be dropped (sources and dates per entry)."""
+
+
+def reasoning_rule(wire_format: str) -> ReasoningRule:
+    """The :data:`REASONING_RULES` entry of ``wire_format``.
+
+    Raises:
+        PolicyError: no rule for that format (code ``policy-unknown-provider``).
+    """
+    for rule in REASONING_RULES:
+        if rule.wire_format == wire_format:
+            return rule
+    raise PolicyError(f"no reasoning rule for wire format {wire_format!r}",
+                      code="policy-unknown-provider")
 
 
 public(CachePolicy, PolicyTable, cache_policy)
