@@ -157,7 +157,8 @@ class RenderedPrompt:
                                    params=params)
         return ProviderRequest._rendered(
             anthropic.WIRE_FORMAT, anthropic.ENDPOINT, content,
-            anthropic.fingerprints(self, model=model, params=params))
+            anthropic.fingerprints(self, model=model, params=params),
+            tail_count=len(self.tail_texts))
 
     # -- OpenAI -----------------------------------------------------------------------------
 
@@ -190,7 +191,8 @@ class RenderedPrompt:
             openai_chat.WIRE_FORMAT, openai_chat.ENDPOINT, content,
             openai_chat.fingerprints(self, model=model, prompt_cache_key=prompt_cache_key,
                                      system_role=system_role, tail_role=tail_role,
-                                     params=params))
+                                     params=params),
+            tail_count=1 if self.tail else 0)
 
     def to_openai_responses(self, *, model: str, prompt_cache_key: bool | str | None = None,
                             system_role: str = "developer", tail_role: str | None = None,
@@ -209,7 +211,8 @@ class RenderedPrompt:
             openai_responses.WIRE_FORMAT, openai_responses.ENDPOINT, content,
             openai_responses.fingerprints(
                 self, model=model, prompt_cache_key=prompt_cache_key, system_role=system_role,
-                tail_role=tail_role, params=params))
+                tail_role=tail_role, params=params),
+            tail_count=1 if self.tail else 0)
 
 
 public(RenderedPrompt)
