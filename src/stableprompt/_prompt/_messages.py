@@ -128,7 +128,8 @@ class Message:
     @property
     def text(self) -> str:
         """Concatenated text of the message's text blocks and tool results."""
-        parts = [b.get("text") or b.get("content") or "" for b in self._blocks]
+        parts = [b.get("text") or b.get("content") or "" for b in self._blocks
+                 if b.get("type") in ("text", "tool_result")]
         return "\n".join(p if isinstance(p, str) else str(p) for p in parts)
 
     @property
