@@ -22,7 +22,7 @@ from ._exceptions import InputError
 from ._public import public
 from ._redact import redact_slice
 from ._segment import Segment
-from ._volatility import scan_volatile
+from ._volatility import paired_nonce, scan_volatile
 
 __all__ = [
     "CAUSES",
@@ -235,7 +235,7 @@ def _volatile_kind(x: str, y: str) -> str | None:
         for span in scan_volatile(text):
             if span.start < end and span.end > index:
                 return span.kind
-    return None
+    return "nonce" if paired_nonce(x, y, index) else None
 
 
 def _body_path(segment: Segment, inner: str) -> str:
