@@ -18,8 +18,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from ._exceptions import PolicyError
 from ._public import public
 
-__all__ = ["POLICY_TABLE_VERSION", "REASONING_RULES", "TTL_LABELS_S", "CachePolicy", "PolicyTable",
-           "ReasoningRule", "cache_policy", "default_policies", "reasoning_rule"]
+__all__ = ["POLICY_TABLE_VERSION", "REASONING_RULES", "TOKEN_ESTIMATE_MARGIN", "TTL_LABELS_S",
+           "CachePolicy", "PolicyTable", "ReasoningRule", "cache_policy", "default_policies",
+           "reasoning_rule"]
 
 POLICY_TABLE_VERSION = "2026-11-30"
 
@@ -29,6 +30,12 @@ a duration. Anthropic ``cache_control.ttl`` (``"5m"``, ``"1h"``); OpenAI
 ``prompt_cache_options.ttl`` and breakpoint ``ttl`` (``"30m"``, ``"12h"``, GPT-5.6+) and
 ``prompt_cache_retention`` (``"24h"``). Which labels a given model accepts is its policy's
 ``ttls_s`` (sources cited per entry below); the labels' meaning is the same everywhere."""
+
+TOKEN_ESTIMATE_MARGIN = 1.25
+"""How much denser than our cl100k estimate a provider's tokenizer may be on prompt content
+(measured: tool schemas 1.24x, system text 1.04x, user text 0.86x, assistant tool calls 0.72x
+of cl100k; ``reference/ENGINES.md``, 2026-11). A prefix counts as surely below a model's
+``min_cacheable_tokens`` only when its estimate times this margin is still below it."""
 
 _ANTHROPIC_DOC = "https://platform.claude.com/docs/en/build-with-claude/prompt-caching"
 _ANTHROPIC_SKILLS = "anthropics/skills@0da71c3b:skills/claude-api/shared/prompt-caching.md"

@@ -305,13 +305,16 @@ def block_with_breakpoint(message: MessageParts, index: int, ttl: str) -> bytes:
 
 
 def breakpoints(prompt: PromptParts, history_ttl: str, budget: int, *,
-                known: Sequence[tuple[int, str]] = (), scan_from: int = 0) -> dict[Place, str]:
+                known: Sequence[tuple[int, str]] = (), scan_from: int = 0,
+                short: frozenset[Place] = frozenset()) -> dict[Place, str]:
     """Choose breakpoint places -> TTL label, in prompt order.
 
     User-placed ones are kept where the user put them; the SDK adds one at the end of the
     stable history, one at the end of the head, and, when the previous render's history
     breakpoint is :data:`LOOKBACK_BLOCKS` or more blocks back, one kept there (carry); SDK
-    breakpoints are dropped (carry, then head) past the budget.
+    breakpoints are dropped (carry, then head) past the budget. SDK places in ``short`` (their
+    prefix is below the model's minimum cacheable length, see
+    ``RenderedPrompt.to_anthropic``) are not spent: a marker there would write nothing.
 
     Raises:
         BreakpointError: user-placed breakpoints exceed the budget (code
@@ -335,12 +338,14 @@ def breakpoints(prompt: PromptParts, history_ttl: str, budget: int, *,
             f"{len(user)} user-placed cache breakpoints exceed the budget of {budget}",
             code="breakpoint-budget")
     sdk: list[tuple[Place, str]] = []  # in priority order: history, head, carry
-    if messages:
-        sdk.append((("message", len(messages) - 1), history_ttl))
+    history: Place = ("message", len(messages) - 1)
+    if messages and history not in short:
+        sdk.append((history, history_ttl))
     if head.system:
         sdk.append((("system", len(head.system) - 1), head.head_ttl))
     elif len(head.tools):
         sdk.append((("tool", len(head.tools) - 1), head.head_ttl))
+    sdk = [(place, ttl) for place, ttl in sdk if place not in short]
     carry = prompt.previous_breakpoint
     if carry is not None and carry < len(messages) - 1:
         distance = 0
@@ -354,7 +359,7 @@ def breakpoints(prompt: PromptParts, history_ttl: str, budget: int, *,
     for key, ttl in sdk:
         if key not in marks and len(marks) < budget:
             marks[key] = ttl
-    if messages and ("message", len(messages) - 1) not in marks:
+    if messages and history not in marks and history not in short:
         placed = ", ".join(f"{_PLACE_NAMES[where]}[{i}]" for where, i in sorted(
             user, key=lambda place: (_PLACE_ORDER[place[0]], place[1])))
         raise BreakpointError(
@@ -381,11 +386,13 @@ _ROLE_TAILS = {role: b',"role":' + canonical_json(role) + b"}" for role in ("use
 
 
 def render(prompt: PromptParts, *, model: str, max_tokens: int, history_ttl: str,
-           max_breakpoints: int, params: Mapping[str, Any]) -> bytes:
+           max_breakpoints: int, params: Mapping[str, Any],
+           short: frozenset[Place] = frozenset()) -> bytes:
     """The Messages request body (tools -> system -> messages, tail last) as exact bytes.
 
     See :meth:`RenderedPrompt.to_anthropic <stableprompt.RenderedPrompt.to_anthropic>` for
-    the arguments and the breakpoint rules; ``prompt`` is already checked non-empty.
+    the arguments and the breakpoint rules; ``prompt`` is already checked non-empty;
+    ``short`` are the SDK places not to spend (see :func:`breakpoints`).
 
     Raises:
         InputError: bad ``max_tokens`` (code ``render-param``) or a param clash.
@@ -410,7 +417,8 @@ def render(prompt: PromptParts, *, model: str, max_tokens: int, history_ttl: str
         found = None
     done, (prefix, known) = found if found is not None else (0, (None, ()))
 
-    marks = breakpoints(prompt, history_ttl, max_breakpoints, known=known, scan_from=done)
+    marks = breakpoints(prompt, history_ttl, max_breakpoints, known=known, scan_from=done,
+                        short=short)
     head_fields = _head_fields(head, tuple((place, ttl) for place, ttl in marks.items()
                                            if place[0] != "message"))
     user = {("message", mi): ttl for mi, ttl in known}
