@@ -142,3 +142,20 @@ def test_reasoning_rules_are_sourced_data() -> None:
     assert reasoning_rule("anthropic").required_in_tool_turn
     with pytest.raises(LookupError):
         reasoning_rule("gemini")
+
+
+@pytest.mark.parametrize("fmt", ["anthropic", "openai-responses"])
+def test_incremental_fingerprints_cover_reasoning(fmt: str) -> None:
+    """The renderer's incrementally chained fingerprint of a history with kept reasoning is
+    the one the request segmenter (recorder, lint) computes from the body."""
+    from stableprompt import segment_request
+
+    conv = conversation()
+    conv.add_response(ANTHROPIC if fmt == "anthropic" else RESPONSES)
+    conv.tool_result(conv.open_tool_calls[0], "12.50 EUR")
+    prompt = conv.render()
+    request = (prompt.to_anthropic(model="claude-sonnet-5", max_tokens=64) if fmt == "anthropic"
+               else prompt.to_openai_responses(model="gpt-5.2"))
+    segmented = segment_request(fmt, request.body)
+    assert (request.fingerprint, request.head_fingerprint) == (
+        segmented.fingerprint, segmented.head_fingerprint)

@@ -207,11 +207,13 @@ def items(message: MessageParts) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     blocks = message.wire_blocks
     texts = [b["text"] for b in blocks if b["type"] == "text"]
+    texts_done = False
     for b in blocks:  # in block order: a kept reasoning item stays where the response had it
         kind = b["type"]
         if kind == "text":
-            if b is not next(x for x in blocks if x["type"] == "text"):
+            if texts_done:
                 continue  # the texts are one message item, at the first text's place
+            texts_done = True
             if message.role == "assistant":
                 # Input items replaying assistant text take string content (EasyInputMessage);
                 # output_text parts would need the output message's id/status/annotations.
