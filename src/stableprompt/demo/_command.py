@@ -7,7 +7,13 @@ rate, ceiling, share of the ceiling, agreement, cost) and the verdict table; lla
 have one row per scenario and endpoint (``stableprompt/chat``) and add the engine's prefill
 table (cold vs warm milliseconds) and the template findings. ``--json`` prints the same as
 JSON instead (see :meth:`DemoResult.to_json`). A progress bar goes to stderr when it is a
-terminal (never with ``--json``); so do the engine's build and start notices.
+terminal (never with ``--json``); in a log or a pipe an engine run says each finished row on
+stderr instead; so do the engine's build and start notices.
+
+Exit status: 0, or 1 when an engine row measured nothing because the engine refused its every
+call (e.g. a chat template that demands alternating roles): the output is still printed, and
+one stderr line names the rows and the first refusal. SIGTERM stops a started engine before
+exiting (143; see :mod:`stableprompt._cli`).
 
 Output paths (``--ledger``, ``--html``, ``--capture``) and ``--model`` are checked while the
 arguments are parsed, so a bad one fails at once with a one-line usage error naming the option
@@ -268,6 +274,10 @@ def _run(args: argparse.Namespace) -> int:
             progress.update(tasks[name], completed=done)
 
         progress.start()
+    elif not args.json and engine:  # a long run in a log or pipe: one line per finished row
+        def progress_cb(name: str, done: int, total: int) -> None:
+            if done == total:
+                stderr.print(f"{name}: {total} calls done", markup=False, soft_wrap=True)
     options: dict[str, Any] = {}
     if engine:
         options = {"base_url": args.base_url, "template": args.template,
@@ -291,9 +301,10 @@ def _run(args: argparse.Namespace) -> int:
         write_text(args.html, html_report(result.report, title="stableprompt demo",
                                           intro=header, notes=[*notes, *extra]))
         notes.append(f"HTML report written to {args.html}")
+    failed = _refused_rows(result)
     if args.json:
         sys.stdout.write(json_text(result.to_json()))
-        return 0
+        return _exit_status(failed, stderr)
     console = make_console(sys.stdout)
     for line in header:
         console.print(line)
@@ -307,7 +318,24 @@ def _run(args: argparse.Namespace) -> int:
     else:
         print_tables(result.report, title=title, file=sys.stdout, notes=notes)
     console.print(f"({result.elapsed_s:.1f} s)")
-    return 0
+    return _exit_status(failed, stderr)
+
+
+def _refused_rows(result: DemoResult) -> list[str]:
+    """Rows whose every call the engine refused (measured nothing), with the first refusal."""
+    if result.engine is None:
+        return []
+    return [f"{row.name} ({row.first_refusal})" for row in result.engine.rows if row.all_refused]
+
+
+def _exit_status(failed: list[str], stderr: Any) -> int:
+    """1 when a row measured nothing (its every call was refused), else 0."""
+    if not failed:
+        return 0
+    stderr.print(f"stableprompt demo: error: the engine refused every call of {len(failed)} "
+                 f"row{'s' if len(failed) != 1 else ''}, which measured nothing: "
+                 f"{'; '.join(failed)}", markup=False, soft_wrap=True)
+    return 1
 
 
 SUBCOMMAND = Subcommand(
