@@ -8,6 +8,7 @@
 - ``_snippets``: before/after snippets of a prefix change from stored request bodies.
 - ``_text``: the terminal tables.
 - ``_html``: the self-contained HTML page.
+- ``_charts``: its charts (matplotlib, optional ``report`` extra; imported only to draw).
 - ``_otel``: export_otel, one OpenTelemetry GenAI span per record.
 - ``_command``: ``stableprompt report`` (arguments, reading and merging ledgers, output).
 """
