@@ -749,6 +749,7 @@ class Conversation:
             removed_tokens=removed_tokens,
             summary_tokens=summary_tokens,
             saved_tokens_per_turn=saved,
+            summary=prefix + summary,
         )
 
     def _prefix_fingerprint(self) -> str:
