@@ -109,7 +109,13 @@ from typing import Any
 
 from .._diff import common_prefix_len, diff, first_divergent_index, lcp_bytes
 from .._exceptions import CaptureError, PolicyError
-from .._policy import TTL_LABELS_S, CachePolicy, PolicyTable, cache_policy
+from .._policy import (
+    TTL_LABELS_S,
+    CachePolicy,
+    PolicyTable,
+    cache_policy,
+    content_shape_change,
+)
 from .._public import public
 from .._segment import HEAD_KINDS, Segment
 from .._tokens import EstimatingTokenCounter
@@ -576,6 +582,13 @@ class _Linter:
         if divergence is None or expected or event is not None:
             return
         x = a.segments[divergence.segment_index]
+        if x.kind == "message" and divergence.segment_index < len(b.segments):
+            y = b.segments[divergence.segment_index]
+            if content_shape_change(a.data[x.start:x.end], b.data[y.start:y.end]):
+                self._hit("content-shape-changed", b.index,
+                          f"request {b.index} re-sends the text of {x.name} (request "
+                          f"{a.index}) in the other content shape ({x.name} -> {y.name}): "
+                          "a string and one text block are different bytes to the cache")
         if x.kind == "message" and x.breakpoint is not None:
             self._hit("breakpoint-on-per-turn-block", b.index,
                       f"request {a.index} put a breakpoint on {x.name}, which changed in "
