@@ -233,3 +233,16 @@ def test_bad_events_are_typed_errors(events: Any) -> None:
         assert info.value.pointer == "/events/0"
     with pytest.raises(InputError):
         assert_prefix_stable(requests, events=events)
+
+
+def test_known_session_single_turn_requests() -> None:
+    """In a known session, single-turn requests with their own prompts are separate
+    conversations (no compaction, no break), while the same prompt re-sent with a changed
+    system prompt is paired and named."""
+    separate = lint_requests([_body("q1"), _body("q2"), _body("q3")], sessions=["s"] * 3)
+    assert [p.predecessor for p in separate.pairs] == [None, None, None]
+    resent = lint_requests([_body("q1"), _body("q1", system=INSTRUCTIONS + " Be terse.")],
+                           sessions=["s", "s"])
+    pair = resent.pair(1)
+    assert pair.predecessor == 0 and pair.is_break and pair.divergence is not None
+    assert pair.divergence.path == "/system/0/text"

@@ -24,10 +24,12 @@ lookups; no pairwise comparisons), in order:
    that point (compared by digest) was *rewritten*; it is the predecessor.
 2. A request with no assistant turn yet (an opening request):
 
-   - in a known session: a new conversation, unless the best candidate (as in 4) is a
-     multi-turn request with the same model, cache-key parameters and tools (the session
+   - in a known session: a new conversation, unless the candidate with the same opening
+     message (the same prompt re-sent), else the best candidate (as in 4) if it is a
+     multi-turn request, has the same model, cache-key parameters and tools (the session
      restarted its history on the same lineage: compaction, a rewritten head). Subagents and
-     side requests that share a session id but not the tools or model start their own;
+     side requests that share a session id but not the tools or model start their own, and
+     so does a single-turn request after another under the same key;
    - else the candidate with the same opening message block (the same prompt re-sent: a retry,
      new parameters, a new tail value), sharing the most segments;
    - else, when some candidate shares the request's whole head, a new conversation on that
@@ -103,7 +105,6 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -121,13 +122,10 @@ from .._segment import HEAD_KINDS, Segment
 from .._tokens import EstimatingTokenCounter
 from .._wire._formats import (
     BODY_KEYS,
-    HISTORY_KEYS,
     WIRE_FORMATS_WITH_REQUESTS,
     detect,
     segment_request,
-    session_hint,
 )
-from .._wire._segmenter import SegmentedRequest
 from ._capture import CaptureEntry, CaptureProblem, Skipped, iter_capture
 from ._divergence import is_expected_divergence, value_snippet
 from ._events import EventQueue
@@ -139,6 +137,12 @@ from ._findings import (
     head_findings,
     tool_order_findings,
 )
+from ._requests import Req as _Req
+from ._requests import RequestIndex as _Index
+from ._requests import continues as _continues
+from ._requests import head_count as _head_count
+from ._requests import make_req as _make_req
+from ._requests import ratio as _ratio
 from ._results import LintFinding, LintPair, LintReport, LintSummary
 
 __all__ = [
@@ -161,134 +165,7 @@ def _method(counter: EstimatingTokenCounter) -> str:
     return "bytes/4 estimate" if counter.fell_back else "cl100k estimate"
 
 
-# -- internals -------------------------------------------------------------------------------
-
-
-@dataclass(slots=True, eq=False)
-class _Req:
-    """A segmented request, body dropped (memory stays ~ the segment data).
-
-    ``scope``: the id that restricts predecessor candidates (session, ``metadata.user_id`` or
-    ``prompt_cache_key``: different routing keys never share a cache). ``session``: the same id
-    when it names one conversation (see :func:`_session_of`), else ``None``.
-    """
-
-    pos: int
-    index: int
-    source: str
-    wire_format: str
-    group: str | None  # the capture file in a directory (conversations never cross files)
-    scope: str | None
-    session: str | None
-    hinted: bool  # session taken from the body (a hint), not from the capture record
-    model: str | None
-    segments: tuple[Segment, ...]
-    data: bytes
-    has_assistant: bool
-    breakpoints: tuple[Segment, ...]
-    first_message_digest: str | None
-
-
-@dataclass(slots=True)
-class _Index:
-    by_digest: dict[str, list[int]] = field(default_factory=dict)
-    by_last: dict[str, int] = field(default_factory=dict)
-    by_first: dict[str, list[int]] = field(default_factory=dict)
-    by_segment: dict[str, list[int]] = field(default_factory=dict)  # standalone digest
-    all: list[int] = field(default_factory=list)
-
-    def add(self, req: _Req) -> None:
-        by_segment = self.by_segment
-        for seg in req.segments:
-            self.by_digest.setdefault(seg.prefix_digest, []).append(req.pos)
-            positions = by_segment.setdefault(seg.digest, [])
-            if not positions or positions[-1] != req.pos:
-                positions.append(req.pos)
-        if req.segments:
-            self.by_last[req.segments[-1].prefix_digest] = req.pos
-        if req.first_message_digest is not None:
-            self.by_first.setdefault(req.first_message_digest, []).append(req.pos)
-        self.all.append(req.pos)
-
-
-def _has_assistant(wire_format: str, body: Mapping[str, Any]) -> bool:
-    items = body.get(HISTORY_KEYS[wire_format])
-    if not isinstance(items, list):
-        return False
-    for item in items:
-        if not isinstance(item, Mapping):
-            continue
-        role, kind = item.get("role"), item.get("type")
-        if role == "assistant" or (role == "tool" and wire_format == "openai-chat"):
-            return True
-        if isinstance(kind, str) and (kind.endswith(("_call", "_call_output"))
-                                      or kind in ("reasoning", "item_reference", "compaction")):
-            return True
-    return False
-
-
-def _session_of(entry_session: str | None, body: Mapping[str, Any]) -> tuple[
-        str | None, str | None, bool]:
-    """``(scope, session, hinted)`` of a request.
-
-    The capture record's ``session`` names a conversation. A body's ``metadata.user_id`` or
-    ``prompt_cache_key`` is only a hint (``hinted``): many harnesses use one per user or per
-    head, and it stops counting as a session when conversations interleave under it
-    (:meth:`_Linter._interleaved`). A ``prompt_cache_key`` starting with ``sp-`` is the one
-    stableprompt derives from the head fingerprint (``prompt_cache_key=True``): it names a
-    lineage, never a conversation, so it only scopes candidates.
-    """
-    if entry_session is not None:
-        return entry_session, entry_session, False
-    hint = session_hint(body)
-    if hint is None:
-        return None, None, False
-    value, names_conversation = hint
-    return value, (value if names_conversation else None), True
-
-
-def _make_req(pos: int, entry: CaptureEntry, seg: SegmentedRequest, group: bool) -> _Req:
-    segments = seg.segments
-    first = next((s.digest for s in segments if s.kind == "message"), None)
-    scope, session, hinted = _session_of(entry.session, entry.body)
-    return _Req(
-        pos=pos, index=entry.index, source=entry.source, wire_format=seg.wire_format,
-        group=entry.group if group else None,
-        scope=scope, session=session, hinted=hinted, model=seg.model, segments=segments,
-        data=seg.data, has_assistant=_has_assistant(seg.wire_format, entry.body),
-        breakpoints=tuple(s for s in segments if s.breakpoint is not None),
-        first_message_digest=first,
-    )
-
-
-def _continues(a: _Req, b: _Req, start: int = 0) -> bool:
-    """Whether ``b`` re-sends (same bytes, by digest, anywhere) at least a quarter of the bytes
-    of ``a``'s message blocks from segment ``start`` on: evidence that ``b`` continues ``a``'s
-    conversation. Stock phrases two conversations share ("Let me check.") stay far below."""
-    sizes: dict[str, int] = {}
-    total = 0
-    for s in a.segments[start:]:
-        if s.kind == "message":
-            sizes[s.digest] = s.size_bytes
-            total += s.size_bytes
-    if not total:
-        return False
-    shared = sum(sizes.pop(s.digest, 0) for s in b.segments if s.kind == "message")
-    return 4 * shared >= total
-
-
-def _head_count(req: _Req) -> int:
-    """How many leading segments of ``req`` are head segments (params, tools, system)."""
-    n = 0
-    for s in req.segments:
-        if s.kind not in HEAD_KINDS:
-            break
-        n += 1
-    return n
-
-
-def _ratio(part: int, whole: int) -> float:
-    return part / whole if whole else 1.0
+# -- internals: see ._requests ----------------------------------------------------------
 
 
 class _Linter:
@@ -427,11 +304,15 @@ class _Linter:
                             return a
                 return self.reqs[full]
         if not b.has_assistant:  # an opening request
-            if b.session is not None:  # a known session: a compaction on the same lineage
-                best = self._most_bytes(b, k, index)  # continues it; a subagent starts its own
-                same_lineage = best is not None and best.has_assistant and all(
-                    s.kind not in ("param", "tool") for s in (*best.segments[k:], *segs[k:]))
-                return best if same_lineage else None  # (a single-turn request: a new one)
+            if b.session is not None:  # a known session: the same prompt re-sent, or a
+                same = self._same_opening(b, index)  # compaction on the same lineage,
+                best = same or self._most_bytes(b, k, index)  # continues it; a subagent
+                if best is None or not (same or best.has_assistant):  # starts its own
+                    return None  # (and so does a single-turn request after another)
+                j = first_divergent_index(best.segments, segs)
+                same_lineage = all(s.kind not in ("param", "tool")
+                                   for s in (*best.segments[j:], *segs[j:]))
+                return best if same_lineage else None
             same = self._same_opening(b, index)
             if same is not None:  # the same prompt again (a retry, new params, a new tail)
                 return same
