@@ -224,7 +224,8 @@ def _run(args: argparse.Namespace) -> int:
         selection.append(f"session {args.session!r}")
     if since is not None:
         selection.append(f"calls since {since.isoformat().replace('+00:00', 'Z')}")
-    notes = [f"ceiling: append-only bound (whole previous request of the same session); "
+    notes = [f"ceiling: append-only bound (the session's whole previous request, or the prefix "
+             f"shared with another session's call, within the TTL); "
              f"hit rate and ceiling are shares of input tokens. {len(records)} records.",
              *([f"{duplicates:,} rows repeated a record id already read from an earlier "
                 "ledger: counted once."] if duplicates else []),

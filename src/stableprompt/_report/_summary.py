@@ -16,13 +16,26 @@ groups them by ``scenario`` and ``session_id``. Every number comes from the reco
   (:attr:`~._calls.CallRow.partial`); ``lost_tokens`` / ``lost_usd``: what the verdicts say
   was lost (:mod:`._calls`).
 * ``hit_rate``: ``cache_read_tokens / input_tokens`` (token-weighted, DESIGN.md).
-* ``ceiling``: the append-only upper bound on the same calls, as a hit rate. For each call with
-  known usage, in ledger order within its scenario and session, an append-only harness could at
-  best read the whole previous request of the same session: ``min(previous input_tokens,
-  this call's input_tokens)``, floored to the model's cache granularity and 0 when below its
-  minimum cacheable length (:func:`~stableprompt.cache_policy`); a session's first call has
-  ceiling 0. It uses request sizes only, so a scenario's own mistakes do not lower it. Reads of
-  another session's identical head can exceed it (the demo gives each session its own head).
+* ``ceiling``: the append-only upper bound on the same calls, as a hit rate: for each call with
+  known usage, the most an append-only harness could read from *any* earlier call of the
+  selection still within the cache TTL (:class:`Ceilings`), so reads can only exceed it
+  when the cache was warm from calls outside the ledger (:func:`~._text.ceiling_notes`).
+  Two sources, the larger wins:
+
+  - its own session's previous request, whole (an append-only harness repeats it byte for
+    byte): ``min(previous input_tokens, this call's input_tokens)``. This uses request sizes
+    only, so a scenario's own mistakes do not lower it;
+  - another session's call sharing its prefix (sessions forked from one head, subagents with
+    the same spec): the call the recorder compared it with (``predecessor_id``) when that call
+    belongs to another session, credited with the prefix they share (``verdict_detail
+    ["lcp_tokens_scaled"]``, provider tokens; else ``lcp_tokens``), at most that call's size.
+
+  Either source counts only within the TTL: the gap from that earlier call's send time to
+  this call's is at most the call's TTL (``verdict_detail["ttl_s"]``, else the policy's
+  default, :attr:`~stableprompt.CachePolicy.default_ttl_s`; no TTL for self-hosted engines).
+  The result is floored to the model's cache granularity and is 0 below its minimum cacheable
+  length (:func:`~stableprompt.cache_policy`); a session's first call without a cross-session
+  source has ceiling 0.
 * ``verdicts``: count per attribution verdict (all seven keys, zeros included).
 * ``agreement``: fraction of calls with both numbers known whose predicted cache reads
   (``predicted_cache_read_tokens``) equal the reported ones within the provider's granularity
@@ -44,10 +57,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from .._ledger._usage_record import UsageRecord
-from .._policy import PolicyTable, cache_policy
+from .._policy import CachePolicy, PolicyTable, cache_policy
 from ._calls import EXCLUSIONS, CallRow, Cliff, call_row, exclusion, find_cliffs
 from ._causes import CauseRow, rank_causes
 from ._pricing import Pricing, genai_prices_version
@@ -58,6 +72,7 @@ __all__ = [
     "NO_SCENARIO",
     "NO_SESSION",
     "VERDICTS",
+    "Ceilings",
     "Pricing",
     "Report",
     "ScenarioReport",
@@ -367,13 +382,71 @@ def _round(value: float | None) -> float | None:
 
 
 def _policy(provider: str | None, model: str | None,
-            policies: PolicyTable | None) -> tuple[int, int]:
-    """``(min_cacheable_tokens, granularity_tokens)``; ``(0, 1)`` for unknown providers."""
+            policies: PolicyTable | None) -> CachePolicy | None:
+    """The call's cache policy, ``None`` for unknown providers (minimum 0, granularity 1,
+    no TTL)."""
     try:
-        policy = cache_policy(provider or "", model or "", policies)
+        return cache_policy(provider or "", model or "", policies)
     except LookupError:
-        return 0, 1
-    return policy.min_cacheable_tokens, policy.granularity_tokens
+        return None
+
+
+def _ttl_s(record: UsageRecord, policy: CachePolicy | None) -> int | None:
+    """The TTL (seconds) of ``record``'s cache entries: ``verdict_detail["ttl_s"]`` (what the
+    request chose), else the policy's default; ``None``: no TTL."""
+    value = record.verdict_detail.get("ttl_s")
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    return None if policy is None else policy.default_ttl_s
+
+
+@dataclass(frozen=True, slots=True)
+class _Seen:
+    """What the ceiling needs of an earlier call: its session key, send time, size."""
+
+    key: tuple[str, str]
+    ts: datetime
+    total: int
+
+
+class Ceilings:
+    """The append-only ceiling of each call in ledger order (module docstring, ``ceiling``):
+    the best of its session's previous request and the prefix it shares with another session's
+    call (its ``predecessor_id``), either only within the TTL."""
+
+    def __init__(self) -> None:
+        self._last: dict[tuple[str, str], _Seen] = {}
+        self._by_id: dict[str, _Seen] = {}
+
+    def next(self, record: UsageRecord, key: tuple[str, str],
+             policy: CachePolicy | None) -> int:
+        """The ceiling (tokens) of ``record`` (of session ``key``), then remember it as an
+        earlier call. A call whose size is unknown or implausible has ceiling 0 and bounds
+        nothing later."""
+        total = record.input_tokens_total
+        if total is None or record.usage_inconsistent:
+            return 0
+        ttl = _ttl_s(record, policy)
+        best = 0
+        before = self._last.get(key)
+        if before is not None and _alive(before, record.ts_utc, ttl):
+            best = min(before.total, total)
+        other = self._by_id.get(record.predecessor_id or "")
+        if other is not None and other.key != key and _alive(other, record.ts_utc, ttl):
+            shared = record.verdict_detail.get("lcp_tokens_scaled", record.lcp_tokens)
+            if isinstance(shared, int) and not isinstance(shared, bool):
+                best = max(best, min(shared, other.total, total))
+        # The request size is known (even when its reads are not): it bounds later calls.
+        seen = _Seen(key, record.ts_utc, total)
+        self._last[key] = self._by_id[record.record_id] = seen
+        granularity = policy.granularity_tokens if policy is not None else 1
+        minimum = policy.min_cacheable_tokens if policy is not None else 0
+        best = best // granularity * granularity
+        return best if best >= minimum else 0
+
+
+def _alive(earlier: _Seen, now: datetime, ttl_s: int | None) -> bool:
+    return ttl_s is None or (now - earlier.ts).total_seconds() <= ttl_s
 
 
 def summarize(records: Iterable[UsageRecord], *, policies: PolicyTable | None = None,
@@ -390,7 +463,7 @@ def summarize(records: Iterable[UsageRecord], *, policies: PolicyTable | None = 
         ledger order.
     """
     scenarios: dict[str, ScenarioReport] = {}
-    previous: dict[tuple[str, str], int] = {}
+    ceilings = Ceilings()
     pricing = Pricing(source=genai_prices_version() or "genai-prices not installed")
     notes: dict[str, None] = {}
     rows: list[CallRow] = []
@@ -408,16 +481,9 @@ def summarize(records: Iterable[UsageRecord], *, policies: PolicyTable | None = 
             scenario.models.append(record.model)
         if record.provider and record.provider not in scenario.providers:
             scenario.providers.append(record.provider)
-        minimum, granularity = _policy(record.provider, record.model, policies)
-        total = record.input_tokens_total
-        ceiling = 0
-        if total is not None and not record.usage_inconsistent:
-            # The request size is known (even when its reads are not): it bounds the next call.
-            before = previous.get((name, sid))
-            if before is not None:
-                best = min(before, total) // granularity * granularity
-                ceiling = best if best >= minimum else 0
-            previous[(name, sid)] = total
+        policy = _policy(record.provider, record.model, policies)
+        granularity = policy.granularity_tokens if policy is not None else 1
+        ceiling = ceilings.next(record, (name, sid), policy)
         snippets = None
         if (record.verdict == "client_mutation" and record.content is not None
                 and record.predecessor_id is not None):
