@@ -5,7 +5,6 @@ and bad ledgers (corrupt rows, schema versions merged)."""
 from __future__ import annotations
 
 import json
-import sqlite3
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -99,3 +98,75 @@ def test_cross_session_credit_is_the_shared_prefix_only() -> None:
     assert summarize(records, price=False).calls[1].ceiling_tokens == 2100
     alone = summarize(records[1:], price=False)
     assert alone.calls[0].ceiling_tokens == 0
+
+
+# --------------------------------------------------------------------------- in process
+
+
+@pytest.fixture(scope="module")
+def demo_ledgers(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Any, Path]]:
+    """The synthetic demo, kept as a ledger, on both emulated wire formats (Anthropic
+    Messages, OpenAI Chat Completions)."""
+    from stableprompt.demo import run_demo, synthetic_workload
+
+    out = {}
+    for provider in ("anthropic", "openai"):
+        path = tmp_path_factory.mktemp(provider) / "demo.db"
+        out[provider] = run_demo(synthetic_workload(), provider=provider, ledger_path=path), path
+    return out
+
+
+@pytest.mark.parametrize("provider", ["anthropic", "openai"])
+def test_summarize_equals_report_json(provider: str, demo_ledgers: dict[str, tuple[Any, Path]],
+                                      capsys: pytest.CaptureFixture[str]) -> None:
+    """The public summarize(records) gives the numbers of `stableprompt report --json` on the
+    same ledger: its JSON is that output without the command's ledger, meta and notes."""
+    import stableprompt
+
+    _, path = demo_ledgers[provider]
+    summary = stableprompt.summarize(read_ledger(path))
+    assert isinstance(summary, stableprompt.Summary)
+    assert main(["report", str(path), "--json"]) == 0
+    cli = json.loads(capsys.readouterr().out)
+    for key in ("ledger", "meta", "notes"):
+        cli.pop(key)
+    assert json.loads(json.dumps(summary.to_json())) == cli
+    assert summary.hit_rate == summary.overall.hit_rate == pytest.approx(
+        cli["overall"]["hit_rate"], abs=1e-6)
+    assert summary.of_ceiling is not None and summary.of_ceiling <= 1.0
+
+
+def _call(recorder: Any, step: int, *, read: int, write: int) -> None:
+    body = {"model": "claude-sonnet-4-5", "max_tokens": 5,
+            "system": [{"type": "text", "text": "You are careful. " * 400,
+                        "cache_control": {"type": "ephemeral"}}],
+            "messages": [{"role": "user", "content": f"q{step}"}]}
+    pending = recorder.start("/v1/messages", {}, json.dumps(body).encode(),
+                             host="api.anthropic.com")
+    assert pending is not None
+    response = {"id": f"m{step}", "type": "message", "role": "assistant", "content": [],
+                "usage": {"input_tokens": 20, "output_tokens": 3,
+                          "cache_read_input_tokens": read, "cache_creation_input_tokens": write}}
+    assert recorder.finish(pending, status_code=200,
+                           body=json.dumps(response).encode()) is not None
+
+
+def test_recorder_summary_is_summarize_of_its_records(tmp_path: Path) -> None:
+    """Recorder.summary() summarizes the calls this recorder recorded, the same numbers as
+    summarize on its ledger rows, so a harness can assert its hit rate in process."""
+    from stableprompt import Recorder, Summary
+
+    with Ledger(tmp_path / "c.db") as ledger:
+        recorder = Recorder(ledger, tokenizer="bytes/4", session_id="s1", scenario="harness")
+        _call(recorder, 0, read=0, write=1700)
+        _call(recorder, 1, read=1700, write=0)
+        _call(recorder, 2, read=1700, write=0)
+        summary = recorder.summary()
+        stored = summarize(ledger.records())
+    assert isinstance(summary, Summary)
+    assert summary.to_json() == stored.to_json()
+    assert summary.overall.calls == 3 and summary.overall.verdicts["cold"] == 1
+    assert summary.hit_rate == pytest.approx(3400 / (3 * 1720))
+    assert summary.cost_usd is not None and summary.cost_usd > 0
+    assert recorder.summary(price=False).cost_usd is None
+    assert Recorder(None).summary().hit_rate is None

@@ -7,7 +7,7 @@ groups them by ``scenario`` and ``session_id``. Every number comes from the reco
 * Excluded calls (:func:`~._calls.exclusion`): no usage (``unknown_usage``), cache reads not
   reported (``unknown_reads``) or inconsistent usage (``inconsistent``) count as calls and
   verdicts but add nothing to any sum, rate, ceiling or cost below: an unknown read is not a
-  0 read. :meth:`Report.exclusion_notes` names how many and why; a group with nothing left
+  0 read. :meth:`Summary.exclusion_notes` names how many and why; a group with nothing left
   shows ``None`` ("—").
 * ``input_tokens`` / ``cache_read_tokens`` / ``cache_write_tokens`` / ``output_tokens`` /
   ``uncached_tokens``: sums of the provider-reported fields over the included calls
@@ -46,11 +46,11 @@ groups them by ``scenario`` and ``session_id``. Every number comes from the reco
   model is unknown. ``cost_uncached_usd``: the same calls with no caching;
   ``cost_at_ceiling_usd``: had each read at least its ceiling.
 
-Per call: :attr:`Report.calls` (:class:`~._calls.CallRow`); causes ranked by lost tokens and
-dollars: :meth:`Report.causes`; read-share cliffs: :meth:`Report.cliffs`.
+Per call: :attr:`Summary.calls` (:class:`~._calls.CallRow`); causes ranked by lost tokens and
+dollars: :meth:`Summary.causes`; read-share cliffs: :meth:`Summary.cliffs`.
 
 Rendering is elsewhere: terminal tables and notes in ``_text.py``, the HTML page in
-``_html.py``; JSON is :meth:`Report.to_json`.
+``_html.py``; JSON is :meth:`Summary.to_json`.
 """
 
 from __future__ import annotations
@@ -62,6 +62,7 @@ from typing import Any
 
 from .._ledger._usage_record import UsageRecord
 from .._policy import CachePolicy, PolicyTable, cache_policy
+from .._public import public
 from ._calls import EXCLUSIONS, CallRow, Cliff, call_row, exclusion, find_cliffs
 from ._causes import CauseRow, rank_causes
 from ._pricing import Pricing, genai_prices_version
@@ -76,6 +77,7 @@ __all__ = [
     "Pricing",
     "Report",
     "ScenarioReport",
+    "Summary",
     "Totals",
     "summarize",
 ]
@@ -88,7 +90,7 @@ NO_SCENARIO = "(none)"
 NO_SESSION = "(none)"
 
 GROUP_BY = ("scenario", "session", "model", "wire", "day")
-"""What :meth:`Report.group_by` can group calls by (``session``: scenario and session id
+"""What :meth:`Summary.group_by` can group calls by (``session``: scenario and session id
 together, ``"scenario/session"``; ``wire``: the record's wire format; ``day``: UTC date)."""
 
 
@@ -248,6 +250,9 @@ class Totals:
             self.cost_uncached_usd = _add(self.cost_uncached_usd, row.cost_uncached_usd)
             self.cost_at_ceiling_usd = _add(self.cost_at_ceiling_usd, row.cost_at_ceiling_usd)
             self.lost_usd = _add(self.lost_usd, row.lost_usd)
+        else:  # summarize(price=False): no cost is known
+            self.cost_usd = self.cost_uncached_usd = self.cost_at_ceiling_usd = None
+            self.lost_usd = None
 
     def to_json(self) -> dict[str, Any]:
         """The issue's fields: calls, input_tokens, cache_read_tokens, cache_write_tokens,
@@ -307,8 +312,15 @@ class ScenarioReport:
 
 
 @dataclass
-class Report:
-    """A ledger summary: scenarios in order of first appearance, and every call in order."""
+class Summary:
+    """A ledger summary: scenarios in order of first appearance, and every call in order.
+
+    What :func:`summarize` returns, in process, with the same numbers as ``stableprompt report
+    --json`` (:meth:`to_json` is that output without the command's ``ledger``, ``meta`` and
+    ``notes``). :attr:`overall` holds the totals over all calls; :attr:`hit_rate`,
+    :attr:`ceiling`, :attr:`of_ceiling` and :attr:`cost_usd` are its numbers, so a harness can
+    assert ``summary.hit_rate >= 0.8`` (``None`` when no call has known usage).
+    """
 
     scenarios: dict[str, ScenarioReport]
     records: int
@@ -316,6 +328,26 @@ class Report:
     calls: list[CallRow] = field(default_factory=list)
     overall: Totals = field(default_factory=Totals)
     priced: bool = True  # summarize(price=...): costs were asked for
+
+    @property
+    def hit_rate(self) -> float | None:
+        """Token-weighted hit rate over all included calls (:attr:`Totals.hit_rate`)."""
+        return self.overall.hit_rate
+
+    @property
+    def ceiling(self) -> float | None:
+        """The append-only ceiling as a hit rate over all included calls."""
+        return self.overall.ceiling
+
+    @property
+    def of_ceiling(self) -> float | None:
+        """Share of the ceiling the calls read."""
+        return self.overall.of_ceiling
+
+    @property
+    def cost_usd(self) -> float | None:
+        """Summed price of the included calls (USD), ``None`` when any could not be priced."""
+        return self.overall.cost_usd
 
     def group_by(self, by: str = "scenario") -> dict[str, Totals]:
         """Totals per group of calls (:data:`GROUP_BY`), groups in order of first call; the
@@ -450,7 +482,7 @@ def _alive(earlier: _Seen, now: datetime, ttl_s: int | None) -> bool:
 
 
 def summarize(records: Iterable[UsageRecord], *, policies: PolicyTable | None = None,
-              price: bool = True) -> Report:
+              price: bool = True) -> Summary:
     """Group records by scenario and session and compute the summary (module docstring).
 
     Args:
@@ -459,7 +491,7 @@ def summarize(records: Iterable[UsageRecord], *, policies: PolicyTable | None = 
         price: Price calls with genai-prices (``False``: every cost is ``None``).
 
     Returns:
-        A :class:`Report`; scenarios and sessions in order of first appearance, calls in
+        A :class:`Summary`; scenarios and sessions in order of first appearance, calls in
         ledger order.
     """
     scenarios: dict[str, ScenarioReport] = {}
@@ -501,4 +533,10 @@ def summarize(records: Iterable[UsageRecord], *, policies: PolicyTable | None = 
         for totals in (overall, scenario.totals, scenario.sessions.setdefault(sid, Totals())):
             totals.add(row, agrees, price)
     pricing.notes = list(notes)
-    return Report(scenarios, len(rows), pricing, rows, overall, price)
+    return Summary(scenarios, len(rows), pricing, rows, overall, price)
+
+
+Report = Summary
+"""The summary's name inside the report package (terminal, HTML and demo code)."""
+
+public(Summary, summarize)
