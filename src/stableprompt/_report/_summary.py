@@ -35,7 +35,10 @@ groups them by ``scenario`` and ``session_id``. Every number comes from the reco
   default, :attr:`~stableprompt.CachePolicy.default_ttl_s`; no TTL for self-hosted engines).
   The result is floored to the model's cache granularity and is 0 below its minimum cacheable
   length (:func:`~stableprompt.cache_policy`); a session's first call without a cross-session
-  source has ceiling 0.
+  source has ceiling 0. Limit: sessions whose heads differ (each subagent with its own copy
+  of a spec behind its own preamble) are never compared by the recorder, so the ceiling does
+  not see the head they could have shared; the demo's ``subagent-spec-copies`` vs
+  ``subagent-fork`` shows that loss as a hit-rate gap.
 * ``verdicts``: count per attribution verdict (all seven keys, zeros included).
 * ``agreement``: fraction of calls with both numbers known whose predicted cache reads
   (``predicted_cache_read_tokens``) equal the reported ones within the provider's granularity

@@ -86,7 +86,8 @@ BACKEND_NOTE = (f"{BACKEND}: an emulator of the providers' documented prefix-cac
 
 DEFAULT_SESSIONS = 50
 """Sessions in the default run: the first 50 of BFCL's 200 (435 model calls per scenario;
-about 12 s for all six scenarios on 2 cores; all 200 sessions take about 45 s)."""
+about 12 s for the six single-agent scenarios on 2 cores, the two multi-agent ones run 10
+sessions, about 6% more; all 200 sessions take about 45 s)."""
 
 ENGINE_PROVIDER = "llama-server"
 """The ``provider`` of :func:`run_demo` that runs the real engine (:mod:`._engine_run`)."""
@@ -290,12 +291,15 @@ def run_demo(
                                  f"{provider!r}", code=f"demo-{name.rstrip('s')}".replace(
                                      "_", "-"))
     names = tuple(scenarios) if scenarios is not None else (
-        tuple(s.name for s in SCENARIOS) if engine else scenario_names(provider))
+        tuple(s.name for s in SCENARIOS if s.engine_predicts) if engine
+        else scenario_names(provider))
     chosen = []
     for name in names:
         match = next((s for s in SCENARIOS if s.name == name), None)
-        if match is None or not (engine or provider in match.providers):
-            known = [s.name for s in SCENARIOS] if engine else scenario_names(provider)
+        if match is None or not (match.engine_predicts if engine
+                                 else provider in match.providers):
+            known = ([s.name for s in SCENARIOS if s.engine_predicts] if engine
+                     else scenario_names(provider))
             raise InputError(f"unknown scenario {name!r} for {provider}; choose from "
                              f"{', '.join(known)}", code="demo-scenario")
         chosen.append(match)
@@ -341,7 +345,8 @@ def _run_scenario(scenario: Scenario, workload: Workload, provider: str, model: 
                   ledger: Ledger, capture_dir: Path | None,
                   progress: ProgressCallback | None, sender: SenderFactory) -> None:
     clock = FakeClock(DEMO_START_S)
-    total, done = workload.model_calls, 0
+    sessions = scenario.sessions(workload.sessions)
+    total, done = sum(s.model_calls for s in sessions), 0
     wire = PROVIDER_WIRES[provider]
     capture = Capture(capture_dir, scenario.name, wire) if capture_dir else None
     try:
@@ -351,7 +356,7 @@ def _run_scenario(scenario: Scenario, workload: Workload, provider: str, model: 
             recorder = Recorder(None, scenario=scenario.name, clock=clock, provider=provider,
                                 keep_records=None)
             with sender(wire, emulator, recorder) as send_request:
-                for session in workload.sessions:
+                for session in sessions:
                     harness = scenario.harness(
                         session, wire=wire, model=model,
                         system_prompt=session_system_prompt(workload.system_prompt, session))
