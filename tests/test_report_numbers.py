@@ -5,15 +5,16 @@ and bad ledgers (corrupt rows, schema versions merged)."""
 from __future__ import annotations
 
 import json
+import sqlite3
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from stableprompt import Ledger, UsageRecord
+from stableprompt import Ledger, LedgerError, UsageRecord
 from stableprompt._cli import main
-from stableprompt._report._command import read_ledger, summarize
+from stableprompt._report._command import CorruptRow, read_ledger, summarize
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
 
@@ -170,3 +171,141 @@ def test_recorder_summary_is_summarize_of_its_records(tmp_path: Path) -> None:
     assert summary.cost_usd is not None and summary.cost_usd > 0
     assert recorder.summary(price=False).cost_usd is None
     assert Recorder(None).summary().hit_rate is None
+
+
+# --------------------------------------------------------------------------- prices
+
+
+def test_one_hour_writes_cost_twice_and_five_minute_writes_one_and_a_quarter() -> None:
+    """Anthropic cache writes are priced by TTL through genai-prices: 5-minute writes at 1.25x
+    the base input price, 1-hour writes at 2x, reads at 0.1x (claude-sonnet-4-5: $3 per
+    million input tokens, $15 per million output tokens; below the 200k-token long-context tier)."""
+    base = 3.0 / 1e6
+    records = [
+        _rec(0, session="a", total=100_000, write=100_000, verdict="cold"),  # all 5m
+        _rec(6, session="b", total=100_000, write=100_000, write_1h=100_000,
+             verdict="cold"),
+        _rec(12, session="c", total=100_000, read=100_000, verdict="hit"),
+        _rec(18, session="d", total=100_000, verdict="cold"),  # uncached
+    ]
+    rows = summarize(records).calls
+    output = 10 * 15.0 / 1e6
+    assert rows[0].cost_usd == pytest.approx(1e5 * base * 1.25 + output)
+    assert rows[1].cost_usd == pytest.approx(1e5 * base * 2.0 + output)
+    assert rows[2].cost_usd == pytest.approx(1e5 * base * 0.1 + output)
+    assert rows[3].cost_usd == pytest.approx(1e5 * base + output)
+    assert all(r.cost_uncached_usd == pytest.approx(1e5 * base + output) for r in rows)
+
+
+# --------------------------------------------------------------------------- bad input
+
+
+def _write(path: Path, records: list[UsageRecord]) -> None:
+    with Ledger(path) as ledger:
+        for record in records:
+            assert ledger.write(record) == "committed"
+
+
+def test_corrupt_rows_are_named_and_the_rest_reported(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Rows that no longer decode (a bad verdict, a naive timestamp, broken JSON) are skipped
+    and named by their record id, in text and JSON; every other row is reported."""
+    db = tmp_path / "c.db"
+    _write(db, [_rec(i * 6, session="a", total=3000 + i, read=3000 if i else 0,
+                     write=0 if i else 3000, record_id=f"r{i}") for i in range(5)])
+    conn = sqlite3.connect(db)
+    conn.execute("UPDATE calls SET verdict = 'bogus' WHERE record_id = 'r1'")
+    conn.execute("UPDATE calls SET ts_utc = '2026-01-01T00:00:12' WHERE record_id = 'r2'")
+    conn.execute("UPDATE calls SET verdict_detail = '{not json' WHERE record_id = 'r3'")
+    conn.commit()
+    conn.close()
+    assert main(["report", str(db)]) == 0
+    out = capsys.readouterr().out
+    assert "3 corrupt rows skipped" in out
+    for bad in ("r1", "r2", "r3"):
+        assert f"skipped corrupt row '{bad}' of {db}" in out
+    assert main(["report", str(db), "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert [row["id"] for row in data["corrupt_rows"]] == ["r1", "r2", "r3"]
+    assert data["overall"]["calls"] == 2 and data["records"] == 2
+    assert [c["id"] for c in data["calls"]] == ["r0", "r4"]
+    with pytest.raises(LedgerError, match="bogus"):  # nowhere to put it: raises
+        read_ledger(db)
+    skipped: list[CorruptRow] = []
+    assert [r.record_id for r in read_ledger(db, skipped)] == ["r0", "r4"]
+    assert [row.row_id for row in skipped] == ["r1", "r2", "r3"]
+
+
+def test_an_empty_ledger_says_so(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A ledger with no records prints that it has none (exit 0) and JSON with zero calls and
+    unknown rates, never 0% ones."""
+    db = tmp_path / "empty.db"
+    Ledger(db).close()
+    assert main(["report", str(db)]) == 0
+    assert "the ledger has no records" in capsys.readouterr().out
+    assert main(["report", str(db), "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["records"] == 0 and data["overall"]["calls"] == 0
+    assert data["overall"]["hit_rate"] is None and data["overall"]["ceiling"] is None
+
+
+def test_ledgers_of_different_schema_versions_merge(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """A schema v1 ledger (no meta table) and a current one merge into one report, in time
+    order, with the cross-session ceiling across them; neither file is migrated."""
+    from stableprompt._ledger import _ledger as ledger_module
+
+    old, new = tmp_path / "v1.db", tmp_path / "v2.db"
+    records = _shared_head(gap_s=10)
+    with monkeypatch.context() as patch:
+        patch.setattr(ledger_module, "_MIGRATIONS", ledger_module._MIGRATIONS[:1])
+        _write(old, records[:2])
+    _write(new, records[2:])
+    versions = []
+    for path in (old, new):
+        conn = sqlite3.connect(path)
+        versions.append(conn.execute("PRAGMA user_version").fetchone()[0])
+        conn.close()
+    assert versions == [1, 2]
+    before = old.read_bytes()
+    assert main(["report", str(new), str(old), "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert [c["id"] for c in data["calls"]] == ["a1", "a2", "b1", "b2"]
+    assert [entry["records"] for entry in data["ledgers"]] == [2, 2]
+    assert data["overall"]["of_ceiling"] == 1.0
+    assert old.read_bytes() == before
+
+
+# --------------------------------------------------------------------------- the demo ledger
+
+
+def test_demo_ledger_on_openai_chat(demo_ledgers: dict[str, tuple[Any, Path]]) -> None:
+    """The OpenAI Chat Completions demo ledger: the report's totals equal the demo's, every
+    client_mutation of clock-in-system is a volatile token in the system message, and the
+    intra/cross-turn split is there."""
+    result, path = demo_ledgers["openai"]
+    report = summarize(read_ledger(path))
+    for name, scenario in result.report.scenarios.items():
+        assert report.scenarios[name].totals.to_full_json() == scenario.totals.to_full_json()
+    mutations = [r for r in report.calls
+                 if r.scenario == "clock-in-system" and r.verdict == "client_mutation"]
+    assert len(mutations) == 21
+    assert {(r.cause, r.segment_kind) for r in mutations} == {("volatile-token", "system")}
+    good = report.scenarios["stableprompt"].totals
+    assert all(row.boundary in ("intra", "cross") for row in report.calls)
+    assert good.intra_turn_hit_rate is not None and good.cross_turn_hit_rate is not None
+    assert good.intra_turn_hit_rate > good.cross_turn_hit_rate
+
+
+def test_inconsistent_only_shows_a_dash_with_a_note(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """When every call's usage is inconsistent the rates are unknown ("—", JSON null) with a
+    note saying how many and why, never a summed 50,000%."""
+    db = tmp_path / "c.db"
+    _write(db, [_rec(i * 6, session="a", total=100, read=50_000, verdict="hit").model_copy(
+        update={"usage_inconsistent": True}) for i in range(2)])
+    assert main(["report", str(db)]) == 0
+    out = capsys.readouterr().out
+    assert "—" in out and "50000" not in out.replace(",", "")
+    assert "2 of 2 calls excluded" in out and "2 with inconsistent usage" in out
