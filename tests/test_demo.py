@@ -537,3 +537,17 @@ def test_cli_no_network_for_the_workload(tmp_path: Path, monkeypatch: pytest.Mon
     assert main(["demo", "--json"]) == 1
     err = _one_line_error(capsys)
     assert "BFCL" in err and "--workload synthetic" in err
+
+
+def test_openai_demo_can_send_responses(tmp_path: Path,
+                                        capsys: pytest.CaptureFixture[str]) -> None:
+    """`demo --provider openai --endpoint responses` sends Responses bodies to the emulator's
+    /v1/responses (the ledger's wire format says so); a wire the provider has not is refused."""
+    db = tmp_path / "r.db"
+    assert main(["demo", "--workload", "synthetic", "--provider", "openai", "--endpoint",
+                 "responses", "--ledger", str(db)]) == 0
+    assert "Provider: openai wire format (openai-responses)" in capsys.readouterr().out
+    assert {r.wire_format for r in Ledger(db).records()} == {"openai-responses"}
+    with pytest.raises(InputError) as info:
+        run_demo(synthetic_workload(), provider="anthropic", wire="openai-responses")
+    assert info.value.code == "demo-wire"

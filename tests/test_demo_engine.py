@@ -283,8 +283,10 @@ def test_base_url_rejects_what_is_not_a_server_root(text: str, words: str) -> No
     (["--template", "mistral-nemo"],
      "argument --template: 'mistral-nemo' applies to --provider llama-server only, not "
      "anthropic"),
-    (["--provider", "openai", "--endpoint", "chat"],
-     "argument --endpoint: 'chat' applies to --provider llama-server only, not openai"),
+    (["--provider", "anthropic", "--endpoint", "chat"],
+     "argument --endpoint: 'chat' applies to --provider llama-server only, not anthropic"),
+    (["--provider", "openai", "--endpoint", "messages"],
+     "argument --endpoint: 'messages' is not an OpenAI endpoint of the emulator demo"),
     (["--base-url", "http://127.0.0.1:8080"], "argument --base-url: 'http://127.0.0.1:8080' "
      "applies to --provider llama-server only"),
     (["--provider", "llama-server", "--base-url", "http://127.0.0.1:8080", "--template",

@@ -106,18 +106,20 @@ def test_cross_session_credit_is_the_shared_prefix_only() -> None:
 
 @pytest.fixture(scope="module")
 def demo_ledgers(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Any, Path]]:
-    """The synthetic demo, kept as a ledger, on both emulated wire formats (Anthropic
-    Messages, OpenAI Chat Completions)."""
+    """The synthetic demo, kept as a ledger, in the three wire formats the emulator speaks:
+    Anthropic Messages, OpenAI Chat Completions, OpenAI Responses."""
     from stableprompt.demo import run_demo, synthetic_workload
 
     out = {}
-    for provider in ("anthropic", "openai"):
-        path = tmp_path_factory.mktemp(provider) / "demo.db"
-        out[provider] = run_demo(synthetic_workload(), provider=provider, ledger_path=path), path
+    for name, provider, wire in (("anthropic", "anthropic", None), ("openai", "openai", None),
+                                 ("responses", "openai", "openai-responses")):
+        path = tmp_path_factory.mktemp(name) / "demo.db"
+        out[name] = run_demo(synthetic_workload(), provider=provider, ledger_path=path,
+                             wire=wire), path
     return out
 
 
-@pytest.mark.parametrize("provider", ["anthropic", "openai"])
+@pytest.mark.parametrize("provider", ["anthropic", "openai", "responses"])
 def test_summarize_equals_report_json(provider: str, demo_ledgers: dict[str, tuple[Any, Path]],
                                       capsys: pytest.CaptureFixture[str]) -> None:
     """The public summarize(records) gives the numbers of `stableprompt report --json` on the
@@ -280,12 +282,17 @@ def test_ledgers_of_different_schema_versions_merge(
 # --------------------------------------------------------------------------- the demo ledger
 
 
-def test_demo_ledger_on_openai_chat(demo_ledgers: dict[str, tuple[Any, Path]]) -> None:
-    """The OpenAI Chat Completions demo ledger: the report's totals equal the demo's, every
-    client_mutation of clock-in-system is a volatile token in the system message, and the
-    intra/cross-turn split is there."""
-    result, path = demo_ledgers["openai"]
+@pytest.mark.parametrize(("name", "wire"), [("anthropic", "anthropic"),
+                                          ("openai", "openai-chat"),
+                                          ("responses", "openai-responses")])
+def test_demo_ledger_in_each_wire_format(name: str, wire: str,
+                                         demo_ledgers: dict[str, tuple[Any, Path]]) -> None:
+    """The demo ledger in each wire format: the report's totals equal the demo's, every
+    client_mutation of clock-in-system is a volatile token in the system segment, and the
+    intra/cross-turn split is there (tool-loop calls read more than first calls of a turn)."""
+    result, path = demo_ledgers[name]
     report = summarize(read_ledger(path))
+    assert {row.wire_format for row in report.calls} == {wire}
     for name, scenario in result.report.scenarios.items():
         assert report.scenarios[name].totals.to_full_json() == scenario.totals.to_full_json()
     mutations = [r for r in report.calls

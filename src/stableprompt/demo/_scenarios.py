@@ -69,6 +69,7 @@ from ._workload import WorkloadSession
 
 __all__ = [
     "COMPACT_EVERY_TURNS",
+    "EMULATOR_WIRES",
     "PROVIDERS",
     "PROVIDER_WIRES",
     "SCENARIOS",
@@ -90,7 +91,9 @@ PROVIDERS = ("anthropic", "openai")
 WIRES = ("anthropic", "openai-chat", "openai-responses")
 """The wire shapes a harness can build."""
 PROVIDER_WIRES = {"anthropic": "anthropic", "openai": "openai-chat"}
-"""The wire shape the emulator demo sends per provider."""
+"""The wire shape the emulator demo sends per provider by default."""
+EMULATOR_WIRES = {"anthropic": ("anthropic",), "openai": ("openai-chat", "openai-responses")}
+"""The wire shapes the emulator demo can send per provider (``run_demo(wire=...)``)."""
 COMPACT_EVERY_TURNS = 2
 SUBAGENT_SESSIONS = 10
 """Sessions the multi-agent scenarios run (the first ones of the workload)."""
@@ -151,13 +154,15 @@ class Reply:
 
     @classmethod
     def from_response(cls, wire: str, response: Mapping[str, Any]) -> Reply:
-        """Parse an Anthropic Messages (``wire`` ``"anthropic"``) or OpenAI Chat Completions
-        (any other ``wire``) response body.
+        """Parse an Anthropic Messages (``wire`` ``"anthropic"``), OpenAI Responses
+        (``"openai-responses"``) or Chat Completions (any other ``wire``) response body. A
+        Responses reply is kept chat-shaped, as a naive Responses harness keeps its
+        transcript (:func:`responses_body`).
 
         Raises:
             ValueError: The response has no assistant message.
         """
-        fmt = "anthropic" if wire == "anthropic" else "openai-chat"
+        fmt = wire if wire in ("anthropic", "openai-responses") else "openai-chat"
         try:
             turn = assistant_turn(fmt, response)
             calls = tuple((c.id, c.name, dict(c.arguments)) for c in
@@ -167,8 +172,16 @@ class Reply:
         if wire == "anthropic":
             return cls(turn.text or "", calls, {"role": "assistant",
                                                 "content": response["content"]})
+        if fmt == "openai-responses":
+            kept: dict[str, Any] = {"role": "assistant", "content": turn.text or None}
+            if calls:
+                kept["tool_calls"] = [
+                    {"id": i, "type": "function",
+                     "function": {"name": n, "arguments": wire_json(a).decode()}}
+                    for i, n, a in calls]
+            return cls(turn.text or "", calls, kept)
         message = response["choices"][0]["message"]
-        kept: dict[str, Any] = {"role": "assistant", "content": message.get("content")}
+        kept = {"role": "assistant", "content": message.get("content")}
         if message.get("tool_calls"):
             kept["tool_calls"] = message["tool_calls"]
         return cls(turn.text or "", calls, kept)
@@ -645,7 +658,7 @@ SCENARIOS: tuple[Scenario, ...] = (
              "later calls of a subagent read normally",
              PROVIDERS, SubagentSpecCopies, max_sessions=SUBAGENT_SESSIONS),
     Scenario("subagent-fork", "each user turn to a new subagent forked from one pinned head",
-             "only each subagent's own history: its first call reads the head an earlier "
+             "nothing but what each subagent adds: its first call reads the head an earlier "
              "subagent wrote (a cross-session read, inside the ceiling)",
              PROVIDERS, ForkedSubagents, max_sessions=SUBAGENT_SESSIONS),
 )
