@@ -48,6 +48,7 @@ _EXPORTS: dict[str, str] = {
     "LintPair": "_lint._linter",
     "LintReport": "_lint._linter",
     "Message": "_prompt._messages",
+    "OTelSink": "_report._otel",
     "OpenAIClient": "_client",
     "OpenAICompatibleClient": "_client",
     "PinnedHead": "_prompt._builder",
@@ -68,6 +69,7 @@ _EXPORTS: dict[str, str] = {
     "SegmentTokenCounter": "_tokens",
     "SegmentedRequest": "_wire._segmenter",
     "StablePromptError": "_exceptions",
+    "Summary": "_report._summary",
     "TailSlotError": "_exceptions",
     "TiktokenTokenizer": "_tokens",
     "Tokenizer": "_tokens",
@@ -96,6 +98,7 @@ _EXPORTS: dict[str, str] = {
     "plan_compaction": "_prompt._compaction",
     "scan_volatile": "_volatility",
     "segment_request": "_wire._formats",
+    "summarize": "_report._summary",
 }
 
 #: Public sub-namespaces, imported on first attribute access.
@@ -190,7 +193,8 @@ if _typing.TYPE_CHECKING:
         AsyncRecordingTransport,
         RecordingTransport,
     )
-    from ._report._otel import export_otel
+    from ._report._otel import OTelSink, export_otel
+    from ._report._summary import Summary, summarize
     from ._segment import Segment
     from ._tokens import (
         ByteTokenizer,
@@ -242,6 +246,7 @@ __all__ = [
     "LintReport",
     "Message",
     "MethodNameError",
+    "OTelSink",
     "OpenAIClient",
     "OpenAICompatibleClient",
     "PinnedHead",
@@ -262,6 +267,7 @@ __all__ = [
     "SegmentTokenCounter",
     "SegmentedRequest",
     "StablePromptError",
+    "Summary",
     "TailSlotError",
     "TiktokenTokenizer",
     "Tokenizer",
@@ -291,6 +297,7 @@ __all__ = [
     "plan_compaction",
     "scan_volatile",
     "segment_request",
+    "summarize",
 ]
 
 
