@@ -18,6 +18,11 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
+import re
+import signal
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -212,8 +217,12 @@ def test_short_call_ids_are_nine_alphanumerics_and_keep_the_script(synthetic: Wo
 def test_plan_lays_out_rows_and_rejects_bad_options() -> None:
     """Rows are scenario-major, one per endpoint the harness builds (breakpoint-misplaced:
     messages only); unknown endpoints and templates, a template with a server URL and a bad
-    URL are InputErrors with their codes."""
-    plan = EnginePlan.of(SCENARIOS, endpoints=None, base_url=None, template=None)
+    URL are InputErrors with their codes. The engine runs the scenarios that say what they
+    cost there (the multi-agent ones do not run on it)."""
+    engine = [s for s in SCENARIOS if s.engine_predicts]
+    assert [s.name for s in SCENARIOS if not s.engine_predicts] == [
+        "subagent-spec-copies", "subagent-fork"]
+    plan = EnginePlan.of(engine, endpoints=None, base_url=None, template=None)
     assert plan.template == "qwen2.5" and plan.endpoints == tuple(ENDPOINTS)
     assert plan.row_names[:3] == ("stableprompt/chat", "stableprompt/responses",
                                   "stableprompt/messages")
@@ -279,8 +288,10 @@ def test_base_url_rejects_what_is_not_a_server_root(text: str, words: str) -> No
     (["--template", "mistral-nemo"],
      "argument --template: 'mistral-nemo' applies to --provider llama-server only, not "
      "anthropic"),
-    (["--provider", "openai", "--endpoint", "chat"],
-     "argument --endpoint: 'chat' applies to --provider llama-server only, not openai"),
+    (["--provider", "anthropic", "--endpoint", "chat"],
+     "argument --endpoint: 'chat' applies to --provider llama-server only, not anthropic"),
+    (["--provider", "openai", "--endpoint", "messages"],
+     "argument --endpoint: 'messages' is not an OpenAI endpoint of the emulator demo"),
     (["--base-url", "http://127.0.0.1:8080"], "argument --base-url: 'http://127.0.0.1:8080' "
      "applies to --provider llama-server only"),
     (["--provider", "llama-server", "--base-url", "http://127.0.0.1:8080", "--template",
@@ -572,3 +583,70 @@ def test_a_server_that_will_not_erase_gets_a_reset_request_seeding_the_slot() ->
     assert sent[1] == ("/v1/chat/completions", RESET_BODY)
     # No completion_tokens reported: both reply tokens are kept; the prompt is 3 tokens.
     assert memory.best([1, 2, 3, 9, 9, 4]) == (5, "slot-reset", 3)
+
+
+def _demo_process(*args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-m", "stableprompt", "demo", "--provider",
+                             "llama-server", "--workload", "synthetic", *args],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _pid_gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
+@pytest.mark.real_engine
+def test_sigterm_to_the_demo_stops_the_engine_it_started(llama_engine: Any) -> None:
+    """SIGTERM while the demo runs on the engine it started: the demo stops that llama-server
+    (no orphan), exits 143; in a pipe it said each finished row on stderr."""
+    process = _demo_process("--sessions", "all", "--endpoint", "all")
+    assert process.stderr is not None
+    pid = None
+    lines: list[str] = []
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        line = process.stderr.readline()
+        lines.append(line)
+        found = re.search(r"llama-server started at \S+ \(pid (\d+)", line)
+        if found:
+            pid = int(found.group(1))
+            break
+        assert line, f"the demo ended before starting the engine: {lines}"
+    assert pid is not None
+    try:
+        for line in process.stderr:  # wait until it is really running rows
+            lines.append(line)
+            if "calls done" in line:
+                break
+        process.send_signal(signal.SIGTERM)
+        _out, err = process.communicate(timeout=60)
+        assert process.returncode == 143, err
+        assert "terminated (SIGTERM)" in err
+        assert any(re.match(r"stableprompt/\w+: \d+ calls done", x) for x in lines), lines
+        end = time.monotonic() + 10
+        while not _pid_gone(pid) and time.monotonic() < end:
+            time.sleep(0.05)
+        assert _pid_gone(pid), f"llama-server pid {pid} outlived the demo"
+    finally:
+        if process.poll() is None:
+            process.kill()
+        if not _pid_gone(pid):
+            os.kill(pid, signal.SIGKILL)
+
+
+@pytest.mark.real_engine
+def test_a_row_the_engine_refuses_entirely_fails_the_demo(llama_engine: Any) -> None:
+    """Mistral-Nemo's template refuses the SDK's Chat tail (a second user message): that row
+    measured nothing, so the demo prints its tables and exits 1 naming the row."""
+    process = _demo_process("--sessions", "1", "--endpoint", "chat",
+                            "--template", "mistral-nemo")
+    out, err = process.communicate(timeout=300)
+    assert process.returncode == 1, err
+    assert "stableprompt/chat" in out  # the tables are still printed
+    failure = [line for line in err.splitlines() if "refused every call" in line]
+    assert len(failure) == 1 and "stableprompt/chat (" in failure[0]
+    assert "roles must alternate" in failure[0]

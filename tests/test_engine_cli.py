@@ -43,13 +43,14 @@ def _record(pid: int, port: int = 41010) -> LlamaServer:
                        model_path=Path("/m.gguf"), log_path=Path("/l.log"), template="qwen2.5")
 
 
-def test_stop_and_status_without_a_record_exit_0(cache: Path,
-                                                 capsys: pytest.CaptureFixture[str]) -> None:
-    """With no server recorded, ``stop`` and ``status`` say so and exit 0."""
+def test_stop_and_status_without_a_record(cache: Path,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+    """With no server recorded, ``stop`` and ``status`` say so; stop exits 0, status 3 (LSB:
+    not running)."""
     assert main(["engine", "stop"]) == 0
-    assert main(["engine", "status"]) == 0
+    assert main(["engine", "status"]) == 3
     assert capsys.readouterr().out.splitlines() == ["no engine server is recorded"] * 2
-    assert main(["engine", "status", "--json"]) == 0
+    assert main(["engine", "status", "--json"]) == 3
     assert json.loads(capsys.readouterr().out) == {"running": False, "server": None}
 
 
@@ -58,7 +59,7 @@ def test_status_and_stop_of_a_recorded_server(cache: Path, fake_server: subproce
     """``status`` reports a recorded llama-server as running (not answering /health here);
     ``stop`` ends it and removes the record."""
     _server.write_state(_record(fake_server.pid))
-    assert main(["engine", "status"]) == 0
+    assert main(["engine", "status"]) == 4
     assert "running, not answering /health" in capsys.readouterr().out
     assert main(["engine", "stop", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
@@ -72,7 +73,7 @@ def test_a_stale_record_is_reported_and_cleared(cache: Path,
     """A record whose pid is now another process: ``status`` says not running; ``stop``
     refuses to signal it (exit 1, one line) and removes the record."""
     _server.write_state(_record(os.getpid()))
-    assert main(["engine", "status"]) == 0
+    assert main(["engine", "status"]) == 1
     assert "not running (stale record" in capsys.readouterr().out
     assert main(["engine", "stop"]) == 1
     err = capsys.readouterr().err

@@ -20,7 +20,8 @@ def fake_source(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("STABLEPROMPT_CACHE_DIR", str(tmp_path / "cache"))
     src = tmp_path / "src"
     (src / "models" / "templates").mkdir(parents=True)
-    (src / "models" / "templates" / _model.TEMPLATES["qwen2.5"]).write_text("{{ x }}")
+    (src / "models" / "templates" / _model.TEMPLATES["qwen2.5"]).write_text(
+        "{% for m in messages %}{{ m.content }}{% endfor %}")
     monkeypatch.setattr(_model, "source_dir", lambda download=True: src)
     return src
 
@@ -32,7 +33,7 @@ def test_short_names_and_paths_resolve(fake_source: Path, tmp_path: Path) -> Non
     assert _model.TEMPLATES["mistral-nemo"] == "mistralai-Mistral-Nemo-Instruct-2407.jinja"
     assert _model.TEMPLATES["hermes-3"] == "NousResearch-Hermes-3-Llama-3.1-8B-tool_use.jinja"
     mine = tmp_path / "My Template!.jinja"
-    mine.write_text("{{ y }}")
+    mine.write_text("{% for m in messages %}{{ m.content }}{% endfor %}")
     assert _model.resolve_template(mine, fake_source) == ("My-Template", mine)
     assert _model.resolve_template(str(mine), fake_source) == ("My-Template", mine)
 
@@ -45,6 +46,24 @@ def test_unknown_templates_say_what_is_known(fake_source: Path, tmp_path: Path) 
     with pytest.raises(EngineError, match="does not exist") as missing:
         _model.write_model(tmp_path / "none.jinja")
     assert missing.value.code == "engine-template-unknown"
+
+
+@pytest.mark.parametrize(("text", "why"), [
+    (b"root:x:0:0:root:/root:/bin/bash\n", "is not a chat template"),
+    (b"{{ bos_token }}", "is not a chat template"),  # a tag, but never reads messages
+    (b"\xff\xfe{% for m in messages %}", "is not UTF-8 text"),
+])
+def test_a_file_that_is_no_chat_template_is_refused(fake_source: Path, tmp_path: Path,
+                                                    text: bytes, why: str) -> None:
+    """Any text is a valid Jinja template that renders itself (every prompt the same, a cache
+    that always hits): a file without Jinja tags or without ``messages`` is refused, named."""
+    path = tmp_path / "passwd"
+    path.write_bytes(text)
+    with pytest.raises(EngineError, match=why) as info:
+        _model.write_model(str(path))
+    assert info.value.code == "engine-template-invalid"
+    assert str(path) in str(info.value)
+    assert not list((fake_source.parent / "cache").rglob("*.gguf"))
 
 
 def test_missing_numpy_names_the_extra(fake_source: Path,

@@ -237,3 +237,21 @@ def test_a_key_echoed_by_the_server_reaches_no_record_file_or_log(
         assert TENANT_KEY.encode() not in data and TENANT_KEY[:20].encode() not in data, path
     assert all(TENANT_KEY[:12] not in r.model_dump_json() for r in records)
     assert TENANT_KEY[:12] not in caplog.text
+
+
+@pytest.mark.parametrize("module", [httpx, httpx2], ids=["httpx", "httpx2"])
+def test_a_connection_error_names_the_request_without_its_secrets(module: Any) -> None:
+    """A refused connection says which request failed (method, scheme, host, port, path); the
+    URL's user info and query string (Gemini's ``?key=``) are left out."""
+    url = "http://user:hunter2@127.0.0.1:1/v1/messages?key=tenant42-secret"
+    with pytest.raises(module.HTTPError) as caught:
+        module.post(url, json={}, timeout=5.0)
+    message = str(map_transport_error(caught.value))
+    assert message.startswith("connection to the provider failed: POST "
+                              "http://127.0.0.1:1/v1/messages (ConnectError: ")
+    assert "hunter2" not in message and "tenant42" not in message and "key=" not in message
+    ipv6 = module.Request("GET", "http://[::1]:8080/health")
+    assert "GET http://[::1]:8080/health (" in str(
+        map_transport_error(module.ConnectError("refused", request=ipv6)))
+    assert str(map_transport_error(module.ConnectError("no request"))).startswith(
+        "connection to the provider failed (ConnectError: no request)")

@@ -42,6 +42,7 @@ _EXPORTS: dict[str, str] = {
     "HistoryError": "_exceptions",
     "IncompleteResponseWarning": "_exceptions",
     "InputError": "_exceptions",
+    "MethodNameError": "_exceptions",
     "Ledger": "_ledger._ledger",
     "LedgerError": "_exceptions",
     "LedgerSpillWarning": "_ledger._ledger",
@@ -49,6 +50,7 @@ _EXPORTS: dict[str, str] = {
     "LintPair": "_lint._linter",
     "LintReport": "_lint._linter",
     "Message": "_prompt._messages",
+    "OTelSink": "_report._otel",
     "OpenAIClient": "_client",
     "OpenAICompatibleClient": "_client",
     "PinnedHead": "_prompt._builder",
@@ -69,6 +71,7 @@ _EXPORTS: dict[str, str] = {
     "SegmentTokenCounter": "_tokens",
     "SegmentedRequest": "_wire._segmenter",
     "StablePromptError": "_exceptions",
+    "Summary": "_report._summary",
     "TailSlotError": "_exceptions",
     "TiktokenTokenizer": "_tokens",
     "Tokenizer": "_tokens",
@@ -97,6 +100,7 @@ _EXPORTS: dict[str, str] = {
     "plan_compaction": "_prompt._compaction",
     "scan_volatile": "_volatility",
     "segment_request": "_wire._formats",
+    "summarize": "_report._summary",
 }
 
 #: Public sub-namespaces, imported on first attribute access.
@@ -133,6 +137,7 @@ if _typing.TYPE_CHECKING:
         IncompleteResponseWarning,
         InputError,
         LedgerError,
+        MethodNameError,
         PinnedHeadError,
         PolicyError,
         ProviderConnectionError,
@@ -192,7 +197,8 @@ if _typing.TYPE_CHECKING:
         AsyncRecordingTransport,
         RecordingTransport,
     )
-    from ._report._otel import export_otel
+    from ._report._otel import OTelSink, export_otel
+    from ._report._summary import Summary, summarize
     from ._segment import Segment
     from ._tokens import (
         ByteTokenizer,
@@ -245,6 +251,8 @@ __all__ = [
     "LintPair",
     "LintReport",
     "Message",
+    "MethodNameError",
+    "OTelSink",
     "OpenAIClient",
     "OpenAICompatibleClient",
     "PinnedHead",
@@ -265,6 +273,7 @@ __all__ = [
     "SegmentTokenCounter",
     "SegmentedRequest",
     "StablePromptError",
+    "Summary",
     "TailSlotError",
     "TiktokenTokenizer",
     "Tokenizer",
@@ -294,6 +303,7 @@ __all__ = [
     "plan_compaction",
     "scan_volatile",
     "segment_request",
+    "summarize",
 ]
 
 

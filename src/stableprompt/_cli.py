@@ -9,7 +9,11 @@ run time (plugins, tests).
 
 Errors are one line on stderr, never a traceback: usage errors and bad input (InputError,
 LedgerError: arguments, captures, ledger files) exit 2, other failures of the
-command (any :class:`~stableprompt.StablePromptError` or ``OSError``) exit 1, Ctrl-C exits 130.
+command (any :class:`~stableprompt.StablePromptError` or ``OSError``) exit 1, Ctrl-C exits 130
+and SIGTERM exits 143 after the command's cleanup ran (a started engine is stopped, a ledger
+closed: the signal unwinds like Ctrl-C instead of killing the process). With ``--json`` an error
+is also one JSON object on stdout, ``{"error": {"code", "message", "exit_status"}}``, so a
+consumer parsing stdout never meets plain text.
 """
 
 from __future__ import annotations
@@ -17,8 +21,12 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import signal
 import sys
-from collections.abc import Callable, Sequence
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from types import FrameType
 from typing import NoReturn
 
 from ._exceptions import InputError, LedgerError, StablePromptError
@@ -107,12 +115,36 @@ def main(argv: Sequence[str] | None = None) -> int:
     Everything a command prints, its error lines included, passes the one redaction pass
     (:func:`~stableprompt._subcommand.redacted_output`): no API key reaches the terminal.
     """
-    with redacted_output():
+    with redacted_output(), _sigterm_unwinds():
         return _main(argv)
+
+
+class _Terminated(Exception):
+    """SIGTERM arrived: unwind (``finally`` blocks run), then exit 143."""
+
+
+@contextmanager
+def _sigterm_unwinds() -> Iterator[None]:
+    """Turn SIGTERM into :class:`_Terminated` while the command runs (main thread only, and
+    only where SIGTERM still has its default action: an embedding program's handler stays)."""
+    if (threading.current_thread() is not threading.main_thread()
+            or signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL):
+        yield
+        return
+
+    def unwind(_signum: int, _frame: FrameType | None) -> None:
+        raise _Terminated
+
+    signal.signal(signal.SIGTERM, unwind)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 def _main(argv: Sequence[str] | None) -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
+    args: argparse.Namespace | None = None
     try:
         parser = build_parser(_chosen(args_list))
         args = parser.parse_args(args_list)
@@ -122,23 +154,40 @@ def _main(argv: Sequence[str] | None) -> int:
             raise UsageError(f"{PROG}: error: a command is required ({names}); see --help")
         return run(args)
     except UsageError as exc:
-        print(str(exc), file=sys.stderr)
-        return 2
+        return _fail(args, str(exc), None, 2)
     except SystemExit as exc:  # --help / --version
         return exc.code if isinstance(exc.code, int) else 0
     except KeyboardInterrupt:
-        print(f"{PROG}: interrupted", file=sys.stderr)
-        return 130
+        return _fail(args, f"{PROG}: interrupted", "interrupted", 130)
+    except _Terminated:
+        return _fail(args, f"{PROG}: terminated (SIGTERM)", "terminated", 143)
     except BrokenPipeError:  # output piped into e.g. `head`, which read what it wanted:
         devnull = os.open(os.devnull, os.O_WRONLY)  # stop quietly, not an error
         os.dup2(devnull, sys.stdout.fileno())
         return 0
     except (InputError, LedgerError) as exc:  # bad input: arguments, captures, ledger files
-        print(f"{PROG}: error: {_one_line(str(exc))}", file=sys.stderr)
-        return 2
+        return _fail(args, f"{PROG}: error: {_one_line(str(exc))}", exc.code, 2)
     except (StablePromptError, OSError) as exc:
-        print(f"{PROG}: error: {_one_line(str(exc))}", file=sys.stderr)
-        return 1
+        code = exc.code if isinstance(exc, StablePromptError) else "os-error"
+        return _fail(args, f"{PROG}: error: {_one_line(str(exc))}", code, 1)
+
+
+def _fail(args: argparse.Namespace | None, line: str, code: str | None, status: int) -> int:
+    """Print ``line`` on stderr (and, under ``--json``, the error object on stdout); return
+    ``status``."""
+    print(line, file=sys.stderr)
+    if args is not None and getattr(args, "json", False) is True:
+        from ._subcommand import json_text
+
+        prefix = f"{PROG}: error: "
+        message = line[len(prefix):] if line.startswith(prefix) else line
+        try:
+            sys.stdout.write(json_text({"error": {"code": code, "message": message,
+                                                  "exit_status": status}}))
+            sys.stdout.flush()
+        except (BrokenPipeError, OSError):
+            pass
+    return status
 
 
 def _one_line(text: str) -> str:

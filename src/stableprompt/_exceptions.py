@@ -12,6 +12,8 @@ callers match on, and, where it applies, a location: ``pointer`` (RFC 6901 JSON 
     │   │   ├── ToolNameError              name breaks ``^[a-zA-Z0-9_-]{1,64}$``
     │   │   ├── DuplicateToolError         two tools share a name
     │   │   └── ToolSchemaError            input schema is not valid JSON Schema 2020-12
+    │   ├── MethodNameError (AttributeError)  a guessed method that does not exist (``to_openai``);
+    │   │                                  the message names the real ones
     │   ├── PinnedHeadError                attempt to change a frozen head
     │   ├── VolatileContentError           volatile content in the head (strict mode)
     │   ├── TailSlotError (LookupError)    missing or undeclared volatile tail slot
@@ -56,6 +58,7 @@ __all__ = [
     "IncompleteResponseWarning",
     "InputError",
     "LedgerError",
+    "MethodNameError",
     "PinnedHeadError",
     "PolicyError",
     "ProviderConnectionError",
@@ -169,6 +172,14 @@ class VolatileContentError(InputError):
     """Volatile content (timestamp, UUID, nonce, ...) found in the head in strict mode."""
 
     code = "head-volatile"
+
+
+class MethodNameError(InputError, AttributeError):
+    """A first guess at a method that does not exist (``RenderedPrompt.to_openai``). The
+    message names the real methods; ``segment`` names the attribute. Being an
+    ``AttributeError``, ``hasattr`` and ``getattr(obj, name, default)`` behave as usual."""
+
+    code = "method-name"
 
 
 class TailSlotError(InputError, LookupError):

@@ -10,17 +10,20 @@ minimum the provider documents), and the returned policy says so (``conservative
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ._canonical import loads
 from ._exceptions import PolicyError
 from ._public import public
 
-__all__ = ["POLICY_TABLE_VERSION", "REASONING_RULES", "TOKEN_ESTIMATE_MARGIN", "TTL_LABELS_S",
-           "CachePolicy", "PolicyTable", "ReasoningRule", "cache_policy", "default_policies",
-           "reasoning_rule"]
+__all__ = ["CONTENT_SHAPES", "POLICY_TABLE_VERSION", "REASONING_RULES", "TOKEN_ESTIMATE_MARGIN",
+           "TTL_LABELS_S", "CachePolicy", "ContentShapeRule", "PolicyTable", "ReasoningRule",
+           "cache_policy", "content_shape_change", "content_shape_rule", "default_policies",
+           "reasoning_rule", "text_block_of"]
 
 POLICY_TABLE_VERSION = "2026-11-30"
 
@@ -367,3 +370,108 @@ def reasoning_rule(wire_format: str) -> ReasoningRule:
 
 
 public(CachePolicy, PolicyTable, cache_policy)
+
+
+# -- content shapes --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ContentShapeRule:
+    """Whether ``"content": "x"`` and ``[{"type": <text type>, "text": "x"}]`` share a cache
+    prefix on one provider, with the evidence (the one rule the emulator, the attribution and
+    lint follow).
+
+    Attributes:
+        provider: ``anthropic`` or ``openai``.
+        cache_alike: ``True`` only when the provider documents that the two shapes hit the same
+            cache entry; otherwise they are treated as different bytes (a shape change in
+            already-sent content is a break).
+        text_type: The text block's ``type`` (``"text"``; Responses input parts are
+            ``"input_text"``).
+        finding: What the provider documents, one sentence (the fix texts quote it).
+        source: Where (SDK file or doc URL), or what was searched when nothing says.
+        as_of: Date the sources were read.
+    """
+
+    provider: str
+    cache_alike: bool
+    text_type: str
+    finding: str
+    source: str
+    as_of: str
+
+
+CONTENT_SHAPES: Mapping[str, ContentShapeRule] = {
+    "anthropic": ContentShapeRule(
+        "anthropic", False, "text",
+        "Anthropic documents a string content as shorthand for one text block and the two "
+        "messages as equivalent inputs, but its prompt-caching docs do not say they share a "
+        "cache prefix (caching is of '100% identical prompt segments', block by block)",
+        "anthropics/anthropic-sdk-python:src/anthropic/types/message_create_params.py "
+        "(messages: 'Using a `string` for `content` is shorthand for an array of one content "
+        "block of type \"text\". The following input messages are equivalent'); "
+        + _ANTHROPIC_DOC + " (no statement on content shapes)",
+        "2026-12-01"),
+    "openai": ContentShapeRule(
+        "openai", False, "text",
+        "OpenAI documents content as a string or an array of content parts without saying "
+        "they are equivalent, and caching as 'exact prefix matches'",
+        "openai/openai-python:src/openai/types/chat/chat_completion_user_message_param.py "
+        "(content: Union[str, Iterable[ChatCompletionContentPartParam]], 'The contents of "
+        "the user message.'); " + _OPENAI_DOC + "; searched 2026-12-01: docs, pages and issues "
+        "corpora for string vs content-part caching, no statement found",
+        "2026-12-01"),
+}
+"""The content-shape rule per provider (see :class:`ContentShapeRule`). Undocumented means
+different: neither provider says the two shapes cache alike, so both are ``False``."""
+
+_WIRE_PROVIDER = {"anthropic": "anthropic", "openai-chat": "openai", "openai-responses": "openai"}
+
+
+def content_shape_rule(provider_or_format: str) -> ContentShapeRule | None:
+    """The rule for a provider (``anthropic``, ``openai``) or a wire format (``openai-chat``,
+    ``openai-responses``), or ``None`` when there is none (the shapes are then different)."""
+    return CONTENT_SHAPES.get(_WIRE_PROVIDER.get(provider_or_format, provider_or_format))
+
+
+def text_block_of(provider_or_format: str, text: str) -> dict[str, str] | None:
+    """The text block a string content stands for when the rule says the two shapes cache
+    alike (so callers render both alike), else ``None`` (keep the string as sent)."""
+    rule = content_shape_rule(provider_or_format)
+    if rule is None or not rule.cache_alike:
+        return None
+    text_type = "input_text" if provider_or_format == "openai-responses" else rule.text_type
+    return {"type": text_type, "text": text}
+
+
+_TEXT_TYPES = ("text", "input_text", "output_text")
+_MARKERS = ("cache_control", "prompt_cache_breakpoint")
+
+
+def _text_of(value: Any) -> tuple[bool, str] | None:
+    """``(is_string, text)`` of a content value that is a string, a text block or a list of
+    one text block (markers aside), else ``None``."""
+    if isinstance(value, str):
+        return True, value
+    if isinstance(value, list) and len(value) == 1:
+        value = value[0]
+    if (isinstance(value, Mapping) and value.get("type") in _TEXT_TYPES
+            and isinstance(value.get("text"), str)
+            and all(k in ("type", "text", *_MARKERS) for k in value)):
+        return False, value["text"]
+    return None
+
+
+def content_shape_change(segment_a: bytes, segment_b: bytes) -> bool:
+    """Whether two message segments (segment data: ``{"role", "content"}`` for string content,
+    ``{"role", "block"}`` per content block) hold the same text in the two shapes: a string
+    on one side, one text block on the other, same role."""
+    try:
+        a, b = loads(segment_a), loads(segment_b)
+    except ValueError:
+        return False
+    if not (isinstance(a, Mapping) and isinstance(b, Mapping)) or a.get("role") != b.get("role"):
+        return False
+    x = _text_of(a["content"] if "content" in a else a.get("block"))
+    y = _text_of(b["content"] if "content" in b else b.get("block"))
+    return x is not None and y is not None and x[0] != y[0] and x[1] == y[1]

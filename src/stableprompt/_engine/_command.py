@@ -5,7 +5,10 @@
 * ``serve`` starts a detached server on the tiny model (building and writing it first when
   needed), records it in ``<cache>/llama/server.json`` and prints its base URL;
 * ``stop`` stops the recorded server (exit 0 with a message when there is none);
-* ``status`` prints the recorded server and whether it answers ``/health``, or says none.
+* ``status`` prints the recorded server and whether it answers ``/health``, or says none; its
+  exit status follows the LSB init-script convention: 0 healthy, 1 a stale record (the process
+  is gone), 3 no server recorded, 4 running but not answering ``/health`` (still starting, or
+  wedged), so ``stableprompt engine status || stableprompt engine serve`` works in scripts.
 
 ``--json`` prints one JSON object instead (:func:`~stableprompt._subcommand.json_text`).
 """
@@ -61,7 +64,8 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
                        "(SIGTERM, then SIGKILL; only a llama-server process is signalled).")
     actions.add_parser("status", help="show the server 'engine serve' started, if any",
                        description="Show the server recorded in <cache>/llama/server.json and "
-                       "whether it answers GET /health.")
+                       "whether it answers GET /health. Exit status: 0 healthy, 1 stale record "
+                       "(process gone), 3 none recorded, 4 running but not answering /health.")
     for child in actions.choices.values():
         child.add_argument("--json", action="store_true", help="print one JSON object")
 
@@ -145,7 +149,7 @@ def _status(args: argparse.Namespace) -> int:
     server = read_state()
     if server is None:
         _emit(args, {"running": False, "server": None}, "no engine server is recorded")
-        return 0
+        return 3
     running = is_llama_server(server.pid, port=server.port)
     healthy = running and _healthy(server.base_url)
     state = "healthy" if healthy else "running, not answering /health" if running else (
@@ -153,7 +157,7 @@ def _status(args: argparse.Namespace) -> int:
     _emit(args, {"running": running, "healthy": healthy, "server": server.to_json()},
           f"{server.base_url} pid {server.pid}: {state}\n  model {server.model_path}\n"
           f"  template {server.template}\n  log {server.log_path}")
-    return 0
+    return 0 if healthy else 4 if running else 1
 
 
 def _run(args: argparse.Namespace) -> int:

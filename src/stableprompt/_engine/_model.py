@@ -39,7 +39,7 @@ from pathlib import Path
 from .._exceptions import EngineError
 from ._build import source_dir, version_dir
 
-__all__ = ["MODEL_SHAPE", "TEMPLATES", "resolve_template", "write_model"]
+__all__ = ["MODEL_SHAPE", "TEMPLATES", "check_template", "resolve_template", "write_model"]
 
 #: Short template name -> file under ``<src>/models/templates/``.
 TEMPLATES: dict[str, str] = {
@@ -125,16 +125,55 @@ def resolve_template(template: str | os.PathLike[str], src: Path) -> tuple[str, 
     """
     if isinstance(template, str) and template in TEMPLATES:
         return template, src / "models" / "templates" / TEMPLATES[template]
+    return check_template(template)
+
+
+def check_template(template: str | os.PathLike[str]) -> tuple[str, Path]:
+    """``(name, path)`` of a template given as a file, checked before anything is built or
+    fetched: it exists and is a chat template (:func:`_check_template_text`). A short name of
+    :data:`TEMPLATES` is returned as ``(name, Path(name))`` unchecked (its file comes with
+    the llama.cpp source).
+
+    Raises:
+        EngineError: ``engine-template-unknown`` (no such short name or file),
+            ``engine-template-invalid`` (the file is no chat template).
+    """
+    if isinstance(template, str) and template in TEMPLATES:
+        return template, Path(template)
     path = Path(template)
     if isinstance(template, os.PathLike) or path.suffix == ".jinja" or os.sep in str(template):
-        if not path.is_file():
+        try:
+            text = path.read_bytes()
+        except FileNotFoundError as exc:
             raise EngineError(f"chat template file {str(path)!r} does not exist",
-                              code="engine-template-unknown")
+                              code="engine-template-unknown") from exc
+        except OSError as exc:
+            raise EngineError(f"cannot read chat template {str(path)!r}: {exc}",
+                              code="engine-template-unknown") from exc
+        _check_template_text(path, text)
         name = re.sub(r"[^A-Za-z0-9._-]+", "-", path.stem).strip("-.") or "template"
         return name, path
     raise EngineError(f"unknown chat template {template!r}: use one of "
                       f"{', '.join(sorted(TEMPLATES))} or a path to a .jinja file",
                       code="engine-template-unknown")
+
+
+def _check_template_text(path: Path, text: bytes) -> None:
+    """Refuse a file that cannot be a chat template: not UTF-8, no Jinja tag, or never reading
+    ``messages`` (every chat template renders the conversation from it). Any plain text is a
+    valid Jinja template that renders itself, so without this check a wrong file (say
+    ``/etc/passwd``) would give every request the same prompt and a cache that always hits."""
+    try:
+        decoded = text.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise EngineError(f"chat template {str(path)!r} is not UTF-8 text (byte {exc.start})",
+                          code="engine-template-invalid") from exc
+    if ("{%" not in decoded and "{{" not in decoded) or "messages" not in decoded:
+        raise EngineError(f"{str(path)!r} is not a chat template: a Jinja chat template has "
+                          "'{%' or '{{' tags and renders the 'messages' list. Fix: give a "
+                          "model's .jinja chat template (e.g. llama.cpp's models/templates/) "
+                          f"or one of {', '.join(sorted(TEMPLATES))}",
+                          code="engine-template-invalid")
 
 
 def _check_extra() -> None:
@@ -161,7 +200,8 @@ def write_model(template: str | os.PathLike[str] = "qwen2.5", *, download: bool 
         about 4.2 MB; the same inputs give the same path and the same bytes.
 
     Raises:
-        EngineError: Unknown template (code ``engine-template-unknown``); numpy or pyyaml
+        EngineError: Unknown template (code ``engine-template-unknown``); a file that is
+            not a chat template (``engine-template-invalid``); numpy or pyyaml
             missing (``engine-numpy-missing``, saying ``pip install 'stableprompt[engine]'``);
             the writer failed (``engine-model-failed``, with its last output lines); see
             :func:`._build.source_dir` for fetching the source.
@@ -173,6 +213,7 @@ def write_model(template: str | os.PathLike[str] = "qwen2.5", *, download: bool 
     except OSError as exc:
         raise EngineError(f"cannot read chat template {template_path}: {exc}",
                           code="engine-template-unknown") from exc
+    _check_template_text(template_path, template_text)
     digest = hashlib.sha256()
     for part in (_WRITER.encode(), json.dumps(MODEL_SHAPE, sort_keys=True).encode(),
                  template_text):

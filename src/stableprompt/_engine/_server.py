@@ -47,7 +47,7 @@ import httpx
 
 from .._exceptions import EngineError
 from ._build import build_server, engine_dir, version_dir
-from ._model import write_model
+from ._model import check_template, write_model
 
 __all__ = [
     "LlamaServer",
@@ -261,6 +261,8 @@ def serve(
             last 20 lines and its path); see :func:`._build.build_server` and
             :func:`._model.write_model` for the build and model errors.
     """
+    if model is None:
+        check_template(template)  # a wrong file fails now, not after a build of minutes
     binary = build_server()
     model_path = Path(model) if model is not None else write_model(template)
     if not model_path.is_file():

@@ -101,9 +101,18 @@ class PromptBuilder:
         self._strict = strict
         self._frozen = False
         if system is not None:
+            if not isinstance(system, (str, list, tuple)):
+                raise PinnedHeadError(f"system takes a str or a list of str, got "
+                                      f"{type(system).__name__}", code="head-system",
+                                      segment="system[0]")
             for text in ([system] if isinstance(system, str) else system):
                 self.system(text)
         if tools is not None:
+            if isinstance(tools, (Tool, Mapping)):
+                raise ToolError(f"tools= takes a list of tools, got one {type(tools).__name__}:"
+                                " write tools=[x]", code="tool-shape-unknown",
+                                tool=getattr(tools, "name", None) if isinstance(tools, Tool)
+                                else None)
             self.tools(tools)
         if tail_slots is not None:
             if isinstance(tail_slots, str):
@@ -742,6 +751,7 @@ class Conversation:
             removed_tokens=removed_tokens,
             summary_tokens=summary_tokens,
             saved_tokens_per_turn=saved,
+            summary=prefix + summary,
         )
 
     def _prefix_fingerprint(self) -> str:

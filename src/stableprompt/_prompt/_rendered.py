@@ -26,7 +26,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from .._canonical import loads
-from .._exceptions import BreakpointWarning, HistoryError
+from .._exceptions import BreakpointWarning, HistoryError, MethodNameError
 from .._policy import TOKEN_ESTIMATE_MARGIN, cache_policy
 from .._public import public
 from .._segment import Segment, fingerprint_of, sum_tokens
@@ -105,10 +105,11 @@ class RenderedPrompt:
 
         def __getattr__(self, name: str) -> Any:
             if name == "to_openai":  # a first guess: name the two real methods
-                raise AttributeError(
+                raise MethodNameError(
                     "RenderedPrompt has no to_openai(): use to_openai_chat(...) for Chat "
                     "Completions (/v1/chat/completions) or to_openai_responses(...) for the "
-                    "Responses API (/v1/responses)", name=name, obj=self)
+                    "Responses API (/v1/responses)", code="method-name",
+                    segment="RenderedPrompt.to_openai")
             raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}",
                                  name=name, obj=self)
 

@@ -70,12 +70,32 @@ def map_transport_error(exc: BaseException, *, secrets: tuple[str, ...] = ()) ->
     """Map an httpx/httpx2 exception to :class:`ProviderTimeoutError` (any
     ``TimeoutException``) or :class:`ProviderConnectionError` (any other error).
 
-    The message names the original class and text, scrubbed of ``secrets`` and of anything
-    key-shaped; raise the result ``from exc``.
+    The message names the request (method and URL, when the exception carries it), the
+    original class and text, scrubbed of ``secrets`` and of anything key-shaped (URL
+    passwords included); raise the result ``from exc``.
     """
     cls, what = _mapped(exc) or _CONNECTION
-    message = redact(f"{type(exc).__name__}: {exc}", secrets=secrets)
-    return cls(f"{what} ({message})")
+    target = _request_line(exc)
+    message = redact(f"{what}{target} ({type(exc).__name__}: {exc})", secrets=secrets)
+    return cls(message)
+
+
+def _request_line(exc: BaseException) -> str:
+    """``": POST http://host/v1/messages"`` for an httpx exception that carries its request,
+    ``""`` otherwise (httpx raises RuntimeError from ``.request`` when none was set). The
+    query string and user info are left out: they can carry a key (Gemini's ``?key=``)."""
+    try:
+        request = exc.request  # type: ignore[attr-defined]
+    except (AttributeError, RuntimeError):
+        return ""
+    method, url = getattr(request, "method", None), getattr(request, "url", None)
+    scheme, host = getattr(url, "scheme", None), getattr(url, "host", None)
+    if not isinstance(method, str) or not isinstance(scheme, str) or not isinstance(host, str):
+        return ""
+    port = getattr(url, "port", None)
+    host = f"[{host}]" if ":" in host else host  # IPv6 literal
+    where = f"{scheme}://{host}{'' if port is None else f':{port}'}{getattr(url, 'path', '')}"
+    return f": {method} {where}"
 
 
 def http_status_error(

@@ -248,7 +248,7 @@ def segment_request(wire_format: str, body: Mapping[str, Any]) -> SegmentedReque
     module = _module(wire_format)
     if not isinstance(body, Mapping):
         raise CaptureError("request body must be a JSON object", code="capture-shape", pointer="")
-    builder = SegmentBuilder(_MARKERS[wire_format])
+    builder = SegmentBuilder(_MARKERS[wire_format], wire_format)
     builder.params(body, module.CACHE_KEY_PARAMS)
     module.segment(body, builder)
     return builder.build(wire_format, body)

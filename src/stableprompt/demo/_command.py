@@ -7,7 +7,13 @@ rate, ceiling, share of the ceiling, agreement, cost) and the verdict table; lla
 have one row per scenario and endpoint (``stableprompt/chat``) and add the engine's prefill
 table (cold vs warm milliseconds) and the template findings. ``--json`` prints the same as
 JSON instead (see :meth:`DemoResult.to_json`). A progress bar goes to stderr when it is a
-terminal (never with ``--json``); so do the engine's build and start notices.
+terminal (never with ``--json``); in a log or a pipe an engine run says each finished row on
+stderr instead; so do the engine's build and start notices.
+
+Exit status: 0, or 1 when an engine row measured nothing because the engine refused its every
+call (e.g. a chat template that demands alternating roles): the output is still printed, and
+one stderr line names the rows and the first refusal. SIGTERM stops a started engine before
+exiting (143; see :mod:`stableprompt._cli`).
 
 Output paths (``--ledger``, ``--html``, ``--capture``) and ``--model`` are checked while the
 arguments are parsed, so a bad one fails at once with a one-line usage error naming the option
@@ -49,7 +55,7 @@ from ._run import (
     new_ledger_problem,
     run_demo,
 )
-from ._scenarios import SCENARIOS, scenario_names
+from ._scenarios import PROVIDER_WIRES, SCENARIOS, scenario_names
 from ._workload import Workload, bfcl_workload, synthetic_workload
 
 __all__ = ["SUBCOMMAND"]
@@ -101,9 +107,10 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
                         "--slot-save-path DIR, so the demo can erase its slot between rows)")
     parser.add_argument("--endpoint", choices=(*ENDPOINTS, "all"), metavar="|".join(
                         (*ENDPOINTS, "all")),
-                        help="llama-server only: the endpoint(s) to send to: chat "
+                        help="llama-server: the endpoint(s) to send to: chat "
                         "(/v1/chat/completions), responses (/v1/responses), messages "
-                        "(/v1/messages) or all (default)")
+                        "(/v1/messages) or all (default); openai: chat (default) or "
+                        "responses, the emulator's wire")
     parser.add_argument("--template", choices=TEMPLATES, metavar="|".join(TEMPLATES),
                         help="llama-server only, without --base-url: the tiny model's chat "
                         "template (default qwen2.5: append-stable; mistral-nemo and hermes-3 "
@@ -141,15 +148,28 @@ def _workload(args: argparse.Namespace) -> Workload:
             "bundled synthetic workload.", code=exc.code) from exc
 
 
+_OPENAI_ENDPOINTS = {"chat": "openai-chat", "responses": "openai-responses"}
+"""``--endpoint`` with ``--provider openai``: the wire the emulator demo sends."""
+
+
 def _check_engine_options(args: argparse.Namespace) -> None:
     """The llama-server options need ``--provider llama-server`` (and ``--template`` a
-    started engine).
+    started engine); ``--endpoint`` also applies to ``--provider openai`` (chat or
+    responses).
 
     Raises:
         UsageError: One of them is given without it.
     """
+    if args.provider == "openai" and args.endpoint is not None:
+        if args.endpoint not in _OPENAI_ENDPOINTS:
+            raise UsageError(f"stableprompt demo: error: argument --endpoint: "
+                             f"{args.endpoint!r} is not an OpenAI endpoint of the emulator "
+                             f"demo; choose {' or '.join(_OPENAI_ENDPOINTS)}")
+        endpoint = None
+    else:
+        endpoint = args.endpoint
     given = [(option, value) for option, value in (("--base-url", args.base_url),
-                                                   ("--endpoint", args.endpoint),
+                                                   ("--endpoint", endpoint),
                                                    ("--template", args.template))
              if value is not None]
     if args.provider != ENGINE_PROVIDER and given:
@@ -184,9 +204,11 @@ def header_lines(result: DemoResult) -> list[str]:
                   if policy.granularity_tokens > 1 else "")
                + (" (model not in the policy table: conservative default)"
                   if policy.conservative else ""))
+    default = result.wire in (None, PROVIDER_WIRES.get(result.provider))
+    wire = "" if default else f" ({result.wire})"
     return [
         f"Backend: {BACKEND_NOTE}",
-        f"Provider: {result.provider} wire format; model {result.model} ({minimum}).",
+        f"Provider: {result.provider} wire format{wire}; model {result.model} ({minimum}).",
         f"Workload: {describe_workload(result.workload)}",
     ]
 
@@ -268,7 +290,13 @@ def _run(args: argparse.Namespace) -> int:
             progress.update(tasks[name], completed=done)
 
         progress.start()
+    elif not args.json and engine:  # a long run in a log or pipe: one line per finished row
+        def progress_cb(name: str, done: int, total: int) -> None:
+            if done == total:
+                stderr.print(f"{name}: {total} calls done", markup=False, soft_wrap=True)
     options: dict[str, Any] = {}
+    if args.provider == "openai" and args.endpoint is not None:
+        options = {"wire": _OPENAI_ENDPOINTS[args.endpoint]}
     if engine:
         options = {"base_url": args.base_url, "template": args.template,
                    "endpoints": None if args.endpoint in (None, "all") else [args.endpoint],
@@ -291,9 +319,10 @@ def _run(args: argparse.Namespace) -> int:
         write_text(args.html, html_report(result.report, title="stableprompt demo",
                                           intro=header, notes=[*notes, *extra]))
         notes.append(f"HTML report written to {args.html}")
+    failed = _refused_rows(result)
     if args.json:
         sys.stdout.write(json_text(result.to_json()))
-        return 0
+        return _exit_status(failed, stderr)
     console = make_console(sys.stdout)
     for line in header:
         console.print(line)
@@ -307,7 +336,24 @@ def _run(args: argparse.Namespace) -> int:
     else:
         print_tables(result.report, title=title, file=sys.stdout, notes=notes)
     console.print(f"({result.elapsed_s:.1f} s)")
-    return 0
+    return _exit_status(failed, stderr)
+
+
+def _refused_rows(result: DemoResult) -> list[str]:
+    """Rows whose every call the engine refused (measured nothing), with the first refusal."""
+    if result.engine is None:
+        return []
+    return [f"{row.name} ({row.first_refusal})" for row in result.engine.rows if row.all_refused]
+
+
+def _exit_status(failed: list[str], stderr: Any) -> int:
+    """1 when a row measured nothing (its every call was refused), else 0."""
+    if not failed:
+        return 0
+    stderr.print(f"stableprompt demo: error: the engine refused every call of {len(failed)} "
+                 f"row{'s' if len(failed) != 1 else ''}, which measured nothing: "
+                 f"{'; '.join(failed)}", markup=False, soft_wrap=True)
+    return 1
 
 
 SUBCOMMAND = Subcommand(

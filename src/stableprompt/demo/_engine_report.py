@@ -184,6 +184,7 @@ class EngineRowReport:
             ``unknown``).
         first_refusal: The server's message of the first of those, on one line
             (:func:`one_line_error`), or ``None``.
+        calls: The row's calls (refused ones included).
     """
 
     name: str
@@ -194,6 +195,12 @@ class EngineRowReport:
     first_not_append_stable: dict[str, Any] | None = None
     refused: int = 0
     first_refusal: str | None = None
+    calls: int = 0
+
+    @property
+    def all_refused(self) -> bool:
+        """The engine refused every call of the row (it measured nothing)."""
+        return self.calls > 0 and self.refused == self.calls
 
     @classmethod
     def of(cls, name: str, scenario: str, endpoint: str, records: Sequence[UsageRecord]
@@ -215,8 +222,7 @@ class EngineRowReport:
             message = one_line_error(str(detail.get("error_message") or detail.get(
                 "error_type") or refused[0].error_class))
         return cls(name, scenario, endpoint, PrefillStats.of(timings_of(records)), len(unstable),
-                   first,
-                   len(refused), message)
+                   first, len(refused), message, len(records))
 
     def to_json(self) -> dict[str, Any]:
         """``{"scenario", "endpoint", "prefill", "template_findings"}``."""

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._canonical import loads
-from .._policy import TTL_LABELS_S, cache_policy
+from .._policy import TTL_LABELS_S, cache_policy, text_block_of
 from ._answers import Usage, WireContext, WireError, WireResult, render, split_text, sse_event
 from ._checks import (
     expect_bool,
@@ -168,6 +168,8 @@ def _render(req: dict[str, Any], chain: PromptChain) -> list[_Marker]:
         if ttl:
             markers.append(_Marker(index, ttl, where))
     system = req.get("system")
+    if isinstance(system, str) and system and text_block_of("anthropic", system) is not None:
+        system = [text_block_of("anthropic", system)]  # the content-shape rule: cache alike
     if isinstance(system, str):
         if system:
             index = chain.add(b"\nsystem\n" + render(system, "system"), where="system",
@@ -200,6 +202,10 @@ def _render(req: dict[str, Any], chain: PromptChain) -> list[_Marker]:
         content = obj["content"]
         final_assistant = role == "assistant" and i == len(messages) - 1
         head = b"\n" + role.encode() + b"\n"
+        if isinstance(content, str) and content:  # the content-shape rule (_policy): a
+            block = text_block_of("anthropic", content)  # string is its own bytes unless
+            if block is not None:  # the provider documents that it caches like one block
+                content = [block]
         if isinstance(content, str):
             if not content and not final_assistant:
                 raise WireError(f"{where}.content: text content must be non-empty")

@@ -73,13 +73,14 @@ def handle_responses(body: Any, ctx: WireContext) -> WireResult:
                         where="instructions", kind="system")
     items = req["input"]
     if isinstance(items, str):  # shorthand for one user message, rendered the same way
-        cache.implicit = add_message(cache, {"role": "user", "content": items}, "input")
+        cache.implicit = add_message(cache, {"role": "user", "content": items}, "input",
+                                     wire_format="openai-responses")
     else:
         for i, item in enumerate(expect_list(items, "input")):
             where = f"input[{i}]"
             obj = expect_object(item, where)
             if "content" in obj and "role" in obj:
-                last = add_message(cache, obj, where)
+                last = add_message(cache, obj, where, wire_format="openai-responses")
                 if obj["role"] == "user":
                     cache.implicit = last
                 continue
