@@ -326,7 +326,9 @@ class VolatileContentWarning(UserWarning):
         kind: Volatile kind (``timestamp``, ``uuid``, ...).
         text: The matched text.
         start: Character offset of the match in the block text.
-        offset: Byte offset of the match in the rendered head data.
+        offset: Byte offset of the match in ``PinnedHead.data`` (the head's segment bytes,
+            which also start every render's ``RenderedPrompt.data``): the same coordinate
+            system as ``Divergence.offset``, see :func:`~stableprompt.diff`.
     """
 
     def __init__(self, message: str, *, segment: str, kind: str, text: str, start: int,
