@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import re
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -298,6 +299,55 @@ def test_demo_ledger_totals_and_causes(demo_ledger: tuple[Any, Path]) -> None:
     assert report.cliffs() and all(c.call.verdict != "hit" for c in report.cliffs())
 
 
+def test_demo_misses_carry_their_before_after_from_the_ledger_row(
+        demo_ledger: tuple[Any, Path]) -> None:
+    """The demo keeps no request bodies, yet every client_mutation row says what changed: the
+    recorder stores lint's snippet of the first change (the clock's two values in the system
+    prompt; the moved tool's name), so the report's before/after is never empty."""
+    _, path = demo_ledger
+    report = summarize(read_ledger(path), price=False)
+    mutations = [r for r in report.calls if r.verdict == "client_mutation"]
+    assert mutations and all(r.before is not None and r.after is not None for r in mutations)
+    assert all(r.before != r.after for r in mutations)
+    dropped = [r for r in mutations if r.scenario == "breakpoint-misplaced"]
+    assert dropped and all(r.after == "" and "Current time" in (r.before or "")
+                           for r in dropped)  # the clock block the next request left out
+    clock = [r for r in mutations if r.scenario == "clock-in-system"]
+    stamp = re.compile(r"\d\d:\d\d")
+    assert all(stamp.search(r.before or "") and stamp.search(r.after or "") for r in clock)
+    assert all(len(r.before or "") <= 64 and len(r.after or "") <= 64 for r in mutations)
+
+
+def test_store_snippets_false_keeps_no_prompt_text(tmp_path: Path) -> None:
+    """``Recorder(store_snippets=False)``: the miss keeps its cause, segment and path, not the
+    text around the change."""
+    from stableprompt import Recorder
+
+    details = []
+    for keep in (True, False):
+        recorder = Recorder(None, session_id="s", store_snippets=keep)
+        for minute in (0, 5):
+            body = {"model": "claude-sonnet-4-5", "max_tokens": 8,
+                    "system": [{"type": "text", "text": "You are helpful. " * 400
+                                + f"Now: 2026-11-30T10:0{minute}:00Z",
+                                "cache_control": {"type": "ephemeral"}}],
+                    "messages": [{"role": "user", "content": "hi"}]}
+            pending = recorder.start("/v1/messages", {}, json.dumps(body).encode(),
+                                     host="api.anthropic.com")
+            assert pending is not None
+            answer = {"id": f"msg_{minute}", "type": "message", "role": "assistant",
+                      "content": [{"type": "text", "text": "ok"}], "usage": {
+                          "input_tokens": 1700, "output_tokens": 1,
+                          "cache_read_input_tokens": 0, "cache_creation_input_tokens": 0}}
+            recorder.finish(pending, status_code=200, body=json.dumps(answer).encode())
+        details.append(recorder.records[-1].verdict_detail)
+    kept, dropped = details
+    assert kept["cause"] == dropped["cause"] == "volatile-token"
+    assert dropped["path"] == kept["path"] == "/system/0/text"
+    assert "10:00" in str(kept["snippet_a"]) and "10:05" in str(kept["snippet_b"])
+    assert "snippet_a" not in dropped and "snippet_b" not in dropped
+
+
 def test_demo_ledger_splits_intra_and_cross_turn(demo_ledger: tuple[Any, Path]) -> None:
     """Every demo call has a turn boundary; stableprompt reads more inside user turns than
     across them, tool-order-drift reads nothing across them (its tools move per user turn)."""
@@ -473,3 +523,39 @@ def test_html_has_turn_split_causes_and_misses(demo_ledger: tuple[Any, Path],
     assert "Misses: calls that lost tokens" in page
     assert CAUSE_FIXES["volatile-token"] in page and "/system/0/text" in page
     assert "<script" not in page
+
+
+@pytest.mark.parametrize("wire", ["openai-chat", "openai-responses"])
+def test_the_sdk_tail_re_sent_after_the_same_history_is_no_mutation_when_recorded(
+        wire: str) -> None:
+    """One rule for recorder and lint (``_diff.is_expected_divergence``): the SDK's own
+    OpenAI tail message re-sent with a new value after the same history (a retry, a poll) is
+    expected to both: a hit on the ledger, no break in lint."""
+    from stableprompt import PromptBuilder, Recorder, lint_requests
+
+    head = (PromptBuilder().system("You are a careful assistant. " * 300)
+            .tail_slot("now").freeze())
+    conv = head.conversation()
+    conv.user("What's new?")
+    recorder = Recorder(None, session_id="retry")
+    bodies = []
+    for i, now in enumerate(("2026-11-30T10:00:00Z", "2026-11-30T10:05:00Z")):
+        rendered = conv.render(tail={"now": now})
+        request = (rendered.to_openai_chat(model="gpt-5.1") if wire == "openai-chat"
+                   else rendered.to_openai_responses(model="gpt-5.1"))
+        bodies.append(request.body)
+        path = "/v1/chat/completions" if wire == "openai-chat" else "/v1/responses"
+        pending = recorder.start(path, {}, request.content, host="api.openai.com")
+        assert pending is not None
+        cached = 0 if i == 0 else 1920
+        usage = ({"prompt_tokens": 2100, "completion_tokens": 1,
+                  "prompt_tokens_details": {"cached_tokens": cached}} if wire == "openai-chat"
+                 else {"input_tokens": 2100, "output_tokens": 1,
+                       "input_tokens_details": {"cached_tokens": cached}})
+        answer = ({"id": f"c{i}", "object": "chat.completion", "choices": [], "usage": usage}
+                  if wire == "openai-chat" else
+                  {"id": f"r{i}", "object": "response", "output": [], "usage": usage})
+        recorder.finish(pending, status_code=200, body=json.dumps(answer).encode())
+    second = recorder.records[-1]
+    assert second.verdict == "hit", second.verdict_detail
+    assert lint_requests(bodies).summary.breaks == 0

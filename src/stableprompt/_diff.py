@@ -8,6 +8,12 @@ search over ``prefix_digest`` (O(log n) digest comparisons), and only that segme
 Causes (stable slugs): ``model-change``, ``param-change``, ``tool-added``, ``tool-removed``,
 ``tool-reorder``, ``key-order``, ``whitespace``, ``volatile-token``, ``history-rewrite``,
 ``content-edit``.
+
+On top of :func:`diff`: :func:`is_expected_divergence` (is the divergence the predecessor's
+volatile tail: one rule for the recorder, lint and ``assert_prefix_stable``) and
+:func:`value_snippet` (the differing JSON value at the divergence's body pointer, with a
+**character** offset inside it and up to :data:`SNIPPET_CHARS` characters either side: what
+lint prints and what the recorder stores on a ``client_mutation`` row for the report).
 """
 
 from __future__ import annotations
@@ -26,13 +32,16 @@ from ._volatility import paired_nonce, scan_volatile
 
 __all__ = [
     "CAUSES",
+    "SNIPPET_CHARS",
     "Divergence",
     "Segmented",
+    "ValueSnippet",
     "common_prefix_len",
     "diff",
     "first_divergent_index",
     "is_expected_divergence",
     "lcp_bytes",
+    "value_snippet",
 ]
 
 CAUSES = (
@@ -48,7 +57,11 @@ CAUSES = (
     "content-edit",
 )
 
-_SNIPPET = 32
+SNIPPET_CHARS = 32
+"""Characters (text snippets) or bytes (segment-data snippets) shown either side of a change."""
+_MISSING = object()
+#: One tail slot as the SDK renders it (``RenderedPrompt.tail_texts``): ``<name>\nvalue\n</name>``.
+_SLOT = re.compile(r"<([A-Za-z0-9_.:-]{1,64})>\n.*?\n</\1>", re.DOTALL)
 _KEY_CONTEXT = 256  # bytes searched beyond a snippet for a key that reaches into it
 _WS = re.compile(r"\s+")
 
@@ -258,10 +271,10 @@ def _labels(segments: Sequence[Segment], kind: str) -> list[str]:
 def _snippet(data: bytes, offset: int) -> str:
     """The bytes around ``offset``, key-shaped strings scrubbed (keys are found in a wider
     window, so a key cut by the snippet's edge is scrubbed too)."""
-    lo = max(0, offset - _SNIPPET)
+    lo = max(0, offset - SNIPPET_CHARS)
     wide = max(0, lo - _KEY_CONTEXT)
-    window = redact_slice(data[wide: offset + _SNIPPET + _KEY_CONTEXT], lo - wide,
-                          offset + _SNIPPET - wide)
+    window = redact_slice(data[wide: offset + SNIPPET_CHARS + _KEY_CONTEXT], lo - wide,
+                          offset + SNIPPET_CHARS - wide)
     return window.decode("utf-8", "replace")
 
 
@@ -396,13 +409,9 @@ def diff(a: Segmented, b: Segmented) -> Divergence | None:
     )
 
 
-def _message_key(segment: Segment) -> str:
-    """``/messages/3`` for ``/messages/3/content/1`` (the message a segment belongs to)."""
-    return "/".join(segment.path.split("/")[:3])
-
-
-def is_expected_divergence(a: Any, b: Any, divergence: Divergence) -> bool:
-    """Whether ``divergence`` (from ``diff(a, b)``) lies in ``a``'s volatile tail.
+def _expected_by_position(a: Any, b: Any, divergence: Divergence) -> bool:
+    """The positional rule of :func:`is_expected_divergence`: the divergence lies in ``a``'s
+    volatile tail by where it is.
 
     Only the predecessor's **last message** can hold the tail (stableprompt renders it as the
     trailing blocks of the last user message for Anthropic, and as a final user/developer
@@ -428,21 +437,186 @@ def is_expected_divergence(a: Any, b: Any, divergence: Divergence) -> bool:
     if not segments or i >= len(segments) or segments[i].kind != "message":
         return False
     x = segments[i]
-    last = _message_key(segments[-1])
-    if _message_key(x) != last:
+    last = _message_of(segments[-1].path)
+    if _message_of(x.path) != last:
         return False
     breakpoints = [s for s in segments if s.breakpoint is not None]
     if breakpoints:
         mark = breakpoints[-1]
         if divergence.offset < mark.end:
             return False
-        first = next(s for s in segments if s.kind == "message" and _message_key(s) == last)
+        first = next(s for s in segments if s.kind == "message" and _message_of(s.path) == last)
         if mark.end >= first.start:
             return True
     if i >= len(b.segments):
         return False
     y: Segment = b.segments[i]
-    return y.kind == "message" and (y.label != x.label or _message_key(y) != last)
+    return y.kind == "message" and (y.label != x.label or _message_of(y.path) != last)
 
 
 public(Divergence, diff)
+
+
+def is_expected_divergence(a: Segmented, b: Segmented, divergence: Divergence) -> bool:
+    """Whether ``divergence`` (from ``diff(a, b)``) lies in ``a``'s volatile tail: the one
+    rule of the recorder's attribution, ``stableprompt lint`` and ``assert_prefix_stable``.
+
+    Either the positional rule (:func:`_expected_by_position`: in the predecessor's last
+    message, past its last breakpoint or replaced by the next turn), or stableprompt's own
+    tail message re-sent with a new value after the same history: both requests end in it and
+    it holds only ``<slot>\nvalue\n</slot>`` texts, the shape the SDK renders its tail in (the
+    OpenAI formats send it as a final developer/user message, which the positional rule alone
+    would call an edited last message).
+    """
+    if _expected_by_position(a, b, divergence):
+        return True
+    i = divergence.segment_index
+    if divergence.segment_kind != "message" or not (_ends_in(a, i) and _ends_in(b, i)):
+        return False
+    slots_a = _tail_slots(a, i)
+    return slots_a is not None and slots_a == _tail_slots(b, i)
+
+
+def _message_of(path: str) -> str:
+    """``/messages/3`` for ``/messages/3/content/1``: the message a segment belongs to."""
+    return "/".join(path.split("/")[:3])
+
+
+def _ends_in(req: Segmented, i: int) -> bool:
+    """Whether segment ``i`` of ``req`` is in its last message (only that message's
+    segments, e.g. a Responses item's ``rest``, follow it)."""
+    segments = req.segments
+    if i >= len(segments):
+        return False
+    key = _message_of(segments[i].path)
+    return all(_message_of(s.path) == key for s in segments[i + 1:])
+
+
+def _tail_slots(req: Segmented, i: int) -> tuple[str, ...] | None:
+    """The slot names of segment ``i`` when it is a non-assistant message made only of
+    SDK tail texts, else ``None``."""
+    s = req.segments[i]
+    try:
+        value = loads(req.data[s.start:s.end])
+    except ValueError:
+        return None
+    if not isinstance(value, dict):
+        return None
+    role = value.get("role")
+    content = value["block"] if "block" in value else value.get("content")
+    if role == "assistant":
+        return None
+    parts = content if isinstance(content, list) else [content]
+    texts: list[str] = []
+    for part in parts:
+        text = part if isinstance(part, str) else part.get("text") if isinstance(
+            part, dict) else None
+        if not isinstance(text, str):
+            return None
+        texts.append(text)
+    names: list[str] = []
+    for text in texts:
+        pos = 0
+        for m in _SLOT.finditer(text):
+            if text[pos:m.start()] not in ("", "\n"):
+                return None
+            names.append(m.group(1))
+            pos = m.end()
+        if pos != len(text) or not names:
+            return None
+    return tuple(names)
+
+
+@dataclass(frozen=True, slots=True)
+class ValueSnippet:
+    """The differing JSON value at a divergence's ``path``, on both sides.
+
+    Attributes:
+        value_offset: Character (code point) offset of the first differing character inside
+            the value at ``path`` (strings as is; other values as compact JSON text in the key
+            order sent). Equal to the shorter length when one is a prefix of the other; 0
+            when the value is absent on one side.
+        snippet_a: Up to 32 characters either side of ``value_offset`` in the predecessor's
+            value. When a side has no value at ``path``, its snippet is the start of the
+            nearest enclosing value below the top-level key (e.g. the string content where the
+            other side has a block list), or ``""`` (a tool or parameter that is absent).
+        snippet_b: The same for the later request.
+    """
+
+    value_offset: int
+    snippet_a: str
+    snippet_b: str
+
+
+def _resolve(prompt: Segmented, pointer: str) -> Any:
+    """The JSON value at body pointer ``pointer`` of a segmented request, or ``_MISSING``.
+
+    Message blocks are unwrapped from the segment's ``{"role", "block"}`` wrapper; a block
+    list message's ``/role`` is read from its blocks' wrapper.
+    """
+    data = prompt.data
+    role_of = pointer.rsplit("/role", 1)[0] + "/content/" if pointer.endswith("/role") else None
+    for s in prompt.segments:
+        if not s.path or s.kind == "tail":
+            continue
+        inside = pointer == s.path or pointer.startswith(s.path + "/")
+        if not inside and not (role_of and s.path.startswith(role_of)):
+            continue
+        try:
+            value = loads(data[s.start:s.end])
+        except ValueError:  # pragma: no cover - segment bytes are JSON
+            continue
+        if not inside:  # /messages/i/role of a block-list message
+            found = value.get("role", _MISSING) if isinstance(value, dict) else _MISSING
+            if found is not _MISSING:
+                return found
+            continue
+        rest = pointer[len(s.path):]
+        if ".content[" in s.name and isinstance(value, dict) and "block" in value:
+            value = value["block"]
+        elif s.name.endswith(".rest"):
+            if rest.split("/")[1:2] in (["role"], ["content"]):
+                continue
+        elif s.kind in ("message", "system") and rest and isinstance(value, dict) and (
+                rest.split("/")[1] not in value):
+            continue  # a key the message's ``.rest`` segment holds
+        found = pointer_get(value, rest, _MISSING)
+        if found is not _MISSING:
+            return found
+    return _MISSING
+
+
+def _text(value: Any) -> str:
+    if value is _MISSING:
+        return ""
+    if isinstance(value, str):
+        return value
+    return wire_json(value).decode("utf-8", "replace")
+
+
+def value_snippet(a: Segmented, b: Segmented, divergence: Divergence) -> ValueSnippet:
+    """The differing value at ``divergence.path`` in ``a`` and ``b`` (see :class:`ValueSnippet`).
+
+    For SDK renders the path is resolved the same way against their segments' JSON.
+    """
+    va, vb = _resolve(a, divergence.path), _resolve(b, divergence.path)
+    if va is _MISSING or vb is _MISSING:
+        ta, tb = _text(_enclosing(a, divergence.path)), _text(_enclosing(b, divergence.path))
+        return ValueSnippet(0, redact_slice(ta, 0, 2 * SNIPPET_CHARS),
+                            redact_slice(tb, 0, 2 * SNIPPET_CHARS))
+    ta, tb = _text(va), _text(vb)
+    k = common_prefix_len(ta, tb)
+    lo = max(0, k - SNIPPET_CHARS)
+    return ValueSnippet(k, redact_slice(ta, lo, k + SNIPPET_CHARS),
+                        redact_slice(tb, lo, k + SNIPPET_CHARS))
+
+
+def _enclosing(prompt: Segmented, pointer: str) -> Any:
+    """The value at ``pointer``, else at its nearest ancestor at least two tokens deep
+    (``/messages/0``), else ``_MISSING``."""
+    while pointer.count("/") >= 2:
+        value = _resolve(prompt, pointer)
+        if value is not _MISSING:
+            return value
+        pointer = pointer.rsplit("/", 1)[0]
+    return _MISSING

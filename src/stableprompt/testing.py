@@ -29,8 +29,8 @@ import math
 from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-from ._diff import Segmented, diff, lcp_bytes
-from ._lint._divergence import describe_divergence, is_expected_divergence, value_snippet
+from ._diff import Segmented, diff, is_expected_divergence, lcp_bytes, value_snippet
+from ._lint._divergence import describe_divergence
 from ._lint._events import EventQueue
 from ._lint._results import format_pair
 from ._wire._formats import detect, segment_request

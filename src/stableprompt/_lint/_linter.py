@@ -108,7 +108,14 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from .._diff import common_prefix_len, diff, first_divergent_index, lcp_bytes
+from .._diff import (
+    common_prefix_len,
+    diff,
+    first_divergent_index,
+    is_expected_divergence,
+    lcp_bytes,
+    value_snippet,
+)
 from .._exceptions import CaptureError, PolicyError
 from .._policy import (
     TTL_LABELS_S,
@@ -127,7 +134,6 @@ from .._wire._formats import (
     segment_request,
 )
 from ._capture import CaptureEntry, CaptureProblem, Skipped, iter_capture
-from ._divergence import is_expected_divergence, value_snippet
 from ._events import EventQueue
 from ._findings import (
     CAUSE_FIXES,

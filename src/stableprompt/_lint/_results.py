@@ -23,10 +23,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .._diff import Divergence
+from .._diff import Divergence, ValueSnippet
 from .._public import public
 from ._capture import CaptureProblem
-from ._divergence import ValueSnippet, describe_divergence
+from ._divergence import describe_divergence
 
 __all__ = ["LintFinding", "LintPair", "LintReport", "LintSummary", "format_pair"]
 

@@ -62,7 +62,14 @@ from dataclasses import dataclass
 from itertools import accumulate
 from typing import Any, Literal
 
-from .._diff import Divergence, diff, first_divergent_index, is_expected_divergence, lcp_bytes
+from .._diff import (
+    Divergence,
+    diff,
+    first_divergent_index,
+    is_expected_divergence,
+    lcp_bytes,
+    value_snippet,
+)
 from .._ledger._usage_record import Verdict
 from .._policy import TTL_LABELS_S, CachePolicy, content_shape_change, content_shape_rule
 from .._segment import HEAD_KINDS, Segment
@@ -550,6 +557,11 @@ class _Attributor:
                 cause_detail=div.detail,
                 offset=div.offset,
             )
+            base = None if self.base is None else self.base.segmented
+            if base is not None:  # the report's before/after, cut as lint cuts it (redacted)
+                snippet = value_snippet(base, self.seg, div)
+                self.detail.update(snippet_a=snippet.snippet_a, snippet_b=snippet.snippet_b,
+                                   value_offset=snippet.value_offset)
             shape = self.content_shape(div)
             if shape is not None:
                 self.detail["content_shape"] = shape

@@ -133,6 +133,11 @@ class Recorder:
         clock: Wall clock in epoch seconds (``time.time``); drives TTL gaps and ``ts_utc``.
         store_content: Keep the request body text on the record (the ledger also needs
             ``store_content=True`` to keep it). Lets a later process diff against it.
+        store_snippets: Keep, on a ``client_mutation`` record's ``verdict_detail``, the short
+            before/after text of the first change (``snippet_a`` / ``snippet_b``: up to 32
+            characters either side, key-shaped strings redacted; what ``stableprompt lint``
+            prints) so ``stableprompt report`` can show why a call missed without the bodies.
+            ``False`` keeps no prompt text at all on records.
         provider: Provider family for every call (``"vllm"``, ``"llama-cpp"``, ...), else
             inferred by :func:`provider_for`.
         session_window_s: How long a conversation's previous request counts for turns and
@@ -185,6 +190,7 @@ class Recorder:
         policies: PolicyTable | Iterable[CachePolicy] | None = None,
         clock: Callable[[], float] = time.time,
         store_content: bool = False,
+        store_snippets: bool = True,
         provider: str | None = None,
         session_window_s: float = 3600.0,
         keep_records: int | None = 10_000,
@@ -199,6 +205,7 @@ class Recorder:
         self.session_id = session_id
         self.scenario = scenario
         self.store_content = store_content
+        self.store_snippets = store_snippets
         self.provider = provider
         self.session_window_s = session_window_s
         self.keep_records = keep_records
@@ -597,6 +604,9 @@ class Recorder:
         verdict: Verdict = "unknown" if attribution is None else attribution.verdict
         if attribution is not None:
             detail = {**attribution.detail, **detail}
+            if not self.store_snippets:
+                for key in ("snippet_a", "snippet_b"):
+                    detail.pop(key, None)
         reason = None
         if error_class is not None:
             kind = detail.get("error_type") or detail.get("error_code")

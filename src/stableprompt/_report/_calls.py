@@ -74,6 +74,17 @@ def _str(detail: Mapping[str, Any], key: str) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
+def _snippet(detail: Mapping[str, Any], key: str, snippets: tuple[str, str] | None,
+             side: int) -> str | None:
+    """The row's recorded snippet (``""`` is kept: that side has no value there, e.g. a block
+    the later request dropped), else the one cut from stored bodies, else ``None``."""
+    value = detail.get(key)
+    if isinstance(value, str) and (value or isinstance(detail.get("snippet_a" if side else
+                                                                  "snippet_b"), str)):
+        return value
+    return snippets[side] if snippets else None
+
+
 @dataclass(frozen=True, slots=True)
 class CallRow:
     """One call of the report (see the module docstring for each derived field).
@@ -234,8 +245,8 @@ def call_row(record: UsageRecord, *, scenario: str, session: str, ceiling: int,
         excluded=excluded, read_share=share, partial=partial, lost_tokens=lost, cause=cause,
         segment=_str(detail, "segment"), segment_kind=_str(detail, "segment_kind"),
         path=_str(detail, "path"), cause_detail=cause_detail,
-        before=_str(detail, "snippet_a") or (snippets[0] if snippets else None),
-        after=_str(detail, "snippet_b") or (snippets[1] if snippets else None),
+        before=_snippet(detail, "snippet_a", snippets, 0),
+        after=_snippet(detail, "snippet_b", snippets, 1),
         boundary=boundary_of(record),
         cost_usd=costs[0], cost_uncached_usd=costs[1], cost_at_ceiling_usd=costs[2],
         lost_usd=costs[3], agrees=agrees)

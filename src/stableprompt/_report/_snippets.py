@@ -4,7 +4,7 @@ A ``client_mutation`` row names the first divergent segment and JSON path; the t
 the change needs both request bodies. Where the ledger kept them (``store_content=True``: this
 row's ``content`` and its ``predecessor_id`` row's), :func:`mutation_snippets` re-diffs them
 (``_diff.diff`` over ``_wire.segment_request``) and cuts lint's snippet of the differing value
-(:func:`stableprompt._lint._divergence.value_snippet`: up to 32 characters either side, key
+(:func:`stableprompt._diff.value_snippet`: up to 32 characters either side, key
 shapes redacted), so the report shows exactly what ``stableprompt lint`` would. Rows whose
 ``verdict_detail`` already holds ``snippet_a`` / ``snippet_b`` keep those.
 """
@@ -14,9 +14,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from .._canonical import loads
-from .._diff import diff
+from .._diff import diff, value_snippet
 from .._ledger._usage_record import UsageRecord
-from .._lint._divergence import value_snippet
 from .._wire._formats import segment_request
 from .._wire._segmenter import SegmentedRequest
 
