@@ -18,6 +18,7 @@ import time
 from types import TracebackType
 from typing import Any
 
+import httpx
 import uvicorn
 
 from .._recording._recorder import Recorder
@@ -84,6 +85,7 @@ class Proxy:
         max_concurrency: As :func:`server_for`.
         shutdown_timeout_s: As :func:`server_for`.
         on_call: As :class:`~stableprompt._proxy._app.ProxyApp`.
+        transport: As :class:`~stableprompt._proxy._app.ProxyApp` (the sending transport).
         **options: Further :class:`~stableprompt._proxy._app.ProxyConfig` fields
             (``access_token``, ``max_body_bytes``, ``provider``, timeouts).
 
@@ -96,10 +98,10 @@ class Proxy:
                  host: str = "127.0.0.1", port: int = 0, capture: str | None = None,
                  max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
                  shutdown_timeout_s: int = 5, on_call: CallLog | None = None,
-                 **options: Any) -> None:
+                 transport: httpx.AsyncBaseTransport | None = None, **options: Any) -> None:
         self._capture = None if capture is None else CaptureWriter(capture)
         self.app = ProxyApp(ProxyConfig(upstream, **options), recorder=recorder,
-                            capture=self._capture, on_call=on_call)
+                            capture=self._capture, on_call=on_call, transport=transport)
         self._host, self._port = host, port
         self._server = server_for(self.app, max_concurrency=max_concurrency,
                                   shutdown_timeout_s=shutdown_timeout_s)
