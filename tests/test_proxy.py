@@ -325,3 +325,15 @@ def test_capture_dir_holds_what_lint_reads(emu: Emulator, tmp_path: Path) -> Non
     capture = read_capture(path)
     assert len(capture.entries) == 2
     assert capture.entries[0].wire_format == "anthropic"
+
+
+def test_bound_socket_lets_asyncio_disable_nagle() -> None:
+    """The listening socket says TCP (``IPPROTO_TCP``), so asyncio sets ``TCP_NODELAY`` on
+    its connections: a body chunk never waits ~40 ms for the client's delayed ACK."""
+    import socket
+
+    sock = bind("127.0.0.1", 0)
+    try:
+        assert sock.proto == socket.IPPROTO_TCP
+    finally:
+        sock.close()
