@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import gzip
 import json
+import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -337,3 +338,66 @@ def test_bound_socket_lets_asyncio_disable_nagle() -> None:
         assert sock.proto == socket.IPPROTO_TCP
     finally:
         sock.close()
+
+
+class _Held(httpx.AsyncByteStream):
+    """An SSE body whose second half waits until ``release`` is set (from any thread)."""
+
+    def __init__(self, release: Any) -> None:
+        self.release = release
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        yield (b'event: message_start\ndata: {"type":"message_start","message":{"id":"m",'
+               b'"usage":{"input_tokens":3,"output_tokens":0}}}\n\n')
+        while not self.release.is_set():
+            await asyncio.sleep(0.005)
+        yield b'event: message_stop\ndata: {"type":"message_stop"}\n\n'
+
+
+def test_client_gone_mid_stream_is_recorded_as_incomplete() -> None:
+    """A client that disconnects mid-stream closes the upstream stream; its row is
+    ``unknown`` with the stream noted as cut."""
+    import threading
+
+    release = threading.Event()
+
+    def upstream(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, headers={"content-type": "text/event-stream"},
+                              stream=_Held(release))
+
+    recorder = Recorder()
+    with Proxy("http://upstream.invalid", recorder=recorder, transport=_mock(upstream)) as p:
+        with httpx.Client(base_url=p.base_url, timeout=5) as client, \
+                client.stream("POST", "/v1/messages", json={**a_body(), "stream": True}) as r:
+            next(r.iter_raw())
+        for _ in range(200):  # the proxy notices the disconnect on its own loop
+            if recorder.records:
+                break
+            time.sleep(0.01)
+        release.set()
+    (record,) = recorder.records
+    assert record.verdict == "unknown"
+    assert record.verdict_detail.get("stream") == "closed before the end of the body"
+
+
+def test_concurrency_beyond_the_limit_is_answered_503() -> None:
+    """With ``max_concurrency=2`` a second connection while a stream is in flight gets 503
+    (uvicorn's ``limit_concurrency`` counts the connection being accepted too); the first
+    stream still completes."""
+    import threading
+
+    release = threading.Event()
+
+    def upstream(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, headers={"content-type": "text/event-stream"},
+                              stream=_Held(release))
+
+    with Proxy("http://upstream.invalid", transport=_mock(upstream), max_concurrency=2) as p, \
+            httpx.Client(base_url=p.base_url, timeout=5) as first, \
+            httpx.Client(base_url=p.base_url, timeout=5) as second, \
+            first.stream("POST", "/v1/messages", json={**a_body(), "stream": True}) as r:
+        chunks = r.iter_raw()
+        next(chunks)
+        assert second.post("/v1/messages", json=a_body()).status_code == 503
+        release.set()
+        assert b"".join(chunks).endswith(b'{"type":"message_stop"}\n\n')

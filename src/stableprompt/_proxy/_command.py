@@ -57,7 +57,8 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-body-bytes", type=_positive, default=None, metavar="N",
                         help="largest request body accepted, else 413 (default 32 MiB)")
     parser.add_argument("--max-concurrency", type=_positive, default=None, metavar="N",
-                        help="connections + requests in flight before 503 (default 256)")
+                        help="open connections (or requests in flight) at which new ones get 503 "
+                        "(default 256)")
     parser.add_argument("--shutdown-timeout", type=_positive, default=30, metavar="S",
                         help="on SIGTERM, wait at most S seconds for calls in flight")
     parser.add_argument("--quiet", action="store_true", help="no per-call log lines")

@@ -4,7 +4,8 @@ The listening socket is bound here before uvicorn starts (so a busy port fails a
 the OS's reason, and port 0 names the port it got). uvicorn serves HTTP/1.1 with its own
 graceful shutdown: on SIGTERM or SIGINT it stops accepting, lets requests in flight (streams
 included) finish, for at most ``shutdown_timeout_s``, then runs the app's lifespan shutdown.
-Its ``limit_concurrency`` bounds connections and requests in flight (503 beyond it). uvicorn's
+Its ``limit_concurrency`` bounds open connections (idle keep-alive ones and the one being
+accepted included) and requests in flight: beyond it, 503. uvicorn's
 access log is off (a query string may carry a key); the ``Server`` and ``Date`` headers are
 the upstream's, not uvicorn's.
 """
@@ -28,7 +29,8 @@ from ._capture import CaptureWriter
 __all__ = ["DEFAULT_MAX_CONCURRENCY", "Proxy", "bind", "is_loopback", "server_for"]
 
 DEFAULT_MAX_CONCURRENCY = 256
-"""Connections plus requests in flight the proxy accepts before answering 503."""
+"""Open connections (or requests in flight) at which the proxy answers 503: uvicorn's
+``limit_concurrency``, which counts the connection being accepted, so N admits N - 1 others."""
 
 
 def is_loopback(host: str) -> bool:
