@@ -9,8 +9,9 @@ response stream so the :class:`~stableprompt._recording._observer.ResponseObserv
 raw chunk as it passes, and finishes the call (usage, verdict, cause, ledger row, spill on a
 ledger failure) when the body ends or is cut. There is no second usage parser here.
 
-Byte identity: the request body is read whole (at most ``max_body_bytes``, else 413) and
-sent unchanged with the client's headers minus the hop-by-hop ones (``_headers``); the
+Byte identity (unless ``stabilize``, see :class:`ProxyConfig`): the request body is read
+whole (at most ``max_body_bytes``, else 413) and sent unchanged with the client's headers
+minus the hop-by-hop ones (``_headers``); the
 response is sent with the upstream's status and headers (minus hop-by-hop) and its *raw* body
 chunks (still compressed when the upstream compressed them, so ``Content-Encoding`` and
 ``Content-Length`` stay true), each chunk forwarded as it arrives (no buffering). A client that
@@ -81,6 +82,10 @@ class ProxyConfig:
         max_connections: Connections kept to the upstream at most.
         provider: Provider family behind the upstream (``"vllm"``, ``"llama-cpp"``, ...),
             else inferred from its host and the wire format.
+        stabilize: Rewrite recorded requests in ways that cannot change their meaning
+            (``RecordingTransport(stabilize=True)``: tools sorted by name, schemas in canonical
+            key order; a request already in that form passes byte-identical). Captures keep
+            what the client sent.
     """
 
     upstream: str
@@ -90,6 +95,7 @@ class ProxyConfig:
     read_timeout_s: float = 600.0
     max_connections: int = 256
     provider: str | None = None
+    stabilize: bool = False
 
 
 CallLog = Callable[[str, str, int, "UsageRecord | None"], None]
@@ -179,7 +185,8 @@ class ProxyApp:
             limits=httpx.Limits(max_connections=config.max_connections,
                                 max_keepalive_connections=config.max_connections))
         self.transport = AsyncRecordingTransport(inner, recorder=self.recorder,
-                                                 provider=config.provider)
+                                                 provider=config.provider,
+                                                 stabilize=config.stabilize)
         self.app = Starlette(routes=[Route("/{path:path}", self._handle, methods=_METHODS)],
                              lifespan=self._lifespan)
 

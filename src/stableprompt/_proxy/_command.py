@@ -61,6 +61,10 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
                         "(default 256)")
     parser.add_argument("--shutdown-timeout", type=_positive, default=30, metavar="S",
                         help="on SIGTERM, wait at most S seconds for calls in flight")
+    parser.add_argument("--stabilize", action="store_true",
+                        help="sort tools by name and write their schemas in canonical key "
+                        "order before forwarding (meaning unchanged; requests already in that "
+                        "form pass byte-identical); each rewrite is noted on the ledger row")
     parser.add_argument("--quiet", action="store_true", help="no per-call log lines")
 
 
@@ -72,6 +76,9 @@ def _line(method: str, path: str, status: int, record: UsageRecord | None) -> No
         cause = record.verdict_detail.get("cause")
         if cause:
             text += f" cause={cause}"
+        stabilized = record.verdict_detail.get("stabilized")
+        if isinstance(stabilized, list) and stabilized:
+            text += f" stabilized={','.join(map(str, stabilized))}"
     print(text, flush=True)
 
 
@@ -106,7 +113,7 @@ def _run(args: argparse.Namespace) -> int:
     try:
         config = ProxyConfig(args.upstream, access_token=args.access_token,
                              max_body_bytes=args.max_body_bytes or DEFAULT_MAX_BODY_BYTES,
-                             provider=args.provider)
+                             provider=args.provider, stabilize=args.stabilize)
         app = ProxyApp(config, recorder=Recorder(ledger, provider=args.provider),
                        capture=capture, on_call=None if args.quiet else _line)
         server = server_for(app, max_concurrency=args.max_concurrency or DEFAULT_MAX_CONCURRENCY,
