@@ -192,8 +192,10 @@ def test_bad_input_is_forwarded_untouched_and_answered_clearly(proxy: Proxy,
         bad = client.post("/v1/messages", content=b"not json{",
                           headers={"content-type": "application/json", "x-api-key": A_KEY})
         unknown = client.get("/v1/models", headers={"x-api-key": A_KEY})
+        counting = client.post("/v1/messages/count_tokens", json=a_body(),
+                               headers={"x-api-key": A_KEY})
     assert bad.status_code == 400 and b"error" in bad.content
-    assert unknown.status_code in (404, 405)
+    assert unknown.status_code in (404, 405) and counting.status_code in (404, 405)
     stored = list(ledger.iter_records())
     assert len(stored) == 1
     assert stored[0].verdict == "unknown" and stored[0].status_code == 400
@@ -217,6 +219,19 @@ def test_unreachable_upstream_is_a_clear_502(ledger: Ledger) -> None:
     assert upstream in body["error"]["message"]
     (record,) = ledger.iter_records()
     assert record.verdict == "unknown" and record.error_class is not None
+
+
+def test_upstream_timeout_is_a_504() -> None:
+    """An upstream that does not answer in time gives 504 JSON naming it."""
+    def upstream(request: httpx.Request) -> httpx.Response:
+        raise httpx.ReadTimeout("no answer", request=request)
+
+    with Proxy("http://slow.invalid", transport=_mock(upstream)) as p, \
+            httpx.Client(base_url=p.base_url) as client:
+        response = client.post("/v1/messages", json=a_body())
+    assert response.status_code == 504
+    assert response.json()["error"]["type"] == "upstream_timeout"
+    assert "http://slow.invalid" in response.json()["error"]["message"]
 
 
 def test_body_limit_and_access_token(emu: Emulator) -> None:
@@ -401,3 +416,16 @@ def test_concurrency_beyond_the_limit_is_answered_503() -> None:
         assert second.post("/v1/messages", json=a_body()).status_code == 503
         release.set()
         assert b"".join(chunks).endswith(b'{"type":"message_stop"}\n\n')
+
+
+def test_sdks_find_the_proxy_through_their_base_url_variables(
+        proxy: Proxy, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``ANTHROPIC_BASE_URL=<proxy>`` and ``OPENAI_BASE_URL=<proxy>/v1``, as the README says,
+    route the official SDKs through the proxy with no code change."""
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", proxy.base_url)
+    monkeypatch.setenv("OPENAI_BASE_URL", proxy.base_url + "/v1")
+    with anthropic.Anthropic(api_key=A_KEY, max_retries=0) as a, \
+            openai.OpenAI(api_key=O_KEY, max_retries=0) as o:
+        a.messages.create(**a_body())
+        o.chat.completions.create(model=O_MODEL, messages=o_messages())
+    assert [r.wire_format for r in proxy.recorder.records] == ["anthropic", "openai-chat"]
