@@ -429,3 +429,40 @@ def test_sdks_find_the_proxy_through_their_base_url_variables(
         a.messages.create(**a_body())
         o.chat.completions.create(model=O_MODEL, messages=o_messages())
     assert [r.wire_format for r in proxy.recorder.records] == ["anthropic", "openai-chat"]
+
+
+def test_upstream_prefix_and_query_are_kept() -> None:
+    """An upstream base path is prepended to the request path; the raw path and query pass
+    unchanged (percent-escapes included)."""
+    seen: list[httpx.URL] = []
+
+    def upstream(request: httpx.Request) -> httpx.Response:
+        seen.append(request.url)
+        return httpx.Response(204)
+
+    with Proxy("http://upstream.invalid/api/", transport=_mock(upstream)) as p, \
+            httpx.Client(base_url=p.base_url) as client:
+        assert client.get("/v1/files/a%2Fb?x=1&y=%20").status_code == 204
+    assert seen[0].raw_path == b"/api/v1/files/a%2Fb?x=1&y=%20"
+
+
+def test_an_upstream_cut_mid_stream_cuts_the_client_and_is_recorded() -> None:
+    """When the upstream connection dies mid-stream the client's response ends short (not
+    as a clean end) and the row is ``unknown``."""
+    class Cut(httpx.AsyncByteStream):
+        async def __aiter__(self) -> AsyncIterator[bytes]:
+            yield (b'event: message_start\ndata: {"type":"message_start","message":{"id":"m",'
+                   b'"usage":{"input_tokens":3,"output_tokens":0}}}\n\n')
+            raise httpx.ReadError("connection reset")
+
+    def upstream(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, headers={"content-type": "text/event-stream"}, stream=Cut())
+
+    recorder = Recorder()
+    with Proxy("http://upstream.invalid", recorder=recorder, transport=_mock(upstream)) as p, \
+            httpx.Client(base_url=p.base_url, timeout=5) as client, \
+            pytest.raises(httpx.RemoteProtocolError), \
+            client.stream("POST", "/v1/messages", json={**a_body(), "stream": True}) as r:
+        b"".join(r.iter_raw())
+    (record,) = recorder.records
+    assert record.verdict == "unknown" and record.error_class is not None

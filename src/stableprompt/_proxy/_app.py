@@ -126,11 +126,19 @@ class _Forwarded(Response):
                 group.start_soon(disconnected)
                 await send({"type": "http.response.start", "status": self.status_code,
                             "headers": self.raw_headers})
-                async for chunk in stream:
-                    if chunk:
-                        await send({"type": "http.response.body", "body": chunk,
-                                    "more_body": True})
-                await send({"type": "http.response.body", "body": b"", "more_body": False})
+                try:
+                    async for chunk in stream:
+                        if chunk:
+                            await send({"type": "http.response.body", "body": chunk,
+                                        "more_body": True})
+                except Exception as exc:
+                    # The upstream died mid-body: cut the client too. Without the final
+                    # chunk it sees an incomplete body, never a clean end.
+                    _log.warning("upstream body cut short: %s",
+                                 redact(f"{type(exc).__name__}: {exc}"))
+                else:
+                    await send({"type": "http.response.body", "body": b"",
+                                "more_body": False})
                 group.cancel_scope.cancel()
         finally:
             with anyio.CancelScope(shield=True):
