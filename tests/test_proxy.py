@@ -466,3 +466,25 @@ def test_an_upstream_cut_mid_stream_cuts_the_client_and_is_recorded() -> None:
         b"".join(r.iter_raw())
     (record,) = recorder.records
     assert record.verdict == "unknown" and record.error_class is not None
+
+
+def test_chunked_request_bodies_and_head_requests_pass() -> None:
+    """A request body sent chunked arrives whole with its length; a HEAD answer keeps its
+    headers and has no body."""
+    seen: list[httpx.Request] = []
+
+    def upstream(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        if request.method == "HEAD":
+            return httpx.Response(200, headers={"content-length": "42", "x-kind": "head"})
+        return httpx.Response(200, json={"ok": True})
+
+    with Proxy("http://upstream.invalid", transport=_mock(upstream)) as p, \
+            httpx.Client(base_url=p.base_url) as client:
+        ok = client.post("/v1/upload", content=iter([b'{"a":', b' 1}']))
+        head = client.head("/v1/thing")
+    assert ok.status_code == 200
+    assert seen[0].content == b'{"a": 1}' and seen[0].headers["content-length"] == "8"
+    assert "transfer-encoding" not in seen[0].headers
+    assert head.status_code == 200 and head.content == b""
+    assert head.headers["content-length"] == "42" and head.headers["x-kind"] == "head"

@@ -132,6 +132,7 @@ def test_sigkill_leaves_the_ledger_intact(tmp_path: Path) -> None:
         conn.close()
     with Ledger(ledger, read_only=True) as led:
         records = list(led.iter_records())
+        assert led.meta()["backend"] == f"stableprompt proxy -> {emu.base_url}"
     assert len(records) in (6, 7)  # the stream's row, if it ended before the kill
     assert [r.verdict for r in sorted(records, key=lambda r: r.ts_utc)][:2] == ["cold", "hit"]
     assert all(A_KEY not in r.to_json().decode() for r in records)

@@ -10,6 +10,7 @@ scrubbed). uvicorn and starlette come with the ``proxy`` extra
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -119,6 +120,8 @@ def _run(args: argparse.Namespace) -> int:
         server = server_for(app, max_concurrency=args.max_concurrency or DEFAULT_MAX_CONCURRENCY,
                             shutdown_timeout_s=args.shutdown_timeout,
                             log_config=uvicorn_logging())
+        with contextlib.suppress(Exception):  # metadata only: never stop the proxy
+            ledger.set_meta("backend", f"stableprompt proxy -> {app.upstream_name}")
         host, port = sock.getsockname()[:2]
         url = f"http://{f'[{host}]' if ':' in host else host}:{port}"
         print(f"stableprompt proxy on {url} -> {app.upstream_name} (ledger {args.ledger}"
