@@ -8,7 +8,10 @@ question (``client 7 call 12``), so a lost or mixed-up response is caught: the s
 must be exactly that question. Reported per phase: calls, failures, mix-ups, time to first
 body byte (median, p99, ms) and, for the proxy, the ledger rows written (one per call).
 
-Run: ``python benchmarks/bench_proxy_load.py [--clients 50] [--seconds 30]``.
+``--no-record`` runs the proxy with recording off, to split the cost into forwarding and
+recording.
+
+Run: ``python benchmarks/bench_proxy_load.py [--clients 50] [--seconds 30] [--no-record]``.
 """
 
 from __future__ import annotations
@@ -35,9 +38,19 @@ KEY = "sk-ant-api03-loadbench-0123456789abcdef"
 SYSTEM = " ".join(f"rule {i}: keep the prefix stable." for i in range(150))
 
 
+_RECORDING_OFF = """
+import sys
+from stableprompt._recording._recorder import Recorder
+Recorder.recordable = staticmethod(lambda path, method="POST": False)
+from stableprompt._cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
 @contextmanager
-def _process(args: list[str], pattern: str) -> Iterator[str]:
-    proc = subprocess.Popen([sys.executable, "-m", "stableprompt", *args],
+def _process(args: list[str], pattern: str, launcher: tuple[str, ...] = ("-m", "stableprompt")
+             ) -> Iterator[str]:
+    proc = subprocess.Popen([sys.executable, *launcher, *args],
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
                             env={**os.environ, "PYTHONUNBUFFERED": "1"})
     try:
@@ -103,22 +116,29 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--clients", type=int, default=50)
     parser.add_argument("--seconds", type=float, default=30.0)
+    parser.add_argument("--no-record", action="store_true",
+                        help="proxy with recording off (every path passes unrecorded)")
+    parser.add_argument("--skip-direct", action="store_true")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp, \
             _process(["emulator", "serve", "--port", "0", "--quiet"],
                      r"(http://127\.0\.0\.1:\d+)") as emulator:
         ledger = Path(tmp) / "load.db"
-        direct = asyncio.run(_phase(emulator, args.clients, args.seconds))
+        direct = None if args.skip_direct else asyncio.run(
+            _phase(emulator, args.clients, args.seconds))
         with _process(["proxy", "--upstream", emulator, "--port", "0", "--quiet",
                        "--ledger", str(ledger)],
-                      r"stableprompt proxy on (http://127\.0\.0\.1:\d+)") as proxy:
+                      r"stableprompt proxy on (http://127\.0\.0\.1:\d+)",
+                      ("-c", _RECORDING_OFF) if args.no_record else ("-m", "stableprompt")
+                      ) as proxy:
             proxied = asyncio.run(_phase(proxy, args.clients, args.seconds))
         conn = sqlite3.connect(ledger)
         try:
             proxied["ledger_rows"] = conn.execute("SELECT count(*) FROM calls").fetchone()[0]
         finally:
             conn.close()
-    print(json.dumps({"clients": args.clients, "seconds": args.seconds, "direct": direct,
+    print(json.dumps({"clients": args.clients, "seconds": args.seconds,
+                      "recording": not args.no_record, "direct": direct,
                       "proxied": proxied}))
 
 
