@@ -64,8 +64,9 @@ def test_schemas_get_canonical_key_order_in_every_format() -> None:
     """Schema keys and ``required`` sorted in Anthropic, Chat and Responses tool shapes."""
     anthropic_body = a_body(a_tools(["alpha"], SCHEMA))
     chat = {"model": "gpt-5.6", "messages": [{"role": "user", "content": "hi"}],
+            "prompt_cache_key": "mine",
             "tools": [{"type": "function", "function": {"name": "alpha", "parameters": SCHEMA}}]}
-    responses = {"model": "gpt-5.6", "input": "hi",
+    responses = {"model": "gpt-5.6", "input": "hi", "prompt_cache_key": "mine",
                  "tools": [{"type": "function", "name": "alpha", "parameters": SCHEMA}]}
     cases: list[tuple[str, dict[str, Any], tuple[str, ...]]] = [
         ("/v1/messages", anthropic_body, ("input_schema",)),
@@ -155,6 +156,32 @@ def test_proxy_stabilize_with_the_openai_sdk() -> None:
                           {"role": "user", "content": "hi"}])
             assert reply.choices
     assert _verdicts(recorder) == ["cold", "hit", "hit", "hit"]
-    assert recorder.records[0].verdict_detail.get("stabilized") == ["schema-key-order"]
-    assert recorder.records[1].verdict_detail.get("stabilized") == ["tool-order",
-                                                                    "schema-key-order"]
+    assert recorder.records[0].verdict_detail.get("stabilized") == ["schema-key-order",
+                                                                    "prompt-cache-key"]
+    assert recorder.records[1].verdict_detail.get("stabilized") == [
+        "tool-order", "schema-key-order", "prompt-cache-key"]
+    assert len({r.lineage for r in recorder.records}) == 1
+
+
+def test_openai_requests_without_a_key_get_the_lineage_key() -> None:
+    """A Chat or Responses body without ``prompt_cache_key`` gets ``sp-`` + the head's
+    digest, the same for every tool order; a client's own key is kept."""
+    def chat(names: list[str], **extra: Any) -> bytes:
+        return json.dumps({"model": "gpt-5.6", **extra, "tools": [
+            {"type": "function", "function": {"name": n, "parameters": CANONICAL}}
+            for n in names], "messages": [{"role": "system", "content": SYSTEM},
+                                          {"role": "user", "content": "hi"}]}).encode()
+
+    keys = set()
+    for names in ORDERS:
+        out, rewrites = stabilize(chat(names), "/v1/chat/completions")
+        assert rewrites[-1] == "prompt-cache-key"
+        keys.add(json.loads(out)["prompt_cache_key"])
+        assert stabilize(out, "/v1/chat/completions") == (out, [])
+    (key,) = keys
+    assert key.startswith("sp-") and len(key) == 27
+    own = chat(ORDERS[0], prompt_cache_key="mine")
+    assert stabilize(own, "/v1/chat/completions") == (own, [])
+    responses = json.dumps({"model": "gpt-5.6", "input": "hi"}).encode()
+    out, rewrites = stabilize(responses, "/v1/responses")
+    assert rewrites == ["prompt-cache-key"] and json.loads(out)["input"] == "hi"

@@ -10,14 +10,19 @@ Responses) and returns it with
 - **schemas in canonical form** (``schema-key-order``): each tool's input schema as
   :func:`~stableprompt._prompt._tool_schema.canonical_schema` writes it (object keys sorted,
   set-like arrays such as ``required`` sorted, order-bearing arrays such as ``enum`` kept). A
-  schema that is not valid JSON Schema is left as it is.
+  schema that is not valid JSON Schema is left as it is;
+- for OpenAI (Chat Completions, Responses), a ``prompt_cache_key`` when the client sent
+  none (``prompt-cache-key``): the lineage key of the (stabilized) head, as
+  ``prompt_cache_key=True`` renders it (``sp-`` + 24 hex digits of the head fingerprint), so
+  requests sharing tools and system prompt are routed to the same cache.
 
 JSON object key order and ``required`` order carry no meaning for a provider, and tool order
 none for the model's choice, but all of them reach the prompt's tokens: a harness that lists
 its tools in another order after an MCP reconnect loses its whole cached prefix.
 
-Idempotent: a body already in this form is returned as the *same bytes* (no re-serialization),
-and stabilizing a stabilized body changes nothing. A rewritten body is the parsed body
+Idempotent: a body already in this form (for OpenAI: with a ``prompt_cache_key`` of its own)
+is returned as the *same bytes* (no re-serialization), and stabilizing a stabilized body
+changes nothing. A rewritten body is the parsed body
 re-serialized compactly with every other key in its original order
 (:func:`~stableprompt._canonical.wire_json`); providers tokenize the parsed value, not the
 whitespace. Anything unexpected (not JSON, another format, numbers orjson cannot write) leaves
@@ -33,11 +38,12 @@ from typing import Any
 
 from .._canonical import loads, wire_json
 from .._prompt._tool_schema import canonical_schema
-from .._wire._formats import REQUEST_FORMATS, detect
+from .._wire._formats import REQUEST_FORMATS, detect, segment_request
+from .._wire._openai import lineage_key
 
 __all__ = ["STABILIZE_REWRITES", "stabilize"]
 
-STABILIZE_REWRITES = ("tool-order", "schema-key-order")
+STABILIZE_REWRITES = ("tool-order", "schema-key-order", "prompt-cache-key")
 """The rewrites :func:`stabilize` may make, as named in ``verdict_detail["stabilized"]``."""
 
 _Tool = dict[str, Any]
@@ -141,20 +147,24 @@ def stabilize(body: bytes, path: str | None = None) -> tuple[bytes, list[str]]:
         if not isinstance(parsed, dict):
             return body, []
         wire = detect(parsed, path)
-        tools = parsed.get("tools")
-        if wire not in REQUEST_FORMATS or wire not in _SHAPES or not isinstance(tools, list) \
-                or not all(isinstance(tool, dict) for tool in tools):
+        if wire not in REQUEST_FORMATS or wire not in _SHAPES:
             return body, []
-        name_of, schema_of = _SHAPES[wire]
         done: list[str] = []
-        ordered = _sorted_tools(tools, name_of)  # the parsed body is ours: edited in place
-        if ordered is not None:
-            tools = ordered
-            done.append("tool-order")
-        if _canonical_schemas(tools, name_of, schema_of):
-            done.append("schema-key-order")
+        tools = parsed.get("tools")
+        if isinstance(tools, list) and all(isinstance(tool, dict) for tool in tools):
+            name_of, schema_of = _SHAPES[wire]
+            ordered = _sorted_tools(tools, name_of)  # the parsed body is ours: edited in place
+            if ordered is not None:
+                parsed["tools"] = tools = ordered
+                done.append("tool-order")
+            if _canonical_schemas(tools, name_of, schema_of):
+                done.append("schema-key-order")
+        if wire != "anthropic" and "prompt_cache_key" not in parsed:
+            parsed["prompt_cache_key"] = lineage_key(
+                segment_request(wire, parsed).head_fingerprint)
+            done.append("prompt-cache-key")
         if not done:
             return body, []
-        return wire_json({**parsed, "tools": tools}), done
+        return wire_json(parsed), done
     except Exception:
         return body, []
