@@ -102,6 +102,7 @@ def _run(args: argparse.Namespace) -> int:
                          f"(pip install 'stableprompt[proxy]'): {exc}") from None
     from .._ledger._ledger import Ledger
     from .._recording._recorder import Recorder
+    from .._tokens import get_tokenizer
 
     try:
         sock = bind(args.host, args.port)
@@ -122,6 +123,8 @@ def _run(args: argparse.Namespace) -> int:
                             log_config=uvicorn_logging())
         with contextlib.suppress(Exception):  # metadata only: never stop the proxy
             ledger.set_meta("backend", f"stableprompt proxy -> {app.upstream_name}")
+        with contextlib.suppress(Exception):  # load the encoding now, not on the first call
+            get_tokenizer(app.recorder.tokenizer_name).count("warm-up")
         host, port = sock.getsockname()[:2]
         url = f"http://{f'[{host}]' if ':' in host else host}:{port}"
         print(f"stableprompt proxy on {url} -> {app.upstream_name} (ledger {args.ledger}"
