@@ -132,9 +132,9 @@ class _Forwarded(Response):
                             await send({"type": "http.response.body", "body": chunk,
                                         "more_body": True})
                 except Exception as exc:
-                    # The upstream died mid-body: cut the client too. Without the final
-                    # chunk it sees an incomplete body, never a clean end.
-                    _log.warning("upstream body cut short: %s",
+                    # The upstream (or the client) connection died mid-body: cut the client
+                    # too. Without the final chunk it sees an incomplete body, never an end.
+                    _log.warning("response body cut short: %s",
                                  redact(f"{type(exc).__name__}: {exc}"))
                 else:
                     await send({"type": "http.response.body", "body": b"",
