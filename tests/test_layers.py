@@ -21,6 +21,7 @@ LAYERS: dict[str, int] = {
     "_recording": 3,
     "_client": 4,
     "_report": 5, "_lint": 5, "testing": 5, "emulator": 5, "_engine": 5,
+    "_proxy": 5,
     "demo": 6,
     "_cli": 7,
     "": 8, "__main__": 8,  # the door

@@ -43,6 +43,7 @@ SUBCOMMANDS: dict[str, str] = {
     "emulator": "stableprompt.emulator._command:SUBCOMMAND",
     "engine": "stableprompt._engine._command:SUBCOMMAND",
     "lint": "stableprompt._lint._command:SUBCOMMAND",
+    "proxy": "stableprompt._proxy._command:SUBCOMMAND",
     "report": "stableprompt._report._command:SUBCOMMAND",
 }
 

@@ -200,6 +200,8 @@ class Pending:
         finished: :meth:`Recorder.finish <stableprompt.Recorder.finish>` ran (it runs once).
         secrets: The request's credential header values, scrubbed from every stored text.
         call: The call as registered in the recorder's index, ``None`` before analysis.
+        detail: Evidence the sender adds to ``verdict_detail`` (``stabilized``: the rewrites
+            a stabilizing transport made, ``_stabilize``).
     """
 
     record_id: str
@@ -223,6 +225,7 @@ class Pending:
     finished: bool = field(default=False, repr=False)
     secrets: tuple[str, ...] = field(default=(), repr=False)
     call: Call | None = field(default=None, repr=False)
+    detail: dict[str, Any] = field(default_factory=dict)
 
     @property
     def predecessor(self) -> RequestState | None:

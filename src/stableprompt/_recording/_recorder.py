@@ -619,6 +619,7 @@ class Recorder:
                 detail["verdict_if_complete"] = verdict
             verdict = "unknown"
             detail["unknown_reason"] = reason
+        detail.update(pending.detail)
         if extra:
             detail.update(extra)
         if reason is None and success:

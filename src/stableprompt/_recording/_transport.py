@@ -18,7 +18,8 @@ class, and ``wrapped=None`` means that module's ``HTTPTransport()`` (``AsyncHTTP
 created on first use. Response streams are wrapped in a subclass of that module's
 ``SyncByteStream``/``AsyncByteStream``, as its client requires.
 
-Guarantees: request and response bytes are passed on unchanged (the request body is read,
+Guarantees (unless ``stabilize=True``, which may rewrite a request body, see
+``_stabilize``): request and response bytes are passed on unchanged (the request body is read,
 with ``request.read()`` when it was a stream, which keeps its bytes, only for paths that are
 recorded: :meth:`Recorder.recordable`); response chunks reach the caller as they arrive (the
 observer copies, never holds back); a stream closed or cut before its final event is recorded
@@ -44,6 +45,7 @@ from ._call import Pending
 from ._http import byte_stream_class, in_memory, module_of
 from ._observer import ResponseObserver
 from ._recorder import Recorder
+from ._stabilize import stabilize
 
 __all__ = [
     "PENDING_EXTENSION",
@@ -169,12 +171,29 @@ def _recorded(recorder: CallRecorder, request: Any) -> bool:
         return False
 
 
-def _start(recorder: CallRecorder, request: Any, body: bytes, provider: str | None
-           ) -> Pending | None:
+def _stabilized(request: Any, body: bytes) -> tuple[Any, bytes, list[str]]:
+    """``request`` with its body stabilized (``_stabilize``): the same request when nothing
+    was rewritten, else a new one of its module with the new body and ``Content-Length``."""
+    new, rewrites = stabilize(body, str(request.url.path))
+    if not rewrites:
+        return request, body, []
+    headers = request.headers.copy()
+    headers.pop("transfer-encoding", None)
+    headers["content-length"] = str(len(new))
+    rebuilt = module_of(request).Request(request.method, request.url, headers=headers,
+                                         content=new, extensions=request.extensions)
+    return rebuilt, new, rewrites
+
+
+def _start(recorder: CallRecorder, request: Any, body: bytes, provider: str | None,
+           rewrites: list[str] | None = None) -> Pending | None:
     url = request.url
-    return recorder.start(str(url.path), request.headers, body,
-                          host=str(url.host) if url.host else None,
-                          method=str(request.method), provider=provider)
+    pending = recorder.start(str(url.path), request.headers, body,
+                             host=str(url.host) if url.host else None,
+                             method=str(request.method), provider=provider)
+    if pending is not None and rewrites:
+        pending.detail["stabilized"] = list(rewrites)
+    return pending
 
 
 def _observe(recorder: CallRecorder, response: Any, pending: Pending, *, is_async: bool
@@ -213,11 +232,12 @@ class _Wrapping:
 
     def __init__(
         self, wrapped: Any = None, *, recorder: CallRecorder | None = None,
-        provider: str | None = None,
+        provider: str | None = None, stabilize: bool = False,
     ) -> None:
         self._wrapped = wrapped
         self.recorder: CallRecorder = recorder if recorder is not None else Recorder()
         self.provider = provider
+        self.stabilize = stabilize
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self._wrapped!r}, recorder={self.recorder!r})"
@@ -240,6 +260,10 @@ class RecordingTransport(_Wrapping, _SyncBase):
         provider: Provider family of the server behind this transport (``"vllm"``,
             ``"llama-cpp"``, ...) for cache rules and usage parsing; default: the recorder's,
             else inferred from the host and wire format (``_wire._formats.provider_for``).
+        stabilize: Rewrite recorded requests in flight in ways that cannot change their
+            meaning (tools sorted by name, schemas in canonical key order; a request already
+            in that form is sent byte-identical), see ``_stabilize``; the rewrites made are
+            ``verdict_detail["stabilized"]`` on the call's row.
 
     Attributes:
         recorder: The recorder.
@@ -255,7 +279,10 @@ class RecordingTransport(_Wrapping, _SyncBase):
             body = request.content
         except Exception:
             body = request.read()
-        pending = _start(self.recorder, request, body, self.provider)
+        rewrites: list[str] = []
+        if self.stabilize:
+            request, body, rewrites = _stabilized(request, body)
+        pending = _start(self.recorder, request, body, self.provider, rewrites)
         if pending is None:
             return inner.handle_request(request)
         try:
@@ -297,6 +324,7 @@ class AsyncRecordingTransport(_Wrapping, _AsyncBase):
             ``AsyncHTTPTransport()``, created on first use.
         recorder: Where calls are recorded (default: a new in-memory :class:`Recorder`).
         provider: As :class:`RecordingTransport`.
+        stabilize: As :class:`RecordingTransport`.
     """
 
     _default = "AsyncHTTPTransport"
@@ -311,7 +339,10 @@ class AsyncRecordingTransport(_Wrapping, _AsyncBase):
             body = request.content
         except Exception:
             body = await request.aread()
-        pending = _start(self.recorder, request, body, self.provider)
+        rewrites: list[str] = []
+        if self.stabilize:
+            request, body, rewrites = _stabilized(request, body)
+        pending = _start(self.recorder, request, body, self.provider, rewrites)
         if pending is None:
             return await inner.handle_async_request(request)
         try:

@@ -54,6 +54,12 @@ LINEAGE_KEY_PREFIX = "sp-"
 SYSTEM_ROLES = ("system", "developer")
 
 
+def lineage_key(head_fingerprint: str) -> str:
+    """The ``prompt_cache_key`` naming the lineage of ``head_fingerprint`` (``sp-`` + 24 hex
+    digits of the digest): what ``prompt_cache_key=True`` sends."""
+    return LINEAGE_KEY_PREFIX + head_fingerprint.split(":", 1)[1][:24]
+
+
 def render_checks(head_fingerprint: str, model: str, prompt_cache_key: bool | str | None,
                   system_role: str, tail_role: str | None) -> str | None:
     """Validate the OpenAI render arguments; return the ``prompt_cache_key`` to send.
@@ -69,7 +75,7 @@ def render_checks(head_fingerprint: str, model: str, prompt_cache_key: bool | st
         raise InputError(f"tail_role must be 'user', 'developer' or 'system', got "
                          f"{tail_role!r}", code="render-param")
     if prompt_cache_key is True:
-        return LINEAGE_KEY_PREFIX + head_fingerprint.split(":", 1)[1][:24]
+        return lineage_key(head_fingerprint)
     if prompt_cache_key in (None, False):
         return None
     if not isinstance(prompt_cache_key, str) or not prompt_cache_key:

@@ -1,0 +1,146 @@
+"""Benchmark: 50 concurrent streaming clients through ``stableprompt proxy`` for 30 s.
+
+Three processes: the emulator (``stableprompt emulator serve``, its echo responder answers
+with the last user text), the proxy (recording into a fresh ledger) and this client, which runs
+``--clients`` asyncio tasks, each sending streaming Anthropic Messages calls back to back for
+``--seconds``, first straight to the emulator, then through the proxy. Every call asks a unique
+question (``client 7 call 12``), so a lost or mixed-up response is caught: the streamed text
+must be exactly that question. Reported per phase: calls, failures, mix-ups, time to first
+body byte (median, p99, ms) and, for the proxy, the ledger rows written (one per call).
+
+``--no-record`` runs the proxy with recording off, to split the cost into forwarding and
+recording.
+
+Run: ``python benchmarks/bench_proxy_load.py [--clients 50] [--seconds 30] [--no-record]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import re
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+KEY = "sk-ant-api03-loadbench-0123456789abcdef"
+SYSTEM = " ".join(f"rule {i}: keep the prefix stable." for i in range(150))
+
+
+_RECORDING_OFF = """
+import sys
+from stableprompt._recording._recorder import Recorder
+Recorder.recordable = staticmethod(lambda path, method="POST": False)
+from stableprompt._cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+@contextmanager
+def _process(args: list[str], pattern: str, launcher: tuple[str, ...] = ("-m", "stableprompt")
+             ) -> Iterator[str]:
+    proc = subprocess.Popen([sys.executable, *launcher, *args],
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    try:
+        assert proc.stdout is not None
+        match = re.search(pattern, proc.stdout.readline())
+        if match is None:
+            raise RuntimeError(f"{args[0]} did not start")
+        yield match.group(1)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)
+
+
+def _text(sse: bytes) -> str:
+    out = []
+    for line in sse.decode().splitlines():
+        if line.startswith("data: "):
+            event = json.loads(line[6:])
+            if event.get("type") == "content_block_delta":
+                out.append(event["delta"].get("text", ""))
+    return "".join(out)
+
+
+async def _client(index: int, url: str, deadline: float, stats: dict[str, Any]) -> None:
+    async with httpx.AsyncClient(timeout=60) as client:
+        call = 0
+        while time.monotonic() < deadline:
+            question = f"client {index} call {call}"
+            body = {"model": "claude-sonnet-4-6", "max_tokens": 32, "stream": True,
+                    "system": [{"type": "text", "text": SYSTEM,
+                                "cache_control": {"type": "ephemeral"}}],
+                    "messages": [{"role": "user", "content": question}]}
+            start = time.perf_counter()
+            try:
+                async with client.stream("POST", f"{url}/v1/messages", json=body, headers={
+                        "x-api-key": KEY, "anthropic-version": "2023-06-01"}) as response:
+                    chunks = response.aiter_raw()
+                    first = await chunks.__anext__()
+                    stats["ttfb"].append((time.perf_counter() - start) * 1000.0)
+                    data = first + b"".join([chunk async for chunk in chunks])
+                if response.status_code != 200:
+                    stats["failed"] += 1
+                elif _text(data) != question:
+                    stats["mixed"] += 1
+                stats["calls"] += 1
+            except Exception:
+                stats["failed"] += 1
+            call += 1
+
+
+async def _phase(url: str, clients: int, seconds: float) -> dict[str, Any]:
+    stats: dict[str, Any] = {"calls": 0, "failed": 0, "mixed": 0, "ttfb": []}
+    deadline = time.monotonic() + seconds
+    await asyncio.gather(*(_client(i, url, deadline, stats) for i in range(clients)))
+    ttfb = sorted(stats.pop("ttfb"))
+    stats["ttfb_ms"] = {"median": round(statistics.median(ttfb), 2),
+                        "p99": round(ttfb[min(len(ttfb) - 1, round(0.99 * (len(ttfb) - 1)))],
+                                     2)} if ttfb else None
+    return stats
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--clients", type=int, default=50)
+    parser.add_argument("--seconds", type=float, default=30.0)
+    parser.add_argument("--no-record", action="store_true",
+                        help="proxy with recording off (every path passes unrecorded)")
+    parser.add_argument("--skip-direct", action="store_true")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp, \
+            _process(["emulator", "serve", "--port", "0", "--quiet"],
+                     r"(http://127\.0\.0\.1:\d+)") as emulator:
+        ledger = Path(tmp) / "load.db"
+        direct = None if args.skip_direct else asyncio.run(
+            _phase(emulator, args.clients, args.seconds))
+        with _process(["proxy", "--upstream", emulator, "--port", "0", "--quiet",
+                       "--ledger", str(ledger)],
+                      r"stableprompt proxy on (http://127\.0\.0\.1:\d+)",
+                      ("-c", _RECORDING_OFF) if args.no_record else ("-m", "stableprompt")
+                      ) as proxy:
+            proxied = asyncio.run(_phase(proxy, args.clients, args.seconds))
+        conn = sqlite3.connect(ledger)
+        try:
+            proxied["ledger_rows"] = conn.execute("SELECT count(*) FROM calls").fetchone()[0]
+        finally:
+            conn.close()
+    print(json.dumps({"clients": args.clients, "seconds": args.seconds,
+                      "recording": not args.no_record, "direct": direct,
+                      "proxied": proxied}))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,74 @@
+"""``stableprompt proxy --capture DIR``: every recorded request, as a capture ``lint`` reads.
+
+One JSONL file per proxy run (``DIR/proxy-<UTC time>-<pid>.jsonl``), one line per request to a
+known endpoint with a JSON body, in arrival order: ``{"request": <body as JSON text>, "path",
+"wire_format", "session", "ts_utc"}`` (the wrapper shape of ``_lint/_capture``; the body is
+kept as its text so ``lint`` sees the bytes that were sent). Secrets are scrubbed from the
+body text (the request's credential header values and key-shaped strings,
+:func:`~stableprompt._redact.redact`); headers are never written. A write that fails is
+logged once and the call goes on.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import IO, Any
+
+from .._canonical import canonical_json
+from .._redact import redact, secrets_in_headers
+
+__all__ = ["CaptureWriter"]
+
+_log = logging.getLogger("stableprompt.proxy")
+
+
+class CaptureWriter:
+    """Appends captured requests to one JSONL file in ``directory`` (created if missing).
+
+    Thread-safe; nothing here raises after construction.
+
+    Raises:
+        OSError: ``directory`` cannot be created.
+    """
+
+    def __init__(self, directory: str | os.PathLike[str]) -> None:
+        self.directory = Path(directory)
+        self.directory.mkdir(parents=True, exist_ok=True)
+        stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+        self.path = self.directory / f"proxy-{stamp}-{os.getpid()}.jsonl"
+        self._file: IO[bytes] | None = None
+        self._lock = threading.Lock()
+        self._failed = False
+
+    def write(self, *, path: str, body: bytes, headers: Any, wire_format: str | None,
+              session: str | None) -> None:
+        """Append one request (never raises)."""
+        try:
+            text = redact(body.decode("utf-8", "replace"),
+                          secrets=secrets_in_headers(headers))
+            line = canonical_json({
+                "request": text, "path": path, "wire_format": wire_format,
+                "session": None if session is None else redact(session),
+                "ts_utc": datetime.now(timezone.utc).isoformat().replace("+00:00", "Z"),
+            }) + b"\n"
+            with self._lock:
+                if self._file is None:
+                    self._file = open(self.path, "ab")  # noqa: SIM115 - kept open for the run
+                self._file.write(line)
+                self._file.flush()
+        except Exception as exc:
+            if not self._failed:
+                self._failed = True
+                _log.warning("capture write to %s failed (logged once): %s: %s", self.path,
+                             type(exc).__name__, redact(str(exc)))
+
+    def close(self) -> None:
+        """Close the file (idempotent)."""
+        with self._lock:
+            if self._file is not None:
+                self._file.close()
+                self._file = None

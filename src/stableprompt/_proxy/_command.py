@@ -1,0 +1,162 @@
+"""``stableprompt proxy``: the recording reverse proxy, in the foreground until SIGTERM/Ctrl-C.
+
+Safety: it binds loopback only, unless ``--host`` names another address *and*
+``--access-token`` is given (then every request must carry the token); API keys pass through to
+the upstream and are never stored or printed (ledger rows, captures and log lines are
+scrubbed). uvicorn and starlette come with the ``proxy`` extra
+(``pip install 'stableprompt[proxy]'``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from .._subcommand import Subcommand, UsageError, int_arg, output_dir_arg, output_file_arg
+
+if TYPE_CHECKING:
+    from .._ledger._usage_record import UsageRecord
+
+__all__ = ["SUBCOMMAND"]
+
+_PROG = "stableprompt proxy"
+_port = int_arg("a port number", 0, 65535, "port must be 0..65535")
+_positive = int_arg("an integer", 1, None, "must be >= 1")
+
+
+def _upstream(text: str) -> str:
+    scheme, _, rest = text.partition("://")
+    if scheme not in ("http", "https") or not rest.strip("/"):
+        raise argparse.ArgumentTypeError(
+            f"must be an http(s):// base URL, e.g. https://api.anthropic.com, got {text!r}")
+    return text
+
+
+def _add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--upstream", type=_upstream, required=True, metavar="URL",
+                        help="base URL requests go to (https://api.anthropic.com, "
+                        "https://api.openai.com, http://127.0.0.1:8080, ...)")
+    parser.add_argument("--port", type=_port, default=8788,
+                        help="TCP port (0 picks a free one; default 8788)")
+    parser.add_argument("--host", default="127.0.0.1",
+                        help="address to bind (default 127.0.0.1); a non-loopback address "
+                        "requires --access-token")
+    parser.add_argument("--access-token", metavar="TOKEN", default=None,
+                        help="require this token on every request (header "
+                        "x-stableprompt-token or Proxy-Authorization: Bearer); never forwarded")
+    parser.add_argument("--ledger", type=output_file_arg, default=Path("stableprompt.db"),
+                        metavar="PATH", help="SQLite ledger (default ./stableprompt.db)")
+    parser.add_argument("--capture", type=output_dir_arg, default=None, metavar="DIR",
+                        help="also write every recorded request to DIR/proxy-*.jsonl "
+                        "(for stableprompt lint)")
+    parser.add_argument("--provider", default=None,
+                        help="provider family behind the upstream (vllm, llama-cpp, ...); "
+                        "default: inferred from its host")
+    parser.add_argument("--max-body-bytes", type=_positive, default=None, metavar="N",
+                        help="largest request body accepted, else 413 (default 32 MiB)")
+    parser.add_argument("--max-concurrency", type=_positive, default=None, metavar="N",
+                        help="open connections (or requests in flight) at which new ones get 503 "
+                        "(default 256)")
+    parser.add_argument("--shutdown-timeout", type=_positive, default=30, metavar="S",
+                        help="on SIGTERM, wait at most S seconds for calls in flight")
+    parser.add_argument("--stabilize", action="store_true",
+                        help="sort tools by name and write their schemas in canonical key "
+                        "order before forwarding (meaning unchanged; requests already in that "
+                        "form pass byte-identical); each rewrite is noted on the ledger row")
+    parser.add_argument("--quiet", action="store_true", help="no per-call log lines")
+
+
+def _line(method: str, path: str, status: int, record: UsageRecord | None) -> None:
+    text = f"{method} {path} {status}"
+    if record is not None:
+        text += (f" {record.wire_format} {record.verdict} in={record.input_tokens_total} "
+                 f"read={record.cache_read_tokens} write={record.cache_write_tokens}")
+        cause = record.verdict_detail.get("cause")
+        if cause:
+            text += f" cause={cause}"
+        stabilized = record.verdict_detail.get("stabilized")
+        if isinstance(stabilized, list) and stabilized:
+            text += f" stabilized={','.join(map(str, stabilized))}"
+    print(text, flush=True)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from ._server import DEFAULT_MAX_CONCURRENCY, is_loopback
+
+    if not is_loopback(args.host) and not args.access_token:
+        raise UsageError(
+            f"{_PROG}: error: --host {args.host} is not a loopback address: anyone who can "
+            f"reach it could use your API keys through the proxy; pass --access-token TOKEN "
+            f"too (every request must then carry it), or bind 127.0.0.1")
+    if args.access_token is not None and len(args.access_token) < 16:
+        raise UsageError(f"{_PROG}: error: --access-token must be at least 16 characters")
+    try:
+        from ._app import DEFAULT_MAX_BODY_BYTES, ProxyApp, ProxyConfig
+        from ._capture import CaptureWriter
+        from ._server import bind, server_for
+    except ImportError as exc:
+        raise UsageError(f"{_PROG}: error: the proxy needs the proxy extra "
+                         f"(pip install 'stableprompt[proxy]'): {exc}") from None
+    from .._ledger._ledger import Ledger
+    from .._recording._recorder import Recorder
+    from .._tokens import get_tokenizer
+
+    try:
+        sock = bind(args.host, args.port)
+    except OSError as exc:
+        print(f"stableprompt: error: cannot listen on {args.host}:{args.port}: "
+              f"{exc.strerror or exc}", file=sys.stderr)
+        return 1
+    ledger = Ledger(args.ledger)
+    capture = None if args.capture is None else CaptureWriter(args.capture)
+    try:
+        config = ProxyConfig(args.upstream, access_token=args.access_token,
+                             max_body_bytes=args.max_body_bytes or DEFAULT_MAX_BODY_BYTES,
+                             provider=args.provider, stabilize=args.stabilize)
+        app = ProxyApp(config, recorder=Recorder(ledger, provider=args.provider),
+                       capture=capture, on_call=None if args.quiet else _line)
+        server = server_for(app, max_concurrency=args.max_concurrency or DEFAULT_MAX_CONCURRENCY,
+                            shutdown_timeout_s=args.shutdown_timeout,
+                            log_config=uvicorn_logging())
+        with contextlib.suppress(Exception):  # metadata only: never stop the proxy
+            ledger.set_meta("backend", f"stableprompt proxy -> {app.upstream_name}")
+        with contextlib.suppress(Exception):  # load the encoding now, not on the first call
+            get_tokenizer(app.recorder.tokenizer_name).count("warm-up")
+        host, port = sock.getsockname()[:2]
+        url = f"http://{f'[{host}]' if ':' in host else host}:{port}"
+        print(f"stableprompt proxy on {url} -> {app.upstream_name} (ledger {args.ledger}"
+              f"{f', captures {capture.path}' if capture else ''}); "
+              f"ANTHROPIC_BASE_URL={url} OPENAI_BASE_URL={url}/v1", flush=True)
+        server.run(sockets=[sock])
+    finally:
+        sock.close()
+        if capture is not None:
+            capture.close()
+        ledger.close()
+    return 0
+
+
+def uvicorn_logging() -> dict[str, object]:
+    """uvicorn's log config, warnings and errors only, on stderr (which the CLI redacts)."""
+    return {
+        "version": 1, "disable_existing_loggers": False,
+        "formatters": {"plain": {"format": "stableprompt proxy: %(levelname)s %(message)s"}},
+        "handlers": {"stderr": {"class": "logging.StreamHandler", "formatter": "plain",
+                                "stream": "ext://sys.stderr"}},
+        "loggers": {"uvicorn": {"handlers": ["stderr"], "level": "WARNING",
+                                "propagate": False},
+                    "stableprompt": {"handlers": ["stderr"], "level": "WARNING",
+                                     "propagate": False}},
+    }
+
+
+SUBCOMMAND = Subcommand(
+    name="proxy",
+    help="recording reverse proxy: point any harness at it (ANTHROPIC_BASE_URL, "
+    "OPENAI_BASE_URL) and every LLM call gets a ledger row",
+    add_arguments=_add_arguments,
+    run=_run,
+)

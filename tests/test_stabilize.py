@@ -1,0 +1,187 @@
+"""Opt-in stabilizing of requests in flight (``_recording._stabilize``), in the transport and
+in the proxy."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import anthropic
+import httpx2
+import openai
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from stableprompt import Recorder, RecordingTransport
+from stableprompt._proxy._server import Proxy
+from stableprompt._recording._stabilize import stabilize
+from stableprompt.emulator import Emulator, FakeClock
+
+SYSTEM = " ".join(f"rule {i}: keep the prefix stable." for i in range(150))
+SCHEMA = {"type": "object", "properties": {"b": {"type": "string"}, "a": {"type": "integer"}},
+          "required": ["b", "a"]}
+CANONICAL = {"properties": {"a": {"type": "integer"}, "b": {"type": "string"}},
+             "required": ["a", "b"], "type": "object"}
+
+
+def a_tools(names: list[str], schema: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    return [{"name": n, "description": f"{n} things " * 20,
+             "input_schema": schema or {"properties": {"q": {"type": "string"}},
+                                        "type": "object"}} for n in names]
+
+
+def a_body(tools: list[dict[str, Any]], question: str = "hi") -> dict[str, Any]:
+    return {"model": "claude-sonnet-4-6", "max_tokens": 16, "tools": tools,
+            "system": [{"type": "text", "text": SYSTEM, "cache_control": {"type": "ephemeral"}}],
+            "messages": [{"role": "user", "content": question}]}
+
+
+def test_a_stable_request_is_left_byte_identical() -> None:
+    """Sorted tools with canonical schemas: the very same bytes come back, whatever the
+    client's whitespace, with no rewrite named."""
+    raw = json.dumps(a_body(a_tools(["alpha", "beta"])), indent=2).encode()
+    out, rewrites = stabilize(raw, "/v1/messages")
+    assert out is raw and rewrites == []
+
+
+def test_tools_are_sorted_and_breakpoints_stay_in_place() -> None:
+    """Tools come back sorted by name; the last tool's ``cache_control`` stays on the last
+    tool; everything else keeps its values and key order."""
+    tools = a_tools(["gamma", "alpha", "beta"])
+    tools[-1]["cache_control"] = {"type": "ephemeral"}
+    body = a_body(tools)
+    out, rewrites = stabilize(json.dumps(body).encode(), "/v1/messages")
+    got = json.loads(out)
+    assert rewrites == ["tool-order"]
+    assert [t["name"] for t in got["tools"]] == ["alpha", "beta", "gamma"]
+    assert [("cache_control" in t) for t in got["tools"]] == [False, False, True]
+    assert list(got) == list(body) and got["system"] == body["system"]
+    assert stabilize(out, "/v1/messages") == (out, [])  # idempotent
+
+
+def test_schemas_get_canonical_key_order_in_every_format() -> None:
+    """Schema keys and ``required`` sorted in Anthropic, Chat and Responses tool shapes."""
+    anthropic_body = a_body(a_tools(["alpha"], SCHEMA))
+    chat = {"model": "gpt-5.6", "messages": [{"role": "user", "content": "hi"}],
+            "prompt_cache_key": "mine",
+            "tools": [{"type": "function", "function": {"name": "alpha", "parameters": SCHEMA}}]}
+    responses = {"model": "gpt-5.6", "input": "hi", "prompt_cache_key": "mine",
+                 "tools": [{"type": "function", "name": "alpha", "parameters": SCHEMA}]}
+    cases: list[tuple[str, dict[str, Any], tuple[str, ...]]] = [
+        ("/v1/messages", anthropic_body, ("input_schema",)),
+        ("/v1/chat/completions", chat, ("function", "parameters")),
+        ("/v1/responses", responses, ("parameters",))]
+    for path, body, keys in cases:
+        out, rewrites = stabilize(json.dumps(body).encode(), path)
+        assert rewrites == ["schema-key-order"], path
+        schema = json.loads(out)["tools"][0]
+        for key in keys:
+            schema = schema[key]
+        assert json.dumps(schema) == json.dumps(CANONICAL)
+
+
+@pytest.mark.parametrize("raw", [
+    b"not json",
+    b"[1, 2]",
+    json.dumps({"model": "m", "messages": [], "tools": [{"name": "b"}, {"desc": "no name"}]})
+    .encode(),
+    json.dumps(a_body(a_tools(["b", "b"]))).encode(),  # duplicate names: order kept
+    json.dumps(a_body(a_tools(["a"], {"type": "object", "required": "oops"}))).encode(),
+])
+def test_what_cannot_be_stabilized_safely_is_left_alone(raw: bytes) -> None:
+    """Non-JSON, non-objects, unnamed or duplicate tools and invalid schemas pass unchanged."""
+    assert stabilize(raw, "/v1/messages") == (raw, [])
+
+
+@given(st.permutations(["delta", "alpha", "charlie", "bravo", "echo"]))
+def test_any_tool_order_stabilizes_to_the_same_bytes(names: list[str]) -> None:
+    """Every permutation of the same tools gives one body (permutation invariance)."""
+    reference, _ = stabilize(json.dumps(a_body(a_tools(sorted(names)))).encode(),
+                             "/v1/messages")
+    out, _ = stabilize(json.dumps(a_body(a_tools(names))).encode(), "/v1/messages")
+    assert json.loads(out) == json.loads(reference)
+    assert [t["name"] for t in json.loads(out)["tools"]] == sorted(names)
+    assert stabilize(out, "/v1/messages") == (out, [])
+
+
+ORDERS = [["alpha", "beta", "delta", "gamma"], ["delta", "gamma", "beta", "alpha"],
+          ["beta", "alpha", "delta", "gamma"], ["gamma", "delta", "alpha", "beta"]]
+
+
+def _verdicts(recorder: Recorder) -> list[str]:
+    return [r.verdict for r in recorder.records]
+
+
+def test_transport_stabilize_turns_tool_reorders_into_hits() -> None:
+    """Through ``RecordingTransport(stabilize=True)`` a client reordering its tools every
+    call hits after the cold call, each rewrite named on the row; without it, every reorder
+    is a ``client_mutation`` caused by ``tool-reorder``."""
+    results = {}
+    for flag in (False, True):
+        recorder = Recorder()
+        with Emulator(clock=FakeClock()) as emu, anthropic.Anthropic(
+                base_url=emu.base_url, api_key="sk-ant-api03-stabilizetest-0123456789",
+                max_retries=0, default_headers={"x-stableprompt-session": "s"},
+                http_client=httpx2.Client(transport=RecordingTransport(
+                    recorder=recorder, stabilize=flag))) as client:
+            for names in ORDERS:
+                client.messages.create(**a_body(a_tools(names)))
+        results[flag] = recorder
+    plain, stable = results[False], results[True]
+    assert _verdicts(stable) == ["cold", "hit", "hit", "hit"]
+    assert [r.verdict_detail.get("stabilized") for r in stable.records] == [
+        None, ["tool-order"], ["tool-order"], ["tool-order"]]
+    assert _verdicts(plain) == ["cold"] + ["client_mutation"] * 3
+    assert {r.verdict_detail.get("cause") for r in plain.records[1:]} == {"tool-reorder"}
+    assert (stable.records[-1].cache_read_tokens or 0) > 1024
+
+
+def test_proxy_stabilize_with_the_openai_sdk() -> None:
+    """``Proxy(stabilize=True)``: Chat Completions tools reordered per call are all hits
+    after the first, and the client still gets the upstream's answer."""
+    recorder = Recorder()
+    tools: list[Any] = [{"type": "function", "function": {
+        "name": n, "description": f"{n} things " * 20, "parameters": SCHEMA}}
+        for n in ORDERS[0]]
+    by_name = {t["function"]["name"]: t for t in tools}
+    with Emulator(clock=FakeClock()) as emu, \
+            Proxy(emu.base_url, recorder=recorder, stabilize=True) as proxy, \
+            openai.OpenAI(base_url=proxy.base_url + "/v1", api_key="sk-proj-stab-0123456789ab",
+                          max_retries=0) as client:
+        for names in ORDERS:
+            reply = client.chat.completions.create(
+                model="gpt-5.6", tools=[by_name[n] for n in names],
+                messages=[{"role": "system", "content": SYSTEM},
+                          {"role": "user", "content": "hi"}])
+            assert reply.choices
+    assert _verdicts(recorder) == ["cold", "hit", "hit", "hit"]
+    assert recorder.records[0].verdict_detail.get("stabilized") == ["schema-key-order",
+                                                                    "prompt-cache-key"]
+    assert recorder.records[1].verdict_detail.get("stabilized") == [
+        "tool-order", "schema-key-order", "prompt-cache-key"]
+    assert len({r.lineage for r in recorder.records}) == 1
+
+
+def test_openai_requests_without_a_key_get_the_lineage_key() -> None:
+    """A Chat or Responses body without ``prompt_cache_key`` gets ``sp-`` + the head's
+    digest, the same for every tool order; a client's own key is kept."""
+    def chat(names: list[str], **extra: Any) -> bytes:
+        return json.dumps({"model": "gpt-5.6", **extra, "tools": [
+            {"type": "function", "function": {"name": n, "parameters": CANONICAL}}
+            for n in names], "messages": [{"role": "system", "content": SYSTEM},
+                                          {"role": "user", "content": "hi"}]}).encode()
+
+    keys = set()
+    for names in ORDERS:
+        out, rewrites = stabilize(chat(names), "/v1/chat/completions")
+        assert rewrites[-1] == "prompt-cache-key"
+        keys.add(json.loads(out)["prompt_cache_key"])
+        assert stabilize(out, "/v1/chat/completions") == (out, [])
+    (key,) = keys
+    assert key.startswith("sp-") and len(key) == 27
+    own = chat(ORDERS[0], prompt_cache_key="mine")
+    assert stabilize(own, "/v1/chat/completions") == (own, [])
+    responses = json.dumps({"model": "gpt-5.6", "input": "hi"}).encode()
+    out, rewrites = stabilize(responses, "/v1/responses")
+    assert rewrites == ["prompt-cache-key"] and json.loads(out)["input"] == "hi"
