@@ -16,7 +16,8 @@ import orjson
 from ._exceptions import CanonicalizationError
 from ._public import public
 
-__all__ = ["MAX_NESTING", "canonical_json", "escape_pointer", "json_safe", "loads", "pointer_get",
+__all__ = ["MAX_NESTING", "canonical_json", "decoded_json",
+           "escape_pointer", "json_safe", "loads", "pointer_get",
            "show_int", "show_value", "unescape_pointer", "wire_json"]
 
 _PASSTHROUGH = (
@@ -195,6 +196,18 @@ def wire_json(obj: Any) -> bytes:
     Same value rules and errors as :func:`canonical_json`.
     """
     return _dumps(obj, _WIRE)
+
+
+def decoded_json(obj: Any) -> bytes:
+    """:func:`wire_json` of a value that :func:`loads` produced (so it holds only JSON types
+    and no NaN/Infinity): the same bytes, without the validation walk a ``null`` triggers in
+    :func:`wire_json`. Only for comparing or locating bytes; never for values built in
+    Python.
+
+    Raises:
+        orjson.JSONEncodeError (a ``TypeError``): ``obj`` is no decoded JSON value.
+    """
+    return orjson.dumps(obj, option=_WIRE)
 
 
 def loads(data: bytes | bytearray | memoryview | str) -> Any:

@@ -57,7 +57,12 @@ from ._public import public
 from ._recording._call import Pending
 from ._recording._errors import http_status_error, map_transport_error
 from ._recording._recorder import Recorder
-from ._recording._transport import PENDING_EXTENSION, AsyncRecordingTransport, RecordingTransport
+from ._recording._transport import (
+    BODY_EXTENSION,
+    PENDING_EXTENSION,
+    AsyncRecordingTransport,
+    RecordingTransport,
+)
 from ._sse import SSEParser
 from ._wire import anthropic, openai_chat, openai_responses
 from ._wire._formats import detect, endpoint_path
@@ -112,6 +117,7 @@ class _Prepared:
     content: bytes
     stream: bool
     headers: dict[str, str]
+    decoded: Mapping[str, Any] | None = None  # ``content`` decoded, when it is known
 
 
 @dataclass(frozen=True)
@@ -265,8 +271,10 @@ class _Base:
 
     def _prepare(self, request: ProviderRequest | Mapping[str, Any], stream: bool | None
                  ) -> _Prepared:
+        fresh = False  # the body is decoded here, so nobody changed it since
         if isinstance(request, ProviderRequest):
             wire, path, content = request.wire_format, request.path, request.content
+            fresh = "body" not in request.__dict__
             body: Mapping[str, Any] = request.body
         elif isinstance(request, Mapping):
             body = request
@@ -297,9 +305,11 @@ class _Base:
         if self.cache_salt is not None:
             fields["cache_salt"] = self.cache_salt
         headers: dict[str, str] = {"accept": "text/event-stream"} if stream else {}
-        content, extra_headers = self._diagnose(wire, body, _append(content, body, fields))
+        sent, extra_headers = self._diagnose(wire, body, _append(content, body, fields))
         headers.update(extra_headers)
-        return _Prepared(wire, path, content, stream, headers)
+        # The recorder reuses the body decoded here when the bytes sent are the request's.
+        decoded = body if fresh and sent is content else None
+        return _Prepared(wire, path, sent, stream, headers, decoded)
 
     def _diagnose(self, wire: str, body: Mapping[str, Any], content: bytes
                   ) -> tuple[bytes, dict[str, str]]:
@@ -332,7 +342,9 @@ class _Base:
         """
         for attempt in itertools.count():
             request = self._http.build_request(
-                "POST", url, content=prepared.content, headers=prepared.headers)
+                "POST", url, content=prepared.content, headers=prepared.headers,
+                extensions=None if prepared.decoded is None
+                else {BODY_EXTENSION: prepared.decoded})
             try:
                 response = yield ("send", request)
             except httpx.HTTPError as exc:

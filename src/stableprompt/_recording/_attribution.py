@@ -615,7 +615,7 @@ class _Attributor:
         lost = [e for e in written if e[0] >= comparison.common]
         own = [i for i, s in enumerate(seg.segments) if s.breakpoint]
         eligible = [i for i in own if self.provider(cum[i]) >= self.minimum]
-        position = _block_positions(seg.segments)
+        position = _BlockPositions(seg.segments)
         lookback = self.policy.lookback_blocks or len(seg.segments) + 1
         readable = [
             e for e in shared
@@ -765,13 +765,19 @@ class _Attributor:
         return self.measured(predicted, predicted, False)
 
 
-def _block_positions(segments: Sequence[Segment]) -> list[int]:
+class _BlockPositions:
     """Block index of each segment: cache-key parameters are not blocks (Anthropic counts
-    tools, system blocks and message content blocks)."""
-    out: list[int] = []
-    position = -1
-    for s in segments:
-        if s.kind != "param":
-            position += 1
-        out.append(max(position, 0))
-    return out
+    tools, system blocks and message content blocks). Segmenters add the params first
+    (``SegmentBuilder.params`` before anything else), so segment ``i`` is block
+    ``max(i - params, 0)``: O(params) to build, O(1) per lookup."""
+
+    def __init__(self, segments: Sequence[Segment]) -> None:
+        params = 0
+        for s in segments:
+            if s.kind != "param":
+                break
+            params += 1
+        self._params = params
+
+    def __getitem__(self, index: int) -> int:
+        return max(index - self._params, 0)

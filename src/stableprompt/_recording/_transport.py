@@ -46,6 +46,7 @@ from ._observer import ResponseObserver
 from ._recorder import Recorder
 
 __all__ = [
+    "BODY_EXTENSION",
     "PENDING_EXTENSION",
     "AsyncRecordingTransport",
     "CallRecorder",
@@ -69,6 +70,10 @@ PENDING_EXTENSION = "stableprompt.pending"
 """Key of the :class:`Pending` in ``response.extensions``; ``pending.record`` holds the record
 once the body has been read."""
 
+BODY_EXTENSION = "stableprompt.body"
+"""Key in ``request.extensions`` of the request body already decoded (set by stableprompt's
+clients, which decoded it to prepare the request): the recorder does not parse it again."""
+
 class CallRecorder(Protocol):
     """What a recording transport needs of its recorder (:class:`Recorder` is one): judge a
     path, start a call, observe its response, and finish a call that got no response.
@@ -83,8 +88,10 @@ class CallRecorder(Protocol):
 
     def start(self, path: str, headers: Any = None,
               body: bytes | bytearray | memoryview | None = None, *, host: str | None = None,
-              method: str = "POST", provider: str | None = None) -> Pending | None:
-        """Register a call about to be sent (``None``: pass it through unrecorded)."""
+              method: str = "POST", provider: str | None = None,
+              decoded: Mapping[str, Any] | None = None) -> Pending | None:
+        """Register a call about to be sent (``None``: pass it through unrecorded);
+        ``decoded`` is ``body`` already decoded, when the client knows it."""
         ...
 
     def observe(self, pending: Pending, *, status_code: int, headers: Any,
@@ -172,6 +179,11 @@ def _recorded(recorder: CallRecorder, request: Any) -> bool:
 def _start(recorder: CallRecorder, request: Any, body: bytes, provider: str | None
            ) -> Pending | None:
     url = request.url
+    decoded = getattr(request, "extensions", {}).get(BODY_EXTENSION)
+    if decoded is not None:  # only stableprompt's own clients set it (a Recorder accepts it)
+        return recorder.start(str(url.path), request.headers, body,
+                              host=str(url.host) if url.host else None,
+                              method=str(request.method), provider=provider, decoded=decoded)
     return recorder.start(str(url.path), request.headers, body,
                           host=str(url.host) if url.host else None,
                           method=str(request.method), provider=provider)

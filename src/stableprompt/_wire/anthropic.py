@@ -628,6 +628,16 @@ def segment(body: Mapping[str, Any], b: SegmentBuilder) -> None:
 
     A top-level ``cache_control`` (automatic caching) marks the last cacheable block.
     """
+    segment_head(body, b)
+    for i, message in enumerate(require_list(body, "messages", required=True)):
+        segment_item(b, message, i, False)
+    top = body.get(MARKER_KEY)
+    if isinstance(top, Mapping):
+        b.mark_last(str(top.get("ttl", "5m")))
+
+
+def segment_head(body: Mapping[str, Any], b: SegmentBuilder) -> None:
+    """Add the segments before the history: tools, then system."""
     for i, entry in enumerate(require_list(body, "tools", required=False)):
         b.add("tool", f"tools[{i}]", entry, f"/tools/{i}", tool_label(entry))
     system = body.get("system")
@@ -636,15 +646,18 @@ def segment(body: Mapping[str, Any], b: SegmentBuilder) -> None:
             b.add("system", f"system[{i}]", item, f"/system/{i}")
     elif system is not None:
         b.add("system", "system", system, "/system")
-    for i, message in enumerate(require_list(body, "messages", required=True)):
-        if not isinstance(message, Mapping):
-            raise CaptureError("message must be an object", code="capture-shape",
-                               pointer=f"/messages/{i}")
-        b.content("message", f"messages[{i}]", f"/messages/{i}", message.get("role"),
-                  message.get("content"))
-    top = body.get(MARKER_KEY)
-    if isinstance(top, Mapping):
-        b.mark_last(str(top.get("ttl", "5m")))
+
+
+def segment_item(b: SegmentBuilder, message: Any, i: int, leading: bool) -> bool:
+    """Add the segments of ``messages[i]`` (one per content block); they depend on the
+    message and its index only (``leading`` is unused here: Anthropic has no leading system
+    messages), so the result is always False."""
+    if not isinstance(message, Mapping):
+        raise CaptureError("message must be an object", code="capture-shape",
+                           pointer=f"/messages/{i}")
+    b.content("message", f"messages[{i}]", f"/messages/{i}", message.get("role"),
+              message.get("content"))
+    return False
 
 
 def session_hint(body: Mapping[str, Any]) -> str | None:
