@@ -160,7 +160,15 @@ def _dumps(obj: Any, option: int) -> bytes:
     # orjson writes NaN/Infinity as null: only a document containing null can hide one.
     if b"null" in data:
         _raise_first(obj, None)
-    return data
+    return _exact(data)
+
+
+def _exact(data: bytes) -> bytes:
+    """``data`` in an allocation of its own size. orjson returns its output buffer, which
+    keeps its growth capacity (at least ~4 KiB, measured with tracemalloc: ~4.1 KB held per
+    300-byte message), and the SDK keeps every message's bytes for the conversation's life:
+    one copy of the exact length frees the rest (``benchmarks/memory.py``)."""
+    return bytes(memoryview(data))
 
 
 def canonical_json(obj: Any) -> bytes:
@@ -207,7 +215,7 @@ def decoded_json(obj: Any) -> bytes:
     Raises:
         orjson.JSONEncodeError (a ``TypeError``): ``obj`` is no decoded JSON value.
     """
-    return orjson.dumps(obj, option=_WIRE)
+    return _exact(orjson.dumps(obj, option=_WIRE))
 
 
 def loads(data: bytes | bytearray | memoryview | str) -> Any:

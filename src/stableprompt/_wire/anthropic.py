@@ -620,7 +620,9 @@ def _message_datas(message: MessageParts) -> Datas:
     def make() -> Datas:
         head = b'{"role":' + canonical_json(_role(message)) + b',"block":'
         return tuple(("message", head + data + b"}") for data in message_blocks(message))
-    return memo(message, "anthropic-segments", make)
+    # Not memoized: the history memo keeps the chain state after the messages chained so
+    # far, so these bytes (a second copy of the message, role-wrapped) are needed once.
+    return make()
 
 
 def segment(body: Mapping[str, Any], b: SegmentBuilder) -> None:
