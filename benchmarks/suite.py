@@ -8,8 +8,9 @@ content), then times one operation on the conversation at that turn:
 - ``naive-json/<N>``, ``naive-orjson/<N>``: the same Anthropic body dict serialized whole
   (``json.dumps(sort_keys=True)`` / ``orjson.dumps(OPT_SORT_KEYS)``) + SHA-256;
 - ``parse/<N>``: one ``orjson.loads`` of that body (the transport path's bound);
-- ``record-client/<N>``: ``Recorder.start`` + ``finish`` with the body the client decoded
-  handed over (``decoded=``, as ``AnthropicClient.send`` does);
+- ``record-client/<N>``: what ``AnthropicClient.send`` adds for a rendered request:
+  ``Recorder.segment_rendered`` (the body rebuilt from the previous request's and the new
+  items, nothing decoded again) + ``start`` with it handed over + ``finish``;
 - ``record-transport/<N>``: the same from the body bytes only (``RecordingTransport`` under an
   official SDK).
 
@@ -32,6 +33,7 @@ import pyperf
 sys.path.insert(0, str(Path(__file__).parent))
 import workload
 
+import stableprompt
 from stableprompt import Conversation, PromptBuilder, Recorder, RenderedPrompt, Tool
 
 TURNS = (10, 100, 1000)
@@ -131,9 +133,12 @@ def bench_parse(loops: int, turns: int) -> float:
     return _timed(loops, lambda: content, orjson.loads)
 
 
-_RESPONSE = orjson.dumps({"id": "msg_1", "type": "message", "usage": {
-    "input_tokens": 10, "cache_read_input_tokens": 1000, "cache_creation_input_tokens": 200,
-    "output_tokens": 5}})
+def _response(content: bytes) -> bytes:
+    """A Messages response whose usage is plausible for ``content`` (~4 bytes a token), so
+    the recorder takes its ordinary path (no implausible-usage scan)."""
+    return orjson.dumps({"id": "msg_1", "type": "message", "usage": {
+        "input_tokens": 10, "cache_read_input_tokens": len(content) // 4,
+        "cache_creation_input_tokens": 200, "output_tokens": 5}})
 
 
 def bench_record(loops: int, turns: int, client: bool) -> float:
@@ -144,24 +149,32 @@ def bench_record(loops: int, turns: int, client: bool) -> float:
         for _ in range(3):  # warm: tokenizer loaded, lineage seen
             req = step()
             pending = _STATE[key].start("/v1/messages", {}, req.content, decoded=req.body)
-            _STATE[key].finish(pending, status_code=200, body=_RESPONSE)
+            _STATE[key].finish(pending, status_code=200, body=_response(req.content))
     recorder: Recorder = _STATE[key]
     step = _stepper(turns)
 
-    def before() -> tuple[bytes, Any]:
-        req = step()
-        return req.content, (req.body if client else None)
+    def before() -> tuple[bytes, bytes]:
+        content = step().content
+        return content, _response(content)
 
-    def op(arg: tuple[bytes, Any]) -> None:
-        pending = recorder.start("/v1/messages", {}, arg[0], decoded=arg[1])
+    def op(arg: tuple[bytes, bytes]) -> None:
+        content, response = arg
+        if client:  # as AnthropicClient.send: segmented from its bytes, handed over
+            found = recorder.segment_rendered("anthropic", content)
+            decoded = found.segmented.body if found is not None else orjson.loads(content)
+            pending = recorder.start("/v1/messages", {}, content, decoded=decoded,
+                                     resegmented=found)
+        else:
+            pending = recorder.start("/v1/messages", {}, content)
         assert pending is not None
-        recorder.finish(pending, status_code=200, body=_RESPONSE)
+        recorder.finish(pending, status_code=200, body=response)
     return _timed(loops, before, op)
 
 
 def main() -> None:
     runner = pyperf.Runner()
     runner.metadata["workload"] = "40 tools + system, 3 messages (~1 KB) per turn"
+    runner.metadata["stableprompt"] = str(Path(stableprompt.__file__).parent)
     for n in TURNS:
         for fmt in FORMATS:
             runner.bench_time_func(f"render/{fmt}/{n}", bench_render, n, fmt)

@@ -1,7 +1,9 @@
-"""Segmenting with the lineage's previous request reused (``_recording._resegment``) equals a
-from-scratch ``segment_request``, and a recorder that reuses writes the same ledger rows as
-one that never does, on random conversations: appends, edits of earlier items, reordered
-keys, moved breakpoint markers, truncations, other conversations on the same head."""
+"""Segmenting with the lineage's previous request reused (``_recording._resegment``), from a
+decoded body (transport path) or from the bytes stableprompt rendered (client path, new items
+decoded only), equals a from-scratch ``segment_request``, and a recorder that reuses writes
+the same ledger rows as one that never does, on random conversations: appends, edits of
+earlier items, reordered keys, moved breakpoint markers, truncations, other conversations on
+the same head, head changes."""
 
 from __future__ import annotations
 
@@ -89,18 +91,51 @@ def _bodies(wire: str, plan: list[tuple[str, list[Any], int]]) -> list[dict[str,
     return out
 
 
+def _same(found: Any, wire: str, body: dict[str, Any]) -> None:
+    slow = segment_request(wire, body)
+    assert found.segmented.segments == slow.segments
+    assert found.segmented.data == slow.data
+    assert found.segmented.fingerprint == slow.fingerprint
+    assert found.segmented.head_fingerprint == slow.head_fingerprint
+    # the body, keys in order included (a rebuilt body serializes to the same bytes)
+    assert wire_json(found.segmented.body) == wire_json(body)
+
+
 @settings(max_examples=60, deadline=None)
 @given(wire=st.sampled_from(sorted(PATHS)), plan=steps)
 def test_reused_segments_equal_segment_request(wire: str, plan: Any) -> None:
     """Every request's reused segmenting equals the from-scratch one, segment for segment."""
     lineages = LineageSegments()
     for body in _bodies(wire, plan):
-        found = lineages.segment(wire, body)
-        slow = segment_request(wire, body)
-        assert found.segmented.segments == slow.segments
-        assert found.segmented.data == slow.data
-        assert found.segmented.fingerprint == slow.fingerprint
-        assert found.segmented.head_fingerprint == slow.head_fingerprint
+        _same(lineages.segment(wire, body), wire, body)
+
+
+@settings(max_examples=60, deadline=None)
+@given(wire=st.sampled_from(sorted(PATHS)), plan=steps)
+def test_rendered_segments_equal_segment_request(wire: str, plan: Any) -> None:
+    """Bodies segmented from their bytes (new items decoded only) equal the from-scratch
+    segmenting, and their rebuilt body equals the decoded one."""
+    lineages = LineageSegments()
+    for body in _bodies(wire, plan):
+        content = wire_json(body)
+        found = lineages.segment_rendered(wire, content)
+        if found is None:
+            found = lineages.segment(wire, loads(content), content=content)
+        _same(found, wire, body)
+
+
+def test_rendered_path_decodes_only_new_items() -> None:
+    """A rendered turn that appends is segmented from its bytes, reusing every earlier
+    segment; a turn whose head changed is not (it is decoded)."""
+    lineages = LineageSegments()
+    history = [_item("openai-chat", i % 4, f"m{i}", False, False) for i in range(5)]
+    first = wire_json(_body("openai-chat", history, 3))
+    lineages.segment("openai-chat", loads(first), content=first)
+    grown = wire_json(_body("openai-chat", [*history, history[0]], 3))
+    found = lineages.segment_rendered("openai-chat", grown)
+    assert found is not None and found.reused > 0
+    assert lineages.segment_rendered("openai-chat",
+                                     wire_json(_body("openai-chat", history, 2))) is None
 
 
 def _response(wire: str, turn: int) -> bytes:
@@ -117,11 +152,17 @@ def _response(wire: str, turn: int) -> bytes:
         "input_tokens_details": {"cached_tokens": 10 * turn}}})
 
 
-def _rows(recorder: Recorder, wire: str, bodies: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _rows(recorder: Recorder, wire: str, bodies: list[dict[str, Any]], *,
+          client: bool = False) -> list[dict[str, Any]]:
     clock = iter(range(1_000, 10_000, 7))
     recorder.clock = lambda: float(next(clock))
     for turn, body in enumerate(bodies):
-        pending = recorder.start(PATHS[wire], {}, wire_json(body), host="api.example.test")
+        content = wire_json(body)
+        found = recorder.segment_rendered(wire, content) if client else None
+        decoded = (found.segmented.body if found is not None else loads(content)) if client \
+            else None
+        pending = recorder.start(PATHS[wire], {}, content, host="api.example.test",
+                                 decoded=decoded, resegmented=found)
         assert pending is not None
         recorder.finish(pending, status_code=200, body=_response(wire, turn), latency_ms=1.0)
     return [r.model_dump(exclude={"record_id", "predecessor_id"}) for r in recorder.records]
@@ -133,10 +174,11 @@ def test_recorder_rows_equal_without_reuse(wire: str, plan: Any) -> None:
     """A recorder reusing segments and token counts writes the rows one without reuse writes
     (record ids aside, which are random)."""
     bodies = _bodies(wire, plan)
-    fast = Recorder(tokenizer="bytes/4")
-    slow = Recorder(tokenizer="bytes/4")
+    fast, client, slow = (Recorder(tokenizer="bytes/4") for _ in range(3))
     slow._segments = LineageSegments(max_lineages=0)
-    assert _rows(fast, wire, bodies) == _rows(slow, wire, bodies)
+    expected = _rows(slow, wire, bodies)
+    assert _rows(fast, wire, bodies) == expected
+    assert _rows(client, wire, bodies, client=True) == expected
 
 
 @given(a=st.binary(max_size=300), b=st.binary(max_size=300), shared=st.binary(max_size=300))

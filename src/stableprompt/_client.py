@@ -60,6 +60,7 @@ from ._recording._recorder import Recorder
 from ._recording._transport import (
     BODY_EXTENSION,
     PENDING_EXTENSION,
+    SEGMENTED_EXTENSION,
     AsyncRecordingTransport,
     RecordingTransport,
 )
@@ -118,6 +119,7 @@ class _Prepared:
     stream: bool
     headers: dict[str, str]
     decoded: Mapping[str, Any] | None = None  # ``content`` decoded, when it is known
+    segmented: Any = None  # its Resegmented, when the recorder made it for ``_prepare``
 
 
 @dataclass(frozen=True)
@@ -272,10 +274,15 @@ class _Base:
     def _prepare(self, request: ProviderRequest | Mapping[str, Any], stream: bool | None
                  ) -> _Prepared:
         fresh = False  # the body is decoded here, so nobody changed it since
+        found = None
         if isinstance(request, ProviderRequest):
             wire, path, content = request.wire_format, request.path, request.content
             fresh = "body" not in request.__dict__
-            body: Mapping[str, Any] = request.body
+            # A turn of a recorded conversation: its body is rebuilt from the previous
+            # request's and the new items only (the bytes are not decoded again).
+            found = self.recorder.segment_rendered(wire, content) if fresh else None
+            body: Mapping[str, Any] = request.body if found is None else \
+                found.segmented.body
         elif isinstance(request, Mapping):
             body = request
             wire = self._wire_of(body)
@@ -309,7 +316,8 @@ class _Base:
         headers.update(extra_headers)
         # The recorder reuses the body decoded here when the bytes sent are the request's.
         decoded = body if fresh and sent is content else None
-        return _Prepared(wire, path, sent, stream, headers, decoded)
+        return _Prepared(wire, path, sent, stream, headers, decoded,
+                         found if decoded is not None else None)
 
     def _diagnose(self, wire: str, body: Mapping[str, Any], content: bytes
                   ) -> tuple[bytes, dict[str, str]]:
@@ -344,7 +352,7 @@ class _Base:
             request = self._http.build_request(
                 "POST", url, content=prepared.content, headers=prepared.headers,
                 extensions=None if prepared.decoded is None
-                else {BODY_EXTENSION: prepared.decoded})
+                else {BODY_EXTENSION: prepared.decoded, SEGMENTED_EXTENSION: prepared.segmented})
             try:
                 response = yield ("send", request)
             except httpx.HTTPError as exc:

@@ -84,7 +84,7 @@ from ._http import header
 from ._observer import Observation, ResponseObserver
 from ._predecessor import LINEAGE_DEPTH, CallIndex, opening_of
 from ._record_fields import automatic_writes, engine_tokenizer, provider_diagnostics, raw_usage
-from ._resegment import LineageSegments
+from ._resegment import LineageSegments, Resegmented
 
 __all__ = ["SESSION_HEADER", "Recorder", "session_from_request"]
 
@@ -286,6 +286,7 @@ class Recorder:
         method: str = "POST",
         provider: str | None = None,
         decoded: Mapping[str, Any] | None = None,
+        resegmented: Resegmented | None = None,
     ) -> Pending | None:
         """Register a call about to be sent. Never raises.
 
@@ -302,6 +303,8 @@ class Recorder:
             decoded: ``body`` already decoded (stableprompt's client hands over the
                 :attr:`ProviderRequest.body` it decoded): it is not parsed again. Must be
                 what :func:`~stableprompt._canonical.loads` gives for ``body``.
+            resegmented: ``body`` already segmented by :meth:`segment_rendered` (the
+                client's own requests); its body is ``decoded``.
 
         Returns:
             A :class:`Pending` to pass to :meth:`finish`, or ``None`` when the call is not a
@@ -312,6 +315,7 @@ class Recorder:
         try:
             if body is None or not self.recordable(path, method):
                 return None
+            client_decoded = decoded is not None  # stableprompt rendered these bytes
             if decoded is None:
                 decoded = loads(bytes(body))
             if not isinstance(decoded, dict):
@@ -337,7 +341,8 @@ class Recorder:
             secrets=secrets,
         )
         try:
-            self._analyse(pending, decoded, headers, body)
+            self._analyse(pending, decoded, headers, body, resegmented,
+                          rendered=client_decoded)
         except Exception as exc:
             self._problem(pending, exc)
         return pending
@@ -347,8 +352,19 @@ class Recorder:
         _log.warning("stableprompt could not analyse a request to %s: %s", pending.path,
                      pending.problem)
 
+    def segment_rendered(self, wire_format: str, content: bytes) -> Resegmented | None:
+        """Segment a body stableprompt rendered without decoding what its conversation's
+        previous request held (:meth:`LineageSegments.segment_rendered
+        <stableprompt._recording._resegment.LineageSegments.segment_rendered>`); ``None``
+        when it continues no recorded request (decode it then). Never raises."""
+        try:
+            return self._segments.segment_rendered(wire_format, content)
+        except Exception:
+            return None
+
     def _analyse(self, pending: Pending, body: dict[str, Any], headers: Any,
-                 raw: bytes | bytearray | memoryview) -> None:
+                 raw: bytes | bytearray | memoryview,
+                 resegmented: Resegmented | None = None, *, rendered: bool = False) -> None:
         model = body.get("model")
         pending.model = model if isinstance(model, str) else None
         pending.session_id = self._session_of(body, headers)
@@ -358,7 +374,10 @@ class Recorder:
         pending.turn_boundary = turn_boundary(pending.wire_format, body)
         segmented: SegmentedRequest | None = None
         try:
-            found = self._segments.segment(pending.wire_format, body)
+            found = resegmented if resegmented is not None and \
+                resegmented.segmented.wire_format == pending.wire_format else \
+                self._segments.segment(pending.wire_format, body, content=bytes(raw)
+                                       if rendered else None)
             segmented = found.segmented
             tokens = self._count(segmented, found.reused, found.previous_tokens)
             self._segments.remember_tokens(segmented, tokens)

@@ -48,6 +48,7 @@ from ._recorder import Recorder
 __all__ = [
     "BODY_EXTENSION",
     "PENDING_EXTENSION",
+    "SEGMENTED_EXTENSION",
     "AsyncRecordingTransport",
     "CallRecorder",
     "RecordingTransport",
@@ -70,6 +71,10 @@ PENDING_EXTENSION = "stableprompt.pending"
 """Key of the :class:`Pending` in ``response.extensions``; ``pending.record`` holds the record
 once the body has been read."""
 
+SEGMENTED_EXTENSION = "stableprompt.segmented"
+"""Key in ``request.extensions`` of the body's segmenting, when stableprompt's client made it
+(:meth:`Recorder.segment_rendered`) to prepare the request without decoding the body."""
+
 BODY_EXTENSION = "stableprompt.body"
 """Key in ``request.extensions`` of the request body already decoded (set by stableprompt's
 clients, which decoded it to prepare the request): the recorder does not parse it again."""
@@ -89,9 +94,11 @@ class CallRecorder(Protocol):
     def start(self, path: str, headers: Any = None,
               body: bytes | bytearray | memoryview | None = None, *, host: str | None = None,
               method: str = "POST", provider: str | None = None,
-              decoded: Mapping[str, Any] | None = None) -> Pending | None:
+              decoded: Mapping[str, Any] | None = None,
+              resegmented: Any = None) -> Pending | None:
         """Register a call about to be sent (``None``: pass it through unrecorded);
-        ``decoded`` is ``body`` already decoded, when the client knows it."""
+        ``decoded`` is ``body`` already decoded and ``resegmented`` its segmenting, when the
+        client knows them."""
         ...
 
     def observe(self, pending: Pending, *, status_code: int, headers: Any,
@@ -179,11 +186,13 @@ def _recorded(recorder: CallRecorder, request: Any) -> bool:
 def _start(recorder: CallRecorder, request: Any, body: bytes, provider: str | None
            ) -> Pending | None:
     url = request.url
-    decoded = getattr(request, "extensions", {}).get(BODY_EXTENSION)
+    extensions = getattr(request, "extensions", {})
+    decoded = extensions.get(BODY_EXTENSION)
     if decoded is not None:  # only stableprompt's own clients set it (a Recorder accepts it)
         return recorder.start(str(url.path), request.headers, body,
                               host=str(url.host) if url.host else None,
-                              method=str(request.method), provider=provider, decoded=decoded)
+                              method=str(request.method), provider=provider, decoded=decoded,
+                              resegmented=extensions.get(SEGMENTED_EXTENSION))
     return recorder.start(str(url.path), request.headers, body,
                           host=str(url.host) if url.host else None,
                           method=str(request.method), provider=provider)
