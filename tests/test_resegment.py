@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+import httpx
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -201,3 +202,40 @@ def test_appended_history_reuses_all_earlier_items() -> None:
     second = lineages.segment("anthropic", _body("anthropic", [*history, history[0]], 3))
     assert second.reused == len(first.segmented.segments)
     assert second.previous_tokens == (1,) * len(first.segmented.segments)
+
+
+def test_client_never_decodes_a_rendered_turn() -> None:
+    """Through AnthropicClient, a later turn of a conversation (from the third on: the second
+    unmarks the first message, which the previous request sent with the end-of-history
+    breakpoint) is recorded without its ``ProviderRequest.body`` ever being decoded, and its
+    rows equal the transport path's."""
+    from stableprompt import AnthropicClient, PromptBuilder, Tool
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, content=_response("anthropic", 1))
+
+    head = (PromptBuilder(tokenizer=None).system("Be brief.")
+            .tools([Tool("t", "A tool.", {"type": "object"})]).freeze())
+    conv = head.conversation()
+    def clock() -> Any:  # the same clock readings for both recorders
+        ticks = iter(range(1_000, 100_000, 3))
+        return lambda: float(next(ticks))
+
+    client = AnthropicClient("k", base_url="http://provider.test",
+                             transport=httpx.MockTransport(answer),
+                             recorder=Recorder(tokenizer="bytes/4", clock=clock()))
+    plain = Recorder(tokenizer="bytes/4", clock=clock())
+    sent = []
+    for i in range(6):
+        conv.user(f"question {i}")
+        request = conv.render().to_anthropic(model="m", max_tokens=5)
+        client.send(request)
+        sent.append(request)
+        pending = plain.start("/v1/messages", {}, request.content, host="provider.test")
+        assert pending is not None
+        plain.finish(pending, status_code=200, body=_response("anthropic", 1))
+        conv.assistant(f"answer {i}")
+    assert ["body" in r.__dict__ for r in sent] == [True, True] + [False] * 4
+    drop = {"record_id", "predecessor_id", "ts_utc", "latency_ms"}
+    assert [r.model_dump(exclude=drop) for r in client.recorder.records] == \
+        [r.model_dump(exclude=drop) for r in plain.records]
