@@ -16,7 +16,11 @@ from hypothesis import strategies as st
 
 from stableprompt import Recorder
 from stableprompt._canonical import loads, wire_json
-from stableprompt._recording._resegment import LineageSegments, common_prefix_bytes
+from stableprompt._recording._resegment import (
+    LineageSegments,
+    breakpoint_indices,
+    common_prefix_bytes,
+)
 from stableprompt._wire._formats import segment_request
 
 PATHS = {"anthropic": "/v1/messages", "openai-chat": "/v1/chat/completions",
@@ -98,6 +102,8 @@ def _same(found: Any, wire: str, body: dict[str, Any]) -> None:
     assert found.segmented.data == slow.data
     assert found.segmented.fingerprint == slow.fingerprint
     assert found.segmented.head_fingerprint == slow.head_fingerprint
+    assert breakpoint_indices(found.segmented) == [
+        i for i, s in enumerate(slow.segments) if s.breakpoint]
     # the body, keys in order included (a rebuilt body serializes to the same bytes)
     assert wire_json(found.segmented.body) == wire_json(body)
 

@@ -38,7 +38,7 @@ from .._segment import Segment, build_segments
 from .._wire._formats import SegmentSteps, segment_request, segment_steps
 from .._wire._segmenter import SegmentBuilder, SegmentedRequest
 
-__all__ = ["LineageSegments", "Resegmented", "common_prefix_bytes"]
+__all__ = ["LineageSegments", "Resegmented", "breakpoint_indices", "common_prefix_bytes"]
 
 _CHUNK = 1 << 16
 
@@ -241,6 +241,13 @@ class LineageSegments:
             # The head (params, tools, system, leading system items) ends inside the reused
             # segments: the stored request's head fingerprint is this one's (cached_property).
             segmented.__dict__["head_fingerprint"] = stored.segmented.head_fingerprint
+        known = None if stored is None else stored.segmented.__dict__.get(BREAKPOINT_INDICES)
+        if known is not None or not reused:  # the reused segments' markers are known
+            marks = known[:bisect.bisect_left(known, reused)] if known is not None else []
+            if not reused:  # the head's segments
+                marks = [i for i, seg in enumerate(kept) if seg.breakpoint]
+            marks.extend(len(kept) + i for i, spec in enumerate(fresh.specs) if spec.breakpoint)
+            segmented.__dict__[BREAKPOINT_INDICES] = marks
         stored_tokens = stored.tokens if stored is not None and reused else None
         entry = _Stored(segmented, heads, dump, item_ends, item_segments, leading_items, items,
                         around=around)
@@ -268,6 +275,21 @@ class LineageSegments:
                 if entry.segmented is segmented:
                     entry.tokens = kept
                     return
+
+
+def breakpoint_indices(segmented: SegmentedRequest) -> list[int]:
+    """Indices of the segments carrying a breakpoint marker, in order (computed once per
+    request and kept on it; ``_resegment`` fills it from the previous request's for the
+    segments it reuses)."""
+    found: list[int] | None = segmented.__dict__.get(BREAKPOINT_INDICES)
+    if found is None:
+        found = [i for i, s in enumerate(segmented.segments) if s.breakpoint]
+        segmented.__dict__[BREAKPOINT_INDICES] = found
+    return found
+
+
+BREAKPOINT_INDICES = "_breakpoint_indices"
+"""Where :func:`breakpoint_indices` keeps its answer on a ``SegmentedRequest``."""
 
 
 _OPENING = 512
