@@ -10,7 +10,7 @@ import openai.types.chat
 import openai.types.responses
 import pytest
 
-from stableprompt import HistoryError, PromptBuilder, ToolCall
+from stableprompt import HistoryError, IncompleteResponseWarning, PromptBuilder, ToolCall
 
 TOOL = {"name": "get_invoice", "description": "Fetch an invoice.",
         "input_schema": {"type": "object", "properties": {"id": {"type": "string"}}}}
@@ -43,6 +43,8 @@ RESPONSES: dict[str, Any] = {
          "content": [{"type": "output_text", "text": "Looking it up.", "annotations": []}]},
         {"type": "function_call", "id": "fc_1", "call_id": "call_1", "name": "get_invoice",
          "arguments": '{"id": "7"}', "status": "completed"}]}
+REASONING: dict[str, Any] = {"type": "reasoning", "id": "rs_1", "summary": [
+    {"type": "summary_text", "text": "Need the invoice."}], "encrypted_content": "gAAAAB+/="}
 
 
 @pytest.mark.parametrize("response", [
@@ -72,36 +74,134 @@ def test_the_same_turn_from_any_format_has_the_same_bytes() -> None:
     assert a.data == b.data
 
 
-def test_reasoning_is_never_dropped_silently() -> None:
-    thinking = {**ANTHROPIC, "content": [
-        {"type": "thinking", "thinking": "hmm", "signature": "sig"}, *ANTHROPIC["content"]]}
+def test_reasoning_modes() -> None:
+    """``reasoning="error"`` refuses reasoning with a pointer at it, ``"drop"`` leaves it out
+    of a turn without tool calls, and an unknown mode is a typed error."""
+    thinking = {**ANTHROPIC, "stop_reason": "end_turn", "content": [
+        {"type": "thinking", "thinking": "hmm", "signature": "sig"}, ANTHROPIC["content"][0]]}
     with pytest.raises(HistoryError) as info:
-        conversation().add_response(thinking)
+        conversation().add_response(thinking, reasoning="error")
     assert info.value.code == "history-reasoning" and info.value.pointer == "/content/0"
     message = conversation().add_response(thinking, reasoning="drop")
-    assert message.text.startswith("Looking it up.")
-    assert [c.id for c in message.tool_calls] == ["toolu_1"]
+    assert message.to_dict()["content"] == [{"text": "Looking it up.", "type": "text"}]
     chat = {**CHAT, "choices": [{**CHAT["choices"][0], "message": {
         **CHAT["choices"][0]["message"], "reasoning_content": "first, ..."}}]}
     with pytest.raises(HistoryError, match="reasoning") as info:
-        conversation().add_response(chat)
+        conversation().add_response(chat, reasoning="error")
     assert info.value.pointer == "/choices/0/message/reasoning_content"
-    with pytest.raises(HistoryError, match="'error' or 'drop'"):
-        conversation().add_response(CHAT, reasoning="keep")
+    with pytest.raises(HistoryError, match="'keep', 'drop', 'error'") as info:
+        conversation().add_response(CHAT, reasoning="maybe")
+    assert (info.value.code, info.value.pointer) == ("history-type", "/reasoning")
+
+
+def test_dropping_reasoning_of_a_tool_calling_turn_is_refused() -> None:
+    """Anthropic needs the thinking of the turn that called tools back with the results, and
+    so does a Responses reasoning model: ``drop`` there raises, naming the block and the
+    documented rule."""
+    thinking = {**ANTHROPIC, "content": [
+        {"type": "thinking", "thinking": "hmm", "signature": "sig"}, *ANTHROPIC["content"]]}
+    with pytest.raises(HistoryError, match="extended-thinking") as info:
+        conversation().add_response(thinking, reasoning="drop")
+    assert (info.value.code, info.value.pointer) == ("history-reasoning-required", "/content/0")
+    responses = {**RESPONSES, "output": [REASONING, *RESPONSES["output"]]}
+    with pytest.raises(HistoryError) as info:
+        conversation().add_response(responses, reasoning="drop")
+    assert (info.value.code, info.value.pointer) == ("history-reasoning-required", "/output/0")
+
+
+@pytest.mark.parametrize(("response", "code", "pointer"), [
+    ({**CHAT, "choices": [CHAT["choices"][0], CHAT["choices"][0]]}, "history-choices",
+     "/choices"),
+    ({**ANTHROPIC, "role": "user"}, "history-response", "/role"),
+    ({**CHAT, "choices": [{"message": {"role": "user", "content": "x"}}]}, "history-response",
+     "/choices/0/message/role"),
+    ({**RESPONSES, "output": [{**RESPONSES["output"][0], "role": "user"}]}, "history-response",
+     "/output/0/role"),
+    ({**ANTHROPIC, "content": [{"type": "text", "text": 7}]}, "history-response",
+     "/content/0/text"),
+    ({**RESPONSES, "output": [{"type": "message", "role": "assistant", "content": [
+        {"type": "output_text", "text": None}]}]}, "history-response", "/output/0/content/0/text"),
+    ({**ANTHROPIC, "content": [ANTHROPIC["content"][0],
+                               {**ANTHROPIC["content"][1], "input": "[1]"}]},
+     "history-tool-call", "/content/1/input"),
+    ({**RESPONSES, "output": [{**RESPONSES["output"][1], "arguments": "{bad"}]},
+     "history-tool-call", "/output/0/arguments"),
+    ({**ANTHROPIC, "content": [{**ANTHROPIC["content"][1], "name": "nope"}]},
+     "history-unknown-tool", "/content/0/name"),
+    ({**CHAT, "choices": [{"message": {"content": None, "tool_calls": [
+        {"id": "", "type": "function", "function": {"name": "get_invoice"}}]}}]},
+     "history-tool-call", "/choices/0/message/tool_calls/0/id"),
+], ids=["choices", "anthropic-user", "chat-user", "responses-user", "text-int", "text-none",
+        "input-not-object", "responses-args", "unknown-tool", "empty-id"])
+def test_review_findings_are_typed_errors_at_response_paths(response: Any, code: str,
+                                                            pointer: str) -> None:
+    """Extra choices, a non-assistant role, a non-str text, bad arguments, unknown tools and
+    empty ids raise typed errors whose pointer is a path in the response."""
+    with pytest.raises(HistoryError) as info:
+        conversation().add_response(response)
+    assert (info.value.code, info.value.pointer) == (code, pointer)
+    if code == "history-response" and pointer.endswith("/text"):
+        assert "must be a string" in info.value.message
+
+
+def test_choice_picks_one_of_several_choices() -> None:
+    """``choice=`` says which of n > 1 choices continues the conversation."""
+    other = {"index": 1, "finish_reason": "stop", "message": {"role": "assistant",
+                                                              "content": "No tool."}}
+    message = conversation().add_response({**CHAT, "choices": [CHAT["choices"][0], other]},
+                                          choice=1)
+    assert message.text == "No tool." and message.tool_calls == ()
+    with pytest.raises(HistoryError) as info:
+        conversation().add_response(CHAT, choice=3)
+    assert info.value.pointer == "/choices/3/message"
+    with pytest.raises(HistoryError) as info:
+        conversation().add_response(ANTHROPIC, choice=1)
+    assert info.value.code == "history-choices"
+
+
+@pytest.mark.parametrize(("response", "pointer"), [
+    ({**ANTHROPIC, "stop_reason": "max_tokens"}, "/stop_reason"),
+    ({**CHAT, "choices": [{**CHAT["choices"][0], "finish_reason": "length"}]},
+     "/choices/0/finish_reason"),
+    ({**RESPONSES, "status": "incomplete",
+      "incomplete_details": {"reason": "max_output_tokens"}}, "/status"),
+], ids=["anthropic", "chat", "responses"])
+def test_a_cut_short_response_warns(response: Any, pointer: str) -> None:
+    """``max_tokens`` / ``length`` / ``incomplete`` responses are added with a typed warning
+    naming the field."""
+    with pytest.warns(IncompleteResponseWarning) as caught:
+        conversation().add_response(response)
+    warning = caught[0].message
+    assert isinstance(warning, IncompleteResponseWarning)
+    assert warning.code == "history-incomplete" and warning.pointer == pointer
+
+
+def test_an_sdk_object_that_cannot_be_dumped_is_a_typed_error() -> None:
+    """A response object whose ``model_dump`` raises gives ``history-response``, chained."""
+    class Broken:
+        def model_dump(self, **kwargs: Any) -> Any:
+            raise RuntimeError("boom")
+
+    with pytest.raises(HistoryError, match=r"Broken.*boom") as info:
+        conversation().add_response(Broken())
+    assert info.value.code == "history-response"
+    assert isinstance(info.value.__cause__, RuntimeError)
 
 
 @pytest.mark.parametrize(("response", "code", "pointer"), [
     ({"nothing": 1}, "history-response", None),
     ({"choices": []}, "history-response", "/choices/0/message"),
+    ({"choices": {}}, "history-response", "/choices"),
     ({"output": [{"type": "web_search_call"}]}, "history-response", "/output/0"),
     ({"content": [{"type": "image"}]}, "history-response", "/content/0"),
     ({"content": [{"type": "tool_use", "id": "t", "name": "get_invoice", "args": {}}]},
-     "history-tool-call", "/tool_calls/0"),
+     "history-tool-call", "/content/0"),
     ({"choices": [{"message": {"content": None, "tool_calls": [
         {"id": "c", "type": "function", "function": {"name": "get_invoice",
                                                       "arguments": "{not json"}}]}}]},
-     "history-tool-call", "/tool_calls/0/function/arguments"),
-], ids=["unknown", "no-choice", "unknown-item", "unknown-block", "typo-args", "bad-json"])
+     "history-tool-call", "/choices/0/message/tool_calls/0/function/arguments"),
+], ids=["unknown", "no-choice", "choices-object", "unknown-item", "unknown-block",
+        "typo-args", "bad-json"])
 def test_malformed_responses_name_what_and_where(response: Any, code: str,
                                                  pointer: str | None) -> None:
     with pytest.raises(HistoryError) as info:

@@ -66,3 +66,27 @@ def test_recorder_stores_the_turn_boundary() -> None:
         assert record is not None
         seen.append(record.verdict_detail.get("turn_boundary"))
     assert seen == ["cross", "intra"]
+
+
+def test_the_sdk_tail_message_does_not_hide_a_tool_result() -> None:
+    """On the OpenAI formats the SDK's volatile tail is a last message of tail slots only: a
+    tool-loop call rendered with a clock tail is still intra-turn, a first call after a user
+    message still cross-turn (found on the openai demo ledger, where every call was cross)."""
+    from stableprompt import PromptBuilder, Tool
+
+    tool = Tool(name="f", description="d", parameters={"type": "object", "properties": {}})
+    head = (PromptBuilder(tokenizer=None).system("You are careful.").tools([tool])
+            .tail_slot("now").tail_slot("state").freeze())
+    conversation = head.conversation()
+    conversation.user("hi")
+    first = conversation.render(tail={"now": "10:00", "state": "a\nb"})
+    conversation.assistant(None, tool_calls=[{"id": "c1", "name": "f", "arguments": {}}])
+    conversation.tool_result("c1", "ok")
+    loop = conversation.render(tail={"now": "10:01", "state": "c"})
+    for wire, render in (("openai-chat", "to_openai_chat"),
+                         ("openai-responses", "to_openai_responses")):
+        for prompt, expected in ((first, "cross"), (loop, "intra")):
+            body = json.loads(getattr(prompt, render)(model="gpt-5.2").content)
+            assert turn_boundary(wire, body) == expected, (wire, expected)
+    plain = {"messages": [{"role": "user", "content": "<now>\n10:00\n</now>"}]}
+    assert turn_boundary("openai-chat", plain) == "cross"  # a lone such message is the user's

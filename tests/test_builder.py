@@ -312,3 +312,41 @@ def test_compact_takes_the_summary_as_given_and_tools_wants_a_list() -> None:
     assert conv.messages[0].text == "They said a, b."
     conv.compact("Earlier: c.", start=1, end=3, prefix="Summary of the earlier conversation:\n")
     assert conv.messages[1].text == "Summary of the earlier conversation:\nEarlier: c."
+
+
+def test_first_guesses_bad_input_is_typed() -> None:
+    """Wrong shorthand values and ``to_openai()`` raise typed errors with a code and a
+    location naming the right spelling (issue 14, item 7)."""
+    import pytest as _pytest
+
+    from stableprompt import (
+        InputError,
+        MethodNameError,
+        PinnedHeadError,
+        PromptBuilder,
+        TailSlotError,
+        Tool,
+        ToolError,
+    )
+
+    tool = Tool("search", "Search.", parameters={"type": "object"})
+    with _pytest.raises(PinnedHeadError) as head:
+        PromptBuilder(system=123, tokenizer=None)  # type: ignore[arg-type]
+    assert (head.value.code, head.value.segment) == ("head-system", "system[0]")
+    with _pytest.raises(ToolError, match=r"tools=\[x\]") as one:
+        PromptBuilder(tools=tool, tokenizer=None)  # type: ignore[arg-type]
+    assert (one.value.code, one.value.segment) == ("tool-shape-unknown", "tool:search")
+    with _pytest.raises(TailSlotError, match=r"tail_slots=\['now'\]"):
+        PromptBuilder(tail_slots="now", tokenizer=None)
+    with _pytest.raises(InputError) as flag:
+        PromptBuilder(tokenizer=None).system("Hi.").freeze(strict="yes")  # type: ignore[arg-type]
+    assert flag.value.code == "head-param"
+    conv = PromptBuilder(system="Hi.", tokenizer=None).freeze().conversation()
+    conv.user("hi")
+    rendered = conv.render()
+    with _pytest.raises(MethodNameError) as method:
+        rendered.to_openai(model="gpt-5.6")  # type: ignore[attr-defined]
+    assert method.value.code == "method-name"
+    assert method.value.segment == "RenderedPrompt.to_openai"
+    assert isinstance(method.value, AttributeError) and not hasattr(rendered, "to_openai")
+    assert "to_openai_chat" in str(method.value) and "to_openai_responses" in str(method.value)

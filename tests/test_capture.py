@@ -109,9 +109,14 @@ def test_directory_in_natural_order() -> None:
     assert [(e.index, e.source) for e in capture.entries] == [
         (0, "dir/1.json"), (1, "dir/2.json"), (2, "dir/10.json[0]"), (3, "dir/10.json[1]")]
     assert capture.skipped == 1
+    assert [e.group for e in capture.entries] == ["dir/", "dir/", "dir/10.json", "dir/10.json"]
+    # The single-request files are one stream; a file of several records is its own group,
+    # never paired with another file's requests unless joined (issue 14 item 5).
     report = lint_capture(FIXTURES / "dir")
-    assert [p.predecessor for p in report.pairs] == [None, 0, 1, 2]
-    assert report.summary.breaks == 0
+    assert [p.predecessor for p in report.pairs] == [None, 0, None, 2]
+    joined = lint_capture(FIXTURES / "dir", join=True)
+    assert [p.predecessor for p in joined.pairs] == [None, 0, 1, 2]
+    assert report.summary.breaks == joined.summary.breaks == 0
 
 
 def test_directory_with_bad_file(tmp_path: Path) -> None:

@@ -40,7 +40,10 @@ from stableprompt.demo._workload import parse_call
 ISSUE_FIELDS = ["calls", "input_tokens", "cache_read_tokens", "cache_write_tokens", "hit_rate",
                 "ceiling", "verdicts", "agreement"]
 ALL = ("stableprompt", "clock-in-system", "tool-order-drift", "key-order-drift",
-       "head-rewrite-compaction", "breakpoint-misplaced")
+       "head-rewrite-compaction", "breakpoint-misplaced", "subagent-spec-copies",
+       "subagent-fork")
+OPENAI = (*ALL[:5], *ALL[6:])
+"""What --provider openai runs: all but breakpoint-misplaced (Anthropic only)."""
 
 
 @pytest.fixture(scope="module")
@@ -286,6 +289,39 @@ def test_demo_numbers_match_each_failure_class(synthetic_run: tuple[DemoResult, 
         assert (totals[name].hit_rate or 0.0) < best
 
 
+def test_subagents_forked_from_one_head_share_it(synthetic_run: tuple[DemoResult, Path]
+                                                 ) -> None:
+    """Multi-agent: every user turn is its own subagent conversation. Forked from one pinned
+    head, each later subagent's first call reads the head an earlier one wrote (a
+    cross-session read, within the ceiling); with its own copy of the spec it reads nothing
+    and writes the head again."""
+    result, ledger = synthetic_run
+    records = _records(ledger)
+    totals = {n: s.totals for n, s in result.report.scenarios.items()}
+    turns = sum(len(s.turns) for s in result.workload.sessions)
+    for name in ("subagent-fork", "subagent-spec-copies"):
+        assert len({r.session_id for r in records[name]}) == turns
+        assert totals[name].calls == 24
+    firsts: dict[str, list[Any]] = {}
+    for name in ("subagent-fork", "subagent-spec-copies"):
+        seen: set[str | None] = set()
+        for record in records[name]:
+            if record.session_id not in seen:
+                seen.add(record.session_id)
+                firsts.setdefault(name, []).append(record)
+    for session in result.workload.sessions:
+        forked = [r for r in firsts["subagent-fork"]
+                  if (r.session_id or "").startswith(f"{session.id}/")]
+        copies = [r for r in firsts["subagent-spec-copies"]
+                  if (r.session_id or "").startswith(f"{session.id}/")]
+        assert forked[0].verdict == "cold" and all(
+            (r.cache_read_tokens or 0) > 0 and r.verdict == "hit" for r in forked[1:])
+        assert all(r.cache_read_tokens == 0 and r.verdict == "cold" for r in copies)
+    fork, copies_t = totals["subagent-fork"], totals["subagent-spec-copies"]
+    assert (fork.hit_rate or 0) > (copies_t.hit_rate or 0) + 0.2
+    assert fork.of_ceiling is not None and 0.98 <= fork.of_ceiling <= 1.0
+
+
 def test_demo_is_deterministic(synthetic: Workload,
                                synthetic_run: tuple[DemoResult, Path]) -> None:
     """Two runs give identical JSON apart from timings."""
@@ -313,7 +349,7 @@ def test_openai_provider_runs_its_scenarios(synthetic: Workload) -> None:
     ceiling; the failures read less (the synthetic tools alone are below the 2,048 minimum, so
     the clock at the top of the system prompt leaves nothing to read)."""
     result = run_demo(synthetic, provider="openai")
-    assert result.scenarios == scenario_names("openai") == ALL[:5]
+    assert result.scenarios == scenario_names("openai") == OPENAI
     totals = {n: s.totals for n, s in result.report.scenarios.items()}
     assert result.model == "gpt-5.2"
     assert totals["stableprompt"].of_ceiling is not None
@@ -501,3 +537,17 @@ def test_cli_no_network_for_the_workload(tmp_path: Path, monkeypatch: pytest.Mon
     assert main(["demo", "--json"]) == 1
     err = _one_line_error(capsys)
     assert "BFCL" in err and "--workload synthetic" in err
+
+
+def test_openai_demo_can_send_responses(tmp_path: Path,
+                                        capsys: pytest.CaptureFixture[str]) -> None:
+    """`demo --provider openai --endpoint responses` sends Responses bodies to the emulator's
+    /v1/responses (the ledger's wire format says so); a wire the provider has not is refused."""
+    db = tmp_path / "r.db"
+    assert main(["demo", "--workload", "synthetic", "--provider", "openai", "--endpoint",
+                 "responses", "--ledger", str(db)]) == 0
+    assert "Provider: openai wire format (openai-responses)" in capsys.readouterr().out
+    assert {r.wire_format for r in Ledger(db).records()} == {"openai-responses"}
+    with pytest.raises(InputError) as info:
+        run_demo(synthetic_workload(), provider="anthropic", wire="openai-responses")
+    assert info.value.code == "demo-wire"

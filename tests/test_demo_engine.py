@@ -217,8 +217,12 @@ def test_short_call_ids_are_nine_alphanumerics_and_keep_the_script(synthetic: Wo
 def test_plan_lays_out_rows_and_rejects_bad_options() -> None:
     """Rows are scenario-major, one per endpoint the harness builds (breakpoint-misplaced:
     messages only); unknown endpoints and templates, a template with a server URL and a bad
-    URL are InputErrors with their codes."""
-    plan = EnginePlan.of(SCENARIOS, endpoints=None, base_url=None, template=None)
+    URL are InputErrors with their codes. The engine runs the scenarios that say what they
+    cost there (the multi-agent ones do not run on it)."""
+    engine = [s for s in SCENARIOS if s.engine_predicts]
+    assert [s.name for s in SCENARIOS if not s.engine_predicts] == [
+        "subagent-spec-copies", "subagent-fork"]
+    plan = EnginePlan.of(engine, endpoints=None, base_url=None, template=None)
     assert plan.template == "qwen2.5" and plan.endpoints == tuple(ENDPOINTS)
     assert plan.row_names[:3] == ("stableprompt/chat", "stableprompt/responses",
                                   "stableprompt/messages")
@@ -284,8 +288,10 @@ def test_base_url_rejects_what_is_not_a_server_root(text: str, words: str) -> No
     (["--template", "mistral-nemo"],
      "argument --template: 'mistral-nemo' applies to --provider llama-server only, not "
      "anthropic"),
-    (["--provider", "openai", "--endpoint", "chat"],
-     "argument --endpoint: 'chat' applies to --provider llama-server only, not openai"),
+    (["--provider", "anthropic", "--endpoint", "chat"],
+     "argument --endpoint: 'chat' applies to --provider llama-server only, not anthropic"),
+    (["--provider", "openai", "--endpoint", "messages"],
+     "argument --endpoint: 'messages' is not an OpenAI endpoint of the emulator demo"),
     (["--base-url", "http://127.0.0.1:8080"], "argument --base-url: 'http://127.0.0.1:8080' "
      "applies to --provider llama-server only"),
     (["--provider", "llama-server", "--base-url", "http://127.0.0.1:8080", "--template",

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import copy
+import pickle
 from typing import Any
 
 import pytest
 
+from stableprompt import InputError, ProviderRequest
 from stableprompt._diff import diff, lcp_bytes
 from stableprompt._wire._formats import segment_request
 
@@ -165,3 +167,65 @@ def test_requests_without_cache_key_params_are_still_requests() -> None:
     full = segment_request("anthropic", {"model": "m", "messages": messages})
     assert diff(bare, bare) is None
     assert diff(bare, full) is not None
+
+
+_TAIL_TOOL = {"name": "get_invoice", "description": "Fetch an invoice.",
+              "input_schema": {"type": "object", "properties": {"id": {"type": "string"}}}}
+
+
+def _tail_requests(fmt: str, *, rewrite: bool = False) -> tuple[Any, Any]:
+    """Two consecutive requests of one tool-calling turn, each with its own tail value."""
+    from stableprompt import PromptBuilder
+
+    head = PromptBuilder(system="You bill.", tools=[_TAIL_TOOL], tail_slots=["now"],
+                         tokenizer=None).freeze()
+
+    def render(conv: Any, now: str) -> Any:
+        prompt = conv.render(tail={"now": now})
+        if fmt == "anthropic":
+            return prompt.to_anthropic(model="claude-sonnet-5", max_tokens=64)
+        if fmt == "openai-chat":
+            return prompt.to_openai_chat(model="gpt-5.2")
+        return prompt.to_openai_responses(model="gpt-5.2")
+
+    conv = head.conversation()
+    conv.user("Show invoice 7.")
+    first = render(conv, "10:00")
+    if rewrite:
+        conv = head.conversation()
+        conv.user("Show invoice 8.")
+    conv.assistant(tool_calls=[{"id": "c1", "name": "get_invoice", "arguments": {"id": "7"}}])
+    conv.tool_result("c1", "12.50 EUR")
+    return first, render(conv, "10:01")
+
+
+@pytest.mark.parametrize("fmt", ["anthropic", "openai-chat", "openai-responses"])
+def test_requests_know_their_tail_so_append_only_turns_diff_to_none(fmt: str) -> None:
+    """A request rendered by the SDK carries its tail segments: the next turn's request,
+    which has new history where this one had its tail, is a prefix extension (``None``)."""
+    first, second = _tail_requests(fmt)
+    assert first.tail_segments and second.tail_segments
+    assert all(first.segments[-len(first.tail_segments):][i] == s
+               for i, s in enumerate(first.tail_segments))
+    assert diff(first, second) is None
+    assert lcp_bytes(first, second) == first.tail_segments[0].start
+    copied = pickle.loads(pickle.dumps(first))
+    assert copied.tail_segments == first.tail_segments and diff(copied, second) is None
+    # A body captured elsewhere knows no tail: the same pair is then a divergence in the tail.
+    bare = ProviderRequest(first.wire_format, first.path, first.content)
+    assert bare.tail_segments == () and diff(bare, second) is not None
+
+
+@pytest.mark.parametrize("fmt", ["anthropic", "openai-chat", "openai-responses"])
+def test_a_real_rewrite_is_still_found_before_the_tail(fmt: str) -> None:
+    """Ignoring the tail never hides a change to already-sent history; offsets are in the
+    predecessor's segment data."""
+    first, second = _tail_requests(fmt, rewrite=True)
+    divergence = diff(first, second)
+    assert divergence is not None and divergence.cause == "history-rewrite"
+    segment = first.segments[divergence.segment_index]
+    assert segment.start <= divergence.offset < segment.end
+    assert first.data[divergence.offset:divergence.offset + 1] == b"7"
+    with pytest.raises(InputError) as info:
+        diff(first.body, second)  # a dict is not segmented: typed error
+    assert info.value.code == "diff-type"

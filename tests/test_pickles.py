@@ -42,7 +42,7 @@ def _objects() -> dict[str, tuple[Any, Callable[[Any], Any]]]:
     key that equality is judged on (``None``: the object's own ``==``)."""
     conv = _conversation()
     rendered = conv.render(tail={"now": "Tuesday"})
-    request = rendered.to_anthropic(model="claude-sonnet-4-5", max_tokens=16)
+    request = rendered.to_anthropic(model="m", max_tokens=16)
     later = conv.fork()
     later.user("and now?")
     event = later.compact("They said hi.", start=0, end=3)

@@ -54,9 +54,8 @@ def test_anthropic_breakpoints_follow_history() -> None:
     second = conv.render(tail={"now": "b"}).to_anthropic(model="m", max_tokens=5)
     marks = [s.name for s in second.segments if s.breakpoint]
     assert marks == ["system[0]", "messages[4].content[0]"]
-    d = diff(first, second)
-    last_mark = max(s.end for s in first.segments if s.breakpoint)
-    assert d is not None and d.offset >= last_mark  # only the tail after the breakpoint differs
+    # Only the tail after the breakpoint differs, and the request knows its tail: a prefix.
+    assert diff(first, second) is None
 
 
 def test_anthropic_carry_breakpoint_beyond_lookback() -> None:
@@ -204,3 +203,38 @@ def test_user_breakpoints_never_silently_evict_the_history_breakpoint() -> None:
         ok.user(f"doc {i}", cache_breakpoint="5m")  # the last one ends the history
     body = ok.render(tail={"now": "x"}).to_anthropic(model="m", max_tokens=5)
     assert len([s for s in body.segments if s.breakpoint]) == 4
+
+
+def test_a_breakpoint_below_the_minimum_warns_and_is_not_spent() -> None:
+    """On a known model, the SDK does not place its head / history breakpoint on a prefix
+    surely below the model's minimum (policy data), warns once per head, model and place,
+    and places it as soon as the prefix is long enough (issue 14 item 4)."""
+    import warnings
+
+    from stableprompt import BreakpointWarning, cache_policy
+
+    model = "claude-sonnet-4-5"
+    minimum = cache_policy("anthropic", model).min_cacheable_tokens
+    conv = PromptBuilder(system="Be brief.").freeze().conversation()
+    conv.user("hi")
+    with pytest.warns(BreakpointWarning) as caught:
+        short = conv.render().to_anthropic(model=model, max_tokens=5)
+    assert [(w.message.code, w.message.segment, w.message.minimum)  # type: ignore[union-attr]
+            for w in caught] == [("breakpoint-below-minimum", "system[0]", minimum),
+                                 ("breakpoint-below-minimum", "messages[0]", minimum)]
+    assert short.segmented.breakpoints == ()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # warned once: the next turns are quiet
+        conv.assistant("ok")
+        conv.user("word " * 2 * minimum)
+        grown = conv.render().to_anthropic(model=model, max_tokens=5)
+    assert [s.name for s in grown.segmented.breakpoints] == ["messages[2].content[0]"]
+    # Unknown models and heads without token counts keep every breakpoint, without a word.
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for tokenizer, name in ((None, model), ("cl100k_base", "claude-future-9")):
+            other = PromptBuilder(system="Be brief.", tokenizer=tokenizer).freeze()
+            talk = other.conversation()
+            talk.user("hi")
+            request = talk.render().to_anthropic(model=name, max_tokens=5)
+            assert len(request.segmented.breakpoints) == 2

@@ -18,6 +18,7 @@ from stableprompt._volatility import (
     _resolve,
     byte_offset,
     head_strings,
+    paired_nonce,
     scan_volatile,
     volatile_kind_at,
 )
@@ -90,6 +91,30 @@ POSITIVES = [
     ("This is attempt #3, be careful.", "counter", "attempt #3"),
     ("retry_count: 2", "counter", "retry_count: 2"),
     ("iteration 12.", "counter", "iteration 12"),
+    # short key=value nonces (issue 14: a per-request billing nonce in a system prompt)
+    ("x-anthropic-billing-header: cc_version=2.1.3; cch=36ee5;", "nonce", "36ee5"),
+    ("cch=3f9a1c2b7d", "nonce", "3f9a1c2b7d"),
+    ("resume with sid=a8k3z9 next time", "nonce", "a8k3z9"),
+    ("commit=3F9A1C2 deployed", "nonce", "3F9A1C2"),
+    # paths that name one user, machine or run
+    ("Edit files under /home/dev7/work/app only.", "path", "/home/dev7/work/app"),
+    ("Scratch dir: /tmp/tmpa8k3z9x1/out.json", "path", "/tmp/tmpa8k3z9x1/out.json"),
+    ("Project at C:\\Users\\Dana\\repo", "path", "C:\\Users\\Dana\\repo"),
+    ("Logs in /var/folders/zz/T/run.log", "path", "/var/folders/zz/T/run.log"),
+    # an agent harness's env block
+    ("<env>\nWorking directory: /srv/app\nIs directory a git repo: Yes\n</env>",
+     "environment", "/srv/app"),
+    ("cwd=/workspace/proj", "environment", "/workspace/proj"),
+    ("Hostname: build-box", "environment", "build-box"),
+    ("Current branch: feat/cache-lint", "environment", "feat/cache-lint"),
+    ("On branch main", "environment", "main"),
+    ("Status:\n?? notes.txt\n", "environment", "?? notes.txt"),
+    ("Recent commits:\nabc1234 Fix the loop\n", "environment", "abc1234 Fix the loop"),
+    # the model or provider named in the head
+    ("Model: claude-sonnet-4-5", "model-name", "claude-sonnet-4-5"),
+    ("Provider: OpenAI", "model-name", "OpenAI"),
+    ("You are powered by the model named Claude Opus 4.5.", "model-name", "Claude Opus 4.5"),
+    ("The exact model ID is gpt-5.2-codex.", "model-name", "gpt-5.2-codex"),
 ]
 
 
@@ -105,6 +130,21 @@ def test_positive_detection_reports_kind_and_exact_span(text: str, kind: str, to
 
 
 NEGATIVES = [
+    # key=value numbers are versions, sizes, ports and limits: stable (issue 14 decision)
+    "version=12345",
+    "Listen on port=8080 with timeout=30s and retries=3.",
+    "Use color=ff00ff or bg=000000 for highlights.",
+    "api=v1beta2 fmt=h264v2 model=gpt4o",
+    "hash=deadbeef",
+    # paths and lines that are the same on every machine
+    "Write the report to /tmp, never to /etc/hosts or /usr/local/bin.",
+    "Files live in /home/user/data or /Users/<you>/data.",
+    "GET /v1/messages/123 returns the message.",
+    "model: the model to use for the summary.",
+    "The status: one of open, closed.",
+    "The host name of the server to ping.",
+    "This tool is powered by the search index.",
+    "branch: the git branch to check out (string).",
     # schema and format descriptions
     "The start date. Format: YYYY-MM-DD.",
     "The timestamp in ISO 8601 / RFC 3339 format (YYYY-MM-DDTHH:MM:SSZ).",
@@ -529,3 +569,56 @@ def test_builder_and_lint_agree_on_a_date_default() -> None:
     assert not freeze(clean) and not lint(clean)
     dated = _default_tool("Build the report as of 2026-11-30.")
     assert freeze(dated) and lint(dated)
+
+
+def test_a_value_that_changes_between_requests_is_a_nonce() -> None:
+    """``key=value`` runs that differ between two requests under the same key are named
+    ``nonce`` by the diff, whatever the key; one text alone does not flag them."""
+    from stableprompt import diff
+    from stableprompt._wire._formats import segment_request
+
+    def body(system: str) -> dict[str, object]:
+        return {"model": "m", "max_tokens": 5, "system": [{"type": "text", "text": system}],
+                "messages": [{"role": "user", "content": "hi"}]}
+
+    assert scan_volatile("session k=Zq81xW ok") == ()
+    a = segment_request("anthropic", body("session k=Zq81xW ok"))
+    b = segment_request("anthropic", body("session k=Pm42rT ok"))
+    divergence = diff(a, b)
+    assert divergence is not None
+    assert (divergence.cause, divergence.detail) == ("volatile-token", "nonce")
+    c = segment_request("anthropic", body("session k=Zq81xW and more"))
+    other = diff(a, c)
+    assert other is not None and other.cause == "content-edit"
+    for x, y, index in (("k=Zq81xW", "k=Pm42rT", 2), ("k=abcdef", "k=abcdeg", 7),
+                        ("a=Zq81xW", "b=Zq81xW", 0)):
+        assert paired_nonce(x, y, index) is (x[0] == y[0] and x != "k=abcdef")
+
+
+def test_freeze_and_lint_flag_the_same_new_kinds() -> None:
+    """One scanner: the builder warns at freeze and lint reports the same spans, for a short
+    nonce, a home path and a model line in the head."""
+    import warnings
+
+    from stableprompt import PromptBuilder, VolatileContentWarning, lint_requests
+
+    system = ("Billing: cch=36ee5.\nWorking directory: /home/dev7/app\n"
+              "You are powered by the model named Claude Opus 4.5.")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        head = PromptBuilder(system=system, tokenizer=None).freeze()
+    found = [(w.message.kind, w.message.text) for w in caught
+             if isinstance(w.message, VolatileContentWarning)]
+    assert found == [("nonce", "36ee5"), ("environment", "/home/dev7/app"),
+                     ("model-name", "Claude Opus 4.5")]
+    for w in caught:
+        assert isinstance(w.message, VolatileContentWarning)
+        offset = w.message.offset
+        assert head.data[offset:offset + len(w.message.text.encode())] == \
+            w.message.text.encode()
+    body = head.conversation()
+    body.user("hi")
+    report = lint_requests([body.render().to_anthropic(model="claude-opus-4-5", max_tokens=8)])
+    texts = " ".join(f.message for f in report.findings)
+    for _, text in found:
+        assert text in texts

@@ -25,6 +25,7 @@ _EXPORTS: dict[str, str] = {
     "AsyncOpenAICompatibleClient": "_client",
     "AsyncRecordingTransport": "_recording._transport",
     "BreakpointError": "_exceptions",
+    "BreakpointWarning": "_exceptions",
     "ByteTokenizer": "_tokens",
     "CacheEvent": "_prompt._compaction",
     "CachePolicy": "_policy",
@@ -39,7 +40,9 @@ _EXPORTS: dict[str, str] = {
     "EngineError": "_exceptions",
     "EngineRequestError": "_exceptions",
     "HistoryError": "_exceptions",
+    "IncompleteResponseWarning": "_exceptions",
     "InputError": "_exceptions",
+    "MethodNameError": "_exceptions",
     "Ledger": "_ledger._ledger",
     "LedgerError": "_exceptions",
     "LedgerSpillWarning": "_ledger._ledger",
@@ -47,6 +50,7 @@ _EXPORTS: dict[str, str] = {
     "LintPair": "_lint._linter",
     "LintReport": "_lint._linter",
     "Message": "_prompt._messages",
+    "OTelSink": "_report._otel",
     "OpenAIClient": "_client",
     "OpenAICompatibleClient": "_client",
     "PinnedHead": "_prompt._builder",
@@ -67,6 +71,7 @@ _EXPORTS: dict[str, str] = {
     "SegmentTokenCounter": "_tokens",
     "SegmentedRequest": "_wire._segmenter",
     "StablePromptError": "_exceptions",
+    "Summary": "_report._summary",
     "TailSlotError": "_exceptions",
     "TiktokenTokenizer": "_tokens",
     "Tokenizer": "_tokens",
@@ -95,6 +100,7 @@ _EXPORTS: dict[str, str] = {
     "plan_compaction": "_prompt._compaction",
     "scan_volatile": "_volatility",
     "segment_request": "_wire._formats",
+    "summarize": "_report._summary",
 }
 
 #: Public sub-namespaces, imported on first attribute access.
@@ -120,6 +126,7 @@ if _typing.TYPE_CHECKING:
     )
     from ._exceptions import (
         BreakpointError,
+        BreakpointWarning,
         CanonicalizationError,
         CaptureError,
         ConfigurationError,
@@ -127,8 +134,10 @@ if _typing.TYPE_CHECKING:
         EngineError,
         EngineRequestError,
         HistoryError,
+        IncompleteResponseWarning,
         InputError,
         LedgerError,
+        MethodNameError,
         PinnedHeadError,
         PolicyError,
         ProviderConnectionError,
@@ -188,7 +197,8 @@ if _typing.TYPE_CHECKING:
         AsyncRecordingTransport,
         RecordingTransport,
     )
-    from ._report._otel import export_otel
+    from ._report._otel import OTelSink, export_otel
+    from ._report._summary import Summary, summarize
     from ._segment import Segment
     from ._tokens import (
         ByteTokenizer,
@@ -217,6 +227,7 @@ __all__ = [
     "AsyncOpenAICompatibleClient",
     "AsyncRecordingTransport",
     "BreakpointError",
+    "BreakpointWarning",
     "ByteTokenizer",
     "CacheEvent",
     "CachePolicy",
@@ -231,6 +242,7 @@ __all__ = [
     "EngineError",
     "EngineRequestError",
     "HistoryError",
+    "IncompleteResponseWarning",
     "InputError",
     "Ledger",
     "LedgerError",
@@ -239,6 +251,8 @@ __all__ = [
     "LintPair",
     "LintReport",
     "Message",
+    "MethodNameError",
+    "OTelSink",
     "OpenAIClient",
     "OpenAICompatibleClient",
     "PinnedHead",
@@ -259,6 +273,7 @@ __all__ = [
     "SegmentTokenCounter",
     "SegmentedRequest",
     "StablePromptError",
+    "Summary",
     "TailSlotError",
     "TiktokenTokenizer",
     "Tokenizer",
@@ -288,6 +303,7 @@ __all__ = [
     "plan_compaction",
     "scan_volatile",
     "segment_request",
+    "summarize",
 ]
 
 

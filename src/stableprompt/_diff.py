@@ -22,7 +22,7 @@ from ._exceptions import InputError
 from ._public import public
 from ._redact import redact_slice
 from ._segment import Segment
-from ._volatility import scan_volatile
+from ._volatility import paired_nonce, scan_volatile
 
 __all__ = [
     "CAUSES",
@@ -68,7 +68,8 @@ class Divergence:
     """Where and why a request stops sharing its predecessor's prefix.
 
     Attributes:
-        offset: Byte offset of the first differing byte in segment data (== ``lcp_bytes``).
+        offset: Byte offset of the first differing byte in the predecessor's ``data`` (its
+            concatenated segment bytes, see :func:`diff`; == ``lcp_bytes``).
         segment: Name of the first divergent segment of the predecessor (``system[0]``), or of
             the later request when the predecessor ran out.
         segment_kind: ``param``, ``tool``, ``system``, ``message`` or ``tail``.
@@ -118,9 +119,15 @@ class Divergence:
         }
 
 
-def _cacheable(segments: Sequence[Segment]) -> Sequence[Segment]:
-    """Drop trailing volatile tail segments: they are never part of a cached prefix."""
+def _cacheable(prompt: Segmented) -> Sequence[Segment]:
+    """Drop trailing volatile tail segments: they are never part of a cached prefix. A
+    render's are of kind ``tail``; a request the SDK rendered names its own
+    (``ProviderRequest.tail_segments``, trailing by construction)."""
+    segments = prompt.segments
+    tail: Sequence[Segment] = getattr(prompt, "tail_segments", ())
     end = len(segments)
+    if tail and tuple(segments[end - len(tail):]) == tuple(tail):
+        end -= len(tail)
     while end and segments[end - 1].kind == "tail":
         end -= 1
     return segments[:end]
@@ -160,7 +167,7 @@ def common_prefix_len(x: AnyStr, y: AnyStr) -> int:
 
 def lcp_bytes(a: Segmented, b: Segmented) -> int:
     """Longest common prefix, in segment-data bytes, of ``a``'s cacheable part and ``b``."""
-    sa = _cacheable(a.segments)
+    sa = _cacheable(a)
     i = first_divergent_index(sa, b.segments)
     if i == len(sa):
         return sa[-1].end if sa else 0
@@ -228,7 +235,7 @@ def _volatile_kind(x: str, y: str) -> str | None:
         for span in scan_volatile(text):
             if span.start < end and span.end > index:
                 return span.kind
-    return None
+    return "nonce" if paired_nonce(x, y, index) else None
 
 
 def _body_path(segment: Segment, inner: str) -> str:
@@ -327,7 +334,19 @@ def _reasoning_type(value: Any) -> str | None:
 def diff(a: Segmented, b: Segmented) -> Divergence | None:
     """Compare a predecessor ``a`` with a later prompt ``b``.
 
-    The predecessor's trailing volatile tail segments are ignored (never cached).
+    The predecessor's trailing volatile tail segments are ignored (never cached): a
+    render's ``tail:<slot>`` segments, and the tail a request rendered by the SDK carries
+    (:attr:`ProviderRequest.tail_segments`: Anthropic's trailing tail blocks, OpenAI's final
+    tail message), so consecutive append-only turns give ``None`` in every format. A body
+    captured elsewhere carries no tail; lint's ``is_expected_divergence`` judges those.
+
+    Offsets: ``Divergence.offset`` (and ``lcp_bytes``) is a byte offset into ``a.data``, the
+    concatenated segment bytes of the compared object (``data[s.start:s.end]`` is segment
+    ``s``; for a request, params first, markers removed). It is the one coordinate system of
+    stableprompt's byte offsets: ``VolatileContentWarning.offset`` counts in
+    ``PinnedHead.data``, which is the head's part of a render's ``data``. To get the offset
+    within the divergent segment, subtract that segment's ``start``; the JSON ``path`` locates
+    it in the provider body.
 
     Args:
         a: The earlier render/request (same lineage).
@@ -348,7 +367,7 @@ def diff(a: Segmented, b: Segmented) -> Divergence | None:
                 f"diff() compares RenderedPrompt, ProviderRequest or SegmentedRequest objects; "
                 f"{name} is {type(value).__name__} (segment a request body dict with "
                 "segment_request() first)", code="diff-type")
-    sa, sb = _cacheable(a.segments), b.segments
+    sa, sb = _cacheable(a), b.segments
     if hasattr(a, "wire_format") != hasattr(b, "wire_format"):  # a request vs a render
         raise InputError(
             "cannot compare a provider request (with parameters) with a provider-neutral "

@@ -12,6 +12,8 @@ callers match on, and, where it applies, a location: ``pointer`` (RFC 6901 JSON 
     │   │   ├── ToolNameError              name breaks ``^[a-zA-Z0-9_-]{1,64}$``
     │   │   ├── DuplicateToolError         two tools share a name
     │   │   └── ToolSchemaError            input schema is not valid JSON Schema 2020-12
+    │   ├── MethodNameError (AttributeError)  a guessed method that does not exist (``to_openai``);
+    │   │                                  the message names the real ones
     │   ├── PinnedHeadError                attempt to change a frozen head
     │   ├── VolatileContentError           volatile content in the head (strict mode)
     │   ├── TailSlotError (LookupError)    missing or undeclared volatile tail slot
@@ -33,6 +35,8 @@ callers match on, and, where it applies, a location: ``pointer`` (RFC 6901 JSON 
     └── LedgerError (RuntimeError)         the ledger cannot be opened or migrated
 
     VolatileContentWarning (UserWarning)   volatile content in the head (default mode)
+    IncompleteResponseWarning (UserWarning) a response added to history was cut short
+    BreakpointWarning (UserWarning)        a cache breakpoint that cannot take effect
 
 Errors are raised with ``raise ... from exc`` so the original cause stays attached.
 """
@@ -43,6 +47,7 @@ from ._public import public
 
 __all__ = [
     "BreakpointError",
+    "BreakpointWarning",
     "CanonicalizationError",
     "CaptureError",
     "ConfigurationError",
@@ -50,8 +55,10 @@ __all__ = [
     "EngineError",
     "EngineRequestError",
     "HistoryError",
+    "IncompleteResponseWarning",
     "InputError",
     "LedgerError",
+    "MethodNameError",
     "PinnedHeadError",
     "PolicyError",
     "ProviderConnectionError",
@@ -165,6 +172,14 @@ class VolatileContentError(InputError):
     """Volatile content (timestamp, UUID, nonce, ...) found in the head in strict mode."""
 
     code = "head-volatile"
+
+
+class MethodNameError(InputError, AttributeError):
+    """A first guess at a method that does not exist (``RenderedPrompt.to_openai``). The
+    message names the real methods; ``segment`` names the attribute. Being an
+    ``AttributeError``, ``hasattr`` and ``getattr(obj, name, default)`` behave as usual."""
+
+    code = "method-name"
 
 
 class TailSlotError(InputError, LookupError):
@@ -311,7 +326,9 @@ class VolatileContentWarning(UserWarning):
         kind: Volatile kind (``timestamp``, ``uuid``, ...).
         text: The matched text.
         start: Character offset of the match in the block text.
-        offset: Byte offset of the match in the rendered head data.
+        offset: Byte offset of the match in ``PinnedHead.data`` (the head's segment bytes,
+            which also start every render's ``RenderedPrompt.data``): the same coordinate
+            system as ``Divergence.offset``, see :func:`~stableprompt.diff`.
     """
 
     def __init__(self, message: str, *, segment: str, kind: str, text: str, start: int,
@@ -322,6 +339,47 @@ class VolatileContentWarning(UserWarning):
         self.text = text
         self.start = start
         self.offset = offset
+
+
+class IncompleteResponseWarning(UserWarning):
+    """A response added with ``Conversation.add_response`` was cut short (Anthropic
+    ``stop_reason: "max_tokens"``, Chat ``finish_reason: "length"``, Responses
+    ``status: "incomplete"``): its turn is appended as it is, but text may end mid-sentence
+    and tool calls may be missing.
+
+    Attributes:
+        code: ``history-incomplete``.
+        reason: What the response said (``"finish_reason length"``, ...).
+        pointer: JSON pointer of that field in the response (``/stop_reason``,
+            ``/choices/0/finish_reason``, ``/status``).
+    """
+
+    code = "history-incomplete"
+
+    def __init__(self, message: str, *, reason: str, pointer: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.pointer = pointer
+
+
+class BreakpointWarning(UserWarning):
+    """A cache breakpoint that cannot take effect, so the SDK does not spend it (e.g. one on
+    a prefix shorter than the model's minimum cacheable length).
+
+    Attributes:
+        code: Slug naming the case (``breakpoint-below-minimum``).
+        segment: The segment the breakpoint was for (``system[0]``, ``messages[3]``).
+        tokens: Tokens of the prefix it would end, when known.
+        minimum: The model's minimum cacheable length (tokens), from the policy table.
+    """
+
+    def __init__(self, message: str, *, code: str, segment: str, tokens: int | None,
+                 minimum: int) -> None:
+        super().__init__(message)
+        self.code = code
+        self.segment = segment
+        self.tokens = tokens
+        self.minimum = minimum
 
 
 #: Every class of the tree is public (re-exported by the door).

@@ -10,16 +10,20 @@ minimum the provider documents), and the returned policy says so (``conservative
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ._canonical import loads
 from ._exceptions import PolicyError
 from ._public import public
 
-__all__ = ["POLICY_TABLE_VERSION", "TTL_LABELS_S", "CachePolicy", "PolicyTable", "cache_policy",
-           "default_policies"]
+__all__ = ["CONTENT_SHAPES", "POLICY_TABLE_VERSION", "REASONING_RULES", "TOKEN_ESTIMATE_MARGIN",
+           "TTL_LABELS_S", "CachePolicy", "ContentShapeRule", "PolicyTable", "ReasoningRule",
+           "cache_policy", "content_shape_change", "content_shape_rule", "default_policies",
+           "reasoning_rule", "text_block_of"]
 
 POLICY_TABLE_VERSION = "2026-11-30"
 
@@ -29,6 +33,12 @@ a duration. Anthropic ``cache_control.ttl`` (``"5m"``, ``"1h"``); OpenAI
 ``prompt_cache_options.ttl`` and breakpoint ``ttl`` (``"30m"``, ``"12h"``, GPT-5.6+) and
 ``prompt_cache_retention`` (``"24h"``). Which labels a given model accepts is its policy's
 ``ttls_s`` (sources cited per entry below); the labels' meaning is the same everywhere."""
+
+TOKEN_ESTIMATE_MARGIN = 1.25
+"""How much denser than our cl100k estimate a provider's tokenizer may be on prompt content
+(measured: tool schemas 1.24x, system text 1.04x, user text 0.86x, assistant tool calls 0.72x
+of cl100k; ``reference/ENGINES.md``, 2026-11). A prefix counts as surely below a model's
+``min_cacheable_tokens`` only when its estimate times this margin is still below it."""
 
 _ANTHROPIC_DOC = "https://platform.claude.com/docs/en/build-with-claude/prompt-caching"
 _ANTHROPIC_SKILLS = "anthropics/skills@0da71c3b:skills/claude-api/shared/prompt-caching.md"
@@ -286,4 +296,182 @@ def cache_policy(provider: str, model: str, table: PolicyTable | None = None) ->
     return (table or _DEFAULT_TABLE).lookup(provider, model)
 
 
+class ReasoningRule(BaseModel):
+    """When a wire format's reasoning content (thinking blocks, reasoning items) may be left
+    out of a later request, as the provider documents it.
+
+    Attributes:
+        wire_format: The format whose responses carry it (``anthropic``, ``openai-responses``,
+            ``openai-chat``).
+        kinds: The block / item types it covers (``thinking``, ``redacted_thinking``,
+            ``reasoning``) or, for Chat, the message fields (``reasoning_content``).
+        required_in_tool_turn: The assistant turn that made tool calls must be sent back with
+            its reasoning, unmodified, while the tool results are answered: dropping it there
+            is an error (Anthropic: a 400 or degraded reasoning; OpenAI: degraded reasoning).
+        earlier_turns_droppable: Reasoning of earlier, finished turns may be omitted.
+        omitting_changes_prefix: Leaving reasoning out of an already-sent turn changes the
+            request's bytes at that turn, so the cached prefix after it is lost.
+        source: Doc URL the rule is read from.
+        as_of: Date (ISO) the source was read.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    wire_format: str
+    kinds: tuple[str, ...]
+    required_in_tool_turn: bool
+    earlier_turns_droppable: bool
+    omitting_changes_prefix: bool = True
+    source: str
+    as_of: str
+
+
+REASONING_RULES: tuple[ReasoningRule, ...] = (
+    # "during tool use, you must pass thinking blocks back to the API for the last assistant
+    # message"; thinking blocks of previous turns may be omitted (the API strips them from
+    # context on older models; Opus 4.5+ / Sonnet 4.6+ keep them by default), and omitting
+    # them changes the messages-cache prefix (PROVIDERS.md, "Thinking blocks").
+    ReasoningRule(
+        wire_format="anthropic", kinds=("thinking", "redacted_thinking"),
+        required_in_tool_turn=True, earlier_turns_droppable=True,
+        source="https://platform.claude.com/docs/en/build-with-claude/extended-thinking"
+               "#preserving-thinking-blocks; " + _ANTHROPIC_DOC,
+        as_of="2026-12-01"),
+    # "when doing function calling with a reasoning model in the Responses API, pass back any
+    # reasoning items returned with the last function call (in addition to the output of the
+    # function)"; with store=false, ask for include=["reasoning.encrypted_content"].
+    ReasoningRule(
+        wire_format="openai-responses", kinds=("reasoning",),
+        required_in_tool_turn=True, earlier_turns_droppable=True,
+        source="https://developers.openai.com/api/docs/guides/reasoning"
+               "#keeping-reasoning-items-in-context",
+        as_of="2026-12-01"),
+    # DeepSeek thinking mode: reasoning_content of the tool-call sub-turns is sent back
+    # within the same user turn; earlier turns' reasoning_content is ignored by the API.
+    ReasoningRule(
+        wire_format="openai-chat", kinds=("reasoning_content", "reasoning"),
+        required_in_tool_turn=True, earlier_turns_droppable=True,
+        source="https://api-docs.deepseek.com/guides/thinking_mode", as_of="2026-12-01"),
+)
+"""Per wire format: when reasoning content may be dropped (sources and dates per entry)."""
+
+
+def reasoning_rule(wire_format: str) -> ReasoningRule:
+    """The :data:`REASONING_RULES` entry of ``wire_format``.
+
+    Raises:
+        PolicyError: no rule for that format (code ``policy-unknown-provider``).
+    """
+    for rule in REASONING_RULES:
+        if rule.wire_format == wire_format:
+            return rule
+    raise PolicyError(f"no reasoning rule for wire format {wire_format!r}",
+                      code="policy-unknown-provider")
+
+
 public(CachePolicy, PolicyTable, cache_policy)
+
+
+# -- content shapes --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ContentShapeRule:
+    """Whether ``"content": "x"`` and ``[{"type": <text type>, "text": "x"}]`` share a cache
+    prefix on one provider, with the evidence (the one rule the emulator, the attribution and
+    lint follow).
+
+    Attributes:
+        provider: ``anthropic`` or ``openai``.
+        cache_alike: ``True`` only when the provider documents that the two shapes hit the same
+            cache entry; otherwise they are treated as different bytes (a shape change in
+            already-sent content is a break).
+        text_type: The text block's ``type`` (``"text"``; Responses input parts are
+            ``"input_text"``).
+        finding: What the provider documents, one sentence (the fix texts quote it).
+        source: Where (SDK file or doc URL), or what was searched when nothing says.
+        as_of: Date the sources were read.
+    """
+
+    provider: str
+    cache_alike: bool
+    text_type: str
+    finding: str
+    source: str
+    as_of: str
+
+
+CONTENT_SHAPES: Mapping[str, ContentShapeRule] = {
+    "anthropic": ContentShapeRule(
+        "anthropic", False, "text",
+        "Anthropic documents a string content as shorthand for one text block and the two "
+        "messages as equivalent inputs, but its prompt-caching docs do not say they share a "
+        "cache prefix (caching is of '100% identical prompt segments', block by block)",
+        "anthropics/anthropic-sdk-python:src/anthropic/types/message_create_params.py "
+        "(messages: 'Using a `string` for `content` is shorthand for an array of one content "
+        "block of type \"text\". The following input messages are equivalent'); "
+        + _ANTHROPIC_DOC + " (no statement on content shapes)",
+        "2026-12-01"),
+    "openai": ContentShapeRule(
+        "openai", False, "text",
+        "OpenAI documents content as a string or an array of content parts without saying "
+        "they are equivalent, and caching as 'exact prefix matches'",
+        "openai/openai-python:src/openai/types/chat/chat_completion_user_message_param.py "
+        "(content: Union[str, Iterable[ChatCompletionContentPartParam]], 'The contents of "
+        "the user message.'); " + _OPENAI_DOC + "; searched 2026-12-01: docs, pages and issues "
+        "corpora for string vs content-part caching, no statement found",
+        "2026-12-01"),
+}
+"""The content-shape rule per provider (see :class:`ContentShapeRule`). Undocumented means
+different: neither provider says the two shapes cache alike, so both are ``False``."""
+
+_WIRE_PROVIDER = {"anthropic": "anthropic", "openai-chat": "openai", "openai-responses": "openai"}
+
+
+def content_shape_rule(provider_or_format: str) -> ContentShapeRule | None:
+    """The rule for a provider (``anthropic``, ``openai``) or a wire format (``openai-chat``,
+    ``openai-responses``), or ``None`` when there is none (the shapes are then different)."""
+    return CONTENT_SHAPES.get(_WIRE_PROVIDER.get(provider_or_format, provider_or_format))
+
+
+def text_block_of(provider_or_format: str, text: str) -> dict[str, str] | None:
+    """The text block a string content stands for when the rule says the two shapes cache
+    alike (so callers render both alike), else ``None`` (keep the string as sent)."""
+    rule = content_shape_rule(provider_or_format)
+    if rule is None or not rule.cache_alike:
+        return None
+    text_type = "input_text" if provider_or_format == "openai-responses" else rule.text_type
+    return {"type": text_type, "text": text}
+
+
+_TEXT_TYPES = ("text", "input_text", "output_text")
+_MARKERS = ("cache_control", "prompt_cache_breakpoint")
+
+
+def _text_of(value: Any) -> tuple[bool, str] | None:
+    """``(is_string, text)`` of a content value that is a string, a text block or a list of
+    one text block (markers aside), else ``None``."""
+    if isinstance(value, str):
+        return True, value
+    if isinstance(value, list) and len(value) == 1:
+        value = value[0]
+    if (isinstance(value, Mapping) and value.get("type") in _TEXT_TYPES
+            and isinstance(value.get("text"), str)
+            and all(k in ("type", "text", *_MARKERS) for k in value)):
+        return False, value["text"]
+    return None
+
+
+def content_shape_change(segment_a: bytes, segment_b: bytes) -> bool:
+    """Whether two message segments (segment data: ``{"role", "content"}`` for string content,
+    ``{"role", "block"}`` per content block) hold the same text in the two shapes: a string
+    on one side, one text block on the other, same role."""
+    try:
+        a, b = loads(segment_a), loads(segment_b)
+    except ValueError:
+        return False
+    if not (isinstance(a, Mapping) and isinstance(b, Mapping)) or a.get("role") != b.get("role"):
+        return False
+    x = _text_of(a["content"] if "content" in a else a.get("block"))
+    y = _text_of(b["content"] if "content" in b else b.get("block"))
+    return x is not None and y is not None and x[0] != y[0] and x[1] == y[1]

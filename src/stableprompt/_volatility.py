@@ -21,13 +21,32 @@ Kinds (stable slugs, also in :data:`VOLATILE_KINDS`):
 ``base64-id``   20+ characters of base64 / base64url that look random: request ids such as
                 ``req_011CSHoEeqs5C35K2UUqR7Fy``, API keys, nonces, ULIDs, JWTs.
 ``nonce``       the value of a labelled id: ``nonce: 8f3k2l``, ``request_id=abc123``,
-                ``Session ID: s-99102`` (the span covers the value, not the label).
+                ``Session ID: s-99102`` (the span covers the value, not the label); and short
+                ``key=value`` nonces: a 5-15 character single-case hex value with letters and
+                digits under any key (``cch=36ee5``, ``cch=3f9a1c2b7d``), another mix of
+                letters and digits under a nonce-like key (``sid=a8k3z9``). Numbers alone are
+                not (``version=12345``, ``port=8080``: versions, sizes and limits are stable);
+                a value that differs between two requests under the same key is a nonce to
+                :func:`paired_nonce` (the diff and lint), whatever its key.
+``path``        home and temp-dir absolute paths, which name one user, machine or run
+                (``/Users/alice/src/app``, ``/home/dev7/work``, ``C:\\Users\\Bob\\x``,
+                ``/tmp/tmpa8k3z9x1``, ``/var/folders/...``); not ``/tmp``, ``/etc/hosts``,
+                URL paths, or placeholder users (``/home/user``, ``/Users/<you>``).
+``environment`` an agent harness's env lines: the value of ``Working directory:``, ``cwd=``,
+                ``Hostname:``, ``Current branch:``, ``On branch main``, and git porcelain
+                status / recent-commit lines under a ``Status:`` / ``Recent commits:`` header.
+``model-name``  the model or provider named in a line of the head (``Model: claude-sonnet-4-5``,
+                ``Provider: OpenAI``, ``powered by gpt-5.2``, ``The exact model ID is ...``):
+                a model switch then rewrites the head (a new lineage) instead of only the
+                cache-key parameter.
 ``epoch``       10-digit seconds or 13-digit milliseconds from 2001-09-09 to 2100-01-01.
 ``counter``     per-turn counters: ``Turn 17``, ``Step 4 of 10``, ``attempt #3``, ``turn: 5``.
 
-Precision over recall. Every kind needs an ASCII digit, so prose without digits never yields a
-span. Not flagged: placeholders (``YYYY-MM-DD``), bare years, version numbers (``v1.2.3``),
-ports, prices, identifiers (``BetaToolSearchToolBm25``), paths and URLs, code slices
+Precision over recall. Every digit-driven kind (all but ``path``, ``environment`` and
+``model-name``) needs an ASCII digit; the other three need their labels or path prefixes, found
+by a substring check first, so ordinary prose yields no span. Not flagged: placeholders
+(``YYYY-MM-DD``), bare years, version numbers (``v1.2.3``), ports, prices, identifiers
+(``BetaToolSearchToolBm25``), paths and URLs other than home / temp dirs, code slices
 (``data[12:16]``), numbered instructions (``Step 1:``), time ranges (``09:00-17:00``), round
 clock times on their own (``00:00``, ``18:30``, ``23:59:59``: formats and schedules, not
 clocks), dates inside versioned names and paths (``gpt-4.1-2025-04-14``, ``spec/2025-06-18/``)
@@ -49,11 +68,14 @@ from JSON is handled: an escape such as ``\\n`` right before a token does not gl
 
 The patterns and the scanner that applies them are in :mod:`._volatility_patterns`; this
 module resolves their overlapping candidates and holds the public API and the diff support.
+The builder (at freeze) and lint (on captured heads) both call :func:`scan_volatile` over
+:func:`head_strings`: one scanner, one rule.
 """
 
 from __future__ import annotations
 
 import bisect
+import re
 from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -61,7 +83,7 @@ from typing import Any
 from ._canonical import escape_pointer
 from ._exceptions import InputError
 from ._public import public
-from ._volatility_patterns import Candidate, Scanner, suppress_examples
+from ._volatility_patterns import Candidate, Scanner, line_candidates, suppress_examples
 
 __all__ = [
     "SCHEMA_CONSTANT_KEYS",
@@ -69,6 +91,7 @@ __all__ = [
     "VolatileSpan",
     "byte_offset",
     "head_strings",
+    "paired_nonce",
     "scan_volatile",
     "volatile_kind_at",
 ]
@@ -85,6 +108,9 @@ VOLATILE_KINDS: tuple[str, ...] = (
     "clock-time",
     "counter",
     "nonce",
+    "environment",
+    "path",
+    "model-name",
 )
 _RANK = {kind: i for i, kind in enumerate(VOLATILE_KINDS)}
 
@@ -190,7 +216,7 @@ def scan_volatile(
                 f"unknown volatile kind(s) {unknown}; known: {list(VOLATILE_KINDS)}",
                 code="volatile-kind-unknown",
             )
-    spans = _resolve(Scanner(text).run())
+    spans = _resolve([*Scanner(text).run(), *line_candidates(text)])
     if skip_examples and spans:
         spans = suppress_examples(text, spans)
     if kinds is not None:
@@ -275,6 +301,33 @@ def _head_strings(value: Any, pointer: str, names: bool) -> Iterator[tuple[str, 
 # --------------------------------------------------------------------------------------------
 # Divergence support for the diff.
 _DIFF_WINDOW = 512
+_KV_VALUE_RE = re.compile(r"(?<![\w.-])[A-Za-z_][A-Za-z0-9_-]{0,31}=(?P<v>[0-9A-Za-z]{5,64})"
+                          r"(?![0-9A-Za-z_-])")
+
+
+def _value_at(text: str, index: int) -> tuple[int, str] | None:
+    lo = max(0, index - 100)
+    for m in _KV_VALUE_RE.finditer(text, lo, min(len(text), index + 100)):
+        if m.start("v") <= index <= m.end("v") and index < len(text):
+            return m.start("v"), m.group("v")
+    return None
+
+
+def paired_nonce(a: str, b: str, index: int) -> bool:
+    """Whether two texts that first differ at character ``index`` differ inside the value
+    of one ``key=value`` pair: the same key, and on both sides a run of 5 to 64 letters and
+    digits holding a digit (``k=Zq81xW`` then ``k=Pm42rT``). A value that changes from one
+    request to the next under the same key is a per-request nonce whatever the key is called,
+    which a single text cannot show (:func:`scan_volatile` flags only hex values and
+    nonce-like keys); the diff then names the divergence ``volatile-token`` (``nonce``).
+    """
+    if index >= min(len(a), len(b)):
+        return False
+    found_a, found_b = _value_at(a, index), _value_at(b, index)
+    if found_a is None or found_b is None or found_a[0] != found_b[0]:
+        return False
+    return all(any(ch.isdigit() for ch in value) for _, value in (found_a, found_b))
+
 
 
 def volatile_kind_at(a: str | bytes, b: str | bytes, offset: int) -> str | None:

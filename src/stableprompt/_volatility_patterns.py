@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["Candidate", "Scanner", "suppress_examples"]
+__all__ = ["Candidate", "Scanner", "line_candidates", "suppress_examples"]
 
 # --------------------------------------------------------------------------------------------
 # Pattern pieces. Digit-first patterns are only ever tried at the start of a digit run whose
@@ -161,6 +161,69 @@ _FIXED_DATE_HINTS = (
     "founded",
     "born",
 )
+# -- short key=value nonces ("cch=36ee5"), paths, environment and model lines -------------------
+_KV_NONCE_RE = re.compile(
+    r"(?<![\w.-])(?P<key>[A-Za-z_][A-Za-z0-9_-]{0,31})=(?P<v>[0-9A-Za-z]{5,15})"
+    r"(?![0-9A-Za-z_-]|\.[0-9A-Za-z])"
+)
+#: Last ``_``/``-`` part of a key that names a per-request value (``x_cache_key``, ``sid``).
+_NONCE_KEY_PARTS = frozenset({
+    "nonce", "id", "rid", "sid", "tid", "uid", "token", "tok", "hash", "sig", "signature",
+    "salt", "cch", "session", "sess", "trace", "span", "seed", "state", "etag", "cb", "rnd",
+    "rand", "random", "bust", "buster", "key", "ts", "request", "req", "run", "build",
+})
+_HEX_CHARS = frozenset("0123456789abcdef")
+_LETTER_RUN4_RE = re.compile(r"[A-Za-z]{4,}")
+_PLACEHOLDER_USERS = frozenset({
+    "user", "username", "you", "me", "name", "example", "your-name", "yourname", "your_name",
+    "someone", "foo", "bar", "alice", "bob", "john", "jane", "demo", "test", "runner",
+})
+# Home and temp-dir paths: they name one machine, user or run. "/tmp" and "/home" alone, and
+# placeholder users ("/home/user", "/Users/<you>"), are stable documentation.
+_PATH_RE = re.compile(
+    r"(?<![\w.~/\\-])"
+    r"(?:(?:/private)?/var/folders/[A-Za-z0-9_+-]+"
+    r"|/tmp/(?=[^/\s\"'`]*[0-9])[A-Za-z0-9._-]+"
+    r"|/(?:home|Users)/(?P<user>[A-Za-z0-9._-]+)"
+    r"|[A-Za-z]:\\{1,2}Users\\{1,2}(?P<wuser>[A-Za-z0-9._ -]+?)(?=\\|$|[\s\"'`]))"
+    r"(?:[/\\][^\s\"'`<>|,;)\]]*)?"
+)
+_PATH_HINTS = ("/home/", "/Users/", "/tmp/", "/var/folders/", ":\\Users\\", ":\\\\Users")
+# "Working directory: /x", "cwd=/x", "hostname: box-12", "Current branch: feat/x",
+# "On branch main": what an agent harness's env block says about this machine and checkout.
+_ENV_LINE_RE = re.compile(
+    r"^[ \t>*-]*(?:(?:current |present )?working[ _-]?dir(?:ectory)?|cwd|pwd"
+    r"|current[ _-]?dir(?:ectory)?|host[ _-]?name|machine[ _-]?name|(?:current|git)[ _-]?branch"
+    r")[ \t]*[:=][ \t]*(?P<v>\S[^\n]*?)[ \t]*$"
+    r"|^[ \t]*On branch (?P<b>\S+)[ \t]*$",
+    re.I | re.M,
+)
+_ENV_HINTS = ("dir", "cwd", "pwd", "host", "machine", "branch")
+# Porcelain status lines after a "Status:" / "git status" header, and commit lines after
+# "Recent commits:": the working tree's state at one moment.
+_GIT_BLOCK_RE = re.compile(
+    r"^[ \t]*(?:git ?status|status|recent commits)[ \t]*:[^\n]*\n"
+    r"(?P<body>(?:[ \t]*(?:[MADRCU?! ]{1,2} \S[^\n]*|[0-9a-f]{7,12} [^\n]*)(?:\n|$))+)",
+    re.I | re.M,
+)
+_GIT_ENTRY_RE = re.compile(r"^[ \t]*(?:[MADRCU?! ]{1,2} \S[^\n]*|[0-9a-f]{7,12} [^\n]*)$", re.M)
+# The model or provider named in the head: a model switch then changes the head's bytes.
+_MODEL_ID = (r"(?:claude|gpt|chatgpt|o[1-9]|gemini|gemma|llama|mistral|mixtral|codestral"
+             r"|deepseek|qwen|grok|command|phi|kimi|glm)(?:[-.:/_][A-Za-z0-9.:_-]*)?"
+             r"(?<![.:_-])")
+_PROVIDERS = (r"anthropic|openai|google|vertex(?: ai)?|gemini|mistral|deepseek|meta|x\.?ai"
+              r"|azure(?: openai)?|bedrock|amazon bedrock|openrouter|ollama|groq|together(?: ai)?")
+_MODEL_LINE_RE = re.compile(
+    r"^[ \t>*-]*(?:model(?:[ _-]?(?:id|name))?|llm|provider|ai[ _-]?provider|api[ _-]?provider)"
+    rf"[ \t]*[:=][ \t]*(?P<v>(?:{_MODEL_ID}|{_PROVIDERS})(?![\w-]))[ \t.]*$"
+    rf"|\b(?:powered by|the exact model id is|model (?:named|called)|you are running on)"
+    rf"[ \t]+(?:the[ \t]+)?(?:model[ \t]+)?"
+    rf"(?P<p>{_MODEL_ID}(?:[ \t]+(?:(?-i:[A-Z][a-z]+)|[0-9]+(?:\.[0-9]+)?)(?![\w-])){{0,3}})"
+    r"(?![\w-])",
+    re.I | re.M,
+)
+_MODEL_HINTS = ("model", "llm", "provider", "powered by", "running on")
+
 _EXAMPLE_WINDOW = 40
 _EPOCH_MIN = 1_000_000_000  # 2001-09-09T01:46:40Z, the first 10-digit second
 _EPOCH_MAX = 4_102_444_800  # 2100-01-01T00:00:00Z
@@ -308,6 +371,8 @@ class Scanner:
                 self._id_run(a, b)
             if a >= self.nonce_end:
                 self._nonce(a, b)
+        if "=" in text:
+            self._kv_nonces()
         for start, end in self.dates:
             self.out.append((start, end, "date"))
             join = _DATE_TIME_JOIN_RE.match(text, end)
@@ -502,6 +567,59 @@ class Scanner:
             return  # "hashlib.sha1(...)": code, not a value
         if _NONCE_LABEL_RE.search(text, max(0, start - 48), start):
             self.out.append((start, end, "nonce"))
+
+
+    def _kv_nonces(self) -> None:
+        """Short ``key=value`` nonces: ``cch=36ee5``, ``sid=a8k3z9``. A single-case hex value
+        of 5 to 15 characters with letters and digits is a nonce under any key (16+ is a
+        ``hex-id``); another letters-and-digits value only under a nonce-like key. Numbers
+        alone (``version=12345``, ``port=8080``) are never one: sizes, versions and limits
+        are stable."""
+        for m in _KV_NONCE_RE.finditer(self.text):
+            value = m.group("v")
+            lower = value.lower()
+            digits = sum(ch.isdigit() for ch in value)
+            if not digits or digits == len(value) or _placeholder_hex(value):
+                continue
+            hexy = set(lower) <= _HEX_CHARS and (value.islower() or value.isupper())
+            key = re.split(r"[_-]", m.group("key").lower())[-1]
+            if hexy or (key in _NONCE_KEY_PARTS and digits >= 2
+                        and len(_DIGIT_GROUP_RE.findall(value)) >= 2
+                        and not _LETTER_RUN4_RE.search(value)):
+                self.out.append((m.start("v"), m.end("v"), "nonce"))
+
+
+def line_candidates(text: str) -> list[Candidate]:
+    """Candidates that need no digit: home / temp-dir paths (``path``), ``environment`` lines (the
+    working directory, hostname, git branch and status of one machine and checkout) and
+    ``model-name`` lines (``Model: claude-sonnet-4-5``, ``powered by gpt-5.2``). Each regex
+    runs only when a cheap substring hint occurs in the text."""
+    out: list[Candidate] = []
+    if any(hint in text for hint in _PATH_HINTS):
+        for m in _PATH_RE.finditer(text):
+            user = m.group("user") or m.group("wuser")
+            if user is not None and (user.lower() in _PLACEHOLDER_USERS or user.startswith("<")):
+                continue
+            end = m.end()
+            while end > m.start() and text[end - 1] in ".:":
+                end -= 1  # a sentence's full stop is not part of the path
+            out.append((m.start(), end, "path"))
+    lower = text.lower()
+    if any(hint in lower for hint in _ENV_HINTS):
+        for m in _ENV_LINE_RE.finditer(text):
+            group = "v" if m.group("v") is not None else "b"
+            out.append((m.start(group), m.end(group), "environment"))
+    if "status" in lower or "commits" in lower:
+        for block in _GIT_BLOCK_RE.finditer(text):
+            for m in _GIT_ENTRY_RE.finditer(text, block.start("body"), block.end("body")):
+                line_end = m.end() if not text.endswith("\n", 0, m.end()) else m.end() - 1
+                start = m.start() + len(m.group()) - len(m.group().lstrip(" \t"))
+                out.append((start, line_end, "environment"))
+    if any(hint in lower for hint in _MODEL_HINTS):
+        for m in _MODEL_LINE_RE.finditer(text):
+            group = "v" if m.group("v") is not None else "p"
+            out.append((m.start(group), m.end(group), "model-name"))
+    return out
 
 
 def _extent(

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._diff import Segmented, diff, lcp_bytes
 from ._lint._divergence import describe_divergence, is_expected_divergence, value_snippet
+from ._lint._events import EventQueue
 from ._lint._results import format_pair
 from ._wire._formats import detect, segment_request
 from ._wire._segmenter import SegmentedRequest
@@ -65,6 +66,7 @@ def assert_prefix_stable(
     *,
     wire_format: str | None = None,
     min_prefix_ratio: float | None = None,
+    events: Iterable[Any] | None = None,
 ) -> None:
     """Assert that each request extends the previous one byte for byte (its cacheable part).
 
@@ -84,6 +86,10 @@ def assert_prefix_stable(
         min_prefix_ratio: Also require the mean over pairs of ``lcp_bytes / later size``
             (bytes of segment data) to be at least this (0..1); with fewer than two items
             there is no pair and the assertion fails.
+        events: :class:`~stableprompt.CacheEvent` objects of deliberate changes (from
+            :meth:`Conversation.compact` / :meth:`Conversation.rebase`), in order: the break
+            each one explains passes (a compaction: a history break where the later request
+            holds the summary; a head change: a break in the head). Each explains one break.
 
     Raises:
         AssertionError: ``"request i does not extend request i-1: <message>"`` at the first
@@ -93,6 +99,7 @@ def assert_prefix_stable(
             ``min_prefix_ratio``, or there is no pair to judge it on.
         ValueError: ``min_prefix_ratio`` is not a number between 0 and 1.
         TypeError: an item is none of the accepted types.
+        InputError: ``events`` is not a list of CacheEvent (code ``lint-events``).
         InputError: a request body next to a ``RenderedPrompt`` (code ``diff-mismatch``, from
             :func:`stableprompt.diff`): compare requests with requests, renders with renders.
         CaptureError: a body the wire format does not allow (from ``segment_request``).
@@ -102,6 +109,7 @@ def assert_prefix_stable(
             isinstance(min_prefix_ratio, (int, float)) and not math.isnan(min_prefix_ratio)
             and 0.0 <= min_prefix_ratio <= 1.0):
         raise ValueError(f"min_prefix_ratio must be between 0 and 1, got {min_prefix_ratio!r}")
+    queue = EventQueue(events)
     items = [_segmented(item, wire_format, i) for i, item in enumerate(requests_or_renders)]
     ratios: list[float] = []
     for i in range(1, len(items)):
@@ -109,7 +117,7 @@ def assert_prefix_stable(
         divergence = diff(a, b)
         if divergence is not None and not (
             a_is_request and is_expected_divergence(a, b, divergence)
-        ):
+        ) and queue.explain(b, divergence) is None:
             message = describe_divergence(divergence, value_snippet(a, b, divergence))
             raise AssertionError(f"request {i} does not extend request {i - 1}: {message}")
         ratios.append(lcp_bytes(a, b) / len(b.data) if b.data else 1.0)

@@ -74,6 +74,7 @@ _WRITE_ATTEMPTS = 4
 _BACKOFF_S = 0.025
 
 _MIGRATIONS = MIGRATIONS
+_RECORD_ID = list(COLUMNS).index("record_id")
 """The migrations :class:`Ledger` applies, read at each opening: tests patch this name to write
 a file of an older schema version or to append a migration."""
 
@@ -487,7 +488,8 @@ class Ledger:
     # ------------------------------------------------------------------ records
 
     def iter_records(
-        self, *, session_id: str | None = None, since: datetime | None = None
+        self, *, session_id: str | None = None, since: datetime | None = None,
+        on_invalid: Callable[[str, Exception], None] | None = None,
     ) -> Iterator[UsageRecord]:
         """Yield stored records in time order (oldest first), optionally filtered.
 
@@ -496,6 +498,10 @@ class Ledger:
         Args:
             session_id: Only records of this conversation (``gen_ai.conversation.id``).
             since: Only records with ``ts_utc >= since`` (timezone-aware).
+            on_invalid: Called with ``(row id, error)`` for each row that does not decode as a
+                :class:`UsageRecord` (a hand-edited or corrupted row), which is then skipped;
+                the row id is its ``record_id``, or ``"rowid <n>"`` when that is empty.
+                ``None`` (default): such a row raises the decoding error.
 
         Raises:
             LedgerError: The database cannot be opened or read (code ``ledger-unavailable``
@@ -516,18 +522,30 @@ class Ledger:
             clauses.append('"ts_utc" >= ?')
             params.append(ts_text(since))
         where = f" WHERE {' AND '.join(clauses)}" if clauses else ""
-        sql = f'SELECT {SELECT_COLUMNS} FROM calls{where} ORDER BY "ts_utc", rowid'
-        return self._query(sql, params)
+        sql = f'SELECT {SELECT_COLUMNS}, rowid FROM calls{where} ORDER BY "ts_utc", rowid'
+        return self._query(sql, params, on_invalid)
 
-    def _query(self, sql: str, params: Iterable[Any]) -> Iterator[UsageRecord]:
+    def _query(self, sql: str, params: Iterable[Any],
+               on_invalid: Callable[[str, Exception], None] | None = None,
+               ) -> Iterator[UsageRecord]:
         conn = self._reader()
+        with_rowid = sql.startswith(f"SELECT {SELECT_COLUMNS}, rowid ")
 
         def rows() -> Iterator[UsageRecord]:
             try:
                 cursor = conn.execute(sql, tuple(params))
                 while batch := cursor.fetchmany(256):
                     for row in batch:
-                        yield from_row(row)
+                        data = row[:-1] if with_rowid else row
+                        if on_invalid is None:
+                            yield from_row(data)
+                            continue
+                        try:
+                            record = from_row(data)
+                        except Exception as exc:  # the row does not decode
+                            on_invalid(str(data[_RECORD_ID] or f"rowid {row[-1]}"), exc)
+                            continue
+                        yield record
             except sqlite3.Error as exc:
                 raise self._unreadable(exc) from exc
             finally:
@@ -536,11 +554,13 @@ class Ledger:
         return rows()
 
     def records(
-        self, session_id: str | None = None, since: datetime | None = None
+        self, session_id: str | None = None, since: datetime | None = None, *,
+        on_invalid: Callable[[str, Exception], None] | None = None,
     ) -> list[UsageRecord]:
-        """Return stored records in time order; same filters and errors as
+        """Return stored records in time order; same filters, ``on_invalid`` and errors as
         :meth:`iter_records`. Spilled records appear after :meth:`replay_spill`."""
-        return list(self.iter_records(session_id=session_id, since=since))
+        return list(self.iter_records(session_id=session_id, since=since,
+                                      on_invalid=on_invalid))
 
     def last_for_lineage(self, lineage: str) -> UsageRecord | None:
         """Return the most recent record of a cache lineage, or ``None`` if there is none.

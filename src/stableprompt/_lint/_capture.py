@@ -9,7 +9,10 @@ A capture is what a harness actually sent, from any language or framework. Accep
 - **A JSON file**: one record, or an array of records.
 - **A directory**: its ``*.json`` files (each one record or an array of records) and
   ``*.jsonl`` / ``*.ndjson`` files (one record per line), in natural name order (``2.json``
-  before ``10.json``). Other files and subdirectories are counted as skipped.
+  before ``10.json``). Other files and subdirectories are counted as skipped. A file of several
+  records (JSONL, a JSON array) is its own group (``CaptureEntry.group``); the single-record
+  JSON files together are one group (one request per file is one stream). Lint never pairs
+  requests of two groups unless joined (``stableprompt lint DIR --join``).
 
 A **record** is either a request body (an object with ``messages`` or ``input``) or a wrapper
 ``{"request": ..., "response": ..., "session": ..., "url": ..., "wire_format": ...}`` where
@@ -64,6 +67,8 @@ class CaptureEntry:
         session: Session id given by the capture record (``session`` key), else ``None``.
         wire_format: Wire format declared by the capture record (``wire_format`` key), else
             ``None``.
+        group: The file of a directory capture the record came from (``dir/a.jsonl``), else
+            ``None``. Lint keeps each file's conversations apart unless told to join them.
     """
 
     index: int
@@ -73,6 +78,7 @@ class CaptureEntry:
     url_path: str | None = None
     session: str | None = None
     wire_format: str | None = None
+    group: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -301,6 +307,8 @@ def _iter_directory(p: Path) -> Iterator[CaptureEntry | CaptureProblem | Skipped
                 if isinstance(item, Skipped):
                     yield item
                     continue
+                if isinstance(item, CaptureEntry):
+                    item = dataclasses.replace(item, group=source)
                 yield dataclasses.replace(item, index=index)
                 index += 1
             continue
@@ -313,11 +321,15 @@ def _iter_directory(p: Path) -> Iterator[CaptureEntry | CaptureProblem | Skipped
             continue
         if isinstance(doc, list):
             for i, value in enumerate(doc):
-                yield _record(value, index=index, source=f"{source}[{i}]")
+                yield _grouped(_record(value, index=index, source=f"{source}[{i}]"), source)
                 index += 1
-        else:
-            yield _record(doc, index=index, source=source)
+        else:  # one request per file: the files together are one stream (the directory)
+            yield _grouped(_record(doc, index=index, source=source), f"{p.name}/")
             index += 1
+
+
+def _grouped(item: CaptureEntry | CaptureProblem, group: str) -> CaptureEntry | CaptureProblem:
+    return dataclasses.replace(item, group=group) if isinstance(item, CaptureEntry) else item
 
 
 def _iter_har(p: Path, doc: Mapping[str, Any]) -> Iterator[CaptureEntry | CaptureProblem | Skipped]:

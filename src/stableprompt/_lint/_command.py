@@ -41,7 +41,8 @@ _count_arg = int_arg("an integer", 0, None, "must be 0 or more")
 
 
 def add_lint_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add ``CAPTURE [--format F] [--min-prefix-ratio R] [--max-breaks N] [--json] [--all]``."""
+    """Add ``CAPTURE [--format F] [--min-prefix-ratio R] [--max-breaks N] [--exit-zero]
+    [--join] [--json] [--all]``."""
     parser.add_argument("capture", metavar="CAPTURE",
                         help="JSONL of request bodies or {request, response} objects, a HAR "
                         "file, or a directory of JSON files")
@@ -57,6 +58,9 @@ def add_lint_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--exit-zero", action="store_true",
                         help="exit 0 even when breaks or error findings are found (bad input "
                         "still exits 2)")
+    parser.add_argument("--join", action="store_true",
+                        help="in a directory, pair requests across files (default: each "
+                        "file's conversations stay apart)")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     parser.add_argument("--all", action="store_true",
                         help="list every pair, not only breaks")
@@ -72,7 +76,8 @@ def run_lint(args: argparse.Namespace) -> int:
     if default_gate:
         max_breaks = 0
     try:
-        report = lint_capture(args.capture, wire_format=args.format)
+        report = lint_capture(args.capture, wire_format=args.format,
+                              join=getattr(args, "join", False))
     except CaptureError as exc:
         message = " ".join(str(exc).split())
         if args.json:

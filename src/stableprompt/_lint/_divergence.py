@@ -10,25 +10,95 @@ adds what a user can act on:
   side, and ``value_offset``: the **character** (code point) offset of the first differing
   character inside that value (a string as is; any other value as its compact JSON text, keys
   in the order sent), with up to 32 characters either side of it.
-- :func:`is_expected_divergence` (from :mod:`stableprompt._diff`, re-exported): whether a
-  divergence is the predecessor's volatile tail.
+- :func:`is_expected_divergence`: whether a divergence is the predecessor's volatile tail:
+  the rule of :func:`stableprompt._diff.is_expected_divergence`, plus stableprompt's own tail
+  message re-sent with a new value after the same history (both requests end in it, and it
+  holds only ``<slot>\nvalue\n</slot>`` texts, the shape the SDK renders its tail in: the
+  OpenAI formats send it as a final developer/user message that the plain rule would call an
+  edited last message).
 - :func:`describe_divergence`: the one message ``stableprompt lint`` and
   ``assert_prefix_stable`` both use.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
 from .._canonical import loads, pointer_get, wire_json
-from .._diff import Divergence, Segmented, common_prefix_len, is_expected_divergence
+from .._diff import Divergence, Segmented, common_prefix_len
+from .._diff import is_expected_divergence as _expected_by_position
 from .._redact import redact_slice
 
 __all__ = ["ValueSnippet", "describe_divergence", "is_expected_divergence", "value_snippet"]
 
 SNIPPET_CHARS = 32
 _MISSING = object()
+#: One tail slot as the SDK renders it (``RenderedPrompt.tail_texts``): ``<name>\nvalue\n</name>``.
+_SLOT = re.compile(r"<([A-Za-z0-9_.:-]{1,64})>\n.*?\n</\1>", re.DOTALL)
+
+
+def is_expected_divergence(a: Segmented, b: Segmented, divergence: Divergence) -> bool:
+    """Whether ``divergence`` (from ``diff(a, b)``) lies in ``a``'s volatile tail (see the
+    module docstring: the positional rule, or the SDK's tail message re-sent)."""
+    if _expected_by_position(a, b, divergence):
+        return True
+    i = divergence.segment_index
+    if divergence.segment_kind != "message" or not (_ends_in(a, i) and _ends_in(b, i)):
+        return False
+    slots_a = _tail_slots(a, i)
+    return slots_a is not None and slots_a == _tail_slots(b, i)
+
+
+def _message_of(path: str) -> str:
+    """``/messages/3`` for ``/messages/3/content/1``: the message a segment belongs to."""
+    return "/".join(path.split("/")[:3])
+
+
+def _ends_in(req: Segmented, i: int) -> bool:
+    """Whether segment ``i`` of ``req`` is in its last message (only that message's
+    segments, e.g. a Responses item's ``rest``, follow it)."""
+    segments = req.segments
+    if i >= len(segments):
+        return False
+    key = _message_of(segments[i].path)
+    return all(_message_of(s.path) == key for s in segments[i + 1:])
+
+
+def _tail_slots(req: Segmented, i: int) -> tuple[str, ...] | None:
+    """The slot names of segment ``i`` when it is a non-assistant message made only of
+    SDK tail texts, else ``None``."""
+    s = req.segments[i]
+    try:
+        value = loads(req.data[s.start:s.end])
+    except ValueError:
+        return None
+    if not isinstance(value, dict):
+        return None
+    role = value.get("role")
+    content = value["block"] if "block" in value else value.get("content")
+    if role == "assistant":
+        return None
+    parts = content if isinstance(content, list) else [content]
+    texts: list[str] = []
+    for part in parts:
+        text = part if isinstance(part, str) else part.get("text") if isinstance(
+            part, dict) else None
+        if not isinstance(text, str):
+            return None
+        texts.append(text)
+    names: list[str] = []
+    for text in texts:
+        pos = 0
+        for m in _SLOT.finditer(text):
+            if text[pos:m.start()] not in ("", "\n"):
+                return None
+            names.append(m.group(1))
+            pos = m.end()
+        if pos != len(text) or not names:
+            return None
+    return tuple(names)
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,6 +12,7 @@ from typing import Any
 
 from .._canonical import escape_pointer, loads
 from .._diff import _body_path
+from .._policy import CONTENT_SHAPES
 from .._segment import Segment
 from .._volatility import head_strings, scan_volatile
 from ._results import LintFinding
@@ -41,6 +42,19 @@ CAUSE_FIXES: Mapping[str, str] = {
     "a new cache lineage",
 }
 
+def _content_shape_fix() -> str:
+    """The content-shape fix, quoting the rule in :data:`stableprompt._policy.CONTENT_SHAPES`
+    (what each provider documents, and that undocumented means different)."""
+    rules = CONTENT_SHAPES.values()
+    alike = [r.provider for r in rules if r.cache_alike]
+    verdict = (f"documented to cache alike on {', '.join(alike)} only" if alike else
+               "treated as different bytes, since no provider documents that they cache alike")
+    return ("re-send each message in the shape it was first sent in (a string stays a string, "
+            "a list of text blocks stays a list): \"content\": \"x\" and "
+            "[{\"type\": \"text\", \"text\": \"x\"}] are " + verdict + ". "
+            + " ".join(f"{r.finding} ({r.source}; {r.as_of})." for r in rules))
+
+
 #: Finding code -> (severity, one-line fix).
 FINDING_FIXES: Mapping[str, tuple[str, str]] = {
     "head-changed-mid-session": ("error", "freeze the head (model, params, tools, system) for "
@@ -51,6 +65,7 @@ FINDING_FIXES: Mapping[str, tuple[str, str]] = {
                              "of head and end of stable history"),
     "breakpoint-ttl-order": ("error", "put longer-TTL breakpoints (1h) before shorter ones "
                              "(5m)"),
+    "content-shape-changed": ("error", _content_shape_fix()),
     "format-mismatch": ("error", "drop --format (the format is detected per request) or pass "
                         "the format the requests were sent in"),
     "volatile-in-cached-region": ("warning", "move per-turn values (clock, dates, ids) out of "

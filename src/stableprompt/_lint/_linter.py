@@ -12,29 +12,57 @@ only a routing key; a ``prompt_cache_key`` starting with ``sp-`` (stableprompt's
 candidates; only a session enables the session exceptions below (and ``LintPair.session``).
 
 **Predecessor.** Candidates are the earlier requests of the same wire format and, when the
-request has a session or routing key, of the same key; otherwise any earlier request. With
-``k`` = the most whole segments any candidate shares with the request (an index of chained
-prefix digests finds it in O(log n) lookups; no pairwise comparisons), in order:
+request has a session or routing key, of the same key; otherwise any earlier request. In a
+directory capture, only requests of the same file group (:attr:`CaptureEntry.group`) are
+candidates unless joined (``join=True``, ``--join``). With ``k`` = the most whole segments any
+candidate shares with the request (an index of chained prefix digests finds it in O(log n)
+lookups; no pairwise comparisons), in order:
 
 1. A candidate that is entirely a prefix of the request (``k`` segments long) is the
    predecessor: a rewind, fork or retry is not a break. Exception: a longer candidate that
    diverges at ``k`` while the request re-sends at least a quarter of its message bytes after
    that point (compared by digest) was *rewritten*; it is the predecessor.
-2. A request with no assistant turn yet (an opening request) **starts a conversation**: no
-   predecessor. Exception: in a known session, when the best candidate (as in 4) has the
-   same model, cache-key parameters and tools, the session restarted its history on the same
-   lineage (compaction, a rewritten head); that candidate is the predecessor. Subagents and
-   side requests that share a session id but not the tools or model still start their own.
+2. A request with no assistant turn yet (an opening request):
+
+   - in a known session: a new conversation, unless the candidate with the same opening
+     message (the same prompt re-sent), else the best candidate (as in 4) if it is a
+     multi-turn request, has the same model, cache-key parameters and tools (the session
+     restarted its history on the same lineage: compaction, a rewritten head). Subagents and
+     side requests that share a session id but not the tools or model start their own, and
+     so does a single-turn request after another under the same key;
+   - else the candidate with the same opening message block (the same prompt re-sent: a retry,
+     new parameters, a new tail value), sharing the most segments;
+   - else, when some candidate shares the request's whole head, a new conversation on that
+     cached lineage (or, with a pending compaction event whose summary it holds, that
+     lineage's best candidate);
+   - else the candidate whose head it most plausibly changes: sharing at least half of the
+     request's head bytes (whole segments by standalone digest anywhere, plus the common
+     prefix of the first differing segment). So a single-turn lineage whose model, tools or
+     system changed is paired and the break named, and so is a session forked from another's
+     head with its own env block; another application's head stays apart.
 3. Candidates with the same opening message block (the same conversation, or a fork of it):
    the one sharing the most segments.
 4. Else the one sharing the most bytes of segment ``k``; when the session is unknown it must
-   also be continued (the request re-sends a quarter of its message bytes), otherwise the
-   request starts a conversation (e.g. one resumed mid-way).
+   also be continued (the request re-sends a quarter of its message bytes), else the request
+   continues the conversation it re-sends the most message bytes of, by standalone segment
+   digest, if that is a quarter of that conversation's (e.g. resumed a day later with its
+   first message re-rendered), else it starts a conversation (e.g. resumed mid-way).
 
-At most the 64 most recent candidates are compared; ties go to the latest. So interleaved
-subagents, and sessions that share a head, do not look like breaks. Limitation: without
-session ids, a rewrite of most already-sent bytes (compaction) looks like a new conversation;
-session ids rule that out.
+A request whose body-hinted key (``prompt_cache_key``, ``metadata.user_id``) is new, with no
+candidate under it, is compared with requests under keys that were *replaced* (never used
+again from this request on) by the same rules 2-4: a rotated key (one per day) is a named
+``param-change``, keys used side by side (one per user) never meet.
+
+Every lookup goes through an index (prefix digest, standalone segment digest, opening
+message digest) and compares at most the 64 most recent candidates; ties go to the latest. So
+interleaved subagents, and sessions that share a head, do not look like breaks, and the cost
+stays proportional to the capture.
+
+**Events.** ``lint_requests(events=[...])`` takes the :class:`~stableprompt.CacheEvent` of
+each deliberate compaction or rebase; the break it explains is expected
+(``LintPair.event``), see :mod:`stableprompt._lint._events`. Limitation: without session
+ids or events, a compaction that rewrites most already-sent bytes looks like a new
+conversation.
 
 **Prefix ratio** of a pair = ``lcp_bytes / size_bytes`` of the later request. A request with no
 predecessor has ``predecessor``, ``prefix_ratio`` and ``ceiling`` ``None`` and is left out of
@@ -77,27 +105,30 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from .._diff import common_prefix_len, diff, first_divergent_index, lcp_bytes
 from .._exceptions import CaptureError, PolicyError
-from .._policy import TTL_LABELS_S, CachePolicy, PolicyTable, cache_policy
+from .._policy import (
+    TTL_LABELS_S,
+    CachePolicy,
+    PolicyTable,
+    cache_policy,
+    content_shape_change,
+)
 from .._public import public
 from .._segment import HEAD_KINDS, Segment
 from .._tokens import EstimatingTokenCounter
 from .._wire._formats import (
     BODY_KEYS,
-    HISTORY_KEYS,
     WIRE_FORMATS_WITH_REQUESTS,
     detect,
     segment_request,
-    session_hint,
 )
-from .._wire._segmenter import SegmentedRequest
 from ._capture import CaptureEntry, CaptureProblem, Skipped, iter_capture
 from ._divergence import is_expected_divergence, value_snippet
+from ._events import EventQueue
 from ._findings import (
     CAUSE_FIXES,
     FINDING_FIXES,
@@ -106,6 +137,12 @@ from ._findings import (
     head_findings,
     tool_order_findings,
 )
+from ._requests import Req as _Req
+from ._requests import RequestIndex as _Index
+from ._requests import continues as _continues
+from ._requests import head_count as _head_count
+from ._requests import make_req as _make_req
+from ._requests import ratio as _ratio
 from ._results import LintFinding, LintPair, LintReport, LintSummary
 
 __all__ = [
@@ -128,130 +165,24 @@ def _method(counter: EstimatingTokenCounter) -> str:
     return "bytes/4 estimate" if counter.fell_back else "cl100k estimate"
 
 
-# -- internals -------------------------------------------------------------------------------
-
-
-@dataclass(slots=True, eq=False)
-class _Req:
-    """A segmented request, body dropped (memory stays ~ the segment data).
-
-    ``scope``: the id that restricts predecessor candidates (session, ``metadata.user_id`` or
-    ``prompt_cache_key``: different routing keys never share a cache). ``session``: the same id
-    when it names one conversation (see :func:`_session_of`), else ``None``.
-    """
-
-    pos: int
-    index: int
-    source: str
-    wire_format: str
-    scope: str | None
-    session: str | None
-    hinted: bool  # session taken from the body (a hint), not from the capture record
-    model: str | None
-    segments: tuple[Segment, ...]
-    data: bytes
-    has_assistant: bool
-    breakpoints: tuple[Segment, ...]
-    first_message_digest: str | None
-
-
-@dataclass(slots=True)
-class _Index:
-    by_digest: dict[str, list[int]] = field(default_factory=dict)
-    by_last: dict[str, int] = field(default_factory=dict)
-    by_first: dict[str, list[int]] = field(default_factory=dict)
-    all: list[int] = field(default_factory=list)
-
-    def add(self, req: _Req) -> None:
-        for seg in req.segments:
-            self.by_digest.setdefault(seg.prefix_digest, []).append(req.pos)
-        if req.segments:
-            self.by_last[req.segments[-1].prefix_digest] = req.pos
-        if req.first_message_digest is not None:
-            self.by_first.setdefault(req.first_message_digest, []).append(req.pos)
-        self.all.append(req.pos)
-
-
-def _has_assistant(wire_format: str, body: Mapping[str, Any]) -> bool:
-    items = body.get(HISTORY_KEYS[wire_format])
-    if not isinstance(items, list):
-        return False
-    for item in items:
-        if not isinstance(item, Mapping):
-            continue
-        role, kind = item.get("role"), item.get("type")
-        if role == "assistant" or (role == "tool" and wire_format == "openai-chat"):
-            return True
-        if isinstance(kind, str) and (kind.endswith(("_call", "_call_output"))
-                                      or kind in ("reasoning", "item_reference", "compaction")):
-            return True
-    return False
-
-
-def _session_of(entry_session: str | None, body: Mapping[str, Any]) -> tuple[
-        str | None, str | None, bool]:
-    """``(scope, session, hinted)`` of a request.
-
-    The capture record's ``session`` names a conversation. A body's ``metadata.user_id`` or
-    ``prompt_cache_key`` is only a hint (``hinted``): many harnesses use one per user or per
-    head, and it stops counting as a session when conversations interleave under it
-    (:meth:`_Linter._interleaved`). A ``prompt_cache_key`` starting with ``sp-`` is the one
-    stableprompt derives from the head fingerprint (``prompt_cache_key=True``): it names a
-    lineage, never a conversation, so it only scopes candidates.
-    """
-    if entry_session is not None:
-        return entry_session, entry_session, False
-    hint = session_hint(body)
-    if hint is None:
-        return None, None, False
-    value, names_conversation = hint
-    return value, (value if names_conversation else None), True
-
-
-def _make_req(pos: int, entry: CaptureEntry, seg: SegmentedRequest) -> _Req:
-    segments = seg.segments
-    first = next((s.digest for s in segments if s.kind == "message"), None)
-    scope, session, hinted = _session_of(entry.session, entry.body)
-    return _Req(
-        pos=pos, index=entry.index, source=entry.source, wire_format=seg.wire_format,
-        scope=scope, session=session, hinted=hinted, model=seg.model, segments=segments,
-        data=seg.data, has_assistant=_has_assistant(seg.wire_format, entry.body),
-        breakpoints=tuple(s for s in segments if s.breakpoint is not None),
-        first_message_digest=first,
-    )
-
-
-def _continues(a: _Req, b: _Req, start: int = 0) -> bool:
-    """Whether ``b`` re-sends (same bytes, by digest, anywhere) at least a quarter of the bytes
-    of ``a``'s message blocks from segment ``start`` on: evidence that ``b`` continues ``a``'s
-    conversation. Stock phrases two conversations share ("Let me check.") stay far below."""
-    sizes: dict[str, int] = {}
-    total = 0
-    for s in a.segments[start:]:
-        if s.kind == "message":
-            sizes[s.digest] = s.size_bytes
-            total += s.size_bytes
-    if not total:
-        return False
-    shared = sum(sizes.pop(s.digest, 0) for s in b.segments if s.kind == "message")
-    return 4 * shared >= total
-
-
-def _ratio(part: int, whole: int) -> float:
-    return part / whole if whole else 1.0
+# -- internals: see ._requests ----------------------------------------------------------
 
 
 class _Linter:
     """Streams requests in capture order; predecessor search and per-request findings."""
 
-    def __init__(self, *, wire_format: str | None, policies: PolicyTable | None) -> None:
+    def __init__(self, *, wire_format: str | None, policies: PolicyTable | None,
+                 events: Iterable[Any] | None = None, join: bool = True) -> None:
         self.wire_format = wire_format
         self.policies = policies
+        self.events = EventQueue(events)
+        self.join = join
+        self.last_pos: dict[tuple[str, str | None, str | None], int] = {}
         self.reqs: list[_Req] = []
         self.pairs: list[LintPair] = []
         self.problems: list[CaptureProblem] = []
         self.skipped = 0
-        self.scopes: dict[tuple[str, str | None], _Index] = {}
+        self.scopes: dict[tuple[str, str | None, str | None], _Index] = {}
         self.head: dict[str, HeadSeg] = {}
         self.tool_orders: dict[tuple[str, ...], list[int]] = {}
         self.hits: dict[str, list[int]] = {}  # finding code -> request indexes
@@ -283,7 +214,7 @@ class _Linter:
             return
         if self.wire_format is not None:
             self._check_forced_format(entry, fmt)
-        req = _make_req(len(self.reqs), entry, seg)
+        req = _make_req(len(self.reqs), entry, seg, group=not self.join)
         self.reqs.append(req)
         self._scan_request(req)
 
@@ -320,22 +251,25 @@ class _Linter:
         the whole capture)."""
         interleaved = self._interleaved()
         for req in self.reqs:
-            if req.hinted and (req.wire_format, req.scope) in interleaved:
+            self.last_pos[(req.wire_format, req.group, req.scope)] = req.pos
+        for req in self.reqs:
+            if req.hinted and (req.wire_format, req.group, req.scope) in interleaved:
                 req.session = None
             self._pair(req)
-            for key in {(req.wire_format, None), (req.wire_format, req.scope)}:
+            for key in {(req.wire_format, req.group, None),
+                        (req.wire_format, req.group, req.scope)}:
                 self.scopes.setdefault(key, _Index()).add(req)
 
-    def _interleaved(self) -> set[tuple[str, str | None]]:
+    def _interleaved(self) -> set[tuple[str, str | None, str | None]]:
         """Hinted session ids (``metadata.user_id``, ``prompt_cache_key``) under which
         several conversations interleave: a conversation (by its opening message) comes back
         after another one started. Such an id is a routing key (it still scopes candidates),
         not a session: a new conversation under it must not look like a compaction."""
-        current: dict[tuple[str, str | None], str] = {}
-        seen: dict[tuple[str, str | None], set[str]] = {}
-        out: set[tuple[str, str | None]] = set()
+        current: dict[tuple[str, str | None, str | None], str] = {}
+        seen: dict[tuple[str, str | None, str | None], set[str]] = {}
+        out: set[tuple[str, str | None, str | None]] = set()
         for req in self.reqs:
-            key = (req.wire_format, req.scope)
+            key = (req.wire_format, req.group, req.scope)
             digest = req.first_message_digest
             if not req.hinted or req.session is None or digest is None or key in out:
                 continue
@@ -348,9 +282,9 @@ class _Linter:
         return out
 
     def _predecessor(self, b: _Req) -> _Req | None:
-        index = self.scopes.get((b.wire_format, b.scope))
+        index = self.scopes.get((b.wire_format, b.group, b.scope))
         if index is None or not index.all:
-            return None
+            return self._across_keys(b)
         segs, by_digest = b.segments, index.by_digest
         lo, hi = 0, len(segs)
         while lo < hi:  # most whole segments shared with any candidate (monotone in k)
@@ -369,26 +303,125 @@ class _Linter:
                         if len(a.segments) > k and _continues(a, b, k + 1):
                             return a
                 return self.reqs[full]
-        if not b.has_assistant:  # an opening request: a new conversation, unless the session
-            if b.session is None:  # says otherwise and model, params and tools are unchanged
+        if not b.has_assistant:  # an opening request
+            if b.session is not None:  # a known session: the same prompt re-sent, or a
+                same = self._same_opening(b, index)  # compaction on the same lineage,
+                best = same or self._most_bytes(b, k, index)  # continues it; a subagent
+                if best is None or not (same or best.has_assistant):  # starts its own
+                    return None  # (and so does a single-turn request after another)
+                j = first_divergent_index(best.segments, segs)
+                same_lineage = all(s.kind not in ("param", "tool")
+                                   for s in (*best.segments[j:], *segs[j:]))
+                return best if same_lineage else None
+            same = self._same_opening(b, index)
+            if same is not None:  # the same prompt again (a retry, new params, a new tail)
+                return same
+            if k >= _head_count(b):  # the head is cached: a new conversation on the lineage,
+                if k and self.events.compaction_in(b):  # or the history compacted on purpose
+                    return self._most_bytes(b, k, index)
                 return None
-            best = self._most_bytes(b, k, index)
-            same_lineage = best is not None and all(
-                s.kind not in ("param", "tool") for s in (*best.segments[k:], *segs[k:]))
-            return best if same_lineage else None
-        same_opening = index.by_first.get(b.first_message_digest or "")
-        if same_opening:  # the same conversation (or a fork / rerun of it): longest prefix wins
-            best_k, best = -1, None
-            for pos in reversed(same_opening[-_SCAN_CANDIDATES:]):
-                a = self.reqs[pos]
-                shared = first_divergent_index(a.segments, segs)
-                if shared > best_k:
-                    best_k, best = shared, a
-            return best
+            return self._head_relative(b, k, index) or self._across_keys(b)
+        same = self._same_opening(b, index)
+        if same is not None:  # the same conversation (or a fork / rerun of it)
+            return same
         best = self._most_bytes(b, k, index)
         if best is not None and b.session is None and not _continues(best, b):
-            return None  # another conversation (e.g. resumed mid-way), not a rewrite of this one
+            if self.events.compaction_in(b):  # the history compacted on purpose
+                return best
+            # Not a rewrite of that one: the conversation it most plausibly continues (e.g.
+            # resumed with its opening message re-rendered), else a new one (resumed mid-way).
+            return self._continued(b, index) or self._across_keys(b)
         return best
+
+    def _same_opening(self, b: _Req, index: _Index) -> _Req | None:
+        """Of the candidates with ``b``'s opening message block, the one sharing the most
+        segments (the 64 most recent; latest on ties), or ``None``."""
+        same_opening = index.by_first.get(b.first_message_digest or "")
+        if not same_opening:
+            return None
+        best_k, best = -1, None
+        for pos in reversed(same_opening[-_SCAN_CANDIDATES:]):
+            a = self.reqs[pos]
+            shared = first_divergent_index(a.segments, b.segments)
+            if shared > best_k:
+                best_k, best = shared, a
+        return best
+
+    def _shared_bytes(self, b: _Req, index: _Index, kinds: tuple[str, ...]) -> dict[int, int]:
+        """Candidate position -> bytes of ``b``'s segments of ``kinds`` that the candidate
+        holds too (same bytes by standalone digest, anywhere): one index lookup per segment,
+        at most 64 candidates each, never a pairwise comparison."""
+        scores: dict[int, int] = {}
+        seen: set[str] = set()
+        for s in b.segments:
+            if s.kind not in kinds or s.digest in seen:
+                continue
+            seen.add(s.digest)
+            for pos in index.by_segment.get(s.digest, ())[-_SCAN_CANDIDATES:]:
+                scores[pos] = scores.get(pos, 0) + s.size_bytes
+        return scores
+
+    def _head_relative(self, b: _Req, k: int, index: _Index) -> _Req | None:
+        """The earlier request whose head ``b``'s head most plausibly changes: it shares at
+        least half of ``b``'s head bytes (whole segments by digest, plus the common prefix of
+        the first differing segment), e.g. a single-turn lineage whose model, tools or
+        system changed, or a session forked from another's head with its own env block."""
+        head_bytes = sum(s.size_bytes for s in b.segments if s.kind in HEAD_KINDS)
+        scores = self._shared_bytes(b, index, HEAD_KINDS)
+        y = b.segments[k]
+        if y.kind in HEAD_KINDS:  # partial credit for the first differing head segment
+            tail = b.data[y.start:y.end]
+            candidates = index.by_digest[b.segments[k - 1].prefix_digest] if k else index.all
+            for pos in candidates[-_SCAN_CANDIDATES:]:
+                a = self.reqs[pos]
+                if k < len(a.segments) and a.segments[k].kind == y.kind:
+                    x = a.segments[k]
+                    scores[pos] = scores.get(pos, 0) + common_prefix_len(
+                        a.data[x.start:x.end], tail)
+        return self._best(scores, lambda a, score: 2 * score >= head_bytes)
+
+    def _continued(self, b: _Req, index: _Index) -> _Req | None:
+        """The earlier request whose conversation ``b`` most plausibly continues: the most
+        message bytes re-sent, and at least a quarter of its own (:func:`_continues`)."""
+        scores = self._shared_bytes(b, index, ("message",))
+        return self._best(scores, lambda a, score: _continues(a, b))
+
+    def _best(self, scores: dict[int, int], accept: Any) -> _Req | None:
+        """The highest-scoring candidate (latest on ties) if ``accept(req, score)``."""
+        if not scores:
+            return None
+        pos = max(scores, key=lambda p: (scores[p], p))
+        a = self.reqs[pos]
+        return a if accept(a, scores[pos]) else None
+
+    def _across_keys(self, b: _Req) -> _Req | None:
+        """For a request whose body-hinted key (``prompt_cache_key``, ``metadata.user_id``)
+        is new: the request it plausibly continues under a key that was *replaced* (never
+        used again from ``b`` on), so a rotated key (one per day, per head) is paired and
+        named, while keys used side by side (one per user) stay apart."""
+        if not b.hinted or b.scope is None:
+            return None
+        own = self.scopes.get((b.wire_format, b.group, b.scope))
+        index = self.scopes.get((b.wire_format, b.group, None))
+        if (own is not None and own.all) or index is None or not index.all:
+            return None  # not a new key, or nothing earlier at all
+        last = self.last_pos
+        retired = _Index()
+        for pos in index.all[-_SCAN_CANDIDATES:]:
+            a = self.reqs[pos]
+            if a.scope != b.scope and last.get((a.wire_format, a.group, a.scope), 0) < b.pos:
+                retired.add(a)
+        if not retired.all:
+            return None
+        if b.has_assistant:
+            return self._same_opening(b, retired) or self._continued(b, retired)
+        same = self._same_opening(b, retired)
+        if same is not None:
+            return same
+        k = 0
+        while k < len(b.segments) and b.segments[k].prefix_digest in retired.by_digest:
+            k += 1
+        return None if k >= _head_count(b) else self._head_relative(b, k, retired)
 
     def _most_bytes(self, b: _Req, k: int, index: _Index) -> _Req | None:
         """Of the candidates sharing ``k`` whole segments with ``b``, the one sharing the most
@@ -419,21 +452,31 @@ class _Linter:
         divergence = diff(a, b)
         lcp = lcp_bytes(a, b)
         expected = divergence is not None and is_expected_divergence(a, b, divergence)
+        event = None
+        if divergence is not None and not expected and len(self.events):
+            event = self.events.explain(b, divergence)  # a deliberate compaction / rebase
         snippet = None if divergence is None else value_snippet(a, b, divergence)
         self.pairs.append(LintPair(
             b.index, b.source, b.wire_format, b.session, size, a.index, len(a.data), lcp,
-            _ratio(lcp, size), min(1.0, _ratio(len(a.data), size)), divergence, expected,
-            snippet))
-        if divergence is None or expected:
+            _ratio(lcp, size), min(1.0, _ratio(len(a.data), size)), divergence,
+            expected or event is not None, snippet, event))
+        if divergence is None or expected or event is not None:
             return
         x = a.segments[divergence.segment_index]
+        if x.kind == "message" and divergence.segment_index < len(b.segments):
+            y = b.segments[divergence.segment_index]
+            if content_shape_change(a.data[x.start:x.end], b.data[y.start:y.end]):
+                self._hit("content-shape-changed", b.index,
+                          f"request {b.index} re-sends the text of {x.name} (request "
+                          f"{a.index}) in the other content shape ({x.name} -> {y.name}): "
+                          "a string and one text block are different bytes to the cache")
         if x.kind == "message" and x.breakpoint is not None:
             self._hit("breakpoint-on-per-turn-block", b.index,
                       f"request {a.index} put a breakpoint on {x.name}, which changed in "
                       f"request {b.index} ({divergence.cause})")
         same_session = b.session is not None and a.session == b.session
         if divergence.segment_kind in HEAD_KINDS and (same_session or (
-                a.first_message_digest is not None
+                b.has_assistant and a.first_message_digest is not None
                 and a.first_message_digest == b.first_message_digest)):
             self._hit("head-changed-mid-session", b.index,
                       f"request {b.index} continues the conversation of request {a.index} "
@@ -587,6 +630,7 @@ def lint_requests(
     wire_format: str | None = None,
     sessions: Sequence[str | None] | None = None,
     policies: PolicyTable | None = None,
+    events: Iterable[Any] | None = None,
 ) -> LintReport:
     """Lint a sequence of requests, in the order they were sent.
 
@@ -598,6 +642,10 @@ def lint_requests(
             ``None`` or ``"auto"`` detects it per request.
         sessions: Optional session id per request (``None`` entries: unknown).
         policies: Cache-policy table for breakpoint budgets and minimums (default: shipped).
+        events: :class:`~stableprompt.CacheEvent` objects of deliberate changes, from
+            :meth:`Conversation.compact` and :meth:`Conversation.rebase`, in order: the
+            break each one explains is expected (``LintPair.event`` names the kind), not a
+            break (matching rules: :mod:`stableprompt._lint._events`).
 
     Returns:
         LintReport (a request whose shape the format does not allow becomes a problem).
@@ -605,27 +653,31 @@ def lint_requests(
     Raises:
         CaptureError: unknown ``wire_format`` (code ``capture-format``), an item that is not a
             request body (``capture-record``), or nothing to lint (``capture-empty``).
+        InputError: ``events`` is not a list of CacheEvent (code ``lint-events``, pointer
+            ``/events/<i>``).
     """
-    linter = _Linter(wire_format=_check_format(wire_format), policies=policies)
+    linter = _Linter(wire_format=_check_format(wire_format), policies=policies, events=events)
     for entry in _entries(requests, sessions):
         linter.add(entry)
     return _finish(linter, None)
 
 
 def lint_capture(
-    path: str | Path, *, wire_format: str | None = None, policies: PolicyTable | None = None
+    path: str | Path, *, wire_format: str | None = None, policies: PolicyTable | None = None,
+    join: bool = False,
 ) -> LintReport:
     """Lint a capture file or directory (see :mod:`stableprompt._lint._capture` for the formats).
 
     Malformed records are reported in ``report.problems`` with their line numbers and the rest
-    is linted.
+    is linted. In a directory, requests of different files (:attr:`CaptureEntry.group`) are
+    never paired unless ``join`` (one stream in file order, as ``--join``).
 
     Raises:
         CaptureError: unknown ``wire_format`` (code ``capture-format``), unreadable capture
             (``capture-unreadable``), a capture with no records (``capture-empty``) or with no
             request among them (``capture-format``, naming the first problem).
     """
-    linter = _Linter(wire_format=_check_format(wire_format), policies=policies)
+    linter = _Linter(wire_format=_check_format(wire_format), policies=policies, join=join)
     for item in iter_capture(path):
         if isinstance(item, CaptureEntry):
             linter.add(item)

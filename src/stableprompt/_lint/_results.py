@@ -53,10 +53,13 @@ class LintPair:
         divergence: First divergence from the predecessor, or ``None``. Its ``offset`` is a
             byte offset into segment data (compact JSON in cache order, breakpoint markers
             removed; equal to ``lcp_bytes``), not into the body as sent.
-        expected: The divergence lies in the predecessor's volatile tail (not a break).
+        expected: The divergence is not a break: it lies in the predecessor's volatile
+            tail, or a deliberate cache event explains it (``event``).
         value: The differing JSON value at ``divergence.path`` on both sides
             (``value_offset``: character offset of the first difference inside that value;
             snippets cut from it), ``None`` without a divergence.
+        event: ``"compaction"`` or ``"head-change"`` when a :class:`~stableprompt.CacheEvent`
+            passed as ``events=`` explains the divergence, else ``None``.
     """
 
     index: int
@@ -72,6 +75,7 @@ class LintPair:
     divergence: Divergence | None = None
     expected: bool = False
     value: ValueSnippet | None = None
+    event: str | None = None
 
     @property
     def is_break(self) -> bool:
@@ -83,7 +87,12 @@ class LintPair:
         if self.divergence is None:
             return ""
         value = self.value or ValueSnippet(0, "", "")
-        return describe_divergence(self.divergence, value, expected=self.expected)
+        text = describe_divergence(self.divergence, value, expected=self.expected
+                                   and self.event is None)
+        if self.event is not None:
+            head, _, rest = text.partition("\n")
+            text = f"{head} [expected: a deliberate {self.event}]\n{rest}"
+        return text
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready dict; ``divergence`` is ``None`` or ``{segment, segment_kind, path,
@@ -96,7 +105,8 @@ class LintPair:
             value = self.value or ValueSnippet(0, "", "")
             divergence = self.divergence.as_dict()
             divergence.update(value_offset=value.value_offset, expected=self.expected,
-                              snippet_a=value.snippet_a, snippet_b=value.snippet_b)
+                              snippet_a=value.snippet_a, snippet_b=value.snippet_b,
+                              event=self.event)
         return {
             "index": self.index,
             "source": self.source,

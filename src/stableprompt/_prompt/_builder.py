@@ -27,7 +27,6 @@ from .._public import public
 from .._segment import Segment, SegmentSpec, build_segments, fingerprint_of, sum_tokens
 from .._tokens import SegmentTokenCounter, Tokenizer, get_tokenizer
 from .._volatility import head_strings, scan_volatile
-from .._wire._formats import assistant_turn, response_format
 from .._wire._parts import check_ttl
 from .._wire.anthropic import text_block_bytes
 from ._compaction import CacheEvent
@@ -35,11 +34,11 @@ from ._messages import (
     Message,
     ToolCall,
     assistant_message,
-    tool_call_of,
     tool_result_message,
     user_message,
 )
 from ._rendered import RenderedPrompt
+from ._responses import response_message
 from ._tools import Tool, ToolSet
 
 __all__ = ["Conversation", "PinnedHead", "PromptBuilder"]
@@ -102,9 +101,18 @@ class PromptBuilder:
         self._strict = strict
         self._frozen = False
         if system is not None:
+            if not isinstance(system, (str, list, tuple)):
+                raise PinnedHeadError(f"system takes a str or a list of str, got "
+                                      f"{type(system).__name__}", code="head-system",
+                                      segment="system[0]")
             for text in ([system] if isinstance(system, str) else system):
                 self.system(text)
         if tools is not None:
+            if isinstance(tools, (Tool, Mapping)):
+                raise ToolError(f"tools= takes a list of tools, got one {type(tools).__name__}:"
+                                " write tools=[x]", code="tool-shape-unknown",
+                                tool=getattr(tools, "name", None) if isinstance(tools, Tool)
+                                else None)
             self.tools(tools)
         if tail_slots is not None:
             if isinstance(tail_slots, str):
@@ -462,7 +470,7 @@ class Conversation:
         """
         return self._admit(assistant_message(text, tool_calls, breakpoint=cache_breakpoint))
 
-    def add_response(self, response: Any, *, reasoning: str = "error",
+    def add_response(self, response: Any, *, reasoning: str = "keep", choice: int | None = None,
                      cache_breakpoint: str | None = None) -> Message:
         """Append the assistant turn of a provider response and return it; its
         ``tool_calls`` are the calls to answer with :meth:`tool_result`.
@@ -470,41 +478,35 @@ class Conversation:
         Args:
             response: An Anthropic Messages response, an OpenAI Chat Completion or a Responses
                 response: a dict (the JSON body) or an official SDK object (read with its
-                ``model_dump(mode="json")``). Text blocks are joined into one text block; tool
-                calls keep their ids and names, JSON-string arguments are parsed once into
-                canonical form.
-            reasoning: What to do with reasoning content in the response (Anthropic
-                ``thinking``/``redacted_thinking`` blocks, Responses ``reasoning`` items, Chat
-                ``reasoning_content``): ``"error"`` (default) raises, since the builder cannot
-                replay it byte-exact yet and nothing is dropped silently; ``"drop"`` leaves
-                it out knowingly (Anthropic drops earlier turns' thinking blocks itself on
-                most models, PROVIDERS.md, "Thinking blocks"; within a tool loop they must be
-                sent back, so do not drop them there).
+                ``model_dump(mode="json", exclude_unset=True)``). Text blocks are joined into
+                one text block; tool calls keep their ids and names, JSON-string arguments
+                are parsed once into canonical form; blocks stay in response order.
+            reasoning: Reasoning content (Anthropic ``thinking``/``redacted_thinking``
+                blocks, Responses ``reasoning`` items, Chat ``reasoning_content``):
+                ``"keep"`` (default) stores it exactly as received, in its place, and
+                replays it byte-for-byte when rendered to the same format (another format
+                raises ``history-reasoning-format``); ``"drop"`` leaves it out, refused on a
+                turn that calls tools (the providers need that turn's reasoning back with the
+                results: ``_policy.REASONING_RULES``); ``"error"`` raises if there is any.
+            choice: The Chat Completion choice to add; ``None`` requires exactly one.
             cache_breakpoint: As for :meth:`assistant`.
 
         Raises:
             HistoryError: Not a response of the three formats, or a malformed one (code
-                ``history-response``, ``pointer`` into the response); reasoning content with
-                ``reasoning="error"`` (code ``history-reasoning``, ``pointer`` at it); a tool
-                call that is not valid (``history-tool-call``); or what :meth:`assistant`
-                raises (an unknown tool name, no content, open calls).
+                ``history-response``; an SDK object whose ``model_dump`` fails too), several
+                choices and no ``choice`` (``history-choices``), ``reasoning="error"`` with
+                reasoning (``history-reasoning``), ``"drop"`` on a tool-calling turn
+                (``history-reasoning-required``), a tool call that is not valid
+                (``history-tool-call``, ``history-unknown-tool``, ``history-duplicate-call``),
+                or unanswered earlier calls; ``pointer`` is a path in the response.
+
+        Warns:
+            IncompleteResponseWarning: the response was cut short (``max_tokens``,
+                ``length``, ``incomplete``); the turn is added as it is.
         """
-        if reasoning not in ("error", "drop"):
-            raise HistoryError(f"reasoning must be 'error' or 'drop', got {reasoning!r}",
-                               code="history-type", pointer="/reasoning")
-        body = response.model_dump(mode="json") if hasattr(response, "model_dump") else response
-        if not isinstance(body, Mapping):
-            raise HistoryError(f"a provider response must be a dict or an SDK response "
-                               f"object, got {type(response).__name__}",
-                               code="history-response")
-        turn = assistant_turn(response_format(body), body)
-        if turn.reasoning and reasoning == "error":
-            raise HistoryError(
-                "the response holds reasoning content, which add_response cannot replay "
-                "byte-exact yet; pass reasoning='drop' to leave it out knowingly",
-                code="history-reasoning", pointer=turn.reasoning[0])
-        calls = [tool_call_of(call, f"/tool_calls/{i}") for i, call in enumerate(turn.tool_calls)]
-        return self.assistant(turn.text, tool_calls=calls, cache_breakpoint=cache_breakpoint)
+        return self._admit(response_message(
+            response, reasoning=reasoning, choice=choice, breakpoint=cache_breakpoint,
+            tool_names=self.head.tools.names, seen_calls=self._seen_calls))
 
     def tool_result(self, tool_call_id: str, content: Any, *, is_error: bool = False,
                     cache_breakpoint: str | None = None) -> Message:
@@ -749,6 +751,7 @@ class Conversation:
             removed_tokens=removed_tokens,
             summary_tokens=summary_tokens,
             saved_tokens_per_turn=saved,
+            summary=prefix + summary,
         )
 
     def _prefix_fingerprint(self) -> str:

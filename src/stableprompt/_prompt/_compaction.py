@@ -45,6 +45,10 @@ class CacheEvent:
         summary_tokens: Tokens of the summary message that replaced them.
         saved_tokens_per_turn: ``removed_tokens - summary_tokens``: input tokens saved on every
             later turn. Token fields are ``None`` when the head has no tokenizer.
+        summary: The text of the message that replaced the span (``prefix + summary`` as
+            :meth:`Conversation.compact` stored it); ``None`` for a head change. Lets
+            ``lint_requests(events=...)`` and ``assert_prefix_stable(events=...)`` find the
+            request this compaction explains in any wire format.
     """
 
     kind: str
@@ -56,6 +60,7 @@ class CacheEvent:
     removed_tokens: int | None
     summary_tokens: int | None
     saved_tokens_per_turn: int | None
+    summary: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

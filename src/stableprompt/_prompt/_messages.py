@@ -4,10 +4,13 @@ The provider-neutral canonical form of a message (what its segment bytes are)::
 
     {"content": [<block>, ...], "role": "user" | "assistant" | "tool"}
 
-with blocks ``{"text", "type": "text"}``, ``{"arguments", "id", "name", "type": "tool_call"}``
-and ``{"content", "is_error", "tool_call_id", "type": "tool_result"}``. Wire forms per provider
-are derived lazily, once per message, and cached on the message: replaying history (resume,
-retry, fork) reuses those bytes and never re-renders from a lossy form.
+with blocks ``{"text", "type": "text"}``, ``{"arguments", "id", "name", "type": "tool_call"}``,
+``{"content", "is_error", "tool_call_id", "type": "tool_result"}`` and, in assistant messages
+added from a response, ``{"format", "item", "type": "reasoning"}`` (reasoning content kept
+exactly as the provider sent it, replayed only to that wire format; see ``_responses``).
+Wire forms per provider are derived lazily, once per message, and cached on the message:
+replaying history (resume, retry, fork) reuses those bytes and never re-renders from a lossy
+form.
 """
 
 from __future__ import annotations
@@ -125,7 +128,8 @@ class Message:
     @property
     def text(self) -> str:
         """Concatenated text of the message's text blocks and tool results."""
-        parts = [b.get("text") or b.get("content") or "" for b in self._blocks]
+        parts = [b.get("text") or b.get("content") or "" for b in self._blocks
+                 if b.get("type") in ("text", "tool_result")]
         return "\n".join(p if isinstance(p, str) else str(p) for p in parts)
 
     @property
@@ -226,6 +230,8 @@ def assistant_message(text: str | None, tool_calls: Sequence[ToolCall | Mapping[
 
 _SHAPES: tuple[tuple[str, frozenset[str], frozenset[str]], ...] = (
     # (shape, keys it must have, keys it may have)
+    ("Responses function_call", frozenset({"call_id", "name", "arguments"}),
+     frozenset({"type", "id", "status"})),
     ("stableprompt", frozenset({"id", "name", "arguments"}), frozenset()),
     ("Anthropic tool_use", frozenset({"id", "name", "input"}), frozenset({"type"})),
     ("OpenAI tool call", frozenset({"id", "function"}), frozenset({"type", "index"})),
@@ -233,10 +239,12 @@ _SHAPES: tuple[tuple[str, frozenset[str], frozenset[str]], ...] = (
 
 
 def tool_call_of(call: Mapping[str, Any], pointer: str = "") -> ToolCall:
-    """A :class:`ToolCall` from a dict in one of three shapes: ours ``{"id", "name",
+    """A :class:`ToolCall` from a dict in one of four shapes: ours ``{"id", "name",
     "arguments"}``, an Anthropic ``tool_use`` block ``{"type": "tool_use", "id", "name",
-    "input"}``, or an OpenAI Chat tool call ``{"id", "type": "function", "function": {"name",
-    "arguments"}}`` (``arguments`` a JSON string, parsed once, or an object).
+    "input"}``, an OpenAI Chat tool call ``{"id", "type": "function", "function": {"name",
+    "arguments"}}``, or a Responses ``function_call`` item ``{"type": "function_call",
+    "call_id", "name", "arguments"}`` (``arguments`` a JSON string, parsed once, or an
+    object).
 
     Raises:
         HistoryError: an unknown key (a typo such as ``args`` is never taken for empty
@@ -260,9 +268,15 @@ def tool_call_of(call: Mapping[str, Any], pointer: str = "") -> ToolCall:
     if name == "Anthropic tool_use" and call.get("type", "tool_use") != "tool_use":
         raise HistoryError(f"tool call type {call['type']!r} is not 'tool_use'",
                            code="history-tool-call", pointer=f"{pointer}/type")
+    if name == "Responses function_call":
+        if call.get("type", "function_call") != "function_call":
+            raise HistoryError(f"tool call type {call['type']!r} is not 'function_call'",
+                               code="history-tool-call", pointer=f"{pointer}/type")
+        return ToolCall(call["call_id"], call["name"],
+                        _arguments(call["arguments"], f"{pointer}/arguments"))
     if name != "OpenAI tool call":
-        arguments = call["arguments"] if "arguments" in call else call["input"]
-        return ToolCall(call["id"], call["name"], _arguments(arguments, pointer))
+        key = "arguments" if "arguments" in call else "input"
+        return ToolCall(call["id"], call["name"], _arguments(call[key], f"{pointer}/{key}"))
     if call.get("type", "function") != "function":
         raise HistoryError(f"tool call type {call['type']!r} is not 'function'",
                            code="history-tool-call", pointer=f"{pointer}/type")

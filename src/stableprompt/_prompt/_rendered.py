@@ -20,12 +20,14 @@ what ``segment_request`` gives for the body.
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from .._canonical import loads
-from .._exceptions import HistoryError
+from .._exceptions import BreakpointWarning, HistoryError, MethodNameError
+from .._policy import TOKEN_ESTIMATE_MARGIN, cache_policy
 from .._public import public
 from .._segment import Segment, fingerprint_of, sum_tokens
 from .._wire import anthropic, openai_chat, openai_responses
@@ -103,10 +105,11 @@ class RenderedPrompt:
 
         def __getattr__(self, name: str) -> Any:
             if name == "to_openai":  # a first guess: name the two real methods
-                raise AttributeError(
+                raise MethodNameError(
                     "RenderedPrompt has no to_openai(): use to_openai_chat(...) for Chat "
                     "Completions (/v1/chat/completions) or to_openai_responses(...) for the "
-                    "Responses API (/v1/responses)", name=name, obj=self)
+                    "Responses API (/v1/responses)", code="method-name",
+                    segment="RenderedPrompt.to_openai")
             raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}",
                                  name=name, obj=self)
 
@@ -143,21 +146,85 @@ class RenderedPrompt:
             **params: Other body fields (``tool_choice``, ``thinking``, ``temperature``,
                 ``stream``, ``metadata``...), canonicalized.
 
+        Breakpoints below the minimum: the SDK does not spend its head or end-of-history
+        breakpoint on a prefix surely shorter than the model's minimum cacheable length
+        (``min_cacheable_tokens`` in the policy table; "surely": the head tokenizer's estimate times
+        ``TOKEN_ESTIMATE_MARGIN`` is still below it), since such a marker writes nothing, and
+        warns once per head, model and place. It needs token counts (a head built with
+        ``tokenizer=None`` places them all) and a known model (an unknown one has only the
+        provider's conservative default). User-placed breakpoints are kept as placed.
+
         Raises:
-            BreakpointError: user-placed breakpoints exceed the budget, or a longer TTL
+            BreakpointError: user-placed breakpoints exceed the budget (code
+                ``breakpoint-budget``), fill it so that the SDK's end-of-history breakpoint
+                would be dropped (``breakpoint-evicts-history``, naming them), or a longer TTL
                 follows a shorter one (code ``breakpoint-ttl-order``).
 
+        Warns:
+            BreakpointWarning: an SDK breakpoint not placed (code
+                ``breakpoint-below-minimum``, with the segment, tokens and minimum).
+
         Source: platform.claude.com/docs/en/build-with-claude/prompt-caching (at most 4
-        breakpoints, 20-block lookback, longer TTLs before shorter).
+        breakpoints, 20-block lookback, longer TTLs before shorter; "Shorter prompts cannot
+        be cached, even if marked with cache_control").
         """
         check_model(model)
         self._check_not_empty()
         content = anthropic.render(self, model=model, max_tokens=max_tokens,
                                    history_ttl=history_ttl, max_breakpoints=max_breakpoints,
-                                   params=params)
+                                   params=params, short=self._short_places(model))
         return ProviderRequest._rendered(
             anthropic.WIRE_FORMAT, anthropic.ENDPOINT, content,
-            anthropic.fingerprints(self, model=model, params=params))
+            anthropic.fingerprints(self, model=model, params=params),
+            tail_count=len(self.tail_texts))
+
+    def _short_places(self, model: str) -> frozenset[tuple[str, int]]:
+        """The SDK breakpoint places whose prefix is surely below ``model``'s minimum (see
+        :meth:`to_anthropic`), each warned about once per head, model and place kind."""
+        policy = cache_policy("anthropic", model)
+        if policy.conservative or not policy.min_cacheable_tokens:
+            return frozenset()
+        head = self.head
+        first = len(self.segments) - len(self.tail) - len(self.messages)
+        tokens = 0
+        for segment in self.segments[:first]:
+            if segment.tokens is None:
+                return frozenset()
+            tokens += segment.tokens
+        need = policy.min_cacheable_tokens / TOKEN_ESTIMATE_MARGIN
+        if tokens >= need:
+            return frozenset()
+        short: list[tuple[tuple[str, int], str, int]] = []
+        if head.system:
+            short.append((("system", len(head.system) - 1), f"system[{len(head.system) - 1}]",
+                          tokens))
+        elif len(head.tools):
+            short.append((("tool", len(head.tools) - 1), "tools", tokens))
+        if self.messages:
+            for segment in self.segments[first:first + len(self.messages)]:
+                tokens += segment.tokens or 0
+                if tokens >= need:
+                    break
+            else:
+                last = len(self.messages) - 1
+                short.append((("message", last), f"messages[{last}]", tokens))
+        warned: set[tuple[str, str]] = head.wire_memo.setdefault("anthropic-short-warned",
+                                                                  set())
+        for place, segment_name, count in short:
+            if (model, place[0]) in warned:
+                continue
+            warned.add((model, place[0]))
+            which = "end-of-history" if place[0] == "message" else "end-of-head"
+            warnings.warn(BreakpointWarning(
+                f"the SDK's {which} cache breakpoint ({segment_name}) is not placed: the prefix "
+                f"it would end is about {count} tokens (the head tokenizer's estimate), below "
+                f"{model}'s minimum cacheable length of {policy.min_cacheable_tokens} tokens "
+                f"({policy.source.split('; ')[-1]}), so it would write nothing and spend one "
+                f"of the {policy.breakpoint_budget or anthropic.MAX_BREAKPOINTS} breakpoints; it "
+                "is placed once the prefix is long enough", code="breakpoint-below-minimum",
+                segment=segment_name, tokens=count, minimum=policy.min_cacheable_tokens),
+                stacklevel=3)
+        return frozenset(place for place, _, _ in short)
 
     # -- OpenAI -----------------------------------------------------------------------------
 
@@ -190,7 +257,8 @@ class RenderedPrompt:
             openai_chat.WIRE_FORMAT, openai_chat.ENDPOINT, content,
             openai_chat.fingerprints(self, model=model, prompt_cache_key=prompt_cache_key,
                                      system_role=system_role, tail_role=tail_role,
-                                     params=params))
+                                     params=params),
+            tail_count=1 if self.tail else 0)
 
     def to_openai_responses(self, *, model: str, prompt_cache_key: bool | str | None = None,
                             system_role: str = "developer", tail_role: str | None = None,
@@ -209,7 +277,8 @@ class RenderedPrompt:
             openai_responses.WIRE_FORMAT, openai_responses.ENDPOINT, content,
             openai_responses.fingerprints(
                 self, model=model, prompt_cache_key=prompt_cache_key, system_role=system_role,
-                tail_role=tail_role, params=params))
+                tail_role=tail_role, params=params),
+            tail_count=1 if self.tail else 0)
 
 
 public(RenderedPrompt)

@@ -64,7 +64,7 @@ from typing import Any, Literal
 
 from .._diff import Divergence, diff, first_divergent_index, is_expected_divergence, lcp_bytes
 from .._ledger._usage_record import Verdict
-from .._policy import TTL_LABELS_S, CachePolicy
+from .._policy import TTL_LABELS_S, CachePolicy, content_shape_change, content_shape_rule
 from .._segment import HEAD_KINDS, Segment
 from .._usage import CacheUsage
 from ._call import RequestState
@@ -519,6 +519,23 @@ class _Attributor:
         top = self.provider(self.cum[own[-1]]) if own else 0
         return top if own and top >= self.minimum * IGNORED_BREAKPOINTS_MARGIN else None
 
+    def content_shape(self, div: Divergence) -> str | None:
+        """When the mutation is a message re-sent in the other content shape (a string vs one
+        text block, same text): the content-shape rule's finding, with its source
+        (:data:`stableprompt._policy.CONTENT_SHAPES`), else ``None``."""
+        base = None if self.base is None else self.base.segmented
+        seg, i = self.seg, div.segment_index
+        if base is None or div.segment_kind != "message" or i >= len(seg.segments):
+            return None
+        x, y = base.segments[i], seg.segments[i]
+        if not content_shape_change(base.data[x.start:x.end], seg.data[y.start:y.end]):
+            return None
+        rule = content_shape_rule(self.policy.provider)
+        if rule is None or rule.cache_alike:
+            return "content shape changed (string vs one text block)"
+        return (f"content shape changed (string vs one text block): treated as different; "
+                f"{rule.finding} ({rule.source}; {rule.as_of})")
+
     def read_matches(self, predicted: int) -> bool:
         """The reported reads are the predicted entry (within the tolerance)."""
         return bool(self.reads and predicted and abs(self.reads - predicted) <= self.tolerance)
@@ -534,6 +551,9 @@ class _Attributor:
                 cause_detail=div.detail,
                 offset=div.offset,
             )
+            shape = self.content_shape(div)
+            if shape is not None:
+                self.detail["content_shape"] = shape
         elif cause is not None:
             self.detail["cause"] = cause
         self.detail["lost_tokens"] = max(lost, 0)

@@ -14,10 +14,17 @@ rate within a turn, ~55% across turn boundaries, DESIGN.md), so the recorder sto
   ``input``), so the call is the first after a new user message;
 - ``None``: anything else (no messages, a trailing assistant prefill after a non-user
   message, an unknown shape). Trailing ``assistant`` messages (prefill) are skipped.
+
+On the OpenAI formats the SDK renders its volatile tail as one more message at the end
+(role ``user``, ``developer`` or ``system``) whose text is only tail slots,
+``<slot>\nvalue\n</slot>`` joined by newlines (``RenderedPrompt.tail_texts``): such a last
+message is skipped too, so a tool-loop call with a clock tail still counts as ``"intra"``
+(Anthropic's tail is a block inside the last user message, which holds the tool result).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
@@ -26,11 +33,32 @@ __all__ = ["Boundary", "turn_boundary"]
 Boundary = Literal["intra", "cross"]
 
 
-def _last_input(items: Sequence[Any]) -> Mapping[str, Any] | None:
-    """The last item that is not an assistant message (prefill), if it is an object."""
-    for item in reversed(items):
+_TAIL_TEXT = re.compile(r"<([\w.-]+)>\n.*?\n</\1>(?:\n<([\w.-]+)>\n.*?\n</\2>)*", re.DOTALL)
+_TAIL_ROLES = ("user", "developer", "system")
+
+
+def _is_tail(item: Mapping[str, Any]) -> bool:
+    """An OpenAI message holding only the SDK's tail slots (see the module docstring)."""
+    if item.get("role") not in _TAIL_ROLES:
+        return False
+    content = item.get("content")
+    if isinstance(content, Sequence) and not isinstance(content, str) and len(content) == 1 \
+            and isinstance(content[0], Mapping):
+        content = content[0].get("text")
+    if not isinstance(content, str):
+        return False
+    return _TAIL_TEXT.fullmatch(content) is not None
+
+
+def _last_input(items: Sequence[Any], *, tail: bool = False) -> Mapping[str, Any] | None:
+    """The last item that is not an assistant message (prefill) nor, with ``tail``, the
+    SDK's trailing tail message, if it is an object."""
+    for index in range(len(items) - 1, -1, -1):
+        item = items[index]
         if not isinstance(item, Mapping):
             return None
+        if tail and index == len(items) - 1 and index > 0 and _is_tail(item):
+            continue
         if item.get("role") != "assistant":
             return item
     return None
@@ -54,7 +82,7 @@ def _openai_chat(body: Mapping[str, Any]) -> Boundary | None:
     messages = body.get("messages")
     if not isinstance(messages, Sequence) or isinstance(messages, str):
         return None
-    last = _last_input(messages)
+    last = _last_input(messages, tail=True)
     role = None if last is None else last.get("role")
     if role in ("tool", "function"):
         return "intra"
@@ -67,7 +95,7 @@ def _openai_responses(body: Mapping[str, Any]) -> Boundary | None:
         return "cross"
     if not isinstance(items, Sequence):
         return None
-    last = _last_input(items)
+    last = _last_input(items, tail=True)
     if last is None:
         return None
     kind = last.get("type")

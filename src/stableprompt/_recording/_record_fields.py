@@ -8,12 +8,15 @@ from collections.abc import Mapping
 from typing import Any
 
 from .._canonical import json_safe
+from .._exceptions import ConfigurationError
 from .._policy import CachePolicy
+from .._redact import redact
 from .._usage import CacheUsage
 from ._call import Pending
 from ._engine_view import EngineTokens
 
-__all__ = ["automatic_writes", "engine_tokenizer", "provider_diagnostics", "raw_usage"]
+__all__ = ["automatic_writes", "engine_of", "engine_tokenizer", "provider_diagnostics",
+           "raw_usage"]
 
 
 
@@ -65,3 +68,27 @@ def raw_usage(parsed: Any, detail: dict[str, Any]) -> dict[str, Any] | None:
     if value is not None:
         detail["usage_raw_invalid"] = json_safe(value)
     return None
+
+
+def engine_of(engine: EngineTokens | str | None) -> EngineTokens | None:
+    """The engine client for ``Recorder(engine=...)``.
+
+    Raises:
+        ConfigurationError: not an ``http(s)://host...`` URL nor an engine client (code
+            ``engine-url``).
+    """
+    if engine is None:
+        return None
+    if isinstance(engine, str):
+        scheme, _, rest = engine.partition("://")
+        if scheme not in ("http", "https") or not rest.strip("/"):
+            raise ConfigurationError(
+                f"engine must be the engine's base URL (http://host:port), got "
+                f"{redact(engine)!r}", code="engine-url")
+        return engine_tokenizer(engine)
+    if not all(callable(getattr(engine, name, None))
+               for name in ("prompt_tokens", "generated_tokens", "detokenize")):
+        raise ConfigurationError(
+            f"engine must be a base URL or an engine client (prompt_tokens, generated_tokens, "
+            f"detokenize), got {type(engine).__name__}", code="engine-url")
+    return engine

@@ -47,7 +47,7 @@ import uuid
 from array import array
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._canonical import json_safe, loads
 from .._exceptions import ConfigurationError
@@ -83,8 +83,12 @@ from ._errors import failure
 from ._http import header
 from ._observer import Observation, ResponseObserver
 from ._predecessor import LINEAGE_DEPTH, CallIndex, opening_of
-from ._record_fields import automatic_writes, engine_tokenizer, provider_diagnostics, raw_usage
+from ._record_fields import automatic_writes, engine_of, provider_diagnostics, raw_usage
 from ._resegment import LineageSegments, Resegmented
+from ._sinks import RecordSink, deliver
+
+if TYPE_CHECKING:
+    from .._report._summary import Summary
 
 __all__ = ["SESSION_HEADER", "Recorder", "session_from_request"]
 
@@ -109,30 +113,6 @@ def session_from_request(body: Mapping[str, Any], headers: Any = None) -> str | 
         return value
     hint = session_hint(body)
     return hint[0] if hint is not None and hint[1] else None
-
-
-def _engine_of(engine: EngineTokens | str | None) -> EngineTokens | None:
-    """The engine client for ``Recorder(engine=...)``.
-
-    Raises:
-        ConfigurationError: not an ``http(s)://host...`` URL nor an engine client (code
-            ``engine-url``).
-    """
-    if engine is None:
-        return None
-    if isinstance(engine, str):
-        scheme, _, rest = engine.partition("://")
-        if scheme not in ("http", "https") or not rest.strip("/"):
-            raise ConfigurationError(
-                f"engine must be the engine's base URL (http://host:port), got "
-                f"{redact(engine)!r}", code="engine-url")
-        return engine_tokenizer(engine)
-    if not all(callable(getattr(engine, name, None))
-               for name in ("prompt_tokens", "generated_tokens", "detokenize")):
-        raise ConfigurationError(
-            f"engine must be a base URL or an engine client (prompt_tokens, generated_tokens, "
-            f"detokenize), got {type(engine).__name__}", code="engine-url")
-    return engine
 
 
 class Recorder:
@@ -179,6 +159,11 @@ class Recorder:
             previous request of any lineage is what the cache holds. The recorder knows what
             a slot holds from the calls it recorded: several recorders on one engine share a
             :class:`~stableprompt._recording._engine_view.SlotMemory` passed here instead.
+        sinks: Callables given each record after it was stored (``Recorder.records`` and the
+            ledger), e.g. :class:`~stableprompt.OTelSink` (a span and token-usage metric
+            points per call). A sink that raises is logged and skipped
+            (:func:`~stableprompt._recording._sinks.deliver`): it never breaks the call nor
+            loses the ledger row.
 
     Raises:
         ConfigurationError: ``usage_dialect`` names an unknown dialect (code
@@ -208,6 +193,7 @@ class Recorder:
         usage_dialect: UsageDialects = None,
         engine: EngineTokens | str | None = None,
         engine_slots: int | SlotMemory = 1,
+        sinks: Iterable[RecordSink] = (),
     ) -> None:
         self.usage_dialect = usage_dialects(usage_dialect)
         self.ledger = ledger
@@ -229,7 +215,7 @@ class Recorder:
         self.records: list[UsageRecord] = []
         self._index = CallIndex(window_s=session_window_s)
         self._segments = LineageSegments()
-        self.engine: EngineTokens | None = _engine_of(engine)
+        self.engine: EngineTokens | None = engine_of(engine)
         if isinstance(engine_slots, bool) or not isinstance(engine_slots, (int, SlotMemory)) \
                 or (isinstance(engine_slots, int) and engine_slots < 1):
             raise ConfigurationError(
@@ -240,6 +226,7 @@ class Recorder:
                        else SlotMemory(engine_slots))
         self._lookup_warned = False
         self._records_lock = threading.Lock()
+        self.sinks: tuple[RecordSink, ...] = tuple(sinks)
 
     def __repr__(self) -> str:
         return (
@@ -793,6 +780,26 @@ class Recorder:
             except Exception as exc:  # Ledger.write does not raise for storage failures
                 _log.warning("ledger write failed: %s: %s", type(exc).__name__,
                              redact(str(exc), secrets=pending.secrets))
+        if self.sinks:
+            deliver(self.sinks, record, _log, pending.secrets)
+
+    def summary(self, *, price: bool = True) -> Summary:
+        """The report's numbers for the calls this recorder recorded (:attr:`records`, in
+        time order): :func:`~stableprompt.summarize` on them, the same numbers as
+        ``stableprompt report --json`` on a ledger holding just these calls, so a harness can
+        assert ``recorder.summary().hit_rate`` without the CLI. Only the records
+        :attr:`records` still keeps count (``keep_records``).
+
+        Args:
+            price: Price the calls with genai-prices (``False``: costs are ``None``).
+        """
+        # The one upward import of the recording layer (L3 -> L5), deferred to this call and
+        # allowed by name in tests/test_layers.py: recording a call never loads the report.
+        from .._report._summary import summarize
+
+        with self._records_lock:
+            records = sorted(self.records, key=lambda r: r.ts_utc)
+        return summarize(records, policies=self.policies, price=price)
 
     def observe(
         self,

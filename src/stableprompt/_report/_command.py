@@ -8,6 +8,9 @@ fixes, cliffs; ``--calls``: one row per call; ``_text.print_explanations``), aft
 the ledger's metadata (``Ledger.meta()``: e.g. the backend the calls went to, so numbers from
 our emulator say so). It opens each ledger read-only and never creates, migrates or writes it.
 
+A row that does not decode as a record (hand-edited, corrupted) is skipped and named by its
+record id in a note (JSON: ``corrupt_rows``); every other row is reported.
+
 Several ledgers are merged (:func:`merge_records`): a record id seen in more than one counts
 once (the first ledger's row), and calls are summarized in time order. ``--session`` and
 ``--since`` filter the calls read (``Ledger.records``); a ceiling counts only calls in the
@@ -24,6 +27,7 @@ import argparse
 import os
 import sys
 from collections.abc import Iterable
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING
 
@@ -66,6 +70,7 @@ if TYPE_CHECKING:
 __all__ = [
     "SUBCOMMAND",
     "VERDICTS",
+    "CorruptRow",
     "Pricing",
     "Report",
     "ScenarioReport",
@@ -111,20 +116,56 @@ def open_ledger(path: str | os.PathLike[str]) -> Ledger:
     return Ledger(path, read_only=True)
 
 
-def read_ledger(path: str | os.PathLike[str]) -> list[UsageRecord]:
+def read_ledger(path: str | os.PathLike[str],
+                corrupt: list[CorruptRow] | None = None) -> list[UsageRecord]:
     """Read every record of an existing ledger file, read-only (see :func:`open_ledger`).
 
+    Args:
+        path: The ledger file.
+        corrupt: When given, rows that do not decode as records are skipped and appended
+            here (:class:`CorruptRow`); otherwise such a row raises.
+
     Raises:
-        LedgerError: See :func:`open_ledger`; also when a row cannot be read back (code
-            ``ledger-unreadable``).
+        LedgerError: See :func:`open_ledger`; also when a row cannot be read back and
+            ``corrupt`` is ``None`` (code ``ledger-unreadable``).
     """
-    return _records(open_ledger(path))
+    return _records(open_ledger(path), corrupt=corrupt)
+
+
+@dataclass(frozen=True, slots=True)
+class CorruptRow:
+    """A ledger row the report skipped: it does not decode as a record.
+
+    Attributes:
+        ledger: The ledger file it is in.
+        row_id: Its ``record_id`` (``"rowid <n>"`` when that is empty).
+        error: Why it does not decode (one line, at most 300 characters).
+    """
+
+    ledger: str
+    row_id: str
+    error: str
+
+    def to_json(self) -> dict[str, str]:
+        """``{"ledger", "id", "error"}``."""
+        return {"ledger": self.ledger, "id": self.row_id, "error": self.error}
+
+    def note(self) -> str:
+        """One line for the terminal."""
+        return f"skipped corrupt row {self.row_id!r} of {self.ledger}: {self.error}"
 
 
 def _records(ledger: Ledger, *, session_id: str | None = None,
-             since: datetime | None = None) -> list[UsageRecord]:
+             since: datetime | None = None,
+             corrupt: list[CorruptRow] | None = None) -> list[UsageRecord]:
+    on_invalid = None
+    if corrupt is not None:
+        def on_invalid(row_id: str, exc: Exception) -> None:
+            text = " ".join(f"{type(exc).__name__}: {exc}".split())
+            corrupt.append(CorruptRow(str(ledger.path), row_id, text[:300]))
+
     try:
-        records = ledger.records(session_id=session_id, since=since)
+        records = ledger.records(session_id=session_id, since=since, on_invalid=on_invalid)
     except LedgerError:
         raise
     except Exception as exc:  # a row that does not validate as a UsageRecord
@@ -203,10 +244,12 @@ def _run(args: argparse.Namespace) -> int:
     since = None if args.since is None else parse_since(args.since)
     metas: list[dict[str, str]] = []
     per_ledger: list[list[UsageRecord]] = []
+    corrupt: list[CorruptRow] = []
     for path in paths:
         ledger = open_ledger(path)
         metas.append(ledger.meta())
-        per_ledger.append(_records(ledger, session_id=args.session, since=since))
+        per_ledger.append(_records(ledger, session_id=args.session, since=since,
+                                   corrupt=corrupt))
     records, duplicates = merge_records(per_ledger)
     report = summarize(records)
     name = paths[0] if len(paths) == 1 else f"{len(paths)} ledgers"
@@ -224,10 +267,14 @@ def _run(args: argparse.Namespace) -> int:
         selection.append(f"session {args.session!r}")
     if since is not None:
         selection.append(f"calls since {since.isoformat().replace('+00:00', 'Z')}")
-    notes = [f"ceiling: append-only bound (whole previous request of the same session); "
+    notes = [f"ceiling: append-only bound (the session's whole previous request, or the prefix "
+             f"shared with another session's call, within the TTL); "
              f"hit rate and ceiling are shares of input tokens. {len(records)} records.",
              *([f"{duplicates:,} rows repeated a record id already read from an earlier "
                 "ledger: counted once."] if duplicates else []),
+             *([f"{len(corrupt):,} corrupt rows skipped (not readable as records; every "
+                "other row is reported):"] if corrupt else []),
+             *[f"  {row.note()}" for row in corrupt],
              *([f"selection: {', '.join(selection)}; a ceiling counts only selected calls."]
                if selection else []),
              *report.exclusion_notes(), *turn_boundary_notes(report), *ceiling_notes(report)]
@@ -240,6 +287,8 @@ def _run(args: argparse.Namespace) -> int:
             "ledgers": [{"path": path, "records": len(rows), "meta": m}
                         for path, rows, m in zip(paths, per_ledger, metas, strict=True)],
             "duplicates": duplicates}
+        if corrupt:
+            extra["corrupt_rows"] = [row.to_json() for row in corrupt]
         sys.stdout.write(json_text({**extra, "meta": meta, **report.to_json(by=args.by),
                                     "notes": ceiling_notes(report)}))
         return 0
@@ -248,6 +297,8 @@ def _run(args: argparse.Namespace) -> int:
     if not records:
         print(f"{name}: the ledger has no records" if not selection and len(paths) == 1
               else f"{name}: no records" + (f" ({', '.join(selection)})" if selection else ""))
+        for row in corrupt:
+            print(row.note())
         return 0
     print_tables(report, title=f"stableprompt report: {name}", notes=(),
                  sessions=args.sessions, pricing=False)

@@ -7,7 +7,7 @@ groups them by ``scenario`` and ``session_id``. Every number comes from the reco
 * Excluded calls (:func:`~._calls.exclusion`): no usage (``unknown_usage``), cache reads not
   reported (``unknown_reads``) or inconsistent usage (``inconsistent``) count as calls and
   verdicts but add nothing to any sum, rate, ceiling or cost below: an unknown read is not a
-  0 read. :meth:`Report.exclusion_notes` names how many and why; a group with nothing left
+  0 read. :meth:`Summary.exclusion_notes` names how many and why; a group with nothing left
   shows ``None`` ("—").
 * ``input_tokens`` / ``cache_read_tokens`` / ``cache_write_tokens`` / ``output_tokens`` /
   ``uncached_tokens``: sums of the provider-reported fields over the included calls
@@ -16,13 +16,29 @@ groups them by ``scenario`` and ``session_id``. Every number comes from the reco
   (:attr:`~._calls.CallRow.partial`); ``lost_tokens`` / ``lost_usd``: what the verdicts say
   was lost (:mod:`._calls`).
 * ``hit_rate``: ``cache_read_tokens / input_tokens`` (token-weighted, DESIGN.md).
-* ``ceiling``: the append-only upper bound on the same calls, as a hit rate. For each call with
-  known usage, in ledger order within its scenario and session, an append-only harness could at
-  best read the whole previous request of the same session: ``min(previous input_tokens,
-  this call's input_tokens)``, floored to the model's cache granularity and 0 when below its
-  minimum cacheable length (:func:`~stableprompt.cache_policy`); a session's first call has
-  ceiling 0. It uses request sizes only, so a scenario's own mistakes do not lower it. Reads of
-  another session's identical head can exceed it (the demo gives each session its own head).
+* ``ceiling``: the append-only upper bound on the same calls, as a hit rate: for each call with
+  known usage, the most an append-only harness could read from *any* earlier call of the
+  selection still within the cache TTL (:class:`Ceilings`), so reads can only exceed it
+  when the cache was warm from calls outside the ledger (:func:`~._text.ceiling_notes`).
+  Two sources, the larger wins:
+
+  - its own session's previous request, whole (an append-only harness repeats it byte for
+    byte): ``min(previous input_tokens, this call's input_tokens)``. This uses request sizes
+    only, so a scenario's own mistakes do not lower it;
+  - another session's call sharing its prefix (sessions forked from one head, subagents with
+    the same spec): the call the recorder compared it with (``predecessor_id``) when that call
+    belongs to another session, credited with the prefix they share (``verdict_detail
+    ["lcp_tokens_scaled"]``, provider tokens; else ``lcp_tokens``), at most that call's size.
+
+  Either source counts only within the TTL: the gap from that earlier call's send time to
+  this call's is at most the call's TTL (``verdict_detail["ttl_s"]``, else the policy's
+  default, :attr:`~stableprompt.CachePolicy.default_ttl_s`; no TTL for self-hosted engines).
+  The result is floored to the model's cache granularity and is 0 below its minimum cacheable
+  length (:func:`~stableprompt.cache_policy`); a session's first call without a cross-session
+  source has ceiling 0. Limit: sessions whose heads differ (each subagent with its own copy
+  of a spec behind its own preamble) are never compared by the recorder, so the ceiling does
+  not see the head they could have shared; the demo's ``subagent-spec-copies`` vs
+  ``subagent-fork`` shows that loss as a hit-rate gap.
 * ``verdicts``: count per attribution verdict (all seven keys, zeros included).
 * ``agreement``: fraction of calls with both numbers known whose predicted cache reads
   (``predicted_cache_read_tokens``) equal the reported ones within the provider's granularity
@@ -33,21 +49,23 @@ groups them by ``scenario`` and ``session_id``. Every number comes from the reco
   model is unknown. ``cost_uncached_usd``: the same calls with no caching;
   ``cost_at_ceiling_usd``: had each read at least its ceiling.
 
-Per call: :attr:`Report.calls` (:class:`~._calls.CallRow`); causes ranked by lost tokens and
-dollars: :meth:`Report.causes`; read-share cliffs: :meth:`Report.cliffs`.
+Per call: :attr:`Summary.calls` (:class:`~._calls.CallRow`); causes ranked by lost tokens and
+dollars: :meth:`Summary.causes`; read-share cliffs: :meth:`Summary.cliffs`.
 
 Rendering is elsewhere: terminal tables and notes in ``_text.py``, the HTML page in
-``_html.py``; JSON is :meth:`Report.to_json`.
+``_html.py``; JSON is :meth:`Summary.to_json`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from .._ledger._usage_record import UsageRecord
-from .._policy import PolicyTable, cache_policy
+from .._policy import CachePolicy, PolicyTable, cache_policy
+from .._public import public
 from ._calls import EXCLUSIONS, CallRow, Cliff, call_row, exclusion, find_cliffs
 from ._causes import CauseRow, rank_causes
 from ._pricing import Pricing, genai_prices_version
@@ -58,9 +76,11 @@ __all__ = [
     "NO_SCENARIO",
     "NO_SESSION",
     "VERDICTS",
+    "Ceilings",
     "Pricing",
     "Report",
     "ScenarioReport",
+    "Summary",
     "Totals",
     "summarize",
 ]
@@ -73,7 +93,7 @@ NO_SCENARIO = "(none)"
 NO_SESSION = "(none)"
 
 GROUP_BY = ("scenario", "session", "model", "wire", "day")
-"""What :meth:`Report.group_by` can group calls by (``session``: scenario and session id
+"""What :meth:`Summary.group_by` can group calls by (``session``: scenario and session id
 together, ``"scenario/session"``; ``wire``: the record's wire format; ``day``: UTC date)."""
 
 
@@ -233,6 +253,9 @@ class Totals:
             self.cost_uncached_usd = _add(self.cost_uncached_usd, row.cost_uncached_usd)
             self.cost_at_ceiling_usd = _add(self.cost_at_ceiling_usd, row.cost_at_ceiling_usd)
             self.lost_usd = _add(self.lost_usd, row.lost_usd)
+        else:  # summarize(price=False): no cost is known
+            self.cost_usd = self.cost_uncached_usd = self.cost_at_ceiling_usd = None
+            self.lost_usd = None
 
     def to_json(self) -> dict[str, Any]:
         """The issue's fields: calls, input_tokens, cache_read_tokens, cache_write_tokens,
@@ -292,8 +315,15 @@ class ScenarioReport:
 
 
 @dataclass
-class Report:
-    """A ledger summary: scenarios in order of first appearance, and every call in order."""
+class Summary:
+    """A ledger summary: scenarios in order of first appearance, and every call in order.
+
+    What :func:`summarize` returns, in process, with the same numbers as ``stableprompt report
+    --json`` (:meth:`to_json` is that output without the command's ``ledger``, ``meta`` and
+    ``notes``). :attr:`overall` holds the totals over all calls; :attr:`hit_rate`,
+    :attr:`ceiling`, :attr:`of_ceiling` and :attr:`cost_usd` are its numbers, so a harness can
+    assert ``summary.hit_rate >= 0.8`` (``None`` when no call has known usage).
+    """
 
     scenarios: dict[str, ScenarioReport]
     records: int
@@ -301,6 +331,26 @@ class Report:
     calls: list[CallRow] = field(default_factory=list)
     overall: Totals = field(default_factory=Totals)
     priced: bool = True  # summarize(price=...): costs were asked for
+
+    @property
+    def hit_rate(self) -> float | None:
+        """Token-weighted hit rate over all included calls (:attr:`Totals.hit_rate`)."""
+        return self.overall.hit_rate
+
+    @property
+    def ceiling(self) -> float | None:
+        """The append-only ceiling as a hit rate over all included calls."""
+        return self.overall.ceiling
+
+    @property
+    def of_ceiling(self) -> float | None:
+        """Share of the ceiling the calls read."""
+        return self.overall.of_ceiling
+
+    @property
+    def cost_usd(self) -> float | None:
+        """Summed price of the included calls (USD), ``None`` when any could not be priced."""
+        return self.overall.cost_usd
 
     def group_by(self, by: str = "scenario") -> dict[str, Totals]:
         """Totals per group of calls (:data:`GROUP_BY`), groups in order of first call; the
@@ -367,17 +417,75 @@ def _round(value: float | None) -> float | None:
 
 
 def _policy(provider: str | None, model: str | None,
-            policies: PolicyTable | None) -> tuple[int, int]:
-    """``(min_cacheable_tokens, granularity_tokens)``; ``(0, 1)`` for unknown providers."""
+            policies: PolicyTable | None) -> CachePolicy | None:
+    """The call's cache policy, ``None`` for unknown providers (minimum 0, granularity 1,
+    no TTL)."""
     try:
-        policy = cache_policy(provider or "", model or "", policies)
+        return cache_policy(provider or "", model or "", policies)
     except LookupError:
-        return 0, 1
-    return policy.min_cacheable_tokens, policy.granularity_tokens
+        return None
+
+
+def _ttl_s(record: UsageRecord, policy: CachePolicy | None) -> int | None:
+    """The TTL (seconds) of ``record``'s cache entries: ``verdict_detail["ttl_s"]`` (what the
+    request chose), else the policy's default; ``None``: no TTL."""
+    value = record.verdict_detail.get("ttl_s")
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    return None if policy is None else policy.default_ttl_s
+
+
+@dataclass(frozen=True, slots=True)
+class _Seen:
+    """What the ceiling needs of an earlier call: its session key, send time, size."""
+
+    key: tuple[str, str]
+    ts: datetime
+    total: int
+
+
+class Ceilings:
+    """The append-only ceiling of each call in ledger order (module docstring, ``ceiling``):
+    the best of its session's previous request and the prefix it shares with another session's
+    call (its ``predecessor_id``), either only within the TTL."""
+
+    def __init__(self) -> None:
+        self._last: dict[tuple[str, str], _Seen] = {}
+        self._by_id: dict[str, _Seen] = {}
+
+    def next(self, record: UsageRecord, key: tuple[str, str],
+             policy: CachePolicy | None) -> int:
+        """The ceiling (tokens) of ``record`` (of session ``key``), then remember it as an
+        earlier call. A call whose size is unknown or implausible has ceiling 0 and bounds
+        nothing later."""
+        total = record.input_tokens_total
+        if total is None or record.usage_inconsistent:
+            return 0
+        ttl = _ttl_s(record, policy)
+        best = 0
+        before = self._last.get(key)
+        if before is not None and _alive(before, record.ts_utc, ttl):
+            best = min(before.total, total)
+        other = self._by_id.get(record.predecessor_id or "")
+        if other is not None and other.key != key and _alive(other, record.ts_utc, ttl):
+            shared = record.verdict_detail.get("lcp_tokens_scaled", record.lcp_tokens)
+            if isinstance(shared, int) and not isinstance(shared, bool):
+                best = max(best, min(shared, other.total, total))
+        # The request size is known (even when its reads are not): it bounds later calls.
+        seen = _Seen(key, record.ts_utc, total)
+        self._last[key] = self._by_id[record.record_id] = seen
+        granularity = policy.granularity_tokens if policy is not None else 1
+        minimum = policy.min_cacheable_tokens if policy is not None else 0
+        best = best // granularity * granularity
+        return best if best >= minimum else 0
+
+
+def _alive(earlier: _Seen, now: datetime, ttl_s: int | None) -> bool:
+    return ttl_s is None or (now - earlier.ts).total_seconds() <= ttl_s
 
 
 def summarize(records: Iterable[UsageRecord], *, policies: PolicyTable | None = None,
-              price: bool = True) -> Report:
+              price: bool = True) -> Summary:
     """Group records by scenario and session and compute the summary (module docstring).
 
     Args:
@@ -386,11 +494,11 @@ def summarize(records: Iterable[UsageRecord], *, policies: PolicyTable | None = 
         price: Price calls with genai-prices (``False``: every cost is ``None``).
 
     Returns:
-        A :class:`Report`; scenarios and sessions in order of first appearance, calls in
+        A :class:`Summary`; scenarios and sessions in order of first appearance, calls in
         ledger order.
     """
     scenarios: dict[str, ScenarioReport] = {}
-    previous: dict[tuple[str, str], int] = {}
+    ceilings = Ceilings()
     pricing = Pricing(source=genai_prices_version() or "genai-prices not installed")
     notes: dict[str, None] = {}
     rows: list[CallRow] = []
@@ -408,16 +516,9 @@ def summarize(records: Iterable[UsageRecord], *, policies: PolicyTable | None = 
             scenario.models.append(record.model)
         if record.provider and record.provider not in scenario.providers:
             scenario.providers.append(record.provider)
-        minimum, granularity = _policy(record.provider, record.model, policies)
-        total = record.input_tokens_total
-        ceiling = 0
-        if total is not None and not record.usage_inconsistent:
-            # The request size is known (even when its reads are not): it bounds the next call.
-            before = previous.get((name, sid))
-            if before is not None:
-                best = min(before, total) // granularity * granularity
-                ceiling = best if best >= minimum else 0
-            previous[(name, sid)] = total
+        policy = _policy(record.provider, record.model, policies)
+        granularity = policy.granularity_tokens if policy is not None else 1
+        ceiling = ceilings.next(record, (name, sid), policy)
         snippets = None
         if (record.verdict == "client_mutation" and record.content is not None
                 and record.predecessor_id is not None):
@@ -435,4 +536,10 @@ def summarize(records: Iterable[UsageRecord], *, policies: PolicyTable | None = 
         for totals in (overall, scenario.totals, scenario.sessions.setdefault(sid, Totals())):
             totals.add(row, agrees, price)
     pricing.notes = list(notes)
-    return Report(scenarios, len(rows), pricing, rows, overall, price)
+    return Summary(scenarios, len(rows), pricing, rows, overall, price)
+
+
+Report = Summary
+"""The summary's name inside the report package (terminal, HTML and demo code)."""
+
+public(Summary, summarize)

@@ -117,10 +117,10 @@ def ceiling_notes(report: Report) -> list[str]:
     if not over:
         return []
     return [f"of ceiling above 100% ({', '.join(over)}): some calls read cache entries that "
-            "were written before this ledger's earlier calls of their session (a cache still "
-            "warm from earlier runs, or another session with the same prefix); the ceiling "
-            "counts only what the session's own previous request in this ledger could leave "
-            "cached."]
+            "no earlier call in this ledger could have left within the TTL (a cache still "
+            "warm from earlier runs or from calls not in this ledger); the ceiling counts the "
+            "session's own previous request and the prefix shared with another session's "
+            "call the recorder compared it with."]
 
 
 # --------------------------------------------------------------------------- terminal

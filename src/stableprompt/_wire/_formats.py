@@ -213,14 +213,23 @@ def response_format(response: Mapping[str, Any]) -> str:
                        code="history-response")
 
 
-def assistant_turn(wire_format: str, response: Mapping[str, Any]) -> AssistantTurn:
+def assistant_turn(wire_format: str, response: Mapping[str, Any], *,
+                   choice: int | None = None) -> AssistantTurn:
     """What a response body of ``wire_format`` says the assistant did (text, tool calls,
-    reasoning pointers): the format module's ``assistant_turn``.
+    reasoning, in response order): the format module's ``assistant_turn``. ``choice`` picks
+    a Chat Completion's choice (``None``: it must have exactly one); other formats have one
+    turn per response and refuse a ``choice`` other than ``None`` or 0.
 
     Raises:
-        HistoryError: The body is not a response of that format (code ``history-response``).
+        HistoryError: The body is not a response of that format (code ``history-response``),
+            or a Chat Completion with several choices and no ``choice`` (``history-choices``).
         CaptureError: Unknown wire format.
     """
+    if wire_format == openai_chat.WIRE_FORMAT:
+        return openai_chat.assistant_turn(response, choice=choice)
+    if choice not in (None, 0):
+        raise HistoryError(f"choice={choice!r}: a {wire_format} response has one turn, not "
+                           "several choices", code="history-choices", pointer="/choices")
     return _module(wire_format).assistant_turn(response)
 
 
@@ -245,7 +254,7 @@ def segment_request(wire_format: str, body: Mapping[str, Any]) -> SegmentedReque
     module = _module(wire_format)
     if not isinstance(body, Mapping):
         raise CaptureError("request body must be a JSON object", code="capture-shape", pointer="")
-    builder = SegmentBuilder(_MARKERS[wire_format])
+    builder = SegmentBuilder(_MARKERS[wire_format], wire_format)
     builder.params(body, module.CACHE_KEY_PARAMS)
     module.segment(body, builder)
     return builder.build(wire_format, body)

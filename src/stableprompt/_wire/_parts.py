@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, NamedTuple, Protocol, TypeVar
 
 from .._canonical import canonical_json
-from .._exceptions import BreakpointError, CanonicalizationError, InputError
+from .._exceptions import BreakpointError, CanonicalizationError, HistoryError, InputError
 from .._segment import chain, tag
 from ._segmenter import SegmentBuilder
 
@@ -33,7 +33,9 @@ __all__ = [
     "PromptParts",
     "ToolParts",
     "ToolsParts",
+    "TurnPart",
     "check_model",
+    "check_reasoning",
     "check_ttl",
     "covered",
     "extend_prefix",
@@ -55,6 +57,24 @@ BREAKPOINT_TTLS = ("5m", "1h")
 """The TTL labels a cache breakpoint placed through the builder may ask for."""
 
 
+class TurnPart(NamedTuple):
+    """One piece of an assistant turn, in response order.
+
+    Attributes:
+        kind: ``text`` (``value`` a str), ``tool_call`` (``value`` the call in the format's
+            own shape) or ``reasoning`` (``value`` the block / item exactly as received:
+            Anthropic ``thinking`` / ``redacted_thinking`` blocks, Responses ``reasoning``
+            items, or ``{"reasoning_content": ...}`` for a Chat message's field).
+        pointer: JSON pointer of the piece in the response body (``/content/1``,
+            ``/output/0``, ``/choices/0/message/tool_calls/0``).
+        value: See ``kind``.
+    """
+
+    kind: str
+    pointer: str
+    value: Any
+
+
 class AssistantTurn(NamedTuple):
     """What a provider response says the assistant did (each format's ``assistant_turn``).
 
@@ -63,11 +83,17 @@ class AssistantTurn(NamedTuple):
         tool_calls: Tool calls in the format's own shape (validated by the builder).
         reasoning: JSON pointers of reasoning content in the response (Anthropic
             ``thinking`` blocks, Responses ``reasoning`` items, Chat ``reasoning_content``).
+        parts: Text, tool calls and reasoning in response order, with their pointers.
+        incomplete: Why the response was cut short (Anthropic ``stop_reason``
+            ``max_tokens``, Chat ``finish_reason`` ``length``, Responses ``status``
+            ``incomplete`` and its reason), ``None`` for a complete turn.
     """
 
     text: str | None
     tool_calls: tuple[Mapping[str, Any], ...]
     reasoning: tuple[str, ...]
+    parts: tuple[TurnPart, ...] = ()
+    incomplete: str | None = None
 
 
 class ToolParts(Protocol):
@@ -196,6 +222,48 @@ def check_ttl(ttl: str | None, where: str) -> str | None:
             f"cache breakpoint TTL must be one of {BREAKPOINT_TTLS}, got {ttl!r}",
             code="breakpoint-ttl", segment=where)
     return ttl
+
+
+REASONING_FORMAT_KEY = "reasoning-formats"
+"""History memo key: where each wire format's reasoning first appears in the history."""
+
+
+def check_reasoning(prompt: PromptParts, wire_format: str) -> None:
+    """Refuse to render reasoning content into a format that cannot carry it.
+
+    Reasoning blocks (``{"type": "reasoning", "format", "item"}``, see ``_prompt._messages``)
+    are replayed only to the format that produced them: an Anthropic ``thinking`` signature
+    or a Responses ``encrypted_content`` means nothing to another provider, and dropping it
+    silently would change what the model sees. Where each format's reasoning first appears is
+    kept in the history memo, so a turn scans only its new messages.
+
+    Raises:
+        HistoryError: a message holds reasoning of another format (code
+            ``history-reasoning-format``, pointer ``/messages/<i>/content/<j>``, segment
+            ``messages[<i>]``); add such responses with ``reasoning="drop"`` to send the
+            history to another format.
+    """
+    messages = prompt.messages
+    found = history_entry(prompt, REASONING_FORMAT_KEY)
+    done, firsts = found if found is not None else (0, {})
+    if done < len(messages):
+        firsts = dict(firsts)
+        for i in range(done, len(messages)):
+            if messages[i].role != "assistant":
+                continue
+            for j, block in enumerate(messages[i].wire_blocks):
+                if block.get("type") == "reasoning":
+                    firsts.setdefault(str(block["format"]), (i, j))
+        store_entry(prompt, REASONING_FORMAT_KEY, len(messages), firsts)
+    foreign = sorted((where, fmt) for fmt, where in firsts.items() if fmt != wire_format)
+    if foreign:
+        (i, j), fmt = foreign[0]
+        raise HistoryError(
+            f"messages[{i}] holds {fmt} reasoning content, which a {wire_format} request cannot "
+            f"carry (its signature / encrypted content is only valid at {fmt}): render this "
+            f"history to {fmt}, or add such responses with reasoning='drop'",
+            code="history-reasoning-format", pointer=f"/messages/{i}/content/{j}",
+            segment=f"messages[{i}]")
 
 
 Field = bytes | Sequence[bytes | bytearray | memoryview]

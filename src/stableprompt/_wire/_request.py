@@ -10,7 +10,7 @@ from typing import Any
 from .._canonical import loads
 from .._public import public
 from .._segment import Segment
-from ._formats import segment_request
+from ._formats import HISTORY_KEYS, segment_request
 from ._segmenter import SegmentedRequest
 
 __all__ = ["ProviderRequest"]
@@ -25,11 +25,16 @@ class ProviderRequest:
         path: URL path to POST to (``/v1/messages``, ``/v1/chat/completions``,
             ``/v1/responses``).
         content: The exact body bytes (UTF-8 JSON) to send.
+        tail_count: How many trailing parts of the history are the volatile tail, as the SDK
+            rendered it: Anthropic content blocks at the end of the last message, OpenAI
+            items (0 or 1) at the end of ``messages`` / ``input``. 0 for a body built
+            elsewhere (then nothing is known to be tail). See :attr:`tail_segments`.
     """
 
     wire_format: str
     path: str
     content: bytes = field(repr=False)
+    tail_count: int = field(default=0, repr=False, compare=False)
 
     @cached_property
     def body(self) -> dict[str, Any]:
@@ -49,19 +54,48 @@ class ProviderRequest:
 
     @property
     def data(self) -> bytes:
-        """Concatenated segment bytes."""
+        """Concatenated segment bytes: the coordinate system of every byte offset stableprompt
+        reports for a request (``Divergence.offset``, lint findings): ``data[s.start:s.end]``
+        is segment ``s``."""
         return self.segmented.data
 
+    @cached_property
+    def tail_segments(self) -> tuple[Segment, ...]:
+        """The trailing segments that hold the volatile tail (never part of a cached prefix),
+        in order; ``()`` without a tail or for a body the SDK did not render.
+
+        :func:`~stableprompt.diff` ignores them in the predecessor, so two consecutive
+        append-only turns compare as a prefix (``None``) in every format, although the next
+        request has new history where this one had its tail.
+        """
+        if not self.tail_count:
+            return ()
+        key = HISTORY_KEYS[self.wire_format]
+        history = self.body.get(key)
+        if not isinstance(history, list) or not history:
+            return ()
+        last = len(history) - 1
+        if self.wire_format == "anthropic":
+            content = history[last].get("content") if isinstance(history[last], dict) else None
+            count = len(content) if isinstance(content, list) else 0
+            paths = [f"/{key}/{last}/content/{j}"
+                     for j in range(max(0, count - self.tail_count), count)]
+        else:
+            paths = [f"/{key}/{last}"]
+        return tuple(s for s in self.segments
+                     if any(s.path == p or s.path.startswith(p + "/") for p in paths))
+
     def __reduce__(self) -> tuple[Any, ...]:
-        return (type(self), (self.wire_format, self.path, self.content))
+        return (type(self), (self.wire_format, self.path, self.content, self.tail_count))
 
     @classmethod
     def _rendered(cls, wire_format: str, path: str, content: bytes,
-                  fingerprints: Callable[[], tuple[str, str]] | None) -> ProviderRequest:
+                  fingerprints: Callable[[], tuple[str, str]] | None,
+                  tail_count: int = 0) -> ProviderRequest:
         """A request the SDK rendered: ``fingerprints`` gives ``(fingerprint,
         head_fingerprint)`` equal to the segmented body's, computed incrementally by the
-        renderer (``None``: from the segmented body)."""
-        request = cls(wire_format, path, content)
+        renderer (``None``: from the segmented body); ``tail_count`` as the attribute."""
+        request = cls(wire_format, path, content, tail_count)
         if fingerprints is not None:
             request.__dict__["_fingerprints"] = fingerprints
         return request

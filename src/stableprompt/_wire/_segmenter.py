@@ -28,6 +28,7 @@ from typing import Any
 
 from .._canonical import wire_json
 from .._exceptions import CaptureError
+from .._policy import text_block_of
 from .._public import public
 from .._segment import HEAD_KINDS, Segment, SegmentSpec, build_segments, fingerprint_of, tag
 
@@ -107,11 +108,16 @@ class SegmentBuilder:
     Args:
         marker_key: The body key of this format's breakpoint marker (``cache_control``,
             ``prompt_cache_breakpoint``): removed from segment bytes, recorded as the TTL.
+        wire_format: The request's wire format, for the content-shape rule
+            (:data:`stableprompt._policy.CONTENT_SHAPES`): where the provider documents that
+            string content caches like one text block, string content is segmented as that
+            block (today no provider does, so string content keeps its own bytes).
     """
 
-    def __init__(self, marker_key: str) -> None:
+    def __init__(self, marker_key: str, wire_format: str | None = None) -> None:
         self.specs: list[SegmentSpec] = []
         self.marker_key = marker_key
+        self.wire_format = wire_format
 
     def build(self, wire_format: str, body: Mapping[str, Any]) -> SegmentedRequest:
         """The segmented request of everything added."""
@@ -143,6 +149,10 @@ class SegmentBuilder:
 
     def content(self, kind: str, base: str, path: str, role: Any, content: Any) -> None:
         """Add one segment per content block (or one for string content), role included."""
+        if isinstance(content, str) and self.wire_format is not None:
+            block = text_block_of(self.wire_format, content)
+            if block is not None:  # the provider caches both shapes alike: one form
+                content = [block]
         if isinstance(content, list):
             for j, block in enumerate(content):
                 stripped, ttl = _marker(block, self.marker_key)

@@ -45,7 +45,9 @@ from ._parts import (
     MessageParts,
     PromptParts,
     ToolParts,
+    TurnPart,
     check_model,
+    check_reasoning,
     check_ttl,
     history_entry,
     join_body,
@@ -265,7 +267,8 @@ def tool(t: ToolParts) -> dict[str, Any]:
 
 
 def block(canonical: Mapping[str, Any]) -> dict[str, Any]:
-    """The content block for one canonical block (``text``, ``tool_use``, ``tool_result``).
+    """The content block for one canonical block (``text``, ``tool_use``, ``tool_result``,
+    and a kept ``thinking`` / ``redacted_thinking`` block, replayed as received).
 
     Source: tool_use / tool_result block shapes, platform.claude.com/docs/en/agents-and-tools
     /tool-use/implement-tool-use.
@@ -273,6 +276,11 @@ def block(canonical: Mapping[str, Any]) -> dict[str, Any]:
     kind = canonical["type"]
     if kind == "text":
         return {"text": canonical["text"], "type": "text"}
+    if kind == "reasoning":  # a thinking / redacted_thinking block, exactly as received
+        if canonical["format"] != WIRE_FORMAT:
+            raise HistoryError(f"{canonical['format']} reasoning content cannot be sent to "
+                               "Anthropic", code="history-reasoning-format")
+        return dict(canonical["item"])
     if kind == "tool_call":
         return {"id": canonical["id"], "input": canonical["arguments"], "name": canonical["name"],
                 "type": "tool_use"}
@@ -297,13 +305,16 @@ def block_with_breakpoint(message: MessageParts, index: int, ttl: str) -> bytes:
 
 
 def breakpoints(prompt: PromptParts, history_ttl: str, budget: int, *,
-                known: Sequence[tuple[int, str]] = (), scan_from: int = 0) -> dict[Place, str]:
+                known: Sequence[tuple[int, str]] = (), scan_from: int = 0,
+                short: frozenset[Place] = frozenset()) -> dict[Place, str]:
     """Choose breakpoint places -> TTL label, in prompt order.
 
     User-placed ones are kept where the user put them; the SDK adds one at the end of the
     stable history, one at the end of the head, and, when the previous render's history
     breakpoint is :data:`LOOKBACK_BLOCKS` or more blocks back, one kept there (carry); SDK
-    breakpoints are dropped (carry, then head) past the budget.
+    breakpoints are dropped (carry, then head) past the budget. SDK places in ``short`` (their
+    prefix is below the model's minimum cacheable length, see
+    ``RenderedPrompt.to_anthropic``) are not spent: a marker there would write nothing.
 
     Raises:
         BreakpointError: user-placed breakpoints exceed the budget (code
@@ -327,12 +338,14 @@ def breakpoints(prompt: PromptParts, history_ttl: str, budget: int, *,
             f"{len(user)} user-placed cache breakpoints exceed the budget of {budget}",
             code="breakpoint-budget")
     sdk: list[tuple[Place, str]] = []  # in priority order: history, head, carry
-    if messages:
-        sdk.append((("message", len(messages) - 1), history_ttl))
+    history: Place = ("message", len(messages) - 1)
+    if messages and history not in short:
+        sdk.append((history, history_ttl))
     if head.system:
         sdk.append((("system", len(head.system) - 1), head.head_ttl))
     elif len(head.tools):
         sdk.append((("tool", len(head.tools) - 1), head.head_ttl))
+    sdk = [(place, ttl) for place, ttl in sdk if place not in short]
     carry = prompt.previous_breakpoint
     if carry is not None and carry < len(messages) - 1:
         distance = 0
@@ -346,7 +359,7 @@ def breakpoints(prompt: PromptParts, history_ttl: str, budget: int, *,
     for key, ttl in sdk:
         if key not in marks and len(marks) < budget:
             marks[key] = ttl
-    if messages and ("message", len(messages) - 1) not in marks:
+    if messages and history not in marks and history not in short:
         placed = ", ".join(f"{_PLACE_NAMES[where]}[{i}]" for where, i in sorted(
             user, key=lambda place: (_PLACE_ORDER[place[0]], place[1])))
         raise BreakpointError(
@@ -373,17 +386,20 @@ _ROLE_TAILS = {role: b',"role":' + canonical_json(role) + b"}" for role in ("use
 
 
 def render(prompt: PromptParts, *, model: str, max_tokens: int, history_ttl: str,
-           max_breakpoints: int, params: Mapping[str, Any]) -> bytes:
+           max_breakpoints: int, params: Mapping[str, Any],
+           short: frozenset[Place] = frozenset()) -> bytes:
     """The Messages request body (tools -> system -> messages, tail last) as exact bytes.
 
     See :meth:`RenderedPrompt.to_anthropic <stableprompt.RenderedPrompt.to_anthropic>` for
-    the arguments and the breakpoint rules; ``prompt`` is already checked non-empty.
+    the arguments and the breakpoint rules; ``prompt`` is already checked non-empty;
+    ``short`` are the SDK places not to spend (see :func:`breakpoints`).
 
     Raises:
         InputError: bad ``max_tokens`` (code ``render-param``) or a param clash.
         BreakpointError: bad ``history_ttl`` / ``max_breakpoints``, or see :func:`breakpoints`.
     """
     check_model(model)
+    check_reasoning(prompt, WIRE_FORMAT)
     if type(max_tokens) is not int or max_tokens < 0:
         raise InputError(f"max_tokens must be an int >= 0, got {max_tokens!r}",
                          code="render-param", pointer="/max_tokens")
@@ -401,7 +417,8 @@ def render(prompt: PromptParts, *, model: str, max_tokens: int, history_ttl: str
         found = None
     done, (prefix, known) = found if found is not None else (0, (None, ()))
 
-    marks = breakpoints(prompt, history_ttl, max_breakpoints, known=known, scan_from=done)
+    marks = breakpoints(prompt, history_ttl, max_breakpoints, known=known, scan_from=done,
+                        short=short)
     head_fields = _head_fields(head, tuple((place, ttl) for place, ttl in marks.items()
                                            if place[0] != "message"))
     user = {("message", mi): ttl for mi, ttl in known}
@@ -501,13 +518,26 @@ def _group(messages: Sequence[MessageParts], group: tuple[str, int, int],
     for mi in range(first, end):
         wire = message_blocks(messages[mi])
         mark = marks.get(("message", mi))
-        if mark and wire:
-            parts.extend(wire[:-1])
-            parts.append(block_with_breakpoint(messages[mi], len(wire) - 1, mark))
+        at = _markable(messages[mi]) if mark else None
+        if mark and at is not None:
+            parts.extend(wire[:at])
+            parts.append(block_with_breakpoint(messages[mi], at, mark))
+            parts.extend(wire[at + 1:])
         else:
             parts.extend(wire)
     parts.extend(extra)
     return _message(role, parts)
+
+
+def _markable(message: MessageParts) -> int | None:
+    """Index of the last block of ``message`` that may carry ``cache_control`` (thinking
+    blocks cannot: "Thinking blocks cannot be marked directly with cache_control", so a
+    breakpoint on a message ending in one goes on the block before it), or ``None``."""
+    blocks = message.wire_blocks
+    for index in range(len(blocks) - 1, -1, -1):
+        if blocks[index].get("type") != "reasoning":
+            return index
+    return None
 
 
 def _role(message: MessageParts) -> str:
@@ -692,15 +722,26 @@ def diagnostics_request(body: Mapping[str, Any]) -> dict[str, Any] | None:
     return {"diagnostics": dict(value)} if isinstance(value, Mapping) else None
 
 
+_INCOMPLETE_STOPS = frozenset({"max_tokens", "model_context_window_exceeded"})
+"""``stop_reason`` values of a turn cut short (platform.claude.com/docs/en/api/messages)."""
+
+
 def assistant_turn(response: Mapping[str, Any]) -> AssistantTurn:
     """The assistant turn of a Messages response: ``text`` blocks joined, ``tool_use`` blocks
-    as tool calls (``input`` kept as the arguments object), and the pointers of ``thinking`` /
-    ``redacted_thinking`` blocks (reasoning content the caller must decide about).
+    as tool calls (``input`` kept as the arguments object), ``thinking`` /
+    ``redacted_thinking`` blocks as reasoning (kept exactly, with their ``signature``), all
+    in response order in ``parts``; ``incomplete`` is the ``stop_reason`` of a cut turn.
 
     Raises:
-        HistoryError: ``content`` is not a list of blocks, or a block type is not one of
-            those (code ``history-response``, pointer ``/content/<i>``).
+        HistoryError: ``role`` is not ``assistant`` (pointer ``/role``), ``content`` is not a
+            list of blocks, a text block's ``text`` is not a string (pointer
+            ``/content/<i>/text``), or a block type is not one of those (pointer
+            ``/content/<i>``); code ``history-response``.
     """
+    role = response.get("role", "assistant")
+    if role != "assistant":
+        raise HistoryError(f"a Messages response must have role 'assistant', got {role!r}",
+                           code="history-response", pointer="/role")
     content = response.get("content")
     if not isinstance(content, list):
         raise HistoryError("an Anthropic Messages response needs a 'content' list",
@@ -708,15 +749,28 @@ def assistant_turn(response: Mapping[str, Any]) -> AssistantTurn:
     texts: list[str] = []
     calls: list[Mapping[str, Any]] = []
     reasoning: list[str] = []
+    parts: list[TurnPart] = []
     for i, block in enumerate(content):
+        where = f"/content/{i}"
         kind = block.get("type") if isinstance(block, Mapping) else None
-        if kind == "text" and isinstance(block.get("text"), str):
-            texts.append(block["text"])
+        if kind == "text":
+            text = block.get("text")
+            if not isinstance(text, str):
+                raise HistoryError(f"a text block's 'text' must be a string, got "
+                                   f"{type(text).__name__}", code="history-response",
+                                   pointer=f"{where}/text")
+            texts.append(text)
+            parts.append(TurnPart("text", where, text))
         elif kind == "tool_use":
-            calls.append({k: block[k] for k in ("id", "name", "input") if k in block})
+            call = {k: block[k] for k in ("type", "id", "name", "input") if k in block}
+            calls.append(call)
+            parts.append(TurnPart("tool_call", where, call))
         elif kind in ("thinking", "redacted_thinking"):
-            reasoning.append(f"/content/{i}")
+            reasoning.append(where)
+            parts.append(TurnPart("reasoning", where, dict(block)))
         else:
             raise HistoryError(f"unsupported content block type {kind!r} in a Messages "
-                               "response", code="history-response", pointer=f"/content/{i}")
-    return AssistantTurn("".join(texts) or None, tuple(calls), tuple(reasoning))
+                               "response", code="history-response", pointer=where)
+    stop = response.get("stop_reason")
+    return AssistantTurn("".join(texts) or None, tuple(calls), tuple(reasoning), tuple(parts),
+                         f"stop_reason {stop}" if stop in _INCOMPLETE_STOPS else None)

@@ -33,6 +33,8 @@ from ._parts import (
     MessageParts,
     PromptParts,
     ToolParts,
+    TurnPart,
+    check_reasoning,
     memo,
     tool_fields,
 )
@@ -275,6 +277,12 @@ def message_dicts(message: MessageParts) -> list[dict[str, Any]]:
     ]
     if calls:
         out["tool_calls"] = calls
+    for b in blocks:  # a kept reasoning_content field, replayed on the same message
+        if b["type"] == "reasoning":
+            if b["format"] != WIRE_FORMAT:
+                raise HistoryError(f"{b['format']} reasoning content cannot be sent to Chat "
+                                   "Completions", code="history-reasoning-format")
+            out.update(b["item"])
     return [out]
 
 
@@ -295,6 +303,7 @@ def render(prompt: PromptParts, *, model: str, prompt_cache_key: bool | str | No
     """
     head = prompt.head
     key = render_checks(head.fingerprint, model, prompt_cache_key, system_role, tail_role)
+    check_reasoning(prompt, WIRE_FORMAT)
     system = _system(head, system_role)
     tail = _tail(prompt, model, tail_role)
     fields: dict[str, Field] = {
@@ -366,28 +375,61 @@ def segment_item(b: SegmentBuilder, message: Any, i: int, leading: bool) -> bool
     return segment_message(b, message, f"messages[{i}]", f"/messages/{i}", leading)
 
 
-def assistant_turn(response: Mapping[str, Any]) -> AssistantTurn:
-    """The assistant turn of a Chat Completion: ``choices[0].message`` ``content`` and
-    ``tool_calls``; a ``reasoning_content`` / ``reasoning`` text (DeepSeek, vLLM, OpenRouter) is
-    reported as reasoning at its pointer.
+def assistant_turn(response: Mapping[str, Any], *, choice: int | None = None) -> AssistantTurn:
+    """The assistant turn of a Chat Completion: ``choices[choice].message`` ``content`` and
+    ``tool_calls``; a ``reasoning_content`` / ``reasoning`` text (DeepSeek, vLLM,
+    OpenRouter) is reported as reasoning at its pointer; ``incomplete`` is a ``finish_reason``
+    of ``length`` or ``content_filter``.
+
+    Args:
+        response: The Chat Completion body.
+        choice: Index of the choice to read; ``None`` requires exactly one choice.
 
     Raises:
-        HistoryError: no ``choices[0].message`` (code ``history-response``).
+        HistoryError: several choices and no ``choice`` (code ``history-choices``), no such
+            choice or no message in it, a message role other than ``assistant``, content
+            that is not a string (code ``history-response``, pointer into the response).
     """
     choices = response.get("choices")
-    message = (choices[0].get("message") if isinstance(choices, list) and choices
-               and isinstance(choices[0], Mapping) else None)
+    if not isinstance(choices, list):
+        raise HistoryError("a Chat Completion needs a 'choices' list", code="history-response",
+                           pointer="/choices")
+    if choice is None:
+        if len(choices) > 1:
+            raise HistoryError(f"the Chat Completion has {len(choices)} choices (n > 1): pass "
+                               "choice=<index> to say which one continues the conversation",
+                               code="history-choices", pointer="/choices")
+        choice = 0
+    if type(choice) is not int or choice < 0:
+        raise HistoryError(f"choice must be an int >= 0, got {choice!r}", code="history-type",
+                           pointer="/choices")
+    base = f"/choices/{choice}"
+    picked = choices[choice] if choice < len(choices) else None
+    message = picked.get("message") if isinstance(picked, Mapping) else None
     if not isinstance(message, Mapping):
-        raise HistoryError("a Chat Completion needs choices[0].message",
-                           code="history-response", pointer="/choices/0/message")
+        raise HistoryError(f"a Chat Completion needs choices[{choice}].message",
+                           code="history-response", pointer=f"{base}/message")
+    role = message.get("role", "assistant")
+    if role != "assistant":
+        raise HistoryError(f"choices[{choice}].message.role must be 'assistant', got {role!r}",
+                           code="history-response", pointer=f"{base}/message/role")
     content = message.get("content")
     if content is not None and not isinstance(content, str):
-        raise HistoryError("choices[0].message.content must be a string or null",
-                           code="history-response", pointer="/choices/0/message/content")
+        raise HistoryError(f"choices[{choice}].message.content must be a string or null, got "
+                           f"{type(content).__name__}", code="history-response",
+                           pointer=f"{base}/message/content")
     calls = message.get("tool_calls") or []
     if not isinstance(calls, list):
-        raise HistoryError("choices[0].message.tool_calls must be a list",
-                           code="history-response", pointer="/choices/0/message/tool_calls")
-    reasoning = tuple(f"/choices/0/message/{key}" for key in ("reasoning_content", "reasoning")
-                      if message.get(key))
-    return AssistantTurn(content or None, tuple(calls), reasoning)
+        raise HistoryError(f"choices[{choice}].message.tool_calls must be a list",
+                           code="history-response", pointer=f"{base}/message/tool_calls")
+    parts = [TurnPart("reasoning", f"{base}/message/{key}", {key: message[key]})
+             for key in ("reasoning_content", "reasoning") if message.get(key)]
+    reasoning = tuple(part.pointer for part in parts)
+    if content:
+        parts.append(TurnPart("text", f"{base}/message/content", content))
+    parts.extend(TurnPart("tool_call", f"{base}/message/tool_calls/{i}", call)
+                 for i, call in enumerate(calls))
+    finish = picked.get("finish_reason") if isinstance(picked, Mapping) else None
+    return AssistantTurn(content or None, tuple(calls), reasoning, tuple(parts),
+                         f"finish_reason {finish}" if finish in ("length", "content_filter")
+                         else None)

@@ -42,6 +42,8 @@ from ._parts import (
     MessageParts,
     PromptParts,
     ToolParts,
+    TurnPart,
+    check_reasoning,
     memo,
     tool_fields,
 )
@@ -205,20 +207,32 @@ def items(message: MessageParts) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     blocks = message.wire_blocks
     texts = [b["text"] for b in blocks if b["type"] == "text"]
-    if texts and message.role == "assistant":
-        # Input items replaying assistant text take string content (EasyInputMessage);
-        # output_text parts would need the output message's id/status/annotations.
-        out.append({"content": "\n\n".join(texts), "role": "assistant", "type": "message"})
-    elif texts:
-        out.append({"content": [{"text": t, "type": "input_text"} for t in texts],
-                    "role": message.role, "type": "message"})
-    for b in blocks:
-        if b["type"] == "tool_call":
+    texts_done = False
+    for b in blocks:  # in block order: a kept reasoning item stays where the response had it
+        kind = b["type"]
+        if kind == "text":
+            if texts_done:
+                continue  # the texts are one message item, at the first text's place
+            texts_done = True
+            if message.role == "assistant":
+                # Input items replaying assistant text take string content (EasyInputMessage);
+                # output_text parts would need the output message's id/status/annotations.
+                out.append({"content": "\n\n".join(texts), "role": "assistant",
+                            "type": "message"})
+            else:
+                out.append({"content": [{"text": t, "type": "input_text"} for t in texts],
+                            "role": message.role, "type": "message"})
+        elif kind == "tool_call":
             out.append({"arguments": canonical_json(b["arguments"]).decode(),
                         "call_id": b["id"], "name": b["name"], "type": "function_call"})
-        elif b["type"] == "tool_result":
+        elif kind == "tool_result":
             out.append({"call_id": b["tool_call_id"], "output": b["content"],
                         "type": "function_call_output"})
+        elif kind == "reasoning":
+            if b["format"] != WIRE_FORMAT:
+                raise HistoryError(f"{b['format']} reasoning content cannot be sent to the "
+                                   "Responses API", code="history-reasoning-format")
+            out.append(dict(b["item"]))  # the reasoning item exactly as received
     return out
 
 
@@ -239,6 +253,7 @@ def render(prompt: PromptParts, *, model: str, prompt_cache_key: bool | str | No
     """
     head = prompt.head
     key = render_checks(head.fingerprint, model, prompt_cache_key, system_role, tail_role)
+    check_reasoning(prompt, WIRE_FORMAT)
     system = _system(head, system_role)
     tail = _tail(prompt, model, tail_role)
     fields: dict[str, Field] = {
@@ -332,14 +347,20 @@ DIAGNOSTIC_EVENTS = frozenset({"response.completed", "response.incomplete", "res
 diagnostics_request = _openai.diagnostics_request
 
 
+_CALL_KEYS = ("type", "call_id", "name", "arguments")
+
+
 def assistant_turn(response: Mapping[str, Any]) -> AssistantTurn:
     """The assistant turn of a Responses response: ``message`` items' ``output_text`` parts
     joined, ``function_call`` items as tool calls (``call_id``, ``name``, JSON-string
-    ``arguments``), and the pointers of ``reasoning`` items.
+    ``arguments``), ``reasoning`` items (kept exactly: ``id``, ``summary``,
+    ``encrypted_content``), all in response order in ``parts``; ``incomplete`` is set for
+    ``status: "incomplete"`` (with ``incomplete_details.reason``).
 
     Raises:
-        HistoryError: ``output`` is not a list, or an item type is not one of those (code
-            ``history-response``, pointer ``/output/<i>``).
+        HistoryError: ``output`` is not a list, a message item's role is not ``assistant``
+            or its text is not a string, or an item type is not one of those (code
+            ``history-response``, pointer ``/output/<i>...``).
     """
     output = response.get("output")
     if not isinstance(output, list):
@@ -348,17 +369,39 @@ def assistant_turn(response: Mapping[str, Any]) -> AssistantTurn:
     texts: list[str] = []
     calls: list[Mapping[str, Any]] = []
     reasoning: list[str] = []
+    parts: list[TurnPart] = []
     for i, item in enumerate(output):
+        where = f"/output/{i}"
         kind = item.get("type") if isinstance(item, Mapping) else None
         if kind == "message" and isinstance(item.get("content"), list):
-            texts.extend(p["text"] for p in item["content"] if isinstance(p, Mapping)
-                         and p.get("type") == "output_text" and isinstance(p.get("text"), str))
+            role = item.get("role", "assistant")
+            if role != "assistant":
+                raise HistoryError(f"an output message must have role 'assistant', got "
+                                   f"{role!r}", code="history-response", pointer=f"{where}/role")
+            for j, part in enumerate(item["content"]):
+                if not isinstance(part, Mapping) or part.get("type") != "output_text":
+                    continue  # refusals and other parts carry no replayable text
+                text = part.get("text")
+                if not isinstance(text, str):
+                    raise HistoryError(f"output_text 'text' must be a string, got "
+                                       f"{type(text).__name__}", code="history-response",
+                                       pointer=f"{where}/content/{j}/text")
+                texts.append(text)
+                parts.append(TurnPart("text", f"{where}/content/{j}", text))
         elif kind == "function_call":
-            calls.append({"id": item.get("call_id"), "name": item.get("name"),
-                          "arguments": item.get("arguments", "{}")})
+            call = {k: item[k] for k in _CALL_KEYS if k in item}
+            calls.append(call)
+            parts.append(TurnPart("tool_call", where, call))
         elif kind == "reasoning":
-            reasoning.append(f"/output/{i}")
+            reasoning.append(where)
+            parts.append(TurnPart("reasoning", where, dict(item)))
         else:
             raise HistoryError(f"unsupported output item type {kind!r} in a Responses "
-                               "response", code="history-response", pointer=f"/output/{i}")
-    return AssistantTurn("".join(texts) or None, tuple(calls), tuple(reasoning))
+                               "response", code="history-response", pointer=where)
+    incomplete = None
+    if response.get("status") == "incomplete":
+        details = response.get("incomplete_details")
+        reason = details.get("reason") if isinstance(details, Mapping) else None
+        incomplete = f"status incomplete ({reason or 'no reason given'})"
+    return AssistantTurn("".join(texts) or None, tuple(calls), tuple(reasoning), tuple(parts),
+                         incomplete)

@@ -1,12 +1,12 @@
 """The main-job demo: harness scenarios on a real multi-turn tool workload, measured.
 
-``stableprompt demo`` runs each scenario (:data:`SCENARIOS`: ``stableprompt`` and five ways
-harnesses break the prefix cache) over BFCL v4 multi-turn sessions (:func:`bfcl_workload`; our
-labelled :func:`synthetic_workload` offline), each against a fresh loopback
-:class:`~stableprompt.emulator.Emulator` (an emulator, not a provider), or, with
-``provider="llama-server"``, against llama.cpp's real engine through its Chat Completions,
-Responses and Messages endpoints (``_engine_run``), records every call in a ledger and
-summarizes it (:func:`run_demo` -> :class:`DemoResult`).
+``stableprompt demo`` runs each scenario (:data:`SCENARIOS`: ``stableprompt``, six ways
+harnesses break the prefix cache, and subagents forked from one pinned head) over BFCL v4
+multi-turn sessions (:func:`bfcl_workload`; our labelled :func:`synthetic_workload` offline),
+each against a fresh loopback :class:`~stableprompt.emulator.Emulator` (an emulator, not a
+provider), or, with ``provider="llama-server"``, against llama.cpp's real engine through its
+Chat Completions, Responses and Messages endpoints (``_engine_run``), records every call in a
+ledger and summarizes it (:func:`run_demo` -> :class:`DemoResult`).
 
 Example::
 

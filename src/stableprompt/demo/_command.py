@@ -55,7 +55,7 @@ from ._run import (
     new_ledger_problem,
     run_demo,
 )
-from ._scenarios import SCENARIOS, scenario_names
+from ._scenarios import PROVIDER_WIRES, SCENARIOS, scenario_names
 from ._workload import Workload, bfcl_workload, synthetic_workload
 
 __all__ = ["SUBCOMMAND"]
@@ -107,9 +107,10 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
                         "--slot-save-path DIR, so the demo can erase its slot between rows)")
     parser.add_argument("--endpoint", choices=(*ENDPOINTS, "all"), metavar="|".join(
                         (*ENDPOINTS, "all")),
-                        help="llama-server only: the endpoint(s) to send to: chat "
+                        help="llama-server: the endpoint(s) to send to: chat "
                         "(/v1/chat/completions), responses (/v1/responses), messages "
-                        "(/v1/messages) or all (default)")
+                        "(/v1/messages) or all (default); openai: chat (default) or "
+                        "responses, the emulator's wire")
     parser.add_argument("--template", choices=TEMPLATES, metavar="|".join(TEMPLATES),
                         help="llama-server only, without --base-url: the tiny model's chat "
                         "template (default qwen2.5: append-stable; mistral-nemo and hermes-3 "
@@ -147,15 +148,28 @@ def _workload(args: argparse.Namespace) -> Workload:
             "bundled synthetic workload.", code=exc.code) from exc
 
 
+_OPENAI_ENDPOINTS = {"chat": "openai-chat", "responses": "openai-responses"}
+"""``--endpoint`` with ``--provider openai``: the wire the emulator demo sends."""
+
+
 def _check_engine_options(args: argparse.Namespace) -> None:
     """The llama-server options need ``--provider llama-server`` (and ``--template`` a
-    started engine).
+    started engine); ``--endpoint`` also applies to ``--provider openai`` (chat or
+    responses).
 
     Raises:
         UsageError: One of them is given without it.
     """
+    if args.provider == "openai" and args.endpoint is not None:
+        if args.endpoint not in _OPENAI_ENDPOINTS:
+            raise UsageError(f"stableprompt demo: error: argument --endpoint: "
+                             f"{args.endpoint!r} is not an OpenAI endpoint of the emulator "
+                             f"demo; choose {' or '.join(_OPENAI_ENDPOINTS)}")
+        endpoint = None
+    else:
+        endpoint = args.endpoint
     given = [(option, value) for option, value in (("--base-url", args.base_url),
-                                                   ("--endpoint", args.endpoint),
+                                                   ("--endpoint", endpoint),
                                                    ("--template", args.template))
              if value is not None]
     if args.provider != ENGINE_PROVIDER and given:
@@ -190,9 +204,11 @@ def header_lines(result: DemoResult) -> list[str]:
                   if policy.granularity_tokens > 1 else "")
                + (" (model not in the policy table: conservative default)"
                   if policy.conservative else ""))
+    default = result.wire in (None, PROVIDER_WIRES.get(result.provider))
+    wire = "" if default else f" ({result.wire})"
     return [
         f"Backend: {BACKEND_NOTE}",
-        f"Provider: {result.provider} wire format; model {result.model} ({minimum}).",
+        f"Provider: {result.provider} wire format{wire}; model {result.model} ({minimum}).",
         f"Workload: {describe_workload(result.workload)}",
     ]
 
@@ -279,6 +295,8 @@ def _run(args: argparse.Namespace) -> int:
             if done == total:
                 stderr.print(f"{name}: {total} calls done", markup=False, soft_wrap=True)
     options: dict[str, Any] = {}
+    if args.provider == "openai" and args.endpoint is not None:
+        options = {"wire": _OPENAI_ENDPOINTS[args.endpoint]}
     if engine:
         options = {"base_url": args.base_url, "template": args.template,
                    "endpoints": None if args.endpoint in (None, "all") else [args.endpoint],

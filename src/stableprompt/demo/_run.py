@@ -45,6 +45,7 @@ from ._driver import (
     write_records,
 )
 from ._scenarios import (
+    EMULATOR_WIRES,
     PROVIDER_WIRES,
     SCENARIOS,
     Outgoing,
@@ -86,7 +87,8 @@ BACKEND_NOTE = (f"{BACKEND}: an emulator of the providers' documented prefix-cac
 
 DEFAULT_SESSIONS = 50
 """Sessions in the default run: the first 50 of BFCL's 200 (435 model calls per scenario;
-about 12 s for all six scenarios on 2 cores; all 200 sessions take about 45 s)."""
+about 12 s for the six single-agent scenarios on 2 cores, the two multi-agent ones run 10
+sessions, about 6% more; all 200 sessions take about 45 s)."""
 
 ENGINE_PROVIDER = "llama-server"
 """The ``provider`` of :func:`run_demo` that runs the real engine (:mod:`._engine_run`)."""
@@ -116,6 +118,7 @@ class DemoResult:
         elapsed_s: Wall time of the run (seconds).
         engine: llama-server runs: the engine, its prefill timings and template findings
             (:class:`~stableprompt.demo._engine_report.EngineReport`); else ``None``.
+        wire: Emulator runs: the wire shape sent (``run_demo(wire=...)``); else ``None``.
     """
 
     provider: str
@@ -127,6 +130,7 @@ class DemoResult:
     capture_dir: Path | None
     elapsed_s: float
     engine: EngineReport | None = None
+    wire: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The demo's JSON: ``backend``, ``provider``, ``model``, ``workload``, ``scenarios``
@@ -234,6 +238,7 @@ def run_demo(
     endpoints: Sequence[str] | None = None,
     template: str | None = None,
     notice: Callable[[str], None] | None = None,
+    wire: str | None = None,
 ) -> DemoResult:
     """Run the scenarios over ``workload`` and summarize the ledger.
 
@@ -259,6 +264,9 @@ def run_demo(
         template: llama-server only, without ``base_url``: the tiny model's chat template
             (``"qwen2.5"``, the default, ``"mistral-nemo"``, ``"hermes-3"``).
         notice: Where progress notices go (the engine build, its start), e.g. stderr.
+        wire: Emulator only: the wire shape to send (:data:`EMULATOR_WIRES`: ``"openai"``
+            can also send ``"openai-responses"``, the emulator's ``/v1/responses``); default
+            :data:`PROVIDER_WIRES` (Messages, Chat Completions).
 
     Returns:
         The :class:`DemoResult`.
@@ -267,7 +275,7 @@ def run_demo(
         InputError: Unknown provider, scenario, endpoint or template, an empty model id, or
             a llama-server option with another provider (codes ``demo-provider``,
             ``demo-scenario``, ``demo-endpoint``, ``demo-template``, ``demo-model``,
-            ``demo-base-url``).
+            ``demo-base-url``, ``demo-wire``).
         LedgerError: The ledger cannot be created (see :func:`prepare_ledger`).
         ProviderError: A call to the emulator failed, or the engine did not answer.
         EngineError: The engine could not be built or started.
@@ -289,13 +297,21 @@ def run_demo(
                 raise InputError(f"{name} applies to provider {ENGINE_PROVIDER!r} only, not "
                                  f"{provider!r}", code=f"demo-{name.rstrip('s')}".replace(
                                      "_", "-"))
+    if wire is not None and (engine or wire not in EMULATOR_WIRES.get(provider, ())):
+        raise InputError(f"wire {wire!r} is not one the emulator demo sends for {provider!r}; "
+                         f"choose one of {', '.join(EMULATOR_WIRES.get(provider, ())) or 'none'}",
+                         code="demo-wire")
     names = tuple(scenarios) if scenarios is not None else (
-        tuple(s.name for s in SCENARIOS) if engine else scenario_names(provider))
+        tuple(s.name for s in SCENARIOS if s.engine_predicts) if engine
+        else scenario_names(provider))
     chosen = []
     for name in names:
         match = next((s for s in SCENARIOS if s.name == name), None)
-        if match is None or not (engine or provider in match.providers):
-            known = [s.name for s in SCENARIOS] if engine else scenario_names(provider)
+        if match is None or not (match.engine_predicts if engine
+                                 else provider in match.providers
+                                 and (wire is None or wire in match.wires)):
+            known = ([s.name for s in SCENARIOS if s.engine_predicts] if engine
+                     else scenario_names(provider))
             raise InputError(f"unknown scenario {name!r} for {provider}; choose from "
                              f"{', '.join(known)}", code="demo-scenario")
         chosen.append(match)
@@ -326,7 +342,7 @@ def run_demo(
                 ledger.set_meta(key, value)
             for scenario in chosen:
                 _run_scenario(scenario, workload, provider, model, ledger, capture, progress,
-                              sender or client_sender)
+                              sender or client_sender, wire or PROVIDER_WIRES[provider])
             rows = tuple(s.name for s in chosen)
             report = summarize(ledger.records())
     finally:
@@ -334,15 +350,17 @@ def run_demo(
         if tmp is not None:
             shutil.rmtree(tmp, ignore_errors=True)
     return DemoResult(provider, model, workload, rows, report, kept, capture,
-                      time.perf_counter() - started, engine_report)
+                      time.perf_counter() - started, engine_report,
+                      None if engine else wire or PROVIDER_WIRES[provider])
 
 
 def _run_scenario(scenario: Scenario, workload: Workload, provider: str, model: str,
                   ledger: Ledger, capture_dir: Path | None,
-                  progress: ProgressCallback | None, sender: SenderFactory) -> None:
+                  progress: ProgressCallback | None, sender: SenderFactory,
+                  wire: str) -> None:
     clock = FakeClock(DEMO_START_S)
-    total, done = workload.model_calls, 0
-    wire = PROVIDER_WIRES[provider]
+    sessions = scenario.sessions(workload.sessions)
+    total, done = sum(s.model_calls for s in sessions), 0
     capture = Capture(capture_dir, scenario.name, wire) if capture_dir else None
     try:
         with Emulator(responder=workload.responder(), clock=clock) as emulator:
@@ -351,7 +369,7 @@ def _run_scenario(scenario: Scenario, workload: Workload, provider: str, model: 
             recorder = Recorder(None, scenario=scenario.name, clock=clock, provider=provider,
                                 keep_records=None)
             with sender(wire, emulator, recorder) as send_request:
-                for session in workload.sessions:
+                for session in sessions:
                     harness = scenario.harness(
                         session, wire=wire, model=model,
                         system_prompt=session_system_prompt(workload.system_prompt, session))

@@ -1,4 +1,5 @@
-"""Harness scenarios: ours, and five documented ways real harnesses break the prefix cache.
+"""Harness scenarios: ours, six documented ways real harnesses break the prefix cache, and the
+multi-agent fix.
 
 Every scenario drives the same scripted sessions (same system prompt, tools, user turns, tool
 calls and results) and differs only in how it builds request bodies:
@@ -27,6 +28,17 @@ calls and results) and differs only in how it builds request bodies:
     current-time block at the end of the last user message), so each write ends in content the
     next request never repeats. Anthropic only: OpenAI's automatic caching (before GPT-5.6) has
     no breakpoints to misplace.
+  - ``subagent-spec-copies``: a multi-agent harness hands each user turn to a new subagent,
+    and each subagent builds its own copy of the long spec with its own preamble first (no
+    shared pin), so no subagent can read what another wrote.
+
+* ``subagent-fork``: the same subagents forked from one pinned head
+  (:meth:`~stableprompt.Conversation.fork`): every subagent's first call reads the head the
+  first subagent wrote, a cross-session read.
+
+The two multi-agent scenarios run each user turn as its own conversation (session id
+``<session>/agent<k>`` in ``metadata.user_id``; the responder follows ``<session>``'s
+script) and only on the first :data:`SUBAGENT_SESSIONS` sessions, to keep the demo short.
 
 Each harness builds one wire shape (:data:`WIRES`): ``anthropic`` (Messages),
 ``openai-chat`` (Chat Completions) or ``openai-responses`` (Responses). The emulator demo uses
@@ -57,9 +69,11 @@ from ._workload import WorkloadSession
 
 __all__ = [
     "COMPACT_EVERY_TURNS",
+    "EMULATOR_WIRES",
     "PROVIDERS",
     "PROVIDER_WIRES",
     "SCENARIOS",
+    "SUBAGENT_SESSIONS",
     "WIRES",
     "Harness",
     "HarnessSpec",
@@ -77,8 +91,12 @@ PROVIDERS = ("anthropic", "openai")
 WIRES = ("anthropic", "openai-chat", "openai-responses")
 """The wire shapes a harness can build."""
 PROVIDER_WIRES = {"anthropic": "anthropic", "openai": "openai-chat"}
-"""The wire shape the emulator demo sends per provider."""
+"""The wire shape the emulator demo sends per provider by default."""
+EMULATOR_WIRES = {"anthropic": ("anthropic",), "openai": ("openai-chat", "openai-responses")}
+"""The wire shapes the emulator demo can send per provider (``run_demo(wire=...)``)."""
 COMPACT_EVERY_TURNS = 2
+SUBAGENT_SESSIONS = 10
+"""Sessions the multi-agent scenarios run (the first ones of the workload)."""
 MAX_TOKENS = 1024
 """Anthropic's required ``max_tokens`` when a run sets no output limit."""
 _EPHEMERAL: dict[str, str] = {"type": "ephemeral"}
@@ -136,13 +154,15 @@ class Reply:
 
     @classmethod
     def from_response(cls, wire: str, response: Mapping[str, Any]) -> Reply:
-        """Parse an Anthropic Messages (``wire`` ``"anthropic"``) or OpenAI Chat Completions
-        (any other ``wire``) response body.
+        """Parse an Anthropic Messages (``wire`` ``"anthropic"``), OpenAI Responses
+        (``"openai-responses"``) or Chat Completions (any other ``wire``) response body. A
+        Responses reply is kept chat-shaped, as a naive Responses harness keeps its
+        transcript (:func:`responses_body`).
 
         Raises:
             ValueError: The response has no assistant message.
         """
-        fmt = "anthropic" if wire == "anthropic" else "openai-chat"
+        fmt = wire if wire in ("anthropic", "openai-responses") else "openai-chat"
         try:
             turn = assistant_turn(fmt, response)
             calls = tuple((c.id, c.name, dict(c.arguments)) for c in
@@ -152,8 +172,16 @@ class Reply:
         if wire == "anthropic":
             return cls(turn.text or "", calls, {"role": "assistant",
                                                 "content": response["content"]})
+        if fmt == "openai-responses":
+            kept: dict[str, Any] = {"role": "assistant", "content": turn.text or None}
+            if calls:
+                kept["tool_calls"] = [
+                    {"id": i, "type": "function",
+                     "function": {"name": n, "arguments": wire_json(a).decode()}}
+                    for i, n, a in calls]
+            return cls(turn.text or "", calls, kept)
         message = response["choices"][0]["message"]
-        kept: dict[str, Any] = {"role": "assistant", "content": message.get("content")}
+        kept = {"role": "assistant", "content": message.get("content")}
         if message.get("tool_calls"):
             kept["tool_calls"] = message["tool_calls"]
         return cls(turn.text or "", calls, kept)
@@ -244,7 +272,9 @@ class Scenario:
         factory: ``(session, spec) -> Harness``.
         wires: Wire shapes its harness builds.
         engine_predicts: What it costs on llama-server with an append-stable template that
-            puts the tools after the system text (Qwen2.5's), in words.
+            puts the tools after the system text (Qwen2.5's), in words; ``""``: the scenario
+            does not run on the engine.
+        max_sessions: Run only the workload's first sessions (``None``: all).
     """
 
     name: str
@@ -254,6 +284,11 @@ class Scenario:
     factory: Callable[[WorkloadSession, HarnessSpec], Harness]
     wires: tuple[str, ...] = WIRES
     engine_predicts: str = ""
+    max_sessions: int | None = None
+
+    def sessions(self, sessions: Sequence[WorkloadSession]) -> Sequence[WorkloadSession]:
+        """The sessions of ``sessions`` this scenario runs (:attr:`max_sessions`)."""
+        return sessions if self.max_sessions is None else sessions[:self.max_sessions]
 
     def harness(self, session: WorkloadSession, *, wire: str, model: str,
                 system_prompt: str, max_tokens: int | None = None) -> Harness:
@@ -331,6 +366,7 @@ class NaiveHarness(Harness):
         self.tools: list[dict[str, Any]] = [_tool_dict(session, name, self.anthropic)
                                             for name in session.tool_order]
         self.messages: list[dict[str, Any]] = []
+        self.user_id = session.id  # metadata.user_id: the conversation
 
     # -- hooks ---------------------------------------------------------------------------
 
@@ -377,14 +413,14 @@ class NaiveHarness(Harness):
                 "system": [{"type": "text", "text": system, "cache_control": dict(_EPHEMERAL)}],
                 "tools": self.tools_for_request(),
                 "messages": messages,
-                "metadata": {"user_id": self.session.id},
+                "metadata": {"user_id": self.user_id},
             }
             return Outgoing(body)
         body = {
             "model": spec.model,
             "messages": [{"role": "system", "content": system}, *self.messages],
             "tools": self.tools_for_request(),
-            "metadata": {"user_id": self.session.id},
+            "metadata": {"user_id": self.user_id},
             "prompt_cache_key": self.session.id,
         }
         if spec.max_tokens is not None:
@@ -541,6 +577,42 @@ class BreakpointMisplaced(NaiveHarness):
                           "cache_control": dict(_EPHEMERAL)}]
 
 
+def subagent_id(session: WorkloadSession, index: int) -> str:
+    """The conversation id of the subagent that handles user turn ``index`` (0-based)."""
+    return f"{session.id}/agent{index + 1}"
+
+
+class SubagentSpecCopies(NaiveHarness):
+    """Each user turn goes to a new subagent that sends its own copy of the spec, after its
+    own preamble: nothing before the history is shared between subagents."""
+
+    _preamble = ""
+
+    def begin_turn(self, index: int) -> None:
+        self.messages = []
+        self.user_id = subagent_id(self.session, index)
+        self._preamble = (f"You are subagent {index + 1} of the orchestrator for "
+                          f"{self.session.id}. Work on the one task you are given, then report "
+                          "back.")
+
+    def system_text(self, now: float) -> str:
+        return f"{self._preamble}\n\n{self.system}"
+
+
+class ForkedSubagents(SdkHarness):
+    """Each user turn goes to a new subagent forked from one pinned head
+    (:meth:`~stableprompt.Conversation.fork` of the head's empty conversation)."""
+
+    def __init__(self, session: WorkloadSession, spec: HarnessSpec) -> None:
+        super().__init__(session, spec)
+        self._root = self._conversation
+        self._session = session
+
+    def begin_turn(self, index: int) -> None:
+        self._conversation = self._root.fork()
+        self._metadata = {"user_id": subagent_id(self._session, index)}
+
+
 SCENARIOS: tuple[Scenario, ...] = (
     Scenario("stableprompt", "the SDK: pinned head, append-only history, clock in the tail",
              "nothing: every call after the first reads the whole previous request, except "
@@ -579,6 +651,16 @@ SCENARIOS: tuple[Scenario, ...] = (
              engine_predicts="nearly nothing: llama-server ignores cache_control, so the "
              "misplaced breakpoint costs only its own clock block, like the SDK's tail "
              "(a client_mutation by the letter, about the same hit rate as stableprompt)"),
+    Scenario("subagent-spec-copies",
+             "each user turn to a new subagent with its own copy of the spec (no shared pin)",
+             "the whole head on every subagent's first call: each copy starts with its own "
+             "preamble, so no subagent reads another's (OpenAI keeps only the tools prefix); "
+             "later calls of a subagent read normally",
+             PROVIDERS, SubagentSpecCopies, max_sessions=SUBAGENT_SESSIONS),
+    Scenario("subagent-fork", "each user turn to a new subagent forked from one pinned head",
+             "nothing but what each subagent adds: its first call reads the head an earlier "
+             "subagent wrote (a cross-session read, inside the ceiling)",
+             PROVIDERS, ForkedSubagents, max_sessions=SUBAGENT_SESSIONS),
 )
 
 

@@ -268,7 +268,8 @@ class Workload:
 class WorkloadResponder:
     """Request body -> the scripted assistant turn, for any of the three wire formats.
 
-    The session comes from ``metadata.user_id``; the step from the newest scripted event at
+    The session comes from ``metadata.user_id`` (a subagent's ``<session>/agent<k>`` follows
+    ``<session>``'s script); the step from the newest scripted event at
     the end of the conversation: the last tool result whose id is a scripted call, or the last
     user text that is a turn's text (other text, such as volatile tail blocks, is skipped).
 
@@ -282,7 +283,8 @@ class WorkloadResponder:
     def __call__(self, body: Mapping[str, Any]) -> AssistantTurn:
         metadata = body.get("metadata")
         sid = metadata.get("user_id") if isinstance(metadata, Mapping) else None
-        session = self._sessions.get(sid) if isinstance(sid, str) else None
+        session = (self._sessions.get(sid) or self._sessions.get(sid.partition("/")[0])
+                   if isinstance(sid, str) else None)
         if session is None:
             raise LookupError(f"request names no workload session (metadata.user_id={sid!r})")
         for kind, value in _events_backwards(body):

@@ -13,7 +13,9 @@ included), hashed as a chain, and cache reads/writes follow Anthropic's breakpoi
 entries visible once the writing response has started) or OpenAI's automatic prefix caching
 (minimums, 128-token reporting before GPT-5.6, an entry every 2,048 tokens on GPT-5.5,
 ``cache_write_tokens`` from GPT-5.6). The rules and their sources are in the docstrings of
-``_anthropic`` and ``_openai``. Every response carries the header
+``_anthropic`` and ``_openai``. Asked for reasoning (Anthropic ``thinking``, a Responses
+``reasoning`` effort), answers carry a signed thinking block or a reasoning item, checked
+when sent back as the providers document (``_reasoning``). Every response carries the header
 ``x-stableprompt-emulator: 1``; numbers measured against it describe the documented rules,
 not a provider's real cache (which is best-effort and may miss more).
 

@@ -17,6 +17,8 @@ versions; ``anthropics/skills@0da71c3b:skills/claude-api/shared/prompt-caching.m
 * A breakpoint whose prefix is shorter than the model's minimum (``cache_policy``) is ignored:
   no write, no read, both counters 0.
 * Lifetimes start at the request's start and are refreshed on read.
+* With ``thinking`` enabled the answer starts with a signed ``thinking`` block, and the
+  history's thinking blocks are checked as the API does (``_reasoning``).
 * Caches are scoped by API key and model; ``tool_choice``, ``thinking``, ``output_config`` and
   ``speed`` are folded into the hash before the first message, so changing them invalidates
   the messages tier only (the documented invalidation table).
@@ -35,7 +37,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._canonical import loads
-from .._policy import TTL_LABELS_S, cache_policy
+from .._policy import TTL_LABELS_S, cache_policy, text_block_of
 from ._answers import Usage, WireContext, WireError, WireResult, render, split_text, sse_event
 from ._checks import (
     expect_bool,
@@ -47,6 +49,7 @@ from ._checks import (
 )
 from ._endpoint import Endpoint, answer, open_request, reply
 from ._prompt import Block, PromptChain
+from ._reasoning import check_thinking, thinking_block, thinking_enabled
 from ._store import PendingWrite
 
 __all__ = ["handle_messages"]
@@ -115,12 +118,20 @@ def handle_messages(body: Any, ctx: WireContext) -> WireResult:
             raise WireError(f"{marker.where}.cache_control.ttl: a breakpoint with ttl='1h' "
                             "cannot come after one with ttl='5m'; longer TTLs must appear "
                             "before shorter ones")
+    thinking = thinking_enabled(req)
+    if thinking:
+        check_thinking(req["messages"])
     fitted = reply(req, ctx, _ENDPOINT, max_tokens=max_tokens)
     acc = _account(chain.blocks, markers, policy.min_cacheable_tokens,
                    policy.lookback_blocks or 20, ctx)
     write = acc.write_5m + acc.write_1h
-    usage = Usage(chain.total_tokens, acc.read, write, fitted.output_tokens)
     content: list[dict[str, Any]] = []
+    output_tokens = fitted.output_tokens
+    if thinking and max_tokens:
+        block = thinking_block(ctx.seq)
+        content.append(block)
+        output_tokens += ctx.tokenizer.count(block["thinking"])
+    usage = Usage(chain.total_tokens, acc.read, write, output_tokens)
     if fitted.text:
         content.append({"type": "text", "text": fitted.text})
     for cid, name, args in fitted.tool_calls:
@@ -132,7 +143,7 @@ def handle_messages(body: Any, ctx: WireContext) -> WireResult:
         "cache_read_input_tokens": acc.read,
         "cache_creation": {"ephemeral_5m_input_tokens": acc.write_5m,
                            "ephemeral_1h_input_tokens": acc.write_1h},
-        "output_tokens": fitted.output_tokens,
+        "output_tokens": output_tokens,
         "service_tier": "standard",
     }
     message = {"id": f"msg_emu_{ctx.seq:06d}", "type": "message", "role": "assistant",
@@ -157,6 +168,8 @@ def _render(req: dict[str, Any], chain: PromptChain) -> list[_Marker]:
         if ttl:
             markers.append(_Marker(index, ttl, where))
     system = req.get("system")
+    if isinstance(system, str) and system and text_block_of("anthropic", system) is not None:
+        system = [text_block_of("anthropic", system)]  # the content-shape rule: cache alike
     if isinstance(system, str):
         if system:
             index = chain.add(b"\nsystem\n" + render(system, "system"), where="system",
@@ -189,6 +202,10 @@ def _render(req: dict[str, Any], chain: PromptChain) -> list[_Marker]:
         content = obj["content"]
         final_assistant = role == "assistant" and i == len(messages) - 1
         head = b"\n" + role.encode() + b"\n"
+        if isinstance(content, str) and content:  # the content-shape rule (_policy): a
+            block = text_block_of("anthropic", content)  # string is its own bytes unless
+            if block is not None:  # the provider documents that it caches like one block
+                content = [block]
         if isinstance(content, str):
             if not content and not final_assistant:
                 raise WireError(f"{where}.content: text content must be non-empty")
@@ -296,6 +313,11 @@ def _events(message: dict[str, Any]) -> tuple[bytes, ...]:
         if block["type"] == "text":
             first = {"type": "text", "text": ""}
             deltas = [{"type": "text_delta", "text": piece} for piece in split_text(block["text"])]
+        elif block["type"] == "thinking":
+            first = {"type": "thinking", "thinking": "", "signature": ""}
+            deltas = [{"type": "thinking_delta", "thinking": piece}
+                      for piece in split_text(block["thinking"])]
+            deltas.append({"type": "signature_delta", "signature": block["signature"]})
         else:
             first = {**block, "input": {}}
             args = render(block["input"], "input").decode()

@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from itertools import takewhile
 from typing import Any
 
-from .._policy import TTL_LABELS_S, CachePolicy, cache_policy
+from .._policy import TTL_LABELS_S, CachePolicy, cache_policy, text_block_of
 from ._answers import WireContext, WireError, render
 from ._checks import expect_list, expect_object, expect_str
 from ._prompt import PromptChain
@@ -138,9 +138,14 @@ def cache_request(
 
 
 def add_message(
-    cache: CacheRequest, message: dict[str, Any], where: str, *, kind: str = "message"
+    cache: CacheRequest, message: dict[str, Any], where: str, *, kind: str = "message",
+    wire_format: str = "openai-chat",
 ) -> int:
     """Render one message (header, then content parts) into the chain; return its last index.
+
+    String content is its own bytes, unless the content-shape rule
+    (:data:`stableprompt._policy.CONTENT_SHAPES`) says the provider caches it like one text
+    part, in which case it is rendered as that part.
 
     Raises:
         WireError: Content is not a string, array of objects or null; a breakpoint is
@@ -149,6 +154,10 @@ def add_message(
     header = {k: v for k, v in message.items() if k != "content"}
     head = b"\n" + render(header, where)
     content = message.get("content")
+    if isinstance(content, str) and content:
+        block = text_block_of(wire_format, content)
+        if block is not None:
+            content = [block]
     if content is None or content == []:
         return cache.chain.add(head, where=where, kind=kind)
     if isinstance(content, str):

@@ -2,7 +2,8 @@
 
 This is an emulator, not OpenAI; cache rules are in :mod:`._openai`. It keeps no server-side
 state, so ``previous_response_id``, ``conversation``, ``prompt`` and ``background`` are
-rejected with a 400 that says so. Usage is OpenAI's shape: ``input_tokens`` includes
+rejected with a 400 that says so. A ``reasoning`` effort other than ``none`` puts a reasoning
+item first in the output (``_reasoning``). Usage is OpenAI's shape: ``input_tokens`` includes
 ``input_tokens_details.cached_tokens`` and ``cache_write_tokens`` (0 before GPT-5.6, where
 writes are not reported); streamed usage arrives only on ``response.completed``
 (``openai-python@e43b4224:src/openai/types/responses/response_usage.py``).
@@ -22,6 +23,7 @@ from ._checks import (
 )
 from ._endpoint import Endpoint, answer, open_request, reply
 from ._openai import account, add_message, cache_request
+from ._reasoning import check_reasoning_items, reasoning_item, wants_reasoning
 
 __all__ = ["handle_responses"]
 
@@ -71,13 +73,14 @@ def handle_responses(body: Any, ctx: WireContext) -> WireResult:
                         where="instructions", kind="system")
     items = req["input"]
     if isinstance(items, str):  # shorthand for one user message, rendered the same way
-        cache.implicit = add_message(cache, {"role": "user", "content": items}, "input")
+        cache.implicit = add_message(cache, {"role": "user", "content": items}, "input",
+                                     wire_format="openai-responses")
     else:
         for i, item in enumerate(expect_list(items, "input")):
             where = f"input[{i}]"
             obj = expect_object(item, where)
             if "content" in obj and "role" in obj:
-                last = add_message(cache, obj, where)
+                last = add_message(cache, obj, where, wire_format="openai-responses")
                 if obj["role"] == "user":
                     cache.implicit = last
                 continue
@@ -85,10 +88,18 @@ def handle_responses(body: Any, ctx: WireContext) -> WireResult:
             last = cache.chain.add(b"\n" + render(obj, where), where=where, kind="item")
             if kind == "function_call_output":
                 cache.implicit = last
+    if not isinstance(items, str):
+        check_reasoning_items(items)
     fitted = reply(req, ctx, _ENDPOINT, max_tokens=limit)
     acc = account(cache, ctx)
-    usage = Usage(cache.chain.total_tokens, acc.reported_read, acc.write, fitted.output_tokens)
     output: list[dict[str, Any]] = []
+    reasoning_tokens = 0
+    if wants_reasoning(req):
+        item = reasoning_item(req, ctx.seq)
+        output.append(item)
+        reasoning_tokens = sum(ctx.tokenizer.count(part["text"]) for part in item["summary"])
+    usage = Usage(cache.chain.total_tokens, acc.reported_read, acc.write,
+                  fitted.output_tokens + reasoning_tokens)
     if fitted.text:
         output.append({"id": f"msg_emu_{ctx.seq:06d}", "type": "message",
                        "status": "incomplete" if fitted.truncated else "completed",
@@ -117,7 +128,7 @@ def handle_responses(body: Any, ctx: WireContext) -> WireResult:
             "input_tokens_details": {"cached_tokens": acc.reported_read,
                                      "cache_write_tokens": acc.write},
             "output_tokens": usage.output_tokens,
-            "output_tokens_details": {"reasoning_tokens": 0},
+            "output_tokens_details": {"reasoning_tokens": reasoning_tokens},
             "total_tokens": usage.input_tokens_total + usage.output_tokens,
         },
     }
@@ -154,6 +165,9 @@ def _events(response: dict[str, Any]) -> tuple[bytes, ...]:
                 emit("response.output_text.delta", **where, delta=piece, logprobs=[])
             emit("response.output_text.done", **where, text=text, logprobs=[])
             emit("response.content_part.done", **where, part=_text_part(text))
+        elif item["type"] == "reasoning":
+            emit("response.output_item.added", output_index=index,
+                 item={**item, "summary": []})
         else:
             emit("response.output_item.added", output_index=index,
                  item={**item, "status": "in_progress", "arguments": ""})

@@ -1,0 +1,145 @@
+"""A capture request as the linter keeps it, and the digest indexes that find its predecessor.
+
+Used by :mod:`stableprompt._lint._linter` (the pairing rules are in its docstring).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from .._segment import HEAD_KINDS, Segment
+from .._wire._formats import HISTORY_KEYS, session_hint
+from .._wire._segmenter import SegmentedRequest
+from ._capture import CaptureEntry
+
+__all__ = ["Req", "RequestIndex", "continues", "has_assistant", "head_count", "make_req", "ratio",
+           "session_of"]
+
+
+@dataclass(slots=True, eq=False)
+class Req:
+    """A segmented request, body dropped (memory stays ~ the segment data).
+
+    ``scope``: the id that restricts predecessor candidates (session, ``metadata.user_id`` or
+    ``prompt_cache_key``: different routing keys never share a cache). ``session``: the same id
+    when it names one conversation (see :func:`session_of`), else ``None``.
+    """
+
+    pos: int
+    index: int
+    source: str
+    wire_format: str
+    group: str | None  # the capture file in a directory (conversations never cross files)
+    scope: str | None
+    session: str | None
+    hinted: bool  # session taken from the body (a hint), not from the capture record
+    model: str | None
+    segments: tuple[Segment, ...]
+    data: bytes
+    has_assistant: bool
+    breakpoints: tuple[Segment, ...]
+    first_message_digest: str | None
+
+
+@dataclass(slots=True)
+class RequestIndex:
+    by_digest: dict[str, list[int]] = field(default_factory=dict)
+    by_last: dict[str, int] = field(default_factory=dict)
+    by_first: dict[str, list[int]] = field(default_factory=dict)
+    by_segment: dict[str, list[int]] = field(default_factory=dict)  # standalone digest
+    all: list[int] = field(default_factory=list)
+
+    def add(self, req: Req) -> None:
+        by_segment = self.by_segment
+        for seg in req.segments:
+            self.by_digest.setdefault(seg.prefix_digest, []).append(req.pos)
+            positions = by_segment.setdefault(seg.digest, [])
+            if not positions or positions[-1] != req.pos:
+                positions.append(req.pos)
+        if req.segments:
+            self.by_last[req.segments[-1].prefix_digest] = req.pos
+        if req.first_message_digest is not None:
+            self.by_first.setdefault(req.first_message_digest, []).append(req.pos)
+        self.all.append(req.pos)
+
+
+def has_assistant(wire_format: str, body: Mapping[str, Any]) -> bool:
+    items = body.get(HISTORY_KEYS[wire_format])
+    if not isinstance(items, list):
+        return False
+    for item in items:
+        if not isinstance(item, Mapping):
+            continue
+        role, kind = item.get("role"), item.get("type")
+        if role == "assistant" or (role == "tool" and wire_format == "openai-chat"):
+            return True
+        if isinstance(kind, str) and (kind.endswith(("_call", "_call_output"))
+                                      or kind in ("reasoning", "item_reference", "compaction")):
+            return True
+    return False
+
+
+def session_of(entry_session: str | None, body: Mapping[str, Any]) -> tuple[
+        str | None, str | None, bool]:
+    """``(scope, session, hinted)`` of a request.
+
+    The capture record's ``session`` names a conversation. A body's ``metadata.user_id`` or
+    ``prompt_cache_key`` is only a hint (``hinted``): many harnesses use one per user or per
+    head, and it stops counting as a session when conversations interleave under it
+    (:meth:`._linter._Linter._interleaved`). A ``prompt_cache_key`` starting with ``sp-`` is the one
+    stableprompt derives from the head fingerprint (``prompt_cache_key=True``): it names a
+    lineage, never a conversation, so it only scopes candidates.
+    """
+    if entry_session is not None:
+        return entry_session, entry_session, False
+    hint = session_hint(body)
+    if hint is None:
+        return None, None, False
+    value, names_conversation = hint
+    return value, (value if names_conversation else None), True
+
+
+def make_req(pos: int, entry: CaptureEntry, seg: SegmentedRequest, group: bool) -> Req:
+    segments = seg.segments
+    first = next((s.digest for s in segments if s.kind == "message"), None)
+    scope, session, hinted = session_of(entry.session, entry.body)
+    return Req(
+        pos=pos, index=entry.index, source=entry.source, wire_format=seg.wire_format,
+        group=entry.group if group else None,
+        scope=scope, session=session, hinted=hinted, model=seg.model, segments=segments,
+        data=seg.data, has_assistant=has_assistant(seg.wire_format, entry.body),
+        breakpoints=tuple(s for s in segments if s.breakpoint is not None),
+        first_message_digest=first,
+    )
+
+
+def continues(a: Req, b: Req, start: int = 0) -> bool:
+    """Whether ``b`` re-sends (same bytes, by digest, anywhere) at least a quarter of the bytes
+    of ``a``'s message blocks from segment ``start`` on: evidence that ``b`` continues ``a``'s
+    conversation. Stock phrases two conversations share ("Let me check.") stay far below."""
+    sizes: dict[str, int] = {}
+    total = 0
+    for s in a.segments[start:]:
+        if s.kind == "message":
+            sizes[s.digest] = s.size_bytes
+            total += s.size_bytes
+    if not total:
+        return False
+    shared = sum(sizes.pop(s.digest, 0) for s in b.segments if s.kind == "message")
+    return 4 * shared >= total
+
+
+def head_count(req: Req) -> int:
+    """How many leading segments of ``req`` are head segments (params, tools, system)."""
+    n = 0
+    for s in req.segments:
+        if s.kind not in HEAD_KINDS:
+            break
+        n += 1
+    return n
+
+
+def ratio(part: int, whole: int) -> float:
+    return part / whole if whole else 1.0

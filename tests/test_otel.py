@@ -1,0 +1,161 @@
+"""Tests for the OpenTelemetry export (`_report._otel`): token-usage metric points with the
+cache dimension, and the live sink a Recorder writes each record to, checked with the OTel
+SDK's in-memory span exporter and InMemoryMetricReader."""
+
+from __future__ import annotations
+
+import json
+import logging
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from stableprompt import Ledger, OTelSink, Recorder, UsageRecord, export_otel
+from stableprompt._report._otel import TOKEN_USAGE, token_usage_points
+
+pytest.importorskip("opentelemetry.sdk.metrics")
+
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import (
+    InMemorySpanExporter,
+)
+
+T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+
+
+def _record(**update: Any) -> UsageRecord:
+    base = UsageRecord(ts_utc=T0, session_id="c1", wire_format="anthropic", provider="anthropic",
+                       model="claude-sonnet-4-5", input_tokens_total=5210,
+                       cache_read_tokens=5100, cache_write_tokens=100, uncached_tokens=10,
+                       output_tokens=42, verdict="hit")
+    return base.model_copy(update=update)
+
+
+def _otel() -> tuple[InMemorySpanExporter, TracerProvider, InMemoryMetricReader, MeterProvider]:
+    exporter = InMemorySpanExporter()
+    tracer_provider = TracerProvider()
+    tracer_provider.add_span_processor(SimpleSpanProcessor(exporter))
+    reader = InMemoryMetricReader()
+    return exporter, tracer_provider, reader, MeterProvider(metric_readers=[reader])
+
+
+def _points(reader: InMemoryMetricReader) -> dict[tuple[tuple[str, Any], ...], tuple[int, int]]:
+    """``sorted attribute items -> (sum, count)`` of the token-usage histogram."""
+    data = reader.get_metrics_data()
+    out: dict[tuple[tuple[str, Any], ...], tuple[int, int]] = {}
+    assert data is not None
+    for resource in data.resource_metrics:
+        for scope in resource.scope_metrics:
+            for metric in scope.metrics:
+                if metric.name != TOKEN_USAGE:
+                    continue
+                assert metric.unit == "{token}"
+                for point in metric.data.data_points:
+                    key = tuple(sorted(dict(point.attributes or {}).items()))
+                    out[key] = (int(point.sum), int(point.count))  # type: ignore[union-attr]
+    return out
+
+
+def _key(token_type: str, cache: str | None = None) -> tuple[tuple[str, Any], ...]:
+    attrs = {"gen_ai.operation.name": "chat", "gen_ai.provider.name": "anthropic",
+             "gen_ai.request.model": "claude-sonnet-4-5", "gen_ai.token.type": token_type}
+    if cache is not None:
+        attrs["gen_ai.token.cache"] = cache
+    return tuple(sorted(attrs.items()))
+
+
+def test_token_usage_points_partition_input_by_cache() -> None:
+    """Input tokens split into read / write / uncached points that sum to the inclusive total;
+    unknown cache counters or inconsistent usage give one bare input point; no usage, none."""
+    points = token_usage_points(_record())
+    assert [(v, a.get("gen_ai.token.type"), a.get("gen_ai.token.cache")) for v, a in points] == [
+        (5100, "input", "read"), (100, "input", "write"), (10, "input", "uncached"),
+        (42, "output", None)]
+    assert sum(v for v, a in points if a["gen_ai.token.type"] == "input") == 5210
+    bare = token_usage_points(_record(cache_read_tokens=None, cache_write_tokens=None))
+    assert [(v, "gen_ai.token.cache" in a) for v, a in bare] == [(5210, False), (42, False)]
+    odd = token_usage_points(_record(cache_read_tokens=9000, usage_inconsistent=True))
+    assert [v for v, _ in odd] == [5210, 42]
+    assert token_usage_points(_record(input_tokens_total=None, cache_read_tokens=None,
+                                      cache_write_tokens=None, output_tokens=None)) == []
+
+
+def test_export_otel_with_a_meter_records_the_histogram() -> None:
+    """export_otel(records, tracer, meter=...) emits the spans and the token-usage points."""
+    spans, tracer_provider, reader, meter_provider = _otel()
+    records = [_record(), _record(cache_read_tokens=0, cache_write_tokens=5200)]
+    assert export_otel(records, tracer_provider.get_tracer("t"),
+                       meter=meter_provider.get_meter("t")) == 2
+    assert len(spans.get_finished_spans()) == 2
+    points = _points(reader)
+    assert points[_key("input", "read")] == (5100, 2)
+    assert points[_key("input", "write")] == (5300, 2)
+    assert points[_key("input", "uncached")] == (20, 2)
+    assert points[_key("output")] == (84, 2)
+
+
+def _call(recorder: Recorder, step: int, *, read: int, write: int) -> None:
+    body = {"model": "claude-sonnet-4-5", "max_tokens": 5,
+            "system": [{"type": "text", "text": "You are careful. " * 400,
+                        "cache_control": {"type": "ephemeral"}}],
+            "messages": [{"role": "user", "content": f"q{step}"}]}
+    pending = recorder.start("/v1/messages", {}, json.dumps(body).encode(),
+                             host="api.anthropic.com")
+    assert pending is not None
+    response = {"id": f"m{step}", "type": "message", "role": "assistant", "content": [],
+                "usage": {"input_tokens": 20, "output_tokens": 3,
+                          "cache_read_input_tokens": read,
+                          "cache_creation_input_tokens": write}}
+    assert recorder.finish(pending, status_code=200,
+                           body=json.dumps(response).encode()) is not None
+
+
+def test_recorder_sink_emits_a_span_and_points_per_call(tmp_path: Path) -> None:
+    """Recorder(sinks=[OTelSink(...)]) turns each recorded call into one span and its token
+    points as it is written, after the ledger row."""
+    spans, tracer_provider, reader, meter_provider = _otel()
+    sink = OTelSink(tracer=tracer_provider.get_tracer("t"), meter=meter_provider.get_meter("t"))
+    with Ledger(tmp_path / "c.db") as ledger:
+        recorder = Recorder(ledger, tokenizer="bytes/4", session_id="s1", sinks=[sink])
+        _call(recorder, 0, read=0, write=1700)
+        _call(recorder, 1, read=1700, write=0)
+        assert len(ledger.records()) == 2
+    assert sink.exported == 2
+    finished = spans.get_finished_spans()
+    assert [dict(s.attributes or {})["gen_ai.usage.cache_read.input_tokens"]
+            for s in finished] == [0, 1700]
+    points = _points(reader)
+    assert points[_key("input", "read")] == (1700, 2)
+    assert points[_key("input", "write")] == (1700, 2)
+    assert points[_key("input", "uncached")] == (40, 2)
+    assert points[_key("output")] == (6, 2)
+
+
+class _Broken:
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def __call__(self, record: UsageRecord) -> None:
+        self.calls += 1
+        raise RuntimeError("collector down")
+
+
+def test_a_failing_sink_breaks_nothing(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """A sink that raises is logged; the call still returns its record, the ledger keeps the
+    row, and the next sink still gets it."""
+    broken = _Broken()
+    spans, tracer_provider, _, _ = _otel()
+    after = OTelSink(tracer=tracer_provider.get_tracer("t"), metrics=False)
+    with Ledger(tmp_path / "c.db") as ledger, caplog.at_level(logging.WARNING):
+        recorder = Recorder(ledger, tokenizer="bytes/4", session_id="s1",
+                            sinks=[broken, after])
+        _call(recorder, 0, read=0, write=1700)
+        assert len(ledger.records()) == 1
+    assert broken.calls == 1 and after.exported == 1
+    assert len(spans.get_finished_spans()) == 1
+    assert "record sink _Broken failed: RuntimeError: collector down" in caplog.text
