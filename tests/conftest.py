@@ -79,7 +79,9 @@ class FakeRecorder:
 
     def start(self, path: str, headers: Any = None,
               body: bytes | bytearray | memoryview | None = None, *, host: str | None = None,
-              method: str = "POST", provider: str | None = None) -> Pending | None:
+              method: str = "POST", provider: str | None = None,
+              decoded: Mapping[str, Any] | None = None,
+              resegmented: Any = None) -> Pending | None:
         self.bodies.append(bytes(body or b""))
         return Pending(record_id=f"fake-{len(self.bodies)}", ts=0.0, started=0.0, path=path,
                        wire_format="openai-chat", usage_format="openai-chat",

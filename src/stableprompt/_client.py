@@ -57,7 +57,13 @@ from ._public import public
 from ._recording._call import Pending
 from ._recording._errors import http_status_error, map_transport_error
 from ._recording._recorder import Recorder
-from ._recording._transport import PENDING_EXTENSION, AsyncRecordingTransport, RecordingTransport
+from ._recording._transport import (
+    BODY_EXTENSION,
+    PENDING_EXTENSION,
+    SEGMENTED_EXTENSION,
+    AsyncRecordingTransport,
+    RecordingTransport,
+)
 from ._sse import SSEParser
 from ._wire import anthropic, openai_chat, openai_responses
 from ._wire._formats import detect, endpoint_path
@@ -112,6 +118,8 @@ class _Prepared:
     content: bytes
     stream: bool
     headers: dict[str, str]
+    decoded: Mapping[str, Any] | None = None  # ``content`` decoded, when it is known
+    segmented: Any = None  # its Resegmented, when the recorder made it for ``_prepare``
 
 
 @dataclass(frozen=True)
@@ -265,9 +273,16 @@ class _Base:
 
     def _prepare(self, request: ProviderRequest | Mapping[str, Any], stream: bool | None
                  ) -> _Prepared:
+        fresh = False  # the body is decoded here, so nobody changed it since
+        found = None
         if isinstance(request, ProviderRequest):
             wire, path, content = request.wire_format, request.path, request.content
-            body: Mapping[str, Any] = request.body
+            fresh = "body" not in request.__dict__
+            # A turn of a recorded conversation: its body is rebuilt from the previous
+            # request's and the new items only (the bytes are not decoded again).
+            found = self.recorder.segment_rendered(wire, content) if fresh else None
+            body: Mapping[str, Any] = request.body if found is None else \
+                found.segmented.body
         elif isinstance(request, Mapping):
             body = request
             wire = self._wire_of(body)
@@ -297,9 +312,12 @@ class _Base:
         if self.cache_salt is not None:
             fields["cache_salt"] = self.cache_salt
         headers: dict[str, str] = {"accept": "text/event-stream"} if stream else {}
-        content, extra_headers = self._diagnose(wire, body, _append(content, body, fields))
+        sent, extra_headers = self._diagnose(wire, body, _append(content, body, fields))
         headers.update(extra_headers)
-        return _Prepared(wire, path, content, stream, headers)
+        # The recorder reuses the body decoded here when the bytes sent are the request's.
+        decoded = body if fresh and sent is content else None
+        return _Prepared(wire, path, sent, stream, headers, decoded,
+                         found if decoded is not None else None)
 
     def _diagnose(self, wire: str, body: Mapping[str, Any], content: bytes
                   ) -> tuple[bytes, dict[str, str]]:
@@ -332,7 +350,9 @@ class _Base:
         """
         for attempt in itertools.count():
             request = self._http.build_request(
-                "POST", url, content=prepared.content, headers=prepared.headers)
+                "POST", url, content=prepared.content, headers=prepared.headers,
+                extensions=None if prepared.decoded is None
+                else {BODY_EXTENSION: prepared.decoded, SEGMENTED_EXTENSION: prepared.segmented})
             try:
                 response = yield ("send", request)
             except httpx.HTTPError as exc:

@@ -77,6 +77,7 @@ from .._usage import CacheUsage
 from ._call import RequestState
 from ._engine_view import EngineEvidence
 from ._plausibility import usage_suspicion
+from ._resegment import breakpoint_indices
 
 __all__ = [
     "IGNORED_BREAKPOINTS_MARGIN",
@@ -521,7 +522,7 @@ class _Attributor:
         if (self.policy.automatic or usage is None or usage.cache_read_tokens != 0
                 or usage.cache_write_tokens != 0):
             return None
-        own = [i for i, s in enumerate(self.seg.segments) if s.breakpoint]
+        own = breakpoint_indices(self.seg)
         top = self.provider(self.cum[own[-1]]) if own else 0
         return top if own and top >= self.minimum * IGNORED_BREAKPOINTS_MARGIN else None
 
@@ -603,7 +604,7 @@ class _Attributor:
 
     def first(self) -> Attribution:
         """No predecessor and no changed-head session request (step 2)."""
-        own = [i for i, s in enumerate(self.seg.segments) if s.breakpoint]
+        own = breakpoint_indices(self.seg)
         if self.policy.automatic:
             cacheable = self.provider(self.request_tokens)
         else:
@@ -630,11 +631,9 @@ class _Attributor:
         entries: list[tuple[int, Segment, int]] = []
         if base.segmented is not None and base.segment_tokens is not None:
             base_cum = list(accumulate(base.segment_tokens))
-            entries = [
-                (i, s, base_cum[i])
-                for i, s in enumerate(base.segmented.segments)
-                if s.breakpoint
-            ]
+            segments = base.segmented.segments
+            entries = [(i, segments[i], base_cum[i])
+                       for i in breakpoint_indices(base.segmented)]
         elif comparison.common:  # ledger row only: assume an entry at the end of the match
             last = comparison.common - 1
             entries = [(last, seg.segments[last], cum[last])]
@@ -645,9 +644,9 @@ class _Attributor:
         self.detail["stable_prefix_tokens"] = extent
         shared = [e for e in written if e[0] < comparison.common]
         lost = [e for e in written if e[0] >= comparison.common]
-        own = [i for i, s in enumerate(seg.segments) if s.breakpoint]
+        own = breakpoint_indices(seg)
         eligible = [i for i in own if self.provider(cum[i]) >= self.minimum]
-        position = _block_positions(seg.segments)
+        position = _BlockPositions(seg.segments)
         lookback = self.policy.lookback_blocks or len(seg.segments) + 1
         readable = [
             e for e in shared
@@ -797,13 +796,19 @@ class _Attributor:
         return self.measured(predicted, predicted, False)
 
 
-def _block_positions(segments: Sequence[Segment]) -> list[int]:
+class _BlockPositions:
     """Block index of each segment: cache-key parameters are not blocks (Anthropic counts
-    tools, system blocks and message content blocks)."""
-    out: list[int] = []
-    position = -1
-    for s in segments:
-        if s.kind != "param":
-            position += 1
-        out.append(max(position, 0))
-    return out
+    tools, system blocks and message content blocks). Segmenters add the params first
+    (``SegmentBuilder.params`` before anything else), so segment ``i`` is block
+    ``max(i - params, 0)``: O(params) to build, O(1) per lookup."""
+
+    def __init__(self, segments: Sequence[Segment]) -> None:
+        params = 0
+        for s in segments:
+            if s.kind != "param":
+                break
+            params += 1
+        self._params = params
+
+    def __getitem__(self, index: int) -> int:
+        return max(index - self._params, 0)

@@ -87,7 +87,8 @@ def usage_suspicion(
                   "counted twice? (an inclusive input count parsed as exclusive: choose the "
                   "endpoint's usage_dialect)")
     elif total < USAGE_RATIO_LOW * request_tokens - HIDDEN_TOKENS_SLACK and not any(
-            marker in data[s.start : s.end] for s in segments for marker in _MEDIA_MARKERS):
+            marker in data for marker in _MEDIA_MARKERS):  # segments tile ``data``, and a
+        # quoted marker cannot straddle two of them (each ends a JSON value)
         reason = ("reported input total far below our estimate of the request: cached tokens "
                   "left out? (an exclusive input count parsed as inclusive: choose the "
                   "endpoint's usage_dialect)")

@@ -45,7 +45,7 @@ import threading
 import time
 import uuid
 from array import array
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
@@ -84,6 +84,7 @@ from ._http import header
 from ._observer import Observation, ResponseObserver
 from ._predecessor import LINEAGE_DEPTH, CallIndex, opening_of
 from ._record_fields import automatic_writes, engine_of, provider_diagnostics, raw_usage
+from ._resegment import LineageSegments, Resegmented
 from ._sinks import RecordSink, deliver
 
 if TYPE_CHECKING:
@@ -220,6 +221,7 @@ class Recorder:
                 "tokenizer unavailable (%s); estimating tokens as bytes/4", exc.code))
         self.records: list[UsageRecord] = []
         self._index = CallIndex(window_s=session_window_s)
+        self._segments = LineageSegments()
         self.engine: EngineTokens | None = engine_of(engine)
         if isinstance(engine_slots, bool) or not isinstance(engine_slots, (int, SlotMemory)) \
                 or (isinstance(engine_slots, int) and engine_slots < 1):
@@ -277,6 +279,8 @@ class Recorder:
         host: str | None = None,
         method: str = "POST",
         provider: str | None = None,
+        decoded: Mapping[str, Any] | None = None,
+        resegmented: Resegmented | None = None,
     ) -> Pending | None:
         """Register a call about to be sent. Never raises.
 
@@ -290,6 +294,11 @@ class Recorder:
             method: HTTP method; only ``POST`` is recorded.
             provider: Provider family of this call; default :attr:`provider`, else
                 inferred (:func:`provider_for`).
+            decoded: ``body`` already decoded (stableprompt's client hands over the
+                :attr:`ProviderRequest.body` it decoded): it is not parsed again. Must be
+                what :func:`~stableprompt._canonical.loads` gives for ``body``.
+            resegmented: ``body`` already segmented by :meth:`segment_rendered` (the
+                client's own requests); its body is ``decoded``.
 
         Returns:
             A :class:`Pending` to pass to :meth:`finish`, or ``None`` when the call is not a
@@ -300,7 +309,9 @@ class Recorder:
         try:
             if body is None or not self.recordable(path, method):
                 return None
-            decoded = loads(bytes(body))
+            client_decoded = decoded is not None  # stableprompt rendered these bytes
+            if decoded is None:
+                decoded = loads(bytes(body))
             if not isinstance(decoded, dict):
                 return None
             wire = detect(decoded, path)
@@ -324,7 +335,8 @@ class Recorder:
             secrets=secrets,
         )
         try:
-            self._analyse(pending, decoded, headers, bytes(body))
+            self._analyse(pending, decoded, headers, body, resegmented,
+                          rendered=client_decoded)
         except Exception as exc:
             self._problem(pending, exc)
         return pending
@@ -334,18 +346,36 @@ class Recorder:
         _log.warning("stableprompt could not analyse a request to %s: %s", pending.path,
                      pending.problem)
 
-    def _analyse(self, pending: Pending, body: dict[str, Any], headers: Any, raw: bytes) -> None:
+    def segment_rendered(self, wire_format: str, content: bytes) -> Resegmented | None:
+        """Segment a body stableprompt rendered without decoding what its conversation's
+        previous request held (:meth:`LineageSegments.segment_rendered
+        <stableprompt._recording._resegment.LineageSegments.segment_rendered>`); ``None``
+        when it continues no recorded request (decode it then). Never raises."""
+        try:
+            return self._segments.segment_rendered(wire_format, content)
+        except Exception:
+            return None
+
+    def _analyse(self, pending: Pending, body: dict[str, Any], headers: Any,
+                 raw: bytes | bytearray | memoryview,
+                 resegmented: Resegmented | None = None, *, rendered: bool = False) -> None:
         model = body.get("model")
         pending.model = model if isinstance(model, str) else None
         pending.session_id = self._session_of(body, headers)
         pending.diagnostics_requested = diagnostics_request(pending.wire_format, body)
         if self.store_content:
-            pending.content = raw.decode("utf-8", "replace")
+            pending.content = bytes(raw).decode("utf-8", "replace")
         pending.turn_boundary = turn_boundary(pending.wire_format, body)
         segmented: SegmentedRequest | None = None
         try:
-            segmented = segment_request(pending.wire_format, body)
-            pending.state = RequestState.of(segmented, self._count(segmented), pending.ts,
+            found = resegmented if resegmented is not None and \
+                resegmented.segmented.wire_format == pending.wire_format else \
+                self._segments.segment(pending.wire_format, body, content=bytes(raw)
+                                       if rendered else None)
+            segmented = found.segmented
+            tokens = self._count(segmented, found.reused, found.previous_tokens)
+            self._segments.remember_tokens(segmented, tokens)
+            pending.state = RequestState.of(segmented, tokens, pending.ts,
                                             record_id=pending.record_id)
         except Exception as exc:
             self._problem(pending, exc)
@@ -390,10 +420,16 @@ class Recorder:
             self._lookup_failed(exc)
             return 0
 
-    def _count(self, segmented: SegmentedRequest) -> list[int]:
-        data = segmented.data
-        return [self._counter.count(data[s.start : s.end], digest=s.digest)
-                for s in segmented.segments]
+    def _count(self, segmented: SegmentedRequest, reused: int = 0,
+               previous: Sequence[int] | None = None) -> list[int]:
+        """Token counts per segment; the first ``reused`` are ``previous``'s (the same
+        segments, counted for the lineage's previous request)."""
+        data, segments = segmented.data, segmented.segments
+        counts = list(previous[:reused]) if previous is not None and reused else []
+        count = self._counter.count
+        counts.extend(count(data[s.start : s.end], digest=s.digest)
+                      for s in segments[len(counts):])
+        return counts
 
     def _load_lineage(self, head: str) -> None:
         """Seed the index with the lineage's recent ledger rows, once per lineage (a failed,

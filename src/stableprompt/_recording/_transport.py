@@ -48,7 +48,9 @@ from ._recorder import Recorder
 from ._stabilize import stabilize
 
 __all__ = [
+    "BODY_EXTENSION",
     "PENDING_EXTENSION",
+    "SEGMENTED_EXTENSION",
     "AsyncRecordingTransport",
     "CallRecorder",
     "RecordingTransport",
@@ -71,6 +73,14 @@ PENDING_EXTENSION = "stableprompt.pending"
 """Key of the :class:`Pending` in ``response.extensions``; ``pending.record`` holds the record
 once the body has been read."""
 
+SEGMENTED_EXTENSION = "stableprompt.segmented"
+"""Key in ``request.extensions`` of the body's segmenting, when stableprompt's client made it
+(:meth:`Recorder.segment_rendered`) to prepare the request without decoding the body."""
+
+BODY_EXTENSION = "stableprompt.body"
+"""Key in ``request.extensions`` of the request body already decoded (set by stableprompt's
+clients, which decoded it to prepare the request): the recorder does not parse it again."""
+
 class CallRecorder(Protocol):
     """What a recording transport needs of its recorder (:class:`Recorder` is one): judge a
     path, start a call, observe its response, and finish a call that got no response.
@@ -85,8 +95,12 @@ class CallRecorder(Protocol):
 
     def start(self, path: str, headers: Any = None,
               body: bytes | bytearray | memoryview | None = None, *, host: str | None = None,
-              method: str = "POST", provider: str | None = None) -> Pending | None:
-        """Register a call about to be sent (``None``: pass it through unrecorded)."""
+              method: str = "POST", provider: str | None = None,
+              decoded: Mapping[str, Any] | None = None,
+              resegmented: Any = None) -> Pending | None:
+        """Register a call about to be sent (``None``: pass it through unrecorded);
+        ``decoded`` is ``body`` already decoded and ``resegmented`` its segmenting, when the
+        client knows them."""
         ...
 
     def observe(self, pending: Pending, *, status_code: int, headers: Any,
@@ -188,9 +202,20 @@ def _stabilized(request: Any, body: bytes) -> tuple[Any, bytes, list[str]]:
 def _start(recorder: CallRecorder, request: Any, body: bytes, provider: str | None,
            rewrites: list[str] | None = None) -> Pending | None:
     url = request.url
-    pending = recorder.start(str(url.path), request.headers, body,
-                             host=str(url.host) if url.host else None,
-                             method=str(request.method), provider=provider)
+    extensions = getattr(request, "extensions", {})
+    # only stableprompt's own clients set the decoded body (a Recorder accepts it); a
+    # stabilized body is another body, so it is parsed afresh
+    decoded = None if rewrites else extensions.get(BODY_EXTENSION)
+    if decoded is not None:
+        pending = recorder.start(str(url.path), request.headers, body,
+                                 host=str(url.host) if url.host else None,
+                                 method=str(request.method), provider=provider,
+                                 decoded=decoded,
+                                 resegmented=extensions.get(SEGMENTED_EXTENSION))
+    else:
+        pending = recorder.start(str(url.path), request.headers, body,
+                                 host=str(url.host) if url.host else None,
+                                 method=str(request.method), provider=provider)
     if pending is not None and rewrites:
         pending.detail["stabilized"] = list(rewrites)
     return pending

@@ -8,9 +8,9 @@ key, segmenter, session hint) live in its module; this module only dispatches.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from types import MappingProxyType
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from .._exceptions import CaptureError, ConfigurationError, HistoryError
 from .._public import public
@@ -26,6 +26,7 @@ __all__ = [
     "HISTORY_KEYS",
     "REQUEST_FORMATS",
     "WIRE_FORMATS_WITH_REQUESTS",
+    "SegmentSteps",
     "UsageDialects",
     "assistant_turn",
     "chosen_dialect",
@@ -38,6 +39,7 @@ __all__ = [
     "request_format",
     "response_format",
     "segment_request",
+    "segment_steps",
     "session_hint",
     "usage_dialects",
     "usage_format",
@@ -52,6 +54,10 @@ class RequestFormat(Protocol):
     CACHE_KEY_PARAMS: tuple[str, ...]
 
     def segment(self, body: Mapping[str, Any], b: SegmentBuilder) -> None: ...
+
+    def segment_head(self, body: Mapping[str, Any], b: SegmentBuilder) -> None: ...
+
+    def segment_item(self, b: SegmentBuilder, item: Any, index: int, leading: bool) -> bool: ...
 
     def assistant_turn(self, response: Mapping[str, Any]) -> AssistantTurn: ...
 
@@ -367,3 +373,30 @@ def diagnostics_request(wire_format: str, body: Mapping[str, Any]) -> dict[str, 
 
 
 public(segment_request)
+
+
+class SegmentSteps(NamedTuple):
+    """The pieces :func:`segment_request` runs for a list history, for a segmenter that
+    resumes at a history item (``_recording._resegment``): ``params`` + ``head`` make the
+    segments before the history, then ``item(b, items[i], i, leading)`` per item, where
+    ``leading`` is what the previous item returned (``True`` for the first)."""
+
+    wire_format: str
+    marker_key: str
+    history_key: str
+    params: tuple[str, ...]
+    head: Callable[[Mapping[str, Any], SegmentBuilder], None]
+    item: Callable[[SegmentBuilder, Any, int, bool], bool]
+
+
+def segment_steps(wire_format: str) -> SegmentSteps:
+    """The :class:`SegmentSteps` of a request format (``openai-compatible`` is Chat).
+
+    Raises:
+        CaptureError: unknown wire format (code ``capture-format``).
+    """
+    if wire_format == "openai-compatible":
+        wire_format = openai_chat.WIRE_FORMAT
+    module = _module(wire_format)
+    return SegmentSteps(wire_format, _MARKERS[wire_format], HISTORY_KEYS[wire_format],
+                        module.CACHE_KEY_PARAMS, module.segment_head, module.segment_item)

@@ -154,8 +154,9 @@ def fingerprints(prompt: PromptParts, *, wire_format: str, names: tuple[str, ...
     param_segments = param_datas(names, model, values)
 
     def message(m: MessageParts) -> Datas:
-        return memo(m, wire_format + "-segments", lambda: tuple(
-            segment for item in serialize(m) for segment in _item_segments(loads(item))))
+        # Not memoized: chained once (the history memo keeps the state after it); a second,
+        # wrapped copy of every message would double what a conversation holds.
+        return tuple(segment for item in serialize(m) for segment in _item_segments(loads(item)))
 
     def make() -> tuple[str, str]:
         tail_segments = () if tail is None else _item_segments(loads(tail))

@@ -650,7 +650,9 @@ def _message_datas(message: MessageParts) -> Datas:
     def make() -> Datas:
         head = b'{"role":' + canonical_json(_role(message)) + b',"block":'
         return tuple(("message", head + data + b"}") for data in message_blocks(message))
-    return memo(message, "anthropic-segments", make)
+    # Not memoized: the history memo keeps the chain state after the messages chained so
+    # far, so these bytes (a second copy of the message, role-wrapped) are needed once.
+    return make()
 
 
 def segment(body: Mapping[str, Any], b: SegmentBuilder) -> None:
@@ -658,6 +660,16 @@ def segment(body: Mapping[str, Any], b: SegmentBuilder) -> None:
 
     A top-level ``cache_control`` (automatic caching) marks the last cacheable block.
     """
+    segment_head(body, b)
+    for i, message in enumerate(require_list(body, "messages", required=True)):
+        segment_item(b, message, i, False)
+    top = body.get(MARKER_KEY)
+    if isinstance(top, Mapping):
+        b.mark_last(str(top.get("ttl", "5m")))
+
+
+def segment_head(body: Mapping[str, Any], b: SegmentBuilder) -> None:
+    """Add the segments before the history: tools, then system."""
     for i, entry in enumerate(require_list(body, "tools", required=False)):
         b.add("tool", f"tools[{i}]", entry, f"/tools/{i}", tool_label(entry))
     system = body.get("system")
@@ -666,15 +678,18 @@ def segment(body: Mapping[str, Any], b: SegmentBuilder) -> None:
             b.add("system", f"system[{i}]", item, f"/system/{i}")
     elif system is not None:
         b.add("system", "system", system, "/system")
-    for i, message in enumerate(require_list(body, "messages", required=True)):
-        if not isinstance(message, Mapping):
-            raise CaptureError("message must be an object", code="capture-shape",
-                               pointer=f"/messages/{i}")
-        b.content("message", f"messages[{i}]", f"/messages/{i}", message.get("role"),
-                  message.get("content"))
-    top = body.get(MARKER_KEY)
-    if isinstance(top, Mapping):
-        b.mark_last(str(top.get("ttl", "5m")))
+
+
+def segment_item(b: SegmentBuilder, message: Any, i: int, leading: bool) -> bool:
+    """Add the segments of ``messages[i]`` (one per content block); they depend on the
+    message and its index only (``leading`` is unused here: Anthropic has no leading system
+    messages), so the result is always False."""
+    if not isinstance(message, Mapping):
+        raise CaptureError("message must be an object", code="capture-shape",
+                           pointer=f"/messages/{i}")
+    b.content("message", f"messages[{i}]", f"/messages/{i}", message.get("role"),
+              message.get("content"))
+    return False
 
 
 def session_hint(body: Mapping[str, Any]) -> str | None:

@@ -357,11 +357,22 @@ def fingerprints(prompt: PromptParts, *, model: str, prompt_cache_key: bool | st
 def segment(body: Mapping[str, Any], b: SegmentBuilder) -> None:
     """Add the segments of a Chat body: tools, then leading system/developer messages as
     ``system``, then one per message content block."""
-    for i, entry in enumerate(require_list(body, "tools", required=False)):
-        b.add("tool", f"tools[{i}]", entry, f"/tools/{i}", tool_label(entry))
+    segment_head(body, b)
     leading = True
     for i, message in enumerate(require_list(body, "messages", required=True)):
-        leading = segment_message(b, message, f"messages[{i}]", f"/messages/{i}", leading)
+        leading = segment_item(b, message, i, leading)
+
+
+def segment_head(body: Mapping[str, Any], b: SegmentBuilder) -> None:
+    """Add the segments before the history: the tools."""
+    for i, entry in enumerate(require_list(body, "tools", required=False)):
+        b.add("tool", f"tools[{i}]", entry, f"/tools/{i}", tool_label(entry))
+
+
+def segment_item(b: SegmentBuilder, message: Any, i: int, leading: bool) -> bool:
+    """Add the segments of ``messages[i]``; ``leading``: every earlier message was a leading
+    system/developer one. Returns whether this one still is."""
+    return segment_message(b, message, f"messages[{i}]", f"/messages/{i}", leading)
 
 
 def assistant_turn(response: Mapping[str, Any], *, choice: int | None = None) -> AssistantTurn:

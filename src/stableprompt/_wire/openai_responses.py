@@ -308,10 +308,7 @@ def fingerprints(prompt: PromptParts, *, model: str, prompt_cache_key: bool | st
 def segment(body: Mapping[str, Any], b: SegmentBuilder) -> None:
     """Add the segments of a Responses body: tools, ``instructions`` and leading
     system/developer items as ``system``, then one per input item content block."""
-    for i, entry in enumerate(require_list(body, "tools", required=False)):
-        b.add("tool", f"tools[{i}]", entry, f"/tools/{i}", tool_label(entry))
-    if body.get("instructions") is not None:
-        b.add("system", "instructions", body["instructions"], "/instructions")
+    segment_head(body, b)
     raw = body.get("input")
     if isinstance(raw, str):
         b.content("message", "input", "/input", "user", raw)
@@ -323,7 +320,21 @@ def segment(body: Mapping[str, Any], b: SegmentBuilder) -> None:
                            pointer="/input")
     leading = True
     for i, item in enumerate(raw):
-        leading = segment_message(b, item, f"input[{i}]", f"/input/{i}", leading)
+        leading = segment_item(b, item, i, leading)
+
+
+def segment_head(body: Mapping[str, Any], b: SegmentBuilder) -> None:
+    """Add the segments before the history: tools, then ``instructions``."""
+    for i, entry in enumerate(require_list(body, "tools", required=False)):
+        b.add("tool", f"tools[{i}]", entry, f"/tools/{i}", tool_label(entry))
+    if body.get("instructions") is not None:
+        b.add("system", "instructions", body["instructions"], "/instructions")
+
+
+def segment_item(b: SegmentBuilder, item: Any, i: int, leading: bool) -> bool:
+    """Add the segments of ``input[i]`` (a list item); ``leading``: every earlier item was a
+    leading system/developer one. Returns whether this one still is."""
+    return segment_message(b, item, f"input[{i}]", f"/input/{i}", leading)
 
 
 # -- cache diagnostics ------------------------------------------------------------------------

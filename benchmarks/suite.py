@@ -1,0 +1,189 @@
+"""pyperf suite: stableprompt's per-turn work at turns 10 / 100 / 1,000 and the baselines
+measured in the same run (see ``benchmarks/README.md``).
+
+Each value is one call (``--loops 1``): a step appends one turn (not timed: it is the new
+content), then times one operation on the conversation at that turn:
+
+- ``render/<format>/<N>``: ``conv.render()`` + ``to_<format>()`` + ``content`` + ``fingerprint``;
+- ``naive-json/<N>``, ``naive-orjson/<N>``: the same Anthropic body dict serialized whole
+  (``json.dumps(sort_keys=True)`` / ``orjson.dumps(OPT_SORT_KEYS)``) + SHA-256;
+- ``parse/<N>``: one ``orjson.loads`` of that body (the transport path's bound);
+- ``record-client/<N>``: what ``AnthropicClient.send`` adds for a rendered request:
+  ``Recorder.segment_rendered`` (the body rebuilt from the previous request's and the new
+  items, nothing decoded again) + ``start`` with it handed over + ``finish``;
+- ``record-transport/<N>``: the same from the body bytes only (``RecordingTransport`` under an
+  official SDK).
+
+Run through ``benchmarks/run.py``; alone: ``python benchmarks/suite.py -o out.json``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pyperf
+
+sys.path.insert(0, str(Path(__file__).parent))
+import workload
+
+import stableprompt
+from stableprompt import Conversation, PromptBuilder, Recorder, RenderedPrompt, Tool
+
+TURNS = (10, 100, 1000)
+FORMATS: dict[str, Callable[[RenderedPrompt], Any]] = {
+    "anthropic": lambda r: r.to_anthropic(model="claude-sonnet-4-5", max_tokens=1024),
+    "openai-chat": lambda r: r.to_openai_chat(model="gpt-5.6", prompt_cache_key=True),
+    "openai-responses": lambda r: r.to_openai_responses(model="gpt-5.6"),
+}
+_STATE: dict[str, Any] = {}
+
+
+def _grow(conv: Conversation, i: int) -> None:
+    t = workload.turn(i)
+    conv.user(t["user"])
+    conv.assistant(None, tool_calls=[t["call"]])
+    conv.tool_result(t["call"]["id"], t["result"])
+
+
+def _conversation(turns: int) -> tuple[Conversation, list[int]]:
+    tools = [Tool(t["name"], t["description"], t["input_schema"]) for t in workload.TOOLS]
+    head = (PromptBuilder(tokenizer=None).system(workload.SYSTEM).tools(tools)
+            .tail_slot("now").freeze())
+    conv = head.conversation()
+    for i in range(turns):
+        _grow(conv, i)
+    return conv, [turns]
+
+
+def _stepper(turns: int, fmt: str = "anthropic") -> Callable[[], Any]:
+    """A function appending one turn and returning the rendered request (cached per N)."""
+    key = f"{fmt}/{turns}"
+    if key not in _STATE:
+        conv, done = _conversation(turns)
+        render = FORMATS[fmt]
+
+        def step() -> Any:
+            _grow(conv, done[0])
+            done[0] += 1
+            return render(conv.render(tail={"now": str(done[0])}))
+        _STATE[key] = step
+    step: Callable[[], Any] = _STATE[key]
+    return step
+
+
+def _timed(loops: int, before: Callable[[], Any], op: Callable[[Any], object]) -> float:
+    total = 0.0
+    for _ in range(loops):
+        arg = before()
+        start = time.perf_counter()
+        op(arg)
+        total += time.perf_counter() - start
+        del arg
+    return total
+
+
+def bench_render(loops: int, turns: int, fmt: str) -> float:
+    key = f"conv/{turns}"
+    if key not in _STATE:
+        _STATE[key] = _conversation(turns)
+    conv, done = _STATE[key]
+    render = FORMATS[fmt]
+    total = 0.0
+    for _ in range(loops):
+        _grow(conv, done[0])  # the new content: not timed
+        done[0] += 1
+        start = time.perf_counter()
+        req = render(conv.render(tail={"now": str(done[0])}))
+        req.content  # noqa: B018
+        req.fingerprint  # noqa: B018
+        total += time.perf_counter() - start
+        del req  # dropped before the next turn, as a client that sent it does
+    return total
+
+
+def _body(turns: int) -> dict[str, Any]:
+    key = f"body/{turns}"
+    if key not in _STATE:
+        _STATE[key] = orjson.loads(_stepper(turns)().content)
+    body: dict[str, Any] = _STATE[key]
+    return body
+
+
+def bench_naive_json(loops: int, turns: int) -> float:
+    body = _body(turns)
+    return _timed(loops, lambda: body,
+                  lambda b: hashlib.sha256(json.dumps(b, sort_keys=True).encode()).hexdigest())
+
+
+def bench_naive_orjson(loops: int, turns: int) -> float:
+    body = _body(turns)
+    return _timed(loops, lambda: body, lambda b: hashlib.sha256(
+        orjson.dumps(b, option=orjson.OPT_SORT_KEYS)).hexdigest())
+
+
+def bench_parse(loops: int, turns: int) -> float:
+    content = orjson.dumps(_body(turns))
+    return _timed(loops, lambda: content, orjson.loads)
+
+
+def _response(content: bytes) -> bytes:
+    """A Messages response whose usage is plausible for ``content`` (~4 bytes a token), so
+    the recorder takes its ordinary path (no implausible-usage scan)."""
+    return orjson.dumps({"id": "msg_1", "type": "message", "usage": {
+        "input_tokens": 10, "cache_read_input_tokens": len(content) // 4,
+        "cache_creation_input_tokens": 200, "output_tokens": 5}})
+
+
+def bench_record(loops: int, turns: int, client: bool) -> float:
+    key = f"recorder/{turns}/{client}"
+    if key not in _STATE:
+        _STATE[key] = Recorder(tokenizer="cl100k_base", keep_records=100)
+        step = _stepper(turns)
+        for _ in range(3):  # warm: tokenizer loaded, lineage seen
+            req = step()
+            pending = _STATE[key].start("/v1/messages", {}, req.content, decoded=req.body)
+            _STATE[key].finish(pending, status_code=200, body=_response(req.content))
+    recorder: Recorder = _STATE[key]
+    step = _stepper(turns)
+
+    def before() -> tuple[bytes, bytes]:
+        content = step().content
+        return content, _response(content)
+
+    def op(arg: tuple[bytes, bytes]) -> None:
+        content, response = arg
+        if client:  # as AnthropicClient.send: segmented from its bytes, handed over
+            found = recorder.segment_rendered("anthropic", content)
+            decoded = found.segmented.body if found is not None else orjson.loads(content)
+            pending = recorder.start("/v1/messages", {}, content, decoded=decoded,
+                                     resegmented=found)
+        else:
+            pending = recorder.start("/v1/messages", {}, content)
+        assert pending is not None
+        recorder.finish(pending, status_code=200, body=response)
+    return _timed(loops, before, op)
+
+
+def main() -> None:
+    runner = pyperf.Runner()
+    runner.metadata["workload"] = "40 tools + system, 3 messages (~1 KB) per turn"
+    runner.metadata["stableprompt"] = str(Path(stableprompt.__file__).parent)
+    for n in TURNS:
+        for fmt in FORMATS:
+            runner.bench_time_func(f"render/{fmt}/{n}", bench_render, n, fmt)
+        runner.bench_time_func(f"naive-json/{n}", bench_naive_json, n)
+        runner.bench_time_func(f"naive-orjson/{n}", bench_naive_orjson, n)
+        runner.bench_time_func(f"parse/{n}", bench_parse, n)
+        runner.bench_time_func(f"record-client/{n}", bench_record, n, True)
+        runner.bench_time_func(f"record-transport/{n}", bench_record, n, False)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,307 @@
+"""Segment a request body reusing the segments of the lineage's previous request.
+
+An agent loop sends the same history again with a few items appended, so the recorder keeps,
+per cache lineage, the last segmented request and where each history item's bytes end in the
+compact dump of its history. A new request of the lineage is segmented as follows:
+
+1. the head (cache-key params, tools, system) is segmented as usual (a few dozen segments);
+2. when its segments equal the stored request's, the history is dumped once
+   (:func:`~stableprompt._canonical.decoded_json`: one C call) and compared byte for byte
+   with the stored dump: every stored item whose bytes lie inside the common byte prefix is
+   the same JSON value with the same serialization at the same index, so its segments (bytes,
+   offsets, digests, chained prefix digests, names, breakpoints) are the stored ones;
+3. only the items after that are segmented, hashed and chained, continuing from the last
+   reused prefix digest.
+
+The result equals :func:`~stableprompt._wire._formats.segment_request` of the same body,
+segment for segment (``tests/test_resegment.py`` checks it on random conversations). Bodies
+this does not cover go the slow way: a history that is not a list, an Anthropic body with a
+top-level ``cache_control`` (its automatic breakpoint marks the last block, wherever the
+history ends). Cost of a request sharing its history: one dump and one byte comparison of
+the history (C), plus Python work for the new items only.
+
+The recorder also keeps each stored request's token counts here
+(:meth:`LineageSegments.remember_tokens`), so the reused segments are not counted again.
+"""
+
+from __future__ import annotations
+
+import bisect
+import threading
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .._canonical import decoded_json, scan_items
+from .._segment import Segment, build_segments
+from .._wire._formats import SegmentSteps, segment_request, segment_steps
+from .._wire._segmenter import SegmentBuilder, SegmentedRequest
+
+__all__ = ["LineageSegments", "Resegmented", "breakpoint_indices", "common_prefix_bytes"]
+
+_CHUNK = 1 << 16
+
+
+def common_prefix_bytes(a: bytes, b: bytes, *, offset: int = 0) -> int:
+    """Length of the longest common prefix of ``a[offset:]`` and ``b`` (C comparisons of
+    64 KiB slices, then a binary search inside the first differing one)."""
+    limit = min(len(a) - offset, len(b))
+    start = 0
+    while start < limit:
+        end = min(start + _CHUNK, limit)
+        if a[offset + start:offset + end] != b[start:end]:
+            low, high = start, end  # the answer is in [low, high)
+            while high - low > 1:
+                mid = (low + high) // 2
+                if a[offset + low:offset + mid] == b[low:mid]:
+                    low = mid
+                else:
+                    high = mid
+            return low
+        start = end
+    return max(limit, 0)
+
+
+@dataclass
+class _Stored:
+    """The last request of a lineage, as the next one needs it."""
+
+    segmented: SegmentedRequest
+    head: int  # segments before the history
+    dump: bytes  # decoded_json of the history list
+    item_ends: list[int]  # per item: offset in ``dump`` one past its last byte
+    item_segments: list[int]  # per item: segments of the request through it (head included)
+    leading: int  # how many items from the first returned ``leading=True``
+    items: list[Any]  # the history list of ``segmented.body`` (never mutated)
+    tokens: tuple[int, ...] | None = field(default=None)
+    # Rendered bodies only: the bytes around the history in the body, when the history is
+    # exactly ``dump`` there (``None``: not known to be a compact rendered body).
+    around: tuple[bytes, bytes] | None = field(default=None)
+
+
+@dataclass(frozen=True, slots=True)
+class Resegmented:
+    """A segmented request and what it shares with the lineage's previous one.
+
+    Attributes:
+        segmented: Equal to ``segment_request(wire_format, body)``; its ``body`` is the
+            decoded body (rebuilt from the stored request's items and the new ones when the
+            body was not parsed: :meth:`LineageSegments.segment_rendered`).
+        reused: Leading segments taken from the previous request (``0``: none).
+        previous_tokens: The previous request's token counts (one per segment, as the
+            recorder counted them), when it stored them and ``reused > 0``.
+    """
+
+    segmented: SegmentedRequest
+    reused: int = 0
+    previous_tokens: tuple[int, ...] | None = None
+
+
+class LineageSegments:
+    """Per-lineage memory of the last segmented request (bounded, thread-safe).
+
+    Args:
+        max_lineages: Conversations kept (lineage and opening bytes; least recently used
+            dropped). Each holds one request's segments and the compact dump of its history
+            (about the body's size).
+    """
+
+    def __init__(self, max_lineages: int = 16) -> None:
+        self.max_lineages = max_lineages
+        self._stored: OrderedDict[tuple[str, str, int], _Stored] = OrderedDict()
+        # rendered bodies: (format, bytes before the history) -> {opening bytes: stored key}
+        self._rendered: dict[tuple[str, bytes], dict[bytes, tuple[str, str, int]]] = {}
+        self._lock = threading.Lock()
+
+    def segment(self, wire_format: str, body: Mapping[str, Any], *,
+                content: bytes | None = None) -> Resegmented:
+        """Segment ``body`` (decoded by :func:`~stableprompt._canonical.loads`), reusing the
+        segments it shares with its lineage's previous request.
+
+        ``content``: the body's bytes when stableprompt rendered them (compact JSON), so the
+        next request of the conversation can be segmented without parsing it
+        (:meth:`segment_rendered`).
+
+        Raises:
+            CaptureError: as :func:`~stableprompt._wire._formats.segment_request`.
+        """
+        steps = segment_steps(wire_format)
+        items = body.get(steps.history_key) if isinstance(body, Mapping) else None
+        if not isinstance(items, list) or steps.marker_key in body:
+            return Resegmented(segment_request(wire_format, body))
+        builder = SegmentBuilder(steps.marker_key)
+        builder.params(body, steps.params)
+        steps.head(body, builder)
+        head = build_segments(builder.specs)
+        if head[2] is None:  # no params, tools or system (a body without a model)
+            return Resegmented(segment_request(wire_format, body))
+        dump = decoded_json(items)
+        key = (steps.wire_format, head[2].hex(), hash(_opening(dump, items)))
+        with self._lock:
+            stored = self._stored.get(key)
+        done = 0  # history items reused
+        if stored is not None and stored.segmented.segments[:stored.head] == head[0]:
+            done = bisect.bisect_right(stored.item_ends,
+                                       common_prefix_bytes(dump, stored.dump))
+        around = None
+        if content is not None:
+            where = content.find(_needle(steps.history_key))
+            at = where + len(_needle(steps.history_key)) - 1
+            if where > 0 and content[at:at + len(dump)] == dump:
+                around = (content[:at], content[at + len(dump):])
+        return self._finish(steps, key, body, items, dump, done, stored, head, around)
+
+    def segment_rendered(self, wire_format: str, content: bytes) -> Resegmented | None:
+        """Segment a body stableprompt rendered, without parsing what its conversation's
+        previous request already held: the history's position is known from the previous
+        request (same bytes before it), the items it shares are found by byte comparison,
+        only the new items are decoded (:func:`~stableprompt._canonical.scan_items`), and the
+        head is the previous one when the bytes after the history are too.
+
+        Returns:
+            ``None`` when this body is not such a continuation (first request of a
+            conversation, another head, a body not rendered compact): decode it and call
+            :meth:`segment`.
+        """
+        steps = segment_steps(wire_format)
+        needle = _needle(steps.history_key)
+        where = content.find(needle)
+        if where < 1:
+            return None
+        at = where + len(needle) - 1  # the history's "["
+        with self._lock:
+            candidates = self._rendered.get((steps.wire_format, content[:at]), {})
+            key = next((k for opening, k in reversed(candidates.items())
+                        if content.startswith(opening, at)), None)
+            stored = None if key is None else self._stored.get(key)
+        if key is None or stored is None or stored.around is None \
+                or stored.around[0] != content[:at]:
+            return None
+        done = bisect.bisect_right(stored.item_ends,
+                                   common_prefix_bytes(content, stored.dump, offset=at))
+        if not done:
+            return None
+        rest = at + stored.item_ends[done - 1]  # "," before a new item, or the closing "]"
+        scanned = scan_items(content, rest)
+        if scanned is None:
+            return None
+        fresh, close = scanned
+        if content[close + 1:] != stored.around[1]:  # another head after the history
+            return None
+        items = [*stored.items[:done], *fresh]
+        body = dict(stored.segmented.body)
+        body[steps.history_key] = items
+        dump = content[at:close + 1]
+        return self._finish(steps, key, body, items, dump, done, stored, None,
+                            (content[:at], content[close + 1:]))
+
+    def _finish(self, steps: SegmentSteps, key: tuple[str, str, int], body: Mapping[str, Any],
+                items: list[Any], dump: bytes, done: int, stored: _Stored | None,
+                head: tuple[tuple[Segment, ...], bytes, bytes | None] | None,
+                around: tuple[bytes, bytes] | None) -> Resegmented:
+        """Segments: ``done`` items of ``stored`` reused, the rest of ``items`` made
+        (``head``: the head's segments, data and chain state; ``None``: ``stored``'s)."""
+        if done:
+            assert stored is not None
+            reused = stored.item_segments[done - 1]
+            kept = stored.segmented.segments[:reused]
+            last = kept[-1]
+            start = last.end
+            previous: bytes | None = bytes.fromhex(last.prefix_digest)
+            item_ends, item_segments = stored.item_ends[:done], stored.item_segments[:done]
+            leading_items = min(stored.leading, done)
+            prefix: Sequence[bytes | memoryview] = [memoryview(stored.segmented.data)[:start]]
+            heads = stored.head
+        else:
+            assert head is not None
+            reused, kept = 0, head[0]
+            start, previous = len(head[1]), head[2]
+            item_ends, item_segments, leading_items = [], [], 0
+            prefix = [head[1]]
+            heads = len(head[0])
+        fresh = SegmentBuilder(steps.marker_key)
+        leading = leading_items == done
+        end = item_ends[-1] if item_ends else 0
+        for index in range(done, len(items)):
+            item = items[index]
+            leading = steps.item(fresh, item, index, leading)
+            if leading and leading_items == index:
+                leading_items += 1
+            end += 1 + len(decoded_json(item))  # "[" or "," before each item
+            item_ends.append(end)
+            item_segments.append(len(kept) + len(fresh.specs))
+        if items and end + 1 != len(dump):  # bytes that do not re-serialize so (not compact)
+            dump, around = decoded_json(items), None  # ends are of the re-serialized items
+        new_segments, new_data, _ = build_segments(fresh.specs, start=start, previous=previous)
+        segmented = SegmentedRequest(steps.wire_format, kept + new_segments,
+                                     b"".join([*prefix, new_data]), body)
+        if stored is not None and done > stored.leading and \
+                "head_fingerprint" in stored.segmented.__dict__:
+            # The head (params, tools, system, leading system items) ends inside the reused
+            # segments: the stored request's head fingerprint is this one's (cached_property).
+            segmented.__dict__["head_fingerprint"] = stored.segmented.head_fingerprint
+        known = None if stored is None else stored.segmented.__dict__.get(BREAKPOINT_INDICES)
+        if known is not None or not reused:  # the reused segments' markers are known
+            marks = known[:bisect.bisect_left(known, reused)] if known is not None else []
+            if not reused:  # the head's segments
+                marks = [i for i, seg in enumerate(kept) if seg.breakpoint]
+            marks.extend(len(kept) + i for i, spec in enumerate(fresh.specs) if spec.breakpoint)
+            segmented.__dict__[BREAKPOINT_INDICES] = marks
+        stored_tokens = stored.tokens if stored is not None and reused else None
+        entry = _Stored(segmented, heads, dump, item_ends, item_segments, leading_items, items,
+                        around=around)
+        with self._lock:
+            self._stored[key] = entry
+            self._stored.move_to_end(key)
+            if around is not None:
+                candidates = self._rendered.setdefault((steps.wire_format, around[0]), {})
+                candidates.pop(_opening(dump, items), None)
+                candidates[_opening(dump, items)] = key  # most recent last
+                while len(candidates) > self.max_lineages:
+                    del candidates[next(iter(candidates))]
+            while len(self._stored) > self.max_lineages:
+                self._stored.popitem(last=False)
+            if len(self._rendered) > 4 * self.max_lineages:
+                self._rendered.clear()
+        return Resegmented(segmented, reused, stored_tokens)
+
+    def remember_tokens(self, segmented: SegmentedRequest, tokens: Sequence[int]) -> None:
+        """Keep ``tokens`` (one per segment) with ``segmented`` when it is still its
+        lineage's stored request, for the next request's reused segments."""
+        kept = tuple(tokens)
+        with self._lock:
+            for entry in reversed(self._stored.values()):
+                if entry.segmented is segmented:
+                    entry.tokens = kept
+                    return
+
+
+def breakpoint_indices(segmented: SegmentedRequest) -> list[int]:
+    """Indices of the segments carrying a breakpoint marker, in order (computed once per
+    request and kept on it; ``_resegment`` fills it from the previous request's for the
+    segments it reuses)."""
+    found: list[int] | None = segmented.__dict__.get(BREAKPOINT_INDICES)
+    if found is None:
+        found = [i for i, s in enumerate(segmented.segments) if s.breakpoint]
+        segmented.__dict__[BREAKPOINT_INDICES] = found
+    return found
+
+
+BREAKPOINT_INDICES = "_breakpoint_indices"
+"""Where :func:`breakpoint_indices` keeps its answer on a ``SegmentedRequest``."""
+
+
+_OPENING = 512
+"""At most this many bytes of the history's first item, with the lineage, key a stored
+conversation (a key only finds a candidate: the byte comparison decides what is reused)."""
+
+
+def _opening(dump: bytes, items: list[Any]) -> bytes:
+    """``"["`` and the start of the first item (at most :data:`_OPENING` bytes of it)."""
+    first = len(decoded_json(items[0])) if items else 0
+    return dump[:1 + min(first, _OPENING)]
+
+
+def _needle(history_key: str) -> bytes:
+    return b'"' + history_key.encode() + b'":['
