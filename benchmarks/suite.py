@@ -172,17 +172,29 @@ def bench_record(loops: int, turns: int, client: bool) -> float:
 
 
 def main() -> None:
-    runner = pyperf.Runner()
+    def forward(cmd: list[str], args: Any) -> None:  # the filter reaches the workers too
+        if args.only:
+            cmd.extend(("--only", args.only))
+
+    runner = pyperf.Runner(add_cmdline_args=forward)
+    runner.argparser.add_argument(
+        "--only", default="", help="run only the benchmarks whose name starts with one of "
+        "these comma-separated prefixes (e.g. record,parse)")
+    only = tuple(p for p in runner.parse_args().only.split(",") if p)
     runner.metadata["workload"] = "40 tools + system, 3 messages (~1 KB) per turn"
     runner.metadata["stableprompt"] = str(Path(stableprompt.__file__).parent)
+    def bench(name: str, func: Callable[..., float], *args: Any) -> None:
+        if not only or name.startswith(only):
+            runner.bench_time_func(name, func, *args)
+
     for n in TURNS:
         for fmt in FORMATS:
-            runner.bench_time_func(f"render/{fmt}/{n}", bench_render, n, fmt)
-        runner.bench_time_func(f"naive-json/{n}", bench_naive_json, n)
-        runner.bench_time_func(f"naive-orjson/{n}", bench_naive_orjson, n)
-        runner.bench_time_func(f"parse/{n}", bench_parse, n)
-        runner.bench_time_func(f"record-client/{n}", bench_record, n, True)
-        runner.bench_time_func(f"record-transport/{n}", bench_record, n, False)
+            bench(f"render/{fmt}/{n}", bench_render, n, fmt)
+        bench(f"naive-json/{n}", bench_naive_json, n)
+        bench(f"naive-orjson/{n}", bench_naive_orjson, n)
+        bench(f"parse/{n}", bench_parse, n)
+        bench(f"record-client/{n}", bench_record, n, True)
+        bench(f"record-transport/{n}", bench_record, n, False)
 
 
 if __name__ == "__main__":

@@ -8,6 +8,8 @@ the same head, head changes."""
 from __future__ import annotations
 
 import copy
+import hashlib
+import random
 from typing import Any
 
 import httpx
@@ -15,7 +17,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from stableprompt import Recorder
-from stableprompt._canonical import loads, wire_json
+from stableprompt._canonical import canonical_json, loads, wire_json
+from stableprompt._recording._predecessor import CallIndex
+from stableprompt._recording._recorder import SESSION_HEADER
 from stableprompt._recording._resegment import (
     LineageSegments,
     breakpoint_indices,
@@ -245,3 +249,76 @@ def test_client_never_decodes_a_rendered_turn() -> None:
     drop = {"record_id", "predecessor_id", "ts_utc", "latency_ms"}
     assert [r.model_dump(exclude=drop) for r in client.recorder.records] == \
         [r.model_dump(exclude=drop) for r in plain.records]
+
+
+def _plan(rng: random.Random) -> list[tuple[str, list[Any], int]]:
+    """A random plan in the shape of ``steps`` (from a seeded generator)."""
+    actions = ["append"] * 4 + ["edit", "truncate", "other", "head"]
+    return [(rng.choice(actions),
+             [(rng.randrange(4), rng.choice(["a", "b é", '"\\', ""]), rng.random() < 0.3,
+               rng.random() < 0.2) for _ in range(rng.randrange(4))], rng.randrange(50))
+            for _ in range(rng.randrange(1, 10))]
+
+
+def _interleaved(wire: str, seed: int) -> list[tuple[float, str | None, bytes, bytes]]:
+    """Calls of several conversations on one head, interleaved: (send time, session id or
+    ``None``, body, response). Gaps from a second to past the TTL and the session window;
+    usage reads a random share of the request (hits, misses, mutations, expiries)."""
+    rng = random.Random(seed)
+    conversations = [(rng.choice([None, None, f"s{i}"]), _bodies(wire, _plan(rng)))
+                     for i in range(rng.randrange(2, 6))]
+    calls, clock = [], 1_000.0
+    while any(bodies for _, bodies in conversations):
+        session, bodies = rng.choice([c for c in conversations if c[1]])
+        clock += rng.choice([1.0, 2.0, 5.0, 20.0, 40.0, 400.0, 4_000.0])
+        turn = rng.randrange(0, 40) if rng.random() < 0.8 else 10_000
+        calls.append((clock, session, wire_json(bodies.pop(0)), _response(wire, turn)))
+    return calls
+
+
+def _recorded(calls: list[tuple[float, str | None, bytes, bytes]], wire: str, *,
+              client: bool = False, reuse: bool = True,
+              max_unnamed: int = 1024) -> list[dict[str, Any]]:
+    """Ledger rows of ``calls`` recorded by one recorder, as JSON; ``predecessor_id`` as the
+    index of the row it names (record ids are random)."""
+    recorder = Recorder(tokenizer="bytes/4", keep_records=None)
+    recorder._index = CallIndex(window_s=recorder.session_window_s, max_unnamed=max_unnamed)
+    if not reuse:
+        recorder._segments = LineageSegments(max_lineages=0)
+    now = [0.0]
+    recorder.clock = lambda: now[0]
+    for ts, session, content, response in calls:
+        now[0] = ts
+        found = recorder.segment_rendered(wire, content) if client else None
+        decoded = (found.segmented.body if found is not None else loads(content)) if client \
+            else None
+        headers = {} if session is None else {SESSION_HEADER: session}
+        pending = recorder.start(PATHS[wire], headers, content, host="api.example.test",
+                                 decoded=decoded, resegmented=found)
+        assert pending is not None
+        recorder.finish(pending, status_code=200, body=response, latency_ms=1.0)
+    index = {r.record_id: i for i, r in enumerate(recorder.records)}
+    return [{**r.model_dump(mode="json", exclude={"record_id"}),
+             "predecessor_id": index.get(r.predecessor_id or "")} for r in recorder.records]
+
+
+ROWS_DIGEST = "41a1b2bb1395c9cda9b3de19d40efdf223e21621175f3e02dcaf77a3efd70045"
+"""sha256 of the rows :func:`test_recorded_rows_are_pinned` records, computed before the
+recorder's fast paths (lazy divergence classification, indexed conversations, shared token
+sums): a change here changes a ledger row."""
+
+
+def test_recorded_rows_are_pinned() -> None:
+    """Interleaved random conversations (named and unnamed, every wire format, a small and
+    the default unnamed-call memory) give the pinned ledger rows on the transport path, the
+    client path and without segment reuse."""
+    rows = []
+    for wire in sorted(PATHS):
+        for seed in range(12):
+            calls = _interleaved(wire, seed)
+            for max_unnamed in (1024, 3):
+                expected = _recorded(calls, wire, reuse=False, max_unnamed=max_unnamed)
+                assert _recorded(calls, wire, max_unnamed=max_unnamed) == expected
+                assert _recorded(calls, wire, client=True, max_unnamed=max_unnamed) == expected
+                rows.append(expected)
+    assert hashlib.sha256(canonical_json(rows)).hexdigest() == ROWS_DIGEST

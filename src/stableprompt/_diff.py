@@ -38,6 +38,7 @@ __all__ = [
     "ValueSnippet",
     "common_prefix_len",
     "diff",
+    "diverges",
     "first_divergent_index",
     "is_expected_divergence",
     "lcp_bytes",
@@ -190,6 +191,14 @@ def lcp_bytes(a: Segmented, b: Segmented) -> int:
     if x.kind != y.kind:
         return x.start
     return x.start + common_prefix_len(a.data[x.start:x.end], b.data[y.start:y.end])
+
+
+def diverges(a: Segmented, b: Segmented) -> bool:
+    """``diff(a, b) is not None`` without classifying the divergence or cutting its snippets
+    (one binary search over chained digests): for callers that need the divergence only on
+    some paths (attribution of a hit never does)."""
+    sa = _cacheable(a)
+    return first_divergent_index(sa, b.segments) < len(sa)
 
 
 def _same(x: Any, y: Any) -> bool:
@@ -380,11 +389,11 @@ def diff(a: Segmented, b: Segmented) -> Divergence | None:
                 f"diff() compares RenderedPrompt, ProviderRequest or SegmentedRequest objects; "
                 f"{name} is {type(value).__name__} (segment a request body dict with "
                 "segment_request() first)", code="diff-type")
-    sa, sb = _cacheable(a), b.segments
     if hasattr(a, "wire_format") != hasattr(b, "wire_format"):  # a request vs a render
         raise InputError(
             "cannot compare a provider request (with parameters) with a provider-neutral "
             "RenderedPrompt: compare two requests, or two renders", code="diff-mismatch")
+    sa, sb = _cacheable(a), b.segments
     i = first_divergent_index(sa, sb)
     if i == len(sa):
         return None

@@ -58,13 +58,16 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import cached_property
 from itertools import accumulate
 from typing import Any, Literal
 
 from .._diff import (
     Divergence,
+    Segmented,
     diff,
+    diverges,
     first_divergent_index,
     is_expected_divergence,
     lcp_bytes,
@@ -132,7 +135,6 @@ class Attribution:
         lcp_tokens: The same LCP in our tokenizer's tokens (``None`` without one).
         request_tokens: Our token estimate of the request.
         predecessor_id: ``record_id`` of the request compared with.
-        divergence: The first divergence from the compared request, if any.
         read_entry_digest: Chained prefix digest of the cache entry this call read, when the
             reported reads match the predicted entry on a breakpoint cache (lets the next call
             reading the same entry predict its exact size).
@@ -145,19 +147,32 @@ class Attribution:
     lcp_tokens: int | None
     request_tokens: int | None
     predecessor_id: str | None
-    divergence: Divergence | None = None
     read_entry_digest: str | None = None
+    comparison: _Comparison | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def divergence(self) -> Divergence | None:
+        """The first divergence from the compared request, if any (classified on first use)."""
+        return None if self.comparison is None else self.comparison.divergence
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class _Comparison:
     """How a request relates to the request it is compared with."""
 
     common: int  # segments of the request fully shared with the base
     lcp_bytes: int
     lcp_tokens: int
-    divergence: Divergence | None
     exact: bool  # the base's body was known (else: estimated from fingerprints)
+    # The two bodies when they diverge (exact comparisons only): what ``divergence`` diffs.
+    diverged: tuple[Segmented, Segmented] | None = None
+
+    @cached_property
+    def divergence(self) -> Divergence | None:
+        """``diff(base, request)``, computed on first use: classifying the divergence and
+        cutting its snippets is most of a comparison's cost, and only a ``client_mutation``
+        (or the engine view) reads it, never a ``hit``."""
+        return None if self.diverged is None else diff(*self.diverged)
 
 
 def _floor(value: float, granule: int) -> int:
@@ -188,15 +203,16 @@ def _compare(base: RequestState, request: RequestState) -> _Comparison:
     if base.segmented is not None:
         common = first_divergent_index(base.segmented.segments, seg.segments)
         common = min(common, len(seg.segments))
-        div = diff(base.segmented, seg)
+        diverged = diverges(base.segmented, seg)
         nbytes = lcp_bytes(base.segmented, seg)
         lcp_tok = cum[common - 1] if common else 0
-        if div is not None and common < len(seg.segments):
+        if diverged and common < len(seg.segments):
             part = seg.segments[common]
             inside = nbytes - part.start
             if 0 < inside < part.size_bytes:
                 lcp_tok += tokens[common] * inside // part.size_bytes
-        return _Comparison(common, nbytes, lcp_tok, div, exact=True)
+        return _Comparison(common, nbytes, lcp_tok, exact=True,
+                           diverged=(base.segmented, seg) if diverged else None)
     # Only the predecessor's ledger row is known: its request fingerprint names a prefix of
     # this request if the conversation only grew (chained digests); else the head is shared.
     digest = base.fingerprint.split(":", 1)[-1]
@@ -204,7 +220,7 @@ def _compare(base: RequestState, request: RequestState) -> _Comparison:
     if not common and base.head_fingerprint == seg.head_fingerprint:
         common = sum(1 for s in seg.segments if s.kind in HEAD_KINDS)
     nbytes = seg.segments[common - 1].end if common else 0
-    return _Comparison(common, nbytes, cum[common - 1] if common else 0, None, exact=False)
+    return _Comparison(common, nbytes, cum[common - 1] if common else 0, exact=False)
 
 
 def attribute(
@@ -510,8 +526,8 @@ class _Attributor:
             lcp_tokens=None if comparison is None else comparison.lcp_tokens,
             request_tokens=self.request_tokens,
             predecessor_id=None if self.base is None else self.base.record_id,
-            divergence=None if comparison is None else comparison.divergence,
             read_entry_digest=self.read_entry if self.read_matches(predicted) else None,
+            comparison=comparison,
         )
 
     def ignored_breakpoint_tokens(self) -> int | None:
@@ -667,8 +683,8 @@ class _Attributor:
             if not entries:
                 self.detail["reason"] = "no-breakpoint"
             return self.done("below_minimum", 0)
-        div = comparison.divergence
-        if div is not None and (self.relation == "session" or (lost and not self.other)):
+        diverged = comparison.diverged is not None
+        if diverged and (self.relation == "session" or (lost and not self.other)):
             kept = max((t for *_, t in shared), default=0)
             top = max((t for *_, t in written), default=0)
             return self.mutation(predicted, self.provider(top, "base")
@@ -696,7 +712,7 @@ class _Attributor:
         extent = (base.input_tokens_total if base.input_tokens_total is not None
                   else self.provider(self.base_tokens() or 0, "base"))
         lcp = self.provider(comparison.lcp_tokens)
-        div = comparison.divergence
+        diverged = comparison.diverged is not None
         self.detail["stable_prefix_tokens"] = lcp
         ttl_s = _request_ttl_s(self.seg.body, self.policy)
         self.detail["ttl_s"] = ttl_s
@@ -721,7 +737,7 @@ class _Attributor:
         if extent < self.minimum:
             self.detail["stable_prefix_tokens"] = extent
             return self.done("below_minimum", 0)
-        if div is not None and (self.relation == "session" or (
+        if diverged and (self.relation == "session" or (
                 not self.other and extent - lcp > self.tolerance)):
             return self.mutation(predicted, extent - lcp)
         if lcp < self.minimum:

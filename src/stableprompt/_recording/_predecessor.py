@@ -37,9 +37,9 @@ from __future__ import annotations
 import dataclasses
 import threading
 from collections import OrderedDict, deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeAlias
 
 from .._diff import first_divergent_index
 from .._segment import HEAD_KINDS, Segment
@@ -131,6 +131,62 @@ def _rewrite_of(call: Call, candidates: Iterable[Call]) -> Call | None:
     return latest if theirs & ours else None
 
 
+_Key: TypeAlias = "tuple[str, str, str | None]"
+"""An unnamed call's conversation: (opening, wire format, model), see
+:meth:`Call.same_conversation`."""
+
+
+def _key(call: Call) -> _Key | None:
+    """The conversation key of a call without session id (``None``: it has no first message,
+    so it is of no conversation)."""
+    if call.session_id is not None or call.opening is None:
+        return None
+    return (call.opening, call.wire_format, call.model)
+
+
+class _Unnamed:
+    """Calls without session id, oldest dropped beyond ``maxlen``, indexed by conversation
+    (:func:`_key`): finding a conversation's newest calls reads that conversation's calls
+    only, never every recent call. Same answers as scanning one deque of ``maxlen`` calls
+    newest first and keeping those of the conversation (callers hold the index's lock)."""
+
+    def __init__(self, maxlen: int) -> None:
+        self.maxlen = maxlen
+        self._order: deque[_Key | None] = deque()  # every call's key, oldest first
+        self._by_key: dict[_Key, deque[Call]] = {}
+
+    def append(self, call: Call) -> None:
+        key = _key(call)
+        self._order.append(key)
+        if key is not None:
+            self._by_key.setdefault(key, deque()).append(call)
+        if len(self._order) > self.maxlen:
+            dropped = self._order.popleft()
+            if dropped is not None:
+                calls = self._by_key[dropped]
+                calls.popleft()  # the oldest call overall is its conversation's oldest
+                if not calls:
+                    del self._by_key[dropped]
+
+    def newest(self, call: Call) -> Iterator[Call]:
+        """The calls of ``call``'s conversation, newest first (none without a key)."""
+        key = _key(call)
+        return reversed(self._by_key.get(key, ())) if key is not None else iter(())
+
+    def renumber(self, call: Call, turn: int) -> None:
+        """Give the newest kept call sent at ``call``'s time with its fingerprint (``call``
+        as registered: same conversation) the turn ``turn``."""
+        key = _key(call)
+        calls = self._by_key.get(key) if key is not None else None
+        if calls is None:
+            return
+        for i in range(len(calls) - 1, -1, -1):
+            kept = calls[i]
+            if kept.ts == call.ts and kept.fingerprint == call.fingerprint:
+                calls[i] = dataclasses.replace(kept, turn=turn)
+                return
+
+
 @dataclass
 class _Session:
     count: int = 0
@@ -165,8 +221,8 @@ class CallIndex:
         self._lineages: OrderedDict[str, deque[Call]] = OrderedDict()
         self._calls = 0  # calls held in _lineages
         self._sessions: OrderedDict[str, _Session] = OrderedDict()
-        self._started: deque[Call] = deque(maxlen=max_unnamed)
-        self._done: deque[Call] = deque(maxlen=max(max_unnamed // 4, 1))
+        self._started = _Unnamed(max_unnamed)  # sent, without their body
+        self._done = _Unnamed(max(max_unnamed // 4, 1))  # successful
         self._lock = threading.Lock()
 
     def knows_lineage(self, head: str) -> bool:
@@ -268,11 +324,7 @@ class CallIndex:
         continues a conversation found by :meth:`compare` (rule ``same-head-recent``), and
         its conversation's later turns count on from it."""
         with self._lock:
-            for i in range(len(self._started) - 1, -1, -1):
-                started = self._started[i]
-                if started.ts == call.ts and started.fingerprint == call.fingerprint:
-                    self._started[i] = dataclasses.replace(started, turn=turn)
-                    return
+            self._started.renumber(call, turn)
 
     def remember(self, call: Call) -> None:
         """Keep a successful call (with a ``state``) as a future predecessor."""
@@ -300,14 +352,9 @@ class CallIndex:
 
     # ------------------------------------------------------------------ internals (locked)
 
-    def _recent(self, calls: deque[Call], call: Call) -> Call | None:
+    def _recent(self, calls: _Unnamed, call: Call) -> Call | None:
         """The newest call of ``calls`` in ``call``'s conversation, within the window."""
-        for earlier in reversed(calls):
-            if call.ts - earlier.ts > self.window_s:
-                continue
-            if earlier.same_conversation(call):
-                return earlier
-        return None
+        return next((c for c in calls.newest(call) if call.ts - c.ts <= self.window_s), None)
 
     def _conversation_previous(self, call: Call) -> Call | None:
         assert call.state is not None
@@ -316,9 +363,9 @@ class CallIndex:
             found = None if session is None else session.last.get(
                 (call.provider, call.wire_format))
         else:
-            found = next((c for c in reversed(self._done)
-                          if c.provider == call.provider and call.ts - c.ts <= self.window_s
-                          and c.same_conversation(call)), None)
+            found = next((c for c in self._done.newest(call)
+                          if c.provider == call.provider and call.ts - c.ts <= self.window_s),
+                         None)
         if (found is None or found.state is None or call.ts - found.ts > self.window_s
                 or found.state.head_fingerprint == call.state.head_fingerprint):
             return None
