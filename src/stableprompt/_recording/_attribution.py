@@ -60,7 +60,6 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from itertools import accumulate
 from typing import Any, Literal
 
 from .._diff import (
@@ -175,6 +174,15 @@ class _Comparison:
         return None if self.diverged is None else diff(*self.diverged)
 
 
+def _total_tokens(state: RequestState | None) -> int | None:
+    """Our token estimate of a compared request, when known (the sum of its segments')."""
+    if state is None:
+        return None
+    if state.cumulative_tokens is not None:
+        return state.cumulative_tokens[-1] if state.cumulative_tokens else 0
+    return state.request_tokens
+
+
 def _floor(value: float, granule: int) -> int:
     return int(value // granule) * granule
 
@@ -198,8 +206,8 @@ def _compare(base: RequestState, request: RequestState) -> _Comparison:
     """LCP and first divergence of ``request`` against ``base``."""
     seg = request.segmented
     assert seg is not None and request.segment_tokens is not None
-    tokens = request.segment_tokens
-    cum = list(accumulate(tokens))
+    tokens, cum = request.segment_tokens, request.cumulative_tokens
+    assert cum is not None
     if base.segmented is not None:
         common = first_divergent_index(base.segmented.segments, seg.segments)
         common = min(common, len(seg.segments))
@@ -353,7 +361,8 @@ class _Attributor:
         self.request = request
         self.seg = request.segmented
         self.tokens = request.segment_tokens
-        self.cum = list(accumulate(self.tokens))
+        self.cum = request.cumulative_tokens
+        assert self.cum is not None
         self.request_tokens = self.cum[-1] if self.cum else 0
         self.usage = usage
         self.policy = policy
@@ -376,6 +385,7 @@ class _Attributor:
         else:
             self.base, self.relation = None, None
         self.comparison: _Comparison | None = None
+        self.base_tokens = _total_tokens(self.base)
         self.read_entry: str | None = None
         self.base_ignored = False  # the base sent breakpoints well above the minimum
         self.detail: dict[str, Any] = {
@@ -399,15 +409,6 @@ class _Attributor:
         if suspect is not None:
             self.detail.update(suspect)
 
-    def base_tokens(self) -> int | None:
-        """Our token estimate of the compared request, when known."""
-        base = self.base
-        if base is None:
-            return None
-        if base.segment_tokens is not None:
-            return sum(base.segment_tokens)
-        return base.request_tokens
-
     def provider(self, tokens: float, space: Literal["request", "base"] = "request") -> int:
         """Provider tokens of the prefix whose size is ``tokens`` (our estimate) of this request
         (``space="request"``) or of the compared request (``"base"``).
@@ -426,7 +427,7 @@ class _Attributor:
         best: tuple[float, int] | None = None
         if (space == "request" or shared) and self.total is not None:
             best = (self.request_tokens - tokens, self.total)
-        base, base_tokens = self.base, self.base_tokens()
+        base, base_tokens = self.base, self.base_tokens
         if ((space == "base" or shared) and base is not None
                 and base.input_tokens_total is not None and base_tokens is not None):
             remainder = base_tokens - tokens
@@ -445,11 +446,11 @@ class _Attributor:
         """
         base = self.base
         if (not self.policy.breakpoint_budget or base is None or base.segmented is None
-                or base.segment_tokens is None):
+                or base.cumulative_tokens is None):
             return None
         ends = [i for i, s in enumerate(base.segmented.segments)
                 if s.kind == "message" and s.label in ("user", "tool")]
-        return sum(base.segment_tokens[: ends[-1] + 1]) if ends else None
+        return base.cumulative_tokens[ends[-1]] if ends else None
 
     def anchored(self, tokens: float, base_extent: float | None,
                  entry_index: int | None = None) -> int:
@@ -645,8 +646,8 @@ class _Attributor:
         gap_s = self.request.ts - base.ts
         # Entries the base wrote, as (index, segment, our prefix tokens), base index space.
         entries: list[tuple[int, Segment, int]] = []
-        if base.segmented is not None and base.segment_tokens is not None:
-            base_cum = list(accumulate(base.segment_tokens))
+        if base.segmented is not None and base.cumulative_tokens is not None:
+            base_cum = base.cumulative_tokens
             segments = base.segmented.segments
             entries = [(i, segments[i], base_cum[i])
                        for i in breakpoint_indices(base.segmented)]
@@ -710,7 +711,7 @@ class _Attributor:
         assert base is not None and comparison is not None
         gap_s = self.request.ts - base.ts
         extent = (base.input_tokens_total if base.input_tokens_total is not None
-                  else self.provider(self.base_tokens() or 0, "base"))
+                  else self.provider(self.base_tokens or 0, "base"))
         lcp = self.provider(comparison.lcp_tokens)
         diverged = comparison.diverged is not None
         self.detail["stable_prefix_tokens"] = lcp
@@ -764,7 +765,7 @@ class _Attributor:
         if engine.base_tokens is None or engine.base_lcp_tokens is None:
             # The compared request has no engine view (a ledger row): estimate its part.
             extent = (base.input_tokens_total if base.input_tokens_total is not None
-                      else self.provider(self.base_tokens() or 0, "base"))
+                      else self.provider(self.base_tokens or 0, "base"))
             lcp = self.provider(comparison.lcp_tokens)
         else:
             extent, lcp = engine.base_tokens, min(engine.base_lcp_tokens, engine.base_tokens)

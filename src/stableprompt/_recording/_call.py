@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from itertools import accumulate
 from typing import Any
 
 from .._ledger._usage_record import UsageRecord
@@ -55,6 +56,11 @@ class RequestState:
             the shared prefix is then estimated).
         read_entry_digest: Prefix digest of the entry this request read (from its own hit
             attribution), so a later request reading the same entry predicts its exact size.
+        cumulative_tokens: Running sums of ``segment_tokens`` (``[i]``: our tokens of segments
+            ``0..i``), made once per request when not given and carried by
+            :func:`dataclasses.replace` (which never changes ``segment_tokens``), so
+            attribution reads prefix sizes of a request and of its predecessor without
+            summing them again. ``None`` with ``segment_tokens``.
     """
 
     ts: float
@@ -71,6 +77,11 @@ class RequestState:
     engine_tokens: Sequence[int] | None = None
     engine_prompt_tokens: int | None = None
     read_entry_digest: str | None = None
+    cumulative_tokens: tuple[int, ...] | None = field(default=None, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.cumulative_tokens is None and self.segment_tokens is not None:
+            object.__setattr__(self, "cumulative_tokens", tuple(accumulate(self.segment_tokens)))
 
     @classmethod
     def of(
@@ -92,13 +103,15 @@ class RequestState:
             raise ValueError(
                 f"segment_tokens has {len(tokens)} counts for {len(segmented.segments)} segments"
             )
+        cumulative = tuple(accumulate(tokens))
         return cls(
             ts=ts,
             fingerprint=segmented.fingerprint,
             head_fingerprint=segmented.head_fingerprint,
             segmented=segmented,
             segment_tokens=tokens,
-            request_tokens=sum(tokens),
+            cumulative_tokens=cumulative,
+            request_tokens=cumulative[-1] if cumulative else 0,
             record_id=record_id,
             response_id=response_id,
         )

@@ -374,9 +374,9 @@ class Recorder:
                                        if rendered else None)
             segmented = found.segmented
             tokens = self._count(segmented, found.reused, found.previous_tokens)
-            self._segments.remember_tokens(segmented, tokens)
             pending.state = RequestState.of(segmented, tokens, pending.ts,
                                             record_id=pending.record_id)
+            self._segments.remember_tokens(segmented, pending.state.segment_tokens or ())
         except Exception as exc:
             self._problem(pending, exc)
         call = pending.call = Call(

@@ -43,18 +43,20 @@ __all__ = ["LineageSegments", "Resegmented", "breakpoint_indices", "common_prefi
 _CHUNK = 1 << 16
 
 
-def common_prefix_bytes(a: bytes, b: bytes, *, offset: int = 0) -> int:
+def common_prefix_bytes(a: bytes, b: bytes | memoryview, *, offset: int = 0) -> int:
     """Length of the longest common prefix of ``a[offset:]`` and ``b`` (C comparisons of
-    64 KiB slices, then a binary search inside the first differing one)."""
+    64 KiB pieces in place, ``bytes.startswith`` of a view: nothing copied, then a binary
+    search inside the first differing one)."""
     limit = min(len(a) - offset, len(b))
+    view = memoryview(b)
     start = 0
     while start < limit:
         end = min(start + _CHUNK, limit)
-        if a[offset + start:offset + end] != b[start:end]:
+        if not a.startswith(view[start:end], offset + start):
             low, high = start, end  # the answer is in [low, high)
             while high - low > 1:
                 mid = (low + high) // 2
-                if a[offset + low:offset + mid] == b[low:mid]:
+                if a.startswith(view[low:mid], offset + low):
                     low = mid
                 else:
                     high = mid
@@ -69,7 +71,7 @@ class _Stored:
 
     segmented: SegmentedRequest
     head: int  # segments before the history
-    dump: bytes  # decoded_json of the history list
+    dump: bytes | memoryview  # decoded_json of the history list (a view of a rendered body)
     item_ends: list[int]  # per item: offset in ``dump`` one past its last byte
     item_segments: list[int]  # per item: segments of the request through it (head included)
     leading: int  # how many items from the first returned ``leading=True``
@@ -148,7 +150,7 @@ class LineageSegments:
         if content is not None:
             where = content.find(_needle(steps.history_key))
             at = where + len(_needle(steps.history_key)) - 1
-            if where > 0 and content[at:at + len(dump)] == dump:
+            if where > 0 and content.startswith(dump, at):
                 around = (content[:at], content[at + len(dump):])
         return self._finish(steps, key, body, items, dump, done, stored, head, around)
 
@@ -192,12 +194,12 @@ class LineageSegments:
         items = [*stored.items[:done], *fresh]
         body = dict(stored.segmented.body)
         body[steps.history_key] = items
-        dump = content[at:close + 1]
+        dump = memoryview(content)[at:close + 1]  # kept for the next turn's comparison, uncopied
         return self._finish(steps, key, body, items, dump, done, stored, None,
                             (content[:at], content[close + 1:]))
 
     def _finish(self, steps: SegmentSteps, key: tuple[str, str, int], body: Mapping[str, Any],
-                items: list[Any], dump: bytes, done: int, stored: _Stored | None,
+                items: list[Any], dump: bytes | memoryview, done: int, stored: _Stored | None,
                 head: tuple[tuple[Segment, ...], bytes, bytes | None] | None,
                 around: tuple[bytes, bytes] | None) -> Resegmented:
         """Segments: ``done`` items of ``stored`` reused, the rest of ``items`` made
@@ -297,10 +299,10 @@ _OPENING = 512
 conversation (a key only finds a candidate: the byte comparison decides what is reused)."""
 
 
-def _opening(dump: bytes, items: list[Any]) -> bytes:
+def _opening(dump: bytes | memoryview, items: list[Any]) -> bytes:
     """``"["`` and the start of the first item (at most :data:`_OPENING` bytes of it)."""
     first = len(decoded_json(items[0])) if items else 0
-    return dump[:1 + min(first, _OPENING)]
+    return bytes(dump[:1 + min(first, _OPENING)])
 
 
 def _needle(history_key: str) -> bytes:
