@@ -207,7 +207,7 @@ def _compare(base: RequestState, request: RequestState) -> _Comparison:
     seg = request.segmented
     assert seg is not None and request.segment_tokens is not None
     tokens, cum = request.segment_tokens, request.cumulative_tokens
-    assert cum is not None
+    assert cum is not None  # made with segment_tokens
     if base.segmented is not None:
         common = first_divergent_index(base.segmented.segments, seg.segments)
         common = min(common, len(seg.segments))
@@ -361,8 +361,8 @@ class _Attributor:
         self.request = request
         self.seg = request.segmented
         self.tokens = request.segment_tokens
-        self.cum = request.cumulative_tokens
-        assert self.cum is not None
+        assert request.cumulative_tokens is not None  # made with segment_tokens
+        self.cum: tuple[int, ...] = request.cumulative_tokens
         self.request_tokens = self.cum[-1] if self.cum else 0
         self.usage = usage
         self.policy = policy
