@@ -16,8 +16,10 @@ import anthropic
 import httpx2
 import openai
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from stableprompt import Ledger, Recorder, RecordingTransport, export_otel
+from stableprompt import Ledger, Recorder, RecordingTransport, _redact, export_otel
 from stableprompt._cli import main
 from stableprompt.emulator import Emulator
 
@@ -192,3 +194,20 @@ def test_url_passwords_and_basic_credentials_are_scrubbed() -> None:
     assert "hunter2pass" not in out and "YWRtaW46aHVudGVyMnBhc3M" not in out
     assert "http://admin:[REDACTED]@127.0.0.1:37139/apply-template" in out
     assert redact("see https://example.com/a@b") == "see https://example.com/a@b"
+
+
+_KEYISH = ["sk-", "sk-ant-api03-", "AIza", "x-api-key: ", "API_KEY=", "Authorization: ",
+           "Bearer ", "basic ", "https://u:", "@host", "abcdefghijklmnop0123456789_-",
+           "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789abc", " ", "\"", "=", "é", "k"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(parts=st.lists(st.sampled_from(_KEYISH), max_size=8))
+def test_redaction_skips_only_texts_without_any_key_shape(parts: list[str]) -> None:
+    """The one-search precheck (``_ANY_SECRET``) never skips a text a pattern would change:
+    scrubbing equals applying every pattern in turn."""
+    text = "".join(parts)
+    expected = text
+    for pattern in _redact._SECRET_PATTERNS:
+        expected = pattern.sub(r"\1[REDACTED]" if pattern.groups else "[REDACTED]", expected)
+    assert _redact.redact(text) == expected

@@ -31,6 +31,11 @@ _SECRET_PATTERNS = (
     # The password of a URL's user info: "http://user:password@host" keeps "http://user:".
     re.compile(r"(?i)([a-z][a-z0-9+.\-]*://[^\s/:@\"']*:)[^\s/@\"']+(?=@)"),
 )
+_ANY_SECRET = re.compile("|".join(
+    f"(?i:{p.pattern[4:]})" if p.pattern.startswith("(?i)") else f"(?:{p.pattern})"
+    for p in _SECRET_PATTERNS))
+"""Matches where any of :data:`_SECRET_PATTERNS` matches (their alternation): most texts hold
+no key, and one search tells so instead of one substitution per pattern."""
 _SECRET_PATTERNS_BYTES = tuple(re.compile(p.pattern.encode("ascii")) for p in _SECRET_PATTERNS)
 _SECRET_KEYS = re.compile(
     r"(?i)^(?:x-api-key|x-goog-api-key|api[-_]?key|authorization|proxy-authorization)$"
@@ -44,7 +49,8 @@ secret it scrubs (characters). Shorter values are not keys; scrubbing them would
 
 
 def _redact_text(text: str, secrets: tuple[str, ...], fragments: bool) -> str:
-    for pattern in _SECRET_PATTERNS:  # first: a known key's prefix must not hide a whole key
+    for pattern in _SECRET_PATTERNS if _ANY_SECRET.search(text) else ():
+        # first: a known key's prefix must not hide a whole key
         if pattern.groups:
             text = pattern.sub(lambda m: m.group(1) + _REDACTED, text)
         else:
