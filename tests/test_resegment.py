@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import itertools
 import random
 from typing import Any
 
@@ -295,7 +296,9 @@ def _recorded(calls: list[tuple[float, str | None, bytes, bytes]], wire: str, *,
         headers = {} if session is None else {SESSION_HEADER: session}
         pending = recorder.start(PATHS[wire], headers, content, host="api.example.test",
                                  decoded=decoded, resegmented=found)
-        assert pending is not None
+        assert pending is not None and pending.state is not None
+        tokens = pending.state.segment_tokens or ()  # running sums carried over, as summed
+        assert pending.state.cumulative_tokens == tuple(itertools.accumulate(tokens))
         recorder.finish(pending, status_code=200, body=response, latency_ms=1.0)
     index = {r.record_id: i for i, r in enumerate(recorder.records)}
     return [{**r.model_dump(mode="json", exclude={"record_id"}),

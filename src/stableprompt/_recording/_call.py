@@ -92,8 +92,14 @@ class RequestState:
         *,
         record_id: str | None = None,
         response_id: str | None = None,
+        reused: int = 0,
+        previous_cumulative: Sequence[int] | None = None,
     ) -> RequestState:
         """Build the state of a request whose body and token counts are known.
+
+        ``reused`` / ``previous_cumulative``: the first ``reused`` counts are those of a
+        request whose running sums are ``previous_cumulative`` (the lineage's previous
+        request, ``_resegment``): its sums are taken over and only the rest are added up.
 
         Raises:
             ValueError: ``segment_tokens`` does not have one count per segment.
@@ -103,7 +109,11 @@ class RequestState:
             raise ValueError(
                 f"segment_tokens has {len(tokens)} counts for {len(segmented.segments)} segments"
             )
-        cumulative = tuple(accumulate(tokens))
+        if reused and previous_cumulative is not None and len(previous_cumulative) >= reused:
+            kept = tuple(previous_cumulative[:reused])
+            cumulative = kept + tuple(accumulate(tokens[reused:], initial=kept[-1]))[1:]
+        else:
+            cumulative = tuple(accumulate(tokens))
         return cls(
             ts=ts,
             fingerprint=segmented.fingerprint,

@@ -374,9 +374,12 @@ class Recorder:
                                        if rendered else None)
             segmented = found.segmented
             tokens = self._count(segmented, found.reused, found.previous_tokens)
-            pending.state = RequestState.of(segmented, tokens, pending.ts,
-                                            record_id=pending.record_id)
-            self._segments.remember_tokens(segmented, pending.state.segment_tokens or ())
+            state = pending.state = RequestState.of(
+                segmented, tokens, pending.ts, record_id=pending.record_id,
+                reused=found.reused if found.previous_tokens is not None else 0,
+                previous_cumulative=found.previous_cumulative)
+            self._segments.remember_tokens(segmented, state.segment_tokens or (),
+                                           state.cumulative_tokens)
         except Exception as exc:
             self._problem(pending, exc)
         call = pending.call = Call(

@@ -77,6 +77,7 @@ class _Stored:
     leading: int  # how many items from the first returned ``leading=True``
     items: list[Any]  # the history list of ``segmented.body`` (never mutated)
     tokens: tuple[int, ...] | None = field(default=None)
+    cumulative: tuple[int, ...] | None = field(default=None)  # running sums of ``tokens``
     # Rendered bodies only: the bytes around the history in the body, when the history is
     # exactly ``dump`` there (``None``: not known to be a compact rendered body).
     around: tuple[bytes, bytes] | None = field(default=None)
@@ -93,11 +94,13 @@ class Resegmented:
         reused: Leading segments taken from the previous request (``0``: none).
         previous_tokens: The previous request's token counts (one per segment, as the
             recorder counted them), when it stored them and ``reused > 0``.
+        previous_cumulative: Their running sums, when stored with them.
     """
 
     segmented: SegmentedRequest
     reused: int = 0
     previous_tokens: tuple[int, ...] | None = None
+    previous_cumulative: tuple[int, ...] | None = None
 
 
 class LineageSegments:
@@ -250,7 +253,7 @@ class LineageSegments:
                 marks = [i for i, seg in enumerate(kept) if seg.breakpoint]
             marks.extend(len(kept) + i for i, spec in enumerate(fresh.specs) if spec.breakpoint)
             segmented.__dict__[BREAKPOINT_INDICES] = marks
-        stored_tokens = stored.tokens if stored is not None and reused else None
+        counted = stored if stored is not None and reused else None  # its token counts
         entry = _Stored(segmented, heads, dump, item_ends, item_segments, leading_items, items,
                         around=around)
         with self._lock:
@@ -266,16 +269,20 @@ class LineageSegments:
                 self._stored.popitem(last=False)
             if len(self._rendered) > 4 * self.max_lineages:
                 self._rendered.clear()
-        return Resegmented(segmented, reused, stored_tokens)
+        return Resegmented(segmented, reused, None if counted is None else counted.tokens,
+                           None if counted is None else counted.cumulative)
 
-    def remember_tokens(self, segmented: SegmentedRequest, tokens: Sequence[int]) -> None:
-        """Keep ``tokens`` (one per segment) with ``segmented`` when it is still its
-        lineage's stored request, for the next request's reused segments."""
+    def remember_tokens(self, segmented: SegmentedRequest, tokens: Sequence[int],
+                        cumulative: Sequence[int] | None = None) -> None:
+        """Keep ``tokens`` (one per segment; ``cumulative``: their running sums) with
+        ``segmented`` when it is still its lineage's stored request, for the next request's
+        reused segments."""
         kept = tuple(tokens)
+        sums = None if cumulative is None else tuple(cumulative)
         with self._lock:
             for entry in reversed(self._stored.values()):
                 if entry.segmented is segmented:
-                    entry.tokens = kept
+                    entry.tokens, entry.cumulative = kept, sums
                     return
 
 
