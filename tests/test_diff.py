@@ -229,3 +229,41 @@ def test_a_real_rewrite_is_still_found_before_the_tail(fmt: str) -> None:
     with pytest.raises(InputError) as info:
         diff(first.body, second)  # a dict is not segmented: typed error
     assert info.value.code == "diff-type"
+
+
+def _clock_turn(stamp: str, *, marked: bool, second: bool) -> dict[str, Any]:
+    """An Anthropic body whose last user message ends in a clock block (a breakpoint on it
+    when ``marked``); ``second``: the next turn, where that block was left out."""
+    clock: dict[str, Any] = {"type": "text", "text": f"Current time: {stamp}"}
+    if marked:
+        clock["cache_control"] = {"type": "ephemeral"}
+    first = {"role": "user", "content": [{"type": "text", "text": "Plan my trip."}, clock]}
+    body: dict[str, Any] = {"model": "claude-sonnet-4-5", "max_tokens": 8,
+                            "system": [{"type": "text", "text": "You plan trips."}],
+                            "messages": [first]}
+    if second:
+        body["messages"] = [
+            {"role": "user", "content": [{"type": "text", "text": "Plan my trip."}]},
+            {"role": "assistant", "content": [{"type": "text", "text": "Where to?"}]},
+            {"role": "user", "content": [{"type": "text", "text": "Rome."}, clock]}]
+    return body
+
+
+def test_a_breakpoint_on_a_volatile_block_is_named() -> None:
+    """The predecessor's breakpoint sat on a per-call clock block that the next request left
+    out: ``breakpoint-on-volatile`` (fix: the breakpoint on the last stable block), not a
+    generic history rewrite. Without the breakpoint it stays ``history-rewrite``."""
+    a = segment_request("anthropic", _clock_turn("2026-11-30T10:00:00Z", marked=True,
+                                                 second=False))
+    b = segment_request("anthropic", _clock_turn("2026-11-30T10:05:00Z", marked=True,
+                                                 second=True))
+    d = diff(a, b)
+    assert d is not None and d.cause == "breakpoint-on-volatile"
+    assert d.segment == "messages[0].content[1]" and "timestamp" in d.detail
+    assert "left out" in d.detail
+    plain_a = segment_request("anthropic", _clock_turn("2026-11-30T10:00:00Z", marked=False,
+                                                       second=False))
+    plain_b = segment_request("anthropic", _clock_turn("2026-11-30T10:05:00Z", marked=False,
+                                                       second=True))
+    plain = diff(plain_a, plain_b)
+    assert plain is not None and plain.cause == "history-rewrite"

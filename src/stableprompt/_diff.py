@@ -7,7 +7,9 @@ search over ``prefix_digest`` (O(log n) digest comparisons), and only that segme
 
 Causes (stable slugs): ``model-change``, ``param-change``, ``tool-added``, ``tool-removed``,
 ``tool-reorder``, ``key-order``, ``whitespace``, ``volatile-token``, ``history-rewrite``,
-``content-edit``.
+``content-edit``, ``breakpoint-on-volatile`` (the predecessor's cache breakpoint sat on a block
+holding a per-call value, which the later request changed or left out: its cache entry ends in
+content no request repeats).
 
 On top of :func:`diff`: :func:`is_expected_divergence` (is the divergence the predecessor's
 volatile tail: one rule for the recorder, lint and ``assert_prefix_stable``) and
@@ -55,6 +57,7 @@ CAUSES = (
     "volatile-token",
     "history-rewrite",
     "content-edit",
+    "breakpoint-on-volatile",
 )
 
 SNIPPET_CHARS = 32
@@ -333,6 +336,16 @@ def _classify(
     return "content-edit", f"{x.kind} content changed ({how})", path
 
 
+def _volatile_breakpoint(a: Segmented, x: Segment) -> str | None:
+    """The volatile kind (``timestamp``, ``uuid``, ...) in segment ``x`` of ``a`` when ``x``
+    carries a cache breakpoint, else ``None``: an entry written at that breakpoint ends in a
+    per-call value, so no later request can read it."""
+    if x.breakpoint is None:
+        return None
+    spans = scan_volatile(a.data[x.start:x.end].decode("utf-8", "replace"))
+    return spans[0].kind if spans else None
+
+
 def _reasoning_type(value: Any) -> str | None:
     """``thinking`` / ``redacted_thinking`` / ``reasoning`` when a message segment's block or
     item is a reasoning block, else ``None``."""
@@ -395,6 +408,12 @@ def diff(a: Segmented, b: Segmented) -> Divergence | None:
     else:
         offset = x.start + common_prefix_len(a.data[x.start:x.end], b.data[y.start:y.end])
     cause, detail, path = _classify(a, b, x, y)
+    if cause in ("history-rewrite", "content-edit"):
+        kind = _volatile_breakpoint(a, x)
+        if kind is not None:
+            cause, detail = "breakpoint-on-volatile", (
+                f"the cache breakpoint on {x.name} ends in a {kind}; the later request "
+                f"{'changed' if y is not None and y.name == x.name else 'left out'} that block")
     named = y if cause == "tool-added" and y is not None and y.kind == "tool" else x
     return Divergence(
         offset=offset,

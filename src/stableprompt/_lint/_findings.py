@@ -40,6 +40,9 @@ CAUSE_FIXES: Mapping[str, str] = {
     "(same content form, whitespace, blocks)",
     "content-edit": "freeze the head (tools + system) for the session; changing it starts "
     "a new cache lineage",
+    "breakpoint-on-volatile": "put the cache breakpoint on the last stable block and the "
+    "per-call value (clock, id) after it, in a volatile tail: an entry that ends in it is "
+    "never read",
 }
 
 def _content_shape_fix() -> str:

@@ -110,17 +110,15 @@ def pricing_lines(report: Report) -> list[str]:
 
 
 def ceiling_notes(report: Report) -> list[str]:
-    """A note when a scenario read more than its ceiling (``of ceiling`` above 100%); ``[]``
-    otherwise. The number is kept: the note says why it can happen."""
-    over = [f"{name} {format_pct(s.totals.of_ceiling)}" for name, s in report.scenarios.items()
-            if s.totals.of_ceiling is not None and s.totals.of_ceiling > 1.0]
-    if not over:
+    """A note when some calls read more than any earlier call of the selection explains
+    (:attr:`~._summary.Summary.reads_beyond_ledger`); ``[]`` otherwise."""
+    n = report.reads_beyond_ledger
+    if not n:
         return []
-    return [f"of ceiling above 100% ({', '.join(over)}): some calls read cache entries that "
-            "no earlier call in this ledger could have left within the TTL (a cache still "
-            "warm from earlier runs or from calls not in this ledger); the ceiling counts the "
-            "session's own previous request and the prefix shared with another session's "
-            "call the recorder compared it with."]
+    return [f"{n:,} call{'s' if n != 1 else ''} read more than any earlier call in this "
+            "selection explains (a cache still warm from earlier runs or from calls not in it, "
+            "or a prefix shared with a call of another session that the recorder did not "
+            "compare it with); their ceiling is what they read, so of ceiling stays <= 100%."]
 
 
 # --------------------------------------------------------------------------- terminal
