@@ -249,18 +249,19 @@ def _clock_turn(stamp: str, *, marked: bool, second: bool) -> dict[str, Any]:
     return body
 
 
-def test_a_breakpoint_on_a_volatile_block_is_named() -> None:
+def test_a_breakpoint_on_a_per_turn_block_is_named() -> None:
     """The predecessor's breakpoint sat on a per-call clock block that the next request left
-    out: ``breakpoint-on-volatile`` (fix: the breakpoint on the last stable block), not a
-    generic history rewrite. Without the breakpoint it stays ``history-rewrite``."""
+    out: ``breakpoint-on-per-turn-block`` (lint's finding of the same name, fix: the
+    breakpoint on the last stable block), not a generic history rewrite; the underlying
+    change is in the detail. Without the breakpoint it stays ``history-rewrite``."""
     a = segment_request("anthropic", _clock_turn("2026-11-30T10:00:00Z", marked=True,
                                                  second=False))
     b = segment_request("anthropic", _clock_turn("2026-11-30T10:05:00Z", marked=True,
                                                  second=True))
     d = diff(a, b)
-    assert d is not None and d.cause == "breakpoint-on-volatile"
-    assert d.segment == "messages[0].content[1]" and "timestamp" in d.detail
-    assert "left out" in d.detail
+    assert d is not None and d.cause == "breakpoint-on-per-turn-block"
+    assert d.segment == "messages[0].content[1]"
+    assert "was left out (history-rewrite" in d.detail
     plain_a = segment_request("anthropic", _clock_turn("2026-11-30T10:00:00Z", marked=False,
                                                        second=False))
     plain_b = segment_request("anthropic", _clock_turn("2026-11-30T10:05:00Z", marked=False,

@@ -7,9 +7,10 @@ search over ``prefix_digest`` (O(log n) digest comparisons), and only that segme
 
 Causes (stable slugs): ``model-change``, ``param-change``, ``tool-added``, ``tool-removed``,
 ``tool-reorder``, ``key-order``, ``whitespace``, ``volatile-token``, ``history-rewrite``,
-``content-edit``, ``breakpoint-on-volatile`` (the predecessor's cache breakpoint sat on a block
-holding a per-call value, which the later request changed or left out: its cache entry ends in
-content no request repeats).
+``content-edit``, ``breakpoint-on-per-turn-block`` (the predecessor's cache breakpoint sat on
+a message block holding a per-call value, e.g. a clock block, which the later request changed
+or left out: the entry written there ends in content no later request repeats; the underlying
+change is in the detail).
 
 On top of :func:`diff`: :func:`is_expected_divergence` (is the divergence the predecessor's
 volatile tail: one rule for the recorder, lint and ``assert_prefix_stable``) and
@@ -57,7 +58,7 @@ CAUSES = (
     "volatile-token",
     "history-rewrite",
     "content-edit",
-    "breakpoint-on-volatile",
+    "breakpoint-on-per-turn-block",
 )
 
 SNIPPET_CHARS = 32
@@ -336,14 +337,11 @@ def _classify(
     return "content-edit", f"{x.kind} content changed ({how})", path
 
 
-def _volatile_breakpoint(a: Segmented, x: Segment) -> str | None:
-    """The volatile kind (``timestamp``, ``uuid``, ...) in segment ``x`` of ``a`` when ``x``
-    carries a cache breakpoint, else ``None``: an entry written at that breakpoint ends in a
-    per-call value, so no later request can read it."""
-    if x.breakpoint is None:
-        return None
-    spans = scan_volatile(a.data[x.start:x.end].decode("utf-8", "replace"))
-    return spans[0].kind if spans else None
+def _holds_volatile(a: Segmented, x: Segment) -> bool:
+    """Whether segment ``x`` of ``a`` holds a per-call value (a timestamp, id, nonce:
+    :func:`~stableprompt._volatility.scan_volatile`): a breakpoint on it marks a per-turn
+    block, not history that was rewritten."""
+    return bool(scan_volatile(a.data[x.start:x.end].decode("utf-8", "replace")))
 
 
 def _reasoning_type(value: Any) -> str | None:
@@ -408,12 +406,12 @@ def diff(a: Segmented, b: Segmented) -> Divergence | None:
     else:
         offset = x.start + common_prefix_len(a.data[x.start:x.end], b.data[y.start:y.end])
     cause, detail, path = _classify(a, b, x, y)
-    if cause in ("history-rewrite", "content-edit"):
-        kind = _volatile_breakpoint(a, x)
-        if kind is not None:
-            cause, detail = "breakpoint-on-volatile", (
-                f"the cache breakpoint on {x.name} ends in a {kind}; the later request "
-                f"{'changed' if y is not None and y.name == x.name else 'left out'} that block")
+    if x.kind == "message" and x.breakpoint is not None and (cause == "volatile-token" or (
+            cause == "history-rewrite" and _holds_volatile(a, x))):
+        how = "changed" if y is not None and y.name == x.name else "was left out"
+        cause, detail = "breakpoint-on-per-turn-block", (
+            f"the cache breakpoint sat on {x.name}, which {how} ({cause}"
+            f"{f': {detail}' if detail else ''})")
     named = y if cause == "tool-added" and y is not None and y.kind == "tool" else x
     return Divergence(
         offset=offset,

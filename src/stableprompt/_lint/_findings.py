@@ -40,9 +40,8 @@ CAUSE_FIXES: Mapping[str, str] = {
     "(same content form, whitespace, blocks)",
     "content-edit": "freeze the head (tools + system) for the session; changing it starts "
     "a new cache lineage",
-    "breakpoint-on-volatile": "put the cache breakpoint on the last stable block and the "
-    "per-call value (clock, id) after it, in a volatile tail: an entry that ends in it is "
-    "never read",
+    "breakpoint-on-per-turn-block": "put the breakpoint on the last stable block, before "
+    "per-turn content, not on the per-turn block",
 }
 
 def _content_shape_fix() -> str:
@@ -73,8 +72,7 @@ FINDING_FIXES: Mapping[str, tuple[str, str]] = {
                         "the format the requests were sent in"),
     "volatile-in-cached-region": ("warning", "move per-turn values (clock, dates, ids) out of "
                                   "tools/system into a volatile tail after the last breakpoint"),
-    "breakpoint-on-per-turn-block": ("warning", "put the breakpoint on the last stable block, "
-                                     "before per-turn content, not on the per-turn block"),
+    "breakpoint-on-per-turn-block": ("warning", CAUSE_FIXES["breakpoint-on-per-turn-block"]),
     "breakpoint-below-minimum": ("warning", "move the first breakpoint to a prefix of at least "
                                  "the model's minimum cacheable tokens, or drop it"),
     "no-breakpoints": ("warning", "add cache_control at the end of the head and of the stable "
