@@ -234,6 +234,8 @@ def test_corrupt_rows_are_named_and_the_rest_reported(
     assert main(["report", str(db), "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert [row["id"] for row in data["corrupt_rows"]] == ["r1", "r2", "r3"]
+    verdict_error = data["corrupt_rows"][0]["error"]
+    assert verdict_error.startswith("/verdict: ") and "pydantic.dev" not in out + verdict_error
     assert data["overall"]["calls"] == 2 and data["records"] == 2
     assert [c["id"] for c in data["calls"]] == ["r0", "r4"]
     with pytest.raises(LedgerError, match="bogus"):  # nowhere to put it: raises

@@ -155,14 +155,24 @@ class CorruptRow:
         return f"skipped corrupt row {self.row_id!r} of {self.ledger}: {self.error}"
 
 
+def _why_invalid(exc: Exception) -> str:
+    """One line: each invalid field as ``/pointer: message`` for a pydantic validation error
+    (without pydantic's help URL), else ``Class: message``."""
+    from pydantic import ValidationError
+
+    if isinstance(exc, ValidationError):
+        return "; ".join(f"/{'/'.join(str(p) for p in e['loc'])}: {e['msg']}"
+                         for e in exc.errors(include_url=False))
+    return " ".join(f"{type(exc).__name__}: {exc}".split())
+
+
 def _records(ledger: Ledger, *, session_id: str | None = None,
              since: datetime | None = None,
              corrupt: list[CorruptRow] | None = None) -> list[UsageRecord]:
     on_invalid = None
     if corrupt is not None:
         def on_invalid(row_id: str, exc: Exception) -> None:
-            text = " ".join(f"{type(exc).__name__}: {exc}".split())
-            corrupt.append(CorruptRow(str(ledger.path), row_id, text[:300]))
+            corrupt.append(CorruptRow(str(ledger.path), row_id, _why_invalid(exc)[:300]))
 
     try:
         records = ledger.records(session_id=session_id, since=since, on_invalid=on_invalid)
