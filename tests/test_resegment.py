@@ -1,4 +1,4 @@
-"""Segmenting with the lineage's previous request reused (``_recording._resegment``), from a
+"""Segmenting with the lineage's previous request reused (``_wire._resegment``), from a
 decoded body (transport path) or from the bytes stableprompt rendered (client path, new items
 decoded only), equals a from-scratch ``segment_request``, and a recorder that reuses writes
 the same ledger rows as one that never does, on random conversations: appends, edits of
@@ -16,12 +16,12 @@ from hypothesis import strategies as st
 
 from stableprompt import Recorder
 from stableprompt._canonical import loads, wire_json
-from stableprompt._recording._resegment import (
+from stableprompt._wire._formats import segment_request
+from stableprompt._wire._resegment import (
     LineageSegments,
     breakpoint_indices,
     common_prefix_bytes,
 )
-from stableprompt._wire._formats import segment_request
 
 PATHS = {"anthropic": "/v1/messages", "openai-chat": "/v1/chat/completions",
          "openai-responses": "/v1/responses"}

@@ -133,6 +133,7 @@ from .._wire._formats import (
     detect,
     segment_request,
 )
+from .._wire._resegment import LineageSegments
 from ._capture import CaptureEntry, CaptureProblem, Skipped, iter_capture
 from ._events import EventQueue
 from ._findings import (
@@ -164,6 +165,9 @@ __all__ = [
 ]
 
 _SCAN_CANDIDATES = 64
+_LINEAGES = 64
+"""Conversations whose last request lint keeps for segment reuse (``_wire._resegment``):
+interleaved beyond this many, a request is segmented whole again (same result, slower)."""
 
 
 def _method(counter: EstimatingTokenCounter) -> str:
@@ -178,8 +182,12 @@ class _Linter:
     """Streams requests in capture order; predecessor search and per-request findings."""
 
     def __init__(self, *, wire_format: str | None, policies: PolicyTable | None,
-                 events: Iterable[Any] | None = None, join: bool = True) -> None:
+                 events: Iterable[Any] | None = None, join: bool = True,
+                 reuse: bool = False) -> None:
         self.wire_format = wire_format
+        # Bodies decoded by ``_canonical.loads`` (a capture file) only: reuse compares the
+        # bytes of decoded JSON, which a body built in Python (NaN, tuples) may not be.
+        self.lineages = LineageSegments(_LINEAGES) if reuse else None
         self.policies = policies
         self.events = EventQueue(events)
         self.join = join
@@ -213,7 +221,8 @@ class _Linter:
             self._problem(entry, "capture-shape", "request has no 'model' string at /model")
             return
         try:
-            seg = segment_request(fmt, entry.body)
+            seg = (segment_request(fmt, entry.body) if self.lineages is None
+                   else self.lineages.segment(fmt, entry.body).segmented)
         except CaptureError as exc:
             where = f" at {exc.pointer or '/'}" if exc.pointer is not None else ""
             self._problem(entry, exc.code, f"{exc.message}{where}")
@@ -670,7 +679,7 @@ def lint_requests(
 
 def lint_capture(
     path: str | Path, *, wire_format: str | None = None, policies: PolicyTable | None = None,
-    join: bool = False,
+    join: bool = False, reuse: bool = True,
 ) -> LintReport:
     """Lint a capture file or directory (see :mod:`stableprompt._lint._capture` for the formats).
 
@@ -678,12 +687,17 @@ def lint_capture(
     is linted. In a directory, requests of different files (:attr:`CaptureEntry.group`) are
     never paired unless ``join`` (one stream in file order, as ``--join``).
 
+    Each record is parsed once, and a request re-sending its conversation's previous request
+    segments and hashes only what is new (:mod:`stableprompt._wire._resegment`); ``reuse=False``
+    segments every request whole (the same report, slower: what the tests compare against).
+
     Raises:
         CaptureError: unknown ``wire_format`` (code ``capture-format``), unreadable capture
             (``capture-unreadable``), a capture with no records (``capture-empty``) or with no
             request among them (``capture-format``, naming the first problem).
     """
-    linter = _Linter(wire_format=_check_format(wire_format), policies=policies, join=join)
+    linter = _Linter(wire_format=_check_format(wire_format), policies=policies, join=join,
+                     reuse=reuse)
     for item in iter_capture(path):
         if isinstance(item, CaptureEntry):
             linter.add(item)

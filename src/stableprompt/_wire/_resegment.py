@@ -1,10 +1,13 @@
 """Segment a request body reusing the segments of the lineage's previous request.
 
-An agent loop sends the same history again with a few items appended, so the recorder keeps,
-per cache lineage, the last segmented request and where each history item's bytes end in the
-compact dump of its history. A new request of the lineage is segmented as follows:
+An agent loop sends the same history again with a few items appended, so the recorder (per
+call) and lint (per capture) keep, per cache lineage, the last segmented request and where
+each history item's bytes end in the compact dump of its history. A new request of the
+lineage is segmented as follows:
 
-1. the head (cache-key params, tools, system) is segmented as usual (a few dozen segments);
+1. the head (cache-key params, tools, system) is the one of a recent request whose fields
+   outside the history have the same bytes (one dump of those fields and a lookup), else it
+   is segmented as usual (a few dozen segments);
 2. when its segments equal the stored request's, the history is dumped once
    (:func:`~stableprompt._canonical.decoded_json`: one C call) and compared byte for byte
    with the stored dump: every stored item whose bytes lie inside the common byte prefix is
@@ -35,8 +38,8 @@ from typing import Any
 
 from .._canonical import decoded_json, scan_items
 from .._segment import Segment, build_segments
-from .._wire._formats import SegmentSteps, segment_request, segment_steps
-from .._wire._segmenter import SegmentBuilder, SegmentedRequest
+from ._formats import SegmentSteps, segment_request, segment_steps
+from ._segmenter import SegmentBuilder, SegmentedRequest
 
 __all__ = ["LineageSegments", "Resegmented", "breakpoint_indices", "common_prefix_bytes"]
 
@@ -112,6 +115,9 @@ class LineageSegments:
         self._stored: OrderedDict[tuple[str, str, int], _Stored] = OrderedDict()
         # rendered bodies: (format, bytes before the history) -> {opening bytes: stored key}
         self._rendered: dict[tuple[str, bytes], dict[bytes, tuple[str, str, int]]] = {}
+        # (format, the body's bytes outside its history) -> head segments, data, chain state
+        self._heads: OrderedDict[tuple[str, bytes], tuple[tuple[Segment, ...], bytes,
+                                                          bytes | None]] = OrderedDict()
         self._lock = threading.Lock()
 
     def segment(self, wire_format: str, body: Mapping[str, Any], *,
@@ -130,10 +136,7 @@ class LineageSegments:
         items = body.get(steps.history_key) if isinstance(body, Mapping) else None
         if not isinstance(items, list) or steps.marker_key in body:
             return Resegmented(segment_request(wire_format, body))
-        builder = SegmentBuilder(steps.marker_key)
-        builder.params(body, steps.params)
-        steps.head(body, builder)
-        head = build_segments(builder.specs)
+        head = self._head(steps, body)
         if head[2] is None:  # no params, tools or system (a body without a model)
             return Resegmented(segment_request(wire_format, body))
         dump = decoded_json(items)
@@ -151,6 +154,29 @@ class LineageSegments:
             if where > 0 and content[at:at + len(dump)] == dump:
                 around = (content[:at], content[at + len(dump):])
         return self._finish(steps, key, body, items, dump, done, stored, head, around)
+
+    def _head(self, steps: SegmentSteps, body: Mapping[str, Any]) -> tuple[
+            tuple[Segment, ...], bytes, bytes | None]:
+        """The head's segments, data and chain state: the stored ones when a recent request
+        had the same bytes outside its history (one dump of those fields, one lookup), else
+        segmented and hashed. The head segmenters read only fields outside the history, so
+        equal bytes there are equal head segments."""
+        key = (steps.wire_format,
+               decoded_json({k: v for k, v in body.items() if k != steps.history_key}))
+        with self._lock:
+            found = self._heads.get(key)
+            if found is not None:
+                self._heads.move_to_end(key)
+                return found
+        builder = SegmentBuilder(steps.marker_key, steps.wire_format)
+        builder.params(body, steps.params)
+        steps.head(body, builder)
+        head = build_segments(builder.specs)
+        with self._lock:
+            self._heads[key] = head
+            while len(self._heads) > self.max_lineages:
+                self._heads.popitem(last=False)
+        return head
 
     def segment_rendered(self, wire_format: str, content: bytes) -> Resegmented | None:
         """Segment a body stableprompt rendered, without parsing what its conversation's
@@ -220,7 +246,7 @@ class LineageSegments:
             item_ends, item_segments, leading_items = [], [], 0
             prefix = [head[1]]
             heads = len(head[0])
-        fresh = SegmentBuilder(steps.marker_key)
+        fresh = SegmentBuilder(steps.marker_key, steps.wire_format)
         leading = leading_items == done
         end = item_ends[-1] if item_ends else 0
         for index in range(done, len(items)):
