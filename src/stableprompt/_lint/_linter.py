@@ -515,19 +515,22 @@ class _Linter:
         return self.policy_cache[key]
 
     def _scan_request(self, req: _Req) -> None:
-        tools = tuple(s.label for s in req.segments if s.kind == "tool")
+        # Every format segments its head (params, tools, system) first: only that run of
+        # segments holds tools and system blocks, so the history is never walked here.
+        head_segments = req.segments[:_head_count(req)]
+        tools = tuple(s.label for s in head_segments if s.kind == "tool")
         self.tool_orders.setdefault(tools, []).append(req.index)
         bps = req.breakpoints
         if bps:
             cached_end = bps[-1].end
         elif req.wire_format == "anthropic":  # nothing cached yet; the head is where it goes
-            cached_end = max((s.end for s in req.segments if s.kind in HEAD_KINDS), default=0)
+            cached_end = max((s.end for s in head_segments), default=0)
             self._hit("no-breakpoints", req.index, f"request {req.index} has no cache_control "
                       "breakpoint, so Anthropic caches none of it")
         else:
             cached_end = len(req.data)
-        for s in req.segments:
-            if s.kind not in ("tool", "system"):
+        for s in head_segments:
+            if s.kind == "param":
                 continue
             head = self.head.get(s.digest)
             if head is None:

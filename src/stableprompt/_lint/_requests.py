@@ -52,12 +52,23 @@ class RequestIndex:
     all: list[int] = field(default_factory=list)
 
     def add(self, req: Req) -> None:
-        by_segment = self.by_segment
+        # The hot loop of pairing (two lookups per segment of every request): locals, and no
+        # empty list made per lookup as ``setdefault(key, [])`` would.
+        by_digest, by_segment, pos = self.by_digest, self.by_segment, req.pos
+        get_prefix, get_segment = by_digest.get, by_segment.get
         for seg in req.segments:
-            self.by_digest.setdefault(seg.prefix_digest, []).append(req.pos)
-            positions = by_segment.setdefault(seg.digest, [])
-            if not positions or positions[-1] != req.pos:
-                positions.append(req.pos)
+            key = seg.prefix_digest
+            positions = get_prefix(key)
+            if positions is None:
+                by_digest[key] = [pos]
+            else:
+                positions.append(pos)
+            key = seg.digest
+            positions = get_segment(key)
+            if positions is None:
+                by_segment[key] = [pos]
+            elif positions[-1] != pos:
+                positions.append(pos)
         if req.segments:
             self.by_last[req.segments[-1].prefix_digest] = req.pos
         if req.first_message_digest is not None:
