@@ -11,6 +11,7 @@ import copy
 from typing import Any
 
 import httpx
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -245,3 +246,30 @@ def test_client_never_decodes_a_rendered_turn() -> None:
     drop = {"record_id", "predecessor_id", "ts_utc", "latency_ms"}
     assert [r.model_dump(exclude=drop) for r in client.recorder.records] == \
         [r.model_dump(exclude=drop) for r in plain.records]
+
+
+def test_changed_head_keeps_the_history_segments(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A request whose head changed (fewer tools) but whose history continues a stored
+    conversation's segments only its new item: the shared items' segments are moved after
+    the new head and chained again, and equal a from-scratch segmenting."""
+    from stableprompt._wire._segmenter import SegmentBuilder
+
+    calls: list[str] = []
+    original = SegmentBuilder.content
+
+    def counted(self: SegmentBuilder, *args: Any) -> None:
+        calls.append(args[1])
+        original(self, *args)
+
+    lineages = LineageSegments()
+    for wire in sorted(PATHS):
+        history = [_item(wire, i % 3, f"m{i}", i == 2, False) for i in range(5)]
+        lineages.segment(wire, _body(wire, history, 3))
+        calls.clear()
+        monkeypatch.setattr(SegmentBuilder, "content", counted)
+        body = _body(wire, [*history, _item(wire, 0, "new", False, False)], 1)
+        found = lineages.segment(wire, body)
+        monkeypatch.undo()
+        _same(found, wire, body)
+        key = "input" if wire == "openai-responses" else "messages"
+        assert found.reused == 0 and calls == [f"{key}[5]"]

@@ -16,6 +16,11 @@ lineage is segmented as follows:
 3. only the items after that are segmented, hashed and chained, continuing from the last
    reused prefix digest.
 
+A request whose head changed (a clock in the system prompt, a tool added) but whose history
+opens like a stored conversation's on another head keeps that conversation's history
+segments too (bytes, names, standalone digests, breakpoints): they are only moved to their
+new offsets and chained again from the new head (one SHA-256 per segment, no dump).
+
 The result equals :func:`~stableprompt._wire._formats.segment_request` of the same body,
 segment for segment (``tests/test_resegment.py`` checks it on random conversations). Bodies
 this does not cover go the slow way: a history that is not a list, an Anthropic body with a
@@ -37,7 +42,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .._canonical import decoded_json, scan_items
-from .._segment import Segment, build_segments
+from .._segment import Segment, build_segments, chain
 from ._formats import SegmentSteps, segment_request, segment_steps
 from ._segmenter import SegmentBuilder, SegmentedRequest
 
@@ -84,6 +89,22 @@ class _Stored:
 
 
 @dataclass(frozen=True, slots=True)
+class _Base:
+    """What a new request starts from before its first new item: ``done`` items' segments
+    (head included) in ``kept``, whose data is ``prefix`` and whose chain ends in
+    ``previous``; ``reused`` of them are the stored request's own (same offsets, digests)."""
+
+    reused: int
+    kept: tuple[Segment, ...]
+    prefix: Sequence[bytes | memoryview]
+    previous: bytes | None
+    item_ends: list[int]
+    item_segments: list[int]
+    leading_items: int
+    heads: int
+
+
+@dataclass(frozen=True, slots=True)
 class Resegmented:
     """A segmented request and what it shares with the lineage's previous one.
 
@@ -115,6 +136,8 @@ class LineageSegments:
         self._stored: OrderedDict[tuple[str, str, int], _Stored] = OrderedDict()
         # rendered bodies: (format, bytes before the history) -> {opening bytes: stored key}
         self._rendered: dict[tuple[str, bytes], dict[bytes, tuple[str, str, int]]] = {}
+        # (format, opening hash) -> the stored key last seen with it, on whatever head
+        self._openings: dict[tuple[str, int], tuple[str, str, int]] = {}
         # (format, the body's bytes outside its history) -> head segments, data, chain state
         self._heads: OrderedDict[tuple[str, bytes], tuple[tuple[Segment, ...], bytes,
                                                           bytes | None]] = OrderedDict()
@@ -143,17 +166,25 @@ class LineageSegments:
         key = (steps.wire_format, head[2].hex(), hash(_opening(dump, items)))
         with self._lock:
             stored = self._stored.get(key)
+            other_key = self._openings.get((key[0], key[2]))
+            other = None if other_key in (None, key) else self._stored.get(other_key)
         done = 0  # history items reused
         if stored is not None and stored.segmented.segments[:stored.head] == head[0]:
             done = bisect.bisect_right(stored.item_ends,
                                        common_prefix_bytes(dump, stored.dump))
+        base = _reused(stored, done) if done and stored is not None else None
+        if base is None and other is not None:  # the same history on another head?
+            base = _rebased(other, dump, head)
+            done = len(base.item_ends) if base is not None else 0
+            stored = None  # nothing of ``other`` but its history segments carries over
         around = None
         if content is not None:
             where = content.find(_needle(steps.history_key))
             at = where + len(_needle(steps.history_key)) - 1
             if where > 0 and content[at:at + len(dump)] == dump:
                 around = (content[:at], content[at + len(dump):])
-        return self._finish(steps, key, body, items, dump, done, stored, head, around)
+        return self._finish(steps, key, body, items, dump, done, stored,
+                            base or _fresh(head), around)
 
     def _head(self, steps: SegmentSteps, body: Mapping[str, Any]) -> tuple[
             tuple[Segment, ...], bytes, bytes | None]:
@@ -219,33 +250,18 @@ class LineageSegments:
         body = dict(stored.segmented.body)
         body[steps.history_key] = items
         dump = content[at:close + 1]
-        return self._finish(steps, key, body, items, dump, done, stored, None,
-                            (content[:at], content[close + 1:]))
+        return self._finish(steps, key, body, items, dump, done, stored,
+                            _reused(stored, done), (content[:at], content[close + 1:]))
 
     def _finish(self, steps: SegmentSteps, key: tuple[str, str, int], body: Mapping[str, Any],
-                items: list[Any], dump: bytes, done: int, stored: _Stored | None,
-                head: tuple[tuple[Segment, ...], bytes, bytes | None] | None,
+                items: list[Any], dump: bytes, done: int, stored: _Stored | None, base: _Base,
                 around: tuple[bytes, bytes] | None) -> Resegmented:
-        """Segments: ``done`` items of ``stored`` reused, the rest of ``items`` made
-        (``head``: the head's segments, data and chain state; ``None``: ``stored``'s)."""
-        if done:
-            assert stored is not None
-            reused = stored.item_segments[done - 1]
-            kept = stored.segmented.segments[:reused]
-            last = kept[-1]
-            start = last.end
-            previous: bytes | None = bytes.fromhex(last.prefix_digest)
-            item_ends, item_segments = stored.item_ends[:done], stored.item_segments[:done]
-            leading_items = min(stored.leading, done)
-            prefix: Sequence[bytes | memoryview] = [memoryview(stored.segmented.data)[:start]]
-            heads = stored.head
-        else:
-            assert head is not None
-            reused, kept = 0, head[0]
-            start, previous = len(head[1]), head[2]
-            item_ends, item_segments, leading_items = [], [], 0
-            prefix = [head[1]]
-            heads = len(head[0])
+        """Segments: ``base`` (``done`` items' segments, ``base.reused`` of them the same as
+        ``stored``'s), then the rest of ``items`` made."""
+        reused, kept, previous, heads = base.reused, base.kept, base.previous, base.heads
+        item_ends, item_segments = base.item_ends, base.item_segments
+        leading_items, prefix = base.leading_items, base.prefix
+        start = kept[-1].end if kept else 0
         fresh = SegmentBuilder(steps.marker_key, steps.wire_format)
         leading = leading_items == done
         end = item_ends[-1] if item_ends else 0
@@ -280,6 +296,9 @@ class LineageSegments:
         with self._lock:
             self._stored[key] = entry
             self._stored.move_to_end(key)
+            self._openings[(key[0], key[2])] = key
+            if len(self._openings) > 4 * self.max_lineages:
+                self._openings.clear()
             if around is not None:
                 candidates = self._rendered.setdefault((steps.wire_format, around[0]), {})
                 candidates.pop(_opening(dump, items), None)
@@ -301,6 +320,49 @@ class LineageSegments:
                 if entry.segmented is segmented:
                     entry.tokens = kept
                     return
+
+
+def _fresh(head: tuple[tuple[Segment, ...], bytes, bytes | None]) -> _Base:
+    """Nothing reused: the head's segments, data and chain state only."""
+    return _Base(0, head[0], [head[1]], head[2], [], [], 0, len(head[0]))
+
+
+def _reused(stored: _Stored, done: int) -> _Base:
+    """The first ``done`` history items of ``stored`` (same head), its segments as they are."""
+    reused = stored.item_segments[done - 1]
+    kept = stored.segmented.segments[:reused]
+    last = kept[-1]
+    return _Base(reused, kept, [memoryview(stored.segmented.data)[:last.end]],
+                 bytes.fromhex(last.prefix_digest), stored.item_ends[:done],
+                 stored.item_segments[:done], min(stored.leading, done), stored.head)
+
+
+def _rebased(other: _Stored, dump: bytes,
+             head: tuple[tuple[Segment, ...], bytes, bytes | None]) -> _Base | None:
+    """The history items ``dump`` shares with ``other`` (another head), their segments moved
+    after ``head`` and chained from it; ``None`` when it shares none. A history item's
+    segments depend on the item and its index only (what ``SegmentSteps.item`` reads), never
+    on the head, except the chained prefix digest and the offsets, which are redone here."""
+    done = bisect.bisect_right(other.item_ends, common_prefix_bytes(dump, other.dump))
+    if not done:
+        return None
+    old, data = other.segmented.segments, other.segmented.data
+    first, last = other.head, other.item_segments[done - 1]
+    begin = old[first - 1].end if first else 0  # where ``other``'s history starts
+    end = old[last - 1].end if last else begin
+    shift = len(head[1]) - begin
+    previous = head[2]
+    moved = []
+    for seg in old[first:last]:
+        previous = chain(previous, seg.kind, data[seg.start:seg.end])
+        moved.append(Segment(kind=seg.kind, name=seg.name, start=seg.start + shift,
+                             end=seg.end + shift, digest=seg.digest,
+                             prefix_digest=previous.hex(), tokens=seg.tokens, path=seg.path,
+                             breakpoint=seg.breakpoint, label=seg.label))
+    heads = len(head[0])
+    return _Base(0, (*head[0], *moved), [head[1], memoryview(data)[begin:end]], previous,
+                 other.item_ends[:done], [n - first + heads for n in other.item_segments[:done]],
+                 min(other.leading, done), heads)
 
 
 def breakpoint_indices(segmented: SegmentedRequest) -> list[int]:
