@@ -144,7 +144,10 @@ def main() -> None:
         print(json.dumps({"requests": s.requests, "size_bytes": size, "sessions": s.sessions,
                           "breaks": s.breaks, "causes": s.causes}))
         return
-    runner = pyperf.Runner()
+    def forward(cmd: list[str], args: Any) -> None:  # to pyperf's worker processes
+        cmd.extend(["--capture", str(args.capture)])
+
+    runner = pyperf.Runner(add_cmdline_args=forward)
     runner.argparser.add_argument("--capture", required=True, type=Path)
     args = runner.parse_args()
     runner.metadata["capture_bytes"] = str(args.capture.stat().st_size)

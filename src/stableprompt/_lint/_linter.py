@@ -563,7 +563,8 @@ class _Linter:
             return
         minimum = policy.min_cacheable_tokens
         first = bps[0]
-        prefix = [s for s in req.segments[: req.segments.index(first) + 1] if s.kind != "param"]
+        at = next(i for i, s in enumerate(req.segments) if s is first)  # not ==: a field walk
+        prefix = [s for s in req.segments[: at + 1] if s.kind != "param"]
         size = sum(s.size_bytes for s in prefix)
         if size >= 16 * minimum:
             return
