@@ -377,7 +377,7 @@ public(segment_request)
 
 class SegmentSteps(NamedTuple):
     """The pieces :func:`segment_request` runs for a list history, for a segmenter that
-    resumes at a history item (``_recording._resegment``): ``params`` + ``head`` make the
+    resumes at a history item (``_wire._resegment``): ``params`` + ``head`` make the
     segments before the history, then ``item(b, items[i], i, leading)`` per item, where
     ``leading`` is what the previous item returned (``True`` for the first)."""
 
