@@ -80,7 +80,8 @@ class AssistantTurn(NamedTuple):
 
     Attributes:
         text: The generated text (text blocks / output text joined), ``None`` when empty.
-        tool_calls: Tool calls in the format's own shape (validated by the builder).
+        tool_calls: Tool calls in the format's own shape, every key as received (validated
+            by the builder's ``tool_call_of`` in that shape, so a typo is named).
         reasoning: JSON pointers of reasoning content in the response (Anthropic
             ``thinking`` blocks, Responses ``reasoning`` items, Chat ``reasoning_content``).
         parts: Text, tool calls and reasoning in response order, with their pointers.
