@@ -43,16 +43,17 @@ CAUSE_FIXES: Mapping[str, str] = {
 }
 
 def _content_shape_fix() -> str:
-    """The content-shape fix, quoting the rule in :data:`stableprompt._policy.CONTENT_SHAPES`
-    (what each provider documents, and that undocumented means different)."""
+    """The content-shape fix: one sentence, one URL per provider, from the rule in
+    :data:`stableprompt._policy.CONTENT_SHAPES` (whose ``finding`` and ``source`` hold the
+    full evidence)."""
     rules = CONTENT_SHAPES.values()
     alike = [r.provider for r in rules if r.cache_alike]
-    verdict = (f"documented to cache alike on {', '.join(alike)} only" if alike else
-               "treated as different bytes, since no provider documents that they cache alike")
+    verdict = (f"cache alike on {', '.join(alike)} only" if alike else
+               "are different bytes to the cache: no provider documents that they cache alike")
     return ("re-send each message in the shape it was first sent in (a string stays a string, "
-            "a list of text blocks stays a list): \"content\": \"x\" and "
-            "[{\"type\": \"text\", \"text\": \"x\"}] are " + verdict + ". "
-            + " ".join(f"{r.finding} ({r.source}; {r.as_of})." for r in rules))
+            "a list of text blocks stays a list); \"content\": \"x\" and "
+            "[{\"type\": \"text\", \"text\": \"x\"}] " + verdict + " ("
+            + "; ".join(f"{r.provider}: {r.url}" for r in rules) + ")")
 
 
 #: Finding code -> (severity, one-line fix).
