@@ -15,6 +15,7 @@ from .._diff import _body_path
 from .._policy import CONTENT_SHAPES
 from .._segment import Segment
 from .._volatility import head_strings, scan_volatile
+from .._wire._parts import a_or_an
 from ._results import LintFinding
 
 __all__ = ["CAUSE_FIXES", "FINDING_FIXES", "HeadSeg", "finding",
@@ -98,7 +99,7 @@ class HeadSeg:
 
 def head_findings(heads: Iterable[HeadSeg]) -> Iterator[LintFinding]:
     """Volatile content in cached tools/system blocks, and schemas with unsorted keys."""
-    volatile: dict[tuple[str, str, str], tuple[str, list[int]]] = {}
+    volatile: dict[tuple[str, str, str], tuple[str, list[str], list[int]]] = {}
     schemas: list[tuple[str, list[int]]] = []
     for head in heads:
         try:
@@ -118,11 +119,16 @@ def head_findings(heads: Iterable[HeadSeg]) -> Iterator[LintFinding]:
                 path = _body_path(seg, inner)
                 key = (where, inner, span.kind)
                 if key not in volatile:
-                    volatile[key] = (f"{where} at {path} holds a {span.kind} "
-                                     f"({span.text!r}) inside the cached prefix", [])
-                volatile[key][1].extend(head.cached_requests)
-    for message, indexes in volatile.values():
-        yield finding("volatile-in-cached-region", message, indexes)
+                    volatile[key] = (f"{where} at {path} holds {a_or_an(span.kind)}", [], [])
+                texts = volatile[key][1]
+                if span.text not in texts:
+                    texts.append(span.text)
+                volatile[key][2].extend(head.cached_requests)
+    for start, texts, indexes in volatile.values():
+        shown = ", ".join(map(repr, texts[:3])) + (f" and {len(texts) - 3} more"
+                                                   if len(texts) > 3 else "")
+        yield finding("volatile-in-cached-region", f"{start} ({shown}) inside the cached prefix",
+                      indexes)
     if schemas:
         indexes = [i for _, reqs in schemas for i in reqs]
         shown = "; ".join(m for m, _ in schemas[:3])
