@@ -588,8 +588,9 @@ class Scanner:
         ``sid=a8k3z9``. A single-case hex value of 5 to 15 characters with letters and digits
         is a nonce under any key after ``=`` (16+ is a ``hex-id``), after ``:`` from 8
         characters or under a nonce-like key (``Color: FF5733`` is prose); another
-        letters-and-digits value only under a nonce-like key. Numbers alone (``version=12345``, ``port: 8080``) are never
-        one: sizes, versions and limits are stable. One regex pass finds each separator
+        letters-and-digits value only under a nonce-like key. Numbers alone
+        (``version=12345``, ``port: 8080``) are never one: sizes, versions and limits are
+        stable. One regex pass finds each separator
         with a value after it; only those read their key back."""
         text = self.text
         for m in _KV_SEP_RE.finditer(text):
