@@ -590,8 +590,8 @@ class Scanner:
         characters or under a nonce-like key (``Color: FF5733`` is prose); another
         letters-and-digits value only under a nonce-like key. Numbers alone
         (``version=12345``, ``port: 8080``) are never one: sizes, versions and limits are
-        stable. One regex pass finds each separator
-        with a value after it; only those read their key back."""
+        stable. One regex pass finds each separator with a value after it; only those
+        read their key back."""
         text = self.text
         for m in _KV_SEP_RE.finditer(text):
             key = _kv_key(text, m.start())
