@@ -169,6 +169,32 @@ def test_requests_without_cache_key_params_are_still_requests() -> None:
     assert diff(bare, full) is not None
 
 
+def test_requests_of_different_wire_formats_are_a_typed_mismatch() -> None:
+    """An Anthropic request against an OpenAI Chat request is ``diff-mismatch`` naming both
+    formats, not a content-edit divergence; a bad argument is still ``diff-type``."""
+    from stableprompt import PromptBuilder
+
+    conv = PromptBuilder(system="You bill.", tokenizer=None).freeze().conversation()
+    conv.user("Show invoice 7.")
+    prompt = conv.render()
+    anthropic_request = prompt.to_anthropic(model="claude-sonnet-4-5", max_tokens=64)
+    chat_request = prompt.to_openai_chat(model="gpt-5.2")
+    with pytest.raises(InputError) as info:
+        diff(anthropic_request, chat_request)
+    assert info.value.code == "diff-mismatch"
+    assert "a is anthropic, b is openai-chat" in info.value.message
+    with pytest.raises(InputError) as info:
+        diff(segment_request("openai-chat", _chat_body()), _seg(_body()))
+    assert info.value.code == "diff-mismatch" and "a is openai-chat" in info.value.message
+    with pytest.raises(InputError) as info:
+        diff(anthropic_request, {"model": "m"})  # type: ignore[arg-type]
+    assert info.value.code == "diff-type"
+
+
+def _chat_body() -> dict[str, Any]:
+    return {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+
+
 _TAIL_TOOL = {"name": "get_invoice", "description": "Fetch an invoice.",
               "input_schema": {"type": "object", "properties": {"id": {"type": "string"}}}}
 

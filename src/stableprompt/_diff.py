@@ -382,8 +382,9 @@ def diff(a: Segmented, b: Segmented) -> Divergence | None:
 
     Raises:
         InputError: ``a`` and ``b`` are of different kinds (a provider request and a
-            provider-neutral render), code ``diff-mismatch``; or not segmented objects at all
-            (code ``diff-type``).
+            provider-neutral render) or requests of different wire formats (``anthropic``
+            vs ``openai-chat``: the message names both), code ``diff-mismatch``; or not
+            segmented objects at all (code ``diff-type``).
     """
     for name, value in (("a", a), ("b", b)):
         if not (hasattr(value, "segments") and hasattr(value, "data")):
@@ -396,6 +397,13 @@ def diff(a: Segmented, b: Segmented) -> Divergence | None:
         raise InputError(
             "cannot compare a provider request (with parameters) with a provider-neutral "
             "RenderedPrompt: compare two requests, or two renders", code="diff-mismatch")
+    format_a, format_b = getattr(a, "wire_format", None), getattr(b, "wire_format", None)
+    if format_a != format_b:  # two requests of different wire formats never share a cache
+        raise InputError(
+            f"cannot compare requests of different wire formats: a is {format_a}, b is "
+            f"{format_b} (their bytes differ everywhere, and no provider caches one for the "
+            "other); compare two requests of one format, or the two RenderedPrompts",
+            code="diff-mismatch")
     i = first_divergent_index(sa, sb)
     if i == len(sa):
         return None

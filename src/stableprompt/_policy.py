@@ -391,6 +391,8 @@ class ContentShapeRule:
         finding: What the provider documents, one sentence (the fix texts quote it).
         source: Where (SDK file or doc URL), or what was searched when nothing says.
         as_of: Date the sources were read.
+        url: The one page a fix text cites (the provider's prompt-caching doc); the full
+            evidence stays in ``source``.
     """
 
     provider: str
@@ -399,6 +401,7 @@ class ContentShapeRule:
     finding: str
     source: str
     as_of: str
+    url: str
 
 
 CONTENT_SHAPES: Mapping[str, ContentShapeRule] = {
@@ -411,7 +414,7 @@ CONTENT_SHAPES: Mapping[str, ContentShapeRule] = {
         "(messages: 'Using a `string` for `content` is shorthand for an array of one content "
         "block of type \"text\". The following input messages are equivalent'); "
         + _ANTHROPIC_DOC + " (no statement on content shapes)",
-        "2026-12-01"),
+        "2026-12-01", _ANTHROPIC_DOC),
     "openai": ContentShapeRule(
         "openai", False, "text",
         "OpenAI documents content as a string or an array of content parts without saying "
@@ -420,7 +423,7 @@ CONTENT_SHAPES: Mapping[str, ContentShapeRule] = {
         "(content: Union[str, Iterable[ChatCompletionContentPartParam]], 'The contents of "
         "the user message.'); " + _OPENAI_DOC + "; searched 2026-12-01: docs, pages and issues "
         "corpora for string vs content-part caching, no statement found",
-        "2026-12-01"),
+        "2026-12-01", _OPENAI_DOC),
 }
 """The content-shape rule per provider (see :class:`ContentShapeRule`). Undocumented means
 different: neither provider says the two shapes cache alike, so both are ``False``."""

@@ -762,7 +762,7 @@ def assistant_turn(response: Mapping[str, Any]) -> AssistantTurn:
             texts.append(text)
             parts.append(TurnPart("text", where, text))
         elif kind == "tool_use":
-            call = {k: block[k] for k in ("type", "id", "name", "input") if k in block}
+            call = dict(block)  # every key: a typo is named (tool_call_of)
             calls.append(call)
             parts.append(TurnPart("tool_call", where, call))
         elif kind in ("thinking", "redacted_thinking"):

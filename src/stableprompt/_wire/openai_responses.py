@@ -347,9 +347,6 @@ DIAGNOSTIC_EVENTS = frozenset({"response.completed", "response.incomplete", "res
 diagnostics_request = _openai.diagnostics_request
 
 
-_CALL_KEYS = ("type", "call_id", "name", "arguments")
-
-
 def assistant_turn(response: Mapping[str, Any]) -> AssistantTurn:
     """The assistant turn of a Responses response: ``message`` items' ``output_text`` parts
     joined, ``function_call`` items as tool calls (``call_id``, ``name``, JSON-string
@@ -389,7 +386,7 @@ def assistant_turn(response: Mapping[str, Any]) -> AssistantTurn:
                 texts.append(text)
                 parts.append(TurnPart("text", f"{where}/content/{j}", text))
         elif kind == "function_call":
-            call = {k: item[k] for k in _CALL_KEYS if k in item}
+            call = dict(item)  # every key: a typo is named (tool_call_of)
             calls.append(call)
             parts.append(TurnPart("tool_call", where, call))
         elif kind == "reasoning":
