@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import httpx
 
 from .._ledger._usage_record import UsageRecord
+from .._policy import cache_policy
 from .._public import public
 from ._call import Pending
 from ._http import byte_stream_class, in_memory, module_of
@@ -185,10 +186,16 @@ def _recorded(recorder: CallRecorder, request: Any) -> bool:
         return False
 
 
-def _stabilized(request: Any, body: bytes) -> tuple[Any, bytes, list[str]]:
+def _stabilized(request: Any, body: bytes, recorder: CallRecorder, provider: str | None
+                ) -> tuple[Any, bytes, list[str]]:
     """``request`` with its body stabilized (``_stabilize``): the same request when nothing
-    was rewritten, else a new one of its module with the new body and ``Content-Length``."""
-    new, rewrites = stabilize(body, str(request.url.path))
+    was rewritten, else a new one of its module with the new body and ``Content-Length``.
+    The recorder's token counts and policy table (when it has them, as :class:`Recorder`
+    does) decide which breakpoints are below the model's minimum."""
+    table = getattr(recorder, "policies", None)
+    new, rewrites = stabilize(
+        body, str(request.url.path), count=getattr(recorder, "segment_tokens", None),
+        policy=lambda model: cache_policy(provider or "anthropic", model, table))
     if not rewrites:
         return request, body, []
     headers = request.headers.copy()
@@ -306,7 +313,8 @@ class RecordingTransport(_Wrapping, _SyncBase):
             body = request.read()
         rewrites: list[str] = []
         if self.stabilize:
-            request, body, rewrites = _stabilized(request, body)
+            request, body, rewrites = _stabilized(request, body, self.recorder,
+                                                  self.provider)
         pending = _start(self.recorder, request, body, self.provider, rewrites)
         if pending is None:
             return inner.handle_request(request)
@@ -366,7 +374,8 @@ class AsyncRecordingTransport(_Wrapping, _AsyncBase):
             body = await request.aread()
         rewrites: list[str] = []
         if self.stabilize:
-            request, body, rewrites = _stabilized(request, body)
+            request, body, rewrites = _stabilized(request, body, self.recorder,
+                                                  self.provider)
         pending = _start(self.recorder, request, body, self.provider, rewrites)
         if pending is None:
             return await inner.handle_async_request(request)
