@@ -51,6 +51,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import hashlib
 from collections.abc import Callable, Sequence
 from types import ModuleType
 from typing import Any
@@ -63,7 +64,7 @@ from .._wire._formats import REQUEST_FORMATS, detect, segment_request
 from .._wire._openai import lineage_key
 from .._wire._segmenter import SegmentedRequest
 
-__all__ = ["STABILIZE_REWRITES", "SegmentCounter", "stabilize"]
+__all__ = ["STABILIZE_REWRITES", "SegmentCounter", "stabilize", "stabilize_with_evidence"]
 
 STABILIZE_REWRITES = ("tool-order", "schema-key-order", "prompt-cache-key", "head-breakpoint",
                       "history-breakpoint")
@@ -114,10 +115,12 @@ def _canonical_of(raw: bytes, name: str) -> bytes | None:
         return None
 
 
-def _canonical_schemas(tools: list[_Tool], shape: ModuleType) -> bool:
-    """Replace each valid schema by its canonical form, in place; whether any changed."""
-    changed = False
-    for tool in tools:
+def _canonical_schemas(tools: list[_Tool], shape: ModuleType
+                       ) -> list[tuple[int, dict[str, Any], str, bytes]]:
+    """The schemas to replace by their canonical form: ``(tool index, holder, key, canonical
+    bytes)`` per valid schema not already canonical (nothing is changed here)."""
+    out = []
+    for index, tool in enumerate(tools):
         where = shape.tool_schema(tool)
         if where is None:
             continue
@@ -125,9 +128,26 @@ def _canonical_schemas(tools: list[_Tool], shape: ModuleType) -> bool:
         raw = wire_json(holder[key])
         canonical = _canonical_of(raw, str(shape.tool_name(tool)))
         if canonical is not None and canonical != raw:
-            holder[key] = loads(canonical)
-            changed = True
-    return changed
+            out.append((index, holder, key, canonical))
+    return out
+
+
+def _first_moved(before: list[_Tool], after: list[_Tool], shape: ModuleType) -> int:
+    """The first position whose tool the sort changed."""
+    return next(i for i, (a, b) in enumerate(zip(before, after, strict=True))
+                if shape.tool_name(a) != shape.tool_name(b))
+
+
+def _prefix_before_tool(segmented: SegmentedRequest, counts: Sequence[int], first: int) -> int:
+    """Estimated tokens of the segments before ``tools[first]`` (the params and the tools
+    before it): the prefix a tool rewrite left as the client sent it."""
+    total = 0
+    name = f"tools[{first}]"
+    for segment, tokens in zip(segmented.segments, counts, strict=True):
+        if segment.name == name:
+            break
+        total += tokens
+    return total
 
 
 def _markable(block: Any) -> bool:
@@ -138,13 +158,13 @@ def _markable(block: Any) -> bool:
     return block.get("type") != "text" or bool(block.get("text"))
 
 
-def _prefix_tokens(segmented: SegmentedRequest, count: SegmentCounter | None
+def _prefix_tokens(segmented: SegmentedRequest, counts: Sequence[int] | None
                    ) -> tuple[int, int, int] | None:
     """Estimated tokens through the tools, through the system, and through the history."""
-    if count is None:
+    if counts is None:
         return None
     tools = system = history = 0
-    for segment, tokens in zip(segmented.segments, count(segmented), strict=True):
+    for segment, tokens in zip(segmented.segments, counts, strict=True):
         if segment.kind == "tool":
             tools += tokens
         elif segment.kind == "system":
@@ -154,14 +174,15 @@ def _prefix_tokens(segmented: SegmentedRequest, count: SegmentCounter | None
     return tools, tools + system, tools + system + history
 
 
-def _breakpoints(parsed: dict[str, Any], count: SegmentCounter | None,
+def _breakpoints(parsed: dict[str, Any], segmented: SegmentedRequest,
+                 counts: Sequence[int] | None,
                  policy_of: Callable[[str], CachePolicy]) -> list[str]:
     """Place the head and history breakpoints of a Messages body without any (see the module
-    docstring), in place; the rewrites made."""
+    docstring), in place; the rewrites made. ``segmented``: the body as it is now (markers
+    are not segment bytes, so placing them does not change it); ``counts``: its tokens."""
     messages = parsed.get("messages")
     if not isinstance(messages, list) or not messages or anthropic.MARKER_KEY in parsed:
         return []
-    segmented = segment_request("anthropic", parsed)
     if segmented.breakpoints:
         return []
     model = parsed.get("model")
@@ -171,7 +192,7 @@ def _breakpoints(parsed: dict[str, Any], count: SegmentCounter | None,
         policy = None
     budget = policy.breakpoint_budget if policy is not None and policy.breakpoint_budget \
         else anthropic.MAX_BREAKPOINTS
-    prefixes = _prefix_tokens(segmented, count)
+    prefixes = _prefix_tokens(segmented, counts)
 
     def short(tokens: int) -> bool:
         return policy is not None and surely_below_minimum(policy, tokens)
@@ -217,34 +238,73 @@ def stabilize(body: bytes, path: str | None = None, *, count: SegmentCounter | N
         ``(body, [])`` when nothing was rewritten (the very same bytes), else the new body
         and the names of the rewrites made, in :data:`STABILIZE_REWRITES` order. Never raises.
     """
+    out, rewrites, _ = stabilize_with_evidence(body, path, count=count, policy=policy)
+    return out, rewrites
+
+
+def stabilize_with_evidence(body: bytes, path: str | None = None, *,
+                            count: SegmentCounter | None = None,
+                            policy: Callable[[str], CachePolicy] | None = None
+                            ) -> tuple[bytes, list[str], dict[str, Any]]:
+    """:func:`stabilize`, plus the evidence ``stableprompt report`` estimates savings from,
+    for the ledger row's ``verdict_detail`` (empty when no tool was rewritten):
+
+    - ``stabilized_tools``: a digest (16 hex digits, BLAKE2b) of the ``tools`` list as the
+      client sent it, so consecutive calls can tell whether the client itself changed them;
+    - ``stabilized_prefix_tokens``: estimated tokens (``count``; absent without it) of what
+      precedes the first tool the rewrite changed: the prefix the request as sent shares
+      with its stabilized form.
+    """
     try:
         parsed = loads(body)
         if not isinstance(parsed, dict):
-            return body, []
+            return body, [], {}
         wire = detect(parsed, path)
         if wire not in REQUEST_FORMATS or wire not in _SHAPES:
-            return body, []
+            return body, [], {}
         done: list[str] = []
+        evidence: dict[str, Any] = {}
+        first: int | None = None
         tools = parsed.get("tools")
-        if isinstance(tools, list) and all(isinstance(tool, dict) for tool in tools):
+        if isinstance(tools, list) and tools and all(isinstance(tool, dict) for tool in tools):
             shape = _SHAPES[wire]
-            # the parsed body is ours: edited in place
+            # the parsed body is ours: edited in place, after the digest of the tools as sent
             ordered = _sorted_tools(tools, shape.tool_name)
+            schemas = _canonical_schemas(ordered if ordered is not None else tools, shape)
+            if ordered is not None or schemas:
+                sent = wire_json(tools)
+                evidence["stabilized_tools"] = hashlib.blake2b(sent, digest_size=8).hexdigest()
             if ordered is not None:
+                first = _first_moved(tools, ordered, shape)
                 parsed["tools"] = tools = ordered
                 done.append("tool-order")
-            if _canonical_schemas(tools, shape):
+            for _, holder, key, canonical in schemas:
+                holder[key] = loads(canonical)
+            if schemas:
+                first = min(schemas[0][0], first if first is not None else len(tools))
                 done.append("schema-key-order")
+        segmented: SegmentedRequest | None = None
+        counts: Sequence[int] | None = None
+        if first is not None and count is not None:
+            with contextlib.suppress(Exception):  # no estimate: the rewrites still stand
+                segmented = segment_request(wire, parsed)
+                counts = count(segmented)
+                evidence["stabilized_prefix_tokens"] = _prefix_before_tool(segmented, counts,
+                                                                           first)
         if wire == "anthropic":
             with contextlib.suppress(Exception):  # a body the segmenter refuses keeps the rest
-                done += _breakpoints(parsed, count, policy or functools.partial(
+                if segmented is None:
+                    segmented = segment_request(wire, parsed)
+                    counts = count(segmented) if count is not None else None
+                done += _breakpoints(parsed, segmented, counts, policy or functools.partial(
                     cache_policy, "anthropic"))
         elif "prompt_cache_key" not in parsed:
-            parsed["prompt_cache_key"] = lineage_key(
-                segment_request(wire, parsed).head_fingerprint)
+            if segmented is None:
+                segmented = segment_request(wire, parsed)
+            parsed["prompt_cache_key"] = lineage_key(segmented.head_fingerprint)
             done.append("prompt-cache-key")
         if not done:
-            return body, []
-        return wire_json(parsed), done
+            return body, [], {}
+        return wire_json(parsed), done, evidence
     except Exception:
-        return body, []
+        return body, [], {}

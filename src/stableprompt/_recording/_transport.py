@@ -46,7 +46,7 @@ from ._call import Pending
 from ._http import byte_stream_class, in_memory, module_of
 from ._observer import ResponseObserver
 from ._recorder import Recorder
-from ._stabilize import stabilize
+from ._stabilize import stabilize_with_evidence
 
 __all__ = [
     "BODY_EXTENSION",
@@ -187,32 +187,33 @@ def _recorded(recorder: CallRecorder, request: Any) -> bool:
 
 
 def _stabilized(request: Any, body: bytes, recorder: CallRecorder, provider: str | None
-                ) -> tuple[Any, bytes, list[str]]:
+                ) -> tuple[Any, bytes, dict[str, Any]]:
     """``request`` with its body stabilized (``_stabilize``): the same request when nothing
-    was rewritten, else a new one of its module with the new body and ``Content-Length``.
-    The recorder's token counts and policy table (when it has them, as :class:`Recorder`
-    does) decide which breakpoints are below the model's minimum."""
+    was rewritten, else a new one of its module with the new body and ``Content-Length``,
+    and the row's evidence (``{"stabilized": [rewrites...], ...}``, empty when none). The
+    recorder's token counts and policy table (when it has them, as :class:`Recorder` does)
+    decide which breakpoints are below the model's minimum."""
     table = getattr(recorder, "policies", None)
-    new, rewrites = stabilize(
+    new, rewrites, evidence = stabilize_with_evidence(
         body, str(request.url.path), count=getattr(recorder, "segment_tokens", None),
         policy=lambda model: cache_policy(provider or "anthropic", model, table))
     if not rewrites:
-        return request, body, []
+        return request, body, {}
     headers = request.headers.copy()
     headers.pop("transfer-encoding", None)
     headers["content-length"] = str(len(new))
     rebuilt = module_of(request).Request(request.method, request.url, headers=headers,
                                          content=new, extensions=request.extensions)
-    return rebuilt, new, rewrites
+    return rebuilt, new, {"stabilized": list(rewrites), **evidence}
 
 
 def _start(recorder: CallRecorder, request: Any, body: bytes, provider: str | None,
-           rewrites: list[str] | None = None) -> Pending | None:
+           stabilized: Mapping[str, Any] | None = None) -> Pending | None:
     url = request.url
     extensions = getattr(request, "extensions", {})
     # only stableprompt's own clients set the decoded body (a Recorder accepts it); a
     # stabilized body is another body, so it is parsed afresh
-    decoded = None if rewrites else extensions.get(BODY_EXTENSION)
+    decoded = None if stabilized else extensions.get(BODY_EXTENSION)
     if decoded is not None:
         pending = recorder.start(str(url.path), request.headers, body,
                                  host=str(url.host) if url.host else None,
@@ -223,8 +224,8 @@ def _start(recorder: CallRecorder, request: Any, body: bytes, provider: str | No
         pending = recorder.start(str(url.path), request.headers, body,
                                  host=str(url.host) if url.host else None,
                                  method=str(request.method), provider=provider)
-    if pending is not None and rewrites:
-        pending.detail["stabilized"] = list(rewrites)
+    if pending is not None and stabilized:
+        pending.detail.update(stabilized)
     return pending
 
 
@@ -311,11 +312,11 @@ class RecordingTransport(_Wrapping, _SyncBase):
             body = request.content
         except Exception:
             body = request.read()
-        rewrites: list[str] = []
+        stabilized: dict[str, Any] = {}
         if self.stabilize:
-            request, body, rewrites = _stabilized(request, body, self.recorder,
-                                                  self.provider)
-        pending = _start(self.recorder, request, body, self.provider, rewrites)
+            request, body, stabilized = _stabilized(request, body, self.recorder,
+                                                    self.provider)
+        pending = _start(self.recorder, request, body, self.provider, stabilized)
         if pending is None:
             return inner.handle_request(request)
         try:
@@ -372,11 +373,11 @@ class AsyncRecordingTransport(_Wrapping, _AsyncBase):
             body = request.content
         except Exception:
             body = await request.aread()
-        rewrites: list[str] = []
+        stabilized: dict[str, Any] = {}
         if self.stabilize:
-            request, body, rewrites = _stabilized(request, body, self.recorder,
-                                                  self.provider)
-        pending = _start(self.recorder, request, body, self.provider, rewrites)
+            request, body, stabilized = _stabilized(request, body, self.recorder,
+                                                    self.provider)
+        pending = _start(self.recorder, request, body, self.provider, stabilized)
         if pending is None:
             return await inner.handle_async_request(request)
         try:
