@@ -223,11 +223,16 @@ def test_string_content_gets_automatic_caching_and_keeps_its_shape() -> None:
     assert rewrites == ["history-breakpoint"]
 
 
-@pytest.mark.parametrize("marked", ["top", "tool", "message"])
+@pytest.mark.parametrize("marked", ["top", "tool", "message", "nested"])
 def test_a_client_with_its_own_breakpoint_is_left_alone(marked: str) -> None:
-    """Any client breakpoint (top-level, on a tool, on a content block) means none added."""
+    """Any client breakpoint (top-level, on a tool, on a content block, nested in a tool
+    result) means none added."""
     body = bare_body([{"type": "text", "text": "hi"}])
-    if marked == "top":
+    if marked == "nested":
+        body["messages"][-1]["content"] = [{"type": "tool_result", "tool_use_id": "t1",
+                                            "content": [{"type": "text", "text": "r",
+                                                         "cache_control": {"type": "ephemeral"}}]}]
+    elif marked == "top":
         body["cache_control"] = {"type": "ephemeral", "ttl": "1h"}
     elif marked == "tool":
         body["tools"][-1]["cache_control"] = {"type": "ephemeral"}

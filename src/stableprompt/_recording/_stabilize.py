@@ -16,7 +16,8 @@ Responses) and returns it with
   ``prompt_cache_key=True`` renders it (``sp-`` + 24 hex digits of the head fingerprint), so
   requests sharing tools and system prompt are routed to the same cache;
 - for Anthropic, when the client placed **no cache breakpoint** at all (no ``cache_control``
-  on a tool, system block or content block, none at the top level), the two the SDK's own
+  key anywhere in the body: on a tool, a system block, a content block, nested in a tool
+  result, or at the top level), the two the SDK's own
   renders carry (``RenderedPrompt.to_anthropic``): one at the end of the stable head
   (``head-breakpoint``: on the last system block when ``system`` is a list of blocks, else on
   the last tool; a string ``system`` with no tools gets none) and one at the end of history
@@ -292,12 +293,14 @@ def stabilize_with_evidence(body: bytes, path: str | None = None, *,
                 evidence["stabilized_prefix_tokens"] = _prefix_before_tool(segmented, counts,
                                                                            first)
         if wire == "anthropic":
-            with contextlib.suppress(Exception):  # a body the segmenter refuses keeps the rest
-                if segmented is None:
-                    segmented = segment_request(wire, parsed)
-                    counts = count(segmented) if count is not None else None
-                done += _breakpoints(parsed, segmented, counts, policy or functools.partial(
-                    cache_policy, "anthropic"))
+            # any cache_control key anywhere (nested blocks too) is the client's own breakpoint
+            if b'"cache_control"' not in body:
+                with contextlib.suppress(Exception):  # a body the segmenter refuses: the rest
+                    if segmented is None:
+                        segmented = segment_request(wire, parsed)
+                        counts = count(segmented) if count is not None else None
+                    done += _breakpoints(parsed, segmented, counts, policy or functools.partial(
+                        cache_policy, "anthropic"))
         elif "prompt_cache_key" not in parsed:
             if segmented is None:
                 segmented = segment_request(wire, parsed)
