@@ -85,9 +85,10 @@ class ProxyConfig:
         provider: Provider family behind the upstream (``"vllm"``, ``"llama-cpp"``, ...),
             else inferred from its host and the wire format.
         stabilize: Rewrite recorded requests in ways that cannot change their meaning
-            (``RecordingTransport(stabilize=True)``: tools sorted by name, schemas in canonical
-            key order; a request already in that form passes byte-identical). Captures keep
-            what the client sent.
+            (``RecordingTransport(stabilize=True)``, ``_recording._stabilize``: tools sorted by
+            name, schemas in canonical key order, an OpenAI ``prompt_cache_key``, Anthropic
+            breakpoints when the client placed none; a request already in that form passes
+            byte-identical). Captures keep what the client sent.
         record_in_thread: Finish recorded calls (attribution, ledger write, log line) on one
             worker thread instead of the event loop (``_worker``: exactly once, in order,
             each call still compared with the calls before it); the CLI's default.

@@ -64,8 +64,11 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="on SIGTERM, wait at most S seconds for calls in flight")
     parser.add_argument("--stabilize", action="store_true",
                         help="sort tools by name and write their schemas in canonical key "
-                        "order before forwarding (meaning unchanged; requests already in that "
-                        "form pass byte-identical); each rewrite is noted on the ledger row")
+                        "order before forwarding; give an OpenAI request without "
+                        "prompt_cache_key its head's key, an Anthropic request without any "
+                        "breakpoint a head and an end-of-history one (meaning unchanged; "
+                        "requests already in that form pass byte-identical); each rewrite is "
+                        "noted on the ledger row")
     parser.add_argument("--record-inline", action="store_true",
                         help="finish recording on the event loop instead of a worker thread "
                         "(the default thread keeps order and runs every queued row on "

@@ -298,9 +298,13 @@ class RecordingTransport(_Wrapping, _SyncBase):
             ``"llama-cpp"``, ...) for cache rules and usage parsing; default: the recorder's,
             else inferred from the host and wire format (``_wire._formats.provider_for``).
         stabilize: Rewrite recorded requests in flight in ways that cannot change their
-            meaning (tools sorted by name, schemas in canonical key order; a request already
-            in that form is sent byte-identical), see ``_stabilize``; the rewrites made are
-            ``verdict_detail["stabilized"]`` on the call's row.
+            meaning (tools sorted by name, schemas in canonical key order, an OpenAI
+            ``prompt_cache_key``, Anthropic head and end-of-history breakpoints when the
+            client placed none, never below the model minimum by the recorder's token
+            counts; a request already in that form is sent byte-identical), see
+            ``_stabilize``; the rewrites made are ``verdict_detail["stabilized"]`` on the
+            call's row, with ``stabilized_tools`` / ``stabilized_prefix_tokens`` for the
+            report's savings estimate.
 
     Attributes:
         recorder: The recorder.
