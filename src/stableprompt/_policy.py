@@ -23,7 +23,7 @@ from ._public import public
 __all__ = ["CONTENT_SHAPES", "POLICY_TABLE_VERSION", "REASONING_RULES", "TOKEN_ESTIMATE_MARGIN",
            "TTL_LABELS_S", "CachePolicy", "ContentShapeRule", "PolicyTable", "ReasoningRule",
            "cache_policy", "content_shape_change", "content_shape_rule", "default_policies",
-           "reasoning_rule", "text_block_of"]
+           "reasoning_rule", "surely_below_minimum", "text_block_of"]
 
 POLICY_TABLE_VERSION = "2026-11-30"
 
@@ -294,6 +294,18 @@ _DEFAULT_TABLE = PolicyTable()
 def cache_policy(provider: str, model: str, table: PolicyTable | None = None) -> CachePolicy:
     """Look up the cache policy for ``provider``/``model`` in ``table`` (default: shipped)."""
     return (table or _DEFAULT_TABLE).lookup(provider, model)
+
+
+def surely_below_minimum(policy: CachePolicy, tokens: int) -> bool:
+    """Whether a prefix our tokenizer estimates at ``tokens`` is surely shorter than
+    ``policy``'s ``min_cacheable_tokens``: the estimate times :data:`TOKEN_ESTIMATE_MARGIN` is
+    still below it. Never for a conservative policy (an unknown model: only the provider's
+    default minimum is known) or one without a minimum. The one rule both the builder
+    (``RenderedPrompt.to_anthropic``) and the stabilizer (``_recording._stabilize``) use to
+    not spend a cache breakpoint that would write nothing."""
+    if policy.conservative or not policy.min_cacheable_tokens:
+        return False
+    return tokens < policy.min_cacheable_tokens / TOKEN_ESTIMATE_MARGIN
 
 
 class ReasoningRule(BaseModel):

@@ -420,6 +420,12 @@ class Recorder:
             self._lookup_failed(exc)
             return 0
 
+    def segment_tokens(self, segmented: SegmentedRequest) -> list[int]:
+        """Estimated tokens of each of ``segmented``'s segments, with the recorder's tokenizer
+        (memoized by segment digest, so recording the same request later counts nothing
+        again). Used by the stabilizer for the model minimum of its breakpoints."""
+        return self._count(segmented)
+
     def _count(self, segmented: SegmentedRequest, reused: int = 0,
                previous: Sequence[int] | None = None) -> list[int]:
         """Token counts per segment; the first ``reused`` are ``previous``'s (the same

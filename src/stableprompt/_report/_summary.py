@@ -53,7 +53,8 @@ groups them by ``scenario`` and ``session_id``. Every number comes from the reco
   ``cost_at_ceiling_usd``: had each read at least its ceiling.
 
 Per call: :attr:`Summary.calls` (:class:`~._calls.CallRow`); causes ranked by lost tokens and
-dollars: :meth:`Summary.causes`; read-share cliffs: :meth:`Summary.cliffs`.
+dollars: :meth:`Summary.causes`; read-share cliffs: :meth:`Summary.cliffs`; what
+``--stabilize`` saved: :attr:`Summary.stabilized` (:mod:`._stabilized`, how it is estimated).
 
 Rendering is elsewhere: terminal tables and notes in ``_text.py``, the HTML page in
 ``_html.py``; JSON is :meth:`Summary.to_json`.
@@ -73,6 +74,7 @@ from ._calls import EXCLUSIONS, CallRow, Cliff, call_row, exclusion, find_cliffs
 from ._causes import CauseRow, rank_causes
 from ._pricing import Pricing, genai_prices_version
 from ._snippets import mutation_snippets
+from ._stabilized import StabilizeSavings
 
 __all__ = [
     "GROUP_BY",
@@ -334,6 +336,7 @@ class Summary:
     calls: list[CallRow] = field(default_factory=list)
     overall: Totals = field(default_factory=Totals)
     priced: bool = True  # summarize(price=...): costs were asked for
+    stabilized: StabilizeSavings = field(default_factory=StabilizeSavings)
     reads_beyond_ledger: int = 0
     """Calls that read more than any earlier call of the selection explains (a cache warm
     from calls not in it, or a prefix shared with a call the recorder did not compare it
@@ -394,7 +397,7 @@ class Summary:
     def to_json(self, *, sessions: bool = True, by: str = "scenario") -> dict[str, Any]:
         """``{"records", "pricing", "scenarios": {name: {...full totals..., "models",
         "sessions": {id: {...}}}}, "overall", "by", "groups", "calls", "causes", "cliffs",
-        "exclusions", "reads_beyond_ledger"}`` (``groups``: :meth:`group_by` as a list, each
+        "exclusions", "reads_beyond_ledger", "stabilized"}`` (``groups``: :meth:`group_by` as a list, each
         entry with its ``group`` key; by scenario also with ``scenario``, ``models`` and
         ``providers``)."""
         out: dict[str, Any] = {}
@@ -415,7 +418,8 @@ class Summary:
                 "causes": [cause.to_json() for cause in self.causes()],
                 "cliffs": [cliff.to_json() for cliff in self.cliffs()],
                 "exclusions": self.exclusion_notes(),
-                "reads_beyond_ledger": self.reads_beyond_ledger}
+                "reads_beyond_ledger": self.reads_beyond_ledger,
+                "stabilized": self.stabilized.to_json()}
 
 
 def _round(value: float | None) -> float | None:
@@ -531,6 +535,7 @@ def summarize(records: Iterable[UsageRecord], *, policies: PolicyTable | None = 
     rows: list[CallRow] = []
     overall = Totals()
     bodies: dict[str, UsageRecord] = {}  # records that kept their request body, by id
+    stabilized = StabilizeSavings()
     for record in records:
         if record.content is not None:
             bodies[record.record_id] = record
@@ -558,12 +563,13 @@ def summarize(records: Iterable[UsageRecord], *, policies: PolicyTable | None = 
                        granularity=granularity, pricing=pricing if price else None, notes=notes,
                        snippets=snippets, agrees=agrees)
         rows.append(row)
+        stabilized.add(record, row, pricing if price else None, notes)
         if row.read_share is not None:
             scenario.read_series.append(row.read_share)
         for totals in (overall, scenario.totals, scenario.sessions.setdefault(sid, Totals())):
             totals.add(row, agrees, price)
     pricing.notes = list(notes)
-    return Summary(scenarios, len(rows), pricing, rows, overall, price,
+    return Summary(scenarios, len(rows), pricing, rows, overall, price, stabilized,
                    reads_beyond_ledger=ceilings.beyond_ledger)
 
 

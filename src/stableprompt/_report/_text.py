@@ -3,8 +3,8 @@
 :func:`print_tables` prints a :class:`~stableprompt._report._summary.Report` (one row per
 scenario, a verdict table, optionally one table of sessions per scenario), then the notes;
 :func:`print_explanations` prints what ``stableprompt report`` adds: the turn-boundary split
-per scenario, the causes ranked by lost tokens and dollars with their fixes, the cliffs, and
-optionally one row per call;
+per scenario, the causes ranked by lost tokens and dollars with their fixes, what
+``--stabilize`` saved, the cliffs, and optionally one row per call;
 :func:`meta_lines`, :func:`pricing_lines` and :func:`ceiling_notes` are the lines the terminal,
 JSON and HTML outputs share. Numbers are formatted by ``format_*``: percentages with one
 decimal, counts with thousands separators, USD with 4 decimals, ``"—"`` for unknown.
@@ -255,6 +255,27 @@ def _print_calls(console: Any, report: Report) -> None:
         console.print(table)
 
 
+def _print_stabilized(console: Any, report: Report) -> None:
+    """The calls ``--stabilize`` rewrote per rewrite kind, and the estimated savings
+    (:mod:`._stabilized`); nothing when no call was rewritten."""
+    from rich.table import Table
+
+    saved = report.stabilized
+    if not saved.calls:
+        return
+    table = Table(title=f"stabilized: {saved.calls:,} calls rewritten; estimated reads the "
+                  "rewrites made possible", title_justify="left", header_style="bold")
+    for column in ("rewrite", "calls", "estimated", "saved tokens", "saved"):
+        table.add_column(column, justify="left" if column == "rewrite" else "right",
+                         no_wrap=True)
+    for name, kind in saved.to_json()["kinds"].items():
+        table.add_row(name, format_int(kind["calls"]), format_int(kind["estimated"]),
+                      format_int(kind["saved_tokens"]), format_usd(kind["saved_usd"]))
+    table.add_row("(all)", format_int(saved.calls), "", format_int(saved.saved_tokens),
+                  format_usd(saved.saved_usd))
+    console.print(table)
+
+
 def _print_groups(console: Any, report: Report, by: str) -> None:
     from rich.table import Table
 
@@ -310,6 +331,7 @@ def print_explanations(report: Report, *, file: TextIO | None = None,
                           format_int(cause.calls), format_int(cause.lost_tokens),
                           format_usd(cause.lost_usd), cause.fix or "")
         console.print(table)
+    _print_stabilized(console, report)
     cliffs = report.cliffs()
     if cliffs:
         table = Table(title=f"cliffs: read share fell sharply from the session's previous call "

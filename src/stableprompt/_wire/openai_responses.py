@@ -199,6 +199,17 @@ def tool(t: ToolParts) -> dict[str, Any]:
     return {"type": "function", **tool_fields(t, "parameters")}
 
 
+def tool_name(entry: dict[str, Any]) -> Any:
+    """A sent ``tools[]`` entry's name (any value: the caller checks it is a str)."""
+    return entry.get("name")
+
+
+def tool_schema(entry: dict[str, Any]) -> tuple[dict[str, Any], str] | None:
+    """Where a sent ``tools[]`` entry keeps its schema: ``(entry, "parameters")``, ``None``
+    when it has none (a built-in tool such as ``web_search``)."""
+    return (entry, "parameters") if isinstance(entry.get("parameters"), dict) else None
+
+
 def items(message: MessageParts) -> list[dict[str, Any]]:
     """The input items for one canonical message.
 
