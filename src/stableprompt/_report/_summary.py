@@ -397,9 +397,9 @@ class Summary:
     def to_json(self, *, sessions: bool = True, by: str = "scenario") -> dict[str, Any]:
         """``{"records", "pricing", "scenarios": {name: {...full totals..., "models",
         "sessions": {id: {...}}}}, "overall", "by", "groups", "calls", "causes", "cliffs",
-        "exclusions", "reads_beyond_ledger", "stabilized"}`` (``groups``: :meth:`group_by` as a list, each
-        entry with its ``group`` key; by scenario also with ``scenario``, ``models`` and
-        ``providers``)."""
+        "exclusions", "reads_beyond_ledger", "stabilized"}`` (``groups``: :meth:`group_by` as
+        a list, each entry with its ``group`` key; by scenario also with ``scenario``,
+        ``models`` and ``providers``)."""
         out: dict[str, Any] = {}
         groups: list[dict[str, Any]] = []
         if by != "scenario":
