@@ -9,7 +9,8 @@ must be exactly that question. Reported per phase: calls, failures, mix-ups, tim
 body byte (median, p99, ms) and, for the proxy, the ledger rows written (one per call).
 
 ``--no-record`` runs the proxy with recording off, to split the cost into forwarding and
-recording.
+recording; ``--record-inline`` finishes recording on the event loop (``proxy
+--record-inline``) instead of the proxy's worker thread.
 
 Run: ``python benchmarks/bench_proxy_load.py [--clients 50] [--seconds 30] [--no-record]``.
 """
@@ -119,6 +120,8 @@ def main() -> None:
     parser.add_argument("--no-record", action="store_true",
                         help="proxy with recording off (every path passes unrecorded)")
     parser.add_argument("--skip-direct", action="store_true")
+    parser.add_argument("--record-inline", action="store_true",
+                        help="proxy --record-inline (finish recording on the event loop)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp, \
             _process(["emulator", "serve", "--port", "0", "--quiet"],
@@ -127,7 +130,8 @@ def main() -> None:
         direct = None if args.skip_direct else asyncio.run(
             _phase(emulator, args.clients, args.seconds))
         with _process(["proxy", "--upstream", emulator, "--port", "0", "--quiet",
-                       "--ledger", str(ledger)],
+                       "--ledger", str(ledger),
+                       *(["--record-inline"] if args.record_inline else [])],
                       r"stableprompt proxy on (http://127\.0\.0\.1:\d+)",
                       ("-c", _RECORDING_OFF) if args.no_record else ("-m", "stableprompt")
                       ) as proxy:
@@ -138,8 +142,8 @@ def main() -> None:
         finally:
             conn.close()
     print(json.dumps({"clients": args.clients, "seconds": args.seconds,
-                      "recording": not args.no_record, "direct": direct,
-                      "proxied": proxied}))
+                      "recording": not args.no_record, "record_inline": args.record_inline,
+                      "direct": direct, "proxied": proxied}))
 
 
 if __name__ == "__main__":

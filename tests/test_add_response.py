@@ -195,7 +195,7 @@ def test_an_sdk_object_that_cannot_be_dumped_is_a_typed_error() -> None:
     ({"output": [{"type": "web_search_call"}]}, "history-response", "/output/0"),
     ({"content": [{"type": "image"}]}, "history-response", "/content/0"),
     ({"content": [{"type": "tool_use", "id": "t", "name": "get_invoice", "args": {}}]},
-     "history-tool-call", "/content/0"),
+     "history-tool-call", "/content/0/args"),
     ({"choices": [{"message": {"content": None, "tool_calls": [
         {"id": "c", "type": "function", "function": {"name": "get_invoice",
                                                       "arguments": "{not json"}}]}}]},
@@ -230,3 +230,55 @@ def test_tool_call_dicts_are_validated_in_every_shape() -> None:
          "function": {"name": "get_invoice", "arguments": '{"id": "7"}'}},
         {"type": "tool_use", "id": "c2", "name": "get_invoice", "input": {"id": "8"}}])
     assert [c.arguments for c in message.tool_calls] == [{"id": "7"}, {"id": "8"}]
+
+
+WEATHER_TURN: dict[str, Any] = {
+    "id": "m", "type": "message", "role": "assistant", "model": "claude-sonnet-4-5",
+    "content": [{"type": "tool_use", "id": "t", "name": "get_invoice", "args": {"id": "7"}}],
+    "stop_reason": "tool_use", "usage": {"input_tokens": 1, "output_tokens": 1}}
+
+
+@pytest.mark.parametrize(("response", "pointer", "words"), [
+    (WEATHER_TURN, "/content/0/args",
+     ["unknown key 'args' (did you mean 'input'?)", "tool_use block needs 'input'",
+      "got keys ['args', 'id', 'name', 'type']"]),
+    ({**WEATHER_TURN, "content": [{"type": "tool_use", "id": "t", "name": "get_invoice",
+                                   "arguments": {}}]}, "/content/0/arguments",
+     ["unknown key 'arguments' (did you mean 'input'?)", "tool_use block needs 'input'"]),
+    ({**RESPONSES, "output": [{"type": "function_call", "id": "fc", "call_id": "c",
+                               "name": "get_invoice", "args": "{}"}]}, "/output/0/args",
+     ["unknown key 'args' (did you mean 'arguments'?)", "function_call item needs 'arguments'",
+      "got keys ['args', 'call_id', 'id', 'name', 'type']"]),
+    ({"choices": [{"message": {"content": None, "tool_calls": [
+        {"id": "c", "type": "function", "function": {"name": "get_invoice", "args": "{}"}}]}}]},
+     "/choices/0/message/tool_calls/0/function/args",
+     ["unknown key 'args' (did you mean 'arguments'?)", "got keys ['args', 'name']"]),
+], ids=["anthropic-args", "anthropic-arguments", "responses-args", "chat-args"])
+def test_a_tool_call_typo_names_the_shape_the_key_and_every_key_given(
+        response: dict[str, Any], pointer: str, words: list[str]) -> None:
+    """A typo in a response's tool call is read in the response format's shape: the error
+    names the key, the field it was meant as and every key given, at the response path."""
+    with pytest.raises(HistoryError) as info:
+        conversation().add_response(response)
+    assert (info.value.code, info.value.pointer) == ("history-tool-call", pointer)
+    for word in words:
+        assert word in info.value.message
+
+
+def test_a_providers_extra_tool_call_fields_are_ignored() -> None:
+    """Fields the provider adds to a complete call (``caller``, ``namespace``) are not typos."""
+    anthropic_turn = {**ANTHROPIC, "content": [{**ANTHROPIC["content"][1],
+                                                "caller": {"type": "direct"}}]}
+    responses_turn = {**RESPONSES, "output": [{**RESPONSES["output"][1], "namespace": None,
+                                               "caller": {"type": "direct"}}]}
+    for response in (anthropic_turn, responses_turn):
+        message = conversation().add_response(response)
+        assert [c.arguments for c in message.tool_calls] == [{"id": "7"}]
+
+
+def test_an_incomplete_tool_call_dict_lists_what_is_missing() -> None:
+    """A dict with no arguments field and no typo names every missing field."""
+    with pytest.raises(HistoryError) as info:
+        conversation().assistant(tool_calls=[{"name": "get_invoice"}])
+    assert info.value.pointer == "/tool_calls/0"
+    assert "needs 'arguments', 'id'" in info.value.message

@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from stableprompt import (
+    ArgumentNameError,
     HistoryError,
     PinnedHeadError,
     PromptBuilder,
@@ -350,3 +351,33 @@ def test_first_guesses_bad_input_is_typed() -> None:
     assert method.value.segment == "RenderedPrompt.to_openai"
     assert isinstance(method.value, AttributeError) and not hasattr(rendered, "to_openai")
     assert "to_openai_chat" in str(method.value) and "to_openai_responses" in str(method.value)
+
+
+@pytest.mark.parametrize(("call", "segment", "hint"), [
+    (lambda: Tool("get_weather", "Weather.", schema={"type": "object"}),  # type: ignore[call-arg]
+     "Tool(schema=)", "did you mean 'input_schema' or 'parameters'?"),
+    (lambda: Tool("get_weather", "Weather.", paramters={"type": "object"}),  # type: ignore[call-arg]
+     "Tool(paramters=)", "did you mean 'parameters'?"),
+    (lambda: PromptBuilder(sytem="You help."),  # type: ignore[call-arg]
+     "PromptBuilder(sytem=)",
+     "did you mean 'system'?"),
+    (lambda: PromptBuilder(tail=["now"]),  # type: ignore[call-arg]
+     "PromptBuilder(tail=)", "did you mean 'tail_slots'?"),
+], ids=["tool-schema", "tool-paramters", "builder-sytem", "builder-tail"])
+def test_an_unknown_keyword_names_the_right_spelling(call: object, segment: str,
+                                                     hint: str) -> None:
+    """``Tool(schema=)`` and ``PromptBuilder(sytem=)`` raise a typed ``ArgumentNameError``
+    (still a ``TypeError``) whose message names the real keyword."""
+    assert callable(call)
+    with pytest.raises(ArgumentNameError) as info:
+        call()
+    assert (info.value.code, info.value.segment) == ("argument-name", segment)
+    assert isinstance(info.value, TypeError) and hint in info.value.message
+
+
+def test_an_unknown_keyword_with_no_close_spelling_lists_the_keywords() -> None:
+    """A keyword nothing resembles gets no guess, but the list of real keywords."""
+    with pytest.raises(ArgumentNameError) as info:
+        PromptBuilder(zzz=1)  # type: ignore[call-arg]
+    assert "did you mean" not in info.value.message
+    assert "strict, system, tail_slots, tokenizer, tools" in info.value.message

@@ -63,8 +63,18 @@ def test_the_rule_is_data_with_sources() -> None:
     assert "openai-python" in CONTENT_SHAPES["openai"].source
     assert all(r.as_of == "2026-12-01" for r in CONTENT_SHAPES.values())
     assert text_block_of("anthropic", "x") is None and text_block_of("nope", "x") is None
+    assert all(r.url.startswith("https://") and r.url in r.source
+               for r in CONTENT_SHAPES.values())
+
+
+def test_the_fix_text_is_one_sentence_with_one_url_per_provider() -> None:
+    """The lint fix says what to do and cites one page per provider; the long evidence
+    (SDK files, quotes, what was searched) stays in ``CONTENT_SHAPES``."""
     fix = FINDING_FIXES["content-shape-changed"][1]
-    assert "treated as different" in fix and "anthropic-sdk-python" in fix
+    assert len(fix) < 450 and fix.count("https://") == len(CONTENT_SHAPES)
+    assert "no provider documents that they cache alike" in fix
+    assert all(f"{r.provider}: {r.url}" in fix for r in CONTENT_SHAPES.values())
+    assert "anthropic-sdk-python" not in fix and ". " not in fix
 
 
 @pytest.mark.parametrize(("a", "b", "changed"), [
@@ -93,7 +103,7 @@ def test_lint_names_the_shape_change_with_the_rule() -> None:
     found = report.finding("content-shape-changed")
     assert found is not None and found.requests == (1,) and found.severity == "error"
     assert "messages[0] -> messages[0].content[0]" in found.message
-    assert "equivalent inputs" in found.fix
+    assert found.fix == FINDING_FIXES["content-shape-changed"][1]
     chat: list[dict[str, Any]] = [
         {"model": "gpt-5.6", "messages": [{"role": "system", "content": SYSTEM},
                                           {"role": "user", "content": c}]}

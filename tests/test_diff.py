@@ -169,6 +169,32 @@ def test_requests_without_cache_key_params_are_still_requests() -> None:
     assert diff(bare, full) is not None
 
 
+def test_requests_of_different_wire_formats_are_a_typed_mismatch() -> None:
+    """An Anthropic request against an OpenAI Chat request is ``diff-mismatch`` naming both
+    formats, not a content-edit divergence; a bad argument is still ``diff-type``."""
+    from stableprompt import PromptBuilder
+
+    conv = PromptBuilder(system="You bill.", tokenizer=None).freeze().conversation()
+    conv.user("Show invoice 7.")
+    prompt = conv.render()
+    anthropic_request = prompt.to_anthropic(model="claude-sonnet-4-5", max_tokens=64)
+    chat_request = prompt.to_openai_chat(model="gpt-5.2")
+    with pytest.raises(InputError) as info:
+        diff(anthropic_request, chat_request)
+    assert info.value.code == "diff-mismatch"
+    assert "a is anthropic, b is openai-chat" in info.value.message
+    with pytest.raises(InputError) as info:
+        diff(segment_request("openai-chat", _chat_body()), _seg(_body()))
+    assert info.value.code == "diff-mismatch" and "a is openai-chat" in info.value.message
+    with pytest.raises(InputError) as info:
+        diff(anthropic_request, {"model": "m"})  # type: ignore[arg-type]
+    assert info.value.code == "diff-type"
+
+
+def _chat_body() -> dict[str, Any]:
+    return {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+
+
 _TAIL_TOOL = {"name": "get_invoice", "description": "Fetch an invoice.",
               "input_schema": {"type": "object", "properties": {"id": {"type": "string"}}}}
 
@@ -229,3 +255,42 @@ def test_a_real_rewrite_is_still_found_before_the_tail(fmt: str) -> None:
     with pytest.raises(InputError) as info:
         diff(first.body, second)  # a dict is not segmented: typed error
     assert info.value.code == "diff-type"
+
+
+def _clock_turn(stamp: str, *, marked: bool, second: bool) -> dict[str, Any]:
+    """An Anthropic body whose last user message ends in a clock block (a breakpoint on it
+    when ``marked``); ``second``: the next turn, where that block was left out."""
+    clock: dict[str, Any] = {"type": "text", "text": f"Current time: {stamp}"}
+    if marked:
+        clock["cache_control"] = {"type": "ephemeral"}
+    first = {"role": "user", "content": [{"type": "text", "text": "Plan my trip."}, clock]}
+    body: dict[str, Any] = {"model": "claude-sonnet-4-5", "max_tokens": 8,
+                            "system": [{"type": "text", "text": "You plan trips."}],
+                            "messages": [first]}
+    if second:
+        body["messages"] = [
+            {"role": "user", "content": [{"type": "text", "text": "Plan my trip."}]},
+            {"role": "assistant", "content": [{"type": "text", "text": "Where to?"}]},
+            {"role": "user", "content": [{"type": "text", "text": "Rome."}, clock]}]
+    return body
+
+
+def test_a_breakpoint_on_a_per_turn_block_is_named() -> None:
+    """The predecessor's breakpoint sat on a per-call clock block that the next request left
+    out: ``breakpoint-on-per-turn-block`` (lint's finding of the same name, fix: the
+    breakpoint on the last stable block), not a generic history rewrite; the underlying
+    change is in the detail. Without the breakpoint it stays ``history-rewrite``."""
+    a = segment_request("anthropic", _clock_turn("2026-11-30T10:00:00Z", marked=True,
+                                                 second=False))
+    b = segment_request("anthropic", _clock_turn("2026-11-30T10:05:00Z", marked=True,
+                                                 second=True))
+    d = diff(a, b)
+    assert d is not None and d.cause == "breakpoint-on-per-turn-block"
+    assert d.segment == "messages[0].content[1]"
+    assert "was left out (history-rewrite" in d.detail
+    plain_a = segment_request("anthropic", _clock_turn("2026-11-30T10:00:00Z", marked=False,
+                                                       second=False))
+    plain_b = segment_request("anthropic", _clock_turn("2026-11-30T10:05:00Z", marked=False,
+                                                       second=True))
+    plain = diff(plain_a, plain_b)
+    assert plain is not None and plain.cause == "history-rewrite"

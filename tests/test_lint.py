@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import copy
 import json
 from pathlib import Path
@@ -846,11 +847,10 @@ def test_a_request_without_model_is_a_problem_and_the_rest_is_linted(
     assert [p.index for p in report.problems] == [1]
 
 
-@pytest.mark.parametrize("json_mode", [False, True])
-def test_a_closed_pipe_exits_zero_quietly(json_mode: bool) -> None:
-    """``stableprompt lint ... | head -c 10``: the reader closing the pipe is no failure; exit 0
-    and nothing on stderr, in text and JSON modes (issue 14 item 5). The pipe is shrunk to
-    4 KiB so the ~14 KB report cannot fit in it before the reader closes."""
+def _lint_into_a_closed_pipe(*flags: str) -> tuple[int, bytes]:
+    """Run ``stableprompt lint --all *flags CAUSES`` into a real pipe whose reader reads 10
+    bytes and closes it; the pipe is shrunk to 4 KiB so the ~14 KB report cannot fit in it
+    first. Returns the exit status and stderr."""
     import fcntl
     import os
     import subprocess
@@ -858,8 +858,7 @@ def test_a_closed_pipe_exits_zero_quietly(json_mode: bool) -> None:
 
     read_fd, write_fd = os.pipe()
     fcntl.fcntl(write_fd, 1031, 4096)  # F_SETPIPE_SZ (Linux)
-    argv = [sys.executable, "-m", "stableprompt", "lint", "--exit-zero", "--all",
-            *(["--json"] if json_mode else []), str(CAUSES)]
+    argv = [sys.executable, "-m", "stableprompt", "lint", "--all", *flags, str(CAUSES)]
     proc = subprocess.Popen(argv, stdout=write_fd, stderr=subprocess.PIPE)
     os.close(write_fd)
     with os.fdopen(read_fd, "rb") as reader:
@@ -867,5 +866,27 @@ def test_a_closed_pipe_exits_zero_quietly(json_mode: bool) -> None:
     assert proc.stderr is not None
     err = proc.stderr.read()
     proc.stderr.close()
-    assert proc.wait(timeout=60) == 0
-    assert err == b""
+    return proc.wait(timeout=60), err
+
+
+@pytest.mark.parametrize("json_mode", [False, True], ids=["text", "json"])
+@pytest.mark.parametrize(("gate", "status"), [((), 1), (("--exit-zero",), 0),
+                                              (("--max-breaks", "1000"), 0)],
+                         ids=["default-gate-fails", "exit-zero", "gate-passes"])
+def test_a_closed_pipe_is_no_error_and_the_gate_decides(json_mode: bool, gate: tuple[str, ...],
+                                                        status: int) -> None:
+    """``stableprompt lint ... | head -c 10``: the reader closing the pipe is not an error
+    (nothing on stderr, no traceback) and never the reason for exit 1; the exit status is the
+    gate's, in text and JSON modes alike (issue 14 review)."""
+    code, err = _lint_into_a_closed_pipe(*gate, *(["--json"] if json_mode else []))
+    assert (code, err) == (status, b"")
+
+
+def test_a_closed_pipe_keeps_the_status_the_command_declared() -> None:
+    """A pipe that closes mid-write exits with the status the command declared before
+    writing (a capture error's 2); the status it returned wins; none declared is 0."""
+    from stableprompt._cli import _closed_pipe_status
+
+    assert _closed_pipe_status(None, None) == 0
+    assert _closed_pipe_status(argparse.Namespace(exit_status=2), None) == 2
+    assert _closed_pipe_status(argparse.Namespace(exit_status=2), 1) == 1

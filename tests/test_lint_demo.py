@@ -19,7 +19,7 @@ EXPECTED = {
     "tool-order-drift": ("tool-reorder", "unstable-tool-order"),
     "key-order-drift": ("key-order", "non-canonical-schema-keys"),
     "head-rewrite-compaction": ("content-edit", "head-changed-mid-session"),
-    "breakpoint-misplaced": ("history-rewrite", "breakpoint-on-per-turn-block"),
+    "breakpoint-misplaced": ("breakpoint-on-per-turn-block", "breakpoint-on-per-turn-block"),
 }
 
 

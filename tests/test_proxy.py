@@ -428,6 +428,11 @@ def test_sdks_find_the_proxy_through_their_base_url_variables(
             openai.OpenAI(api_key=O_KEY, max_retries=0) as o:
         a.messages.create(**a_body())
         o.chat.completions.create(model=O_MODEL, messages=o_messages())
+    # a row is finished once the proxy has sent the last body byte, which can be just after
+    # the client has read it: wait for the second row rather than race it
+    deadline = time.monotonic() + 10
+    while len(proxy.recorder.records) < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
     assert [r.wire_format for r in proxy.recorder.records] == ["anthropic", "openai-chat"]
 
 

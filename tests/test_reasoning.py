@@ -3,6 +3,7 @@ that produced it; refused by every other format (issue 14 item 2)."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import anthropic.types
@@ -109,6 +110,8 @@ def test_reasoning_is_never_rendered_to_another_format(response: Any, render: An
     assert info.value.code == "history-reasoning-format"
     assert info.value.segment == "messages[1]"
     assert info.value.pointer == "/messages/1/content/0"
+    assert re.search(r"which an? \S+ request cannot", info.value.message)
+    assert "which a openai" not in info.value.message  # the article fits the format name
 
 
 def test_kept_reasoning_survives_export_and_resume() -> None:

@@ -330,26 +330,27 @@ def test_html_names_the_cost_source_once(tmp_path: Path,
         assert output.count("claude-imaginary-9") == 1
 
 
-def test_reads_above_the_ceiling_keep_the_number_and_get_a_note(
+def test_reads_beyond_the_ledger_raise_the_ceiling_and_get_a_note(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """A session whose first call already reads (a cache warm from an earlier run) shows its
-    real share of the ceiling (here 200%) with a note explaining it; at or below 100%, no
-    note."""
+    """A session whose first call already reads (a cache warm from an earlier run): a read
+    proves its prefix was cached, so the ceiling is at least the read and ``of ceiling`` stays
+    at 100%, with a note counting the calls no earlier call of the ledger explains (here the
+    first); at or below what the ledger explains, no note."""
     warm = [_rec(0, total=2000, read=2000), _rec(1, total=2000, read=2000)]
     report = summarize(warm, price=False)
-    assert report.scenarios["s"].totals.of_ceiling == pytest.approx(2.0)
+    assert report.scenarios["s"].totals.of_ceiling == pytest.approx(1.0)
+    assert report.reads_beyond_ledger == 1
     notes = ceiling_notes(report)
-    assert len(notes) == 1 and "s 200.0%" in notes[0] and "warm" in notes[0]
+    assert len(notes) == 1 and notes[0].startswith("1 call read more") and "warm" in notes[0]
     cold = [_rec(0, total=2000, write=2000), _rec(1, total=2010, read=2000, write=10)]
     assert ceiling_notes(summarize(cold, price=False)) == []
     db = tmp_path / "calls.db"
     _ledger(db, warm)
     assert main(["report", str(db)]) == 0
     out = capsys.readouterr().out
-    assert "200.0%" in out and "of ceiling above 100% (s 200.0%)" in out
-    assert main(["report", str(db), "--json"]) == 0
-    data = json.loads(capsys.readouterr().out)
-    assert data["scenarios"]["s"]["of_ceiling"] == 2.0 and data["notes"] == notes
+    assert "100.0%" in out and "1 call read more than any earlier call" in out
+    assert main(["report", "--json", str(db)]) == 0
+    assert json.loads(capsys.readouterr().out)["reads_beyond_ledger"] == 1
 
 
 def _bad_html_paths(tmp_path: Path) -> dict[str, Path]:

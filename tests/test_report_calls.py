@@ -496,7 +496,8 @@ def test_session_since_and_by_select_and_group(tmp_path: Path,
     assert data["by"] == "model"
     assert [(g["group"], g["calls"]) for g in data["groups"]] == [("claude-sonnet-4-5", 1),
                                                                   ("gpt-5.2", 1)]
-    assert data["groups"][0]["ceiling_tokens"] == 0  # its predecessor is not selected
+    # its predecessor is not selected: the ceiling is what it read, counted beyond the ledger
+    assert data["groups"][0]["ceiling_tokens"] == 4000 and data["reads_beyond_ledger"] == 1
     report = summarize(read_ledger(db), price=False)
     assert list(report.group_by("session")) == ["s/a", "s/b"]
     assert list(report.group_by("wire")) == ["anthropic", "openai-chat"]

@@ -70,8 +70,11 @@ def test_cross_session_reads_are_within_the_ceiling() -> None:
 def test_no_cross_session_credit_after_the_ttl() -> None:
     """A call sent after the shared entry's TTL (5 minutes by default, or the request's
     ``ttl_s``) gets no cross-session ceiling; with a 1-hour TTL the same gap is credited."""
-    late = summarize(_shared_head(gap_s=301), price=False)
-    assert late.calls[2].ceiling_tokens == 0
+    late_calls = _shared_head(gap_s=301)
+    late_calls[2] = _rec(6 + 301, session="b", total=3100, write=3100, record_id="b1",
+                         predecessor="a2", lcp=3000)  # the entry expired: nothing read
+    late = summarize(late_calls, price=False)
+    assert late.calls[2].ceiling_tokens == 0 and late.reads_beyond_ledger == 0
     in_time = summarize(_shared_head(gap_s=300), price=False)
     assert in_time.calls[2].ceiling_tokens == 3000
     hour = _shared_head(gap_s=1800)
@@ -92,13 +95,15 @@ def test_same_session_ceiling_needs_the_ttl_too() -> None:
 
 def test_cross_session_credit_is_the_shared_prefix_only() -> None:
     """Another session's call credits only the prefix the two share (capped at both sizes),
-    never its whole size; a predecessor outside the selection credits nothing."""
+    never its whole size; a predecessor outside the selection credits nothing, but what the
+    call read is proof of a cached prefix: the ceiling is the read, counted beyond the
+    ledger."""
     records = [_rec(0, session="a", total=8000, write=8000, verdict="cold", record_id="a1"),
                _rec(6, session="b", total=5000, read=2048, write=2952, record_id="b1",
                     predecessor="a1", lcp=2100)]
     assert summarize(records, price=False).calls[1].ceiling_tokens == 2100
     alone = summarize(records[1:], price=False)
-    assert alone.calls[0].ceiling_tokens == 0
+    assert alone.calls[0].ceiling_tokens == 2048 and alone.reads_beyond_ledger == 1
 
 
 # --------------------------------------------------------------------------- in process
@@ -229,6 +234,8 @@ def test_corrupt_rows_are_named_and_the_rest_reported(
     assert main(["report", str(db), "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert [row["id"] for row in data["corrupt_rows"]] == ["r1", "r2", "r3"]
+    verdict_error = data["corrupt_rows"][0]["error"]
+    assert verdict_error.startswith("/verdict: ") and "pydantic.dev" not in out + verdict_error
     assert data["overall"]["calls"] == 2 and data["records"] == 2
     assert [c["id"] for c in data["calls"]] == ["r0", "r4"]
     with pytest.raises(LedgerError, match="bogus"):  # nowhere to put it: raises
@@ -316,3 +323,31 @@ def test_inconsistent_only_shows_a_dash_with_a_note(
     out = capsys.readouterr().out
     assert "—" in out and "50000" not in out.replace(",", "")
     assert "2 of 2 calls excluded" in out and "2 with inconsistent usage" in out
+
+
+def test_merged_ledgers_keep_each_providers_ceiling() -> None:
+    """Ledgers from different providers that reuse session ids (the demo's) are merged
+    without one provider's calls bounding another's: each call's ceiling is that of its own
+    provider, model and wire format."""
+    anthropic = [_rec(0, session="x", total=3000, write=3000, verdict="cold", record_id="a1"),
+                 _rec(6, session="x", total=3200, read=3000, write=200, record_id="a2")]
+    openai = [_rec(3, session="x", total=9000, write=0, verdict="cold", record_id="o1",
+                   provider="openai", model="gpt-5.2"),
+              _rec(9, session="x", total=9100, read=8960, write=0, record_id="o2",
+                   provider="openai", model="gpt-5.2")]
+    alone = {r.id: r.ceiling_tokens for part in (anthropic, openai)
+             for r in summarize(part, price=False).calls}
+    merged = summarize(sorted([*anthropic, *openai], key=lambda r: r.ts_utc), price=False)
+    assert {r.id: r.ceiling_tokens for r in merged.calls} == alone
+    assert merged.reads_beyond_ledger == 0
+
+
+def test_lost_tokens_never_exceed_what_the_call_could_read() -> None:
+    """A mutation's lost tokens are counted against the compared request, which can be
+    longer (before a compaction): the report caps them at ``ceiling - read``."""
+    records = [_rec(0, session="a", total=9000, write=9000, verdict="cold", record_id="a1"),
+               _rec(6, session="a", total=5000, write=5000, verdict="client_mutation",
+                    record_id="a2", predecessor="a1", lcp=0,
+                    detail={"lost_tokens": 9000, "cause": "history-rewrite"})]
+    row = summarize(records, price=False).calls[1]
+    assert row.ceiling_tokens == 5000 and row.lost_tokens == 5000

@@ -1,4 +1,4 @@
-"""Segmenting with the lineage's previous request reused (``_recording._resegment``), from a
+"""Segmenting with the lineage's previous request reused (``_wire._resegment``), from a
 decoded body (transport path) or from the bytes stableprompt rendered (client path, new items
 decoded only), equals a from-scratch ``segment_request``, and a recorder that reuses writes
 the same ledger rows as one that never does, on random conversations: appends, edits of
@@ -14,6 +14,7 @@ import random
 from typing import Any
 
 import httpx
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -21,12 +22,12 @@ from stableprompt import Recorder
 from stableprompt._canonical import canonical_json, loads, wire_json
 from stableprompt._recording._predecessor import CallIndex
 from stableprompt._recording._recorder import SESSION_HEADER
-from stableprompt._recording._resegment import (
+from stableprompt._wire._formats import segment_request
+from stableprompt._wire._resegment import (
     LineageSegments,
     breakpoint_indices,
     common_prefix_bytes,
 )
-from stableprompt._wire._formats import segment_request
 
 PATHS = {"anthropic": "/v1/messages", "openai-chat": "/v1/chat/completions",
          "openai-responses": "/v1/responses"}
@@ -325,3 +326,30 @@ def test_recorded_rows_are_pinned() -> None:
                 assert _recorded(calls, wire, client=True, max_unnamed=max_unnamed) == expected
                 rows.append(expected)
     assert hashlib.sha256(canonical_json(rows)).hexdigest() == ROWS_DIGEST
+
+
+def test_changed_head_keeps_the_history_segments(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A request whose head changed (fewer tools) but whose history continues a stored
+    conversation's segments only its new item: the shared items' segments are moved after
+    the new head and chained again, and equal a from-scratch segmenting."""
+    from stableprompt._wire._segmenter import SegmentBuilder
+
+    calls: list[str] = []
+    original = SegmentBuilder.content
+
+    def counted(self: SegmentBuilder, *args: Any) -> None:
+        calls.append(args[1])
+        original(self, *args)
+
+    lineages = LineageSegments()
+    for wire in sorted(PATHS):
+        history = [_item(wire, i % 3, f"m{i}", i == 2, False) for i in range(5)]
+        lineages.segment(wire, _body(wire, history, 3))
+        calls.clear()
+        monkeypatch.setattr(SegmentBuilder, "content", counted)
+        body = _body(wire, [*history, _item(wire, 0, "new", False, False)], 1)
+        found = lineages.segment(wire, body)
+        monkeypatch.undo()
+        _same(found, wire, body)
+        key = "input" if wire == "openai-responses" else "messages"
+        assert found.reused == 0 and calls == [f"{key}[5]"]

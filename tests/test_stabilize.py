@@ -185,3 +185,101 @@ def test_openai_requests_without_a_key_get_the_lineage_key() -> None:
     responses = json.dumps({"model": "gpt-5.6", "input": "hi"}).encode()
     out, rewrites = stabilize(responses, "/v1/responses")
     assert rewrites == ["prompt-cache-key"] and json.loads(out)["input"] == "hi"
+
+
+def bare_body(question: Any = "hi", *, system: Any = None, **extra: Any) -> dict[str, Any]:
+    """An Anthropic body with tools, a system prompt and no breakpoint anywhere."""
+    return {"model": "claude-sonnet-4-6", "max_tokens": 16, "tools": a_tools(["alpha", "beta"]),
+            "system": [{"type": "text", "text": SYSTEM}] if system is None else system,
+            "messages": [{"role": "user", "content": question}], **extra}
+
+
+def test_anthropic_without_breakpoints_gets_head_and_history_ones() -> None:
+    """No client breakpoint: one on the last system block and one on the last content
+    block, both 5-minute markers; the result is left alone when stabilized again."""
+    body = bare_body([{"type": "text", "text": "first"}, {"type": "text", "text": "hi"}])
+    out, rewrites = stabilize(json.dumps(body).encode(), "/v1/messages")
+    got = json.loads(out)
+    assert rewrites == ["head-breakpoint", "history-breakpoint"]
+    assert got["system"][-1]["cache_control"] == {"type": "ephemeral"}
+    assert [("cache_control" in b) for b in got["messages"][-1]["content"]] == [False, True]
+    assert all("cache_control" not in t for t in got["tools"]) and "cache_control" not in got
+    assert stabilize(out, "/v1/messages") == (out, [])
+
+
+def test_string_content_gets_automatic_caching_and_keeps_its_shape() -> None:
+    """A last message with string content keeps its shape: the history breakpoint is the
+    top-level ``cache_control`` (automatic caching); a string system with tools marks the
+    last tool instead; a string system without tools has no head breakpoint."""
+    out, rewrites = stabilize(json.dumps(bare_body(system="be brief")).encode(),
+                              "/v1/messages")
+    got = json.loads(out)
+    assert rewrites == ["head-breakpoint", "history-breakpoint"]
+    assert got["messages"][-1]["content"] == "hi" and got["system"] == "be brief"
+    assert got["cache_control"] == {"type": "ephemeral"}
+    assert [("cache_control" in t) for t in got["tools"]] == [False, True]
+    plain = {k: v for k, v in bare_body(system="be brief").items() if k != "tools"}
+    out, rewrites = stabilize(json.dumps(plain).encode(), "/v1/messages")
+    assert rewrites == ["history-breakpoint"]
+
+
+@pytest.mark.parametrize("marked", ["top", "tool", "message", "nested"])
+def test_a_client_with_its_own_breakpoint_is_left_alone(marked: str) -> None:
+    """Any client breakpoint (top-level, on a tool, on a content block, nested in a tool
+    result) means none added."""
+    body = bare_body([{"type": "text", "text": "hi"}])
+    if marked == "nested":
+        body["messages"][-1]["content"] = [{"type": "tool_result", "tool_use_id": "t1",
+                                            "content": [{"type": "text", "text": "r",
+                                                         "cache_control": {"type": "ephemeral"}}]}]
+    elif marked == "top":
+        body["cache_control"] = {"type": "ephemeral", "ttl": "1h"}
+    elif marked == "tool":
+        body["tools"][-1]["cache_control"] = {"type": "ephemeral"}
+    else:
+        body["messages"][-1]["content"][-1]["cache_control"] = {"type": "ephemeral"}
+    raw = json.dumps(body).encode()
+    assert stabilize(raw, "/v1/messages") == (raw, [])
+
+
+def test_breakpoints_below_the_model_minimum_are_not_placed() -> None:
+    """With a token counter, the builder's rule (``surely_below_minimum``) decides: a short
+    system is not marked, a history long enough is; nothing long enough, nothing placed."""
+    recorder = Recorder()
+    short_system = [{"type": "text", "text": "be brief"}]
+    long_question = [{"type": "text", "text": SYSTEM * 2}]
+    body = {k: v for k, v in bare_body(long_question, system=short_system).items()
+            if k != "tools"}
+    out, rewrites = stabilize(json.dumps(body).encode(), "/v1/messages",
+                              count=recorder.segment_tokens)
+    assert rewrites == ["history-breakpoint"]
+    assert "cache_control" not in json.loads(out)["system"][-1]
+    tiny = json.dumps({**body, "messages": [{"role": "user", "content": "hi"}]}).encode()
+    assert stabilize(tiny, "/v1/messages", count=recorder.segment_tokens) == (tiny, [])
+    _, rewrites = stabilize(tiny, "/v1/messages")  # no counter: placed regardless
+    assert rewrites == ["head-breakpoint", "history-breakpoint"]
+
+
+def test_transport_stabilize_places_breakpoints_so_later_turns_hit() -> None:
+    """A client sending no breakpoints: unstabilized, no turn reads the cache; stabilized,
+    turn 2 onwards reads the previous turn's prefix and each row names the breakpoints."""
+    results = {}
+    for flag in (False, True):
+        recorder = Recorder()
+        with Emulator(clock=FakeClock()) as emu, anthropic.Anthropic(
+                base_url=emu.base_url, api_key="sk-ant-api03-stabilizetest-0123456789",
+                max_retries=0, default_headers={"x-stableprompt-session": "s"},
+                http_client=httpx2.Client(transport=RecordingTransport(
+                    recorder=recorder, stabilize=flag))) as client:
+            messages: list[dict[str, Any]] = []
+            for turn in range(3):
+                messages.append({"role": "user", "content": f"question {turn}"})
+                reply = client.messages.create(**{**bare_body(), "messages": messages})
+                messages.append({"role": "assistant", "content": [
+                    {"type": "text", "text": reply.content[0].text}]})
+        results[flag] = recorder
+    plain, stable = results[False], results[True]
+    assert all(not r.cache_read_tokens for r in plain.records)
+    assert [r.verdict_detail.get("stabilized") for r in stable.records] == [
+        ["head-breakpoint", "history-breakpoint"]] * 3
+    assert all((r.cache_read_tokens or 0) > 1024 for r in stable.records[1:])

@@ -115,6 +115,14 @@ POSITIVES = [
     ("Provider: OpenAI", "model-name", "OpenAI"),
     ("You are powered by the model named Claude Opus 4.5.", "model-name", "Claude Opus 4.5"),
     ("The exact model ID is gpt-5.2-codex.", "model-name", "gpt-5.2-codex"),
+    # issue 14 review: missed at freeze
+    ("Host: devbox-7", "environment", "devbox-7"),
+    ("git status: 3 files modified, branch main", "environment",
+     "3 files modified, branch main"),
+    ("trace: 9f8e7d6c5b", "nonce", "9f8e7d6c5b"),
+    ("cch: 36ee5", "nonce", "36ee5"),
+    ("You are running on provider anthropic", "model-name", "anthropic"),
+    ("You're running on the provider OpenRouter.", "model-name", "OpenRouter"),
 ]
 
 
@@ -181,6 +189,17 @@ NEGATIVES = [
     "Tokens like HTTP_STATUS_404_NOT_FOUND_ERROR_V2 are constants.",
     "https://github.com/org/repo/blob/main/docs/v2/Http2ClientGuide.md",
     "4.85192780976896427E+58 is a big number",
+    # issue 14 review: the new labels stay quiet in prose
+    "Explain the host language and the host of the party.",
+    "git is a version control system; run git status to see changes.",
+    "trace the call graph, then trace: the outer loop first.",
+    "Pick a provider of services; the provider is chosen per region.",
+    "This search tool is powered by Google.",
+    "Host: localhost:8080",
+    "GET / HTTP/1.1\nHost: api.example.com",
+    "Color: FF5733 is the brand orange.",
+    "port: 8080, retries: 3",
+    "see x.trace: 9f8e7d6c5b",
 ]
 
 
@@ -622,3 +641,42 @@ def test_freeze_and_lint_flag_the_same_new_kinds() -> None:
     texts = " ".join(f.message for f in report.findings)
     for _, text in found:
         assert text in texts
+
+
+def test_freeze_and_lint_flag_the_review_misses() -> None:
+    """One scanner: a host line, a one-line git status, a hex id after ``key:`` and a
+    provider line warn at freeze (kind, byte offset into the head) and are lint findings."""
+    import warnings
+
+    from stableprompt import PromptBuilder, VolatileContentWarning, lint_requests
+
+    system = ("Host: devbox-7\ngit status: 3 files modified, branch main\n"
+              "trace: 9f8e7d6c5b\nYou are running on provider anthropic")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        head = PromptBuilder(system=system, tokenizer=None).freeze()
+    found = [(w.message.kind, w.message.text) for w in caught
+             if isinstance(w.message, VolatileContentWarning)]
+    assert found == [("environment", "devbox-7"),
+                     ("environment", "3 files modified, branch main"),
+                     ("nonce", "9f8e7d6c5b"), ("model-name", "anthropic")]
+    for w in caught:
+        assert isinstance(w.message, VolatileContentWarning)
+        offset = w.message.offset
+        assert head.data[offset:offset + len(w.message.text.encode())] == \
+            w.message.text.encode()
+    conv = head.conversation()
+    conv.user("hi")
+    report = lint_requests([conv.render().to_anthropic(model="claude-opus-4-5", max_tokens=8)])
+    texts = " ".join(f.message for f in report.findings)
+    for _, text in found:
+        assert text in texts
+
+
+def test_prose_with_the_new_labels_freezes_without_a_warning() -> None:
+    """Ordinary prose about hosts, git, tracing and providers freezes silently, even strict."""
+    from stableprompt import PromptBuilder
+
+    system = ("Explain the host language. git is a version control system. Trace the call "
+              "graph. Pick a provider of services.")
+    PromptBuilder(system=system, tokenizer=None, strict=True).freeze()

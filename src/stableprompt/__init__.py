@@ -20,6 +20,7 @@ from ._version import __version__
 #: Public name -> the private module (relative to this package) that defines it.
 _EXPORTS: dict[str, str] = {
     "AnthropicClient": "_client",
+    "ArgumentNameError": "_exceptions",
     "AsyncAnthropicClient": "_client",
     "AsyncOpenAIClient": "_client",
     "AsyncOpenAICompatibleClient": "_client",
@@ -125,6 +126,7 @@ if _typing.TYPE_CHECKING:
         diff,
     )
     from ._exceptions import (
+        ArgumentNameError,
         BreakpointError,
         BreakpointWarning,
         CanonicalizationError,
@@ -222,6 +224,7 @@ if _typing.TYPE_CHECKING:
 
 __all__ = [
     "AnthropicClient",
+    "ArgumentNameError",
     "AsyncAnthropicClient",
     "AsyncOpenAIClient",
     "AsyncOpenAICompatibleClient",

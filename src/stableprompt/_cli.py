@@ -14,6 +14,12 @@ and SIGTERM exits 143 after the command's cleanup ran (a started engine is stopp
 closed: the signal unwinds like Ctrl-C instead of killing the process). With ``--json`` an error
 is also one JSON object on stdout, ``{"error": {"code", "message", "exit_status"}}``, so a
 consumer parsing stdout never meets plain text.
+
+A closed pipe (``stableprompt lint x | head -1``) is not an error, in text and JSON modes
+alike: no traceback, nothing on stderr, and the exit status is the command's own (a lint gate
+still decides 0 or 1), never 1 *because of* the pipe. A command whose status is known before
+it writes (lint) stores it as ``args.exit_status`` first, so a pipe that closes mid-write
+exits with it; stdout is flushed here, so the pipe never breaks at interpreter exit.
 """
 
 from __future__ import annotations
@@ -146,6 +152,7 @@ def _sigterm_unwinds() -> Iterator[None]:
 def _main(argv: Sequence[str] | None) -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
     args: argparse.Namespace | None = None
+    status: int | None = None
     try:
         parser = build_parser(_chosen(args_list))
         args = parser.parse_args(args_list)
@@ -153,7 +160,9 @@ def _main(argv: Sequence[str] | None) -> int:
         if run is None:
             names = ", ".join(sorted({*SUBCOMMANDS, *_REGISTERED}))
             raise UsageError(f"{PROG}: error: a command is required ({names}); see --help")
-        return run(args)
+        status = run(args)
+        sys.stdout.flush()  # a closed pipe surfaces here, not at interpreter exit
+        return status
     except UsageError as exc:
         return _fail(args, str(exc), None, 2)
     except SystemExit as exc:  # --help / --version
@@ -162,15 +171,26 @@ def _main(argv: Sequence[str] | None) -> int:
         return _fail(args, f"{PROG}: interrupted", "interrupted", 130)
     except _Terminated:
         return _fail(args, f"{PROG}: terminated (SIGTERM)", "terminated", 143)
-    except BrokenPipeError:  # output piped into e.g. `head`, which read what it wanted:
-        devnull = os.open(os.devnull, os.O_WRONLY)  # stop quietly, not an error
+    except BrokenPipeError:  # output piped into e.g. `head`, which read what it wanted
+        devnull = os.open(os.devnull, os.O_WRONLY)  # the rest of the output goes nowhere
         os.dup2(devnull, sys.stdout.fileno())
-        return 0
+        return _closed_pipe_status(args, status)
     except (InputError, LedgerError) as exc:  # bad input: arguments, captures, ledger files
         return _fail(args, f"{PROG}: error: {_one_line(str(exc))}", exc.code, 2)
     except (StablePromptError, OSError) as exc:
         code = exc.code if isinstance(exc, StablePromptError) else "os-error"
         return _fail(args, f"{PROG}: error: {_one_line(str(exc))}", code, 1)
+
+
+def _closed_pipe_status(args: argparse.Namespace | None, status: int | None) -> int:
+    """The exit status when the reader closed stdout: a closed pipe is not an error, so it is
+    the command's own status (a lint gate's 0/1, bad input's 2), whether the pipe closed
+    after the command returned or while it wrote (it then declared the status before
+    writing, as ``args.exit_status``); 0 when the command declared none."""
+    if status is not None:
+        return status
+    declared = getattr(args, "exit_status", None)
+    return declared if isinstance(declared, int) else 0
 
 
 def _fail(args: argparse.Namespace | None, line: str, code: str | None, status: int) -> int:

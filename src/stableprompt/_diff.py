@@ -7,7 +7,10 @@ search over ``prefix_digest`` (O(log n) digest comparisons), and only that segme
 
 Causes (stable slugs): ``model-change``, ``param-change``, ``tool-added``, ``tool-removed``,
 ``tool-reorder``, ``key-order``, ``whitespace``, ``volatile-token``, ``history-rewrite``,
-``content-edit``.
+``content-edit``, ``breakpoint-on-per-turn-block`` (the predecessor's cache breakpoint sat on
+a message block holding a per-call value, e.g. a clock block, which the later request changed
+or left out: the entry written there ends in content no later request repeats; the underlying
+change is in the detail).
 
 On top of :func:`diff`: :func:`is_expected_divergence` (is the divergence the predecessor's
 volatile tail: one rule for the recorder, lint and ``assert_prefix_stable``) and
@@ -56,6 +59,7 @@ CAUSES = (
     "volatile-token",
     "history-rewrite",
     "content-edit",
+    "breakpoint-on-per-turn-block",
 )
 
 SNIPPET_CHARS = 32
@@ -193,10 +197,36 @@ def lcp_bytes(a: Segmented, b: Segmented) -> int:
     return x.start + common_prefix_len(a.data[x.start:x.end], b.data[y.start:y.end])
 
 
+def _comparable(a: Segmented, b: Segmented) -> None:
+    """Raise :func:`diff`'s ``InputError`` when ``a`` and ``b`` cannot be compared."""
+    for name, value in (("a", a), ("b", b)):
+        if not (hasattr(value, "segments") and hasattr(value, "data")):
+            raise InputError(
+                f"diff() compares RenderedPrompt, ProviderRequest or SegmentedRequest objects; "
+                f"{name} is {type(value).__name__} (segment a request body dict with "
+                "segment_request() first)", code="diff-type")
+    if hasattr(a, "wire_format") != hasattr(b, "wire_format"):  # a request vs a render
+        raise InputError(
+            "cannot compare a provider request (with parameters) with a provider-neutral "
+            "RenderedPrompt: compare two requests, or two renders", code="diff-mismatch")
+    format_a, format_b = getattr(a, "wire_format", None), getattr(b, "wire_format", None)
+    if format_a != format_b:  # two requests of different wire formats never share a cache
+        raise InputError(
+            f"cannot compare requests of different wire formats: a is {format_a}, b is "
+            f"{format_b} (their bytes differ everywhere, and no provider caches one for the "
+            "other); compare two requests of one format, or the two RenderedPrompts",
+            code="diff-mismatch")
+
+
 def diverges(a: Segmented, b: Segmented) -> bool:
     """``diff(a, b) is not None`` without classifying the divergence or cutting its snippets
     (one binary search over chained digests): for callers that need the divergence only on
-    some paths (attribution of a hit never does)."""
+    some paths (attribution of a hit never does).
+
+    Raises:
+        InputError: as :func:`diff`.
+    """
+    _comparable(a, b)
     sa = _cacheable(a)
     return first_divergent_index(sa, b.segments) < len(sa)
 
@@ -342,6 +372,13 @@ def _classify(
     return "content-edit", f"{x.kind} content changed ({how})", path
 
 
+def _holds_volatile(a: Segmented, x: Segment) -> bool:
+    """Whether segment ``x`` of ``a`` holds a per-call value (a timestamp, id, nonce:
+    :func:`~stableprompt._volatility.scan_volatile`): a breakpoint on it marks a per-turn
+    block, not history that was rewritten."""
+    return bool(scan_volatile(a.data[x.start:x.end].decode("utf-8", "replace")))
+
+
 def _reasoning_type(value: Any) -> str | None:
     """``thinking`` / ``redacted_thinking`` / ``reasoning`` when a message segment's block or
     item is a reasoning block, else ``None``."""
@@ -380,19 +417,11 @@ def diff(a: Segmented, b: Segmented) -> Divergence | None:
 
     Raises:
         InputError: ``a`` and ``b`` are of different kinds (a provider request and a
-            provider-neutral render), code ``diff-mismatch``; or not segmented objects at all
-            (code ``diff-type``).
+            provider-neutral render) or requests of different wire formats (``anthropic``
+            vs ``openai-chat``: the message names both), code ``diff-mismatch``; or not
+            segmented objects at all (code ``diff-type``).
     """
-    for name, value in (("a", a), ("b", b)):
-        if not (hasattr(value, "segments") and hasattr(value, "data")):
-            raise InputError(
-                f"diff() compares RenderedPrompt, ProviderRequest or SegmentedRequest objects; "
-                f"{name} is {type(value).__name__} (segment a request body dict with "
-                "segment_request() first)", code="diff-type")
-    if hasattr(a, "wire_format") != hasattr(b, "wire_format"):  # a request vs a render
-        raise InputError(
-            "cannot compare a provider request (with parameters) with a provider-neutral "
-            "RenderedPrompt: compare two requests, or two renders", code="diff-mismatch")
+    _comparable(a, b)
     sa, sb = _cacheable(a), b.segments
     i = first_divergent_index(sa, sb)
     if i == len(sa):
@@ -404,6 +433,12 @@ def diff(a: Segmented, b: Segmented) -> Divergence | None:
     else:
         offset = x.start + common_prefix_len(a.data[x.start:x.end], b.data[y.start:y.end])
     cause, detail, path = _classify(a, b, x, y)
+    if x.kind == "message" and x.breakpoint is not None and (cause == "volatile-token" or (
+            cause == "history-rewrite" and _holds_volatile(a, x))):
+        how = "changed" if y is not None and y.name == x.name else "was left out"
+        cause, detail = "breakpoint-on-per-turn-block", (
+            f"the cache breakpoint sat on {x.name}, which {how} ({cause}"
+            f"{f': {detail}' if detail else ''})")
     named = y if cause == "tool-added" and y is not None and y.kind == "tool" else x
     return Divergence(
         offset=offset,

@@ -14,6 +14,8 @@ callers match on, and, where it applies, a location: ``pointer`` (RFC 6901 JSON 
     │   │   └── ToolSchemaError            input schema is not valid JSON Schema 2020-12
     │   ├── MethodNameError (AttributeError)  a guessed method that does not exist (``to_openai``);
     │   │                                  the message names the real ones
+    │   ├── ArgumentNameError (TypeError)  an unknown keyword argument (``Tool(schema=)``); the
+    │   │                                  message names the right spelling
     │   ├── PinnedHeadError                attempt to change a frozen head
     │   ├── VolatileContentError           volatile content in the head (strict mode)
     │   ├── TailSlotError (LookupError)    missing or undeclared volatile tail slot
@@ -46,6 +48,7 @@ from __future__ import annotations
 from ._public import public
 
 __all__ = [
+    "ArgumentNameError",
     "BreakpointError",
     "BreakpointWarning",
     "CanonicalizationError",
@@ -180,6 +183,15 @@ class MethodNameError(InputError, AttributeError):
     ``AttributeError``, ``hasattr`` and ``getattr(obj, name, default)`` behave as usual."""
 
     code = "method-name"
+
+
+class ArgumentNameError(InputError, TypeError):
+    """A first guess at a keyword argument that does not exist (``Tool(..., schema=...)``,
+    ``PromptBuilder(sytem=...)``). The message names the closest real parameter; ``segment``
+    is ``"<callable>(<keyword>=)"``. Being a ``TypeError``, code that caught Python's own
+    unexpected-keyword error still catches it."""
+
+    code = "argument-name"
 
 
 class TailSlotError(InputError, LookupError):

@@ -23,7 +23,7 @@ from ._public import public
 __all__ = ["CONTENT_SHAPES", "POLICY_TABLE_VERSION", "REASONING_RULES", "TOKEN_ESTIMATE_MARGIN",
            "TTL_LABELS_S", "CachePolicy", "ContentShapeRule", "PolicyTable", "ReasoningRule",
            "cache_policy", "content_shape_change", "content_shape_rule", "default_policies",
-           "reasoning_rule", "text_block_of"]
+           "reasoning_rule", "surely_below_minimum", "text_block_of"]
 
 POLICY_TABLE_VERSION = "2026-11-30"
 
@@ -296,6 +296,18 @@ def cache_policy(provider: str, model: str, table: PolicyTable | None = None) ->
     return (table or _DEFAULT_TABLE).lookup(provider, model)
 
 
+def surely_below_minimum(policy: CachePolicy, tokens: int) -> bool:
+    """Whether a prefix our tokenizer estimates at ``tokens`` is surely shorter than
+    ``policy``'s ``min_cacheable_tokens``: the estimate times :data:`TOKEN_ESTIMATE_MARGIN` is
+    still below it. Never for a conservative policy (an unknown model: only the provider's
+    default minimum is known) or one without a minimum. The one rule both the builder
+    (``RenderedPrompt.to_anthropic``) and the stabilizer (``_recording._stabilize``) use to
+    not spend a cache breakpoint that would write nothing."""
+    if policy.conservative or not policy.min_cacheable_tokens:
+        return False
+    return tokens < policy.min_cacheable_tokens / TOKEN_ESTIMATE_MARGIN
+
+
 class ReasoningRule(BaseModel):
     """When a wire format's reasoning content (thinking blocks, reasoning items) may be left
     out of a later request, as the provider documents it.
@@ -391,6 +403,8 @@ class ContentShapeRule:
         finding: What the provider documents, one sentence (the fix texts quote it).
         source: Where (SDK file or doc URL), or what was searched when nothing says.
         as_of: Date the sources were read.
+        url: The one page a fix text cites (the provider's prompt-caching doc); the full
+            evidence stays in ``source``.
     """
 
     provider: str
@@ -399,6 +413,7 @@ class ContentShapeRule:
     finding: str
     source: str
     as_of: str
+    url: str
 
 
 CONTENT_SHAPES: Mapping[str, ContentShapeRule] = {
@@ -411,7 +426,7 @@ CONTENT_SHAPES: Mapping[str, ContentShapeRule] = {
         "(messages: 'Using a `string` for `content` is shorthand for an array of one content "
         "block of type \"text\". The following input messages are equivalent'); "
         + _ANTHROPIC_DOC + " (no statement on content shapes)",
-        "2026-12-01"),
+        "2026-12-01", _ANTHROPIC_DOC),
     "openai": ContentShapeRule(
         "openai", False, "text",
         "OpenAI documents content as a string or an array of content parts without saying "
@@ -420,7 +435,7 @@ CONTENT_SHAPES: Mapping[str, ContentShapeRule] = {
         "(content: Union[str, Iterable[ChatCompletionContentPartParam]], 'The contents of "
         "the user message.'); " + _OPENAI_DOC + "; searched 2026-12-01: docs, pages and issues "
         "corpora for string vs content-part caching, no statement found",
-        "2026-12-01"),
+        "2026-12-01", _OPENAI_DOC),
 }
 """The content-shape rule per provider (see :class:`ContentShapeRule`). Undocumented means
 different: neither provider says the two shapes cache alike, so both are ``False``."""

@@ -22,9 +22,11 @@ Kinds (stable slugs, also in :data:`VOLATILE_KINDS`):
                 ``req_011CSHoEeqs5C35K2UUqR7Fy``, API keys, nonces, ULIDs, JWTs.
 ``nonce``       the value of a labelled id: ``nonce: 8f3k2l``, ``request_id=abc123``,
                 ``Session ID: s-99102`` (the span covers the value, not the label); and short
-                ``key=value`` nonces: a 5-15 character single-case hex value with letters and
-                digits under any key (``cch=36ee5``, ``cch=3f9a1c2b7d``), another mix of
-                letters and digits under a nonce-like key (``sid=a8k3z9``). Numbers alone are
+                ``key=value`` / ``key: value`` nonces: a 5-15 character single-case hex value
+                with letters and digits under any key (``cch=36ee5``, ``cch=3f9a1c2b7d``;
+                after ``:`` from 8 characters or under a nonce-like key, ``trace:
+                9f8e7d6c5b``, so ``Color: FF5733`` stays prose), another mix of letters and
+                digits under a nonce-like key (``sid=a8k3z9``). Numbers alone are
                 not (``version=12345``, ``port=8080``: versions, sizes and limits are stable);
                 a value that differs between two requests under the same key is a nonce to
                 :func:`paired_nonce` (the diff and lint), whatever its key.
@@ -33,10 +35,14 @@ Kinds (stable slugs, also in :data:`VOLATILE_KINDS`):
                 ``/tmp/tmpa8k3z9x1``, ``/var/folders/...``); not ``/tmp``, ``/etc/hosts``,
                 URL paths, or placeholder users (``/home/user``, ``/Users/<you>``).
 ``environment`` an agent harness's env lines: the value of ``Working directory:``, ``cwd=``,
-                ``Hostname:``, ``Current branch:``, ``On branch main``, and git porcelain
-                status / recent-commit lines under a ``Status:`` / ``Recent commits:`` header.
+                ``Hostname:`` / ``Host:`` (not ``localhost`` or ``example.com``: an HTTP
+                example), ``Current branch:``, ``On branch main``, a one-line ``git status:
+                3 files modified``, and git porcelain status / recent-commit lines under a
+                ``Status:`` / ``Recent commits:`` header.
 ``model-name``  the model or provider named in a line of the head (``Model: claude-sonnet-4-5``,
-                ``Provider: OpenAI``, ``powered by gpt-5.2``, ``The exact model ID is ...``):
+                ``Provider: OpenAI``, ``powered by gpt-5.2``, ``The exact model ID is ...``,
+                ``You are running on provider anthropic``; a provider after ``powered by`` is
+                not, as that often names a tool's backend):
                 a model switch then rewrites the head (a new lineage) instead of only the
                 cache-key parameter.
 ``epoch``       10-digit seconds or 13-digit milliseconds from 2001-09-09 to 2100-01-01.

@@ -162,10 +162,12 @@ _FIXED_DATE_HINTS = (
     "born",
 )
 # -- short key=value nonces ("cch=36ee5"), paths, environment and model lines -------------------
-_KV_NONCE_RE = re.compile(
-    r"(?<![\w.-])(?P<key>[A-Za-z_][A-Za-z0-9_-]{0,31})=(?P<v>[0-9A-Za-z]{5,15})"
-    r"(?![0-9A-Za-z_-]|\.[0-9A-Za-z])"
-)
+#: A ``key=value`` / ``key: value`` separator followed by a 5-15 character letters-and-digits
+#: value (``:`` may be followed by spaces, ``=`` not); the key is read back from it
+#: (``_kv_key``), so the regex engine, not Python, walks the text.
+_KV_SEP_RE = re.compile(
+    r"(?:=|:[ \t]*)(?=(?P<v>[0-9A-Za-z]{5,15})(?![0-9A-Za-z_-]|\.[0-9A-Za-z]))")
+_KEY_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")
 #: Last ``_``/``-`` part of a key that names a per-request value (``x_cache_key``, ``sid``).
 _NONCE_KEY_PARTS = frozenset({
     "nonce", "id", "rid", "sid", "tid", "uid", "token", "tok", "hash", "sig", "signature",
@@ -191,14 +193,22 @@ _PATH_RE = re.compile(
 _PATH_HINTS = ("/home/", "/Users/", "/tmp/", "/var/folders/", ":\\Users\\", ":\\\\Users")
 # "Working directory: /x", "cwd=/x", "hostname: box-12", "Current branch: feat/x",
 # "On branch main": what an agent harness's env block says about this machine and checkout.
+# "Host: devbox-7" and "git status: 3 files modified, branch main" (a one-line summary) too.
 _ENV_LINE_RE = re.compile(
     r"^[ \t>*-]*(?:(?:current |present )?working[ _-]?dir(?:ectory)?|cwd|pwd"
-    r"|current[ _-]?dir(?:ectory)?|host[ _-]?name|machine[ _-]?name|(?:current|git)[ _-]?branch"
+    r"|current[ _-]?dir(?:ectory)?|host(?:[ _-]?name)?|machine[ _-]?name"
+    r"|(?:current|git)[ _-]?branch|git[ _-]?status"
     r")[ \t]*[:=][ \t]*(?P<v>\S[^\n]*?)[ \t]*$"
     r"|^[ \t]*On branch (?P<b>\S+)[ \t]*$",
     re.I | re.M,
 )
-_ENV_HINTS = ("dir", "cwd", "pwd", "host", "machine", "branch")
+_ENV_HINTS = ("dir", "cwd", "pwd", "host", "machine", "branch", "status")
+#: Host values that name no one machine (an HTTP example's ``Host:`` header, loopback).
+_STABLE_HOSTS_RE = re.compile(
+    r"(?:localhost|127\.0\.0\.1|0\.0\.0\.0|\[?::1\]?|(?:[\w-]+\.)*example\.(?:com|org|net))"
+    r"(?::[0-9]+)?",
+    re.I,
+)
 # Porcelain status lines after a "Status:" / "git status" header, and commit lines after
 # "Recent commits:": the working tree's state at one moment.
 _GIT_BLOCK_RE = re.compile(
@@ -219,7 +229,11 @@ _MODEL_LINE_RE = re.compile(
     rf"|\b(?:powered by|the exact model id is|model (?:named|called)|you are running on)"
     rf"[ \t]+(?:the[ \t]+)?(?:model[ \t]+)?"
     rf"(?P<p>{_MODEL_ID}(?:[ \t]+(?:(?-i:[A-Z][a-z]+)|[0-9]+(?:\.[0-9]+)?)(?![\w-])){{0,3}})"
-    r"(?![\w-])",
+    r"(?![\w-])"
+    # "You are running on provider anthropic": a provider only where the model is meant
+    # ("powered by Google" may describe a tool's backend, stable content).
+    rf"|\b(?:you are|you're) running on[ \t]+(?:the[ \t]+)?(?:provider[ \t]+)?"
+    rf"(?P<q>{_PROVIDERS})(?![\w-])",
     re.I | re.M,
 )
 _MODEL_HINTS = ("model", "llm", "provider", "powered by", "running on")
@@ -371,7 +385,7 @@ class Scanner:
                 self._id_run(a, b)
             if a >= self.nonce_end:
                 self._nonce(a, b)
-        if "=" in text:
+        if "=" in text or ":" in text:
             self._kv_nonces()
         for start, end in self.dates:
             self.out.append((start, end, "date"))
@@ -570,23 +584,46 @@ class Scanner:
 
 
     def _kv_nonces(self) -> None:
-        """Short ``key=value`` nonces: ``cch=36ee5``, ``sid=a8k3z9``. A single-case hex value
-        of 5 to 15 characters with letters and digits is a nonce under any key (16+ is a
-        ``hex-id``); another letters-and-digits value only under a nonce-like key. Numbers
-        alone (``version=12345``, ``port=8080``) are never one: sizes, versions and limits
-        are stable."""
-        for m in _KV_NONCE_RE.finditer(self.text):
+        """Short ``key=value`` / ``key: value`` nonces: ``cch=36ee5``, ``trace: 9f8e7d6c5b``,
+        ``sid=a8k3z9``. A single-case hex value of 5 to 15 characters with letters and digits
+        is a nonce under any key after ``=`` (16+ is a ``hex-id``), after ``:`` from 8
+        characters or under a nonce-like key (``Color: FF5733`` is prose); another
+        letters-and-digits value only under a nonce-like key. Numbers alone
+        (``version=12345``, ``port: 8080``) are never one: sizes, versions and limits are
+        stable. One regex pass finds each separator with a value after it; only those
+        read their key back."""
+        text = self.text
+        for m in _KV_SEP_RE.finditer(text):
+            key = _kv_key(text, m.start())
+            if key is None:
+                continue
             value = m.group("v")
             lower = value.lower()
             digits = sum(ch.isdigit() for ch in value)
             if not digits or digits == len(value) or _placeholder_hex(value):
                 continue
             hexy = set(lower) <= _HEX_CHARS and (value.islower() or value.isupper())
-            key = re.split(r"[_-]", m.group("key").lower())[-1]
-            if hexy or (key in _NONCE_KEY_PARTS and digits >= 2
+            part = re.split(r"[_-]", key.lower())[-1]
+            if hexy and text[m.start()] == ":" and len(value) < 8 and part not in _NONCE_KEY_PARTS:
+                continue  # prose: "Color: FF5733", "state: CA94105" are not ids
+            if hexy or (part in _NONCE_KEY_PARTS and digits >= 2
                         and len(_DIGIT_GROUP_RE.findall(value)) >= 2
                         and not _LETTER_RUN4_RE.search(value)):
                 self.out.append((m.start("v"), m.end("v"), "nonce"))
+
+
+def _kv_key(text: str, sep: int) -> str | None:
+    """The key right before the separator at ``sep``: 1-32 of ``[A-Za-z0-9_-]`` starting with
+    a letter or ``_``, not glued to a word, a dot or a dash before it; else ``None``."""
+    start = sep
+    while start > 0 and sep - start < 32 and text[start - 1] in _KEY_CHARS:
+        start -= 1
+    if start == sep or (start > 0 and (text[start - 1] in _KEY_CHARS or text[start - 1] == "."
+                                       or text[start - 1].isalnum())):
+        return None
+    if not (text[start].isalpha() or text[start] == "_") or not text[start].isascii():
+        return None
+    return text[start:sep]
 
 
 def line_candidates(text: str) -> list[Candidate]:
@@ -608,6 +645,8 @@ def line_candidates(text: str) -> list[Candidate]:
     if any(hint in lower for hint in _ENV_HINTS):
         for m in _ENV_LINE_RE.finditer(text):
             group = "v" if m.group("v") is not None else "b"
+            if group == "v" and _STABLE_HOSTS_RE.fullmatch(m.group("v")):
+                continue  # "Host: localhost", "Host: api.example.com": no one machine
             out.append((m.start(group), m.end(group), "environment"))
     if "status" in lower or "commits" in lower:
         for block in _GIT_BLOCK_RE.finditer(text):
@@ -617,7 +656,7 @@ def line_candidates(text: str) -> list[Candidate]:
                 out.append((start, line_end, "environment"))
     if any(hint in lower for hint in _MODEL_HINTS):
         for m in _MODEL_LINE_RE.finditer(text):
-            group = "v" if m.group("v") is not None else "p"
+            group = next(g for g in ("v", "p", "q") if m.group(g) is not None)
             out.append((m.start(group), m.end(group), "model-name"))
     return out
 

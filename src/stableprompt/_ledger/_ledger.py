@@ -525,6 +525,47 @@ class Ledger:
         sql = f'SELECT {SELECT_COLUMNS}, rowid FROM calls{where} ORDER BY "ts_utc", rowid'
         return self._query(sql, params, on_invalid)
 
+    def records_after(
+        self, rowid: int = 0, *, limit: int = 1000,
+        on_invalid: Callable[[str, Exception], None] | None = None,
+    ) -> tuple[list[UsageRecord], int]:
+        """The records stored after SQLite row ``rowid``, in insertion order: what a follower
+        (``stableprompt report --follow``) has not read yet while another process writes.
+
+        Args:
+            rowid: The last row already read (0: from the start).
+            limit: At most this many rows per call.
+            on_invalid: As :meth:`iter_records` (an invalid row is skipped but read past).
+
+        Returns:
+            ``(records, last)``: the records, and the rowid to pass next time (``rowid`` when
+            no row was new). Rows come from a fresh connection, so a live writer's committed
+            rows (WAL) are seen; spilled records are not (:meth:`replay_spill`).
+
+        Raises:
+            LedgerError: As :meth:`iter_records`.
+        """
+        conn = self._reader()
+        last = rowid
+        out: list[UsageRecord] = []
+        try:
+            rows = conn.execute(f"SELECT {SELECT_COLUMNS}, rowid FROM calls WHERE rowid > ? "
+                                "ORDER BY rowid LIMIT ?", (rowid, limit)).fetchall()
+        except sqlite3.Error as exc:
+            raise self._unreadable(exc) from exc
+        finally:
+            conn.close()
+        for row in rows:
+            data, last = row[:-1], int(row[-1])
+            if on_invalid is None:
+                out.append(from_row(data))
+                continue
+            try:
+                out.append(from_row(data))
+            except Exception as exc:  # the row does not decode
+                on_invalid(str(data[_RECORD_ID] or f"rowid {row[-1]}"), exc)
+        return out, last
+
     def _query(self, sql: str, params: Iterable[Any],
                on_invalid: Callable[[str, Exception], None] | None = None,
                ) -> Iterator[UsageRecord]:

@@ -5,7 +5,8 @@ Exit codes: 0 = pass, 1 = the capture fails (by default: any break or an error f
 reports without failing, as ruff's flag does), 2 = bad input (unreadable, empty or
 unknown-format capture).
 With ``--json`` everything goes to stdout as one JSON document, errors included
-(``{"error": {"code", "message"}}``, exit 2).
+(``{"error": {"code", "message"}}``, exit 2). A closed pipe changes none of these (text and
+JSON alike): the status is set before the report is written (see ``stableprompt._cli``).
 """
 
 from __future__ import annotations
@@ -80,6 +81,7 @@ def run_lint(args: argparse.Namespace) -> int:
                               join=getattr(args, "join", False))
     except CaptureError as exc:
         message = " ".join(str(exc).split())
+        args.exit_status = 2  # the status, should the reader close stdout (see _cli)
         if args.json:
             error = {"code": exc.code, "message": " ".join(exc.message.split()),
                      "pointer": exc.pointer, "capture": str(args.capture)}
@@ -91,6 +93,8 @@ def run_lint(args: argparse.Namespace) -> int:
     errors = sorted({f.code for f in report.findings if f.severity == "error"})
     if errors and default_gate:
         failures.append(f"error finding(s): {', '.join(errors)}")
+    status = 1 if failures and not exit_zero else 0
+    args.exit_status = status  # the gate decides, even if the reader closes stdout (see _cli)
     if args.json:
         document = report.as_dict()
         document["summary"]["min_prefix_ratio"] = args.min_prefix_ratio
@@ -101,7 +105,7 @@ def run_lint(args: argparse.Namespace) -> int:
     else:
         render_report(report, min_prefix_ratio=args.min_prefix_ratio, max_breaks=max_breaks,
                       show_all=args.all)
-    return 1 if failures and not exit_zero else 0
+    return status
 
 
 # -- terminal report -------------------------------------------------------------------------

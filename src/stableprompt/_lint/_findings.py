@@ -15,6 +15,7 @@ from .._diff import _body_path
 from .._policy import CONTENT_SHAPES
 from .._segment import Segment
 from .._volatility import head_strings, scan_volatile
+from .._wire._parts import a_or_an
 from ._results import LintFinding
 
 __all__ = ["CAUSE_FIXES", "FINDING_FIXES", "HeadSeg", "finding",
@@ -40,19 +41,22 @@ CAUSE_FIXES: Mapping[str, str] = {
     "(same content form, whitespace, blocks)",
     "content-edit": "freeze the head (tools + system) for the session; changing it starts "
     "a new cache lineage",
+    "breakpoint-on-per-turn-block": "put the breakpoint on the last stable block, before "
+    "per-turn content, not on the per-turn block",
 }
 
 def _content_shape_fix() -> str:
-    """The content-shape fix, quoting the rule in :data:`stableprompt._policy.CONTENT_SHAPES`
-    (what each provider documents, and that undocumented means different)."""
+    """The content-shape fix: one sentence, one URL per provider, from the rule in
+    :data:`stableprompt._policy.CONTENT_SHAPES` (whose ``finding`` and ``source`` hold the
+    full evidence)."""
     rules = CONTENT_SHAPES.values()
     alike = [r.provider for r in rules if r.cache_alike]
-    verdict = (f"documented to cache alike on {', '.join(alike)} only" if alike else
-               "treated as different bytes, since no provider documents that they cache alike")
+    verdict = (f"cache alike on {', '.join(alike)} only" if alike else
+               "are different bytes to the cache: no provider documents that they cache alike")
     return ("re-send each message in the shape it was first sent in (a string stays a string, "
-            "a list of text blocks stays a list): \"content\": \"x\" and "
-            "[{\"type\": \"text\", \"text\": \"x\"}] are " + verdict + ". "
-            + " ".join(f"{r.finding} ({r.source}; {r.as_of})." for r in rules))
+            "a list of text blocks stays a list); \"content\": \"x\" and "
+            "[{\"type\": \"text\", \"text\": \"x\"}] " + verdict + " ("
+            + "; ".join(f"{r.provider}: {r.url}" for r in rules) + ")")
 
 
 #: Finding code -> (severity, one-line fix).
@@ -70,8 +74,7 @@ FINDING_FIXES: Mapping[str, tuple[str, str]] = {
                         "the format the requests were sent in"),
     "volatile-in-cached-region": ("warning", "move per-turn values (clock, dates, ids) out of "
                                   "tools/system into a volatile tail after the last breakpoint"),
-    "breakpoint-on-per-turn-block": ("warning", "put the breakpoint on the last stable block, "
-                                     "before per-turn content, not on the per-turn block"),
+    "breakpoint-on-per-turn-block": ("warning", CAUSE_FIXES["breakpoint-on-per-turn-block"]),
     "breakpoint-below-minimum": ("warning", "move the first breakpoint to a prefix of at least "
                                  "the model's minimum cacheable tokens, or drop it"),
     "no-breakpoints": ("warning", "add cache_control at the end of the head and of the stable "
@@ -97,7 +100,7 @@ class HeadSeg:
 
 def head_findings(heads: Iterable[HeadSeg]) -> Iterator[LintFinding]:
     """Volatile content in cached tools/system blocks, and schemas with unsorted keys."""
-    volatile: dict[tuple[str, str, str], tuple[str, list[int]]] = {}
+    volatile: dict[tuple[str, str, str], tuple[str, list[str], list[int]]] = {}
     schemas: list[tuple[str, list[int]]] = []
     for head in heads:
         try:
@@ -117,11 +120,16 @@ def head_findings(heads: Iterable[HeadSeg]) -> Iterator[LintFinding]:
                 path = _body_path(seg, inner)
                 key = (where, inner, span.kind)
                 if key not in volatile:
-                    volatile[key] = (f"{where} at {path} holds a {span.kind} "
-                                     f"({span.text!r}) inside the cached prefix", [])
-                volatile[key][1].extend(head.cached_requests)
-    for message, indexes in volatile.values():
-        yield finding("volatile-in-cached-region", message, indexes)
+                    volatile[key] = (f"{where} at {path} holds {a_or_an(span.kind)}", [], [])
+                texts = volatile[key][1]
+                if span.text not in texts:
+                    texts.append(span.text)
+                volatile[key][2].extend(head.cached_requests)
+    for start, texts, indexes in volatile.values():
+        shown = ", ".join(map(repr, texts[:3])) + (f" and {len(texts) - 3} more"
+                                                   if len(texts) > 3 else "")
+        yield finding("volatile-in-cached-region", f"{start} ({shown}) inside the cached prefix",
+                      indexes)
     if schemas:
         indexes = [i for _, reqs in schemas for i in reqs]
         shown = "; ".join(m for m, _ in schemas[:3])

@@ -133,6 +133,7 @@ from .._wire._formats import (
     detect,
     segment_request,
 )
+from .._wire._resegment import LineageSegments
 from ._capture import CaptureEntry, CaptureProblem, Skipped, iter_capture
 from ._events import EventQueue
 from ._findings import (
@@ -164,6 +165,9 @@ __all__ = [
 ]
 
 _SCAN_CANDIDATES = 64
+_LINEAGES = 64
+"""Conversations whose last request lint keeps for segment reuse (``_wire._resegment``):
+interleaved beyond this many, a request is segmented whole again (same result, slower)."""
 
 
 def _method(counter: EstimatingTokenCounter) -> str:
@@ -178,8 +182,12 @@ class _Linter:
     """Streams requests in capture order; predecessor search and per-request findings."""
 
     def __init__(self, *, wire_format: str | None, policies: PolicyTable | None,
-                 events: Iterable[Any] | None = None, join: bool = True) -> None:
+                 events: Iterable[Any] | None = None, join: bool = True,
+                 reuse: bool = False) -> None:
         self.wire_format = wire_format
+        # Bodies decoded by ``_canonical.loads`` (a capture file) only: reuse compares the
+        # bytes of decoded JSON, which a body built in Python (NaN, tuples) may not be.
+        self.lineages = LineageSegments(_LINEAGES) if reuse else None
         self.policies = policies
         self.events = EventQueue(events)
         self.join = join
@@ -213,7 +221,8 @@ class _Linter:
             self._problem(entry, "capture-shape", "request has no 'model' string at /model")
             return
         try:
-            seg = segment_request(fmt, entry.body)
+            seg = (segment_request(fmt, entry.body) if self.lineages is None
+                   else self.lineages.segment(fmt, entry.body).segmented)
         except CaptureError as exc:
             where = f" at {exc.pointer or '/'}" if exc.pointer is not None else ""
             self._problem(entry, exc.code, f"{exc.message}{where}")
@@ -506,19 +515,22 @@ class _Linter:
         return self.policy_cache[key]
 
     def _scan_request(self, req: _Req) -> None:
-        tools = tuple(s.label for s in req.segments if s.kind == "tool")
+        # Every format segments its head (params, tools, system) first: only that run of
+        # segments holds tools and system blocks, so the history is never walked here.
+        head_segments = req.segments[:_head_count(req)]
+        tools = tuple(s.label for s in head_segments if s.kind == "tool")
         self.tool_orders.setdefault(tools, []).append(req.index)
         bps = req.breakpoints
         if bps:
             cached_end = bps[-1].end
         elif req.wire_format == "anthropic":  # nothing cached yet; the head is where it goes
-            cached_end = max((s.end for s in req.segments if s.kind in HEAD_KINDS), default=0)
+            cached_end = max((s.end for s in head_segments), default=0)
             self._hit("no-breakpoints", req.index, f"request {req.index} has no cache_control "
                       "breakpoint, so Anthropic caches none of it")
         else:
             cached_end = len(req.data)
-        for s in req.segments:
-            if s.kind not in ("tool", "system"):
+        for s in head_segments:
+            if s.kind == "param":
                 continue
             head = self.head.get(s.digest)
             if head is None:
@@ -551,7 +563,8 @@ class _Linter:
             return
         minimum = policy.min_cacheable_tokens
         first = bps[0]
-        prefix = [s for s in req.segments[: req.segments.index(first) + 1] if s.kind != "param"]
+        at = next(i for i, s in enumerate(req.segments) if s is first)  # not ==: a field walk
+        prefix = [s for s in req.segments[: at + 1] if s.kind != "param"]
         size = sum(s.size_bytes for s in prefix)
         if size >= 16 * minimum:
             return
@@ -670,7 +683,7 @@ def lint_requests(
 
 def lint_capture(
     path: str | Path, *, wire_format: str | None = None, policies: PolicyTable | None = None,
-    join: bool = False,
+    join: bool = False, reuse: bool = True,
 ) -> LintReport:
     """Lint a capture file or directory (see :mod:`stableprompt._lint._capture` for the formats).
 
@@ -678,12 +691,17 @@ def lint_capture(
     is linted. In a directory, requests of different files (:attr:`CaptureEntry.group`) are
     never paired unless ``join`` (one stream in file order, as ``--join``).
 
+    Each record is parsed once, and a request re-sending its conversation's previous request
+    segments and hashes only what is new (:mod:`stableprompt._wire._resegment`); ``reuse=False``
+    segments every request whole (the same report, slower: what the tests compare against).
+
     Raises:
         CaptureError: unknown ``wire_format`` (code ``capture-format``), unreadable capture
             (``capture-unreadable``), a capture with no records (``capture-empty``) or with no
             request among them (``capture-format``, naming the first problem).
     """
-    linter = _Linter(wire_format=_check_format(wire_format), policies=policies, join=join)
+    linter = _Linter(wire_format=_check_format(wire_format), policies=policies, join=join,
+                     reuse=reuse)
     for item in iter_capture(path):
         if isinstance(item, CaptureEntry):
             linter.add(item)

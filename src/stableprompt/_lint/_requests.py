@@ -45,24 +45,56 @@ class Req:
 
 @dataclass(slots=True)
 class RequestIndex:
+    """Digest indexes of the requests added so far, positions in the order added.
+
+    ``by_digest``: chained prefix digest -> requests holding it; ``by_last``: the last
+    request ending in that prefix digest; ``by_first``: opening message digest -> requests;
+    :attr:`by_segment`: standalone segment digest -> requests (each once), built on first
+    use from the requests added until then (few requests need it: pairing by shared bytes
+    anywhere is the rare path, and it costs a lookup per segment of every request).
+    """
+
     by_digest: dict[str, list[int]] = field(default_factory=dict)
     by_last: dict[str, int] = field(default_factory=dict)
     by_first: dict[str, list[int]] = field(default_factory=dict)
-    by_segment: dict[str, list[int]] = field(default_factory=dict)  # standalone digest
     all: list[int] = field(default_factory=list)
+    _by_segment: dict[str, list[int]] = field(default_factory=dict)
+    _unsegmented: list[Req] = field(default_factory=list)  # added, not yet in _by_segment
 
     def add(self, req: Req) -> None:
-        by_segment = self.by_segment
+        # The hot loop of pairing (a lookup per segment of every request): locals, and no
+        # empty list made per lookup as ``setdefault(key, [])`` would.
+        by_digest, pos = self.by_digest, req.pos
+        get = by_digest.get
         for seg in req.segments:
-            self.by_digest.setdefault(seg.prefix_digest, []).append(req.pos)
-            positions = by_segment.setdefault(seg.digest, [])
-            if not positions or positions[-1] != req.pos:
-                positions.append(req.pos)
+            key = seg.prefix_digest
+            positions = get(key)
+            if positions is None:
+                by_digest[key] = [pos]
+            else:
+                positions.append(pos)
         if req.segments:
             self.by_last[req.segments[-1].prefix_digest] = req.pos
         if req.first_message_digest is not None:
             self.by_first.setdefault(req.first_message_digest, []).append(req.pos)
         self.all.append(req.pos)
+        self._unsegmented.append(req)
+
+    @property
+    def by_segment(self) -> dict[str, list[int]]:
+        """Standalone segment digest -> positions of the requests holding it, in order."""
+        by_segment = self._by_segment
+        get = by_segment.get
+        for req in self._unsegmented:
+            pos = req.pos
+            for seg in req.segments:
+                positions = get(seg.digest)
+                if positions is None:
+                    by_segment[seg.digest] = [pos]
+                elif positions[-1] != pos:
+                    positions.append(pos)
+        self._unsegmented.clear()
+        return by_segment
 
 
 def has_assistant(wire_format: str, body: Mapping[str, Any]) -> bool:

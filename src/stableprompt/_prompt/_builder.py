@@ -39,6 +39,7 @@ from ._messages import (
 )
 from ._rendered import RenderedPrompt
 from ._responses import response_message
+from ._suggest import check_keywords
 from ._tools import Tool, ToolSet
 
 __all__ = ["Conversation", "PinnedHead", "PromptBuilder"]
@@ -87,8 +88,12 @@ class PromptBuilder:
 
     Raises:
         InputError: as the methods the shorthands stand for.
+        ArgumentNameError: an unknown keyword such as ``sytem=`` (code ``argument-name``); the
+            message names the right spelling.
     """
 
+    @check_keywords("PromptBuilder", aliases={"tail": ("tail_slots",), "slots": ("tail_slots",),
+                                              "tool": ("tools",), "encoding": ("tokenizer",)})
     def __init__(self, *, system: str | Sequence[str] | None = None,
                  tools: Iterable[Tool | Mapping[str, Any]] | ToolSet | None = None,
                  tail_slots: Sequence[str] | Mapping[str, bool] | None = None,

@@ -18,13 +18,14 @@ from __future__ import annotations
 import copy
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from .._canonical import canonical_json, loads
 from .._exceptions import CanonicalizationError, HistoryError
 from .._public import public
 from .._wire import anthropic, openai_chat, openai_responses
 from .._wire._parts import check_ttl
+from ._suggest import did_you_mean, suggestion
 
 __all__ = ["Message", "ToolCall"]
 
@@ -228,17 +229,72 @@ def assistant_message(text: str | None, tool_calls: Sequence[ToolCall | Mapping[
     return Message("assistant", blocks, breakpoint=check_ttl(breakpoint, "assistant"))
 
 
-_SHAPES: tuple[tuple[str, frozenset[str], frozenset[str]], ...] = (
-    # (shape, keys it must have, keys it may have)
-    ("Responses function_call", frozenset({"call_id", "name", "arguments"}),
-     frozenset({"type", "id", "status"})),
-    ("stableprompt", frozenset({"id", "name", "arguments"}), frozenset()),
-    ("Anthropic tool_use", frozenset({"id", "name", "input"}), frozenset({"type"})),
-    ("OpenAI tool call", frozenset({"id", "function"}), frozenset({"type", "index"})),
+class _Shape(NamedTuple):
+    """One tool-call dict shape ``tool_call_of`` accepts."""
+
+    name: str  #: what messages call the shape, e.g. ``"Anthropic tool_use"``
+    noun: str  #: what messages call one such dict, e.g. ``"tool_use block"``
+    type: str | None  #: its ``type`` value, ``None`` for ours
+    required: frozenset[str]
+    optional: frozenset[str]
+
+
+_SHAPES: tuple[_Shape, ...] = (  # a full match is tried in this order
+    _Shape("Responses function_call", "function_call item", "function_call",
+           frozenset({"call_id", "name", "arguments"}), frozenset({"type", "id", "status"})),
+    _Shape("stableprompt", "tool call", None, frozenset({"id", "name", "arguments"}),
+           frozenset()),
+    _Shape("Anthropic tool_use", "tool_use block", "tool_use",
+           frozenset({"id", "name", "input"}), frozenset({"type"})),
+    _Shape("OpenAI tool call", "Chat tool call", "function", frozenset({"id", "function"}),
+           frozenset({"type", "index"})),
 )
+_BY_NAME = {s.name: s for s in _SHAPES}
+_BY_TYPE = {s.type: s for s in _SHAPES if s.type is not None}
+#: A key only one shape has: a dict with it is meant as that shape.
+_TELLING_KEYS = (("call_id", _BY_NAME["Responses function_call"]),
+                 ("function", _BY_NAME["OpenAI tool call"]),
+                 ("input", _BY_NAME["Anthropic tool_use"]))
+#: Other names for the arguments field (another provider's, or a first guess).
+_ARGUMENT_NAMES = ("args", "arguments", "input", "params", "parameters", "kwargs")
+SHAPE_NAMES = tuple(s.name for s in _SHAPES)
+"""The shapes :func:`tool_call_of` reads (its ``shape=`` values)."""
 
 
-def tool_call_of(call: Mapping[str, Any], pointer: str = "") -> ToolCall:
+def _meant_shape(call: Mapping[str, Any], keys: set[str], shape: str | None) -> _Shape:
+    """The shape an incomplete dict is meant as: the caller's, its ``type``, a key only one
+    shape has, else the one with the fewest missing fields (ours on a tie)."""
+    if shape is not None:
+        return _BY_NAME[shape]
+    kind = call.get("type")
+    if isinstance(kind, str) and kind in _BY_TYPE:
+        return _BY_TYPE[kind]
+    for key, telling in _TELLING_KEYS:
+        if key in keys:
+            return telling
+    return min(_SHAPES, key=lambda s: (len(s.required - keys), s.name != "stableprompt"))
+
+
+def _field_hint(unknown: str, missing: Sequence[str], allowed: frozenset[str]) -> str:
+    """``" (did you mean 'x'?)"`` for a key that is not one of ``allowed``: the closest
+    missing field, the one missing arguments field for another name of it (``args`` ->
+    ``input``), else the closest allowed key."""
+    found = suggestion(unknown, missing)
+    if found is None and unknown in _ARGUMENT_NAMES:
+        found = next((m for m in missing if m in _ARGUMENT_NAMES), None)
+    if found is None and len(missing) == 1:
+        found = missing[0]
+    if found is None:
+        found = suggestion(unknown, allowed)
+    return f" (did you mean {found!r}?)" if found is not None else ""
+
+
+def _fields(shape: _Shape) -> str:
+    return f"{shape.name}: {', '.join(sorted(shape.required | shape.optional))}"
+
+
+def tool_call_of(call: Mapping[str, Any], pointer: str = "", *,
+                 shape: str | None = None) -> ToolCall:
     """A :class:`ToolCall` from a dict in one of four shapes: ours ``{"id", "name",
     "arguments"}``, an Anthropic ``tool_use`` block ``{"type": "tool_use", "id", "name",
     "input"}``, an OpenAI Chat tool call ``{"id", "type": "function", "function": {"name",
@@ -246,50 +302,69 @@ def tool_call_of(call: Mapping[str, Any], pointer: str = "") -> ToolCall:
     "call_id", "name", "arguments"}`` (``arguments`` a JSON string, parsed once, or an
     object).
 
+    Args:
+        call: The dict.
+        pointer: JSON pointer of ``call`` (errors point under it).
+        shape: The shape the caller knows ``call`` is in (one of :data:`SHAPE_NAMES`: a
+            provider response's block or item), else ``None``. With a shape, keys beyond it
+            are a provider's own fields (``caller``, ``namespace``, ...) and are ignored once
+            every field the shape reads is there; without one, any unknown key is an error.
+
     Raises:
         HistoryError: an unknown key (a typo such as ``args`` is never taken for empty
-            arguments), a missing field, or arguments that are not a JSON object; code
+            arguments: the message says which field it was meant as and lists the keys
+            given), a missing field, or arguments that are not a JSON object; code
             ``history-tool-call``, ``pointer`` names the key under ``pointer``.
     """
     keys = set(call)
-    shape = next((s for s in _SHAPES if s[1] <= keys), None)
-    if shape is None:
-        best = min(_SHAPES, key=lambda s: len(s[1] - keys))
-        missing = sorted(best[1] - keys)
-        raise HistoryError(
-            f"tool call needs {missing[0]!r} (as a {best[0]}: {', '.join(sorted(best[1]))}); "
-            f"got keys {sorted(keys)}", code="history-tool-call", pointer=pointer)
-    name, required, optional = shape
-    unknown = sorted(keys - required - optional)
-    if unknown:
-        raise HistoryError(f"unknown key {unknown[0]!r} in a tool call ({name}: "
-                           f"{', '.join(sorted(required | optional))})",
+    got = f"got keys {sorted(keys)}"
+    known = _BY_NAME.get(shape) if shape is not None else None
+    if known is not None:  # a provider's block: only its own shape
+        found: _Shape | None = known if known.required <= keys else None
+    else:
+        found = next((s for s in _SHAPES if s.required <= keys), None)
+    if found is None:
+        meant = _meant_shape(call, keys, known.name if known is not None else None)
+        missing = sorted(meant.required - keys)
+        unknown = sorted(keys - meant.required - meant.optional)
+        needs = f"a {meant.noun} needs {', '.join(map(repr, missing))} ({_fields(meant)}); {got}"
+        if unknown:
+            key = next((u for u in unknown if _field_hint(u, missing, frozenset())), unknown[0])
+            raise HistoryError(
+                f"unknown key {key!r}{_field_hint(key, missing, meant.required | meant.optional)}"
+                f": {needs}", code="history-tool-call", pointer=f"{pointer}/{key}")
+        raise HistoryError(needs, code="history-tool-call", pointer=pointer)
+    allowed = found.required | found.optional
+    unknown = sorted(keys - allowed)
+    if unknown and shape is None:
+        raise HistoryError(f"unknown key {unknown[0]!r}{did_you_mean(unknown[0], allowed)} in "
+                           f"a {found.noun} ({_fields(found)}); {got}",
                            code="history-tool-call", pointer=f"{pointer}/{unknown[0]}")
-    if name == "Anthropic tool_use" and call.get("type", "tool_use") != "tool_use":
-        raise HistoryError(f"tool call type {call['type']!r} is not 'tool_use'",
+    if found.type is not None and call.get("type", found.type) != found.type:
+        raise HistoryError(f"tool call type {call['type']!r} is not {found.type!r}",
                            code="history-tool-call", pointer=f"{pointer}/type")
-    if name == "Responses function_call":
-        if call.get("type", "function_call") != "function_call":
-            raise HistoryError(f"tool call type {call['type']!r} is not 'function_call'",
-                               code="history-tool-call", pointer=f"{pointer}/type")
+    if found.name == "Responses function_call":
         return ToolCall(call["call_id"], call["name"],
                         _arguments(call["arguments"], f"{pointer}/arguments"))
-    if name != "OpenAI tool call":
+    if found.name != "OpenAI tool call":
         key = "arguments" if "arguments" in call else "input"
         return ToolCall(call["id"], call["name"], _arguments(call[key], f"{pointer}/{key}"))
-    if call.get("type", "function") != "function":
-        raise HistoryError(f"tool call type {call['type']!r} is not 'function'",
-                           code="history-tool-call", pointer=f"{pointer}/type")
     function = call["function"]
     where = f"{pointer}/function"
-    if not isinstance(function, Mapping) or set(function) - {"name", "arguments"} \
-            or "name" not in function:
-        extra = sorted(set(function) - {"name", "arguments"}) if isinstance(function,
-                                                                           Mapping) else []
-        raise HistoryError(
-            f"unknown key {extra[0]!r} in a tool call's function" if extra else
-            "a tool call's function needs 'name' (and 'arguments')",
-            code="history-tool-call", pointer=f"{where}/{extra[0]}" if extra else where)
+    if not isinstance(function, Mapping):
+        raise HistoryError("a Chat tool call's function must be an object with 'name' and "
+                           "'arguments'", code="history-tool-call", pointer=where)
+    extra = sorted(set(function) - {"name", "arguments"})
+    if extra or "name" not in function:
+        fn_got = f"got keys {sorted(function)}"
+        if extra:
+            missing = sorted({"name", "arguments"} - set(function))
+            hint = _field_hint(extra[0], missing, frozenset({"name", "arguments"}))
+            raise HistoryError(f"unknown key {extra[0]!r}{hint} in a Chat tool call's function "
+                               f"(name, arguments); {fn_got}", code="history-tool-call",
+                               pointer=f"{where}/{extra[0]}")
+        raise HistoryError(f"a Chat tool call's function needs 'name' (and 'arguments'); "
+                           f"{fn_got}", code="history-tool-call", pointer=where)
     return ToolCall(call["id"], function["name"],
                     _arguments(function.get("arguments", "{}"), f"{where}/arguments"))
 

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._canonical import loads
 from .._exceptions import BreakpointWarning, HistoryError, MethodNameError
-from .._policy import TOKEN_ESTIMATE_MARGIN, cache_policy
+from .._policy import cache_policy, surely_below_minimum
 from .._public import public
 from .._segment import Segment, fingerprint_of, sum_tokens
 from .._wire import anthropic, openai_chat, openai_responses
@@ -191,8 +191,7 @@ class RenderedPrompt:
             if segment.tokens is None:
                 return frozenset()
             tokens += segment.tokens
-        need = policy.min_cacheable_tokens / TOKEN_ESTIMATE_MARGIN
-        if tokens >= need:
+        if not surely_below_minimum(policy, tokens):
             return frozenset()
         short: list[tuple[tuple[str, int], str, int]] = []
         if head.system:
@@ -203,7 +202,7 @@ class RenderedPrompt:
         if self.messages:
             for segment in self.segments[first:first + len(self.messages)]:
                 tokens += segment.tokens or 0
-                if tokens >= need:
+                if not surely_below_minimum(policy, tokens):
                     break
             else:
                 last = len(self.messages) - 1

@@ -18,7 +18,10 @@ blocks in response order:
   ``_wire._parts.check_reasoning``).
 
 Every error names its place as a JSON pointer into the response (``/content/1/input``,
-``/choices/0/message/tool_calls/0/function/arguments``, ``/output/2``).
+``/choices/0/message/tool_calls/0/function/arguments``, ``/output/2``). A tool call is read
+in its format's shape with every key the provider sent: a typo (``args`` for ``input``) is
+named with the field it was meant as, and a provider's own extra fields (``caller``,
+``namespace``) are ignored once the call has every field.
 """
 
 from __future__ import annotations
@@ -40,6 +43,8 @@ REASONING_MODES = ("keep", "drop", "error")
 
 #: Where a tool call's id and name are, per shape (what ``tool_call_of`` accepts).
 _ID_NAME = {"call_id": ("/call_id", "/name"), "function": ("/id", "/function/name")}
+#: The tool-call shape of each response format (``tool_call_of``'s ``shape``).
+_CALL_SHAPES = {"anthropic": "Anthropic tool_use", "openai-responses": "Responses function_call"}
 
 
 def response_body(response: Any) -> Mapping[str, Any]:
@@ -129,7 +134,8 @@ def response_message(response: Any, *, reasoning: str, choice: int | None,
                 text_at = len(blocks)
                 blocks.append(None)  # the joined text goes here
         elif part.kind == "tool_call":
-            call = tool_call_of(part.value, part.pointer)
+            call = tool_call_of(part.value, part.pointer,
+                                shape=_CALL_SHAPES.get(wire_format, "OpenAI tool call"))
             id_at, name_at = _call_places(part.value, part.pointer)
             if not isinstance(call.id, str) or not call.id:
                 raise HistoryError("tool call id must be a non-empty string",

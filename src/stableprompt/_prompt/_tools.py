@@ -38,6 +38,7 @@ from .._exceptions import (
 )
 from .._public import public
 from .._wire import anthropic, openai_chat, openai_responses
+from ._suggest import check_keywords
 from ._tool_schema import EMPTY_OBJECT_SCHEMA, Repair, canonical_schema
 
 __all__ = ["Repair", "Tool", "ToolSet"]
@@ -77,6 +78,12 @@ def _json_str(value: str) -> bytes:
     return canonical_json(value)
 
 
+_SCHEMA_NAMES = ("input_schema", "parameters")
+_TOOL_ALIASES = {k: _SCHEMA_NAMES for k in ("schema", "json_schema", "args_schema", "input",
+                                            "arguments", "args", "params", "inputSchema")}
+"""Other spellings of the schema argument (MCP's ``inputSchema``, first guesses)."""
+
+
 class Tool:
     """One tool (function) definition, validated and canonicalized once, then immutable.
 
@@ -100,6 +107,8 @@ class Tool:
             ``canonical-nan`` / ``canonical-key`` / ... (no canonical JSON form).
         ToolError: ``description`` or ``strict`` of the wrong type; neither or both of
             ``input_schema`` and ``parameters`` (code ``tool-schema-missing``).
+        ArgumentNameError: an unknown keyword such as ``schema=`` (code ``argument-name``);
+            the message names ``input_schema`` / ``parameters``.
     """
 
     __slots__ = ("_bytes", "_description", "_digest", "_name", "_repairs", "_schema_bytes",
@@ -113,6 +122,7 @@ class Tool:
     _repairs: tuple[Repair, ...]
     _digest: str | None
 
+    @check_keywords("Tool", aliases=_TOOL_ALIASES)
     def __init__(
         self,
         name: str,

@@ -53,6 +53,8 @@ from .._redact import redact, secrets_in_headers
 from .._wire._formats import REQUEST_FORMATS, detect, endpoint, provider_for
 from ._capture import CaptureWriter
 from ._headers import authorized, error_body, forwarded_headers
+from ._pool import ShardedTransport
+from ._worker import DeferredRecorder, RecordingWorker
 
 __all__ = ["DEFAULT_MAX_BODY_BYTES", "CallLog", "ProxyApp", "ProxyConfig"]
 
@@ -83,9 +85,13 @@ class ProxyConfig:
         provider: Provider family behind the upstream (``"vllm"``, ``"llama-cpp"``, ...),
             else inferred from its host and the wire format.
         stabilize: Rewrite recorded requests in ways that cannot change their meaning
-            (``RecordingTransport(stabilize=True)``: tools sorted by name, schemas in canonical
-            key order; a request already in that form passes byte-identical). Captures keep
-            what the client sent.
+            (``RecordingTransport(stabilize=True)``, ``_recording._stabilize``: tools sorted by
+            name, schemas in canonical key order, an OpenAI ``prompt_cache_key``, Anthropic
+            breakpoints when the client placed none; a request already in that form passes
+            byte-identical). Captures keep what the client sent.
+        record_in_thread: Finish recorded calls (attribution, ledger write, log line) on one
+            worker thread instead of the event loop (``_worker``: exactly once, in order,
+            each call still compared with the calls before it); the CLI's default.
     """
 
     upstream: str
@@ -96,6 +102,7 @@ class ProxyConfig:
     max_connections: int = 256
     provider: str | None = None
     stabilize: bool = False
+    record_in_thread: bool = False
 
 
 CallLog = Callable[[str, str, int, "UsageRecord | None"], None]
@@ -166,7 +173,7 @@ class ProxyApp:
         recorder: Records the calls (default: an in-memory :class:`Recorder`).
         capture: Writes each recorded request to a capture file (``--capture``).
         transport: The async transport that really sends (default
-            ``httpx.AsyncHTTPTransport`` with ``config.max_connections``); tests may pass
+            :class:`~._pool.ShardedTransport` with ``config.max_connections``); tests may pass
             ``httpx.MockTransport``.
         on_call: Told of each request when its answer ended (the CLI's log line).
 
@@ -189,12 +196,13 @@ class ProxyApp:
         self._token = None if config.access_token is None else config.access_token.encode()
         self._timeout = {"connect": config.connect_timeout_s, "read": config.read_timeout_s,
                          "write": config.read_timeout_s, "pool": config.connect_timeout_s}
-        inner = transport if transport is not None else httpx.AsyncHTTPTransport(
-            limits=httpx.Limits(max_connections=config.max_connections,
-                                max_keepalive_connections=config.max_connections))
-        self.transport = AsyncRecordingTransport(inner, recorder=self.recorder,
-                                                 provider=config.provider,
-                                                 stabilize=config.stabilize)
+        inner = transport if transport is not None else ShardedTransport(
+            max_connections=config.max_connections)
+        self._worker = RecordingWorker() if config.record_in_thread else None
+        self.transport = AsyncRecordingTransport(
+            inner, recorder=self.recorder if self._worker is None else DeferredRecorder(
+                self.recorder, self._worker),
+            provider=config.provider, stabilize=config.stabilize)
         self.app = Starlette(routes=[Route("/{path:path}", self._handle, methods=_METHODS)],
                              lifespan=self._lifespan)
 
@@ -206,7 +214,17 @@ class ProxyApp:
         try:
             yield
         finally:
-            await self.transport.aclose()
+            try:
+                await self.transport.aclose()
+            finally:
+                if self._worker is not None:
+                    self._worker.close()
+
+    def drain(self) -> None:
+        """Finish every call whose recording is queued (``record_in_thread``), blocking;
+        later calls still record. Nothing to do inline."""
+        if self._worker is not None:
+            self._worker.wait()
 
     def _url(self, scope: Scope) -> httpx.URL:
         raw = scope.get("raw_path") or scope["path"].encode("utf-8")
@@ -275,6 +293,9 @@ class ProxyApp:
                                     session=outgoing.headers.get(SESSION_HEADER))
             self._logged(method, path, upstream.status_code, record)
 
+        worker = self._worker
+        if worker is not None and pending is not None:  # after the call's record is made
+            return _Forwarded(upstream, lambda: worker.submit(ended))
         return _Forwarded(upstream, ended)
 
     def _logged(self, method: str, path: str, status: int, record: UsageRecord | None) -> None:

@@ -64,8 +64,15 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="on SIGTERM, wait at most S seconds for calls in flight")
     parser.add_argument("--stabilize", action="store_true",
                         help="sort tools by name and write their schemas in canonical key "
-                        "order before forwarding (meaning unchanged; requests already in that "
-                        "form pass byte-identical); each rewrite is noted on the ledger row")
+                        "order before forwarding; give an OpenAI request without "
+                        "prompt_cache_key its head's key, an Anthropic request without any "
+                        "breakpoint a head and an end-of-history one (meaning unchanged; "
+                        "requests already in that form pass byte-identical); each rewrite is "
+                        "noted on the ledger row")
+    parser.add_argument("--record-inline", action="store_true",
+                        help="finish recording on the event loop instead of a worker thread "
+                        "(the default thread keeps order and runs every queued row on "
+                        "shutdown)")
     parser.add_argument("--quiet", action="store_true", help="no per-call log lines")
 
 
@@ -115,7 +122,8 @@ def _run(args: argparse.Namespace) -> int:
     try:
         config = ProxyConfig(args.upstream, access_token=args.access_token,
                              max_body_bytes=args.max_body_bytes or DEFAULT_MAX_BODY_BYTES,
-                             provider=args.provider, stabilize=args.stabilize)
+                             provider=args.provider, stabilize=args.stabilize,
+                             record_in_thread=not args.record_inline)
         app = ProxyApp(config, recorder=Recorder(ledger, provider=args.provider),
                        capture=capture, on_call=None if args.quiet else _line)
         server = server_for(app, max_concurrency=args.max_concurrency or DEFAULT_MAX_CONCURRENCY,

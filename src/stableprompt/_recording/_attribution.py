@@ -76,10 +76,10 @@ from .._ledger._usage_record import Verdict
 from .._policy import TTL_LABELS_S, CachePolicy, content_shape_change, content_shape_rule
 from .._segment import HEAD_KINDS, Segment
 from .._usage import CacheUsage
+from .._wire._resegment import breakpoint_indices
 from ._call import RequestState
 from ._engine_view import EngineEvidence
 from ._plausibility import usage_suspicion
-from ._resegment import breakpoint_indices
 
 __all__ = [
     "IGNORED_BREAKPOINTS_MARGIN",

@@ -300,7 +300,8 @@ class CallIndex:
         best: tuple[int, bool, float] | None = None
         chosen: Call | None = None
         for candidate in candidates:
-            if candidate.state is None or candidate.ts > call.ts:
+            if (candidate.state is None or candidate.ts > call.ts
+                    or candidate.wire_format != call.wire_format):  # never another format's
                 continue
             key = (common_segments(candidate.state, segments),
                    candidate.same_conversation(call), candidate.ts)

@@ -73,6 +73,7 @@ from .._wire._formats import (
     usage_dialects,
     usage_format,
 )
+from .._wire._resegment import LineageSegments, Resegmented
 from .._wire._segmenter import SegmentedRequest
 from ..providers import parse_response
 from ._attribution import Attribution, attribute
@@ -84,7 +85,6 @@ from ._http import header
 from ._observer import Observation, ResponseObserver
 from ._predecessor import LINEAGE_DEPTH, CallIndex, opening_of
 from ._record_fields import automatic_writes, engine_of, provider_diagnostics, raw_usage
-from ._resegment import LineageSegments, Resegmented
 from ._sinks import RecordSink, deliver
 
 if TYPE_CHECKING:
@@ -349,7 +349,7 @@ class Recorder:
     def segment_rendered(self, wire_format: str, content: bytes) -> Resegmented | None:
         """Segment a body stableprompt rendered without decoding what its conversation's
         previous request held (:meth:`LineageSegments.segment_rendered
-        <stableprompt._recording._resegment.LineageSegments.segment_rendered>`); ``None``
+        <stableprompt._wire._resegment.LineageSegments.segment_rendered>`); ``None``
         when it continues no recorded request (decode it then). Never raises."""
         try:
             return self._segments.segment_rendered(wire_format, content)
@@ -422,6 +422,12 @@ class Recorder:
         except Exception as exc:
             self._lookup_failed(exc)
             return 0
+
+    def segment_tokens(self, segmented: SegmentedRequest) -> list[int]:
+        """Estimated tokens of each of ``segmented``'s segments, with the recorder's tokenizer
+        (memoized by segment digest, so recording the same request later counts nothing
+        again). Used by the stabilizer for the model minimum of its breakpoints."""
+        return self._count(segmented)
 
     def _count(self, segmented: SegmentedRequest, reused: int = 0,
                previous: Sequence[int] | None = None) -> list[int]:

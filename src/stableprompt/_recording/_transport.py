@@ -40,12 +40,13 @@ from typing import TYPE_CHECKING, Any, Protocol
 import httpx
 
 from .._ledger._usage_record import UsageRecord
+from .._policy import cache_policy
 from .._public import public
 from ._call import Pending
 from ._http import byte_stream_class, in_memory, module_of
 from ._observer import ResponseObserver
 from ._recorder import Recorder
-from ._stabilize import stabilize
+from ._stabilize import stabilize_with_evidence
 
 __all__ = [
     "BODY_EXTENSION",
@@ -87,6 +88,10 @@ class CallRecorder(Protocol):
 
     Like httpx's ``BaseTransport`` for a client, it lets transport tests pass a stand-in
     (``tests/conftest.py``'s ``FakeRecorder``).
+
+    An async transport also awaits the recorder's ``barrier()`` coroutine, when it has one,
+    before each ``start``: a recorder that finishes calls on another thread
+    (``_proxy._worker.DeferredRecorder``) uses it to let the previous calls be finished first.
     """
 
     def recordable(self, path: str, method: str = "POST") -> bool:
@@ -185,27 +190,34 @@ def _recorded(recorder: CallRecorder, request: Any) -> bool:
         return False
 
 
-def _stabilized(request: Any, body: bytes) -> tuple[Any, bytes, list[str]]:
+def _stabilized(request: Any, body: bytes, recorder: CallRecorder, provider: str | None
+                ) -> tuple[Any, bytes, dict[str, Any]]:
     """``request`` with its body stabilized (``_stabilize``): the same request when nothing
-    was rewritten, else a new one of its module with the new body and ``Content-Length``."""
-    new, rewrites = stabilize(body, str(request.url.path))
+    was rewritten, else a new one of its module with the new body and ``Content-Length``,
+    and the row's evidence (``{"stabilized": [rewrites...], ...}``, empty when none). The
+    recorder's token counts and policy table (when it has them, as :class:`Recorder` does)
+    decide which breakpoints are below the model's minimum."""
+    table = getattr(recorder, "policies", None)
+    new, rewrites, evidence = stabilize_with_evidence(
+        body, str(request.url.path), count=getattr(recorder, "segment_tokens", None),
+        policy=lambda model: cache_policy(provider or "anthropic", model, table))
     if not rewrites:
-        return request, body, []
+        return request, body, {}
     headers = request.headers.copy()
     headers.pop("transfer-encoding", None)
     headers["content-length"] = str(len(new))
     rebuilt = module_of(request).Request(request.method, request.url, headers=headers,
                                          content=new, extensions=request.extensions)
-    return rebuilt, new, rewrites
+    return rebuilt, new, {"stabilized": list(rewrites), **evidence}
 
 
 def _start(recorder: CallRecorder, request: Any, body: bytes, provider: str | None,
-           rewrites: list[str] | None = None) -> Pending | None:
+           stabilized: Mapping[str, Any] | None = None) -> Pending | None:
     url = request.url
     extensions = getattr(request, "extensions", {})
     # only stableprompt's own clients set the decoded body (a Recorder accepts it); a
     # stabilized body is another body, so it is parsed afresh
-    decoded = None if rewrites else extensions.get(BODY_EXTENSION)
+    decoded = None if stabilized else extensions.get(BODY_EXTENSION)
     if decoded is not None:
         pending = recorder.start(str(url.path), request.headers, body,
                                  host=str(url.host) if url.host else None,
@@ -216,8 +228,8 @@ def _start(recorder: CallRecorder, request: Any, body: bytes, provider: str | No
         pending = recorder.start(str(url.path), request.headers, body,
                                  host=str(url.host) if url.host else None,
                                  method=str(request.method), provider=provider)
-    if pending is not None and rewrites:
-        pending.detail["stabilized"] = list(rewrites)
+    if pending is not None and stabilized:
+        pending.detail.update(stabilized)
     return pending
 
 
@@ -286,9 +298,13 @@ class RecordingTransport(_Wrapping, _SyncBase):
             ``"llama-cpp"``, ...) for cache rules and usage parsing; default: the recorder's,
             else inferred from the host and wire format (``_wire._formats.provider_for``).
         stabilize: Rewrite recorded requests in flight in ways that cannot change their
-            meaning (tools sorted by name, schemas in canonical key order; a request already
-            in that form is sent byte-identical), see ``_stabilize``; the rewrites made are
-            ``verdict_detail["stabilized"]`` on the call's row.
+            meaning (tools sorted by name, schemas in canonical key order, an OpenAI
+            ``prompt_cache_key``, Anthropic head and end-of-history breakpoints when the
+            client placed none, never below the model minimum by the recorder's token
+            counts; a request already in that form is sent byte-identical), see
+            ``_stabilize``; the rewrites made are ``verdict_detail["stabilized"]`` on the
+            call's row, with ``stabilized_tools`` / ``stabilized_prefix_tokens`` for the
+            report's savings estimate.
 
     Attributes:
         recorder: The recorder.
@@ -304,10 +320,11 @@ class RecordingTransport(_Wrapping, _SyncBase):
             body = request.content
         except Exception:
             body = request.read()
-        rewrites: list[str] = []
+        stabilized: dict[str, Any] = {}
         if self.stabilize:
-            request, body, rewrites = _stabilized(request, body)
-        pending = _start(self.recorder, request, body, self.provider, rewrites)
+            request, body, stabilized = _stabilized(request, body, self.recorder,
+                                                    self.provider)
+        pending = _start(self.recorder, request, body, self.provider, stabilized)
         if pending is None:
             return inner.handle_request(request)
         try:
@@ -364,10 +381,14 @@ class AsyncRecordingTransport(_Wrapping, _AsyncBase):
             body = request.content
         except Exception:
             body = await request.aread()
-        rewrites: list[str] = []
+        stabilized: dict[str, Any] = {}
         if self.stabilize:
-            request, body, rewrites = _stabilized(request, body)
-        pending = _start(self.recorder, request, body, self.provider, rewrites)
+            request, body, stabilized = _stabilized(request, body, self.recorder,
+                                                    self.provider)
+        barrier = getattr(self.recorder, "barrier", None)
+        if barrier is not None:  # a recorder finishing elsewhere: see the calls before this
+            await barrier()
+        pending = _start(self.recorder, request, body, self.provider, stabilized)
         if pending is None:
             return await inner.handle_async_request(request)
         try:

@@ -15,7 +15,9 @@
   prompt it could have read whole is not shown like a full hit, nor like a 0% miss.
 * ``lost_tokens``: what the verdict says was lost: ``lost_tokens`` of a ``client_mutation``,
   ``missing_tokens`` of a ``provider_miss``, ``expired_tokens`` of a ``ttl_expired`` (from
-  ``verdict_detail``); 0 otherwise. ``cause``: the mutation's cause (``_diff.CAUSES``, or
+  ``verdict_detail``), at most ``ceiling - cache_read`` of an included call (the verdict
+  counts against the compared request, which can be longer than this one, e.g. before a
+  compaction); 0 otherwise. ``cause``: the mutation's cause (``_diff.CAUSES``, or
   ``lookback-exceeded``), else the verdict in slug form (``provider-miss``, ``ttl-expired``).
 * ``before`` / ``after``: the text around the divergence in the compared request and in this
   one, when the row holds them (``verdict_detail["snippet_a"]`` / ``["snippet_b"]``) or the
@@ -217,6 +219,8 @@ def call_row(record: UsageRecord, *, scenario: str, session: str, ceiling: int,
     loss_key = _LOSS_KEYS.get(record.verdict)
     lost = (_int(detail, loss_key) or 0) if loss_key else 0
     lost = max(lost, 0)
+    if included and read is not None:  # never more than the call could have read
+        lost = min(lost, max(ceiling - read, 0))
     cause: str | None = None
     if record.verdict == "client_mutation":
         cause = _str(detail, "cause") or "client-mutation"

@@ -8,6 +8,9 @@ fixes, cliffs; ``--calls``: one row per call; ``_text.print_explanations``), aft
 the ledger's metadata (``Ledger.meta()``: e.g. the backend the calls went to, so numbers from
 our emulator say so). It opens each ledger read-only and never creates, migrates or writes it.
 
+``stableprompt report --follow LEDGER [--follow-seconds S] [--interval S]`` is a live view
+of a ledger another process writes instead (``_follow.py``).
+
 A row that does not decode as a record (hand-edited, corrupted) is skipped and named by its
 record id in a note (JSON: ``corrupt_rows``); every other row is reported.
 
@@ -44,6 +47,7 @@ from .._subcommand import (
     same_file,
     write_text,
 )
+from ._follow import FollowState, follow
 from ._html import html_report
 from ._summary import (
     GROUP_BY,
@@ -155,14 +159,24 @@ class CorruptRow:
         return f"skipped corrupt row {self.row_id!r} of {self.ledger}: {self.error}"
 
 
+def _why_invalid(exc: Exception) -> str:
+    """One line: each invalid field as ``/pointer: message`` for a pydantic validation error
+    (without pydantic's help URL), else ``Class: message``."""
+    from pydantic import ValidationError
+
+    if isinstance(exc, ValidationError):
+        return "; ".join(f"/{'/'.join(str(p) for p in e['loc'])}: {e['msg']}"
+                         for e in exc.errors(include_url=False))
+    return " ".join(f"{type(exc).__name__}: {exc}".split())
+
+
 def _records(ledger: Ledger, *, session_id: str | None = None,
              since: datetime | None = None,
              corrupt: list[CorruptRow] | None = None) -> list[UsageRecord]:
     on_invalid = None
     if corrupt is not None:
         def on_invalid(row_id: str, exc: Exception) -> None:
-            text = " ".join(f"{type(exc).__name__}: {exc}".split())
-            corrupt.append(CorruptRow(str(ledger.path), row_id, text[:300]))
+            corrupt.append(CorruptRow(str(ledger.path), row_id, _why_invalid(exc)[:300]))
 
     try:
         records = ledger.records(session_id=session_id, since=since, on_invalid=on_invalid)
@@ -233,9 +247,34 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--since", metavar="T",
                         help="only calls at or after T (ISO 8601 date or date-time, UTC "
                              "unless it has an offset)")
+    parser.add_argument("--follow", action="store_true",
+                        help="a live view of one LEDGER while another process (the proxy) "
+                             "writes it: hit rate, latest misses, causes; plain lines when "
+                             "not a terminal; Ctrl-C or SIGTERM stops it")
+    parser.add_argument("--follow-seconds", metavar="S", type=float, default=None,
+                        help="with --follow: stop after S seconds (0: read once and stop; "
+                             "default: until stopped)")
+    parser.add_argument("--interval", metavar="S", type=float, default=0.5,
+                        help="with --follow: seconds between reads of the ledger (default 0.5)")
+
+
+def _follow(args: argparse.Namespace) -> int:
+    if len(args.ledger) != 1 or args.json or args.html is not None:
+        raise UsageError("stableprompt report: error: argument --follow: follows exactly one "
+                         "LEDGER, without --json or --html")
+    if args.interval <= 0 or (args.follow_seconds is not None and args.follow_seconds < 0):
+        raise UsageError("stableprompt report: error: argument --interval must be > 0 and "
+                         "--follow-seconds >= 0")
+    since = None if args.since is None else parse_since(args.since)
+    follow(args.ledger[0], file=sys.stdout, interval_s=args.interval,
+           seconds=args.follow_seconds,
+           state=FollowState(session_id=args.session, since=since))
+    return 0
 
 
 def _run(args: argparse.Namespace) -> int:
+    if args.follow:
+        return _follow(args)
     paths: list[str] = list(args.ledger)
     for path in paths:
         if args.html is not None and same_file(args.html, path):

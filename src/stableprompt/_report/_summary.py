@@ -18,9 +18,12 @@ groups them by ``scenario`` and ``session_id``. Every number comes from the reco
 * ``hit_rate``: ``cache_read_tokens / input_tokens`` (token-weighted, DESIGN.md).
 * ``ceiling``: the append-only upper bound on the same calls, as a hit rate: for each call with
   known usage, the most an append-only harness could read from *any* earlier call of the
-  selection still within the cache TTL (:class:`Ceilings`), so reads can only exceed it
-  when the cache was warm from calls outside the ledger (:func:`~._text.ceiling_notes`).
-  Two sources, the larger wins:
+  selection still within the cache TTL (:class:`Ceilings`), and never less than what the call
+  read: a read proves its prefix was cached, so ``of ceiling`` never exceeds 100%; calls whose
+  read the selection does not explain (a cache warm from calls outside it) are counted
+  (:attr:`Summary.reads_beyond_ledger`, :func:`~._text.ceiling_notes`). Ceilings are kept per
+  provider, model and wire format (one never reads another's cache), then per scenario and
+  session. Two sources, the larger wins:
 
   - its own session's previous request, whole (an append-only harness repeats it byte for
     byte): ``min(previous input_tokens, this call's input_tokens)``. This uses request sizes
@@ -50,7 +53,8 @@ groups them by ``scenario`` and ``session_id``. Every number comes from the reco
   ``cost_at_ceiling_usd``: had each read at least its ceiling.
 
 Per call: :attr:`Summary.calls` (:class:`~._calls.CallRow`); causes ranked by lost tokens and
-dollars: :meth:`Summary.causes`; read-share cliffs: :meth:`Summary.cliffs`.
+dollars: :meth:`Summary.causes`; read-share cliffs: :meth:`Summary.cliffs`; what
+``--stabilize`` saved: :attr:`Summary.stabilized` (:mod:`._stabilized`, how it is estimated).
 
 Rendering is elsewhere: terminal tables and notes in ``_text.py``, the HTML page in
 ``_html.py``; JSON is :meth:`Summary.to_json`.
@@ -70,6 +74,7 @@ from ._calls import EXCLUSIONS, CallRow, Cliff, call_row, exclusion, find_cliffs
 from ._causes import CauseRow, rank_causes
 from ._pricing import Pricing, genai_prices_version
 from ._snippets import mutation_snippets
+from ._stabilized import StabilizeSavings
 
 __all__ = [
     "GROUP_BY",
@@ -331,6 +336,11 @@ class Summary:
     calls: list[CallRow] = field(default_factory=list)
     overall: Totals = field(default_factory=Totals)
     priced: bool = True  # summarize(price=...): costs were asked for
+    stabilized: StabilizeSavings = field(default_factory=StabilizeSavings)
+    reads_beyond_ledger: int = 0
+    """Calls that read more than any earlier call of the selection explains (a cache warm
+    from calls not in it, or a prefix shared with a call the recorder did not compare it
+    with); their ceiling is what they read, so ``of ceiling`` never exceeds 100%."""
 
     @property
     def hit_rate(self) -> float | None:
@@ -387,8 +397,9 @@ class Summary:
     def to_json(self, *, sessions: bool = True, by: str = "scenario") -> dict[str, Any]:
         """``{"records", "pricing", "scenarios": {name: {...full totals..., "models",
         "sessions": {id: {...}}}}, "overall", "by", "groups", "calls", "causes", "cliffs",
-        "exclusions"}`` (``groups``: :meth:`group_by` as a list, each entry with its
-        ``group`` key; by scenario also with ``scenario``, ``models`` and ``providers``)."""
+        "exclusions", "reads_beyond_ledger", "stabilized"}`` (``groups``: :meth:`group_by` as
+        a list, each entry with its ``group`` key; by scenario also with ``scenario``,
+        ``models`` and ``providers``)."""
         out: dict[str, Any] = {}
         groups: list[dict[str, Any]] = []
         if by != "scenario":
@@ -406,7 +417,9 @@ class Summary:
                 "calls": [row.to_json() for row in self.calls],
                 "causes": [cause.to_json() for cause in self.causes()],
                 "cliffs": [cliff.to_json() for cliff in self.cliffs()],
-                "exclusions": self.exclusion_notes()}
+                "exclusions": self.exclusion_notes(),
+                "reads_beyond_ledger": self.reads_beyond_ledger,
+                "stabilized": self.stabilized.to_json()}
 
 
 def _round(value: float | None) -> float | None:
@@ -439,7 +452,7 @@ def _ttl_s(record: UsageRecord, policy: CachePolicy | None) -> int | None:
 class _Seen:
     """What the ceiling needs of an earlier call: its session key, send time, size."""
 
-    key: tuple[str, str]
+    key: tuple[str, ...]
     ts: datetime
     total: int
 
@@ -447,17 +460,29 @@ class _Seen:
 class Ceilings:
     """The append-only ceiling of each call in ledger order (module docstring, ``ceiling``):
     the best of its session's previous request and the prefix it shares with another session's
-    call (its ``predecessor_id``), either only within the TTL."""
+    call (its ``predecessor_id``), either only within the TTL, and never less than what the
+    call read (a read proves the prefix was there; :attr:`beyond_ledger` counts the calls whose
+    read no earlier call of the selection explains)."""
 
     def __init__(self) -> None:
-        self._last: dict[tuple[str, str], _Seen] = {}
+        self._last: dict[tuple[str, ...], _Seen] = {}
         self._by_id: dict[str, _Seen] = {}
+        self.beyond_ledger = 0
 
-    def next(self, record: UsageRecord, key: tuple[str, str],
+    @staticmethod
+    def key(record: UsageRecord, scenario: str, session: str) -> tuple[str, ...]:
+        """The cache a call can read from: one provider's, for one model and wire format
+        (Anthropic and OpenAI caches are per model; one provider never reads another's), of
+        one session of one scenario. Merged ledgers that reuse session ids across providers
+        keep their ceilings apart."""
+        return (record.provider or "", record.model or "", record.wire_format or "",
+                scenario, session)
+
+    def next(self, record: UsageRecord, key: tuple[str, ...],
              policy: CachePolicy | None) -> int:
-        """The ceiling (tokens) of ``record`` (of session ``key``), then remember it as an
-        earlier call. A call whose size is unknown or implausible has ceiling 0 and bounds
-        nothing later."""
+        """The ceiling (tokens) of ``record`` (of cache key ``key``, :meth:`key`), then
+        remember it as an earlier call. A call whose size is unknown or implausible has
+        ceiling 0 and bounds nothing later."""
         total = record.input_tokens_total
         if total is None or record.usage_inconsistent:
             return 0
@@ -467,7 +492,8 @@ class Ceilings:
         if before is not None and _alive(before, record.ts_utc, ttl):
             best = min(before.total, total)
         other = self._by_id.get(record.predecessor_id or "")
-        if other is not None and other.key != key and _alive(other, record.ts_utc, ttl):
+        if (other is not None and other.key != key and other.key[:3] == key[:3]
+                and _alive(other, record.ts_utc, ttl)):
             shared = record.verdict_detail.get("lcp_tokens_scaled", record.lcp_tokens)
             if isinstance(shared, int) and not isinstance(shared, bool):
                 best = max(best, min(shared, other.total, total))
@@ -477,7 +503,12 @@ class Ceilings:
         granularity = policy.granularity_tokens if policy is not None else 1
         minimum = policy.min_cacheable_tokens if policy is not None else 0
         best = best // granularity * granularity
-        return best if best >= minimum else 0
+        best = best if best >= minimum else 0
+        read = record.cache_read_tokens
+        if read is not None and read > best:  # read from a call the selection does not hold
+            self.beyond_ledger += 1          # (or a prefix the recorder did not compare)
+            best = min(read, total)
+        return best
 
 
 def _alive(earlier: _Seen, now: datetime, ttl_s: int | None) -> bool:
@@ -504,6 +535,7 @@ def summarize(records: Iterable[UsageRecord], *, policies: PolicyTable | None = 
     rows: list[CallRow] = []
     overall = Totals()
     bodies: dict[str, UsageRecord] = {}  # records that kept their request body, by id
+    stabilized = StabilizeSavings()
     for record in records:
         if record.content is not None:
             bodies[record.record_id] = record
@@ -518,7 +550,7 @@ def summarize(records: Iterable[UsageRecord], *, policies: PolicyTable | None = 
             scenario.providers.append(record.provider)
         policy = _policy(record.provider, record.model, policies)
         granularity = policy.granularity_tokens if policy is not None else 1
-        ceiling = ceilings.next(record, (name, sid), policy)
+        ceiling = ceilings.next(record, Ceilings.key(record, name, sid), policy)
         snippets = None
         if (record.verdict == "client_mutation" and record.content is not None
                 and record.predecessor_id is not None):
@@ -531,12 +563,14 @@ def summarize(records: Iterable[UsageRecord], *, policies: PolicyTable | None = 
                        granularity=granularity, pricing=pricing if price else None, notes=notes,
                        snippets=snippets, agrees=agrees)
         rows.append(row)
+        stabilized.add(record, row, pricing if price else None, notes)
         if row.read_share is not None:
             scenario.read_series.append(row.read_share)
         for totals in (overall, scenario.totals, scenario.sessions.setdefault(sid, Totals())):
             totals.add(row, agrees, price)
     pricing.notes = list(notes)
-    return Summary(scenarios, len(rows), pricing, rows, overall, price)
+    return Summary(scenarios, len(rows), pricing, rows, overall, price, stabilized,
+                   reads_beyond_ledger=ceilings.beyond_ledger)
 
 
 Report = Summary

@@ -3,8 +3,8 @@
 :func:`print_tables` prints a :class:`~stableprompt._report._summary.Report` (one row per
 scenario, a verdict table, optionally one table of sessions per scenario), then the notes;
 :func:`print_explanations` prints what ``stableprompt report`` adds: the turn-boundary split
-per scenario, the causes ranked by lost tokens and dollars with their fixes, the cliffs, and
-optionally one row per call;
+per scenario, the causes ranked by lost tokens and dollars with their fixes, what
+``--stabilize`` saved, the cliffs, and optionally one row per call;
 :func:`meta_lines`, :func:`pricing_lines` and :func:`ceiling_notes` are the lines the terminal,
 JSON and HTML outputs share. Numbers are formatted by ``format_*``: percentages with one
 decimal, counts with thousands separators, USD with 4 decimals, ``"—"`` for unknown.
@@ -110,17 +110,15 @@ def pricing_lines(report: Report) -> list[str]:
 
 
 def ceiling_notes(report: Report) -> list[str]:
-    """A note when a scenario read more than its ceiling (``of ceiling`` above 100%); ``[]``
-    otherwise. The number is kept: the note says why it can happen."""
-    over = [f"{name} {format_pct(s.totals.of_ceiling)}" for name, s in report.scenarios.items()
-            if s.totals.of_ceiling is not None and s.totals.of_ceiling > 1.0]
-    if not over:
+    """A note when some calls read more than any earlier call of the selection explains
+    (:attr:`~._summary.Summary.reads_beyond_ledger`); ``[]`` otherwise."""
+    n = report.reads_beyond_ledger
+    if not n:
         return []
-    return [f"of ceiling above 100% ({', '.join(over)}): some calls read cache entries that "
-            "no earlier call in this ledger could have left within the TTL (a cache still "
-            "warm from earlier runs or from calls not in this ledger); the ceiling counts the "
-            "session's own previous request and the prefix shared with another session's "
-            "call the recorder compared it with."]
+    return [f"{n:,} call{'s' if n != 1 else ''} read more than any earlier call in this "
+            "selection explains (a cache still warm from earlier runs or from calls not in it, "
+            "or a prefix shared with a call of another session that the recorder did not "
+            "compare it with); their ceiling is what they read, so of ceiling stays <= 100%."]
 
 
 # --------------------------------------------------------------------------- terminal
@@ -257,6 +255,27 @@ def _print_calls(console: Any, report: Report) -> None:
         console.print(table)
 
 
+def _print_stabilized(console: Any, report: Report) -> None:
+    """The calls ``--stabilize`` rewrote per rewrite kind, and the estimated savings
+    (:mod:`._stabilized`); nothing when no call was rewritten."""
+    from rich.table import Table
+
+    saved = report.stabilized
+    if not saved.calls:
+        return
+    table = Table(title=f"stabilized: {saved.calls:,} calls rewritten; estimated reads the "
+                  "rewrites made possible", title_justify="left", header_style="bold")
+    for column in ("rewrite", "calls", "estimated", "saved tokens", "saved"):
+        table.add_column(column, justify="left" if column == "rewrite" else "right",
+                         no_wrap=True)
+    for name, kind in saved.to_json()["kinds"].items():
+        table.add_row(name, format_int(kind["calls"]), format_int(kind["estimated"]),
+                      format_int(kind["saved_tokens"]), format_usd(kind["saved_usd"]))
+    table.add_row("(all)", format_int(saved.calls), "", format_int(saved.saved_tokens),
+                  format_usd(saved.saved_usd))
+    console.print(table)
+
+
 def _print_groups(console: Any, report: Report, by: str) -> None:
     from rich.table import Table
 
@@ -312,6 +331,7 @@ def print_explanations(report: Report, *, file: TextIO | None = None,
                           format_int(cause.calls), format_int(cause.lost_tokens),
                           format_usd(cause.lost_usd), cause.fix or "")
         console.print(table)
+    _print_stabilized(console, report)
     cliffs = report.cliffs()
     if cliffs:
         table = Table(title=f"cliffs: read share fell sharply from the session's previous call "

@@ -15,7 +15,7 @@ from typing import Any, NamedTuple, Protocol
 from .._exceptions import CaptureError, ConfigurationError, HistoryError
 from .._public import public
 from . import _openai, anthropic, openai_chat, openai_responses
-from ._parts import AssistantTurn
+from ._parts import AssistantTurn, a_or_an
 from ._registry import WIRE_FORMATS
 from ._segmenter import SegmentBuilder, SegmentedRequest
 
@@ -228,7 +228,7 @@ def assistant_turn(wire_format: str, response: Mapping[str, Any], *,
     if wire_format == openai_chat.WIRE_FORMAT:
         return openai_chat.assistant_turn(response, choice=choice)
     if choice not in (None, 0):
-        raise HistoryError(f"choice={choice!r}: a {wire_format} response has one turn, not "
+        raise HistoryError(f"choice={choice!r}: {a_or_an(wire_format)} response has one turn, not "
                            "several choices", code="history-choices", pointer="/choices")
     return _module(wire_format).assistant_turn(response)
 
@@ -377,7 +377,7 @@ public(segment_request)
 
 class SegmentSteps(NamedTuple):
     """The pieces :func:`segment_request` runs for a list history, for a segmenter that
-    resumes at a history item (``_recording._resegment``): ``params`` + ``head`` make the
+    resumes at a history item (``_wire._resegment``): ``params`` + ``head`` make the
     segments before the history, then ``item(b, items[i], i, leading)`` per item, where
     ``leading`` is what the previous item returned (``True`` for the first)."""
 

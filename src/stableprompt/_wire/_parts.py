@@ -34,6 +34,7 @@ __all__ = [
     "ToolParts",
     "ToolsParts",
     "TurnPart",
+    "a_or_an",
     "check_model",
     "check_reasoning",
     "check_ttl",
@@ -80,7 +81,8 @@ class AssistantTurn(NamedTuple):
 
     Attributes:
         text: The generated text (text blocks / output text joined), ``None`` when empty.
-        tool_calls: Tool calls in the format's own shape (validated by the builder).
+        tool_calls: Tool calls in the format's own shape, every key as received (validated
+            by the builder's ``tool_call_of`` in that shape, so a typo is named).
         reasoning: JSON pointers of reasoning content in the response (Anthropic
             ``thinking`` blocks, Responses ``reasoning`` items, Chat ``reasoning_content``).
         parts: Text, tool calls and reasoning in response order, with their pointers.
@@ -202,6 +204,12 @@ def tool_fields(tool: ToolParts, schema_key: str) -> dict[str, Any]:
     return shaped
 
 
+def a_or_an(word: str) -> str:
+    """``word`` with its indefinite article: ``"an openai-chat"``, ``"a gemini"`` (by its
+    first letter: the wire-format names are read as words)."""
+    return f"{'an' if word[:1].lower() in 'aeiou' else 'a'} {word}"
+
+
 def check_model(model: object) -> None:
     """Raises:
     InputError: ``model`` is not a non-empty str (code ``render-param``, pointer ``/model``).
@@ -259,8 +267,8 @@ def check_reasoning(prompt: PromptParts, wire_format: str) -> None:
     if foreign:
         (i, j), fmt = foreign[0]
         raise HistoryError(
-            f"messages[{i}] holds {fmt} reasoning content, which a {wire_format} request cannot "
-            f"carry (its signature / encrypted content is only valid at {fmt}): render this "
+            f"messages[{i}] holds {fmt} reasoning content, which {a_or_an(wire_format)} request "
+            f"cannot carry (its signature / encrypted content is only valid at {fmt}): render this "
             f"history to {fmt}, or add such responses with reasoning='drop'",
             code="history-reasoning-format", pointer=f"/messages/{i}/content/{j}",
             segment=f"messages[{i}]")

@@ -266,6 +266,17 @@ def tool(t: ToolParts) -> dict[str, Any]:
     return tool_fields(t, "input_schema")
 
 
+def tool_name(entry: dict[str, Any]) -> Any:
+    """A sent ``tools[]`` entry's name (any value: the caller checks it is a str)."""
+    return entry.get("name")
+
+
+def tool_schema(entry: dict[str, Any]) -> tuple[dict[str, Any], str] | None:
+    """Where a sent ``tools[]`` entry keeps its input schema: ``(entry, "input_schema")``,
+    ``None`` when it has none (a server tool)."""
+    return (entry, "input_schema") if isinstance(entry.get("input_schema"), dict) else None
+
+
 def block(canonical: Mapping[str, Any]) -> dict[str, Any]:
     """The content block for one canonical block (``text``, ``tool_use``, ``tool_result``,
     and a kept ``thinking`` / ``redacted_thinking`` block, replayed as received).
@@ -762,7 +773,7 @@ def assistant_turn(response: Mapping[str, Any]) -> AssistantTurn:
             texts.append(text)
             parts.append(TurnPart("text", where, text))
         elif kind == "tool_use":
-            call = {k: block[k] for k in ("type", "id", "name", "input") if k in block}
+            call = dict(block)  # every key: a typo is named (tool_call_of)
             calls.append(call)
             parts.append(TurnPart("tool_call", where, call))
         elif kind in ("thinking", "redacted_thinking"):

@@ -254,6 +254,21 @@ def tool(t: ToolParts) -> dict[str, Any]:
     return {"type": "function", "function": tool_fields(t, "parameters")}
 
 
+def tool_name(entry: dict[str, Any]) -> Any:
+    """A sent ``tools[]`` entry's name: ``function.name`` (any value, or ``None``)."""
+    function = entry.get("function")
+    return function.get("name") if isinstance(function, dict) else None
+
+
+def tool_schema(entry: dict[str, Any]) -> tuple[dict[str, Any], str] | None:
+    """Where a sent ``tools[]`` entry keeps its schema: ``(entry["function"], "parameters")``,
+    ``None`` when it has none (a custom tool)."""
+    function = entry.get("function")
+    if isinstance(function, dict) and isinstance(function.get("parameters"), dict):
+        return function, "parameters"
+    return None
+
+
 def message_dicts(message: MessageParts) -> list[dict[str, Any]]:
     """The Chat messages for one canonical message (one, or one per tool result).
 

@@ -199,6 +199,17 @@ def tool(t: ToolParts) -> dict[str, Any]:
     return {"type": "function", **tool_fields(t, "parameters")}
 
 
+def tool_name(entry: dict[str, Any]) -> Any:
+    """A sent ``tools[]`` entry's name (any value: the caller checks it is a str)."""
+    return entry.get("name")
+
+
+def tool_schema(entry: dict[str, Any]) -> tuple[dict[str, Any], str] | None:
+    """Where a sent ``tools[]`` entry keeps its schema: ``(entry, "parameters")``, ``None``
+    when it has none (a built-in tool such as ``web_search``)."""
+    return (entry, "parameters") if isinstance(entry.get("parameters"), dict) else None
+
+
 def items(message: MessageParts) -> list[dict[str, Any]]:
     """The input items for one canonical message.
 
@@ -347,9 +358,6 @@ DIAGNOSTIC_EVENTS = frozenset({"response.completed", "response.incomplete", "res
 diagnostics_request = _openai.diagnostics_request
 
 
-_CALL_KEYS = ("type", "call_id", "name", "arguments")
-
-
 def assistant_turn(response: Mapping[str, Any]) -> AssistantTurn:
     """The assistant turn of a Responses response: ``message`` items' ``output_text`` parts
     joined, ``function_call`` items as tool calls (``call_id``, ``name``, JSON-string
@@ -389,7 +397,7 @@ def assistant_turn(response: Mapping[str, Any]) -> AssistantTurn:
                 texts.append(text)
                 parts.append(TurnPart("text", f"{where}/content/{j}", text))
         elif kind == "function_call":
-            call = {k: item[k] for k in _CALL_KEYS if k in item}
+            call = dict(item)  # every key: a typo is named (tool_call_of)
             calls.append(call)
             parts.append(TurnPart("tool_call", where, call))
         elif kind == "reasoning":

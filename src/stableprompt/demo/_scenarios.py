@@ -165,8 +165,10 @@ class Reply:
         fmt = wire if wire in ("anthropic", "openai-responses") else "openai-chat"
         try:
             turn = assistant_turn(fmt, response)
+            shape = {"anthropic": "Anthropic tool_use",
+                     "openai-responses": "Responses function_call"}.get(fmt, "OpenAI tool call")
             calls = tuple((c.id, c.name, dict(c.arguments)) for c in
-                          (tool_call_of(call) for call in turn.tool_calls))
+                          (tool_call_of(call, shape=shape) for call in turn.tool_calls))
         except HistoryError as exc:
             raise ValueError(f"no assistant message in the response: {exc}") from exc
         if wire == "anthropic":

@@ -1,10 +1,13 @@
 """Segment a request body reusing the segments of the lineage's previous request.
 
-An agent loop sends the same history again with a few items appended, so the recorder keeps,
-per cache lineage, the last segmented request and where each history item's bytes end in the
-compact dump of its history. A new request of the lineage is segmented as follows:
+An agent loop sends the same history again with a few items appended, so the recorder (per
+call) and lint (per capture) keep, per cache lineage, the last segmented request and where
+each history item's bytes end in the compact dump of its history. A new request of the
+lineage is segmented as follows:
 
-1. the head (cache-key params, tools, system) is segmented as usual (a few dozen segments);
+1. the head (cache-key params, tools, system) is the one of a recent request whose fields
+   outside the history have the same bytes (one dump of those fields and a lookup), else it
+   is segmented as usual (a few dozen segments);
 2. when its segments equal the stored request's, the history is dumped once
    (:func:`~stableprompt._canonical.decoded_json`: one C call) and compared byte for byte
    with the stored dump: every stored item whose bytes lie inside the common byte prefix is
@@ -12,6 +15,11 @@ compact dump of its history. A new request of the lineage is segmented as follow
    offsets, digests, chained prefix digests, names, breakpoints) are the stored ones;
 3. only the items after that are segmented, hashed and chained, continuing from the last
    reused prefix digest.
+
+A request whose head changed (a clock in the system prompt, a tool added) but whose history
+opens like a stored conversation's on another head keeps that conversation's history
+segments too (bytes, names, standalone digests, breakpoints): they are only moved to their
+new offsets and chained again from the new head (one SHA-256 per segment, no dump).
 
 The result equals :func:`~stableprompt._wire._formats.segment_request` of the same body,
 segment for segment (``tests/test_resegment.py`` checks it on random conversations). Bodies
@@ -34,9 +42,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .._canonical import decoded_json, scan_items
-from .._segment import Segment, build_segments
-from .._wire._formats import SegmentSteps, segment_request, segment_steps
-from .._wire._segmenter import SegmentBuilder, SegmentedRequest
+from .._segment import Segment, build_segments, chain
+from ._formats import SegmentSteps, segment_request, segment_steps
+from ._segmenter import SegmentBuilder, SegmentedRequest
 
 __all__ = ["LineageSegments", "Resegmented", "breakpoint_indices", "common_prefix_bytes"]
 
@@ -84,6 +92,22 @@ class _Stored:
 
 
 @dataclass(frozen=True, slots=True)
+class _Base:
+    """What a new request starts from before its first new item: ``done`` items' segments
+    (head included) in ``kept``, whose data is ``prefix`` and whose chain ends in
+    ``previous``; ``reused`` of them are the stored request's own (same offsets, digests)."""
+
+    reused: int
+    kept: tuple[Segment, ...]
+    prefix: Sequence[bytes | memoryview]
+    previous: bytes | None
+    item_ends: list[int]
+    item_segments: list[int]
+    leading_items: int
+    heads: int
+
+
+@dataclass(frozen=True, slots=True)
 class Resegmented:
     """A segmented request and what it shares with the lineage's previous one.
 
@@ -117,6 +141,11 @@ class LineageSegments:
         self._stored: OrderedDict[tuple[str, str, int], _Stored] = OrderedDict()
         # rendered bodies: (format, bytes before the history) -> {opening bytes: stored key}
         self._rendered: dict[tuple[str, bytes], dict[bytes, tuple[str, str, int]]] = {}
+        # (format, opening hash) -> the stored key last seen with it, on whatever head
+        self._openings: dict[tuple[str, int], tuple[str, str, int]] = {}
+        # (format, the body's bytes outside its history) -> head segments, data, chain state
+        self._heads: OrderedDict[tuple[str, bytes], tuple[tuple[Segment, ...], bytes,
+                                                          bytes | None]] = OrderedDict()
         self._lock = threading.Lock()
 
     def segment(self, wire_format: str, body: Mapping[str, Any], *,
@@ -135,27 +164,55 @@ class LineageSegments:
         items = body.get(steps.history_key) if isinstance(body, Mapping) else None
         if not isinstance(items, list) or steps.marker_key in body:
             return Resegmented(segment_request(wire_format, body))
-        builder = SegmentBuilder(steps.marker_key)
-        builder.params(body, steps.params)
-        steps.head(body, builder)
-        head = build_segments(builder.specs)
+        head = self._head(steps, body)
         if head[2] is None:  # no params, tools or system (a body without a model)
             return Resegmented(segment_request(wire_format, body))
         dump = decoded_json(items)
         key = (steps.wire_format, head[2].hex(), hash(_opening(dump, items)))
         with self._lock:
             stored = self._stored.get(key)
+            other_key = self._openings.get((key[0], key[2]))
+            other = None if other_key in (None, key) else self._stored.get(other_key)
         done = 0  # history items reused
         if stored is not None and stored.segmented.segments[:stored.head] == head[0]:
             done = bisect.bisect_right(stored.item_ends,
                                        common_prefix_bytes(dump, stored.dump))
+        base = _reused(stored, done) if done and stored is not None else None
+        if base is None and other is not None:  # the same history on another head?
+            base = _rebased(other, dump, head)
+            done = len(base.item_ends) if base is not None else 0
+            stored = None  # nothing of ``other`` but its history segments carries over
         around = None
         if content is not None:
             where = content.find(_needle(steps.history_key))
             at = where + len(_needle(steps.history_key)) - 1
             if where > 0 and content.startswith(dump, at):
                 around = (content[:at], content[at + len(dump):])
-        return self._finish(steps, key, body, items, dump, done, stored, head, around)
+        return self._finish(steps, key, body, items, dump, done, stored,
+                            base or _fresh(head), around)
+
+    def _head(self, steps: SegmentSteps, body: Mapping[str, Any]) -> tuple[
+            tuple[Segment, ...], bytes, bytes | None]:
+        """The head's segments, data and chain state: the stored ones when a recent request
+        had the same bytes outside its history (one dump of those fields, one lookup), else
+        segmented and hashed. The head segmenters read only fields outside the history, so
+        equal bytes there are equal head segments."""
+        key = (steps.wire_format,
+               decoded_json({k: v for k, v in body.items() if k != steps.history_key}))
+        with self._lock:
+            found = self._heads.get(key)
+            if found is not None:
+                self._heads.move_to_end(key)
+                return found
+        builder = SegmentBuilder(steps.marker_key, steps.wire_format)
+        builder.params(body, steps.params)
+        steps.head(body, builder)
+        head = build_segments(builder.specs)
+        with self._lock:
+            self._heads[key] = head
+            while len(self._heads) > self.max_lineages:
+                self._heads.popitem(last=False)
+        return head
 
     def segment_rendered(self, wire_format: str, content: bytes) -> Resegmented | None:
         """Segment a body stableprompt rendered, without parsing what its conversation's
@@ -198,34 +255,19 @@ class LineageSegments:
         body = dict(stored.segmented.body)
         body[steps.history_key] = items
         dump = memoryview(content)[at:close + 1]  # kept for the next turn's comparison, uncopied
-        return self._finish(steps, key, body, items, dump, done, stored, None,
-                            (content[:at], content[close + 1:]))
+        return self._finish(steps, key, body, items, dump, done, stored,
+                            _reused(stored, done), (content[:at], content[close + 1:]))
 
     def _finish(self, steps: SegmentSteps, key: tuple[str, str, int], body: Mapping[str, Any],
                 items: list[Any], dump: bytes | memoryview, done: int, stored: _Stored | None,
-                head: tuple[tuple[Segment, ...], bytes, bytes | None] | None,
-                around: tuple[bytes, bytes] | None) -> Resegmented:
-        """Segments: ``done`` items of ``stored`` reused, the rest of ``items`` made
-        (``head``: the head's segments, data and chain state; ``None``: ``stored``'s)."""
-        if done:
-            assert stored is not None
-            reused = stored.item_segments[done - 1]
-            kept = stored.segmented.segments[:reused]
-            last = kept[-1]
-            start = last.end
-            previous: bytes | None = bytes.fromhex(last.prefix_digest)
-            item_ends, item_segments = stored.item_ends[:done], stored.item_segments[:done]
-            leading_items = min(stored.leading, done)
-            prefix: Sequence[bytes | memoryview] = [memoryview(stored.segmented.data)[:start]]
-            heads = stored.head
-        else:
-            assert head is not None
-            reused, kept = 0, head[0]
-            start, previous = len(head[1]), head[2]
-            item_ends, item_segments, leading_items = [], [], 0
-            prefix = [head[1]]
-            heads = len(head[0])
-        fresh = SegmentBuilder(steps.marker_key)
+                base: _Base, around: tuple[bytes, bytes] | None) -> Resegmented:
+        """Segments: ``base`` (``done`` items' segments, ``base.reused`` of them the same as
+        ``stored``'s), then the rest of ``items`` made."""
+        reused, kept, previous, heads = base.reused, base.kept, base.previous, base.heads
+        item_ends, item_segments = base.item_ends, base.item_segments
+        leading_items, prefix = base.leading_items, base.prefix
+        start = kept[-1].end if kept else 0
+        fresh = SegmentBuilder(steps.marker_key, steps.wire_format)
         leading = leading_items == done
         end = item_ends[-1] if item_ends else 0
         for index in range(done, len(items)):
@@ -259,6 +301,9 @@ class LineageSegments:
         with self._lock:
             self._stored[key] = entry
             self._stored.move_to_end(key)
+            self._openings[(key[0], key[2])] = key
+            if len(self._openings) > 4 * self.max_lineages:
+                self._openings.clear()
             if around is not None:
                 candidates = self._rendered.setdefault((steps.wire_format, around[0]), {})
                 candidates.pop(_opening(dump, items), None)
@@ -284,6 +329,49 @@ class LineageSegments:
                 if entry.segmented is segmented:
                     entry.tokens, entry.cumulative = kept, sums
                     return
+
+
+def _fresh(head: tuple[tuple[Segment, ...], bytes, bytes | None]) -> _Base:
+    """Nothing reused: the head's segments, data and chain state only."""
+    return _Base(0, head[0], [head[1]], head[2], [], [], 0, len(head[0]))
+
+
+def _reused(stored: _Stored, done: int) -> _Base:
+    """The first ``done`` history items of ``stored`` (same head), its segments as they are."""
+    reused = stored.item_segments[done - 1]
+    kept = stored.segmented.segments[:reused]
+    last = kept[-1]
+    return _Base(reused, kept, [memoryview(stored.segmented.data)[:last.end]],
+                 bytes.fromhex(last.prefix_digest), stored.item_ends[:done],
+                 stored.item_segments[:done], min(stored.leading, done), stored.head)
+
+
+def _rebased(other: _Stored, dump: bytes,
+             head: tuple[tuple[Segment, ...], bytes, bytes | None]) -> _Base | None:
+    """The history items ``dump`` shares with ``other`` (another head), their segments moved
+    after ``head`` and chained from it; ``None`` when it shares none. A history item's
+    segments depend on the item and its index only (what ``SegmentSteps.item`` reads), never
+    on the head, except the chained prefix digest and the offsets, which are redone here."""
+    done = bisect.bisect_right(other.item_ends, common_prefix_bytes(dump, other.dump))
+    if not done:
+        return None
+    old, data = other.segmented.segments, other.segmented.data
+    first, last = other.head, other.item_segments[done - 1]
+    begin = old[first - 1].end if first else 0  # where ``other``'s history starts
+    end = old[last - 1].end if last else begin
+    shift = len(head[1]) - begin
+    previous = head[2]
+    moved = []
+    for seg in old[first:last]:
+        previous = chain(previous, seg.kind, data[seg.start:seg.end])
+        moved.append(Segment(kind=seg.kind, name=seg.name, start=seg.start + shift,
+                             end=seg.end + shift, digest=seg.digest,
+                             prefix_digest=previous.hex(), tokens=seg.tokens, path=seg.path,
+                             breakpoint=seg.breakpoint, label=seg.label))
+    heads = len(head[0])
+    return _Base(0, (*head[0], *moved), [head[1], memoryview(data)[begin:end]], previous,
+                 other.item_ends[:done], [n - first + heads for n in other.item_segments[:done]],
+                 min(other.leading, done), heads)
 
 
 def breakpoint_indices(segmented: SegmentedRequest) -> list[int]:

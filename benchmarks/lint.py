@@ -1,31 +1,40 @@
-"""Benchmark: ``stableprompt lint`` on 1,000 captured requests of ~100 KB each.
+"""pyperf: ``lint_capture`` throughput as a ratio to an orjson-parse-only pass over the same
+capture file, in the same run (issue 10 item 4; see ``benchmarks/README.md``).
 
-Target (issue 5): under 10 s on 2 cores. The capture is synthetic but shaped like agent traffic:
-10 interleaved Anthropic sessions (no session ids, so predecessors are found by prefix
-matching), each with a ~40 KB head (30 tools with JSON schemas + a system prompt with cache
-breakpoints) and a history that starts at ~30 KB (a resumed conversation) and grows by one
-tool call + result per turn. Three kinds of breaks are injected so that cause analysis runs:
-a clock in the system prompt of one session, a tool reorder in another, a rewritten tool result
-in a third. The timing covers reading the JSONL file, parsing, segmenting, predecessor search,
-diffs and findings (not writing the capture).
+The capture (written by ``run.py``, or by ``--write``) is synthetic but shaped like agent
+traffic: 10 interleaved Anthropic sessions without session ids (so predecessors are found by
+prefix matching), each with a ~40 KB head (30 tools with JSON schemas + a system prompt with
+cache breakpoints) and a history that starts at ~30 KB (a resumed conversation) and grows by
+one tool call + result per turn; the end-of-history breakpoint moves every turn. Three kinds
+of breaks are injected so that cause analysis runs: a clock in the system prompt of one
+session (its head changes every turn), a tool reorder in another, a rewritten tool result in
+a third. Each value is one whole pass over the file (``--loops 1``):
 
-Run: ``python benchmarks/bench_lint.py [--requests 1000] [--sessions 10] [--repeat 3]``.
+- ``lint-parse``: read the JSONL file and ``orjson.loads`` every line (the baseline);
+- ``lint``: ``lint_capture(path)``: reading, parsing, segmenting (reused across the requests
+  of a conversation), predecessor search, diffs and findings;
+- ``lint-noreuse``: ``lint_capture(path, reuse=False)``: every request segmented whole (the
+  path before issue 10 item 4, for the before/after ratio).
+
+Run through ``benchmarks/run.py``; alone: ``python benchmarks/lint.py --write C.jsonl`` then
+``python benchmarks/lint.py --capture C.jsonl -o out.json``.
 """
 
 from __future__ import annotations
 
-import argparse
 import copy
 import json
-import os
-import resource
-import statistics
-import tempfile
+import sys
 import time
 from pathlib import Path
 from typing import Any
 
+import orjson
+import pyperf
+
 from stableprompt._lint._linter import lint_capture
+
+REQUESTS, SESSIONS = 1000, 10
 
 
 def _tools(n: int) -> list[dict[str, Any]]:
@@ -100,31 +109,51 @@ def build_capture(path: Path, *, requests: int, sessions: int) -> int:
     return size
 
 
+def _parse(path: Path) -> int:
+    count = 0
+    with path.open("rb") as handle:
+        for line in handle:
+            if line.strip():
+                orjson.loads(line)
+                count += 1
+    return count
+
+
+def _timed(loops: int, op: Any) -> float:
+    total = 0.0
+    for _ in range(loops):
+        start = time.perf_counter()
+        op()
+        total += time.perf_counter() - start
+    return total
+
+
+def bench_parse(loops: int, path: Path) -> float:
+    return _timed(loops, lambda: _parse(path))
+
+
+def bench_lint(loops: int, path: Path, reuse: bool) -> float:
+    return _timed(loops, lambda: lint_capture(path, reuse=reuse))
+
+
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--requests", type=int, default=1000)
-    parser.add_argument("--sessions", type=int, default=10)
-    parser.add_argument("--repeat", type=int, default=3)
-    args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "capture.jsonl"
-        size = build_capture(path, requests=args.requests, sessions=args.sessions)
-        times = []
-        report = None
-        for _ in range(args.repeat):
-            start = time.perf_counter()
-            report = lint_capture(path)
-            times.append(time.perf_counter() - start)
-        assert report is not None
-        s = report.summary
-        rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-        print(f"requests: {s.requests}  capture: {size / 1e6:.1f} MB "
-              f"(mean {size / s.requests / 1e3:.0f} KB/request)  sessions found: {s.sessions}")
-        print(f"breaks: {s.breaks} {dict(s.causes)}  prefix ratio mean "
-              f"{s.prefix_ratio_mean:.4f}  ceiling {s.ceiling:.4f}")
-        print(f"findings: {[f.code for f in report.findings]}")
-        print(f"lint time: median {statistics.median(times):.2f} s, min {min(times):.2f} s "
-              f"over {args.repeat} runs ({os.cpu_count()} cores); peak RSS {rss_mb:.0f} MB")
+    if sys.argv[1:2] == ["--write"]:  # write the capture and say what it holds
+        path = Path(sys.argv[2])
+        size = build_capture(path, requests=REQUESTS, sessions=SESSIONS)
+        s = lint_capture(path).summary
+        print(json.dumps({"requests": s.requests, "size_bytes": size, "sessions": s.sessions,
+                          "breaks": s.breaks, "causes": s.causes}))
+        return
+    def forward(cmd: list[str], args: Any) -> None:  # to pyperf's worker processes
+        cmd.extend(["--capture", str(args.capture)])
+
+    runner = pyperf.Runner(add_cmdline_args=forward)
+    runner.argparser.add_argument("--capture", required=True, type=Path)
+    args = runner.parse_args()
+    runner.metadata["capture_bytes"] = str(args.capture.stat().st_size)
+    runner.bench_time_func("lint-parse", bench_parse, args.capture)
+    runner.bench_time_func("lint", bench_lint, args.capture, True)
+    runner.bench_time_func("lint-noreuse", bench_lint, args.capture, False)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,148 @@
+"""Finishing recorded calls off the event loop: one worker thread, in submission order.
+
+Inline, a call's finishing work (usage parsing, attribution, the ledger write, the log line)
+runs on the proxy's event loop when its response body ends, and holds back the end of that
+response and every other stream meanwhile. With ``ProxyConfig(record_in_thread=True)``
+(the ``stableprompt proxy`` default) the proxy hands the transport a
+:class:`DeferredRecorder`: :meth:`Recorder.start <stableprompt.Recorder.start>` still runs on
+the loop before the request is sent (it is cheap next to finishing, and the request must not
+wait for a thread), while the observer's sink, :meth:`Recorder.finish` and the proxy's
+per-call log and capture run as jobs on one :class:`RecordingWorker` thread.
+
+Guarantees:
+
+* **Exactly once**: each finishing job is submitted once, by the observer's close (itself
+  idempotent) or by the transport's error path, never both.
+* **In order**: one thread runs the jobs first in, first out, so records reach the ledger in
+  the order the responses ended, and a call's log line follows its record.
+* **Predecessors seen**: before a request's ``start``, the transport awaits every finishing
+  job submitted so far (:meth:`DeferredRecorder.barrier`, without blocking the loop), so the
+  next call of a conversation is compared with the previous one, as inline.
+* **Shutdown**: :meth:`RecordingWorker.close` runs every queued job before returning (the
+  proxy's lifespan end, after uvicorn finished the calls in flight). A SIGKILL loses the
+  queued jobs' rows (the ledger stays intact, as ever).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from collections.abc import Callable, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
+
+from .._ledger._usage_record import UsageRecord
+from .._recording._call import Pending
+from .._recording._observer import Observation, ResponseObserver
+from .._recording._recorder import Recorder
+from .._redact import redact
+
+__all__ = ["DeferredRecorder", "RecordingWorker"]
+
+_log = logging.getLogger("stableprompt.proxy")
+
+
+class RecordingWorker:
+    """One thread running submitted jobs in order; a job that raises is logged, not lost."""
+
+    def __init__(self) -> None:
+        self._executor = ThreadPoolExecutor(max_workers=1,
+                                            thread_name_prefix="stableprompt-record")
+        self._lock = threading.Lock()
+        self._last: Future[Any] | None = None
+        self._closed = False
+
+    def submit(self, job: Callable[[], Any]) -> None:
+        """Queue ``job`` after every job submitted before it."""
+        def run() -> None:
+            try:
+                job()
+            except Exception as exc:  # recording must never break the proxy
+                _log.warning("proxy recording job failed: %s",
+                             redact(f"{type(exc).__name__}: {exc}"))
+
+        with self._lock:
+            if self._closed:  # after shutdown (a call that outlived it): inline
+                run()
+                return
+            self._last = self._executor.submit(run)
+
+    def wait(self) -> None:
+        """Block until every job submitted so far has run."""
+        last = self._last
+        if last is not None:
+            last.result()
+
+    async def drained(self) -> None:
+        """Return once every job submitted before this call has run (awaits, never
+        blocks the loop)."""
+        last = self._last
+        if last is not None and not last.done():
+            await asyncio.wrap_future(last)
+
+    def close(self) -> None:
+        """Run every queued job, then stop the thread (idempotent); jobs submitted later
+        run inline."""
+        with self._lock:
+            self._closed = True
+        self._executor.shutdown(wait=True)
+
+
+class DeferredRecorder:
+    """A :class:`~stableprompt._recording._transport.CallRecorder` over ``recorder`` whose
+    finishing runs on ``worker`` (module docstring); ``recordable`` and ``start`` run in the
+    caller's thread."""
+
+    def __init__(self, recorder: Recorder, worker: RecordingWorker) -> None:
+        self.recorder = recorder
+        self.worker = worker
+
+    @property
+    def policies(self) -> Any:
+        """The recorder's policy table (for the stabilizer's model minimums)."""
+        return self.recorder.policies
+
+    def segment_tokens(self, segmented: Any) -> list[int]:
+        """As :meth:`Recorder.segment_tokens` (for the stabilizer)."""
+        return self.recorder.segment_tokens(segmented)
+
+    def recordable(self, path: str, method: str = "POST") -> bool:
+        """As :meth:`Recorder.recordable`."""
+        return self.recorder.recordable(path, method)
+
+    def start(self, path: str, headers: Any = None,
+              body: bytes | bytearray | memoryview | None = None, *, host: str | None = None,
+              method: str = "POST", provider: str | None = None,
+              decoded: Mapping[str, Any] | None = None,
+              resegmented: Any = None) -> Pending | None:
+        """As :meth:`Recorder.start` (in the caller's thread)."""
+        return self.recorder.start(path, headers, body, host=host, method=method,
+                                   provider=provider, decoded=decoded, resegmented=resegmented)
+
+    def observe(self, pending: Pending, *, status_code: int, headers: Any,
+                content_encoding: str | None = None) -> ResponseObserver:
+        """As :meth:`Recorder.observe`, but the observer's close queues the finishing (it
+        returns ``None``; the record is ``pending.record`` once the job ran)."""
+        observer = self.recorder.observe(pending, status_code=status_code, headers=headers,
+                                         content_encoding=content_encoding)
+        sink = observer.sink
+
+        def deferred(observation: Observation) -> UsageRecord | None:
+            self.worker.submit(lambda: sink(observation))
+            return None
+
+        observer.sink = deferred
+        return observer
+
+    def finish(self, pending: Pending, *, error: BaseException | str | None = None,
+               status_code: int | None = None, detail: Mapping[str, Any] | None = None
+               ) -> UsageRecord | None:
+        """As :meth:`Recorder.finish`, queued (returns ``None``)."""
+        self.worker.submit(lambda: self.recorder.finish(
+            pending, error=error, status_code=status_code, detail=detail))
+        return None
+
+    async def barrier(self) -> None:
+        """Await the finishing jobs queued so far (the transport calls it before ``start``)."""
+        await self.worker.drained()

@@ -1,0 +1,156 @@
+"""Lint with segment reuse (each request segments only what is new since its conversation's
+previous request, ``_wire._resegment``) reports exactly what lint without reuse reports, on
+random captures: appends, edits, reorders, truncations, compactions, head changes, moved
+breakpoint markers, malformed items, interleaved conversations with and without session ids,
+and more conversations than lint keeps."""
+
+from __future__ import annotations
+
+import copy
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from stableprompt._canonical import wire_json
+from stableprompt._lint import _linter
+from stableprompt._lint._linter import lint_capture
+from stableprompt._wire._segmenter import SegmentBuilder
+from test_resegment import PATHS, _item, items
+
+ACTIONS = ["append", "append", "append", "edit", "reorder", "truncate", "compact", "other",
+           "head", "system", "bad"]
+plans = st.lists(st.tuples(st.sampled_from(ACTIONS), st.lists(items, min_size=0, max_size=3),
+                           st.integers(0, 50)), min_size=1, max_size=6)
+TOOLS = [{"name": f"tool_{i}", "description": f"Tool {i}. " * 3,
+          "input_schema": {"type": "object", "properties": {"x": {"type": "string"}}}}
+         for i in range(4)]
+
+
+def _body(wire: str, history: list[Any], tools: int, system: str) -> dict[str, Any]:
+    key = "input" if wire == "openai-responses" else "messages"
+    body: dict[str, Any] = {"model": "claude-sonnet-4-5" if wire == "anthropic" else "gpt-5.6"}
+    if tools:
+        body["tools"] = TOOLS[:tools]
+    if wire == "anthropic":
+        body["max_tokens"] = 64
+        body["system"] = [{"type": "text", "text": system,
+                           "cache_control": {"type": "ephemeral"}}]
+    elif wire == "openai-responses":
+        body["instructions"] = system
+    else:
+        history = [{"role": "system", "content": system}, *history]
+    body[key] = history
+    return body
+
+
+def _conversation(wire: str, plan: list[tuple[str, list[Any], int]],
+                  opening: str) -> list[dict[str, Any]]:
+    """The requests of one conversation following ``plan`` (each a full body)."""
+    history: list[Any] = [_item(wire, 0, opening, False, False)]
+    tools, system = 4, "You are a careful agent. " * 3
+    out = []
+    for action, new, where in plan:
+        fresh = [_item(wire, *spec) for spec in new]
+        n = len(history)
+        if action == "edit" and n:
+            history[where % n] = fresh.pop() if fresh else _item(wire, 0, "e", False, True)
+        elif action == "reorder" and n > 1:
+            i, j = where % n, (where // 3) % n
+            history[i], history[j] = history[j], history[i]
+        elif action == "truncate" and n:
+            history = history[: where % n]
+        elif action == "compact" and n:  # a summary replaces all but the last few items
+            history = [_item(wire, 0, f"summary {where}", False, False),
+                       *history[n - where % 3:]]
+        elif action == "other":
+            history = [_item(wire, 0, opening if where % 2 else f"o{where}", False, False)]
+        elif action == "head":
+            tools = where % 5
+        elif action == "system":
+            system = f"You are agent {where % 3}. " * 3
+        elif action == "bad":  # an item the format does not allow: a problem, not a request
+            fresh.append(where)
+        history = [*copy.deepcopy(history), *fresh]
+        out.append(_body(wire, history, tools, system))
+        if action == "bad":
+            history = history[:-1]
+    return out
+
+
+def _write(path: Path, records: list[dict[str, Any]]) -> None:
+    path.write_bytes(b"".join(wire_json(r) + b"\n" for r in records))
+
+
+@settings(max_examples=60, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(wire=st.sampled_from(sorted(PATHS)), conversations=st.lists(plans, min_size=1,
+                                                                     max_size=4),
+       order=st.lists(st.integers(0, 3), max_size=40), ids=st.lists(st.booleans(), min_size=4,
+                                                                     max_size=4),
+       lineages=st.sampled_from([1, 2, 64]), openings=st.lists(
+           st.sampled_from(["Fix the bug.", "Fix the bug!", "Write docs."]), min_size=4,
+           max_size=4))
+def test_lint_reports_equal_with_and_without_reuse(
+        wire: str, conversations: list[Any], order: list[int], ids: list[bool],
+        lineages: int, openings: list[str]) -> None:
+    """Pairs, breaks, causes, findings and problems of a capture are the same whether lint
+    reuses the segments of each conversation's previous request or segments every request
+    whole (conversations interleaved, some with session ids, some without; lint keeping
+    fewer conversations than the capture holds)."""
+    queues = [_conversation(wire, plan, openings[c]) for c, plan in enumerate(conversations)]
+    records: list[dict[str, Any]] = []
+    turns = [0] * len(queues)
+    picks = iter(order)
+    while any(t < len(q) for t, q in zip(turns, queues, strict=True)):
+        c = next(picks, 0) % len(queues)
+        while turns[c] >= len(queues[c]):  # that one is done: the next one that is not
+            c = (c + 1) % len(queues)
+        body = queues[c][turns[c]]
+        turns[c] += 1
+        records.append({"request": body, "session": f"s{c}"} if ids[c] else body)
+    saved = _linter._LINEAGES
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "capture.jsonl"
+        _write(path, records)
+        try:
+            _linter._LINEAGES = lineages
+            fast = lint_capture(path)
+        finally:
+            _linter._LINEAGES = saved
+        slow = lint_capture(path, reuse=False)
+    assert fast.as_dict() == slow.as_dict()
+    assert fast == slow
+
+
+def test_reuse_segments_only_new_messages(tmp_path: Path,
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """In a capture of two interleaved growing conversations without session ids, each
+    request after a conversation's first segments only its new messages (the counted
+    ``content`` calls), and the report equals the one without reuse."""
+    records = []
+    for turn in range(1, 6):
+        for opening in ("Fix the bug.", "Write docs."):
+            history = [_item("anthropic", t % 3, f"{opening} {t}", False, False)
+                       for t in range(turn * 2)]
+            records.append(_body("anthropic", history, 4, "Be careful."))
+    path = tmp_path / "capture.jsonl"
+    _write(path, records)
+    calls = 0
+    original = SegmentBuilder.content
+
+    def counted(self: SegmentBuilder, *args: Any) -> None:
+        nonlocal calls
+        calls += 1
+        original(self, *args)
+
+    monkeypatch.setattr(SegmentBuilder, "content", counted)
+    fast = lint_capture(path)
+    reused_calls, calls = calls, 0
+    slow = lint_capture(path, reuse=False)
+    assert fast == slow
+    assert calls == sum(len(r["messages"]) for r in records)
+    assert reused_calls == 2 * 5 * 2  # two conversations, five requests, two new items each

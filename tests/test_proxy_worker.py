@@ -1,0 +1,97 @@
+"""The proxy's load path: finishing on a worker thread (``_proxy._worker``) and the sharded
+upstream pool (``_proxy._pool``)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+
+import anthropic
+import httpx
+import pytest
+
+from stableprompt import Ledger, Recorder
+from stableprompt._proxy._pool import ShardedTransport
+from stableprompt._proxy._server import Proxy
+from stableprompt._proxy._worker import RecordingWorker
+from stableprompt.emulator import Emulator, FakeClock
+
+SYSTEM = " ".join(f"rule {i}: keep the prefix stable." for i in range(150))
+
+
+def test_threaded_recording_keeps_one_row_per_call_in_order(tmp_path: object) -> None:
+    """``record_in_thread=True``: a 4-turn conversation streamed through the proxy gets one
+    row per call, in turn order, each turn compared with the previous (cold, then hits),
+    the last rows written by the time the proxy has stopped."""
+    db = f"{tmp_path}/calls.db"
+    with Ledger(db) as ledger:
+        recorder = Recorder(ledger)
+        with Emulator(clock=FakeClock()) as emu, \
+                Proxy(emu.base_url, recorder=recorder, record_in_thread=True) as proxy, \
+                anthropic.Anthropic(base_url=proxy.base_url, max_retries=0,
+                                    api_key="sk-ant-api03-workertest-0123456789",
+                                    default_headers={"x-stableprompt-session": "w"}) as client:
+            messages: list[dict[str, object]] = []
+            for turn in range(4):
+                messages.append({"role": "user", "content": f"question {turn}"})
+                with client.messages.stream(
+                        model="claude-sonnet-4-6", max_tokens=16, messages=messages,  # type: ignore[arg-type]
+                        system=[{"type": "text", "text": SYSTEM,
+                                 "cache_control": {"type": "ephemeral"}}]) as stream:
+                    text = stream.get_final_text()
+                messages.append({"role": "assistant", "content": text})
+        rows = ledger.records()
+    assert [r.turn for r in rows] == [1, 2, 3, 4]
+    assert [r.verdict for r in rows] == ["cold", "hit", "hit", "hit"]
+    assert [r.record_id for r in rows] == [r.record_id for r in recorder.records]
+
+
+def test_worker_runs_jobs_in_order_and_survives_a_failing_one(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """Jobs run first in, first out on one thread; a job that raises is logged and the next
+    ones still run; after close, a late job runs inline; ``drained`` awaits the queue."""
+    worker = RecordingWorker()
+    seen: list[int] = []
+    gate = threading.Event()
+    worker.submit(gate.wait)
+    for i in range(5):
+        worker.submit(lambda i=i: seen.append(i))  # type: ignore[misc]
+    worker.submit(lambda: 1 / 0)
+    worker.submit(lambda: seen.append(99))
+    assert seen == []
+    gate.set()
+    with caplog.at_level(logging.WARNING, logger="stableprompt.proxy"):
+        asyncio.run(worker.drained())
+    assert seen == [0, 1, 2, 3, 4, 99]
+    assert "ZeroDivisionError" in caplog.text
+    worker.close()
+    worker.submit(lambda: seen.append(100))
+    assert seen[-1] == 100
+
+
+def test_sharded_pool_spreads_streams_and_counts_them_back() -> None:
+    """``ShardedTransport``: 12 concurrent streams over 3 pools of 4 connections each are
+    spread evenly (least busy first), every response is whole, and each pool's in-flight
+    count is back to 0 once the streams are closed."""
+    async def run() -> None:
+        transport = ShardedTransport(max_connections=12)
+        assert transport.shards == 3
+        peak: list[int] = []
+        with Emulator(clock=FakeClock()) as emu:
+            async with httpx.AsyncClient(transport=transport, base_url=emu.base_url) as client:
+                async def call(i: int) -> str:
+                    body = {"model": "claude-sonnet-4-6", "max_tokens": 8, "stream": True,
+                            "messages": [{"role": "user", "content": f"q{i}"}]}
+                    async with client.stream("POST", "/v1/messages", json=body, headers={
+                            "x-api-key": "sk-ant-api03-pooltest-0123456789",
+                            "anthropic-version": "2023-06-01"}) as response:
+                        peak.append(max(transport._busy))
+                        return (await response.aread()).decode()
+
+                texts = await asyncio.gather(*(call(i) for i in range(12)))
+        assert all("message_stop" in text for text in texts)
+        assert transport._busy == [0, 0, 0]
+        assert max(peak) <= 4
+
+    asyncio.run(run())

@@ -1,0 +1,121 @@
+"""What ``--stabilize`` saved in ``stableprompt report`` (``_report._stabilized``): calls per
+rewrite kind and the estimated reads, on hand-built rows and end to end through the proxy's
+transport and the report command."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+import anthropic
+import httpx2
+import pytest
+
+from stableprompt import Ledger, Recorder, RecordingTransport, UsageRecord, summarize
+from stableprompt._cli import main
+from stableprompt.emulator import Emulator, FakeClock
+
+T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+
+
+def _rec(t: float, *, read: int, total: int = 4000, detail: dict[str, Any] | None = None,
+         request_tokens: int | None = None, lineage: str = "L",
+         known: bool = True) -> UsageRecord:
+    return UsageRecord(
+        ts_utc=T0 + timedelta(seconds=t), scenario="s", session_id="a", wire_format="anthropic",
+        provider="anthropic", model="claude-sonnet-4-5", lineage=lineage,
+        input_tokens_total=total if known else None, cache_read_tokens=read if known else None,
+        cache_write_tokens=0 if known else None, uncached_tokens=total - read if known else None,
+        output_tokens=10, verdict="hit" if read else "cold", request_tokens=request_tokens,
+        verdict_detail=dict(detail or {}))
+
+
+def test_savings_are_estimated_per_rewrite_kind() -> None:
+    """Breakpoints: the whole read (nothing is read without one); tool rewrites: the read
+    beyond the unchanged prefix, scaled to provider tokens, 0 when the client sent the same
+    tools as on its lineage's previous call; the cache key and excluded calls are counted,
+    never estimated."""
+    tools = {"stabilized": ["tool-order", "schema-key-order"],
+             "stabilized_prefix_tokens": 500}
+    records = [
+        _rec(0, read=0, detail={**tools, "stabilized_tools": "d1"}),
+        _rec(1, read=3000, request_tokens=2000,  # provider tokens are 2x ours: prefix 1000
+             detail={**tools, "stabilized_tools": "d2"}),
+        _rec(2, read=3500, detail={**tools, "stabilized_tools": "d2"}),  # same as before
+        _rec(3, read=3600, detail={"stabilized": ["head-breakpoint", "history-breakpoint"]},
+             lineage="M"),
+        _rec(4, read=3000, detail={"stabilized": ["prompt-cache-key"]}, lineage="N"),
+        _rec(5, read=0, known=False, detail={"stabilized": ["history-breakpoint"]},
+             lineage="M"),
+    ]
+    saved = summarize(records, price=False).stabilized
+    got = saved.to_json()
+    assert got["calls"] == 6
+    assert list(got["kinds"]) == ["tool-order", "schema-key-order", "prompt-cache-key",
+                                  "head-breakpoint", "history-breakpoint"]
+    assert got["kinds"]["tool-order"] == {"calls": 3, "estimated": 3, "saved_tokens": 2000,
+                                          "saved_usd": None}
+    assert got["kinds"]["schema-key-order"]["estimated"] == 0
+    assert got["kinds"]["history-breakpoint"] == {"calls": 2, "estimated": 1,
+                                                  "saved_tokens": 3600, "saved_usd": None}
+    assert got["kinds"]["head-breakpoint"]["calls"] == 1
+    assert got["kinds"]["prompt-cache-key"] == {"calls": 1, "estimated": 0, "saved_tokens": 0,
+                                                "saved_usd": 0.0}
+    assert got["saved_tokens"] == 5600
+
+
+def test_priced_savings_are_what_the_reads_saved() -> None:
+    """With prices, a breakpoint rewrite's saving is the call's price had its reads been
+    uncached minus its price as reported: positive for a known model."""
+    pytest.importorskip("genai_prices")
+    records = [_rec(0, read=3600, detail={"stabilized": ["history-breakpoint"]})]
+    report = summarize(records)
+    usd = report.stabilized.saved_usd
+    assert usd is not None and usd > 0
+    row = report.calls[0]
+    assert row.cost_uncached_usd is not None and row.cost_usd is not None
+    assert usd == pytest.approx(row.cost_uncached_usd - row.cost_usd)
+
+
+ORDERS = [["alpha", "beta", "delta", "gamma"], ["delta", "gamma", "beta", "alpha"],
+          ["beta", "alpha", "delta", "gamma"], ["gamma", "delta", "alpha", "beta"]]
+SYSTEM = " ".join(f"rule {i}: keep the prefix stable." for i in range(150))
+
+
+def test_report_shows_what_stabilizing_a_reordering_client_saved(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A client that reorders its tools every call, through ``RecordingTransport(stabilize=
+    True)`` into a ledger: ``report --json`` credits ``tool-order`` with the reads beyond
+    the unchanged prefix, and the terminal report prints the table."""
+    db = tmp_path / "calls.db"
+    with Ledger(db) as ledger:
+        recorder = Recorder(ledger)
+        with Emulator(clock=FakeClock()) as emu, anthropic.Anthropic(
+                base_url=emu.base_url, api_key="sk-ant-api03-reportstab-0123456789",
+                max_retries=0, default_headers={"x-stableprompt-session": "s"},
+                http_client=httpx2.Client(transport=RecordingTransport(
+                    recorder=recorder, stabilize=True))) as client:
+            for names in ORDERS:
+                client.messages.create(
+                    model="claude-sonnet-4-6", max_tokens=16,
+                    tools=[{"name": n, "description": f"{n} things " * 20,
+                            "input_schema": {"properties": {"q": {"type": "string"}},
+                                             "type": "object"}} for n in names],
+                    system=[{"type": "text", "text": SYSTEM,
+                             "cache_control": {"type": "ephemeral"}}],
+                    messages=[{"role": "user", "content": "hi"}])
+    rows = recorder.records
+    assert [r.verdict_detail.get("stabilized") for r in rows] == [None] + [["tool-order"]] * 3
+    assert all(isinstance(r.verdict_detail.get("stabilized_prefix_tokens"), int)
+               for r in rows[1:])
+    assert main(["report", str(db), "--json"]) == 0
+    got = json.loads(capsys.readouterr().out)["stabilized"]
+    kind = got["kinds"]["tool-order"]
+    assert kind["calls"] == 3 and kind["estimated"] == 3
+    reads = sum(r.cache_read_tokens or 0 for r in rows[1:])
+    assert 0 < kind["saved_tokens"] <= reads
+    assert main(["report", str(db)]) == 0
+    out = capsys.readouterr().out
+    assert "stabilized: 3 calls rewritten" in out and "tool-order" in out
