@@ -115,3 +115,21 @@ def test_engine_serve_json_error_is_json(tmp_path: Path, monkeypatch: pytest.Mon
     assert main(["engine", "serve", "--json", "--template", "/etc/passwd"]) == 1
     error = json.loads(capsys.readouterr().out)["error"]
     assert error["code"] == "engine-template-invalid" and "/etc/passwd" in error["message"]
+
+
+@pytest.mark.parametrize("argv", [["lint", "--exit-zero"], ["lint", "--exit-zero", "--json"]])
+def test_a_full_disk_on_stdout_is_one_line_not_a_traceback(argv: list[str]) -> None:
+    """Writing the output to /dev/full (ENOSPC on the final flush too): one error line, exit
+    1, no traceback, nothing printed at interpreter exit."""
+    import subprocess
+    import sys
+
+    capture = Path(__file__).parent / "fixtures" / "lint" / "clean.jsonl"
+    with open("/dev/full", "w") as full:
+        done = subprocess.run([sys.executable, "-m", "stableprompt", *argv, str(capture)],
+                              stdout=full, stderr=subprocess.PIPE, text=True, timeout=120,
+                              check=False)
+    assert done.returncode == 1
+    assert "Traceback" not in done.stderr and "Exception ignored" not in done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "No space left on device" in lines[0], done.stderr

@@ -122,8 +122,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     Everything a command prints, its error lines included, passes the one redaction pass
     (:func:`~stableprompt._subcommand.redacted_output`): no API key reaches the terminal.
     """
-    with redacted_output(), _sigterm_unwinds():
-        return _main(argv)
+    status = 1
+    try:
+        with redacted_output(), _sigterm_unwinds():
+            status = _main(argv)
+    except OSError as exc:  # the last flush of stdout failed: a full disk, a closed pipe
+        _drop_stdout()
+        if not isinstance(exc, BrokenPipeError) and status == 0:  # else already said
+            print(f"{PROG}: error: cannot write the output: {_one_line(str(exc))}",
+                  file=sys.stderr)
+            return 1
+    return status
+
+
+def _drop_stdout() -> None:
+    """Point stdout at /dev/null so the interpreter's final flush of what is still buffered
+    cannot fail again (and print a traceback) at exit."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # no real file descriptor (an embedding program's stream)
+        pass
 
 
 class _Terminated(Exception):
@@ -172,8 +191,7 @@ def _main(argv: Sequence[str] | None) -> int:
     except _Terminated:
         return _fail(args, f"{PROG}: terminated (SIGTERM)", "terminated", 143)
     except BrokenPipeError:  # output piped into e.g. `head`, which read what it wanted
-        devnull = os.open(os.devnull, os.O_WRONLY)  # the rest of the output goes nowhere
-        os.dup2(devnull, sys.stdout.fileno())
+        _drop_stdout()  # the rest of the output goes nowhere
         return _closed_pipe_status(args, status)
     except (InputError, LedgerError) as exc:  # bad input: arguments, captures, ledger files
         return _fail(args, f"{PROG}: error: {_one_line(str(exc))}", exc.code, 2)
