@@ -160,3 +160,18 @@ def test_on_a_terminal_the_view_is_a_live_panel(tmp_path: Path) -> None:
     assert "latest misses" in text and "system-edit" in text and "miss causes so far" in text
     assert "66.7%" in text and not any(line.startswith("2026-") for line in text.splitlines())
     assert isinstance(FollowState().renderable("t"), object)
+
+
+@pytest.mark.parametrize(("flag", "value"), [("--interval", "nan"), ("--interval", "0"),
+                                             ("--interval", "inf"),
+                                             ("--follow-seconds", "nan"),
+                                             ("--follow-seconds", "-1")])
+def test_follow_timings_must_be_finite(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                       flag: str, value: str) -> None:
+    """``--interval nan`` used to busy-poll and ``--follow-seconds nan`` never to stop: both
+    are one-line usage errors naming the option."""
+    from stableprompt._cli import main as cli_main
+
+    assert cli_main(["report", "--follow", str(tmp_path / "x.db"), flag, value]) == 2
+    err = capsys.readouterr().err
+    assert flag in err and "finite" in err and err.count("\n") == 1

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import math
 import os
 import sys
 import tempfile
@@ -37,6 +38,7 @@ __all__ = [
     "output_file_arg",
     "output_file_problem",
     "same_file",
+    "seconds_arg",
     "write_text",
 ]
 
@@ -75,6 +77,24 @@ def int_arg(noun: str, low: int, high: int | None, bounds: str) -> Callable[[str
             raise argparse.ArgumentTypeError(f"not {noun}: {text!r}") from None
         if value < low or (high is not None and value > high):
             raise argparse.ArgumentTypeError(f"{bounds}, got {value}")
+        return value
+
+    return parse
+
+
+def seconds_arg(*, zero: bool) -> Callable[[str], float]:
+    """An argparse ``type`` parsing a finite number of seconds, ``> 0`` (or ``>= 0`` when
+    ``zero``): ``nan`` and ``inf`` are refused (a NaN interval would busy-poll, a NaN deadline
+    never pass)."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+        if not math.isfinite(value) or value < 0 or (value == 0 and not zero):
+            raise argparse.ArgumentTypeError(
+                f"must be a finite number {'>= 0' if zero else '> 0'}, got {text!r}")
         return value
 
     return parse

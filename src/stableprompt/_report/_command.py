@@ -45,6 +45,7 @@ from .._subcommand import (
     output_file_arg,
     output_file_problem,
     same_file,
+    seconds_arg,
     write_text,
 )
 from ._follow import FollowState, follow
@@ -251,10 +252,11 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="a live view of one LEDGER while another process (the proxy) "
                              "writes it: hit rate, latest misses, causes; plain lines when "
                              "not a terminal; Ctrl-C or SIGTERM stops it")
-    parser.add_argument("--follow-seconds", metavar="S", type=float, default=None,
+    parser.add_argument("--follow-seconds", metavar="S", type=seconds_arg(zero=True),
+                        default=None,
                         help="with --follow: stop after S seconds (0: read once and stop; "
                              "default: until stopped)")
-    parser.add_argument("--interval", metavar="S", type=float, default=0.5,
+    parser.add_argument("--interval", metavar="S", type=seconds_arg(zero=False), default=0.5,
                         help="with --follow: seconds between reads of the ledger (default 0.5)")
 
 
