@@ -47,6 +47,19 @@ def test_non_loopback_host_without_token_is_refused(capsys: pytest.CaptureFixtur
     assert not (tmp_path / "l.db").exists()
 
 
+def test_a_file_that_is_not_a_ledger_is_refused_at_startup(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """``--ledger notes.txt`` (an existing file that is no ledger) exits 2 before listening,
+    as ``stableprompt report`` does, instead of spilling every call's row."""
+    notes = tmp_path / "notes.db"
+    notes.write_text("not a database\n")
+    status = main(["proxy", "--upstream", "http://127.0.0.1:9", "--ledger", str(notes),
+                   "--port", "0"])
+    err = capsys.readouterr().err
+    assert status == 2 and "ledger" in err and str(notes) in err
+    assert err.count("\n") == 1 and notes.read_text() == "not a database\n"
+
+
 def test_bad_upstream_url_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
     """An upstream that is not an http(s) URL is refused by the argument parser (exit 2)."""
     assert main(["proxy", "--upstream", "api.anthropic.com"]) == 2

@@ -111,6 +111,9 @@ def _run(args: argparse.Namespace) -> int:
     from .._recording._recorder import Recorder
     from .._tokens import get_tokenizer
 
+    if args.ledger.is_file() and args.ledger.stat().st_size > 0:
+        Ledger(args.ledger, read_only=True).close()  # not a ledger: refused now (exit 2),
+        # not on the first call (which would spill every row)
     try:
         sock = bind(args.host, args.port)
     except OSError as exc:
