@@ -196,6 +196,8 @@ NEGATIVES = [
     "Pick a provider of services; the provider is chosen per region.",
     "This search tool is powered by Google.",
     "Host: localhost:8080",
+    "Host: the person who runs the meeting",
+    "Machine name: the model you choose",
     "GET / HTTP/1.1\nHost: api.example.com",
     "Color: FF5733 is the brand orange.",
     "port: 8080, retries: 3",

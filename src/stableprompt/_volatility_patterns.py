@@ -647,6 +647,9 @@ def line_candidates(text: str) -> list[Candidate]:
             group = "v" if m.group("v") is not None else "b"
             if group == "v" and _STABLE_HOSTS_RE.fullmatch(m.group("v")):
                 continue  # "Host: localhost", "Host: api.example.com": no one machine
+            if group == "v" and any(c in m.group("v") for c in " \t") and m.group(0).lstrip(
+                    " \t>*-").lower().startswith(("host", "machine")):
+                continue  # "Host: the person who runs the meeting": prose, not a host name
             out.append((m.start(group), m.end(group), "environment"))
     if "status" in lower or "commits" in lower:
         for block in _GIT_BLOCK_RE.finditer(text):
