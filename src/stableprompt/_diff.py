@@ -583,7 +583,9 @@ class ValueSnippet:
         snippet_a: Up to 32 characters either side of ``value_offset`` in the predecessor's
             value. When a side has no value at ``path``, its snippet is the start of the
             nearest enclosing value below the top-level key (e.g. the string content where the
-            other side has a block list), or ``""`` (a tool or parameter that is absent).
+            other side has a block list); for a message block left out, the block that came at
+            its place instead (the next message's); else ``""`` (a tool or parameter that is
+            absent).
         snippet_b: The same for the later request.
     """
 
@@ -646,6 +648,9 @@ def value_snippet(a: Segmented, b: Segmented, divergence: Divergence) -> ValueSn
     va, vb = _resolve(a, divergence.path), _resolve(b, divergence.path)
     if va is _MISSING or vb is _MISSING:
         ta, tb = _text(_enclosing(a, divergence.path)), _text(_enclosing(b, divergence.path))
+        if divergence.segment_kind == "message":  # a block left out: show what came instead
+            ta = ta or _text(_block_at(a, divergence.segment_index))
+            tb = tb or _text(_block_at(b, divergence.segment_index))
         return ValueSnippet(0, redact_slice(ta, 0, 2 * SNIPPET_CHARS),
                             redact_slice(tb, 0, 2 * SNIPPET_CHARS))
     ta, tb = _text(va), _text(vb)
@@ -653,6 +658,19 @@ def value_snippet(a: Segmented, b: Segmented, divergence: Divergence) -> ValueSn
     lo = max(0, k - SNIPPET_CHARS)
     return ValueSnippet(k, redact_slice(ta, lo, k + SNIPPET_CHARS),
                         redact_slice(tb, lo, k + SNIPPET_CHARS))
+
+
+def _block_at(prompt: Segmented, index: int) -> Any:
+    """The message block (unwrapped from ``{"role", "block"}``) or message at segment
+    ``index`` of ``prompt``, else ``_MISSING``."""
+    if index >= len(prompt.segments) or prompt.segments[index].kind != "message":
+        return _MISSING
+    s = prompt.segments[index]
+    try:
+        value = loads(prompt.data[s.start:s.end])
+    except ValueError:  # pragma: no cover - segment bytes are JSON
+        return _MISSING
+    return value["block"] if isinstance(value, dict) and "block" in value else value
 
 
 def _enclosing(prompt: Segmented, pointer: str) -> Any:
