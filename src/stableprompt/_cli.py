@@ -145,8 +145,10 @@ def _drop_stdout() -> None:
         pass
 
 
-class _Terminated(Exception):
-    """SIGTERM arrived: unwind (``finally`` blocks run), then exit 143."""
+class _Terminated(BaseException):
+    """SIGTERM arrived: unwind (``finally`` blocks run), then exit 143. A BaseException, as
+    KeyboardInterrupt is: the ``except Exception`` guards that keep a failed ledger write from
+    breaking a call (spill and go on) must not take it for a write error."""
 
 
 @contextmanager
