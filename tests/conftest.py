@@ -169,6 +169,26 @@ def llama_url(request: pytest.FixtureRequest) -> str:
     return server.base_url
 
 
+def record_anthropic_call(recorder: Recorder, step: int, *, read: int, write: int,
+                          system: str = "You are careful. " * 400, input_tokens: int = 20,
+                          content: list[dict[str, Any]] | None = None) -> Any:
+    """Record one Anthropic Messages call through ``recorder.start``/``finish`` (a cached
+    system block, user message ``q<step>``) answered with the given usage; return the record."""
+    body = {"model": "claude-sonnet-4-5", "max_tokens": 5,
+            "system": [{"type": "text", "text": system, "cache_control": {"type": "ephemeral"}}],
+            "messages": [{"role": "user", "content": f"q{step}"}]}
+    pending = recorder.start("/v1/messages", {}, json.dumps(body).encode(),
+                             host="api.anthropic.com")
+    assert pending is not None
+    response = {"id": f"m{step}", "type": "message", "role": "assistant",
+                "content": content or [],
+                "usage": {"input_tokens": input_tokens, "output_tokens": 3,
+                          "cache_read_input_tokens": read, "cache_creation_input_tokens": write}}
+    record = recorder.finish(pending, status_code=200, body=json.dumps(response).encode())
+    assert record is not None
+    return record
+
+
 @contextmanager
 def sdk_sender(wire: str, target: Target, recorder: Recorder) -> Iterator[Any]:
     """A demo sender on the official SDKs (``anthropic`` Messages, ``openai`` Chat Completions

@@ -4,7 +4,6 @@ SDK's in-memory span exporter and InMemoryMetricReader."""
 
 from __future__ import annotations
 
-import json
 import logging
 from datetime import datetime, timezone
 from pathlib import Path
@@ -12,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from conftest import record_anthropic_call
 from stableprompt import Ledger, OTelSink, Recorder, UsageRecord, export_otel
 from stableprompt._report._otel import TOKEN_USAGE, token_usage_points
 
@@ -99,22 +99,6 @@ def test_export_otel_with_a_meter_records_the_histogram() -> None:
     assert points[_key("output")] == (84, 2)
 
 
-def _call(recorder: Recorder, step: int, *, read: int, write: int) -> None:
-    body = {"model": "claude-sonnet-4-5", "max_tokens": 5,
-            "system": [{"type": "text", "text": "You are careful. " * 400,
-                        "cache_control": {"type": "ephemeral"}}],
-            "messages": [{"role": "user", "content": f"q{step}"}]}
-    pending = recorder.start("/v1/messages", {}, json.dumps(body).encode(),
-                             host="api.anthropic.com")
-    assert pending is not None
-    response = {"id": f"m{step}", "type": "message", "role": "assistant", "content": [],
-                "usage": {"input_tokens": 20, "output_tokens": 3,
-                          "cache_read_input_tokens": read,
-                          "cache_creation_input_tokens": write}}
-    assert recorder.finish(pending, status_code=200,
-                           body=json.dumps(response).encode()) is not None
-
-
 def test_recorder_sink_emits_a_span_and_points_per_call(tmp_path: Path) -> None:
     """Recorder(sinks=[OTelSink(...)]) turns each recorded call into one span and its token
     points as it is written, after the ledger row."""
@@ -122,8 +106,8 @@ def test_recorder_sink_emits_a_span_and_points_per_call(tmp_path: Path) -> None:
     sink = OTelSink(tracer=tracer_provider.get_tracer("t"), meter=meter_provider.get_meter("t"))
     with Ledger(tmp_path / "c.db") as ledger:
         recorder = Recorder(ledger, tokenizer="bytes/4", session_id="s1", sinks=[sink])
-        _call(recorder, 0, read=0, write=1700)
-        _call(recorder, 1, read=1700, write=0)
+        record_anthropic_call(recorder, 0, read=0, write=1700)
+        record_anthropic_call(recorder, 1, read=1700, write=0)
         assert len(ledger.records()) == 2
     assert sink.exported == 2
     finished = spans.get_finished_spans()
@@ -154,7 +138,7 @@ def test_a_failing_sink_breaks_nothing(tmp_path: Path, caplog: pytest.LogCapture
     with Ledger(tmp_path / "c.db") as ledger, caplog.at_level(logging.WARNING):
         recorder = Recorder(ledger, tokenizer="bytes/4", session_id="s1",
                             sinks=[broken, after])
-        _call(recorder, 0, read=0, write=1700)
+        record_anthropic_call(recorder, 0, read=0, write=1700)
         assert len(ledger.records()) == 1
     assert broken.calls == 1 and after.exported == 1
     assert len(spans.get_finished_spans()) == 1

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from conftest import record_anthropic_call
 from stableprompt import Ledger, UsageRecord, parse_usage
 from stableprompt._cli import main
 from stableprompt._lint._findings import CAUSE_FIXES
@@ -327,20 +328,10 @@ def test_store_snippets_false_keeps_no_prompt_text(tmp_path: Path) -> None:
     details = []
     for keep in (True, False):
         recorder = Recorder(None, session_id="s", store_snippets=keep)
-        for minute in (0, 5):
-            body = {"model": "claude-sonnet-4-5", "max_tokens": 8,
-                    "system": [{"type": "text", "text": "You are helpful. " * 400
-                                + f"Now: 2026-11-30T10:0{minute}:00Z",
-                                "cache_control": {"type": "ephemeral"}}],
-                    "messages": [{"role": "user", "content": "hi"}]}
-            pending = recorder.start("/v1/messages", {}, json.dumps(body).encode(),
-                                     host="api.anthropic.com")
-            assert pending is not None
-            answer = {"id": f"msg_{minute}", "type": "message", "role": "assistant",
-                      "content": [{"type": "text", "text": "ok"}], "usage": {
-                          "input_tokens": 1700, "output_tokens": 1,
-                          "cache_read_input_tokens": 0, "cache_creation_input_tokens": 0}}
-            recorder.finish(pending, status_code=200, body=json.dumps(answer).encode())
+        for step, minute in enumerate((0, 5)):
+            record_anthropic_call(recorder, step, read=0, write=0, input_tokens=1700,
+                                  system="You are helpful. " * 400
+                                  + f"Now: 2026-11-30T10:0{minute}:00Z")
         details.append(recorder.records[-1].verdict_detail)
     kept, dropped = details
     assert kept["cause"] == dropped["cause"] == "volatile-token"

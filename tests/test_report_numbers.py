@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from conftest import record_anthropic_call
 from stableprompt import Ledger, LedgerError, UsageRecord
 from stableprompt._cli import main
 from stableprompt._report._command import CorruptRow, read_ledger, summarize
@@ -144,21 +145,6 @@ def test_summarize_equals_report_json(provider: str, demo_ledgers: dict[str, tup
     assert summary.of_ceiling is not None and summary.of_ceiling <= 1.0
 
 
-def _call(recorder: Any, step: int, *, read: int, write: int) -> None:
-    body = {"model": "claude-sonnet-4-5", "max_tokens": 5,
-            "system": [{"type": "text", "text": "You are careful. " * 400,
-                        "cache_control": {"type": "ephemeral"}}],
-            "messages": [{"role": "user", "content": f"q{step}"}]}
-    pending = recorder.start("/v1/messages", {}, json.dumps(body).encode(),
-                             host="api.anthropic.com")
-    assert pending is not None
-    response = {"id": f"m{step}", "type": "message", "role": "assistant", "content": [],
-                "usage": {"input_tokens": 20, "output_tokens": 3,
-                          "cache_read_input_tokens": read, "cache_creation_input_tokens": write}}
-    assert recorder.finish(pending, status_code=200,
-                           body=json.dumps(response).encode()) is not None
-
-
 def test_recorder_summary_is_summarize_of_its_records(tmp_path: Path) -> None:
     """Recorder.summary() summarizes the calls this recorder recorded, the same numbers as
     summarize on its ledger rows, so a harness can assert its hit rate in process."""
@@ -166,9 +152,9 @@ def test_recorder_summary_is_summarize_of_its_records(tmp_path: Path) -> None:
 
     with Ledger(tmp_path / "c.db") as ledger:
         recorder = Recorder(ledger, tokenizer="bytes/4", session_id="s1", scenario="harness")
-        _call(recorder, 0, read=0, write=1700)
-        _call(recorder, 1, read=1700, write=0)
-        _call(recorder, 2, read=1700, write=0)
+        record_anthropic_call(recorder, 0, read=0, write=1700)
+        record_anthropic_call(recorder, 1, read=1700, write=0)
+        record_anthropic_call(recorder, 2, read=1700, write=0)
         summary = recorder.summary()
         stored = summarize(ledger.records())
     assert isinstance(summary, Summary)
