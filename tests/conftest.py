@@ -170,8 +170,8 @@ def llama_url(request: pytest.FixtureRequest) -> str:
 
 
 def record_anthropic_call(recorder: Recorder, step: int, *, read: int, write: int,
-                          system: str = "You are careful. " * 400, input_tokens: int = 20,
-                          content: list[dict[str, Any]] | None = None) -> Any:
+                          system: str = "You are careful. " * 400, input_tokens: int = 20
+                          ) -> Any:
     """Record one Anthropic Messages call through ``recorder.start``/``finish`` (a cached
     system block, user message ``q<step>``) answered with the given usage; return the record."""
     body = {"model": "claude-sonnet-4-5", "max_tokens": 5,
@@ -180,8 +180,7 @@ def record_anthropic_call(recorder: Recorder, step: int, *, read: int, write: in
     pending = recorder.start("/v1/messages", {}, json.dumps(body).encode(),
                              host="api.anthropic.com")
     assert pending is not None
-    response = {"id": f"m{step}", "type": "message", "role": "assistant",
-                "content": content or [],
+    response = {"id": f"m{step}", "type": "message", "role": "assistant", "content": [],
                 "usage": {"input_tokens": input_tokens, "output_tokens": 3,
                           "cache_read_input_tokens": read, "cache_creation_input_tokens": write}}
     record = recorder.finish(pending, status_code=200, body=json.dumps(response).encode())
