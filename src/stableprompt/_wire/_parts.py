@@ -47,6 +47,7 @@ __all__ = [
     "param_bytes",
     "param_datas",
     "request_fingerprints",
+    "response_text",
     "segment_datas",
     "store_entry",
     "tool_fields",
@@ -202,6 +203,20 @@ def tool_fields(tool: ToolParts, schema_key: str) -> dict[str, Any]:
     if tool.strict is not None:
         shaped["strict"] = tool.strict
     return shaped
+
+
+def response_text(part: Mapping[str, Any], where: str, what: str) -> str:
+    """The ``text`` of a response's text part at response pointer ``where``.
+
+    Raises:
+        HistoryError: It is not a string (code ``history-response``, pointer
+            ``<where>/text``); ``what`` names the part in the message (``"a text block's"``).
+    """
+    text = part.get("text")
+    if not isinstance(text, str):
+        raise HistoryError(f"{what} 'text' must be a string, got {type(text).__name__}",
+                           code="history-response", pointer=f"{where}/text")
+    return text
 
 
 def a_or_an(word: str) -> str:

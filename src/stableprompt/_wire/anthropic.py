@@ -55,6 +55,7 @@ from ._parts import (
     memo,
     param_datas,
     request_fingerprints,
+    response_text,
     segment_datas,
     store_entry,
     tool_fields,
@@ -765,11 +766,7 @@ def assistant_turn(response: Mapping[str, Any]) -> AssistantTurn:
         where = f"/content/{i}"
         kind = block.get("type") if isinstance(block, Mapping) else None
         if kind == "text":
-            text = block.get("text")
-            if not isinstance(text, str):
-                raise HistoryError(f"a text block's 'text' must be a string, got "
-                                   f"{type(text).__name__}", code="history-response",
-                                   pointer=f"{where}/text")
+            text = response_text(block, where, "a text block's")
             texts.append(text)
             parts.append(TurnPart("text", where, text))
         elif kind == "tool_use":

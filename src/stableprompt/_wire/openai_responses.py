@@ -45,6 +45,7 @@ from ._parts import (
     TurnPart,
     check_reasoning,
     memo,
+    response_text,
     tool_fields,
 )
 from ._segmenter import SegmentBuilder, require_list, tool_label
@@ -389,11 +390,7 @@ def assistant_turn(response: Mapping[str, Any]) -> AssistantTurn:
             for j, part in enumerate(item["content"]):
                 if not isinstance(part, Mapping) or part.get("type") != "output_text":
                     continue  # refusals and other parts carry no replayable text
-                text = part.get("text")
-                if not isinstance(text, str):
-                    raise HistoryError(f"output_text 'text' must be a string, got "
-                                       f"{type(text).__name__}", code="history-response",
-                                       pointer=f"{where}/content/{j}/text")
+                text = response_text(part, f"{where}/content/{j}", "output_text")
                 texts.append(text)
                 parts.append(TurnPart("text", f"{where}/content/{j}", text))
         elif kind == "function_call":
