@@ -7,8 +7,10 @@ from __future__ import annotations
 import functools
 import os
 import socket
+import subprocess
 import sys
 import threading
+import venv
 from collections.abc import Iterator
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -75,8 +77,8 @@ def test_a_complete_virtualenv_is_reused_without_pip(cache: Path,
     def no_run(*args: object, **kwargs: object) -> None:
         raise AssertionError("pip was run for a complete virtualenv")
 
-    monkeypatch.setattr(peer_envs.subprocess, "run", no_run)
-    monkeypatch.setattr(peer_envs.venv, "EnvBuilder", no_run)
+    monkeypatch.setattr(subprocess, "run", no_run)
+    monkeypatch.setattr(venv, "EnvBuilder", no_run)
     assert peer_envs.peer_python("pydantic_ai") == where / "bin" / "python"
 
 
