@@ -4,21 +4,23 @@
 Usage: ``<venv>/bin/python tests/peer_agents.py PEER WORKLOAD.json BASE_URL``. It prints one
 JSON object on stdout: ``{"requests": N, "turns": [{"answer": str, "tool_calls": [id, ...]},
 ...]}``, where ``requests`` is the number of model calls the peer says it made (Pydantic AI's
-``usage().requests``; the loop's own count for LangChain and LiteLLM) and ``tool_calls`` the
+``usage.requests``; the loop's own count for LangChain and LiteLLM) and ``tool_calls`` the
 call ids the tools were run for, in order.
 
 The workload file (written by the test) holds ``model``, ``system`` (the instructions),
 ``tools`` (name -> Anthropic ``{"name", "description", "input_schema"}``), ``orders`` (one
-list of tool names per user turn: the order the agent passes its tools in on that turn) and
-``turns`` (``{"user": str, "results": {call id: result text}}``). Each agent talks Anthropic
-Messages to ``BASE_URL`` (the proxy) with its documented prompt caching switched on:
+list of tool names per user turn: the order the agent passes its tools in on that turn),
+``turns`` (``{"user": str, "results": {call id: result text}}``) and ``cache`` (whether the
+agent switches on its documented prompt caching; off, it sends no breakpoint at all). Each
+agent talks Anthropic Messages to ``BASE_URL`` (the proxy), caching as its docs show:
 
 - ``pydantic_ai``: ``Agent(AnthropicModel(...), instructions=..., tools=[Tool.from_schema
-  (...)], model_settings={"cache": True})``, one ``Agent`` per user turn (its tools in that
+  (...)], model_settings={"cache": True})`` (breakpoints on the last tool and the
+  instructions, top-level automatic caching), one ``Agent`` per user turn (its tools in that
   turn's order, as after an MCP reconnect), ``run_sync(user, message_history=...)``;
 - ``langchain``: ``ChatAnthropic(...).bind_tools(tools)`` per user turn, invoked in a loop
   (``ToolMessage`` per call) until the answer has no tool calls, ``cache_control`` on the
-  system message and on each invoke (the last message);
+  system message and ``invoke(..., cache_control=...)`` (sent as top-level automatic caching);
 - ``litellm``: ``litellm.completion(model="anthropic/...", api_base=..., tools=[OpenAI
   function tools])`` in the same loop, ``cache_control`` on the system block and
   ``cache_control_injection_points`` for the last message.
@@ -86,7 +88,7 @@ def pydantic_ai(work: Workload, base_url: str) -> Result:
         tools = [Tool.from_schema(run, t["name"], t["description"], t["input_schema"],
                                   takes_ctx=True) for t in _tools_in_order(work, index)]
         agent = Agent(model, instructions=work["system"], tools=tools,
-                      model_settings={"cache": True, "max_tokens": MAX_TOKENS})
+                      model_settings={"cache": work["cache"], "max_tokens": MAX_TOKENS})
         result = agent.run_sync(turn["user"], message_history=history)
         history = result.all_messages()
         requests += result.usage.requests
@@ -131,11 +133,13 @@ def langchain(work: Workload, base_url: str) -> Result:
     llm = ChatAnthropic(model=work["model"], base_url=base_url, api_key=API_KEY,
                         max_tokens=MAX_TOKENS, max_retries=0)
 
+    marker = {"cache_control": EPHEMERAL} if work["cache"] else {}
+
     def call(messages: list[Any], bound: Any) -> Any:
         sent = [HumanMessage(m) if isinstance(m, str) else m for m in messages]
-        return bound.invoke(sent, cache_control=EPHEMERAL)
+        return bound.invoke(sent, **marker)
 
-    system = SystemMessage([{"type": "text", "text": work["system"], "cache_control": EPHEMERAL}])
+    system = SystemMessage([{"type": "text", "text": work["system"], **marker}])
     return _loop(work, call, llm.bind_tools, system,
                  lambda ai: [(c["id"], c["name"]) for c in ai.tool_calls],
                  lambda ai: str(ai.text), lambda _ai, cid, text: ToolMessage(text,
@@ -145,12 +149,15 @@ def langchain(work: Workload, base_url: str) -> Result:
 def litellm(work: Workload, base_url: str) -> Result:
     import litellm as lite  # type: ignore[import-not-found]
 
+    marker = {"cache_control": EPHEMERAL} if work["cache"] else {}
+    points = [{"location": "message", "index": -1}] if work["cache"] else []
+
     def call(messages: list[Any], tools: Any) -> Any:
         sent = [{"role": "user", "content": m} if isinstance(m, str) else m for m in messages]
         response = lite.completion(
             model=f"anthropic/{work['model']}", api_base=base_url, api_key=API_KEY,
             messages=sent, tools=tools, max_tokens=MAX_TOKENS, num_retries=0,
-            cache_control_injection_points=[{"location": "message", "index": -1}])
+            **({"cache_control_injection_points": points} if points else {}))
         return response.choices[0].message.model_dump(exclude_none=True)
 
     def bind(tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -160,7 +167,7 @@ def litellm(work: Workload, base_url: str) -> Result:
                 for t in tools]
 
     system = {"role": "system",
-              "content": [{"type": "text", "text": work["system"], "cache_control": EPHEMERAL}]}
+              "content": [{"type": "text", "text": work["system"], **marker}]}
     return _loop(work, call, bind, system,
                  lambda m: [(c["id"], c["function"]["name"]) for c in m.get("tool_calls") or []],
                  lambda m: str(m.get("content") or ""),
