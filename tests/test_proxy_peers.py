@@ -31,7 +31,7 @@ import peer_envs
 from conftest import proxy_process
 from stableprompt._cli import main
 from stableprompt.demo import Workload, WorkloadSession
-from stableprompt.emulator import AssistantTurn, Emulator
+from stableprompt.emulator import AssistantTurn, Emulator, Responder
 
 pytestmark = pytest.mark.peers
 
@@ -80,8 +80,7 @@ def agent_workload(workload: Workload, session: WorkloadSession, *, shuffled: bo
                       for turn in session.turns]}
 
 
-def session_responder(workload: Workload, session: WorkloadSession
-                      ) -> Any:
+def session_responder(workload: Workload, session: WorkloadSession) -> Responder:
     """The workload's responder for ``session``, whose id the peers do not send (it reads
     ``metadata.user_id``)."""
     scripted = workload.responder()
