@@ -1,8 +1,9 @@
 """The one benchmark command: ``python benchmarks/run.py`` (see ``benchmarks/README.md``).
 
-1. Creates the peers' virtualenvs under ``benchmarks/.venvs/<peer>`` (gitignored) from the
-   pinned versions in :data:`PEERS`, once; a peer that cannot be installed is reported in
-   RESULTS.md with pip's error, never replaced by anything else.
+1. Creates the peers' virtualenvs (the pins in ``tests/peer_envs.py``, plus pyperf) under the
+   stableprompt cache, once per machine (``peer_envs.peer_python``; the proxy tests marked
+   ``peers`` use the same pins); a peer that cannot be installed is reported in RESULTS.md
+   with pip's error, never replaced by anything else.
 2. Writes the workload file (``benchmarks/.work/workload.json``, 1,000+ turns).
 3. Runs the pyperf suite (``suite.py``) in this interpreter and ``peers.py`` in each peer's
    virtualenv, same pyperf settings, JSON results in ``benchmarks/.work/``.
@@ -26,7 +27,6 @@ import platform
 import statistics
 import subprocess
 import sys
-import venv
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -36,13 +36,7 @@ import pyperf
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 WORK = HERE / ".work"
-VENVS = HERE / ".venvs"
 RESULTS = HERE / "RESULTS.md"
-PEERS = {  # peer -> pinned requirements (checked 2026-12-01 on PyPI)
-    "pydantic_ai": ["pydantic-ai-slim[anthropic]==2.68.0"],
-    "litellm": ["litellm==1.110.2"],
-    "langchain": ["langchain-anthropic==1.7.10"],
-}
 PYPERF = "pyperf==2.11.0"
 TURNS = (10, 100, 1000)
 MARK_START, MARK_END = "<!-- generated: start -->", "<!-- generated: end -->"
@@ -52,26 +46,10 @@ LINT_SETTINGS = ["--loops", "1", "--warmups", "1", "--processes", "2", "--values
 LINT_FAST = ["--loops", "1", "--warmups", "0", "--processes", "1", "--values", "2"]
 
 sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(ROOT / "tests"))
 import workload  # noqa: E402
 
-
-def _python(peer: str) -> Path:
-    return VENVS / peer / "bin" / "python"
-
-
-def _install(peer: str) -> str | None:
-    """Create the peer's virtualenv (once); ``None`` when ready, else pip's error."""
-    marker = VENVS / peer / ".installed"
-    wanted = " ".join([*PEERS[peer], PYPERF])
-    if marker.exists() and marker.read_text() == wanted:
-        return None
-    venv.EnvBuilder(with_pip=True, clear=True).create(VENVS / peer)
-    done = subprocess.run([str(_python(peer)), "-m", "pip", "install", "-q", *PEERS[peer],
-                           PYPERF], capture_output=True, text=True, check=False)
-    if done.returncode:
-        return (done.stderr.strip().splitlines() or ["pip failed"])[-1]
-    marker.write_text(wanted)
-    return None
+from peer_envs import PEERS, PeerEnvError, peer_python  # noqa: E402
 
 
 def _pyperf(python: Path, script: str, out: Path, fast: bool, *extra: str,
@@ -262,12 +240,13 @@ def main() -> None:
     values = _values(WORK / "suite.json")
     errors: dict[str, str] = {}
     for peer in () if args.skip_peers else PEERS:
-        error = _install(peer)
-        if error is not None:
-            errors[peer] = error
+        try:
+            python = peer_python(peer, (PYPERF,))
+        except PeerEnvError as exc:
+            errors[peer] = exc.reason
             continue
         out = WORK / f"peer-{peer}.json"
-        _pyperf(_python(peer), "peers.py", out, args.fast, "--peer", peer, "--workload",
+        _pyperf(python, "peers.py", out, args.fast, "--peer", peer, "--workload",
                 str(path))
         values.update(_values(out))
     memory = json.loads(subprocess.run(

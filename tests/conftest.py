@@ -5,7 +5,10 @@ from __future__ import annotations
 import ipaddress
 import json
 import os
+import re
 import socket
+import subprocess
+import sys
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
@@ -14,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from hypothesis import settings
 
+import stableprompt
 from stableprompt._recording._call import Pending
 from stableprompt._recording._observer import Observation, ResponseObserver
 from stableprompt._recording._recorder import Recorder
@@ -224,3 +228,27 @@ def sdk_sender(wire: str, target: Target, recorder: Recorder) -> Iterator[Any]:
         yield send
     finally:
         http.close()
+
+
+@contextmanager
+def proxy_process(upstream: str, ledger: Path, *options: str
+                  ) -> Iterator[tuple[subprocess.Popen[str], str]]:
+    """``stableprompt proxy --upstream UPSTREAM --port 0 --ledger LEDGER [options]`` as a
+    process of this interpreter (this checkout's ``src`` first on its path): the process and
+    the base URL its banner names. Killed on exit if still running."""
+    src = Path(stableprompt.__file__).parent.parent
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": str(src)}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "stableprompt", "proxy", "--upstream", upstream, "--port", "0",
+         "--ledger", str(ledger), *options],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        assert proc.stdout is not None
+        banner = proc.stdout.readline()
+        match = re.search(r"stableprompt proxy on (http://127\.0\.0\.1:\d+)", banner)
+        assert match is not None, banner
+        yield proc, match.group(1)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.communicate(timeout=10)

@@ -5,15 +5,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
-import re
 import signal
 import sqlite3
-import subprocess
-import sys
 import threading
-from collections.abc import AsyncIterator, Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -21,13 +16,12 @@ import anthropic
 import httpx
 import pytest
 
-import stableprompt
+from conftest import proxy_process
 from stableprompt import Ledger
 from stableprompt._cli import main
 from stableprompt._proxy._server import Proxy
 from stableprompt.emulator import Emulator
 
-SRC = Path(stableprompt.__file__).parent.parent
 A_KEY = "sk-ant-api03-clitestkey-0123456789abcdef"
 SYSTEM = " ".join(f"rule {i}: keep the prefix stable." for i in range(150))
 BODY: dict[str, Any] = {
@@ -64,25 +58,6 @@ def test_bad_upstream_url_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -
     """An upstream that is not an http(s) URL is refused by the argument parser (exit 2)."""
     assert main(["proxy", "--upstream", "api.anthropic.com"]) == 2
     assert "http(s)://" in capsys.readouterr().err
-
-
-@contextmanager
-def proxy_process(upstream: str, ledger: Path) -> Iterator[tuple[subprocess.Popen[str], str]]:
-    env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": str(SRC)}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "stableprompt", "proxy", "--upstream", upstream, "--port", "0",
-         "--ledger", str(ledger)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-    try:
-        assert proc.stdout is not None
-        banner = proc.stdout.readline()
-        match = re.search(r"stableprompt proxy on (http://127\.0\.0\.1:\d+)", banner)
-        assert match is not None, banner
-        yield proc, match.group(1)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-        proc.communicate(timeout=10)
 
 
 def test_sigterm_lets_a_stream_in_flight_finish(tmp_path: Path) -> None:
