@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .._canonical import decoded_json, scan_items
-from .._segment import Segment, build_segments, chain
+from .._segment import Segment, SegmentBytes, build_segments, chain
 from ._formats import SegmentSteps, segment_request, segment_steps
 from ._segmenter import SegmentBuilder, SegmentedRequest
 
@@ -99,7 +99,7 @@ class _Base:
 
     reused: int
     kept: tuple[Segment, ...]
-    prefix: Sequence[bytes | memoryview]
+    prefix: Sequence[SegmentBytes | bytes]
     previous: bytes | None
     item_ends: list[int]
     item_segments: list[int]
@@ -182,6 +182,12 @@ class LineageSegments:
             base = _rebased(other, dump, head)
             done = len(base.item_ends) if base is not None else 0
             stored = None  # nothing of ``other`` but its history segments carries over
+        if done:  # the shared items are the stored ones (equal values): keep those, so a
+            # lineage's requests hold one copy of their common history, not one per request
+            shared = (stored if stored is not None else other)
+            assert shared is not None
+            items = [*shared.items[:done], *items[done:]]
+            body = {**body, steps.history_key: items}
         around = None
         if content is not None:
             where = content.find(_needle(steps.history_key))
@@ -282,7 +288,7 @@ class LineageSegments:
             dump, around = decoded_json(items), None  # ends are of the re-serialized items
         new_segments, new_data, _ = build_segments(fresh.specs, start=start, previous=previous)
         segmented = SegmentedRequest(steps.wire_format, kept + new_segments,
-                                     b"".join([*prefix, new_data]), body)
+                                     SegmentBytes.joined([*prefix, new_data]), body)
         if stored is not None and done > stored.leading and \
                 "head_fingerprint" in stored.segmented.__dict__:
             # The head (params, tools, system, leading system items) ends inside the reused
@@ -341,7 +347,7 @@ def _reused(stored: _Stored, done: int) -> _Base:
     reused = stored.item_segments[done - 1]
     kept = stored.segmented.segments[:reused]
     last = kept[-1]
-    return _Base(reused, kept, [memoryview(stored.segmented.data)[:last.end]],
+    return _Base(reused, kept, [stored.segmented.segment_bytes.span(0, last.end)],
                  bytes.fromhex(last.prefix_digest), stored.item_ends[:done],
                  stored.item_segments[:done], min(stored.leading, done), stored.head)
 
@@ -355,7 +361,7 @@ def _rebased(other: _Stored, dump: bytes,
     done = bisect.bisect_right(other.item_ends, common_prefix_bytes(dump, other.dump))
     if not done:
         return None
-    old, data = other.segmented.segments, other.segmented.data
+    old, data = other.segmented.segments, other.segmented.segment_bytes
     first, last = other.head, other.item_segments[done - 1]
     begin = old[first - 1].end if first else 0  # where ``other``'s history starts
     end = old[last - 1].end if last else begin
@@ -369,7 +375,7 @@ def _rebased(other: _Stored, dump: bytes,
                              prefix_digest=previous.hex(), tokens=seg.tokens, path=seg.path,
                              breakpoint=seg.breakpoint, label=seg.label))
     heads = len(head[0])
-    return _Base(0, (*head[0], *moved), [head[1], memoryview(data)[begin:end]], previous,
+    return _Base(0, (*head[0], *moved), [head[1], data.span(begin, end)], previous,
                  other.item_ends[:done], [n - first + heads for n in other.item_segments[:done]],
                  min(other.leading, done), heads)
 
