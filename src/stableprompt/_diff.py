@@ -158,13 +158,14 @@ def _cacheable(prompt: Segmented) -> Sequence[Segment]:
     return segments[:end]
 
 
-def first_divergent_index(a: Sequence[Segment], b: Sequence[Segment]) -> int:
+def first_divergent_index(a: Sequence[Segment], b: Sequence[Segment], start: int = 0) -> int:
     """Index of the first segment of ``a`` whose chained digest differs from ``b``'s.
 
     Returns ``len(a)`` when every segment of ``a`` is a prefix of ``b``. Chained digests are
-    monotone (once different, different forever), so this is a binary search.
+    monotone (once different, different forever), so this is a binary search; ``start``: the
+    caller knows the first ``start`` segments agree (the search begins there).
     """
-    lo, hi = 0, min(len(a), len(b))
+    lo, hi = start, min(len(a), len(b))
     while lo < hi:
         mid = (lo + hi) // 2
         if a[mid].prefix_digest == b[mid].prefix_digest:

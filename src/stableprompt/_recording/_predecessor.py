@@ -105,6 +105,20 @@ def common_segments(base: RequestState, segments: Sequence[Segment]) -> int:
     return max(matched, sum(1 for s in segments if s.kind in HEAD_KINDS))
 
 
+def _at_least(base: RequestState, segments: Sequence[Segment], shared: int) -> int | None:
+    """:func:`common_segments` of ``base`` when it is at least ``shared``, else ``None``
+    (with ``base``'s segments known, one digest comparison tells: chained digests agree
+    through segment ``shared - 1`` exactly when at least ``shared`` segments are common)."""
+    if shared and base.segmented is not None:
+        other = base.segmented.segments
+        if (len(other) < shared or len(segments) < shared
+                or other[shared - 1].prefix_digest != segments[shared - 1].prefix_digest):
+            return None
+        return first_divergent_index(other, segments, shared)
+    found = common_segments(base, segments)
+    return found if found >= shared else None
+
+
 def _carried(segments: Sequence[Segment], opening: str | None) -> set[str]:
     """Digests of the user/tool message segments after the first message segment."""
     return {s.digest for s in segments
@@ -299,12 +313,14 @@ class CallIndex:
             previous = self._conversation_previous(call)
         best: tuple[int, bool, float] | None = None
         chosen: Call | None = None
-        for candidate in candidates:
+        for candidate in reversed(candidates):  # the newest first: it shares the most, often
             if (candidate.state is None or candidate.ts > call.ts
                     or candidate.wire_format != call.wire_format):  # never another format's
                 continue
-            key = (common_segments(candidate.state, segments),
-                   candidate.same_conversation(call), candidate.ts)
+            shared = _at_least(candidate.state, segments, 0 if best is None else best[0])
+            if shared is None:  # fewer segments shared than the best so far: cannot win
+                continue
+            key = (shared, candidate.same_conversation(call), candidate.ts)
             if best is None or key > best:
                 best, chosen = key, candidate
         if chosen is not None and best is not None and (best[1] or previous is None):
