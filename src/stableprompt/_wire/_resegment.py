@@ -73,6 +73,11 @@ def common_prefix_bytes(a: bytes, b: bytes | memoryview, *, offset: int = 0) -> 
     return max(limit, 0)
 
 
+_Head = tuple[tuple[Segment, ...], bytes, bytes | None, dict[str, Any]]
+"""A head: its segments, their data, the chain state after them, and the body's fields
+outside the history."""
+
+
 @dataclass
 class _Stored:
     """The last request of a lineage, as the next one needs it."""
@@ -143,9 +148,9 @@ class LineageSegments:
         self._rendered: dict[tuple[str, bytes], dict[bytes, tuple[str, str, int]]] = {}
         # (format, opening hash) -> the stored key last seen with it, on whatever head
         self._openings: dict[tuple[str, int], tuple[str, str, int]] = {}
-        # (format, the body's bytes outside its history) -> head segments, data, chain state
-        self._heads: OrderedDict[tuple[str, bytes], tuple[tuple[Segment, ...], bytes,
-                                                          bytes | None]] = OrderedDict()
+        # (format, the body's bytes outside its history) -> head segments, data, chain state,
+        # and those fields' values (of the first body seen with them)
+        self._heads: OrderedDict[tuple[str, bytes], _Head] = OrderedDict()
         self._lock = threading.Lock()
 
     def segment(self, wire_format: str, body: Mapping[str, Any], *,
@@ -182,12 +187,16 @@ class LineageSegments:
             base = _rebased(other, dump, head)
             done = len(base.item_ends) if base is not None else 0
             stored = None  # nothing of ``other`` but its history segments carries over
-        if done:  # the shared items are the stored ones (equal values): keep those, so a
-            # lineage's requests hold one copy of their common history, not one per request
+        # The values shared with earlier requests are the ones kept (equal values, as equal
+        # bytes): the fields outside the history of the first request with this head's bytes
+        # and the stored history items, so a lineage holds its head and common history once,
+        # not once per request.
+        if done:
             shared = (stored if stored is not None else other)
             assert shared is not None
             items = [*shared.items[:done], *items[done:]]
-            body = {**body, steps.history_key: items}
+        outside = head[3]
+        body = {k: items if k == steps.history_key else outside[k] for k in body}
         around = None
         if content is not None:
             where = content.find(_needle(steps.history_key))
@@ -197,14 +206,13 @@ class LineageSegments:
         return self._finish(steps, key, body, items, dump, done, stored,
                             base or _fresh(head), around)
 
-    def _head(self, steps: SegmentSteps, body: Mapping[str, Any]) -> tuple[
-            tuple[Segment, ...], bytes, bytes | None]:
+    def _head(self, steps: SegmentSteps, body: Mapping[str, Any]) -> _Head:
         """The head's segments, data and chain state: the stored ones when a recent request
         had the same bytes outside its history (one dump of those fields, one lookup), else
         segmented and hashed. The head segmenters read only fields outside the history, so
         equal bytes there are equal head segments."""
-        key = (steps.wire_format,
-               decoded_json({k: v for k, v in body.items() if k != steps.history_key}))
+        outside = {k: v for k, v in body.items() if k != steps.history_key}
+        key = (steps.wire_format, decoded_json(outside))
         with self._lock:
             found = self._heads.get(key)
             if found is not None:
@@ -213,7 +221,7 @@ class LineageSegments:
         builder = SegmentBuilder(steps.marker_key, steps.wire_format)
         builder.params(body, steps.params)
         steps.head(body, builder)
-        head = build_segments(builder.specs)
+        head = (*build_segments(builder.specs), outside)
         with self._lock:
             self._heads[key] = head
             while len(self._heads) > self.max_lineages:
@@ -337,7 +345,7 @@ class LineageSegments:
                     return
 
 
-def _fresh(head: tuple[tuple[Segment, ...], bytes, bytes | None]) -> _Base:
+def _fresh(head: _Head) -> _Base:
     """Nothing reused: the head's segments, data and chain state only."""
     return _Base(0, head[0], [head[1]], head[2], [], [], 0, len(head[0]))
 
@@ -353,7 +361,7 @@ def _reused(stored: _Stored, done: int) -> _Base:
 
 
 def _rebased(other: _Stored, dump: bytes,
-             head: tuple[tuple[Segment, ...], bytes, bytes | None]) -> _Base | None:
+             head: _Head) -> _Base | None:
     """The history items ``dump`` shares with ``other`` (another head), their segments moved
     after ``head`` and chained from it; ``None`` when it shares none. A history item's
     segments depend on the item and its index only (what ``SegmentSteps.item`` reads), never
