@@ -8,6 +8,14 @@ history memo's joined prefix) next to ``history_wire_bytes`` (the bytes of the h
 that format's body). Documented: each message's wire bytes are held once per format in its
 memo, plus once in the format's joined prefix buffer (``_wire._parts``), so ``added_bytes /
 history_wire_bytes`` near 2 means no duplication beyond that; a third copy would show as 3.
+
+``recorder``: what a :class:`~stableprompt.Recorder` keeps per call once warm, recording the
+same 1,000-turn conversation turn after turn (``client``: bodies it was handed segmented, as
+``AnthropicClient`` does; ``transport``: body bytes parsed anew each call, as under an
+official SDK): ``retained_per_call_bytes`` is the traced growth over :data:`RECORDED` calls
+divided by their number, next to the body size. It holds its predecessor candidates
+(``LINEAGE_DEPTH`` calls per lineage); each shares its history items and segment bytes with
+the others, so what a call adds is its new items and its segment and token tuples.
 """
 
 from __future__ import annotations
@@ -22,6 +30,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from suite import FORMATS, _conversation, _grow
 
 TURNS = 1000
+RECORDED = 60
 
 
 def _traced() -> int:
@@ -58,10 +67,40 @@ def main() -> None:
         body_history = size
         out[name] = {"added_bytes": _traced() - before, "body_bytes": body_history,
                      "sites": _sites(snapshot, 4)}
+    out["recorder"] = {path: _recorder(client=path == "client") for path in ("client",
+                                                                              "transport")}
     total_wire = len(FORMATS["anthropic"](conv.render(tail={"now": "x"})).content)
     out["anthropic_body_bytes_now"] = total_wire
     out["messages_now"] = len(conv.messages)
     print(json.dumps(out))
+
+
+def _recorder(*, client: bool) -> dict[str, int]:
+    """Bytes a warm recorder keeps per call (see the module docstring)."""
+    from suite import _response, _stepper
+
+    from stableprompt import Recorder
+
+    recorder = Recorder(tokenizer="cl100k_base", keep_records=0)
+    step = _stepper(TURNS)
+
+    def record() -> int:
+        content = step().content
+        if client:
+            found = recorder.segment_rendered("anthropic", content)
+            pending = recorder.start("/v1/messages", {}, content, resegmented=found,
+                                     decoded=None if found is None else found.segmented.body)
+        else:
+            pending = recorder.start("/v1/messages", {}, content)
+        assert pending is not None
+        recorder.finish(pending, status_code=200, body=_response(content))
+        return len(content)
+
+    for _ in range(40):  # warm: the lineage holds its full depth of candidates
+        record()
+    before = _traced()
+    size = max(record() for _ in range(RECORDED))
+    return {"retained_per_call_bytes": (_traced() - before) // RECORDED, "body_bytes": size}
 
 
 if __name__ == "__main__":

@@ -9,10 +9,17 @@ import json
 from typing import Any
 
 import httpx2
+from hypothesis import given
+from hypothesis import strategies as st
 
 from stableprompt._ledger._usage_record import UsageRecord
 from stableprompt._recording._call import Call, RequestState
-from stableprompt._recording._predecessor import RETRY_WINDOW_S, REWRITE_WINDOW_S, CallIndex
+from stableprompt._recording._predecessor import (
+    RETRY_WINDOW_S,
+    REWRITE_WINDOW_S,
+    CallIndex,
+    _Unnamed,
+)
 from stableprompt._recording._recorder import Recorder
 from test_transport import SYSTEM, SYSTEM_BLOCKS, FakeProvider, anthropic_sdk
 
@@ -297,3 +304,27 @@ def test_a_missing_write_count_from_an_automatic_cache_means_zero_written() -> N
     send(anthropic_sdk(AutomaticAnthropicShape(), recorder), talk("ann", 1))
     assert recorder.records[0].cache_write_tokens is None
     assert recorder.records[0].input_tokens_total is None
+
+
+@given(conversations=st.lists(st.integers(0, 3), max_size=80), per_key=st.integers(1, 5),
+       maxlen=st.integers(1, 40))
+def test_unnamed_calls_keep_each_conversations_newest(conversations: list[int], per_key: int,
+                                                       maxlen: int) -> None:
+    """``_Unnamed`` with a per-conversation cap answers ``newest`` as the uncapped memory
+    does, up to the cap (the newest ``per_key`` calls of the conversation among the last
+    ``maxlen`` calls overall), and holds no other call."""
+    capped, whole = _Unnamed(maxlen, per_key=per_key), _Unnamed(maxlen)
+    calls = [Call(ts=float(i), session_id=None, provider="anthropic", wire_format="anthropic",
+                  model="m", opening=f"open-{who}", fingerprint=f"sp1:{i}")
+             for i, who in enumerate(conversations)]
+    for call in calls:
+        capped.append(call)
+        whole.append(call)
+    for who in range(4):
+        probe = Call(ts=1e9, session_id=None, provider="anthropic", wire_format="anthropic",
+                     model="m", opening=f"open-{who}", fingerprint=None)
+        expected = [c for c in calls[-maxlen:] if c.opening == probe.opening][::-1][:per_key]
+        assert list(capped.newest(probe)) == expected
+        assert list(whole.newest(probe))[:per_key] == expected
+    held = sum(len(v) for v in capped._by_key.values())
+    assert held <= min(len(calls), maxlen)

@@ -216,6 +216,40 @@ def test_appended_history_reuses_all_earlier_items() -> None:
     assert second.previous_tokens == (1,) * len(first.segmented.segments)
 
 
+def test_a_lineage_holds_one_copy_of_its_history() -> None:
+    """Each request parsed anew (transport path) keeps the stored request's history items
+    for the ones they share, and its segment bytes share the stored pieces: a lineage of
+    long conversations holds its history once, not once per request (at turn 1,000 that was
+    ~5 MB retained per call)."""
+    lineages = LineageSegments()
+    history = [_item("anthropic", i % 3, f"m{i}", False, False) for i in range(40)]
+    first = lineages.segment("anthropic", loads(canonical_json(_body("anthropic", history, 3))))
+    later = [*history, history[1]]
+    second = lineages.segment("anthropic", loads(canonical_json(_body("anthropic", later, 3))))
+    kept, items = first.segmented.body["messages"], second.segmented.body["messages"]
+    assert all(a is b for a, b in zip(kept, items[:len(kept)], strict=True))
+    assert second.segmented.segment_bytes.pieces()[0] is \
+        first.segmented.segment_bytes.pieces()[0]
+    assert second.segmented == segment_request("anthropic", second.segmented.body)
+
+
+def test_recording_never_joins_the_whole_body() -> None:
+    """Recording a continuing turn reads its segments' bytes from the shared pieces: the
+    joined ``SegmentedRequest.data`` (one copy of the whole body) is never made."""
+    recorder = Recorder(tokenizer="cl100k_base")
+    history = [_item("anthropic", i % 3, f"m{i}", False, False) for i in range(8)]
+    response = httpx.Response(200, json={"id": "m", "type": "message", "usage": {
+        "input_tokens": 5, "cache_read_input_tokens": 0, "cache_creation_input_tokens": 0,
+        "output_tokens": 1}})
+    for n in (6, 7, 8):
+        content = canonical_json(_body("anthropic", history[:n], 3))
+        pending = recorder.start("/v1/messages", {}, content)
+        assert pending is not None and pending.state is not None
+        recorder.finish(pending, status_code=200, body=response.content)
+        assert pending.state.segmented is not None
+        assert "data" not in pending.state.segmented.__dict__
+
+
 def test_client_never_decodes_a_rendered_turn() -> None:
     """Through AnthropicClient, a later turn of a conversation (from the third on: the second
     unmarks the first message, which the previous request sent with the end-of-history

@@ -314,3 +314,14 @@ def test_estimating_counter_keeps_a_working_tokenizer() -> None:
     """A tokenizer that loads is used as is (no fallback, no callback)."""
     counter = EstimatingTokenCounter("bytes/4", on_fallback=lambda exc: pytest.fail(str(exc)))
     assert counter.count("abcdefgh") == 2 and not counter.fell_back
+
+
+@pytest.mark.parametrize("bad", [None, 42, object()])
+def test_a_recorder_refuses_a_tokenizer_that_is_neither_a_name_nor_a_tokenizer(
+        bad: object) -> None:
+    """``Recorder(tokenizer=None)`` was accepted, then every call's analysis failed with an
+    AttributeError (logged, no prediction): a typed error at construction instead."""
+    from stableprompt import Recorder
+    with pytest.raises(InputError, match="tokenizer must be an encoding name") as info:
+        Recorder(tokenizer=bad)  # type: ignore[arg-type]
+    assert info.value.code == "tokenizer-unknown"

@@ -30,7 +30,7 @@ from ._canonical import canonical_json, escape_pointer, loads, pointer_get, wire
 from ._exceptions import InputError
 from ._public import public
 from ._redact import redact_slice
-from ._segment import Segment
+from ._segment import ByteSlices, Segment
 from ._volatility import paired_nonce, scan_volatile
 
 __all__ = [
@@ -78,7 +78,14 @@ class Segmented(Protocol):
     def segments(self) -> tuple[Segment, ...]: ...
 
     @property
-    def data(self) -> bytes: ...
+    def data(self) -> ByteSlices: ...
+
+
+def _bytes(x: Segmented) -> ByteSlices:
+    """``x``'s segment bytes: a ``SegmentedRequest``'s shared pieces (never joined whole to
+    read a few segments), else its ``data``."""
+    found: ByteSlices | None = getattr(x, "segment_bytes", None)
+    return found if found is not None else x.data
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,13 +158,14 @@ def _cacheable(prompt: Segmented) -> Sequence[Segment]:
     return segments[:end]
 
 
-def first_divergent_index(a: Sequence[Segment], b: Sequence[Segment]) -> int:
+def first_divergent_index(a: Sequence[Segment], b: Sequence[Segment], start: int = 0) -> int:
     """Index of the first segment of ``a`` whose chained digest differs from ``b``'s.
 
     Returns ``len(a)`` when every segment of ``a`` is a prefix of ``b``. Chained digests are
-    monotone (once different, different forever), so this is a binary search.
+    monotone (once different, different forever), so this is a binary search; ``start``: the
+    caller knows the first ``start`` segments agree (the search begins there).
     """
-    lo, hi = 0, min(len(a), len(b))
+    lo, hi = start, min(len(a), len(b))
     while lo < hi:
         mid = (lo + hi) // 2
         if a[mid].prefix_digest == b[mid].prefix_digest:
@@ -194,13 +202,14 @@ def lcp_bytes(a: Segmented, b: Segmented) -> int:
     x, y = sa[i], b.segments[i]
     if x.kind != y.kind:
         return x.start
-    return x.start + common_prefix_len(a.data[x.start:x.end], b.data[y.start:y.end])
+    return x.start + common_prefix_len(_bytes(a)[x.start:x.end], _bytes(b)[y.start:y.end])
 
 
 def _comparable(a: Segmented, b: Segmented) -> None:
     """Raise :func:`diff`'s ``InputError`` when ``a`` and ``b`` cannot be compared."""
     for name, value in (("a", a), ("b", b)):
-        if not (hasattr(value, "segments") and hasattr(value, "data")):
+        if not (hasattr(value, "segments") and (hasattr(value, "segment_bytes")
+                                                or hasattr(value, "data"))):
             raise InputError(
                 f"diff() compares RenderedPrompt, ProviderRequest or SegmentedRequest objects; "
                 f"{name} is {type(value).__name__} (segment a request body dict with "
@@ -307,7 +316,7 @@ def _labels(segments: Sequence[Segment], kind: str) -> list[str]:
     return [s.label for s in segments if s.kind == kind]
 
 
-def _snippet(data: bytes, offset: int) -> str:
+def _snippet(data: ByteSlices, offset: int) -> str:
     """The bytes around ``offset``, key-shaped strings scrubbed (keys are found in a wider
     window, so a key cut by the snippet's edge is scrubbed too)."""
     lo = max(0, offset - SNIPPET_CHARS)
@@ -346,7 +355,7 @@ def _classify(
         if x.kind == "message" or y.kind == "message":
             return "history-rewrite", f"{x.name} became {y.name}", x.path
         return "content-edit", f"{x.name} became {y.name}", x.path
-    xa, yb = a.data[x.start:x.end], b.data[y.start:y.end]
+    xa, yb = _bytes(a)[x.start:x.end], _bytes(b)[y.start:y.end]
     try:
         vx, vy = loads(xa), loads(yb)
     except ValueError:
@@ -376,7 +385,7 @@ def _holds_volatile(a: Segmented, x: Segment) -> bool:
     """Whether segment ``x`` of ``a`` holds a per-call value (a timestamp, id, nonce:
     :func:`~stableprompt._volatility.scan_volatile`): a breakpoint on it marks a per-turn
     block, not history that was rewritten."""
-    return bool(scan_volatile(a.data[x.start:x.end].decode("utf-8", "replace")))
+    return bool(scan_volatile(_bytes(a)[x.start:x.end].decode("utf-8", "replace")))
 
 
 def _reasoning_type(value: Any) -> str | None:
@@ -431,7 +440,7 @@ def diff(a: Segmented, b: Segmented) -> Divergence | None:
     if y is None or x.kind != y.kind:
         offset = x.start
     else:
-        offset = x.start + common_prefix_len(a.data[x.start:x.end], b.data[y.start:y.end])
+        offset = x.start + common_prefix_len(_bytes(a)[x.start:x.end], _bytes(b)[y.start:y.end])
     cause, detail, path = _classify(a, b, x, y)
     if x.kind == "message" and x.breakpoint is not None and (cause == "volatile-token" or (
             cause == "history-rewrite" and _holds_volatile(a, x))):
@@ -448,8 +457,8 @@ def diff(a: Segmented, b: Segmented) -> Divergence | None:
         path=path,
         cause=cause,
         detail=detail,
-        snippet_a=_snippet(a.data, offset),
-        snippet_b=_snippet(b.data, offset),
+        snippet_a=_snippet(_bytes(a), offset),
+        snippet_b=_snippet(_bytes(b), offset),
     )
 
 
@@ -541,7 +550,7 @@ def _tail_slots(req: Segmented, i: int) -> tuple[str, ...] | None:
     SDK tail texts, else ``None``."""
     s = req.segments[i]
     try:
-        value = loads(req.data[s.start:s.end])
+        value = loads(_bytes(req)[s.start:s.end])
     except ValueError:
         return None
     if not isinstance(value, dict):
@@ -600,7 +609,7 @@ def _resolve(prompt: Segmented, pointer: str) -> Any:
     Message blocks are unwrapped from the segment's ``{"role", "block"}`` wrapper; a block
     list message's ``/role`` is read from its blocks' wrapper.
     """
-    data = prompt.data
+    data = _bytes(prompt)
     role_of = pointer.rsplit("/role", 1)[0] + "/content/" if pointer.endswith("/role") else None
     for s in prompt.segments:
         if not s.path or s.kind == "tail":
@@ -667,7 +676,7 @@ def _block_at(prompt: Segmented, index: int) -> Any:
         return _MISSING
     s = prompt.segments[index]
     try:
-        value = loads(prompt.data[s.start:s.end])
+        value = loads(_bytes(prompt)[s.start:s.end])
     except ValueError:  # pragma: no cover - segment bytes are JSON
         return _MISSING
     return value["block"] if isinstance(value, dict) and "block" in value else value

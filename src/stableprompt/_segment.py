@@ -14,16 +14,20 @@ new tag.
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from ._public import public
 
 __all__ = [
     "FINGERPRINT_TAG",
     "HEAD_KINDS",
+    "ByteSlices",
     "Segment",
+    "SegmentBytes",
     "SegmentSpec",
     "build_segments",
     "chain",
@@ -181,3 +185,146 @@ def sum_tokens(segments: Iterable[Segment]) -> int | None:
 
 
 public(Segment)
+
+
+class ByteSlices(Protocol):
+    """Read-only bytes addressed by slices: ``bytes`` or :class:`SegmentBytes`."""
+
+    def __len__(self) -> int: ...
+
+    def __getitem__(self, key: slice, /) -> bytes: ...
+
+    def find(self, needle: bytes, start: int = 0, end: int | None = None, /) -> int: ...
+
+
+class SegmentBytes:
+    """Immutable bytes held as pieces that requests share: what a request repeats of its
+    predecessor's segment data is the predecessor's pieces, not a copy (``data[s.start:s.end]``
+    of a segment is one slice of one piece, as segment ends are piece ends).
+
+    Pieces are merged as they are appended so that each is at least twice the size of the
+    one after it (a binary counter): at most ``log2(len / smallest piece) + 1`` pieces, and
+    appending ``n`` bytes copies ``O(n log len)`` bytes amortized, never the whole.
+
+    Slicing (``[start:end]``, step 1) returns ``bytes``; ``bytes(x)`` joins the pieces once.
+    """
+
+    __slots__ = ("_joined", "_length", "_pieces", "_starts")
+
+    def __init__(self, pieces: Iterable[bytes] = ()) -> None:
+        kept = tuple(p for p in pieces if p)
+        starts, offset = [], 0
+        for piece in kept:
+            starts.append(offset)
+            offset += len(piece)
+        self._pieces: tuple[bytes, ...] = kept
+        self._starts: tuple[int, ...] = tuple(starts)
+        self._length = offset
+        self._joined: bytes | None = kept[0] if len(kept) == 1 else None
+
+    def __len__(self) -> int:
+        return self._length
+
+    def __bytes__(self) -> bytes:
+        if self._joined is None:
+            self._joined = b"".join(self._pieces) if self._pieces else b""
+        return self._joined
+
+    def __repr__(self) -> str:
+        return f"SegmentBytes({self._length} bytes in {len(self._pieces)} pieces)"
+
+    def __getitem__(self, key: slice) -> bytes:
+        start, stop, step = key.indices(self._length)
+        if step != 1:
+            return bytes(self)[key]
+        if start >= stop:
+            return b""
+        if self._joined is not None:
+            return self._joined[start:stop]
+        first = bisect.bisect_right(self._starts, start) - 1
+        begin = self._starts[first]
+        piece = self._pieces[first]
+        if stop <= begin + len(piece):
+            return piece[start - begin:stop - begin]
+        last = bisect.bisect_right(self._starts, stop - 1) - 1
+        parts = [piece[start - begin:], *self._pieces[first + 1:last]]
+        parts.append(self._pieces[last][:stop - self._starts[last]])
+        return b"".join(parts)
+
+    def find(self, needle: bytes, start: int = 0, end: int | None = None) -> int:
+        """As ``bytes.find``: the lowest index of ``needle`` in ``[start, end)``, or -1."""
+        stop = self._length if end is None else min(end, self._length)
+        if self._joined is not None or len(self._pieces) < 2:
+            return bytes(self).find(needle, start, stop)
+        # Within one piece, or straddling a boundary: search a window with len(needle) - 1
+        # bytes of overlap (pieces are searched in place, never joined).
+        overlap = max(len(needle) - 1, 0)
+        for index, piece in enumerate(self._pieces):
+            begin = self._starts[index]
+            if begin + len(piece) <= start:
+                continue
+            if begin >= stop:
+                break
+            lo, hi = max(start - begin, 0), min(stop - begin, len(piece))
+            found = piece.find(needle, lo, hi)
+            if found >= 0:
+                return begin + found
+            end_at = begin + hi
+            if overlap and end_at < stop:
+                window = self[max(end_at - overlap, start):min(end_at + overlap, stop)]
+                found = window.find(needle)
+                if found >= 0:
+                    return max(end_at - overlap, start) + found
+        return -1
+
+    def __contains__(self, needle: bytes) -> bool:
+        return self.find(needle) >= 0
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, SegmentBytes):
+            return self._length == other._length and (
+                self._pieces == other._pieces or bytes(self) == bytes(other))
+        if isinstance(other, bytes):
+            return self._length == len(other) and bytes(self) == other
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(bytes(self))
+
+    def __reduce__(self) -> tuple[type[SegmentBytes], tuple[tuple[bytes, ...]]]:
+        return (SegmentBytes, (self._pieces,))
+
+    def span(self, start: int, end: int) -> SegmentBytes:
+        """The bytes ``[start, end)`` sharing the pieces inside the range (the pieces cut at
+        either end are sliced)."""
+        end = min(end, self._length)
+        if start <= 0 and end >= self._length:
+            return self
+        if start >= end:
+            return SegmentBytes()
+        first = bisect.bisect_right(self._starts, start) - 1
+        last = bisect.bisect_right(self._starts, end - 1) - 1
+        if first == last:
+            begin = self._starts[first]
+            return SegmentBytes((self._pieces[first][start - begin:end - begin],))
+        head = self._pieces[first][start - self._starts[first]:]
+        tail = self._pieces[last][:end - self._starts[last]]
+        return SegmentBytes((head, *self._pieces[first + 1:last], tail))
+
+    def pieces(self) -> tuple[bytes, ...]:
+        """The pieces, in order (their concatenation is these bytes)."""
+        return self._pieces
+
+    @classmethod
+    def joined(cls, parts: Iterable[SegmentBytes | bytes]) -> SegmentBytes:
+        """``parts`` one after the other, pieces shared, then merged so each piece is at least
+        twice the next one (see the class docstring)."""
+        pieces: list[bytes] = []
+        for part in parts:
+            for piece in (part.pieces() if isinstance(part, SegmentBytes) else (part,)):
+                if not piece:
+                    continue
+                while pieces and len(pieces[-1]) < 2 * len(piece):
+                    piece = pieces.pop() + piece
+                pieces.append(piece)
+        return cls(pieces)

@@ -378,7 +378,8 @@ class EstimatingTokenCounter:
         on_fallback: Called once with the error when the fallback is taken (e.g. to log).
 
     Raises:
-        InputError: Unknown encoding name (code ``tokenizer-unknown``), or ``max_entries < 1``.
+        InputError: Unknown encoding name, or ``tokenizer`` neither a name nor a tokenizer
+            (code ``tokenizer-unknown``), or ``max_entries < 1``.
     """
 
     __slots__ = ("_counter", "_fell_back", "_max_entries", "_on_fallback")
@@ -390,6 +391,12 @@ class EstimatingTokenCounter:
         max_entries: int = 8192,
         on_fallback: Callable[[TokenizerUnavailableError], None] | None = None,
     ) -> None:
+        if not isinstance(tokenizer, str) and not all(
+                callable(getattr(tokenizer, m, None)) for m in ("encode", "count")):
+            raise InputError(
+                f"tokenizer must be an encoding name (e.g. 'cl100k_base') or an object with "
+                f"name, encode() and count(), got {type(tokenizer).__name__}",
+                code="tokenizer-unknown")
         resolved = get_tokenizer(tokenizer) if isinstance(tokenizer, str) else tokenizer
         self._counter = SegmentTokenCounter(resolved, max_entries=max_entries)
         self._max_entries = max_entries

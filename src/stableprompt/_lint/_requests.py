@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._segment import HEAD_KINDS, Segment
+from .._segment import HEAD_KINDS, Segment, SegmentBytes
 from .._wire._formats import HISTORY_KEYS, session_hint
 from .._wire._segmenter import SegmentedRequest
 from ._capture import CaptureEntry
@@ -37,7 +37,7 @@ class Req:
     hinted: bool  # session taken from the body (a hint), not from the capture record
     model: str | None
     segments: tuple[Segment, ...]
-    data: bytes
+    data: SegmentBytes
     has_assistant: bool
     breakpoints: tuple[Segment, ...]
     first_message_digest: str | None
@@ -141,7 +141,7 @@ def make_req(pos: int, entry: CaptureEntry, seg: SegmentedRequest, group: bool) 
         pos=pos, index=entry.index, source=entry.source, wire_format=seg.wire_format,
         group=entry.group if group else None,
         scope=scope, session=session, hinted=hinted, model=seg.model, segments=segments,
-        data=seg.data, has_assistant=has_assistant(seg.wire_format, entry.body),
+        data=seg.segment_bytes, has_assistant=has_assistant(seg.wire_format, entry.body),
         breakpoints=tuple(s for s in segments if s.breakpoint is not None),
         first_message_digest=first,
     )

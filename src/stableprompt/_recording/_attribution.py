@@ -405,7 +405,8 @@ class _Attributor:
             self.detail["other_conversation"] = True
         if self.reads is not None:
             self.detail["cache_read_tokens"] = self.reads
-        suspect = usage_suspicion(usage, self.request_tokens, self.seg.segments, self.seg.data)
+        suspect = usage_suspicion(usage, self.request_tokens, self.seg.segments,
+                                  self.seg.segment_bytes)
         if suspect is not None:
             self.detail.update(suspect)
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from .._segment import Segment
+from .._segment import ByteSlices, Segment
 from .._usage import CacheUsage
 
 __all__ = ["HIDDEN_TOKENS_SLACK", "USAGE_RATIO_HIGH", "USAGE_RATIO_LOW", "usage_suspicion"]
@@ -61,7 +61,8 @@ _MEDIA_MARKERS = (b'"image"', b'"document"', b'"image_url"', b'"input_image"',
 
 
 def usage_suspicion(
-    usage: CacheUsage | None, request_tokens: int, segments: Sequence[Segment], data: bytes,
+    usage: CacheUsage | None, request_tokens: int, segments: Sequence[Segment],
+    data: ByteSlices,
 ) -> dict[str, Any] | None:
     """Detail entries flagging an implausible reported input total, or ``None``.
 
@@ -69,7 +70,7 @@ def usage_suspicion(
         usage: The normalized usage (``None``: nothing to check).
         request_tokens: Our token estimate of the whole request.
         segments: The request's segments (media blocks turn the low-side check off).
-        data: The segmented request's bytes (``SegmentedRequest.data``).
+        data: The segmented request's bytes (``SegmentedRequest.segment_bytes``).
 
     Returns:
         ``{"usage_suspect": True, "usage_ratio": reported / estimate (3 decimals),
@@ -87,7 +88,7 @@ def usage_suspicion(
                   "counted twice? (an inclusive input count parsed as exclusive: choose the "
                   "endpoint's usage_dialect)")
     elif total < USAGE_RATIO_LOW * request_tokens - HIDDEN_TOKENS_SLACK and not any(
-            marker in data for marker in _MEDIA_MARKERS):  # segments tile ``data``, and a
+            data.find(marker) >= 0 for marker in _MEDIA_MARKERS):  # segments tile ``data``, and a
         # quoted marker cannot straddle two of them (each ends a JSON value)
         reason = ("reported input total far below our estimate of the request: cached tokens "
                   "left out? (an exclusive input count parsed as inclusive: choose the "

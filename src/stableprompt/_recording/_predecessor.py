@@ -59,6 +59,10 @@ __all__ = [
 LINEAGE_DEPTH = 32
 """Successful calls kept per cache lineage as predecessor candidates."""
 
+DONE_PER_CONVERSATION = 4
+"""Successful calls kept per conversation without session id for its head changes (the
+newest with the same provider is the one read; each holds its request state)."""
+
 RETRY_WINDOW_S = 120.0
 """Seconds within which an identical request (same request fingerprint) is a retry of its
 conversation's previous request. Covers client backoff and ``retry-after`` waits (<= 60 s)."""
@@ -103,6 +107,20 @@ def common_segments(base: RequestState, segments: Sequence[Segment]) -> int:
     digest = base.fingerprint.split(":", 1)[-1]
     matched = next((i + 1 for i, s in enumerate(segments) if s.prefix_digest == digest), 0)
     return max(matched, sum(1 for s in segments if s.kind in HEAD_KINDS))
+
+
+def _at_least(base: RequestState, segments: Sequence[Segment], shared: int) -> int | None:
+    """:func:`common_segments` of ``base`` when it is at least ``shared``, else ``None``
+    (with ``base``'s segments known, one digest comparison tells: chained digests agree
+    through segment ``shared - 1`` exactly when at least ``shared`` segments are common)."""
+    if shared and base.segmented is not None:
+        other = base.segmented.segments
+        if (len(other) < shared or len(segments) < shared
+                or other[shared - 1].prefix_digest != segments[shared - 1].prefix_digest):
+            return None
+        return first_divergent_index(other, segments, shared)
+    found = common_segments(base, segments)
+    return found if found >= shared else None
 
 
 def _carried(segments: Sequence[Segment], opening: str | None) -> set[str]:
@@ -150,28 +168,38 @@ class _Unnamed:
     only, never every recent call. Same answers as scanning one deque of ``maxlen`` calls
     newest first and keeping those of the conversation (callers hold the index's lock)."""
 
-    def __init__(self, maxlen: int) -> None:
+    def __init__(self, maxlen: int, per_key: int | None = None) -> None:
         self.maxlen = maxlen
-        self._order: deque[_Key | None] = deque()  # every call's key, oldest first
-        self._by_key: dict[_Key, deque[Call]] = {}
+        self.per_key = per_key  # at most this many calls kept per conversation (newest)
+        self._order: deque[tuple[_Key | None, int]] = deque()  # (key, serial), oldest first
+        self._by_key: dict[_Key, deque[tuple[int, Call]]] = {}
+        self._serial = 0
 
     def append(self, call: Call) -> None:
         key = _key(call)
-        self._order.append(key)
+        self._serial += 1
+        self._order.append((key, self._serial))
         if key is not None:
-            self._by_key.setdefault(key, deque()).append(call)
+            calls = self._by_key.get(key)
+            if calls is None:
+                calls = self._by_key[key] = deque(maxlen=self.per_key)
+            calls.append((self._serial, call))  # beyond ``per_key``, its oldest is dropped
         if len(self._order) > self.maxlen:
-            dropped = self._order.popleft()
+            dropped, serial = self._order.popleft()
             if dropped is not None:
                 calls = self._by_key[dropped]
-                calls.popleft()  # the oldest call overall is its conversation's oldest
+                # The oldest call overall is its conversation's oldest, unless ``per_key``
+                # dropped it already.
+                if calls and calls[0][0] == serial:
+                    calls.popleft()
                 if not calls:
                     del self._by_key[dropped]
 
     def newest(self, call: Call) -> Iterator[Call]:
         """The calls of ``call``'s conversation, newest first (none without a key)."""
         key = _key(call)
-        return reversed(self._by_key.get(key, ())) if key is not None else iter(())
+        calls = self._by_key.get(key, ()) if key is not None else ()
+        return (kept for _, kept in reversed(calls))
 
     def renumber(self, call: Call, turn: int) -> None:
         """Give the newest kept call sent at ``call``'s time with its fingerprint (``call``
@@ -181,9 +209,9 @@ class _Unnamed:
         if calls is None:
             return
         for i in range(len(calls) - 1, -1, -1):
-            kept = calls[i]
+            serial, kept = calls[i]
             if kept.ts == call.ts and kept.fingerprint == call.fingerprint:
-                calls[i] = dataclasses.replace(kept, turn=turn)
+                calls[i] = (serial, dataclasses.replace(kept, turn=turn))
                 return
 
 
@@ -222,7 +250,8 @@ class CallIndex:
         self._calls = 0  # calls held in _lineages
         self._sessions: OrderedDict[str, _Session] = OrderedDict()
         self._started = _Unnamed(max_unnamed)  # sent, without their body
-        self._done = _Unnamed(max(max_unnamed // 4, 1))  # successful
+        # successful, with their request state: only a conversation's newest are read
+        self._done = _Unnamed(max(max_unnamed // 4, 1), per_key=DONE_PER_CONVERSATION)
         self._lock = threading.Lock()
 
     def knows_lineage(self, head: str) -> bool:
@@ -299,12 +328,14 @@ class CallIndex:
             previous = self._conversation_previous(call)
         best: tuple[int, bool, float] | None = None
         chosen: Call | None = None
-        for candidate in candidates:
+        for candidate in reversed(candidates):  # the newest first: it shares the most, often
             if (candidate.state is None or candidate.ts > call.ts
                     or candidate.wire_format != call.wire_format):  # never another format's
                 continue
-            key = (common_segments(candidate.state, segments),
-                   candidate.same_conversation(call), candidate.ts)
+            shared = _at_least(candidate.state, segments, 0 if best is None else best[0])
+            if shared is None:  # fewer segments shared than the best so far: cannot win
+                continue
+            key = (shared, candidate.same_conversation(call), candidate.ts)
             if best is None or key > best:
                 best, chosen = key, candidate
         if chosen is not None and best is not None and (best[1] or previous is None):

@@ -433,7 +433,7 @@ class Recorder:
                previous: Sequence[int] | None = None) -> list[int]:
         """Token counts per segment; the first ``reused`` are ``previous``'s (the same
         segments, counted for the lineage's previous request)."""
-        data, segments = segmented.data, segmented.segments
+        data, segments = segmented.segment_bytes, segmented.segments
         counts = list(previous[:reused]) if previous is not None and reused else []
         count = self._counter.count
         counts.extend(count(data[s.start : s.end], digest=s.digest)

@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .._canonical import decoded_json, scan_items
-from .._segment import Segment, build_segments, chain
+from .._segment import Segment, SegmentBytes, build_segments, chain
 from ._formats import SegmentSteps, segment_request, segment_steps
 from ._segmenter import SegmentBuilder, SegmentedRequest
 
@@ -73,6 +73,11 @@ def common_prefix_bytes(a: bytes, b: bytes | memoryview, *, offset: int = 0) -> 
     return max(limit, 0)
 
 
+_Head = tuple[tuple[Segment, ...], bytes, bytes | None, dict[str, Any]]
+"""A head: its segments, their data, the chain state after them, and the body's fields
+outside the history."""
+
+
 @dataclass
 class _Stored:
     """The last request of a lineage, as the next one needs it."""
@@ -99,7 +104,7 @@ class _Base:
 
     reused: int
     kept: tuple[Segment, ...]
-    prefix: Sequence[bytes | memoryview]
+    prefix: Sequence[SegmentBytes | bytes]
     previous: bytes | None
     item_ends: list[int]
     item_segments: list[int]
@@ -143,9 +148,9 @@ class LineageSegments:
         self._rendered: dict[tuple[str, bytes], dict[bytes, tuple[str, str, int]]] = {}
         # (format, opening hash) -> the stored key last seen with it, on whatever head
         self._openings: dict[tuple[str, int], tuple[str, str, int]] = {}
-        # (format, the body's bytes outside its history) -> head segments, data, chain state
-        self._heads: OrderedDict[tuple[str, bytes], tuple[tuple[Segment, ...], bytes,
-                                                          bytes | None]] = OrderedDict()
+        # (format, the body's bytes outside its history) -> head segments, data, chain state,
+        # and those fields' values (of the first body seen with them)
+        self._heads: OrderedDict[tuple[str, bytes], _Head] = OrderedDict()
         self._lock = threading.Lock()
 
     def segment(self, wire_format: str, body: Mapping[str, Any], *,
@@ -182,6 +187,16 @@ class LineageSegments:
             base = _rebased(other, dump, head)
             done = len(base.item_ends) if base is not None else 0
             stored = None  # nothing of ``other`` but its history segments carries over
+        # The values shared with earlier requests are the ones kept (equal values, as equal
+        # bytes): the fields outside the history of the first request with this head's bytes
+        # and the stored history items, so a lineage holds its head and common history once,
+        # not once per request.
+        if done:
+            shared = (stored if stored is not None else other)
+            assert shared is not None
+            items = [*shared.items[:done], *items[done:]]
+        outside = head[3]
+        body = {k: items if k == steps.history_key else outside[k] for k in body}
         around = None
         if content is not None:
             where = content.find(_needle(steps.history_key))
@@ -191,14 +206,13 @@ class LineageSegments:
         return self._finish(steps, key, body, items, dump, done, stored,
                             base or _fresh(head), around)
 
-    def _head(self, steps: SegmentSteps, body: Mapping[str, Any]) -> tuple[
-            tuple[Segment, ...], bytes, bytes | None]:
+    def _head(self, steps: SegmentSteps, body: Mapping[str, Any]) -> _Head:
         """The head's segments, data and chain state: the stored ones when a recent request
         had the same bytes outside its history (one dump of those fields, one lookup), else
         segmented and hashed. The head segmenters read only fields outside the history, so
         equal bytes there are equal head segments."""
-        key = (steps.wire_format,
-               decoded_json({k: v for k, v in body.items() if k != steps.history_key}))
+        outside = {k: v for k, v in body.items() if k != steps.history_key}
+        key = (steps.wire_format, decoded_json(outside))
         with self._lock:
             found = self._heads.get(key)
             if found is not None:
@@ -207,7 +221,7 @@ class LineageSegments:
         builder = SegmentBuilder(steps.marker_key, steps.wire_format)
         builder.params(body, steps.params)
         steps.head(body, builder)
-        head = build_segments(builder.specs)
+        head = (*build_segments(builder.specs), outside)
         with self._lock:
             self._heads[key] = head
             while len(self._heads) > self.max_lineages:
@@ -282,7 +296,7 @@ class LineageSegments:
             dump, around = decoded_json(items), None  # ends are of the re-serialized items
         new_segments, new_data, _ = build_segments(fresh.specs, start=start, previous=previous)
         segmented = SegmentedRequest(steps.wire_format, kept + new_segments,
-                                     b"".join([*prefix, new_data]), body)
+                                     SegmentBytes.joined([*prefix, new_data]), body)
         if stored is not None and done > stored.leading and \
                 "head_fingerprint" in stored.segmented.__dict__:
             # The head (params, tools, system, leading system items) ends inside the reused
@@ -331,7 +345,7 @@ class LineageSegments:
                     return
 
 
-def _fresh(head: tuple[tuple[Segment, ...], bytes, bytes | None]) -> _Base:
+def _fresh(head: _Head) -> _Base:
     """Nothing reused: the head's segments, data and chain state only."""
     return _Base(0, head[0], [head[1]], head[2], [], [], 0, len(head[0]))
 
@@ -341,13 +355,13 @@ def _reused(stored: _Stored, done: int) -> _Base:
     reused = stored.item_segments[done - 1]
     kept = stored.segmented.segments[:reused]
     last = kept[-1]
-    return _Base(reused, kept, [memoryview(stored.segmented.data)[:last.end]],
+    return _Base(reused, kept, [stored.segmented.segment_bytes.span(0, last.end)],
                  bytes.fromhex(last.prefix_digest), stored.item_ends[:done],
                  stored.item_segments[:done], min(stored.leading, done), stored.head)
 
 
 def _rebased(other: _Stored, dump: bytes,
-             head: tuple[tuple[Segment, ...], bytes, bytes | None]) -> _Base | None:
+             head: _Head) -> _Base | None:
     """The history items ``dump`` shares with ``other`` (another head), their segments moved
     after ``head`` and chained from it; ``None`` when it shares none. A history item's
     segments depend on the item and its index only (what ``SegmentSteps.item`` reads), never
@@ -355,7 +369,7 @@ def _rebased(other: _Stored, dump: bytes,
     done = bisect.bisect_right(other.item_ends, common_prefix_bytes(dump, other.dump))
     if not done:
         return None
-    old, data = other.segmented.segments, other.segmented.data
+    old, data = other.segmented.segments, other.segmented.segment_bytes
     first, last = other.head, other.item_segments[done - 1]
     begin = old[first - 1].end if first else 0  # where ``other``'s history starts
     end = old[last - 1].end if last else begin
@@ -369,7 +383,7 @@ def _rebased(other: _Stored, dump: bytes,
                              prefix_digest=previous.hex(), tokens=seg.tokens, path=seg.path,
                              breakpoint=seg.breakpoint, label=seg.label))
     heads = len(head[0])
-    return _Base(0, (*head[0], *moved), [head[1], memoryview(data)[begin:end]], previous,
+    return _Base(0, (*head[0], *moved), [head[1], data.span(begin, end)], previous,
                  other.item_ends[:done], [n - first + heads for n in other.item_segments[:done]],
                  min(other.leading, done), heads)
 

@@ -30,7 +30,15 @@ from .._canonical import wire_json
 from .._exceptions import CaptureError
 from .._policy import text_block_of
 from .._public import public
-from .._segment import HEAD_KINDS, Segment, SegmentSpec, build_segments, fingerprint_of, tag
+from .._segment import (
+    HEAD_KINDS,
+    Segment,
+    SegmentBytes,
+    SegmentSpec,
+    build_segments,
+    fingerprint_of,
+    tag,
+)
 
 __all__ = ["SegmentBuilder", "SegmentedRequest", "require_list", "tool_label"]
 
@@ -42,14 +50,30 @@ class SegmentedRequest:
     Attributes:
         wire_format: ``anthropic``, ``openai-chat`` or ``openai-responses``.
         segments: Segments in cache order (params, tools, system, messages).
-        data: Concatenated segment bytes; ``data[s.start:s.end]`` is segment ``s``.
+        segment_bytes: The concatenated segment bytes as shared pieces
+            (``segment_bytes[s.start:s.end]`` is segment ``s``'s bytes): a request that
+            repeats its predecessor's segments shares its pieces, so making it costs what is
+            new (see :class:`~stableprompt._segment.SegmentBytes`).
         body: The parsed request body.
     """
 
     wire_format: str
     segments: tuple[Segment, ...]
-    data: bytes
+    segment_bytes: SegmentBytes = field(repr=False)
     body: Mapping[str, Any] = field(repr=False)
+
+    def __post_init__(self) -> None:
+        if isinstance(self.segment_bytes, bytes):  # one piece (as unpickled)
+            object.__setattr__(self, "segment_bytes", SegmentBytes((self.segment_bytes,)))
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (SegmentedRequest, (self.wire_format, self.segments, self.data, self.body))
+
+    @cached_property
+    def data(self) -> bytes:
+        """Concatenated segment bytes (one join of :attr:`segment_bytes`, on first use);
+        ``data[s.start:s.end]`` is segment ``s``."""
+        return bytes(self.segment_bytes)
 
     @property
     def fingerprint(self) -> str:
@@ -122,7 +146,7 @@ class SegmentBuilder:
     def build(self, wire_format: str, body: Mapping[str, Any]) -> SegmentedRequest:
         """The segmented request of everything added."""
         segments, data, _ = build_segments(self.specs)
-        return SegmentedRequest(wire_format, segments, data, body)
+        return SegmentedRequest(wire_format, segments, SegmentBytes((data,)), body)
 
     def mark_last(self, ttl: str) -> None:
         """Put a breakpoint of ``ttl`` on the last non-param segment (automatic caching)."""
