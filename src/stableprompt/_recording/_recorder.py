@@ -281,6 +281,7 @@ class Recorder:
         provider: str | None = None,
         decoded: Mapping[str, Any] | None = None,
         resegmented: Resegmented | None = None,
+        defer: bool = False,
     ) -> Pending | None:
         """Register a call about to be sent. Never raises.
 
@@ -299,6 +300,11 @@ class Recorder:
                 what :func:`~stableprompt._canonical.loads` gives for ``body``.
             resegmented: ``body`` already segmented by :meth:`segment_rendered` (the
                 client's own requests); its body is ``decoded``.
+            defer: Register the call (record id, send time, what the response observer
+                needs) but leave its analysis (segmenting, token counts, the predecessor and
+                turn) to :meth:`analyse`, which must run before :meth:`finish` and after the
+                calls sent before it were finished (the proxy runs both on its recording
+                thread, in order, so the request is forwarded without waiting for them).
 
         Returns:
             A :class:`Pending` to pass to :meth:`finish`, or ``None`` when the call is not a
@@ -334,12 +340,24 @@ class Recorder:
             provider=provider,
             secrets=secrets,
         )
+        pending.diagnostics_requested = diagnostics_request(wire, decoded)
+        pending.deferred = (decoded, headers, body, resegmented, client_decoded)
+        if not defer:
+            self.analyse(pending)
+        return pending
+
+    def analyse(self, pending: Pending) -> None:
+        """Analyse a call registered with ``start(..., defer=True)`` (segments, our token
+        counts, its conversation, turn and predecessor); nothing for a call already analysed.
+        :meth:`finish` runs it first when it has not run. Never raises."""
+        deferred, pending.deferred = pending.deferred, None
+        if deferred is None:
+            return
+        decoded, headers, body, resegmented, rendered = deferred
         try:
-            self._analyse(pending, decoded, headers, body, resegmented,
-                          rendered=client_decoded)
+            self._analyse(pending, decoded, headers, body, resegmented, rendered=rendered)
         except Exception as exc:
             self._problem(pending, exc)
-        return pending
 
     def _problem(self, pending: Pending, exc: BaseException) -> None:
         pending.problem = redact(f"{type(exc).__name__}: {exc}", secrets=pending.secrets)
@@ -362,7 +380,6 @@ class Recorder:
         model = body.get("model")
         pending.model = model if isinstance(model, str) else None
         pending.session_id = self._session_of(body, headers)
-        pending.diagnostics_requested = diagnostics_request(pending.wire_format, body)
         if self.store_content:
             pending.content = bytes(raw).decode("utf-8", "replace")
         pending.turn_boundary = turn_boundary(pending.wire_format, body)
@@ -562,6 +579,7 @@ class Recorder:
         if pending.finished:
             return pending.record
         pending.finished = True
+        self.analyse(pending)  # a deferred analysis not run yet (never raises)
         try:
             record = self._finish(pending, status_code, body, usage, response_id, diagnostics,
                                   ttft_ms, latency_ms, error, provider_error, incomplete, detail)
