@@ -143,6 +143,10 @@ class DeferredRecorder:
             pending, error=error, status_code=status_code, detail=detail))
         return None
 
+    def store(self, record: UsageRecord) -> None:
+        """As :meth:`Recorder.store`, queued."""
+        self.worker.submit(lambda: self.recorder.store(record))
+
     async def barrier(self) -> None:
         """Await the finishing jobs queued so far (the transport calls it before ``start``)."""
         await self.worker.drained()
