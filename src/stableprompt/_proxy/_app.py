@@ -217,7 +217,9 @@ class ProxyApp:
                          "write": config.read_timeout_s, "pool": config.connect_timeout_s}
         inner = transport if transport is not None else ShardedTransport(
             max_connections=config.max_connections)
-        self._worker = RecordingWorker() if config.record_in_thread else None
+        ledger = self.recorder.ledger
+        self._worker = None if not config.record_in_thread else RecordingWorker(
+            None if ledger is None else ledger.pending_journal())
         deferred = None if self._worker is None else DeferredRecorder(self.recorder,
                                                                       self._worker)
         self._store: Callable[[UsageRecord], None] = (
@@ -241,6 +243,26 @@ class ProxyApp:
             finally:
                 if self._worker is not None:
                     self._worker.close()
+
+    def recover(self) -> int:
+        """Store what earlier runs left outside the ledger (its spill files, and the pending
+        journals of proxies that were killed: :meth:`Ledger.replay_spill
+        <stableprompt.Ledger.replay_spill>`); run at startup, before serving (the CLI,
+        :class:`~._server.Proxy`). Returns the records imported;
+        a failure is logged (the files are kept for the next start), never raised."""
+        ledger = self.recorder.ledger
+        if ledger is None:
+            return 0
+        try:
+            count = ledger.replay_spill()
+        except Exception as exc:
+            _log.warning("proxy could not import earlier unstored records into %s: %s",
+                         ledger.path, redact(f"{type(exc).__name__}: {exc}"))
+            return 0
+        if count:
+            _log.warning("proxy imported %d record(s) an earlier run left outside ledger %s",
+                         count, ledger.path)
+        return count
 
     def drain(self) -> None:
         """Finish every call whose recording is queued (``record_in_thread``), blocking;

@@ -38,6 +38,7 @@ so an API key a server echoes in an error has nowhere to go.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import logging
@@ -810,6 +811,85 @@ class Recorder:
                              redact(str(exc), secrets=secrets))
         if self.sinks:
             deliver(self.sinks, record, _log, secrets)
+
+    def provisional(self, pending: Pending, observation: Observation | None = None, *,
+                    error: BaseException | str | None = None,
+                    status_code: int | None = None) -> UsageRecord | None:
+        """The row ``pending`` gets if its finishing never runs: what is known without
+        analysis, made cheaply before the finishing is queued (``stableprompt proxy``'s
+        pending journal, ``_ledger._journal``; replayed only when the process died first).
+
+        Same ``record_id`` as the final row (which wins when both exist); the request's
+        identity (time, session, turn, format, provider, model, lineage, fingerprint, our
+        token count), status, failure class, latency, TTFT, response id and the usage the
+        answer reported (a stream's, else parsed from a 2xx JSON body); verdict ``unknown``,
+        ``verdict_detail`` ``{"unknown_reason": ..., "recovered": "pending journal"}``
+        (``"incomplete": True`` for a cut body); no predecessor, LCP or prediction. Scrubbed
+        like every record. ``None`` when it cannot be made (never raises).
+
+        Args:
+            pending: The call.
+            observation: What its response amounted to (``None``: no response).
+            error: The exception its send raised (no response).
+            status_code: Its status when there is no observation.
+        """
+        try:
+            detail: dict[str, Any] = {
+                "unknown_reason": "the recording process stopped before this call was "
+                "analysed: recovered from its pending journal", "recovered": "pending journal"}
+            status = observation.status_code if observation is not None else status_code
+            usage = body = parsed = None
+            provider_error = response_id = None
+            ttft_ms = None
+            if observation is not None:
+                body, response_id, ttft_ms = (observation.body, observation.response_id,
+                                              observation.ttft_ms)
+                provider_error = observation.provider_error
+                error = error if error is not None else observation.error
+                if observation.incomplete is not None:
+                    detail["incomplete"] = True
+                if body is not None:
+                    with contextlib.suppress(ValueError):
+                        parsed = loads(body)
+                if status is not None and 200 <= status < 300:
+                    usage = observation.usage
+            success = status is not None and 200 <= status < 300 and error is None
+            error_class = failure(error, status, success, body, parsed, provider_error, {})
+            if usage is None and error_class is None and isinstance(parsed, Mapping):
+                with contextlib.suppress(Exception):
+                    usage = parse_response(pending.usage_format, parsed)
+                if response_id is None and isinstance(parsed.get("id"), str):
+                    response_id = parsed["id"]
+            state = pending.state
+            record = UsageRecord(
+                record_id=pending.record_id,
+                ts_utc=datetime.fromtimestamp(pending.ts, timezone.utc),
+                session_id=pending.session_id, turn=pending.turn, scenario=self.scenario,
+                wire_format=pending.usage_format,  # type: ignore[arg-type]
+                provider=pending.provider, model=pending.model,
+                lineage=None if state is None else state.head_fingerprint,
+                request_fingerprint=None if state is None else state.fingerprint,
+                request_tokens=None if state is None else state.request_tokens,
+                input_tokens_total=None if usage is None else usage.input_tokens_total,
+                uncached_tokens=None if usage is None else usage.uncached_tokens,
+                cache_read_tokens=None if usage is None else usage.cache_read_tokens,
+                cache_write_tokens=None if usage is None else usage.cache_write_tokens,
+                cache_write_5m_tokens=None if usage is None else usage.cache_write_5m_tokens,
+                cache_write_1h_tokens=None if usage is None else usage.cache_write_1h_tokens,
+                output_tokens=None if usage is None else usage.output_tokens,
+                usage_inconsistent=False if usage is None else usage.inconsistent,
+                verdict="unknown",
+                latency_ms=max((self.monotonic() - pending.started) * 1000.0, 0.0),
+                ttft_ms=None if ttft_ms is None else max(ttft_ms, 0.0),
+                status_code=status if status and 100 <= status <= 599 else None,
+                error_class=error_class, response_id=response_id, content=pending.content)
+            # the detail is our own constant text: added after scrubbing (half the cost)
+            return scrubbed(record, pending.secrets).model_copy(
+                update={"verdict_detail": detail})
+        except Exception as exc:
+            _log.warning("stableprompt could not make a provisional record: %s",
+                         redact(f"{type(exc).__name__}: {exc}", secrets=pending.secrets))
+            return None
 
     def unanalysed(self, *, method: str, path: str, reason: str, headers: Any = None,
                    host: str | None = None, provider: str | None = None,
