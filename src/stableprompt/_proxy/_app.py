@@ -119,8 +119,9 @@ the client and the ledger row (``None`` for calls that are not recorded)."""
 class _Forwarded(Response):
     """The upstream's answer, streamed to the client raw, chunk by chunk; ``on_end`` runs once
     the body ended or the client went away (the upstream stream is closed first).
-    ``on_body`` (if given) is told the body bytes sent, once: after the last chunk but before
-    the client sees the end of the body, or at the end when the body was cut."""
+    ``on_body`` (if given) is told the body bytes sent, once: before the client can see the
+    body complete (before the chunk that reaches the upstream's ``Content-Length``, else
+    before the end of a body of unknown length), or at the end when the body was cut."""
 
     def __init__(self, upstream: httpx.Response, on_end: Callable[[], None],
                  on_body: Callable[[int], None] | None = None) -> None:
@@ -131,6 +132,8 @@ class _Forwarded(Response):
         self._on_end = on_end
         self._on_body = on_body
         self._sent = 0
+        length = upstream.headers.get("content-length")
+        self._length = int(length) if length is not None and length.isdigit() else None
 
     def _body_ended(self) -> None:
         on_body, self._on_body = self._on_body, None
@@ -153,6 +156,8 @@ class _Forwarded(Response):
                     async for chunk in stream:
                         if chunk:
                             self._sent += len(chunk)
+                            if self._length is not None and self._sent >= self._length:
+                                self._body_ended()  # the client has it all with this chunk
                             await send({"type": "http.response.body", "body": chunk,
                                         "more_body": True})
                     self._body_ended()
