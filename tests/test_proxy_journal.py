@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
+import json
 import os
 import re
 import signal
@@ -25,6 +26,7 @@ import pytest
 
 import stableprompt
 from stableprompt import Ledger, UsageRecord
+from stableprompt._cli import main
 from stableprompt._ledger._journal import PendingJournal, orphaned_journals
 from stableprompt.emulator import Emulator
 
@@ -208,11 +210,13 @@ def test_sigkill_under_load_loses_no_completed_call(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_sigkill_with_the_worker_stuck_recovers_queued_calls(tmp_path: Path) -> None:
+def test_sigkill_with_the_worker_stuck_recovers_queued_calls(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """The ledger's write lock held by another process (the worker blocks on its first
     write), four or more calls complete meanwhile, SIGKILL: without the journal their rows would be
-    lost; after the restart each has one provisional row with the usage the stream
-    reported, verdict ``unknown`` and the reason."""
+    lost; ``stableprompt report`` names the journal until the restart, after which each has
+    one provisional row with the usage the stream reported, verdict ``unknown`` and the
+    reason."""
     db = tmp_path / "calls.db"
     with Emulator() as emu:
         with proxy_process(emu.base_url, db) as (proc, url):
@@ -225,6 +229,10 @@ def test_sigkill_with_the_worker_stuck_recovers_queued_calls(tmp_path: Path) -> 
                         break
                 time.sleep(0.05)
             done = _load_then_kill(url, proc, workers=8, kill_after=4, lock_db=db)
+        assert main(["report", str(db), "--json"]) == 0  # before the restart: named, unread
+        waiting = json.loads(capsys.readouterr().out)["unimported_files"]
+        assert any(".pending." in name for name in waiting)  # and a spill file, once the
+        # stuck write gave up
         records = _restart_and_check(emu, db, done | {first})
     recovered = [r for r in records if r.verdict_detail.get("recovered") == "pending journal"]
     assert len(recovered) >= 2  # queued behind the stuck write (which may have spilled)

@@ -374,6 +374,19 @@ class Ledger:
             return self._spill.replay(lambda records: self._insert_many(conn, records),
                                       orphaned_journals(self.path))
 
+    def unimported_files(self) -> list[Path]:
+        """Files holding records this ledger does not have yet (what :meth:`replay_spill`
+        would import): non-empty spill files and pending journals whose writer is gone. Only
+        reads; allowed on a read-only ledger (``stableprompt report`` names them)."""
+        def nonempty(path: Path) -> bool:
+            try:
+                return path.stat().st_size > 0
+            except OSError:
+                return False
+
+        return [p for p in [*self._spill.targets(), *orphaned_journals(self.path)]
+                if nonempty(p)]
+
     def pending_journal(self) -> PendingJournal:
         """A new :class:`~stableprompt._ledger._journal.PendingJournal` of this ledger: where
         a process that stores records on a background thread makes them durable first
