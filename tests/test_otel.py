@@ -99,6 +99,21 @@ def test_export_otel_with_a_meter_records_the_histogram() -> None:
     assert points[_key("output")] == (84, 2)
 
 
+def test_unanalysed_requests_get_no_genai_span() -> None:
+    """A request the proxy forwarded unanalysed (wire format ``unknown``) is no GenAI
+    operation: neither export_otel nor the sink emits a span or points for it."""
+    spans, tracer_provider, reader, meter_provider = _otel()
+    unanalysed = UsageRecord(ts_utc=T0, wire_format="unknown", status_code=200,
+                             latency_ms=3.0, verdict_detail={"path": "/v1/models"})
+    tracer, meter = tracer_provider.get_tracer("t"), meter_provider.get_meter("t")
+    assert export_otel([unanalysed, _record()], tracer, meter=meter) == 1
+    sink = OTelSink(tracer=tracer, meter=meter)
+    sink(unanalysed)
+    assert sink.exported == 0
+    assert [s.name for s in spans.get_finished_spans()] == ["chat claude-sonnet-4-5"]
+    assert _points(reader)[_key("output")] == (42, 1)  # the LLM call's points only
+
+
 def test_recorder_sink_emits_a_span_and_points_per_call(tmp_path: Path) -> None:
     """Recorder(sinks=[OTelSink(...)]) turns each recorded call into one span and its token
     points as it is written, after the ledger row."""

@@ -9,7 +9,7 @@ from datetime import datetime, timedelta, timezone
 import pydantic
 import pytest
 
-from stableprompt._ledger._usage_record import UsageRecord, WireFormat
+from stableprompt._ledger._usage_record import UNANALYSED, UsageRecord, WireFormat
 from stableprompt._redact import redact, secrets_in_headers
 from stableprompt.providers import WIRE_FORMATS
 
@@ -54,7 +54,8 @@ def test_validation_is_strict_frozen_and_closed() -> None:
 
 def test_literals_are_enforced() -> None:
     """Unknown wire formats and verdicts are rejected; every documented one is accepted."""
-    assert set(typing.get_args(WireFormat)) == set(WIRE_FORMATS)  # one list: the parsers'
+    # one list: the parsers', and the proxy's "unknown" for requests it did not analyse
+    assert set(typing.get_args(WireFormat)) == {*WIRE_FORMATS, UNANALYSED}
     for wire in typing.get_args(WireFormat):
         assert UsageRecord(wire_format=wire).wire_format == wire
     for verdict in (

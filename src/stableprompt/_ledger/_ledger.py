@@ -48,6 +48,7 @@ from typing import IO, Any
 from .._exceptions import InputError, LedgerError
 from .._public import public
 from .._redact import redact
+from ._journal import PendingJournal, orphaned_journals
 from ._schema import (
     COLUMNS,
     INSERT_SQL,
@@ -271,12 +272,16 @@ class Ledger:
 
     # ------------------------------------------------------------------ writing
 
+    def _without_content(self, record: UsageRecord) -> UsageRecord:
+        """``record`` with ``content`` dropped unless :attr:`store_content`."""
+        if not self.store_content and record.content is not None:
+            record = record.model_copy(update={"content": None})
+        return record
+
     def _prepare(self, record: UsageRecord) -> UsageRecord:
         """``record`` as stored: ``content`` dropped unless :attr:`store_content`, every text
         field scrubbed of key-shaped strings (the one field list of :func:`scrubbed`)."""
-        if not self.store_content and record.content is not None:
-            record = record.model_copy(update={"content": None})
-        return scrubbed(record)
+        return scrubbed(self._without_content(record))
 
     def write(self, record: UsageRecord) -> WriteOutcome:
         """Store one record; never raises for a storage failure and never drops the record.
@@ -344,9 +349,12 @@ class Ledger:
     def replay_spill(self) -> int:
         """Import spilled and unflushed records into the database (idempotent by record_id).
 
-        Reads ``<db>.spill.jsonl``, the fallback spill file and :attr:`unflushed`; each spill
-        file is moved aside before reading and deleted once its records are committed, so
-        writers appending meanwhile start a new file and nothing is imported twice or lost.
+        Reads ``<db>.spill.jsonl``, the fallback spill file and :attr:`unflushed`, then the
+        pending journals (:meth:`pending_journal`) whose writing process is gone
+        (``<db>.pending.<pid>.<ns>.jsonl``: the provisional rows of calls a killed proxy had
+        not stored; a record already stored wins); each file is moved aside before reading
+        and deleted once its records are committed, so writers appending meanwhile start a
+        new file and nothing is imported twice or lost.
 
         A spilled line that is not a record, or a record with a value SQLite cannot store, is
         moved to ``<db>.spill.quarantine.jsonl`` with its line number (a
@@ -363,7 +371,30 @@ class Ledger:
         self._refuse_if_read_only("replay_spill")
         with self._lock:
             conn = self._require_conn()
-            return self._spill.replay(lambda records: self._insert_many(conn, records))
+            return self._spill.replay(lambda records: self._insert_many(conn, records),
+                                      orphaned_journals(self.path))
+
+    def unimported_files(self) -> list[Path]:
+        """Files holding records this ledger does not have yet (what :meth:`replay_spill`
+        would import): non-empty spill files and pending journals whose writer is gone. Only
+        reads; allowed on a read-only ledger (``stableprompt report`` names them)."""
+        def nonempty(path: Path) -> bool:
+            try:
+                return path.stat().st_size > 0
+            except OSError:
+                return False
+
+        return [p for p in [*self._spill.targets(), *orphaned_journals(self.path)]
+                if nonempty(p)]
+
+    def pending_journal(self) -> PendingJournal:
+        """A new :class:`~stableprompt._ledger._journal.PendingJournal` of this ledger: where
+        a process that stores records on a background thread makes them durable first
+        (``stableprompt proxy``); it takes records already scrubbed (as the recorder makes
+        them) and drops their content unless :attr:`store_content`. After the process died,
+        :meth:`replay_spill` imports what it had not stored (prepared as :meth:`write`
+        stores records)."""
+        return PendingJournal(self.path, self._without_content)
 
     def _insert_many(self, conn: sqlite3.Connection,
                      records: list[UsageRecord]) -> list[tuple[UsageRecord, str]]:

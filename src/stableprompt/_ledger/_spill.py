@@ -23,7 +23,7 @@ import tempfile
 import time
 import warnings
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Literal
 
@@ -233,8 +233,10 @@ class SpillFiles:
         beside it (never read by a replay)."""
         return source.with_name(source.name.removesuffix(".jsonl") + ".quarantine.jsonl")
 
-    def replay(self, insert: Insert) -> int:
-        """Hand :attr:`unflushed` and every spill file's records to ``insert``, which commits
+    def replay(self, insert: Insert, journals: Iterable[Path] = ()) -> int:
+        """Hand :attr:`unflushed`, every spill file's records and then those of ``journals``
+        (orphaned pending journals, ``_journal``: last, so a record already stored or spilled
+        wins over its provisional line) to ``insert``, which commits
         the storable ones and returns the others with the reason (or raises: nothing is
         deleted then). A spill file is deleted once its records are committed; a line that is
         not a record, or a record the ledger can never store, is moved to the
@@ -259,7 +261,7 @@ class SpillFiles:
                     for record, reason in rejected], "memory")
             del self.unflushed[: len(pending)]
             count += len(pending) - len(bad)
-        for source in self.targets():
+        for source in [*self.targets(), *journals]:
             count += self._replay_file(source, insert)
         self._recent.clear()
         return count

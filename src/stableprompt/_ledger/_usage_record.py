@@ -29,6 +29,7 @@ __all__ = [
     "CALLER_TEXT",
     "OTEL_ATTRIBUTES",
     "PROVIDER_TEXT",
+    "UNANALYSED",
     "UsageRecord",
     "Verdict",
     "WireFormat",
@@ -46,8 +47,16 @@ WireFormat = Literal[
     "bedrock-converse",
     "openai-compatible",
     "llama-cpp",
+    "unknown",
 ]
-"""Wire formats whose usage objects stableprompt parses."""
+"""Wire formats whose usage objects stableprompt parses, and :data:`UNANALYSED`."""
+
+UNANALYSED = "unknown"
+"""The ``wire_format`` of a request forwarded without analysis (``stableprompt proxy``: a path
+that is not an LLM endpoint, or a body that is not a request of its endpoint's format): its
+row has no usage, verdict ``unknown``, and ``stableprompt report`` keeps it out of hit rates.
+No schema change: ``wire_format`` is a free TEXT column; a stableprompt older than this value
+skips such a row as undecodable (``on_invalid``) instead of failing the report."""
 
 Verdict = Literal[
     "cold",
@@ -108,7 +117,8 @@ class UsageRecord(BaseModel):
         session_id: Conversation id (OpenTelemetry ``gen_ai.conversation.id``).
         turn: Turn number within the session (0-based or 1-based, as the caller counts).
         scenario: Free label (benchmark scenario, harness name).
-        wire_format: Request/response format, e.g. ``"anthropic"``, ``"openai-chat"``.
+        wire_format: Request/response format, e.g. ``"anthropic"``, ``"openai-chat"``;
+            ``"unknown"`` (:data:`UNANALYSED`) for a request forwarded without analysis.
         provider: Provider name (OpenTelemetry ``gen_ai.provider.name``), e.g. ``"anthropic"``.
         model: Requested model id (OpenTelemetry ``gen_ai.request.model``).
         lineage: Head fingerprint naming the cache lineage (``sp1:...``).

@@ -18,11 +18,19 @@ chunks (still compressed when the upstream compressed them, so ``Content-Encodin
 disconnects mid-stream closes the upstream stream (recorded as incomplete, verdict
 ``unknown``).
 
-Not recorded by the transport, answered as usual: other paths and methods (no ledger row), and
-``POST`` to a known endpoint whose body is not a JSON object (one row, verdict ``unknown``,
-``verdict_detail["unknown_reason"]`` says why). The proxy's own answers: 401 (missing or wrong
-access token), 413 (body too large), 502 (upstream unreachable, naming it), 504 (upstream
-timed out), all JSON (``_headers.error_body``). Upstream errors pass through as they are.
+Every request forwarded gets exactly one ledger row. A request the transport does not record
+(another path, any method: ``GET /v1/models``, ``/v1/messages/count_tokens``, Gemini's
+paths; or a ``POST`` to a known endpoint whose body is not a JSON object of its format) is
+forwarded untouched and recorded when its answer ended as *unanalysed*
+(:meth:`Recorder.unanalysed <stableprompt.Recorder.unanalysed>`: wire format and verdict
+``unknown``, status, path without the query string, body sizes, latency; no body or header),
+through :meth:`Recorder.store <stableprompt.Recorder.store>` like every other row (sinks see
+it, a ledger failure spills it; on the worker thread with ``record_in_thread``). A harness's
+side traffic thus shows in the ledger, and ``stableprompt report`` counts it apart from the
+LLM calls (excluded from hit rates with a note). The proxy's own refusals are not forwarded
+and get no row: 401 (missing or wrong access token), 413 (body too large). Its other answers:
+502 (upstream unreachable, naming it), 504 (upstream timed out), all JSON
+(``_headers.error_body``). Upstream errors pass through as they are.
 """
 
 from __future__ import annotations
@@ -32,7 +40,6 @@ import logging
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from typing import Any
 
 import anyio
@@ -44,13 +51,12 @@ from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from .._canonical import loads
-from .._ledger._usage_record import UsageRecord, scrubbed
+from .._ledger._usage_record import UsageRecord
 from .._recording._call import Pending
-from .._recording._errors import error_class_of
 from .._recording._recorder import SESSION_HEADER, Recorder
 from .._recording._transport import PENDING_EXTENSION, AsyncRecordingTransport
-from .._redact import redact, secrets_in_headers
-from .._wire._formats import REQUEST_FORMATS, detect, endpoint, provider_for
+from .._redact import redact
+from .._wire._formats import REQUEST_FORMATS, detect
 from ._capture import CaptureWriter
 from ._headers import authorized, error_body, forwarded_headers
 from ._pool import ShardedTransport
@@ -112,14 +118,27 @@ the client and the ledger row (``None`` for calls that are not recorded)."""
 
 class _Forwarded(Response):
     """The upstream's answer, streamed to the client raw, chunk by chunk; ``on_end`` runs once
-    the body ended or the client went away (the upstream stream is closed first)."""
+    the body ended or the client went away (the upstream stream is closed first).
+    ``on_body`` (if given) is told the body bytes sent, once: before the client can see the
+    body complete (before the chunk that reaches the upstream's ``Content-Length``, else
+    before the end of a body of unknown length), or at the end when the body was cut."""
 
-    def __init__(self, upstream: httpx.Response, on_end: Callable[[], None]) -> None:
+    def __init__(self, upstream: httpx.Response, on_end: Callable[[], None],
+                 on_body: Callable[[int], None] | None = None) -> None:
         self.status_code = upstream.status_code
         self.raw_headers = forwarded_headers(upstream.headers.raw, request=False)
         self.background = None
         self._upstream = upstream
         self._on_end = on_end
+        self._on_body = on_body
+        self._sent = 0
+        length = upstream.headers.get("content-length")
+        self._length = int(length) if length is not None and length.isdigit() else None
+
+    def _body_ended(self) -> None:
+        on_body, self._on_body = self._on_body, None
+        if on_body is not None:
+            on_body(self._sent)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         stream: Any = self._upstream.stream
@@ -136,8 +155,12 @@ class _Forwarded(Response):
                 try:
                     async for chunk in stream:
                         if chunk:
+                            self._sent += len(chunk)
+                            if self._length is not None and self._sent >= self._length:
+                                self._body_ended()  # the client has it all with this chunk
                             await send({"type": "http.response.body", "body": chunk,
                                         "more_body": True})
+                    self._body_ended()
                 except Exception as exc:
                     # The upstream (or the client) connection died mid-body: cut the client
                     # too. Without the final chunk it sees an incomplete body, never an end.
@@ -151,6 +174,7 @@ class _Forwarded(Response):
             with anyio.CancelScope(shield=True):
                 with contextlib.suppress(Exception):
                     await stream.aclose()
+                self._body_ended()
                 self._on_end()
 
 
@@ -198,10 +222,15 @@ class ProxyApp:
                          "write": config.read_timeout_s, "pool": config.connect_timeout_s}
         inner = transport if transport is not None else ShardedTransport(
             max_connections=config.max_connections)
-        self._worker = RecordingWorker() if config.record_in_thread else None
+        ledger = self.recorder.ledger
+        self._worker = None if not config.record_in_thread else RecordingWorker(
+            None if ledger is None else ledger.pending_journal())
+        deferred = None if self._worker is None else DeferredRecorder(self.recorder,
+                                                                      self._worker)
+        self._store: Callable[[UsageRecord], None] = (
+            self.recorder.store if deferred is None else deferred.store)
         self.transport = AsyncRecordingTransport(
-            inner, recorder=self.recorder if self._worker is None else DeferredRecorder(
-                self.recorder, self._worker),
+            inner, recorder=self.recorder if deferred is None else deferred,
             provider=config.provider, stabilize=config.stabilize)
         self.app = Starlette(routes=[Route("/{path:path}", self._handle, methods=_METHODS)],
                              lifespan=self._lifespan)
@@ -219,6 +248,26 @@ class ProxyApp:
             finally:
                 if self._worker is not None:
                     self._worker.close()
+
+    def recover(self) -> int:
+        """Store what earlier runs left outside the ledger (its spill files, and the pending
+        journals of proxies that were killed: :meth:`Ledger.replay_spill
+        <stableprompt.Ledger.replay_spill>`); run at startup, before serving (the CLI,
+        :class:`~._server.Proxy`). Returns the records imported;
+        a failure is logged (the files are kept for the next start), never raised."""
+        ledger = self.recorder.ledger
+        if ledger is None:
+            return 0
+        try:
+            count = ledger.replay_spill()
+        except Exception as exc:
+            _log.warning("proxy could not import earlier unstored records into %s: %s",
+                         ledger.path, redact(f"{type(exc).__name__}: {exc}"))
+            return 0
+        if count:
+            _log.warning("proxy imported %d record(s) an earlier run left outside ledger %s",
+                         count, ledger.path)
+        return count
 
     def drain(self) -> None:
         """Finish every call whose recording is queued (``record_in_thread``), blocking;
@@ -269,32 +318,39 @@ class ProxyApp:
         try:
             upstream = await self.transport.handle_async_request(outgoing)
         except httpx.TimeoutException as exc:
-            self._unrecorded(method, path, outgoing, None, exc, started)
+            self._unanalysed(method, path, outgoing, started, error=exc)
             self._logged(method, path, 504, None)
             return self._refuse(504, "upstream_timeout",
                                 f"stableprompt proxy: upstream {self.upstream_name} timed out "
                                 f"({type(exc).__name__})")
         except httpx.HTTPError as exc:
-            self._unrecorded(method, path, outgoing, None, exc, started)
+            self._unanalysed(method, path, outgoing, started, error=exc)
             self._logged(method, path, 502, None)
             reason = redact(f"{type(exc).__name__}: {exc}")
             return self._refuse(502, "upstream_unreachable",
                                 f"stableprompt proxy: upstream {self.upstream_name} is "
                                 f"unreachable ({reason})")
         pending: Pending | None = upstream.extensions.get(PENDING_EXTENSION)
-        if pending is None:
-            self._unrecorded(method, path, outgoing, upstream.status_code, None, started)
+        if pending is None:  # forwarded unanalysed: its row once the body ended
+            unanalysed: list[UsageRecord | None] = [None]
+
+            def body_ended(sent: int) -> None:
+                unanalysed[0] = self._unanalysed(method, path, outgoing, started,
+                                                 status_code=upstream.status_code, sent=sent)
+
+            return _Forwarded(upstream, lambda: self._logged(
+                method, path, upstream.status_code, unanalysed[0]), body_ended)
 
         def ended() -> None:
-            record = None if pending is None else pending.record
-            if pending is not None and self._capture is not None:
+            record = pending.record
+            if self._capture is not None:
                 self._capture.write(path=path, body=body, headers=outgoing.headers,
                                     wire_format=pending.wire_format,
                                     session=outgoing.headers.get(SESSION_HEADER))
             self._logged(method, path, upstream.status_code, record)
 
         worker = self._worker
-        if worker is not None and pending is not None:  # after the call's record is made
+        if worker is not None:  # after the call's record is made
             return _Forwarded(upstream, lambda: worker.submit(ended))
         return _Forwarded(upstream, ended)
 
@@ -305,32 +361,31 @@ class ProxyApp:
             except Exception as exc:  # a log line must not break a call
                 _log.warning("proxy call log failed: %s: %s", type(exc).__name__, exc)
 
-    def _unrecorded(self, method: str, path: str, request: httpx.Request,
-                    status_code: int | None, error: BaseException | None, started: float
-                    ) -> None:
-        """One ``unknown`` row for a ``POST`` to a known endpoint the recorder declined (its
-        body is not a JSON object of that format). Other paths get no row. Never raises."""
-        wire = endpoint(path) if method == "POST" else None
-        ledger = self.recorder.ledger
-        if wire is None or ledger is None:
-            return
-        if error is not None and not _declined(path, request.content):
-            return  # a call the transport started: it recorded the failed send
+    def _unanalysed(self, method: str, path: str, request: httpx.Request, started: float, *,
+                    status_code: int | None = None, error: BaseException | None = None,
+                    sent: int | None = None) -> UsageRecord | None:
+        """Record a forwarded request the transport did not record (module docstring) and
+        return its row; ``None`` when the transport recorded it (a failed send of a call it
+        started) or no row could be made. Never raises."""
         try:
-            secrets = secrets_in_headers(request.headers)
-            record = UsageRecord(
-                ts_utc=datetime.now(timezone.utc),
-                wire_format=wire,  # type: ignore[arg-type]
-                provider=provider_for(request.url.host, wire, self.config.provider),
-                status_code=status_code,
-                error_class=error_class_of(error),
-                latency_ms=max((time.monotonic() - started) * 1000.0, 0.0),
-                verdict="unknown",
-                verdict_detail={"unknown_reason": "request body is not a JSON object of this "
-                                "endpoint's format: forwarded unanalysed",
-                                "proxy": "unrecorded", "path": path},
-            )
-            ledger.write(scrubbed(record, secrets))
+            if error is not None and self.recorder.recordable(path, method) \
+                    and not _declined(path, request.content):
+                return None  # a call the transport started: it recorded the failed send
+            if self.recorder.recordable(path, method):
+                reason = ("request body is not a JSON object of this endpoint's format: "
+                          "forwarded unanalysed")
+            else:
+                reason = "not an LLM endpoint (path or method): forwarded unanalysed"
+            record = self.recorder.unanalysed(
+                method=method, path=path, reason=reason, headers=request.headers,
+                host=request.url.host, provider=self.config.provider,
+                status_code=status_code, error=error,
+                latency_ms=(time.monotonic() - started) * 1000.0,
+                request_bytes=len(request.content), response_bytes=sent)
+            if record is not None:
+                self._store(record)
+            return record
         except Exception as exc:
-            _log.warning("proxy could not record an unanalysed call: %s: %s",
+            _log.warning("proxy could not record an unanalysed request: %s: %s",
                          type(exc).__name__, redact(str(exc)))
+            return None

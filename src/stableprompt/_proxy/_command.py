@@ -134,6 +134,7 @@ def _run(args: argparse.Namespace) -> int:
                             log_config=uvicorn_logging())
         with contextlib.suppress(Exception):  # metadata only: never stop the proxy
             ledger.set_meta("backend", f"stableprompt proxy -> {app.upstream_name}")
+        app.recover()  # rows an earlier run spilled, or had queued when it was killed
         with contextlib.suppress(Exception):  # load the encoding now, not on the first call
             get_tokenizer(app.recorder.tokenizer_name).count("warm-up")
         host, port = sock.getsockname()[:2]

@@ -122,6 +122,7 @@ class Proxy:
         return self.app.recorder
 
     def __enter__(self) -> Proxy:
+        self.app.recover()
         sock = bind(self._host, self._port)
         host, port = sock.getsockname()[:2]
         self.base_url = f"http://{f'[{host}]' if ':' in host else host}:{port}"

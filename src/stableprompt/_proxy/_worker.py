@@ -22,8 +22,18 @@ Guarantees:
   job of every call whose response had ended by then, so the next call of a conversation is
   compared with the previous one, as inline, and no request waits for the queue.
 * **Shutdown**: :meth:`RecordingWorker.close` runs every queued job before returning (the
-  proxy's lifespan end, after uvicorn finished the calls in flight). A SIGKILL loses the
-  queued jobs' rows (the ledger stays intact, as ever).
+  proxy's lifespan end, after uvicorn finished the calls in flight).
+* **SIGKILL loses nothing that completed**: with a journal (the proxy's, when it has a
+  ledger: :meth:`Ledger.pending_journal <stableprompt.Ledger.pending_journal>`), each job
+  that makes a row is submitted with the row's provisional record
+  (:meth:`Recorder.provisional <stableprompt.Recorder.provisional>`, or the record itself
+  for an unanalysed request), appended to the journal before the job is queued and settled
+  once the job ran. A call's line is written when its observer closes, which is then
+  eager (:attr:`ResponseObserver.eager`): before the client gets the chunk that completes
+  the call (a stream's terminal event, the body's last byte). If the process is killed
+  with jobs still queued, the next :meth:`Ledger.replay_spill
+  <stableprompt.Ledger.replay_spill>` (the proxy's startup) stores their provisional rows,
+  verdict ``unknown``; the ledger stays intact, as ever.
 """
 
 from __future__ import annotations
@@ -34,6 +44,7 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
+from .._ledger._journal import PendingJournal
 from .._ledger._usage_record import UsageRecord
 from .._recording._call import Pending
 from .._recording._observer import Observation, ResponseObserver
@@ -46,23 +57,37 @@ _log = logging.getLogger("stableprompt.proxy")
 
 
 class RecordingWorker:
-    """One thread running submitted jobs in order; a job that raises is logged, not lost."""
+    """One thread running submitted jobs in order; a job that raises is logged, not lost.
 
-    def __init__(self) -> None:
+    Args:
+        journal: Where the records of queued jobs are made durable first (module
+            docstring), or ``None``.
+    """
+
+    def __init__(self, journal: PendingJournal | None = None) -> None:
         self._executor = ThreadPoolExecutor(max_workers=1,
                                             thread_name_prefix="stableprompt-record")
         self._lock = threading.Lock()
         self._last: Future[Any] | None = None
         self._closed = False
+        self.journal = journal
 
-    def submit(self, job: Callable[[], Any]) -> None:
-        """Queue ``job`` after every job submitted before it."""
+    def submit(self, job: Callable[[], Any], record: UsageRecord | None = None) -> None:
+        """Queue ``job`` after every job submitted before it; ``record`` (what the job will
+        store, or its provisional form) is journaled first and settled once the job ran
+        without raising (a job that raised leaves it for the next replay)."""
+        journal = self.journal
+        ticket = None if journal is None or record is None else journal.append(record)
+
         def run() -> None:
             try:
                 job()
             except Exception as exc:  # recording must never break the proxy
                 _log.warning("proxy recording job failed: %s",
                              redact(f"{type(exc).__name__}: {exc}"))
+                return
+            if ticket is not None and journal is not None:
+                journal.settle(ticket)
 
         with self._lock:
             if self._closed:  # after shutdown (a call that outlived it): inline
@@ -82,6 +107,8 @@ class RecordingWorker:
         with self._lock:
             self._closed = True
         self._executor.shutdown(wait=True)
+        if self.journal is not None:
+            self.journal.close()
 
 
 class DeferredRecorder:
@@ -123,13 +150,17 @@ class DeferredRecorder:
     def observe(self, pending: Pending, *, status_code: int, headers: Any,
                 content_encoding: str | None = None) -> ResponseObserver:
         """As :meth:`Recorder.observe`, but the observer's close queues the finishing (it
-        returns ``None``; the record is ``pending.record`` once the job ran)."""
+        returns ``None``; the record is ``pending.record`` once the job ran); with a
+        journal, the observer is ``eager``: the call is journaled before the client gets
+        the chunk that completes it."""
         observer = self.recorder.observe(pending, status_code=status_code, headers=headers,
                                          content_encoding=content_encoding)
+        observer.eager = self.worker.journal is not None  # journaled before the last chunk
         sink = observer.sink
 
         def deferred(observation: Observation) -> UsageRecord | None:
-            self.worker.submit(lambda: sink(observation))
+            self.worker.submit(lambda: sink(observation), self._provisional(
+                pending, observation))
             return None
 
         observer.sink = deferred
@@ -140,5 +171,19 @@ class DeferredRecorder:
                ) -> UsageRecord | None:
         """As :meth:`Recorder.finish`, queued (returns ``None``)."""
         self.worker.submit(lambda: self.recorder.finish(
-            pending, error=error, status_code=status_code, detail=detail))
+            pending, error=error, status_code=status_code, detail=detail),
+            self._provisional(pending, error=error, status_code=status_code))
         return None
+
+    def store(self, record: UsageRecord) -> None:
+        """As :meth:`Recorder.store`, queued (``record`` journaled as it is)."""
+        self.worker.submit(lambda: self.recorder.store(record), record)
+
+    def _provisional(self, pending: Pending, observation: Observation | None = None, *,
+                     error: BaseException | str | None = None,
+                     status_code: int | None = None) -> UsageRecord | None:
+        """The call's provisional record when the worker journals, else ``None``."""
+        if self.worker.journal is None:
+            return None
+        return self.recorder.provisional(pending, observation, error=error,
+                                         status_code=status_code)

@@ -95,6 +95,13 @@ class ResponseObserver:
         watch_diagnostics: Look for provider cache diagnostics in stream events.
         request_format: The call's request format, when its usage dialect was overridden
             (the stream keeps the request format's event shape).
+
+    Attributes:
+        eager: Close as soon as the body is known complete (a stream's terminal event, or
+            a body's ``Content-Length`` reached), inside the :meth:`feed` of that chunk,
+            before the caller gets it: an SDK may consider the call done at that chunk,
+            before the body ends. Default False (close at the body's end); a recorder whose
+            close is cheap sets it (``_proxy._worker``: the close journals the call).
     """
 
     def __init__(
@@ -123,6 +130,10 @@ class ResponseObserver:
         except LookupError as exc:
             self._problem = str(exc)
         self._sse = "text/event-stream" in content_type
+        length = header(headers, "content-length")
+        self._length = int(length) if length is not None and length.isdigit() else None
+        self._raw = 0
+        self.eager = False
         self._acc: StreamAccumulator | None = None
         self._buffer: bytearray | None = None
         self._diag: SSEParser | None = None
@@ -148,9 +159,14 @@ class ResponseObserver:
         if self._problem is not None or self.closed:
             return
         try:
+            self._raw += len(chunk)
             self._take(self._decoder.decode(bytes(chunk)))
         except Exception as exc:
             self._problem = f"{type(exc).__name__}: {exc}"
+            return
+        if self.eager and (self._acc.terminal if self._acc is not None else
+                           self._length is not None and self._raw >= self._length):
+            self.close()
 
     def _take(self, data: bytes) -> None:
         if not data:

@@ -38,6 +38,7 @@ so an API key a server echoes in an error has nowhere to go.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import logging
@@ -52,7 +53,7 @@ from typing import TYPE_CHECKING, Any
 from .._canonical import json_safe, loads
 from .._exceptions import ConfigurationError
 from .._ledger._ledger import Ledger
-from .._ledger._usage_record import UsageRecord, Verdict, scrubbed
+from .._ledger._usage_record import UNANALYSED, UsageRecord, Verdict, scrubbed
 from .._policy import CachePolicy, PolicyTable
 from .._public import public
 from .._redact import redact, secrets_in_headers
@@ -65,6 +66,7 @@ from .._wire._formats import (
     detect,
     diagnostics_request,
     endpoint,
+    known_provider,
     provider_for,
     reply_text,
     request_format,
@@ -80,7 +82,7 @@ from ._attribution import Attribution, attribute
 from ._boundary import turn_boundary
 from ._call import Call, Pending, RequestState
 from ._engine_view import EngineEvidence, EngineTokens, SlotMemory, observe_engine
-from ._errors import failure
+from ._errors import error_class_of, failure
 from ._http import header
 from ._observer import Observation, ResponseObserver
 from ._predecessor import LINEAGE_DEPTH, CallIndex, opening_of
@@ -340,7 +342,13 @@ class Recorder:
             provider=provider,
             secrets=secrets,
         )
-        pending.diagnostics_requested = diagnostics_request(wire, decoded)
+        try:  # what the response observer and a provisional record read, known at once
+            model = decoded.get("model")
+            pending.model = model if isinstance(model, str) else None
+            pending.session_id = self._session_of(decoded, headers)
+            pending.diagnostics_requested = diagnostics_request(wire, decoded)
+        except Exception as exc:
+            self._problem(pending, exc)
         pending.deferred = (decoded, headers, body, resegmented, client_decoded)
         if not defer:
             self.analyse(pending)
@@ -377,9 +385,6 @@ class Recorder:
     def _analyse(self, pending: Pending, body: dict[str, Any], headers: Any,
                  raw: bytes | bytearray | memoryview,
                  resegmented: Resegmented | None = None, *, rendered: bool = False) -> None:
-        model = body.get("model")
-        pending.model = model if isinstance(model, str) else None
-        pending.session_id = self._session_of(body, headers)
         if self.store_content:
             pending.content = bytes(raw).decode("utf-8", "replace")
         pending.turn_boundary = turn_boundary(pending.wire_format, body)
@@ -807,6 +812,13 @@ class Recorder:
 
     def _store(self, pending: Pending, record: UsageRecord) -> None:
         pending.record = record
+        self.store(record, pending.secrets)
+
+    def store(self, record: UsageRecord, secrets: tuple[str, ...] = ()) -> None:
+        """Keep a finished record as every recorded call is kept: appended to
+        :attr:`records`, written to the ledger (which spills on a storage failure) and handed
+        to the :attr:`sinks`. Never raises for a storage or sink failure; ``secrets`` are
+        scrubbed from the log lines of such failures (the record is already scrubbed)."""
         with self._records_lock:
             self.records.append(record)
             keep = self.keep_records
@@ -817,9 +829,142 @@ class Recorder:
                 self.ledger.write(record)
             except Exception as exc:  # Ledger.write does not raise for storage failures
                 _log.warning("ledger write failed: %s: %s", type(exc).__name__,
-                             redact(str(exc), secrets=pending.secrets))
+                             redact(str(exc), secrets=secrets))
         if self.sinks:
-            deliver(self.sinks, record, _log, pending.secrets)
+            deliver(self.sinks, record, _log, secrets)
+
+    def provisional(self, pending: Pending, observation: Observation | None = None, *,
+                    error: BaseException | str | None = None,
+                    status_code: int | None = None) -> UsageRecord | None:
+        """The row ``pending`` gets if its finishing never runs: what is known without
+        analysis, made cheaply before the finishing is queued (``stableprompt proxy``'s
+        pending journal, ``_ledger._journal``; replayed only when the process died first).
+
+        Same ``record_id`` as the final row (which wins when both exist); the request's
+        identity (time, session, turn, format, provider, model, lineage, fingerprint, our
+        token count), status, failure class, latency, TTFT, response id and the usage the
+        answer reported (a stream's, else parsed from a 2xx JSON body); verdict ``unknown``,
+        ``verdict_detail`` ``{"unknown_reason": ..., "recovered": "pending journal"}``
+        (``"incomplete": True`` for a cut body); no predecessor, LCP or prediction. Scrubbed
+        like every record. ``None`` when it cannot be made (never raises).
+
+        Args:
+            pending: The call.
+            observation: What its response amounted to (``None``: no response).
+            error: The exception its send raised (no response).
+            status_code: Its status when there is no observation.
+        """
+        try:
+            detail: dict[str, Any] = {
+                "unknown_reason": "the recording process stopped before this call was "
+                "analysed: recovered from its pending journal", "recovered": "pending journal"}
+            status = observation.status_code if observation is not None else status_code
+            usage = body = parsed = None
+            provider_error = response_id = None
+            ttft_ms = None
+            if observation is not None:
+                body, response_id, ttft_ms = (observation.body, observation.response_id,
+                                              observation.ttft_ms)
+                provider_error = observation.provider_error
+                error = error if error is not None else observation.error
+                if observation.incomplete is not None:
+                    detail["incomplete"] = True
+                if body is not None:
+                    with contextlib.suppress(ValueError):
+                        parsed = loads(body)
+                if status is not None and 200 <= status < 300:
+                    usage = observation.usage
+            success = status is not None and 200 <= status < 300 and error is None
+            error_class = failure(error, status, success, body, parsed, provider_error, {})
+            if usage is None and error_class is None and isinstance(parsed, Mapping):
+                with contextlib.suppress(Exception):
+                    usage = parse_response(pending.usage_format, parsed)
+                if response_id is None and isinstance(parsed.get("id"), str):
+                    response_id = parsed["id"]
+            state = pending.state
+            record = UsageRecord(
+                record_id=pending.record_id,
+                ts_utc=datetime.fromtimestamp(pending.ts, timezone.utc),
+                session_id=pending.session_id, turn=pending.turn, scenario=self.scenario,
+                wire_format=pending.usage_format,  # type: ignore[arg-type]
+                provider=pending.provider, model=pending.model,
+                lineage=None if state is None else state.head_fingerprint,
+                request_fingerprint=None if state is None else state.fingerprint,
+                request_tokens=None if state is None else state.request_tokens,
+                input_tokens_total=None if usage is None else usage.input_tokens_total,
+                uncached_tokens=None if usage is None else usage.uncached_tokens,
+                cache_read_tokens=None if usage is None else usage.cache_read_tokens,
+                cache_write_tokens=None if usage is None else usage.cache_write_tokens,
+                cache_write_5m_tokens=None if usage is None else usage.cache_write_5m_tokens,
+                cache_write_1h_tokens=None if usage is None else usage.cache_write_1h_tokens,
+                output_tokens=None if usage is None else usage.output_tokens,
+                usage_inconsistent=False if usage is None else usage.inconsistent,
+                verdict="unknown",
+                latency_ms=max((self.monotonic() - pending.started) * 1000.0, 0.0),
+                ttft_ms=None if ttft_ms is None else max(ttft_ms, 0.0),
+                status_code=status if status and 100 <= status <= 599 else None,
+                error_class=error_class, response_id=response_id, content=pending.content)
+            # the detail is our own constant text: added after scrubbing (half the cost)
+            return scrubbed(record, pending.secrets).model_copy(
+                update={"verdict_detail": detail})
+        except Exception as exc:
+            _log.warning("stableprompt could not make a provisional record: %s",
+                         redact(f"{type(exc).__name__}: {exc}", secrets=pending.secrets))
+            return None
+
+    def unanalysed(self, *, method: str, path: str, reason: str, headers: Any = None,
+                   host: str | None = None, provider: str | None = None,
+                   status_code: int | None = None, error: BaseException | None = None,
+                   latency_ms: float | None = None, request_bytes: int | None = None,
+                   response_bytes: int | None = None) -> UsageRecord | None:
+        """The record of a request forwarded without analysis (``stableprompt proxy``: a path
+        that is not an LLM endpoint, a body that is not a request of its endpoint): wire
+        format and verdict ``unknown`` (:data:`~stableprompt._ledger._usage_record.
+        UNANALYSED`), no usage, ``verdict_detail`` ``{"unknown_reason": reason, "method",
+        "path", "request_bytes", "response_bytes"}`` (byte counts as sent on the wire,
+        ``None`` when unknown). Nothing of the request is kept beyond that: no body, no
+        header, no query string (``path`` is the URL path alone; a key may sit in a query,
+        e.g. Gemini's ``?key=``); the session comes from ``x-stableprompt-session`` or
+        :attr:`session_id`; every text is scrubbed of the request's credential header values.
+        Not stored: pass it to :meth:`store`. ``None`` (logged) if it cannot be built.
+
+        Args:
+            method: HTTP method.
+            path: URL path without the query string.
+            reason: Why the request was not analysed (one sentence).
+            headers: Request headers (session header and credentials to scrub; not stored).
+            host: Upstream host, for the provider family (:func:`known_provider`).
+            provider: Provider family override (else :attr:`provider`, else the host's).
+            status_code: The upstream's status (``None`` when it did not answer).
+            error: The exception that stopped the exchange, if any (``error_class``).
+            latency_ms: Request sent to the end of the answer (milliseconds).
+            request_bytes: Request body size (bytes).
+            response_bytes: Response body bytes sent to the client (as received, possibly
+                compressed).
+        """
+        try:
+            secrets = secrets_in_headers(headers)
+            record = UsageRecord(
+                ts_utc=datetime.fromtimestamp(self.clock(), timezone.utc),
+                session_id=header(headers, SESSION_HEADER) or self.session_id,
+                scenario=self.scenario,
+                wire_format=UNANALYSED,  # type: ignore[arg-type]
+                provider=known_provider(host, provider or self.provider),
+                status_code=status_code if status_code and 100 <= status_code <= 599
+                else None,
+                error_class=error_class_of(error),
+                latency_ms=None if latency_ms is None else max(latency_ms, 0.0),
+                verdict="unknown",
+                verdict_detail={"unknown_reason": reason, "method": method.upper(),
+                                "path": path.split("?", 1)[0],
+                                "request_bytes": request_bytes,
+                                "response_bytes": response_bytes},
+            )
+            return scrubbed(record, secrets)
+        except Exception as exc:
+            _log.warning("stableprompt could not record an unanalysed request: %s",
+                         redact(f"{type(exc).__name__}: {exc}"))
+            return None
 
     def summary(self, *, price: bool = True) -> Summary:
         """The report's numbers for the calls this recorder recorded (:attr:`records`, in

@@ -4,6 +4,8 @@
 :func:`~stableprompt._report._summary.summarize` computed for it) into a :class:`CallRow`:
 
 * ``excluded``: why the call is left out of hit rates, ceilings and costs, or ``None``:
+  ``"unanalysed"`` (wire format ``unknown``: a request the proxy forwarded without analysis,
+  another endpoint such as ``GET /v1/models`` or a body not of its endpoint's format),
   ``"no-usage"`` (no input total: a failed or interrupted call), ``"unknown-reads"`` (the
   provider did not report cache reads, e.g. vLLM without ``--enable-prompt-tokens-details``:
   0 would be a guess), ``"inconsistent"`` (``usage_inconsistent``: the usage did not add up or
@@ -43,7 +45,7 @@ from datetime import datetime
 from typing import Any
 
 from .._canonical import loads
-from .._ledger._usage_record import UsageRecord
+from .._ledger._usage_record import UNANALYSED, UsageRecord
 from .._recording._attribution import TOLERANCE_FRACTION
 from .._recording._boundary import turn_boundary
 from ._pricing import Pricing, TokenSplit, price_call
@@ -52,6 +54,8 @@ __all__ = ["CLIFF_DROP", "EXCLUSIONS", "CallRow", "Cliff", "boundary_of", "call_
            "exclusion", "find_cliffs"]
 
 EXCLUSIONS: Mapping[str, str] = {
+    "unanalysed": "no LLM call to analyse (requests to other endpoints, or bodies not of "
+    "their endpoint's format, forwarded by the proxy)",
     "no-usage": "no usage (failed or interrupted calls)",
     "unknown-reads": "cache reads not reported by the provider (0 would be a guess)",
     "inconsistent": "inconsistent usage (did not add up, or implausible input total)",
@@ -160,6 +164,8 @@ def _round(value: float | None) -> float | None:
 
 def exclusion(record: UsageRecord) -> str | None:
     """Why ``record`` is left out of rates (a key of :data:`EXCLUSIONS`), or ``None``."""
+    if record.wire_format == UNANALYSED:
+        return "unanalysed"
     if record.input_tokens_total is None:
         return "no-usage"
     if record.cache_read_tokens is None:

@@ -12,7 +12,9 @@ our emulator say so). It opens each ledger read-only and never creates, migrates
 of a ledger another process writes instead (``_follow.py``).
 
 A row that does not decode as a record (hand-edited, corrupted) is skipped and named by its
-record id in a note (JSON: ``corrupt_rows``); every other row is reported.
+record id in a note (JSON: ``corrupt_rows``); every other row is reported. Records waiting
+outside the ledger (spill files, a killed proxy's pending journal: ``Ledger.unimported_files``)
+are not read, but named in a note (JSON: ``unimported_files``).
 
 Several ledgers are merged (:func:`merge_records`): a record id seen in more than one counts
 once (the first ledger's row), and calls are summarized in time order. ``--session`` and
@@ -32,6 +34,7 @@ import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .._exceptions import LedgerError
@@ -286,8 +289,10 @@ def _run(args: argparse.Namespace) -> int:
     metas: list[dict[str, str]] = []
     per_ledger: list[list[UsageRecord]] = []
     corrupt: list[CorruptRow] = []
+    unimported: list[Path] = []
     for path in paths:
         ledger = open_ledger(path)
+        unimported += ledger.unimported_files()
         metas.append(ledger.meta())
         per_ledger.append(_records(ledger, session_id=args.session, since=since,
                                    corrupt=corrupt))
@@ -316,6 +321,11 @@ def _run(args: argparse.Namespace) -> int:
              *([f"{len(corrupt):,} corrupt rows skipped (not readable as records; every "
                 "other row is reported):"] if corrupt else []),
              *[f"  {row.note()}" for row in corrupt],
+             *([f"{len(unimported):,} file(s) next to the ledger hold records it does not "
+                "have yet (spilled on a write failure, or queued by a proxy that was killed), "
+                "not counted here; `stableprompt proxy` imports them when it starts again "
+                f"(as Ledger(path).replay_spill() does): {', '.join(map(str, unimported))}"]
+               if unimported else []),
              *([f"selection: {', '.join(selection)}; a ceiling counts only selected calls."]
                if selection else []),
              *report.exclusion_notes(), *turn_boundary_notes(report), *ceiling_notes(report)]
@@ -330,6 +340,8 @@ def _run(args: argparse.Namespace) -> int:
             "duplicates": duplicates}
         if corrupt:
             extra["corrupt_rows"] = [row.to_json() for row in corrupt]
+        if unimported:
+            extra["unimported_files"] = [str(path) for path in unimported]
         sys.stdout.write(json_text({**extra, "meta": meta, **report.to_json(by=args.by),
                                     "notes": ceiling_notes(report)}))
         return 0

@@ -18,7 +18,7 @@ from typing import Any
 
 from .._canonical import canonical_json
 from .._exceptions import ConfigurationError
-from .._ledger._usage_record import OTEL_ATTRIBUTES, UsageRecord
+from .._ledger._usage_record import OTEL_ATTRIBUTES, UNANALYSED, UsageRecord
 from .._public import public
 from .._redact import redact
 
@@ -109,7 +109,8 @@ class OTelSink:
 
     ``Recorder(ledger, sinks=[OTelSink()])``: the recorder calls the sink after the ledger
     write; an exporter failure is logged by the recorder and never breaks the call or loses
-    the ledger row.
+    the ledger row. A request the proxy forwarded unanalysed (wire format ``unknown``:
+    ``GET /v1/models``, ...) is no GenAI operation: it is skipped, as by :func:`export_otel`.
 
     Args:
         tracer: An OpenTelemetry ``Tracer``; default ``trace.get_tracer("stableprompt")``.
@@ -135,7 +136,9 @@ class OTelSink:
         self.exported = 0
 
     def __call__(self, record: UsageRecord) -> None:
-        """Emit ``record``'s span and metric points."""
+        """Emit ``record``'s span and metric points (none for an unanalysed request)."""
+        if record.wire_format == UNANALYSED:
+            return
         if self._tracer is not None:
             export_otel([record], self._tracer)
         if self._histogram is not None:
@@ -169,6 +172,9 @@ def export_otel(records: Iterable[UsageRecord], tracer: Any = None, *,
         tracer: An OpenTelemetry ``Tracer``; default ``trace.get_tracer("stableprompt")``.
         meter: An OpenTelemetry ``Meter`` for the token-usage histogram; ``None``: spans only.
 
+    Records of requests forwarded unanalysed (wire format ``unknown``) are skipped: they are
+    no GenAI operation.
+
     Returns:
         Number of spans emitted.
 
@@ -181,6 +187,8 @@ def export_otel(records: Iterable[UsageRecord], tracer: Any = None, *,
         tracer = trace.get_tracer("stableprompt")
     count = 0
     for record in records:
+        if record.wire_format == UNANALYSED:
+            continue  # a request forwarded unanalysed (GET /v1/models, ...): no GenAI span
         operation = _OPERATION.get(record.wire_format, "chat")
         name = f"{operation} {record.model}" if record.model else operation
         start_ns = (record.ts_utc - _EPOCH) // _MICROSECOND * 1_000

@@ -4,7 +4,8 @@
 groups them by ``scenario`` and ``session_id``. Every number comes from the records:
 
 * ``calls``: records in the group (failed calls included).
-* Excluded calls (:func:`~._calls.exclusion`): no usage (``unknown_usage``), cache reads not
+* Excluded calls (:func:`~._calls.exclusion`): requests forwarded unanalysed by the proxy
+  (``unanalysed``: wire format ``unknown``), no usage (``unknown_usage``), cache reads not
   reported (``unknown_reads``) or inconsistent usage (``inconsistent``) count as calls and
   verdicts but add nothing to any sum, rate, ceiling or cost below: an unknown read is not a
   0 read. :meth:`Summary.exclusion_notes` names how many and why; a group with nothing left
@@ -129,6 +130,8 @@ class Totals:
 
     Attributes:
         calls: Calls in the group.
+        unanalysed: Requests the proxy forwarded without analysis (other endpoints, bodies
+            not of their endpoint's format): excluded.
         unknown_usage: Calls whose usage is unknown (failed, interrupted): excluded.
         unknown_reads: Calls whose provider did not report cache reads: excluded.
         inconsistent: Calls flagged ``usage_inconsistent``: excluded.
@@ -154,6 +157,7 @@ class Totals:
     """
 
     calls: int = 0
+    unanalysed: int = 0
     unknown_usage: int = 0
     unknown_reads: int = 0
     inconsistent: int = 0
@@ -192,8 +196,9 @@ class Totals:
 
     @property
     def excluded(self) -> int:
-        """Calls left out of every sum and rate (unknown usage or reads, inconsistent)."""
-        return self.unknown_usage + self.unknown_reads + self.inconsistent
+        """Calls left out of every sum and rate (unanalysed, unknown usage or reads,
+        inconsistent)."""
+        return self.unanalysed + self.unknown_usage + self.unknown_reads + self.inconsistent
 
     @property
     def uncached_tokens(self) -> int:
@@ -229,6 +234,9 @@ class Totals:
         if agrees is not None:
             self.agreement_calls += 1
             self.agreement_matches += int(agrees)
+        if row.excluded == "unanalysed":
+            self.unanalysed += 1
+            return
         if row.excluded == "no-usage":
             self.unknown_usage += 1
             return
@@ -277,15 +285,16 @@ class Totals:
         }
 
     def to_full_json(self) -> dict[str, Any]:
-        """:meth:`to_json` plus output and uncached tokens, exclusions (``unknown_usage``,
-        ``unknown_reads``, ``inconsistent``, ``excluded``), ceiling tokens, share of the
-        ceiling, partial calls, lost tokens, costs (USD, rounded to 6 digits) and
+        """:meth:`to_json` plus output and uncached tokens, exclusions (``unanalysed``,
+        ``unknown_usage``, ``unknown_reads``, ``inconsistent``, ``excluded``), ceiling tokens,
+        share of the ceiling, partial calls, lost tokens, costs (USD, rounded to 6 digits) and
         ``turn_boundary``: hit rates (and calls) inside user turns vs first after a user
         message."""
         return {
             **self.to_json(),
             "output_tokens": self.output_tokens,
             "uncached_tokens": self.uncached_tokens,
+            "unanalysed": self.unanalysed,
             "unknown_usage": self.unknown_usage,
             "unknown_reads": self.unknown_reads,
             "inconsistent": self.inconsistent,
@@ -386,8 +395,8 @@ class Summary:
         """One line naming how many calls were excluded from rates and why; ``[]`` when
         none."""
         t = self.overall
-        counts = {"no-usage": t.unknown_usage, "unknown-reads": t.unknown_reads,
-                  "inconsistent": t.inconsistent}
+        counts = {"unanalysed": t.unanalysed, "no-usage": t.unknown_usage,
+                  "unknown-reads": t.unknown_reads, "inconsistent": t.inconsistent}
         parts = [f"{n:,} with {EXCLUSIONS[k]}" for k, n in counts.items() if n]
         if not parts:
             return []

@@ -125,6 +125,14 @@ class StreamAccumulator(ABC):
         """True once :meth:`finish` has run."""
         return self._result is not None
 
+    @property
+    def terminal(self) -> bool:
+        """True once the stream's terminal event was fed (Anthropic ``message_stop``, Chat
+        Completions ``[DONE]``, a Responses ``response.completed``/``failed``/``incomplete``):
+        nothing after it can change the usage, and an SDK may consider the call complete
+        before the body ends. False for formats without one (the body's end decides)."""
+        return False
+
     def feed(self, chunk: bytes | bytearray | memoryview) -> None:
         """Observe the next chunk of the response body, exactly as received.
 

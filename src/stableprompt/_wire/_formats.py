@@ -34,6 +34,7 @@ __all__ = [
     "diagnostics_request",
     "endpoint",
     "endpoint_path",
+    "known_provider",
     "provider_for",
     "reply_text",
     "request_format",
@@ -260,6 +261,14 @@ def segment_request(wire_format: str, body: Mapping[str, Any]) -> SegmentedReque
     return builder.build(wire_format, body)
 
 
+def known_provider(host: str | None, override: str | None = None) -> str | None:
+    """The provider family ``override`` or a known API host names (as :func:`provider_for`),
+    ``None`` when neither does (no wire format to fall back on)."""
+    if override:
+        return override
+    return _HOSTS.get(host.lower()) if host else None
+
+
 def provider_for(host: str | None, wire_format: str, override: str | None = None) -> str:
     """The provider family (``cache_policy`` key) of a call.
 
@@ -268,12 +277,9 @@ def provider_for(host: str | None, wire_format: str, override: str | None = None
     ``openrouter``, ``api.x.ai`` -> ``xai``); else the wire format (``anthropic`` ->
     ``anthropic``, OpenAI formats -> ``openai``, e.g. the loopback emulator).
     """
-    if override:
-        return override
-    if host:
-        known = _HOSTS.get(host.lower())
-        if known is not None:
-            return known
+    known = known_provider(host, override)
+    if known is not None:
+        return known
     return "anthropic" if wire_format == anthropic.WIRE_FORMAT else "openai"
 
 

@@ -148,6 +148,11 @@ class AnthropicStreamAccumulator(SSEStreamAccumulator):
         self._stopped = False
         self._split_stale = False
 
+    @property
+    def terminal(self) -> bool:
+        """See :attr:`StreamAccumulator.terminal`."""
+        return self._stopped
+
     def _event(self, event: SSEEvent) -> None:
         if event.event == "ping" or (
             self.first_content_at is not None and event.event == "content_block_delta"

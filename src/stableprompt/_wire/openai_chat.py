@@ -165,6 +165,11 @@ class ChatStreamAccumulator(SSEStreamAccumulator):
         self._usage: Sighting | None = None
         self._timings: Sighting | None = None
 
+    @property
+    def terminal(self) -> bool:
+        """See :attr:`StreamAccumulator.terminal`."""
+        return self._done
+
     def _parse(self, usage: Any, pointer: str) -> CacheUsage:
         return parse_usage(usage, pointer)
 

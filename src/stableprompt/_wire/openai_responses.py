@@ -139,6 +139,11 @@ class OpenAIResponsesStreamAccumulator(SSEStreamAccumulator):
         self._usage: Sighting | None = None
         self._terminal: str | None = None
 
+    @property
+    def terminal(self) -> bool:
+        """See :attr:`StreamAccumulator.terminal`."""
+        return self._terminal is not None
+
     def _event(self, event: SSEEvent) -> None:
         if self.first_content_at is not None and event.event.endswith(".delta"):
             return  # nothing left to learn from deltas: skip decoding
