@@ -841,8 +841,8 @@ class Recorder:
         pending journal, ``_ledger._journal``; replayed only when the process died first).
 
         Same ``record_id`` as the final row (which wins when both exist); the request's
-        identity (time, session, turn, format, provider, model, lineage, fingerprint, our
-        token count), status, failure class, latency, TTFT, response id and the usage the
+        identity (time, session, format, provider, model; turn, lineage, fingerprint and our
+        token count when its analysis ran: deferred, it may not have), status, failure class, latency, TTFT, response id and the usage the
         answer reported (a stream's, else parsed from a 2xx JSON body); verdict ``unknown``,
         ``verdict_detail`` ``{"unknown_reason": ..., "recovered": "pending journal"}``
         (``"incomplete": True`` for a cut body); no predecessor, LCP or prediction. Scrubbed
