@@ -6,7 +6,14 @@ with the last user text), the proxy (recording into a fresh ledger) and this cli
 ``--seconds``, first straight to the emulator, then through the proxy. Every call asks a unique
 question (``client 7 call 12``), so a lost or mixed-up response is caught: the streamed text
 must be exactly that question. Reported per phase: calls, failures, mix-ups, time to first
-body byte (median, p99, ms) and, for the proxy, the ledger rows written (one per call).
+body byte (median, p99, ms; each client's first call, which also opens its connection, is left
+out) and, for the proxy, the ledger rows written (one per call).
+
+``--think-ms T`` makes each client wait ``T`` ms after each answer before its next call (its
+tool run; the emulator answers at once, where a model takes seconds), so the offered load is at
+most ``clients * 1000 / T`` calls per second: the added time to first byte of a proxy that is not
+saturated. Without it every client calls back to back: the three processes share the machine's
+cores and the figure is the proxy's saturated throughput.
 
 ``--no-record`` runs the proxy with recording off, to split the cost into forwarding and
 recording; ``--record-inline`` finishes recording on the event loop (``proxy
@@ -75,9 +82,12 @@ def _text(sse: bytes) -> str:
     return "".join(out)
 
 
-async def _client(index: int, url: str, deadline: float, stats: dict[str, Any]) -> None:
+async def _client(index: int, url: str, deadline: float, stats: dict[str, Any],
+                  think_s: float) -> None:
     async with httpx.AsyncClient(timeout=60) as client:
         call = 0
+        if think_s:  # paced clients start spread over one think time, not in one burst
+            await asyncio.sleep(think_s * index / stats["clients"])
         while time.monotonic() < deadline:
             question = f"client {index} call {call}"
             body = {"model": "claude-sonnet-4-6", "max_tokens": 32, "stream": True,
@@ -90,7 +100,8 @@ async def _client(index: int, url: str, deadline: float, stats: dict[str, Any]) 
                         "x-api-key": KEY, "anthropic-version": "2023-06-01"}) as response:
                     chunks = response.aiter_raw()
                     first = await chunks.__anext__()
-                    stats["ttfb"].append((time.perf_counter() - start) * 1000.0)
+                    if call:  # a client's first call also opens its connection: not counted
+                        stats["ttfb"].append((time.perf_counter() - start) * 1000.0)
                     data = first + b"".join([chunk async for chunk in chunks])
                 if response.status_code != 200:
                     stats["failed"] += 1
@@ -100,12 +111,16 @@ async def _client(index: int, url: str, deadline: float, stats: dict[str, Any]) 
             except Exception:
                 stats["failed"] += 1
             call += 1
+            if think_s:
+                await asyncio.sleep(think_s)
 
 
-async def _phase(url: str, clients: int, seconds: float) -> dict[str, Any]:
-    stats: dict[str, Any] = {"calls": 0, "failed": 0, "mixed": 0, "ttfb": []}
+async def _phase(url: str, clients: int, seconds: float, think_s: float) -> dict[str, Any]:
+    stats: dict[str, Any] = {"calls": 0, "failed": 0, "mixed": 0, "ttfb": [],
+                             "clients": clients}
     deadline = time.monotonic() + seconds
-    await asyncio.gather(*(_client(i, url, deadline, stats) for i in range(clients)))
+    await asyncio.gather(*(_client(i, url, deadline, stats, think_s) for i in range(clients)))
+    stats["calls_per_s"] = round(stats["calls"] / seconds, 1)
     ttfb = sorted(stats.pop("ttfb"))
     stats["ttfb_ms"] = {"median": round(statistics.median(ttfb), 2),
                         "p99": round(ttfb[min(len(ttfb) - 1, round(0.99 * (len(ttfb) - 1)))],
@@ -117,6 +132,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--clients", type=int, default=50)
     parser.add_argument("--seconds", type=float, default=30.0)
+    parser.add_argument("--think-ms", type=float, default=0.0,
+                        help="each client waits this long after each answer (default: none)")
     parser.add_argument("--no-record", action="store_true",
                         help="proxy with recording off (every path passes unrecorded)")
     parser.add_argument("--skip-direct", action="store_true")
@@ -128,20 +145,22 @@ def main() -> None:
                      r"(http://127\.0\.0\.1:\d+)") as emulator:
         ledger = Path(tmp) / "load.db"
         direct = None if args.skip_direct else asyncio.run(
-            _phase(emulator, args.clients, args.seconds))
+            _phase(emulator, args.clients, args.seconds, args.think_ms / 1000.0))
         with _process(["proxy", "--upstream", emulator, "--port", "0", "--quiet",
                        "--ledger", str(ledger),
                        *(["--record-inline"] if args.record_inline else [])],
                       r"stableprompt proxy on (http://127\.0\.0\.1:\d+)",
                       ("-c", _RECORDING_OFF) if args.no_record else ("-m", "stableprompt")
                       ) as proxy:
-            proxied = asyncio.run(_phase(proxy, args.clients, args.seconds))
+            proxied = asyncio.run(_phase(proxy, args.clients, args.seconds,
+                                         args.think_ms / 1000.0))
         conn = sqlite3.connect(ledger)
         try:
             proxied["ledger_rows"] = conn.execute("SELECT count(*) FROM calls").fetchone()[0]
         finally:
             conn.close()
     print(json.dumps({"clients": args.clients, "seconds": args.seconds,
+                      "think_ms": args.think_ms,
                       "recording": not args.no_record, "record_inline": args.record_inline,
                       "direct": direct, "proxied": proxied}))
 

@@ -50,7 +50,7 @@ def test_threaded_recording_keeps_one_row_per_call_in_order(tmp_path: object) ->
 def test_worker_runs_jobs_in_order_and_survives_a_failing_one(
         caplog: pytest.LogCaptureFixture) -> None:
     """Jobs run first in, first out on one thread; a job that raises is logged and the next
-    ones still run; after close, a late job runs inline; ``drained`` awaits the queue."""
+    ones still run; after close, a late job runs inline; ``wait`` blocks until the queue ran."""
     worker = RecordingWorker()
     seen: list[int] = []
     gate = threading.Event()
@@ -62,7 +62,7 @@ def test_worker_runs_jobs_in_order_and_survives_a_failing_one(
     assert seen == []
     gate.set()
     with caplog.at_level(logging.WARNING, logger="stableprompt.proxy"):
-        asyncio.run(worker.drained())
+        worker.wait()
     assert seen == [0, 1, 2, 3, 4, 99]
     assert "ZeroDivisionError" in caplog.text
     worker.close()

@@ -7,7 +7,9 @@ included) finish, for at most ``shutdown_timeout_s``, then runs the app's lifesp
 Its ``limit_concurrency`` bounds open connections (idle keep-alive ones and the one being
 accepted included) and requests in flight: beyond it, 503. uvicorn's
 access log is off (a query string may carry a key); the ``Server`` and ``Date`` headers are
-the upstream's, not uvicorn's.
+the upstream's, not uvicorn's. Event loop and HTTP parser are uvicorn's ``auto`` choice: uvloop
+and httptools (the ``proxy`` extra installs both; C, about twice the calls per second of
+asyncio + h11 on this workload, ``benchmarks/RESULTS.md``), else asyncio and h11.
 """
 
 from __future__ import annotations
@@ -72,7 +74,7 @@ def server_for(app: ProxyApp, *, max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
     config = uvicorn.Config(
         app, lifespan="on", access_log=False, log_level="warning", log_config=log_config,
         server_header=False, date_header=False, limit_concurrency=max_concurrency,
-        timeout_graceful_shutdown=shutdown_timeout_s, loop="asyncio")
+        timeout_graceful_shutdown=shutdown_timeout_s, loop="auto", http="auto")
     return uvicorn.Server(config)
 
 

@@ -1,23 +1,26 @@
 """Finishing recorded calls off the event loop: one worker thread, in submission order.
 
-Inline, a call's finishing work (usage parsing, attribution, the ledger write, the log line)
-runs on the proxy's event loop when its response body ends, and holds back the end of that
-response and every other stream meanwhile. With ``ProxyConfig(record_in_thread=True)``
-(the ``stableprompt proxy`` default) the proxy hands the transport a
-:class:`DeferredRecorder`: :meth:`Recorder.start <stableprompt.Recorder.start>` still runs on
-the loop before the request is sent (it is cheap next to finishing, and the request must not
-wait for a thread), while the observer's sink, :meth:`Recorder.finish` and the proxy's
-per-call log and capture run as jobs on one :class:`RecordingWorker` thread.
+Inline, a call's recording work (the request's analysis before it is sent; usage parsing,
+attribution, the ledger write and the log line when its response ends) runs on the proxy's
+event loop, and holds back every other request and stream meanwhile. With
+``ProxyConfig(record_in_thread=True)`` (the ``stableprompt proxy`` default) the proxy hands
+the transport a :class:`DeferredRecorder`: :meth:`Recorder.start
+<stableprompt.Recorder.start>` only registers the call on the loop (record id, send time,
+what the response observer needs: ``defer=True``) and the request is forwarded at once; its
+analysis (:meth:`Recorder.analyse`: segments, token counts, turn, predecessor) and, when the
+response ends, :meth:`Recorder.finish`, the observer's sink and the proxy's per-call log and
+capture run as jobs on one :class:`RecordingWorker` thread.
 
 Guarantees:
 
 * **Exactly once**: each finishing job is submitted once, by the observer's close (itself
-  idempotent) or by the transport's error path, never both.
+  idempotent) or by the transport's error path, never both; a call's analysis runs once
+  (:meth:`Recorder.analyse` is idempotent, and ``finish`` runs it first if it has not run).
 * **In order**: one thread runs the jobs first in, first out, so records reach the ledger in
   the order the responses ended, and a call's log line follows its record.
-* **Predecessors seen**: before a request's ``start``, the transport awaits every finishing
-  job submitted so far (:meth:`DeferredRecorder.barrier`, without blocking the loop), so the
-  next call of a conversation is compared with the previous one, as inline.
+* **Predecessors seen**: a request's analysis is queued when it is sent, after the finishing
+  job of every call whose response had ended by then, so the next call of a conversation is
+  compared with the previous one, as inline, and no request waits for the queue.
 * **Shutdown**: :meth:`RecordingWorker.close` runs every queued job before returning (the
   proxy's lifespan end, after uvicorn finished the calls in flight).
 * **SIGKILL loses nothing that completed**: with a journal (the proxy's, when it has a
@@ -35,7 +38,6 @@ Guarantees:
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import threading
 from collections.abc import Callable, Mapping
@@ -99,13 +101,6 @@ class RecordingWorker:
         if last is not None:
             last.result()
 
-    async def drained(self) -> None:
-        """Return once every job submitted before this call has run (awaits, never
-        blocks the loop)."""
-        last = self._last
-        if last is not None and not last.done():
-            await asyncio.wrap_future(last)
-
     def close(self) -> None:
         """Run every queued job, then stop the thread (idempotent); jobs submitted later
         run inline."""
@@ -143,9 +138,14 @@ class DeferredRecorder:
               method: str = "POST", provider: str | None = None,
               decoded: Mapping[str, Any] | None = None,
               resegmented: Any = None) -> Pending | None:
-        """As :meth:`Recorder.start` (in the caller's thread)."""
-        return self.recorder.start(path, headers, body, host=host, method=method,
-                                   provider=provider, decoded=decoded, resegmented=resegmented)
+        """As :meth:`Recorder.start`, registering the call in the caller's thread and
+        queueing its analysis (module docstring)."""
+        pending = self.recorder.start(path, headers, body, host=host, method=method,
+                                      provider=provider, decoded=decoded,
+                                      resegmented=resegmented, defer=True)
+        if pending is not None:
+            self.worker.submit(lambda: self.recorder.analyse(pending))
+        return pending
 
     def observe(self, pending: Pending, *, status_code: int, headers: Any,
                 content_encoding: str | None = None) -> ResponseObserver:
@@ -187,7 +187,3 @@ class DeferredRecorder:
             return None
         return self.recorder.provisional(pending, observation, error=error,
                                          status_code=status_code)
-
-    async def barrier(self) -> None:
-        """Await the finishing jobs queued so far (the transport calls it before ``start``)."""
-        await self.worker.drained()

@@ -223,6 +223,9 @@ class Pending:
         finished: :meth:`Recorder.finish <stableprompt.Recorder.finish>` ran (it runs once).
         secrets: The request's credential header values, scrubbed from every stored text.
         call: The call as registered in the recorder's index, ``None`` before analysis.
+        deferred: What :meth:`Recorder.analyse <stableprompt.Recorder.analyse>` still has to
+            read, when :meth:`Recorder.start <stableprompt.Recorder.start>` was told to defer
+            the analysis (``None`` once analysed).
         detail: Evidence the sender adds to ``verdict_detail`` (``stabilized``: the rewrites
             a stabilizing transport made, ``_stabilize``).
     """
@@ -249,6 +252,7 @@ class Pending:
     secrets: tuple[str, ...] = field(default=(), repr=False)
     call: Call | None = field(default=None, repr=False)
     detail: dict[str, Any] = field(default_factory=dict)
+    deferred: tuple[Any, ...] | None = field(default=None, repr=False)
 
     @property
     def predecessor(self) -> RequestState | None:

@@ -283,6 +283,7 @@ class Recorder:
         provider: str | None = None,
         decoded: Mapping[str, Any] | None = None,
         resegmented: Resegmented | None = None,
+        defer: bool = False,
     ) -> Pending | None:
         """Register a call about to be sent. Never raises.
 
@@ -301,6 +302,11 @@ class Recorder:
                 what :func:`~stableprompt._canonical.loads` gives for ``body``.
             resegmented: ``body`` already segmented by :meth:`segment_rendered` (the
                 client's own requests); its body is ``decoded``.
+            defer: Register the call (record id, send time, what the response observer
+                needs) but leave its analysis (segmenting, token counts, the predecessor and
+                turn) to :meth:`analyse`, which must run before :meth:`finish` and after the
+                calls sent before it were finished (the proxy runs both on its recording
+                thread, in order, so the request is forwarded without waiting for them).
 
         Returns:
             A :class:`Pending` to pass to :meth:`finish`, or ``None`` when the call is not a
@@ -336,12 +342,30 @@ class Recorder:
             provider=provider,
             secrets=secrets,
         )
-        try:
-            self._analyse(pending, decoded, headers, body, resegmented,
-                          rendered=client_decoded)
+        try:  # what the response observer and a provisional record read, known at once
+            model = decoded.get("model")
+            pending.model = model if isinstance(model, str) else None
+            pending.session_id = self._session_of(decoded, headers)
+            pending.diagnostics_requested = diagnostics_request(wire, decoded)
         except Exception as exc:
             self._problem(pending, exc)
+        pending.deferred = (decoded, headers, body, resegmented, client_decoded)
+        if not defer:
+            self.analyse(pending)
         return pending
+
+    def analyse(self, pending: Pending) -> None:
+        """Analyse a call registered with ``start(..., defer=True)`` (segments, our token
+        counts, its conversation, turn and predecessor); nothing for a call already analysed.
+        :meth:`finish` runs it first when it has not run. Never raises."""
+        deferred, pending.deferred = pending.deferred, None
+        if deferred is None:
+            return
+        decoded, headers, body, resegmented, rendered = deferred
+        try:
+            self._analyse(pending, decoded, headers, body, resegmented, rendered=rendered)
+        except Exception as exc:
+            self._problem(pending, exc)
 
     def _problem(self, pending: Pending, exc: BaseException) -> None:
         pending.problem = redact(f"{type(exc).__name__}: {exc}", secrets=pending.secrets)
@@ -361,10 +385,6 @@ class Recorder:
     def _analyse(self, pending: Pending, body: dict[str, Any], headers: Any,
                  raw: bytes | bytearray | memoryview,
                  resegmented: Resegmented | None = None, *, rendered: bool = False) -> None:
-        model = body.get("model")
-        pending.model = model if isinstance(model, str) else None
-        pending.session_id = self._session_of(body, headers)
-        pending.diagnostics_requested = diagnostics_request(pending.wire_format, body)
         if self.store_content:
             pending.content = bytes(raw).decode("utf-8", "replace")
         pending.turn_boundary = turn_boundary(pending.wire_format, body)
@@ -564,6 +584,7 @@ class Recorder:
         if pending.finished:
             return pending.record
         pending.finished = True
+        self.analyse(pending)  # a deferred analysis not run yet (never raises)
         try:
             record = self._finish(pending, status_code, body, usage, response_id, diagnostics,
                                   ttft_ms, latency_ms, error, provider_error, incomplete, detail)
@@ -820,8 +841,8 @@ class Recorder:
         pending journal, ``_ledger._journal``; replayed only when the process died first).
 
         Same ``record_id`` as the final row (which wins when both exist); the request's
-        identity (time, session, turn, format, provider, model, lineage, fingerprint, our
-        token count), status, failure class, latency, TTFT, response id and the usage the
+        identity (time, session, format, provider, model; turn, lineage, fingerprint and our
+        token count when its analysis ran: deferred, it may not have), status, failure class, latency, TTFT, response id and the usage the
         answer reported (a stream's, else parsed from a 2xx JSON body); verdict ``unknown``,
         ``verdict_detail`` ``{"unknown_reason": ..., "recovered": "pending journal"}``
         (``"incomplete": True`` for a cut body); no predecessor, LCP or prediction. Scrubbed

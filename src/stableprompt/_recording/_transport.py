@@ -88,10 +88,6 @@ class CallRecorder(Protocol):
 
     Like httpx's ``BaseTransport`` for a client, it lets transport tests pass a stand-in
     (``tests/conftest.py``'s ``FakeRecorder``).
-
-    An async transport also awaits the recorder's ``barrier()`` coroutine, when it has one,
-    before each ``start``: a recorder that finishes calls on another thread
-    (``_proxy._worker.DeferredRecorder``) uses it to let the previous calls be finished first.
     """
 
     def recordable(self, path: str, method: str = "POST") -> bool:
@@ -385,9 +381,6 @@ class AsyncRecordingTransport(_Wrapping, _AsyncBase):
         if self.stabilize:
             request, body, stabilized = _stabilized(request, body, self.recorder,
                                                     self.provider)
-        barrier = getattr(self.recorder, "barrier", None)
-        if barrier is not None:  # a recorder finishing elsewhere: see the calls before this
-            await barrier()
         pending = _start(self.recorder, request, body, self.provider, stabilized)
         if pending is None:
             return await inner.handle_async_request(request)
