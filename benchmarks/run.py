@@ -148,6 +148,12 @@ def _tables(values: dict[str, list[float]], errors: dict[str, str], memory: dict
         lines.append(f"- {fmt}: " + "; ".join(
             f"`{site}` {size / 1e6:.2f} MB ({count})" for site, size, count in
             memory[fmt]["sites"][:3]))
+    kept = memory["recorder"]
+    lines += ["", "What a warm `Recorder` keeps per call, recording that conversation turn after "
+              "turn (Anthropic, 40 calls of warm-up, then 60): " + "; ".join(
+                  f"{path} path {kept[path]['retained_per_call_bytes'] / 1e3:.1f} KB per call "
+                  f"(body {kept[path]['body_bytes'] / 1e6:.2f} MB)"
+                  for path in ("client", "transport")) + "."]
     return "\n".join(lines)
 
 
