@@ -11,7 +11,10 @@ from collections.abc import Mapping
 from types import ModuleType
 from typing import Any
 
-__all__ = ["byte_stream_class", "header", "in_memory", "module_of"]
+__all__ = ["SESSION_HEADER", "byte_stream_class", "header", "in_memory", "module_of"]
+
+SESSION_HEADER = "x-stableprompt-session"
+"""Request header naming the session/conversation id (read by the recorder, never stored)."""
 
 _MODULES: dict[str, ModuleType] = {}
 _STREAM_CLASSES: dict[tuple[str, type[Any]], type[Any]] = {}

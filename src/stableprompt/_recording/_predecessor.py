@@ -37,12 +37,15 @@ from __future__ import annotations
 import dataclasses
 import threading
 from collections import OrderedDict, deque
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
+from .._canonical import loads
 from .._diff import first_divergent_index
+from .._ledger._usage_record import UsageRecord
 from .._segment import HEAD_KINDS, Segment
+from .._wire._formats import REQUEST_FORMATS, request_format, segment_request
 from .._wire._segmenter import SegmentedRequest
 from ._call import Call, Comparison, RequestState
 
@@ -52,6 +55,7 @@ __all__ = [
     "RETRY_WINDOW_S",
     "REWRITE_WINDOW_S",
     "CallIndex",
+    "call_from_record",
     "common_segments",
     "opening_of",
 ]
@@ -412,3 +416,44 @@ class CallIndex:
         while self._calls > self.max_calls and len(self._lineages) > 1:
             _, dropped = self._lineages.popitem(last=False)
             self._calls -= len(dropped)
+
+
+def call_from_record(record: UsageRecord, head: str,
+                     count: Callable[[SegmentedRequest], list[int]]) -> Call:
+    """A ledger row as a predecessor candidate of lineage ``head`` (the recorder seeds its
+    index with a lineage's recent rows): its segments and token counts (``count``) when the
+    row kept its request body, else its fingerprint, usage and token estimate only."""
+    segmented = tokens = None
+    sent = record.verdict_detail.get("request_format")
+    wire = (sent if isinstance(sent, str) and sent in REQUEST_FORMATS
+            else request_format(record.wire_format))
+    if record.content:
+        try:
+            body = loads(record.content)
+            segmented = segment_request(wire, body)
+            tokens = tuple(count(segmented))
+        except Exception:
+            segmented = tokens = None
+    ts = record.ts_utc.timestamp()
+    state = RequestState(
+        ts=ts,
+        fingerprint=record.request_fingerprint or "",
+        head_fingerprint=head,
+        segmented=segmented,
+        segment_tokens=tokens,
+        request_tokens=sum(tokens) if tokens is not None else record.request_tokens,
+        record_id=record.record_id,
+        response_id=record.response_id,
+        cached_extent_tokens=(
+            record.cache_read_tokens + record.cache_write_tokens
+            if record.cache_read_tokens is not None and record.cache_write_tokens is not None
+            else None),
+        cache_read_tokens=record.cache_read_tokens,
+        input_tokens_total=record.input_tokens_total,
+    )
+    return Call(ts=ts, session_id=record.session_id, provider=record.provider or "",
+                wire_format=wire, model=record.model,
+                opening=opening_of(segmented), fingerprint=state.fingerprint, state=state,
+                turn=record.turn,
+                ended=None if record.latency_ms is None else ts + record.latency_ms / 1000)
+

@@ -5,6 +5,7 @@ an ``engine`` URL names. Used by :class:`~stableprompt.Recorder` only."""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import datetime, timezone
 from typing import Any
 
 from .._canonical import json_safe
@@ -15,8 +16,35 @@ from .._usage import CacheUsage
 from ._call import Pending
 from ._engine_view import EngineTokens
 
-__all__ = ["automatic_writes", "engine_of", "engine_tokenizer", "provider_diagnostics",
-           "raw_usage"]
+__all__ = ["automatic_writes", "engine_of", "engine_tokenizer", "identity_fields",
+           "provider_diagnostics", "raw_usage", "usage_fields"]
+
+
+def identity_fields(pending: Pending, scenario: str | None) -> dict[str, Any]:
+    """The record fields that name the request (same for its final and provisional rows):
+    id, send time, session, turn, scenario, formats, provider, model, and what its analysis
+    found (lineage, fingerprint, our token count; ``None`` before or without one)."""
+    state = pending.state
+    return {
+        "record_id": pending.record_id,
+        "ts_utc": datetime.fromtimestamp(pending.ts, timezone.utc),
+        "session_id": pending.session_id, "turn": pending.turn, "scenario": scenario,
+        "wire_format": pending.usage_format, "provider": pending.provider,
+        "model": pending.model,
+        "lineage": None if state is None else state.head_fingerprint,
+        "request_fingerprint": None if state is None else state.fingerprint,
+        "request_tokens": None if state is None else state.request_tokens,
+        "content": pending.content,
+    }
+
+
+def usage_fields(usage: CacheUsage | None) -> dict[str, Any]:
+    """The record's token fields from normalized usage (all ``None`` without it)."""
+    names = ("input_tokens_total", "uncached_tokens", "cache_read_tokens", "cache_write_tokens",
+             "cache_write_5m_tokens", "cache_write_1h_tokens", "output_tokens")
+    fields: dict[str, Any] = {n: None if usage is None else getattr(usage, n) for n in names}
+    fields["usage_inconsistent"] = False if usage is None else usage.inconsistent
+    return fields
 
 
 

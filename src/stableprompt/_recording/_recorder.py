@@ -38,7 +38,6 @@ so an API key a server echoes in an error has nowhere to go.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import functools
 import logging
@@ -53,7 +52,7 @@ from typing import TYPE_CHECKING, Any
 from .._canonical import json_safe, loads
 from .._exceptions import ConfigurationError
 from .._ledger._ledger import Ledger
-from .._ledger._usage_record import UNANALYSED, UsageRecord, Verdict, scrubbed
+from .._ledger._usage_record import UsageRecord, Verdict, scrubbed
 from .._policy import CachePolicy, PolicyTable
 from .._public import public
 from .._redact import redact, secrets_in_headers
@@ -82,12 +81,20 @@ from ._attribution import Attribution, attribute
 from ._boundary import turn_boundary
 from ._call import Call, Pending, RequestState
 from ._engine_view import EngineEvidence, EngineTokens, SlotMemory, observe_engine
-from ._errors import error_class_of, failure
-from ._http import header
+from ._errors import failure
+from ._http import SESSION_HEADER, header
 from ._observer import Observation, ResponseObserver
-from ._predecessor import LINEAGE_DEPTH, CallIndex, opening_of
-from ._record_fields import automatic_writes, engine_of, provider_diagnostics, raw_usage
+from ._predecessor import LINEAGE_DEPTH, CallIndex, call_from_record, opening_of
+from ._record_fields import (
+    automatic_writes,
+    engine_of,
+    identity_fields,
+    provider_diagnostics,
+    raw_usage,
+    usage_fields,
+)
 from ._sinks import RecordSink, deliver
+from ._unanalysed import provisional_record, unanalysed_record
 
 if TYPE_CHECKING:
     from .._report._summary import Summary
@@ -99,8 +106,6 @@ _log = logging.getLogger("stableprompt.recorder")
 ENGINE_PROVIDER = "llama-cpp"
 """The provider family whose calls :class:`Recorder`'s ``engine`` tokenizes."""
 
-SESSION_HEADER = "x-stableprompt-session"
-"""Request header naming the session/conversation id (read by the recorder, never stored)."""
 
 
 def session_from_request(body: Mapping[str, Any], headers: Any = None) -> str | None:
@@ -472,44 +477,9 @@ class Recorder:
         except Exception as exc:
             self._lookup_failed(exc)
             rows = []
-        calls = [self._call_of(r, head) for r in reversed(rows)
+        calls = [call_from_record(r, head, self._count) for r in reversed(rows)
                  if r.error_class is None and not r.verdict_detail.get("incomplete")]
         self._index.load_lineage(head, calls)
-
-    def _call_of(self, record: UsageRecord, head: str) -> Call:
-        segmented = tokens = None
-        sent = record.verdict_detail.get("request_format")
-        wire = (sent if isinstance(sent, str) and sent in REQUEST_FORMATS
-                else request_format(record.wire_format))
-        if record.content:
-            try:
-                body = loads(record.content)
-                segmented = segment_request(wire, body)
-                tokens = tuple(self._count(segmented))
-            except Exception:
-                segmented = tokens = None
-        ts = record.ts_utc.timestamp()
-        state = RequestState(
-            ts=ts,
-            fingerprint=record.request_fingerprint or "",
-            head_fingerprint=head,
-            segmented=segmented,
-            segment_tokens=tokens,
-            request_tokens=sum(tokens) if tokens is not None else record.request_tokens,
-            record_id=record.record_id,
-            response_id=record.response_id,
-            cached_extent_tokens=(
-                record.cache_read_tokens + record.cache_write_tokens
-                if record.cache_read_tokens is not None and record.cache_write_tokens is not None
-                else None),
-            cache_read_tokens=record.cache_read_tokens,
-            input_tokens_total=record.input_tokens_total,
-        )
-        return Call(ts=ts, session_id=record.session_id, provider=record.provider or "",
-                    wire_format=wire, model=record.model,
-                    opening=opening_of(segmented), fingerprint=state.fingerprint, state=state,
-                    turn=record.turn,
-                    ended=None if record.latency_ms is None else ts + record.latency_ms / 1000)
 
     def previous_response_id(
         self, wire_format: str, body: Mapping[str, Any], headers: Any = None, *,
@@ -694,33 +664,17 @@ class Recorder:
             self._remember(pending, usage, response_id,
                            None if attribution is None else attribution.read_entry_digest,
                            engine)
+        fields = {**identity_fields(pending, self.scenario), **usage_fields(usage)}
+        fields["usage_inconsistent"] = fields["usage_inconsistent"] or bool(
+            detail.get("usage_suspect"))
         return UsageRecord(
-            record_id=pending.record_id,
-            ts_utc=datetime.fromtimestamp(pending.ts, timezone.utc),
-            session_id=pending.session_id,
-            turn=pending.turn,
-            scenario=self.scenario,
-            wire_format=pending.usage_format,  # type: ignore[arg-type]
-            provider=pending.provider,
-            model=pending.model,
-            lineage=None if pending.state is None else pending.state.head_fingerprint,
-            request_fingerprint=None if pending.state is None else pending.state.fingerprint,
+            **fields,
             predecessor_id=None if attribution is None else attribution.predecessor_id,
             lcp_bytes=None if attribution is None else attribution.lcp_bytes,
             lcp_tokens=None if attribution is None else attribution.lcp_tokens,
-            request_tokens=None if pending.state is None else pending.state.request_tokens,
             predicted_cache_read_tokens=(
                 None if attribution is None else attribution.predicted_cache_read_tokens
             ),
-            input_tokens_total=None if usage is None else usage.input_tokens_total,
-            uncached_tokens=None if usage is None else usage.uncached_tokens,
-            cache_read_tokens=None if usage is None else usage.cache_read_tokens,
-            cache_write_tokens=None if usage is None else usage.cache_write_tokens,
-            cache_write_5m_tokens=None if usage is None else usage.cache_write_5m_tokens,
-            cache_write_1h_tokens=None if usage is None else usage.cache_write_1h_tokens,
-            output_tokens=None if usage is None else usage.output_tokens,
-            usage_inconsistent=(False if usage is None else usage.inconsistent)
-            or bool(detail.get("usage_suspect")),
             usage_raw=usage_raw,
             verdict=verdict,
             verdict_detail=json_safe(detail),
@@ -730,7 +684,6 @@ class Recorder:
             error_class=error_class,
             diagnostics=provider_diagnostics(pending, diagnostics),
             response_id=response_id,
-            content=pending.content,
         )
 
     def _policy(self, pending: Pending, detail: dict[str, Any]) -> CachePolicy | None:
@@ -836,81 +789,11 @@ class Recorder:
     def provisional(self, pending: Pending, observation: Observation | None = None, *,
                     error: BaseException | str | None = None,
                     status_code: int | None = None) -> UsageRecord | None:
-        """The row ``pending`` gets if its finishing never runs: what is known without
-        analysis, made cheaply before the finishing is queued (``stableprompt proxy``'s
-        pending journal, ``_ledger._journal``; replayed only when the process died first).
-
-        Same ``record_id`` as the final row (which wins when both exist); the request's
-        identity (time, session, format, provider, model; turn, lineage, fingerprint and our
-        token count when its analysis ran: deferred, it may not have), status, failure class, latency, TTFT, response id and the usage the
-        answer reported (a stream's, else parsed from a 2xx JSON body); verdict ``unknown``,
-        ``verdict_detail`` ``{"unknown_reason": ..., "recovered": "pending journal"}``
-        (``"incomplete": True`` for a cut body); no predecessor, LCP or prediction. Scrubbed
-        like every record. ``None`` when it cannot be made (never raises).
-
-        Args:
-            pending: The call.
-            observation: What its response amounted to (``None``: no response).
-            error: The exception its send raised (no response).
-            status_code: Its status when there is no observation.
-        """
-        try:
-            detail: dict[str, Any] = {
-                "unknown_reason": "the recording process stopped before this call was "
-                "analysed: recovered from its pending journal", "recovered": "pending journal"}
-            status = observation.status_code if observation is not None else status_code
-            usage = body = parsed = None
-            provider_error = response_id = None
-            ttft_ms = None
-            if observation is not None:
-                body, response_id, ttft_ms = (observation.body, observation.response_id,
-                                              observation.ttft_ms)
-                provider_error = observation.provider_error
-                error = error if error is not None else observation.error
-                if observation.incomplete is not None:
-                    detail["incomplete"] = True
-                if body is not None:
-                    with contextlib.suppress(ValueError):
-                        parsed = loads(body)
-                if status is not None and 200 <= status < 300:
-                    usage = observation.usage
-            success = status is not None and 200 <= status < 300 and error is None
-            error_class = failure(error, status, success, body, parsed, provider_error, {})
-            if usage is None and error_class is None and isinstance(parsed, Mapping):
-                with contextlib.suppress(Exception):
-                    usage = parse_response(pending.usage_format, parsed)
-                if response_id is None and isinstance(parsed.get("id"), str):
-                    response_id = parsed["id"]
-            state = pending.state
-            record = UsageRecord(
-                record_id=pending.record_id,
-                ts_utc=datetime.fromtimestamp(pending.ts, timezone.utc),
-                session_id=pending.session_id, turn=pending.turn, scenario=self.scenario,
-                wire_format=pending.usage_format,  # type: ignore[arg-type]
-                provider=pending.provider, model=pending.model,
-                lineage=None if state is None else state.head_fingerprint,
-                request_fingerprint=None if state is None else state.fingerprint,
-                request_tokens=None if state is None else state.request_tokens,
-                input_tokens_total=None if usage is None else usage.input_tokens_total,
-                uncached_tokens=None if usage is None else usage.uncached_tokens,
-                cache_read_tokens=None if usage is None else usage.cache_read_tokens,
-                cache_write_tokens=None if usage is None else usage.cache_write_tokens,
-                cache_write_5m_tokens=None if usage is None else usage.cache_write_5m_tokens,
-                cache_write_1h_tokens=None if usage is None else usage.cache_write_1h_tokens,
-                output_tokens=None if usage is None else usage.output_tokens,
-                usage_inconsistent=False if usage is None else usage.inconsistent,
-                verdict="unknown",
-                latency_ms=max((self.monotonic() - pending.started) * 1000.0, 0.0),
-                ttft_ms=None if ttft_ms is None else max(ttft_ms, 0.0),
-                status_code=status if status and 100 <= status <= 599 else None,
-                error_class=error_class, response_id=response_id, content=pending.content)
-            # the detail is our own constant text: added after scrubbing (half the cost)
-            return scrubbed(record, pending.secrets).model_copy(
-                update={"verdict_detail": detail})
-        except Exception as exc:
-            _log.warning("stableprompt could not make a provisional record: %s",
-                         redact(f"{type(exc).__name__}: {exc}", secrets=pending.secrets))
-            return None
+        """The row ``pending`` gets if its finishing never runs (``stableprompt proxy``'s
+        pending journal): :func:`~stableprompt._recording._unanalysed.provisional_record`,
+        verdict ``unknown``, same ``record_id`` as the final row. Never raises."""
+        return provisional_record(pending, observation, error=error, status_code=status_code,
+                                  scenario=self.scenario, now=self.monotonic())
 
     def unanalysed(self, *, method: str, path: str, reason: str, headers: Any = None,
                    host: str | None = None, provider: str | None = None,
@@ -918,53 +801,16 @@ class Recorder:
                    latency_ms: float | None = None, request_bytes: int | None = None,
                    response_bytes: int | None = None) -> UsageRecord | None:
         """The record of a request forwarded without analysis (``stableprompt proxy``: a path
-        that is not an LLM endpoint, a body that is not a request of its endpoint): wire
-        format and verdict ``unknown`` (:data:`~stableprompt._ledger._usage_record.
-        UNANALYSED`), no usage, ``verdict_detail`` ``{"unknown_reason": reason, "method",
-        "path", "request_bytes", "response_bytes"}`` (byte counts as sent on the wire,
-        ``None`` when unknown). Nothing of the request is kept beyond that: no body, no
-        header, no query string (``path`` is the URL path alone; a key may sit in a query,
-        e.g. Gemini's ``?key=``); the session comes from ``x-stableprompt-session`` or
-        :attr:`session_id`; every text is scrubbed of the request's credential header values.
-        Not stored: pass it to :meth:`store`. ``None`` (logged) if it cannot be built.
-
-        Args:
-            method: HTTP method.
-            path: URL path without the query string.
-            reason: Why the request was not analysed (one sentence).
-            headers: Request headers (session header and credentials to scrub; not stored).
-            host: Upstream host, for the provider family (:func:`known_provider`).
-            provider: Provider family override (else :attr:`provider`, else the host's).
-            status_code: The upstream's status (``None`` when it did not answer).
-            error: The exception that stopped the exchange, if any (``error_class``).
-            latency_ms: Request sent to the end of the answer (milliseconds).
-            request_bytes: Request body size (bytes).
-            response_bytes: Response body bytes sent to the client (as received, possibly
-                compressed).
-        """
-        try:
-            secrets = secrets_in_headers(headers)
-            record = UsageRecord(
-                ts_utc=datetime.fromtimestamp(self.clock(), timezone.utc),
-                session_id=header(headers, SESSION_HEADER) or self.session_id,
-                scenario=self.scenario,
-                wire_format=UNANALYSED,  # type: ignore[arg-type]
-                provider=known_provider(host, provider or self.provider),
-                status_code=status_code if status_code and 100 <= status_code <= 599
-                else None,
-                error_class=error_class_of(error),
-                latency_ms=None if latency_ms is None else max(latency_ms, 0.0),
-                verdict="unknown",
-                verdict_detail={"unknown_reason": reason, "method": method.upper(),
-                                "path": path.split("?", 1)[0],
-                                "request_bytes": request_bytes,
-                                "response_bytes": response_bytes},
-            )
-            return scrubbed(record, secrets)
-        except Exception as exc:
-            _log.warning("stableprompt could not record an unanalysed request: %s",
-                         redact(f"{type(exc).__name__}: {exc}"))
-            return None
+        that is not an LLM endpoint, a body that is not a request of its endpoint):
+        :func:`~stableprompt._recording._unanalysed.unanalysed_record` (wire format and
+        verdict ``unknown``; no body, header or query string kept). Not stored: pass it to
+        :meth:`store`. ``None`` (logged) if it cannot be built."""
+        return unanalysed_record(
+            method=method, path=path, reason=reason, headers=headers,
+            ts=self.clock(), session_id=self.session_id, scenario=self.scenario,
+            provider=known_provider(host, provider or self.provider),
+            status_code=status_code, error=error, latency_ms=latency_ms,
+            request_bytes=request_bytes, response_bytes=response_bytes)
 
     def summary(self, *, price: bool = True) -> Summary:
         """The report's numbers for the calls this recorder recorded (:attr:`records`, in

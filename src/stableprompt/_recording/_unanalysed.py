@@ -1,0 +1,150 @@
+"""Records made without a request's analysis: what a call is known to be when its finishing
+never ran (the proxy's pending journal) and the rows of forwarded requests that are no LLM
+call of a known format (the proxy's other traffic).
+
+Both are verdict ``unknown``, carry no predecessor, LCP or prediction, and are scrubbed of the
+request's credential header values like every record; neither raises (``None``, logged, when
+one cannot be built).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Mapping
+from datetime import datetime, timezone
+from typing import Any
+
+from .._canonical import loads
+from .._ledger._usage_record import UNANALYSED, UsageRecord, scrubbed
+from .._redact import redact, secrets_in_headers
+from ..providers import parse_response
+from ._call import Pending
+from ._errors import error_class_of, failure
+from ._http import SESSION_HEADER, header
+from ._observer import Observation
+from ._record_fields import identity_fields, usage_fields
+
+__all__ = ["provisional_record", "unanalysed_record"]
+
+_log = logging.getLogger("stableprompt.recorder")
+
+
+def provisional_record(pending: Pending, observation: Observation | None = None, *,
+                       error: BaseException | str | None = None,
+                       status_code: int | None = None, scenario: str | None = None,
+                       now: float) -> UsageRecord | None:
+    """The row ``pending`` gets if its finishing never runs: what is known without
+    analysis, made cheaply before the finishing is queued (``stableprompt proxy``'s
+    pending journal, ``_ledger._journal``; replayed only when the process died first).
+
+    Same ``record_id`` as the final row (which wins when both exist); the request's
+    identity (time, session, format, provider, model; turn, lineage, fingerprint and our
+    token count when its analysis ran: deferred, it may not have), status, failure class,
+    latency, TTFT, response id and the usage the answer reported (a stream's, else parsed
+    from a 2xx JSON body); verdict ``unknown``, ``verdict_detail`` ``{"unknown_reason": ...,
+    "recovered": "pending journal"}`` (``"incomplete": True`` for a cut body).
+
+    Args:
+        pending: The call.
+        observation: What its response amounted to (``None``: no response).
+        error: The exception its send raised (no response).
+        status_code: Its status when there is no observation.
+        scenario: The recorder's scenario label.
+        now: The recorder's monotonic clock now (seconds), for the latency.
+    """
+    try:
+        detail: dict[str, Any] = {
+            "unknown_reason": "the recording process stopped before this call was "
+            "analysed: recovered from its pending journal", "recovered": "pending journal"}
+        status = observation.status_code if observation is not None else status_code
+        usage = body = parsed = None
+        provider_error = response_id = None
+        ttft_ms = None
+        if observation is not None:
+            body, response_id, ttft_ms = (observation.body, observation.response_id,
+                                          observation.ttft_ms)
+            provider_error = observation.provider_error
+            error = error if error is not None else observation.error
+            if observation.incomplete is not None:
+                detail["incomplete"] = True
+            if body is not None:
+                with contextlib.suppress(ValueError):
+                    parsed = loads(body)
+            if status is not None and 200 <= status < 300:
+                usage = observation.usage
+        success = status is not None and 200 <= status < 300 and error is None
+        error_class = failure(error, status, success, body, parsed, provider_error, {})
+        if usage is None and error_class is None and isinstance(parsed, Mapping):
+            with contextlib.suppress(Exception):
+                usage = parse_response(pending.usage_format, parsed)
+            if response_id is None and isinstance(parsed.get("id"), str):
+                response_id = parsed["id"]
+        record = UsageRecord(
+            **identity_fields(pending, scenario), **usage_fields(usage), verdict="unknown",
+            latency_ms=max((now - pending.started) * 1000.0, 0.0),
+            ttft_ms=None if ttft_ms is None else max(ttft_ms, 0.0),
+            status_code=status if status and 100 <= status <= 599 else None,
+            error_class=error_class, response_id=response_id)
+        # the detail is our own constant text: added after scrubbing (half the cost)
+        return scrubbed(record, pending.secrets).model_copy(
+            update={"verdict_detail": detail})
+    except Exception as exc:
+        _log.warning("stableprompt could not make a provisional record: %s",
+                     redact(f"{type(exc).__name__}: {exc}", secrets=pending.secrets))
+        return None
+
+
+def unanalysed_record(*, method: str, path: str, reason: str, headers: Any = None,
+                      ts: float, session_id: str | None = None, scenario: str | None = None,
+                      provider: str | None, status_code: int | None = None,
+                      error: BaseException | None = None, latency_ms: float | None = None,
+                      request_bytes: int | None = None,
+                      response_bytes: int | None = None) -> UsageRecord | None:
+    """The record of a request forwarded without analysis: wire format and verdict
+    ``unknown`` (:data:`~stableprompt._ledger._usage_record.UNANALYSED`), no usage,
+    ``verdict_detail`` ``{"unknown_reason": reason, "method", "path", "request_bytes",
+    "response_bytes"}`` (byte counts as sent on the wire, ``None`` when unknown). Nothing of
+    the request is kept beyond that: no body, no header, no query string (``path`` is the URL
+    path alone; a key may sit in a query, e.g. Gemini's ``?key=``); the session comes from
+    ``x-stableprompt-session``, else ``session_id``.
+
+    Args:
+        method: HTTP method.
+        path: URL path without the query string.
+        reason: Why the request was not analysed (one sentence).
+        headers: Request headers (session header and credentials to scrub; not stored).
+        ts: Send time, seconds since the epoch.
+        session_id: The recorder's session id, if any.
+        scenario: The recorder's scenario label.
+        provider: Provider family.
+        status_code: The upstream's status (``None`` when it did not answer).
+        error: The exception that stopped the exchange, if any (``error_class``).
+        latency_ms: Request sent to the end of the answer (milliseconds).
+        request_bytes: Request body size (bytes).
+        response_bytes: Response body bytes sent to the client (as received, possibly
+            compressed).
+    """
+    try:
+        secrets = secrets_in_headers(headers)
+        record = UsageRecord(
+            ts_utc=datetime.fromtimestamp(ts, timezone.utc),
+            session_id=header(headers, SESSION_HEADER) or session_id,
+            scenario=scenario,
+            wire_format=UNANALYSED,  # type: ignore[arg-type]
+            provider=provider,
+            status_code=status_code if status_code and 100 <= status_code <= 599
+            else None,
+            error_class=error_class_of(error),
+            latency_ms=None if latency_ms is None else max(latency_ms, 0.0),
+            verdict="unknown",
+            verdict_detail={"unknown_reason": reason, "method": method.upper(),
+                            "path": path.split("?", 1)[0],
+                            "request_bytes": request_bytes,
+                            "response_bytes": response_bytes},
+        )
+        return scrubbed(record, secrets)
+    except Exception as exc:
+        _log.warning("stableprompt could not record an unanalysed request: %s",
+                     redact(f"{type(exc).__name__}: {exc}"))
+        return None
