@@ -28,9 +28,16 @@ through :meth:`Recorder.store <stableprompt.Recorder.store>` like every other ro
 it, a ledger failure spills it; on the worker thread with ``record_in_thread``). A harness's
 side traffic thus shows in the ledger, and ``stableprompt report`` counts it apart from the
 LLM calls (excluded from hit rates with a note). The proxy's own refusals are not forwarded
-and get no row: 401 (missing or wrong access token), 413 (body too large). Its other answers:
-502 (upstream unreachable, naming it), 504 (upstream timed out), all JSON
-(``_headers.error_body``). Upstream errors pass through as they are.
+and get no row: 401 (missing or wrong access token), 413 (body too large), 503 (more than
+``max_concurrency`` requests in flight). Its other answers: 502 (upstream unreachable, naming
+it), 504 (upstream timed out), all JSON (``_headers.error_body``). Upstream errors pass
+through as they are.
+
+A request still running when the server cuts it (uvicorn cancels its task once the
+``--shutdown-timeout`` ran out) ends with one warning naming its method and path; the
+cancellation is not re-raised (the task ends there; raised, uvicorn would log a traceback),
+and its row is written as for any cut body (the response's cleanup is shielded; verdict
+``unknown``, incomplete).
 """
 
 from __future__ import annotations

@@ -80,7 +80,9 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--stabilize", action="store_true",
                         help="sort tools by name and write their schemas in canonical key "
                         "order before forwarding; give an OpenAI request without "
-                        "prompt_cache_key its head's key, an Anthropic request without any "
+                        "prompt_cache_key its head's key (only when the provider is OpenAI: "
+                        "--provider openai or the api.openai.com host), an Anthropic request "
+                        "without any "
                         "breakpoint a head and an end-of-history one (meaning unchanged; "
                         "requests already in that form pass byte-identical); each rewrite is "
                         "noted on the ledger row")
