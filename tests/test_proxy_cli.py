@@ -133,10 +133,12 @@ def test_sigkill_leaves_the_ledger_intact(tmp_path: Path) -> None:
 
 
 def test_sigterm_past_the_shutdown_timeout_logs_one_line_per_cut_call(tmp_path: Path) -> None:
-    """SIGTERM with three streams still running after ``--shutdown-timeout 1``: each cut call
-    gets one warning naming its method and path, no traceback; the process exits 143 and
-    each call's row is in the ledger (verdict ``unknown``, incomplete)."""
+    """SIGTERM with three streams still running after ``--shutdown-timeout 1``, and a fourth
+    call whose upstream has not answered yet: each cut call gets one warning naming its
+    method and path, no traceback; the process exits 143 and each call's row is in the
+    ledger (verdict ``unknown``: the streams incomplete, the fourth with its error)."""
     release = threading.Event()
+    waiting = threading.Event()
 
     class Slow(httpx.AsyncByteStream):
         async def __aiter__(self) -> AsyncIterator[bytes]:
@@ -149,8 +151,17 @@ def test_sigterm_past_the_shutdown_timeout_logs_one_line_per_cut_call(tmp_path: 
                 await asyncio.sleep(0.01)
             yield b'event: message_stop\ndata: {"type":"message_stop"}\n\n'
 
-    def slow(request: httpx.Request) -> httpx.Response:
+    async def slow(request: httpx.Request) -> httpx.Response:
+        if b"no-headers-yet" in request.content:
+            waiting.set()
+            while not release.is_set():
+                await asyncio.sleep(0.01)
         return httpx.Response(200, headers={"content-type": "text/event-stream"}, stream=Slow())
+
+    def unanswered(url: str) -> None:
+        with contextlib.suppress(httpx.HTTPError), httpx.Client(base_url=url, timeout=10) as c:
+            c.post("/v1/messages", json={**BODY, "metadata": {"user_id": "no-headers-yet"}},
+                   headers={"x-api-key": A_KEY})
 
     ledger = tmp_path / "calls.db"
     with Proxy("http://slow.invalid", transport=httpx.MockTransport(slow)) as upstream:
@@ -165,23 +176,32 @@ def test_sigterm_past_the_shutdown_timeout_logs_one_line_per_cut_call(tmp_path: 
                         headers={"x-api-key": A_KEY}))
                     bodies.append(response.iter_raw())
                     assert next(bodies[-1]).startswith(b"event: message_start")
+                fourth = threading.Thread(target=unanswered, args=(url,))
+                fourth.start()
+                assert waiting.wait(10)
                 proc.send_signal(signal.SIGTERM)
                 assert proc.wait(timeout=15) == 143
                 _, err = proc.communicate(timeout=10)
+                fourth.join(10)
         finally:
             release.set()
     assert "Traceback" not in err and "CancelledError" not in err
     assert "Exception in ASGI application" not in err
     cut = [line for line in err.splitlines() if "cut POST /v1/messages at shutdown" in line]
-    assert len(cut) == 3, err
+    assert len(cut) == 4, err
     assert all(line.startswith("stableprompt proxy: WARNING ") for line in cut)
     assert "returned without completing response" not in err
+    assert "returned without starting response" not in err
     with Ledger(ledger, read_only=True) as led:
         records = list(led.iter_records())
-    assert len(records) == 3
-    for record in records:
-        assert record.verdict == "unknown" and record.input_tokens_total == 3
+    assert len(records) == 4 and {r.verdict for r in records} == {"unknown"}
+    streams_cut = [r for r in records if r.input_tokens_total == 3]
+    assert len(streams_cut) == 3
+    for record in streams_cut:
         assert record.verdict_detail.get("incomplete") or record.verdict_detail.get("stream")
+    (never_answered,) = [r for r in records if r not in streams_cut]
+    assert never_answered.status_code is None
+    assert "CancelledError" in str(never_answered.verdict_detail["unknown_reason"])
 
 
 def test_help_output_has_nothing_redacted(capsys: pytest.CaptureFixture[str]) -> None:
