@@ -175,3 +175,21 @@ def test_follow_timings_must_be_finite(tmp_path: Path, capsys: pytest.CaptureFix
     assert cli_main(["report", "--follow", str(tmp_path / "x.db"), flag, value]) == 2
     err = capsys.readouterr().err
     assert flag in err and "finite" in err and err.count("\n") == 1
+
+
+def test_follow_counts_lost_tokens_as_the_report_does(tmp_path: Path) -> None:
+    """The live causes table bounds each miss's lost tokens by the same ceiling as
+    ``stableprompt report`` (it used a ceiling of 0, so every miss showed 0 lost)."""
+    state = FollowState()
+    rows = []
+    for i in range(4):
+        miss = i == 3
+        rows.append(state.add(UsageRecord(
+            record_id=f"r{i}", ts_utc=T0 + timedelta(seconds=i), session_id="s", turn=i + 1,
+            wire_format="anthropic", provider="anthropic", model="claude-sonnet-4-5",
+            input_tokens_total=10_000, cache_read_tokens=0 if miss or i == 0 else 9_000,
+            cache_write_tokens=1_000, uncached_tokens=0, output_tokens=5,
+            verdict="client_mutation" if miss else ("cold" if i == 0 else "hit"),
+            verdict_detail={"cause": "tool-reorder", "lost_tokens": 9_500} if miss else {})))
+    assert rows[-1] is not None and rows[-1].lost_tokens == 9_500
+    assert state.causes["tool-reorder"].lost_tokens == 9_500

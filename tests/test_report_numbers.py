@@ -337,3 +337,21 @@ def test_lost_tokens_never_exceed_what_the_call_could_read() -> None:
                     detail={"lost_tokens": 9000, "cause": "history-rewrite"})]
     row = summarize(records, price=False).calls[1]
     assert row.ceiling_tokens == 5000 and row.lost_tokens == 5000
+
+
+def test_a_breakpoint_cache_without_breakpoints_names_its_loss() -> None:
+    """Anthropic caches only at breakpoints: a long conversation sent without any is
+    ``below_minimum`` with reason ``no-breakpoint`` for the recorder, and the report names
+    ``no-breakpoint`` as its cause with the tokens its ceiling (the prefix it shares with
+    the session's previous call) could have read, and the fix (it said ``below-minimum``
+    with 0 lost, so the causes table was empty while `of ceiling` was 0%)."""
+    records = [_rec(float(i), session="s", total=8_000 + 100 * i) for i in range(4)]
+    records = [r.model_copy(update={"verdict": "below_minimum",
+                                    "verdict_detail": {"reason": "no-breakpoint"}})
+               for r in records]
+    summary = summarize(records, price=False)
+    causes = [c for c in summary.causes() if c.cause == "no-breakpoint"]
+    assert len(causes) == 1 and causes[0].calls == 3  # the first call has nothing before it
+    assert causes[0].lost_tokens == 8_000 + 8_100 + 8_200
+    assert causes[0].fix is not None and "cache_control" in causes[0].fix
+    assert summary.overall.lost_tokens == causes[0].lost_tokens

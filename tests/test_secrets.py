@@ -211,3 +211,25 @@ def test_redaction_skips_only_texts_without_any_key_shape(parts: list[str]) -> N
     for pattern in _redact._SECRET_PATTERNS:
         expected = pattern.sub(r"\1[REDACTED]" if pattern.groups else "[REDACTED]", expected)
     assert _redact.redact(text) == expected
+
+
+@pytest.mark.parametrize("key", [
+    "gsk_" + "A1b2C3d4" * 6 + "Zz9Y",               # Groq
+    "xai-" + "Q" * 10 + "w" * 40 + "7" * 30,         # xAI
+    "pplx-" + "0123456789abcdef" * 3,                # Perplexity
+    "hf_" + "AbCdEfGhIjKlMnOpQrStUvWxYz01234567",   # Hugging Face
+    "ghp_" + "aB3dE5fG7hI9jK1lM3nO5pQ7rS9tU1vW3xY5",  # GitHub classic
+    "github_pat_11ABCDEFG0" + "x" * 72,              # GitHub fine-grained
+    "AKIAIOSFODNN7EXAMPLE",                          # AWS access key id
+    "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.SflKxwRJSMeKKF2QT4fwpMeJf36POk6yJV_adQssw5c",
+])
+def test_other_platforms_key_shapes_are_scrubbed(key: str) -> None:
+    """A key of another platform pasted into a prompt or returned by a tool is scrubbed from
+    stored texts (captures, snippets) like a provider key, and so is its bytes form."""
+    from stableprompt._redact import redact, redact_slice
+    text = f'{{"tool_result": "token {key} here"}}'
+    assert key not in redact(text) and "[REDACTED]" in redact(text)
+    raw = text.encode()
+    assert key.encode() not in redact_slice(raw, 0, len(raw))
+    assert redact("see AKIAIOSFODNN7EXAMPLEX and hf_short and eyJnot.a.token") == \
+        "see AKIAIOSFODNN7EXAMPLEX and hf_short and eyJnot.a.token"

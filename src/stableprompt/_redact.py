@@ -2,8 +2,10 @@
 
 :func:`redact` replaces known secret values (the request's own credential header values,
 :func:`secrets_in_headers`, with their fragments) and key-shaped strings (``sk-...``,
-``AIza...``, ``Bearer ...``, ``x-api-key: ...``) with ``[REDACTED]``. Pure functions of their
-arguments; used by the ledger, the recorder, the transports' error mapping and the OTel export.
+``AIza...``, ``gsk_...``, ``xai-...``, ``pplx-...``, ``hf_...``, GitHub tokens, AWS access key
+ids, JSON Web Tokens, ``Bearer ...``, ``x-api-key: ...``) with ``[REDACTED]``. Pure functions
+of their arguments; used by the ledger, the recorder, the transports' error mapping and the
+OTel export.
 """
 
 from __future__ import annotations
@@ -20,6 +22,14 @@ _SECRET_PATTERNS = (
     re.compile(r"(?<![A-Za-z0-9])sk-[A-Za-z0-9_\-]{16,}"),
     # Google API keys (x-goog-api-key / ?key=).
     re.compile(r"(?<![A-Za-z0-9])AIza[0-9A-Za-z_\-]{35}"),
+    # Other providers' and platforms' key shapes a prompt or tool result may carry: Groq
+    # (gsk_), xAI (xai-), Perplexity (pplx-), Hugging Face (hf_), GitHub (ghp_/gho_/ghu_/
+    # ghs_/ghr_, github_pat_), AWS access key ids (AKIA/ASIA), JSON Web Tokens (eyJ...).
+    re.compile(r"(?<![A-Za-z0-9])(?:gsk_|xai-|pplx-|hf_|gh[pousr]_|github_pat_)"
+               r"[A-Za-z0-9_]{20,}"),
+    re.compile(r"(?<![A-Za-z0-9])(?:AKIA|ASIA)[0-9A-Z]{16}(?![0-9A-Z])"),
+    re.compile(r"(?<![A-Za-z0-9_\-])eyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}"
+               r"\.[A-Za-z0-9_\-]{8,}"),
     # A header or assignment naming the key: "x-api-key: ...", "api_key=...", "Bearer ...".
     re.compile(
         r"(?i)((?:x-api-key|x-goog-api-key|api[-_]?key|authorization)[\"']?\s*[:=]\s*[\"']?"

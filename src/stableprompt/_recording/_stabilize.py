@@ -56,6 +56,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import hashlib
+import re
 from collections.abc import Callable, Sequence
 from types import ModuleType
 from typing import Any
@@ -93,6 +94,11 @@ _SHAPES: dict[str, ModuleType] = {
 #: The TTL of both breakpoints placed (the same label, so longer-TTL-first holds).
 _TTL = "5m"
 _UNMARKABLE = frozenset({"thinking", "redacted_thinking"})
+
+
+_WIDE_INTEGER = re.compile(rb"\d{19,}")
+"""A run of 19+ digits: maybe an integer at or beyond 2**63, which a rewrite could not keep
+exactly (orjson parses it as a float)."""
 
 
 def _sorted_tools(tools: list[_Tool], name_of: Callable[[_Tool], Any]) -> list[_Tool] | None:
@@ -249,7 +255,9 @@ def stabilize(body: bytes, path: str | None = None, *, count: SegmentCounter | N
 
     Returns:
         ``(body, [])`` when nothing was rewritten (the very same bytes), else the new body
-        and the names of the rewrites made, in :data:`STABILIZE_REWRITES` order. Never raises.
+        and the names of the rewrites made, in :data:`STABILIZE_REWRITES` order. A body
+        holding a run of 19 or more digits (an integer that may not fit 64 bits, which a
+        rewrite would turn into a float) is left as sent. Never raises.
     """
     out, rewrites, _ = stabilize_with_evidence(body, path, count=count, policy=policy,
                                                provider=provider)
@@ -271,6 +279,10 @@ def stabilize_with_evidence(body: bytes, path: str | None = None, *,
       with its stabilized form.
     """
     try:
+        if _WIDE_INTEGER.search(body) is not None:
+            # orjson reads an integer beyond 64 bits as a float: re-serialized, its value
+            # would change. Left as sent (a 19-digit run inside a string is skipped too).
+            return body, [], {}
         parsed = loads(body)
         if not isinstance(parsed, dict):
             return body, [], {}

@@ -69,6 +69,11 @@ previous included call of the same session."""
 _LOSS_KEYS = {"client_mutation": "lost_tokens", "provider_miss": "missing_tokens",
               "ttl_expired": "expired_tokens"}
 
+UNMARKED = frozenset({"no-breakpoint", "breakpoints-below-minimum"})
+"""``below_minimum`` reasons (``verdict_detail["reason"]``) that are the client's breakpoint
+placement, not a short prompt: the row's cause is the reason, and it lost what the call's
+ceiling (the prefix shared with earlier calls, within the TTL) could have read."""
+
 
 def _int(detail: Mapping[str, Any], key: str) -> int | None:
     value = detail.get(key)
@@ -225,11 +230,18 @@ def call_row(record: UsageRecord, *, scenario: str, session: str, ceiling: int,
     loss_key = _LOSS_KEYS.get(record.verdict)
     lost = (_int(detail, loss_key) or 0) if loss_key else 0
     lost = max(lost, 0)
+    # No usable breakpoint on a breakpoint cache (Anthropic caches only at breakpoints): the
+    # client's placement lost what the prefix it shares with earlier calls could have read.
+    unmarked = record.verdict == "below_minimum" and _str(detail, "reason") in UNMARKED
+    if unmarked and included and read is not None:
+        lost = max(ceiling - read, 0)
     if included and read is not None:  # never more than the call could have read
         lost = min(lost, max(ceiling - read, 0))
     cause: str | None = None
     if record.verdict == "client_mutation":
         cause = _str(detail, "cause") or "client-mutation"
+    elif unmarked:
+        cause = _str(detail, "reason")
     elif record.verdict in ("provider_miss", "ttl_expired", "below_minimum"):
         cause = record.verdict.replace("_", "-")
     cause_detail = _str(detail, "cause_detail") or _str(detail, "reason")

@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .._lint._findings import CAUSE_FIXES
+from .._lint._findings import CAUSE_FIXES, FINDING_FIXES
 from ._calls import CallRow
 
 __all__ = ["OTHER_FIXES", "CauseRow", "fix_for", "group_key", "rank_causes"]
@@ -31,6 +31,9 @@ OTHER_FIXES: Mapping[str, str] = {
     "longer TTL (1h breakpoints, prompt_cache_retention) for slow sessions",
     "provider-miss": "nothing to change in the prompt: the prefix was stable; check routing "
     "(a stable prompt_cache_key / session affinity) and concurrency on the provider side",
+    "no-breakpoint": FINDING_FIXES["no-breakpoints"][1]
+    + " (or record through `stableprompt proxy --stabilize`, which places them)",
+    "breakpoints-below-minimum": FINDING_FIXES["breakpoint-below-minimum"][1],
 }
 """Fixes for causes that lint does not report (not prefix changes)."""
 

@@ -35,7 +35,7 @@ from .._exceptions import LedgerError
 from .._ledger._usage_record import UsageRecord
 from .._policy import PolicyTable
 from ._calls import CallRow, call_row
-from ._summary import Totals, _policy
+from ._summary import Ceilings, Totals, _policy
 from ._text import format_int, format_pct, format_verdicts, make_console
 
 __all__ = ["MISS_VERDICTS", "FollowState", "follow"]
@@ -74,6 +74,7 @@ class FollowState:
         self.session_id = session_id
         self.since = since
         self.skipped = 0  # corrupt rows
+        self.ceilings = Ceilings()
 
     def add(self, record: UsageRecord) -> CallRow | None:
         """Count one record; its row, or ``None`` when the selection leaves it out."""
@@ -82,8 +83,10 @@ class FollowState:
         if self.since is not None and record.ts_utc < self.since:
             return None
         policy = _policy(record.provider, record.model, self.policies)
-        row = call_row(record, scenario=record.scenario or "(none)",
-                       session=record.session_id or "(none)", ceiling=0,
+        scenario, session = record.scenario or "(none)", record.session_id or "(none)"
+        # The same ceiling as the report's (its lost tokens are bounded by it).
+        ceiling = self.ceilings.next(record, Ceilings.key(record, scenario, session), policy)
+        row = call_row(record, scenario=scenario, session=session, ceiling=ceiling,
                        granularity=policy.granularity_tokens if policy is not None else 1,
                        pricing=None, notes={})
         self.totals.add(row, None, False)
