@@ -397,26 +397,63 @@ def test_client_gone_mid_stream_is_recorded_as_incomplete() -> None:
 
 
 def test_concurrency_beyond_the_limit_is_answered_503() -> None:
-    """With ``max_concurrency=2`` a second connection while a stream is in flight gets 503
-    (uvicorn's ``limit_concurrency`` counts the connection being accepted too); the first
-    stream still completes."""
+    """With ``max_concurrency=2`` two streams are forwarded; a third request while both are
+    in flight gets the proxy's own JSON 503 (``error_body``'s shape, not uvicorn's plain
+    text), is not forwarded and gets no row; once the streams ended, requests pass again."""
     import threading
 
     release = threading.Event()
+    forwarded: list[str] = []
+    logged: list[tuple[str, str, int]] = []
 
     def upstream(request: httpx.Request) -> httpx.Response:
+        forwarded.append(request.url.path)
         return httpx.Response(200, headers={"content-type": "text/event-stream"},
                               stream=_Held(release))
 
-    with Proxy("http://upstream.invalid", transport=_mock(upstream), max_concurrency=2) as p, \
-            httpx.Client(base_url=p.base_url, timeout=5) as first, \
-            httpx.Client(base_url=p.base_url, timeout=5) as second, \
-            first.stream("POST", "/v1/messages", json={**a_body(), "stream": True}) as r:
-        chunks = r.iter_raw()
-        next(chunks)
-        assert second.post("/v1/messages", json=a_body()).status_code == 503
+    recorder = Recorder()
+    with Proxy("http://upstream.invalid", transport=_mock(upstream), max_concurrency=2,
+               recorder=recorder, on_call=lambda m, p, s, r: logged.append((m, p, s))) as p, \
+            httpx.Client(base_url=p.base_url, timeout=5) as client, \
+            client.stream("POST", "/v1/messages", json={**a_body(), "stream": True}) as r1, \
+            client.stream("POST", "/v1/messages", json={**a_body(), "stream": True}) as r2:
+        streams = [r1.iter_raw(), r2.iter_raw()]
+        for chunks in streams:
+            next(chunks)
+        refused = client.post("/v1/messages", json=a_body())
+        assert refused.status_code == 503
+        assert refused.headers["content-type"] == "application/json"
+        error = refused.json()
+        assert error["type"] == "error" and error["error"]["type"] == "proxy_overloaded"
+        assert "2 requests in flight" in error["error"]["message"]
+        assert "--max-concurrency" in error["error"]["message"]
+        assert len(forwarded) == 2 and ("POST", "/v1/messages", 503) in logged
         release.set()
-        assert b"".join(chunks).endswith(b'{"type":"message_stop"}\n\n')
+        for chunks in streams:
+            assert b"".join(chunks).endswith(b'{"type":"message_stop"}\n\n')
+        assert client.post("/v1/messages", json={**a_body(), "stream": True}).status_code == 200
+    assert len(recorder.records) == 3 and len(forwarded) == 3
+
+
+def test_idle_connections_do_not_count_as_requests_in_flight() -> None:
+    """``max_concurrency`` counts requests, not connections: with a limit of 1, three
+    clients each keeping an idle keep-alive connection open are all served, one request at a
+    time (uvicorn's connection cap is ``CONNECTION_FACTOR`` x the limit, a backstop)."""
+    from stableprompt._proxy._server import CONNECTION_FACTOR
+
+    def upstream(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, json={"data": []})
+
+    with Proxy("http://upstream.invalid", transport=_mock(upstream), max_concurrency=1) as p:
+        clients = [httpx.Client(base_url=p.base_url, timeout=5)
+                   for _ in range(CONNECTION_FACTOR - 1)]
+        try:
+            for _ in range(2):
+                assert [c.get("/v1/models").status_code for c in clients] == [200] * len(
+                    clients)
+        finally:
+            for c in clients:
+                c.close()
 
 
 def test_sdks_find_the_proxy_through_their_base_url_variables(

@@ -3,10 +3,15 @@ stream in flight, and a ledger intact after SIGKILL."""
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import contextlib
+import os
+import re
 import signal
 import sqlite3
+import subprocess
+import sys
 import threading
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -16,6 +21,7 @@ import anthropic
 import httpx
 import pytest
 
+import stableprompt
 from conftest import proxy_process
 from stableprompt import Ledger
 from stableprompt._cli import main
@@ -124,3 +130,150 @@ def test_sigkill_leaves_the_ledger_intact(tmp_path: Path) -> None:
     assert len(records) in (6, 7)  # the stream's row, if it ended before the kill
     assert [r.verdict for r in sorted(records, key=lambda r: r.ts_utc)][:2] == ["cold", "hit"]
     assert all(A_KEY not in r.to_json().decode() for r in records)
+
+
+def test_sigterm_past_the_shutdown_timeout_logs_one_line_per_cut_call(tmp_path: Path) -> None:
+    """SIGTERM with three streams still running after ``--shutdown-timeout 1``, and a fourth
+    call whose upstream has not answered yet: each cut call gets one warning naming its
+    method and path, no traceback; the process exits 143 and each call's row is in the
+    ledger (verdict ``unknown``: the streams incomplete, the fourth with its error)."""
+    release = threading.Event()
+    waiting = threading.Event()
+
+    class Slow(httpx.AsyncByteStream):
+        async def __aiter__(self) -> AsyncIterator[bytes]:
+            yield (b'event: message_start\ndata: {"type":"message_start","message":{"id":"m1",'
+                   b'"usage":{"input_tokens":3,"output_tokens":0,"cache_read_input_tokens":0,'
+                   b'"cache_creation_input_tokens":0}}}\n\n')
+            for _ in range(500):  # 5 s, unless the test is done first
+                if release.is_set():
+                    break
+                await asyncio.sleep(0.01)
+            yield b'event: message_stop\ndata: {"type":"message_stop"}\n\n'
+
+    async def slow(request: httpx.Request) -> httpx.Response:
+        if b"no-headers-yet" in request.content:
+            waiting.set()
+            while not release.is_set():
+                await asyncio.sleep(0.01)
+        return httpx.Response(200, headers={"content-type": "text/event-stream"}, stream=Slow())
+
+    def unanswered(url: str) -> None:
+        with contextlib.suppress(httpx.HTTPError), httpx.Client(base_url=url, timeout=10) as c:
+            c.post("/v1/messages", json={**BODY, "metadata": {"user_id": "no-headers-yet"}},
+                   headers={"x-api-key": A_KEY})
+
+    ledger = tmp_path / "calls.db"
+    with Proxy("http://slow.invalid", transport=httpx.MockTransport(slow)) as upstream:
+        try:
+            with proxy_process(upstream.base_url, ledger, "--shutdown-timeout", "1") as (
+                    proc, url), httpx.Client(base_url=url, timeout=10) as client, \
+                    contextlib.ExitStack() as streams:
+                bodies = []  # kept: a dropped iterator closes its stream (a disconnect)
+                for _ in range(3):
+                    response = streams.enter_context(client.stream(
+                        "POST", "/v1/messages", json={**BODY, "stream": True},
+                        headers={"x-api-key": A_KEY}))
+                    bodies.append(response.iter_raw())
+                    assert next(bodies[-1]).startswith(b"event: message_start")
+                fourth = threading.Thread(target=unanswered, args=(url,))
+                fourth.start()
+                assert waiting.wait(10)
+                proc.send_signal(signal.SIGTERM)
+                assert proc.wait(timeout=15) == 143
+                _, err = proc.communicate(timeout=10)
+                fourth.join(10)
+        finally:
+            release.set()
+    assert "Traceback" not in err and "CancelledError" not in err
+    assert "Exception in ASGI application" not in err
+    cut = [line for line in err.splitlines() if "cut POST /v1/messages at shutdown" in line]
+    assert len(cut) == 4, err
+    assert all(line.startswith("stableprompt proxy: WARNING ") for line in cut)
+    assert "returned without completing response" not in err
+    assert "returned without starting response" not in err
+    with Ledger(ledger, read_only=True) as led:
+        records = list(led.iter_records())
+    assert len(records) == 4 and {r.verdict for r in records} == {"unknown"}
+    streams_cut = [r for r in records if r.input_tokens_total == 3]
+    assert len(streams_cut) == 3
+    for record in streams_cut:
+        assert record.verdict_detail.get("incomplete") or record.verdict_detail.get("stream")
+    (never_answered,) = [r for r in records if r not in streams_cut]
+    assert never_answered.status_code is None
+    assert "CancelledError" in str(never_answered.verdict_detail["unknown_reason"])
+
+
+def test_help_output_has_nothing_redacted(capsys: pytest.CaptureFixture[str]) -> None:
+    """No subcommand's ``--help`` trips the output redactor (it scrubs text shaped like a
+    credential header, e.g. an ``Authorization:`` followed by a scheme)."""
+    from stableprompt._cli import SUBCOMMANDS
+    from stableprompt._proxy._server import CONNECTION_FACTOR
+
+    for name in SUBCOMMANDS:
+        assert main([name, "--help"]) == 0
+        out = capsys.readouterr().out
+        assert "usage: stableprompt" in out and "[REDACTED]" not in out, (name, out)
+    assert main(["proxy", "--help"]) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert "at least 16 characters" in text and "STABLEPROMPT_PROXY_TOKEN" in text
+    assert f"capped at {CONNECTION_FACTOR}xN" in text
+
+
+def test_access_token_from_the_environment_the_flag_winning(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """``$STABLEPROMPT_PROXY_TOKEN`` is the token when ``--access-token`` is not given (an
+    empty value is unset); the flag wins; a short token is refused naming where it came
+    from, before anything binds."""
+    from stableprompt._proxy._command import TOKEN_ENV, _token
+
+    env_token, flag_token = "e" * 16, "f" * 20
+    monkeypatch.setenv(TOKEN_ENV, env_token)
+    assert _token(argparse.Namespace(access_token=None)) == env_token
+    assert _token(argparse.Namespace(access_token=flag_token)) == flag_token
+    monkeypatch.setenv(TOKEN_ENV, "")
+    assert _token(argparse.Namespace(access_token=None)) is None
+    monkeypatch.setenv(TOKEN_ENV, "short")
+    assert main(["proxy", "--upstream", "http://127.0.0.1:9", "--host", "0.0.0.0"]) == 2
+    err = capsys.readouterr().err
+    assert f"{TOKEN_ENV} must be at least 16 characters" in err and "short" not in err
+    assert main(["proxy", "--upstream", "http://127.0.0.1:9", "--access-token", "x" * 15]) == 2
+    assert "--access-token must be at least 16 characters" in capsys.readouterr().err
+
+
+def test_all_interfaces_banner_names_a_usable_client_url_never_the_token(
+        tmp_path: Path) -> None:
+    """``--host 0.0.0.0`` with the token in the environment (so ``ps`` does not show it):
+    the startup line does not offer ``http://0.0.0.0`` as the clients' base URL, says that
+    clients use this machine's address and must send ``x-stableprompt-token``, and never
+    prints the token; the token from the environment is enforced."""
+    token = "env-token-0123456789abcdef"
+    src = Path(stableprompt.__file__).parent.parent
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": str(src),
+           "STABLEPROMPT_PROXY_TOKEN": token}
+    with Emulator() as emu:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "stableprompt", "proxy", "--upstream", emu.base_url,
+             "--host", "0.0.0.0", "--port", "0", "--ledger", str(tmp_path / "l.db")],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        try:
+            assert proc.stdout is not None
+            banner = proc.stdout.readline()
+            assert token not in " ".join(proc.args)  # type: ignore[arg-type]
+            match = re.search(r"stableprompt proxy on http://0\.0\.0\.0:(\d+) ", banner)
+            assert match is not None, banner
+            port = match.group(1)
+            assert "BASE_URL=http://0.0.0.0" not in banner and token not in banner
+            assert "this machine's address" in banner and "x-stableprompt-token" in banner
+            with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=10) as client:
+                assert client.post("/v1/messages", json=BODY,
+                                   headers={"x-api-key": A_KEY}).status_code == 401
+                assert client.post("/v1/messages", json=BODY, headers={
+                    "x-api-key": A_KEY, "x-stableprompt-token": token}).status_code == 200
+            proc.send_signal(signal.SIGTERM)
+            assert proc.wait(timeout=15) == 143
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+            out, err = proc.communicate(timeout=10)
+    assert token not in out + err

@@ -7,6 +7,7 @@ import json
 from typing import Any
 
 import anthropic
+import httpx
 import httpx2
 import openai
 import pytest
@@ -152,7 +153,7 @@ def test_proxy_stabilize_with_the_openai_sdk() -> None:
         for n in ORDERS[0]]
     by_name = {t["function"]["name"]: t for t in tools}
     with Emulator(clock=FakeClock()) as emu, \
-            Proxy(emu.base_url, recorder=recorder, stabilize=True) as proxy, \
+            Proxy(emu.base_url, recorder=recorder, stabilize=True, provider="openai") as proxy, \
             openai.OpenAI(base_url=proxy.base_url + "/v1", api_key="sk-proj-stab-0123456789ab",
                           max_retries=0) as client:
         for names in ORDERS:
@@ -180,16 +181,16 @@ def test_openai_requests_without_a_key_get_the_lineage_key() -> None:
 
     keys = set()
     for names in ORDERS:
-        out, rewrites = stabilize(chat(names), "/v1/chat/completions")
+        out, rewrites = stabilize(chat(names), "/v1/chat/completions", provider="openai")
         assert rewrites[-1] == "prompt-cache-key"
         keys.add(json.loads(out)["prompt_cache_key"])
-        assert stabilize(out, "/v1/chat/completions") == (out, [])
+        assert stabilize(out, "/v1/chat/completions", provider="openai") == (out, [])
     (key,) = keys
     assert key.startswith("sp-") and len(key) == 27
     own = chat(ORDERS[0], prompt_cache_key="mine")
-    assert stabilize(own, "/v1/chat/completions") == (own, [])
+    assert stabilize(own, "/v1/chat/completions", provider="openai") == (own, [])
     responses = json.dumps({"model": "gpt-5.6", "input": "hi"}).encode()
-    out, rewrites = stabilize(responses, "/v1/responses")
+    out, rewrites = stabilize(responses, "/v1/responses", provider="openai")
     assert rewrites == ["prompt-cache-key"] and json.loads(out)["input"] == "hi"
 
 
@@ -289,3 +290,42 @@ def test_transport_stabilize_places_breakpoints_so_later_turns_hit() -> None:
     assert [r.verdict_detail.get("stabilized") for r in stable.records] == [
         ["head-breakpoint", "history-breakpoint"]] * 3
     assert all((r.cache_read_tokens or 0) > 1024 for r in stable.records[1:])
+
+
+@pytest.mark.parametrize(("provider", "host", "keyed"), [
+    ("openai", "upstream.invalid", True),   # --provider openai
+    (None, "api.openai.com", True),         # OpenAI's own host
+    ("vllm", "api.openai.com", False),      # the override wins over the host
+    ("llama-cpp", "127.0.0.1", False),
+    ("deepseek", "api.deepseek.com", False),
+    (None, "api.deepseek.com", False),      # a known host that is not OpenAI's
+    (None, "127.0.0.1", False),             # unknown (a local server, a gateway)
+])
+def test_prompt_cache_key_only_when_the_provider_is_openai(
+        provider: str | None, host: str, keyed: bool) -> None:
+    """``RecordingTransport(stabilize=True)`` adds ``prompt_cache_key`` to a Chat body only
+    when the call goes to OpenAI (``provider="openai"`` or ``api.openai.com``); elsewhere the
+    body the upstream receives has no such field and the row names no such rewrite, while
+    the tool rewrites still apply."""
+    sent: list[dict[str, Any]] = []
+
+    def upstream(request: httpx.Request) -> httpx.Response:
+        sent.append(json.loads(request.content))
+        return httpx.Response(200, json={
+            "id": "c1", "object": "chat.completion", "model": "gpt-5.6", "choices": [],
+            "usage": {"prompt_tokens": 10, "completion_tokens": 1, "total_tokens": 11}})
+
+    recorder = Recorder()
+    transport = RecordingTransport(httpx.MockTransport(upstream), recorder=recorder,
+                                   provider=provider, stabilize=True)
+    body = {"model": "gpt-5.6", "tools": [
+        {"type": "function", "function": {"name": n, "parameters": CANONICAL}}
+        for n in ORDERS[1]], "messages": [{"role": "user", "content": "hi"}]}
+    with httpx.Client(transport=transport) as client:
+        client.post(f"http://{host}/v1/chat/completions", json=body).raise_for_status()
+    (forwarded,) = sent
+    assert ("prompt_cache_key" in forwarded) is keyed
+    assert [t["function"]["name"] for t in forwarded["tools"]] == sorted(ORDERS[1])
+    (record,) = recorder.records
+    assert record.verdict_detail["stabilized"] == (
+        ["tool-order", "prompt-cache-key"] if keyed else ["tool-order"])

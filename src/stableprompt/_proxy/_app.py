@@ -28,9 +28,16 @@ through :meth:`Recorder.store <stableprompt.Recorder.store>` like every other ro
 it, a ledger failure spills it; on the worker thread with ``record_in_thread``). A harness's
 side traffic thus shows in the ledger, and ``stableprompt report`` counts it apart from the
 LLM calls (excluded from hit rates with a note). The proxy's own refusals are not forwarded
-and get no row: 401 (missing or wrong access token), 413 (body too large). Its other answers:
-502 (upstream unreachable, naming it), 504 (upstream timed out), all JSON
-(``_headers.error_body``). Upstream errors pass through as they are.
+and get no row: 401 (missing or wrong access token), 413 (body too large), 503 (more than
+``max_concurrency`` requests in flight). Its other answers: 502 (upstream unreachable, naming
+it), 504 (upstream timed out), all JSON (``_headers.error_body``). Upstream errors pass
+through as they are.
+
+A request still running when the server cuts it (uvicorn cancels its task once the
+``--shutdown-timeout`` ran out) ends with one warning naming its method and path; the
+cancellation is not re-raised (the task ends there; raised, uvicorn would log a traceback),
+and its row is written as for any cut body (the response's cleanup is shielded; verdict
+``unknown``, incomplete).
 """
 
 from __future__ import annotations
@@ -48,7 +55,7 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
-from starlette.types import Receive, Scope, Send
+from starlette.types import Message, Receive, Scope, Send
 
 from .._canonical import loads
 from .._ledger._usage_record import UsageRecord
@@ -62,12 +69,16 @@ from ._headers import authorized, error_body, forwarded_headers
 from ._pool import ShardedTransport
 from ._worker import DeferredRecorder, RecordingWorker
 
-__all__ = ["DEFAULT_MAX_BODY_BYTES", "CallLog", "ProxyApp", "ProxyConfig"]
+__all__ = ["DEFAULT_MAX_BODY_BYTES", "DEFAULT_MAX_CONCURRENCY", "CallLog", "ProxyApp",
+           "ProxyConfig"]
 
 _log = logging.getLogger("stableprompt.proxy")
 
 DEFAULT_MAX_BODY_BYTES = 32 * 1024 * 1024
 """Largest request body forwarded (bytes; Anthropic's Messages limit is 32 MB)."""
+
+DEFAULT_MAX_CONCURRENCY = 256
+"""Requests in flight at which the proxy answers 503 (``ProxyConfig.max_concurrency``)."""
 
 _METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
 _JSON = [(b"content-type", b"application/json")]
@@ -92,12 +103,16 @@ class ProxyConfig:
             else inferred from its host and the wire format.
         stabilize: Rewrite recorded requests in ways that cannot change their meaning
             (``RecordingTransport(stabilize=True)``, ``_recording._stabilize``: tools sorted by
-            name, schemas in canonical key order, an OpenAI ``prompt_cache_key``, Anthropic
+            name, schemas in canonical key order, a ``prompt_cache_key`` when the provider is
+            OpenAI (``provider``, else the host ``api.openai.com``), Anthropic
             breakpoints when the client placed none; a request already in that form passes
             byte-identical). Captures keep what the client sent.
         record_in_thread: Finish recorded calls (attribution, ledger write, log line) on one
             worker thread instead of the event loop (``_worker``: exactly once, in order,
             each call still compared with the calls before it); the CLI's default.
+        max_concurrency: Requests in flight at most (from the request's arrival until the
+            end of its answer is sent, streams included); one more is answered 503 (JSON,
+            ``proxy_overloaded``), not forwarded, no row. ``None``: no limit here.
     """
 
     upstream: str
@@ -109,6 +124,7 @@ class ProxyConfig:
     provider: str | None = None
     stabilize: bool = False
     record_in_thread: bool = False
+    max_concurrency: int | None = DEFAULT_MAX_CONCURRENCY
 
 
 CallLog = Callable[[str, str, int, "UsageRecord | None"], None]
@@ -213,6 +229,7 @@ class ProxyApp:
         self.recorder = recorder if recorder is not None else Recorder()
         self._capture = capture
         self._on_call = on_call
+        self._in_flight = 0
         base = httpx.URL(config.upstream)
         self._base = base
         self._prefix = base.raw_path.split(b"?", 1)[0].rstrip(b"/")
@@ -236,7 +253,40 @@ class ProxyApp:
                              lifespan=self._lifespan)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        await self.app(scope, receive, send)
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        limit = self.config.max_concurrency
+        if limit is not None and self._in_flight >= limit:
+            method, path = scope["method"], redact(scope["path"])
+            self._logged(method, path, 503, None)
+            await self._refuse(503, "proxy_overloaded",
+                               f"stableprompt proxy: {limit} requests in flight already "
+                               f"(--max-concurrency); retry later")(scope, receive, send)
+            return
+        self._in_flight += 1
+        counted = True
+
+        async def sent(message: Message) -> None:
+            nonlocal counted
+            if counted and message["type"] == "http.response.body" \
+                    and not message.get("more_body", False):
+                counted = False  # the answer is complete once this is sent: no longer in flight
+                self._in_flight -= 1
+            await send(message)
+
+        try:
+            await self.app(scope, receive, sent)
+        except anyio.get_cancelled_exc_class():
+            # Only the server cancels a request's task: uvicorn, when --shutdown-timeout ran
+            # out. The call's row is written (the response's cleanup is shielded); one line
+            # names it. Not re-raised: this task ends here, and uvicorn would log a traceback.
+            _log.warning("cut %s %s at shutdown: still running when the shutdown timeout "
+                         "ran out (recorded as incomplete)", scope["method"],
+                         redact(scope["path"]))
+        finally:
+            if counted:
+                self._in_flight -= 1
 
     @contextlib.asynccontextmanager
     async def _lifespan(self, _app: Starlette) -> AsyncIterator[None]:
@@ -304,7 +354,8 @@ class ProxyApp:
             self._logged(method, path, 401, None)
             return self._refuse(401, "proxy_unauthorized",
                                 "stableprompt proxy: this proxy requires its access token "
-                                "(header x-stableprompt-token or Proxy-Authorization: Bearer)")
+                                "(header x-stableprompt-token, or Proxy-Authorization with "
+                                "scheme Bearer)")
         body = await self._body(request)
         if body is None:
             self._logged(method, path, 413, None)
@@ -323,6 +374,9 @@ class ProxyApp:
             return self._refuse(504, "upstream_timeout",
                                 f"stableprompt proxy: upstream {self.upstream_name} timed out "
                                 f"({type(exc).__name__})")
+        except anyio.get_cancelled_exc_class() as exc:  # shutdown cut it (``__call__``)
+            self._unanalysed(method, path, outgoing, started, error=exc)
+            raise
         except httpx.HTTPError as exc:
             self._unanalysed(method, path, outgoing, started, error=exc)
             self._logged(method, path, 502, None)

@@ -1,7 +1,8 @@
 """``stableprompt proxy``: the recording reverse proxy, in the foreground until SIGTERM/Ctrl-C.
 
-Safety: it binds loopback only, unless ``--host`` names another address *and*
-``--access-token`` is given (then every request must carry the token); API keys pass through to
+Safety: it binds loopback only, unless ``--host`` names another address *and* an access
+token is given (``--access-token``, else ``$STABLEPROMPT_PROXY_TOKEN``, at least 16
+characters; then every request must carry it); API keys pass through to
 the upstream and are never stored or printed (ledger rows, captures and log lines are
 scrubbed). uvicorn and starlette come with the ``proxy`` extra
 (``pip install 'stableprompt[proxy]'``).
@@ -11,11 +12,16 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import ipaddress
+import logging
+import os
+import socket
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .._subcommand import Subcommand, UsageError, int_arg, output_dir_arg, output_file_arg
+from ._headers import TOKEN_HEADER
 
 if TYPE_CHECKING:
     from .._ledger._usage_record import UsageRecord
@@ -23,6 +29,9 @@ if TYPE_CHECKING:
 __all__ = ["SUBCOMMAND"]
 
 _PROG = "stableprompt proxy"
+TOKEN_ENV = "STABLEPROMPT_PROXY_TOKEN"
+"""Environment variable read for the access token when ``--access-token`` is not given."""
+MIN_TOKEN_CHARS = 16
 _port = int_arg("a port number", 0, 65535, "port must be 0..65535")
 _positive = int_arg("an integer", 1, None, "must be >= 1")
 
@@ -43,10 +52,13 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="TCP port (0 picks a free one; default 8788)")
     parser.add_argument("--host", default="127.0.0.1",
                         help="address to bind (default 127.0.0.1); a non-loopback address "
-                        "requires --access-token")
+                        f"requires an access token (--access-token or {TOKEN_ENV})")
     parser.add_argument("--access-token", metavar="TOKEN", default=None,
-                        help="require this token on every request (header "
-                        "x-stableprompt-token or Proxy-Authorization: Bearer); never forwarded")
+                        help="require this token (at least 16 characters) on every request, "
+                        "in the x-stableprompt-token header or the Proxy-Authorization "
+                        "header (scheme Bearer); never forwarded. Default: the "
+                        f"{TOKEN_ENV} environment variable (which ps does not show); this "
+                        "flag wins over it")
     parser.add_argument("--ledger", type=output_file_arg, default=Path("stableprompt.db"),
                         metavar="PATH", help="SQLite ledger (default ./stableprompt.db)")
     parser.add_argument("--capture", type=output_dir_arg, default=None, metavar="DIR",
@@ -58,14 +70,19 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-body-bytes", type=_positive, default=None, metavar="N",
                         help="largest request body accepted, else 413 (default 32 MiB)")
     parser.add_argument("--max-concurrency", type=_positive, default=None, metavar="N",
-                        help="open connections (or requests in flight) at which new ones get 503 "
-                        "(default 256)")
+                        help="requests in flight (streams included) at most; one more gets a "
+                        "JSON 503 (default 256). Open connections, idle keep-alive ones "
+                        "included, are capped at 4xN (uvicorn's plain 503 beyond)")
     parser.add_argument("--shutdown-timeout", type=_positive, default=30, metavar="S",
-                        help="on SIGTERM, wait at most S seconds for calls in flight")
+                        help="on SIGTERM, wait at most S seconds for calls in flight "
+                        "(default 30); calls still running then are cut, one warning each, "
+                        "their rows kept (verdict unknown, incomplete)")
     parser.add_argument("--stabilize", action="store_true",
                         help="sort tools by name and write their schemas in canonical key "
                         "order before forwarding; give an OpenAI request without "
-                        "prompt_cache_key its head's key, an Anthropic request without any "
+                        "prompt_cache_key its head's key (only when the provider is OpenAI: "
+                        "--provider openai or the api.openai.com host), an Anthropic request "
+                        "without any "
                         "breakpoint a head and an end-of-history one (meaning unchanged; "
                         "requests already in that form pass byte-identical); each rewrite is "
                         "noted on the ledger row")
@@ -90,18 +107,55 @@ def _line(method: str, path: str, status: int, record: UsageRecord | None) -> No
     print(text, flush=True)
 
 
-def _run(args: argparse.Namespace) -> int:
-    from ._server import DEFAULT_MAX_CONCURRENCY, is_loopback
+def _token(args: argparse.Namespace) -> str | None:
+    """The access token: ``--access-token``, else ``$STABLEPROMPT_PROXY_TOKEN`` (an empty
+    value counts as unset), else ``None``.
 
-    if not is_loopback(args.host) and not args.access_token:
+    Raises:
+        UsageError: The token is shorter than 16 characters (naming where it came from).
+    """
+    token: str | None = args.access_token
+    source = "--access-token"
+    if token is None:
+        token, source = os.environ.get(TOKEN_ENV) or None, TOKEN_ENV
+    if token is not None and len(token) < MIN_TOKEN_CHARS:
+        raise UsageError(f"{_PROG}: error: {source} must be at least {MIN_TOKEN_CHARS} "
+                         f"characters (got {len(token)})")
+    return token
+
+
+def _banner(host: str, port: int, *, upstream: str, where: str, token: bool) -> str:
+    """Where clients point (``ANTHROPIC_BASE_URL``, ``OPENAI_BASE_URL``) and what they send;
+    for an all-interfaces bind (``0.0.0.0``, ``::``) the address to use is this machine's,
+    not the bind address. Never the token itself."""
+    url = f"http://{f'[{host}]' if ':' in host else host}:{port}"
+    try:
+        everywhere = ipaddress.ip_address(host).is_unspecified
+    except ValueError:
+        everywhere = False
+    if everywhere:
+        client = f"http://<this machine's address, e.g. {socket.gethostname()}>:{port}"
+        hint = (f"all interfaces; clients use {client} as ANTHROPIC_BASE_URL "
+                f"(OPENAI_BASE_URL: the same + /v1)")
+    else:
+        hint = f"ANTHROPIC_BASE_URL={url} OPENAI_BASE_URL={url}/v1"
+    if token:
+        hint += (f"; every request must send header {TOKEN_HEADER.decode()}: <the access "
+                 f"token>")
+    return f"stableprompt proxy on {url} -> {upstream} ({where}); {hint}"
+
+
+def _run(args: argparse.Namespace) -> int:
+    from ._server import is_loopback
+
+    token = _token(args)
+    if not is_loopback(args.host) and not token:
         raise UsageError(
             f"{_PROG}: error: --host {args.host} is not a loopback address: anyone who can "
             f"reach it could use your API keys through the proxy; pass --access-token TOKEN "
-            f"too (every request must then carry it), or bind 127.0.0.1")
-    if args.access_token is not None and len(args.access_token) < 16:
-        raise UsageError(f"{_PROG}: error: --access-token must be at least 16 characters")
+            f"(or set {TOKEN_ENV}) too (every request must then carry it), or bind 127.0.0.1")
     try:
-        from ._app import DEFAULT_MAX_BODY_BYTES, ProxyApp, ProxyConfig
+        from ._app import DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_CONCURRENCY, ProxyApp, ProxyConfig
         from ._capture import CaptureWriter
         from ._server import bind, server_for
     except ImportError as exc:
@@ -123,14 +177,14 @@ def _run(args: argparse.Namespace) -> int:
     ledger = Ledger(args.ledger)
     capture = None if args.capture is None else CaptureWriter(args.capture)
     try:
-        config = ProxyConfig(args.upstream, access_token=args.access_token,
+        config = ProxyConfig(args.upstream, access_token=token,
                              max_body_bytes=args.max_body_bytes or DEFAULT_MAX_BODY_BYTES,
                              provider=args.provider, stabilize=args.stabilize,
-                             record_in_thread=not args.record_inline)
+                             record_in_thread=not args.record_inline,
+                             max_concurrency=args.max_concurrency or DEFAULT_MAX_CONCURRENCY)
         app = ProxyApp(config, recorder=Recorder(ledger, provider=args.provider),
                        capture=capture, on_call=None if args.quiet else _line)
-        server = server_for(app, max_concurrency=args.max_concurrency or DEFAULT_MAX_CONCURRENCY,
-                            shutdown_timeout_s=args.shutdown_timeout,
+        server = server_for(app, shutdown_timeout_s=args.shutdown_timeout,
                             log_config=uvicorn_logging())
         with contextlib.suppress(Exception):  # metadata only: never stop the proxy
             ledger.set_meta("backend", f"stableprompt proxy -> {app.upstream_name}")
@@ -138,10 +192,9 @@ def _run(args: argparse.Namespace) -> int:
         with contextlib.suppress(Exception):  # load the encoding now, not on the first call
             get_tokenizer(app.recorder.tokenizer_name).count("warm-up")
         host, port = sock.getsockname()[:2]
-        url = f"http://{f'[{host}]' if ':' in host else host}:{port}"
-        print(f"stableprompt proxy on {url} -> {app.upstream_name} (ledger {args.ledger}"
-              f"{f', captures {capture.path}' if capture else ''}); "
-              f"ANTHROPIC_BASE_URL={url} OPENAI_BASE_URL={url}/v1", flush=True)
+        where = f"ledger {args.ledger}{f', captures {capture.path}' if capture else ''}"
+        print(_banner(host, port, upstream=app.upstream_name, where=where,
+                      token=token is not None), flush=True)
         server.run(sockets=[sock])
     finally:
         sock.close()
@@ -151,13 +204,26 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
+_CUT_LINES = frozenset({"ASGI callable returned without completing response.",
+                        "ASGI callable returned without starting response."})
+
+
+def _not_a_cut_line(record: logging.LogRecord) -> bool:
+    """Drops uvicorn's line for a response the app ended incomplete: the app only does that
+    for a body it cut, and has logged its own line naming the call (``response body cut
+    short``, ``cut METHOD PATH at shutdown``)."""
+    return not (record.name == "uvicorn.error" and record.msg in _CUT_LINES)
+
+
 def uvicorn_logging() -> dict[str, object]:
-    """uvicorn's log config, warnings and errors only, on stderr (which the CLI redacts)."""
+    """uvicorn's log config, warnings and errors only, on stderr (which the CLI redacts);
+    uvicorn's duplicate line for a body the app cut is left out (``_not_a_cut_line``)."""
     return {
         "version": 1, "disable_existing_loggers": False,
         "formatters": {"plain": {"format": "stableprompt proxy: %(levelname)s %(message)s"}},
+        "filters": {"cut": {"()": lambda: _not_a_cut_line}},
         "handlers": {"stderr": {"class": "logging.StreamHandler", "formatter": "plain",
-                                "stream": "ext://sys.stderr"}},
+                                "stream": "ext://sys.stderr", "filters": ["cut"]}},
         "loggers": {"uvicorn": {"handlers": ["stderr"], "level": "WARNING",
                                 "propagate": False},
                     "stableprompt": {"handlers": ["stderr"], "level": "WARNING",

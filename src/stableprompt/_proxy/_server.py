@@ -4,8 +4,11 @@ The listening socket is bound here before uvicorn starts (so a busy port fails a
 the OS's reason, and port 0 names the port it got). uvicorn serves HTTP/1.1 with its own
 graceful shutdown: on SIGTERM or SIGINT it stops accepting, lets requests in flight (streams
 included) finish, for at most ``shutdown_timeout_s``, then runs the app's lifespan shutdown.
-Its ``limit_concurrency`` bounds open connections (idle keep-alive ones and the one being
-accepted included) and requests in flight: beyond it, 503. uvicorn's
+Requests in flight are limited by the app (``ProxyConfig.max_concurrency``: one more gets
+the proxy's JSON 503). uvicorn's ``limit_concurrency`` counts open connections (idle
+keep-alive ones and the one being accepted included) as well as requests, and answers a
+plain-text 503 beyond it; it is set to ``CONNECTION_FACTOR`` times the app's limit, a backstop
+for clients holding many idle connections, never reached by requests alone. uvicorn's
 access log is off (a query string may carry a key); the ``Server`` and ``Date`` headers are
 the upstream's, not uvicorn's. Event loop and HTTP parser are uvicorn's ``auto`` choice: uvloop
 and httptools (the ``proxy`` extra installs both; C, about twice the calls per second of
@@ -25,14 +28,17 @@ import httpx
 import uvicorn
 
 from .._recording._recorder import Recorder
-from ._app import CallLog, ProxyApp, ProxyConfig
+from ._app import DEFAULT_MAX_CONCURRENCY, CallLog, ProxyApp, ProxyConfig
 from ._capture import CaptureWriter
 
-__all__ = ["DEFAULT_MAX_CONCURRENCY", "Proxy", "bind", "is_loopback", "server_for"]
+__all__ = ["CONNECTION_FACTOR", "DEFAULT_MAX_CONCURRENCY", "Proxy", "bind", "is_loopback",
+           "server_for"]
 
-DEFAULT_MAX_CONCURRENCY = 256
-"""Open connections (or requests in flight) at which the proxy answers 503: uvicorn's
-``limit_concurrency``, which counts the connection being accepted, so N admits N - 1 others."""
+CONNECTION_FACTOR = 4
+"""uvicorn's ``limit_concurrency`` (open connections, idle ones included, and requests) per
+request the app admits (``ProxyConfig.max_concurrency``): a backstop that requests alone
+never reach; ``--help`` states it (a test keeps the two equal)."""
+
 
 
 def is_loopback(host: str) -> bool:
@@ -68,12 +74,15 @@ def bind(host: str, port: int) -> socket.socket:
     return sock
 
 
-def server_for(app: ProxyApp, *, max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
-               shutdown_timeout_s: int = 30, log_config: Any = None) -> uvicorn.Server:
-    """A uvicorn server for ``app`` (see the module docstring for its settings)."""
+def server_for(app: ProxyApp, *, shutdown_timeout_s: int = 30,
+               log_config: Any = None) -> uvicorn.Server:
+    """A uvicorn server for ``app`` (see the module docstring for its settings; the
+    connection backstop is ``CONNECTION_FACTOR`` x ``app.config.max_concurrency``)."""
+    limit = app.config.max_concurrency
     config = uvicorn.Config(
         app, lifespan="on", access_log=False, log_level="warning", log_config=log_config,
-        server_header=False, date_header=False, limit_concurrency=max_concurrency,
+        server_header=False, date_header=False,
+        limit_concurrency=None if limit is None else CONNECTION_FACTOR * limit,
         timeout_graceful_shutdown=shutdown_timeout_s, loop="auto", http="auto")
     return uvicorn.Server(config)
 
@@ -90,7 +99,7 @@ class Proxy:
         host: Address to bind (loopback by default).
         port: TCP port (0: a free one).
         capture: Directory for request captures (``--capture``), or ``None``.
-        max_concurrency: As :func:`server_for`.
+        max_concurrency: As :class:`~stableprompt._proxy._app.ProxyConfig`.
         shutdown_timeout_s: As :func:`server_for`.
         on_call: As :class:`~stableprompt._proxy._app.ProxyApp`.
         transport: As :class:`~stableprompt._proxy._app.ProxyApp` (the sending transport).
@@ -108,11 +117,11 @@ class Proxy:
                  shutdown_timeout_s: int = 5, on_call: CallLog | None = None,
                  transport: httpx.AsyncBaseTransport | None = None, **options: Any) -> None:
         self._capture = None if capture is None else CaptureWriter(capture)
-        self.app = ProxyApp(ProxyConfig(upstream, **options), recorder=recorder,
-                            capture=self._capture, on_call=on_call, transport=transport)
+        self.app = ProxyApp(ProxyConfig(upstream, max_concurrency=max_concurrency, **options),
+                            recorder=recorder, capture=self._capture, on_call=on_call,
+                            transport=transport)
         self._host, self._port = host, port
-        self._server = server_for(self.app, max_concurrency=max_concurrency,
-                                  shutdown_timeout_s=shutdown_timeout_s)
+        self._server = server_for(self.app, shutdown_timeout_s=shutdown_timeout_s)
         self._thread: threading.Thread | None = None
         self.base_url = ""
 

@@ -11,10 +11,13 @@ Responses) and returns it with
   :func:`~stableprompt._prompt._tool_schema.canonical_schema` writes it (object keys sorted,
   set-like arrays such as ``required`` sorted, order-bearing arrays such as ``enum`` kept). A
   schema that is not valid JSON Schema is left as it is;
-- for OpenAI (Chat Completions, Responses), a ``prompt_cache_key`` when the client sent
+- for OpenAI (Chat Completions, Responses, when the call goes to OpenAI itself: ``provider``
+  is in :data:`PROMPT_CACHE_KEY_PROVIDERS`), a ``prompt_cache_key`` when the client sent
   none (``prompt-cache-key``): the lineage key of the (stabilized) head, as
   ``prompt_cache_key=True`` renders it (``sp-`` + 24 hex digits of the head fingerprint), so
-  requests sharing tools and system prompt are routed to the same cache;
+  requests sharing tools and system prompt are routed to the same cache. Another server
+  speaking the OpenAI wire (vLLM, llama.cpp, DeepSeek, a gateway of unknown kind) gets none:
+  the key does nothing there, and a strict server may reject a field it does not know;
 - for Anthropic, when the client placed **no cache breakpoint** at all (no ``cache_control``
   key anywhere in the body: on a tool, a system block, a content block, nested in a tool
   result, or at the top level), the two the SDK's own
@@ -66,7 +69,12 @@ from .._wire._formats import REQUEST_FORMATS, detect, segment_request
 from .._wire._openai import lineage_key
 from .._wire._segmenter import SegmentedRequest
 
-__all__ = ["STABILIZE_REWRITES", "SegmentCounter", "stabilize", "stabilize_with_evidence"]
+__all__ = ["PROMPT_CACHE_KEY_PROVIDERS", "STABILIZE_REWRITES", "SegmentCounter", "stabilize",
+           "stabilize_with_evidence"]
+
+PROMPT_CACHE_KEY_PROVIDERS = frozenset({"openai"})
+"""Provider families whose API documents ``prompt_cache_key`` as a routing key and so get one
+from :func:`stabilize` (``shared/reference/PROVIDERS.md``, OpenAI's prompt-caching guide)."""
 
 STABILIZE_REWRITES = ("tool-order", "schema-key-order", "prompt-cache-key", "head-breakpoint",
                       "history-breakpoint")
@@ -230,12 +238,16 @@ def _breakpoints(parsed: dict[str, Any], segmented: SegmentedRequest,
 
 
 def stabilize(body: bytes, path: str | None = None, *, count: SegmentCounter | None = None,
-              policy: Callable[[str], CachePolicy] | None = None) -> tuple[bytes, list[str]]:
+              policy: Callable[[str], CachePolicy] | None = None,
+              provider: str | None = None) -> tuple[bytes, list[str]]:
     """The stabilized body and the rewrites made (see the module docstring).
 
     Args:
         body: The request body as sent.
         path: The URL path, for the wire format (else the body's shape decides).
+        provider: The provider family the call goes to when known (an override, or a known
+            API host: :func:`~stableprompt._wire._formats.known_provider`), else ``None``;
+            only one in :data:`PROMPT_CACHE_KEY_PROVIDERS` gets a ``prompt_cache_key``.
         count: Estimated tokens per segment of a request, for the model minimum of the
             Anthropic breakpoints (``None``: they are placed whatever the prefix length).
         policy: The cache policy of a model id (default: the shipped table's
@@ -247,13 +259,15 @@ def stabilize(body: bytes, path: str | None = None, *, count: SegmentCounter | N
         holding a run of 19 or more digits (an integer that may not fit 64 bits, which a
         rewrite would turn into a float) is left as sent. Never raises.
     """
-    out, rewrites, _ = stabilize_with_evidence(body, path, count=count, policy=policy)
+    out, rewrites, _ = stabilize_with_evidence(body, path, count=count, policy=policy,
+                                               provider=provider)
     return out, rewrites
 
 
 def stabilize_with_evidence(body: bytes, path: str | None = None, *,
                             count: SegmentCounter | None = None,
-                            policy: Callable[[str], CachePolicy] | None = None
+                            policy: Callable[[str], CachePolicy] | None = None,
+                            provider: str | None = None
                             ) -> tuple[bytes, list[str], dict[str, Any]]:
     """:func:`stabilize`, plus the evidence ``stableprompt report`` estimates savings from,
     for the ledger row's ``verdict_detail`` (empty when no tool was rewritten):
@@ -313,7 +327,7 @@ def stabilize_with_evidence(body: bytes, path: str | None = None, *,
                         counts = count(segmented) if count is not None else None
                     done += _breakpoints(parsed, segmented, counts, policy or functools.partial(
                         cache_policy, "anthropic"))
-        elif "prompt_cache_key" not in parsed:
+        elif provider in PROMPT_CACHE_KEY_PROVIDERS and "prompt_cache_key" not in parsed:
             if segmented is None:
                 segmented = segment_request(wire, parsed)
             parsed["prompt_cache_key"] = lineage_key(segmented.head_fingerprint)

@@ -32,6 +32,7 @@ the body ends, also in the async transport.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Iterator, Mapping
 from types import TracebackType
@@ -42,6 +43,7 @@ import httpx
 from .._ledger._usage_record import UsageRecord
 from .._policy import cache_policy
 from .._public import public
+from .._wire._formats import known_provider
 from ._call import Pending
 from ._http import byte_stream_class, in_memory, module_of
 from ._observer import ResponseObserver
@@ -192,11 +194,15 @@ def _stabilized(request: Any, body: bytes, recorder: CallRecorder, provider: str
     was rewritten, else a new one of its module with the new body and ``Content-Length``,
     and the row's evidence (``{"stabilized": [rewrites...], ...}``, empty when none). The
     recorder's token counts and policy table (when it has them, as :class:`Recorder` does)
-    decide which breakpoints are below the model's minimum."""
+    decide which breakpoints are below the model's minimum; the provider named (``provider``,
+    else the upstream's host when it is a known API's) decides whether an OpenAI body gets a
+    ``prompt_cache_key``."""
     table = getattr(recorder, "policies", None)
+    host = request.url.host
     new, rewrites, evidence = stabilize_with_evidence(
         body, str(request.url.path), count=getattr(recorder, "segment_tokens", None),
-        policy=lambda model: cache_policy(provider or "anthropic", model, table))
+        policy=lambda model: cache_policy(provider or "anthropic", model, table),
+        provider=known_provider(str(host) if host else None, provider))
     if not rewrites:
         return request, body, {}
     headers = request.headers.copy()
@@ -294,8 +300,9 @@ class RecordingTransport(_Wrapping, _SyncBase):
             ``"llama-cpp"``, ...) for cache rules and usage parsing; default: the recorder's,
             else inferred from the host and wire format (``_wire._formats.provider_for``).
         stabilize: Rewrite recorded requests in flight in ways that cannot change their
-            meaning (tools sorted by name, schemas in canonical key order, an OpenAI
-            ``prompt_cache_key``, Anthropic head and end-of-history breakpoints when the
+            meaning (tools sorted by name, schemas in canonical key order, a
+            ``prompt_cache_key`` when the provider is OpenAI (``provider``, else the host
+            ``api.openai.com``), Anthropic head and end-of-history breakpoints when the
             client placed none, never below the model minimum by the recorder's token
             counts; a request already in that form is sent byte-identical), see
             ``_stabilize``; the rewrites made are ``verdict_detail["stabilized"]`` on the
@@ -386,7 +393,7 @@ class AsyncRecordingTransport(_Wrapping, _AsyncBase):
             return await inner.handle_async_request(request)
         try:
             response = await inner.handle_async_request(request)
-        except Exception as exc:
+        except (Exception, asyncio.CancelledError) as exc:  # cancelled: a server shutting down
             self.recorder.finish(pending, error=exc)
             raise
         observer = _observe(self.recorder, response, pending, is_async=True)
