@@ -11,8 +11,9 @@ plain-text 503 beyond it; it is set to ``CONNECTION_FACTOR`` times the app's lim
 for clients holding many idle connections, never reached by requests alone. uvicorn's
 access log is off (a query string may carry a key); the ``Server`` and ``Date`` headers are
 the upstream's, not uvicorn's. Event loop and HTTP parser are uvicorn's ``auto`` choice: uvloop
-and httptools (the ``proxy`` extra installs both; C, about twice the calls per second of
-asyncio + h11 on this workload, ``benchmarks/RESULTS.md``), else asyncio and h11.
+and httptools (the ``proxy`` extra installs both; C; on the load benchmark they changed the
+saturated rate by less than its noise, ``benchmarks/RESULTS.md``: the proxy's time is elsewhere),
+else asyncio and h11.
 """
 
 from __future__ import annotations
