@@ -66,24 +66,35 @@ def test_bad_upstream_url_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -
     assert "http(s)://" in capsys.readouterr().err
 
 
+class SlowStream(httpx.AsyncByteStream):
+    """An Anthropic stream that sends ``message_start``, then waits for ``release`` (at most
+    ``at_most_s`` seconds, else for ever) before ``message_delta`` and ``message_stop``."""
+
+    def __init__(self, release: threading.Event, at_most_s: float | None = None) -> None:
+        self.release, self.at_most_s = release, at_most_s
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        yield (b'event: message_start\ndata: {"type":"message_start","message":{"id":"m1",'
+               b'"usage":{"input_tokens":3,"output_tokens":0,"cache_read_input_tokens":0,'
+               b'"cache_creation_input_tokens":0}}}\n\n')
+        waited = 0.0
+        while not self.release.is_set() and (self.at_most_s is None
+                                             or waited < self.at_most_s):
+            await asyncio.sleep(0.01)
+            waited += 0.01
+        yield (b'event: message_delta\ndata: {"type":"message_delta","delta":{"stop_reason":'
+               b'"end_turn"},"usage":{"output_tokens":1}}\n\n')
+        yield b'event: message_stop\ndata: {"type":"message_stop"}\n\n'
+
+
 def test_sigterm_lets_a_stream_in_flight_finish(tmp_path: Path) -> None:
     """SIGTERM while a stream is in flight: the stream still ends normally, its row is in
     the ledger, and the process exits 143."""
     release = threading.Event()
 
-    class Slow(httpx.AsyncByteStream):
-        async def __aiter__(self) -> AsyncIterator[bytes]:
-            yield (b'event: message_start\ndata: {"type":"message_start","message":{"id":"m1",'
-                   b'"usage":{"input_tokens":3,"output_tokens":0,"cache_read_input_tokens":0,'
-                   b'"cache_creation_input_tokens":0}}}\n\n')
-            while not release.is_set():
-                await asyncio.sleep(0.01)
-            yield (b'event: message_delta\ndata: {"type":"message_delta","delta":{"stop_reason":'
-                   b'"end_turn"},"usage":{"output_tokens":1}}\n\n')
-            yield b'event: message_stop\ndata: {"type":"message_stop"}\n\n'
-
     def slow(request: httpx.Request) -> httpx.Response:
-        return httpx.Response(200, headers={"content-type": "text/event-stream"}, stream=Slow())
+        return httpx.Response(200, headers={"content-type": "text/event-stream"},
+                              stream=SlowStream(release))
 
     ledger = tmp_path / "calls.db"
     with Proxy("http://slow.invalid", transport=httpx.MockTransport(slow)) as upstream, \
@@ -140,23 +151,13 @@ def test_sigterm_past_the_shutdown_timeout_logs_one_line_per_cut_call(tmp_path: 
     release = threading.Event()
     waiting = threading.Event()
 
-    class Slow(httpx.AsyncByteStream):
-        async def __aiter__(self) -> AsyncIterator[bytes]:
-            yield (b'event: message_start\ndata: {"type":"message_start","message":{"id":"m1",'
-                   b'"usage":{"input_tokens":3,"output_tokens":0,"cache_read_input_tokens":0,'
-                   b'"cache_creation_input_tokens":0}}}\n\n')
-            for _ in range(500):  # 5 s, unless the test is done first
-                if release.is_set():
-                    break
-                await asyncio.sleep(0.01)
-            yield b'event: message_stop\ndata: {"type":"message_stop"}\n\n'
-
     async def slow(request: httpx.Request) -> httpx.Response:
         if b"no-headers-yet" in request.content:
             waiting.set()
             while not release.is_set():
                 await asyncio.sleep(0.01)
-        return httpx.Response(200, headers={"content-type": "text/event-stream"}, stream=Slow())
+        return httpx.Response(200, headers={"content-type": "text/event-stream"},
+                              stream=SlowStream(release, at_most_s=5.0))
 
     def unanswered(url: str) -> None:
         with contextlib.suppress(httpx.HTTPError), httpx.Client(base_url=url, timeout=10) as c:
