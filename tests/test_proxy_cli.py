@@ -240,6 +240,11 @@ def test_access_token_from_the_environment_the_flag_winning(
     assert f"{TOKEN_ENV} must be at least 16 characters" in err and "short" not in err
     assert main(["proxy", "--upstream", "http://127.0.0.1:9", "--access-token", "x" * 15]) == 2
     assert "--access-token must be at least 16 characters" in capsys.readouterr().err
+    # HTTP trims header values: a token with whitespace could never match (every call a 401)
+    for bad in (" " * 16, "a-valid-token-16 ", "token with spaces!", "tab\tseparated-token"):
+        assert main(["proxy", "--upstream", "http://127.0.0.1:9", "--access-token", bad]) == 2
+        err = capsys.readouterr().err
+        assert "printable, without whitespace" in err and (not bad.strip() or bad not in err)
 
 
 def test_all_interfaces_banner_names_a_usable_client_url_never_the_token(

@@ -221,6 +221,9 @@ def test_redaction_skips_only_texts_without_any_key_shape(parts: list[str]) -> N
     "ghp_" + "aB3dE5fG7hI9jK1lM3nO5pQ7rS9tU1vW3xY5",  # GitHub classic
     "github_pat_11ABCDEFG0" + "x" * 72,              # GitHub fine-grained
     "AKIAIOSFODNN7EXAMPLE",                          # AWS access key id
+    "xoxb-123456789012-1234567890123-AbCdEfGhIjKlMnOp",  # Slack
+    "sk_live_" + "4eC39HqLyjWDarjtT1zdp7dc",         # Stripe
+    "glpat-" + "xYz12_AbCdEfGhIjKlMnO",              # GitLab
     "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.SflKxwRJSMeKKF2QT4fwpMeJf36POk6yJV_adQssw5c",
 ])
 def test_other_platforms_key_shapes_are_scrubbed(key: str) -> None:
@@ -233,3 +236,12 @@ def test_other_platforms_key_shapes_are_scrubbed(key: str) -> None:
     assert key.encode() not in redact_slice(raw, 0, len(raw))
     assert redact("see AKIAIOSFODNN7EXAMPLEX and hf_short and eyJnot.a.token") == \
         "see AKIAIOSFODNN7EXAMPLEX and hf_short and eyJnot.a.token"
+
+
+def test_an_aws_secret_key_assignment_is_scrubbed() -> None:
+    """A 40-character AWS secret access key has no prefix of its own: scrubbed where it is
+    assigned (``aws_secret_access_key = ...``, as in an ~/.aws/credentials file a tool read)."""
+    from stableprompt._redact import redact
+    secret = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
+    for text in (f"aws_secret_access_key = {secret}", f'"AWS_SECRET_ACCESS_KEY": "{secret}"'):
+        assert secret not in redact(text) and "[REDACTED]" in redact(text)

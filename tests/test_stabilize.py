@@ -329,3 +329,20 @@ def test_prompt_cache_key_only_when_the_provider_is_openai(
     (record,) = recorder.records
     assert record.verdict_detail["stabilized"] == (
         ["tool-order", "prompt-cache-key"] if keyed else ["tool-order"])
+
+
+def test_long_digit_runs_in_strings_do_not_stop_the_rewrites() -> None:
+    """A nanosecond timestamp or an id inside a message is text: the body is still
+    stabilized (it once switched ``--stabilize`` off for the rest of the conversation); a
+    real integer literal beyond 64 bits leaves it as sent, and the evidence says why."""
+    from stableprompt._recording._stabilize import stabilize_with_evidence
+    text = a_body(a_tools(["b", "a"]), question='ts=1764617628123456789 id "9' + "1" * 25 + '"')
+    out, rewrites, _ = stabilize_with_evidence(json.dumps(text).encode(), "/v1/messages")
+    assert rewrites == ["tool-order"]
+    assert json.loads(out)["messages"] == text["messages"]
+    wide = json.dumps(a_body(a_tools(["b", "a"]))).replace(
+        '"max_tokens": 16', '"max_tokens": 18446744073709551616').encode()
+    out, rewrites, evidence = stabilize_with_evidence(wide, "/v1/messages")
+    assert out is wide and rewrites == []
+    assert "integer literal" in evidence["stabilize_skipped"]
+    assert str(wide.index(b"18446744073709551616")) in evidence["stabilize_skipped"]

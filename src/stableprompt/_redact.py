@@ -2,10 +2,10 @@
 
 :func:`redact` replaces known secret values (the request's own credential header values,
 :func:`secrets_in_headers`, with their fragments) and key-shaped strings (``sk-...``,
-``AIza...``, ``gsk_...``, ``xai-...``, ``pplx-...``, ``hf_...``, GitHub tokens, AWS access key
-ids, JSON Web Tokens, ``Bearer ...``, ``x-api-key: ...``) with ``[REDACTED]``. Pure functions
-of their arguments; used by the ledger, the recorder, the transports' error mapping and the
-OTel export.
+``AIza...``, ``gsk_...``, ``xai-...``, ``pplx-...``, ``hf_...``, GitHub, Slack, Stripe and
+GitLab tokens, AWS access key ids and ``aws_secret_access_key=...``, JSON Web Tokens,
+``Bearer ...``, ``x-api-key: ...``) with ``[REDACTED]``. Pure functions of their arguments;
+used by the ledger, the recorder, the transports' error mapping and the OTel export.
 """
 
 from __future__ import annotations
@@ -27,12 +27,16 @@ _SECRET_PATTERNS = (
     # ghs_/ghr_, github_pat_), AWS access key ids (AKIA/ASIA), JSON Web Tokens (eyJ...).
     re.compile(r"(?<![A-Za-z0-9])(?:gsk_|xai-|pplx-|hf_|gh[pousr]_|github_pat_)"
                r"[A-Za-z0-9_]{20,}"),
+    # Slack (xoxb-/xoxp-/...), Stripe (sk_live_/rk_test_/...), GitLab (glpat-).
+    re.compile(r"(?<![A-Za-z0-9])(?:xox[abposr]-[A-Za-z0-9\-]{10,}|(?:sk|rk)_(?:live|test)_"
+               r"[A-Za-z0-9]{16,}|glpat-[A-Za-z0-9_\-]{20,})"),
     re.compile(r"(?<![A-Za-z0-9])(?:AKIA|ASIA)[0-9A-Z]{16}(?![0-9A-Z])"),
     re.compile(r"(?<![A-Za-z0-9_\-])eyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}"
                r"\.[A-Za-z0-9_\-]{8,}"),
     # A header or assignment naming the key: "x-api-key: ...", "api_key=...", "Bearer ...".
     re.compile(
-        r"(?i)((?:x-api-key|x-goog-api-key|api[-_]?key|authorization)[\"']?\s*[:=]\s*[\"']?"
+        r"(?i)((?:x-api-key|x-goog-api-key|api[-_]?key|authorization|"
+        r"(?:aws[-_]?)?secret[-_]?access[-_]?key)[\"']?\s*[:=]\s*[\"']?"
         r"(?:(?:bearer|basic)\s+)?)[^\s\"',;}&]+"
     ),
     re.compile(r"(?i)(bearer\s+)[A-Za-z0-9._~+/\-]{8,}=*"),

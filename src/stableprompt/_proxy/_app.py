@@ -261,7 +261,8 @@ class ProxyApp:
             method, path = scope["method"], redact(scope["path"])
             self._logged(method, path, 503, None)
             await self._refuse(503, "proxy_overloaded",
-                               f"stableprompt proxy: {limit} requests in flight already "
+                               f"stableprompt proxy: {limit} request"
+                               f"{'' if limit == 1 else 's'} in flight already "
                                f"(--max-concurrency); retry later")(scope, receive, send)
             return
         self._in_flight += 1

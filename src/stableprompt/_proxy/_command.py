@@ -112,7 +112,8 @@ def _token(args: argparse.Namespace) -> str | None:
     value counts as unset), else ``None``.
 
     Raises:
-        UsageError: The token is shorter than 16 characters (naming where it came from).
+        UsageError: The token is shorter than 16 characters, or holds whitespace or a
+            non-printable character (naming where it came from, never the token).
     """
     token: str | None = args.access_token
     source = "--access-token"
@@ -121,6 +122,10 @@ def _token(args: argparse.Namespace) -> str | None:
     if token is not None and len(token) < MIN_TOKEN_CHARS:
         raise UsageError(f"{_PROG}: error: {source} must be at least {MIN_TOKEN_CHARS} "
                          f"characters (got {len(token)})")
+    if token is not None and (token != token.strip() or any(c.isspace() for c in token)
+                              or not token.isprintable()):
+        # HTTP trims header values: such a token could never match, every request a 401
+        raise UsageError(f"{_PROG}: error: {source} must be printable, without whitespace")
     return token
 
 

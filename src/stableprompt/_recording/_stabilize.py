@@ -96,9 +96,22 @@ _TTL = "5m"
 _UNMARKABLE = frozenset({"thinking", "redacted_thinking"})
 
 
-_WIDE_INTEGER = re.compile(rb"\d{19,}")
-"""A run of 19+ digits: maybe an integer at or beyond 2**63, which a rewrite could not keep
-exactly (orjson parses it as a float)."""
+_DIGITS = re.compile(rb"\d{19,}")
+_STRING_OR_WIDE_NUMBER = re.compile(rb'"(?:[^"\\]|\\.)*"|(?<![\w.])-?\d{19,}(?![\d.eE])')
+"""A JSON string (skipped whole) or an integer literal of 19+ digits outside strings."""
+
+
+def _wide_integer_at(body: bytes) -> int | None:
+    """Byte offset of a JSON integer literal of 19 or more digits (maybe at or beyond 2**63,
+    which orjson parses as a float: a rewrite could not keep it exact), else ``None``. Digits
+    inside strings (a nanosecond timestamp, an id in a message) do not count; the string-aware
+    scan runs only when the body holds such a digit run at all."""
+    if _DIGITS.search(body) is None:
+        return None
+    for match in _STRING_OR_WIDE_NUMBER.finditer(body):
+        if match.group()[:1] != b'"':
+            return match.start()
+    return None
 
 
 def _sorted_tools(tools: list[_Tool], name_of: Callable[[_Tool], Any]) -> list[_Tool] | None:
@@ -256,8 +269,9 @@ def stabilize(body: bytes, path: str | None = None, *, count: SegmentCounter | N
     Returns:
         ``(body, [])`` when nothing was rewritten (the very same bytes), else the new body
         and the names of the rewrites made, in :data:`STABILIZE_REWRITES` order. A body
-        holding a run of 19 or more digits (an integer that may not fit 64 bits, which a
-        rewrite would turn into a float) is left as sent. Never raises.
+        holding an integer literal of 19 or more digits (one that may not fit 64 bits, which
+        a rewrite would turn into a float; digits inside strings do not count) is left as
+        sent. Never raises.
     """
     out, rewrites, _ = stabilize_with_evidence(body, path, count=count, policy=policy,
                                                provider=provider)
@@ -276,13 +290,17 @@ def stabilize_with_evidence(body: bytes, path: str | None = None, *,
       client sent it, so consecutive calls can tell whether the client itself changed them;
     - ``stabilized_prefix_tokens``: estimated tokens (``count``; absent without it) of what
       precedes the first tool the rewrite changed: the prefix the request as sent shares
-      with its stabilized form.
+      with its stabilized form;
+    - ``stabilize_skipped``: why a body was left as sent although it may have needed
+      rewrites (an integer literal a rewrite could not keep exact, at which byte).
     """
     try:
-        if _WIDE_INTEGER.search(body) is not None:
+        wide = _wide_integer_at(body)
+        if wide is not None:
             # orjson reads an integer beyond 64 bits as a float: re-serialized, its value
-            # would change. Left as sent (a 19-digit run inside a string is skipped too).
-            return body, [], {}
+            # would change. Left as sent, and the row says why.
+            return body, [], {"stabilize_skipped": f"an integer literal of 19 or more digits "
+                              f"at byte {wide} (a rewrite could not keep it exact)"}
         parsed = loads(body)
         if not isinstance(parsed, dict):
             return body, [], {}

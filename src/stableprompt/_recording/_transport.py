@@ -203,8 +203,8 @@ def _stabilized(request: Any, body: bytes, recorder: CallRecorder, provider: str
         body, str(request.url.path), count=getattr(recorder, "segment_tokens", None),
         policy=lambda model: cache_policy(provider or "anthropic", model, table),
         provider=known_provider(str(host) if host else None, provider))
-    if not rewrites:
-        return request, body, {}
+    if not rewrites:  # only a skip's reason: the row says why nothing was rewritten
+        return request, body, {k: v for k, v in evidence.items() if k == "stabilize_skipped"}
     headers = request.headers.copy()
     headers.pop("transfer-encoding", None)
     headers["content-length"] = str(len(new))
