@@ -9,13 +9,11 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
-import anthropic
-import httpx2
 import pytest
 
-from stableprompt import Ledger, Recorder, RecordingTransport, UsageRecord, summarize
+from stableprompt import Ledger, Recorder, UsageRecord, summarize
 from stableprompt._cli import main
-from stableprompt.emulator import Emulator, FakeClock
+from test_stabilize import stabilizing_sdk
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
 
@@ -92,11 +90,7 @@ def test_report_shows_what_stabilizing_a_reordering_client_saved(
     db = tmp_path / "calls.db"
     with Ledger(db) as ledger:
         recorder = Recorder(ledger)
-        with Emulator(clock=FakeClock()) as emu, anthropic.Anthropic(
-                base_url=emu.base_url, api_key="sk-ant-api03-reportstab-0123456789",
-                max_retries=0, default_headers={"x-stableprompt-session": "s"},
-                http_client=httpx2.Client(transport=RecordingTransport(
-                    recorder=recorder, stabilize=True))) as client:
+        with stabilizing_sdk(recorder, True) as client:
             for names in ORDERS:
                 client.messages.create(
                     model="claude-sonnet-4-6", max_tokens=16,

@@ -3,7 +3,9 @@ in the proxy."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+from collections.abc import Iterator
 from typing import Any
 
 import anthropic
@@ -36,6 +38,18 @@ def a_body(tools: list[dict[str, Any]], question: str = "hi") -> dict[str, Any]:
     return {"model": "claude-sonnet-4-6", "max_tokens": 16, "tools": tools,
             "system": [{"type": "text", "text": SYSTEM, "cache_control": {"type": "ephemeral"}}],
             "messages": [{"role": "user", "content": question}]}
+
+
+@contextlib.contextmanager
+def stabilizing_sdk(recorder: Recorder, stabilize: bool) -> Iterator[anthropic.Anthropic]:
+    """The official Anthropic SDK on an emulator (fake clock, session ``s``), recorded into
+    ``recorder`` through ``RecordingTransport(stabilize=stabilize)``."""
+    with Emulator(clock=FakeClock()) as emu, anthropic.Anthropic(
+            base_url=emu.base_url, api_key="sk-ant-api03-stabilizetest-0123456789",
+            max_retries=0, default_headers={"x-stableprompt-session": "s"},
+            http_client=httpx2.Client(transport=RecordingTransport(
+                recorder=recorder, stabilize=stabilize))) as client:
+        yield client
 
 
 def test_a_stable_request_is_left_byte_identical() -> None:
@@ -127,11 +141,7 @@ def test_transport_stabilize_turns_tool_reorders_into_hits() -> None:
     results = {}
     for flag in (False, True):
         recorder = Recorder()
-        with Emulator(clock=FakeClock()) as emu, anthropic.Anthropic(
-                base_url=emu.base_url, api_key="sk-ant-api03-stabilizetest-0123456789",
-                max_retries=0, default_headers={"x-stableprompt-session": "s"},
-                http_client=httpx2.Client(transport=RecordingTransport(
-                    recorder=recorder, stabilize=flag))) as client:
+        with stabilizing_sdk(recorder, flag) as client:
             for names in ORDERS:
                 client.messages.create(**a_body(a_tools(names)))
         results[flag] = recorder
@@ -273,11 +283,7 @@ def test_transport_stabilize_places_breakpoints_so_later_turns_hit() -> None:
     results = {}
     for flag in (False, True):
         recorder = Recorder()
-        with Emulator(clock=FakeClock()) as emu, anthropic.Anthropic(
-                base_url=emu.base_url, api_key="sk-ant-api03-stabilizetest-0123456789",
-                max_retries=0, default_headers={"x-stableprompt-session": "s"},
-                http_client=httpx2.Client(transport=RecordingTransport(
-                    recorder=recorder, stabilize=flag))) as client:
+        with stabilizing_sdk(recorder, flag) as client:
             messages: list[dict[str, Any]] = []
             for turn in range(3):
                 messages.append({"role": "user", "content": f"question {turn}"})
