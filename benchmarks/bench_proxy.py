@@ -9,7 +9,7 @@ call, the time from sending to the first body byte (``iter_raw``). Alternating c
 the first ``--warmup`` pairs are dropped. Reported: median and p99 of both paths and of the
 per-pair difference (proxied - direct, in ms), and the whole-call time.
 
-``--no-record`` runs the proxy with recording off (every path passes unrecorded), to split
+``--no-record`` runs the proxy with no request analysed (``_processes.RECORDING_OFF``), to split
 the added time into forwarding (uvicorn + starlette + httpx) and recording (segmenting and
 tokenizing the request inline before it is sent, then attribution and the SQLite write at the
 end of the stream).
@@ -21,48 +21,19 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import re
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import httpx
 
+sys.path.insert(0, str(Path(__file__).parent))
+from _processes import CLI, RECORDING_OFF, started
+
 KEY = "sk-ant-api03-benchkey-0123456789abcdef"
-
-
-@contextmanager
-def _process(args: list[str], pattern: str) -> Iterator[str]:
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    proc = subprocess.Popen([sys.executable, "-m", "stableprompt", *args],
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-                            env=env)
-    try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline()
-        match = re.search(pattern, line)
-        if match is None:
-            raise RuntimeError(f"no URL in {line!r}")
-        yield match.group(1)
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
-
-
-_RECORDING_OFF = """
-import sys
-from stableprompt._recording._recorder import Recorder
-Recorder.recordable = staticmethod(lambda path, method="POST": False)
-from stableprompt._cli import main
-sys.exit(main(sys.argv[1:]))
-"""
 
 
 def _pct(values: list[float], q: float) -> float:
@@ -96,12 +67,13 @@ def main() -> None:
         "system": [{"type": "text", "text": system, "cache_control": {"type": "ephemeral"}}],
         "messages": [{"role": "user", "content": "hi"}]}).encode()
     with tempfile.TemporaryDirectory() as tmp, \
-            _process(["emulator", "serve", "--port", "0", "--quiet"],
+            started(["emulator", "serve", "--port", "0", "--quiet"],
                      r"(http://127\.0\.0\.1:\d+)") as emulator:
         proxy_args = ["proxy", "--upstream", emulator, "--port", "0", "--quiet",
                       "--ledger", str(Path(tmp) / "bench.db")]
-        launcher = ["-c", _RECORDING_OFF] if args.no_record else []
-        with _proxy(launcher, proxy_args) as proxy, httpx.Client(timeout=30) as client:
+        launcher = RECORDING_OFF if args.no_record else CLI
+        with started(proxy_args, r"stableprompt proxy on (http://127\.0\.0\.1:\d+)",
+                     launcher) as proxy, httpx.Client(timeout=30) as client:
             direct: list[tuple[float, float]] = []
             proxied: list[tuple[float, float]] = []
             for i in range(args.warmup + args.calls):
@@ -126,27 +98,6 @@ def main() -> None:
     print(json.dumps({k: ({kk: round(vv, 3) for kk, vv in v.items()} if isinstance(v, dict)
                           else round(v, 3) if isinstance(v, float) else v)
                       for k, v in result.items()}))
-
-
-@contextmanager
-def _proxy(launcher: list[str], proxy_args: list[str]) -> Iterator[str]:
-    if not launcher:
-        with _process(proxy_args, r"stableprompt proxy on (http://127\.0\.0\.1:\d+)") as url:
-            yield url
-        return
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    proc = subprocess.Popen([sys.executable, *launcher, *proxy_args], stdout=subprocess.PIPE,
-                            stderr=subprocess.DEVNULL, text=True, env=env)
-    try:
-        assert proc.stdout is not None
-        match = re.search(r"stableprompt proxy on (http://127\.0\.0\.1:\d+)",
-                          proc.stdout.readline())
-        if match is None:
-            raise RuntimeError("the proxy did not start")
-        yield match.group(1)
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
 
 
 if __name__ == "__main__":

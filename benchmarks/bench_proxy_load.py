@@ -27,49 +27,21 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
-import re
 import sqlite3
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import httpx
 
+sys.path.insert(0, str(Path(__file__).parent))
+from _processes import CLI, RECORDING_OFF, started
+
 KEY = "sk-ant-api03-loadbench-0123456789abcdef"
 SYSTEM = " ".join(f"rule {i}: keep the prefix stable." for i in range(150))
-
-
-_RECORDING_OFF = """
-import sys
-from stableprompt._recording._recorder import Recorder
-Recorder.recordable = staticmethod(lambda path, method="POST": False)
-from stableprompt._cli import main
-sys.exit(main(sys.argv[1:]))
-"""
-
-
-@contextmanager
-def _process(args: list[str], pattern: str, launcher: tuple[str, ...] = ("-m", "stableprompt")
-             ) -> Iterator[str]:
-    proc = subprocess.Popen([sys.executable, *launcher, *args],
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
-    try:
-        assert proc.stdout is not None
-        match = re.search(pattern, proc.stdout.readline())
-        if match is None:
-            raise RuntimeError(f"{args[0]} did not start")
-        yield match.group(1)
-    finally:
-        proc.terminate()
-        proc.wait(timeout=60)
 
 
 def _text(sse: bytes) -> str:
@@ -135,22 +107,22 @@ def main() -> None:
     parser.add_argument("--think-ms", type=float, default=0.0,
                         help="each client waits this long after each answer (default: none)")
     parser.add_argument("--no-record", action="store_true",
-                        help="proxy with recording off (every path passes unrecorded)")
+                        help="proxy analysing no request (each call gets its unanalysed row only)")
     parser.add_argument("--skip-direct", action="store_true")
     parser.add_argument("--record-inline", action="store_true",
                         help="proxy --record-inline (finish recording on the event loop)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp, \
-            _process(["emulator", "serve", "--port", "0", "--quiet"],
+            started(["emulator", "serve", "--port", "0", "--quiet"],
                      r"(http://127\.0\.0\.1:\d+)") as emulator:
         ledger = Path(tmp) / "load.db"
         direct = None if args.skip_direct else asyncio.run(
             _phase(emulator, args.clients, args.seconds, args.think_ms / 1000.0))
-        with _process(["proxy", "--upstream", emulator, "--port", "0", "--quiet",
+        with started(["proxy", "--upstream", emulator, "--port", "0", "--quiet",
                        "--ledger", str(ledger),
                        *(["--record-inline"] if args.record_inline else [])],
                       r"stableprompt proxy on (http://127\.0\.0\.1:\d+)",
-                      ("-c", _RECORDING_OFF) if args.no_record else ("-m", "stableprompt")
+                      RECORDING_OFF if args.no_record else CLI
                       ) as proxy:
             proxied = asyncio.run(_phase(proxy, args.clients, args.seconds,
                                          args.think_ms / 1000.0))
