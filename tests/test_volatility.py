@@ -616,63 +616,47 @@ def test_a_value_that_changes_between_requests_is_a_nonce() -> None:
         assert paired_nonce(x, y, index) is (x[0] == y[0] and x != "k=abcdef")
 
 
-def test_freeze_and_lint_flag_the_same_new_kinds() -> None:
-    """One scanner: the builder warns at freeze and lint reports the same spans, for a short
-    nonce, a home path and a model line in the head."""
+def _freeze_and_lint(system: str) -> list[tuple[str, str]]:
+    """``(kind, text)`` of each volatile-content warning freezing ``system`` raises, after
+    checking that each warning's byte offset points at its text in the head and that lint of
+    a request on that head names every one of them."""
     import warnings
 
     from stableprompt import PromptBuilder, VolatileContentWarning, lint_requests
 
-    system = ("Billing: cch=36ee5.\nWorking directory: /home/dev7/app\n"
-              "You are powered by the model named Claude Opus 4.5.")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         head = PromptBuilder(system=system, tokenizer=None).freeze()
-    found = [(w.message.kind, w.message.text) for w in caught
-             if isinstance(w.message, VolatileContentWarning)]
-    assert found == [("nonce", "36ee5"), ("environment", "/home/dev7/app"),
-                     ("model-name", "Claude Opus 4.5")]
-    for w in caught:
-        assert isinstance(w.message, VolatileContentWarning)
-        offset = w.message.offset
-        assert head.data[offset:offset + len(w.message.text.encode())] == \
-            w.message.text.encode()
-    body = head.conversation()
-    body.user("hi")
-    report = lint_requests([body.render().to_anthropic(model="claude-opus-4-5", max_tokens=8)])
+    warned = [w.message for w in caught if isinstance(w.message, VolatileContentWarning)]
+    for warning in warned:
+        offset = warning.offset
+        assert head.data[offset:offset + len(warning.text.encode())] == warning.text.encode()
+    conv = head.conversation()
+    conv.user("hi")
+    report = lint_requests([conv.render().to_anthropic(model="claude-opus-4-5", max_tokens=8)])
     texts = " ".join(f.message for f in report.findings)
-    for _, text in found:
-        assert text in texts
+    for warning in warned:
+        assert warning.text in texts
+    return [(w.kind, w.text) for w in warned]
+
+
+def test_freeze_and_lint_flag_the_same_new_kinds() -> None:
+    """One scanner: the builder warns at freeze and lint reports the same spans, for a short
+    nonce, a home path and a model line in the head."""
+    system = ("Billing: cch=36ee5.\nWorking directory: /home/dev7/app\n"
+              "You are powered by the model named Claude Opus 4.5.")
+    assert _freeze_and_lint(system) == [("nonce", "36ee5"), ("environment", "/home/dev7/app"),
+                                         ("model-name", "Claude Opus 4.5")]
 
 
 def test_freeze_and_lint_flag_the_review_misses() -> None:
     """One scanner: a host line, a one-line git status, a hex id after ``key:`` and a
     provider line warn at freeze (kind, byte offset into the head) and are lint findings."""
-    import warnings
-
-    from stableprompt import PromptBuilder, VolatileContentWarning, lint_requests
-
     system = ("Host: devbox-7\ngit status: 3 files modified, branch main\n"
               "trace: 9f8e7d6c5b\nYou are running on provider anthropic")
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        head = PromptBuilder(system=system, tokenizer=None).freeze()
-    found = [(w.message.kind, w.message.text) for w in caught
-             if isinstance(w.message, VolatileContentWarning)]
-    assert found == [("environment", "devbox-7"),
-                     ("environment", "3 files modified, branch main"),
-                     ("nonce", "9f8e7d6c5b"), ("model-name", "anthropic")]
-    for w in caught:
-        assert isinstance(w.message, VolatileContentWarning)
-        offset = w.message.offset
-        assert head.data[offset:offset + len(w.message.text.encode())] == \
-            w.message.text.encode()
-    conv = head.conversation()
-    conv.user("hi")
-    report = lint_requests([conv.render().to_anthropic(model="claude-opus-4-5", max_tokens=8)])
-    texts = " ".join(f.message for f in report.findings)
-    for _, text in found:
-        assert text in texts
+    assert _freeze_and_lint(system) == [("environment", "devbox-7"),
+                                        ("environment", "3 files modified, branch main"),
+                                        ("nonce", "9f8e7d6c5b"), ("model-name", "anthropic")]
 
 
 def test_prose_with_the_new_labels_freezes_without_a_warning() -> None:
