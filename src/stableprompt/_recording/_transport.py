@@ -219,7 +219,8 @@ def _start(recorder: CallRecorder, request: Any, body: bytes, provider: str | No
     extensions = getattr(request, "extensions", {})
     # only stableprompt's own clients set the decoded body (a Recorder accepts it); a
     # stabilized body is another body, so it is parsed afresh
-    decoded = None if stabilized else extensions.get(BODY_EXTENSION)
+    decoded = None if stabilized and "stabilized" in stabilized else extensions.get(
+        BODY_EXTENSION)  # (only a skip's reason: the body is the one sent)
     if decoded is not None:
         pending = recorder.start(str(url.path), request.headers, body,
                                  host=str(url.host) if url.host else None,
