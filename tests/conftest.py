@@ -85,7 +85,7 @@ class FakeRecorder:
               body: bytes | bytearray | memoryview | None = None, *, host: str | None = None,
               method: str = "POST", provider: str | None = None,
               decoded: Mapping[str, Any] | None = None,
-              resegmented: Any = None) -> Pending | None:
+              resegmented: Any = None, rendered: bool = False) -> Pending | None:
         self.bodies.append(bytes(body or b""))
         return Pending(record_id=f"fake-{len(self.bodies)}", ts=0.0, started=0.0, path=path,
                        wire_format="openai-chat", usage_format="openai-chat",

@@ -1,5 +1,5 @@
-"""The proxy's load path: finishing on a worker thread (``_proxy._worker``) and the sharded
-upstream pool (``_proxy._pool``)."""
+"""The proxy's load path: finishing on a worker thread (``_recording._worker``,
+``_recording._deferred``) and the sharded upstream pool (``_proxy._pool``)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import pytest
 from stableprompt import Ledger, Recorder
 from stableprompt._proxy._pool import ShardedTransport
 from stableprompt._proxy._server import Proxy
-from stableprompt._proxy._worker import RecordingWorker
+from stableprompt._recording._worker import RecordingWorker
 from stableprompt.emulator import Emulator, FakeClock
 
 SYSTEM = " ".join(f"rule {i}: keep the prefix stable." for i in range(150))
@@ -61,7 +61,7 @@ def test_worker_runs_jobs_in_order_and_survives_a_failing_one(
     worker.submit(lambda: seen.append(99))
     assert seen == []
     gate.set()
-    with caplog.at_level(logging.WARNING, logger="stableprompt.proxy"):
+    with caplog.at_level(logging.WARNING, logger="stableprompt.recorder"):
         worker.wait()
     assert seen == [0, 1, 2, 3, 4, 99]
     assert "ZeroDivisionError" in caplog.text

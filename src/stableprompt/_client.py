@@ -60,6 +60,7 @@ from ._recording._recorder import Recorder
 from ._recording._transport import (
     BODY_EXTENSION,
     PENDING_EXTENSION,
+    RENDERED_EXTENSION,
     SEGMENTED_EXTENSION,
     AsyncRecordingTransport,
     RecordingTransport,
@@ -88,6 +89,11 @@ ANTHROPIC_VERSION = "2023-06-01"
 DIAGNOSTICS_BETA = anthropic.DIAGNOSTICS_BETA
 
 _MAX_RETRY_AFTER_S = 60.0
+
+RECORD_WAIT_S = 30.0
+"""How long :attr:`last_record <AnthropicClient.last_record>` and ``EventStream.record`` wait
+for a call's recording on the recorder's thread (``record_in_thread``), seconds; ``None``
+comes back if it is still not done (it is kept: :meth:`Recorder.flush` then shows it)."""
 
 
 def retry_after_s(headers: Any, *, now: float | None = None) -> float | None:
@@ -120,6 +126,14 @@ class _Prepared:
     headers: dict[str, str]
     decoded: Mapping[str, Any] | None = None  # ``content`` decoded, when it is known
     segmented: Any = None  # its Resegmented, when the recorder made it for ``_prepare``
+    rendered: bool = False  # ``content`` is the SDK's rendering, left undecoded (in thread)
+
+    @property
+    def extensions(self) -> dict[str, Any] | None:
+        """What the recording transport is told about the body (``_recording._transport``)."""
+        if self.decoded is not None:
+            return {BODY_EXTENSION: self.decoded, SEGMENTED_EXTENSION: self.segmented}
+        return {RENDERED_EXTENSION: True} if self.rendered else None
 
 
 @dataclass(frozen=True)
@@ -209,6 +223,7 @@ class _Base:
         api_key_env: str | None = None,
         cache_salt: str | None = None,
         provider: str | None = None,
+        record_in_thread: bool = False,
     ) -> None:
         if max_retries < 0:
             raise InputError("max_retries must be >= 0", code="client-config")
@@ -228,7 +243,9 @@ class _Base:
         self.base_url = (base_url or self.default_base_url).rstrip("/")
         if not self.base_url:
             raise InputError("base_url is required", code="client-config")
+        self._owns_recorder = recorder is None
         self.recorder = recorder if recorder is not None else Recorder()
+        self.record_in_thread = record_in_thread
         self.timeout_s = timeout_s
         self.max_retries = max_retries
         self.diagnostics = diagnostics
@@ -236,8 +253,31 @@ class _Base:
         self.max_backoff_s = max_backoff_s
         self.cache_salt = cache_salt
         self.call_provider = provider
-        self.last_record: UsageRecord | None = None
+        self._last: Pending | None = None
         self._random = random.Random()
+
+    @property
+    def last_record(self) -> UsageRecord | None:
+        """The record of the last call whose response was read (a stream's once it ended or
+        was closed), ``None`` before. With ``record_in_thread`` it waits for that call's
+        recording, at most :data:`RECORD_WAIT_S` seconds."""
+        pending = self._last
+        return None if pending is None else pending.wait(RECORD_WAIT_S)
+
+    def flush(self, timeout_s: float | None = None) -> bool:
+        """Wait until every call recorded so far is stored (``record_in_thread``; inline,
+        nothing to wait for): :meth:`Recorder.flush` of :attr:`recorder`. Returns False when
+        ``timeout_s`` seconds passed first. Blocks (async code: ``await
+        asyncio.to_thread(client.flush)``)."""
+        return self.recorder.flush(timeout_s)
+
+    def _drain(self) -> None:
+        """At close: the client's recordings stored (a recorder the client made is closed:
+        its thread stops)."""
+        if self._owns_recorder:
+            self.recorder.close()
+        else:
+            self.recorder.flush()
 
     def __repr__(self) -> str:
         key = "None" if self.__api_key is None else "'[REDACTED]'"
@@ -275,14 +315,18 @@ class _Base:
                  ) -> _Prepared:
         fresh = False  # the body is decoded here, so nobody changed it since
         found = None
+        params = None  # in thread: the rendered request's params stand for its body
         if isinstance(request, ProviderRequest):
             wire, path, content = request.wire_format, request.path, request.content
             fresh = "body" not in request.__dict__
+            if fresh and self.record_in_thread and not self.diagnostics:
+                params = request.params  # everything the checks below read of the body
             # A turn of a recorded conversation: its body is rebuilt from the previous
             # request's and the new items only (the bytes are not decoded again).
-            found = self.recorder.segment_rendered(wire, content) if fresh else None
-            body: Mapping[str, Any] = request.body if found is None else \
-                found.segmented.body
+            found = self.recorder.segment_rendered(wire, content) if fresh and \
+                params is None else None
+            body: Mapping[str, Any] = params if params is not None else \
+                request.body if found is None else found.segmented.body
         elif isinstance(request, Mapping):
             body = request
             wire = self._wire_of(body)
@@ -312,8 +356,12 @@ class _Base:
         if self.cache_salt is not None:
             fields["cache_salt"] = self.cache_salt
         headers: dict[str, str] = {"accept": "text/event-stream"} if stream else {}
+        if self.diagnostics and self.record_in_thread:
+            self.flush(RECORD_WAIT_S)  # the predecessor's response id must be recorded
         sent, extra_headers = self._diagnose(wire, body, _append(content, body, fields))
         headers.update(extra_headers)
+        if params is not None:  # the recorder's thread decodes it (incrementally if as sent)
+            return _Prepared(wire, path, sent, stream, headers, rendered=sent is content)
         # The recorder reuses the body decoded here when the bytes sent are the request's.
         decoded = body if fresh and sent is content else None
         return _Prepared(wire, path, sent, stream, headers, decoded,
@@ -351,8 +399,7 @@ class _Base:
         for attempt in itertools.count():
             request = self._http.build_request(
                 "POST", url, content=prepared.content, headers=prepared.headers,
-                extensions=None if prepared.decoded is None
-                else {BODY_EXTENSION: prepared.decoded, SEGMENTED_EXTENSION: prepared.segmented})
+                extensions=prepared.extensions)
             try:
                 response = yield ("send", request)
             except httpx.HTTPError as exc:
@@ -381,11 +428,10 @@ class _Base:
         return http_status_error(response.status_code, body, url=str(response.request.url),
                                  secrets=self._secrets)
 
-    def _done(self, response: httpx.Response) -> UsageRecord | None:
+    def _done(self, response: httpx.Response) -> None:
+        """The response was read or closed: its call is :attr:`last_record`'s."""
         pending = response.extensions.get(PENDING_EXTENSION)
-        record = pending.record if isinstance(pending, Pending) else None
-        self.last_record = record
-        return record
+        self._last = pending if isinstance(pending, Pending) else None
 
 
 class _AnthropicMixin(_Base):
@@ -461,9 +507,10 @@ class _Events:
 
     @property
     def record(self) -> UsageRecord | None:
-        """The call's record, once the stream ended or was closed."""
+        """The call's record, once the stream ended or was closed (``record_in_thread``:
+        waiting for its recording, at most :data:`RECORD_WAIT_S` seconds)."""
         pending = self.response.extensions.get(PENDING_EXTENSION)
-        return pending.record if isinstance(pending, Pending) else None
+        return pending.wait(RECORD_WAIT_S) if isinstance(pending, Pending) else None
 
 
 class EventStream(_Events):
@@ -524,7 +571,8 @@ class _SyncClient(_Base):
         self._sleep = sleep
         self._http = httpx.Client(**self._http_options(
             RecordingTransport(transport if transport is not None else httpx.HTTPTransport(),
-                               recorder=self.recorder, provider=self.call_provider)))
+                               recorder=self.recorder, provider=self.call_provider,
+                               record_in_thread=self.record_in_thread)))
 
     def send(self, request: ProviderRequest | Mapping[str, Any], *,
              stream: bool | None = None) -> Any:
@@ -568,8 +616,12 @@ class _SyncClient(_Base):
         return self._sleep(arg)
 
     def close(self) -> None:
-        """Close the HTTP connection pool."""
-        self._http.close()
+        """Close the HTTP connection pool and wait for the calls still recording
+        (``record_in_thread``: :meth:`flush`)."""
+        try:
+            self._http.close()
+        finally:
+            self._drain()
 
     def __enter__(self) -> Any:
         return self
@@ -599,6 +651,21 @@ class AnthropicClient(_AnthropicMixin, _SyncClient):
         backoff_s: First retry backoff (seconds), doubled per attempt.
         max_backoff_s: Backoff cap (seconds).
         sleep: How to wait between retries (``time.sleep``).
+        record_in_thread: Record on the recorder's thread (:attr:`Recorder.worker`) while
+            the request is in flight, instead of in the caller's: the caller's thread only
+            sends (a rendered :class:`ProviderRequest` is not decoded there: its
+            :attr:`~ProviderRequest.params` answer what sending needs; with
+            ``diagnostics=True`` it is, as the predecessor's response id must be known
+            before sending). :attr:`last_record` and ``EventStream.record`` wait for their
+            call's record; :meth:`flush` (also run by :meth:`close` and the context
+            manager's exit, and at interpreter exit) for all of them. With a ledger, the
+            calls still queued are journaled (:meth:`Ledger.pending_journal`): a killed
+            process loses none (the next :meth:`Ledger.replay_spill` stores them,
+            verdict ``unknown``).
+
+    Attributes:
+        recorder: The recorder.
+        last_record: The record of the last call (see ``record_in_thread``).
     """
 
 
@@ -691,7 +758,8 @@ class _AsyncClient(_Base):
         self._http = httpx.AsyncClient(**self._http_options(
             AsyncRecordingTransport(
                 transport if transport is not None else httpx.AsyncHTTPTransport(),
-                recorder=self.recorder, provider=self.call_provider)))
+                recorder=self.recorder, provider=self.call_provider,
+                record_in_thread=self.record_in_thread)))
 
     async def send(self, request: ProviderRequest | Mapping[str, Any], *,
                    stream: bool | None = None) -> Any:
@@ -718,8 +786,15 @@ class _AsyncClient(_Base):
         return await self._sleep(arg)
 
     async def aclose(self) -> None:
-        """Close the HTTP connection pool."""
-        await self._http.aclose()
+        """Close the HTTP connection pool and wait (off the event loop) for the calls still
+        recording (``record_in_thread``: :meth:`flush`)."""
+        try:
+            await self._http.aclose()
+        finally:
+            if self.record_in_thread:
+                await asyncio.to_thread(self._drain)
+            else:
+                self._drain()
 
     async def __aenter__(self) -> Any:
         return self

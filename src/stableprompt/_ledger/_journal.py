@@ -1,13 +1,14 @@
 """The pending journal: records handed to a background writer, durable before they are stored.
 
-``stableprompt proxy`` finishes calls on a worker thread (``_proxy._worker``): between a
-response's end and its row's commit, the call lives only in the worker's queue, and a SIGKILL
-would lose it. So before a call is queued, a *provisional* record of it (what is known without
-analysis, verdict ``unknown``, the record id its final row will have) is appended to a
-journal file next to the database; once the worker stored the final record, the line is
-settled. A journal whose writer died is an ordinary spill source: :meth:`Ledger.replay_spill
-<stableprompt.Ledger.replay_spill>` imports it (the proxy does at startup), last, so a final
-record already stored or spilled wins (rows are idempotent by ``record_id``: ``INSERT OR
+``stableprompt proxy`` and the ``record_in_thread`` clients and transports finish calls on a
+worker thread (``_recording._deferred``): between a response's end and its row's commit, the
+call lives only in the worker's queue, and a SIGKILL would lose it. So before a call is
+queued, a *provisional* record of it (what is known without analysis, verdict ``unknown``,
+the record id its final row will have) is appended to a journal file next to the database;
+once the worker stored the final record, the line is settled. A journal whose writer died
+is an ordinary spill source: :meth:`Ledger.replay_spill <stableprompt.Ledger.replay_spill>`
+imports it (the proxy does at startup), last, so a final record already stored or spilled
+wins (rows are idempotent by ``record_id``: ``INSERT OR
 IGNORE``) and nothing is imported twice.
 
 Files: ``<db>.pending.<pid>.<ns>.jsonl`` (mode 0600), one JSON line per record (pydantic's

@@ -176,7 +176,7 @@ class RenderedPrompt:
         return ProviderRequest._rendered(
             anthropic.WIRE_FORMAT, anthropic.ENDPOINT, content,
             anthropic.fingerprints(self, model=model, params=params),
-            tail_count=len(self.tail_texts))
+            tail_count=len(self.tail_texts), params={"model": model, **params})
 
     def _short_places(self, model: str) -> frozenset[tuple[str, int]]:
         """The SDK breakpoint places whose prefix is surely below ``model``'s minimum (see
@@ -257,7 +257,7 @@ class RenderedPrompt:
             openai_chat.fingerprints(self, model=model, prompt_cache_key=prompt_cache_key,
                                      system_role=system_role, tail_role=tail_role,
                                      params=params),
-            tail_count=1 if self.tail else 0)
+            tail_count=1 if self.tail else 0, params={"model": model, **params})
 
     def to_openai_responses(self, *, model: str, prompt_cache_key: bool | str | None = None,
                             system_role: str = "developer", tail_role: str | None = None,
@@ -277,7 +277,7 @@ class RenderedPrompt:
             openai_responses.fingerprints(
                 self, model=model, prompt_cache_key=prompt_cache_key, system_role=system_role,
                 tail_role=tail_role, params=params),
-            tail_count=1 if self.tail else 0)
+            tail_count=1 if self.tail else 0, params={"model": model, **params})
 
 
 public(RenderedPrompt)

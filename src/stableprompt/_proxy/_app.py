@@ -60,14 +60,15 @@ from starlette.types import Message, Receive, Scope, Send
 from .._canonical import loads
 from .._ledger._usage_record import UsageRecord
 from .._recording._call import Pending
+from .._recording._deferred import DeferredRecorder
 from .._recording._recorder import SESSION_HEADER, Recorder
 from .._recording._transport import PENDING_EXTENSION, AsyncRecordingTransport
+from .._recording._worker import RecordingWorker
 from .._redact import redact
 from .._wire._formats import REQUEST_FORMATS, detect
 from ._capture import CaptureWriter
 from ._headers import authorized, error_body, forwarded_headers
 from ._pool import ShardedTransport
-from ._worker import DeferredRecorder, RecordingWorker
 
 __all__ = ["DEFAULT_MAX_BODY_BYTES", "DEFAULT_MAX_CONCURRENCY", "CallLog", "ProxyApp",
            "ProxyConfig"]
@@ -108,8 +109,8 @@ class ProxyConfig:
             breakpoints when the client placed none; a request already in that form passes
             byte-identical). Captures keep what the client sent.
         record_in_thread: Finish recorded calls (attribution, ledger write, log line) on one
-            worker thread instead of the event loop (``_worker``: exactly once, in order,
-            each call still compared with the calls before it); the CLI's default.
+            worker thread instead of the event loop (``_recording._deferred``: exactly once,
+            in order, each call still compared with the calls before it); the CLI's default.
         max_concurrency: Requests in flight at most (from the request's arrival until the
             end of its answer is sent, streams included); one more is answered 503 (JSON,
             ``proxy_overloaded``), not forwarded, no row. ``None``: no limit here.
@@ -139,7 +140,7 @@ class _Forwarded(Response):
     body complete (before the chunk that reaches the upstream's ``Content-Length``, else
     before the end of a body of unknown length), or at the end when the body was cut."""
 
-    def __init__(self, upstream: httpx.Response, on_end: Callable[[], None],
+    def __init__(self, upstream: httpx.Response, on_end: Callable[[], object],
                  on_body: Callable[[int], None] | None = None) -> None:
         self.status_code = upstream.status_code
         self.raw_headers = forwarded_headers(upstream.headers.raw, request=False)
@@ -241,7 +242,7 @@ class ProxyApp:
             max_connections=config.max_connections)
         ledger = self.recorder.ledger
         self._worker = None if not config.record_in_thread else RecordingWorker(
-            None if ledger is None else ledger.pending_journal())
+            None if ledger is None else ledger.pending_journal(), log=_log)
         deferred = None if self._worker is None else DeferredRecorder(self.recorder,
                                                                       self._worker)
         self._store: Callable[[UsageRecord], None] = (

@@ -10,6 +10,9 @@
 - ``_recorder``: Recorder (recordable / start / observe / finish; previous_response_id;
   summary()).
 - ``_sinks``: RecordSink, the callables a Recorder hands each stored record (deliver()).
+- ``_worker``: RecordingWorker, one thread running recording jobs in order (journaled first).
+- ``_deferred``: DeferredRecorder, a call's analysis and finishing as jobs on that thread
+  (``record_in_thread``: the proxy, the clients, the transports).
 - ``_transport``: RecordingTransport / AsyncRecordingTransport, typed on a CallRecorder protocol.
 - ``_engine_tokens``: EngineTokenizer, llama-server's own template and tokens for a request.
 - ``_engine_view``: the backend seam: what an engine's slots hold, exact evidence per call.

@@ -16,7 +16,9 @@ counts are our tokenizer's estimates unless a field says "provider-reported".
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from itertools import accumulate
 from typing import Any
@@ -228,6 +230,11 @@ class Pending:
             the analysis (``None`` once analysed).
         detail: Evidence the sender adds to ``verdict_detail`` (``stabilized``: the rewrites
             a stabilizing transport made, ``_stabilize``).
+        lazy_body: The body was not decoded at start (``start(..., decode=False)``):
+            ``model``, ``session_id`` and ``diagnostics_requested`` are ``None`` until the
+            analysis ran.
+        finishing: The future of the job that finishes the call on a recording thread
+            (``_deferred``), once it was queued; ``None`` inline.
     """
 
     record_id: str
@@ -253,6 +260,19 @@ class Pending:
     call: Call | None = field(default=None, repr=False)
     detail: dict[str, Any] = field(default_factory=dict)
     deferred: tuple[Any, ...] | None = field(default=None, repr=False)
+    lazy_body: bool = field(default=False, repr=False)
+    finishing: Future[Any] | None = field(default=None, repr=False)
+
+    def wait(self, timeout_s: float | None = None) -> UsageRecord | None:
+        """:attr:`record`, after waiting at most ``timeout_s`` seconds (``None``: no limit)
+        for the job that finishes the call on a recording thread, when one was queued; the
+        record is ``None`` while the call is not finished (its stream still open) or when
+        the time ran out. Never raises."""
+        job = self.finishing
+        if job is not None:
+            with contextlib.suppress(Exception):  # a timeout: the record is not there yet
+                job.result(timeout_s)
+        return self.record
 
     @property
     def predecessor(self) -> RequestState | None:

@@ -101,7 +101,7 @@ class ResponseObserver:
             a body's ``Content-Length`` reached), inside the :meth:`feed` of that chunk,
             before the caller gets it: an SDK may consider the call done at that chunk,
             before the body ends. Default False (close at the body's end); a recorder whose
-            close is cheap sets it (``_proxy._worker``: the close journals the call).
+            close is cheap sets it (``_recording._deferred``: the close journals the call).
     """
 
     def __init__(

@@ -38,6 +38,7 @@ so an API key a server echoes in an error has nowhere to go.
 
 from __future__ import annotations
 
+import atexit
 import dataclasses
 import functools
 import logging
@@ -95,6 +96,7 @@ from ._record_fields import (
 )
 from ._sinks import RecordSink, deliver
 from ._unanalysed import provisional_record, unanalysed_record
+from ._worker import RecordingWorker
 
 if TYPE_CHECKING:
     from .._report._summary import Summary
@@ -241,6 +243,7 @@ class Recorder:
         self._lookup_warned = False
         self._records_lock = threading.Lock()
         self.sinks: tuple[RecordSink, ...] = tuple(sinks)
+        self._worker: RecordingWorker | None = None
 
     def __repr__(self) -> str:
         return (
@@ -249,12 +252,49 @@ class Recorder:
         )
 
     def close(self) -> None:
-        """Close the engine client the recorder made from an ``engine`` URL (an
-        :class:`EngineTokens` you passed stays yours). The ledger is not closed. Idempotent;
-        calls recorded afterwards are estimated (``verdict_detail["engine_view_error"]``)."""
+        """Finish the recording queued on :attr:`worker` (blocking; the thread stops and
+        later deferred calls record inline) and close the engine client the recorder made
+        from an ``engine`` URL (an :class:`EngineTokens` you passed stays yours). The ledger
+        is not closed. Idempotent; calls recorded afterwards are estimated
+        (``verdict_detail["engine_view_error"]``)."""
+        with self._records_lock:
+            worker = self._worker
+        if worker is not None:
+            worker.close()
+            atexit.unregister(worker.close)
         close = getattr(self.engine, "close", None)
         if self._owns_engine and callable(close):
             close()
+
+    @property
+    def worker(self) -> RecordingWorker:
+        """The thread that records the calls of ``record_in_thread`` clients and transports
+        (``_deferred``), made on first use: its jobs are journaled
+        (:meth:`Ledger.pending_journal`) when the recorder has a ledger, and an ``atexit``
+        hook runs what is still queued when the interpreter exits (:meth:`close` does it
+        earlier). One per recorder, so calls recorded through several clients keep their
+        order."""
+        with self._records_lock:
+            if self._worker is None:
+                journal = None
+                if self.ledger is not None:
+                    try:
+                        journal = self.ledger.pending_journal()
+                    except Exception as exc:  # recording goes on, unjournaled
+                        _log.warning("no pending journal for ledger %s: %s",
+                                     getattr(self.ledger, "path", "?"),
+                                     redact(f"{type(exc).__name__}: {exc}"))
+                self._worker = RecordingWorker(journal, log=_log)
+                atexit.register(self._worker.close)
+            return self._worker
+
+    def flush(self, timeout_s: float | None = None) -> bool:
+        """Block until every call recorded on :attr:`worker` so far is finished and stored
+        (``record_in_thread``): :attr:`records`, :meth:`summary` and the ledger are then
+        complete. Waits at most ``timeout_s`` seconds (``None``: no limit); returns False
+        when the time ran out first. Nothing to wait for inline (returns True at once)."""
+        worker = self._worker
+        return True if worker is None else worker.wait(timeout_s)
 
     def __enter__(self) -> Recorder:
         return self
@@ -288,7 +328,9 @@ class Recorder:
         provider: str | None = None,
         decoded: Mapping[str, Any] | None = None,
         resegmented: Resegmented | None = None,
+        rendered: bool = False,
         defer: bool = False,
+        decode: bool = True,
     ) -> Pending | None:
         """Register a call about to be sent. Never raises.
 
@@ -307,11 +349,19 @@ class Recorder:
                 what :func:`~stableprompt._canonical.loads` gives for ``body``.
             resegmented: ``body`` already segmented by :meth:`segment_rendered` (the
                 client's own requests); its body is ``decoded``.
+            rendered: ``body`` is stableprompt's own rendering (implied by ``decoded``): it
+                is segmented against its conversation's previous request
+                (:meth:`segment_rendered`) instead of decoded whole.
             defer: Register the call (record id, send time, what the response observer
                 needs) but leave its analysis (segmenting, token counts, the predecessor and
                 turn) to :meth:`analyse`, which must run before :meth:`finish` and after the
-                calls sent before it were finished (the proxy runs both on its recording
-                thread, in order, so the request is forwarded without waiting for them).
+                calls sent before it were finished (``_deferred``: the recording thread
+                runs both, in order, so the request is sent without waiting for them).
+            decode: With ``defer``, ``False`` leaves the decoding of ``body`` to
+                :meth:`analyse` too: the wire format is the path's, and ``model``,
+                ``session_id`` and ``diagnostics_requested`` are set by the analysis
+                (``pending.lazy_body``); a body that is not a JSON object is then recorded
+                as ``unknown`` (``verdict_detail["analysis_error"]``), not passed through.
 
         Returns:
             A :class:`Pending` to pass to :meth:`finish`, or ``None`` when the call is not a
@@ -322,12 +372,12 @@ class Recorder:
         try:
             if body is None or not self.recordable(path, method):
                 return None
-            client_decoded = decoded is not None  # stableprompt rendered these bytes
-            if decoded is None:
-                decoded = loads(bytes(body))
-            if not isinstance(decoded, dict):
+            rendered = rendered or decoded is not None  # stableprompt rendered these bytes
+            if decoded is None and (decode or not defer):
+                decoded, resegmented = self._decoded(endpoint(path), body, rendered)
+            if decoded is not None and not isinstance(decoded, dict):
                 return None
-            wire = detect(decoded, path)
+            wire = endpoint(path) if decoded is None else detect(decoded, path)
             if wire not in REQUEST_FORMATS:
                 return None
             secrets = secrets_in_headers(headers)
@@ -347,27 +397,53 @@ class Recorder:
             provider=provider,
             secrets=secrets,
         )
-        try:  # what the response observer and a provisional record read, known at once
-            model = decoded.get("model")
-            pending.model = model if isinstance(model, str) else None
-            pending.session_id = self._session_of(decoded, headers)
-            pending.diagnostics_requested = diagnostics_request(wire, decoded)
-        except Exception as exc:
-            self._problem(pending, exc)
-        pending.deferred = (decoded, headers, body, resegmented, client_decoded)
+        if decoded is None:  # what is known without the body, for a provisional record
+            pending.lazy_body = True
+            pending.session_id = self.session_id or header(headers, SESSION_HEADER)
+        else:
+            self._read_request(pending, decoded, headers)
+        pending.deferred = (decoded, headers, body, resegmented, rendered)
         if not defer:
             self.analyse(pending)
         return pending
 
+    def _decoded(self, wire: str | None, body: bytes | bytearray | memoryview, rendered: bool
+                 ) -> tuple[Any, Resegmented | None]:
+        """``body`` decoded, and its segmenting when it is a rendered continuation of a
+        recorded request (:meth:`segment_rendered`: its body, nothing decoded again).
+
+        Raises:
+            ValueError: ``body`` is not JSON.
+        """
+        found = self.segment_rendered(wire, bytes(body)) if rendered and wire else None
+        return (loads(bytes(body)) if found is None else found.segmented.body), found
+
+    def _read_request(self, pending: Pending, decoded: Mapping[str, Any], headers: Any) -> None:
+        """What the response observer and a provisional record read of the request: model,
+        session id, the diagnostics asked for. Never raises."""
+        try:
+            model = decoded.get("model")
+            pending.model = model if isinstance(model, str) else None
+            pending.session_id = self._session_of(decoded, headers)
+            pending.diagnostics_requested = diagnostics_request(pending.wire_format, decoded)
+        except Exception as exc:
+            self._problem(pending, exc)
+
     def analyse(self, pending: Pending) -> None:
-        """Analyse a call registered with ``start(..., defer=True)`` (segments, our token
-        counts, its conversation, turn and predecessor); nothing for a call already analysed.
-        :meth:`finish` runs it first when it has not run. Never raises."""
+        """Analyse a call registered with ``start(..., defer=True)`` (the body decoded when
+        ``start`` did not, segments, our token counts, its conversation, turn and
+        predecessor); nothing for a call already analysed. :meth:`finish` runs it first when
+        it has not run. Never raises."""
         deferred, pending.deferred = pending.deferred, None
         if deferred is None:
             return
         decoded, headers, body, resegmented, rendered = deferred
         try:
+            if decoded is None:
+                decoded, resegmented = self._decoded(pending.wire_format, body, rendered)
+                if not isinstance(decoded, dict):
+                    raise ValueError("the request body is not a JSON object")
+                self._read_request(pending, decoded, headers)
             self._analyse(pending, decoded, headers, body, resegmented, rendered=rendered)
         except Exception as exc:
             self._problem(pending, exc)
@@ -847,7 +923,8 @@ class Recorder:
             functools.partial(self._finish_observed, pending),
             usage_format=pending.usage_format, status_code=status_code, headers=headers,
             content_encoding=content_encoding, clock=self.monotonic, started=pending.started,
-            watch_diagnostics=pending.diagnostics_requested is not None,
+            # a body not decoded yet: watch (providers send diagnostics only when asked)
+            watch_diagnostics=pending.diagnostics_requested is not None or pending.lazy_body,
             request_format=None if request_format(pending.usage_format) == pending.wire_format
             else pending.wire_format)
 

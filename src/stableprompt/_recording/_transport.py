@@ -27,7 +27,13 @@ as incomplete with what was seen (verdict ``unknown``, ``verdict_detail["stream"
 transport exceptions are recorded and re-raised unchanged. Calls that are not ``POST`` to
 ``.../messages`` (directly under ``/v1``), ``.../chat/completions`` or ``.../responses`` with a
 JSON object body pass through unrecorded. Recording work (tokenizing, SQLite) runs inline when
-the body ends, also in the async transport.
+the body ends, also in the async transport, unless ``record_in_thread=True``: then the
+caller's thread only registers the call (the body is not even decoded there; a stabilizing
+transport still parses it to rewrite it) and sends it, and the recorder's thread
+(:attr:`Recorder.worker <stableprompt.Recorder.worker>`, ``_deferred``) decodes and analyses
+the request while it is in flight and finishes the call when its body ends; the record is
+``pending.record`` once :meth:`Recorder.flush <stableprompt.Recorder.flush>` returned or
+``pending.wait()`` did.
 """
 
 from __future__ import annotations
@@ -40,11 +46,13 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import httpx
 
+from .._exceptions import ConfigurationError
 from .._ledger._usage_record import UsageRecord
 from .._policy import cache_policy
 from .._public import public
 from .._wire._formats import known_provider
 from ._call import Pending
+from ._deferred import DeferredRecorder
 from ._http import byte_stream_class, in_memory, module_of
 from ._observer import ResponseObserver
 from ._recorder import Recorder
@@ -53,6 +61,7 @@ from ._stabilize import stabilize_with_evidence
 __all__ = [
     "BODY_EXTENSION",
     "PENDING_EXTENSION",
+    "RENDERED_EXTENSION",
     "SEGMENTED_EXTENSION",
     "AsyncRecordingTransport",
     "CallRecorder",
@@ -74,7 +83,12 @@ else:  # at run time both stacks only duck-type transports
 
 PENDING_EXTENSION = "stableprompt.pending"
 """Key of the :class:`Pending` in ``response.extensions``; ``pending.record`` holds the record
-once the body has been read."""
+once the body has been read (``record_in_thread``: once its job ran, ``pending.wait()``)."""
+
+RENDERED_EXTENSION = "stableprompt.rendered"
+"""Key in ``request.extensions`` set (``True``) by stableprompt's clients recording in thread
+when the body is their own rendering, left undecoded: the recorder segments it against the
+conversation's previous request (``Recorder.start(rendered=True)``)."""
 
 SEGMENTED_EXTENSION = "stableprompt.segmented"
 """Key in ``request.extensions`` of the body's segmenting, when stableprompt's client made it
@@ -100,10 +114,11 @@ class CallRecorder(Protocol):
               body: bytes | bytearray | memoryview | None = None, *, host: str | None = None,
               method: str = "POST", provider: str | None = None,
               decoded: Mapping[str, Any] | None = None,
-              resegmented: Any = None) -> Pending | None:
+              resegmented: Any = None, rendered: bool = False) -> Pending | None:
         """Register a call about to be sent (``None``: pass it through unrecorded);
         ``decoded`` is ``body`` already decoded and ``resegmented`` its segmenting, when the
-        client knows them."""
+        client knows them; ``rendered``: ``body`` is stableprompt's rendering (passed only
+        when true)."""
         ...
 
     def observe(self, pending: Pending, *, status_code: int, headers: Any,
@@ -219,14 +234,19 @@ def _start(recorder: CallRecorder, request: Any, body: bytes, provider: str | No
     extensions = getattr(request, "extensions", {})
     # only stableprompt's own clients set the decoded body (a Recorder accepts it); a
     # stabilized body is another body, so it is parsed afresh
-    decoded = None if stabilized and "stabilized" in stabilized else extensions.get(
-        BODY_EXTENSION)  # (only a skip's reason: the body is the one sent)
+    # (only a skip's reason: the body is the one sent)
+    rewritten = stabilized is not None and "stabilized" in stabilized
+    decoded = None if rewritten else extensions.get(BODY_EXTENSION)
     if decoded is not None:
         pending = recorder.start(str(url.path), request.headers, body,
                                  host=str(url.host) if url.host else None,
                                  method=str(request.method), provider=provider,
                                  decoded=decoded,
                                  resegmented=extensions.get(SEGMENTED_EXTENSION))
+    elif extensions.get(RENDERED_EXTENSION) and not rewritten:
+        pending = recorder.start(str(url.path), request.headers, body,
+                                 host=str(url.host) if url.host else None,
+                                 method=str(request.method), provider=provider, rendered=True)
     else:
         pending = recorder.start(str(url.path), request.headers, body,
                                  host=str(url.host) if url.host else None,
@@ -272,12 +292,20 @@ class _Wrapping:
 
     def __init__(
         self, wrapped: Any = None, *, recorder: CallRecorder | None = None,
-        provider: str | None = None, stabilize: bool = False,
+        provider: str | None = None, stabilize: bool = False, record_in_thread: bool = False,
     ) -> None:
         self._wrapped = wrapped
         self.recorder: CallRecorder = recorder if recorder is not None else Recorder()
         self.provider = provider
         self.stabilize = stabilize
+        self.record_in_thread = record_in_thread
+        self._calls: CallRecorder = self.recorder
+        if record_in_thread:
+            if not isinstance(self.recorder, Recorder):
+                raise ConfigurationError(
+                    f"record_in_thread=True needs a Recorder (it records on the recorder's "
+                    f"thread), got {type(self.recorder).__name__}", code="record-in-thread")
+            self._calls = DeferredRecorder(self.recorder, decode=False)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self._wrapped!r}, recorder={self.recorder!r})"
@@ -309,6 +337,13 @@ class RecordingTransport(_Wrapping, _SyncBase):
             ``_stabilize``; the rewrites made are ``verdict_detail["stabilized"]`` on the
             call's row, with ``stabilized_tools`` / ``stabilized_prefix_tokens`` for the
             report's savings estimate.
+        record_in_thread: Record on the recorder's thread (:attr:`Recorder.worker
+            <stableprompt.Recorder.worker>`): the caller's thread neither decodes nor
+            analyses the body (module docstring); the records are complete after
+            :meth:`Recorder.flush <stableprompt.Recorder.flush>` (also run by
+            :meth:`Recorder.close <stableprompt.Recorder.close>` and at interpreter exit).
+            Needs a :class:`Recorder` (else :class:`ConfigurationError`, code
+            ``record-in-thread``).
 
     Attributes:
         recorder: The recorder.
@@ -318,7 +353,7 @@ class RecordingTransport(_Wrapping, _SyncBase):
         """Send ``request`` through the wrapped transport, recording it if it is an LLM call
         (other paths pass through without their body being read)."""
         inner = self._inner(request)
-        if not _recorded(self.recorder, request):
+        if not _recorded(self._calls, request):
             return inner.handle_request(request)
         try:
             body = request.content
@@ -326,17 +361,17 @@ class RecordingTransport(_Wrapping, _SyncBase):
             body = request.read()
         stabilized: dict[str, Any] = {}
         if self.stabilize:
-            request, body, stabilized = _stabilized(request, body, self.recorder,
+            request, body, stabilized = _stabilized(request, body, self._calls,
                                                     self.provider)
-        pending = _start(self.recorder, request, body, self.provider, stabilized)
+        pending = _start(self._calls, request, body, self.provider, stabilized)
         if pending is None:
             return inner.handle_request(request)
         try:
             response = inner.handle_request(request)
         except Exception as exc:
-            self.recorder.finish(pending, error=exc)
+            self._calls.finish(pending, error=exc)
             raise
-        observer = _observe(self.recorder, response, pending, is_async=False)
+        observer = _observe(self._calls, response, pending, is_async=False)
         if observer is not None:
             observer.feed(response.read())
             observer.close()
@@ -371,6 +406,7 @@ class AsyncRecordingTransport(_Wrapping, _AsyncBase):
         recorder: Where calls are recorded (default: a new in-memory :class:`Recorder`).
         provider: As :class:`RecordingTransport`.
         stabilize: As :class:`RecordingTransport`.
+        record_in_thread: As :class:`RecordingTransport`.
     """
 
     _default = "AsyncHTTPTransport"
@@ -379,7 +415,7 @@ class AsyncRecordingTransport(_Wrapping, _AsyncBase):
         """Send ``request`` through the wrapped transport, recording it if it is an LLM call
         (other paths pass through without their body being read)."""
         inner = self._inner(request)
-        if not _recorded(self.recorder, request):
+        if not _recorded(self._calls, request):
             return await inner.handle_async_request(request)
         try:
             body = request.content
@@ -387,17 +423,17 @@ class AsyncRecordingTransport(_Wrapping, _AsyncBase):
             body = await request.aread()
         stabilized: dict[str, Any] = {}
         if self.stabilize:
-            request, body, stabilized = _stabilized(request, body, self.recorder,
+            request, body, stabilized = _stabilized(request, body, self._calls,
                                                     self.provider)
-        pending = _start(self.recorder, request, body, self.provider, stabilized)
+        pending = _start(self._calls, request, body, self.provider, stabilized)
         if pending is None:
             return await inner.handle_async_request(request)
         try:
             response = await inner.handle_async_request(request)
         except (Exception, asyncio.CancelledError) as exc:  # cancelled: a server shutting down
-            self.recorder.finish(pending, error=exc)
+            self._calls.finish(pending, error=exc)
             raise
-        observer = _observe(self.recorder, response, pending, is_async=True)
+        observer = _observe(self._calls, response, pending, is_async=True)
         if observer is not None:
             observer.feed(await response.aread())
             observer.close()

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from .._canonical import loads
+from .._canonical import canonical_json, loads
 from .._public import public
 from .._segment import Segment
 from ._formats import HISTORY_KEYS, segment_request
@@ -41,6 +41,18 @@ class ProviderRequest:
         """The body as a fresh dict (decoded from ``content``)."""
         value: dict[str, Any] = loads(self.content)
         return value
+
+    @cached_property
+    def params(self) -> dict[str, Any] | None:
+        """``model`` and the extra body fields the SDK rendered this request with
+        (``to_anthropic(..., **params)``: ``stream``, ``metadata``, ``tool_choice``, ...), as
+        they decode from :attr:`content`, known without decoding the body (what a client
+        recording in thread reads before sending); ``None`` for a request the SDK did not
+        render (or one unpickled): read :attr:`body`."""
+        given: Mapping[str, Any] | None = self.__dict__.get("_params")
+        if given is None:
+            return None
+        return {key: loads(canonical_json(value)) for key, value in given.items()}
 
     @cached_property
     def segmented(self) -> SegmentedRequest:
@@ -91,13 +103,17 @@ class ProviderRequest:
     @classmethod
     def _rendered(cls, wire_format: str, path: str, content: bytes,
                   fingerprints: Callable[[], tuple[str, str]] | None,
-                  tail_count: int = 0) -> ProviderRequest:
+                  tail_count: int = 0, params: Mapping[str, Any] | None = None
+                  ) -> ProviderRequest:
         """A request the SDK rendered: ``fingerprints`` gives ``(fingerprint,
         head_fingerprint)`` equal to the segmented body's, computed incrementally by the
-        renderer (``None``: from the segmented body); ``tail_count`` as the attribute."""
+        renderer (``None``: from the segmented body); ``tail_count`` as the attribute;
+        ``params`` the model and extra params it was rendered with (:attr:`params`)."""
         request = cls(wire_format, path, content, tail_count)
         if fingerprints is not None:
             request.__dict__["_fingerprints"] = fingerprints
+        if params is not None:
+            request.__dict__["_params"] = params
         return request
 
     @cached_property

@@ -1,0 +1,153 @@
+"""DeferredRecorder: a call's recording work on a :class:`RecordingWorker` thread, in order.
+
+Inline, a call's recording work (the request's analysis before it is sent; usage parsing,
+attribution, the ledger write when its response ends) runs in the caller's thread: on the
+proxy's event loop it holds back every other request; in a client it adds to every call.
+With ``record_in_thread=True`` (``ProxyConfig``, the ``stableprompt proxy`` default; the
+clients and :class:`~stableprompt.RecordingTransport`, opt-in) the transport is handed a
+:class:`DeferredRecorder`: :meth:`Recorder.start <stableprompt.Recorder.start>` only
+registers the call in the caller's thread (record id, send time, what the response observer
+needs: ``defer=True``; with ``decode=False`` not even the body is decoded there) and the
+request is sent at once; its analysis (:meth:`Recorder.analyse
+<stableprompt.Recorder.analyse>`: decoding, segments, token counts, turn, predecessor), which
+so runs while the request is in flight, and, when the response ends, :meth:`Recorder.finish
+<stableprompt.Recorder.finish>` run as jobs on one :class:`RecordingWorker` thread.
+
+Guarantees:
+
+* **Exactly once**: each finishing job is submitted once, by the observer's close (itself
+  idempotent) or by the transport's error path, never both; a call's analysis runs once
+  (:meth:`Recorder.analyse` is idempotent, and ``finish`` runs it first if it has not run).
+* **In order**: one thread runs the jobs first in, first out, so records reach the ledger in
+  the order the responses ended (and the proxy's log line of a call follows its record).
+* **Predecessors seen**: a request's analysis is queued when it is sent, after the finishing
+  job of every call whose response had ended by then, so the next call of a conversation is
+  compared with the previous one, as inline, and no request waits for the queue.
+* **The record is there when asked**: the finishing job's future is ``pending.finishing``;
+  :meth:`Pending.wait <stableprompt._recording._call.Pending.wait>` (what a client's
+  ``last_record`` and ``EventStream.record`` use) waits for it, bounded;
+  :meth:`Recorder.flush <stableprompt.Recorder.flush>` waits for every queued job.
+* **Shutdown**: :meth:`RecordingWorker.close` runs every queued job before returning (the
+  proxy's lifespan end; :meth:`Recorder.close <stableprompt.Recorder.close>` and an
+  ``atexit`` hook for the recorder's own worker).
+* **SIGKILL loses nothing that completed**: with a journal (the worker's, when the recorder
+  has a ledger: :meth:`Ledger.pending_journal <stableprompt.Ledger.pending_journal>`), each
+  job that makes a row is submitted with the row's provisional record
+  (:meth:`Recorder.provisional <stableprompt.Recorder.provisional>`, or the record itself
+  for an unanalysed request), appended to the journal before the job is queued and settled
+  once the job ran. A call's line is written when its observer closes, which is then eager
+  (:attr:`ResponseObserver.eager`): before the caller gets the chunk that completes the call
+  (a stream's terminal event, the body's last byte). If the process is killed with jobs
+  still queued, the next :meth:`Ledger.replay_spill <stableprompt.Ledger.replay_spill>` (the
+  proxy's startup; a script's, when it calls it) stores their provisional rows, verdict
+  ``unknown``; the ledger stays intact, as ever.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from .._ledger._usage_record import UsageRecord
+from ._call import Pending
+from ._observer import Observation, ResponseObserver
+from ._recorder import Recorder
+from ._worker import RecordingWorker
+
+__all__ = ["DeferredRecorder"]
+
+
+class DeferredRecorder:
+    """A :class:`~stableprompt._recording._transport.CallRecorder` over ``recorder`` whose
+    analysis and finishing run on ``worker`` (module docstring); ``recordable`` and the
+    registering part of ``start`` run in the caller's thread.
+
+    Args:
+        recorder: The recorder that makes the records.
+        worker: The thread its jobs run on (default: the recorder's own,
+            :attr:`Recorder.worker <stableprompt.Recorder.worker>`).
+        decode: Decode the request body in the caller's thread (the proxy: a body that is
+            not a request of its endpoint is then forwarded unanalysed). ``False`` (the
+            clients and transports): the caller's thread does not read the body at all; the
+            worker decodes it, and a recordable path with a body that is not a JSON object
+            is recorded as ``unknown`` (``verdict_detail["analysis_error"]``) instead of
+            passing unrecorded.
+    """
+
+    def __init__(self, recorder: Recorder, worker: RecordingWorker | None = None, *,
+                 decode: bool = True) -> None:
+        self.recorder = recorder
+        self.worker = worker if worker is not None else recorder.worker
+        self.decode = decode
+
+    def __repr__(self) -> str:
+        return f"DeferredRecorder({self.recorder!r})"
+
+    @property
+    def policies(self) -> Any:
+        """The recorder's policy table (for the stabilizer's model minimums)."""
+        return self.recorder.policies
+
+    def segment_tokens(self, segmented: Any) -> list[int]:
+        """As :meth:`Recorder.segment_tokens` (for the stabilizer)."""
+        return self.recorder.segment_tokens(segmented)
+
+    def recordable(self, path: str, method: str = "POST") -> bool:
+        """As :meth:`Recorder.recordable`."""
+        return self.recorder.recordable(path, method)
+
+    def start(self, path: str, headers: Any = None,
+              body: bytes | bytearray | memoryview | None = None, *, host: str | None = None,
+              method: str = "POST", provider: str | None = None,
+              decoded: Mapping[str, Any] | None = None,
+              resegmented: Any = None, rendered: bool = False) -> Pending | None:
+        """As :meth:`Recorder.start`, registering the call in the caller's thread and
+        queueing its analysis (module docstring)."""
+        pending = self.recorder.start(path, headers, body, host=host, method=method,
+                                      provider=provider, decoded=decoded,
+                                      resegmented=resegmented, rendered=rendered, defer=True,
+                                      decode=self.decode)
+        if pending is not None:
+            self.worker.submit(lambda: self.recorder.analyse(pending))
+        return pending
+
+    def observe(self, pending: Pending, *, status_code: int, headers: Any,
+                content_encoding: str | None = None) -> ResponseObserver:
+        """As :meth:`Recorder.observe`, but the observer's close queues the finishing (it
+        returns ``None``; the record is ``pending.record`` once the job ran:
+        :meth:`Pending.wait`); with a journal, the observer is ``eager``: the call is
+        journaled before the caller gets the chunk that completes it."""
+        observer = self.recorder.observe(pending, status_code=status_code, headers=headers,
+                                         content_encoding=content_encoding)
+        observer.eager = self.worker.journal is not None  # journaled before the last chunk
+        sink = observer.sink
+
+        def deferred(observation: Observation) -> UsageRecord | None:
+            pending.finishing = self.worker.submit(lambda: sink(observation),
+                                                   self._provisional(pending, observation))
+            return None
+
+        observer.sink = deferred
+        return observer
+
+    def finish(self, pending: Pending, *, error: BaseException | str | None = None,
+               status_code: int | None = None, detail: Mapping[str, Any] | None = None
+               ) -> UsageRecord | None:
+        """As :meth:`Recorder.finish`, queued (returns ``None``; :meth:`Pending.wait`)."""
+        pending.finishing = self.worker.submit(lambda: self.recorder.finish(
+            pending, error=error, status_code=status_code, detail=detail),
+            self._provisional(pending, error=error, status_code=status_code))
+        return None
+
+    def store(self, record: UsageRecord) -> None:
+        """As :meth:`Recorder.store`, queued (``record`` journaled as it is)."""
+        self.worker.submit(lambda: self.recorder.store(record), record)
+
+    def _provisional(self, pending: Pending, observation: Observation | None = None, *,
+                     error: BaseException | str | None = None,
+                     status_code: int | None = None) -> UsageRecord | None:
+        """The call's provisional record when the worker journals, else ``None``."""
+        if self.worker.journal is None:
+            return None
+        return self.recorder.provisional(pending, observation, error=error,
+                                         status_code=status_code)

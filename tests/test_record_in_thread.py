@@ -1,0 +1,445 @@
+"""``record_in_thread=True`` on the clients and the recording transports: the caller's thread
+only sends; the recorder's thread (``_recording._deferred``) decodes, analyses and finishes,
+and the records are the ones inline recording makes."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import anthropic
+import httpx
+import httpx2
+import openai
+import pytest
+
+from conftest import FakeRecorder
+from stableprompt import (
+    ConfigurationError,
+    Ledger,
+    PromptBuilder,
+    ProviderConnectionError,
+    UsageRecord,
+)
+from stableprompt._client import (
+    AnthropicClient,
+    AsyncAnthropicClient,
+    AsyncOpenAIClient,
+    OpenAIClient,
+)
+from stableprompt._recording import _recorder
+from stableprompt._recording._recorder import Recorder
+from stableprompt._recording._transport import (
+    PENDING_EXTENSION,
+    AsyncRecordingTransport,
+    RecordingTransport,
+)
+from test_client import MODEL, chat_body, rendered_turns, retry_sleeps
+from test_transport import (
+    API_KEY,
+    CHAT_SYSTEM,
+    OPENAI_KEY,
+    SYSTEM_BLOCKS,
+    FakeProvider,
+    conversation,
+)
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+
+COMPARED = ("turn", "verdict", "lcp_bytes", "lcp_tokens", "predicted_cache_read_tokens",
+            "cache_read_tokens", "cache_write_tokens", "request_tokens", "response_id",
+            "status_code", "error_class", "session_id", "model", "wire_format", "lineage",
+            "request_fingerprint", "input_tokens_total", "uncached_tokens", "output_tokens",
+            "verdict_detail", "diagnostics", "provider")
+
+
+def same_records(inline: list[UsageRecord], threaded: list[UsageRecord]) -> None:
+    """The two runs made the same records (ids and times aside, ``verdict_detail["gap_s"]``
+    included; predecessors by position)."""
+    def fields(record: UsageRecord) -> dict[str, Any]:
+        out = {k: getattr(record, k) for k in COMPARED}
+        out["verdict_detail"] = {k: v for k, v in record.verdict_detail.items() if k != "gap_s"}
+        return out
+
+    assert [fields(r) for r in inline] == [fields(r) for r in threaded]
+    position = [{r.record_id: i for i, r in enumerate(run)} for run in (inline, threaded)]
+    assert [position[0].get(r.predecessor_id or "") for r in inline] == \
+        [position[1].get(r.predecessor_id or "") for r in threaded]
+
+
+@pytest.fixture
+def caller_work(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
+    """Names of the recording steps that ran on the test's own thread: body decoding
+    (``loads`` in the recorder), ``segment_rendered``, the analysis and the finishing."""
+    main = threading.get_ident()
+    seen: list[str] = []
+
+    def spy(name: str, real: Callable[..., Any]) -> Callable[..., Any]:
+        def wrapped(*args: Any, **kwargs: Any) -> Any:
+            if threading.get_ident() == main:
+                seen.append(name)
+            return real(*args, **kwargs)
+        return wrapped
+
+    monkeypatch.setattr("stableprompt._recording._recorder.loads",
+                        spy("loads", _recorder.loads))  # type: ignore[attr-defined]
+    for name in ("segment_rendered", "_analyse", "_finish", "store"):
+        monkeypatch.setattr(Recorder, name, spy(name, getattr(Recorder, name)))
+    yield seen
+
+
+def threaded_anthropic(fake: FakeProvider, recorder: Recorder, **kwargs: Any
+                       ) -> AnthropicClient:
+    return AnthropicClient(API_KEY, base_url="http://provider.test", recorder=recorder,
+                           transport=httpx.MockTransport(fake), **kwargs)
+
+
+# ---------------------------------------------------------------------------- our clients
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_client_in_thread_records_what_inline_records_off_the_callers_thread(
+        tmp_path: Path, stream: bool, caller_work: list[str]) -> None:
+    """Four rendered turns: the caller's thread decodes, segments, analyses and finishes
+    nothing (the request's body is never decoded); ``last_record`` / ``EventStream.record``
+    are each call's record; after ``flush`` records, summary and ledger equal an inline run's."""
+    requests = rendered_turns(4)
+    inline = Recorder(tokenizer="bytes/4")
+    inline_client = threaded_anthropic(FakeProvider(httpx), inline)
+    for request in rendered_turns(4):
+        if stream:
+            with inline_client.send(request, stream=True) as events:
+                list(events)
+        else:
+            inline_client.send(request)
+    assert {"segment_rendered", "_analyse", "_finish", "store"} <= set(caller_work)  # inline
+    caller_work.clear()
+    with Ledger(tmp_path / "calls.db") as ledger:
+        recorder = Recorder(ledger, tokenizer="bytes/4")
+        with threaded_anthropic(FakeProvider(httpx), recorder, record_in_thread=True) as client:
+            for request in requests:
+                if stream:
+                    with client.send(request, stream=True) as events:
+                        list(events)
+                        record = events.record
+                else:
+                    client.send(request)
+                    record = client.last_record
+                assert record is not None and record.response_id is not None
+                assert caller_work == [] and "body" not in request.__dict__
+                assert record == client.last_record
+            assert client.flush(10.0)
+            assert recorder.records[-1] == client.last_record
+        rows = ledger.records()
+    assert caller_work == []
+    same_records(inline.records, recorder.records)
+    assert rows == recorder.records
+    assert [r.verdict for r in rows] == ["cold", "hit", "hit", "hit"]
+    assert recorder.summary(price=False).hit_rate == inline.summary(price=False).hit_rate
+
+
+def test_dict_bodies_and_chat_streams_in_thread_match_inline(caller_work: list[str]) -> None:
+    """OpenAIClient with dict bodies (sent as given, decoded on the recorder's thread) and
+    chat streams: the same records as inline, none of the work on the caller's thread."""
+    def run(recorder: Recorder, **kwargs: Any) -> None:
+        client = OpenAIClient(OPENAI_KEY, base_url="http://provider.test/v1",
+                              recorder=recorder, transport=httpx.MockTransport(
+                                  FakeProvider(httpx)), **kwargs)
+        with client:
+            client.send(chat_body(1))
+            with client.send(chat_body(2), stream=True) as events:
+                list(events)
+
+    inline, threaded = Recorder(tokenizer="bytes/4"), Recorder(tokenizer="bytes/4")
+    run(inline)
+    caller_work.clear()
+    run(threaded, record_in_thread=True)
+    assert caller_work == []
+    same_records(inline.records, threaded.records)
+    assert [r.verdict for r in threaded.records] == ["cold", "hit"]
+
+
+def test_async_clients_in_thread_record_streams_and_bodies(caller_work: list[str]) -> None:
+    """AsyncAnthropicClient and AsyncOpenAIClient (Responses): a body and a stream each;
+    ``aclose`` drains the recorder's thread; records as inline, none made on the loop."""
+    async def run(recorder: Recorder, **kwargs: Any) -> None:
+        fake = FakeProvider(httpx, is_async=True)
+        client = AsyncAnthropicClient(API_KEY, base_url="http://provider.test",
+                                      recorder=recorder, transport=httpx.MockTransport(fake),
+                                      **kwargs)
+        first, second = rendered_turns(2)
+        await client.send(first)
+        async with await client.send(second, stream=True) as events:
+            async for _ in events:
+                pass
+        await client.aclose()
+        oa = AsyncOpenAIClient(OPENAI_KEY, base_url="http://provider.test/v1",
+                               recorder=recorder, transport=httpx.MockTransport(fake), **kwargs)
+        items = [{"role": "developer", "content": CHAT_SYSTEM}, {"role": "user", "content": "q"}]
+        async with oa:
+            await oa.send({"model": "gpt-4.1", "input": items})
+            async with await oa.send({"model": "gpt-4.1", "input": items},
+                                     stream=True) as events:
+                async for _ in events:
+                    pass
+                assert events.record is not None
+
+    inline, threaded = Recorder(tokenizer="bytes/4"), Recorder(tokenizer="bytes/4")
+    asyncio.run(run(inline))
+    caller_work.clear()
+    asyncio.run(run(threaded, record_in_thread=True))
+    assert caller_work == []
+    same_records(inline.records, threaded.records)
+    assert [r.wire_format for r in threaded.records] == ["anthropic"] * 2 + \
+        ["openai-responses"] * 2
+
+
+def test_retries_and_errors_in_thread_are_each_recorded() -> None:
+    """A 429 then 503 then 200 gives three records in order, as inline; a connection error
+    is raised as ours and its call recorded (``error_class``), the client still usable."""
+    fake = FakeProvider(httpx)
+    fake.script += [
+        httpx.Response(429, headers={"retry-after": "0"},
+                       json={"type": "error", "error": {"type": "rate_limit_error"}}),
+        httpx.Response(503, json={"type": "error", "error": {"type": "overloaded_error"}}),
+    ]
+    recorder = Recorder(tokenizer="bytes/4")
+    client = threaded_anthropic(fake, recorder, record_in_thread=True, max_retries=2)
+    retry_sleeps(client)
+    request = rendered_turns(1)[0]
+    assert client.send(request)["id"] == "msg_0001"
+    assert client.last_record is not None and client.last_record.status_code == 200
+    assert client.flush(10.0)
+    assert [r.status_code for r in recorder.records] == [429, 503, 200]
+    assert [r.error_class for r in recorder.records] == ["ProviderHTTPError"] * 2 + [None]
+
+    def refuse(request: httpx.Request) -> httpx.Response:
+        raise httpx.ConnectError("connection refused", request=request)
+
+    broken = AnthropicClient(API_KEY, base_url="http://provider.test", recorder=recorder,
+                             transport=httpx.MockTransport(refuse), max_retries=0,
+                             record_in_thread=True)
+    with pytest.raises(ProviderConnectionError):
+        broken.send(rendered_turns(2)[1])
+    broken.close()  # a client given a recorder flushes it, leaving its thread running
+    assert recorder.records[-1].error_class == "ProviderConnectionError"
+    assert recorder.records[-1].verdict == "unknown"
+    assert client.send(rendered_turns(2)[1])["id"] == "msg_0002"
+    assert client.last_record is not None and client.last_record.verdict == "hit"
+
+
+def test_diagnostics_in_thread_name_the_predecessor_recorded_on_the_thread() -> None:
+    """``diagnostics=True``: before sending, the client waits for the recorder's thread, so
+    the second request names the first response as inline."""
+    fake = FakeProvider(httpx)
+    fake.extra = {"diagnostics": {"cache_miss_reason": None}}
+    recorder = Recorder(tokenizer="bytes/4")
+    with threaded_anthropic(fake, recorder, diagnostics=True, record_in_thread=True) as client:
+        for request in rendered_turns(2):
+            client.send(request)
+    sent = [json.loads(r.content) for r in fake.requests]
+    assert sent[1]["diagnostics"] == {"previous_message_id": "msg_0001"}
+    assert recorder.records[1].diagnostics is not None
+    assert recorder.records[1].diagnostics["response"] == {"cache_miss_reason": None}
+
+
+def test_rendered_params_are_the_bodys_members() -> None:
+    """``ProviderRequest.params`` (what a client recording in thread reads instead of the
+    body) holds the model and extra params as they decode from the body, in every format;
+    a request the SDK did not render has none."""
+    head = PromptBuilder(tokenizer=None).system("Be brief. " * 20).freeze()
+    conv = head.conversation()
+    conv.user("hello")
+    rendered = conv.render()
+    extra: dict[str, Any] = {"stream": True, "metadata": {"user_id": "u-1"},
+                             "temperature": 0.5, "stop": ("a", "b")}
+    for request in (rendered.to_anthropic(model=MODEL, max_tokens=10, **extra),
+                    rendered.to_openai_chat(model="gpt-4.1", **extra),
+                    rendered.to_openai_responses(model="gpt-4.1", **extra)):
+        params = request.params
+        assert params is not None and set(params) == {"model", *extra}
+        assert "body" not in request.__dict__
+        assert all(request.body[key] == value for key, value in params.items())
+    assert type(request)(request.wire_format, request.path, request.content).params is None
+
+
+# ---------------------------------------------------------------------------- official SDKs
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_anthropic_sdk_over_a_threaded_transport_records_as_inline(
+        tmp_path: Path, stream: bool, caller_work: list[str]) -> None:
+    """The official SDK over ``RecordingTransport(record_in_thread=True)``: the body is not
+    parsed on the caller's thread; the response's pending holds the record once waited for;
+    the ledger equals an inline run's after ``Recorder.flush``."""
+    def run(recorder: Recorder, threaded: bool) -> None:
+        http = httpx2.Client(transport=RecordingTransport(
+            httpx2.MockTransport(FakeProvider()), recorder=recorder, record_in_thread=threaded))
+        client = anthropic.Anthropic(api_key=API_KEY, base_url="http://provider.test",
+                                     http_client=http, max_retries=0)
+        for turns in (1, 2, 3):
+            kwargs: dict[str, Any] = {"model": MODEL, "max_tokens": 50, "system": SYSTEM_BLOCKS,
+                                      "messages": conversation(turns)}
+            if stream:
+                with client.messages.create(stream=True, **kwargs) as events:
+                    list(events)
+                    pending = events.response.extensions[PENDING_EXTENSION]
+            else:
+                raw = client.messages.with_raw_response.create(**kwargs)
+                pending = raw.http_response.extensions[PENDING_EXTENSION]
+            assert pending.wait(10.0) is not None
+
+    inline = Recorder(tokenizer="bytes/4", session_id="s")
+    run(inline, False)
+    assert {"loads", "_analyse", "_finish"} <= set(caller_work)  # inline: all of it
+    caller_work.clear()
+    with Ledger(tmp_path / "calls.db") as ledger:
+        threaded = Recorder(ledger, tokenizer="bytes/4", session_id="s")
+        run(threaded, True)
+        assert threaded.flush(10.0)
+        rows = ledger.records()
+    assert caller_work == []
+    same_records(inline.records, threaded.records)
+    assert rows == threaded.records
+    assert [r.verdict for r in rows] == ["cold", "hit", "hit"]
+
+
+def test_async_openai_sdk_over_a_threaded_transport(caller_work: list[str]) -> None:
+    """AsyncOpenAI (chat, streamed and not) over ``AsyncRecordingTransport(record_in_thread=
+    True)``: records as inline, nothing parsed on the event loop's thread."""
+    async def run(recorder: Recorder, threaded: bool) -> None:
+        http = httpx2.AsyncClient(transport=AsyncRecordingTransport(
+            httpx2.MockTransport(FakeProvider(is_async=True)), recorder=recorder,
+            record_in_thread=threaded))
+        client = openai.AsyncOpenAI(api_key=OPENAI_KEY, base_url="http://provider.test/v1",
+                                    http_client=http, max_retries=0)
+        history: Any = [{"role": "system", "content": CHAT_SYSTEM},
+                        {"role": "user", "content": "q0"}]
+        await client.chat.completions.create(model="gpt-4.1", messages=history)
+        history += [{"role": "assistant", "content": "ok"}, {"role": "user", "content": "q1"}]
+        stream = await client.chat.completions.create(
+            model="gpt-4.1", messages=history, stream=True,
+            stream_options={"include_usage": True})
+        async for _ in stream:
+            pass
+        await client.close()
+
+    inline, threaded = Recorder(tokenizer="bytes/4"), Recorder(tokenizer="bytes/4")
+    asyncio.run(run(inline, False))
+    caller_work.clear()
+    asyncio.run(run(threaded, True))
+    assert threaded.flush(10.0)
+    assert caller_work == []
+    same_records(inline.records, threaded.records)
+
+
+def test_a_body_that_is_not_json_is_recorded_as_unanalysed_in_thread() -> None:
+    """Undecoded on the caller's thread, a recordable path whose body is not a JSON object is
+    forwarded, then recorded as ``unknown`` with the analysis error (inline it passes
+    unrecorded: ``DeferredRecorder(decode=False)``)."""
+    recorder = Recorder(tokenizer="bytes/4")
+    answered = httpx2.MockTransport(lambda request: httpx2.Response(400, json={"error": {}}))
+    with httpx2.Client(transport=RecordingTransport(answered, recorder=recorder,
+                                                    record_in_thread=True)) as http:
+        response = http.post("http://provider.test/v1/messages", content=b"[1, 2]")
+    assert response.status_code == 400
+    assert recorder.flush(10.0)
+    (row,) = recorder.records
+    assert row.verdict == "unknown" and row.status_code == 400
+    assert "not a JSON object" in str(row.verdict_detail["analysis_error"])
+
+
+def test_record_in_thread_needs_a_recorder(fake_recorder: FakeRecorder) -> None:
+    """Another CallRecorder has no recording thread: a typed error names the option."""
+    with pytest.raises(ConfigurationError) as raised:
+        RecordingTransport(recorder=fake_recorder, record_in_thread=True)
+    assert raised.value.code == "record-in-thread"
+
+
+# ---------------------------------------------------------------------------- durability
+
+
+def test_a_failing_recording_job_loses_no_call(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                               caplog: pytest.LogCaptureFixture) -> None:
+    """A finishing job that raises (here: storing fails) never reaches the caller: the call
+    answers, the failure is logged, and the call's journaled provisional row is imported by
+    the next ``replay_spill`` once the recorder closed."""
+    def broken(self: Recorder, record: UsageRecord, secrets: tuple[str, ...] = ()) -> None:
+        raise OSError("disk on fire")
+
+    db = tmp_path / "calls.db"
+    with Ledger(db) as ledger:
+        recorder = Recorder(ledger, tokenizer="bytes/4")
+        monkeypatch.setattr(Recorder, "store", broken)
+        client = threaded_anthropic(FakeProvider(httpx), recorder, record_in_thread=True)
+        with caplog.at_level(logging.WARNING, logger="stableprompt.recorder"):
+            assert client.send(rendered_turns(1)[0])["id"] == "msg_0001"
+            recorder.close()
+        assert "recording job failed: OSError: disk on fire" in caplog.text
+        assert ledger.records() == []
+        assert ledger.replay_spill() == 1
+        (row,) = ledger.records()
+    assert row.verdict == "unknown" and row.status_code == 200
+
+
+SCRIPT = """
+import os, signal, sys, threading, httpx
+from stableprompt import AnthropicClient, Ledger, Recorder
+from stableprompt._recording._recorder import Recorder as R
+
+BODY = (b'{"id":"msg_1","type":"message","role":"assistant","content":[],'
+        b'"usage":{"input_tokens":5,"cache_read_input_tokens":0,'
+        b'"cache_creation_input_tokens":0,"output_tokens":1}}')
+mode = sys.argv[2]
+if mode == "kill":  # the recorder's thread never gets to finish a call
+    real = R.finish
+    R.finish = lambda self, *a, **k: threading.Event().wait()
+recorder = Recorder(Ledger(sys.argv[1]), tokenizer="bytes/4", session_id="script")
+client = AnthropicClient("sk-ant-api03-scripttest-0123456789", base_url="http://x.test",
+                         recorder=recorder, record_in_thread=True,
+                         transport=httpx.MockTransport(lambda r: httpx.Response(
+                             200, content=BODY, headers={"content-type": "application/json"})))
+for turn in range(3):
+    client.send({"model": "claude-sonnet-4-6", "max_tokens": 5,
+                 "messages": [{"role": "user", "content": f"q{turn}"}]})
+if mode == "kill":
+    os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+@pytest.mark.parametrize("mode", ["exit", "kill"])
+def test_an_ending_script_loses_no_call(tmp_path: Path, mode: str) -> None:
+    """A script that ends without ``flush`` or ``close`` has every call in its ledger (the
+    ``atexit`` drain); one killed with calls still queued has them journaled, and the next
+    ``replay_spill`` stores them (verdict ``unknown``)."""
+    db = tmp_path / "calls.db"
+    script = tmp_path / "script.py"
+    script.write_text(textwrap.dedent(SCRIPT))
+    done = subprocess.run([sys.executable, str(script), str(db), mode], capture_output=True,
+                          text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(SRC)})
+    if mode == "kill":
+        assert done.returncode == -signal.SIGKILL, done.stderr
+    else:
+        assert done.returncode == 0, done.stderr
+    with Ledger(db) as ledger:
+        if mode == "kill":
+            assert ledger.records() == []
+            assert ledger.replay_spill() == 3
+        rows = ledger.records()
+    assert [r.session_id for r in rows] == ["script"] * 3
+    assert {r.status_code for r in rows} == {200}
+    if mode == "exit":
+        assert [r.turn for r in rows] == [1, 2, 3]
+        assert all("unknown_reason" not in r.verdict_detail for r in rows)
+    else:
+        assert {r.verdict for r in rows} == {"unknown"}
