@@ -73,6 +73,12 @@ def _ms(value: float) -> str:
     return f"{value * 1e3:.3f}"
 
 
+def _p99(values: list[float]) -> float:
+    """The 99th percentile (nearest rank) of single-call values."""
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
+
+
 def _growth(values: dict[str, list[float]], name: str) -> str:
     """Median at turn 1,000 over median at turn 10."""
     first, last = values.get(f"{name}/10"), values.get(f"{name}/1000")
@@ -125,10 +131,31 @@ def _tables(values: dict[str, list[float]], errors: dict[str, str], memory: dict
               "one orjson parse ms | transport / parse |", "|---|---|---|---|---|---|"]
     for n in TURNS:
         client = sorted(values[f"record-client/{n}"])
-        p99 = client[min(len(client) - 1, int(len(client) * 0.99))]
+        p99 = _p99(client)
         transport, parse = med[f"record-transport/{n}"], med[f"parse/{n}"]
         lines.append(f"| {n} | {_ms(statistics.median(client))} | {_ms(p99)} | "
                      f"{_ms(transport)} | {_ms(parse)} | {transport / parse:.2f} |")
+    lines += ["", "### Recording in thread (`record_in_thread=True`): caller's thread and "
+              "recorder's thread", "", "Caller = what the recording transport still runs on "
+              "the caller's thread (register + queue the analysis; once it ran, observe the "
+              "response + queue the finishing; `journal`: with a ledger, the provisional row "
+              "journaled too), the worker drained between calls; worker = the CPU the "
+              "recorder's thread spends per call (analysis + finish). Inline client = "
+              "`record-client` above. Wall time with a 20 ms upstream, GIL included: "
+              "`benchmarks/thread_latency.py`.", "",
+              "| turn | caller client median ms | p99 | caller transport median ms | p99 | "
+              "caller client + journal median ms | p99 | worker client ms | "
+              "worker transport ms | inline client ms |", "|---|---|---|---|---|---|---|---|"
+              "---|---|"]
+    for n in TURNS:
+        cells = []
+        for path in ("client", "transport", "client-journal"):
+            got = values.get(f"record-thread/{path}/{n}")
+            cells += [_ms(statistics.median(got)), _ms(_p99(got))] if got else ["n/a"] * 2
+        cells += [_ms(med[f"record-worker/{path}/{n}"]) if f"record-worker/{path}/{n}" in med
+                  else "n/a" for path in ("client", "transport")]
+        cells.append(_ms(med[f"record-client/{n}"]))
+        lines.append(f"| {n} | " + " | ".join(cells) + " |")
     per = memory["messages"]
     lines += ["", "### Memory of a 1,000-turn conversation (tracemalloc, `benchmarks/memory.py`)",
               "", f"{per} messages. State (conversation, canonical messages, segments; no "

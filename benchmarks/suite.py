@@ -13,6 +13,15 @@ content), then times one operation on the conversation at that turn:
   items, nothing decoded again) + ``start`` with it handed over + ``finish``;
 - ``record-transport/<N>``: the same from the body bytes only (``RecordingTransport`` under an
   official SDK).
+- ``record-thread/<path>/<N>`` (``record_in_thread=True``; ``path`` is ``client``, a rendered
+  body, or ``transport``, foreign bytes; ``client-journal`` with a ledger, so each call is
+  journaled): what stays on the caller's thread, i.e. what the recording transport runs there:
+  ``DeferredRecorder.start`` (register + queue the analysis), then, once the analysis ran
+  (untimed: the request's flight), ``observe`` + ``feed`` + ``close`` (queue the finishing;
+  with a journal, the provisional record and its line). The worker is drained between calls
+  (untimed), so no GIL wait is counted here: ``thread_latency.py`` measures the wall time;
+- ``record-worker/<path>/<N>``: the CPU the recorder's thread spends per call in that mode
+  (``analyse`` + ``finish``, run inline here so they can be timed alone).
 
 Run through ``benchmarks/run.py``; alone: ``python benchmarks/suite.py -o out.json``.
 """
@@ -22,6 +31,7 @@ from __future__ import annotations
 import hashlib
 import json
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -34,7 +44,8 @@ sys.path.insert(0, str(Path(__file__).parent))
 import workload
 
 import stableprompt
-from stableprompt import Conversation, PromptBuilder, Recorder, RenderedPrompt, Tool
+from stableprompt import Conversation, Ledger, PromptBuilder, Recorder, RenderedPrompt, Tool
+from stableprompt._recording._deferred import DeferredRecorder
 
 TURNS = (10, 100, 1000)
 FORMATS: dict[str, Callable[[RenderedPrompt], Any]] = {
@@ -171,6 +182,71 @@ def bench_record(loops: int, turns: int, client: bool) -> float:
     return _timed(loops, before, op)
 
 
+_HEADERS = {"content-type": "application/json", "x-api-key": "sk-ant-api03-bench-0123456789"}
+
+
+def _warm(turns: int, path: str) -> tuple[Recorder, Callable[[], Any]]:
+    """A recorder (with a ledger in a temporary directory for ``client-journal``) that has
+    seen 3 turns of the conversation, and the conversation's stepper."""
+    key = f"thread/{turns}/{path}"
+    if key not in _STATE:
+        ledger = None
+        if path == "client-journal":
+            _STATE[key + "/dir"] = folder = tempfile.TemporaryDirectory()
+            ledger = Ledger(Path(folder.name) / "calls.db")
+        recorder = Recorder(ledger, tokenizer="cl100k_base", keep_records=100)
+        step = _stepper(turns)
+        for _ in range(3):  # warm: tokenizer loaded, lineage seen
+            content = step().content
+            pending = recorder.start("/v1/messages", _HEADERS, content, rendered=True)
+            recorder.finish(pending, status_code=200, body=_response(content))
+        _STATE[key] = recorder
+    recorder: Recorder = _STATE[key]
+    return recorder, _stepper(turns)
+
+
+def bench_record_thread(loops: int, turns: int, path: str) -> float:
+    recorder, step = _warm(turns, path)
+    deferred = DeferredRecorder(recorder, decode=False)
+    rendered = path != "transport"
+    total = 0.0
+    for _ in range(loops):
+        content = step().content
+        response = _response(content)
+        answer = {"content-type": "application/json", "content-length": str(len(response))}
+        recorder.flush()  # the previous call's jobs: not on this call's path
+        start = time.perf_counter()
+        pending = deferred.start("/v1/messages", _HEADERS, content, rendered=rendered)
+        total += time.perf_counter() - start
+        assert pending is not None
+        recorder.flush()  # the request in flight: its analysis runs meanwhile
+        start = time.perf_counter()
+        observer = deferred.observe(pending, status_code=200, headers=answer,
+                                    content_encoding="")
+        observer.feed(response)
+        observer.close()
+        total += time.perf_counter() - start
+    recorder.flush()
+    return total
+
+
+def bench_record_worker(loops: int, turns: int, path: str) -> float:
+    recorder, step = _warm(turns, path)
+    rendered = path != "transport"
+
+    def before() -> Any:
+        content = step().content
+        pending = recorder.start("/v1/messages", _HEADERS, content, rendered=rendered,
+                                 defer=True, decode=False)
+        return pending, _response(content)
+
+    def op(arg: Any) -> None:
+        pending, response = arg
+        recorder.analyse(pending)
+        recorder.finish(pending, status_code=200, body=response)
+    return _timed(loops, before, op)
+
+
 def main() -> None:
     def forward(cmd: list[str], args: Any) -> None:  # the filter reaches the workers too
         if args.only:
@@ -195,6 +271,10 @@ def main() -> None:
         bench(f"parse/{n}", bench_parse, n)
         bench(f"record-client/{n}", bench_record, n, True)
         bench(f"record-transport/{n}", bench_record, n, False)
+        for path in ("client", "transport", "client-journal"):
+            bench(f"record-thread/{path}/{n}", bench_record_thread, n, path)
+        for path in ("client", "transport"):
+            bench(f"record-worker/{path}/{n}", bench_record_worker, n, path)
 
 
 if __name__ == "__main__":

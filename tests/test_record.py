@@ -2,14 +2,22 @@
 
 from __future__ import annotations
 
+import os
 import re
 import typing
+import uuid
+import warnings
 from datetime import datetime, timedelta, timezone
 
 import pydantic
 import pytest
 
-from stableprompt._ledger._usage_record import UNANALYSED, UsageRecord, WireFormat
+from stableprompt._ledger._usage_record import (
+    UNANALYSED,
+    UsageRecord,
+    WireFormat,
+    new_record_id,
+)
 from stableprompt._redact import redact, secrets_in_headers
 from stableprompt.providers import WIRE_FORMATS
 
@@ -25,6 +33,27 @@ def test_defaults_fill_id_and_utc_timestamp() -> None:
     assert record.verdict_detail == {}
     assert record.input_tokens_total is None and record.cache_read_tokens is None
     assert UsageRecord(wire_format="anthropic").record_id != record.record_id
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_record_ids_are_uuid4_hex_unique_and_not_repeated_by_a_forked_child() -> None:
+    """``new_record_id`` (no system call per id): version-4 UUIDs as 32 hex characters, 10,000
+    distinct, and a forked child draws other ids than its parent's next ones."""
+    ids = {new_record_id() for _ in range(10_000)}
+    assert len(ids) == 10_000
+    assert all(uuid.UUID(hex=i).version == 4 and re.fullmatch(r"[0-9a-f]{32}", i) for i in ids)
+    read, write = os.pipe()
+    with warnings.catch_warnings():  # 3.12+: fork with threads; the child only writes, exits
+        warnings.simplefilter("ignore", DeprecationWarning)
+        pid = os.fork()
+    if pid == 0:  # the child: its next id, to the parent
+        os.write(write, new_record_id().encode())
+        os._exit(0)
+    os.close(write)
+    os.waitpid(pid, 0)
+    child = os.read(read, 64).decode()
+    os.close(read)
+    assert len(child) == 32 and child != new_record_id()
 
 
 def test_aware_timestamp_is_normalized_to_utc() -> None:

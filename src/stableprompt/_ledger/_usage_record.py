@@ -14,6 +14,8 @@ before storing (:func:`scrubbed`, :func:`~stableprompt._redact.redact`).
 
 from __future__ import annotations
 
+import os
+import random
 import uuid
 from collections.abc import Mapping
 from datetime import datetime, timezone
@@ -88,9 +90,19 @@ is inclusive: cache reads and writes SHOULD be counted in it, as ``input_tokens_
 Used as ledger column names and span attribute names."""
 
 
+_IDS = random.Random(os.urandom(32))
+if hasattr(os, "register_at_fork"):  # a forked child must not repeat its parent's ids
+    os.register_at_fork(after_in_child=lambda: _IDS.seed(os.urandom(32)))
+
+
 def new_record_id() -> str:
-    """Return a fresh record id: a uuid4 as 32 lowercase hex characters."""
-    return uuid.uuid4().hex
+    """Return a fresh record id: a uuid4 (random, version 4) as 32 lowercase hex characters.
+
+    Drawn from a generator seeded with 256 bits of ``os.urandom`` per process (reseeded in a
+    forked child): unique, not secret. Unlike :func:`uuid.uuid4` it makes no system call, so
+    a client recording in thread does not hand the GIL to its recorder's thread before the
+    request is sent (``_recording._deferred``)."""
+    return uuid.UUID(int=_IDS.getrandbits(128), version=4).hex
 
 
 def utc_now() -> datetime:

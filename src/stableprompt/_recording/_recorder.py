@@ -44,7 +44,6 @@ import functools
 import logging
 import threading
 import time
-import uuid
 from array import array
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timezone
@@ -53,7 +52,7 @@ from typing import TYPE_CHECKING, Any
 from .._canonical import json_safe, loads
 from .._exceptions import ConfigurationError
 from .._ledger._ledger import Ledger
-from .._ledger._usage_record import UsageRecord, Verdict, scrubbed
+from .._ledger._usage_record import UsageRecord, Verdict, new_record_id, scrubbed
 from .._policy import CachePolicy, PolicyTable
 from .._public import public
 from .._redact import redact, secrets_in_headers
@@ -387,7 +386,7 @@ class Recorder:
         ts, started = self.clock(), self.monotonic()
         provider = provider_for(host, wire, provider or self.provider)
         pending = Pending(
-            record_id=uuid.uuid4().hex,
+            record_id=new_record_id(),
             ts=ts,
             started=started,
             path=path,
