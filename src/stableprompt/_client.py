@@ -91,9 +91,8 @@ DIAGNOSTICS_BETA = anthropic.DIAGNOSTICS_BETA
 _MAX_RETRY_AFTER_S = 60.0
 
 RECORD_WAIT_S = 30.0
-"""How long :attr:`last_record <AnthropicClient.last_record>` and ``EventStream.record`` wait
-for a call's recording on the recorder's thread (``record_in_thread``), seconds; ``None``
-comes back if it is still not done (it is kept: :meth:`Recorder.flush` then shows it)."""
+"""Seconds ``last_record`` / ``EventStream.record`` wait for a call recorded in thread (then
+``None``; the record is still kept: :meth:`Recorder.flush`)."""
 
 
 def retry_after_s(headers: Any, *, now: float | None = None) -> float | None:
@@ -260,20 +259,18 @@ class _Base:
     def last_record(self) -> UsageRecord | None:
         """The record of the last call whose response was read (a stream's once it ended or
         was closed), ``None`` before. With ``record_in_thread`` it waits for that call's
-        recording, at most :data:`RECORD_WAIT_S` seconds."""
+        recording, at most :data:`RECORD_WAIT_S` seconds (blocking: reading it right after
+        each call puts the finishing back on the caller's path)."""
         pending = self._last
         return None if pending is None else pending.wait(RECORD_WAIT_S)
 
     def flush(self, timeout_s: float | None = None) -> bool:
-        """Wait until every call recorded so far is stored (``record_in_thread``; inline,
-        nothing to wait for): :meth:`Recorder.flush` of :attr:`recorder`. Returns False when
-        ``timeout_s`` seconds passed first. Blocks (async code: ``await
-        asyncio.to_thread(client.flush)``)."""
+        """:meth:`Recorder.flush`: block until every call recorded in thread so far is stored
+        (False: ``timeout_s`` seconds passed first; async code: ``asyncio.to_thread``)."""
         return self.recorder.flush(timeout_s)
 
     def _drain(self) -> None:
-        """At close: the client's recordings stored (a recorder the client made is closed:
-        its thread stops)."""
+        """At close: flush (a recorder the client made is closed: its thread stops)."""
         if self._owns_recorder:
             self.recorder.close()
         else:
@@ -316,6 +313,8 @@ class _Base:
         fresh = False  # the body is decoded here, so nobody changed it since
         found = None
         params = None  # in thread: the rendered request's params stand for its body
+        if self.diagnostics and self.record_in_thread:  # read the recorder's state below:
+            self.flush(RECORD_WAIT_S)  # the predecessor's response id recorded, nothing racing
         if isinstance(request, ProviderRequest):
             wire, path, content = request.wire_format, request.path, request.content
             fresh = "body" not in request.__dict__
@@ -356,8 +355,6 @@ class _Base:
         if self.cache_salt is not None:
             fields["cache_salt"] = self.cache_salt
         headers: dict[str, str] = {"accept": "text/event-stream"} if stream else {}
-        if self.diagnostics and self.record_in_thread:
-            self.flush(RECORD_WAIT_S)  # the predecessor's response id must be recorded
         sent, extra_headers = self._diagnose(wire, body, _append(content, body, fields))
         headers.update(extra_headers)
         if params is not None:  # the recorder's thread decodes it (incrementally if as sent)
@@ -651,17 +648,14 @@ class AnthropicClient(_AnthropicMixin, _SyncClient):
         backoff_s: First retry backoff (seconds), doubled per attempt.
         max_backoff_s: Backoff cap (seconds).
         sleep: How to wait between retries (``time.sleep``).
-        record_in_thread: Record on the recorder's thread (:attr:`Recorder.worker`) while
-            the request is in flight, instead of in the caller's: the caller's thread only
-            sends (a rendered :class:`ProviderRequest` is not decoded there: its
-            :attr:`~ProviderRequest.params` answer what sending needs; with
-            ``diagnostics=True`` it is, as the predecessor's response id must be known
-            before sending). :attr:`last_record` and ``EventStream.record`` wait for their
-            call's record; :meth:`flush` (also run by :meth:`close` and the context
-            manager's exit, and at interpreter exit) for all of them. With a ledger, the
-            calls still queued are journaled (:meth:`Ledger.pending_journal`): a killed
-            process loses none (the next :meth:`Ledger.replay_spill` stores them,
-            verdict ``unknown``).
+        record_in_thread: Record on the recorder's thread (:attr:`Recorder.worker`, while
+            the request is in flight) instead of the caller's, which only sends (a rendered
+            :class:`ProviderRequest` is not decoded: its :attr:`~ProviderRequest.params`
+            suffice; it is with ``diagnostics=True``, which needs the predecessor first).
+            ``last_record`` / ``EventStream.record`` wait for their call; :meth:`flush`,
+            :meth:`close`, the context exit and interpreter exit for all. With a ledger,
+            queued calls are journaled: a killed process loses none
+            (:meth:`Ledger.replay_spill` stores them, verdict ``unknown``).
 
     Attributes:
         recorder: The recorder.
@@ -791,10 +785,7 @@ class _AsyncClient(_Base):
         try:
             await self._http.aclose()
         finally:
-            if self.record_in_thread:
-                await asyncio.to_thread(self._drain)
-            else:
-                self._drain()
+            await asyncio.to_thread(self._drain)
 
     async def __aenter__(self) -> Any:
         return self
