@@ -13,6 +13,7 @@ import pytest
 import zstandard
 
 from stableprompt._recording import _decoders
+from stableprompt._recording._observer import Observation, ResponseObserver
 from stableprompt._recording._recorder import Recorder
 from stableprompt._recording._transport import RecordingTransport
 from test_transport import SYSTEM_BLOCKS, FakeProvider, anthropic_sdk, conversation
@@ -105,3 +106,45 @@ def test_stream_cut_by_the_server_is_unknown_and_never_a_predecessor() -> None:
     assert cut.verdict_detail["verdict_if_complete"] == "cold"
     assert (cut.cache_write_tokens, cut.output_tokens) == (4000, None)
     assert after.verdict == "cold" and after.predecessor_id is None
+
+
+@pytest.mark.parametrize(("answers", "watched"), [
+    ([None, None, True], True),  # known after two chunks: the kept ones are read too
+    ([None, False], False),  # not asked for: nothing read
+    ([None], True),  # never known by the end: read then
+])
+def test_a_late_diagnostics_decision_reads_the_events_kept_meanwhile(
+        answers: list[bool | None], watched: bool) -> None:
+    """``watch_diagnostics`` as a callable (a request decoded on the recorder's thread): the
+    stream is kept aside until it answers; diagnostics in the first event are still found
+    when it answers yes, or never answers by the close."""
+    raw = _sse([
+        ("message_start", {"type": "message_start", "message": {
+            "id": "msg_1", "model": "m", "diagnostics": {"cache_miss_reason": "ttl"},
+            "usage": {"input_tokens": 5, "cache_read_input_tokens": 0,
+                      "cache_creation_input_tokens": 0, "output_tokens": 1}}}),
+        ("message_delta", {"type": "message_delta", "delta": {"stop_reason": "end_turn"},
+                           "usage": {"output_tokens": 2}}),
+        ("message_stop", {"type": "message_stop"}),
+    ])
+    asked = iter(answers)
+    last: list[bool | None] = [None]
+
+    def decision() -> bool | None:
+        last[0] = next(asked, last[0])
+        return last[0]
+
+    seen: list[Observation] = []
+
+    def sink(observation: Observation) -> None:
+        seen.append(observation)
+
+    observer = ResponseObserver(sink, usage_format="anthropic", status_code=200,
+                                headers={"content-type": "text/event-stream"},
+                                clock=lambda: 0.0, started=0.0, watch_diagnostics=decision)
+    for i in range(0, len(raw), 40):
+        observer.feed(raw[i:i + 40])
+    observer.close()
+    (observation,) = seen
+    assert observation.usage is not None and observation.usage.output_tokens == 2
+    assert observation.diagnostics == ({"cache_miss_reason": "ttl"} if watched else None)

@@ -281,15 +281,20 @@ def test_anthropic_sdk_over_a_threaded_transport_records_as_inline(
         tmp_path: Path, stream: bool, caller_work: list[str]) -> None:
     """The official SDK over ``RecordingTransport(record_in_thread=True)``: the body is not
     parsed on the caller's thread; the response's pending holds the record once waited for;
-    the ledger equals an inline run's after ``Recorder.flush``."""
+    the ledger equals an inline run's after ``Recorder.flush``, the provider diagnostics a
+    request asked for included (a stream's are watched once the recorder's thread has read
+    the request)."""
     def run(recorder: Recorder, threaded: bool) -> None:
+        fake = FakeProvider()
+        fake.extra = {"diagnostics": {"cache_miss_reason": None}}
         http = httpx2.Client(transport=RecordingTransport(
-            httpx2.MockTransport(FakeProvider()), recorder=recorder, record_in_thread=threaded))
+            httpx2.MockTransport(fake), recorder=recorder, record_in_thread=threaded))
         client = anthropic.Anthropic(api_key=API_KEY, base_url="http://provider.test",
                                      http_client=http, max_retries=0)
         for turns in (1, 2, 3):
             kwargs: dict[str, Any] = {"model": MODEL, "max_tokens": 50, "system": SYSTEM_BLOCKS,
-                                      "messages": conversation(turns)}
+                                      "messages": conversation(turns), "extra_body": {
+                                          "diagnostics": {"previous_message_id": None}}}
             if stream:
                 with client.messages.create(stream=True, **kwargs) as events:
                     list(events)
@@ -312,6 +317,8 @@ def test_anthropic_sdk_over_a_threaded_transport_records_as_inline(
     same_records(inline.records, threaded.records)
     assert rows == threaded.records
     assert [r.verdict for r in rows] == ["cold", "hit", "hit"]
+    assert [(r.diagnostics or {}).get("response") for r in rows] == \
+        [{"cache_miss_reason": None}] * 3
 
 
 def test_async_openai_sdk_over_a_threaded_transport(caller_work: list[str]) -> None:

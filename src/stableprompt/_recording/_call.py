@@ -230,9 +230,9 @@ class Pending:
             the analysis (``None`` once analysed).
         detail: Evidence the sender adds to ``verdict_detail`` (``stabilized``: the rewrites
             a stabilizing transport made, ``_stabilize``).
-        lazy_body: The body was not decoded at start (``start(..., decode=False)``):
-            ``model``, ``session_id`` and ``diagnostics_requested`` are ``None`` until the
-            analysis ran.
+        lazy_body: The body is not decoded yet (``start(..., decode=False)``, until the
+            analysis read it): ``model`` and ``diagnostics_requested`` are ``None`` and
+            ``session_id`` is only the recorder's or the session header's meanwhile.
         finishing: The future of the job that finishes the call on a recording thread
             (``_deferred``), once it was queued; ``None`` inline.
     """

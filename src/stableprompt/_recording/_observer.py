@@ -92,7 +92,10 @@ class ResponseObserver:
         content_encoding: Overrides the header (``""`` for a body already decoded).
         clock: Monotonic clock in seconds, for TTFT.
         started: ``clock()`` reading when the request was sent (seconds).
-        watch_diagnostics: Look for provider cache diagnostics in stream events.
+        watch_diagnostics: Look for provider cache diagnostics in stream events; a callable
+            answers it later (``None``: not known yet; the decoded stream is kept aside until
+            it answers, and watched if it never did by :meth:`close`): a request whose body
+            is decoded on another thread meanwhile (``_deferred``).
         request_format: The call's request format, when its usage dialect was overridden
             (the stream keeps the request format's event shape).
 
@@ -114,7 +117,7 @@ class ResponseObserver:
         content_encoding: str | None = None,
         clock: Callable[[], float],
         started: float,
-        watch_diagnostics: bool = False,
+        watch_diagnostics: bool | Callable[[], bool | None] = False,
         request_format: str | None = None,
     ) -> None:
         self.sink = sink
@@ -137,6 +140,9 @@ class ResponseObserver:
         self._acc: StreamAccumulator | None = None
         self._buffer: bytearray | None = None
         self._diag: SSEParser | None = None
+        # the watch_diagnostics callable while it has not answered
+        self._undecided: Callable[[], bool | None] | None = None
+        self._held = bytearray()  # the decoded stream meanwhile
         self.diagnostics: Any = None
         self.closed = False
         self._result: UsageRecord | None = None
@@ -147,7 +153,9 @@ class ResponseObserver:
                     if request_format is None
                     else stream_accumulator_for(usage_format, request_format, clock=clock,
                                                 start=started))
-                if watch_diagnostics:
+                if callable(watch_diagnostics):
+                    self._undecided = watch_diagnostics
+                elif watch_diagnostics:
                     self._diag = SSEParser()
             else:
                 self._buffer = bytearray()
@@ -173,7 +181,9 @@ class ResponseObserver:
             return
         if self._acc is not None:
             self._acc.feed(data)
-            if self._diag is not None:
+            if self._undecided is not None:
+                self._decide(data, self._undecided())
+            elif self._diag is not None:
                 for event in self._diag.feed(data):
                     self._diagnose(event.event, event.data)
         elif self._buffer is not None:
@@ -182,6 +192,18 @@ class ResponseObserver:
                 self._buffer = None
             else:
                 self._buffer += data
+
+    def _decide(self, data: bytes, watch: bool | None) -> None:
+        """Keep ``data`` aside while ``watch`` is unknown; once known, watch what was kept
+        (or drop it)."""
+        self._held += data
+        if watch is None:
+            return
+        held, self._held, self._undecided = bytes(self._held), bytearray(), None
+        if watch:
+            self._diag = SSEParser()
+            for event in self._diag.feed(held):
+                self._diagnose(event.event, event.data)
 
     def _diagnose(self, name: str, data: str) -> None:
         if name not in DIAGNOSTIC_EVENTS:
@@ -230,6 +252,8 @@ class ResponseObserver:
         try:
             if self._problem is None:
                 self._take(self._decoder.flush())
+            if self._undecided is not None:  # never answered: watch what was kept
+                self._decide(b"", self._undecided() is not False)
         except Exception as exc:
             self._problem = f"{type(exc).__name__}: {exc}"
         if not complete:

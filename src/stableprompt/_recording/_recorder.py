@@ -439,10 +439,13 @@ class Recorder:
         decoded, headers, body, resegmented, rendered = deferred
         try:
             if decoded is None:
-                decoded, resegmented = self._decoded(pending.wire_format, body, rendered)
-                if not isinstance(decoded, dict):
-                    raise ValueError("the request body is not a JSON object")
-                self._read_request(pending, decoded, headers)
+                try:
+                    decoded, resegmented = self._decoded(pending.wire_format, body, rendered)
+                    if not isinstance(decoded, dict):
+                        raise ValueError("the request body is not a JSON object")
+                    self._read_request(pending, decoded, headers)
+                finally:
+                    pending.lazy_body = False  # what the body says is known (or never)
             self._analyse(pending, decoded, headers, body, resegmented, rendered=rendered)
         except Exception as exc:
             self._problem(pending, exc)
@@ -922,8 +925,10 @@ class Recorder:
             functools.partial(self._finish_observed, pending),
             usage_format=pending.usage_format, status_code=status_code, headers=headers,
             content_encoding=content_encoding, clock=self.monotonic, started=pending.started,
-            # a body not decoded yet: watch (providers send diagnostics only when asked)
-            watch_diagnostics=pending.diagnostics_requested is not None or pending.lazy_body,
+            # a body not decoded yet: known once the analysis read it
+            watch_diagnostics=(lambda: None if pending.lazy_body else
+                               pending.diagnostics_requested is not None)
+            if pending.lazy_body else pending.diagnostics_requested is not None,
             request_format=None if request_format(pending.usage_format) == pending.wire_format
             else pending.wire_format)
 
