@@ -238,6 +238,33 @@ def test_retries_and_errors_in_thread_are_each_recorded() -> None:
     assert client.last_record is not None and client.last_record.verdict == "hit"
 
 
+def test_a_queued_finishing_records_the_calls_latency_not_the_queues() -> None:
+    """With the recorder's thread busy for 0.5 s, a call (answered at once) and a failed one
+    are finished late, each with its own latency (the observer's close, the failure's time),
+    not the wait in the queue."""
+    recorder = Recorder(tokenizer="bytes/4")
+    client = threaded_anthropic(FakeProvider(httpx), recorder, record_in_thread=True,
+                                max_retries=0)
+    gate = threading.Event()
+    recorder.worker.submit(gate.wait)
+    client.send(rendered_turns(1)[0])
+
+    def refuse(request: httpx.Request) -> httpx.Response:
+        raise httpx.ConnectError("connection refused", request=request)
+
+    broken = AnthropicClient(API_KEY, base_url="http://provider.test", recorder=recorder,
+                             transport=httpx.MockTransport(refuse), max_retries=0,
+                             record_in_thread=True)
+    with pytest.raises(ProviderConnectionError):
+        broken.send(rendered_turns(1)[0])
+    threading.Timer(0.5, gate.set).start()
+    assert recorder.flush(10.0)
+    ok, failed = recorder.records
+    assert failed.error_class == "ProviderConnectionError"
+    assert ok.latency_ms is not None and failed.latency_ms is not None
+    assert ok.latency_ms < 400 and failed.latency_ms < 400
+
+
 def test_diagnostics_in_thread_name_the_predecessor_recorded_on_the_thread() -> None:
     """``diagnostics=True``: before sending, the client waits for the recorder's thread, so
     the second request names the first response as inline."""

@@ -133,9 +133,12 @@ class DeferredRecorder:
     def finish(self, pending: Pending, *, error: BaseException | str | None = None,
                status_code: int | None = None, detail: Mapping[str, Any] | None = None
                ) -> UsageRecord | None:
-        """As :meth:`Recorder.finish`, queued (returns ``None``; :meth:`Pending.wait`)."""
+        """As :meth:`Recorder.finish`, queued (returns ``None``; :meth:`Pending.wait`), the
+        latency measured now."""
+        latency_ms = max((self.recorder.monotonic() - pending.started) * 1000.0, 0.0)
         pending.finishing = self.worker.submit(lambda: self.recorder.finish(
-            pending, error=error, status_code=status_code, detail=detail),
+            pending, error=error, status_code=status_code, detail=detail,
+            latency_ms=latency_ms),
             self._provisional(pending, error=error, status_code=status_code))
         return None
 

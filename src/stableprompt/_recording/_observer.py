@@ -48,6 +48,9 @@ class Observation:
         response_id: Provider message/response id seen in a stream.
         diagnostics: Provider cache diagnostics seen in a stream, as received.
         ttft_ms: Milliseconds from sending to the first content token (streams).
+        latency_ms: Milliseconds from sending to the observer's close (the body's end, or
+            when the caller stopped reading): the call's latency, also when it is finished
+            later on another thread (``_deferred``).
         error: The exception raised while reading the body, if any.
         provider_error: The provider's error type when the stream carried an error event.
         incomplete: Why the body is incomplete (closed early, cut before its final event).
@@ -61,6 +64,7 @@ class Observation:
     response_id: str | None = None
     diagnostics: Any = None
     ttft_ms: float | None = None
+    latency_ms: float | None = None
     error: BaseException | None = None
     provider_error: str | None = None
     incomplete: str | None = None
@@ -90,7 +94,7 @@ class ResponseObserver:
         status_code: HTTP status of the response.
         headers: Response headers (``content-type``, ``content-encoding``).
         content_encoding: Overrides the header (``""`` for a body already decoded).
-        clock: Monotonic clock in seconds, for TTFT.
+        clock: Monotonic clock in seconds, for TTFT and the latency.
         started: ``clock()`` reading when the request was sent (seconds).
         watch_diagnostics: Look for provider cache diagnostics in stream events; a callable
             answers it later (``None``: not known yet; the decoded stream is kept aside until
@@ -121,6 +125,7 @@ class ResponseObserver:
         request_format: str | None = None,
     ) -> None:
         self.sink = sink
+        self._clock, self._started = clock, started
         self.usage_format = usage_format
         self.status_code = status_code
         content_type = (header(headers, "content-type") or "").lower()
@@ -288,6 +293,7 @@ class ResponseObserver:
             response_id=response_id,
             diagnostics=self.diagnostics,
             ttft_ms=ttft_ms,
+            latency_ms=max((self._clock() - self._started) * 1000.0, 0.0),
             error=error,
             provider_error=provider_error,
             incomplete=incomplete,

@@ -944,6 +944,7 @@ class Recorder:
             response_id=observation.response_id,
             diagnostics=observation.diagnostics,
             ttft_ms=observation.ttft_ms,
+            latency_ms=observation.latency_ms,
             error=observation.error,
             provider_error=observation.provider_error,
             incomplete=observation.incomplete,
