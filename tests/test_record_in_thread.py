@@ -37,7 +37,8 @@ from stableprompt._client import (
     AsyncOpenAIClient,
     OpenAIClient,
 )
-from stableprompt._recording import _recorder
+from stableprompt._recording import _deferred, _recorder
+from stableprompt._recording._observer import ResponseObserver
 from stableprompt._recording._recorder import Recorder
 from stableprompt._recording._transport import (
     PENDING_EXTENSION,
@@ -148,9 +149,21 @@ def test_client_in_thread_records_what_inline_records_off_the_callers_thread(
     assert recorder.summary(price=False).hit_rate == inline.summary(price=False).hit_rate
 
 
-def test_dict_bodies_and_chat_streams_in_thread_match_inline(caller_work: list[str]) -> None:
+def test_dict_bodies_and_chat_streams_in_thread_match_inline(
+        caller_work: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
     """OpenAIClient with dict bodies (sent as given, decoded on the recorder's thread) and
-    chat streams: the same records as inline, none of the work on the caller's thread."""
+    chat streams: the same records as inline, none of the work on the caller's thread; no
+    ledger, so the responses too are observed on the recorder's thread (``Tape``), with the
+    stream's TTFT as it arrived."""
+    main, observed = threading.get_ident(), []
+    real_feed = ResponseObserver.feed
+
+    def feed(self: ResponseObserver, chunk: bytes) -> None:
+        if threading.get_ident() == main:
+            observed.append(len(chunk))
+        real_feed(self, chunk)
+
+    monkeypatch.setattr(ResponseObserver, "feed", feed)
     def run(recorder: Recorder, **kwargs: Any) -> None:
         client = OpenAIClient(OPENAI_KEY, base_url="http://provider.test/v1",
                               recorder=recorder, transport=httpx.MockTransport(
@@ -162,11 +175,16 @@ def test_dict_bodies_and_chat_streams_in_thread_match_inline(caller_work: list[s
 
     inline, threaded = Recorder(tokenizer="bytes/4"), Recorder(tokenizer="bytes/4")
     run(inline)
+    assert observed and caller_work
     caller_work.clear()
+    observed.clear()
     run(threaded, record_in_thread=True)
-    assert caller_work == []
+    assert caller_work == [] and observed == []
     same_records(inline.records, threaded.records)
     assert [r.verdict for r in threaded.records] == ["cold", "hit"]
+    streamed = threaded.records[1]
+    assert streamed.ttft_ms is not None and streamed.latency_ms is not None
+    assert 0 <= streamed.ttft_ms <= streamed.latency_ms
 
 
 def test_async_clients_in_thread_record_streams_and_bodies(caller_work: list[str]) -> None:
@@ -391,6 +409,19 @@ def test_a_body_that_is_not_json_is_recorded_as_unanalysed_in_thread() -> None:
     (row,) = recorder.records
     assert row.verdict == "unknown" and row.status_code == 400
     assert "not a JSON object" in str(row.verdict_detail["analysis_error"])
+
+
+def test_a_response_beyond_the_tape_limit_is_recorded_as_unobserved(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A body larger than ``MAX_TAPE_BYTES`` reaches the caller whole; its row says it was
+    not observed (``observer_error``, verdict ``unknown``), as an oversized JSON body inline."""
+    monkeypatch.setattr(_deferred, "MAX_TAPE_BYTES", 64)
+    recorder = Recorder(tokenizer="bytes/4")
+    client = threaded_anthropic(FakeProvider(httpx), recorder, record_in_thread=True)
+    assert client.send(rendered_turns(1)[0])["id"] == "msg_0001"
+    record = client.last_record
+    assert record is not None and record.verdict == "unknown"
+    assert "not observed" in str(record.verdict_detail["observer_error"])
 
 
 def test_record_in_thread_needs_a_recorder(fake_recorder: FakeRecorder) -> None:

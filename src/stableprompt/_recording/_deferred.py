@@ -30,6 +30,13 @@ Guarantees:
 * **Shutdown**: :meth:`RecordingWorker.close` runs every queued job before returning (the
   proxy's lifespan end; :meth:`Recorder.close <stableprompt.Recorder.close>` and an
   ``atexit`` hook for the recorder's own worker).
+* **The response observed off the caller's thread** when there is no journal: the caller's
+  thread only keeps each raw chunk with its arrival time (:class:`Tape`); the observing
+  itself (content decoding, the stream accumulator, diagnostics) is replayed from them on the
+  recorder's thread, in the finishing job, with the same times, so TTFT and latency are the
+  call's. (A stream is then held in memory until its end, at most :data:`MAX_TAPE_BYTES`.)
+  With a journal the observer runs live, as inline, because it must know the call complete
+  before the caller gets that chunk (next point).
 * **SIGKILL loses nothing that completed**: with a journal (the worker's, when the recorder
   has a ledger: :meth:`Ledger.pending_journal <stableprompt.Ledger.pending_journal>`), each
   job that makes a row is submitted with the row's provisional record
@@ -50,11 +57,15 @@ from typing import Any
 
 from .._ledger._usage_record import UsageRecord
 from ._call import Pending
-from ._observer import Observation, ResponseObserver
+from ._observer import BodyObserver, Observation
 from ._recorder import Recorder
 from ._worker import RecordingWorker
 
-__all__ = ["DeferredRecorder"]
+__all__ = ["MAX_TAPE_BYTES", "DeferredRecorder", "Tape"]
+
+MAX_TAPE_BYTES = 64 * 1024 * 1024
+"""Most bytes of a response a :class:`Tape` keeps (as ``ResponseObserver`` copies at most of a
+JSON body); beyond, the call is recorded with ``verdict_detail["observer_error"]``."""
 
 
 class DeferredRecorder:
@@ -112,11 +123,15 @@ class DeferredRecorder:
         return pending
 
     def observe(self, pending: Pending, *, status_code: int, headers: Any,
-                content_encoding: str | None = None) -> ResponseObserver:
-        """As :meth:`Recorder.observe`, but the observer's close queues the finishing (it
-        returns ``None``; the record is ``pending.record`` once the job ran:
-        :meth:`Pending.wait`); with a journal, the observer is ``eager``: the call is
-        journaled before the caller gets the chunk that completes it."""
+                content_encoding: str | None = None) -> BodyObserver:
+        """As :meth:`Recorder.observe`, but the close queues the finishing (it returns
+        ``None``; the record is ``pending.record`` once the job ran: :meth:`Pending.wait`).
+        Without a journal the caller's thread gets a :class:`Tape` (module docstring); with
+        one, a live observer that is ``eager``: the call is journaled before the caller gets
+        the chunk that completes it."""
+        if self.worker.journal is None:
+            return Tape(self, pending, status_code=status_code, headers=headers,
+                        content_encoding=content_encoding)
         observer = self.recorder.observe(pending, status_code=status_code, headers=headers,
                                          content_encoding=content_encoding)
         observer.eager = self.worker.journal is not None  # journaled before the last chunk
@@ -154,3 +169,57 @@ class DeferredRecorder:
             return None
         return self.recorder.provisional(pending, observation, error=error,
                                          status_code=status_code)
+
+
+class Tape:
+    """A :class:`~stableprompt._recording._observer.BodyObserver` that keeps each raw chunk
+    with its arrival time (the recorder's monotonic clock, seconds) and, at :meth:`close`,
+    queues their replay through a real observer, and so the finishing, on the recorder's
+    thread (module docstring). Never raises; close is idempotent."""
+
+    def __init__(self, deferred: DeferredRecorder, pending: Pending, *, status_code: int,
+                 headers: Any, content_encoding: str | None) -> None:
+        self._deferred, self._pending = deferred, pending
+        self._status, self._headers, self._encoding = status_code, headers, content_encoding
+        self._clock = deferred.recorder.monotonic
+        self._chunks: list[tuple[float, bytes]] = []
+        self._size = 0
+        self.closed = False
+
+    def feed(self, chunk: bytes) -> None:
+        """Keep ``chunk`` and when it arrived."""
+        if self.closed or self._size > MAX_TAPE_BYTES:
+            return
+        self._size += len(chunk)
+        if self._size <= MAX_TAPE_BYTES:
+            self._chunks.append((self._clock(), bytes(chunk)))
+
+    def close(self, *, complete: bool = True, error: BaseException | None = None
+              ) -> UsageRecord | None:
+        """Queue the replay and the finishing (returns ``None``: :meth:`Pending.wait`)."""
+        if self.closed:
+            return None
+        self.closed = True
+        ended, chunks, pending = self._clock(), self._chunks, self._pending
+        self._chunks = []
+        recorder = self._deferred.recorder
+        if self._size > MAX_TAPE_BYTES:
+            detail = {"observer_error": f"response body larger than {MAX_TAPE_BYTES} bytes: "
+                      "not observed"}
+            pending.finishing = self._deferred.worker.submit(lambda: recorder.finish(
+                pending, status_code=self._status, detail=detail,
+                latency_ms=max((ended - pending.started) * 1000.0, 0.0)))
+            return None
+
+        def replay() -> None:
+            now = pending.started
+            observer = recorder.observe(pending, status_code=self._status,
+                                        headers=self._headers,
+                                        content_encoding=self._encoding, clock=lambda: now)
+            for now, chunk in chunks:  # noqa: B007 (the clock reads ``now``)
+                observer.feed(chunk)
+            now = ended
+            observer.close(complete=complete, error=error)
+
+        pending.finishing = self._deferred.worker.submit(replay)
+        return None

@@ -29,7 +29,7 @@ from ._http import header
 if TYPE_CHECKING:
     from .._ledger._usage_record import UsageRecord
 
-__all__ = ["Observation", "ObservationSink", "ResponseObserver"]
+__all__ = ["BodyObserver", "Observation", "ObservationSink", "ResponseObserver"]
 
 _MAX_JSON_BYTES = 64 * 1024 * 1024
 
@@ -76,6 +76,21 @@ class ObservationSink(Protocol):
     <ResponseObserver.close>`; returns the call's record, if one was made."""
 
     def __call__(self, observation: Observation, /) -> UsageRecord | None: ...
+
+
+class BodyObserver(Protocol):
+    """What a recording transport feeds a response body to (:class:`ResponseObserver` is
+    one; ``_deferred`` has another that only keeps the chunks for a recording thread)."""
+
+    def feed(self, chunk: bytes) -> None:
+        """Observe the next raw chunk, exactly as received (never raises)."""
+        ...
+
+    def close(self, *, complete: bool = True, error: BaseException | None = None
+              ) -> UsageRecord | None:
+        """End of the body (idempotent); ``complete=False`` when the caller stopped early,
+        ``error`` raised while reading it. Returns the call's record, if already made."""
+        ...
 
 
 class ResponseObserver:

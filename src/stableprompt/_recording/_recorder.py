@@ -915,16 +915,20 @@ class Recorder:
         status_code: int,
         headers: Any,
         content_encoding: str | None = None,
+        clock: Callable[[], float] | None = None,
     ) -> ResponseObserver:
         """A :class:`ResponseObserver` for the response of ``pending``; its close finishes the
         call (:meth:`finish`) with what it observed.
 
-        ``content_encoding`` overrides the header (``""`` for a body already decoded).
+        ``content_encoding`` overrides the header (``""`` for a body already decoded);
+        ``clock`` is the monotonic clock it reads for TTFT and latency (default
+        :attr:`monotonic`; a replay of kept chunks passes their arrival times, ``_deferred``).
         """
         return ResponseObserver(
             functools.partial(self._finish_observed, pending),
             usage_format=pending.usage_format, status_code=status_code, headers=headers,
-            content_encoding=content_encoding, clock=self.monotonic, started=pending.started,
+            content_encoding=content_encoding, clock=clock or self.monotonic,
+            started=pending.started,
             # a body not decoded yet: known once the analysis read it
             watch_diagnostics=(lambda: None if pending.lazy_body else
                                pending.diagnostics_requested is not None)

@@ -31,7 +31,9 @@ the body ends, also in the async transport, unless ``record_in_thread=True``: th
 caller's thread only registers the call (the body is not even decoded there; a stabilizing
 transport still parses it to rewrite it) and sends it, and the recorder's thread
 (:attr:`Recorder.worker <stableprompt.Recorder.worker>`, ``_deferred``) decodes and analyses
-the request while it is in flight and finishes the call when its body ends; the record is
+the request while it is in flight and finishes the call when its body ends (without a ledger
+the response too is observed there, from its chunks kept with their arrival times); the
+record is
 ``pending.record`` once :meth:`Recorder.flush <stableprompt.Recorder.flush>` returned or
 ``pending.wait()`` did.
 """
@@ -54,7 +56,7 @@ from .._wire._formats import known_provider
 from ._call import Pending
 from ._deferred import DeferredRecorder
 from ._http import byte_stream_class, in_memory, module_of
-from ._observer import ResponseObserver
+from ._observer import BodyObserver
 from ._recorder import Recorder
 from ._stabilize import stabilize_with_evidence
 
@@ -122,7 +124,7 @@ class CallRecorder(Protocol):
         ...
 
     def observe(self, pending: Pending, *, status_code: int, headers: Any,
-                content_encoding: str | None = None) -> ResponseObserver:
+                content_encoding: str | None = None) -> BodyObserver:
         """The observer of the response of ``pending`` (its close finishes the call)."""
         ...
 
@@ -137,7 +139,7 @@ class CallRecorder(Protocol):
 class _Observed:
     """A wrapped response stream and its observer (shared by the sync and async streams)."""
 
-    def __init__(self, inner: Any, observer: ResponseObserver) -> None:
+    def __init__(self, inner: Any, observer: BodyObserver) -> None:
         self._inner = inner
         self._observer = observer
         self._ended = False
@@ -257,7 +259,7 @@ def _start(recorder: CallRecorder, request: Any, body: bytes, provider: str | No
 
 
 def _observe(recorder: CallRecorder, response: Any, pending: Pending, *, is_async: bool
-             ) -> ResponseObserver | None:
+             ) -> BodyObserver | None:
     """Attach ``pending`` to ``response`` and observe its body.
 
     Returns:
