@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import itertools
+import json
 import random
 from typing import Any
 
@@ -251,10 +252,10 @@ def test_recording_never_joins_the_whole_body() -> None:
 
 
 def test_client_never_decodes_a_rendered_turn() -> None:
-    """Through AnthropicClient, a later turn of a conversation (from the third on: the second
-    unmarks the first message, which the previous request sent with the end-of-history
-    breakpoint) is recorded without its ``ProviderRequest.body`` ever being decoded, and its
-    rows equal the transport path's."""
+    """Through AnthropicClient no turn's ``ProviderRequest.body`` is decoded (its ``params``
+    answer the client's checks; the recorder segments the bytes sent, incrementally from the
+    third turn on: the second unmarks the first message, which the previous request sent with
+    the end-of-history breakpoint), and its rows equal the transport path's."""
     from stableprompt import AnthropicClient, PromptBuilder, Tool
 
     def answer(request: httpx.Request) -> httpx.Response:
@@ -281,10 +282,56 @@ def test_client_never_decodes_a_rendered_turn() -> None:
         assert pending is not None
         plain.finish(pending, status_code=200, body=_response("anthropic", 1))
         conv.assistant(f"answer {i}")
-    assert ["body" in r.__dict__ for r in sent] == [True, True] + [False] * 4
+    assert ["body" in r.__dict__ for r in sent] == [False] * 6
     drop = {"record_id", "predecessor_id", "ts_utc", "latency_ms"}
     assert [r.model_dump(exclude=drop) for r in client.recorder.records] == \
         [r.model_dump(exclude=drop) for r in plain.records]
+
+
+@pytest.mark.parametrize("in_thread", [False, True])
+def test_streamed_turns_are_segmented_incrementally(in_thread: bool) -> None:
+    """``send(..., stream=True)`` appends ``"stream": true`` after the rendered body's last
+    byte; the bytes sent stay compact and their tail repeats, so from the third turn on the
+    recorder still segments only the new items (``segment_rendered`` finds the previous
+    request), inline and in thread."""
+    from stableprompt import AnthropicClient, PromptBuilder, Tool
+    from stableprompt._wire._resegment import LineageSegments
+
+    events = ("event: message_start\ndata: " + json.dumps({
+        "type": "message_start", "message": {"id": "msg_1", "usage": {
+            "input_tokens": 5, "cache_read_input_tokens": 0,
+            "cache_creation_input_tokens": 0, "output_tokens": 1}}})
+        + "\n\nevent: message_stop\ndata: {\"type\": \"message_stop\"}\n\n").encode()
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, content=events,
+                              headers={"content-type": "text/event-stream"})
+
+    found: list[bool] = []
+    real = LineageSegments.segment_rendered
+
+    def spy(self: LineageSegments, wire_format: str, content: bytes) -> Any:
+        result = real(self, wire_format, content)
+        found.append(result is not None)
+        return result
+
+    head = (PromptBuilder(tokenizer=None).system("Be brief.")
+            .tools([Tool("t", "A tool.", {"type": "object"})]).freeze())
+    conv = head.conversation()
+    client = AnthropicClient("k", base_url="http://provider.test",
+                             transport=httpx.MockTransport(answer), record_in_thread=in_thread,
+                             recorder=Recorder(tokenizer="bytes/4"))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(LineageSegments, "segment_rendered", spy)
+        for i in range(5):
+            conv.user(f"question {i}")
+            with client.send(conv.render().to_anthropic(model="m", max_tokens=5),
+                             stream=True) as stream:
+                list(stream)
+            conv.assistant(f"answer {i}")
+        client.close()
+    assert found == [False, False, True, True, True]
+    assert [r.turn for r in client.recorder.records] == [1, 2, 3, 4, 5]
 
 
 def _plan(rng: random.Random) -> list[tuple[str, list[Any], int]]:

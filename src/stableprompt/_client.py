@@ -125,7 +125,7 @@ class _Prepared:
     headers: dict[str, str]
     decoded: Mapping[str, Any] | None = None  # ``content`` decoded, when it is known
     segmented: Any = None  # its Resegmented, when the recorder made it for ``_prepare``
-    rendered: bool = False  # ``content`` is the SDK's rendering, left undecoded (in thread)
+    rendered: bool = False  # ``content`` is the SDK's rendering (+ ``_append``), undecoded
 
     @property
     def extensions(self) -> dict[str, Any] | None:
@@ -312,13 +312,13 @@ class _Base:
                  ) -> _Prepared:
         fresh = False  # the body is decoded here, so nobody changed it since
         found = None
-        params = None  # in thread: the rendered request's params stand for its body
+        params = None  # a rendered request's params stand for its body (not decoded here)
         if self.diagnostics and self.record_in_thread:  # read the recorder's state below:
             self.flush(RECORD_WAIT_S)  # the predecessor's response id recorded, nothing racing
         if isinstance(request, ProviderRequest):
             wire, path, content = request.wire_format, request.path, request.content
             fresh = "body" not in request.__dict__
-            if fresh and self.record_in_thread and not self.diagnostics:
+            if fresh and not self.diagnostics:
                 params = request.params  # everything the checks below read of the body
             # A turn of a recorded conversation: its body is rebuilt from the previous
             # request's and the new items only (the bytes are not decoded again).
@@ -357,8 +357,9 @@ class _Base:
         headers: dict[str, str] = {"accept": "text/event-stream"} if stream else {}
         sent, extra_headers = self._diagnose(wire, body, _append(content, body, fields))
         headers.update(extra_headers)
-        if params is not None:  # the recorder's thread decodes it (incrementally if as sent)
-            return _Prepared(wire, path, sent, stream, headers, rendered=sent is content)
+        if params is not None:  # the recorder segments the bytes sent against the previous
+            # request's (members appended after the last byte keep them compact: ``_append``)
+            return _Prepared(wire, path, sent, stream, headers, rendered=True)
         # The recorder reuses the body decoded here when the bytes sent are the request's.
         decoded = body if fresh and sent is content else None
         return _Prepared(wire, path, sent, stream, headers, decoded,

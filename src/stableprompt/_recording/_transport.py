@@ -88,9 +88,10 @@ PENDING_EXTENSION = "stableprompt.pending"
 once the body has been read (``record_in_thread``: once its job ran, ``pending.wait()``)."""
 
 RENDERED_EXTENSION = "stableprompt.rendered"
-"""Key in ``request.extensions`` set (``True``) by stableprompt's clients recording in thread
-when the body is their own rendering, left undecoded: the recorder segments it against the
-conversation's previous request (``Recorder.start(rendered=True)``)."""
+"""Key in ``request.extensions`` set (``True``) by stableprompt's clients when the body is
+their own rendering (members they append after its last byte included), left undecoded: the
+recorder segments it against the conversation's previous request
+(``Recorder.start(rendered=True)``)."""
 
 SEGMENTED_EXTENSION = "stableprompt.segmented"
 """Key in ``request.extensions`` of the body's segmenting, when stableprompt's client made it
