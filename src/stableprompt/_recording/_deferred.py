@@ -212,13 +212,14 @@ class Tape:
             return None
 
         def replay() -> None:
-            now = pending.started
+            arrival = [pending.started]  # what the observer's clock reads: when it came
             observer = recorder.observe(pending, status_code=self._status,
-                                        headers=self._headers,
-                                        content_encoding=self._encoding, clock=lambda: now)
-            for now, chunk in chunks:  # noqa: B007 (the clock reads ``now``)
+                                        headers=self._headers, content_encoding=self._encoding,
+                                        clock=lambda: arrival[0])
+            for at, chunk in chunks:
+                arrival[0] = at
                 observer.feed(chunk)
-            now = ended
+            arrival[0] = ended
             observer.close(complete=complete, error=error)
 
         pending.finishing = self._deferred.worker.submit(replay)
