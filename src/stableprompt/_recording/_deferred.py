@@ -8,9 +8,9 @@ clients and :class:`~stableprompt.RecordingTransport`, opt-in) the transport is 
 :class:`DeferredRecorder`: :meth:`Recorder.start <stableprompt.Recorder.start>` only
 registers the call in the caller's thread (record id, send time, what the response observer
 needs: ``defer=True``; with ``decode=False`` not even the body is decoded there) and the
-request is sent at once; its analysis (:meth:`Recorder.analyse
+request is sent at once. Its analysis (:meth:`Recorder.analyse
 <stableprompt.Recorder.analyse>`: decoding, segments, token counts, turn, predecessor), which
-so runs while the request is in flight, and, when the response ends, :meth:`Recorder.finish
+thus overlaps the request's flight, and, when the response ends, :meth:`Recorder.finish
 <stableprompt.Recorder.finish>` run as jobs on one :class:`RecordingWorker` thread.
 
 Guarantees:
