@@ -101,6 +101,32 @@ def test_null_is_not_mistaken_for_nan() -> None:
     assert canonical_json({"a": None, "b": "null"}) == b'{"a":null,"b":"null"}'
 
 
+def _holds_nonfinite(value: object) -> bool:
+    if isinstance(value, float):
+        return value != value or value in (float("inf"), float("-inf"))
+    if isinstance(value, dict):
+        return any(_holds_nonfinite(v) for v in value.values())
+    if isinstance(value, (list, tuple)):
+        return any(_holds_nonfinite(v) for v in value)
+    return False
+
+
+@given(st.recursive(
+    st.none() | st.floats() | st.integers(-5, 5) | st.text(max_size=3),
+    lambda children: st.lists(children, max_size=4) | st.tuples(children, children)
+    | st.dictionaries(st.text(max_size=4), children, max_size=4),
+    max_leaves=12))
+def test_nonfinite_floats_rejected_wherever_they_hide(value: object) -> None:
+    """NaN/Infinity anywhere (orjson writes them as null, among genuine nulls) is rejected,
+    naming a pointer; values without one serialize (the quick check before the full walk)."""
+    if _holds_nonfinite(value):
+        with pytest.raises(CanonicalizationError) as info:
+            canonical_json(value)
+        assert info.value.code == "canonical-nan"
+    else:
+        assert canonical_json(value)
+
+
 def test_identical_across_hash_seeds() -> None:
     """Canonical bytes are identical in subprocesses with different PYTHONHASHSEED."""
     code = (

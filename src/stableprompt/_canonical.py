@@ -159,9 +159,33 @@ def _dumps(obj: Any, option: int) -> bytes:
         _raise_first(obj, exc)
         raise  # pragma: no cover - _raise_first always raises when given a cause
     # orjson writes NaN/Infinity as null: only a document containing null can hide one.
-    if b"null" in data:
+    if b"null" in data and _may_hide_nonfinite(obj):
         _raise_first(obj, None)
     return _exact(data)
+
+
+_PLAIN = frozenset({str, int, bool, type(None)})
+
+
+def _may_hide_nonfinite(obj: Any) -> bool:
+    """Whether ``obj`` (already serialized by orjson without error) may hold a NaN/Infinity
+    float that orjson wrote as ``null``: a quick walk over exact JSON types (every other
+    problem made orjson raise); any other type (an enum member, ...) answers True so the full
+    walk (:func:`_problems`) decides. A message with ``"content": null`` is serialized on
+    every turn: this walk is several times cheaper than that one."""
+    stack = [obj]
+    while stack:
+        item = stack.pop()
+        kind = type(item)
+        if kind in _PLAIN:
+            continue
+        if kind is dict:
+            stack.extend(item.values())
+        elif kind is list or kind is tuple:
+            stack.extend(item)
+        elif kind is not float or not math.isfinite(item):
+            return True
+    return False
 
 
 def _exact(data: bytes) -> bytes:

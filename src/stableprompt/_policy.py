@@ -234,6 +234,10 @@ def default_policies() -> tuple[CachePolicy, ...]:
     )
 
 
+_LOOKUPS_KEPT = 1024
+"""Lookups a table remembers (one per provider and model id; every render looks one up)."""
+
+
 class PolicyTable:
     """An ordered, overridable table of :class:`CachePolicy` entries.
 
@@ -244,6 +248,7 @@ class PolicyTable:
         self._policies: tuple[CachePolicy, ...] = tuple(
             default_policies() if policies is None else policies
         )
+        self._found: dict[tuple[str, str], CachePolicy] = {}  # lookups (the table is immutable)
 
     @property
     def policies(self) -> tuple[CachePolicy, ...]:
@@ -261,8 +266,14 @@ class PolicyTable:
         Raises:
             PolicyError: ``provider`` has no entry (code ``policy-unknown-provider``).
         """
+        found = self._found.get((provider, model))
+        if found is not None:
+            return found
         for policy in self._policies:
             if policy.provider == provider and fnmatchcase(model, policy.model_pattern):
+                if len(self._found) >= _LOOKUPS_KEPT:
+                    self._found.clear()
+                self._found[provider, model] = policy
                 return policy
         raise PolicyError(
             f"no cache policy for provider {provider!r}; known: {', '.join(self.providers)}",

@@ -39,6 +39,7 @@ from ._messages import (
 )
 from ._rendered import RenderedPrompt
 from ._responses import response_message
+from ._snapshot import Snapshot
 from ._suggest import check_keywords
 from ._tools import Tool, ToolSet
 
@@ -648,9 +649,11 @@ class Conversation:
         previous = self._anchors[0] if self._anchors[1] == len(self._messages) else self._anchors[1]
         return RenderedPrompt(
             head=self.head,
-            messages=tuple(self._messages),
+            messages=tuple(self._messages),  # indexed often: a tuple (~6 us at 3,000)
             tail=tuple((s.label, s.data) for s in tail_specs),
-            segments=(*self.head.segments, *self._segments, *tail_segments),
+            segments=Snapshot((self.head.segments, len(self.head.segments)),
+                              (self._segments, len(self._segments)),
+                              (tail_segments, len(tail_segments))),
             head_data=self.head.data,
             previous_breakpoint=None if previous is None else previous - 1,
             history_memo=self._memo,

@@ -21,6 +21,7 @@ what ``segment_request`` gives for the body.
 from __future__ import annotations
 
 import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
@@ -59,7 +60,7 @@ class RenderedPrompt:
     head: HeadParts = field(repr=False)
     messages: tuple[Message, ...] = field(repr=False)
     tail: tuple[tuple[str, bytes], ...] = field(repr=False)
-    segments: tuple[Segment, ...]
+    segments: Sequence[Segment]
     head_data: bytes = field(repr=False)
     previous_breakpoint: int | None = field(default=None, repr=False)
     history_memo: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
