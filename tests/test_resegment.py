@@ -189,7 +189,7 @@ def test_recorder_rows_equal_without_reuse(wire: str, plan: Any) -> None:
     (record ids aside, which are random)."""
     bodies = _bodies(wire, plan)
     fast, client, slow = (Recorder(tokenizer="bytes/4") for _ in range(3))
-    slow._segments = LineageSegments(max_lineages=0)
+    slow._memory.segments = LineageSegments(max_lineages=0)
     expected = _rows(slow, wire, bodies)
     assert _rows(fast, wire, bodies) == expected
     assert _rows(client, wire, bodies, client=True) == expected
@@ -365,9 +365,9 @@ def _recorded(calls: list[tuple[float, str | None, bytes, bytes]], wire: str, *,
     """Ledger rows of ``calls`` recorded by one recorder, as JSON; ``predecessor_id`` as the
     index of the row it names (record ids are random)."""
     recorder = Recorder(tokenizer="bytes/4", keep_records=None)
-    recorder._index = CallIndex(window_s=recorder.session_window_s, max_unnamed=max_unnamed)
+    recorder._memory.index = CallIndex(window_s=recorder.session_window_s, max_unnamed=max_unnamed)
     if not reuse:
-        recorder._segments = LineageSegments(max_lineages=0)
+        recorder._memory.segments = LineageSegments(max_lineages=0)
     now = [0.0]
     recorder.clock = lambda: now[0]
     for ts, session, content, response in calls:

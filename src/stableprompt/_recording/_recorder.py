@@ -39,13 +39,11 @@ so an API key a server echoes in an error has nowhere to go.
 from __future__ import annotations
 
 import atexit
-import dataclasses
 import functools
 import logging
 import threading
 import time
-from array import array
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
@@ -67,24 +65,24 @@ from .._wire._formats import (
     endpoint,
     known_provider,
     provider_for,
-    reply_text,
     request_format,
     segment_request,
     session_hint,
     usage_dialects,
     usage_format,
 )
-from .._wire._resegment import LineageSegments, Resegmented
+from .._wire._resegment import Resegmented
 from .._wire._segmenter import SegmentedRequest
 from ..providers import parse_response
 from ._attribution import Attribution, attribute
 from ._boundary import turn_boundary
 from ._call import Call, Pending, RequestState
-from ._engine_view import EngineEvidence, EngineTokens, SlotMemory, observe_engine
+from ._engine_view import EngineEvidence, EngineTokens, SlotMemory
 from ._errors import failure
 from ._http import SESSION_HEADER, header
+from ._memory import ENGINE_PROVIDER, CallMemory
 from ._observer import Observation, ResponseObserver
-from ._predecessor import LINEAGE_DEPTH, CallIndex, call_from_record, opening_of
+from ._predecessor import opening_of
 from ._record_fields import (
     automatic_writes,
     engine_of,
@@ -100,13 +98,9 @@ from ._worker import RecordingWorker
 if TYPE_CHECKING:
     from .._report._summary import Summary
 
-__all__ = ["SESSION_HEADER", "Recorder", "session_from_request"]
+__all__ = ["ENGINE_PROVIDER", "SESSION_HEADER", "Recorder", "session_from_request"]
 
 _log = logging.getLogger("stableprompt.recorder")
-
-ENGINE_PROVIDER = "llama-cpp"
-"""The provider family whose calls :class:`Recorder`'s ``engine`` tokenizes."""
-
 
 
 def session_from_request(body: Mapping[str, Any], headers: Any = None) -> str | None:
@@ -228,8 +222,6 @@ class Recorder:
             tokenizer, max_entries=65_536, on_fallback=lambda exc: _log.warning(
                 "tokenizer unavailable (%s); estimating tokens as bytes/4", exc.code))
         self.records: list[UsageRecord] = []
-        self._index = CallIndex(window_s=session_window_s)
-        self._segments = LineageSegments()
         self.engine: EngineTokens | None = engine_of(engine)
         if isinstance(engine_slots, bool) or not isinstance(engine_slots, (int, SlotMemory)) \
                 or (isinstance(engine_slots, int) and engine_slots < 1):
@@ -237,9 +229,10 @@ class Recorder:
                 f"engine_slots must be an int >= 1 (llama-server -np) or a SlotMemory, got "
                 f"{engine_slots!r}", code="engine-slots")
         self._owns_engine = isinstance(engine, str)
-        self._slots = (engine_slots if isinstance(engine_slots, SlotMemory)
-                       else SlotMemory(engine_slots))
-        self._lookup_warned = False
+        self._memory = CallMemory(
+            self._counter, window_s=session_window_s,
+            slots=engine_slots if isinstance(engine_slots, SlotMemory)
+            else SlotMemory(engine_slots))
         self._records_lock = threading.Lock()
         self.sinks: tuple[RecordSink, ...] = tuple(sinks)
         self._worker: RecordingWorker | None = None
@@ -460,10 +453,7 @@ class Recorder:
         previous request held (:meth:`LineageSegments.segment_rendered
         <stableprompt._wire._resegment.LineageSegments.segment_rendered>`); ``None``
         when it continues no recorded request (decode it then). Never raises."""
-        try:
-            return self._segments.segment_rendered(wire_format, content)
-        except Exception:
-            return None
+        return self._memory.segment_rendered(wire_format, content)
 
     def _analyse(self, pending: Pending, body: dict[str, Any], headers: Any,
                  raw: bytes | bytearray | memoryview,
@@ -471,93 +461,19 @@ class Recorder:
         if self.store_content:
             pending.content = bytes(raw).decode("utf-8", "replace")
         pending.turn_boundary = turn_boundary(pending.wire_format, body)
-        segmented: SegmentedRequest | None = None
-        try:
-            found = resegmented if resegmented is not None and \
-                resegmented.segmented.wire_format == pending.wire_format else \
-                self._segments.segment(pending.wire_format, body, content=bytes(raw)
-                                       if rendered else None)
-            segmented = found.segmented
-            tokens = self._count(segmented, found.reused, found.previous_tokens)
-            state = pending.state = RequestState.of(
-                segmented, tokens, pending.ts, record_id=pending.record_id,
-                reused=found.reused if found.previous_tokens is not None else 0,
-                previous_cumulative=found.previous_cumulative)
-            self._segments.remember_tokens(segmented, state.segment_tokens or (),
-                                           state.cumulative_tokens)
-        except Exception as exc:
-            self._problem(pending, exc)
-        call = pending.call = Call(
-            ts=pending.ts, session_id=pending.session_id, provider=pending.provider,
-            wire_format=pending.wire_format, model=pending.model,
-            opening=opening_of(segmented),
-            fingerprint=None if segmented is None else segmented.fingerprint,
-            state=pending.state)
-        earlier = 0
-        if pending.session_id is not None and not self._index.knows_session(pending.session_id):
-            earlier = self._ledger_turns(pending.session_id)
-        pending.turn, pending.retry = self._index.begin(call, earlier_turns=earlier)
-        if pending.state is not None:
-            self._load_lineage(pending.state.head_fingerprint)
-            pending.comparison = self._index.compare(call)
-            continued = pending.comparison.predecessor_turn
-            if continued is not None and not pending.retry:
-                # A rewritten first message continues the conversation it was compared with.
-                pending.turn = continued + 1
-                self._index.renumber(call, pending.turn)
+        self._memory.analyse(pending, body, raw, resegmented, rendered=rendered,
+                             ledger=self.ledger, problem=self._problem)
 
     def _session_of(self, body: Mapping[str, Any], headers: Any) -> str | None:
         """:attr:`session_id`, else the session the request names (its ``SESSION_HEADER``
         first, see :func:`session_from_request`)."""
         return self.session_id or session_from_request(body, headers)
 
-    def _lookup_failed(self, exc: BaseException) -> None:
-        if not self._lookup_warned:  # once per recorder: a broken ledger must not flood logs
-            self._lookup_warned = True
-            _log.warning("ledger lookup failed (logged once; in-memory state is used): %s: %s",
-                         type(exc).__name__, redact(str(exc)))
-
-    def _ledger_turns(self, session_id: str) -> int:
-        """The highest turn of a named session already in the ledger (a resumed conversation)."""
-        if self.ledger is None:
-            return 0
-        try:
-            return max((r.turn or 0 for r in self.ledger.iter_records(session_id=session_id)),
-                       default=0)
-        except Exception as exc:
-            self._lookup_failed(exc)
-            return 0
-
     def segment_tokens(self, segmented: SegmentedRequest) -> list[int]:
         """Estimated tokens of each of ``segmented``'s segments, with the recorder's tokenizer
         (memoized by segment digest, so recording the same request later counts nothing
         again). Used by the stabilizer for the model minimum of its breakpoints."""
-        return self._count(segmented)
-
-    def _count(self, segmented: SegmentedRequest, reused: int = 0,
-               previous: Sequence[int] | None = None) -> list[int]:
-        """Token counts per segment; the first ``reused`` are ``previous``'s (the same
-        segments, counted for the lineage's previous request)."""
-        data, segments = segmented.segment_bytes, segmented.segments
-        counts = list(previous[:reused]) if previous is not None and reused else []
-        count = self._counter.count
-        counts.extend(count(data[s.start : s.end], digest=s.digest)
-                      for s in segments[len(counts):])
-        return counts
-
-    def _load_lineage(self, head: str) -> None:
-        """Seed the index with the lineage's recent ledger rows, once per lineage (a failed,
-        interrupted or unreadable row is never a predecessor)."""
-        if self.ledger is None or self._index.knows_lineage(head):
-            return
-        try:
-            rows = self.ledger.recent_for_lineage(head, limit=LINEAGE_DEPTH)
-        except Exception as exc:
-            self._lookup_failed(exc)
-            rows = []
-        calls = [call_from_record(r, head, self._count) for r in reversed(rows)
-                 if r.error_class is None and not r.verdict_detail.get("incomplete")]
-        self._index.load_lineage(head, calls)
+        return self._memory.count(segmented)
 
     def previous_response_id(
         self, wire_format: str, body: Mapping[str, Any], headers: Any = None, *,
@@ -582,8 +498,8 @@ class Recorder:
                         wire_format=wire_format, model=model if isinstance(model, str) else None,
                         opening=opening_of(segmented), fingerprint=state.fingerprint,
                         state=state)
-            self._load_lineage(state.head_fingerprint)
-            base = self._index.compare(call).base
+            self._memory.load_lineage(self.ledger, state.head_fingerprint)
+            base = self._memory.index.compare(call).base
             return None if base is None else base.response_id
         except Exception:
             return None
@@ -714,7 +630,7 @@ class Recorder:
         policy = self._policy(pending, detail)
         if usage is not None and policy is not None:
             usage = automatic_writes(usage, policy, detail)
-        engine = self._engine_view(pending, parsed, success, usage, detail)
+        engine = self._memory.engine_view(self.engine, pending, parsed, success, usage, detail)
         attribution = self._attribute(pending, usage, policy, detail,
                                       None if engine is None else engine[0])
         verdict: Verdict = "unknown" if attribution is None else attribution.verdict
@@ -739,9 +655,9 @@ class Recorder:
         if extra:
             detail.update(extra)
         if reason is None and success:
-            self._remember(pending, usage, response_id,
-                           None if attribution is None else attribution.read_entry_digest,
-                           engine)
+            self._memory.remember(pending, usage, response_id,
+                                  None if attribution is None else attribution.read_entry_digest,
+                                  engine, ended=self.clock())
         fields = {**identity_fields(pending, self.scenario), **usage_fields(usage)}
         fields["usage_inconsistent"] = fields["usage_inconsistent"] or bool(
             detail.get("usage_suspect"))
@@ -776,28 +692,6 @@ class Recorder:
             detail["policy"] = "conservative default (model not in the policy table)"
         return policy
 
-    def _engine_view(self, pending: Pending, response: Any, success: bool,
-                     usage: CacheUsage | None,
-                     detail: dict[str, Any]) -> tuple[EngineEvidence, array[int]] | None:
-        """Ask the engine for its token view of the call (``None`` without an engine, for
-        another provider, or when it cannot answer: ``detail["engine_view_error"]``).
-
-        Returns the evidence for attribution and what the slot holds after the call (prompt
-        tokens, then the reply's tokens when the call succeeded)."""
-        engine, state = self.engine, pending.state
-        if (engine is None or state is None or state.segmented is None
-                or pending.provider != ENGINE_PROVIDER):
-            return None
-        try:
-            return observe_engine(
-                engine, self._slots, pending.wire_format, state, pending.comparison.base,
-                reply_text(pending.wire_format, response) if success else None, detail,
-                None if usage is None else usage.output_tokens)
-        except Exception as exc:
-            detail["engine_view_error"] = redact(f"{type(exc).__name__}: {exc}",
-                                                 secrets=pending.secrets)
-            return None
-
     def _attribute(
         self, pending: Pending, usage: CacheUsage | None, policy: CachePolicy | None,
         detail: dict[str, Any], engine: EngineEvidence | None = None,
@@ -817,29 +711,6 @@ class Recorder:
             policy=policy,
             engine=engine,
         )
-
-    def _remember(self, pending: Pending, usage: CacheUsage | None,
-                  response_id: str | None, read_entry_digest: str | None = None,
-                  engine: tuple[EngineEvidence, array[int]] | None = None) -> None:
-        """Keep a complete, successful call as a future predecessor (and, with an engine
-        view, as what the engine's slot now holds)."""
-        if pending.state is None or pending.call is None:
-            return
-        held: dict[str, Any] = {}
-        if engine is not None:
-            evidence, content = engine
-            self._slots.remember(pending.record_id, content, evidence.slot_record_id,
-                                 evidence.prompt_tokens)
-            held = {"engine_tokens": content, "engine_prompt_tokens": evidence.prompt_tokens}
-        read = None if usage is None else usage.cache_read_tokens
-        write = None if usage is None else usage.cache_write_tokens
-        state = dataclasses.replace(
-            pending.state, response_id=response_id,
-            cached_extent_tokens=read + write if read is not None and write is not None else None,
-            cache_read_tokens=read, read_entry_digest=read_entry_digest,
-            input_tokens_total=None if usage is None else usage.input_tokens_total, **held)
-        self._index.remember(dataclasses.replace(pending.call, state=state, turn=pending.turn,
-                                                 ended=self.clock()))
 
     def _store(self, pending: Pending, record: UsageRecord) -> None:
         pending.record = record

@@ -1,0 +1,216 @@
+"""What a recorder remembers of earlier calls, and how it learns more of them.
+
+A :class:`CallMemory` holds, per :class:`~stableprompt.Recorder`:
+
+- the predecessor index (:class:`~stableprompt._recording._predecessor.CallIndex`): recent
+  finished calls by lineage and conversation, seeded from the ledger on first sight of a
+  lineage (:meth:`CallMemory.load_lineage`, the lineage's :data:`LINEAGE_DEPTH` newest rows)
+  and of a named session (:meth:`CallMemory.ledger_turns`, its highest turn);
+- the lineage segments (:class:`~stableprompt._wire._resegment.LineageSegments`): what the
+  previous request of each lineage was made of, so a new request is segmented and counted
+  from what it adds (its repeated segments are the stored ones, their token counts reused);
+- the token counter (memoized by segment digest);
+- what a local engine's slots hold after each call (:class:`SlotMemory`, for the engine's
+  own token view of the next one: :meth:`CallMemory.engine_view`).
+
+:meth:`CallMemory.analyse` is the request half of a call's recording (segments, token counts,
+turn, predecessor); :meth:`CallMemory.remember` keeps a finished call as a future
+predecessor. A ledger that cannot be read is logged once per memory and the in-memory state
+is used; nothing here raises into the user's call.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from array import array
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from .._ledger._ledger import Ledger
+from .._redact import redact
+from .._tokens import EstimatingTokenCounter
+from .._usage import CacheUsage
+from .._wire._formats import reply_text
+from .._wire._resegment import LineageSegments, Resegmented
+from .._wire._segmenter import SegmentedRequest
+from ._call import Call, Pending, RequestState
+from ._engine_view import EngineEvidence, EngineTokens, SlotMemory, observe_engine
+from ._predecessor import LINEAGE_DEPTH, CallIndex, call_from_record, opening_of
+
+__all__ = ["ENGINE_PROVIDER", "CallMemory"]
+
+_log = logging.getLogger("stableprompt.recorder")
+
+ENGINE_PROVIDER = "llama-cpp"
+"""The provider family whose calls a recorder's ``engine`` tokenizes."""
+
+
+class CallMemory:
+    """The predecessor index, lineage segments and token counter of one recorder (module
+    docstring). Thread-safe as its parts are (the recorder's calls may come from several
+    threads).
+
+    Args:
+        counter: The recorder's token counter.
+        window_s: How long an unnamed conversation's last call stays its continuation
+            (``Recorder(session_window_s=...)``), seconds.
+        slots: What the engine's slots hold (``Recorder(engine_slots=...)``).
+    """
+
+    def __init__(self, counter: EstimatingTokenCounter, *, window_s: float,
+                 slots: SlotMemory) -> None:
+        self.counter = counter
+        self.slots = slots
+        self.index = CallIndex(window_s=window_s)
+        self.segments = LineageSegments()
+        self._lookup_warned = False
+
+    def count(self, segmented: SegmentedRequest, reused: int = 0,
+              previous: Sequence[int] | None = None) -> list[int]:
+        """Token counts per segment of ``segmented``; the first ``reused`` are
+        ``previous``'s (the same segments, counted for the lineage's previous request)."""
+        data, segments = segmented.segment_bytes, segmented.segments
+        counts = list(previous[:reused]) if previous is not None and reused else []
+        count = self.counter.count
+        counts.extend(count(data[s.start : s.end], digest=s.digest)
+                      for s in segments[len(counts):])
+        return counts
+
+    def segment_rendered(self, wire_format: str, content: bytes) -> Resegmented | None:
+        """Segment a body stableprompt rendered from what its lineage's previous request
+        held (:meth:`LineageSegments.segment_rendered
+        <stableprompt._wire._resegment.LineageSegments.segment_rendered>`); ``None`` when it
+        continues no recorded request. Never raises."""
+        try:
+            return self.segments.segment_rendered(wire_format, content)
+        except Exception:
+            return None
+
+    def analyse(self, pending: Pending, body: dict[str, Any],
+                raw: bytes | bytearray | memoryview, resegmented: Resegmented | None, *,
+                rendered: bool, ledger: Ledger | None,
+                problem: Callable[[Pending, BaseException], None]) -> None:
+        """Segment and count ``pending``'s request, number its turn and choose its
+        predecessor (``pending.state``, ``.call``, ``.turn``, ``.retry``, ``.comparison``).
+
+        ``body`` is the decoded request, ``raw`` its bytes (segmented against the lineage's
+        previous request when ``rendered``), ``resegmented`` its segmenting when the caller
+        made it; a segmenting failure is handed to ``problem`` and the call goes on without
+        segments. ``ledger`` is read for the conversation's earlier turns and the lineage's
+        recent rows, once each.
+        """
+        segmented: SegmentedRequest | None = None
+        try:
+            found = resegmented if resegmented is not None and \
+                resegmented.segmented.wire_format == pending.wire_format else \
+                self.segments.segment(pending.wire_format, body, content=bytes(raw)
+                                      if rendered else None)
+            segmented = found.segmented
+            tokens = self.count(segmented, found.reused, found.previous_tokens)
+            state = pending.state = RequestState.of(
+                segmented, tokens, pending.ts, record_id=pending.record_id,
+                reused=found.reused if found.previous_tokens is not None else 0,
+                previous_cumulative=found.previous_cumulative)
+            self.segments.remember_tokens(segmented, state.segment_tokens or (),
+                                          state.cumulative_tokens)
+        except Exception as exc:
+            problem(pending, exc)
+        call = pending.call = Call(
+            ts=pending.ts, session_id=pending.session_id, provider=pending.provider,
+            wire_format=pending.wire_format, model=pending.model,
+            opening=opening_of(segmented),
+            fingerprint=None if segmented is None else segmented.fingerprint,
+            state=pending.state)
+        earlier = 0
+        if pending.session_id is not None and not self.index.knows_session(pending.session_id):
+            earlier = self.ledger_turns(ledger, pending.session_id)
+        pending.turn, pending.retry = self.index.begin(call, earlier_turns=earlier)
+        if pending.state is not None:
+            self.load_lineage(ledger, pending.state.head_fingerprint)
+            pending.comparison = self.index.compare(call)
+            continued = pending.comparison.predecessor_turn
+            if continued is not None and not pending.retry:
+                # A rewritten first message continues the conversation it was compared with.
+                pending.turn = continued + 1
+                self.index.renumber(call, pending.turn)
+
+    def remember(self, pending: Pending, usage: CacheUsage | None, response_id: str | None,
+                 read_entry_digest: str | None = None,
+                 engine: tuple[EngineEvidence, array[int]] | None = None, *,
+                 ended: float) -> None:
+        """Keep a complete, successful call as a future predecessor, with what its response
+        said (usage, response id; ``ended``: the recorder's clock at its end) and, with an
+        engine view (:meth:`engine_view`), as what the engine's slot now holds."""
+        if pending.state is None or pending.call is None:
+            return
+        held: dict[str, Any] = {}
+        if engine is not None:
+            evidence, content = engine
+            self.slots.remember(pending.record_id, content, evidence.slot_record_id,
+                                evidence.prompt_tokens)
+            held = {"engine_tokens": content, "engine_prompt_tokens": evidence.prompt_tokens}
+        read = None if usage is None else usage.cache_read_tokens
+        write = None if usage is None else usage.cache_write_tokens
+        state = dataclasses.replace(
+            pending.state, response_id=response_id,
+            cached_extent_tokens=read + write if read is not None and write is not None else None,
+            cache_read_tokens=read, read_entry_digest=read_entry_digest,
+            input_tokens_total=None if usage is None else usage.input_tokens_total, **held)
+        self.index.remember(dataclasses.replace(pending.call, state=state, turn=pending.turn,
+                                                ended=ended))
+
+    def engine_view(self, engine: EngineTokens | None, pending: Pending, response: Any,
+                    success: bool, usage: CacheUsage | None, detail: dict[str, Any]
+                    ) -> tuple[EngineEvidence, array[int]] | None:
+        """Ask ``engine`` for its token view of the call (``None`` without an engine, for
+        another provider than :data:`ENGINE_PROVIDER`, or when it cannot answer:
+        ``detail["engine_view_error"]``).
+
+        Returns the evidence for attribution and what the slot holds after the call (prompt
+        tokens, then the reply's tokens when the call succeeded)."""
+        state = pending.state
+        if (engine is None or state is None or state.segmented is None
+                or pending.provider != ENGINE_PROVIDER):
+            return None
+        try:
+            return observe_engine(
+                engine, self.slots, pending.wire_format, state, pending.comparison.base,
+                reply_text(pending.wire_format, response) if success else None, detail,
+                None if usage is None else usage.output_tokens)
+        except Exception as exc:
+            detail["engine_view_error"] = redact(f"{type(exc).__name__}: {exc}",
+                                                 secrets=pending.secrets)
+            return None
+
+    def ledger_turns(self, ledger: Ledger | None, session_id: str) -> int:
+        """The highest turn of a named session already in ``ledger`` (a resumed
+        conversation); 0 without one or when it cannot be read."""
+        if ledger is None:
+            return 0
+        try:
+            return max((r.turn or 0 for r in ledger.iter_records(session_id=session_id)),
+                       default=0)
+        except Exception as exc:
+            self._lookup_failed(exc)
+            return 0
+
+    def load_lineage(self, ledger: Ledger | None, head: str) -> None:
+        """Seed the index with the lineage's recent ``ledger`` rows, once per lineage (a
+        failed, interrupted or unreadable row is never a predecessor)."""
+        if ledger is None or self.index.knows_lineage(head):
+            return
+        try:
+            rows = ledger.recent_for_lineage(head, limit=LINEAGE_DEPTH)
+        except Exception as exc:
+            self._lookup_failed(exc)
+            rows = []
+        calls = [call_from_record(r, head, self.count) for r in reversed(rows)
+                 if r.error_class is None and not r.verdict_detail.get("incomplete")]
+        self.index.load_lineage(head, calls)
+
+    def _lookup_failed(self, exc: BaseException) -> None:
+        if not self._lookup_warned:  # once per recorder: a broken ledger must not flood logs
+            self._lookup_warned = True
+            _log.warning("ledger lookup failed (logged once; in-memory state is used): %s: %s",
+                         type(exc).__name__, redact(str(exc)))
