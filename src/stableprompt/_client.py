@@ -37,11 +37,9 @@ import os
 import random
 import time
 from collections.abc import (
-    AsyncIterator,
     Awaitable,
     Callable,
     Generator,
-    Iterator,
     Mapping,
 )
 from dataclasses import dataclass
@@ -51,6 +49,7 @@ from typing import Any, ClassVar
 import httpx
 
 from ._canonical import loads, wire_json
+from ._client_events import RECORD_WAIT_S, AsyncEventStream, EventStream
 from ._exceptions import ConfigurationError, InputError, ProviderError
 from ._ledger._usage_record import UsageRecord
 from ._public import public
@@ -65,7 +64,6 @@ from ._recording._transport import (
     AsyncRecordingTransport,
     RecordingTransport,
 )
-from ._sse import SSEParser
 from ._wire import anthropic, openai_chat, openai_responses
 from ._wire._formats import detect, endpoint_path
 from ._wire._request import ProviderRequest
@@ -89,11 +87,6 @@ ANTHROPIC_VERSION = "2023-06-01"
 DIAGNOSTICS_BETA = anthropic.DIAGNOSTICS_BETA
 
 _MAX_RETRY_AFTER_S = 60.0
-
-RECORD_WAIT_S = 30.0
-"""Seconds ``last_record`` / ``EventStream.record`` wait for a call recorded in thread (then
-``None``; the record is still kept: :meth:`Recorder.flush`)."""
-
 
 def retry_after_s(headers: Any, *, now: float | None = None) -> float | None:
     """Seconds the provider asks to wait: ``retry-after-ms``, else ``retry-after`` (seconds or
@@ -496,64 +489,6 @@ class _OpenAIMixin(_Base):
 # --------------------------------------------------------------------------- sync
 
 
-class _Events:
-    """A streamed response and the client that sent it (shared by both event streams)."""
-
-    def __init__(self, response: httpx.Response, client: _Base) -> None:
-        self.response = response
-        self._client = client
-
-    @property
-    def record(self) -> UsageRecord | None:
-        """The call's record, once the stream ended or was closed (``record_in_thread``:
-        waiting for its recording, at most :data:`RECORD_WAIT_S` seconds)."""
-        pending = self.response.extensions.get(PENDING_EXTENSION)
-        return pending.wait(RECORD_WAIT_S) if isinstance(pending, Pending) else None
-
-
-class EventStream(_Events):
-    """Iterator over a streamed response's events (each SSE ``data`` JSON-decoded).
-
-    ``[DONE]`` sentinels are skipped; a ``data`` that is not JSON is yielded as a ``str``. The
-    call is recorded when the stream ends or is closed (:attr:`record`). Use as a context
-    manager, or exhaust it, so the connection is released.
-    """
-
-    def __iter__(self) -> Iterator[Any]:
-        parser = SSEParser()
-        try:
-            for chunk in self.response.iter_bytes():
-                yield from _decode_events(parser.feed(chunk))
-            yield from _decode_events(parser.close())
-        except httpx.HTTPError as exc:
-            raise map_transport_error(exc, secrets=self._client._secrets) from exc
-        finally:
-            self.close()
-
-    def close(self) -> None:
-        """Close the response (records the call if it was not yet)."""
-        self.response.close()
-        self._client._done(self.response)
-
-    def __enter__(self) -> EventStream:
-        return self
-
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        self.close()
-
-
-def _decode_events(events: Any) -> Iterator[Any]:
-    for event in events:
-        data = event.data
-        if data.strip() == "[DONE]":
-            continue
-        try:
-            yield loads(data)
-        except ValueError:
-            yield data
-
-
 class _SyncClient(_Base):
     _http: httpx.Client
 
@@ -706,35 +641,6 @@ class OpenAICompatibleClient(_OpenAIMixin, _SyncClient):
 
 
 # --------------------------------------------------------------------------- async
-
-
-class AsyncEventStream(_Events):
-    """Async iterator over a streamed response's events (see :class:`EventStream`)."""
-
-    async def __aiter__(self) -> AsyncIterator[Any]:
-        parser = SSEParser()
-        try:
-            async for chunk in self.response.aiter_bytes():
-                for item in _decode_events(parser.feed(chunk)):
-                    yield item
-            for item in _decode_events(parser.close()):
-                yield item
-        except httpx.HTTPError as exc:
-            raise map_transport_error(exc, secrets=self._client._secrets) from exc
-        finally:
-            await self.aclose()
-
-    async def aclose(self) -> None:
-        """Close the response (records the call if it was not yet)."""
-        await self.response.aclose()
-        self._client._done(self.response)
-
-    async def __aenter__(self) -> AsyncEventStream:
-        return self
-
-    async def __aexit__(self, exc_type: type[BaseException] | None,
-                        exc: BaseException | None, tb: TracebackType | None) -> None:
-        await self.aclose()
 
 
 class _AsyncClient(_Base):
