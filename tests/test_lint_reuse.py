@@ -7,17 +7,21 @@ and more conversations than lint keeps."""
 from __future__ import annotations
 
 import copy
+import json
 import tempfile
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from stableprompt._canonical import wire_json
+from stableprompt._exceptions import CaptureError
 from stableprompt._lint import _linter
 from stableprompt._lint._linter import lint_capture
+from stableprompt._wire import _resegment
 from stableprompt._wire._segmenter import SegmentBuilder
 from test_resegment import PATHS, _item, items
 
@@ -154,3 +158,97 @@ def test_reuse_segments_only_new_messages(tmp_path: Path,
     assert fast == slow
     assert calls == sum(len(r["messages"]) for r in records)
     assert reused_calls == 2 * 5 * 2  # two conversations, five requests, two new items each
+
+
+STYLES = ["compact", "compact", "compact", "spaced", "ascii", "history-first", "duplicate",
+          "nested", "trailing-comma", "nan"]
+
+
+def _styled(body: dict[str, Any], style: str, key: str) -> bytes:
+    """``body`` as one capture line written in ``style``: what lint must read as
+    ``_canonical.loads`` does (or report as it does) whatever it reuses."""
+    compact = wire_json(body)
+    if style == "spaced":
+        return json.dumps(body).encode()
+    if style == "ascii":
+        return json.dumps(body, separators=(",", ":")).encode()
+    if style == "history-first":
+        return wire_json({key: body[key], **{k: v for k, v in body.items() if k != key}})
+    if style == "duplicate":  # a second history key after the one the line first names
+        return compact[:-1] + b',"' + key.encode() + b'":[]}'
+    if style == "nested":  # a compact '"messages":[' in a tool schema, before the history
+        tools = [{"name": "n", "input_schema": {"type": "object", "examples": {key: body[key]}}}]
+        return wire_json({**body, "tools": tools, key: body[key]})
+    if style == "trailing-comma":  # not JSON: a problem in both passes
+        return compact[:-2] + b",]}"
+    if style == "nan":  # a NaN item orjson rejects (the stdlib's scanner would not)
+        return compact[:-2] + b",NaN]}"
+    return compact
+
+
+@settings(max_examples=60, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(wire=st.sampled_from(sorted(PATHS)), conversations=st.lists(plans, min_size=1,
+                                                                     max_size=3),
+       order=st.lists(st.integers(0, 2), max_size=30),
+       styles=st.lists(st.sampled_from(STYLES), min_size=1, max_size=30))
+def test_lines_read_from_their_new_bytes_equal_parsed_lines(
+        wire: str, conversations: list[Any], order: list[int], styles: list[str]) -> None:
+    """Lint segments a line that re-sends its conversation from its new items' bytes only
+    (``_Linter.decode``): the report equals lint without reuse (every line parsed whole)
+    for lines written compact or not, with escapes, the history first, a duplicate history
+    key, a compact history key nested in a tool schema, and malformed new items."""
+    key = "input" if wire == "openai-responses" else "messages"
+    queues = [_conversation(wire, plan, f"Task {c}.") for c, plan in enumerate(conversations)]
+    lines: list[bytes] = []
+    turns = [0] * len(queues)
+    picks = iter(order)
+    while any(t < len(q) for t, q in zip(turns, queues, strict=True)):
+        c = next(picks, 0) % len(queues)
+        while turns[c] >= len(queues[c]):
+            c = (c + 1) % len(queues)
+        lines.append(_styled(queues[c][turns[c]], styles[len(lines) % len(styles)], key))
+        turns[c] += 1
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "capture.jsonl"
+        path.write_bytes(b"".join(line + b"\n" for line in lines))
+        fast, slow = _outcome(path, reuse=True), _outcome(path, reuse=False)
+    assert fast == slow
+
+
+def _outcome(path: Path, *, reuse: bool) -> Any:
+    """The report of ``path`` as a dict, or the error lint raised (no lintable line)."""
+    try:
+        return lint_capture(path, reuse=reuse).as_dict()
+    except CaptureError as exc:
+        return repr(exc)
+
+
+def test_a_line_re_sending_its_conversation_is_not_parsed_whole(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two interleaved growing conversations written compact: only each conversation's first
+    line is parsed whole; the others decode their two new items (and the report equals the
+    one without reuse)."""
+    records = []
+    for turn in range(1, 6):
+        for opening in ("Fix the bug.", "Write docs."):
+            history = [_item("anthropic", t % 3, f"{opening} {t}", False, False)
+                       for t in range(turn * 2)]
+            records.append(_body("anthropic", history, 4, "Be careful."))
+    path = tmp_path / "capture.jsonl"
+    _write(path, records)
+    whole: list[int] = []
+    fresh: list[int] = []
+
+    def counting(sizes: list[int]) -> Any:
+        def decode(data: bytes) -> Any:
+            sizes.append(len(data))
+            return orjson.loads(data)
+        return decode
+
+    monkeypatch.setattr(_linter, "loads", counting(whole))
+    monkeypatch.setattr(_resegment, "loads", counting(fresh))
+    fast = lint_capture(path)
+    assert len(whole) == 2
+    assert len(fresh) == 8 and max(fresh) < min(whole)
+    assert fast == lint_capture(path, reuse=False)

@@ -32,6 +32,7 @@ __all__ = [
     "build_segments",
     "chain",
     "fingerprint_of",
+    "rechain",
     "sum_tokens",
     "tag",
 ]
@@ -101,16 +102,40 @@ class Segment:
         return self.end - self.start
 
 
+_KIND_TAGS = {kind: kind.encode() + b"\0" for kind in KINDS}
+"""``kind || 0x00`` of each kind, as :func:`chain` hashes it (made once)."""
+
+
 def chain(previous: bytes | None, kind: str, data: bytes) -> bytes:
     """Return ``SHA-256(previous || kind || 0x00 || data)`` (raw 32 bytes).
 
     ``previous=None`` starts a new chain from the ``sp1`` root.
     """
     h = hashlib.sha256(_ROOT if previous is None else previous)
-    h.update(kind.encode())
-    h.update(b"\0")
+    h.update(_KIND_TAGS.get(kind) or kind.encode() + b"\0")
     h.update(data)
     return h.digest()
+
+
+def rechain(segments: Iterable[Segment], data: bytes, *, base: int, shift: int,
+            previous: bytes | None) -> tuple[list[Segment], bytes | None]:
+    """``segments`` moved ``shift`` bytes and chained from ``previous`` (another prefix
+    before them): same kind, name, bytes, standalone digest, tokens, path, breakpoint and
+    label; new offsets and prefix digests, one SHA-256 each. ``data[s.start - base:s.end -
+    base]`` are segment ``s``'s bytes.
+
+    Returns:
+        ``(segments, last_raw_digest)`` (``previous`` when there are none).
+    """
+    out: list[Segment] = []
+    append, make = out.append, Segment
+    digest = previous
+    for s in segments:
+        start, end = s.start, s.end
+        digest = chain(digest, s.kind, data[start - base:end - base])
+        append(make(s.kind, s.name, start + shift, end + shift, s.digest, digest.hex(),
+                    s.tokens, s.path, s.breakpoint, s.label))
+    return out, digest
 
 
 def tag(raw_digest: bytes) -> str:

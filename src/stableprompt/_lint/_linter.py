@@ -108,6 +108,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from .._canonical import loads
 from .._diff import (
     common_prefix_len,
     diff,
@@ -134,7 +135,8 @@ from .._wire._formats import (
     segment_request,
 )
 from .._wire._resegment import LineageSegments
-from ._capture import CaptureEntry, CaptureProblem, Skipped, iter_capture
+from .._wire._segmenter import SegmentedRequest
+from ._capture import CaptureEntry, CaptureProblem, Skipped, iter_capture, iter_records
 from ._events import EventQueue
 from ._findings import (
     CAUSE_FIXES,
@@ -144,6 +146,7 @@ from ._findings import (
     head_findings,
     tool_order_findings,
 )
+from ._gc import no_full_collections
 from ._requests import Req as _Req
 from ._requests import RequestIndex as _Index
 from ._requests import continues as _continues
@@ -203,10 +206,40 @@ class _Linter:
         self.examples: dict[str, str] = {}  # finding code -> first example message
         self.policy_cache: dict[tuple[str, str | None], CachePolicy | None] = {}
         self.tokens = EstimatingTokenCounter("cl100k_base")
+        # The last line :meth:`decode` read: (its value, the line, and when the line was
+        # segmented from its new bytes, the format and the segments), for :meth:`add`.
+        self.decoded: tuple[Any, bytes, str | None, SegmentedRequest | None] | None = None
+        self.line_formats: dict[str, None] = {}  # formats of lines kept for segment_rendered
 
     # -- input -------------------------------------------------------------------------------
 
+    def decode(self, line: bytes) -> Any:
+        """What :func:`~stableprompt._canonical.loads` returns for a capture line (raising
+        as it does). A line re-sending the conversation of an earlier line (the same bytes
+        around its history, which starts with the same items) is not parsed whole: it is
+        segmented from its new items (:meth:`LineageSegments.segment_rendered`, which decodes
+        only those), and its body rebuilt from the earlier one's values and the new items:
+        equal to the parsed body. :meth:`add` takes those segments for the entry it yields
+        (a plain body record: the line is the body)."""
+        self.decoded = None
+        if self.lineages is not None:
+            for fmt in self.line_formats:
+                try:
+                    found = self.lineages.segment_rendered(fmt, line)
+                except CaptureError:  # a malformed new item: parsed, and reported by add
+                    break
+                if found is not None:
+                    body = found.segmented.body
+                    self.decoded = (body, line, fmt, found.segmented)
+                    return body
+        value = loads(line)
+        self.decoded = (value, line, None, None)
+        return value
+
     def add(self, entry: CaptureEntry) -> None:
+        decoded, self.decoded = self.decoded, None
+        if decoded is not None and decoded[0] is not entry.body:
+            decoded = None  # not a plain body record (a wrapper, a HAR entry, an array)
         fmt = self.wire_format or entry.wire_format
         if fmt is None:
             fmt = detect(entry.body, entry.url_path)
@@ -221,8 +254,15 @@ class _Linter:
             self._problem(entry, "capture-shape", "request has no 'model' string at /model")
             return
         try:
-            seg = (segment_request(fmt, entry.body) if self.lineages is None
-                   else self.lineages.segment(fmt, entry.body).segmented)
+            if self.lineages is None:
+                seg = segment_request(fmt, entry.body)
+            elif decoded is not None and decoded[3] is not None and decoded[2] == fmt:
+                seg = decoded[3]  # segmented by decode from the line's new items
+            elif decoded is not None:  # the line is the body: the next one may reuse it
+                seg = self.lineages.segment_captured(fmt, entry.body, decoded[1]).segmented
+                self.line_formats[fmt] = None
+            else:
+                seg = self.lineages.segment(fmt, entry.body).segmented
         except CaptureError as exc:
             where = f" at {exc.pointer or '/'}" if exc.pointer is not None else ""
             self._problem(entry, exc.code, f"{exc.message}{where}")
@@ -301,14 +341,7 @@ class _Linter:
         if index is None or not index.all:
             return self._across_keys(b)
         segs, by_digest = b.segments, index.by_digest
-        lo, hi = 0, len(segs)
-        while lo < hi:  # most whole segments shared with any candidate (monotone in k)
-            mid = (lo + hi + 1) // 2
-            if segs[mid - 1].prefix_digest in by_digest:
-                lo = mid
-            else:
-                hi = mid - 1
-        k = lo
+        k = index.shared(segs)  # most whole segments shared with any candidate
         if k:
             full = index.by_last.get(segs[k - 1].prefix_digest)
             if full is not None:
@@ -433,9 +466,7 @@ class _Linter:
         same = self._same_opening(b, retired)
         if same is not None:
             return same
-        k = 0
-        while k < len(b.segments) and b.segments[k].prefix_digest in retired.by_digest:
-            k += 1
+        k = retired.shared(b.segments)
         return None if k >= _head_count(b) else self._head_relative(b, k, retired)
 
     def _most_bytes(self, b: _Req, k: int, index: _Index) -> _Req | None:
@@ -702,14 +733,15 @@ def lint_capture(
     """
     linter = _Linter(wire_format=_check_format(wire_format), policies=policies, join=join,
                      reuse=reuse)
-    for item in iter_capture(path):
-        if isinstance(item, CaptureEntry):
-            linter.add(item)
-        elif isinstance(item, CaptureProblem):
-            linter.problems.append(item)
-        elif isinstance(item, Skipped):
-            linter.skipped += 1
-    return _finish(linter, str(path))
+    with no_full_collections():  # what lint holds only grows until the report: see ._gc
+        for item in (iter_records(path, linter.decode) if reuse else iter_capture(path)):
+            if isinstance(item, CaptureEntry):
+                linter.add(item)
+            elif isinstance(item, CaptureProblem):
+                linter.problems.append(item)
+            elif isinstance(item, Skipped):
+                linter.skipped += 1
+        return _finish(linter, str(path))
 
 
 def _check_format(wire_format: str | None) -> str | None:

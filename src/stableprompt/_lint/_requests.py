@@ -5,7 +5,7 @@ Used by :mod:`stableprompt._lint._linter` (the pairing rules are in its docstrin
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -61,6 +61,20 @@ class RequestIndex:
     _by_segment: dict[str, list[int]] = field(default_factory=dict)
     _unsegmented: list[Req] = field(default_factory=list)  # added, not yet in _by_segment
 
+    def shared(self, segments: Sequence[Segment]) -> int:
+        """How many leading ``segments`` some added request holds too (by chained prefix
+        digest). Holding is monotone along a chain (a request holding segment ``i``'s prefix
+        digest holds every shorter prefix), so this is a binary search: O(log n) lookups."""
+        by_digest = self.by_digest
+        lo, hi = 0, len(segments)
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if segments[mid - 1].prefix_digest in by_digest:
+                lo = mid
+            else:
+                hi = mid - 1
+        return lo
+
     def add(self, req: Req) -> None:
         # The hot loop of pairing (a lookup per segment of every request): locals, and no
         # empty list made per lookup as ``setdefault(key, [])`` would.
@@ -74,10 +88,10 @@ class RequestIndex:
             else:
                 positions.append(pos)
         if req.segments:
-            self.by_last[req.segments[-1].prefix_digest] = req.pos
+            self.by_last[req.segments[-1].prefix_digest] = pos
         if req.first_message_digest is not None:
-            self.by_first.setdefault(req.first_message_digest, []).append(req.pos)
-        self.all.append(req.pos)
+            self.by_first.setdefault(req.first_message_digest, []).append(pos)
+        self.all.append(pos)
         self._unsegmented.append(req)
 
     @property
@@ -95,6 +109,7 @@ class RequestIndex:
                     positions.append(pos)
         self._unsegmented.clear()
         return by_segment
+
 
 
 def has_assistant(wire_format: str, body: Mapping[str, Any]) -> bool:

@@ -41,8 +41,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._canonical import decoded_json, scan_items
-from .._segment import Segment, SegmentBytes, build_segments, chain
+from .._canonical import decoded_json, loads
+from .._segment import Segment, SegmentBytes, build_segments, rechain
 from ._formats import SegmentSteps, segment_request, segment_steps
 from ._segmenter import SegmentBuilder, SegmentedRequest
 
@@ -206,6 +206,23 @@ class LineageSegments:
         return self._finish(steps, key, body, items, dump, done, stored,
                             base or _fresh(head), around)
 
+    def segment_captured(self, wire_format: str, body: Mapping[str, Any],
+                         line: bytes) -> Resegmented:
+        """:meth:`segment` of a body decoded from ``line``, bytes from a capture (not
+        stableprompt's render): the next request of the conversation is segmented from
+        ``line``'s bytes (:meth:`segment_rendered`) only when ``line`` is exactly the body's
+        compact dump and names its history key once, so the history's place in it is
+        certain (a compact ``"messages":[`` nested in a tool schema, or a duplicate key,
+        would otherwise pass for it).
+
+        Raises:
+            CaptureError: as :meth:`segment`.
+        """
+        steps = segment_steps(wire_format)
+        exact = (isinstance(body, Mapping) and line.count(_needle(steps.history_key)) == 1
+                 and decoded_json(body) == line)
+        return self.segment(wire_format, body, content=line if exact else None)
+
     def _head(self, steps: SegmentSteps, body: Mapping[str, Any]) -> _Head:
         """The head's segments, data and chain state: the stored ones when a recent request
         had the same bytes outside its history (one dump of those fields, one lookup), else
@@ -232,8 +249,8 @@ class LineageSegments:
         """Segment a body stableprompt rendered, without parsing what its conversation's
         previous request already held: the history's position is known from the previous
         request (same bytes before it), the items it shares are found by byte comparison,
-        only the new items are decoded (:func:`~stableprompt._canonical.scan_items`), and the
-        head is the previous one when the bytes after the history are too.
+        only the new items are decoded (:func:`_fresh_items`), and the head is the previous
+        one when the bytes after the history are too.
 
         Returns:
             ``None`` when this body is not such a continuation (first request of a
@@ -259,12 +276,10 @@ class LineageSegments:
         if not done:
             return None
         rest = at + stored.item_ends[done - 1]  # "," before a new item, or the closing "]"
-        scanned = scan_items(content, rest)
-        if scanned is None:
+        fresh = _fresh_items(content, rest, stored.around[1])
+        if fresh is None:
             return None
-        fresh, close = scanned
-        if content[close + 1:] != stored.around[1]:  # another head after the history
-            return None
+        close = len(content) - len(stored.around[1]) - 1
         items = [*stored.items[:done], *fresh]
         body = dict(stored.segmented.body)
         body[steps.history_key] = items
@@ -373,17 +388,11 @@ def _rebased(other: _Stored, dump: bytes,
     first, last = other.head, other.item_segments[done - 1]
     begin = old[first - 1].end if first else 0  # where ``other``'s history starts
     end = old[last - 1].end if last else begin
-    shift = len(head[1]) - begin
-    previous = head[2]
-    moved = []
-    for seg in old[first:last]:
-        previous = chain(previous, seg.kind, data[seg.start:seg.end])
-        moved.append(Segment(kind=seg.kind, name=seg.name, start=seg.start + shift,
-                             end=seg.end + shift, digest=seg.digest,
-                             prefix_digest=previous.hex(), tokens=seg.tokens, path=seg.path,
-                             breakpoint=seg.breakpoint, label=seg.label))
+    history = data.span(begin, end)
+    moved, previous = rechain(old[first:last], bytes(history), base=begin,
+                              shift=len(head[1]) - begin, previous=head[2])
     heads = len(head[0])
-    return _Base(0, (*head[0], *moved), [head[1], data.span(begin, end)], previous,
+    return _Base(0, (*head[0], *moved), [head[1], history], previous,
                  other.item_ends[:done], [n - first + heads for n in other.item_segments[:done]],
                  min(other.leading, done), heads)
 
@@ -412,6 +421,29 @@ def _opening(dump: bytes | memoryview, items: list[Any]) -> bytes:
     """``"["`` and the start of the first item (at most :data:`_OPENING` bytes of it)."""
     first = len(decoded_json(items[0])) if items else 0
     return bytes(dump[:1 + min(first, _OPENING)])
+
+
+def _fresh_items(content: bytes, rest: int, after: bytes) -> list[Any] | None:
+    """The items a history array holds after its first ones, which end at ``content[rest]``
+    (a ``,`` before more items, or the closing ``]``), when the array is followed by exactly
+    ``after`` (the bytes after the previous request's history: the same head); else
+    ``None``. The new items' bytes are decoded by :func:`~stableprompt._canonical.loads`
+    (one C call, as a full parse of the body would), nothing before them."""
+    close = len(content) - len(after) - 1  # where the history's "]" must be
+    if close < rest or not content.endswith(after) or content[close] != _CLOSE:
+        return None
+    if rest == close:  # nothing appended
+        return []
+    if content[rest] != _COMMA:
+        return None
+    try:
+        fresh = loads(b"[" + content[rest + 1:close] + b"]")
+    except ValueError:
+        return None
+    return fresh if isinstance(fresh, list) and fresh else None  # "[a,]" is no array
+
+
+_CLOSE, _COMMA = ord("]"), ord(",")
 
 
 def _needle(history_key: str) -> bytes:
