@@ -7,6 +7,7 @@ and more conversations than lint keeps."""
 from __future__ import annotations
 
 import copy
+import gc
 import json
 import tempfile
 from pathlib import Path
@@ -20,6 +21,7 @@ from hypothesis import strategies as st
 from stableprompt._canonical import wire_json
 from stableprompt._exceptions import CaptureError
 from stableprompt._lint import _linter
+from stableprompt._lint._gc import no_full_collections
 from stableprompt._lint._linter import lint_capture
 from stableprompt._wire import _resegment
 from stableprompt._wire._segmenter import SegmentBuilder
@@ -252,3 +254,40 @@ def test_a_line_re_sending_its_conversation_is_not_parsed_whole(
     assert len(whole) == 2
     assert len(fresh) == 8 and max(fresh) < min(whole)
     assert fast == lint_capture(path, reuse=False)
+
+
+def test_lint_capture_runs_without_full_collections_and_restores_the_thresholds(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """While ``lint_capture`` reads and pairs, the cyclic GC has no full collection
+    (generation-2 threshold out of reach); afterwards, and after a failed run, the
+    thresholds are the caller's again, and nested uses restore them only when the last
+    one ends."""
+    records = [_body("anthropic", [_item("anthropic", 0, f"q{t}", False, False)], 2, "Be.")
+               for t in range(3)]
+    path = tmp_path / "capture.jsonl"
+    _write(path, records)
+    before = gc.get_threshold()
+    seen: list[tuple[int, int, int]] = []
+    original = _linter._Linter.add
+
+    def add(self: Any, entry: Any) -> None:
+        seen.append(gc.get_threshold())
+        original(self, entry)
+
+    monkeypatch.setattr(_linter._Linter, "add", add)
+    gc.set_threshold(500, 7, 9)
+    try:
+        lint_capture(path)
+        assert seen and all(t[:2] == (500, 7) and t[2] > 10**6 for t in seen)
+        assert gc.get_threshold() == (500, 7, 9)
+        (tmp_path / "empty.jsonl").write_bytes(b"")
+        with pytest.raises(CaptureError):
+            lint_capture(tmp_path / "empty.jsonl")
+        assert gc.get_threshold() == (500, 7, 9)
+        with no_full_collections():
+            with no_full_collections():
+                pass
+            assert gc.get_threshold()[2] > 10**6
+        assert gc.get_threshold() == (500, 7, 9)
+    finally:
+        gc.set_threshold(*before)

@@ -141,6 +141,7 @@ from ._events import EventQueue
 from ._findings import (
     CAUSE_FIXES,
     FINDING_FIXES,
+    HeadGroup,
     HeadSeg,
     finding,
     head_findings,
@@ -200,7 +201,8 @@ class _Linter:
         self.problems: list[CaptureProblem] = []
         self.skipped = 0
         self.scopes: dict[tuple[str, str | None, str | None], _Index] = {}
-        self.head: dict[str, HeadSeg] = {}
+        self.head: dict[str, HeadSeg] = {}  # head segment digest -> facts (report time)
+        self.head_groups: dict[tuple[str, str], HeadGroup] = {}  # per head: see HeadGroup
         self.tool_orders: dict[tuple[str, ...], list[int]] = {}
         self.hits: dict[str, list[int]] = {}  # finding code -> request indexes
         self.examples: dict[str, str] = {}  # finding code -> first example message
@@ -547,19 +549,33 @@ class _Linter:
 
     def _scan_request(self, req: _Req) -> None:
         # Every format segments its head (params, tools, system) first: only that run of
-        # segments holds tools and system blocks, so the history is never walked here.
-        head_segments = req.segments[:_head_count(req)]
-        tools = tuple(s.label for s in head_segments if s.kind == "tool")
-        self.tool_orders.setdefault(tools, []).append(req.index)
+        # segments holds tools and system blocks, so the history is never walked here. The
+        # head's facts are kept per head (its last chained digest names it whole), so a
+        # request re-sending a known head costs one append (HeadGroup).
+        n = _head_count(req)
+        key = (req.wire_format, req.segments[n - 1].prefix_digest if n else "")
+        group = self.head_groups.get(key)
+        if group is None:
+            group = self.head_groups[key] = self._head_group(req, n)
+        self.tool_orders.setdefault(group.tools, []).append(req.index)
         bps = req.breakpoints
         if bps:
             cached_end = bps[-1].end
         elif req.wire_format == "anthropic":  # nothing cached yet; the head is where it goes
-            cached_end = max((s.end for s in head_segments), default=0)
+            cached_end = req.segments[n - 1].end if n else 0
             self._hit("no-breakpoints", req.index, f"request {req.index} has no cache_control "
                       "breakpoint, so Anthropic caches none of it")
         else:
             cached_end = len(req.data)
+        group.requests.append((req.index, cached_end))
+        if bps:
+            self._check_breakpoints(req, bps)
+
+    def _head_group(self, req: _Req, n: int) -> HeadGroup:
+        """The group of ``req``'s head (its first ``n`` segments), its segments' entries in
+        :attr:`head` made on first sight (in capture order, as findings list them)."""
+        head_segments = req.segments[:n]
+        heads = []
         for s in head_segments:
             if s.kind == "param":
                 continue
@@ -567,11 +583,8 @@ class _Linter:
             if head is None:
                 head = self.head[s.digest] = HeadSeg(
                     s.kind, s.name, s.label, s.path, req.data[s.start:s.end], [], [])
-            head.requests.append(req.index)
-            if s.end <= cached_end:
-                head.cached_requests.append(req.index)
-        if bps:
-            self._check_breakpoints(req, bps)
+            heads.append((head, s.end))
+        return HeadGroup(tuple(s.label for s in head_segments if s.kind == "tool"), heads, [])
 
     def _check_breakpoints(self, req: _Req, bps: tuple[Segment, ...]) -> None:
         policy = self._policy(req)
@@ -615,6 +628,11 @@ class _Linter:
     # -- output ------------------------------------------------------------------------------
 
     def report(self, capture: str | None) -> LintReport:
+        for head in self.head.values():
+            head.requests.clear()
+            head.cached_requests.clear()
+        for group in self.head_groups.values():
+            group.spread()
         findings = [*head_findings(self.head.values()), *tool_order_findings(self.tool_orders)]
         for code, indexes in self.hits.items():
             count = len(set(indexes))

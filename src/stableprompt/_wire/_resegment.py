@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .._canonical import decoded_json, loads
-from .._segment import Segment, SegmentBytes, build_segments, rechain
+from .._segment import Segment, SegmentBytes, SegmentSpec, build_segments, rechain
 from ._formats import SegmentSteps, segment_request, segment_steps
 from ._segmenter import SegmentBuilder, SegmentedRequest
 
@@ -151,6 +151,9 @@ class LineageSegments:
         # (format, the body's bytes outside its history) -> head segments, data, chain state,
         # and those fields' values (of the first body seen with them)
         self._heads: OrderedDict[tuple[str, bytes], _Head] = OrderedDict()
+        # format -> the specs, segments and data of the last head segmented anew (the next
+        # new head keeps the segments of the leading specs it shares)
+        self._last_head: dict[str, tuple[list[SegmentSpec], tuple[Segment, ...], bytes]] = {}
         self._lock = threading.Lock()
 
     def segment(self, wire_format: str, body: Mapping[str, Any], *,
@@ -238,8 +241,23 @@ class LineageSegments:
         builder = SegmentBuilder(steps.marker_key, steps.wire_format)
         builder.params(body, steps.params)
         steps.head(body, builder)
-        head = (*build_segments(builder.specs), outside)
+        specs = builder.specs
         with self._lock:
+            last = self._last_head.get(steps.wire_format)
+        same = 0  # leading specs equal to the last new head's (a system block changed)
+        if last is not None:
+            limit = min(len(specs), len(last[0]))
+            while same < limit and specs[same] == last[0][same]:
+                same += 1
+        if same and last is not None:  # those segments are the last head's (same bytes,
+            kept = last[1][:same]  # offsets and chain)
+            made, data, previous = build_segments(
+                specs[same:], start=kept[-1].end, previous=bytes.fromhex(kept[-1].prefix_digest))
+            head = ((*kept, *made), last[2][:kept[-1].end] + data, previous, outside)
+        else:
+            head = (*build_segments(specs), outside)
+        with self._lock:
+            self._last_head[steps.wire_format] = (specs, head[0], head[1])
             self._heads[key] = head
             while len(self._heads) > self.max_lineages:
                 self._heads.popitem(last=False)
