@@ -146,6 +146,10 @@ class LineageSegments:
         self._stored: OrderedDict[tuple[str, str, int], _Stored] = OrderedDict()
         # rendered bodies: (format, bytes before the history) -> {opening bytes: stored key}
         self._rendered: dict[tuple[str, bytes], dict[bytes, tuple[str, str, int]]] = {}
+        # (format, length, last bytes) of those "bytes before the history" -> the bytes
+        # objects themselves: a body finds its own without copying and hashing its ~40 KB
+        # head (a bytes object keeps its hash, so the one kept is hashed once)
+        self._prefixes: dict[tuple[str, int, bytes], list[bytes]] = {}
         # (format, opening hash) -> the stored key last seen with it, on whatever head
         self._openings: dict[tuple[str, int], tuple[str, str, int]] = {}
         # (format, the body's bytes outside its history) -> head segments, data, chain state,
@@ -282,12 +286,15 @@ class LineageSegments:
             return None
         at = where + len(needle) - 1  # the history's "["
         with self._lock:
-            candidates = self._rendered.get((steps.wire_format, content[:at]), {})
+            before = next((p for p in self._prefixes.get(_prefix_key(steps, content, at), ())
+                           if content.startswith(p)), None)
+            candidates = {} if before is None else self._rendered.get(
+                (steps.wire_format, before), {})
             key = next((k for opening, k in reversed(candidates.items())
                         if content.startswith(opening, at)), None)
             stored = None if key is None else self._stored.get(key)
-        if key is None or stored is None or stored.around is None \
-                or stored.around[0] != content[:at]:
+        if key is None or stored is None or stored.around is None or before is None \
+                or stored.around[0] != before:
             return None
         done = bisect.bisect_right(stored.item_ends,
                                    common_prefix_bytes(content, stored.dump, offset=at))
@@ -303,7 +310,7 @@ class LineageSegments:
         body[steps.history_key] = items
         dump = memoryview(content)[at:close + 1]  # kept for the next turn's comparison, uncopied
         return self._finish(steps, key, body, items, dump, done, stored,
-                            _reused(stored, done), (content[:at], content[close + 1:]))
+                            _reused(stored, done), stored.around)  # the same bytes around
 
     def _finish(self, steps: SegmentSteps, key: tuple[str, str, int], body: Mapping[str, Any],
                 items: list[Any], dump: bytes | memoryview, done: int, stored: _Stored | None,
@@ -352,6 +359,10 @@ class LineageSegments:
             if len(self._openings) > 4 * self.max_lineages:
                 self._openings.clear()
             if around is not None:
+                same_end = self._prefixes.setdefault(
+                    _prefix_key(steps, around[0], len(around[0])), [])
+                if not any(p is around[0] or p == around[0] for p in same_end):
+                    same_end.append(around[0])
                 candidates = self._rendered.setdefault((steps.wire_format, around[0]), {})
                 candidates.pop(_opening(dump, items), None)
                 candidates[_opening(dump, items)] = key  # most recent last
@@ -361,6 +372,7 @@ class LineageSegments:
                 self._stored.popitem(last=False)
             if len(self._rendered) > 4 * self.max_lineages:
                 self._rendered.clear()
+                self._prefixes.clear()
         return Resegmented(segmented, reused, None if counted is None else counted.tokens,
                            None if counted is None else counted.cumulative)
 
@@ -462,6 +474,12 @@ def _fresh_items(content: bytes, rest: int, after: bytes) -> list[Any] | None:
 
 
 _CLOSE, _COMMA = ord("]"), ord(",")
+
+
+def _prefix_key(steps: SegmentSteps, content: bytes, at: int) -> tuple[str, int, bytes]:
+    """What finds the kept bytes before a history at ``at`` (:attr:`LineageSegments.
+    _prefixes`): the format, their length and their last 64 bytes (the end of the head)."""
+    return (steps.wire_format, at, content[max(0, at - 64):at])
 
 
 def _needle(history_key: str) -> bytes:
