@@ -291,3 +291,21 @@ def test_lint_capture_runs_without_full_collections_and_restores_the_thresholds(
         assert gc.get_threshold() == (500, 7, 9)
     finally:
         gc.set_threshold(*before)
+
+
+def test_a_line_naming_its_history_twice_is_parsed(tmp_path: Path) -> None:
+    """A line with a second, constant history key after the first (the JSON value is the
+    last one; both equal in the first line) is not continued from its bytes: the next
+    lines, whose first history grew while the bytes around it stayed the same, are parsed,
+    and lint reads the history the parser reads (the report equals lint without reuse)."""
+    first = {"role": "user", "content": [{"type": "text", "text": "Fix the bug."}]}
+    reply = {"role": "assistant", "content": [{"type": "text", "text": "Looking."}]}
+    head = b'{"model":"claude-sonnet-4-5","max_tokens":64,"messages":'
+    tail = b',"system":"Be careful.","messages":' + wire_json([first, reply, first]) + b"}"
+    lines = [head + wire_json(history) + tail for history in (
+        [first, reply, first], [first, reply, first, reply], [first, reply, first, reply, first])]
+    path = tmp_path / "capture.jsonl"
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    fast = lint_capture(path)
+    assert fast == lint_capture(path, reuse=False)
+    assert {p.size_bytes for p in fast.pairs} == {fast.pairs[0].size_bytes}  # same body

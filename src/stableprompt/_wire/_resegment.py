@@ -94,6 +94,9 @@ class _Stored:
     # Rendered bodies only: the bytes around the history in the body, when the history is
     # exactly ``dump`` there (``None``: not known to be a compact rendered body).
     around: tuple[bytes, bytes] | None = field(default=None)
+    # ``False``: ``around`` and ``dump`` are bytes of a capture, not yet known to be exactly
+    # the body's compact dump naming its history once (checked on first reuse: _checked)
+    checked: bool = field(default=True)
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,13 +164,14 @@ class LineageSegments:
         self._lock = threading.Lock()
 
     def segment(self, wire_format: str, body: Mapping[str, Any], *,
-                content: bytes | None = None) -> Resegmented:
+                content: bytes | None = None, checked: bool = True) -> Resegmented:
         """Segment ``body`` (decoded by :func:`~stableprompt._canonical.loads`), reusing the
         segments it shares with its lineage's previous request.
 
         ``content``: the body's bytes when stableprompt rendered them (compact JSON), so the
         next request of the conversation can be segmented without parsing it
-        (:meth:`segment_rendered`).
+        (:meth:`segment_rendered`); ``checked=False``: bytes from elsewhere, checked to be
+        that before they are reused (:meth:`segment_captured`).
 
         Raises:
             CaptureError: as :func:`~stableprompt._wire._formats.segment_request`.
@@ -211,7 +215,7 @@ class LineageSegments:
             if where > 0 and content.startswith(dump, at):
                 around = (content[:at], content[at + len(dump):])
         return self._finish(steps, key, body, items, dump, done, stored,
-                            base or _fresh(head), around)
+                            base or _fresh(head), around, checked)
 
     def segment_captured(self, wire_format: str, body: Mapping[str, Any],
                          line: bytes) -> Resegmented:
@@ -220,15 +224,13 @@ class LineageSegments:
         ``line``'s bytes (:meth:`segment_rendered`) only when ``line`` is exactly the body's
         compact dump and names its history key once, so the history's place in it is
         certain (a compact ``"messages":[`` nested in a tool schema, or a duplicate key,
-        would otherwise pass for it).
+        would otherwise pass for it): checked when a later line first matches it, so a line
+        no other line continues (a head that changes every turn) costs no check.
 
         Raises:
             CaptureError: as :meth:`segment`.
         """
-        steps = segment_steps(wire_format)
-        exact = (isinstance(body, Mapping) and line.count(_needle(steps.history_key)) == 1
-                 and decoded_json(body) == line)
-        return self.segment(wire_format, body, content=line if exact else None)
+        return self.segment(wire_format, body, content=line, checked=False)
 
     def _head(self, steps: SegmentSteps, body: Mapping[str, Any]) -> _Head:
         """The head's segments, data and chain state: the stored ones when a recent request
@@ -293,6 +295,8 @@ class LineageSegments:
             key = next((k for opening, k in reversed(candidates.items())
                         if content.startswith(opening, at)), None)
             stored = None if key is None else self._stored.get(key)
+            if stored is not None and not stored.checked:
+                _check(steps, stored)
         if key is None or stored is None or stored.around is None or before is None \
                 or stored.around[0] != before:
             return None
@@ -310,11 +314,12 @@ class LineageSegments:
         body[steps.history_key] = items
         dump = memoryview(content)[at:close + 1]  # kept for the next turn's comparison, uncopied
         return self._finish(steps, key, body, items, dump, done, stored,
-                            _reused(stored, done), stored.around)  # the same bytes around
+                            _reused(stored, done), stored.around, True)  # same bytes around
 
     def _finish(self, steps: SegmentSteps, key: tuple[str, str, int], body: Mapping[str, Any],
                 items: list[Any], dump: bytes | memoryview, done: int, stored: _Stored | None,
-                base: _Base, around: tuple[bytes, bytes] | None) -> Resegmented:
+                base: _Base, around: tuple[bytes, bytes] | None,
+                checked: bool) -> Resegmented:
         """Segments: ``base`` (``done`` items' segments, ``base.reused`` of them the same as
         ``stored``'s), then the rest of ``items`` made."""
         reused, kept, previous, heads = base.reused, base.kept, base.previous, base.heads
@@ -351,7 +356,7 @@ class LineageSegments:
             segmented.__dict__[BREAKPOINT_INDICES] = marks
         counted = stored if stored is not None and reused else None  # its token counts
         entry = _Stored(segmented, heads, dump, item_ends, item_segments, leading_items, items,
-                        around=around)
+                        around=around, checked=checked)
         with self._lock:
             self._stored[key] = entry
             self._stored.move_to_end(key)
@@ -388,6 +393,18 @@ class LineageSegments:
                 if entry.segmented is segmented:
                     entry.tokens, entry.cumulative = kept, sums
                     return
+
+
+def _check(steps: SegmentSteps, stored: _Stored) -> None:
+    """Keep ``stored.around`` (capture bytes) only if the line it came from is exactly the
+    compact dump of the stored body and names its history key once (so the history's place
+    in it is certain); else drop it (the next request of the conversation is parsed)."""
+    if stored.around is not None:
+        line = stored.around[0] + bytes(stored.dump) + stored.around[1]
+        if line.count(_needle(steps.history_key)) != 1 or \
+                decoded_json(stored.segmented.body) != line:
+            stored.around = None
+    stored.checked = True
 
 
 def _fresh(head: _Head) -> _Base:
