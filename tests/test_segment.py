@@ -1,6 +1,6 @@
-"""The fast segment makers equal the slow ones: ``new_segment`` is ``Segment(...)``, and
-``rechain`` (a history moved after another head) is ``build_segments`` of the same segments
-after that head."""
+"""The fast segment makers equal the slow ones: ``new_segment`` is ``Segment(...)``,
+``new_spec`` is ``SegmentSpec(...)``, and ``rechain`` (a history moved after another head)
+is ``build_segments`` of the same segments after that head."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from stableprompt._segment import (
     SegmentSpec,
     build_segments,
     new_segment,
+    new_spec,
     rechain,
 )
 
@@ -63,3 +64,15 @@ def test_rechain_is_build_segments_after_the_new_head(
     moved, state = rechain(moved_from, data, base=len(old_data),
                            shift=len(new_data) - len(old_data), previous=new_state)
     assert tuple(moved) == expected and state == expected_state
+
+
+@given(kind=st.sampled_from(KINDS), name=texts, data=st.binary(max_size=20), path=texts,
+       breakpoint=labels, label=texts)
+def test_new_spec_is_the_constructor(kind: str, name: str, data: bytes, path: str,
+                                     breakpoint: str | None, label: str) -> None:
+    """``new_spec`` makes the ``SegmentSpec`` its constructor makes, field for field."""
+    values = (kind, name, data, path, breakpoint, label)
+    fast, slow = new_spec(*values), SegmentSpec(*values)
+    assert fast == slow and hash(fast) == hash(slow) and repr(fast) == repr(slow)
+    assert [f.name for f in dataclasses.fields(SegmentSpec)] == list(
+        new_spec.__code__.co_varnames[:new_spec.__code__.co_argcount])

@@ -33,6 +33,7 @@ __all__ = [
     "chain",
     "fingerprint_of",
     "new_segment",
+    "new_spec",
     "rechain",
     "sum_tokens",
     "tag",
@@ -135,6 +136,25 @@ def new_segment(kind: str, name: str, start: int, end: int, digest: str, prefix_
     return segment
 
 
+_SPEC_KIND, _SPEC_NAME, _SPEC_DATA, _SPEC_PATH, _SPEC_BREAKPOINT, _SPEC_LABEL = (
+    getattr(SegmentSpec, f).__set__ for f in ("kind", "name", "data", "path", "breakpoint",
+                                              "label"))
+
+
+def new_spec(kind: str, name: str, data: bytes, path: str, breakpoint: str | None,
+             label: str) -> SegmentSpec:
+    """``SegmentSpec(kind, name, data, path, breakpoint, label)``, made as
+    :func:`new_segment` makes a segment (for the segmenter's per-block loop)."""
+    spec = _NEW(SegmentSpec)
+    _SPEC_KIND(spec, kind)
+    _SPEC_NAME(spec, name)
+    _SPEC_DATA(spec, data)
+    _SPEC_PATH(spec, path)
+    _SPEC_BREAKPOINT(spec, breakpoint)
+    _SPEC_LABEL(spec, label)
+    return spec
+
+
 def chain(previous: bytes | None, kind: str, data: bytes) -> bytes:
     """Return ``SHA-256(previous || kind || 0x00 || data)`` (raw 32 bytes).
 
@@ -157,12 +177,15 @@ def rechain(segments: Iterable[Segment], data: bytes, *, base: int, shift: int,
         ``(segments, last_raw_digest)`` (``previous`` when there are none).
     """
     out: list[Segment] = []
-    append, make = out.append, new_segment
+    append, make, sha256, tags = out.append, new_segment, hashlib.sha256, _KIND_TAGS
     digest = previous
-    for s in segments:
-        start, end = s.start, s.end
-        digest = chain(digest, s.kind, data[start - base:end - base])
-        append(make(s.kind, s.name, start + shift, end + shift, s.digest, digest.hex(),
+    for s in segments:  # chain() inlined: one history segment per turn passes here
+        start, end, kind = s.start, s.end, s.kind
+        h = sha256(_ROOT if digest is None else digest)
+        h.update(tags.get(kind) or kind.encode() + b"\0")
+        h.update(data[start - base:end - base])
+        digest = h.digest()
+        append(make(kind, s.name, start + shift, end + shift, s.digest, digest.hex(),
                     s.tokens, s.path, s.breakpoint, s.label))
     return out, digest
 

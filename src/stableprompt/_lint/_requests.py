@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import compress, repeat
+from operator import attrgetter, is_not
 from typing import Any
 
 from .._segment import HEAD_KINDS, Segment, SegmentBytes
@@ -157,9 +159,13 @@ def make_req(pos: int, entry: CaptureEntry, seg: SegmentedRequest, group: bool) 
         group=entry.group if group else None,
         scope=scope, session=session, hinted=hinted, model=seg.model, segments=segments,
         data=seg.segment_bytes, has_assistant=has_assistant(seg.wire_format, entry.body),
-        breakpoints=tuple(s for s in segments if s.breakpoint is not None),
+        breakpoints=tuple(compress(segments, map(is_not, map(_BREAKPOINT, segments),
+                                                 repeat(None)))),  # in C: one per segment
         first_message_digest=first,
     )
+
+
+_BREAKPOINT = attrgetter("breakpoint")
 
 
 def continues(a: Req, b: Req, start: int = 0) -> bool:
