@@ -342,13 +342,14 @@ class _Linter:
         index = self.scopes.get((b.wire_format, b.group, b.scope))
         if index is None or not index.all:
             return self._across_keys(b)
-        segs, by_digest = b.segments, index.by_digest
+        segs = b.segments
         k = index.shared(segs)  # most whole segments shared with any candidate
         if k:
             full = index.by_last.get(segs[k - 1].prefix_digest)
             if full is not None:
                 if b.has_assistant:  # a rewrite of a longer request, or a fork of this one?
-                    for pos in reversed(by_digest[segs[k - 1].prefix_digest][-_SCAN_CANDIDATES:]):
+                    for pos in reversed(index.holders(segs[k - 1].prefix_digest)[
+                            -_SCAN_CANDIDATES:]):
                         a = self.reqs[pos]
                         if len(a.segments) > k and _continues(a, b, k + 1):
                             return a
@@ -421,7 +422,7 @@ class _Linter:
         y = b.segments[k]
         if y.kind in HEAD_KINDS:  # partial credit for the first differing head segment
             tail = b.data[y.start:y.end]
-            candidates = index.by_digest[b.segments[k - 1].prefix_digest] if k else index.all
+            candidates = index.holders(b.segments[k - 1].prefix_digest) if k else index.all
             for pos in candidates[-_SCAN_CANDIDATES:]:
                 a = self.reqs[pos]
                 if k < len(a.segments) and a.segments[k].kind == y.kind:
@@ -475,7 +476,7 @@ class _Linter:
         """Of the candidates sharing ``k`` whole segments with ``b``, the one sharing the most
         bytes of segment ``k`` (the 64 most recent; latest on ties)."""
         segs = b.segments
-        candidates = index.by_digest[segs[k - 1].prefix_digest] if k else index.all
+        candidates = index.holders(segs[k - 1].prefix_digest) if k else index.all
         if k >= len(segs):
             return self.reqs[candidates[-1]]
         y = segs[k]
