@@ -608,6 +608,13 @@ class _Linter:
             return
         minimum = policy.min_cacheable_tokens
         first = bps[0]
+        params = 0  # where the leading params end (SegmentBuilder.params runs first)
+        for s in req.segments:
+            if s.kind != "param":
+                break
+            params = s.end
+        if first.kind != "param" and first.end - params >= 16 * minimum:
+            return  # the prefix below (contiguous segments from 0, params left out) is big
         at = next(i for i, s in enumerate(req.segments) if s is first)  # not ==: a field walk
         prefix = [s for s in req.segments[: at + 1] if s.kind != "param"]
         size = sum(s.size_bytes for s in prefix)

@@ -369,8 +369,9 @@ class LineageSegments:
                 if not any(p is around[0] or p == around[0] for p in same_end):
                     same_end.append(around[0])
                 candidates = self._rendered.setdefault((steps.wire_format, around[0]), {})
-                candidates.pop(_opening(dump, items), None)
-                candidates[_opening(dump, items)] = key  # most recent last
+                opening = _opening(dump, items)
+                candidates.pop(opening, None)
+                candidates[opening] = key  # most recent last
                 while len(candidates) > self.max_lineages:
                     del candidates[next(iter(candidates))]
             while len(self._stored) > self.max_lineages:
