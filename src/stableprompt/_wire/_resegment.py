@@ -153,6 +153,7 @@ class LineageSegments:
         # objects themselves: a body finds its own without copying and hashing its ~40 KB
         # head (a bytes object keeps its hash, so the one kept is hashed once)
         self._prefixes: dict[tuple[str, int, bytes], list[bytes]] = {}
+        self._prefix_lengths: dict[str, dict[int, None]] = {}  # format -> their lengths
         # (format, opening hash) -> the stored key last seen with it, on whatever head
         self._openings: dict[tuple[str, int], tuple[str, str, int]] = {}
         # (format, the body's bytes outside its history) -> head segments, data, chain state,
@@ -283,13 +284,17 @@ class LineageSegments:
         """
         steps = segment_steps(wire_format)
         needle = _needle(steps.history_key)
-        where = content.find(needle)
-        if where < 1:
-            return None
-        at = where + len(needle) - 1  # the history's "["
+        before, at = None, 0
         with self._lock:
-            before = next((p for p in self._prefixes.get(_prefix_key(steps, content, at), ())
-                           if content.startswith(p)), None)
+            # The kept bytes before a history name it only where they end (found as the
+            # first occurrence of the key), so a body starting with them has its history
+            # there too: try each kept length (latest first) instead of searching the body.
+            for at in reversed(self._prefix_lengths.get(steps.wire_format, {})):
+                if at >= len(needle) and content.startswith(needle, at + 1 - len(needle)):
+                    before = next((p for p in self._prefixes.get(
+                        _prefix_key(steps, content, at), ()) if content.startswith(p)), None)
+                    if before is not None:
+                        break
             candidates = {} if before is None else self._rendered.get(
                 (steps.wire_format, before), {})
             key = next((k for opening, k in reversed(candidates.items())
@@ -368,6 +373,9 @@ class LineageSegments:
                     _prefix_key(steps, around[0], len(around[0])), [])
                 if not any(p is around[0] or p == around[0] for p in same_end):
                     same_end.append(around[0])
+                lengths = self._prefix_lengths.setdefault(steps.wire_format, {})
+                lengths.pop(len(around[0]), None)
+                lengths[len(around[0])] = None  # latest last
                 candidates = self._rendered.setdefault((steps.wire_format, around[0]), {})
                 opening = _opening(dump, items)
                 candidates.pop(opening, None)
@@ -379,6 +387,7 @@ class LineageSegments:
             if len(self._rendered) > 4 * self.max_lineages:
                 self._rendered.clear()
                 self._prefixes.clear()
+                self._prefix_lengths.clear()
         return Resegmented(segmented, reused, None if counted is None else counted.tokens,
                            None if counted is None else counted.cumulative)
 
