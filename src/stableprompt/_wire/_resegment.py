@@ -28,6 +28,12 @@ top-level ``cache_control`` (its automatic breakpoint marks the last block, wher
 history ends). Cost of a request sharing its history: one dump and one byte comparison of
 the history (C), plus Python work for the new items only.
 
+A body whose bytes stableprompt rendered is segmented from them
+(:meth:`LineageSegments.segment_rendered`): the bytes around its history and its shared items
+are compared, only the new items are decoded. Lint does the same for a capture line
+(:meth:`LineageSegments.segment_captured`) once the earlier line it continues is known to be
+exactly its body's compact dump, naming its history key once.
+
 The recorder also keeps each stored request's token counts here
 (:meth:`LineageSegments.remember_tokens`), so the reused segments are not counted again.
 """
