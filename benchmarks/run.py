@@ -216,7 +216,7 @@ def _lint_table(facts: dict[str, Any], values: dict[str, list[float]],
     for name, label in (("lint-parse", "orjson parse only (read + `orjson.loads` per line)"),
                         ("lint", "`lint_capture` (segments reused across a conversation)"),
                         ("lint-noreuse", "`lint_capture(reuse=False)` (every request "
-                                         "segmented whole: before)")):
+                                         "parsed and segmented whole)")):
         lines.append(f"| {label} | {med[name]:.2f} | {mb / med[name]:.0f} | "
                      f"{parse / med[name]:.2f} |")
     lines += ["", f"Lint with reuse is {med['lint-noreuse'] / med['lint']:.1f}x faster than "

@@ -213,6 +213,31 @@ def test_redaction_skips_only_texts_without_any_key_shape(parts: list[str]) -> N
     assert _redact.redact(text) == expected
 
 
+_SHAPES = [*_KEYISH, "gsk_", "xai-", "pplx-", "hf_", "ghp_", "github_pat_", "xoxb-", "sk_live_",
+           "rk_test_", "glpat-", "AKIA", "ASIA", "eyJ", ".", "aws_secret_access_key",
+           "x-goog-api-key", "://", "SK-", "\u212a", "\u017f", "\u0131"]
+
+
+@settings(max_examples=400, deadline=None)
+@given(parts=st.lists(st.sampled_from(_SHAPES), max_size=10))
+def test_the_key_literal_precheck_never_skips_a_key_shape(parts: list[str]) -> None:
+    """``may_hold_key`` (the literal precheck of ``redact_slice`` and ``redact``) is ``True``
+    for every text, str or bytes, in which a key pattern matches (Kelvin sign and long s
+    included: case-insensitive patterns fold them onto ASCII letters), so a snippet is
+    scrubbed exactly as by every pattern in turn."""
+    text = "".join(parts)
+    raw = text.encode()
+    if any(p.search(text) for p in _redact._SECRET_PATTERNS):
+        assert _redact.may_hold_key(text)
+    if any(p.search(raw) for p in _redact._SECRET_PATTERNS_BYTES):
+        assert _redact.may_hold_key(raw)
+    lo, hi = len(raw) // 3, max(len(raw) - 1, 0)
+    spans = [(m.end(1) if p.groups else m.start(), m.end())
+             for p in _redact._SECRET_PATTERNS_BYTES for m in p.finditer(raw)]
+    if not any(b < hi and e > lo for b, e in spans):
+        assert _redact.redact_slice(raw, lo, hi) == raw[lo:hi]
+
+
 @pytest.mark.parametrize("key", [
     "gsk_" + "A1b2C3d4" * 6 + "Zz9Y",               # Groq
     "xai-" + "Q" * 10 + "w" * 40 + "7" * 30,         # xAI

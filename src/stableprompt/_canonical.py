@@ -7,7 +7,6 @@ goes through :func:`canonical_json`, :func:`wire_json` or :func:`loads`.
 from __future__ import annotations
 
 import enum
-import json
 import math
 from collections.abc import Iterator, Mapping
 from typing import Any
@@ -18,7 +17,7 @@ from ._exceptions import CanonicalizationError
 from ._public import public
 
 __all__ = ["MAX_NESTING", "canonical_json", "decoded_json",
-           "escape_pointer", "json_safe", "loads", "pointer_get", "scan_items",
+           "escape_pointer", "json_safe", "loads", "pointer_get",
            "show_int", "show_value", "unescape_pointer", "wire_json"]
 
 _PASSTHROUGH = (
@@ -241,33 +240,6 @@ def decoded_json(obj: Any) -> bytes:
         orjson.JSONEncodeError (a ``TypeError``): ``obj`` is no decoded JSON value.
     """
     return _exact(orjson.dumps(obj, option=_WIRE))
-
-
-_SCANNER = json.JSONDecoder()
-
-
-def scan_items(data: bytes, start: int) -> tuple[list[Any], int] | None:
-    """Decode the rest of a JSON array whose items so far end at ``data[start]`` (a ``,``
-    before more items, or the closing ``]``): ``(items, index of the closing "]")``, or
-    ``None`` when ``data`` does not continue so. Reads only the bytes from ``start``, so a
-    recorder decodes what was appended to a history and nothing before it.
-
-    Uses the standard library's scanner (``json.JSONDecoder.raw_decode``, which reports where
-    a value ends: orjson has no such call), on compact JSON that stableprompt rendered, whose
-    values decode alike with either.
-    """
-    text = data[start:].decode("utf-8", "surrogatepass")
-    items: list[Any] = []
-    index = 0
-    while index < len(text) and text[index] == ",":
-        try:
-            value, index = _SCANNER.raw_decode(text, index + 1)
-        except ValueError:
-            return None
-        items.append(value)
-    if index >= len(text) or text[index] != "]":
-        return None
-    return items, start + len(text[:index].encode("utf-8", "surrogatepass"))
 
 
 def loads(data: bytes | bytearray | memoryview | str) -> Any:

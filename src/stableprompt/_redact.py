@@ -50,6 +50,30 @@ _ANY_SECRET = re.compile("|".join(
     for p in _SECRET_PATTERNS))
 """Matches where any of :data:`_SECRET_PATTERNS` matches (their alternation): most texts hold
 no key, and one search tells so instead of one substitution per pattern."""
+_KEY_LITERALS = ("sk-", "aiza", "gsk_", "xai-", "pplx-", "hf_", "ghp_", "gho_", "ghu_", "ghs_",
+                 "ghr_", "github_pat_", "xox", "_live_", "_test_", "glpat-", "akia", "asia",
+                 "eyj", "key", "authorization", "bearer", "basic", "://")
+"""Lower-case text every match of one of :data:`_SECRET_PATTERNS` holds (``key`` for every
+``...key`` name): a text (ASCII-lowered) holding none of them holds no key-shaped string, and
+``in`` tests tell so faster than the patterns' scans (which try each position). A new
+pattern must add its literal here (``tests/test_secrets.py`` checks it on key-shaped text)."""
+_KEY_LITERALS_BYTES = tuple(literal.encode("ascii") for literal in _KEY_LITERALS)
+
+
+def may_hold_key(text: str | bytes) -> bool:
+    """``False`` only when no pattern of :data:`_SECRET_PATTERNS` can match in ``text``.
+    Non-ASCII text is always ``True``: case-insensitive ``re`` matching also folds a few
+    non-ASCII letters onto ASCII ones (``K`` Kelvin sign, long ``s``), which lowering does not
+    undo."""
+    if isinstance(text, str):
+        if not text.isascii():
+            return True
+        lowered = text.lower()
+        return any(literal in lowered for literal in _KEY_LITERALS)
+    lowered_bytes = text.lower()
+    return any(literal in lowered_bytes for literal in _KEY_LITERALS_BYTES)
+
+
 _SECRET_PATTERNS_BYTES = tuple(re.compile(p.pattern.encode("ascii")) for p in _SECRET_PATTERNS)
 _SECRET_KEYS = re.compile(
     r"(?i)^(?:x-api-key|x-goog-api-key|api[-_]?key|authorization|proxy-authorization)$"
@@ -63,7 +87,7 @@ secret it scrubs (characters). Shorter values are not keys; scrubbing them would
 
 
 def _redact_text(text: str, secrets: tuple[str, ...], fragments: bool) -> str:
-    for pattern in _SECRET_PATTERNS if _ANY_SECRET.search(text) else ():
+    for pattern in _SECRET_PATTERNS if may_hold_key(text) and _ANY_SECRET.search(text) else ():
         # first: a known key's prefix must not hide a whole key
         if pattern.groups:
             text = pattern.sub(lambda m: m.group(1) + _REDACTED, text)
@@ -79,6 +103,8 @@ def redact_slice(text: AnyStr, start: int, end: int) -> AnyStr:
     ``[REDACTED]``, the keys found in the whole of ``text``: a snippet cut from a value never
     shows the tail of a key whose ``sk-`` prefix fell outside the window. Equal to the plain
     slice when no key overlaps it (str or bytes, as given)."""
+    if not may_hold_key(text):
+        return text[start:end]
     binary = isinstance(text, bytes)
     patterns: tuple[re.Pattern[Any], ...] = _SECRET_PATTERNS_BYTES if binary else _SECRET_PATTERNS
     spans: list[tuple[int, int]] = []

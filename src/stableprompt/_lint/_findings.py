@@ -5,6 +5,7 @@ Used by :mod:`stableprompt._lint._linter`.
 
 from __future__ import annotations
 
+import bisect
 import itertools
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -18,7 +19,7 @@ from .._volatility import head_strings, scan_volatile
 from .._wire._parts import a_or_an
 from ._results import LintFinding
 
-__all__ = ["CAUSE_FIXES", "FINDING_FIXES", "HeadSeg", "finding",
+__all__ = ["CAUSE_FIXES", "FINDING_FIXES", "HeadGroup", "HeadSeg", "finding",
            "head_findings", "tool_order_findings"]
 
 #: One-line fix per break cause (see ``stableprompt._diff.CAUSES``).
@@ -96,6 +97,31 @@ class HeadSeg:
     data: bytes
     requests: list[int]  # every request holding this segment
     cached_requests: list[int]  # those where it lies inside a cached region
+
+
+@dataclass(slots=True)
+class HeadGroup:
+    """The requests sharing one head (the same chain of param, tool and system segments):
+    its tool names, its segments (``(HeadSeg, end offset)``, params left out) and, per
+    request, ``(index, cached_end)``: the request's cached region ends there, so a head
+    segment ending at or before it is cached. Kept per head, not per segment, so a request
+    costs one append; :meth:`spread` fills the segments' request lists once, for the
+    report (findings read them as sets)."""
+
+    tools: tuple[str, ...]
+    heads: list[tuple[HeadSeg, int]]
+    requests: list[tuple[int, int]]
+
+    def spread(self) -> None:
+        """Add this group's requests to its segments' ``requests`` and, where cached,
+        ``cached_requests`` (a request caches a prefix of the head's segments: sorted by
+        ``cached_end``, each segment takes a prefix of that order)."""
+        ordered = sorted(self.requests, key=lambda r: -r[1])
+        indexes = [i for i, _ in ordered]
+        ends = [-end for _, end in ordered]  # ascending
+        for head, end in self.heads:
+            head.requests.extend(indexes)
+            head.cached_requests.extend(indexes[:bisect.bisect_right(ends, -end)])
 
 
 def head_findings(heads: Iterable[HeadSeg]) -> Iterator[LintFinding]:

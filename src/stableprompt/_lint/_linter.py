@@ -108,6 +108,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from .._canonical import loads
 from .._diff import (
     common_prefix_len,
     diff,
@@ -134,16 +135,19 @@ from .._wire._formats import (
     segment_request,
 )
 from .._wire._resegment import LineageSegments
-from ._capture import CaptureEntry, CaptureProblem, Skipped, iter_capture
+from .._wire._segmenter import SegmentedRequest
+from ._capture import CaptureEntry, CaptureProblem, Skipped, iter_capture, iter_records
 from ._events import EventQueue
 from ._findings import (
     CAUSE_FIXES,
     FINDING_FIXES,
+    HeadGroup,
     HeadSeg,
     finding,
     head_findings,
     tool_order_findings,
 )
+from ._gc import no_full_collections
 from ._requests import Req as _Req
 from ._requests import RequestIndex as _Index
 from ._requests import continues as _continues
@@ -197,16 +201,47 @@ class _Linter:
         self.problems: list[CaptureProblem] = []
         self.skipped = 0
         self.scopes: dict[tuple[str, str | None, str | None], _Index] = {}
-        self.head: dict[str, HeadSeg] = {}
+        self.head: dict[str, HeadSeg] = {}  # head segment digest -> facts (report time)
+        self.head_groups: dict[tuple[str, str], HeadGroup] = {}  # per head: see HeadGroup
         self.tool_orders: dict[tuple[str, ...], list[int]] = {}
         self.hits: dict[str, list[int]] = {}  # finding code -> request indexes
         self.examples: dict[str, str] = {}  # finding code -> first example message
         self.policy_cache: dict[tuple[str, str | None], CachePolicy | None] = {}
         self.tokens = EstimatingTokenCounter("cl100k_base")
+        # The last line :meth:`decode` read: (its value, the line, and when the line was
+        # segmented from its new bytes, the format and the segments), for :meth:`add`.
+        self.decoded: tuple[Any, bytes, str | None, SegmentedRequest | None] | None = None
+        self.line_formats: dict[str, None] = {}  # formats of lines kept for segment_rendered
 
     # -- input -------------------------------------------------------------------------------
 
+    def decode(self, line: bytes) -> Any:
+        """What :func:`~stableprompt._canonical.loads` returns for a capture line (raising
+        as it does). A line re-sending the conversation of an earlier line (the same bytes
+        around its history, which starts with the same items) is not parsed whole: it is
+        segmented from its new items (:meth:`LineageSegments.segment_rendered`, which decodes
+        only those), and its body rebuilt from the earlier one's values and the new items:
+        equal to the parsed body. :meth:`add` takes those segments for the entry it yields
+        (a plain body record: the line is the body)."""
+        self.decoded = None
+        if self.lineages is not None:
+            for fmt in self.line_formats:
+                try:
+                    found = self.lineages.segment_rendered(fmt, line)
+                except CaptureError:  # a malformed new item: parsed, and reported by add
+                    break
+                if found is not None:
+                    body = found.segmented.body
+                    self.decoded = (body, line, fmt, found.segmented)
+                    return body
+        value = loads(line)
+        self.decoded = (value, line, None, None)
+        return value
+
     def add(self, entry: CaptureEntry) -> None:
+        decoded, self.decoded = self.decoded, None
+        if decoded is not None and decoded[0] is not entry.body:
+            decoded = None  # not a plain body record (a wrapper, a HAR entry, an array)
         fmt = self.wire_format or entry.wire_format
         if fmt is None:
             fmt = detect(entry.body, entry.url_path)
@@ -221,8 +256,15 @@ class _Linter:
             self._problem(entry, "capture-shape", "request has no 'model' string at /model")
             return
         try:
-            seg = (segment_request(fmt, entry.body) if self.lineages is None
-                   else self.lineages.segment(fmt, entry.body).segmented)
+            if self.lineages is None:
+                seg = segment_request(fmt, entry.body)
+            elif decoded is not None and decoded[3] is not None and decoded[2] == fmt:
+                seg = decoded[3]  # segmented by decode from the line's new items
+            elif decoded is not None:  # the line is the body: the next one may reuse it
+                seg = self.lineages.segment_captured(fmt, entry.body, decoded[1]).segmented
+                self.line_formats[fmt] = None
+            else:
+                seg = self.lineages.segment(fmt, entry.body).segmented
         except CaptureError as exc:
             where = f" at {exc.pointer or '/'}" if exc.pointer is not None else ""
             self._problem(entry, exc.code, f"{exc.message}{where}")
@@ -300,20 +342,14 @@ class _Linter:
         index = self.scopes.get((b.wire_format, b.group, b.scope))
         if index is None or not index.all:
             return self._across_keys(b)
-        segs, by_digest = b.segments, index.by_digest
-        lo, hi = 0, len(segs)
-        while lo < hi:  # most whole segments shared with any candidate (monotone in k)
-            mid = (lo + hi + 1) // 2
-            if segs[mid - 1].prefix_digest in by_digest:
-                lo = mid
-            else:
-                hi = mid - 1
-        k = lo
+        segs = b.segments
+        k = index.shared(segs)  # most whole segments shared with any candidate
         if k:
             full = index.by_last.get(segs[k - 1].prefix_digest)
             if full is not None:
                 if b.has_assistant:  # a rewrite of a longer request, or a fork of this one?
-                    for pos in reversed(by_digest[segs[k - 1].prefix_digest][-_SCAN_CANDIDATES:]):
+                    for pos in reversed(index.holders(segs[k - 1].prefix_digest)[
+                            -_SCAN_CANDIDATES:]):
                         a = self.reqs[pos]
                         if len(a.segments) > k and _continues(a, b, k + 1):
                             return a
@@ -386,7 +422,7 @@ class _Linter:
         y = b.segments[k]
         if y.kind in HEAD_KINDS:  # partial credit for the first differing head segment
             tail = b.data[y.start:y.end]
-            candidates = index.by_digest[b.segments[k - 1].prefix_digest] if k else index.all
+            candidates = index.holders(b.segments[k - 1].prefix_digest) if k else index.all
             for pos in candidates[-_SCAN_CANDIDATES:]:
                 a = self.reqs[pos]
                 if k < len(a.segments) and a.segments[k].kind == y.kind:
@@ -433,16 +469,14 @@ class _Linter:
         same = self._same_opening(b, retired)
         if same is not None:
             return same
-        k = 0
-        while k < len(b.segments) and b.segments[k].prefix_digest in retired.by_digest:
-            k += 1
+        k = retired.shared(b.segments)
         return None if k >= _head_count(b) else self._head_relative(b, k, retired)
 
     def _most_bytes(self, b: _Req, k: int, index: _Index) -> _Req | None:
         """Of the candidates sharing ``k`` whole segments with ``b``, the one sharing the most
         bytes of segment ``k`` (the 64 most recent; latest on ties)."""
         segs = b.segments
-        candidates = index.by_digest[segs[k - 1].prefix_digest] if k else index.all
+        candidates = index.holders(segs[k - 1].prefix_digest) if k else index.all
         if k >= len(segs):
             return self.reqs[candidates[-1]]
         y = segs[k]
@@ -516,19 +550,33 @@ class _Linter:
 
     def _scan_request(self, req: _Req) -> None:
         # Every format segments its head (params, tools, system) first: only that run of
-        # segments holds tools and system blocks, so the history is never walked here.
-        head_segments = req.segments[:_head_count(req)]
-        tools = tuple(s.label for s in head_segments if s.kind == "tool")
-        self.tool_orders.setdefault(tools, []).append(req.index)
+        # segments holds tools and system blocks, so the history is never walked here. The
+        # head's facts are kept per head (its last chained digest names it whole), so a
+        # request re-sending a known head costs one append (HeadGroup).
+        n = _head_count(req)
+        key = (req.wire_format, req.segments[n - 1].prefix_digest if n else "")
+        group = self.head_groups.get(key)
+        if group is None:
+            group = self.head_groups[key] = self._head_group(req, n)
+        self.tool_orders.setdefault(group.tools, []).append(req.index)
         bps = req.breakpoints
         if bps:
             cached_end = bps[-1].end
         elif req.wire_format == "anthropic":  # nothing cached yet; the head is where it goes
-            cached_end = max((s.end for s in head_segments), default=0)
+            cached_end = req.segments[n - 1].end if n else 0
             self._hit("no-breakpoints", req.index, f"request {req.index} has no cache_control "
                       "breakpoint, so Anthropic caches none of it")
         else:
             cached_end = len(req.data)
+        group.requests.append((req.index, cached_end))
+        if bps:
+            self._check_breakpoints(req, bps)
+
+    def _head_group(self, req: _Req, n: int) -> HeadGroup:
+        """The group of ``req``'s head (its first ``n`` segments), its segments' entries in
+        :attr:`head` made on first sight (in capture order, as findings list them)."""
+        head_segments = req.segments[:n]
+        heads = []
         for s in head_segments:
             if s.kind == "param":
                 continue
@@ -536,11 +584,8 @@ class _Linter:
             if head is None:
                 head = self.head[s.digest] = HeadSeg(
                     s.kind, s.name, s.label, s.path, req.data[s.start:s.end], [], [])
-            head.requests.append(req.index)
-            if s.end <= cached_end:
-                head.cached_requests.append(req.index)
-        if bps:
-            self._check_breakpoints(req, bps)
+            heads.append((head, s.end))
+        return HeadGroup(tuple(s.label for s in head_segments if s.kind == "tool"), heads, [])
 
     def _check_breakpoints(self, req: _Req, bps: tuple[Segment, ...]) -> None:
         policy = self._policy(req)
@@ -563,6 +608,13 @@ class _Linter:
             return
         minimum = policy.min_cacheable_tokens
         first = bps[0]
+        params = 0  # where the leading params end (SegmentBuilder.params runs first)
+        for s in req.segments:
+            if s.kind != "param":
+                break
+            params = s.end
+        if first.kind != "param" and first.end - params >= 16 * minimum:
+            return  # the prefix below (contiguous segments from 0, params left out) is big
         at = next(i for i, s in enumerate(req.segments) if s is first)  # not ==: a field walk
         prefix = [s for s in req.segments[: at + 1] if s.kind != "param"]
         size = sum(s.size_bytes for s in prefix)
@@ -584,6 +636,11 @@ class _Linter:
     # -- output ------------------------------------------------------------------------------
 
     def report(self, capture: str | None) -> LintReport:
+        for head in self.head.values():
+            head.requests.clear()
+            head.cached_requests.clear()
+        for group in self.head_groups.values():
+            group.spread()
         findings = [*head_findings(self.head.values()), *tool_order_findings(self.tool_orders)]
         for code, indexes in self.hits.items():
             count = len(set(indexes))
@@ -702,14 +759,15 @@ def lint_capture(
     """
     linter = _Linter(wire_format=_check_format(wire_format), policies=policies, join=join,
                      reuse=reuse)
-    for item in iter_capture(path):
-        if isinstance(item, CaptureEntry):
-            linter.add(item)
-        elif isinstance(item, CaptureProblem):
-            linter.problems.append(item)
-        elif isinstance(item, Skipped):
-            linter.skipped += 1
-    return _finish(linter, str(path))
+    with no_full_collections():  # what lint holds only grows until the report: see ._gc
+        for item in (iter_records(path, linter.decode) if reuse else iter_capture(path)):
+            if isinstance(item, CaptureEntry):
+                linter.add(item)
+            elif isinstance(item, CaptureProblem):
+                linter.problems.append(item)
+            elif isinstance(item, Skipped):
+                linter.skipped += 1
+        return _finish(linter, str(path))
 
 
 def _check_format(wire_format: str | None) -> str | None:

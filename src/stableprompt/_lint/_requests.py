@@ -5,8 +5,10 @@ Used by :mod:`stableprompt._lint._linter` (the pairing rules are in its docstrin
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import compress, repeat
+from operator import attrgetter, is_not
 from typing import Any
 
 from .._segment import HEAD_KINDS, Segment, SegmentBytes
@@ -43,41 +45,87 @@ class Req:
     first_message_digest: str | None
 
 
+@dataclass(slots=True, eq=False)
+class _Run:
+    """Consecutive chained prefix digests of the index (``digests``, the first at segment
+    index ``start``) held by exactly the same requests (``holders``, positions in the order
+    added): an edge of the radix tree of the requests' chains. ``parent``: the run ending
+    just before ``start`` (every holder of this run holds it too)."""
+
+    digests: list[str]
+    holders: list[int]
+    parent: _Run | None
+    start: int
+
+
 @dataclass(slots=True)
 class RequestIndex:
     """Digest indexes of the requests added so far, positions in the order added.
 
-    ``by_digest``: chained prefix digest -> requests holding it; ``by_last``: the last
-    request ending in that prefix digest; ``by_first``: opening message digest -> requests;
-    :attr:`by_segment`: standalone segment digest -> requests (each once), built on first
-    use from the requests added until then (few requests need it: pairing by shared bytes
-    anywhere is the rare path, and it costs a lookup per segment of every request).
+    :meth:`holders`: chained prefix digest -> requests holding it, kept per run of digests
+    that the same requests hold (:class:`_Run`): a request re-sending its conversation
+    joins one run per earlier request it extends, not one list per segment, and its new
+    segments make one run; ``by_last``: the last request ending in that prefix digest;
+    ``by_first``: opening message digest -> requests; :attr:`by_segment`: standalone segment
+    digest -> requests (each once), built on first use from the requests added until then
+    (few requests need it: pairing by shared bytes anywhere is the rare path, and it costs a
+    lookup per segment of every request).
     """
 
-    by_digest: dict[str, list[int]] = field(default_factory=dict)
+    runs: dict[str, _Run] = field(default_factory=dict)
     by_last: dict[str, int] = field(default_factory=dict)
     by_first: dict[str, list[int]] = field(default_factory=dict)
     all: list[int] = field(default_factory=list)
     _by_segment: dict[str, list[int]] = field(default_factory=dict)
     _unsegmented: list[Req] = field(default_factory=list)  # added, not yet in _by_segment
 
-    def add(self, req: Req) -> None:
-        # The hot loop of pairing (a lookup per segment of every request): locals, and no
-        # empty list made per lookup as ``setdefault(key, [])`` would.
-        by_digest, pos = self.by_digest, req.pos
-        get = by_digest.get
-        for seg in req.segments:
-            key = seg.prefix_digest
-            positions = get(key)
-            if positions is None:
-                by_digest[key] = [pos]
+    def holders(self, digest: str) -> list[int]:
+        """Positions of the requests holding chained prefix digest ``digest``, in the order
+        added (``KeyError`` when none does). Do not modify."""
+        return self.runs[digest].holders
+
+    def shared(self, segments: Sequence[Segment]) -> int:
+        """How many leading ``segments`` some added request holds too (by chained prefix
+        digest). Holding is monotone along a chain (a request holding segment ``i``'s prefix
+        digest holds every shorter prefix), so this is a binary search: O(log n) lookups."""
+        runs = self.runs
+        lo, hi = 0, len(segments)
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if segments[mid - 1].prefix_digest in runs:
+                lo = mid
             else:
-                positions.append(pos)
-        if req.segments:
-            self.by_last[req.segments[-1].prefix_digest] = req.pos
+                hi = mid - 1
+        return lo
+
+    def add(self, req: Req) -> None:
+        segments, pos, runs = req.segments, req.pos, self.runs
+        known = self.shared(segments)
+        parent = None
+        if known:
+            run = runs[segments[known - 1].prefix_digest]
+            cut = known - run.start  # the run's digests this request holds
+            if cut < len(run.digests):  # it leaves the run inside: split off the part held
+                lower = _Run(run.digests[:cut], run.holders.copy(), run.parent, run.start)
+                for digest in lower.digests:
+                    runs[digest] = lower
+                del run.digests[:cut]
+                run.start, run.parent = known, lower
+                run = lower
+            parent = run
+            held: _Run | None = run
+            while held is not None:  # the request holds this run and every one before it
+                held.holders.append(pos)
+                held = held.parent
+        if known < len(segments):
+            fresh = _Run([s.prefix_digest for s in segments[known:]], [pos], parent, known)
+            for digest in fresh.digests:
+                runs[digest] = fresh
+        if segments:
+            self.by_last[segments[-1].prefix_digest] = pos
         if req.first_message_digest is not None:
-            self.by_first.setdefault(req.first_message_digest, []).append(req.pos)
-        self.all.append(req.pos)
+            self.by_first.setdefault(req.first_message_digest, []).append(pos)
+        self.all.append(pos)
         self._unsegmented.append(req)
 
     @property
@@ -95,6 +143,7 @@ class RequestIndex:
                     positions.append(pos)
         self._unsegmented.clear()
         return by_segment
+
 
 
 def has_assistant(wire_format: str, body: Mapping[str, Any]) -> bool:
@@ -142,9 +191,13 @@ def make_req(pos: int, entry: CaptureEntry, seg: SegmentedRequest, group: bool) 
         group=entry.group if group else None,
         scope=scope, session=session, hinted=hinted, model=seg.model, segments=segments,
         data=seg.segment_bytes, has_assistant=has_assistant(seg.wire_format, entry.body),
-        breakpoints=tuple(s for s in segments if s.breakpoint is not None),
+        breakpoints=tuple(compress(segments, map(is_not, map(_BREAKPOINT, segments),
+                                                 repeat(None)))),  # in C: one per segment
         first_message_digest=first,
     )
+
+
+_BREAKPOINT = attrgetter("breakpoint")
 
 
 def continues(a: Req, b: Req, start: int = 0) -> bool:

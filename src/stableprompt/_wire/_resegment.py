@@ -28,6 +28,12 @@ top-level ``cache_control`` (its automatic breakpoint marks the last block, wher
 history ends). Cost of a request sharing its history: one dump and one byte comparison of
 the history (C), plus Python work for the new items only.
 
+A body whose bytes stableprompt rendered is segmented from them
+(:meth:`LineageSegments.segment_rendered`): the bytes around its history and its shared items
+are compared, only the new items are decoded. Lint does the same for a capture line
+(:meth:`LineageSegments.segment_captured`) once the earlier line it continues is known to be
+exactly its body's compact dump, naming its history key once.
+
 The recorder also keeps each stored request's token counts here
 (:meth:`LineageSegments.remember_tokens`), so the reused segments are not counted again.
 """
@@ -41,8 +47,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._canonical import decoded_json, scan_items
-from .._segment import Segment, SegmentBytes, build_segments, chain
+from .._canonical import decoded_json, loads
+from .._segment import Segment, SegmentBytes, SegmentSpec, build_segments, rechain
 from ._formats import SegmentSteps, segment_request, segment_steps
 from ._segmenter import SegmentBuilder, SegmentedRequest
 
@@ -94,6 +100,9 @@ class _Stored:
     # Rendered bodies only: the bytes around the history in the body, when the history is
     # exactly ``dump`` there (``None``: not known to be a compact rendered body).
     around: tuple[bytes, bytes] | None = field(default=None)
+    # ``False``: ``around`` and ``dump`` are bytes of a capture, not yet known to be exactly
+    # the body's compact dump naming its history once (checked on first reuse: _checked)
+    checked: bool = field(default=True)
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,21 +155,30 @@ class LineageSegments:
         self._stored: OrderedDict[tuple[str, str, int], _Stored] = OrderedDict()
         # rendered bodies: (format, bytes before the history) -> {opening bytes: stored key}
         self._rendered: dict[tuple[str, bytes], dict[bytes, tuple[str, str, int]]] = {}
+        # (format, length, last bytes) of those "bytes before the history" -> the bytes
+        # objects themselves: a body finds its own without copying and hashing its ~40 KB
+        # head (a bytes object keeps its hash, so the one kept is hashed once)
+        self._prefixes: dict[tuple[str, int, bytes], list[bytes]] = {}
+        self._prefix_lengths: dict[str, dict[int, None]] = {}  # format -> their lengths
         # (format, opening hash) -> the stored key last seen with it, on whatever head
         self._openings: dict[tuple[str, int], tuple[str, str, int]] = {}
         # (format, the body's bytes outside its history) -> head segments, data, chain state,
         # and those fields' values (of the first body seen with them)
         self._heads: OrderedDict[tuple[str, bytes], _Head] = OrderedDict()
+        # format -> the specs, segments and data of the last head segmented anew (the next
+        # new head keeps the segments of the leading specs it shares)
+        self._last_head: dict[str, tuple[list[SegmentSpec], tuple[Segment, ...], bytes]] = {}
         self._lock = threading.Lock()
 
     def segment(self, wire_format: str, body: Mapping[str, Any], *,
-                content: bytes | None = None) -> Resegmented:
+                content: bytes | None = None, checked: bool = True) -> Resegmented:
         """Segment ``body`` (decoded by :func:`~stableprompt._canonical.loads`), reusing the
         segments it shares with its lineage's previous request.
 
         ``content``: the body's bytes when stableprompt rendered them (compact JSON), so the
         next request of the conversation can be segmented without parsing it
-        (:meth:`segment_rendered`).
+        (:meth:`segment_rendered`); ``checked=False``: bytes from elsewhere, checked to be
+        that before they are reused (:meth:`segment_captured`).
 
         Raises:
             CaptureError: as :func:`~stableprompt._wire._formats.segment_request`.
@@ -204,7 +222,22 @@ class LineageSegments:
             if where > 0 and content.startswith(dump, at):
                 around = (content[:at], content[at + len(dump):])
         return self._finish(steps, key, body, items, dump, done, stored,
-                            base or _fresh(head), around)
+                            base or _fresh(head), around, checked)
+
+    def segment_captured(self, wire_format: str, body: Mapping[str, Any],
+                         line: bytes) -> Resegmented:
+        """:meth:`segment` of a body decoded from ``line``, bytes from a capture (not
+        stableprompt's render): the next request of the conversation is segmented from
+        ``line``'s bytes (:meth:`segment_rendered`) only when ``line`` is exactly the body's
+        compact dump and names its history key once, so the history's place in it is
+        certain (a compact ``"messages":[`` nested in a tool schema, or a duplicate key,
+        would otherwise pass for it): checked when a later line first matches it, so a line
+        no other line continues (a head that changes every turn) costs no check.
+
+        Raises:
+            CaptureError: as :meth:`segment`.
+        """
+        return self.segment(wire_format, body, content=line, checked=False)
 
     def _head(self, steps: SegmentSteps, body: Mapping[str, Any]) -> _Head:
         """The head's segments, data and chain state: the stored ones when a recent request
@@ -221,8 +254,23 @@ class LineageSegments:
         builder = SegmentBuilder(steps.marker_key, steps.wire_format)
         builder.params(body, steps.params)
         steps.head(body, builder)
-        head = (*build_segments(builder.specs), outside)
+        specs = builder.specs
         with self._lock:
+            last = self._last_head.get(steps.wire_format)
+        same = 0  # leading specs equal to the last new head's (a system block changed)
+        if last is not None:
+            limit = min(len(specs), len(last[0]))
+            while same < limit and specs[same] == last[0][same]:
+                same += 1
+        if same and last is not None:  # those segments are the last head's (same bytes,
+            kept = last[1][:same]  # offsets and chain)
+            made, data, previous = build_segments(
+                specs[same:], start=kept[-1].end, previous=bytes.fromhex(kept[-1].prefix_digest))
+            head = ((*kept, *made), last[2][:kept[-1].end] + data, previous, outside)
+        else:
+            head = (*build_segments(specs), outside)
+        with self._lock:
+            self._last_head[steps.wire_format] = (specs, head[0], head[1])
             self._heads[key] = head
             while len(self._heads) > self.max_lineages:
                 self._heads.popitem(last=False)
@@ -232,8 +280,8 @@ class LineageSegments:
         """Segment a body stableprompt rendered, without parsing what its conversation's
         previous request already held: the history's position is known from the previous
         request (same bytes before it), the items it shares are found by byte comparison,
-        only the new items are decoded (:func:`~stableprompt._canonical.scan_items`), and the
-        head is the previous one when the bytes after the history are too.
+        only the new items are decoded (:func:`_fresh_items`), and the head is the previous
+        one when the bytes after the history are too.
 
         Returns:
             ``None`` when this body is not such a continuation (first request of a
@@ -242,39 +290,47 @@ class LineageSegments:
         """
         steps = segment_steps(wire_format)
         needle = _needle(steps.history_key)
-        where = content.find(needle)
-        if where < 1:
-            return None
-        at = where + len(needle) - 1  # the history's "["
+        before, at = None, 0
         with self._lock:
-            candidates = self._rendered.get((steps.wire_format, content[:at]), {})
+            # The kept bytes before a history name it only where they end (found as the
+            # first occurrence of the key), so a body starting with them has its history
+            # there too: try each kept length (latest first) instead of searching the body.
+            for at in reversed(self._prefix_lengths.get(steps.wire_format, {})):
+                if at >= len(needle) and content.startswith(needle, at + 1 - len(needle)):
+                    before = next((p for p in self._prefixes.get(
+                        _prefix_key(steps, content, at), ()) if content.startswith(p)), None)
+                    if before is not None:
+                        break
+            candidates = {} if before is None else self._rendered.get(
+                (steps.wire_format, before), {})
             key = next((k for opening, k in reversed(candidates.items())
                         if content.startswith(opening, at)), None)
             stored = None if key is None else self._stored.get(key)
-        if key is None or stored is None or stored.around is None \
-                or stored.around[0] != content[:at]:
+            if stored is not None and not stored.checked:
+                _check(steps, stored)
+        if key is None or stored is None or stored.around is None or before is None \
+                or stored.around[0] != before:
             return None
         done = bisect.bisect_right(stored.item_ends,
                                    common_prefix_bytes(content, stored.dump, offset=at))
         if not done:
             return None
         rest = at + stored.item_ends[done - 1]  # "," before a new item, or the closing "]"
-        scanned = scan_items(content, rest)
-        if scanned is None:
+        fresh = _fresh_items(content, rest, stored.around[1])
+        if fresh is None:
             return None
-        fresh, close = scanned
-        if content[close + 1:] != stored.around[1]:  # another head after the history
-            return None
+        close = len(content) - len(stored.around[1]) - 1
         items = [*stored.items[:done], *fresh]
         body = dict(stored.segmented.body)
         body[steps.history_key] = items
         dump = memoryview(content)[at:close + 1]  # kept for the next turn's comparison, uncopied
         return self._finish(steps, key, body, items, dump, done, stored,
-                            _reused(stored, done), (content[:at], content[close + 1:]))
+                            _reused(stored, done), stored.around, True)  # same bytes around
 
     def _finish(self, steps: SegmentSteps, key: tuple[str, str, int], body: Mapping[str, Any],
                 items: list[Any], dump: bytes | memoryview, done: int, stored: _Stored | None,
-                base: _Base, around: tuple[bytes, bytes] | None) -> Resegmented:
+                base: _Base, around: tuple[bytes, bytes] | None,
+                checked: bool) -> Resegmented:
         """Segments: ``base`` (``done`` items' segments, ``base.reused`` of them the same as
         ``stored``'s), then the rest of ``items`` made."""
         reused, kept, previous, heads = base.reused, base.kept, base.previous, base.heads
@@ -311,7 +367,7 @@ class LineageSegments:
             segmented.__dict__[BREAKPOINT_INDICES] = marks
         counted = stored if stored is not None and reused else None  # its token counts
         entry = _Stored(segmented, heads, dump, item_ends, item_segments, leading_items, items,
-                        around=around)
+                        around=around, checked=checked)
         with self._lock:
             self._stored[key] = entry
             self._stored.move_to_end(key)
@@ -319,15 +375,25 @@ class LineageSegments:
             if len(self._openings) > 4 * self.max_lineages:
                 self._openings.clear()
             if around is not None:
+                same_end = self._prefixes.setdefault(
+                    _prefix_key(steps, around[0], len(around[0])), [])
+                if not any(p is around[0] or p == around[0] for p in same_end):
+                    same_end.append(around[0])
+                lengths = self._prefix_lengths.setdefault(steps.wire_format, {})
+                lengths.pop(len(around[0]), None)
+                lengths[len(around[0])] = None  # latest last
                 candidates = self._rendered.setdefault((steps.wire_format, around[0]), {})
-                candidates.pop(_opening(dump, items), None)
-                candidates[_opening(dump, items)] = key  # most recent last
+                opening = _opening(dump, items)
+                candidates.pop(opening, None)
+                candidates[opening] = key  # most recent last
                 while len(candidates) > self.max_lineages:
                     del candidates[next(iter(candidates))]
             while len(self._stored) > self.max_lineages:
                 self._stored.popitem(last=False)
             if len(self._rendered) > 4 * self.max_lineages:
                 self._rendered.clear()
+                self._prefixes.clear()
+                self._prefix_lengths.clear()
         return Resegmented(segmented, reused, None if counted is None else counted.tokens,
                            None if counted is None else counted.cumulative)
 
@@ -343,6 +409,18 @@ class LineageSegments:
                 if entry.segmented is segmented:
                     entry.tokens, entry.cumulative = kept, sums
                     return
+
+
+def _check(steps: SegmentSteps, stored: _Stored) -> None:
+    """Keep ``stored.around`` (capture bytes) only if the line it came from is exactly the
+    compact dump of the stored body and names its history key once (so the history's place
+    in it is certain); else drop it (the next request of the conversation is parsed)."""
+    if stored.around is not None:
+        line = stored.around[0] + bytes(stored.dump) + stored.around[1]
+        if line.count(_needle(steps.history_key)) != 1 or \
+                decoded_json(stored.segmented.body) != line:
+            stored.around = None
+    stored.checked = True
 
 
 def _fresh(head: _Head) -> _Base:
@@ -373,17 +451,11 @@ def _rebased(other: _Stored, dump: bytes,
     first, last = other.head, other.item_segments[done - 1]
     begin = old[first - 1].end if first else 0  # where ``other``'s history starts
     end = old[last - 1].end if last else begin
-    shift = len(head[1]) - begin
-    previous = head[2]
-    moved = []
-    for seg in old[first:last]:
-        previous = chain(previous, seg.kind, data[seg.start:seg.end])
-        moved.append(Segment(kind=seg.kind, name=seg.name, start=seg.start + shift,
-                             end=seg.end + shift, digest=seg.digest,
-                             prefix_digest=previous.hex(), tokens=seg.tokens, path=seg.path,
-                             breakpoint=seg.breakpoint, label=seg.label))
+    history = data.span(begin, end)
+    moved, previous = rechain(old[first:last], bytes(history), base=begin,
+                              shift=len(head[1]) - begin, previous=head[2])
     heads = len(head[0])
-    return _Base(0, (*head[0], *moved), [head[1], data.span(begin, end)], previous,
+    return _Base(0, (*head[0], *moved), [head[1], history], previous,
                  other.item_ends[:done], [n - first + heads for n in other.item_segments[:done]],
                  min(other.leading, done), heads)
 
@@ -412,6 +484,35 @@ def _opening(dump: bytes | memoryview, items: list[Any]) -> bytes:
     """``"["`` and the start of the first item (at most :data:`_OPENING` bytes of it)."""
     first = len(decoded_json(items[0])) if items else 0
     return bytes(dump[:1 + min(first, _OPENING)])
+
+
+def _fresh_items(content: bytes, rest: int, after: bytes) -> list[Any] | None:
+    """The items a history array holds after its first ones, which end at ``content[rest]``
+    (a ``,`` before more items, or the closing ``]``), when the array is followed by exactly
+    ``after`` (the bytes after the previous request's history: the same head); else
+    ``None``. The new items' bytes are decoded by :func:`~stableprompt._canonical.loads`
+    (one C call, as a full parse of the body would), nothing before them."""
+    close = len(content) - len(after) - 1  # where the history's "]" must be
+    if close < rest or not content.endswith(after) or content[close] != _CLOSE:
+        return None
+    if rest == close:  # nothing appended
+        return []
+    if content[rest] != _COMMA:
+        return None
+    try:
+        fresh = loads(b"[" + content[rest + 1:close] + b"]")
+    except ValueError:
+        return None
+    return fresh if isinstance(fresh, list) and fresh else None  # "[a,]" is no array
+
+
+_CLOSE, _COMMA = ord("]"), ord(",")
+
+
+def _prefix_key(steps: SegmentSteps, content: bytes, at: int) -> tuple[str, int, bytes]:
+    """What finds the kept bytes before a history at ``at`` (:attr:`LineageSegments.
+    _prefixes`): the format, their length and their last 64 bytes (the end of the head)."""
+    return (steps.wire_format, at, content[max(0, at - 64):at])
 
 
 def _needle(history_key: str) -> bytes:

@@ -37,6 +37,7 @@ from .._segment import (
     SegmentSpec,
     build_segments,
     fingerprint_of,
+    new_spec,
     tag,
 )
 
@@ -160,7 +161,7 @@ class SegmentBuilder:
     def add(self, kind: str, name: str, value: Any, path: str, label: str = "") -> None:
         """Add one segment: ``value`` without its marker, located at ``path``."""
         stripped, ttl = _marker(value, self.marker_key)
-        self.specs.append(SegmentSpec(kind, name, _dump(stripped, path), path, ttl, label))
+        self.specs.append(new_spec(kind, name, _dump(stripped, path), path, ttl, label))
 
     def params(self, body: Mapping[str, Any], names: tuple[str, ...]) -> None:
         """Add a ``param`` segment per cache-key parameter present in ``body``."""
@@ -182,17 +183,17 @@ class SegmentBuilder:
                 stripped, ttl = _marker(block, self.marker_key)
                 data = _dump({"role": role, "block": stripped}, f"{path}/content/{j}", "/block")
                 self.specs.append(
-                    SegmentSpec(kind, f"{base}.content[{j}]", data, f"{path}/content/{j}",
-                                ttl, str(role))
+                    new_spec(kind, f"{base}.content[{j}]", data, f"{path}/content/{j}", ttl,
+                             str(role))
                 )
         else:
             data = _dump({"role": role, "content": content}, path)
-            self.specs.append(SegmentSpec(kind, base, data, path, None, str(role)))
+            self.specs.append(new_spec(kind, base, data, path, None, str(role)))
 
     def rest(self, kind: str, base: str, path: str, role: Any, rest: Mapping[str, Any]) -> None:
         """Add the fields of an item beside ``role``/``content`` as one ``.rest`` segment."""
-        self.specs.append(SegmentSpec(kind, f"{base}.rest", _dump(rest, path), path, None,
-                                      str(role)))
+        self.specs.append(new_spec(kind, f"{base}.rest", _dump(rest, path), path, None,
+                                   str(role)))
 
 
 def require_list(body: Mapping[str, Any], key: str, *, required: bool) -> list[Any]:

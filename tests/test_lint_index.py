@@ -1,0 +1,48 @@
+"""The lint pairing index keeps prefix digests in runs held by the same requests
+(``_requests.RequestIndex``): it answers exactly what a list of holders per digest answers,
+for requests that extend, fork from, retry or cut earlier ones, or share nothing."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from stableprompt._lint._requests import Req, RequestIndex
+from stableprompt._segment import SegmentBytes, SegmentSpec, build_segments
+
+plans = st.lists(st.tuples(st.integers(0, 40), st.integers(0, 12),
+                           st.lists(st.sampled_from([b"a", b"b", b"cc"]), max_size=4)),
+                 min_size=1, max_size=30)
+
+
+def _req(pos: int, datas: list[bytes]) -> Req:
+    segments, _, _ = build_segments(
+        [SegmentSpec("message", f"m{i}", d) for i, d in enumerate(datas)])
+    return Req(pos=pos, index=pos, source=f"r{pos}", wire_format="anthropic", group=None,
+               scope=None, session=None, hinted=False, model="m", segments=segments,
+               data=SegmentBytes(datas), has_assistant=False, breakpoints=(),
+               first_message_digest=None)
+
+
+@settings(max_examples=300, deadline=None)
+@given(plans=plans)
+def test_holders_equal_a_list_per_digest(plans: list[tuple[int, int, list[bytes]]]) -> None:
+    """After each request: the same digests are known, each held by the same requests in the
+    same order, and the shared-prefix search gives the same depth as scanning the lists."""
+    index = RequestIndex()
+    naive: dict[str, list[int]] = {}
+    chains: list[list[bytes]] = []
+    for pos, (base, cut, fresh) in enumerate(plans):
+        prefix = chains[base % len(chains)][:cut] if chains and base % 4 else []
+        chains.append([*prefix, *fresh])
+        req = _req(pos, chains[-1])
+        depth = 0
+        while depth < len(req.segments) and req.segments[depth].prefix_digest in naive:
+            depth += 1
+        assert index.shared(req.segments) == depth
+        index.add(req)
+        for s in req.segments:
+            naive.setdefault(s.prefix_digest, []).append(pos)
+        assert set(index.runs) == set(naive)
+        assert all(index.holders(d) == positions for d, positions in naive.items())
+        assert index.all == list(range(pos + 1))
