@@ -20,7 +20,6 @@ LAYERS: dict[str, int] = {
     "_diff": 2, "_prompt": 2, "_ledger": 2,
     "_recording": 3,
     "_client": 4,
-    "_client_events": 4,
     "_report": 5, "_lint": 5, "testing": 5, "emulator": 5, "_engine": 5,
     "_proxy": 5,
     "demo": 6,

@@ -14,12 +14,12 @@ from typing import Any, Protocol
 
 import httpx
 
-from ._canonical import loads
-from ._ledger._usage_record import UsageRecord
-from ._recording._call import Pending
-from ._recording._errors import map_transport_error
-from ._recording._transport import PENDING_EXTENSION
-from ._sse import SSEParser
+from .._canonical import loads
+from .._ledger._usage_record import UsageRecord
+from .._recording._call import Pending
+from .._recording._errors import map_transport_error
+from .._recording._transport import PENDING_EXTENSION
+from .._sse import SSEParser
 
 __all__ = ["RECORD_WAIT_S", "AsyncEventStream", "EventStream"]
 

@@ -48,15 +48,14 @@ from typing import Any, ClassVar
 
 import httpx
 
-from ._canonical import loads, wire_json
-from ._client_events import RECORD_WAIT_S, AsyncEventStream, EventStream
-from ._exceptions import ConfigurationError, InputError, ProviderError
-from ._ledger._usage_record import UsageRecord
-from ._public import public
-from ._recording._call import Pending
-from ._recording._errors import http_status_error, map_transport_error
-from ._recording._recorder import Recorder
-from ._recording._transport import (
+from .._canonical import loads, wire_json
+from .._exceptions import ConfigurationError, InputError, ProviderError
+from .._ledger._usage_record import UsageRecord
+from .._public import public
+from .._recording._call import Pending
+from .._recording._errors import http_status_error, map_transport_error
+from .._recording._recorder import Recorder
+from .._recording._transport import (
     BODY_EXTENSION,
     PENDING_EXTENSION,
     RENDERED_EXTENSION,
@@ -64,9 +63,10 @@ from ._recording._transport import (
     AsyncRecordingTransport,
     RecordingTransport,
 )
-from ._wire import anthropic, openai_chat, openai_responses
-from ._wire._formats import detect, endpoint_path
-from ._wire._request import ProviderRequest
+from .._wire import anthropic, openai_chat, openai_responses
+from .._wire._formats import detect, endpoint_path
+from .._wire._request import ProviderRequest
+from ._events import RECORD_WAIT_S, AsyncEventStream, EventStream
 
 __all__ = [
     "ANTHROPIC_VERSION",
