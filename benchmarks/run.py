@@ -213,7 +213,8 @@ def _lint_table(facts: dict[str, Any], values: dict[str, list[float]],
              f"{facts['breaks']} breaks ({causes}).", "",
              "| pass | median s | MB/s | throughput / parse-only (target >= 0.50) |",
              "|---|---|---|---|"]
-    for name, label in (("lint-parse", "orjson parse only (read + `orjson.loads` per line)"),
+    for name, label in (("lint-parse", "orjson parse only (read through lint's 1 MiB buffer + "
+                                       "`orjson.loads` per line)"),
                         ("lint", "`lint_capture` (segments reused across a conversation)"),
                         ("lint-noreuse", "`lint_capture(reuse=False)` (every request "
                                          "parsed and segmented whole)")):

@@ -51,7 +51,7 @@ __all__ = ["Capture", "CaptureEntry", "CaptureProblem", "Skipped", "iter_capture
 
 _JSONL_SUFFIXES = (".jsonl", ".ndjson")
 _BOM = b"\xef\xbb\xbf"
-_BUFFER = 1 << 20
+READ_BUFFER_BYTES = 1 << 20
 """Read buffer of a capture file (bytes): a JSONL line of a long conversation is often
 larger than the default 8 KiB, and ``readline`` then gathers it in pieces; with 1 MiB it is
 one copy out of the buffer (measured ~3x faster on 110 KB lines)."""
@@ -191,7 +191,7 @@ def iter_records(path: str | Path, decode: Callable[[bytes], Any]) -> Iterator[
         yield from _check_nonempty(p, _iter_directory(p, decode))
         return
     try:
-        handle = p.open("rb", buffering=_BUFFER)
+        handle = p.open("rb", buffering=READ_BUFFER_BYTES)
     except OSError as exc:
         raise CaptureError(f"cannot read capture {str(p)!r}: {exc.strerror or exc}",
                            code="capture-unreadable") from exc
