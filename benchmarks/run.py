@@ -27,7 +27,7 @@ import platform
 import statistics
 import subprocess
 import sys
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -296,7 +296,7 @@ def main() -> None:
 
 
 def _meta(samples: int) -> dict[str, Any]:
-    return {"date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+    return {"date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
             "machine": _machine(), "python": platform.python_version(),
             "versions": _versions(), "samples": f"{samples} values per benchmark"}
 

@@ -14,7 +14,7 @@ import sys
 import threading
 import warnings
 from collections.abc import Iterator
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -27,7 +27,7 @@ from stableprompt._redact import redact
 from stableprompt._report._otel import export_otel
 
 FAKE_KEY = "sk-ant-api03-TESTKEY0123456789abcdefghijklmnopqrstuvwxyz-AAAA"
-T0 = datetime(2026, 6, 1, 12, 0, tzinfo=timezone.utc)
+T0 = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
 
 
 def _record(**fields: object) -> UsageRecord:

@@ -8,7 +8,7 @@ import subprocess
 import sys
 import types
 from collections.abc import Callable
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -51,7 +51,7 @@ def _objects() -> dict[str, tuple[Any, Callable[[Any], Any]]]:
     plan = sp.plan_compaction(history_tokens=9000, span_tokens=6000, summary_tokens=500,
                               surviving_tokens=2000, new_tokens_per_turn=300,
                               remaining_turns=10, read_multiplier=0.1, write_multiplier=1.25)
-    record = sp.UsageRecord(ts_utc=datetime(2026, 1, 1, tzinfo=timezone.utc),
+    record = sp.UsageRecord(ts_utc=datetime(2026, 1, 1, tzinfo=UTC),
                             wire_format="anthropic", provider="anthropic", model="m",
                             cache_read_tokens=5, verdict="hit")
     same: Callable[[Any], Any] = lambda value: value  # noqa: E731

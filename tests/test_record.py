@@ -7,7 +7,7 @@ import re
 import typing
 import uuid
 import warnings
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 
 import pydantic
 import pytest
@@ -24,11 +24,11 @@ from stableprompt.providers import WIRE_FORMATS
 
 def test_defaults_fill_id_and_utc_timestamp() -> None:
     """A record gets a uuid4-hex id, a UTC timestamp, verdict unknown and unknown usage."""
-    before = datetime.now(timezone.utc)
+    before = datetime.now(UTC)
     record = UsageRecord(wire_format="anthropic")
     assert re.fullmatch(r"[0-9a-f]{32}", record.record_id)
-    assert record.ts_utc.tzinfo == timezone.utc
-    assert before <= record.ts_utc <= datetime.now(timezone.utc)
+    assert record.ts_utc.tzinfo == UTC
+    assert before <= record.ts_utc <= datetime.now(UTC)
     assert record.verdict == "unknown"
     assert record.verdict_detail == {}
     assert record.input_tokens_total is None and record.cache_read_tokens is None
@@ -60,7 +60,7 @@ def test_aware_timestamp_is_normalized_to_utc() -> None:
     """An aware non-UTC timestamp is kept as the same instant, expressed in UTC."""
     local = datetime(2026, 3, 1, 12, 0, tzinfo=timezone(timedelta(hours=2)))
     record = UsageRecord(wire_format="openai-chat", ts_utc=local)
-    assert record.ts_utc == datetime(2026, 3, 1, 10, 0, tzinfo=timezone.utc)
+    assert record.ts_utc == datetime(2026, 3, 1, 10, 0, tzinfo=UTC)
     assert record.ts_utc.utcoffset() == timedelta(0)
 
 
@@ -133,7 +133,7 @@ def test_json_line_round_trip() -> None:
     """to_json writes one canonical line (sorted keys, Z time) and from_json restores it exactly."""
     record = UsageRecord(
         wire_format="anthropic",
-        ts_utc=datetime(2026, 5, 4, 3, 2, 1, 123456, tzinfo=timezone.utc),
+        ts_utc=datetime(2026, 5, 4, 3, 2, 1, 123456, tzinfo=UTC),
         session_id="conv-1",
         turn=2,
         lineage="sp1:abc",

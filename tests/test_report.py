@@ -10,7 +10,7 @@ import sqlite3
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +27,7 @@ from stableprompt._report._command import (
     summarize,
 )
 
-T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
 ISSUE_FIELDS = ["calls", "input_tokens", "cache_read_tokens", "cache_write_tokens", "hit_rate",
                 "ceiling", "verdicts", "agreement"]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import re
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +19,7 @@ from stableprompt._report._calls import CLIFF_DROP
 from stableprompt._report._command import read_ledger, summarize
 from stableprompt._report._pricing import Pricing, TokenSplit, price_call
 
-T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 def _rec(i: int, *, session: str = "a", total: int | None = 4000, read: int | None = 0,

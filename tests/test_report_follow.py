@@ -11,7 +11,7 @@ import sys
 import textwrap
 import threading
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +22,7 @@ from stableprompt._cli import main
 from stableprompt._report._follow import FollowState, follow
 
 SRC = str(Path(__file__).resolve().parents[1] / "src")
-T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
 WRITER = textwrap.dedent("""
     import sys, time

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +17,7 @@ from stableprompt import Ledger, LedgerError, UsageRecord
 from stableprompt._cli import main
 from stableprompt._report._command import CorruptRow, read_ledger, summarize
 
-T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 def _rec(t: float, *, session: str, total: int, read: int = 0, write: int = 0,

@@ -5,7 +5,7 @@ transport and the report command."""
 from __future__ import annotations
 
 import json
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +15,7 @@ from stableprompt import Ledger, Recorder, UsageRecord, summarize
 from stableprompt._cli import main
 from test_stabilize import stabilizing_sdk
 
-T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 def _rec(t: float, *, read: int, total: int = 4000, detail: dict[str, Any] | None = None,

@@ -23,7 +23,7 @@ from __future__ import annotations
 import contextlib
 import sqlite3
 from collections.abc import Mapping, Sequence
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -166,7 +166,7 @@ INSERT_SQL = (
 def ts_text(ts: datetime) -> str:
     """``ts`` as stored in ``ts_utc``: UTC ISO 8601 with microseconds always present (fixed
     width, so text order is time order), e.g. ``"2026-06-01T12:00:00.000000+00:00"``."""
-    return ts.astimezone(timezone.utc).isoformat(timespec="microseconds")
+    return ts.astimezone(UTC).isoformat(timespec="microseconds")
 
 
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1

@@ -18,7 +18,7 @@ import os
 import random
 import uuid
 from collections.abc import Mapping
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_validator
@@ -107,7 +107,7 @@ def new_record_id() -> str:
 
 def utc_now() -> datetime:
     """Return the current time as a timezone-aware UTC datetime."""
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 def _count() -> Any:
@@ -214,7 +214,7 @@ class UsageRecord(BaseModel):
             raise ValueError(
                 "ts_utc must be timezone-aware; pass datetime.now(timezone.utc) or add tzinfo"
             )
-        return value.astimezone(timezone.utc)
+        return value.astimezone(UTC)
 
     @field_validator("usage_raw", "verdict_detail", "diagnostics")
     @classmethod

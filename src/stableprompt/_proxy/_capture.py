@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
 
@@ -38,7 +38,7 @@ class CaptureWriter:
     def __init__(self, directory: str | os.PathLike[str]) -> None:
         self.directory = Path(directory)
         self.directory.mkdir(parents=True, exist_ok=True)
-        stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+        stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
         self.path = self.directory / f"proxy-{stamp}-{os.getpid()}.jsonl"
         self._file: IO[bytes] | None = None
         self._lock = threading.Lock()
@@ -53,7 +53,7 @@ class CaptureWriter:
             line = canonical_json({
                 "request": text, "path": path, "wire_format": wire_format,
                 "session": None if session is None else redact(session),
-                "ts_utc": datetime.now(timezone.utc).isoformat().replace("+00:00", "Z"),
+                "ts_utc": datetime.now(UTC).isoformat().replace("+00:00", "Z"),
             }) + b"\n"
             with self._lock:
                 if self._file is None:

@@ -5,7 +5,7 @@ an ``engine`` URL names. Used by :class:`~stableprompt.Recorder` only."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from .._canonical import json_safe
@@ -27,7 +27,7 @@ def identity_fields(pending: Pending, scenario: str | None) -> dict[str, Any]:
     state = pending.state
     return {
         "record_id": pending.record_id,
-        "ts_utc": datetime.fromtimestamp(pending.ts, timezone.utc),
+        "ts_utc": datetime.fromtimestamp(pending.ts, UTC),
         "session_id": pending.session_id, "turn": pending.turn, "scenario": scenario,
         "wire_format": pending.usage_format, "provider": pending.provider,
         "model": pending.model,

@@ -44,7 +44,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from .._canonical import json_safe, loads
@@ -558,7 +558,7 @@ class Recorder:
             try:
                 record = UsageRecord(
                     record_id=pending.record_id,
-                    ts_utc=datetime.fromtimestamp(pending.ts, timezone.utc),
+                    ts_utc=datetime.fromtimestamp(pending.ts, UTC),
                     wire_format=pending.usage_format,  # type: ignore[arg-type]
                     provider=pending.provider,
                     model=pending.model,

@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import Mapping
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from .._canonical import loads
@@ -128,7 +128,7 @@ def unanalysed_record(*, method: str, path: str, reason: str, headers: Any = Non
     try:
         secrets = secrets_in_headers(headers)
         record = UsageRecord(
-            ts_utc=datetime.fromtimestamp(ts, timezone.utc),
+            ts_utc=datetime.fromtimestamp(ts, UTC),
             session_id=header(headers, SESSION_HEADER) or session_id,
             scenario=scenario,
             wire_format=UNANALYSED,  # type: ignore[arg-type]

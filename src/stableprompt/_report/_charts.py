@@ -32,7 +32,7 @@ import io
 import math
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from datetime import timezone
+from datetime import UTC
 from importlib import import_module
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -114,9 +114,9 @@ def _svg(figure: Any, label: str) -> str:
 def _date_axis(ax: Any) -> None:
     """UTC date ticks, labelled concisely (``01:10``, the date once as the offset)."""
     mdates: Any = import_module("matplotlib.dates")  # its locators are not annotated
-    locator = mdates.AutoDateLocator(tz=timezone.utc)
+    locator = mdates.AutoDateLocator(tz=UTC)
     ax.xaxis.set_major_locator(locator)
-    ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator, tz=timezone.utc))
+    ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator, tz=UTC))
 
 
 def _scenario_rows(report: Report) -> list[tuple[str, list[CallRow]]]:

@@ -33,7 +33,7 @@ import os
 import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -226,7 +226,7 @@ def parse_since(text: str) -> datetime:
         raise UsageError(f"stableprompt report: error: argument --since: {text!r} is not an "
                          "ISO 8601 date or date-time (e.g. 2026-01-01 or "
                          "2026-01-01T10:00:00Z)") from None
-    return value if value.tzinfo is not None else value.replace(tzinfo=timezone.utc)
+    return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
 
 
 # --------------------------------------------------------------------------- command

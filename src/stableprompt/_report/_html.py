@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import html
 from collections.abc import Sequence
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from . import _charts
 from ._calls import CLIFF_DROP
@@ -116,7 +116,7 @@ def _explanations(report: Report) -> list[str]:
 
 
 def _ts(ts: datetime) -> str:
-    return ts.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+    return ts.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S")
 
 
 def _details(summary: str, rows: int) -> str:

@@ -13,7 +13,7 @@ https://opentelemetry.io/docs/specs/semconv/gen-ai/gen-ai-metrics/ (``otel`` ext
 from __future__ import annotations
 
 from collections.abc import Iterable
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from .._canonical import canonical_json
@@ -35,7 +35,7 @@ CACHE_ATTRIBUTE = "gen_ai.token.cache"
 """The cache dimension of input-token points: ``read``, ``write`` or ``uncached``."""
 
 _OPERATION = {"gemini": "generate_content"}
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MICROSECOND = timedelta(microseconds=1)
 
 

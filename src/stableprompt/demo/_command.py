@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -247,7 +247,7 @@ def note_lines(result: DemoResult) -> list[str]:
     add the cost source and pricing notes themselves)."""
     if result.engine is not None:
         return _engine_notes(result)
-    start = datetime.fromtimestamp(DEMO_START_S, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    start = datetime.fromtimestamp(DEMO_START_S, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     lines = [
         "hit rate = cache read / input tokens; ceiling = the best an append-only harness could "
         "read on the same calls (each call: the whole previous request of its session, floored "

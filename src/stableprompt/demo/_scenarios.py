@@ -55,7 +55,7 @@ import random
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from .._canonical import wire_json
@@ -104,7 +104,7 @@ _EPHEMERAL: dict[str, str] = {"type": "ephemeral"}
 
 def clock_text(now: float) -> str:
     """The volatile clock line, e.g. ``"Current time: 2026-01-01T00:00:06Z"``."""
-    moment = datetime.fromtimestamp(now, timezone.utc)
+    moment = datetime.fromtimestamp(now, UTC)
     return "Current time: " + moment.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
