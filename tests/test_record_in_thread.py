@@ -5,6 +5,7 @@ and the records are the ones inline recording makes."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import logging
 import os
@@ -13,6 +14,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -508,3 +510,174 @@ def test_an_ending_script_loses_no_call(tmp_path: Path, mode: str) -> None:
         assert all("unknown_reason" not in r.verdict_detail for r in rows)
     else:
         assert {r.verdict for r in rows} == {"unknown"}
+
+
+# ---------------------------------------------------------------------------- review fixes
+
+
+def _compaction_bodies() -> list[dict[str, Any]]:
+    """Two turns of one conversation without a session id, then its compaction (the first
+    message rewritten), sent right after the previous answer, as a harness does."""
+    def body(messages: list[Any]) -> dict[str, Any]:
+        return {"model": MODEL, "max_tokens": 16, "system": SYSTEM_BLOCKS, "messages": messages}
+    rewritten = conversation(3)
+    rewritten[0] = {"role": "user", "content": [{"type": "text", "text": "Summary: q0 done."}]}
+    return [body(conversation(1)), body(conversation(2)), body(rewritten)]
+
+
+@pytest.mark.parametrize("sink_ms", [0, 20])
+def test_a_compaction_in_thread_continues_its_conversation_as_inline(sink_ms: int) -> None:
+    """The previous call's end is when its answer ended, not when the recording thread got
+    to it: with a slow sink (an exporter) the thread finishes a call after the next one was
+    sent, and the rewrite was called another conversation (rule skipped, turn 1)."""
+    rows = {}
+    for mode in (False, True):
+        recorder = Recorder(tokenizer="bytes/4",
+                            sinks=[lambda _record: threading.Event().wait(sink_ms / 1000)])
+        client = threaded_anthropic(FakeProvider(httpx), recorder, record_in_thread=mode)
+        for body in _compaction_bodies():
+            client.send(body)
+        client.close()
+        third = recorder.records[2]
+        rows[mode] = (third.verdict_detail.get("predecessor_rule"), third.turn, third.verdict)
+    assert rows[True] == rows[False]
+    assert rows[False][:2] == ("same-head-recent", 3)
+
+
+def test_flush_and_last_record_from_a_sink_do_not_wait_for_themselves() -> None:
+    """A sink runs on the recording thread: ``flush()``, ``close()`` and ``last_record``
+    there return at once (False / the record as it is) instead of waiting for the jobs
+    queued behind it; every call is still recorded and the client closes."""
+    seen: list[Any] = []
+    holder: dict[str, AnthropicClient] = {}
+
+    def sink(record: UsageRecord) -> None:
+        client = holder["client"]
+        seen.append((client.flush(5), client.recorder.flush(), client.last_record))
+
+    recorder = Recorder(tokenizer="bytes/4", sinks=[sink])
+    client = holder["client"] = threaded_anthropic(FakeProvider(httpx), recorder,
+                                                   record_in_thread=True)
+    started = time.monotonic()
+    for request in rendered_turns(3):
+        client.send(request)
+    assert client.flush(10)
+    client.close()
+    assert time.monotonic() - started < 5
+    assert len(recorder.records) == 3 and len(seen) == 3
+    assert all(flushed is False and again is False for flushed, again, _ in seen)
+
+
+def test_a_dropped_recorder_does_not_keep_its_thread() -> None:
+    """Nothing but the recorder holds its worker (the exit hook is weak): a client and
+    recorder dropped after their calls leave no recording thread behind."""
+    def names() -> list[str]:
+        return [t.name for t in threading.enumerate() if t.name.startswith("stableprompt-record")]
+
+    before = len(names())
+    for _ in range(5):
+        client = threaded_anthropic(FakeProvider(httpx), Recorder(tokenizer="bytes/4"),
+                                    record_in_thread=True)
+        client.send(rendered_turns(1)[0])
+        assert client.last_record is not None
+        del client
+    gc.collect()
+    for _ in range(50):
+        if len(names()) <= before:
+            break
+        threading.Event().wait(0.05)
+    assert len(names()) <= before
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_a_forked_child_records_with_its_own_thread_and_journal(tmp_path: Path) -> None:
+    """After a fork, the child's recorder makes its own thread and journal: its calls are all
+    recorded, and the parent's journal and rows are untouched."""
+    script = textwrap.dedent(f"""
+        import os, sys
+        sys.path[:0] = [{str(Path(__file__).parent)!r}, {str(SRC)!r}]
+        import httpx
+        from stableprompt import Ledger
+        from stableprompt._recording._recorder import Recorder
+        from test_record_in_thread import threaded_anthropic
+        from test_client import rendered_turns
+        from test_transport import FakeProvider
+        ledger = Ledger({str(tmp_path / "f.db")!r})
+        recorder = Recorder(ledger, tokenizer="bytes/4")
+        client = threaded_anthropic(FakeProvider(httpx), recorder, record_in_thread=True)
+        turns = rendered_turns(5)
+        client.send(turns[0]); client.send(turns[1]); client.flush()
+        pid = os.fork()
+        if pid == 0:
+            for request in turns[2:]:
+                client.send(request)
+            ok = client.flush(10) and client.last_record is not None
+            client.close()
+            os._exit(0 if ok and len(recorder.records) == 5 else 3)
+        _, status = os.waitpid(pid, 0)
+        client.close()
+        rows = list(Ledger({str(tmp_path / "f.db")!r}).iter_records())
+        print(os.waitstatus_to_exitcode(status), len(rows))
+    """)
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         timeout=120, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    child_exit, rows = out.stdout.split()
+    assert child_exit == "0"
+    assert rows == "5"  # the parent's 2 and the child's 3
+
+
+def test_record_in_thread_must_be_a_bool() -> None:
+    """A string or another object is refused (``"no"`` used to switch the mode on)."""
+    for value in ("no", "false", 1, object()):
+        with pytest.raises(ConfigurationError) as info:
+            RecordingTransport(httpx.MockTransport(FakeProvider(httpx)),
+                               record_in_thread=value)  # type: ignore[arg-type]
+        assert info.value.code == "record-in-thread"
+        with pytest.raises(ConfigurationError):
+            threaded_anthropic(FakeProvider(httpx), Recorder(tokenizer="bytes/4"),
+                               record_in_thread=value)
+
+
+def test_closing_a_threaded_transport_stores_its_calls() -> None:
+    """An official SDK client closed right after its calls: the transport's close waits for
+    the calls still recording (its own recorder is closed, a recorder passed in flushed)."""
+    for own in (True, False):
+        recorder = None if own else Recorder(tokenizer="bytes/4")
+        transport = RecordingTransport(httpx2.MockTransport(FakeProvider()),
+                                       recorder=recorder, record_in_thread=True)
+        with anthropic.Anthropic(api_key=API_KEY, base_url="http://provider.test",
+                                 http_client=httpx2.Client(transport=transport)) as sdk:
+            for t in range(1, 6):
+                sdk.messages.create(model=MODEL, max_tokens=16, system=SYSTEM_BLOCKS,
+                                    messages=conversation(t))
+        assert isinstance(transport.recorder, Recorder)
+        assert len(transport.recorder.records) == 5
+
+
+@pytest.mark.parametrize("mode", [False, True])
+def test_last_record_after_a_failed_call_is_that_call(mode: bool) -> None:
+    """A call whose every attempt failed without a response is the last call: its record
+    (``ProviderConnectionError``), not the previous call's."""
+    fake = FakeProvider(httpx)
+    down = threading.Event()
+
+    def provider(request: httpx.Request) -> Any:
+        if down.is_set():
+            raise httpx.ConnectError("connection refused", request=request)
+        return fake(request)
+
+    client = AnthropicClient(API_KEY, base_url="http://provider.test",
+                             recorder=Recorder(tokenizer="bytes/4"), max_retries=0,
+                             transport=httpx.MockTransport(provider), record_in_thread=mode)
+    turns = rendered_turns(2)
+    client.send(turns[0])
+    first = client.last_record
+    down.set()
+    with pytest.raises(ProviderConnectionError):
+        client.send(turns[1])
+    failed = client.last_record
+    assert failed is not None and first is not None
+    assert failed.record_id != first.record_id
+    assert failed.error_class is not None and failed.verdict == "unknown"
+    client.close()

@@ -251,9 +251,11 @@ class _Base:
     @property
     def last_record(self) -> UsageRecord | None:
         """The record of the last call whose response was read (a stream's once it ended or
-        was closed), ``None`` before. With ``record_in_thread`` it waits for that call's
-        recording, at most :data:`RECORD_WAIT_S` seconds (blocking: reading it right after
-        each call puts the finishing back on the caller's path)."""
+        was closed) or whose attempt failed without a response, ``None`` before. With
+        ``record_in_thread`` it waits for that call's recording, at most
+        :data:`RECORD_WAIT_S` seconds (blocking: reading it right after each call puts the
+        finishing back on the caller's path; an async client's event loop stalls meanwhile:
+        ``await asyncio.to_thread(client.flush)`` first)."""
         pending = self._last
         return None if pending is None else pending.wait(RECORD_WAIT_S)
 
@@ -394,6 +396,7 @@ class _Base:
             try:
                 response = yield ("send", request)
             except httpx.HTTPError as exc:
+                self._done(request)  # the failed attempt is the last call
                 failure = _Failure(map_transport_error(exc, secrets=self._secrets), cause=exc)
             else:
                 if prepared.stream and response.status_code < 300:
@@ -419,9 +422,10 @@ class _Base:
         return http_status_error(response.status_code, body, url=str(response.request.url),
                                  secrets=self._secrets)
 
-    def _done(self, response: httpx.Response) -> None:
-        """The response was read or closed: its call is :attr:`last_record`'s."""
-        pending = response.extensions.get(PENDING_EXTENSION)
+    def _done(self, exchange: httpx.Response | httpx.Request) -> None:
+        """The response was read or closed, or the request failed without one: its call is
+        :attr:`last_record`'s."""
+        pending = exchange.extensions.get(PENDING_EXTENSION)
         self._last = pending if isinstance(pending, Pending) else None
 
 
@@ -666,6 +670,8 @@ class _AsyncClient(_Base):
                    stream: bool | None = None) -> Any:
         """Async :meth:`_SyncClient.send`: same arguments, result, retries and errors;
         streams come back as an :class:`AsyncEventStream`."""
+        if self.diagnostics and self.record_in_thread:  # the wait _prepare makes, off the loop
+            await asyncio.to_thread(self.flush, RECORD_WAIT_S)
         prepared = self._prepare(request, stream)
         steps = self._exchange(prepared, self._url(prepared.path), AsyncEventStream)
         step = _advance(steps, True, None)

@@ -25,6 +25,7 @@ from typing import Any
 
 from .._ledger._usage_record import UsageRecord
 from .._wire._segmenter import SegmentedRequest
+from ._worker import in_recording_job
 
 __all__ = ["Call", "Comparison", "Pending", "RequestState"]
 
@@ -267,9 +268,10 @@ class Pending:
         """:attr:`record`, after waiting at most ``timeout_s`` seconds (``None``: no limit)
         for the job that finishes the call on a recording thread, when one was queued; the
         record is ``None`` while the call is not finished (its stream still open) or when
-        the time ran out. Never raises."""
+        the time ran out, and is not waited for from a recording job (a record sink: the job
+        is behind its own). Never raises."""
         job = self.finishing
-        if job is not None:
+        if job is not None and not in_recording_job():
             with contextlib.suppress(Exception):  # a timeout: the record is not there yet
                 job.result(timeout_s)
         return self.record

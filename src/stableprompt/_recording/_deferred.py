@@ -88,8 +88,14 @@ class DeferredRecorder:
     def __init__(self, recorder: Recorder, worker: RecordingWorker | None = None, *,
                  decode: bool = True) -> None:
         self.recorder = recorder
-        self.worker = worker if worker is not None else recorder.worker
+        self._worker = worker
         self.decode = decode
+
+    @property
+    def worker(self) -> RecordingWorker:
+        """The worker given, else the recorder's (:attr:`Recorder.worker
+        <stableprompt.Recorder.worker>`, asked each time: a forked child gets its own)."""
+        return self._worker if self._worker is not None else self.recorder.worker
 
     def __repr__(self) -> str:
         return f"DeferredRecorder({self.recorder!r})"
@@ -134,7 +140,7 @@ class DeferredRecorder:
                         content_encoding=content_encoding)
         observer = self.recorder.observe(pending, status_code=status_code, headers=headers,
                                          content_encoding=content_encoding)
-        observer.eager = self.worker.journal is not None  # journaled before the last chunk
+        observer.eager = True  # journaled before the caller gets the last chunk
         sink = observer.sink
 
         def deferred(observation: Observation) -> UsageRecord | None:

@@ -38,7 +38,6 @@ so an API key a server echoes in an error has nowhere to go.
 
 from __future__ import annotations
 
-import atexit
 import functools
 import logging
 import threading
@@ -253,7 +252,6 @@ class Recorder:
             worker = self._worker
         if worker is not None:
             worker.close()
-            atexit.unregister(worker.close)
         close = getattr(self.engine, "close", None)
         if self._owns_engine and callable(close):
             close()
@@ -264,10 +262,11 @@ class Recorder:
         (``_deferred``), made on first use: its jobs are journaled
         (:meth:`Ledger.pending_journal`) when the recorder has a ledger, and an ``atexit``
         hook runs what is still queued when the interpreter exits (:meth:`close` does it
-        earlier). One per recorder, so calls recorded through several clients keep their
-        order."""
+        earlier; the hook holds no reference, so a dropped recorder's thread ends). One per
+        recorder and process (a forked child makes its own, with its own journal), so calls
+        recorded through several clients keep their order."""
         with self._records_lock:
-            if self._worker is None:
+            if self._worker is None or self._worker.forked:  # a forked child: its own
                 journal = None
                 if self.ledger is not None:
                     try:
@@ -277,14 +276,15 @@ class Recorder:
                                      getattr(self.ledger, "path", "?"),
                                      redact(f"{type(exc).__name__}: {exc}"))
                 self._worker = RecordingWorker(journal, log=_log)
-                atexit.register(self._worker.close)
             return self._worker
 
     def flush(self, timeout_s: float | None = None) -> bool:
         """Block until every call recorded on :attr:`worker` so far is finished and stored
         (``record_in_thread``): :attr:`records`, :meth:`summary` and the ledger are then
         complete. Waits at most ``timeout_s`` seconds (``None``: no limit); returns False
-        when the time ran out first. Nothing to wait for inline (returns True at once)."""
+        when the time ran out first, and at once when called from a recording job (a record
+        sink, which would wait for itself). Nothing to wait for inline (returns True at
+        once)."""
         worker = self._worker
         return True if worker is None else worker.wait(timeout_s)
 
@@ -655,9 +655,12 @@ class Recorder:
         if extra:
             detail.update(extra)
         if reason is None and success:
+            # When its answer ended (send time + latency), not when this finishing runs: on
+            # a recording thread that can be after the next request was sent, which would
+            # hide the conversation from the next call's same-head-recent rule.
             self._memory.remember(pending, usage, response_id,
                                   None if attribution is None else attribution.read_entry_digest,
-                                  engine, ended=self.clock())
+                                  engine, ended=min(self.clock(), pending.ts + latency_ms / 1000))
         fields = {**identity_fields(pending, self.scenario), **usage_fields(usage)}
         fields["usage_inconsistent"] = fields["usage_inconsistent"] or bool(
             detail.get("usage_suspect"))

@@ -256,6 +256,8 @@ def _start(recorder: CallRecorder, request: Any, body: bytes, provider: str | No
                                  method=str(request.method), provider=provider)
     if pending is not None and stabilized:
         pending.detail.update(stabilized)
+    if pending is not None and isinstance(extensions, dict):
+        extensions[PENDING_EXTENSION] = pending  # a send that fails has no response to hold it
     return pending
 
 
@@ -297,7 +299,12 @@ class _Wrapping:
         self, wrapped: Any = None, *, recorder: CallRecorder | None = None,
         provider: str | None = None, stabilize: bool = False, record_in_thread: bool = False,
     ) -> None:
+        if not isinstance(record_in_thread, bool):
+            raise ConfigurationError(
+                f"record_in_thread must be True or False, got {record_in_thread!r}",
+                code="record-in-thread")
         self._wrapped = wrapped
+        self._owns_recorder = recorder is None
         self.recorder: CallRecorder = recorder if recorder is not None else Recorder()
         self.provider = provider
         self.stabilize = stabilize
@@ -312,6 +319,18 @@ class _Wrapping:
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self._wrapped!r}, recorder={self.recorder!r})"
+
+    def _drain(self) -> None:
+        """At close, with ``record_in_thread``: the calls still recording are stored (a
+        recorder the transport made is closed: its thread stops; a recorder passed in is
+        flushed and stays open)."""
+        recorder = self.recorder
+        if not self.record_in_thread or not isinstance(recorder, Recorder):
+            return
+        if self._owns_recorder:
+            recorder.close()
+        else:
+            recorder.flush()
 
     def _inner(self, request: Any) -> Any:
         if self._wrapped is None:
@@ -381,9 +400,13 @@ class RecordingTransport(_Wrapping, _SyncBase):
         return response
 
     def close(self) -> None:
-        """Close the wrapped transport."""
-        if self._wrapped is not None:
-            self._wrapped.close()
+        """Close the wrapped transport; with ``record_in_thread``, then wait for the calls
+        still recording (a recorder the transport made is closed)."""
+        try:
+            if self._wrapped is not None:
+                self._wrapped.close()
+        finally:
+            self._drain()
 
     def __enter__(self) -> RecordingTransport:
         if self._wrapped is not None and hasattr(self._wrapped, "__enter__"):
@@ -396,8 +419,11 @@ class RecordingTransport(_Wrapping, _SyncBase):
         exc: BaseException | None = None,
         tb: TracebackType | None = None,
     ) -> None:
-        if self._wrapped is not None and hasattr(self._wrapped, "__exit__"):
-            self._wrapped.__exit__(exc_type, exc, tb)
+        try:
+            if self._wrapped is not None and hasattr(self._wrapped, "__exit__"):
+                self._wrapped.__exit__(exc_type, exc, tb)
+        finally:
+            self._drain()
 
 
 class AsyncRecordingTransport(_Wrapping, _AsyncBase):
@@ -443,9 +469,14 @@ class AsyncRecordingTransport(_Wrapping, _AsyncBase):
         return response
 
     async def aclose(self) -> None:
-        """Close the wrapped transport."""
-        if self._wrapped is not None:
-            await self._wrapped.aclose()
+        """Close the wrapped transport; with ``record_in_thread``, then wait (off the event
+        loop) for the calls still recording (a recorder the transport made is closed)."""
+        try:
+            if self._wrapped is not None:
+                await self._wrapped.aclose()
+        finally:
+            if self.record_in_thread:
+                await asyncio.to_thread(self._drain)
 
     async def __aenter__(self) -> AsyncRecordingTransport:
         if self._wrapped is not None and hasattr(self._wrapped, "__aenter__"):
@@ -458,8 +489,12 @@ class AsyncRecordingTransport(_Wrapping, _AsyncBase):
         exc: BaseException | None = None,
         tb: TracebackType | None = None,
     ) -> None:
-        if self._wrapped is not None and hasattr(self._wrapped, "__aexit__"):
-            await self._wrapped.__aexit__(exc_type, exc, tb)
+        try:
+            if self._wrapped is not None and hasattr(self._wrapped, "__aexit__"):
+                await self._wrapped.__aexit__(exc_type, exc, tb)
+        finally:
+            if self.record_in_thread:
+                await asyncio.to_thread(self._drain)
 
 
 public(AsyncRecordingTransport, RecordingTransport)

@@ -13,8 +13,11 @@ caller; its journal line is left unsettled, so the next :meth:`Ledger.replay_spi
 
 from __future__ import annotations
 
+import atexit
 import logging
+import os
 import threading
+import weakref
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
@@ -23,9 +26,29 @@ from .._ledger._journal import PendingJournal
 from .._ledger._usage_record import UsageRecord
 from .._redact import redact
 
-__all__ = ["RecordingWorker"]
+__all__ = ["RecordingWorker", "in_recording_job"]
 
 _log = logging.getLogger("stableprompt.recorder")
+
+_JOB = threading.local()  # .active: this thread is running a recording job now
+
+
+def in_recording_job() -> bool:
+    """Whether the calling thread is running a recording job (a record sink, a log handler
+    called from one): such a caller cannot wait for the jobs queued behind its own."""
+    return bool(getattr(_JOB, "active", False))
+
+
+_LIVE: weakref.WeakSet[RecordingWorker] = weakref.WeakSet()
+
+
+@atexit.register
+def _close_live() -> None:
+    """At interpreter exit, run what every live worker still has queued (a script that never
+    called ``close()`` loses no call). Weak: a dropped recorder's worker is not kept alive
+    (nor its thread) until the process ends."""
+    for worker in list(_LIVE):
+        worker.close()
 
 
 class RecordingWorker:
@@ -51,6 +74,16 @@ class RecordingWorker:
         self._closed = False
         self._log = log if log is not None else _log
         self.journal = journal
+        self._pid = os.getpid()
+        _LIVE.add(self)
+
+    @property
+    def forked(self) -> bool:
+        """True in a child process forked after this worker was made: its thread and queue
+        are the parent's (they do not exist here) and so is its journal; the child makes its
+        own worker (:attr:`Recorder.worker <stableprompt.Recorder.worker>`), and this one
+        runs what it is still given inline, unjournaled."""
+        return os.getpid() != self._pid
 
     def submit(self, job: Callable[[], Any], record: UsageRecord | None = None
                ) -> Future[Any] | None:
@@ -66,21 +99,26 @@ class RecordingWorker:
             The job's future (its result is ``None``; it never raises), or ``None`` when the
             job ran inline in this call (after :meth:`close`).
         """
-        journal = self.journal
+        forked = self.forked
+        journal = None if forked else self.journal
         ticket = None if journal is None or record is None else journal.append(record)
 
         def run() -> None:
+            outer = in_recording_job()
+            _JOB.active = True
             try:
                 job()
             except Exception as exc:  # recording must never break the caller
                 self._log.warning("recording job failed: %s",
                                   redact(f"{type(exc).__name__}: {exc}"))
                 return
+            finally:
+                _JOB.active = outer
             if ticket is not None and journal is not None:
                 journal.settle(ticket)
 
         with self._lock:
-            if not self._closed:
+            if not self._closed and not forked:
                 try:
                     self._last = future = self._executor.submit(run)
                     return future
@@ -91,10 +129,14 @@ class RecordingWorker:
 
     def wait(self, timeout_s: float | None = None) -> bool:
         """Block until every job submitted so far has run, at most ``timeout_s`` seconds
-        (``None``: no limit). Returns False when the time ran out first."""
+        (``None``: no limit). Returns False when the time ran out first, and at once when
+        called from a recording job (:func:`in_recording_job`: it would wait for itself); True
+        at once in a forked child (nothing of its own was queued here)."""
         last = self._last
-        if last is None:
+        if last is None or self.forked:
             return True
+        if in_recording_job():
+            return False
         try:
             last.result(timeout_s)
         except TimeoutError:
@@ -103,9 +145,16 @@ class RecordingWorker:
 
     def close(self) -> None:
         """Run every queued job, then stop the thread and close the journal (idempotent);
-        jobs submitted later run inline."""
+        jobs submitted later run inline. From a recording job it cannot wait for the jobs
+        behind it: they still run, the journal stays open for them. Nothing in a forked
+        child (the thread and journal are the parent's)."""
+        if self.forked:
+            return
         with self._lock:
             self._closed = True
+        if in_recording_job():
+            self._executor.shutdown(wait=False)
+            return
         self._executor.shutdown(wait=True)
         if self.journal is not None:
             self.journal.close()
