@@ -530,10 +530,12 @@ def test_a_compaction_in_thread_continues_its_conversation_as_inline(sink_ms: in
     """The previous call's end is when its answer ended, not when the recording thread got
     to it: with a slow sink (an exporter) the thread finishes a call after the next one was
     sent, and the rewrite was called another conversation (rule skipped, turn 1)."""
+    def slow_sink(_record: UsageRecord) -> None:
+        time.sleep(sink_ms / 1000)
+
     rows = {}
     for mode in (False, True):
-        recorder = Recorder(tokenizer="bytes/4",
-                            sinks=[lambda _record: threading.Event().wait(sink_ms / 1000)])
+        recorder = Recorder(tokenizer="bytes/4", sinks=[slow_sink])
         client = threaded_anthropic(FakeProvider(httpx), recorder, record_in_thread=mode)
         for body in _compaction_bodies():
             client.send(body)
