@@ -27,7 +27,7 @@ from .._ledger._usage_record import UsageRecord
 from .._wire._segmenter import SegmentedRequest
 from ._worker import in_recording_job
 
-__all__ = ["Call", "Comparison", "Pending", "RequestState"]
+__all__ = ["Call", "Comparison", "Pending", "RequestState", "elapsed_ms"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,6 +194,12 @@ class Comparison:
     def base(self) -> RequestState | None:
         """The compared request, if any."""
         return self.predecessor or self.session_previous
+
+
+def elapsed_ms(started: float, now: float) -> float:
+    """Milliseconds from ``started`` to ``now`` (monotonic seconds), never negative: a call's
+    latency however late it is recorded (inline, on a recording thread, in a journal)."""
+    return max((now - started) * 1000.0, 0.0)
 
 
 @dataclass(eq=False)

@@ -56,7 +56,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .._ledger._usage_record import UsageRecord
-from ._call import Pending
+from ._call import Pending, elapsed_ms
 from ._observer import BodyObserver, Observation
 from ._recorder import Recorder
 from ._worker import RecordingWorker
@@ -156,7 +156,7 @@ class DeferredRecorder:
                ) -> UsageRecord | None:
         """As :meth:`Recorder.finish`, queued (returns ``None``; :meth:`Pending.wait`), the
         latency measured now."""
-        latency_ms = max((self.recorder.monotonic() - pending.started) * 1000.0, 0.0)
+        latency_ms = elapsed_ms(pending.started, self.recorder.monotonic())
         pending.finishing = self.worker.submit(lambda: self.recorder.finish(
             pending, error=error, status_code=status_code, detail=detail,
             latency_ms=latency_ms),
@@ -214,7 +214,7 @@ class Tape:
                       "not observed"}
             pending.finishing = self._deferred.worker.submit(lambda: recorder.finish(
                 pending, status_code=self._status, detail=detail,
-                latency_ms=max((ended - pending.started) * 1000.0, 0.0)))
+                latency_ms=elapsed_ms(pending.started, ended)))
             return None
 
         def replay() -> None:

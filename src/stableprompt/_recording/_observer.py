@@ -23,6 +23,7 @@ from .._wire._base import StreamAccumulator
 from .._wire._formats import DIAGNOSTIC_EVENTS
 from .._wire._registry import stream_accumulator_for
 from ..providers import stream_accumulator
+from ._call import elapsed_ms
 from ._decoders import ContentDecoder, IdentityDecoder, decoder_for
 from ._http import header
 
@@ -308,7 +309,7 @@ class ResponseObserver:
             response_id=response_id,
             diagnostics=self.diagnostics,
             ttft_ms=ttft_ms,
-            latency_ms=max((self._clock() - self._started) * 1000.0, 0.0),
+            latency_ms=elapsed_ms(self._started, self._clock()),
             error=error,
             provider_error=provider_error,
             incomplete=incomplete,

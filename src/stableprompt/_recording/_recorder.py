@@ -75,7 +75,7 @@ from .._wire._segmenter import SegmentedRequest
 from ..providers import parse_response
 from ._attribution import Attribution, attribute
 from ._boundary import turn_boundary
-from ._call import Call, Pending, RequestState
+from ._call import Call, Pending, RequestState, elapsed_ms
 from ._engine_view import EngineEvidence, EngineTokens, SlotMemory
 from ._errors import failure
 from ._http import SESSION_HEADER, header
@@ -589,7 +589,7 @@ class Recorder:
         extra: Mapping[str, Any] | None,
     ) -> UsageRecord:
         if latency_ms is None:
-            latency_ms = max((self.monotonic() - pending.started) * 1000.0, 0.0)
+            latency_ms = elapsed_ms(pending.started, self.monotonic())
         success = status_code is not None and 200 <= status_code < 300 and error is None
         detail: dict[str, Any] = {"tokenizer": self.tokenizer_name}
         parsed: Any = None

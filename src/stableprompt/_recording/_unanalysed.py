@@ -19,7 +19,7 @@ from .._canonical import loads
 from .._ledger._usage_record import UNANALYSED, UsageRecord, scrubbed
 from .._redact import redact, secrets_in_headers
 from ..providers import parse_response
-from ._call import Pending
+from ._call import Pending, elapsed_ms
 from ._errors import error_class_of, failure
 from ._http import SESSION_HEADER, header
 from ._observer import Observation
@@ -82,7 +82,7 @@ def provisional_record(pending: Pending, observation: Observation | None = None,
                 response_id = parsed["id"]
         record = UsageRecord(
             **identity_fields(pending, scenario), **usage_fields(usage), verdict="unknown",
-            latency_ms=max((now - pending.started) * 1000.0, 0.0),
+            latency_ms=elapsed_ms(pending.started, now),
             ttft_ms=None if ttft_ms is None else max(ttft_ms, 0.0),
             status_code=status if status and 100 <= status <= 599 else None,
             error_class=error_class, response_id=response_id)
