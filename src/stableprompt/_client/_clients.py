@@ -265,11 +265,10 @@ class _Base:
         return self.recorder.flush(timeout_s)
 
     def _drain(self) -> None:
-        """At close: flush (a recorder the client made is closed: its thread stops)."""
+        """At close, after the HTTP pool (whose recording transport already waited for the
+        calls still recording): a recorder the client made is closed, its thread stops."""
         if self._owns_recorder:
             self.recorder.close()
-        else:
-            self.recorder.flush()
 
     def __repr__(self) -> str:
         key = "None" if self.__api_key is None else "'[REDACTED]'"
@@ -698,7 +697,8 @@ class _AsyncClient(_Base):
         try:
             await self._http.aclose()
         finally:
-            await asyncio.to_thread(self._drain)
+            if self._owns_recorder:  # its close waits for its thread: off the loop
+                await asyncio.to_thread(self._drain)
 
     async def __aenter__(self) -> Any:
         return self
