@@ -44,14 +44,18 @@ def recorder(llama_url: str) -> Iterator[Recorder]:
          r.output_tokens) for r in recorder.records]
 
 
-@pytest.fixture
-def http(recorder: Recorder) -> Iterator[httpx2.Client]:
-    with httpx2.Client(transport=RecordingTransport(httpx2.HTTPTransport(),
-                                                    recorder=recorder)) as client:
+@pytest.fixture(params=[False, True], ids=["inline", "in-thread"])
+def http(recorder: Recorder, request: pytest.FixtureRequest) -> Iterator[httpx2.Client]:
+    """The SDKs' HTTP client, recording inline or on the recorder's thread
+    (``record_in_thread``: the same records, the engine's view included)."""
+    with httpx2.Client(transport=RecordingTransport(
+            httpx2.HTTPTransport(), recorder=recorder,
+            record_in_thread=request.param)) as client:
         yield client
 
 
 def _check(recorder: Recorder, verdicts: list[str]) -> None:
+    assert recorder.flush(60)  # in thread: every call stored
     got = [r.verdict for r in recorder.records]
     assert got == verdicts, [(r.verdict, r.verdict_detail) for r in recorder.records]
     for record in recorder.records:
