@@ -12,7 +12,7 @@ from .._canonical import json_safe
 from .._exceptions import ConfigurationError
 from .._policy import CachePolicy
 from .._redact import redact
-from .._usage import CacheUsage
+from .._usage import USAGE_FIELDS, CacheUsage
 from ._call import Pending
 from ._engine_view import EngineTokens
 
@@ -40,12 +40,10 @@ def identity_fields(pending: Pending, scenario: str | None) -> dict[str, Any]:
 
 def usage_fields(usage: CacheUsage | None) -> dict[str, Any]:
     """The record's token fields from normalized usage (all ``None`` without it)."""
-    names = ("input_tokens_total", "uncached_tokens", "cache_read_tokens", "cache_write_tokens",
-             "cache_write_5m_tokens", "cache_write_1h_tokens", "output_tokens")
-    fields: dict[str, Any] = {n: None if usage is None else getattr(usage, n) for n in names}
+    fields: dict[str, Any] = {n: None if usage is None else getattr(usage, n)
+                              for n in USAGE_FIELDS}
     fields["usage_inconsistent"] = False if usage is None else usage.inconsistent
     return fields
-
 
 
 def provider_diagnostics(pending: Pending, received: Any) -> dict[str, Any] | None:
