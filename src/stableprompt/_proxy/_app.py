@@ -424,10 +424,10 @@ class ProxyApp:
         return its row; ``None`` when the transport recorded it (a failed send of a call it
         started) or no row could be made. Never raises."""
         try:
-            if error is not None and self.recorder.recordable(path, method) \
-                    and not _declined(path, request.content):
+            recordable = self.recorder.recordable(path, method)
+            if error is not None and recordable and not _declined(path, request.content):
                 return None  # a call the transport started: it recorded the failed send
-            if self.recorder.recordable(path, method):
+            if recordable:
                 reason = ("request body is not a JSON object of this endpoint's format: "
                           "forwarded unanalysed")
             else:

@@ -133,7 +133,9 @@ def _banner(host: str, port: int, *, upstream: str, where: str, token: bool) -> 
     """Where clients point (``ANTHROPIC_BASE_URL``, ``OPENAI_BASE_URL``) and what they send;
     for an all-interfaces bind (``0.0.0.0``, ``::``) the address to use is this machine's,
     not the bind address. Never the token itself."""
-    url = f"http://{f'[{host}]' if ':' in host else host}:{port}"
+    from ._server import base_url
+
+    url = base_url(host, port)
     try:
         everywhere = ipaddress.ip_address(host).is_unspecified
     except ValueError:

@@ -32,14 +32,18 @@ from .._recording._recorder import Recorder
 from ._app import DEFAULT_MAX_CONCURRENCY, CallLog, ProxyApp, ProxyConfig
 from ._capture import CaptureWriter
 
-__all__ = ["CONNECTION_FACTOR", "DEFAULT_MAX_CONCURRENCY", "Proxy", "bind", "is_loopback",
-           "server_for"]
+__all__ = ["CONNECTION_FACTOR", "Proxy", "base_url", "bind", "is_loopback", "server_for"]
 
 CONNECTION_FACTOR = 4
 """uvicorn's ``limit_concurrency`` (open connections, idle ones included, and requests) per
 request the app admits (``ProxyConfig.max_concurrency``): a backstop that requests alone
 never reach; ``--help`` states it (a test keeps the two equal)."""
 
+
+
+def base_url(host: str, port: int) -> str:
+    """``http://host:port``, an IPv6 address in brackets (``http://[::1]:8080``)."""
+    return f"http://{f'[{host}]' if ':' in host else host}:{port}"
 
 
 def is_loopback(host: str) -> bool:
@@ -135,7 +139,7 @@ class Proxy:
         self.app.recover()
         sock = bind(self._host, self._port)
         host, port = sock.getsockname()[:2]
-        self.base_url = f"http://{f'[{host}]' if ':' in host else host}:{port}"
+        self.base_url = base_url(host, port)
         self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [sock]},
                                         name="stableprompt-proxy", daemon=True)
         self._thread.start()
