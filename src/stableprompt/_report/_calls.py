@@ -235,7 +235,7 @@ def call_row(record: UsageRecord, *, scenario: str, session: str, ceiling: int,
     unmarked = record.verdict == "below_minimum" and _str(detail, "reason") in UNMARKED
     if unmarked and included and read is not None:
         lost = max(ceiling - read, 0)
-    if included and read is not None:  # never more than the call could have read
+    elif included and read is not None:  # never more than the call could have read
         lost = min(lost, max(ceiling - read, 0))
     cause: str | None = None
     if record.verdict == "client_mutation":
