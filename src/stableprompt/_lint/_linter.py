@@ -617,9 +617,6 @@ class _Linter:
             return  # the prefix below (contiguous segments from 0, params left out) is big
         at = next(i for i, s in enumerate(req.segments) if s is first)  # not ==: a field walk
         prefix = [s for s in req.segments[: at + 1] if s.kind != "param"]
-        size = sum(s.size_bytes for s in prefix)
-        if size >= 16 * minimum:
-            return
         tokens = sum(self.tokens.count(req.data[s.start:s.end]) for s in prefix)
         if tokens < minimum:
             if policy.conservative:

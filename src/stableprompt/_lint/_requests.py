@@ -145,7 +145,6 @@ class RequestIndex:
         return by_segment
 
 
-
 def has_assistant(wire_format: str, body: Mapping[str, Any]) -> bool:
     items = body.get(HISTORY_KEYS[wire_format])
     if not isinstance(items, list):
