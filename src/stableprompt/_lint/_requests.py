@@ -7,12 +7,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import compress, repeat
-from operator import attrgetter, is_not
 from typing import Any
 
 from .._segment import HEAD_KINDS, Segment, SegmentBytes
 from .._wire._formats import HISTORY_KEYS, session_hint
+from .._wire._resegment import breakpoint_indices
 from .._wire._segmenter import SegmentedRequest
 from ._capture import CaptureEntry
 
@@ -190,13 +189,10 @@ def make_req(pos: int, entry: CaptureEntry, seg: SegmentedRequest, group: bool) 
         group=entry.group if group else None,
         scope=scope, session=session, hinted=hinted, model=seg.model, segments=segments,
         data=seg.segment_bytes, has_assistant=has_assistant(seg.wire_format, entry.body),
-        breakpoints=tuple(compress(segments, map(is_not, map(_BREAKPOINT, segments),
-                                                 repeat(None)))),  # in C: one per segment
+        # reused segments' positions come from the conversation's previous request
+        breakpoints=tuple(segments[i] for i in breakpoint_indices(seg)),
         first_message_digest=first,
     )
-
-
-_BREAKPOINT = attrgetter("breakpoint")
 
 
 def continues(a: Req, b: Req, start: int = 0) -> bool:
