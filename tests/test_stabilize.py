@@ -352,3 +352,8 @@ def test_long_digit_runs_in_strings_do_not_stop_the_rewrites() -> None:
     assert out is wide and rewrites == []
     assert "integer literal" in evidence["stabilize_skipped"]
     assert str(wide.index(b"18446744073709551616")) in evidence["stabilize_skipped"]
+    for edge in ("18446744073709551615", "-9223372036854775808"):  # orjson keeps these exact
+        exact = json.dumps(a_body(a_tools(["b", "a"]))).replace(
+            '"max_tokens": 16', f'"max_tokens": 16, "metadata": {{"n": {edge}}}').encode()
+        out, rewrites, _ = stabilize_with_evidence(exact, "/v1/messages")
+        assert rewrites == ["tool-order"] and edge.encode() in out

@@ -16,7 +16,7 @@ import orjson
 from ._exceptions import CanonicalizationError
 from ._public import public
 
-__all__ = ["MAX_NESTING", "canonical_json", "decoded_json",
+__all__ = ["INT_MAX", "INT_MIN", "MAX_NESTING", "canonical_json", "decoded_json",
            "escape_pointer", "json_safe", "loads", "pointer_get",
            "show_int", "show_value", "unescape_pointer", "wire_json"]
 
@@ -32,8 +32,9 @@ MAX_NESTING = 255
 """The deepest container nesting canonical JSON holds (orjson's limit): walks of JSON values
 stop here with a typed error instead of a RecursionError."""
 
-_INT_MIN = -(2**63)
-_INT_MAX = 2**64 - 1
+INT_MIN, INT_MAX = -(2**63), 2**64 - 1
+"""The integers orjson reads and writes exactly; beyond, it parses a float and refuses to
+write one."""
 
 
 def _reject(obj: Any) -> Any:
@@ -104,7 +105,7 @@ def _problems(obj: Any, pointer: str) -> Iterator[tuple[str, str, str]]:
     if kind is bool or obj is None:
         return
     if kind is int:
-        if not _INT_MIN <= obj <= _INT_MAX:
+        if not INT_MIN <= obj <= INT_MAX:
             yield (pointer, "canonical-int-range",
                    f"integer {show_int(obj)} outside the 64-bit range")
         return

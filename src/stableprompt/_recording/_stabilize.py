@@ -61,7 +61,7 @@ from collections.abc import Callable, Sequence
 from types import ModuleType
 from typing import Any
 
-from .._canonical import loads, wire_json
+from .._canonical import INT_MAX, INT_MIN, loads, wire_json
 from .._policy import CachePolicy, cache_policy, surely_below_minimum
 from .._prompt._tool_schema import canonical_schema
 from .._wire import anthropic, openai_chat, openai_responses
@@ -102,14 +102,16 @@ _STRING_OR_WIDE_NUMBER = re.compile(rb'"(?:[^"\\]|\\.)*"|(?<![\w.])-?\d{19,}(?![
 
 
 def _wide_integer_at(body: bytes) -> int | None:
-    """Byte offset of a JSON integer literal of 19 or more digits (maybe at or beyond 2**63,
-    which orjson parses as a float: a rewrite could not keep it exact), else ``None``. Digits
+    """Byte offset of a JSON integer literal outside ``INT_MIN..INT_MAX`` (-2**63..2**64-1),
+    which orjson parses as a float: a rewrite could not keep it exact; else ``None``. Digits
     inside strings (a nanosecond timestamp, an id in a message) do not count; the string-aware
-    scan runs only when the body holds such a digit run at all."""
+    scan runs only when the body holds a run of 19+ digits at all (every wider literal has
+    one)."""
     if _DIGITS.search(body) is None:
         return None
     for match in _STRING_OR_WIDE_NUMBER.finditer(body):
-        if match.group()[:1] != b'"':
+        literal = match.group()
+        if literal[:1] != b'"' and not INT_MIN <= int(literal) <= INT_MAX:
             return match.start()
     return None
 
