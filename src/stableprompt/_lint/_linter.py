@@ -206,7 +206,6 @@ class _Linter:
         self.tool_orders: dict[tuple[str, ...], list[int]] = {}
         self.hits: dict[str, list[int]] = {}  # finding code -> request indexes
         self.examples: dict[str, str] = {}  # finding code -> first example message
-        self.policy_cache: dict[tuple[str, str | None], CachePolicy | None] = {}
         self.tokens = EstimatingTokenCounter("cl100k_base")
         # The last line :meth:`decode` read: (its value, the line, and when the line was
         # segmented from its new bytes, the format and the segments), for :meth:`add`.
@@ -539,14 +538,13 @@ class _Linter:
     # -- per-request facts for findings ------------------------------------------------------
 
     def _policy(self, req: _Req) -> CachePolicy | None:
-        key = (req.wire_format, req.model)
-        if key not in self.policy_cache:
-            provider = "anthropic" if req.wire_format == "anthropic" else "openai"
-            try:
-                self.policy_cache[key] = cache_policy(provider, req.model or "", self.policies)
-            except PolicyError:
-                self.policy_cache[key] = None
-        return self.policy_cache[key]
+        """The request's cache policy (the table remembers its lookups), ``None`` when the
+        table has no entry for the provider."""
+        provider = "anthropic" if req.wire_format == "anthropic" else "openai"
+        try:
+            return cache_policy(provider, req.model or "", self.policies)
+        except PolicyError:
+            return None
 
     def _scan_request(self, req: _Req) -> None:
         # Every format segments its head (params, tools, system) first: only that run of
