@@ -166,6 +166,16 @@ def chain(previous: bytes | None, kind: str, data: bytes) -> bytes:
     return h.digest()
 
 
+def chain_pieces(previous: bytes | None, kind: str, pieces: Iterable[bytes]) -> bytes:
+    """:func:`chain` of ``b"".join(pieces)``, hashed piece by piece (no joined copy): for a
+    segment the renderer holds in parts, such as a content block and its role wrapper."""
+    h = hashlib.sha256(_ROOT if previous is None else previous)
+    h.update(_KIND_TAGS.get(kind) or kind.encode() + b"\0")
+    for piece in pieces:
+        h.update(piece)
+    return h.digest()
+
+
 def rechain(segments: Iterable[Segment], data: bytes, *, base: int, shift: int,
             previous: bytes | None) -> tuple[list[Segment], bytes | None]:
     """``segments`` moved ``shift`` bytes and chained from ``previous`` (another prefix

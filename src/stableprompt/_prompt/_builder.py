@@ -24,7 +24,7 @@ from .._exceptions import (
     VolatileContentWarning,
 )
 from .._public import public
-from .._segment import Segment, SegmentSpec, build_segments, fingerprint_of, sum_tokens
+from .._segment import Segment, SegmentSpec, build_segments, fingerprint_of, new_spec, sum_tokens
 from .._tokens import SegmentTokenCounter, Tokenizer, get_tokenizer
 from .._volatility import head_strings, scan_volatile
 from .._wire._parts import check_ttl
@@ -37,7 +37,7 @@ from ._messages import (
     tool_result_message,
     user_message,
 )
-from ._rendered import RenderedPrompt
+from ._rendered import RenderedPrompt, tail_text
 from ._responses import response_message
 from ._snapshot import Snapshot
 from ._suggest import check_keywords
@@ -567,30 +567,31 @@ class Conversation:
     # -- rendering --------------------------------------------------------------------------
 
     def _tail_specs(self, tail: Mapping[str, str] | None,
-                    extra: Sequence[tuple[str, str]] = ()) -> list[SegmentSpec]:
+                    extra: Sequence[tuple[str, str]] = ()) -> list[tuple[str, str]]:
+        """The ``(slot, value)`` pairs of a render's tail, in declaration order, checked."""
         if tail is not None and not isinstance(tail, Mapping):
             raise TailSlotError(f"tail must be a mapping of slot name to str, got "
                                 f"{type(tail).__name__}", code="tail-slot-type")
-        tail = dict(tail or {})
         declared = self.head.tail_slots
-        unknown = sorted(set(tail) - set(declared), key=str)
-        if unknown:
-            raise TailSlotError(f"undeclared tail slot(s): {', '.join(map(str, unknown))}; "
-                                "declare them with PromptBuilder.tail_slot()",
-                                code="tail-slot-undeclared", segment=f"tail:{unknown[0]}")
+        if tail:
+            unknown = sorted(set(tail) - set(declared), key=str)
+            if unknown:
+                raise TailSlotError(f"undeclared tail slot(s): {', '.join(map(str, unknown))}; "
+                                    "declare them with PromptBuilder.tail_slot()",
+                                    code="tail-slot-undeclared", segment=f"tail:{unknown[0]}")
+        else:
+            tail = {}
         missing = [n for n, required in declared.items() if required and n not in tail]
         if missing:
             raise TailSlotError(f"missing tail slot(s): {', '.join(missing)}",
                                 code="tail-slot-missing", segment=f"tail:{missing[0]}")
-        items = [(n, tail[n]) for n in declared if n in tail] + list(extra)
-        specs = []
+        items = [(n, tail[n]) for n in declared if n in tail]
+        items.extend(extra)
         for name, value in items:
             if not isinstance(value, str):
                 raise TailSlotError(f"tail slot {name!r} must be str, got {type(value).__name__}",
                                     code="tail-slot-type", segment=f"tail:{name}")
-            specs.append(SegmentSpec("tail", f"tail:{name}",
-                                     canonical_json({"slot": name, "text": value}), "", None, name))
-        return specs
+        return items
 
     def _check_complete(self) -> None:
         if self._open_calls:
@@ -633,30 +634,41 @@ class Conversation:
                                 code="tool-unknown", tool=unknown[0])
             extra.append(("allowed_tools", "Only these tools may be used this turn: "
                           + ", ".join(sorted(set(allowed_tools))) + "."))
-        specs = self._tail_specs(tail, extra)
+        items = self._tail_specs(tail, extra)
         length = len(self._messages)
         if self._anchors[1] != length:
             self._anchors = (self._anchors[1], length)
-        return self._render(specs)
+        return self._render(items)
 
-    def _render(self, tail_specs: Sequence[SegmentSpec]) -> RenderedPrompt:
+    def _render(self, tail: Sequence[tuple[str, str]]) -> RenderedPrompt:
+        """Head + history + the ``(slot, value)`` tail items (checked) as a RenderedPrompt.
+
+        Raises:
+            CanonicalizationError: a tail value is no valid text (a lone surrogate).
+        """
+        specs = [new_spec("tail", f"tail:{name}",
+                          canonical_json({"slot": name, "text": value}), "", None, name)
+                 for name, value in tail]
         last = self._segments[-1] if self._segments else None
         start = last.end if last else len(self.head.data)
         raw = bytes.fromhex(last.prefix_digest) if last else self.head._digest
+        counter = self.head._counter
         tail_segments, _, _ = build_segments(
-            tail_specs, start=start, previous=raw,
-            token_counts=[_count(self.head._counter, s.data) for s in tail_specs])
+            specs, start=start, previous=raw,
+            token_counts=None if counter is None else [_count(counter, s.data) for s in specs])
         previous = self._anchors[0] if self._anchors[1] == len(self._messages) else self._anchors[1]
         return RenderedPrompt(
             head=self.head,
             messages=tuple(self._messages),  # indexed often: a tuple (~6 us at 3,000)
-            tail=tuple((s.label, s.data) for s in tail_specs),
+            tail=tuple((s.label, s.data) for s in specs),
+            tail_texts=tuple(tail_text(name, value) for name, value in tail),
             segments=Snapshot((self.head.segments, len(self.head.segments)),
                               (self._segments, len(self._segments)),
                               (tail_segments, len(tail_segments))),
             head_data=self.head.data,
             previous_breakpoint=None if previous is None else previous - 1,
             history_memo=self._memo,
+            history_segments=self._segments,
         )
 
     def fork(self) -> Conversation:
@@ -690,10 +702,7 @@ class Conversation:
             raise HistoryError("instruction must be a non-empty str",
                                code="history-compact-summary")
         self._check_complete()
-        spec = SegmentSpec("tail", "tail:summarize",
-                           canonical_json({"slot": "summarize", "text": instruction}), "", None,
-                           "summarize")
-        return self._render([spec])
+        return self._render([("summarize", instruction)])
 
     def compact(self, summary: str, *, start: int = 0, end: int | None = None,
                 prefix: str = "") -> CacheEvent:

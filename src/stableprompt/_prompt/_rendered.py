@@ -20,13 +20,13 @@ what ``segment_request`` gives for the body.
 
 from __future__ import annotations
 
+import itertools
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
-from .._canonical import loads
 from .._exceptions import BreakpointWarning, HistoryError, MethodNameError
 from .._policy import cache_policy, surely_below_minimum
 from .._public import public
@@ -39,6 +39,11 @@ from ._messages import Message
 __all__ = ["RenderedPrompt"]
 
 ANTHROPIC_MAX_BREAKPOINTS = anthropic.MAX_BREAKPOINTS
+
+
+def tail_text(slot: str, value: str) -> str:
+    """A tail slot as the text the wire formats send: ``<slot>\nvalue\n</slot>``."""
+    return f"<{slot}>\n{value}\n</{slot}>"
 
 
 @dataclass(frozen=True, eq=False)
@@ -64,6 +69,13 @@ class RenderedPrompt:
     head_data: bytes = field(repr=False)
     previous_breakpoint: int | None = field(default=None, repr=False)
     history_memo: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    tail_texts: tuple[str, ...] = field(default=(), repr=False, compare=False)
+    """Tail slots as ``<slot>\nvalue\n</slot>`` texts (:func:`tail_text`), in declaration
+    order: what the wire formats send as the tail."""
+    history_segments: Sequence[Segment] = field(default=(), repr=False, compare=False)
+    """The history messages' segments, one per message (``segments`` between head and tail):
+    a sequence whose first ``len(messages)`` items are those (the conversation's own
+    append-only list, read in O(1) by :meth:`message_digest`)."""
 
     @cached_property
     def data(self) -> bytes:
@@ -72,9 +84,14 @@ class RenderedPrompt:
                          *(data for _, data in self.tail)])
 
     def message_digest(self, index: int) -> str:
-        """Chained prefix digest (hex) through history message ``index`` (head included)."""
-        first = len(self.segments) - len(self.tail) - len(self.messages)
-        return self.segments[first + index].prefix_digest
+        """Chained prefix digest (hex) through history message ``index`` (head included).
+
+        Raises:
+            IndexError: ``index`` is not ``0 <= index < len(messages)``.
+        """
+        if not 0 <= index < len(self.messages):
+            raise IndexError(f"message index {index} out of range")
+        return self.history_segments[index].prefix_digest
 
     @property
     def fingerprint(self) -> str:
@@ -114,10 +131,6 @@ class RenderedPrompt:
             raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}",
                                  name=name, obj=self)
 
-    @cached_property
-    def tail_texts(self) -> tuple[str, ...]:
-        """Tail slots as ``<slot>\nvalue\n</slot>`` texts, in declaration order."""
-        return tuple(f"<{name}>\n{loads(data)['text']}\n</{name}>" for name, data in self.tail)
 
     # -- Anthropic --------------------------------------------------------------------------
 
@@ -186,9 +199,8 @@ class RenderedPrompt:
         if policy.conservative or not policy.min_cacheable_tokens:
             return frozenset()
         head = self.head
-        first = len(self.segments) - len(self.tail) - len(self.messages)
         tokens = 0
-        for segment in self.segments[:first]:
+        for segment in self.segments[:len(self.segments) - len(self.tail) - len(self.messages)]:
             if segment.tokens is None:
                 return frozenset()
             tokens += segment.tokens
@@ -201,7 +213,7 @@ class RenderedPrompt:
         elif len(head.tools):
             short.append((("tool", len(head.tools) - 1), "tools", tokens))
         if self.messages:
-            for segment in self.segments[first:first + len(self.messages)]:
+            for segment in itertools.islice(self.history_segments, len(self.messages)):
                 tokens += segment.tokens or 0
                 if not surely_below_minimum(policy, tokens):
                     break

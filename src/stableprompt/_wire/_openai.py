@@ -6,9 +6,10 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from .._canonical import canonical_json, loads, wire_json
+from .._canonical import canonical_json, decoded_json, loads
 from .._exceptions import CaptureError, InputError
 from .._policy import cache_policy
+from .._segment import chain
 from ._parts import (
     Datas,
     Field,
@@ -153,10 +154,13 @@ def fingerprints(prompt: PromptParts, *, wire_format: str, names: tuple[str, ...
     values = {**params, "prompt_cache_key": key} if key else params
     param_segments = param_datas(names, model, values)
 
-    def message(m: MessageParts) -> Datas:
+    def message(state: bytes, m: MessageParts) -> bytes:
         # Not memoized: chained once (the history memo keeps the state after it); a second,
         # wrapped copy of every message would double what a conversation holds.
-        return tuple(segment for item in serialize(m) for segment in _item_segments(loads(item)))
+        for item in serialize(m):
+            for kind, data in _item_segments(loads(item)):
+                state = chain(state, kind, data)
+        return state
 
     def make() -> tuple[str, str]:
         tail_segments = () if tail is None else _item_segments(loads(tail))
@@ -169,8 +173,9 @@ def fingerprints(prompt: PromptParts, *, wire_format: str, names: tuple[str, ...
 
 
 def _item_segments(item: Mapping[str, Any]) -> Datas:
-    """The segments :func:`segment_message` makes of one rendered, non-leading item (no
-    marker: the renderer places none), without a builder: a message segment per content
+    """The segments :func:`segment_message` makes of one rendered, non-leading item (as
+    :func:`loads` gave it, so ``decoded_json`` serializes its parts; no marker: the renderer
+    places none), without a builder: a message segment per content
     block (or one for string / null content) and one ``.rest`` segment for the other fields.
     tests/test_incremental_render.py checks every render against the segmenter."""
     role = item.get("role")
@@ -178,13 +183,13 @@ def _item_segments(item: Mapping[str, Any]) -> Datas:
     if "content" in item or "role" in item:
         content = item.get("content")
         if isinstance(content, list):
-            out.extend(("message", wire_json({"role": role, "block": block}))
+            out.extend(("message", decoded_json({"role": role, "block": block}))
                        for block in content)
         else:
-            out.append(("message", wire_json({"role": role, "content": content})))
+            out.append(("message", decoded_json({"role": role, "content": content})))
     rest = {k: v for k, v in item.items() if k not in ("role", "content")}
     if rest:
-        out.append(("message", wire_json(rest)))
+        out.append(("message", decoded_json(rest)))
     return tuple(out)
 
 

@@ -267,17 +267,25 @@ def check_reasoning(prompt: PromptParts, wire_format: str) -> None:
             history to another format.
     """
     messages = prompt.messages
+    count = len(messages)
     found = history_entry(prompt, REASONING_FORMAT_KEY)
-    done, firsts = found if found is not None else (0, {})
-    if done < len(messages):
-        firsts = dict(firsts)
-        for i in range(done, len(messages)):
-            if messages[i].role != "assistant":
+    done, firsts = found if found is not None else (0, None)
+    if done < count:
+        grown: dict[str, tuple[int, int]] | None = None
+        for i in range(done, count):
+            message = messages[i]
+            if message.role != "assistant":
                 continue
-            for j, block in enumerate(messages[i].wire_blocks):
+            for j, block in enumerate(message.wire_blocks):
                 if block.get("type") == "reasoning":
-                    firsts.setdefault(str(block["format"]), (i, j))
-        store_entry(prompt, REASONING_FORMAT_KEY, len(messages), firsts)
+                    if grown is None:
+                        grown = dict(firsts or {})
+                    grown.setdefault(str(block["format"]), (i, j))
+        if grown is not None:
+            firsts = grown
+        store_entry(prompt, REASONING_FORMAT_KEY, count, firsts)
+    if not firsts:  # no reasoning in the history (``None``): nothing to refuse
+        return
     foreign = sorted((where, fmt) for fmt, where in firsts.items() if fmt != wire_format)
     if foreign:
         (i, j), fmt = foreign[0]
@@ -438,34 +446,39 @@ def _chained(state: bytes | None, datas: Datas) -> bytes | None:
     return state
 
 
+ChainMessage = Callable[[bytes, MessageParts], bytes]
+"""``(state, message) -> state``: the chain state after a message's request segments."""
+
+
 def request_fingerprints(prompt: PromptParts, key: str, params: Datas,
-                         head: Callable[[], Datas], message: Callable[[MessageParts], Datas],
+                         head: Callable[[], Datas], message: ChainMessage,
                          tail: Datas) -> tuple[str, str]:
     """``(fingerprint, head_fingerprint)`` of a rendered body, equal to what
     :func:`segment_request` gives for it, chained incrementally.
 
     ``params`` are the cache-key param segments, ``head`` the tool and system segments
-    (made once per head under ``key``), ``message`` a message's segments (memoized by the
-    caller), ``tail`` the segments after history. The chain state after the head is kept per
-    head and params; the state after history in the history memo, so a turn chains only the
-    messages appended since the last render.
+    (made once per head under ``key``), ``message`` chains a message's segments (made by the
+    caller from its memoized wire bytes), ``tail`` the segments after history. The chain
+    state after the head is kept per head and params; the state after history in the history
+    memo, so a turn chains only the messages appended since the last render.
     """
     owner = prompt.head
-    states: dict[bytes | None, bytes | None] = memo(owner, key + "-chain", dict)
-    start = _chained(None, params)
-    after = states.get(start)
-    if after is None:
+    states: dict[Datas, tuple[bytes, str]] = memo(owner, key + "-chain", dict)
+    found_head = states.get(params)
+    if found_head is None:
         if len(states) >= _MAX_ENTRIES:
             states.clear()
-        after = states[start] = _chained(start, memo(owner, key + "-segments", head))
-    assert after is not None  # params always hold the model
-    entry_key = f"{key}-chain:{after.hex()}"
+        after_head = _chained(_chained(None, params), memo(owner, key + "-segments", head))
+        assert after_head is not None  # params always hold the model
+        found_head = states[params] = (after_head, f"{key}-chain:{after_head.hex()}")
+    after, entry_key = found_head
     found = history_entry(prompt, entry_key)
     count, state = found if found is not None else (0, after)
     messages = prompt.messages
-    for m in messages[count:]:
-        state = _chained(state, message(m))
-    store_entry(prompt, entry_key, len(messages), state)
+    if count < len(messages):
+        for i in range(count, len(messages)):
+            state = message(state, messages[i])
+        store_entry(prompt, entry_key, len(messages), state)
     final = _chained(state, tail)
     assert final is not None
     return tag(final), tag(after)

@@ -19,9 +19,10 @@ from __future__ import annotations
 import bisect
 import itertools
 from collections.abc import Callable, Mapping, Sequence
+from hashlib import sha256
 from typing import Any
 
-from .._canonical import canonical_json, loads, unescape_pointer
+from .._canonical import canonical_json, checked_json, loads, unescape_pointer
 from .._exceptions import BreakpointError, CaptureError, HistoryError, InputError, UsageParseError
 from .._policy import TTL_LABELS_S
 from .._sse import SSEEvent
@@ -38,6 +39,7 @@ from ._fields import (
 )
 from ._parts import (
     APPEND_LOCK,
+    BREAKPOINT_TTLS,
     AssistantTurn,
     Datas,
     Field,
@@ -239,6 +241,7 @@ CONTENT_KEYS = ("system", "messages", "cache_control")
 """Top-level body keys besides the cache-key params and ``tools`` that this format reads."""
 
 MARKER_KEY = "cache_control"
+MARKER_BYTES = MARKER_KEY.encode()
 """The breakpoint marker's key on a tool, system block or content block."""
 
 #: Lookback window: "The system checks at most 20 positions per breakpoint, counting the
@@ -256,6 +259,20 @@ def cache_control(ttl: str) -> dict[str, str]:
     """The ``cache_control`` marker: ``{"type": "ephemeral"}`` means 5 minutes,
     ``"ttl": "1h"`` asks for one hour (platform.claude.com prompt-caching docs)."""
     return {"type": "ephemeral"} if ttl == "5m" else {"ttl": ttl, "type": "ephemeral"}
+
+
+_LAST_TAIL: list[tuple[tuple[str, ...], tuple[bytes, ...]]] = [((), ())]
+
+
+def _tail_blocks(texts: tuple[str, ...]) -> tuple[bytes, ...]:
+    """The text blocks of the tail ``texts`` (checked when the tail was rendered); the last
+    texts' blocks are kept, since a render's body and its fingerprint both need them."""
+    last = _LAST_TAIL[0]
+    if last[0] == texts:
+        return last[1]
+    blocks = tuple(checked_json({"text": t, "type": "text"}) for t in texts)
+    _LAST_TAIL[0] = (texts, blocks)
+    return blocks
 
 
 def text_block_bytes(text: str, *, cache_ttl: str | None = None) -> bytes:
@@ -309,16 +326,32 @@ def block(canonical: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def message_blocks(message: MessageParts) -> tuple[bytes, ...]:
-    """A message's content blocks (canonical bytes, no marker), serialized once."""
-    return memo(message, WIRE_FORMAT, lambda: tuple(
-        canonical_json(block(b)) for b in message.wire_blocks))
+    """A message's content blocks (canonical bytes, no marker), serialized once (its
+    canonical blocks were checked when the message was made: ``checked_json``)."""
+    cache = message.wire_memo
+    found: tuple[bytes, ...] | None = cache.get(WIRE_FORMAT)
+    if found is None:
+        found = cache[WIRE_FORMAT] = tuple(checked_json(block(b)) for b in message.wire_blocks)
+    return found
+
+
+_MARKERS = {ttl: b'{"' + MARKER_BYTES + b'":' + canonical_json(cache_control(ttl)) + b","
+            for ttl in BREAKPOINT_TTLS}
+"""``{"cache_control":<marker>,`` per TTL: the start of a marked block whose keys all sort
+after ``cache_control`` (every block shape the SDK renders)."""
 
 
 def block_with_breakpoint(message: MessageParts, index: int, ttl: str) -> bytes:
-    """Block ``index`` of ``message`` with a ``cache_control`` marker of ``ttl``."""
+    """Block ``index`` of ``message`` with a ``cache_control`` marker of ``ttl``: its stored
+    bytes with the marker spliced in as the first key where that is the sorted place (no
+    key before it sorts lower), else serialized again."""
+    data = message_blocks(message)[index]
+    first = data[2:data.find(b'"', 2)]  # the first (lowest) key, as written
+    if data.startswith(b'{"') and first > MARKER_BYTES and b"\\" not in first:
+        return _MARKERS[ttl] + data[1:]
     marked = block(message.wire_blocks[index])
     marked[MARKER_KEY] = cache_control(ttl)
-    return canonical_json(marked)
+    return checked_json(marked)
 
 
 def breakpoints(prompt: PromptParts, history_ttl: str, budget: int, *,
@@ -446,7 +479,7 @@ def render(prompt: PromptParts, *, model: str, max_tokens: int, history_ttl: str
     # join the memo's prefix with their user-placed breakpoints only; the last group (the
     # end-of-history breakpoint) and the tail are rendered every time, and the group of a
     # carried breakpoint is spliced into the prefix with its marker.
-    tail_blocks = [text_block_bytes(t) for t in prompt.tail_texts]
+    tail_blocks: Sequence[bytes] = _tail_blocks(prompt.tail_texts)
     groups = _groups(messages, done, count)
     stable_groups = [g for g in groups if g[2] <= stable]
     if stable_groups or found is None:
@@ -636,10 +669,10 @@ def fingerprints(prompt: PromptParts, *, model: str,
     def make() -> tuple[str, str]:
         head = prompt.head
         # what the segmenter makes of a tail text block: {"role":"user","block":<block>}
-        tail = tuple(("message", b'{"role":"user","block":' + text_block_bytes(t) + b"}")
-                     for t in prompt.tail_texts)
+        tail = tuple(("message", _ROLE_HEADS["user"] + block + b"}")
+                     for block in _tail_blocks(prompt.tail_texts))
         return request_fingerprints(prompt, WIRE_FORMAT, param_segments, lambda: _head_datas(head),
-                                    _message_datas, tail)
+                                    _chain_message, tail)
 
     return make
 
@@ -660,16 +693,25 @@ def _head_datas(head: Any) -> Datas:
     return segment_datas(MARKER_KEY, lambda b: segment(body, b))
 
 
-def _message_datas(message: MessageParts) -> Datas:
-    # What the segmenter makes of each block: {"role":<group role>,"block":<block>}, the
+_ROLE_HEADS = {role: b'{"role":' + canonical_json(role) + b',"block":'
+               for role in ("user", "assistant")}
+_MESSAGE_TAG = b"message\0"  # ``kind || 0x00`` as ``_segment.chain`` hashes it
+
+
+def _chain_message(state: bytes, message: MessageParts) -> bytes:
+    # The segmenter makes one segment per block: {"role":<group role>,"block":<block>}, the
     # block in its (sorted) key order as rendered, with no marker (it is removed) and no other
-    # top-level key to strip. tests/test_incremental_render.py checks it against the segmenter.
-    def make() -> Datas:
-        head = b'{"role":' + canonical_json(_role(message)) + b',"block":'
-        return tuple(("message", head + data + b"}") for data in message_blocks(message))
-    # Not memoized: the history memo keeps the chain state after the messages chained so
-    # far, so these bytes (a second copy of the message, role-wrapped) are needed once.
-    return make()
+    # top-level key to strip; chained here from the block's memoized bytes without building
+    # that wrapped copy. tests/test_incremental_render.py checks it against the segmenter.
+    head = _ROLE_HEADS["assistant" if message.role == "assistant" else "user"]
+    for data in message_blocks(message):
+        h = sha256(state)
+        h.update(_MESSAGE_TAG)
+        h.update(head)
+        h.update(data)
+        h.update(b"}")
+        state = h.digest()
+    return state
 
 
 def segment(body: Mapping[str, Any], b: SegmentBuilder) -> None:
