@@ -184,12 +184,11 @@ class RenderedPrompt:
         """
         check_model(model)
         self._check_not_empty()
-        content = anthropic.render(self, model=model, max_tokens=max_tokens,
-                                   history_ttl=history_ttl, max_breakpoints=max_breakpoints,
-                                   params=params, short=self._short_places(model))
+        content, fingerprints = anthropic.render(
+            self, model=model, max_tokens=max_tokens, history_ttl=history_ttl,
+            max_breakpoints=max_breakpoints, params=params, short=self._short_places(model))
         return ProviderRequest._rendered(
-            anthropic.WIRE_FORMAT, anthropic.ENDPOINT, content,
-            anthropic.fingerprints(self, model=model, params=params),
+            anthropic.WIRE_FORMAT, anthropic.ENDPOINT, content, fingerprints,
             tail_count=len(self.tail_texts), params={"model": model, **params})
 
     def _short_places(self, model: str) -> frozenset[tuple[str, int]]:
@@ -263,13 +262,11 @@ class RenderedPrompt:
         """
         check_model(model)
         self._check_not_empty()
-        content = openai_chat.render(self, model=model, prompt_cache_key=prompt_cache_key,
-                                     system_role=system_role, tail_role=tail_role, params=params)
+        content, fingerprints = openai_chat.render(
+            self, model=model, prompt_cache_key=prompt_cache_key, system_role=system_role,
+            tail_role=tail_role, params=params)
         return ProviderRequest._rendered(
-            openai_chat.WIRE_FORMAT, openai_chat.ENDPOINT, content,
-            openai_chat.fingerprints(self, model=model, prompt_cache_key=prompt_cache_key,
-                                     system_role=system_role, tail_role=tail_role,
-                                     params=params),
+            openai_chat.WIRE_FORMAT, openai_chat.ENDPOINT, content, fingerprints,
             tail_count=1 if self.tail else 0, params={"model": model, **params})
 
     def to_openai_responses(self, *, model: str, prompt_cache_key: bool | str | None = None,
@@ -282,14 +279,11 @@ class RenderedPrompt:
         """
         check_model(model)
         self._check_not_empty()
-        content = openai_responses.render(
+        content, fingerprints = openai_responses.render(
             self, model=model, prompt_cache_key=prompt_cache_key, system_role=system_role,
             tail_role=tail_role, params=params)
         return ProviderRequest._rendered(
-            openai_responses.WIRE_FORMAT, openai_responses.ENDPOINT, content,
-            openai_responses.fingerprints(
-                self, model=model, prompt_cache_key=prompt_cache_key, system_role=system_role,
-                tail_role=tail_role, params=params),
+            openai_responses.WIRE_FORMAT, openai_responses.ENDPOINT, content, fingerprints,
             tail_count=1 if self.tail else 0, params={"model": model, **params})
 
 

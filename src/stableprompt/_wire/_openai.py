@@ -13,6 +13,7 @@ from .._segment import chain
 from ._parts import (
     Datas,
     Field,
+    Fingerprints,
     HeadParts,
     MessageParts,
     PromptParts,
@@ -140,7 +141,7 @@ def fingerprints(prompt: PromptParts, *, wire_format: str, names: tuple[str, ...
                  head_body: Callable[[], bytes], segment: Callable[[Any, SegmentBuilder], None],
                  serialize: Callable[[MessageParts], tuple[bytes, ...]],
                  tail: bytes | None, system_role: str
-                 ) -> Callable[[], tuple[str, str]] | None:
+                 ) -> Fingerprints | None:
     """``(fingerprint, head_fingerprint)`` of an OpenAI body, as :func:`segment_request`
     would give them, chained incrementally (lazily, on first use).
 

@@ -28,6 +28,7 @@ __all__ = [
     "AssistantTurn",
     "Datas",
     "Field",
+    "Fingerprints",
     "HeadParts",
     "MessageParts",
     "PromptParts",
@@ -445,6 +446,9 @@ def _chained(state: bytes | None, datas: Datas) -> bytes | None:
         state = chain(state, kind, data)
     return state
 
+
+Fingerprints = Callable[[], tuple[str, str]]
+"""Gives a rendered body's ``(fingerprint, head_fingerprint)``, computed when first called."""
 
 ChainMessage = Callable[[bytes, MessageParts], bytes]
 """``(state, message) -> state``: the chain state after a message's request segments."""

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import bisect
 import itertools
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from hashlib import sha256
 from typing import Any
 
@@ -43,6 +43,7 @@ from ._parts import (
     AssistantTurn,
     Datas,
     Field,
+    Fingerprints,
     HeadParts,
     MessageParts,
     PromptParts,
@@ -261,18 +262,9 @@ def cache_control(ttl: str) -> dict[str, str]:
     return {"type": "ephemeral"} if ttl == "5m" else {"ttl": ttl, "type": "ephemeral"}
 
 
-_LAST_TAIL: list[tuple[tuple[str, ...], tuple[bytes, ...]]] = [((), ())]
-
-
 def _tail_blocks(texts: tuple[str, ...]) -> tuple[bytes, ...]:
-    """The text blocks of the tail ``texts`` (checked when the tail was rendered); the last
-    texts' blocks are kept, since a render's body and its fingerprint both need them."""
-    last = _LAST_TAIL[0]
-    if last[0] == texts:
-        return last[1]
-    blocks = tuple(checked_json({"text": t, "type": "text"}) for t in texts)
-    _LAST_TAIL[0] = (texts, blocks)
-    return blocks
+    """The text blocks of the tail ``texts`` (checked when the tail was rendered)."""
+    return tuple(checked_json({"text": t, "type": "text"}) for t in texts)
 
 
 def text_block_bytes(text: str, *, cache_ttl: str | None = None) -> bytes:
@@ -437,8 +429,11 @@ _ROLE_TAILS = {role: b',"role":' + canonical_json(role) + b"}" for role in ("use
 
 def render(prompt: PromptParts, *, model: str, max_tokens: int, history_ttl: str,
            max_breakpoints: int, params: Mapping[str, Any],
-           short: frozenset[Place] = frozenset()) -> bytes:
-    """The Messages request body (tools -> system -> messages, tail last) as exact bytes.
+           short: frozenset[Place] = frozenset()) -> tuple[bytes, Fingerprints | None]:
+    """The Messages request body (tools -> system -> messages, tail last) as exact bytes,
+    and what gives its ``(fingerprint, head_fingerprint)``, as :func:`segment_request` would,
+    chained incrementally when first called (``None`` when ``params`` hold a field the
+    segmenter reads as content: the segmented body decides).
 
     See :meth:`RenderedPrompt.to_anthropic <stableprompt.RenderedPrompt.to_anthropic>` for
     the arguments and the breakpoint rules; ``prompt`` is already checked non-empty;
@@ -479,7 +474,8 @@ def render(prompt: PromptParts, *, model: str, max_tokens: int, history_ttl: str
     # join the memo's prefix with their user-placed breakpoints only; the last group (the
     # end-of-history breakpoint) and the tail are rendered every time, and the group of a
     # carried breakpoint is spliced into the prefix with its marker.
-    tail_blocks: Sequence[bytes] = _tail_blocks(prompt.tail_texts)
+    tail = _tail_blocks(prompt.tail_texts)
+    tail_blocks: Sequence[bytes] = tail
     groups = _groups(messages, done, count)
     stable_groups = [g for g in groups if g[2] <= stable]
     if stable_groups or found is None:
@@ -523,7 +519,18 @@ def render(prompt: PromptParts, *, model: str, max_tokens: int, history_ttl: str
         "model": canonical_json(model),
     }
     fields.update(head_fields)
-    return join_body(fields, params)
+    content = join_body(fields, params)
+    if _SEGMENTED_FIELDS & params.keys():
+        return content, None
+
+    def fingerprints() -> tuple[str, str]:
+        # what the segmenter makes of a tail text block: {"role":"user","block":<block>}
+        return request_fingerprints(
+            prompt, WIRE_FORMAT, param_datas(CACHE_KEY_PARAMS, model, params),
+            lambda: _head_datas(head), _chain_message,
+            tuple(("message", _ROLE_HEADS["user"] + block + b"}") for block in tail))
+
+    return content, fingerprints
 
 
 _BODY_KEY = "anthropic-body"
@@ -655,26 +662,6 @@ def _head_fields(head: Any, marks: tuple[tuple[Place, str], ...]) -> dict[str, b
         cache.clear()
     cache[marks] = fields
     return fields
-
-
-def fingerprints(prompt: PromptParts, *, model: str,
-                 params: Mapping[str, Any]) -> Callable[[], tuple[str, str]] | None:
-    """``(fingerprint, head_fingerprint)`` of the body :func:`render` makes, as
-    :func:`segment_request` would give them, chained incrementally (lazily, on first use);
-    ``None`` when ``params`` hold a field the segmenter reads as content."""
-    if _SEGMENTED_FIELDS & set(params):
-        return None
-    param_segments = param_datas(CACHE_KEY_PARAMS, model, params)
-
-    def make() -> tuple[str, str]:
-        head = prompt.head
-        # what the segmenter makes of a tail text block: {"role":"user","block":<block>}
-        tail = tuple(("message", _ROLE_HEADS["user"] + block + b"}")
-                     for block in _tail_blocks(prompt.tail_texts))
-        return request_fingerprints(prompt, WIRE_FORMAT, param_segments, lambda: _head_datas(head),
-                                    _chain_message, tail)
-
-    return make
 
 
 _SEGMENTED_FIELDS = frozenset({"tools", "system", "messages"})
