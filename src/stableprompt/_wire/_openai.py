@@ -150,10 +150,8 @@ def fingerprints(prompt: PromptParts, *, wire_format: str, names: tuple[str, ...
     ``None`` (the segmented body decides) when ``params`` hold a field the segmenter reads as
     content, or without history (a tail item may then count as leading system).
     """
-    if reserved & set(params) or not prompt.messages:
+    if reserved & params.keys() or not prompt.messages:
         return None
-    values = {**params, "prompt_cache_key": key} if key else params
-    param_segments = param_datas(names, model, values)
 
     def message(state: bytes, m: MessageParts) -> bytes:
         # Not memoized: chained once (the history memo keeps the state after it); a second,
@@ -164,9 +162,10 @@ def fingerprints(prompt: PromptParts, *, wire_format: str, names: tuple[str, ...
         return state
 
     def make() -> tuple[str, str]:
+        values = {**params, "prompt_cache_key": key} if key else params
         tail_segments = () if tail is None else _item_segments(loads(tail))
         return request_fingerprints(
-            prompt, f"{wire_format}:{system_role}", param_segments,
+            prompt, f"{wire_format}:{system_role}", param_datas(names, model, values),
             lambda: segment_datas(MARKER_KEY, lambda b: segment(loads(head_body()), b)),
             message, tail_segments)
 

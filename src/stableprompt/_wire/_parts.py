@@ -310,24 +310,25 @@ def join_body(fields: Mapping[str, Field], params: Mapping[str, Any]) -> bytes:
         InputError: a param names a field the renderer sets (code ``render-param-clash``).
         CanonicalizationError: a param value is not canonical JSON (pointer ``/<param>...``).
     """
-    clash = sorted(set(fields) & set(params))
-    if clash:
-        raise InputError(f"parameter(s) {', '.join(clash)} are set by the renderer; pass them "
-                         "as the named arguments", code="render-param-clash")
-    merged: dict[str, Field] = dict(fields)
-    for key, value in params.items():
-        merged[key] = param_bytes(key, value)
-    pieces: list[bytes | bytearray | memoryview] = [b"{"]
+    merged: Mapping[str, Field] = fields
+    if params:
+        clash = sorted(fields.keys() & params.keys())
+        if clash:
+            raise InputError(f"parameter(s) {', '.join(clash)} are set by the renderer; pass "
+                             "them as the named arguments", code="render-param-clash")
+        merged = {**fields, **{key: param_bytes(key, value) for key, value in params.items()}}
+    pieces: list[bytes | bytearray | memoryview] = []
+    separator = b"{"
     for key in sorted(merged):
-        if len(pieces) > 1:
-            pieces.append(b",")
-        pieces.append(_key(key))
+        pieces.append(separator)
+        separator = b","
+        pieces.append(_KEYS.get(key) or _key(key))
         value = merged[key]
         if isinstance(value, bytes):
             pieces.append(value)
         else:
             pieces.extend(value)
-    pieces.append(b"}")
+    pieces.append(b"}" if pieces else b"{}")
     return b"".join(pieces)
 
 
@@ -344,14 +345,26 @@ def _key(key: str) -> bytes:
     return found
 
 
+_STRINGS: dict[str, bytes] = {}
+"""Canonical bytes of the str params seen (model ids, mostly), bounded: every render sends
+its model and the fingerprint hashes it again."""
+
+
 def param_bytes(key: str, value: Any) -> bytes:
     """A param's canonical bytes.
 
     Raises:
         CanonicalizationError: not canonical JSON (pointer ``/<key>...``).
     """
+    if type(value) is str:
+        found = _STRINGS.get(value)
+        if found is not None:
+            return found
     try:
-        return canonical_json(value)
+        data = canonical_json(value)
+        if type(value) is str and len(value) <= 256 and len(_STRINGS) < 256:
+            _STRINGS[value] = data
+        return data
     except CanonicalizationError as exc:
         raise CanonicalizationError(exc.message, code=exc.code,
                                     pointer=f"/{key}{exc.pointer or ''}") from exc

@@ -56,6 +56,7 @@ from ._parts import (
     join_body,
     joined,
     memo,
+    param_bytes,
     param_datas,
     request_fingerprints,
     response_text,
@@ -514,9 +515,9 @@ def render(prompt: PromptParts, *, model: str, max_tokens: int, history_ttl: str
     history.append(b",".join(fresh))
     history.append(b"]")
     fields: dict[str, Field] = {
-        "max_tokens": canonical_json(max_tokens),
+        "max_tokens": param_bytes("max_tokens", max_tokens),
         "messages": history,
-        "model": canonical_json(model),
+        "model": param_bytes("model", model),
     }
     fields.update(head_fields)
     content = join_body(fields, params)

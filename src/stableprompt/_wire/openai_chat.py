@@ -37,6 +37,7 @@ from ._parts import (
     TurnPart,
     check_reasoning,
     memo,
+    param_bytes,
     tool_fields,
 )
 from ._segmenter import SegmentBuilder, require_list, tool_label
@@ -338,7 +339,7 @@ def render(prompt: PromptParts, *, model: str, prompt_cache_key: bool | str | No
     fields: dict[str, Field] = {
         "messages": _openai.history(prompt, _BODY_KEY, message_bytes,
                                     [system] if system else [], [tail] if tail else []),
-        "model": canonical_json(model)}
+        "model": param_bytes("model", model)}
     content = _openai.body(head, fields, tool=tool, memo_key=_TOOLS_MEMO_KEY, key=key,
                            params=params)
     return content, _openai.fingerprints(

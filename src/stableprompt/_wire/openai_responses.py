@@ -46,6 +46,7 @@ from ._parts import (
     TurnPart,
     check_reasoning,
     memo,
+    param_bytes,
     response_text,
     tool_fields,
 )
@@ -286,7 +287,7 @@ def render(prompt: PromptParts, *, model: str, prompt_cache_key: bool | str | No
     fields: dict[str, Field] = {
         "input": _openai.history(prompt, _BODY_KEY, item_bytes, [system] if system else [],
                                  [tail] if tail else []),
-        "model": canonical_json(model)}
+        "model": param_bytes("model", model)}
     content = _openai.body(head, fields, tool=tool, memo_key=_TOOLS_MEMO_KEY, key=key,
                            params=params)
     return content, _openai.fingerprints(
