@@ -237,8 +237,9 @@ class PinnedHead:
             renderers; not part of equality or pickles.
     """
 
-    __slots__ = ("_counter", "_digest", "_frozen", "_system_ttls", "_tokenizer", "data",
-                 "head_ttl", "segments", "system", "tail_slots", "tools", "wire_memo")
+    __slots__ = ("_counter", "_digest", "_fingerprint", "_frozen", "_system_ttls", "_tokenizer",
+                 "_tokens", "data", "head_ttl", "segments", "system", "tail_slots", "tools",
+                 "wire_memo")
 
     tools: ToolSet
     system: tuple[str, ...]
@@ -248,6 +249,8 @@ class PinnedHead:
     head_ttl: str
     _system_ttls: tuple[str | None, ...]
     _digest: bytes
+    _fingerprint: str
+    _tokens: int | None
     _counter: SegmentTokenCounter | None
     _tokenizer: Tokenizer | str | None
     wire_memo: dict[str, Any]
@@ -268,7 +271,9 @@ class PinnedHead:
                             ("tail_slots", MappingProxyType(dict(tail_slots))),
                             ("segments", segments), ("data", data), ("_digest", digest),
                             ("_counter", counter), ("_tokenizer", tokenizer),
-                            ("head_ttl", head_ttl), ("wire_memo", {})):
+                            ("head_ttl", head_ttl), ("wire_memo", {}),
+                            ("_fingerprint", fingerprint_of(segments)),
+                            ("_tokens", sum_tokens(segments))):
             object.__setattr__(self, name, value)
         object.__setattr__(self, "_frozen", True)
         if lint:
@@ -312,12 +317,12 @@ class PinnedHead:
     @property
     def fingerprint(self) -> str:
         """Head fingerprint ``sp1:<hex>`` (the lineage name)."""
-        return fingerprint_of(self.segments)
+        return self._fingerprint
 
     @property
     def tokens(self) -> int | None:
         """Total head tokens, or ``None`` without a tokenizer."""
-        return sum_tokens(self.segments)
+        return self._tokens
 
     @property
     def system_ttls(self) -> tuple[str | None, ...]:

@@ -198,11 +198,9 @@ class RenderedPrompt:
         if policy.conservative or not policy.min_cacheable_tokens:
             return frozenset()
         head = self.head
-        tokens = 0
-        for segment in self.segments[:len(self.segments) - len(self.tail) - len(self.messages)]:
-            if segment.tokens is None:
-                return frozenset()
-            tokens += segment.tokens
+        tokens = head.tokens
+        if tokens is None:
+            return frozenset()
         if not surely_below_minimum(policy, tokens):
             return frozenset()
         short: list[tuple[tuple[str, int], str, int]] = []

@@ -140,6 +140,10 @@ class HeadParts(Protocol):
     @property
     def fingerprint(self) -> str: ...
     @property
+    def tokens(self) -> int | None:
+        """Total head tokens, ``None`` without a tokenizer."""
+        ...
+    @property
     def wire_memo(self) -> dict[str, Any]: ...
 
 
