@@ -651,29 +651,33 @@ class Conversation:
         Raises:
             CanonicalizationError: a tail value is no valid text (a lone surrogate).
         """
-        specs = [new_spec("tail", f"tail:{name}",
-                          canonical_json({"slot": name, "text": value}), "", None, name)
-                 for name, value in tail]
-        last = self._segments[-1] if self._segments else None
-        start = last.end if last else len(self.head.data)
-        raw = bytes.fromhex(last.prefix_digest) if last else self.head._digest
-        counter = self.head._counter
-        tail_segments, _, _ = build_segments(
-            specs, start=start, previous=raw,
-            token_counts=None if counter is None else [_count(counter, s.data) for s in specs])
+        datas = [canonical_json({"slot": name, "text": value}) for name, value in tail]
+        head, history, count = self.head, self._segments, len(self._segments)
+
+        def segments() -> Snapshot[Segment]:
+            # made when first read: the wire formats never need them
+            specs = [new_spec("tail", f"tail:{name}", data, "", None, name)
+                     for (name, _), data in zip(tail, datas, strict=True)]
+            last = history[count - 1] if count else None
+            counter = head._counter
+            tail_segments, _, _ = build_segments(
+                specs, start=last.end if last else len(head.data),
+                previous=bytes.fromhex(last.prefix_digest) if last else head._digest,
+                token_counts=None if counter is None else [_count(counter, d) for d in datas])
+            return Snapshot((head.segments, len(head.segments)), (history, count),
+                            (tail_segments, len(tail_segments)))
+
         previous = self._anchors[0] if self._anchors[1] == len(self._messages) else self._anchors[1]
         return RenderedPrompt(
-            head=self.head,
+            head=head,
             messages=tuple(self._messages),  # indexed often: a tuple (~6 us at 3,000)
-            tail=tuple((s.label, s.data) for s in specs),
+            tail=tuple((name, data) for (name, _), data in zip(tail, datas, strict=True)),
             tail_texts=tuple(tail_text(name, value) for name, value in tail),
-            segments=Snapshot((self.head.segments, len(self.head.segments)),
-                              (self._segments, len(self._segments)),
-                              (tail_segments, len(tail_segments))),
-            head_data=self.head.data,
+            make_segments=segments,
+            head_data=head.data,
             previous_breakpoint=None if previous is None else previous - 1,
             history_memo=self._memo,
-            history_segments=self._segments,
+            history_segments=history,
         )
 
     def fork(self) -> Conversation:

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import itertools
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
@@ -65,7 +65,8 @@ class RenderedPrompt:
     head: HeadParts = field(repr=False)
     messages: tuple[Message, ...] = field(repr=False)
     tail: tuple[tuple[str, bytes], ...] = field(repr=False)
-    segments: Sequence[Segment]
+    make_segments: Callable[[], Sequence[Segment]] = field(repr=False, compare=False)
+    """Makes :attr:`segments` (when first read)."""
     head_data: bytes = field(repr=False)
     previous_breakpoint: int | None = field(default=None, repr=False)
     history_memo: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
@@ -76,6 +77,29 @@ class RenderedPrompt:
     """The history messages' segments, one per message (``segments`` between head and tail):
     a sequence whose first ``len(messages)`` items are those (the conversation's own
     append-only list, read in O(1) by :meth:`message_digest`)."""
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (RenderedPrompt._restore, (self.head, self.messages, self.tail,
+                                          tuple(self.segments), self.head_data,
+                                          self.previous_breakpoint, self.tail_texts))
+
+    @classmethod
+    def _restore(cls, head: HeadParts, messages: tuple[Message, ...],
+                 tail: tuple[tuple[str, bytes], ...], segments: tuple[Segment, ...],
+                 head_data: bytes, previous_breakpoint: int | None,
+                 tail_texts: tuple[str, ...]) -> RenderedPrompt:
+        """Rebuild a pickled prompt from its segments (with a history memo of its own)."""
+        first = len(segments) - len(tail) - len(messages)
+        return cls(head=head, messages=messages, tail=tail, make_segments=lambda: segments,
+                   head_data=head_data, previous_breakpoint=previous_breakpoint,
+                   tail_texts=tail_texts,
+                   history_segments=segments[first:first + len(messages)])
+
+    @cached_property
+    def segments(self) -> Sequence[Segment]:
+        """Ordered segments: ``tool:<name>``..., ``system[i]``..., ``messages[i]``...,
+        ``tail:<slot>``... (see the class docstring); made when first read."""
+        return self.make_segments()
 
     @cached_property
     def data(self) -> bytes:
