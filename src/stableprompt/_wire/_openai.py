@@ -19,6 +19,7 @@ from ._parts import (
     PromptParts,
     ToolParts,
     check_model,
+    check_reasoning,
     extend_prefix,
     history_entry,
     join_body,
@@ -98,18 +99,25 @@ def body(head: HeadParts, fields: dict[str, Field], *, tool: Callable[[ToolParts
     return join_body(fields, params)
 
 
-def history(prompt: PromptParts, key: str, serialize: Callable[[MessageParts], tuple[bytes, ...]],
+def history(prompt: PromptParts, wire_format: str,
+            serialize: Callable[[MessageParts], tuple[bytes, ...]],
             first: list[bytes], last: list[bytes]) -> list[bytes | memoryview]:
     """The pieces of the messages / input array: ``first`` items, every history message's
     items (``serialize``, memoized per message), ``last`` items.
 
     The joined items of the history rendered so far are kept in the history memo under
-    ``key`` (validated by chained digest), so a turn serializes and copies only what is new
-    plus one copy of the whole array into the body.
+    ``<wire_format>-body`` (validated by chained digest), so a turn serializes and copies
+    only what is new plus one copy of the whole array into the body.
+
+    Raises:
+        HistoryError: a new message holds reasoning of another format (see
+            :func:`check_reasoning`).
     """
     messages = prompt.messages
+    key = wire_format + "-body"
     found = history_entry(prompt, key)
     done, prefix = found if found is not None else (0, None)
+    check_reasoning(prompt, wire_format, done)
     new = [item for m in messages[done:] for item in serialize(m)]
     if new or prefix is None:
         prefix = extend_prefix(prefix, new)

@@ -252,54 +252,36 @@ def check_ttl(ttl: str | None, where: str) -> str | None:
     return ttl
 
 
-REASONING_FORMAT_KEY = "reasoning-formats"
-"""History memo key: where each wire format's reasoning first appears in the history."""
-
-
-def check_reasoning(prompt: PromptParts, wire_format: str) -> None:
+def check_reasoning(prompt: PromptParts, wire_format: str, start: int = 0) -> None:
     """Refuse to render reasoning content into a format that cannot carry it.
 
     Reasoning blocks (``{"type": "reasoning", "format", "item"}``, see ``_prompt._messages``)
     are replayed only to the format that produced them: an Anthropic ``thinking`` signature
     or a Responses ``encrypted_content`` means nothing to another provider, and dropping it
-    silently would change what the model sees. Where each format's reasoning first appears is
-    kept in the history memo, so a turn scans only its new messages.
+    silently would change what the model sees. Messages before ``start`` are known to hold
+    none of another format (the format's history memo holds their bytes: serializing such a
+    block raises), so a turn scans only its new messages.
 
     Raises:
         HistoryError: a message holds reasoning of another format (code
             ``history-reasoning-format``, pointer ``/messages/<i>/content/<j>``, segment
-            ``messages[<i>]``); add such responses with ``reasoning="drop"`` to send the
-            history to another format.
+            ``messages[<i>]``; the first such block); add such responses with
+            ``reasoning="drop"`` to send the history to another format.
     """
     messages = prompt.messages
-    count = len(messages)
-    found = history_entry(prompt, REASONING_FORMAT_KEY)
-    done, firsts = found if found is not None else (0, None)
-    if done < count:
-        grown: dict[str, tuple[int, int]] | None = None
-        for i in range(done, count):
-            message = messages[i]
-            if message.role != "assistant":
-                continue
-            for j, block in enumerate(message.wire_blocks):
-                if block.get("type") == "reasoning":
-                    if grown is None:
-                        grown = dict(firsts or {})
-                    grown.setdefault(str(block["format"]), (i, j))
-        if grown is not None:
-            firsts = grown
-        store_entry(prompt, REASONING_FORMAT_KEY, count, firsts)
-    if not firsts:  # no reasoning in the history (``None``): nothing to refuse
-        return
-    foreign = sorted((where, fmt) for fmt, where in firsts.items() if fmt != wire_format)
-    if foreign:
-        (i, j), fmt = foreign[0]
-        raise HistoryError(
-            f"messages[{i}] holds {fmt} reasoning content, which {a_or_an(wire_format)} request "
-            f"cannot carry (its signature / encrypted content is only valid at {fmt}): render this "
-            f"history to {fmt}, or add such responses with reasoning='drop'",
-            code="history-reasoning-format", pointer=f"/messages/{i}/content/{j}",
-            segment=f"messages[{i}]")
+    for i in range(start, len(messages)):
+        message = messages[i]
+        if message.role != "assistant":
+            continue
+        for j, block in enumerate(message.wire_blocks):
+            if block.get("type") == "reasoning" and (fmt := str(block["format"])) != wire_format:
+                raise HistoryError(
+                    f"messages[{i}] holds {fmt} reasoning content, which "
+                    f"{a_or_an(wire_format)} request cannot carry (its signature / encrypted "
+                    f"content is only valid at {fmt}): render this history to {fmt}, or add "
+                    "such responses with reasoning='drop'",
+                    code="history-reasoning-format", pointer=f"/messages/{i}/content/{j}",
+                    segment=f"messages[{i}]")
 
 
 Field = bytes | Sequence[bytes | bytearray | memoryview]

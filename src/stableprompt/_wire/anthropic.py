@@ -445,7 +445,6 @@ def render(prompt: PromptParts, *, model: str, max_tokens: int, history_ttl: str
         BreakpointError: bad ``history_ttl`` / ``max_breakpoints``, or see :func:`breakpoints`.
     """
     check_model(model)
-    check_reasoning(prompt, WIRE_FORMAT)
     if type(max_tokens) is not int or max_tokens < 0:
         raise InputError(f"max_tokens must be an int >= 0, got {max_tokens!r}",
                          code="render-param", pointer="/max_tokens")
@@ -462,6 +461,7 @@ def render(prompt: PromptParts, *, model: str, max_tokens: int, history_ttl: str
     if found is not None and not _reusable(messages, found[0], stable):
         found = None
     done, (prefix, known) = found if found is not None else (0, (None, ()))
+    check_reasoning(prompt, WIRE_FORMAT, done)
 
     marks = breakpoints(prompt, history_ttl, max_breakpoints, known=known, scan_from=done,
                         short=short)

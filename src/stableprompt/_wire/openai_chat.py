@@ -35,7 +35,6 @@ from ._parts import (
     PromptParts,
     ToolParts,
     TurnPart,
-    check_reasoning,
     memo,
     param_bytes,
     tool_fields,
@@ -333,11 +332,10 @@ def render(prompt: PromptParts, *, model: str, prompt_cache_key: bool | str | No
     """
     head = prompt.head
     key = render_checks(head.fingerprint, model, prompt_cache_key, system_role, tail_role)
-    check_reasoning(prompt, WIRE_FORMAT)
     system = _system(head, system_role)
     tail = _tail(prompt, model, tail_role)
     fields: dict[str, Field] = {
-        "messages": _openai.history(prompt, _BODY_KEY, message_bytes,
+        "messages": _openai.history(prompt, WIRE_FORMAT, message_bytes,
                                     [system] if system else [], [tail] if tail else []),
         "model": param_bytes("model", model)}
     content = _openai.body(head, fields, tool=tool, memo_key=_TOOLS_MEMO_KEY, key=key,
@@ -354,8 +352,6 @@ _RESERVED = frozenset({"tools", *CONTENT_KEYS})
 """Params the segmenter reads as content: with one, the fingerprint comes from the body."""
 _TOOLS_MEMO_KEY = WIRE_FORMAT + "-tools"
 """Head memo key: the ``tools`` array, serialized once per head."""
-_BODY_KEY = "openai-chat-body"
-"""History memo key: ``(buffer, length)`` of the joined history messages rendered so far."""
 
 
 def _system(head: HeadParts, system_role: str) -> bytes | None:

@@ -44,7 +44,6 @@ from ._parts import (
     PromptParts,
     ToolParts,
     TurnPart,
-    check_reasoning,
     memo,
     param_bytes,
     response_text,
@@ -281,11 +280,10 @@ def render(prompt: PromptParts, *, model: str, prompt_cache_key: bool | str | No
     """
     head = prompt.head
     key = render_checks(head.fingerprint, model, prompt_cache_key, system_role, tail_role)
-    check_reasoning(prompt, WIRE_FORMAT)
     system = _system(head, system_role)
     tail = _tail(prompt, model, tail_role)
     fields: dict[str, Field] = {
-        "input": _openai.history(prompt, _BODY_KEY, item_bytes, [system] if system else [],
+        "input": _openai.history(prompt, WIRE_FORMAT, item_bytes, [system] if system else [],
                                  [tail] if tail else []),
         "model": param_bytes("model", model)}
     content = _openai.body(head, fields, tool=tool, memo_key=_TOOLS_MEMO_KEY, key=key,
@@ -302,8 +300,6 @@ _RESERVED = frozenset({"tools", *CONTENT_KEYS})
 """Params the segmenter reads as content: with one, the fingerprint comes from the body."""
 _TOOLS_MEMO_KEY = WIRE_FORMAT + "-tools"
 """Head memo key: the ``tools`` array, serialized once per head."""
-_BODY_KEY = "openai-responses-body"
-"""History memo key: ``(buffer, length)`` of the joined history items rendered so far."""
 
 
 def _system(head: HeadParts, system_role: str) -> bytes | None:
