@@ -156,9 +156,20 @@ def test_compaction_fork_and_rebase() -> None:
     other, _ = branch.rebase(_head(user_ttl="1h"))
     check_all(other.render(tail={"now": "rebased"}))
     old = branch.render()
+    before = {name: _outcome(render, old) for name, render in RENDERS.items()}
     _turn(branch, 5000)
     check_all(branch.render())
     check_all(old)  # an older rendered prompt of the same history: memo entry rejected
+    # it reads the conversation's list without a copy: the messages appended since are not its
+    assert {name: _outcome(render, old) for name, render in RENDERS.items()} == before
+    assert len(old.messages) == old.message_count < len(branch.messages)
+
+
+def _outcome(render: Render, rendered: RenderedPrompt) -> bytes | str:
+    try:
+        return render(rendered).content
+    except StablePromptError as exc:
+        return str(exc)
 
 
 def test_a_stale_entry_is_dropped_by_digest_not_identity() -> None:

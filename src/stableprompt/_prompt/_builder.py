@@ -670,7 +670,8 @@ class Conversation:
         previous = self._anchors[0] if self._anchors[1] == len(self._messages) else self._anchors[1]
         return RenderedPrompt(
             head=head,
-            messages=tuple(self._messages),  # indexed often: a tuple (~6 us at 3,000)
+            message_list=self._messages,  # append-only: a copy took ~8 us at 3,000
+            message_count=len(self._messages),
             tail=tuple((name, data) for (name, _), data in zip(tail, datas, strict=True)),
             tail_texts=tuple(tail_text(name, value) for name, value in tail),
             make_segments=segments,

@@ -63,7 +63,10 @@ class RenderedPrompt:
     """
 
     head: HeadParts = field(repr=False)
-    messages: tuple[Message, ...] = field(repr=False)
+    message_list: Sequence[Message] = field(repr=False, compare=False)
+    """The history without a copy: its first :attr:`message_count` items are
+    :attr:`messages` (the conversation's own append-only list; never take its ``len``)."""
+    message_count: int = field(repr=False)
     tail: tuple[tuple[str, bytes], ...] = field(repr=False)
     make_segments: Callable[[], Sequence[Segment]] = field(repr=False, compare=False)
     """Makes :attr:`segments` (when first read)."""
@@ -78,6 +81,11 @@ class RenderedPrompt:
     a sequence whose first ``len(messages)`` items are those (the conversation's own
     append-only list, read in O(1) by :meth:`message_digest`)."""
 
+    @cached_property
+    def messages(self) -> tuple[Message, ...]:
+        """The history messages, in order (made when first read)."""
+        return tuple(itertools.islice(self.message_list, self.message_count))
+
     def __reduce__(self) -> tuple[Any, ...]:
         return (RenderedPrompt._restore, (self.head, self.messages, self.tail,
                                           tuple(self.segments), self.head_data,
@@ -90,7 +98,8 @@ class RenderedPrompt:
                  tail_texts: tuple[str, ...]) -> RenderedPrompt:
         """Rebuild a pickled prompt from its segments (with a history memo of its own)."""
         first = len(segments) - len(tail) - len(messages)
-        return cls(head=head, messages=messages, tail=tail, make_segments=lambda: segments,
+        return cls(head=head, message_list=messages, message_count=len(messages), tail=tail,
+                   make_segments=lambda: segments,
                    head_data=head_data, previous_breakpoint=previous_breakpoint,
                    tail_texts=tail_texts,
                    history_segments=segments[first:first + len(messages)])
@@ -113,7 +122,7 @@ class RenderedPrompt:
         Raises:
             IndexError: ``index`` is not ``0 <= index < len(messages)``.
         """
-        if not 0 <= index < len(self.messages):
+        if not 0 <= index < self.message_count:
             raise IndexError(f"message index {index} out of range")
         return self.history_segments[index].prefix_digest
 
@@ -138,7 +147,7 @@ class RenderedPrompt:
         return sum_tokens(self.segments)
 
     def _check_not_empty(self) -> None:
-        if not self.messages and not self.tail:
+        if not self.message_count and not self.tail:
             raise HistoryError("nothing to send: the conversation has no message and no tail "
                                "(providers require at least one message)",
                                code="history-empty")
@@ -233,13 +242,13 @@ class RenderedPrompt:
                           tokens))
         elif len(head.tools):
             short.append((("tool", len(head.tools) - 1), "tools", tokens))
-        if self.messages:
-            for segment in itertools.islice(self.history_segments, len(self.messages)):
+        if self.message_count:
+            for segment in itertools.islice(self.history_segments, self.message_count):
                 tokens += segment.tokens or 0
                 if not surely_below_minimum(policy, tokens):
                     break
             else:
-                last = len(self.messages) - 1
+                last = self.message_count - 1
                 short.append((("message", last), f"messages[{last}]", tokens))
         warned: set[tuple[str, str]] = head.wire_memo.setdefault("anthropic-short-warned",
                                                                   set())

@@ -113,15 +113,15 @@ def history(prompt: PromptParts, wire_format: str,
         HistoryError: a new message holds reasoning of another format (see
             :func:`check_reasoning`).
     """
-    messages = prompt.messages
+    messages, count = prompt.message_list, prompt.message_count
     key = wire_format + "-body"
     found = history_entry(prompt, key)
     done, prefix = found if found is not None else (0, None)
     check_reasoning(prompt, wire_format, done)
-    new = [item for m in messages[done:] for item in serialize(m)]
+    new = [item for i in range(done, count) for item in serialize(messages[i])]
     if new or prefix is None:
         prefix = extend_prefix(prefix, new)
-        store_entry(prompt, key, len(messages), prefix)
+        store_entry(prompt, key, count, prefix)
     items: list[bytes | memoryview] = [*first]
     if prefix[1]:
         items.append(memoryview(prefix[0])[:prefix[1]])
@@ -158,7 +158,7 @@ def fingerprints(prompt: PromptParts, *, wire_format: str, names: tuple[str, ...
     ``None`` (the segmented body decides) when ``params`` hold a field the segmenter reads as
     content, or without history (a tail item may then count as leading system).
     """
-    if reserved & params.keys() or not prompt.messages:
+    if reserved & params.keys() or not prompt.message_count:
         return None
 
     def message(state: bytes, m: MessageParts) -> bytes:

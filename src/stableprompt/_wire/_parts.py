@@ -170,6 +170,16 @@ class PromptParts(Protocol):
     @property
     def messages(self) -> tuple[MessageParts, ...]: ...
     @property
+    def message_list(self) -> Sequence[MessageParts]:
+        """The history for indexing in O(1) without a copy: its first
+        :attr:`message_count` items are :attr:`messages` (it may hold later ones: never take
+        its ``len``)."""
+        ...
+    @property
+    def message_count(self) -> int:
+        """``len(messages)``."""
+        ...
+    @property
     def tail_texts(self) -> tuple[str, ...]:
         """Tail slots as ``<slot>\\nvalue\\n</slot>`` texts, in declaration order."""
         ...
@@ -268,8 +278,8 @@ def check_reasoning(prompt: PromptParts, wire_format: str, start: int = 0) -> No
             ``messages[<i>]``; the first such block); add such responses with
             ``reasoning="drop"`` to send the history to another format.
     """
-    messages = prompt.messages
-    for i in range(start, len(messages)):
+    messages = prompt.message_list
+    for i in range(start, prompt.message_count):
         message = messages[i]
         if message.role != "assistant":
             continue
@@ -383,7 +393,7 @@ def history_entry(prompt: PromptParts, key: str) -> tuple[int, Any] | None:
     if entry is None:
         return None
     count, token, payload = entry
-    if count > len(prompt.messages) or covered(prompt, count) != token:
+    if count > prompt.message_count or covered(prompt, count) != token:
         return None
     return count, payload
 
@@ -477,11 +487,11 @@ def request_fingerprints(prompt: PromptParts, key: str, params: Datas,
     after, entry_key = found_head
     found = history_entry(prompt, entry_key)
     count, state = found if found is not None else (0, after)
-    messages = prompt.messages
-    if count < len(messages):
-        for i in range(count, len(messages)):
+    messages, total = prompt.message_list, prompt.message_count
+    if count < total:
+        for i in range(count, total):
             state = message(state, messages[i])
-        store_entry(prompt, entry_key, len(messages), state)
+        store_entry(prompt, entry_key, total, state)
     final = _chained(state, tail)
     assert final is not None
     return tag(final), tag(after)

@@ -365,14 +365,14 @@ def breakpoints(prompt: PromptParts, history_ttl: str, budget: int, *,
             room (code ``breakpoint-evicts-history``: never dropped silently), or a longer TTL
             follows a shorter one (code ``breakpoint-ttl-order``).
     """
-    head, messages = prompt.head, prompt.messages
+    head, messages, count = prompt.head, prompt.message_list, prompt.message_count
     user: dict[Place, str] = {}
     for i, ttl in enumerate(head.system_ttls):
         if ttl:
             user[("system", i)] = ttl
     for mi, ttl in known:
         user[("message", mi)] = ttl
-    for mi in range(scan_from, len(messages)):
+    for mi in range(scan_from, count):
         ttl = messages[mi].breakpoint
         if ttl:
             user[("message", mi)] = ttl
@@ -381,8 +381,8 @@ def breakpoints(prompt: PromptParts, history_ttl: str, budget: int, *,
             f"{len(user)} user-placed cache breakpoints exceed the budget of {budget}",
             code="breakpoint-budget")
     sdk: list[tuple[Place, str]] = []  # in priority order: history, head, carry
-    history: Place = ("message", len(messages) - 1)
-    if messages and history not in short:
+    history: Place = ("message", count - 1)
+    if count and history not in short:
         sdk.append((history, history_ttl))
     if head.system:
         sdk.append((("system", len(head.system) - 1), head.head_ttl))
@@ -390,9 +390,9 @@ def breakpoints(prompt: PromptParts, history_ttl: str, budget: int, *,
         sdk.append((("tool", len(head.tools) - 1), head.head_ttl))
     sdk = [(place, ttl) for place, ttl in sdk if place not in short]
     carry = prompt.previous_breakpoint
-    if carry is not None and carry < len(messages) - 1:
+    if carry is not None and carry < count - 1:
         distance = 0
-        for mi in range(len(messages) - 1, carry, -1):
+        for mi in range(count - 1, carry, -1):
             distance += len(message_blocks(messages[mi]))
             if distance >= LOOKBACK_BLOCKS:
                 break
@@ -402,14 +402,14 @@ def breakpoints(prompt: PromptParts, history_ttl: str, budget: int, *,
     for key, ttl in sdk:
         if key not in marks and len(marks) < budget:
             marks[key] = ttl
-    if messages and history not in marks and history not in short:
+    if count and history not in marks and history not in short:
         placed = ", ".join(f"{_PLACE_NAMES[where]}[{i}]" for where, i in sorted(
             user, key=lambda place: (_PLACE_ORDER[place[0]], place[1])))
         raise BreakpointError(
             f"the {len(user)} user-placed cache breakpoints ({placed}) fill the budget of "
             f"{budget}, which would drop the SDK's end-of-history breakpoint (every turn would "
             "then write the history again): remove one, or place it on the last message",
-            code="breakpoint-evicts-history", segment=f"messages[{len(messages) - 1}]")
+            code="breakpoint-evicts-history", segment=f"messages[{count - 1}]")
     ranked = sorted(marks.items(), key=lambda kv: (_PLACE_ORDER[kv[0][0]], kv[0][1]))
     for (earlier, ttl_a), (later, ttl_b) in itertools.pairwise(ranked):
         if TTL_LABELS_S[ttl_b] > TTL_LABELS_S[ttl_a]:
@@ -454,11 +454,10 @@ def render(prompt: PromptParts, *, model: str, max_tokens: int, history_ttl: str
         raise BreakpointError(
             f"max_breakpoints must be 1..{MAX_BREAKPOINTS} (Anthropic's budget), "
             f"got {max_breakpoints!r}", code="breakpoint-budget")
-    head, messages = prompt.head, prompt.messages
-    count = len(messages)
-    stable = _last_group(messages)
+    head, messages, count = prompt.head, prompt.message_list, prompt.message_count
+    stable = _last_group(messages, count)
     found = history_entry(prompt, _BODY_KEY)
-    if found is not None and not _reusable(messages, found[0], stable):
+    if found is not None and not _reusable(messages, count, found[0], stable):
         found = None
     done, (prefix, known) = found if found is not None else (0, (None, ()))
     check_reasoning(prompt, WIRE_FORMAT, done)
@@ -615,10 +614,10 @@ def _groups(messages: Sequence[MessageParts], start: int,
     return groups
 
 
-def _last_group(messages: Sequence[MessageParts]) -> int:
-    """First message of the last role group (it holds the end-of-history breakpoint and may
-    still grow); the groups before it never change."""
-    first = len(messages) - 1
+def _last_group(messages: Sequence[MessageParts], count: int) -> int:
+    """First message of the last role group of ``messages[:count]`` (it holds the
+    end-of-history breakpoint and may still grow); the groups before it never change."""
+    first = count - 1
     if first < 0:
         return 0
     role = _role(messages[first])
@@ -627,12 +626,13 @@ def _last_group(messages: Sequence[MessageParts]) -> int:
     return first
 
 
-def _reusable(messages: Sequence[MessageParts], done: int, stable: int) -> bool:
-    """A memo prefix of ``done`` messages serves this render: it ends before ``stable`` and
-    at a role-group boundary (after a compaction the next message may share its role)."""
+def _reusable(messages: Sequence[MessageParts], count: int, done: int, stable: int) -> bool:
+    """A memo prefix of ``done`` messages serves this render of ``messages[:count]``: it ends
+    before ``stable`` and at a role-group boundary (after a compaction the next message may
+    share its role)."""
     if done > stable:
         return False
-    return not (0 < done < len(messages)
+    return not (0 < done < count
                 and _role(messages[done - 1]) == _role(messages[done]))
 
 
