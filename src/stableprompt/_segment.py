@@ -31,6 +31,7 @@ __all__ = [
     "SegmentSpec",
     "build_segments",
     "chain",
+    "chain_pieces",
     "fingerprint_of",
     "new_segment",
     "new_spec",

@@ -3,15 +3,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from .._canonical import canonical_json, decoded_json, loads
 from .._exceptions import CaptureError, InputError
 from .._policy import cache_policy
-from .._segment import chain
+from .._segment import chain_pieces
 from ._parts import (
-    Datas,
     Field,
     Fingerprints,
     HeadParts,
@@ -165,13 +164,14 @@ def fingerprints(prompt: PromptParts, *, wire_format: str, names: tuple[str, ...
         # Not memoized: chained once (the history memo keeps the state after it); a second,
         # wrapped copy of every message would double what a conversation holds.
         for item in serialize(m):
-            for kind, data in _item_segments(loads(item)):
-                state = chain(state, kind, data)
+            for pieces in _item_pieces(loads(item)):
+                state = chain_pieces(state, "message", pieces)
         return state
 
     def make() -> tuple[str, str]:
         values = {**params, "prompt_cache_key": key} if key else params
-        tail_segments = () if tail is None else _item_segments(loads(tail))
+        tail_segments = () if tail is None else tuple(
+            ("message", b"".join(pieces)) for pieces in _item_pieces(loads(tail)))
         return request_fingerprints(
             prompt, f"{wire_format}:{system_role}", param_datas(names, model, values),
             lambda: segment_datas(MARKER_KEY, lambda b: segment(loads(head_body()), b)),
@@ -180,25 +180,24 @@ def fingerprints(prompt: PromptParts, *, wire_format: str, names: tuple[str, ...
     return make
 
 
-def _item_segments(item: Mapping[str, Any]) -> Datas:
-    """The segments :func:`segment_message` makes of one rendered, non-leading item (as
-    :func:`loads` gave it, so ``decoded_json`` serializes its parts; no marker: the renderer
-    places none), without a builder: a message segment per content
-    block (or one for string / null content) and one ``.rest`` segment for the other fields.
+def _item_pieces(item: Mapping[str, Any]) -> Iterator[tuple[bytes, ...]]:
+    """The ``message`` segments :func:`segment_message` makes of one rendered, non-leading
+    item (as :func:`loads` gave it, so ``decoded_json`` serializes its parts; no marker: the
+    renderer places none), each as the pieces of its bytes, without a builder: one per
+    content block (``{"role":..,"block":..}``), or one for string / null content
+    (``{"role":..,"content":..}``), then one for the other fields.
     tests/test_incremental_render.py checks every render against the segmenter."""
-    role = item.get("role")
-    out: list[tuple[str, bytes]] = []
-    if "content" in item or "role" in item:
+    has = ("role" in item) + ("content" in item)
+    if has:
+        role = decoded_json(item.get("role"))
         content = item.get("content")
         if isinstance(content, list):
-            out.extend(("message", decoded_json({"role": role, "block": block}))
-                       for block in content)
+            for block in content:
+                yield b'{"role":', role, b',"block":', decoded_json(block), b"}"
         else:
-            out.append(("message", decoded_json({"role": role, "content": content})))
-    rest = {k: v for k, v in item.items() if k not in ("role", "content")}
-    if rest:
-        out.append(("message", decoded_json(rest)))
-    return tuple(out)
+            yield b'{"role":', role, b',"content":', decoded_json(content), b"}"
+    if len(item) > has:
+        yield (decoded_json({k: v for k, v in item.items() if k not in ("role", "content")}),)
 
 
 def tail_role(model: str) -> str:

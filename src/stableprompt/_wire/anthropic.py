@@ -19,12 +19,12 @@ from __future__ import annotations
 import bisect
 import itertools
 from collections.abc import Mapping, Sequence
-from hashlib import sha256
 from typing import Any
 
 from .._canonical import canonical_json, checked_json, loads, unescape_pointer
 from .._exceptions import BreakpointError, CaptureError, HistoryError, InputError, UsageParseError
 from .._policy import TTL_LABELS_S
+from .._segment import chain_pieces
 from .._sse import SSEEvent
 from .._usage import CacheUsage
 from ._base import Clock, SSEStreamAccumulator
@@ -683,7 +683,6 @@ def _head_datas(head: Any) -> Datas:
 
 _ROLE_HEADS = {role: b'{"role":' + canonical_json(role) + b',"block":'
                for role in ("user", "assistant")}
-_MESSAGE_TAG = b"message\0"  # ``kind || 0x00`` as ``_segment.chain`` hashes it
 
 
 def _chain_message(state: bytes, message: MessageParts) -> bytes:
@@ -693,12 +692,7 @@ def _chain_message(state: bytes, message: MessageParts) -> bytes:
     # that wrapped copy. tests/test_incremental_render.py checks it against the segmenter.
     head = _ROLE_HEADS["assistant" if message.role == "assistant" else "user"]
     for data in message_blocks(message):
-        h = sha256(state)
-        h.update(_MESSAGE_TAG)
-        h.update(head)
-        h.update(data)
-        h.update(b"}")
-        state = h.digest()
+        state = chain_pieces(state, "message", (head, data, b"}"))
     return state
 
 
