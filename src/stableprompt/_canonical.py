@@ -248,16 +248,18 @@ def checked_json(obj: Any) -> bytes:
     return orjson.dumps((obj,), option=_CANONICAL)[1:-1]  # the slice is the exact copy
 
 
-def decoded_json(obj: Any) -> bytes:
+def decoded_json(obj: Any, *, kept: bool = True) -> bytes:
     """:func:`wire_json` of a value that :func:`loads` produced (so it holds only JSON types
     and no NaN/Infinity): the same bytes, without the validation walk a ``null`` triggers in
-    :func:`wire_json`. Only for comparing or locating bytes; never for values built in
-    Python.
+    :func:`wire_json`. Only for comparing, locating or hashing bytes; never for values built
+    in Python. ``kept=False``: bytes dropped at once (hashed), returned in orjson's own
+    buffer, without the exact-size copy that frees its spare capacity (see :func:`_exact`).
 
     Raises:
         orjson.JSONEncodeError (a ``TypeError``): ``obj`` is no decoded JSON value.
     """
-    return _exact(orjson.dumps(obj, option=_WIRE))
+    data = orjson.dumps(obj, option=_WIRE)
+    return _exact(data) if kept else data
 
 
 def loads(data: bytes | bytearray | memoryview | str) -> Any:

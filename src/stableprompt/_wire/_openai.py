@@ -189,15 +189,16 @@ def _item_pieces(item: Mapping[str, Any]) -> Iterator[tuple[bytes, ...]]:
     tests/test_incremental_render.py checks every render against the segmenter."""
     has = ("role" in item) + ("content" in item)
     if has:
-        role = decoded_json(item.get("role"))
+        role = decoded_json(item.get("role"), kept=False)
         content = item.get("content")
         if isinstance(content, list):
             for block in content:
-                yield b'{"role":', role, b',"block":', decoded_json(block), b"}"
+                yield b'{"role":', role, b',"block":', decoded_json(block, kept=False), b"}"
         else:
-            yield b'{"role":', role, b',"content":', decoded_json(content), b"}"
+            yield b'{"role":', role, b',"content":', decoded_json(content, kept=False), b"}"
     if len(item) > has:
-        yield (decoded_json({k: v for k, v in item.items() if k not in ("role", "content")}),)
+        yield (decoded_json({k: v for k, v in item.items() if k not in ("role", "content")},
+                            kept=False),)
 
 
 def tail_role(model: str) -> str:
