@@ -180,25 +180,30 @@ def fingerprints(prompt: PromptParts, *, wire_format: str, names: tuple[str, ...
     return make
 
 
-def _item_pieces(item: Mapping[str, Any]) -> Iterator[tuple[bytes, ...]]:
+_ROLE_HEADS = {role: b'{"role":' + canonical_json(role)
+               for role in ("user", "assistant", "tool", "system", "developer")}
+
+
+def _item_pieces(item: dict[str, Any]) -> Iterator[tuple[bytes, ...]]:
     """The ``message`` segments :func:`segment_message` makes of one rendered, non-leading
-    item (as :func:`loads` gave it, so ``decoded_json`` serializes its parts; no marker: the
-    renderer places none), each as the pieces of its bytes, without a builder: one per
-    content block (``{"role":..,"block":..}``), or one for string / null content
-    (``{"role":..,"content":..}``), then one for the other fields.
+    item (a dict :func:`loads` just gave, consumed here: ``decoded_json`` serializes its
+    parts; no marker: the renderer places none), each as the pieces of its bytes, without a
+    builder: one per content block (``{"role":..,"block":..}``), or one for string / null
+    content (``{"role":..,"content":..}``), then one for the other fields.
     tests/test_incremental_render.py checks every render against the segmenter."""
-    has = ("role" in item) + ("content" in item)
-    if has:
-        role = decoded_json(item.get("role"), kept=False)
-        content = item.get("content")
-        if isinstance(content, list):
+    if "role" in item or "content" in item:
+        role = item.pop("role", None)
+        content = item.pop("content", None)
+        head = _ROLE_HEADS.get(role) if type(role) is str else None
+        if head is None:
+            head = b'{"role":' + decoded_json(role, kept=False)
+        if type(content) is list:
             for block in content:
-                yield b'{"role":', role, b',"block":', decoded_json(block, kept=False), b"}"
+                yield head, b',"block":', decoded_json(block, kept=False), b"}"
         else:
-            yield b'{"role":', role, b',"content":', decoded_json(content, kept=False), b"}"
-    if len(item) > has:
-        yield (decoded_json({k: v for k, v in item.items() if k not in ("role", "content")},
-                            kept=False),)
+            yield head, b',"content":', decoded_json(content, kept=False), b"}"
+    if item:  # the other fields, in their (sorted) order
+        yield (decoded_json(item, kept=False),)
 
 
 def tail_role(model: str) -> str:
