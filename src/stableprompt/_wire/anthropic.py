@@ -422,10 +422,10 @@ def breakpoints(prompt: PromptParts, history_ttl: str, budget: int, *,
 
 
 def _message(role: str, blocks: Sequence[bytes]) -> bytes:
-    return b'{"content":' + joined(blocks) + _ROLE_TAILS[role]
+    return b"".join((b'{"content":[', b",".join(blocks), _ROLE_TAILS[role]))
 
 
-_ROLE_TAILS = {role: b',"role":' + canonical_json(role) + b"}" for role in ("user", "assistant")}
+_ROLE_TAILS = {role: b'],"role":' + canonical_json(role) + b"}" for role in ("user", "assistant")}
 
 
 def render(prompt: PromptParts, *, model: str, max_tokens: int, history_ttl: str,
@@ -552,13 +552,14 @@ def _extend(prefix: Prefix | None, parts: list[bytes], firsts: list[int]) -> Pre
         if len(buffer) != length or len(offsets) != count:
             buffer = bytearray(memoryview(buffer)[:length])
             offsets, starts = offsets[:count], starts[:count]
-        grown = bytearray()
+        at = length + 1 if length else 0  # where the first new group starts
         for part, first in zip(parts, firsts, strict=True):
-            if length + len(grown):
-                grown += b","
-            offsets.append(length + len(grown))
+            offsets.append(at)
             starts.append(first)
-            grown += part
+            at += len(part) + 1
+        grown = b",".join(parts)
+        if length and parts:
+            grown = b"," + grown
         try:
             buffer += grown
         except BufferError:  # another thread is joining a view of it into its body
@@ -574,7 +575,7 @@ def _group(messages: Sequence[MessageParts], group: tuple[str, int, int],
     parts: list[bytes] = []
     for mi in range(first, end):
         wire = message_blocks(messages[mi])
-        mark = marks.get(("message", mi))
+        mark = marks.get(("message", mi)) if marks else None
         at = _markable(messages[mi]) if mark else None
         if mark and at is not None:
             parts.extend(wire[:at])
