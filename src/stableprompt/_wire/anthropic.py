@@ -243,8 +243,8 @@ CONTENT_KEYS = ("system", "messages", "cache_control")
 """Top-level body keys besides the cache-key params and ``tools`` that this format reads."""
 
 MARKER_KEY = "cache_control"
-MARKER_BYTES = MARKER_KEY.encode()
 """The breakpoint marker's key on a tool, system block or content block."""
+MARKER_BYTES = MARKER_KEY.encode()
 
 #: Lookback window: "The system checks at most 20 positions per breakpoint, counting the
 #: breakpoint itself as the first" (platform.claude.com prompt-caching docs, 2026).
