@@ -21,7 +21,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from stableprompt import Conversation, PromptBuilder, ProviderRequest, RenderedPrompt, Tool
-from stableprompt._canonical import loads
+from stableprompt._canonical import canonical_json, loads
 from stableprompt._exceptions import StablePromptError
 from stableprompt._wire import _parts, anthropic, openai_chat
 from stableprompt._wire._formats import segment_request
@@ -78,6 +78,8 @@ def check(rendered: RenderedPrompt, render: Render) -> ProviderRequest | None:
         return None
     request = render(rendered)
     assert request.content == expected.content
+    # canonical JSON throughout: every key in sorted order (a spliced marker included)
+    assert request.content == canonical_json(loads(request.content))
     segmented = segment_request(request.wire_format, loads(request.content))
     assert request.fingerprint == segmented.fingerprint == expected.fingerprint
     assert request.head_fingerprint == segmented.head_fingerprint
@@ -156,9 +158,20 @@ def test_compaction_fork_and_rebase() -> None:
     other, _ = branch.rebase(_head(user_ttl="1h"))
     check_all(other.render(tail={"now": "rebased"}))
     old = branch.render()
+    before = {name: _outcome(render, old) for name, render in RENDERS.items()}
     _turn(branch, 5000)
     check_all(branch.render())
     check_all(old)  # an older rendered prompt of the same history: memo entry rejected
+    # it reads the conversation's list without a copy: the messages appended since are not its
+    assert {name: _outcome(render, old) for name, render in RENDERS.items()} == before
+    assert len(old.messages) == old.message_count < len(branch.messages)
+
+
+def _outcome(render: Render, rendered: RenderedPrompt) -> bytes | str:
+    try:
+        return render(rendered).content
+    except StablePromptError as exc:
+        return str(exc)
 
 
 def test_a_stale_entry_is_dropped_by_digest_not_identity() -> None:
@@ -320,3 +333,19 @@ def test_a_carried_breakpoint_re_renders_one_group(monkeypatch: pytest.MonkeyPat
     before = groups[0]
     RENDERS["anthropic"](conv.render()).content  # noqa: B018
     assert groups[0] - before == 2
+
+
+@pytest.mark.parametrize("ttl", ["5m", "1h"])
+def test_a_marked_block_is_its_stored_bytes_with_the_marker_in_sorted_place(ttl: str) -> None:
+    conv = _head().conversation()
+    conv.user("question")
+    conv.assistant("let me look", tool_calls=[{"id": "c1", "name": "tool_1",
+                                               "arguments": {"b": 2, "a": "x"}}])
+    conv.tool_result("c1", {"rows": [1, 2]}, is_error=True)
+    conv.user(["two", "texts"])
+    for message in conv.messages:
+        for index, canonical in enumerate(message.wire_blocks):
+            reference = anthropic.block(canonical)
+            reference[anthropic.MARKER_KEY] = anthropic.cache_control(ttl)
+            assert anthropic.block_with_breakpoint(message, index, ttl) == canonical_json(
+                reference)

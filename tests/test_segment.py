@@ -14,6 +14,8 @@ from stableprompt._segment import (
     Segment,
     SegmentSpec,
     build_segments,
+    chain,
+    chain_pieces,
     new_segment,
     new_spec,
     rechain,
@@ -76,3 +78,11 @@ def test_new_spec_is_the_constructor(kind: str, name: str, data: bytes, path: st
     assert fast == slow and hash(fast) == hash(slow) and repr(fast) == repr(slow)
     assert [f.name for f in dataclasses.fields(SegmentSpec)] == list(
         new_spec.__code__.co_varnames[:new_spec.__code__.co_argcount])
+
+
+@given(st.one_of(st.none(), st.binary(min_size=32, max_size=32)),
+       st.sampled_from(["tool", "system", "message", "tail", "param", "other"]),
+       st.lists(st.binary(max_size=40), max_size=5))
+def test_chain_pieces_equals_chain_of_the_joined_bytes(previous: bytes | None, kind: str,
+                                                       pieces: list[bytes]) -> None:
+    assert chain_pieces(previous, kind, pieces) == chain(previous, kind, b"".join(pieces))

@@ -31,6 +31,7 @@ __all__ = [
     "SegmentSpec",
     "build_segments",
     "chain",
+    "chain_pieces",
     "fingerprint_of",
     "new_segment",
     "new_spec",
@@ -163,6 +164,16 @@ def chain(previous: bytes | None, kind: str, data: bytes) -> bytes:
     h = hashlib.sha256(_ROOT if previous is None else previous)
     h.update(_KIND_TAGS.get(kind) or kind.encode() + b"\0")
     h.update(data)
+    return h.digest()
+
+
+def chain_pieces(previous: bytes | None, kind: str, pieces: Iterable[bytes]) -> bytes:
+    """:func:`chain` of ``b"".join(pieces)``, hashed piece by piece (no joined copy): for a
+    segment the renderer holds in parts, such as a content block and its role wrapper."""
+    h = hashlib.sha256(_ROOT if previous is None else previous)
+    h.update(_KIND_TAGS.get(kind) or kind.encode() + b"\0")
+    for piece in pieces:
+        h.update(piece)
     return h.digest()
 
 

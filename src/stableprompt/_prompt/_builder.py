@@ -24,7 +24,7 @@ from .._exceptions import (
     VolatileContentWarning,
 )
 from .._public import public
-from .._segment import Segment, SegmentSpec, build_segments, fingerprint_of, sum_tokens
+from .._segment import Segment, SegmentSpec, build_segments, fingerprint_of, new_spec, sum_tokens
 from .._tokens import SegmentTokenCounter, Tokenizer, get_tokenizer
 from .._volatility import head_strings, scan_volatile
 from .._wire._parts import check_ttl
@@ -37,7 +37,7 @@ from ._messages import (
     tool_result_message,
     user_message,
 )
-from ._rendered import RenderedPrompt
+from ._rendered import RenderedPrompt, tail_text
 from ._responses import response_message
 from ._snapshot import Snapshot
 from ._suggest import check_keywords
@@ -237,8 +237,9 @@ class PinnedHead:
             renderers; not part of equality or pickles.
     """
 
-    __slots__ = ("_counter", "_digest", "_frozen", "_system_ttls", "_tokenizer", "data",
-                 "head_ttl", "segments", "system", "tail_slots", "tools", "wire_memo")
+    __slots__ = ("_counter", "_digest", "_fingerprint", "_frozen", "_system_ttls", "_tokenizer",
+                 "_tokens", "data", "head_ttl", "segments", "system", "tail_slots", "tools",
+                 "wire_memo")
 
     tools: ToolSet
     system: tuple[str, ...]
@@ -248,6 +249,8 @@ class PinnedHead:
     head_ttl: str
     _system_ttls: tuple[str | None, ...]
     _digest: bytes
+    _fingerprint: str
+    _tokens: int | None
     _counter: SegmentTokenCounter | None
     _tokenizer: Tokenizer | str | None
     wire_memo: dict[str, Any]
@@ -268,7 +271,9 @@ class PinnedHead:
                             ("tail_slots", MappingProxyType(dict(tail_slots))),
                             ("segments", segments), ("data", data), ("_digest", digest),
                             ("_counter", counter), ("_tokenizer", tokenizer),
-                            ("head_ttl", head_ttl), ("wire_memo", {})):
+                            ("head_ttl", head_ttl), ("wire_memo", {}),
+                            ("_fingerprint", fingerprint_of(segments)),
+                            ("_tokens", sum_tokens(segments))):
             object.__setattr__(self, name, value)
         object.__setattr__(self, "_frozen", True)
         if lint:
@@ -312,12 +317,12 @@ class PinnedHead:
     @property
     def fingerprint(self) -> str:
         """Head fingerprint ``sp1:<hex>`` (the lineage name)."""
-        return fingerprint_of(self.segments)
+        return self._fingerprint
 
     @property
     def tokens(self) -> int | None:
         """Total head tokens, or ``None`` without a tokenizer."""
-        return sum_tokens(self.segments)
+        return self._tokens
 
     @property
     def system_ttls(self) -> tuple[str | None, ...]:
@@ -567,30 +572,31 @@ class Conversation:
     # -- rendering --------------------------------------------------------------------------
 
     def _tail_specs(self, tail: Mapping[str, str] | None,
-                    extra: Sequence[tuple[str, str]] = ()) -> list[SegmentSpec]:
+                    extra: Sequence[tuple[str, str]] = ()) -> list[tuple[str, str]]:
+        """The ``(slot, value)`` pairs of a render's tail, in declaration order, checked."""
         if tail is not None and not isinstance(tail, Mapping):
             raise TailSlotError(f"tail must be a mapping of slot name to str, got "
                                 f"{type(tail).__name__}", code="tail-slot-type")
-        tail = dict(tail or {})
         declared = self.head.tail_slots
-        unknown = sorted(set(tail) - set(declared), key=str)
-        if unknown:
-            raise TailSlotError(f"undeclared tail slot(s): {', '.join(map(str, unknown))}; "
-                                "declare them with PromptBuilder.tail_slot()",
-                                code="tail-slot-undeclared", segment=f"tail:{unknown[0]}")
+        if tail:
+            unknown = sorted(set(tail) - set(declared), key=str)
+            if unknown:
+                raise TailSlotError(f"undeclared tail slot(s): {', '.join(map(str, unknown))}; "
+                                    "declare them with PromptBuilder.tail_slot()",
+                                    code="tail-slot-undeclared", segment=f"tail:{unknown[0]}")
+        else:
+            tail = {}
         missing = [n for n, required in declared.items() if required and n not in tail]
         if missing:
             raise TailSlotError(f"missing tail slot(s): {', '.join(missing)}",
                                 code="tail-slot-missing", segment=f"tail:{missing[0]}")
-        items = [(n, tail[n]) for n in declared if n in tail] + list(extra)
-        specs = []
+        items = [(n, tail[n]) for n in declared if n in tail]
+        items.extend(extra)
         for name, value in items:
             if not isinstance(value, str):
                 raise TailSlotError(f"tail slot {name!r} must be str, got {type(value).__name__}",
                                     code="tail-slot-type", segment=f"tail:{name}")
-            specs.append(SegmentSpec("tail", f"tail:{name}",
-                                     canonical_json({"slot": name, "text": value}), "", None, name))
-        return specs
+        return items
 
     def _check_complete(self) -> None:
         if self._open_calls:
@@ -633,30 +639,46 @@ class Conversation:
                                 code="tool-unknown", tool=unknown[0])
             extra.append(("allowed_tools", "Only these tools may be used this turn: "
                           + ", ".join(sorted(set(allowed_tools))) + "."))
-        specs = self._tail_specs(tail, extra)
+        items = self._tail_specs(tail, extra)
         length = len(self._messages)
         if self._anchors[1] != length:
             self._anchors = (self._anchors[1], length)
-        return self._render(specs)
+        return self._render(items)
 
-    def _render(self, tail_specs: Sequence[SegmentSpec]) -> RenderedPrompt:
-        last = self._segments[-1] if self._segments else None
-        start = last.end if last else len(self.head.data)
-        raw = bytes.fromhex(last.prefix_digest) if last else self.head._digest
-        tail_segments, _, _ = build_segments(
-            tail_specs, start=start, previous=raw,
-            token_counts=[_count(self.head._counter, s.data) for s in tail_specs])
+    def _render(self, tail: Sequence[tuple[str, str]]) -> RenderedPrompt:
+        """Head + history + the ``(slot, value)`` tail items (checked) as a RenderedPrompt.
+
+        Raises:
+            CanonicalizationError: a tail value is no valid text (a lone surrogate).
+        """
+        datas = [canonical_json({"slot": name, "text": value}) for name, value in tail]
+        head, history, count = self.head, self._segments, len(self._segments)
+
+        def segments() -> Snapshot[Segment]:
+            # made when first read: the wire formats never need them
+            specs = [new_spec("tail", f"tail:{name}", data, "", None, name)
+                     for (name, _), data in zip(tail, datas, strict=True)]
+            last = history[count - 1] if count else None
+            counter = head._counter
+            tail_segments, _, _ = build_segments(
+                specs, start=last.end if last else len(head.data),
+                previous=bytes.fromhex(last.prefix_digest) if last else head._digest,
+                token_counts=None if counter is None else [_count(counter, d) for d in datas])
+            return Snapshot((head.segments, len(head.segments)), (history, count),
+                            (tail_segments, len(tail_segments)))
+
         previous = self._anchors[0] if self._anchors[1] == len(self._messages) else self._anchors[1]
         return RenderedPrompt(
-            head=self.head,
-            messages=tuple(self._messages),  # indexed often: a tuple (~6 us at 3,000)
-            tail=tuple((s.label, s.data) for s in tail_specs),
-            segments=Snapshot((self.head.segments, len(self.head.segments)),
-                              (self._segments, len(self._segments)),
-                              (tail_segments, len(tail_segments))),
-            head_data=self.head.data,
+            head=head,
+            message_list=self._messages,  # append-only: a copy took ~8 us at 3,000
+            message_count=len(self._messages),
+            tail=tuple((name, data) for (name, _), data in zip(tail, datas, strict=True)),
+            tail_texts=tuple(tail_text(name, value) for name, value in tail),
+            make_segments=segments,
+            head_data=head.data,
             previous_breakpoint=None if previous is None else previous - 1,
             history_memo=self._memo,
+            history_segments=history,
         )
 
     def fork(self) -> Conversation:
@@ -690,10 +712,7 @@ class Conversation:
             raise HistoryError("instruction must be a non-empty str",
                                code="history-compact-summary")
         self._check_complete()
-        spec = SegmentSpec("tail", "tail:summarize",
-                           canonical_json({"slot": "summarize", "text": instruction}), "", None,
-                           "summarize")
-        return self._render([spec])
+        return self._render([("summarize", instruction)])
 
     def compact(self, summary: str, *, start: int = 0, end: int | None = None,
                 prefix: str = "") -> CacheEvent:

@@ -20,13 +20,13 @@ what ``segment_request`` gives for the body.
 
 from __future__ import annotations
 
+import itertools
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
-from .._canonical import loads
 from .._exceptions import BreakpointWarning, HistoryError, MethodNameError
 from .._policy import cache_policy, surely_below_minimum
 from .._public import public
@@ -39,6 +39,11 @@ from ._messages import Message
 __all__ = ["RenderedPrompt"]
 
 ANTHROPIC_MAX_BREAKPOINTS = anthropic.MAX_BREAKPOINTS
+
+
+def tail_text(slot: str, value: str) -> str:
+    """A tail slot as the text the wire formats send: ``<slot>\nvalue\n</slot>``."""
+    return f"<{slot}>\n{value}\n</{slot}>"
 
 
 @dataclass(frozen=True, eq=False)
@@ -58,12 +63,52 @@ class RenderedPrompt:
     """
 
     head: HeadParts = field(repr=False)
-    messages: tuple[Message, ...] = field(repr=False)
+    message_list: Sequence[Message] = field(repr=False, compare=False)
+    """The history without a copy: its first :attr:`message_count` items are
+    :attr:`messages` (the conversation's own append-only list; never take its ``len``)."""
+    message_count: int = field(repr=False)
     tail: tuple[tuple[str, bytes], ...] = field(repr=False)
-    segments: Sequence[Segment]
+    make_segments: Callable[[], Sequence[Segment]] = field(repr=False, compare=False)
+    """Makes :attr:`segments` (when first read)."""
     head_data: bytes = field(repr=False)
     previous_breakpoint: int | None = field(default=None, repr=False)
     history_memo: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    tail_texts: tuple[str, ...] = field(default=(), repr=False, compare=False)
+    """Tail slots as ``<slot>\nvalue\n</slot>`` texts (:func:`tail_text`), in declaration
+    order: what the wire formats send as the tail."""
+    history_segments: Sequence[Segment] = field(default=(), repr=False, compare=False)
+    """The history messages' segments, one per message (``segments`` between head and tail):
+    a sequence whose first ``len(messages)`` items are those (the conversation's own
+    append-only list, read in O(1) by :meth:`message_digest`)."""
+
+    @cached_property
+    def messages(self) -> tuple[Message, ...]:
+        """The history messages, in order (made when first read)."""
+        return tuple(itertools.islice(self.message_list, self.message_count))
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (RenderedPrompt._restore, (self.head, self.messages, self.tail,
+                                          tuple(self.segments), self.head_data,
+                                          self.previous_breakpoint, self.tail_texts))
+
+    @classmethod
+    def _restore(cls, head: HeadParts, messages: tuple[Message, ...],
+                 tail: tuple[tuple[str, bytes], ...], segments: tuple[Segment, ...],
+                 head_data: bytes, previous_breakpoint: int | None,
+                 tail_texts: tuple[str, ...]) -> RenderedPrompt:
+        """Rebuild a pickled prompt from its segments (with a history memo of its own)."""
+        first = len(segments) - len(tail) - len(messages)
+        return cls(head=head, message_list=messages, message_count=len(messages), tail=tail,
+                   make_segments=lambda: segments,
+                   head_data=head_data, previous_breakpoint=previous_breakpoint,
+                   tail_texts=tail_texts,
+                   history_segments=segments[first:first + len(messages)])
+
+    @cached_property
+    def segments(self) -> Sequence[Segment]:
+        """Ordered segments: ``tool:<name>``..., ``system[i]``..., ``messages[i]``...,
+        ``tail:<slot>``... (see the class docstring); made when first read."""
+        return self.make_segments()
 
     @cached_property
     def data(self) -> bytes:
@@ -72,9 +117,14 @@ class RenderedPrompt:
                          *(data for _, data in self.tail)])
 
     def message_digest(self, index: int) -> str:
-        """Chained prefix digest (hex) through history message ``index`` (head included)."""
-        first = len(self.segments) - len(self.tail) - len(self.messages)
-        return self.segments[first + index].prefix_digest
+        """Chained prefix digest (hex) through history message ``index`` (head included).
+
+        Raises:
+            IndexError: ``index`` is not ``0 <= index < len(messages)``.
+        """
+        if not 0 <= index < self.message_count:
+            raise IndexError(f"message index {index} out of range")
+        return self.history_segments[index].prefix_digest
 
     @property
     def fingerprint(self) -> str:
@@ -97,27 +147,24 @@ class RenderedPrompt:
         return sum_tokens(self.segments)
 
     def _check_not_empty(self) -> None:
-        if not self.messages and not self.tail:
+        if not self.message_count and not self.tail:
             raise HistoryError("nothing to send: the conversation has no message and no tail "
                                "(providers require at least one message)",
                                code="history-empty")
 
-    if not TYPE_CHECKING:  # runtime only: type checkers still flag unknown attributes
+    if not TYPE_CHECKING:  # runtime only: type checkers still flag the name
 
-        def __getattr__(self, name: str) -> Any:
-            if name == "to_openai":  # a first guess: name the two real methods
-                raise MethodNameError(
-                    "RenderedPrompt has no to_openai(): use to_openai_chat(...) for Chat "
-                    "Completions (/v1/chat/completions) or to_openai_responses(...) for the "
-                    "Responses API (/v1/responses)", code="method-name",
-                    segment="RenderedPrompt.to_openai")
-            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}",
-                                 name=name, obj=self)
+        @property
+        def to_openai(self) -> Any:
+            """A first guess: raises, naming the two real methods. A property, not a
+            ``__getattr__`` hook: with one, CPython 3.11 specializes no attribute read of
+            the class (every ``prompt.<field>`` in the renderers took ~4x as long)."""
+            raise MethodNameError(
+                "RenderedPrompt has no to_openai(): use to_openai_chat(...) for Chat "
+                "Completions (/v1/chat/completions) or to_openai_responses(...) for the "
+                "Responses API (/v1/responses)", code="method-name",
+                segment="RenderedPrompt.to_openai")
 
-    @cached_property
-    def tail_texts(self) -> tuple[str, ...]:
-        """Tail slots as ``<slot>\nvalue\n</slot>`` texts, in declaration order."""
-        return tuple(f"<{name}>\n{loads(data)['text']}\n</{name}>" for name, data in self.tail)
 
     # -- Anthropic --------------------------------------------------------------------------
 
@@ -171,12 +218,11 @@ class RenderedPrompt:
         """
         check_model(model)
         self._check_not_empty()
-        content = anthropic.render(self, model=model, max_tokens=max_tokens,
-                                   history_ttl=history_ttl, max_breakpoints=max_breakpoints,
-                                   params=params, short=self._short_places(model))
+        content, fingerprints = anthropic.render(
+            self, model=model, max_tokens=max_tokens, history_ttl=history_ttl,
+            max_breakpoints=max_breakpoints, params=params, short=self._short_places(model))
         return ProviderRequest._rendered(
-            anthropic.WIRE_FORMAT, anthropic.ENDPOINT, content,
-            anthropic.fingerprints(self, model=model, params=params),
+            anthropic.WIRE_FORMAT, anthropic.ENDPOINT, content, fingerprints,
             tail_count=len(self.tail_texts), params={"model": model, **params})
 
     def _short_places(self, model: str) -> frozenset[tuple[str, int]]:
@@ -186,12 +232,9 @@ class RenderedPrompt:
         if policy.conservative or not policy.min_cacheable_tokens:
             return frozenset()
         head = self.head
-        first = len(self.segments) - len(self.tail) - len(self.messages)
-        tokens = 0
-        for segment in self.segments[:first]:
-            if segment.tokens is None:
-                return frozenset()
-            tokens += segment.tokens
+        tokens = head.tokens
+        if tokens is None:
+            return frozenset()
         if not surely_below_minimum(policy, tokens):
             return frozenset()
         short: list[tuple[tuple[str, int], str, int]] = []
@@ -200,13 +243,13 @@ class RenderedPrompt:
                           tokens))
         elif len(head.tools):
             short.append((("tool", len(head.tools) - 1), "tools", tokens))
-        if self.messages:
-            for segment in self.segments[first:first + len(self.messages)]:
+        if self.message_count:
+            for segment in itertools.islice(self.history_segments, self.message_count):
                 tokens += segment.tokens or 0
                 if not surely_below_minimum(policy, tokens):
                     break
             else:
-                last = len(self.messages) - 1
+                last = self.message_count - 1
                 short.append((("message", last), f"messages[{last}]", tokens))
         warned: set[tuple[str, str]] = head.wire_memo.setdefault("anthropic-short-warned",
                                                                   set())
@@ -251,13 +294,11 @@ class RenderedPrompt:
         """
         check_model(model)
         self._check_not_empty()
-        content = openai_chat.render(self, model=model, prompt_cache_key=prompt_cache_key,
-                                     system_role=system_role, tail_role=tail_role, params=params)
+        content, fingerprints = openai_chat.render(
+            self, model=model, prompt_cache_key=prompt_cache_key, system_role=system_role,
+            tail_role=tail_role, params=params)
         return ProviderRequest._rendered(
-            openai_chat.WIRE_FORMAT, openai_chat.ENDPOINT, content,
-            openai_chat.fingerprints(self, model=model, prompt_cache_key=prompt_cache_key,
-                                     system_role=system_role, tail_role=tail_role,
-                                     params=params),
+            openai_chat.WIRE_FORMAT, openai_chat.ENDPOINT, content, fingerprints,
             tail_count=1 if self.tail else 0, params={"model": model, **params})
 
     def to_openai_responses(self, *, model: str, prompt_cache_key: bool | str | None = None,
@@ -270,14 +311,11 @@ class RenderedPrompt:
         """
         check_model(model)
         self._check_not_empty()
-        content = openai_responses.render(
+        content, fingerprints = openai_responses.render(
             self, model=model, prompt_cache_key=prompt_cache_key, system_role=system_role,
             tail_role=tail_role, params=params)
         return ProviderRequest._rendered(
-            openai_responses.WIRE_FORMAT, openai_responses.ENDPOINT, content,
-            openai_responses.fingerprints(
-                self, model=model, prompt_cache_key=prompt_cache_key, system_role=system_role,
-                tail_role=tail_role, params=params),
+            openai_responses.WIRE_FORMAT, openai_responses.ENDPOINT, content, fingerprints,
             tail_count=1 if self.tail else 0, params={"model": model, **params})
 
 

@@ -3,20 +3,22 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from .._canonical import canonical_json, loads, wire_json
+from .._canonical import canonical_json, decoded_json, loads
 from .._exceptions import CaptureError, InputError
 from .._policy import cache_policy
+from .._segment import chain_pieces
 from ._parts import (
-    Datas,
     Field,
+    Fingerprints,
     HeadParts,
     MessageParts,
     PromptParts,
     ToolParts,
     check_model,
+    check_reasoning,
     extend_prefix,
     history_entry,
     join_body,
@@ -96,22 +98,29 @@ def body(head: HeadParts, fields: dict[str, Field], *, tool: Callable[[ToolParts
     return join_body(fields, params)
 
 
-def history(prompt: PromptParts, key: str, serialize: Callable[[MessageParts], tuple[bytes, ...]],
+def history(prompt: PromptParts, wire_format: str,
+            serialize: Callable[[MessageParts], tuple[bytes, ...]],
             first: list[bytes], last: list[bytes]) -> list[bytes | memoryview]:
     """The pieces of the messages / input array: ``first`` items, every history message's
     items (``serialize``, memoized per message), ``last`` items.
 
     The joined items of the history rendered so far are kept in the history memo under
-    ``key`` (validated by chained digest), so a turn serializes and copies only what is new
-    plus one copy of the whole array into the body.
+    ``<wire_format>-body`` (validated by chained digest), so a turn serializes and copies
+    only what is new plus one copy of the whole array into the body.
+
+    Raises:
+        HistoryError: a new message holds reasoning of another format (see
+            :func:`check_reasoning`).
     """
-    messages = prompt.messages
+    messages, count = prompt.message_list, prompt.message_count
+    key = wire_format + "-body"
     found = history_entry(prompt, key)
     done, prefix = found if found is not None else (0, None)
-    new = [item for m in messages[done:] for item in serialize(m)]
+    check_reasoning(prompt, wire_format, done)
+    new = [item for i in range(done, count) for item in serialize(messages[i])]
     if new or prefix is None:
         prefix = extend_prefix(prefix, new)
-        store_entry(prompt, key, len(messages), prefix)
+        store_entry(prompt, key, count, prefix)
     items: list[bytes | memoryview] = [*first]
     if prefix[1]:
         items.append(memoryview(prefix[0])[:prefix[1]])
@@ -139,7 +148,7 @@ def fingerprints(prompt: PromptParts, *, wire_format: str, names: tuple[str, ...
                  head_body: Callable[[], bytes], segment: Callable[[Any, SegmentBuilder], None],
                  serialize: Callable[[MessageParts], tuple[bytes, ...]],
                  tail: bytes | None, system_role: str
-                 ) -> Callable[[], tuple[str, str]] | None:
+                 ) -> Fingerprints | None:
     """``(fingerprint, head_fingerprint)`` of an OpenAI body, as :func:`segment_request`
     would give them, chained incrementally (lazily, on first use).
 
@@ -148,44 +157,53 @@ def fingerprints(prompt: PromptParts, *, wire_format: str, names: tuple[str, ...
     ``None`` (the segmented body decides) when ``params`` hold a field the segmenter reads as
     content, or without history (a tail item may then count as leading system).
     """
-    if reserved & set(params) or not prompt.messages:
+    if reserved & params.keys() or not prompt.message_count:
         return None
-    values = {**params, "prompt_cache_key": key} if key else params
-    param_segments = param_datas(names, model, values)
 
-    def message(m: MessageParts) -> Datas:
+    def message(state: bytes, m: MessageParts) -> bytes:
         # Not memoized: chained once (the history memo keeps the state after it); a second,
         # wrapped copy of every message would double what a conversation holds.
-        return tuple(segment for item in serialize(m) for segment in _item_segments(loads(item)))
+        for item in serialize(m):
+            for pieces in _item_pieces(loads(item)):
+                state = chain_pieces(state, "message", pieces)
+        return state
 
     def make() -> tuple[str, str]:
-        tail_segments = () if tail is None else _item_segments(loads(tail))
+        values = {**params, "prompt_cache_key": key} if key else params
+        tail_segments = () if tail is None else tuple(
+            ("message", b"".join(pieces)) for pieces in _item_pieces(loads(tail)))
         return request_fingerprints(
-            prompt, f"{wire_format}:{system_role}", param_segments,
+            prompt, f"{wire_format}:{system_role}", param_datas(names, model, values),
             lambda: segment_datas(MARKER_KEY, lambda b: segment(loads(head_body()), b)),
             message, tail_segments)
 
     return make
 
 
-def _item_segments(item: Mapping[str, Any]) -> Datas:
-    """The segments :func:`segment_message` makes of one rendered, non-leading item (no
-    marker: the renderer places none), without a builder: a message segment per content
-    block (or one for string / null content) and one ``.rest`` segment for the other fields.
+_ROLE_HEADS = {role: b'{"role":' + canonical_json(role)
+               for role in ("user", "assistant", "tool", "system", "developer")}
+
+
+def _item_pieces(item: dict[str, Any]) -> Iterator[tuple[bytes, ...]]:
+    """The ``message`` segments :func:`segment_message` makes of one rendered, non-leading
+    item (a dict :func:`loads` just gave, consumed here: ``decoded_json`` serializes its
+    parts; no marker: the renderer places none), each as the pieces of its bytes, without a
+    builder: one per content block (``{"role":..,"block":..}``), or one for string / null
+    content (``{"role":..,"content":..}``), then one for the other fields.
     tests/test_incremental_render.py checks every render against the segmenter."""
-    role = item.get("role")
-    out: list[tuple[str, bytes]] = []
-    if "content" in item or "role" in item:
-        content = item.get("content")
-        if isinstance(content, list):
-            out.extend(("message", wire_json({"role": role, "block": block}))
-                       for block in content)
+    if "role" in item or "content" in item:
+        role = item.pop("role", None)
+        content = item.pop("content", None)
+        head = _ROLE_HEADS.get(role) if type(role) is str else None
+        if head is None:
+            head = b'{"role":' + decoded_json(role, kept=False)
+        if type(content) is list:
+            for block in content:
+                yield head, b',"block":', decoded_json(block, kept=False), b"}"
         else:
-            out.append(("message", wire_json({"role": role, "content": content})))
-    rest = {k: v for k, v in item.items() if k not in ("role", "content")}
-    if rest:
-        out.append(("message", wire_json(rest)))
-    return tuple(out)
+            yield head, b',"content":', decoded_json(content, kept=False), b"}"
+    if item:  # the other fields, in their (sorted) order
+        yield (decoded_json(item, kept=False),)
 
 
 def tail_role(model: str) -> str:

@@ -28,6 +28,7 @@ __all__ = [
     "AssistantTurn",
     "Datas",
     "Field",
+    "Fingerprints",
     "HeadParts",
     "MessageParts",
     "PromptParts",
@@ -139,6 +140,10 @@ class HeadParts(Protocol):
     @property
     def fingerprint(self) -> str: ...
     @property
+    def tokens(self) -> int | None:
+        """Total head tokens, ``None`` without a tokenizer."""
+        ...
+    @property
     def wire_memo(self) -> dict[str, Any]: ...
 
 
@@ -164,6 +169,16 @@ class PromptParts(Protocol):
     def head(self) -> HeadParts: ...
     @property
     def messages(self) -> tuple[MessageParts, ...]: ...
+    @property
+    def message_list(self) -> Sequence[MessageParts]:
+        """The history for indexing in O(1) without a copy: its first
+        :attr:`message_count` items are :attr:`messages` (it may hold later ones: never take
+        its ``len``)."""
+        ...
+    @property
+    def message_count(self) -> int:
+        """``len(messages)``."""
+        ...
     @property
     def tail_texts(self) -> tuple[str, ...]:
         """Tail slots as ``<slot>\\nvalue\\n</slot>`` texts, in declaration order."""
@@ -247,46 +262,36 @@ def check_ttl(ttl: str | None, where: str) -> str | None:
     return ttl
 
 
-REASONING_FORMAT_KEY = "reasoning-formats"
-"""History memo key: where each wire format's reasoning first appears in the history."""
-
-
-def check_reasoning(prompt: PromptParts, wire_format: str) -> None:
+def check_reasoning(prompt: PromptParts, wire_format: str, start: int = 0) -> None:
     """Refuse to render reasoning content into a format that cannot carry it.
 
     Reasoning blocks (``{"type": "reasoning", "format", "item"}``, see ``_prompt._messages``)
     are replayed only to the format that produced them: an Anthropic ``thinking`` signature
     or a Responses ``encrypted_content`` means nothing to another provider, and dropping it
-    silently would change what the model sees. Where each format's reasoning first appears is
-    kept in the history memo, so a turn scans only its new messages.
+    silently would change what the model sees. Messages before ``start`` are known to hold
+    none of another format (the format's history memo holds their bytes: serializing such a
+    block raises), so a turn scans only its new messages.
 
     Raises:
         HistoryError: a message holds reasoning of another format (code
             ``history-reasoning-format``, pointer ``/messages/<i>/content/<j>``, segment
-            ``messages[<i>]``); add such responses with ``reasoning="drop"`` to send the
-            history to another format.
+            ``messages[<i>]``; the first such block); add such responses with
+            ``reasoning="drop"`` to send the history to another format.
     """
-    messages = prompt.messages
-    found = history_entry(prompt, REASONING_FORMAT_KEY)
-    done, firsts = found if found is not None else (0, {})
-    if done < len(messages):
-        firsts = dict(firsts)
-        for i in range(done, len(messages)):
-            if messages[i].role != "assistant":
-                continue
-            for j, block in enumerate(messages[i].wire_blocks):
-                if block.get("type") == "reasoning":
-                    firsts.setdefault(str(block["format"]), (i, j))
-        store_entry(prompt, REASONING_FORMAT_KEY, len(messages), firsts)
-    foreign = sorted((where, fmt) for fmt, where in firsts.items() if fmt != wire_format)
-    if foreign:
-        (i, j), fmt = foreign[0]
-        raise HistoryError(
-            f"messages[{i}] holds {fmt} reasoning content, which {a_or_an(wire_format)} request "
-            f"cannot carry (its signature / encrypted content is only valid at {fmt}): render this "
-            f"history to {fmt}, or add such responses with reasoning='drop'",
-            code="history-reasoning-format", pointer=f"/messages/{i}/content/{j}",
-            segment=f"messages[{i}]")
+    messages = prompt.message_list
+    for i in range(start, prompt.message_count):
+        message = messages[i]
+        if message.role != "assistant":
+            continue
+        for j, block in enumerate(message.wire_blocks):
+            if block.get("type") == "reasoning" and (fmt := str(block["format"])) != wire_format:
+                raise HistoryError(
+                    f"messages[{i}] holds {fmt} reasoning content, which "
+                    f"{a_or_an(wire_format)} request cannot carry (its signature / encrypted "
+                    f"content is only valid at {fmt}): render this history to {fmt}, or add "
+                    "such responses with reasoning='drop'",
+                    code="history-reasoning-format", pointer=f"/messages/{i}/content/{j}",
+                    segment=f"messages[{i}]")
 
 
 Field = bytes | Sequence[bytes | bytearray | memoryview]
@@ -301,24 +306,25 @@ def join_body(fields: Mapping[str, Field], params: Mapping[str, Any]) -> bytes:
         InputError: a param names a field the renderer sets (code ``render-param-clash``).
         CanonicalizationError: a param value is not canonical JSON (pointer ``/<param>...``).
     """
-    clash = sorted(set(fields) & set(params))
-    if clash:
-        raise InputError(f"parameter(s) {', '.join(clash)} are set by the renderer; pass them "
-                         "as the named arguments", code="render-param-clash")
-    merged: dict[str, Field] = dict(fields)
-    for key, value in params.items():
-        merged[key] = param_bytes(key, value)
-    pieces: list[bytes | bytearray | memoryview] = [b"{"]
+    merged: Mapping[str, Field] = fields
+    if params:
+        clash = sorted(fields.keys() & params.keys())
+        if clash:
+            raise InputError(f"parameter(s) {', '.join(clash)} are set by the renderer; pass "
+                             "them as the named arguments", code="render-param-clash")
+        merged = {**fields, **{key: param_bytes(key, value) for key, value in params.items()}}
+    pieces: list[bytes | bytearray | memoryview] = []
+    separator = b"{"
     for key in sorted(merged):
-        if len(pieces) > 1:
-            pieces.append(b",")
-        pieces.append(_key(key))
+        pieces.append(separator)
+        separator = b","
+        pieces.append(_KEYS.get(key) or _key(key))
         value = merged[key]
         if isinstance(value, bytes):
             pieces.append(value)
         else:
             pieces.extend(value)
-    pieces.append(b"}")
+    pieces.append(b"}" if pieces else b"{}")
     return b"".join(pieces)
 
 
@@ -335,14 +341,26 @@ def _key(key: str) -> bytes:
     return found
 
 
+_STRINGS: dict[str, bytes] = {}
+"""Canonical bytes of the str params seen (model ids, mostly), bounded: every render sends
+its model and the fingerprint hashes it again."""
+
+
 def param_bytes(key: str, value: Any) -> bytes:
     """A param's canonical bytes.
 
     Raises:
         CanonicalizationError: not canonical JSON (pointer ``/<key>...``).
     """
+    if type(value) is str:
+        found = _STRINGS.get(value)
+        if found is not None:
+            return found
     try:
-        return canonical_json(value)
+        data = canonical_json(value)
+        if type(value) is str and len(value) <= 256 and len(_STRINGS) < 256:
+            _STRINGS[value] = data
+        return data
     except CanonicalizationError as exc:
         raise CanonicalizationError(exc.message, code=exc.code,
                                     pointer=f"/{key}{exc.pointer or ''}") from exc
@@ -375,7 +393,7 @@ def history_entry(prompt: PromptParts, key: str) -> tuple[int, Any] | None:
     if entry is None:
         return None
     count, token, payload = entry
-    if count > len(prompt.messages) or covered(prompt, count) != token:
+    if count > prompt.message_count or covered(prompt, count) != token:
         return None
     return count, payload
 
@@ -438,34 +456,42 @@ def _chained(state: bytes | None, datas: Datas) -> bytes | None:
     return state
 
 
+Fingerprints = Callable[[], tuple[str, str]]
+"""Gives a rendered body's ``(fingerprint, head_fingerprint)``, computed when first called."""
+
+ChainMessage = Callable[[bytes, MessageParts], bytes]
+"""``(state, message) -> state``: the chain state after a message's request segments."""
+
+
 def request_fingerprints(prompt: PromptParts, key: str, params: Datas,
-                         head: Callable[[], Datas], message: Callable[[MessageParts], Datas],
+                         head: Callable[[], Datas], message: ChainMessage,
                          tail: Datas) -> tuple[str, str]:
     """``(fingerprint, head_fingerprint)`` of a rendered body, equal to what
     :func:`segment_request` gives for it, chained incrementally.
 
     ``params`` are the cache-key param segments, ``head`` the tool and system segments
-    (made once per head under ``key``), ``message`` a message's segments (memoized by the
-    caller), ``tail`` the segments after history. The chain state after the head is kept per
-    head and params; the state after history in the history memo, so a turn chains only the
-    messages appended since the last render.
+    (made once per head under ``key``), ``message`` chains a message's segments (made by the
+    caller from its memoized wire bytes), ``tail`` the segments after history. The chain
+    state after the head is kept per head and params; the state after history in the history
+    memo, so a turn chains only the messages appended since the last render.
     """
     owner = prompt.head
-    states: dict[bytes | None, bytes | None] = memo(owner, key + "-chain", dict)
-    start = _chained(None, params)
-    after = states.get(start)
-    if after is None:
+    states: dict[Datas, tuple[bytes, str]] = memo(owner, key + "-chain", dict)
+    found_head = states.get(params)
+    if found_head is None:
         if len(states) >= _MAX_ENTRIES:
             states.clear()
-        after = states[start] = _chained(start, memo(owner, key + "-segments", head))
-    assert after is not None  # params always hold the model
-    entry_key = f"{key}-chain:{after.hex()}"
+        after_head = _chained(_chained(None, params), memo(owner, key + "-segments", head))
+        assert after_head is not None  # params always hold the model
+        found_head = states[params] = (after_head, f"{key}-chain:{after_head.hex()}")
+    after, entry_key = found_head
     found = history_entry(prompt, entry_key)
     count, state = found if found is not None else (0, after)
-    messages = prompt.messages
-    for m in messages[count:]:
-        state = _chained(state, message(m))
-    store_entry(prompt, entry_key, len(messages), state)
+    messages, total = prompt.message_list, prompt.message_count
+    if count < total:
+        for i in range(count, total):
+            state = message(state, messages[i])
+        store_entry(prompt, entry_key, total, state)
     final = _chained(state, tail)
     assert final is not None
     return tag(final), tag(after)

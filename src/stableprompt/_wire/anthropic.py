@@ -18,12 +18,13 @@ from __future__ import annotations
 
 import bisect
 import itertools
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .._canonical import canonical_json, loads, unescape_pointer
+from .._canonical import canonical_json, checked_json, loads, unescape_pointer
 from .._exceptions import BreakpointError, CaptureError, HistoryError, InputError, UsageParseError
 from .._policy import TTL_LABELS_S
+from .._segment import chain_pieces
 from .._sse import SSEEvent
 from .._usage import CacheUsage
 from ._base import Clock, SSEStreamAccumulator
@@ -38,9 +39,11 @@ from ._fields import (
 )
 from ._parts import (
     APPEND_LOCK,
+    BREAKPOINT_TTLS,
     AssistantTurn,
     Datas,
     Field,
+    Fingerprints,
     HeadParts,
     MessageParts,
     PromptParts,
@@ -53,6 +56,7 @@ from ._parts import (
     join_body,
     joined,
     memo,
+    param_bytes,
     param_datas,
     request_fingerprints,
     response_text,
@@ -240,6 +244,7 @@ CONTENT_KEYS = ("system", "messages", "cache_control")
 
 MARKER_KEY = "cache_control"
 """The breakpoint marker's key on a tool, system block or content block."""
+MARKER_BYTES = MARKER_KEY.encode()
 
 #: Lookback window: "The system checks at most 20 positions per breakpoint, counting the
 #: breakpoint itself as the first" (platform.claude.com prompt-caching docs, 2026).
@@ -256,6 +261,11 @@ def cache_control(ttl: str) -> dict[str, str]:
     """The ``cache_control`` marker: ``{"type": "ephemeral"}`` means 5 minutes,
     ``"ttl": "1h"`` asks for one hour (platform.claude.com prompt-caching docs)."""
     return {"type": "ephemeral"} if ttl == "5m" else {"ttl": ttl, "type": "ephemeral"}
+
+
+def _tail_blocks(texts: tuple[str, ...]) -> tuple[bytes, ...]:
+    """The text blocks of the tail ``texts`` (checked when the tail was rendered)."""
+    return tuple(checked_json({"text": t, "type": "text"}) for t in texts)
 
 
 def text_block_bytes(text: str, *, cache_ttl: str | None = None) -> bytes:
@@ -309,16 +319,32 @@ def block(canonical: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def message_blocks(message: MessageParts) -> tuple[bytes, ...]:
-    """A message's content blocks (canonical bytes, no marker), serialized once."""
-    return memo(message, WIRE_FORMAT, lambda: tuple(
-        canonical_json(block(b)) for b in message.wire_blocks))
+    """A message's content blocks (canonical bytes, no marker), serialized once (its
+    canonical blocks were checked when the message was made: ``checked_json``)."""
+    cache = message.wire_memo
+    found: tuple[bytes, ...] | None = cache.get(WIRE_FORMAT)
+    if found is None:
+        found = cache[WIRE_FORMAT] = tuple(checked_json(block(b)) for b in message.wire_blocks)
+    return found
+
+
+_MARKERS = {ttl: b'{"' + MARKER_BYTES + b'":' + canonical_json(cache_control(ttl)) + b","
+            for ttl in BREAKPOINT_TTLS}
+"""``{"cache_control":<marker>,`` per TTL: the start of a marked block whose keys all sort
+after ``cache_control`` (every block shape the SDK renders)."""
 
 
 def block_with_breakpoint(message: MessageParts, index: int, ttl: str) -> bytes:
-    """Block ``index`` of ``message`` with a ``cache_control`` marker of ``ttl``."""
+    """Block ``index`` of ``message`` with a ``cache_control`` marker of ``ttl``: its stored
+    bytes with the marker spliced in as the first key where that is the sorted place (no
+    key before it sorts lower), else serialized again."""
+    data = message_blocks(message)[index]
+    first = data[2:data.find(b'"', 2)]  # the first (lowest) key, as written
+    if data.startswith(b'{"') and first > MARKER_BYTES and b"\\" not in first:
+        return _MARKERS[ttl] + data[1:]
     marked = block(message.wire_blocks[index])
     marked[MARKER_KEY] = cache_control(ttl)
-    return canonical_json(marked)
+    return checked_json(marked)
 
 
 def breakpoints(prompt: PromptParts, history_ttl: str, budget: int, *,
@@ -339,14 +365,14 @@ def breakpoints(prompt: PromptParts, history_ttl: str, budget: int, *,
             room (code ``breakpoint-evicts-history``: never dropped silently), or a longer TTL
             follows a shorter one (code ``breakpoint-ttl-order``).
     """
-    head, messages = prompt.head, prompt.messages
+    head, messages, count = prompt.head, prompt.message_list, prompt.message_count
     user: dict[Place, str] = {}
     for i, ttl in enumerate(head.system_ttls):
         if ttl:
             user[("system", i)] = ttl
     for mi, ttl in known:
         user[("message", mi)] = ttl
-    for mi in range(scan_from, len(messages)):
+    for mi in range(scan_from, count):
         ttl = messages[mi].breakpoint
         if ttl:
             user[("message", mi)] = ttl
@@ -355,8 +381,8 @@ def breakpoints(prompt: PromptParts, history_ttl: str, budget: int, *,
             f"{len(user)} user-placed cache breakpoints exceed the budget of {budget}",
             code="breakpoint-budget")
     sdk: list[tuple[Place, str]] = []  # in priority order: history, head, carry
-    history: Place = ("message", len(messages) - 1)
-    if messages and history not in short:
+    history: Place = ("message", count - 1)
+    if count and history not in short:
         sdk.append((history, history_ttl))
     if head.system:
         sdk.append((("system", len(head.system) - 1), head.head_ttl))
@@ -364,9 +390,9 @@ def breakpoints(prompt: PromptParts, history_ttl: str, budget: int, *,
         sdk.append((("tool", len(head.tools) - 1), head.head_ttl))
     sdk = [(place, ttl) for place, ttl in sdk if place not in short]
     carry = prompt.previous_breakpoint
-    if carry is not None and carry < len(messages) - 1:
+    if carry is not None and carry < count - 1:
         distance = 0
-        for mi in range(len(messages) - 1, carry, -1):
+        for mi in range(count - 1, carry, -1):
             distance += len(message_blocks(messages[mi]))
             if distance >= LOOKBACK_BLOCKS:
                 break
@@ -376,14 +402,14 @@ def breakpoints(prompt: PromptParts, history_ttl: str, budget: int, *,
     for key, ttl in sdk:
         if key not in marks and len(marks) < budget:
             marks[key] = ttl
-    if messages and history not in marks and history not in short:
+    if count and history not in marks and history not in short:
         placed = ", ".join(f"{_PLACE_NAMES[where]}[{i}]" for where, i in sorted(
             user, key=lambda place: (_PLACE_ORDER[place[0]], place[1])))
         raise BreakpointError(
             f"the {len(user)} user-placed cache breakpoints ({placed}) fill the budget of "
             f"{budget}, which would drop the SDK's end-of-history breakpoint (every turn would "
             "then write the history again): remove one, or place it on the last message",
-            code="breakpoint-evicts-history", segment=f"messages[{len(messages) - 1}]")
+            code="breakpoint-evicts-history", segment=f"messages[{count - 1}]")
     ranked = sorted(marks.items(), key=lambda kv: (_PLACE_ORDER[kv[0][0]], kv[0][1]))
     for (earlier, ttl_a), (later, ttl_b) in itertools.pairwise(ranked):
         if TTL_LABELS_S[ttl_b] > TTL_LABELS_S[ttl_a]:
@@ -396,16 +422,19 @@ def breakpoints(prompt: PromptParts, history_ttl: str, budget: int, *,
 
 
 def _message(role: str, blocks: Sequence[bytes]) -> bytes:
-    return b'{"content":' + joined(blocks) + _ROLE_TAILS[role]
+    return b"".join((b'{"content":[', b",".join(blocks), _ROLE_TAILS[role]))
 
 
-_ROLE_TAILS = {role: b',"role":' + canonical_json(role) + b"}" for role in ("user", "assistant")}
+_ROLE_TAILS = {role: b'],"role":' + canonical_json(role) + b"}" for role in ("user", "assistant")}
 
 
 def render(prompt: PromptParts, *, model: str, max_tokens: int, history_ttl: str,
            max_breakpoints: int, params: Mapping[str, Any],
-           short: frozenset[Place] = frozenset()) -> bytes:
-    """The Messages request body (tools -> system -> messages, tail last) as exact bytes.
+           short: frozenset[Place] = frozenset()) -> tuple[bytes, Fingerprints | None]:
+    """The Messages request body (tools -> system -> messages, tail last) as exact bytes,
+    and what gives its ``(fingerprint, head_fingerprint)``, as :func:`segment_request` would,
+    chained incrementally when first called (``None`` when ``params`` hold a field the
+    segmenter reads as content: the segmented body decides).
 
     See :meth:`RenderedPrompt.to_anthropic <stableprompt.RenderedPrompt.to_anthropic>` for
     the arguments and the breakpoint rules; ``prompt`` is already checked non-empty;
@@ -416,7 +445,6 @@ def render(prompt: PromptParts, *, model: str, max_tokens: int, history_ttl: str
         BreakpointError: bad ``history_ttl`` / ``max_breakpoints``, or see :func:`breakpoints`.
     """
     check_model(model)
-    check_reasoning(prompt, WIRE_FORMAT)
     if type(max_tokens) is not int or max_tokens < 0:
         raise InputError(f"max_tokens must be an int >= 0, got {max_tokens!r}",
                          code="render-param", pointer="/max_tokens")
@@ -426,13 +454,13 @@ def render(prompt: PromptParts, *, model: str, max_tokens: int, history_ttl: str
         raise BreakpointError(
             f"max_breakpoints must be 1..{MAX_BREAKPOINTS} (Anthropic's budget), "
             f"got {max_breakpoints!r}", code="breakpoint-budget")
-    head, messages = prompt.head, prompt.messages
-    count = len(messages)
-    stable = _last_group(messages)
+    head, messages, count = prompt.head, prompt.message_list, prompt.message_count
+    stable = _last_group(messages, count)
     found = history_entry(prompt, _BODY_KEY)
-    if found is not None and not _reusable(messages, found[0], stable):
+    if found is not None and not _reusable(messages, count, found[0], stable):
         found = None
     done, (prefix, known) = found if found is not None else (0, (None, ()))
+    check_reasoning(prompt, WIRE_FORMAT, done)
 
     marks = breakpoints(prompt, history_ttl, max_breakpoints, known=known, scan_from=done,
                         short=short)
@@ -446,7 +474,8 @@ def render(prompt: PromptParts, *, model: str, max_tokens: int, history_ttl: str
     # join the memo's prefix with their user-placed breakpoints only; the last group (the
     # end-of-history breakpoint) and the tail are rendered every time, and the group of a
     # carried breakpoint is spliced into the prefix with its marker.
-    tail_blocks = [text_block_bytes(t) for t in prompt.tail_texts]
+    tail = _tail_blocks(prompt.tail_texts)
+    tail_blocks: Sequence[bytes] = tail
     groups = _groups(messages, done, count)
     stable_groups = [g for g in groups if g[2] <= stable]
     if stable_groups or found is None:
@@ -485,12 +514,23 @@ def render(prompt: PromptParts, *, model: str, max_tokens: int, history_ttl: str
     history.append(b",".join(fresh))
     history.append(b"]")
     fields: dict[str, Field] = {
-        "max_tokens": canonical_json(max_tokens),
+        "max_tokens": param_bytes("max_tokens", max_tokens),
         "messages": history,
-        "model": canonical_json(model),
+        "model": param_bytes("model", model),
     }
     fields.update(head_fields)
-    return join_body(fields, params)
+    content = join_body(fields, params)
+    if _SEGMENTED_FIELDS & params.keys():
+        return content, None
+
+    def fingerprints() -> tuple[str, str]:
+        # what the segmenter makes of a tail text block: {"role":"user","block":<block>}
+        return request_fingerprints(
+            prompt, WIRE_FORMAT, param_datas(CACHE_KEY_PARAMS, model, params),
+            lambda: _head_datas(head), _chain_message,
+            tuple(("message", _ROLE_HEADS["user"] + block + b"}") for block in tail))
+
+    return content, fingerprints
 
 
 _BODY_KEY = "anthropic-body"
@@ -512,13 +552,14 @@ def _extend(prefix: Prefix | None, parts: list[bytes], firsts: list[int]) -> Pre
         if len(buffer) != length or len(offsets) != count:
             buffer = bytearray(memoryview(buffer)[:length])
             offsets, starts = offsets[:count], starts[:count]
-        grown = bytearray()
+        at = length + 1 if length else 0  # where the first new group starts
         for part, first in zip(parts, firsts, strict=True):
-            if length + len(grown):
-                grown += b","
-            offsets.append(length + len(grown))
+            offsets.append(at)
             starts.append(first)
-            grown += part
+            at += len(part) + 1
+        grown = b",".join(parts)
+        if length and parts:
+            grown = b"," + grown
         try:
             buffer += grown
         except BufferError:  # another thread is joining a view of it into its body
@@ -534,7 +575,7 @@ def _group(messages: Sequence[MessageParts], group: tuple[str, int, int],
     parts: list[bytes] = []
     for mi in range(first, end):
         wire = message_blocks(messages[mi])
-        mark = marks.get(("message", mi))
+        mark = marks.get(("message", mi)) if marks else None
         at = _markable(messages[mi]) if mark else None
         if mark and at is not None:
             parts.extend(wire[:at])
@@ -574,10 +615,10 @@ def _groups(messages: Sequence[MessageParts], start: int,
     return groups
 
 
-def _last_group(messages: Sequence[MessageParts]) -> int:
-    """First message of the last role group (it holds the end-of-history breakpoint and may
-    still grow); the groups before it never change."""
-    first = len(messages) - 1
+def _last_group(messages: Sequence[MessageParts], count: int) -> int:
+    """First message of the last role group of ``messages[:count]`` (it holds the
+    end-of-history breakpoint and may still grow); the groups before it never change."""
+    first = count - 1
     if first < 0:
         return 0
     role = _role(messages[first])
@@ -586,12 +627,13 @@ def _last_group(messages: Sequence[MessageParts]) -> int:
     return first
 
 
-def _reusable(messages: Sequence[MessageParts], done: int, stable: int) -> bool:
-    """A memo prefix of ``done`` messages serves this render: it ends before ``stable`` and
-    at a role-group boundary (after a compaction the next message may share its role)."""
+def _reusable(messages: Sequence[MessageParts], count: int, done: int, stable: int) -> bool:
+    """A memo prefix of ``done`` messages serves this render of ``messages[:count]``: it ends
+    before ``stable`` and at a role-group boundary (after a compaction the next message may
+    share its role)."""
     if done > stable:
         return False
-    return not (0 < done < len(messages)
+    return not (0 < done < count
                 and _role(messages[done - 1]) == _role(messages[done]))
 
 
@@ -624,26 +666,6 @@ def _head_fields(head: Any, marks: tuple[tuple[Place, str], ...]) -> dict[str, b
     return fields
 
 
-def fingerprints(prompt: PromptParts, *, model: str,
-                 params: Mapping[str, Any]) -> Callable[[], tuple[str, str]] | None:
-    """``(fingerprint, head_fingerprint)`` of the body :func:`render` makes, as
-    :func:`segment_request` would give them, chained incrementally (lazily, on first use);
-    ``None`` when ``params`` hold a field the segmenter reads as content."""
-    if _SEGMENTED_FIELDS & set(params):
-        return None
-    param_segments = param_datas(CACHE_KEY_PARAMS, model, params)
-
-    def make() -> tuple[str, str]:
-        head = prompt.head
-        # what the segmenter makes of a tail text block: {"role":"user","block":<block>}
-        tail = tuple(("message", b'{"role":"user","block":' + text_block_bytes(t) + b"}")
-                     for t in prompt.tail_texts)
-        return request_fingerprints(prompt, WIRE_FORMAT, param_segments, lambda: _head_datas(head),
-                                    _message_datas, tail)
-
-    return make
-
-
 _SEGMENTED_FIELDS = frozenset({"tools", "system", "messages"})
 
 
@@ -660,16 +682,19 @@ def _head_datas(head: Any) -> Datas:
     return segment_datas(MARKER_KEY, lambda b: segment(body, b))
 
 
-def _message_datas(message: MessageParts) -> Datas:
-    # What the segmenter makes of each block: {"role":<group role>,"block":<block>}, the
+_ROLE_HEADS = {role: b'{"role":' + canonical_json(role) + b',"block":'
+               for role in ("user", "assistant")}
+
+
+def _chain_message(state: bytes, message: MessageParts) -> bytes:
+    # The segmenter makes one segment per block: {"role":<group role>,"block":<block>}, the
     # block in its (sorted) key order as rendered, with no marker (it is removed) and no other
-    # top-level key to strip. tests/test_incremental_render.py checks it against the segmenter.
-    def make() -> Datas:
-        head = b'{"role":' + canonical_json(_role(message)) + b',"block":'
-        return tuple(("message", head + data + b"}") for data in message_blocks(message))
-    # Not memoized: the history memo keeps the chain state after the messages chained so
-    # far, so these bytes (a second copy of the message, role-wrapped) are needed once.
-    return make()
+    # top-level key to strip; chained here from the block's memoized bytes without building
+    # that wrapped copy. tests/test_incremental_render.py checks it against the segmenter.
+    head = _ROLE_HEADS["assistant" if message.role == "assistant" else "user"]
+    for data in message_blocks(message):
+        state = chain_pieces(state, "message", (head, data, b"}"))
+    return state
 
 
 def segment(body: Mapping[str, Any], b: SegmentBuilder) -> None:

@@ -14,10 +14,10 @@ Also used for xAI's Responses API (``input_tokens_details.cached_tokens``, PROVI
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
-from .._canonical import canonical_json
+from .._canonical import canonical_json, checked_json
 from .._exceptions import CaptureError, HistoryError
 from .._sse import SSEEvent
 from .._usage import CacheUsage
@@ -38,13 +38,14 @@ from ._openai import tail_role as default_tail_role
 from ._parts import (
     AssistantTurn,
     Field,
+    Fingerprints,
     HeadParts,
     MessageParts,
     PromptParts,
     ToolParts,
     TurnPart,
-    check_reasoning,
     memo,
+    param_bytes,
     response_text,
     tool_fields,
 )
@@ -255,41 +256,61 @@ def items(message: MessageParts) -> list[dict[str, Any]]:
 
 def item_bytes(message: MessageParts) -> tuple[bytes, ...]:
     """:func:`items` as canonical bytes, serialized once per message."""
-    return memo(message, WIRE_FORMAT, lambda: tuple(canonical_json(i) for i in items(message)))
+    cache = message.wire_memo
+    found: tuple[bytes, ...] | None = cache.get(WIRE_FORMAT)
+    if found is None:  # the message's canonical blocks were checked when it was made
+        found = cache[WIRE_FORMAT] = tuple(checked_json(i) for i in items(message))
+    return found
 
 
 def render(prompt: PromptParts, *, model: str, prompt_cache_key: bool | str | None,
-           system_role: str, tail_role: str | None, params: Mapping[str, Any]) -> bytes:
+           system_role: str, tail_role: str | None, params: Mapping[str, Any]
+           ) -> tuple[bytes, Fingerprints | None]:
     """The Responses body: system as the first input message, then history items, tail last.
 
     See :meth:`RenderedPrompt.to_openai_responses
     <stableprompt.RenderedPrompt.to_openai_responses>`.
+
+    Returns:
+        ``(body bytes, fingerprints)``: ``fingerprints`` gives ``(fingerprint,
+        head_fingerprint)`` chained incrementally, lazily (see :func:`._openai.fingerprints`).
 
     Raises:
         InputError: see :func:`._openai.render_checks`, or a param clash.
     """
     head = prompt.head
     key = render_checks(head.fingerprint, model, prompt_cache_key, system_role, tail_role)
-    check_reasoning(prompt, WIRE_FORMAT)
     system = _system(head, system_role)
     tail = _tail(prompt, model, tail_role)
     fields: dict[str, Field] = {
-        "input": _openai.history(prompt, _BODY_KEY, item_bytes, [system] if system else [],
+        "input": _openai.history(prompt, WIRE_FORMAT, item_bytes, [system] if system else [],
                                  [tail] if tail else []),
-        "model": canonical_json(model)}
-    return _openai.body(head, fields, tool=tool, memo_key=_TOOLS_MEMO_KEY, key=key,
-                        params=params)
+        "model": param_bytes("model", model)}
+    content = _openai.body(head, fields, tool=tool, memo_key=_TOOLS_MEMO_KEY, key=key,
+                           params=params)
+    return content, _openai.fingerprints(
+        prompt, wire_format=WIRE_FORMAT, names=CACHE_KEY_PARAMS, model=model, key=key,
+        params=params, reserved=_RESERVED,
+        head_body=lambda: _openai.head_only_body(
+            head, system, history_key=HISTORY_KEY, tools_memo_key=_TOOLS_MEMO_KEY, tool=tool),
+        segment=segment, serialize=item_bytes, tail=tail, system_role=system_role)
 
 
+_RESERVED = frozenset({"tools", *CONTENT_KEYS})
+"""Params the segmenter reads as content: with one, the fingerprint comes from the body."""
 _TOOLS_MEMO_KEY = WIRE_FORMAT + "-tools"
 """Head memo key: the ``tools`` array, serialized once per head."""
-_BODY_KEY = "openai-responses-body"
-"""History memo key: ``(buffer, length)`` of the joined history items rendered so far."""
 
 
 def _system(head: HeadParts, system_role: str) -> bytes | None:
+    """The system item for ``system_role``, serialized once per head and role."""
     if not head.system:
         return None
+    return memo(head, f"{WIRE_FORMAT}-system-{system_role}",
+                lambda: _system_bytes(head, system_role))
+
+
+def _system_bytes(head: HeadParts, system_role: str) -> bytes:
     return canonical_json({
         "content": [{"text": t, "type": "input_text"} for t in head.system],
         "role": system_role, "type": "message"})
@@ -302,24 +323,6 @@ def _tail(prompt: PromptParts, model: str, tail_role: str | None) -> bytes | Non
     return canonical_json({
         "content": [{"text": "\n".join(tail), "type": "input_text"}],
         "role": tail_role or default_tail_role(model), "type": "message"})
-
-
-def fingerprints(prompt: PromptParts, *, model: str, prompt_cache_key: bool | str | None,
-                 system_role: str, tail_role: str | None,
-                 params: Mapping[str, Any]) -> Callable[[], tuple[str, str]] | None:
-    """``(fingerprint, head_fingerprint)`` of the body :func:`render` makes, chained
-    incrementally (see :func:`._openai.fingerprints`); call after :func:`render`."""
-    head = prompt.head
-    key = render_checks(head.fingerprint, model, prompt_cache_key, system_role, tail_role)
-
-    return _openai.fingerprints(
-        prompt, wire_format=WIRE_FORMAT, names=CACHE_KEY_PARAMS, model=model, key=key,
-        params=params, reserved=frozenset({"tools", *CONTENT_KEYS}),
-        head_body=lambda: _openai.head_only_body(
-            head, _system(head, system_role), history_key=HISTORY_KEY,
-            tools_memo_key=_TOOLS_MEMO_KEY, tool=tool),
-        segment=segment, serialize=item_bytes, tail=_tail(prompt, model, tail_role),
-        system_role=system_role)
 
 
 def segment(body: Mapping[str, Any], b: SegmentBuilder) -> None:
