@@ -12,7 +12,8 @@ wins (rows are idempotent by ``record_id``: ``INSERT OR
 IGNORE``) and nothing is imported twice.
 
 Files: ``<db>.pending.<pid>.<ns>.jsonl`` (mode 0600), one JSON line per record (pydantic's
-serialization, which :meth:`UsageRecord.from_json` reads), records scrubbed by the recorder
+serialization, or the set fields of a provisional row written as they are: both are what
+:meth:`UsageRecord.from_json` reads), records scrubbed by the recorder
 that made them, content dropped unless the ledger has ``store_content``; a replay prepares
 them again as every write does. The writing process holds an exclusive ``flock`` on each
 of its files for as long as it has them open, which is how a replay tells a live journal
@@ -37,9 +38,12 @@ import os
 import re
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from datetime import datetime
 from pathlib import Path
+from typing import Any
 
+from .._canonical import wire_json
 from ._spill import describe
 from ._usage_record import UsageRecord
 
@@ -87,6 +91,14 @@ def orphaned_journals(db_path: Path) -> list[Path]:
     return found
 
 
+def _fields_line(fields: Mapping[str, Any], *, keep_content: bool) -> bytes:
+    """The journal line of a record given as its fields: what :meth:`UsageRecord.from_json`
+    reads back (datetimes in ISO 8601; ``content`` dropped unless ``keep_content``)."""
+    out = {name: value.isoformat() if isinstance(value, datetime) else value
+           for name, value in fields.items() if keep_content or name != "content"}
+    return wire_json(out) + b"\n"
+
+
 class Segment:
     """One journal file: its descriptor (holding the lock), size and unsettled lines."""
 
@@ -115,6 +127,9 @@ class PendingJournal:
                  segment_bytes: int = SEGMENT_BYTES) -> None:
         self.db_path = db_path
         self._prepare = prepare
+        # the content rule as ``prepare`` states it, for records handed over as fields
+        self._keeps_content = prepare(UsageRecord(wire_format="unknown", content="-")
+                                      ).content is not None
         self._segment_bytes = segment_bytes
         self._lock = threading.Lock()
         self._current: Segment | None = None
@@ -154,16 +169,24 @@ class PendingJournal:
         self._open.add(segment)
         return segment
 
-    def append(self, record: UsageRecord) -> Segment | None:
+    def append(self, record: UsageRecord | Mapping[str, Any]) -> Segment | None:
         """Write ``record``'s line; returns the ticket to :meth:`settle` once the record is
         stored, or ``None`` when nothing was written (journal closed or failing).
 
         ``record`` must be scrubbed already (:func:`~._usage_record.scrubbed`, as every
-        record the recorder makes is): ``prepare`` only applies the ledger's content rule."""
+        record the recorder makes is): ``prepare`` only applies the ledger's content rule.
+        It may be given as the keyword arguments of a :class:`UsageRecord` instead
+        (:func:`~._usage_record.scrubbed_fields`; the provisional row of a call, made on the
+        caller's thread): their line is written without building the record, and
+        :meth:`UsageRecord.from_json` validates it when it is replayed (a line it rejects is
+        quarantined, with a warning, as any spilled line)."""
         if self._closed:
             return None
-        try:  # pydantic's own JSON (the journal needs no canonical form): ~10x faster
-            line = self._prepare(record).model_dump_json().encode() + b"\n"
+        try:
+            if isinstance(record, UsageRecord):  # pydantic's own JSON (no canonical form)
+                line = self._prepare(record).model_dump_json().encode() + b"\n"
+            else:
+                line = _fields_line(record, keep_content=self._keeps_content)
         except Exception as exc:
             self._warn("cannot serialize a record", exc)
             return None

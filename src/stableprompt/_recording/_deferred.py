@@ -40,7 +40,8 @@ Guarantees:
 * **SIGKILL loses nothing that completed**: with a journal (the worker's, when the recorder
   has a ledger: :meth:`Ledger.pending_journal <stableprompt.Ledger.pending_journal>`), each
   job that makes a row is submitted with the row's provisional record
-  (:meth:`Recorder.provisional <stableprompt.Recorder.provisional>`, or the record itself
+  (:meth:`Recorder.provisional <stableprompt.Recorder.provisional>`, handed over as its
+  fields, which the journal writes without building the record; or the record itself
   for an unanalysed request), appended to the journal before the job is queued and settled
   once the job ran. A call's line is written when its observer closes, which is then eager
   (:attr:`ResponseObserver.eager`): before the caller gets the chunk that completes the call
@@ -59,6 +60,7 @@ from .._ledger._usage_record import UsageRecord
 from ._call import Pending, elapsed_ms
 from ._observer import BodyObserver, Observation
 from ._recorder import Recorder
+from ._unanalysed import provisional_fields
 from ._worker import RecordingWorker
 
 __all__ = ["MAX_TAPE_BYTES", "DeferredRecorder", "Tape"]
@@ -169,12 +171,14 @@ class DeferredRecorder:
 
     def _provisional(self, pending: Pending, observation: Observation | None = None, *,
                      error: BaseException | str | None = None,
-                     status_code: int | None = None) -> UsageRecord | None:
-        """The call's provisional record when the worker journals, else ``None``."""
+                     status_code: int | None = None) -> dict[str, Any] | None:
+        """The call's provisional record when the worker journals, as its fields (the
+        journal writes them without building the record), else ``None``."""
         if self.worker.journal is None:
             return None
-        return self.recorder.provisional(pending, observation, error=error,
-                                         status_code=status_code)
+        recorder = self.recorder
+        return provisional_fields(pending, observation, error=error, status_code=status_code,
+                                  scenario=recorder.scenario, now=recorder.monotonic())
 
 
 class Tape:

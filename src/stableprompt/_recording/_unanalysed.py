@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from .._canonical import loads
-from .._ledger._usage_record import UNANALYSED, UsageRecord, scrubbed
+from .._ledger._usage_record import UNANALYSED, UsageRecord, scrubbed, scrubbed_fields
 from .._redact import redact, secrets_in_headers
 from ..providers import parse_response
 from ._call import Pending, elapsed_ms
@@ -25,18 +25,20 @@ from ._http import SESSION_HEADER, header
 from ._observer import Observation
 from ._record_fields import identity_fields, usage_fields
 
-__all__ = ["provisional_record", "unanalysed_record"]
+__all__ = ["provisional_fields", "provisional_record", "unanalysed_record"]
 
 _log = logging.getLogger("stableprompt.recorder")
 
 
-def provisional_record(pending: Pending, observation: Observation | None = None, *,
+def provisional_fields(pending: Pending, observation: Observation | None = None, *,
                        error: BaseException | str | None = None,
                        status_code: int | None = None, scenario: str | None = None,
-                       now: float) -> UsageRecord | None:
-    """The row ``pending`` gets if its finishing never runs: what is known without
-    analysis, made cheaply before the finishing is queued (``stableprompt proxy``'s
-    pending journal, ``_ledger._journal``; replayed only when the process died first).
+                       now: float) -> dict[str, Any] | None:
+    """The row ``pending`` gets if its finishing never runs, as the keyword arguments of a
+    :class:`~stableprompt.UsageRecord` (only the fields that are set; text fields scrubbed):
+    what is known without analysis, made cheaply before the finishing is queued
+    (``stableprompt proxy``'s pending journal, ``_ledger._journal``, which writes them as a
+    line without building the record; replayed only when the process died first).
 
     Same ``record_id`` as the final row (which wins when both exist); the request's
     identity (time, session, format, provider, model; turn, lineage, fingerprint and our
@@ -52,6 +54,9 @@ def provisional_record(pending: Pending, observation: Observation | None = None,
         status_code: Its status when there is no observation.
         scenario: The recorder's scenario label.
         now: The recorder's monotonic clock now (seconds), for the latency.
+
+    Returns:
+        The fields, or ``None`` (logged) if they cannot be made.
     """
     try:
         detail: dict[str, Any] = {
@@ -80,15 +85,34 @@ def provisional_record(pending: Pending, observation: Observation | None = None,
                 usage = parse_response(pending.usage_format, parsed)
             if response_id is None and isinstance(parsed.get("id"), str):
                 response_id = parsed["id"]
-        record = UsageRecord(
-            **identity_fields(pending, scenario), **usage_fields(usage), verdict="unknown",
-            latency_ms=elapsed_ms(pending.started, now),
-            ttft_ms=None if ttft_ms is None else max(ttft_ms, 0.0),
-            status_code=status if status and 100 <= status <= 599 else None,
-            error_class=error_class, response_id=response_id)
-        # the detail is our own constant text: added after scrubbing (half the cost)
-        return scrubbed(record, pending.secrets).model_copy(
-            update={"verdict_detail": detail})
+        fields = {**identity_fields(pending, scenario), **usage_fields(usage),
+                  "latency_ms": elapsed_ms(pending.started, now),
+                  "ttft_ms": None if ttft_ms is None else max(ttft_ms, 0.0),
+                  "status_code": status if status and 100 <= status <= 599 else None,
+                  "error_class": error_class, "response_id": response_id}
+        clean = scrubbed_fields({k: v for k, v in fields.items() if v is not None},
+                                pending.secrets)
+        clean["verdict"] = "unknown"
+        clean["verdict_detail"] = detail  # our own constant text: added after scrubbing
+        return clean
+    except Exception as exc:
+        _log.warning("stableprompt could not make a provisional record: %s",
+                     redact(f"{type(exc).__name__}: {exc}", secrets=pending.secrets))
+        return None
+
+
+def provisional_record(pending: Pending, observation: Observation | None = None, *,
+                       error: BaseException | str | None = None,
+                       status_code: int | None = None, scenario: str | None = None,
+                       now: float) -> UsageRecord | None:
+    """:func:`provisional_fields` as a record (validated). Never raises: ``None``, logged,
+    when it cannot be made."""
+    fields = provisional_fields(pending, observation, error=error, status_code=status_code,
+                                scenario=scenario, now=now)
+    if fields is None:
+        return None
+    try:
+        return UsageRecord(**fields)
     except Exception as exc:
         _log.warning("stableprompt could not make a provisional record: %s",
                      redact(f"{type(exc).__name__}: {exc}", secrets=pending.secrets))

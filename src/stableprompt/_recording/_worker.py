@@ -18,7 +18,7 @@ import logging
 import os
 import threading
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
@@ -85,13 +85,15 @@ class RecordingWorker:
         runs what it is still given inline, unjournaled."""
         return os.getpid() != self._pid
 
-    def submit(self, job: Callable[[], Any], record: UsageRecord | None = None
-               ) -> Future[Any] | None:
+    def submit(self, job: Callable[[], Any],
+               record: UsageRecord | Mapping[str, Any] | None = None) -> Future[Any] | None:
         """Queue ``job`` after every job submitted before it; never raises.
 
         Args:
             job: What to run (its exceptions are logged).
-            record: What the job will store, or its provisional form: journaled before the
+            record: What the job will store, or its provisional form (a record or its
+                fields, :meth:`PendingJournal.append
+                <stableprompt._ledger._journal.PendingJournal.append>`): journaled before the
                 job is queued and settled once it ran without raising (a job that raised
                 leaves it for the next replay).
 
