@@ -12,7 +12,7 @@ wins (rows are idempotent by ``record_id``: ``INSERT OR
 IGNORE``) and nothing is imported twice.
 
 Files: ``<db>.pending.<pid>.<ns>.jsonl`` (mode 0600), one JSON line per record (pydantic's
-serialization, or the set fields of a provisional row written as they are: both are what
+serialization, or the JSON object of a provisional row written as it is: both are what
 :meth:`UsageRecord.from_json` reads), records scrubbed by the recorder
 that made them, content dropped unless the ledger has ``store_content``; a replay prepares
 them again as every write does. The writing process holds an exclusive ``flock`` on each
@@ -39,7 +39,6 @@ import re
 import threading
 import time
 from collections.abc import Callable, Mapping
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -92,11 +91,11 @@ def orphaned_journals(db_path: Path) -> list[Path]:
 
 
 def _fields_line(fields: Mapping[str, Any], *, keep_content: bool) -> bytes:
-    """The journal line of a record given as its fields: what :meth:`UsageRecord.from_json`
-    reads back (datetimes in ISO 8601; ``content`` dropped unless ``keep_content``)."""
-    out = {name: value.isoformat() if isinstance(value, datetime) else value
-           for name, value in fields.items() if keep_content or name != "content"}
-    return wire_json(out) + b"\n"
+    """The journal line of a record given as its JSON object (``content`` dropped unless
+    ``keep_content``)."""
+    if not keep_content and "content" in fields:
+        fields = {name: value for name, value in fields.items() if name != "content"}
+    return wire_json(fields) + b"\n"
 
 
 class Segment:
@@ -175,10 +174,10 @@ class PendingJournal:
 
         ``record`` must be scrubbed already (:func:`~._usage_record.scrubbed`, as every
         record the recorder makes is): ``prepare`` only applies the ledger's content rule.
-        It may be given as the keyword arguments of a :class:`UsageRecord` instead
-        (:func:`~._usage_record.scrubbed_fields`; the provisional row of a call, made on the
-        caller's thread): their line is written without building the record, and
-        :meth:`UsageRecord.from_json` validates it when it is replayed (a line it rejects is
+        It may be given as the JSON object of a record instead (what
+        :meth:`UsageRecord.from_json` reads; the provisional row of a call, made on the
+        caller's thread, ``_recording._unanalysed.provisional_fields``): written as it is,
+        without building the record; the replay validates it (a line it rejects is
         quarantined, with a warning, as any spilled line)."""
         if self._closed:
             return None

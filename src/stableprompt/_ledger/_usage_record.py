@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import os
 import random
-import uuid
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any, Literal
@@ -103,7 +102,9 @@ def new_record_id() -> str:
     forked child): unique, not secret. Unlike :func:`uuid.uuid4` it makes no system call, so
     a client recording in thread does not hand the GIL to its recorder's thread before the
     request is sent (``_recording._deferred``)."""
-    return uuid.UUID(int=_IDS.getrandbits(128), version=4).hex
+    n = _IDS.getrandbits(128)  # the version and variant bits as uuid.UUID(version=4) sets
+    n = (n & ~(0xF000 << 64) & ~(0xC000 << 48)) | (4 << 76) | (0x8000 << 48)
+    return f"{n:032x}"
 
 
 def utc_now() -> datetime:
@@ -257,10 +258,11 @@ def scrubbed(record: UsageRecord, secrets: tuple[str, ...] = ()) -> UsageRecord:
 
 
 def scrubbed_fields(fields: Mapping[str, Any], secrets: tuple[str, ...] = ()) -> dict[str, Any]:
-    """``fields`` of a record (keyword arguments of :class:`UsageRecord`) with their text
+    """``fields`` of a record (its keyword arguments or its JSON object) with their text
     fields scrubbed as :func:`scrubbed` scrubs a record's, without building one (a
-    provisional row on the caller's thread, ``_recording._deferred``)."""
-    return {**fields, **_scrubbed_text(fields.get, secrets)}
+    provisional row on the caller's thread, ``_recording._deferred``); a copy."""
+    update = _scrubbed_text(fields.get, secrets)
+    return {**fields, **update}
 
 
 def _scrubbed_text(get: Callable[[str], Any], secrets: tuple[str, ...]) -> dict[str, Any]:

@@ -202,7 +202,10 @@ def elapsed_ms(started: float, now: float) -> float:
     return max((now - started) * 1000.0, 0.0)
 
 
-@dataclass(eq=False)
+_NO_COMPARISON = Comparison()
+
+
+@dataclass(eq=False, slots=True)
 class Pending:
     """A call in flight: everything :meth:`Recorder.finish` needs, taken before sending.
 
@@ -256,7 +259,7 @@ class Pending:
     turn: int | None = None
     retry: bool = False
     state: RequestState | None = None
-    comparison: Comparison = field(default_factory=Comparison)
+    comparison: Comparison = _NO_COMPARISON  # frozen: one for every call compared with none
     diagnostics_requested: dict[str, Any] | None = None
     content: str | None = None
     turn_boundary: str | None = None

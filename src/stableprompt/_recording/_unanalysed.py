@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from .._canonical import loads
+from .._canonical import loads, wire_json
 from .._ledger._usage_record import UNANALYSED, UsageRecord, scrubbed, scrubbed_fields
 from .._redact import redact, secrets_in_headers
 from ..providers import parse_response
@@ -34,11 +34,12 @@ def provisional_fields(pending: Pending, observation: Observation | None = None,
                        error: BaseException | str | None = None,
                        status_code: int | None = None, scenario: str | None = None,
                        now: float) -> dict[str, Any] | None:
-    """The row ``pending`` gets if its finishing never runs, as the keyword arguments of a
-    :class:`~stableprompt.UsageRecord` (only the fields that are set; text fields scrubbed):
-    what is known without analysis, made cheaply before the finishing is queued
-    (``stableprompt proxy``'s pending journal, ``_ledger._journal``, which writes them as a
-    line without building the record; replayed only when the process died first).
+    """The row ``pending`` gets if its finishing never runs, as the JSON object of its line
+    (the fields that are set; ``ts_utc`` in ISO 8601; text fields scrubbed): what
+    :meth:`UsageRecord.from_json <stableprompt.UsageRecord.from_json>` reads. What is
+    known without analysis, made cheaply on the caller's thread before the finishing is
+    queued (the pending journal, ``_ledger._journal``, writes it as it is; replayed only when
+    the process died first).
 
     Same ``record_id`` as the final row (which wins when both exist); the request's
     identity (time, session, format, provider, model; turn, lineage, fingerprint and our
@@ -56,12 +57,10 @@ def provisional_fields(pending: Pending, observation: Observation | None = None,
         now: The recorder's monotonic clock now (seconds), for the latency.
 
     Returns:
-        The fields, or ``None`` (logged) if they cannot be made.
+        The object, or ``None`` (logged) if it cannot be made.
     """
     try:
-        detail: dict[str, Any] = {
-            "unknown_reason": "the recording process stopped before this call was "
-            "analysed: recovered from its pending journal", "recovered": "pending journal"}
+        detail: dict[str, Any] = {"unknown_reason": _RECOVERED, "recovered": "pending journal"}
         status = observation.status_code if observation is not None else status_code
         usage = body = parsed = None
         provider_error = response_id = None
@@ -85,11 +84,16 @@ def provisional_fields(pending: Pending, observation: Observation | None = None,
                 usage = parse_response(pending.usage_format, parsed)
             if response_id is None and isinstance(parsed.get("id"), str):
                 response_id = parsed["id"]
-        fields = {**identity_fields(pending, scenario), **usage_fields(usage),
-                  "latency_ms": elapsed_ms(pending.started, now),
-                  "ttft_ms": None if ttft_ms is None else max(ttft_ms, 0.0),
-                  "status_code": status if status and 100 <= status <= 599 else None,
-                  "error_class": error_class, "response_id": response_id}
+        fields = identity_fields(pending, scenario)
+        fields["ts_utc"] = fields["ts_utc"].isoformat()
+        if usage is not None:
+            fields.update(usage_fields(usage))
+        fields["latency_ms"] = elapsed_ms(pending.started, now)
+        if ttft_ms is not None:
+            fields["ttft_ms"] = max(ttft_ms, 0.0)
+        if status and 100 <= status <= 599:
+            fields["status_code"] = status
+        fields["error_class"], fields["response_id"] = error_class, response_id
         clean = scrubbed_fields({k: v for k, v in fields.items() if v is not None},
                                 pending.secrets)
         clean["verdict"] = "unknown"
@@ -101,18 +105,22 @@ def provisional_fields(pending: Pending, observation: Observation | None = None,
         return None
 
 
+_RECOVERED = ("the recording process stopped before this call was analysed: recovered from "
+              "its pending journal")
+
+
 def provisional_record(pending: Pending, observation: Observation | None = None, *,
                        error: BaseException | str | None = None,
                        status_code: int | None = None, scenario: str | None = None,
                        now: float) -> UsageRecord | None:
-    """:func:`provisional_fields` as a record (validated). Never raises: ``None``, logged,
-    when it cannot be made."""
+    """The record of :func:`provisional_fields`, read from their JSON as a replay of the
+    journal reads it. Never raises: ``None``, logged, when it cannot be made."""
     fields = provisional_fields(pending, observation, error=error, status_code=status_code,
                                 scenario=scenario, now=now)
     if fields is None:
         return None
     try:
-        return UsageRecord(**fields)
+        return UsageRecord.from_json(wire_json(fields))
     except Exception as exc:
         _log.warning("stableprompt could not make a provisional record: %s",
                      redact(f"{type(exc).__name__}: {exc}", secrets=pending.secrets))

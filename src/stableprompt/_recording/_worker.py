@@ -39,6 +39,13 @@ def in_recording_job() -> bool:
     return bool(getattr(_JOB, "active", False))
 
 
+_FORKS = [0]
+"""How many times this process is a forked child of the process that imported this module
+(``os.fork`` runs the hook in the child): a worker made before the last fork belongs to an
+ancestor. Read on every submit, instead of asking the kernel for the process id."""
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=lambda: _FORKS.__setitem__(0, _FORKS[0] + 1))
+
 _LIVE: weakref.WeakSet[RecordingWorker] = weakref.WeakSet()
 
 
@@ -74,7 +81,7 @@ class RecordingWorker:
         self._closed = False
         self._log = log if log is not None else _log
         self.journal = journal
-        self._pid = os.getpid()
+        self._forks = _FORKS[0]
         _LIVE.add(self)
 
     @property
@@ -83,7 +90,7 @@ class RecordingWorker:
         are the parent's (they do not exist here) and so is its journal; the child makes its
         own worker (:attr:`Recorder.worker <stableprompt.Recorder.worker>`), and this one
         runs what it is still given inline, unjournaled."""
-        return os.getpid() != self._pid
+        return self._forks != _FORKS[0]
 
     def submit(self, job: Callable[[], Any],
                record: UsageRecord | Mapping[str, Any] | None = None) -> Future[Any] | None:
