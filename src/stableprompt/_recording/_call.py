@@ -245,6 +245,10 @@ class Pending:
             ``session_id`` is only the recorder's or the session header's meanwhile.
         finishing: The future of the job that finishes the call on a recording thread
             (``_deferred``), once it was queued; ``None`` inline.
+        journal_identity: The request's part of the call's provisional row
+            (``_unanalysed.provisional_identity``), made by its analysis job when the call is
+            journaled, so the caller's thread only adds what the response said; ``None``
+            before (the caller then makes it).
     """
 
     record_id: str
@@ -272,6 +276,7 @@ class Pending:
     deferred: tuple[Any, ...] | None = field(default=None, repr=False)
     lazy_body: bool = field(default=False, repr=False)
     finishing: Future[Any] | None = field(default=None, repr=False)
+    journal_identity: dict[str, Any] | None = field(default=None, repr=False)
 
     def wait(self, timeout_s: float | None = None) -> UsageRecord | None:
         """:attr:`record`, after waiting at most ``timeout_s`` seconds (``None``: no limit)

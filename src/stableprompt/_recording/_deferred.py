@@ -53,6 +53,7 @@ Guarantees:
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping
 from typing import Any
 
@@ -60,7 +61,7 @@ from .._ledger._usage_record import UsageRecord
 from ._call import Pending, elapsed_ms
 from ._observer import BodyObserver, Observation
 from ._recorder import Recorder
-from ._unanalysed import provisional_fields
+from ._unanalysed import provisional_fields, provisional_identity
 from ._worker import RecordingWorker
 
 __all__ = ["MAX_TAPE_BYTES", "DeferredRecorder", "Tape"]
@@ -127,8 +128,18 @@ class DeferredRecorder:
                                       resegmented=resegmented, rendered=rendered, defer=True,
                                       decode=self.decode)
         if pending is not None:
-            self.worker.submit(lambda: self.recorder.analyse(pending))
+            self.worker.submit(lambda: self._analyse(pending))
         return pending
+
+    def _analyse(self, pending: Pending) -> None:
+        """The analysis job: :meth:`Recorder.analyse`, then, when the worker journals, the
+        request's part of the call's provisional row (``pending.journal_identity``), so the
+        caller's thread only adds the response's (:meth:`_provisional`)."""
+        recorder = self.recorder
+        recorder.analyse(pending)
+        if self.worker.journal is not None:
+            with contextlib.suppress(Exception):  # else the caller's thread makes it (or logs)
+                pending.journal_identity = provisional_identity(pending, recorder.scenario)
 
     def observe(self, pending: Pending, *, status_code: int, headers: Any,
                 content_encoding: str | None = None) -> BodyObserver:

@@ -25,7 +25,8 @@ from ._http import SESSION_HEADER, header
 from ._observer import Observation
 from ._record_fields import identity_fields, usage_fields
 
-__all__ = ["provisional_fields", "provisional_record", "unanalysed_record"]
+__all__ = ["provisional_fields", "provisional_identity", "provisional_record",
+           "unanalysed_record"]
 
 _log = logging.getLogger("stableprompt.recorder")
 
@@ -84,25 +85,35 @@ def provisional_fields(pending: Pending, observation: Observation | None = None,
                 usage = parse_response(pending.usage_format, parsed)
             if response_id is None and isinstance(parsed.get("id"), str):
                 response_id = parsed["id"]
-        fields = identity_fields(pending, scenario)
-        fields["ts_utc"] = fields["ts_utc"].isoformat()
-        if usage is not None:
-            fields.update(usage_fields(usage))
-        fields["latency_ms"] = elapsed_ms(pending.started, now)
+        answer: dict[str, Any] = {} if usage is None else usage_fields(usage)
+        answer["latency_ms"] = elapsed_ms(pending.started, now)
         if ttft_ms is not None:
-            fields["ttft_ms"] = max(ttft_ms, 0.0)
+            answer["ttft_ms"] = max(ttft_ms, 0.0)
         if status and 100 <= status <= 599:
-            fields["status_code"] = status
-        fields["error_class"], fields["response_id"] = error_class, response_id
-        clean = scrubbed_fields({k: v for k, v in fields.items() if v is not None},
-                                pending.secrets)
-        clean["verdict"] = "unknown"
-        clean["verdict_detail"] = detail  # our own constant text: added after scrubbing
-        return clean
+            answer["status_code"] = status
+        answer["error_class"], answer["response_id"] = error_class, response_id
+        identity = pending.journal_identity
+        if identity is None:
+            identity = provisional_identity(pending, scenario)
+        return {**identity,
+                **scrubbed_fields({k: v for k, v in answer.items() if v is not None},
+                                  pending.secrets),
+                "verdict": "unknown",
+                "verdict_detail": detail}  # our own constant text: not scrubbed
     except Exception as exc:
         _log.warning("stableprompt could not make a provisional record: %s",
                      redact(f"{type(exc).__name__}: {exc}", secrets=pending.secrets))
         return None
+
+
+def provisional_identity(pending: Pending, scenario: str | None) -> dict[str, Any]:
+    """The request's part of :func:`provisional_fields` (``identity_fields`` that are set,
+    ``ts_utc`` in ISO 8601, scrubbed): made by the call's analysis job when the call is
+    journaled (``pending.journal_identity``), which has just set what it holds, so the caller's
+    thread does not. Raises what scrubbing raises (callers guard)."""
+    fields = identity_fields(pending, scenario)
+    fields["ts_utc"] = fields["ts_utc"].isoformat()
+    return scrubbed_fields({k: v for k, v in fields.items() if v is not None}, pending.secrets)
 
 
 _RECOVERED = ("the recording process stopped before this call was analysed: recovered from "
