@@ -23,7 +23,7 @@ Guarantees:
 * **Predecessors seen**: a request's analysis is queued when it is sent, after the finishing
   job of every call whose response had ended by then, so the next call of a conversation is
   compared with the previous one, as inline, and no request waits for the queue.
-* **The record is there when asked**: the finishing job's future is ``pending.finishing``;
+* **The record is there when asked**: the finishing job's handle is ``pending.finishing``;
   :meth:`Pending.wait <stableprompt._recording._call.Pending.wait>` (what a client's
   ``last_record`` and ``EventStream.record`` use) waits for it, bounded;
   :meth:`Recorder.flush <stableprompt.Recorder.flush>` waits for every queued job.
