@@ -49,13 +49,19 @@ if hasattr(os, "register_at_fork"):
 _LIVE: weakref.WeakSet[RecordingWorker] = weakref.WeakSet()
 
 
-@atexit.register
 def _close_live() -> None:
     """At interpreter exit, run what every live worker still has queued (a script that never
     called ``close()`` loses no call). Weak: a dropped recorder's worker is not kept alive
     (nor its thread) until the process ends."""
     for worker in list(_LIVE):
         worker.close()
+
+
+# When the interpreter's threads are shut down (the main thread ended, the other non-daemon
+# threads joined), before ``atexit`` hooks, as ``concurrent.futures`` drains its pools: an
+# exit hook of the program finds the calls stored; calls recorded later run inline.
+_at_thread_shutdown = getattr(threading, "_register_atexit", atexit.register)
+_at_thread_shutdown(_close_live)
 
 
 class JobHandle:
@@ -135,10 +141,10 @@ class RecordingWorker:
     Attributes:
         journal: The journal, or ``None``.
 
-    The thread (``stableprompt-record``, a daemon: the ``atexit`` hook runs what is queued
-    at interpreter exit) starts with the first job and ends at :meth:`close`, or when the
-    worker is dropped. Per job the caller's thread allocates a tuple and a
-    :class:`JobHandle`, nothing else (the recording of a call submits two).
+    The thread (``stableprompt-record``, a daemon: an exit hook runs what is queued at
+    interpreter exit, when its threads are shut down) starts with the first job and ends at
+    :meth:`close`, or when the worker is dropped. Per job the caller's thread allocates a
+    tuple, a closure and a :class:`JobHandle` (a call's recording submits two jobs).
     """
 
     def __init__(self, journal: PendingJournal | None = None, *,
