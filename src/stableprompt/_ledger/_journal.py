@@ -126,7 +126,7 @@ class PendingJournal:
                  segment_bytes: int = SEGMENT_BYTES) -> None:
         self.db_path = db_path
         self._prepare = prepare
-        # the content rule as ``prepare`` states it, for records handed over as fields
+        # the content rule as ``prepare`` states it, for records handed over as JSON objects
         self._keeps_content = prepare(UsageRecord(wire_format="unknown", content="-")
                                       ).content is not None
         self._segment_bytes = segment_bytes

@@ -41,7 +41,8 @@ Guarantees:
   has a ledger: :meth:`Ledger.pending_journal <stableprompt.Ledger.pending_journal>`), each
   job that makes a row is submitted with the row's provisional record
   (:meth:`Recorder.provisional <stableprompt.Recorder.provisional>`, handed over as its
-  fields, which the journal writes without building the record; or the record itself
+  JSON object, which the journal writes without building the record; its request part is
+  made by the analysis job, during the flight; or the record itself
   for an unanalysed request), appended to the journal before the job is queued and settled
   once the job ran. A call's line is written when its observer closes, which is then eager
   (:attr:`ResponseObserver.eager`): before the caller gets the chunk that completes the call
