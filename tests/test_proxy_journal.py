@@ -287,6 +287,7 @@ def test_a_provisional_row_given_as_fields_replays_as_its_record(
     built): the line replays to exactly the record ``Recorder.provisional`` makes, for a JSON
     body, a cut stream, an error without a response and a provider echoing the request's
     key; the ledger's content rule applies to fields as to records."""
+    from stableprompt._ledger._provisional import with_parsed_usage
     from stableprompt._recording._deferred import DeferredRecorder
     from stableprompt._recording._observer import Observation
     from stableprompt._usage import CacheUsage
@@ -320,16 +321,57 @@ def test_a_provisional_row_given_as_fields_replays_as_its_record(
             fields = deferred._provisional(pending, observation, **extra)  # a journal
             assert fields is not None
             expected = recorder.provisional(pending, observation, **extra)
-            assert expected is not None and expected == UsageRecord.from_json(
-                json.dumps(fields))
+            assert expected is not None and expected == with_parsed_usage(
+                UsageRecord.from_json(json.dumps(fields)))
             assert A_KEY not in json.dumps(fields)
+            if observation is not None and observation.body == answer:  # parsed when read
+                assert "usage_as_received" in fields["verdict_detail"]
+                assert expected.input_tokens_total == 5 and expected.output_tokens == 1
+                assert "usage_as_received" not in expected.verdict_detail
             ticket = journal.append(fields)
             assert ticket is not None
             (line,) = [ln for ln in _journals(db)[0].read_bytes().splitlines()
                        if expected.record_id.encode() in ln]
-            replayed = UsageRecord.from_json(line)
+            replayed = with_parsed_usage(UsageRecord.from_json(line))  # as a replay reads
             assert replayed == (expected if store_content
                                 else expected.model_copy(update={"content": None}))
             assert expected.content is not None and A_KEY not in line.decode()
         journal.close()
         recorder.close()
+
+
+_BODIES: dict[str, dict[str, Any]] = {
+    "anthropic": {"usage": {"input_tokens": 3, "cache_read_input_tokens": 10,
+                            "cache_creation_input_tokens": 2, "output_tokens": 4}},
+    "bedrock-converse": {"usage": {"inputTokens": 3, "outputTokens": 4,
+                                   "cacheReadInputTokens": 10, "cacheWriteInputTokens": 2}},
+    "deepseek": {"usage": {"prompt_tokens": 13, "completion_tokens": 4,
+                           "prompt_cache_hit_tokens": 10, "prompt_cache_miss_tokens": 3}},
+    "gemini": {"usageMetadata": {"promptTokenCount": 13, "cachedContentTokenCount": 10,
+                                 "candidatesTokenCount": 4}},
+    "llama-cpp": {"usage": {"prompt_tokens": 13, "completion_tokens": 4},
+                  "timings": {"cache_n": 10, "prompt_n": 3}},
+    "openai-chat": {"usage": {"prompt_tokens": 13, "completion_tokens": 4,
+                              "prompt_tokens_details": {"cached_tokens": 10}}},
+    "openai-compatible": {"usage": {"prompt_tokens": 13, "completion_tokens": 4,
+                                    "prompt_tokens_details": {"cached_tokens": 10}}},
+    "openai-responses": {"usage": {"input_tokens": 13, "output_tokens": 4,
+                                   "input_tokens_details": {"cached_tokens": 10}}},
+}
+
+
+@pytest.mark.parametrize("wire_format", sorted(_BODIES))
+def test_the_usage_members_kept_for_a_provisional_row_parse_as_the_whole_body(
+        wire_format: str) -> None:
+    """A provisional row keeps only a body's ``USAGE_MEMBERS`` (parsed when the row is
+    read): for every wire format they give the usage the whole body gives."""
+    from stableprompt._ledger._provisional import USAGE_MEMBERS
+    from stableprompt.providers import WIRE_FORMATS, parse_response
+
+    assert set(_BODIES) == set(WIRE_FORMATS)
+    body = {"id": "r1", "model": "m", "content": [{"type": "text", "text": "hi"}],
+            "choices": [], "output": [], **_BODIES[wire_format]}
+    kept = {key: body[key] for key in USAGE_MEMBERS if key in body}
+    whole = parse_response(wire_format, body)
+    assert whole.cache_read_tokens == 10 and whole.output_tokens == 4
+    assert parse_response(wire_format, kept) == whole

@@ -13,7 +13,8 @@ IGNORE``) and nothing is imported twice.
 
 Files: ``<db>.pending.<pid>.<ns>.jsonl`` (mode 0600), one JSON line per record (pydantic's
 serialization, or the JSON object of a provisional row written as it is: both are what
-:meth:`UsageRecord.from_json` reads), records scrubbed by the recorder
+:meth:`UsageRecord.from_json` reads; a provisional row's usage may still be as received,
+parsed when it is read: ``_provisional``), records scrubbed by the recorder
 that made them, content dropped unless the ledger has ``store_content``; a replay prepares
 them again as every write does. The writing process holds an exclusive ``flock`` on each
 of its files for as long as it has them open, which is how a replay tells a live journal

@@ -16,9 +16,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 from .._canonical import loads, wire_json
+from .._ledger._provisional import USAGE_AS_RECEIVED, USAGE_MEMBERS, with_parsed_usage
 from .._ledger._usage_record import UNANALYSED, UsageRecord, scrubbed, scrubbed_fields
 from .._redact import redact, secrets_in_headers
-from ..providers import parse_response
 from ._call import Pending, elapsed_ms
 from ._errors import error_class_of, failure
 from ._http import SESSION_HEADER, header
@@ -45,9 +45,11 @@ def provisional_fields(pending: Pending, observation: Observation | None = None,
     Same ``record_id`` as the final row (which wins when both exist); the request's
     identity (time, session, format, provider, model; turn, lineage, fingerprint and our
     token count when its analysis ran: deferred, it may not have), status, failure class,
-    latency, TTFT, response id and the usage the answer reported (a stream's, else parsed
-    from a 2xx JSON body); verdict ``unknown``, ``verdict_detail`` ``{"unknown_reason": ...,
-    "recovered": "pending journal"}`` (``"incomplete": True`` for a cut body).
+    latency, TTFT, response id and the usage the answer reported (a stream's; a 2xx JSON
+    body's usage members as received, in ``verdict_detail["usage_as_received"]``, parsed
+    only when the row is read: ``_ledger._provisional``); verdict ``unknown``,
+    ``verdict_detail`` ``{"unknown_reason": ..., "recovered": "pending journal"}``
+    (``"incomplete": True`` for a cut body).
 
     Args:
         pending: The call.
@@ -81,8 +83,10 @@ def provisional_fields(pending: Pending, observation: Observation | None = None,
         success = status is not None and 200 <= status < 300 and error is None
         error_class = failure(error, status, success, body, parsed, provider_error, {})
         if usage is None and error_class is None and isinstance(parsed, Mapping):
-            with contextlib.suppress(Exception):
-                usage = parse_response(pending.usage_format, parsed)
+            # parsed only if the row is ever read (``_ledger._provisional``)
+            received = {key: parsed[key] for key in USAGE_MEMBERS if key in parsed}
+            if received:
+                detail[USAGE_AS_RECEIVED] = redact(received, secrets=pending.secrets)
             if response_id is None and isinstance(parsed.get("id"), str):
                 response_id = parsed["id"]
         answer: dict[str, Any] = {} if usage is None else usage_fields(usage)
@@ -99,7 +103,7 @@ def provisional_fields(pending: Pending, observation: Observation | None = None,
                 **scrubbed_fields({k: v for k, v in answer.items() if v is not None},
                                   pending.secrets),
                 "verdict": "unknown",
-                "verdict_detail": detail}  # our own constant text: not scrubbed
+                "verdict_detail": detail}  # our own text, and the usage scrubbed above
     except Exception as exc:
         _log.warning("stableprompt could not make a provisional record: %s",
                      redact(f"{type(exc).__name__}: {exc}", secrets=pending.secrets))
@@ -125,13 +129,14 @@ def provisional_record(pending: Pending, observation: Observation | None = None,
                        status_code: int | None = None, scenario: str | None = None,
                        now: float) -> UsageRecord | None:
     """The record of :func:`provisional_fields`, read from their JSON as a replay of the
-    journal reads it. Never raises: ``None``, logged, when it cannot be made."""
+    journal reads it (its usage parsed). Never raises: ``None``, logged, when it cannot be
+    made."""
     fields = provisional_fields(pending, observation, error=error, status_code=status_code,
                                 scenario=scenario, now=now)
     if fields is None:
         return None
     try:
-        return UsageRecord.from_json(wire_json(fields))
+        return with_parsed_usage(UsageRecord.from_json(wire_json(fields)))
     except Exception as exc:
         _log.warning("stableprompt could not make a provisional record: %s",
                      redact(f"{type(exc).__name__}: {exc}", secrets=pending.secrets))
