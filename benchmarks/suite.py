@@ -28,6 +28,7 @@ Run through ``benchmarks/run.py``; alone: ``python benchmarks/suite.py -o out.js
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import json
 import sys
@@ -195,6 +196,9 @@ def _warm(turns: int, path: str) -> tuple[Recorder, Callable[[], Any]]:
             _STATE[key + "/dir"] = folder = tempfile.TemporaryDirectory()
             ledger = Ledger(Path(folder.name) / "calls.db")
         recorder = Recorder(ledger, tokenizer="cl100k_base", keep_records=100)
+        # closed before the temporary directory goes (atexit runs the later hook first):
+        # else the worker's own exit hook finds its journal's directory removed
+        atexit.register(recorder.close)
         step = _stepper(turns)
         for _ in range(3):  # warm: tokenizer loaded, lineage seen
             content = step().content

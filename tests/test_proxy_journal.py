@@ -22,10 +22,11 @@ from pathlib import Path
 from typing import Any
 
 import anthropic
+import httpx
 import pytest
 
 import stableprompt
-from stableprompt import Ledger, UsageRecord
+from stableprompt import Ledger, Recorder, UsageRecord
 from stableprompt._cli import main
 from stableprompt._ledger._journal import PendingJournal, orphaned_journals
 from stableprompt.emulator import Emulator
@@ -78,7 +79,7 @@ def test_a_killed_writers_journal_is_replayed_once_and_a_stored_row_wins(
         ledger.write(_record(1, model="final"))
     script = textwrap.dedent(f"""
         import os
-        from stableprompt import Ledger, UsageRecord
+        from stableprompt import Ledger, Recorder, UsageRecord
         ledger = Ledger({str(db)!r})
         journal = ledger.pending_journal()
         for i in range(3):
@@ -277,3 +278,100 @@ def test_an_eager_observer_closes_at_the_terminal_event() -> None:
     assert len(seen) == 1
     whole.feed(body[10:])
     assert len(seen) == 2 and seen[1].body == body
+
+
+@pytest.mark.parametrize("store_content", [False, True])
+def test_a_provisional_row_given_as_fields_replays_as_its_record(
+        tmp_path: Path, store_content: bool) -> None:
+    """The caller's thread hands the journal a provisional row as its JSON object (no record
+    built): the line replays to exactly the record ``Recorder.provisional`` makes, for a JSON
+    body, a cut stream, an error without a response and a provider echoing the request's
+    key; the ledger's content rule applies to fields as to records."""
+    from stableprompt._ledger._provisional import with_parsed_usage
+    from stableprompt._recording._deferred import DeferredRecorder
+    from stableprompt._recording._observer import Observation
+    from stableprompt._usage import CacheUsage
+
+    db = tmp_path / "calls.db"
+    with Ledger(db, store_content=store_content) as ledger:
+        recorder = Recorder(ledger, tokenizer="bytes/4", store_content=True,
+                            scenario=f"bench {A_KEY}", monotonic=lambda: 10.0)
+        deferred = DeferredRecorder(recorder, decode=False)
+        journal = ledger.pending_journal()
+        body = json.dumps({"model": "claude-sonnet-4-5", "max_tokens": 8, "messages": [
+            {"role": "user", "content": "hello"}]}).encode()
+        usage = CacheUsage(wire_format="anthropic", input_tokens_total=12, uncached_tokens=2,
+                           cache_read_tokens=10, cache_write_tokens=0, output_tokens=3)
+        answer = json.dumps({"id": f"msg_{A_KEY[:20]}", "type": "message", "usage": {
+            "input_tokens": 5, "cache_read_input_tokens": 0,
+            "cache_creation_input_tokens": 0, "output_tokens": 1}}).encode()
+        cases: list[tuple[Observation | None, dict[str, Any]]] = [
+            (Observation(status_code=200, body=answer, latency_ms=1.0), {}),
+            (Observation(status_code=200, usage=usage, response_id="msg_2", ttft_ms=-1.0,
+                         incomplete="stream ended before its final event"), {}),
+            (None, {"error": httpx.ConnectError("refused"), "status_code": None}),
+            (Observation(status_code=529, body=b'{"type":"error","error":{"type":'
+                         b'"overloaded_error"}}'), {}),
+        ]
+        for observation, extra in cases:
+            pending = recorder.start("/v1/messages", {"x-api-key": A_KEY}, body, defer=True,
+                                     decode=False)
+            assert pending is not None
+            recorder.analyse(pending)
+            fields = deferred._provisional(pending, observation, **extra)  # a journal
+            assert fields is not None
+            expected = recorder.provisional(pending, observation, **extra)
+            assert expected is not None and expected == with_parsed_usage(
+                UsageRecord.from_json(json.dumps(fields)))
+            assert A_KEY not in json.dumps(fields)
+            if observation is not None and observation.body == answer:  # parsed when read
+                assert "usage_as_received" in fields["verdict_detail"]
+                assert expected.input_tokens_total == 5 and expected.output_tokens == 1
+                assert "usage_as_received" not in expected.verdict_detail
+            ticket = journal.append(fields)
+            assert ticket is not None
+            (line,) = [ln for ln in _journals(db)[0].read_bytes().splitlines()
+                       if expected.record_id.encode() in ln]
+            replayed = with_parsed_usage(UsageRecord.from_json(line))  # as a replay reads
+            assert replayed == (expected if store_content
+                                else expected.model_copy(update={"content": None}))
+            assert expected.content is not None and A_KEY not in line.decode()
+        journal.close()
+        recorder.close()
+
+
+_BODIES: dict[str, dict[str, Any]] = {
+    "anthropic": {"usage": {"input_tokens": 3, "cache_read_input_tokens": 10,
+                            "cache_creation_input_tokens": 2, "output_tokens": 4}},
+    "bedrock-converse": {"usage": {"inputTokens": 3, "outputTokens": 4,
+                                   "cacheReadInputTokens": 10, "cacheWriteInputTokens": 2}},
+    "deepseek": {"usage": {"prompt_tokens": 13, "completion_tokens": 4,
+                           "prompt_cache_hit_tokens": 10, "prompt_cache_miss_tokens": 3}},
+    "gemini": {"usageMetadata": {"promptTokenCount": 13, "cachedContentTokenCount": 10,
+                                 "candidatesTokenCount": 4}},
+    "llama-cpp": {"usage": {"prompt_tokens": 13, "completion_tokens": 4},
+                  "timings": {"cache_n": 10, "prompt_n": 3}},
+    "openai-chat": {"usage": {"prompt_tokens": 13, "completion_tokens": 4,
+                              "prompt_tokens_details": {"cached_tokens": 10}}},
+    "openai-compatible": {"usage": {"prompt_tokens": 13, "completion_tokens": 4,
+                                    "prompt_tokens_details": {"cached_tokens": 10}}},
+    "openai-responses": {"usage": {"input_tokens": 13, "output_tokens": 4,
+                                   "input_tokens_details": {"cached_tokens": 10}}},
+}
+
+
+@pytest.mark.parametrize("wire_format", sorted(_BODIES))
+def test_the_usage_members_kept_for_a_provisional_row_parse_as_the_whole_body(
+        wire_format: str) -> None:
+    """A provisional row keeps only a body's ``USAGE_MEMBERS`` (parsed when the row is
+    read): for every wire format they give the usage the whole body gives."""
+    from stableprompt._ledger._provisional import USAGE_MEMBERS
+    from stableprompt.providers import WIRE_FORMATS, parse_response
+
+    assert set(_BODIES) == set(WIRE_FORMATS)
+    body = {"id": "r1", "model": "m", "content": [{"type": "text", "text": "hi"}],
+            "choices": [], "output": [], **_BODIES[wire_format]}
+    kept = {key: body[key] for key in USAGE_MEMBERS if key in body}
+    whole = parse_response(wire_format, body)
+    assert whole.cache_read_tokens == 10 and whole.output_tokens == 4
+    assert parse_response(wire_format, kept) == whole

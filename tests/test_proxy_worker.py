@@ -70,6 +70,40 @@ def test_worker_runs_jobs_in_order_and_survives_a_failing_one(
     assert seen[-1] == 100
 
 
+def test_a_job_handle_waits_for_its_job_only_and_for_no_longer_than_asked() -> None:
+    """``submit`` returns a handle whose ``result`` returns once that job ran (jobs behind it
+    may still be queued), raises ``TimeoutError`` while it has not, and ``wait`` with a
+    timeout says False meanwhile; waiters on several threads are all woken."""
+    worker = RecordingWorker()
+    gate, later = threading.Event(), threading.Event()
+    first = worker.submit(gate.wait)
+    second = worker.submit(later.wait)
+    assert first is not None and second is not None
+    with pytest.raises(TimeoutError):
+        first.result(0.05)
+    assert worker.wait(0.05) is False
+    woken: list[int] = []
+
+    def waiter() -> None:
+        first.result()
+        woken.append(1)
+
+    waiters = [threading.Thread(target=waiter) for _ in range(3)]
+    for thread in waiters:
+        thread.start()
+    gate.set()
+    first.result(5)
+    for thread in waiters:
+        thread.join(5)
+    assert woken == [1, 1, 1]
+    with pytest.raises(TimeoutError):
+        second.result(0.05)
+    later.set()
+    assert worker.wait(5) is True
+    second.result(0)
+    worker.close()
+
+
 def test_sharded_pool_spreads_streams_and_counts_them_back() -> None:
     """``ShardedTransport``: 12 concurrent streams over 3 pools of 4 connections each are
     spread evenly (least busy first), every response is whole, and each pool's in-flight

@@ -481,14 +481,17 @@ for turn in range(3):
                  "messages": [{"role": "user", "content": f"q{turn}"}]})
 if mode == "kill":
     os.kill(os.getpid(), signal.SIGKILL)
+import atexit  # the program's own exit hook already finds every call stored
+atexit.register(lambda: print("stored at exit:", len(recorder.records)))
 """
 
 
 @pytest.mark.parametrize("mode", ["exit", "kill"])
 def test_an_ending_script_loses_no_call(tmp_path: Path, mode: str) -> None:
     """A script that ends without ``flush`` or ``close`` has every call in its ledger (the
-    ``atexit`` drain); one killed with calls still queued has them journaled, and the next
-    ``replay_spill`` stores them (verdict ``unknown``)."""
+    drain at thread shutdown, before the program's own ``atexit`` hooks); one killed with
+    calls still queued has them journaled, and the next ``replay_spill`` stores them
+    (verdict ``unknown``)."""
     db = tmp_path / "calls.db"
     script = tmp_path / "script.py"
     script.write_text(textwrap.dedent(SCRIPT))
@@ -506,6 +509,7 @@ def test_an_ending_script_loses_no_call(tmp_path: Path, mode: str) -> None:
     assert [r.session_id for r in rows] == ["script"] * 3
     assert {r.status_code for r in rows} == {200}
     if mode == "exit":
+        assert "stored at exit: 3" in done.stdout
         assert [r.turn for r in rows] == [1, 2, 3]
         assert all("unknown_reason" not in r.verdict_detail for r in rows)
     else:

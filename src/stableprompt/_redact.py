@@ -135,7 +135,7 @@ def _strip_secret(text: str, secret: str, fragments: bool) -> str:
     :data:`MIN_SECRET_CHARS` of its characters (a truncated or partly masked echo) replaced by
     ``[REDACTED]``."""
     size = MIN_SECRET_CHARS
-    if len(secret) < size or not text:
+    if len(secret) < size or len(text) < size:  # no room for the secret nor a fragment
         return text
     text = text.replace(secret, _REDACTED)
     if not fragments:

@@ -12,7 +12,9 @@ wins (rows are idempotent by ``record_id``: ``INSERT OR
 IGNORE``) and nothing is imported twice.
 
 Files: ``<db>.pending.<pid>.<ns>.jsonl`` (mode 0600), one JSON line per record (pydantic's
-serialization, which :meth:`UsageRecord.from_json` reads), records scrubbed by the recorder
+serialization, or the JSON object of a provisional row written as it is: both are what
+:meth:`UsageRecord.from_json` reads; a provisional row's usage may still be as received,
+parsed when it is read: ``_provisional``), records scrubbed by the recorder
 that made them, content dropped unless the ledger has ``store_content``; a replay prepares
 them again as every write does. The writing process holds an exclusive ``flock`` on each
 of its files for as long as it has them open, which is how a replay tells a live journal
@@ -37,9 +39,11 @@ import os
 import re
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
 
+from .._canonical import wire_json
 from ._spill import describe
 from ._usage_record import UsageRecord
 
@@ -87,6 +91,14 @@ def orphaned_journals(db_path: Path) -> list[Path]:
     return found
 
 
+def _fields_line(fields: Mapping[str, Any], *, keep_content: bool) -> bytes:
+    """The journal line of a record given as its JSON object (``content`` dropped unless
+    ``keep_content``)."""
+    if not keep_content and "content" in fields:
+        fields = {name: value for name, value in fields.items() if name != "content"}
+    return wire_json(fields) + b"\n"
+
+
 class Segment:
     """One journal file: its descriptor (holding the lock), size and unsettled lines."""
 
@@ -115,6 +127,9 @@ class PendingJournal:
                  segment_bytes: int = SEGMENT_BYTES) -> None:
         self.db_path = db_path
         self._prepare = prepare
+        # the content rule as ``prepare`` states it, for records handed over as JSON objects
+        self._keeps_content = prepare(UsageRecord(wire_format="unknown", content="-")
+                                      ).content is not None
         self._segment_bytes = segment_bytes
         self._lock = threading.Lock()
         self._current: Segment | None = None
@@ -154,16 +169,24 @@ class PendingJournal:
         self._open.add(segment)
         return segment
 
-    def append(self, record: UsageRecord) -> Segment | None:
+    def append(self, record: UsageRecord | Mapping[str, Any]) -> Segment | None:
         """Write ``record``'s line; returns the ticket to :meth:`settle` once the record is
         stored, or ``None`` when nothing was written (journal closed or failing).
 
         ``record`` must be scrubbed already (:func:`~._usage_record.scrubbed`, as every
-        record the recorder makes is): ``prepare`` only applies the ledger's content rule."""
+        record the recorder makes is): ``prepare`` only applies the ledger's content rule.
+        It may be given as the JSON object of a record instead (what
+        :meth:`UsageRecord.from_json` reads; the provisional row of a call, made on the
+        caller's thread, ``_recording._unanalysed.provisional_fields``): written as it is,
+        without building the record; the replay validates it (a line it rejects is
+        quarantined, with a warning, as any spilled line)."""
         if self._closed:
             return None
-        try:  # pydantic's own JSON (the journal needs no canonical form): ~10x faster
-            line = self._prepare(record).model_dump_json().encode() + b"\n"
+        try:
+            if isinstance(record, UsageRecord):  # pydantic's own JSON (no canonical form)
+                line = self._prepare(record).model_dump_json().encode() + b"\n"
+            else:
+                line = _fields_line(record, keep_content=self._keeps_content)
         except Exception as exc:
             self._warn("cannot serialize a record", exc)
             return None

@@ -31,6 +31,7 @@ from .._canonical import canonical_json
 from .._exceptions import LedgerError
 from .._public import public
 from .._redact import redact
+from ._provisional import with_parsed_usage
 from ._usage_record import UsageRecord
 
 try:  # POSIX advisory locks keep spill appends and replays from racing; absent on Windows.
@@ -324,7 +325,7 @@ class SpillFiles:
                     if not line.strip():
                         continue
                     try:
-                        record = UsageRecord.from_json(line)
+                        record = with_parsed_usage(UsageRecord.from_json(line))
                     except ValueError as exc:
                         bad.append((number, None, f"not a valid record: {_why(exc)}", line))
                         continue

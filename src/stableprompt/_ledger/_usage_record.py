@@ -16,8 +16,7 @@ from __future__ import annotations
 
 import os
 import random
-import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any, Literal
 
@@ -37,6 +36,7 @@ __all__ = [
     "WireFormat",
     "new_record_id",
     "scrubbed",
+    "scrubbed_fields",
     "utc_now",
 ]
 
@@ -102,7 +102,9 @@ def new_record_id() -> str:
     forked child): unique, not secret. Unlike :func:`uuid.uuid4` it makes no system call, so
     a client recording in thread does not hand the GIL to its recorder's thread before the
     request is sent (``_recording._deferred``)."""
-    return uuid.UUID(int=_IDS.getrandbits(128), version=4).hex
+    n = _IDS.getrandbits(128)  # the version and variant bits as uuid.UUID(version=4) sets
+    n = (n & ~(0xF000 << 64) & ~(0xC000 << 48)) | (4 << 76) | (0x8000 << 48)
+    return f"{n:032x}"
 
 
 def utc_now() -> datetime:
@@ -249,11 +251,32 @@ key, such as a word, may be ordinary text there)."""
 
 def scrubbed(record: UsageRecord, secrets: tuple[str, ...] = ()) -> UsageRecord:
     """``record`` with every text field (:data:`PROVIDER_TEXT`, :data:`CALLER_TEXT`) scrubbed
-    of ``secrets`` and key-shaped strings (:func:`~stableprompt._redact.redact`)."""
-    update = {name: redact(getattr(record, name), secrets=secrets) for name in PROVIDER_TEXT}
-    update.update({name: redact(getattr(record, name), secrets=secrets, fragments=False)
-                   for name in CALLER_TEXT})
-    return record.model_copy(update=update)
+    of ``secrets`` and key-shaped strings (:func:`~stableprompt._redact.redact`); ``record``
+    itself when no field changes (unset fields are skipped: every write scrubs its record)."""
+    update = _scrubbed_text(lambda name: getattr(record, name), secrets)
+    return record.model_copy(update=update) if update else record
+
+
+def scrubbed_fields(fields: Mapping[str, Any], secrets: tuple[str, ...] = ()) -> dict[str, Any]:
+    """``fields`` of a record (its keyword arguments or its JSON object) with their text
+    fields scrubbed as :func:`scrubbed` scrubs a record's, without building one (a
+    provisional row on the caller's thread, ``_recording._deferred``); a copy."""
+    update = _scrubbed_text(fields.get, secrets)
+    return {**fields, **update}
+
+
+def _scrubbed_text(get: Callable[[str], Any], secrets: tuple[str, ...]) -> dict[str, Any]:
+    """The text fields (read with ``get``) that scrubbing changes, with their scrubbed
+    values: provider text of secrets and their fragments, caller text of whole secrets."""
+    update: dict[str, Any] = {}
+    for names, fragments in ((PROVIDER_TEXT, True), (CALLER_TEXT, False)):
+        for name in names:
+            value = get(name)
+            if value is not None:
+                clean = redact(value, secrets=secrets, fragments=fragments)
+                if clean != value:
+                    update[name] = clean
+    return update
 
 
 public(UsageRecord)

@@ -18,14 +18,13 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Sequence
-from concurrent.futures import Future
 from dataclasses import dataclass, field
 from itertools import accumulate
 from typing import Any
 
 from .._ledger._usage_record import UsageRecord
 from .._wire._segmenter import SegmentedRequest
-from ._worker import in_recording_job
+from ._worker import JobHandle, in_recording_job
 
 __all__ = ["Call", "Comparison", "Pending", "RequestState", "elapsed_ms"]
 
@@ -202,7 +201,10 @@ def elapsed_ms(started: float, now: float) -> float:
     return max((now - started) * 1000.0, 0.0)
 
 
-@dataclass(eq=False)
+_NO_COMPARISON = Comparison()
+
+
+@dataclass(eq=False, slots=True)
 class Pending:
     """A call in flight: everything :meth:`Recorder.finish` needs, taken before sending.
 
@@ -240,8 +242,12 @@ class Pending:
         lazy_body: The body is not decoded yet (``start(..., decode=False)``, until the
             analysis read it): ``model`` and ``diagnostics_requested`` are ``None`` and
             ``session_id`` is only the recorder's or the session header's meanwhile.
-        finishing: The future of the job that finishes the call on a recording thread
+        finishing: The handle of the job that finishes the call on a recording thread
             (``_deferred``), once it was queued; ``None`` inline.
+        journal_identity: The request's part of the call's provisional row
+            (``_unanalysed.provisional_identity``), made by its analysis job when the call is
+            journaled, so the caller's thread only adds what the response said; ``None``
+            before (the caller then makes it).
     """
 
     record_id: str
@@ -256,7 +262,7 @@ class Pending:
     turn: int | None = None
     retry: bool = False
     state: RequestState | None = None
-    comparison: Comparison = field(default_factory=Comparison)
+    comparison: Comparison = _NO_COMPARISON  # frozen: one for every call compared with none
     diagnostics_requested: dict[str, Any] | None = None
     content: str | None = None
     turn_boundary: str | None = None
@@ -268,7 +274,8 @@ class Pending:
     detail: dict[str, Any] = field(default_factory=dict)
     deferred: tuple[Any, ...] | None = field(default=None, repr=False)
     lazy_body: bool = field(default=False, repr=False)
-    finishing: Future[Any] | None = field(default=None, repr=False)
+    finishing: JobHandle | None = field(default=None, repr=False)
+    journal_identity: dict[str, Any] | None = field(default=None, repr=False)
 
     def wait(self, timeout_s: float | None = None) -> UsageRecord | None:
         """:attr:`record`, after waiting at most ``timeout_s`` seconds (``None``: no limit)

@@ -23,7 +23,7 @@ Guarantees:
 * **Predecessors seen**: a request's analysis is queued when it is sent, after the finishing
   job of every call whose response had ended by then, so the next call of a conversation is
   compared with the previous one, as inline, and no request waits for the queue.
-* **The record is there when asked**: the finishing job's future is ``pending.finishing``;
+* **The record is there when asked**: the finishing job's handle is ``pending.finishing``;
   :meth:`Pending.wait <stableprompt._recording._call.Pending.wait>` (what a client's
   ``last_record`` and ``EventStream.record`` use) waits for it, bounded;
   :meth:`Recorder.flush <stableprompt.Recorder.flush>` waits for every queued job.
@@ -40,7 +40,9 @@ Guarantees:
 * **SIGKILL loses nothing that completed**: with a journal (the worker's, when the recorder
   has a ledger: :meth:`Ledger.pending_journal <stableprompt.Ledger.pending_journal>`), each
   job that makes a row is submitted with the row's provisional record
-  (:meth:`Recorder.provisional <stableprompt.Recorder.provisional>`, or the record itself
+  (:meth:`Recorder.provisional <stableprompt.Recorder.provisional>`, handed over as its
+  JSON object, which the journal writes without building the record; its request part is
+  made by the analysis job, during the flight; or the record itself
   for an unanalysed request), appended to the journal before the job is queued and settled
   once the job ran. A call's line is written when its observer closes, which is then eager
   (:attr:`ResponseObserver.eager`): before the caller gets the chunk that completes the call
@@ -52,6 +54,7 @@ Guarantees:
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping
 from typing import Any
 
@@ -59,6 +62,7 @@ from .._ledger._usage_record import UsageRecord
 from ._call import Pending, elapsed_ms
 from ._observer import BodyObserver, Observation
 from ._recorder import Recorder
+from ._unanalysed import provisional_fields, provisional_identity
 from ._worker import RecordingWorker
 
 __all__ = ["MAX_TAPE_BYTES", "DeferredRecorder", "Tape"]
@@ -125,8 +129,18 @@ class DeferredRecorder:
                                       resegmented=resegmented, rendered=rendered, defer=True,
                                       decode=self.decode)
         if pending is not None:
-            self.worker.submit(lambda: self.recorder.analyse(pending))
+            self.worker.submit(lambda: self._analyse(pending))
         return pending
+
+    def _analyse(self, pending: Pending) -> None:
+        """The analysis job: :meth:`Recorder.analyse`, then, when the worker journals, the
+        request's part of the call's provisional row (``pending.journal_identity``), so the
+        caller's thread only adds the response's (:meth:`_provisional`)."""
+        recorder = self.recorder
+        recorder.analyse(pending)
+        if self.worker.journal is not None:
+            with contextlib.suppress(Exception):  # else the caller's thread makes it (or logs)
+                pending.journal_identity = provisional_identity(pending, recorder.scenario)
 
     def observe(self, pending: Pending, *, status_code: int, headers: Any,
                 content_encoding: str | None = None) -> BodyObserver:
@@ -169,12 +183,14 @@ class DeferredRecorder:
 
     def _provisional(self, pending: Pending, observation: Observation | None = None, *,
                      error: BaseException | str | None = None,
-                     status_code: int | None = None) -> UsageRecord | None:
-        """The call's provisional record when the worker journals, else ``None``."""
+                     status_code: int | None = None) -> dict[str, Any] | None:
+        """The call's provisional record when the worker journals, as its fields (the
+        journal writes them without building the record), else ``None``."""
         if self.worker.journal is None:
             return None
-        return self.recorder.provisional(pending, observation, error=error,
-                                         status_code=status_code)
+        recorder = self.recorder
+        return provisional_fields(pending, observation, error=error, status_code=status_code,
+                                  scenario=recorder.scenario, now=recorder.monotonic())
 
 
 class Tape:

@@ -10,9 +10,10 @@ from typing import Any
 
 from .._canonical import json_safe
 from .._exceptions import ConfigurationError
+from .._ledger._provisional import usage_fields
 from .._policy import CachePolicy
 from .._redact import redact
-from .._usage import USAGE_FIELDS, CacheUsage
+from .._usage import CacheUsage
 from ._call import Pending
 from ._engine_view import EngineTokens
 
@@ -36,14 +37,6 @@ def identity_fields(pending: Pending, scenario: str | None) -> dict[str, Any]:
         "request_tokens": None if state is None else state.request_tokens,
         "content": pending.content,
     }
-
-
-def usage_fields(usage: CacheUsage | None) -> dict[str, Any]:
-    """The record's token fields from normalized usage (all ``None`` without it)."""
-    fields: dict[str, Any] = {n: None if usage is None else getattr(usage, n)
-                              for n in USAGE_FIELDS}
-    fields["usage_inconsistent"] = False if usage is None else usage.inconsistent
-    return fields
 
 
 def provider_diagnostics(pending: Pending, received: Any) -> dict[str, Any] | None:

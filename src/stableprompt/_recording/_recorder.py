@@ -265,6 +265,9 @@ class Recorder:
         earlier; the hook holds no reference, so a dropped recorder's thread ends). One per
         recorder and process (a forked child makes its own, with its own journal), so calls
         recorded through several clients keep their order."""
+        worker = self._worker
+        if worker is not None and not worker.forked:  # every call asks: no lock then
+            return worker
         with self._records_lock:
             if self._worker is None or self._worker.forked:  # a forked child: its own
                 journal = None

@@ -15,35 +15,41 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from .._canonical import loads
-from .._ledger._usage_record import UNANALYSED, UsageRecord, scrubbed
+from .._canonical import loads, wire_json
+from .._ledger._provisional import USAGE_AS_RECEIVED, USAGE_MEMBERS, with_parsed_usage
+from .._ledger._usage_record import UNANALYSED, UsageRecord, scrubbed, scrubbed_fields
 from .._redact import redact, secrets_in_headers
-from ..providers import parse_response
 from ._call import Pending, elapsed_ms
 from ._errors import error_class_of, failure
 from ._http import SESSION_HEADER, header
 from ._observer import Observation
 from ._record_fields import identity_fields, usage_fields
 
-__all__ = ["provisional_record", "unanalysed_record"]
+__all__ = ["provisional_fields", "provisional_identity", "provisional_record",
+           "unanalysed_record"]
 
 _log = logging.getLogger("stableprompt.recorder")
 
 
-def provisional_record(pending: Pending, observation: Observation | None = None, *,
+def provisional_fields(pending: Pending, observation: Observation | None = None, *,
                        error: BaseException | str | None = None,
                        status_code: int | None = None, scenario: str | None = None,
-                       now: float) -> UsageRecord | None:
-    """The row ``pending`` gets if its finishing never runs: what is known without
-    analysis, made cheaply before the finishing is queued (``stableprompt proxy``'s
-    pending journal, ``_ledger._journal``; replayed only when the process died first).
+                       now: float) -> dict[str, Any] | None:
+    """The row ``pending`` gets if its finishing never runs, as the JSON object of its line
+    (the fields that are set; ``ts_utc`` in ISO 8601; text fields scrubbed): what
+    :meth:`UsageRecord.from_json <stableprompt.UsageRecord.from_json>` reads. What is
+    known without analysis, made cheaply on the caller's thread before the finishing is
+    queued (the pending journal, ``_ledger._journal``, writes it as it is; replayed only when
+    the process died first).
 
     Same ``record_id`` as the final row (which wins when both exist); the request's
     identity (time, session, format, provider, model; turn, lineage, fingerprint and our
     token count when its analysis ran: deferred, it may not have), status, failure class,
-    latency, TTFT, response id and the usage the answer reported (a stream's, else parsed
-    from a 2xx JSON body); verdict ``unknown``, ``verdict_detail`` ``{"unknown_reason": ...,
-    "recovered": "pending journal"}`` (``"incomplete": True`` for a cut body).
+    latency, TTFT, response id and the usage the answer reported (a stream's; a 2xx JSON
+    body's usage members as received, in ``verdict_detail["usage_as_received"]``, parsed
+    only when the row is read: ``_ledger._provisional``); verdict ``unknown``,
+    ``verdict_detail`` ``{"unknown_reason": ..., "recovered": "pending journal"}``
+    (``"incomplete": True`` for a cut body).
 
     Args:
         pending: The call.
@@ -52,11 +58,12 @@ def provisional_record(pending: Pending, observation: Observation | None = None,
         status_code: Its status when there is no observation.
         scenario: The recorder's scenario label.
         now: The recorder's monotonic clock now (seconds), for the latency.
+
+    Returns:
+        The object, or ``None`` (logged) if it cannot be made.
     """
     try:
-        detail: dict[str, Any] = {
-            "unknown_reason": "the recording process stopped before this call was "
-            "analysed: recovered from its pending journal", "recovered": "pending journal"}
+        detail: dict[str, Any] = {"unknown_reason": _RECOVERED, "recovered": "pending journal"}
         status = observation.status_code if observation is not None else status_code
         usage = body = parsed = None
         provider_error = response_id = None
@@ -76,19 +83,60 @@ def provisional_record(pending: Pending, observation: Observation | None = None,
         success = status is not None and 200 <= status < 300 and error is None
         error_class = failure(error, status, success, body, parsed, provider_error, {})
         if usage is None and error_class is None and isinstance(parsed, Mapping):
-            with contextlib.suppress(Exception):
-                usage = parse_response(pending.usage_format, parsed)
+            # parsed only if the row is ever read (``_ledger._provisional``)
+            received = {key: parsed[key] for key in USAGE_MEMBERS if key in parsed}
+            if received:
+                detail[USAGE_AS_RECEIVED] = redact(received, secrets=pending.secrets)
             if response_id is None and isinstance(parsed.get("id"), str):
                 response_id = parsed["id"]
-        record = UsageRecord(
-            **identity_fields(pending, scenario), **usage_fields(usage), verdict="unknown",
-            latency_ms=elapsed_ms(pending.started, now),
-            ttft_ms=None if ttft_ms is None else max(ttft_ms, 0.0),
-            status_code=status if status and 100 <= status <= 599 else None,
-            error_class=error_class, response_id=response_id)
-        # the detail is our own constant text: added after scrubbing (half the cost)
-        return scrubbed(record, pending.secrets).model_copy(
-            update={"verdict_detail": detail})
+        answer: dict[str, Any] = {} if usage is None else usage_fields(usage)
+        answer["latency_ms"] = elapsed_ms(pending.started, now)
+        if ttft_ms is not None:
+            answer["ttft_ms"] = max(ttft_ms, 0.0)
+        if status and 100 <= status <= 599:
+            answer["status_code"] = status
+        answer["error_class"], answer["response_id"] = error_class, response_id
+        identity = pending.journal_identity
+        if identity is None:
+            identity = provisional_identity(pending, scenario)
+        return {**identity,
+                **scrubbed_fields({k: v for k, v in answer.items() if v is not None},
+                                  pending.secrets),
+                "verdict": "unknown",
+                "verdict_detail": detail}  # our own text, and the usage scrubbed above
+    except Exception as exc:
+        _log.warning("stableprompt could not make a provisional record: %s",
+                     redact(f"{type(exc).__name__}: {exc}", secrets=pending.secrets))
+        return None
+
+
+def provisional_identity(pending: Pending, scenario: str | None) -> dict[str, Any]:
+    """The request's part of :func:`provisional_fields` (``identity_fields`` that are set,
+    ``ts_utc`` in ISO 8601, scrubbed): made by the call's analysis job when the call is
+    journaled (``pending.journal_identity``), which has just set what it holds, so the caller's
+    thread does not. Raises what scrubbing raises (callers guard)."""
+    fields = identity_fields(pending, scenario)
+    fields["ts_utc"] = fields["ts_utc"].isoformat()
+    return scrubbed_fields({k: v for k, v in fields.items() if v is not None}, pending.secrets)
+
+
+_RECOVERED = ("the recording process stopped before this call was analysed: recovered from "
+              "its pending journal")
+
+
+def provisional_record(pending: Pending, observation: Observation | None = None, *,
+                       error: BaseException | str | None = None,
+                       status_code: int | None = None, scenario: str | None = None,
+                       now: float) -> UsageRecord | None:
+    """The record of :func:`provisional_fields`, read from their JSON as a replay of the
+    journal reads it (its usage parsed). Never raises: ``None``, logged, when it cannot be
+    made."""
+    fields = provisional_fields(pending, observation, error=error, status_code=status_code,
+                                scenario=scenario, now=now)
+    if fields is None:
+        return None
+    try:
+        return with_parsed_usage(UsageRecord.from_json(wire_json(fields)))
     except Exception as exc:
         _log.warning("stableprompt could not make a provisional record: %s",
                      redact(f"{type(exc).__name__}: {exc}", secrets=pending.secrets))

@@ -16,17 +16,17 @@ from __future__ import annotations
 import atexit
 import logging
 import os
+import queue
 import threading
 import weakref
-from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from .._ledger._journal import PendingJournal
 from .._ledger._usage_record import UsageRecord
 from .._redact import redact
 
-__all__ = ["RecordingWorker", "in_recording_job"]
+__all__ = ["JobHandle", "RecordingWorker", "in_recording_job"]
 
 _log = logging.getLogger("stableprompt.recorder")
 
@@ -39,16 +39,93 @@ def in_recording_job() -> bool:
     return bool(getattr(_JOB, "active", False))
 
 
+_FORKS = [0]
+"""How many times this process is a forked child of the process that imported this module
+(``os.fork`` runs the hook in the child): a worker made before the last fork belongs to an
+ancestor. Read on every submit, instead of asking the kernel for the process id."""
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=lambda: _FORKS.__setitem__(0, _FORKS[0] + 1))
+
 _LIVE: weakref.WeakSet[RecordingWorker] = weakref.WeakSet()
 
 
-@atexit.register
 def _close_live() -> None:
     """At interpreter exit, run what every live worker still has queued (a script that never
     called ``close()`` loses no call). Weak: a dropped recorder's worker is not kept alive
     (nor its thread) until the process ends."""
     for worker in list(_LIVE):
         worker.close()
+
+
+# When the interpreter's threads are shut down (the main thread ended, the other non-daemon
+# threads joined), before ``atexit`` hooks, as ``concurrent.futures`` drains its pools: an
+# exit hook of the program finds the calls stored; calls recorded later run inline.
+_at_thread_shutdown = getattr(threading, "_register_atexit", atexit.register)
+_at_thread_shutdown(_close_live)
+
+
+class JobHandle:
+    """What a submitter holds of one queued job (:attr:`Pending.finishing
+    <stableprompt._recording._call.Pending.finishing>`): :meth:`result` waits until it ran.
+    One small object per job: the worker counts the jobs it ran, in order, instead of
+    completing a future for each."""
+
+    __slots__ = ("_jobs", "_number")
+
+    def __init__(self, jobs: _Jobs, number: int) -> None:
+        self._jobs, self._number = jobs, number
+
+    def result(self, timeout: float | None = None) -> None:
+        """Return once the job ran (it never raises: its exceptions are logged).
+
+        Raises:
+            TimeoutError: ``timeout`` seconds passed first (``None``: no limit).
+        """
+        if not self._jobs.wait_for(self._number, timeout):
+            raise TimeoutError(f"recording job {self._number} did not run in {timeout} s")
+
+
+class _Jobs:
+    """The queue of one worker and what its thread ran, shared by the worker and its thread
+    (which holds no reference to the worker, so a dropped worker ends it)."""
+
+    __slots__ = ("changed", "queue", "ran", "submitted", "waiters")
+
+    def __init__(self) -> None:
+        self.queue: queue.SimpleQueue[tuple[Callable[[], None], int] | None] = (
+            queue.SimpleQueue())
+        self.submitted = 0  # jobs queued, numbered from 1 (under the worker's lock)
+        self.ran = 0  # jobs run: the thread runs them in order, so the last one's number
+        self.waiters = 0
+        self.changed = threading.Condition(threading.Lock())
+
+    def wait_for(self, number: int, timeout: float | None) -> bool:
+        """Whether job ``number`` ran within ``timeout`` seconds."""
+        if self.ran >= number:
+            return True
+        with self.changed:
+            self.waiters += 1  # before the test: the thread notifies when it sees waiters
+            try:
+                return self.changed.wait_for(lambda: self.ran >= number, timeout)
+            finally:
+                self.waiters -= 1
+
+    def serve(self) -> None:
+        """The thread: run queued jobs in order until the stop mark (``None``)."""
+        while True:
+            item = self.queue.get()
+            if item is None:
+                return
+            run, number = item
+            try:
+                run()  # logs what its job raises
+            except BaseException:  # the thread outlives any job (a KeyboardInterrupt too)
+                _log.exception("recording job %d aborted", number)
+            del item, run  # not held while waiting: the job may hold its worker
+            self.ran = number
+            if self.waiters:
+                with self.changed:
+                    self.changed.notify_all()
 
 
 class RecordingWorker:
@@ -63,19 +140,25 @@ class RecordingWorker:
 
     Attributes:
         journal: The journal, or ``None``.
+
+    The thread (``stableprompt-record``, a daemon: an exit hook runs what is queued at
+    interpreter exit, when its threads are shut down) starts with the first job and ends at
+    :meth:`close`, or when the worker is dropped. Per job the caller's thread allocates a
+    tuple, a closure and a :class:`JobHandle` (a call's recording submits two jobs).
     """
 
     def __init__(self, journal: PendingJournal | None = None, *,
                  log: logging.Logger | None = None) -> None:
-        self._executor = ThreadPoolExecutor(max_workers=1,
-                                            thread_name_prefix="stableprompt-record")
+        self._jobs = _Jobs()
+        self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
-        self._last: Future[Any] | None = None
         self._closed = False
         self._log = log if log is not None else _log
         self.journal = journal
-        self._pid = os.getpid()
+        self._forks = _FORKS[0]
         _LIVE.add(self)
+        # a dropped worker's thread ends (it holds the queue, not the worker)
+        weakref.finalize(self, self._jobs.queue.put, None).atexit = False
 
     @property
     def forked(self) -> bool:
@@ -83,25 +166,28 @@ class RecordingWorker:
         are the parent's (they do not exist here) and so is its journal; the child makes its
         own worker (:attr:`Recorder.worker <stableprompt.Recorder.worker>`), and this one
         runs what it is still given inline, unjournaled."""
-        return os.getpid() != self._pid
+        return self._forks != _FORKS[0]
 
-    def submit(self, job: Callable[[], Any], record: UsageRecord | None = None
-               ) -> Future[Any] | None:
+    def submit(self, job: Callable[[], Any],
+               record: UsageRecord | Mapping[str, Any] | None = None) -> JobHandle | None:
         """Queue ``job`` after every job submitted before it; never raises.
 
         Args:
             job: What to run (its exceptions are logged).
-            record: What the job will store, or its provisional form: journaled before the
+            record: What the job will store, or its provisional form (a record or its
+                JSON object, :meth:`PendingJournal.append
+                <stableprompt._ledger._journal.PendingJournal.append>`): journaled before the
                 job is queued and settled once it ran without raising (a job that raised
                 leaves it for the next replay).
 
         Returns:
-            The job's future (its result is ``None``; it never raises), or ``None`` when the
-            job ran inline in this call (after :meth:`close`).
+            The job's handle (:meth:`JobHandle.result` waits for it), or ``None`` when the
+            job ran inline in this call (after :meth:`close`, or in a forked child).
         """
         forked = self.forked
         journal = None if forked else self.journal
         ticket = None if journal is None or record is None else journal.append(record)
+        log = self._log
 
         def run() -> None:
             outer = in_recording_job()
@@ -109,19 +195,25 @@ class RecordingWorker:
             try:
                 job()
             except Exception as exc:  # recording must never break the caller
-                self._log.warning("recording job failed: %s",
-                                  redact(f"{type(exc).__name__}: {exc}"))
+                log.warning("recording job failed: %s", redact(f"{type(exc).__name__}: {exc}"))
                 return
             finally:
                 _JOB.active = outer
             if ticket is not None and journal is not None:
                 journal.settle(ticket)
 
+        jobs = self._jobs
         with self._lock:
             if not self._closed and not forked:
                 try:
-                    self._last = future = self._executor.submit(run)
-                    return future
+                    if self._thread is None:
+                        thread = threading.Thread(target=jobs.serve, name="stableprompt-record",
+                                                  daemon=True)
+                        thread.start()
+                        self._thread = thread
+                    jobs.submitted = number = jobs.submitted + 1
+                    jobs.queue.put((run, number))
+                    return JobHandle(jobs, number)
                 except RuntimeError:  # the interpreter is shutting down: inline
                     self._closed = True
         run()  # after shutdown (a call that outlived it): inline
@@ -132,16 +224,12 @@ class RecordingWorker:
         (``None``: no limit). Returns False when the time ran out first, and at once when
         called from a recording job (:func:`in_recording_job`: it would wait for itself); True
         at once in a forked child (nothing of its own was queued here)."""
-        last = self._last
-        if last is None or self.forked:
+        jobs = self._jobs
+        if jobs.ran >= jobs.submitted or self.forked:
             return True
         if in_recording_job():
             return False
-        try:
-            last.result(timeout_s)
-        except TimeoutError:
-            return False
-        return True
+        return jobs.wait_for(jobs.submitted, timeout_s)
 
     def close(self) -> None:
         """Run every queued job, then stop the thread and close the journal (idempotent);
@@ -151,10 +239,13 @@ class RecordingWorker:
         if self.forked:
             return
         with self._lock:
-            self._closed = True
+            stopping, self._closed = not self._closed, True
+            thread = self._thread
+            if stopping and thread is not None:
+                self._jobs.queue.put(None)  # after every queued job
         if in_recording_job():
-            self._executor.shutdown(wait=False)
             return
-        self._executor.shutdown(wait=True)
+        if thread is not None:
+            thread.join()
         if self.journal is not None:
             self.journal.close()
