@@ -56,7 +56,11 @@ def _pyperf(python: Path, script: str, out: Path, fast: bool, *extra: str,
             settings: list[str] | None = None) -> None:
     out.unlink(missing_ok=True)
     if settings is None:
-        settings = ["--loops", "1", "--warmups", "1", "--processes", "2" if fast else "3",
+        # 5 warmups: the first calls after a conversation's first (full) render pay one-time
+        # costs (page faults of the first ~1.3 MB bodies, CPython's specialization of the
+        # per-turn code: 0.7-1.3 ms, then ~0.2 ms at turn 1,000); an agent loop renders every
+        # turn, so the values are its steady state. Baselines are measured the same way.
+        settings = ["--loops", "1", "--warmups", "5", "--processes", "2" if fast else "3",
                     "--values", "4" if fast else "10"]
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
     subprocess.run([str(python), str(HERE / script), *settings, "--quiet", "-o", str(out),
