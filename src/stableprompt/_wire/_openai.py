@@ -24,6 +24,7 @@ from ._parts import (
     join_body,
     joined,
     memo,
+    param_bytes,
     param_datas,
     request_fingerprints,
     segment_datas,
@@ -96,6 +97,34 @@ def body(head: HeadParts, fields: dict[str, Field], *, tool: Callable[[ToolParts
     if key:
         params = {**params, "prompt_cache_key": key}
     return join_body(fields, params)
+
+
+def render(prompt: PromptParts, *, wire_format: str, history_key: str,
+           serialize: Callable[[MessageParts], tuple[bytes, ...]], system: bytes | None,
+           tail: bytes | None, tool: Callable[[ToolParts], Any], tools_memo_key: str,
+           segment: Callable[[Any, SegmentBuilder], None], names: tuple[str, ...],
+           reserved: frozenset[str], model: str, key: str | None, params: Mapping[str, Any],
+           system_role: str) -> tuple[bytes, Fingerprints | None]:
+    """An OpenAI body (``tools``, the system item, the history under ``history_key``, the
+    tail item last) and its lazy fingerprints (:func:`fingerprints`): what Chat Completions
+    and Responses share once their items are made.
+
+    Raises:
+        InputError: a param clash (:func:`join_body`).
+        HistoryError: see :func:`history`.
+    """
+    fields: dict[str, Field] = {
+        history_key: history(prompt, wire_format, serialize, [system] if system else [],
+                             [tail] if tail else []),
+        "model": param_bytes("model", model)}
+    content = body(prompt.head, fields, tool=tool, memo_key=tools_memo_key, key=key,
+                   params=params)
+    return content, fingerprints(
+        prompt, wire_format=wire_format, names=names, model=model, key=key, params=params,
+        reserved=reserved,
+        head_body=lambda: head_only_body(prompt.head, system, history_key=history_key,
+                                         tools_memo_key=tools_memo_key, tool=tool),
+        segment=segment, serialize=serialize, tail=tail, system_role=system_role)
 
 
 def history(prompt: PromptParts, wire_format: str,

@@ -28,7 +28,6 @@ from ._openai import render_checks, segment_message
 from ._openai import tail_role as default_tail_role
 from ._parts import (
     AssistantTurn,
-    Field,
     Fingerprints,
     HeadParts,
     MessageParts,
@@ -36,7 +35,6 @@ from ._parts import (
     ToolParts,
     TurnPart,
     memo,
-    param_bytes,
     tool_fields,
 )
 from ._segmenter import SegmentBuilder, require_list, tool_label
@@ -334,18 +332,11 @@ def render(prompt: PromptParts, *, model: str, prompt_cache_key: bool | str | No
     key = render_checks(head.fingerprint, model, prompt_cache_key, system_role, tail_role)
     system = _system(head, system_role)
     tail = _tail(prompt, model, tail_role)
-    fields: dict[str, Field] = {
-        "messages": _openai.history(prompt, WIRE_FORMAT, message_bytes,
-                                    [system] if system else [], [tail] if tail else []),
-        "model": param_bytes("model", model)}
-    content = _openai.body(head, fields, tool=tool, memo_key=_TOOLS_MEMO_KEY, key=key,
-                           params=params)
-    return content, _openai.fingerprints(
-        prompt, wire_format=WIRE_FORMAT, names=CACHE_KEY_PARAMS, model=model, key=key,
-        params=params, reserved=_RESERVED,
-        head_body=lambda: _openai.head_only_body(
-            head, system, history_key=HISTORY_KEY, tools_memo_key=_TOOLS_MEMO_KEY, tool=tool),
-        segment=segment, serialize=message_bytes, tail=tail, system_role=system_role)
+    return _openai.render(
+        prompt, wire_format=WIRE_FORMAT, history_key=HISTORY_KEY, serialize=message_bytes,
+        system=system, tail=tail, tool=tool, tools_memo_key=_TOOLS_MEMO_KEY, segment=segment,
+        names=CACHE_KEY_PARAMS, reserved=_RESERVED, model=model, key=key, params=params,
+        system_role=system_role)
 
 
 _RESERVED = frozenset({"tools", *CONTENT_KEYS})
