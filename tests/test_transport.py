@@ -752,3 +752,30 @@ def test_a_stream_closed_early_is_observed_as_incomplete(fake_recorder: FakeReco
     assert observation.body is None
     assert observation.incomplete == "the response body was closed before its end"
     assert observation.detail == {"stream": "closed before the end of the body"}
+
+
+@pytest.mark.parametrize("in_thread", [False, True])
+def test_a_stream_dropped_unread_still_gets_its_row(in_thread: bool) -> None:
+    """An SDK stream object dropped without reading or closing it (the review's repro:
+    ``s = client.messages.create(stream=True, ...); del s``) is recorded as incomplete once
+    collected, as a stream closed early is; a later call is recorded as usual."""
+    import gc
+
+    fake = FakeProvider(chunk=600)
+    recorder = Recorder(tokenizer="bytes/4")
+    http = httpx2.Client(transport=RecordingTransport(httpx2.MockTransport(fake),
+                                                      recorder=recorder,
+                                                      record_in_thread=in_thread))
+    client = anthropic.Anthropic(api_key=API_KEY, base_url="http://provider.test",
+                                 http_client=http, max_retries=0)
+    stream = client.messages.create(model="claude-sonnet-4-6", max_tokens=50, stream=True,
+                                    system=SYSTEM_BLOCKS, messages=conversation(1))
+    del stream
+    gc.collect()
+    client.messages.create(model="claude-sonnet-4-6", max_tokens=50, system=SYSTEM_BLOCKS,
+                           messages=conversation(2))
+    assert recorder.flush(10)
+    dropped, later = recorder.records
+    assert dropped.verdict == "unknown" and dropped.verdict_detail["incomplete"] is True
+    assert later.verdict_detail.get("incomplete") is None
+    recorder.close()

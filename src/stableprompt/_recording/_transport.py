@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import weakref
 from collections.abc import AsyncIterator, Iterator, Mapping
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Protocol
@@ -138,12 +139,18 @@ class CallRecorder(Protocol):
 
 
 class _Observed:
-    """A wrapped response stream and its observer (shared by the sync and async streams)."""
+    """A wrapped response stream and its observer (shared by the sync and async streams).
+
+    A stream dropped unread and unclosed (``del`` of an SDK's stream object, a caller that
+    returns early) still gets its row: when the wrapper is collected (or at interpreter
+    exit) its observer is closed as incomplete; the observer's close is idempotent, so a
+    stream read or closed before loses nothing."""
 
     def __init__(self, inner: Any, observer: BodyObserver) -> None:
         self._inner = inner
         self._observer = observer
         self._ended = False
+        weakref.finalize(self, _dropped, observer)
 
     def _chunk(self, chunk: bytes) -> bytes:
         self._observer.feed(chunk)
@@ -155,6 +162,12 @@ class _Observed:
     def _end(self) -> None:
         self._ended = True
         self._observer.close(complete=True)
+
+
+def _dropped(observer: BodyObserver) -> None:
+    """A stream collected unread: its call is recorded as incomplete (never raises)."""
+    with contextlib.suppress(Exception):
+        observer.close(complete=False)
 
 
 class _SyncStream(_Observed):
