@@ -349,8 +349,9 @@ def block_with_breakpoint(message: MessageParts, index: int, ttl: str) -> bytes:
 
 def breakpoints(prompt: PromptParts, history_ttl: str, budget: int, *,
                 known: Sequence[tuple[int, str]] = (), scan_from: int = 0,
-                short: frozenset[Place] = frozenset()) -> dict[Place, str]:
-    """Choose breakpoint places -> TTL label, in prompt order.
+                short: frozenset[Place] = frozenset()) -> tuple[dict[Place, str], dict[Place, str]]:
+    """Choose breakpoint places -> TTL label, in prompt order; returns ``(marks, user)``,
+    ``user`` the user-placed ones (system blocks and messages).
 
     User-placed ones are kept where the user put them; the SDK adds one at the end of the
     stable history, one at the end of the head, and, when the previous render's history
@@ -418,7 +419,7 @@ def breakpoints(prompt: PromptParts, history_ttl: str, budget: int, *,
                 f"breakpoint at {earlier[0]} {earlier[1]}: longer TTLs must come first "
                 "(raise head_ttl/history_ttl or move the breakpoint)",
                 code="breakpoint-ttl-order", segment=f"{later[0]}[{later[1]}]")
-    return dict(ranked)
+    return dict(ranked), user
 
 
 def _message(role: str, blocks: Sequence[bytes]) -> bytes:
@@ -462,20 +463,16 @@ def render(prompt: PromptParts, *, model: str, max_tokens: int, history_ttl: str
     done, (prefix, known) = found if found is not None else (0, (None, ()))
     check_reasoning(prompt, WIRE_FORMAT, done)
 
-    marks = breakpoints(prompt, history_ttl, max_breakpoints, known=known, scan_from=done,
-                        short=short)
+    marks, user = breakpoints(prompt, history_ttl, max_breakpoints, known=known,
+                              scan_from=done, short=short)
     head_fields = _head_fields(head, tuple((place, ttl) for place, ttl in marks.items()
                                            if place[0] != "message"))
-    user = {("message", mi): ttl for mi, ttl in known}
-    user.update((("message", mi), ttl) for mi in range(done, count)
-                if (ttl := messages[mi].breakpoint))
 
     # The role groups before the last one (user text and tool results share the user role)
     # join the memo's prefix with their user-placed breakpoints only; the last group (the
     # end-of-history breakpoint) and the tail are rendered every time, and the group of a
     # carried breakpoint is spliced into the prefix with its marker.
     tail = _tail_blocks(prompt.tail_texts)
-    tail_blocks: Sequence[bytes] = tail
     groups = _groups(messages, done, count)
     stable_groups = [g for g in groups if g[2] <= stable]
     if stable_groups or found is None:
@@ -486,14 +483,13 @@ def render(prompt: PromptParts, *, model: str, max_tokens: int, history_ttl: str
         store_entry(prompt, _BODY_KEY, stable, (prefix, known))
     assert prefix is not None
     fresh: list[bytes] = []
+    tail_in_group = False
     if groups:  # the last group (it ends past ``stable``), with the tail when it is a user's
         last = groups[-1]
-        with_tail = last[0] == "user"
-        fresh.append(_group(messages, last, marks, tail_blocks if with_tail else ()))
-        if with_tail:
-            tail_blocks = []
-    if tail_blocks:
-        fresh.append(_message("user", tail_blocks))
+        tail_in_group = last[0] == "user"
+        fresh.append(_group(messages, last, marks, tail if tail_in_group else ()))
+    if tail and not tail_in_group:
+        fresh.append(_message("user", tail))
 
     history: list[bytes | memoryview] = [b"["]
     buffer, length, offsets, firsts, ngroups = prefix
