@@ -2,11 +2,23 @@
 
 from __future__ import annotations
 
+import dataclasses
+import json
+import pickle
 from typing import Any
 
 import pytest
 
-from stableprompt import BreakpointError, InputError, PromptBuilder, Tool, diff
+from stableprompt import (
+    BreakpointError,
+    CanonicalizationError,
+    InputError,
+    PromptBuilder,
+    ProviderRequest,
+    Tool,
+    canonical_json,
+    diff,
+)
 from stableprompt._wire._formats import segment_request
 
 WEATHER = Tool("get_weather", "Weather for a city.",
@@ -101,6 +113,69 @@ def test_param_clash() -> None:
     with pytest.raises(InputError) as info:
         _conv().render(tail={"now": "x"}).to_anthropic(model="m", max_tokens=5, messages=[])
     assert info.value.code == "render-param-clash"
+
+
+@pytest.mark.parametrize("fmt", ["anthropic", "openai-chat", "openai-responses"])
+def test_the_body_around_the_history_follows_each_renders_params(fmt: str) -> None:
+    """The bytes before and after the history array are joined once per model and params
+    (the envelope): a later render with other params, model or limit gets its own, and a
+    bad or clashing param raises every time, not only the first."""
+    conv = _conv()
+
+    def render(model: str = "m", **params: Any) -> Any:
+        prompt = conv.render(tail={"now": "x"})
+        if fmt == "anthropic":
+            return prompt.to_anthropic(model=model, max_tokens=params.pop("max_tokens", 5),
+                                       **params)
+        if fmt == "openai-chat":
+            return prompt.to_openai_chat(model=model, **params)
+        return prompt.to_openai_responses(model=model, **params)
+
+    cases: list[dict[str, Any]] = [
+        {}, {"stream": True}, {}, {"metadata": {"user_id": "u1"}, "stream": False},
+        {"stream": False, "metadata": {"user_id": "u1"}}, {"metadata": {"user_id": "u2"}},
+        {"model": "other"}, {"temperature": 0.5}]
+    if fmt == "anthropic":
+        cases += [{"max_tokens": 7}, {"max_tokens": 5}]
+    else:
+        cases += [{"prompt_cache_key": "k1"}, {"prompt_cache_key": "k2"}, {}]
+    for case in cases:
+        params = dict(case)
+        model = params.pop("model", "m")
+        request = render(model, **dict(params))
+        body = json.loads(request.content)
+        assert request.content == canonical_json(body)
+        assert body["model"] == model
+        for key, value in params.items():
+            assert body[key] == value, (case, key)
+        extra = set(body) - {"model", "max_tokens", "messages", "input", "system", "tools"}
+        assert extra == set(params) - {"max_tokens"}, case
+        assert request.fingerprint == segment_request(fmt, body).fingerprint
+    clashing: dict[str, Any] = {"messages" if fmt != "openai-responses" else "input": []}
+    for _ in range(2):
+        with pytest.raises(InputError) as info:
+            render("m", **clashing)
+        assert info.value.code == "render-param-clash"
+        with pytest.raises(CanonicalizationError) as bad:
+            render(metadata={"x": float("nan")})
+        assert bad.value.pointer == "/metadata/x"
+
+
+def test_turn_objects_hold_every_field() -> None:
+    """The prompt and request made every turn (without their dataclass ``__init__``) hold
+    every field, compare and pickle as ones made through it."""
+    prompt = _conv().render(tail={"now": "x"})
+    names = {f.name for f in dataclasses.fields(prompt)}
+    assert names <= prompt.__dict__.keys()
+    for request in (prompt.to_anthropic(model="m", max_tokens=5),
+                    prompt.to_openai_chat(model="m"), prompt.to_openai_responses(model="m")):
+        assert {f.name for f in dataclasses.fields(request)} <= request.__dict__.keys()
+        made = ProviderRequest(request.wire_format, request.path, request.content,
+                               request.tail_count)
+        assert request == made and hash(request) == hash(made)
+        assert pickle.loads(pickle.dumps(request)) == request
+    assert pickle.loads(pickle.dumps(prompt)).to_anthropic(
+        model="m", max_tokens=5).content == prompt.to_anthropic(model="m", max_tokens=5).content
 
 
 def test_openai_chat_body() -> None:

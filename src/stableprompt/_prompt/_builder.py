@@ -23,6 +23,7 @@ from .._exceptions import (
     VolatileContentError,
     VolatileContentWarning,
 )
+from .._frozen import frozen_instance
 from .._public import public
 from .._segment import Segment, SegmentSpec, build_segments, fingerprint_of, new_spec, sum_tokens
 from .._tokens import SegmentTokenCounter, Tokenizer, get_tokenizer
@@ -574,13 +575,13 @@ class Conversation:
     def _tail_specs(self, tail: Mapping[str, str] | None,
                     extra: Sequence[tuple[str, str]] = ()) -> list[tuple[str, str]]:
         """The ``(slot, value)`` pairs of a render's tail, in declaration order, checked."""
-        if tail is not None and not isinstance(tail, Mapping):
+        if tail is not None and type(tail) is not dict and not isinstance(tail, Mapping):
             raise TailSlotError(f"tail must be a mapping of slot name to str, got "
                                 f"{type(tail).__name__}", code="tail-slot-type")
         declared = self.head.tail_slots
         if tail:
-            unknown = sorted(set(tail) - set(declared), key=str)
-            if unknown:
+            if not tail.keys() <= declared.keys():
+                unknown = sorted(set(tail) - set(declared), key=str)
                 raise TailSlotError(f"undeclared tail slot(s): {', '.join(map(str, unknown))}; "
                                     "declare them with PromptBuilder.tail_slot()",
                                     code="tail-slot-undeclared", segment=f"tail:{unknown[0]}")
@@ -668,18 +669,18 @@ class Conversation:
                             (tail_segments, len(tail_segments)))
 
         previous = self._anchors[0] if self._anchors[1] == len(self._messages) else self._anchors[1]
-        return RenderedPrompt(
-            head=head,
-            message_list=self._messages,  # append-only: a copy took ~8 us at 3,000
-            message_count=len(self._messages),
-            tail=tuple((name, data) for (name, _), data in zip(tail, datas, strict=True)),
-            tail_texts=tuple(tail_text(name, value) for name, value in tail),
-            make_segments=segments,
-            head_data=head.data,
-            previous_breakpoint=None if previous is None else previous - 1,
-            history_memo=self._memo,
-            history_segments=history,
-        )
+        return frozen_instance(RenderedPrompt, {
+            "head": head,
+            "message_list": self._messages,  # append-only: a copy took ~8 us at 3,000
+            "message_count": len(self._messages),
+            "tail": tuple([(name, data) for (name, _), data in zip(tail, datas, strict=True)]),
+            "make_segments": segments,
+            "head_data": head.data,
+            "previous_breakpoint": None if previous is None else previous - 1,
+            "history_memo": self._memo,
+            "tail_texts": tuple([tail_text(name, value) for name, value in tail]),
+            "history_segments": history,
+        })
 
     def fork(self) -> Conversation:
         """An independent branch sharing this history's bytes; later appends on either side

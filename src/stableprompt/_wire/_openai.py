@@ -11,7 +11,6 @@ from .._exceptions import CaptureError, InputError
 from .._policy import cache_policy
 from .._segment import chain_pieces
 from ._parts import (
-    Field,
     Fingerprints,
     HeadParts,
     MessageParts,
@@ -19,9 +18,9 @@ from ._parts import (
     ToolParts,
     check_model,
     check_reasoning,
+    envelope,
     extend_prefix,
     history_entry,
-    join_body,
     joined,
     memo,
     param_bytes,
@@ -87,16 +86,29 @@ def render_checks(head_fingerprint: str, model: str, prompt_cache_key: bool | st
     return prompt_cache_key
 
 
-def body(head: HeadParts, fields: dict[str, Field], *, tool: Callable[[ToolParts], Any],
-         memo_key: str, key: str | None, params: Mapping[str, Any]) -> bytes:
-    """Finish an OpenAI body: ``tools`` (serialized once per head under ``memo_key``), the
-    ``prompt_cache_key`` when there is one, the params, in sorted key order."""
-    if len(head.tools):
-        fields["tools"] = memo(head, memo_key,
-                               lambda: canonical_json([tool(t) for t in head.tools]))
+def body(head: HeadParts, history: list[bytes | memoryview], *, history_key: str,
+         tool: Callable[[ToolParts], Any], memo_key: str, model: str, key: str | None,
+         params: Mapping[str, Any]) -> bytes:
+    """An OpenAI body around the pieces of its ``history_key`` array: ``model``, ``tools``
+    (serialized once per head under ``memo_key``), the ``prompt_cache_key`` when there is
+    one, the params, in sorted key order (the envelope joined once per head, model, key and
+    params: ``_parts.envelope``).
+
+    Raises:
+        InputError: a param clash; CanonicalizationError: a param is no canonical JSON.
+    """
+    def fields() -> dict[str, bytes]:
+        made = {"model": param_bytes("model", model)}
+        if len(head.tools):
+            made["tools"] = memo(head, memo_key,
+                                 lambda: canonical_json([tool(t) for t in head.tools]))
+        return made
+
     if key:
         params = {**params, "prompt_cache_key": key}
-    return join_body(fields, params)
+    before, after = envelope(memo(head, memo_key + "-envelopes", dict), model, fields,
+                             history_key, params)
+    return b"".join([before, *history, after])
 
 
 def render(prompt: PromptParts, *, wire_format: str, history_key: str,
@@ -113,12 +125,10 @@ def render(prompt: PromptParts, *, wire_format: str, history_key: str,
         InputError: a param clash (:func:`join_body`).
         HistoryError: see :func:`history`.
     """
-    fields: dict[str, Field] = {
-        history_key: history(prompt, wire_format, serialize, [system] if system else [],
-                             [tail] if tail else []),
-        "model": param_bytes("model", model)}
-    content = body(prompt.head, fields, tool=tool, memo_key=tools_memo_key, key=key,
-                   params=params)
+    content = body(prompt.head, history(prompt, wire_format, serialize,
+                                        [system] if system else [], [tail] if tail else []),
+                   history_key=history_key, tool=tool, memo_key=tools_memo_key, model=model,
+                   key=key, params=params)
     return content, fingerprints(
         prompt, wire_format=wire_format, names=names, model=model, key=key, params=params,
         reserved=reserved,

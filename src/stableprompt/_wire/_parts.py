@@ -40,6 +40,7 @@ __all__ = [
     "check_reasoning",
     "check_ttl",
     "covered",
+    "envelope",
     "extend_prefix",
     "history_entry",
     "join_body",
@@ -326,6 +327,37 @@ def join_body(fields: Mapping[str, Field], params: Mapping[str, Any]) -> bytes:
             pieces.extend(value)
     pieces.append(b"}" if pieces else b"{}")
     return b"".join(pieces)
+
+
+_HOLE = b"\0"
+"""Where the history array goes in an envelope's joined body: canonical JSON escapes U+0000,
+so a raw NUL byte appears nowhere else."""
+
+
+def envelope(cache: dict[Any, tuple[bytes, bytes]], key: Any,
+             fields: Callable[[], Mapping[str, bytes]], history_key: str,
+             params: Mapping[str, Any]) -> tuple[bytes, bytes]:
+    """The body's bytes before and after its ``history_key`` array: the other top-level
+    fields (``fields()``, made on a miss) and ``params`` joined in sorted key order as
+    :func:`join_body` joins them, kept in ``cache`` under ``key`` and the params' canonical
+    bytes (what a turn sends around its history rarely changes: the model, ``max_tokens``,
+    the head's tools and system, the same params).
+
+    Raises:
+        InputError: a param names a field the renderer sets (code ``render-param-clash``).
+        CanonicalizationError: a param value is not canonical JSON (pointer ``/<param>...``).
+    """
+    full = (key, tuple([(name, param_bytes(name, value)) for name, value in params.items()])
+            if params else ())
+    found = cache.get(full)
+    if found is None:
+        whole = join_body({**fields(), history_key: _HOLE}, params)
+        at = whole.index(_HOLE)
+        found = (whole[:at], whole[at + 1:])
+        if len(cache) >= _MAX_ENTRIES:
+            cache.clear()
+        cache[full] = found
+    return found
 
 
 _KEYS: dict[str, bytes] = {}

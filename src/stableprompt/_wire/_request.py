@@ -8,6 +8,7 @@ from functools import cached_property
 from typing import Any
 
 from .._canonical import canonical_json, loads
+from .._frozen import frozen_instance
 from .._public import public
 from .._segment import Segment
 from ._formats import HISTORY_KEYS, segment_request
@@ -109,12 +110,9 @@ class ProviderRequest:
         head_fingerprint)`` equal to the segmented body's, computed incrementally by the
         renderer (``None``: from the segmented body); ``tail_count`` as the attribute;
         ``params`` the model and extra params it was rendered with (:attr:`params`)."""
-        request = cls(wire_format, path, content, tail_count)
-        if fingerprints is not None:
-            request.__dict__["_fingerprints"] = fingerprints
-        if params is not None:
-            request.__dict__["_params"] = params
-        return request
+        return frozen_instance(cls, {
+            "wire_format": wire_format, "path": path, "content": content,
+            "tail_count": tail_count, "_fingerprints": fingerprints, "_params": params})
 
     @cached_property
     def _chained(self) -> tuple[str, str]:

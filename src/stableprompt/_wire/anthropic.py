@@ -42,7 +42,6 @@ from ._parts import (
     BREAKPOINT_TTLS,
     AssistantTurn,
     Datas,
-    Field,
     Fingerprints,
     HeadParts,
     MessageParts,
@@ -52,8 +51,8 @@ from ._parts import (
     check_model,
     check_reasoning,
     check_ttl,
+    envelope,
     history_entry,
-    join_body,
     joined,
     memo,
     param_bytes,
@@ -367,12 +366,10 @@ def breakpoints(prompt: PromptParts, history_ttl: str, budget: int, *,
             follows a shorter one (code ``breakpoint-ttl-order``).
     """
     head, messages, count = prompt.head, prompt.message_list, prompt.message_count
-    user: dict[Place, str] = {}
-    for i, ttl in enumerate(head.system_ttls):
-        if ttl:
-            user[("system", i)] = ttl
-    for mi, ttl in known:
-        user[("message", mi)] = ttl
+    system_marks, head_mark = memo(head, _HEAD_MARKS_KEY, lambda: _head_marks(head))
+    user: dict[Place, str] = dict(system_marks)
+    for mi, known_ttl in known:
+        user[("message", mi)] = known_ttl
     for mi in range(scan_from, count):
         ttl = messages[mi].breakpoint
         if ttl:
@@ -385,11 +382,8 @@ def breakpoints(prompt: PromptParts, history_ttl: str, budget: int, *,
     history: Place = ("message", count - 1)
     if count and history not in short:
         sdk.append((history, history_ttl))
-    if head.system:
-        sdk.append((("system", len(head.system) - 1), head.head_ttl))
-    elif len(head.tools):
-        sdk.append((("tool", len(head.tools) - 1), head.head_ttl))
-    sdk = [(place, ttl) for place, ttl in sdk if place not in short]
+    if head_mark is not None and head_mark[0] not in short:
+        sdk.append(head_mark)
     carry = prompt.previous_breakpoint
     if carry is not None and carry < count - 1:
         distance = 0
@@ -411,15 +405,36 @@ def breakpoints(prompt: PromptParts, history_ttl: str, budget: int, *,
             f"{budget}, which would drop the SDK's end-of-history breakpoint (every turn would "
             "then write the history again): remove one, or place it on the last message",
             code="breakpoint-evicts-history", segment=f"messages[{count - 1}]")
-    ranked = sorted(marks.items(), key=lambda kv: (_PLACE_ORDER[kv[0][0]], kv[0][1]))
+    if len(marks) < 2:
+        return marks, user
+    ranked = sorted(marks.items(), key=_rank)
     for (earlier, ttl_a), (later, ttl_b) in itertools.pairwise(ranked):
-        if TTL_LABELS_S[ttl_b] > TTL_LABELS_S[ttl_a]:
+        if ttl_a != ttl_b and TTL_LABELS_S[ttl_b] > TTL_LABELS_S[ttl_a]:
             raise BreakpointError(
                 f"a {ttl_b} breakpoint at {later[0]} {later[1]} follows a {ttl_a} "
                 f"breakpoint at {earlier[0]} {earlier[1]}: longer TTLs must come first "
                 "(raise head_ttl/history_ttl or move the breakpoint)",
                 code="breakpoint-ttl-order", segment=f"{later[0]}[{later[1]}]")
     return dict(ranked), user
+
+
+def _rank(mark: tuple[Place, str]) -> tuple[int, int]:
+    return _PLACE_ORDER[mark[0][0]], mark[0][1]
+
+
+_HEAD_MARKS_KEY = "anthropic-head-marks"
+"""Head memo key: :func:`_head_marks`."""
+
+
+def _head_marks(head: HeadParts) -> tuple[tuple[tuple[Place, str], ...], tuple[Place, str] | None]:
+    """The head's user-placed breakpoints (its system blocks', in order) and the SDK's
+    end-of-head one (``None`` for a head with neither system nor tools)."""
+    system = tuple((("system", i), ttl) for i, ttl in enumerate(head.system_ttls) if ttl)
+    if head.system:
+        return system, (("system", len(head.system) - 1), head.head_ttl)
+    if len(head.tools):
+        return system, (("tool", len(head.tools) - 1), head.head_ttl)
+    return system, None
 
 
 def _message(role: str, blocks: Sequence[bytes]) -> bytes:
@@ -465,8 +480,8 @@ def render(prompt: PromptParts, *, model: str, max_tokens: int, history_ttl: str
 
     marks, user = breakpoints(prompt, history_ttl, max_breakpoints, known=known,
                               scan_from=done, short=short)
-    head_fields = _head_fields(head, tuple((place, ttl) for place, ttl in marks.items()
-                                           if place[0] != "message"))
+    head_fields, envelopes = _head_fields(head, tuple(
+        [(place, ttl) for place, ttl in marks.items() if place[0] != "message"]))
 
     # The role groups before the last one (user text and tool results share the user role)
     # join the memo's prefix with their user-placed breakpoints only; the last group (the
@@ -491,7 +506,10 @@ def render(prompt: PromptParts, *, model: str, max_tokens: int, history_ttl: str
     if tail and not tail_in_group:
         fresh.append(_message("user", tail))
 
-    history: list[bytes | memoryview] = [b"["]
+    before, after = envelope(envelopes, (model, max_tokens), lambda: {
+        "max_tokens": param_bytes("max_tokens", max_tokens),
+        "model": param_bytes("model", model), **head_fields}, "messages", params)
+    history: list[bytes | memoryview] = [before, b"["]
     buffer, length, offsets, firsts, ngroups = prefix
     view = memoryview(buffer)
     carry = prompt.previous_breakpoint
@@ -509,13 +527,8 @@ def render(prompt: PromptParts, *, model: str, max_tokens: int, history_ttl: str
         history.append(b",")
     history.append(b",".join(fresh))
     history.append(b"]")
-    fields: dict[str, Field] = {
-        "max_tokens": param_bytes("max_tokens", max_tokens),
-        "messages": history,
-        "model": param_bytes("model", model),
-    }
-    fields.update(head_fields)
-    content = join_body(fields, params)
+    history.append(after)
+    content = b"".join(history)
     if _SEGMENTED_FIELDS & params.keys():
         return content, None
 
@@ -633,10 +646,16 @@ def _reusable(messages: Sequence[MessageParts], count: int, done: int, stable: i
                 and _role(messages[done - 1]) == _role(messages[done]))
 
 
-def _head_fields(head: Any, marks: tuple[tuple[Place, str], ...]) -> dict[str, bytes]:
+HeadFields = tuple[dict[str, bytes], dict[Any, tuple[bytes, bytes]]]
+"""The ``system`` and ``tools`` fields for a set of head marks, and the body envelopes
+around them (``_parts.envelope``)."""
+
+
+def _head_fields(head: Any, marks: tuple[tuple[Place, str], ...]) -> HeadFields:
     """The ``system`` and ``tools`` fields with the head's breakpoints ``marks``, joined once
-    per head and set of marks (the marks on the head rarely change)."""
-    cache: dict[tuple[tuple[Place, str], ...], dict[str, bytes]] = memo(
+    per head and set of marks (the marks on the head rarely change), and the cache of the
+    body envelopes around them."""
+    cache: dict[tuple[tuple[Place, str], ...], HeadFields] = memo(
         head, "anthropic-head-fields", dict)
     found = cache.get(marks)
     if found is not None:
@@ -658,8 +677,8 @@ def _head_fields(head: Any, marks: tuple[tuple[Place, str], ...]) -> dict[str, b
         fields["tools"] = joined(tool_bytes)
     if len(cache) >= 16:
         cache.clear()
-    cache[marks] = fields
-    return fields
+    found = cache[marks] = (fields, {})
+    return found
 
 
 _SEGMENTED_FIELDS = frozenset({"tools", "system", "messages"})
