@@ -106,8 +106,8 @@ def body(head: HeadParts, history: list[bytes | memoryview], *, history_key: str
 
     if key:
         params = {**params, "prompt_cache_key": key}
-    before, after = envelope(memo(head, memo_key + "-envelopes", dict), model, fields,
-                             history_key, params)
+    before, after = envelope(memo(head, memo_key + "-envelopes", dict), (type(model), model),
+                             fields, history_key, params)
     return b"".join([before, *history, after])
 
 

@@ -475,11 +475,27 @@ def segment_datas(marker_key: str, fill: Callable[[SegmentBuilder], object]) -> 
     return tuple((s.kind, s.data) for s in builder.specs)
 
 
-def param_datas(names: Sequence[str], model: str, params: Mapping[str, Any]) -> Datas:
+def param_datas(names: tuple[str, ...], model: str, params: Mapping[str, Any]) -> Datas:
     """The ``param`` segments of a rendered body: ``model`` and the cache-key ``params``
-    present, in the format's cache-key order (their canonical bytes, as in the body)."""
+    present, in the format's cache-key order (their canonical bytes, as in the body).
+    Remembered (bounded) when every param is a str (model ids, cache keys: hashable, and
+    equal only when their bytes are): a turn keys its cached head chain state by them."""
+    key = None
+    if type(model) is str and all(type(value) is str for value in params.values()):
+        key = (names, model, tuple(params.items()))
+        found = _PARAM_DATAS.get(key)
+        if found is not None:
+            return found
     values = {**params, "model": model}
-    return tuple(("param", param_bytes(n, values[n])) for n in names if n in values)
+    datas = tuple(("param", param_bytes(n, values[n])) for n in names if n in values)
+    if key is not None:
+        if len(_PARAM_DATAS) >= 256:
+            _PARAM_DATAS.clear()
+        _PARAM_DATAS[key] = datas
+    return datas
+
+
+_PARAM_DATAS: dict[tuple[tuple[str, ...], str, tuple[tuple[str, Any], ...]], Datas] = {}
 
 
 def _chained(state: bytes | None, datas: Datas) -> bytes | None:

@@ -506,7 +506,7 @@ def render(prompt: PromptParts, *, model: str, max_tokens: int, history_ttl: str
     if tail and not tail_in_group:
         fresh.append(_message("user", tail))
 
-    before, after = envelope(envelopes, (model, max_tokens), lambda: {
+    before, after = envelope(envelopes, (type(model), model, max_tokens), lambda: {
         "max_tokens": param_bytes("max_tokens", max_tokens),
         "model": param_bytes("model", model), **head_fields}, "messages", params)
     history: list[bytes | memoryview] = [before, b"["]
