@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from .._canonical import canonical_json, decoded_json, loads
@@ -223,13 +223,14 @@ _ROLE_HEADS = {role: b'{"role":' + canonical_json(role)
                for role in ("user", "assistant", "tool", "system", "developer")}
 
 
-def _item_pieces(item: dict[str, Any]) -> Iterator[tuple[bytes, ...]]:
+def _item_pieces(item: dict[str, Any]) -> list[tuple[bytes, ...]]:
     """The ``message`` segments :func:`segment_message` makes of one rendered, non-leading
     item (a dict :func:`loads` just gave, consumed here: ``decoded_json`` serializes its
     parts; no marker: the renderer places none), each as the pieces of its bytes, without a
     builder: one per content block (``{"role":..,"block":..}``), or one for string / null
     content (``{"role":..,"content":..}``), then one for the other fields.
     tests/test_incremental_render.py checks every render against the segmenter."""
+    out: list[tuple[bytes, ...]] = []
     if "role" in item or "content" in item:
         role = item.pop("role", None)
         content = item.pop("content", None)
@@ -237,12 +238,13 @@ def _item_pieces(item: dict[str, Any]) -> Iterator[tuple[bytes, ...]]:
         if head is None:
             head = b'{"role":' + decoded_json(role, kept=False)
         if type(content) is list:
-            for block in content:
-                yield head, b',"block":', decoded_json(block, kept=False), b"}"
+            out.extend([(head, b',"block":', decoded_json(block, kept=False), b"}")
+                        for block in content])
         else:
-            yield head, b',"content":', decoded_json(content, kept=False), b"}"
+            out.append((head, b',"content":', decoded_json(content, kept=False), b"}"))
     if item:  # the other fields, in their (sorted) order
-        yield (decoded_json(item, kept=False),)
+        out.append((decoded_json(item, kept=False),))
+    return out
 
 
 def tail_role(model: str) -> str:

@@ -388,7 +388,7 @@ def breakpoints(prompt: PromptParts, history_ttl: str, budget: int, *,
     if carry is not None and carry < count - 1:
         distance = 0
         for mi in range(count - 1, carry, -1):
-            distance += len(message_blocks(messages[mi]))
+            distance += len(messages[mi].wire_blocks)  # one content block each
             if distance >= LOOKBACK_BLOCKS:
                 break
         if distance >= LOOKBACK_BLOCKS:
@@ -583,12 +583,13 @@ def _group(messages: Sequence[MessageParts], group: tuple[str, int, int],
     role, first, end = group
     parts: list[bytes] = []
     for mi in range(first, end):
-        wire = message_blocks(messages[mi])
+        message = messages[mi]
+        wire = message.wire_memo.get(WIRE_FORMAT) or message_blocks(message)
         mark = marks.get(("message", mi)) if marks else None
-        at = _markable(messages[mi]) if mark else None
+        at = _markable(message) if mark else None
         if mark and at is not None:
             parts.extend(wire[:at])
-            parts.append(block_with_breakpoint(messages[mi], at, mark))
+            parts.append(block_with_breakpoint(message, at, mark))
             parts.extend(wire[at + 1:])
         else:
             parts.extend(wire)
@@ -616,7 +617,7 @@ def _groups(messages: Sequence[MessageParts], start: int,
     """``(role, first, end)`` of the role groups of ``messages[start:stop]``."""
     groups: list[tuple[str, int, int]] = []
     for mi in range(start, stop):
-        role = _role(messages[mi])
+        role = "assistant" if messages[mi].role == "assistant" else "user"  # _role inlined
         if groups and groups[-1][0] == role:
             groups[-1] = (role, groups[-1][1], mi + 1)
         else:
@@ -630,8 +631,8 @@ def _last_group(messages: Sequence[MessageParts], count: int) -> int:
     first = count - 1
     if first < 0:
         return 0
-    role = _role(messages[first])
-    while first and _role(messages[first - 1]) == role:
+    assistant = messages[first].role == "assistant"  # the group's role (see _role)
+    while first and (messages[first - 1].role == "assistant") == assistant:
         first -= 1
     return first
 
