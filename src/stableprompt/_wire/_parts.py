@@ -524,15 +524,19 @@ def request_fingerprints(prompt: PromptParts, key: str, params: Datas,
     memo, so a turn chains only the messages appended since the last render.
     """
     owner = prompt.head
-    states: dict[Datas, tuple[bytes, str]] = memo(owner, key + "-chain", dict)
+    states_key = key + "-chain"
+    states: dict[Datas, tuple[bytes, str, str]] | None = owner.wire_memo.get(states_key)
+    if states is None:
+        states = owner.wire_memo[states_key] = {}
     found_head = states.get(params)
     if found_head is None:
         if len(states) >= _MAX_ENTRIES:
             states.clear()
         after_head = _chained(_chained(None, params), memo(owner, key + "-segments", head))
         assert after_head is not None  # params always hold the model
-        found_head = states[params] = (after_head, f"{key}-chain:{after_head.hex()}")
-    after, entry_key = found_head
+        found_head = states[params] = (after_head, f"{key}-chain:{after_head.hex()}",
+                                       tag(after_head))
+    after, entry_key, head_fingerprint = found_head
     found = history_entry(prompt, entry_key)
     count, state = found if found is not None else (0, after)
     messages, total = prompt.message_list, prompt.message_count
@@ -542,4 +546,4 @@ def request_fingerprints(prompt: PromptParts, key: str, params: Datas,
         store_entry(prompt, entry_key, total, state)
     final = _chained(state, tail)
     assert final is not None
-    return tag(final), tag(after)
+    return tag(final), head_fingerprint

@@ -349,8 +349,11 @@ def _system(head: HeadParts, system_role: str) -> bytes | None:
     """The system item for ``system_role``, serialized once per head and role."""
     if not head.system:
         return None
-    return memo(head, f"{WIRE_FORMAT}-system-{system_role}",
-                lambda: _system_bytes(head, system_role))
+    return memo(head, _SYSTEM_KEYS[system_role], lambda: _system_bytes(head, system_role))
+
+
+_SYSTEM_KEYS = {role: f"{WIRE_FORMAT}-system-{role}" for role in _openai.SYSTEM_ROLES}
+"""Head memo keys: the system item per role."""
 
 
 def _system_bytes(head: HeadParts, system_role: str) -> bytes:
@@ -363,8 +366,8 @@ def _tail(prompt: PromptParts, model: str, tail_role: str | None) -> bytes | Non
     tail = prompt.tail_texts
     if not tail:
         return None
-    role = tail_role or default_tail_role(model)
-    return canonical_json({"content": "\n".join(tail), "role": role})
+    role = tail_role or default_tail_role(model)  # the texts were checked by the render
+    return checked_json({"content": "\n".join(tail), "role": role})
 
 
 def segment(body: Mapping[str, Any], b: SegmentBuilder) -> None:

@@ -297,8 +297,11 @@ def _system(head: HeadParts, system_role: str) -> bytes | None:
     """The system item for ``system_role``, serialized once per head and role."""
     if not head.system:
         return None
-    return memo(head, f"{WIRE_FORMAT}-system-{system_role}",
-                lambda: _system_bytes(head, system_role))
+    return memo(head, _SYSTEM_KEYS[system_role], lambda: _system_bytes(head, system_role))
+
+
+_SYSTEM_KEYS = {role: f"{WIRE_FORMAT}-system-{role}" for role in _openai.SYSTEM_ROLES}
+"""Head memo keys: the system item per role."""
 
 
 def _system_bytes(head: HeadParts, system_role: str) -> bytes:
@@ -311,7 +314,7 @@ def _tail(prompt: PromptParts, model: str, tail_role: str | None) -> bytes | Non
     tail = prompt.tail_texts
     if not tail:
         return None
-    return canonical_json({
+    return checked_json({  # the texts were checked by the render
         "content": [{"text": "\n".join(tail), "type": "input_text"}],
         "role": tail_role or default_tail_role(model), "type": "message"})
 
