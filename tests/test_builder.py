@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import random
 import subprocess
 import sys
@@ -381,3 +382,40 @@ def test_an_unknown_keyword_with_no_close_spelling_lists_the_keywords() -> None:
         PromptBuilder(zzz=1)  # type: ignore[call-arg]
     assert "did you mean" not in info.value.message
     assert "strict, system, tail_slots, tokenizer, tools" in info.value.message
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.sampled_from(["user", "turn", "compact", "fork", "pickle", "summarize",
+                                 "rebase"]), max_size=14))
+def test_prompt_tokens_are_the_sum_of_its_segments(ops: list[str]) -> None:
+    """``RenderedPrompt.tokens`` (head and history totals kept, the tail counted) equals the
+    sum over every segment, through appends, compaction, forks, rebases and pickling."""
+    import pickle
+
+    from stableprompt._segment import sum_tokens
+
+    conv = _conversation()
+    for i, op in enumerate(ops):
+        if op == "user":
+            conv.user(f"question {i} " * (i % 4 + 1))  # type: ignore[attr-defined]
+            conv.assistant(f"answer {i}")  # type: ignore[attr-defined]
+        elif op == "turn":
+            conv.user("Weather?")  # type: ignore[attr-defined]
+            conv.assistant(tool_calls=[{"id": f"c{i}", "name": "search",  # type: ignore[attr-defined]
+                                        "arguments": {"q": "x" * i, "n": i}}])
+            conv.tool_result(f"c{i}", {"rows": list(range(i))})  # type: ignore[attr-defined]
+        elif op == "compact" and len(conv.messages) >= 4:  # type: ignore[attr-defined]
+            with contextlib.suppress(HistoryError):  # a span splitting a call from its result
+                conv.compact(f"summary {i}", start=1, end=len(conv.messages))  # type: ignore[attr-defined]
+        elif op == "fork":
+            conv = conv.fork()  # type: ignore[attr-defined]
+        elif op == "rebase":
+            conv, _ = conv.rebase(_head(system="Another system prompt."))  # type: ignore[attr-defined]
+        prompt = (conv.summarization_request() if op == "summarize"  # type: ignore[attr-defined]
+                  else conv.render(tail={"now": f"t{i}"} if i % 2 else {"now": ""}))  # type: ignore[attr-defined]
+        if op == "pickle":
+            prompt = pickle.loads(pickle.dumps(prompt))
+        assert prompt.tokens == sum_tokens(prompt.segments)
+        assert prompt.tokens is not None and prompt.tokens > 0
+    assert PromptBuilder(tokenizer=None).system("x").freeze().conversation().render(
+    ).tokens is None

@@ -393,6 +393,9 @@ class Conversation:
         self.head = head
         self._messages: list[Message] = []
         self._segments: list[Segment] = []
+        self._token_sums: list[int | None] = []
+        """Tokens of the history through each message (``None`` once one is unknown):
+        ``RenderedPrompt.tokens`` in O(1)."""
         self._open_calls: dict[str, str] = {}
         self._seen_calls: set[str] = set()
         # History lengths of the last two distinct rendered histories: the previous one is
@@ -451,10 +454,13 @@ class Conversation:
         raw = bytes.fromhex(previous.prefix_digest) if previous else self.head._digest
         spec = SegmentSpec("message", f"messages[{index}]", message.data, f"/messages/{index}",
                            message.breakpoint, message.role)
+        tokens = _count(self.head._counter, message.data)
         segments, _, _ = build_segments([spec], start=start, previous=raw,
-                                        token_counts=[_count(self.head._counter, message.data)])
+                                        token_counts=[tokens])
+        total = self._token_sums[-1] if self._token_sums else 0
         self._messages.append(message)
         self._segments.append(segments[0])
+        self._token_sums.append(None if total is None or tokens is None else total + tokens)
 
     def user(self, content: str | Sequence[str], *, cache_breakpoint: str | None = None) -> Message:
         """Append a user message (one or several non-empty text blocks).
@@ -680,6 +686,7 @@ class Conversation:
             "history_memo": self._memo,
             "tail_texts": tuple([tail_text(name, value) for name, value in tail]),
             "history_segments": history,
+            "history_tokens": self._token_sums[count - 1] if count else 0,
         })
 
     def fork(self) -> Conversation:
@@ -688,6 +695,7 @@ class Conversation:
         other = Conversation(self.head)
         other._messages = list(self._messages)
         other._segments = list(self._segments)
+        other._token_sums = list(self._token_sums)
         other._open_calls = dict(self._open_calls)
         other._seen_calls = set(self._seen_calls)
         other._anchors = self._anchors
@@ -760,6 +768,7 @@ class Conversation:
         rest = self._messages[end:]
         self._messages = self._messages[:start]
         self._segments = self._segments[:start]
+        self._token_sums = self._token_sums[:start]
         self._append(user_message(prefix + summary))
         summary_tokens = self._segments[-1].tokens
         for message in rest:

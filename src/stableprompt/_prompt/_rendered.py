@@ -80,6 +80,9 @@ class RenderedPrompt:
     """The history messages' segments, one per message (``segments`` between head and tail):
     a sequence whose first ``len(messages)`` items are those (the conversation's own
     append-only list, read in O(1) by :meth:`message_digest`)."""
+    history_tokens: int | None = field(default=None, repr=False, compare=False)
+    """Tokens of the history messages' segments (``None`` without a tokenizer): kept by the
+    conversation as a running total, so :attr:`tokens` is O(tail), not O(history)."""
 
     @cached_property
     def messages(self) -> tuple[Message, ...]:
@@ -98,11 +101,12 @@ class RenderedPrompt:
                  tail_texts: tuple[str, ...]) -> RenderedPrompt:
         """Rebuild a pickled prompt from its segments (with a history memo of its own)."""
         first = len(segments) - len(tail) - len(messages)
+        history = segments[first:first + len(messages)]
         return cls(head=head, message_list=messages, message_count=len(messages), tail=tail,
                    make_segments=lambda: segments,
                    head_data=head_data, previous_breakpoint=previous_breakpoint,
-                   tail_texts=tail_texts,
-                   history_segments=segments[first:first + len(messages)])
+                   tail_texts=tail_texts, history_segments=history,
+                   history_tokens=sum_tokens(history))
 
     @cached_property
     def segments(self) -> Sequence[Segment]:
@@ -143,8 +147,14 @@ class RenderedPrompt:
 
     @property
     def tokens(self) -> int | None:
-        """Total tokens over all segments, ``None`` without a tokenizer."""
-        return sum_tokens(self.segments)
+        """Total tokens over all segments (head + history + tail), ``None`` without a
+        tokenizer. O(tail): the head's and the history's totals are kept."""
+        head, history = self.head.tokens, self.history_tokens
+        if head is None or history is None:
+            return None
+        segments = self.segments
+        tail = sum_tokens(segments[len(segments) - len(self.tail):]) if self.tail else 0
+        return None if tail is None else head + history + tail
 
     def _check_not_empty(self) -> None:
         if not self.message_count and not self.tail:
