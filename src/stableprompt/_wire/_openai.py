@@ -209,8 +209,8 @@ def fingerprints(prompt: PromptParts, *, wire_format: str, names: tuple[str, ...
 
     def make() -> tuple[str, str]:
         values = {**params, "prompt_cache_key": key} if key else params
-        tail_segments = () if tail is None else tuple(
-            ("message", b"".join(pieces)) for pieces in _item_pieces(loads(tail)))
+        tail_segments = () if tail is None else tuple([
+            ("message", b"".join(pieces)) for pieces in _item_pieces(loads(tail))])
         return request_fingerprints(
             prompt, f"{wire_format}:{system_role}", param_datas(names, model, values),
             lambda: segment_datas(MARKER_KEY, lambda b: segment(loads(head_body()), b)),

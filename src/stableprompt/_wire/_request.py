@@ -114,12 +114,16 @@ class ProviderRequest:
             "wire_format": wire_format, "path": path, "content": content,
             "tail_count": tail_count, "_fingerprints": fingerprints, "_params": params})
 
-    @cached_property
+    @property
     def _chained(self) -> tuple[str, str]:
-        make: Callable[[], tuple[str, str]] | None = self.__dict__.get("_fingerprints")
-        if make is None:
-            return self.segmented.fingerprint, self.segmented.head_fingerprint
-        return make()
+        # cached by hand: functools.cached_property takes an RLock per read on CPython 3.11
+        found: tuple[str, str] | None = self.__dict__.get("_chained_pair")
+        if found is None:
+            make: Callable[[], tuple[str, str]] | None = self.__dict__.get("_fingerprints")
+            found = ((self.segmented.fingerprint, self.segmented.head_fingerprint)
+                     if make is None else make())
+            self.__dict__["_chained_pair"] = found
+        return found
 
     @property
     def fingerprint(self) -> str:

@@ -264,7 +264,7 @@ def cache_control(ttl: str) -> dict[str, str]:
 
 def _tail_blocks(texts: tuple[str, ...]) -> tuple[bytes, ...]:
     """The text blocks of the tail ``texts`` (checked when the tail was rendered)."""
-    return tuple(checked_json({"text": t, "type": "text"}) for t in texts)
+    return tuple([checked_json({"text": t, "type": "text"}) for t in texts])
 
 
 def text_block_bytes(text: str, *, cache_ttl: str | None = None) -> bytes:
@@ -323,7 +323,7 @@ def message_blocks(message: MessageParts) -> tuple[bytes, ...]:
     cache = message.wire_memo
     found: tuple[bytes, ...] | None = cache.get(WIRE_FORMAT)
     if found is None:
-        found = cache[WIRE_FORMAT] = tuple(checked_json(block(b)) for b in message.wire_blocks)
+        found = cache[WIRE_FORMAT] = tuple([checked_json(block(b)) for b in message.wire_blocks])
     return found
 
 
@@ -537,7 +537,7 @@ def render(prompt: PromptParts, *, model: str, max_tokens: int, history_ttl: str
         return request_fingerprints(
             prompt, WIRE_FORMAT, param_datas(CACHE_KEY_PARAMS, model, params),
             lambda: _head_datas(head), _chain_message,
-            tuple(("message", _ROLE_HEADS["user"] + block + b"}") for block in tail))
+            tuple([("message", _ROLE_HEADS["user"] + block + b"}") for block in tail]))
 
     return content, fingerprints
 
@@ -708,7 +708,7 @@ def _chain_message(state: bytes, message: MessageParts) -> bytes:
     # top-level key to strip; chained here from the block's memoized bytes without building
     # that wrapped copy. tests/test_incremental_render.py checks it against the segmenter.
     head = _ROLE_HEADS["assistant" if message.role == "assistant" else "user"]
-    for data in message_blocks(message):
+    for data in message.wire_memo.get(WIRE_FORMAT) or message_blocks(message):
         state = chain_pieces(state, "message", (head, data, b"}"))
     return state
 

@@ -310,7 +310,7 @@ def message_bytes(message: MessageParts) -> tuple[bytes, ...]:
     cache = message.wire_memo
     found: tuple[bytes, ...] | None = cache.get(WIRE_FORMAT)
     if found is None:  # the message's canonical blocks were checked when it was made
-        found = cache[WIRE_FORMAT] = tuple(checked_json(m) for m in message_dicts(message))
+        found = cache[WIRE_FORMAT] = tuple([checked_json(m) for m in message_dicts(message)])
     return found
 
 

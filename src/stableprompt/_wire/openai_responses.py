@@ -257,7 +257,7 @@ def item_bytes(message: MessageParts) -> tuple[bytes, ...]:
     cache = message.wire_memo
     found: tuple[bytes, ...] | None = cache.get(WIRE_FORMAT)
     if found is None:  # the message's canonical blocks were checked when it was made
-        found = cache[WIRE_FORMAT] = tuple(checked_json(i) for i in items(message))
+        found = cache[WIRE_FORMAT] = tuple([checked_json(i) for i in items(message)])
     return found
 
 
