@@ -108,6 +108,19 @@ def _tables(values: dict[str, list[float]], errors: dict[str, str], memory: dict
             ours = med[f"render/{fmt}/{n}"]
             lines.append(f"| {n} | {fmt} | {_ms(ours)} | {_ms(dumps)} | {_ms(fast)} | "
                          f"{dumps / ours:.1f} | {fast / ours:.1f} |")
+    lines += ["", "### With token counts, on real BFCL tool schemas", "",
+              "39 BFCL v4 `live_multiple` tool schemas (repaired) + a system block, head "
+              "tokenizer cl100k; the new turn is timed too (counting its tokens is part of "
+              "the work). Ours = append the turn + `render()` + `to_anthropic()` + `content` + "
+              "`fingerprint` + `tokens`; naive = append its dicts, rebuild the body, "
+              "`json.dumps(sort_keys=True)` + SHA-256 + tokenize the whole body.", ""]
+    if "bfcl-tokens/10" in med:
+        lines += ["| turn | ours ms | naive ms | naive / ours |", "|---|---|---|---|"]
+        for n in TURNS:
+            ours, naive = med[f"bfcl-tokens/{n}"], med[f"naive-bfcl-tokens/{n}"]
+            lines.append(f"| {n} | {_ms(ours)} | {_ms(naive)} | {naive / ours:.1f} |")
+    else:
+        lines.append(f"Not measured: {meta.get('bfcl', 'the BFCL data is unavailable')}")
     lines += ["", "### Against the libraries users pick instead (Anthropic request building)",
               "", "Peer = its request mapping of the whole conversation (what it redoes every "
               "turn) + `json.dumps` of the result; ours = `render()` + `to_anthropic()` + "
@@ -128,7 +141,8 @@ def _tables(values: dict[str, list[float]], errors: dict[str, str], memory: dict
     lines += ["", "Growth from turn 10 to turn 1,000 (median at 1,000 / median at 10): "
               + ", ".join(f"{name} {_growth(values, name)}" for name in (
                   "render/anthropic", "render/openai-chat", "render/openai-responses",
-                  "naive-json", "naive-orjson", *(f"peer-{p}" for p in PEERS if p not in errors),
+                  "naive-json", "naive-orjson", "bfcl-tokens", "naive-bfcl-tokens",
+                  *(f"peer-{p}" for p in PEERS if p not in errors),
                   "record-client", "record-transport")) + ".", "",
               "### Recording overhead per call (Anthropic, `Recorder.start` + `finish`)", "",
               "| turn | client path median ms | client p99 ms | transport median ms | "
@@ -276,6 +290,7 @@ def main() -> None:
     workload.write(path, max(TURNS) + 100)
     _pyperf(Path(sys.executable), "suite.py", WORK / "suite.json", args.fast)
     values = _values(WORK / "suite.json")
+    bfcl = pyperf.BenchmarkSuite.load(str(WORK / "suite.json")).get_metadata().get("bfcl")
     errors: dict[str, str] = {}
     for peer in () if args.skip_peers else PEERS:
         try:
@@ -290,7 +305,8 @@ def main() -> None:
     memory = json.loads(subprocess.run(
         [sys.executable, str(HERE / "memory.py")], capture_output=True, text=True, check=True,
         env={**os.environ, "PYTHONPATH": str(ROOT / "src")}).stdout)
-    tables = _tables(values, errors, memory, _meta(len(values["render/anthropic/10"])))
+    tables = _tables(values, errors, memory, {**_meta(len(values["render/anthropic/10"])),
+                                              "bfcl": bfcl})
     if args.no_write:
         print(tables + "\n\n" + lint_table)
         return

