@@ -10,7 +10,8 @@ drained between the caller's parts), ``--calls`` of them after 5 warm-up calls:
   (``gc.get_count()[0]`` after minus before, median): what a call adds to the count that
   triggers a collection, and what a collection then has to look at;
 - ``collections in timed``: collections (by generation) that ran inside the caller's timed
-  parts (``gc.callbacks``), against those that ran anywhere in the process meanwhile;
+  parts (``gc.callbacks``), against those that ran anywhere in the process meanwhile, and
+  the median time of one, by generation (what a collection costs when it lands in a call);
 - then one full collection's time (median of 7 ``gc.collect()``) over the conversation
   alone and after a ``Recorder`` recorded ``--calls`` calls of it, and what the recorder's
   memory (``CallMemory``: predecessor index, lineage segments, token memo) holds for the
@@ -49,17 +50,19 @@ class _Collections:
         self.inside: Counter[int] = Counter()
         self.anywhere: Counter[int] = Counter()
         self.inside_ms: list[float] = []
+        self.ms: dict[int, list[float]] = {0: [], 1: [], 2: []}
         self._start = 0.0
 
     def __call__(self, phase: str, info: dict[str, Any]) -> None:
         if phase == "start":
             self._start = time.perf_counter()
             return
-        generation = info["generation"]
+        generation, took = info["generation"], (time.perf_counter() - self._start) * 1e3
         self.anywhere[generation] += 1
+        self.ms[generation].append(took)
         if self.timed:
             self.inside[generation] += 1
-            self.inside_ms.append((time.perf_counter() - self._start) * 1e3)
+            self.inside_ms.append(took)
 
 
 def caller_path(path: str, turns: int, calls: int) -> dict[str, Any]:
@@ -116,6 +119,8 @@ def caller_path(path: str, turns: int, calls: int) -> dict[str, Any]:
         "collections_in_timed": dict(seen.inside),
         "collections_in_timed_ms": [round(ms, 3) for ms in seen.inside_ms],
         "collections_anywhere": dict(seen.anywhere),
+        "collection_median_ms": {generation: round(statistics.median(took), 3)
+                                 for generation, took in seen.ms.items() if took},
     }
 
 

@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import bisect
 import threading
+from array import array
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -95,8 +96,8 @@ class _Stored:
     item_segments: list[int]  # per item: segments of the request through it (head included)
     leading: int  # how many items from the first returned ``leading=True``
     items: list[Any]  # the history list of ``segmented.body`` (never mutated)
-    tokens: tuple[int, ...] | None = field(default=None)
-    cumulative: tuple[int, ...] | None = field(default=None)  # running sums of ``tokens``
+    tokens: Sequence[int] | None = field(default=None)
+    cumulative: Sequence[int] | None = field(default=None)  # running sums of ``tokens``
     # Rendered bodies only: the bytes around the history in the body, when the history is
     # exactly ``dump`` there (``None``: not known to be a compact rendered body).
     around: tuple[bytes, bytes] | None = field(default=None)
@@ -137,8 +138,8 @@ class Resegmented:
 
     segmented: SegmentedRequest
     reused: int = 0
-    previous_tokens: tuple[int, ...] | None = None
-    previous_cumulative: tuple[int, ...] | None = None
+    previous_tokens: Sequence[int] | None = None
+    previous_cumulative: Sequence[int] | None = None
 
 
 class LineageSegments:
@@ -402,8 +403,11 @@ class LineageSegments:
         """Keep ``tokens`` (one per segment; ``cumulative``: their running sums) with
         ``segmented`` when it is still its lineage's stored request, for the next request's
         reused segments."""
-        kept = tuple(tokens)
-        sums = None if cumulative is None else tuple(cumulative)
+        # kept as given when immutable or an array (a request's own counts: the recorder's
+        # RequestState holds arrays, which the garbage collector traverses in one step)
+        kept = tokens if isinstance(tokens, (tuple, array)) else tuple(tokens)
+        sums = cumulative if cumulative is None or isinstance(cumulative, (tuple, array)) \
+            else tuple(cumulative)
         with self._lock:
             for entry in reversed(self._stored.values()):
                 if entry.segmented is segmented:
