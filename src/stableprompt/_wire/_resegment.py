@@ -92,8 +92,11 @@ class _Stored:
     segmented: SegmentedRequest
     head: int  # segments before the history
     dump: bytes | memoryview  # decoded_json of the history list (a view of a rendered body)
-    item_ends: list[int]  # per item: offset in ``dump`` one past its last byte
-    item_segments: list[int]  # per item: segments of the request through it (head included)
+    # per item: offset in ``dump`` one past its last byte; segments of the request through
+    # it (head included). Arrays: one per request made, and the garbage collector traverses
+    # an array in one step, a list of ints item by item in every collection it survives.
+    item_ends: array[int]
+    item_segments: array[int]
     leading: int  # how many items from the first returned ``leading=True``
     items: list[Any]  # the history list of ``segmented.body`` (never mutated)
     tokens: Sequence[int] | None = field(default=None)
@@ -116,8 +119,8 @@ class _Base:
     kept: tuple[Segment, ...]
     prefix: Sequence[SegmentBytes | bytes]
     previous: bytes | None
-    item_ends: list[int]
-    item_segments: list[int]
+    item_ends: array[int]
+    item_segments: array[int]
     leading_items: int
     heads: int
 
@@ -429,7 +432,7 @@ def _check(steps: SegmentSteps, stored: _Stored) -> None:
 
 def _fresh(head: _Head) -> _Base:
     """Nothing reused: the head's segments, data and chain state only."""
-    return _Base(0, head[0], [head[1]], head[2], [], [], 0, len(head[0]))
+    return _Base(0, head[0], [head[1]], head[2], array("q"), array("q"), 0, len(head[0]))
 
 
 def _reused(stored: _Stored, done: int) -> _Base:
@@ -460,7 +463,8 @@ def _rebased(other: _Stored, dump: bytes,
                               shift=len(head[1]) - begin, previous=head[2])
     heads = len(head[0])
     return _Base(0, (*head[0], *moved), [head[1], history], previous,
-                 other.item_ends[:done], [n - first + heads for n in other.item_segments[:done]],
+                 other.item_ends[:done],
+                 array("q", (n - first + heads for n in other.item_segments[:done])),
                  min(other.leading, done), heads)
 
 
