@@ -41,6 +41,9 @@ PYPERF = "pyperf==2.11.0"
 TURNS = (10, 100, 1000)
 MARK_START, MARK_END = "<!-- generated: start -->", "<!-- generated: end -->"
 LINT_START, LINT_END = "<!-- generated lint: start -->", "<!-- generated lint: end -->"
+#: Values per process of the ``record-thread/*`` cells, whose p99 the tables report: 3 x 100
+#: single calls make the p99 about the 4th largest (of 3 x 10 it was about the maximum).
+THREAD_VALUES, THREAD_VALUES_FAST = 100, 10
 #: One lint value is a whole pass over ~110 MB (seconds): fewer of them than the per-turn suite.
 LINT_SETTINGS = ["--loops", "1", "--warmups", "1", "--processes", "2", "--values", "3"]
 LINT_FAST = ["--loops", "1", "--warmups", "0", "--processes", "1", "--values", "2"]
@@ -81,6 +84,11 @@ def _p99(values: list[float]) -> float:
     """The 99th percentile (nearest rank) of single-call values."""
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
+
+
+def _count(values: dict[str, list[float]], name: str) -> str:
+    """How many values ``name`` has, as text (``n/a`` when it did not run)."""
+    return str(len(values[name])) if name in values else "n/a"
 
 
 def _growth(values: dict[str, list[float]], name: str) -> str:
@@ -145,6 +153,8 @@ def _tables(values: dict[str, list[float]], errors: dict[str, str], memory: dict
                   *(f"peer-{p}" for p in PEERS if p not in errors),
                   "record-client", "record-transport")) + ".", "",
               "### Recording overhead per call (Anthropic, `Recorder.start` + `finish`)", "",
+              f"p99 (nearest rank) of {_count(values, 'record-client/1000')} single calls: "
+              "about the largest (the caller-thread figures below have more values).", "",
               "| turn | client path median ms | client p99 ms | transport median ms | "
               "one orjson parse ms | transport / parse |", "|---|---|---|---|---|---|"]
     for n in TURNS:
@@ -159,8 +169,10 @@ def _tables(values: dict[str, list[float]], errors: dict[str, str], memory: dict
               "response + queue the finishing; `journal`: with a ledger, the provisional row "
               "journaled too), the worker drained between calls; worker = the CPU the "
               "recorder's thread spends per call (analysis + finish). Inline client = "
-              "`record-client` above. Wall time with a 20 ms upstream, GIL included: "
-              "`benchmarks/thread_latency.py`.", "",
+              "`record-client` above. Caller medians and p99 (nearest rank) over "
+              f"{_count(values, 'record-thread/client/1000')} single calls per cell "
+              "(`--thread-values`); the worker and inline columns are medians. Wall time "
+              "with a 20 ms upstream, GIL included: `benchmarks/thread_latency.py`.", "",
               "| turn | caller client median ms | p99 | caller transport median ms | p99 | "
               "caller client + journal median ms | p99 | worker client ms | "
               "worker transport ms | inline client ms |", "|---|---|---|---|---|---|---|---|"
@@ -288,7 +300,8 @@ def main() -> None:
         return
     path = WORK / "workload.json"
     workload.write(path, max(TURNS) + 100)
-    _pyperf(Path(sys.executable), "suite.py", WORK / "suite.json", args.fast)
+    _pyperf(Path(sys.executable), "suite.py", WORK / "suite.json", args.fast,
+            "--thread-values", str(THREAD_VALUES_FAST if args.fast else THREAD_VALUES))
     values = _values(WORK / "suite.json")
     bfcl = pyperf.BenchmarkSuite.load(str(WORK / "suite.json")).get_metadata().get("bfcl")
     errors: dict[str, str] = {}

@@ -367,20 +367,32 @@ def _bfcl_available() -> str | None:
 
 
 def main() -> None:
-    def forward(cmd: list[str], args: Any) -> None:  # the filter reaches the workers too
+    def forward(cmd: list[str], args: Any) -> None:  # the options reach the workers too
         if args.only:
             cmd.extend(("--only", args.only))
+        if args.thread_values:
+            cmd.extend(("--thread-values", str(args.thread_values)))
 
     runner = pyperf.Runner(add_cmdline_args=forward)
     runner.argparser.add_argument(
         "--only", default="", help="run only the benchmarks whose name starts with one of "
         "these comma-separated prefixes (e.g. record,parse)")
-    only = tuple(p for p in runner.parse_args().only.split(",") if p)
+    runner.argparser.add_argument(
+        "--thread-values", type=int, default=0, help="values per process of the "
+        "record-thread/* cells, whose p99 is reported (default: --values)")
+    args = runner.parse_args()
+    only = tuple(p for p in args.only.split(",") if p)
+    values = args.values
     runner.metadata["workload"] = "40 tools + system, 3 messages (~1 KB) per turn"
     runner.metadata["stableprompt"] = str(Path(stableprompt.__file__).parent)
-    def bench(name: str, func: Callable[..., float], *args: Any) -> None:
+    def bench(name: str, func: Callable[..., float], *params: Any) -> None:
         if not only or name.startswith(only):
-            runner.bench_time_func(name, func, *args)
+            # a p99 of single calls needs more of them than a median: the record-thread
+            # cells take ``--thread-values`` per process (the manager passes ``args.values``
+            # to each worker it spawns for this benchmark)
+            thread = name.startswith("record-thread/") and args.thread_values
+            runner.args.values = args.thread_values if thread else values
+            runner.bench_time_func(name, func, *params)
 
     for n in TURNS:
         for fmt in FORMATS:

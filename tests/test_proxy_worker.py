@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+import weakref
 
 import anthropic
 import httpx
@@ -56,7 +57,7 @@ def test_worker_runs_jobs_in_order_and_survives_a_failing_one(
     gate = threading.Event()
     worker.submit(gate.wait)
     for i in range(5):
-        worker.submit(lambda i=i: seen.append(i))  # type: ignore[misc]
+        worker.submit(seen.append, i)
     worker.submit(lambda: 1 / 0)
     worker.submit(lambda: seen.append(99))
     assert seen == []
@@ -102,6 +103,34 @@ def test_a_job_handle_waits_for_its_job_only_and_for_no_longer_than_asked() -> N
     assert worker.wait(5) is True
     second.result(0)
     worker.close()
+
+
+def test_a_job_runs_with_its_arguments_and_its_handle_then_drops_them() -> None:
+    """``submit(job, *args)`` runs ``job(*args)``; the handle the submitter keeps (a pending
+    call's ``finishing``) holds the job and its arguments only until it ran, so what they
+    reference is freed by reference counting then, also after ``close`` (inline)."""
+    class Box:
+        pass
+
+    worker = RecordingWorker()
+    seen: list[tuple[Box, int]] = []
+    box = Box()
+    alive = weakref.ref(box)
+    handle = worker.submit(lambda b, n: seen.append((b, n)), box, 7)
+    assert handle is not None
+    del box
+    handle.result(5)
+    assert len(seen) == 1 and seen[0][1] == 7 and seen[0][0] is alive()
+    seen.clear()
+    assert alive() is None  # the handle, still held, let go of its argument
+    worker.close()
+    late = Box()
+    gone = weakref.ref(late)
+    ran: list[Box] = []
+    assert worker.submit(ran.append, late) is None and ran == [late]  # inline
+    del late
+    ran.clear()
+    assert gone() is None
 
 
 def test_sharded_pool_spreads_streams_and_counts_them_back() -> None:

@@ -39,7 +39,7 @@ from stableprompt._client import (
     AsyncOpenAIClient,
     OpenAIClient,
 )
-from stableprompt._recording import _deferred, _recorder
+from stableprompt._recording import _call, _deferred, _recorder
 from stableprompt._recording._observer import ResponseObserver
 from stableprompt._recording._recorder import Recorder
 from stableprompt._recording._transport import (
@@ -687,3 +687,70 @@ def test_last_record_after_a_failed_call_is_that_call(mode: bool) -> None:
     assert failed.record_id != first.record_id
     assert failed.error_class is not None and failed.verdict == "unknown"
     client.close()
+
+
+def _deferred_calls(recorder: Recorder, turns: int) -> list[_call.Pending]:
+    """``turns`` calls of one conversation through a ``DeferredRecorder`` as the recording
+    transport makes them (start, then the response's observe + feed + close), a stream's
+    chunks fed one by one on odd turns; each call finished before the next is sent."""
+    deferred = _deferred.DeferredRecorder(recorder, decode=False)
+    pending: list[_call.Pending] = []
+    for turn, request in enumerate(rendered_turns(turns)):
+        started = deferred.start("/v1/messages", {"x-api-key": API_KEY}, request.content,
+                                 rendered=True)
+        assert started is not None
+        usage = {"input_tokens": 10, "cache_read_input_tokens": 0,
+                 "cache_creation_input_tokens": len(request.content) // 4, "output_tokens": 3}
+        if turn % 2:
+            chunks = [f"event: {name}\ndata: {json.dumps(data)}\n\n".encode() for name, data in (
+                ("message_start", {"type": "message_start", "message": {
+                    "id": f"msg_{turn}", "usage": usage}}),
+                ("content_block_delta", {"type": "content_block_delta", "index": 0,
+                                         "delta": {"type": "text_delta", "text": "hi"}}),
+                ("message_delta", {"type": "message_delta", "usage": {"output_tokens": 3}}),
+                ("message_stop", {"type": "message_stop"}))]
+            headers = {"content-type": "text/event-stream"}
+        else:
+            chunks = [json.dumps({"id": f"msg_{turn}", "type": "message",
+                                  "usage": usage}).encode()]
+            headers = {"content-type": "application/json"}
+        observer = deferred.observe(started, status_code=200, headers=headers,
+                                    content_encoding="")
+        for chunk in chunks:
+            observer.feed(chunk)
+        observer.close()
+        pending.append(started)
+        assert recorder.flush(10.0)
+    return pending
+
+
+@pytest.mark.parametrize("journaled", [False, True], ids=["tape", "journal"])
+def test_a_call_in_thread_makes_no_reference_cycle(tmp_path: Path, journaled: bool) -> None:
+    """With the collector off, a call recorded in thread (the caller's part and the
+    recorder's thread's) leaves nothing only a collection would free: every object of it is
+    freed by reference counting once the caller drops it, the queued jobs' handles included
+    (a handle drops its job once run), so no call adds a collection's work. Both caller
+    paths: the tape (no journal) and the live, journaled observer."""
+    ledger = Ledger(tmp_path / "calls.db") if journaled else None
+    recorder = Recorder(ledger, tokenizer="bytes/4")
+    _deferred_calls(recorder, 2)  # warm: thread started, tokenizer, lineage seen
+    gc.collect()
+    gc.disable()
+    try:
+        pending = _deferred_calls(recorder, 6)
+        handles = [p.finishing for p in pending]
+        assert all(h is not None for h in handles)
+        assert len(recorder.records) == 8 and all(r.verdict != "unknown"
+                                                  for r in recorder.records[2:])
+        ours = {id(p) for p in pending}
+        del pending  # nothing made after: an id of ours still in use is one of ours
+        # ``type(o) is``: an isinstance test would import what a lazy module proxy stands for
+        assert not [o for o in gc.get_objects() if type(o) is _call.Pending and id(o) in ours]
+        assert gc.collect() == 0
+    finally:
+        gc.enable()
+        recorder.close()
+        if ledger is not None:
+            assert len(ledger.records()) == 8
+            ledger.close()
+    assert len(handles) == 6  # held throughout: they kept nothing of their calls alive

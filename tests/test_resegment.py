@@ -8,6 +8,7 @@ the same head, head changes."""
 from __future__ import annotations
 
 import copy
+import gc
 import hashlib
 import itertools
 import json
@@ -214,7 +215,8 @@ def test_appended_history_reuses_all_earlier_items() -> None:
     lineages.remember_tokens(first.segmented, [1] * len(first.segmented.segments))
     second = lineages.segment("anthropic", _body("anthropic", [*history, history[0]], 3))
     assert second.reused == len(first.segmented.segments)
-    assert second.previous_tokens == (1,) * len(first.segmented.segments)
+    assert second.previous_tokens is not None
+    assert tuple(second.previous_tokens) == (1,) * len(first.segmented.segments)
 
 
 def test_a_lineage_holds_one_copy_of_its_history() -> None:
@@ -380,7 +382,12 @@ def _recorded(calls: list[tuple[float, str | None, bytes, bytes]], wire: str, *,
                                  decoded=decoded, resegmented=found)
         assert pending is not None and pending.state is not None
         tokens = pending.state.segment_tokens or ()  # running sums carried over, as summed
-        assert pending.state.cumulative_tokens == tuple(itertools.accumulate(tokens))
+        assert pending.state.cumulative_tokens is not None
+        assert tuple(pending.state.cumulative_tokens) == tuple(itertools.accumulate(tokens))
+        # the counts a remembered request keeps give the collector nothing to traverse per
+        # count (arrays: their type only; a tuple of ints is traversed item by item)
+        assert all(len(gc.get_referents(counts)) <= 1
+                   for counts in (tokens, pending.state.cumulative_tokens))
         recorder.finish(pending, status_code=200, body=response, latency_ms=1.0)
     index = {r.record_id: i for i, r in enumerate(recorder.records)}
     return [{**r.model_dump(mode="json", exclude={"record_id"}),

@@ -362,7 +362,7 @@ class _Attributor:
         self.seg = request.segmented
         self.tokens = request.segment_tokens
         assert request.cumulative_tokens is not None  # made with segment_tokens
-        self.cum: tuple[int, ...] = request.cumulative_tokens
+        self.cum: Sequence[int] = request.cumulative_tokens
         self.request_tokens = self.cum[-1] if self.cum else 0
         self.usage = usage
         self.policy = policy

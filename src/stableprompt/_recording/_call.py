@@ -17,9 +17,10 @@ counts are our tokenizer's estimates unless a field says "provider-reported".
 from __future__ import annotations
 
 import contextlib
+from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from itertools import accumulate
+from itertools import accumulate, islice
 from typing import Any
 
 from .._ledger._usage_record import UsageRecord
@@ -40,7 +41,10 @@ class RequestState:
         segmented: The segmented request body, or ``None`` when only a ledger row is known
             (a predecessor from an earlier process without stored content).
         segment_tokens: Our token estimate per segment (same order as ``segmented.segments``),
-            or ``None`` with ``segmented``.
+            or ``None`` with ``segmented``. An ``array("q")`` whatever sequence was given (as
+            ``cumulative_tokens``): one per segment of a request remembered as a predecessor,
+            and the garbage collector traverses an array in one step, a tuple of ints item by
+            item until its first collection.
         request_tokens: Our token estimate of the whole request, when known.
         record_id: The ledger ``record_id`` of this request, when it has one.
         response_id: The provider's message/response id, when known.
@@ -69,7 +73,7 @@ class RequestState:
     fingerprint: str
     head_fingerprint: str
     segmented: SegmentedRequest | None = None
-    segment_tokens: tuple[int, ...] | None = None
+    segment_tokens: Sequence[int] | None = None
     request_tokens: int | None = None
     record_id: str | None = None
     response_id: str | None = None
@@ -79,11 +83,17 @@ class RequestState:
     engine_tokens: Sequence[int] | None = None
     engine_prompt_tokens: int | None = None
     read_entry_digest: str | None = None
-    cumulative_tokens: tuple[int, ...] | None = field(default=None, repr=False, compare=False)
+    cumulative_tokens: Sequence[int] | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        if self.cumulative_tokens is None and self.segment_tokens is not None:
-            object.__setattr__(self, "cumulative_tokens", tuple(accumulate(self.segment_tokens)))
+        tokens = self.segment_tokens
+        if tokens is not None and not isinstance(tokens, array):
+            object.__setattr__(self, "segment_tokens", tokens := array("q", tokens))
+        cumulative = self.cumulative_tokens
+        if cumulative is None and tokens is not None:
+            object.__setattr__(self, "cumulative_tokens", array("q", accumulate(tokens)))
+        elif cumulative is not None and not isinstance(cumulative, array):
+            object.__setattr__(self, "cumulative_tokens", array("q", cumulative))
 
     @classmethod
     def of(
@@ -106,16 +116,17 @@ class RequestState:
         Raises:
             ValueError: ``segment_tokens`` does not have one count per segment.
         """
-        tokens = tuple(segment_tokens)
+        tokens = array("q", segment_tokens)
         if len(tokens) != len(segmented.segments):
             raise ValueError(
                 f"segment_tokens has {len(tokens)} counts for {len(segmented.segments)} segments"
             )
         if reused and previous_cumulative is not None and len(previous_cumulative) >= reused:
-            kept = tuple(previous_cumulative[:reused])
-            cumulative = kept + tuple(accumulate(tokens[reused:], initial=kept[-1]))[1:]
+            cumulative = array("q", previous_cumulative[:reused])
+            cumulative.extend(islice(accumulate(tokens[reused:], initial=cumulative[-1]), 1,
+                                     None))
         else:
-            cumulative = tuple(accumulate(tokens))
+            cumulative = array("q", accumulate(tokens))
         return cls(
             ts=ts,
             fingerprint=segmented.fingerprint,

@@ -55,7 +55,9 @@ Guarantees:
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Mapping
+import functools
+from array import array
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from .._ledger._usage_record import UsageRecord
@@ -129,7 +131,7 @@ class DeferredRecorder:
                                       resegmented=resegmented, rendered=rendered, defer=True,
                                       decode=self.decode)
         if pending is not None:
-            self.worker.submit(lambda: self._analyse(pending))
+            self.worker.submit(DeferredRecorder._analyse, self, pending)
         return pending
 
     def _analyse(self, pending: Pending) -> None:
@@ -155,15 +157,16 @@ class DeferredRecorder:
         observer = self.recorder.observe(pending, status_code=status_code, headers=headers,
                                          content_encoding=content_encoding)
         observer.eager = True  # journaled before the caller gets the last chunk
-        sink = observer.sink
-
-        def deferred(observation: Observation) -> UsageRecord | None:
-            pending.finishing = self.worker.submit(lambda: sink(observation),
-                                                   self._provisional(pending, observation))
-            return None
-
-        observer.sink = deferred
+        observer.sink = functools.partial(self._journaled, pending, observer.sink)
         return observer
+
+    def _journaled(self, pending: Pending, sink: Callable[[Observation], Any],
+                   observation: Observation) -> UsageRecord | None:
+        """The sink of a journaled call's observer: its provisional row journaled, then
+        ``sink(observation)`` (the recorder's finishing) queued."""
+        pending.finishing = self.worker.submit(
+            sink, observation, record=self._provisional(pending, observation))
+        return None
 
     def finish(self, pending: Pending, *, error: BaseException | str | None = None,
                status_code: int | None = None, detail: Mapping[str, Any] | None = None
@@ -171,15 +174,15 @@ class DeferredRecorder:
         """As :meth:`Recorder.finish`, queued (returns ``None``; :meth:`Pending.wait`), the
         latency measured now."""
         latency_ms = elapsed_ms(pending.started, self.recorder.monotonic())
-        pending.finishing = self.worker.submit(lambda: self.recorder.finish(
-            pending, error=error, status_code=status_code, detail=detail,
-            latency_ms=latency_ms),
-            self._provisional(pending, error=error, status_code=status_code))
+        pending.finishing = self.worker.submit(
+            functools.partial(self.recorder.finish, pending, error=error,
+                              status_code=status_code, detail=detail, latency_ms=latency_ms),
+            record=self._provisional(pending, error=error, status_code=status_code))
         return None
 
     def store(self, record: UsageRecord) -> None:
         """As :meth:`Recorder.store`, queued (``record`` journaled as it is)."""
-        self.worker.submit(lambda: self.recorder.store(record), record)
+        self.worker.submit(self.recorder.store, record, record=record)
 
     def _provisional(self, pending: Pending, observation: Observation | None = None, *,
                      error: BaseException | str | None = None,
@@ -197,15 +200,27 @@ class Tape:
     """A :class:`~stableprompt._recording._observer.BodyObserver` that keeps each raw chunk
     with its arrival time (the recorder's monotonic clock, seconds) and, at :meth:`close`,
     queues their replay through a real observer, and so the finishing, on the recorder's
-    thread (module docstring). Never raises; close is idempotent."""
+    thread (module docstring). Never raises; close is idempotent.
+
+    Few objects for the garbage collector to count on the caller's thread: slotted, the
+    arrival times in one ``array`` (no tuple per chunk), the replay a method queued with the
+    tape as its argument (no closure): per response the tape, its two containers and the
+    job's handle, all freed by reference counting once the job ran."""
+
+    __slots__ = ("_chunks", "_clock", "_complete", "_deferred", "_encoding", "_ended",
+                 "_error", "_headers", "_pending", "_size", "_status", "_times", "closed")
 
     def __init__(self, deferred: DeferredRecorder, pending: Pending, *, status_code: int,
                  headers: Any, content_encoding: str | None) -> None:
         self._deferred, self._pending = deferred, pending
         self._status, self._headers, self._encoding = status_code, headers, content_encoding
         self._clock = deferred.recorder.monotonic
-        self._chunks: list[tuple[float, bytes]] = []
+        self._chunks: list[bytes] = []
+        self._times = array("d")
         self._size = 0
+        self._ended = 0.0
+        self._complete = True
+        self._error: BaseException | None = None
         self.closed = False
 
     def feed(self, chunk: bytes) -> None:
@@ -214,7 +229,8 @@ class Tape:
             return
         self._size += len(chunk)
         if self._size <= MAX_TAPE_BYTES:
-            self._chunks.append((self._clock(), bytes(chunk)))
+            self._times.append(self._clock())
+            self._chunks.append(bytes(chunk))
 
     def close(self, *, complete: bool = True, error: BaseException | None = None
               ) -> UsageRecord | None:
@@ -222,27 +238,30 @@ class Tape:
         if self.closed:
             return None
         self.closed = True
-        ended, chunks, pending = self._clock(), self._chunks, self._pending
-        self._chunks = []
-        recorder = self._deferred.recorder
+        self._ended, self._complete, self._error = self._clock(), complete, error
+        pending, worker = self._pending, self._deferred.worker
         if self._size > MAX_TAPE_BYTES:
+            self._chunks.clear()
             detail = {"observer_error": f"response body larger than {MAX_TAPE_BYTES} bytes: "
                       "not observed"}
-            pending.finishing = self._deferred.worker.submit(lambda: recorder.finish(
-                pending, status_code=self._status, detail=detail,
-                latency_ms=elapsed_ms(pending.started, ended)))
+            pending.finishing = worker.submit(functools.partial(
+                self._deferred.recorder.finish, pending, status_code=self._status,
+                detail=detail, latency_ms=elapsed_ms(pending.started, self._ended)))
             return None
-
-        def replay() -> None:
-            arrival = [pending.started]  # what the observer's clock reads: when it came
-            observer = recorder.observe(pending, status_code=self._status,
-                                        headers=self._headers, content_encoding=self._encoding,
-                                        clock=lambda: arrival[0])
-            for at, chunk in chunks:
-                arrival[0] = at
-                observer.feed(chunk)
-            arrival[0] = ended
-            observer.close(complete=complete, error=error)
-
-        pending.finishing = self._deferred.worker.submit(replay)
+        pending.finishing = worker.submit(Tape._replay, self)
         return None
+
+    def _replay(self) -> None:
+        """The finishing job: the kept chunks through the recorder's observer, its clock
+        reading each chunk's arrival time, then its close at the tape's."""
+        pending, chunks, times = self._pending, self._chunks, self._times
+        self._chunks, self._times = [], array("d")
+        arrival = [pending.started]  # what the observer's clock reads: when it came
+        observer = self._deferred.recorder.observe(
+            pending, status_code=self._status, headers=self._headers,
+            content_encoding=self._encoding, clock=lambda: arrival[0])
+        for at, chunk in zip(times, chunks, strict=True):
+            arrival[0] = at
+            observer.feed(chunk)
+        arrival[0] = self._ended
+        observer.close(complete=self._complete, error=self._error)

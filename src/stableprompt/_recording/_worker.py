@@ -22,7 +22,7 @@ import weakref
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from .._ledger._journal import PendingJournal
+from .._ledger._journal import PendingJournal, Segment
 from .._ledger._usage_record import UsageRecord
 from .._redact import redact
 
@@ -65,15 +65,22 @@ _at_thread_shutdown(_close_live)
 
 
 class JobHandle:
-    """What a submitter holds of one queued job (:attr:`Pending.finishing
+    """One queued job, and what its submitter holds of it (:attr:`Pending.finishing
     <stableprompt._recording._call.Pending.finishing>`): :meth:`result` waits until it ran.
-    One small object per job: the worker counts the jobs it ran, in order, instead of
-    completing a future for each."""
 
-    __slots__ = ("_jobs", "_number")
+    The one object a job allocates besides its arguments (no closure, no future): the queue
+    holds it, the worker's thread calls its function with its arguments, then drops them
+    (they may hold the handle's holder: a pending call whose ``finishing`` this is), and
+    counts the jobs it ran, in order, instead of completing each."""
 
-    def __init__(self, jobs: _Jobs, number: int) -> None:
+    __slots__ = ("_args", "_func", "_jobs", "_number", "_ticket")
+
+    def __init__(self, jobs: _Jobs, number: int, func: Callable[..., Any],
+                 args: tuple[Any, ...], ticket: Segment | None) -> None:
         self._jobs, self._number = jobs, number
+        self._func: Callable[..., Any] | None = func
+        self._args: tuple[Any, ...] = args
+        self._ticket = ticket
 
     def result(self, timeout: float | None = None) -> None:
         """Return once the job ran (it never raises: its exceptions are logged).
@@ -84,16 +91,41 @@ class JobHandle:
         if not self._jobs.wait_for(self._number, timeout):
             raise TimeoutError(f"recording job {self._number} did not run in {timeout} s")
 
+    def run(self) -> None:
+        """Run the job once, as a recording job (:func:`in_recording_job`), then settle its
+        journal line; what it raises is logged (scrubbed of key-shaped strings), never
+        raised, and leaves the line for the next replay. Its function and arguments are
+        dropped first."""
+        func, args, self._func, self._args = self._func, self._args, None, ()
+        if func is None:
+            return
+        jobs = self._jobs
+        outer = in_recording_job()
+        _JOB.active = True
+        try:
+            func(*args)
+        except Exception as exc:  # recording must never break the caller
+            jobs.log.warning("recording job failed: %s",
+                             redact(f"{type(exc).__name__}: {exc}"))
+            return
+        finally:
+            _JOB.active = outer
+            del func, args  # not held while the thread waits: the job may hold its worker
+        ticket, self._ticket = self._ticket, None
+        if ticket is not None and jobs.journal is not None:
+            jobs.journal.settle(ticket)
+
 
 class _Jobs:
-    """The queue of one worker and what its thread ran, shared by the worker and its thread
-    (which holds no reference to the worker, so a dropped worker ends it)."""
+    """The queue of one worker, what its thread ran and what a job needs of the worker (its
+    journal and log), shared by the worker and its thread (which holds no reference to the
+    worker, so a dropped worker ends it)."""
 
-    __slots__ = ("changed", "queue", "ran", "submitted", "waiters")
+    __slots__ = ("changed", "journal", "log", "queue", "ran", "submitted", "waiters")
 
-    def __init__(self) -> None:
-        self.queue: queue.SimpleQueue[tuple[Callable[[], None], int] | None] = (
-            queue.SimpleQueue())
+    def __init__(self, journal: PendingJournal | None, log: logging.Logger) -> None:
+        self.queue: queue.SimpleQueue[JobHandle | None] = queue.SimpleQueue()
+        self.journal, self.log = journal, log
         self.submitted = 0  # jobs queued, numbered from 1 (under the worker's lock)
         self.ran = 0  # jobs run: the thread runs them in order, so the last one's number
         self.waiters = 0
@@ -113,15 +145,15 @@ class _Jobs:
     def serve(self) -> None:
         """The thread: run queued jobs in order until the stop mark (``None``)."""
         while True:
-            item = self.queue.get()
-            if item is None:
+            job = self.queue.get()
+            if job is None:
                 return
-            run, number = item
+            number = job._number
             try:
-                run()  # logs what its job raises
+                job.run()  # logs what its job raises
             except BaseException:  # the thread outlives any job (a KeyboardInterrupt too)
-                _log.exception("recording job %d aborted", number)
-            del item, run  # not held while waiting: the job may hold its worker
+                self.log.exception("recording job %d aborted", number)
+            del job  # not held while waiting
             self.ran = number
             if self.waiters:
                 with self.changed:
@@ -138,27 +170,27 @@ class RecordingWorker:
         log: Where a failing job is logged (default the ``stableprompt.recorder`` logger;
             the proxy passes ``stableprompt.proxy``).
 
-    Attributes:
-        journal: The journal, or ``None``.
-
     The thread (``stableprompt-record``, a daemon: an exit hook runs what is queued at
     interpreter exit, when its threads are shut down) starts with the first job and ends at
-    :meth:`close`, or when the worker is dropped. Per job the caller's thread allocates a
-    tuple, a closure and a :class:`JobHandle` (a call's recording submits two jobs).
+    :meth:`close`, or when the worker is dropped. Per job the caller's thread allocates its
+    :class:`JobHandle` and the tuple of its arguments (a call's recording submits two jobs).
     """
 
     def __init__(self, journal: PendingJournal | None = None, *,
                  log: logging.Logger | None = None) -> None:
-        self._jobs = _Jobs()
+        self._jobs = _Jobs(journal, log if log is not None else _log)
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
         self._closed = False
-        self._log = log if log is not None else _log
-        self.journal = journal
         self._forks = _FORKS[0]
         _LIVE.add(self)
         # a dropped worker's thread ends (it holds the queue, not the worker)
         weakref.finalize(self, self._jobs.queue.put, None).atexit = False
+
+    @property
+    def journal(self) -> PendingJournal | None:
+        """The journal, or ``None``."""
+        return self._jobs.journal
 
     @property
     def forked(self) -> bool:
@@ -168,12 +200,14 @@ class RecordingWorker:
         runs what it is still given inline, unjournaled."""
         return self._forks != _FORKS[0]
 
-    def submit(self, job: Callable[[], Any],
+    def submit(self, job: Callable[..., Any], *args: Any,
                record: UsageRecord | Mapping[str, Any] | None = None) -> JobHandle | None:
-        """Queue ``job`` after every job submitted before it; never raises.
+        """Queue ``job(*args)`` after every job submitted before it; never raises.
 
         Args:
             job: What to run (its exceptions are logged).
+            args: Its arguments (a function and its arguments rather than a closure over
+                them: the caller's thread then allocates only the handle per job).
             record: What the job will store, or its provisional form (a record or its
                 JSON object, :meth:`PendingJournal.append
                 <stableprompt._ledger._journal.PendingJournal.append>`): journaled before the
@@ -185,24 +219,9 @@ class RecordingWorker:
             job ran inline in this call (after :meth:`close`, or in a forked child).
         """
         forked = self.forked
-        journal = None if forked else self.journal
-        ticket = None if journal is None or record is None else journal.append(record)
-        log = self._log
-
-        def run() -> None:
-            outer = in_recording_job()
-            _JOB.active = True
-            try:
-                job()
-            except Exception as exc:  # recording must never break the caller
-                log.warning("recording job failed: %s", redact(f"{type(exc).__name__}: {exc}"))
-                return
-            finally:
-                _JOB.active = outer
-            if ticket is not None and journal is not None:
-                journal.settle(ticket)
-
         jobs = self._jobs
+        journal = None if forked else jobs.journal
+        ticket = None if journal is None or record is None else journal.append(record)
         with self._lock:
             if not self._closed and not forked:
                 try:
@@ -212,11 +231,13 @@ class RecordingWorker:
                         thread.start()
                         self._thread = thread
                     jobs.submitted = number = jobs.submitted + 1
-                    jobs.queue.put((run, number))
-                    return JobHandle(jobs, number)
+                    handle = JobHandle(jobs, number, job, args, ticket)
+                    jobs.queue.put(handle)
+                    return handle
                 except RuntimeError:  # the interpreter is shutting down: inline
                     self._closed = True
-        run()  # after shutdown (a call that outlived it): inline
+        # after shutdown (a call that outlived it): inline; in a forked child, unjournaled
+        JobHandle(jobs, 0, job, args, ticket).run()
         return None
 
     def wait(self, timeout_s: float | None = None) -> bool:

@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import bisect
 import threading
+from array import array
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -91,12 +92,15 @@ class _Stored:
     segmented: SegmentedRequest
     head: int  # segments before the history
     dump: bytes | memoryview  # decoded_json of the history list (a view of a rendered body)
-    item_ends: list[int]  # per item: offset in ``dump`` one past its last byte
-    item_segments: list[int]  # per item: segments of the request through it (head included)
+    # per item: offset in ``dump`` one past its last byte; segments of the request through
+    # it (head included). Arrays: one per request made, and the garbage collector traverses
+    # an array in one step, a list of ints item by item in every collection it survives.
+    item_ends: array[int]
+    item_segments: array[int]
     leading: int  # how many items from the first returned ``leading=True``
     items: list[Any]  # the history list of ``segmented.body`` (never mutated)
-    tokens: tuple[int, ...] | None = field(default=None)
-    cumulative: tuple[int, ...] | None = field(default=None)  # running sums of ``tokens``
+    tokens: Sequence[int] | None = field(default=None)
+    cumulative: Sequence[int] | None = field(default=None)  # running sums of ``tokens``
     # Rendered bodies only: the bytes around the history in the body, when the history is
     # exactly ``dump`` there (``None``: not known to be a compact rendered body).
     around: tuple[bytes, bytes] | None = field(default=None)
@@ -115,8 +119,8 @@ class _Base:
     kept: tuple[Segment, ...]
     prefix: Sequence[SegmentBytes | bytes]
     previous: bytes | None
-    item_ends: list[int]
-    item_segments: list[int]
+    item_ends: array[int]
+    item_segments: array[int]
     leading_items: int
     heads: int
 
@@ -137,8 +141,8 @@ class Resegmented:
 
     segmented: SegmentedRequest
     reused: int = 0
-    previous_tokens: tuple[int, ...] | None = None
-    previous_cumulative: tuple[int, ...] | None = None
+    previous_tokens: Sequence[int] | None = None
+    previous_cumulative: Sequence[int] | None = None
 
 
 class LineageSegments:
@@ -402,8 +406,11 @@ class LineageSegments:
         """Keep ``tokens`` (one per segment; ``cumulative``: their running sums) with
         ``segmented`` when it is still its lineage's stored request, for the next request's
         reused segments."""
-        kept = tuple(tokens)
-        sums = None if cumulative is None else tuple(cumulative)
+        # kept as given when immutable or an array (a request's own counts: the recorder's
+        # RequestState holds arrays, which the garbage collector traverses in one step)
+        kept = tokens if isinstance(tokens, (tuple, array)) else tuple(tokens)
+        sums = cumulative if cumulative is None or isinstance(cumulative, (tuple, array)) \
+            else tuple(cumulative)
         with self._lock:
             for entry in reversed(self._stored.values()):
                 if entry.segmented is segmented:
@@ -425,7 +432,7 @@ def _check(steps: SegmentSteps, stored: _Stored) -> None:
 
 def _fresh(head: _Head) -> _Base:
     """Nothing reused: the head's segments, data and chain state only."""
-    return _Base(0, head[0], [head[1]], head[2], [], [], 0, len(head[0]))
+    return _Base(0, head[0], [head[1]], head[2], array("q"), array("q"), 0, len(head[0]))
 
 
 def _reused(stored: _Stored, done: int) -> _Base:
@@ -456,7 +463,8 @@ def _rebased(other: _Stored, dump: bytes,
                               shift=len(head[1]) - begin, previous=head[2])
     heads = len(head[0])
     return _Base(0, (*head[0], *moved), [head[1], history], previous,
-                 other.item_ends[:done], [n - first + heads for n in other.item_segments[:done]],
+                 other.item_ends[:done],
+                 array("q", (n - first + heads for n in other.item_segments[:done])),
                  min(other.leading, done), heads)
 
 
