@@ -419,3 +419,20 @@ def test_prompt_tokens_are_the_sum_of_its_segments(ops: list[str]) -> None:
         assert prompt.tokens is not None and prompt.tokens > 0
     assert PromptBuilder(tokenizer=None).system("x").freeze().conversation().render(
     ).tokens is None
+
+
+def test_a_tail_value_that_is_no_valid_text_is_refused_where_it_is() -> None:
+    """A lone surrogate or a str subclass in a tail slot raises a typed error naming the
+    value (the tail's bytes are made on the fast path only for exact, valid str)."""
+    from stableprompt import CanonicalizationError
+
+    class Text(str):
+        pass
+
+    conv = _conversation()
+    assert conv.render(tail={"now": "10:00 \u00e9"}).tail == (  # type: ignore[attr-defined]
+        ("now", '{"slot":"now","text":"10:00 \u00e9"}'.encode()),)
+    for value, code in (("bad \ud800", "canonical-surrogate"), (Text("sub"), "canonical-type")):
+        with pytest.raises(CanonicalizationError) as info:
+            conv.render(tail={"now": value})  # type: ignore[attr-defined]
+        assert info.value.code == code and info.value.pointer == "/text"

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any
 
-from .._canonical import canonical_json, loads
+from .._canonical import canonical_json, checked_json, loads
 from .._exceptions import (
     BreakpointError,
     HistoryError,
@@ -61,6 +61,23 @@ def _counter(tokenizer: Tokenizer | str | None) -> SegmentTokenCounter | None:
         return None
     resolved = get_tokenizer(tokenizer) if isinstance(tokenizer, str) else tokenizer
     return SegmentTokenCounter(resolved)
+
+
+def _tail_data(slot: str, value: str) -> bytes:
+    """A tail slot's segment bytes ``{"slot","text"}``. For exact str names and values the
+    one thing that can fail is a lone surrogate, which orjson refuses; the checked
+    serialization (:func:`canonical_json`: also the path of anything else) then names it
+    (``canonical-surrogate``).
+
+    Raises:
+        CanonicalizationError: a lone surrogate, or a str subclass (``canonical-type``).
+    """
+    if type(slot) is str and type(value) is str:
+        try:
+            return checked_json({"slot": slot, "text": value})
+        except TypeError:  # orjson.JSONEncodeError: the checks below name it
+            pass
+    return canonical_json({"slot": slot, "text": value})
 
 
 def _count(counter: SegmentTokenCounter | None, data: bytes) -> int | None:
@@ -658,7 +675,7 @@ class Conversation:
         Raises:
             CanonicalizationError: a tail value is no valid text (a lone surrogate).
         """
-        datas = [canonical_json({"slot": name, "text": value}) for name, value in tail]
+        datas = [_tail_data(name, value) for name, value in tail]
         head, history, count = self.head, self._segments, len(self._segments)
 
         def segments() -> Snapshot[Segment]:
