@@ -436,3 +436,45 @@ def test_a_tail_value_that_is_no_valid_text_is_refused_where_it_is() -> None:
         with pytest.raises(CanonicalizationError) as info:
             conv.render(tail={"now": value})  # type: ignore[attr-defined]
         assert info.value.code == code and info.value.pointer == "/text"
+
+
+def test_a_failed_compaction_leaves_the_history_as_it_was() -> None:
+    """A summary that is no valid text, or a tokenizer that fails while the history is
+    re-appended, raises and leaves every message (and the next render) unchanged."""
+    from stableprompt import ByteTokenizer, CanonicalizationError, StablePromptError
+
+    class Failing(ByteTokenizer):
+        def count(self, text: str) -> int:
+            if "SUMMARY" in text:
+                raise RuntimeError("tokenizer down")
+            return super().count(text)
+
+    for tokenizer, summary, error in ((None, "summary \ud800", StablePromptError),
+                                      (Failing(), "SUMMARY", RuntimeError)):
+        head = PromptBuilder(tokenizer=tokenizer).system(SYSTEM).tools([WEATHER]).freeze()
+        conv = head.conversation()
+        for i in range(4):
+            conv.user(f"question {i}")
+            conv.assistant(f"answer {i}")
+        before = conv.render()
+        with pytest.raises(error):
+            conv.compact(summary, start=2)
+        after = conv.render()
+        assert len(conv.messages) == 8
+        assert after.to_anthropic(model="m", max_tokens=5).content == before.to_anthropic(
+            model="m", max_tokens=5).content
+        assert after.tokens == before.tokens and after.fingerprint == before.fingerprint
+        conv.user("next")  # and the conversation goes on
+        assert len(conv.render().messages) == 9
+    assert issubclass(CanonicalizationError, StablePromptError)
+
+
+def test_tokens_of_a_prompt_made_without_its_history_total() -> None:
+    """A ``RenderedPrompt`` made by hand (no ``history_tokens``) counts from its segments."""
+    import dataclasses
+
+    from stableprompt._segment import sum_tokens
+
+    prompt = _conversation().render(tail={"now": "x"})  # type: ignore[attr-defined]
+    made = dataclasses.replace(prompt, history_tokens=None)
+    assert made.tokens == prompt.tokens == sum_tokens(prompt.segments)

@@ -313,3 +313,23 @@ def test_a_breakpoint_below_the_minimum_warns_and_is_not_spent() -> None:
             talk.user("hi")
             request = talk.render().to_anthropic(model=name, max_tokens=5)
             assert len(request.segmented.breakpoints) == 2
+
+
+def test_envelopes_share_the_heads_bytes() -> None:
+    """Renders with params that change every request (a per-user ``metadata``) keep one
+    envelope each, made of the head's own tools and system bytes objects, not copies of
+    them (a 260 KB head kept 32 copies per format before)."""
+    conv = _conv()
+    for i in range(40):
+        prompt = conv.render(tail={"now": str(i)})
+        prompt.to_anthropic(model="m", max_tokens=5, metadata={"user_id": f"u{i}"})
+        prompt.to_openai_chat(model="m", metadata={"user_id": f"u{i}"})
+    head = conv.head
+    (fields, envelopes), = head.wire_memo["anthropic-head-fields"].values()
+    assert 0 < len(envelopes) <= 32
+    for before, after in envelopes.values():
+        big = [piece for piece in (*before, *after) if len(piece) > 100]
+        assert big and all(any(piece is field for field in fields.values()) for piece in big)
+    tools = head.wire_memo["openai-chat-tools"]
+    for before, after in head.wire_memo["openai-chat-tools-envelopes"].values():
+        assert [piece for piece in (*before, *after) if len(piece) > 100] == [tools]

@@ -59,3 +59,17 @@ def test_a_render_keeps_its_history_when_the_conversation_grows() -> None:
     assert len(conv.render().messages) == 3
     assert first.to_anthropic(model="claude-sonnet-4-5", max_tokens=8).content.count(
         b'"role"') == 1
+
+
+def test_a_part_growing_while_it_is_iterated_is_read_to_its_length() -> None:
+    """Iterating a snapshot while its conversation appends (another thread) yields exactly
+    its items: each part is read up to its length, whatever the list holds by then."""
+    items = [1, 2]
+    view = Snapshot((items, 2))
+    seen = []
+    for item in view:
+        seen.append(item)
+        items.extend([7, 8])
+        if len(seen) > 5:  # the list outgrows any reader that follows it
+            break
+    assert seen == [1, 2] and list(view) == [1, 2]

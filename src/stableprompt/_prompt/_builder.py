@@ -782,14 +782,20 @@ class Conversation:
         removed_tokens = sum_tokens(self._segments[start:end])
         invalidated = sum_tokens(self._segments[start:])
         before_fp = self._prefix_fingerprint()
+        made = user_message(prefix + summary)  # raises for no valid text: nothing changed yet
         rest = self._messages[end:]
+        kept = self._messages, self._segments, self._token_sums
         self._messages = self._messages[:start]
         self._segments = self._segments[:start]
         self._token_sums = self._token_sums[:start]
-        self._append(user_message(prefix + summary))
-        summary_tokens = self._segments[-1].tokens
-        for message in rest:
-            self._append(message)
+        try:
+            self._append(made)
+            summary_tokens = self._segments[-1].tokens
+            for message in rest:
+                self._append(message)
+        except BaseException:  # a tokenizer that raised: the history stays as it was
+            self._messages, self._segments, self._token_sums = kept
+            raise
         self._anchors = (None, None)
         surviving = (None if head_tokens is None or kept_tokens is None
                      else head_tokens + kept_tokens)

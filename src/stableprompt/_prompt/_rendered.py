@@ -150,8 +150,10 @@ class RenderedPrompt:
         """Total tokens over all segments (head + history + tail), ``None`` without a
         tokenizer. O(tail): the head's and the history's totals are kept."""
         head, history = self.head.tokens, self.history_tokens
-        if head is None or history is None:
+        if head is None:
             return None
+        if history is None:  # a prompt made without it (by hand): from the segments
+            return sum_tokens(self.segments)
         segments = self.segments
         tail = sum_tokens(segments[len(segments) - len(self.tail):]) if self.tail else 0
         return None if tail is None else head + history + tail

@@ -67,8 +67,9 @@ class Snapshot(Sequence[_T]):
         raise AssertionError("unreachable")  # pragma: no cover
 
     def __iter__(self) -> Iterator[_T]:
+        # islice always: a part may be a list that grows while it is iterated
         return itertools.chain.from_iterable(
-            seq if len(seq) == n else itertools.islice(seq, n) for seq, n in self._parts)
+            itertools.islice(seq, n) for seq, n in self._parts)
 
     def __reversed__(self) -> Iterator[_T]:
         for i in range(self._len - 1, -1, -1):

@@ -108,7 +108,7 @@ def body(head: HeadParts, history: list[bytes | memoryview], *, history_key: str
         params = {**params, "prompt_cache_key": key}
     before, after = envelope(memo(head, memo_key + "-envelopes", dict), (type(model), model),
                              fields, history_key, params)
-    return b"".join([before, *history, after])
+    return b"".join([*before, *history, *after])
 
 
 def render(prompt: PromptParts, *, wire_format: str, history_key: str,

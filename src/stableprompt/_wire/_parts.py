@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any, NamedTuple, Protocol, TypeVar
+from typing import Any, NamedTuple, Protocol, TypeVar, cast
 
 from .._canonical import canonical_json
 from .._exceptions import BreakpointError, CanonicalizationError, HistoryError, InputError
@@ -27,6 +27,7 @@ __all__ = [
     "BREAKPOINT_TTLS",
     "AssistantTurn",
     "Datas",
+    "Envelope",
     "Field",
     "Fingerprints",
     "HeadParts",
@@ -36,6 +37,7 @@ __all__ = [
     "ToolsParts",
     "TurnPart",
     "a_or_an",
+    "body_pieces",
     "check_model",
     "check_reasoning",
     "check_ttl",
@@ -307,6 +309,16 @@ def join_body(fields: Mapping[str, Field], params: Mapping[str, Any]) -> bytes:
         InputError: a param names a field the renderer sets (code ``render-param-clash``).
         CanonicalizationError: a param value is not canonical JSON (pointer ``/<param>...``).
     """
+    return b"".join(body_pieces(fields, params))
+
+
+def body_pieces(fields: Mapping[str, Field], params: Mapping[str, Any]
+                ) -> list[bytes | bytearray | memoryview]:
+    """The pieces :func:`join_body` joins (each field's own bytes objects among them).
+
+    Raises:
+        InputError, CanonicalizationError: as :func:`join_body`.
+    """
     merged: Mapping[str, Field] = fields
     if params:
         clash = sorted(fields.keys() & params.keys())
@@ -326,22 +338,26 @@ def join_body(fields: Mapping[str, Field], params: Mapping[str, Any]) -> bytes:
         else:
             pieces.extend(value)
     pieces.append(b"}" if pieces else b"{}")
-    return b"".join(pieces)
+    return pieces
 
 
-_HOLE = b"\0"
-"""Where the history array goes in an envelope's joined body: canonical JSON escapes U+0000,
-so a raw NUL byte appears nowhere else."""
+_HOLE = bytes(bytearray(b"\0history\0"))
+"""Stands for the history array among an envelope's pieces (found by identity: an object of
+its own, never interned; canonical JSON has no raw NUL byte either)."""
+
+Envelope = tuple[tuple[bytes, ...], tuple[bytes, ...]]
+"""The pieces of a body before and after its history array (:func:`envelope`)."""
 
 
-def envelope(cache: dict[Any, tuple[bytes, bytes]], key: Any,
-             fields: Callable[[], Mapping[str, bytes]], history_key: str,
-             params: Mapping[str, Any]) -> tuple[bytes, bytes]:
-    """The body's bytes before and after its ``history_key`` array: the other top-level
-    fields (``fields()``, made on a miss) and ``params`` joined in sorted key order as
+def envelope(cache: dict[Any, Envelope], key: Any, fields: Callable[[], Mapping[str, bytes]],
+             history_key: str, params: Mapping[str, Any]) -> Envelope:
+    """The pieces of the body before and after its ``history_key`` array: the other top-level
+    fields (``fields()``, made on a miss) and ``params`` in sorted key order, as
     :func:`join_body` joins them, kept in ``cache`` under ``key`` and the params' canonical
     bytes (what a turn sends around its history rarely changes: the model, ``max_tokens``,
-    the head's tools and system, the same params).
+    the head's tools and system, the same params). The pieces are the fields' own bytes
+    objects (the head's tools and system are shared, not copied per entry) and small
+    separators: a body is ``b"".join([*before, *history, *after])``.
 
     Raises:
         InputError: a param names a field the renderer sets (code ``render-param-clash``).
@@ -351,9 +367,10 @@ def envelope(cache: dict[Any, tuple[bytes, bytes]], key: Any,
             if params else ())
     found = cache.get(full)
     if found is None:
-        whole = join_body({**fields(), history_key: _HOLE}, params)
-        at = whole.index(_HOLE)
-        found = (whole[:at], whole[at + 1:])
+        # every field here is bytes, so is every piece
+        pieces = cast(list[bytes], body_pieces({**fields(), history_key: _HOLE}, params))
+        at = next(i for i, piece in enumerate(pieces) if piece is _HOLE)
+        found = (tuple(pieces[:at]), tuple(pieces[at + 1:]))
         if len(cache) >= _MAX_ENTRIES:
             cache.clear()
         cache[full] = found

@@ -42,6 +42,7 @@ from ._parts import (
     BREAKPOINT_TTLS,
     AssistantTurn,
     Datas,
+    Envelope,
     Fingerprints,
     HeadParts,
     MessageParts,
@@ -509,7 +510,7 @@ def render(prompt: PromptParts, *, model: str, max_tokens: int, history_ttl: str
     before, after = envelope(envelopes, (type(model), model, max_tokens), lambda: {
         "max_tokens": param_bytes("max_tokens", max_tokens),
         "model": param_bytes("model", model), **head_fields}, "messages", params)
-    history: list[bytes | memoryview] = [before, b"["]
+    history: list[bytes | memoryview] = [*before, b"["]
     buffer, length, offsets, firsts, ngroups = prefix
     view = memoryview(buffer)
     carry = prompt.previous_breakpoint
@@ -527,7 +528,7 @@ def render(prompt: PromptParts, *, model: str, max_tokens: int, history_ttl: str
         history.append(b",")
     history.append(b",".join(fresh))
     history.append(b"]")
-    history.append(after)
+    history.extend(after)
     content = b"".join(history)
     if _SEGMENTED_FIELDS & params.keys():
         return content, None
@@ -647,7 +648,7 @@ def _reusable(messages: Sequence[MessageParts], count: int, done: int, stable: i
                 and _role(messages[done - 1]) == _role(messages[done]))
 
 
-HeadFields = tuple[dict[str, bytes], dict[Any, tuple[bytes, bytes]]]
+HeadFields = tuple[dict[str, bytes], dict[Any, Envelope]]
 """The ``system`` and ``tools`` fields for a set of head marks, and the body envelopes
 around them (``_parts.envelope``)."""
 
