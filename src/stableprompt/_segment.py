@@ -187,12 +187,12 @@ def rechain(segments: Iterable[Segment], data: bytes, *, base: int, shift: int,
     out: list[Segment] = []
     append, make, sha256, tags = out.append, new_segment, hashlib.sha256, _KIND_TAGS
     digest = previous
-    join = b"".join
+    join, view = b"".join, memoryview(data)  # one copy of a segment's bytes: the join's
     for s in segments:  # chain() inlined: one history segment per turn passes here
         start, end, kind = s.start, s.end, s.kind
         digest = sha256(join((_ROOT if digest is None else digest,
                               tags.get(kind) or kind.encode() + b"\0",
-                              data[start - base:end - base]))).digest()
+                              view[start - base:end - base]))).digest()
         append(make(kind, s.name, start + shift, end + shift, s.digest, digest.hex(),
                     s.tokens, s.path, s.breakpoint, s.label))
     return out, digest

@@ -43,6 +43,7 @@ __all__ = [
     "render_checks",
     "segment_message",
     "session_hint",
+    "system_item",
     "tail_role",
 ]
 
@@ -122,7 +123,7 @@ def render(prompt: PromptParts, *, wire_format: str, history_key: str,
     and Responses share once their items are made.
 
     Raises:
-        InputError: a param clash (:func:`join_body`).
+        InputError: a param clash (:func:`._parts.body_pieces`).
         HistoryError: see :func:`history`.
     """
     content = body(prompt.head, history(prompt, wire_format, serialize,
@@ -171,6 +172,22 @@ def history(prompt: PromptParts, wire_format: str,
         pieces.append(item)
     pieces.append(b"]")
     return pieces
+
+
+def system_item(head: HeadParts, wire_format: str, system_role: str,
+                make: Callable[[HeadParts, str], bytes]) -> bytes | None:
+    """The format's system item for ``system_role`` (``make(head, system_role)``),
+    serialized once per head, format and role; ``None`` for a head without system text."""
+    if not head.system:
+        return None
+    key = _SYSTEM_KEYS.get((wire_format, system_role))
+    if key is None:
+        key = _SYSTEM_KEYS[wire_format, system_role] = f"{wire_format}-system-{system_role}"
+    return memo(head, key, lambda: make(head, system_role))
+
+
+_SYSTEM_KEYS: dict[tuple[str, str], str] = {}
+"""Head memo keys of the system items, per format and role (made once)."""
 
 
 def head_only_body(head: HeadParts, system: bytes | None, *, history_key: str,

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any, NamedTuple, Protocol, TypeVar, cast
+from typing import Any, NamedTuple, Protocol, TypeVar
 
 from .._canonical import canonical_json
 from .._exceptions import BreakpointError, CanonicalizationError, HistoryError, InputError
@@ -28,7 +28,6 @@ __all__ = [
     "AssistantTurn",
     "Datas",
     "Envelope",
-    "Field",
     "Fingerprints",
     "HeadParts",
     "MessageParts",
@@ -45,7 +44,6 @@ __all__ = [
     "envelope",
     "extend_prefix",
     "history_entry",
-    "join_body",
     "joined",
     "memo",
     "param_bytes",
@@ -297,46 +295,28 @@ def check_reasoning(prompt: PromptParts, wire_format: str, start: int = 0) -> No
                     segment=f"messages[{i}]")
 
 
-Field = bytes | Sequence[bytes | bytearray | memoryview]
-"""A pre-serialized top-level field: its bytes, or pieces joined in order (one copy)."""
-
-
-def join_body(fields: Mapping[str, Field], params: Mapping[str, Any]) -> bytes:
-    """Join pre-serialized top-level fields and canonicalized params in sorted key order
-    (one copy of the pieces: a large history is never copied twice).
+def body_pieces(fields: Mapping[str, bytes], params: Mapping[str, Any]) -> list[bytes]:
+    """The pieces of a body: pre-serialized top-level fields (their own bytes objects) and
+    canonicalized params, in sorted key order, with the separators between them.
 
     Raises:
         InputError: a param names a field the renderer sets (code ``render-param-clash``).
         CanonicalizationError: a param value is not canonical JSON (pointer ``/<param>...``).
     """
-    return b"".join(body_pieces(fields, params))
-
-
-def body_pieces(fields: Mapping[str, Field], params: Mapping[str, Any]
-                ) -> list[bytes | bytearray | memoryview]:
-    """The pieces :func:`join_body` joins (each field's own bytes objects among them).
-
-    Raises:
-        InputError, CanonicalizationError: as :func:`join_body`.
-    """
-    merged: Mapping[str, Field] = fields
+    merged: Mapping[str, bytes] = fields
     if params:
         clash = sorted(fields.keys() & params.keys())
         if clash:
             raise InputError(f"parameter(s) {', '.join(clash)} are set by the renderer; pass "
                              "them as the named arguments", code="render-param-clash")
         merged = {**fields, **{key: param_bytes(key, value) for key, value in params.items()}}
-    pieces: list[bytes | bytearray | memoryview] = []
+    pieces: list[bytes] = []
     separator = b"{"
     for key in sorted(merged):
         pieces.append(separator)
         separator = b","
         pieces.append(_KEYS.get(key) or _key(key))
-        value = merged[key]
-        if isinstance(value, bytes):
-            pieces.append(value)
-        else:
-            pieces.extend(value)
+        pieces.append(merged[key])
     pieces.append(b"}" if pieces else b"{}")
     return pieces
 
@@ -352,8 +332,8 @@ Envelope = tuple[tuple[bytes, ...], tuple[bytes, ...]]
 def envelope(cache: dict[Any, Envelope], key: Any, fields: Callable[[], Mapping[str, bytes]],
              history_key: str, params: Mapping[str, Any]) -> Envelope:
     """The pieces of the body before and after its ``history_key`` array: the other top-level
-    fields (``fields()``, made on a miss) and ``params`` in sorted key order, as
-    :func:`join_body` joins them, kept in ``cache`` under ``key`` and the params' canonical
+    fields (``fields()``, made on a miss) and ``params`` in sorted key order
+    (:func:`body_pieces`), kept in ``cache`` under ``key`` and the params' canonical
     bytes (what a turn sends around its history rarely changes: the model, ``max_tokens``,
     the head's tools and system, the same params). The pieces are the fields' own bytes
     objects (the head's tools and system are shared, not copied per entry) and small
@@ -367,8 +347,7 @@ def envelope(cache: dict[Any, Envelope], key: Any, fields: Callable[[], Mapping[
             if params else ())
     found = cache.get(full)
     if found is None:
-        # every field here is bytes, so is every piece
-        pieces = cast(list[bytes], body_pieces({**fields(), history_key: _HOLE}, params))
+        pieces = body_pieces({**fields(), history_key: _HOLE}, params)
         at = next(i for i, piece in enumerate(pieces) if piece is _HOLE)
         found = (tuple(pieces[:at]), tuple(pieces[at + 1:]))
         if len(cache) >= _MAX_ENTRIES:

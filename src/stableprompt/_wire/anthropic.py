@@ -400,7 +400,7 @@ def breakpoints(prompt: PromptParts, history_ttl: str, budget: int, *,
             marks[key] = ttl
     if count and history not in marks and history not in short:
         placed = ", ".join(f"{_PLACE_NAMES[where]}[{i}]" for where, i in sorted(
-            user, key=lambda place: (_PLACE_ORDER[place[0]], place[1])))
+            user, key=_place_rank))
         raise BreakpointError(
             f"the {len(user)} user-placed cache breakpoints ({placed}) fill the budget of "
             f"{budget}, which would drop the SDK's end-of-history breakpoint (every turn would "
@@ -420,7 +420,12 @@ def breakpoints(prompt: PromptParts, history_ttl: str, budget: int, *,
 
 
 def _rank(mark: tuple[Place, str]) -> tuple[int, int]:
-    return _PLACE_ORDER[mark[0][0]], mark[0][1]
+    return _place_rank(mark[0])
+
+
+def _place_rank(place: Place) -> tuple[int, int]:
+    """A place's position in the prompt: tools, then system, then messages."""
+    return _PLACE_ORDER[place[0]], place[1]
 
 
 _HEAD_MARKS_KEY = "anthropic-head-marks"
@@ -585,7 +590,7 @@ def _group(messages: Sequence[MessageParts], group: tuple[str, int, int],
     parts: list[bytes] = []
     for mi in range(first, end):
         message = messages[mi]
-        wire = message.wire_memo.get(WIRE_FORMAT) or message_blocks(message)
+        wire = message_blocks(message)
         mark = marks.get(("message", mi)) if marks else None
         at = _markable(message) if mark else None
         if mark and at is not None:
@@ -618,7 +623,7 @@ def _groups(messages: Sequence[MessageParts], start: int,
     """``(role, first, end)`` of the role groups of ``messages[start:stop]``."""
     groups: list[tuple[str, int, int]] = []
     for mi in range(start, stop):
-        role = "assistant" if messages[mi].role == "assistant" else "user"  # _role inlined
+        role = _role(messages[mi])
         if groups and groups[-1][0] == role:
             groups[-1] = (role, groups[-1][1], mi + 1)
         else:
@@ -632,8 +637,8 @@ def _last_group(messages: Sequence[MessageParts], count: int) -> int:
     first = count - 1
     if first < 0:
         return 0
-    assistant = messages[first].role == "assistant"  # the group's role (see _role)
-    while first and (messages[first - 1].role == "assistant") == assistant:
+    role = _role(messages[first])
+    while first and _role(messages[first - 1]) == role:
         first -= 1
     return first
 
@@ -708,8 +713,8 @@ def _chain_message(state: bytes, message: MessageParts) -> bytes:
     # block in its (sorted) key order as rendered, with no marker (it is removed) and no other
     # top-level key to strip; chained here from the block's memoized bytes without building
     # that wrapped copy. tests/test_incremental_render.py checks it against the segmenter.
-    head = _ROLE_HEADS["assistant" if message.role == "assistant" else "user"]
-    for data in message.wire_memo.get(WIRE_FORMAT) or message_blocks(message):
+    head = _ROLE_HEADS[_role(message)]
+    for data in message_blocks(message):
         state = chain_pieces(state, "message", (head, data, b"}"))
     return state
 

@@ -34,7 +34,6 @@ from ._parts import (
     PromptParts,
     ToolParts,
     TurnPart,
-    memo,
     tool_fields,
 )
 from ._segmenter import SegmentBuilder, require_list, tool_label
@@ -347,13 +346,7 @@ _TOOLS_MEMO_KEY = WIRE_FORMAT + "-tools"
 
 def _system(head: HeadParts, system_role: str) -> bytes | None:
     """The system item for ``system_role``, serialized once per head and role."""
-    if not head.system:
-        return None
-    return memo(head, _SYSTEM_KEYS[system_role], lambda: _system_bytes(head, system_role))
-
-
-_SYSTEM_KEYS = {role: f"{WIRE_FORMAT}-system-{role}" for role in _openai.SYSTEM_ROLES}
-"""Head memo keys: the system item per role."""
+    return _openai.system_item(head, WIRE_FORMAT, system_role, _system_bytes)
 
 
 def _system_bytes(head: HeadParts, system_role: str) -> bytes:

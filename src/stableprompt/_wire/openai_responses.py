@@ -43,7 +43,6 @@ from ._parts import (
     PromptParts,
     ToolParts,
     TurnPart,
-    memo,
     response_text,
     tool_fields,
 )
@@ -295,13 +294,7 @@ _TOOLS_MEMO_KEY = WIRE_FORMAT + "-tools"
 
 def _system(head: HeadParts, system_role: str) -> bytes | None:
     """The system item for ``system_role``, serialized once per head and role."""
-    if not head.system:
-        return None
-    return memo(head, _SYSTEM_KEYS[system_role], lambda: _system_bytes(head, system_role))
-
-
-_SYSTEM_KEYS = {role: f"{WIRE_FORMAT}-system-{role}" for role in _openai.SYSTEM_ROLES}
-"""Head memo keys: the system item per role."""
+    return _openai.system_item(head, WIRE_FORMAT, system_role, _system_bytes)
 
 
 def _system_bytes(head: HeadParts, system_role: str) -> bytes:
