@@ -270,3 +270,16 @@ def test_an_aws_secret_key_assignment_is_scrubbed() -> None:
     secret = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
     for text in (f"aws_secret_access_key = {secret}", f'"AWS_SECRET_ACCESS_KEY": "{secret}"'):
         assert secret not in redact(text) and "[REDACTED]" in redact(text)
+
+
+_NAME_PARTS = ["x-", "api", "-", "_", "key", "KEY", "Key", "goog-", "authorization",
+               "AUTHORIZATION", "proxy-", "\n", " ", "k", "\u212a", "\u017f", "\u0131", "é"]
+
+
+@settings(max_examples=400, deadline=None)
+@given(parts=st.lists(st.sampled_from(_NAME_PARTS), max_size=6))
+def test_the_secret_name_set_agrees_with_the_pattern(parts: list[str]) -> None:
+    """``is_secret_name`` (a set look-up for ASCII names) decides as ``_SECRET_KEYS`` does,
+    case, a final newline and non-ASCII case folding included."""
+    name = "".join(parts)
+    assert _redact.is_secret_name(name) == (_redact._SECRET_KEYS.match(name) is not None)

@@ -27,11 +27,25 @@ def header(headers: Any, name: str) -> str | None:
         return None
     try:
         value = headers.get(name)
-        if value is None and isinstance(headers, Mapping):
+        if value is None and isinstance(headers, Mapping) and not _caseless(headers):
             value = next((v for k, v in headers.items() if str(k).lower() == name), None)
     except Exception:
         return None
     return None if value is None else str(value)
+
+
+def _caseless(headers: Any) -> bool:
+    """True for an httpx/httpx2 ``Headers``, whose ``get`` already ignores case (so a miss
+    needs no scan of every item: 14 of them on an official SDK's request)."""
+    kind = type(headers)
+    found = _CASELESS.get(kind)
+    if found is None:
+        found = _CASELESS[kind] = (kind.__name__ == "Headers" and kind.__module__.split(
+            ".", 1)[0] in ("httpx", "httpx2"))
+    return found
+
+
+_CASELESS: dict[type[Any], bool] = {}
 
 
 def module_of(obj: Any) -> ModuleType:
