@@ -779,3 +779,79 @@ def test_a_stream_dropped_unread_still_gets_its_row(in_thread: bool) -> None:
     assert dropped.verdict == "unknown" and dropped.verdict_detail["incomplete"] is True
     assert later.verdict_detail.get("incomplete") is None
     recorder.close()
+
+
+def _sdk_turns(api: str, fake: FakeProvider, recorder: Recorder, turns: int) -> None:
+    """``turns`` requests of one growing conversation through an official SDK: tool calls with
+    float, non-ASCII, escaped and nested arguments, a breakpoint moving to the last message."""
+    history: list[dict[str, Any]] = []
+    if api == "anthropic":
+        client: Any = anthropic_sdk(fake, recorder)
+        for t in range(turns):
+            for message in history:
+                for block in message["content"]:
+                    block.pop("cache_control", None)
+            history.append({"role": "user", "content": [
+                {"type": "text", "text": f"q{t} \u00e9\u2028 \"quoted\" \\ {0.1 * t} 1e-05"}]})
+            history[-1]["content"][-1]["cache_control"] = {"type": "ephemeral"}
+            client.messages.create(model="claude-sonnet-4-6", max_tokens=50,
+                                   system=SYSTEM_BLOCKS, messages=history)
+            history.append({"role": "assistant", "content": [
+                {"type": "tool_use", "id": f"t{t}", "name": "lookup",
+                 "input": {"x": 1e16 * t, "y": [1.5, -0.0, t], "s": "\u00fc\n",
+                           "tiny": 1e-05 if t == 4 else 0.5}}]})
+            history.append({"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": f"t{t}", "content": f"r{t} \u4e2d"}]})
+        return
+    client = openai_sdk(fake, recorder)
+    history = [{"role": "system", "content": CHAT_SYSTEM}]
+    for t in range(turns):
+        history.append({"role": "user", "content": f"q{t} \u00e9 {0.1 * t} \\u0041"})
+        if api == "chat":
+            client.chat.completions.create(model="gpt-4.1", messages=history)
+        else:
+            client.responses.create(model="gpt-4.1", input=history)
+        history.append({"role": "assistant", "content": f"a{t} {1e16 * t} \u00fc"})
+
+
+@pytest.mark.parametrize("api", ["anthropic", "chat", "responses"])
+def test_sdk_bodies_are_segmented_from_their_new_items(
+        api: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A request an official SDK serialized (compact, ``ensure_ascii=False``) that continues
+    the conversation's previous one is not parsed whole (the transport path's cost grows with
+    the turn, not the conversation, and makes no objects for the history it already has):
+    only the first body of the conversation is decoded whole, a later one only its new items
+    where they re-serialize to their bytes (``1e-05`` does not, orjson writes ``0.00001``: once
+    the history holds it, that conversation's later bodies are parsed whole again, their
+    bytes no longer being their compact dump; the one that added it still reuses). Every
+    record equals a recorder's that parses every body whole."""
+    import stableprompt._recording._recorder as recorder_module
+    from stableprompt._recording._memory import CallMemory
+
+    whole: list[int] = []
+    real_loads = recorder_module.loads
+
+    def counting(data: Any) -> Any:
+        if len(data) > 5000:  # a request body (a response here is < 1 KB)
+            whole.append(len(data))
+        return real_loads(data)
+
+    monkeypatch.setattr(recorder_module, "loads", counting)
+    ours = Recorder(tokenizer="bytes/4")
+    _sdk_turns(api, FakeProvider(), ours, 7)
+    decoded_whole = list(whole)
+    monkeypatch.setattr(CallMemory, "segment_rendered", lambda *args, **kwargs: None)
+    reference = Recorder(tokenizer="bytes/4")
+    _sdk_turns(api, FakeProvider(), reference, 7)
+    assert len(whole) - len(decoded_whole) == 7  # the reference decodes every body whole
+    # anthropic: the first two (the breakpoint moved off the only message) and the one after
+    # the 1e-05 entered the history; the others: the first only
+    assert len(decoded_whole) == (3 if api == "anthropic" else 1), decoded_whole
+    assert decoded_whole[0] == whole[len(decoded_whole)]  # the first body, both times
+    fields = ("request_fingerprint", "lineage", "request_tokens", "predicted_cache_read_tokens",
+              "lcp_tokens", "verdict", "turn", "model", "wire_format", "cache_read_tokens",
+              "divergence_segment", "divergence_cause")
+    mine = [{f: getattr(r, f, None) for f in fields} for r in ours.records]
+    theirs = [{f: getattr(r, f, None) for f in fields} for r in reference.records]
+    assert mine == theirs
+    assert all(r.request_fingerprint for r in ours.records)

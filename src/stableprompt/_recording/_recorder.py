@@ -344,9 +344,12 @@ class Recorder:
                 what :func:`~stableprompt._canonical.loads` gives for ``body``.
             resegmented: ``body`` already segmented by :meth:`segment_rendered` (the
                 client's own requests); its body is ``decoded``.
-            rendered: ``body`` is stableprompt's own rendering (implied by ``decoded``): it
-                is segmented against its conversation's previous request
-                (:meth:`segment_rendered`) instead of decoded whole.
+            rendered: ``body`` is stableprompt's own rendering (implied by ``decoded``), so
+                its bytes are its compact dump. Any body that continues its conversation's
+                previous request (same bytes around the history, the same first items) is
+                segmented from its new items (:meth:`segment_rendered`) instead of decoded
+                whole; one not rendered here (an official SDK's, compact) only once the earlier
+                body's bytes were found to be exactly its compact dump.
             defer: Register the call (record id, send time, what the response observer
                 needs) but leave its analysis (segmenting, token counts, the predecessor and
                 turn) to :meth:`analyse`, which must run before :meth:`finish` and after the
@@ -369,7 +372,7 @@ class Recorder:
                 return None
             rendered = rendered or decoded is not None  # stableprompt rendered these bytes
             if decoded is None and (decode or not defer):
-                decoded, resegmented = self._decoded(endpoint(path), body, rendered)
+                decoded, resegmented = self._decoded(endpoint(path), body)
             if decoded is not None and not isinstance(decoded, dict):
                 return None
             wire = endpoint(path) if decoded is None else detect(decoded, path)
@@ -402,16 +405,22 @@ class Recorder:
             self.analyse(pending)
         return pending
 
-    def _decoded(self, wire: str | None, body: bytes | bytearray | memoryview, rendered: bool
+    def _decoded(self, wire: str | None, body: bytes | bytearray | memoryview
                  ) -> tuple[Any, Resegmented | None]:
-        """``body`` decoded, and its segmenting when it is a rendered continuation of a
-        recorded request (:meth:`segment_rendered`: its body, nothing decoded again).
+        """``body`` decoded, and its segmenting when it continues a recorded request
+        (:meth:`segment_rendered`: its body rebuilt from that request's values and the new
+        items, only those decoded). Rendered bodies and an official SDK's alike: a body not
+        rendered here continues one only once the earlier body's bytes were found to be its
+        compact dump (``LineageSegments.segment_captured``, checked on first reuse), so the
+        transport path stops parsing (and making, for the garbage collector to promote) the
+        whole conversation's objects on every call.
 
         Raises:
             ValueError: ``body`` is not JSON.
         """
-        found = self.segment_rendered(wire, bytes(body)) if rendered and wire else None
-        return (loads(bytes(body)) if found is None else found.segmented.body), found
+        content = bytes(body)
+        found = self.segment_rendered(wire, content) if wire else None
+        return (loads(content) if found is None else found.segmented.body), found
 
     def _read_request(self, pending: Pending, decoded: Mapping[str, Any], headers: Any) -> None:
         """What the response observer and a provisional record read of the request: model,
@@ -436,7 +445,7 @@ class Recorder:
         try:
             if decoded is None:
                 try:
-                    decoded, resegmented = self._decoded(pending.wire_format, body, rendered)
+                    decoded, resegmented = self._decoded(pending.wire_format, body)
                     if not isinstance(decoded, dict):
                         raise ValueError("the request body is not a JSON object")
                     self._read_request(pending, decoded, headers)
