@@ -828,8 +828,9 @@ def test_sdk_bodies_are_segmented_from_their_new_items(
     import stableprompt._recording._recorder as recorder_module
     from stableprompt._recording._memory import CallMemory
 
+    from stableprompt._canonical import loads as real_loads
+
     whole: list[int] = []
-    real_loads = recorder_module.loads
 
     def counting(data: Any) -> Any:
         if len(data) > 5000:  # a request body (a response here is < 1 KB)
