@@ -826,9 +826,8 @@ def test_sdk_bodies_are_segmented_from_their_new_items(
     bytes no longer being their compact dump; the one that added it still reuses). Every
     record equals a recorder's that parses every body whole."""
     import stableprompt._recording._recorder as recorder_module
-    from stableprompt._recording._memory import CallMemory
-
     from stableprompt._canonical import loads as real_loads
+    from stableprompt._recording._memory import CallMemory
 
     whole: list[int] = []
 
