@@ -122,10 +122,13 @@ def _tables(values: dict[str, list[float]], errors: dict[str, str], memory: dict
               "turn (`benchmarks/paired.py`)", "",
               "One process; each round appends a turn (not timed), then times ours, then the two "
               "rebuilds of that request's own body (parsed from its bytes, not timed) in "
-              "alternating order, so each runs right after the others' memory traffic (~10 MB "
-              "of objects between two of our turns), as an agent loop's other work between "
-              f"renders. {first['rounds']} rounds per row after warm-up; medians of the times "
-              "and of the per-round ratios (p10: the 10th percentile of those ratios).", "",
+              "alternating order, so each runs right after the others' allocations (a parse and "
+              "two serializations of the body: ~16 MB of objects and buffers at turn 1,000), "
+              "as an agent loop's other work between renders would. "
+              f"{first['rounds']} rounds per row, in blocks of new conversations timed at the "
+              f"suite's turns (row 1,000: turns {paired['anthropic/1000']['turns'][0]:,}-"
+              f"{paired['anthropic/1000']['turns'][1]:,}); medians of the times and of the "
+              "per-round ratios (p10: their 10th percentile, nearest rank).", "",
               "| turn | format | ours ms | json.dumps ms | orjson ms | x json.dumps | "
               "x orjson | x orjson p10 |", "|---|---|---|---|---|---|---|---|"]
     for n in TURNS:
