@@ -283,3 +283,24 @@ def test_the_secret_name_set_agrees_with_the_pattern(parts: list[str]) -> None:
     case, a final newline and non-ASCII case folding included."""
     name = "".join(parts)
     assert _redact.is_secret_name(name) == (_redact._SECRET_KEYS.match(name) is not None)
+
+
+def test_credentials_after_a_tab_or_sent_twice_are_secrets() -> None:
+    """A credential not shaped like a known key is scrubbed by value only, so it must be found
+    however its header was written: a tab (or several spaces) after the scheme, or the header
+    sent twice (httpx joins the values with ", "), each value a secret of its own (reviewer's
+    finding: both stayed in stored request content)."""
+    import httpx2
+
+    key, other = "3f9a0c1d5e7b4a2f8c6d0e1f2a3b4c5d", "9b8a7c6d5e4f3a2b1c0d9e8f7a6b5c4d"
+    cases = [{"Authorization": f"Bearer\t{key}"}, {"authorization": f"bearer   {key} "},
+             httpx2.Headers([("x-api-key", key), ("x-api-key", other)]),
+             httpx2.Headers([("authorization", f"Bearer {key}"),
+                             ("authorization", f"Token\t{other}")])]
+    for headers in cases:
+        secrets = _redact.secrets_in_headers(headers)
+        text = _redact.redact(f"key {key} and {other}", secrets=secrets, fragments=False)
+        assert key not in text, headers
+        if "," in str(dict(headers.items())):
+            assert other not in text, headers
+    assert _redact.secrets_in_headers({"x-api-key": "short, tiny"}) == ("short, tiny",)

@@ -169,8 +169,10 @@ def _strip_secret(text: str, secret: str, fragments: bool) -> str:
 
 def secrets_in_headers(headers: Any) -> tuple[str, ...]:
     """The credential values of a request's headers: the ``Authorization`` /
-    ``Proxy-Authorization`` token (without its scheme), ``x-api-key``, ``api-key`` (Azure),
-    ``x-goog-api-key``; values shorter than :data:`MIN_SECRET_CHARS` are left out.
+    ``Proxy-Authorization`` token (without its scheme, whatever whitespace follows it),
+    ``x-api-key``, ``api-key`` (Azure), ``x-goog-api-key``; a value holding commas (a header
+    sent twice, joined) gives each part too; values shorter than :data:`MIN_SECRET_CHARS` are
+    left out.
 
     Args:
         headers: An httpx/httpx2 ``Headers`` or any mapping of header names to values
@@ -189,13 +191,22 @@ def secrets_in_headers(headers: Any) -> tuple[str, ...]:
             continue
         if not is_secret_name(name):
             continue
-        token = value.strip()
-        scheme, _, rest = token.partition(" ")
-        if rest and scheme.lower() in ("bearer", "basic", "token"):
-            token = rest.strip()
-        if len(token) >= MIN_SECRET_CHARS:
-            found.add(token)
+        # the whole value, and each comma-separated part: a header sent twice arrives
+        # joined by ", " (httpx's ``items()``), and each part is a credential of its own
+        for part in (value, *value.split(",")) if "," in value else (value,):
+            token = _without_scheme(part.strip())
+            if len(token) >= MIN_SECRET_CHARS:
+                found.add(token)
     return tuple(sorted(found, key=len, reverse=True))
+
+
+def _without_scheme(token: str) -> str:
+    """``token`` without a leading ``Bearer`` / ``Basic`` / ``Token`` scheme and the
+    whitespace after it (a space, a tab, several)."""
+    pieces = token.split(None, 1)
+    if len(pieces) == 2 and pieces[0].lower() in ("bearer", "basic", "token"):
+        return pieces[1].strip()
+    return token
 
 
 def redact(value: _T, *, secrets: Iterable[str] = (), fragments: bool = True) -> _T:
