@@ -12,7 +12,9 @@ import gc
 import hashlib
 import itertools
 import json
+import pickle
 import random
+import types
 from typing import Any
 
 import httpx
@@ -441,3 +443,51 @@ def test_changed_head_keeps_the_history_segments(monkeypatch: pytest.MonkeyPatch
         _same(found, wire, body)
         key = "input" if wire == "openai-responses" else "messages"
         assert found.reused == 0 and calls == [f"{key}[5]"]
+
+
+def _own_references(new: object, old: object) -> int:
+    """References held by the containers reachable from ``new`` but not from ``old`` (what
+    ``new`` adds for the garbage collector to traverse; classes, modules and functions not
+    followed)."""
+    def reachable(root: object, stop: set[int]) -> list[object]:
+        found, seen, stack = [], set(stop), [root]
+        while stack:
+            obj = stack.pop()
+            if id(obj) in seen or not gc.is_tracked(obj) or isinstance(
+                    obj, (type, types.ModuleType, types.FunctionType)):
+                continue
+            seen.add(id(obj))
+            found.append(obj)
+            stack.extend(gc.get_referents(obj))
+        return found
+
+    before = {id(obj) for obj in reachable(old, set())}
+    return sum(len(gc.get_referents(obj)) for obj in reachable(new, before))
+
+
+@pytest.mark.parametrize("wire", sorted(PATHS))
+def test_a_turn_adds_references_for_its_new_segments_only(wire: str) -> None:
+    """A rendered turn's segments share the previous turn's list of segments (one list per
+    conversation, extended in place): the references they add for the garbage collector
+    are those of the new segments, the same at 40 and at 400 items (a tuple of every
+    segment per turn added one reference per segment of the conversation), and they equal
+    the from-scratch segmenting."""
+    added = []
+    for size in (40, 400):
+        lineages = LineageSegments()
+        history = [_item(wire, i % 3, f"m{i}", False, False) for i in range(size)]
+        made = []
+        for turn in range(4):  # the breakpoint moves to the last item every turn
+            history = [*history, _item(wire, turn % 3, f"n{turn}", False, False)]
+            marked = [*history[:-1], _item(wire, turn % 3, f"n{turn}", True, False)]
+            body = _body(wire, marked, 3)
+            content = wire_json(body)
+            found = lineages.segment_rendered(wire, content) or lineages.segment(
+                wire, loads(content), content=content)
+            _same(found, wire, body)
+            made.append(found.segmented)
+        assert found.reused > 0
+        added.append(_own_references(made[-1].segments, made[-2].segments))
+        assert pickle.loads(pickle.dumps(made[-1])) == made[-1]
+        assert pickle.dumps(made[-1]) == pickle.dumps(segment_request(wire, made[-1].body))
+    assert added[0] == added[1] < 60

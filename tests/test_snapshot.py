@@ -1,15 +1,17 @@
-"""Snapshot: the O(1) read-only view a render holds of the conversation's append-only lists."""
+"""Snapshot: the O(1) read-only view a render holds of the conversation's append-only lists,
+and the shared list plus own tail of the recorder's segmented requests (``first``, ``then``)."""
 
 from __future__ import annotations
 
 import pickle
+from typing import Any
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from stableprompt import PromptBuilder
-from stableprompt._prompt._snapshot import Snapshot
+from stableprompt._snapshot import Snapshot
 
 parts = st.lists(st.lists(st.integers(), max_size=5), max_size=4)
 
@@ -73,3 +75,68 @@ def test_a_part_growing_while_it_is_iterated_is_read_to_its_length() -> None:
         if len(seen) > 5:  # the list outgrows any reader that follows it
             break
     assert seen == [1, 2] and list(view) == [1, 2]
+
+
+def _lists(view: Snapshot[Any]) -> list[Any]:
+    """The sequences ``view`` reads, in order (its parts)."""
+    return [seq for seq, _ in view._parts]
+
+
+def test_then_shares_one_list_along_a_conversation() -> None:
+    """Each ``first(n).then(tail)`` of the latest snapshot (a request reusing its
+    predecessor's leading items) appends the reused items to the one shared list, holds its
+    own tail as given, and leaves every earlier snapshot as it was."""
+    head = ("h0", "h1")
+    made = [Snapshot((head, 2)).then(("a", "b", "c"))]
+    model = [("h0", "h1", "a", "b", "c")]
+    shared = _lists(made[0])[0]
+    for turn in range(5):
+        reused = len(model[-1]) - 1  # the last item is redone (a moved breakpoint)
+        tail = (f"x{turn}", f"y{turn}", f"z{turn}")
+        view = made[-1].first(reused).then(tail)
+        assert _lists(view)[0] is shared and _lists(view)[1] is tail
+        made.append(view)
+        model.append(model[-1][:reused] + tail)
+        assert [tuple(v) for v in made] == model and made == model
+    assert len(shared) == len(model[-1]) - 3  # the shared items, once
+
+
+def test_then_copies_on_a_fork() -> None:
+    """A snapshot whose items differ from what another one already appended to the shared
+    list (a fork) gets a new list; one that agrees with what is there shares it, appending
+    what the list lacks; a list ``then`` did not make (the conversation's own) is never
+    appended to."""
+    base = Snapshot((("h",), 1)).then((1, 2, 3))
+    shared = _lists(base)[0]
+    a = base.first(3).then(("a",))  # appends 1, 2
+    fork = Snapshot((shared, 1), ((9, 9, 9), 3)).then(("b",))  # other items after "h"
+    again = base.first(2).then(("c",))  # shares: the list holds 1 there
+    longer = base.first(4).then(("d",))  # the list holds 1, 2: 3 is appended
+    assert (tuple(a), tuple(fork), tuple(again), tuple(longer)) == (
+        ("h", 1, 2, "a"), ("h", 9, 9, 9, "b"), ("h", 1, "c"), ("h", 1, 2, 3, "d"))
+    assert _lists(a)[0] is shared and _lists(again)[0] is shared
+    assert _lists(fork)[0] is not shared and _lists(longer)[0] is shared
+    assert shared == ["h", 1, 2, 3]
+    assert tuple(base) == ("h", 1, 2, 3) and tuple(a) == ("h", 1, 2, "a")
+    own = [1, 2]
+    view = Snapshot((own, 2)).then((3,))
+    assert own == [1, 2] and tuple(view.first(2).then((4,))) == (1, 2, 4) and own == [1, 2]
+    assert pickle.loads(pickle.dumps(view)) == (1, 2, 3) and type(pickle.loads(
+        pickle.dumps(view))) is tuple
+
+
+@given(st.lists(st.tuples(st.integers(0, 30), st.integers(0, 30),
+                          st.lists(st.integers(), max_size=4)), max_size=25))
+def test_then_reads_like_tuples(steps: list[tuple[int, int, list[int]]]) -> None:
+    """Any sequence of ``first(n).then(tail)`` from any earlier snapshot (forks, shorter
+    and longer reuse) gives the tuple ``model[:n] + tail``, and no snapshot changes later."""
+    made: list[Snapshot[int]] = [Snapshot(((0, 1), 2)).then((2,))]
+    model: list[tuple[int, ...]] = [(0, 1, 2)]
+    for pick, count, tail in steps:
+        source = pick % len(made)
+        n = min(count, len(model[source]))
+        made.append(made[source].first(n).then(tuple(tail)))
+        model.append(model[source][:n] + tuple(tail))
+        assert [tuple(v) for v in made] == model
+        assert all(v[i] == m[i] for v, m in zip(made, model, strict=True)
+                   for i in range(-len(m), len(m)))

@@ -37,7 +37,7 @@ class Req:
     session: str | None
     hinted: bool  # session taken from the body (a hint), not from the capture record
     model: str | None
-    segments: tuple[Segment, ...]
+    segments: Sequence[Segment]  # a Snapshot sharing its conversation's list (_resegment)
     data: SegmentBytes
     has_assistant: bool
     breakpoints: tuple[Segment, ...]

@@ -50,6 +50,7 @@ from typing import Any
 
 from .._canonical import decoded_json, loads
 from .._segment import Segment, SegmentBytes, SegmentSpec, build_segments, rechain
+from .._snapshot import Snapshot
 from ._formats import SegmentSteps, segment_request, segment_steps
 from ._segmenter import SegmentBuilder, SegmentedRequest
 
@@ -113,10 +114,11 @@ class _Stored:
 class _Base:
     """What a new request starts from before its first new item: ``done`` items' segments
     (head included) in ``kept``, whose data is ``prefix`` and whose chain ends in
-    ``previous``; ``reused`` of them are the stored request's own (same offsets, digests)."""
+    ``previous``; ``reused`` of them are the stored request's own (same offsets, digests,
+    and the same list: :meth:`~stableprompt._snapshot.Snapshot.then`)."""
 
     reused: int
-    kept: tuple[Segment, ...]
+    kept: Snapshot[Segment]
     prefix: Sequence[SegmentBytes | bytes]
     previous: bytes | None
     item_ends: array[int]
@@ -355,7 +357,7 @@ class LineageSegments:
         if items and end + 1 != len(dump):  # bytes that do not re-serialize so (not compact)
             dump, around = decoded_json(items), None  # ends are of the re-serialized items
         new_segments, new_data, _ = build_segments(fresh.specs, start=start, previous=previous)
-        segmented = SegmentedRequest(steps.wire_format, kept + new_segments,
+        segmented = SegmentedRequest(steps.wire_format, kept.then(new_segments),
                                      SegmentBytes.joined([*prefix, new_data]), body)
         if stored is not None and done > stored.leading and \
                 "head_fingerprint" in stored.segmented.__dict__:
@@ -432,13 +434,16 @@ def _check(steps: SegmentSteps, stored: _Stored) -> None:
 
 def _fresh(head: _Head) -> _Base:
     """Nothing reused: the head's segments, data and chain state only."""
-    return _Base(0, head[0], [head[1]], head[2], array("q"), array("q"), 0, len(head[0]))
+    return _Base(0, Snapshot((head[0], len(head[0]))), [head[1]], head[2], array("q"),
+                 array("q"), 0, len(head[0]))
 
 
 def _reused(stored: _Stored, done: int) -> _Base:
     """The first ``done`` history items of ``stored`` (same head), its segments as they are."""
     reused = stored.item_segments[done - 1]
-    kept = stored.segmented.segments[:reused]
+    segments = stored.segmented.segments
+    assert isinstance(segments, Snapshot)  # as _finish made them
+    kept = segments.first(reused)
     last = kept[-1]
     return _Base(reused, kept, [stored.segmented.segment_bytes.span(0, last.end)],
                  bytes.fromhex(last.prefix_digest), stored.item_ends[:done],
@@ -462,8 +467,8 @@ def _rebased(other: _Stored, dump: bytes,
     moved, previous = rechain(old[first:last], bytes(history), base=begin,
                               shift=len(head[1]) - begin, previous=head[2])
     heads = len(head[0])
-    return _Base(0, (*head[0], *moved), [head[1], history], previous,
-                 other.item_ends[:done],
+    return _Base(0, Snapshot((head[0], heads), (moved, len(moved))), [head[1], history],
+                 previous, other.item_ends[:done],
                  array("q", (n - first + heads for n in other.item_segments[:done])),
                  min(other.leading, done), heads)
 

@@ -21,7 +21,7 @@ settings (developers.openai.com/api/docs/guides/prompt-caching).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -50,7 +50,11 @@ class SegmentedRequest:
 
     Attributes:
         wire_format: ``anthropic``, ``openai-chat`` or ``openai-responses``.
-        segments: Segments in cache order (params, tools, system, messages).
+        segments: Segments in cache order (params, tools, system, messages): a tuple, or
+            (a request the recorder or lint segmented from its lineage's previous one,
+            ``_resegment``) a read-only :class:`~stableprompt._snapshot.Snapshot` that
+            shares the previous request's list of segments and compares equal to the tuple
+            (slices and ``tuple()`` give tuples; pickled as the tuple).
         segment_bytes: The concatenated segment bytes as shared pieces
             (``segment_bytes[s.start:s.end]`` is segment ``s``'s bytes): a request that
             repeats its predecessor's segments shares its pieces, so making it costs what is
@@ -59,7 +63,7 @@ class SegmentedRequest:
     """
 
     wire_format: str
-    segments: tuple[Segment, ...]
+    segments: Sequence[Segment]
     segment_bytes: SegmentBytes = field(repr=False)
     body: Mapping[str, Any] = field(repr=False)
 
@@ -68,7 +72,8 @@ class SegmentedRequest:
             object.__setattr__(self, "segment_bytes", SegmentBytes((self.segment_bytes,)))
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (SegmentedRequest, (self.wire_format, self.segments, self.data, self.body))
+        return (SegmentedRequest, (self.wire_format, tuple(self.segments), self.data,
+                                   self.body))
 
     @cached_property
     def data(self) -> bytes:
