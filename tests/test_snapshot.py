@@ -11,6 +11,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from stableprompt import PromptBuilder
+from stableprompt._diff import first_divergent_index
+from stableprompt._segment import Segment, build_segments, new_spec
 from stableprompt._snapshot import Snapshot
 
 parts = st.lists(st.lists(st.integers(), max_size=5), max_size=4)
@@ -139,3 +141,32 @@ def test_then_reads_like_tuples(steps: list[tuple[int, int, list[int]]]) -> None
         assert [tuple(v) for v in made] == model
         assert all(v[i] == m[i] for v, m in zip(made, model, strict=True)
                    for i in range(-len(m), len(m)))
+
+
+def _chain(texts: list[str], after: tuple[Segment, ...] = ()) -> tuple[Segment, ...]:
+    """Message segments of ``texts`` chained after ``after`` (a conversation's prefix)."""
+    last = after[-1] if after else None
+    made, _, _ = build_segments(
+        [new_spec("message", f"m{i}", text.encode(), "", None, "user")
+         for i, text in enumerate(texts)],
+        start=last.end if last else 0,
+        previous=bytes.fromhex(last.prefix_digest) if last else None)
+    return (*after, *made)
+
+
+@given(st.lists(st.sampled_from("abc"), min_size=1, max_size=12),
+       st.lists(st.sampled_from("abc"), max_size=6), st.integers(0, 12), st.integers(0, 12))
+def test_first_divergent_index_of_snapshots(texts: list[str], more: list[str], keep: int,
+                                            reuse: int) -> None:
+    """Two requests of one conversation (the later reusing some of the earlier's segments,
+    its own new ones chained after) diverge where their tuples do: the segments both read
+    from the shared list are skipped, never misread (``Snapshot.shared_prefix``)."""
+    earlier = _chain(texts)
+    keep = min(keep, len(earlier))
+    a = Snapshot((earlier[:1], 1)).then(earlier[1:])
+    b = a.first(keep).then(_chain(more, earlier[:keep])[keep:])
+    c = a.first(min(reuse, len(a))).then(())
+    for x, y in ((a, b), (b, a), (b, c), (c, b), (a, c)):
+        assert x.shared_prefix(y) <= min(len(x), len(y))
+        assert first_divergent_index(x, y) == first_divergent_index(tuple(x), tuple(y))
+    assert a.shared_prefix(tuple(a)) == 0

@@ -31,6 +31,7 @@ from ._exceptions import InputError
 from ._public import public
 from ._redact import redact_slice
 from ._segment import ByteSlices, Segment
+from ._snapshot import Snapshot
 from ._volatility import paired_nonce, scan_volatile
 
 __all__ = [
@@ -155,7 +156,7 @@ def _cacheable(prompt: Segmented) -> Sequence[Segment]:
         end -= len(tail)
     while end and segments[end - 1].kind == "tail":
         end -= 1
-    return segments[:end]
+    return segments if end == len(segments) else segments[:end]  # no copy of a request's
 
 
 def first_divergent_index(a: Sequence[Segment], b: Sequence[Segment], start: int = 0) -> int:
@@ -163,8 +164,12 @@ def first_divergent_index(a: Sequence[Segment], b: Sequence[Segment], start: int
 
     Returns ``len(a)`` when every segment of ``a`` is a prefix of ``b``. Chained digests are
     monotone (once different, different forever), so this is a binary search; ``start``: the
-    caller knows the first ``start`` segments agree (the search begins there).
+    caller knows the first ``start`` segments agree (the search begins there), as it knows
+    the segments two :class:`~stableprompt._snapshot.Snapshot` share (two requests of one
+    conversation recorded: :meth:`~stableprompt._snapshot.Snapshot.shared_prefix`).
     """
+    if type(a) is Snapshot:  # not isinstance: an ABC check costs more than the search
+        start = max(start, a.shared_prefix(b))
     lo, hi = start, min(len(a), len(b))
     while lo < hi:
         mid = (lo + hi) // 2

@@ -65,10 +65,10 @@ class Snapshot(Sequence[_T]):
     def __getitem__(self, index: slice) -> tuple[_T, ...]: ...
     def __getitem__(self, index: int | slice) -> _T | tuple[_T, ...]:
         if type(index) is int:  # the hot path: binary searches read single items
-            if index < 0:
-                index += self._len
             if 0 <= index < self._first_len:
                 return self._first[index]
+            if index < 0:
+                index += self._len
         elif isinstance(index, slice):
             start, stop, step = index.indices(self._len)
             if step != 1:
@@ -114,6 +114,14 @@ class Snapshot(Sequence[_T]):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (tuple, (tuple(self),))
+
+    def shared_prefix(self, other: object) -> int:
+        """How many leading items this snapshot and ``other`` hold as the same objects, known
+        without reading any: those of the first list both read (two requests of one
+        conversation), ``0`` when ``other`` is no snapshot or reads another list."""
+        if type(other) is Snapshot and other._first is self._first:
+            return min(self._first_len, other._first_len)
+        return 0
 
     def first(self, count: int) -> Snapshot[_T]:
         """The first ``count`` items (``0 <= count <= len(self)``) over the same parts:
