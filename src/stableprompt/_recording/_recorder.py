@@ -341,9 +341,11 @@ class Recorder:
                 inferred (:func:`provider_for`).
             decoded: ``body`` already decoded (stableprompt's client hands over the
                 :attr:`ProviderRequest.body` it decoded): it is not parsed again. Must be
-                what :func:`~stableprompt._canonical.loads` gives for ``body``.
+                what :func:`~stableprompt._canonical.loads` gives for ``body`` (or, with
+                ``resegmented``, its ``segmented.body_view``: the history then a read-only
+                sequence of the same items).
             resegmented: ``body`` already segmented by :meth:`segment_rendered` (the
-                client's own requests); its body is ``decoded``.
+                client's own requests); its body (or body view) is ``decoded``.
             rendered: ``body`` is stableprompt's own rendering (implied by ``decoded``): it
                 is segmented against its conversation's previous request
                 (:meth:`segment_rendered`) instead of decoded whole.
@@ -405,13 +407,14 @@ class Recorder:
     def _decoded(self, wire: str | None, body: bytes | bytearray | memoryview, rendered: bool
                  ) -> tuple[Any, Resegmented | None]:
         """``body`` decoded, and its segmenting when it is a rendered continuation of a
-        recorded request (:meth:`segment_rendered`: its body, nothing decoded again).
+        recorded request (:meth:`segment_rendered`: its body's view, nothing decoded again
+        and no list of its history made: ``SegmentedRequest.body_view``).
 
         Raises:
             ValueError: ``body`` is not JSON.
         """
         found = self.segment_rendered(wire, bytes(body)) if rendered and wire else None
-        return (loads(bytes(body)) if found is None else found.segmented.body), found
+        return (loads(bytes(body)) if found is None else found.segmented.body_view), found
 
     def _read_request(self, pending: Pending, decoded: Mapping[str, Any], headers: Any) -> None:
         """What the response observer and a provisional record read of the request: model,

@@ -41,6 +41,7 @@ The recorder also keeps each stored request's token counts here
 from __future__ import annotations
 
 import bisect
+import itertools
 import threading
 from array import array
 from collections import OrderedDict
@@ -99,7 +100,10 @@ class _Stored:
     item_ends: array[int]
     item_segments: array[int]
     leading: int  # how many items from the first returned ``leading=True``
-    items: list[Any]  # the history list of ``segmented.body`` (never mutated)
+    # the history items of ``segmented.body``: its list (parsed) or, rebuilt, the read-only
+    # sequence its body view holds (:meth:`SegmentedRequest.rebuilt`), over a list shared
+    # with the lineage's other requests (``Snapshot.then``)
+    items: Snapshot[Any]
     tokens: Sequence[int] | None = field(default=None)
     cumulative: Sequence[int] | None = field(default=None)  # running sums of ``tokens``
     # Rendered bodies only: the bytes around the history in the body, when the history is
@@ -134,7 +138,8 @@ class Resegmented:
     Attributes:
         segmented: Equal to ``segment_request(wire_format, body)``; its ``body`` is the
             decoded body (rebuilt from the stored request's items and the new ones when the
-            body was not parsed: :meth:`LineageSegments.segment_rendered`).
+            body was not parsed, :meth:`LineageSegments.segment_rendered`: then made when
+            first read, its fields read without making it by ``segmented.body_view``).
         reused: Leading segments taken from the previous request (``0``: none).
         previous_tokens: The previous request's token counts (one per segment, as the
             recorder counted them), when it stored them and ``reused > 0``.
@@ -218,7 +223,7 @@ class LineageSegments:
         if done:
             shared = (stored if stored is not None else other)
             assert shared is not None
-            items = [*shared.items[:done], *items[done:]]
+            items = [*itertools.islice(shared.items, done), *items[done:]]
         outside = head[3]
         body = {k: items if k == steps.history_key else outside[k] for k in body}
         around = None
@@ -227,8 +232,8 @@ class LineageSegments:
             at = where + len(_needle(steps.history_key)) - 1
             if where > 0 and content.startswith(dump, at):
                 around = (content[:at], content[at + len(dump):])
-        return self._finish(steps, key, body, items, dump, done, stored,
-                            base or _fresh(head), around, checked)
+        return self._finish(steps, key, body, Snapshot((items, len(items))), dump, done,
+                            stored, base or _fresh(head), around, checked)
 
     def segment_captured(self, wire_format: str, body: Mapping[str, Any],
                          line: bytes) -> Resegmented:
@@ -326,19 +331,22 @@ class LineageSegments:
         if fresh is None:
             return None
         close = len(content) - len(stored.around[1]) - 1
-        items = [*stored.items[:done], *fresh]
-        body = dict(stored.segmented.body)
-        body[steps.history_key] = items
+        # the shared items and the new ones, no list of them all (one per conversation,
+        # extended in place: Snapshot.then), in a view of the body (made only when read)
+        items = stored.items.first(done).then(fresh)
+        view = dict(stored.segmented.body_view)
+        view[steps.history_key] = items
         dump = memoryview(content)[at:close + 1]  # kept for the next turn's comparison, uncopied
-        return self._finish(steps, key, body, items, dump, done, stored,
-                            _reused(stored, done), stored.around, True)  # same bytes around
+        return self._finish(steps, key, view, items, dump, done, stored,
+                            _reused(stored, done), stored.around, True, rebuilt=True)
 
     def _finish(self, steps: SegmentSteps, key: tuple[str, str, int], body: Mapping[str, Any],
-                items: list[Any], dump: bytes | memoryview, done: int, stored: _Stored | None,
-                base: _Base, around: tuple[bytes, bytes] | None,
-                checked: bool) -> Resegmented:
+                items: Snapshot[Any], dump: bytes | memoryview, done: int,
+                stored: _Stored | None, base: _Base, around: tuple[bytes, bytes] | None,
+                checked: bool, *, rebuilt: bool = False) -> Resegmented:
         """Segments: ``base`` (``done`` items' segments, ``base.reused`` of them the same as
-        ``stored``'s), then the rest of ``items`` made."""
+        ``stored``'s), then the rest of ``items`` made. ``body`` is the request's body, or
+        with ``rebuilt`` its view (:meth:`SegmentedRequest.rebuilt`)."""
         reused, kept, previous, heads = base.reused, base.kept, base.previous, base.heads
         item_ends, item_segments = base.item_ends, base.item_segments
         leading_items, prefix = base.leading_items, base.prefix
@@ -355,10 +363,12 @@ class LineageSegments:
             item_ends.append(end)
             item_segments.append(len(kept) + len(fresh.specs))
         if items and end + 1 != len(dump):  # bytes that do not re-serialize so (not compact)
-            dump, around = decoded_json(items), None  # ends are of the re-serialized items
+            dump, around = decoded_json(list(items)), None  # ends: of the re-serialized items
         new_segments, new_data, _ = build_segments(fresh.specs, start=start, previous=previous)
-        segmented = SegmentedRequest(steps.wire_format, kept.then(new_segments),
-                                     SegmentBytes.joined([*prefix, new_data]), body)
+        segments, data = kept.then(new_segments), SegmentBytes.joined([*prefix, new_data])
+        segmented = SegmentedRequest.rebuilt(
+            steps.wire_format, segments, data, body, steps.history_key) if rebuilt else \
+            SegmentedRequest(steps.wire_format, segments, data, body)
         if stored is not None and done > stored.leading and \
                 "head_fingerprint" in stored.segmented.__dict__:
             # The head (params, tools, system, leading system items) ends inside the reused
@@ -493,7 +503,7 @@ _OPENING = 512
 conversation (a key only finds a candidate: the byte comparison decides what is reused)."""
 
 
-def _opening(dump: bytes | memoryview, items: list[Any]) -> bytes:
+def _opening(dump: bytes | memoryview, items: Sequence[Any]) -> bytes:
     """``"["`` and the start of the first item (at most :data:`_OPENING` bytes of it)."""
     first = len(decoded_json(items[0])) if items else 0
     return bytes(dump[:1 + min(first, _OPENING)])
