@@ -513,14 +513,14 @@ def test_a_rebuilt_body_is_made_once_when_read() -> None:
     found = lineages.segment_rendered("anthropic", wire_json(body))
     assert found is not None
     segmented = found.segmented
-    view = segmented.body_view
+    view = segmented._body_view
     assert list(view) == list(body) and view["messages"] == body["messages"]
     assert not isinstance(view["messages"], list) and segmented.model == "m"
     assert "body" not in segmented.__dict__
     with concurrent.futures.ThreadPoolExecutor(8) as pool:
         read = list(pool.map(lambda _: segmented.body, range(64)))
     assert all(b is read[0] for b in read) and read[0] == body
-    assert type(read[0]["messages"]) is list and segmented.body_view is view
+    assert type(read[0]["messages"]) is list and segmented._body_view is view
 
 
 def _young_references_per_call(size: int, calls: int = 6) -> float:

@@ -156,7 +156,7 @@ def _cacheable(prompt: Segmented) -> Sequence[Segment]:
         end -= len(tail)
     while end and segments[end - 1].kind == "tail":
         end -= 1
-    return segments if end == len(segments) else segments[:end]  # no copy of a request's
+    return segments if end == len(segments) else segments[:end]  # all: as they are, uncopied
 
 
 def first_divergent_index(a: Sequence[Segment], b: Sequence[Segment], start: int = 0) -> int:

@@ -342,7 +342,7 @@ class Recorder:
             decoded: ``body`` already decoded (stableprompt's client hands over the
                 :attr:`ProviderRequest.body` it decoded): it is not parsed again. Must be
                 what :func:`~stableprompt._canonical.loads` gives for ``body`` (or, with
-                ``resegmented``, its ``segmented.body_view``: the history then a read-only
+                ``resegmented``, its ``segmented._body_view``: the history then a read-only
                 sequence of the same items).
             resegmented: ``body`` already segmented by :meth:`segment_rendered` (the
                 client's own requests); its body (or body view) is ``decoded``.
@@ -408,13 +408,13 @@ class Recorder:
                  ) -> tuple[Any, Resegmented | None]:
         """``body`` decoded, and its segmenting when it is a rendered continuation of a
         recorded request (:meth:`segment_rendered`: its body's view, nothing decoded again
-        and no list of its history made: ``SegmentedRequest.body_view``).
+        and no list of its history made: ``SegmentedRequest._body_view``).
 
         Raises:
             ValueError: ``body`` is not JSON.
         """
         found = self.segment_rendered(wire, bytes(body)) if rendered and wire else None
-        return (loads(bytes(body)) if found is None else found.segmented.body_view), found
+        return (loads(bytes(body)) if found is None else found.segmented._body_view), found
 
     def _read_request(self, pending: Pending, decoded: Mapping[str, Any], headers: Any) -> None:
         """What the response observer and a provisional record read of the request: model,

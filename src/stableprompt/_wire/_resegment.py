@@ -101,7 +101,7 @@ class _Stored:
     item_segments: array[int]
     leading: int  # how many items from the first returned ``leading=True``
     # the history items of ``segmented.body``: its list (parsed) or, rebuilt, the read-only
-    # sequence its body view holds (:meth:`SegmentedRequest.rebuilt`), over a list shared
+    # sequence its body view holds (:meth:`SegmentedRequest._rebuilt`), over a list shared
     # with the lineage's other requests (``Snapshot.then``)
     items: Snapshot[Any]
     tokens: Sequence[int] | None = field(default=None)
@@ -139,7 +139,7 @@ class Resegmented:
         segmented: Equal to ``segment_request(wire_format, body)``; its ``body`` is the
             decoded body (rebuilt from the stored request's items and the new ones when the
             body was not parsed, :meth:`LineageSegments.segment_rendered`: then made when
-            first read, its fields read without making it by ``segmented.body_view``).
+            first read, its fields read without making it by ``segmented._body_view``).
         reused: Leading segments taken from the previous request (``0``: none).
         previous_tokens: The previous request's token counts (one per segment, as the
             recorder counted them), when it stored them and ``reused > 0``.
@@ -334,7 +334,7 @@ class LineageSegments:
         # the shared items and the new ones, no list of them all (one per conversation,
         # extended in place: Snapshot.then), in a view of the body (made only when read)
         items = stored.items.first(done).then(fresh)
-        view = dict(stored.segmented.body_view)
+        view = dict(stored.segmented._body_view)
         view[steps.history_key] = items
         dump = memoryview(content)[at:close + 1]  # kept for the next turn's comparison, uncopied
         return self._finish(steps, key, view, items, dump, done, stored,
@@ -346,7 +346,7 @@ class LineageSegments:
                 checked: bool, *, rebuilt: bool = False) -> Resegmented:
         """Segments: ``base`` (``done`` items' segments, ``base.reused`` of them the same as
         ``stored``'s), then the rest of ``items`` made. ``body`` is the request's body, or
-        with ``rebuilt`` its view (:meth:`SegmentedRequest.rebuilt`)."""
+        with ``rebuilt`` its view (:meth:`SegmentedRequest._rebuilt`)."""
         reused, kept, previous, heads = base.reused, base.kept, base.previous, base.heads
         item_ends, item_segments = base.item_ends, base.item_segments
         leading_items, prefix = base.leading_items, base.prefix
@@ -366,7 +366,7 @@ class LineageSegments:
             dump, around = decoded_json(list(items)), None  # ends: of the re-serialized items
         new_segments, new_data, _ = build_segments(fresh.specs, start=start, previous=previous)
         segments, data = kept.then(new_segments), SegmentBytes.joined([*prefix, new_data])
-        segmented = SegmentedRequest.rebuilt(
+        segmented = SegmentedRequest._rebuilt(
             steps.wire_format, segments, data, body, steps.history_key) if rebuilt else \
             SegmentedRequest(steps.wire_format, segments, data, body)
         if stored is not None and done > stored.leading and \

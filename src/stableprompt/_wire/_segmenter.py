@@ -62,7 +62,7 @@ class SegmentedRequest:
             repeats its predecessor's segments shares its pieces, so making it costs what is
             new (see :class:`~stableprompt._segment.SegmentBytes`).
         body: The parsed request body (a request rebuilt from its lineage's previous one,
-            :meth:`rebuilt`, makes it when it is first read: :attr:`body_view` reads its
+            :meth:`_rebuilt`, makes it when it is first read: :attr:`_body_view` reads its
             fields without making it).
     """
 
@@ -80,23 +80,23 @@ class SegmentedRequest:
                                    self.body))
 
     @classmethod
-    def rebuilt(cls, wire_format: str, segments: Sequence[Segment],
+    def _rebuilt(cls, wire_format: str, segments: Sequence[Segment],
                 segment_bytes: SegmentBytes, view: Mapping[str, Any],
                 history_key: str) -> SegmentedRequest:
         """A request whose :attr:`body` is made when first read, from ``view``: the body's
         fields in order, its history (``view[history_key]``) a read-only sequence of the
         items (``_resegment``'s :class:`~stableprompt._snapshot.Snapshot`, sharing its
         conversation's list), which becomes a list of them. A recorder reads only
-        :attr:`body_view` of a rendered turn, so no list of every item is made (and kept,
+        :attr:`_body_view` of a rendered turn, so no list of every item is made (and kept,
         by the predecessor index) per turn; once read, ``body`` is that dict for good."""
         return frozen_instance(cls, {"wire_format": wire_format, "segments": segments,
                                      "segment_bytes": segment_bytes, _VIEW: view,
                                      _HISTORY_KEY: history_key})
 
     @property
-    def body_view(self) -> Mapping[str, Any]:
+    def _body_view(self) -> Mapping[str, Any]:
         """The body's fields without making :attr:`body`: :attr:`body`, or for a request
-        made by :meth:`rebuilt`, its view (the history a read-only sequence equal to the
+        made by :meth:`_rebuilt`, its view (the history a read-only sequence equal to the
         list: read it as a ``Sequence``)."""
         view: Mapping[str, Any] | None = self.__dict__.get(_VIEW)
         return self.body if view is None else view
@@ -122,7 +122,7 @@ class SegmentedRequest:
     @property
     def model(self) -> str | None:
         """The request's ``model`` parameter, if present."""
-        value = self.body_view.get("model")
+        value = self._body_view.get("model")
         return value if isinstance(value, str) else None
 
     @property
@@ -131,15 +131,15 @@ class SegmentedRequest:
         return tuple(s for s in self.segments if s.breakpoint is not None)
 
 
-_VIEW, _HISTORY_KEY = "_body_view", "_history_key"
-"""Where a request made by :meth:`SegmentedRequest.rebuilt` keeps its view and history key."""
+_VIEW, _HISTORY_KEY = "_view", "_history_key"
+"""Where a request made by :meth:`SegmentedRequest._rebuilt` keeps its view and history key."""
 
 _MAKING = threading.Lock()
 """Held while a rebuilt request's body is made (two threads reading it get one dict)."""
 
 
 class _RebuiltBody:
-    """:attr:`SegmentedRequest.body` of a request made by :meth:`SegmentedRequest.rebuilt`
+    """:attr:`SegmentedRequest.body` of a request made by :meth:`SegmentedRequest._rebuilt`
     (a non-data descriptor: any other request has its body in its ``__dict__``, which a
     read finds first, so this runs once per rebuilt request, on its first read)."""
 
