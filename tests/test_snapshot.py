@@ -12,8 +12,7 @@ from hypothesis import strategies as st
 
 from stableprompt import PromptBuilder
 from stableprompt._diff import first_divergent_index
-from stableprompt._segment import Segment, build_segments, new_spec
-from stableprompt._snapshot import Snapshot
+from stableprompt._segment import Segment, Snapshot, build_segments, new_spec
 
 parts = st.lists(st.lists(st.integers(), max_size=5), max_size=4)
 

@@ -30,8 +30,7 @@ from ._canonical import canonical_json, escape_pointer, loads, pointer_get, wire
 from ._exceptions import InputError
 from ._public import public
 from ._redact import redact_slice
-from ._segment import ByteSlices, Segment
-from ._snapshot import Snapshot
+from ._segment import ByteSlices, Segment, Snapshot
 from ._volatility import paired_nonce, scan_volatile
 
 __all__ = [
@@ -165,8 +164,8 @@ def first_divergent_index(a: Sequence[Segment], b: Sequence[Segment], start: int
     Returns ``len(a)`` when every segment of ``a`` is a prefix of ``b``. Chained digests are
     monotone (once different, different forever), so this is a binary search; ``start``: the
     caller knows the first ``start`` segments agree (the search begins there), as it knows
-    the segments two :class:`~stableprompt._snapshot.Snapshot` share (two requests of one
-    conversation recorded: :meth:`~stableprompt._snapshot.Snapshot.shared_prefix`).
+    the segments two :class:`~stableprompt._segment.Snapshot` share (two requests of one
+    conversation recorded: :meth:`~stableprompt._segment.Snapshot.shared_prefix`).
     """
     if type(a) is Snapshot:  # not isinstance: an ABC check costs more than the search
         start = max(start, a.shared_prefix(b))

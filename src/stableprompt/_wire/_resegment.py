@@ -50,8 +50,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .._canonical import decoded_json, loads
-from .._segment import Segment, SegmentBytes, SegmentSpec, build_segments, rechain
-from .._snapshot import Snapshot
+from .._segment import Segment, SegmentBytes, SegmentSpec, Snapshot, build_segments, rechain
 from ._formats import SegmentSteps, segment_request, segment_steps
 from ._segmenter import SegmentBuilder, SegmentedRequest
 
@@ -119,7 +118,7 @@ class _Base:
     """What a new request starts from before its first new item: ``done`` items' segments
     (head included) in ``kept``, whose data is ``prefix`` and whose chain ends in
     ``previous``; ``reused`` of them are the stored request's own (same offsets, digests,
-    and the same list: :meth:`~stableprompt._snapshot.Snapshot.then`)."""
+    and the same list: :meth:`~stableprompt._segment.Snapshot.then`)."""
 
     reused: int
     kept: Snapshot[Segment]

@@ -54,7 +54,7 @@ class SegmentedRequest:
         wire_format: ``anthropic``, ``openai-chat`` or ``openai-responses``.
         segments: Segments in cache order (params, tools, system, messages): a tuple, or
             (a request the recorder or lint segmented from its lineage's previous one,
-            ``_resegment``) a read-only :class:`~stableprompt._snapshot.Snapshot` that
+            ``_resegment``) a read-only :class:`~stableprompt._segment.Snapshot` that
             shares the previous request's list of segments and compares equal to the tuple
             (slices and ``tuple()`` give tuples; pickled as the tuple).
         segment_bytes: The concatenated segment bytes as shared pieces
@@ -85,7 +85,7 @@ class SegmentedRequest:
                 history_key: str) -> SegmentedRequest:
         """A request whose :attr:`body` is made when first read, from ``view``: the body's
         fields in order, its history (``view[history_key]``) a read-only sequence of the
-        items (``_resegment``'s :class:`~stableprompt._snapshot.Snapshot`, sharing its
+        items (``_resegment``'s :class:`~stableprompt._segment.Snapshot`, sharing its
         conversation's list), which becomes a list of them. A recorder reads only
         :attr:`_body_view` of a rendered turn, so no list of every item is made (and kept,
         by the predecessor index) per turn; once read, ``body`` is that dict for good."""
