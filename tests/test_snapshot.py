@@ -154,18 +154,27 @@ def _chain(texts: list[str], after: tuple[Segment, ...] = ()) -> tuple[Segment, 
 
 
 @given(st.lists(st.sampled_from("abc"), min_size=1, max_size=12),
-       st.lists(st.sampled_from("abc"), max_size=6), st.integers(0, 12), st.integers(0, 12))
+       st.lists(st.sampled_from("abc"), max_size=6), st.integers(0, 12), st.integers(0, 12),
+       st.lists(st.sampled_from("abc"), min_size=1, max_size=12), st.integers(0, 12))
 def test_first_divergent_index_of_snapshots(texts: list[str], more: list[str], keep: int,
-                                            reuse: int) -> None:
+                                            reuse: int, others: list[str], split: int) -> None:
     """Two requests of one conversation (the later reusing some of the earlier's segments,
-    its own new ones chained after) diverge where their tuples do: the segments both read
-    from the shared list are skipped, never misread (``Snapshot.shared_prefix``)."""
+    its own new ones chained after), or of two conversations (two lists), diverge where
+    their tuples do: the segments both read from the shared list are skipped, and the
+    first parts searched directly, never misread (``Snapshot.shared_prefix``,
+    ``first_part``)."""
     earlier = _chain(texts)
     keep = min(keep, len(earlier))
     a = Snapshot((earlier[:1], 1)).then(earlier[1:])
     b = a.first(keep).then(_chain(more, earlier[:keep])[keep:])
     c = a.first(min(reuse, len(a))).then(())
-    for x, y in ((a, b), (b, a), (b, c), (c, b), (a, c)):
+    other = _chain(others)
+    split = min(split, len(other))
+    d = Snapshot((list(other[:split]), split), (other[split:], len(other) - split))
+    for x, y in ((a, b), (b, a), (b, c), (c, b), (a, c), (a, d), (d, b), (d, c)):
         assert x.shared_prefix(y) <= min(len(x), len(y))
-        assert first_divergent_index(x, y) == first_divergent_index(tuple(x), tuple(y))
+        expected = first_divergent_index(tuple(x), tuple(y))
+        assert first_divergent_index(x, y) == expected
+        assert first_divergent_index(tuple(x), y) == first_divergent_index(x, tuple(y)) == \
+            expected
     assert a.shared_prefix(tuple(a)) == 0

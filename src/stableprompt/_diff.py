@@ -165,11 +165,19 @@ def first_divergent_index(a: Sequence[Segment], b: Sequence[Segment], start: int
     monotone (once different, different forever), so this is a binary search; ``start``: the
     caller knows the first ``start`` segments agree (the search begins there), as it knows
     the segments two :class:`~stableprompt._segment.Snapshot` share (two requests of one
-    conversation recorded: :meth:`~stableprompt._segment.Snapshot.shared_prefix`).
+    conversation recorded: :meth:`~stableprompt._segment.Snapshot.shared_prefix`). The
+    indexes both snapshots hold in their first part are searched in those sequences directly.
     """
-    if type(a) is Snapshot:  # not isinstance: an ABC check costs more than the search
-        start = max(start, a.shared_prefix(b))
     lo, hi = start, min(len(a), len(b))
+    if type(a) is Snapshot or type(b) is Snapshot:  # not isinstance: an ABC check is slower
+        x, nx = a.first_part() if type(a) is Snapshot else (a, hi)
+        y, ny = b.first_part() if type(b) is Snapshot else (b, hi)
+        lo = max(lo, a.shared_prefix(b)) if type(a) is Snapshot else lo
+        cut = min(hi, nx, ny)
+        if lo < cut and x[cut - 1].prefix_digest != y[cut - 1].prefix_digest:
+            a, b, hi = x, y, cut  # the divergence is inside both first parts
+        else:
+            lo = max(lo, cut)
     while lo < hi:
         mid = (lo + hi) // 2
         if a[mid].prefix_digest == b[mid].prefix_digest:

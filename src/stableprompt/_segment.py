@@ -454,10 +454,14 @@ class Snapshot(Sequence[_T]):
     __slots__ = ("_first", "_first_len", "_len", "_parts")
 
     def __init__(self, *parts: tuple[Sequence[_T], int]) -> None:
-        self._parts = tuple((seq, n) for seq, n in parts if n)
-        self._len = sum(n for _, n in self._parts)
-        self._first: Sequence[_T] = self._parts[0][0] if self._parts else ()
-        self._first_len = self._parts[0][1] if self._parts else 0
+        total, kept = 0, parts
+        for _, n in parts:  # a loop: made several times per recorded request
+            if not n:
+                kept = tuple([part for part in parts if part[1]])
+            total += n
+        self._parts, self._len = kept, total
+        self._first: Sequence[_T] = kept[0][0] if kept else ()
+        self._first_len = kept[0][1] if kept else 0
 
     def __len__(self) -> int:
         return self._len
@@ -475,7 +479,7 @@ class Snapshot(Sequence[_T]):
         elif isinstance(index, slice):
             start, stop, step = index.indices(self._len)
             if step != 1:
-                return tuple(self)[index]
+                return tuple(self.as_list())[index]
             out: list[_T] = []
             offset = 0
             for seq, n in self._parts:
@@ -516,7 +520,7 @@ class Snapshot(Sequence[_T]):
         return f"Snapshot({tuple(self)!r})"
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (tuple, (tuple(self),))
+        return (tuple, (tuple(self.as_list()),))
 
     def shared_prefix(self, other: object) -> int:
         """How many leading items this snapshot and ``other`` hold as the same objects, known
@@ -525,6 +529,11 @@ class Snapshot(Sequence[_T]):
         if type(other) is Snapshot and other._first is self._first:
             return min(self._first_len, other._first_len)
         return 0
+
+    def first_part(self) -> tuple[Sequence[_T], int]:
+        """``(sequence, length)``: the first part, whose items a caller reading many of them
+        (a binary search) indexes directly, without this class's ``__getitem__``."""
+        return self._first, self._first_len
 
     def first(self, count: int) -> Snapshot[_T]:
         """The first ``count`` items (``0 <= count <= len(self)``) over the same parts:
@@ -554,7 +563,9 @@ class Snapshot(Sequence[_T]):
         if parts and type(parts[0][0]) is _Shared:
             first, n = parts[0]
             assert isinstance(first, _Shared)
-            more = [item for seq, k in parts[1:] for item in itertools.islice(seq, k)]
+            more: list[_T] = []
+            for seq, k in parts[1:]:
+                more.extend(seq[:k])
             with _EXTENDING:
                 # zip stops at the shorter: the items the list already has past ``n``
                 if all(a is b for a, b in zip(itertools.islice(first, n, n + len(more)), more,
@@ -562,5 +573,13 @@ class Snapshot(Sequence[_T]):
                     first.extend(more[len(first) - n:])
                     shared = first
         if shared is None:
-            shared = _Shared(self)
+            shared = _Shared(self.as_list())
         return Snapshot((shared, self._len), (tail, len(tail)))
+
+    def as_list(self) -> list[_T]:
+        """The items as a new list, one slice of each part (a few times faster than
+        iterating the snapshot, which reads item by item to stay within each part)."""
+        out: list[_T] = []
+        for seq, n in self._parts:
+            out.extend(seq[:n])
+        return out

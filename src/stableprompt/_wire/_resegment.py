@@ -353,8 +353,7 @@ class LineageSegments:
         fresh = SegmentBuilder(steps.marker_key, steps.wire_format)
         leading = leading_items == done
         end = item_ends[-1] if item_ends else 0
-        for index in range(done, len(items)):
-            item = items[index]
+        for index, item in enumerate(items[done:], done):  # one slice: the new items
             leading = steps.item(fresh, item, index, leading)
             if leading and leading_items == index:
                 leading_items += 1

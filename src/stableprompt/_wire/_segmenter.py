@@ -151,8 +151,9 @@ class _RebuiltBody:
             body: Mapping[str, Any] | None = obj.__dict__.get("body")
             if body is None:
                 view, key = obj.__dict__[_VIEW], obj.__dict__[_HISTORY_KEY]
-                body = obj.__dict__["body"] = {
-                    name: list(value) if name == key else value for name, value in view.items()}
+                body = obj.__dict__["body"] = {  # the history: a Snapshot (its as_list)
+                    name: value.as_list() if name == key else value
+                    for name, value in view.items()}
         return body
 
 
