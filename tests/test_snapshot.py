@@ -20,13 +20,16 @@ parts = st.lists(st.lists(st.integers(), max_size=5), max_size=4)
 @given(parts, st.integers(-12, 12), st.integers(-12, 12), st.sampled_from([None, 1, 2, -1]))
 def test_reads_like_the_tuple_of_its_parts(lists: list[list[int]], i: int, j: int,
                                            step: int | None) -> None:
-    """Length, items, negative indexes, slices (any step), iteration, reversal and equality
-    are those of the concatenated tuple."""
+    """Length, items, negative indexes, slices (any step), iteration, reversal, equality and
+    ``as_list`` are those of the concatenated tuple; ``first_part`` is its first part's."""
     view = Snapshot(*((seq, len(seq)) for seq in lists))
     expected = tuple(x for seq in lists for x in seq)
     assert len(view) == len(expected)
     assert tuple(view) == expected and list(reversed(view)) == list(reversed(expected))
     assert view == expected and expected == view and view == list(expected)
+    assert view.as_list() == list(expected) and view.as_list() is not view.as_list()
+    first, count = view.first_part()
+    assert tuple(first[:count]) == expected[:count] and (count > 0) == bool(expected)
     assert view[i:j:step] == expected[i:j:step]
     assert isinstance(view[i:j], tuple)
     if -len(expected) <= i < len(expected):
