@@ -89,7 +89,7 @@ def _recorder(*, client: bool) -> dict[str, int]:
         if client:
             found = recorder.segment_rendered("anthropic", content)
             pending = recorder.start("/v1/messages", {}, content, resegmented=found,
-                                     decoded=None if found is None else found.segmented.body)
+                                     decoded=None if found is None else found.segmented._body_view)
         else:
             pending = recorder.start("/v1/messages", {}, content)
         assert pending is not None

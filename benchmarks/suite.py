@@ -190,7 +190,7 @@ def bench_record(loops: int, turns: int, client: bool) -> float:
         content, response = arg
         if client:  # as AnthropicClient.send: segmented from its bytes, handed over
             found = recorder.segment_rendered("anthropic", content)
-            decoded = found.segmented.body if found is not None else orjson.loads(content)
+            decoded = found.segmented._body_view if found is not None else orjson.loads(content)
             pending = recorder.start("/v1/messages", {}, content, decoded=decoded,
                                      resegmented=found)
         else:

@@ -7,12 +7,15 @@ the same head, head changes."""
 
 from __future__ import annotations
 
+import concurrent.futures
 import copy
 import gc
 import hashlib
 import itertools
 import json
+import pickle
 import random
+import types
 from typing import Any
 
 import httpx
@@ -27,6 +30,7 @@ from stableprompt._recording._recorder import SESSION_HEADER
 from stableprompt._wire._formats import segment_request
 from stableprompt._wire._resegment import (
     LineageSegments,
+    Resegmented,
     breakpoint_indices,
     common_prefix_bytes,
 )
@@ -441,3 +445,115 @@ def test_changed_head_keeps_the_history_segments(monkeypatch: pytest.MonkeyPatch
         _same(found, wire, body)
         key = "input" if wire == "openai-responses" else "messages"
         assert found.reused == 0 and calls == [f"{key}[5]"]
+
+
+def _own_references(new: object, old: object) -> int:
+    """References held by the containers reachable from ``new`` but not from ``old`` (what
+    ``new`` adds for the garbage collector to traverse; classes, modules and functions not
+    followed)."""
+    def reachable(root: object, stop: set[int]) -> list[object]:
+        found, seen, stack = [], set(stop), [root]
+        while stack:
+            obj = stack.pop()
+            if id(obj) in seen or not gc.is_tracked(obj) or isinstance(
+                    obj, (type, types.ModuleType, types.FunctionType)):
+                continue
+            seen.add(id(obj))
+            found.append(obj)
+            stack.extend(gc.get_referents(obj))
+        return found
+
+    before = {id(obj) for obj in reachable(old, set())}
+    return sum(len(gc.get_referents(obj)) for obj in reachable(new, before))
+
+
+@pytest.mark.parametrize("wire", sorted(PATHS))
+def test_a_turn_adds_references_for_what_is_new_only(wire: str) -> None:
+    """A rendered turn's segments share the previous turn's list of segments and its body's
+    history is a view over a list of items shared the same way (the body is made only when
+    read): the references the turn adds for the garbage collector are those of its new
+    segments and items, the same at 40 and at 400 items (a tuple of every segment and a
+    list of every item per turn added one reference per segment and item of the
+    conversation). The segments, data and body equal the from-scratch segmenting, and the
+    request pickles as that one does."""
+    added = []
+    for size in (40, 400):
+        lineages = LineageSegments()
+        history = [_item(wire, i % 3, f"m{i}", False, False) for i in range(size)]
+        made, bodies = [], []
+        for turn in range(4):  # the breakpoint moves to the last item every turn
+            history = [*history, _item(wire, turn % 3, f"n{turn}", False, False)]
+            marked = [*history[:-1], _item(wire, turn % 3, f"n{turn}", True, False)]
+            body = _body(wire, marked, 3)
+            content = wire_json(body)
+            found = lineages.segment_rendered(wire, content) or lineages.segment(
+                wire, loads(content), content=content)
+            made.append(found.segmented)
+            bodies.append(body)
+        assert found.reused > 0 and "body" not in made[-1].__dict__  # not made yet
+        added.append(_own_references(made[-1], made[-2]))
+        for segmented, body in zip(made, bodies, strict=True):
+            _same(Resegmented(segmented), wire, body)
+        assert made[-1].body is made[-1].body and type(made[-1].body) is dict
+        assert pickle.dumps(made[-1]) == pickle.dumps(segment_request(wire, bodies[-1]))
+        assert pickle.loads(pickle.dumps(made[-1])) == made[-1] == segment_request(
+            wire, bodies[-1])
+    assert added[0] == added[1] < 200
+
+
+def test_a_rebuilt_body_is_made_once_when_read() -> None:
+    """The body of a turn segmented from its bytes is made on its first read, once, even
+    with threads racing for it; its view reads the same fields with the history as a
+    sequence equal to the list, without making it."""
+    lineages = LineageSegments()
+    history = [_item("anthropic", i % 3, f"m{i}", False, False) for i in range(30)]
+    first = wire_json(_body("anthropic", history, 3))
+    lineages.segment("anthropic", loads(first), content=first)
+    body = _body("anthropic", [*history, history[0]], 3)
+    found = lineages.segment_rendered("anthropic", wire_json(body))
+    assert found is not None
+    segmented = found.segmented
+    view = segmented._body_view
+    assert list(view) == list(body) and view["messages"] == body["messages"]
+    assert not isinstance(view["messages"], list) and segmented.model == "m"
+    assert "body" not in segmented.__dict__
+    with concurrent.futures.ThreadPoolExecutor(8) as pool:
+        read = list(pool.map(lambda _: segmented.body, range(64)))
+    assert all(b is read[0] for b in read) and read[0] == body
+    assert type(read[0]["messages"]) is list and segmented._body_view is view
+
+
+def _young_references_per_call(size: int, calls: int = 6) -> float:
+    """References held by the young containers a client-path call (rendered bytes,
+    recorded and finished) leaves behind, per call, at ``size`` history items."""
+    recorder = Recorder(tokenizer="bytes/4", keep_records=10)
+    history = [_item("anthropic", i % 3, f"m{i}", False, False) for i in range(size)]
+
+    def call(turn: int) -> None:
+        history.append(_item("anthropic", turn % 3, f"n{turn}", False, False))
+        marked = [*history[:-1], _item("anthropic", turn % 3, f"n{turn}", True, False)]
+        content = wire_json(_body("anthropic", marked, 3))
+        pending = recorder.start("/v1/messages", {}, content, rendered=True)
+        assert pending is not None
+        recorder.finish(pending, status_code=200, body=_response("anthropic", turn))
+
+    for turn in range(6):
+        call(turn)
+    gc.collect()
+    gc.disable()
+    try:
+        for turn in range(6, 6 + calls):
+            call(turn)
+        young = gc.get_objects(generation=0)
+        return sum(len(gc.get_referents(obj)) for obj in young) / calls
+    finally:
+        gc.enable()
+
+
+def test_young_references_per_call_do_not_grow_with_the_conversation() -> None:
+    """What a recorded client-path call leaves in the young generation (what each young
+    collection traverses, on whichever thread it lands) is about the same at 40 and 400
+    history items: the recorder keeps no container per call that grows with the
+    conversation (it kept a tuple of every segment and a list of every item)."""
+    small, large = _young_references_per_call(40), _young_references_per_call(400)
+    assert large - small < 40, (small, large)

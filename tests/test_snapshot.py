@@ -1,15 +1,18 @@
-"""Snapshot: the O(1) read-only view a render holds of the conversation's append-only lists."""
+"""Snapshot: the O(1) read-only view a render holds of the conversation's append-only lists,
+and the shared list plus own tail of the recorder's segmented requests (``first``, ``then``)."""
 
 from __future__ import annotations
 
 import pickle
+from typing import Any
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from stableprompt import PromptBuilder
-from stableprompt._prompt._snapshot import Snapshot
+from stableprompt._diff import first_divergent_index
+from stableprompt._segment import Segment, Snapshot, build_segments, new_spec
 
 parts = st.lists(st.lists(st.integers(), max_size=5), max_size=4)
 
@@ -17,13 +20,16 @@ parts = st.lists(st.lists(st.integers(), max_size=5), max_size=4)
 @given(parts, st.integers(-12, 12), st.integers(-12, 12), st.sampled_from([None, 1, 2, -1]))
 def test_reads_like_the_tuple_of_its_parts(lists: list[list[int]], i: int, j: int,
                                            step: int | None) -> None:
-    """Length, items, negative indexes, slices (any step), iteration, reversal and equality
-    are those of the concatenated tuple."""
+    """Length, items, negative indexes, slices (any step), iteration, reversal, equality and
+    ``as_list`` are those of the concatenated tuple; ``first_part`` is its first part's."""
     view = Snapshot(*((seq, len(seq)) for seq in lists))
     expected = tuple(x for seq in lists for x in seq)
     assert len(view) == len(expected)
     assert tuple(view) == expected and list(reversed(view)) == list(reversed(expected))
     assert view == expected and expected == view and view == list(expected)
+    assert view.as_list() == list(expected) and view.as_list() is not view.as_list()
+    first, count = view.first_part()
+    assert tuple(first[:count]) == expected[:count] and (count > 0) == bool(expected)
     assert view[i:j:step] == expected[i:j:step]
     assert isinstance(view[i:j], tuple)
     if -len(expected) <= i < len(expected):
@@ -73,3 +79,105 @@ def test_a_part_growing_while_it_is_iterated_is_read_to_its_length() -> None:
         if len(seen) > 5:  # the list outgrows any reader that follows it
             break
     assert seen == [1, 2] and list(view) == [1, 2]
+
+
+def _lists(view: Snapshot[Any]) -> list[Any]:
+    """The sequences ``view`` reads, in order (its parts)."""
+    return [seq for seq, _ in view._parts]
+
+
+def test_then_shares_one_list_along_a_conversation() -> None:
+    """Each ``first(n).then(tail)`` of the latest snapshot (a request reusing its
+    predecessor's leading items) appends the reused items to the one shared list, holds its
+    own tail as given, and leaves every earlier snapshot as it was."""
+    head = ("h0", "h1")
+    made = [Snapshot((head, 2)).then(("a", "b", "c"))]
+    model = [("h0", "h1", "a", "b", "c")]
+    shared = _lists(made[0])[0]
+    for turn in range(5):
+        reused = len(model[-1]) - 1  # the last item is redone (a moved breakpoint)
+        tail = (f"x{turn}", f"y{turn}", f"z{turn}")
+        view = made[-1].first(reused).then(tail)
+        assert _lists(view)[0] is shared and _lists(view)[1] is tail
+        made.append(view)
+        model.append(model[-1][:reused] + tail)
+        assert [tuple(v) for v in made] == model and made == model
+    assert len(shared) == len(model[-1]) - 3  # the shared items, once
+
+
+def test_then_copies_on_a_fork() -> None:
+    """A snapshot whose items differ from what another one already appended to the shared
+    list (a fork) gets a new list; one that agrees with what is there shares it, appending
+    what the list lacks; a list ``then`` did not make (the conversation's own) is never
+    appended to."""
+    base = Snapshot((("h",), 1)).then(("1", "2", "3"))
+    shared = _lists(base)[0]
+    a = base.first(3).then(("a",))  # appends 1, 2
+    fork = Snapshot((shared, 1), (("9", "9", "9"), 3)).then(("b",))  # other items after h
+    again = base.first(2).then(("c",))  # shares: the list holds 1 there
+    longer = base.first(4).then(("d",))  # the list holds 1, 2: 3 is appended
+    assert ["".join(v) for v in (a, fork, again, longer)] == ["h12a", "h999b", "h1c", "h123d"]
+    assert _lists(a)[0] is shared and _lists(again)[0] is shared
+    assert _lists(fork)[0] is not shared and _lists(longer)[0] is shared
+    assert shared == ["h", "1", "2", "3"]
+    assert "".join(base) == "h123" and "".join(a) == "h12a"
+    own = [1, 2]
+    view = Snapshot((own, 2)).then((3,))
+    assert own == [1, 2] and tuple(view.first(2).then((4,))) == (1, 2, 4) and own == [1, 2]
+    assert pickle.loads(pickle.dumps(view)) == (1, 2, 3) and type(pickle.loads(
+        pickle.dumps(view))) is tuple
+
+
+@given(st.lists(st.tuples(st.integers(0, 30), st.integers(0, 30),
+                          st.lists(st.integers(), max_size=4)), max_size=25))
+def test_then_reads_like_tuples(steps: list[tuple[int, int, list[int]]]) -> None:
+    """Any sequence of ``first(n).then(tail)`` from any earlier snapshot (forks, shorter
+    and longer reuse) gives the tuple ``model[:n] + tail``, and no snapshot changes later."""
+    made: list[Snapshot[int]] = [Snapshot(((0, 1), 2)).then((2,))]
+    model: list[tuple[int, ...]] = [(0, 1, 2)]
+    for pick, count, tail in steps:
+        source = pick % len(made)
+        n = min(count, len(model[source]))
+        made.append(made[source].first(n).then(tuple(tail)))
+        model.append(model[source][:n] + tuple(tail))
+        assert [tuple(v) for v in made] == model
+        assert all(v[i] == m[i] for v, m in zip(made, model, strict=True)
+                   for i in range(-len(m), len(m)))
+
+
+def _chain(texts: list[str], after: tuple[Segment, ...] = ()) -> tuple[Segment, ...]:
+    """Message segments of ``texts`` chained after ``after`` (a conversation's prefix)."""
+    last = after[-1] if after else None
+    made, _, _ = build_segments(
+        [new_spec("message", f"m{i}", text.encode(), "", None, "user")
+         for i, text in enumerate(texts)],
+        start=last.end if last else 0,
+        previous=bytes.fromhex(last.prefix_digest) if last else None)
+    return (*after, *made)
+
+
+@given(st.lists(st.sampled_from("abc"), min_size=1, max_size=12),
+       st.lists(st.sampled_from("abc"), max_size=6), st.integers(0, 12), st.integers(0, 12),
+       st.lists(st.sampled_from("abc"), min_size=1, max_size=12), st.integers(0, 12))
+def test_first_divergent_index_of_snapshots(texts: list[str], more: list[str], keep: int,
+                                            reuse: int, others: list[str], split: int) -> None:
+    """Two requests of one conversation (the later reusing some of the earlier's segments,
+    its own new ones chained after), or of two conversations (two lists), diverge where
+    their tuples do: the segments both read from the shared list are skipped, and the
+    first parts searched directly, never misread (``Snapshot.shared_prefix``,
+    ``first_part``)."""
+    earlier = _chain(texts)
+    keep = min(keep, len(earlier))
+    a = Snapshot((earlier[:1], 1)).then(earlier[1:])
+    b = a.first(keep).then(_chain(more, earlier[:keep])[keep:])
+    c = a.first(min(reuse, len(a))).then(())
+    other = _chain(others)
+    split = min(split, len(other))
+    d = Snapshot((list(other[:split]), split), (other[split:], len(other) - split))
+    for x, y in ((a, b), (b, a), (b, c), (c, b), (a, c), (a, d), (d, b), (d, c)):
+        assert x.shared_prefix(y) <= min(len(x), len(y))
+        expected = first_divergent_index(tuple(x), tuple(y))
+        assert first_divergent_index(x, y) == expected
+        assert first_divergent_index(tuple(x), y) == first_divergent_index(x, tuple(y)) == \
+            expected
+    assert a.shared_prefix(tuple(a)) == 0

@@ -30,7 +30,7 @@ from ._canonical import canonical_json, escape_pointer, loads, pointer_get, wire
 from ._exceptions import InputError
 from ._public import public
 from ._redact import redact_slice
-from ._segment import ByteSlices, Segment
+from ._segment import ByteSlices, Segment, Snapshot
 from ._volatility import paired_nonce, scan_volatile
 
 __all__ = [
@@ -155,7 +155,7 @@ def _cacheable(prompt: Segmented) -> Sequence[Segment]:
         end -= len(tail)
     while end and segments[end - 1].kind == "tail":
         end -= 1
-    return segments[:end]
+    return segments if end == len(segments) else segments[:end]  # all: as they are, uncopied
 
 
 def first_divergent_index(a: Sequence[Segment], b: Sequence[Segment], start: int = 0) -> int:
@@ -163,9 +163,21 @@ def first_divergent_index(a: Sequence[Segment], b: Sequence[Segment], start: int
 
     Returns ``len(a)`` when every segment of ``a`` is a prefix of ``b``. Chained digests are
     monotone (once different, different forever), so this is a binary search; ``start``: the
-    caller knows the first ``start`` segments agree (the search begins there).
+    caller knows the first ``start`` segments agree (the search begins there), as it knows
+    the segments two :class:`~stableprompt._segment.Snapshot` share (two requests of one
+    conversation recorded: :meth:`~stableprompt._segment.Snapshot.shared_prefix`). The
+    indexes both snapshots hold in their first part are searched in those sequences directly.
     """
     lo, hi = start, min(len(a), len(b))
+    if type(a) is Snapshot or type(b) is Snapshot:  # not isinstance: an ABC check is slower
+        x, nx = a.first_part() if type(a) is Snapshot else (a, hi)
+        y, ny = b.first_part() if type(b) is Snapshot else (b, hi)
+        lo = max(lo, a.shared_prefix(b)) if type(a) is Snapshot else lo
+        cut = min(hi, nx, ny)
+        if lo < cut and x[cut - 1].prefix_digest != y[cut - 1].prefix_digest:
+            a, b, hi = x, y, cut  # the divergence is inside both first parts
+        else:
+            lo = max(lo, cut)
     while lo < hi:
         mid = (lo + hi) // 2
         if a[mid].prefix_digest == b[mid].prefix_digest:

@@ -319,7 +319,7 @@ class _Base:
             found = self.recorder.segment_rendered(wire, content) if fresh and \
                 params is None else None
             body: Mapping[str, Any] = params if params is not None else \
-                request.body if found is None else found.segmented.body
+                request.body if found is None else found.segmented._body_view
         elif isinstance(request, Mapping):
             body = request
             wire = self._wire_of(body)

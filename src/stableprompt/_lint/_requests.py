@@ -181,7 +181,11 @@ def session_of(entry_session: str | None, body: Mapping[str, Any]) -> tuple[
 
 
 def make_req(pos: int, entry: CaptureEntry, seg: SegmentedRequest, group: bool) -> Req:
-    segments = seg.segments
+    # A tuple, also of a request segmented from its conversation's previous one (whose
+    # segments are a Snapshot over a list they share, for a recorder's young collections):
+    # lint's binary searches index segments often, a tuple at C speed, and lint holds its
+    # requests until the report with full collections off (_gc) anyway.
+    segments = tuple(seg.segments)
     first = next((s.digest for s in segments if s.kind == "message"), None)
     scope, session, hinted = session_of(entry.session, entry.body)
     return Req(

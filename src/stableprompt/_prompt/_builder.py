@@ -25,7 +25,15 @@ from .._exceptions import (
 )
 from .._frozen import frozen_instance
 from .._public import public
-from .._segment import Segment, SegmentSpec, build_segments, fingerprint_of, new_spec, sum_tokens
+from .._segment import (
+    Segment,
+    SegmentSpec,
+    Snapshot,
+    build_segments,
+    fingerprint_of,
+    new_spec,
+    sum_tokens,
+)
 from .._tokens import SegmentTokenCounter, Tokenizer, get_tokenizer
 from .._volatility import head_strings, scan_volatile
 from .._wire._parts import check_ttl
@@ -40,7 +48,6 @@ from ._messages import (
 )
 from ._rendered import RenderedPrompt, tail_text
 from ._responses import response_message
-from ._snapshot import Snapshot
 from ._suggest import check_keywords
 from ._tools import Tool, ToolSet
 

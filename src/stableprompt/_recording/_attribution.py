@@ -716,7 +716,7 @@ class _Attributor:
         lcp = self.provider(comparison.lcp_tokens)
         diverged = comparison.diverged is not None
         self.detail["stable_prefix_tokens"] = lcp
-        ttl_s = _request_ttl_s(self.seg.body, self.policy)
+        ttl_s = _request_ttl_s(self.seg._body_view, self.policy)
         self.detail["ttl_s"] = ttl_s
         usable = lcp
         if self.policy.recompute_last_token:

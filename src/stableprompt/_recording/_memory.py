@@ -94,19 +94,20 @@ class CallMemory:
         """Segment and count ``pending``'s request, number its turn and choose its
         predecessor (``pending.state``, ``.call``, ``.turn``, ``.retry``, ``.comparison``).
 
-        ``body`` is the decoded request, ``raw`` its bytes (kept so that the next request of
-        the lineage is segmented from its new items; bytes not ``rendered`` here are checked
-        to be the body's compact dump first), ``resegmented`` its segmenting when the caller
-        made it; a segmenting failure is handed to ``problem`` and the call goes on without
-        segments. ``ledger`` is read for the conversation's earlier turns and the lineage's
-        recent rows, once each.
+        ``body`` is the decoded request (or ``resegmented``'s body view), ``raw`` its bytes
+        (kept so that the next request of the lineage is segmented from its new items; bytes
+        not ``rendered`` here are checked to be the body's compact dump first),
+        ``resegmented`` its segmenting when the caller made it; a segmenting failure is
+        handed to ``problem`` and the call goes on without segments. ``ledger`` is read for
+        the conversation's earlier turns and the lineage's recent rows, once each.
         """
         segmented: SegmentedRequest | None = None
         try:
             found = resegmented if resegmented is not None and \
                 resegmented.segmented.wire_format == pending.wire_format else \
-                self.segments.segment(pending.wire_format, body, content=bytes(raw),
-                                      checked=rendered)
+                self.segments.segment(
+                    pending.wire_format, body if resegmented is None else
+                    resegmented.segmented.body, content=bytes(raw), checked=rendered)
             segmented = found.segmented
             tokens = self.count(segmented, found.reused, found.previous_tokens)
             state = pending.state = RequestState.of(

@@ -341,9 +341,11 @@ class Recorder:
                 inferred (:func:`provider_for`).
             decoded: ``body`` already decoded (stableprompt's client hands over the
                 :attr:`ProviderRequest.body` it decoded): it is not parsed again. Must be
-                what :func:`~stableprompt._canonical.loads` gives for ``body``.
+                what :func:`~stableprompt._canonical.loads` gives for ``body`` (or, with
+                ``resegmented``, its ``segmented._body_view``: the history then a read-only
+                sequence of the same items).
             resegmented: ``body`` already segmented by :meth:`segment_rendered` (the
-                client's own requests); its body is ``decoded``.
+                client's own requests); its body (or body view) is ``decoded``.
             rendered: ``body`` is stableprompt's own rendering (implied by ``decoded``), so
                 its bytes are its compact dump. Any body that continues its conversation's
                 previous request (same bytes around the history, the same first items) is
@@ -408,19 +410,20 @@ class Recorder:
     def _decoded(self, wire: str | None, body: bytes | bytearray | memoryview
                  ) -> tuple[Any, Resegmented | None]:
         """``body`` decoded, and its segmenting when it continues a recorded request
-        (:meth:`segment_rendered`: its body rebuilt from that request's values and the new
-        items, only those decoded). Rendered bodies and an official SDK's alike: a body not
-        rendered here continues one only once the earlier body's bytes were found to be its
-        compact dump (``LineageSegments.segment_captured``, checked on first reuse), so the
-        transport path stops parsing (and making, for the garbage collector to promote) the
-        whole conversation's objects on every call.
+        (:meth:`segment_rendered`: its body's view, ``SegmentedRequest._body_view``, rebuilt
+        from that request's values and the new items, only those decoded, and no list of its
+        history made). Rendered bodies and an official SDK's alike: a body not rendered here
+        continues one only once the earlier body's bytes were found to be its compact dump
+        (``LineageSegments.segment_captured``, checked on first reuse), so the transport path
+        stops parsing (and making, for the garbage collector to promote) the whole
+        conversation's objects on every call.
 
         Raises:
             ValueError: ``body`` is not JSON.
         """
         content = bytes(body)
         found = self.segment_rendered(wire, content) if wire else None
-        return (loads(content) if found is None else found.segmented.body), found
+        return (loads(content) if found is None else found.segmented._body_view), found
 
     def _read_request(self, pending: Pending, decoded: Mapping[str, Any], headers: Any) -> None:
         """What the response observer and a provisional record read of the request: model,

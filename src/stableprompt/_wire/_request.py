@@ -63,7 +63,7 @@ class ProviderRequest:
     @property
     def segments(self) -> tuple[Segment, ...]:
         """Cache-order segments of the body (params, tools, system, messages)."""
-        return self.segmented.segments
+        return tuple(self.segmented.segments)  # the tuple itself: segment_request made it
 
     @property
     def data(self) -> bytes:

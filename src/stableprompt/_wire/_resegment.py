@@ -41,6 +41,7 @@ The recorder also keeps each stored request's token counts here
 from __future__ import annotations
 
 import bisect
+import itertools
 import threading
 from array import array
 from collections import OrderedDict
@@ -49,7 +50,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .._canonical import decoded_json, loads
-from .._segment import Segment, SegmentBytes, SegmentSpec, build_segments, rechain
+from .._segment import Segment, SegmentBytes, SegmentSpec, Snapshot, build_segments, rechain
 from ._formats import SegmentSteps, segment_request, segment_steps
 from ._segmenter import SegmentBuilder, SegmentedRequest
 
@@ -98,7 +99,10 @@ class _Stored:
     item_ends: array[int]
     item_segments: array[int]
     leading: int  # how many items from the first returned ``leading=True``
-    items: list[Any]  # the history list of ``segmented.body`` (never mutated)
+    # the history items of ``segmented.body``: its list (parsed) or, rebuilt, the read-only
+    # sequence its body view holds (:meth:`SegmentedRequest._rebuilt`), over a list shared
+    # with the lineage's other requests (``Snapshot.then``)
+    items: Snapshot[Any]
     tokens: Sequence[int] | None = field(default=None)
     cumulative: Sequence[int] | None = field(default=None)  # running sums of ``tokens``
     # Rendered bodies only: the bytes around the history in the body, when the history is
@@ -113,10 +117,11 @@ class _Stored:
 class _Base:
     """What a new request starts from before its first new item: ``done`` items' segments
     (head included) in ``kept``, whose data is ``prefix`` and whose chain ends in
-    ``previous``; ``reused`` of them are the stored request's own (same offsets, digests)."""
+    ``previous``; ``reused`` of them are the stored request's own (same offsets, digests,
+    and the same list: :meth:`~stableprompt._segment.Snapshot.then`)."""
 
     reused: int
-    kept: tuple[Segment, ...]
+    kept: Snapshot[Segment]
     prefix: Sequence[SegmentBytes | bytes]
     previous: bytes | None
     item_ends: array[int]
@@ -132,7 +137,8 @@ class Resegmented:
     Attributes:
         segmented: Equal to ``segment_request(wire_format, body)``; its ``body`` is the
             decoded body (rebuilt from the stored request's items and the new ones when the
-            body was not parsed: :meth:`LineageSegments.segment_rendered`).
+            body was not parsed, :meth:`LineageSegments.segment_rendered`: then made when
+            first read, its fields read without making it by ``segmented._body_view``).
         reused: Leading segments taken from the previous request (``0``: none).
         previous_tokens: The previous request's token counts (one per segment, as the
             recorder counted them), when it stored them and ``reused > 0``.
@@ -216,7 +222,7 @@ class LineageSegments:
         if done:
             shared = (stored if stored is not None else other)
             assert shared is not None
-            items = [*shared.items[:done], *items[done:]]
+            items = [*itertools.islice(shared.items, done), *items[done:]]
         outside = head[3]
         body = {k: items if k == steps.history_key else outside[k] for k in body}
         around = None
@@ -225,8 +231,8 @@ class LineageSegments:
             at = where + len(_needle(steps.history_key)) - 1
             if where > 0 and content.startswith(dump, at):
                 around = (content[:at], content[at + len(dump):])
-        return self._finish(steps, key, body, items, dump, done, stored,
-                            base or _fresh(head), around, checked)
+        return self._finish(steps, key, body, Snapshot((items, len(items))), dump, done,
+                            stored, base or _fresh(head), around, checked)
 
     def segment_captured(self, wire_format: str, body: Mapping[str, Any],
                          line: bytes) -> Resegmented:
@@ -324,19 +330,22 @@ class LineageSegments:
         if fresh is None:
             return None
         close = len(content) - len(stored.around[1]) - 1
-        items = [*stored.items[:done], *fresh]
-        body = dict(stored.segmented.body)
-        body[steps.history_key] = items
+        # the shared items and the new ones, no list of them all (one per conversation,
+        # extended in place: Snapshot.then), in a view of the body (made only when read)
+        items = stored.items.first(done).then(fresh)
+        view = dict(stored.segmented._body_view)
+        view[steps.history_key] = items
         dump = memoryview(content)[at:close + 1]  # kept for the next turn's comparison, uncopied
-        return self._finish(steps, key, body, items, dump, done, stored,
-                            _reused(stored, done), stored.around, True)  # same bytes around
+        return self._finish(steps, key, view, items, dump, done, stored,
+                            _reused(stored, done), stored.around, True, rebuilt=True)
 
     def _finish(self, steps: SegmentSteps, key: tuple[str, str, int], body: Mapping[str, Any],
-                items: list[Any], dump: bytes | memoryview, done: int, stored: _Stored | None,
-                base: _Base, around: tuple[bytes, bytes] | None,
-                checked: bool) -> Resegmented:
+                items: Snapshot[Any], dump: bytes | memoryview, done: int,
+                stored: _Stored | None, base: _Base, around: tuple[bytes, bytes] | None,
+                checked: bool, *, rebuilt: bool = False) -> Resegmented:
         """Segments: ``base`` (``done`` items' segments, ``base.reused`` of them the same as
-        ``stored``'s), then the rest of ``items`` made."""
+        ``stored``'s), then the rest of ``items`` made. ``body`` is the request's body, or
+        with ``rebuilt`` its view (:meth:`SegmentedRequest._rebuilt`)."""
         reused, kept, previous, heads = base.reused, base.kept, base.previous, base.heads
         item_ends, item_segments = base.item_ends, base.item_segments
         leading_items, prefix = base.leading_items, base.prefix
@@ -344,8 +353,7 @@ class LineageSegments:
         fresh = SegmentBuilder(steps.marker_key, steps.wire_format)
         leading = leading_items == done
         end = item_ends[-1] if item_ends else 0
-        for index in range(done, len(items)):
-            item = items[index]
+        for index, item in enumerate(items[done:], done):  # one slice: the new items
             leading = steps.item(fresh, item, index, leading)
             if leading and leading_items == index:
                 leading_items += 1
@@ -353,10 +361,12 @@ class LineageSegments:
             item_ends.append(end)
             item_segments.append(len(kept) + len(fresh.specs))
         if items and end + 1 != len(dump):  # bytes that do not re-serialize so (not compact)
-            dump, around = decoded_json(items), None  # ends are of the re-serialized items
+            dump, around = decoded_json(list(items)), None  # ends: of the re-serialized items
         new_segments, new_data, _ = build_segments(fresh.specs, start=start, previous=previous)
-        segmented = SegmentedRequest(steps.wire_format, kept + new_segments,
-                                     SegmentBytes.joined([*prefix, new_data]), body)
+        segments, data = kept.then(new_segments), SegmentBytes.joined([*prefix, new_data])
+        segmented = SegmentedRequest._rebuilt(
+            steps.wire_format, segments, data, body, steps.history_key) if rebuilt else \
+            SegmentedRequest(steps.wire_format, segments, data, body)
         if stored is not None and done > stored.leading and \
                 "head_fingerprint" in stored.segmented.__dict__:
             # The head (params, tools, system, leading system items) ends inside the reused
@@ -432,13 +442,16 @@ def _check(steps: SegmentSteps, stored: _Stored) -> None:
 
 def _fresh(head: _Head) -> _Base:
     """Nothing reused: the head's segments, data and chain state only."""
-    return _Base(0, head[0], [head[1]], head[2], array("q"), array("q"), 0, len(head[0]))
+    return _Base(0, Snapshot((head[0], len(head[0]))), [head[1]], head[2], array("q"),
+                 array("q"), 0, len(head[0]))
 
 
 def _reused(stored: _Stored, done: int) -> _Base:
     """The first ``done`` history items of ``stored`` (same head), its segments as they are."""
     reused = stored.item_segments[done - 1]
-    kept = stored.segmented.segments[:reused]
+    segments = stored.segmented.segments
+    assert isinstance(segments, Snapshot)  # as _finish made them
+    kept = segments.first(reused)
     last = kept[-1]
     return _Base(reused, kept, [stored.segmented.segment_bytes.span(0, last.end)],
                  bytes.fromhex(last.prefix_digest), stored.item_ends[:done],
@@ -462,8 +475,8 @@ def _rebased(other: _Stored, dump: bytes,
     moved, previous = rechain(old[first:last], bytes(history), base=begin,
                               shift=len(head[1]) - begin, previous=head[2])
     heads = len(head[0])
-    return _Base(0, (*head[0], *moved), [head[1], history], previous,
-                 other.item_ends[:done],
+    return _Base(0, Snapshot((head[0], heads), (moved, len(moved))), [head[1], history],
+                 previous, other.item_ends[:done],
                  array("q", (n - first + heads for n in other.item_segments[:done])),
                  min(other.leading, done), heads)
 
@@ -488,7 +501,7 @@ _OPENING = 512
 conversation (a key only finds a candidate: the byte comparison decides what is reused)."""
 
 
-def _opening(dump: bytes | memoryview, items: list[Any]) -> bytes:
+def _opening(dump: bytes | memoryview, items: Sequence[Any]) -> bytes:
     """``"["`` and the start of the first item (at most :data:`_OPENING` bytes of it)."""
     first = len(decoded_json(items[0])) if items else 0
     return bytes(dump[:1 + min(first, _OPENING)])

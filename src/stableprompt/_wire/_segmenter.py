@@ -21,13 +21,15 @@ settings (developers.openai.com/api/docs/guides/prompt-caching).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import threading
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
 from .._canonical import wire_json
 from .._exceptions import CaptureError
+from .._frozen import frozen_instance
 from .._policy import text_block_of
 from .._public import public
 from .._segment import (
@@ -50,16 +52,22 @@ class SegmentedRequest:
 
     Attributes:
         wire_format: ``anthropic``, ``openai-chat`` or ``openai-responses``.
-        segments: Segments in cache order (params, tools, system, messages).
+        segments: Segments in cache order (params, tools, system, messages): a tuple, or
+            (a request the recorder or lint segmented from its lineage's previous one,
+            ``_resegment``) a read-only :class:`~stableprompt._segment.Snapshot` that
+            shares the previous request's list of segments and compares equal to the tuple
+            (slices and ``tuple()`` give tuples; pickled as the tuple).
         segment_bytes: The concatenated segment bytes as shared pieces
             (``segment_bytes[s.start:s.end]`` is segment ``s``'s bytes): a request that
             repeats its predecessor's segments shares its pieces, so making it costs what is
             new (see :class:`~stableprompt._segment.SegmentBytes`).
-        body: The parsed request body.
+        body: The parsed request body (a request rebuilt from its lineage's previous one,
+            :meth:`_rebuilt`, makes it when it is first read: :attr:`_body_view` reads its
+            fields without making it).
     """
 
     wire_format: str
-    segments: tuple[Segment, ...]
+    segments: Sequence[Segment]
     segment_bytes: SegmentBytes = field(repr=False)
     body: Mapping[str, Any] = field(repr=False)
 
@@ -68,7 +76,30 @@ class SegmentedRequest:
             object.__setattr__(self, "segment_bytes", SegmentBytes((self.segment_bytes,)))
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (SegmentedRequest, (self.wire_format, self.segments, self.data, self.body))
+        return (SegmentedRequest, (self.wire_format, tuple(self.segments), self.data,
+                                   self.body))
+
+    @classmethod
+    def _rebuilt(cls, wire_format: str, segments: Sequence[Segment],
+                segment_bytes: SegmentBytes, view: Mapping[str, Any],
+                history_key: str) -> SegmentedRequest:
+        """A request whose :attr:`body` is made when first read, from ``view``: the body's
+        fields in order, its history (``view[history_key]``) a read-only sequence of the
+        items (``_resegment``'s :class:`~stableprompt._segment.Snapshot`, sharing its
+        conversation's list), which becomes a list of them. A recorder reads only
+        :attr:`_body_view` of a rendered turn, so no list of every item is made (and kept,
+        by the predecessor index) per turn; once read, ``body`` is that dict for good."""
+        return frozen_instance(cls, {"wire_format": wire_format, "segments": segments,
+                                     "segment_bytes": segment_bytes, _VIEW: view,
+                                     _HISTORY_KEY: history_key})
+
+    @property
+    def _body_view(self) -> Mapping[str, Any]:
+        """The body's fields without making :attr:`body`: :attr:`body`, or for a request
+        made by :meth:`_rebuilt`, its view (the history a read-only sequence equal to the
+        list: read it as a ``Sequence``)."""
+        view: Mapping[str, Any] | None = self.__dict__.get(_VIEW)
+        return self.body if view is None else view
 
     @cached_property
     def data(self) -> bytes:
@@ -91,13 +122,43 @@ class SegmentedRequest:
     @property
     def model(self) -> str | None:
         """The request's ``model`` parameter, if present."""
-        value = self.body.get("model")
+        value = self._body_view.get("model")
         return value if isinstance(value, str) else None
 
     @property
     def breakpoints(self) -> tuple[Segment, ...]:
         """Segments that carry a cache breakpoint marker, in order."""
         return tuple(s for s in self.segments if s.breakpoint is not None)
+
+
+_VIEW, _HISTORY_KEY = "_view", "_history_key"
+"""Where a request made by :meth:`SegmentedRequest._rebuilt` keeps its view and history key."""
+
+_MAKING = threading.Lock()
+"""Held while a rebuilt request's body is made (two threads reading it get one dict)."""
+
+
+class _RebuiltBody:
+    """:attr:`SegmentedRequest.body` of a request made by :meth:`SegmentedRequest._rebuilt`
+    (a non-data descriptor: any other request has its body in its ``__dict__``, which a
+    read finds first, so this runs once per rebuilt request, on its first read)."""
+
+    def __get__(self, obj: SegmentedRequest | None, owner: type | None = None
+                ) -> Mapping[str, Any]:
+        if obj is None:
+            raise AttributeError("body")  # a field without default, as dataclass leaves it
+        with _MAKING:
+            body: Mapping[str, Any] | None = obj.__dict__.get("body")
+            if body is None:
+                view, key = obj.__dict__[_VIEW], obj.__dict__[_HISTORY_KEY]
+                body = obj.__dict__["body"] = {  # the history: a Snapshot (its as_list)
+                    name: value.as_list() if name == key else value
+                    for name, value in view.items()}
+        return body
+
+
+# set after @dataclass, so that the field keeps no default value
+SegmentedRequest.body = _RebuiltBody()  # type: ignore[assignment]
 
 
 def _marker(block: Any, key: str) -> tuple[Any, str | None]:
