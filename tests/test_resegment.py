@@ -557,3 +557,33 @@ def test_young_references_per_call_do_not_grow_with_the_conversation() -> None:
     conversation (it kept a tuple of every segment and a list of every item)."""
     small, large = _young_references_per_call(40), _young_references_per_call(400)
     assert large - small < 40, (small, large)
+
+
+def test_new_items_whose_bytes_only_match_in_length_are_not_reused_from() -> None:
+    """A continuation's new items are kept for byte reuse only if they re-serialize to exactly
+    their bytes: two items whose lengths change by opposite amounts (an escaped ``\\u00e9``
+    shortens, a ``1e5`` lengthens) keep the total but shift the first one's end, so the next
+    request of the conversation is parsed whole, and every request's segments equal
+    ``segment_request``'s."""
+    lineages = LineageSegments()
+    opening = {"role": "user", "content": [{"type": "text", "text": "Start."}]}
+    text = {"role": "user", "content": [{"type": "text", "text": "\u00e9" * 5 + " tail"}]}
+    floats = {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "go",
+                                                "input": {"x": [1e5, 1e5, 1e5, 1e5]}}]}
+
+    def body(*history: Any) -> dict[str, Any]:
+        return {"max_tokens": 64, "messages": list(history), "model": "claude-sonnet-4-5",
+                "system": [{"type": "text", "text": "Be careful. " * 20}]}
+
+    first = wire_json(body(opening))
+    assert lineages.segment_captured("anthropic", loads(first), first).segmented == \
+        segment_request("anthropic", loads(first))
+    second = wire_json(body(opening, text, floats))
+    second = second.replace("\u00e9".encode(), b"\\u00e9").replace(b"100000.0", b"1e5")
+    assert len(second) == len(wire_json(body(opening, text, floats)))  # same length
+    found = lineages.segment_rendered("anthropic", second)
+    assert found is not None and found.segmented == segment_request("anthropic", loads(second))
+    latest = next(reversed(lineages._stored.values()))
+    assert latest.around is None  # the end of the first new item was not kept from a length
+    third = second.replace(b" tail", b" TAIL")
+    assert lineages.segment_rendered("anthropic", third) is None  # parsed whole instead

@@ -352,16 +352,21 @@ class LineageSegments:
         start = kept[-1].end if kept else 0
         fresh = SegmentBuilder(steps.marker_key, steps.wire_format)
         leading = leading_items == done
-        end = item_ends[-1] if item_ends else 0
+        end = begin = item_ends[-1] if item_ends else 0  # the "[" or "," before the new items
+        pieces: list[bytes] = []  # the new items re-serialized
         for index, item in enumerate(items[done:], done):  # one slice: the new items
             leading = steps.item(fresh, item, index, leading)
             if leading and leading_items == index:
                 leading_items += 1
-            end += 1 + len(decoded_json(item))  # "[" or "," before each item
+            pieces.append(decoded_json(item))
+            end += 1 + len(pieces[-1])  # "[" or "," before each item
             item_ends.append(end)
             item_segments.append(len(kept) + len(fresh.specs))
-        if items and end + 1 != len(dump):  # bytes that do not re-serialize so (not compact)
-            dump, around = decoded_json(list(items)), None  # ends: of the re-serialized items
+        if items and (end + 1 != len(dump) or dump[begin + 1:end] != b",".join(pieces)):
+            # bytes that do not re-serialize so (not compact; compared, not only measured:
+            # two items whose lengths change by opposite amounts would shift an item's end):
+            # the ends are of the re-serialized items
+            dump, around = decoded_json(list(items)), None
         new_segments, new_data, _ = build_segments(fresh.specs, start=start, previous=previous)
         segments, data = kept.then(new_segments), SegmentBytes.joined([*prefix, new_data])
         segmented = SegmentedRequest._rebuilt(
