@@ -42,9 +42,9 @@ PYPERF = "pyperf==2.11.0"
 TURNS = (10, 100, 1000)
 MARK_START, MARK_END = "<!-- generated: start -->", "<!-- generated: end -->"
 LINT_START, LINT_END = "<!-- generated lint: start -->", "<!-- generated lint: end -->"
-#: Values per process of the ``record-thread/*`` cells, whose p99 the tables report: 3 x 100
+#: Values per process of the ``record-thread/*`` cells, whose p99 the tables report: 6 x 50
 #: single calls make the p99 about the 4th largest (of 3 x 10 it was about the maximum).
-THREAD_VALUES, THREAD_VALUES_FAST = 100, 10
+THREAD_VALUES, THREAD_VALUES_FAST = 50, 10
 #: One lint value is a whole pass over ~110 MB (seconds): fewer of them than the per-turn suite.
 LINT_SETTINGS = ["--loops", "1", "--warmups", "1", "--processes", "2", "--values", "3"]
 LINT_FAST = ["--loops", "1", "--warmups", "0", "--processes", "1", "--values", "2"]
@@ -64,8 +64,11 @@ def _pyperf(python: Path, script: str, out: Path, fast: bool, *extra: str,
         # costs (page faults of the first ~1.3 MB bodies, CPython's specialization of the
         # per-turn code: 0.7-1.3 ms, then ~0.2 ms at turn 1,000); an agent loop renders every
         # turn, so the values are its steady state. Baselines are measured the same way.
-        settings = ["--loops", "1", "--warmups", "5", "--processes", "2" if fast else "3",
-                    "--values", "4" if fast else "10"]
+        # 6 worker processes x 5 values (30 values, as 3 x 10 before): per-process medians of
+        # one cell differed by up to 1.5x (memory layout, hash seeds), so more processes
+        # sample that spread better for the same number of calls (pyperf's default is 20).
+        settings = ["--loops", "1", "--warmups", "5", "--processes", "2" if fast else "6",
+                    "--values", "4" if fast else "5"]
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
     subprocess.run([str(python), str(HERE / script), *settings, "--quiet", "-o", str(out),
                     "--inherit-environ", "PYTHONPATH,LITELLM_LOCAL_MODEL_COST_MAP", *extra],
