@@ -37,6 +37,26 @@ def test_reads_like_the_tuple_of_its_parts(lists: list[list[int]], i: int, j: in
     else:
         with pytest.raises(IndexError):
             view[i]
+    # what a tuple also does (reviewer's findings): hashing, concatenation, integer-likes
+    assert hash(view) == hash(expected)
+    assert view + (7,) == (*expected, 7) and (7,) + view == (7, *expected)  # noqa: RUF005
+    assert view + view == expected + expected
+    if expected:
+        assert view[_IntLike(0)] == expected[0] and view[False] == expected[0]
+    with pytest.raises(TypeError):
+        view["0"]  # type: ignore[call-overload]
+    with pytest.raises(TypeError):
+        view + [1]  # noqa: RUF005
+
+
+class _IntLike:
+    """An index that is no int but converts like one (numpy's integers)."""
+
+    def __init__(self, value: int) -> None:
+        self.value = value
+
+    def __index__(self) -> int:
+        return self.value
 
 
 def test_later_appends_are_invisible() -> None:
@@ -48,8 +68,7 @@ def test_later_appends_are_invisible() -> None:
     assert pickle.loads(pickle.dumps(view)) == (1, 2, 3)
     with pytest.raises(TypeError):
         view["x"]  # type: ignore[call-overload]
-    with pytest.raises(TypeError):
-        hash(view)
+    assert hash(view) == hash((1, 2, 3))  # immutable: hashed as the tuple it equals
 
 
 def test_a_render_keeps_its_history_when_the_conversation_grows() -> None:

@@ -33,10 +33,11 @@ from __future__ import annotations
 import bisect
 import hashlib
 import itertools
+import operator
 import threading
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar, overload
+from typing import Any, Protocol, SupportsIndex, TypeVar, overload
 
 from ._public import public
 
@@ -447,8 +448,9 @@ class Snapshot(Sequence[_T]):
         parts: ``(sequence, length)`` pairs; each sequence must not change in its first
             ``length`` items afterwards (append-only lists, tuples).
 
-    Compares equal to any sequence (not a str) with the same items, e.g. a tuple. Reading an
-    item of the first part is the fast path (one check, no loop over the parts).
+    Compares equal to any sequence (not a str) with the same items, e.g. a tuple, and hashes,
+    concatenates with tuples and takes indices as that tuple would. Reading an item of the
+    first part is the fast path (one check, no loop over the parts).
     """
 
     __slots__ = ("_first", "_first_len", "_len", "_parts")
@@ -467,10 +469,10 @@ class Snapshot(Sequence[_T]):
         return self._len
 
     @overload
-    def __getitem__(self, index: int) -> _T: ...
+    def __getitem__(self, index: SupportsIndex) -> _T: ...
     @overload
     def __getitem__(self, index: slice) -> tuple[_T, ...]: ...
-    def __getitem__(self, index: int | slice) -> _T | tuple[_T, ...]:
+    def __getitem__(self, index: SupportsIndex | slice) -> _T | tuple[_T, ...]:
         if type(index) is int:  # the hot path: binary searches read single items
             if 0 <= index < self._first_len:
                 return self._first[index]
@@ -488,10 +490,14 @@ class Snapshot(Sequence[_T]):
                     out.extend(seq[lo:hi])
                 offset += n
             return tuple(out)
-        elif not isinstance(index, int):
-            raise TypeError(f"indices must be integers or slices, not {type(index).__name__}")
-        elif index < 0:  # an int subclass (bool)
-            index += self._len
+        else:  # an int subclass (bool) or an integer-like index (numpy's), as a tuple takes
+            try:
+                index = operator.index(index)
+            except TypeError:
+                raise TypeError(f"indices must be integers or slices, not "
+                                f"{type(index).__name__}") from None
+            if index < 0:
+                index += self._len
         if not 0 <= index < self._len:
             raise IndexError("Snapshot index out of range")
         for seq, n in self._parts:
@@ -514,7 +520,18 @@ class Snapshot(Sequence[_T]):
             return NotImplemented
         return len(other) == self._len and all(a == b for a, b in zip(self, other, strict=True))
 
-    __hash__ = None  # type: ignore[assignment]  # equal to tuples, like a list
+    def __hash__(self) -> int:
+        return hash(tuple(self.as_list()))  # equal to the tuple of its items: hashed as one
+
+    def __add__(self, other: object) -> tuple[_T, ...]:
+        if isinstance(other, (tuple, Snapshot)):  # as a tuple concatenates
+            return (*self.as_list(), *other)
+        return NotImplemented
+
+    def __radd__(self, other: object) -> tuple[_T, ...]:
+        if isinstance(other, tuple):
+            return (*other, *self.as_list())
+        return NotImplemented
 
     def __repr__(self) -> str:
         return f"Snapshot({tuple(self)!r})"
