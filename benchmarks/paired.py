@@ -22,7 +22,8 @@ rank) and the medians of the times. The garbage collector stays on, as in ``suit
 The turns timed are those of ``suite.py``'s cells: each block of ``--block`` timed rounds
 starts from a new conversation of ``N`` turns and ``--warmups`` untimed rounds, so a row
 labelled ``N`` times turns ``N + warmups + 1`` to ``N + warmups + block`` (with the defaults,
-turns 1,006-1,015 for ``N`` = 1,000, as pyperf's 5 warmups and 10 values per process).
+turns 1,011-1,020 for ``N`` = 1,000; ``suite.py``'s cells, 10 warmups and 5 values per
+process, time turns 1,011-1,015).
 
 Prints JSON: ``{"<format>/<N>": {"ours_ms", "orjson_ms", "json_ms", "x_orjson", "x_json",
 "x_orjson_p10", "rounds", "turns"}}`` (``turns``: the first and last turn timed).
@@ -114,7 +115,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=_positive, default=60, help="timed rounds per row")
     parser.add_argument("--block", type=_positive, default=10,
                         help="timed rounds per conversation")
-    parser.add_argument("--warmups", type=int, default=5, help="untimed rounds per block")
+    parser.add_argument("--warmups", type=int, default=10, help="untimed rounds per block")
     parser.add_argument("--turns", type=_positive, nargs="+", default=list(suite.TURNS))
     args = parser.parse_args()
     out = {f"{fmt}/{n}": paired(fmt, n, args.rounds, args.warmups, args.block)

@@ -60,14 +60,16 @@ def _pyperf(python: Path, script: str, out: Path, fast: bool, *extra: str,
             settings: list[str] | None = None) -> None:
     out.unlink(missing_ok=True)
     if settings is None:
-        # 5 warmups: the first calls after a conversation's first (full) render pay one-time
-        # costs (page faults of the first ~1.3 MB bodies, CPython's specialization of the
-        # per-turn code: 0.7-1.3 ms, then ~0.2 ms at turn 1,000); an agent loop renders every
-        # turn, so the values are its steady state. Baselines are measured the same way.
-        # 6 worker processes x 5 values (30 values, as 3 x 10 before): per-process medians of
-        # one cell differed by up to 1.5x (memory layout, hash seeds), so more processes
-        # sample that spread better for the same number of calls (pyperf's default is 20).
-        settings = ["--loops", "1", "--warmups", "5", "--processes", "2" if fast else "6",
+        # 10 warmups: the first calls after a conversation's first (full) render pay one-time
+        # costs: page faults of the first ~1.3 MB bodies (calls 2-3: 0.6-0.8 ms at turn
+        # 1,000), then CPython 3.11 quickens a function only after 8 calls, and the per-turn
+        # functions run once per render: calls 4-10 still cost 1.2-2x the steady state
+        # (session 9, per call in fresh processes: 150, 160, 109, 102, 121, 92, 84, then
+        # ~75 us). An agent loop renders every turn, so the values are its steady state.
+        # Baselines are measured the same way. 6 worker processes x 5 values (30 values, as
+        # 3 x 10 before): per-process medians of one cell differed by up to 1.5x (memory
+        # layout, hash seeds), and more processes sample that spread (pyperf's default: 20).
+        settings = ["--loops", "1", "--warmups", "10", "--processes", "2" if fast else "6",
                     "--values", "4" if fast else "5"]
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
     subprocess.run([str(python), str(HERE / script), *settings, "--quiet", "-o", str(out),
