@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import argparse
 import functools
-import hashlib
 import json
 import math
 import statistics
@@ -49,14 +48,6 @@ sys.path.insert(0, str(Path(__file__).parent))
 import suite
 
 
-def _naive_orjson(body: Any) -> None:
-    hashlib.sha256(orjson.dumps(body, option=orjson.OPT_SORT_KEYS)).hexdigest()
-
-
-def _naive_json(body: Any) -> None:
-    hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
-
-
 def _time(op: Callable[[], Any]) -> tuple[float, Any]:
     start = time.perf_counter()
     out = op()
@@ -69,15 +60,12 @@ def paired(fmt: str, turns: int, rounds: int, warmups: int, block: int) -> dict[
     render = suite.FORMATS[fmt]
     times: dict[str, list[float]] = {"ours": [], "orjson": [], "json": []}
     ratios: dict[str, list[float]] = {"orjson": [], "json": []}
-    order = (("orjson", _naive_orjson), ("json", _naive_json))
+    order = (("orjson", suite.naive_orjson), ("json", suite.naive_json))
     while len(times["ours"]) < rounds:
         conv, done = suite._conversation(turns)
 
         def ours(conv: Any = conv, done: list[int] = done) -> Any:
-            req = render(conv.render(tail={"now": str(done[0])}))
-            req.content  # noqa: B018
-            req.fingerprint  # noqa: B018
-            return req
+            return suite.render_turn(conv, render, str(done[0]))
 
         for i in range(warmups + min(block, rounds - len(times["ours"]))):
             suite._grow(conv, done[0])  # the new content: not timed

@@ -118,6 +118,26 @@ def _timed(loops: int, before: Callable[[], Any], op: Callable[[Any], object]) -
     return total
 
 
+def render_turn(conv: Conversation, render: Callable[[RenderedPrompt], Any], now: str) -> Any:
+    """What ``render/*`` times: ``conv.render()`` + ``to_<format>()`` + ``content`` +
+    ``fingerprint``; returns the request (``paired.py`` times the same)."""
+    req = render(conv.render(tail={"now": now}))
+    req.content  # noqa: B018
+    req.fingerprint  # noqa: B018
+    return req
+
+
+def naive_json(body: Any) -> None:
+    """The ``naive-json`` baseline: the body serialized whole with ``json.dumps(sort_keys=True)``
+    + SHA-256."""
+    hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
+
+
+def naive_orjson(body: Any) -> None:
+    """The ``naive-orjson`` baseline: ``orjson.dumps(OPT_SORT_KEYS)`` + SHA-256."""
+    hashlib.sha256(orjson.dumps(body, option=orjson.OPT_SORT_KEYS)).hexdigest()
+
+
 def bench_render(loops: int, turns: int, fmt: str) -> float:
     key = f"conv/{turns}"
     if key not in _STATE:
@@ -129,9 +149,7 @@ def bench_render(loops: int, turns: int, fmt: str) -> float:
         _grow(conv, done[0])  # the new content: not timed
         done[0] += 1
         start = time.perf_counter()
-        req = render(conv.render(tail={"now": str(done[0])}))
-        req.content  # noqa: B018
-        req.fingerprint  # noqa: B018
+        req = render_turn(conv, render, str(done[0]))
         total += time.perf_counter() - start
         del req  # dropped before the next turn, as a client that sent it does
     return total
@@ -147,14 +165,12 @@ def _body(turns: int) -> dict[str, Any]:
 
 def bench_naive_json(loops: int, turns: int) -> float:
     body = _body(turns)
-    return _timed(loops, lambda: body,
-                  lambda b: hashlib.sha256(json.dumps(b, sort_keys=True).encode()).hexdigest())
+    return _timed(loops, lambda: body, naive_json)
 
 
 def bench_naive_orjson(loops: int, turns: int) -> float:
     body = _body(turns)
-    return _timed(loops, lambda: body, lambda b: hashlib.sha256(
-        orjson.dumps(b, option=orjson.OPT_SORT_KEYS)).hexdigest())
+    return _timed(loops, lambda: body, naive_orjson)
 
 
 def bench_parse(loops: int, turns: int) -> float:

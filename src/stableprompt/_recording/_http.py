@@ -40,8 +40,8 @@ def _caseless(headers: Any) -> bool:
     kind = type(headers)
     found = _CASELESS.get(kind)
     if found is None:
-        found = _CASELESS[kind] = (kind.__name__ == "Headers" and kind.__module__.split(
-            ".", 1)[0] in ("httpx", "httpx2"))
+        found = _CASELESS[kind] = _root(kind) in ("httpx", "httpx2") and issubclass(
+            kind, module_of(headers).Headers)
     return found
 
 
@@ -50,11 +50,16 @@ _CASELESS: dict[type[Any], bool] = {}
 
 def module_of(obj: Any) -> ModuleType:
     """``httpx`` or ``httpx2``: the package that defines ``obj``'s class (imported once)."""
-    root = type(obj).__module__.split(".", 1)[0]
+    root = _root(type(obj))
     module = _MODULES.get(root)
     if module is None:
         module = _MODULES[root] = importlib.import_module(root)
     return module
+
+
+def _root(kind: type[Any]) -> str:
+    """The top-level package that defines ``kind`` (``httpx``, ``httpx2``, ...)."""
+    return kind.__module__.split(".", 1)[0]
 
 
 def in_memory(response: Any) -> bool:

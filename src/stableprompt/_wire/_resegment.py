@@ -362,10 +362,12 @@ class LineageSegments:
             end += 1 + len(pieces[-1])  # "[" or "," before each item
             item_ends.append(end)
             item_segments.append(len(kept) + len(fresh.specs))
-        if items and (end + 1 != len(dump) or dump[begin + 1:end] != b",".join(pieces)):
-            # bytes that do not re-serialize so (not compact; compared, not only measured:
-            # two items whose lengths change by opposite amounts would shift an item's end):
-            # the ends are of the re-serialized items
+        if rebuilt and items and (end + 1 != len(dump) or
+                                  dump[begin + 1:end] != b",".join(pieces)):
+            # ``dump`` is the content's own bytes (segment_rendered; segment's is the items'
+            # re-serialization already), which do not re-serialize so (not compact; compared,
+            # not only measured: two items whose lengths change by opposite amounts would
+            # shift an item's end): the ends are of the re-serialized items
             dump, around = decoded_json(list(items)), None
         new_segments, new_data, _ = build_segments(fresh.specs, start=start, previous=previous)
         segments, data = kept.then(new_segments), SegmentBytes.joined([*prefix, new_data])
