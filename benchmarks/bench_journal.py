@@ -24,6 +24,7 @@ from pathlib import Path
 
 from stableprompt import Ledger, Recorder
 from stableprompt._recording._observer import Observation
+from stableprompt._recording._unanalysed import provisional_record
 from stableprompt._usage import CacheUsage
 
 SYSTEM = " ".join(f"rule {i}: keep the prefix stable." for i in range(200))
@@ -65,14 +66,15 @@ def main() -> None:
             observation = Observation(status_code=200, usage=usage,
                                       response_id=f"msg_{i:06d}", ttft_ms=12.5)
             t0 = time.perf_counter()
-            record = recorder.provisional(pending, observation)
+            record = provisional_record(pending, observation, scenario=recorder.scenario,
+                                        now=recorder.monotonic())
             t1 = time.perf_counter()
             assert record is not None
             ticket = journal.append(record)
             t2 = time.perf_counter()
             assert ticket is not None
-            recorder.finish(pending, status_code=200, usage=usage, response_id=f"msg_{i:06d}",
-                            ttft_ms=12.5)
+            recorder.finish(pending, Observation(status_code=200, usage=usage,
+                                                 response_id=f"msg_{i:06d}", ttft_ms=12.5))
             t3 = time.perf_counter()
             journal.settle(ticket)
             t4 = time.perf_counter()

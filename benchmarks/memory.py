@@ -29,6 +29,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 from suite import FORMATS, _conversation, _grow
 
+from stableprompt._recording._observer import Observation
+
 TURNS = 1000
 RECORDED = 60
 
@@ -93,7 +95,7 @@ def _recorder(*, client: bool) -> dict[str, int]:
         else:
             pending = recorder.start("/v1/messages", {}, content)
         assert pending is not None
-        recorder.finish(pending, status_code=200, body=_response(content))
+        recorder.finish(pending, Observation(status_code=200, body=_response(content)))
         return len(content)
 
     for _ in range(40):  # warm: the lineage holds its full depth of candidates

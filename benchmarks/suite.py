@@ -64,6 +64,7 @@ from stableprompt import (
     ToolSet,
 )
 from stableprompt._recording._deferred import DeferredRecorder
+from stableprompt._recording._observer import Observation
 
 TURNS = (10, 100, 1000)
 FORMATS: dict[str, Callable[[RenderedPrompt], Any]] = {
@@ -194,7 +195,7 @@ def bench_record(loops: int, turns: int, client: bool) -> float:
         for _ in range(3):  # warm: tokenizer loaded, lineage seen
             req = step()
             pending = _STATE[key].start("/v1/messages", {}, req.content, decoded=req.body)
-            _STATE[key].finish(pending, status_code=200, body=_response(req.content))
+            _STATE[key].finish(pending, Observation(status_code=200, body=_response(req.content)))
     recorder: Recorder = _STATE[key]
     step = _stepper(turns)
 
@@ -212,7 +213,7 @@ def bench_record(loops: int, turns: int, client: bool) -> float:
         else:
             pending = recorder.start("/v1/messages", {}, content)
         assert pending is not None
-        recorder.finish(pending, status_code=200, body=response)
+        recorder.finish(pending, Observation(status_code=200, body=response))
     return _timed(loops, before, op)
 
 
@@ -236,7 +237,7 @@ def _warm(turns: int, path: str) -> tuple[Recorder, Callable[[], Any]]:
         for _ in range(3):  # warm: tokenizer loaded, lineage seen
             content = step().content
             pending = recorder.start("/v1/messages", _HEADERS, content, rendered=True)
-            recorder.finish(pending, status_code=200, body=_response(content))
+            recorder.finish(pending, Observation(status_code=200, body=_response(content)))
         _STATE[key] = recorder
     recorder: Recorder = _STATE[key]
     return recorder, _stepper(turns)
@@ -273,14 +274,14 @@ def bench_record_worker(loops: int, turns: int, path: str) -> float:
 
     def before() -> Any:
         content = step().content
-        pending = recorder.start("/v1/messages", _HEADERS, content, rendered=rendered,
-                                 defer=True, decode=False)
+        pending = recorder.register("/v1/messages", _HEADERS, content, rendered=rendered,
+                                    decode=False)
         return pending, _response(content)
 
     def op(arg: Any) -> None:
         pending, response = arg
         recorder.analyse(pending)
-        recorder.finish(pending, status_code=200, body=response)
+        recorder.finish(pending, Observation(status_code=200, body=response))
     return _timed(loops, before, op)
 
 

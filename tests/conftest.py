@@ -101,10 +101,10 @@ class FakeRecorder:
                                 content_encoding=content_encoding, clock=lambda: 0.0,
                                 started=pending.started)
 
-    def finish(self, pending: Pending, *, error: BaseException | str | None = None,
-               status_code: int | None = None, detail: Mapping[str, Any] | None = None
-               ) -> None:
-        self.finished.append({"error": error, "status_code": status_code, "detail": detail})
+    def finish(self, pending: Pending, observation: Observation) -> None:
+        self.finished.append({"error": observation.error,
+                              "status_code": observation.status_code,
+                              "detail": observation.detail or None})
 
 
 @pytest.fixture
@@ -187,7 +187,8 @@ def record_anthropic_call(recorder: Recorder, step: int, *, read: int, write: in
     response = {"id": f"m{step}", "type": "message", "role": "assistant", "content": [],
                 "usage": {"input_tokens": input_tokens, "output_tokens": 3,
                           "cache_read_input_tokens": read, "cache_creation_input_tokens": write}}
-    record = recorder.finish(pending, status_code=200, body=json.dumps(response).encode())
+    record = recorder.finish(pending, Observation(status_code=200,
+                                                body=json.dumps(response).encode()))
     assert record is not None
     return record
 

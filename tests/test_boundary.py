@@ -9,6 +9,7 @@ import pytest
 
 from stableprompt import Recorder
 from stableprompt._recording._boundary import turn_boundary
+from stableprompt._recording._observer import Observation
 
 TOOL_RESULT = {"type": "tool_result", "tool_use_id": "t1", "content": "ok"}
 
@@ -62,7 +63,8 @@ def test_recorder_stores_the_turn_boundary() -> None:
         assert pending is not None
         response = {"id": f"m{step}", "type": "message", "role": "assistant", "content": [],
                     "usage": {"input_tokens": 10, "output_tokens": 1}}
-        record = recorder.finish(pending, status_code=200, body=json.dumps(response).encode())
+        record = recorder.finish(pending, Observation(status_code=200,
+                                                    body=json.dumps(response).encode()))
         assert record is not None
         seen.append(record.verdict_detail.get("turn_boundary"))
     assert seen == ["cross", "intra"]

@@ -29,6 +29,7 @@ import stableprompt
 from stableprompt import Ledger, Recorder, UsageRecord
 from stableprompt._cli import main
 from stableprompt._ledger._journal import PendingJournal, orphaned_journals
+from stableprompt._recording._unanalysed import provisional_record
 from stableprompt.emulator import Emulator
 
 SRC = Path(stableprompt.__file__).parent.parent
@@ -305,26 +306,27 @@ def test_a_provisional_row_given_as_fields_replays_as_its_record(
         answer = json.dumps({"id": f"msg_{A_KEY[:20]}", "type": "message", "usage": {
             "input_tokens": 5, "cache_read_input_tokens": 0,
             "cache_creation_input_tokens": 0, "output_tokens": 1}}).encode()
-        cases: list[tuple[Observation | None, dict[str, Any]]] = [
-            (Observation(status_code=200, body=answer, latency_ms=1.0), {}),
-            (Observation(status_code=200, usage=usage, response_id="msg_2", ttft_ms=-1.0,
-                         incomplete="stream ended before its final event"), {}),
-            (None, {"error": httpx.ConnectError("refused"), "status_code": None}),
-            (Observation(status_code=529, body=b'{"type":"error","error":{"type":'
-                         b'"overloaded_error"}}'), {}),
+        cases: list[Observation] = [
+            Observation(status_code=200, body=answer, latency_ms=1.0),
+            Observation(status_code=200, usage=usage, response_id="msg_2", ttft_ms=-1.0,
+                        incomplete="stream ended before its final event"),
+            Observation(error=httpx.ConnectError("refused")),
+            Observation(status_code=529, body=b'{"type":"error","error":{"type":'
+                        b'"overloaded_error"}}'),
         ]
-        for observation, extra in cases:
-            pending = recorder.start("/v1/messages", {"x-api-key": A_KEY}, body, defer=True,
-                                     decode=False)
+        for observation in cases:
+            pending = recorder.register("/v1/messages", {"x-api-key": A_KEY}, body,
+                                        decode=False)
             assert pending is not None
             recorder.analyse(pending)
-            fields = deferred._provisional(pending, observation, **extra)  # a journal
+            fields = deferred._provisional(pending, observation)  # a journal
             assert fields is not None
-            expected = recorder.provisional(pending, observation, **extra)
+            expected = provisional_record(pending, observation, scenario=recorder.scenario,
+                                          now=recorder.monotonic())
             assert expected is not None and expected == with_parsed_usage(
                 UsageRecord.from_json(json.dumps(fields)))
             assert A_KEY not in json.dumps(fields)
-            if observation is not None and observation.body == answer:  # parsed when read
+            if observation.body == answer:  # parsed when read
                 assert "usage_as_received" in fields["verdict_detail"]
                 assert expected.input_tokens_total == 5 and expected.output_tokens == 1
                 assert "usage_as_received" not in expected.verdict_detail

@@ -39,7 +39,7 @@ from stableprompt._client import (
     AsyncOpenAIClient,
     OpenAIClient,
 )
-from stableprompt._recording import _call, _deferred, _recorder
+from stableprompt._recording import _call, _deferred, _memory, _outcome
 from stableprompt._recording._observer import ResponseObserver
 from stableprompt._recording._recorder import Recorder
 from stableprompt._recording._transport import (
@@ -83,7 +83,8 @@ def same_records(inline: list[UsageRecord], threaded: list[UsageRecord]) -> None
 @pytest.fixture
 def caller_work(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
     """Names of the recording steps that ran on the test's own thread: body decoding
-    (``loads`` in the recorder), ``segment_rendered``, the analysis and the finishing."""
+    (``loads`` of the request in the call memory, of the response in the outcome),
+    ``segment_rendered``, the analysis and the finishing."""
     main = threading.get_ident()
     seen: list[str] = []
 
@@ -94,10 +95,12 @@ def caller_work(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
             return real(*args, **kwargs)
         return wrapped
 
-    monkeypatch.setattr("stableprompt._recording._recorder.loads",
-                        spy("loads", _recorder.loads))  # type: ignore[attr-defined]
-    for name in ("segment_rendered", "_analyse", "_finish", "store"):
+    for module in (_memory, _outcome):
+        monkeypatch.setattr(module, "loads", spy("loads", module.loads))
+    for name in ("segment_rendered", "_analyse", "_record", "store"):
         monkeypatch.setattr(Recorder, name, spy(name, getattr(Recorder, name)))
+    monkeypatch.setattr(_memory.CallMemory, "segment_rendered",
+                        spy("segment_rendered", _memory.CallMemory.segment_rendered))
     yield seen
 
 
@@ -125,7 +128,7 @@ def test_client_in_thread_records_what_inline_records_off_the_callers_thread(
                 list(events)
         else:
             inline_client.send(request)
-    assert {"segment_rendered", "_analyse", "_finish", "store"} <= set(caller_work)  # inline
+    assert {"segment_rendered", "_analyse", "_record", "store"} <= set(caller_work)  # inline
     caller_work.clear()
     with Ledger(tmp_path / "calls.db") as ledger:
         recorder = Recorder(ledger, tokenizer="bytes/4")
@@ -353,7 +356,7 @@ def test_anthropic_sdk_over_a_threaded_transport_records_as_inline(
 
     inline = Recorder(tokenizer="bytes/4", session_id="s")
     run(inline, False)
-    assert {"loads", "_analyse", "_finish"} <= set(caller_work)  # inline: all of it
+    assert {"loads", "_analyse", "_record"} <= set(caller_work)  # inline: all of it
     caller_work.clear()
     with Ledger(tmp_path / "calls.db") as ledger:
         threaded = Recorder(ledger, tokenizer="bytes/4", session_id="s")

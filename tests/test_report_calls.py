@@ -15,6 +15,7 @@ from conftest import record_anthropic_call
 from stableprompt import Ledger, UsageRecord, parse_usage
 from stableprompt._cli import main
 from stableprompt._lint._findings import CAUSE_FIXES
+from stableprompt._recording._observer import Observation
 from stableprompt._report._calls import CLIFF_DROP
 from stableprompt._report._command import read_ledger, summarize
 from stableprompt._report._pricing import Pricing, TokenSplit, price_call
@@ -433,8 +434,8 @@ def test_before_after_snippets_from_stored_bodies(tmp_path: Path,
                         "content": [], "usage": {"input_tokens": 20, "output_tokens": 1,
                                                  "cache_read_input_tokens": 0,
                                                  "cache_creation_input_tokens": total - 20}}
-            assert recorder.finish(pending, status_code=200,
-                                   body=json.dumps(response).encode()) is not None
+            assert recorder.finish(pending, Observation(status_code=200,
+                                   body=json.dumps(response).encode())) is not None
     records = read_ledger(path)
     assert [r.verdict for r in records] == ["cold", "client_mutation"]
     row = summarize(records, price=False).calls[1]
@@ -548,7 +549,7 @@ def test_the_sdk_tail_re_sent_after_the_same_history_is_no_mutation_when_recorde
         answer = ({"id": f"c{i}", "object": "chat.completion", "choices": [], "usage": usage}
                   if wire == "openai-chat" else
                   {"id": f"r{i}", "object": "response", "output": [], "usage": usage})
-        recorder.finish(pending, status_code=200, body=json.dumps(answer).encode())
+        recorder.finish(pending, Observation(status_code=200, body=json.dumps(answer).encode()))
     second = recorder.records[-1]
     assert second.verdict == "hit", second.verdict_detail
     assert lint_requests(bodies).summary.breaks == 0

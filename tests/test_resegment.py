@@ -25,6 +25,7 @@ from hypothesis import strategies as st
 
 from stableprompt import Recorder
 from stableprompt._canonical import canonical_json, loads, wire_json
+from stableprompt._recording._observer import Observation
 from stableprompt._recording._predecessor import CallIndex
 from stableprompt._recording._recorder import SESSION_HEADER
 from stableprompt._wire._formats import segment_request
@@ -183,7 +184,8 @@ def _rows(recorder: Recorder, wire: str, bodies: list[dict[str, Any]], *,
         pending = recorder.start(PATHS[wire], {}, content, host="api.example.test",
                                  decoded=decoded, resegmented=found)
         assert pending is not None
-        recorder.finish(pending, status_code=200, body=_response(wire, turn), latency_ms=1.0)
+        recorder.finish(pending, Observation(status_code=200, body=_response(wire, turn),
+                                             latency_ms=1.0))
     return [r.model_dump(exclude={"record_id", "predecessor_id"}) for r in recorder.records]
 
 
@@ -252,7 +254,7 @@ def test_recording_never_joins_the_whole_body() -> None:
         content = canonical_json(_body("anthropic", history[:n], 3))
         pending = recorder.start("/v1/messages", {}, content)
         assert pending is not None and pending.state is not None
-        recorder.finish(pending, status_code=200, body=response.content)
+        recorder.finish(pending, Observation(status_code=200, body=response.content))
         assert pending.state.segmented is not None
         assert "data" not in pending.state.segmented.__dict__
 
@@ -286,7 +288,7 @@ def test_client_never_decodes_a_rendered_turn() -> None:
         sent.append(request)
         pending = plain.start("/v1/messages", {}, request.content, host="provider.test")
         assert pending is not None
-        plain.finish(pending, status_code=200, body=_response("anthropic", 1))
+        plain.finish(pending, Observation(status_code=200, body=_response("anthropic", 1)))
         conv.assistant(f"answer {i}")
     assert ["body" in r.__dict__ for r in sent] == [False] * 6
     drop = {"record_id", "predecessor_id", "ts_utc", "latency_ms"}
@@ -392,7 +394,7 @@ def _recorded(calls: list[tuple[float, str | None, bytes, bytes]], wire: str, *,
         # count (arrays: their type only; a tuple of ints is traversed item by item)
         assert all(len(gc.get_referents(counts)) <= 1
                    for counts in (tokens, pending.state.cumulative_tokens))
-        recorder.finish(pending, status_code=200, body=response, latency_ms=1.0)
+        recorder.finish(pending, Observation(status_code=200, body=response, latency_ms=1.0))
     index = {r.record_id: i for i, r in enumerate(recorder.records)}
     return [{**r.model_dump(mode="json", exclude={"record_id"}),
              "predecessor_id": index.get(r.predecessor_id or "")} for r in recorder.records]
@@ -535,7 +537,7 @@ def _young_references_per_call(size: int, calls: int = 6) -> float:
         content = wire_json(_body("anthropic", marked, 3))
         pending = recorder.start("/v1/messages", {}, content, rendered=True)
         assert pending is not None
-        recorder.finish(pending, status_code=200, body=_response("anthropic", turn))
+        recorder.finish(pending, Observation(status_code=200, body=_response("anthropic", turn)))
 
     for turn in range(6):
         call(turn)

@@ -825,7 +825,7 @@ def test_sdk_bodies_are_segmented_from_their_new_items(
     the history holds it, that conversation's later bodies are parsed whole again, their
     bytes no longer being their compact dump; the one that added it still reuses). Every
     record equals a recorder's that parses every body whole."""
-    import stableprompt._recording._recorder as recorder_module
+    import stableprompt._recording._memory as memory_module
     from stableprompt._canonical import loads as real_loads
     from stableprompt._recording._memory import CallMemory
 
@@ -836,7 +836,7 @@ def test_sdk_bodies_are_segmented_from_their_new_items(
             whole.append(len(data))
         return real_loads(data)
 
-    monkeypatch.setattr(recorder_module, "loads", counting)
+    monkeypatch.setattr(memory_module, "loads", counting)
     ours = Recorder(tokenizer="bytes/4")
     _sdk_turns(api, FakeProvider(), ours, 7)
     decoded_whole = list(whole)

@@ -7,8 +7,9 @@
 - ``_predecessor``: CallIndex (predecessor, turns, retries).
 - ``_attribution``: attribute(), the prediction and one verdict per call (pure).
 - ``_observer``: ResponseObserver, which watches a body and hands an Observation to a sink.
-- ``_recorder``: Recorder (recordable / start / observe / finish; previous_response_id;
-  summary()).
+- ``_outcome``: Outcome; outcome_of (Pending, Observation) and record_of (-> UsageRecord), pure.
+- ``_recorder``: Recorder, the stateful shell (recordable / start / register + analyse /
+  observe / finish; previous_response_id; summary()).
 - ``_sinks``: RecordSink, the callables a Recorder hands each stored record (deliver()).
 - ``_worker``: RecordingWorker, one thread running recording jobs in order (journaled first).
 - ``_deferred``: DeferredRecorder, a call's analysis and finishing as jobs on that thread
@@ -16,6 +17,4 @@
 - ``_transport``: RecordingTransport / AsyncRecordingTransport, typed on a CallRecorder protocol.
 - ``_engine_tokens``: EngineTokenizer, llama-server's own template and tokens for a request.
 - ``_engine_view``: the backend seam: what an engine's slots hold, exact evidence per call.
-- ``_record_fields``: record fields derived from the answer (diagnostics, raw usage, writes),
-  and the engine client an ``engine`` URL names.
 """

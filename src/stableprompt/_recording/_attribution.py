@@ -58,7 +58,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any, Literal
 
@@ -240,6 +240,7 @@ def attribute(
     session_previous: RequestState | None = None,
     other_conversation: bool = False,
     engine: EngineEvidence | None = None,
+    unknown_reason: str | None = None,
 ) -> Attribution:
     """Predict the cache reads of ``request`` and explain the reported reads with one verdict.
 
@@ -263,6 +264,9 @@ def attribute(
             message): the request branches off the shared prefix, so losing the rest of the
             predecessor's prefix is expected, not a ``client_mutation``; only the shared part
             is predicted (``detail["other_conversation"]``).
+        unknown_reason: Why the call's verdict must be ``unknown`` whatever its prefix says
+            (it failed, or its answer is incomplete: ``_outcome.Outcome.unknown_reason``);
+            the verdict the prefix gives is then ``detail["verdict_if_complete"]``.
         engine: The engine's own token view of this call (a self-hosted backend that can be
             asked, see ``_engine_view``), or ``None`` for an estimate. With it, on an automatic
             cache the prediction is exact: ``min(slot LCP, prompt - 1)`` engine tokens (one-token
@@ -282,6 +286,9 @@ def attribute(
     Returns:
         The :class:`Attribution`. Checks, in order (the first that applies wins):
 
+        0. ``unknown`` after all the checks below when ``unknown_reason`` is given (a failed
+           or incomplete call): ``detail["unknown_reason"]`` is that reason and
+           ``detail["verdict_if_complete"]`` the verdict the checks gave (unless ``unknown``).
         1. ``unknown``: no usage, or the provider did not report cache reads. The prediction
            and comparison are still computed and stored; ``detail["unknown_reason"]`` says why.
         2. Nothing to compare with: ``below_minimum`` when this request's cacheable prefix (up
@@ -340,8 +347,14 @@ def attribute(
     """
     if request.segmented is None or request.segment_tokens is None:
         raise ValueError("attribute() needs a request with segmented and segment_tokens")
-    return _Attributor(request, predecessor, session_previous, usage, policy,
-                       other_conversation, engine).run()
+    found = _Attributor(request, predecessor, session_previous, usage, policy,
+                        other_conversation, engine).run()
+    if unknown_reason is None:
+        return found
+    detail = {**found.detail, "unknown_reason": unknown_reason}
+    if found.verdict != "unknown":
+        detail["verdict_if_complete"] = found.verdict
+    return replace(found, verdict="unknown", detail=detail)
 
 
 class _Attributor:

@@ -7,7 +7,8 @@ With ``record_in_thread=True`` (``ProxyConfig``, the ``stableprompt proxy`` defa
 clients and :class:`~stableprompt.RecordingTransport`, opt-in) the transport is handed a
 :class:`DeferredRecorder`: :meth:`Recorder.start <stableprompt.Recorder.start>` only
 registers the call in the caller's thread (record id, send time, what the response observer
-needs: ``defer=True``; with ``decode=False`` not even the body is decoded there) and the
+needs: :meth:`Recorder.register <stableprompt.Recorder.register>`; with ``decode=False`` not
+even the body is decoded there) and the
 request is sent at once. Its analysis (:meth:`Recorder.analyse
 <stableprompt.Recorder.analyse>`: decoding, segments, token counts, turn, predecessor), which
 thus overlaps the request's flight, and, when the response ends, :meth:`Recorder.finish
@@ -55,6 +56,7 @@ Guarantees:
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 from array import array
 from collections.abc import Callable, Mapping
@@ -126,10 +128,10 @@ class DeferredRecorder:
               resegmented: Any = None, rendered: bool = False) -> Pending | None:
         """As :meth:`Recorder.start`, registering the call in the caller's thread and
         queueing its analysis (module docstring)."""
-        pending = self.recorder.start(path, headers, body, host=host, method=method,
-                                      provider=provider, decoded=decoded,
-                                      resegmented=resegmented, rendered=rendered, defer=True,
-                                      decode=self.decode)
+        pending = self.recorder.register(path, headers, body, host=host, method=method,
+                                         provider=provider, decoded=decoded,
+                                         resegmented=resegmented, rendered=rendered,
+                                         decode=self.decode)
         if pending is not None:
             self.worker.submit(DeferredRecorder._analyse, self, pending)
         return pending
@@ -168,32 +170,30 @@ class DeferredRecorder:
             sink, observation, record=self._provisional(pending, observation))
         return None
 
-    def finish(self, pending: Pending, *, error: BaseException | str | None = None,
-               status_code: int | None = None, detail: Mapping[str, Any] | None = None
-               ) -> UsageRecord | None:
+    def finish(self, pending: Pending, observation: Observation) -> UsageRecord | None:
         """As :meth:`Recorder.finish`, queued (returns ``None``; :meth:`Pending.wait`), the
-        latency measured now."""
-        latency_ms = elapsed_ms(pending.started, self.recorder.monotonic())
+        latency measured now when ``observation`` has none."""
+        if observation.latency_ms is None:
+            observation = dataclasses.replace(
+                observation, latency_ms=elapsed_ms(pending.started, self.recorder.monotonic()))
         pending.finishing = self.worker.submit(
-            functools.partial(self.recorder.finish, pending, error=error,
-                              status_code=status_code, detail=detail, latency_ms=latency_ms),
-            record=self._provisional(pending, error=error, status_code=status_code))
+            functools.partial(self.recorder.finish, pending, observation),
+            record=self._provisional(pending, observation))
         return None
 
     def store(self, record: UsageRecord) -> None:
         """As :meth:`Recorder.store`, queued (``record`` journaled as it is)."""
         self.worker.submit(self.recorder.store, record, record=record)
 
-    def _provisional(self, pending: Pending, observation: Observation | None = None, *,
-                     error: BaseException | str | None = None,
-                     status_code: int | None = None) -> dict[str, Any] | None:
+    def _provisional(self, pending: Pending, observation: Observation
+                     ) -> dict[str, Any] | None:
         """The call's provisional record when the worker journals, as its fields (the
         journal writes them without building the record), else ``None``."""
         if self.worker.journal is None:
             return None
         recorder = self.recorder
-        return provisional_fields(pending, observation, error=error, status_code=status_code,
-                                  scenario=recorder.scenario, now=recorder.monotonic())
+        return provisional_fields(pending, observation, scenario=recorder.scenario,
+                                  now=recorder.monotonic())
 
 
 class Tape:
@@ -245,8 +245,9 @@ class Tape:
             detail = {"observer_error": f"response body larger than {MAX_TAPE_BYTES} bytes: "
                       "not observed"}
             pending.finishing = worker.submit(functools.partial(
-                self._deferred.recorder.finish, pending, status_code=self._status,
-                detail=detail, latency_ms=elapsed_ms(pending.started, self._ended)))
+                self._deferred.recorder.finish, pending, Observation(
+                    status_code=self._status, detail=detail,
+                    latency_ms=elapsed_ms(pending.started, self._ended))))
             return None
         pending.finishing = worker.submit(Tape._replay, self)
         return None

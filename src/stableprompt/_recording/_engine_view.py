@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from .._diff import diff, is_expected_divergence
+from .._exceptions import ConfigurationError
 from .._redact import redact
 from .._wire._segmenter import SegmentedRequest
 from ._call import RequestState
@@ -47,6 +48,7 @@ __all__ = [
     "as_tokens",
     "common_prefix",
     "divergence_detail",
+    "engine_of",
     "observe_engine",
     "untailed_body",
 ]
@@ -158,6 +160,22 @@ class SlotMemory:
     Args:
         slots: Number of server slots (``llama-server -np``).
     """
+
+    @classmethod
+    def of(cls, slots: int | SlotMemory) -> SlotMemory:
+        """``slots`` itself, or a new memory of that many slots (``Recorder(engine_slots=)``).
+
+        Raises:
+            ConfigurationError: not an int >= 1 (``llama-server -np``) nor a SlotMemory (code
+                ``engine-slots``).
+        """
+        if isinstance(slots, SlotMemory):
+            return slots
+        if isinstance(slots, bool) or not isinstance(slots, int) or slots < 1:
+            raise ConfigurationError(
+                f"engine_slots must be an int >= 1 (llama-server -np) or a SlotMemory, got "
+                f"{slots!r}", code="engine-slots")
+        return cls(slots)
 
     def __init__(self, slots: int = 1) -> None:
         if slots < 1:
@@ -320,3 +338,30 @@ def _untailed(engine: EngineTokens, wire_format: str, request: RequestState,
     except Exception as exc:
         detail["engine_untailed_error"] = redact(f"{type(exc).__name__}: {exc}")
         return evidence
+
+
+def engine_of(engine: EngineTokens | str | None) -> EngineTokens | None:
+    """The engine client for ``Recorder(engine=...)``: a base URL becomes llama-server's token
+    client (``_engine_tokens.EngineTokenizer``, loaded only then); a client is checked.
+
+    Raises:
+        ConfigurationError: not an ``http(s)://host...`` URL nor an engine client (code
+            ``engine-url``).
+    """
+    if engine is None:
+        return None
+    if isinstance(engine, str):
+        scheme, _, rest = engine.partition("://")
+        if scheme not in ("http", "https") or not rest.strip("/"):
+            raise ConfigurationError(
+                f"engine must be the engine's base URL (http://host:port), got "
+                f"{redact(engine)!r}", code="engine-url")
+        from ._engine_tokens import EngineTokenizer
+
+        return EngineTokenizer(engine)
+    if not all(callable(getattr(engine, name, None))
+               for name in ("prompt_tokens", "generated_tokens", "detokenize")):
+        raise ConfigurationError(
+            f"engine must be a base URL or an engine client (prompt_tokens, generated_tokens, "
+            f"detokenize), got {type(engine).__name__}", code="engine-url")
+    return engine

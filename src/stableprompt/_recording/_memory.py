@@ -27,13 +27,15 @@ from array import array
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from .._canonical import loads
 from .._ledger._ledger import Ledger
 from .._redact import redact
 from .._tokens import EstimatingTokenCounter
 from .._usage import CacheUsage
-from .._wire._formats import reply_text
+from .._wire._formats import reply_text, segment_request
 from .._wire._resegment import LineageSegments, Resegmented
 from .._wire._segmenter import SegmentedRequest
+from ._boundary import turn_boundary
 from ._call import Call, Pending, RequestState
 from ._engine_view import EngineEvidence, EngineTokens, SlotMemory, observe_engine
 from ._predecessor import LINEAGE_DEPTH, CallIndex, call_from_record, opening_of
@@ -87,12 +89,44 @@ class CallMemory:
         except Exception:
             return None
 
+    def decode(self, wire: str | None, body: bytes | bytearray | memoryview
+               ) -> tuple[Any, Resegmented | None]:
+        """``body`` decoded, and its segmenting when it continues a recorded request
+        (:meth:`segment_rendered`: its body's view, ``SegmentedRequest._body_view``, rebuilt
+        from that request's values and the new items, only those decoded, and no list of its
+        history made). Rendered bodies and an official SDK's alike: a body not rendered here
+        continues one only once the earlier body's bytes were found to be its compact dump
+        (``LineageSegments.segment_captured``, checked on first reuse), so the transport path
+        stops parsing (and making, for the garbage collector to promote) the whole
+        conversation's objects on every call.
+
+        Raises:
+            ValueError: ``body`` is not JSON.
+        """
+        content = bytes(body)
+        found = self.segment_rendered(wire, content) if wire else None
+        return (loads(content) if found is None else found.segmented._body_view), found
+
+    def compared_response_id(self, call: Call, body: Any, ledger: Ledger | None) -> str | None:
+        """The provider response id of the request a request with ``body`` (decoded), sent as
+        ``call`` (no fingerprint or state yet), would be compared with (:meth:`analyse`'s
+        choice, nothing registered). Raises what segmenting raises."""
+        segmented = segment_request(call.wire_format, body)
+        state = RequestState(ts=call.ts, fingerprint=segmented.fingerprint,
+                             head_fingerprint=segmented.head_fingerprint, segmented=segmented)
+        self.load_lineage(ledger, state.head_fingerprint)
+        base = self.index.compare(dataclasses.replace(
+            call, opening=opening_of(segmented), fingerprint=state.fingerprint,
+            state=state)).base
+        return None if base is None else base.response_id
+
     def analyse(self, pending: Pending, body: dict[str, Any],
                 raw: bytes | bytearray | memoryview, resegmented: Resegmented | None, *,
                 rendered: bool, ledger: Ledger | None,
                 problem: Callable[[Pending, BaseException], None]) -> None:
         """Segment and count ``pending``'s request, number its turn and choose its
-        predecessor (``pending.state``, ``.call``, ``.turn``, ``.retry``, ``.comparison``).
+        predecessor (``pending.state``, ``.call``, ``.turn``, ``.retry``, ``.comparison``,
+        ``.turn_boundary``).
 
         ``body`` is the decoded request (or ``resegmented``'s body view), ``raw`` its bytes
         (kept so that the next request of the lineage is segmented from its new items; bytes
@@ -102,6 +136,7 @@ class CallMemory:
         the conversation's earlier turns and the lineage's recent rows, once each.
         """
         segmented: SegmentedRequest | None = None
+        pending.turn_boundary = turn_boundary(pending.wire_format, body)
         try:
             found = resegmented if resegmented is not None and \
                 resegmented.segmented.wire_format == pending.wire_format else \

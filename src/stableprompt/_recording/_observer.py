@@ -41,7 +41,8 @@ class Observation:
     <ResponseObserver.close>`.
 
     Attributes:
-        status_code: HTTP status of the response.
+        status_code: HTTP status of the response, ``None`` when none arrived (the send
+            raised ``error``).
         body: The whole decoded body of a non-stream response that ended (``None`` for
             streams, a body cut short, or one that could not be read).
         usage: Usage read from a stream (or unknown, with the reason, when the body could not
@@ -59,7 +60,7 @@ class Observation:
             ``observer_error``, ``usage_unknown_reason``).
     """
 
-    status_code: int
+    status_code: int | None = None
     body: bytes | None = None
     usage: CacheUsage | None = None
     response_id: str | None = None

@@ -37,7 +37,7 @@ from __future__ import annotations
 import dataclasses
 import threading
 from collections import OrderedDict, deque
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
@@ -45,9 +45,10 @@ from .._canonical import loads
 from .._diff import first_divergent_index
 from .._ledger._usage_record import UsageRecord
 from .._segment import HEAD_KINDS, Segment
-from .._wire._formats import REQUEST_FORMATS, request_format, segment_request
+from .._wire._formats import REQUEST_FORMATS, request_format, segment_request, session_hint
 from .._wire._segmenter import SegmentedRequest
 from ._call import Call, Comparison, RequestState
+from ._http import SESSION_HEADER, header
 
 __all__ = [
     "LINEAGE_DEPTH",
@@ -58,6 +59,7 @@ __all__ = [
     "call_from_record",
     "common_segments",
     "opening_of",
+    "session_from_request",
 ]
 
 LINEAGE_DEPTH = 32
@@ -457,3 +459,16 @@ def call_from_record(record: UsageRecord, head: str,
                 turn=record.turn,
                 ended=None if record.latency_ms is None else ts + record.latency_ms / 1000)
 
+
+def session_from_request(body: Mapping[str, Any], headers: Any = None) -> str | None:
+    """The session id a request names, or ``None``.
+
+    Order: the ``x-stableprompt-session`` header, then the body's hint
+    (:func:`~stableprompt._wire._formats.session_hint`) when it names a conversation (a
+    ``prompt_cache_key`` stableprompt derived from a head names a lineage, not a session).
+    """
+    value = header(headers, SESSION_HEADER)
+    if value:
+        return value
+    hint = session_hint(body)
+    return hint[0] if hint is not None and hint[1] else None

@@ -1,32 +1,26 @@
-"""The recording core shared by the clients and the recording transports.
+"""The recording core shared by the clients and the recording transports: the stateful shell.
 
 A :class:`Recorder` turns one provider call into one :class:`~stableprompt.UsageRecord`:
 
-1. :meth:`Recorder.start` (before sending): recognizes the endpoint and wire format from the
-   URL path (:meth:`Recorder.recordable`, checked before any body is read) and body, segments
-   the body (:func:`~stableprompt._wire._segmenter.segment_request`), counts tokens per segment,
-   numbers the turn of its conversation and chooses what to compare it with
-   (:class:`~stableprompt._recording._predecessor.CallIndex`: the same-lineage call sharing
-   the longest prefix, seeded from :meth:`Ledger.recent_for_lineage` on first sight of a
-   lineage, else the conversation's previous call when its head changed; without a session
-   id, a rewritten first message may still name the same conversation: rule
-   ``same-head-recent``). The rule that chose is ``verdict_detail["predecessor_rule"]``
-   (:data:`~stableprompt._recording._predecessor.PREDECESSOR_RULES`).
+1. :meth:`Recorder.start` (before sending; :meth:`Recorder.register` then
+   :meth:`Recorder.analyse` on the deferred path): recognizes the endpoint and wire format
+   from the URL path (:meth:`Recorder.recordable`, before any body is read) and body, then
+   has its :class:`~stableprompt._recording._memory.CallMemory` segment the body, count its
+   tokens, number its turn and choose what to compare it with (the rule that chose is
+   ``verdict_detail["predecessor_rule"]``, ``_predecessor.PREDECESSOR_RULES``).
 2. A :class:`~stableprompt._recording._observer.ResponseObserver` (:meth:`Recorder.observe`)
    sees the response bytes as the caller receives them, never holding them back, and at the
-   end hands an :class:`~stableprompt._recording._observer.Observation` to the recorder.
-3. :meth:`Recorder.finish`: parses usage and provider diagnostics, runs
-   :func:`~stableprompt._recording._attribution.attribute`, builds the record, appends it to
-   :attr:`Recorder.records`, writes it to the ledger and, for a complete successful call only,
-   remembers it as a future predecessor.
+   end hands an :class:`~stableprompt._recording._observer.Observation` to
+   :meth:`Recorder.finish`.
+3. :meth:`Recorder.finish`: the record is ``_outcome.record_of`` the call's
+   ``_outcome.outcome_of`` and its attribution (the one place a verdict is decided,
+   :func:`~stableprompt._recording._attribution.attribute`); it is appended to
+   :attr:`Recorder.records`, written to the ledger and handed to the sinks; a complete
+   successful call is remembered as a future predecessor.
 
-A call that failed (transport error, non-2xx status, an error event inside a 2xx stream, a 2xx
-body that is not JSON or is an error object) or whose stream was interrupted gets verdict
-``unknown`` with ``verdict_detail["unknown_reason"]`` (and ``verdict_if_complete``); its
-partial usage fields are kept, and it is never a predecessor.
-
-``verdict_detail["turn_boundary"]`` says whether the request followed a tool result
-(``"intra"``: inside a user turn) or a user message (``"cross"``), see ``_boundary``.
+A call that failed or whose stream was interrupted gets verdict ``unknown`` with
+``verdict_detail["unknown_reason"]`` (and ``verdict_if_complete``); its partial usage fields
+are kept, and it is never a predecessor.
 
 Nothing here raises into the user's call: every step is guarded; a failure is logged on the
 ``stableprompt.recorder`` logger and the call is still recorded (verdict ``unknown``,
@@ -43,18 +37,14 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from .._canonical import json_safe, loads
-from .._exceptions import ConfigurationError
 from .._ledger._ledger import Ledger
-from .._ledger._usage_record import UsageRecord, Verdict, new_record_id, scrubbed
+from .._ledger._usage_record import UsageRecord, new_record_id, scrubbed
 from .._policy import CachePolicy, PolicyTable
 from .._public import public
 from .._redact import redact, secrets_in_headers
 from .._tokens import EstimatingTokenCounter, Tokenizer
-from .._usage import CacheUsage
 from .._wire._formats import (
     REQUEST_FORMATS,
     UsageDialects,
@@ -65,55 +55,28 @@ from .._wire._formats import (
     known_provider,
     provider_for,
     request_format,
-    segment_request,
-    session_hint,
     usage_dialects,
     usage_format,
 )
 from .._wire._resegment import Resegmented
 from .._wire._segmenter import SegmentedRequest
-from ..providers import parse_response
-from ._attribution import Attribution, attribute
-from ._boundary import turn_boundary
-from ._call import Call, Pending, RequestState, elapsed_ms
-from ._engine_view import EngineEvidence, EngineTokens, SlotMemory
-from ._errors import failure
+from ._call import Call, Pending
+from ._engine_view import EngineTokens, SlotMemory, engine_of
 from ._http import SESSION_HEADER, header
 from ._memory import ENGINE_PROVIDER, CallMemory
 from ._observer import Observation, ResponseObserver
-from ._predecessor import opening_of
-from ._record_fields import (
-    automatic_writes,
-    engine_of,
-    identity_fields,
-    provider_diagnostics,
-    raw_usage,
-    usage_fields,
-)
+from ._outcome import attribution_of, failed_record, outcome_of, record_of
+from ._predecessor import session_from_request
 from ._sinks import RecordSink, deliver
-from ._unanalysed import provisional_record, unanalysed_record
+from ._unanalysed import unanalysed_record
 from ._worker import RecordingWorker
 
 if TYPE_CHECKING:
     from .._report._summary import Summary
 
-__all__ = ["ENGINE_PROVIDER", "SESSION_HEADER", "Recorder", "session_from_request"]
+__all__ = ["ENGINE_PROVIDER", "SESSION_HEADER", "Recorder"]
 
 _log = logging.getLogger("stableprompt.recorder")
-
-
-def session_from_request(body: Mapping[str, Any], headers: Any = None) -> str | None:
-    """The session id a request names, or ``None``.
-
-    Order: the ``x-stableprompt-session`` header, then the body's hint
-    (:func:`~stableprompt._wire._formats.session_hint`) when it names a conversation (a
-    ``prompt_cache_key`` stableprompt derived from a head names a lineage, not a session).
-    """
-    value = header(headers, SESSION_HEADER)
-    if value:
-        return value
-    hint = session_hint(body)
-    return hint[0] if hint is not None and hint[1] else None
 
 
 class Recorder:
@@ -222,16 +185,9 @@ class Recorder:
                 "tokenizer unavailable (%s); estimating tokens as bytes/4", exc.code))
         self.records: list[UsageRecord] = []
         self.engine: EngineTokens | None = engine_of(engine)
-        if isinstance(engine_slots, bool) or not isinstance(engine_slots, (int, SlotMemory)) \
-                or (isinstance(engine_slots, int) and engine_slots < 1):
-            raise ConfigurationError(
-                f"engine_slots must be an int >= 1 (llama-server -np) or a SlotMemory, got "
-                f"{engine_slots!r}", code="engine-slots")
         self._owns_engine = isinstance(engine, str)
-        self._memory = CallMemory(
-            self._counter, window_s=session_window_s,
-            slots=engine_slots if isinstance(engine_slots, SlotMemory)
-            else SlotMemory(engine_slots))
+        self._memory = CallMemory(self._counter, window_s=session_window_s,
+                                  slots=SlotMemory.of(engine_slots))
         self._records_lock = threading.Lock()
         self.sinks: tuple[RecordSink, ...] = tuple(sinks)
         self._worker: RecordingWorker | None = None
@@ -324,10 +280,9 @@ class Recorder:
         decoded: Mapping[str, Any] | None = None,
         resegmented: Resegmented | None = None,
         rendered: bool = False,
-        defer: bool = False,
-        decode: bool = True,
     ) -> Pending | None:
-        """Register a call about to be sent. Never raises.
+        """Register a call about to be sent and analyse its request at once (segments, our
+        token counts, its conversation, turn and predecessor). Never raises.
 
         Args:
             path: URL path, e.g. ``/v1/messages``.
@@ -352,16 +307,6 @@ class Recorder:
                 segmented from its new items (:meth:`segment_rendered`) instead of decoded
                 whole; one not rendered here (an official SDK's, compact) only once the earlier
                 body's bytes were found to be exactly its compact dump.
-            defer: Register the call (record id, send time, what the response observer
-                needs) but leave its analysis (segmenting, token counts, the predecessor and
-                turn) to :meth:`analyse`, which must run before :meth:`finish` and after the
-                calls sent before it were finished (``_deferred``: the recording thread
-                runs both, in order, so the request is sent without waiting for them).
-            decode: With ``defer``, ``False`` leaves the decoding of ``body`` to
-                :meth:`analyse` too: the wire format is the path's, and ``model``,
-                ``session_id`` and ``diagnostics_requested`` are set by the analysis
-                (``pending.lazy_body``); a body that is not a JSON object is then recorded
-                as ``unknown`` (``verdict_detail["analysis_error"]``), not passed through.
 
         Returns:
             A :class:`Pending` to pass to :meth:`finish`, or ``None`` when the call is not a
@@ -369,12 +314,49 @@ class Recorder:
             (model lists, token counting, files, Assistants messages, non-JSON bodies) pass
             through unrecorded.
         """
+        pending = self.register(path, headers, body, host=host, method=method,
+                                provider=provider, decoded=decoded, resegmented=resegmented,
+                                rendered=rendered)
+        if pending is not None:
+            self.analyse(pending)
+        return pending
+
+    def register(
+        self,
+        path: str,
+        headers: Any = None,
+        body: bytes | bytearray | memoryview | None = None,
+        *,
+        host: str | None = None,
+        method: str = "POST",
+        provider: str | None = None,
+        decoded: Mapping[str, Any] | None = None,
+        resegmented: Resegmented | None = None,
+        rendered: bool = False,
+        decode: bool = True,
+    ) -> Pending | None:
+        """The deferred entry: register a call (record id, send time, what the response
+        observer needs) and leave its analysis to :meth:`analyse`, which must run before
+        :meth:`finish` and after the calls sent before it were finished (``_deferred``: the
+        recording thread runs both, in order, so the request is sent without waiting for
+        them). Arguments as :meth:`start`. Never raises.
+
+        Args:
+            decode: ``False`` leaves the decoding of ``body`` to :meth:`analyse` too: the
+                wire format is the path's, and ``model``, ``session_id`` and
+                ``diagnostics_requested`` are set by the analysis (``pending.lazy_body``); a
+                body that is not a JSON object is then recorded as ``unknown``
+                (``verdict_detail["analysis_error"]``), not passed through.
+
+        Returns:
+            As :meth:`start`.
+        """
         try:
             if body is None or not self.recordable(path, method):
                 return None
             rendered = rendered or decoded is not None  # stableprompt rendered these bytes
-            if decoded is None and (decode or not defer):
-                decoded, resegmented = self._decoded(endpoint(path), body)
+            if decoded is None and decode:
+                decoded, resegmented = self._memory.decode(endpoint(path), body)
             if decoded is not None and not isinstance(decoded, dict):
                 return None
             wire = endpoint(path) if decoded is None else detect(decoded, path)
@@ -403,27 +385,7 @@ class Recorder:
         else:
             self._read_request(pending, decoded, headers)
         pending.deferred = (decoded, headers, body, resegmented, rendered)
-        if not defer:
-            self.analyse(pending)
         return pending
-
-    def _decoded(self, wire: str | None, body: bytes | bytearray | memoryview
-                 ) -> tuple[Any, Resegmented | None]:
-        """``body`` decoded, and its segmenting when it continues a recorded request
-        (:meth:`segment_rendered`: its body's view, ``SegmentedRequest._body_view``, rebuilt
-        from that request's values and the new items, only those decoded, and no list of its
-        history made). Rendered bodies and an official SDK's alike: a body not rendered here
-        continues one only once the earlier body's bytes were found to be its compact dump
-        (``LineageSegments.segment_captured``, checked on first reuse), so the transport path
-        stops parsing (and making, for the garbage collector to promote) the whole
-        conversation's objects on every call.
-
-        Raises:
-            ValueError: ``body`` is not JSON.
-        """
-        content = bytes(body)
-        found = self.segment_rendered(wire, content) if wire else None
-        return (loads(content) if found is None else found.segmented._body_view), found
 
     def _read_request(self, pending: Pending, decoded: Mapping[str, Any], headers: Any) -> None:
         """What the response observer and a provisional record read of the request: model,
@@ -437,8 +399,8 @@ class Recorder:
             self._problem(pending, exc)
 
     def analyse(self, pending: Pending) -> None:
-        """Analyse a call registered with ``start(..., defer=True)`` (the body decoded when
-        ``start`` did not, segments, our token counts, its conversation, turn and
+        """Analyse a call registered with :meth:`register` (the body decoded when
+        ``register`` did not, segments, our token counts, its conversation, turn and
         predecessor); nothing for a call already analysed. :meth:`finish` runs it first when
         it has not run. Never raises."""
         deferred, pending.deferred = pending.deferred, None
@@ -448,7 +410,7 @@ class Recorder:
         try:
             if decoded is None:
                 try:
-                    decoded, resegmented = self._decoded(pending.wire_format, body)
+                    decoded, resegmented = self._memory.decode(pending.wire_format, body)
                     if not isinstance(decoded, dict):
                         raise ValueError("the request body is not a JSON object")
                     self._read_request(pending, decoded, headers)
@@ -475,7 +437,6 @@ class Recorder:
                  resegmented: Resegmented | None = None, *, rendered: bool = False) -> None:
         if self.store_content:
             pending.content = bytes(raw).decode("utf-8", "replace")
-        pending.turn_boundary = turn_boundary(pending.wire_format, body)
         self._memory.analyse(pending, body, raw, resegmented, rendered=rendered,
                              ledger=self.ledger, problem=self._problem)
 
@@ -502,59 +463,34 @@ class Recorder:
         ``prompt_cache_options.comparison_response_id``). Never raises.
         """
         try:
-            segmented = segment_request(wire_format, body)
             model = body.get("model")
-            state = RequestState(ts=self.clock(), fingerprint=segmented.fingerprint,
-                                 head_fingerprint=segmented.head_fingerprint,
-                                 segmented=segmented)
-            call = Call(ts=state.ts,
-                        session_id=self._session_of(body, headers),
+            call = Call(ts=self.clock(), session_id=self._session_of(body, headers),
                         provider=provider_for(host, wire_format, provider or self.provider),
                         wire_format=wire_format, model=model if isinstance(model, str) else None,
-                        opening=opening_of(segmented), fingerprint=state.fingerprint,
-                        state=state)
-            self._memory.load_lineage(self.ledger, state.head_fingerprint)
-            base = self._memory.index.compare(call).base
-            return None if base is None else base.response_id
+                        opening=None)
+            return self._memory.compared_response_id(call, body, self.ledger)
         except Exception:
             return None
 
     # ------------------------------------------------------------------ finish
 
-    def finish(
-        self,
-        pending: Pending,
-        *,
-        status_code: int | None = None,
-        body: bytes | None = None,
-        usage: CacheUsage | None = None,
-        response_id: str | None = None,
-        diagnostics: Any = None,
-        ttft_ms: float | None = None,
-        latency_ms: float | None = None,
-        error: BaseException | str | None = None,
-        provider_error: str | None = None,
-        incomplete: str | None = None,
-        detail: Mapping[str, Any] | None = None,
-    ) -> UsageRecord | None:
-        """Complete a call: attribute it, store the record, update lineage state. Never raises.
+    def finish(self, pending: Pending, observation: Observation | None = None
+               ) -> UsageRecord | None:
+        """Complete a call: attribute it, store the record, remember it. Never raises.
+
+        The record is :func:`~stableprompt._recording._outcome.record_of` the call's
+        :func:`~stableprompt._recording._outcome.outcome_of` and its
+        :func:`~stableprompt._recording._attribution.attribute`; a complete successful call
+        is remembered as a future predecessor; if even that fails, a minimal row with
+        ``verdict_detail["recorder_error"]`` is stored instead.
 
         Args:
             pending: From :meth:`start`. Finishing twice returns the first record.
-            status_code: HTTP status, ``None`` when no response arrived.
-            body: The whole (decoded) response body, for non-streaming calls.
-            usage: Usage already parsed (streams); takes precedence over ``body``.
-            response_id: Provider message/response id (streams).
-            diagnostics: Provider cache diagnostics seen in a stream.
-            ttft_ms: Time to first content token (ms), streams only.
-            latency_ms: Send to complete (ms); default: measured with the monotonic clock.
-            error: Exception (or its class name) when the call failed.
-            provider_error: The provider's error type when a 2xx stream carried an error event
-                (Anthropic ``event: error``, Responses ``response.failed``, a chat chunk with
-                ``error``): the call failed (``error_class`` ``ProviderError``).
-            incomplete: Why the response is incomplete (a stream closed early or cut before
-                its final event): verdict ``unknown`` with this ``unknown_reason``.
-            detail: Extra evidence merged into ``verdict_detail``.
+            observation: Its answer (:class:`~stableprompt._recording._observer.Observation`:
+                status, whole decoded body of a non-stream answer, a stream's usage, id and
+                diagnostics, TTFT and latency in ms, the exception or the provider's error
+                event, why it is incomplete, extra ``verdict_detail`` evidence). ``None`` or
+                no ``status_code``: no answer arrived; ``latency_ms`` ``None``: measured now.
 
         Returns:
             The record (also appended to :attr:`records` and written to the ledger), or
@@ -564,175 +500,41 @@ class Recorder:
             return pending.record
         pending.finished = True
         self.analyse(pending)  # a deferred analysis not run yet (never raises)
+        observed = observation if observation is not None else Observation()
         try:
-            record = self._finish(pending, status_code, body, usage, response_id, diagnostics,
-                                  ttft_ms, latency_ms, error, provider_error, incomplete, detail)
+            record = self._record(pending, observed)
         except Exception as exc:
             problem = redact(f"{type(exc).__name__}: {exc}", secrets=pending.secrets)
             _log.warning("stableprompt could not attribute a call: %s", problem)
             try:
-                record = UsageRecord(
-                    record_id=pending.record_id,
-                    ts_utc=datetime.fromtimestamp(pending.ts, UTC),
-                    wire_format=pending.usage_format,  # type: ignore[arg-type]
-                    provider=pending.provider,
-                    model=pending.model,
-                    session_id=pending.session_id,
-                    status_code=status_code if status_code and 100 <= status_code <= 599
-                    else None,
-                    verdict="unknown",
-                    verdict_detail={"recorder_error": problem},
-                )
+                record = failed_record(pending, observed.status_code, problem)
             except Exception:
                 return None
-        self._store(pending, scrubbed(record, pending.secrets))
+        pending.record = scrubbed(record, pending.secrets)
+        self.store(pending.record, pending.secrets)
         return pending.record
 
-    def _finish(
-        self,
-        pending: Pending,
-        status_code: int | None,
-        body: bytes | None,
-        usage: CacheUsage | None,
-        response_id: str | None,
-        diagnostics: Any,
-        ttft_ms: float | None,
-        latency_ms: float | None,
-        error: BaseException | str | None,
-        provider_error: str | None,
-        incomplete: str | None,
-        extra: Mapping[str, Any] | None,
-    ) -> UsageRecord:
-        if latency_ms is None:
-            latency_ms = elapsed_ms(pending.started, self.monotonic())
-        success = status_code is not None and 200 <= status_code < 300 and error is None
-        detail: dict[str, Any] = {"tokenizer": self.tokenizer_name}
-        parsed: Any = None
-        if body is not None:
-            try:
-                parsed = loads(body)
-            except ValueError:
-                detail["response_body"] = "not JSON"
-        if isinstance(parsed, Mapping):
-            if response_id is None and isinstance(parsed.get("id"), str):
-                response_id = parsed["id"]
-            if diagnostics is None:
-                diagnostics = parsed.get("diagnostics", parsed.get("prompt_cache_diagnostics"))
-        error_class = failure(error, status_code, success, body, parsed, provider_error,
-                               detail)
-        usage_raw: Any = None
-        if usage is None and error_class is None and parsed is not None:
-            try:
-                usage = parse_response(pending.usage_format, parsed)
-            except Exception as exc:
-                detail["usage_error"] = f"{getattr(exc, 'code', type(exc).__name__)}: {exc}"
-                usage_raw = raw_usage(parsed, detail)
-        if usage is not None:
-            if not usage.is_unknown:
-                usage_raw = json_safe(usage.raw)
-            if usage.inconsistent:
-                detail["usage_inconsistency"] = usage.inconsistency
-        if pending.problem:
-            detail["analysis_error"] = pending.problem
-        if pending.retry:
-            detail["retry"] = True
-        if pending.turn_boundary is not None:
-            detail["turn_boundary"] = pending.turn_boundary
-        if pending.comparison.rule is not None:
-            detail["predecessor_rule"] = pending.comparison.rule
-        if request_format(pending.usage_format) != pending.wire_format:
-            detail["request_format"] = pending.wire_format
-        policy = self._policy(pending, detail)
-        if usage is not None and policy is not None:
-            usage = automatic_writes(usage, policy, detail)
-        engine = self._memory.engine_view(self.engine, pending, parsed, success, usage, detail)
-        attribution = self._attribute(pending, usage, policy, detail,
-                                      None if engine is None else engine[0])
-        verdict: Verdict = "unknown" if attribution is None else attribution.verdict
-        if attribution is not None:
-            detail = {**attribution.detail, **detail}
-            if not self.store_snippets:
-                for key in ("snippet_a", "snippet_b"):
-                    detail.pop(key, None)
-        reason = None
-        if error_class is not None:
-            kind = detail.get("error_type") or detail.get("error_code")
-            reason = f"the call failed ({error_class}{f': {kind}' if kind else ''})"
-        elif incomplete is not None:
-            reason = incomplete
-            detail["incomplete"] = True
-        if reason is not None:
-            if verdict != "unknown":
-                detail["verdict_if_complete"] = verdict
-            verdict = "unknown"
-            detail["unknown_reason"] = reason
-        detail.update(pending.detail)
-        if extra:
-            detail.update(extra)
-        if reason is None and success:
+    def _record(self, pending: Pending, observation: Observation) -> UsageRecord:
+        """The call's record (outcome, engine view, attribution), remembering a complete
+        successful call as a future predecessor."""
+        outcome = outcome_of(pending, observation, policies=self.policies,
+                             tokenizer=self.tokenizer_name, now=self.monotonic())
+        evidence: dict[str, Any] = {}
+        engine = self._memory.engine_view(self.engine, pending, outcome.response,
+                                          outcome.success, outcome.usage, evidence)
+        attribution = attribution_of(pending, outcome, None if engine is None else engine[0])
+        if outcome.unknown_reason is None and outcome.success:
             # When its answer ended (send time + latency), not when this finishing runs: on
             # a recording thread that can be after the next request was sent, which would
             # hide the conversation from the next call's same-head-recent rule.
-            self._memory.remember(pending, usage, response_id,
-                                  None if attribution is None else attribution.read_entry_digest,
-                                  engine, ended=min(self.clock(), pending.ts + latency_ms / 1000))
-        fields = {**identity_fields(pending, self.scenario), **usage_fields(usage)}
-        fields["usage_inconsistent"] = fields["usage_inconsistent"] or bool(
-            detail.get("usage_suspect"))
-        return UsageRecord(
-            **fields,
-            predecessor_id=None if attribution is None else attribution.predecessor_id,
-            lcp_bytes=None if attribution is None else attribution.lcp_bytes,
-            lcp_tokens=None if attribution is None else attribution.lcp_tokens,
-            predicted_cache_read_tokens=(
-                None if attribution is None else attribution.predicted_cache_read_tokens
-            ),
-            usage_raw=usage_raw,
-            verdict=verdict,
-            verdict_detail=json_safe(detail),
-            latency_ms=latency_ms,
-            ttft_ms=None if ttft_ms is None else max(ttft_ms, 0.0),
-            status_code=status_code if status_code and 100 <= status_code <= 599 else None,
-            error_class=error_class,
-            diagnostics=provider_diagnostics(pending, diagnostics),
-            response_id=response_id,
-        )
-
-    def _policy(self, pending: Pending, detail: dict[str, Any]) -> CachePolicy | None:
-        """The cache policy of the call's provider and model (``None``: no policy applies,
-        ``detail["unknown_reason"]`` says why)."""
-        try:
-            policy = self.policies.lookup(pending.provider, pending.model or "")
-        except Exception as exc:
-            detail["unknown_reason"] = f"no cache policy: {exc}"
-            return None
-        if policy.conservative:
-            detail["policy"] = "conservative default (model not in the policy table)"
-        return policy
-
-    def _attribute(
-        self, pending: Pending, usage: CacheUsage | None, policy: CachePolicy | None,
-        detail: dict[str, Any], engine: EngineEvidence | None = None,
-    ) -> Attribution | None:
-        if pending.state is None:
-            detail.setdefault("unknown_reason", "request could not be analysed")
-            return None
-        if policy is None:
-            return None
-        comparison = pending.comparison
-        return attribute(
-            pending.state,
-            predecessor=comparison.predecessor,
-            session_previous=comparison.session_previous,
-            other_conversation=comparison.other_conversation,
-            usage=usage,
-            policy=policy,
-            engine=engine,
-        )
-
-    def _store(self, pending: Pending, record: UsageRecord) -> None:
-        pending.record = record
-        self.store(record, pending.secrets)
+            ended = min(self.clock(), pending.ts + outcome.latency_ms / 1000)
+            self._memory.remember(
+                pending, outcome.usage, outcome.response_id,
+                None if attribution is None else attribution.read_entry_digest, engine,
+                ended=ended)
+        return record_of(pending, outcome, attribution, scenario=self.scenario,
+                         store_snippets=self.store_snippets, evidence=evidence,
+                         extra=observation.detail)
 
     def store(self, record: UsageRecord, secrets: tuple[str, ...] = ()) -> None:
         """Keep a finished record as every recorded call is kept: appended to
@@ -752,15 +554,6 @@ class Recorder:
                              redact(str(exc), secrets=secrets))
         if self.sinks:
             deliver(self.sinks, record, _log, secrets)
-
-    def provisional(self, pending: Pending, observation: Observation | None = None, *,
-                    error: BaseException | str | None = None,
-                    status_code: int | None = None) -> UsageRecord | None:
-        """The row ``pending`` gets if its finishing never runs (``stableprompt proxy``'s
-        pending journal): :func:`~stableprompt._recording._unanalysed.provisional_record`,
-        verdict ``unknown``, same ``record_id`` as the final row. Never raises."""
-        return provisional_record(pending, observation, error=error, status_code=status_code,
-                                  scenario=self.scenario, now=self.monotonic())
 
     def unanalysed(self, *, method: str, path: str, reason: str, headers: Any = None,
                    host: str | None = None, provider: str | None = None,
@@ -814,7 +607,7 @@ class Recorder:
         :attr:`monotonic`; a replay of kept chunks passes their arrival times, ``_deferred``).
         """
         return ResponseObserver(
-            functools.partial(self._finish_observed, pending),
+            functools.partial(self.finish, pending),
             usage_format=pending.usage_format, status_code=status_code, headers=headers,
             content_encoding=content_encoding, clock=clock or self.monotonic,
             started=pending.started,
@@ -824,25 +617,6 @@ class Recorder:
             if pending.lazy_body else pending.diagnostics_requested is not None,
             request_format=None if request_format(pending.usage_format) == pending.wire_format
             else pending.wire_format)
-
-    def _finish_observed(self, pending: Pending, observation: Observation) -> UsageRecord | None:
-        """The sink of :meth:`observe`: :meth:`finish` with an observed response (its usage
-        counts only for a 2xx answer)."""
-        status = observation.status_code
-        return self.finish(
-            pending,
-            status_code=status,
-            body=observation.body,
-            usage=observation.usage if 200 <= status < 300 else None,
-            response_id=observation.response_id,
-            diagnostics=observation.diagnostics,
-            ttft_ms=observation.ttft_ms,
-            latency_ms=observation.latency_ms,
-            error=observation.error,
-            provider_error=observation.provider_error,
-            incomplete=observation.incomplete,
-            detail=observation.detail,
-        )
 
 
 public(Recorder)

@@ -57,7 +57,7 @@ from .._wire._formats import known_provider
 from ._call import Pending
 from ._deferred import DeferredRecorder
 from ._http import byte_stream_class, in_memory, module_of
-from ._observer import BodyObserver
+from ._observer import BodyObserver, Observation
 from ._recorder import Recorder
 from ._stabilize import stabilize_with_evidence
 
@@ -130,11 +130,9 @@ class CallRecorder(Protocol):
         """The observer of the response of ``pending`` (its close finishes the call)."""
         ...
 
-    def finish(self, pending: Pending, *, error: BaseException | str | None = None,
-               status_code: int | None = None, detail: Mapping[str, Any] | None = None
-               ) -> UsageRecord | None:
-        """Finish a call without an observed body: the send raised ``error``, or observing
-        the response failed (``detail``)."""
+    def finish(self, pending: Pending, observation: Observation) -> UsageRecord | None:
+        """Finish a call without an observed body: the send raised (``observation.error``,
+        no status), or observing the response failed (``observation.detail``)."""
         ...
 
 
@@ -297,8 +295,9 @@ def _observe(recorder: CallRecorder, response: Any, pending: Pending, *, is_asyn
         stream = byte_stream_class(module_of(response), mixin, name=name, is_async=is_async)
         response.stream = stream(response.stream, observer)
     except Exception as exc:
-        recorder.finish(pending, status_code=response.status_code,
-                        detail={"observer_error": f"{type(exc).__name__}: {exc}"})
+        recorder.finish(pending, Observation(
+            status_code=response.status_code,
+            detail={"observer_error": f"{type(exc).__name__}: {exc}"}))
     return None
 
 
@@ -404,7 +403,7 @@ class RecordingTransport(_Wrapping, _SyncBase):
         try:
             response = inner.handle_request(request)
         except Exception as exc:
-            self._calls.finish(pending, error=exc)
+            self._calls.finish(pending, Observation(error=exc))
             raise
         observer = _observe(self._calls, response, pending, is_async=False)
         if observer is not None:
@@ -473,7 +472,7 @@ class AsyncRecordingTransport(_Wrapping, _AsyncBase):
         try:
             response = await inner.handle_async_request(request)
         except (Exception, asyncio.CancelledError) as exc:  # cancelled: a server shutting down
-            self._calls.finish(pending, error=exc)
+            self._calls.finish(pending, Observation(error=exc))
             raise
         observer = _observe(self._calls, response, pending, is_async=True)
         if observer is not None:

@@ -16,14 +16,19 @@ from datetime import UTC, datetime
 from typing import Any
 
 from .._canonical import loads, wire_json
-from .._ledger._provisional import USAGE_AS_RECEIVED, USAGE_MEMBERS, with_parsed_usage
+from .._ledger._provisional import (
+    USAGE_AS_RECEIVED,
+    USAGE_MEMBERS,
+    usage_fields,
+    with_parsed_usage,
+)
 from .._ledger._usage_record import UNANALYSED, UsageRecord, scrubbed, scrubbed_fields
 from .._redact import redact, secrets_in_headers
 from ._call import Pending, elapsed_ms
 from ._errors import error_class_of, failure
 from ._http import SESSION_HEADER, header
 from ._observer import Observation
-from ._record_fields import identity_fields, usage_fields
+from ._outcome import identity_fields
 
 __all__ = ["provisional_fields", "provisional_identity", "provisional_record",
            "unanalysed_record"]
@@ -32,9 +37,7 @@ _log = logging.getLogger("stableprompt.recorder")
 
 
 def provisional_fields(pending: Pending, observation: Observation | None = None, *,
-                       error: BaseException | str | None = None,
-                       status_code: int | None = None, scenario: str | None = None,
-                       now: float) -> dict[str, Any] | None:
+                       scenario: str | None = None, now: float) -> dict[str, Any] | None:
     """The row ``pending`` gets if its finishing never runs, as the JSON object of its line
     (the fields that are set; ``ts_utc`` in ISO 8601; text fields scrubbed): what
     :meth:`UsageRecord.from_json <stableprompt.UsageRecord.from_json>` reads. What is
@@ -53,9 +56,8 @@ def provisional_fields(pending: Pending, observation: Observation | None = None,
 
     Args:
         pending: The call.
-        observation: What its response amounted to (``None``: no response).
-        error: The exception its send raised (no response).
-        status_code: Its status when there is no observation.
+        observation: What its response amounted to (``None``, or no ``status_code``: no
+            response; its ``error``: the exception the send raised).
         scenario: The recorder's scenario label.
         now: The recorder's monotonic clock now (seconds), for the latency.
 
@@ -64,22 +66,16 @@ def provisional_fields(pending: Pending, observation: Observation | None = None,
     """
     try:
         detail: dict[str, Any] = {"unknown_reason": _RECOVERED, "recovered": "pending journal"}
-        status = observation.status_code if observation is not None else status_code
-        usage = body = parsed = None
-        provider_error = response_id = None
-        ttft_ms = None
-        if observation is not None:
-            body, response_id, ttft_ms = (observation.body, observation.response_id,
-                                          observation.ttft_ms)
-            provider_error = observation.provider_error
-            error = error if error is not None else observation.error
-            if observation.incomplete is not None:
-                detail["incomplete"] = True
-            if body is not None:
-                with contextlib.suppress(ValueError):
-                    parsed = loads(body)
-            if status is not None and 200 <= status < 300:
-                usage = observation.usage
+        observed = observation if observation is not None else Observation()
+        status, body, error = observed.status_code, observed.body, observed.error
+        response_id, ttft_ms = observed.response_id, observed.ttft_ms
+        provider_error, parsed = observed.provider_error, None
+        if observed.incomplete is not None:
+            detail["incomplete"] = True
+        if body is not None:
+            with contextlib.suppress(ValueError):
+                parsed = loads(body)
+        usage = observed.usage if status is not None and 200 <= status < 300 else None
         success = status is not None and 200 <= status < 300 and error is None
         error_class = failure(error, status, success, body, parsed, provider_error, {})
         if usage is None and error_class is None and isinstance(parsed, Mapping):
@@ -125,14 +121,11 @@ _RECOVERED = ("the recording process stopped before this call was analysed: reco
 
 
 def provisional_record(pending: Pending, observation: Observation | None = None, *,
-                       error: BaseException | str | None = None,
-                       status_code: int | None = None, scenario: str | None = None,
-                       now: float) -> UsageRecord | None:
+                       scenario: str | None = None, now: float) -> UsageRecord | None:
     """The record of :func:`provisional_fields`, read from their JSON as a replay of the
     journal reads it (its usage parsed). Never raises: ``None``, logged, when it cannot be
     made."""
-    fields = provisional_fields(pending, observation, error=error, status_code=status_code,
-                                scenario=scenario, now=now)
+    fields = provisional_fields(pending, observation, scenario=scenario, now=now)
     if fields is None:
         return None
     try:
