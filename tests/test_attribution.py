@@ -11,12 +11,8 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from stableprompt import cache_policy, parse_usage
-from stableprompt._policy import CachePolicy
-from stableprompt._recording._attribution import (
-    IGNORED_BREAKPOINTS_MARGIN,
-    TOLERANCE_FRACTION,
-    attribute,
-)
+from stableprompt._policy import TOLERANCE_FRACTION, CachePolicy
+from stableprompt._recording._attribution import IGNORED_BREAKPOINTS_MARGIN, attribute
 from stableprompt._recording._call import RequestState
 from stableprompt._tokens import ByteTokenizer
 from stableprompt._usage import CacheUsage

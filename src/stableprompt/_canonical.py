@@ -18,7 +18,7 @@ from ._exceptions import CanonicalizationError
 from ._public import public
 
 __all__ = ["INT_MAX", "INT_MIN", "MAX_NESTING", "canonical_json", "checked_json", "decoded_json",
-           "escape_pointer", "json_safe", "loads", "pointer_get",
+           "escape_pointer", "json_safe", "json_type_name", "loads", "pointer_get",
            "show_int", "show_value", "unescape_pointer", "wire_json"]
 
 _PASSTHROUGH = (
@@ -282,3 +282,22 @@ def json_safe(value: Any) -> Any:
         return value
     return str(value)
 public(canonical_json)
+
+
+def json_type_name(value: object) -> str:
+    """The JSON Schema type name of a decoded value (``null``, ``boolean``, ``integer``,
+    ``number``, ``string``, ``array``, ``object``), else its Python class name: what an error
+    message says a value is."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, (list, tuple)):
+        return "array"
+    return "object" if isinstance(value, Mapping) else type(value).__name__

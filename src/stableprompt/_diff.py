@@ -39,6 +39,7 @@ __all__ = [
     "Divergence",
     "Segmented",
     "ValueSnippet",
+    "body_path",
     "common_prefix_len",
     "diff",
     "diverges",
@@ -311,7 +312,7 @@ def _volatile_kind(x: str, y: str) -> str | None:
     return "nonce" if paired_nonce(x, y, index) else None
 
 
-def _body_path(segment: Segment, inner: str) -> str:
+def body_path(segment: Segment, inner: str) -> str:
     """Map a pointer inside a segment's JSON to a pointer in the provider body."""
     if segment.name.endswith(".rest"):
         return f"{segment.path}{inner}"
@@ -373,7 +374,7 @@ def _classify(
     except ValueError:
         return "content-edit", "", x.path
     inner, how = _first_json_difference(vx, vy, "")
-    path = _body_path(x, inner)
+    path = body_path(x, inner)
     if how == "key-order" or (how != "equal" and canonical_json(vx) == canonical_json(vy)):
         return "key-order", "same keys and values in a different order", path
     if _strip_ws(vx) == _strip_ws(vy):

@@ -21,8 +21,9 @@ from ._exceptions import PolicyError
 from ._public import public
 
 __all__ = ["CONTENT_SHAPES", "POLICY_TABLE_VERSION", "REASONING_RULES", "TOKEN_ESTIMATE_MARGIN",
-           "TTL_LABELS_S", "CachePolicy", "ContentShapeRule", "PolicyTable", "ReasoningRule",
-           "cache_policy", "content_shape_change", "content_shape_rule", "default_policies",
+           "TOLERANCE_FRACTION", "TTL_LABELS_S", "CachePolicy", "ContentShapeRule",
+           "PolicyTable", "ReasoningRule", "cache_policy", "content_shape_change",
+           "content_shape_rule", "default_policies", "provider_of_wire_format",
            "reasoning_rule", "surely_below_minimum", "text_block_of"]
 
 POLICY_TABLE_VERSION = "2026-11-30"
@@ -33,6 +34,12 @@ a duration. Anthropic ``cache_control.ttl`` (``"5m"``, ``"1h"``); OpenAI
 ``prompt_cache_options.ttl`` and breakpoint ``ttl`` (``"30m"``, ``"12h"``, GPT-5.6+) and
 ``prompt_cache_retention`` (``"24h"``). Which labels a given model accepts is its policy's
 ``ttls_s`` (sources cited per entry below); the labels' meaning is the same everywhere."""
+
+TOLERANCE_FRACTION = 0.05
+"""Share of a request's reported ``input_tokens_total`` by which reported cache reads may
+differ from the prediction (on top of one granule) and still count as a ``hit``: absorbs the
+tokenizer and template differences between our estimate and the provider's count (the
+attribution's tolerance, ``_recording._attribution``; the report's, ``_report._calls``)."""
 
 TOKEN_ESTIMATE_MARGIN = 1.25
 """How much denser than our cl100k estimate a provider's tokenizer may be on prompt content
@@ -452,6 +459,13 @@ CONTENT_SHAPES: Mapping[str, ContentShapeRule] = {
 different: neither provider says the two shapes cache alike, so both are ``False``."""
 
 _WIRE_PROVIDER = {"anthropic": "anthropic", "openai-chat": "openai", "openai-responses": "openai"}
+
+
+def provider_of_wire_format(wire_format: str) -> str:
+    """The provider family a request of ``wire_format`` goes to when nothing else says
+    (no known host, no override): ``anthropic`` for the Anthropic format, else ``openai``
+    (the emulator and any OpenAI-wire server)."""
+    return _WIRE_PROVIDER.get(wire_format, "openai")
 
 
 def content_shape_rule(provider_or_format: str) -> ContentShapeRule | None:

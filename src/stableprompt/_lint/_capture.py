@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from .._canonical import loads
+from .._canonical import json_type_name, loads
 from .._exceptions import CaptureError
 from .._wire._formats import endpoint
 
@@ -407,7 +407,7 @@ def _record(
         return CaptureProblem(source, code, message, line=line, index=index)
 
     if not isinstance(value, Mapping):
-        return problem(f"record is a JSON {_type_name(value)}, not an object")
+        return problem(f"record is a JSON {json_type_name(value)}, not an object")
     session: str | None = None
     wire_format: str | None = None
     body: Any = value
@@ -415,7 +415,7 @@ def _record(
         raw_session = value.get("session")
         if isinstance(raw_session, bool) or not isinstance(raw_session, (str, int, type(None))):
             return problem(f"'session' must be a string or an integer, got "
-                           f"{_type_name(raw_session)}")
+                           f"{json_type_name(raw_session)}")
         session = None if raw_session is None else str(raw_session)
         declared = value.get("wire_format")
         if declared is not None and not isinstance(declared, str):
@@ -433,7 +433,7 @@ def _record(
                 return problem(f"'request' body text is not valid JSON ({_json_reason(exc)})",
                                "capture-json")
     if not isinstance(body, Mapping):
-        return problem(f"request body is a JSON {_type_name(body)}, not an object")
+        return problem(f"request body is a JSON {json_type_name(body)}, not an object")
     if not _is_body(body):
         keys = ", ".join(list(body)[:6]) or "none"
         return problem(f"not a request body or {{\"request\": ...}} record: no 'messages' or "
@@ -447,20 +447,6 @@ def _path_of(record: Mapping[str, Any]) -> str | None:
         if isinstance(value, str) and value:
             return urlsplit(value).path or None
     return None
-
-
-def _type_name(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, (int, float)):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    return "object" if isinstance(value, Mapping) else type(value).__name__
 
 
 def _json_reason(exc: Exception) -> str:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._canonical import escape_pointer, loads
-from .._diff import _body_path
+from .._diff import body_path
 from .._policy import CONTENT_SHAPES
 from .._segment import Segment
 from .._volatility import head_strings, scan_volatile
@@ -143,7 +143,7 @@ def head_findings(heads: Iterable[HeadSeg]) -> Iterator[LintFinding]:
         seg = Segment(head.kind, head.name, 0, 0, "", "", path=head.path)
         for inner, text in head_strings(value):
             for span in scan_volatile(text):
-                path = _body_path(seg, inner)
+                path = body_path(seg, inner)
                 key = (where, inner, span.kind)
                 if key not in volatile:
                     volatile[key] = (f"{where} at {path} holds {a_or_an(span.kind)}", [], [])

@@ -124,6 +124,7 @@ from .._policy import (
     PolicyTable,
     cache_policy,
     content_shape_change,
+    provider_of_wire_format,
 )
 from .._public import public
 from .._segment import HEAD_KINDS, Segment
@@ -540,9 +541,9 @@ class _Linter:
     def _policy(self, req: _Req) -> CachePolicy | None:
         """The request's cache policy (the table remembers its lookups), ``None`` when the
         table has no entry for the provider."""
-        provider = "anthropic" if req.wire_format == "anthropic" else "openai"
         try:
-            return cache_policy(provider, req.model or "", self.policies)
+            return cache_policy(provider_of_wire_format(req.wire_format), req.model or "",
+                                self.policies)
         except PolicyError:
             return None
 

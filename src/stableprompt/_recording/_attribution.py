@@ -42,11 +42,11 @@ measured on llama-server, ``reference/ENGINES.md``), so one request-wide scale f
 make a per-prefix count exact, while a fully shared predecessor's reported size is exact.
 ``detail["token_scale"]`` (reported total / our estimate) is kept as evidence only. The
 prediction stored is in provider tokens when the provider reported its input total, else in
-our tokenizer's tokens. Reported reads are then
-compared with the prediction within a tolerance of one granule plus
-:data:`TOLERANCE_FRACTION` (5 %) of the request's reported ``input_tokens_total``, which
-absorbs the tokenizer and template differences. The LCP inside the first divergent segment is
-estimated proportionally to its bytes (byte share of that segment's tokens, rounded down).
+our tokenizer's tokens. Reported reads are then compared with the prediction within a
+tolerance of one granule plus :data:`~stableprompt._policy.TOLERANCE_FRACTION` (5 %) of the
+request's reported ``input_tokens_total``, which absorbs the tokenizer and template
+differences. The LCP inside the first divergent segment is estimated proportionally to its
+bytes (byte share of that segment's tokens, rounded down).
 
 Known limits: only the entries the compared request wrote or read are considered (an entry
 an older request wrote, that the predecessor neither wrote nor read, is not predicted); a
@@ -73,7 +73,13 @@ from .._diff import (
     value_snippet,
 )
 from .._ledger._usage_record import Verdict
-from .._policy import TTL_LABELS_S, CachePolicy, content_shape_change, content_shape_rule
+from .._policy import (
+    TOLERANCE_FRACTION,
+    TTL_LABELS_S,
+    CachePolicy,
+    content_shape_change,
+    content_shape_rule,
+)
 from .._segment import HEAD_KINDS, Segment
 from .._usage import CacheUsage
 from .._wire._resegment import breakpoint_indices
@@ -83,15 +89,11 @@ from ._plausibility import usage_suspicion
 
 __all__ = [
     "IGNORED_BREAKPOINTS_MARGIN",
-    "TOLERANCE_FRACTION",
     "TTL_LABELS_S",
     "Attribution",
     "attribute",
 ]
 
-TOLERANCE_FRACTION = 0.05
-"""Share of the request's reported ``input_tokens_total`` by which reported cache reads may
-differ from the prediction (on top of one granule) and still count as a ``hit``."""
 
 IGNORED_BREAKPOINTS_MARGIN = 1.25
 """How far above the minimum (as a factor of ``min_cacheable_tokens``, in provider-scaled

@@ -12,7 +12,7 @@
   its total is implausible; summing it could show a 50,000% hit rate). Never summed as zeros.
 * ``read_share``: ``cache_read_tokens / input_tokens_total`` of an included call.
 * ``partial``: the call read something, but less than it could by more than the tolerance
-  (one granule plus :data:`~stableprompt._recording._attribution.TOLERANCE_FRACTION` of its
+  (one granule plus :data:`~stableprompt._policy.TOLERANCE_FRACTION` of its
   input): ``0 < read < max(predicted, ceiling) - tolerance``. So a call that read 82% of a
   prompt it could have read whole is not shown like a full hit, nor like a 0% miss.
 * ``lost_tokens``: what the verdict says was lost: ``lost_tokens`` of a ``client_mutation``,
@@ -46,7 +46,7 @@ from typing import Any
 
 from .._canonical import loads
 from .._ledger._usage_record import UNANALYSED, UsageRecord
-from .._recording._attribution import TOLERANCE_FRACTION
+from .._policy import TOLERANCE_FRACTION
 from .._recording._boundary import turn_boundary
 from ._pricing import Pricing, TokenSplit, price_call
 

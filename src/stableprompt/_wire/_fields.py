@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
-from .._canonical import escape_pointer, show_int, show_value
+from .._canonical import escape_pointer, json_type_name, show_int, show_value
 from .._exceptions import UsageParseError
 from .._usage import MAX_TOKEN_COUNT, CacheUsage
 
@@ -38,24 +38,6 @@ def child(base: str, key: str | int) -> str:
     return f"{base}/{escape_pointer(key)}"
 
 
-def _type_name(value: object) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
-        return "integer"
-    if isinstance(value, float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, (list, tuple)):
-        return "array"
-    if isinstance(value, Mapping):
-        return "object"
-    return type(value).__name__
-
-
 def _json_object(value: Mapping[Any, Any], pointer: str, what: str) -> Mapping[str, Any]:
     """``value`` as a plain JSON object with string keys. A ``Mapping`` that is not a plain
     ``dict`` (a user or SDK object) is copied once here, so no method of it runs later: one
@@ -69,7 +51,7 @@ def _json_object(value: Mapping[Any, Any], pointer: str, what: str) -> Mapping[s
                                   pointer=pointer) from exc
     for key in value:
         if not isinstance(key, str):
-            raise UsageParseError(f"{what} keys must be strings, got {_type_name(key)} "
+            raise UsageParseError(f"{what} keys must be strings, got {json_type_name(key)} "
                                   f"{show_value(key)}", code="usage-type", pointer=pointer)
     return value
 
@@ -100,7 +82,7 @@ def as_mapping(value: object, pointer: str, what: str) -> Mapping[str, Any]:
         if isinstance(dumped, Mapping):
             return _json_object(dumped, pointer, what)
     raise UsageParseError(
-        f"{what} must be a JSON object, got {_type_name(value)}",
+        f"{what} must be a JSON object, got {json_type_name(value)}",
         code="usage-type",
         pointer=pointer,
     )
@@ -123,7 +105,8 @@ def opt_int(obj: Mapping[str, Any], key: str, base: str) -> int | None:
             f"({MAX_TOKEN_COUNT})", code="usage-overflow", pointer=child(base, key))
     if type(value) is not int:
         raise UsageParseError(
-            f"{key} must be an integer token count, got {_type_name(value)} {show_value(value)}",
+            f"{key} must be an integer token count, got {json_type_name(value)} "
+            f"{show_value(value)}",
             code="usage-type",
             pointer=child(base, key),
         )
@@ -160,7 +143,7 @@ def opt_obj(obj: Mapping[str, Any], key: str, base: str) -> Mapping[str, Any] | 
         return None
     if not isinstance(value, Mapping):
         raise UsageParseError(
-            f"{key} must be a JSON object, got {_type_name(value)}",
+            f"{key} must be a JSON object, got {json_type_name(value)}",
             code="usage-type",
             pointer=child(base, key),
         )

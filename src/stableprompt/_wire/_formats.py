@@ -13,6 +13,7 @@ from types import MappingProxyType
 from typing import Any, NamedTuple, Protocol
 
 from .._exceptions import CaptureError, ConfigurationError, HistoryError
+from .._policy import provider_of_wire_format
 from .._public import public
 from . import _openai, anthropic, openai_chat, openai_responses
 from ._parts import AssistantTurn, a_or_an
@@ -280,7 +281,7 @@ def provider_for(host: str | None, wire_format: str, override: str | None = None
     known = known_provider(host, override)
     if known is not None:
         return known
-    return "anthropic" if wire_format == anthropic.WIRE_FORMAT else "openai"
+    return provider_of_wire_format(wire_format)
 
 
 UsageDialects = str | Mapping[str, str] | None
