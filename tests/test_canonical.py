@@ -71,6 +71,14 @@ def test_rejects_with_pointer(value: object, code: str, pointer: str) -> None:
     assert isinstance(info.value, ValueError)
 
 
+def test_huge_int_key_is_a_typed_error() -> None:
+    """A dict key too long for Python to format (10**5000) is canonical-key, not ValueError."""
+    with pytest.raises(CanonicalizationError) as info:
+        canonical_json({"a": {10**5000: 1}})
+    assert (info.value.code, info.value.pointer) == ("canonical-key", "/a")
+    assert "an integer of 16610 bits" in str(info.value)
+
+
 def test_enum_members_are_their_value() -> None:
     """Enum members serialize as their value, as orjson writes them."""
 

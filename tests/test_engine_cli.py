@@ -7,13 +7,14 @@ import json
 import os
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from stableprompt._cli import main
-from stableprompt._engine import _server
+from stableprompt._engine import _model, _server
 from stableprompt._engine._server import LlamaServer
 
 
@@ -99,3 +100,52 @@ def test_bad_options_are_usage_errors(cache: Path, capsys: pytest.CaptureFixture
     assert main(["engine", "serve", "--cache-ram", "-2"]) == 2
     assert "--cache-ram" in capsys.readouterr().err
     assert main(["engine"]) == 2
+
+
+def _no_build(monkeypatch: pytest.MonkeyPatch) -> None:
+    def no_build(**_kwargs: object) -> Path:
+        raise AssertionError("built before the template was checked")
+
+    monkeypatch.setattr(_server, "build_server", no_build)
+
+
+def _unblock_a_reader(fifo: Path, stop: threading.Event) -> None:
+    """Open ``fifo`` for writing as soon as something opened it for reading (then close it:
+    the reader sees end of file), so code that blocks on opening it returns instead of
+    hanging the test."""
+    while not stop.is_set():
+        try:
+            os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+        except OSError:  # ENXIO: no reader yet
+            stop.wait(0.05)
+
+
+@pytest.mark.parametrize("kind", ["dev-zero", "fifo", "directory", "too-large"])
+def test_serve_refuses_a_template_that_is_no_regular_file_of_bounded_size(
+        kind: str, cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """``--template`` naming /dev/zero (read forever: MemoryError), a FIFO (blocks on open), a
+    directory or a file over MAX_TEMPLATE_BYTES is refused at once with one line naming the
+    path (engine-template-invalid), before anything is built."""
+    _no_build(monkeypatch)
+    path = {"dev-zero": Path("/dev/zero"), "fifo": tmp_path / "t.jinja",
+            "directory": tmp_path / "d.jinja", "too-large": tmp_path / "big.jinja"}[kind]
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "directory":
+        path.mkdir()
+    elif kind == "too-large":
+        path.write_text("{{ messages }}" + " " * _model.MAX_TEMPLATE_BYTES)
+    stop = threading.Event()
+    guard = threading.Thread(target=_unblock_a_reader, args=(path, stop), daemon=True)
+    if kind == "fifo":
+        guard.start()
+    try:
+        assert main(["engine", "serve", "--json", "--template", str(path)]) == 1
+    finally:
+        stop.set()
+    captured = capsys.readouterr()
+    error = json.loads(captured.out)["error"]
+    assert error["code"] == "engine-template-invalid" and str(path) in error["message"]
+    assert ("not a regular file" if kind != "too-large" else "bytes") in error["message"]
+    assert captured.err.count("\n") == 1 and "Traceback" not in captured.err

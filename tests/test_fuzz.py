@@ -33,6 +33,7 @@ from stableprompt import (
     ToolSet,
     UsageRecord,
     canonical_json,
+    lint_capture,
     lint_requests,
     parse_usage,
     segment_request,
@@ -171,7 +172,8 @@ PY_VALUES = st.recursive(
               st.text(alphabet=st.characters(min_codepoint=0xD800, max_codepoint=0xDFFF),
                       max_size=2)),
     lambda inner: st.lists(inner, max_size=3) | st.tuples(inner, inner)
-    | st.dictionaries(st.one_of(st.text(max_size=3), st.integers(0, 2)), inner, max_size=4),
+    | st.dictionaries(st.one_of(st.text(max_size=3), st.integers(0, 2), COUNTS), inner,
+                      max_size=4),
     max_leaves=12,
 )
 
@@ -276,11 +278,23 @@ def _capture_bodies() -> list[Any]:
 CAPTURE = _capture_bodies()
 
 
+def _nest(depth: int) -> list[Any]:
+    value: list[Any] = []
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+# Replacements: JSON values, and arrays nested around orjson's limits (it writes 255 levels
+# and reads 1,024: a capture line may hold what canonical JSON refuses).
+REPLACEMENTS = st.one_of(_json(BODY_KEYS), st.sampled_from([250, 256, 300, 1000]).map(_nest))
+
+
 def _mutate(value: Any, data: st.DataObject, depth: int = 0) -> Any:
     """Replace one randomly chosen value somewhere inside ``value``."""
     if depth > 6 or not isinstance(value, (dict, list)) or not value or data.draw(
             st.integers(0, 3), label="stop") == 0:
-        return data.draw(_json(BODY_KEYS), label="replacement")
+        return data.draw(REPLACEMENTS, label="replacement")
     if isinstance(value, dict):
         key = data.draw(st.sampled_from(sorted(value)), label="key")
         return {**value, key: _mutate(value[key], data, depth + 1)}
@@ -290,9 +304,12 @@ def _mutate(value: Any, data: st.DataObject, depth: int = 0) -> Any:
 
 @COSTLY
 @given(data=st.data())
-def test_lint_on_mutated_captures_answers_or_raises_typed(data: st.DataObject) -> None:
+def test_lint_on_mutated_captures_answers_or_raises_typed(data: st.DataObject,
+                                                          tmp_path: Path) -> None:
     """Lint over a real capture with a few requests mutated (a missing model, wrong types,
-    odd shapes): a report (bad requests as problems) or a CaptureError."""
+    odd shapes, nesting past 255 levels): a report (bad requests as problems) or a
+    CaptureError, and from the capture file the same requests paired and refused (codes may
+    differ: a file's line may be a wrapper record, not a body)."""
     bodies = list(CAPTURE)
     for _ in range(data.draw(st.integers(1, 3), label="mutations")):
         i = data.draw(st.integers(0, len(bodies) - 1), label="request")
@@ -304,6 +321,15 @@ def test_lint_on_mutated_captures_answers_or_raises_typed(data: st.DataObject) -
         assert exc.code.startswith("capture-")
         return
     assert len(report.pairs) + len(report.problems) >= 1
+    capture = tmp_path / "mutated.jsonl"
+    try:
+        capture.write_text("".join(json.dumps(b, separators=(",", ":"), ensure_ascii=False)
+                                   + "\n" for b in bodies))
+    except (ValueError, RecursionError):  # a huge int or a value json cannot write
+        return
+    from_file = lint_capture(capture)  # the same requests linted, the same ones refused
+    assert [p.index for p in from_file.problems] == [p.index for p in report.problems]
+    assert [p.index for p in from_file.pairs] == [p.index for p in report.pairs]
 
 
 RECORDS = st.builds(

@@ -522,6 +522,58 @@ def test_lint_requests_errors() -> None:
     assert info.value.code == "capture-empty"
 
 
+def test_lint_requests_on_a_non_iterable_is_a_capture_error() -> None:
+    """``lint_requests(None)`` raises CaptureError ``capture-record``, not a bare TypeError."""
+    from stableprompt import CaptureError
+
+    with pytest.raises(CaptureError) as info:
+        lint_requests(None)  # type: ignore[arg-type]
+    assert info.value.code == "capture-record" and "NoneType" in info.value.message
+
+
+def test_lint_capture_on_a_path_with_a_nul_byte_is_a_capture_error() -> None:
+    """A capture path holding a NUL byte is ``capture-unreadable``, not a bare ValueError."""
+    from stableprompt import CaptureError
+
+    with pytest.raises(CaptureError) as info:
+        lint_capture("a\x00b")
+    assert info.value.code == "capture-unreadable" and "null byte" in info.value.message
+
+
+def _nest(depth: int) -> list[Any]:
+    value: list[Any] = []
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+def test_nesting_past_255_levels_in_a_capture_is_a_problem_not_a_crash(tmp_path: Path) -> None:
+    """A capture line nested deeper than orjson writes (255; it reads 1,024) is a per-request
+    problem with its pointer, as lint_requests reports it, not ``TypeError: Recursion limit
+    reached``; an ignored deep field is linted as lint_requests lints it."""
+    bodies = [r.get("request", r) for r in _lines(FIXTURES / "clean.jsonl")]
+    bodies[1] = {**bodies[1], "system": _nest(300)}
+    bodies[2] = {**bodies[2], "metadata": {"x": _nest(300)}}
+    # a line continuing the first one's conversation (segmented from its new items) with a
+    # new message holding a deep ignored field, then one continuing that
+    first = bodies[0]
+    deep_turn = {**first, "messages": [*first["messages"], {
+        "role": "assistant", "content": "ok", "x": _nest(300)}, {"role": "user", "content": "go"}]}
+    bodies += [deep_turn, {**deep_turn, "messages": [*deep_turn["messages"], {
+        "role": "assistant", "content": "done"}]}]
+    capture = tmp_path / "deep.jsonl"
+    capture.write_text("".join(json.dumps(b, separators=(",", ":"), ensure_ascii=False) + "\n"
+                               for b in bodies))
+    report = lint_capture(capture)
+    expected = lint_requests(bodies)
+    assert [(p.index, p.code, p.message) for p in report.problems] == [
+        (p.index, p.code, p.message) for p in expected.problems]
+    assert [(p.index, p.code) for p in report.problems] == [(1, "capture-json")]
+    assert "/system" in report.problems[0].message
+    assert [p.index for p in report.pairs] == [p.index for p in expected.pairs]
+    assert {len(bodies) - 2, len(bodies) - 1} <= {p.index for p in report.pairs}
+
+
 def test_shape_error_is_a_problem_not_a_crash() -> None:
     """A body the wire format rejects becomes a problem; the rest is linted."""
     report = lint_requests([{"model": "m", "messages": "nope", "max_tokens": 1}, HEAD | {

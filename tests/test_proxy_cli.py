@@ -283,3 +283,13 @@ def test_all_interfaces_banner_names_a_usable_client_url_never_the_token(
                 proc.kill()
             out, err = proc.communicate(timeout=10)
     assert token not in out + err
+
+
+def test_the_call_log_line_of_a_path_with_a_newline_is_one_line(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """A path holding a decoded ``%0a`` (forwarded and recorded as it is) is logged escaped,
+    so it cannot start a line of its own in the proxy's log."""
+    from stableprompt._proxy._command import _line
+
+    _line("GET", "/v1\n/models\r", 404, None)
+    assert capsys.readouterr().out == "GET '/v1\\n/models\\r' 404\n"

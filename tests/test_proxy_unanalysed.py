@@ -175,3 +175,24 @@ def test_lint_reads_a_capture_of_a_mixed_run(tmp_path: Path,
     assert main(["lint", str(path)]) == 0
     out = capsys.readouterr().out
     assert out.startswith(f"stableprompt lint {path}") and "PASS breaks 0" in out
+
+
+def test_a_path_with_an_encoded_newline_is_forwarded_and_recorded(tmp_path: Path) -> None:
+    """A path holding ``%0a`` or ``%0d`` (Starlette's ``{path:path}`` stops at a newline) is
+    forwarded to the upstream, a real loopback server, whose JSON answer comes back, and gets
+    its one row naming the path as decoded, not the proxy's plain-text 404 and no row."""
+    from stableprompt.emulator import Emulator, FakeClock
+
+    paths = ["/v1%0a/models", "/v1/mess%0Dages", "/v1/models%0a", "/%0a%0d"]
+    with Ledger(tmp_path / "calls.db") as ledger, Emulator(clock=FakeClock()) as emu:
+        with Proxy(emu.base_url, recorder=Recorder(ledger)) as p, \
+                httpx.Client(base_url=p.base_url) as client:
+            responses = [client.post(path, json=MESSAGE) for path in paths]
+        rows = ledger.records()
+    for response in responses:
+        assert response.headers["content-type"].startswith("application/json"), response.text
+        assert response.status_code in (404, 405)
+    assert [(r.verdict_detail["path"], r.status_code) for r in rows] == [
+        ("/v1\n/models", responses[0].status_code), ("/v1/mess\rages", responses[1].status_code),
+        ("/v1/models\n", responses[2].status_code), ("/\n\r", responses[3].status_code)]
+    assert all("not an LLM endpoint" in str(r.verdict_detail["unknown_reason"]) for r in rows)

@@ -400,3 +400,18 @@ def test_meta_lines_name_the_keys_of_json_values() -> None:
         "Backend: b",
         "agreement: JSON with 6 keys (row0, row1, row2, row3, ...); see --json, meta.agreement",
         "note: {not json"]
+
+
+@pytest.mark.parametrize("extra", [[], ["--by", "model"]], ids=["default", "by-model"])
+def test_report_shows_a_model_that_looks_like_rich_markup_literally(
+        extra: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A model named ``[/]`` (any proxy client can send it) prints literally, not a rich
+    MarkupError."""
+    db = tmp_path / "calls.db"
+    _ledger(db, [_rec(0, model="[/]", write=2000, verdict="cold"),
+                 _rec(1, model="[/]", total=2100, read=2000, write=100)])
+    assert main(["report", str(db), *extra]) == 0
+    out = capsys.readouterr().out
+    assert "model '[/]'" in out
+    if extra:
+        assert re.search(r"^\W*\[/\] ", out, re.MULTILINE)  # the by-model row

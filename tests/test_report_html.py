@@ -154,6 +154,29 @@ def test_one_call_and_many_scenarios_draw_without_warnings() -> None:
     assert all("2 more scenarios not drawn" in svg for svg in svgs)
 
 
+LAST_DATE = datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=UTC)
+FIRST_DATE = datetime(1, 1, 1, tzinfo=UTC)
+
+
+@pytest.mark.parametrize("dates", [[LAST_DATE], [T0, LAST_DATE], [FIRST_DATE, T0],
+                                   [FIRST_DATE, LAST_DATE]],
+                         ids=["9999", "2026-9999", "0001-2026", "0001-9999"])
+def test_dates_at_the_ends_of_the_calendar_are_drawn(dates: list[datetime], tmp_path: Path,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    """`report --html` on calls dated 9999-12-31 or year 1 draws both charts (the time axis
+    kept within matplotlib's years 1-9999), not a ValueError from matplotlib.dates."""
+    records = [_rec(i, verdict="cold" if i == 0 else "hit", read=0 if i == 0 else 3900)
+               .model_copy(update={"ts_utc": ts}) for i, ts in enumerate(dates)]
+    db = _ledger(tmp_path / "calls.db", records)
+    out = tmp_path / "r.html"
+    assert main(["report", str(db), "--html", str(out)]) == 0
+    capsys.readouterr()
+    svgs = _svgs(out.read_text())
+    assert len(svgs) == 2
+    for svg in svgs:
+        ET.fromstring(svg)
+
+
 def test_charts_leave_matplotlib_settings_alone() -> None:
     """Drawing uses its own rc settings and never imports pyplot (no global backend)."""
     import matplotlib

@@ -117,7 +117,8 @@ def _problems(obj: Any, pointer: str) -> Iterator[tuple[str, str, str]]:
     if kind is dict:
         for key, value in obj.items():
             if type(key) is not str:
-                yield pointer, "canonical-key", f"non-string key {key!r} ({type(key).__name__})"
+                yield (pointer, "canonical-key",
+                       f"non-string key {show_value(key)} ({type(key).__name__})")
                 continue
             yield from _problems(value, f"{pointer}/{escape_pointer(key)}")
         return

@@ -277,6 +277,9 @@ class EngineError(ConfigurationError):
       (``pip install 'stableprompt[engine]'``);
     * ``engine-template-unknown``: the chat template is neither a known short name nor a
       file;
+    * ``engine-template-invalid``: the template file is no chat template: not a regular file
+      (a FIFO, ``/dev/zero``, a directory), over 1 MiB, not UTF-8, or never reading
+      ``messages``;
     * ``engine-model-failed``: the GGUF model writer failed;
     * ``engine-start-failed``: ``llama-server`` exited or did not answer ``GET /health``
       in time (the message holds its log's last lines);

@@ -100,6 +100,7 @@ def _healthy(base_url: str) -> bool:
 
 def _serve(args: argparse.Namespace) -> int:
     from ._build import server_binary
+    from ._model import check_template
     from ._server import is_llama_server, read_state, serve, write_state
 
     running = read_state()
@@ -107,6 +108,7 @@ def _serve(args: argparse.Namespace) -> int:
         raise EngineError(f"an engine server is already running at {running.base_url} (pid "
                           f"{running.pid}). Fix: stableprompt engine stop",
                           code="engine-start-failed")
+    check_template(args.template)  # a wrong file fails alone, before "building"
     if not server_binary().is_file():
         print("building llama-server (a few minutes, once)...", file=sys.stderr, flush=True)
     server = serve(template=args.template, port=args.port, ctx_size=args.ctx_size,

@@ -31,6 +31,7 @@ import importlib.util
 import json
 import os
 import re
+import stat
 import subprocess
 import sys
 import tempfile
@@ -39,7 +40,8 @@ from pathlib import Path
 from .._exceptions import EngineError
 from ._build import source_dir, version_dir
 
-__all__ = ["MODEL_SHAPE", "TEMPLATES", "check_template", "resolve_template", "write_model"]
+__all__ = ["MAX_TEMPLATE_BYTES", "MODEL_SHAPE", "TEMPLATES", "check_template",
+           "resolve_template", "write_model"]
 
 #: Short template name -> file under ``<src>/models/templates/``.
 TEMPLATES: dict[str, str] = {
@@ -52,6 +54,9 @@ MODEL_SHAPE: dict[str, int] = {
     "n_embd": 64, "n_layer": 2, "n_head": 4, "n_head_kv": 2, "n_ff": 128, "n_ctx": 32768,
     "seed": 0,
 }
+#: The largest chat template file read: 1 MiB (llama.cpp 0.3.36's largest, gpt-oss's, is
+#: 16.7 KB), so a wrong file is refused, not read whole.
+MAX_TEMPLATE_BYTES = 1 << 20
 _VOCAB = "models/ggml-vocab-llama-spm.gguf"
 _WRITE_TIMEOUT_S = 300.0
 _EXTRA_FIX = "Fix: pip install 'stableprompt[engine]' (numpy>=2, pyyaml>=6)."
@@ -136,26 +141,64 @@ def check_template(template: str | os.PathLike[str]) -> tuple[str, Path]:
 
     Raises:
         EngineError: ``engine-template-unknown`` (no such short name or file),
-            ``engine-template-invalid`` (the file is no chat template).
+            ``engine-template-invalid`` (the file is no chat template, not a regular file, or
+            over :data:`MAX_TEMPLATE_BYTES`).
     """
     if isinstance(template, str) and template in TEMPLATES:
         return template, Path(template)
     path = Path(template)
     if isinstance(template, os.PathLike) or path.suffix == ".jinja" or os.sep in str(template):
-        try:
-            text = path.read_bytes()
-        except FileNotFoundError as exc:
-            raise EngineError(f"chat template file {str(path)!r} does not exist",
-                              code="engine-template-unknown") from exc
-        except OSError as exc:
-            raise EngineError(f"cannot read chat template {str(path)!r}: {exc}",
-                              code="engine-template-unknown") from exc
-        _check_template_text(path, text)
+        _check_template_text(path, _read_template(path))
         name = re.sub(r"[^A-Za-z0-9._-]+", "-", path.stem).strip("-.") or "template"
         return name, path
     raise EngineError(f"unknown chat template {template!r}: use one of "
                       f"{', '.join(sorted(TEMPLATES))} or a path to a .jinja file",
                       code="engine-template-unknown")
+
+
+_FILE_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"),
+               (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+               (stat.S_ISSOCK, "a socket"))
+
+
+def _check_regular(path: Path, info: os.stat_result) -> None:
+    """Refuse a template path that is no regular file, or one over MAX_TEMPLATE_BYTES."""
+    if not stat.S_ISREG(info.st_mode):
+        kind = next((name for test, name in _FILE_KINDS if test(info.st_mode)), "special")
+        raise EngineError(f"chat template {str(path)!r} is not a regular file ({kind}). Fix: "
+                          "give a .jinja file", code="engine-template-invalid")
+    if info.st_size > MAX_TEMPLATE_BYTES:
+        raise EngineError(f"chat template {str(path)!r} is {info.st_size:,} bytes; a chat "
+                          f"template is at most {MAX_TEMPLATE_BYTES:,}",
+                          code="engine-template-invalid")
+
+
+def _read_template(path: Path) -> bytes:
+    """The bytes of the chat template file ``path``: a regular file of at most
+    :data:`MAX_TEMPLATE_BYTES`, checked with ``os.stat`` before it is opened (opening a FIFO
+    blocks until a writer comes, ``/dev/zero`` never ends), opened non-blocking (a file
+    replaced by a FIFO after the check does not block either) and checked again once open.
+
+    Raises:
+        EngineError: ``engine-template-unknown`` (no such file, or unreadable),
+            ``engine-template-invalid`` (not a regular file, or too large).
+    """
+    try:
+        _check_regular(path, os.stat(path))
+        with open(path, "rb", opener=lambda name, flags: os.open(name, flags | os.O_NONBLOCK)
+                  ) as handle:
+            _check_regular(path, os.fstat(handle.fileno()))
+            text = handle.read(MAX_TEMPLATE_BYTES + 1)
+    except FileNotFoundError as exc:
+        raise EngineError(f"chat template file {str(path)!r} does not exist",
+                          code="engine-template-unknown") from exc
+    except (OSError, ValueError) as exc:  # ValueError: a NUL byte in the path
+        raise EngineError(f"cannot read chat template {str(path)!r}: {exc}",
+                          code="engine-template-unknown") from exc
+    if len(text) > MAX_TEMPLATE_BYTES:  # it grew since the check
+        raise EngineError(f"chat template {str(path)!r} is over {MAX_TEMPLATE_BYTES:,} bytes",
+                          code="engine-template-invalid")
+    return text
 
 
 def _check_template_text(path: Path, text: bytes) -> None:
@@ -208,11 +251,7 @@ def write_model(template: str | os.PathLike[str] = "qwen2.5", *, download: bool 
     """
     src = source_dir(download=download)
     name, template_path = resolve_template(template, src)
-    try:
-        template_text = template_path.read_bytes()
-    except OSError as exc:
-        raise EngineError(f"cannot read chat template {template_path}: {exc}",
-                          code="engine-template-unknown") from exc
+    template_text = _read_template(template_path)
     _check_template_text(template_path, template_text)
     digest = hashlib.sha256()
     for part in (_WRITER.encode(), json.dumps(MODEL_SHAPE, sort_keys=True).encode(),

@@ -195,6 +195,9 @@ def iter_records(path: str | Path, decode: Callable[[bytes], Any]) -> Iterator[
     except OSError as exc:
         raise CaptureError(f"cannot read capture {str(p)!r}: {exc.strerror or exc}",
                            code="capture-unreadable") from exc
+    except ValueError as exc:  # a NUL byte in the path
+        raise CaptureError(f"cannot read capture {str(p)!r}: {exc}",
+                           code="capture-unreadable") from exc
     with handle:
         suffix = p.suffix.lower()
         if suffix in (".har", ".json"):

@@ -681,7 +681,12 @@ class _Linter:
 def _entries(
     requests: Iterable[Any], sessions: Sequence[str | None] | None
 ) -> Iterator[CaptureEntry]:
-    for i, item in enumerate(requests):
+    try:
+        items = iter(requests)
+    except TypeError as exc:
+        raise CaptureError(f"requests is a {type(requests).__name__}, not an iterable of "
+                           "request bodies", code="capture-record") from exc
+    for i, item in enumerate(items):
         session = sessions[i] if sessions is not None and i < len(sessions) else None
         if isinstance(item, CaptureEntry):
             yield item
@@ -723,8 +728,9 @@ def lint_requests(
         LintReport (a request whose shape the format does not allow becomes a problem).
 
     Raises:
-        CaptureError: unknown ``wire_format`` (code ``capture-format``), an item that is not a
-            request body (``capture-record``), or nothing to lint (``capture-empty``).
+        CaptureError: unknown ``wire_format`` (code ``capture-format``), ``requests`` not
+            iterable or an item that is not a request body (``capture-record``), or nothing
+            to lint (``capture-empty``).
         InputError: ``events`` is not a list of CacheEvent (code ``lint-events``, pointer
             ``/events/<i>``).
     """

@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import re
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
@@ -82,6 +83,7 @@ DEFAULT_MAX_CONCURRENCY = 256
 """Requests in flight at which the proxy answers 503 (``ProxyConfig.max_concurrency``)."""
 
 _METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
+_EVERY_PATH = re.compile(r"(?P<path>.*)", re.DOTALL)
 _JSON = [(b"content-type", b"application/json")]
 
 
@@ -250,8 +252,11 @@ class ProxyApp:
         self.transport = AsyncRecordingTransport(
             inner, recorder=self.recorder if deferred is None else deferred,
             provider=config.provider, stabilize=config.stabilize)
-        self.app = Starlette(routes=[Route("/{path:path}", self._handle, methods=_METHODS)],
-                             lifespan=self._lifespan)
+        route = Route("/{path:path}", self._handle, methods=_METHODS)
+        # Every path, a newline in it too: {path:path} is ``.*``, which stops at one, and a
+        # path with %0a got Starlette's plain-text 404, unforwarded and without a row.
+        route.path_regex = _EVERY_PATH
+        self.app = Starlette(routes=[route], lifespan=self._lifespan)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -351,7 +356,8 @@ class ProxyApp:
 
     async def _handle(self, request: Request) -> Response:
         scope = request.scope
-        method, path = request.method, request.url.path
+        # scope["path"], not request.url.path: urlsplit drops \t, \r and \n from that
+        method, path = request.method, scope["path"]
         if self._token is not None and not authorized(scope["headers"], self._token):
             self._logged(method, path, 401, None)
             return self._refuse(401, "proxy_unauthorized",

@@ -94,7 +94,8 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _line(method: str, path: str, status: int, record: UsageRecord | None) -> None:
-    text = f"{method} {path} {status}"
+    shown = path if path.isprintable() else repr(path)  # a %0a in the path: still one line
+    text = f"{method} {shown} {status}"
     if record is not None:
         text += (f" {record.wire_format} {record.verdict} in={record.input_tokens_total} "
                  f"read={record.cache_read_tokens} write={record.cache_write_tokens}")

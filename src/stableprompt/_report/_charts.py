@@ -32,7 +32,7 @@ import io
 import math
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from datetime import UTC
+from datetime import UTC, datetime
 from importlib import import_module
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -56,6 +56,8 @@ VERDICT_COLORS = {"hit": "#2e7d32", "cold": "#1e88e5", "client_mutation": "#e539
                   "provider_miss": "#fb8c00", "unknown": "#757575"}
 """Marker colour per verdict (the cliffs)."""
 
+_FIRST = datetime(1, 1, 1, tzinfo=UTC)  # the dates matplotlib converts (``num2date``)
+_LAST = datetime(9999, 12, 31, 23, 59, 59, tzinfo=UTC)
 _SESSION_COLORS = ("#5c7fa8", "#a3bcd6")  # alternate sessions, so their boundaries show
 _COST_COLORS = {"actual": "#c62828", "ceiling": "#2e7d32", "uncached": "#9e9e9e"}
 _COST_STYLES: dict[str, Literal["-", "--", ":"]] = {"actual": "-", "ceiling": "--",
@@ -112,8 +114,13 @@ def _svg(figure: Any, label: str) -> str:
 
 
 def _date_axis(ax: Any) -> None:
-    """UTC date ticks, labelled concisely (``01:10``, the date once as the offset)."""
+    """UTC date ticks, labelled concisely (``01:10``, the date once as the offset); the
+    axis kept within the dates matplotlib draws (years 1 to 9999)."""
     mdates: Any = import_module("matplotlib.dates")  # its locators are not annotated
+    low, high = ax.get_xlim()
+    first, last = mdates.date2num(_FIRST), mdates.date2num(_LAST)
+    if low < first or high > last:  # the margin around a call of year 1 or 9999
+        ax.set_xlim(max(low, first), min(high, last))
     locator = mdates.AutoDateLocator(tz=UTC)
     ax.xaxis.set_major_locator(locator)
     ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator, tz=UTC))

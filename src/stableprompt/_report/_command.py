@@ -358,7 +358,7 @@ def _run(args: argparse.Namespace) -> int:
     print_explanations(report, calls=args.calls, by=None if args.by == "scenario" else args.by)
     console = make_console(sys.stdout)
     for line in [*notes, *pricing_lines(report)]:
-        console.print(line)
+        console.print(line, markup=False)  # they quote ledger strings (a model "[/]")
     return 0
 
 

@@ -278,6 +278,7 @@ def _print_stabilized(console: Any, report: Report) -> None:
 
 def _print_groups(console: Any, report: Report, by: str) -> None:
     from rich.table import Table
+    from rich.text import Text
 
     table = Table(title=f"by {by}", title_justify="left", header_style="bold")
     for column in (by, "calls", "input tokens", "cache read", "hit rate", "ceiling",
@@ -285,7 +286,7 @@ def _print_groups(console: Any, report: Report, by: str) -> None:
         table.add_column(column, justify="left" if column in (by, "verdicts") else "right",
                          no_wrap=column != "verdicts")
     for key, t in report.group_by(by).items():
-        table.add_row(key, format_int(t.calls), format_int(t.input_tokens),
+        table.add_row(Text(key), format_int(t.calls), format_int(t.input_tokens),  # literal
                       format_int(t.cache_read_tokens), format_pct(t.hit_rate),
                       format_pct(t.ceiling), format_pct(t.intra_turn_hit_rate),
                       format_pct(t.cross_turn_hit_rate), format_verdicts(t.verdicts),

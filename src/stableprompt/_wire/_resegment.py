@@ -197,10 +197,13 @@ class LineageSegments:
         items = body.get(steps.history_key) if isinstance(body, Mapping) else None
         if not isinstance(items, list) or steps.marker_key in body:
             return Resegmented(segment_request(wire_format, body))
-        head = self._head(steps, body)
+        try:
+            head = self._head(steps, body)
+            dump = decoded_json(items) if head[2] is not None else b""
+        except TypeError:  # nested deeper than orjson writes (255 levels; loads reads 1,024):
+            return Resegmented(segment_request(wire_format, body))  # says where, or ignores it
         if head[2] is None:  # no params, tools or system (a body without a model)
             return Resegmented(segment_request(wire_format, body))
-        dump = decoded_json(items)
         key = (steps.wire_format, head[2].hex(), hash(_opening(dump, items)))
         with self._lock:
             stored = self._stored.get(key)
@@ -295,8 +298,8 @@ class LineageSegments:
 
         Returns:
             ``None`` when this body is not such a continuation (first request of a
-            conversation, another head, a body not rendered compact): decode it and call
-            :meth:`segment`.
+            conversation, another head, a body not rendered compact, a new item nested
+            deeper than orjson writes): decode it and call :meth:`segment`.
         """
         steps = segment_steps(wire_format)
         needle = _needle(steps.history_key)
@@ -336,8 +339,11 @@ class LineageSegments:
         view = dict(stored.segmented._body_view)
         view[steps.history_key] = items
         dump = memoryview(content)[at:close + 1]  # kept for the next turn's comparison, uncopied
-        return self._finish(steps, key, view, items, dump, done, stored,
-                            _reused(stored, done), stored.around, True, rebuilt=True)
+        try:
+            return self._finish(steps, key, view, items, dump, done, stored,
+                                _reused(stored, done), stored.around, True, rebuilt=True)
+        except TypeError:  # a new item nested deeper than orjson writes: segment says where
+            return None
 
     def _finish(self, steps: SegmentSteps, key: tuple[str, str, int], body: Mapping[str, Any],
                 items: Snapshot[Any], dump: bytes | memoryview, done: int,
