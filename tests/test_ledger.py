@@ -19,9 +19,10 @@ from pathlib import Path
 
 import pytest
 
+from stableprompt import LedgerSpillWarning
 from stableprompt._exceptions import ConfigurationError, InputError, LedgerError
 from stableprompt._ledger import _ledger, _spill
-from stableprompt._ledger._ledger import COLUMNS, SCHEMA_VERSION, Ledger, LedgerSpillWarning
+from stableprompt._ledger._ledger import COLUMNS, SCHEMA_VERSION, Ledger
 from stableprompt._ledger._usage_record import UsageRecord
 from stableprompt._redact import redact
 from stableprompt._report._otel import export_otel

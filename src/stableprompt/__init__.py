@@ -46,7 +46,7 @@ _EXPORTS: dict[str, str] = {
     "MethodNameError": "_exceptions",
     "Ledger": "_ledger._ledger",
     "LedgerError": "_exceptions",
-    "LedgerSpillWarning": "_ledger._ledger",
+    "LedgerSpillWarning": "_exceptions",
     "LintFinding": "_lint._linter",
     "LintPair": "_lint._linter",
     "LintReport": "_lint._linter",
@@ -139,6 +139,7 @@ if _typing.TYPE_CHECKING:
         IncompleteResponseWarning,
         InputError,
         LedgerError,
+        LedgerSpillWarning,
         MethodNameError,
         PinnedHeadError,
         PolicyError,
@@ -157,10 +158,7 @@ if _typing.TYPE_CHECKING:
         VolatileContentWarning,
         WorkloadUnavailableError,
     )
-    from ._ledger._ledger import (
-        Ledger,
-        LedgerSpillWarning,
-    )
+    from ._ledger._ledger import Ledger
     from ._ledger._usage_record import UsageRecord
     from ._lint._linter import (
         LintFinding,

@@ -39,6 +39,7 @@ callers match on, and, where it applies, a location: ``pointer`` (RFC 6901 JSON 
     VolatileContentWarning (UserWarning)   volatile content in the head (default mode)
     IncompleteResponseWarning (UserWarning) a response added to history was cut short
     BreakpointWarning (UserWarning)        a cache breakpoint that cannot take effect
+    LedgerSpillWarning (UserWarning)       a ledger write went to a spill file (or memory)
 
 Errors are raised with ``raise ... from exc`` so the original cause stays attached.
 """
@@ -61,6 +62,7 @@ __all__ = [
     "IncompleteResponseWarning",
     "InputError",
     "LedgerError",
+    "LedgerSpillWarning",
     "MethodNameError",
     "PinnedHeadError",
     "PolicyError",
@@ -331,6 +333,12 @@ class LedgerError(StablePromptError, RuntimeError):
     """The ledger database cannot be opened, migrated or read."""
 
     code = "ledger-error"
+
+
+class LedgerSpillWarning(UserWarning):
+    """A ledger write failed and the record went to a spill file (or memory) instead
+    (:meth:`Ledger.write <stableprompt.Ledger.write>`); :meth:`Ledger.replay_spill
+    <stableprompt.Ledger.replay_spill>` imports it later. Announced once per spill target."""
 
 
 class VolatileContentWarning(UserWarning):

@@ -63,11 +63,11 @@ from ._schema import (
     to_row,
     ts_text,
 )
-from ._spill import LedgerSpillWarning, SpillFiles, WriteOutcome
+from ._spill import SpillFiles, WriteOutcome
 from ._spill import describe as _describe
 from ._usage_record import UsageRecord, scrubbed
 
-__all__ = ["COLUMNS", "SCHEMA_VERSION", "Ledger", "LedgerSpillWarning", "WriteOutcome"]
+__all__ = ["COLUMNS", "SCHEMA_VERSION", "Ledger", "WriteOutcome"]
 
 _log = logging.getLogger("stableprompt.ledger")
 

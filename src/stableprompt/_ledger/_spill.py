@@ -28,8 +28,7 @@ from pathlib import Path
 from typing import Literal
 
 from .._canonical import canonical_json
-from .._exceptions import LedgerError
-from .._public import public
+from .._exceptions import LedgerError, LedgerSpillWarning
 from .._redact import redact
 from ._provisional import with_parsed_usage
 from ._usage_record import UsageRecord
@@ -40,7 +39,6 @@ except ImportError:  # pragma: no cover - Windows
     fcntl = None  # type: ignore[assignment]
 
 __all__ = [
-    "LedgerSpillWarning",
     "SpillFiles",
     "WriteOutcome",
     "append_line",
@@ -56,10 +54,6 @@ WriteOutcome = Literal["committed", "spilled", "unflushed"]
 """Where :meth:`Ledger.write` put the record: the database, a spill file, or memory."""
 
 _RECENT_PER_LINEAGE = 32
-
-
-class LedgerSpillWarning(UserWarning):
-    """A ledger write failed and the record went to a spill file (or memory) instead."""
 
 
 def describe(exc: BaseException | None) -> str:
@@ -344,4 +338,3 @@ class SpillFiles:
         return count
 
 
-public(LedgerSpillWarning)
