@@ -53,6 +53,7 @@ from .._exceptions import ConfigurationError, InputError, ProviderError
 from .._ledger._usage_record import UsageRecord
 from .._public import public
 from .._recording._call import Pending
+from .._recording._diagnose import diagnostics_asked, with_members
 from .._recording._errors import http_status_error, map_transport_error
 from .._recording._recorder import Recorder
 from .._recording._transport import (
@@ -63,7 +64,7 @@ from .._recording._transport import (
     AsyncRecordingTransport,
     RecordingTransport,
 )
-from .._wire import anthropic, openai_chat, openai_responses
+from .._wire import anthropic, openai_chat
 from .._wire._formats import detect, endpoint_path
 from .._wire._request import ProviderRequest
 from ._events import RECORD_WAIT_S, AsyncEventStream, EventStream
@@ -361,8 +362,17 @@ class _Base:
 
     def _diagnose(self, wire: str, body: Mapping[str, Any], content: bytes
                   ) -> tuple[bytes, dict[str, str]]:
-        """Add provider cache-diagnostics fields (see the subclasses)."""
-        return content, {}
+        """With ``diagnostics``, the provider cache-diagnostics members and headers
+        (``_recording._diagnose``: Anthropic's ``diagnostics.previous_message_id`` and beta
+        header, OpenAI Responses' ``prompt_cache_options.comparison_response_id``), compared
+        with the request our attribution compares with."""
+        if not self.diagnostics:
+            return content, {}
+        host = httpx.URL(self.base_url).host
+        members, headers = diagnostics_asked(
+            wire, body, lambda: self.recorder.previous_response_id(
+                wire, body, provider=self.call_provider, host=host))
+        return with_members(content, body, members), headers
 
     def _delay_s(self, attempt: int, headers: Any) -> float:
         asked = retry_after_s(headers) if headers is not None else None
@@ -441,52 +451,11 @@ class _AnthropicMixin(_Base):
             headers["x-api-key"] = secrets[0]
         return headers
 
-    def _diagnose(self, wire: str, body: Mapping[str, Any], content: bytes
-                  ) -> tuple[bytes, dict[str, str]]:
-        """Anthropic: the beta header on every request and ``diagnostics.previous_message_id``
-        = the previous response id of this lineage (``null`` on the first turn, which opts
-        in without a comparison)."""
-        if not self.diagnostics:
-            return content, {}
-        headers = {"anthropic-beta": DIAGNOSTICS_BETA}
-        if "diagnostics" in body:
-            return content, headers
-        previous = self.recorder.previous_response_id(
-            wire, body, provider=self.call_provider, host=httpx.URL(self.base_url).host)
-        return _append(content, body, anthropic.diagnostics_fields(previous)), headers
-
-
 class _OpenAIMixin(_Base):
     provider = "openai"
     env_var = "OPENAI_API_KEY"
     default_base_url = "https://api.openai.com/v1"
     wire_formats = ("openai-chat", "openai-responses")
-
-    def _diagnose(self, wire: str, body: Mapping[str, Any], content: bytes
-                  ) -> tuple[bytes, dict[str, str]]:
-        """OpenAI Responses: ``prompt_cache_options.comparison_response_id`` = the previous
-        response id of this lineage (when there is one). Chat Completions has no comparison
-        field (openai-python ``chat/completion_create_params.py``), so nothing is added."""
-        if not self.diagnostics or wire != "openai-responses":
-            return content, {}
-        if openai_responses.diagnostics_request(body) is not None:
-            return content, {}
-        options = body.get(openai_responses.DIAGNOSTICS_OPTION)
-        previous = self.recorder.previous_response_id(
-            wire, body, provider=self.call_provider, host=httpx.URL(self.base_url).host)
-        if previous is None:
-            return content, {}
-        if options is None:
-            return _append(content, body, {
-                openai_responses.DIAGNOSTICS_OPTION: {"comparison_response_id": previous}}), {}
-        if not isinstance(options, Mapping):
-            return content, {}
-        # Merge into the existing object: re-serialize in insertion order (the other members
-        # keep their bytes when the body was compact JSON, as rendered bodies are).
-        changed = dict(loads(content))
-        changed[openai_responses.DIAGNOSTICS_OPTION] = {**options,
-                                                         "comparison_response_id": previous}
-        return wire_json(changed), {}
 
 
 # --------------------------------------------------------------------------- sync

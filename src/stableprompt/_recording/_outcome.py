@@ -38,6 +38,7 @@ from ._call import Pending, elapsed_ms
 from ._engine_view import EngineEvidence
 from ._errors import failure
 from ._observer import Observation
+from ._server_reasons import server_diagnosis
 
 __all__ = ["Outcome", "attribution_of", "automatic_writes", "failed_record", "identity_fields",
            "outcome_of", "provider_diagnostics", "raw_usage", "record_of"]
@@ -208,6 +209,9 @@ def record_of(pending: Pending, outcome: Outcome, attribution: Attribution | Non
         evidence: Further recorder evidence for ``verdict_detail`` (the engine view's).
         extra: Evidence from the observer (``Observation.detail``), merged last.
 
+    The provider's own cache-miss reason, when its diagnostics carry one, is joined to ours
+    in ``verdict_detail["server_diagnosis"]`` (``_server_reasons.server_diagnosis``).
+
     Raises:
         pydantic.ValidationError: A field is out of range (the recorder guards the call).
     """
@@ -232,6 +236,11 @@ def record_of(pending: Pending, outcome: Outcome, attribution: Attribution | Non
     fields["usage_inconsistent"] = fields["usage_inconsistent"] or bool(
         detail.get("usage_suspect"))
     found = attribution
+    diagnostics = provider_diagnostics(pending, outcome.diagnostics)
+    server = server_diagnosis(diagnostics, "unknown" if found is None else found.verdict,
+                              detail)
+    if server is not None:
+        detail["server_diagnosis"] = server
     return UsageRecord(
         **fields,
         predecessor_id=None if found is None else found.predecessor_id,
@@ -245,7 +254,7 @@ def record_of(pending: Pending, outcome: Outcome, attribution: Attribution | Non
         ttft_ms=outcome.ttft_ms,
         status_code=outcome.status_code,
         error_class=outcome.error_class,
-        diagnostics=provider_diagnostics(pending, outcome.diagnostics),
+        diagnostics=diagnostics,
         response_id=outcome.response_id,
     )
 

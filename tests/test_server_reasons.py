@@ -1,0 +1,93 @@
+"""The provider's cache-miss reason joined to our verdict (``_recording._server_reasons``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from stableprompt._recording._server_reasons import AGREEMENTS, server_diagnosis
+
+
+def _anthropic(kind: str | None, missed: int | None = 1200) -> dict[str, Any]:
+    reason = None if kind is None else {"type": kind, **(
+        {} if missed is None else {"cache_missed_input_tokens": missed})}
+    return {"provider": "anthropic", "requested": {"diagnostics": {"previous_message_id": "m"}},
+            "response": {"cache_miss_reason": reason}}
+
+
+def _openai(kind: str, reason: str | None = None, missed: int | None = None) -> dict[str, Any]:
+    response: dict[str, Any] = {"type": kind}
+    if reason is not None:
+        response.update(reason=reason, cache_missed_tokens=missed)
+    return {"provider": "openai", "response": response}
+
+
+MUTATION = "client_mutation"
+
+CASES = [
+    # (diagnostics, our verdict, our detail, expected agreement)
+    (_anthropic("system_changed"), MUTATION, {"segment_kind": "system", "cause": "volatile-token"},
+     "agree"),
+    (_anthropic("tools_changed"), MUTATION, {"segment_kind": "tool", "cause": "tool-reorder"},
+     "agree"),
+    (_anthropic("messages_changed"), MUTATION,
+     {"segment_kind": "message", "cause": "history-rewrite"}, "agree"),
+    (_anthropic("model_changed"), MUTATION, {"segment_kind": "param", "cause": "model-change"},
+     "agree"),
+    (_anthropic("model_changed"), MUTATION, {"segment_kind": "system", "cause": "content-edit"},
+     "disagree"),
+    (_anthropic("system_changed"), MUTATION, {"segment_kind": "message",
+                                              "cause": "history-rewrite"}, "disagree"),
+    (_anthropic("unavailable", None), MUTATION, {"segment_kind": "param",
+                                                 "cause": "param-change"}, "agree"),
+    (_anthropic("unavailable", None), "provider_miss", {}, "server-only"),
+    (_anthropic("previous_message_not_found", None), "cold", {}, "no-comparison"),
+    (_anthropic(None), "hit", {}, "no-comparison"),
+    (_anthropic("messages_changed"), "hit", {}, "server-only"),
+    (_anthropic("messages_changed"), "unknown", {}, "server-only"),
+    (_anthropic("brand_new_reason"), MUTATION, {"segment_kind": "system"}, "disagree"),
+    (_openai("cache_hit"), "hit", {}, "agree"),
+    (_openai("cache_hit"), "provider_miss", {}, "disagree"),
+    (_openai("cache_miss", "prompt_cache_key_changed", 900), MUTATION,
+     {"segment_kind": "param", "cause": "param-change"}, "agree"),
+    (_openai("cache_miss", "reasoning_effort_changed", 900), MUTATION,
+     {"segment_kind": "param", "cause": "param-change"}, "agree"),
+    (_openai("cache_miss", "input_changed", 900), MUTATION,
+     {"segment_kind": "system", "cause": "volatile-token"}, "agree"),
+    (_openai("cache_miss", "tools_changed", 900), MUTATION,
+     {"segment_kind": "message", "cause": "history-rewrite"}, "disagree"),
+    (_openai("comparison_response_not_found"), "cold", {}, "no-comparison"),
+    (_openai("unavailable"), "ttl_expired", {}, "server-only"),
+]
+
+
+@pytest.mark.parametrize(("diagnostics", "verdict", "detail", "expected"), CASES)
+def test_each_server_reason_maps_onto_our_verdict(
+        diagnostics: dict[str, Any], verdict: str, detail: dict[str, Any], expected: str) -> None:
+    """Every documented reason of both providers is joined to our verdict as agree,
+    disagree, server-only (provider-side, unexplained) or no-comparison, with a reason."""
+    joined = server_diagnosis(diagnostics, verdict, detail)
+    assert joined is not None
+    assert joined["agreement"] == expected and expected in AGREEMENTS
+    assert isinstance(joined["why"], str) and joined["why"]
+
+
+def test_missed_tokens_are_the_servers_count() -> None:
+    """missed_tokens is the provider's cache_missed(_input)_tokens as reported."""
+    anthropic = server_diagnosis(_anthropic("system_changed", 14_807), MUTATION,
+                                 {"segment_kind": "system"})
+    openai = server_diagnosis(_openai("cache_miss", "tools_changed", 321), MUTATION,
+                              {"segment_kind": "tool"})
+    assert anthropic is not None and anthropic["missed_tokens"] == 14_807
+    assert anthropic["reason"] == "system_changed"
+    assert openai is not None and openai["missed_tokens"] == 321
+
+
+@pytest.mark.parametrize("diagnostics", [None, {}, {"response": None}, {"response": "odd"},
+                                         {"response": {"cache_miss_reason": "odd"}}])
+def test_no_diagnosis_when_the_server_said_nothing(diagnostics: Any) -> None:
+    """No response diagnostics (or an odd shape without a reason object) gives no join,
+    or a pending one, never an exception."""
+    joined = server_diagnosis(diagnostics, "hit", {})
+    assert joined is None or joined["agreement"] == "no-comparison"
