@@ -73,8 +73,9 @@ def test_a_total_far_from_our_estimate_is_flagged_with_its_ratio() -> None:
 
 def test_an_inclusive_anthropic_compatible_server_is_flagged_usage_suspect() -> None:
     """input_tokens = cache_read + cache_write + uncached parsed as Anthropic's exclusive field
-    adds up but doubles the totals: every call is flagged usage_suspect (ratio ~2) and
-    usage_inconsistent, with its verdict kept."""
+    adds up but doubles the totals: every call is flagged usage_suspect (ratio ~2), with its
+    verdict kept; the report keeps it out of hit rates as suspect (whether or not the row also
+    carries usage_inconsistent, as older recorders set it) and prices it as reported."""
     fake = InclusiveServer()
     recorder = Recorder(tokenizer="bytes/4")
     client = anthropic_sdk(fake, recorder)
@@ -82,12 +83,14 @@ def test_an_inclusive_anthropic_compatible_server_is_flagged_usage_suspect() -> 
     send(client, talk("ann", 2))
     for record, true_total in zip(recorder.records, fake.totals, strict=True):
         assert record.input_tokens_total is not None and record.input_tokens_total > true_total
-        assert record.usage_inconsistent is True
         assert record.verdict_detail["usage_suspect"] is True
         ratio, reason = (record.verdict_detail[k] for k in ("usage_ratio", "usage_suspect_reason"))
         assert isinstance(ratio, float) and 1.9 <= ratio <= 2.0
         assert isinstance(reason, str) and "twice" in reason
     assert [r.verdict for r in recorder.records] == ["cold", "hit"]
+    rows = recorder.summary().calls
+    assert [r.excluded for r in rows] == ["suspect", "suspect"]
+    assert all(r.cost_usd is not None for r in rows)
 
 
 @pytest.mark.parametrize(("dialect", "stream"), [

@@ -12,11 +12,14 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+import httpx2
 import pytest
 
 from stableprompt import Ledger, UsageRecord
 from stableprompt._cli import main
+from stableprompt._recording._recorder import Recorder
 from stableprompt._report._command import summarize
+from test_transport import SYSTEM_BLOCKS, FakeProvider, anthropic_sdk, conversation
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 MODEL = "claude-sonnet-4-5"
@@ -195,3 +198,23 @@ def test_usage_that_does_not_add_up_is_priced_when_its_parts_are_not_negative() 
     assert report.calls[1].cost_usd is None and report.calls[1].cost_complete is False
     assert report.overall.cost_unknown_calls == 1
     assert _off(report.cost_usd, CALLS[0].hand_micro_usd()) < HALF_MICRO_USD
+
+
+def test_a_recorded_stream_cut_after_message_start_is_priced_on_its_input() -> None:
+    """An Anthropic stream recorded through the SDK and cut after ``message_start`` (input and
+    cache counts known, output not) is priced on its input, as a lower bound that says so."""
+    start = {"id": "msg_cut", "type": "message", "role": "assistant", "model": MODEL,
+             "content": [], "usage": {"input_tokens": 5, "cache_read_input_tokens": 0,
+                                      "cache_creation_input_tokens": 1_600, "output_tokens": 1}}
+    body = f"event: message_start\ndata: {json.dumps({'type': 'message_start', 'message': start})}"
+    fake = FakeProvider()
+    fake.script.append(httpx2.Response(200, headers={"content-type": "text/event-stream"},
+                                       content=iter([(body + "\n\n").encode()])))
+    recorder = Recorder(tokenizer="bytes/4")
+    client = anthropic_sdk(fake, recorder)
+    list(client.messages.create(stream=True, model=MODEL, max_tokens=5, system=SYSTEM_BLOCKS,
+                                messages=conversation(1)))
+    (row,) = recorder.summary().calls
+    hand = 5 * UNCACHED["base"] + 1_600 * WRITE_5M["base"]  # 5-minute write: the default TTL
+    assert row.output_tokens == 0 and _off(row.cost_usd, hand) < HALF_MICRO_USD
+    assert row.cost_complete is False and "output tokens unknown" in (row.cost_note or "")
