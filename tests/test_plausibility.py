@@ -155,7 +155,7 @@ def test_a_resumed_recorder_segments_an_overridden_dialects_rows_in_their_reques
     assert resumed.cache_read_tokens == resumed.predicted_cache_read_tokens
 
 
-_COUNTED_WITHOUT_BYTES = {
+_COUNTED_WITHOUT_BYTES: dict[str, tuple[str, dict[str, Any]]] = {
     "anthropic document by file_id": ("anthropic", {"messages": [{"role": "user", "content": [
         {"type": "document", "source": {"type": "file", "file_id": "file_011"}},
         {"type": "text", "text": "Summarize."}]}]}),

@@ -136,7 +136,7 @@ def test_every_call_is_priced_to_the_microdollar() -> None:
     report = summarize([c.record(i) for i, c in enumerate(CALLS)])
     for call, row in zip(CALLS, report.calls, strict=True):
         assert _off(row.cost_usd, call.hand_micro_usd()) < HALF_MICRO_USD, call.name
-    expected = sum(c.hand_micro_usd() or Decimal(0) for c in CALLS)
+    expected = sum((c.hand_micro_usd() or Decimal(0) for c in CALLS), Decimal(0))
     assert _off(report.cost_usd, expected) < HALF_MICRO_USD
     assert report.overall.cost_complete is False  # the cut stream's output is unknown
     assert report.overall.cost_unknown_calls == 1
@@ -155,7 +155,7 @@ def test_a_call_without_usage_makes_the_cost_a_named_lower_bound(
             assert ledger.write(call.record(i)) == "committed"
     assert main(["report", str(db), "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
-    expected = sum(c.hand_micro_usd() or Decimal(0) for c in calls)
+    expected = sum((c.hand_micro_usd() or Decimal(0) for c in calls), Decimal(0))
     overall = data["overall"]
     assert _off(overall["cost_usd"], expected) < HALF_MICRO_USD
     assert (overall["cost_complete"], overall["cost_unknown_calls"]) == (False, 2)

@@ -455,7 +455,7 @@ class Summary:
         lines: list[str] = []
         partial = [row for row in self.calls if not row.cost_complete]
         if partial:
-            named = "; ".join(f"{row.id} ({row.cost_note or 'unknown'})"
+            named = "; ".join(f"{row.id}: {row.cost_note or 'unknown'}"
                               for row in partial[:limit])
             more = f"; and {len(partial) - limit:,} more" if len(partial) > limit else ""
             lines.append(f"Costs marked ≥ are lower bounds: {len(partial):,} call"
