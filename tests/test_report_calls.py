@@ -49,8 +49,9 @@ def _ledger(path: Path, records: list[UsageRecord]) -> list[UsageRecord]:
 
 def test_unknown_reads_are_excluded_not_zero(tmp_path: Path,
                                              capsys: pytest.CaptureFixture[str]) -> None:
-    """A call whose provider did not report cache reads adds nothing to the rate, ceiling or
-    cost (not a 0 read), is counted apart, and the report names how many and why."""
+    """A call whose provider did not report cache reads adds nothing to the rate or ceiling
+    (not a 0 read), is counted apart, makes the cost a lower bound (never a 0 cost), and the
+    report names how many and why."""
     records = _ledger(tmp_path / "c.db", [
         _rec(0, write=4000, verdict="cold"),
         _rec(1, total=4100, read=None, write=None, verdict="unknown"),
@@ -64,8 +65,9 @@ def test_unknown_reads_are_excluded_not_zero(tmp_path: Path,
     assert t.ceiling_tokens == 4100  # the unknown call's size still bounds the next call
     row = report.calls[1]
     assert (row.excluded, row.read_share, row.cost_usd) == ("unknown-reads", None, None)
+    assert (row.cost_complete, t.cost_complete, t.cost_unknown_calls) == (False, False, 1)
     assert report.exclusion_notes() == [
-        "1 of 3 calls excluded from hit rates, ceilings and costs (counted as calls and "
+        "1 of 3 calls excluded from token sums, hit rates and ceilings (counted as calls and "
         "verdicts, never as 0 reads): 1 with cache reads not reported by the provider (0 "
         "would be a guess)."]
     assert main(["report", str(tmp_path / "c.db")]) == 0

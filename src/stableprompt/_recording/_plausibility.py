@@ -8,6 +8,11 @@ numbers balance. The only independent witness is our own token estimate of the r
 the reported total with it and flags a ratio outside
 [:data:`USAGE_RATIO_LOW`, :data:`USAGE_RATIO_HIGH`] beyond :data:`HIDDEN_TOKENS_SLACK`.
 
+Content the provider counts without its bytes being in the request turns the high-side check
+off (:func:`counted_without_bytes`): a document or image by file id or URL, a provider-run
+tool (web search, web fetch, code execution, file search, MCP) whose results join the prompt
+it counts. There a reported total far above our estimate is that content, not a double count.
+
 The flag never changes a verdict: a suspect report is still attributed as reported (the
 caller fixes the dialect, ``Recorder(usage_dialect=...)``); it is evidence in
 ``verdict_detail`` and sets the record's ``usage_inconsistent``.
@@ -15,13 +20,15 @@ caller fixes the dialect, ``Recorder(usage_dialect=...)``); it is evidence in
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
+from .._canonical import loads
 from .._segment import ByteSlices, Segment
 from .._usage import CacheUsage
 
-__all__ = ["HIDDEN_TOKENS_SLACK", "USAGE_RATIO_HIGH", "USAGE_RATIO_LOW", "usage_suspicion"]
+__all__ = ["HIDDEN_TOKENS_SLACK", "SERVER_TOOL_TYPES", "USAGE_RATIO_HIGH", "USAGE_RATIO_LOW",
+           "counted_without_bytes", "usage_suspicion"]
 
 USAGE_RATIO_HIGH = 1.6
 """Reported input total over our estimate above which the report is suspect.
@@ -59,6 +66,83 @@ requests, where these dominate, from being flagged."""
 _MEDIA_MARKERS = (b'"image"', b'"document"', b'"image_url"', b'"input_image"',
                   b'"input_audio"', b'"input_file"')
 
+SERVER_TOOL_TYPES = ("web_search", "web_fetch", "code_execution", "file_search",
+                     "code_interpreter", "mcp")
+"""Tool ``type`` prefixes of tools the provider runs, adding their results to the prompt it
+counts: Anthropic ``web_search_20250305``, ``web_fetch_20250910``, ``code_execution_20250825``
+(platform.claude.com/docs/en/agents-and-tools/tool-use/: web-search-tool, web-fetch-tool,
+code-execution-tool); OpenAI Responses ``web_search`` (``web_search_preview``),
+``file_search``, ``code_interpreter``, ``mcp`` (platform.openai.com/docs/guides/tools). A
+client tool has no such ``type`` (none, ``"custom"`` or ``"function"``), whatever its name."""
+
+_SERVER_TOOL_PARAMS = frozenset({"/web_search_options", "/mcp_servers"})
+"""Request parameters that make the provider add content: OpenAI Chat ``web_search_options``
+(search models), Anthropic ``mcp_servers`` (the MCP connector)."""
+
+_REFERENCE_MARKERS = (b'"file_id"', b'"file_url"', b'"url"', b'"image_url"', b'"file_data"',
+                      b'"fileData"')
+"""Bytes every by-reference content block holds (a segment without any is not decoded)."""
+
+
+def _by_reference(value: Any) -> bool:
+    """``value`` (decoded JSON) holds content the provider fetches: a ``file_id`` /
+    ``file_url``, an Anthropic ``source`` of type ``file`` or ``url``, an ``image_url`` that
+    is an http(s) URL, a Gemini ``file_data``."""
+    if isinstance(value, list):
+        return any(_by_reference(item) for item in value)
+    if not isinstance(value, Mapping):
+        return False
+    if isinstance(value.get("file_id"), str) or isinstance(value.get("file_url"), str):
+        return True
+    source = value.get("source")
+    if isinstance(source, Mapping) and source.get("type") in ("file", "url"):
+        return True
+    image = value.get("image_url")
+    url = image.get("url") if isinstance(image, Mapping) else image
+    if isinstance(url, str) and url.startswith(("http://", "https://")):
+        return True
+    if isinstance(value.get("file_data"), Mapping) or isinstance(value.get("fileData"), Mapping):
+        return True
+    return any(_by_reference(item) for item in value.values()
+               if isinstance(item, (list, Mapping)))
+
+
+def counted_without_bytes(segments: Sequence[Segment], data: ByteSlices) -> str | None:
+    """What in the request the provider counts without its bytes being sent, or ``None``.
+
+    Args:
+        segments: The request's segments (each one JSON value of ``data``).
+        data: The segmented request's bytes.
+
+    Returns:
+        ``"server tool"`` (a tool of :data:`SERVER_TOOL_TYPES`, or a parameter that adds
+        content), ``"content by reference"`` (a file or image by id or URL), else ``None``.
+        Only segments holding a marker byte string are decoded (it runs only for a total
+        far above its estimate, which is rare).
+    """
+    for seg in segments:
+        if seg.kind == "param":
+            if seg.path in _SERVER_TOOL_PARAMS:
+                return "server tool"
+            continue
+        raw = data[seg.start:seg.end]
+        if seg.kind == "tool":
+            if b'"type"' not in raw:
+                continue
+        elif not any(raw.find(marker) >= 0 for marker in _REFERENCE_MARKERS):
+            continue
+        try:
+            value = loads(raw)
+        except ValueError:
+            continue
+        if seg.kind == "tool":
+            kind = value.get("type") if isinstance(value, Mapping) else None
+            if isinstance(kind, str) and kind.startswith(SERVER_TOOL_TYPES):
+                return "server tool"
+        elif _by_reference(value):
+            return "content by reference"
+    return None
+
 
 def usage_suspicion(
     usage: CacheUsage | None, request_tokens: int, segments: Sequence[Segment],
@@ -69,14 +153,16 @@ def usage_suspicion(
     Args:
         usage: The normalized usage (``None``: nothing to check).
         request_tokens: Our token estimate of the whole request.
-        segments: The request's segments (media blocks turn the low-side check off).
+        segments: The request's segments (media blocks turn the low-side check off; content
+            counted without its bytes, the high-side one).
         data: The segmented request's bytes (``SegmentedRequest.segment_bytes``).
 
     Returns:
         ``{"usage_suspect": True, "usage_ratio": reported / estimate (3 decimals),
         "usage_ratio_bounds": [low, high], "usage_suspect_reason": ...}`` when the reported
         ``input_tokens_total`` exceeds ``USAGE_RATIO_HIGH * request_tokens +
-        HIDDEN_TOKENS_SLACK`` or is under ``USAGE_RATIO_LOW * request_tokens -
+        HIDDEN_TOKENS_SLACK`` (unless the request has content counted without its bytes,
+        :func:`counted_without_bytes`) or is under ``USAGE_RATIO_LOW * request_tokens -
         HIDDEN_TOKENS_SLACK`` (text-only requests); else ``None``.
     """
     total = None if usage is None else usage.input_tokens_total
@@ -84,6 +170,8 @@ def usage_suspicion(
         return None
     ratio = total / request_tokens
     if total > USAGE_RATIO_HIGH * request_tokens + HIDDEN_TOKENS_SLACK:
+        if counted_without_bytes(segments, data) is not None:
+            return None  # the provider counts content our estimate cannot see
         reason = ("reported input total far above our estimate of the request: cached tokens "
                   "counted twice? (an inclusive input count parsed as exclusive: choose the "
                   "endpoint's usage_dialect)")

@@ -3,13 +3,22 @@
 :func:`call_row` turns one :class:`~stableprompt.UsageRecord` (with the append-only ceiling
 :func:`~stableprompt._report._summary.summarize` computed for it) into a :class:`CallRow`:
 
-* ``excluded``: why the call is left out of hit rates, ceilings and costs, or ``None``:
+* ``excluded``: why the call is left out of token sums, hit rates and ceilings, or ``None``:
   ``"unanalysed"`` (wire format ``unknown``: a request the proxy forwarded without analysis,
   another endpoint such as ``GET /v1/models`` or a body not of its endpoint's format),
   ``"no-usage"`` (no input total: a failed or interrupted call), ``"unknown-reads"`` (the
   provider did not report cache reads, e.g. vLLM without ``--enable-prompt-tokens-details``:
-  0 would be a guess), ``"inconsistent"`` (``usage_inconsistent``: the usage did not add up or
-  its total is implausible; summing it could show a 50,000% hit rate). Never summed as zeros.
+  0 would be a guess), ``"suspect"`` (``verdict_detail["usage_suspect"]``: the reported input
+  total is implausible against our estimate of the request, e.g. cached tokens counted twice),
+  ``"inconsistent"`` (``usage_inconsistent`` without suspicion: the usage did not add up;
+  summing it could show a 50,000% hit rate). Never summed as zeros. Older recorders also set
+  ``usage_inconsistent`` on suspect calls: the suspicion decides, so their rows read the same.
+* costs are not excluded with them: every call whose usage parsed is priced
+  (:func:`~stableprompt._report._pricing.price_record`), suspect or not; ``cost_complete`` is
+  false when its cost is unknown (``cost_usd`` ``None``: no usage, reads not reported, a
+  negative part, an unknown model) or a lower bound (output tokens unknown, a server-tool fee
+  unknown), and ``cost_note`` says why. An unanalysed request is no call to price (``None``,
+  complete).
 * ``read_share``: ``cache_read_tokens / input_tokens_total`` of an included call.
 * ``partial``: the call read something, but less than it could by more than the tolerance
   (one granule plus :data:`~stableprompt._policy.TOLERANCE_FRACTION` of its
@@ -30,7 +39,8 @@
   rows that kept their request body (``content``), from that body; ``None`` when unknown.
 * costs (USD, :func:`~stableprompt._report._pricing.price_call`): as reported, all uncached,
   at the ceiling (had it read ``max(read, ceiling)``) and ``lost_usd`` (the price difference
-  had the lost tokens been read).
+  had the lost tokens been read; 0 for calls excluded from rates, whose losses are not
+  counted).
 
 :func:`find_cliffs` lists the calls whose read share drops sharply against the previous
 included call of the same scenario and session (:data:`CLIFF_DROP`).
@@ -48,19 +58,22 @@ from .._canonical import loads
 from .._ledger._usage_record import UNANALYSED, UsageRecord
 from .._policy import TOLERANCE_FRACTION
 from .._recording._boundary import turn_boundary
-from ._pricing import Pricing, TokenSplit, price_call
+from ._pricing import Pricing, TokenSplit, price_call, price_record
 
 __all__ = ["CLIFF_DROP", "EXCLUSIONS", "CallRow", "Cliff", "boundary_of", "call_row",
-           "exclusion", "find_cliffs"]
+           "exclusion", "find_cliffs", "is_suspect"]
 
 EXCLUSIONS: Mapping[str, str] = {
     "unanalysed": "no LLM call to analyse (requests to other endpoints, or bodies not of "
     "their endpoint's format, forwarded by the proxy)",
     "no-usage": "no usage (failed or interrupted calls)",
     "unknown-reads": "cache reads not reported by the provider (0 would be a guess)",
-    "inconsistent": "inconsistent usage (did not add up, or implausible input total)",
+    "suspect": "an input total far from our estimate of the request (usage_suspect: "
+    "cached tokens counted twice?), priced as reported",
+    "inconsistent": "inconsistent usage (did not add up)",
 }
-"""Why a call is excluded from rates, ceilings and costs: slug -> the note's words."""
+"""Why a call is excluded from token sums, rates and ceilings (never from costs): slug -> the
+note's words."""
 
 CLIFF_DROP = 0.25
 """A cliff: the read share falls by at least this much (absolute, 0.25 = 25 points) from the
@@ -101,7 +114,8 @@ class CallRow:
     """One call of the report (see the module docstring for each derived field).
 
     Token counts are provider-reported unless named ``predicted`` or ``ceiling``; costs are
-    USD, ``None`` when unknown or the call is excluded.
+    USD, ``None`` when unknown (``cost_complete`` false, ``cost_note`` says why; a lower bound
+    when ``cost_usd`` is set and ``cost_complete`` false).
     """
 
     id: str
@@ -136,10 +150,12 @@ class CallRow:
     cost_at_ceiling_usd: float | None
     lost_usd: float | None
     agrees: bool | None = None
+    cost_complete: bool = True
+    cost_note: str | None = None
 
     @property
     def included(self) -> bool:
-        """The call counts in rates, ceilings and costs."""
+        """The call counts in token sums, rates and ceilings (costs count every call)."""
         return self.excluded is None
 
     def to_json(self) -> dict[str, Any]:
@@ -159,7 +175,8 @@ class CallRow:
             "provider": self.provider, "model": self.model, "wire_format": self.wire_format,
             "cost_usd": _round(self.cost_usd), "cost_uncached_usd": _round(self.cost_uncached_usd),
             "cost_at_ceiling_usd": _round(self.cost_at_ceiling_usd),
-            "lost_usd": _round(self.lost_usd),
+            "lost_usd": _round(self.lost_usd), "cost_complete": self.cost_complete,
+            "cost_note": self.cost_note,
         }
 
 
@@ -168,16 +185,25 @@ def _round(value: float | None) -> float | None:
 
 
 def exclusion(record: UsageRecord) -> str | None:
-    """Why ``record`` is left out of rates (a key of :data:`EXCLUSIONS`), or ``None``."""
+    """Why ``record`` is left out of token sums and rates (a key of :data:`EXCLUSIONS`), or
+    ``None``."""
     if record.wire_format == UNANALYSED:
         return "unanalysed"
     if record.input_tokens_total is None:
         return "no-usage"
     if record.cache_read_tokens is None:
         return "unknown-reads"
+    if is_suspect(record):
+        return "suspect"
     if record.usage_inconsistent:
         return "inconsistent"
     return None
+
+
+def is_suspect(record: UsageRecord) -> bool:
+    """The recorder found the reported input total implausible for the request
+    (``verdict_detail["usage_suspect"]``, ``_recording._plausibility``)."""
+    return record.verdict_detail.get("usage_suspect") is True
 
 
 def boundary_of(record: UsageRecord) -> str | None:
@@ -246,14 +272,18 @@ def call_row(record: UsageRecord, *, scenario: str, session: str, ceiling: int,
         cause = record.verdict.replace("_", "-")
     cause_detail = _str(detail, "cause_detail") or _str(detail, "reason")
     costs: list[float | None] = [None, None, None, None]
-    if pricing is not None and included:
+    complete, cost_note = excluded == "unanalysed", None
+    if pricing is not None and excluded != "unanalysed":
         split = TokenSplit.of(record)
-        cost = price_call(record, pricing, notes, split)
+        price = price_record(record, pricing, notes, split)
+        complete, cost_note = price.complete, "; ".join(price.gaps) or None
+        cost = price.usd
         if cost is not None:
             uncached = price_call(record, pricing, notes, split.uncached())
-            at_ceiling = price_call(record, pricing, notes, split.reading(ceiling))
+            at_ceiling = price_call(record, pricing, notes, split.reading(
+                ceiling if included else 0))
             lost_usd: float | None = 0.0
-            if lost:
+            if lost and included:
                 saved = price_call(record, pricing, notes, split.reading(split.read + lost))
                 lost_usd = None if saved is None else max(cost - saved, 0.0)
             costs = [cost, uncached, at_ceiling, lost_usd]
@@ -271,7 +301,7 @@ def call_row(record: UsageRecord, *, scenario: str, session: str, ceiling: int,
         after=_snippet(detail, "snippet_b", snippets, 1),
         boundary=boundary_of(record),
         cost_usd=costs[0], cost_uncached_usd=costs[1], cost_at_ceiling_usd=costs[2],
-        lost_usd=costs[3], agrees=agrees)
+        lost_usd=costs[3], agrees=agrees, cost_complete=complete, cost_note=cost_note)
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,7 +6,7 @@ Two charts, one panel per scenario (at most :data:`MAX_PANELS`, in order of firs
   (:attr:`~._calls.CallRow.read_share`, 0..1 as a percentage) against its time (``ts``, UTC),
   one line per session, and the report's cliffs (:meth:`~._summary.Report.cliffs`) as
   markers coloured by their verdict.
-* :func:`cost_svg`: the cumulative cost (USD) of the included priced calls against time:
+* :func:`cost_svg`: the cumulative cost (USD) of the priced calls against time:
   as reported (:attr:`~._calls.CallRow.cost_usd`), at the ceiling (``cost_at_ceiling_usd``)
   and with no caching (``cost_uncached_usd``). The last point of each line is the sum of
   those per-call costs, so it equals the scenario's totals when every call is priced.
@@ -238,8 +238,10 @@ def cost_svg(report: Report) -> str | None:
                 ax.plot(times, _cumulative(lines[key]), color=_COST_COLORS[key],
                         linestyle=_COST_STYLES[key], linewidth=1.4, drawstyle="steps-post")
             totals = report.scenarios[name].totals
-            ax.set_title(f"{name}: {format_usd(totals.cost_usd)} actual, "
-                         f"{format_usd(totals.cost_at_ceiling_usd)} at ceiling", loc="left")
+            done = totals.cost_complete
+            ax.set_title(f"{name}: {format_usd(totals.cost_usd, complete=done)} actual, "
+                         f"{format_usd(totals.cost_at_ceiling_usd, complete=done)} at ceiling",
+                         loc="left")
             ax.yaxis.set_major_formatter(StrMethodFormatter("${x:,.2f}"))
             ax.grid(axis="y", color="#e0e0e0", linewidth=0.6)
             _date_axis(ax)

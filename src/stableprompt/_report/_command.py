@@ -328,7 +328,8 @@ def _run(args: argparse.Namespace) -> int:
                if unimported else []),
              *([f"selection: {', '.join(selection)}; a ceiling counts only selected calls."]
                if selection else []),
-             *report.exclusion_notes(), *turn_boundary_notes(report), *ceiling_notes(report)]
+             *report.exclusion_notes(), *report.cost_notes(), *turn_boundary_notes(report),
+             *ceiling_notes(report)]
     if args.html is not None:
         write_text(args.html, html_report(report, title=f"stableprompt report: {name}",
                                           intro=header, notes=notes))

@@ -149,9 +149,9 @@ def html_report(report: Report, *, title: str, intro: Sequence[str] = (),
         rows.append(
             f"<tr><td>{e(name)}</td>{_count_cells(t)}<td class=n>{format_pct(t.of_ceiling)}</td>"
             f"<td>{e(format_verdicts(t.verdicts))}</td><td class=n>{format_pct(t.agreement)}</td>"
-            f"<td class=n>{format_usd(t.cost_usd)}</td>"
-            f"<td class=n>{format_usd(t.cost_at_ceiling_usd)}</td>"
-            f"<td class=n>{format_usd(t.cost_uncached_usd)}</td></tr>")
+            f"<td class=n>{format_usd(t.cost_usd, complete=t.cost_complete)}</td>"
+            f"<td class=n>{format_usd(t.cost_at_ceiling_usd, complete=t.cost_complete)}</td>"
+            f"<td class=n>{format_usd(t.cost_uncached_usd, complete=t.cost_complete)}</td></tr>")
     details = []
     for name, scenario in report.scenarios.items():
         session_rows = "".join(

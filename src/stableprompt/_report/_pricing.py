@@ -1,14 +1,26 @@
 """Call prices: the report's one call site of `genai-prices <https://pypi.org/project/genai-prices/>`_.
 
-:func:`price_call` prices one :class:`~stableprompt.UsageRecord` at its own date (``ts_utc``) for
-its provider and model, as reported or with its token split replaced (what the call would have
-cost all uncached, at its ceiling, or had its lost tokens been read): cache reads and writes,
-including the 1-hour write split, at their own rates. Unknown models, missing names and a
-missing library give ``None`` and one note each in :class:`Pricing`.
+:func:`price_record` prices one :class:`~stableprompt.UsageRecord` (USD) at its own date
+(``ts_utc``) for its provider and model, as reported or with its token split replaced (what the
+call would have cost all uncached, at its ceiling, or had its lost tokens been read): cache
+reads and writes, including the 1-hour write split, at their own rates; the long-context tier
+(e.g. Claude Sonnet 4.5 above 200,000 input tokens) is chosen by genai-prices from the
+inclusive input total passed to it, cache reads and writes included, as Anthropic's pricing
+page counts it. Server-tool fees are added from the counts in the usage's ``server_tool_use``
+(:data:`SERVER_TOOL_FEES`).
+
+Every call whose usage parsed is priced, whether or not its usage is suspect or added up (a
+report that does not add up is priced from its parts when none is negative). A price is
+``None`` when it cannot be computed (no usage, cache reads not reported, a negative part,
+unknown model, missing library) and is a lower bound when part of the call is unknown (a
+stream cut before its output count, a server-tool count without a known fee):
+:attr:`CallPrice.gaps` says which, one phrase each. Model and library problems also leave
+one note each in :class:`Pricing`. :func:`price_call` is the same price as a bare number.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import date, datetime
 from functools import lru_cache
@@ -16,9 +28,84 @@ from typing import Any
 
 from .._ledger._usage_record import UsageRecord
 
-__all__ = ["Pricing", "TokenSplit", "genai_prices_version", "price_call"]
+__all__ = ["SERVER_TOOL_FEES", "CallPrice", "Pricing", "ServerToolFee", "TokenSplit",
+           "genai_prices_version", "price_call", "price_record", "server_tool_counts"]
 
 _GENAI_PROVIDERS = {"gemini": "google", "bedrock": "aws", "xai": "x-ai"}
+
+
+@dataclass(frozen=True, slots=True)
+class ServerToolFee:
+    """How one count under a usage's ``server_tool_use`` is priced, beyond its tokens.
+
+    Attributes:
+        tool: Human name (``"web search"``).
+        genai_usage_key: The genai-prices usage key that prices the count at the model's own
+            rate for the call's date (``"web_searches"``); ``None``: no fee (free).
+        genai_price_key: The genai-prices price key of that rate (``"web_searches_kcount"``,
+            USD per 1,000 uses); a model without it leaves the fee unpriced (a gap).
+        source: Where the fee (or its absence) is stated.
+        as_of: Date (ISO) the source was read.
+    """
+
+    tool: str
+    genai_usage_key: str | None
+    genai_price_key: str | None
+    source: str
+    as_of: str
+
+
+SERVER_TOOL_FEES: Mapping[str, ServerToolFee] = {
+    "web_search_requests": ServerToolFee(
+        "web search", "web_searches", "web_searches_kcount",
+        "https://platform.claude.com/docs/en/agents-and-tools/tool-use/web-search-tool "
+        "(usage and pricing: $10 per 1,000 searches, plus the tokens of the results); the "
+        "per-model rate is genai-prices' (its data cites the same page)", "2026-12-07"),
+    "web_fetch_requests": ServerToolFee(
+        "web fetch", None, None,
+        "https://platform.claude.com/docs/en/agents-and-tools/tool-use/web-fetch-tool "
+        "(usage and pricing: no charge beyond the tokens of the fetched content; not re-read "
+        "against the live page, UNVERIFIED there)", "2026-12-07"),
+}
+"""Fees of Anthropic's server tools, by their key in ``usage.server_tool_use`` (the counts
+``anthropic.types.ServerToolUsage`` carries: ``web_search_requests``, ``web_fetch_requests``).
+A count under any other key (a tool added later) has no known fee: its call's price is a
+lower bound with a gap naming it, never a guess. Code execution is billed by container hours
+(Anthropic's code-execution tool page), which no usage object carries: it is not priced, and
+nothing in the usage shows that it ran. OpenAI's hosted tools (``web_search``,
+``file_search``) are billed per call too, but their usage objects carry no count (the calls
+are output items): not priced either."""
+
+
+def server_tool_counts(record: UsageRecord) -> dict[str, int]:
+    """The positive counts under ``record.usage_raw["server_tool_use"]``, by key; ``{}`` when
+    there are none (unknown usage, another wire format, no server tool used)."""
+    raw = record.usage_raw or {}
+    used = raw.get("server_tool_use")
+    if not isinstance(used, Mapping):
+        return {}
+    return {key: value for key, value in used.items()
+            if isinstance(value, int) and not isinstance(value, bool) and value > 0}
+
+
+@dataclass(frozen=True, slots=True)
+class CallPrice:
+    """One call's price.
+
+    Attributes:
+        usd: USD, ``None`` when it cannot be computed; else what the known part costs.
+        gaps: Why ``usd`` is unknown or only a lower bound, one phrase each (``"usage
+            unknown (...)"``, ``"output tokens unknown (...)"``); empty when it is the
+            call's whole cost.
+    """
+
+    usd: float | None
+    gaps: tuple[str, ...] = ()
+
+    @property
+    def complete(self) -> bool:
+        """``usd`` is the call's whole cost."""
+        return self.usd is not None and not self.gaps
 
 
 @dataclass
@@ -79,20 +166,37 @@ class TokenSplit:
         """The same call with no prompt caching at all: every input token uncached."""
         return TokenSplit(self.total, 0, 0, 0)
 
+    @property
+    def priceable(self) -> bool:
+        """No part is negative: reads and writes fit in the total, 1-hour writes in the
+        writes (a report that does not add up otherwise is still priced from its parts)."""
+        return (0 <= self.write_1h <= self.write and self.read >= 0
+                and self.read + self.write <= self.total)
+
 
 @lru_cache(maxsize=65_536)
 def _price(provider: str, model: str, day: date, total: int, read: int, write: int,
-           write_1h: int, output: int) -> float:
+           write_1h: int, output: int,
+           fees: tuple[tuple[str, int], ...] = ()) -> tuple[float, tuple[str, ...]]:
+    """USD of the tokens and of the server-tool ``fees`` (``(server_tool_use key, count)``
+    pairs, keys of :data:`SERVER_TOOL_FEES`), and the keys whose fee the model has no rate
+    for (not priced)."""
     from genai_prices import Usage, calc_price
 
     usage: dict[str, int] = {"input_tokens": total, "cache_read_tokens": read,
                              "cache_write_tokens": write, "output_tokens": output}
     if write_1h:
         usage["cache_write_1h_tokens"] = write_1h
+    for key, count in fees:
+        usage_key = SERVER_TOOL_FEES[key].genai_usage_key
+        if usage_key is not None:
+            usage[usage_key] = count
     stamp = datetime(day.year, day.month, day.day, 12)
     result = calc_price(Usage(**usage), model, provider_id=_GENAI_PROVIDERS.get(provider, provider),
                         genai_request_timestamp=stamp)
-    return float(result.total_price)
+    unpriced = tuple(key for key, _ in fees if (price_key := SERVER_TOOL_FEES[key].genai_price_key)
+                     and getattr(result.model_price, price_key, None) is None)
+    return float(result.total_price), unpriced
 
 
 def genai_prices_version() -> str | None:
@@ -107,38 +211,72 @@ def genai_prices_version() -> str | None:
 
 def price_call(record: UsageRecord, pricing: Pricing, notes: dict[str, None],
                split: TokenSplit | None = None) -> float | None:
+    """:func:`price_record`'s USD alone (``None``: unknown; a lower bound when it has gaps)."""
+    return price_record(record, pricing, notes, split).usd
+
+
+def price_record(record: UsageRecord, pricing: Pricing, notes: dict[str, None],
+                 split: TokenSplit | None = None) -> CallPrice:
     """Price one call (USD) at its date; ``split`` replaces its reported input split.
 
     Args:
-        record: The call (provider, model, date and output tokens are taken from it).
+        record: The call (provider, model, date, output tokens and ``usage_raw``'s
+            server-tool counts are taken from it).
         pricing: Updated with the dates priced.
-        notes: Collects why a call could not be priced (one key per reason).
+        notes: Collects why calls could not be priced and which fees were added (one key
+            per reason).
         split: Input tokens to price (default: as reported, :meth:`TokenSplit.of`).
 
     Returns:
-        The price, or ``None`` (with a note) when it cannot be priced.
+        The price (module docstring): ``usd`` ``None`` with a gap when it cannot be computed;
+        a lower bound with gaps when the output count or a server-tool fee is unknown.
     """
+    if record.input_tokens_total is None:
+        return CallPrice(None, ("usage unknown (the call failed or was cut before any usage "
+                                "was reported)",))
+    if record.cache_read_tokens is None:
+        return CallPrice(None, ("cache reads not reported (the split is unknown)",))
+    split = split or TokenSplit.of(record)
+    if not split.priceable:
+        return CallPrice(None, ("usage does not add up (a negative part): no price",))
     if pricing.source.startswith("genai-prices not"):
         notes["genai-prices is not installed: costs omitted"] = None
-        return None
+        return CallPrice(None, ("genai-prices not installed",))
     model, provider = record.model, record.provider
     if not model or not provider:
         notes["calls without a model or provider name: cost omitted"] = None
-        return None
-    split = split or TokenSplit.of(record)
+        return CallPrice(None, ("no model or provider name",))
+    gaps: list[str] = []
+    fees: list[tuple[str, int]] = []
+    for key, count in server_tool_counts(record).items():
+        fee = SERVER_TOOL_FEES.get(key)
+        if fee is None:
+            gaps.append(f"{count:,} server_tool_use.{key} without a known fee: not priced")
+            continue
+        fees.append((key, count))
+        if fee.genai_usage_key is not None:
+            notes[f"{fee.tool} fees: priced per use from usage.server_tool_use.{key} at "
+                  f"genai-prices' rate for the call's model and date ({fee.source}; "
+                  f"{fee.as_of})"] = None
     day = record.ts_utc.date()
     try:
-        cost = _price(provider, model, day, split.total, split.read, split.write,
-                      split.write_1h, record.output_tokens or 0)
+        cost, unpriced = _price(provider, model, day, split.total, split.read, split.write,
+                                split.write_1h, record.output_tokens or 0, tuple(fees))
     except LookupError:
         notes[f"genai-prices has no price for model {model!r} at provider {provider!r}: "
               "cost omitted"] = None
-        return None
+        return CallPrice(None, ("its model has no price in genai-prices (see the pricing "
+                                "notes)",))
     except Exception as exc:  # a pricing-library problem must not hide the token numbers
         notes[f"cannot price {model!r}: {type(exc).__name__}: {exc}"] = None
-        return None
+        return CallPrice(None, ("the pricing library failed (see the pricing notes)",))
+    gaps.extend(f"{SERVER_TOOL_FEES[key].tool} fee: genai-prices has no rate for its model"
+                for key in unpriced)
+    if record.output_tokens is None:
+        gaps.append("output tokens unknown (the response ended before its final usage): "
+                    "input priced")
     if pricing.first_date is None or day < pricing.first_date:
         pricing.first_date = day
     if pricing.last_date is None or day > pricing.last_date:
         pricing.last_date = day
-    return cost
+    return CallPrice(cost, tuple(gaps))

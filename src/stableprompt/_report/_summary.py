@@ -6,10 +6,12 @@ groups them by ``scenario`` and ``session_id``. Every number comes from the reco
 * ``calls``: records in the group (failed calls included).
 * Excluded calls (:func:`~._calls.exclusion`): requests forwarded unanalysed by the proxy
   (``unanalysed``: wire format ``unknown``), no usage (``unknown_usage``), cache reads not
-  reported (``unknown_reads``) or inconsistent usage (``inconsistent``) count as calls and
-  verdicts but add nothing to any sum, rate, ceiling or cost below: an unknown read is not a
-  0 read. :meth:`Summary.exclusion_notes` names how many and why; a group with nothing left
-  shows ``None`` ("—").
+  reported (``unknown_reads``), a suspect input total (``suspect``:
+  ``verdict_detail["usage_suspect"]``) or usage that did not add up (``inconsistent``) count
+  as calls and verdicts but add nothing to any token sum, rate or ceiling below: an unknown
+  read is not a 0 read. :meth:`Summary.exclusion_notes` names how many and why; a group with
+  nothing left shows ``None`` ("—"). Costs exclude none of them but unanalysed requests
+  (``cost_usd`` below).
 * ``input_tokens`` / ``cache_read_tokens`` / ``cache_write_tokens`` / ``output_tokens`` /
   ``uncached_tokens``: sums of the provider-reported fields over the included calls
   (``input_tokens`` is the inclusive total, ``gen_ai.usage.input_tokens``).
@@ -47,11 +49,18 @@ groups them by ``scenario`` and ``session_id``. Every number comes from the reco
 * ``agreement``: fraction of calls with both numbers known whose predicted cache reads
   (``predicted_cache_read_tokens``) equal the reported ones within the provider's granularity
   (``|predicted - reported| < granularity_tokens``); ``None`` when no call has both.
-* ``cost_usd``: each call priced with `genai-prices <https://pypi.org/project/genai-prices/>`_
-  at its own date (``ts_utc``) for its provider and model (cache reads and writes, including
-  the 1-hour write split, at their own rates; :mod:`._pricing`); ``None`` with a note when the
-  model is unknown. ``cost_uncached_usd``: the same calls with no caching;
-  ``cost_at_ceiling_usd``: had each read at least its ceiling.
+* ``cost_usd`` (USD): every call whose usage parsed, suspect or not, priced with
+  `genai-prices <https://pypi.org/project/genai-prices/>`_ at its own date (``ts_utc``) for
+  its provider and model (cache reads and writes, including the 1-hour write split, at their
+  own rates; the long-context tier; server-tool fees from ``usage_raw["server_tool_use"]``;
+  :mod:`._pricing`). Money is never dropped: a call whose cost is unknown (no usage, reads not
+  reported, a negative part, an unknown model) or only partly known (output tokens unknown,
+  a server-tool fee unknown) makes the sum a lower bound: ``cost_complete`` false and
+  ``cost_unknown_calls`` counts those calls (the text and HTML show ``≥$X``; each call's
+  ``cost_note`` and :meth:`Summary.cost_notes` name them). ``cost_usd`` is ``None`` only when
+  no call of the group could be priced at all, or pricing was off. ``cost_uncached_usd``: the
+  same calls with no caching; ``cost_at_ceiling_usd``: had each read at least its ceiling
+  (0 for calls excluded from rates).
 
 Per call: :attr:`Summary.calls` (:class:`~._calls.CallRow`); causes ranked by lost tokens and
 dollars: :meth:`Summary.causes`; read-share cliffs: :meth:`Summary.cliffs`; what
@@ -134,7 +143,11 @@ class Totals:
             not of their endpoint's format): excluded.
         unknown_usage: Calls whose usage is unknown (failed, interrupted): excluded.
         unknown_reads: Calls whose provider did not report cache reads: excluded.
-        inconsistent: Calls flagged ``usage_inconsistent``: excluded.
+        suspect: Calls whose input total is implausible for their request
+            (``verdict_detail["usage_suspect"]``): excluded from token sums and rates,
+            priced as reported.
+        inconsistent: Calls flagged ``usage_inconsistent`` without suspicion (the usage did
+            not add up): excluded from token sums and rates.
         input_tokens: Reported input tokens of the included calls, inclusive of cache reads
             and writes.
         cache_read_tokens: Reported cache reads.
@@ -146,7 +159,11 @@ class Totals:
         verdicts: Calls per verdict (all calls).
         agreement_calls: Calls with both predicted and reported reads.
         agreement_matches: Of those, calls where they agree within the granularity.
-        cost_usd: Summed price (USD), ``None`` when any included call could not be priced.
+        cost_usd: Summed price (USD) of every priced call, a lower bound when
+            ``cost_unknown_calls``; ``None`` when no call could be priced (or pricing is off).
+        cost_unknown_calls: Calls whose cost is unknown or only partly known (their
+            ``cost_note`` says why); :attr:`cost_complete` is ``cost_unknown_calls == 0``.
+        priced_calls: Calls with a known cost (whole, or a lower bound).
         cost_uncached_usd: The same calls priced with no caching at all.
         cost_at_ceiling_usd: The same calls priced as if each read at least its ceiling.
         lost_usd: What the lost tokens cost beyond a cache read.
@@ -160,6 +177,7 @@ class Totals:
     unanalysed: int = 0
     unknown_usage: int = 0
     unknown_reads: int = 0
+    suspect: int = 0
     inconsistent: int = 0
     input_tokens: int = 0
     cache_read_tokens: int = 0
@@ -172,6 +190,8 @@ class Totals:
     agreement_calls: int = 0
     agreement_matches: int = 0
     cost_usd: float | None = 0.0
+    cost_unknown_calls: int = 0
+    priced_calls: int = 0
     cost_uncached_usd: float | None = 0.0
     cost_at_ceiling_usd: float | None = 0.0
     lost_usd: float | None = 0.0
@@ -196,9 +216,15 @@ class Totals:
 
     @property
     def excluded(self) -> int:
-        """Calls left out of every sum and rate (unanalysed, unknown usage or reads,
-        inconsistent)."""
-        return self.unanalysed + self.unknown_usage + self.unknown_reads + self.inconsistent
+        """Calls left out of every token sum and rate (unanalysed, unknown usage or reads,
+        suspect, inconsistent)."""
+        return (self.unanalysed + self.unknown_usage + self.unknown_reads + self.suspect
+                + self.inconsistent)
+
+    @property
+    def cost_complete(self) -> bool:
+        """:attr:`cost_usd` is the whole cost of the group's calls (not a lower bound)."""
+        return self.cost_unknown_calls == 0
 
     @property
     def uncached_tokens(self) -> int:
@@ -234,17 +260,12 @@ class Totals:
         if agrees is not None:
             self.agreement_calls += 1
             self.agreement_matches += int(agrees)
-        if row.excluded == "unanalysed":
-            self.unanalysed += 1
-            return
-        if row.excluded == "no-usage":
-            self.unknown_usage += 1
-            return
-        if row.excluded == "unknown-reads":
-            self.unknown_reads += 1
-            return
-        if row.excluded == "inconsistent":
-            self.inconsistent += 1
+        self._add_cost(row, priced)
+        if row.excluded is not None:
+            name = {"unanalysed": "unanalysed", "no-usage": "unknown_usage",
+                    "unknown-reads": "unknown_reads", "suspect": "suspect",
+                    "inconsistent": "inconsistent"}[row.excluded]
+            setattr(self, name, getattr(self, name) + 1)
             return
         self.input_tokens += row.input_tokens or 0
         self.cache_read_tokens += row.cache_read_tokens or 0
@@ -261,14 +282,28 @@ class Totals:
             self.cross_calls += 1
             self.cross_input_tokens += row.input_tokens or 0
             self.cross_read_tokens += row.cache_read_tokens or 0
-        if priced:
-            self.cost_usd = _add(self.cost_usd, row.cost_usd)
-            self.cost_uncached_usd = _add(self.cost_uncached_usd, row.cost_uncached_usd)
-            self.cost_at_ceiling_usd = _add(self.cost_at_ceiling_usd, row.cost_at_ceiling_usd)
-            self.lost_usd = _add(self.lost_usd, row.lost_usd)
-        else:  # summarize(price=False): no cost is known
+
+    def _add_cost(self, row: CallRow, priced: bool) -> None:
+        """Add one call's costs: a known cost is summed (also a lower bound); an unknown one
+        is counted in :attr:`cost_unknown_calls`, never summed as 0."""
+        if not priced:  # summarize(price=False): no cost is known
             self.cost_usd = self.cost_uncached_usd = self.cost_at_ceiling_usd = None
             self.lost_usd = None
+            return
+        self.cost_unknown_calls += int(not row.cost_complete)
+        if row.cost_usd is None:
+            if not row.cost_complete and not self.priced_calls:  # nothing known yet
+                self.cost_usd = self.cost_uncached_usd = self.cost_at_ceiling_usd = None
+                self.lost_usd = None
+            return
+        if not self.priced_calls:  # the first known cost: unknown ones before it are counted
+            self.cost_usd = self.cost_uncached_usd = self.cost_at_ceiling_usd = 0.0
+            self.lost_usd = 0.0
+        self.priced_calls += 1
+        self.cost_usd = _add(self.cost_usd, row.cost_usd)
+        self.cost_uncached_usd = _add(self.cost_uncached_usd, row.cost_uncached_usd)
+        self.cost_at_ceiling_usd = _add(self.cost_at_ceiling_usd, row.cost_at_ceiling_usd)
+        self.lost_usd = _add(self.lost_usd, row.lost_usd)
 
     def to_json(self) -> dict[str, Any]:
         """The issue's fields: calls, input_tokens, cache_read_tokens, cache_write_tokens,
@@ -286,10 +321,11 @@ class Totals:
 
     def to_full_json(self) -> dict[str, Any]:
         """:meth:`to_json` plus output and uncached tokens, exclusions (``unanalysed``,
-        ``unknown_usage``, ``unknown_reads``, ``inconsistent``, ``excluded``), ceiling tokens,
-        share of the ceiling, partial calls, lost tokens, costs (USD, rounded to 6 digits) and
-        ``turn_boundary``: hit rates (and calls) inside user turns vs first after a user
-        message."""
+        ``unknown_usage``, ``unknown_reads``, ``suspect``, ``inconsistent``, ``excluded``),
+        ceiling tokens, share of the ceiling, partial calls, lost tokens, costs (USD, rounded
+        to 6 digits; ``cost_complete``: false when ``cost_usd`` is a lower bound, with
+        ``cost_unknown_calls`` calls unknown or partly known) and ``turn_boundary``: hit rates
+        (and calls) inside user turns vs first after a user message."""
         return {
             **self.to_json(),
             "output_tokens": self.output_tokens,
@@ -297,6 +333,7 @@ class Totals:
             "unanalysed": self.unanalysed,
             "unknown_usage": self.unknown_usage,
             "unknown_reads": self.unknown_reads,
+            "suspect": self.suspect,
             "inconsistent": self.inconsistent,
             "excluded": self.excluded,
             "ceiling_tokens": self.ceiling_tokens,
@@ -304,6 +341,8 @@ class Totals:
             "partial": self.partial,
             "lost_tokens": self.lost_tokens,
             "cost_usd": _round(self.cost_usd),
+            "cost_complete": self.cost_complete,
+            "cost_unknown_calls": self.cost_unknown_calls,
             "cost_uncached_usd": _round(self.cost_uncached_usd),
             "cost_at_ceiling_usd": _round(self.cost_at_ceiling_usd),
             "lost_usd": _round(self.lost_usd),
@@ -368,7 +407,8 @@ class Summary:
 
     @property
     def cost_usd(self) -> float | None:
-        """Summed price of the included calls (USD), ``None`` when any could not be priced."""
+        """Summed price of every priced call (USD; :attr:`Totals.cost_usd`): a lower bound
+        when ``overall.cost_complete`` is false (:meth:`cost_notes` names the calls)."""
         return self.overall.cost_usd
 
     def group_by(self, by: str = "scenario") -> dict[str, Totals]:
@@ -396,19 +436,46 @@ class Summary:
         none."""
         t = self.overall
         counts = {"unanalysed": t.unanalysed, "no-usage": t.unknown_usage,
-                  "unknown-reads": t.unknown_reads, "inconsistent": t.inconsistent}
+                  "unknown-reads": t.unknown_reads, "suspect": t.suspect,
+                  "inconsistent": t.inconsistent}
         parts = [f"{n:,} with {EXCLUSIONS[k]}" for k, n in counts.items() if n]
         if not parts:
             return []
-        return [f"{t.excluded:,} of {t.calls:,} calls excluded from hit rates, ceilings and "
-                f"costs (counted as calls and verdicts, never as 0 reads): {'; '.join(parts)}."]
+        return [f"{t.excluded:,} of {t.calls:,} calls excluded from token sums, hit rates and "
+                f"ceilings (counted as calls and verdicts, never as 0 reads): "
+                f"{'; '.join(parts)}."]
+
+    def cost_notes(self, *, limit: int = 10) -> list[str]:
+        """What the costs leave out, one line each; ``[]`` when every call's cost is whole
+        and none is suspect: the calls whose cost is unknown or a lower bound (``≥``), with
+        their ids and why (at most ``limit`` named), and the suspect calls priced as
+        reported (``usage_suspect``)."""
+        if not self.priced:
+            return []
+        lines: list[str] = []
+        partial = [row for row in self.calls if not row.cost_complete]
+        if partial:
+            named = "; ".join(f"{row.id}: {row.cost_note or 'unknown'}"
+                              for row in partial[:limit])
+            more = f"; and {len(partial) - limit:,} more" if len(partial) > limit else ""
+            lines.append(f"Costs marked ≥ are lower bounds: {len(partial):,} call"
+                         f"{'s' if len(partial) != 1 else ''} with a cost unknown or only "
+                         f"partly known: {named}{more}.")
+        suspect = [row.id for row in self.calls if row.excluded == "suspect"]
+        if suspect:
+            more = f", and {len(suspect) - limit:,} more" if len(suspect) > limit else ""
+            lines.append(f"{len(suspect):,} call{'s' if len(suspect) != 1 else ''} priced as "
+                         "reported although the input total is far from our estimate of the "
+                         "request (usage_suspect: cached tokens counted twice? see "
+                         f"usage_dialect); not in hit rates: {', '.join(suspect[:limit])}{more}.")
+        return lines
 
     def to_json(self, *, sessions: bool = True, by: str = "scenario") -> dict[str, Any]:
         """``{"records", "pricing", "scenarios": {name: {...full totals..., "models",
         "sessions": {id: {...}}}}, "overall", "by", "groups", "calls", "causes", "cliffs",
-        "exclusions", "reads_beyond_ledger", "stabilized"}`` (``groups``: :meth:`group_by` as
-        a list, each entry with its ``group`` key; by scenario also with ``scenario``,
-        ``models`` and ``providers``)."""
+        "exclusions", "cost_notes", "reads_beyond_ledger", "stabilized"}`` (``groups``:
+        :meth:`group_by` as a list, each entry with its ``group`` key; by scenario also with
+        ``scenario``, ``models`` and ``providers``)."""
         out: dict[str, Any] = {}
         groups: list[dict[str, Any]] = []
         if by != "scenario":
@@ -427,6 +494,7 @@ class Summary:
                 "causes": [cause.to_json() for cause in self.causes()],
                 "cliffs": [cliff.to_json() for cliff in self.cliffs()],
                 "exclusions": self.exclusion_notes(),
+                "cost_notes": self.cost_notes(),
                 "reads_beyond_ledger": self.reads_beyond_ledger,
                 "stabilized": self.stabilized.to_json()}
 

@@ -50,9 +50,13 @@ def format_int(value: int) -> str:
     return f"{value:,}"
 
 
-def format_usd(value: float | None) -> str:
-    """A cost in USD with 4 decimals, ``"$0.0123"``; ``"—"`` when unknown."""
-    return "—" if value is None else f"${value:,.4f}"
+def format_usd(value: float | None, *, complete: bool = True) -> str:
+    """A cost in USD with 4 decimals, ``"$0.0123"``; ``"≥$0.0123"`` when it is a lower bound
+    (``complete`` false: some calls' costs are unknown, :attr:`~._summary.Totals.cost_complete`);
+    ``"—"`` when unknown."""
+    if value is None:
+        return "—"
+    return f"{'' if complete else '≥'}${value:,.4f}"
 
 
 def format_verdicts(counts: Mapping[str, int]) -> str:
@@ -161,7 +165,7 @@ def print_tables(report: Report, *, title: str, file: TextIO | None = None,
         table.add_row(name, format_int(t.calls), format_int(t.input_tokens),
                       format_int(t.cache_read_tokens), format_int(t.cache_write_tokens),
                       format_pct(t.hit_rate), format_pct(t.ceiling), format_pct(t.of_ceiling),
-                      format_pct(t.agreement), format_usd(t.cost_usd))
+                      format_pct(t.agreement), format_usd(t.cost_usd, complete=t.cost_complete))
     console.print(table)
     verdicts = Table(title="verdicts (one per call)", title_justify="left", header_style="bold")
     verdicts.add_column("scenario", no_wrap=True)
@@ -290,7 +294,7 @@ def _print_groups(console: Any, report: Report, by: str) -> None:
                       format_int(t.cache_read_tokens), format_pct(t.hit_rate),
                       format_pct(t.ceiling), format_pct(t.intra_turn_hit_rate),
                       format_pct(t.cross_turn_hit_rate), format_verdicts(t.verdicts),
-                      format_usd(t.cost_usd))
+                      format_usd(t.cost_usd, complete=t.cost_complete))
     console.print(table)
 
 
