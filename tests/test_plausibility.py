@@ -12,6 +12,7 @@ import pytest
 from stableprompt import parse_usage
 from stableprompt._exceptions import ConfigurationError
 from stableprompt._ledger._ledger import Ledger
+from stableprompt._recording._observer import Observation
 from stableprompt._recording._plausibility import (
     HIDDEN_TOKENS_SLACK,
     USAGE_RATIO_HIGH,
@@ -230,7 +231,8 @@ def test_a_recorded_file_document_call_is_not_suspect_and_is_priced() -> None:
     answer = {"id": "m1", "type": "message", "role": "assistant", "content": [],
               "usage": {"input_tokens": 50_000, "output_tokens": 40,
                         "cache_read_input_tokens": 0, "cache_creation_input_tokens": 0}}
-    record = recorder.finish(pending, status_code=200, body=json.dumps(answer).encode())
+    record = recorder.finish(pending, Observation(status_code=200,
+                                                body=json.dumps(answer).encode()))
     assert record is not None
     assert "usage_suspect" not in record.verdict_detail and not record.usage_inconsistent
     (row,) = recorder.summary().calls

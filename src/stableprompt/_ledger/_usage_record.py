@@ -150,9 +150,10 @@ class UsageRecord(BaseModel):
         cache_write_5m_tokens: Part of ``cache_write_tokens`` written with the 5-minute TTL.
         cache_write_1h_tokens: Part of ``cache_write_tokens`` written with the 1-hour TTL.
         output_tokens: Provider-reported output tokens.
-        usage_inconsistent: The provider's usage did not add up (kept as reported, not clamped),
-            or its input total is implausible against our estimate of the request
-            (``verdict_detail["usage_suspect"]``, see ``_recording._plausibility``).
+        usage_inconsistent: The provider's usage did not add up (kept as reported, not
+            clamped). An input total implausible against our estimate of the request is
+            ``verdict_detail["usage_suspect"]`` instead (``_recording._plausibility``; older
+            ledgers set both): a note beside the cost, which is still priced.
         usage_raw: The provider's usage object as received (JSON).
         verdict: Attribution verdict.
         verdict_detail: Evidence for the verdict (JSON object), e.g. ``segment``, ``path``,

@@ -233,8 +233,6 @@ def record_of(pending: Pending, outcome: Outcome, attribution: Attribution | Non
         detail.update(extra)
     usage = outcome.usage
     fields = {**identity_fields(pending, scenario), **usage_fields(usage)}
-    fields["usage_inconsistent"] = fields["usage_inconsistent"] or bool(
-        detail.get("usage_suspect"))
     found = attribution
     diagnostics = provider_diagnostics(pending, outcome.diagnostics)
     server = server_diagnosis(diagnostics, "unknown" if found is None else found.verdict,

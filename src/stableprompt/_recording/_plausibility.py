@@ -15,7 +15,8 @@ it counts. There a reported total far above our estimate is that content, not a 
 
 The flag never changes a verdict: a suspect report is still attributed as reported (the
 caller fixes the dialect, ``Recorder(usage_dialect=...)``); it is evidence in
-``verdict_detail`` and sets the record's ``usage_inconsistent``.
+``verdict_detail`` (``usage_suspect``), which keeps the call out of the report's token sums and
+hit rates but never out of its cost.
 """
 
 from __future__ import annotations
