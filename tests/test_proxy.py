@@ -344,6 +344,40 @@ def test_capture_dir_holds_what_lint_reads(emu: Emulator, tmp_path: Path) -> Non
     assert capture.entries[0].wire_format == "anthropic"
 
 
+def test_capture_and_row_scrub_a_key_reused_as_the_session_id(
+        tmp_path: Path, ledger: Ledger, capsys: pytest.CaptureFixture[str]) -> None:
+    """A credential header's value sent again as the session header is scrubbed from the
+    capture (so ``lint --json`` cannot reprint it) and from the ledger row."""
+    from stableprompt._cli import main
+
+    azure_key = "0123456789abcdef0123456789abcdef"  # Azure's shape: no key pattern matches
+    forwarded: list[str] = []
+
+    def upstream(request: httpx.Request) -> httpx.Response:
+        forwarded.append(request.headers["x-stableprompt-session"])
+        return httpx.Response(200, json={
+            "id": "m", "type": "message", "role": "assistant", "model": A_MODEL,
+            "content": [{"type": "text", "text": "ok"}], "stop_reason": "end_turn",
+            "usage": {"input_tokens": 3, "output_tokens": 1}})
+
+    with Proxy("http://upstream.invalid", transport=_mock(upstream),
+               recorder=Recorder(ledger), capture=str(tmp_path / "cap")) as p, \
+            httpx.Client(base_url=p.base_url) as client:
+        answer = client.post("/v1/messages", json=a_body(f"key {azure_key}"), headers={
+            "api-key": azure_key, "x-stableprompt-session": azure_key})
+        assert answer.status_code == 200
+        deadline = time.monotonic() + 10
+        while not list(ledger.iter_records()) and time.monotonic() < deadline:
+            time.sleep(0.01)
+    assert forwarded == [azure_key]  # forwarded unchanged; only what is stored is scrubbed
+    (path,) = (tmp_path / "cap").glob("proxy-*.jsonl")
+    assert azure_key not in path.read_text()
+    assert main(["lint", "--json", str(path)]) in (0, 1)
+    assert azure_key not in capsys.readouterr().out
+    (record,) = ledger.iter_records()
+    assert azure_key not in record.to_json().decode()
+
+
 def test_bound_socket_lets_asyncio_disable_nagle() -> None:
     """The listening socket says TCP (``IPPROTO_TCP``), so asyncio sets ``TCP_NODELAY`` on
     its connections: a body chunk never waits ~40 ms for the client's delayed ACK."""
