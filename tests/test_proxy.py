@@ -520,7 +520,50 @@ def test_upstream_prefix_and_query_are_kept() -> None:
     with Proxy("http://upstream.invalid/api/", transport=_mock(upstream)) as p, \
             httpx.Client(base_url=p.base_url) as client:
         assert client.get("/v1/files/a%2Fb?x=1&y=%20").status_code == 204
+        assert client.get("/v1/files/..hidden/a.b").status_code == 204  # no dot segment
     assert seen[0].raw_path == b"/api/v1/files/a%2Fb?x=1&y=%20"
+    assert seen[1].raw_path == b"/api/v1/files/..hidden/a.b"
+
+
+@pytest.mark.parametrize("target", [
+    "/../secret", "/v1/../../secret", "/v1/%2e%2e/%2E%2E/secret", "/v1/..%2F..%2Fsecret",
+    "/v1/%2e%2e%2fsecret", "/v1/.%2e/secret", "/v1/..%5Csecret", "/v1/%252e%252e/secret",
+    "/v1/./models", "/v1/..",
+])
+def test_a_dot_segment_cannot_leave_the_upstream_prefix(target: str) -> None:
+    """A path with a dot segment (literal or percent-encoded, also beside an encoded slash or
+    backslash) is answered 400 in the proxy's JSON shape, never forwarded, and gets one
+    unanalysed row."""
+    import http.client
+
+    forwarded: list[bytes] = []
+
+    def upstream(request: httpx.Request) -> httpx.Response:
+        forwarded.append(request.url.raw_path)
+        return httpx.Response(204)
+
+    recorder = Recorder()
+    with Proxy("http://upstream.invalid/api/", recorder=recorder,
+               transport=_mock(upstream)) as p:
+        host, port = p.base_url.removeprefix("http://").split(":")
+        connection = http.client.HTTPConnection(host, int(port), timeout=5)
+        try:
+            connection.request("GET", target, headers={"x-api-key": A_KEY,
+                                                       "x-stableprompt-session": "s-path"})
+            answer = connection.getresponse()
+            status, body = answer.status, json.loads(answer.read())
+        finally:
+            connection.close()
+        p.app.drain()
+    assert forwarded == []
+    assert status == 400
+    assert body["type"] == "error" and body["error"]["type"] == "path_outside_upstream"
+    (record,) = recorder.records
+    assert (record.wire_format, record.verdict, record.status_code) == ("unknown", "unknown",
+                                                                        400)
+    assert record.session_id == "s-path"
+    assert "refused" in str(record.verdict_detail["unknown_reason"])
+    assert A_KEY not in record.to_json().decode()
 
 
 def test_an_upstream_cut_mid_stream_cuts_the_client_and_is_recorded() -> None:
