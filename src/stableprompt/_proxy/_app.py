@@ -76,8 +76,8 @@ from ._capture import CaptureWriter
 from ._headers import authorized, error_body, forwarded_headers
 from ._pool import ShardedTransport
 
-__all__ = ["DEFAULT_MAX_BODY_BYTES", "DEFAULT_MAX_CONCURRENCY", "CallLog", "ProxyApp",
-           "ProxyConfig"]
+__all__ = ["DEFAULT_HEADER_TIMEOUT_S", "DEFAULT_MAX_BODY_BYTES", "DEFAULT_MAX_CONCURRENCY",
+           "CallLog", "ProxyApp", "ProxyConfig"]
 
 _log = logging.getLogger("stableprompt.proxy")
 
@@ -86,6 +86,10 @@ DEFAULT_MAX_BODY_BYTES = 32 * 1024 * 1024
 
 DEFAULT_MAX_CONCURRENCY = 256
 """Requests in flight at which the proxy answers 503 (``ProxyConfig.max_concurrency``)."""
+
+DEFAULT_HEADER_TIMEOUT_S = 10.0
+"""Seconds a connection has to complete a request's headers (``ProxyConfig.header_timeout_s``,
+``--header-timeout``): an SDK sends them in one write; a slow link needs a round trip or two."""
 
 _METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
 _JSON = [(b"content-type", b"application/json")]
@@ -120,6 +124,8 @@ class ProxyConfig:
         max_concurrency: Requests in flight at most (from the request's arrival until the
             end of its answer is sent, streams included); one more is answered 503 (JSON,
             ``proxy_overloaded``), not forwarded, no row. ``None``: no limit here.
+        header_timeout_s: Seconds a connection has to complete a request's headers, else it
+            is closed (the server's, ``_connections``: a slowloris defence).
     """
 
     upstream: str
@@ -132,6 +138,7 @@ class ProxyConfig:
     stabilize: bool = False
     record_in_thread: bool = False
     max_concurrency: int | None = DEFAULT_MAX_CONCURRENCY
+    header_timeout_s: float = DEFAULT_HEADER_TIMEOUT_S
 
 
 CallLog = Callable[[str, str, int, "UsageRecord | None"], None]

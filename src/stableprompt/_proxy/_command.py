@@ -20,7 +20,14 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .._subcommand import Subcommand, UsageError, int_arg, output_dir_arg, output_file_arg
+from .._subcommand import (
+    Subcommand,
+    UsageError,
+    int_arg,
+    output_dir_arg,
+    output_file_arg,
+    seconds_arg,
+)
 from ._headers import TOKEN_HEADER
 
 if TYPE_CHECKING:
@@ -71,8 +78,16 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="largest request body accepted, else 413 (default 32 MiB)")
     parser.add_argument("--max-concurrency", type=_positive, default=None, metavar="N",
                         help="requests in flight (streams included) at most; one more gets a "
-                        "JSON 503 (default 256). Open connections, idle keep-alive ones "
-                        "included, are capped at 4xN (uvicorn's plain 503 beyond)")
+                        "JSON 503 (default 256). Open connections, idle and half-open ones "
+                        "included, are capped at 4xN (lower if the open-file limit, ulimit -n, "
+                        "requires): one more closes the connection waiting longest for its "
+                        "request headers")
+    parser.add_argument("--header-timeout", type=seconds_arg(zero=False), default=None,
+                        metavar="S",
+                        help="close a connection that has not sent a request's complete "
+                        "headers S seconds after it opened, or after the first byte of its "
+                        "next request (default 10; against clients holding connections "
+                        "open without a request)")
     parser.add_argument("--shutdown-timeout", type=_positive, default=30, metavar="S",
                         help="on SIGTERM, wait at most S seconds for calls in flight "
                         "(default 30); calls still running then are cut, one warning each, "
@@ -162,7 +177,13 @@ def _run(args: argparse.Namespace) -> int:
             f"reach it could use your API keys through the proxy; pass --access-token TOKEN "
             f"(or set {TOKEN_ENV}) too (every request must then carry it), or bind 127.0.0.1")
     try:
-        from ._app import DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_CONCURRENCY, ProxyApp, ProxyConfig
+        from ._app import (
+            DEFAULT_HEADER_TIMEOUT_S,
+            DEFAULT_MAX_BODY_BYTES,
+            DEFAULT_MAX_CONCURRENCY,
+            ProxyApp,
+            ProxyConfig,
+        )
         from ._capture import CaptureWriter
         from ._server import bind, server_for
     except ImportError as exc:
@@ -188,7 +209,8 @@ def _run(args: argparse.Namespace) -> int:
                              max_body_bytes=args.max_body_bytes or DEFAULT_MAX_BODY_BYTES,
                              provider=args.provider, stabilize=args.stabilize,
                              record_in_thread=not args.record_inline,
-                             max_concurrency=args.max_concurrency or DEFAULT_MAX_CONCURRENCY)
+                             max_concurrency=args.max_concurrency or DEFAULT_MAX_CONCURRENCY,
+                             header_timeout_s=args.header_timeout or DEFAULT_HEADER_TIMEOUT_S)
         app = ProxyApp(config, recorder=Recorder(ledger, provider=args.provider),
                        capture=capture, on_call=None if args.quiet else _line)
         server = server_for(app, shutdown_timeout_s=args.shutdown_timeout,
