@@ -324,3 +324,21 @@ def test_all_interfaces_banner_names_a_usable_client_url_never_the_token(
                 proc.kill()
             out, err = proc.communicate(timeout=10)
     assert token not in out + err
+
+
+def test_log_lines_show_terminal_escapes_literally(capsys: pytest.CaptureFixture[str]) -> None:
+    """A request path holding terminal escapes is printed literally in the per-call line and
+    in the proxy's log lines (``uvicorn_logging``'s formatter)."""
+    import logging
+
+    from stableprompt._proxy._command import _line, uvicorn_logging
+
+    _line("GET", "/v1/\x1b[2J\x1b]8;;https://evil.invalid\x07x\r\n", 404, None)
+    out = capsys.readouterr().out
+    assert out == "GET /v1/\\x1b[2J\\x1b]8;;https://evil.invalid\\x07x\\r\\n 404\n"
+    plain = uvicorn_logging()["formatters"]["plain"]  # type: ignore[index]
+    formatter = plain["()"](fmt=plain["fmt"])
+    record = logging.LogRecord("stableprompt.proxy", logging.WARNING, __file__, 1,
+                               "cut %s %s at shutdown", ("POST", "/\x1b[31mred\r"), None)
+    assert formatter.format(record) == (
+        "stableprompt proxy: WARNING cut POST /\\x1b[31mred\\r at shutdown")

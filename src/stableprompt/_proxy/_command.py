@@ -27,6 +27,7 @@ from .._subcommand import (
     output_dir_arg,
     output_file_arg,
     seconds_arg,
+    shown,
 )
 from ._headers import TOKEN_HEADER
 
@@ -119,7 +120,7 @@ def _line(method: str, path: str, status: int, record: UsageRecord | None) -> No
         stabilized = record.verdict_detail.get("stabilized")
         if isinstance(stabilized, list) and stabilized:
             text += f" stabilized={','.join(map(str, stabilized))}"
-    print(text, flush=True)
+    print(shown(text, markup=False), flush=True)  # the path is the client's: literal
 
 
 def _token(args: argparse.Namespace) -> str | None:
@@ -244,12 +245,23 @@ def _not_a_cut_line(record: logging.LogRecord) -> bool:
     return not (record.name == "uvicorn.error" and record.msg in _CUT_LINES)
 
 
+class _LiteralFormatter(logging.Formatter):
+    """Log lines shown literally (:func:`~stableprompt._subcommand.shown`): a request path
+    or an upstream's error text holding terminal escapes or line breaks prints them as
+    visible escapes (a traceback, appended after the message, keeps its lines)."""
+
+    def formatMessage(self, record: logging.LogRecord) -> str:
+        return shown(super().formatMessage(record), markup=False)
+
+
 def uvicorn_logging() -> dict[str, object]:
-    """uvicorn's log config, warnings and errors only, on stderr (which the CLI redacts);
-    uvicorn's duplicate line for a body the app cut is left out (``_not_a_cut_line``)."""
+    """uvicorn's log config, warnings and errors only, on stderr (which the CLI redacts),
+    each line shown literally (``_LiteralFormatter``); uvicorn's duplicate line for a body
+    the app cut is left out (``_not_a_cut_line``)."""
     return {
         "version": 1, "disable_existing_loggers": False,
-        "formatters": {"plain": {"format": "stableprompt proxy: %(levelname)s %(message)s"}},
+        "formatters": {"plain": {"()": _LiteralFormatter,
+                                 "fmt": "stableprompt proxy: %(levelname)s %(message)s"}},
         "filters": {"cut": {"()": lambda: _not_a_cut_line}},
         "handlers": {"stderr": {"class": "logging.StreamHandler", "formatter": "plain",
                                 "stream": "ext://sys.stderr", "filters": ["cut"]}},
