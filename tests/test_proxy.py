@@ -560,8 +560,9 @@ def test_half_open_connections_do_not_starve_another_client() -> None:
                 answers = [other.get("/v1/models") for _ in range(3)]
             assert [a.status_code for a in answers] == [200] * 3
             assert answers[0].json() == {"data": []}
-            # the oldest half-open connection made room: closed by the proxy
+            # the oldest half-open connections made room: closed by the proxy
             assert _closed_by_peer(held[0], 5.0)
+            assert p.guard.evicted >= HALF_OPEN + 1 - 1024
         finally:
             for sock in held:
                 sock.close()

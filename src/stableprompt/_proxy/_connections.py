@@ -21,7 +21,8 @@ client's request a 503. :class:`ConnectionGuard` replaces that limit (uvicorn's 
 
 :func:`guarded_protocol` wraps uvicorn's HTTP protocol (httptools, else h11: what
 ``http="auto"`` picks) in one that tells the guard where each connection is. All on the event
-loop's thread.
+loop's thread. The server allows no WebSocket upgrade (it would hand the connection to
+another protocol, out of the guard's sight).
 """
 
 from __future__ import annotations
@@ -55,11 +56,6 @@ class ConnectionGuard:
         self.evicted = 0
         self._live: dict[GuardedConnection, None] = {}  # insertion order: oldest first
         self._waiting: dict[GuardedConnection, asyncio.TimerHandle] = {}  # longest first
-
-    @property
-    def open_connections(self) -> int:
-        """Connections open and not being closed by the guard."""
-        return len(self._live)
 
     def opened(self, connection: GuardedConnection) -> None:
         """A connection was accepted: its header deadline starts; one too many makes room."""

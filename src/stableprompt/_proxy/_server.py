@@ -132,7 +132,9 @@ def server_for(app: ProxyApp, *, guard: ConnectionGuard | None = None,
         app, lifespan="on", access_log=False, log_level="warning", log_config=log_config,
         server_header=False, date_header=False, limit_concurrency=None,
         timeout_graceful_shutdown=shutdown_timeout_s, loop="auto",
-        http=guarded_protocol(guard))
+        # no WebSocket upgrade: the proxy forwards HTTP only, and an upgraded connection
+        # would leave the guard's protocol (so the guard could not count it any more)
+        http=guarded_protocol(guard), ws="none")
     return uvicorn.Server(config)
 
 
