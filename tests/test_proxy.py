@@ -4,8 +4,10 @@ and its answers to bad input (``stableprompt._proxy``)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gzip
 import json
+import socket
 import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -344,6 +346,40 @@ def test_capture_dir_holds_what_lint_reads(emu: Emulator, tmp_path: Path) -> Non
     assert capture.entries[0].wire_format == "anthropic"
 
 
+def test_capture_and_row_scrub_a_key_reused_as_the_session_id(
+        tmp_path: Path, ledger: Ledger, capsys: pytest.CaptureFixture[str]) -> None:
+    """A credential header's value sent again as the session header is scrubbed from the
+    capture (so ``lint --json`` cannot reprint it) and from the ledger row."""
+    from stableprompt._cli import main
+
+    azure_key = "0123456789abcdef0123456789abcdef"  # Azure's shape: no key pattern matches
+    forwarded: list[str] = []
+
+    def upstream(request: httpx.Request) -> httpx.Response:
+        forwarded.append(request.headers["x-stableprompt-session"])
+        return httpx.Response(200, json={
+            "id": "m", "type": "message", "role": "assistant", "model": A_MODEL,
+            "content": [{"type": "text", "text": "ok"}], "stop_reason": "end_turn",
+            "usage": {"input_tokens": 3, "output_tokens": 1}})
+
+    with Proxy("http://upstream.invalid", transport=_mock(upstream),
+               recorder=Recorder(ledger), capture=str(tmp_path / "cap")) as p, \
+            httpx.Client(base_url=p.base_url) as client:
+        answer = client.post("/v1/messages", json=a_body(f"key {azure_key}"), headers={
+            "api-key": azure_key, "x-stableprompt-session": azure_key})
+        assert answer.status_code == 200
+        deadline = time.monotonic() + 10
+        while not list(ledger.iter_records()) and time.monotonic() < deadline:
+            time.sleep(0.01)
+    assert forwarded == [azure_key]  # forwarded unchanged; only what is stored is scrubbed
+    (path,) = (tmp_path / "cap").glob("proxy-*.jsonl")
+    assert azure_key not in path.read_text()
+    assert main(["lint", "--json", str(path)]) in (0, 1)
+    assert azure_key not in capsys.readouterr().out
+    (record,) = ledger.iter_records()
+    assert azure_key not in record.to_json().decode()
+
+
 def test_bound_socket_lets_asyncio_disable_nagle() -> None:
     """The listening socket says TCP (``IPPROTO_TCP``), so asyncio sets ``TCP_NODELAY`` on
     its connections: a body chunk never waits ~40 ms for the client's delayed ACK."""
@@ -438,7 +474,7 @@ def test_concurrency_beyond_the_limit_is_answered_503() -> None:
 def test_idle_connections_do_not_count_as_requests_in_flight() -> None:
     """``max_concurrency`` counts requests, not connections: with a limit of 1, three
     clients each keeping an idle keep-alive connection open are all served, one request at a
-    time (uvicorn's connection cap is ``CONNECTION_FACTOR`` x the limit, a backstop)."""
+    time (the connection cap is ``CONNECTION_FACTOR`` x the limit)."""
     from stableprompt._proxy._server import CONNECTION_FACTOR
 
     def upstream(request: httpx.Request) -> httpx.Response:
@@ -454,6 +490,147 @@ def test_idle_connections_do_not_count_as_requests_in_flight() -> None:
         finally:
             for c in clients:
                 c.close()
+
+
+HALF_OPEN = 1100
+"""Connections the slowloris test holds: more than the default cap of open connections
+(``CONNECTION_FACTOR`` x ``DEFAULT_MAX_CONCURRENCY`` = 1,024)."""
+
+
+@contextlib.contextmanager
+def _files_for(count: int) -> Iterator[None]:
+    """Raise the process's soft ``RLIMIT_NOFILE`` to ``count`` for the block (both ends of
+    each loopback connection are this process's), or skip when the hard limit is lower."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != resource.RLIM_INFINITY and soft < count:
+        if hard != resource.RLIM_INFINITY and hard < count:
+            pytest.skip(f"needs {count} open files, the hard limit is {hard}")
+        resource.setrlimit(resource.RLIMIT_NOFILE, (count, hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+def _half_open(base_url: str, count: int, first_bytes: bytes) -> list[socket.socket]:
+    """``count`` loopback connections to ``base_url`` that sent ``first_bytes`` (headers
+    never finished)."""
+    host, port = base_url.removeprefix("http://").split(":")
+    held = []
+    try:
+        for _ in range(count):
+            sock = socket.create_connection((host, int(port)), timeout=5)
+            held.append(sock)
+            if first_bytes:
+                sock.sendall(first_bytes)
+    except BaseException:
+        for sock in held:
+            sock.close()
+        raise
+    return held
+
+
+def _closed_by_peer(sock: socket.socket, timeout_s: float) -> bool:
+    """Whether the peer closes ``sock`` (EOF or reset) within ``timeout_s`` seconds."""
+    sock.settimeout(timeout_s)
+    try:
+        while sock.recv(4096):
+            pass
+    except TimeoutError:
+        return False
+    except OSError:
+        return True
+    return True
+
+
+def test_half_open_connections_do_not_starve_another_client() -> None:
+    """The proxy under 1,100 idle half-open connections from one client keeps answering
+    another client (default limits: the cap of open connections is 1,024)."""
+    def upstream(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, json={"data": []})
+
+    started = time.monotonic()
+    with _files_for(2 * HALF_OPEN + 1024), \
+            Proxy("http://upstream.invalid", transport=_mock(upstream)) as p:
+        held = _half_open(p.base_url, HALF_OPEN, b"GET /v1/models HTTP/1.1\r\nHost: x\r\n")
+        try:
+            with httpx.Client(base_url=p.base_url, timeout=10) as other:
+                answers = [other.get("/v1/models") for _ in range(3)]
+            assert [a.status_code for a in answers] == [200] * 3
+            assert answers[0].json() == {"data": []}
+            # the oldest half-open connections made room: closed by the proxy
+            assert _closed_by_peer(held[0], 5.0)
+            assert p.guard.evicted >= HALF_OPEN + 1 - 1024
+        finally:
+            for sock in held:
+                sock.close()
+    assert time.monotonic() - started < 60
+
+
+def test_the_connection_cap_fits_the_open_file_limit() -> None:
+    """Under the common soft open-file limit of 1,024 the cap is 704 (1,024 less 256 upstream
+    connections and 64 other files), so the guard still makes room before accept fails."""
+    import resource
+
+    from stableprompt._proxy._app import ProxyConfig
+    from stableprompt._proxy._server import connection_cap
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    config = ProxyConfig("http://upstream.invalid")
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (1024, hard))
+        assert connection_cap(config) == 704
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(100_000, hard), hard))
+        assert connection_cap(config) == 1024
+        assert connection_cap(ProxyConfig("http://upstream.invalid", max_concurrency=None)) \
+            is None
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+@pytest.mark.parametrize("parser", ["httptools", "h11"])
+def test_headers_not_finished_in_time_close_the_connection(
+        parser: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A connection that sends nothing, trickles a request line byte by byte, or starts a
+    second request on a keep-alive connection without finishing its headers is closed at
+    ``header_timeout_s``; a request sent at once is answered (uvicorn's httptools and h11)."""
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+    from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+    from stableprompt._proxy import _connections
+
+    monkeypatch.setattr(_connections, "AutoHTTPProtocol",
+                        {"h11": H11Protocol, "httptools": HttpToolsProtocol}[parser])
+
+    def upstream(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, json={"data": []})
+
+    timeout_s = 0.5
+    with Proxy("http://upstream.invalid", transport=_mock(upstream),
+               header_timeout_s=timeout_s) as p:
+        silent, trickling, kept_alive = _half_open(p.base_url, 3, b"")
+        try:
+            kept_alive.sendall(b"GET /v1/models HTTP/1.1\r\nHost: x\r\n\r\n")
+            assert kept_alive.recv(4096).startswith(b"HTTP/1.1 200")
+            kept_alive.sendall(b"GET /v1/models HTTP/1.1\r\n")  # the next one, unfinished
+            started = time.monotonic()
+            for byte in b"GET /v1/models HTTP/1.1\r\n":  # one byte per 50 ms: 1.3 s
+                try:
+                    trickling.sendall(bytes([byte]))
+                except OSError:
+                    break  # closed under it
+                time.sleep(0.05)
+            assert _closed_by_peer(trickling, 2.0)
+            assert _closed_by_peer(silent, 2.0) and _closed_by_peer(kept_alive, 2.0)
+            assert time.monotonic() - started < timeout_s + 2.0
+            assert p.guard.timed_out == 3
+            with httpx.Client(base_url=p.base_url, timeout=5) as other:
+                assert other.get("/v1/models").status_code == 200
+        finally:
+            for sock in (silent, trickling, kept_alive):
+                sock.close()
 
 
 def test_sdks_find_the_proxy_through_their_base_url_variables(
@@ -486,7 +663,50 @@ def test_upstream_prefix_and_query_are_kept() -> None:
     with Proxy("http://upstream.invalid/api/", transport=_mock(upstream)) as p, \
             httpx.Client(base_url=p.base_url) as client:
         assert client.get("/v1/files/a%2Fb?x=1&y=%20").status_code == 204
+        assert client.get("/v1/files/..hidden/a.b").status_code == 204  # no dot segment
     assert seen[0].raw_path == b"/api/v1/files/a%2Fb?x=1&y=%20"
+    assert seen[1].raw_path == b"/api/v1/files/..hidden/a.b"
+
+
+@pytest.mark.parametrize("target", [
+    "/../secret", "/v1/../../secret", "/v1/%2e%2e/%2E%2E/secret", "/v1/..%2F..%2Fsecret",
+    "/v1/%2e%2e%2fsecret", "/v1/.%2e/secret", "/v1/..%5Csecret", "/v1/%252e%252e/secret",
+    "/v1/./models", "/v1/..",
+])
+def test_a_dot_segment_cannot_leave_the_upstream_prefix(target: str) -> None:
+    """A path with a dot segment (literal or percent-encoded, also beside an encoded slash or
+    backslash) is answered 400 in the proxy's JSON shape, never forwarded, and gets one
+    unanalysed row."""
+    import http.client
+
+    forwarded: list[bytes] = []
+
+    def upstream(request: httpx.Request) -> httpx.Response:
+        forwarded.append(request.url.raw_path)
+        return httpx.Response(204)
+
+    recorder = Recorder()
+    with Proxy("http://upstream.invalid/api/", recorder=recorder,
+               transport=_mock(upstream)) as p:
+        host, port = p.base_url.removeprefix("http://").split(":")
+        connection = http.client.HTTPConnection(host, int(port), timeout=5)
+        try:
+            connection.request("GET", target, headers={"x-api-key": A_KEY,
+                                                       "x-stableprompt-session": "s-path"})
+            answer = connection.getresponse()
+            status, body = answer.status, json.loads(answer.read())
+        finally:
+            connection.close()
+        p.app.drain()
+    assert forwarded == []
+    assert status == 400
+    assert body["type"] == "error" and body["error"]["type"] == "path_outside_upstream"
+    (record,) = recorder.records
+    assert (record.wire_format, record.verdict, record.status_code) == ("unknown", "unknown",
+                                                                        400)
+    assert record.session_id == "s-path"
+    assert "refused" in str(record.verdict_detail["unknown_reason"])
+    assert A_KEY not in record.to_json().decode()
 
 
 def test_an_upstream_cut_mid_stream_cuts_the_client_and_is_recorded() -> None:

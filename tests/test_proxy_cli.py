@@ -13,6 +13,7 @@ import sqlite3
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -113,6 +114,46 @@ def test_sigterm_lets_a_stream_in_flight_finish(tmp_path: Path) -> None:
         (record,) = led.iter_records()
     assert record.status_code == 200 and record.input_tokens_total == 3
     assert "incomplete" not in record.verdict_detail and "stream" not in record.verdict_detail
+
+
+def test_header_timeout_and_connection_cap_flags(tmp_path: Path) -> None:
+    """``--header-timeout 0.5 --max-concurrency 2`` (a cap of 8 open connections): 20
+    half-open connections do not keep another client from an answer, and a connection that
+    sends nothing is closed about 0.5 s after it opened."""
+    import socket
+
+    def models(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, json={"data": []})
+
+    held: list[socket.socket] = []
+    with Proxy("http://up.invalid", transport=httpx.MockTransport(models)) as upstream, \
+            proxy_process(upstream.base_url, tmp_path / "calls.db", "--header-timeout", "0.5",
+                          "--max-concurrency", "2") as (proc, url):
+        host, port = url.removeprefix("http://").split(":")
+        deadline = time.monotonic() + 10  # the banner comes just before uvicorn listens
+        while True:
+            try:
+                socket.create_connection((host, int(port)), timeout=5).close()
+                break
+            except ConnectionRefusedError:
+                assert time.monotonic() < deadline
+                time.sleep(0.05)
+        try:
+            for _ in range(20):
+                held.append(socket.create_connection((host, int(port)), timeout=5))
+                held[-1].sendall(b"GET /v1/models HTTP/1.1\r\n")
+            with httpx.Client(base_url=url, timeout=5) as client:
+                assert client.get("/v1/models").status_code == 200
+            silent = socket.create_connection((host, int(port)), timeout=5)
+            held.append(silent)
+            opened = time.monotonic()
+            assert silent.recv(1) == b""  # closed by the proxy, no answer
+            assert 0.4 < time.monotonic() - opened < 3.0
+        finally:
+            for sock in held:
+                sock.close()
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=15) == 143
 
 
 def test_sigkill_leaves_the_ledger_intact(tmp_path: Path) -> None:
@@ -292,4 +333,22 @@ def test_the_call_log_line_of_a_path_with_a_newline_is_one_line(
     from stableprompt._proxy._command import _line
 
     _line("GET", "/v1\n/models\r", 404, None)
-    assert capsys.readouterr().out == "GET '/v1\\n/models\\r' 404\n"
+    assert capsys.readouterr().out == "GET /v1\\n/models\\r 404\n"
+
+
+def test_log_lines_show_terminal_escapes_literally(capsys: pytest.CaptureFixture[str]) -> None:
+    """A request path holding terminal escapes is printed literally in the per-call line and
+    in the proxy's log lines (``uvicorn_logging``'s formatter)."""
+    import logging
+
+    from stableprompt._proxy._command import _line, uvicorn_logging
+
+    _line("GET", "/v1/\x1b[2J\x1b]8;;https://evil.invalid\x07x\r\n", 404, None)
+    out = capsys.readouterr().out
+    assert out == "GET /v1/\\x1b[2J\\x1b]8;;https://evil.invalid\\x07x\\r\\n 404\n"
+    plain = uvicorn_logging()["formatters"]["plain"]  # type: ignore[index]
+    formatter = plain["()"](fmt=plain["fmt"])
+    record = logging.LogRecord("stableprompt.proxy", logging.WARNING, __file__, 1,
+                               "cut %s %s at shutdown", ("POST", "/\x1b[31mred\r"), None)
+    assert formatter.format(record) == (
+        "stableprompt proxy: WARNING cut POST /\\x1b[31mred\\r at shutdown")

@@ -415,3 +415,44 @@ def test_report_shows_a_model_that_looks_like_rich_markup_literally(
     assert "model '[/]'" in out
     if extra:
         assert re.search(r"^\W*\[/\] ", out, re.MULTILINE)  # the by-model row
+
+
+HOSTILE = {
+    "model": "[/]",
+    "session": "\x1b[2Jsess\rion",
+    "scenario": "[bold]scen[/bold][link=https://evil.invalid]click[/link]",
+    "segment": "\x1b]8;;https://evil.invalid\x1b\\tools\x1b]8;;\x1b\\",
+    "path": "/messages/0\u202e\x07",
+    "snippet_a": "[red]before\x1b[31m",
+    "snippet_b": "after\r\n[/]",
+}
+
+
+def test_report_shows_ledger_strings_literally(tmp_path: Path,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    """Terminal escapes and rich markup in ledger strings (model, session, scenario, cause
+    path, snippets, metadata) are printed as visible text, never interpreted."""
+    mutation = _rec(1, scenario=HOSTILE["scenario"], session=HOSTILE["session"],
+                    model=HOSTILE["model"], read=0, write=2000, verdict="client_mutation")
+    mutation = mutation.model_copy(update={"verdict_detail": {
+        "cause": "tool-reorder", "lost_tokens": 1900, "segment": HOSTILE["segment"],
+        "path": HOSTILE["path"], "snippet_a": HOSTILE["snippet_a"],
+        "snippet_b": HOSTILE["snippet_b"]}})
+    records = [_rec(0, scenario=HOSTILE["scenario"], session=HOSTILE["session"],
+                    model=HOSTILE["model"], write=2000, verdict="cold"), mutation]
+    path = tmp_path / "hostile.db"
+    _ledger(path, records)
+    with Ledger(path) as led:
+        led.set_meta("backend", "\x1b[31m[blink]red[/blink]")
+    assert main(["report", str(path), "--calls", "--sessions", "--by", "model"]) == 0
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and "\r" not in out and "\x07" not in out
+    assert "\u202e" not in out
+    for literal in ("[/]", "[bold]scen[/bold][link=https://evil.invalid]click[/link]",
+                    "\\x1b[2Jsess\\rion", "\\x1b]8;;https://evil.invalid", "[blink]red[/blink]",
+                    "\\u202e"):
+        assert literal in out, literal
+    assert main(["report", str(path), "--follow", "--follow-seconds", "0"]) == 0
+    followed = capsys.readouterr().out
+    assert "\x1b" not in followed and "\r" not in followed
+    assert "\\x1b[2Jsess\\rion" in followed and "\\x1b]8;;https://evil.invalid" in followed

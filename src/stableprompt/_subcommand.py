@@ -19,6 +19,7 @@ import argparse
 import contextlib
 import math
 import os
+import re
 import sys
 import tempfile
 from collections.abc import Callable, Iterator
@@ -39,6 +40,7 @@ __all__ = [
     "output_file_problem",
     "same_file",
     "seconds_arg",
+    "shown",
     "write_text",
 ]
 
@@ -143,6 +145,34 @@ def redacted_output() -> Iterator[None]:
             sys.stderr.flush()
         finally:
             sys.stdout, sys.stderr = streams
+
+
+_CONTROLS = re.compile("[\x00-\x1f\x7f-\x9f\u200e\u200f\u2028\u2029\u202a-\u202e"
+                       "\u2066-\u2069]")
+"""Characters a terminal acts on instead of showing: C0 controls (escape, carriage return,
+newline, tab, bell, ...), DEL, C1 controls (``\\x9b`` is a CSI on some terminals), line and
+paragraph separators, and the bidirectional marks and overrides that reorder a line."""
+
+
+def shown(value: object, *, markup: bool = True) -> str:
+    """``value`` as text that prints literally on a terminal: the one helper for every
+    string from a ledger, a capture or a request (model, session id, scenario, paths, error
+    messages, snippets) that reaches the terminal.
+
+    Each of :data:`_CONTROLS` becomes its Python escape (``\\x1b``, ``\\r``, ``\\n``,
+    ``\\u202e``), so ``\\x1b[2J`` or an OSC 8 hyperlink shows as text and does nothing; with
+    ``markup`` (text that rich renders: ``console.print``, table cells and titles) rich
+    markup is escaped too (:func:`rich.markup.escape`), so ``[bold]``, ``[/]`` (a
+    ``MarkupError`` otherwise) and ``[link=...]`` print as typed. ``markup=False`` for
+    plain ``print`` and log lines.
+    """
+    text = _CONTROLS.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"),
+                         str(value))
+    if not markup:
+        return text
+    from rich.markup import escape
+
+    return escape(text)
 
 
 def rich_console(**options: Any) -> Any:

@@ -17,7 +17,7 @@ from typing import Any
 
 from .._canonical import wire_json
 from .._exceptions import CaptureError
-from .._subcommand import Subcommand, int_arg, rich_console
+from .._subcommand import Subcommand, int_arg, rich_console, shown
 from .._wire._formats import WIRE_FORMATS_WITH_REQUESTS
 from ._linter import CAUSE_FIXES, lint_capture
 from ._results import LintReport, format_pair
@@ -147,13 +147,12 @@ def render_report(
         console: A ``rich.console.Console`` (default: stdout; not hard-wrapped when stdout is
             not a terminal).
     """
-    from rich.markup import escape
     from rich.table import Table
 
     out = console if console is not None else _console()
     s = report.summary
-    out.print(f"[bold]stableprompt lint[/bold] {escape(report.capture or '')}")
-    formats = ", ".join(f"{k} {v}" for k, v in s.wire_formats.items())
+    out.print(f"[bold]stableprompt lint[/bold] {shown(report.capture or '')}")
+    formats = shown(", ".join(f"{k} {v}" for k, v in s.wire_formats.items()))
     out.print(f"  requests {s.requests} ({formats}) = conversation starts {s.sessions} + "
               f"compared pairs {s.pairs} · breaks {s.breaks} · expected tail changes "
               f"{s.expected_divergences}")
@@ -174,32 +173,32 @@ def render_report(
             cause = "" if d is None else d.cause + (" (expected)" if p.expected else "")
             table.add_row(str(p.index), "-" if p.predecessor is None else str(p.predecessor),
                           str(p.lcp_bytes), _fmt(p.prefix_ratio),
-                          escape(d.segment) if d else "", escape(d.path) if d else "",
-                          cause, escape(d.detail) if d else "")
+                          shown(d.segment) if d else "", shown(d.path) if d else "",
+                          cause, shown(d.detail) if d else "")
         out.print(table)
         if len(rows) > _MAX_ROWS:
             out.print(f"  ... {len(rows) - _MAX_ROWS} more (use --json for all)")
     breaks = report.breaks
     for p in breaks[:_MAX_DETAILS]:
-        out.print(f"[bold]request {p.index}[/bold] vs {p.predecessor}: {escape(p.describe())}")
+        out.print(f"[bold]request {p.index}[/bold] vs {p.predecessor}: {shown(p.describe())}")
     if len(breaks) > _MAX_DETAILS:
         out.print(f"  ({len(breaks) - _MAX_DETAILS} more break(s) in the table / --json)")
     if s.causes:
         out.print("[bold]break causes[/bold]")
         for cause, count in s.causes.items():
-            out.print(f"  {cause} x{count}: fix: {escape(CAUSE_FIXES.get(cause, ''))}")
+            out.print(f"  {cause} x{count}: fix: {shown(CAUSE_FIXES.get(cause, ''))}")
     if report.findings:
         out.print("[bold]findings[/bold]")
         for f in report.findings:
             style = _STYLE.get(f.severity, "")
-            shown = ", ".join(map(str, f.requests[:8])) + (" ..." if len(f.requests) > 8 else "")
-            out.print(f"  [{style}]{f.severity}[/{style}] {f.code}: {escape(f.message)} "
-                      f"[dim](requests {shown})[/dim]")
-            out.print(f"    fix: {escape(f.fix)}")
+            listed = ", ".join(map(str, f.requests[:8])) + (" ..." if len(f.requests) > 8 else "")
+            out.print(f"  [{style}]{f.severity}[/{style}] {f.code}: {shown(f.message)} "
+                      f"[dim](requests {listed})[/dim]")
+            out.print(f"    fix: {shown(f.fix)}")
     if report.problems:
         out.print(f"[bold]not linted[/bold] ({len(report.problems)} malformed record(s))")
         for problem in report.problems[:_MAX_ROWS]:
-            out.print(f"  {escape(str(problem))}")
+            out.print(f"  {shown(str(problem))}")
     if min_prefix_ratio is None and max_breaks is None:
         return
     failures = report.gate(min_prefix_ratio, max_breaks=max_breaks)
@@ -210,7 +209,7 @@ def render_report(
     if max_breaks is not None:
         checks.append(f"breaks {s.breaks} vs maximum {max_breaks}")
     if failures:
-        out.print(f"[bold red]FAIL[/bold red] {escape('; '.join(failures))}")
+        out.print(f"[bold red]FAIL[/bold red] {shown('; '.join(failures))}")
     else:
         out.print(f"[green]PASS[/green] {'; '.join(checks)}")
 

@@ -27,7 +27,11 @@ forwarded untouched and recorded when its answer ended as *unanalysed*
 through :meth:`Recorder.store <stableprompt.Recorder.store>` like every other row (sinks see
 it, a ledger failure spills it; on the worker thread with ``record_in_thread``). A harness's
 side traffic thus shows in the ledger, and ``stableprompt report`` counts it apart from the
-LLM calls (excluded from hit rates with a note). The proxy's own refusals are not forwarded
+LLM calls (excluded from hit rates with a note). A request path with a dot segment (``/../``,
+also percent-encoded: ``%2e%2e``, ``..%2F``; ``_leaves_prefix``) could leave the upstream's path
+prefix: it is answered 400 (``path_outside_upstream``), not forwarded, and gets an unanalysed
+row with that status (after the access token check: a client without the token writes no
+row). The proxy's other refusals are not forwarded
 and get no row: 401 (missing or wrong access token), 413 (body too large), 503 (more than
 ``max_concurrency`` requests in flight). Its other answers: 502 (upstream unreachable, naming
 it), 504 (upstream timed out), all JSON (``_headers.error_body``). Upstream errors pass
@@ -46,6 +50,7 @@ import contextlib
 import logging
 import re
 import time
+import urllib.parse
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -71,8 +76,8 @@ from ._capture import CaptureWriter
 from ._headers import authorized, error_body, forwarded_headers
 from ._pool import ShardedTransport
 
-__all__ = ["DEFAULT_MAX_BODY_BYTES", "DEFAULT_MAX_CONCURRENCY", "CallLog", "ProxyApp",
-           "ProxyConfig"]
+__all__ = ["DEFAULT_HEADER_TIMEOUT_S", "DEFAULT_MAX_BODY_BYTES", "DEFAULT_MAX_CONCURRENCY",
+           "CallLog", "ProxyApp", "ProxyConfig"]
 
 _log = logging.getLogger("stableprompt.proxy")
 
@@ -81,6 +86,10 @@ DEFAULT_MAX_BODY_BYTES = 32 * 1024 * 1024
 
 DEFAULT_MAX_CONCURRENCY = 256
 """Requests in flight at which the proxy answers 503 (``ProxyConfig.max_concurrency``)."""
+
+DEFAULT_HEADER_TIMEOUT_S = 10.0
+"""Seconds a connection has to complete a request's headers (``ProxyConfig.header_timeout_s``,
+``--header-timeout``): an SDK sends them in one write; a slow link needs a round trip or two."""
 
 _METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
 _EVERY_PATH = re.compile(r"(?P<path>.*)", re.DOTALL)
@@ -116,6 +125,8 @@ class ProxyConfig:
         max_concurrency: Requests in flight at most (from the request's arrival until the
             end of its answer is sent, streams included); one more is answered 503 (JSON,
             ``proxy_overloaded``), not forwarded, no row. ``None``: no limit here.
+        header_timeout_s: Seconds a connection has to complete a request's headers, else it
+            is closed (the server's, ``_connections``: a slowloris defence).
     """
 
     upstream: str
@@ -128,6 +139,7 @@ class ProxyConfig:
     stabilize: bool = False
     record_in_thread: bool = False
     max_concurrency: int | None = DEFAULT_MAX_CONCURRENCY
+    header_timeout_s: float = DEFAULT_HEADER_TIMEOUT_S
 
 
 CallLog = Callable[[str, str, int, "UsageRecord | None"], None]
@@ -195,6 +207,34 @@ class _Forwarded(Response):
                     await stream.aclose()
                 self._body_ended()
                 self._on_end()
+
+
+_SEPARATORS = re.compile(r"[/\\]")
+"""What an upstream may take for a path separator once it decoded the path: ``/`` and ``\\``."""
+_DECODINGS = 4
+"""Percent-decodings a path gets before it is judged (``%252e`` is ``%2e`` once decoded)."""
+
+
+def _leaves_prefix(raw_path: bytes) -> bool:
+    """Whether a request's raw path could leave the upstream's path prefix once joined to it:
+    it does not start with ``/``, or a segment is ``.`` or ``..`` after percent-decoding (up
+    to :data:`_DECODINGS` times) and splitting at ``/`` and ``\\`` (``/../``, ``%2e%2e``,
+    ``..%2F``, ``..%5C``, ``%252e%252e``). httpx removes a literal dot segment (so
+    ``/prefix/../x`` goes to ``/x``); an upstream may decode and remove the others. A segment
+    only holding dots among other characters (``..x``) and an encoded slash inside a segment
+    (``a%2Fb``) are not dot segments and pass."""
+    if not raw_path.startswith(b"/"):
+        return True
+    text = raw_path.decode("latin-1")
+    for _ in range(_DECODINGS):
+        decoded = urllib.parse.unquote(text, encoding="latin-1")
+        if decoded == text:
+            break
+        text = decoded
+    else:
+        if urllib.parse.unquote(text, encoding="latin-1") != text:
+            return True  # still encoded after that many decodings: refused, not guessed
+    return any(segment in (".", "..") for segment in _SEPARATORS.split(text))
 
 
 def _declined(path: str, body: bytes) -> bool:
@@ -364,6 +404,12 @@ class ProxyApp:
                                 "stableprompt proxy: this proxy requires its access token "
                                 "(header x-stableprompt-token, or Proxy-Authorization with "
                                 "scheme Bearer)")
+        if _leaves_prefix(scope.get("raw_path") or path.encode("utf-8")):
+            self._logged(method, path, 400, self._refused_path(method, path, scope))
+            return self._refuse(400, "path_outside_upstream",
+                                "stableprompt proxy: the request path has a dot segment ('.' "
+                                "or '..', also percent-encoded): it could leave the upstream's "
+                                "path prefix; send the path without it")
         body = await self._body(request)
         if body is None:
             self._logged(method, path, 413, None)
@@ -438,12 +484,37 @@ class ProxyApp:
                           "forwarded unanalysed")
             else:
                 reason = "not an LLM endpoint (path or method): forwarded unanalysed"
+        except Exception as exc:
+            _log.warning("proxy could not record an unanalysed request: %s: %s",
+                         type(exc).__name__, redact(str(exc)))
+            return None
+        return self._record_unanalysed(
+            method, path, reason, request.headers, status_code=status_code, error=error,
+            latency_ms=(time.monotonic() - started) * 1000.0,
+            request_bytes=len(request.content), response_bytes=sent)
+
+    def _refused_path(self, method: str, path: str, scope: Scope) -> UsageRecord | None:
+        """Record a request refused for its path (400, not forwarded, body not read) as
+        unanalysed, as :meth:`_unanalysed` records forwarded ones. Never raises."""
+        return self._record_unanalysed(
+            method, path, "request path has a dot segment that could leave the upstream's "
+            "path prefix: refused (400), not forwarded",
+            httpx.Headers(forwarded_headers(scope["headers"], request=True)), status_code=400)
+
+    def _record_unanalysed(self, method: str, path: str, reason: str, headers: httpx.Headers,
+                           *, status_code: int | None = None,
+                           error: BaseException | None = None,
+                           latency_ms: float | None = None, request_bytes: int | None = None,
+                           response_bytes: int | None = None) -> UsageRecord | None:
+        """Build and store the unanalysed row (:meth:`Recorder.unanalysed
+        <stableprompt.Recorder.unanalysed>`) and return it; ``None`` when no row could be
+        made or stored. Never raises."""
+        try:
             record = self.recorder.unanalysed(
-                method=method, path=path, reason=reason, headers=request.headers,
-                host=request.url.host, provider=self.config.provider,
-                status_code=status_code, error=error,
-                latency_ms=(time.monotonic() - started) * 1000.0,
-                request_bytes=len(request.content), response_bytes=sent)
+                method=method, path=path, reason=reason, headers=headers,
+                host=self._base.host, provider=self.config.provider,
+                status_code=status_code, error=error, latency_ms=latency_ms,
+                request_bytes=request_bytes, response_bytes=response_bytes)
             if record is not None:
                 self._store(record)
             return record

@@ -3,9 +3,10 @@
 One JSONL file per proxy run (``DIR/proxy-<UTC time>-<pid>.jsonl``), one line per request to a
 known endpoint with a JSON body, in arrival order: ``{"request": <body as JSON text>, "path",
 "wire_format", "session", "ts_utc"}`` (the wrapper shape of ``_lint/_capture``; the body is
-kept as its text so ``lint`` sees the bytes that were sent). Secrets are scrubbed from the
-body text (the request's credential header values and key-shaped strings,
-:func:`~stableprompt._redact.redact`); headers are never written. A write that fails is
+kept as its text so ``lint`` sees the bytes that were sent). Secrets are scrubbed from every
+field written (body text, path and session id: the request's credential header values, a key
+reused as a session id included, and key-shaped strings, :func:`~stableprompt._redact.redact`);
+headers are never written. A write that fails is
 logged once and the call goes on.
 """
 
@@ -48,11 +49,13 @@ class CaptureWriter:
               session: str | None) -> None:
         """Append one request (never raises)."""
         try:
-            text = redact(body.decode("utf-8", "replace"),
-                          secrets=secrets_in_headers(headers))
+            # one set of known secrets for every field: a key is also sent as a session id
+            secrets = secrets_in_headers(headers)
+            text = redact(body.decode("utf-8", "replace"), secrets=secrets)
             line = canonical_json({
-                "request": text, "path": path, "wire_format": wire_format,
-                "session": None if session is None else redact(session),
+                "request": text, "path": redact(path, secrets=secrets),
+                "wire_format": wire_format,
+                "session": None if session is None else redact(session, secrets=secrets),
                 "ts_utc": datetime.now(UTC).isoformat().replace("+00:00", "Z"),
             }) + b"\n"
             with self._lock:

@@ -20,7 +20,15 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .._subcommand import Subcommand, UsageError, int_arg, output_dir_arg, output_file_arg
+from .._subcommand import (
+    Subcommand,
+    UsageError,
+    int_arg,
+    output_dir_arg,
+    output_file_arg,
+    seconds_arg,
+    shown,
+)
 from ._headers import TOKEN_HEADER
 
 if TYPE_CHECKING:
@@ -71,8 +79,16 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="largest request body accepted, else 413 (default 32 MiB)")
     parser.add_argument("--max-concurrency", type=_positive, default=None, metavar="N",
                         help="requests in flight (streams included) at most; one more gets a "
-                        "JSON 503 (default 256). Open connections, idle keep-alive ones "
-                        "included, are capped at 4xN (uvicorn's plain 503 beyond)")
+                        "JSON 503 (default 256). Open connections, idle and half-open ones "
+                        "included, are capped at 4xN (lower if the open-file limit, ulimit -n, "
+                        "requires): one more closes the connection waiting longest for its "
+                        "request headers")
+    parser.add_argument("--header-timeout", type=seconds_arg(zero=False), default=None,
+                        metavar="S",
+                        help="close a connection that has not sent a request's complete "
+                        "headers S seconds after it opened, or after the first byte of its "
+                        "next request (default 10; against clients holding connections "
+                        "open without a request)")
     parser.add_argument("--shutdown-timeout", type=_positive, default=30, metavar="S",
                         help="on SIGTERM, wait at most S seconds for calls in flight "
                         "(default 30); calls still running then are cut, one warning each, "
@@ -94,8 +110,7 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _line(method: str, path: str, status: int, record: UsageRecord | None) -> None:
-    shown = path if path.isprintable() else repr(path)  # a %0a in the path: still one line
-    text = f"{method} {shown} {status}"
+    text = f"{method} {path} {status}"
     if record is not None:
         text += (f" {record.wire_format} {record.verdict} in={record.input_tokens_total} "
                  f"read={record.cache_read_tokens} write={record.cache_write_tokens}")
@@ -105,7 +120,7 @@ def _line(method: str, path: str, status: int, record: UsageRecord | None) -> No
         stabilized = record.verdict_detail.get("stabilized")
         if isinstance(stabilized, list) and stabilized:
             text += f" stabilized={','.join(map(str, stabilized))}"
-    print(text, flush=True)
+    print(shown(text, markup=False), flush=True)  # the path is the client's: literal
 
 
 def _token(args: argparse.Namespace) -> str | None:
@@ -163,7 +178,13 @@ def _run(args: argparse.Namespace) -> int:
             f"reach it could use your API keys through the proxy; pass --access-token TOKEN "
             f"(or set {TOKEN_ENV}) too (every request must then carry it), or bind 127.0.0.1")
     try:
-        from ._app import DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_CONCURRENCY, ProxyApp, ProxyConfig
+        from ._app import (
+            DEFAULT_HEADER_TIMEOUT_S,
+            DEFAULT_MAX_BODY_BYTES,
+            DEFAULT_MAX_CONCURRENCY,
+            ProxyApp,
+            ProxyConfig,
+        )
         from ._capture import CaptureWriter
         from ._server import bind, server_for
     except ImportError as exc:
@@ -189,7 +210,8 @@ def _run(args: argparse.Namespace) -> int:
                              max_body_bytes=args.max_body_bytes or DEFAULT_MAX_BODY_BYTES,
                              provider=args.provider, stabilize=args.stabilize,
                              record_in_thread=not args.record_inline,
-                             max_concurrency=args.max_concurrency or DEFAULT_MAX_CONCURRENCY)
+                             max_concurrency=args.max_concurrency or DEFAULT_MAX_CONCURRENCY,
+                             header_timeout_s=args.header_timeout or DEFAULT_HEADER_TIMEOUT_S)
         app = ProxyApp(config, recorder=Recorder(ledger, provider=args.provider),
                        capture=capture, on_call=None if args.quiet else _line)
         server = server_for(app, shutdown_timeout_s=args.shutdown_timeout,
@@ -223,12 +245,23 @@ def _not_a_cut_line(record: logging.LogRecord) -> bool:
     return not (record.name == "uvicorn.error" and record.msg in _CUT_LINES)
 
 
+class _LiteralFormatter(logging.Formatter):
+    """Log lines shown literally (:func:`~stableprompt._subcommand.shown`): a request path
+    or an upstream's error text holding terminal escapes or line breaks prints them as
+    visible escapes (a traceback, appended after the message, keeps its lines)."""
+
+    def formatMessage(self, record: logging.LogRecord) -> str:
+        return shown(super().formatMessage(record), markup=False)
+
+
 def uvicorn_logging() -> dict[str, object]:
-    """uvicorn's log config, warnings and errors only, on stderr (which the CLI redacts);
-    uvicorn's duplicate line for a body the app cut is left out (``_not_a_cut_line``)."""
+    """uvicorn's log config, warnings and errors only, on stderr (which the CLI redacts),
+    each line shown literally (``_LiteralFormatter``); uvicorn's duplicate line for a body
+    the app cut is left out (``_not_a_cut_line``)."""
     return {
         "version": 1, "disable_existing_loggers": False,
-        "formatters": {"plain": {"format": "stableprompt proxy: %(levelname)s %(message)s"}},
+        "formatters": {"plain": {"()": _LiteralFormatter,
+                                 "fmt": "stableprompt proxy: %(levelname)s %(message)s"}},
         "filters": {"cut": {"()": lambda: _not_a_cut_line}},
         "handlers": {"stderr": {"class": "logging.StreamHandler", "formatter": "plain",
                                 "stream": "ext://sys.stderr", "filters": ["cut"]}},

@@ -5,20 +5,23 @@ the OS's reason, and port 0 names the port it got). uvicorn serves HTTP/1.1 with
 graceful shutdown: on SIGTERM or SIGINT it stops accepting, lets requests in flight (streams
 included) finish, for at most ``shutdown_timeout_s``, then runs the app's lifespan shutdown.
 Requests in flight are limited by the app (``ProxyConfig.max_concurrency``: one more gets
-the proxy's JSON 503). uvicorn's ``limit_concurrency`` counts open connections (idle
-keep-alive ones and the one being accepted included) as well as requests, and answers a
-plain-text 503 beyond it; it is set to ``CONNECTION_FACTOR`` times the app's limit, a backstop
-for clients holding many idle connections, never reached by requests alone. uvicorn's
-access log is off (a query string may carry a key); the ``Server`` and ``Date`` headers are
-the upstream's, not uvicorn's. Event loop and HTTP parser are uvicorn's ``auto`` choice: uvloop
-and httptools (the ``proxy`` extra installs both; C; on the load benchmark they changed the
-saturated rate by less than its noise, ``benchmarks/RESULTS.md``: the proxy's time is elsewhere),
-else asyncio and h11.
+the proxy's JSON 503). Connections are watched by a :class:`~._connections.ConnectionGuard`
+(uvicorn's own ``limit_concurrency`` is not set: it counted connections that never sent a
+request, so a client holding enough of them got everyone a 503): each must complete a
+request's headers within ``ProxyConfig.header_timeout_s``, and at most ``CONNECTION_FACTOR``
+times the app's limit are open (lowered to what the process's open-file limit allows,
+:func:`connection_cap`); one more closes the connection waiting longest for its headers.
+uvicorn's access log is off (a query string may carry a key); the ``Server`` and ``Date``
+headers are the upstream's, not uvicorn's. Event loop and HTTP parser are uvicorn's ``auto``
+choice: uvloop and httptools (the ``proxy`` extra installs both; C; on the load benchmark
+they changed the saturated rate by less than its noise, ``benchmarks/RESULTS.md``: the
+proxy's time is elsewhere), else asyncio and h11.
 """
 
 from __future__ import annotations
 
 import ipaddress
+import logging
 import socket
 import threading
 import time
@@ -31,14 +34,22 @@ import uvicorn
 from .._recording._recorder import Recorder
 from ._app import DEFAULT_MAX_CONCURRENCY, CallLog, ProxyApp, ProxyConfig
 from ._capture import CaptureWriter
+from ._connections import ConnectionGuard, guarded_protocol
 
-__all__ = ["CONNECTION_FACTOR", "Proxy", "base_url", "bind", "is_loopback", "server_for"]
+__all__ = ["CONNECTION_FACTOR", "FILES_RESERVED", "Proxy", "base_url", "bind",
+           "connection_cap", "connection_guard", "is_loopback", "server_for"]
+
+_log = logging.getLogger("stableprompt.proxy")
 
 CONNECTION_FACTOR = 4
-"""uvicorn's ``limit_concurrency`` (open connections, idle ones included, and requests) per
-request the app admits (``ProxyConfig.max_concurrency``): a backstop that requests alone
-never reach; ``--help`` states it (a test keeps the two equal)."""
+"""Open connections at most (idle and half-open ones included) per request the app admits
+(``ProxyConfig.max_concurrency``): room for idle keep-alive connections beyond the requests
+in flight; ``--help`` states it (a test keeps the two equal)."""
 
+FILES_RESERVED = 64
+"""Open files kept for other than connections when the open-file limit lowers the cap
+(:func:`connection_cap`): the listening socket, the ledger and its WAL, journals, captures,
+the event loop's own."""
 
 
 def base_url(host: str, port: int) -> str:
@@ -79,16 +90,51 @@ def bind(host: str, port: int) -> socket.socket:
     return sock
 
 
-def server_for(app: ProxyApp, *, shutdown_timeout_s: int = 30,
-               log_config: Any = None) -> uvicorn.Server:
-    """A uvicorn server for ``app`` (see the module docstring for its settings; the
-    connection backstop is ``CONNECTION_FACTOR`` x ``app.config.max_concurrency``)."""
-    limit = app.config.max_concurrency
+def connection_cap(config: ProxyConfig) -> int | None:
+    """Open connections at most for a proxy with ``config``: ``CONNECTION_FACTOR`` x
+    ``max_concurrency`` (``None``: no cap), lowered so that they, the upstream connections
+    (``max_connections``) and :data:`FILES_RESERVED` fit in the process's soft open-file limit
+    (``RLIMIT_NOFILE``; a common default is 1,024, which leaves 704 with the default 256
+    upstream connections): past that limit the server could not accept anyone, and the
+    guard could not make room. At least 16."""
+    limit = config.max_concurrency
+    if limit is None:
+        return None
+    cap = CONNECTION_FACTOR * limit
+    try:
+        import resource
+    except ImportError:  # pragma: no cover - not on Windows
+        return cap
+    soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    if soft == resource.RLIM_INFINITY:
+        return cap
+    return max(16, min(cap, soft - config.max_connections - FILES_RESERVED))
+
+
+def connection_guard(config: ProxyConfig) -> ConnectionGuard:
+    """The :class:`~._connections.ConnectionGuard` of a proxy with ``config``: its header
+    timeout, and :func:`connection_cap` (a warning when the open-file limit lowered it)."""
+    cap = connection_cap(config)
+    requested = config.max_concurrency
+    if cap is not None and requested is not None and cap < CONNECTION_FACTOR * requested:
+        _log.warning("the open-file limit (ulimit -n) allows %d open connections, not %d "
+                     "(%d x --max-concurrency); raise it to accept more", cap,
+                     CONNECTION_FACTOR * requested, CONNECTION_FACTOR)
+    return ConnectionGuard(header_timeout_s=config.header_timeout_s, max_connections=cap)
+
+
+def server_for(app: ProxyApp, *, guard: ConnectionGuard | None = None,
+               shutdown_timeout_s: int = 30, log_config: Any = None) -> uvicorn.Server:
+    """A uvicorn server for ``app`` (see the module docstring for its settings), its
+    connections watched by ``guard`` (default :func:`connection_guard` of ``app.config``)."""
+    guard = guard if guard is not None else connection_guard(app.config)
     config = uvicorn.Config(
         app, lifespan="on", access_log=False, log_level="warning", log_config=log_config,
-        server_header=False, date_header=False,
-        limit_concurrency=None if limit is None else CONNECTION_FACTOR * limit,
-        timeout_graceful_shutdown=shutdown_timeout_s, loop="auto", http="auto")
+        server_header=False, date_header=False, limit_concurrency=None,
+        timeout_graceful_shutdown=shutdown_timeout_s, loop="auto",
+        # no WebSocket upgrade: the proxy forwards HTTP only, and an upgraded connection
+        # would leave the guard's protocol (so the guard could not count it any more)
+        http=guarded_protocol(guard), ws="none")
     return uvicorn.Server(config)
 
 
@@ -109,10 +155,12 @@ class Proxy:
         on_call: As :class:`~stableprompt._proxy._app.ProxyApp`.
         transport: As :class:`~stableprompt._proxy._app.ProxyApp` (the sending transport).
         **options: Further :class:`~stableprompt._proxy._app.ProxyConfig` fields
-            (``access_token``, ``max_body_bytes``, ``provider``, timeouts).
+            (``access_token``, ``max_body_bytes``, ``provider``, timeouts,
+            ``header_timeout_s``).
 
     Attributes:
         app: The :class:`ProxyApp`.
+        guard: Its connections' :class:`~._connections.ConnectionGuard`.
         base_url: ``http://host:port`` once entered.
     """
 
@@ -126,7 +174,9 @@ class Proxy:
                             recorder=recorder, capture=self._capture, on_call=on_call,
                             transport=transport)
         self._host, self._port = host, port
-        self._server = server_for(self.app, shutdown_timeout_s=shutdown_timeout_s)
+        self.guard = connection_guard(self.app.config)
+        self._server = server_for(self.app, guard=self.guard,
+                                  shutdown_timeout_s=shutdown_timeout_s)
         self._thread: threading.Thread | None = None
         self.base_url = ""
 

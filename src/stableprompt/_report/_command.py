@@ -49,6 +49,7 @@ from .._subcommand import (
     output_file_problem,
     same_file,
     seconds_arg,
+    shown,
     write_text,
 )
 from ._follow import FollowState, follow
@@ -347,19 +348,20 @@ def _run(args: argparse.Namespace) -> int:
                                     "notes": ceiling_notes(report)}))
         return 0
     for line in header:
-        print(line)
+        print(shown(line, markup=False))
     if not records:
-        print(f"{name}: the ledger has no records" if not selection and len(paths) == 1
-              else f"{name}: no records" + (f" ({', '.join(selection)})" if selection else ""))
+        print(shown(f"{name}: the ledger has no records" if not selection and len(paths) == 1
+                    else f"{name}: no records"
+                    + (f" ({', '.join(selection)})" if selection else ""), markup=False))
         for row in corrupt:
-            print(row.note())
+            print(shown(row.note(), markup=False))
         return 0
-    print_tables(report, title=f"stableprompt report: {name}", notes=(),
+    print_tables(report, title=shown(f"stableprompt report: {name}"), notes=(),
                  sessions=args.sessions, pricing=False)
     print_explanations(report, calls=args.calls, by=None if args.by == "scenario" else args.by)
     console = make_console(sys.stdout)
     for line in [*notes, *pricing_lines(report)]:
-        console.print(line, markup=False)  # they quote ledger strings (a model "[/]")
+        console.print(shown(line))
     return 0
 
 

@@ -34,6 +34,7 @@ from typing import Any, TextIO
 from .._exceptions import LedgerError
 from .._ledger._usage_record import UsageRecord
 from .._policy import PolicyTable
+from .._subcommand import shown
 from ._calls import CallRow, call_row
 from ._summary import Ceilings, Totals, _policy
 from ._text import format_int, format_pct, format_verdicts, make_console
@@ -117,17 +118,19 @@ class FollowState:
             misses.add_column(column, no_wrap=column not in ("before", "after"),
                               justify="right" if column in ("turn", "read") else "left")
         for row in reversed(self.misses):
-            misses.add_row(row.ts.strftime("%H:%M:%S"), row.session, _turn(row), row.verdict,
-                           format_pct(row.read_share), row.cause or "", row.segment or "",
-                           row.path or "", _clip(row.before), _clip(row.after))
+            misses.add_row(*map(shown, (
+                row.ts.strftime("%H:%M:%S"), row.session, _turn(row), row.verdict,
+                format_pct(row.read_share), row.cause or "", row.segment or "", row.path or "",
+                _clip(row.before), _clip(row.after))))
         causes = Table(title="miss causes so far", title_justify="left", header_style="bold")
         for column in ("cause", "rows", "lost tokens", "latest rows"):
             causes.add_column(column, justify="right" if column in ("rows", "lost tokens")
                               else "left", no_wrap=True)
         for name, seen in sorted(self.causes.items(), key=lambda kv: -kv[1].lost_tokens):
-            causes.add_row(name, format_int(seen.calls), format_int(seen.lost_tokens),
-                           ", ".join(reversed(seen.latest)))
-        return Group(Text(f"{title}: {self.summary_line()}", style="bold"), misses, causes)
+            causes.add_row(shown(name), format_int(seen.calls), format_int(seen.lost_tokens),
+                           shown(", ".join(reversed(seen.latest))))
+        return Group(Text(shown(f"{title}: {self.summary_line()}", markup=False),
+                          style="bold"), misses, causes)
 
 
 def _turn(row: CallRow) -> str:
@@ -215,7 +218,8 @@ def follow(path: str, *, file: TextIO, interval_s: float = 0.5, seconds: float |
                 if exc.code not in _WAITING:
                     raise
                 if not waiting_said and not console.is_terminal:
-                    print(f"waiting for {path} ({exc})", file=file, flush=True)
+                    print(shown(f"waiting for {path} ({exc})", markup=False), file=file,
+                          flush=True)
                 waiting_said = True
                 return
         while True:
@@ -247,7 +251,8 @@ def follow(path: str, *, file: TextIO, interval_s: float = 0.5, seconds: float |
                 run(lambda _row: None,
                     lambda: live.update(state.renderable(title), refresh=True))
         else:
-            run(lambda row: print(plain_line(row, state), file=file, flush=True),
+            run(lambda row: print(shown(plain_line(row, state), markup=False), file=file,
+                                  flush=True),
                 lambda: None)
-    print(f"{title}: {state.summary_line()}", file=file, flush=True)
+    print(shown(f"{title}: {state.summary_line()}", markup=False), file=file, flush=True)
     return state

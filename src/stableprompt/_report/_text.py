@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, TextIO
 
 from .._canonical import loads
-from .._subcommand import rich_console
+from .._subcommand import rich_console, shown
 from ._calls import CallRow
 from ._summary import VERDICTS, Report
 
@@ -162,7 +162,7 @@ def print_tables(report: Report, *, title: str, file: TextIO | None = None,
                          no_wrap=True)
     for name, scenario in report.scenarios.items():
         t = scenario.totals
-        table.add_row(name, format_int(t.calls), format_int(t.input_tokens),
+        table.add_row(shown(name), format_int(t.calls), format_int(t.input_tokens),
                       format_int(t.cache_read_tokens), format_int(t.cache_write_tokens),
                       format_pct(t.hit_rate), format_pct(t.ceiling), format_pct(t.of_ceiling),
                       format_pct(t.agreement), format_usd(t.cost_usd, complete=t.cost_complete))
@@ -172,24 +172,26 @@ def print_tables(report: Report, *, title: str, file: TextIO | None = None,
     for verdict in VERDICTS:
         verdicts.add_column(verdict.replace("_", " "), justify="right")
     for name, scenario in report.scenarios.items():
-        verdicts.add_row(name, *(format_int(scenario.totals.verdicts[v]) for v in VERDICTS))
+        verdicts.add_row(shown(name),
+                         *(format_int(scenario.totals.verdicts[v]) for v in VERDICTS))
     console.print(verdicts)
     if sessions:
         for name, scenario in report.scenarios.items():
-            per = Table(title=f"{name}: sessions", title_justify="left", header_style="bold")
+            per = Table(title=f"{shown(name)}: sessions", title_justify="left",
+                        header_style="bold")
             for column in ("session", "calls", "input", "read", "write", "hit rate",
                            "ceiling", "verdicts"):
                 per.add_column(column, justify="left" if column in ("session", "verdicts")
                                else "right")
             for sid, t in scenario.sessions.items():
-                per.add_row(sid, format_int(t.calls), format_int(t.input_tokens),
+                per.add_row(shown(sid), format_int(t.calls), format_int(t.input_tokens),
                             format_int(t.cache_read_tokens), format_int(t.cache_write_tokens),
                             format_pct(t.hit_rate), format_pct(t.ceiling),
-                            format_verdicts(t.verdicts))
+                            shown(format_verdicts(t.verdicts)))
             console.print(per)
     if pricing:
         for line in [*notes, *pricing_lines(report)]:
-            console.print(line)
+            console.print(shown(line))
 
 
 # --------------------------------------------------------------------------- explanations
@@ -237,7 +239,8 @@ def _print_calls(console: Any, report: Report) -> None:
     snippets = any(row.before is not None or row.after is not None for row in report.calls)
     for name in report.scenarios:
         rows = [row for row in report.calls if row.scenario == name]
-        table = Table(title=f"{name}: calls", title_justify="left", header_style="bold")
+        table = Table(title=f"{shown(name)}: calls", title_justify="left",
+                      header_style="bold")
         columns = ["session", "turn", "time (UTC)", "after", "verdict", "read share",
                    "read / predicted / input", "lost", "cause, segment, path"]
         if snippets:
@@ -255,7 +258,7 @@ def _print_calls(console: Any, report: Report) -> None:
                      format_int(row.lost_tokens) if row.lost_tokens else "", _where(row)]
             if snippets:
                 cells.append(_snippet(row))
-            table.add_row(*cells)
+            table.add_row(*map(shown, cells))
         console.print(table)
 
 
@@ -273,7 +276,7 @@ def _print_stabilized(console: Any, report: Report) -> None:
         table.add_column(column, justify="left" if column == "rewrite" else "right",
                          no_wrap=True)
     for name, kind in saved.to_json()["kinds"].items():
-        table.add_row(name, format_int(kind["calls"]), format_int(kind["estimated"]),
+        table.add_row(shown(name), format_int(kind["calls"]), format_int(kind["estimated"]),
                       format_int(kind["saved_tokens"]), format_usd(kind["saved_usd"]))
     table.add_row("(all)", format_int(saved.calls), "", format_int(saved.saved_tokens),
                   format_usd(saved.saved_usd))
@@ -282,7 +285,6 @@ def _print_stabilized(console: Any, report: Report) -> None:
 
 def _print_groups(console: Any, report: Report, by: str) -> None:
     from rich.table import Table
-    from rich.text import Text
 
     table = Table(title=f"by {by}", title_justify="left", header_style="bold")
     for column in (by, "calls", "input tokens", "cache read", "hit rate", "ceiling",
@@ -290,10 +292,10 @@ def _print_groups(console: Any, report: Report, by: str) -> None:
         table.add_column(column, justify="left" if column in (by, "verdicts") else "right",
                          no_wrap=column != "verdicts")
     for key, t in report.group_by(by).items():
-        table.add_row(Text(key), format_int(t.calls), format_int(t.input_tokens),  # literal
+        table.add_row(shown(key), format_int(t.calls), format_int(t.input_tokens),
                       format_int(t.cache_read_tokens), format_pct(t.hit_rate),
                       format_pct(t.ceiling), format_pct(t.intra_turn_hit_rate),
-                      format_pct(t.cross_turn_hit_rate), format_verdicts(t.verdicts),
+                      format_pct(t.cross_turn_hit_rate), shown(format_verdicts(t.verdicts)),
                       format_usd(t.cost_usd, complete=t.cost_complete))
     console.print(table)
 
@@ -320,7 +322,8 @@ def print_explanations(report: Report, *, file: TextIO | None = None,
     groups = [*report.scenarios.items(), ("(all)", None)]
     for name, scenario in groups:
         t = report.overall if scenario is None else scenario.totals
-        split.add_row(name, format_int(t.intra_calls), format_pct(t.intra_turn_hit_rate),
+        split.add_row(shown(name), format_int(t.intra_calls),
+                      format_pct(t.intra_turn_hit_rate),
                       format_int(t.cross_calls), format_pct(t.cross_turn_hit_rate),
                       format_int(t.partial), format_int(t.lost_tokens), format_usd(t.lost_usd))
     console.print(split)
@@ -332,9 +335,10 @@ def print_explanations(report: Report, *, file: TextIO | None = None,
                                                                     "lost") else "left",
                              no_wrap=column != "fix")
         for cause in causes:
-            table.add_row(cause.cause, cause.segment or "", cause.path or "",
-                          format_int(cause.calls), format_int(cause.lost_tokens),
-                          format_usd(cause.lost_usd), cause.fix or "")
+            table.add_row(shown(cause.cause), shown(cause.segment or ""),
+                          shown(cause.path or ""), format_int(cause.calls),
+                          format_int(cause.lost_tokens), format_usd(cause.lost_usd),
+                          shown(cause.fix or ""))
         console.print(table)
     _print_stabilized(console, report)
     cliffs = report.cliffs()
@@ -348,9 +352,10 @@ def print_explanations(report: Report, *, file: TextIO | None = None,
                              no_wrap=True)
         for cliff in cliffs:
             row = cliff.call
-            table.add_row(row.scenario, row.session, _count(row.turn),
+            table.add_row(shown(row.scenario), shown(row.session), _count(row.turn),
                           format_pct(row.read_share), format_pct(cliff.previous_read_share),
-                          _verdict_text(row), row.cause or "", row.segment or "")
+                          shown(_verdict_text(row)), shown(row.cause or ""),
+                          shown(row.segment or ""))
         console.print(table)
     if calls:
         _print_calls(console, report)
