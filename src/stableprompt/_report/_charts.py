@@ -4,7 +4,7 @@ Two charts, one panel per scenario (at most :data:`MAX_PANELS`, in order of firs
 
 * :func:`read_share_svg`: the read share of every included call
   (:attr:`~._calls.CallRow.read_share`, 0..1 as a percentage) against its time (``ts``, UTC),
-  one line per session, and the report's cliffs (:meth:`~._summary.Report.cliffs`) as
+  one line per session, and the report's cliffs (:meth:`~._summary.Summary.cliffs`) as
   markers coloured by their verdict.
 * :func:`cost_svg`: the cumulative cost (USD) of the priced calls against time:
   as reported (:attr:`~._calls.CallRow.cost_usd`), at the ceiling (``cost_at_ceiling_usd``)
@@ -36,7 +36,7 @@ from datetime import UTC, datetime
 from importlib import import_module
 from typing import TYPE_CHECKING, Any, Literal
 
-from ._summary import Report
+from ._summary import Summary
 from ._text import format_usd
 
 if TYPE_CHECKING:
@@ -126,19 +126,19 @@ def _date_axis(ax: Any) -> None:
     ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator, tz=UTC))
 
 
-def _scenario_rows(report: Report) -> list[tuple[str, list[CallRow]]]:
+def _scenario_rows(report: Summary) -> list[tuple[str, list[CallRow]]]:
     by_scenario: dict[str, list[CallRow]] = {name: [] for name in report.scenarios}
     for row in report.calls:
         by_scenario.setdefault(row.scenario, []).append(row)
     return list(by_scenario.items())[:MAX_PANELS]
 
 
-def _omitted(report: Report) -> str:
+def _omitted(report: Summary) -> str:
     extra = len(report.scenarios) - MAX_PANELS
     return f"; {extra} more scenarios not drawn" if extra > 0 else ""
 
 
-def read_share_svg(report: Report) -> str | None:
+def read_share_svg(report: Summary) -> str | None:
     """Read share per call per session on a time axis, cliffs marked by verdict.
 
     Args:
@@ -205,7 +205,7 @@ def _cumulative(values: Sequence[float]) -> list[float]:
     return out
 
 
-def cost_svg(report: Report) -> str | None:
+def cost_svg(report: Summary) -> str | None:
     """Cumulative cost (USD) over time: as reported vs at the ceiling vs with no caching.
 
     Args:

@@ -1,6 +1,6 @@
 """A ledger summary as one self-contained HTML page, its charts drawn by matplotlib.
 
-:func:`html_report` renders a :class:`~stableprompt._report._summary.Report`: the scenario
+:func:`html_report` renders a :class:`~stableprompt._report._summary.Summary`: the scenario
 table, two charts (read share per call per session over time with the cliffs marked by
 verdict; cumulative cost as reported vs at the ceiling vs uncached: :mod:`._charts`), the
 turn-boundary split, the causes ranked by lost tokens (with their fixes and lost USD), the
@@ -22,7 +22,7 @@ from datetime import UTC, datetime
 
 from . import _charts
 from ._calls import CLIFF_DROP
-from ._summary import Report, Totals
+from ._summary import Summary, Totals
 from ._text import format_int, format_pct, format_usd, format_verdicts, pricing_lines
 
 __all__ = ["html_report"]
@@ -40,7 +40,7 @@ figure{margin:1rem 0}svg.chart{display:block;max-width:100%;height:auto}
 code{white-space:pre-wrap;word-break:break-all;font-size:12px}details{margin:.5rem 0}"""
 
 
-def _chart(title: str, draw: str, report: Report, library: str | None) -> str:
+def _chart(title: str, draw: str, report: Summary, library: str | None) -> str:
     """One chart section: the SVG in a ``<figure>``, or in its place why it is not drawn."""
     head = f"<h2>{title}</h2>"
     if library is None:
@@ -60,7 +60,7 @@ def _count_cells(t: Totals) -> str:
     return "".join(f"<td class=n>{cell}</td>" for cell in cells)
 
 
-def _explanations(report: Report) -> list[str]:
+def _explanations(report: Summary) -> list[str]:
     """The turn-boundary, causes, cliffs and misses tables (HTML fragments)."""
     e = html.escape
     split = "".join(
@@ -125,7 +125,7 @@ def _details(summary: str, rows: int) -> str:
     return f"<details{state}><summary>{html.escape(summary)}</summary>"
 
 
-def html_report(report: Report, *, title: str, intro: Sequence[str] = (),
+def html_report(report: Summary, *, title: str, intro: Sequence[str] = (),
                 notes: Sequence[str] = ()) -> str:
     """A self-contained HTML page (module docstring): tables and matplotlib's inline SVG
     charts, no scripts, no external files; deterministic (same report, same bytes).

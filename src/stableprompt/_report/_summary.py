@@ -93,7 +93,6 @@ __all__ = [
     "VERDICTS",
     "Ceilings",
     "Pricing",
-    "Report",
     "ScenarioReport",
     "Summary",
     "Totals",
@@ -649,8 +648,5 @@ def summarize(records: Iterable[UsageRecord], *, policies: PolicyTable | None = 
     return Summary(scenarios, len(rows), pricing, rows, overall, price, stabilized,
                    reads_beyond_ledger=ceilings.beyond_ledger)
 
-
-Report = Summary
-"""The summary's name inside the report package (terminal, HTML and demo code)."""
 
 public(Summary, summarize)

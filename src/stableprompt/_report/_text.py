@@ -1,6 +1,6 @@
 """A ledger summary as text: number formats, notes, and rich tables for the terminal.
 
-:func:`print_tables` prints a :class:`~stableprompt._report._summary.Report` (one row per
+:func:`print_tables` prints a :class:`~stableprompt._report._summary.Summary` (one row per
 scenario, a verdict table, optionally one table of sessions per scenario), then the notes;
 :func:`print_explanations` prints what ``stableprompt report`` adds: the turn-boundary split
 per scenario, the causes ranked by lost tokens and dollars with their fixes, what
@@ -19,7 +19,7 @@ from typing import Any, TextIO
 from .._canonical import loads
 from .._subcommand import rich_console, shown
 from ._calls import CallRow
-from ._summary import VERDICTS, Report
+from ._summary import VERDICTS, Summary
 
 __all__ = [
     "SELF_HOSTED",
@@ -97,7 +97,7 @@ def meta_lines(meta: Mapping[str, str]) -> list[str]:
                     if key not in _META_LABELS]
 
 
-def pricing_lines(report: Report) -> list[str]:
+def pricing_lines(report: Summary) -> list[str]:
     """Where costs come from (one line), then why some were omitted (one line each); for
     calls that all went to a self-hosted engine (:data:`SELF_HOSTED`), one line saying so."""
     pricing = report.pricing
@@ -113,7 +113,7 @@ def pricing_lines(report: Report) -> list[str]:
     return [head, *pricing.notes]
 
 
-def ceiling_notes(report: Report) -> list[str]:
+def ceiling_notes(report: Summary) -> list[str]:
     """A note when some calls read more than any earlier call of the selection explains
     (:attr:`~._summary.Summary.reads_beyond_ledger`); ``[]`` otherwise."""
     n = report.reads_beyond_ledger
@@ -137,7 +137,7 @@ def make_console(file: TextIO) -> Any:
     return console
 
 
-def print_tables(report: Report, *, title: str, file: TextIO | None = None,
+def print_tables(report: Summary, *, title: str, file: TextIO | None = None,
                  notes: Sequence[str] = (), sessions: bool = False,
                  pricing: bool = True) -> None:
     """Print the per-scenario table (and optionally per-session tables) with rich.
@@ -197,7 +197,7 @@ def print_tables(report: Report, *, title: str, file: TextIO | None = None,
 # --------------------------------------------------------------------------- explanations
 
 
-def turn_boundary_notes(report: Report) -> list[str]:
+def turn_boundary_notes(report: Summary) -> list[str]:
     """A note when some included calls have no known turn boundary (rows recorded before the
     recorder stored ``turn_boundary``, without a stored body); ``[]`` otherwise."""
     t = report.overall
@@ -232,7 +232,7 @@ def _where(row: CallRow) -> str:
     return " ".join(part for part in (row.cause, row.segment, row.path) if part)
 
 
-def _print_calls(console: Any, report: Report) -> None:
+def _print_calls(console: Any, report: Summary) -> None:
     """One table per scenario, its calls in ledger order."""
     from rich.table import Table
 
@@ -262,7 +262,7 @@ def _print_calls(console: Any, report: Report) -> None:
         console.print(table)
 
 
-def _print_stabilized(console: Any, report: Report) -> None:
+def _print_stabilized(console: Any, report: Summary) -> None:
     """The calls ``--stabilize`` rewrote per rewrite kind, and the estimated savings
     (:mod:`._stabilized`); nothing when no call was rewritten."""
     from rich.table import Table
@@ -283,7 +283,7 @@ def _print_stabilized(console: Any, report: Report) -> None:
     console.print(table)
 
 
-def _print_groups(console: Any, report: Report, by: str) -> None:
+def _print_groups(console: Any, report: Summary, by: str) -> None:
     from rich.table import Table
 
     table = Table(title=f"by {by}", title_justify="left", header_style="bold")
@@ -300,10 +300,10 @@ def _print_groups(console: Any, report: Report, by: str) -> None:
     console.print(table)
 
 
-def print_explanations(report: Report, *, file: TextIO | None = None,
+def print_explanations(report: Summary, *, file: TextIO | None = None,
                        calls: bool = False, by: str | None = None) -> None:
     """Print why calls missed: with ``by`` a table of totals per group
-    (:meth:`~stableprompt._report._summary.Report.group_by`), the turn-boundary split per
+    (:meth:`~stableprompt._report._summary.Summary.group_by`), the turn-boundary split per
     scenario, causes ranked by lost tokens and lost USD (each with its one-line fix), the
     cliffs, and with ``calls`` one row per call
     (:class:`~stableprompt._report._calls.CallRow`)."""

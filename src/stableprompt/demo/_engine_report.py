@@ -24,7 +24,7 @@ from typing import Any
 
 from .._canonical import canonical_json
 from .._ledger._usage_record import UsageRecord
-from .._report._summary import Report
+from .._report._summary import Summary
 
 __all__ = [
     "COLD_SHARE",
@@ -326,7 +326,7 @@ class EngineReport:
                 "log of a server the demo did not start is not readable)")
         return f"Chat Completions answers' timings (prompt_ms, prompt_n, cache_n); {rest}"
 
-    def ledger_meta(self, report: Report, workload: str, model: str) -> dict[str, str]:
+    def ledger_meta(self, report: Summary, workload: str, model: str) -> dict[str, str]:
         """The ledger metadata of the run: ``backend``, ``workload``, ``provider``, ``model``,
         ``engine`` (:meth:`to_json` without ``prefill``), ``agreement`` (per row:
         ``{"calls", "agreeing", "agreement"}``: calls with both a prediction and a report,

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 from .._exceptions import InputError, LedgerError
 from .._ledger._ledger import Ledger
 from .._recording._recorder import Recorder
-from .._report._summary import Report, summarize
+from .._report._summary import Summary, summarize
 from ..emulator import Emulator, FakeClock
 from ._driver import (
     API_KEY,
@@ -125,7 +125,7 @@ class DemoResult:
     model: str
     workload: Workload
     scenarios: tuple[str, ...]
-    report: Report
+    report: Summary
     ledger_path: Path | None
     capture_dir: Path | None
     elapsed_s: float
