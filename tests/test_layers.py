@@ -5,6 +5,8 @@ same or a lower layer, and no module imports itself back through a cycle."""
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 import stableprompt
@@ -18,7 +20,7 @@ LAYERS: dict[str, int] = {
     "_subcommand": 0, "_public": 0, "_version": 0, "_cache": 0, "_frozen": 0,
     "_wire": 1, "providers": 1,
     "_diff": 2, "_prompt": 2, "_ledger": 2,
-    "_recording": 3,
+    "_recording": 3, "_accounting": 3,
     "_client": 4,
     "_report": 5, "_lint": 5, "testing": 5, "emulator": 5, "_engine": 5,
     "_proxy": 5,
@@ -34,13 +36,9 @@ ENGINE_MAY_IMPORT = ("_exceptions", "_cache", "_canonical", "_redact", "_subcomm
                      "_engine")
 
 
-#: Upward imports allowed by name, each with why. ``Recorder.summary()`` gives a harness the
-#: report's numbers in process (issue 11 item 4); the summary needs the report's pricing,
-#: cause fixes and snippets (L5), so it cannot move down to L3 without dragging lint with it.
-#: The import is function-local in that one method: recording a call never loads the report.
-ALLOWED_UPWARD: dict[tuple[str, str], str] = {
-    ("_recording._recorder", "_report._summary"): "Recorder.summary(), deferred to the call",
-}
+#: Upward imports allowed by name, each with why (none: ``Recorder.summary()`` reads
+#: ``_accounting``, its own layer, since the accounting moved out of the report).
+ALLOWED_UPWARD: dict[tuple[str, str], str] = {}
 
 
 def _modules() -> dict[str, Path]:
@@ -120,13 +118,26 @@ def test_imports_go_to_the_same_or_a_lower_layer() -> None:
 
 def test_the_allowed_upward_imports_are_function_local() -> None:
     """Each allowed upward import exists, and outside ``TYPE_CHECKING`` it stands only inside
-    a function, so importing the lower module never imports the higher one."""
+    a function, so importing the lower module never imports the higher one (the table is
+    empty today: the check stays for the next exception)."""
     for (name, target) in ALLOWED_UPWARD:
         assert target in GRAPH[name]
         tree = ast.parse(MODULES[name].read_text(encoding="utf-8"))
         for node in tree.body:
             if isinstance(node, (ast.Import, ast.ImportFrom)):
                 assert target.rpartition(".")[2] not in ast.dump(node), (name, target)
+
+
+def test_recording_a_call_never_loads_the_accounting() -> None:
+    """Importing the recorder (what every recorded call runs) loads neither the accounting
+    nor genai-prices: ``Recorder.summary()`` imports them when called."""
+    code = ("import sys, stableprompt._recording._recorder, stableprompt._recording._transport;"
+            "print(sorted(m for m in sys.modules if m.startswith(('stableprompt._accounting', "
+            "'stableprompt._report', 'genai_prices'))))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout.strip()
+    assert out == "[]"
+
 
 
 def test_emulator_depends_only_on_core() -> None:

@@ -1,5 +1,6 @@
 """Tests for the report's per-call rows, exclusions, partial reads, causes and cliffs
-(`_report._calls`, `_report._causes`, `_report._pricing`) on hand-built SQLite ledgers."""
+(`_accounting._calls`, `_accounting._causes`, `_accounting._pricing`) on hand-built SQLite
+ledgers."""
 
 from __future__ import annotations
 
@@ -13,12 +14,12 @@ import pytest
 
 from conftest import record_anthropic_call
 from stableprompt import Ledger, UsageRecord, parse_usage
+from stableprompt._accounting._calls import CLIFF_DROP
+from stableprompt._accounting._pricing import Pricing, TokenSplit, price_call
 from stableprompt._cli import main
 from stableprompt._lint._findings import CAUSE_FIXES
 from stableprompt._recording._observer import Observation
-from stableprompt._report._calls import CLIFF_DROP
 from stableprompt._report._command import read_ledger, summarize
-from stableprompt._report._pricing import Pricing, TokenSplit, price_call
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 

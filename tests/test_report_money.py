@@ -1,5 +1,5 @@
-"""Tests that the report never drops money (issue 24, `_report._pricing`, `_report._calls`,
-`_report._summary`): a priced ledger of every kind of call, each priced by hand from list
+"""Tests that the report never drops money (issue 24, `_accounting._pricing`, `_accounting._calls`,
+`_accounting._summary`): a priced ledger of every kind of call, each priced by hand from list
 prices written here, totals equal to the microdollar; calls whose cost is unknown make the
 total a lower bound that names them; suspect usage is priced as reported with a note."""
 

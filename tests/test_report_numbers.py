@@ -1,4 +1,4 @@
-"""Tests for the report's numbers on hand-built ledgers (`_report._summary`): the ceiling across
+"""Tests for the report's numbers on hand-built ledgers (`_accounting._summary`): the ceiling across
 sessions, the in-process summary (``summarize``, ``Recorder.summary``), write prices by TTL,
 and bad ledgers (corrupt rows, schema versions merged)."""
 

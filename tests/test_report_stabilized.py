@@ -1,4 +1,4 @@
-"""What ``--stabilize`` saved in ``stableprompt report`` (``_report._stabilized``): calls per
+"""What ``--stabilize`` saved in ``stableprompt report`` (``_accounting._stabilized``): calls per
 rewrite kind and the estimated reads, on hand-built rows and end to end through the proxy's
 transport and the report command."""
 

@@ -72,7 +72,7 @@ _EXPORTS: dict[str, str] = {
     "SegmentTokenCounter": "_tokens",
     "SegmentedRequest": "_wire._segmenter",
     "StablePromptError": "_exceptions",
-    "Summary": "_report._summary",
+    "Summary": "_accounting._summary",
     "TailSlotError": "_exceptions",
     "TiktokenTokenizer": "_tokens",
     "Tokenizer": "_tokens",
@@ -101,7 +101,7 @@ _EXPORTS: dict[str, str] = {
     "plan_compaction": "_prompt._compaction",
     "scan_volatile": "_volatility",
     "segment_request": "_wire._formats",
-    "summarize": "_report._summary",
+    "summarize": "_accounting._summary",
 }
 
 #: Public sub-namespaces, imported on first attribute access.
@@ -112,6 +112,7 @@ if _typing.TYPE_CHECKING:
     from . import emulator as emulator
     from . import providers as providers
     from . import testing as testing
+    from ._accounting._summary import Summary, summarize
     from ._canonical import canonical_json
     from ._client import (
         AnthropicClient,
@@ -198,7 +199,6 @@ if _typing.TYPE_CHECKING:
         RecordingTransport,
     )
     from ._report._otel import OTelSink, export_otel
-    from ._report._summary import Summary, summarize
     from ._segment import Segment
     from ._tokens import (
         ByteTokenizer,

@@ -39,7 +39,7 @@ TOLERANCE_FRACTION = 0.05
 """Share of a request's reported ``input_tokens_total`` by which reported cache reads may
 differ from the prediction (on top of one granule) and still count as a ``hit``: absorbs the
 tokenizer and template differences between our estimate and the provider's count (the
-attribution's tolerance, ``_recording._attribution``; the report's, ``_report._calls``)."""
+attribution's tolerance, ``_recording._attribution``; the report's, ``_accounting._calls``)."""
 
 TOKEN_ESTIMATE_MARGIN = 1.25
 """How much denser than our cl100k estimate a provider's tokenizer may be on prompt content

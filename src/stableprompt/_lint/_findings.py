@@ -12,8 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._canonical import escape_pointer, loads
-from .._diff import body_path
-from .._policy import CONTENT_SHAPES
+from .._diff import CAUSE_FIXES, FINDING_FIXES, body_path
 from .._segment import Segment
 from .._volatility import head_strings, scan_volatile
 from .._wire._parts import a_or_an
@@ -21,70 +20,6 @@ from ._results import LintFinding
 
 __all__ = ["CAUSE_FIXES", "FINDING_FIXES", "HeadGroup", "HeadSeg", "finding",
            "head_findings", "tool_order_findings"]
-
-#: One-line fix per break cause (see ``stableprompt._diff.CAUSES``).
-CAUSE_FIXES: Mapping[str, str] = {
-    "model-change": "keep one model per session; a model switch starts a cold cache "
-    "(start a new session for another model)",
-    "param-change": "keep cache-key parameters (tool_choice, thinking, reasoning effort, "
-    "response schema) fixed for the whole session",
-    "tool-added": "declare every tool in the head up front and mask per-turn availability "
-    "(tool_choice or a tail note) instead of adding tools",
-    "tool-removed": "keep tools in the head and mask them (tool_choice or a tail note) "
-    "instead of removing them",
-    "tool-reorder": "send tools in one fixed order (sorted by name)",
-    "key-order": "serialize JSON with sorted keys (canonical JSON) for tools, schemas and "
-    "tool_use inputs",
-    "whitespace": "render each text once and re-send the same bytes; never re-format it",
-    "volatile-token": "move per-turn values (clock, dates, ids, counters) out of the prefix "
-    "into a volatile tail after the last breakpoint",
-    "history-rewrite": "treat history as append-only: re-send the exact bytes already sent "
-    "(same content form, whitespace, blocks)",
-    "content-edit": "freeze the head (tools + system) for the session; changing it starts "
-    "a new cache lineage",
-    "breakpoint-on-per-turn-block": "put the breakpoint on the last stable block, before "
-    "per-turn content, not on the per-turn block",
-}
-
-def _content_shape_fix() -> str:
-    """The content-shape fix: one sentence, one URL per provider, from the rule in
-    :data:`stableprompt._policy.CONTENT_SHAPES` (whose ``finding`` and ``source`` hold the
-    full evidence)."""
-    rules = CONTENT_SHAPES.values()
-    alike = [r.provider for r in rules if r.cache_alike]
-    verdict = (f"cache alike on {', '.join(alike)} only" if alike else
-               "are different bytes to the cache: no provider documents that they cache alike")
-    return ("re-send each message in the shape it was first sent in (a string stays a string, "
-            "a list of text blocks stays a list); \"content\": \"x\" and "
-            "[{\"type\": \"text\", \"text\": \"x\"}] " + verdict + " ("
-            + "; ".join(f"{r.provider}: {r.url}" for r in rules) + ")")
-
-
-#: Finding code -> (severity, one-line fix).
-FINDING_FIXES: Mapping[str, tuple[str, str]] = {
-    "head-changed-mid-session": ("error", "freeze the head (model, params, tools, system) for "
-                                 "a session; start a new session to change it"),
-    "unstable-tool-order": ("error", "send tools in one fixed order (sorted by name); mask "
-                            "instead of removing"),
-    "too-many-breakpoints": ("error", "use at most the provider's breakpoint budget (4): end "
-                             "of head and end of stable history"),
-    "breakpoint-ttl-order": ("error", "put longer-TTL breakpoints (1h) before shorter ones "
-                             "(5m)"),
-    "content-shape-changed": ("error", _content_shape_fix()),
-    "format-mismatch": ("error", "drop --format (the format is detected per request) or pass "
-                        "the format the requests were sent in"),
-    "volatile-in-cached-region": ("warning", "move per-turn values (clock, dates, ids) out of "
-                                  "tools/system into a volatile tail after the last breakpoint"),
-    "breakpoint-on-per-turn-block": ("warning", CAUSE_FIXES["breakpoint-on-per-turn-block"]),
-    "breakpoint-below-minimum": ("warning", "move the first breakpoint to a prefix of at least "
-                                 "the model's minimum cacheable tokens, or drop it"),
-    "no-breakpoints": ("warning", "add cache_control at the end of the head and of the stable "
-                       "history (or top-level cache_control): Anthropic caches only at "
-                       "breakpoints"),
-    "non-canonical-schema-keys": ("info", "serialize tool schemas with sorted keys (canonical "
-                                  "JSON) so another runtime cannot reorder them"),
-}
-
 
 @dataclass(slots=True)
 class HeadSeg:

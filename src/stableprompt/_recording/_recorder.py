@@ -72,7 +72,7 @@ from ._unanalysed import unanalysed_record
 from ._worker import RecordingWorker
 
 if TYPE_CHECKING:
-    from .._report._summary import Summary
+    from .._accounting._summary import Summary
 
 __all__ = ["ENGINE_PROVIDER", "SESSION_HEADER", "Recorder"]
 
@@ -582,9 +582,8 @@ class Recorder:
         Args:
             price: Price the calls with genai-prices (``False``: costs are ``None``).
         """
-        # The one upward import of the recording layer (L3 -> L5), deferred to this call and
-        # allowed by name in tests/test_layers.py: recording a call never loads the report.
-        from .._report._summary import summarize
+        # Imported when called: recording a call never loads the accounting (genai-prices).
+        from .._accounting._summary import summarize
 
         with self._records_lock:
             records = sorted(self.records, key=lambda r: r.ts_utc)

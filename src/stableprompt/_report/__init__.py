@@ -1,11 +1,5 @@
-"""Ledger -> numbers -> terminal / JSON / HTML / OTel.
+"""The numbers (``_accounting``) -> terminal / JSON / HTML / OTel.
 
-- ``_summary``: the numbers (hit rate, ceiling across sessions, verdicts, cost,
-  turn-boundary split) per group, and the public ``Summary`` that holds them (``summarize``).
-- ``_calls``: one row per call (read share, partial, exclusions, lost tokens and USD) and cliffs.
-- ``_causes``: causes ranked by lost tokens and dollars, with lint's fixes.
-- ``_pricing``: the one call site of genai-prices.
-- ``_snippets``: before/after snippets of a prefix change from stored request bodies.
 - ``_text``: the terminal tables.
 - ``_html``: the self-contained HTML page.
 - ``_charts``: its charts (matplotlib, optional ``report`` extra; imported only to draw).

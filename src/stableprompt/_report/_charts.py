@@ -36,11 +36,11 @@ from datetime import UTC, datetime
 from importlib import import_module
 from typing import TYPE_CHECKING, Any, Literal
 
-from ._summary import Summary
+from .._accounting._summary import Summary
 from ._text import format_usd
 
 if TYPE_CHECKING:
-    from ._calls import CallRow
+    from .._accounting._calls import CallRow
 
 __all__ = ["INSTALL_HINT", "MAX_PANELS", "VERDICT_COLORS", "cost_svg", "plotting_library",
            "read_share_svg"]

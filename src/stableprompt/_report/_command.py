@@ -37,6 +37,15 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from .._accounting._summary import (
+    GROUP_BY,
+    VERDICTS,
+    Pricing,
+    ScenarioReport,
+    Summary,
+    Totals,
+    summarize,
+)
 from .._exceptions import LedgerError
 from .._ledger._usage_record import UsageRecord
 from .._subcommand import (
@@ -54,15 +63,6 @@ from .._subcommand import (
 )
 from ._follow import FollowState, follow
 from ._html import html_report
-from ._summary import (
-    GROUP_BY,
-    VERDICTS,
-    Pricing,
-    ScenarioReport,
-    Summary,
-    Totals,
-    summarize,
-)
 from ._text import (
     ceiling_notes,
     make_console,

@@ -31,12 +31,12 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, TextIO
 
+from .._accounting._calls import CallRow, call_row
+from .._accounting._summary import Ceilings, Totals, _policy
 from .._exceptions import LedgerError
 from .._ledger._usage_record import UsageRecord
 from .._policy import PolicyTable
 from .._subcommand import shown
-from ._calls import CallRow, call_row
-from ._summary import Ceilings, Totals, _policy
 from ._text import format_int, format_pct, format_verdicts, make_console
 
 __all__ = ["MISS_VERDICTS", "FollowState", "follow"]

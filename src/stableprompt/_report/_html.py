@@ -1,6 +1,6 @@
 """A ledger summary as one self-contained HTML page, its charts drawn by matplotlib.
 
-:func:`html_report` renders a :class:`~stableprompt._report._summary.Summary`: the scenario
+:func:`html_report` renders a :class:`~stableprompt._accounting._summary.Summary`: the scenario
 table, two charts (read share per call per session over time with the cliffs marked by
 verdict; cumulative cost as reported vs at the ceiling vs uncached: :mod:`._charts`), the
 turn-boundary split, the causes ranked by lost tokens (with their fixes and lost USD), the
@@ -20,9 +20,9 @@ import html
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
+from .._accounting._calls import CLIFF_DROP
+from .._accounting._summary import Summary, Totals
 from . import _charts
-from ._calls import CLIFF_DROP
-from ._summary import Summary, Totals
 from ._text import format_int, format_pct, format_usd, format_verdicts, pricing_lines
 
 __all__ = ["html_report"]
@@ -131,7 +131,7 @@ def html_report(report: Summary, *, title: str, intro: Sequence[str] = (),
     charts, no scripts, no external files; deterministic (same report, same bytes).
 
     Args:
-        report: The summary (:func:`~stableprompt._report._summary.summarize`); its numbers
+        report: The summary (:func:`~stableprompt._accounting._summary.summarize`); its numbers
             are shown as computed there, never recomputed.
         title: Page title (escaped).
         intro: Paragraphs shown first (e.g. the backend banner; escaped).

@@ -1,6 +1,6 @@
 """A ledger summary as text: number formats, notes, and rich tables for the terminal.
 
-:func:`print_tables` prints a :class:`~stableprompt._report._summary.Summary` (one row per
+:func:`print_tables` prints a :class:`~stableprompt._accounting._summary.Summary` (one row per
 scenario, a verdict table, optionally one table of sessions per scenario), then the notes;
 :func:`print_explanations` prints what ``stableprompt report`` adds: the turn-boundary split
 per scenario, the causes ranked by lost tokens and dollars with their fixes, what
@@ -16,10 +16,10 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any, TextIO
 
+from .._accounting._calls import CallRow
+from .._accounting._summary import VERDICTS, Summary
 from .._canonical import loads
 from .._subcommand import rich_console, shown
-from ._calls import CallRow
-from ._summary import VERDICTS, Summary
 
 __all__ = [
     "SELF_HOSTED",
@@ -303,10 +303,10 @@ def _print_groups(console: Any, report: Summary, by: str) -> None:
 def print_explanations(report: Summary, *, file: TextIO | None = None,
                        calls: bool = False, by: str | None = None) -> None:
     """Print why calls missed: with ``by`` a table of totals per group
-    (:meth:`~stableprompt._report._summary.Summary.group_by`), the turn-boundary split per
+    (:meth:`~stableprompt._accounting._summary.Summary.group_by`), the turn-boundary split per
     scenario, causes ranked by lost tokens and lost USD (each with its one-line fix), the
     cliffs, and with ``calls`` one row per call
-    (:class:`~stableprompt._report._calls.CallRow`)."""
+    (:class:`~stableprompt._accounting._calls.CallRow`)."""
     from rich.table import Table
 
     console = make_console(file or sys.stdout)

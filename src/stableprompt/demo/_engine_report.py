@@ -22,9 +22,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from .._accounting._summary import Summary
 from .._canonical import canonical_json
 from .._ledger._usage_record import UsageRecord
-from .._report._summary import Summary
 
 __all__ = [
     "COLD_SHARE",

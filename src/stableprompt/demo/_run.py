@@ -27,10 +27,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .._accounting._summary import Summary, summarize
 from .._exceptions import InputError, LedgerError
 from .._ledger._ledger import Ledger
 from .._recording._recorder import Recorder
-from .._report._summary import Summary, summarize
 from ..emulator import Emulator, FakeClock
 from ._driver import (
     API_KEY,

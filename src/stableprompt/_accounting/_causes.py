@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .._lint._findings import CAUSE_FIXES, FINDING_FIXES
+from .._diff import CAUSE_FIXES, FINDING_FIXES
 from ._calls import CallRow
 
 __all__ = ["OTHER_FIXES", "CauseRow", "fix_for", "group_key", "rank_causes"]

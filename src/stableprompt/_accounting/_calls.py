@@ -1,7 +1,7 @@
 """One row per call: read share, partial reads, exclusions, lost tokens and dollars, cliffs.
 
 :func:`call_row` turns one :class:`~stableprompt.UsageRecord` (with the append-only ceiling
-:func:`~stableprompt._report._summary.summarize` computed for it) into a :class:`CallRow`:
+:func:`~stableprompt._accounting._summary.summarize` computed for it) into a :class:`CallRow`:
 
 * ``excluded``: why the call is left out of token sums, hit rates and ceilings, or ``None``:
   ``"unanalysed"`` (wire format ``unknown``: a request the proxy forwarded without analysis,
@@ -14,7 +14,7 @@
   summing it could show a 50,000% hit rate). Never summed as zeros. Older recorders also set
   ``usage_inconsistent`` on suspect calls: the suspicion decides, so their rows read the same.
 * costs are not excluded with them: every call whose usage parsed is priced
-  (:func:`~stableprompt._report._pricing.price_record`), suspect or not; ``cost_complete`` is
+  (:func:`~stableprompt._accounting._pricing.price_record`), suspect or not; ``cost_complete`` is
   false when its cost is unknown (``cost_usd`` ``None``: no usage, reads not reported, a
   negative part, an unknown model) or a lower bound (output tokens unknown, a server-tool fee
   unknown), and ``cost_note`` says why. An unanalysed request is no call to price (``None``,
@@ -37,7 +37,7 @@
   user turn) or ``"cross"`` (the first call after a new user message), from
   ``verdict_detail["turn_boundary"]`` (the recorder's, ``_recording._boundary``) or, for older
   rows that kept their request body (``content``), from that body; ``None`` when unknown.
-* costs (USD, :func:`~stableprompt._report._pricing.price_call`): as reported, all uncached,
+* costs (USD, :func:`~stableprompt._accounting._pricing.price_call`): as reported, all uncached,
   at the ceiling (had it read ``max(read, ceiling)``) and ``lost_usd`` (the price difference
   had the lost tokens been read; 0 for calls excluded from rates, whose losses are not
   counted).
@@ -237,7 +237,7 @@ def call_row(record: UsageRecord, *, scenario: str, session: str, ceiling: int,
         ceiling: Its append-only ceiling (tokens), 0 when excluded.
         granularity: Its provider's cache granularity (tokens), for the partial tolerance.
         pricing: Where costs are computed, ``None`` to price nothing.
-        notes: Pricing notes (see :func:`~stableprompt._report._pricing.price_call`).
+        notes: Pricing notes (see :func:`~stableprompt._accounting._pricing.price_call`).
         snippets: ``(before, after)`` from the stored bodies, used when the row's
             ``verdict_detail`` has none.
         agrees: Whether the prediction matched the report within the granularity (``None``:
