@@ -751,3 +751,47 @@ def test_chunked_request_bodies_and_head_requests_pass() -> None:
     assert "transfer-encoding" not in seen[0].headers
     assert head.status_code == 200 and head.content == b""
     assert head.headers["content-length"] == "42" and head.headers["x-kind"] == "head"
+
+
+@pytest.mark.parametrize("in_thread", [False, True])
+def test_diagnostics_through_the_proxy_name_the_compared_call(
+        in_thread: bool, tmp_path: Path) -> None:
+    """``proxy --diagnostics`` (``Recorder(diagnostics=True)``): the Anthropic SDK's requests
+    reach the upstream with diagnostics.previous_message_id (null, then the first answer's
+    id) and the beta value beside the SDK's own; the server's reason is joined to ours on the
+    second row."""
+    seen: list[httpx.Request] = []
+
+    def upstream(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        n = len(seen)
+        reason = None if n == 1 else {"type": "system_changed",
+                                      "cache_missed_input_tokens": 1500}
+        return httpx.Response(200, json={
+            "id": f"msg_{n}", "type": "message", "role": "assistant", "model": A_MODEL,
+            "content": [{"type": "text", "text": "ok"}], "stop_reason": "end_turn",
+            "usage": {"input_tokens": 10, "output_tokens": 1,
+                      "cache_read_input_tokens": 0,
+                      "cache_creation_input_tokens": 1500},
+            "diagnostics": {"cache_miss_reason": reason}})
+
+    with Ledger(tmp_path / "calls.db") as led:
+        recorder = Recorder(led, diagnostics=True)
+        with Proxy("http://upstream.invalid", recorder=recorder, transport=_mock(upstream),
+                   record_in_thread=in_thread) as p:
+            client = anthropic.Anthropic(base_url=p.base_url, api_key=A_KEY, max_retries=0)
+            for system in (SYSTEM, "It is Monday. " + SYSTEM):
+                client.messages.create(model=A_MODEL, max_tokens=8, system=[
+                    {"type": "text", "text": system, "cache_control": {"type": "ephemeral"}}],
+                    messages=[{"role": "user", "content": "hi"}],
+                    extra_headers={"anthropic-beta": "other-2026-01-01"})
+        stored = list(led.iter_records())
+    sent = [json.loads(r.content) for r in seen]
+    assert sent[0]["diagnostics"] == {"previous_message_id": None}
+    assert sent[1]["diagnostics"] == {"previous_message_id": "msg_1"}
+    assert [r.headers["anthropic-beta"] for r in seen] == [
+        "other-2026-01-01,cache-diagnosis-2026-04-07"] * 2
+    assert len(stored) == 2
+    joined = stored[1].verdict_detail["server_diagnosis"]
+    assert isinstance(joined, dict)
+    assert (joined["reason"], joined["agreement"]) == ("system_changed", "agree")

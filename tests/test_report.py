@@ -456,3 +456,37 @@ def test_report_shows_ledger_strings_literally(tmp_path: Path,
     followed = capsys.readouterr().out
     assert "\x1b" not in followed and "\r" not in followed
     assert "\\x1b[2Jsess\\rion" in followed and "\\x1b]8;;https://evil.invalid" in followed
+
+
+def _diagnosed(record: UsageRecord, reason: str | None, agreement: str,
+               **detail: Any) -> UsageRecord:
+    return record.model_copy(update={"verdict_detail": {**detail, "server_diagnosis": {
+        "reason": reason, "missed_tokens": 100, "agreement": agreement, "why": "test"}}})
+
+
+def test_report_shows_the_providers_reasons_beside_ours(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Calls that asked the provider why they missed: the report counts agree / disagree per
+    group, the agreement where both speak, and the provider-side unexplained misses (the
+    server blames itself, or our provider_miss got no server reason)."""
+    db = tmp_path / "calls.db"
+    _ledger(db, [
+        _diagnosed(_rec(0, write=2000, verdict="cold"), "previous_message_not_found",
+                   "no-comparison"),
+        _diagnosed(_rec(1, total=2100, read=0, write=2100, verdict="client_mutation"),
+                   "system_changed", "agree", segment_kind="system", cause="volatile-token"),
+        _diagnosed(_rec(2, total=2200, read=0, write=2200, verdict="client_mutation"),
+                   "tools_changed", "disagree", segment_kind="message"),
+        _diagnosed(_rec(3, total=2300, read=0, write=2300, verdict="provider_miss"),
+                   "unavailable", "server-only"),
+        _rec(4, total=2400, read=0, write=2400, verdict="provider_miss"),
+        _rec(5, total=2500, read=2400, write=100)])
+    assert main(["report", str(db), "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["scenarios"]["s"]["server_diagnosis"] == {
+        "agree": 1, "disagree": 1, "server-only": 1, "ours-only": 0, "no-comparison": 1,
+        "agreement": 0.5, "provider_side_unexplained": 2}
+    assert main(["report", str(db)]) == 0
+    out = capsys.readouterr().out
+    assert ("provider diagnostics, s: 1 agree, 1 disagree (agreement 50.0%), 2 provider-side "
+            "unexplained, 1 without a comparison.") in " ".join(out.split())

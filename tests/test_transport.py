@@ -855,3 +855,63 @@ def test_sdk_bodies_are_segmented_from_their_new_items(
     theirs = [{f: getattr(r, f, None) for f in fields} for r in reference.records]
     assert mine == theirs
     assert all(r.request_fingerprint for r in ours.records)
+
+
+# ---------------------------------------------------------------------------- diagnostics
+
+
+@pytest.mark.parametrize("in_thread", [False, True])
+def test_recorder_diagnostics_ask_through_the_official_sdk(in_thread: bool) -> None:
+    """Recorder(diagnostics=True) under the official anthropic SDK: every request carries the
+    beta value (merged with the SDK's own) and diagnostics.previous_message_id (null, then
+    the response our attribution compares with); the server's reason is joined to ours."""
+    fake = FakeProvider()
+    fake.extra = {"diagnostics": {"cache_miss_reason": {
+        "type": "system_changed", "cache_missed_input_tokens": 1400}}}
+    recorder = Recorder(tokenizer="bytes/4", diagnostics=True)
+    http = httpx2.Client(transport=RecordingTransport(httpx2.MockTransport(fake),
+                                                      recorder=recorder,
+                                                      record_in_thread=in_thread))
+    client = anthropic.Anthropic(api_key=API_KEY, base_url="http://provider.test",
+                                 http_client=http, max_retries=0)
+    systems = [SYSTEM_BLOCKS, [{**SYSTEM_BLOCKS[0], "text": "Today is Monday. " + SYSTEM}]]
+    for turn, system in enumerate(systems):
+        client.messages.create(model="claude-sonnet-4-6", max_tokens=50, system=system,
+                               messages=conversation(turn + 1),
+                               extra_headers={"anthropic-beta": "other-beta-2026-01-01"})
+    recorder.flush()
+    sent = [json.loads(r.content) for r in fake.requests]
+    assert [r.headers["anthropic-beta"] for r in fake.requests] == [
+        "other-beta-2026-01-01,cache-diagnosis-2026-04-07"] * 2
+    assert sent[0]["diagnostics"] == {"previous_message_id": None}
+    assert sent[1]["diagnostics"] == {"previous_message_id": "msg_0001"}
+    second = recorder.records[1]
+    assert second.verdict == "client_mutation"
+    assert second.verdict_detail["segment_kind"] == "system"
+    assert second.verdict_detail["server_diagnosis"] == {
+        "reason": "system_changed", "missed_tokens": 1400, "agreement": "agree",
+        "why": "both name system_changed"}
+    recorder.close()
+
+
+def test_recorder_diagnostics_on_responses_compare_from_the_second_call() -> None:
+    """On OpenAI Responses, prompt_cache_options.comparison_response_id is added from the second
+    call on (merged into options the caller set); Chat Completions bodies are left alone."""
+    fake = FakeProvider()
+    fake.extra = {"prompt_cache_diagnostics": {"type": "cache_hit"}}
+    recorder = Recorder(tokenizer="bytes/4", diagnostics=True)
+    client = openai_sdk(fake, recorder)
+    history: list[dict[str, Any]] = [{"role": "system", "content": CHAT_SYSTEM},
+                                     {"role": "user", "content": "q0"}]
+    client.responses.create(model="gpt-4.1", input=history)  # type: ignore[arg-type]
+    history += [{"role": "assistant", "content": "a0"}, {"role": "user", "content": "q1"}]
+    client.responses.create(model="gpt-4.1", input=history,  # type: ignore[arg-type]
+                            extra_body={"prompt_cache_options": {"ttl": "30m"}})
+    client.chat.completions.create(model="gpt-4.1", messages=history)  # type: ignore[arg-type]
+    first, second, chat = (json.loads(r.content) for r in fake.requests)
+    assert "prompt_cache_options" not in first
+    assert second["prompt_cache_options"] == {"ttl": "30m", "comparison_response_id": "resp_0001"}
+    assert "prompt_cache_options" not in chat and "diagnostics" not in chat
+    joined = recorder.records[1].verdict_detail["server_diagnosis"]
+    assert isinstance(joined, dict)
+    assert joined["reason"] == "cache_hit" and joined["agreement"] == "agree"

@@ -152,6 +152,18 @@ class CallRow:
     agrees: bool | None = None
     cost_complete: bool = True
     cost_note: str | None = None
+    server_reason: str | None = None
+    server_agreement: str | None = None
+
+    @property
+    def provider_side_unexplained(self) -> bool:
+        """A miss the provider blames on itself or that neither side explains: the server's
+        diagnosis is ``server-only`` (``unavailable``, or a change we do not see), or our
+        ``provider_miss`` got no server reason."""
+        if self.server_agreement == "server-only":
+            return True
+        return self.verdict == "provider_miss" and self.server_agreement in (
+            None, "no-comparison")
 
     @property
     def included(self) -> bool:
@@ -176,7 +188,8 @@ class CallRow:
             "cost_usd": _round(self.cost_usd), "cost_uncached_usd": _round(self.cost_uncached_usd),
             "cost_at_ceiling_usd": _round(self.cost_at_ceiling_usd),
             "lost_usd": _round(self.lost_usd), "cost_complete": self.cost_complete,
-            "cost_note": self.cost_note,
+            "cost_note": self.cost_note, "server_reason": self.server_reason,
+            "server_agreement": self.server_agreement,
         }
 
 
@@ -301,7 +314,16 @@ def call_row(record: UsageRecord, *, scenario: str, session: str, ceiling: int,
         after=_snippet(detail, "snippet_b", snippets, 1),
         boundary=boundary_of(record),
         cost_usd=costs[0], cost_uncached_usd=costs[1], cost_at_ceiling_usd=costs[2],
-        lost_usd=costs[3], agrees=agrees, cost_complete=complete, cost_note=cost_note)
+        lost_usd=costs[3], agrees=agrees, cost_complete=complete, cost_note=cost_note,
+        server_reason=_server(detail, "reason"), server_agreement=_server(detail, "agreement"))
+
+
+def _server(detail: Mapping[str, Any], key: str) -> str | None:
+    """A field of ``verdict_detail["server_diagnosis"]`` (the provider's own miss reason
+    joined to ours, ``_recording._server_reasons``), ``None`` without one."""
+    joined = detail.get("server_diagnosis")
+    value = joined.get(key) if isinstance(joined, Mapping) else None
+    return value if isinstance(value, str) else None
 
 
 @dataclass(frozen=True, slots=True)

@@ -80,6 +80,7 @@ from typing import Any
 from .._ledger._usage_record import UsageRecord
 from .._policy import CachePolicy, PolicyTable, cache_policy
 from .._public import public
+from .._recording._server_reasons import AGREEMENTS
 from ._calls import EXCLUSIONS, CallRow, Cliff, call_row, exclusion, find_cliffs
 from ._causes import CauseRow, rank_causes
 from ._pricing import Pricing, genai_prices_version
@@ -170,6 +171,11 @@ class Totals:
             result); ``intra_read_tokens`` their reads; ``intra_calls`` how many.
         cross_input_tokens: Input of the included first calls after a user message;
             ``cross_read_tokens`` their reads; ``cross_calls`` how many.
+        server_diagnosis: Calls per relation of the provider's own miss reason to our
+            verdict (``_recording._server_reasons.AGREEMENTS``: agree, disagree, server-only,
+            ours-only, no-comparison), for calls that asked for diagnostics.
+        provider_side_unexplained: Calls whose miss the provider blames on itself or that
+            neither side explains (:attr:`CallRow.provider_side_unexplained`).
     """
 
     calls: int = 0
@@ -200,6 +206,16 @@ class Totals:
     cross_calls: int = 0
     cross_input_tokens: int = 0
     cross_read_tokens: int = 0
+    server_diagnosis: dict[str, int] = field(default_factory=dict)
+    provider_side_unexplained: int = 0
+
+    @property
+    def server_agreement(self) -> float | None:
+        """Where both speak (the server named a reason or a hit, and our verdict is known):
+        the fraction that agree; ``None`` when none did."""
+        agree = self.server_diagnosis.get("agree", 0)
+        spoken = agree + self.server_diagnosis.get("disagree", 0)
+        return agree / spoken if spoken else None
 
     @property
     def intra_turn_hit_rate(self) -> float | None:
@@ -260,6 +276,10 @@ class Totals:
             self.agreement_calls += 1
             self.agreement_matches += int(agrees)
         self._add_cost(row, priced)
+        if row.server_agreement is not None:
+            self.server_diagnosis[row.server_agreement] = (
+                self.server_diagnosis.get(row.server_agreement, 0) + 1)
+        self.provider_side_unexplained += int(row.provider_side_unexplained)
         if row.excluded is not None:
             name = {"unanalysed": "unanalysed", "no-usage": "unknown_usage",
                     "unknown-reads": "unknown_reads", "suspect": "suspect",
@@ -323,8 +343,10 @@ class Totals:
         ``unknown_usage``, ``unknown_reads``, ``suspect``, ``inconsistent``, ``excluded``),
         ceiling tokens, share of the ceiling, partial calls, lost tokens, costs (USD, rounded
         to 6 digits; ``cost_complete``: false when ``cost_usd`` is a lower bound, with
-        ``cost_unknown_calls`` calls unknown or partly known) and ``turn_boundary``: hit rates
-        (and calls) inside user turns vs first after a user message."""
+        ``cost_unknown_calls`` calls unknown or partly known), ``turn_boundary``: hit rates
+        (and calls) inside user turns vs first after a user message, and
+        ``server_diagnosis``: the provider's own miss reasons against our verdicts (calls per
+        relation, ``agreement`` where both speak, ``provider_side_unexplained``)."""
         return {
             **self.to_json(),
             "output_tokens": self.output_tokens,
@@ -350,6 +372,11 @@ class Totals:
                 "cross_turn_hit_rate": _round(self.cross_turn_hit_rate),
                 "intra_turn_calls": self.intra_calls,
                 "cross_turn_calls": self.cross_calls,
+            },
+            "server_diagnosis": {
+                **{name: self.server_diagnosis.get(name, 0) for name in AGREEMENTS},
+                "agreement": _round(self.server_agreement),
+                "provider_side_unexplained": self.provider_side_unexplained,
             },
         }
 

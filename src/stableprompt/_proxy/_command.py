@@ -102,6 +102,13 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
                         "breakpoint a head and an end-of-history one (meaning unchanged; "
                         "requests already in that form pass byte-identical); each rewrite is "
                         "noted on the ledger row")
+    parser.add_argument("--diagnostics", action="store_true",
+                        help="ask the provider why each request missed its cache (Anthropic "
+                        "diagnostics.previous_message_id with its beta header, OpenAI Responses "
+                        "prompt_cache_options.comparison_response_id), compared with the call "
+                        "our attribution compares with; the answer is joined to our verdict on "
+                        "the row. Adds members to the bodies sent (the prompt is unchanged) "
+                        "and makes each request wait for the rows still being recorded")
     parser.add_argument("--record-inline", action="store_true",
                         help="finish recording on the event loop instead of a worker thread "
                         "(the default thread keeps order and runs every queued row on "
@@ -212,7 +219,8 @@ def _run(args: argparse.Namespace) -> int:
                              record_in_thread=not args.record_inline,
                              max_concurrency=args.max_concurrency or DEFAULT_MAX_CONCURRENCY,
                              header_timeout_s=args.header_timeout or DEFAULT_HEADER_TIMEOUT_S)
-        app = ProxyApp(config, recorder=Recorder(ledger, provider=args.provider),
+        app = ProxyApp(config, recorder=Recorder(ledger, provider=args.provider,
+                                                 diagnostics=args.diagnostics),
                        capture=capture, on_call=None if args.quiet else _line)
         server = server_for(app, shutdown_timeout_s=args.shutdown_timeout,
                             log_config=uvicorn_logging())

@@ -113,6 +113,24 @@ class DeferredRecorder:
         """The recorder's policy table (for the stabilizer's model minimums)."""
         return self.recorder.policies
 
+    @property
+    def diagnostics(self) -> bool:
+        """The recorder's ``diagnostics`` (ask providers for cache diagnostics)."""
+        return self.recorder.diagnostics
+
+    def flush(self, timeout_s: float | None = None) -> bool:
+        """Wait for the jobs queued on :attr:`worker` so far (at most ``timeout_s`` seconds);
+        False when the time ran out first."""
+        return self.worker.wait(timeout_s)
+
+    def previous_response_id(self, wire_format: str, body: Mapping[str, Any],
+                             headers: Any = None, *, provider: str | None = None,
+                             host: str | None = None) -> str | None:
+        """As :meth:`Recorder.previous_response_id` (after :meth:`flush`, the recorder's
+        memory holds the calls that ended)."""
+        return self.recorder.previous_response_id(wire_format, body, headers,
+                                                  provider=provider, host=host)
+
     def segment_tokens(self, segmented: Any) -> list[int]:
         """As :meth:`Recorder.segment_tokens` (for the stabilizer)."""
         return self.recorder.segment_tokens(segmented)

@@ -25,7 +25,11 @@ from typing import Any
 from .._canonical import wire_json
 from .._wire import anthropic, openai_responses
 
-__all__ = ["diagnostics_asked", "merge_header_values", "with_members"]
+__all__ = ["DIAGNOSTICS_WAIT_S", "diagnostics_asked", "merge_header_values", "with_members"]
+
+DIAGNOSTICS_WAIT_S = 30.0
+"""Most seconds a caller asking for diagnostics waits for the calls still recording on the
+recorder's thread (``record_in_thread``): the compared response id must be known first."""
 
 PreviousId = Callable[[], str | None]
 """Returns the response id of the request this one will be compared with (``None``: none)."""

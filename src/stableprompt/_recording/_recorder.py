@@ -39,6 +39,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from .._exceptions import ConfigurationError
 from .._ledger._ledger import Ledger
 from .._ledger._usage_record import UsageRecord, new_record_id, scrubbed
 from .._policy import CachePolicy, PolicyTable
@@ -128,6 +129,14 @@ class Recorder:
             previous request of any lineage is what the cache holds. The recorder knows what
             a slot holds from the calls it recorded: several recorders on one engine share a
             :class:`~stableprompt._recording._engine_view.SlotMemory` passed here instead.
+        diagnostics: Ask providers why a request missed its cache, on the calls of the
+            recording transports (stableprompt's clients take their own ``diagnostics=``):
+            Anthropic ``diagnostics.previous_message_id`` (and its beta header), OpenAI
+            Responses ``prompt_cache_options.comparison_response_id``, compared with the
+            request our attribution compares with (``_diagnose``). Changes the bytes sent
+            (the members are appended; the prompt and the cache key are unchanged). The
+            answer is stored on the record and joined to our verdict
+            (``verdict_detail["server_diagnosis"]``).
         sinks: Callables given each record after it was stored (``Recorder.records`` and the
             ledger), e.g. :class:`~stableprompt.OTelSink` (a span and token-usage metric
             points per call). A sink that raises is logged and skipped
@@ -138,7 +147,7 @@ class Recorder:
         ConfigurationError: ``usage_dialect`` names an unknown dialect (code
             ``usage-dialect``); ``engine`` is neither an http(s) URL nor an engine client
             (``engine-url``); ``engine_slots`` is not an int >= 1 or a SlotMemory
-            (``engine-slots``).
+            (``engine-slots``); ``diagnostics`` is not a bool (``diagnostics``).
 
     Attributes:
         records: Records of finished calls, oldest first.
@@ -164,8 +173,13 @@ class Recorder:
         engine: EngineTokens | str | None = None,
         engine_slots: int | SlotMemory = 1,
         sinks: Iterable[RecordSink] = (),
+        diagnostics: bool = False,
     ) -> None:
         self.usage_dialect = usage_dialects(usage_dialect)
+        if not isinstance(diagnostics, bool):
+            raise ConfigurationError(f"diagnostics must be True or False, got {diagnostics!r}",
+                                     code="diagnostics")
+        self.diagnostics = diagnostics
         self.ledger = ledger
         self.session_id = session_id
         self.scenario = scenario

@@ -49,13 +49,15 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import httpx
 
+from .._canonical import loads
 from .._exceptions import ConfigurationError
 from .._ledger._usage_record import UsageRecord
 from .._policy import cache_policy
 from .._public import public
-from .._wire._formats import known_provider
+from .._wire._formats import detect, known_provider
 from ._call import Pending
 from ._deferred import DeferredRecorder
+from ._diagnose import DIAGNOSTICS_WAIT_S, diagnostics_asked, merge_header_values, with_members
 from ._http import byte_stream_class, in_memory, module_of
 from ._observer import BodyObserver, Observation
 from ._recorder import Recorder
@@ -242,14 +244,44 @@ def _stabilized(request: Any, body: bytes, recorder: CallRecorder, provider: str
     return rebuilt, new, {"stabilized": list(rewrites), **evidence}
 
 
+def _diagnosed(request: Any, body: bytes, recorder: Recorder | DeferredRecorder,
+               provider: str | None) -> tuple[Any, bytes]:
+    """``request`` asking the provider for cache diagnostics (``Recorder(diagnostics=True)``,
+    ``_diagnose``): the same request when its format has none or it already asks, else a new
+    one of its module with the members added (``Content-Length`` set) and the beta value merged
+    into its ``anthropic-beta`` header. A body that is not a JSON object is sent as it is."""
+    try:
+        decoded = loads(body)
+        wire = detect(decoded, str(request.url.path)) if isinstance(decoded, dict) else None
+    except ValueError:
+        return request, body
+    if wire is None:
+        return request, body
+    host = str(request.url.host) if request.url.host else None
+    members, asked = diagnostics_asked(wire, decoded, lambda: recorder.previous_response_id(
+        wire, decoded, request.headers, provider=provider, host=host))
+    if not members and all(request.headers.get(k) == merge_header_values(request.headers.get(k), v)
+                           for k, v in asked.items()):
+        return request, body
+    new = with_members(body, decoded, members)
+    headers = request.headers.copy()
+    for name, value in asked.items():
+        headers[name] = merge_header_values(headers.get(name), value)
+    headers.pop("transfer-encoding", None)
+    headers["content-length"] = str(len(new))
+    return module_of(request).Request(request.method, request.url, headers=headers, content=new,
+                                      extensions=request.extensions), new
+
+
 def _start(recorder: CallRecorder, request: Any, body: bytes, provider: str | None,
-           stabilized: Mapping[str, Any] | None = None) -> Pending | None:
+           stabilized: Mapping[str, Any] | None = None, *, rewritten: bool = False
+           ) -> Pending | None:
     url = request.url
     extensions = getattr(request, "extensions", {})
     # only stableprompt's own clients set the decoded body (a Recorder accepts it); a
-    # stabilized body is another body, so it is parsed afresh
-    # (only a skip's reason: the body is the one sent)
-    rewritten = stabilized is not None and "stabilized" in stabilized
+    # stabilized body (or one asking for diagnostics: ``rewritten``) is another body, so it
+    # is parsed afresh (only a skip's reason: the body is the one sent)
+    rewritten = rewritten or (stabilized is not None and "stabilized" in stabilized)
     decoded = None if rewritten else extensions.get(BODY_EXTENSION)
     if decoded is not None:
         pending = recorder.start(str(url.path), request.headers, body,
@@ -344,6 +376,25 @@ class _Wrapping:
         else:
             recorder.flush()
 
+    def _asks_diagnostics(self) -> Recorder | DeferredRecorder | None:
+        """The recorder, when it asks providers for cache diagnostics
+        (``Recorder(diagnostics=True)``; a :class:`DeferredRecorder` over one)."""
+        calls = self._calls
+        if isinstance(calls, (Recorder, DeferredRecorder)) and calls.diagnostics:
+            return calls
+        return None
+
+    def _with_diagnostics(self, request: Any, body: bytes) -> tuple[Any, bytes]:
+        """``request`` asking for diagnostics (``_diagnosed``) when the recorder does; calls
+        still recording on a recording thread are waited for first (at most
+        ``DIAGNOSTICS_WAIT_S``): the compared response id comes from them."""
+        calls = self._asks_diagnostics()
+        if calls is None:
+            return request, body
+        if isinstance(calls, DeferredRecorder):
+            calls.flush(DIAGNOSTICS_WAIT_S)
+        return _diagnosed(request, body, calls, self.provider)
+
     def _inner(self, request: Any) -> Any:
         if self._wrapped is None:
             self._wrapped = getattr(module_of(request), self._default)()
@@ -397,7 +448,10 @@ class RecordingTransport(_Wrapping, _SyncBase):
         if self.stabilize:
             request, body, stabilized = _stabilized(request, body, self._calls,
                                                     self.provider)
-        pending = _start(self._calls, request, body, self.provider, stabilized)
+        sent = body
+        request, body = self._with_diagnostics(request, body)
+        pending = _start(self._calls, request, body, self.provider, stabilized,
+                         rewritten=body is not sent)
         if pending is None:
             return inner.handle_request(request)
         try:
@@ -466,7 +520,11 @@ class AsyncRecordingTransport(_Wrapping, _AsyncBase):
         if self.stabilize:
             request, body, stabilized = _stabilized(request, body, self._calls,
                                                     self.provider)
-        pending = _start(self._calls, request, body, self.provider, stabilized)
+        sent = body
+        if self._asks_diagnostics() is not None:  # it may wait: off the event loop
+            request, body = await asyncio.to_thread(self._with_diagnostics, request, body)
+        pending = _start(self._calls, request, body, self.provider, stabilized,
+                         rewritten=body is not sent)
         if pending is None:
             return await inner.handle_async_request(request)
         try:

@@ -70,6 +70,7 @@ from ._text import (
     pricing_lines,
     print_explanations,
     print_tables,
+    server_diagnosis_notes,
     turn_boundary_notes,
 )
 
@@ -330,6 +331,7 @@ def _run(args: argparse.Namespace) -> int:
              *([f"selection: {', '.join(selection)}; a ceiling counts only selected calls."]
                if selection else []),
              *report.exclusion_notes(), *report.cost_notes(), *turn_boundary_notes(report),
+             *server_diagnosis_notes(report),
              *ceiling_notes(report)]
     if args.html is not None:
         write_text(args.html, html_report(report, title=f"stableprompt report: {name}",

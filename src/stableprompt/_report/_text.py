@@ -33,6 +33,7 @@ __all__ = [
     "pricing_lines",
     "print_explanations",
     "print_tables",
+    "server_diagnosis_notes",
     "turn_boundary_notes",
 ]
 
@@ -208,6 +209,26 @@ def turn_boundary_notes(report: Summary) -> list[str]:
     return [f"turn boundary unknown for {unknown:,} of {included:,} included calls (recorded "
             "without verdict_detail.turn_boundary and without their request body): left out "
             "of the intra/cross-turn split."]
+
+
+def server_diagnosis_notes(report: Summary) -> list[str]:
+    """One line per scenario whose calls carry the provider's own miss reasons: how they
+    relate to our verdicts (agree, disagree, provider-side unexplained, no comparison);
+    ``[]`` when no call asked for diagnostics."""
+    lines = []
+    for name, scenario in report.scenarios.items():
+        t = scenario.totals
+        counts = t.server_diagnosis
+        if not counts:
+            continue
+        rate = t.server_agreement
+        lines.append(
+            f"provider diagnostics, {shown(name, markup=False)}: {counts.get('agree', 0):,} "
+            f"agree, {counts.get('disagree', 0):,} disagree"
+            f"{'' if rate is None else f' (agreement {format_pct(rate)})'}, "
+            f"{t.provider_side_unexplained:,} provider-side unexplained, "
+            f"{counts.get('no-comparison', 0):,} without a comparison.")
+    return lines
 
 
 def _verdict_text(row: CallRow) -> str:
