@@ -435,7 +435,8 @@ def test_client_gone_mid_stream_is_recorded_as_incomplete() -> None:
 def test_concurrency_beyond_the_limit_is_answered_503() -> None:
     """With ``max_concurrency=2`` two streams are forwarded; a third request while both are
     in flight gets the proxy's own JSON 503 (``error_body``'s shape, not uvicorn's plain
-    text), is not forwarded and gets no row; once the streams ended, requests pass again."""
+    text), is not forwarded and gets an unanalysed row saying so; once the streams ended,
+    requests pass again."""
     import threading
 
     release = threading.Event()
@@ -468,7 +469,11 @@ def test_concurrency_beyond_the_limit_is_answered_503() -> None:
         for chunks in streams:
             assert b"".join(chunks).endswith(b'{"type":"message_stop"}\n\n')
         assert client.post("/v1/messages", json={**a_body(), "stream": True}).status_code == 200
-    assert len(recorder.records) == 3 and len(forwarded) == 3
+    assert len(forwarded) == 3
+    assert len(recorder.records) == 4  # the refused request's row too
+    refused_row = next(r for r in recorder.records if r.status_code == 503)
+    assert refused_row.verdict == "unknown" and refused_row.wire_format == "unknown"
+    assert "max-concurrency" in str(refused_row.verdict_detail["unknown_reason"])
 
 
 def test_idle_connections_do_not_count_as_requests_in_flight() -> None:
@@ -751,6 +756,37 @@ def test_chunked_request_bodies_and_head_requests_pass() -> None:
     assert "transfer-encoding" not in seen[0].headers
     assert head.status_code == 200 and head.content == b""
     assert head.headers["content-length"] == "42" and head.headers["x-kind"] == "head"
+
+
+def test_every_method_is_forwarded_and_every_refusal_recorded() -> None:
+    """A WebDAV method reaches the upstream (it got Starlette's plain-text 405 and no row);
+    a body over the limit (413) and a body that falls silent (408, ``body_timeout_s``) are
+    refused in JSON and each gets an unanalysed row with its status and reason."""
+    seen: list[str] = []
+
+    def upstream(request: httpx.Request) -> httpx.Response:
+        seen.append(request.method)
+        return httpx.Response(207, json={"ok": True})
+
+    recorder = Recorder()
+    with Proxy("http://upstream.invalid", transport=_mock(upstream), recorder=recorder,
+               max_body_bytes=1000, body_timeout_s=0.3) as p:
+        with httpx.Client(base_url=p.base_url) as client:
+            dav = client.request("PROPFIND", "/v1/files")
+            big = client.post("/v1/messages", content=b"x" * 1001)
+        host, port = p.base_url.removeprefix("http://").split(":")
+        with socket.create_connection((host, int(port)), timeout=5) as sock:
+            sock.sendall(b"POST /v1/messages HTTP/1.1\r\nhost: x\r\ncontent-length: 100\r\n"
+                         b"\r\n{\"model\":")
+            answer = sock.recv(65536)
+    assert dav.status_code == 207 and seen == ["PROPFIND"]
+    assert big.status_code == 413
+    assert answer.startswith(b"HTTP/1.1 408") and b"request_timeout" in answer
+    rows = {r.status_code: r for r in recorder.records}
+    assert set(rows) == {207, 413, 408}
+    assert rows[207].verdict_detail["method"] == "PROPFIND"
+    assert "--max-body-bytes" in str(rows[413].verdict_detail["unknown_reason"])
+    assert "--body-timeout" in str(rows[408].verdict_detail["unknown_reason"])
 
 
 @pytest.mark.parametrize("in_thread", [False, True])

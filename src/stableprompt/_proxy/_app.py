@@ -31,9 +31,12 @@ LLM calls (excluded from hit rates with a note). A request path with a dot segme
 also percent-encoded: ``%2e%2e``, ``..%2F``; ``_leaves_prefix``) could leave the upstream's path
 prefix: it is answered 400 (``path_outside_upstream``), not forwarded, and gets an unanalysed
 row with that status (after the access token check: a client without the token writes no
-row). The proxy's other refusals are not forwarded
-and get no row: 401 (missing or wrong access token), 413 (body too large), 503 (more than
-``max_concurrency`` requests in flight). Its other answers: 502 (upstream unreachable, naming
+row). The proxy's other refusals are not forwarded either and get an unanalysed row with
+their status and reason too: 413 (body larger than ``max_body_bytes``), 408 (a request body
+silent for ``body_timeout_s``: a slow-body attack would otherwise hold a ``max_concurrency``
+slot forever), 503 (more than ``max_concurrency`` requests in flight) — except 401 (missing or
+wrong access token): a client without the token writes no row. Every HTTP method reaches the
+upstream (WebDAV's ``PROPFIND`` too). Its other answers: 502 (upstream unreachable, naming
 it), 504 (upstream timed out), all JSON (``_headers.error_body``). Upstream errors pass
 through as they are.
 
@@ -46,6 +49,7 @@ and its row is written as for any cut body (the response's cleanup is shielded; 
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import re
@@ -60,7 +64,7 @@ import httpx
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import Route
+from starlette.routing import Route, request_response
 from starlette.types import Message, Receive, Scope, Send
 
 from .._canonical import loads
@@ -91,7 +95,6 @@ DEFAULT_HEADER_TIMEOUT_S = 10.0
 """Seconds a connection has to complete a request's headers (``ProxyConfig.header_timeout_s``,
 ``--header-timeout``): an SDK sends them in one write; a slow link needs a round trip or two."""
 
-_METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
 _EVERY_PATH = re.compile(r"(?P<path>.*)", re.DOTALL)
 _JSON = [(b"content-type", b"application/json")]
 
@@ -124,9 +127,12 @@ class ProxyConfig:
             in order, each call still compared with the calls before it); the CLI's default.
         max_concurrency: Requests in flight at most (from the request's arrival until the
             end of its answer is sent, streams included); one more is answered 503 (JSON,
-            ``proxy_overloaded``), not forwarded, no row. ``None``: no limit here.
+            ``proxy_overloaded``), not forwarded, an unanalysed row. ``None``: no limit here.
         header_timeout_s: Seconds a connection has to complete a request's headers, else it
             is closed (the server's, ``_connections``: a slowloris defence).
+        body_timeout_s: Longest silence (seconds) between two chunks of a request body, else
+            408 (``request_timeout``, not forwarded, an unanalysed row): a body trickled
+            forever would hold a ``max_concurrency`` slot.
     """
 
     upstream: str
@@ -140,6 +146,7 @@ class ProxyConfig:
     record_in_thread: bool = False
     max_concurrency: int | None = DEFAULT_MAX_CONCURRENCY
     header_timeout_s: float = DEFAULT_HEADER_TIMEOUT_S
+    body_timeout_s: float = 30.0
 
 
 CallLog = Callable[[str, str, int, "UsageRecord | None"], None]
@@ -292,7 +299,7 @@ class ProxyApp:
         self.transport = AsyncRecordingTransport(
             inner, recorder=self.recorder if deferred is None else deferred,
             provider=config.provider, stabilize=config.stabilize)
-        route = Route("/{path:path}", self._handle, methods=_METHODS)
+        route = Route("/{path:path}", _AnyMethod(self._handle))
         # Every path, a newline in it too: {path:path} is ``.*``, which stops at one, and a
         # path with %0a got Starlette's plain-text 404, unforwarded and without a row.
         route.path_regex = _EVERY_PATH
@@ -304,8 +311,13 @@ class ProxyApp:
             return
         limit = self.config.max_concurrency
         if limit is not None and self._in_flight >= limit:
-            method, path = scope["method"], redact(scope["path"])
-            self._logged(method, path, 503, None)
+            method, path = scope["method"], scope["path"]
+            if self._token is None or authorized(scope["headers"], self._token):
+                record = self._refused(method, path, scope, 503, "more than --max-concurrency "
+                                       "requests in flight: refused (503), not forwarded")
+            else:
+                record = None
+            self._logged(method, redact(path), 503, record)
             await self._refuse(503, "proxy_overloaded",
                                f"stableprompt proxy: {limit} request"
                                f"{'' if limit == 1 else 's'} in flight already "
@@ -377,18 +389,25 @@ class ProxyApp:
         query = scope.get("query_string") or b""
         return self._base.copy_with(raw_path=self._prefix + raw + (b"?" + query if query else b""))
 
-    async def _body(self, request: Request) -> bytes | None:
-        """The whole request body, or ``None`` when it exceeds ``max_body_bytes``."""
+    async def _body(self, request: Request) -> bytes | int:
+        """The whole request body, or the status refusing it: 413 when it exceeds
+        ``max_body_bytes``, 408 when it fell silent for ``body_timeout_s``."""
         limit = self.config.max_body_bytes
         declared = request.headers.get("content-length")
         if declared is not None and declared.isdigit() and int(declared) > limit:
-            return None
+            return 413
         body = bytearray()
-        async for chunk in request.stream():
+        chunks = request.stream().__aiter__()
+        while True:
+            try:
+                chunk = await asyncio.wait_for(chunks.__anext__(), self.config.body_timeout_s)
+            except StopAsyncIteration:
+                return bytes(body)
+            except TimeoutError:
+                return 408
             body += chunk
             if len(body) > limit:
-                return None
-        return bytes(body)
+                return 413
 
     def _refuse(self, status: int, kind: str, message: str) -> Response:
         return Response(error_body(kind, message), status_code=status,
@@ -411,11 +430,21 @@ class ProxyApp:
                                 "or '..', also percent-encoded): it could leave the upstream's "
                                 "path prefix; send the path without it")
         body = await self._body(request)
-        if body is None:
-            self._logged(method, path, 413, None)
+        if body == 413:
+            self._logged(method, path, 413, self._refused(
+                method, path, scope, 413, "request body larger than --max-body-bytes: refused "
+                "(413), not forwarded"))
             return self._refuse(413, "request_too_large",
                                 f"stableprompt proxy: request body larger than "
                                 f"{self.config.max_body_bytes} bytes (--max-body-bytes)")
+        if body == 408:
+            self._logged(method, path, 408, self._refused(
+                method, path, scope, 408, "request body silent for --body-timeout: refused "
+                "(408), not forwarded"))
+            return self._refuse(408, "request_timeout",
+                                f"stableprompt proxy: the request body fell silent for "
+                                f"{self.config.body_timeout_s:g} s (--body-timeout)")
+        assert isinstance(body, bytes)
         headers = forwarded_headers(scope["headers"], request=True)
         outgoing = httpx.Request(method, self._url(scope), headers=headers, content=body,
                                  extensions={"timeout": self._timeout})
@@ -496,10 +525,19 @@ class ProxyApp:
     def _refused_path(self, method: str, path: str, scope: Scope) -> UsageRecord | None:
         """Record a request refused for its path (400, not forwarded, body not read) as
         unanalysed, as :meth:`_unanalysed` records forwarded ones. Never raises."""
-        return self._record_unanalysed(
-            method, path, "request path has a dot segment that could leave the upstream's "
-            "path prefix: refused (400), not forwarded",
-            httpx.Headers(forwarded_headers(scope["headers"], request=True)), status_code=400)
+        return self._refused(method, path, scope, 400, "request path has a dot segment that "
+                             "could leave the upstream's path prefix: refused (400), not "
+                             "forwarded")
+
+    def _refused(self, method: str, path: str, scope: Scope, status: int,
+                 reason: str) -> UsageRecord | None:
+        """Record a request the proxy refused (not forwarded) as unanalysed with its status
+        and ``reason``. Never raises."""
+        try:
+            headers = httpx.Headers(forwarded_headers(scope["headers"], request=True))
+        except Exception:
+            headers = httpx.Headers()
+        return self._record_unanalysed(method, path, reason, headers, status_code=status)
 
     def _record_unanalysed(self, method: str, path: str, reason: str, headers: httpx.Headers,
                            *, status_code: int | None = None,
@@ -522,3 +560,15 @@ class ProxyApp:
             _log.warning("proxy could not record an unanalysed request: %s: %s",
                          type(exc).__name__, redact(str(exc)))
             return None
+
+
+class _AnyMethod:
+    """The proxy's one endpoint as an ASGI app, so its route takes every HTTP method
+    (Starlette gives a function endpoint ``GET`` only unless told a list: ``PROPFIND`` got a
+    plain-text 405 and no row)."""
+
+    def __init__(self, handle: Callable[[Request], Any]) -> None:
+        self._app = request_response(handle)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await self._app(scope, receive, send)

@@ -89,6 +89,11 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
                         "headers S seconds after it opened, or after the first byte of its "
                         "next request (default 10; against clients holding connections "
                         "open without a request)")
+    parser.add_argument("--body-timeout", type=seconds_arg(zero=False), default=30.0,
+                        metavar="S",
+                        help="longest silence between two chunks of a request body before "
+                        "it is refused with 408 and recorded (default 30; against clients "
+                        "trickling a body to hold a --max-concurrency slot)")
     parser.add_argument("--shutdown-timeout", type=_positive, default=30, metavar="S",
                         help="on SIGTERM, wait at most S seconds for calls in flight "
                         "(default 30); calls still running then are cut, one warning each, "
@@ -218,7 +223,8 @@ def _run(args: argparse.Namespace) -> int:
                              provider=args.provider, stabilize=args.stabilize,
                              record_in_thread=not args.record_inline,
                              max_concurrency=args.max_concurrency or DEFAULT_MAX_CONCURRENCY,
-                             header_timeout_s=args.header_timeout or DEFAULT_HEADER_TIMEOUT_S)
+                             header_timeout_s=args.header_timeout or DEFAULT_HEADER_TIMEOUT_S,
+                             body_timeout_s=args.body_timeout)
         app = ProxyApp(config, recorder=Recorder(ledger, provider=args.provider,
                                                  diagnostics=args.diagnostics),
                        capture=capture, on_call=None if args.quiet else _line)
