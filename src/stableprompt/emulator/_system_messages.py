@@ -83,7 +83,9 @@ def check_system_message(
         raise WireError(f"{where}.role: a system message must follow a user turn, or an "
                         "assistant turn ending in server tool use")
     after = messages[i + 1] if i + 1 < len(messages) else None
-    if after is not None and (not isinstance(after, dict) or after.get("role") != "assistant"):
+    # A system message next is reported by its own check ("cannot directly follow").
+    if after is not None and (not isinstance(after, dict)
+                              or after.get("role") not in ("assistant", "system")):
         raise WireError(f"{where}.role: a system message must be the last message or be "
                         "followed by an assistant turn")
     content = message.get("content")
