@@ -34,11 +34,10 @@ from typing import Any
 import httpx
 import pytest
 
-from stableprompt import Ledger
-from stableprompt.emulator import AssistantTurn, Emulator, ToolCall
-
 import harness_clis
 from conftest import proxy_process
+from stableprompt import Ledger
+from stableprompt.emulator import AssistantTurn, Emulator, ToolCall
 
 pytestmark = pytest.mark.harness
 
