@@ -92,9 +92,11 @@ def _locked(path: Path) -> Iterator[None]:
 
 
 def _reason(output: str) -> str:
+    """npm's first two error lines (its log-file pointer left out), else its last line."""
     lines = [line.strip() for line in output.splitlines() if line.strip()]
-    errors = [line for line in lines if "ERR!" in line]
-    return (errors[0] if errors else lines[-1] if lines else "no output")[:300]
+    errors = [line for line in lines if line.startswith(("npm error", "npm ERR!"))
+              and "complete log" not in line and "_logs" not in line]
+    return ("; ".join(errors[:2]) if errors else lines[-1] if lines else "no output")[:300]
 
 
 def cli_path(cli: str) -> Path:

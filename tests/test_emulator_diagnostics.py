@@ -42,7 +42,8 @@ def ask(client: anthropic.Anthropic, previous: str | None, **changes: Any) -> Me
         "messages": [{"role": "user", "content": "q1"}, {"role": "assistant", "content": "a1"},
                      {"role": "user", "content": "q2"}],
         "diagnostics": {"previous_message_id": previous}, **changes}
-    return client.messages.create(**body)
+    message: Message = client.messages.create(**body)
+    return message
 
 
 def reason(message: Message) -> Any:
@@ -77,7 +78,7 @@ def test_anthropic_reasons_name_the_first_divergence(
     first = ask(claude, None)
     miss = reason(ask(claude, first.id, **changes))
     assert miss.type == expected
-    assert 0 < miss.cache_missed_input_tokens <= first.usage.cache_creation_input_tokens + 50
+    assert 0 < miss.cache_missed_input_tokens <= (first.usage.cache_creation_input_tokens or 0) + 50
 
 
 def test_other_prompt_settings_are_unavailable(claude: anthropic.Anthropic) -> None:
@@ -99,7 +100,7 @@ def test_streamed_diagnostics_arrive_in_message_start(claude: anthropic.Anthropi
     """Streaming: the final message (from ``message_start``) carries the diagnostics."""
     first = ask(claude, None)
     with claude.messages.stream(
-            model="claude-opus-5", max_tokens=32, tools=[TOOL],
+            model="claude-opus-5", max_tokens=32, tools=[TOOL],  # type: ignore[list-item]
             system=[{"type": "text", "text": LONG + "!"}],
             messages=[{"role": "user", "content": "q1"}],
             diagnostics={"previous_message_id": first.id}) as stream:
@@ -153,7 +154,8 @@ def respond(client: openai.OpenAI, compare: str | None = None, **changes: Any) -
         "input": [{"role": "user", "content": "q1"}], **changes}
     if compare is not None:
         body["prompt_cache_options"] = {"comparison_response_id": compare}
-    return client.responses.create(**body)
+    response: Response = client.responses.create(**body)
+    return response
 
 
 def test_responses_cache_hit_after_append(gpt: openai.OpenAI) -> None:

@@ -26,7 +26,7 @@ import signal
 import socket
 import subprocess
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -62,12 +62,14 @@ class CliResponder:
     script's final text; a request without a marker is answered ``"ok"``.
 
     Attributes:
-        scripts: Task name -> tool calls (one per model turn), in order.
+        scripts: Task name -> tool calls (one per model turn), in order; a step may be a
+            function of the request body (a call whose arguments come from an earlier tool
+            result, e.g. the agent id Codex's ``spawn_agent`` returned).
         finals: Task name -> the final text.
         seen: Task names in the order their requests arrived (for the assertions).
     """
 
-    scripts: dict[str, list[ToolCall]]
+    scripts: dict[str, list[ToolCall | Callable[[Mapping[str, Any]], ToolCall]]]
     finals: dict[str, str]
     seen: list[str] = field(default_factory=list)
 
@@ -78,7 +80,9 @@ class CliResponder:
         self.seen.append(task)
         steps = self.scripts[task]
         if results < len(steps):
-            return AssistantTurn(text=f"step {results + 1}", tool_calls=(steps[results],))
+            step = steps[results]
+            call = step if isinstance(step, ToolCall) else step(body)
+            return AssistantTurn(text=f"step {results + 1}", tool_calls=(call,))
         return AssistantTurn(text=self.finals[task])
 
 
@@ -381,15 +385,33 @@ def codex_env(home: Path, sink: Sink) -> dict[str, str]:
             "OPENAI_API_KEY": "sk-emulator-key"}
 
 
-def test_codex_session_with_resume(codex: Path, sink: Sink, tmp_path: Path) -> None:
-    """``codex exec`` runs two ``exec_command`` calls, then ``codex exec resume --last`` runs
-    another in the same conversation: every call 200, one ledger row per call, diagnostics
-    on every replayed call."""
+def wait_for_spawned(body: Mapping[str, Any]) -> ToolCall:
+    """Codex's ``wait_agent`` on the agent its last ``spawn_agent`` call returned."""
+    agent = None
+    for item in body.get("input") or ():
+        if isinstance(item, dict) and item.get("type") == "function_call_output":
+            match = re.search(r'"agent_id":"([^"]+)"', str(item.get("output")))
+            agent = match.group(1) if match else agent
+    assert agent is not None, "no spawn_agent result in the request"
+    return ToolCall("wait_agent", {"targets": [agent], "timeout_ms": 60_000},
+                    namespace="multi_agent_v1")
+
+
+def test_codex_session_with_subagent_and_resume(codex: Path, sink: Sink,
+                                                tmp_path: Path) -> None:
+    """``codex exec`` runs two ``exec_command`` calls and a subagent (``spawn_agent`` in the
+    ``multi_agent_v1`` namespace, which itself runs ``exec_command``; then ``wait_agent``),
+    then ``codex exec resume --last`` runs another command in the same conversation: every
+    call 200, one ledger row per call, diagnostics on every replayed call."""
     responder = CliResponder(
         scripts={"main": [ToolCall("exec_command", {"cmd": "printf 'beta\\n' > notes.txt"}),
-                          ToolCall("exec_command", {"cmd": "cat notes.txt"})],
+                          ToolCall("exec_command", {"cmd": "cat notes.txt"}),
+                          ToolCall("spawn_agent", {"message": "[task:sub] read notes.txt"},
+                                   namespace="multi_agent_v1"),
+                          wait_for_spawned],
+                 "sub": [ToolCall("exec_command", {"cmd": "cat notes.txt"})],
                  "again": [ToolCall("exec_command", {"cmd": "printf 'beta\\n' >> notes.txt"})]},
-        finals={"main": "main done", "again": "again done"})
+        finals={"main": "main done", "sub": "the notes say beta", "again": "again done"})
     home = tmp_path / "home"
     env = codex_env(home, sink)
     # The config holds "{proxy}": rewrite it once the proxy is up (run_session substitutes
@@ -405,7 +427,8 @@ def test_codex_session_with_resume(codex: Path, sink: Sink, tmp_path: Path) -> N
          env),
     ], check_diagnostics("openai-responses"))
     session.outputs = session.outputs[1:]
-    assert_every_call(session, minimum=5)
+    assert_every_call(session, minimum=8)
+    assert "sub" in responder.seen
     assert (tmp_path / "work" / "notes.txt").read_text() == "beta\nbeta\n"
     finals = [_codex_final(done.stdout) for done in session.outputs]
     assert finals == ["main done", "again done"]

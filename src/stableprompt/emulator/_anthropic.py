@@ -160,12 +160,13 @@ def handle_messages(body: Any, ctx: WireContext) -> WireResult:
         "output_tokens": output_tokens,
         "service_tier": "standard",
     }
-    message = {"id": f"msg_emu_{ctx.seq:06d}", "type": "message", "role": "assistant",
+    message_id = f"msg_emu_{ctx.seq:06d}"
+    message = {"id": message_id, "type": "message", "role": "assistant",
                "model": model, "content": content, "stop_reason": stop,
                "stop_sequence": None, "usage": wire_usage}
     if compare is not None:
         fingerprint = _fingerprint(chain, rendered, model, ctx)
-        ctx.fingerprints.put(message["id"], fingerprint)
+        ctx.fingerprints.put(message_id, fingerprint)
         if compare is not _OPT_IN:
             previous = ctx.fingerprints.get(str(compare), ctx.scope)
             message["diagnostics"] = anthropic_diagnostics(previous, fingerprint)

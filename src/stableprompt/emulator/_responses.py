@@ -124,18 +124,18 @@ def handle_responses(body: Any, ctx: WireContext) -> WireResult:
                        "status": "incomplete" if fitted.truncated else "completed",
                        "role": "assistant", "content": [_text_part(fitted.text)]})
     for k, call in enumerate(fitted.tool_calls):
-        item: dict[str, Any]
+        call_item: dict[str, Any]
         if call.input is not None:
-            item = {"id": f"ctc_emu_{ctx.seq:06d}_{k}", "type": "custom_tool_call",
+            call_item = {"id": f"ctc_emu_{ctx.seq:06d}_{k}", "type": "custom_tool_call",
                     "status": "completed", "call_id": call.id, "name": call.name,
                     "input": call.input}
         else:
-            item = {"id": f"fc_emu_{ctx.seq:06d}_{k}", "type": "function_call",
+            call_item = {"id": f"fc_emu_{ctx.seq:06d}_{k}", "type": "function_call",
                     "status": "completed", "call_id": call.id, "name": call.name,
                     "arguments": call.arguments}
         if call.namespace is not None:
-            item["namespace"] = call.namespace
-        output.append(item)
+            call_item["namespace"] = call.namespace
+        output.append(call_item)
     response = {
         "id": f"resp_emu_{ctx.seq:06d}", "object": "response", "created_at": int(ctx.now),
         "status": "incomplete" if fitted.truncated else "completed",
@@ -177,8 +177,9 @@ def _fingerprint(req: dict[str, Any], cache: CacheRequest, model: str, ctx: Wire
                  ) -> Fingerprint:
     """This request's diagnostics fingerprint (see ``_diagnostics``): model and key, the
     blocks, then text format, reasoning effort, verbosity and the other scope fields."""
-    text = req.get("text") if isinstance(req.get("text"), dict) else {}
-    reasoning = req.get("reasoning") if isinstance(req.get("reasoning"), dict) else {}
+    text: dict[str, Any] = req["text"] if isinstance(req.get("text"), dict) else {}
+    reasoning: dict[str, Any] = (req["reasoning"] if isinstance(req.get("reasoning"), dict)
+                                 else {})
     rest = {name: req.get(name) for name in _SCOPE if name not in ("text", "reasoning")}
     rest["text"] = {k: v for k, v in text.items() if k not in ("format", "verbosity")}
     rest["reasoning"] = {k: v for k, v in reasoning.items() if k != "effort"}
