@@ -19,8 +19,9 @@ from stableprompt.emulator import (
 )
 from stableprompt.emulator._answers import WireContext
 from stableprompt.emulator._anthropic import handle_messages
+from stableprompt.emulator._diagnostics import FingerprintStore
 from stableprompt.emulator._prompt import PromptChain
-from stableprompt.emulator._responders import fit_turn
+from stableprompt.emulator._responders import FittedCall, fit_turn
 from stableprompt.emulator._store import PendingWrite, PrefixStore
 from stableprompt.emulator._tokens import BlockTokenizer
 
@@ -181,7 +182,7 @@ def test_fit_turn_counts_and_truncates_output() -> None:
     tokenizer = BlockTokenizer()
     turn = AssistantTurn("hello big world", (ToolCall("f", {"x": 1}),))
     full = fit_turn(turn, tokenizer=tokenizer, max_tokens=None, call_id=lambda k: f"id{k}")
-    assert full.tool_calls == (("id0", "f", '{"x":1}'),)
+    assert full.tool_calls == (FittedCall("id0", "f", '{"x":1}'),)
     assert full.output_tokens == 3 + 1 + tokenizer.count('{"x":1}') and not full.truncated
     cut = fit_turn(turn, tokenizer=tokenizer, max_tokens=2, call_id=lambda k: "x")
     assert (cut.text, cut.tool_calls, cut.output_tokens, cut.truncated) == (
@@ -197,7 +198,8 @@ def test_concurrent_identical_requests_both_pay_the_write() -> None:
                             "messages": [{"role": "user", "content": "hi"}]}
 
     def call(seq: int) -> Any:
-        ctx = WireContext(BlockTokenizer(), store, PolicyTable(), echo_responder, 0.0, seq, b"")
+        ctx = WireContext(BlockTokenizer(), store, PolicyTable(), echo_responder, 0.0, seq, b"",
+                          FingerprintStore())
         return handle_messages(body, ctx)
 
     first, second = call(1), call(2)  # both in flight: nothing published yet

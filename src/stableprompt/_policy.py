@@ -20,11 +20,12 @@ from ._canonical import loads
 from ._exceptions import PolicyError
 from ._public import public
 
-__all__ = ["CONTENT_SHAPES", "POLICY_TABLE_VERSION", "REASONING_RULES", "TOKEN_ESTIMATE_MARGIN",
-           "TOLERANCE_FRACTION", "TTL_LABELS_S", "CachePolicy", "ContentShapeRule",
-           "PolicyTable", "ReasoningRule", "cache_policy", "content_shape_change",
-           "content_shape_rule", "default_policies", "provider_of_wire_format",
-           "reasoning_rule", "surely_below_minimum", "text_block_of"]
+__all__ = ["CONTENT_SHAPES", "POLICY_TABLE_VERSION", "REASONING_RULES", "SYSTEM_MESSAGES",
+           "TOKEN_ESTIMATE_MARGIN", "TOLERANCE_FRACTION", "TTL_LABELS_S", "CachePolicy",
+           "ContentShapeRule", "PolicyTable", "ReasoningRule", "SystemMessageRule",
+           "cache_policy", "content_shape_change", "content_shape_rule", "default_policies",
+           "provider_of_wire_format", "reasoning_rule", "surely_below_minimum",
+           "text_block_of"]
 
 POLICY_TABLE_VERSION = "2026-11-30"
 
@@ -515,3 +516,52 @@ def content_shape_change(segment_a: bytes, segment_b: bytes) -> bool:
     x = _text_of(a["content"] if "content" in a else a.get("block"))
     y = _text_of(b["content"] if "content" in b else b.get("block"))
     return x is not None and y is not None and x[0] != y[0] and x[1] == y[1]
+
+
+# -- mid-conversation system messages (Anthropic) ---------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class SystemMessageRule:
+    """Which models accept a mid-conversation ``{"role": "system"}`` message, and the beta
+    headers that widen what it may hold. An appended system message leaves the cached prefix
+    before it intact (it is one more block at the end); where it may stand in ``messages`` is
+    a structural rule the emulator checks (``emulator._system_messages``).
+
+    Attributes:
+        models: ``fnmatch`` patterns of the model ids that accept it; any other model answers
+            400 ``role 'system' is not supported on this model``.
+        tool_changes_beta: ``anthropic-beta`` value allowing ``tool_addition`` /
+            ``tool_removal`` blocks (referencing tools in ``tools[]``) in a system message.
+        inline_tools_beta: ``anthropic-beta`` value allowing a ``tool_definition`` (a tool
+            defined by value) in a ``tool_addition`` block.
+        source: Where the facts are read.
+        as_of: Date (ISO) the sources were read.
+    """
+
+    models: tuple[str, ...]
+    tool_changes_beta: str
+    inline_tools_beta: str
+    source: str
+    as_of: str
+
+    def supports(self, model: str) -> bool:
+        """``model`` accepts mid-conversation system messages."""
+        return any(fnmatchcase(model, pattern) for pattern in self.models)
+
+
+SYSTEM_MESSAGES = SystemMessageRule(
+    # "Fable 5.1, Mythos 5.1, Fable 5, Mythos 5, Opus 5.5, Opus 4.8, Opus 5, Sonnet 5.5,
+    # Haiku 5.5; not Sonnet 5" (PROVIDERS.md section 15.1).
+    models=("claude-fable-5*", "claude-mythos-5*", "claude-opus-5*", "claude-opus-4-8*",
+            "claude-sonnet-5-5*", "claude-haiku-5-5*"),
+    tool_changes_beta="mid-conversation-tool-changes-2026-07-01",
+    inline_tools_beta="inline-tools-2026-09-15",
+    source="https://platform.claude.com/docs/en/build-with-claude/"
+           "mid-conversation-system-messages; "
+           "https://platform.claude.com/docs/zh-TW/models/opus-5/whats-new-opus-5; "
+           "anthropics/anthropic-sdk-python:src/anthropic/types/system_message_param.py, "
+           "types/beta/beta_system_message_param.py, beta_request_tool_addition_block_param.py, "
+           "beta_request_tool_removal_block_param.py (SDK 2.17.0)",
+    as_of="2026-12-07")
+"""The mid-conversation system-message rule (see :class:`SystemMessageRule`)."""

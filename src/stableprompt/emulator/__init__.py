@@ -19,6 +19,13 @@ when sent back as the providers document (``_reasoning``). Every response carrie
 ``x-stableprompt-emulator: 1``; numbers measured against it describe the documented rules,
 not a provider's real cache (which is best-effort and may miss more).
 
+It accepts every top-level field of today's SDKs (and Codex's ``client_metadata``), keeping
+those outside the cache key out of it; Anthropic mid-conversation ``role: "system"``
+messages and tool changes are checked and cached as documented (``_system_messages``); asked
+for cache diagnostics (Anthropic ``diagnostics.previous_message_id``, OpenAI Responses
+``prompt_cache_options.comparison_response_id``), it compares its own block chains and
+answers the documented reason types (``_diagnostics``).
+
 Limits, and where the emulator is approximate:
 
 * request bodies up to 32 MiB, Anthropic's documented request size (a 413 above, in the

@@ -17,6 +17,7 @@ from typing import Any, Literal
 from .._canonical import wire_json
 from .._exceptions import CanonicalizationError
 from .._policy import PolicyTable
+from ._diagnostics import FingerprintStore
 from ._responders import Responder
 from ._store import PendingWrite, PrefixStore
 from ._tokens import BlockTokenizer
@@ -120,6 +121,8 @@ class WireContext:
         seq: Request sequence number (1-based), the source of deterministic ids.
         scope: Isolation scope bytes (a digest of the API key): caches are per key, as
             providers isolate them per organization/workspace.
+        fingerprints: Diagnostics fingerprints of earlier requests, by response id (shared).
+        betas: The request's ``anthropic-beta`` header values (empty for none).
     """
 
     tokenizer: BlockTokenizer
@@ -129,6 +132,8 @@ class WireContext:
     now: float
     seq: int
     scope: bytes
+    fingerprints: FingerprintStore
+    betas: frozenset[str] = frozenset()
 
 
 def render(obj: Any, where: str) -> bytes:

@@ -47,29 +47,40 @@ from ._checks import (
     expect_output_limit,
     expect_str,
 )
+from ._diagnostics import Fingerprint, anthropic_diagnostics, digest, fingerprint_of
 from ._endpoint import Endpoint, answer, open_request, reply
 from ._prompt import Block, PromptChain
 from ._reasoning import check_thinking, thinking_block, thinking_enabled
 from ._store import PendingWrite
+from ._system_messages import check_system_message, declared_tools
 
 __all__ = ["handle_messages"]
 
 _ENDPOINT = Endpoint(
+    # Every top-level field of ``MessageCreateParams`` and of the beta ``MessageCreateParams``
+    # (``anthropic`` SDK 2.17.0; ``betas`` is sent as the ``anthropic-beta`` header, not in the
+    # body), plus the sampling fields older SDKs send (``temperature``, ``top_k``, ``top_p``).
+    # Only ``model``, ``speed``, ``tools``, ``system``, ``messages`` and the messages-tier
+    # fields below are part of the cache key.
     params=frozenset({
-        "cache_control", "container", "diagnostics", "inference_geo", "max_tokens", "messages",
-        "metadata", "model", "output_config", "service_tier", "speed", "stop_sequences",
-        "stream", "system", "temperature", "thinking", "tool_choice", "tools", "top_k",
-        "top_p", "user_profile_id", "workspace_id",
+        "billing_policy", "cache_control", "compaction", "container", "context_management",
+        "diagnostics", "fallback_credit_token", "fallbacks", "inference_geo", "max_tokens",
+        "mcp_servers", "messages", "metadata", "model", "output_config", "service_tier",
+        "speed", "stop_sequences", "stream", "system", "temperature", "thinking", "thread",
+        "tool_choice", "tools", "top_k", "top_p", "user_profile_id", "workspace_id",
     }),
     required=("model", "max_tokens", "messages"),
     unknown=lambda name: WireError(f"{name}: Extra inputs are not permitted", param=name),
     missing=lambda name: WireError(f"{name}: Field required", param=name),
     call_prefix="toolu_emu",
 )
-_MESSAGES_TIER = ("tool_choice", "thinking", "output_config", "speed")
+_MESSAGES_TIER = ("tool_choice", "thinking", "output_config")
 #: The TTL labels Anthropic accepts, in seconds (the values from the one policy table).
 _TTL_S = {label: TTL_LABELS_S[label] for label in ("5m", "1h")}
 _UNCACHEABLE = frozenset({"thinking", "redacted_thinking"})
+DIAGNOSTICS_BETA = "cache-diagnosis-2026-04-07"
+"""The beta header that turned diagnostics on before they were GA: with it, every request's
+fingerprint is kept (https://platform.claude.com/docs/en/build-with-claude/cache-diagnostics)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,7 +112,9 @@ def handle_messages(body: Any, ctx: WireContext) -> WireResult:
         raise WireError("max_tokens: 0 (cache pre-warming) cannot be combined with stream",
                         param="max_tokens")
     chain = PromptChain(ctx.tokenizer, b"anthropic\x00" + ctx.scope + b"\x00" + model.encode())
-    markers = _render(req, chain)
+    compare = _diagnostics_request(req, ctx)
+    rendered = _render(req, chain, model=model, betas=ctx.betas)
+    markers = rendered.markers
     policy = cache_policy("anthropic", model, ctx.policies)
     budget = policy.breakpoint_budget or 4
     if len(markers) > budget:
@@ -134,8 +147,9 @@ def handle_messages(body: Any, ctx: WireContext) -> WireResult:
     usage = Usage(chain.total_tokens, acc.read, write, output_tokens)
     if fitted.text:
         content.append({"type": "text", "text": fitted.text})
-    for cid, name, args in fitted.tool_calls:
-        content.append({"type": "tool_use", "id": cid, "name": name, "input": loads(args)})
+    for call in fitted.tool_calls:
+        content.append({"type": "tool_use", "id": call.id, "name": call.name,
+                        "input": loads(call.arguments)})
     stop = "max_tokens" if fitted.truncated else "tool_use" if fitted.tool_calls else "end_turn"
     wire_usage: dict[str, Any] = {
         "input_tokens": usage.input_tokens_total - acc.read - write,
@@ -146,15 +160,75 @@ def handle_messages(body: Any, ctx: WireContext) -> WireResult:
         "output_tokens": output_tokens,
         "service_tier": "standard",
     }
-    message = {"id": f"msg_emu_{ctx.seq:06d}", "type": "message", "role": "assistant",
+    message_id = f"msg_emu_{ctx.seq:06d}"
+    message = {"id": message_id, "type": "message", "role": "assistant",
                "model": model, "content": content, "stop_reason": stop,
                "stop_sequence": None, "usage": wire_usage}
+    if compare is not None:
+        fingerprint = _fingerprint(chain, rendered, model, ctx)
+        ctx.fingerprints.put(message_id, fingerprint)
+        if compare is not _OPT_IN:
+            previous = ctx.fingerprints.get(str(compare), ctx.scope)
+            message["diagnostics"] = anthropic_diagnostics(previous, fingerprint)
+        else:
+            message["diagnostics"] = None
     return answer(message, stream=stream, events=_events, model=model, usage=usage,
                   pending=acc.pending)
 
 
-def _render(req: dict[str, Any], chain: PromptChain) -> list[_Marker]:
-    """Add every block to ``chain`` in provider order; return the breakpoints."""
+_OPT_IN = object()
+"""``diagnostics.previous_message_id`` was ``null`` (or the beta header alone): keep this
+request's fingerprint, compare nothing."""
+
+
+def _diagnostics_request(req: dict[str, Any], ctx: WireContext) -> object | None:
+    """The message id to compare with, :data:`_OPT_IN`, or ``None`` (no diagnostics).
+
+    Raises:
+        WireError: ``diagnostics`` is not ``{"previous_message_id": str | null}``.
+    """
+    value = req.get("diagnostics")
+    if value is None:
+        return _OPT_IN if DIAGNOSTICS_BETA in ctx.betas else None
+    obj = expect_object(value, "diagnostics")
+    extra = sorted(set(obj) - {"previous_message_id"})
+    if extra:
+        raise WireError(f"diagnostics.{extra[0]}: Extra inputs are not permitted")
+    previous = obj.get("previous_message_id")
+    if previous is None:
+        return _OPT_IN
+    return expect_str(previous, "diagnostics.previous_message_id", empty=False)
+
+
+def _fingerprint(chain: PromptChain, rendered: _Rendered, model: str, ctx: WireContext
+                 ) -> Fingerprint:
+    """This request's diagnostics fingerprint: the model, then the chain's blocks with the
+    speed and the messages-tier settings as zero-token entries where messages begin."""
+    start = rendered.messages_start
+    end = chain.blocks[start - 1].end_tokens if start else 0
+    settings = [Block("speed", 0, end, b"", "speed", digest(rendered.speed)),
+                Block("params", 0, end, b"", "params", digest(rendered.tier))]
+    blocks = [*chain.blocks[:start], *settings, *chain.blocks[start:]]
+    return fingerprint_of(blocks, scope=ctx.scope, wire="anthropic",
+                          settings=[("model_changed", digest(model.encode()))],
+                          total_tokens=chain.total_tokens)
+
+
+@dataclass(frozen=True, slots=True)
+class _Rendered:
+    """What rendering found: the breakpoints, the index of the first message block, and the
+    bytes of the speed and of the messages-tier settings."""
+
+    markers: list[_Marker]
+    messages_start: int
+    speed: bytes
+    tier: bytes
+
+
+def _render(req: dict[str, Any], chain: PromptChain, *, model: str,
+            betas: frozenset[str]) -> _Rendered:
+    """Add every block to ``chain`` in provider order; return the breakpoints and the rest of
+    :class:`_Rendered`."""
     markers: list[_Marker] = []
     last_cacheable: tuple[int, str] | None = None
     tools = req.get("tools")
@@ -188,15 +262,22 @@ def _render(req: dict[str, Any], chain: PromptChain) -> list[_Marker]:
             last_cacheable = (index, where)
             if ttl:
                 markers.append(_Marker(index, ttl, where))
-    tier = {name: req[name] for name in _MESSAGES_TIER if name in req}
-    chain.mix(render(tier, "tool_choice"))
+    tier = render({name: req[name] for name in _MESSAGES_TIER if name in req}, "tool_choice")
+    speed = render(req.get("speed"), "speed")
+    chain.mix(speed + b"\x00" + tier)
+    messages_start = len(chain.blocks)
     messages = expect_messages(req["messages"])
+    tools, servers = declared_tools(req)
     for i, message in enumerate(messages):
         where = f"messages.{i}"
         obj = expect_object(message, where)
         role = obj.get("role")
-        if role not in ("user", "assistant"):
-            raise WireError(f"{where}.role: must be 'user' or 'assistant', got {role!r}")
+        if role == "system":
+            check_system_message(messages, i, model=model, betas=betas, tools=tools,
+                                 servers=servers)
+        elif role not in ("user", "assistant"):
+            raise WireError(f"{where}.role: must be 'user', 'assistant' or 'system', got "
+                            f"{role!r}")
         if "content" not in obj:
             raise WireError(f"{where}.content: Field required")
         content = obj["content"]
@@ -236,7 +317,7 @@ def _render(req: dict[str, Any], chain: PromptChain) -> list[_Marker]:
             raise WireError("cache_control: the request has no cacheable block")
         if all(m.index != last_cacheable[0] for m in markers):
             markers.append(_Marker(last_cacheable[0], ttl, last_cacheable[1]))
-    return markers
+    return _Rendered(markers, messages_start, speed, tier)
 
 
 def _strip(obj: dict[str, Any], where: str, *, markers_ok: bool) -> tuple[dict[str, Any], str]:

@@ -104,8 +104,8 @@ def handle_chat(body: Any, ctx: WireContext) -> WireResult:
     message_out: dict[str, Any] = {"role": "assistant", "content": fitted.text or None,
                                    "refusal": None, "annotations": []}
     if fitted.tool_calls:
-        message_out["tool_calls"] = [_call(cid, name, args) for cid, name, args in
-                                     fitted.tool_calls]
+        message_out["tool_calls"] = [_call(c.id, c.name, c.arguments)
+                                     for c in fitted.tool_calls]
     completion = {"id": f"chatcmpl-emu-{ctx.seq:06d}", "created": int(ctx.now), "model": model,
                   "system_fingerprint": "fp_stableprompt_emulator", "object": "chat.completion",
                   "choices": [{"index": 0, "message": message_out, "logprobs": None,

@@ -120,7 +120,7 @@ def cache_request(
             raise WireError(f"prompt_cache_options: not supported for {model}; it requires "
                             "gpt-5.6 or later", param="prompt_cache_options")
         opts = expect_object(options, "prompt_cache_options")
-        extra = sorted(set(opts) - {"mode", "ttl", "comparison_response_id"})
+        extra = sorted(set(opts) - {"mode", "ttl", "comparison_response_id", "prewarm"})
         if extra:
             raise WireError(f"prompt_cache_options.{extra[0]}: unknown parameter",
                             param=f"prompt_cache_options.{extra[0]}")

@@ -35,7 +35,10 @@ class Block:
         tokens: Tokens of this block.
         end_tokens: Tokens of the whole prefix ending with this block.
         prefix_hash: Chained hash naming that prefix (the cache key).
-        kind: ``"tool"``, ``"system"``, ``"message"`` or ``"item"``.
+        kind: ``"tool"``, ``"system"``, ``"message"``, ``"item"`` or ``"compaction"`` (a
+            Responses compaction item); ``"params"`` for a zero-token settings entry of a
+            diagnostics fingerprint (``_diagnostics``).
+        digest: SHA-256 of this block's bytes alone (independent of the blocks before it).
     """
 
     where: str
@@ -43,6 +46,7 @@ class Block:
     end_tokens: int
     prefix_hash: bytes
     kind: str
+    digest: bytes = b""
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,7 +93,7 @@ class PromptChain:
         start, parent = self.total_tokens, self._hash
         self.total_tokens += tokens
         self._hash = sha256(parent + digest).digest()
-        self.blocks.append(Block(where, tokens, self.total_tokens, self._hash, kind))
+        self.blocks.append(Block(where, tokens, self.total_tokens, self._hash, kind, digest))
         step = self.interval
         if step is not None:
             for end in range(start // step * step + step, self.total_tokens + 1, step):

@@ -20,6 +20,7 @@ from ._tokens import BlockTokenizer
 
 __all__ = [
     "AssistantTurn",
+    "FittedCall",
     "FittedTurn",
     "Responder",
     "ScriptedResponder",
@@ -40,11 +41,18 @@ class ToolCall:
         name: Tool name.
         arguments: Arguments object; serialized in insertion order.
         id: Call id to report; ``None`` lets the emulator assign a counter-based one.
+        input: Free-form input of a custom (grammar) tool, e.g. Codex's ``apply_patch``: the
+            Responses wire answers a ``custom_tool_call`` carrying it instead of a
+            ``function_call``; the other wires ignore it and send ``arguments``.
+        namespace: Responses only: the namespace of a tool declared inside a
+            ``{"type": "namespace"}`` tool group (the call item's ``namespace``).
     """
 
     name: str
     arguments: Mapping[str, Any] = field(default_factory=dict)
     id: str | None = None
+    input: str | None = None
+    namespace: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,7 +138,8 @@ class ScriptedResponder:
 
 def load_script(data: bytes) -> list[AssistantTurn]:
     """Parse a script file: a JSON array of ``{"text": str, "tool_calls": [{"name": str,
-    "arguments": {...}, "id": str?}]}`` objects.
+    "arguments": {...}, "id": str?, "input": str?, "namespace": str?}]}`` objects (see
+    :class:`ToolCall`).
 
     Raises:
         InputError: Malformed JSON or a wrong field, naming its JSON pointer
@@ -156,22 +165,46 @@ def load_script(data: bytes) -> list[AssistantTurn]:
         parsed = []
         for k, call in enumerate(calls):
             where = f"/{i}/tool_calls/{k}"
-            if not isinstance(call, dict) or set(call) - {"name", "arguments", "id"}:
-                raise _bad(where, "a tool call is an object with 'name', 'arguments', 'id'")
+            if not isinstance(call, dict) or set(call) - _CALL_FIELDS:
+                raise _bad(where, "a tool call is an object with 'name', 'arguments', 'id', "
+                           "'input', 'namespace'")
             name, args, cid = call.get("name"), call.get("arguments", {}), call.get("id")
             if not isinstance(name, str) or not name:
                 raise _bad(f"{where}/name", "must be a non-empty string")
             if not isinstance(args, dict):
                 raise _bad(f"{where}/arguments", "must be an object")
-            if cid is not None and not isinstance(cid, str):
-                raise _bad(f"{where}/id", "must be a string")
-            parsed.append(ToolCall(name, args, cid))
+            for key in ("id", "input", "namespace"):
+                if call.get(key) is not None and not isinstance(call[key], str):
+                    raise _bad(f"{where}/{key}", "must be a string")
+            parsed.append(ToolCall(name, args, cid, call.get("input"), call.get("namespace")))
         turns.append(AssistantTurn(text, tuple(parsed)))
     return turns
 
 
+_CALL_FIELDS = frozenset({"name", "arguments", "id", "input", "namespace"})
+
+
 def _bad(pointer: str, what: str) -> InputError:
     return InputError(f"bad script turn: {what}", code="emulator-script", pointer=pointer)
+
+
+@dataclass(frozen=True, slots=True)
+class FittedCall:
+    """One tool call as sent.
+
+    Attributes:
+        id: Call id.
+        name: Tool name.
+        arguments: Arguments as JSON text.
+        input: Custom-tool input (Responses ``custom_tool_call``), else ``None``.
+        namespace: Tool namespace (Responses), else ``None``.
+    """
+
+    id: str
+    name: str
+    arguments: str
+    input: str | None = None
+    namespace: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,13 +213,13 @@ class FittedTurn:
 
     Attributes:
         text: Text to send.
-        tool_calls: ``(id, name, arguments JSON)`` per call.
+        tool_calls: The calls, in order.
         output_tokens: Tokens of text plus each call's name and arguments JSON.
         truncated: The output limit cut the turn (text shortened, tool calls dropped).
     """
 
     text: str
-    tool_calls: tuple[tuple[str, str, str], ...]
+    tool_calls: tuple[FittedCall, ...]
     output_tokens: int
     truncated: bool
 
@@ -206,12 +239,14 @@ def fit_turn(
     if not isinstance(turn, AssistantTurn):
         raise TypeError(f"responder must return AssistantTurn, got {type(turn).__name__}")
     calls = tuple(
-        (call.id or call_id(k), call.name, wire_json(dict(call.arguments)).decode())
+        FittedCall(call.id or call_id(k), call.name, wire_json(dict(call.arguments)).decode(),
+                   call.input, call.namespace)
         for k, call in enumerate(turn.tool_calls)
     )
     text_tokens = tokenizer.count(turn.text)
-    total = text_tokens + sum(tokenizer.count(name) + tokenizer.count(args)
-                              for _, name, args in calls)
+    total = text_tokens + sum(
+        tokenizer.count(c.name) + tokenizer.count(c.input if c.input is not None
+                                                  else c.arguments) for c in calls)
     if max_tokens is None or total <= max_tokens:
         return FittedTurn(turn.text, calls, total, False)
     text = tokenizer.truncate(turn.text, max_tokens)

@@ -21,16 +21,23 @@ from ._checks import (
     expect_output_limit,
     expect_str,
 )
+from ._diagnostics import Fingerprint, digest, fingerprint_of, openai_diagnostics
 from ._endpoint import Endpoint, answer, open_request, reply
-from ._openai import account, add_message, cache_request
+from ._openai import CacheRequest, account, add_message, cache_request
 from ._reasoning import check_reasoning_items, reasoning_item, wants_reasoning
 
 __all__ = ["handle_responses"]
 
 _ENDPOINT = Endpoint(
+    # Every top-level field of ``ResponseCreateParams`` (``openai`` SDK 3.63.0), plus
+    # ``client_metadata``: string pairs the Codex CLI sends on every request (``openai/codex``
+    # ``codex-rs`` ``CodexRequestIdentity::client_metadata``; seen from 0.171.0). Only the
+    # model, ``prompt_cache_key``, ``tools``, ``instructions``, ``input`` and the scope fields
+    # below are part of the cache key.
     params=frozenset({
-        "access_programs", "background", "background_options", "context_management",
-        "conversation", "image", "include", "input", "instructions", "max_output_tokens",
+        "access_programs", "background", "background_options", "client_metadata",
+        "context_management", "conversation", "image", "include", "input", "instructions",
+        "max_output_tokens",
         "max_tool_calls", "metadata", "model", "moderation", "parallel_tool_calls",
         "previous_response_id", "prompt", "prompt_cache_key", "prompt_cache_options",
         "prompt_cache_retention", "reasoning", "safety_identifier", "service_tier", "store",
@@ -46,6 +53,13 @@ _ENDPOINT = Endpoint(
     stateful=("previous_response_id", "conversation", "prompt", "background"),
 )
 _SCOPE = ("parallel_tool_calls", "text", "reasoning", "context_management")
+_TOOL_OUTPUTS = frozenset({"function_call_output", "custom_tool_call_output",
+                           "local_shell_call_output", "shell_call_output",
+                           "apply_patch_call_output", "mcp_call"})
+"""Input items that answer a tool call: the latest one ends the implicit breakpoint."""
+_ITEM_KINDS = {"additional_tools": "tool", "compaction": "compaction"}
+"""Block kinds of input items that are not plain items, for diagnostics: tools declared in
+the input (``additional_tools``) and compaction summaries."""
 
 
 def handle_responses(body: Any, ctx: WireContext) -> WireResult:
@@ -60,6 +74,10 @@ def handle_responses(body: Any, ctx: WireContext) -> WireResult:
     if req.get("max_output_tokens") is not None:
         limit = expect_output_limit(req["max_output_tokens"], "max_output_tokens", model,
                                     "openai", minimum=1)
+    if req.get("client_metadata") is not None:
+        metadata = expect_object(req["client_metadata"], "client_metadata")
+        for key, value in metadata.items():
+            expect_str(value, f"client_metadata.{key}")
     cache = cache_request(req, model, ctx, scope_params=_SCOPE)
     for i, tool in enumerate(expect_list(req["tools"], "tools") if req.get("tools") else ()):
         where = f"tools[{i}]"
@@ -85,8 +103,9 @@ def handle_responses(body: Any, ctx: WireContext) -> WireResult:
                     cache.implicit = last
                 continue
             kind = expect_str(obj.get("type"), f"{where}.type", empty=False)
-            last = cache.chain.add(b"\n" + render(obj, where), where=where, kind="item")
-            if kind == "function_call_output":
+            last = cache.chain.add(b"\n" + render(obj, where), where=where,
+                                   kind=_ITEM_KINDS.get(kind, "item"))
+            if kind in _TOOL_OUTPUTS:
                 cache.implicit = last
     if not isinstance(items, str):
         check_reasoning_items(items)
@@ -104,10 +123,19 @@ def handle_responses(body: Any, ctx: WireContext) -> WireResult:
         output.append({"id": f"msg_emu_{ctx.seq:06d}", "type": "message",
                        "status": "incomplete" if fitted.truncated else "completed",
                        "role": "assistant", "content": [_text_part(fitted.text)]})
-    for k, (cid, name, args) in enumerate(fitted.tool_calls):
-        output.append({"id": f"fc_emu_{ctx.seq:06d}_{k}", "type": "function_call",
-                       "status": "completed", "call_id": cid, "name": name,
-                       "arguments": args})
+    for k, call in enumerate(fitted.tool_calls):
+        call_item: dict[str, Any]
+        if call.input is not None:
+            call_item = {"id": f"ctc_emu_{ctx.seq:06d}_{k}", "type": "custom_tool_call",
+                    "status": "completed", "call_id": call.id, "name": call.name,
+                    "input": call.input}
+        else:
+            call_item = {"id": f"fc_emu_{ctx.seq:06d}_{k}", "type": "function_call",
+                    "status": "completed", "call_id": call.id, "name": call.name,
+                    "arguments": call.arguments}
+        if call.namespace is not None:
+            call_item["namespace"] = call.namespace
+        output.append(call_item)
     response = {
         "id": f"resp_emu_{ctx.seq:06d}", "object": "response", "created_at": int(ctx.now),
         "status": "incomplete" if fitted.truncated else "completed",
@@ -134,8 +162,40 @@ def handle_responses(body: Any, ctx: WireContext) -> WireResult:
     }
     if "prompt_cache_options" in req:
         response["prompt_cache_options"] = req["prompt_cache_options"]
+    fingerprint = _fingerprint(req, cache, model, ctx)
+    ctx.fingerprints.put(response["id"], fingerprint)
+    compare = (req.get("prompt_cache_options") or {}).get("comparison_response_id")
+    if compare is not None:
+        previous = ctx.fingerprints.get(expect_str(
+            compare, "prompt_cache_options.comparison_response_id"), ctx.scope)
+        response["prompt_cache_diagnostics"] = openai_diagnostics(previous, fingerprint)
     return answer(response, stream=stream, events=_events, model=model, usage=usage,
                   pending=acc.pending)
+
+
+def _fingerprint(req: dict[str, Any], cache: CacheRequest, model: str, ctx: WireContext
+                 ) -> Fingerprint:
+    """This request's diagnostics fingerprint (see ``_diagnostics``): model and key, the
+    blocks, then text format, reasoning effort, verbosity and the other scope fields."""
+    text: dict[str, Any] = req["text"] if isinstance(req.get("text"), dict) else {}
+    reasoning: dict[str, Any] = (req["reasoning"] if isinstance(req.get("reasoning"), dict)
+                                 else {})
+    rest = {name: req.get(name) for name in _SCOPE if name not in ("text", "reasoning")}
+    rest["text"] = {k: v for k, v in text.items() if k not in ("format", "verbosity")}
+    rest["reasoning"] = {k: v for k, v in reasoning.items() if k != "effort"}
+
+    def setting(reason: str, value: Any) -> tuple[str, bytes]:
+        return reason, digest(render(value, "body"))
+
+    return fingerprint_of(
+        cache.chain.blocks, scope=ctx.scope, wire="openai-responses",
+        settings=[setting("model_changed", model),
+                  setting("prompt_cache_key_changed", req.get("prompt_cache_key"))],
+        later_settings=[setting("text_format_changed", text.get("format")),
+                        setting("reasoning_effort_changed", reasoning.get("effort")),
+                        setting("verbosity_changed", text.get("verbosity")),
+                        setting("unavailable", rest)],
+        total_tokens=cache.chain.total_tokens, diagnosable=cache.modern)
 
 
 def _text_part(text: str) -> dict[str, Any]:
@@ -168,6 +228,14 @@ def _events(response: dict[str, Any]) -> tuple[bytes, ...]:
         elif item["type"] == "reasoning":
             emit("response.output_item.added", output_index=index,
                  item={**item, "summary": []})
+        elif item["type"] == "custom_tool_call":
+            emit("response.output_item.added", output_index=index,
+                 item={**item, "status": "in_progress", "input": ""})
+            for piece in split_text(item["input"]):
+                emit("response.custom_tool_call_input.delta", item_id=item_id,
+                     output_index=index, delta=piece)
+            emit("response.custom_tool_call_input.done", item_id=item_id,
+                 output_index=index, input=item["input"])
         else:
             emit("response.output_item.added", output_index=index,
                  item={**item, "status": "in_progress", "arguments": ""})

@@ -32,6 +32,7 @@ from ._answers import Flavor, WireContext, WireError, WireResult, error_result, 
 from ._anthropic import handle_messages
 from ._chat import handle_chat
 from ._clock import FakeClock
+from ._diagnostics import FingerprintStore
 from ._http import (
     MAX_BODY_BYTES,
     LoopbackServer,
@@ -186,6 +187,7 @@ class Emulator:
         self._tokenizer = BlockTokenizer(encoding)
         self._max_body_bytes = max_body_bytes
         self._log: deque[RequestRecord] = deque(maxlen=log_limit)
+        self._fingerprints = FingerprintStore(min(log_limit, 10_000))
         self._on_request = on_request
         self._seq = counter()
         self._lock = threading.Lock()
@@ -331,8 +333,12 @@ class Emulator:
                 except ValueError as exc:
                     raise WireError(f"request body is not valid JSON: {exc}") from exc
                 scope = sha256(api_key(handler).encode()).digest()[:16]
+                betas = frozenset(value.strip() for header in
+                                  handler.headers.get_all("anthropic-beta") or ()
+                                  for value in header.split(",") if value.strip())
                 ctx = WireContext(self._tokenizer, self._store, self._policies,
-                                  self._responder, started, seq, scope)
+                                  self._responder, started, seq, scope, self._fingerprints,
+                                  betas)
                 result = route[1](body, ctx)
         except WireError as err:
             result = error_result(flavor, err, request_id=request_id)

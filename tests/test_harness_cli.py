@@ -1,0 +1,450 @@
+"""Today's agent CLIs, unpatched, through ``stableprompt proxy`` to the emulator: Claude Code
+(``claude -p``, ``--continue``, a subagent) and the Codex CLI (``codex exec``,
+``codex exec resume --last``), each running a multi-turn tool session whose model turns come
+from a scripted responder issuing the CLI's own tools' calls in a temporary directory.
+
+Every call must be answered 200, get exactly one ledger row, and the emulator must return
+cache diagnostics in the documented shape when asked. The CLIs do not ask for diagnostics
+themselves and the proxy cannot inject them yet, so the test asks: it replays the captured
+requests (``proxy --capture``) to the emulator with ``diagnostics.previous_message_id`` /
+``prompt_cache_options.comparison_response_id`` naming the previous replay.
+:func:`check_diagnostics` is the one place to strengthen once the proxy asks by itself.
+
+The CLIs are installed once from the npm registry at pinned versions (``harness_clis``); an
+unreachable registry skips with npm's error. They reach only loopback: the base URL points
+at the proxy, and ``HTTPS_PROXY``/``HTTP_PROXY`` point at a loopback :class:`Sink` that
+answers nothing and records the host of every other connection a CLI attempts (reported in
+the test's output; the sandbox blocks them anyway).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import threading
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+import harness_clis
+from conftest import proxy_process
+from stableprompt import Ledger
+from stableprompt.emulator import AssistantTurn, Emulator, ToolCall
+
+pytestmark = pytest.mark.harness
+
+CLI_TIMEOUT_S = 240.0
+MAX_TURNS = 8
+CLAUDE_MODEL = "claude-opus-5-5"
+CODEX_MODEL = "gpt-5.6"
+ANTHROPIC_REASONS = {"model_changed", "system_changed", "tools_changed", "messages_changed",
+                     "previous_message_not_found", "unavailable"}
+OPENAI_TYPES = {"cache_hit", "cache_miss", "comparison_response_not_found", "unavailable"}
+_TASK = re.compile(r"\[task:([a-z-]+)\]")
+
+
+# -- the scripted model ----------------------------------------------------------------------
+
+
+@dataclass
+class CliResponder:
+    """Answers from the request's own state, so the CLIs' side calls and subagents cannot
+    shift a script: the last ``[task:NAME]`` marker in a user text picks the script, and the
+    number of tool results after it picks the step; past the last step the answer is the
+    script's final text; a request without a marker is answered ``"ok"``.
+
+    Attributes:
+        scripts: Task name -> tool calls (one per model turn), in order; a step may be a
+            function of the request body (a call whose arguments come from an earlier tool
+            result, e.g. the agent id Codex's ``spawn_agent`` returned).
+        finals: Task name -> the final text.
+        seen: Task names in the order their requests arrived (for the assertions).
+    """
+
+    scripts: dict[str, list[ToolCall | Callable[[Mapping[str, Any]], ToolCall]]]
+    finals: dict[str, str]
+    seen: list[str] = field(default_factory=list)
+
+    def __call__(self, body: Mapping[str, Any]) -> AssistantTurn:
+        task, results = _task_and_results(body)
+        if task is None:
+            return AssistantTurn(text="ok")
+        self.seen.append(task)
+        steps = self.scripts[task]
+        if results < len(steps):
+            step = steps[results]
+            call = step if isinstance(step, ToolCall) else step(body)
+            return AssistantTurn(text=f"step {results + 1}", tool_calls=(call,))
+        return AssistantTurn(text=self.finals[task])
+
+
+def _texts(content: Any) -> list[str]:
+    if isinstance(content, str):
+        return [content]
+    if not isinstance(content, list):
+        return []
+    return [part["text"] for part in content if isinstance(part, dict)
+            and part.get("type") in ("text", "input_text") and isinstance(part.get("text"), str)]
+
+
+_RESULTS = {"tool_result", "function_call_output", "custom_tool_call_output"}
+
+
+def _task_and_results(body: Mapping[str, Any]) -> tuple[str | None, int]:
+    """The last task marker in a user text and the tool results after it (both wires)."""
+    items = body.get("messages", body.get("input"))
+    if not isinstance(items, list):
+        return None, 0
+    task, results = None, 0
+    for item in items:
+        if not isinstance(item, dict):
+            continue
+        if item.get("type") in _RESULTS:  # a Responses item
+            results += 1
+            continue
+        content = item.get("content")
+        blocks = content if isinstance(content, list) else []
+        results += sum(1 for b in blocks if isinstance(b, dict) and b.get("type") in _RESULTS)
+        if item.get("role") == "user":
+            for text in _texts(content):
+                found = _TASK.findall(text)
+                if found:
+                    task, results = found[-1], 0
+    return task, results
+
+
+# -- loopback plumbing -----------------------------------------------------------------------
+
+
+class Sink:
+    """A loopback listener used as the CLIs' HTTP(S) proxy: it reads each connection's first
+    line (``CONNECT host:443 HTTP/1.1`` or ``GET http://host/...``), records the target,
+    and closes without answering, so no CLI reaches beyond loopback."""
+
+    def __init__(self) -> None:
+        self._server = socket.create_server(("127.0.0.1", 0))
+        self._server.settimeout(0.2)
+        self.url = f"http://127.0.0.1:{self._server.getsockname()[1]}"
+        self.targets: list[str] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                conn, _ = self._server.accept()
+            except TimeoutError:
+                continue
+            with conn:
+                conn.settimeout(2)
+                try:
+                    line = conn.recv(4096).split(b"\r\n", 1)[0].decode("latin-1")
+                except OSError:
+                    line = "?"
+                parts = line.split()
+                self.targets.append(parts[1] if len(parts) > 1 else line)
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join()
+        self._server.close()
+
+
+@pytest.fixture
+def sink() -> Iterator[Sink]:
+    s = Sink()
+    yield s
+    s.close()
+    if s.targets:
+        print(f"connections the CLI attempted beyond loopback (refused): {sorted(set(s.targets))}")
+
+
+def base_env(home: Path, sink: Sink) -> dict[str, str]:
+    """A small environment: no keys, base URLs or proxies of the machine's; every non-loopback
+    connection goes to the sink."""
+    keep = {k: v for k, v in os.environ.items() if k in ("PATH", "LANG", "TMPDIR", "TERM")}
+    return {**keep, "HOME": str(home), "XDG_CONFIG_HOME": str(home / ".config"),
+            "HTTPS_PROXY": sink.url, "HTTP_PROXY": sink.url, "https_proxy": sink.url,
+            "http_proxy": sink.url, "ALL_PROXY": sink.url,
+            "NO_PROXY": "127.0.0.1,localhost", "no_proxy": "127.0.0.1,localhost"}
+
+
+@dataclass
+class Session:
+    """What one harness session left behind."""
+
+    emulator_statuses: list[int]
+    ledger_rows: int
+    captured: list[dict[str, Any]]
+    outputs: list[subprocess.CompletedProcess[str]]
+
+
+def run_session(tmp: Path, responder: CliResponder,
+                commands: list[tuple[list[str], dict[str, str]]],
+                check: Any) -> Session:
+    """Serve ``responder`` from a fresh emulator behind a ``stableprompt proxy`` process, run
+    each command (with its environment, the proxy URL substituted for ``{proxy}``) in
+    ``tmp / "work"``, stop the proxy with SIGTERM (it finishes every queued row), and call
+    ``check(emu, captured)`` for the diagnostics while the emulator still runs."""
+    work = tmp / "work"
+    work.mkdir(exist_ok=True)
+    ledger, captures = tmp / "ledger.db", tmp / "captures"
+    outputs = []
+    with Emulator(responder=responder) as emu, \
+            proxy_process(emu.base_url, ledger, "--quiet", "--capture", str(captures)) as (
+                proc, url):
+        for argv, env in commands:
+            env = {k: v.replace("{proxy}", url) for k, v in env.items()}
+            outputs.append(subprocess.run(argv, cwd=work, env=env, capture_output=True,
+                                          text=True, timeout=CLI_TIMEOUT_S, check=False,
+                                          stdin=subprocess.DEVNULL))
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 128 + signal.SIGTERM
+        statuses = [r.status for r in emu.requests()]
+        captured = [json.loads(line) for f in sorted(captures.glob("*.jsonl"))
+                    for line in f.read_text().splitlines()]
+        check(emu, captured)
+    with Ledger(ledger) as led:
+        rows = len(led.records())
+    return Session(statuses, rows, captured, outputs)
+
+
+def assert_every_call(session: Session, *, minimum: int) -> None:
+    """Every emulator call 200, at least ``minimum`` of them, one ledger row each."""
+    for done in session.outputs:
+        assert done.returncode == 0, f"{done.args}: exit {done.returncode}\n" \
+            f"{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    assert session.emulator_statuses and all(s == 200 for s in session.emulator_statuses), \
+        session.emulator_statuses
+    assert len(session.emulator_statuses) >= minimum
+    assert session.ledger_rows == len(session.emulator_statuses) == len(session.captured)
+
+
+def replay(emu: Emulator, captured: list[dict[str, Any]], wire: str) -> list[Any]:
+    """Send each captured request again, straight to the emulator, asking for diagnostics
+    against the previous replay's response; return each answer's diagnostics value."""
+    found: list[Any] = []
+    previous: str | None = None
+    for entry in captured:
+        body = json.loads(entry["request"])
+        body["stream"] = False
+        if wire == "anthropic":
+            body["diagnostics"] = {"previous_message_id": previous}
+            key, path = "diagnostics", "/v1/messages"
+        else:
+            body.pop("stream_options", None)
+            if previous is not None:
+                body["prompt_cache_options"] = {**(body.get("prompt_cache_options") or {}),
+                                                "comparison_response_id": previous}
+            key, path = "prompt_cache_diagnostics", "/v1/responses"
+        answer = httpx.post(emu.base_url + path, json=body, timeout=60,
+                            headers={"x-api-key": "sk-emulator",
+                                     "authorization": "Bearer sk-emulator"})
+        assert answer.status_code == 200, answer.text
+        data = answer.json()
+        if previous is not None or wire == "anthropic":
+            assert key in data, sorted(data)
+            found.append(data[key])
+        previous = data["id"]
+    return found
+
+
+def check_diagnostics(wire: str) -> Any:
+    """The diagnostics assertion: the emulator answers every replayed call with diagnostics
+    in the documented shape and reason types. Strengthen here once ``proxy --diagnostics``
+    asks on the CLI's own calls (then read them from the ledger rows)."""
+
+    def check(emu: Emulator, captured: list[dict[str, Any]]) -> None:
+        values = replay(emu, captured, wire)
+        assert values
+        if wire == "anthropic":
+            assert values[0] is None  # previous_message_id null: opted in, nothing compared
+            for value in values[1:]:
+                if value is not None:
+                    assert set(value) == {"cache_miss_reason"}
+                    assert value["cache_miss_reason"]["type"] in ANTHROPIC_REASONS
+        else:
+            for value in values:
+                assert value["type"] in OPENAI_TYPES
+        print(f"{wire} diagnostics of the replayed calls: "
+              f"{[_label(v) for v in values]}")
+
+    return check
+
+
+def _label(value: Any) -> str:
+    if value is None:
+        return "null"
+    reason = value.get("cache_miss_reason", value)
+    return str(reason.get("reason") or reason.get("type"))
+
+
+# -- Claude Code -----------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def claude() -> Path:
+    """The pinned Claude Code command (installed on first use)."""
+    return _installed("claude")
+
+
+@pytest.fixture(scope="module")
+def codex() -> Path:
+    """The pinned Codex CLI command (installed on first use)."""
+    return _installed("codex")
+
+
+def _installed(cli: str) -> Path:
+    try:
+        return harness_clis.cli_path(cli)
+    except harness_clis.HarnessCliError as exc:
+        if exc.unreachable:
+            pytest.skip(f"npm registry unreachable or npm missing: {exc}")
+        pytest.fail(f"cannot install {exc}")
+
+
+def claude_env(home: Path, sink: Sink) -> dict[str, str]:
+    """Claude Code pointed at the proxy, with telemetry, auto-update, error reporting and
+    other non-essential traffic off (its documented variables)."""
+    return {**base_env(home, sink), "ANTHROPIC_BASE_URL": "{proxy}",
+            "ANTHROPIC_API_KEY": "sk-ant-emulator-key",
+            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+            "DISABLE_TELEMETRY": "1", "DISABLE_AUTOUPDATER": "1", "DISABLE_ERROR_REPORTING": "1",
+            "DISABLE_BUG_COMMAND": "1", "CLAUDE_CODE_DISABLE_TERMINAL_TITLE": "1"}
+
+
+def test_claude_code_session_with_subagent_and_continue(claude: Path, sink: Sink,
+                                                        tmp_path: Path) -> None:
+    """``claude -p`` runs Bash, Read and a subagent (Agent tool, which itself calls Read),
+    then ``claude -p --continue`` runs Bash again in the same conversation: every call 200,
+    one ledger row per call, diagnostics on every replayed call."""
+    notes = tmp_path / "work" / "notes.txt"
+    responder = CliResponder(
+        scripts={
+            "main": [ToolCall("Bash", {"command": "printf 'alpha\\n' > notes.txt",
+                                       "description": "write the notes"}),
+                     ToolCall("Read", {"file_path": str(notes)}),
+                     ToolCall("Agent", {"description": "check the notes",
+                                        "prompt": "[task:sub] read notes.txt and report",
+                                        "subagent_type": "general-purpose"})],
+            "sub": [ToolCall("Read", {"file_path": str(notes)})],
+            "again": [ToolCall("Bash", {"command": "printf 'alpha\\n' >> notes.txt",
+                                        "description": "double the notes"})]},
+        finals={"main": "main done", "sub": "the notes say alpha", "again": "again done"})
+    home = tmp_path / "home"
+    env = claude_env(home, sink)
+    common = ["--output-format", "json", "--model", CLAUDE_MODEL, "--max-turns", str(MAX_TURNS),
+              "--allowedTools", "Bash,Read,Agent"]
+    session = run_session(tmp_path, responder, [
+        ([str(claude), "-p", "[task:main] write, read and check the notes", *common], env),
+        ([str(claude), "-p", "[task:again] double the notes", "--continue", *common], env),
+    ], check_diagnostics("anthropic"))
+    assert_every_call(session, minimum=7)
+    results = [json.loads(done.stdout) for done in session.outputs]
+    assert [r["is_error"] for r in results] == [False, False]
+    assert [r["result"] for r in results] == ["main done", "again done"]
+    assert results[0]["session_id"] == results[1]["session_id"]  # --continue resumed it
+    assert notes.read_text() == "alpha\nalpha\n"
+    assert "sub" in responder.seen
+    print(f"claude: {len(session.emulator_statuses)} calls, {session.ledger_rows} rows, "
+          f"tasks {responder.seen}")
+
+
+# -- Codex CLI -------------------------------------------------------------------------------
+
+
+def codex_env(home: Path, sink: Sink) -> dict[str, str]:
+    """Codex pointed at the proxy through a model provider in a temporary ``CODEX_HOME``."""
+    codex_home = home / ".codex"
+    codex_home.mkdir(parents=True, exist_ok=True)
+    (codex_home / "config.toml").write_text(
+        f'model = "{CODEX_MODEL}"\n'
+        'model_provider = "emulator"\n'
+        'check_for_update_on_startup = false\n'
+        '[analytics]\nenabled = false\n'
+        '[feedback]\nenabled = false\n'
+        '[features]\napps = false\nplugins = false\nremote_plugin = false\n'
+        'plugin_sharing = false\nin_app_updates = false\napi_key_model_discovery = false\n'
+        '[model_providers.emulator]\n'
+        'name = "stableprompt emulator via stableprompt proxy"\n'
+        'base_url = "{proxy}/v1"\n'
+        'wire_api = "responses"\n'
+        'env_key = "OPENAI_API_KEY"\n'
+        'request_max_retries = 0\n'
+        'stream_max_retries = 0\n')
+    return {**base_env(home, sink), "CODEX_HOME": str(codex_home),
+            "OPENAI_API_KEY": "sk-emulator-key"}
+
+
+def wait_for_spawned(body: Mapping[str, Any]) -> ToolCall:
+    """Codex's ``wait_agent`` on the agent its last ``spawn_agent`` call returned."""
+    agent = None
+    for item in body.get("input") or ():
+        if isinstance(item, dict) and item.get("type") == "function_call_output":
+            match = re.search(r'"agent_id":"([^"]+)"', str(item.get("output")))
+            agent = match.group(1) if match else agent
+    assert agent is not None, "no spawn_agent result in the request"
+    return ToolCall("wait_agent", {"targets": [agent], "timeout_ms": 60_000},
+                    namespace="multi_agent_v1")
+
+
+def test_codex_session_with_subagent_and_resume(codex: Path, sink: Sink,
+                                                tmp_path: Path) -> None:
+    """``codex exec`` runs two ``exec_command`` calls and a subagent (``spawn_agent`` in the
+    ``multi_agent_v1`` namespace, which itself runs ``exec_command``; then ``wait_agent``),
+    then ``codex exec resume --last`` runs another command in the same conversation: every
+    call 200, one ledger row per call, diagnostics on every replayed call."""
+    responder = CliResponder(
+        scripts={"main": [ToolCall("exec_command", {"cmd": "printf 'beta\\n' > notes.txt"}),
+                          ToolCall("exec_command", {"cmd": "cat notes.txt"}),
+                          ToolCall("spawn_agent", {"message": "[task:sub] read notes.txt"},
+                                   namespace="multi_agent_v1"),
+                          wait_for_spawned],
+                 "sub": [ToolCall("exec_command", {"cmd": "cat notes.txt"})],
+                 "again": [ToolCall("exec_command", {"cmd": "printf 'beta\\n' >> notes.txt"})]},
+        finals={"main": "main done", "sub": "the notes say beta", "again": "again done"})
+    home = tmp_path / "home"
+    env = codex_env(home, sink)
+    # The config holds "{proxy}": rewrite it once the proxy is up (run_session substitutes
+    # only the environment), so the first command writes the real URL into the file.
+    config = Path(env["CODEX_HOME"]) / "config.toml"
+    template = config.read_text()
+    prepare = ["sh", "-c", 'printf "%s" "$CONFIG_TEXT" > "$CONFIG_PATH"']
+    flags = ["--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox", "--json"]
+    session = run_session(tmp_path, responder, [
+        (prepare, {**env, "CONFIG_TEXT": template, "CONFIG_PATH": str(config)}),
+        ([str(codex), "exec", *flags, "[task:main] write and read the notes"], env),
+        ([str(codex), "exec", "resume", "--last", *flags, "[task:again] double the notes"],
+         env),
+    ], check_diagnostics("openai-responses"))
+    session.outputs = session.outputs[1:]
+    assert_every_call(session, minimum=8)
+    assert "sub" in responder.seen
+    assert (tmp_path / "work" / "notes.txt").read_text() == "beta\nbeta\n"
+    finals = [_codex_final(done.stdout) for done in session.outputs]
+    assert finals == ["main done", "again done"]
+    print(f"codex: {len(session.emulator_statuses)} calls, {session.ledger_rows} rows, "
+          f"tasks {responder.seen}")
+
+
+def _codex_final(jsonl: str) -> str:
+    """The last agent message of ``codex exec --json`` output."""
+    text = ""
+    for line in jsonl.splitlines():
+        try:
+            event = json.loads(line)
+        except ValueError:
+            continue
+        item = event.get("item") if isinstance(event, dict) else None
+        if isinstance(item, dict) and item.get("type") == "agent_message":
+            text = str(item.get("text"))
+    return text
