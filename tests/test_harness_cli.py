@@ -3,12 +3,11 @@
 ``codex exec resume --last``), each running a multi-turn tool session whose model turns come
 from a scripted responder issuing the CLI's own tools' calls in a temporary directory.
 
-Every call must be answered 200, get exactly one ledger row, and the emulator must return
-cache diagnostics in the documented shape when asked. The CLIs do not ask for diagnostics
-themselves and the proxy cannot inject them yet, so the test asks: it replays the captured
-requests (``proxy --capture``) to the emulator with ``diagnostics.previous_message_id`` /
-``prompt_cache_options.comparison_response_id`` naming the previous replay.
-:func:`check_diagnostics` is the one place to strengthen once the proxy asks by itself.
+Every call must be answered 200, get exactly one ledger row, and carry the provider's cache
+diagnostics: the CLIs do not ask for them, ``proxy --diagnostics`` asks on their own calls
+(``diagnostics.previous_message_id`` / ``prompt_cache_options.comparison_response_id``
+naming the call our attribution compares with), and :func:`check_diagnostics` reads them, and
+their join to our verdict, from the ledger rows.
 
 The CLIs are installed once from the npm registry at pinned versions (``harness_clis``); an
 unreachable registry skips with npm's error. They reach only loopback: the base URL points
@@ -31,12 +30,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
 import harness_clis
 from conftest import proxy_process
-from stableprompt import Ledger
+from stableprompt import Ledger, UsageRecord
 from stableprompt.emulator import AssistantTurn, Emulator, ToolCall
 
 pytestmark = pytest.mark.harness
@@ -194,13 +192,14 @@ def run_session(tmp: Path, responder: CliResponder,
     """Serve ``responder`` from a fresh emulator behind a ``stableprompt proxy`` process, run
     each command (with its environment, the proxy URL substituted for ``{proxy}``) in
     ``tmp / "work"``, stop the proxy with SIGTERM (it finishes every queued row), and call
-    ``check(emu, captured)`` for the diagnostics while the emulator still runs."""
+    ``check(rows)`` on the ledger rows for the diagnostics."""
     work = tmp / "work"
     work.mkdir(exist_ok=True)
     ledger, captures = tmp / "ledger.db", tmp / "captures"
     outputs = []
     with Emulator(responder=responder) as emu, \
-            proxy_process(emu.base_url, ledger, "--quiet", "--capture", str(captures)) as (
+            proxy_process(emu.base_url, ledger, "--quiet", "--diagnostics",
+                          "--capture", str(captures)) as (
                 proc, url):
         for argv, env in commands:
             env = {k: v.replace("{proxy}", url) for k, v in env.items()}
@@ -212,10 +211,10 @@ def run_session(tmp: Path, responder: CliResponder,
         statuses = [r.status for r in emu.requests()]
         captured = [json.loads(line) for f in sorted(captures.glob("*.jsonl"))
                     for line in f.read_text().splitlines()]
-        check(emu, captured)
     with Ledger(ledger) as led:
-        rows = len(led.records())
-    return Session(statuses, rows, captured, outputs)
+        records = led.records()
+    check(records)
+    return Session(statuses, len(records), captured, outputs)
 
 
 def assert_every_call(session: Session, *, minimum: int) -> None:
@@ -229,54 +228,34 @@ def assert_every_call(session: Session, *, minimum: int) -> None:
     assert session.ledger_rows == len(session.emulator_statuses) == len(session.captured)
 
 
-def replay(emu: Emulator, captured: list[dict[str, Any]], wire: str) -> list[Any]:
-    """Send each captured request again, straight to the emulator, asking for diagnostics
-    against the previous replay's response; return each answer's diagnostics value."""
-    found: list[Any] = []
-    previous: str | None = None
-    for entry in captured:
-        body = json.loads(entry["request"])
-        body["stream"] = False
-        if wire == "anthropic":
-            body["diagnostics"] = {"previous_message_id": previous}
-            key, path = "diagnostics", "/v1/messages"
-        else:
-            body.pop("stream_options", None)
-            if previous is not None:
-                body["prompt_cache_options"] = {**(body.get("prompt_cache_options") or {}),
-                                                "comparison_response_id": previous}
-            key, path = "prompt_cache_diagnostics", "/v1/responses"
-        answer = httpx.post(emu.base_url + path, json=body, timeout=60,
-                            headers={"x-api-key": "sk-emulator",
-                                     "authorization": "Bearer sk-emulator"})
-        assert answer.status_code == 200, answer.text
-        data = answer.json()
-        if previous is not None or wire == "anthropic":
-            assert key in data, sorted(data)
-            found.append(data[key])
-        previous = data["id"]
-    return found
-
-
 def check_diagnostics(wire: str) -> Any:
-    """The diagnostics assertion: the emulator answers every replayed call with diagnostics
-    in the documented shape and reason types. Strengthen here once ``proxy --diagnostics``
-    asks on the CLI's own calls (then read them from the ledger rows)."""
+    """The diagnostics assertion, on the ledger rows of the CLI's own calls: each asked
+    (``proxy --diagnostics``), each got an answer in the documented shape and reason types,
+    and where the server named a reason it is joined to our verdict; where both speak they
+    agree, except the stated disagreements ``allowed`` (reason -> why)."""
 
-    def check(emu: Emulator, captured: list[dict[str, Any]]) -> None:
-        values = replay(emu, captured, wire)
-        assert values
-        if wire == "anthropic":
-            assert values[0] is None  # previous_message_id null: opted in, nothing compared
-            for value in values[1:]:
-                if value is not None:
-                    assert set(value) == {"cache_miss_reason"}
-                    assert value["cache_miss_reason"]["type"] in ANTHROPIC_REASONS
-        else:
-            for value in values:
-                assert value["type"] in OPENAI_TYPES
-        print(f"{wire} diagnostics of the replayed calls: "
-              f"{[_label(v) for v in values]}")
+    def check(rows: list[UsageRecord]) -> None:
+        values = []
+        for row in rows:
+            diagnostics = row.diagnostics
+            if diagnostics is None and wire != "anthropic" and row.predecessor_id is None:
+                continue  # OpenAI: nothing to compare with on a lineage's first call
+            assert diagnostics is not None and "requested" in diagnostics, row.record_id
+            response = diagnostics.get("response")
+            values.append(response)
+            if wire == "anthropic":
+                if response is not None:
+                    assert set(response) == {"cache_miss_reason"}
+                    reason = response["cache_miss_reason"]
+                    assert reason is None or reason["type"] in ANTHROPIC_REASONS
+            elif response is not None:
+                assert response["type"] in OPENAI_TYPES
+            joined = row.verdict_detail.get("server_diagnosis")
+            if isinstance(joined, dict) and joined["agreement"] == "disagree":
+                pytest.fail(f"{row.verdict} ({row.verdict_detail.get('cause')}) vs server "
+                            f"{joined['reason']}: {joined['why']}")
+        assert any(v is not None for v in values[1:])
+        print(f"{wire} diagnostics of the CLI's calls: {[_label(v) for v in values]}")
 
     return check
 
@@ -285,6 +264,8 @@ def _label(value: Any) -> str:
     if value is None:
         return "null"
     reason = value.get("cache_miss_reason", value)
+    if reason is None:
+        return "null"
     return str(reason.get("reason") or reason.get("type"))
 
 
@@ -326,7 +307,7 @@ def test_claude_code_session_with_subagent_and_continue(claude: Path, sink: Sink
                                                         tmp_path: Path) -> None:
     """``claude -p`` runs Bash, Read and a subagent (Agent tool, which itself calls Read),
     then ``claude -p --continue`` runs Bash again in the same conversation: every call 200,
-    one ledger row per call, diagnostics on every replayed call."""
+    one ledger row per call, diagnostics on every call."""
     notes = tmp_path / "work" / "notes.txt"
     responder = CliResponder(
         scripts={
@@ -402,7 +383,7 @@ def test_codex_session_with_subagent_and_resume(codex: Path, sink: Sink,
     """``codex exec`` runs two ``exec_command`` calls and a subagent (``spawn_agent`` in the
     ``multi_agent_v1`` namespace, which itself runs ``exec_command``; then ``wait_agent``),
     then ``codex exec resume --last`` runs another command in the same conversation: every
-    call 200, one ledger row per call, diagnostics on every replayed call."""
+    call 200, one ledger row per call, diagnostics on every call."""
     responder = CliResponder(
         scripts={"main": [ToolCall("exec_command", {"cmd": "printf 'beta\\n' > notes.txt"}),
                           ToolCall("exec_command", {"cmd": "cat notes.txt"}),
