@@ -393,7 +393,8 @@ def test_anthropic_diagnostics_send_beta_and_the_lineage_previous_message_id() -
 
 def test_openai_responses_diagnostics_compare_with_the_previous_response() -> None:
     """diagnostics=True on Responses adds prompt_cache_options.comparison_response_id from the
-    second turn on; the response's prompt_cache_diagnostics is stored."""
+    second turn on (GPT-5.6+; an older model, which answers 400 to prompt_cache_options, gets
+    none); the response's prompt_cache_diagnostics is stored."""
     fake = FakeProvider(httpx)
     fake.extra = {"prompt_cache_diagnostics": {"type": "cache_hit"}}
     recorder = Recorder(tokenizer="bytes/4")
@@ -401,14 +402,17 @@ def test_openai_responses_diagnostics_compare_with_the_previous_response() -> No
                           transport=httpx.MockTransport(fake), diagnostics=True)
     items: list[dict[str, Any]] = [{"role": "developer", "content": CHAT_SYSTEM},
                                    {"role": "user", "content": "q0"}]
-    client.send({"model": "gpt-4.1", "input": items})
+    client.send({"model": "gpt-5.6", "input": items})
     items += [{"role": "assistant", "content": "ok"}, {"role": "user", "content": "q1"}]
-    client.send({"model": "gpt-4.1", "input": items, "prompt_cache_options": {"ttl": "30m"}})
+    client.send({"model": "gpt-5.6", "input": items, "prompt_cache_options": {"ttl": "30m"}})
     first, second = (json.loads(r.content) for r in fake.requests)
     assert "prompt_cache_options" not in first
     assert second["prompt_cache_options"] == {"ttl": "30m", "comparison_response_id": "resp_0001"}
     assert recorder.records[1].diagnostics is not None
     assert recorder.records[1].diagnostics["response"] == {"type": "cache_hit"}
+    client.send({"model": "gpt-4.1", "input": items})
+    client.send({"model": "gpt-4.1", "input": [*items, {"role": "user", "content": "q2"}]})
+    assert all("prompt_cache_options" not in json.loads(r.content) for r in fake.requests[2:])
 
 
 # ---------------------------------------------------------------------------- compatible servers

@@ -232,16 +232,16 @@ def check_diagnostics(wire: str) -> Any:
     """The diagnostics assertion, on the ledger rows of the CLI's own calls: each asked
     (``proxy --diagnostics``), each got an answer in the documented shape and reason types,
     and where the server named a reason it is joined to our verdict; where both speak they
-    agree, except the stated disagreements ``allowed`` (reason -> why)."""
+    agree."""
 
     def check(rows: list[UsageRecord]) -> None:
-        values = []
+        values: list[Any] = []
         for row in rows:
-            diagnostics = row.diagnostics
+            diagnostics: dict[str, Any] | None = row.diagnostics
             if diagnostics is None and wire != "anthropic" and row.predecessor_id is None:
                 continue  # OpenAI: nothing to compare with on a lineage's first call
             assert diagnostics is not None and "requested" in diagnostics, row.record_id
-            response = diagnostics.get("response")
+            response: Any = diagnostics.get("response")
             values.append(response)
             if wire == "anthropic":
                 if response is not None:
@@ -250,7 +250,7 @@ def check_diagnostics(wire: str) -> Any:
                     assert reason is None or reason["type"] in ANTHROPIC_REASONS
             elif response is not None:
                 assert response["type"] in OPENAI_TYPES
-            joined = row.verdict_detail.get("server_diagnosis")
+            joined: Any = row.verdict_detail.get("server_diagnosis")
             if isinstance(joined, dict) and joined["agreement"] == "disagree":
                 pytest.fail(f"{row.verdict} ({row.verdict_detail.get('cause')}) vs server "
                             f"{joined['reason']}: {joined['why']}")

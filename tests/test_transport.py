@@ -903,9 +903,9 @@ def test_recorder_diagnostics_on_responses_compare_from_the_second_call() -> Non
     client = openai_sdk(fake, recorder)
     history: list[dict[str, Any]] = [{"role": "system", "content": CHAT_SYSTEM},
                                      {"role": "user", "content": "q0"}]
-    client.responses.create(model="gpt-4.1", input=history)  # type: ignore[arg-type]
+    client.responses.create(model="gpt-5.6", input=history)  # type: ignore[arg-type]
     history += [{"role": "assistant", "content": "a0"}, {"role": "user", "content": "q1"}]
-    client.responses.create(model="gpt-4.1", input=history,  # type: ignore[arg-type]
+    client.responses.create(model="gpt-5.6", input=history,  # type: ignore[arg-type]
                             extra_body={"prompt_cache_options": {"ttl": "30m"}})
     client.chat.completions.create(model="gpt-4.1", messages=history)  # type: ignore[arg-type]
     first, second, chat = (json.loads(r.content) for r in fake.requests)

@@ -25,7 +25,7 @@ __all__ = ["CONTENT_SHAPES", "POLICY_TABLE_VERSION", "REASONING_RULES", "SYSTEM_
            "ContentShapeRule", "PolicyTable", "ReasoningRule", "SystemMessageRule",
            "cache_policy", "content_shape_change", "content_shape_rule", "default_policies",
            "provider_of_wire_format", "reasoning_rule", "surely_below_minimum",
-           "text_block_of"]
+           "takes_cache_options", "text_block_of"]
 
 POLICY_TABLE_VERSION = "2026-11-30"
 
@@ -168,6 +168,15 @@ def _openai(pattern: str, minimum: int, granularity: int, modern: bool,
         source=_OPENAI_DOC,
         as_of="2026-08-21",
     )
+
+
+def takes_cache_options(policy: CachePolicy) -> bool:
+    """Whether requests to ``policy``'s models may carry ``prompt_cache_options`` (OpenAI
+    GPT-5.6+: explicit breakpoints, TTL and ``comparison_response_id`` diagnostics; older
+    models answer 400): the models with a breakpoint budget on an automatic cache
+    (PROVIDERS.md §15: "GPT-5.6+: ``prompt_cache_options{mode, ttl}`` +
+    ``prompt_cache_breakpoint``")."""
+    return policy.automatic and policy.breakpoint_budget is not None
 
 
 def _simple(provider: str, minimum: int, source: str, **kw: Any) -> CachePolicy:

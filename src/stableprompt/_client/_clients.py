@@ -65,8 +65,9 @@ from .._recording._transport import (
     RecordingTransport,
 )
 from .._wire import anthropic, openai_chat
-from .._wire._formats import detect, endpoint_path
+from .._wire._formats import detect, endpoint_path, provider_for
 from .._wire._request import ProviderRequest
+from .._wire._segmenter import SegmentedRequest
 from ._events import RECORD_WAIT_S, AsyncEventStream, EventStream
 
 __all__ = [
@@ -350,7 +351,8 @@ class _Base:
         if self.cache_salt is not None:
             fields["cache_salt"] = self.cache_salt
         headers: dict[str, str] = {"accept": "text/event-stream"} if stream else {}
-        sent, extra_headers = self._diagnose(wire, body, _append(content, body, fields))
+        sent, extra_headers = self._diagnose(wire, body, _append(content, body, fields),
+                                             None if found is None else found.segmented)
         headers.update(extra_headers)
         if params is not None:  # the recorder segments the bytes sent against the previous
             # request's (members appended after the last byte keep them compact: ``_append``)
@@ -360,8 +362,8 @@ class _Base:
         return _Prepared(wire, path, sent, stream, headers, decoded,
                          found if decoded is not None else None)
 
-    def _diagnose(self, wire: str, body: Mapping[str, Any], content: bytes
-                  ) -> tuple[bytes, dict[str, str]]:
+    def _diagnose(self, wire: str, body: Mapping[str, Any], content: bytes,
+                  segmented: SegmentedRequest | None = None) -> tuple[bytes, dict[str, str]]:
         """With ``diagnostics``, the provider cache-diagnostics members and headers
         (``_recording._diagnose``: Anthropic's ``diagnostics.previous_message_id`` and beta
         header, OpenAI Responses' ``prompt_cache_options.comparison_response_id``), compared
@@ -371,7 +373,9 @@ class _Base:
         host = httpx.URL(self.base_url).host
         members, headers = diagnostics_asked(
             wire, body, lambda: self.recorder.previous_response_id(
-                wire, body, provider=self.call_provider, host=host))
+                wire, body, provider=self.call_provider, host=host, segmented=segmented),
+            policies=self.recorder.policies,
+            provider=provider_for(host, wire, self.call_provider))
         return with_members(content, body, members), headers
 
     def _delay_s(self, attempt: int, headers: Any) -> float:

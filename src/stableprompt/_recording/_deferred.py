@@ -114,6 +114,11 @@ class DeferredRecorder:
         return self.recorder.policies
 
     @property
+    def provider(self) -> str | None:
+        """The recorder's provider family for every call, if it has one."""
+        return self.recorder.provider
+
+    @property
     def diagnostics(self) -> bool:
         """The recorder's ``diagnostics`` (ask providers for cache diagnostics)."""
         return self.recorder.diagnostics

@@ -22,7 +22,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from .._canonical import wire_json
+from .._canonical import loads, wire_json
+from .._policy import PolicyTable, takes_cache_options
 from .._wire import anthropic, openai_responses
 
 __all__ = ["DIAGNOSTICS_WAIT_S", "diagnostics_asked", "merge_header_values", "with_members"]
@@ -35,11 +36,14 @@ PreviousId = Callable[[], str | None]
 """Returns the response id of the request this one will be compared with (``None``: none)."""
 
 
-def diagnostics_asked(wire: str, body: Mapping[str, Any], previous: PreviousId
+def diagnostics_asked(wire: str, body: Mapping[str, Any], previous: PreviousId, *,
+                      policies: PolicyTable, provider: str
                       ) -> tuple[dict[str, Any], dict[str, str]]:
     """The body members and headers that ask for cache diagnostics on a request of ``wire``
-    (module docstring): ``({}, {})`` when the format has none or the body already asks.
-    ``previous`` is called only when its id is needed."""
+    (module docstring) to ``provider``: ``({}, {})`` when the format has none, the body
+    already asks, or (Responses) the model takes no ``prompt_cache_options``
+    (:func:`~stableprompt._policy.takes_cache_options` of its policy in ``policies``: older
+    models answer 400). ``previous`` is called only when its id is needed."""
     if wire == anthropic.WIRE_FORMAT:
         headers = {"anthropic-beta": anthropic.DIAGNOSTICS_BETA}
         if "diagnostics" in body:
@@ -48,6 +52,13 @@ def diagnostics_asked(wire: str, body: Mapping[str, Any], previous: PreviousId
     if wire != openai_responses.WIRE_FORMAT:
         return {}, {}
     if openai_responses.diagnostics_request(body) is not None:
+        return {}, {}
+    model = body.get("model")
+    try:
+        policy = policies.lookup(provider, model if isinstance(model, str) else "")
+    except Exception:
+        return {}, {}
+    if not takes_cache_options(policy):
         return {}, {}
     options = body.get(openai_responses.DIAGNOSTICS_OPTION)
     if options is not None and not isinstance(options, Mapping):
@@ -69,8 +80,8 @@ def with_members(content: bytes, body: Mapping[str, Any], members: Mapping[str, 
     """
     if not members:
         return content
-    if any(key in body for key in members):
-        return wire_json({**body, **members})
+    if any(key in body for key in members):  # decoded afresh: ``body`` may be a view
+        return wire_json({**loads(content), **members})
     stripped = content.rstrip()
     if not stripped.endswith(b"}"):
         raise ValueError("request body is not a JSON object")

@@ -107,11 +107,14 @@ class CallMemory:
         found = self.segment_rendered(wire, content) if wire else None
         return (loads(content) if found is None else found.segmented._body_view), found
 
-    def compared_response_id(self, call: Call, body: Any, ledger: Ledger | None) -> str | None:
-        """The provider response id of the request a request with ``body`` (decoded), sent as
+    def compared_response_id(self, call: Call, body: Any, ledger: Ledger | None,
+                             segmented: SegmentedRequest | None = None) -> str | None:
+        """The provider response id of the request a request with ``body`` (decoded; or its
+        ``segmented`` form when the caller has it, e.g. a rendered turn's body view), sent as
         ``call`` (no fingerprint or state yet), would be compared with (:meth:`analyse`'s
         choice, nothing registered). Raises what segmenting raises."""
-        segmented = segment_request(call.wire_format, body)
+        if segmented is None:
+            segmented = segment_request(call.wire_format, body)
         state = RequestState(ts=call.ts, fingerprint=segmented.fingerprint,
                              head_fingerprint=segmented.head_fingerprint, segmented=segmented)
         self.load_lineage(ledger, state.head_fingerprint)

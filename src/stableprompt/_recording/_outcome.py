@@ -236,7 +236,7 @@ def record_of(pending: Pending, outcome: Outcome, attribution: Attribution | Non
     found = attribution
     diagnostics = provider_diagnostics(pending, outcome.diagnostics)
     server = server_diagnosis(diagnostics, "unknown" if found is None else found.verdict,
-                              detail)
+                              detail, expected_loss_tokens=_expected_loss(pending, outcome, found))
     if server is not None:
         detail["server_diagnosis"] = server
     return UsageRecord(
@@ -255,6 +255,22 @@ def record_of(pending: Pending, outcome: Outcome, attribution: Attribution | Non
         diagnostics=diagnostics,
         response_id=outcome.response_id,
     )
+
+
+def _expected_loss(pending: Pending, outcome: Outcome,
+                   attribution: Attribution | None) -> int | None:
+    """Tokens our prediction left unread (provider tokens): the larger of this request's and
+    the compared request's reported input total minus the predicted read (OpenAI counts the
+    missed tokens in this request, Anthropic in the one compared with); ``None`` when
+    unknown."""
+    predicted = None if attribution is None else attribution.predicted_cache_read_tokens
+    base = pending.comparison.base
+    totals = [None if outcome.usage is None else outcome.usage.input_tokens_total,
+              None if base is None else base.input_tokens_total]
+    known = [total for total in totals if total is not None]
+    if predicted is None or not known:
+        return None
+    return max(max(known) - predicted, 0)
 
 
 def _request_detail(pending: Pending) -> dict[str, Any]:

@@ -468,13 +468,16 @@ class Recorder:
     def previous_response_id(
         self, wire_format: str, body: Mapping[str, Any], headers: Any = None, *,
         provider: str | None = None, host: str | None = None,
+        segmented: SegmentedRequest | None = None,
     ) -> str | None:
         """The provider response id of the request this body will be compared with.
 
         The same-lineage predecessor's (in memory, else from the ledger), else the previous
         request of the same conversation when the head changed (see :meth:`start`). Used for
         provider cache diagnostics (Anthropic ``diagnostics.previous_message_id``, OpenAI
-        ``prompt_cache_options.comparison_response_id``). Never raises.
+        ``prompt_cache_options.comparison_response_id``). ``segmented``: the body's segmenting
+        when the caller has it (a rendered turn read through its body view, whose history is a
+        read-only sequence the segmenters do not take). Never raises.
         """
         try:
             model = body.get("model")
@@ -482,7 +485,7 @@ class Recorder:
                         provider=provider_for(host, wire_format, provider or self.provider),
                         wire_format=wire_format, model=model if isinstance(model, str) else None,
                         opening=None)
-            return self._memory.compared_response_id(call, body, self.ledger)
+            return self._memory.compared_response_id(call, body, self.ledger, segmented)
         except Exception:
             return None
 

@@ -87,8 +87,22 @@ def _text(value: Any) -> str | None:
     return value if isinstance(value, str) else None
 
 
+_CHANGE_AFTER_READ = frozenset({"messages_changed", "input_changed"})
+"""Server reasons a ``hit`` agrees with when the missed tokens are what our prediction left
+unread anyway: the compared request's volatile tail, or the branch another conversation took
+(we predicted the read up to there)."""
+
+EXPECTED_LOSS_TOLERANCE = 0.05
+"""How far (share of the expected loss, plus :data:`EXPECTED_LOSS_SLACK_TOKENS`) the server's
+missed tokens may exceed what our prediction left unread and still agree with a ``hit``: the
+two counts come from different token estimates of the same span."""
+
+EXPECTED_LOSS_SLACK_TOKENS = 16
+
+
 def server_diagnosis(diagnostics: Mapping[str, Any] | None, verdict: str,
-                     detail: Mapping[str, Any]) -> dict[str, Any] | None:
+                     detail: Mapping[str, Any], *,
+                     expected_loss_tokens: int | None = None) -> dict[str, Any] | None:
     """The provider's reason beside ours, or ``None`` when the provider gave none.
 
     Args:
@@ -97,6 +111,9 @@ def server_diagnosis(diagnostics: Mapping[str, Any] | None, verdict: str,
         verdict: Our verdict for the call.
         detail: Our ``verdict_detail`` (``segment_kind`` and ``cause`` of a
             ``client_mutation``).
+        expected_loss_tokens: What our prediction left unread of the compared request
+            (its reported input total minus our predicted read, provider tokens), when known:
+            a ``hit`` agrees with a server naming a change in the messages that cost no more.
 
     Returns:
         ``{"reason": str | None, "missed_tokens": int | None, "agreement": one of
@@ -112,6 +129,11 @@ def server_diagnosis(diagnostics: Mapping[str, Any] | None, verdict: str,
         return None
     reason, missed = found
     agreement, why = _agreement(reason, verdict, detail)
+    if verdict == "hit" and reason in _CHANGE_AFTER_READ and missed is not None \
+            and expected_loss_tokens is not None and missed <= expected_loss_tokens * (
+                1 + EXPECTED_LOSS_TOLERANCE) + EXPECTED_LOSS_SLACK_TOKENS:
+        agreement, why = "agree", (f"{reason} after the prefix we predicted read ({missed} "
+                                   f"missed, {expected_loss_tokens} expected unread)")
     return {"reason": reason, "missed_tokens": missed, "agreement": agreement, "why": why}
 
 

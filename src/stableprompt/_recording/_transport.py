@@ -54,7 +54,7 @@ from .._exceptions import ConfigurationError
 from .._ledger._usage_record import UsageRecord
 from .._policy import cache_policy
 from .._public import public
-from .._wire._formats import detect, known_provider
+from .._wire._formats import detect, known_provider, provider_for
 from ._call import Pending
 from ._deferred import DeferredRecorder
 from ._diagnose import DIAGNOSTICS_WAIT_S, diagnostics_asked, merge_header_values, with_members
@@ -258,8 +258,11 @@ def _diagnosed(request: Any, body: bytes, recorder: Recorder | DeferredRecorder,
     if wire is None:
         return request, body
     host = str(request.url.host) if request.url.host else None
-    members, asked = diagnostics_asked(wire, decoded, lambda: recorder.previous_response_id(
-        wire, decoded, request.headers, provider=provider, host=host))
+    family = provider_for(host, wire, provider or recorder.provider)
+    members, asked = diagnostics_asked(
+        wire, decoded, lambda: recorder.previous_response_id(
+            wire, decoded, request.headers, provider=provider, host=host),
+        policies=recorder.policies, provider=family)
     if not members and all(request.headers.get(k) == merge_header_values(request.headers.get(k), v)
                            for k, v in asked.items()):
         return request, body

@@ -31,7 +31,12 @@ from typing import Any
 from .._exceptions import WorkloadUnavailableError
 from .._policy import cache_policy
 from .._report._html import html_report
-from .._report._text import ceiling_notes, make_console, print_tables
+from .._report._text import (
+    ceiling_notes,
+    make_console,
+    print_tables,
+    server_diagnosis_notes,
+)
 from .._subcommand import (
     Subcommand,
     UsageError,
@@ -255,6 +260,7 @@ def note_lines(result: DemoResult) -> list[str]:
         "cache reads equal the reported ones within the granularity; calls are dated by the "
         f"demo clock (from {start}).",
         *ceiling_notes(result.report),
+        *server_diagnosis_notes(result.report),
     ]
     predicts = {s.name: s.predicts for s in SCENARIOS}
     lines.extend(f"{name}: loses {predicts[name]}." for name in result.scenarios)

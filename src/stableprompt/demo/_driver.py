@@ -23,7 +23,7 @@ from .._ledger._ledger import Ledger
 from .._recording._recorder import Recorder
 from .._wire._formats import endpoint_path
 from .._wire._request import ProviderRequest
-from ..emulator import FakeClock
+from ..emulator import Emulator, FakeClock
 from ._scenarios import Harness, Outgoing, Reply
 from ._workload import WorkloadSession
 
@@ -103,14 +103,17 @@ RecordingTransport on ``recorder``."""
 @contextmanager
 def client_sender(wire: str, target: Target, recorder: Recorder) -> Iterator[Sender]:
     """The demo's sender: our :class:`~stableprompt.AnthropicClient` / ``OpenAIClient``
-    (exact bytes for ProviderRequests, dicts as JSON in insertion order), no retries."""
+    (exact bytes for ProviderRequests, dicts as JSON in insertion order), no retries; on the
+    emulator it asks for cache diagnostics (``diagnostics=True``: the emulator's own miss
+    reasons, joined to our verdicts on each row; a real engine has none)."""
     client: AnthropicClient | OpenAIClient
+    diagnose = isinstance(target, Emulator)
     if wire == "anthropic":
         client = AnthropicClient(API_KEY, base_url=target.base_url, recorder=recorder,
-                                 max_retries=0, timeout_s=120.0)
+                                 max_retries=0, timeout_s=120.0, diagnostics=diagnose)
     else:
         client = OpenAIClient(API_KEY, base_url=target.openai_base_url, recorder=recorder,
-                              max_retries=0, timeout_s=120.0)
+                              max_retries=0, timeout_s=120.0, diagnostics=diagnose)
     with client:
         def send(request: ProviderRequest | dict[str, Any]) -> dict[str, Any]:
             response: dict[str, Any] = client.send(request)

@@ -135,9 +135,11 @@ class DemoResult:
     def to_json(self) -> dict[str, Any]:
         """The demo's JSON: ``backend``, ``provider``, ``model``, ``workload``, ``scenarios``
         (``<name>.{calls, input_tokens, cache_read_tokens, cache_write_tokens, hit_rate,
-        ceiling, verdicts, agreement}``), ``cost`` (USD per scenario, with the price source and
-        date) and ``elapsed_s`` (with ``latency_ms`` and the engine's timings, the only
-        fields that differ between runs). llama-server runs add ``engine`` (see
+        ceiling, verdicts, agreement}``; the emulator's own miss reasons against our verdicts
+        are in the notes and in ``stableprompt report --json`` on the ledger), ``cost`` (USD
+        per scenario, with the price source and date) and ``elapsed_s`` (with ``latency_ms``
+        and the engine's timings, the only fields that differ between runs). llama-server
+        runs add ``engine`` (see
         :meth:`~stableprompt.demo._engine_report.EngineReport.to_json`) and, per row,
         ``scenario``, ``endpoint`` and ``prefill``."""
         scenarios = {name: self.report.scenarios[name].totals.to_json()
