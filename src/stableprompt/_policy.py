@@ -458,13 +458,14 @@ CONTENT_SHAPES: Mapping[str, ContentShapeRule] = {
 """The content-shape rule per provider (see :class:`ContentShapeRule`). Undocumented means
 different: neither provider says the two shapes cache alike, so both are ``False``."""
 
-_WIRE_PROVIDER = {"anthropic": "anthropic", "openai-chat": "openai", "openai-responses": "openai"}
+_WIRE_PROVIDER = {"anthropic": "anthropic", "openai-chat": "openai", "openai-responses": "openai",
+                  "gemini": "gemini", "bedrock-converse": "bedrock"}
 
 
 def provider_of_wire_format(wire_format: str) -> str:
     """The provider family a request of ``wire_format`` goes to when nothing else says
-    (no known host, no override): ``anthropic`` for the Anthropic format, else ``openai``
-    (the emulator and any OpenAI-wire server)."""
+    (no known host, no override): ``anthropic`` for the Anthropic format, ``gemini`` and
+    ``bedrock`` for theirs, else ``openai`` (the emulator and any OpenAI-wire server)."""
     return _WIRE_PROVIDER.get(wire_format, "openai")
 
 
