@@ -99,6 +99,7 @@ _EXPORTS: dict[str, str] = {
     "parse_stream": "_wire._registry",
     "parse_usage": "_wire._registry",
     "plan_compaction": "_prompt._compaction",
+    "record_bedrock": "_recording._botocore",
     "scan_volatile": "_volatility",
     "segment_request": "_wire._formats",
     "summarize": "_report._summary",
@@ -192,6 +193,7 @@ if _typing.TYPE_CHECKING:
         Tool,
         ToolSet,
     )
+    from ._recording._botocore import record_bedrock
     from ._recording._recorder import Recorder
     from ._recording._transport import (
         AsyncRecordingTransport,
@@ -302,6 +304,7 @@ __all__ = [
     "parse_stream",
     "parse_usage",
     "plan_compaction",
+    "record_bedrock",
     "scan_volatile",
     "segment_request",
     "summarize",
