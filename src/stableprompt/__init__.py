@@ -37,6 +37,7 @@ _EXPORTS: dict[str, str] = {
     "ConfigurationError": "_exceptions",
     "Conversation": "_prompt._builder",
     "Divergence": "_diff",
+    "GeminiCache": "_client._gemini_cache",
     "DuplicateToolError": "_exceptions",
     "EngineError": "_exceptions",
     "EngineRequestError": "_exceptions",
@@ -122,6 +123,7 @@ if _typing.TYPE_CHECKING:
         OpenAIClient,
         OpenAICompatibleClient,
     )
+    from ._client._gemini_cache import GeminiCache
     from ._diff import (
         Divergence,
         diff,
@@ -244,6 +246,7 @@ __all__ = [
     "DuplicateToolError",
     "EngineError",
     "EngineRequestError",
+    "GeminiCache",
     "HistoryError",
     "IncompleteResponseWarning",
     "InputError",

@@ -299,7 +299,7 @@ def _message_parts(message: MessageParts, names: Mapping[str, str]) -> tuple[byt
     return found
 
 
-def contents(prompt: PromptParts, start: int = 0) -> list[bytes]:
+def contents(prompt: Any, start: int = 0) -> list[bytes]:
     """The ``contents`` entries of history messages ``[start, count)`` plus the tail (text
     parts at the end of the last user content, or one user content of its own), as canonical
     bytes. Consecutive messages of one Gemini role are one ``Content`` (function responses
@@ -473,3 +473,38 @@ def assistant_turn(response: Mapping[str, Any]) -> AssistantTurn:
     finish = candidate.get("finishReason")
     return AssistantTurn("".join(texts) or None, tuple(calls), (), tuple(parts),
                          f"finishReason {finish}" if finish in _INCOMPLETE else None)
+
+
+def cache_body(prompt: PromptParts, *, model: str, ttl_s: float | None,
+               messages: int = 0, tool_config: Mapping[str, Any] | None = None) -> bytes:
+    """The ``cachedContents`` create body for ``prompt``'s head and its first ``messages``
+    history messages: ``{"model": "models/<m>", "systemInstruction"?, "tools"?,
+    "toolConfig"?, "contents"?, "ttl"?}`` (``ttl`` as a protobuf Duration, ``"300s"``), the
+    same bytes a request would send for them (``google.genai.types.CreateCachedContentConfig``).
+    """
+    name = model if model.startswith("models/") else f"models/{model}"
+    fields: dict[str, bytes] = {"model": canonical_json(name)}
+    system = system_instruction(prompt.head)
+    if system is not None:
+        fields["systemInstruction"] = system
+    tools = tools_field(prompt.head)
+    if tools is not None:
+        fields["tools"] = tools
+    if tool_config is not None:
+        fields["toolConfig"] = checked_json(dict(tool_config))
+    if messages:
+        lead = _Leading(prompt, messages)
+        fields["contents"] = joined(contents(lead))
+    if ttl_s is not None:
+        fields["ttl"] = canonical_json(f"{ttl_s:g}s")
+    return b"".join(body_pieces(fields, {}))
+
+
+class _Leading:
+    """``prompt`` cut to its first ``count`` messages, without a tail (what a cache holds)."""
+
+    def __init__(self, prompt: PromptParts, count: int) -> None:
+        self.head = prompt.head
+        self.message_list = prompt.message_list
+        self.message_count = min(count, prompt.message_count)
+        self.tail_texts: tuple[str, ...] = ()

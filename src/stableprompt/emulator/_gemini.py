@@ -38,6 +38,7 @@ import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from hashlib import sha256
 from typing import Any
 
 from .._canonical import loads
@@ -236,7 +237,7 @@ def _create(body: Any, ctx: WireContext, caches: ExplicitCaches) -> WireResult:
     blocks = _head_blocks(req)
     if req.get("contents") is not None:
         blocks += _content_blocks(req["contents"], "contents")
-    tokens = sum(ctx.tokenizer.count_block(data, None) for data, _, _ in blocks)
+    tokens = sum(ctx.tokenizer.count_block(data, sha256(data).digest()) for data, _, _ in blocks)
     minimum = cache_policy("gemini", model, ctx.policies).min_cacheable_tokens
     if tokens < minimum:
         raise WireError(f"Cached content is too small. total_token_count={tokens}, "
