@@ -59,7 +59,7 @@ def test_golden_body_and_path() -> None:
 def test_golden_body_validates_against_botocore() -> None:
     """botocore's own parameter validator accepts the body as a ConverseRequest."""
     botocore_session = pytest.importorskip("botocore.session")
-    from botocore.validate import ParamValidator
+    from botocore.validate import ParamValidator  # type: ignore[import-untyped]
 
     model = botocore_session.get_session().get_service_model("bedrock-runtime")
     shape = model.operation_model("Converse").input_shape

@@ -83,7 +83,7 @@ def record_bedrock(client: Any, *, recorder: Any, provider: str | None = "bedroc
         raise ConfigurationError(f"record_bedrock needs a boto3/botocore client, got "
                                  f"{type(client).__name__}", code="record-client")
     import httpx
-    from botocore.awsrequest import AWSResponse
+    from botocore.awsrequest import AWSResponse  # type: ignore[import-untyped]
 
     from ._transport import RecordingTransport
 

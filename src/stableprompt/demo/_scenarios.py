@@ -358,7 +358,8 @@ class SdkHarness(Harness):
             return Outgoing(rendered.to_anthropic(
                 model=spec.model, max_tokens=limit or MAX_TOKENS, metadata=self._metadata))
         if spec.wire == "gemini":
-            extra = {"generationConfig": {"maxOutputTokens": limit}} if limit else {}
+            extra: dict[str, Any] = (
+                {"generationConfig": {"maxOutputTokens": limit}} if limit else {})
             return Outgoing(rendered.to_gemini(model=spec.model, **extra),
                             headers={"x-stableprompt-session": self._metadata["user_id"]})
         if spec.wire == "bedrock-converse":
