@@ -33,7 +33,7 @@ def test_jsonl_indexes_are_line_numbers() -> None:
         (2, "capture-json"), (4, "capture-record"), (6, "capture-record")]
     assert "line 2 is not valid JSON" in capture.problems[0].message
     assert "JSON array, not an object" in capture.problems[1].message
-    assert "no 'messages' or 'input'" in capture.problems[2].message
+    assert "no 'messages', 'input' or 'contents'" in capture.problems[2].message
 
 
 def test_wrapper_records(tmp_path: Path) -> None:

@@ -512,7 +512,7 @@ def test_lint_requests_errors() -> None:
     from stableprompt import CaptureError
 
     with pytest.raises(CaptureError, match="unknown wire format") as info:
-        lint_requests([HEAD], wire_format="gemini")
+        lint_requests([HEAD], wire_format="cohere")
     assert info.value.code == "capture-format"
     with pytest.raises(CaptureError) as info:
         lint_requests([42])

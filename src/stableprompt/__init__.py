@@ -37,6 +37,7 @@ _EXPORTS: dict[str, str] = {
     "ConfigurationError": "_exceptions",
     "Conversation": "_prompt._builder",
     "Divergence": "_diff",
+    "GeminiCache": "_client._gemini_cache",
     "DuplicateToolError": "_exceptions",
     "EngineError": "_exceptions",
     "EngineRequestError": "_exceptions",
@@ -99,6 +100,7 @@ _EXPORTS: dict[str, str] = {
     "parse_stream": "_wire._registry",
     "parse_usage": "_wire._registry",
     "plan_compaction": "_prompt._compaction",
+    "record_bedrock": "_recording._botocore",
     "scan_volatile": "_volatility",
     "segment_request": "_wire._formats",
     "summarize": "_accounting._summary",
@@ -122,6 +124,7 @@ if _typing.TYPE_CHECKING:
         OpenAIClient,
         OpenAICompatibleClient,
     )
+    from ._client._gemini_cache import GeminiCache
     from ._diff import (
         Divergence,
         diff,
@@ -193,6 +196,7 @@ if _typing.TYPE_CHECKING:
         Tool,
         ToolSet,
     )
+    from ._recording._botocore import record_bedrock
     from ._recording._recorder import Recorder
     from ._recording._transport import (
         AsyncRecordingTransport,
@@ -242,6 +246,7 @@ __all__ = [
     "DuplicateToolError",
     "EngineError",
     "EngineRequestError",
+    "GeminiCache",
     "HistoryError",
     "IncompleteResponseWarning",
     "InputError",
@@ -302,6 +307,7 @@ __all__ = [
     "parse_stream",
     "parse_usage",
     "plan_compaction",
+    "record_bedrock",
     "scan_volatile",
     "segment_request",
     "summarize",

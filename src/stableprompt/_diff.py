@@ -124,9 +124,9 @@ FINDING_FIXES: Mapping[str, tuple[str, str]] = {
     "breakpoint-on-per-turn-block": ("warning", CAUSE_FIXES["breakpoint-on-per-turn-block"]),
     "breakpoint-below-minimum": ("warning", "move the first breakpoint to a prefix of at least "
                                  "the model's minimum cacheable tokens, or drop it"),
-    "no-breakpoints": ("warning", "add cache_control at the end of the head and of the stable "
-                       "history (or top-level cache_control): Anthropic caches only at "
-                       "breakpoints"),
+    "no-breakpoints": ("warning", "add cache_control (Anthropic; or top-level cache_control) "
+                       "or a cachePoint block (Bedrock Converse) at the end of the head and of "
+                       "the stable history: these providers cache only at breakpoints"),
     "non-canonical-schema-keys": ("info", "serialize tool schemas with sorted keys (canonical "
                                   "JSON) so another runtime cannot reorder them"),
 }

@@ -20,12 +20,33 @@ from ._canonical import loads
 from ._exceptions import PolicyError
 from ._public import public
 
-__all__ = ["CONTENT_SHAPES", "POLICY_TABLE_VERSION", "REASONING_RULES", "SYSTEM_MESSAGES",
-           "TOKEN_ESTIMATE_MARGIN", "TOLERANCE_FRACTION", "TTL_LABELS_S", "CachePolicy",
-           "ContentShapeRule", "PolicyTable", "ReasoningRule", "SystemMessageRule",
-           "cache_policy", "content_shape_change", "content_shape_rule", "default_policies",
-           "provider_of_wire_format", "reasoning_rule", "surely_below_minimum",
-           "takes_cache_options", "text_block_of"]
+__all__ = [
+    "CONTENT_SHAPES",
+    "EXPLICIT_CACHE_APIS",
+    "EXPLICIT_CACHE_RULES",
+    "POLICY_TABLE_VERSION",
+    "REASONING_RULES",
+    "SYSTEM_MESSAGES",
+    "TOKEN_ESTIMATE_MARGIN",
+    "TOLERANCE_FRACTION",
+    "TTL_LABELS_S",
+    "CachePolicy",
+    "ContentShapeRule",
+    "ExplicitCacheRule",
+    "PolicyTable",
+    "ReasoningRule",
+    "SystemMessageRule",
+    "cache_policy",
+    "content_shape_change",
+    "content_shape_rule",
+    "default_policies",
+    "explicit_cache_rule",
+    "provider_of_wire_format",
+    "reasoning_rule",
+    "surely_below_minimum",
+    "takes_cache_options",
+    "text_block_of",
+]
 
 POLICY_TABLE_VERSION = "2026-11-30"
 
@@ -52,6 +73,10 @@ _ANTHROPIC_DOC = "https://platform.claude.com/docs/en/build-with-claude/prompt-c
 _ANTHROPIC_SKILLS = "anthropics/skills@0da71c3b:skills/claude-api/shared/prompt-caching.md"
 _OPENAI_DOC = "https://developers.openai.com/api/docs/guides/prompt-caching"
 _GEMINI_DOC = "https://ai.google.dev/gemini-api/docs/caching"
+_GEMINI_DOC_2026 = ("https://ai.google.dev/gemini-api/docs/generate-content/caching"
+                    "?authuser=31&hl=zh-cn")
+_GEMINI_PRICE = "https://discuss.ai.google.dev/t/question-about-gemini-api-caching-pricing/107349"
+_GEMINI_INTERACTIONS = "https://ai.google.dev/gemini-api/docs/caching?authuser=7&hl=en"
 _DEEPSEEK_DOC = "https://api-docs.deepseek.com/guides/kv_cache"
 _BEDROCK_DOC = "https://docs.aws.amazon.com/bedrock/latest/userguide/prompt-caching.html"
 _VLLM_DOC = "vllm-project/vllm:docs/design/prefix_caching.md"
@@ -227,8 +252,17 @@ def default_policies() -> tuple[CachePolicy, ...]:
             "gpt-5", "gpt-5-*", "gpt-5.0*", "gpt-5.1*", "gpt-5.2*", "gpt-5.3*", "gpt-5.4*",
             "gpt-4*", "o1*", "o3*", "o4*", "gpt-3.5*", "chatgpt-*", "codex-*")),
         _openai("*", 2048, 128, modern=False).model_copy(update={"conservative": True}),
-        _simple("gemini", 1024, _GEMINI_DOC, model_pattern="gemini-2.5-flash*",
-                ttls_s=(3600,), read_multiplier=0.25, as_of="2025-12-01"),
+        # Gemini implicit minimums (PROVIDERS.md §15, survey of 2026-12-07): Gemini 4 Argon,
+        # 3.8 / 3.6 Flash and 3 Pro preview 4,096; 2.5 Flash / Pro 2,048 (the 2026-06-26 doc;
+        # 1,024 for 2.5 Flash in 2025). Explicit caches have the same minimums; their TTL
+        # default is one hour (ttls_s). Read discount 75% at launch (90% per Vertex, UNVERIFIED
+        # per model): 0.25 is the conservative end.
+        *(_simple("gemini", 4096, _GEMINI_DOC_2026, model_pattern=p, ttls_s=(3600,),
+                  read_multiplier=0.25, as_of="2026-12-07")
+          for p in ("gemini-4*", "gemini-3.8*", "gemini-3.6*", "gemini-3*pro*")),
+        *(_simple("gemini", 2048, _GEMINI_DOC, model_pattern=p, ttls_s=(3600,),
+                  read_multiplier=0.25, as_of="2026-06-26")
+          for p in ("gemini-2.5-flash*", "gemini-2.5-pro*")),
         _simple("gemini", 4096, _GEMINI_DOC, ttls_s=(3600,), read_multiplier=0.25,
                 as_of="2026-06-26", conservative=True),
         _simple("deepseek", 64, _DEEPSEEK_DOC, granularity_tokens=64, read_multiplier=0.1,
@@ -412,6 +446,69 @@ def reasoning_rule(wire_format: str) -> ReasoningRule:
 public(CachePolicy, PolicyTable, cache_policy)
 
 
+# -- explicit (client-managed) caches: Gemini cachedContents -----------------------------------
+
+
+class ExplicitCacheRule(BaseModel):
+    """Whether a model offers explicit caches, their default lifetime and their prices.
+
+    Attributes:
+        provider: ``gemini``.
+        model_pattern: ``fnmatch`` pattern over the model id.
+        supported: The model accepts ``cachedContents`` (else only implicit caching).
+        default_ttl_s: Lifetime of a cache created without ``ttl`` / ``expireTime`` (seconds).
+        storage_usd_per_mtok_hour: Storage price, USD per million cached tokens per hour;
+            ``None`` when unknown (the report then says so; override it).
+        read_usd_per_mtok: Price of a cached-token read, USD per million; ``None``: unknown.
+        input_usd_per_mtok: Price of a fresh input token, USD per million; ``None``: unknown.
+        source: Where these facts come from.
+        as_of: Date (ISO) the source was read.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    provider: str = "gemini"
+    model_pattern: str = "*"
+    supported: bool = True
+    default_ttl_s: int | None = 3600
+    storage_usd_per_mtok_hour: float | None = None
+    read_usd_per_mtok: float | None = None
+    input_usd_per_mtok: float | None = None
+    source: str
+    as_of: str
+
+
+EXPLICIT_CACHE_RULES: tuple[ExplicitCacheRule, ...] = (
+    # "Explicit is unsupported on Gemini 4 Argon+ and on the Interactions API" (PROVIDERS.md
+    # §15): later Gemini 4 models are taken to follow Argon.
+    ExplicitCacheRule(model_pattern="gemini-4*", supported=False, default_ttl_s=None,
+                      source=_GEMINI_DOC_2026, as_of="2026-12-07"),
+    # 2.5 Pro: "$0.125 read, $4.50 per 1M tok·h" storage (pricing page as quoted); input
+    # $1.25 per 1M (prompts up to 200k tokens, the same pricing page).
+    ExplicitCacheRule(model_pattern="gemini-2.5-pro*", storage_usd_per_mtok_hour=4.50,
+                      read_usd_per_mtok=0.125, input_usd_per_mtok=1.25,
+                      source=f"{_GEMINI_PRICE}; {_GEMINI_DOC}", as_of="2026-12-07"),
+    ExplicitCacheRule(source=_GEMINI_DOC, as_of="2026-06-26"),
+)
+"""Per model, first match wins; the last entry is the default (supported, prices unknown)."""
+
+EXPLICIT_CACHE_APIS: Mapping[str, bool] = {"generateContent": True, "interactions": False}
+"""Which Gemini APIs accept explicit caches: the Interactions API "only supports implicit
+caching" (``_GEMINI_INTERACTIONS``, 2026-07-07)."""
+
+
+def explicit_cache_rule(model: str, table: Any = None,
+                        rules: Iterable[ExplicitCacheRule] | None = None) -> ExplicitCacheRule:
+    """The :data:`EXPLICIT_CACHE_RULES` entry for a Gemini ``model`` (``models/`` prefix
+    ignored); ``rules`` replaces the table (``table`` is accepted for symmetry with
+    :func:`cache_policy` and unused)."""
+    name = model[len("models/"):] if model.startswith("models/") else model
+    for rule in (EXPLICIT_CACHE_RULES if rules is None else rules):
+        if fnmatchcase(name, rule.model_pattern):
+            return rule
+    return EXPLICIT_CACHE_RULES[-1]
+
+
 # -- content shapes --------------------------------------------------------------------------
 
 
@@ -468,13 +565,14 @@ CONTENT_SHAPES: Mapping[str, ContentShapeRule] = {
 """The content-shape rule per provider (see :class:`ContentShapeRule`). Undocumented means
 different: neither provider says the two shapes cache alike, so both are ``False``."""
 
-_WIRE_PROVIDER = {"anthropic": "anthropic", "openai-chat": "openai", "openai-responses": "openai"}
+_WIRE_PROVIDER = {"anthropic": "anthropic", "openai-chat": "openai", "openai-responses": "openai",
+                  "gemini": "gemini", "bedrock-converse": "bedrock"}
 
 
 def provider_of_wire_format(wire_format: str) -> str:
     """The provider family a request of ``wire_format`` goes to when nothing else says
-    (no known host, no override): ``anthropic`` for the Anthropic format, else ``openai``
-    (the emulator and any OpenAI-wire server)."""
+    (no known host, no override): ``anthropic`` for the Anthropic format, ``gemini`` and
+    ``bedrock`` for theirs, else ``openai`` (the emulator and any OpenAI-wire server)."""
     return _WIRE_PROVIDER.get(wire_format, "openai")
 
 

@@ -398,7 +398,10 @@ def _iter_har(p: Path, doc: Mapping[str, Any]) -> Iterator[CaptureEntry | Captur
 
 
 def _is_body(value: Any) -> bool:
-    return isinstance(value, Mapping) and ("messages" in value or "input" in value)
+    """A request body: a history key (``messages``; Responses ``input``; Gemini
+    ``contents``)."""
+    return isinstance(value, Mapping) and ("messages" in value or "input" in value
+                                           or "contents" in value)
 
 
 def _record(
@@ -439,8 +442,8 @@ def _record(
         return problem(f"request body is a JSON {json_type_name(body)}, not an object")
     if not _is_body(body):
         keys = ", ".join(list(body)[:6]) or "none"
-        return problem(f"not a request body or {{\"request\": ...}} record: no 'messages' or "
-                       f"'input' (keys: {keys})")
+        return problem(f"not a request body or {{\"request\": ...}} record: no 'messages', "
+                       f"'input' or 'contents' (keys: {keys})")
     return CaptureEntry(index, source, body, line, url_path, session, wire_format)
 
 

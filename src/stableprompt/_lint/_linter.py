@@ -103,6 +103,7 @@ screen, not a measurement.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -131,9 +132,11 @@ from .._segment import HEAD_KINDS, Segment
 from .._tokens import EstimatingTokenCounter
 from .._wire._formats import (
     BODY_KEYS,
+    BREAKPOINT_FORMATS,
     WIRE_FORMATS_WITH_REQUESTS,
     detect,
     segment_request,
+    with_path_model,
 )
 from .._wire._resegment import LineageSegments
 from .._wire._segmenter import SegmentedRequest
@@ -249,11 +252,17 @@ class _Linter:
                 self._problem(entry, "capture-format", "cannot tell the wire format of this "
                               "request; pass --format")
                 return
+        body = with_path_model(fmt, entry.body, entry.url_path)
+        if body is not entry.body:  # Gemini / Converse: the model is in the URL path
+            entry = dataclasses.replace(entry, body=body)
+            decoded = None
         model = entry.body.get("model")
         if not isinstance(model, str) or not model:
             # Every request format requires it, and it is the first cache key: without it the
             # request cannot be paired (a problem for this request, the rest is linted).
-            self._problem(entry, "capture-shape", "request has no 'model' string at /model")
+            where = ("the URL path (capture the request URL: this format keeps the model "
+                     "there)" if fmt in ("gemini", "bedrock-converse") else "/model")
+            self._problem(entry, "capture-shape", f"request has no 'model' string at {where}")
             return
         try:
             if self.lineages is None:
@@ -561,10 +570,12 @@ class _Linter:
         bps = req.breakpoints
         if bps:
             cached_end = bps[-1].end
-        elif req.wire_format == "anthropic":  # nothing cached yet; the head is where it goes
-            cached_end = req.segments[n - 1].end if n else 0
-            self._hit("no-breakpoints", req.index, f"request {req.index} has no cache_control "
-                      "breakpoint, so Anthropic caches none of it")
+        elif req.wire_format in BREAKPOINT_FORMATS:  # nothing cached yet; the head is where
+            cached_end = req.segments[n - 1].end if n else 0  # it goes
+            marker, provider = (("cachePoint", "Bedrock") if req.wire_format == "bedrock-converse"
+                                else ("cache_control", "Anthropic"))
+            self._hit("no-breakpoints", req.index, f"request {req.index} has no {marker} "
+                      f"breakpoint, so {provider} caches none of it")
         else:
             cached_end = len(req.data)
         group.requests.append((req.index, cached_end))

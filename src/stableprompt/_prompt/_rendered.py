@@ -31,7 +31,7 @@ from .._exceptions import BreakpointWarning, HistoryError, MethodNameError
 from .._policy import cache_policy, surely_below_minimum
 from .._public import public
 from .._segment import Segment, fingerprint_of, sum_tokens
-from .._wire import anthropic, openai_chat, openai_responses
+from .._wire import anthropic, bedrock_converse, gemini, openai_chat, openai_responses
 from .._wire._parts import HeadParts, check_model
 from .._wire._request import ProviderRequest
 from ._messages import Message
@@ -237,10 +237,12 @@ class RenderedPrompt:
             anthropic.WIRE_FORMAT, anthropic.ENDPOINT, content, fingerprints,
             tail_count=len(self.tail_texts), params={"model": model, **params})
 
-    def _short_places(self, model: str) -> frozenset[tuple[str, int]]:
-        """The SDK breakpoint places whose prefix is surely below ``model``'s minimum (see
-        :meth:`to_anthropic`), each warned about once per head, model and place kind."""
-        policy = cache_policy("anthropic", model)
+    def _short_places(self, model: str, provider: str = "anthropic"
+                      ) -> frozenset[tuple[str, int]]:
+        """The SDK breakpoint places whose prefix is surely below ``model``'s minimum at
+        ``provider`` (see :meth:`to_anthropic`), each warned about once per head, model and
+        place kind."""
+        policy = cache_policy(provider, model)
         if policy.conservative or not policy.min_cacheable_tokens:
             return frozenset()
         head = self.head
@@ -263,8 +265,9 @@ class RenderedPrompt:
             else:
                 last = self.message_count - 1
                 short.append((("message", last), f"messages[{last}]", tokens))
-        warned: set[tuple[str, str]] = head.wire_memo.setdefault("anthropic-short-warned",
-                                                                  set())
+        warned: set[tuple[str, str]] = head.wire_memo.setdefault(
+            "anthropic-short-warned" if provider == "anthropic" else f"{provider}-short-warned",
+            set())
         for place, segment_name, count in short:
             if (model, place[0]) in warned:
                 continue
@@ -329,6 +332,84 @@ class RenderedPrompt:
         return ProviderRequest._rendered(
             openai_responses.WIRE_FORMAT, openai_responses.ENDPOINT, content, fingerprints,
             tail_count=1 if self.tail else 0, params={"model": model, **params})
+
+
+    # -- Gemini and Bedrock Converse -----------------------------------------------------------
+
+    def to_gemini(self, *, model: str, stream: bool = False, cache: Any = None,
+                  **params: Any) -> ProviderRequest:
+        """Render a Gemini ``generateContent`` request: ``systemInstruction`` (one part per
+        system block), ``tools`` (one ``functionDeclarations`` list, canonical order, the
+        schema as ``parametersJsonSchema``), ``contents`` (role groups ``user`` / ``model``,
+        function responses in user turns), the tail last. Gemini has no breakpoints:
+        implicit caching reads the longest cached prefix on its own.
+
+        Args:
+            model: Model id; it goes in the URL path (``ProviderRequest.path``
+                ``/v1beta/models/<model>:generateContent``), not the body.
+            stream: Render for ``streamGenerateContent?alt=sse``.
+            cache: A :class:`~stableprompt.GeminiCache` that holds this prompt's frozen head
+                (and leading history): the body then references it (``cachedContent``),
+                without ``systemInstruction`` / ``tools`` / ``toolConfig`` and without the
+                history the cache holds. A cache that fell back to implicit caching (see
+                ``GeminiCache.explicit``) renders the full body.
+            **params: Other body fields (``generationConfig``, ``toolConfig``,
+                ``safetySettings``...), canonicalized.
+
+        Source: ``googleapis/python-genai`` ``types.py`` (``GenerateContentConfig``,
+        ``FunctionDeclaration.parameters_json_schema``, ``CachedContent``);
+        ai.google.dev/gemini-api/docs/caching (PROVIDERS.md §4, §15).
+        """
+        check_model(model)
+        self._check_not_empty()
+        name, covered = None, 0
+        if cache is not None:
+            name, covered = cache.reference_for(self, model)
+        content = gemini.render(self, params=params, cached_content=name,
+                                cached_messages=covered)
+        return ProviderRequest._rendered(
+            gemini.WIRE_FORMAT, gemini.endpoint_for(model, stream=stream), content, None,
+            tail_count=len(self.tail_texts), params={"model": model, **params})
+
+    def to_bedrock_converse(self, *, model_id: str, stream: bool = False,
+                            history_ttl: str = "5m",
+                            max_breakpoints: int = bedrock_converse.MAX_BREAKPOINTS,
+                            tool_choice: dict[str, Any] | None = None,
+                            **params: Any) -> ProviderRequest:
+        """Render an AWS Bedrock Converse request: ``toolConfig.tools`` (``toolSpec``,
+        canonical order), ``system``, ``messages`` (alternating role groups, tool results in
+        user turns), the tail last, with ``cachePoint`` blocks placed as
+        :meth:`to_anthropic` places ``cache_control`` (user-placed kept; end of head; end of
+        stable history; a carry past the 20-block lookback; at most 4). A TTL the model does
+        not offer raises; an SDK breakpoint whose prefix is surely below the model's minimum
+        is not placed (warned once), as in :meth:`to_anthropic`, with the ``bedrock``
+        policy entries.
+
+        Args:
+            model_id: Bedrock model id or inference-profile ARN; it goes in the URL path
+                (``/model/<id>/converse``, percent-encoded), not the body.
+            stream: Render for ConverseStream (``/converse-stream``).
+            history_ttl: TTL of the SDK's end-of-history cache point (``"5m"`` / ``"1h"``).
+            max_breakpoints: Cache point budget (Bedrock: 4).
+            tool_choice: ``toolConfig.toolChoice`` (``{"auto": {}}``, ``{"any": {}}``,
+                ``{"tool": {"name": ...}}``).
+            **params: Other body fields (``inferenceConfig``,
+                ``additionalModelRequestFields``, ``requestMetadata``...), canonicalized.
+
+        Source: botocore ``data/bedrock-runtime/2023-09-30/service-2.json``
+        (``ConverseRequest``, ``CachePointBlock``, ``CacheTTL``);
+        docs.aws.amazon.com/bedrock/latest/userguide/prompt-caching.html.
+        """
+        check_model(model_id)
+        self._check_not_empty()
+        policy = cache_policy("bedrock", model_id)
+        content = bedrock_converse.render(
+            self, model_id=model_id, history_ttl=history_ttl, max_breakpoints=max_breakpoints,
+            params=params, policy=policy, short=self._short_places(model_id, "bedrock"),
+            tool_choice=tool_choice)
+        return ProviderRequest._rendered(
+            bedrock_converse.WIRE_FORMAT, bedrock_converse.endpoint_for(model_id, stream=stream),
+            content, None, tail_count=len(self.tail_texts), params={"model": model_id, **params})
 
 
 public(RenderedPrompt)

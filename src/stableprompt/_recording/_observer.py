@@ -154,7 +154,9 @@ class ResponseObserver:
             self._decoder = decoder_for(content_encoding)
         except LookupError as exc:
             self._problem = str(exc)
-        self._sse = "text/event-stream" in content_type
+        # SSE, or AWS's binary event stream (Bedrock ConverseStream)
+        self._sse = ("text/event-stream" in content_type
+                     or "application/vnd.amazon.eventstream" in content_type)
         length = header(headers, "content-length")
         self._length = int(length) if length is not None and length.isdigit() else None
         self._raw = 0

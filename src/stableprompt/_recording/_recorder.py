@@ -58,6 +58,7 @@ from .._wire._formats import (
     request_format,
     usage_dialects,
     usage_format,
+    with_path_model,
 )
 from .._wire._resegment import Resegmented
 from .._wire._segmenter import SegmentedRequest
@@ -78,6 +79,10 @@ if TYPE_CHECKING:
 __all__ = ["ENGINE_PROVIDER", "SESSION_HEADER", "Recorder"]
 
 _log = logging.getLogger("stableprompt.recorder")
+
+
+_MODEL_IN_PATH = frozenset({"gemini", "bedrock-converse"})
+"""Request formats whose model id is in the URL path (``_wire._formats.with_path_model``)."""
 
 
 class Recorder:
@@ -369,13 +374,18 @@ class Recorder:
             if body is None or not self.recordable(path, method):
                 return None
             rendered = rendered or decoded is not None  # stableprompt rendered these bytes
+            named = endpoint(path)
+            in_path = named in _MODEL_IN_PATH
             if decoded is None and decode:
-                decoded, resegmented = self._memory.decode(endpoint(path), body)
+                decoded, resegmented = self._memory.decode(None if in_path else named, body)
             if decoded is not None and not isinstance(decoded, dict):
                 return None
-            wire = endpoint(path) if decoded is None else detect(decoded, path)
+            wire = named if decoded is None else detect(decoded, path)
             if wire not in REQUEST_FORMATS:
                 return None
+            if decoded is not None and wire in _MODEL_IN_PATH:
+                # the model is a URL path parameter: segmented (never sent) with the body
+                decoded, resegmented, rendered = with_path_model(wire, decoded, path), None, False
             secrets = secrets_in_headers(headers)
         except Exception:
             return None
@@ -424,9 +434,14 @@ class Recorder:
         try:
             if decoded is None:
                 try:
-                    decoded, resegmented = self._memory.decode(pending.wire_format, body)
+                    in_path = pending.wire_format in _MODEL_IN_PATH
+                    decoded, resegmented = self._memory.decode(
+                        None if in_path else pending.wire_format, body)
                     if not isinstance(decoded, dict):
                         raise ValueError("the request body is not a JSON object")
+                    if in_path:
+                        decoded, rendered = with_path_model(pending.wire_format, decoded,
+                                                            pending.path), False
                     self._read_request(pending, decoded, headers)
                 finally:
                     pending.lazy_body = False  # what the body says is known (or never)

@@ -15,7 +15,7 @@ from typing import Any, NamedTuple, Protocol
 from .._exceptions import CaptureError, ConfigurationError, HistoryError
 from .._policy import provider_of_wire_format
 from .._public import public
-from . import _openai, anthropic, openai_chat, openai_responses
+from . import _openai, anthropic, bedrock_converse, gemini, openai_chat, openai_responses
 from ._parts import AssistantTurn, a_or_an
 from ._registry import WIRE_FORMATS
 from ._segmenter import SegmentBuilder, SegmentedRequest
@@ -36,6 +36,7 @@ __all__ = [
     "endpoint",
     "endpoint_path",
     "known_provider",
+    "model_from_path",
     "provider_for",
     "reply_text",
     "request_format",
@@ -45,6 +46,7 @@ __all__ = [
     "session_hint",
     "usage_dialects",
     "usage_format",
+    "with_path_model",
 ]
 
 
@@ -65,10 +67,13 @@ class RequestFormat(Protocol):
 
 
 _MODULES: dict[str, Any] = {
-    m.WIRE_FORMAT: m for m in (anthropic, openai_chat, openai_responses)
+    m.WIRE_FORMAT: m for m in (anthropic, openai_chat, openai_responses, gemini,
+                               bedrock_converse)
 }
 _MARKERS = {
     anthropic.WIRE_FORMAT: anthropic.MARKER_KEY,
+    gemini.WIRE_FORMAT: gemini.MARKER_KEY,
+    bedrock_converse.WIRE_FORMAT: bedrock_converse.MARKER_KEY,
     openai_chat.WIRE_FORMAT: _openai.MARKER_KEY,
     openai_responses.WIRE_FORMAT: _openai.MARKER_KEY,
 }
@@ -98,6 +103,7 @@ _SUFFIXES = (
     ("/messages", anthropic.WIRE_FORMAT),
 )
 _HOSTS = {
+    "generativelanguage.googleapis.com": "gemini",
     "api.anthropic.com": "anthropic",
     "api.openai.com": "openai",
     "api.deepseek.com": "deepseek",
@@ -105,6 +111,11 @@ _HOSTS = {
     "api.x.ai": "xai",
 }
 _COMPATIBLE = {"vllm", "sglang", "openrouter", "xai"}
+_PATH_MODELS = {gemini.WIRE_FORMAT: gemini.model_from_path,
+                bedrock_converse.WIRE_FORMAT: bedrock_converse.model_from_path}
+"""Formats whose model id is a URL path parameter, not a body field."""
+BREAKPOINT_FORMATS = frozenset({anthropic.WIRE_FORMAT, bedrock_converse.WIRE_FORMAT})
+"""Formats that cache only at explicit breakpoints (a body without one caches nothing)."""
 
 
 def _module(wire_format: str) -> RequestFormat:
@@ -130,7 +141,12 @@ def endpoint(path: str) -> str | None:
     directly after ``/v1`` or without any ``/v1`` before it: ``/v1/threads/{id}/messages``
     (OpenAI Assistants) and ``/v1/chat/completions/{id}/messages`` are not.
     """
-    path = path.rstrip("/")
+    path = path.split("?", 1)[0].rstrip("/")
+    if gemini.model_from_path(path) is not None or path.endswith(
+            (":generateContent", ":streamGenerateContent")):
+        return gemini.WIRE_FORMAT
+    if path.endswith(("/converse", "/converse-stream")) and "/model/" in path:
+        return bedrock_converse.WIRE_FORMAT
     for suffix, wire in _SUFFIXES:
         if path.endswith(suffix):
             prefix = path[: -len(suffix)]
@@ -147,7 +163,10 @@ def detect(body: Mapping[str, Any], path: str | None = None) -> str | None:
     a ``/v1`` segment: Assistants, files, batches) returns ``None``: not a prompt request.
     Without a deciding path the body's shape decides.
 
-    Returns ``anthropic``, ``openai-chat``, ``openai-responses`` or ``None`` when unsure.
+    Returns ``anthropic``, ``openai-chat``, ``openai-responses``, ``gemini``,
+    ``bedrock-converse`` or ``None`` when unsure. A Converse body (``toolConfig``,
+    ``inferenceConfig``, or content blocks that are one-key unions without ``type``:
+    ``{"text"}``, ``{"toolUse"}``, ``{"cachePoint"}``) is never taken for Anthropic.
     """
     if path is not None:
         named = endpoint(path)
@@ -155,6 +174,10 @@ def detect(body: Mapping[str, Any], path: str | None = None) -> str | None:
             return named
         if "/v1/" in path or path.startswith("/v1"):
             return None
+    if "contents" in body or "systemInstruction" in body or "cachedContent" in body:
+        return gemini.WIRE_FORMAT
+    if _is_converse(body):
+        return bedrock_converse.WIRE_FORMAT
     if "input" in body or "instructions" in body:
         return openai_responses.WIRE_FORMAT
     messages = body.get("messages")
@@ -184,6 +207,50 @@ def detect(body: Mapping[str, Any], path: str | None = None) -> str | None:
     return openai_chat.WIRE_FORMAT
 
 
+_CONVERSE_BLOCKS = frozenset({"text", "toolUse", "toolResult", "cachePoint", "image",
+                              "document", "reasoningContent", "guardContent"})
+
+
+def _is_converse(body: Mapping[str, Any]) -> bool:
+    """A Converse body: Converse-only top-level keys, or ``system`` / message content blocks
+    that are one-key unions (no ``type``), as ``ContentBlock`` is."""
+    if any(key in body for key in ("toolConfig", "inferenceConfig",
+                                   "additionalModelRequestFields", "guardrailConfig")):
+        return True
+    blocks: list[Any] = []
+    system = body.get("system")
+    if isinstance(system, list):
+        blocks.extend(system)
+    messages = body.get("messages")
+    if isinstance(messages, list):
+        for message in messages:
+            if isinstance(message, Mapping) and isinstance(message.get("content"), list):
+                blocks.extend(message["content"])
+    for item in blocks:
+        if isinstance(item, Mapping) and "type" not in item and item.keys() & _CONVERSE_BLOCKS:
+            return True
+    return False
+
+
+def model_from_path(wire_format: str, path: str | None) -> str | None:
+    """The model id in a request's URL path, for formats that keep it there (Gemini
+    ``/models/<m>:generateContent``, Converse ``/model/<id>/converse``); else ``None``."""
+    read = _PATH_MODELS.get(wire_format)
+    return None if read is None or not path else read(path)
+
+
+def with_path_model(wire_format: str, body: Mapping[str, Any],
+                    path: str | None) -> Mapping[str, Any]:
+    """``body`` with ``"model"`` first, taken from the URL path, for a format whose model
+    is a path parameter (so the segments name it: caches are model-scoped); ``body`` itself
+    when it already has one, the format keeps it in the body, or the path names none. What
+    is sent is never changed: only what is segmented."""
+    if "model" in body:
+        return body
+    model = model_from_path(wire_format, path)
+    return body if model is None else {"model": model, **body}
+
+
 def reply_text(wire_format: str, response: Any) -> str | None:
     """The text the model generated in a response body of ``wire_format`` (its text blocks /
     message content, joined), ``None`` when the body is not a JSON object. What a self-hosted
@@ -205,6 +272,10 @@ def response_format(response: Mapping[str, Any]) -> str:
     """
     if "choices" in response:
         return openai_chat.WIRE_FORMAT
+    if "candidates" in response:
+        return gemini.WIRE_FORMAT
+    if "stopReason" in response and isinstance(response.get("output"), Mapping):
+        return bedrock_converse.WIRE_FORMAT
     if "output" in response:
         return openai_responses.WIRE_FORMAT
     if isinstance(response.get("content"), list):
@@ -281,6 +352,9 @@ def provider_for(host: str | None, wire_format: str, override: str | None = None
     known = known_provider(host, override)
     if known is not None:
         return known
+    if host and host.lower().startswith("bedrock-runtime") and host.lower().endswith(
+            ".amazonaws.com"):
+        return "bedrock"
     return provider_of_wire_format(wire_format)
 
 
@@ -344,7 +418,8 @@ def usage_format(provider: str, wire_format: str, dialect: str | None = None) ->
     """
     if dialect is not None:
         return dialect
-    if wire_format in (anthropic.WIRE_FORMAT, openai_responses.WIRE_FORMAT):
+    if wire_format in (anthropic.WIRE_FORMAT, openai_responses.WIRE_FORMAT, gemini.WIRE_FORMAT,
+                       bedrock_converse.WIRE_FORMAT):
         return wire_format
     if provider in ("deepseek", "llama-cpp"):
         return provider
@@ -353,7 +428,8 @@ def usage_format(provider: str, wire_format: str, dialect: str | None = None) ->
 
 def request_format(usage_dialect: str) -> str:
     """The request format a usage dialect's calls are sent in (chat for chat dialects)."""
-    if usage_dialect in (anthropic.WIRE_FORMAT, openai_responses.WIRE_FORMAT):
+    if usage_dialect in (anthropic.WIRE_FORMAT, openai_responses.WIRE_FORMAT, gemini.WIRE_FORMAT,
+                         bedrock_converse.WIRE_FORMAT):
         return usage_dialect
     return openai_chat.WIRE_FORMAT
 
@@ -366,7 +442,7 @@ def session_hint(body: Mapping[str, Any]) -> tuple[str, bool] | None:
     (``sp-...``). Harnesses often use one such id per user or per head: callers treat it as a
     hint (the linter stops trusting it when conversations interleave under it).
     """
-    user = anthropic.session_hint(body)
+    user = anthropic.session_hint(body) or bedrock_converse.session_hint(body)
     if user is not None:
         return user, True
     return _openai.session_hint(body)

@@ -11,7 +11,7 @@ from .._canonical import canonical_json, loads
 from .._frozen import frozen_instance
 from .._public import public
 from .._segment import Segment
-from ._formats import HISTORY_KEYS, segment_request
+from ._formats import HISTORY_KEYS, segment_request, with_path_model
 from ._segmenter import SegmentedRequest
 
 __all__ = ["ProviderRequest"]
@@ -58,7 +58,8 @@ class ProviderRequest:
     @cached_property
     def segmented(self) -> SegmentedRequest:
         """The body split into cache-order segments, exactly as a recorder or linter sees it."""
-        return segment_request(self.wire_format, self.body)
+        return segment_request(self.wire_format,
+                               with_path_model(self.wire_format, self.body, self.path))
 
     @property
     def segments(self) -> tuple[Segment, ...]:
@@ -88,10 +89,11 @@ class ProviderRequest:
         if not isinstance(history, list) or not history:
             return ()
         last = len(history) - 1
-        if self.wire_format == "anthropic":
-            content = history[last].get("content") if isinstance(history[last], dict) else None
+        if self.wire_format in ("anthropic", "bedrock-converse", "gemini"):
+            inner = "parts" if self.wire_format == "gemini" else "content"
+            content = history[last].get(inner) if isinstance(history[last], dict) else None
             count = len(content) if isinstance(content, list) else 0
-            paths = [f"/{key}/{last}/content/{j}"
+            paths = [f"/{key}/{last}/{inner}/{j}"
                      for j in range(max(0, count - self.tail_count), count)]
         else:
             paths = [f"/{key}/{last}"]

@@ -1,5 +1,12 @@
 """Google Gemini ``generateContent`` / ``streamGenerateContent`` (wire format ``"gemini"``).
 
+Requests: endpoint (the model is in the URL path, not the body), cache-key params, tool and
+part shapes, body assembly (``systemInstruction`` -> ``tools.functionDeclarations`` ->
+``contents``, the tail last), segmenting, and requests that reference an explicit cache
+(``cachedContent``). Gemini has no breakpoint markers: implicit caching reads the longest
+cached prefix, explicit caches are created by the client (``_wire.gemini_cache``).
+Responses: usage parsing and stream accumulation.
+
 Semantics (PROVIDERS.md §4.1; ``googleapis/python-genai`` ``types.py``
 ``GenerateContentResponseUsageMetadata``): ``promptTokenCount`` *includes* the cached content;
 ``cachedContentTokenCount`` is the cache read, for implicit and explicit caches. Gemini reports
@@ -19,13 +26,29 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .._exceptions import UsageParseError
+from .._canonical import canonical_json, checked_json
+from .._exceptions import CaptureError, HistoryError, InputError, UsageParseError
 from .._sse import SSEEvent
 from .._usage import CacheUsage
 from ._base import Clock, Sighting, SSEStreamAccumulator
 from ._fields import as_mapping, inclusive_usage, opt_int, req_int
+from ._parts import (
+    AssistantTurn,
+    HeadParts,
+    MessageParts,
+    PromptParts,
+    ToolParts,
+    TurnPart,
+    body_pieces,
+    check_reasoning,
+    joined,
+    memo,
+    response_text,
+)
+from ._segmenter import SegmentBuilder, require_list, tool_label
 
-__all__ = ["WIRE_FORMAT", "GeminiStreamAccumulator", "parse_response", "parse_usage"]
+__all__ = ["WIRE_FORMAT", "GeminiStreamAccumulator", "assistant_turn", "endpoint_for",
+           "model_from_path", "parse_response", "parse_usage", "render"]
 
 WIRE_FORMAT = "gemini"
 
@@ -145,3 +168,343 @@ class GeminiStreamAccumulator(SSEStreamAccumulator):
         if not self._usage.final:
             return self._partial(usage, "stream ended before finishReason: output_tokens unknown")
         return usage
+
+
+# -- requests: endpoint, cache key, shapes, body assembly, segmenting -------------------------
+
+ENDPOINT = "/v1beta/models/{model}:generateContent"
+"""URL path template of ``generateContent`` (the model id is a path parameter: the body has
+no ``model``; ``googleapis/python-genai`` ``models.py`` builds ``{model}:generateContent``)."""
+STREAM_ENDPOINT = "/v1beta/models/{model}:streamGenerateContent"
+"""URL path template of ``streamGenerateContent`` (sent with ``?alt=sse``)."""
+
+#: Request parameters that are part of the cache key, ``model`` (from the URL) first: the
+#: explicit cache a request reads (``cachedContent``: the cache name is the key) and the tool
+#: configuration (function-calling mode and allowed names are rendered before the contents).
+CACHE_KEY_PARAMS = ("model", "cachedContent", "toolConfig")
+
+HISTORY_KEY = "contents"
+"""The body key holding the conversation history."""
+
+CONTENT_KEYS = ("systemInstruction", "contents")
+"""Top-level body keys besides the cache-key params and ``tools`` that this format reads."""
+
+MARKER_KEY = "\x00gemini-has-no-breakpoint-marker"
+"""Gemini has no cache breakpoint marker (the segmenter strips nothing)."""
+
+ROLES = {"user": "user", "tool": "user", "assistant": "model"}
+"""Canonical role -> Gemini ``Content.role`` (function responses are sent as ``user``)."""
+
+
+def endpoint_for(model: str, *, stream: bool = False) -> str:
+    """The URL path of a (streaming) ``generateContent`` call to ``model``; a model id
+    already prefixed ``models/`` (as the SDK accepts it) is not prefixed twice."""
+    name = model[len("models/"):] if model.startswith("models/") else model
+    if stream:
+        return STREAM_ENDPOINT.format(model=name) + "?alt=sse"
+    return ENDPOINT.format(model=name)
+
+
+def model_from_path(path: str) -> str | None:
+    """The model id of a ``.../models/{model}:generateContent`` (or stream) URL path (query
+    ignored), ``None`` for any other path or a path that is still the template."""
+    path = path.split("?", 1)[0]
+    marker = "/models/"
+    at = path.rfind(marker)
+    colon = path.rfind(":")
+    if at < 0 or colon < at:
+        return None
+    name = path[at + len(marker):colon]
+    return name if name and "{" not in name and "/" not in name else None
+
+
+def tool(t: ToolParts) -> dict[str, Any]:
+    """A ``functionDeclarations[]`` entry: ``{"name", "description"?,
+    "parametersJsonSchema"}``. The canonical JSON Schema is sent as
+    ``parametersJsonSchema`` (``google.genai.types.FunctionDeclaration
+    .parameters_json_schema``), never converted to the OpenAPI-subset ``parameters``: a
+    conversion would change what the request means."""
+    shaped: dict[str, Any] = {"name": t.name}
+    if t.description is not None:
+        shaped["description"] = t.description
+    shaped["parametersJsonSchema"] = t.input_schema
+    return shaped
+
+
+def tool_name(entry: dict[str, Any]) -> Any:
+    """A sent function declaration's name (any value: the caller checks it is a str)."""
+    return entry.get("name")
+
+
+def tool_schema(entry: dict[str, Any]) -> tuple[dict[str, Any], str] | None:
+    """Where a function declaration keeps its schema: ``parametersJsonSchema`` or
+    ``parameters``, ``None`` when it has none."""
+    for key in ("parametersJsonSchema", "parameters"):
+        if isinstance(entry.get(key), dict):
+            return entry, key
+    return None
+
+
+def part(canonical: Mapping[str, Any], names: Mapping[str, str]) -> dict[str, Any]:
+    """The ``Part`` for one canonical block: ``{"text"}``, ``{"functionCall": {"id", "name",
+    "args"}}`` or ``{"functionResponse": {"id", "name", "response": {"output" | "error"}}}``
+    (Gemini names the function of a response; ``names`` maps call ids to names: the id alone
+    does not). A kept Gemini reasoning part is replayed as received.
+
+    Source: ``google.genai.types`` ``Part`` / ``FunctionCall`` / ``FunctionResponse`` ("Use
+    'output' key to specify function output and 'error' key to specify error details").
+
+    Raises:
+        HistoryError: reasoning of another format, or a tool result whose call is not in the
+            history (code ``history-tool-result``).
+    """
+    kind = canonical["type"]
+    if kind == "text":
+        return {"text": canonical["text"]}
+    if kind == "reasoning":
+        if canonical["format"] != WIRE_FORMAT:
+            raise HistoryError(f"{canonical['format']} reasoning content cannot be sent to "
+                               "Gemini", code="history-reasoning-format")
+        return dict(canonical["item"])
+    if kind == "tool_call":
+        return {"functionCall": {"args": canonical["arguments"], "id": canonical["id"],
+                                 "name": canonical["name"]}}
+    call_id = canonical["tool_call_id"]
+    name = names.get(call_id)
+    if name is None:
+        raise HistoryError(f"tool result {call_id!r} answers no tool call in the history: "
+                           "Gemini's functionResponse needs the function's name",
+                           code="history-tool-result")
+    key = "error" if canonical.get("is_error") else "output"
+    return {"functionResponse": {"id": call_id, "name": name,
+                                 "response": {key: canonical["content"]}}}
+
+
+def _call_names(messages: Sequence[MessageParts], count: int) -> dict[str, str]:
+    names: dict[str, str] = {}
+    for i in range(count):
+        for block in messages[i].wire_blocks:
+            if block.get("type") == "tool_call":
+                names[block["id"]] = block["name"]
+    return names
+
+
+def _message_parts(message: MessageParts, names: Mapping[str, str]) -> tuple[bytes, ...]:
+    """A message's parts as canonical bytes, serialized once per message."""
+    cache = message.wire_memo
+    found: tuple[bytes, ...] | None = cache.get(WIRE_FORMAT)
+    if found is None:
+        found = cache[WIRE_FORMAT] = tuple(
+            [checked_json(part(b, names)) for b in message.wire_blocks])
+    return found
+
+
+def contents(prompt: Any, start: int = 0) -> list[bytes]:
+    """The ``contents`` entries of history messages ``[start, count)`` plus the tail (text
+    parts at the end of the last user content, or one user content of its own), as canonical
+    bytes. Consecutive messages of one Gemini role are one ``Content`` (function responses
+    answer the calls of the model turn before them together)."""
+    messages, count = prompt.message_list, prompt.message_count
+    names = _call_names(messages, count)
+    groups: list[tuple[str, list[bytes]]] = []
+    for i in range(start, count):
+        role = ROLES[messages[i].role]
+        parts = list(_message_parts(messages[i], names))
+        if groups and groups[-1][0] == role:
+            groups[-1][1].extend(parts)
+        else:
+            groups.append((role, parts))
+    tail = [checked_json({"text": t}) for t in prompt.tail_texts]
+    if tail:
+        if groups and groups[-1][0] == "user":
+            groups[-1][1].extend(tail)
+        else:
+            groups.append(("user", tail))
+    return [b'{"parts":' + joined(parts) + b',"role":' + canonical_json(role) + b"}"
+            for role, parts in groups]
+
+
+def system_instruction(head: HeadParts) -> bytes | None:
+    """``systemInstruction``: ``{"parts": [{"text"}, ...]}``, one part per system block
+    (``None`` without system text)."""
+    if not head.system:
+        return None
+    return b'{"parts":' + joined([checked_json({"text": t}) for t in head.system]) + b"}"
+
+
+def tools_field(head: HeadParts) -> bytes | None:
+    """``tools``: one ``Tool`` holding every function declaration in canonical order
+    (``None`` without tools)."""
+    if not len(head.tools):
+        return None
+    return memo(head, WIRE_FORMAT + "-tools", lambda: b'[{"functionDeclarations":' + joined(
+        [canonical_json(tool(t)) for t in head.tools]) + b"}]")
+
+
+_RESERVED = frozenset({"tools", "cachedContent", *CONTENT_KEYS})
+
+
+def render(prompt: PromptParts, *, params: Mapping[str, Any], cached_content: str | None = None,
+           cached_messages: int = 0) -> bytes:
+    """The ``generateContent`` body as exact bytes: ``systemInstruction``, ``tools`` and
+    ``contents`` (history, tail last), ``params`` canonicalized, keys sorted.
+
+    With ``cached_content`` (a ``cachedContents/...`` name) the body references that explicit
+    cache instead: no ``systemInstruction``, ``tools`` or ``toolConfig`` (they are in the
+    cache: "Requests using a cache must not send systemInstruction/tools/toolConfig",
+    PROVIDERS.md §15) and only the history after the ``cached_messages`` it holds.
+
+    Raises:
+        InputError: a param names a field the renderer sets (code ``render-param-clash``),
+            or ``toolConfig`` with a cache (code ``render-param``).
+    """
+    check_reasoning(prompt, WIRE_FORMAT)
+    fields: dict[str, bytes] = {}
+    if cached_content is not None:
+        if "toolConfig" in params:
+            raise InputError("toolConfig cannot be sent with cachedContent: it belongs in the "
+                             "cache (GeminiCache(tool_config=...))", code="render-param",
+                             pointer="/toolConfig")
+        fields["cachedContent"] = canonical_json(cached_content)
+    else:
+        system = system_instruction(prompt.head)
+        if system is not None:
+            fields["systemInstruction"] = system
+        tools = tools_field(prompt.head)
+        if tools is not None:
+            fields["tools"] = tools
+    fields["contents"] = joined(contents(prompt, cached_messages))
+    return b"".join(body_pieces(fields, params))
+
+
+def segment(body: Mapping[str, Any], b: SegmentBuilder) -> None:
+    """Add the segments of a ``generateContent`` body: function declarations (and other
+    tools), system parts, then one per content part."""
+    segment_head(body, b)
+    for i, content in enumerate(require_list(body, HISTORY_KEY, required=True)):
+        segment_item(b, content, i, False)
+
+
+def segment_head(body: Mapping[str, Any], b: SegmentBuilder) -> None:
+    """Add the segments before the history: each function declaration (a tool without
+    declarations, e.g. ``googleSearch``, is one segment), then each system part."""
+    for i, entry in enumerate(require_list(body, "tools", required=False)):
+        declarations = entry.get("functionDeclarations") if isinstance(entry, Mapping) else None
+        if isinstance(declarations, list):
+            for j, declaration in enumerate(declarations):
+                b.add("tool", f"tools[{i}].functionDeclarations[{j}]", declaration,
+                      f"/tools/{i}/functionDeclarations/{j}", tool_label(declaration))
+        else:
+            b.add("tool", f"tools[{i}]", entry, f"/tools/{i}", tool_label(entry))
+    system = body.get("systemInstruction")
+    if isinstance(system, Mapping) and isinstance(system.get("parts"), list):
+        for i, item in enumerate(system["parts"]):
+            b.add("system", f"systemInstruction.parts[{i}]", item,
+                  f"/systemInstruction/parts/{i}")
+    elif system is not None:
+        b.add("system", "systemInstruction", system, "/systemInstruction")
+
+
+def segment_item(b: SegmentBuilder, content: Any, i: int, leading: bool) -> bool:
+    """Add the segments of ``contents[i]``: one ``{"role", "block"}`` per part (``leading``
+    unused: always False)."""
+    if not isinstance(content, Mapping):
+        raise CaptureError("a content must be an object", code="capture-shape",
+                           pointer=f"/contents/{i}")
+    role = content.get("role")
+    parts = content.get("parts")
+    if not isinstance(parts, list):
+        b.add("message", f"contents[{i}]", {"role": role, "parts": parts}, f"/contents/{i}",
+              str(role))
+        return False
+    for j, item in enumerate(parts):
+        b.add("message", f"contents[{i}].parts[{j}]", {"role": role, "block": item},
+              f"/contents/{i}/parts/{j}", str(role))
+    return False
+
+
+def session_hint(body: Mapping[str, Any]) -> str | None:
+    """Gemini bodies carry no session id (``labels`` are Vertex-only): ``None``."""
+    return None
+
+
+_INCOMPLETE = frozenset({"MAX_TOKENS"})
+
+
+def assistant_turn(response: Mapping[str, Any]) -> AssistantTurn:
+    """The assistant turn of a ``GenerateContentResponse`` (its first candidate): text parts
+    joined (thought parts left out), ``functionCall`` parts as tool calls in the
+    stableprompt shape ``{"id", "name", "arguments"}`` (a call without an ``id`` gets
+    ``<responseId>-<i>``: Gemini 2.x sends none), in order in ``parts``; ``incomplete`` is
+    a ``MAX_TOKENS`` finish.
+
+    Raises:
+        HistoryError: no candidate with ``content.parts`` (code ``history-response``).
+    """
+    candidates = response.get("candidates")
+    if not isinstance(candidates, list) or not candidates or not isinstance(
+            candidates[0], Mapping):
+        raise HistoryError("a Gemini response needs a 'candidates' list",
+                           code="history-response", pointer="/candidates")
+    candidate = candidates[0]
+    content = candidate.get("content")
+    items = content.get("parts") if isinstance(content, Mapping) else None
+    if not isinstance(items, list):
+        raise HistoryError("a Gemini candidate needs 'content.parts'",
+                           code="history-response", pointer="/candidates/0/content/parts")
+    texts: list[str] = []
+    calls: list[Mapping[str, Any]] = []
+    parts: list[TurnPart] = []
+    for i, item in enumerate(items):
+        where = f"/candidates/0/content/parts/{i}"
+        if not isinstance(item, Mapping):
+            raise HistoryError("a part must be an object", code="history-response",
+                               pointer=where)
+        if isinstance(item.get("functionCall"), Mapping):
+            fc = item["functionCall"]
+            call = {"id": fc.get("id") or f"{response.get('responseId', 'gemini')}-{i}",
+                    "name": fc.get("name"), "arguments": fc.get("args", {})}
+            calls.append(call)
+            parts.append(TurnPart("tool_call", where, call))
+        elif "text" in item and not item.get("thought"):
+            text = response_text(item, where, "a text part's")
+            texts.append(text)
+            parts.append(TurnPart("text", where, text))
+    finish = candidate.get("finishReason")
+    return AssistantTurn("".join(texts) or None, tuple(calls), (), tuple(parts),
+                         f"finishReason {finish}" if finish in _INCOMPLETE else None)
+
+
+def cache_body(prompt: PromptParts, *, model: str, ttl_s: float | None,
+               messages: int = 0, tool_config: Mapping[str, Any] | None = None) -> bytes:
+    """The ``cachedContents`` create body for ``prompt``'s head and its first ``messages``
+    history messages: ``{"model": "models/<m>", "systemInstruction"?, "tools"?,
+    "toolConfig"?, "contents"?, "ttl"?}`` (``ttl`` as a protobuf Duration, ``"300s"``), the
+    same bytes a request would send for them (``google.genai.types.CreateCachedContentConfig``).
+    """
+    name = model if model.startswith("models/") else f"models/{model}"
+    fields: dict[str, bytes] = {"model": canonical_json(name)}
+    system = system_instruction(prompt.head)
+    if system is not None:
+        fields["systemInstruction"] = system
+    tools = tools_field(prompt.head)
+    if tools is not None:
+        fields["tools"] = tools
+    if tool_config is not None:
+        fields["toolConfig"] = checked_json(dict(tool_config))
+    if messages:
+        lead = _Leading(prompt, messages)
+        fields["contents"] = joined(contents(lead))
+    if ttl_s is not None:
+        fields["ttl"] = canonical_json(f"{ttl_s:g}s")
+    return b"".join(body_pieces(fields, {}))
+
+
+class _Leading:
+    """``prompt`` cut to its first ``count`` messages, without a tail (what a cache holds)."""
+
+    def __init__(self, prompt: PromptParts, count: int) -> None:
+        self.head = prompt.head
+        self.message_list = prompt.message_list
+        self.message_count = min(count, prompt.message_count)
+        self.tail_texts: tuple[str, ...] = ()

@@ -69,8 +69,14 @@ class Capture:
         self._prefix = (b',"wire_format":' + wire_json(wire_format) + b',"url":'
                         + wire_json(endpoint_path(wire_format)) + b',"request":')
 
-    def write(self, session: str, body: bytes) -> None:
-        self._file.write(b'{"session":' + wire_json(session) + self._prefix + body + b"}\n")
+    def write(self, session: str, body: bytes, path: str | None = None) -> None:
+        """One line; ``path`` replaces the format's endpoint path (Gemini and Converse keep
+        the model in it)."""
+        prefix = self._prefix
+        if path is not None:
+            head = prefix[:prefix.index(b',"url":')]
+            prefix = head + b',"url":' + wire_json(path) + b',"request":'
+        self._file.write(b'{"session":' + wire_json(session) + prefix + body + b"}\n")
 
     def close(self) -> None:
         self._file.close()
@@ -105,7 +111,12 @@ def client_sender(wire: str, target: Target, recorder: Recorder) -> Iterator[Sen
     """The demo's sender: our :class:`~stableprompt.AnthropicClient` / ``OpenAIClient``
     (exact bytes for ProviderRequests, dicts as JSON in insertion order), no retries; on the
     emulator it asks for cache diagnostics (``diagnostics=True``: the emulator's own miss
-    reasons, joined to our verdicts on each row; a real engine has none)."""
+    reasons, joined to our verdicts on each row; a real engine has none). Gemini and Converse
+    bodies go to their model-in-path endpoints (``_path_sender``)."""
+    if wire in ("gemini", "bedrock-converse"):
+        with _path_sender(target, recorder) as send:
+            yield send
+        return
     client: AnthropicClient | OpenAIClient
     diagnose = isinstance(target, Emulator)
     if wire == "anthropic":
@@ -118,6 +129,28 @@ def client_sender(wire: str, target: Target, recorder: Recorder) -> Iterator[Sen
         def send(request: ProviderRequest | dict[str, Any]) -> dict[str, Any]:
             response: dict[str, Any] = client.send(request)
             return response
+
+        yield send
+
+
+@contextmanager
+def _path_sender(target: Target, recorder: Recorder) -> Iterator[Sender]:
+    """Gemini / Converse: an httpx client through a RecordingTransport; requests are
+    :class:`Outgoing` values (a dict body needs its URL path; Gemini its session header)."""
+    import httpx
+
+    from .._recording._transport import RecordingTransport
+
+    with httpx.Client(base_url=target.base_url, timeout=120.0,
+                      transport=RecordingTransport(recorder=recorder)) as http:
+        def send(request: Any) -> dict[str, Any]:
+            path, headers = request.url_path(), dict(request.headers or {})
+            headers["content-type"] = "application/json"
+            headers["x-goog-api-key"] = API_KEY
+            response = http.post(path, content=request.to_bytes(), headers=headers)
+            response.raise_for_status()
+            value: dict[str, Any] = response.json()
+            return value
 
         yield send
 

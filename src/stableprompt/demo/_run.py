@@ -46,6 +46,7 @@ from ._driver import (
 )
 from ._scenarios import (
     EMULATOR_WIRES,
+    PATH_WIRES,
     PROVIDER_WIRES,
     SCENARIOS,
     Outgoing,
@@ -94,13 +95,17 @@ ENGINE_PROVIDER = "llama-server"
 """The ``provider`` of :func:`run_demo` that runs the real engine (:mod:`._engine_run`)."""
 
 DEFAULT_MODELS = {"anthropic": "claude-sonnet-5", "openai": "gpt-5.2",
+                  "gemini": "gemini-2.5-pro", "bedrock": "anthropic.claude-sonnet-4-6",
                   ENGINE_PROVIDER: "tiny-random-llama"}
 """Default model per provider. claude-sonnet-5: minimum cacheable prompt 1,024 tokens, 5 m / 1 h
 TTLs (``anthropics/skills`` prompt-caching.md; platform.claude.com prompt-caching docs), so a
 session's head (about 2,500-5,000 tokens here) is cacheable, as in real agent deployments.
 gpt-5.2 (before GPT-5.6): automatic caching, 2,048-token minimum, reads reported in 128-token
 steps (developers.openai.com prompt-caching guide). Both have genai-prices entries.
-llama-server: the id sent (a single-model server ignores it); self-hosted, so no price."""
+gemini-2.5-pro: implicit caching, 2,048-token minimum (ai.google.dev caching docs, 2026-06).
+anthropic.claude-sonnet-4-6 on Bedrock: cachePoint breakpoints, 1,024-token minimum, 5 m TTL
+only (Bedrock prompt-caching user guide). llama-server: the id sent (a single-model server
+ignores it); self-hosted, so no price."""
 
 @dataclass(frozen=True)
 class DemoResult:
@@ -377,9 +382,12 @@ def _run_scenario(scenario: Scenario, workload: Workload, provider: str, model: 
                         system_prompt=session_system_prompt(workload.system_prompt, session))
 
                     def exchange(outgoing: Outgoing, sid: str = session.id) -> Reply:
+                        in_path = wire in PATH_WIRES  # the request needs its path, headers
                         if capture is not None:
-                            capture.write(sid, outgoing.to_bytes())
-                        return Reply.from_response(wire, send_request(outgoing.request))
+                            capture.write(sid, outgoing.to_bytes(),
+                                          outgoing.url_path() if in_path else None)
+                        return Reply.from_response(wire, send_request(
+                            outgoing if in_path else outgoing.request))  # type: ignore[arg-type]
 
                     for _ in run_session(session, harness, clock, exchange):
                         done += 1

@@ -62,6 +62,7 @@ from .._canonical import wire_json
 from .._exceptions import HistoryError
 from .._prompt._builder import Conversation, PromptBuilder
 from .._prompt._messages import tool_call_of
+from .._wire import bedrock_converse, gemini
 from .._wire._formats import assistant_turn
 from .._wire._request import ProviderRequest
 from ..emulator import AssistantTurn
@@ -86,13 +87,17 @@ __all__ = [
     "session_system_prompt",
 ]
 
-PROVIDERS = ("anthropic", "openai")
+PROVIDERS = ("anthropic", "openai", "gemini", "bedrock")
 """The emulated providers."""
-WIRES = ("anthropic", "openai-chat", "openai-responses")
+WIRES = ("anthropic", "openai-chat", "openai-responses", "gemini", "bedrock-converse")
 """The wire shapes a harness can build."""
-PROVIDER_WIRES = {"anthropic": "anthropic", "openai": "openai-chat"}
+PROVIDER_WIRES = {"anthropic": "anthropic", "openai": "openai-chat", "gemini": "gemini",
+                  "bedrock": "bedrock-converse"}
 """The wire shape the emulator demo sends per provider by default."""
-EMULATOR_WIRES = {"anthropic": ("anthropic",), "openai": ("openai-chat", "openai-responses")}
+PATH_WIRES = frozenset({"gemini", "bedrock-converse"})
+"""Wire shapes whose model id is in the URL path (:attr:`Outgoing.path` says where)."""
+EMULATOR_WIRES = {"anthropic": ("anthropic",), "openai": ("openai-chat", "openai-responses"),
+                  "gemini": ("gemini",), "bedrock": ("bedrock-converse",)}
 """The wire shapes the emulator demo can send per provider (``run_demo(wire=...)``)."""
 COMPACT_EVERY_TURNS = 2
 SUBAGENT_SESSIONS = 10
@@ -100,6 +105,7 @@ SUBAGENT_SESSIONS = 10
 MAX_TOKENS = 1024
 """Anthropic's required ``max_tokens`` when a run sets no output limit."""
 _EPHEMERAL: dict[str, str] = {"type": "ephemeral"}
+_CACHE_POINT: dict[str, Any] = {"cachePoint": {"type": "default"}}
 
 
 def clock_text(now: float) -> str:
@@ -130,6 +136,16 @@ class Outgoing:
     """
 
     request: ProviderRequest | dict[str, Any]
+    path: str | None = None
+    """The URL path of a dict body whose wire keeps the model there (Gemini, Converse)."""
+    headers: Mapping[str, str] | None = None
+    """Extra request headers (Gemini: ``x-stableprompt-session``, its only session carrier)."""
+
+    def url_path(self) -> str | None:
+        """The URL path to POST to: :attr:`path`, or the ProviderRequest's own."""
+        if isinstance(self.request, ProviderRequest):
+            return self.request.path
+        return self.path
 
     def to_bytes(self) -> bytes:
         """The body bytes as sent (dicts: ``wire_json``, insertion order, compact)."""
@@ -162,11 +178,12 @@ class Reply:
         Raises:
             ValueError: The response has no assistant message.
         """
-        fmt = wire if wire in ("anthropic", "openai-responses") else "openai-chat"
+        fmt = wire if wire in ("anthropic", "openai-responses", *PATH_WIRES) else "openai-chat"
         try:
             turn = assistant_turn(fmt, response)
             shape = {"anthropic": "Anthropic tool_use",
-                     "openai-responses": "Responses function_call"}.get(fmt, "OpenAI tool call")
+                     "openai-responses": "Responses function_call", "gemini": "stableprompt",
+                     "bedrock-converse": "stableprompt"}.get(fmt, "OpenAI tool call")
             calls = tuple((c.id, c.name, dict(c.arguments)) for c in
                           (tool_call_of(call, shape=shape) for call in turn.tool_calls))
         except HistoryError as exc:
@@ -174,6 +191,10 @@ class Reply:
         if wire == "anthropic":
             return cls(turn.text or "", calls, {"role": "assistant",
                                                 "content": response["content"]})
+        if wire == "gemini":
+            return cls(turn.text or "", calls, dict(response["candidates"][0]["content"]))
+        if wire == "bedrock-converse":
+            return cls(turn.text or "", calls, dict(response["output"]["message"]))
         if fmt == "openai-responses":
             kept: dict[str, Any] = {"role": "assistant", "content": turn.text or None}
             if calls:
@@ -211,6 +232,14 @@ class Reply:
             content += [{"type": "tool_use", "id": i, "name": n, "input": a}
                         for i, n, a in calls]
             return cls(turn.text, tuple(calls), {"role": "assistant", "content": content})
+        if wire == "gemini":
+            parts: list[dict[str, Any]] = [{"text": turn.text}] if turn.text else []
+            parts += [{"functionCall": {"id": i, "name": n, "args": a}} for i, n, a in calls]
+            return cls(turn.text, tuple(calls), {"role": "model", "parts": parts})
+        if wire == "bedrock-converse":
+            blocks: list[dict[str, Any]] = [{"text": turn.text}] if turn.text else []
+            blocks += [{"toolUse": {"toolUseId": i, "name": n, "input": a}} for i, n, a in calls]
+            return cls(turn.text, tuple(calls), {"role": "assistant", "content": blocks})
         message: dict[str, Any] = {"role": "assistant", "content": turn.text or None}
         if calls:
             message["tool_calls"] = [
@@ -328,6 +357,15 @@ class SdkHarness(Harness):
         if spec.wire == "anthropic":
             return Outgoing(rendered.to_anthropic(
                 model=spec.model, max_tokens=limit or MAX_TOKENS, metadata=self._metadata))
+        if spec.wire == "gemini":
+            extra: dict[str, Any] = (
+                {"generationConfig": {"maxOutputTokens": limit}} if limit else {})
+            return Outgoing(rendered.to_gemini(model=spec.model, **extra),
+                            headers={"x-stableprompt-session": self._metadata["user_id"]})
+        if spec.wire == "bedrock-converse":
+            return Outgoing(rendered.to_bedrock_converse(
+                model_id=spec.model, inferenceConfig={"maxTokens": limit or MAX_TOKENS},
+                requestMetadata={"session_id": self._metadata["user_id"]}))
         params: dict[str, Any] = {"metadata": self._metadata}
         if spec.wire == "openai-chat":
             if limit is not None:
@@ -364,9 +402,11 @@ class NaiveHarness(Harness):
         self.session = session
         self.spec = spec
         self.anthropic = spec.wire == "anthropic"
+        self.wire = spec.wire
         self.system = spec.system_prompt
-        self.tools: list[dict[str, Any]] = [_tool_dict(session, name, self.anthropic)
+        self.tools: list[dict[str, Any]] = [_tool_dict(session, name, spec.wire)
                                             for name in session.tool_order]
+        self.call_names: dict[str, str] = {}  # Gemini names the function of a response
         self.messages: list[dict[str, Any]] = []
         self.user_id = session.id  # metadata.user_id: the conversation
 
@@ -381,7 +421,10 @@ class NaiveHarness(Harness):
         return self.tools
 
     def last_blocks(self, blocks: list[dict[str, Any]], now: float) -> list[dict[str, Any]]:
-        """Anthropic: the last message's blocks as sent (default: breakpoint on the last)."""
+        """Anthropic / Converse: the last message's blocks as sent (default: breakpoint on the
+        last: its ``cache_control``, or a ``cachePoint`` block after it)."""
+        if self.wire == "bedrock-converse":
+            return [*blocks, dict(_CACHE_POINT)]
         return [*blocks[:-1], {**blocks[-1], "cache_control": dict(_EPHEMERAL)}]
 
     # -- transcript ----------------------------------------------------------------------
@@ -389,13 +432,36 @@ class NaiveHarness(Harness):
     def user(self, text: str) -> None:
         if self.anthropic:
             self.messages.append({"role": "user", "content": [{"type": "text", "text": text}]})
+        elif self.wire == "gemini":
+            self.messages.append({"role": "user", "parts": [{"text": text}]})
+        elif self.wire == "bedrock-converse":
+            self._user_block({"text": text})
         else:
             self.messages.append({"role": "user", "content": text})
 
+    def _user_block(self, block: dict[str, Any]) -> None:
+        """Converse: roles alternate, so a user block joins a trailing user message."""
+        if self.messages and self.messages[-1]["role"] == "user":
+            last = self.messages[-1]
+            self.messages[-1] = {**last, "content": [*last["content"], block]}
+        else:
+            self.messages.append({"role": "user", "content": [block]})
+
     def assistant(self, reply: Reply) -> None:
         self.messages.append(reply.message)
+        for call_id, name, _ in reply.tool_calls:
+            self.call_names[call_id] = name
 
     def tool_result(self, call_id: str, content: str) -> None:
+        if self.wire == "gemini":
+            self.messages.append({"role": "user", "parts": [{"functionResponse": {
+                "id": call_id, "name": self.call_names.get(call_id, ""),
+                "response": {"output": content}}}]})
+            return
+        if self.wire == "bedrock-converse":
+            self._user_block({"toolResult": {"toolUseId": call_id,
+                                             "content": [{"text": content}]}})
+            return
         if self.anthropic:
             self.messages.append({"role": "user", "content": [
                 {"type": "tool_result", "tool_use_id": call_id, "content": content}]})
@@ -405,11 +471,33 @@ class NaiveHarness(Harness):
     def request(self, now: float) -> Outgoing:
         system = self.system_text(now)
         spec = self.spec
+        if self.wire == "gemini":
+            body: dict[str, Any] = {
+                "systemInstruction": {"parts": [{"text": system}]},
+                "tools": [{"functionDeclarations": self.tools_for_request()}],
+                "contents": list(self.messages),
+            }
+            if spec.max_tokens is not None:
+                body["generationConfig"] = {"maxOutputTokens": spec.max_tokens}
+            return Outgoing(body, path=gemini.endpoint_for(spec.model),
+                            headers={"x-stableprompt-session": self.user_id})
+        if self.wire == "bedrock-converse":
+            messages = list(self.messages)
+            last = messages[-1]
+            messages[-1] = {**last, "content": self.last_blocks(list(last["content"]), now)}
+            body = {
+                "system": [{"text": system}, dict(_CACHE_POINT)],
+                "toolConfig": {"tools": self.tools_for_request()},
+                "messages": messages,
+                "inferenceConfig": {"maxTokens": spec.max_tokens or MAX_TOKENS},
+                "requestMetadata": {"session_id": self.user_id},
+            }
+            return Outgoing(body, path=bedrock_converse.endpoint_for(spec.model))
         if self.anthropic:
             messages = list(self.messages)
             last = messages[-1]
             messages[-1] = {**last, "content": self.last_blocks(list(last["content"]), now)}
-            body: dict[str, Any] = {
+            body = {
                 "model": spec.model,
                 "max_tokens": spec.max_tokens or MAX_TOKENS,
                 "system": [{"type": "text", "text": system, "cache_control": dict(_EPHEMERAL)}],
@@ -496,9 +584,13 @@ def _flat_tool(tool: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _tool_dict(session: WorkloadSession, name: str, anthropic: bool) -> dict[str, Any]:
+def _tool_dict(session: WorkloadSession, name: str, wire: str) -> dict[str, Any]:
     tool = session.tools[name]
-    return tool.to_anthropic() if anthropic else tool.to_openai_chat()
+    if wire == "gemini":
+        return gemini.tool(tool)
+    if wire == "bedrock-converse":
+        return bedrock_converse.tool(tool)
+    return tool.to_anthropic() if wire == "anthropic" else tool.to_openai_chat()
 
 
 class ClockInSystem(NaiveHarness):
@@ -575,6 +667,8 @@ class BreakpointMisplaced(NaiveHarness):
     """The last breakpoint on a per-call current-time block instead of the block before it."""
 
     def last_blocks(self, blocks: list[dict[str, Any]], now: float) -> list[dict[str, Any]]:
+        if self.wire == "bedrock-converse":
+            return [*blocks, {"text": clock_text(now)}, dict(_CACHE_POINT)]
         return [*blocks, {"type": "text", "text": clock_text(now),
                           "cache_control": dict(_EPHEMERAL)}]
 
@@ -649,7 +743,8 @@ SCENARIOS: tuple[Scenario, ...] = (
              "system text on (the summary is appended there, before the tools)"),
     Scenario("breakpoint-misplaced", "last breakpoint on a per-call current-time block",
              "all history on every call: only the head (system breakpoint) is read",
-             ("anthropic",), BreakpointMisplaced, wires=("anthropic",),
+             ("anthropic", "bedrock"), BreakpointMisplaced,
+             wires=("anthropic", "bedrock-converse"),
              engine_predicts="nearly nothing: llama-server ignores cache_control, so the "
              "misplaced breakpoint costs only its own clock block, like the SDK's tail "
              "(a client_mutation by the letter, about the same hit rate as stableprompt)"),

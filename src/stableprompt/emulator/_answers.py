@@ -6,6 +6,10 @@ Error shapes (status codes and ``type`` slugs as documented by each provider):
   "request_id": ...}`` (docs: https://platform.claude.com/docs/en/api/errors).
 * OpenAI: ``{"error": {"message": ..., "type": "invalid_request_error", "param": ...,
   "code": ...}}`` (docs: https://platform.openai.com/docs/guides/error-codes).
+* Gemini: ``{"error": {"code": 400, "message": ..., "status": "INVALID_ARGUMENT"}}``
+  (google.rpc.Status as JSON; ai.google.dev/gemini-api/docs/troubleshooting).
+* Bedrock: ``{"message": ...}`` with the ``x-amzn-ErrorType`` header
+  (``ValidationException``, ``ResourceNotFoundException``...; the service model's errors).
 """
 
 from __future__ import annotations
@@ -36,7 +40,7 @@ __all__ = [
     "sse_event",
 ]
 
-Flavor = Literal["anthropic", "openai"]
+Flavor = Literal["anthropic", "openai", "gemini", "bedrock"]
 
 _ANTHROPIC_TYPES = {
     400: "invalid_request_error",
@@ -47,6 +51,8 @@ _ANTHROPIC_TYPES = {
     500: "api_error",
 }
 _OPENAI_TYPES = {500: "server_error"}
+_GEMINI_STATUS = {404: "NOT_FOUND", 405: "INVALID_ARGUMENT", 500: "INTERNAL"}
+_BEDROCK_TYPES = {404: "ResourceNotFoundException", 500: "InternalServerException"}
 
 
 class WireError(Exception):
@@ -155,9 +161,19 @@ def json_result(obj: Any, **fields: Any) -> WireResult:
 
 def error_result(flavor: Flavor, err: WireError, *, request_id: str) -> WireResult:
     """Render ``err`` as ``flavor``'s error body with the matching status."""
+    body: dict[str, Any]
+    if flavor == "gemini":
+        kind = _GEMINI_STATUS.get(err.status, "INVALID_ARGUMENT")
+        body = {"error": {"code": err.status, "message": err.message, "status": kind}}
+        return WireResult(err.status, "application/json", (wire_json(body),),
+                          error=(kind, err.message))
+    if flavor == "bedrock":
+        kind = _BEDROCK_TYPES.get(err.status, "ValidationException")
+        return WireResult(err.status, "application/json",
+                          (wire_json({"message": err.message}),), error=(kind, err.message))
     if flavor == "anthropic":
         kind = _ANTHROPIC_TYPES.get(err.status, "invalid_request_error")
-        body: dict[str, Any] = {
+        body = {
             "type": "error",
             "error": {"type": kind, "message": err.message},
             "request_id": request_id,

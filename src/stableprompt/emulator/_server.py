@@ -32,7 +32,11 @@ from ._answers import Flavor, WireContext, WireError, WireResult, error_result, 
 from ._anthropic import handle_messages
 from ._chat import handle_chat
 from ._clock import FakeClock
+from ._converse import handle_converse
+from ._converse import match as converse_route
 from ._diagnostics import FingerprintStore
+from ._gemini import ExplicitCaches, handle_cached_contents, handle_generate
+from ._gemini import match as gemini_route
 from ._http import (
     MAX_BODY_BYTES,
     LoopbackServer,
@@ -130,7 +134,10 @@ class Emulator:
     Not a real provider and not a model: answers come from ``responder`` and token counts from
     tiktoken cl100k; cache accounting follows each provider's documented rules (see
     :mod:`stableprompt.emulator`). Endpoints: ``POST /v1/messages``,
-    ``POST /v1/chat/completions``, ``POST /v1/responses``; ``GET /healthz`` and
+    ``POST /v1/chat/completions``, ``POST /v1/responses``; Gemini
+    ``POST /v1beta/models/{model}:generateContent`` / ``:streamGenerateContent`` and
+    ``/v1beta/cachedContents`` (create, get, list, patch, delete; ``_gemini``); Bedrock
+    ``POST /model/{modelId}/converse`` / ``converse-stream`` (``_converse``); ``GET /healthz`` and
     ``GET /stableprompt/stats`` for inspection.
 
     Args:
@@ -185,6 +192,7 @@ class Emulator:
                                   capacity_tokens=capacity_tokens)
         self._policies = policies or PolicyTable()
         self._tokenizer = BlockTokenizer(encoding)
+        self._gemini_caches = ExplicitCaches()
         self._max_body_bytes = max_body_bytes
         self._log: deque[RequestRecord] = deque(maxlen=log_limit)
         self._fingerprints = FingerprintStore(min(log_limit, 10_000))
@@ -308,9 +316,39 @@ class Emulator:
 
     # -- request handling ----------------------------------------------------------------------
 
+    def _dynamic(self, handler: BaseHTTPRequestHandler, method: str, path: str
+                 ) -> tuple[Flavor, _Handler, bool] | None:
+        """The route of a path with parameters: Gemini (model in the path; ``cachedContents``
+        CRUD) and Bedrock Converse (model id in the path), with whether it takes other
+        methods than POST."""
+        found = gemini_route(method, path)
+        if found is not None:
+            kind, name, action = found
+            caches = self._gemini_caches
+            if kind == "caches":
+                return ("gemini", lambda body, ctx: handle_cached_contents(
+                    body, ctx, caches=caches, name=name, method=method), True)
+            query = handler.path.partition("?")[2]
+            stream = action == "streamGenerateContent"
+            sse = "alt=sse" in query.split("&")
+            session = handler.headers.get("x-stableprompt-session") if handler.headers else None
+            return ("gemini", lambda body, ctx: handle_generate(
+                body, ctx, model=name, stream=stream, sse=sse, caches=caches,
+                session=session), False)
+        converse = converse_route(path)
+        if converse is not None:
+            model, stream = converse
+            return ("bedrock", lambda body, ctx: handle_converse(
+                body, ctx, model=model, stream=stream), False)
+        return None
+
     def _handle(self, handler: BaseHTTPRequestHandler, method: str) -> None:
         seq, started = self._seq(), self._clock()
         path = request_path(handler)
+        dynamic = self._dynamic(handler, method, path)
+        if dynamic is not None:
+            self._handle_dynamic(handler, method, path, seq, started, dynamic)
+            return
         route = _ROUTES.get(path.rstrip("/") or "/")
         flavor: Flavor = route[0] if route else guess_flavor(handler)
         request_id = f"req_emu_{seq:06d}"
@@ -340,6 +378,40 @@ class Emulator:
                                   self._responder, started, seq, scope, self._fingerprints,
                                   betas)
                 result = route[1](body, ctx)
+        except WireError as err:
+            result = error_result(flavor, err, request_id=request_id)
+        except Exception as exc:  # a responder or emulator bug must not take the server down
+            internal = WireError(f"emulator internal error: {type(exc).__name__}: {exc}",
+                                 status=500)
+            result = error_result(flavor, internal, request_id=request_id)
+        self._finish(handler, seq, method, path, started, flavor, result, request_id)
+
+    def _handle_dynamic(self, handler: BaseHTTPRequestHandler, method: str, path: str,
+                        seq: int, started: float,
+                        route: tuple[Flavor, _Handler, bool]) -> None:
+        flavor, answer_with, any_method = route
+        request_id = f"req_emu_{seq:06d}"
+        try:
+            raw = read_body(handler, self._max_body_bytes)
+            if method != "POST" and not (any_method and method in ("GET", "PATCH", "DELETE")):
+                raise WireError(f"Method {method} not allowed for {path}", status=405)
+            body: Any = None
+            if raw:
+                check_json_content_type(handler)
+                try:
+                    body = loads(raw)
+                except ValueError as exc:
+                    raise WireError(f"request body is not valid JSON: {exc}") from exc
+            elif method in ("POST", "PATCH"):
+                raise WireError("request body is empty")
+            key = api_key(handler) or (handler.headers.get("x-goog-api-key") or "")
+            if not key and flavor == "bedrock":  # SigV4: the access key id scopes caches
+                key = (handler.headers.get("Authorization") or "").partition(
+                    "Credential=")[2].partition("/")[0]
+            scope = sha256(key.encode()).digest()[:16]
+            ctx = WireContext(self._tokenizer, self._store, self._policies,
+                              self._responder, started, seq, scope, self._fingerprints)
+            result = answer_with(body, ctx)
         except WireError as err:
             result = error_result(flavor, err, request_id=request_id)
         except Exception as exc:  # a responder or emulator bug must not take the server down
@@ -393,8 +465,10 @@ class Emulator:
             handler.send_header("Content-Type", content_type)
             handler.send_header("Content-Length", str(sum(len(c) for c in result.chunks)))
             handler.send_header(HEADER, "1")
-            handler.send_header("request-id" if flavor == "anthropic" else "x-request-id",
-                                request_id)
+            handler.send_header({"anthropic": "request-id", "bedrock": "x-amzn-RequestId"}.get(
+                flavor, "x-request-id"), request_id)
+            if flavor == "bedrock" and result.error is not None:
+                handler.send_header("x-amzn-ErrorType", result.error[0])
             if result.status == 405:
                 handler.send_header("Allow", "POST")
             if handler.close_connection:
