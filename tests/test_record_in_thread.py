@@ -39,7 +39,7 @@ from stableprompt._client import (
     AsyncOpenAIClient,
     OpenAIClient,
 )
-from stableprompt._recording import _call, _deferred, _memory, _outcome
+from stableprompt._recording import _call, _deferred, _intake, _memory, _outcome
 from stableprompt._recording._observer import ResponseObserver
 from stableprompt._recording._recorder import Recorder
 from stableprompt._recording._transport import (
@@ -97,8 +97,9 @@ def caller_work(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
 
     for module in (_memory, _outcome):
         monkeypatch.setattr(module, "loads", spy("loads", module.loads))
-    for name in ("segment_rendered", "_analyse", "_record", "store"):
+    for name in ("segment_rendered", "_record", "store"):
         monkeypatch.setattr(Recorder, name, spy(name, getattr(Recorder, name)))
+    monkeypatch.setattr(_intake, "analyse", spy("_analyse", _intake.analyse))
     monkeypatch.setattr(_memory.CallMemory, "segment_rendered",
                         spy("segment_rendered", _memory.CallMemory.segment_rendered))
     yield seen

@@ -71,7 +71,8 @@ from .._canonical import loads
 from .._ledger._usage_record import UsageRecord
 from .._recording._call import Pending
 from .._recording._deferred import DeferredRecorder
-from .._recording._recorder import SESSION_HEADER, Recorder
+from .._recording._http import SESSION_HEADER
+from .._recording._recorder import Recorder
 from .._recording._transport import PENDING_EXTENSION, AsyncRecordingTransport
 from .._recording._worker import RecordingWorker
 from .._redact import redact

@@ -23,10 +23,12 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from .._canonical import loads, wire_json
+from .._exceptions import ConfigurationError
 from .._policy import PolicyTable, takes_cache_options
 from .._wire import anthropic, openai_responses
 
-__all__ = ["DIAGNOSTICS_WAIT_S", "diagnostics_asked", "merge_header_values", "with_members"]
+__all__ = ["DIAGNOSTICS_WAIT_S", "diagnostics_asked", "diagnostics_flag", "merge_header_values",
+           "with_members"]
 
 DIAGNOSTICS_WAIT_S = 30.0
 """Most seconds a caller asking for diagnostics waits for the calls still recording on the
@@ -34,6 +36,18 @@ recorder's thread (``record_in_thread``): the compared response id must be known
 
 PreviousId = Callable[[], str | None]
 """Returns the response id of the request this one will be compared with (``None``: none)."""
+
+
+def diagnostics_flag(value: object) -> bool:
+    """``Recorder(diagnostics=...)`` checked: ``True`` or ``False``, nothing coerced.
+
+    Raises:
+        ConfigurationError: anything else (code ``diagnostics``).
+    """
+    if not isinstance(value, bool):
+        raise ConfigurationError(f"diagnostics must be True or False, got {value!r}",
+                                 code="diagnostics")
+    return value
 
 
 def diagnostics_asked(wire: str, body: Mapping[str, Any], previous: PreviousId, *,

@@ -39,36 +39,28 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from .._exceptions import ConfigurationError
 from .._ledger._ledger import Ledger
-from .._ledger._usage_record import UsageRecord, new_record_id, scrubbed
+from .._ledger._usage_record import UsageRecord, scrubbed
 from .._policy import CachePolicy, PolicyTable
 from .._public import public
-from .._redact import redact, secrets_in_headers
+from .._redact import redact
 from .._tokens import EstimatingTokenCounter, Tokenizer
 from .._wire._formats import (
-    REQUEST_FORMATS,
     UsageDialects,
-    chosen_dialect,
-    detect,
-    diagnostics_request,
-    endpoint,
     known_provider,
     provider_for,
     request_format,
     usage_dialects,
-    usage_format,
-    with_path_model,
 )
 from .._wire._resegment import Resegmented
 from .._wire._segmenter import SegmentedRequest
+from . import _intake
 from ._call import Call, Pending
+from ._diagnose import diagnostics_flag
 from ._engine_view import EngineTokens, SlotMemory, engine_of
-from ._http import SESSION_HEADER, header
-from ._memory import ENGINE_PROVIDER, CallMemory
+from ._memory import CallMemory
 from ._observer import Observation, ResponseObserver
 from ._outcome import attribution_of, failed_record, outcome_of, record_of
-from ._predecessor import session_from_request
 from ._sinks import RecordSink, deliver
 from ._unanalysed import unanalysed_record
 from ._worker import RecordingWorker
@@ -76,13 +68,9 @@ from ._worker import RecordingWorker
 if TYPE_CHECKING:
     from .._accounting._summary import Summary
 
-__all__ = ["ENGINE_PROVIDER", "SESSION_HEADER", "Recorder"]
+__all__ = ["Recorder"]
 
 _log = logging.getLogger("stableprompt.recorder")
-
-
-_MODEL_IN_PATH = frozenset({"gemini", "bedrock-converse"})
-"""Request formats whose model id is in the URL path (``_wire._formats.with_path_model``)."""
 
 
 class Recorder:
@@ -181,10 +169,7 @@ class Recorder:
         diagnostics: bool = False,
     ) -> None:
         self.usage_dialect = usage_dialects(usage_dialect)
-        if not isinstance(diagnostics, bool):
-            raise ConfigurationError(f"diagnostics must be True or False, got {diagnostics!r}",
-                                     code="diagnostics")
-        self.diagnostics = diagnostics
+        self.diagnostics = diagnostics_flag(diagnostics)
         self.ledger = ledger
         self.session_id = session_id
         self.scenario = scenario
@@ -282,10 +267,10 @@ class Recorder:
     @staticmethod
     def recordable(path: str, method: str = "POST") -> bool:
         """True when a call to ``path`` would be recorded: a ``POST`` to ``.../messages``
-        (Anthropic, directly under ``/v1``), ``.../chat/completions`` or ``.../responses``.
-        Decided from the path alone, so other calls pass through without their body being
-        read."""
-        return method.upper() == "POST" and endpoint(path) is not None
+        (Anthropic, directly under ``/v1``), ``.../chat/completions``, ``.../responses``, a
+        Gemini ``...:generateContent`` or a Bedrock ``.../converse``. Decided from the path
+        alone, so other calls pass through without their body being read."""
+        return _intake.recordable(path, method)
 
     def start(
         self,
@@ -370,89 +355,16 @@ class Recorder:
         Returns:
             As :meth:`start`.
         """
-        try:
-            if body is None or not self.recordable(path, method):
-                return None
-            rendered = rendered or decoded is not None  # stableprompt rendered these bytes
-            named = endpoint(path)
-            in_path = named in _MODEL_IN_PATH
-            if decoded is None and decode:
-                decoded, resegmented = self._memory.decode(None if in_path else named, body)
-            if decoded is not None and not isinstance(decoded, dict):
-                return None
-            wire = named if decoded is None else detect(decoded, path)
-            if wire not in REQUEST_FORMATS:
-                return None
-            if decoded is not None and wire in _MODEL_IN_PATH:
-                # the model is a URL path parameter: segmented (never sent) with the body
-                decoded, resegmented, rendered = with_path_model(wire, decoded, path), None, False
-            secrets = secrets_in_headers(headers)
-        except Exception:
-            return None
-        assert wire is not None
-        ts, started = self.clock(), self.monotonic()
-        provider = provider_for(host, wire, provider or self.provider)
-        pending = Pending(
-            record_id=new_record_id(),
-            ts=ts,
-            started=started,
-            path=path,
-            wire_format=wire,
-            usage_format=usage_format(provider, wire,
-                                      chosen_dialect(self.usage_dialect, host, provider)),
-            provider=provider,
-            secrets=secrets,
-        )
-        if decoded is None:  # what is known without the body, for a provisional record
-            pending.lazy_body = True
-            pending.session_id = self.session_id or header(headers, SESSION_HEADER)
-        else:
-            self._read_request(pending, decoded, headers)
-        pending.deferred = (decoded, headers, body, resegmented, rendered)
-        return pending
-
-    def _read_request(self, pending: Pending, decoded: Mapping[str, Any], headers: Any) -> None:
-        """What the response observer and a provisional record read of the request: model,
-        session id, the diagnostics asked for. Never raises."""
-        try:
-            model = decoded.get("model")
-            pending.model = model if isinstance(model, str) else None
-            pending.session_id = self._session_of(decoded, headers)
-            pending.diagnostics_requested = diagnostics_request(pending.wire_format, decoded)
-        except Exception as exc:
-            self._problem(pending, exc)
+        return _intake.register(self, self._memory, path, headers, body, host=host,
+                                method=method, provider=provider, decoded=decoded,
+                                resegmented=resegmented, rendered=rendered, decode=decode)
 
     def analyse(self, pending: Pending) -> None:
         """Analyse a call registered with :meth:`register` (the body decoded when
         ``register`` did not, segments, our token counts, its conversation, turn and
         predecessor); nothing for a call already analysed. :meth:`finish` runs it first when
         it has not run. Never raises."""
-        deferred, pending.deferred = pending.deferred, None
-        if deferred is None:
-            return
-        decoded, headers, body, resegmented, rendered = deferred
-        try:
-            if decoded is None:
-                try:
-                    in_path = pending.wire_format in _MODEL_IN_PATH
-                    decoded, resegmented = self._memory.decode(
-                        None if in_path else pending.wire_format, body)
-                    if not isinstance(decoded, dict):
-                        raise ValueError("the request body is not a JSON object")
-                    if in_path:
-                        decoded, rendered = with_path_model(pending.wire_format, decoded,
-                                                            pending.path), False
-                    self._read_request(pending, decoded, headers)
-                finally:
-                    pending.lazy_body = False  # what the body says is known (or never)
-            self._analyse(pending, decoded, headers, body, resegmented, rendered=rendered)
-        except Exception as exc:
-            self._problem(pending, exc)
-
-    def _problem(self, pending: Pending, exc: BaseException) -> None:
-        pending.problem = redact(f"{type(exc).__name__}: {exc}", secrets=pending.secrets)
-        _log.warning("stableprompt could not analyse a request to %s: %s", pending.path,
-                     pending.problem)
+        _intake.analyse(self, self._memory, pending)
 
     def segment_rendered(self, wire_format: str, content: bytes) -> Resegmented | None:
         """Segment a body stableprompt rendered without decoding what its conversation's
@@ -460,19 +372,6 @@ class Recorder:
         <stableprompt._wire._resegment.LineageSegments.segment_rendered>`); ``None``
         when it continues no recorded request (decode it then). Never raises."""
         return self._memory.segment_rendered(wire_format, content)
-
-    def _analyse(self, pending: Pending, body: dict[str, Any], headers: Any,
-                 raw: bytes | bytearray | memoryview,
-                 resegmented: Resegmented | None = None, *, rendered: bool = False) -> None:
-        if self.store_content:
-            pending.content = bytes(raw).decode("utf-8", "replace")
-        self._memory.analyse(pending, body, raw, resegmented, rendered=rendered,
-                             ledger=self.ledger, problem=self._problem)
-
-    def _session_of(self, body: Mapping[str, Any], headers: Any) -> str | None:
-        """:attr:`session_id`, else the session the request names (its ``SESSION_HEADER``
-        first, see :func:`session_from_request`)."""
-        return self.session_id or session_from_request(body, headers)
 
     def segment_tokens(self, segmented: SegmentedRequest) -> list[int]:
         """Estimated tokens of each of ``segmented``'s segments, with the recorder's tokenizer
@@ -496,7 +395,7 @@ class Recorder:
         """
         try:
             model = body.get("model")
-            call = Call(ts=self.clock(), session_id=self._session_of(body, headers),
+            call = Call(ts=self.clock(), session_id=_intake.session_of(self, body, headers),
                         provider=provider_for(host, wire_format, provider or self.provider),
                         wire_format=wire_format, model=model if isinstance(model, str) else None,
                         opening=None)

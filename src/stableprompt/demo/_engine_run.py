@@ -64,7 +64,7 @@ from .._ledger._usage_record import UsageRecord
 from .._recording._engine_tokens import EngineTokenizer
 from .._recording._engine_view import EngineTokens, SlotMemory
 from .._recording._errors import http_status_error, map_transport_error
-from .._recording._recorder import ENGINE_PROVIDER as RECORD_PROVIDER
+from .._recording._memory import ENGINE_PROVIDER as RECORD_PROVIDER
 from .._recording._recorder import Recorder
 from .._wire._formats import reply_text
 from .._wire._request import ProviderRequest
