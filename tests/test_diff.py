@@ -294,3 +294,32 @@ def test_a_breakpoint_on_a_per_turn_block_is_named() -> None:
                                                        second=True))
     plain = diff(plain_a, plain_b)
     assert plain is not None and plain.cause == "history-rewrite"
+
+
+def test_the_label_is_the_token_at_the_first_difference() -> None:
+    """A change labelled by the token at its first difference, not by a volatile token
+    further on in the differing region: a working directory under a label the patterns do not
+    know, whose checkout status also differs after the model line (Claude Code's environment
+    block), is a content edit (it was ``volatile-token (model-name)``); a known working
+    directory line is ``environment``; a clock changed at the first difference is a
+    timestamp."""
+    def system(directory: str, status: str, clock: str = "2026-12-07T10:00:00Z",
+               label: str = "Primary working directory") -> dict[str, Any]:
+        text = (f"{label}: {directory}\nIs directory a git repo: yes\n"
+                f"You are powered by the model named claude-sonnet-4-5-20250929.\n"
+                f"Status: {status}\nNow: {clock}")
+        return {"model": "claude-sonnet-4-5", "max_tokens": 10,
+                "system": [{"type": "text", "text": text}],
+                "messages": [{"role": "user", "content": "hi"}]}
+
+    moved = diff(_seg(system("/srv/project-a", "clean")),
+                 _seg(system("/srv/other-b", "2 files modified")))
+    assert moved is not None
+    assert (moved.cause, moved.path) == ("content-edit", "/system/0/text")
+    known = diff(_seg(system("/srv/project-a", "clean", label="Working directory")),
+                 _seg(system("/srv/other-b", "2 files modified", label="Working directory")))
+    assert known is not None and (known.cause, known.detail) == ("volatile-token", "environment")
+    ticked = diff(_seg(system("/srv/a", "clean")),
+                  _seg(system("/srv/a", "clean", "2026-12-07T10:05:00Z")))
+    assert ticked is not None
+    assert (ticked.cause, ticked.detail) == ("volatile-token", "timestamp")

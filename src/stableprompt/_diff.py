@@ -32,7 +32,7 @@ from ._policy import CONTENT_SHAPES
 from ._public import public
 from ._redact import redact_slice
 from ._segment import ByteSlices, Segment, Snapshot
-from ._volatility import paired_nonce, scan_volatile
+from ._volatility import paired_nonce, scan_volatile, volatile_kind_at
 
 __all__ = [
     "CAUSES",
@@ -365,18 +365,18 @@ def _strip_ws(value: Any) -> Any:
 
 
 def _volatile_kind(x: str, y: str) -> str | None:
-    """Kind of a volatile token inside the differing region of ``x`` vs ``y``, if any.
-
-    The differing region runs from the first differing character to where the two texts
-    share their common suffix: a changed clock, or a timestamp inserted/removed on one side.
-    """
-    n = min(len(x), len(y))
+    """Kind of the volatile token at the first differing character of ``x`` vs ``y``, if
+    any: the span covering that character in either text (a changed clock; a timestamp
+    inserted or removed on one side starts there). A volatile token elsewhere in a longer
+    differing region does not name the change (a working directory that changed is not a
+    ``model-name`` because the model's name appears further on)."""
     index = common_prefix_len(x, y)
-    suffix = min(common_prefix_len(x[::-1], y[::-1]), n - index)
-    for text in (x, y):
-        end = max(len(text) - suffix, index + 1)
+    both = volatile_kind_at(x, y, index)  # both sides inside a span of one kind (windowed)
+    if both is not None:
+        return both
+    for text in (x, y):  # inserted or removed on one side: its span starts there
         for span in scan_volatile(text):
-            if span.start < end and span.end > index:
+            if span.start <= index < span.end:
                 return span.kind
     return "nonce" if paired_nonce(x, y, index) else None
 
