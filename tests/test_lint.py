@@ -942,3 +942,31 @@ def test_a_closed_pipe_keeps_the_status_the_command_declared() -> None:
     assert _closed_pipe_status(None, None) == 0
     assert _closed_pipe_status(argparse.Namespace(exit_status=2), None) == 2
     assert _closed_pipe_status(argparse.Namespace(exit_status=2), 1) == 1
+
+
+def test_gzip_captures_are_read_by_the_name_before_gz(tmp_path: Path) -> None:
+    """A ``.jsonl.gz`` capture (and one inside a directory) lints as its ``.jsonl`` does; a
+    damaged one is a typed capture-unreadable error, not a traceback."""
+    import gzip
+
+    from stableprompt import CaptureError, lint_capture
+
+    plain = FIXTURES / "clean.jsonl"
+    packed = tmp_path / "clean.jsonl.gz"
+    packed.write_bytes(gzip.compress(plain.read_bytes()))
+    expected = json.loads(json.dumps(lint_capture(plain).as_dict()))
+    got = json.loads(json.dumps(lint_capture(packed).as_dict()).replace("clean.jsonl.gz",
+                                                                           "clean.jsonl"))
+    assert got.pop("capture") == str(tmp_path / "clean.jsonl")
+    assert got == {k: v for k, v in expected.items() if k != "capture"}
+    folder = tmp_path / "dir"
+    folder.mkdir()
+    (folder / "run.jsonl.gz").write_bytes(packed.read_bytes())
+    in_folder = lint_capture(folder).as_dict()
+    assert [(p["lcp_bytes"], p["prefix_ratio"]) for p in in_folder["pairs"]] == [
+        (p["lcp_bytes"], p["prefix_ratio"]) for p in expected["pairs"]]
+    broken = tmp_path / "broken.jsonl.gz"
+    broken.write_bytes(packed.read_bytes()[:-20])
+    with pytest.raises(CaptureError) as caught:
+        lint_capture(broken)
+    assert caught.value.code == "capture-unreadable"

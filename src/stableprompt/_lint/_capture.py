@@ -13,6 +13,8 @@ A capture is what a harness actually sent, from any language or framework. Accep
   records (JSONL, a JSON array) is its own group (``CaptureEntry.group``); the single-record
   JSON files together are one group (one request per file is one stream). Lint never pairs
   requests of two groups unless joined (``stableprompt lint DIR --join``).
+- Any of these files gzip-compressed, named with ``.gz`` after its kind (``run.jsonl.gz``,
+  ``trace.har.gz``): read streaming, the kind from the name before ``.gz``.
 
 A **record** is either a request body (an object with ``messages`` or ``input``) or a wrapper
 ``{"request": ..., "response": ..., "session": ..., "url": ..., "wire_format": ...}`` where
@@ -34,8 +36,10 @@ from __future__ import annotations
 import base64
 import binascii
 import dataclasses
+import gzip
 import io
 import re
+import zlib
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -190,8 +194,10 @@ def iter_records(path: str | Path, decode: Callable[[bytes], Any]) -> Iterator[
     if p.is_dir():
         yield from _check_nonempty(p, _iter_directory(p, decode))
         return
+    suffix, compressed = _suffix_of(p)
     try:
-        handle = p.open("rb", buffering=READ_BUFFER_BYTES)
+        handle = (gzip.open(p, "rb") if compressed  # noqa: SIM115 (closed by the with below)
+                  else p.open("rb", buffering=READ_BUFFER_BYTES))
     except OSError as exc:
         raise CaptureError(f"cannot read capture {str(p)!r}: {exc.strerror or exc}",
                            code="capture-unreadable") from exc
@@ -199,12 +205,25 @@ def iter_records(path: str | Path, decode: Callable[[bytes], Any]) -> Iterator[
         raise CaptureError(f"cannot read capture {str(p)!r}: {exc}",
                            code="capture-unreadable") from exc
     with handle:
-        suffix = p.suffix.lower()
-        if suffix in (".har", ".json"):
-            yield from _check_nonempty(p, _iter_document(p, _read_all(p, handle)))
-        else:
-            sniff = suffix not in _JSONL_SUFFIXES
-            yield from _check_nonempty(p, _iter_jsonl(p, handle, sniff=sniff, decode=decode))
+        try:
+            if suffix in (".har", ".json"):
+                yield from _check_nonempty(p, _iter_document(p, _read_all(p, handle)))
+            else:
+                sniff = suffix not in _JSONL_SUFFIXES
+                yield from _check_nonempty(p, _iter_jsonl(p, handle, sniff=sniff,
+                                                          decode=decode))
+        except (EOFError, zlib.error, gzip.BadGzipFile) as exc:  # a damaged .gz
+            raise CaptureError(f"cannot read capture {str(p)!r}: not a complete gzip file "
+                               f"({exc})", code="capture-unreadable") from exc
+
+
+def _suffix_of(p: Path) -> tuple[str, bool]:
+    """The suffix that names a capture file's kind and whether it is gzip-compressed
+    (``run.jsonl.gz``: ``(".jsonl", True)``)."""
+    suffix = p.suffix.lower()
+    if suffix == ".gz":
+        return Path(p.name[:-3]).suffix.lower(), True
+    return suffix, False
 
 
 def _read_all(p: Path, handle: Any) -> bytes:
@@ -312,15 +331,20 @@ def _iter_directory(p: Path, decode: Callable[[bytes], Any]) -> Iterator[
         if child.name.startswith("."):
             continue
         source = f"{p.name}/{child.name}"
-        suffix = child.suffix.lower()
+        suffix, compressed = _suffix_of(child)
         if not child.is_file() or suffix not in (".json", *_JSONL_SUFFIXES):
             yield Skipped(source)
             continue
         try:
             data = child.read_bytes()
+            if compressed:
+                data = gzip.decompress(data)
         except OSError as exc:
             raise CaptureError(f"cannot read capture file {str(child)!r}: "
                                f"{exc.strerror or exc}", code="capture-unreadable") from exc
+        except (EOFError, zlib.error) as exc:
+            raise CaptureError(f"cannot read capture file {str(child)!r}: not a complete "
+                               f"gzip file ({exc})", code="capture-unreadable") from exc
         if suffix in _JSONL_SUFFIXES:  # renumber: indexes run across the whole directory
             for item in _iter_jsonl(child, io.BytesIO(data), sniff=False, label=source,
                                     decode=decode):
