@@ -37,6 +37,7 @@ RENDERS: dict[str, Render] = {
                                              tool_choice={"type": "auto"}),
     "anthropic-2": lambda r: r.to_anthropic(model="m2", max_tokens=5, max_breakpoints=2,
                                             temperature=0.5),
+    "anthropic-system-tail": lambda r: r.to_anthropic(model="claude-opus-5", max_tokens=5),
     "chat": lambda r: r.to_openai_chat(model="gpt-5.6"),
     "chat-key": lambda r: r.to_openai_chat(model="gpt-4o", prompt_cache_key=True,
                                            system_role="developer", tool_choice="auto"),

@@ -28,7 +28,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from .._exceptions import BreakpointWarning, HistoryError, MethodNameError
-from .._policy import cache_policy, surely_below_minimum
+from .._policy import cache_policy, model_features, surely_below_minimum
 from .._public import public
 from .._segment import Segment, fingerprint_of, sum_tokens
 from .._wire import anthropic, openai_chat, openai_responses
@@ -187,6 +187,7 @@ class RenderedPrompt:
         max_tokens: int,
         history_ttl: str = "5m",
         max_breakpoints: int = ANTHROPIC_MAX_BREAKPOINTS,
+        tail_role: str | None = None,
         **params: Any,
     ) -> ProviderRequest:
         """Render an Anthropic Messages request (tools -> system -> messages).
@@ -203,6 +204,18 @@ class RenderedPrompt:
             max_tokens: Output token limit.
             history_ttl: TTL of the SDK's end-of-history breakpoint (``"5m"``/``"1h"``).
             max_breakpoints: Breakpoint budget (Anthropic: 4).
+            tail_role: Role of the message holding the volatile tail. ``None`` (automatic):
+                ``"system"``, a mid-conversation system message after the last user turn,
+                where the model has them (``model_features("anthropic", model)``, dated data
+                with its source) and the placement rules allow it (the history ends with a
+                user turn); ``"user"`` otherwise: the tail slots as user text after the last
+                user turn (``<slot>`` tags, the ``<system-reminder>`` form every model
+                accepts). ``"system"`` forces the system form (a model without it answers
+                400); ``"user"`` forces the user form. The history's blocks, the head and
+                every breakpoint are the same bytes either way: only where the tail blocks
+                go changes. Cost: none in cache terms (the tail is after the last
+                breakpoint in both forms); the system form is the prompt-injection-safe one
+                (operator text never appears as the user's).
             **params: Other body fields (``tool_choice``, ``thinking``, ``temperature``,
                 ``stream``, ``metadata``...), canonicalized.
 
@@ -219,6 +232,9 @@ class RenderedPrompt:
                 ``breakpoint-budget``), fill it so that the SDK's end-of-history breakpoint
                 would be dropped (``breakpoint-evicts-history``, naming them), or a longer TTL
                 follows a shorter one (code ``breakpoint-ttl-order``).
+            InputError: ``tail_role`` unknown, or ``"system"`` where a system message cannot
+                go (empty history, or it ends with an assistant turn): code
+                ``render-tail-role``.
 
         Warns:
             BreakpointWarning: an SDK breakpoint not placed (code
@@ -226,13 +242,18 @@ class RenderedPrompt:
 
         Source: platform.claude.com/docs/en/build-with-claude/prompt-caching (at most 4
         breakpoints, 20-block lookback, longer TTLs before shorter; "Shorter prompts cannot
-        be cached, even if marked with cache_control").
+        be cached, even if marked with cache_control"); mid-conversation system messages:
+        platform.claude.com/docs/en/build-with-claude/mid-conversation-system-messages.
         """
         check_model(model)
         self._check_not_empty()
+        features = model_features("anthropic", model)
+        role = anthropic.tail_role_for(self, supported=features.system_messages,
+                                       asked=tail_role)
         content, fingerprints = anthropic.render(
             self, model=model, max_tokens=max_tokens, history_ttl=history_ttl,
-            max_breakpoints=max_breakpoints, params=params, short=self._short_places(model))
+            max_breakpoints=max_breakpoints, params=params, short=self._short_places(model),
+            tail_role=role)
         return ProviderRequest._rendered(
             anthropic.WIRE_FORMAT, anthropic.ENDPOINT, content, fingerprints,
             tail_count=len(self.tail_texts), params={"model": model, **params})

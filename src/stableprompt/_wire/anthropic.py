@@ -419,6 +419,45 @@ def breakpoints(prompt: PromptParts, history_ttl: str, budget: int, *,
     return dict(ranked), user
 
 
+TAIL_ROLES = ("user", "system")
+"""Roles the tail's message may have: ``user`` (the tail slots as user text after the last
+user turn, the ``<system-reminder>``-style form every model accepts) or ``system`` (a
+mid-conversation system message)."""
+
+
+def tail_role_for(prompt: PromptParts, *, supported: bool, asked: str | None) -> str:
+    """The role of the tail's message: ``asked``, or when ``None`` ``system`` where the model
+    has mid-conversation system messages (``supported``, from ``_policy.model_features``)
+    and the placement rules allow it, else ``user``.
+
+    Placement (platform.claude.com/docs/en/build-with-claude/mid-conversation-system-messages):
+    a system message must follow a ``user`` turn, cannot be ``messages[0]``, cannot directly
+    follow another system message (the tail then joins it) and must be last or followed by an
+    ``assistant`` turn (the tail is last).
+
+    Raises:
+        InputError: ``asked`` is not a role of :data:`TAIL_ROLES`, or is ``system`` where the
+            placement rules forbid it (code ``render-tail-role``, naming the rule).
+    """
+    if asked is not None and asked not in TAIL_ROLES:
+        raise InputError(f"tail_role must be 'user', 'system' or None (automatic), got "
+                         f"{asked!r}", code="render-tail-role", pointer="/tail_role")
+    if asked == "user" or not prompt.tail_texts:
+        return "user"
+    count = prompt.message_count
+    last = _role(prompt.message_list[count - 1]) if count else None
+    if last in ("user", "system"):
+        return "system" if asked == "system" or supported else "user"
+    if asked is None:
+        return "user"
+    where = ("the history is empty and a system message cannot be messages[0]" if last is None
+             else "the history ends with an assistant turn and a system message must follow a "
+             "user turn")
+    raise InputError(f"tail_role='system' cannot be placed: {where}; use tail_role='user' or "
+                     "None (automatic), or append the user turn first", code="render-tail-role",
+                     segment=f"messages[{count}]")
+
+
 def _rank(mark: tuple[Place, str]) -> tuple[int, int]:
     return _place_rank(mark[0])
 
@@ -447,12 +486,14 @@ def _message(role: str, blocks: Sequence[bytes]) -> bytes:
     return b"".join((b'{"content":[', b",".join(blocks), _ROLE_TAILS[role]))
 
 
-_ROLE_TAILS = {role: b'],"role":' + canonical_json(role) + b"}" for role in ("user", "assistant")}
+_ROLE_TAILS = {role: b'],"role":' + canonical_json(role) + b"}"
+               for role in ("user", "assistant", "system")}
 
 
 def render(prompt: PromptParts, *, model: str, max_tokens: int, history_ttl: str,
            max_breakpoints: int, params: Mapping[str, Any],
-           short: frozenset[Place] = frozenset()) -> tuple[bytes, Fingerprints | None]:
+           short: frozenset[Place] = frozenset(),
+           tail_role: str = "user") -> tuple[bytes, Fingerprints | None]:
     """The Messages request body (tools -> system -> messages, tail last) as exact bytes,
     and what gives its ``(fingerprint, head_fingerprint)``, as :func:`segment_request` would,
     chained incrementally when first called (``None`` when ``params`` hold a field the
@@ -460,7 +501,10 @@ def render(prompt: PromptParts, *, model: str, max_tokens: int, history_ttl: str
 
     See :meth:`RenderedPrompt.to_anthropic <stableprompt.RenderedPrompt.to_anthropic>` for
     the arguments and the breakpoint rules; ``prompt`` is already checked non-empty;
-    ``short`` are the SDK places not to spend (see :func:`breakpoints`).
+    ``short`` are the SDK places not to spend (see :func:`breakpoints`); ``tail_role`` is
+    the role of the tail's message (checked by the caller, see :func:`tail_role_for`): the
+    tail blocks join the last history message when it has that role, else they are a
+    message of their own at the end. The history's blocks are the same bytes either way.
 
     Raises:
         InputError: bad ``max_tokens`` (code ``render-param``) or a param clash.
@@ -505,12 +549,12 @@ def render(prompt: PromptParts, *, model: str, max_tokens: int, history_ttl: str
     assert prefix is not None
     fresh: list[bytes] = []
     tail_in_group = False
-    if groups:  # the last group (it ends past ``stable``), with the tail when it is a user's
+    if groups:  # the last group (it ends past ``stable``), with the tail when it has its role
         last = groups[-1]
-        tail_in_group = last[0] == "user"
+        tail_in_group = last[0] == tail_role
         fresh.append(_group(messages, last, marks, tail if tail_in_group else ()))
     if tail and not tail_in_group:
-        fresh.append(_message("user", tail))
+        fresh.append(_message(tail_role, tail))
 
     before, after = envelope(envelopes, (type(model), model, max_tokens), lambda: {
         "max_tokens": param_bytes("max_tokens", max_tokens),
@@ -543,7 +587,7 @@ def render(prompt: PromptParts, *, model: str, max_tokens: int, history_ttl: str
         return request_fingerprints(
             prompt, WIRE_FORMAT, param_datas(CACHE_KEY_PARAMS, model, params),
             lambda: _head_datas(head), _chain_message,
-            tuple([("message", _ROLE_HEADS["user"] + block + b"}") for block in tail]))
+            tuple([("message", _ROLE_HEADS[tail_role] + block + b"}") for block in tail]))
 
     return content, fingerprints
 
@@ -705,7 +749,7 @@ def _head_datas(head: Any) -> Datas:
 
 
 _ROLE_HEADS = {role: b'{"role":' + canonical_json(role) + b',"block":'
-               for role in ("user", "assistant")}
+               for role in ("user", "assistant", "system")}
 
 
 def _chain_message(state: bytes, message: MessageParts) -> bytes:
