@@ -17,17 +17,17 @@ return the same ``usage`` shape.
 from __future__ import annotations
 
 import bisect
-import itertools
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .._canonical import canonical_json, checked_json, loads, unescape_pointer
 from .._exceptions import BreakpointError, CaptureError, HistoryError, InputError, UsageParseError
-from .._policy import TTL_LABELS_S
 from .._segment import chain_pieces
 from .._sse import SSEEvent
 from .._usage import CacheUsage
 from ._base import Clock, SSEStreamAccumulator
+from ._breakpoints import Place
+from ._breakpoints import breakpoints as place_breakpoints
 from ._fields import (
     TTLSplit,
     UsageKeys,
@@ -250,11 +250,6 @@ MARKER_BYTES = MARKER_KEY.encode()
 #: breakpoint itself as the first" (platform.claude.com prompt-caching docs, 2026).
 LOOKBACK_BLOCKS = 20
 MAX_BREAKPOINTS = 4
-_PLACE_ORDER = {"tool": 0, "system": 1, "message": 2}
-_PLACE_NAMES = {"tool": "tools", "system": "system", "message": "messages"}
-
-Place = tuple[str, int]
-"""Where a breakpoint goes: ``("tool" | "system" | "message", index)``."""
 
 
 def cache_control(ttl: str) -> dict[str, str]:
@@ -350,73 +345,14 @@ def block_with_breakpoint(message: MessageParts, index: int, ttl: str) -> bytes:
 def breakpoints(prompt: PromptParts, history_ttl: str, budget: int, *,
                 known: Sequence[tuple[int, str]] = (), scan_from: int = 0,
                 short: frozenset[Place] = frozenset()) -> tuple[dict[Place, str], dict[Place, str]]:
-    """Choose breakpoint places -> TTL label, in prompt order; returns ``(marks, user)``,
-    ``user`` the user-placed ones (system blocks and messages).
-
-    User-placed ones are kept where the user put them; the SDK adds one at the end of the
-    stable history, one at the end of the head, and, when the previous render's history
-    breakpoint is :data:`LOOKBACK_BLOCKS` or more blocks back, one kept there (carry); SDK
-    breakpoints are dropped (carry, then head) past the budget. SDK places in ``short`` (their
-    prefix is below the model's minimum cacheable length, see
-    ``RenderedPrompt.to_anthropic``) are not spent: a marker there would write nothing.
+    """Anthropic's breakpoint places: the shared rule (:func:`._breakpoints.breakpoints`)
+    with the :data:`LOOKBACK_BLOCKS` window and the head's own TTL.
 
     Raises:
-        BreakpointError: user-placed breakpoints exceed the budget (code
-            ``breakpoint-budget``), fill it so that the SDK's end-of-history breakpoint has no
-            room (code ``breakpoint-evicts-history``: never dropped silently), or a longer TTL
-            follows a shorter one (code ``breakpoint-ttl-order``).
+        BreakpointError: see :func:`._breakpoints.breakpoints`.
     """
-    head, messages, count = prompt.head, prompt.message_list, prompt.message_count
-    system_marks, head_mark = memo(head, _HEAD_MARKS_KEY, lambda: _head_marks(head))
-    user: dict[Place, str] = dict(system_marks)
-    for mi, known_ttl in known:
-        user[("message", mi)] = known_ttl
-    for mi in range(scan_from, count):
-        ttl = messages[mi].breakpoint
-        if ttl:
-            user[("message", mi)] = ttl
-    if len(user) > budget:
-        raise BreakpointError(
-            f"{len(user)} user-placed cache breakpoints exceed the budget of {budget}",
-            code="breakpoint-budget")
-    sdk: list[tuple[Place, str]] = []  # in priority order: history, head, carry
-    history: Place = ("message", count - 1)
-    if count and history not in short:
-        sdk.append((history, history_ttl))
-    if head_mark is not None and head_mark[0] not in short:
-        sdk.append(head_mark)
-    carry = prompt.previous_breakpoint
-    if carry is not None and carry < count - 1:
-        distance = 0
-        for mi in range(count - 1, carry, -1):
-            distance += len(messages[mi].wire_blocks)  # one content block each
-            if distance >= LOOKBACK_BLOCKS:
-                break
-        if distance >= LOOKBACK_BLOCKS:
-            sdk.append((("message", carry), history_ttl))
-    marks = dict(user)
-    for key, ttl in sdk:
-        if key not in marks and len(marks) < budget:
-            marks[key] = ttl
-    if count and history not in marks and history not in short:
-        placed = ", ".join(f"{_PLACE_NAMES[where]}[{i}]" for where, i in sorted(
-            user, key=_place_rank))
-        raise BreakpointError(
-            f"the {len(user)} user-placed cache breakpoints ({placed}) fill the budget of "
-            f"{budget}, which would drop the SDK's end-of-history breakpoint (every turn would "
-            "then write the history again): remove one, or place it on the last message",
-            code="breakpoint-evicts-history", segment=f"messages[{count - 1}]")
-    if len(marks) < 2:
-        return marks, user
-    ranked = sorted(marks.items(), key=_rank)
-    for (earlier, ttl_a), (later, ttl_b) in itertools.pairwise(ranked):
-        if ttl_a != ttl_b and TTL_LABELS_S[ttl_b] > TTL_LABELS_S[ttl_a]:
-            raise BreakpointError(
-                f"a {ttl_b} breakpoint at {later[0]} {later[1]} follows a {ttl_a} "
-                f"breakpoint at {earlier[0]} {earlier[1]}: longer TTLs must come first "
-                "(raise head_ttl/history_ttl or move the breakpoint)",
-                code="breakpoint-ttl-order", segment=f"{later[0]}[{later[1]}]")
-    return dict(ranked), user
+    return place_breakpoints(prompt, history_ttl, budget, known=known, scan_from=scan_from,
+                             short=short, lookback=LOOKBACK_BLOCKS)
 
 
 TAIL_ROLES = ("user", "system")
@@ -456,30 +392,6 @@ def tail_role_for(prompt: PromptParts, *, supported: bool, asked: str | None) ->
     raise InputError(f"tail_role='system' cannot be placed: {where}; use tail_role='user' or "
                      "None (automatic), or append the user turn first", code="render-tail-role",
                      segment=f"messages[{count}]")
-
-
-def _rank(mark: tuple[Place, str]) -> tuple[int, int]:
-    return _place_rank(mark[0])
-
-
-def _place_rank(place: Place) -> tuple[int, int]:
-    """A place's position in the prompt: tools, then system, then messages."""
-    return _PLACE_ORDER[place[0]], place[1]
-
-
-_HEAD_MARKS_KEY = "anthropic-head-marks"
-"""Head memo key: :func:`_head_marks`."""
-
-
-def _head_marks(head: HeadParts) -> tuple[tuple[tuple[Place, str], ...], tuple[Place, str] | None]:
-    """The head's user-placed breakpoints (its system blocks', in order) and the SDK's
-    end-of-head one (``None`` for a head with neither system nor tools)."""
-    system = tuple((("system", i), ttl) for i, ttl in enumerate(head.system_ttls) if ttl)
-    if head.system:
-        return system, (("system", len(head.system) - 1), head.head_ttl)
-    if len(head.tools):
-        return system, (("tool", len(head.tools) - 1), head.head_ttl)
-    return system, None
 
 
 def _message(role: str, blocks: Sequence[bytes]) -> bytes:
