@@ -306,6 +306,8 @@ class RenderedPrompt:
 
     def to_openai_chat(self, *, model: str, prompt_cache_key: bool | str | None = None,
                        system_role: str = "system", tail_role: str | None = None,
+                       prompt_cache_ttl: str | None = None,
+                       prompt_cache_mode: str | None = None, history_ttl: str | None = None,
                        **params: Any) -> ProviderRequest:
         """Render an OpenAI Chat Completions request (tools, system, history, tail last).
 
@@ -319,23 +321,56 @@ class RenderedPrompt:
                 (GPT-5.6+, per the policy table), so that breakpoint lands at the end of the
                 stable history rather than on the volatile tail; ``"user"`` otherwise (some
                 OpenAI-compatible chat templates reject a late system/developer message).
+            prompt_cache_ttl: Turns explicit caching on (GPT-5.6+ only: models whose policy
+                has a breakpoint budget): ``prompt_cache_options.ttl`` (Chat: ``"30m"``;
+                Responses: ``"30m"`` or ``"12h"``) and ``prompt_cache_breakpoint`` markers,
+                placed as for Anthropic: one at the end of the system text (a head of tools
+                only has none: a tool holds no content part), one at the end of the history
+                (on the last text part of the last message that has one), user-placed
+                breakpoints kept (they take the request's TTL). In this mode every string
+                content of the history is sent as one text part, so a message has the same
+                bytes whether or not this request marks it; bytes differ from the
+                default (implicit-only) render, so switching mode starts a new prefix.
+            prompt_cache_mode: ``"implicit"`` (OpenAI's default: one implicit breakpoint
+                plus the latest 3 explicit ones written) or ``"explicit"`` (no implicit one;
+                the latest 4 written). Also turns explicit caching on; ``None`` sends no
+                ``mode``.
+            history_ttl: TTL of the end-of-history breakpoint when it should differ from
+                ``prompt_cache_ttl`` (e.g. ``prompt_cache_ttl="12h"`` for the head,
+                ``history_ttl="30m"`` for the history); longer TTLs must come first.
             **params: Other body fields, canonicalized.
+
+        Cost of explicit caching (``_policy``): a write is 1.25x the uncached input price
+        for ``30m``, 2.5x for ``12h``; a read 0.1x. The end-of-history breakpoint writes the
+        turn's new tokens once, so every later turn reads the whole prefix.
+
+        Raises:
+            InputError: bad arguments (code ``render-param``), or explicit caching asked of
+                a model without it (code ``render-explicit-cache``).
+            BreakpointError: user-placed breakpoints over the write budget
+                (``breakpoint-budget`` / ``breakpoint-evicts-history``) or a longer TTL after
+                a shorter one (``breakpoint-ttl-order``), as :meth:`to_anthropic`.
 
         Source: developers.openai.com/api/docs/guides/prompt-caching (``prompt_cache_key``
         "is combined with the prefix hash"; tools are part of the cached prefix; implicit
-        breakpoints for GPT-5.6 and later).
+        breakpoints for GPT-5.6 and later); openai-python ``PromptCacheOptions`` ("Each
+        request can write up to four breakpoints ... considers up to the latest 80").
         """
         check_model(model)
         self._check_not_empty()
         content, fingerprints = openai_chat.render(
             self, model=model, prompt_cache_key=prompt_cache_key, system_role=system_role,
-            tail_role=tail_role, params=params)
+            tail_role=tail_role, params=params, prompt_cache_ttl=prompt_cache_ttl,
+            prompt_cache_mode=prompt_cache_mode, history_ttl=history_ttl)
         return ProviderRequest._rendered(
             openai_chat.WIRE_FORMAT, openai_chat.ENDPOINT, content, fingerprints,
             tail_count=1 if self.tail else 0, params={"model": model, **params})
 
     def to_openai_responses(self, *, model: str, prompt_cache_key: bool | str | None = None,
                             system_role: str = "developer", tail_role: str | None = None,
+                            prompt_cache_ttl: str | None = None,
+                            prompt_cache_mode: str | None = None,
+                            history_ttl: str | None = None,
                             **params: Any) -> ProviderRequest:
         """Render an OpenAI Responses request: system as the first input message, then
         history items, tail last. Arguments as :meth:`to_openai_chat`.
@@ -346,7 +381,8 @@ class RenderedPrompt:
         self._check_not_empty()
         content, fingerprints = openai_responses.render(
             self, model=model, prompt_cache_key=prompt_cache_key, system_role=system_role,
-            tail_role=tail_role, params=params)
+            tail_role=tail_role, params=params, prompt_cache_ttl=prompt_cache_ttl,
+            prompt_cache_mode=prompt_cache_mode, history_ttl=history_ttl)
         return ProviderRequest._rendered(
             openai_responses.WIRE_FORMAT, openai_responses.ENDPOINT, content, fingerprints,
             tail_count=1 if self.tail else 0, params={"model": model, **params})
