@@ -20,6 +20,8 @@ what ``segment_request`` gives for the body.
 
 from __future__ import annotations
 
+import bisect
+import dataclasses
 import itertools
 import warnings
 from collections.abc import Callable, Sequence
@@ -27,11 +29,13 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
-from .._exceptions import BreakpointWarning, HistoryError, MethodNameError
+from .._canonical import canonical_json
+from .._exceptions import BreakpointWarning, HistoryError, InputError, MethodNameError
 from .._policy import cache_policy, model_features, surely_below_minimum
 from .._public import public
 from .._segment import Segment, fingerprint_of, sum_tokens
 from .._wire import anthropic, openai_chat, openai_responses
+from .._wire._openai import allowed_tools as openai_allowed_tools
 from .._wire._parts import HeadParts, check_model
 from .._wire._request import ProviderRequest
 from ._messages import Message
@@ -44,6 +48,18 @@ ANTHROPIC_MAX_BREAKPOINTS = anthropic.MAX_BREAKPOINTS
 def tail_text(slot: str, value: str) -> str:
     """A tail slot as the text the wire formats send: ``<slot>\nvalue\n</slot>``."""
     return f"<{slot}>\n{value}\n</{slot}>"
+
+
+MASK_SLOT = "allowed_tools"
+"""The reserved tail slot of the tool mask (``render(allowed_tools=)``, and tool changes a
+request cannot state natively)."""
+
+
+def allowed_tools_note(names: Sequence[str]) -> str:
+    """The tool mask's text: the tools that may be used this turn (sorted names)."""
+    if not names:
+        return "No tools may be used this turn."
+    return "Only these tools may be used this turn: " + ", ".join(names) + "."
 
 
 @dataclass(frozen=True, eq=False)
@@ -83,6 +99,13 @@ class RenderedPrompt:
     history_tokens: int | None = field(default=None, repr=False, compare=False)
     """Tokens of the history messages' segments (``None`` without a tokenizer): kept by the
     conversation as a running total, so :attr:`tokens` is O(tail), not O(history)."""
+    disabled_tools: frozenset[str] = field(default=frozenset(), repr=False, compare=False)
+    """Tools of the head disabled for this request (``Conversation.disable_tools``)."""
+    pending_tool_change: bool = field(default=False, repr=False, compare=False)
+    """A tool change the history does not state yet (it could not be placed)."""
+    tool_change_count: int = field(default=0, repr=False, compare=False)
+    """Tool-change (``system``) messages in the history: formats without a form for them
+    render the history without them."""
 
     @cached_property
     def messages(self) -> tuple[Message, ...]:
@@ -248,15 +271,53 @@ class RenderedPrompt:
         check_model(model)
         self._check_not_empty()
         features = model_features("anthropic", model)
-        role = anthropic.tail_role_for(self, supported=features.system_messages,
+        beta = features.tool_changes_beta
+        prompt = self._stated_tools(in_history=beta is not None, native=False)
+        role = anthropic.tail_role_for(prompt, supported=features.system_messages,
                                        asked=tail_role)
         content, fingerprints = anthropic.render(
-            self, model=model, max_tokens=max_tokens, history_ttl=history_ttl,
-            max_breakpoints=max_breakpoints, params=params, short=self._short_places(model),
-            tail_role=role)
+            prompt, model=model, max_tokens=max_tokens, history_ttl=history_ttl,
+            max_breakpoints=max_breakpoints, params=params,
+            short=prompt._short_places(model), tail_role=role)
+        headers = {anthropic.BETA_HEADER: beta} if beta and prompt.tool_change_count else {}
         return ProviderRequest._rendered(
             anthropic.WIRE_FORMAT, anthropic.ENDPOINT, content, fingerprints,
-            tail_count=len(self.tail_texts), params={"model": model, **params})
+            tail_count=len(prompt.tail_texts), params={"model": model, **params},
+            headers=headers)
+
+    def _stated_tools(self, *, in_history: bool, native: bool) -> RenderedPrompt:
+        """This prompt as a format states its tool changes: ``in_history`` (Anthropic
+        system messages) keeps the tool-change messages, else the history is rendered
+        without them (a memo of its own); ``native`` (a request-level form, e.g. OpenAI
+        ``allowed_tools``) needs no tail note, else disabled tools, or a change the history
+        does not state yet, add the mask note to the tail (unless the caller's
+        ``render(allowed_tools=)`` already put one there)."""
+        note = bool(self.disabled_tools) if not in_history else self.pending_tool_change
+        note = note and not native and not any(
+            t.startswith(f"<{MASK_SLOT}>") for t in self.tail_texts)
+        drop = not in_history and self.tool_change_count > 0
+        if not (note or drop):
+            return self
+        changes: dict[str, Any] = {}
+        if note:
+            enabled = sorted(set(self.head.tools.names) - self.disabled_tools)
+            text = allowed_tools_note(enabled)
+            changes["tail_texts"] = (*self.tail_texts, tail_text(MASK_SLOT, text))
+            changes["tail"] = (*self.tail, (MASK_SLOT, canonical_json(
+                {"slot": MASK_SLOT, "text": text})))
+        if drop:
+            kept = [i for i in range(self.message_count)
+                    if self.message_list[i].role != "system"]
+            previous = self.previous_breakpoint
+            if previous is not None:  # its index among the kept messages
+                previous = bisect.bisect_right(kept, previous) - 1
+            changes.update(
+                message_list=[self.message_list[i] for i in kept], message_count=len(kept),
+                history_segments=[self.history_segments[i] for i in kept],
+                history_memo=self.history_memo.setdefault("without-tool-changes", {}),
+                previous_breakpoint=None if previous is None or previous < 0 else previous,
+                tool_change_count=0)
+        return dataclasses.replace(self, **changes)
 
     def _short_places(self, model: str) -> frozenset[tuple[str, int]]:
         """The SDK breakpoint places whose prefix is surely below ``model``'s minimum (see
@@ -358,13 +419,14 @@ class RenderedPrompt:
         """
         check_model(model)
         self._check_not_empty()
+        prompt, params = self._openai_tools(openai_chat.WIRE_FORMAT, model, params)
         content, fingerprints = openai_chat.render(
-            self, model=model, prompt_cache_key=prompt_cache_key, system_role=system_role,
+            prompt, model=model, prompt_cache_key=prompt_cache_key, system_role=system_role,
             tail_role=tail_role, params=params, prompt_cache_ttl=prompt_cache_ttl,
             prompt_cache_mode=prompt_cache_mode, history_ttl=history_ttl)
         return ProviderRequest._rendered(
             openai_chat.WIRE_FORMAT, openai_chat.ENDPOINT, content, fingerprints,
-            tail_count=1 if self.tail else 0, params={"model": model, **params})
+            tail_count=1 if prompt.tail else 0, params={"model": model, **params})
 
     def to_openai_responses(self, *, model: str, prompt_cache_key: bool | str | None = None,
                             system_role: str = "developer", tail_role: str | None = None,
@@ -379,13 +441,38 @@ class RenderedPrompt:
         """
         check_model(model)
         self._check_not_empty()
+        prompt, params = self._openai_tools(openai_responses.WIRE_FORMAT, model, params)
         content, fingerprints = openai_responses.render(
-            self, model=model, prompt_cache_key=prompt_cache_key, system_role=system_role,
+            prompt, model=model, prompt_cache_key=prompt_cache_key, system_role=system_role,
             tail_role=tail_role, params=params, prompt_cache_ttl=prompt_cache_ttl,
             prompt_cache_mode=prompt_cache_mode, history_ttl=history_ttl)
         return ProviderRequest._rendered(
             openai_responses.WIRE_FORMAT, openai_responses.ENDPOINT, content, fingerprints,
-            tail_count=1 if self.tail else 0, params={"model": model, **params})
+            tail_count=1 if prompt.tail else 0, params={"model": model, **params})
+
+    def _openai_tools(self, wire_format: str, model: str, params: dict[str, Any]
+                      ) -> tuple[RenderedPrompt, dict[str, Any]]:
+        """This prompt and params as an OpenAI request states its tool changes: the history
+        without tool-change messages, and ``tool_choice: allowed_tools`` naming the enabled
+        tools where the model has it (``model_features``), else the tail mask note.
+
+        Raises:
+            InputError: ``tool_choice`` given as a dict while tools are disabled (code
+                ``render-param``: pass ``"auto"`` or ``"required"``, which become the
+                ``allowed_tools`` mode).
+        """
+        native = model_features("openai", model).allowed_tools
+        prompt = self._stated_tools(in_history=False, native=native)
+        if native and self.disabled_tools:
+            mode = params.get("tool_choice", "auto")
+            if mode not in ("auto", "required"):
+                raise InputError(
+                    f"tool_choice {mode!r} cannot be combined with disabled tools (sent as "
+                    "tool_choice allowed_tools): pass 'auto' or 'required'",
+                    code="render-param", pointer="/tool_choice")
+            enabled = sorted(set(self.head.tools.names) - self.disabled_tools)
+            params = {**params, "tool_choice": openai_allowed_tools(wire_format, enabled, mode)}
+        return prompt, params
 
 
 public(RenderedPrompt)

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,6 +41,7 @@ __all__ = [
     "OPTIONS_KEY",
     "SYSTEM_ROLES",
     "ExplicitCache",
+    "allowed_tools",
     "body",
     "diagnostics_request",
     "explicit_cache",
@@ -445,6 +446,21 @@ def marked_bytes(message: MessageParts, ttl: str | None, request_ttl: str | None
                 parts[-1][MARKER_KEY] = marker(None if ttl in ("user", request_ttl) else ttl)
                 break
     return tuple([canonical_json(item) for item in items])
+
+
+def allowed_tools(wire_format: str, names: Sequence[str], mode: str) -> dict[str, Any]:
+    """``tool_choice`` restricting the callable tools to ``names`` without changing
+    ``tools``: Chat ``{"type": "allowed_tools", "allowed_tools": {"mode", "tools":
+    [{"type": "function", "function": {"name"}}]}}``, Responses ``{"type": "allowed_tools",
+    "mode", "tools": [{"type": "function", "name"}]}``. Source: openai-python
+    ``chat/chat_completion_allowed_tool_choice_param.py``,
+    ``responses/tool_choice_allowed_param.py``."""
+    if wire_format == "openai-chat":
+        return {"allowed_tools": {"mode": mode, "tools": [
+            {"function": {"name": n}, "type": "function"} for n in names]},
+            "type": "allowed_tools"}
+    return {"mode": mode, "tools": [{"name": n, "type": "function"} for n in names],
+            "type": "allowed_tools"}
 
 
 def tail_role(model: str) -> str:

@@ -290,10 +290,13 @@ def tool_schema(entry: dict[str, Any]) -> tuple[dict[str, Any], str] | None:
 
 def block(canonical: Mapping[str, Any]) -> dict[str, Any]:
     """The content block for one canonical block (``text``, ``tool_use``, ``tool_result``,
-    and a kept ``thinking`` / ``redacted_thinking`` block, replayed as received).
+    a kept ``thinking`` / ``redacted_thinking`` block, replayed as received, and a tool change
+    as a ``tool_addition`` / ``tool_removal`` block referencing a tool of ``tools[]``).
 
     Source: tool_use / tool_result block shapes, platform.claude.com/docs/en/agents-and-tools
-    /tool-use/implement-tool-use.
+    /tool-use/implement-tool-use; tool changes: anthropic-sdk-python
+    ``types/beta/beta_request_tool_addition_block_param.py`` (``{"type": "tool_addition",
+    "tool": {"type": "tool_reference", "name": ...}}``) and ``lib/tools/_beta_runner.py``.
     """
     kind = canonical["type"]
     if kind == "text":
@@ -306,6 +309,9 @@ def block(canonical: Mapping[str, Any]) -> dict[str, Any]:
     if kind == "tool_call":
         return {"id": canonical["id"], "input": canonical["arguments"], "name": canonical["name"],
                 "type": "tool_use"}
+    if kind == "tool_change":  # in a role: "system" message (beta TOOL_CHANGES_BETA)
+        return {"tool": {"name": canonical["name"], "type": "tool_reference"},
+                "type": "tool_" + canonical["change"]}
     out = {"content": canonical["content"], "tool_use_id": canonical["tool_call_id"],
            "type": "tool_result"}
     if canonical.get("is_error"):
@@ -378,11 +384,20 @@ def tail_role_for(prompt: PromptParts, *, supported: bool, asked: str | None) ->
     if asked is not None and asked not in TAIL_ROLES:
         raise InputError(f"tail_role must be 'user', 'system' or None (automatic), got "
                          f"{asked!r}", code="render-tail-role", pointer="/tail_role")
-    if asked == "user" or not prompt.tail_texts:
+    if not prompt.tail_texts:
         return "user"
     count = prompt.message_count
     last = _role(prompt.message_list[count - 1]) if count else None
-    if last in ("user", "system"):
+    if asked == "user" and last != "system":
+        return "user"
+    if last == "system":  # a tool change: the tail joins it (it must stay last)
+        if asked == "user":
+            raise InputError("tail_role='user' cannot be placed: the history ends with a tool "
+                             "change (a system message), which must be last or followed by an "
+                             "assistant turn; use tail_role=None or 'system'",
+                             code="render-tail-role", segment=f"messages[{count}]")
+        return "system"
+    if last == "user":
         return "system" if asked == "system" or supported else "user"
     if asked is None:
         return "user"
@@ -571,7 +586,8 @@ def _markable(message: MessageParts) -> int | None:
 
 
 def _role(message: MessageParts) -> str:
-    return "assistant" if message.role == "assistant" else "user"
+    role = message.role
+    return role if role in ("assistant", "system") else "user"
 
 
 def _groups(messages: Sequence[MessageParts], start: int,
@@ -721,6 +737,9 @@ def session_hint(body: Mapping[str, Any]) -> str | None:
 
 
 # -- cache diagnostics (beta) -------------------------------------------------------------------
+
+BETA_HEADER = "anthropic-beta"
+"""The request header naming beta features (comma-separated values)."""
 
 DIAGNOSTICS_BETA = "cache-diagnosis-2026-04-07"
 """``anthropic-beta`` value enabling ``diagnostics.previous_message_id`` (``anthropics/skills``

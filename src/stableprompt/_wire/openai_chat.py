@@ -277,6 +277,9 @@ def message_dicts(message: MessageParts) -> list[dict[str, Any]]:
 
     Source: openai-python ``chat/completion_create_params.py`` message params.
     """
+    if message.role == "system":  # RenderedPrompt renders OpenAI without them
+        raise HistoryError("tool changes have no OpenAI message form (they are sent as "
+                           "tool_choice allowed_tools)", code="history-role")
     blocks = message.wire_blocks
     texts = [b["text"] for b in blocks if b["type"] == "text"]
     if message.role == "tool":

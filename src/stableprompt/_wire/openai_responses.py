@@ -219,6 +219,9 @@ def items(message: MessageParts) -> list[dict[str, Any]]:
 
     Source: openai-python ``responses/response_input_item_param.py``.
     """
+    if message.role == "system":  # RenderedPrompt renders OpenAI without them
+        raise HistoryError("tool changes have no OpenAI message form (they are sent as "
+                           "tool_choice allowed_tools)", code="history-role")
     out: list[dict[str, Any]] = []
     blocks = message.wire_blocks
     texts = [b["text"] for b in blocks if b["type"] == "text"]
