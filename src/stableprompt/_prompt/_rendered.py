@@ -300,7 +300,7 @@ class RenderedPrompt:
             return self
         changes: dict[str, Any] = {}
         if note:
-            enabled = sorted(set(self.head.tools.names) - self.disabled_tools)
+            enabled = sorted({t.name for t in self.head.tools} - self.disabled_tools)
             text = allowed_tools_note(enabled)
             changes["tail_texts"] = (*self.tail_texts, tail_text(MASK_SLOT, text))
             changes["tail"] = (*self.tail, (MASK_SLOT, canonical_json(
@@ -470,7 +470,7 @@ class RenderedPrompt:
                     f"tool_choice {mode!r} cannot be combined with disabled tools (sent as "
                     "tool_choice allowed_tools): pass 'auto' or 'required'",
                     code="render-param", pointer="/tool_choice")
-            enabled = sorted(set(self.head.tools.names) - self.disabled_tools)
+            enabled = sorted({t.name for t in self.head.tools} - self.disabled_tools)
             params = {**params, "tool_choice": openai_allowed_tools(wire_format, enabled, mode)}
         return prompt, params
 
