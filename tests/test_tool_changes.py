@@ -250,3 +250,35 @@ def test_every_turn_with_tool_changes_equals_a_from_scratch_render() -> None:
             check(rendered, render)
         conv.add_response(ANSWER)
         conv.user(f"question {i}")
+
+
+def test_the_emulator_caches_across_tool_changes_and_system_tails() -> None:
+    """Against the emulator (Opus 5): the tool-change message and the system-message tail
+    are accepted and every later turn reads the previous request's whole stable prefix; a
+    model without system messages answers 400, as the API does."""
+    from stableprompt.emulator import Emulator, FakeClock
+
+    head = PromptBuilder(system=" ".join(f"rule {i}: keep the prefix." for i in range(200)),
+                         tools=TOOLS, tail_slots=["now"], tokenizer=None).freeze()
+    conv = head.conversation()
+    reads = []
+    with Emulator(clock=FakeClock()) as emu, httpx.Client(
+            base_url=emu.base_url, headers={"x-api-key": "k", "content-type": "application/json"}) as http:
+        for turn in range(6):
+            conv.user(f"question {turn}")
+            if turn % 2:
+                (conv.disable_tools if turn % 4 == 1 else conv.enable_tools)(["beta"])
+            request = conv.render(tail={"now": str(turn)}).to_anthropic(
+                model=SUPPORTED, max_tokens=64)
+            answer = http.post("/v1/messages", content=request.content,
+                               headers=dict(request.headers)).json()
+            reads.append((answer["usage"]["cache_read_input_tokens"],
+                          answer["usage"]["cache_creation_input_tokens"]))
+            conv.add_response(answer)
+        conv.user("last")
+        refused = http.post("/v1/messages", content=conv.render(tail={"now": "y"}).to_anthropic(
+            model=UNSUPPORTED, max_tokens=8, tail_role="system").content)
+    assert refused.status_code == 400
+    assert "not supported on this model" in refused.text
+    for (read, write), (next_read, _) in zip(reads, reads[1:], strict=False):
+        assert next_read == read + write  # everything the previous turn wrote is read
