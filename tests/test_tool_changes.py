@@ -5,6 +5,7 @@ back to the tail mask; the head fingerprint never changes."""
 
 from __future__ import annotations
 
+import itertools
 import json
 from typing import Any
 
@@ -262,8 +263,9 @@ def test_the_emulator_caches_across_tool_changes_and_system_tails() -> None:
                          tools=TOOLS, tail_slots=["now"], tokenizer=None).freeze()
     conv = head.conversation()
     reads = []
-    with Emulator(clock=FakeClock()) as emu, httpx.Client(
-            base_url=emu.base_url, headers={"x-api-key": "k", "content-type": "application/json"}) as http:
+    headers = {"x-api-key": "k", "content-type": "application/json"}
+    with Emulator(clock=FakeClock()) as emu, httpx.Client(base_url=emu.base_url,
+                                                           headers=headers) as http:
         for turn in range(6):
             conv.user(f"question {turn}")
             if turn % 2:
@@ -280,5 +282,5 @@ def test_the_emulator_caches_across_tool_changes_and_system_tails() -> None:
             model=UNSUPPORTED, max_tokens=8, tail_role="system").content)
     assert refused.status_code == 400
     assert "not supported on this model" in refused.text
-    for (read, write), (next_read, _) in zip(reads, reads[1:], strict=False):
+    for (read, write), (next_read, _) in itertools.pairwise(reads):
         assert next_read == read + write  # everything the previous turn wrote is read
