@@ -60,5 +60,7 @@ def test_readme_mid_session_block_runs() -> None:
         "anthropic-beta": "mid-conversation-tool-changes-2026-07-01"}
     last = anthropic.body["messages"][-1]  # type: ignore[attr-defined]
     assert last["role"] == "system"
-    assert [b["type"] for b in last["content"]] == ["tool_removal", "text"]
+    assert [m["role"] for m in anthropic.body["messages"]] == [  # type: ignore[attr-defined]
+        "user", "system"]
+    assert [b["type"] for b in last["content"]] == ["tool_removal", "text", "text"]
     assert chat.body["prompt_cache_options"] == {"ttl": "30m"}  # type: ignore[attr-defined]

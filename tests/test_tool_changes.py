@@ -246,6 +246,8 @@ def test_every_turn_with_tool_changes_equals_a_from_scratch_render() -> None:
     for i in range(24):
         if i % 3 == 0:
             (conv.disable_tools if i % 2 else conv.enable_tools)([TOOLS[i % 3].name])
+        if i % 4 == 1:
+            conv.system(f"Operator update {i}.")
         rendered = conv.render(tail={"now": str(i)} if i % 2 else None)
         for render in renders.values():
             check(rendered, render)
@@ -284,3 +286,43 @@ def test_the_emulator_caches_across_tool_changes_and_system_tails() -> None:
     assert "not supported on this model" in refused.text
     for (read, write), (next_read, _) in itertools.pairwise(reads):
         assert next_read == read + write  # everything the previous turn wrote is read
+
+
+def test_system_appends_instructions_to_history_in_each_form() -> None:
+    """``Conversation.system``: a ``role: system`` text message after the user turn (Opus 5),
+    ``<system-reminder>`` user text in the same place (Sonnet 5), a developer message
+    (OpenAI); the head never changes and the history before it keeps its bytes."""
+    conv = _conversation()
+    before = _anthropic(conv)
+    conv.system("Answer in French.")
+    rendered = conv.render()
+    opus = rendered.to_anthropic(model=SUPPORTED, max_tokens=8)
+    assert opus.body["messages"][1] == {"content": [{
+        "cache_control": {"type": "ephemeral"}, "text": "Answer in French.", "type": "text"}],
+        "role": "system"}
+    assert opus.headers == {} and diff(before, opus) is None
+    sonnet = rendered.to_anthropic(model=UNSUPPORTED, max_tokens=8)
+    assert _roles(sonnet) == ["user"]
+    assert sonnet.body["messages"][0]["content"][-1]["text"] == (
+        "<system-reminder>\nAnswer in French.\n</system-reminder>")
+    chat = rendered.to_openai_chat(model="gpt-5.6")
+    assert chat.body["messages"][-1] == {"content": "Answer in French.", "role": "developer"}
+    assert opus.head_fingerprint == before.head_fingerprint
+    for request in (opus, sonnet, chat, rendered.to_openai_responses(model="gpt-5.6")):
+        assert request.fingerprint == request.segmented.fingerprint
+
+
+def test_system_waits_for_a_user_turn_and_is_exported() -> None:
+    """Instructions given after the assistant's answer go in after the next user message;
+    they are history: exported and resumed byte for byte."""
+    conv = _conversation()
+    conv.add_response(ANSWER)
+    conv.system("Be terse.")
+    assert _roles(_anthropic(conv)) == ["user", "assistant"]
+    conv.user("next")
+    request = _anthropic(conv)
+    assert _roles(request) == ["user", "assistant", "user", "system"]
+    assert _anthropic(conv.head.resume(conv.export())).content == request.content
+    with pytest.raises(HistoryError) as caught:
+        conv.system("")
+    assert caught.value.code == "history-empty-text"

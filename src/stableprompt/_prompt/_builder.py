@@ -43,6 +43,7 @@ from ._messages import (
     Message,
     ToolCall,
     assistant_message,
+    system_message,
     tool_change_message,
     tool_result_message,
     user_message,
@@ -435,6 +436,9 @@ class Conversation:
         self._history_disabled: frozenset[str] = frozenset()
         self._disabled: frozenset[str] = frozenset()
         self._tool_change_count = 0
+        # Operator instructions (system()) not in the history yet, and those that are.
+        self._pending_system: list[Message] = []
+        self._system_text_count = 0
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (Conversation._resume, (self.head, self.export()))
@@ -455,10 +459,10 @@ class Conversation:
         """Check the tool protocol for ``message``, then append it."""
         last = self._messages[-1].role if self._messages else None
         if message.role == "system":
-            if last not in ("user", "tool") or self._open_calls:
+            if last not in ("user", "tool", "system") or self._open_calls:
                 raise HistoryError(
-                    "a tool change must follow a user turn (a user message or the results of "
-                    "every open tool call)", code="history-system-placement",
+                    "a system message must follow a user turn (a user message or the results "
+                    "of every open tool call)", code="history-system-placement",
                     pointer=f"/messages/{len(self._messages)}")
             for i, (_, name) in enumerate(message.tool_changes):
                 if name not in self.head.tools.names:
@@ -467,9 +471,9 @@ class Conversation:
                                        pointer=f"/content/{i}/name")
         elif last == "system" and message.role != "assistant":
             raise HistoryError(
-                "the history ends with a tool change (a mid-conversation system message), "
-                "which must be followed by an assistant turn: render and append the answer "
-                "first, or change tools after this message", code="history-system-placement",
+                "the history ends with a mid-conversation system message (a tool change or "
+                "operator instructions), which must be followed by an assistant turn: append "
+                "the answer first", code="history-system-placement",
                 pointer=f"/messages/{len(self._messages)}")
         if message.role in ("user", "assistant") and self._open_calls:
             raise HistoryError(
@@ -656,6 +660,9 @@ class Conversation:
         return frozenset(names)
 
     def _fold_changes(self, message: Message) -> None:
+        if not message.tool_changes:  # operator instructions
+            self._system_text_count += 1
+            return
         disabled = set(self._history_disabled)
         for change, name in message.tool_changes:
             (disabled.discard if change == "addition" else disabled.add)(name)
@@ -666,20 +673,46 @@ class Conversation:
         """Fold the history's tool changes again (after compaction): changes of a replaced
         span that still hold become pending again."""
         self._history_disabled, self._tool_change_count = frozenset(), 0
+        self._system_text_count = 0
         for message in self._messages:
             if message.role == "system":
                 self._fold_changes(message)
 
     def _flush_changes(self) -> None:
-        """Write the pending tool change into the history when it can go there (the history
-        ends with a user turn, every tool call answered)."""
-        if self._disabled == self._history_disabled or not self._messages \
-                or self._messages[-1].role not in ("user", "tool") or self._open_calls:
+        """Write the pending tool change, then the pending instructions, into the history
+        when they can go there (the history ends with a user turn, every tool call
+        answered)."""
+        if not self._messages or self._messages[-1].role not in ("user", "tool") \
+                or self._open_calls:
             return
-        removed = sorted(self._disabled - self._history_disabled)
-        added = sorted(self._history_disabled - self._disabled)
-        self._admit(tool_change_message([("removal", n) for n in removed]
-                                        + [("addition", n) for n in added]))
+        if self._disabled != self._history_disabled:
+            removed = sorted(self._disabled - self._history_disabled)
+            added = sorted(self._history_disabled - self._disabled)
+            self._admit(tool_change_message([("removal", n) for n in removed]
+                                            + [("addition", n) for n in added]))
+        pending, self._pending_system = self._pending_system, []
+        for message in pending:
+            self._admit(message)
+
+    def system(self, text: str) -> None:
+        """Append operator instructions to the history as a mid-conversation system message,
+        without a new head: they hold from the next request on and stay in the history
+        (cached with it), unlike a tail slot, which is sent (uncached) on every request.
+
+        Sent as a ``role: "system"`` message on Anthropic models that have them
+        (``model_features``), as ``<system-reminder>`` user text in the same place on the
+        others, and as a ``developer`` message on OpenAI. Cost: the text's tokens, written
+        to the cache once with its turn; the whole prefix before it stays cached. Rewriting
+        the system text instead makes a new head: the whole conversation is written again.
+
+        Placed like a tool change (see :meth:`enable_tools`): by the next :meth:`render`
+        whose history ends with a user turn, so it follows that turn and is followed by the
+        assistant's answer; a pending one is not exported.
+
+        Raises:
+            HistoryError: ``text`` is not a non-empty str (code ``history-empty-text``).
+        """
+        self._pending_system.append(system_message(text))
 
     # -- export / resume --------------------------------------------------------------------
 
@@ -835,6 +868,7 @@ class Conversation:
             "disabled_tools": self._disabled,
             "pending_tool_change": self._disabled != self._history_disabled,
             "tool_change_count": self._tool_change_count,
+            "system_text_count": self._system_text_count,
         })
 
     def fork(self) -> Conversation:
@@ -850,6 +884,8 @@ class Conversation:
         other._memo = dict(self._memo)
         other._history_disabled, other._disabled = self._history_disabled, self._disabled
         other._tool_change_count = self._tool_change_count
+        other._pending_system = list(self._pending_system)
+        other._system_text_count = self._system_text_count
         return other
 
     # -- compaction -------------------------------------------------------------------------

@@ -38,7 +38,7 @@ from .._wire import anthropic, openai_chat, openai_responses
 from .._wire._openai import allowed_tools as openai_allowed_tools
 from .._wire._parts import HeadParts, check_model
 from .._wire._request import ProviderRequest
-from ._messages import Message
+from ._messages import Message, as_user_text
 
 __all__ = ["RenderedPrompt"]
 
@@ -106,6 +106,9 @@ class RenderedPrompt:
     tool_change_count: int = field(default=0, repr=False, compare=False)
     """Tool-change (``system``) messages in the history: formats without a form for them
     render the history without them."""
+    system_text_count: int = field(default=0, repr=False, compare=False)
+    """Operator-instruction (``system`` text) messages in the history: Anthropic models
+    without mid-conversation system messages get them as user text."""
 
     @cached_property
     def messages(self) -> tuple[Message, ...]:
@@ -272,7 +275,8 @@ class RenderedPrompt:
         self._check_not_empty()
         features = model_features("anthropic", model)
         beta = features.tool_changes_beta
-        prompt = self._stated_tools(in_history=beta is not None, native=False)
+        prompt = self._stated_tools(in_history=beta is not None, native=False,
+                                    text_as_user=not features.system_messages)
         role = anthropic.tail_role_for(prompt, supported=features.system_messages,
                                        asked=tail_role)
         content, fingerprints = anthropic.render(
@@ -285,18 +289,22 @@ class RenderedPrompt:
             tail_count=len(prompt.tail_texts), params={"model": model, **params},
             headers=headers)
 
-    def _stated_tools(self, *, in_history: bool, native: bool) -> RenderedPrompt:
-        """This prompt as a format states its tool changes: ``in_history`` (Anthropic
-        system messages) keeps the tool-change messages, else the history is rendered
-        without them (a memo of its own); ``native`` (a request-level form, e.g. OpenAI
-        ``allowed_tools``) needs no tail note, else disabled tools, or a change the history
-        does not state yet, add the mask note to the tail (unless the caller's
-        ``render(allowed_tools=)`` already put one there)."""
+    def _stated_tools(self, *, in_history: bool, native: bool,
+                      text_as_user: bool = False) -> RenderedPrompt:
+        """This prompt as a format states its tool changes and instructions: ``in_history``
+        (Anthropic system messages) keeps the tool-change messages, else the history is
+        rendered without them (a memo of its own); ``native`` (a request-level form, e.g.
+        OpenAI ``allowed_tools``) needs no tail note, else disabled tools, or a change the
+        history does not state yet, add the mask note to the tail (unless the caller's
+        ``render(allowed_tools=)`` already put one there); ``text_as_user`` sends operator
+        instructions as ``<system-reminder>`` user text (a model without system
+        messages)."""
         note = bool(self.disabled_tools) if not in_history else self.pending_tool_change
         note = note and not native and not any(
             t.startswith(f"<{MASK_SLOT}>") for t in self.tail_texts)
         drop = not in_history and self.tool_change_count > 0
-        if not (note or drop):
+        convert = text_as_user and self.system_text_count > 0
+        if not (note or drop or convert):
             return self
         changes: dict[str, Any] = {}
         if note:
@@ -305,18 +313,29 @@ class RenderedPrompt:
             changes["tail_texts"] = (*self.tail_texts, tail_text(MASK_SLOT, text))
             changes["tail"] = (*self.tail, (MASK_SLOT, canonical_json(
                 {"slot": MASK_SLOT, "text": text})))
-        if drop:
-            kept = [i for i in range(self.message_count)
-                    if self.message_list[i].role != "system"]
+        if drop or convert:
+            kept: list[int] = []
+            messages: list[Message] = []
+            for i in range(self.message_count):
+                message = self.message_list[i]
+                if message.role == "system":
+                    if message.tool_changes:
+                        if drop:
+                            continue
+                    elif convert:
+                        message = as_user_text(message)
+                kept.append(i)
+                messages.append(message)
             previous = self.previous_breakpoint
             if previous is not None:  # its index among the kept messages
                 previous = bisect.bisect_right(kept, previous) - 1
             changes.update(
-                message_list=[self.message_list[i] for i in kept], message_count=len(kept),
+                message_list=messages, message_count=len(kept),
                 history_segments=[self.history_segments[i] for i in kept],
-                history_memo=self.history_memo.setdefault("without-tool-changes", {}),
+                history_memo=self.history_memo.setdefault(f"variant-{drop:d}{convert:d}", {}),
                 previous_breakpoint=None if previous is None or previous < 0 else previous,
-                tool_change_count=0)
+                tool_change_count=self.tool_change_count if not drop else 0,
+                system_text_count=0 if convert else self.system_text_count)
         return dataclasses.replace(self, **changes)
 
     def _short_places(self, model: str) -> frozenset[tuple[str, int]]:

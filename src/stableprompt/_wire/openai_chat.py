@@ -277,9 +277,13 @@ def message_dicts(message: MessageParts) -> list[dict[str, Any]]:
 
     Source: openai-python ``chat/completion_create_params.py`` message params.
     """
-    if message.role == "system":  # RenderedPrompt renders OpenAI without them
-        raise HistoryError("tool changes have no OpenAI message form (they are sent as "
-                           "tool_choice allowed_tools)", code="history-role")
+    if message.role == "system":  # operator instructions; tool changes are left out
+        if any(b["type"] != "text" for b in message.wire_blocks):
+            raise HistoryError("tool changes have no OpenAI message form (they are sent as "
+                               "tool_choice allowed_tools)", code="history-role")
+        texts = [b["text"] for b in message.wire_blocks]
+        return [{"content": texts[0] if len(texts) == 1 else [
+            {"text": t, "type": "text"} for t in texts], "role": "developer"}]
     blocks = message.wire_blocks
     texts = [b["text"] for b in blocks if b["type"] == "text"]
     if message.role == "tool":

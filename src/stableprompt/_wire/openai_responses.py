@@ -219,9 +219,13 @@ def items(message: MessageParts) -> list[dict[str, Any]]:
 
     Source: openai-python ``responses/response_input_item_param.py``.
     """
-    if message.role == "system":  # RenderedPrompt renders OpenAI without them
-        raise HistoryError("tool changes have no OpenAI message form (they are sent as "
-                           "tool_choice allowed_tools)", code="history-role")
+    if message.role == "system":  # operator instructions; tool changes are left out
+        if any(b["type"] != "text" for b in message.wire_blocks):
+            raise HistoryError("tool changes have no OpenAI message form (they are sent as "
+                               "tool_choice allowed_tools)", code="history-role")
+        return [{"content": [{"text": b["text"], "type": "input_text"}
+                             for b in message.wire_blocks], "role": "developer",
+                 "type": "message"}]
     out: list[dict[str, Any]] = []
     blocks = message.wire_blocks
     texts = [b["text"] for b in blocks if b["type"] == "text"]

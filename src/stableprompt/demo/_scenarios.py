@@ -36,9 +36,10 @@ calls and results) and differs only in how it builds request bodies:
   (:meth:`~stableprompt.Conversation.fork`): every subagent's first call reads the head the
   first subagent wrote, a cross-session read.
 * mid-session changes (SDK harnesses, every :data:`CHANGE_EVERY_TURNS` turns):
-  ``system-message`` sends new operator instructions in a tail slot (a trailing
-  mid-conversation system message on models that have them, user text elsewhere) and
-  ``system-edit`` writes them into the system text (a new head, the habit);
+  ``system-message`` appends new operator instructions to the history
+  (``Conversation.system``: a mid-conversation system message on models that have them,
+  ``<system-reminder>`` user text or a developer message elsewhere) and ``system-edit``
+  writes them into the system text (a new head, the habit);
   ``dynamic-tools`` withdraws and brings back a tool with ``disable_tools`` /
   ``enable_tools`` (an MCP-like server) and ``dynamic-tools-rebuild`` rebuilds the head
   with the tools offered (the habit).
@@ -322,9 +323,6 @@ class Scenario:
 class SdkHarness(Harness):
     """The SDK as intended: pinned head, append-only history, clock in a tail slot."""
 
-    slots: tuple[str, ...] = ()
-    """Optional tail slots besides ``now``."""
-
     def __init__(self, session: WorkloadSession, spec: HarnessSpec) -> None:
         self._session = session
         self._conversation: Conversation = self._head(spec.system_prompt,
@@ -334,10 +332,8 @@ class SdkHarness(Harness):
         self._metadata = {"user_id": session.id}
 
     def _head(self, system: str, tools: Any) -> PinnedHead:
-        builder = PromptBuilder(tokenizer=None).system(system).tools(tools).tail_slot("now")
-        for slot in self.slots:
-            builder.tail_slot(slot, required=False)
-        return builder.freeze()
+        return PromptBuilder(tokenizer=None).system(system).tools(tools).tail_slot(
+            "now").freeze()
 
     def tail(self, now: float) -> dict[str, str]:
         """The tail slots' values for a call at ``now``."""
@@ -654,21 +650,14 @@ def instruction_update(index: int) -> str:
 
 
 class SystemMessage(SdkHarness):
-    """Instruction updates in a tail slot: a trailing mid-conversation system message where
-    the model has them (``to_anthropic``'s automatic ``tail_role``), user text elsewhere."""
-
-    slots = ("instructions",)
-    _instructions = ""
+    """Instruction updates appended to the history with ``Conversation.system``: a
+    mid-conversation system message after the user turn where the model has them
+    (``<system-reminder>`` user text on other Anthropic models, a developer message on
+    OpenAI), cached with the history."""
 
     def begin_turn(self, index: int) -> None:
         if index and index % CHANGE_EVERY_TURNS == 0:
-            self._instructions = instruction_update(index)
-
-    def tail(self, now: float) -> dict[str, str]:
-        tail = super().tail(now)
-        if self._instructions:
-            tail["instructions"] = self._instructions
-        return tail
+            self._conversation.system(instruction_update(index))
 
 
 class SystemEdit(SdkHarness):
@@ -770,10 +759,10 @@ SCENARIOS: tuple[Scenario, ...] = (
              "subagent wrote (a cross-session read, inside the ceiling)",
              PROVIDERS, ForkedSubagents, max_sessions=SUBAGENT_SESSIONS),
     Scenario("system-message",
-             f"every {CHANGE_EVERY_TURNS} turns new operator instructions, sent in the tail "
-             "(a mid-conversation system message where the model has them)",
-             "only the instructions' own tokens on every call: they follow the last "
-             "breakpoint, so the whole history is read", PROVIDERS, SystemMessage),
+             f"every {CHANGE_EVERY_TURNS} turns new operator instructions, appended as a "
+             "mid-conversation system message (Conversation.system)",
+             "nothing but the instructions' own tokens, written once with their turn: the "
+             "whole history before them is read", PROVIDERS, SystemMessage),
     Scenario("system-edit",
              f"every {CHANGE_EVERY_TURNS} turns new operator instructions, written into the "
              "system text (a new head)",
