@@ -41,7 +41,8 @@ ISSUE_FIELDS = ["calls", "input_tokens", "cache_read_tokens", "cache_write_token
                 "ceiling", "verdicts", "agreement"]
 ALL = ("stableprompt", "clock-in-system", "tool-order-drift", "key-order-drift",
        "head-rewrite-compaction", "breakpoint-misplaced", "subagent-spec-copies",
-       "subagent-fork")
+       "subagent-fork", "system-message", "system-edit", "dynamic-tools",
+       "dynamic-tools-rebuild")
 OPENAI = (*ALL[:5], *ALL[6:])
 """What --provider openai runs: all but breakpoint-misplaced (Anthropic only)."""
 
@@ -567,3 +568,36 @@ def test_openai_demo_can_send_responses(tmp_path: Path,
     with pytest.raises(InputError) as info:
         run_demo(synthetic_workload(), provider="anthropic", wire="openai-responses")
     assert info.value.code == "demo-wire"
+
+
+MID_SESSION = ["stableprompt", "system-message", "system-edit", "dynamic-tools",
+               "dynamic-tools-rebuild"]
+
+
+@pytest.mark.parametrize(("provider", "model"), [("anthropic", None),
+                                                 ("anthropic", "claude-opus-5"),
+                                                 ("openai", None)])
+def test_mid_session_changes_keep_the_cache_and_the_habits_do_not(
+        synthetic: Workload, tmp_path: Path, provider: str, model: str | None) -> None:
+    """Instruction updates in the tail (a mid-conversation system message on Opus 5) and
+    tool changes with enable_tools / disable_tools stay within 2% of the SDK's own share of
+    the ceiling; rewriting the system text or rebuilding the head loses far more."""
+    options: dict[str, Any] = {"model": model} if model else {}
+    result = run_demo(synthetic, provider=provider, scenarios=MID_SESSION,
+                      capture_dir=tmp_path, **options)
+    share = {n: s.totals.of_ceiling for n, s in result.report.scenarios.items()}
+    assert all(v is not None for v in share.values())
+    base = share["stableprompt"]
+    assert base is not None
+    for kept in ("system-message", "dynamic-tools"):
+        assert (share[kept] or 0) >= base - 0.02, (kept, share)
+    for lost in ("system-edit", "dynamic-tools-rebuild"):
+        assert (share[lost] or 1) < base - 0.1, (lost, share)
+    if model == "claude-opus-5":
+        bodies = [json.loads(line)["request"] for line in
+                  (tmp_path / "system-message.jsonl").read_text().splitlines()]
+        assert any(m["role"] == "system" for b in bodies for m in b["messages"])
+        changes = [json.loads(line)["request"] for line in
+                   (tmp_path / "dynamic-tools.jsonl").read_text().splitlines()]
+        assert any(block.get("type") == "tool_removal" for b in changes
+                   for m in b["messages"] if m["role"] == "system" for block in m["content"])

@@ -221,7 +221,8 @@ def test_plan_lays_out_rows_and_rejects_bad_options() -> None:
     cost there (the multi-agent ones do not run on it)."""
     engine = [s for s in SCENARIOS if s.engine_predicts]
     assert [s.name for s in SCENARIOS if not s.engine_predicts] == [
-        "subagent-spec-copies", "subagent-fork"]
+        "subagent-spec-copies", "subagent-fork", "system-message", "system-edit",
+        "dynamic-tools", "dynamic-tools-rebuild"]
     plan = EnginePlan.of(engine, endpoints=None, base_url=None, template=None)
     assert plan.template == "qwen2.5" and plan.endpoints == tuple(ENDPOINTS)
     assert plan.row_names[:3] == ("stableprompt/chat", "stableprompt/responses",

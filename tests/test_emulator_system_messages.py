@@ -10,12 +10,12 @@ import anthropic
 import httpx
 import pytest
 
-from stableprompt._policy import SYSTEM_MESSAGES
+from stableprompt._policy import INLINE_TOOLS_BETA, TOOL_CHANGES_BETA
 from stableprompt.emulator import Emulator, FakeClock
 
 LONG = " ".join(f"rule {i}: keep the prefix stable." for i in range(300))
 MODEL = "claude-opus-5-5"
-TOOLS_BETA = SYSTEM_MESSAGES.tool_changes_beta
+TOOLS_BETA = TOOL_CHANGES_BETA
 TOOLS = [{"name": "Bash", "description": "run a command", "input_schema": {"type": "object"}},
          {"name": "Read", "description": "read a file", "input_schema": {"type": "object"}}]
 EPHEMERAL = {"type": "ephemeral"}
@@ -168,7 +168,7 @@ def test_tool_change_references_are_checked(emu: Emulator, tool: Any, fragment: 
 
 def test_inline_definition_can_be_referenced_later(emu: Emulator) -> None:
     """With the inline-tools beta a ``tool_definition`` adds a tool a later block may name."""
-    betas = f"{TOOLS_BETA},{SYSTEM_MESSAGES.inline_tools_beta}"
+    betas = f"{TOOLS_BETA},{INLINE_TOOLS_BETA}"
     define = {"type": "tool_addition", "tool": {"type": "tool_definition", "definition": {
         "name": "Grep", "input_schema": {"type": "object"}}}}
     messages = [user("q"), system(define), assistant("a"), user("q2"),

@@ -37,10 +37,14 @@ RENDERS: dict[str, Render] = {
                                              tool_choice={"type": "auto"}),
     "anthropic-2": lambda r: r.to_anthropic(model="m2", max_tokens=5, max_breakpoints=2,
                                             temperature=0.5),
+    "anthropic-system-tail": lambda r: r.to_anthropic(model="claude-opus-5", max_tokens=5),
     "chat": lambda r: r.to_openai_chat(model="gpt-5.6"),
     "chat-key": lambda r: r.to_openai_chat(model="gpt-4o", prompt_cache_key=True,
                                            system_role="developer", tool_choice="auto"),
+    "chat-explicit": lambda r: r.to_openai_chat(model="gpt-5.6", prompt_cache_ttl="30m"),
     "responses": lambda r: r.to_openai_responses(model="gpt-5.6"),
+    "responses-explicit": lambda r: r.to_openai_responses(
+        model="gpt-5.6", prompt_cache_ttl="12h", history_ttl="30m", prompt_cache_mode="explicit"),
     "responses-key": lambda r: r.to_openai_responses(
         model="gpt-4o", prompt_cache_key="k", system_role="system", tail_role="user",
         reasoning={"effort": "low"}),

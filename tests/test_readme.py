@@ -46,3 +46,21 @@ def test_readme_keeps_the_newcomer_commands_and_the_install_line() -> None:
     top = text.split("\n## Quickstart\n", 1)[0]
     assert ".venv/bin/stableprompt demo" in top and ".venv/bin/pytest" in top
     assert "not on PyPI" in top and "pip install /path/to/stableprompt" in top
+
+
+def test_readme_mid_session_block_runs() -> None:
+    """The mid-session changes block runs as written: the beta header on the Anthropic
+    request, the tool removal and the tail in one system message, OpenAI explicit caching."""
+    code = _python_block("Changing instructions and tools mid-session")
+    namespace: dict[str, object] = {"__name__": "readme"}
+    with pytest.warns(UserWarning):  # the example's prefix is below the model's minimum
+        exec(compile(code, str(README), "exec"), namespace)  # our own README, as written
+    anthropic, chat = namespace["anthropic"], namespace["chat"]
+    assert anthropic.headers == {  # type: ignore[attr-defined]
+        "anthropic-beta": "mid-conversation-tool-changes-2026-07-01"}
+    last = anthropic.body["messages"][-1]  # type: ignore[attr-defined]
+    assert last["role"] == "system"
+    assert [m["role"] for m in anthropic.body["messages"]] == [  # type: ignore[attr-defined]
+        "user", "system"]
+    assert [b["type"] for b in last["content"]] == ["tool_removal", "text", "text"]
+    assert chat.body["prompt_cache_options"] == {"ttl": "30m"}  # type: ignore[attr-defined]

@@ -52,6 +52,7 @@ _EXPORTS: dict[str, str] = {
     "LintPair": "_lint._linter",
     "LintReport": "_lint._linter",
     "Message": "_prompt._messages",
+    "ModelFeatures": "_policy",
     "OTelSink": "_report._otel",
     "OpenAIClient": "_client",
     "OpenAICompatibleClient": "_client",
@@ -97,6 +98,7 @@ _EXPORTS: dict[str, str] = {
     "get_tokenizer": "_tokens",
     "lint_capture": "_lint._linter",
     "lint_requests": "_lint._linter",
+    "model_features": "_policy",
     "parse_stream": "_wire._registry",
     "parse_usage": "_wire._registry",
     "plan_compaction": "_prompt._compaction",
@@ -173,8 +175,10 @@ if _typing.TYPE_CHECKING:
     )
     from ._policy import (
         CachePolicy,
+        ModelFeatures,
         PolicyTable,
         cache_policy,
+        model_features,
     )
     from ._prompt._builder import (
         Conversation,
@@ -258,6 +262,7 @@ __all__ = [
     "LintReport",
     "Message",
     "MethodNameError",
+    "ModelFeatures",
     "OTelSink",
     "OpenAIClient",
     "OpenAICompatibleClient",
@@ -304,6 +309,7 @@ __all__ = [
     "get_tokenizer",
     "lint_capture",
     "lint_requests",
+    "model_features",
     "parse_stream",
     "parse_usage",
     "plan_compaction",

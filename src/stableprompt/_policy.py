@@ -24,23 +24,29 @@ __all__ = [
     "CONTENT_SHAPES",
     "EXPLICIT_CACHE_APIS",
     "EXPLICIT_CACHE_RULES",
+    "INLINE_TOOLS_BETA",
+    "MODEL_FEATURES",
+    "OPENAI_EXPLICIT_RULES",
     "POLICY_TABLE_VERSION",
     "REASONING_RULES",
-    "SYSTEM_MESSAGES",
     "TOKEN_ESTIMATE_MARGIN",
     "TOLERANCE_FRACTION",
+    "TOOL_CHANGES_BETA",
     "TTL_LABELS_S",
     "CachePolicy",
     "ContentShapeRule",
     "ExplicitCacheRule",
+    "ModelFeatures",
+    "OpenAIExplicitRule",
     "PolicyTable",
     "ReasoningRule",
-    "SystemMessageRule",
     "cache_policy",
     "content_shape_change",
     "content_shape_rule",
     "default_policies",
     "explicit_cache_rule",
+    "model_features",
+    "openai_explicit_rule",
     "provider_of_wire_format",
     "reasoning_rule",
     "surely_below_minimum",
@@ -48,7 +54,7 @@ __all__ = [
     "text_block_of",
 ]
 
-POLICY_TABLE_VERSION = "2026-11-30"
+POLICY_TABLE_VERSION = "2026-12-07"
 
 TTL_LABELS_S: Mapping[str, int] = {"5m": 300, "30m": 1800, "1h": 3600, "12h": 43200, "24h": 86400}
 """Every TTL label a request body may carry, in seconds: the one table that turns a label into
@@ -72,6 +78,9 @@ of cl100k; ``reference/ENGINES.md``, 2026-11). A prefix counts as surely below a
 _ANTHROPIC_DOC = "https://platform.claude.com/docs/en/build-with-claude/prompt-caching"
 _ANTHROPIC_SKILLS = "anthropics/skills@0da71c3b:skills/claude-api/shared/prompt-caching.md"
 _OPENAI_DOC = "https://developers.openai.com/api/docs/guides/prompt-caching"
+_OPENAI_12H = ("https://www.w3cschool.cn/openai_api/openai-api-docs-prompt-caching.html "
+               "(guide mirror of 2026-11-04: 12h on Responses, write 2.5x; the official English "
+               "12h text was not seen)")
 _GEMINI_DOC = "https://ai.google.dev/gemini-api/docs/caching"
 _GEMINI_DOC_2026 = ("https://ai.google.dev/gemini-api/docs/generate-content/caching"
                     "?authuser=31&hl=zh-cn")
@@ -182,15 +191,16 @@ def _openai(pattern: str, minimum: int, granularity: int, modern: bool,
         # ("in_memory", the documented default) or 24 h with prompt_cache_retention="24h" (a
         # 24 h default for organizations without ZDR since 2026-05-29 is UNVERIFIED: override
         # ttls_s if your organization has it).
-        ttls_s=ttls_s or ((1800,) if modern else (300, 86400)),
+        # GPT-5.6+ "12h": Responses only (OPENAI_EXPLICIT_RULES), write 2.5x.
+        ttls_s=ttls_s or ((1800, 43200) if modern else (300, 86400)),
         breakpoint_budget=4 if modern else None,
         automatic=True,
         implicit_interval_tokens=interval,
         # Pre-5.6 read discounts are model-dependent (50-90%, UNVERIFIED per model): 0.5 is the
         # conservative end; override per model where the pricing page says otherwise.
         read_multiplier=0.1 if modern else 0.5,
-        write_multipliers={"30m": 1.25} if modern else {},
-        source=_OPENAI_DOC,
+        write_multipliers={"30m": 1.25, "12h": 2.5} if modern else {},
+        source=_OPENAI_DOC + ("; " + _OPENAI_12H if modern else ""),
         as_of="2026-08-21",
     )
 
@@ -628,47 +638,169 @@ def content_shape_change(segment_a: bytes, segment_b: bytes) -> bool:
 # -- mid-conversation system messages (Anthropic) ---------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class SystemMessageRule:
-    """Which models accept a mid-conversation ``{"role": "system"}`` message, and the beta
-    headers that widen what it may hold. An appended system message leaves the cached prefix
-    before it intact (it is one more block at the end); where it may stand in ``messages`` is
-    a structural rule the emulator checks (``emulator._system_messages``).
+# -- model features: what a request may carry beyond cache markers ----------------------------
+
+_MID_CONV_DOC = ("https://platform.claude.com/docs/en/build-with-claude/"
+                 "mid-conversation-system-messages")
+_TOOL_CHANGES_DOC = "https://platform.claude.com/docs/zh-TW/models/opus-5/whats-new-opus-5"
+_ANTHROPIC_SDK_SYSTEM = ("anthropics/anthropic-sdk-python:src/anthropic/types/"
+                         "system_message_param.py, types/beta/beta_system_message_param.py, "
+                         "types/beta/beta_request_tool_addition_block_param.py, "
+                         "lib/tools/_tool_dispatch.py")
+_OPENAI_ALLOWED = ("openai/openai-python:src/openai/types/chat/"
+                   "chat_completion_allowed_tool_choice_param.py, "
+                   "types/responses/tool_choice_allowed_param.py")
+
+TOOL_CHANGES_BETA = "mid-conversation-tool-changes-2026-07-01"
+"""``anthropic-beta`` value enabling ``tool_addition`` / ``tool_removal`` blocks in a
+``role: "system"`` message (source: the Opus 5 what's-new page, ``_TOOL_CHANGES_DOC``; the SDK's
+``types/anthropic_beta_param.py`` lists it)."""
+
+INLINE_TOOLS_BETA = "inline-tools-2026-09-15"
+"""``anthropic-beta`` value allowing a ``tool_definition`` (a tool defined by value) in a
+``tool_addition`` block (UNVERIFIED beyond a third-party blog, PROVIDERS.md §15.1)."""
+
+
+class ModelFeatures(BaseModel):
+    """Request shapes one provider/model family accepts beyond the cache rules.
 
     Attributes:
-        models: ``fnmatch`` patterns of the model ids that accept it; any other model answers
-            400 ``role 'system' is not supported on this model``.
-        tool_changes_beta: ``anthropic-beta`` value allowing ``tool_addition`` /
-            ``tool_removal`` blocks (referencing tools in ``tools[]``) in a system message.
-        inline_tools_beta: ``anthropic-beta`` value allowing a ``tool_definition`` (a tool
-            defined by value) in a ``tool_addition`` block.
-        source: Where the facts are read.
-        as_of: Date (ISO) the sources were read.
+        provider: Provider family (``anthropic``, ``openai``, ``bedrock``).
+        model_pattern: ``fnmatch`` pattern over the model id.
+        system_messages: Mid-conversation ``{"role": "system"}`` messages in ``messages[]``
+            (Anthropic): text only; after a ``user`` turn; last or followed by an
+            ``assistant`` turn; never ``messages[0]`` nor right after another system message.
+            Unsupported models answer 400 ``role 'system' is not supported on this model``.
+        tool_changes_beta: The ``anthropic-beta`` value under which a system message may carry
+            ``tool_addition`` / ``tool_removal`` blocks naming tools of ``tools[]``; ``None``
+            when the model has no such blocks.
+        allowed_tools: ``tool_choice: {"type": "allowed_tools", ...}`` (OpenAI Chat and
+            Responses): restricts the callable tools without changing ``tools``.
+        source: Where (doc URL or SDK file).
+        as_of: Date (ISO) the source was read.
+        conservative: True when the model is unknown and the provider default (no feature)
+            was used.
     """
 
-    models: tuple[str, ...]
-    tool_changes_beta: str
-    inline_tools_beta: str
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    provider: str
+    model_pattern: str = "*"
+    system_messages: bool = False
+    tool_changes_beta: str | None = None
+    allowed_tools: bool = False
+    source: str
+    as_of: str
+    conservative: bool = False
+
+
+def _claude_features(provider: str, pattern: str, supported: bool) -> ModelFeatures:
+    # Tool changes travel inside a mid-conversation system message, so a model has them only
+    # where it has system messages (the beta was announced with Opus 5: per-model support
+    # beyond "models that accept role: system" is UNVERIFIED; override if a model refuses it).
+    return ModelFeatures(
+        provider=provider, model_pattern=pattern, system_messages=supported,
+        tool_changes_beta=TOOL_CHANGES_BETA if supported else None,
+        source=f"{_MID_CONV_DOC}; {_TOOL_CHANGES_DOC}; {_ANTHROPIC_SDK_SYSTEM}",
+        as_of="2026-12-07")
+
+
+_SYSTEM_MESSAGE_MODELS = (
+    # "Fable 5.1, Mythos 5.1, Fable 5, Mythos 5, Opus 5.5, Opus 4.8, Opus 5, Sonnet 5.5,
+    # Haiku 5.5; not Sonnet 5" (mid-conversation system messages doc, PROVIDERS.md §15.1).
+    # Most specific first: "claude-sonnet-5*" would also match Sonnet 5.5.
+    ("claude-sonnet-5-5*", True), ("claude-sonnet-5*", False),
+    ("claude-fable-5*", True), ("claude-mythos-5*", True), ("claude-opus-5*", True),
+    ("claude-opus-4-8*", True), ("claude-haiku-5-5*", True),
+)
+
+MODEL_FEATURES: tuple[ModelFeatures, ...] = (
+    *(_claude_features("anthropic", p, ok) for p, ok in _SYSTEM_MESSAGE_MODELS),
+    _claude_features("anthropic", "*", False).model_copy(update={"conservative": True}),
+    # "Available on the Claude API, Claude in Amazon Bedrock and Google Cloud": the same
+    # models by their Bedrock ids (for the Bedrock renderer, when it lands).
+    *(_claude_features("bedrock", "*" + p, ok) for p, ok in _SYSTEM_MESSAGE_MODELS),
+    _claude_features("bedrock", "*", False).model_copy(update={"conservative": True}),
+    # allowed_tools tool_choice: in the SDK's Chat and Responses params with no model list;
+    # documented with GPT-5 (2025-08). Earlier models: UNVERIFIED, so not assumed.
+    *(ModelFeatures(provider="openai", model_pattern=p, allowed_tools=True,
+                    source=_OPENAI_ALLOWED + "; " + _OPENAI_DOC, as_of="2026-12-07")
+      for p in ("gpt-5*", "gpt-6*")),
+    ModelFeatures(provider="openai", source=_OPENAI_ALLOWED, as_of="2026-12-07",
+                  conservative=True),
+)
+"""The shipped feature table, most specific pattern first within each provider; the last
+entry of each provider is its default (no feature, ``conservative=True``)."""
+
+
+def model_features(provider: str, model: str,
+                   table: Iterable[ModelFeatures] | None = None) -> ModelFeatures:
+    """The first entry of ``table`` (default :data:`MODEL_FEATURES`) for ``provider`` whose
+    pattern matches ``model``; a provider without entries gets none of the features
+    (``conservative=True``)."""
+    for entry in MODEL_FEATURES if table is None else table:
+        if entry.provider == provider and fnmatchcase(model, entry.model_pattern):
+            return entry
+    return ModelFeatures(provider=provider, source="no entry", as_of=POLICY_TABLE_VERSION,
+                         conservative=True)
+
+
+@dataclass(frozen=True, slots=True)
+class OpenAIExplicitRule:
+    """OpenAI explicit prompt caching on one API (GPT-5.6+: models whose
+    :class:`CachePolicy` has a ``breakpoint_budget``).
+
+    Attributes:
+        wire_format: ``openai-chat`` or ``openai-responses``.
+        ttls: ``prompt_cache_options.ttl`` / breakpoint ``ttl`` labels this API accepts,
+            default first.
+        written_explicit_mode: Explicit breakpoints written per request with ``mode:
+            "explicit"`` (the latest ones).
+        written_implicit_mode: The same with ``mode: "implicit"`` (the implicit breakpoint
+            takes one of the write slots).
+        considered: Latest breakpoints in the conversation considered for matching.
+        source: Where.
+        as_of: Date (ISO) the source was read.
+    """
+
+    wire_format: str
+    ttls: tuple[str, ...]
+    written_explicit_mode: int
+    written_implicit_mode: int
+    considered: int
     source: str
     as_of: str
 
-    def supports(self, model: str) -> bool:
-        """``model`` accepts mid-conversation system messages."""
-        return any(fnmatchcase(model, pattern) for pattern in self.models)
+
+_OPENAI_OPTIONS = ("openai/openai-python@3.63:src/openai/types/{}.py (PromptCacheOptions: "
+                   "'Each request can write up to four breakpoints ... considers up to the "
+                   "latest 80 breakpoints'; mode: 'writes up to the latest three explicit "
+                   "breakpoints' with implicit)")
+
+OPENAI_EXPLICIT_RULES: Mapping[str, OpenAIExplicitRule] = {
+    # Chat: prompt_cache_options.ttl is Literal["30m"] in the SDK ("currently the only
+    # supported value"), so markers stay at 30m too.
+    "openai-chat": OpenAIExplicitRule(
+        "openai-chat", ("30m",), 4, 3, 80,
+        _OPENAI_OPTIONS.format("chat/completion_create_params") + "; " + _OPENAI_DOC,
+        "2026-12-07"),
+    # Responses: ttl "30m" | "12h" (12h writes cost 2.5x: CachePolicy.write_multipliers).
+    "openai-responses": OpenAIExplicitRule(
+        "openai-responses", ("30m", "12h"), 4, 3, 80,
+        _OPENAI_OPTIONS.format("responses/response_create_params") + "; " + _OPENAI_12H,
+        "2026-12-07"),
+}
+"""OpenAI explicit caching per API (sources per entry; PROVIDERS.md §2.3 and §15)."""
 
 
-SYSTEM_MESSAGES = SystemMessageRule(
-    # "Fable 5.1, Mythos 5.1, Fable 5, Mythos 5, Opus 5.5, Opus 4.8, Opus 5, Sonnet 5.5,
-    # Haiku 5.5; not Sonnet 5" (PROVIDERS.md section 15.1).
-    models=("claude-fable-5*", "claude-mythos-5*", "claude-opus-5*", "claude-opus-4-8*",
-            "claude-sonnet-5-5*", "claude-haiku-5-5*"),
-    tool_changes_beta="mid-conversation-tool-changes-2026-07-01",
-    inline_tools_beta="inline-tools-2026-09-15",
-    source="https://platform.claude.com/docs/en/build-with-claude/"
-           "mid-conversation-system-messages; "
-           "https://platform.claude.com/docs/zh-TW/models/opus-5/whats-new-opus-5; "
-           "anthropics/anthropic-sdk-python:src/anthropic/types/system_message_param.py, "
-           "types/beta/beta_system_message_param.py, beta_request_tool_addition_block_param.py, "
-           "beta_request_tool_removal_block_param.py (SDK 2.17.0)",
-    as_of="2026-12-07")
-"""The mid-conversation system-message rule (see :class:`SystemMessageRule`)."""
+def openai_explicit_rule(wire_format: str, model: str) -> OpenAIExplicitRule | None:
+    """The explicit-caching rule of ``wire_format`` when ``model`` has explicit caching (its
+    OpenAI policy has a ``breakpoint_budget``: GPT-5.6 and later), else ``None``."""
+    rule = OPENAI_EXPLICIT_RULES.get(wire_format)
+    if rule is None or not takes_cache_options(cache_policy("openai", model)):
+        return None
+    return rule
+
+
+public(ModelFeatures, model_features)
+

@@ -353,6 +353,8 @@ class _Base:
         headers: dict[str, str] = {"accept": "text/event-stream"} if stream else {}
         sent, extra_headers = self._diagnose(wire, body, _append(content, body, fields),
                                              None if found is None else found.segmented)
+        if isinstance(request, ProviderRequest):
+            extra_headers = merge_headers(request.headers, extra_headers)
         headers.update(extra_headers)
         if params is not None:  # the recorder segments the bytes sent against the previous
             # request's (members appended after the last byte keep them compact: ``_append``)
@@ -440,6 +442,24 @@ class _Base:
         :attr:`last_record`'s."""
         pending = exchange.extensions.get(PENDING_EXTENSION)
         self._last = pending if isinstance(pending, Pending) else None
+
+
+_LIST_HEADERS = frozenset({"anthropic-beta"})
+"""Headers whose values are comma-separated lists: merged, not replaced."""
+
+
+def merge_headers(first: Mapping[str, str], second: Mapping[str, str]) -> dict[str, str]:
+    """``first`` and ``second`` as one header dict: a list header both set (``anthropic-beta``)
+    keeps every value once, sorted (a stable order: a gateway was seen reordering them per
+    request), any other header takes ``second``'s value."""
+    merged = dict(first)
+    for name, value in second.items():
+        if name.lower() in _LIST_HEADERS and name in merged:
+            values = {v.strip() for v in f"{merged[name]},{value}".split(",") if v.strip()}
+            merged[name] = ",".join(sorted(values))
+        else:
+            merged[name] = value
+    return merged
 
 
 class _AnthropicMixin(_Base):

@@ -43,10 +43,12 @@ from ._messages import (
     Message,
     ToolCall,
     assistant_message,
+    system_message,
+    tool_change_message,
     tool_result_message,
     user_message,
 )
-from ._rendered import RenderedPrompt, tail_text
+from ._rendered import RenderedPrompt, allowed_tools_note, tail_text
 from ._responses import response_message
 from ._suggest import check_keywords
 from ._tools import Tool, ToolSet
@@ -428,6 +430,15 @@ class Conversation:
         # The wire formats' per-history memo (RenderedPrompt.history_memo): entries are
         # validated by chained digest, so compaction needs no invalidation; forks copy it.
         self._memo: dict[str, Any] = {}
+        # Tools disabled as the history states it (its tool-change messages folded) and as
+        # the caller last asked (enable_tools / disable_tools): they differ while a change is
+        # pending (written into history by the next render that can place it).
+        self._history_disabled: frozenset[str] = frozenset()
+        self._disabled: frozenset[str] = frozenset()
+        self._tool_change_count = 0
+        # Operator instructions (system()) not in the history yet, and those that are.
+        self._pending_system: list[Message] = []
+        self._system_text_count = 0
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (Conversation._resume, (self.head, self.export()))
@@ -446,6 +457,24 @@ class Conversation:
 
     def _admit(self, message: Message) -> Message:
         """Check the tool protocol for ``message``, then append it."""
+        last = self._messages[-1].role if self._messages else None
+        if message.role == "system":
+            if last not in ("user", "tool", "system") or self._open_calls:
+                raise HistoryError(
+                    "a system message must follow a user turn (a user message or the results "
+                    "of every open tool call)", code="history-system-placement",
+                    pointer=f"/messages/{len(self._messages)}")
+            for i, (_, name) in enumerate(message.tool_changes):
+                if name not in self.head.tools.names:
+                    raise HistoryError(f"tool {name!r} is not in the pinned head",
+                                       code="history-unknown-tool",
+                                       pointer=f"/content/{i}/name")
+        elif last == "system" and message.role != "assistant":
+            raise HistoryError(
+                "the history ends with a mid-conversation system message (a tool change or "
+                "operator instructions), which must be followed by an assistant turn: append "
+                "the answer first", code="history-system-placement",
+                pointer=f"/messages/{len(self._messages)}")
         if message.role in ("user", "assistant") and self._open_calls:
             raise HistoryError(
                 f"tool call(s) {', '.join(self._open_calls)} are not answered: append their "
@@ -464,6 +493,8 @@ class Conversation:
                 raise HistoryError(f"no open tool call with id {call_id!r}",
                                    code="history-tool-result", pointer="/tool_call_id")
         self._append(message)
+        if message.role == "system":
+            self._fold_changes(message)
         for call in calls:
             self._seen_calls.add(call.id)
             self._open_calls[call.id] = call.name
@@ -564,11 +595,132 @@ class Conversation:
         return self._admit(tool_result_message(tool_call_id, content, is_error=is_error,
                                                breakpoint=cache_breakpoint))
 
+    # -- tool changes -------------------------------------------------------------------------
+
+    def enable_tools(self, names: Sequence[str]) -> None:
+        """Make tools of the pinned head callable again from the next request on, without a
+        new head (the head's bytes and fingerprint never change).
+
+        Each request states the change the cheapest way its provider allows:
+
+        * Anthropic models with mid-conversation tool changes (``model_features``): one
+          ``role: "system"`` message of ``tool_addition`` / ``tool_removal`` blocks in the
+          history, right after the user turn it follows, sent with the ``anthropic-beta``
+          header in :attr:`ProviderRequest.headers`. Cost: the blocks' few tokens, written
+          to the cache once with that turn; the whole prefix before them stays cached.
+        * OpenAI models with ``allowed_tools``: ``tool_choice: {"type": "allowed_tools",
+          ...}`` naming the enabled tools (nothing in the history). Cost: none in tokens
+          beyond the parameter; ``tools`` and the history stay byte-identical, so the whole
+          prefix stays cached (``tool_choice`` is not among the settings OpenAI documents as
+          changing the prefix).
+        * Everywhere else (and while a change cannot be placed yet): the existing masking,
+          a tail note naming the tools that may be used (``render(allowed_tools=...)``).
+          Cost: the note's tokens on every turn, never cached; nothing cached is lost.
+
+        Rebuilding the head instead (``PromptBuilder`` with other tools) changes its first
+        bytes: every cached token of the conversation is written again.
+
+        The change is written into the history by the next :meth:`render` whose history
+        ends with a user turn (a user message or answered tool calls), so the system message
+        always follows a user turn and is followed by the assistant's answer, as Anthropic's
+        placement rules require; until then it is pending (sent as the tail note). Enabling
+        an enabled tool changes nothing.
+
+        Raises:
+            ToolError: ``names`` is not a non-empty list of str, or names a tool not in the
+                pinned head (code ``tool-unknown``).
+        """
+        self._disabled = self._disabled - self._tool_names(names)
+
+    def disable_tools(self, names: Sequence[str]) -> None:
+        """Stop offering tools of the pinned head from the next request on, without a new
+        head: see :meth:`enable_tools` for how each provider is told and what it costs.
+        Their tool calls already in the history stay valid.
+
+        Raises:
+            ToolError: as :meth:`enable_tools`.
+        """
+        self._disabled = self._disabled | self._tool_names(names)
+
+    @property
+    def enabled_tools(self) -> tuple[str, ...]:
+        """Names of the head's tools currently enabled (pending changes included), sorted."""
+        return tuple(sorted(set(self.head.tools.names) - self._disabled))
+
+    def _tool_names(self, names: Sequence[str]) -> frozenset[str]:
+        if isinstance(names, str) or not isinstance(names, (list, tuple, set, frozenset)) \
+                or not names or not all(isinstance(n, str) for n in names):
+            raise ToolError("tool changes take a non-empty list of tool names",
+                            code="tool-unknown")
+        unknown = sorted(set(names) - set(self.head.tools.names))
+        if unknown:
+            raise ToolError(f"cannot change tool(s) {', '.join(unknown)}: not in the pinned "
+                            "head (tool changes name tools of the frozen head; a new tool needs "
+                            "a new head)", code="tool-unknown", tool=unknown[0])
+        return frozenset(names)
+
+    def _fold_changes(self, message: Message) -> None:
+        if not message.tool_changes:  # operator instructions
+            self._system_text_count += 1
+            return
+        disabled = set(self._history_disabled)
+        for change, name in message.tool_changes:
+            (disabled.discard if change == "addition" else disabled.add)(name)
+        self._history_disabled = frozenset(disabled)
+        self._tool_change_count += 1
+
+    def _recount_changes(self) -> None:
+        """Fold the history's tool changes again (after compaction): changes of a replaced
+        span that still hold become pending again."""
+        self._history_disabled, self._tool_change_count = frozenset(), 0
+        self._system_text_count = 0
+        for message in self._messages:
+            if message.role == "system":
+                self._fold_changes(message)
+
+    def _flush_changes(self) -> None:
+        """Write the pending tool change, then the pending instructions, into the history
+        when they can go there (the history ends with a user turn, every tool call
+        answered)."""
+        if not self._messages or self._messages[-1].role not in ("user", "tool") \
+                or self._open_calls:
+            return
+        if self._disabled != self._history_disabled:
+            removed = sorted(self._disabled - self._history_disabled)
+            added = sorted(self._history_disabled - self._disabled)
+            self._admit(tool_change_message([("removal", n) for n in removed]
+                                            + [("addition", n) for n in added]))
+        pending, self._pending_system = self._pending_system, []
+        for message in pending:
+            self._admit(message)
+
+    def system(self, text: str) -> None:
+        """Append operator instructions to the history as a mid-conversation system message,
+        without a new head: they hold from the next request on and stay in the history
+        (cached with it), unlike a tail slot, which is sent (uncached) on every request.
+
+        Sent as a ``role: "system"`` message on Anthropic models that have them
+        (``model_features``), as ``<system-reminder>`` user text in the same place on the
+        others, and as a ``developer`` message on OpenAI. Cost: the text's tokens, written
+        to the cache once with its turn; the whole prefix before it stays cached. Rewriting
+        the system text instead makes a new head: the whole conversation is written again.
+
+        Placed like a tool change (see :meth:`enable_tools`): by the next :meth:`render`
+        whose history ends with a user turn, so it follows that turn and is followed by the
+        assistant's answer; a pending one is not exported.
+
+        Raises:
+            HistoryError: ``text`` is not a non-empty str (code ``history-empty-text``).
+        """
+        self._pending_system.append(system_message(text))
+
     # -- export / resume --------------------------------------------------------------------
 
     def export(self) -> bytes:
         """The history as canonical JSON bytes (messages as their exact stored bytes), for
-        :meth:`PinnedHead.resume`. Contains prompt text: store it as you would the prompt."""
+        :meth:`PinnedHead.resume`. Contains prompt text: store it as you would the prompt.
+        Tool changes already in the history are exported with it; a pending one (see
+        :meth:`enable_tools`) is not: render first."""
         return canonical_json({
             "anchors": list(self._anchors),
             "format": _HISTORY_FORMAT,
@@ -598,6 +750,7 @@ class Conversation:
             conversation._admit(message)
         first, second = value.get("anchors", [None, None])
         conversation._anchors = (first, second)
+        conversation._disabled = conversation._history_disabled  # no change pending
         return conversation
 
     # -- rendering --------------------------------------------------------------------------
@@ -668,9 +821,10 @@ class Conversation:
             if unknown:
                 raise ToolError(f"allowed_tools names unknown tool(s): {', '.join(unknown)}",
                                 code="tool-unknown", tool=unknown[0])
-            extra.append(("allowed_tools", "Only these tools may be used this turn: "
-                          + ", ".join(sorted(set(allowed_tools))) + "."))
+            extra.append(("allowed_tools", allowed_tools_note(
+                sorted(set(allowed_tools) - self._disabled))))
         items = self._tail_specs(tail, extra)
+        self._flush_changes()
         length = len(self._messages)
         if self._anchors[1] != length:
             self._anchors = (self._anchors[1], length)
@@ -711,6 +865,10 @@ class Conversation:
             "tail_texts": tuple([tail_text(name, value) for name, value in tail]),
             "history_segments": history,
             "history_tokens": self._token_sums[count - 1] if count else 0,
+            "disabled_tools": self._disabled,
+            "pending_tool_change": self._disabled != self._history_disabled,
+            "tool_change_count": self._tool_change_count,
+            "system_text_count": self._system_text_count,
         })
 
     def fork(self) -> Conversation:
@@ -724,6 +882,10 @@ class Conversation:
         other._seen_calls = set(self._seen_calls)
         other._anchors = self._anchors
         other._memo = dict(self._memo)
+        other._history_disabled, other._disabled = self._history_disabled, self._disabled
+        other._tool_change_count = self._tool_change_count
+        other._pending_system = list(self._pending_system)
+        other._system_text_count = self._system_text_count
         return other
 
     # -- compaction -------------------------------------------------------------------------
@@ -804,6 +966,7 @@ class Conversation:
             self._messages, self._segments, self._token_sums = kept
             raise
         self._anchors = (None, None)
+        self._recount_changes()
         surviving = (None if head_tokens is None or kept_tokens is None
                      else head_tokens + kept_tokens)
         saved = (None if removed_tokens is None or summary_tokens is None
@@ -842,6 +1005,7 @@ class Conversation:
             except HistoryError as exc:
                 raise HistoryError(exc.message, code=exc.code,
                                    pointer=f"/messages/{i}{exc.pointer or ''}") from exc
+        other._disabled = self._disabled & frozenset(head.tools.names)
         same = head.fingerprint == self.head.fingerprint
         old = sum_tokens([*self.head.segments, *self._segments])
         return other, CacheEvent(

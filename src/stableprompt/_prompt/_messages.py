@@ -2,12 +2,15 @@
 
 The provider-neutral canonical form of a message (what its segment bytes are)::
 
-    {"content": [<block>, ...], "role": "user" | "assistant" | "tool"}
+    {"content": [<block>, ...], "role": "user" | "assistant" | "tool" | "system"}
 
 with blocks ``{"text", "type": "text"}``, ``{"arguments", "id", "name", "type": "tool_call"}``,
 ``{"content", "is_error", "tool_call_id", "type": "tool_result"}`` and, in assistant messages
 added from a response, ``{"format", "item", "type": "reasoning"}`` (reasoning content kept
 exactly as the provider sent it, replayed only to that wire format; see ``_responses``).
+A ``system`` message holds only tool changes ``{"change": "addition" | "removal", "name",
+"type": "tool_change"}`` (``Conversation.enable_tools`` / ``disable_tools``) or only text
+blocks (``Conversation.system``: operator instructions).
 Wire forms per provider are derived lazily, once per message, and cached on the message:
 replaying history (resume, retry, fork) reuses those bytes and never re-renders from a lossy
 form.
@@ -29,7 +32,8 @@ from ._suggest import did_you_mean, suggestion
 
 __all__ = ["Message", "ToolCall"]
 
-ROLES = ("user", "assistant", "tool")
+ROLES = ("user", "assistant", "tool", "system")
+TOOL_CHANGES = ("addition", "removal")
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,7 +58,8 @@ class Message:
     ``tool_result``); the constructor validates and canonicalizes once.
 
     Attributes:
-        role: ``user``, ``assistant`` or ``tool``.
+        role: ``user``, ``assistant``, ``tool`` or ``system`` (tool changes or operator
+            instructions).
         data: Canonical JSON bytes (the segment bytes).
         breakpoint: User-placed cache breakpoint TTL (``"5m"``/``"1h"``) or ``None``.
     """
@@ -77,6 +82,16 @@ class Message:
             raise HistoryError(f"role must be one of {ROLES}, got {role!r}", code="history-role")
         if not blocks:
             raise HistoryError("a message needs at least one content block", code="history-empty")
+        if role == "system" and not (all(
+                isinstance(b, Mapping) and b.get("type") == "tool_change"
+                and b.get("change") in TOOL_CHANGES and isinstance(b.get("name"), str)
+                and len(b) == 3 for b in blocks) or all(
+                isinstance(b, Mapping) and b.get("type") == "text"
+                and isinstance(b.get("text"), str) and b["text"] and len(b) == 2
+                for b in blocks)):
+            raise HistoryError("a system history message holds only tool changes "
+                               "({'change', 'name', 'type': 'tool_change'}) or only text "
+                               "blocks", code="history-role")
         try:
             data = canonical_json({"content": list(blocks), "role": role})
         except CanonicalizationError as exc:  # pointer is relative to {"content", "role"}
@@ -146,6 +161,13 @@ class Message:
         )
 
     @property
+    def tool_changes(self) -> tuple[tuple[str, str], ...]:
+        """``(change, tool name)`` of each tool change in this (system) message, ``change``
+        being ``addition`` or ``removal``."""
+        return tuple((b["change"], b["name"]) for b in self.wire_blocks
+                     if b.get("type") == "tool_change")
+
+    @property
     def tool_result_ids(self) -> tuple[str, ...]:
         """Tool call ids answered by this (tool) message."""
         return tuple(b["tool_call_id"] for b in self.wire_blocks if b.get("type") == "tool_result")
@@ -170,6 +192,35 @@ class Message:
         """OpenAI Responses input items for this message, cached.
         See :func:`stableprompt._wire.openai_responses.items`."""
         return openai_responses.item_bytes(self)
+
+
+REMINDER_TAG = "system-reminder"
+"""The tag a system message's text is wrapped in where it is sent as user text."""
+
+
+def as_user_text(message: Message) -> Message:
+    """A text ``system`` message as the user text a model without mid-conversation system
+    messages gets (each block wrapped in ``<system-reminder>`` tags), made once per message."""
+    found: Message | None = message.wire_memo.get("as-user")
+    if found is None:
+        found = message.wire_memo["as-user"] = Message("user", [
+            {"text": f"<{REMINDER_TAG}>\n{b['text']}\n</{REMINDER_TAG}>", "type": "text"}
+            for b in message.wire_blocks])
+    return found
+
+
+def system_message(text: str) -> Message:
+    """A ``system`` message of operator instructions (one non-empty text block)."""
+    if not isinstance(text, str) or not text:
+        raise HistoryError("system text must be a non-empty str", code="history-empty-text",
+                           pointer="/content/0/text")
+    return Message("system", [{"text": text, "type": "text"}])
+
+
+def tool_change_message(changes: Sequence[tuple[str, str]]) -> Message:
+    """A ``system`` message of tool changes (``(change, name)`` pairs, in order)."""
+    return Message("system", [{"change": change, "name": name, "type": "tool_change"}
+                              for change, name in changes])
 
 
 def user_message(content: str | Sequence[str], *, breakpoint: str | None = None) -> Message:

@@ -20,6 +20,8 @@ what ``segment_request`` gives for the body.
 
 from __future__ import annotations
 
+import bisect
+import dataclasses
 import itertools
 import warnings
 from collections.abc import Callable, Sequence
@@ -27,14 +29,16 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
-from .._exceptions import BreakpointWarning, HistoryError, MethodNameError
-from .._policy import cache_policy, surely_below_minimum
+from .._canonical import canonical_json
+from .._exceptions import BreakpointWarning, HistoryError, InputError, MethodNameError
+from .._policy import cache_policy, model_features, surely_below_minimum
 from .._public import public
 from .._segment import Segment, fingerprint_of, sum_tokens
 from .._wire import anthropic, bedrock_converse, gemini, openai_chat, openai_responses
+from .._wire._openai import allowed_tools as openai_allowed_tools
 from .._wire._parts import HeadParts, check_model
 from .._wire._request import ProviderRequest
-from ._messages import Message
+from ._messages import Message, as_user_text
 
 __all__ = ["RenderedPrompt"]
 
@@ -44,6 +48,18 @@ ANTHROPIC_MAX_BREAKPOINTS = anthropic.MAX_BREAKPOINTS
 def tail_text(slot: str, value: str) -> str:
     """A tail slot as the text the wire formats send: ``<slot>\nvalue\n</slot>``."""
     return f"<{slot}>\n{value}\n</{slot}>"
+
+
+MASK_SLOT = "allowed_tools"
+"""The reserved tail slot of the tool mask (``render(allowed_tools=)``, and tool changes a
+request cannot state natively)."""
+
+
+def allowed_tools_note(names: Sequence[str]) -> str:
+    """The tool mask's text: the tools that may be used this turn (sorted names)."""
+    if not names:
+        return "No tools may be used this turn."
+    return "Only these tools may be used this turn: " + ", ".join(names) + "."
 
 
 @dataclass(frozen=True, eq=False)
@@ -83,6 +99,16 @@ class RenderedPrompt:
     history_tokens: int | None = field(default=None, repr=False, compare=False)
     """Tokens of the history messages' segments (``None`` without a tokenizer): kept by the
     conversation as a running total, so :attr:`tokens` is O(tail), not O(history)."""
+    disabled_tools: frozenset[str] = field(default=frozenset(), repr=False, compare=False)
+    """Tools of the head disabled for this request (``Conversation.disable_tools``)."""
+    pending_tool_change: bool = field(default=False, repr=False, compare=False)
+    """A tool change the history does not state yet (it could not be placed)."""
+    tool_change_count: int = field(default=0, repr=False, compare=False)
+    """Tool-change (``system``) messages in the history: formats without a form for them
+    render the history without them."""
+    system_text_count: int = field(default=0, repr=False, compare=False)
+    """Operator-instruction (``system`` text) messages in the history: Anthropic models
+    without mid-conversation system messages get them as user text."""
 
     @cached_property
     def messages(self) -> tuple[Message, ...]:
@@ -187,6 +213,7 @@ class RenderedPrompt:
         max_tokens: int,
         history_ttl: str = "5m",
         max_breakpoints: int = ANTHROPIC_MAX_BREAKPOINTS,
+        tail_role: str | None = None,
         **params: Any,
     ) -> ProviderRequest:
         """Render an Anthropic Messages request (tools -> system -> messages).
@@ -203,6 +230,18 @@ class RenderedPrompt:
             max_tokens: Output token limit.
             history_ttl: TTL of the SDK's end-of-history breakpoint (``"5m"``/``"1h"``).
             max_breakpoints: Breakpoint budget (Anthropic: 4).
+            tail_role: Role of the message holding the volatile tail. ``None`` (automatic):
+                ``"system"``, a mid-conversation system message after the last user turn,
+                where the model has them (``model_features("anthropic", model)``, dated data
+                with its source) and the placement rules allow it (the history ends with a
+                user turn); ``"user"`` otherwise: the tail slots as user text after the last
+                user turn (``<slot>`` tags, the ``<system-reminder>`` form every model
+                accepts). ``"system"`` forces the system form (a model without it answers
+                400); ``"user"`` forces the user form. The history's blocks, the head and
+                every breakpoint are the same bytes either way: only where the tail blocks
+                go changes. Cost: none in cache terms (the tail is after the last
+                breakpoint in both forms); the system form is the prompt-injection-safe one
+                (operator text never appears as the user's).
             **params: Other body fields (``tool_choice``, ``thinking``, ``temperature``,
                 ``stream``, ``metadata``...), canonicalized.
 
@@ -219,6 +258,9 @@ class RenderedPrompt:
                 ``breakpoint-budget``), fill it so that the SDK's end-of-history breakpoint
                 would be dropped (``breakpoint-evicts-history``, naming them), or a longer TTL
                 follows a shorter one (code ``breakpoint-ttl-order``).
+            InputError: ``tail_role`` unknown, or ``"system"`` where a system message cannot
+                go (empty history, or it ends with an assistant turn): code
+                ``render-tail-role``.
 
         Warns:
             BreakpointWarning: an SDK breakpoint not placed (code
@@ -226,16 +268,75 @@ class RenderedPrompt:
 
         Source: platform.claude.com/docs/en/build-with-claude/prompt-caching (at most 4
         breakpoints, 20-block lookback, longer TTLs before shorter; "Shorter prompts cannot
-        be cached, even if marked with cache_control").
+        be cached, even if marked with cache_control"); mid-conversation system messages:
+        platform.claude.com/docs/en/build-with-claude/mid-conversation-system-messages.
         """
         check_model(model)
         self._check_not_empty()
+        features = model_features("anthropic", model)
+        beta = features.tool_changes_beta
+        prompt = self._stated_tools(in_history=beta is not None, native=False,
+                                    text_as_user=not features.system_messages)
+        role = anthropic.tail_role_for(prompt, supported=features.system_messages,
+                                       asked=tail_role)
         content, fingerprints = anthropic.render(
-            self, model=model, max_tokens=max_tokens, history_ttl=history_ttl,
-            max_breakpoints=max_breakpoints, params=params, short=self._short_places(model))
+            prompt, model=model, max_tokens=max_tokens, history_ttl=history_ttl,
+            max_breakpoints=max_breakpoints, params=params,
+            short=prompt._short_places(model), tail_role=role)
+        headers = {anthropic.BETA_HEADER: beta} if beta and prompt.tool_change_count else {}
         return ProviderRequest._rendered(
             anthropic.WIRE_FORMAT, anthropic.ENDPOINT, content, fingerprints,
-            tail_count=len(self.tail_texts), params={"model": model, **params})
+            tail_count=len(prompt.tail_texts), params={"model": model, **params},
+            headers=headers)
+
+    def _stated_tools(self, *, in_history: bool, native: bool,
+                      text_as_user: bool = False) -> RenderedPrompt:
+        """This prompt as a format states its tool changes and instructions: ``in_history``
+        (Anthropic system messages) keeps the tool-change messages, else the history is
+        rendered without them (a memo of its own); ``native`` (a request-level form, e.g.
+        OpenAI ``allowed_tools``) needs no tail note, else disabled tools, or a change the
+        history does not state yet, add the mask note to the tail (unless the caller's
+        ``render(allowed_tools=)`` already put one there); ``text_as_user`` sends operator
+        instructions as ``<system-reminder>`` user text (a model without system
+        messages)."""
+        note = bool(self.disabled_tools) if not in_history else self.pending_tool_change
+        note = note and not native and not any(
+            t.startswith(f"<{MASK_SLOT}>") for t in self.tail_texts)
+        drop = not in_history and self.tool_change_count > 0
+        convert = text_as_user and self.system_text_count > 0
+        if not (note or drop or convert):
+            return self
+        changes: dict[str, Any] = {}
+        if note:
+            enabled = sorted({t.name for t in self.head.tools} - self.disabled_tools)
+            text = allowed_tools_note(enabled)
+            changes["tail_texts"] = (*self.tail_texts, tail_text(MASK_SLOT, text))
+            changes["tail"] = (*self.tail, (MASK_SLOT, canonical_json(
+                {"slot": MASK_SLOT, "text": text})))
+        if drop or convert:
+            kept: list[int] = []
+            messages: list[Message] = []
+            for i in range(self.message_count):
+                message = self.message_list[i]
+                if message.role == "system":
+                    if message.tool_changes:
+                        if drop:
+                            continue
+                    elif convert:
+                        message = as_user_text(message)
+                kept.append(i)
+                messages.append(message)
+            previous = self.previous_breakpoint
+            if previous is not None:  # its index among the kept messages
+                previous = bisect.bisect_right(kept, previous) - 1
+            changes.update(
+                message_list=messages, message_count=len(kept),
+                history_segments=[self.history_segments[i] for i in kept],
+                history_memo=self.history_memo.setdefault(f"variant-{drop:d}{convert:d}", {}),
+                previous_breakpoint=None if previous is None or previous < 0 else previous,
+                tool_change_count=self.tool_change_count if not drop else 0,
+                system_text_count=0 if convert else self.system_text_count)
+        return dataclasses.replace(self, **changes)
 
     def _short_places(self, model: str, provider: str = "anthropic"
                       ) -> frozenset[tuple[str, int]]:
@@ -288,6 +389,8 @@ class RenderedPrompt:
 
     def to_openai_chat(self, *, model: str, prompt_cache_key: bool | str | None = None,
                        system_role: str = "system", tail_role: str | None = None,
+                       prompt_cache_ttl: str | None = None,
+                       prompt_cache_mode: str | None = None, history_ttl: str | None = None,
                        **params: Any) -> ProviderRequest:
         """Render an OpenAI Chat Completions request (tools, system, history, tail last).
 
@@ -301,23 +404,57 @@ class RenderedPrompt:
                 (GPT-5.6+, per the policy table), so that breakpoint lands at the end of the
                 stable history rather than on the volatile tail; ``"user"`` otherwise (some
                 OpenAI-compatible chat templates reject a late system/developer message).
+            prompt_cache_ttl: Turns explicit caching on (GPT-5.6+ only: models whose policy
+                has a breakpoint budget): ``prompt_cache_options.ttl`` (Chat: ``"30m"``;
+                Responses: ``"30m"`` or ``"12h"``) and ``prompt_cache_breakpoint`` markers,
+                placed as for Anthropic: one at the end of the system text (a head of tools
+                only has none: a tool holds no content part), one at the end of the history
+                (on the last text part of the last message that has one), user-placed
+                breakpoints kept (they take the request's TTL). In this mode every string
+                content of the history is sent as one text part, so a message has the same
+                bytes whether or not this request marks it; bytes differ from the
+                default (implicit-only) render, so switching mode starts a new prefix.
+            prompt_cache_mode: ``"implicit"`` (OpenAI's default: one implicit breakpoint
+                plus the latest 3 explicit ones written) or ``"explicit"`` (no implicit one;
+                the latest 4 written). Also turns explicit caching on; ``None`` sends no
+                ``mode``.
+            history_ttl: TTL of the end-of-history breakpoint when it should differ from
+                ``prompt_cache_ttl`` (e.g. ``prompt_cache_ttl="12h"`` for the head,
+                ``history_ttl="30m"`` for the history); longer TTLs must come first.
             **params: Other body fields, canonicalized.
+
+        Cost of explicit caching (``_policy``): a write is 1.25x the uncached input price
+        for ``30m``, 2.5x for ``12h``; a read 0.1x. The end-of-history breakpoint writes the
+        turn's new tokens once, so every later turn reads the whole prefix.
+
+        Raises:
+            InputError: bad arguments (code ``render-param``), or explicit caching asked of
+                a model without it (code ``render-explicit-cache``).
+            BreakpointError: user-placed breakpoints over the write budget
+                (``breakpoint-budget`` / ``breakpoint-evicts-history``) or a longer TTL after
+                a shorter one (``breakpoint-ttl-order``), as :meth:`to_anthropic`.
 
         Source: developers.openai.com/api/docs/guides/prompt-caching (``prompt_cache_key``
         "is combined with the prefix hash"; tools are part of the cached prefix; implicit
-        breakpoints for GPT-5.6 and later).
+        breakpoints for GPT-5.6 and later); openai-python ``PromptCacheOptions`` ("Each
+        request can write up to four breakpoints ... considers up to the latest 80").
         """
         check_model(model)
         self._check_not_empty()
+        prompt, params = self._openai_tools(openai_chat.WIRE_FORMAT, model, params)
         content, fingerprints = openai_chat.render(
-            self, model=model, prompt_cache_key=prompt_cache_key, system_role=system_role,
-            tail_role=tail_role, params=params)
+            prompt, model=model, prompt_cache_key=prompt_cache_key, system_role=system_role,
+            tail_role=tail_role, params=params, prompt_cache_ttl=prompt_cache_ttl,
+            prompt_cache_mode=prompt_cache_mode, history_ttl=history_ttl)
         return ProviderRequest._rendered(
             openai_chat.WIRE_FORMAT, openai_chat.ENDPOINT, content, fingerprints,
-            tail_count=1 if self.tail else 0, params={"model": model, **params})
+            tail_count=1 if prompt.tail else 0, params={"model": model, **params})
 
     def to_openai_responses(self, *, model: str, prompt_cache_key: bool | str | None = None,
                             system_role: str = "developer", tail_role: str | None = None,
+                            prompt_cache_ttl: str | None = None,
+                            prompt_cache_mode: str | None = None,
+                            history_ttl: str | None = None,
                             **params: Any) -> ProviderRequest:
         """Render an OpenAI Responses request: system as the first input message, then
         history items, tail last. Arguments as :meth:`to_openai_chat`.
@@ -326,12 +463,38 @@ class RenderedPrompt:
         """
         check_model(model)
         self._check_not_empty()
+        prompt, params = self._openai_tools(openai_responses.WIRE_FORMAT, model, params)
         content, fingerprints = openai_responses.render(
-            self, model=model, prompt_cache_key=prompt_cache_key, system_role=system_role,
-            tail_role=tail_role, params=params)
+            prompt, model=model, prompt_cache_key=prompt_cache_key, system_role=system_role,
+            tail_role=tail_role, params=params, prompt_cache_ttl=prompt_cache_ttl,
+            prompt_cache_mode=prompt_cache_mode, history_ttl=history_ttl)
         return ProviderRequest._rendered(
             openai_responses.WIRE_FORMAT, openai_responses.ENDPOINT, content, fingerprints,
-            tail_count=1 if self.tail else 0, params={"model": model, **params})
+            tail_count=1 if prompt.tail else 0, params={"model": model, **params})
+
+    def _openai_tools(self, wire_format: str, model: str, params: dict[str, Any]
+                      ) -> tuple[RenderedPrompt, dict[str, Any]]:
+        """This prompt and params as an OpenAI request states its tool changes: the history
+        without tool-change messages, and ``tool_choice: allowed_tools`` naming the enabled
+        tools where the model has it (``model_features``), else the tail mask note.
+
+        Raises:
+            InputError: ``tool_choice`` given as a dict while tools are disabled (code
+                ``render-param``: pass ``"auto"`` or ``"required"``, which become the
+                ``allowed_tools`` mode).
+        """
+        native = model_features("openai", model).allowed_tools
+        prompt = self._stated_tools(in_history=False, native=native)
+        if native and self.disabled_tools:
+            mode = params.get("tool_choice", "auto")
+            if mode not in ("auto", "required"):
+                raise InputError(
+                    f"tool_choice {mode!r} cannot be combined with disabled tools (sent as "
+                    "tool_choice allowed_tools): pass 'auto' or 'required'",
+                    code="render-param", pointer="/tool_choice")
+            enabled = sorted({t.name for t in self.head.tools} - self.disabled_tools)
+            params = {**params, "tool_choice": openai_allowed_tools(wire_format, enabled, mode)}
+        return prompt, params
 
 
     # -- Gemini and Bedrock Converse -----------------------------------------------------------
@@ -365,7 +528,10 @@ class RenderedPrompt:
         name, covered = None, 0
         if cache is not None:
             name, covered = cache.reference_for(self, model)
-        content = gemini.render(self, params=params, cached_content=name,
+        # No mid-conversation system role: instructions as <system-reminder> user text, tool
+        # changes as the tail's allowed-tools note.
+        prompt = self._stated_tools(in_history=False, native=False, text_as_user=True)
+        content = gemini.render(prompt, params=params, cached_content=name,
                                 cached_messages=covered)
         return ProviderRequest._rendered(
             gemini.WIRE_FORMAT, gemini.endpoint_for(model, stream=stream), content, None,
@@ -403,13 +569,17 @@ class RenderedPrompt:
         check_model(model_id)
         self._check_not_empty()
         policy = cache_policy("bedrock", model_id)
+        # Converse messages are user / assistant only (botocore ``ConversationRole``):
+        # instructions as <system-reminder> user text, tool changes as the tail's note.
+        prompt = self._stated_tools(in_history=False, native=False, text_as_user=True)
         content = bedrock_converse.render(
-            self, model_id=model_id, history_ttl=history_ttl, max_breakpoints=max_breakpoints,
+            prompt, model_id=model_id, history_ttl=history_ttl, max_breakpoints=max_breakpoints,
             params=params, policy=policy, short=self._short_places(model_id, "bedrock"),
             tool_choice=tool_choice)
         return ProviderRequest._rendered(
             bedrock_converse.WIRE_FORMAT, bedrock_converse.endpoint_for(model_id, stream=stream),
-            content, None, tail_count=len(self.tail_texts), params={"model": model_id, **params})
+            content, None, tail_count=len(prompt.tail_texts),
+            params={"model": model_id, **params})
 
 
 public(RenderedPrompt)

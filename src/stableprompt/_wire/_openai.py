@@ -3,13 +3,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from .._canonical import canonical_json, decoded_json, loads
 from .._exceptions import CaptureError, InputError
-from .._policy import cache_policy
+from .._policy import cache_policy, openai_explicit_rule
 from .._segment import chain_pieces
+from ._breakpoints import Place, breakpoints
 from ._parts import (
     Fingerprints,
     HeadParts,
@@ -32,18 +34,27 @@ from ._parts import (
 from ._segmenter import SegmentBuilder
 
 __all__ = [
+    "CACHE_MODES",
     "DIAGNOSTICS_OPTION",
     "LINEAGE_KEY_PREFIX",
     "MARKER_KEY",
+    "OPTIONS_KEY",
     "SYSTEM_ROLES",
+    "ExplicitCache",
+    "allowed_tools",
     "body",
     "diagnostics_request",
+    "explicit_cache",
     "fingerprints",
     "history",
+    "marked_bytes",
+    "marker",
+    "parts_bytes",
     "render_checks",
     "segment_message",
     "session_hint",
     "system_item",
+    "system_parts",
     "tail_role",
 ]
 
@@ -117,19 +128,37 @@ def render(prompt: PromptParts, *, wire_format: str, history_key: str,
            tail: bytes | None, tool: Callable[[ToolParts], Any], tools_memo_key: str,
            segment: Callable[[Any, SegmentBuilder], None], names: tuple[str, ...],
            reserved: frozenset[str], model: str, key: str | None, params: Mapping[str, Any],
-           system_role: str) -> tuple[bytes, Fingerprints | None]:
+           system_role: str, explicit: ExplicitCache | None = None,
+           text_type: str = "text") -> tuple[bytes, Fingerprints | None]:
     """An OpenAI body (``tools``, the system item, the history under ``history_key``, the
     tail item last) and its lazy fingerprints (:func:`fingerprints`): what Chat Completions
     and Responses share once their items are made.
+
+    With ``explicit`` (see :func:`explicit_cache`): every string content of the history is
+    sent as one text part of ``text_type`` (so a message has the same bytes whether this
+    request marks it or not), the marks are ``prompt_cache_breakpoint`` objects on the last
+    text part of the marked items, and ``prompt_cache_options`` is added; ``system`` must
+    then be the system item in that parts form with its marks. The fingerprints then come
+    from the segmented body.
 
     Raises:
         InputError: a param clash (:func:`._parts.body_pieces`).
         HistoryError: see :func:`history`.
     """
-    content = body(prompt.head, history(prompt, wire_format, serialize,
-                                        [system] if system else [], [tail] if tail else []),
-                   history_key=history_key, tool=tool, memo_key=tools_memo_key, model=model,
-                   key=key, params=params)
+    first, last = [system] if system else [], [tail] if tail else []
+    if explicit is None:
+        pieces = history(prompt, wire_format, serialize, first, last)
+    else:
+        params = {**params, OPTIONS_KEY: explicit.options}
+        pieces = history(prompt, wire_format, lambda m: parts_bytes(
+            m, wire_format, serialize, text_type), first, last, variant="-parts",
+            fresh_last=lambda m: marked_bytes(
+                m, explicit.marks.get(("message", prompt.message_count - 1)), explicit.ttl,
+                serialize, text_type))
+    content = body(prompt.head, pieces, history_key=history_key, tool=tool,
+                   memo_key=tools_memo_key, model=model, key=key, params=params)
+    if explicit is not None:
+        return content, None
     return content, fingerprints(
         prompt, wire_format=wire_format, names=names, model=model, key=key, params=params,
         reserved=reserved,
@@ -140,30 +169,38 @@ def render(prompt: PromptParts, *, wire_format: str, history_key: str,
 
 def history(prompt: PromptParts, wire_format: str,
             serialize: Callable[[MessageParts], tuple[bytes, ...]],
-            first: list[bytes], last: list[bytes]) -> list[bytes | memoryview]:
+            first: list[bytes], last: list[bytes], *, variant: str = "",
+            fresh_last: Callable[[MessageParts], tuple[bytes, ...]] | None = None
+            ) -> list[bytes | memoryview]:
     """The pieces of the messages / input array: ``first`` items, every history message's
     items (``serialize``, memoized per message), ``last`` items.
 
     The joined items of the history rendered so far are kept in the history memo under
-    ``<wire_format>-body`` (validated by chained digest), so a turn serializes and copies
-    only what is new plus one copy of the whole array into the body.
+    ``<wire_format><variant>-body`` (validated by chained digest), so a turn serializes and
+    copies only what is new plus one copy of the whole array into the body. With
+    ``fresh_last`` the last message's items are ``fresh_last(message)`` (made every render:
+    it holds this request's end-of-history breakpoint) and the memo stops before it.
 
     Raises:
         HistoryError: a new message holds reasoning of another format (see
             :func:`check_reasoning`).
     """
     messages, count = prompt.message_list, prompt.message_count
-    key = wire_format + "-body"
+    key = wire_format + variant + "-body"
+    stop = count - 1 if fresh_last is not None and count else count
     found = history_entry(prompt, key)
-    done, prefix = found if found is not None else (0, None)
+    done, prefix = found if found is not None and found[0] <= stop else (0, None)
     check_reasoning(prompt, wire_format, done)
-    new = [item for i in range(done, count) for item in serialize(messages[i])]
+    new = [item for i in range(done, stop) for item in serialize(messages[i])]
     if new or prefix is None:
         prefix = extend_prefix(prefix, new)
-        store_entry(prompt, key, count, prefix)
+        store_entry(prompt, key, stop, prefix)
     items: list[bytes | memoryview] = [*first]
     if prefix[1]:
         items.append(memoryview(prefix[0])[:prefix[1]])
+    if stop < count:
+        assert fresh_last is not None
+        items.extend(fresh_last(messages[stop]))
     items.extend(last)
     pieces: list[bytes | memoryview] = [b"["]
     for i, item in enumerate(items):
@@ -264,6 +301,168 @@ def _item_pieces(item: dict[str, Any]) -> list[tuple[bytes, ...]]:
     return out
 
 
+# -- explicit caching (GPT-5.6+) ----------------------------------------------------------------
+
+OPTIONS_KEY = "prompt_cache_options"
+"""Body object with the request's cache ``ttl`` / ``mode`` (and ``comparison_response_id``)."""
+
+CACHE_MODES = ("implicit", "explicit")
+
+
+@dataclass(frozen=True, slots=True)
+class ExplicitCache:
+    """One request's explicit caching: its ``prompt_cache_options`` and breakpoint marks.
+
+    Attributes:
+        ttl: The request's TTL label (``prompt_cache_options.ttl``); a marker with this TTL
+            omits its own ``ttl`` (it inherits).
+        options: The ``prompt_cache_options`` object sent.
+        marks: Place -> TTL label of each ``prompt_cache_breakpoint`` (system parts and
+            history messages; see ``_breakpoints.breakpoints``).
+    """
+
+    ttl: str
+    options: Mapping[str, str]
+    marks: Mapping[Place, str]
+
+
+def explicit_cache(prompt: PromptParts, *, wire_format: str, model: str, ttl: str | None,
+                   mode: str | None, history_ttl: str | None,
+                   params: Mapping[str, Any]) -> ExplicitCache | None:
+    """The explicit caching a render asked for (``None`` when ``ttl``, ``mode`` and
+    ``history_ttl`` are all ``None``): its options and its breakpoint places, by the one
+    placement rule (``_breakpoints.breakpoints``: user-placed breakpoints kept, the SDK's at
+    the end of the head's system text and at the end of the history, budget and TTL order
+    checked) with the API's write budget (``_policy.OPENAI_EXPLICIT_RULES``: 4 explicit
+    breakpoints written in ``explicit`` mode, 3 beside the implicit one) and no lookback
+    (matching considers the latest 80 breakpoints, with no block window). User-placed
+    breakpoints (``5m`` / ``1h``, Anthropic labels) take the request's TTL here.
+
+    Raises:
+        InputError: the model has no explicit caching (code ``render-explicit-cache``), a TTL
+            or mode the API does not accept (``render-param``), or ``prompt_cache_options``
+            also given as a param (``render-param``).
+        BreakpointError: see ``_breakpoints.breakpoints``.
+    """
+    if ttl is None and mode is None and history_ttl is None:
+        return None
+    rule = openai_explicit_rule(wire_format, model)
+    if rule is None:
+        raise InputError(
+            f"{model!r} has no explicit prompt caching (prompt_cache_breakpoint and "
+            "prompt_cache_options are GPT-5.6 and later, per the policy table): drop "
+            "prompt_cache_ttl / prompt_cache_mode / history_ttl, or override the policy",
+            code="render-explicit-cache", pointer="/prompt_cache_options")
+    for name, value in (("prompt_cache_ttl", ttl), ("history_ttl", history_ttl)):
+        if value is not None and value not in rule.ttls:
+            raise InputError(f"{name} must be one of {rule.ttls} on {wire_format}, got "
+                             f"{value!r}", code="render-param", pointer="/prompt_cache_options")
+    if mode is not None and mode not in CACHE_MODES:
+        raise InputError(f"prompt_cache_mode must be 'implicit' or 'explicit', got {mode!r}",
+                         code="render-param", pointer="/prompt_cache_options/mode")
+    if OPTIONS_KEY in params:
+        raise InputError("prompt_cache_options is made from prompt_cache_ttl / "
+                         "prompt_cache_mode: do not pass it as a param too",
+                         code="render-param", pointer="/prompt_cache_options")
+    ttl = ttl or rule.ttls[0]
+    budget = rule.written_explicit_mode if mode == "explicit" else rule.written_implicit_mode
+    marks, _ = breakpoints(prompt, history_ttl or ttl, budget, lookback=None, head_ttl=ttl,
+                           user_ttl=ttl, tool_marks=False)
+    options = {"ttl": ttl} if mode is None else {"mode": mode, "ttl": ttl}
+    return ExplicitCache(ttl, options, marks)
+
+
+def system_parts(head: HeadParts, role: str, explicit: ExplicitCache, text_type: str,
+                 extra: Mapping[str, str]) -> bytes | None:
+    """The system item in parts form (one text part per system block), with the marks of
+    ``explicit`` on its parts, plus the ``extra`` fields (Responses: ``"type": "message"``);
+    ``None`` for a head without system text."""
+    if not head.system:
+        return None
+    parts: list[dict[str, Any]] = []
+    for i, text in enumerate(head.system):
+        part: dict[str, Any] = {"text": text, "type": text_type}
+        mark = explicit.marks.get(("system", i))
+        if mark is not None:
+            part[MARKER_KEY] = marker(None if mark == explicit.ttl else mark)
+        parts.append(part)
+    return canonical_json({"content": parts, "role": role, **extra})
+
+
+def marker(ttl: str | None) -> dict[str, str]:
+    """A ``prompt_cache_breakpoint`` object: ``{"mode": "explicit"}``, plus ``ttl`` when it
+    differs from the request's (``None``: inherit). Source: openai-python
+    ``chat/chat_completion_content_part_text_param.py`` (``PromptCacheBreakpoint``)."""
+    return {"mode": "explicit"} if ttl is None else {"mode": "explicit", "ttl": ttl}
+
+
+def _part_key(item: Mapping[str, Any]) -> str | None:
+    """Where an item keeps its content parts: ``output`` (a Responses
+    ``function_call_output``), ``content`` (a message; not a Responses assistant replay,
+    whose string content has no input part), else ``None``."""
+    if item.get("type") == "function_call_output":
+        return "output"
+    if item.get("type") == "message" and item.get("role") == "assistant":
+        return None
+    return "content" if "content" in item else None
+
+
+def _as_parts(item: dict[str, Any], text_type: str) -> dict[str, Any]:
+    key = _part_key(item)
+    if key is not None and isinstance(item.get(key), str):
+        item[key] = [{"text": item[key], "type": text_type}]
+    return item
+
+
+def parts_bytes(message: MessageParts, wire_format: str,
+                serialize: Callable[[MessageParts], tuple[bytes, ...]],
+                text_type: str) -> tuple[bytes, ...]:
+    """A message's items with every string content as one text part (and a
+    ``prompt_cache_breakpoint`` inheriting the request's TTL on its last text part when the
+    user placed a breakpoint on it), serialized once per message."""
+    cache = message.wire_memo
+    key = wire_format + "-parts"
+    found: tuple[bytes, ...] | None = cache.get(key)
+    if found is None:
+        found = cache[key] = marked_bytes(message, "user" if message.breakpoint else None,
+                                          None, serialize, text_type)
+    return found
+
+
+def marked_bytes(message: MessageParts, ttl: str | None, request_ttl: str | None,
+                 serialize: Callable[[MessageParts], tuple[bytes, ...]],
+                 text_type: str) -> tuple[bytes, ...]:
+    """A message's items in parts form with a breakpoint of ``ttl`` on the last text part of
+    its last item that has one (``ttl`` ``None``: no breakpoint; equal to ``request_ttl`` or
+    ``"user"``: one inheriting the request's TTL). A message with no text part (an assistant
+    turn of tool calls only) takes no breakpoint."""
+    items = [_as_parts(loads(item), text_type) for item in serialize(message)]
+    if ttl is not None:
+        for item in reversed(items):
+            key = _part_key(item)
+            parts = item.get(key) if key else None
+            if isinstance(parts, list) and parts and isinstance(parts[-1], dict) \
+                    and parts[-1].get("type") == text_type:
+                parts[-1][MARKER_KEY] = marker(None if ttl in ("user", request_ttl) else ttl)
+                break
+    return tuple([canonical_json(item) for item in items])
+
+
+def allowed_tools(wire_format: str, names: Sequence[str], mode: str) -> dict[str, Any]:
+    """``tool_choice`` restricting the callable tools to ``names`` without changing
+    ``tools``: Chat ``{"type": "allowed_tools", "allowed_tools": {"mode", "tools":
+    [{"type": "function", "function": {"name"}}]}}``, Responses ``{"type": "allowed_tools",
+    "mode", "tools": [{"type": "function", "name"}]}``. Source: openai-python
+    ``chat/chat_completion_allowed_tool_choice_param.py``,
+    ``responses/tool_choice_allowed_param.py``."""
+    if wire_format == "openai-chat":
+        return {"allowed_tools": {"mode": mode, "tools": [
+            {"function": {"name": n}, "type": "function"} for n in names]},
+            "type": "allowed_tools"}
+    return {"mode": mode, "tools": [{"name": n, "type": "function"} for n in names],
+            "type": "allowed_tools"}
+
+
 def tail_role(model: str) -> str:
     """``developer`` where the policy says the model places implicit breakpoints at the latest
     user/tool message (it has a breakpoint budget), else ``user``."""
@@ -299,7 +498,7 @@ def session_hint(body: Mapping[str, Any]) -> tuple[str, bool] | None:
     return key, not key.startswith(LINEAGE_KEY_PREFIX)
 
 
-DIAGNOSTICS_OPTION = "prompt_cache_options"
+DIAGNOSTICS_OPTION = OPTIONS_KEY
 """Body object holding ``comparison_response_id`` (Responses; the emulator's chat too)."""
 
 

@@ -30,12 +30,17 @@ class ProviderRequest:
             rendered it: Anthropic content blocks at the end of the last message, OpenAI
             items (0 or 1) at the end of ``messages`` / ``input``. 0 for a body built
             elsewhere (then nothing is known to be tail). See :attr:`tail_segments`.
+        headers: HTTP headers the request needs besides authentication, e.g.
+            ``{"anthropic-beta": "mid-conversation-tool-changes-2026-07-01"}`` when the body
+            holds tool-change blocks; empty for most requests. The SDK's clients send them;
+            with an official SDK pass them as ``extra_headers=request.headers``.
     """
 
     wire_format: str
     path: str
     content: bytes = field(repr=False)
     tail_count: int = field(default=0, repr=False, compare=False)
+    headers: Mapping[str, str] = field(default_factory=dict, repr=False, compare=False)
 
     @cached_property
     def body(self) -> dict[str, Any]:
@@ -101,20 +106,22 @@ class ProviderRequest:
                      if any(s.path == p or s.path.startswith(p + "/") for p in paths))
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (type(self), (self.wire_format, self.path, self.content, self.tail_count))
+        return (type(self), (self.wire_format, self.path, self.content, self.tail_count,
+                             dict(self.headers)))
 
     @classmethod
     def _rendered(cls, wire_format: str, path: str, content: bytes,
                   fingerprints: Callable[[], tuple[str, str]] | None,
-                  tail_count: int = 0, params: Mapping[str, Any] | None = None
-                  ) -> ProviderRequest:
+                  tail_count: int = 0, params: Mapping[str, Any] | None = None,
+                  headers: Mapping[str, str] | None = None) -> ProviderRequest:
         """A request the SDK rendered: ``fingerprints`` gives ``(fingerprint,
         head_fingerprint)`` equal to the segmented body's, computed incrementally by the
         renderer (``None``: from the segmented body); ``tail_count`` as the attribute;
         ``params`` the model and extra params it was rendered with (:attr:`params`)."""
         return frozen_instance(cls, {
             "wire_format": wire_format, "path": path, "content": content,
-            "tail_count": tail_count, "_fingerprints": fingerprints, "_params": params})
+            "tail_count": tail_count, "headers": dict(headers or {}),
+            "_fingerprints": fingerprints, "_params": params})
 
     @property
     def _chained(self) -> tuple[str, str]:

@@ -17,17 +17,17 @@ return the same ``usage`` shape.
 from __future__ import annotations
 
 import bisect
-import itertools
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .._canonical import canonical_json, checked_json, loads, unescape_pointer
 from .._exceptions import BreakpointError, CaptureError, HistoryError, InputError, UsageParseError
-from .._policy import TTL_LABELS_S
 from .._segment import chain_pieces
 from .._sse import SSEEvent
 from .._usage import CacheUsage
 from ._base import Clock, SSEStreamAccumulator
+from ._breakpoints import Place
+from ._breakpoints import breakpoints as place_breakpoints
 from ._fields import (
     TTLSplit,
     UsageKeys,
@@ -250,11 +250,6 @@ MARKER_BYTES = MARKER_KEY.encode()
 #: breakpoint itself as the first" (platform.claude.com prompt-caching docs, 2026).
 LOOKBACK_BLOCKS = 20
 MAX_BREAKPOINTS = 4
-_PLACE_ORDER = {"tool": 0, "system": 1, "message": 2}
-_PLACE_NAMES = {"tool": "tools", "system": "system", "message": "messages"}
-
-Place = tuple[str, int]
-"""Where a breakpoint goes: ``("tool" | "system" | "message", index)``."""
 
 
 def cache_control(ttl: str) -> dict[str, str]:
@@ -295,10 +290,13 @@ def tool_schema(entry: dict[str, Any]) -> tuple[dict[str, Any], str] | None:
 
 def block(canonical: Mapping[str, Any]) -> dict[str, Any]:
     """The content block for one canonical block (``text``, ``tool_use``, ``tool_result``,
-    and a kept ``thinking`` / ``redacted_thinking`` block, replayed as received).
+    a kept ``thinking`` / ``redacted_thinking`` block, replayed as received, and a tool change
+    as a ``tool_addition`` / ``tool_removal`` block referencing a tool of ``tools[]``).
 
     Source: tool_use / tool_result block shapes, platform.claude.com/docs/en/agents-and-tools
-    /tool-use/implement-tool-use.
+    /tool-use/implement-tool-use; tool changes: anthropic-sdk-python
+    ``types/beta/beta_request_tool_addition_block_param.py`` (``{"type": "tool_addition",
+    "tool": {"type": "tool_reference", "name": ...}}``) and ``lib/tools/_beta_runner.py``.
     """
     kind = canonical["type"]
     if kind == "text":
@@ -311,6 +309,9 @@ def block(canonical: Mapping[str, Any]) -> dict[str, Any]:
     if kind == "tool_call":
         return {"id": canonical["id"], "input": canonical["arguments"], "name": canonical["name"],
                 "type": "tool_use"}
+    if kind == "tool_change":  # in a role: "system" message (beta TOOL_CHANGES_BETA)
+        return {"tool": {"name": canonical["name"], "type": "tool_reference"},
+                "type": "tool_" + canonical["change"]}
     out = {"content": canonical["content"], "tool_use_id": canonical["tool_call_id"],
            "type": "tool_result"}
     if canonical.get("is_error"):
@@ -350,109 +351,76 @@ def block_with_breakpoint(message: MessageParts, index: int, ttl: str) -> bytes:
 def breakpoints(prompt: PromptParts, history_ttl: str, budget: int, *,
                 known: Sequence[tuple[int, str]] = (), scan_from: int = 0,
                 short: frozenset[Place] = frozenset()) -> tuple[dict[Place, str], dict[Place, str]]:
-    """Choose breakpoint places -> TTL label, in prompt order; returns ``(marks, user)``,
-    ``user`` the user-placed ones (system blocks and messages).
-
-    User-placed ones are kept where the user put them; the SDK adds one at the end of the
-    stable history, one at the end of the head, and, when the previous render's history
-    breakpoint is :data:`LOOKBACK_BLOCKS` or more blocks back, one kept there (carry); SDK
-    breakpoints are dropped (carry, then head) past the budget. SDK places in ``short`` (their
-    prefix is below the model's minimum cacheable length, see
-    ``RenderedPrompt.to_anthropic``) are not spent: a marker there would write nothing.
+    """Anthropic's breakpoint places: the shared rule (:func:`._breakpoints.breakpoints`)
+    with the :data:`LOOKBACK_BLOCKS` window and the head's own TTL.
 
     Raises:
-        BreakpointError: user-placed breakpoints exceed the budget (code
-            ``breakpoint-budget``), fill it so that the SDK's end-of-history breakpoint has no
-            room (code ``breakpoint-evicts-history``: never dropped silently), or a longer TTL
-            follows a shorter one (code ``breakpoint-ttl-order``).
+        BreakpointError: see :func:`._breakpoints.breakpoints`.
     """
-    head, messages, count = prompt.head, prompt.message_list, prompt.message_count
-    system_marks, head_mark = memo(head, _HEAD_MARKS_KEY, lambda: _head_marks(head))
-    user: dict[Place, str] = dict(system_marks)
-    for mi, known_ttl in known:
-        user[("message", mi)] = known_ttl
-    for mi in range(scan_from, count):
-        ttl = messages[mi].breakpoint
-        if ttl:
-            user[("message", mi)] = ttl
-    if len(user) > budget:
-        raise BreakpointError(
-            f"{len(user)} user-placed cache breakpoints exceed the budget of {budget}",
-            code="breakpoint-budget")
-    sdk: list[tuple[Place, str]] = []  # in priority order: history, head, carry
-    history: Place = ("message", count - 1)
-    if count and history not in short:
-        sdk.append((history, history_ttl))
-    if head_mark is not None and head_mark[0] not in short:
-        sdk.append(head_mark)
-    carry = prompt.previous_breakpoint
-    if carry is not None and carry < count - 1:
-        distance = 0
-        for mi in range(count - 1, carry, -1):
-            distance += len(messages[mi].wire_blocks)  # one content block each
-            if distance >= LOOKBACK_BLOCKS:
-                break
-        if distance >= LOOKBACK_BLOCKS:
-            sdk.append((("message", carry), history_ttl))
-    marks = dict(user)
-    for key, ttl in sdk:
-        if key not in marks and len(marks) < budget:
-            marks[key] = ttl
-    if count and history not in marks and history not in short:
-        placed = ", ".join(f"{_PLACE_NAMES[where]}[{i}]" for where, i in sorted(
-            user, key=_place_rank))
-        raise BreakpointError(
-            f"the {len(user)} user-placed cache breakpoints ({placed}) fill the budget of "
-            f"{budget}, which would drop the SDK's end-of-history breakpoint (every turn would "
-            "then write the history again): remove one, or place it on the last message",
-            code="breakpoint-evicts-history", segment=f"messages[{count - 1}]")
-    if len(marks) < 2:
-        return marks, user
-    ranked = sorted(marks.items(), key=_rank)
-    for (earlier, ttl_a), (later, ttl_b) in itertools.pairwise(ranked):
-        if ttl_a != ttl_b and TTL_LABELS_S[ttl_b] > TTL_LABELS_S[ttl_a]:
-            raise BreakpointError(
-                f"a {ttl_b} breakpoint at {later[0]} {later[1]} follows a {ttl_a} "
-                f"breakpoint at {earlier[0]} {earlier[1]}: longer TTLs must come first "
-                "(raise head_ttl/history_ttl or move the breakpoint)",
-                code="breakpoint-ttl-order", segment=f"{later[0]}[{later[1]}]")
-    return dict(ranked), user
+    return place_breakpoints(prompt, history_ttl, budget, known=known, scan_from=scan_from,
+                             short=short, lookback=LOOKBACK_BLOCKS)
 
 
-def _rank(mark: tuple[Place, str]) -> tuple[int, int]:
-    return _place_rank(mark[0])
+TAIL_ROLES = ("user", "system")
+"""Roles the tail's message may have: ``user`` (the tail slots as user text after the last
+user turn, the ``<system-reminder>``-style form every model accepts) or ``system`` (a
+mid-conversation system message)."""
 
 
-def _place_rank(place: Place) -> tuple[int, int]:
-    """A place's position in the prompt: tools, then system, then messages."""
-    return _PLACE_ORDER[place[0]], place[1]
+def tail_role_for(prompt: PromptParts, *, supported: bool, asked: str | None) -> str:
+    """The role of the tail's message: ``asked``, or when ``None`` ``system`` where the model
+    has mid-conversation system messages (``supported``, from ``_policy.model_features``)
+    and the placement rules allow it, else ``user``.
 
+    Placement (platform.claude.com/docs/en/build-with-claude/mid-conversation-system-messages):
+    a system message must follow a ``user`` turn, cannot be ``messages[0]``, cannot directly
+    follow another system message (the tail then joins it) and must be last or followed by an
+    ``assistant`` turn (the tail is last).
 
-_HEAD_MARKS_KEY = "anthropic-head-marks"
-"""Head memo key: :func:`_head_marks`."""
-
-
-def _head_marks(head: HeadParts) -> tuple[tuple[tuple[Place, str], ...], tuple[Place, str] | None]:
-    """The head's user-placed breakpoints (its system blocks', in order) and the SDK's
-    end-of-head one (``None`` for a head with neither system nor tools)."""
-    system = tuple((("system", i), ttl) for i, ttl in enumerate(head.system_ttls) if ttl)
-    if head.system:
-        return system, (("system", len(head.system) - 1), head.head_ttl)
-    if len(head.tools):
-        return system, (("tool", len(head.tools) - 1), head.head_ttl)
-    return system, None
+    Raises:
+        InputError: ``asked`` is not a role of :data:`TAIL_ROLES`, or is ``system`` where the
+            placement rules forbid it (code ``render-tail-role``, naming the rule).
+    """
+    if asked is not None and asked not in TAIL_ROLES:
+        raise InputError(f"tail_role must be 'user', 'system' or None (automatic), got "
+                         f"{asked!r}", code="render-tail-role", pointer="/tail_role")
+    if not prompt.tail_texts:
+        return "user"
+    count = prompt.message_count
+    last = _role(prompt.message_list[count - 1]) if count else None
+    if asked == "user" and last != "system":
+        return "user"
+    if last == "system":  # a tool change: the tail joins it (it must stay last)
+        if asked == "user":
+            raise InputError("tail_role='user' cannot be placed: the history ends with a tool "
+                             "change (a system message), which must be last or followed by an "
+                             "assistant turn; use tail_role=None or 'system'",
+                             code="render-tail-role", segment=f"messages[{count}]")
+        return "system"
+    if last == "user":
+        return "system" if asked == "system" or supported else "user"
+    if asked is None:
+        return "user"
+    where = ("the history is empty and a system message cannot be messages[0]" if last is None
+             else "the history ends with an assistant turn and a system message must follow a "
+             "user turn")
+    raise InputError(f"tail_role='system' cannot be placed: {where}; use tail_role='user' or "
+                     "None (automatic), or append the user turn first", code="render-tail-role",
+                     segment=f"messages[{count}]")
 
 
 def _message(role: str, blocks: Sequence[bytes]) -> bytes:
     return b"".join((b'{"content":[', b",".join(blocks), _ROLE_TAILS[role]))
 
 
-_ROLE_TAILS = {role: b'],"role":' + canonical_json(role) + b"}" for role in ("user", "assistant")}
+_ROLE_TAILS = {role: b'],"role":' + canonical_json(role) + b"}"
+               for role in ("user", "assistant", "system")}
 
 
 def render(prompt: PromptParts, *, model: str, max_tokens: int, history_ttl: str,
            max_breakpoints: int, params: Mapping[str, Any],
-           short: frozenset[Place] = frozenset()) -> tuple[bytes, Fingerprints | None]:
+           short: frozenset[Place] = frozenset(),
+           tail_role: str = "user") -> tuple[bytes, Fingerprints | None]:
     """The Messages request body (tools -> system -> messages, tail last) as exact bytes,
     and what gives its ``(fingerprint, head_fingerprint)``, as :func:`segment_request` would,
     chained incrementally when first called (``None`` when ``params`` hold a field the
@@ -460,7 +428,10 @@ def render(prompt: PromptParts, *, model: str, max_tokens: int, history_ttl: str
 
     See :meth:`RenderedPrompt.to_anthropic <stableprompt.RenderedPrompt.to_anthropic>` for
     the arguments and the breakpoint rules; ``prompt`` is already checked non-empty;
-    ``short`` are the SDK places not to spend (see :func:`breakpoints`).
+    ``short`` are the SDK places not to spend (see :func:`breakpoints`); ``tail_role`` is
+    the role of the tail's message (checked by the caller, see :func:`tail_role_for`): the
+    tail blocks join the last history message when it has that role, else they are a
+    message of their own at the end. The history's blocks are the same bytes either way.
 
     Raises:
         InputError: bad ``max_tokens`` (code ``render-param``) or a param clash.
@@ -505,12 +476,12 @@ def render(prompt: PromptParts, *, model: str, max_tokens: int, history_ttl: str
     assert prefix is not None
     fresh: list[bytes] = []
     tail_in_group = False
-    if groups:  # the last group (it ends past ``stable``), with the tail when it is a user's
+    if groups:  # the last group (it ends past ``stable``), with the tail when it has its role
         last = groups[-1]
-        tail_in_group = last[0] == "user"
+        tail_in_group = last[0] == tail_role
         fresh.append(_group(messages, last, marks, tail if tail_in_group else ()))
     if tail and not tail_in_group:
-        fresh.append(_message("user", tail))
+        fresh.append(_message(tail_role, tail))
 
     before, after = envelope(envelopes, (type(model), model, max_tokens), lambda: {
         "max_tokens": param_bytes("max_tokens", max_tokens),
@@ -543,7 +514,7 @@ def render(prompt: PromptParts, *, model: str, max_tokens: int, history_ttl: str
         return request_fingerprints(
             prompt, WIRE_FORMAT, param_datas(CACHE_KEY_PARAMS, model, params),
             lambda: _head_datas(head), _chain_message,
-            tuple([("message", _ROLE_HEADS["user"] + block + b"}") for block in tail]))
+            tuple([("message", _ROLE_HEADS[tail_role] + block + b"}") for block in tail]))
 
     return content, fingerprints
 
@@ -615,7 +586,8 @@ def _markable(message: MessageParts) -> int | None:
 
 
 def _role(message: MessageParts) -> str:
-    return "assistant" if message.role == "assistant" else "user"
+    role = message.role
+    return role if role in ("assistant", "system") else "user"
 
 
 def _groups(messages: Sequence[MessageParts], start: int,
@@ -705,7 +677,7 @@ def _head_datas(head: Any) -> Datas:
 
 
 _ROLE_HEADS = {role: b'{"role":' + canonical_json(role) + b',"block":'
-               for role in ("user", "assistant")}
+               for role in ("user", "assistant", "system")}
 
 
 def _chain_message(state: bytes, message: MessageParts) -> bytes:
@@ -765,6 +737,9 @@ def session_hint(body: Mapping[str, Any]) -> str | None:
 
 
 # -- cache diagnostics (beta) -------------------------------------------------------------------
+
+BETA_HEADER = "anthropic-beta"
+"""The request header naming beta features (comma-separated values)."""
 
 DIAGNOSTICS_BETA = "cache-diagnosis-2026-04-07"
 """``anthropic-beta`` value enabling ``diagnostics.previous_message_id`` (``anthropics/skills``

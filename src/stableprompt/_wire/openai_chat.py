@@ -277,6 +277,13 @@ def message_dicts(message: MessageParts) -> list[dict[str, Any]]:
 
     Source: openai-python ``chat/completion_create_params.py`` message params.
     """
+    if message.role == "system":  # operator instructions; tool changes are left out
+        if any(b["type"] != "text" for b in message.wire_blocks):
+            raise HistoryError("tool changes have no OpenAI message form (they are sent as "
+                               "tool_choice allowed_tools)", code="history-role")
+        texts = [b["text"] for b in message.wire_blocks]
+        return [{"content": texts[0] if len(texts) == 1 else [
+            {"text": t, "type": "text"} for t in texts], "role": "developer"}]
     blocks = message.wire_blocks
     texts = [b["text"] for b in blocks if b["type"] == "text"]
     if message.role == "tool":
@@ -314,8 +321,9 @@ def message_bytes(message: MessageParts) -> tuple[bytes, ...]:
 
 
 def render(prompt: PromptParts, *, model: str, prompt_cache_key: bool | str | None,
-           system_role: str, tail_role: str | None, params: Mapping[str, Any]
-           ) -> tuple[bytes, Fingerprints | None]:
+           system_role: str, tail_role: str | None, params: Mapping[str, Any],
+           prompt_cache_ttl: str | None = None, prompt_cache_mode: str | None = None,
+           history_ttl: str | None = None) -> tuple[bytes, Fingerprints | None]:
     """The Chat Completions body (tools, system, history, tail last) as exact bytes.
 
     See :meth:`RenderedPrompt.to_openai_chat <stableprompt.RenderedPrompt.to_openai_chat>`.
@@ -329,13 +337,17 @@ def render(prompt: PromptParts, *, model: str, prompt_cache_key: bool | str | No
     """
     head = prompt.head
     key = render_checks(head.fingerprint, model, prompt_cache_key, system_role, tail_role)
-    system = _system(head, system_role)
+    explicit = _openai.explicit_cache(
+        prompt, wire_format=WIRE_FORMAT, model=model, ttl=prompt_cache_ttl,
+        mode=prompt_cache_mode, history_ttl=history_ttl, params=params)
+    system = (_system(head, system_role) if explicit is None else
+              _openai.system_parts(head, system_role, explicit, 'text', {}))
     tail = _tail(prompt, model, tail_role)
     return _openai.render(
         prompt, wire_format=WIRE_FORMAT, history_key=HISTORY_KEY, serialize=message_bytes,
         system=system, tail=tail, tool=tool, tools_memo_key=_TOOLS_MEMO_KEY, segment=segment,
         names=CACHE_KEY_PARAMS, reserved=_RESERVED, model=model, key=key, params=params,
-        system_role=system_role)
+        system_role=system_role, explicit=explicit, text_type='text')
 
 
 _RESERVED = frozenset({"tools", *CONTENT_KEYS})

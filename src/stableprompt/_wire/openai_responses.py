@@ -219,6 +219,13 @@ def items(message: MessageParts) -> list[dict[str, Any]]:
 
     Source: openai-python ``responses/response_input_item_param.py``.
     """
+    if message.role == "system":  # operator instructions; tool changes are left out
+        if any(b["type"] != "text" for b in message.wire_blocks):
+            raise HistoryError("tool changes have no OpenAI message form (they are sent as "
+                               "tool_choice allowed_tools)", code="history-role")
+        return [{"content": [{"text": b["text"], "type": "input_text"}
+                             for b in message.wire_blocks], "role": "developer",
+                 "type": "message"}]
     out: list[dict[str, Any]] = []
     blocks = message.wire_blocks
     texts = [b["text"] for b in blocks if b["type"] == "text"]
@@ -261,8 +268,9 @@ def item_bytes(message: MessageParts) -> tuple[bytes, ...]:
 
 
 def render(prompt: PromptParts, *, model: str, prompt_cache_key: bool | str | None,
-           system_role: str, tail_role: str | None, params: Mapping[str, Any]
-           ) -> tuple[bytes, Fingerprints | None]:
+           system_role: str, tail_role: str | None, params: Mapping[str, Any],
+           prompt_cache_ttl: str | None = None, prompt_cache_mode: str | None = None,
+           history_ttl: str | None = None) -> tuple[bytes, Fingerprints | None]:
     """The Responses body: system as the first input message, then history items, tail last.
 
     See :meth:`RenderedPrompt.to_openai_responses
@@ -277,13 +285,17 @@ def render(prompt: PromptParts, *, model: str, prompt_cache_key: bool | str | No
     """
     head = prompt.head
     key = render_checks(head.fingerprint, model, prompt_cache_key, system_role, tail_role)
-    system = _system(head, system_role)
+    explicit = _openai.explicit_cache(
+        prompt, wire_format=WIRE_FORMAT, model=model, ttl=prompt_cache_ttl,
+        mode=prompt_cache_mode, history_ttl=history_ttl, params=params)
+    system = (_system(head, system_role) if explicit is None else
+              _openai.system_parts(head, system_role, explicit, 'input_text', {"type": "message"}))
     tail = _tail(prompt, model, tail_role)
     return _openai.render(
         prompt, wire_format=WIRE_FORMAT, history_key=HISTORY_KEY, serialize=item_bytes,
         system=system, tail=tail, tool=tool, tools_memo_key=_TOOLS_MEMO_KEY, segment=segment,
         names=CACHE_KEY_PARAMS, reserved=_RESERVED, model=model, key=key, params=params,
-        system_role=system_role)
+        system_role=system_role, explicit=explicit, text_type='input_text')
 
 
 _RESERVED = frozenset({"tools", *CONTENT_KEYS})

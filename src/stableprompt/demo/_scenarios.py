@@ -35,6 +35,14 @@ calls and results) and differs only in how it builds request bodies:
 * ``subagent-fork``: the same subagents forked from one pinned head
   (:meth:`~stableprompt.Conversation.fork`): every subagent's first call reads the head the
   first subagent wrote, a cross-session read.
+* mid-session changes (SDK harnesses, every :data:`CHANGE_EVERY_TURNS` turns):
+  ``system-message`` appends new operator instructions to the history
+  (``Conversation.system``: a mid-conversation system message on models that have them,
+  ``<system-reminder>`` user text or a developer message elsewhere) and ``system-edit``
+  writes them into the system text (a new head, the habit);
+  ``dynamic-tools`` withdraws and brings back a tool with ``disable_tools`` /
+  ``enable_tools`` (an MCP-like server) and ``dynamic-tools-rebuild`` rebuilds the head
+  with the tools offered (the habit).
 
 The two multi-agent scenarios run each user turn as its own conversation (session id
 ``<session>/agent<k>`` in ``metadata.user_id``; the responder follows ``<session>``'s
@@ -60,7 +68,7 @@ from typing import Any
 
 from .._canonical import wire_json
 from .._exceptions import HistoryError
-from .._prompt._builder import Conversation, PromptBuilder
+from .._prompt._builder import Conversation, PinnedHead, PromptBuilder
 from .._prompt._messages import tool_call_of
 from .._wire import bedrock_converse, gemini
 from .._wire._formats import assistant_turn
@@ -69,6 +77,7 @@ from ..emulator import AssistantTurn
 from ._workload import WorkloadSession
 
 __all__ = [
+    "CHANGE_EVERY_TURNS",
     "COMPACT_EVERY_TURNS",
     "EMULATOR_WIRES",
     "PROVIDERS",
@@ -82,9 +91,12 @@ __all__ = [
     "Reply",
     "Scenario",
     "clock_text",
+    "dynamic_tool",
+    "instruction_update",
     "responses_body",
     "scenario_names",
     "session_system_prompt",
+    "tool_withdrawn",
 ]
 
 PROVIDERS = ("anthropic", "openai", "gemini", "bedrock")
@@ -341,18 +353,26 @@ class SdkHarness(Harness):
     """The SDK as intended: pinned head, append-only history, clock in a tail slot."""
 
     def __init__(self, session: WorkloadSession, spec: HarnessSpec) -> None:
-        head = (PromptBuilder(tokenizer=None).system(spec.system_prompt).tools(session.tools)
-                .tail_slot("now").freeze())
-        self._conversation: Conversation = head.conversation()
+        self._session = session
+        self._conversation: Conversation = self._head(spec.system_prompt,
+                                                      session.tools).conversation()
         self._spec = spec
         self._session_id = session.id
         self._metadata = {"user_id": session.id}
+
+    def _head(self, system: str, tools: Any) -> PinnedHead:
+        return PromptBuilder(tokenizer=None).system(system).tools(tools).tail_slot(
+            "now").freeze()
+
+    def tail(self, now: float) -> dict[str, str]:
+        """The tail slots' values for a call at ``now``."""
+        return {"now": clock_text(now)}
 
     def user(self, text: str) -> None:
         self._conversation.user(text)
 
     def request(self, now: float) -> Outgoing:
-        rendered = self._conversation.render(tail={"now": clock_text(now)})
+        rendered = self._conversation.render(tail=self.tail(now))
         spec, limit = self._spec, self._spec.max_tokens
         if spec.wire == "anthropic":
             return Outgoing(rendered.to_anthropic(
@@ -709,6 +729,81 @@ class ForkedSubagents(SdkHarness):
         self._metadata = {"user_id": subagent_id(self._session, index)}
 
 
+# ----------------------------------------------------------------- mid-session changes
+
+CHANGE_EVERY_TURNS = 2
+"""User turns between two instruction updates, and between two tool changes."""
+
+
+def instruction_update(index: int) -> str:
+    """The operator's instructions in force from user turn ``index`` on (a new one every
+    :data:`CHANGE_EVERY_TURNS` turns)."""
+    k = index // CHANGE_EVERY_TURNS
+    return (f"Operator update {k}: keep each answer under {40 + 10 * k} words and name the "
+            "tools you used.")
+
+
+class SystemMessage(SdkHarness):
+    """Instruction updates appended to the history with ``Conversation.system``: a
+    mid-conversation system message after the user turn where the model has them
+    (``<system-reminder>`` user text on other Anthropic models, a developer message on
+    OpenAI), cached with the history."""
+
+    def begin_turn(self, index: int) -> None:
+        if index and index % CHANGE_EVERY_TURNS == 0:
+            self._conversation.system(instruction_update(index))
+
+
+class SystemEdit(SdkHarness):
+    """Instruction updates written into the system text (the habit): a new head each time,
+    the history rebased onto it."""
+
+    def begin_turn(self, index: int) -> None:
+        if index and index % CHANGE_EVERY_TURNS == 0:
+            system = (f"{self._spec.system_prompt}\n# Operator update\n\n"
+                      f"{instruction_update(index)}\n")
+            self._conversation, _ = self._conversation.rebase(
+                self._head(system, self._session.tools))
+
+
+def dynamic_tool(session: WorkloadSession) -> str | None:
+    """The tool an MCP-like server withdraws and brings back every
+    :data:`CHANGE_EVERY_TURNS` turns: the first (source order) the session never calls, so
+    the script stays valid; ``None`` when it calls them all."""
+    called = {call.name for turn in session.turns for call in turn.calls}
+    return next((name for name in session.tool_order if name not in called), None)
+
+
+def tool_withdrawn(index: int) -> bool:
+    """Whether the dynamic tool is withdrawn during user turn ``index``."""
+    return (index // CHANGE_EVERY_TURNS) % 2 == 1
+
+
+class DynamicTools(SdkHarness):
+    """Tools withdrawn and brought back every few turns with ``disable_tools`` /
+    ``enable_tools``: the head never changes."""
+
+    def begin_turn(self, index: int) -> None:
+        name = dynamic_tool(self._session)
+        if name is not None and index and index % CHANGE_EVERY_TURNS == 0:
+            change = (self._conversation.disable_tools if tool_withdrawn(index)
+                      else self._conversation.enable_tools)
+            change([name])
+
+
+class DynamicToolsRebuild(SdkHarness):
+    """The same tool changes made by rebuilding the head with the tools offered (the habit),
+    the history rebased onto it."""
+
+    def begin_turn(self, index: int) -> None:
+        name = dynamic_tool(self._session)
+        if name is not None and index and index % CHANGE_EVERY_TURNS == 0:
+            tools = [t for t in self._session.tools
+                     if not (tool_withdrawn(index) and t.name == name)]
+            self._conversation, _ = self._conversation.rebase(
+                self._head(self._spec.system_prompt, tools))
+
+
 SCENARIOS: tuple[Scenario, ...] = (
     Scenario("stableprompt", "the SDK: pinned head, append-only history, clock in the tail",
              "nothing: every call after the first reads the whole previous request, except "
@@ -758,6 +853,27 @@ SCENARIOS: tuple[Scenario, ...] = (
              "nothing but what each subagent adds: its first call reads the head an earlier "
              "subagent wrote (a cross-session read, inside the ceiling)",
              PROVIDERS, ForkedSubagents, max_sessions=SUBAGENT_SESSIONS),
+    Scenario("system-message",
+             f"every {CHANGE_EVERY_TURNS} turns new operator instructions, appended as a "
+             "mid-conversation system message (Conversation.system)",
+             "nothing but the instructions' own tokens, written once with their turn: the "
+             "whole history before them is read", PROVIDERS, SystemMessage),
+    Scenario("system-edit",
+             f"every {CHANGE_EVERY_TURNS} turns new operator instructions, written into the "
+             "system text (a new head)",
+             "on each update call, everything from the system prompt on (Anthropic: the whole "
+             "prompt; OpenAI keeps the tools prefix)", PROVIDERS, SystemEdit),
+    Scenario("dynamic-tools",
+             f"every {CHANGE_EVERY_TURNS} turns a tool is withdrawn or brought back with "
+             "disable_tools / enable_tools",
+             "only the change's few tokens: Anthropic tool_removal / tool_addition blocks in "
+             "the history (or the tail mask), OpenAI tool_choice allowed_tools",
+             PROVIDERS, DynamicTools),
+    Scenario("dynamic-tools-rebuild",
+             f"every {CHANGE_EVERY_TURNS} turns a tool is withdrawn or brought back by "
+             "rebuilding the head",
+             "on each change call, the whole prompt: the tools come first",
+             PROVIDERS, DynamicToolsRebuild),
 )
 
 

@@ -6,8 +6,8 @@ the cached prefix intact": the emulator renders it as one more message (its bloc
 like any other), so the prefix before it is unchanged. The rules (a 400 for each, naming the
 message):
 
-* only models in :data:`stableprompt._policy.SYSTEM_MESSAGES` accept it; others answer
-  ``role 'system' is not supported on this model``;
+* only models whose :func:`stableprompt._policy.model_features` say ``system_messages``
+  accept it; others answer ``role 'system' is not supported on this model``;
 * it cannot be ``messages[0]`` and cannot directly follow another system message;
 * it must follow a ``user`` turn, or an ``assistant`` turn ending in server-tool use;
 * it must be the last message, or be followed by an ``assistant`` turn;
@@ -31,7 +31,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from .._policy import SYSTEM_MESSAGES
+from .._policy import INLINE_TOOLS_BETA, TOOL_CHANGES_BETA, model_features
 from ._answers import WireError
 from ._checks import expect_object, expect_str
 
@@ -64,7 +64,7 @@ def check_system_message(
         WireError: The first rule it breaks (400).
     """
     where = f"messages.{i}"
-    if not SYSTEM_MESSAGES.supports(model):
+    if not model_features("anthropic", model).system_messages:
         raise WireError("role 'system' is not supported on this model", param=f"{where}.role")
     message = messages[i]
     extra = sorted(set(message) - _FIELDS)
@@ -115,18 +115,18 @@ def _check_block(block: dict[str, Any], where: str, *, betas: frozenset[str], to
         return
     if kind not in ("tool_addition", "tool_removal"):
         raise WireError(f"{where}.type: system message content is text only, got {kind!r}")
-    if SYSTEM_MESSAGES.tool_changes_beta not in betas:
+    if TOOL_CHANGES_BETA not in betas:
         raise WireError(f"{where}.type: {kind!r} blocks need the anthropic-beta header "
-                        f"{SYSTEM_MESSAGES.tool_changes_beta!r}")
+                        f"{TOOL_CHANGES_BETA!r}")
     extra = sorted(set(block) - {"type", "tool", "cache_control"})
     if extra:
         raise WireError(f"{where}.{extra[0]}: Extra inputs are not permitted")
     tool = expect_object(block.get("tool"), f"{where}.tool")
     ref = tool.get("type")
     if ref == "tool_definition" and kind == "tool_addition":
-        if SYSTEM_MESSAGES.inline_tools_beta not in betas:
+        if INLINE_TOOLS_BETA not in betas:
             raise WireError(f"{where}.tool.type: 'tool_definition' needs the anthropic-beta "
-                            f"header {SYSTEM_MESSAGES.inline_tools_beta!r}")
+                            f"header {INLINE_TOOLS_BETA!r}")
         definition = expect_object(tool.get("definition"), f"{where}.tool.definition")
         tools.add(expect_str(definition.get("name"), f"{where}.tool.definition.name",
                              empty=False))
