@@ -71,6 +71,9 @@ _EXPORTS: dict[str, str] = {
     "Segment": "_segment",
     "SegmentTokenCounter": "_tokens",
     "SegmentedRequest": "_wire._segmenter",
+    "SourceError": "_exceptions",
+    "SourceFinding": "_lint._source_report",
+    "SourceLintReport": "_lint._source_report",
     "StablePromptError": "_exceptions",
     "Summary": "_report._summary",
     "TailSlotError": "_exceptions",
@@ -96,6 +99,7 @@ _EXPORTS: dict[str, str] = {
     "get_tokenizer": "_tokens",
     "lint_capture": "_lint._linter",
     "lint_requests": "_lint._linter",
+    "lint_source": "_lint._source",
     "parse_stream": "_wire._registry",
     "parse_usage": "_wire._registry",
     "plan_compaction": "_prompt._compaction",
@@ -146,6 +150,7 @@ if _typing.TYPE_CHECKING:
         ProviderError,
         ProviderHTTPError,
         ProviderTimeoutError,
+        SourceError,
         StablePromptError,
         TailSlotError,
         TokenizerUnavailableError,
@@ -168,6 +173,11 @@ if _typing.TYPE_CHECKING:
         LintReport,
         lint_capture,
         lint_requests,
+    )
+    from ._lint._source import lint_source
+    from ._lint._source_report import (
+        SourceFinding,
+        SourceLintReport,
     )
     from ._policy import (
         CachePolicy,
@@ -275,6 +285,9 @@ __all__ = [
     "Segment",
     "SegmentTokenCounter",
     "SegmentedRequest",
+    "SourceError",
+    "SourceFinding",
+    "SourceLintReport",
     "StablePromptError",
     "Summary",
     "TailSlotError",
@@ -301,6 +314,7 @@ __all__ = [
     "get_tokenizer",
     "lint_capture",
     "lint_requests",
+    "lint_source",
     "parse_stream",
     "parse_usage",
     "plan_compaction",
