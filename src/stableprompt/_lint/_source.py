@@ -7,7 +7,8 @@ walked by :class:`~stableprompt._lint._source_flow.Walker`; a function's walk is
 applied at every call of it in the project. Attributes of ``self`` (and of names holding an
 instance of a project class) are one taint per class and attribute, shared by all methods; as
 a method may write one that another reads, the whole pass repeats until no attribute or
-module global gains a label (at most :data:`MAX_ROUNDS` walks; in practice two or three).
+module global gains a label, at most :data:`MAX_ROUNDS` times (a longer chain of attributes
+is followed only that far).
 The prompt-structure checks that need no data flow (the summarizer's prefix, the cache TTL)
 are in :mod:`stableprompt._lint._source_checks`.
 """
@@ -20,7 +21,7 @@ import fnmatch
 import re
 import tomllib
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -37,13 +38,14 @@ from ._source_rules import (
     SYSTEM_DECORATORS,
     Rule,
     Sink,
+    last_name,
     match,
     rule_named,
 )
 
 __all__ = ["MAX_ROUNDS", "Analysis", "SourceConfig", "lint_source", "read_config"]
 
-MAX_ROUNDS = 4
+MAX_ROUNDS = 3
 _SKIP_DIRS = frozenset({"__pycache__", "node_modules", "site-packages"})
 _IGNORE = re.compile(r"#\s*stableprompt:\s*ignore(?:\[([^\]]*)\])?")
 _SLOTS = frozenset({"system", "tools", "messages", "body"})
@@ -204,6 +206,23 @@ def _index(name: str, file: str, tree: ast.Module, source: str) -> ModuleInfo:
     return mod
 
 
+def _via_key(label: Label) -> tuple[int, list[tuple[str, int, int]], str]:
+    return len(label.via), [(s.file, s.line, s.col) for s in label.via], label.what
+
+
+def _once_per_conversation(node: ast.expr) -> bool:
+    """Pydantic AI's ``@agent.system_prompt`` without ``dynamic=True``: run when a
+    conversation starts and then kept in its history, so a date there is frozen for the
+    conversation (``@agent.instructions`` and ``dynamic=True`` prompts run on every request).
+    """
+    call = node if isinstance(node, ast.Call) else None
+    func = call.func if call is not None else node
+    if not (isinstance(func, ast.Attribute) and func.attr == "system_prompt"):
+        return False
+    return call is None or not any(k.arg == "dynamic" and not (
+        isinstance(k.value, ast.Constant) and k.value.value is False) for k in call.keywords)
+
+
 def _decorator_name(node: ast.expr) -> str:
     if isinstance(node, ast.Call):
         node = node.func
@@ -220,7 +239,11 @@ class Analysis:
 
     def __init__(self, modules: Sequence[ModuleInfo], extra_sinks: Sequence[Sink] = ()) -> None:
         self.modules = {m.name: m for m in modules}
-        self.sink_table: tuple[Sink, ...] = (*SINKS, *extra_sinks)
+        self.sink_index: dict[str, tuple[Sink, ...]] = {}
+        for sink in (*SINKS, *extra_sinks):
+            key = last_name(sink.pattern)
+            self.sink_index[key] = (*self.sink_index.get(key, ()), sink)
+        self.reads: set[tuple[str, str]] = set()
         self.functions: dict[str, FunctionInfo] = {}
         self.classes: dict[str, ClassInfo] = {}
         for mod in modules:
@@ -228,6 +251,10 @@ class Analysis:
                 self.functions[f"{mod.name}.{name}"] = info
             for cls in mod.classes.values():
                 self.classes[cls.key] = cls
+        self.by_method: dict[str, list[FunctionInfo]] = {}
+        for cls in self.classes.values():
+            for name, info in cls.methods.items():
+                self.by_method.setdefault(name, []).append(info)
         self.fields: dict[tuple[str, str], Taint] = {}
         self.globals: dict[str, dict[str, Taint]] = {m.name: {} for m in modules}
         self.memo: dict[int, Summary] = {}
@@ -236,6 +263,9 @@ class Analysis:
         self.changed = False
 
     # -- Project protocol ------------------------------------------------------------------
+
+    def sinks_named(self, last: str) -> tuple[Sink, ...]:
+        return self.sink_index.get(last, ())
 
     def dotted(self, module: str, node: ast.expr, aliases: Mapping[str, str]) -> str:
         if isinstance(node, ast.Name):
@@ -270,6 +300,15 @@ class Analysis:
             if owner is not None:
                 info = self.method(owner, func.attr)
                 return None if info is None else Callee(info, 1 if info.bound else 0, func.attr)
+            # an object of unknown type: the project's one method of that name, if only one
+            # class defines it (not for a call on an imported module or class)
+            root = func.value
+            while isinstance(root, ast.Attribute | ast.Call | ast.Subscript):
+                root = root.func if isinstance(root, ast.Call) else root.value
+            candidates = self.by_method.get(func.attr, ())
+            if (len(candidates) == 1 and not func.attr.startswith("__") and candidates[0].bound
+                    and not (isinstance(root, ast.Name) and root.id in walker.aliases)):
+                return Callee(candidates[0], 1, func.attr)
         if dotted in self.functions:
             return Callee(self.functions[dotted], 0, dotted.rpartition(".")[2])
         if dotted in self.classes:
@@ -295,7 +334,8 @@ class Analysis:
         decorators = [_decorator_name(d) for d in info.node.decorator_list]
         frozen = info.node.name == "__init__" or any(
             mod.aliases.get(d, d) in CACHE_DECORATORS or d in CACHE_DECORATORS
-            for d in decorators)
+            for d in decorators) or any(_once_per_conversation(d)
+                                        for d in info.node.decorator_list)
         params = info.params
         env = {name: frozenset({Label("param", name, mod.file, info.node.lineno,
                                       info.node.col_offset, index=i)})
@@ -315,6 +355,7 @@ class Analysis:
         return walker.summary
 
     def field_taint(self, cls: str, attr: str) -> Taint:
+        self.reads.add((cls, attr))
         found = self.fields.get((cls, attr))
         if found is not None:
             return found
@@ -329,7 +370,8 @@ class Analysis:
         old = self.fields.get((cls, attr), EMPTY)
         if not taint <= old:
             self.fields[(cls, attr)] = old | taint
-            self.changed = True
+            # another round only if a walk already read the old value
+            self.changed = self.changed or (cls, attr) in self.reads
 
     def global_taint(self, module: str, name: str) -> Taint | None:
         found = self.globals.get(module, {}).get(name)
@@ -345,7 +387,11 @@ class Analysis:
     def report(self, label: Label, hit: SinkHit) -> None:
         rule = RULE_BY_KIND[label.kind]
         key = (rule, hit.file, hit.line, hit.col, label.file, label.line, label.col)
-        self.raw.setdefault(key, (label, hit))
+        known = self.raw.get(key)
+        # several paths from one source to one sink: keep the shortest, then the first in
+        # file order, so the flow shown does not depend on set iteration order
+        if known is None or _via_key(label) < _via_key(known[0]):
+            self.raw[key] = (label, hit)
 
     # -- rounds ----------------------------------------------------------------------------
 
@@ -355,6 +401,7 @@ class Analysis:
             self.changed = False
             self.memo.clear()
             self.raw.clear()
+            self.reads.clear()
             for mod in self.modules.values():
                 self.walk_module(mod)
             for mod in self.modules.values():
@@ -430,6 +477,28 @@ def _finding(label: Label, hit: SinkHit, modules: Mapping[str, ModuleInfo]) -> S
     return SourceFinding(rule.id, rule.name, rule.cause, rule.severity, hit.file, hit.line,
                          hit.col + 1, hit.end_line, hit.end_col + 1, message, flow, rule.fix,
                          _edit(rule, label, hit, modules))
+
+
+def _in_characters(finding: SourceFinding, modules: Mapping[str, ModuleInfo]) -> SourceFinding:
+    """``finding`` with columns counted in characters, not the UTF-8 bytes ``ast`` counts
+    (the same on ASCII lines; SARIF's ``columnKind`` is ``unicodeCodePoints``)."""
+
+    def col(file: str, line: int, col: int) -> int:
+        mod = modules.get(file)
+        if mod is None or not 0 < line <= len(mod.lines):
+            return col
+        text = mod.lines[line - 1]
+        if text.isascii():
+            return col
+        return len(text.encode()[:col - 1].decode(errors="ignore")) + 1
+
+    f = finding
+    flow = tuple(replace(s, col=col(s.file, s.line, s.col)) for s in f.flow)
+    edit = None if f.edit is None else replace(
+        f.edit, col=col(f.edit.file, f.edit.line, f.edit.col),
+        end_col=col(f.edit.file, f.edit.end_line, f.edit.end_col))
+    return replace(f, col=col(f.file, f.line, f.col), end_col=col(f.file, f.end_line, f.end_col),
+                   flow=flow, edit=edit)
 
 
 def _suppressions(mod: ModuleInfo) -> dict[int, frozenset[str] | None]:
@@ -562,6 +631,7 @@ def lint_source(paths: Sequence[str | Path], *, config: SourceConfig | None = No
     found = [_finding(label, hit, by_file) for label, hit in analysis.raw.values()]
     found += ttl_findings([(m.file, m.tree, m.lines) for m in modules])
     found += summarizer_findings([(m.file, m.tree, m.aliases) for m in modules])
+    found = [_in_characters(f, by_file) for f in found]
     tables = {m.file: _suppressions(m) for m in modules}
     kept = [f for f in found if f.rule not in config.ignore and not _suppressed(f, tables)]
     kept.sort(key=lambda f: (f.file, f.line, f.col, f.rule, f.flow[0].line, f.flow[0].col))

@@ -18,7 +18,7 @@ that element is a ``role: system`` / ``developer`` message. Only non-tail labels
 from __future__ import annotations
 
 import ast
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Protocol
 
@@ -28,9 +28,10 @@ from ._source_rules import (
     FROZEN_KINDS,
     KILL_ALL,
     LLM_CALLS,
+    LLM_LAST,
     ORDER_KINDS,
     SOURCE_ATTRIBUTES,
-    SOURCE_CALLS,
+    SOURCE_INDEX,
     SOURCE_METHODS,
     SUMMARY_WORDS,
     SYSTEM_ONLY_KINDS,
@@ -82,7 +83,7 @@ class Label:
 
 Taint = frozenset[Label]
 EMPTY: Taint = frozenset()
-_MAX_VIA = 4
+_MAX_VIA = 3
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,11 +103,14 @@ class SinkHit:
 
 @dataclass(slots=True)
 class Summary:
-    """What a function does with its parameters (see the module docstring)."""
+    """What a function does with its parameters (see the module docstring); ``tuples``:
+    per arity, the taint of each position of the tuple displays it returns (so
+    ``tools, choice = f()`` keeps the two apart)."""
 
     returns: Taint = EMPTY
-    param_sinks: list[tuple[Label, SinkHit]] = field(default_factory=list)
-    param_fields: list[tuple[Label, tuple[str, str]]] = field(default_factory=list)
+    tuples: dict[int, list[Taint]] = field(default_factory=dict)
+    param_sinks: set[tuple[Label, SinkHit]] = field(default_factory=set)
+    param_fields: set[tuple[Label, tuple[str, str]]] = field(default_factory=set)
 
 
 @dataclass(slots=True)
@@ -118,6 +122,7 @@ class FunctionInfo:
     module: str
     cls: str | None = None
     closure: Mapping[str, Taint] | None = None
+    nested_self: str | None = None
 
     @property
     def params(self) -> list[str]:
@@ -125,9 +130,15 @@ class FunctionInfo:
         return [p.arg for p in (*a.posonlyargs, *a.args, *a.kwonlyargs)]
 
     @property
+    def self_name(self) -> str | None:
+        """The name ``self`` goes by: a method's first parameter, or the enclosing method's
+        in a nested function."""
+        return self.params[0] if self.bound and self.params else self.nested_self
+
+    @property
     def bound(self) -> bool:
-        """A method taking ``self``/``cls`` first (not a staticmethod)."""
-        if self.cls is None:
+        """A method taking ``self``/``cls`` first (not a staticmethod, not a nested def)."""
+        if self.cls is None or self.closure is not None:
             return False
         return not any(isinstance(d, ast.Name) and d.id == "staticmethod"
                        for d in self.node.decorator_list)
@@ -145,8 +156,7 @@ class Callee:
 class Project(Protocol):
     """What a walk asks of the whole project (implemented by ``_source.Analysis``)."""
 
-    @property
-    def sink_table(self) -> tuple[Sink, ...]: ...
+    def sinks_named(self, last: str) -> tuple[Sink, ...]: ...
 
     def dotted(self, module: str, node: ast.expr, aliases: Mapping[str, str]) -> str: ...
 
@@ -194,10 +204,16 @@ def _drop(taint: Taint, kinds: Iterable[str]) -> Taint:
     if not taint:
         return taint
     kinds = frozenset(kinds)
-    return frozenset(replace(x, drops=x.drops | kinds) if x.kind == "param" else x
-                     for x in taint if x.kind not in kinds)
+    return frozenset(
+        replace(x, drops=x.drops | kinds) if x.kind == "param" and not kinds <= x.drops else x
+        for x in taint if x.kind not in kinds)
 
 
+#: Keyword arguments that configure a call rather than give it content: an unknown call's
+#: result does not carry them (a model name from the environment is not prompt text).
+_CONFIG_KEYWORDS = frozenset({"model", "model_name", "model_id", "modelId", "provider",
+                              "api_key", "base_url", "timeout", "temperature", "max_tokens",
+                              "settings", "model_settings", "config", "client"})
 _MESSAGE_WORDS = ("messages", "history", "msgs", "conversation", "turns", "transcript")
 
 
@@ -222,6 +238,8 @@ def _messagey(node: ast.expr | None) -> bool:
 
 
 def _tail(taint: Taint) -> Taint:
+    if all(x.tail for x in taint):
+        return taint
     return frozenset(x if x.tail else replace(x, tail=True) for x in taint)
 
 
@@ -299,8 +317,7 @@ class Walker:
 
     def __init__(self, project: Project, module: str, file: str, aliases: dict[str, str], *,
                  info: FunctionInfo | None = None, frozen: bool = False,
-                 env: Mapping[str, Taint] | None = None,
-                 on_field: Callable[[str, str, Taint], None] | None = None) -> None:
+                 env: Mapping[str, Taint] | None = None) -> None:
         self.project = project
         self.module = module
         self.file = file
@@ -313,9 +330,9 @@ class Walker:
         self.local_funcs: dict[str, FunctionInfo] = {}
         self.summary = Summary()
         self.return_sites: list[tuple[ast.Return, Taint]] = []
-        self.on_field = on_field
         self._loops = 0
         self._roots: list[str] = []  # loop targets eligible for the hoist pattern
+        self.last_tuple: list[Taint] | None = None  # per position, of the last project call
 
     # -- labels ----------------------------------------------------------------------------
 
@@ -340,7 +357,7 @@ class Walker:
             if not admits(lab, hit.slot, canonical=hit.canonical):
                 continue
             if lab.kind == "param":
-                self.summary.param_sinks.append((lab, hit))
+                self.summary.param_sinks.add((lab, hit))
             else:
                 self.project.report(lab, hit)
 
@@ -364,11 +381,31 @@ class Walker:
                 merged[name] = merged.get(name, EMPTY) | taint
         self.env = merged
 
+    def loop(self, body: list[ast.stmt]) -> None:
+        """Walk a loop body; again when a name from before the loop gained labels in it (a
+        value carried to the next iteration)."""
+        self._loops += 1
+        start = dict(self.env)
+        self._branch([body], keep=True)
+        if any(name in start and taint != start[name] for name, taint in self.env.items()):
+            self._branch([body], keep=True)
+        self._loops -= 1
+
     def stmt(self, node: ast.stmt) -> None:
         if isinstance(node, ast.Assign):
+            self.last_tuple = None
             taint = self.expr(node.value)
+            parts = self.last_tuple
+            if isinstance(node.value, ast.Tuple) and not any(
+                    isinstance(e, ast.Starred) for e in node.value.elts):
+                parts = [self.expr(e) for e in node.value.elts]
             for target in node.targets:
-                self.bind(target, taint, node.value)
+                if (parts is not None and isinstance(target, ast.Tuple)
+                        and len(target.elts) == len(parts)):
+                    for elt, part in zip(target.elts, parts, strict=True):
+                        self.bind(elt, part, None)
+                else:
+                    self.bind(target, taint, node.value)
         elif isinstance(node, ast.AnnAssign):
             if node.value is not None:
                 self.bind(node.target, self.expr(node.value), node.value)
@@ -380,6 +417,12 @@ class Walker:
         elif isinstance(node, ast.Expr):
             self.expr(node.value)
         elif isinstance(node, ast.Return):
+            if isinstance(node.value, ast.Tuple) and not any(
+                    isinstance(e, ast.Starred) for e in node.value.elts):
+                parts = [self.expr(e) for e in node.value.elts]
+                known = self.summary.tuples.setdefault(len(parts), [EMPTY] * len(parts))
+                self.summary.tuples[len(parts)] = [a | b for a, b in zip(known, parts,
+                                                                          strict=True)]
             taint = self.expr(node.value) if node.value is not None else EMPTY
             self.summary.returns |= taint
             self.return_sites.append((node, taint))
@@ -395,16 +438,12 @@ class Walker:
             roots = [] if _has_break(node.body) else [
                 n.id for n in ast.walk(node.target) if isinstance(n, ast.Name)]
             self._roots += roots
-            self._loops += 1
-            self._branch([node.body + node.body], keep=True)
-            self._loops -= 1
+            self.loop(node.body)
             del self._roots[len(self._roots) - len(roots):]
             self.stmts(node.orelse)
         elif isinstance(node, ast.While):
             self.expr(node.test)
-            self._loops += 1
-            self._branch([node.body + node.body], keep=True)
-            self._loops -= 1
+            self.loop(node.body)
             self.stmts(node.orelse)
         elif isinstance(node, ast.With | ast.AsyncWith):
             for item in node.items:
@@ -420,8 +459,9 @@ class Walker:
             self.expr(node.subject)
             self._branch([c.body for c in node.cases], keep=True)
         elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
-            self.local_funcs[node.name] = FunctionInfo(node, self.module, self.cls,
-                                                       closure=dict(self.env))
+            self.local_funcs[node.name] = FunctionInfo(
+                node, self.module, self.cls, closure=dict(self.env),
+                nested_self=self.info.self_name if self.info is not None else None)
             self.env.pop(node.name, None)
         elif isinstance(node, ast.Import | ast.ImportFrom):
             self.aliases.update(self.project_aliases(node))
@@ -464,8 +504,8 @@ class Walker:
         """The project class whose attribute ``node.attr`` is: ``self`` in a method, or a
         name holding an instance of a project class."""
         if isinstance(node, ast.Name):
-            if self.cls is not None and self.info is not None and self.info.bound and (
-                    self.info.params[:1] == [node.id]):
+            if self.cls is not None and self.info is not None and (
+                    node.id == self.info.self_name):
                 return self.cls
             return self.types.get(node.id)
         return None
@@ -473,7 +513,7 @@ class Walker:
     def write_field(self, cls: str, attr: str, taint: Taint) -> None:
         for lab in taint:
             if lab.kind == "param":
-                self.summary.param_fields.append((lab, (cls, attr)))
+                self.summary.param_fields.add((lab, (cls, attr)))
         concrete = frozenset(x for x in taint if x.kind != "param")
         if concrete:
             self.project.add_field(cls, attr, concrete)
@@ -631,7 +671,7 @@ class Walker:
             source = self.source(dotted, method, node)
             if source:
                 return every | receiver | source
-            if any(match(dotted, p) for p in LLM_CALLS):
+            if last in LLM_LAST and any(match(dotted, p) for p in LLM_CALLS):
                 return self.label("model-output", f"{last}() output", node)
         summarizes = any(w in last.lower() for w in SUMMARY_WORDS)
         out = self.label("model-output", f"{last}() output", node) if summarizes else EMPTY
@@ -642,13 +682,14 @@ class Walker:
             return out | _drop(every, ORDER_KINDS)
         if callee is not None:
             return out | self.call_project(node, callee, args, kwargs, receiver)
-        return out | every | receiver
+        content = _union([*args, *(t for k, t in kwargs.items() if k not in _CONFIG_KEYWORDS)])
+        return out | content | receiver
 
     def source(self, dotted: str, method: str, node: ast.Call) -> Taint:
         """The label a call to a source makes, or nothing."""
         if dotted in ("set", "frozenset"):  # the builtins (a local ``set`` is bound)
             return self.label("unordered", f"a {dotted}", node)
-        for pattern, (kind, what) in SOURCE_CALLS.items():
+        for pattern, kind, what in SOURCE_INDEX.get(dotted.rpartition(".")[2], ()):
             if match(dotted, pattern):
                 return self.label(kind, what, node)
         if method in SOURCE_METHODS:
@@ -703,15 +744,17 @@ class Walker:
             self.sink(frozenset(via(x) for x in substitute(frozenset({plab}))), hit)
         for plab, (cls, attr) in summary.param_fields:
             self.write_field(cls, attr, substitute(frozenset({plab})))
-        result = substitute(summary.returns)
         if callee.info.node.name == "__init__":
             return EMPTY
-        return result
+        self.last_tuple = None
+        if len(summary.tuples) == 1:
+            self.last_tuple = [substitute(t) for t in next(iter(summary.tuples.values()))]
+        return substitute(summary.returns)
 
     def sinks(self, node: ast.Call, dotted: str, method: str, args: list[Taint],
               kwargs: Mapping[str | None, Taint]) -> None:
         """Report the arguments of ``node`` that land in cached prompt slots."""
-        for sink in self.project.sink_table:
+        for sink in self.project.sinks_named(dotted.rpartition(".")[2]):
             if not match(dotted, sink.pattern):
                 continue
             for key, slot in sink.slots.items():

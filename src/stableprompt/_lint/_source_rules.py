@@ -25,10 +25,32 @@ from dataclasses import dataclass
 
 from ._findings import CAUSE_FIXES, FINDING_FIXES
 
-__all__ = ["BUILDER_METHODS", "BUILDER_SINK", "CACHE_DECORATORS", "FROZEN_KINDS", "KILL_ALL",
-           "LLM_CALLS", "ORDER_KINDS", "RULES", "RULE_BY_KIND", "SINKS", "SOURCE_ATTRIBUTES",
-           "SOURCE_CALLS", "SOURCE_METHODS", "SUMMARY_WORDS", "SYSTEM_DECORATORS",
-           "SYSTEM_ONLY_KINDS", "TOOLS_ONLY_KINDS", "Rule", "Sink", "match", "rule_named"]
+__all__ = [
+    "BUILDER_METHODS",
+    "BUILDER_SINK",
+    "CACHE_DECORATORS",
+    "FROZEN_KINDS",
+    "KILL_ALL",
+    "LLM_CALLS",
+    "LLM_LAST",
+    "ORDER_KINDS",
+    "RULES",
+    "RULE_BY_KIND",
+    "SINKS",
+    "SOURCE_ATTRIBUTES",
+    "SOURCE_CALLS",
+    "SOURCE_INDEX",
+    "SOURCE_METHODS",
+    "SUMMARY_WORDS",
+    "SYSTEM_DECORATORS",
+    "SYSTEM_ONLY_KINDS",
+    "TOOLS_ONLY_KINDS",
+    "Rule",
+    "Sink",
+    "last_name",
+    "match",
+    "rule_named",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -247,7 +269,10 @@ SINKS: tuple[Sink, ...] = (
     Sink("litellm.acompletion", "litellm acompletion", _CHAT),
     Sink("pydantic_ai.Agent", "pydantic-ai Agent", _AGENT),
     Sink("agents.Agent", "openai-agents Agent", _AGENT),
-    Sink("SystemMessage", "langchain SystemMessage", {"content": "system", "0": "system"}),
+    *(Sink(p, "langchain SystemMessage", {"content": "system", "0": "system"})
+      for p in ("langchain_core.messages.SystemMessage",
+                "langchain_core.messages.system.SystemMessage",
+                "langchain.schema.SystemMessage", "langchain.schema.messages.SystemMessage")),
     Sink("ChatPromptTemplate.from_messages", "langchain ChatPromptTemplate",
          {"messages": "system-pairs", "0": "system-pairs"}),
     Sink("bind_tools", "langchain bind_tools", {"tools": "tools", "0": "tools"}),
@@ -262,6 +287,19 @@ BUILDER_SINK = SINKS[-2]
 SYSTEM_DECORATORS = frozenset({"system_prompt", "instructions"})
 #: Methods of a ``stableprompt.PromptBuilder`` value that take head content.
 BUILDER_METHODS: Mapping[str, str] = {"system": "system", "tools": "tools", "tool": "tools"}
+
+
+def last_name(pattern: str) -> str:
+    """The last dotted component: the key of the pattern indexes (``match`` needs it equal)."""
+    return pattern.rpartition(".")[2]
+
+
+#: SOURCE_CALLS by last component: ``now`` -> ``[("datetime.datetime.now", kind, what)]``.
+SOURCE_INDEX: Mapping[str, tuple[tuple[str, str, str], ...]] = {
+    key: tuple((p, k, w) for p, (k, w) in SOURCE_CALLS.items() if last_name(p) == key)
+    for key in {last_name(p) for p in SOURCE_CALLS}}
+#: Last components of LLM_CALLS.
+LLM_LAST = frozenset(last_name(p) for p in LLM_CALLS)
 
 
 def match(name: str, pattern: str) -> bool:
