@@ -16,14 +16,15 @@ import shutil
 from collections import Counter
 from pathlib import Path
 
-import jsonschema
 import pytest
+from jsonschema import Draft4Validator  # type: ignore[import-untyped]
 
 import stableprompt
 from stableprompt._cli import main
+from stableprompt._lint._findings import CAUSE_FIXES
 from stableprompt._lint._sarif import to_sarif
 from stableprompt._lint._source import SourceConfig, lint_source, read_config
-from stableprompt._lint._source_rules import CAUSE_FIXES, RULES, rule_named
+from stableprompt._lint._source_rules import RULES, rule_named
 
 FIXTURES = Path(__file__).parent / "fixtures"
 CORPUS = FIXTURES / "source_lint"
@@ -237,8 +238,8 @@ def test_sarif_validates_against_the_2_1_0_schema() -> None:
     schema = json.loads((FIXTURES / "sarif" / "sarif-schema-2.1.0.json").read_text())
     report = lint_source([CORPUS], config=SourceConfig())
     log = to_sarif(report)
-    jsonschema.Draft4Validator.check_schema(schema)
-    jsonschema.Draft4Validator(schema).validate(log)
+    Draft4Validator.check_schema(schema)
+    Draft4Validator(schema).validate(log)
     results = log["runs"][0]["results"]
     assert len(results) == len(report.findings)
     assert any("fixes" in r for r in results)
