@@ -73,6 +73,9 @@ _EXPORTS: dict[str, str] = {
     "Segment": "_segment",
     "SegmentTokenCounter": "_tokens",
     "SegmentedRequest": "_wire._segmenter",
+    "SourceError": "_exceptions",
+    "SourceFinding": "_lint._source_report",
+    "SourceLintReport": "_lint._source_report",
     "StablePromptError": "_exceptions",
     "Summary": "_accounting._summary",
     "TailSlotError": "_exceptions",
@@ -98,6 +101,7 @@ _EXPORTS: dict[str, str] = {
     "get_tokenizer": "_tokens",
     "lint_capture": "_lint._linter",
     "lint_requests": "_lint._linter",
+    "lint_source": "_lint._source",
     "model_features": "_policy",
     "parse_stream": "_wire._registry",
     "parse_usage": "_wire._registry",
@@ -153,6 +157,7 @@ if _typing.TYPE_CHECKING:
         ProviderError,
         ProviderHTTPError,
         ProviderTimeoutError,
+        SourceError,
         StablePromptError,
         TailSlotError,
         TokenizerUnavailableError,
@@ -172,6 +177,11 @@ if _typing.TYPE_CHECKING:
         LintReport,
         lint_capture,
         lint_requests,
+    )
+    from ._lint._source import lint_source
+    from ._lint._source_report import (
+        SourceFinding,
+        SourceLintReport,
     )
     from ._policy import (
         CachePolicy,
@@ -283,6 +293,9 @@ __all__ = [
     "Segment",
     "SegmentTokenCounter",
     "SegmentedRequest",
+    "SourceError",
+    "SourceFinding",
+    "SourceLintReport",
     "StablePromptError",
     "Summary",
     "TailSlotError",
@@ -309,6 +322,7 @@ __all__ = [
     "get_tokenizer",
     "lint_capture",
     "lint_requests",
+    "lint_source",
     "model_features",
     "parse_stream",
     "parse_usage",

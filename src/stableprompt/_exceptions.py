@@ -23,6 +23,8 @@ callers match on, and, where it applies, a location: ``pointer`` (RFC 6901 JSON 
     │   ├── BreakpointError                breakpoint budget or TTL ordering violated
     │   ├── UsageParseError                provider usage object malformed
     │   ├── CaptureError                   request capture (lint input) unreadable or empty
+    │   ├── SourceError                    ``lint --source`` input: missing path, file not
+    │   │                                  valid Python, malformed config table
     │   ├── EngineRequestError             a body llama-server's request conversion rejects
     │   └── PolicyError (LookupError)      unknown provider in a cache-policy lookup/override
     ├── ConfigurationError (RuntimeError)  environment problem: missing API key, tokenizer data
@@ -70,6 +72,7 @@ __all__ = [
     "ProviderError",
     "ProviderHTTPError",
     "ProviderTimeoutError",
+    "SourceError",
     "StablePromptError",
     "TailSlotError",
     "TokenizerUnavailableError",
@@ -224,6 +227,15 @@ class CaptureError(InputError):
     """A request capture for ``stableprompt lint`` is unreadable, of unknown format, or empty."""
 
     code = "capture-invalid"
+
+
+class SourceError(InputError):
+    """Input of ``stableprompt lint --source`` is unusable: a path that does not exist (code
+    ``source-path-missing``), a file named directly that is not valid Python
+    (``source-syntax``), or a malformed ``[tool.stableprompt.lint]`` table
+    (``source-config-invalid``)."""
+
+    code = "source-invalid"
 
 
 class EngineRequestError(InputError):

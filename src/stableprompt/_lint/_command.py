@@ -1,5 +1,10 @@
 """``stableprompt lint``: command-line arguments, exit codes and the terminal report.
 
+Two inputs: a capture of request bodies (``stableprompt lint CAPTURE``), or harness source
+(``stableprompt lint --source PATH...``: :func:`~stableprompt._lint._source.lint_source`;
+text, ``--json`` or ``--format sarif``; exit 0 no finding, 1 findings, 2 bad input, with
+``--exit-zero`` as for captures).
+
 Exit codes: 0 = pass, 1 = the capture fails (by default: any break or an error finding; a
 ``--max-breaks N`` or ``--min-prefix-ratio R`` gate replaces that default; ``--exit-zero``
 reports without failing, as ruff's flag does), 2 = bad input (unreadable, empty or
@@ -16,13 +21,13 @@ import sys
 from typing import Any
 
 from .._canonical import wire_json
-from .._exceptions import CaptureError
+from .._exceptions import CaptureError, SourceError
 from .._subcommand import Subcommand, int_arg, rich_console, shown
 from .._wire._formats import WIRE_FORMATS_WITH_REQUESTS
 from ._linter import CAUSE_FIXES, lint_capture
 from ._results import LintReport, format_pair
 
-__all__ = ["SUBCOMMAND", "add_lint_arguments", "render_report", "run_lint"]
+__all__ = ["SUBCOMMAND", "add_lint_arguments", "render_report", "run_lint", "run_source_lint"]
 
 
 # -- CLI -------------------------------------------------------------------------------------
@@ -39,17 +44,24 @@ def _ratio_arg(text: str) -> float:
 
 
 _count_arg = int_arg("an integer", 0, None, "must be 0 or more")
+_SOURCE_FORMATS = ("text", "sarif")
 
 
 def add_lint_arguments(parser: argparse.ArgumentParser) -> None:
     """Add ``CAPTURE [--format F] [--min-prefix-ratio R] [--max-breaks N] [--exit-zero]
-    [--join] [--json] [--all]``."""
-    parser.add_argument("capture", metavar="CAPTURE",
+    [--join] [--json] [--all]`` and ``--source PATH... [--format text|sarif]``."""
+    parser.add_argument("capture", metavar="CAPTURE", nargs="?",
                         help="JSONL of request bodies or {request, response} objects, a HAR "
                         "file, or a directory of JSON files")
+    parser.add_argument("--source", nargs="+", metavar="PATH", default=None,
+                        help="lint Python harness source (files or directories) instead of a "
+                        "capture: per-call values, unordered tools and unsorted JSON that "
+                        "reach cached prompt slots")
     parser.add_argument("--format", default="auto",
-                        choices=("auto", *WIRE_FORMATS_WITH_REQUESTS, "openai-compatible"),
-                        help="wire format of the requests (default: detect per request)")
+                        choices=("auto", *WIRE_FORMATS_WITH_REQUESTS, "openai-compatible",
+                                 *_SOURCE_FORMATS),
+                        help="wire format of the requests (default: detect per request); with "
+                        "--source: text or sarif (SARIF 2.1.0)")
     parser.add_argument("--min-prefix-ratio", type=_ratio_arg, default=None, metavar="R",
                         help="exit 1 when the mean prefix ratio is below R (0..1), or when "
                         "no request has a predecessor to compare with")
@@ -71,6 +83,12 @@ def run_lint(args: argparse.Namespace) -> int:
     """Run ``stableprompt lint``: 0 = pass, 1 = a gate failed, 2 = bad input (one line on
     stderr, or ``{"error": {...}}`` on stdout with ``--json``; no traceback)."""
     exit_zero = getattr(args, "exit_zero", False)
+    if getattr(args, "source", None) is not None or args.capture is None:
+        return run_source_lint(args)
+    if args.format in _SOURCE_FORMATS:
+        return _bad_input(args, CaptureError(f"--format {args.format} needs --source (a "
+                                             "capture's --format is its wire format)",
+                                             code="capture-format"), args.capture)
     max_breaks = getattr(args, "max_breaks", None)
     # The default gate (no gate flag given): any break or error finding fails.
     default_gate = max_breaks is None and args.min_prefix_ratio is None
@@ -80,15 +98,7 @@ def run_lint(args: argparse.Namespace) -> int:
         report = lint_capture(args.capture, wire_format=args.format,
                               join=getattr(args, "join", False))
     except CaptureError as exc:
-        message = " ".join(str(exc).split())
-        args.exit_status = 2  # the status, should the reader close stdout (see _cli)
-        if args.json:
-            error = {"code": exc.code, "message": " ".join(exc.message.split()),
-                     "pointer": exc.pointer, "capture": str(args.capture)}
-            sys.stdout.write(wire_json({"error": error}).decode() + "\n")
-        else:
-            print(f"stableprompt lint: error: {message}", file=sys.stderr)
-        return 2
+        return _bad_input(args, exc, args.capture)
     failures = report.gate(args.min_prefix_ratio, max_breaks=max_breaks)
     errors = sorted({f.code for f in report.findings if f.severity == "error"})
     if errors and default_gate:
@@ -105,6 +115,54 @@ def run_lint(args: argparse.Namespace) -> int:
     else:
         render_report(report, min_prefix_ratio=args.min_prefix_ratio, max_breaks=max_breaks,
                       show_all=args.all)
+    return status
+
+
+def _bad_input(args: argparse.Namespace, exc: CaptureError | SourceError,
+               what: str | list[str] | None) -> int:
+    """Exit 2 for bad input: one line on stderr, or ``{"error": {...}}`` with ``--json``."""
+    args.exit_status = 2  # the status, should the reader close stdout (see _cli)
+    if args.json:
+        error: dict[str, Any] = {"code": exc.code, "message": " ".join(exc.message.split()),
+                                 "pointer": exc.pointer}
+        if isinstance(exc, CaptureError):
+            error["capture"] = str(what)
+        else:
+            error["source"] = what
+        sys.stdout.write(wire_json({"error": error}).decode() + "\n")
+    else:
+        print(f"stableprompt lint: error: {' '.join(str(exc).split())}", file=sys.stderr)
+    return 2
+
+
+def run_source_lint(args: argparse.Namespace) -> int:
+    """Run ``stableprompt lint --source PATH...``: 0 = no finding, 1 = findings (0 with
+    ``--exit-zero``), 2 = bad input (a missing path, a named file that is not valid Python, a
+    malformed ``[tool.stableprompt.lint]`` table; no traceback)."""
+    from ._sarif import to_sarif
+    from ._source import lint_source
+    from ._source_report import render_source_report
+
+    paths: list[str] = [*(args.source or []), *([args.capture] if args.capture else [])]
+    if args.format not in ("auto", *_SOURCE_FORMATS):
+        return _bad_input(args, SourceError(f"--format {args.format} is a capture's wire "
+                                            "format; --source takes text or sarif",
+                                            code="source-format"), paths)
+    if not paths:
+        return _bad_input(args, SourceError("give a CAPTURE or --source PATH...",
+                                            code="source-path-missing"), paths)
+    try:
+        report = lint_source(paths)
+    except SourceError as exc:
+        return _bad_input(args, exc, paths)
+    status = 0 if report.passed or getattr(args, "exit_zero", False) else 1
+    args.exit_status = status  # the findings decide, even if the reader closes stdout
+    if args.format == "sarif":
+        sys.stdout.write(wire_json(to_sarif(report)).decode() + "\n")
+    elif args.json:
+        sys.stdout.write(wire_json(report.as_dict()).decode() + "\n")
+    else:
+        render_source_report(report, sys.stdout)
     return status
 
 
@@ -216,7 +274,8 @@ def render_report(
 
 SUBCOMMAND = Subcommand(
     "lint",
-    "check prefix stability of captured requests (JSONL, HAR, directory of JSON)",
+    "check prefix stability of captured requests (JSONL, HAR, directory of JSON), or of "
+    "harness source (--source)",
     add_lint_arguments,
     run_lint,
 )
