@@ -56,7 +56,7 @@ def _send_mix(base_url: str) -> list[httpx.Response]:
             client.post("/v1/messages/count_tokens", json=MESSAGE),
             client.post("/v1/messages", content=b"not json{",
                         headers={"content-type": "application/json"}),
-            client.post(f"/v1beta/models/gemini-2.5-flash:generateContent?key={G_KEY}",
+            client.post(f"/v1beta/models/gemini-2.5-flash:countTokens?key={G_KEY}",
                         json={"contents": [{"parts": [{"text": "hi"}]}]}),
         ]
 
@@ -83,7 +83,7 @@ def test_every_forwarded_request_gets_one_row(tmp_path: Path, in_thread: bool) -
     details = [r.verdict_detail for r in others]
     assert [(d["method"], d["path"]) for d in details] == [
         ("GET", "/v1/models"), ("POST", "/v1/messages/count_tokens"),
-        ("POST", "/v1/messages"), ("POST", "/v1beta/models/gemini-2.5-flash:generateContent")]
+        ("POST", "/v1/messages"), ("POST", "/v1beta/models/gemini-2.5-flash:countTokens")]
     assert [r.status_code for r in others] == [200, 200, 400, 200]
     assert [d["response_bytes"] for d in details] == [len(r.content) for r in responses[1:]]
     assert details[0]["request_bytes"] == 0 and details[2]["request_bytes"] == len(b"not json{")

@@ -146,3 +146,17 @@ def test_tool_result_without_its_call_is_refused() -> None:
     with pytest.raises(HistoryError) as info:
         gemini.part({"type": "tool_result", "tool_call_id": "x", "content": "c"}, {})
     assert info.value.code == "history-tool-result"
+
+
+def test_only_generate_methods_are_prompt_requests() -> None:
+    """``models/{model}:countTokens`` / ``:embedContent`` are not generateContent calls: not
+    recorded as Gemini prompts (the proxy forwards them unanalysed)."""
+    from stableprompt._wire._formats import endpoint
+    from stableprompt._wire.gemini import model_from_path
+
+    assert model_from_path("/v1beta/models/gemini-2.5-flash:generateContent") == \
+        "gemini-2.5-flash"
+    assert endpoint("/v1beta/models/g:streamGenerateContent?alt=sse") == "gemini"
+    for method in ("countTokens", "embedContent", "batchGenerateContent"):
+        assert model_from_path(f"/v1beta/models/gemini-2.5-flash:{method}") is None
+        assert endpoint(f"/v1beta/models/gemini-2.5-flash:{method}") is None

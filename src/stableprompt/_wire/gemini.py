@@ -214,8 +214,14 @@ def model_from_path(path: str) -> str | None:
     colon = path.rfind(":")
     if at < 0 or colon < at:
         return None
+    if path[colon + 1:].rstrip("/") not in _GENERATE_METHODS:
+        return None  # countTokens, embedContent, batchGenerateContent...: no prompt request
     name = path[at + len(marker):colon]
     return name if name and "{" not in name and "/" not in name else None
+
+
+_GENERATE_METHODS = frozenset({"generateContent", "streamGenerateContent"})
+"""The methods after ``models/{model}:`` that are prompt requests."""
 
 
 def tool(t: ToolParts) -> dict[str, Any]:
