@@ -970,3 +970,20 @@ def test_gzip_captures_are_read_by_the_name_before_gz(tmp_path: Path) -> None:
     with pytest.raises(CaptureError) as caught:
         lint_capture(broken)
     assert caught.value.code == "capture-unreadable"
+
+
+def test_the_text_verdict_agrees_with_the_exit_status(tmp_path: Path,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    """An error finding fails the default gate (exit 1) and the text says FAIL naming it, not
+    PASS (it printed ``PASS breaks 0 vs maximum 0`` with exit 1)."""
+    from stableprompt._cli import main
+
+    blocks = [{"type": "text", "text": f"part {i} " * 300, "cache_control": {"type": "ephemeral"}}
+              for i in range(7)]
+    body = {"model": "claude-sonnet-4-5", "max_tokens": 10, "system": blocks,
+            "messages": [{"role": "user", "content": "hi"}]}
+    capture = tmp_path / "many.jsonl"
+    capture.write_text(json.dumps(body) + "\n")
+    assert main(["lint", str(capture)]) == 1
+    out = capsys.readouterr().out
+    assert "too-many-breakpoints" in out and "FAIL" in out and "PASS" not in out

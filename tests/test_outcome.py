@@ -142,3 +142,30 @@ def test_a_call_finished_without_an_observation_is_recorded_as_no_answer() -> No
     assert record is not None and record.status_code is None
     assert record.verdict == "unknown" and record.latency_ms == 0.0
     assert recorder.finish(pending) is record  # finishing twice gives the first record
+
+
+@pytest.mark.parametrize("odd", [
+    {"status_code": 200, "latency_ms": float("nan")},
+    {"status_code": 200, "latency_ms": -5.0, "ttft_ms": float("inf")},
+    {"status_code": 200, "latency_ms": 3.0, "response_id": 12345},
+    {"status_code": "200", "latency_ms": 3.0},
+    {"status_code": 0, "latency_ms": 3.0},
+    {"status_code": 999, "latency_ms": 3.0},
+])
+def test_odd_observations_keep_the_usage_and_the_row(odd: dict[str, Any]) -> None:
+    """Odd measurements (NaN, negative or infinite times, a non-string response id) are
+    dropped, not the call: its usage, scenario and turn are kept; a status that no HTTP
+    answer has (a string, 0, 999) is a failed call, still one record (the reviewer found
+    such rows losing their usage, or no record at all)."""
+    recorder, pending = _second_call()
+    recorder.scenario = "odd"
+    record = recorder.finish(pending, Observation(body=_answer(1400, 0), **odd))
+    assert record is not None and record.scenario == "odd" and record.turn == 2
+    assert "recorder_error" not in record.verdict_detail
+    if odd["status_code"] == 200:
+        assert record.cache_read_tokens == 1400 and record.verdict == "hit"
+        assert record.latency_ms is not None and record.latency_ms >= 0
+        assert record.ttft_ms is None and record.response_id in (None, "msg_1")
+    else:
+        assert record.verdict == "unknown"
+        assert record.error_class in ("ProviderError", "ProviderHTTPError")

@@ -831,3 +831,23 @@ def test_diagnostics_through_the_proxy_name_the_compared_call(
     joined = stored[1].verdict_detail["server_diagnosis"]
     assert isinstance(joined, dict)
     assert (joined["reason"], joined["agreement"]) == ("system_changed", "agree")
+
+
+def test_any_failure_to_send_is_a_json_502_with_a_row() -> None:
+    """An exception from sending that is no httpx error (h11 refusing to frame a body, a bug
+    in a transport) is answered with the proxy's JSON 502 and recorded, not a plain-text 500
+    with a traceback and no row (found by the session's reviewer)."""
+    def upstream(request: httpx.Request) -> httpx.Response:
+        raise RuntimeError("cannot frame this body")
+
+    recorder = Recorder()
+    with Proxy("http://upstream.invalid", transport=_mock(upstream), recorder=recorder) as p, \
+            httpx.Client(base_url=p.base_url) as client:
+        llm = client.post("/v1/messages", json=a_body(), headers={"x-api-key": A_KEY})
+        other = client.post("/v1/files", content=b"abc")
+        again = client.post("/v1/files", content=b"abc")  # the connection still serves
+    for answer in (llm, other, again):
+        assert answer.status_code == 502
+        assert answer.json()["error"]["type"] == "upstream_request_failed"
+    assert len(recorder.records) == 3
+    assert all(r.error_class == "RuntimeError" for r in recorder.records)

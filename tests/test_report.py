@@ -418,7 +418,7 @@ def test_report_shows_a_model_that_looks_like_rich_markup_literally(
 
 
 HOSTILE = {
-    "model": "[/]",
+    "model": "[/]:smile:",
     "session": "\x1b[2Jsess\rion",
     "scenario": "[bold]scen[/bold][link=https://evil.invalid]click[/link]",
     "segment": "\x1b]8;;https://evil.invalid\x1b\\tools\x1b]8;;\x1b\\",
@@ -448,7 +448,7 @@ def test_report_shows_ledger_strings_literally(tmp_path: Path,
     out = capsys.readouterr().out
     assert "\x1b" not in out and "\r" not in out and "\x07" not in out
     assert "\u202e" not in out
-    for literal in ("[/]", "[bold]scen[/bold][link=https://evil.invalid]click[/link]",
+    for literal in ("[/]:smile:", "[bold]scen[/bold][link=https://evil.invalid]click[/link]",
                     "\\x1b[2Jsess\\rion", "\\x1b]8;;https://evil.invalid", "[blink]red[/blink]",
                     "\\u202e"):
         assert literal in out, literal

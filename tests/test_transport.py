@@ -915,3 +915,42 @@ def test_recorder_diagnostics_on_responses_compare_from_the_second_call() -> Non
     joined = recorder.records[1].verdict_detail["server_diagnosis"]
     assert isinstance(joined, dict)
     assert joined["reason"] == "cache_hit" and joined["agreement"] == "agree"
+
+
+def test_diagnostics_never_rewrite_what_would_change_other_bytes() -> None:
+    """A body whose existing ``prompt_cache_options`` would have to be re-serialized is sent
+    as it is when re-serializing changes other bytes (an integer beyond 64 bits read as a
+    float; nesting past 255 levels that cannot be written): never an exception, never a
+    changed value, one record each (found by the session's reviewer)."""
+    seen: list[bytes] = []
+
+    def upstream(request: Any) -> Any:
+        seen.append(request.content)
+        n = len(seen)
+        return httpx2.Response(200, json={
+            "id": f"resp_{n}", "object": "response", "status": "completed", "model": "gpt-5.6",
+            "output": [], "usage": {"input_tokens": 3000, "output_tokens": 1,
+                                    "input_tokens_details": {"cached_tokens": 0}}})
+
+    recorder = Recorder(tokenizer="bytes/4", diagnostics=True)
+    http = httpx2.Client(transport=RecordingTransport(httpx2.MockTransport(upstream),
+                                                      recorder=recorder))
+    client = openai.OpenAI(api_key=OPENAI_KEY, base_url="http://provider.test/v1",
+                           http_client=http, max_retries=0)
+    history: list[dict[str, Any]] = [{"role": "system", "content": CHAT_SYSTEM},
+                                     {"role": "user", "content": "q0"}]
+    client.responses.create(model="gpt-5.6", input=history)  # type: ignore[arg-type]
+    deep: Any = "x"
+    for _ in range(300):
+        deep = [deep]
+    big = {"type": "function", "name": "f", "parameters": {
+        "type": "object", "properties": {"n": {"type": "integer",
+                                               "maximum": 18446744073709551617}}}}
+    for extra in ({"tools": [big]}, {"metadata": {"deep": deep}}):
+        raw = json.dumps({"model": "gpt-5.6", "input": history,
+                          "prompt_cache_options": {"ttl": "30m"}, **extra}).encode()
+        response = client.post("/responses", content=raw, cast_to=httpx2.Response,
+                               options={"headers": {"content-type": "application/json"}})
+        assert response.status_code == 200
+        assert seen[-1] == raw  # sent byte for byte
+    assert len(recorder.records) == 3

@@ -177,14 +177,16 @@ def shown(value: object, *, markup: bool = True) -> str:
 
 def rich_console(**options: Any) -> Any:
     """A ``rich.console.Console`` (``options`` as rich takes them) whose closed-pipe handling
-    raises :class:`BrokenPipeError` for the dispatcher to handle (rich's own exits 1)."""
+    raises :class:`BrokenPipeError` for the dispatcher to handle (rich's own exits 1), and
+    that never turns ``:name:`` codes into emoji (a ledger string ``sc:smile:`` prints as
+    typed; :func:`shown` escapes markup, not emoji codes)."""
     from rich.console import Console
 
     class _Console(Console):
         def on_broken_pipe(self) -> None:
             raise BrokenPipeError
 
-    return _Console(**options)
+    return _Console(**{"emoji": False, **options})
 
 
 def write_text(path: str | os.PathLike[str], text: str) -> None:

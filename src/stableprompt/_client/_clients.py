@@ -378,7 +378,8 @@ class _Base:
                 wire, body, provider=self.call_provider, host=host, segmented=segmented),
             policies=self.recorder.policies,
             provider=provider_for(host, wire, self.call_provider))
-        return with_members(content, body, members), headers
+        sent = with_members(content, body, members)
+        return (content, {}) if sent is None else (sent, headers)
 
     def _delay_s(self, attempt: int, headers: Any) -> float:
         asked = retry_after_s(headers) if headers is not None else None

@@ -114,7 +114,7 @@ def run_lint(args: argparse.Namespace) -> int:
         sys.stdout.write(wire_json(document).decode() + "\n")
     else:
         render_report(report, min_prefix_ratio=args.min_prefix_ratio, max_breaks=max_breaks,
-                      show_all=args.all)
+                      show_all=args.all, failures=failures)
     return status
 
 
@@ -193,6 +193,7 @@ def render_report(
     max_breaks: int | None = None,
     show_all: bool = False,
     console: Any = None,
+    failures: list[str] | None = None,
 ) -> None:
     """Print ``report`` as a rich terminal summary: breaks table, the first breaks in full,
     causes with fixes, findings with fixes, malformed records, and the pass/fail line.
@@ -204,6 +205,8 @@ def render_report(
         show_all: List every pair, not only breaks (capped at 40 rows either way).
         console: A ``rich.console.Console`` (default: stdout; not hard-wrapped when stdout is
             not a terminal).
+        failures: Why the command fails its gate, when the caller decided it (error
+            findings fail the default gate too); default: :meth:`LintReport.gate`.
     """
     from rich.table import Table
 
@@ -259,7 +262,8 @@ def render_report(
             out.print(f"  {shown(str(problem))}")
     if min_prefix_ratio is None and max_breaks is None:
         return
-    failures = report.gate(min_prefix_ratio, max_breaks=max_breaks)
+    if failures is None:
+        failures = report.gate(min_prefix_ratio, max_breaks=max_breaks)
     checks = []
     if min_prefix_ratio is not None and s.prefix_ratio_mean is not None:
         mean, minimum = format_pair(s.prefix_ratio_mean, min_prefix_ratio)

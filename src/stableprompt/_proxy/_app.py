@@ -468,6 +468,13 @@ class ProxyApp:
             return self._refuse(502, "upstream_unreachable",
                                 f"stableprompt proxy: upstream {self.upstream_name} is "
                                 f"unreachable ({reason})")
+        except Exception as exc:  # e.g. h11's LocalProtocolError on a body it cannot frame
+            self._unanalysed(method, path, outgoing, started, error=exc)
+            self._logged(method, path, 502, None)
+            reason = redact(f"{type(exc).__name__}: {exc}")
+            return self._refuse(502, "upstream_request_failed",
+                                f"stableprompt proxy: the request could not be sent to "
+                                f"upstream {self.upstream_name} ({reason})")
         pending: Pending | None = upstream.extensions.get(PENDING_EXTENSION)
         if pending is None:  # forwarded unanalysed: its row once the body ended
             unanalysed: list[UsageRecord | None] = [None]

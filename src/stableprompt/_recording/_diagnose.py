@@ -55,10 +55,14 @@ def diagnostics_asked(wire: str, body: Mapping[str, Any], previous: PreviousId, 
                       ) -> tuple[dict[str, Any], dict[str, str]]:
     """The body members and headers that ask for cache diagnostics on a request of ``wire``
     (module docstring) to ``provider``: ``({}, {})`` when the format has none, the body
-    already asks, or (Responses) the model takes no ``prompt_cache_options``
+    already asks, the provider is not Anthropic's own API (Messages: a llama-server or a
+    gateway speaking the format has no such field), or (Responses) the model takes no
+    ``prompt_cache_options``
     (:func:`~stableprompt._policy.takes_cache_options` of its policy in ``policies``: older
     models answer 400). ``previous`` is called only when its id is needed."""
     if wire == anthropic.WIRE_FORMAT:
+        if provider != "anthropic":  # Anthropic's own API only (a llama-server, a gateway...)
+            return {}, {}
         headers = {"anthropic-beta": anthropic.DIAGNOSTICS_BETA}
         if "diagnostics" in body:
             return {}, headers
@@ -84,10 +88,14 @@ def diagnostics_asked(wire: str, body: Mapping[str, Any], previous: PreviousId, 
                                                   "comparison_response_id": compared}}, {}
 
 
-def with_members(content: bytes, body: Mapping[str, Any], members: Mapping[str, Any]) -> bytes:
+def with_members(content: bytes, body: Mapping[str, Any], members: Mapping[str, Any]
+                 ) -> bytes | None:
     """``content`` (the bytes of the JSON object ``body``) with top-level ``members`` set:
-    new members appended after its last member (the bytes before stay as they were), an
-    existing member replaced by re-serializing the object in its order (compact JSON).
+    new members appended after its last member (the bytes before stay as they were); an
+    existing member replaced by re-serializing the object in its order (compact JSON) only
+    when that reproduces ``content`` exactly otherwise, else ``None`` (re-serializing would
+    change other bytes, or values: an integer beyond 64 bits is read as a float, a body
+    nested past 255 levels cannot be written).
 
     Raises:
         ValueError: ``content`` is not a JSON object's bytes.
@@ -95,7 +103,13 @@ def with_members(content: bytes, body: Mapping[str, Any], members: Mapping[str, 
     if not members:
         return content
     if any(key in body for key in members):  # decoded afresh: ``body`` may be a view
-        return wire_json({**loads(content), **members})
+        try:
+            fresh = loads(content)
+            if wire_json(fresh) != content.strip():
+                return None
+            return wire_json({**fresh, **members})
+        except Exception:
+            return None
     stripped = content.rstrip()
     if not stripped.endswith(b"}"):
         raise ValueError("request body is not a JSON object")

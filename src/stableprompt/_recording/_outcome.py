@@ -21,6 +21,7 @@ remember, store).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -103,12 +104,12 @@ def outcome_of(pending: Pending, observation: Observation, *, policies: PolicyTa
     Raises:
         Whatever parsing raises beyond a usage error (the recorder guards the call).
     """
-    status = observation.status_code
+    status = _status(observation.status_code)
     error = observation.error
     success = status is not None and 200 <= status < 300 and error is None
     detail: dict[str, Any] = {"tokenizer": tokenizer}
-    body, response_id, diagnostics = (observation.body, observation.response_id,
-                                      observation.diagnostics)
+    body, diagnostics = observation.body, observation.diagnostics
+    response_id = observation.response_id if isinstance(observation.response_id, str) else None
     parsed: Any = None
     if body is not None:
         try:
@@ -122,6 +123,10 @@ def outcome_of(pending: Pending, observation: Observation, *, policies: PolicyTa
             diagnostics = parsed.get("diagnostics", parsed.get("prompt_cache_diagnostics"))
     error_class = failure(error, status, success, body, parsed, observation.provider_error,
                           detail)
+    invalid = observation.status_code is not None and (status is None or not 100 <= status <= 599)
+    if error_class is None and invalid:
+        detail["error_code"] = "provider-invalid-status"  # no HTTP answer says that
+        error_class = "ProviderError"
     usage = observation.usage if status is not None and 200 <= status < 300 else None
     usage, usage_raw = _usage(pending, usage, error_class, parsed, detail)
     policy = _policy(policies, pending, detail)
@@ -134,14 +139,28 @@ def outcome_of(pending: Pending, observation: Observation, *, policies: PolicyTa
     elif observation.incomplete is not None:
         unknown_reason = observation.incomplete
         detail["incomplete"] = True
-    latency_ms = observation.latency_ms
+    latency_ms = _milliseconds(observation.latency_ms)
+    ttft_ms = _milliseconds(observation.ttft_ms)
     return Outcome(
         status_code=status if status and 100 <= status <= 599 else None,
         success=success, usage=usage, usage_raw=usage_raw, error_class=error_class,
         unknown_reason=unknown_reason, response_id=response_id, diagnostics=diagnostics,
-        ttft_ms=None if observation.ttft_ms is None else max(observation.ttft_ms, 0.0),
+        ttft_ms=ttft_ms,
         latency_ms=elapsed_ms(pending.started, now) if latency_ms is None else latency_ms,
         policy=policy, response=parsed, detail=detail)
+
+
+def _status(value: Any) -> int | None:
+    """An HTTP status as an int, ``None`` for anything else (no answer is known)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _milliseconds(value: Any) -> float | None:
+    """A duration in ms as a finite float clamped at 0, ``None`` when it is not a number
+    (NaN, infinite, a string): an odd measurement never costs the call its record."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return max(float(value), 0.0) if math.isfinite(value) else None
 
 
 def _usage(pending: Pending, usage: CacheUsage | None, error_class: str | None, parsed: Any,
@@ -290,9 +309,11 @@ def _request_detail(pending: Pending) -> dict[str, Any]:
     return detail
 
 
-def failed_record(pending: Pending, status_code: int | None, problem: str) -> UsageRecord:
+def failed_record(pending: Pending, status_code: Any, problem: str, *,
+                  scenario: str | None = None) -> UsageRecord:
     """The minimal row of a call whose finishing failed (``verdict_detail["recorder_error"]``,
-    verdict ``unknown``): it is still recorded."""
+    verdict ``unknown``): it is still recorded, with what names the request."""
+    status = _status(status_code)
     return UsageRecord(
         record_id=pending.record_id,
         ts_utc=datetime.fromtimestamp(pending.ts, UTC),
@@ -300,7 +321,9 @@ def failed_record(pending: Pending, status_code: int | None, problem: str) -> Us
         provider=pending.provider,
         model=pending.model,
         session_id=pending.session_id,
-        status_code=status_code if status_code and 100 <= status_code <= 599 else None,
+        turn=pending.turn,
+        scenario=scenario,
+        status_code=status if status and 100 <= status <= 599 else None,
         verdict="unknown",
         verdict_detail={"recorder_error": problem},
     )

@@ -438,7 +438,8 @@ class Recorder:
             problem = redact(f"{type(exc).__name__}: {exc}", secrets=pending.secrets)
             _log.warning("stableprompt could not attribute a call: %s", problem)
             try:
-                record = failed_record(pending, observed.status_code, problem)
+                record = failed_record(pending, observed.status_code, problem,
+                                       scenario=self.scenario)
             except Exception:
                 return None
         pending.record = scrubbed(record, pending.secrets)

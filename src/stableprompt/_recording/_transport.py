@@ -249,7 +249,17 @@ def _diagnosed(request: Any, body: bytes, recorder: Recorder | DeferredRecorder,
     """``request`` asking the provider for cache diagnostics (``Recorder(diagnostics=True)``,
     ``_diagnose``): the same request when its format has none or it already asks, else a new
     one of its module with the members added (``Content-Length`` set) and the beta value merged
-    into its ``anthropic-beta`` header. A body that is not a JSON object is sent as it is."""
+    into its ``anthropic-beta`` header. A body that is not a JSON object, or that the members
+    cannot be added to without changing its other bytes, is sent as it is; nothing here
+    raises (asking is never worth a request)."""
+    try:
+        return _with_diagnostics(request, body, recorder, provider)
+    except Exception:
+        return request, body
+
+
+def _with_diagnostics(request: Any, body: bytes, recorder: Recorder | DeferredRecorder,
+                      provider: str | None) -> tuple[Any, bytes]:
     try:
         decoded = loads(body)
         wire = detect(decoded, str(request.url.path)) if isinstance(decoded, dict) else None
@@ -267,6 +277,8 @@ def _diagnosed(request: Any, body: bytes, recorder: Recorder | DeferredRecorder,
                            for k, v in asked.items()):
         return request, body
     new = with_members(body, decoded, members)
+    if new is None:  # a member to replace in a body that does not re-serialize exactly
+        return request, body
     headers = request.headers.copy()
     for name, value in asked.items():
         headers[name] = merge_header_values(headers.get(name), value)

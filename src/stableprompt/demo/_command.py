@@ -282,7 +282,7 @@ def _run(args: argparse.Namespace) -> int:
     progress: Any = None
     from rich.console import Console
 
-    stderr = Console(stderr=True, highlight=False)
+    stderr = Console(stderr=True, highlight=False, emoji=False)
     if not args.json and stderr.is_terminal:  # no bar in logs and pipes
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
