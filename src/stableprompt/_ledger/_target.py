@@ -16,7 +16,7 @@ from ._backend import Backend
 from ._postgres import PostgresBackend, redact_url
 from ._sqlite import SqliteBackend
 
-__all__ = ["backend_for", "is_url"]
+__all__ = ["backend_for", "check_target", "is_url", "shown_target"]
 
 _URL = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
 
@@ -24,6 +24,24 @@ _URL = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
 def is_url(target: str | os.PathLike[str]) -> bool:
     """Whether ``target`` is written as a URL (``scheme://...``) rather than a path."""
     return isinstance(target, str) and _URL.match(target) is not None
+
+
+def shown_target(target: str | os.PathLike[str]) -> str:
+    """How output names a ledger target: a URL with its password redacted, a path as given."""
+    return redact_url(target) if isinstance(target, str) and is_url(target) else os.fspath(target)
+
+
+def check_target(target: str) -> str:
+    """``target`` when it names a backend :func:`backend_for` supports (nothing is opened).
+
+    Raises:
+        LedgerError: As :func:`backend_for` (``ledger-url-scheme``, ``ledger-url``).
+    """
+    match = _URL.match(target)
+    if match is not None and match.group(1).lower() not in ("postgresql", "postgres",
+                                                              "sqlite"):
+        backend_for(target, busy_timeout_s=0, spill_dir=None)  # raises the scheme error
+    return target
 
 
 def backend_for(target: str | os.PathLike[str], *, busy_timeout_s: float,

@@ -163,7 +163,9 @@ class CallMemory:
             fingerprint=None if segmented is None else segmented.fingerprint,
             state=pending.state)
         earlier = 0
-        if pending.session_id is not None and not self.index.knows_session(pending.session_id):
+        if pending.session_id is not None and (
+                not self.index.knows_session(pending.session_id)
+                or (ledger is not None and ledger.shared)):
             earlier = self.ledger_turns(ledger, pending.session_id)
         pending.turn, pending.retry = self.index.begin(call, earlier_turns=earlier)
         if pending.state is not None:

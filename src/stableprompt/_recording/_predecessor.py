@@ -303,7 +303,8 @@ class CallIndex:
 
         Args:
             call: The call (``turn`` is ignored).
-            earlier_turns: Turns of a named session already in the ledger (first sight only).
+            earlier_turns: Turns of a named session already in the ledger (first sight, or
+                every call on a shared ledger, where other hosts add turns).
 
         Returns:
             ``(turn, retry)``: the 1-based turn in its conversation (``None`` for a call
@@ -316,6 +317,8 @@ class CallIndex:
                 if session is None:
                     session = self._sessions[call.session_id] = _Session(count=earlier_turns)
                     self._trim(self._sessions)
+                elif earlier_turns > session.count:  # a shared ledger: other hosts' turns
+                    session.count = earlier_turns
                 self._sessions.move_to_end(call.session_id)
                 started = session.started
                 retry = _is_retry(started, call)
