@@ -17,6 +17,7 @@ import pytest
 from conftest import record_anthropic_call
 from stableprompt import Ledger, OTelSink, Recorder, UsageRecord, export_otel
 from stableprompt._ledger._schema import COLUMNS
+from stableprompt._ledger._usage_record import WireFormat
 from stableprompt._report._otel import USAGE_COUNTERS
 
 pytest.importorskip("opentelemetry.exporter.otlp.proto.http")
@@ -140,15 +141,17 @@ def _ledger_sums(path: Path) -> dict[Key, int]:
     return sums
 
 
+_CALLS: list[tuple[str, str, WireFormat]] = [
+    ("anthropic", "claude-sonnet-4-5", "anthropic"), ("anthropic", "claude-opus-4-5", "anthropic"),
+    ("openai", "gpt-5", "openai-chat"), ("deepseek", "deepseek-chat", "deepseek")]
+
+
 def _traffic() -> list[UsageRecord]:
     """Calls of three providers and four models: hits, misses with causes, a failure
     without usage, a provider without cache-write counts, and an unanalysed request."""
     out: list[UsageRecord] = []
     for i in range(12):
-        provider, model, wire = [("anthropic", "claude-sonnet-4-5", "anthropic"),
-                                 ("anthropic", "claude-opus-4-5", "anthropic"),
-                                 ("openai", "gpt-5", "openai-chat"),
-                                 ("deepseek", "deepseek-chat", "deepseek")][i % 4]
+        provider, model, wire = _CALLS[i % 4]
         write = None if provider != "anthropic" else 100 * i
         out.append(UsageRecord(
             ts_utc=T0 + timedelta(seconds=i), session_id=f"s{i % 3}", wire_format=wire,

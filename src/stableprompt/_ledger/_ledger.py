@@ -87,15 +87,19 @@ if hasattr(os, "register_at_fork"):
 
 
 class Ledger:
-    """SQLite ledger of :class:`UsageRecord` rows, table ``calls``.
+    """The ledger of :class:`UsageRecord` rows, table ``calls``: a SQLite file or a
+    PostgreSQL database (``Ledger("postgresql://user:password@host:5432/dbname")``, the
+    ``postgres`` extra; ``_ledger/_postgres.py``), with the same schema and behaviour.
 
     Safe to share between threads (one connection behind a lock) and to open from several
     processes at once (SQLite WAL, busy timeout). After ``os.fork()`` the child opens its own
     connection. ``close()`` releases the connection; a later call reopens it.
 
     Args:
-        path: Database file. Created with mode 0600 if missing (missing parent directories
-            with 0700).
+        path: Database file, created with mode 0600 if missing (missing parent directories
+            with 0700); or ``sqlite:///relative`` / ``sqlite:////absolute``; or a PostgreSQL
+            URL (``postgresql://`` / ``postgres://``), whose tables are created if missing.
+            Any other ``scheme://`` raises :class:`LedgerError` (code ``ledger-url-scheme``).
         store_content: Keep request text (``UsageRecord.content``); otherwise it is set to
             ``None`` before writing.
         busy_timeout_s: How long SQLite waits for another writer's lock (seconds).
@@ -105,6 +109,9 @@ class Ledger:
         read_only: Open an existing ledger for reading only (module docs): nothing is created,
             migrated or written, and :meth:`write`, :meth:`set_meta` and :meth:`replay_spill`
             raise :class:`InputError` (code ``ledger-read-only``).
+        spill_dir: Where a PostgreSQL ledger keeps its spill files and pending journals
+            (default ``~/.cache/stableprompt/ledgers``); a SQLite ledger keeps them next to
+            its file.
 
     A writable ledger's opening never raises for an unusable path: writes spill (see module
     docs) and reads raise :class:`LedgerError`. A read-only ledger is checked at once.
@@ -116,7 +123,9 @@ class Ledger:
             from a newer stableprompt (``ledger-schema-newer``).
 
     Attributes:
-        path: Absolute database path.
+        path: Absolute database path (PostgreSQL: the local path its spill files and
+            journals are named after).
+        location: The database file, or the URL with its password redacted (``***``).
         spill_path: ``<db>.spill.jsonl`` next to the database.
         unflushed: Records no storage would take (last resort); :meth:`replay_spill` retries them.
         open_error: Why the database could not be opened, or ``None``.
