@@ -68,6 +68,37 @@ def _offline(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     yield
 
 
+@pytest.fixture(scope="session")
+def pg_cluster() -> Iterator[Any]:
+    """A throwaway PostgreSQL cluster for the session (``pg_cluster.py``); skipped, with the
+    reason, where none can start or psycopg is missing."""
+    pytest.importorskip("psycopg", reason="the postgres extra (psycopg 3) is not installed")
+    import pg_cluster as pg
+
+    try:
+        cluster = pg.start()
+    except pg.Unavailable as exc:
+        pytest.skip(f"no PostgreSQL server: {exc}")
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+_PG_DATABASES = iter(range(1, 1_000_000))
+
+
+@pytest.fixture
+def pg_url(pg_cluster: Any) -> str:
+    """A URL (with its password) of a new, empty database in the session's cluster."""
+    import psycopg
+
+    name = f"t{os.getpid()}_{next(_PG_DATABASES)}"
+    with psycopg.connect(pg_cluster.url(), autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    return str(pg_cluster.url(name))
+
+
 class FakeRecorder:
     """A stand-in for the transports' recorder (``_transport.CallRecorder``), as httpx tests
     use a ``MockTransport``: it records every path starting with ``/v1/`` and keeps what the

@@ -1,6 +1,7 @@
-"""Tests for the OpenTelemetry export (`_report._otel`): token-usage metric points with the
-cache dimension, and the live sink a Recorder writes each record to, checked with the OTel
-SDK's in-memory span exporter and InMemoryMetricReader."""
+"""Tests for the OpenTelemetry export (`_report._otel`): the `gen_ai.client.inference.usage.*`
+counters, the legacy token-usage histogram behind its flag, spans, and the live sink a Recorder
+writes each record to, checked with the OTel SDK's in-memory span exporter and
+InMemoryMetricReader, and over OTLP/HTTP to a loopback receiver (`test_otlp.py`)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,15 @@ import pytest
 
 from conftest import record_anthropic_call
 from stableprompt import Ledger, OTelSink, Recorder, UsageRecord, export_otel
-from stableprompt._report._otel import TOKEN_USAGE, token_usage_points
+from stableprompt._report._otel import (
+    CACHE_READ_TOKENS,
+    CACHE_WRITE_TOKENS,
+    INPUT_TOKENS,
+    OUTPUT_TOKENS,
+    TOKEN_USAGE,
+    token_usage_points,
+    usage_counter_points,
+)
 
 pytest.importorskip("opentelemetry.sdk.metrics")
 
@@ -61,6 +70,33 @@ def _points(reader: InMemoryMetricReader) -> dict[tuple[tuple[str, Any], ...], t
     return out
 
 
+def _counters(reader: InMemoryMetricReader
+              ) -> dict[tuple[str, tuple[tuple[str, Any], ...]], tuple[int, bool]]:
+    """``(counter name, sorted attribute items) -> (value, monotonic)`` of every sum metric."""
+    data = reader.get_metrics_data()
+    out: dict[tuple[str, tuple[tuple[str, Any], ...]], tuple[int, bool]] = {}
+    assert data is not None
+    for resource in data.resource_metrics:
+        for scope in resource.scope_metrics:
+            for metric in scope.metrics:
+                if not metric.name.startswith("gen_ai.client.inference.usage."):
+                    continue
+                assert metric.unit == "{token}"
+                for point in metric.data.data_points:
+                    key = (metric.name, tuple(sorted(dict(point.attributes or {}).items())))
+                    out[key] = (int(point.value),  # type: ignore[union-attr]
+                                bool(metric.data.is_monotonic))  # type: ignore[union-attr]
+    return out
+
+
+def _counter_sums(reader: InMemoryMetricReader) -> dict[str, int]:
+    sums: dict[str, int] = {}
+    for (name, _), (value, monotonic) in _counters(reader).items():
+        assert monotonic
+        sums[name] = sums.get(name, 0) + value
+    return sums
+
+
 def _key(token_type: str, cache: str | None = None) -> tuple[tuple[str, Any], ...]:
     attrs = {"gen_ai.operation.name": "chat", "gen_ai.provider.name": "anthropic",
              "gen_ai.request.model": "claude-sonnet-4-5", "gen_ai.token.type": token_type}
@@ -85,12 +121,13 @@ def test_token_usage_points_partition_input_by_cache() -> None:
                                       cache_write_tokens=None, output_tokens=None)) == []
 
 
-def test_export_otel_with_a_meter_records_the_histogram() -> None:
-    """export_otel(records, tracer, meter=...) emits the spans and the token-usage points."""
+def test_export_otel_with_legacy_histogram_records_the_histogram() -> None:
+    """export_otel(records, tracer, meter=..., legacy_histogram=True) emits the spans and the
+    old token-usage histogram points."""
     spans, tracer_provider, reader, meter_provider = _otel()
     records = [_record(), _record(cache_read_tokens=0, cache_write_tokens=5200)]
     assert export_otel(records, tracer_provider.get_tracer("t"),
-                       meter=meter_provider.get_meter("t")) == 2
+                       meter=meter_provider.get_meter("t"), legacy_histogram=True) == 2
     assert len(spans.get_finished_spans()) == 2
     points = _points(reader)
     assert points[_key("input", "read")] == (5100, 2)
@@ -111,14 +148,16 @@ def test_unanalysed_requests_get_no_genai_span() -> None:
     sink(unanalysed)
     assert sink.exported == 0
     assert [s.name for s in spans.get_finished_spans()] == ["chat claude-sonnet-4-5"]
-    assert _points(reader)[_key("output")] == (42, 1)  # the LLM call's points only
+    assert _counter_sums(reader)[OUTPUT_TOKENS] == 42  # the LLM call's points only
+    assert usage_counter_points(unanalysed) == []
 
 
 def test_recorder_sink_emits_a_span_and_points_per_call(tmp_path: Path) -> None:
     """Recorder(sinks=[OTelSink(...)]) turns each recorded call into one span and its token
     points as it is written, after the ledger row."""
     spans, tracer_provider, reader, meter_provider = _otel()
-    sink = OTelSink(tracer=tracer_provider.get_tracer("t"), meter=meter_provider.get_meter("t"))
+    sink = OTelSink(tracer=tracer_provider.get_tracer("t"), meter=meter_provider.get_meter("t"),
+                    legacy_histogram=True)
     with Ledger(tmp_path / "c.db") as ledger:
         recorder = Recorder(ledger, tokenizer="bytes/4", session_id="s1", sinks=[sink])
         record_anthropic_call(recorder, 0, read=0, write=1700)
@@ -133,6 +172,8 @@ def test_recorder_sink_emits_a_span_and_points_per_call(tmp_path: Path) -> None:
     assert points[_key("input", "write")] == (1700, 2)
     assert points[_key("input", "uncached")] == (40, 2)
     assert points[_key("output")] == (6, 2)
+    assert _counter_sums(reader) == {INPUT_TOKENS: 3440, CACHE_READ_TOKENS: 1700,
+                                     CACHE_WRITE_TOKENS: 1700, OUTPUT_TOKENS: 6}
 
 
 class _Broken:
@@ -158,3 +199,72 @@ def test_a_failing_sink_breaks_nothing(tmp_path: Path, caplog: pytest.LogCapture
     assert broken.calls == 1 and after.exported == 1
     assert len(spans.get_finished_spans()) == 1
     assert "record sink _Broken failed: RuntimeError: collector down" in caplog.text
+
+
+def test_usage_counter_points_one_per_counter_per_inference() -> None:
+    """Each inference adds to all four usage counters, with modality ``text``, the verdict,
+    and the provider/model; the counters are the ledger's columns as reported."""
+    points = usage_counter_points(_record())
+    assert [(n, v) for n, v, _ in points] == [
+        (INPUT_TOKENS, 5210), (CACHE_READ_TOKENS, 5100), (CACHE_WRITE_TOKENS, 100),
+        (OUTPUT_TOKENS, 42)]
+    assert points[0][2] == {"gen_ai.operation.name": "chat", "gen_ai.provider.name": "anthropic",
+                            "gen_ai.request.model": "claude-sonnet-4-5",
+                            "gen_ai.token.modality": "text", "stableprompt.verdict": "hit"}
+
+
+def test_a_failed_call_counts_zero_with_unknown_modality() -> None:
+    """A failed call without usage still records each counter, as 0 with
+    ``gen_ai.token.modality="unknown"``, with its low-cardinality ``error.type``."""
+    failed = _record(input_tokens_total=None, cache_read_tokens=None, cache_write_tokens=None,
+                     uncached_tokens=None, output_tokens=None, verdict="unknown",
+                     status_code=529, error_class="ProviderOverloadedError")
+    points = usage_counter_points(failed)
+    assert [(v, a["gen_ai.token.modality"]) for _, v, a in points] == [(0, "unknown")] * 4
+    assert {a["error.type"] for _, _, a in points} == {"ProviderOverloadedError"}
+    partial = usage_counter_points(_record(cache_write_tokens=None, input_tokens_total=-3))
+    assert [(v, a["gen_ai.token.modality"]) for _, v, a in partial] == [
+        (0, "unknown"), (5100, "text"), (0, "unknown"), (42, "text")]
+
+
+def test_cause_is_a_low_cardinality_attribute() -> None:
+    """A miss carries its cause slug on the counters; an unlisted slug becomes ``other``;
+    segment and path (high cardinality) stay off the metrics."""
+    detail = {"cause": "volatile-token", "segment": "system[0]", "path": "/system/0/text"}
+    miss = _record(verdict="client_mutation", verdict_detail=detail)
+    attrs = usage_counter_points(miss)[0][2]
+    assert attrs["stableprompt.verdict"] == "client_mutation"
+    assert attrs["stableprompt.cause"] == "volatile-token"
+    assert "stableprompt.segment" not in attrs and "stableprompt.path" not in attrs
+    odd = _record(verdict="client_mutation", verdict_detail={"cause": "x" * 40})
+    assert usage_counter_points(odd)[0][2]["stableprompt.cause"] == "other"
+
+
+def test_the_span_names_the_segment_and_path_of_a_break() -> None:
+    """The span per call carries the break's cause, segment and path as attributes."""
+    spans, tracer_provider, _, _ = _otel()
+    detail = {"cause": "volatile-token", "segment": "system[0]", "path": "/system/0/text"}
+    export_otel([_record(verdict="client_mutation", verdict_detail=detail)],
+                tracer_provider.get_tracer("t"))
+    (span,) = spans.get_finished_spans()
+    attrs = dict(span.attributes or {})
+    assert attrs["stableprompt.verdict"] == "client_mutation"
+    assert (attrs["stableprompt.cause"], attrs["stableprompt.segment"],
+            attrs["stableprompt.path"]) == ("volatile-token", "system[0]", "/system/0/text")
+
+
+def test_counters_by_default_and_the_histogram_only_behind_the_flag() -> None:
+    """Without ``legacy_histogram`` no ``gen_ai.client.token.usage`` points are recorded;
+    the counters are monotonic sums in ``{token}``, failed calls included."""
+    _, tracer_provider, reader, meter_provider = _otel()
+    failed = _record(input_tokens_total=None, cache_read_tokens=None, cache_write_tokens=None,
+                     uncached_tokens=None, output_tokens=None, error_class="ProviderHTTPError")
+    sink = OTelSink(tracer=tracer_provider.get_tracer("t"), meter=meter_provider.get_meter("t"))
+    for record in (_record(), _record(model="claude-opus-4-5"), failed):
+        sink(record)
+    assert _points(reader) == {}
+    counters = _counters(reader)
+    assert _counter_sums(reader) == {INPUT_TOKENS: 10420, CACHE_READ_TOKENS: 10200,
+                                     CACHE_WRITE_TOKENS: 200, OUTPUT_TOKENS: 84}
+    unknown = [k for k in counters if ("gen_ai.token.modality", "unknown") in k[1]]
+    assert len(unknown) == 4  # the failed call, once per counter, recorded as 0

@@ -35,7 +35,6 @@ import io
 import logging
 import os
 import random
-import sqlite3
 import threading
 import time
 import weakref
@@ -48,23 +47,20 @@ from typing import IO, Any
 from .._exceptions import InputError, LedgerError
 from .._public import public
 from .._redact import redact
+from ._backend import Backend, Connection
 from ._journal import PendingJournal, orphaned_journals
 from ._schema import (
     COLUMNS,
-    INSERT_SQL,
     MIGRATIONS,
     SCHEMA_VERSION,
     SELECT_COLUMNS,
-    connect_read_only,
     from_row,
-    has_table,
-    is_transient,
-    migrate,
     to_row,
     ts_text,
 )
 from ._spill import SpillFiles, WriteOutcome
 from ._spill import describe as _describe
+from ._target import backend_for
 from ._usage_record import UsageRecord, scrubbed
 
 __all__ = ["COLUMNS", "SCHEMA_VERSION", "Ledger", "WriteOutcome"]
@@ -91,15 +87,19 @@ if hasattr(os, "register_at_fork"):
 
 
 class Ledger:
-    """SQLite ledger of :class:`UsageRecord` rows, table ``calls``.
+    """The ledger of :class:`UsageRecord` rows, table ``calls``: a SQLite file or a
+    PostgreSQL database (``Ledger("postgresql://user:password@host:5432/dbname")``, the
+    ``postgres`` extra; ``_ledger/_postgres.py``), with the same schema and behaviour.
 
     Safe to share between threads (one connection behind a lock) and to open from several
     processes at once (SQLite WAL, busy timeout). After ``os.fork()`` the child opens its own
     connection. ``close()`` releases the connection; a later call reopens it.
 
     Args:
-        path: Database file. Created with mode 0600 if missing (missing parent directories
-            with 0700).
+        path: Database file, created with mode 0600 if missing (missing parent directories
+            with 0700); or ``sqlite:///relative`` / ``sqlite:////absolute``; or a PostgreSQL
+            URL (``postgresql://`` / ``postgres://``), whose tables are created if missing.
+            Any other ``scheme://`` raises :class:`LedgerError` (code ``ledger-url-scheme``).
         store_content: Keep request text (``UsageRecord.content``); otherwise it is set to
             ``None`` before writing.
         busy_timeout_s: How long SQLite waits for another writer's lock (seconds).
@@ -109,6 +109,9 @@ class Ledger:
         read_only: Open an existing ledger for reading only (module docs): nothing is created,
             migrated or written, and :meth:`write`, :meth:`set_meta` and :meth:`replay_spill`
             raise :class:`InputError` (code ``ledger-read-only``).
+        spill_dir: Where a PostgreSQL ledger keeps its spill files and pending journals
+            (default ``~/.cache/stableprompt/ledgers``); a SQLite ledger keeps them next to
+            its file.
 
     A writable ledger's opening never raises for an unusable path: writes spill (see module
     docs) and reads raise :class:`LedgerError`. A read-only ledger is checked at once.
@@ -120,7 +123,9 @@ class Ledger:
             from a newer stableprompt (``ledger-schema-newer``).
 
     Attributes:
-        path: Absolute database path.
+        path: Absolute database path (PostgreSQL: the local path its spill files and
+            journals are named after).
+        location: The database file, or the URL with its password redacted (``***``).
         spill_path: ``<db>.spill.jsonl`` next to the database.
         unflushed: Records no storage would take (last resort); :meth:`replay_spill` retries them.
         open_error: Why the database could not be opened, or ``None``.
@@ -134,68 +139,36 @@ class Ledger:
         busy_timeout_s: float = 5.0,
         fallback_dir: str | os.PathLike[str] | None = None,
         read_only: bool = False,
+        spill_dir: str | os.PathLike[str] | None = None,
     ) -> None:
         if not isinstance(path, (str, os.PathLike)) or not os.fspath(path):
             raise InputError(f"ledger path must be a non-empty str or path, got {path!r}",
                              code="ledger-path")
-        self.path = Path(os.path.abspath(os.fspath(path)))
+        self._backend: Backend = backend_for(path, busy_timeout_s=busy_timeout_s,
+                                             spill_dir=spill_dir)
+        self.path = self._backend.anchor
+        self.location = self._backend.where
         self.read_only = read_only
-        self._spill = SpillFiles(self.path, fallback_dir)
+        self._spill = SpillFiles(self.path, fallback_dir, shown=self.location)
         self.spill_path = self._spill.path
         self.store_content = store_content
         self.busy_timeout_s = busy_timeout_s
         self.open_error: BaseException | None = None
-        self._conn: sqlite3.Connection | None = None
-        self._orphans: list[sqlite3.Connection] = []  # inherited over fork: never touched
+        self._conn: Connection | None = None
+        self._orphans: list[Connection] = []  # inherited over fork: never touched
         self._lock = threading.Lock()
         self._pid = os.getpid()
         self._open_failed_at: float | None = None
         _LIVE.add(self)
         if read_only:
-            connect_read_only(self.path, self.busy_timeout_s).close()  # check it now
+            self._backend.connect_read_only().close()  # check it now
             return
         with self._lock:
             self._try_open()
 
     # ------------------------------------------------------------------ connection
 
-    def _connect(self) -> sqlite3.Connection:
-        self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        try:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
-        except FileExistsError:
-            pass
-        else:
-            try:
-                os.fchmod(fd, 0o600)  # umask may have removed owner bits
-            finally:
-                os.close(fd)
-        if not self.path.is_file():
-            raise LedgerError(
-                f"ledger path {self.path} is not a regular file", code="ledger-not-a-file"
-            )
-        conn = sqlite3.connect(
-            self.path,
-            timeout=self.busy_timeout_s,
-            isolation_level=None,
-            check_same_thread=False,
-        )
-        try:
-            conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout_s * 1000)}")
-            conn.execute("PRAGMA journal_mode = WAL")
-            conn.execute("PRAGMA synchronous = NORMAL")
-            migrate(conn, self.path, _MIGRATIONS)
-            for suffix in ("-wal", "-shm"):  # SQLite copies the db mode; make sure
-                side = self.path.with_name(self.path.name + suffix)
-                with contextlib.suppress(OSError):
-                    if side.stat().st_mode & 0o077:
-                        side.chmod(0o600)
-        except BaseException:
-            conn.close()
-            raise
-        return conn
-
-    def _try_open(self, *, force: bool = True) -> sqlite3.Connection | None:
+    def _try_open(self, *, force: bool = True) -> Connection | None:
         """Return the write connection, opening it if needed. Caller holds the lock."""
         if self._pid != os.getpid():
             self._forget_inherited()
@@ -207,14 +180,14 @@ class Ledger:
         deadline = time.monotonic() + self.busy_timeout_s
         for attempt in range(_WRITE_ATTEMPTS):
             try:
-                self._conn = self._connect()
+                self._conn = self._backend.connect(_MIGRATIONS)
             except Exception as exc:
                 self.open_error = exc
                 retry = attempt + 1 < _WRITE_ATTEMPTS and time.monotonic() < deadline
-                if is_transient(exc) and retry:
+                if self._backend.is_transient(exc) and retry:
                     _sleep_backoff(attempt)
                     continue
-                _log.debug("ledger %s cannot be opened: %s", self.path, _describe(exc))
+                _log.debug("ledger %s cannot be opened: %s", self.location, self._why(exc))
                 self._open_failed_at = time.monotonic()
                 return None
             self.open_error = None
@@ -256,14 +229,25 @@ class Ledger:
 
     def __repr__(self) -> str:
         mode = ", read_only=True" if self.read_only else ""
-        return f"Ledger({str(self.path)!r}, store_content={self.store_content}{mode})"
+        return f"Ledger({self.location!r}, store_content={self.store_content}{mode})"
+
+    def _why(self, exc: BaseException | None) -> str:
+        """``"<class>: <message>"`` of ``exc``, scrubbed of keys and the URL's password."""
+        return redact(_describe(exc), secrets=self._backend.secrets)
 
     def _refuse_if_read_only(self, action: str) -> None:
         if self.read_only:
             raise InputError(
-                f"ledger {self.path} was opened read_only; {action} needs Ledger(path)",
+                f"ledger {self.location} was opened read_only; {action} needs Ledger(path)",
                 code="ledger-read-only",
             )
+
+    @property
+    def shared(self) -> bool:
+        """Whether other hosts may write this ledger at once (PostgreSQL): a recorder then
+        reads a lineage's recent rows again before each comparison, to find predecessors
+        that other processes stored."""
+        return self._backend.shared
 
     @property
     def unflushed(self) -> list[UsageRecord]:
@@ -329,14 +313,14 @@ class Ledger:
             conn = self._try_open(force=False)
             if conn is None:
                 return self.open_error or LedgerError(
-                    f"ledger {self.path} is unavailable", code="ledger-unavailable"
+                    f"ledger {self.location} is unavailable", code="ledger-unavailable"
                 )
             try:
-                conn.execute(INSERT_SQL, to_row(record))
+                conn.execute(self._backend.insert_sql, to_row(record))
                 return None
             except Exception as exc:
                 error = exc
-                if not is_transient(exc):
+                if not self._backend.is_transient(exc):
                     self._drop_connection()
                     return exc
                 if time.monotonic() >= deadline:
@@ -396,7 +380,7 @@ class Ledger:
         stores records)."""
         return PendingJournal(self.path, self._without_content)
 
-    def _insert_many(self, conn: sqlite3.Connection,
+    def _insert_many(self, conn: Connection,
                      records: list[UsageRecord]) -> list[tuple[UsageRecord, str]]:
         """Commit the storable records in one transaction; return the others (a value SQLite
         cannot hold, code ``ledger-value``) with the reason, for quarantine."""
@@ -411,55 +395,47 @@ class Ledger:
                 rejected.append((record, f"{exc.message} (at {exc.pointer})"))
 
         def insert() -> None:
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                conn.executemany(INSERT_SQL, rows)
-                conn.execute("COMMIT")
-            except BaseException:
-                with contextlib.suppress(sqlite3.Error):
-                    conn.execute("ROLLBACK")
-                raise
+            with self._backend.transaction(conn):
+                self._backend.executemany(conn, self._backend.insert_sql, rows)
 
         if rows:
-            _retry_locked(insert, failure=f"cannot import records into ledger {self.path}",
-                          code="ledger-replay")
+            self._retry_locked(insert,
+                               failure=f"cannot import records into ledger {self.location}",
+                               code="ledger-replay")
         return rejected
 
     # ------------------------------------------------------------------ reading
 
-    def _require_conn(self) -> sqlite3.Connection:
+    def _require_conn(self) -> Connection:
         conn = self._try_open(force=True)
         if conn is None:
             cause = self.open_error
+            check = ("that the server is reachable and the user may create tables"
+                     if self.location != str(self.path)
+                     else "that the path is a writable file in an existing directory")
             raise LedgerError(
-                f"cannot open ledger database {self.path}: {_describe(cause)}; check that the "
-                "path is a writable file in an existing directory (records written meanwhile "
-                f"were spilled to {self.spill_path} or the fallback directory)",
+                f"cannot open ledger database {self.location}: {self._why(cause)}; check "
+                f"{check} (records written meanwhile were spilled to {self.spill_path} or "
+                "the fallback directory)",
                 code="ledger-unavailable",
             ) from cause
         return conn
 
-    def _unreadable(self, exc: sqlite3.Error) -> LedgerError:
+    def _unreadable(self, exc: BaseException) -> LedgerError:
         return LedgerError(
-            f"cannot read ledger database {self.path}: {exc}", code="ledger-unreadable"
+            f"cannot read ledger database {self.location}: "
+            f"{redact(str(exc), secrets=self._backend.secrets)}", code="ledger-unreadable"
         )
 
-    def _reader(self) -> sqlite3.Connection:
+    def _reader(self) -> Connection:
         if self.read_only:
-            return connect_read_only(self.path, self.busy_timeout_s)
+            return self._backend.connect_read_only()
         with self._lock:
             self._require_conn()  # creates/migrates the schema, or raises LedgerError
         try:
-            conn = sqlite3.connect(
-                self.path.as_uri() + "?mode=rw",
-                uri=True,
-                timeout=self.busy_timeout_s,
-                isolation_level=None,
-                check_same_thread=False,
-            )
-        except sqlite3.Error as exc:
+            return self._backend.connect_reader()
+        except self._backend.errors as exc:
             raise self._unreadable(exc) from exc
-        return conn
 
     # ------------------------------------------------------------------ metadata
 
@@ -488,13 +464,13 @@ class Ledger:
         clean = redact(value, fragments=False)
         with self._lock:
             conn = self._require_conn()
-            _retry_locked(
+            self._retry_locked(
                 lambda: conn.execute(
                     'INSERT INTO meta ("key", "value") VALUES (?, ?) '
                     'ON CONFLICT ("key") DO UPDATE SET "value" = excluded."value"',
                     (key, clean),
                 ),
-                failure=f"cannot write metadata {key!r} to ledger {self.path}",
+                failure=f"cannot write metadata {key!r} to ledger {self.location}",
                 code="ledger-meta-write",
             )
 
@@ -507,10 +483,10 @@ class Ledger:
         """
         conn = self._reader()
         try:
-            if not has_table(conn, "meta"):
+            if not self._backend.has_table(conn, "meta"):
                 return {}
             rows = conn.execute('SELECT "key", "value" FROM meta ORDER BY "key"').fetchall()
-        except sqlite3.Error as exc:
+        except self._backend.errors as exc:
             raise self._unreadable(exc) from exc
         finally:
             conn.close()
@@ -553,7 +529,8 @@ class Ledger:
             clauses.append('"ts_utc" >= ?')
             params.append(ts_text(since))
         where = f" WHERE {' AND '.join(clauses)}" if clauses else ""
-        sql = f'SELECT {SELECT_COLUMNS}, rowid FROM calls{where} ORDER BY "ts_utc", rowid'
+        rowid = self._backend.rowid
+        sql = f'SELECT {SELECT_COLUMNS}, {rowid} FROM calls{where} ORDER BY "ts_utc", {rowid}'
         return self._query(sql, params, on_invalid)
 
     def records_after(
@@ -580,9 +557,10 @@ class Ledger:
         last = rowid
         out: list[UsageRecord] = []
         try:
-            rows = conn.execute(f"SELECT {SELECT_COLUMNS}, rowid FROM calls WHERE rowid > ? "
-                                "ORDER BY rowid LIMIT ?", (rowid, limit)).fetchall()
-        except sqlite3.Error as exc:
+            seq = self._backend.rowid
+            rows = conn.execute(f"SELECT {SELECT_COLUMNS}, {seq} FROM calls WHERE {seq} > ? "
+                                f"ORDER BY {seq} LIMIT ?", (rowid, limit)).fetchall()
+        except self._backend.errors as exc:
             raise self._unreadable(exc) from exc
         finally:
             conn.close()
@@ -601,7 +579,7 @@ class Ledger:
                on_invalid: Callable[[str, Exception], None] | None = None,
                ) -> Iterator[UsageRecord]:
         conn = self._reader()
-        with_rowid = sql.startswith(f"SELECT {SELECT_COLUMNS}, rowid ")
+        with_rowid = sql.startswith(f"SELECT {SELECT_COLUMNS}, {self._backend.rowid} ")
 
         def rows() -> Iterator[UsageRecord]:
             try:
@@ -618,7 +596,7 @@ class Ledger:
                             on_invalid(str(data[_RECORD_ID] or f"rowid {row[-1]}"), exc)
                             continue
                         yield record
-            except sqlite3.Error as exc:
+            except self._backend.errors as exc:
                 raise self._unreadable(exc) from exc
             finally:
                 conn.close()
@@ -661,7 +639,7 @@ class Ledger:
             raise InputError("limit must be at least 1", code="ledger-limit")
         sql = (
             f'SELECT {SELECT_COLUMNS} FROM calls WHERE "lineage" = ? '
-            'ORDER BY "ts_utc" DESC, rowid DESC LIMIT ?'
+            f'ORDER BY "ts_utc" DESC, {self._backend.rowid} DESC LIMIT ?'
         )
         found = list(self._query(sql, (lineage, limit)))
         with self._lock:
@@ -671,6 +649,25 @@ class Ledger:
             found += [r for r in spilled if r.record_id not in stored]
             found.sort(key=lambda r: r.ts_utc, reverse=True)  # stable: ties keep insert order
         return found[:limit]
+
+    def _retry_locked(self, action: Callable[[], object], *, failure: str, code: str) -> None:
+        """Run ``action``, retrying lock errors (``Backend.is_transient``) with backoff and
+        jitter, up to 4 attempts in all.
+
+        Raises:
+            LedgerError: ``action`` raised another database error, or a lock error on the
+                last attempt; message ``"<failure>: <error>"``, code ``code``.
+        """
+        for attempt in range(_WRITE_ATTEMPTS):
+            try:
+                action()
+                return
+            except self._backend.errors as exc:
+                if self._backend.is_transient(exc) and attempt + 1 < _WRITE_ATTEMPTS:
+                    _sleep_backoff(attempt)
+                    continue
+                raise LedgerError(f"{failure}: {redact(str(exc), secrets=self._backend.secrets)}",
+                                  code=code) from exc
 
     def export_jsonl(self, path_or_file: str | os.PathLike[str] | IO[Any]) -> int:
         """Write every stored record as one canonical JSON line (see ``UsageRecord.to_json``).
@@ -714,25 +711,6 @@ def _is_text(handle: IO[Any]) -> bool:
 def _sleep_backoff(attempt: int) -> None:
     delay = _BACKOFF_S * (2**attempt)
     time.sleep(delay + random.uniform(0, delay))
-
-
-def _retry_locked(action: Callable[[], object], *, failure: str, code: str) -> None:
-    """Run ``action``, retrying lock errors (:func:`is_transient`) with backoff and jitter, up
-    to 4 attempts in all.
-
-    Raises:
-        LedgerError: ``action`` raised another ``sqlite3.Error``, or a lock error on the last
-            attempt; message ``"<failure>: <error>"``, code ``code``.
-    """
-    for attempt in range(_WRITE_ATTEMPTS):
-        try:
-            action()
-            return
-        except sqlite3.Error as exc:
-            if is_transient(exc) and attempt + 1 < _WRITE_ATTEMPTS:
-                _sleep_backoff(attempt)
-                continue
-            raise LedgerError(f"{failure}: {exc}", code=code) from exc
 
 
 public(Ledger)

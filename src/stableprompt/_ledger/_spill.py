@@ -145,7 +145,9 @@ class SpillFiles:
     Not thread-safe by itself: the ledger calls it under its own lock.
 
     Args:
-        db_path: Absolute database path.
+        db_path: Absolute database path (for PostgreSQL, the local path its files are named
+            after: ``Backend.anchor``).
+        shown: How messages name the ledger (default ``db_path``; a redacted URL).
         fallback_dir: Directory for the spill file when the database's own directory is not
             writable; default ``~/.cache/stableprompt/spill``, then
             ``<tempdir>/stableprompt-spill-<uid>``.
@@ -155,8 +157,10 @@ class SpillFiles:
         unflushed: Records no storage would take (last resort).
     """
 
-    def __init__(self, db_path: Path, fallback_dir: str | os.PathLike[str] | None) -> None:
+    def __init__(self, db_path: Path, fallback_dir: str | os.PathLike[str] | None, *,
+                 shown: str | None = None) -> None:
         self.db_path = db_path
+        self.shown = shown or str(db_path)
         self.path = db_path.with_name(db_path.name + ".spill.jsonl")
         self._fallback_dirs = (
             [Path(fallback_dir)] if fallback_dir is not None else _default_fallback_dirs()
@@ -200,14 +204,14 @@ class SpillFiles:
                     continue
                 self._warn_once(
                     str(target),
-                    f"ledger {self.db_path} write failed ({describe(cause)}); "
+                    f"ledger {self.shown} write failed ({describe(cause)}); "
                     f"record spilled to {target}; run Ledger.replay_spill() to import it",
                 )
                 return "spilled"
         self.unflushed.append(record)
         self._warn_once(
             f"<memory>{why}",
-            f"ledger {self.db_path} write failed ({describe(cause)}) and {why}; record "
+            f"ledger {self.shown} write failed ({describe(cause)}) and {why}; record "
             f"{record.record_id} is kept in memory only, in Ledger.unflushed (lost at exit "
             "unless replayed)",
         )

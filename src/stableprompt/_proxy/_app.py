@@ -372,11 +372,11 @@ class ProxyApp:
             count = ledger.replay_spill()
         except Exception as exc:
             _log.warning("proxy could not import earlier unstored records into %s: %s",
-                         ledger.path, redact(f"{type(exc).__name__}: {exc}"))
+                         ledger.location, redact(f"{type(exc).__name__}: {exc}"))
             return 0
         if count:
             _log.warning("proxy imported %d record(s) an earlier run left outside ledger %s",
-                         count, ledger.path)
+                         count, ledger.location)
         return count
 
     def drain(self) -> None:

@@ -52,6 +52,20 @@ def _upstream(text: str) -> str:
     return text
 
 
+def _ledger_arg(text: str) -> Path | str:
+    """``--ledger``: a PostgreSQL (or ``sqlite:///``) URL as given, else an output file path
+    checked now; an unsupported ``scheme://`` is refused, never taken for a folder."""
+    from .._exceptions import LedgerError
+    from .._ledger._target import check_target, is_url
+
+    if not is_url(text):
+        return output_file_arg(text)
+    try:
+        return check_target(text)
+    except LedgerError as exc:
+        raise argparse.ArgumentTypeError(exc.message) from None
+
+
 def _add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--upstream", type=_upstream, required=True, metavar="URL",
                         help="base URL requests go to (https://api.anthropic.com, "
@@ -67,8 +81,10 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
                         "header (scheme Bearer); never forwarded. Default: the "
                         f"{TOKEN_ENV} environment variable (which ps does not show); this "
                         "flag wins over it")
-    parser.add_argument("--ledger", type=output_file_arg, default=Path("stableprompt.db"),
-                        metavar="PATH", help="SQLite ledger (default ./stableprompt.db)")
+    parser.add_argument("--ledger", type=_ledger_arg, default=Path("stableprompt.db"),
+                        metavar="PATH|URL", help="SQLite ledger file (default "
+                        "./stableprompt.db) or PostgreSQL URL (postgresql://user@host:5432/db; "
+                        "several proxies on several hosts can write one)")
     parser.add_argument("--capture", type=output_dir_arg, default=None, metavar="DIR",
                         help="also write every recorded request to DIR/proxy-*.jsonl "
                         "(for stableprompt lint)")
@@ -203,10 +219,12 @@ def _run(args: argparse.Namespace) -> int:
         raise UsageError(f"{_PROG}: error: the proxy needs the proxy extra "
                          f"(pip install 'stableprompt[proxy]'): {exc}") from None
     from .._ledger._ledger import Ledger
+    from .._ledger._target import shown_target
     from .._recording._recorder import Recorder
     from .._tokens import get_tokenizer
 
-    if args.ledger.is_file() and args.ledger.stat().st_size > 0:
+    if isinstance(args.ledger, Path) and args.ledger.is_file() \
+            and args.ledger.stat().st_size > 0:
         Ledger(args.ledger, read_only=True).close()  # not a ledger: refused now (exit 2),
         # not on the first call (which would spill every row)
     try:
@@ -236,7 +254,8 @@ def _run(args: argparse.Namespace) -> int:
         with contextlib.suppress(Exception):  # load the encoding now, not on the first call
             get_tokenizer(app.recorder.tokenizer_name).count("warm-up")
         host, port = sock.getsockname()[:2]
-        where = f"ledger {args.ledger}{f', captures {capture.path}' if capture else ''}"
+        where = (f"ledger {shown_target(args.ledger)}"
+                 f"{f', captures {capture.path}' if capture else ''}")
         print(_banner(host, port, upstream=app.upstream_name, where=where,
                       token=token is not None), flush=True)
         server.run(sockets=[sock])

@@ -163,7 +163,9 @@ class CallMemory:
             fingerprint=None if segmented is None else segmented.fingerprint,
             state=pending.state)
         earlier = 0
-        if pending.session_id is not None and not self.index.knows_session(pending.session_id):
+        if pending.session_id is not None and (
+                not self.index.knows_session(pending.session_id)
+                or (ledger is not None and ledger.shared)):
             earlier = self.ledger_turns(ledger, pending.session_id)
         pending.turn, pending.retry = self.index.begin(call, earlier_turns=earlier)
         if pending.state is not None:
@@ -237,17 +239,28 @@ class CallMemory:
 
     def load_lineage(self, ledger: Ledger | None, head: str) -> None:
         """Seed the index with the lineage's recent ``ledger`` rows, once per lineage (a
-        failed, interrupted or unreadable row is never a predecessor)."""
-        if ledger is None or self.index.knows_lineage(head):
+        failed, interrupted or unreadable row is never a predecessor). A shared ledger
+        (``Ledger.shared``: other hosts write it) is read again before every comparison, and
+        the rows other processes stored meanwhile join the lineage."""
+        if ledger is None:
+            return
+        known = self.index.knows_lineage(head)
+        if known and not ledger.shared:
             return
         try:
             rows = ledger.recent_for_lineage(head, limit=LINEAGE_DEPTH)
         except Exception as exc:
             self._lookup_failed(exc)
             rows = []
+        seen = self.index.lineage_ids(head) if known else set()
         calls = [call_from_record(r, head, self.count) for r in reversed(rows)
-                 if r.error_class is None and not r.verdict_detail.get("incomplete")]
-        self.index.load_lineage(head, calls)
+                 if r.error_class is None and not r.verdict_detail.get("incomplete")
+                 and r.record_id not in seen]
+        if known:
+            if calls:
+                self.index.merge_lineage(head, calls)
+        else:
+            self.index.load_lineage(head, calls)
 
     def _lookup_failed(self, exc: BaseException) -> None:
         if not self._lookup_warned:  # once per recorder: a broken ledger must not flood logs

@@ -278,12 +278,33 @@ class CallIndex:
                 self._calls += len(kept)
                 self._evict()
 
+    def lineage_ids(self, head: str) -> set[str]:
+        """The record ids of the calls kept for lineage ``head``."""
+        with self._lock:
+            return {c.state.record_id for c in self._lineages.get(head, ())
+                    if c.state is not None and c.state.record_id is not None}
+
+    def merge_lineage(self, head: str, calls: Iterable[Call]) -> None:
+        """Add calls another process stored (a shared ledger) to a known lineage, in time
+        order, keeping the newest :data:`LINEAGE_DEPTH`."""
+        with self._lock:
+            kept = self._lineages.get(head)
+            if kept is None:
+                return
+            before = len(kept)
+            merged = sorted([*kept, *calls], key=lambda c: c.ts)
+            kept.clear()
+            kept.extend(merged)  # the deque's maxlen drops the oldest
+            self._calls += len(kept) - before
+            self._evict()
+
     def begin(self, call: Call, *, earlier_turns: int = 0) -> tuple[int | None, bool]:
         """Register a call being sent and number its turn.
 
         Args:
             call: The call (``turn`` is ignored).
-            earlier_turns: Turns of a named session already in the ledger (first sight only).
+            earlier_turns: Turns of a named session already in the ledger (first sight, or
+                every call on a shared ledger, where other hosts add turns).
 
         Returns:
             ``(turn, retry)``: the 1-based turn in its conversation (``None`` for a call
@@ -296,6 +317,8 @@ class CallIndex:
                 if session is None:
                     session = self._sessions[call.session_id] = _Session(count=earlier_turns)
                     self._trim(self._sessions)
+                elif earlier_turns > session.count:  # a shared ledger: other hosts' turns
+                    session.count = earlier_turns
                 self._sessions.move_to_end(call.session_id)
                 started = session.started
                 retry = _is_retry(started, call)

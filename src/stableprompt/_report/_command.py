@@ -182,14 +182,14 @@ def _records(ledger: Ledger, *, session_id: str | None = None,
     on_invalid = None
     if corrupt is not None:
         def on_invalid(row_id: str, exc: Exception) -> None:
-            corrupt.append(CorruptRow(str(ledger.path), row_id, _why_invalid(exc)[:300]))
+            corrupt.append(CorruptRow(ledger.location, row_id, _why_invalid(exc)[:300]))
 
     try:
         records = ledger.records(session_id=session_id, since=since, on_invalid=on_invalid)
     except LedgerError:
         raise
     except Exception as exc:  # a row that does not validate as a UsageRecord
-        raise LedgerError(f"cannot read ledger {str(ledger.path)!r}: {type(exc).__name__}: "
+        raise LedgerError(f"cannot read ledger {ledger.location!r}: {type(exc).__name__}: "
                           f"{exc}", code="ledger-unreadable") from exc
     return records
 
@@ -236,8 +236,9 @@ def parse_since(text: str) -> datetime:
 
 def _add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("ledger", metavar="LEDGER", nargs="+",
-                        help="ledger database(s) (SQLite) to summarize, opened read-only; "
-                             "several are merged (a record id counts once)")
+                        help="ledger(s) to summarize, opened read-only: SQLite files or "
+                             "PostgreSQL URLs (postgresql://user@host:5432/dbname); several "
+                             "are merged (a record id counts once)")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
     parser.add_argument("--html", metavar="PATH", type=output_file_arg,
                         help="also write a self-contained HTML report to PATH")
@@ -282,9 +283,12 @@ def _follow(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace) -> int:
     if args.follow:
         return _follow(args)
-    paths: list[str] = list(args.ledger)
-    for path in paths:
-        if args.html is not None and same_file(args.html, path):
+    from .._ledger._target import is_url, shown_target
+
+    targets: list[str] = list(args.ledger)
+    paths = [shown_target(target) for target in targets]  # a URL's password never shown
+    for path in targets:
+        if args.html is not None and not is_url(path) and same_file(args.html, path):
             raise UsageError(f"stableprompt report: error: argument --html: {str(args.html)!r} "
                              "is the ledger itself; choose another path")
     since = None if args.since is None else parse_since(args.since)
@@ -292,8 +296,8 @@ def _run(args: argparse.Namespace) -> int:
     per_ledger: list[list[UsageRecord]] = []
     corrupt: list[CorruptRow] = []
     unimported: list[Path] = []
-    for path in paths:
-        ledger = open_ledger(path)
+    for target in targets:
+        ledger = open_ledger(target)
         unimported += ledger.unimported_files()
         metas.append(ledger.meta())
         per_ledger.append(_records(ledger, session_id=args.session, since=since,

@@ -1,0 +1,246 @@
+"""The PostgreSQL ledger backend: ``Ledger("postgresql://user:password@host:5432/dbname")``.
+
+psycopg 3 (``postgres`` extra), autocommit connections. The schema is ``_schema.MIGRATIONS``
+translated (:func:`pg_statement`: ``INTEGER`` -> ``BIGINT``, ``REAL`` -> ``DOUBLE PRECISION``,
+``ts_utc`` collated ``"C"`` so text order is time order as in SQLite, plus ``"seq"``, an
+identity column for insertion order where SQLite has ``rowid``), so both backends store the
+same columns with the same meaning. The version lives in table ``stableprompt_schema`` (SQLite
+uses ``PRAGMA user_version``); migrations run in one transaction under a transaction-level
+advisory lock, so several hosts opening one database at once migrate it once. Rows are
+idempotent by ``record_id`` (``ON CONFLICT DO NOTHING``), so spill replays and journals from
+every host can be imported in any order.
+
+Spill files and pending journals are local (a write fails when the server is unreachable):
+they are named after :attr:`PostgresBackend.anchor`, a path in ``spill_dir`` (default
+``~/.cache/stableprompt/ledgers``) unique to the server, port, database and user.
+
+The password is never shown: :attr:`PostgresBackend.where` is the URL with ``***`` in its
+place, and it is a secret scrubbed from every message the ledger writes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import re
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote, urlsplit, urlunsplit
+
+from .._exceptions import ConfigurationError, LedgerError
+from .._redact import redact
+from ._backend import Connection, Cursor
+from ._schema import COLUMNS, MIGRATIONS, SCHEMA_VERSION, SELECT_COLUMNS
+
+__all__ = ["PG_MIGRATIONS", "PostgresBackend", "pg_statement", "redact_url"]
+
+_VERSION_TABLE = "stableprompt_schema"
+_LOCK_KEY = 0x5354_4250_524F  # "STBPRO": the advisory lock of schema migrations
+
+
+def pg_statement(statement: str) -> str:
+    """A SQLite DDL statement of :data:`~._schema.MIGRATIONS` in PostgreSQL's types."""
+    out = re.sub(r"\bINTEGER\b", "BIGINT", statement)
+    out = re.sub(r"\bREAL\b", "DOUBLE PRECISION", out)
+    out = out.replace('"ts_utc" TEXT NOT NULL', '"ts_utc" TEXT COLLATE "C" NOT NULL')
+    return out.replace("CREATE TABLE calls (",
+                       'CREATE TABLE calls (\n            "seq" BIGINT GENERATED ALWAYS AS '
+                       "IDENTITY UNIQUE,", 1)
+
+
+PG_MIGRATIONS: tuple[tuple[str, ...], ...] = tuple(
+    tuple(pg_statement(s) for s in step) for step in MIGRATIONS)
+""":data:`~._schema.MIGRATIONS` for PostgreSQL: entry ``i`` upgrades version ``i`` to ``i + 1``."""
+
+_INSERT_SQL = (f"INSERT INTO calls ({SELECT_COLUMNS}) VALUES ({', '.join('?' for _ in COLUMNS)})"
+               ' ON CONFLICT ("record_id") DO NOTHING')
+
+
+def redact_url(url: str) -> str:
+    """``url`` with its password (if any) replaced by ``***``; a ``password=`` query
+    parameter too."""
+    parts = urlsplit(url)
+    netloc = parts.netloc
+    if "@" in netloc:
+        userinfo, _, hostport = netloc.rpartition("@")
+        if ":" in userinfo:
+            userinfo = userinfo.split(":", 1)[0] + ":***"
+        netloc = f"{userinfo}@{hostport}"
+    query = re.sub(r"(^|&)(password=)[^&]*", r"\1\2***", parts.query)
+    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+
+
+def _password(url: str) -> str | None:
+    parts = urlsplit(url)
+    if parts.password:
+        return unquote(parts.password)
+    found = re.search(r"(?:^|&)password=([^&]*)", parts.query)
+    return unquote(found.group(1)) if found else None
+
+
+def _psycopg() -> Any:
+    try:
+        import psycopg
+    except ImportError as exc:
+        raise ConfigurationError(
+            "a PostgreSQL ledger needs psycopg 3: pip install 'stableprompt[postgres]'",
+            code="postgres-missing") from exc
+    return psycopg
+
+
+class _Connection:
+    """A psycopg connection that takes the ledger's ``?`` placeholders."""
+
+    def __init__(self, conn: Any) -> None:
+        self.raw = conn
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> Cursor:
+        cursor: Cursor = self.raw.execute(sql.replace("?", "%s"), tuple(params) or None)
+        return cursor
+
+    def close(self) -> None:
+        self.raw.close()
+
+
+class PostgresBackend:
+    """A ledger in a PostgreSQL database (see :class:`~._backend.Backend`).
+
+    Raises:
+        LedgerError: The URL has no host or database name (code ``ledger-url``).
+        ConfigurationError: psycopg is not installed (code ``postgres-missing``).
+    """
+
+    shared = True
+    rowid = "seq"
+    insert_sql = _INSERT_SQL
+
+    def __init__(self, url: str, *, busy_timeout_s: float,
+                 spill_dir: str | os.PathLike[str] | None) -> None:
+        parts = urlsplit(url)
+        self.where = redact_url(url)
+        password = _password(url)
+        self.secrets: tuple[str, ...] = (password,) if password else ()
+        database = parts.path.lstrip("/")
+        if not database or "/" in database:
+            raise LedgerError(f"PostgreSQL ledger URL {self.where!r} names no database: "
+                              "postgresql://user@host:5432/dbname", code="ledger-url")
+        self._url = url
+        self.busy_timeout_s = busy_timeout_s
+        self.errors: tuple[type[BaseException], ...] = (_psycopg().Error,)
+        host = parts.hostname or "local"
+        digest = hashlib.sha256(redact_url(url).encode("utf-8")).hexdigest()[:12]
+        slug = re.sub(r"[^A-Za-z0-9._-]", "_", f"{host}-{parts.port or 5432}-{database}")
+        directory = Path(spill_dir) if spill_dir is not None else (
+            Path.home() / ".cache" / "stableprompt" / "ledgers")
+        with contextlib.suppress(OSError):
+            directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+        self.anchor = directory.absolute() / f"{slug}-{digest}.pg"
+
+    def _connect(self, *, read_only: bool = False) -> _Connection:
+        psycopg = _psycopg()
+        try:
+            raw = psycopg.connect(self._url, autocommit=True,
+                                  connect_timeout=max(1, round(self.busy_timeout_s)),
+                                  application_name="stableprompt")
+        except psycopg.Error as exc:
+            raise LedgerError(f"cannot connect to ledger {self.where}: "
+                              f"{redact(str(exc).strip(), secrets=self.secrets)}",
+                              code="ledger-unavailable") from None  # its text may quote the URL
+        conn = _Connection(raw)
+        if read_only:
+            conn.execute("SET default_transaction_read_only = on")
+        return conn
+
+    def connect(self, migrations: Sequence[tuple[str, ...]]) -> Connection:
+        conn = self._connect()
+        try:
+            self._migrate(conn)
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    def _version(self, conn: _Connection) -> int | None:
+        if not self.has_table(conn, _VERSION_TABLE):
+            return None
+        row = conn.execute(f'SELECT max("version") FROM {_VERSION_TABLE}').fetchone()
+        return int(row[0]) if row is not None and row[0] is not None else 0
+
+    def _migrate(self, conn: _Connection) -> None:
+        if self._version(conn) == len(PG_MIGRATIONS):
+            return
+        psycopg = _psycopg()
+        try:
+            with self.transaction(conn):
+                conn.execute("SELECT pg_advisory_xact_lock(?)", (_LOCK_KEY,))
+                conn.execute(f'CREATE TABLE IF NOT EXISTS {_VERSION_TABLE} '
+                             '("version" INTEGER NOT NULL)')
+                version = self._version(conn) or 0
+                if version > len(PG_MIGRATIONS):
+                    raise LedgerError(
+                        f"ledger {self.where} has schema version {version}, newer than this "
+                        f"stableprompt knows ({len(PG_MIGRATIONS)}); upgrade stableprompt",
+                        code="ledger-schema-newer")
+                for target in range(version, len(PG_MIGRATIONS)):
+                    for statement in PG_MIGRATIONS[target]:
+                        conn.execute(statement)
+                conn.execute(f"DELETE FROM {_VERSION_TABLE}")
+                conn.execute(f'INSERT INTO {_VERSION_TABLE} ("version") VALUES (?)',
+                             (len(PG_MIGRATIONS),))
+        except psycopg.Error as exc:
+            raise LedgerError(f"cannot migrate ledger {self.where}: "
+                              f"{redact(str(exc).strip(), secrets=self.secrets)}",
+                              code="ledger-migration") from exc
+
+    def connect_reader(self) -> Connection:
+        return self._connect(read_only=True)
+
+    def connect_read_only(self) -> Connection:
+        conn = self._connect(read_only=True)
+        try:
+            self._check_schema(conn)
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    def _check_schema(self, conn: _Connection) -> None:
+        version = self._version(conn)
+        if version is not None and version > SCHEMA_VERSION:
+            raise LedgerError(
+                f"ledger {self.where} has schema version {version}, newer than this "
+                f"stableprompt knows ({SCHEMA_VERSION}); upgrade stableprompt",
+                code="ledger-schema-newer")
+        if not version:
+            raise LedgerError(f"{self.where} is not a stableprompt ledger (no "
+                              f"{_VERSION_TABLE} table: never opened for writing)",
+                              code="ledger-not-a-ledger")
+        rows = conn.execute("SELECT column_name FROM information_schema.columns WHERE "
+                            "table_name = 'calls' AND table_schema = current_schema()"
+                            ).fetchall()
+        missing = set(COLUMNS.values()) - {str(row[0]) for row in rows}
+        if missing:
+            raise LedgerError(f"{self.where} is not a stableprompt ledger (table 'calls' "
+                              f"lacks {len(missing)} ledger columns)",
+                              code="ledger-not-a-ledger")
+
+    def is_transient(self, exc: BaseException) -> bool:
+        sqlstate = getattr(exc, "sqlstate", None)
+        return sqlstate in ("40001", "40P01", "55P03")  # serialization, deadlock, lock
+
+    @contextlib.contextmanager
+    def transaction(self, conn: Connection) -> Iterator[None]:
+        assert isinstance(conn, _Connection)
+        with conn.raw.transaction():
+            yield
+
+    def has_table(self, conn: Connection, name: str) -> bool:
+        row = conn.execute("SELECT to_regclass(?) IS NOT NULL", (name,)).fetchone()
+        return bool(row and row[0])
+
+    def executemany(self, conn: Connection, sql: str, rows: list[tuple[Any, ...]]) -> None:
+        assert isinstance(conn, _Connection)
+        with conn.raw.cursor() as cursor:
+            cursor.executemany(sql.replace("?", "%s"), rows)

@@ -1,0 +1,196 @@
+"""The PostgreSQL ledger (`_ledger/_postgres.py` behind `_ledger/_backend.py`): the same
+schema and behaviour as SQLite (idempotent rows, metadata, versioned schema, read-only
+opening, spill and replay on write failure), typed errors for unsupported URLs, and a
+password that is never shown. Needs a real server: the session's throwaway cluster
+(`pg_cluster.py`), skipped with the reason where it cannot start."""
+
+from __future__ import annotations
+
+import threading
+import warnings
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from conftest import record_anthropic_call
+from pg_cluster import PASSWORD
+from stableprompt import Ledger, LedgerError, Recorder, UsageRecord
+from stableprompt._ledger._postgres import redact_url
+from stableprompt._ledger._schema import COLUMNS, SCHEMA_VERSION
+
+T0 = datetime(2026, 3, 1, 12, tzinfo=UTC)
+
+
+def _record(i: int, **update: object) -> UsageRecord:
+    base = UsageRecord(
+        record_id=f"r{i:04d}", ts_utc=T0 + timedelta(seconds=i), session_id="s1", turn=i,
+        wire_format="anthropic", provider="anthropic", model="claude-sonnet-4-5",
+        lineage="sp1:head", request_fingerprint=f"sp1:f{i}", input_tokens_total=2**40 + i,
+        cache_read_tokens=100, cache_write_tokens=0, uncached_tokens=2**40 + i - 100,
+        output_tokens=3, usage_raw={"input_tokens": i, "nested": {"a": [1, 2.5, None]}},
+        verdict="hit", verdict_detail={"cause": "x", "gap_s": 1.25}, latency_ms=12.5,
+        ttft_ms=0.1, status_code=200, diagnostics={"k": "v"}, response_id=f"m{i}")
+    return base.model_copy(update=update)
+
+
+@pytest.mark.parametrize("url", ["mysql://u:hunter2-secret@db/x", "http://example.com/l.db",
+                                 "file:///tmp/x.db", "redis://h:6379"])
+def test_an_unsupported_url_scheme_is_a_typed_error(
+        url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Any ``scheme://`` other than postgresql/postgres/sqlite raises LedgerError
+    ``ledger-url-scheme`` (no password in the message) and creates nothing."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(LedgerError) as info:
+        Ledger(url)
+    assert info.value.code == "ledger-url-scheme"
+    assert "hunter2" not in str(info.value)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_sqlite_urls_name_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``sqlite:///relative`` and ``sqlite:////absolute`` open SQLite files, as SQLAlchemy
+    writes them; ``sqlite://`` without a path is refused."""
+    monkeypatch.chdir(tmp_path)
+    with Ledger("sqlite:///rel.db") as ledger:
+        ledger.write(_record(1))
+    assert (tmp_path / "rel.db").is_file()
+    with Ledger(f"sqlite:///{tmp_path}/abs.db") as ledger:
+        assert ledger.path == tmp_path / "abs.db"
+    with pytest.raises(LedgerError) as info:
+        Ledger("sqlite://")
+    assert info.value.code == "ledger-url"
+
+
+def test_redact_url_hides_the_password() -> None:
+    """The URL shown anywhere has ``***`` for its password (userinfo or query)."""
+    assert redact_url("postgresql://u:p%40ss@h:5432/db?sslmode=require") == \
+        "postgresql://u:***@h:5432/db?sslmode=require"
+    assert redact_url("postgres://h/db?user=u&password=x&a=1") == \
+        "postgres://h/db?user=u&password=***&a=1"
+    assert redact_url("postgresql://h/db") == "postgresql://h/db"
+
+
+def test_records_round_trip_exactly(pg_url: str, tmp_path: Path) -> None:
+    """Every field survives a PostgreSQL round trip as it does SQLite's (64-bit counts,
+    floats, JSON fields, timestamps); a second write of an id is ignored."""
+    records = [_record(i) for i in range(5)]
+    with Ledger(pg_url, spill_dir=tmp_path) as pg, Ledger(tmp_path / "l.db") as lite:
+        for record in records:
+            assert pg.write(record) == "committed"
+            lite.write(record)
+        assert pg.write(records[0].model_copy(update={"verdict": "cold"})) == "committed"
+        assert pg.records() == lite.records() == records
+        assert pg.records(session_id="s1", since=T0 + timedelta(seconds=3)) == records[3:]
+        assert pg.recent_for_lineage("sp1:head", limit=2) == records[:2:-1][:2]
+        assert pg.last_for_lineage("sp1:head") == records[-1]
+        first, last = pg.records_after(0, limit=2)
+        assert first == records[:2]
+        rest, _ = pg.records_after(last)
+        assert rest == records[2:]
+
+
+def test_schema_is_versioned_and_identical_in_columns(pg_url: str, tmp_path: Path) -> None:
+    """The database gets the ledger's columns and the schema version; a read-only opening of
+    an empty database is refused (not a ledger), of a newer one too."""
+    import psycopg
+
+    with pytest.raises(LedgerError) as info:
+        Ledger(pg_url, read_only=True)
+    assert info.value.code == "ledger-not-a-ledger"
+    with Ledger(pg_url, spill_dir=tmp_path) as ledger:
+        ledger.set_meta("backend", "test")
+        ledger.set_meta("backend", "test2")
+        assert ledger.meta() == {"backend": "test2"}
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        columns = {r[0] for r in conn.execute(
+            "SELECT column_name FROM information_schema.columns WHERE table_name = 'calls'")}
+        assert columns == {*COLUMNS.values(), "seq"}
+        assert conn.execute("SELECT version FROM stableprompt_schema").fetchone() == (
+            SCHEMA_VERSION,)
+    reader = Ledger(pg_url, read_only=True)
+    assert reader.meta() == {"backend": "test2"}
+    with pytest.raises(Exception) as refused:
+        reader.write(_record(1))
+    assert getattr(refused.value, "code", None) == "ledger-read-only"
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute("UPDATE stableprompt_schema SET version = 99")
+    with pytest.raises(LedgerError) as newer:
+        Ledger(pg_url, read_only=True)
+    assert newer.value.code == "ledger-schema-newer"
+
+
+def test_an_unreachable_database_spills_and_replays(pg_cluster: object, tmp_path: Path) -> None:
+    """Writes to a database that does not exist yet spill locally (warned, password never
+    shown); once it exists, replay_spill imports them, idempotently."""
+    import psycopg
+
+    url = pg_cluster.url("later")  # type: ignore[attr-defined]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        ledger = Ledger(url, spill_dir=tmp_path)
+        assert [ledger.write(_record(i)) for i in range(3)] == ["spilled"] * 3
+    assert ledger.spill_path.parent == tmp_path and ledger.spill_path.is_file()
+    shown = " ".join([*(str(w.message) for w in caught), repr(ledger), str(ledger.open_error)])
+    assert PASSWORD not in shown and "***" in shown
+    with pytest.raises(LedgerError) as info:
+        ledger.records()
+    assert PASSWORD not in str(info.value)
+    with psycopg.connect(pg_cluster.url(), autocommit=True) as conn:  # type: ignore[attr-defined]
+        conn.execute('CREATE DATABASE "later"')
+    assert ledger.replay_spill() == 3
+    assert ledger.write(_record(1)) == "committed"  # already there: ignored
+    assert [r.record_id for r in ledger.records()] == ["r0000", "r0001", "r0002"]
+    assert ledger.replay_spill() == 0
+    ledger.close()
+
+
+def test_a_broken_connection_spills_then_reconnects(pg_url: str, tmp_path: Path) -> None:
+    """A write on a connection the server dropped spills; the next write reconnects."""
+    import psycopg
+
+    with Ledger(pg_url, spill_dir=tmp_path) as ledger:
+        assert ledger.write(_record(0)) == "committed"
+        with psycopg.connect(pg_url, autocommit=True) as admin:
+            admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE "
+                          "application_name = 'stableprompt' AND pid <> pg_backend_pid()")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            assert ledger.write(_record(1)) == "spilled"
+        assert ledger.write(_record(2)) == "committed"
+        assert ledger.replay_spill() == 1
+        assert len(ledger.records()) == 3
+
+
+def test_many_writers_at_once(pg_url: str, tmp_path: Path) -> None:
+    """Eight ledgers on eight threads (eight connections) writing 40 rows each, some ids
+    written twice: one row per id."""
+    def work(n: int) -> None:
+        with Ledger(pg_url, spill_dir=tmp_path) as ledger:
+            for i in range(40):
+                assert ledger.write(_record(n * 40 + i)) == "committed"
+                assert ledger.write(_record((n * 40 + i + 7) % 320)) == "committed"
+
+    threads = [threading.Thread(target=work, args=(n,)) for n in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    with Ledger(pg_url, read_only=True) as ledger:
+        assert len({r.record_id for r in ledger.records()}) == len(ledger.records()) == 320
+
+
+def test_a_second_recorder_finds_the_first_ones_calls(pg_url: str, tmp_path: Path) -> None:
+    """Two recorders on two ledgers of one database, taking turns in one conversation, each
+    finds the other's previous call as predecessor by its stored digests (no content)."""
+    with Ledger(pg_url, spill_dir=tmp_path / "a") as one, \
+            Ledger(pg_url, spill_dir=tmp_path / "b") as two:
+        a = Recorder(one, tokenizer="bytes/4")
+        b = Recorder(two, tokenizer="bytes/4")
+        first = record_anthropic_call(a, 0, read=0, write=1700)
+        second = record_anthropic_call(b, 1, read=1700, write=0)
+        third = record_anthropic_call(a, 2, read=1700, write=0)
+    assert second.predecessor_id == first.record_id
+    assert third.predecessor_id == second.record_id
+    assert {second.verdict, third.verdict} == {"hit"}
+    assert first.content is None and second.content is None
