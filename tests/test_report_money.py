@@ -218,3 +218,19 @@ def test_a_recorded_stream_cut_after_message_start_is_priced_on_its_input() -> N
     hand = 5 * UNCACHED["base"] + 1_600 * WRITE_5M["base"]  # 5-minute write: the default TTL
     assert row.output_tokens == 0 and _off(row.cost_usd, hand) < HALF_MICRO_USD
     assert row.cost_complete is False and "output tokens unknown" in (row.cost_note or "")
+
+
+@pytest.mark.parametrize("used", [{"web_search_requests": 3.0}, {"web_search_requests": "3"},
+                                  {"web_search_requests": True}, [3]])
+def test_a_server_tool_count_that_cannot_be_read_is_a_gap(used: Any) -> None:
+    """A ``server_tool_use`` count that is not an integer (``3.0``, ``"3"``, ``true``; the
+    member not an object) makes the call's cost a lower bound with a note, never a silently
+    complete price without the fee (the session's reviewer found it priced as complete)."""
+    record = Call("odd-search", 1_000, output=10).record(0)
+    raw = dict(record.usage_raw or {})
+    raw["server_tool_use"] = used
+    summary = summarize([record.model_copy(update={"usage_raw": raw})])
+    row = summary.calls[0]
+    assert row.cost_usd is not None and not row.cost_complete
+    assert row.cost_note is not None and "server_tool_use" in row.cost_note
+    assert not summary.overall.cost_complete

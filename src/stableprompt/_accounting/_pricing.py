@@ -29,7 +29,8 @@ from typing import Any
 from .._ledger._usage_record import UsageRecord
 
 __all__ = ["SERVER_TOOL_FEES", "CallPrice", "Pricing", "ServerToolFee", "TokenSplit",
-           "genai_prices_version", "price_call", "price_record", "server_tool_counts"]
+           "genai_prices_version", "price_call", "price_record", "server_tool_counts",
+           "unreadable_server_tools"]
 
 _GENAI_PROVIDERS = {"gemini": "google", "bedrock": "aws", "xai": "x-ai"}
 
@@ -86,6 +87,20 @@ def server_tool_counts(record: UsageRecord) -> dict[str, int]:
         return {}
     return {key: value for key, value in used.items()
             if isinstance(value, int) and not isinstance(value, bool) and value > 0}
+
+
+def unreadable_server_tools(record: UsageRecord) -> list[str]:
+    """What of ``record.usage_raw["server_tool_use"]`` cannot be read as a count (a count
+    that is not a non-negative integer: ``3.0``, ``"3"``, ``true``; the member not an
+    object): each is a fee that cannot be priced, so the call's cost is a lower bound."""
+    raw = record.usage_raw or {}
+    if "server_tool_use" not in raw or raw["server_tool_use"] is None:
+        return []
+    used = raw["server_tool_use"]
+    if not isinstance(used, Mapping):
+        return ["server_tool_use is not an object"]
+    return [f"server_tool_use.{key} = {value!r} is not a count" for key, value in used.items()
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0]
 
 
 @dataclass(frozen=True, slots=True)
@@ -246,7 +261,8 @@ def price_record(record: UsageRecord, pricing: Pricing, notes: dict[str, None],
     if not model or not provider:
         notes["calls without a model or provider name: cost omitted"] = None
         return CallPrice(None, ("no model or provider name",))
-    gaps: list[str] = []
+    gaps: list[str] = [f"{problem}: its fee is not priced"
+                       for problem in unreadable_server_tools(record)]
     fees: list[tuple[str, int]] = []
     for key, count in server_tool_counts(record).items():
         fee = SERVER_TOOL_FEES.get(key)
