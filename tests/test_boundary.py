@@ -92,3 +92,23 @@ def test_the_sdk_tail_message_does_not_hide_a_tool_result() -> None:
             assert turn_boundary(wire, body) == expected, (wire, expected)
     plain = {"messages": [{"role": "user", "content": "<now>\n10:00\n</now>"}]}
     assert turn_boundary("openai-chat", plain) == "cross"  # a lone such message is the user's
+
+
+def test_trailing_instructions_do_not_hide_the_turn() -> None:
+    """A mid-conversation system (Anthropic) or developer (OpenAI) message appended after the
+    turn's input is skipped: the call after a tool result is still "intra", after a user
+    message "cross" (they were None, leaving such calls out of the turn split)."""
+    tool_result = {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t",
+                                                "content": "ok"}]}
+    anthropic_body = {"messages": [{"role": "user", "content": "q"}, {
+        "role": "assistant", "content": [{"type": "tool_use", "id": "t", "name": "f",
+                                          "input": {}}]},
+        tool_result, {"role": "system", "content": "be brief"}]}
+    assert turn_boundary("anthropic", anthropic_body) == "intra"
+    chat = {"messages": [{"role": "system", "content": "rules"}, {"role": "user", "content": "q"},
+                         {"role": "developer", "content": "be brief"}]}
+    assert turn_boundary("openai-chat", chat) == "cross"
+    responses = {"input": [{"role": "developer", "content": "rules"},
+                           {"type": "function_call_output", "call_id": "c", "output": "ok"},
+                           {"role": "developer", "content": "be brief"}]}
+    assert turn_boundary("openai-responses", responses) == "intra"

@@ -13,7 +13,10 @@ rate within a turn, ~55% across turn boundaries, DESIGN.md), so the recorder sto
 - ``"cross"``: it is a user message without tool results (Responses: also a string
   ``input``), so the call is the first after a new user message;
 - ``None``: anything else (no messages, a trailing assistant prefill after a non-user
-  message, an unknown shape). Trailing ``assistant`` messages (prefill) are skipped.
+  message, an unknown shape). Trailing ``assistant`` messages (prefill) are skipped, and so
+  are trailing mid-conversation instructions (a ``system`` / ``developer`` message after the
+  first: Anthropic's mid-conversation system messages, ``Conversation.system``, tool
+  changes), which neither start nor continue a user turn.
 
 On the OpenAI formats the SDK renders its volatile tail as one more message at the end
 (role ``user``, ``developer`` or ``system``) whose text is only tail slots,
@@ -51,7 +54,8 @@ def _is_tail(item: Mapping[str, Any]) -> bool:
 
 
 def _last_input(items: Sequence[Any], *, tail: bool = False) -> Mapping[str, Any] | None:
-    """The last item that is not an assistant message (prefill) nor, with ``tail``, the
+    """The last item that is not an assistant message (prefill), a mid-conversation
+    instruction (``system`` / ``developer`` after the first item) nor, with ``tail``, the
     SDK's trailing tail message, if it is an object."""
     for index in range(len(items) - 1, -1, -1):
         item = items[index]
@@ -59,7 +63,10 @@ def _last_input(items: Sequence[Any], *, tail: bool = False) -> Mapping[str, Any
             return None
         if tail and index == len(items) - 1 and index > 0 and _is_tail(item):
             continue
-        if item.get("role") != "assistant":
+        role = item.get("role")
+        if index > 0 and role in ("system", "developer"):
+            continue  # operator instructions appended after the turn's input
+        if role != "assistant":
             return item
     return None
 
