@@ -400,7 +400,7 @@ def _recorded(calls: list[tuple[float, str | None, bytes, bytes]], wire: str, *,
              "predecessor_id": index.get(r.predecessor_id or "")} for r in recorder.records]
 
 
-ROWS_DIGEST = "294903354d9607872a0bde4ada348c1c85211c272c83f3a28021e46a04700ce1"
+ROWS_DIGEST = "9c53f6c1df3ef7be78d5b2219882d6945dcd16f16c57283434c2254bba0b4d13"
 """sha256 of the rows :func:`test_recorded_rows_are_pinned` records, computed before the
 recorder's fast paths (lazy divergence classification, indexed conversations, shared token
 sums): a change here changes a ledger row. Re-pinned once, on purpose (issue 24):
