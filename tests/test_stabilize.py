@@ -24,7 +24,9 @@ from stableprompt.emulator import Emulator, FakeClock
 SYSTEM = " ".join(f"rule {i}: keep the prefix stable." for i in range(150))
 SCHEMA = {"type": "object", "properties": {"b": {"type": "string"}, "a": {"type": "integer"}},
           "required": ["b", "a"]}
-CANONICAL = {"properties": {"a": {"type": "integer"}, "b": {"type": "string"}},
+# properties keep the order sent ("b", "a": the order a model writes them); keywords and
+# ``required`` are sorted
+CANONICAL = {"properties": {"b": {"type": "string"}, "a": {"type": "integer"}},
              "required": ["a", "b"], "type": "object"}
 
 
@@ -76,7 +78,8 @@ def test_tools_are_sorted_and_breakpoints_stay_in_place() -> None:
 
 
 def test_schemas_get_canonical_key_order_in_every_format() -> None:
-    """Schema keys and ``required`` sorted in Anthropic, Chat and Responses tool shapes."""
+    """Schema keys and ``required`` sorted in Anthropic, Chat and Responses tool shapes;
+    ``properties`` keep the order sent."""
     anthropic_body = a_body(a_tools(["alpha"], SCHEMA))
     chat = {"model": "gpt-5.6", "messages": [{"role": "user", "content": "hi"}],
             "prompt_cache_key": "mine",

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import bisect
 import itertools
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from .._canonical import canonical_json, checked_json, loads, unescape_pointer
@@ -386,15 +386,10 @@ def breakpoints(prompt: PromptParts, history_ttl: str, budget: int, *,
         sdk.append((history, history_ttl))
     if head_mark is not None and head_mark[0] not in short:
         sdk.append(head_mark)
-    carry = prompt.previous_breakpoint
-    if carry is not None and carry < count - 1:
-        distance = 0
-        for mi in range(count - 1, carry, -1):
-            distance += len(messages[mi].wire_blocks)  # one content block each
-            if distance >= LOOKBACK_BLOCKS:
-                break
-        if distance >= LOOKBACK_BLOCKS:
-            sdk.append((("message", carry), history_ttl))
+    carry = lookback_carry(prompt.previous_breakpoint, count,
+                           lambda mi: len(messages[mi].wire_blocks))  # one content block each
+    if carry is not None:
+        sdk.append((("message", carry), history_ttl))
     marks = dict(user)
     for key, ttl in sdk:
         if key not in marks and len(marks) < budget:
@@ -418,6 +413,30 @@ def breakpoints(prompt: PromptParts, history_ttl: str, budget: int, *,
                 "(raise head_ttl/history_ttl or move the breakpoint)",
                 code="breakpoint-ttl-order", segment=f"{later[0]}[{later[1]}]")
     return dict(ranked), user
+
+
+def lookback_carry(previous: int | None, count: int, blocks_of: Callable[[int], int]
+                   ) -> int | None:
+    """Where to keep the previous request's history breakpoint (the carry), or ``None``.
+
+    The one rule the builder (:func:`breakpoints`) and the stabilizer
+    (``_recording._stabilize``) share: the previous request's end-of-history breakpoint sat
+    on message ``previous``; this request has ``count`` messages and its own breakpoint on
+    the last. When the blocks after message ``previous`` (``blocks_of(i)``: content blocks of
+    message ``i``, a string content being one) number :data:`LOOKBACK_BLOCKS` or more, the
+    new breakpoint's lookback cannot reach the entry written at ``previous``, so a breakpoint
+    is kept there too: message ``previous`` is returned. Source: "The system checks at most 20
+    positions per breakpoint, counting the breakpoint itself as the first"
+    (platform.claude.com/docs/en/build-with-claude/prompt-caching).
+    """
+    if previous is None or not 0 <= previous < count - 1:
+        return None
+    distance = 0
+    for index in range(count - 1, previous, -1):
+        distance += blocks_of(index)
+        if distance >= LOOKBACK_BLOCKS:
+            return previous
+    return None
 
 
 def _rank(mark: tuple[Place, str]) -> tuple[int, int]:
