@@ -300,18 +300,31 @@ class _Lineage:
     rewritten: bool = False
 
 
-def _shared_tokens(seen: _Memory, segmented: SegmentedRequest, counts: Sequence[int]) -> int:
-    """Estimated tokens of the longest prefix ``segmented`` shares with a request whose chain
-    is in ``seen`` (the chain is cumulative: the last segment found ends it); then ``seen``
-    learns this request's chain."""
-    shared = total = 0
-    for segment, tokens in zip(segmented.segments, counts, strict=True):
-        total += tokens
+def _shared(seen: _Memory, segmented: SegmentedRequest) -> str | None:
+    """The name of the last segment of the longest prefix ``segmented`` shares with a request
+    whose chain is in ``seen`` (the chain is cumulative: the last segment found ends it),
+    ``None`` when it shares none; then ``seen`` learns this request's chain."""
+    shared: str | None = None
+    for segment in segmented.segments:
         if segment.prefix_digest in seen:
-            shared = total
+            shared = segment.name
     for segment in segmented.segments:
         seen.put(segment.prefix_digest)
     return shared
+
+
+def _through(segmented: SegmentedRequest, counts: Sequence[int], name: str | None
+             ) -> int | None:
+    """Estimated tokens of ``segmented`` through its segment called ``name`` (0 for
+    ``None``); ``None`` when it has no segment of that name."""
+    if name is None:
+        return 0
+    total = 0
+    for segment, tokens in zip(segmented.segments, counts, strict=True):
+        total += tokens
+        if segment.name == name:
+            return total
+    return None
 
 
 class Stabilizer:
@@ -422,13 +435,17 @@ class Stabilizer:
             added += 1
         if client is not None and segmented is not None and counts is not None:
             with contextlib.suppress(Exception):  # no estimate: the rewrites still stand
-                client_counts = counts if client is segmented or count is None \
-                    else count(client)
-                shared = _shared_tokens(self._sent, client, client_counts)
-                stable = _shared_tokens(self._stable, segmented, counts)
+                # both measured on the stabilized request's tokens, by segment name (names
+                # are positions: tools[2], system, messages[4]...), so two prefixes ending at
+                # the same place count the same whatever their tools' order; the client's
+                # own count only where the stabilized request has no such segment
+                shared, stable = _shared(self._sent, client), _shared(self._stable, segmented)
                 if TOOL_REWRITES.intersection(done):
-                    evidence["client_shared_tokens"] = shared
-                    evidence["stabilized_shared_tokens"] = stable
+                    through = _through(segmented, counts, shared)
+                    if through is None and count is not None:
+                        through = _through(client, count(client), shared)
+                    evidence["client_shared_tokens"] = through
+                    evidence["stabilized_shared_tokens"] = _through(segmented, counts, stable)
         if not done:
             return body, [], {}
         out = wire_json(parsed)
