@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import pickle
 import random
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
@@ -19,6 +20,8 @@ from stableprompt import (
     Conversation,
     DuplicateToolError,
     PromptBuilder,
+    ProviderRequest,
+    RenderedPrompt,
     Repair,
     Tool,
     ToolError,
@@ -782,10 +785,12 @@ def test_strict_tool_from_the_openai_sdk_keeps_its_field_order_in_every_render()
     chat = tool.to_openai_chat()
     assert tuple(chat["function"]["parameters"]["properties"]) == order
     head = PromptBuilder().system("You answer arithmetic questions.").tools([tool]).freeze()
-    for render in (lambda r: r.to_openai_chat(model="gpt-5.6"),
-                   lambda r: r.to_gemini(model="gemini-2.5-pro"),
-                   lambda r: r.to_openai_responses(model="gpt-5.6"),
-                   lambda r: r.to_anthropic(model="claude-opus-5", max_tokens=64)):
+    renders: list[Callable[[RenderedPrompt], ProviderRequest]] = [
+        lambda r: r.to_openai_chat(model="gpt-5.6"),
+        lambda r: r.to_gemini(model="gemini-2.5-pro"),
+        lambda r: r.to_openai_responses(model="gpt-5.6"),
+        lambda r: r.to_anthropic(model="claude-opus-5", max_tokens=64)]
+    for render in renders:
         conversation = Conversation(head)
         conversation.user("What is 17 * 23?")
         first = render(conversation.render()).content

@@ -82,6 +82,7 @@ import functools
 import hashlib
 import json
 import re
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from types import ModuleType
@@ -332,10 +333,11 @@ class Stabilizer:
     ``properties`` order of each tool, which lineages had their history rewritten, where it
     placed history breakpoints (for the lookback carry), and the prefixes of the requests as
     the clients wrote them and as stabilized (for the savings evidence). One per transport or
-    proxy; bounded memory (:data:`MEMORY_ENTRIES` per memory). Not thread-safe by itself: the
-    transport calls it on the caller's thread, and a lost update only costs an estimate."""
+    proxy; bounded memory (:data:`MEMORY_ENTRIES` per memory). Thread-safe: one call at a
+    time (a transport shared by threads calls it on each caller's thread)."""
 
     def __init__(self) -> None:
+        self._lock = threading.Lock()
         self._pins = _Memory(4096)  # (wire, tool name, schema digest) -> properties orders
         self._lineages = _Memory(1024)  # head fingerprint -> _Lineage
         self._sent = _Memory()  # chained digests of requests as the clients wrote them
@@ -380,7 +382,8 @@ class Stabilizer:
             Never raises.
         """
         try:
-            return self._stabilize(body, path, count, policy, provider)
+            with self._lock:
+                return self._stabilize(body, path, count, policy, provider)
         except Exception:
             return body, [], {}
 

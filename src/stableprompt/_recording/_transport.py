@@ -424,7 +424,8 @@ class RecordingTransport(_Wrapping, _SyncBase):
             client placed none, never below the model minimum by the recorder's token
             counts; a request already in that form is sent byte-identical), see
             ``_stabilize``; the rewrites made are ``verdict_detail["stabilized"]`` on the
-            call's row, with ``stabilized_tools`` / ``stabilized_prefix_tokens`` for the
+            call's row, with ``stabilized_tools`` / ``client_shared_tokens`` /
+            ``stabilized_shared_tokens`` for the
             report's savings estimate.
         record_in_thread: Record on the recorder's thread (:attr:`Recorder.worker
             <stableprompt.Recorder.worker>`): the caller's thread neither decodes nor
