@@ -43,7 +43,8 @@ REPAIRS_PER_RULE = {
 TOOLS_PER_RULE = {"type-dict": 4178, "name-dot": 446, "type-float": 277, "type-any": 7,
                   "type-tuple": 3}  # fmt: skip
 # sha256 over the concatenated ToolSet.canonical_bytes of all 1,053 entries, in file order.
-LIVE_MULTIPLE_DIGEST = "ea7102d37cc741d715bc80ab6ec146244a88b1ae3206ac671e994b26e95933a8"
+# Moved by sp2 (issue 26 item 7): ``properties`` keep BFCL's authored order instead of sorted.
+LIVE_MULTIPLE_DIGEST = "aa031d98fa2c096d37ce228d11149a3ca2cecf5c84cd02d7eb7f21c98d0edc12"
 
 
 @dataclass(frozen=True)
@@ -73,17 +74,21 @@ def bfcl(tmp_path_factory: pytest.TempPathFactory) -> _Data:
         return _Data(env, load_live_multiple(download=False), load_multi_turn_base(download=False))
 
 
-def _reorder(node: Any, rnd: random.Random) -> Any:
-    """Shuffle every dict's key order and permute ``required`` lists; keep other lists."""
+def _reorder(node: Any, rnd: random.Random, *, keep: bool = False) -> Any:
+    """Shuffle every dict's key order (but a ``properties`` map's: its order is what a model
+    writes, kept by the canonical form since sp2) and permute ``required`` lists; keep other
+    lists."""
     if isinstance(node, list):
         return [_reorder(v, rnd) for v in node]
     if not isinstance(node, dict):
         return node
     items = [
-        (k, rnd.sample(v, len(v)) if k == "required" and isinstance(v, list) else _reorder(v, rnd))
+        (k, rnd.sample(v, len(v)) if k == "required" and isinstance(v, list)
+         else _reorder(v, rnd, keep=k == "properties"))
         for k, v in node.items()
     ]
-    rnd.shuffle(items)
+    if not keep:
+        rnd.shuffle(items)
     return dict(items)
 
 

@@ -323,3 +323,43 @@ def test_the_label_is_the_token_at_the_first_difference() -> None:
                   _seg(system("/srv/a", "clean", "2026-12-07T10:05:00Z")))
     assert ticked is not None
     assert (ticked.cause, ticked.detail) == ("volatile-token", "timestamp")
+
+
+def test_properties_reorder_is_a_property_order_change_not_key_order() -> None:
+    """A captured strict tool (openai SDK) with its ``properties`` reversed is a
+    ``property-order`` break (the model would write the fields in another order: not fixed by
+    sorting keys), while the same schema with only its keywords reordered is ``key-order``;
+    lint does not call authored ``properties`` order non-canonical."""
+    from pathlib import Path
+
+    from stableprompt._canonical import loads as load_json
+    from stableprompt._diff import CAUSE_FIXES
+    from stableprompt._lint._findings import _schema_key_problem
+    from stableprompt._wire._formats import segment_request
+
+    body = load_json((Path(__file__).parent / "fixtures" / "stabilize"
+                      / "openai_strict_tool.json").read_bytes())
+    schema = body["tools"][0]["function"]["parameters"]
+    reversed_body = copy.deepcopy(body)
+    props = reversed_body["tools"][0]["function"]["parameters"]["properties"]
+    reversed_body["tools"][0]["function"]["parameters"]["properties"] = dict(
+        reversed(list(props.items())))
+    keywords_body = copy.deepcopy(body)
+    keywords_body["tools"][0]["function"]["parameters"] = dict(reversed(list(schema.items())))
+    a = segment_request("openai-chat", body)
+    moved = diff(a, segment_request("openai-chat", reversed_body))
+    assert moved is not None and moved.cause == "property-order"
+    assert moved.path == "/tools/0/function/parameters/properties"
+    assert "reasoning, confidence, answer -> answer, confidence, reasoning" in moved.detail
+    assert "sorted keys" not in CAUSE_FIXES["property-order"]
+    keys = diff(a, segment_request("openai-chat", keywords_body))
+    assert keys is not None and keys.cause == "key-order"
+    # the SDK's schema keeps its keywords unsorted ("title" after "required"), but its
+    # properties' order is authored, never a finding
+    problem = _schema_key_problem(body["tools"][0])
+    assert problem is not None and "properties" not in problem.split(" start ")[0]
+    sorted_keywords = copy.deepcopy(body["tools"][0])
+    sorted_keywords["function"]["parameters"] = {
+        k: ({n: dict(sorted(s.items())) for n, s in v.items()} if k == "properties" else v)
+        for k, v in sorted(schema.items())}
+    assert _schema_key_problem(sorted_keywords) is None

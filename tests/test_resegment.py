@@ -400,13 +400,14 @@ def _recorded(calls: list[tuple[float, str | None, bytes, bytes]], wire: str, *,
              "predecessor_id": index.get(r.predecessor_id or "")} for r in recorder.records]
 
 
-ROWS_DIGEST = "294903354d9607872a0bde4ada348c1c85211c272c83f3a28021e46a04700ce1"
+ROWS_DIGEST = "c04fa3208538c6e1bcc67e6643941c0135c95c864813d3c5fdf69efdb00a5e90"
 """sha256 of the rows :func:`test_recorded_rows_are_pinned` records, computed before the
 recorder's fast paths (lazy divergence classification, indexed conversations, shared token
-sums): a change here changes a ledger row. Re-pinned once, on purpose (issue 24):
-a suspect usage report no longer sets ``usage_inconsistent`` (74 rows; every other field of every
-row unchanged, checked field by field against the rows of the earlier digest,
-``41a1b2bb...``)."""
+sums): a change here changes a ledger row. Re-pinned on purpose this round, checked field by
+field against the rows of the earlier digest (``41a1b2bb...``): a suspect usage report no
+longer sets ``usage_inconsistent`` (74 rows); fingerprints are tagged ``sp2:`` (issue 26
+item 7: the hex digests are unchanged); a request ending in a developer / system message now
+has its turn boundary (152 rows that had none). No other field of any row moved."""
 
 
 def test_recorded_rows_are_pinned() -> None:

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import contextlib
 import json
+import warnings
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import anthropic
@@ -16,15 +18,17 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from stableprompt import Recorder, RecordingTransport
+from stableprompt import BreakpointWarning, PromptBuilder, Recorder, RecordingTransport, Tool
 from stableprompt._proxy._server import Proxy
-from stableprompt._recording._stabilize import stabilize
+from stableprompt._recording._stabilize import Stabilizer, stabilize, stabilize_with_evidence
 from stableprompt.emulator import Emulator, FakeClock
 
 SYSTEM = " ".join(f"rule {i}: keep the prefix stable." for i in range(150))
 SCHEMA = {"type": "object", "properties": {"b": {"type": "string"}, "a": {"type": "integer"}},
           "required": ["b", "a"]}
-CANONICAL = {"properties": {"a": {"type": "integer"}, "b": {"type": "string"}},
+# properties keep the order sent ("b", "a": the order a model writes them); keywords and
+# ``required`` are sorted
+CANONICAL = {"properties": {"b": {"type": "string"}, "a": {"type": "integer"}},
              "required": ["a", "b"], "type": "object"}
 
 
@@ -76,7 +80,8 @@ def test_tools_are_sorted_and_breakpoints_stay_in_place() -> None:
 
 
 def test_schemas_get_canonical_key_order_in_every_format() -> None:
-    """Schema keys and ``required`` sorted in Anthropic, Chat and Responses tool shapes."""
+    """Schema keys and ``required`` sorted in Anthropic, Chat and Responses tool shapes;
+    ``properties`` keep the order sent."""
     anthropic_body = a_body(a_tools(["alpha"], SCHEMA))
     chat = {"model": "gpt-5.6", "messages": [{"role": "user", "content": "hi"}],
             "prompt_cache_key": "mine",
@@ -357,3 +362,129 @@ def test_long_digit_runs_in_strings_do_not_stop_the_rewrites() -> None:
             '"max_tokens": 16', f'"max_tokens": 16, "metadata": {{"n": {edge}}}').encode()
         out, rewrites, _ = stabilize_with_evidence(exact, "/v1/messages")
         assert rewrites == ["tool-order"] and edge.encode() in out
+
+
+# --- issue 26 item 6: regressions built from captured bodies (tests/fixtures/stabilize) ------
+
+CAPTURES = Path(__file__).parent / "fixtures" / "stabilize"
+
+
+def _capture(name: str) -> bytes:
+    return (CAPTURES / name).read_bytes()
+
+
+def _marked(body: bytes) -> list[int]:
+    """Indexes of the messages holding a ``cache_control`` marker."""
+    return [i for i, m in enumerate(json.loads(body)["messages"])
+            if isinstance(m["content"], list) and any("cache_control" in c for c in m["content"])]
+
+
+def _unmarked(body: bytes) -> bytes:
+    """``body`` without any ``cache_control`` (as a client that places none sends it)."""
+    def strip(value: Any) -> Any:
+        if isinstance(value, dict):
+            return {k: strip(v) for k, v in value.items() if k != "cache_control"}
+        return [strip(v) for v in value] if isinstance(value, list) else value
+    return json.dumps(strip(json.loads(body))).encode()
+
+
+def test_strict_tool_properties_keep_the_order_the_sdk_wrote() -> None:
+    """The openai SDK's strict tool (fields ``reasoning, confidence, answer``, the order
+    Structured Outputs generate them in) has its keywords sorted, never its properties."""
+    raw = _capture("openai_strict_tool.json")
+    out, rewrites = stabilize(raw, "/v1/chat/completions")
+    assert rewrites == ["schema-key-order"]  # the SDK writes "title" after "required"
+    schema = json.loads(out)["tools"][0]["function"]["parameters"]
+    assert list(schema["properties"]) == ["reasoning", "confidence", "answer"]
+    assert list(schema) == sorted(schema)
+    assert json.loads(out)["tools"][0]["function"]["strict"] is True
+
+
+def test_a_harness_that_shuffles_properties_gets_its_first_order_pinned() -> None:
+    """A harness whose hash-ordered maps shuffle a tool's properties on every call: the
+    stabilizer sends every call with the order of the first (``property-order``), so the
+    tools' bytes stop changing, and never a sorted order the harness did not write."""
+    first = json.loads(_capture("openai_strict_tool.json"))
+    stabilizer = Stabilizer()
+    outs = []
+    for order in (["reasoning", "confidence", "answer"], ["answer", "reasoning", "confidence"],
+                  ["confidence", "answer", "reasoning"]):
+        body = json.loads(json.dumps(first))
+        props = body["tools"][0]["function"]["parameters"]["properties"]
+        body["tools"][0]["function"]["parameters"]["properties"] = {n: props[n] for n in order}
+        out, rewrites, _ = stabilizer.stabilize(json.dumps(body).encode(),
+                                                "/v1/chat/completions")
+        outs.append(json.loads(out)["tools"])
+        assert ("property-order" in rewrites) == (order[0] != "reasoning")
+    assert outs[0] == outs[1] == outs[2]
+    assert list(outs[0][0]["function"]["parameters"]["properties"]) == [
+        "reasoning", "confidence", "answer"]
+
+
+def test_a_body_with_duplicate_keys_is_left_as_sent() -> None:
+    """A captured Messages body with a second ``max_tokens`` spliced in (a harness that
+    concatenates JSON text) needs breakpoints, but a rewrite would keep one of the two
+    values: the very same bytes go out, and the row says why."""
+    raw = _capture("anthropic_turn1.json")
+    assert stabilize(raw, "/v1/messages")[1]  # without the duplicate it is rewritten
+    duplicated = b'{"max_tokens":64,' + raw[1:]
+    out, rewrites, evidence = stabilize_with_evidence(duplicated, "/v1/messages")
+    assert out is duplicated and rewrites == []
+    assert "duplicate key \"max_tokens\"" in evidence["stabilize_skipped"]
+    # a key ending in a backslash (the one spelling the member count cannot see) is checked
+    # exactly: duplicated, it is caught; once, it is rewritten
+    tricky = b'{"a\\\\":1,' + raw[1:]
+    assert stabilize(tricky, "/v1/messages")[1]
+    twice = b'{"a\\\\":1,"a\\\\":2,' + raw[1:]
+    assert stabilize(twice, "/v1/messages") == (twice, [])
+    # a colon and an escaped quote inside strings are not members
+    noisy = raw.replace(b"Find every", b'Find \\": every')
+    assert stabilize(noisy, "/v1/messages")[1]
+
+
+def test_the_lookback_carry_is_the_builders_after_a_26_block_turn() -> None:
+    """After a turn of 13 tool_use and 13 tool_result blocks (the official anthropic SDK's
+    bodies, no breakpoints), the stabilizer marks messages [0, 2] as the builder does on the
+    same conversation: the first turn's history breakpoint is 26 blocks back, beyond the
+    20-block lookback, so it is kept (``anthropic.lookback_carry``, one rule for both)."""
+    stabilizer = Stabilizer()
+    one, _, _ = stabilizer.stabilize(_capture("anthropic_turn1.json"), "/v1/messages")
+    two, rewrites, _ = stabilizer.stabilize(_capture("anthropic_turn2_26_blocks.json"),
+                                            "/v1/messages")
+    assert _marked(one) == [0] and _marked(two) == [0, 2]
+    assert rewrites[-2:] == ["head-breakpoint", "history-breakpoint"]
+    # the builder, on the same conversation, and the stabilizer on its bodies unmarked
+    body = json.loads(_capture("anthropic_turn1.json"))
+    head = PromptBuilder().system(body["system"]).tools(
+        [Tool.from_dict(t) for t in body["tools"]]).freeze()
+    conversation = head.conversation()
+    conversation.user(body["messages"][0]["content"][0]["text"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", BreakpointWarning)  # a short head for Opus 5
+        first = conversation.render().to_anthropic(model="claude-opus-5", max_tokens=1024)
+        conversation.assistant(tool_calls=[
+            {"id": f"toolu_{i:02d}", "name": "grep", "arguments": {"path": f"src/mod_{i}.py"}}
+            for i in range(13)])
+        for i in range(13):
+            conversation.tool_result(f"toolu_{i:02d}", f"src/mod_{i}.py:{10 + i}: found")
+        second = conversation.render().to_anthropic(model="claude-opus-5", max_tokens=1024)
+    again = Stabilizer()
+    assert _marked(again.stabilize(_unmarked(first.content), "/v1/messages")[0]) == \
+        _marked(first.content) == [0]
+    assert _marked(again.stabilize(_unmarked(second.content), "/v1/messages")[0]) == \
+        _marked(second.content) == [0, 2]
+
+
+def test_tools_without_a_name_are_sorted_after_the_named_ones() -> None:
+    """The openai SDK's Responses body with a hosted ``web_search`` tool (no name) between
+    two function tools out of order: the function tools are sorted, the hosted tool goes
+    after them, and any input order gives the same bytes."""
+    raw = _capture("responses_hosted_tool.json")
+    out, rewrites = stabilize(raw, "/v1/responses")
+    assert rewrites == ["tool-order", "schema-key-order"]  # the SDK writes "type" first
+    tools = json.loads(out)["tools"]
+    assert [t.get("name", t["type"]) for t in tools] == ["fetch_page", "search_docs",
+                                                          "web_search"]
+    body = json.loads(raw)
+    body["tools"] = [body["tools"][1], body["tools"][2], body["tools"][0]]
+    assert stabilize(json.dumps(body).encode(), "/v1/responses")[0] == out

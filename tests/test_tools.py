@@ -5,6 +5,8 @@ from __future__ import annotations
 import copy
 import pickle
 import random
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any, Literal
 
 import orjson
@@ -15,16 +17,20 @@ from jsonschema import Draft202012Validator  # type: ignore[import-untyped]
 from pydantic import BaseModel, Field, TypeAdapter
 
 from stableprompt import (
+    Conversation,
     DuplicateToolError,
+    PromptBuilder,
+    ProviderRequest,
+    RenderedPrompt,
     Repair,
     Tool,
     ToolError,
     ToolNameError,
     ToolSchemaError,
     ToolSet,
-    canonical_json,
 )
-from stableprompt._prompt._tool_schema import _fast_valid
+from stableprompt._canonical import loads, wire_json
+from stableprompt._prompt._tool_schema import _fast_valid, properties_orders, schema_json
 
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -107,19 +113,22 @@ def _shuffle_dict(d: dict[str, Any], rnd: random.Random) -> dict[str, Any]:
     return {k: d[k] for k in keys}
 
 
-def _reorder(node: Any, rnd: random.Random) -> Any:
+def _reorder(node: Any, rnd: random.Random, *, properties: bool = False) -> Any:
     """Shuffle dict key order everywhere and permute schema-keyword ``required`` arrays, keeping
-    order-bearing arrays (enum, anyOf, examples) as they are."""
+    order-bearing arrays (enum, anyOf, examples) as they are, and ``properties`` maps in their
+    order unless ``properties`` (their order is meaning: what a model writes)."""
     if not isinstance(node, dict):
         return node
     out: dict[str, Any] = {}
     for key, value in node.items():
         if key == "properties":
-            value = _shuffle_dict({n: _reorder(s, rnd) for n, s in value.items()}, rnd)
+            value = {n: _reorder(s, rnd, properties=properties) for n, s in value.items()}
+            if properties:
+                value = _shuffle_dict(value, rnd)
         elif key in ("items", "additionalProperties"):
-            value = _reorder(value, rnd)
+            value = _reorder(value, rnd, properties=properties)
         elif key == "anyOf":
-            value = [_reorder(s, rnd) for s in value]
+            value = [_reorder(s, rnd, properties=properties) for s in value]
         elif key == "required":
             value = rnd.sample(value, len(value))
         elif isinstance(value, dict):
@@ -136,7 +145,8 @@ def _reorder(node: Any, rnd: random.Random) -> Any:
 def test_any_permutation_and_key_order_gives_identical_bytes(
     tools: list[dict[str, Any]], rnd: random.Random
 ) -> None:
-    """Permuting tools, shuffling keys at every level and permuting ``required`` keeps bytes."""
+    """Permuting tools, shuffling keys at every level (but ``properties`` names) and permuting
+    ``required`` keeps bytes."""
     reference = ToolSet.from_dicts(tools)
     shuffled = [
         _shuffle_dict({**t, "input_schema": _reorder(t["input_schema"], rnd)}, rnd)
@@ -150,14 +160,33 @@ def test_any_permutation_and_key_order_gives_identical_bytes(
 
 
 @SETTINGS
+@given(tools=_tool_dicts(), rnd=st.randoms(use_true_random=False))
+def test_properties_order_is_kept_and_is_part_of_the_bytes(
+    tools: list[dict[str, Any]], rnd: random.Random
+) -> None:
+    """``properties`` names keep the order given (it is what a model writes: OpenAI Structured
+    Outputs follow the schema's key order), so reordering them gives other bytes, and the
+    canonical schema lists them in the order given at every level."""
+    for tool in tools:
+        schema = tool["input_schema"]
+        shuffled = _reorder(schema, rnd, properties=True)
+        a = Tool.from_dict(tool)
+        b = Tool.from_dict({**tool, "input_schema": shuffled})
+        assert properties_orders(a.input_schema) == properties_orders(schema)
+        assert properties_orders(b.input_schema) == properties_orders(shuffled)
+        assert (a == b) == (properties_orders(schema) == properties_orders(shuffled))
+
+
+@SETTINGS
 @given(tools=_tool_dicts())
 def test_canonical_bytes_equal_canonical_json_of_dicts(tools: list[dict[str, Any]]) -> None:
     """Tool and ToolSet bytes equal canonical_json of their canonical dicts, and round-trip."""
     toolset = ToolSet.from_dicts(tools)
-    assert toolset.canonical_bytes == canonical_json(toolset.to_dicts())
+    assert toolset.canonical_bytes == b"[" + b",".join(t.canonical_bytes for t in toolset) + b"]"
     for tool in toolset:
-        assert tool.canonical_bytes == canonical_json(tool.to_dict())
-        assert tool.schema_bytes == canonical_json(tool.input_schema)
+        assert tool.schema_bytes == schema_json(tool.input_schema)
+        assert loads(tool.canonical_bytes) == tool.to_dict()
+        assert wire_json(tool.to_dict()) == tool.canonical_bytes
         assert Tool.from_dict(tool.to_anthropic()) == tool
         assert Tool.from_dict(tool.to_openai_chat()) == tool
         assert Tool.from_dict(tool.to_openai_responses()) == tool
@@ -244,14 +273,16 @@ def test_tool_is_immutable_and_views_are_copies() -> None:
 
 # --- golden bytes ------------------------------------------------------------------------------
 
+# Moved by sp2 (issue 26 item 7): get_weather's ``properties`` keep their authored order
+# ("unit", "city"), no longer sorted; every other key is still sorted.
 GOLDEN_BYTES = (
-    b'[{"description":"Get the weather for a city.","input_schema":{"properties":{"city":'
-    b'{"description":"City name.","type":"string"},"unit":{"enum":["celsius","fahrenheit"],'
+    b'[{"description":"Get the weather for a city.","input_schema":{"properties":{"unit":'
+    b'{"enum":["celsius","fahrenheit"],"type":"string"},"city":{"description":"City name.",'
     b'"type":"string"}},"required":["city","unit"],"type":"object"},"name":"get_weather"},'
     b'{"description":"Search the web.","input_schema":{"properties":{"q":{"type":"string"}},'
     b'"required":["q"],"type":"object"},"name":"search","strict":true}]'
 )
-GOLDEN_DIGEST = "36de13b188f96ea5827f7df3e6dbcc63591766802a0471cfb2c02123f7b14e23"
+GOLDEN_DIGEST = "3dca6d10ba8840e5c8a38102516e833f7241ca84390f562d5dbc716b66daab14"
 
 
 def _golden_tools() -> list[Tool]:
@@ -733,3 +764,44 @@ def test_hostile_mappings_and_wrong_containers_are_typed() -> None:
         Tool("t", "d", {"type": "object", "properties": {"a": {"type": []}}})
     assert (schema_info.value.code, schema_info.value.pointer) == (
         "tool-schema-invalid", "/properties/a/type")
+
+
+_CAPTURES = Path(__file__).parent / "fixtures" / "stabilize"
+
+
+@pytest.mark.filterwarnings("ignore::stableprompt.BreakpointWarning")  # a short head
+def test_strict_tool_from_the_openai_sdk_keeps_its_field_order_in_every_render() -> None:
+    """A ``strict: true`` tool the official openai SDK wrote (``pydantic_function_tool``,
+    fields ``reasoning, confidence, answer``: the order Structured Outputs generate them in)
+    keeps that ``properties`` order in the Tool and in every wire render, with every other
+    key sorted; the builder's head stays byte-stable across renders."""
+    body = loads((_CAPTURES / "openai_strict_tool.json").read_bytes())
+    sent = body["tools"][0]
+    tool = Tool.from_dict(sent)
+    order = ("reasoning", "confidence", "answer")
+    assert tuple(tool.input_schema["properties"]) == order
+    assert tool.strict is True
+    assert list(tool.input_schema) == sorted(tool.input_schema)
+    chat = tool.to_openai_chat()
+    assert tuple(chat["function"]["parameters"]["properties"]) == order
+    head = PromptBuilder().system("You answer arithmetic questions.").tools([tool]).freeze()
+    renders: list[Callable[[RenderedPrompt], ProviderRequest]] = [
+        lambda r: r.to_openai_chat(model="gpt-5.6"),
+        lambda r: r.to_gemini(model="gemini-2.5-pro"),
+        lambda r: r.to_openai_responses(model="gpt-5.6"),
+        lambda r: r.to_anthropic(model="claude-opus-5", max_tokens=64)]
+    for render in renders:
+        conversation = Conversation(head)
+        conversation.user("What is 17 * 23?")
+        first = render(conversation.render()).content
+        again = render(conversation.render()).content
+        assert first == again
+        data = first.decode()
+        at = [data.index(f'"{name}":{{') for name in order]
+        assert at == sorted(at), data
+    # the same tool with its fields sorted is another tool (the model would write
+    # "answer" before "reasoning")
+    resorted = dict(sent["function"]["parameters"])
+    resorted["properties"] = dict(sorted(resorted["properties"].items()))
+    other = Tool.from_dict({**sent, "function": {**sent["function"], "parameters": resorted}})
+    assert other != tool and other.digest != tool.digest

@@ -17,9 +17,9 @@ import orjson
 from ._exceptions import CanonicalizationError
 from ._public import public
 
-__all__ = ["INT_MAX", "INT_MIN", "MAX_NESTING", "canonical_json", "checked_json", "decoded_json",
-           "escape_pointer", "json_safe", "json_type_name", "loads", "pointer_get",
-           "show_int", "show_value", "unescape_pointer", "wire_json"]
+__all__ = ["INT_MAX", "INT_MIN", "MAX_NESTING", "RawJSON", "canonical_json", "checked_json",
+           "decoded_json", "escape_pointer", "json_safe", "json_type_name", "loads",
+           "pointer_get", "raw_json", "show_int", "show_value", "unescape_pointer", "wire_json"]
 
 _PASSTHROUGH = (
     orjson.OPT_PASSTHROUGH_DATACLASS
@@ -36,6 +36,20 @@ stop here with a typed error instead of a RecursionError."""
 INT_MIN, INT_MAX = -(2**63), 2**64 - 1
 """The integers orjson reads and writes exactly; beyond, it parses a float and refuses to
 write one."""
+
+
+RawJSON = orjson.Fragment
+"""The type of :func:`raw_json` values."""
+
+
+def raw_json(data: bytes) -> Any:
+    """``data``, JSON bytes this module already wrote, as a value that :func:`canonical_json`,
+    :func:`wire_json` and :func:`checked_json` embed verbatim (``orjson.Fragment``): how an
+    object whose member order carries meaning (a JSON Schema ``properties`` map: the order in
+    which OpenAI Structured Outputs generate fields, see ``_prompt._tool_schema``) keeps that
+    order inside a document whose other keys are sorted. Never for bytes from outside: they
+    are not checked again."""
+    return orjson.Fragment(data)
 
 
 def _reject(obj: Any) -> Any:
@@ -103,7 +117,7 @@ def _problems(obj: Any, pointer: str) -> Iterator[tuple[str, str, str]]:
             yield pointer, "canonical-surrogate", (
                 f"lone surrogate {obj[exc.start]!r} at character {exc.start} is not UTF-8")
         return
-    if kind is bool or obj is None:
+    if kind is bool or obj is None or kind is RawJSON:
         return
     if kind is int:
         if not INT_MIN <= obj <= INT_MAX:
@@ -183,7 +197,7 @@ def _may_hide_nonfinite(obj: Any) -> bool:
     while stack:
         item = stack.pop()
         kind = type(item)
-        if kind in _PLAIN:
+        if kind in _PLAIN or kind is RawJSON:  # raw: bytes this module wrote
             continue
         if kind is dict:
             stack.extend(item.values())

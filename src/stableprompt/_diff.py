@@ -6,11 +6,18 @@ harness). Because segment digests are chained, the first divergent segment is fo
 search over ``prefix_digest`` (O(log n) digest comparisons), and only that segment is parsed.
 
 Causes (stable slugs): ``model-change``, ``param-change``, ``tool-added``, ``tool-removed``,
-``tool-reorder``, ``key-order``, ``whitespace``, ``volatile-token``, ``history-rewrite``,
-``content-edit``, ``breakpoint-on-per-turn-block`` (the predecessor's cache breakpoint sat on
-a message block holding a per-call value, e.g. a clock block, which the later request changed
-or left out: the entry written there ends in content no later request repeats; the underlying
-change is in the detail).
+``tool-reorder``, ``key-order``, ``property-order``, ``whitespace``, ``volatile-token``,
+``history-rewrite``, ``content-edit``, ``breakpoint-on-per-turn-block`` (the predecessor's
+cache breakpoint sat on a message block holding a per-call value, e.g. a clock block, which
+the later request changed or left out: the entry written there ends in content no later
+request repeats; the underlying change is in the detail).
+
+``key-order`` and ``property-order`` are two causes on purpose. Object keys in another order
+carry no meaning for a provider (``key-order``: serialize with sorted keys and the break goes
+away). A tool schema's ``properties`` in another order are another schema: OpenAI Structured
+Outputs generate the fields in that order, and Gemini's ``propertyOrdering`` pins it
+(``_prompt._tool_schema``), so sorting them would change what the model writes
+(``property-order``: keep one order, the one the schema was written in).
 
 On top of :func:`diff`: :func:`is_expected_divergence` (is the divergence the predecessor's
 volatile tail: one rule for the recorder, lint and ``assert_prefix_stable``) and
@@ -29,10 +36,12 @@ from typing import Any, AnyStr, Protocol
 from ._canonical import canonical_json, escape_pointer, loads, pointer_get, wire_json
 from ._exceptions import InputError
 from ._policy import CONTENT_SHAPES
+from ._prompt._tool_schema import properties_orders
 from ._public import public
 from ._redact import redact_slice
 from ._segment import ByteSlices, Segment, Snapshot
 from ._volatility import paired_nonce, scan_volatile, volatile_kind_at
+from ._wire import anthropic, bedrock_converse, gemini, openai_chat, openai_responses
 
 __all__ = [
     "CAUSES",
@@ -59,6 +68,7 @@ CAUSES = (
     "tool-removed",
     "tool-reorder",
     "key-order",
+    "property-order",
     "whitespace",
     "volatile-token",
     "history-rewrite",
@@ -79,7 +89,11 @@ CAUSE_FIXES: Mapping[str, str] = {
     "instead of removing them",
     "tool-reorder": "send tools in one fixed order (sorted by name)",
     "key-order": "serialize JSON with sorted keys (canonical JSON) for tools, schemas and "
-    "tool_use inputs",
+    "tool_use inputs; keep each schema's properties in their own order (it is what the model "
+    "writes)",
+    "property-order": "send each tool schema's properties in one fixed order (build the schema "
+    "once): the order is what the model writes (OpenAI Structured Outputs, Gemini "
+    "propertyOrdering), so never sort or shuffle it per call",
     "whitespace": "render each text once and re-send the same bytes; never re-format it",
     "volatile-token": "move per-turn values (clock, dates, ids, counters) out of the prefix "
     "into a volatile tail after the last breakpoint",
@@ -128,7 +142,9 @@ FINDING_FIXES: Mapping[str, tuple[str, str]] = {
                        "or a cachePoint block (Bedrock Converse) at the end of the head and of "
                        "the stable history: these providers cache only at breakpoints"),
     "non-canonical-schema-keys": ("info", "serialize tool schemas with sorted keys (canonical "
-                                  "JSON) so another runtime cannot reorder them"),
+                                  "JSON) so another runtime cannot reorder them; keep "
+                                  "properties in their authored order (the order the model "
+                                  "writes)"),
 }
 
 
@@ -354,6 +370,49 @@ def _first_json_difference(x: Any, y: Any, pointer: str) -> tuple[str, str]:
     return pointer, "value"
 
 
+_TOOL_SHAPES = (anthropic, openai_chat, openai_responses, gemini, bedrock_converse)
+
+
+def _tool_properties(tool: Any) -> dict[str, tuple[str, ...]]:
+    """The ``properties`` orders of a tool entry's schema (pointer in the entry -> names),
+    whatever the wire format's shape; empty when it has no schema."""
+    if not isinstance(tool, dict):
+        return {}
+    for shape in _TOOL_SHAPES:
+        where = shape.tool_schema(tool)
+        if where is not None:
+            holder, key = where
+            base = _pointer_to(tool, holder) or ""
+            found = properties_orders(holder[key])
+            return {f"{base}/{escape_pointer(key)}{pointer}": names
+                    for pointer, names in found.items()}
+    return {}
+
+
+def _pointer_to(node: Any, target: Any, depth: int = 3) -> str | None:
+    """The pointer from ``node`` to the object ``target`` (found by identity, at most
+    ``depth`` objects down), ``""`` for ``node`` itself; ``None`` when not found."""
+    if node is target:
+        return ""
+    if depth and isinstance(node, dict):
+        for key, value in node.items():
+            found = _pointer_to(value, target, depth - 1)
+            if found is not None:
+                return f"/{escape_pointer(key)}{found}"
+    return None
+
+
+def _properties_moved(x: Any, y: Any) -> tuple[str, tuple[str, ...], tuple[str, ...]] | None:
+    """The first ``properties`` map two tool entries hold in different orders (same names):
+    ``(pointer in the entry, names before, names after)``; ``None`` when there is none."""
+    before, after = _tool_properties(x), _tool_properties(y)
+    for pointer, names in before.items():
+        other = after.get(pointer)
+        if other is not None and other != names and sorted(other) == sorted(names):
+            return pointer, names, other
+    return None
+
+
 def _strip_ws(value: Any) -> Any:
     if isinstance(value, str):
         return _WS.sub("", value)
@@ -445,6 +504,11 @@ def _classify(
     inner, how = _first_json_difference(vx, vy, "")
     path = body_path(x, inner)
     if how == "key-order" or (how != "equal" and canonical_json(vx) == canonical_json(vy)):
+        moved = _properties_moved(vx, vy) if x.kind == "tool" else None
+        if moved is not None:
+            where, before, after = moved
+            return ("property-order", f"properties at {body_path(x, where)}: "
+                    f"{', '.join(before)} -> {', '.join(after)}", body_path(x, where))
         return "key-order", "same keys and values in a different order", path
     if _strip_ws(vx) == _strip_ws(vy):
         if x.kind == "message":

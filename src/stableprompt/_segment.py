@@ -8,8 +8,8 @@ a tail slot, a cache-key parameter). Each segment's digest is chained with its p
 
 so ``prefix_digest`` of segment *i* names the whole prefix up to and including *i*, and two
 prompts share a cacheable prefix exactly as far as their chains agree. Fingerprints are the hex
-digest tagged with the algorithm version: ``sp1:<64 hex>``. Changing this algorithm requires a
-new tag.
+digest tagged with the version of the algorithm and of the canonical forms it hashes:
+``sp2:<64 hex>`` (:data:`FINGERPRINT_TAG`). Changing either requires a new tag.
 
 What requests share, they hold once: segment bytes as shared pieces (:class:`SegmentBytes`),
 and lists of segments (or messages, or history items) as :class:`Snapshot` views over the
@@ -60,8 +60,12 @@ __all__ = [
     "tag",
 ]
 
-FINGERPRINT_TAG = "sp1"
-_ROOT = hashlib.sha256(FINGERPRINT_TAG.encode()).digest()
+FINGERPRINT_TAG = "sp2"
+"""The fingerprint version. ``sp2`` (0.2): tool schemas keep ``properties`` in authored order
+(``_prompt._tool_schema``), so a rendered head holding one in another order than sorted has
+other bytes than under ``sp1``. The chain itself (seed and hashing) is unchanged: a request
+recorded as sent has the same hex digests under both tags."""
+_ROOT = hashlib.sha256(b"sp1").digest()  # the chain seed, unchanged since sp1
 _SHA256 = hashlib.sha256
 
 #: Segment kinds, in the order a provider caches them.
@@ -219,7 +223,7 @@ def rechain(segments: Iterable[Segment], data: bytes, *, base: int, shift: int,
 
 
 def tag(raw_digest: bytes) -> str:
-    """Format a raw chained digest as a fingerprint string ``sp1:<hex>``."""
+    """Format a raw chained digest as a fingerprint string ``sp2:<hex>``."""
     return f"{FINGERPRINT_TAG}:{raw_digest.hex()}"
 
 
@@ -262,7 +266,7 @@ def build_segments(
 
 
 def fingerprint_of(segments: Sequence[Segment]) -> str:
-    """Fingerprint (``sp1:<hex>``) of a segment sequence: its last chained digest.
+    """Fingerprint (``sp2:<hex>``) of a segment sequence: its last chained digest.
 
     The empty sequence has the root fingerprint.
     """

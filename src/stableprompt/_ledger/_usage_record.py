@@ -135,7 +135,7 @@ class UsageRecord(BaseModel):
             ``"unknown"`` (:data:`UNANALYSED`) for a request forwarded without analysis.
         provider: Provider name (OpenTelemetry ``gen_ai.provider.name``), e.g. ``"anthropic"``.
         model: Requested model id (OpenTelemetry ``gen_ai.request.model``).
-        lineage: Head fingerprint naming the cache lineage (``sp1:...``).
+        lineage: Head fingerprint naming the cache lineage (``sp2:...``).
         request_fingerprint: Fingerprint of the whole request body.
         predecessor_id: ``record_id`` of the same-lineage request this one was compared with.
         lcp_bytes: Longest common prefix with the predecessor, in bytes.

@@ -13,6 +13,7 @@ from typing import Any
 
 from .._canonical import escape_pointer, loads
 from .._diff import CAUSE_FIXES, FINDING_FIXES, body_path
+from .._prompt._tool_schema import properties_orders
 from .._segment import Segment
 from .._volatility import head_strings, scan_volatile
 from .._wire._parts import a_or_an
@@ -130,7 +131,10 @@ def finding(code: str, message: str, indexes: Iterable[int]) -> LintFinding:
 
 
 def _schema_key_problem(tool: Any) -> str | None:
-    """First object of a tool's schema whose keys are not sorted, as a message, or ``None``."""
+    """First object of a tool's schema whose keys are not sorted, as a message, or ``None``.
+    A ``properties`` map is not one: its order is what a model writes (OpenAI Structured
+    Outputs, Gemini ``propertyOrdering``; ``_prompt._tool_schema``), kept as authored by the
+    canonical form, so only the order of its subschemas' keys is checked."""
     if not isinstance(tool, dict):
         return None
     for key in ("input_schema", "parameters"):
@@ -143,10 +147,12 @@ def _schema_key_problem(tool: Any) -> str | None:
             return None
         base, schema = "/function/parameters", function["parameters"]
 
+    ordered = {base + pointer for pointer in properties_orders(schema)}
+
     def walk(value: Any, pointer: str) -> str | None:
         if isinstance(value, dict):
             keys = list(value)
-            if keys != sorted(keys):
+            if keys != sorted(keys) and pointer not in ordered:
                 bad = next(k for k, s in zip(keys, sorted(keys), strict=True) if k != s)
                 return f"keys at {pointer or '/'} start {keys[:3]} ('{bad}' out of order)"
             for k in keys:

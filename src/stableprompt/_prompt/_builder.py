@@ -258,7 +258,7 @@ class PinnedHead:
         tail_slots: Declared tail slot names -> required (read-only mapping).
         segments: Head segments (``tool:<name>`` then ``system[i]``).
         data: Head bytes (``data[s.start:s.end]`` is segment ``s``).
-        fingerprint: Head fingerprint ``sp1:<hex>``: names the cache lineage.
+        fingerprint: Head fingerprint ``sp2:<hex>``: names the cache lineage.
         head_ttl: TTL label of the SDK's end-of-head breakpoint.
         wire_memo: Head-level wire bytes (tools per format), serialized once by the ``_wire``
             renderers; not part of equality or pickles.
@@ -343,7 +343,7 @@ class PinnedHead:
 
     @property
     def fingerprint(self) -> str:
-        """Head fingerprint ``sp1:<hex>`` (the lineage name)."""
+        """Head fingerprint ``sp2:<hex>`` (the lineage name)."""
         return self._fingerprint
 
     @property

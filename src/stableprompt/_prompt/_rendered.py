@@ -158,7 +158,7 @@ class RenderedPrompt:
 
     @property
     def fingerprint(self) -> str:
-        """Fingerprint of the whole rendered prompt, tail included (``sp1:<hex>``)."""
+        """Fingerprint of the whole rendered prompt, tail included (``sp2:<hex>``)."""
         return fingerprint_of(self.segments)
 
     @property

@@ -1,14 +1,19 @@
-"""Tool definitions with one canonical, order-invariant byte form.
+"""Tool definitions with one canonical byte form, invariant to orders that carry no meaning.
 
 A :class:`Tool` is validated and canonicalized once, at construction: name checked, input schema
-checked as JSON Schema 2020-12, set-like arrays sorted, keys sorted, serialized to canonical JSON.
-A :class:`ToolSet` orders tools by name. The result: the same logical tools give the same bytes
-whatever the insertion order of tools, dict keys or ``required`` entries.
+checked as JSON Schema 2020-12, set-like arrays sorted, keys sorted (except ``properties``
+names, below), serialized to canonical JSON. A :class:`ToolSet` orders tools by name. The
+result: the same logical tools give the same bytes whatever the insertion order of tools, dict
+keys or ``required`` entries; and a head, once frozen, keeps its bytes for the session.
 
 Canonical form of an input schema (walked by schema structure, so a *property* literally named
 ``"required"`` or ``"type"`` is a name, never a keyword):
 
-- object keys sorted by code point (by :func:`~stableprompt._canonical.canonical_json`);
+- object keys sorted by code point, **except the member names of a** ``properties`` **map,
+  kept in the order written**: OpenAI Structured Outputs generate fields in the schema's key
+  order, and Gemini's ``propertyOrdering`` exists to pin that order, so the order is what a
+  model writes, not noise (sources in :mod:`._tool_schema`). Two schemas that differ only in
+  ``properties`` order are two different schemas;
 - set-like arrays sorted: ``required``, each ``dependentRequired`` value, array-valued
   ``dependencies`` entries, and ``type`` when it is a list of type names;
 - order-bearing arrays kept as given: ``enum``, ``prefixItems``, ``anyOf``, ``oneOf``, ``allOf``,
@@ -209,19 +214,22 @@ class Tool:
 
     @property
     def input_schema(self) -> dict[str, Any]:
-        """A fresh deep copy of the canonical input schema (keys in sorted order)."""
+        """A fresh deep copy of the canonical input schema (keys in sorted order, ``properties``
+        in the order given)."""
         result: dict[str, Any] = loads(self._schema_bytes)
         return result
 
     @property
     def schema_bytes(self) -> bytes:
-        """Canonical JSON bytes of the input schema alone (UTF-8, sorted keys, compact)."""
+        """Canonical JSON bytes of the input schema alone (UTF-8, sorted keys except
+        ``properties`` names, compact)."""
         return self._schema_bytes
 
     @property
     def canonical_bytes(self) -> bytes:
         """Canonical JSON of ``{"description", "input_schema", "name"}`` (plus ``"strict"``
-        when set); computed once at construction. Equal to ``canonical_json(self.to_dict())``."""
+        when set); computed once at construction: ``canonical_json(self.to_dict())`` with
+        the schema's ``properties`` kept in their order."""
         return self._bytes
 
     @property
@@ -250,7 +258,8 @@ class Tool:
 
     # --- shapes ----------------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
-        """Return the canonical dict (a deep copy; keys sorted): ``{"description",
+        """Return the canonical dict (a deep copy; keys sorted, ``properties`` in the order
+        given): ``{"description",
         "input_schema", "name"}`` plus ``"strict"`` when set, ``"description"`` omitted when
         ``None``."""
         result: dict[str, Any] = loads(self._bytes)

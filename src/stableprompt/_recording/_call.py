@@ -36,7 +36,7 @@ class RequestState:
 
     Attributes:
         ts: Send time, seconds since the epoch (the recorder's clock).
-        fingerprint: Request fingerprint (``sp1:...``).
+        fingerprint: Request fingerprint (``sp2:...``).
         head_fingerprint: Head fingerprint: the cache lineage.
         segmented: The segmented request body, or ``None`` when only a ledger row is known
             (a predecessor from an earlier process without stored content).

@@ -61,7 +61,7 @@ from ._diagnose import DIAGNOSTICS_WAIT_S, diagnostics_asked, merge_header_value
 from ._http import byte_stream_class, in_memory, module_of
 from ._observer import BodyObserver, Observation
 from ._recorder import Recorder
-from ._stabilize import stabilize_with_evidence
+from ._stabilize import Stabilizer
 
 __all__ = [
     "BODY_EXTENSION",
@@ -219,8 +219,8 @@ def _recorded(recorder: CallRecorder, request: Any) -> bool:
         return False
 
 
-def _stabilized(request: Any, body: bytes, recorder: CallRecorder, provider: str | None
-                ) -> tuple[Any, bytes, dict[str, Any]]:
+def _stabilized(request: Any, body: bytes, recorder: CallRecorder, provider: str | None,
+                stabilizer: Stabilizer) -> tuple[Any, bytes, dict[str, Any]]:
     """``request`` with its body stabilized (``_stabilize``): the same request when nothing
     was rewritten, else a new one of its module with the new body and ``Content-Length``,
     and the row's evidence (``{"stabilized": [rewrites...], ...}``, empty when none). The
@@ -230,7 +230,7 @@ def _stabilized(request: Any, body: bytes, recorder: CallRecorder, provider: str
     ``prompt_cache_key``."""
     table = getattr(recorder, "policies", None)
     host = request.url.host
-    new, rewrites, evidence = stabilize_with_evidence(
+    new, rewrites, evidence = stabilizer.stabilize(
         body, str(request.url.path), count=getattr(recorder, "segment_tokens", None),
         policy=lambda model: cache_policy(provider or "anthropic", model, table),
         provider=known_provider(str(host) if host else None, provider))
@@ -367,6 +367,7 @@ class _Wrapping:
         self.recorder: CallRecorder = recorder if recorder is not None else Recorder()
         self.provider = provider
         self.stabilize = stabilize
+        self._stabilizer = Stabilizer()  # what stabilizing remembers (carry, pins, evidence)
         self.record_in_thread = record_in_thread
         self._calls: CallRecorder = self.recorder
         if record_in_thread:
@@ -435,7 +436,8 @@ class RecordingTransport(_Wrapping, _SyncBase):
             client placed none, never below the model minimum by the recorder's token
             counts; a request already in that form is sent byte-identical), see
             ``_stabilize``; the rewrites made are ``verdict_detail["stabilized"]`` on the
-            call's row, with ``stabilized_tools`` / ``stabilized_prefix_tokens`` for the
+            call's row, with ``stabilized_tools`` / ``client_shared_tokens`` /
+            ``stabilized_shared_tokens`` for the
             report's savings estimate.
         record_in_thread: Record on the recorder's thread (:attr:`Recorder.worker
             <stableprompt.Recorder.worker>`): the caller's thread neither decodes nor
@@ -462,7 +464,7 @@ class RecordingTransport(_Wrapping, _SyncBase):
         stabilized: dict[str, Any] = {}
         if self.stabilize:
             request, body, stabilized = _stabilized(request, body, self._calls,
-                                                    self.provider)
+                                                    self.provider, self._stabilizer)
         sent = body
         request, body = self._with_diagnostics(request, body)
         pending = _start(self._calls, request, body, self.provider, stabilized,
@@ -534,7 +536,7 @@ class AsyncRecordingTransport(_Wrapping, _AsyncBase):
         stabilized: dict[str, Any] = {}
         if self.stabilize:
             request, body, stabilized = _stabilized(request, body, self._calls,
-                                                    self.provider)
+                                                    self.provider, self._stabilizer)
         sent = body
         if self._asks_diagnostics() is not None:  # it may wait: off the event loop
             request, body = await asyncio.to_thread(self._with_diagnostics, request, body)

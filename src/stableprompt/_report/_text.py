@@ -284,23 +284,26 @@ def _print_calls(console: Any, report: Summary) -> None:
 
 
 def _print_stabilized(console: Any, report: Summary) -> None:
-    """The calls ``--stabilize`` rewrote per rewrite kind, and the estimated savings
-    (:mod:`._stabilized`); nothing when no call was rewritten."""
+    """The calls ``--stabilize`` rewrote per rewrite kind, and what they read, wrote and paid
+    against the requests as the clients wrote them (``_accounting._stabilized``; negative
+    savings: a cost); nothing when no call was rewritten."""
     from rich.table import Table
 
     saved = report.stabilized
     if not saved.calls:
         return
-    table = Table(title=f"stabilized: {saved.calls:,} calls rewritten; estimated reads the "
-                  "rewrites made possible", title_justify="left", header_style="bold")
-    for column in ("rewrite", "calls", "estimated", "saved tokens", "saved"):
+    table = Table(title=f"stabilized: {saved.calls:,} calls rewritten; against the same calls "
+                  "as the clients wrote them (negative: the rewrite cost)",
+                  title_justify="left", header_style="bold")
+    for column in ("rewrite", "calls", "estimated", "reads gained", "writes added", "saved"):
         table.add_column(column, justify="left" if column == "rewrite" else "right",
                          no_wrap=True)
     for name, kind in saved.to_json()["kinds"].items():
         table.add_row(shown(name), format_int(kind["calls"]), format_int(kind["estimated"]),
-                      format_int(kind["saved_tokens"]), format_usd(kind["saved_usd"]))
+                      format_int(kind["saved_tokens"]), format_int(kind["write_tokens"]),
+                      format_usd(kind["saved_usd"]))
     table.add_row("(all)", format_int(saved.calls), "", format_int(saved.saved_tokens),
-                  format_usd(saved.saved_usd))
+                  format_int(saved.write_tokens), format_usd(saved.saved_usd))
     console.print(table)
 
 

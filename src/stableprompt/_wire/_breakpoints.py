@@ -12,13 +12,13 @@ lookback, the TTL labels and which places can hold a marker.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from .._exceptions import BreakpointError
 from .._policy import TTL_LABELS_S
 from ._parts import HeadParts, PromptParts, memo
 
-__all__ = ["Place", "breakpoints", "place_name"]
+__all__ = ["Place", "breakpoints", "lookback_carry", "place_name"]
 
 _PLACE_ORDER = {"tool": 0, "system": 1, "message": 2}
 _PLACE_NAMES = {"tool": "tools", "system": "system", "message": "messages"}
@@ -88,15 +88,10 @@ def breakpoints(prompt: PromptParts, history_ttl: str, budget: int, *,
         sdk.append((history, history_ttl))
     if head_mark is not None and head_mark[0] not in short:
         sdk.append(head_mark)
-    carry = prompt.previous_breakpoint
-    if lookback is not None and carry is not None and carry < count - 1:
-        distance = 0
-        for mi in range(count - 1, carry, -1):
-            distance += len(messages[mi].wire_blocks)  # one content block each
-            if distance >= lookback:
-                break
-        if distance >= lookback:
-            sdk.append((("message", carry), history_ttl))
+    carry = None if lookback is None else lookback_carry(
+        prompt.previous_breakpoint, count, lambda mi: len(messages[mi].wire_blocks), lookback)
+    if carry is not None:
+        sdk.append((("message", carry), history_ttl))
     marks = dict(user)
     for key, ttl in sdk:
         if key not in marks and len(marks) < budget:
@@ -144,3 +139,26 @@ def _head_marks(head: HeadParts) -> tuple[tuple[tuple[Place, str], ...], tuple[P
         return system, (("tool", len(head.tools) - 1), head.head_ttl)
     return system, None
 
+
+def lookback_carry(previous: int | None, count: int, blocks_of: Callable[[int], int],
+                   lookback: int) -> int | None:
+    """Where to keep the previous request's history breakpoint (the carry), or ``None``.
+
+    The one rule the builder (:func:`breakpoints`) and the stabilizer
+    (``_recording._stabilize``) share: the previous request's end-of-history breakpoint sat
+    on message ``previous``; this request has ``count`` messages and its own breakpoint on
+    the last. When the blocks after message ``previous`` (``blocks_of(i)``: content blocks of
+    message ``i``, a string content being one) number ``lookback`` or more, the new
+    breakpoint's lookback cannot reach the entry written at ``previous``, so a breakpoint is
+    kept there too: message ``previous`` is returned. Source (Anthropic, 20): "The system
+    checks at most 20 positions per breakpoint, counting the breakpoint itself as the first"
+    (platform.claude.com/docs/en/build-with-claude/prompt-caching).
+    """
+    if previous is None or not 0 <= previous < count - 1:
+        return None
+    distance = 0
+    for index in range(count - 1, previous, -1):
+        distance += blocks_of(index)
+        if distance >= lookback:
+            return previous
+    return None

@@ -30,6 +30,7 @@ from ._parts import (
     request_fingerprints,
     segment_datas,
     store_entry,
+    tool_json,
 )
 from ._segmenter import SegmentBuilder
 
@@ -113,7 +114,7 @@ def body(head: HeadParts, history: list[bytes | memoryview], *, history_key: str
         made = {"model": param_bytes("model", model)}
         if len(head.tools):
             made["tools"] = memo(head, memo_key,
-                                 lambda: canonical_json([tool(t) for t in head.tools]))
+                                 lambda: joined([tool_json(tool, t) for t in head.tools]))
         return made
 
     if key:
@@ -231,7 +232,7 @@ def head_only_body(head: HeadParts, system: bytes | None, *, history_key: str,
                    tools_memo_key: str, tool: Callable[[ToolParts], Any]) -> bytes:
     """A body holding only the head: the tools (serialized once per head under
     ``tools_memo_key``) and the system item, under the format's ``history_key``."""
-    tools = memo(head, tools_memo_key, lambda: canonical_json([tool(t) for t in head.tools]))
+    tools = memo(head, tools_memo_key, lambda: joined([tool_json(tool, t) for t in head.tools]))
     return (b'{"' + history_key.encode() + b'":' + joined([system] if system else [])
             + b',"tools":' + (tools if len(head.tools) else b"[]") + b"}")
 

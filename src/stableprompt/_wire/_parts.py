@@ -17,7 +17,7 @@ import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, NamedTuple, Protocol, TypeVar
 
-from .._canonical import canonical_json
+from .._canonical import canonical_json, raw_json
 from .._exceptions import BreakpointError, CanonicalizationError, HistoryError, InputError
 from .._segment import chain, tag
 from ._segmenter import SegmentBuilder
@@ -53,6 +53,7 @@ __all__ = [
     "segment_datas",
     "store_entry",
     "tool_fields",
+    "tool_json",
 ]
 
 _T = TypeVar("_T")
@@ -113,6 +114,11 @@ class ToolParts(Protocol):
     @property
     def input_schema(self) -> dict[str, Any]:
         """A fresh copy of the canonical JSON Schema."""
+        ...
+    @property
+    def schema_bytes(self) -> bytes:
+        """The canonical JSON Schema's bytes (keys sorted, ``properties`` in authored order:
+        ``_prompt._tool_schema``)."""
         ...
 
 
@@ -207,6 +213,46 @@ def memo(owner: HeadParts | MessageParts, key: str, build: Callable[[], _T]) -> 
         cache[key] = build()
     value: _T = cache[key]
     return value
+
+
+class _RawSchema:
+    """A :class:`ToolParts` whose ``input_schema`` is its canonical bytes as raw JSON, so a
+    sorted-keys serialization of a tool entry keeps the schema's ``properties`` order."""
+
+    __slots__ = ("_tool",)
+
+    def __init__(self, tool: ToolParts) -> None:
+        self._tool = tool
+
+    @property
+    def name(self) -> str:
+        return self._tool.name
+
+    @property
+    def description(self) -> str | None:
+        return self._tool.description
+
+    @property
+    def strict(self) -> bool | None:
+        return self._tool.strict
+
+    @property
+    def input_schema(self) -> Any:
+        return raw_json(self._tool.schema_bytes)
+
+    @property
+    def schema_bytes(self) -> bytes:
+        return self._tool.schema_bytes
+
+
+def tool_json(shape: Callable[[ToolParts], Any], tool: ToolParts, **extra: Any) -> bytes:
+    """Canonical bytes of a format's tool entry ``shape(tool)`` (plus top-level ``extra``
+    members, a ``cache_control`` marker): keys sorted, the schema embedded as its canonical
+    bytes, so its ``properties`` keep their authored order (``_prompt._tool_schema``: that
+    order is what a model writes)."""
+    entry = shape(_RawSchema(tool))
+    entry.update(extra)
+    return canonical_json(entry)
 
 
 def tool_fields(tool: ToolParts, schema_key: str) -> dict[str, Any]:

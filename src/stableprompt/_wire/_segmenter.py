@@ -109,7 +109,7 @@ class SegmentedRequest:
 
     @property
     def fingerprint(self) -> str:
-        """Fingerprint of the whole request (``sp1:<hex>``)."""
+        """Fingerprint of the whole request (``sp2:<hex>``)."""
         return fingerprint_of(self.segments)
 
     @cached_property

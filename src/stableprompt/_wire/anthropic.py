@@ -63,6 +63,7 @@ from ._parts import (
     segment_datas,
     store_entry,
     tool_fields,
+    tool_json,
 )
 from ._segmenter import SegmentBuilder, require_list, tool_label
 
@@ -644,9 +645,7 @@ def _head_fields(head: Any, marks: tuple[tuple[Place, str], ...]) -> HeadFields:
     tools = list(head.tools)
     for (where, index), ttl in marks:
         if where == "tool":
-            entry = tool(tools[index])
-            entry[MARKER_KEY] = cache_control(ttl)
-            tool_bytes[index] = canonical_json(entry)
+            tool_bytes[index] = tool_json(tool, tools[index], cache_control=cache_control(ttl))
         elif where == "system":
             system_bytes[index] = text_block_bytes(head.system[index], cache_ttl=ttl)
     fields: dict[str, bytes] = {}
@@ -666,7 +665,7 @@ _SEGMENTED_FIELDS = frozenset({"tools", "system", "messages"})
 def _tool_bytes(head: HeadParts) -> tuple[bytes, ...]:
     """Each tool's ``tools[]`` entry as canonical bytes, serialized once per head."""
     return memo(head, "anthropic-tools", lambda: tuple(
-        canonical_json(tool(t)) for t in head.tools))
+        tool_json(tool, t) for t in head.tools))
 
 
 def _head_datas(head: Any) -> Datas:

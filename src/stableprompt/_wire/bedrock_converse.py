@@ -41,6 +41,7 @@ from ._parts import (
     joined,
     memo,
     response_text,
+    tool_json,
 )
 from ._segmenter import SegmentBuilder, require_list, tool_label
 from .bedrock import (
@@ -190,7 +191,7 @@ def message_blocks(message: MessageParts) -> tuple[bytes, ...]:
 
 def _tool_bytes(head: HeadParts) -> tuple[bytes, ...]:
     return memo(head, WIRE_FORMAT + "-tools", lambda: tuple(
-        canonical_json(tool(t)) for t in head.tools))
+        tool_json(tool, t) for t in head.tools))
 
 
 def check_policy_ttls(marks: Mapping[tuple[str, int], str], policy: CachePolicy | None,

@@ -44,6 +44,7 @@ from ._parts import (
     joined,
     memo,
     response_text,
+    tool_json,
 )
 from ._segmenter import SegmentBuilder, require_list, tool_label
 
@@ -344,7 +345,7 @@ def tools_field(head: HeadParts) -> bytes | None:
     if not len(head.tools):
         return None
     return memo(head, WIRE_FORMAT + "-tools", lambda: b'[{"functionDeclarations":' + joined(
-        [canonical_json(tool(t)) for t in head.tools]) + b"}]")
+        [tool_json(tool, t) for t in head.tools]) + b"}]")
 
 
 _RESERVED = frozenset({"tools", "cachedContent", *CONTENT_KEYS})
