@@ -287,3 +287,25 @@ def test_pre_commit_hook_definition() -> None:
     assert "id: stableprompt-source-lint" in text
     assert "entry: stableprompt lint --source" in text
     assert "types: [python]" in text
+
+
+def test_odd_files_are_listed_not_fatal(tmp_path: Path) -> None:
+    """A PEP 263 latin-1 file is read as Python reads it; a 1,000-term expression and a
+    symlink loop are listed as not analysed (or skipped) instead of a traceback for the whole
+    run; a list of dicts gets a sort edit with a key (sorted() of dicts raises TypeError)
+    (found by the session's reviewer)."""
+    from stableprompt import lint_source
+
+    (tmp_path / "latin.py").write_bytes(b"# -*- coding: latin-1 -*-\ns = \"caf\xe9\"\n")
+    (tmp_path / "chain.py").write_text("x = " + " + ".join(["1"] * 1000) + "\n")
+    (tmp_path / "a.py").symlink_to("b.py")
+    (tmp_path / "b.py").symlink_to("a.py")
+    (tmp_path / "tools.py").write_text(
+        "import anthropic\nc = anthropic.Anthropic()\nnames = {'a', 'b'}\n"
+        "tools = [{'name': n, 'input_schema': {}} for n in set(names)]\n"
+        "c.messages.create(model='m', max_tokens=1, tools=tools, messages=[])\n")
+    report = lint_source([tmp_path])
+    assert [p.file.endswith("chain.py") for p in report.problems] == [True]
+    edits = [f.edit for f in report.findings if f.edit is not None]
+    assert edits and all("key=lambda t: t['name']" in e.replacement for e in edits)
+    assert lint_source([tmp_path / "latin.py"]).findings == ()

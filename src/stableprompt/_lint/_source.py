@@ -19,6 +19,7 @@ import ast
 import contextlib
 import fnmatch
 import re
+import tokenize
 import tomllib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -82,7 +83,10 @@ def read_config(paths: Sequence[str | Path]) -> SourceConfig:
     """
     if not paths:
         return SourceConfig()
-    start = Path(paths[0]).resolve()
+    try:
+        start = Path(paths[0]).resolve()
+    except (OSError, RuntimeError):  # a symlink loop: no project root to read a table from
+        return SourceConfig()
     for directory in [start, *start.parents] if start.is_dir() else start.parents:
         candidate = directory / "pyproject.toml"
         if candidate.is_file():
@@ -446,7 +450,9 @@ def _edit(rule: Rule, label: Label, hit: SinkHit, modules: Mapping[str, ModuleIn
         return None
     if rule.id in ("SP201", "SP202") and hit.slot == "tools" and hit.line == hit.end_line:
         text = mod.lines[hit.line - 1].encode()[hit.col:hit.end_col].decode(errors="replace")
-        key = ", key=lambda t: t.name" if rule.id == "SP202" else ""
+        # A list of dicts has no order of its own (sorted() would raise TypeError): by name.
+        key = ", key=lambda t: t.name" if rule.id == "SP202" else (
+            ", key=lambda t: t['name']")
         return SourceEdit(hit.file, hit.line, hit.col + 1, hit.end_line, hit.end_col + 1,
                           f"sorted({text}{key})", "sort the tools")
     if rule.id == "SP203":
@@ -558,7 +564,10 @@ def _files(paths: Sequence[str | Path], config: SourceConfig) -> list[tuple[str,
                     continue
                 candidates.append((str(Path(given) / rel), found))
         for shown, found in candidates:
-            key = found.resolve()
+            try:
+                key = found.resolve()
+            except (OSError, RuntimeError):  # a symlink loop: not a file to analyse
+                continue
             if key in seen or _excluded(found, config):
                 continue
             seen.add(key)
@@ -609,15 +618,23 @@ def lint_source(paths: Sequence[str | Path], *, config: SourceConfig | None = No
     lines = 0
     for shown, path in _files(paths, config):
         try:
-            source = path.read_text(encoding="utf-8")
+            source = _read_source(path)
             tree = ast.parse(source, filename=shown)
-        except (SyntaxError, ValueError, OSError, UnicodeDecodeError) as exc:
+        except (SyntaxError, ValueError, OSError, UnicodeDecodeError, RecursionError,
+                MemoryError) as exc:  # RecursionError: an expression nested beyond the parser
             line = getattr(exc, "lineno", None) or 0
             message = getattr(exc, "msg", None) or str(exc)
             if shown in direct:
                 raise SourceError(f"{shown}:{line}: not valid Python: {message}",
                                   code="source-syntax") from exc
             problems.append(SourceProblem(shown, line, f"not valid Python: {message}"))
+            continue
+        if _depth(tree) > MAX_AST_DEPTH:  # the recursive walk would overflow: say so instead
+            message = (f"expressions nested deeper than {MAX_AST_DEPTH} levels (a generated "
+                       "file?): not analysed")
+            if shown in direct:
+                raise SourceError(f"{shown}:0: {message}", code="source-syntax")
+            problems.append(SourceProblem(shown, 0, message))
             continue
         lines += source.count("\n") + (not source.endswith("\n") and bool(source))
         name = _module_name(path)
@@ -640,3 +657,33 @@ def lint_source(paths: Sequence[str | Path], *, config: SourceConfig | None = No
 
 
 public(lint_source)
+
+
+def _read_source(path: Path) -> str:
+    """A Python file's text, decoded as Python decodes it (a PEP 263 coding line or a BOM,
+    else UTF-8: ``tokenize.open``).
+
+    Raises:
+        OSError: unreadable; SyntaxError / UnicodeDecodeError: not decodable as declared.
+    """
+    with tokenize.open(path) as handle:
+        return handle.read()
+
+
+MAX_AST_DEPTH = 400
+"""Deepest syntax tree the analysis walks (its walk is recursive, each level a few frames):
+a module nested deeper (a generated 1,000-term ``+`` chain, a huge literal) is listed as not
+analysed rather than overflowing the interpreter's stack for the whole run."""
+
+
+def _depth(tree: ast.AST) -> int:
+    """The depth of ``tree`` (iterative: any depth is measured without recursion)."""
+    deepest, stack = 0, [(tree, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > deepest:
+            deepest = depth
+            if deepest > MAX_AST_DEPTH:
+                return deepest
+        stack.extend((child, depth + 1) for child in ast.iter_child_nodes(node))
+    return deepest
