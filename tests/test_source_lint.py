@@ -309,3 +309,23 @@ def test_odd_files_are_listed_not_fatal(tmp_path: Path) -> None:
     edits = [f.edit for f in report.findings if f.edit is not None]
     assert edits and all("key=lambda t: t['name']" in e.replacement for e in edits)
     assert lint_source([tmp_path / "latin.py"]).findings == ()
+
+
+def test_a_configured_sink_that_is_the_projects_own_function(tmp_path: Path) -> None:
+    """``extra-sinks`` naming the project's own wrapper (analysed as a function too) is still
+    a sink: a clock passed to it is found (it was found only when the wrapper lived outside
+    the linted tree) (found by the session's reviewer)."""
+    from stableprompt import lint_source
+
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.stableprompt.lint]\n'
+        'extra-sinks = {"myharness.llm.ask" = {system_prompt = "system"}}\n')
+    (tmp_path / "myharness").mkdir()
+    (tmp_path / "myharness" / "__init__.py").write_text("")
+    (tmp_path / "myharness" / "llm.py").write_text(
+        "def ask(system_prompt: str, messages: list) -> str:\n    return system_prompt\n")
+    (tmp_path / "use.py").write_text(
+        "import time\nfrom myharness import llm\n\n\ndef turn(messages: list) -> str:\n"
+        "    return llm.ask(system_prompt=f't={time.time()}', messages=messages)\n")
+    report = lint_source([tmp_path])
+    assert [(f.rule, f.file.endswith("use.py")) for f in report.findings] == [("SP101", True)]

@@ -244,9 +244,13 @@ class Analysis:
     def __init__(self, modules: Sequence[ModuleInfo], extra_sinks: Sequence[Sink] = ()) -> None:
         self.modules = {m.name: m for m in modules}
         self.sink_index: dict[str, tuple[Sink, ...]] = {}
+        self.configured_index: dict[str, tuple[Sink, ...]] = {}
         for sink in (*SINKS, *extra_sinks):
             key = last_name(sink.pattern)
             self.sink_index[key] = (*self.sink_index.get(key, ()), sink)
+        for sink in extra_sinks:
+            key = last_name(sink.pattern)
+            self.configured_index[key] = (*self.configured_index.get(key, ()), sink)
         self.reads: set[tuple[str, str]] = set()
         self.functions: dict[str, FunctionInfo] = {}
         self.classes: dict[str, ClassInfo] = {}
@@ -270,6 +274,9 @@ class Analysis:
 
     def sinks_named(self, last: str) -> tuple[Sink, ...]:
         return self.sink_index.get(last, ())
+
+    def configured_sinks_named(self, last: str) -> tuple[Sink, ...]:
+        return self.configured_index.get(last, ())
 
     def dotted(self, module: str, node: ast.expr, aliases: Mapping[str, str]) -> str:
         if isinstance(node, ast.Name):

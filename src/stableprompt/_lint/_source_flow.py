@@ -158,6 +158,8 @@ class Project(Protocol):
 
     def sinks_named(self, last: str) -> tuple[Sink, ...]: ...
 
+    def configured_sinks_named(self, last: str) -> tuple[Sink, ...]: ...
+
     def dotted(self, module: str, node: ast.expr, aliases: Mapping[str, str]) -> str: ...
 
     def resolve(self, walker: Walker, node: ast.Call, dotted: str) -> Callee | None: ...
@@ -644,6 +646,8 @@ class Walker:
         callee = self.local_callee(func) or self.project.resolve(self, node, dotted)
         if callee is None:
             self.sinks(node, dotted, method, args, kwargs)
+        else:  # the project's own function: a sink only where the config names it one
+            self.sinks(node, dotted, method, args, kwargs, configured=True)
         last = dotted.rpartition(".")[2]
         # effects on the receiver
         if isinstance(func, ast.Attribute):
@@ -752,9 +756,14 @@ class Walker:
         return substitute(summary.returns)
 
     def sinks(self, node: ast.Call, dotted: str, method: str, args: list[Taint],
-              kwargs: Mapping[str | None, Taint]) -> None:
-        """Report the arguments of ``node`` that land in cached prompt slots."""
-        for sink in self.project.sinks_named(dotted.rpartition(".")[2]):
+              kwargs: Mapping[str | None, Taint], *, configured: bool = False) -> None:
+        """Report the arguments of ``node`` that land in cached prompt slots (``configured``:
+        only the sinks of ``[tool.stableprompt.lint] extra-sinks``, for a call of the
+        project's own function, which is also analysed as a function)."""
+        last = dotted.rpartition(".")[2]
+        named = (self.project.configured_sinks_named(last) if configured
+                 else self.project.sinks_named(last))
+        for sink in named:
             if not match(dotted, sink.pattern):
                 continue
             for key, slot in sink.slots.items():
