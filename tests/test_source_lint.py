@@ -329,3 +329,15 @@ def test_a_configured_sink_that_is_the_projects_own_function(tmp_path: Path) -> 
         "    return llm.ask(system_prompt=f't={time.time()}', messages=messages)\n")
     report = lint_source([tmp_path])
     assert [(f.rule, f.file.endswith("use.py")) for f in report.findings] == [("SP101", True)]
+
+
+def test_a_lint_that_analysed_nothing_does_not_pass(tmp_path: Path) -> None:
+    """A directory whose every file fails to parse (syntax newer than the interpreter, or
+    not Python) checked nothing: it does not pass (it printed PASS with exit 0)."""
+    from stableprompt import lint_source
+
+    (tmp_path / "new.py").write_text("type X = int[\n")
+    report = lint_source([tmp_path])
+    assert report.files == 0 and report.problems and not report.passed
+    (tmp_path / "ok.py").write_text("x = 1\n")
+    assert lint_source([tmp_path]).passed  # one analysed file: problems are listed only

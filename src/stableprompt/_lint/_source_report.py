@@ -128,8 +128,10 @@ class SourceLintReport:
 
     @property
     def passed(self) -> bool:
-        """No findings (problems alone do not fail: they are listed)."""
-        return not self.findings
+        """No findings, and something was analysed: problems alone do not fail (they are
+        listed), but a lint where every file failed to parse (a project in syntax newer than
+        the interpreter) checked nothing and does not pass."""
+        return not self.findings and not (self.problems and self.files == 0)
 
     def as_dict(self) -> dict[str, Any]:
         """``{"summary", "findings", "problems", "rules"}``, JSON-ready."""
