@@ -431,21 +431,17 @@ class ProxyApp:
                                 "or '..', also percent-encoded): it could leave the upstream's "
                                 "path prefix; send the path without it")
         body = await self._body(request)
-        if body == 413:
-            self._logged(method, path, 413, self._refused(
-                method, path, scope, 413, "request body larger than --max-body-bytes: refused "
-                "(413), not forwarded"))
-            return self._refuse(413, "request_too_large",
-                                f"stableprompt proxy: request body larger than "
-                                f"{self.config.max_body_bytes} bytes (--max-body-bytes)")
-        if body == 408:
-            self._logged(method, path, 408, self._refused(
-                method, path, scope, 408, "request body silent for --body-timeout: refused "
-                "(408), not forwarded"))
-            return self._refuse(408, "request_timeout",
-                                f"stableprompt proxy: the request body fell silent for "
-                                f"{self.config.body_timeout_s:g} s (--body-timeout)")
-        assert isinstance(body, bytes)
+        if isinstance(body, int):  # refused: 413 (too large) or 408 (fell silent)
+            kind, reason, message = (
+                ("request_too_large", "request body larger than --max-body-bytes",
+                 f"request body larger than {self.config.max_body_bytes} bytes "
+                 "(--max-body-bytes)") if body == 413 else
+                ("request_timeout", "request body silent for --body-timeout",
+                 f"the request body fell silent for {self.config.body_timeout_s:g} s "
+                 "(--body-timeout)"))
+            self._logged(method, path, body, self._refused(
+                method, path, scope, body, f"{reason}: refused ({body}), not forwarded"))
+            return self._refuse(body, kind, f"stableprompt proxy: {message}")
         headers = forwarded_headers(scope["headers"], request=True)
         outgoing = httpx.Request(method, self._url(scope), headers=headers, content=body,
                                  extensions={"timeout": self._timeout})
@@ -461,17 +457,15 @@ class ProxyApp:
         except anyio.get_cancelled_exc_class() as exc:  # shutdown cut it (``__call__``)
             self._unanalysed(method, path, outgoing, started, error=exc)
             raise
-        except httpx.HTTPError as exc:
+        except Exception as exc:  # httpx's, or e.g. h11's LocalProtocolError on a body it
+            # cannot frame: a JSON 502 and a row, never a plain-text 500 and a traceback
             self._unanalysed(method, path, outgoing, started, error=exc)
             self._logged(method, path, 502, None)
             reason = redact(f"{type(exc).__name__}: {exc}")
-            return self._refuse(502, "upstream_unreachable",
-                                f"stableprompt proxy: upstream {self.upstream_name} is "
-                                f"unreachable ({reason})")
-        except Exception as exc:  # e.g. h11's LocalProtocolError on a body it cannot frame
-            self._unanalysed(method, path, outgoing, started, error=exc)
-            self._logged(method, path, 502, None)
-            reason = redact(f"{type(exc).__name__}: {exc}")
+            if isinstance(exc, httpx.HTTPError):
+                return self._refuse(502, "upstream_unreachable",
+                                    f"stableprompt proxy: upstream {self.upstream_name} is "
+                                    f"unreachable ({reason})")
             return self._refuse(502, "upstream_request_failed",
                                 f"stableprompt proxy: the request could not be sent to "
                                 f"upstream {self.upstream_name} ({reason})")
