@@ -16,9 +16,9 @@ from collections.abc import Callable, Sequence
 
 from .._exceptions import BreakpointError
 from .._policy import TTL_LABELS_S
-from ._parts import HeadParts, PromptParts, memo
+from ._parts import HeadParts, PromptParts, check_ttl, memo
 
-__all__ = ["Place", "breakpoints", "lookback_carry", "place_name"]
+__all__ = ["Place", "breakpoints", "check_sdk_marks", "lookback_carry", "place_name"]
 
 _PLACE_ORDER = {"tool": 0, "system": 1, "message": 2}
 _PLACE_NAMES = {"tool": "tools", "system": "system", "message": "messages"}
@@ -162,3 +162,19 @@ def lookback_carry(previous: int | None, count: int, blocks_of: Callable[[int], 
         if distance >= lookback:
             return previous
     return None
+
+
+def check_sdk_marks(history_ttl: str, max_breakpoints: int, budget: int,
+                    whose: str) -> None:
+    """The render arguments of a breakpoint cache checked: ``history_ttl`` a label
+    (``"5m"`` / ``"1h"``), ``max_breakpoints`` an int in ``1..budget`` (``whose`` budget:
+    "Anthropic's budget", "Bedrock's checkpoint budget").
+
+    Raises:
+        BreakpointError: codes ``breakpoint-ttl`` / ``breakpoint-budget``.
+    """
+    if check_ttl(history_ttl, "history") is None:
+        raise BreakpointError("history_ttl must be '5m' or '1h'", code="breakpoint-ttl")
+    if type(max_breakpoints) is not int or not 1 <= max_breakpoints <= budget:
+        raise BreakpointError(f"max_breakpoints must be 1..{budget} ({whose}), got "
+                              f"{max_breakpoints!r}", code="breakpoint-budget")

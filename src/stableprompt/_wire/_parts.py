@@ -14,7 +14,7 @@ covers (:func:`history_entry`), never by object identity.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, NamedTuple, Protocol, TypeVar
 
 from .._canonical import canonical_json, raw_json
@@ -50,6 +50,7 @@ __all__ = [
     "param_datas",
     "request_fingerprints",
     "response_text",
+    "role_groups",
     "segment_datas",
     "store_entry",
     "tool_fields",
@@ -589,3 +590,23 @@ def request_fingerprints(prompt: PromptParts, key: str, params: Datas,
     final = _chained(state, tail)
     assert final is not None
     return tag(final), head_fingerprint
+
+
+def role_groups(messages: Iterable[tuple[str, list[bytes]]], tail: list[bytes]
+                ) -> list[tuple[str, list[bytes]]]:
+    """Consecutive ``(role, blocks)`` of one role as one entry, the tail's blocks at the end
+    of the last ``user`` entry (or an entry of their own): the history of a format whose
+    roles must alternate and whose tool results ride in user turns (Gemini ``contents``,
+    Converse ``messages``)."""
+    groups: list[tuple[str, list[bytes]]] = []
+    for role, blocks in messages:
+        if groups and groups[-1][0] == role:
+            groups[-1][1].extend(blocks)
+        else:
+            groups.append((role, list(blocks)))
+    if tail:
+        if groups and groups[-1][0] == "user":
+            groups[-1][1].extend(tail)
+        else:
+            groups.append(("user", list(tail)))
+    return groups

@@ -21,12 +21,12 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .._canonical import canonical_json, checked_json, loads, unescape_pointer
-from .._exceptions import BreakpointError, CaptureError, HistoryError, InputError, UsageParseError
+from .._exceptions import CaptureError, HistoryError, InputError, UsageParseError
 from .._segment import chain_pieces
 from .._sse import SSEEvent
 from .._usage import CacheUsage
 from ._base import Clock, SSEStreamAccumulator
-from ._breakpoints import Place
+from ._breakpoints import Place, check_sdk_marks
 from ._breakpoints import breakpoints as place_breakpoints
 from ._fields import (
     TTLSplit,
@@ -51,7 +51,6 @@ from ._parts import (
     TurnPart,
     check_model,
     check_reasoning,
-    check_ttl,
     envelope,
     history_entry,
     joined,
@@ -442,12 +441,7 @@ def render(prompt: PromptParts, *, model: str, max_tokens: int, history_ttl: str
     if type(max_tokens) is not int or max_tokens < 0:
         raise InputError(f"max_tokens must be an int >= 0, got {max_tokens!r}",
                          code="render-param", pointer="/max_tokens")
-    if check_ttl(history_ttl, "history") is None:
-        raise BreakpointError("history_ttl must be '5m' or '1h'", code="breakpoint-ttl")
-    if type(max_breakpoints) is not int or not 1 <= max_breakpoints <= MAX_BREAKPOINTS:
-        raise BreakpointError(
-            f"max_breakpoints must be 1..{MAX_BREAKPOINTS} (Anthropic's budget), "
-            f"got {max_breakpoints!r}", code="breakpoint-budget")
+    check_sdk_marks(history_ttl, max_breakpoints, MAX_BREAKPOINTS, "Anthropic's budget")
     head, messages, count = prompt.head, prompt.message_list, prompt.message_count
     stable = _last_group(messages, count)
     found = history_entry(prompt, _BODY_KEY)

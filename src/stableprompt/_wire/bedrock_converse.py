@@ -19,7 +19,7 @@ the numbers are in ``_policy`` (provider ``bedrock``).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 from urllib.parse import quote, unquote
 
@@ -27,6 +27,7 @@ from .._canonical import canonical_json, checked_json
 from .._exceptions import BreakpointError, CaptureError, HistoryError, InputError
 from .._policy import TTL_LABELS_S, CachePolicy
 from . import anthropic
+from ._breakpoints import check_sdk_marks
 from ._parts import (
     AssistantTurn,
     HeadParts,
@@ -37,10 +38,10 @@ from ._parts import (
     body_pieces,
     check_model,
     check_reasoning,
-    check_ttl,
     joined,
     memo,
     response_text,
+    role_groups,
     tool_json,
 )
 from ._segmenter import SegmentBuilder, require_list, tool_label
@@ -230,12 +231,8 @@ def render(prompt: PromptParts, *, model_id: str, history_ttl: str, max_breakpoi
             offer, or see :func:`anthropic.breakpoints`.
     """
     check_model(model_id)
-    if check_ttl(history_ttl, "history") is None:
-        raise BreakpointError("history_ttl must be '5m' or '1h'", code="breakpoint-ttl")
-    if type(max_breakpoints) is not int or not 1 <= max_breakpoints <= MAX_BREAKPOINTS:
-        raise BreakpointError(
-            f"max_breakpoints must be 1..{MAX_BREAKPOINTS} (Bedrock's checkpoint budget), "
-            f"got {max_breakpoints!r}", code="breakpoint-budget")
+    check_sdk_marks(history_ttl, max_breakpoints, MAX_BREAKPOINTS,
+                    "Bedrock's checkpoint budget")
     check_reasoning(prompt, WIRE_FORMAT)
     marks, _ = anthropic.breakpoints(prompt, history_ttl, max_breakpoints, short=short)
     check_policy_ttls(marks, policy, model_id)
@@ -271,23 +268,15 @@ def render(prompt: PromptParts, *, model_id: str, history_ttl: str, max_breakpoi
 
 def _messages(prompt: PromptParts, marks: Mapping[tuple[str, int], str]) -> list[bytes]:
     messages, count = prompt.message_list, prompt.message_count
-    groups: list[tuple[str, list[bytes]]] = []
-    for i in range(count):
-        role = ROLES[messages[i].role]
-        blocks = list(message_blocks(messages[i]))
-        ttl = marks.get(("message", i))
-        if ttl:
-            blocks.append(_POINTS[ttl])
-        if groups and groups[-1][0] == role:
-            groups[-1][1].extend(blocks)
-        else:
-            groups.append((role, blocks))
-    tail = [checked_json({"text": t}) for t in prompt.tail_texts]
-    if tail:
-        if groups and groups[-1][0] == "user":
-            groups[-1][1].extend(tail)
-        else:
-            groups.append(("user", tail))
+    def entries() -> Iterator[tuple[str, list[bytes]]]:
+        for i in range(count):
+            blocks = list(message_blocks(messages[i]))
+            ttl = marks.get(("message", i))
+            if ttl:
+                blocks.append(_POINTS[ttl])
+            yield ROLES[messages[i].role], blocks
+
+    groups = role_groups(entries(), [checked_json({"text": t}) for t in prompt.tail_texts])
     return [b'{"content":' + joined(blocks) + b',"role":' + canonical_json(role) + b"}"
             for role, blocks in groups]
 

@@ -44,6 +44,7 @@ from ._parts import (
     joined,
     memo,
     response_text,
+    role_groups,
     tool_json,
 )
 from ._segmenter import SegmentBuilder, require_list, tool_label
@@ -313,20 +314,10 @@ def contents(prompt: Any, start: int = 0) -> list[bytes]:
     answer the calls of the model turn before them together)."""
     messages, count = prompt.message_list, prompt.message_count
     names = _call_names(messages, count)
-    groups: list[tuple[str, list[bytes]]] = []
-    for i in range(start, count):
-        role = ROLES[messages[i].role]
-        parts = list(_message_parts(messages[i], names))
-        if groups and groups[-1][0] == role:
-            groups[-1][1].extend(parts)
-        else:
-            groups.append((role, parts))
-    tail = [checked_json({"text": t}) for t in prompt.tail_texts]
-    if tail:
-        if groups and groups[-1][0] == "user":
-            groups[-1][1].extend(tail)
-        else:
-            groups.append(("user", tail))
+    groups = role_groups(
+        ((ROLES[messages[i].role], list(_message_parts(messages[i], names)))
+         for i in range(start, count)),
+        [checked_json({"text": t}) for t in prompt.tail_texts])
     return [b'{"parts":' + joined(parts) + b',"role":' + canonical_json(role) + b"}"
             for role, parts in groups]
 
