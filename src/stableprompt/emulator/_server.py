@@ -370,21 +370,21 @@ class Emulator:
                     body = loads(raw)
                 except ValueError as exc:
                     raise WireError(f"request body is not valid JSON: {exc}") from exc
-                scope = sha256(api_key(handler).encode()).digest()[:16]
                 betas = frozenset(value.strip() for header in
                                   handler.headers.get_all("anthropic-beta") or ()
                                   for value in header.split(",") if value.strip())
-                ctx = WireContext(self._tokenizer, self._store, self._policies,
-                                  self._responder, started, seq, scope, self._fingerprints,
-                                  betas)
-                result = route[1](body, ctx)
-        except WireError as err:
-            result = error_result(flavor, err, request_id=request_id)
-        except Exception as exc:  # a responder or emulator bug must not take the server down
-            internal = WireError(f"emulator internal error: {type(exc).__name__}: {exc}",
-                                 status=500)
-            result = error_result(flavor, internal, request_id=request_id)
+                result = route[1](body, self._context(started, seq, api_key(handler), betas))
+        except Exception as exc:
+            result = _failed(flavor, exc, request_id)
         self._finish(handler, seq, method, path, started, flavor, result, request_id)
+
+    def _context(self, started: float, seq: int, key: str,
+                 betas: frozenset[str] = frozenset()) -> WireContext:
+        """What an endpoint needs for one request; caches are scoped by a digest of ``key``
+        (providers isolate caches per organization / workspace)."""
+        return WireContext(self._tokenizer, self._store, self._policies, self._responder,
+                           started, seq, sha256(key.encode()).digest()[:16], self._fingerprints,
+                           betas)
 
     def _handle_dynamic(self, handler: BaseHTTPRequestHandler, method: str, path: str,
                         seq: int, started: float,
@@ -408,16 +408,9 @@ class Emulator:
             if not key and flavor == "bedrock":  # SigV4: the access key id scopes caches
                 key = (handler.headers.get("Authorization") or "").partition(
                     "Credential=")[2].partition("/")[0]
-            scope = sha256(key.encode()).digest()[:16]
-            ctx = WireContext(self._tokenizer, self._store, self._policies,
-                              self._responder, started, seq, scope, self._fingerprints)
-            result = answer_with(body, ctx)
-        except WireError as err:
-            result = error_result(flavor, err, request_id=request_id)
-        except Exception as exc:  # a responder or emulator bug must not take the server down
-            internal = WireError(f"emulator internal error: {type(exc).__name__}: {exc}",
-                                 status=500)
-            result = error_result(flavor, internal, request_id=request_id)
+            result = answer_with(body, self._context(started, seq, key))
+        except Exception as exc:
+            result = _failed(flavor, exc, request_id)
         self._finish(handler, seq, method, path, started, flavor, result, request_id)
 
     def _reject(self, handler: BaseHTTPRequestHandler, status: int, message: str) -> None:
@@ -503,3 +496,11 @@ class Emulator:
 
 def _stats_json(stats: EmulatorStats) -> dict[str, Any]:
     return {"emulator": "stableprompt", **asdict(stats)}
+
+
+def _failed(flavor: Flavor, exc: Exception, request_id: str) -> WireResult:
+    """The answer to a request that raised: its own error shape for a :class:`WireError`,
+    else a 500 (a responder or emulator bug must not take the server down)."""
+    if not isinstance(exc, WireError):
+        exc = WireError(f"emulator internal error: {type(exc).__name__}: {exc}", status=500)
+    return error_result(flavor, exc, request_id=request_id)
