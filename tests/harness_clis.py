@@ -21,15 +21,13 @@ error: callers skip) or npm failed on a reachable registry (callers fail).
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import hashlib
 import re
 import shutil
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
+from peer_envs import locked
 from stableprompt._cache import cache_root
 
 __all__ = ["CLIS", "HarnessCliError", "cli_path", "install_dir"]
@@ -80,17 +78,6 @@ def install_dir(cli: str) -> Path:
     return cache_root() / "harness" / f"{cli}-{key}"
 
 
-@contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
-
 def _reason(output: str) -> str:
     """npm's first two error lines (its log-file pointer left out), else its last line."""
     lines = [line.strip() for line in output.splitlines() if line.strip()]
@@ -118,7 +105,7 @@ def cli_path(cli: str) -> Path:
     marker, binary = where / ".installed", where / "node_modules" / ".bin" / command
     if marker.is_file() and marker.read_text() == spec and binary.exists():
         return binary
-    with _locked(where.with_name(where.name + ".lock")):
+    with locked(where.with_name(where.name + ".lock")):
         if marker.is_file() and marker.read_text() == spec and binary.exists():
             return binary
         shutil.rmtree(where, ignore_errors=True)

@@ -33,7 +33,7 @@ from pathlib import Path
 
 from stableprompt._cache import cache_root, pip_reason
 
-__all__ = ["PEERS", "PeerEnvError", "peer_python", "venv_dir"]
+__all__ = ["PEERS", "PeerEnvError", "locked", "peer_python", "venv_dir"]
 
 PEERS: dict[str, tuple[str, ...]] = {  # peer -> pinned requirements (checked 2026-12-01 on PyPI)
     "pydantic_ai": ("pydantic-ai-slim[anthropic]==2.68.0",),
@@ -85,7 +85,9 @@ def venv_dir(peer: str, extra: Sequence[str] = ()) -> Path:
 
 
 @contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
+def locked(path: Path) -> Iterator[None]:
+    """An exclusive lock on ``path`` (made with its folder when missing), held across
+    processes while a cache entry is installed (pytest-xdist workers, parallel runs)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("a") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
@@ -109,7 +111,7 @@ def peer_python(peer: str, extra: Sequence[str] = ()) -> Path:
     marker, python = where / ".installed", where / "bin" / "python"
     if marker.is_file() and marker.read_text() == wanted and python.exists():
         return python
-    with _locked(where.with_name(where.name + ".lock")):
+    with locked(where.with_name(where.name + ".lock")):
         if marker.is_file() and marker.read_text() == wanted and python.exists():
             return python  # another process made it while this one waited
         shutil.rmtree(where, ignore_errors=True)
