@@ -72,10 +72,10 @@ def register(config: IntakeConfig, memory: CallMemory, path: str, headers: Any,
     (arguments as :meth:`Recorder.register <stableprompt.Recorder.register>`), or ``None``
     when it is not recorded. Never raises."""
     try:
-        if body is None or not recordable(path, method):
+        named = endpoint(path) if method.upper() == "POST" else None  # recordable(), once
+        if body is None or named is None:
             return None
         rendered = rendered or decoded is not None  # stableprompt rendered these bytes
-        named = endpoint(path)
         in_path = named in MODEL_IN_PATH
         if decoded is None and decode:
             decoded, resegmented = memory.decode(None if in_path else named, body)

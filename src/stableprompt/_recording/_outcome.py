@@ -254,8 +254,9 @@ def record_of(pending: Pending, outcome: Outcome, attribution: Attribution | Non
     fields = {**identity_fields(pending, scenario), **usage_fields(usage)}
     found = attribution
     diagnostics = provider_diagnostics(pending, outcome.diagnostics)
-    server = server_diagnosis(diagnostics, "unknown" if found is None else found.verdict,
-                              detail, expected_loss_tokens=_expected_loss(pending, outcome, found))
+    server = None if diagnostics is None else server_diagnosis(
+        diagnostics, "unknown" if found is None else found.verdict, detail,
+        expected_loss_tokens=_expected_loss(pending, outcome, found))
     if server is not None:
         detail["server_diagnosis"] = server
     return UsageRecord(
