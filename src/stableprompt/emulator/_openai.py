@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from itertools import takewhile
 from typing import Any
 
-from .._policy import TTL_LABELS_S, CachePolicy, cache_policy, text_block_of
+from .._policy import TTL_LABELS_S, CachePolicy, cache_policy, takes_cache_options, text_block_of
 from ._answers import WireContext, WireError, render
 from ._checks import expect_list, expect_object, expect_str
 from ._prompt import PromptChain
@@ -98,7 +98,7 @@ def cache_request(
         WireError: A cache parameter is malformed or not supported by the model (400).
     """
     policy = cache_policy("openai", model, ctx.policies)
-    modern = policy.breakpoint_budget is not None
+    modern = takes_cache_options(policy)  # GPT-5.6+: the one rule, in _policy
     key = req.get("prompt_cache_key")
     if key is not None:
         expect_str(key, "prompt_cache_key")
