@@ -102,6 +102,16 @@ class AssistantTurn(NamedTuple):
     parts: tuple[TurnPart, ...] = ()
     incomplete: str | None = None
 
+    @classmethod
+    def of(cls, parts: Iterable[TurnPart], incomplete: str | None = None) -> AssistantTurn:
+        """The turn made of ``parts`` (in response order): ``text`` is their text values
+        joined (``None`` when empty), ``tool_calls`` their tool-call values, ``reasoning``
+        their reasoning pointers, each in order."""
+        kept = tuple(parts)
+        return cls("".join(p.value for p in kept if p.kind == "text") or None,
+                   tuple(p.value for p in kept if p.kind == "tool_call"),
+                   tuple(p.pointer for p in kept if p.kind == "reasoning"), kept, incomplete)
+
 
 class ToolParts(Protocol):
     """One canonical tool: what its wire shapes are made of."""

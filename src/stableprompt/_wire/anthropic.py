@@ -778,27 +778,19 @@ def assistant_turn(response: Mapping[str, Any]) -> AssistantTurn:
     if not isinstance(content, list):
         raise HistoryError("an Anthropic Messages response needs a 'content' list",
                            code="history-response", pointer="/content")
-    texts: list[str] = []
-    calls: list[Mapping[str, Any]] = []
-    reasoning: list[str] = []
     parts: list[TurnPart] = []
     for i, block in enumerate(content):
         where = f"/content/{i}"
         kind = block.get("type") if isinstance(block, Mapping) else None
         if kind == "text":
-            text = response_text(block, where, "a text block's")
-            texts.append(text)
-            parts.append(TurnPart("text", where, text))
+            parts.append(TurnPart("text", where, response_text(block, where, "a text block's")))
         elif kind == "tool_use":
-            call = dict(block)  # every key: a typo is named (tool_call_of)
-            calls.append(call)
-            parts.append(TurnPart("tool_call", where, call))
+            # every key: a typo is named (tool_call_of)
+            parts.append(TurnPart("tool_call", where, dict(block)))
         elif kind in ("thinking", "redacted_thinking"):
-            reasoning.append(where)
             parts.append(TurnPart("reasoning", where, dict(block)))
         else:
             raise HistoryError(f"unsupported content block type {kind!r} in a Messages "
                                "response", code="history-response", pointer=where)
     stop = response.get("stop_reason")
-    return AssistantTurn("".join(texts) or None, tuple(calls), tuple(reasoning), tuple(parts),
-                         f"stop_reason {stop}" if stop in _INCOMPLETE_STOPS else None)
+    return AssistantTurn.of(parts, f"stop_reason {stop}" if stop in _INCOMPLETE_STOPS else None)

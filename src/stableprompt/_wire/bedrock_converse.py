@@ -376,8 +376,6 @@ def assistant_turn(response: Mapping[str, Any]) -> AssistantTurn:
     if not isinstance(content, list):
         raise HistoryError("a Converse response needs 'output.message.content'",
                            code="history-response", pointer="/output/message/content")
-    texts: list[str] = []
-    calls: list[Mapping[str, Any]] = []
     parts: list[TurnPart] = []
     for i, item in enumerate(content):
         where = f"/output/message/content/{i}"
@@ -388,13 +386,9 @@ def assistant_turn(response: Mapping[str, Any]) -> AssistantTurn:
             use = item["toolUse"]
             call = {"id": use.get("toolUseId"), "name": use.get("name"),
                     "arguments": use.get("input", {})}
-            calls.append(call)
             parts.append(TurnPart("tool_call", where, call))
         elif "text" in item:
-            text = response_text(item, where, "a text block's")
-            texts.append(text)
-            parts.append(TurnPart("text", where, text))
+            parts.append(TurnPart("text", where, response_text(item, where, "a text block's")))
     stop = response.get("stopReason")
-    return AssistantTurn("".join(texts) or None, tuple(calls), (), tuple(parts),
-                         f"stopReason {stop}" if stop in _INCOMPLETE else None)
+    return AssistantTurn.of(parts, f"stopReason {stop}" if stop in _INCOMPLETE else None)
 

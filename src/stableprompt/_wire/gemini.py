@@ -322,21 +322,19 @@ def contents(prompt: Any, start: int = 0) -> list[bytes]:
             for role, parts in groups]
 
 
-def system_instruction(head: HeadParts) -> bytes | None:
-    """``systemInstruction``: ``{"parts": [{"text"}, ...]}``, one part per system block
-    (``None`` without system text)."""
-    if not head.system:
-        return None
-    return b'{"parts":' + joined([checked_json({"text": t}) for t in head.system]) + b"}"
-
-
-def tools_field(head: HeadParts) -> bytes | None:
-    """``tools``: one ``Tool`` holding every function declaration in canonical order
-    (``None`` without tools)."""
-    if not len(head.tools):
-        return None
-    return memo(head, WIRE_FORMAT + "-tools", lambda: b'[{"functionDeclarations":' + joined(
-        [tool_json(tool, t) for t in head.tools]) + b"}]")
+def head_fields(head: HeadParts) -> dict[str, bytes]:
+    """The head's body fields, each left out when empty: ``systemInstruction``
+    (``{"parts": [{"text"}, ...]}``, one part per system block) and ``tools`` (one ``Tool``
+    holding every function declaration in canonical order). A request and a
+    ``cachedContents`` create body send the same bytes for them."""
+    fields: dict[str, bytes] = {}
+    if head.system:
+        fields["systemInstruction"] = b'{"parts":' + joined(
+            [checked_json({"text": t}) for t in head.system]) + b"}"
+    if len(head.tools):
+        fields["tools"] = memo(head, WIRE_FORMAT + "-tools", lambda: b'[{"functionDeclarations":'
+                               + joined([tool_json(tool, t) for t in head.tools]) + b"}]")
+    return fields
 
 
 _RESERVED = frozenset({"tools", "cachedContent", *CONTENT_KEYS})
@@ -365,12 +363,7 @@ def render(prompt: PromptParts, *, params: Mapping[str, Any], cached_content: st
                              pointer="/toolConfig")
         fields["cachedContent"] = canonical_json(cached_content)
     else:
-        system = system_instruction(prompt.head)
-        if system is not None:
-            fields["systemInstruction"] = system
-        tools = tools_field(prompt.head)
-        if tools is not None:
-            fields["tools"] = tools
+        fields.update(head_fields(prompt.head))
     fields["contents"] = joined(contents(prompt, cached_messages))
     return b"".join(body_pieces(fields, params))
 
@@ -450,8 +443,6 @@ def assistant_turn(response: Mapping[str, Any]) -> AssistantTurn:
     if not isinstance(items, list):
         raise HistoryError("a Gemini candidate needs 'content.parts'",
                            code="history-response", pointer="/candidates/0/content/parts")
-    texts: list[str] = []
-    calls: list[Mapping[str, Any]] = []
     parts: list[TurnPart] = []
     for i, item in enumerate(items):
         where = f"/candidates/0/content/parts/{i}"
@@ -462,15 +453,11 @@ def assistant_turn(response: Mapping[str, Any]) -> AssistantTurn:
             fc = item["functionCall"]
             call = {"id": fc.get("id") or f"{response.get('responseId', 'gemini')}-{i}",
                     "name": fc.get("name"), "arguments": fc.get("args", {})}
-            calls.append(call)
             parts.append(TurnPart("tool_call", where, call))
         elif "text" in item and not item.get("thought"):
-            text = response_text(item, where, "a text part's")
-            texts.append(text)
-            parts.append(TurnPart("text", where, text))
+            parts.append(TurnPart("text", where, response_text(item, where, "a text part's")))
     finish = candidate.get("finishReason")
-    return AssistantTurn("".join(texts) or None, tuple(calls), (), tuple(parts),
-                         f"finishReason {finish}" if finish in _INCOMPLETE else None)
+    return AssistantTurn.of(parts, f"finishReason {finish}" if finish in _INCOMPLETE else None)
 
 
 def cache_body(prompt: PromptParts, *, model: str, ttl_s: float | None,
@@ -481,13 +468,7 @@ def cache_body(prompt: PromptParts, *, model: str, ttl_s: float | None,
     same bytes a request would send for them (``google.genai.types.CreateCachedContentConfig``).
     """
     name = model if model.startswith("models/") else f"models/{model}"
-    fields: dict[str, bytes] = {"model": canonical_json(name)}
-    system = system_instruction(prompt.head)
-    if system is not None:
-        fields["systemInstruction"] = system
-    tools = tools_field(prompt.head)
-    if tools is not None:
-        fields["tools"] = tools
+    fields = {"model": canonical_json(name), **head_fields(prompt.head)}
     if tool_config is not None:
         fields["toolConfig"] = checked_json(dict(tool_config))
     if messages:

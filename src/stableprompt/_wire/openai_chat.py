@@ -445,12 +445,10 @@ def assistant_turn(response: Mapping[str, Any], *, choice: int | None = None) ->
                            code="history-response", pointer=f"{base}/message/tool_calls")
     parts = [TurnPart("reasoning", f"{base}/message/{key}", {key: message[key]})
              for key in ("reasoning_content", "reasoning") if message.get(key)]
-    reasoning = tuple(part.pointer for part in parts)
     if content:
         parts.append(TurnPart("text", f"{base}/message/content", content))
     parts.extend(TurnPart("tool_call", f"{base}/message/tool_calls/{i}", call)
                  for i, call in enumerate(calls))
     finish = picked.get("finish_reason") if isinstance(picked, Mapping) else None
-    return AssistantTurn(content or None, tuple(calls), reasoning, tuple(parts),
-                         f"finish_reason {finish}" if finish in ("length", "content_filter")
-                         else None)
+    return AssistantTurn.of(parts, f"finish_reason {finish}"
+                            if finish in ("length", "content_filter") else None)

@@ -382,9 +382,6 @@ def assistant_turn(response: Mapping[str, Any]) -> AssistantTurn:
     if not isinstance(output, list):
         raise HistoryError("a Responses response needs an 'output' list",
                            code="history-response", pointer="/output")
-    texts: list[str] = []
-    calls: list[Mapping[str, Any]] = []
-    reasoning: list[str] = []
     parts: list[TurnPart] = []
     for i, item in enumerate(output):
         where = f"/output/{i}"
@@ -398,14 +395,11 @@ def assistant_turn(response: Mapping[str, Any]) -> AssistantTurn:
                 if not isinstance(part, Mapping) or part.get("type") != "output_text":
                     continue  # refusals and other parts carry no replayable text
                 text = response_text(part, f"{where}/content/{j}", "output_text")
-                texts.append(text)
                 parts.append(TurnPart("text", f"{where}/content/{j}", text))
         elif kind == "function_call":
-            call = dict(item)  # every key: a typo is named (tool_call_of)
-            calls.append(call)
-            parts.append(TurnPart("tool_call", where, call))
+            # every key: a typo is named (tool_call_of)
+            parts.append(TurnPart("tool_call", where, dict(item)))
         elif kind == "reasoning":
-            reasoning.append(where)
             parts.append(TurnPart("reasoning", where, dict(item)))
         else:
             raise HistoryError(f"unsupported output item type {kind!r} in a Responses "
@@ -415,5 +409,4 @@ def assistant_turn(response: Mapping[str, Any]) -> AssistantTurn:
         details = response.get("incomplete_details")
         reason = details.get("reason") if isinstance(details, Mapping) else None
         incomplete = f"status incomplete ({reason or 'no reason given'})"
-    return AssistantTurn("".join(texts) or None, tuple(calls), tuple(reasoning), tuple(parts),
-                         incomplete)
+    return AssistantTurn.of(parts, incomplete)
