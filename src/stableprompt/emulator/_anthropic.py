@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._canonical import loads
-from .._policy import TTL_LABELS_S, cache_policy, model_features, text_block_of
+from .._policy import TTL_LABELS_S, cache_policy, text_block_of
 from ._answers import Usage, WireContext, WireError, WireResult, render, split_text, sse_event
 from ._checks import (
     expect_bool,
@@ -318,52 +318,6 @@ def _render(req: dict[str, Any], chain: PromptChain, *, model: str,
         if all(m.index != last_cacheable[0] for m in markers):
             markers.append(_Marker(last_cacheable[0], ttl, last_cacheable[1]))
     return _Rendered(markers, messages_start, speed, tier)
-
-
-_SYSTEM_BLOCKS = frozenset({"text", "tool_addition", "tool_removal"})
-
-
-def _check_system_message(messages: list[Any], i: int, model: str, tools: Any) -> None:
-    """A mid-conversation ``role: "system"`` message, as the API checks it (PROVIDERS.md
-    §15.1; platform.claude.com mid-conversation system messages): models without them answer
-    400; it must follow a user turn, be last or followed by an assistant turn, not be
-    ``messages[0]`` nor follow another system message; its blocks are text, or
-    ``tool_addition`` / ``tool_removal`` naming a tool of ``tools`` (the beta header is not
-    checked: the emulator does not see headers). Its blocks are cached like any others.
-
-    Raises:
-        WireError: any of those (400).
-    """
-    where = f"messages.{i}"
-    if not model_features("anthropic", model).system_messages:
-        raise WireError(f"{where}.role: role 'system' is not supported on this model")
-    if i == 0:
-        raise WireError(f"{where}: a system message cannot be the first message")
-    before = messages[i - 1].get("role") if isinstance(messages[i - 1], dict) else None
-    if before == "system":
-        raise WireError(f"{where}: a system message cannot directly follow another system "
-                        "message")
-    if before != "user":
-        raise WireError(f"{where}: a system message must follow a user turn")
-    after = messages[i + 1] if i + 1 < len(messages) else None
-    if after is not None and (not isinstance(after, dict) or after.get("role") != "assistant"):
-        raise WireError(f"{where}: a system message must be last or be followed by an "
-                        "assistant turn")
-    content = messages[i].get("content")
-    names = {t.get("name") for t in tools if isinstance(t, dict)} if isinstance(
-        tools, list) else set()
-    for k, block in enumerate(content if isinstance(content, list) else ()):
-        kind = block.get("type") if isinstance(block, dict) else None
-        if kind not in _SYSTEM_BLOCKS:
-            raise WireError(f"{where}.content.{k}.type: a system message holds text, "
-                            f"tool_addition or tool_removal blocks, got {kind!r}")
-        if kind != "text":
-            tool = block.get("tool")
-            name = tool.get("name") if isinstance(tool, dict) else None
-            if not isinstance(tool, dict) or tool.get("type") != "tool_reference" \
-                    or name not in names:
-                raise WireError(f"{where}.content.{k}.tool: must reference a tool of 'tools' "
-                                f"({{'type': 'tool_reference', 'name': ...}}), got {tool!r}")
 
 
 def _strip(obj: dict[str, Any], where: str, *, markers_ok: bool) -> tuple[dict[str, Any], str]:
