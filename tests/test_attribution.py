@@ -10,8 +10,8 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from stableprompt import cache_policy, parse_usage
-from stableprompt._policy import TOLERANCE_FRACTION, CachePolicy
+from stableprompt import cache_rules, parse_usage
+from stableprompt._policy import TOLERANCE_FRACTION, CacheRules
 from stableprompt._recording._attribution import IGNORED_BREAKPOINTS_MARGIN, attribute
 from stableprompt._recording._call import RequestState
 from stableprompt._tokens import ByteTokenizer
@@ -19,9 +19,9 @@ from stableprompt._usage import CacheUsage
 from stableprompt._wire._formats import segment_request
 
 _TOK = ByteTokenizer()
-ANTHROPIC = cache_policy("anthropic", "claude-sonnet-4-6")  # min 1,024; 5m/1h; lookback 20
-OPENAI_OLD = cache_policy("openai", "gpt-4.1")  # min 2,048, granularity 128, TTL 300 s
-VLLM = cache_policy("vllm", "any")  # 16-token blocks, last token recomputed, no TTL
+ANTHROPIC = cache_rules("anthropic", "claude-sonnet-4-6")  # min 1,024; 5m/1h; lookback 20
+OPENAI_OLD = cache_rules("openai", "gpt-4.1")  # min 2,048, granularity 128, TTL 300 s
+VLLM = cache_rules("vllm", "any")  # 16-token blocks, last token recomputed, no TTL
 
 LONG_SYSTEM = "You are a meticulous assistant for a billing system. " * 120  # ~1.6k tokens
 TOOLS = [
@@ -467,7 +467,7 @@ def test_request_without_segments_is_rejected() -> None:
     policy=st.sampled_from([ANTHROPIC, OPENAI_OLD, VLLM]),
 )
 @example(reads=0, gap=301.0, policy=ANTHROPIC)
-def test_verdicts_follow_reads_and_gap(reads: int, gap: float, policy: CachePolicy) -> None:
+def test_verdicts_follow_reads_and_gap(reads: int, gap: float, policy: CacheRules) -> None:
     """For a stable appended turn, the verdict depends only on reads vs prediction and the TTL
     (Anthropic: the provider honours the breakpoints, writing what it does not read)."""
     wire = "anthropic" if policy is ANTHROPIC else "openai-chat"
@@ -515,7 +515,7 @@ def test_implicit_breakpoint_model_reads_only_entries() -> None:
     entry the predecessor itself read, not the raw LCP."""
     import dataclasses
 
-    modern = cache_policy("openai", "gpt-5.6")
+    modern = cache_rules("openai", "gpt-5.6")
     base_body = chat_body(2)
     base_body["model"] = "gpt-5.6"
     one = dataclasses.replace(state(base_body, 0.0, "openai-chat"), cached_extent_tokens=3_000,

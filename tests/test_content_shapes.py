@@ -15,7 +15,7 @@ import anthropic
 import openai
 import pytest
 
-from stableprompt import _policy, cache_policy, parse_usage
+from stableprompt import _policy, cache_rules, parse_usage
 from stableprompt._lint._findings import FINDING_FIXES
 from stableprompt._lint._linter import lint_requests
 from stableprompt._policy import CONTENT_SHAPES, content_shape_change, text_block_of
@@ -132,7 +132,7 @@ def test_attribution_names_the_shape_change() -> None:
     usage = parse_usage("anthropic", {"input_tokens": two.request_tokens,
                                       "cache_read_input_tokens": 0,
                                       "cache_creation_input_tokens": 0, "output_tokens": 3})
-    result = attribute(two, predecessor=one, policy=cache_policy("anthropic",
+    result = attribute(two, predecessor=one, policy=cache_rules("anthropic",
                                                                  "claude-sonnet-4-6"),
                        usage=usage)
     assert result.verdict == "client_mutation"
@@ -142,7 +142,7 @@ def test_attribution_names_the_shape_change() -> None:
     edited = _anthropic("string")
     edited["messages"][0]["content"] = TEXT + " (edited)"
     three = _state(edited, 20.0)
-    assert "content_shape" not in attribute(three, predecessor=one, policy=cache_policy(
+    assert "content_shape" not in attribute(three, predecessor=one, policy=cache_rules(
         "anthropic", "claude-sonnet-4-6"), usage=usage).detail
 
 

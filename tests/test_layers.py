@@ -17,7 +17,7 @@ SRC = Path(stableprompt.__file__).parent
 LAYERS: dict[str, int] = {
     "_exceptions": 0, "_canonical": 0, "_segment": 0, "_usage": 0, "_policy": 0,
     "_tokens": 0, "_volatility": 0, "_volatility_patterns": 0, "_sse": 0, "_redact": 0,
-    "_subcommand": 0, "_public": 0, "_version": 0, "_cache": 0, "_frozen": 0,
+    "_subcommand": 0, "_public": 0, "_prices": 0, "_version": 0, "_cache": 0, "_frozen": 0,
     "_wire": 1, "providers": 1,
     "_diff": 2, "_prompt": 2, "_ledger": 2,
     "_recording": 3, "_accounting": 3,

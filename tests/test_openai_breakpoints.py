@@ -18,7 +18,7 @@ from stableprompt import (
     ProviderRequest,
     RenderedPrompt,
     Tool,
-    cache_policy,
+    cache_rules,
     diff,
 )
 from stableprompt._canonical import loads
@@ -68,7 +68,7 @@ def test_the_policy_has_the_documented_facts() -> None:
     assert chat.ttls == ("30m",) and responses.ttls == ("30m", "12h")
     assert (chat.written_explicit_mode, chat.written_implicit_mode, chat.considered) == (
         4, 3, 80)
-    assert cache_policy("openai", MODEL).write_multipliers == {"30m": 1.25, "12h": 2.5}
+    assert cache_rules("openai", MODEL).write_multipliers == {"30m": 1.25, "12h": 2.5}
     assert "openai-python" in chat.source and responses.as_of
 
 

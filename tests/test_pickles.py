@@ -75,7 +75,7 @@ def _objects() -> dict[str, tuple[Any, Callable[[Any], Any]]]:
         "CacheUsage": (sp.CacheUsage(wire_format="anthropic", input_tokens_total=10,
                                      cache_read_tokens=5, raw={"input_tokens": 5}), same),
         "UsageRecord": (record, same),
-        "CachePolicy": (sp.cache_policy("anthropic", "claude-opus-4-5"), same),
+        "CacheRules": (sp.cache_rules("anthropic", "claude-opus-4-5"), same),
         "PolicyTable": (sp.PolicyTable(), lambda t: t.policies),
         "VolatileSpan": (sp.scan_volatile("at 2026-11-30T10:00:00Z")[0], same),
         "LintFinding": (sp.LintFinding("no-breakpoints", "warning", "m", "f", (0,)), same),

@@ -286,10 +286,10 @@ def test_a_breakpoint_below_the_minimum_warns_and_is_not_spent() -> None:
     and places it as soon as the prefix is long enough (issue 14 item 4)."""
     import warnings
 
-    from stableprompt import BreakpointWarning, cache_policy
+    from stableprompt import BreakpointWarning, cache_rules
 
     model = "claude-sonnet-4-5"
-    minimum = cache_policy("anthropic", model).min_cacheable_tokens
+    minimum = cache_rules("anthropic", model).min_cacheable_tokens
     conv = PromptBuilder(system="Be brief.").freeze().conversation()
     conv.user("hi")
     with pytest.warns(BreakpointWarning) as caught:

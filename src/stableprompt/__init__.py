@@ -29,7 +29,7 @@ _EXPORTS: dict[str, str] = {
     "BreakpointWarning": "_exceptions",
     "ByteTokenizer": "_tokens",
     "CacheEvent": "_prompt._compaction",
-    "CachePolicy": "_policy",
+    "CacheRules": "_policy",
     "CacheUsage": "_usage",
     "CanonicalizationError": "_exceptions",
     "CaptureError": "_exceptions",
@@ -94,7 +94,7 @@ _EXPORTS: dict[str, str] = {
     "VolatileContentWarning": "_exceptions",
     "VolatileSpan": "_volatility",
     "WorkloadUnavailableError": "_exceptions",
-    "cache_policy": "_policy",
+    "cache_rules": "_policy",
     "canonical_json": "_canonical",
     "diff": "_diff",
     "export_otel": "_report._otel",
@@ -184,10 +184,10 @@ if _typing.TYPE_CHECKING:
         SourceLintReport,
     )
     from ._policy import (
-        CachePolicy,
+        CacheRules,
         ModelFeatures,
         PolicyTable,
-        cache_policy,
+        cache_rules,
         model_features,
     )
     from ._prompt._builder import (
@@ -249,7 +249,7 @@ __all__ = [
     "BreakpointWarning",
     "ByteTokenizer",
     "CacheEvent",
-    "CachePolicy",
+    "CacheRules",
     "CacheUsage",
     "CanonicalizationError",
     "CaptureError",
@@ -315,7 +315,7 @@ __all__ = [
     "VolatileSpan",
     "WorkloadUnavailableError",
     "__version__",
-    "cache_policy",
+    "cache_rules",
     "canonical_json",
     "diff",
     "export_otel",

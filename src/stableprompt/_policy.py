@@ -33,14 +33,14 @@ __all__ = [
     "TOLERANCE_FRACTION",
     "TOOL_CHANGES_BETA",
     "TTL_LABELS_S",
-    "CachePolicy",
+    "CacheRules",
     "ContentShapeRule",
     "ExplicitCacheRule",
     "ModelFeatures",
     "OpenAIExplicitRule",
     "PolicyTable",
     "ReasoningRule",
-    "cache_policy",
+    "cache_rules",
     "content_shape_change",
     "content_shape_rule",
     "default_policies",
@@ -95,7 +95,7 @@ _OPENROUTER_DOC = "https://openrouter.ai/docs/features/prompt-caching"
 _XAI_DOC = "https://docs.x.ai/developers/advanced-api-usage/prompt-caching/usage-and-pricing"
 
 
-class CachePolicy(BaseModel):
+class CacheRules(BaseModel):
     """One provider/model family's prefix-cache rules.
 
     Attributes:
@@ -148,8 +148,8 @@ class CachePolicy(BaseModel):
         return self.ttls_s[0] if self.ttls_s else None
 
 
-def _anthropic(pattern: str, minimum: int, source: str = _ANTHROPIC_SKILLS) -> CachePolicy:
-    return CachePolicy(
+def _anthropic(pattern: str, minimum: int, source: str = _ANTHROPIC_SKILLS) -> CacheRules:
+    return CacheRules(
         provider="anthropic",
         model_pattern=pattern,
         min_cacheable_tokens=minimum,
@@ -164,8 +164,8 @@ def _anthropic(pattern: str, minimum: int, source: str = _ANTHROPIC_SKILLS) -> C
     )
 
 
-def _bedrock(pattern: str, minimum: int, ttls: tuple[int, ...]) -> CachePolicy:
-    return CachePolicy(
+def _bedrock(pattern: str, minimum: int, ttls: tuple[int, ...]) -> CacheRules:
+    return CacheRules(
         provider="bedrock",
         model_pattern=pattern,
         min_cacheable_tokens=minimum,
@@ -181,8 +181,8 @@ def _bedrock(pattern: str, minimum: int, ttls: tuple[int, ...]) -> CachePolicy:
 
 
 def _openai(pattern: str, minimum: int, granularity: int, modern: bool,
-            ttls_s: tuple[int, ...] | None = None, interval: int | None = None) -> CachePolicy:
-    return CachePolicy(
+            ttls_s: tuple[int, ...] | None = None, interval: int | None = None) -> CacheRules:
+    return CacheRules(
         provider="openai",
         model_pattern=pattern,
         min_cacheable_tokens=minimum,
@@ -205,7 +205,7 @@ def _openai(pattern: str, minimum: int, granularity: int, modern: bool,
     )
 
 
-def takes_cache_options(policy: CachePolicy) -> bool:
+def takes_cache_options(policy: CacheRules) -> bool:
     """Whether requests to ``policy``'s models may carry ``prompt_cache_options`` (OpenAI
     GPT-5.6+: explicit breakpoints, TTL and ``comparison_response_id`` diagnostics; older
     models answer 400): the models with a breakpoint budget on an automatic cache
@@ -214,11 +214,11 @@ def takes_cache_options(policy: CachePolicy) -> bool:
     return policy.automatic and policy.breakpoint_budget is not None
 
 
-def _simple(provider: str, minimum: int, source: str, **kw: Any) -> CachePolicy:
-    return CachePolicy(provider=provider, min_cacheable_tokens=minimum, source=source, **kw)
+def _simple(provider: str, minimum: int, source: str, **kw: Any) -> CacheRules:
+    return CacheRules(provider=provider, min_cacheable_tokens=minimum, source=source, **kw)
 
 
-def default_policies() -> tuple[CachePolicy, ...]:
+def default_policies() -> tuple[CacheRules, ...]:
     """The shipped table, most specific pattern first within each provider.
 
     The last entry of each provider is its conservative default (pattern ``"*"``).
@@ -300,19 +300,19 @@ _LOOKUPS_KEPT = 1024
 
 
 class PolicyTable:
-    """An ordered, overridable table of :class:`CachePolicy` entries.
+    """An ordered, overridable table of :class:`CacheRules` entries.
 
     Lookup returns the first entry of the provider whose ``model_pattern`` matches the model id.
     """
 
-    def __init__(self, policies: Iterable[CachePolicy] | None = None) -> None:
-        self._policies: tuple[CachePolicy, ...] = tuple(
+    def __init__(self, policies: Iterable[CacheRules] | None = None) -> None:
+        self._policies: tuple[CacheRules, ...] = tuple(
             default_policies() if policies is None else policies
         )
-        self._found: dict[tuple[str, str], CachePolicy] = {}  # lookups (the table is immutable)
+        self._found: dict[tuple[str, str], CacheRules] = {}  # lookups (the table is immutable)
 
     @property
-    def policies(self) -> tuple[CachePolicy, ...]:
+    def policies(self) -> tuple[CacheRules, ...]:
         """All entries, in lookup order."""
         return self._policies
 
@@ -321,7 +321,7 @@ class PolicyTable:
         """Provider families with at least one entry, sorted."""
         return tuple(sorted({p.provider for p in self._policies}))
 
-    def lookup(self, provider: str, model: str) -> CachePolicy:
+    def lookup(self, provider: str, model: str) -> CacheRules:
         """Return the policy for ``model`` at ``provider``.
 
         Raises:
@@ -341,7 +341,7 @@ class PolicyTable:
             code="policy-unknown-provider",
         )
 
-    def with_overrides(self, *policies: CachePolicy) -> PolicyTable:
+    def with_overrides(self, *policies: CacheRules) -> PolicyTable:
         """Return a new table where ``policies`` take precedence over the existing entries."""
         return PolicyTable((*policies, *self._policies))
 
@@ -352,23 +352,23 @@ class PolicyTable:
         first. Unknown field names raise :class:`PolicyError` (code ``policy-field``).
         """
         base = self.lookup(provider, model_pattern)
-        unknown = sorted(set(changes) - set(CachePolicy.model_fields))
+        unknown = sorted(set(changes) - set(CacheRules.model_fields))
         if unknown:
             raise PolicyError(f"unknown policy field(s): {', '.join(unknown)}", code="policy-field")
         data = base.model_dump()
         data.update(changes, model_pattern=model_pattern, conservative=False)
-        return self.with_overrides(CachePolicy.model_validate(data))
+        return self.with_overrides(CacheRules.model_validate(data))
 
 
 _DEFAULT_TABLE = PolicyTable()
 
 
-def cache_policy(provider: str, model: str, table: PolicyTable | None = None) -> CachePolicy:
+def cache_rules(provider: str, model: str, table: PolicyTable | None = None) -> CacheRules:
     """Look up the cache policy for ``provider``/``model`` in ``table`` (default: shipped)."""
     return (table or _DEFAULT_TABLE).lookup(provider, model)
 
 
-def surely_below_minimum(policy: CachePolicy, tokens: int) -> bool:
+def surely_below_minimum(policy: CacheRules, tokens: int) -> bool:
     """Whether a prefix our tokenizer estimates at ``tokens`` is surely shorter than
     ``policy``'s ``min_cacheable_tokens``: the estimate times :data:`TOKEN_ESTIMATE_MARGIN` is
     still below it. Never for a conservative policy (an unknown model: only the provider's
@@ -453,7 +453,7 @@ def reasoning_rule(wire_format: str) -> ReasoningRule:
                       code="policy-unknown-provider")
 
 
-public(CachePolicy, PolicyTable, cache_policy)
+public(CacheRules, PolicyTable, cache_rules)
 
 
 # -- explicit (client-managed) caches: Gemini cachedContents -----------------------------------
@@ -511,7 +511,7 @@ def explicit_cache_rule(model: str, table: Any = None,
                         rules: Iterable[ExplicitCacheRule] | None = None) -> ExplicitCacheRule:
     """The :data:`EXPLICIT_CACHE_RULES` entry for a Gemini ``model`` (``models/`` prefix
     ignored); ``rules`` replaces the table (``table`` is accepted for symmetry with
-    :func:`cache_policy` and unused)."""
+    :func:`cache_rules` and unused)."""
     name = model[len("models/"):] if model.startswith("models/") else model
     for rule in (EXPLICIT_CACHE_RULES if rules is None else rules):
         if fnmatchcase(name, rule.model_pattern):
@@ -748,7 +748,7 @@ def model_features(provider: str, model: str,
 @dataclass(frozen=True, slots=True)
 class OpenAIExplicitRule:
     """OpenAI explicit prompt caching on one API (GPT-5.6+: models whose
-    :class:`CachePolicy` has a ``breakpoint_budget``).
+    :class:`CacheRules` has a ``breakpoint_budget``).
 
     Attributes:
         wire_format: ``openai-chat`` or ``openai-responses``.
@@ -784,7 +784,7 @@ OPENAI_EXPLICIT_RULES: Mapping[str, OpenAIExplicitRule] = {
         "openai-chat", ("30m",), 4, 3, 80,
         _OPENAI_OPTIONS.format("chat/completion_create_params") + "; " + _OPENAI_DOC,
         "2026-12-07"),
-    # Responses: ttl "30m" | "12h" (12h writes cost 2.5x: CachePolicy.write_multipliers).
+    # Responses: ttl "30m" | "12h" (12h writes cost 2.5x: CacheRules.write_multipliers).
     "openai-responses": OpenAIExplicitRule(
         "openai-responses", ("30m", "12h"), 4, 3, 80,
         _OPENAI_OPTIONS.format("responses/response_create_params") + "; " + _OPENAI_12H,
@@ -797,7 +797,7 @@ def openai_explicit_rule(wire_format: str, model: str) -> OpenAIExplicitRule | N
     """The explicit-caching rule of ``wire_format`` when ``model`` has explicit caching (its
     OpenAI policy has a ``breakpoint_budget``: GPT-5.6 and later), else ``None``."""
     rule = OPENAI_EXPLICIT_RULES.get(wire_format)
-    if rule is None or not takes_cache_options(cache_policy("openai", model)):
+    if rule is None or not takes_cache_options(cache_rules("openai", model)):
         return None
     return rule
 

@@ -27,12 +27,12 @@ from functools import lru_cache
 from typing import Any
 
 from .._ledger._usage_record import UsageRecord
+from .._prices import GENAI_PROVIDERS
 
 __all__ = ["SERVER_TOOL_FEES", "CallPrice", "Pricing", "ServerToolFee", "TokenSplit",
            "genai_prices_version", "price_call", "price_record", "server_tool_counts",
            "unreadable_server_tools"]
 
-_GENAI_PROVIDERS = {"gemini": "google", "bedrock": "aws", "xai": "x-ai"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -207,7 +207,7 @@ def _price(provider: str, model: str, day: date, total: int, read: int, write: i
         if usage_key is not None:
             usage[usage_key] = count
     stamp = datetime(day.year, day.month, day.day, 12)
-    result = calc_price(Usage(**usage), model, provider_id=_GENAI_PROVIDERS.get(provider, provider),
+    result = calc_price(Usage(**usage), model, provider_id=GENAI_PROVIDERS.get(provider, provider),
                         genai_request_timestamp=stamp)
     unpriced = tuple(key for key, _ in fees if (price_key := SERVER_TOOL_FEES[key].genai_price_key)
                      and getattr(result.model_price, price_key, None) is None)

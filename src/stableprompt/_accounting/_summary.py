@@ -38,9 +38,9 @@ groups them by ``scenario`` and ``session_id``. Every number comes from the reco
 
   Either source counts only within the TTL: the gap from that earlier call's send time to
   this call's is at most the call's TTL (``verdict_detail["ttl_s"]``, else the policy's
-  default, :attr:`~stableprompt.CachePolicy.default_ttl_s`; no TTL for self-hosted engines).
+  default, :attr:`~stableprompt.CacheRules.default_ttl_s`; no TTL for self-hosted engines).
   The result is floored to the model's cache granularity and is 0 below its minimum cacheable
-  length (:func:`~stableprompt.cache_policy`); a session's first call without a cross-session
+  length (:func:`~stableprompt.cache_rules`); a session's first call without a cross-session
   source has ceiling 0. Limit: sessions whose heads differ (each subagent with its own copy
   of a spec behind its own preamble) are never compared by the recorder, so the ceiling does
   not see the head they could have shared; the demo's ``subagent-spec-copies`` vs
@@ -78,7 +78,7 @@ from datetime import datetime
 from typing import Any
 
 from .._ledger._usage_record import UsageRecord
-from .._policy import CachePolicy, PolicyTable, cache_policy
+from .._policy import CacheRules, PolicyTable, cache_rules
 from .._public import public
 from .._recording._server_reasons import AGREEMENTS
 from ._calls import EXCLUSIONS, CallRow, Cliff, call_row, exclusion, find_cliffs
@@ -533,16 +533,16 @@ def _round(value: float | None) -> float | None:
 
 
 def _policy(provider: str | None, model: str | None,
-            policies: PolicyTable | None) -> CachePolicy | None:
+            policies: PolicyTable | None) -> CacheRules | None:
     """The call's cache policy, ``None`` for unknown providers (minimum 0, granularity 1,
     no TTL)."""
     try:
-        return cache_policy(provider or "", model or "", policies)
+        return cache_rules(provider or "", model or "", policies)
     except LookupError:
         return None
 
 
-def _ttl_s(record: UsageRecord, policy: CachePolicy | None) -> int | None:
+def _ttl_s(record: UsageRecord, policy: CacheRules | None) -> int | None:
     """The TTL (seconds) of ``record``'s cache entries: ``verdict_detail["ttl_s"]`` (what the
     request chose), else the policy's default; ``None``: no TTL."""
     value = record.verdict_detail.get("ttl_s")
@@ -582,7 +582,7 @@ class Ceilings:
                 scenario, session)
 
     def next(self, record: UsageRecord, key: tuple[str, ...],
-             policy: CachePolicy | None) -> int:
+             policy: CacheRules | None) -> int:
         """The ceiling (tokens) of ``record`` (of cache key ``key``, :meth:`key`), then
         remember it as an earlier call. A call whose size is unknown or implausible has
         ceiling 0 and bounds nothing later."""

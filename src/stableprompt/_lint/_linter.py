@@ -121,9 +121,9 @@ from .._diff import (
 from .._exceptions import CaptureError, PolicyError
 from .._policy import (
     TTL_LABELS_S,
-    CachePolicy,
+    CacheRules,
     PolicyTable,
-    cache_policy,
+    cache_rules,
     content_shape_change,
     provider_of_wire_format,
 )
@@ -547,11 +547,11 @@ class _Linter:
 
     # -- per-request facts for findings ------------------------------------------------------
 
-    def _policy(self, req: _Req) -> CachePolicy | None:
+    def _policy(self, req: _Req) -> CacheRules | None:
         """The request's cache policy (the table remembers its lookups), ``None`` when the
         table has no entry for the provider."""
         try:
-            return cache_policy(provider_of_wire_format(req.wire_format), req.model or "",
+            return cache_rules(provider_of_wire_format(req.wire_format), req.model or "",
                                 self.policies)
         except PolicyError:
             return None

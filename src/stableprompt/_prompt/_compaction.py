@@ -15,7 +15,7 @@ span (``P`` tokens, head included) survives; everything after it must be written
 plus the summarization call itself (cache-safe: reads ``H``, writes nothing new but its
 instruction, and produces ``S`` output tokens at ``output_multiplier``). The break-even turn is
 the first later turn at which the cumulative cost with compaction is no higher than without.
-Multipliers come from the provider's cache policy (:class:`~stableprompt.CachePolicy`), e.g.
+Multipliers come from the provider's cache policy (:class:`~stableprompt.CacheRules`), e.g.
 Anthropic reads 0.1x and 5-minute writes 1.25x (platform.claude.com prompt-caching docs).
 """
 

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._canonical import canonical_json
 from .._exceptions import BreakpointWarning, HistoryError, InputError, MethodNameError
-from .._policy import cache_policy, model_features, surely_below_minimum
+from .._policy import cache_rules, model_features, surely_below_minimum
 from .._public import public
 from .._segment import Segment, fingerprint_of, sum_tokens
 from .._wire import anthropic, bedrock_converse, gemini, openai_chat, openai_responses
@@ -343,7 +343,7 @@ class RenderedPrompt:
         """The SDK breakpoint places whose prefix is surely below ``model``'s minimum at
         ``provider`` (see :meth:`to_anthropic`), each warned about once per head, model and
         place kind."""
-        policy = cache_policy(provider, model)
+        policy = cache_rules(provider, model)
         if policy.conservative or not policy.min_cacheable_tokens:
             return frozenset()
         head = self.head
@@ -568,7 +568,7 @@ class RenderedPrompt:
         """
         check_model(model_id)
         self._check_not_empty()
-        policy = cache_policy("bedrock", model_id)
+        policy = cache_rules("bedrock", model_id)
         # Converse messages are user / assistant only (botocore ``ConversationRole``):
         # instructions as <system-reminder> user text, tool changes as the tail's note.
         prompt = self._stated_tools(in_history=False, native=False, text_as_user=True)

@@ -7,7 +7,7 @@ the same head fingerprint; the recorder picks the one sharing the longest prefix
 1. **Prediction.** How many input tokens should an exact-prefix cache have read? The tokens of
    the longest common prefix (LCP) with the predecessor, limited to what the provider can read:
 
-   - Breakpoint caches (Anthropic; ``CachePolicy.automatic`` is false): only whole prefixes
+   - Breakpoint caches (Anthropic; ``CacheRules.automatic`` is false): only whole prefixes
      ending at a breakpoint the predecessor wrote (its ``cache_control`` blocks whose prefix
      reaches the minimum), that lie inside the LCP, and that one of *this* request's eligible
      breakpoints reaches within the lookback window ("The system checks at most 20 positions
@@ -76,7 +76,7 @@ from .._ledger._usage_record import Verdict
 from .._policy import (
     TOLERANCE_FRACTION,
     TTL_LABELS_S,
-    CachePolicy,
+    CacheRules,
     content_shape_change,
     content_shape_rule,
 )
@@ -189,7 +189,7 @@ def _floor(value: float, granule: int) -> int:
     return int(value // granule) * granule
 
 
-def _request_ttl_s(body: Mapping[str, Any], policy: CachePolicy) -> int | None:
+def _request_ttl_s(body: Mapping[str, Any], policy: CacheRules) -> int | None:
     """The TTL (seconds) an automatic cache applies to this request, ``None`` for no TTL."""
     if not policy.ttls_s:
         return None
@@ -238,7 +238,7 @@ def attribute(
     *,
     predecessor: RequestState | None,
     usage: CacheUsage | None,
-    policy: CachePolicy,
+    policy: CacheRules,
     session_previous: RequestState | None = None,
     other_conversation: bool = False,
     engine: EngineEvidence | None = None,
@@ -368,7 +368,7 @@ class _Attributor:
         predecessor: RequestState | None,
         session_previous: RequestState | None,
         usage: CacheUsage | None,
-        policy: CachePolicy,
+        policy: CacheRules,
         other_conversation: bool = False,
         engine: EngineEvidence | None = None,
     ) -> None:

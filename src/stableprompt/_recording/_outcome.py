@@ -30,7 +30,7 @@ from typing import Any
 from .._canonical import json_safe, loads
 from .._ledger._provisional import usage_fields
 from .._ledger._usage_record import UsageRecord
-from .._policy import CachePolicy, PolicyTable
+from .._policy import CacheRules, PolicyTable
 from .._usage import CacheUsage
 from .._wire._formats import request_format
 from ..providers import parse_response
@@ -84,7 +84,7 @@ class Outcome:
     diagnostics: Any
     ttft_ms: float | None
     latency_ms: float
-    policy: CachePolicy | None
+    policy: CacheRules | None
     response: Any = field(default=None, repr=False)
     detail: Mapping[str, Any] = field(default_factory=dict)
 
@@ -183,7 +183,7 @@ def _usage(pending: Pending, usage: CacheUsage | None, error_class: str | None, 
 
 
 def _policy(policies: PolicyTable, pending: Pending,
-            detail: dict[str, Any]) -> CachePolicy | None:
+            detail: dict[str, Any]) -> CacheRules | None:
     """The cache policy of the call's provider and model (``None``: no policy applies,
     ``detail["unknown_reason"]`` says why)."""
     try:
@@ -362,7 +362,7 @@ def provider_diagnostics(pending: Pending, received: Any) -> dict[str, Any] | No
     return result
 
 
-def automatic_writes(usage: CacheUsage, policy: CachePolicy,
+def automatic_writes(usage: CacheUsage, policy: CacheRules,
                      detail: dict[str, Any]) -> CacheUsage:
     """An automatic cache behind the Anthropic shape writes nothing on request: a missing
     ``cache_creation_input_tokens`` is 0 written, so the prompt total (and the hit rate) is

@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._ledger._ledger import Ledger
 from .._ledger._usage_record import UsageRecord, scrubbed
-from .._policy import CachePolicy, PolicyTable
+from .._policy import CacheRules, PolicyTable
 from .._public import public
 from .._redact import redact
 from .._tokens import EstimatingTokenCounter, Tokenizer
@@ -154,7 +154,7 @@ class Recorder:
         session_id: str | None = None,
         scenario: str | None = None,
         tokenizer: str | Tokenizer = "cl100k_base",
-        policies: PolicyTable | Iterable[CachePolicy] | None = None,
+        policies: PolicyTable | Iterable[CacheRules] | None = None,
         clock: Callable[[], float] = time.time,
         store_content: bool = False,
         store_snippets: bool = True,

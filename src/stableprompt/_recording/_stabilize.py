@@ -89,7 +89,7 @@ from types import ModuleType
 from typing import Any
 
 from .._canonical import INT_MAX, INT_MIN, canonical_json, loads, wire_json
-from .._policy import CachePolicy, cache_policy, surely_below_minimum
+from .._policy import CacheRules, cache_rules, surely_below_minimum
 from .._prompt._tool_schema import canonical_schema, properties_orders, with_properties_orders
 from .._wire import anthropic, openai_chat, openai_responses
 from .._wire._breakpoints import lookback_carry
@@ -346,7 +346,7 @@ class Stabilizer:
 
     def stabilize(self, body: bytes, path: str | None = None, *,
                   count: SegmentCounter | None = None,
-                  policy: Callable[[str], CachePolicy] | None = None,
+                  policy: Callable[[str], CacheRules] | None = None,
                   provider: str | None = None) -> tuple[bytes, list[str], dict[str, Any]]:
         """The stabilized body, the rewrites made, and the row's evidence.
 
@@ -391,7 +391,7 @@ class Stabilizer:
     __call__ = stabilize
 
     def _stabilize(self, body: bytes, path: str | None, count: SegmentCounter | None,
-                   policy: Callable[[str], CachePolicy] | None, provider: str | None
+                   policy: Callable[[str], CacheRules] | None, provider: str | None
                    ) -> tuple[bytes, list[str], dict[str, Any]]:
         wide = _wide_integer_at(body)
         if wide is not None:
@@ -428,7 +428,7 @@ class Stabilizer:
             if b'"cache_control"' not in body and segmented is not None:
                 placed, markers = self._breakpoints(parsed, segmented, counts,
                                                     policy or functools.partial(
-                                                        cache_policy, "anthropic"))
+                                                        cache_rules, "anthropic"))
                 done += placed
                 added += markers * _MARKER_MEMBERS
         elif provider in PROMPT_CACHE_KEY_PROVIDERS and "prompt_cache_key" not in parsed:
@@ -497,7 +497,7 @@ class Stabilizer:
 
     def _breakpoints(self, parsed: dict[str, Any], segmented: SegmentedRequest,
                      counts: Sequence[int] | None,
-                     policy_of: Callable[[str], CachePolicy]) -> tuple[list[str], int]:
+                     policy_of: Callable[[str], CacheRules]) -> tuple[list[str], int]:
         """Place the head, history and carried breakpoints of a Messages body without any
         (module docstring), in place; the rewrites made and the markers placed.
         ``segmented``: the body as it is now (markers are not segment bytes, so placing them
@@ -509,7 +509,7 @@ class Stabilizer:
             return [], 0
         model = parsed.get("model")
         try:
-            policy: CachePolicy | None = policy_of(model) if isinstance(model, str) else None
+            policy: CacheRules | None = policy_of(model) if isinstance(model, str) else None
         except Exception:  # no policy for this provider: nothing known to be too short
             policy = None
         budget = policy.breakpoint_budget if policy is not None and policy.breakpoint_budget \
@@ -591,7 +591,7 @@ class Stabilizer:
 
 
 def stabilize(body: bytes, path: str | None = None, *, count: SegmentCounter | None = None,
-              policy: Callable[[str], CachePolicy] | None = None,
+              policy: Callable[[str], CacheRules] | None = None,
               provider: str | None = None) -> tuple[bytes, list[str]]:
     """The stabilized body and the rewrites made, by a fresh :class:`Stabilizer` (it has
     seen nothing before: no pinned order, no carry, no savings evidence beyond this body).
@@ -608,7 +608,7 @@ def stabilize(body: bytes, path: str | None = None, *, count: SegmentCounter | N
 
 def stabilize_with_evidence(body: bytes, path: str | None = None, *,
                             count: SegmentCounter | None = None,
-                            policy: Callable[[str], CachePolicy] | None = None,
+                            policy: Callable[[str], CacheRules] | None = None,
                             provider: str | None = None
                             ) -> tuple[bytes, list[str], dict[str, Any]]:
     """:meth:`Stabilizer.stabilize` by a fresh :class:`Stabilizer` (see :func:`stabilize`)."""

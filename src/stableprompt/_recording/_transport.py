@@ -52,7 +52,7 @@ import httpx
 from .._canonical import loads
 from .._exceptions import ConfigurationError
 from .._ledger._usage_record import UsageRecord
-from .._policy import cache_policy
+from .._policy import cache_rules
 from .._public import public
 from .._wire._formats import detect, known_provider, provider_for
 from ._call import Pending
@@ -232,7 +232,7 @@ def _stabilized(request: Any, body: bytes, recorder: CallRecorder, provider: str
     host = request.url.host
     new, rewrites, evidence = stabilizer.stabilize(
         body, str(request.url.path), count=getattr(recorder, "segment_tokens", None),
-        policy=lambda model: cache_policy(provider or "anthropic", model, table),
+        policy=lambda model: cache_rules(provider or "anthropic", model, table),
         provider=known_provider(str(host) if host else None, provider))
     if not rewrites:  # only a skip's reason: the row says why nothing was rewritten
         return request, body, {k: v for k, v in evidence.items() if k == "stabilize_skipped"}

@@ -342,7 +342,7 @@ def known_provider(host: str | None, override: str | None = None) -> str | None:
 
 
 def provider_for(host: str | None, wire_format: str, override: str | None = None) -> str:
-    """The provider family (``cache_policy`` key) of a call.
+    """The provider family (``cache_rules`` key) of a call.
 
     ``override`` wins; else the host (``api.anthropic.com`` -> ``anthropic``,
     ``api.openai.com`` -> ``openai``, ``api.deepseek.com`` -> ``deepseek``, ``openrouter.ai`` ->

@@ -9,7 +9,7 @@ from typing import Any
 
 from .._canonical import canonical_json, decoded_json, loads
 from .._exceptions import CaptureError, InputError
-from .._policy import cache_policy, openai_explicit_rule
+from .._policy import cache_rules, openai_explicit_rule
 from .._segment import chain_pieces
 from ._breakpoints import Place, breakpoints
 from ._parts import (
@@ -467,7 +467,7 @@ def allowed_tools(wire_format: str, names: Sequence[str], mode: str) -> dict[str
 def tail_role(model: str) -> str:
     """``developer`` where the policy says the model places implicit breakpoints at the latest
     user/tool message (it has a breakpoint budget), else ``user``."""
-    return "developer" if cache_policy("openai", model).breakpoint_budget else "user"
+    return "developer" if cache_rules("openai", model).breakpoint_budget else "user"
 
 
 def segment_message(b: SegmentBuilder, message: Any, base: str, path: str,

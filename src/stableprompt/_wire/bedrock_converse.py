@@ -25,7 +25,7 @@ from urllib.parse import quote, unquote
 
 from .._canonical import canonical_json, checked_json
 from .._exceptions import BreakpointError, CaptureError, HistoryError, InputError
-from .._policy import TTL_LABELS_S, CachePolicy
+from .._policy import TTL_LABELS_S, CacheRules
 from . import anthropic
 from ._breakpoints import check_sdk_marks
 from ._parts import (
@@ -195,7 +195,7 @@ def _tool_bytes(head: HeadParts) -> tuple[bytes, ...]:
         tool_json(tool, t) for t in head.tools))
 
 
-def check_policy_ttls(marks: Mapping[tuple[str, int], str], policy: CachePolicy | None,
+def check_policy_ttls(marks: Mapping[tuple[str, int], str], policy: CacheRules | None,
                       model_id: str) -> None:
     """Refuse a TTL the model does not offer (Bedrock: 1h only on some models).
 
@@ -216,7 +216,7 @@ def check_policy_ttls(marks: Mapping[tuple[str, int], str], policy: CachePolicy 
 
 
 def render(prompt: PromptParts, *, model_id: str, history_ttl: str, max_breakpoints: int,
-           params: Mapping[str, Any], policy: CachePolicy | None = None,
+           params: Mapping[str, Any], policy: CacheRules | None = None,
            short: frozenset[tuple[str, int]] = frozenset(),
            tool_choice: Mapping[str, Any] | None = None) -> bytes:
     """The Converse body as exact bytes: ``toolConfig.tools`` -> ``system`` -> ``messages``

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from .._exceptions import WorkloadUnavailableError
-from .._policy import cache_policy
+from .._policy import cache_rules
 from .._report._html import html_report
 from .._report._text import (
     ceiling_notes,
@@ -203,7 +203,7 @@ def header_lines(result: DemoResult) -> list[str]:
             f"Workload: {describe_workload(result.workload)}",
             f"Machine: {engine.machine}.",
         ]
-    policy = cache_policy(result.provider, result.model)
+    policy = cache_rules(result.provider, result.model)
     minimum = (f"minimum cacheable prompt {policy.min_cacheable_tokens:,} tokens"
                + (f", reads reported in {policy.granularity_tokens}-token steps"
                   if policy.granularity_tokens > 1 else "")

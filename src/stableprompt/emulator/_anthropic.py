@@ -14,7 +14,7 @@ versions; ``anthropics/skills@0da71c3b:skills/claude-api/shared/prompt-caching.m
 * At most 4 breakpoints (top-level ``cache_control``, automatic caching, marks the last
   cacheable block and uses a slot unless that block is already marked); a fifth is a 400.
   ``ttl`` is ``"5m"`` (default) or ``"1h"``; a longer TTL after a shorter one is a 400.
-* A breakpoint whose prefix is shorter than the model's minimum (``cache_policy``) is ignored:
+* A breakpoint whose prefix is shorter than the model's minimum (``cache_rules``) is ignored:
   no write, no read, both counters 0.
 * Lifetimes start at the request's start and are refreshed on read.
 * With ``thinking`` enabled the answer starts with a signed ``thinking`` block, and the
@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._canonical import loads
-from .._policy import TTL_LABELS_S, cache_policy, text_block_of
+from .._policy import TTL_LABELS_S, cache_rules, text_block_of
 from ._answers import Usage, WireContext, WireError, WireResult, render, split_text, sse_event
 from ._checks import (
     expect_bool,
@@ -115,7 +115,7 @@ def handle_messages(body: Any, ctx: WireContext) -> WireResult:
     compare = _diagnostics_request(req, ctx)
     rendered = _render(req, chain, model=model, betas=ctx.betas)
     markers = rendered.markers
-    policy = cache_policy("anthropic", model, ctx.policies)
+    policy = cache_rules("anthropic", model, ctx.policies)
     budget = policy.breakpoint_budget or 4
     if len(markers) > budget:
         raise WireError(f"A maximum of {budget} blocks with cache_control may be provided. "

@@ -31,7 +31,7 @@ from typing import Any
 from urllib.parse import unquote
 
 from .._canonical import loads, wire_json
-from .._policy import TTL_LABELS_S, cache_policy
+from .._policy import TTL_LABELS_S, cache_rules
 from ._answers import Usage, WireContext, WireError, WireResult, json_result, render, split_text
 from ._anthropic import _account, _Marker
 from ._checks import expect_list, expect_object, expect_str
@@ -105,7 +105,7 @@ def handle_converse(body: Any, ctx: WireContext, *, model: str, stream: bool) ->
                             + ", ".join(sorted(_PARAMS)))
     if "messages" not in req:
         raise WireError("A conversation must start with a user message.")
-    policy = cache_policy("bedrock", model, ctx.policies)
+    policy = cache_rules("bedrock", model, ctx.policies)
     chain = PromptChain(ctx.tokenizer, b"bedrock\x00" + ctx.scope + b"\x00" + model.encode())
     markers: list[_Marker] = []
 

@@ -42,7 +42,7 @@ from hashlib import sha256
 from typing import Any
 
 from .._canonical import loads
-from .._policy import cache_policy, explicit_cache_rule
+from .._policy import cache_rules, explicit_cache_rule
 from ._answers import Usage, WireContext, WireError, WireResult, json_result, render, sse_data
 from ._checks import expect_list, expect_object, expect_str
 from ._prompt import Block, PromptChain
@@ -238,7 +238,7 @@ def _create(body: Any, ctx: WireContext, caches: ExplicitCaches) -> WireResult:
     if req.get("contents") is not None:
         blocks += _content_blocks(req["contents"], "contents")
     tokens = sum(ctx.tokenizer.count_block(data, sha256(data).digest()) for data, _, _ in blocks)
-    minimum = cache_policy("gemini", model, ctx.policies).min_cacheable_tokens
+    minimum = cache_rules("gemini", model, ctx.policies).min_cacheable_tokens
     if tokens < minimum:
         raise WireError(f"Cached content is too small. total_token_count={tokens}, "
                         f"min_total_token_count={minimum}")
@@ -274,7 +274,7 @@ def handle_generate(body: Any, ctx: WireContext, *, model: str, stream: bool, ss
                             "Cannot find field.")
     if "contents" not in req:
         raise WireError("* GenerateContentRequest.contents: contents is not specified")
-    policy = cache_policy("gemini", model, ctx.policies)
+    policy = cache_rules("gemini", model, ctx.policies)
     chain = PromptChain(ctx.tokenizer, b"gemini\x00" + ctx.scope + b"\x00" + model.encode())
     explicit = 0
     name = req.get("cachedContent")

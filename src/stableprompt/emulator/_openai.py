@@ -21,12 +21,12 @@ newest guide listing GPT-5.6; SDK docstrings of ``openai-python@e43b4224``):
 * GPT-5.5 ("implicit breakpoints every 2,048 tokens"; no explicit breakpoints): an entry at
   every multiple of 2,048 tokens, wherever it falls in a block, written for free and never
   reported. ``cached_tokens`` is the longest such live prefix, already a multiple of 128
-  (the guide's reporting step). In policy terms: ``CachePolicy.implicit_interval_tokens``.
+  (the guide's reporting step). In policy terms: ``CacheRules.implicit_interval_tokens``.
 * Other earlier models ("model-dependent intervals"): the emulator's choice is an entry at
   every block boundary at or above the minimum, written for free and never reported;
   ``cached_tokens`` is floored to the policy granularity (128 tokens).
 * A read is the longest prefix, at block (GPT-5.5: interval) granularity, whose entry is live
-  (no lookback limit). Prefixes below the model's minimum (``cache_policy``) are neither read
+  (no lookback limit). Prefixes below the model's minimum (``cache_rules``) are neither read
   nor written.
 * TTL: the policy default (5 min idle for earlier models, 30 min for GPT-5.5 and GPT-5.6+),
   ``prompt_cache_retention: "24h"`` on earlier models (the only value GPT-5.5 accepts),
@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from itertools import takewhile
 from typing import Any
 
-from .._policy import TTL_LABELS_S, CachePolicy, cache_policy, takes_cache_options, text_block_of
+from .._policy import TTL_LABELS_S, CacheRules, cache_rules, takes_cache_options, text_block_of
 from ._answers import WireContext, WireError, render
 from ._checks import expect_list, expect_object, expect_str
 from ._prompt import PromptChain
@@ -71,7 +71,7 @@ class CacheRequest:
     """
 
     chain: PromptChain
-    policy: CachePolicy
+    policy: CacheRules
     modern: bool
     mode: str
     ttl_s: float
@@ -97,7 +97,7 @@ def cache_request(
     Raises:
         WireError: A cache parameter is malformed or not supported by the model (400).
     """
-    policy = cache_policy("openai", model, ctx.policies)
+    policy = cache_rules("openai", model, ctx.policies)
     modern = takes_cache_options(policy)  # GPT-5.6+: the one rule, in _policy
     key = req.get("prompt_cache_key")
     if key is not None:

@@ -1,0 +1,99 @@
+"""Unit prices of one model on one day (USD per token), looked up once, applied in bulk.
+
+:func:`unit_prices` asks `genai-prices <https://pypi.org/project/genai-prices/>`_ for the price
+of one million tokens of each kind (fresh input, cache read, cache write at the default TTL,
+cache write at 1 hour, output) for a provider's model at a date, and divides. Prices are linear
+within a tier: what-if replays (``_accounting._what_if``) and the compaction advice
+(``Conversation.compaction_advice``) multiply token counts by these. Long-context tiers (e.g.
+Claude Sonnet 4.5 above 200,000 input tokens) are not modelled here: the report's exact per-call
+price (``_accounting._pricing.price_record``) passes each call's own totals to genai-prices.
+
+A write at a TTL genai-prices does not price (OpenAI's 12-hour write, 2.5x) is priced as the
+fresh-input price times the TTL's multiplier in :class:`~stableprompt.CacheRules`
+(``write_multipliers``, dated data with its source): :meth:`UnitPrices.write`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import date, datetime
+from functools import lru_cache
+
+__all__ = ["GENAI_PROVIDERS", "UnitPrices", "unit_prices"]
+
+GENAI_PROVIDERS: Mapping[str, str] = {"gemini": "google", "bedrock": "aws", "xai": "x-ai"}
+"""stableprompt provider names that genai-prices spells differently (its ``provider_id``)."""
+
+_MTOK = 1_000_000
+
+
+@dataclass(frozen=True, slots=True)
+class UnitPrices:
+    """USD per token of one model on one day.
+
+    Attributes:
+        input: A fresh (uncached) input token.
+        cache_read: A token read from the prefix cache.
+        cache_write: A token written at the provider's default TTL (Anthropic 5 min, OpenAI
+            GPT-5.6+ 30 min); equals ``input`` where writes are not charged extra.
+        cache_write_1h: A token written with Anthropic's 1-hour TTL.
+        output: An output token.
+        source: ``"genai-prices <version>"`` and the date priced.
+    """
+
+    input: float
+    cache_read: float
+    cache_write: float
+    cache_write_1h: float
+    output: float
+    source: str
+
+    def write(self, ttl_label: str | None, multipliers: Mapping[str, float]) -> float:
+        """USD per token written at ``ttl_label`` (``"5m"``, ``"1h"``, ``"30m"``, ``"12h"``;
+        ``None``: the default). genai-prices' own rate where it has one (the default TTL and
+        ``"1h"``); otherwise ``input`` times ``multipliers[ttl_label]``
+        (:attr:`CacheRules.write_multipliers`).
+
+        Raises:
+            KeyError: ``ttl_label`` is neither priced by genai-prices nor in ``multipliers``.
+        """
+        if ttl_label == "1h" and self.cache_write_1h != self.cache_write:
+            return self.cache_write_1h
+        default = next(iter(multipliers), None)
+        if ttl_label is None or ttl_label == default:
+            return self.cache_write
+        return self.input * multipliers[ttl_label]
+
+
+@lru_cache(maxsize=4096)
+def unit_prices(provider: str, model: str, day: date) -> UnitPrices | None:
+    """:class:`UnitPrices` of ``model`` at ``provider`` on ``day``; ``None`` when genai-prices
+    is not installed or has no price for the model (the caller says so: never a $0).
+
+    Looked up once per (provider, model, day) and cached."""
+    try:
+        from importlib.metadata import version
+
+        from genai_prices import Usage, calc_price
+    except ImportError:
+        return None
+    stamp = datetime(day.year, day.month, day.day, 12)
+    provider_id = GENAI_PROVIDERS.get(provider, provider)
+
+    def cost(**tokens: int) -> float:
+        usage = Usage(**tokens)
+        result = calc_price(usage, model, provider_id=provider_id, genai_request_timestamp=stamp)
+        return float(result.total_price) / _MTOK
+
+    try:
+        fresh = cost(input_tokens=_MTOK)
+        read = cost(input_tokens=_MTOK, cache_read_tokens=_MTOK)
+        write = cost(input_tokens=_MTOK, cache_write_tokens=_MTOK)
+        write_1h = cost(input_tokens=_MTOK, cache_write_tokens=_MTOK,
+                        cache_write_1h_tokens=_MTOK)
+        output = cost(output_tokens=_MTOK)
+    except Exception:  # LookupError (unknown model) or a library problem: not priced
+        return None
+    return UnitPrices(fresh, read, write, write_1h, output,
+                      f"genai-prices {version('genai-prices')} ({day.isoformat()})")
