@@ -29,6 +29,7 @@ _EXPORTS: dict[str, str] = {
     "BreakpointWarning": "_exceptions",
     "ByteTokenizer": "_tokens",
     "CacheEvent": "_prompt._compaction",
+    "CachePolicy": "_cache_policy",
     "CacheRules": "_policy",
     "CacheUsage": "_usage",
     "CanonicalizationError": "_exceptions",
@@ -37,14 +38,14 @@ _EXPORTS: dict[str, str] = {
     "ConfigurationError": "_exceptions",
     "Conversation": "_prompt._builder",
     "Divergence": "_diff",
-    "GeminiCache": "_client._gemini_cache",
     "DuplicateToolError": "_exceptions",
     "EngineError": "_exceptions",
     "EngineRequestError": "_exceptions",
+    "GeminiCache": "_client._gemini_cache",
     "HistoryError": "_exceptions",
     "IncompleteResponseWarning": "_exceptions",
     "InputError": "_exceptions",
-    "MethodNameError": "_exceptions",
+    "KeepAlive": "_cache_policy",
     "Ledger": "_ledger._ledger",
     "LedgerError": "_exceptions",
     "LedgerSpillWarning": "_exceptions",
@@ -52,6 +53,7 @@ _EXPORTS: dict[str, str] = {
     "LintPair": "_lint._linter",
     "LintReport": "_lint._linter",
     "Message": "_prompt._messages",
+    "MethodNameError": "_exceptions",
     "ModelFeatures": "_policy",
     "OTelSink": "_report._otel",
     "OpenAIClient": "_client",
@@ -59,6 +61,7 @@ _EXPORTS: dict[str, str] = {
     "PinnedHead": "_prompt._builder",
     "PinnedHeadError": "_exceptions",
     "PolicyError": "_exceptions",
+    "PolicyOutcome": "_accounting._what_if",
     "PolicyTable": "_policy",
     "PromptBuilder": "_prompt._builder",
     "ProviderConnectionError": "_exceptions",
@@ -88,11 +91,13 @@ _EXPORTS: dict[str, str] = {
     "ToolNameError": "_exceptions",
     "ToolSchemaError": "_exceptions",
     "ToolSet": "_prompt._tools",
+    "TtlChoice": "_cache_policy",
     "UsageParseError": "_exceptions",
     "UsageRecord": "_ledger._usage_record",
     "VolatileContentError": "_exceptions",
     "VolatileContentWarning": "_exceptions",
     "VolatileSpan": "_volatility",
+    "WhatIf": "_accounting._what_if",
     "WorkloadUnavailableError": "_exceptions",
     "cache_rules": "_policy",
     "canonical_json": "_canonical",
@@ -110,6 +115,7 @@ _EXPORTS: dict[str, str] = {
     "scan_volatile": "_volatility",
     "segment_request": "_wire._formats",
     "summarize": "_accounting._summary",
+    "what_if": "_accounting._what_if",
 }
 
 #: Public sub-namespaces, imported on first attribute access.
@@ -121,6 +127,8 @@ if _typing.TYPE_CHECKING:
     from . import providers as providers
     from . import testing as testing
     from ._accounting._summary import Summary, summarize
+    from ._accounting._what_if import PolicyOutcome, WhatIf, what_if
+    from ._cache_policy import CachePolicy, KeepAlive, TtlChoice
     from ._canonical import canonical_json
     from ._client import (
         AnthropicClient,
@@ -249,6 +257,7 @@ __all__ = [
     "BreakpointWarning",
     "ByteTokenizer",
     "CacheEvent",
+    "CachePolicy",
     "CacheRules",
     "CacheUsage",
     "CanonicalizationError",
@@ -264,6 +273,7 @@ __all__ = [
     "HistoryError",
     "IncompleteResponseWarning",
     "InputError",
+    "KeepAlive",
     "Ledger",
     "LedgerError",
     "LedgerSpillWarning",
@@ -279,6 +289,7 @@ __all__ = [
     "PinnedHead",
     "PinnedHeadError",
     "PolicyError",
+    "PolicyOutcome",
     "PolicyTable",
     "PromptBuilder",
     "ProviderConnectionError",
@@ -308,11 +319,13 @@ __all__ = [
     "ToolNameError",
     "ToolSchemaError",
     "ToolSet",
+    "TtlChoice",
     "UsageParseError",
     "UsageRecord",
     "VolatileContentError",
     "VolatileContentWarning",
     "VolatileSpan",
+    "WhatIf",
     "WorkloadUnavailableError",
     "__version__",
     "cache_rules",
@@ -331,6 +344,7 @@ __all__ = [
     "scan_volatile",
     "segment_request",
     "summarize",
+    "what_if",
 ]
 
 

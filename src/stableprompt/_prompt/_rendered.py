@@ -29,9 +29,16 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
+from .._cache_policy import CachePolicy
 from .._canonical import canonical_json
-from .._exceptions import BreakpointWarning, HistoryError, InputError, MethodNameError
-from .._policy import cache_rules, model_features, surely_below_minimum
+from .._exceptions import (
+    BreakpointError,
+    BreakpointWarning,
+    HistoryError,
+    InputError,
+    MethodNameError,
+)
+from .._policy import TTL_LABELS_S, cache_rules, model_features, surely_below_minimum
 from .._public import public
 from .._segment import Segment, fingerprint_of, sum_tokens
 from .._wire import anthropic, bedrock_converse, gemini, openai_chat, openai_responses
@@ -214,6 +221,8 @@ class RenderedPrompt:
         history_ttl: str = "5m",
         max_breakpoints: int = ANTHROPIC_MAX_BREAKPOINTS,
         tail_role: str | None = None,
+        cache_policy: CachePolicy | None = None,
+        request_kind: str = "main",
         **params: Any,
     ) -> ProviderRequest:
         """Render an Anthropic Messages request (tools -> system -> messages).
@@ -242,6 +251,12 @@ class RenderedPrompt:
                 go changes. Cost: none in cache terms (the tail is after the last
                 breakpoint in both forms); the system form is the prompt-injection-safe one
                 (operator text never appears as the user's).
+            cache_policy: A :class:`~stableprompt.CachePolicy`: the end-of-history TTL is
+                its ``history`` for ``request_kind`` (leave ``history_ttl`` at its default);
+                its ``head`` must be the TTL the head was frozen with
+                (``freeze(head_ttl=...)``), since the head's bytes are fixed.
+            request_kind: ``"main"``, ``"subagent"`` or ``"one-shot"``: which of the
+                policy's TTLs apply.
             **params: Other body fields (``tool_choice``, ``thinking``, ``temperature``,
                 ``stream``, ``metadata``...), canonicalized.
 
@@ -273,6 +288,8 @@ class RenderedPrompt:
         """
         check_model(model)
         self._check_not_empty()
+        history_ttl = self._breakpoint_ttls("anthropic", model, cache_policy, request_kind,
+                                            history_ttl)[1] or history_ttl
         features = model_features("anthropic", model)
         beta = features.tool_changes_beta
         prompt = self._stated_tools(in_history=beta is not None, native=False,
@@ -385,12 +402,54 @@ class RenderedPrompt:
                 stacklevel=3)
         return frozenset(place for place, _, _ in short)
 
+    def _breakpoint_ttls(self, provider: str, model: str, cache_policy: CachePolicy | None,
+                         request_kind: str, history_ttl: str) -> tuple[str | None, str | None]:
+        """(head, history) TTL labels ``cache_policy`` sets for ``request_kind`` on a
+        breakpoint cache (Anthropic, Bedrock); ``(None, None)`` without a policy. The head's
+        TTL is frozen with its bytes: a policy asking for another is an error, not a rewrite."""
+        if cache_policy is None:
+            return None, None
+        if not isinstance(cache_policy, CachePolicy):
+            raise InputError(f"cache_policy must be a CachePolicy, got "
+                             f"{type(cache_policy).__name__}", code="render-param")
+        if history_ttl != "5m":
+            raise InputError("pass either cache_policy or history_ttl, not both",
+                             code="render-param")
+        choice = cache_policy.for_kind(request_kind)
+        default = cache_rules(provider, model).default_ttl_s
+        labels = {s: label for label, s in TTL_LABELS_S.items()}
+        default_label = labels.get(default) if default is not None else None
+        head = choice.head or default_label
+        if head is not None and head != self.head.head_ttl:
+            raise BreakpointError(
+                f"cache_policy puts {head!r} on the head of {request_kind} requests, but this "
+                f"head was frozen with head_ttl={self.head.head_ttl!r}: freeze the head with "
+                f"head_ttl={head!r} (the head's bytes, its breakpoint included, are fixed)",
+                code="cache-policy-head-ttl", segment="head")
+        return head, choice.history or default_label
+
+    @staticmethod
+    def _openai_ttls(model: str, cache_policy: CachePolicy, request_kind: str,
+                     prompt_cache_ttl: str | None,
+                     history_ttl: str | None) -> tuple[str | None, str | None]:
+        """(``prompt_cache_ttl``, ``history_ttl``) a policy sets on an OpenAI request."""
+        if not isinstance(cache_policy, CachePolicy):
+            raise InputError(f"cache_policy must be a CachePolicy, got "
+                             f"{type(cache_policy).__name__}", code="render-param")
+        if prompt_cache_ttl is not None or history_ttl is not None:
+            raise InputError("pass either cache_policy or prompt_cache_ttl / history_ttl, "
+                             "not both", code="render-param")
+        choice = cache_policy.for_kind(request_kind)
+        head = choice.head or choice.history
+        return head, (choice.history if choice.history != head else None)
+
     # -- OpenAI -----------------------------------------------------------------------------
 
     def to_openai_chat(self, *, model: str, prompt_cache_key: bool | str | None = None,
                        system_role: str = "system", tail_role: str | None = None,
                        prompt_cache_ttl: str | None = None,
                        prompt_cache_mode: str | None = None, history_ttl: str | None = None,
+                       cache_policy: CachePolicy | None = None, request_kind: str = "main",
                        **params: Any) -> ProviderRequest:
         """Render an OpenAI Chat Completions request (tools, system, history, tail last).
 
@@ -421,6 +480,11 @@ class RenderedPrompt:
             history_ttl: TTL of the end-of-history breakpoint when it should differ from
                 ``prompt_cache_ttl`` (e.g. ``prompt_cache_ttl="12h"`` for the head,
                 ``history_ttl="30m"`` for the history); longer TTLs must come first.
+            cache_policy: A :class:`~stableprompt.CachePolicy`: its ``head`` TTL for
+                ``request_kind`` becomes ``prompt_cache_ttl`` and its ``history`` TTL
+                ``history_ttl`` (leave both arguments unset); a policy choosing neither
+                changes nothing (implicit caching).
+            request_kind: ``"main"``, ``"subagent"`` or ``"one-shot"``.
             **params: Other body fields, canonicalized.
 
         Cost of explicit caching (``_policy``): a write is 1.25x the uncached input price
@@ -441,6 +505,9 @@ class RenderedPrompt:
         """
         check_model(model)
         self._check_not_empty()
+        if cache_policy is not None:
+            prompt_cache_ttl, history_ttl = self._openai_ttls(
+                model, cache_policy, request_kind, prompt_cache_ttl, history_ttl)
         prompt, params = self._openai_tools(openai_chat.WIRE_FORMAT, model, params)
         content, fingerprints = openai_chat.render(
             prompt, model=model, prompt_cache_key=prompt_cache_key, system_role=system_role,
@@ -455,6 +522,8 @@ class RenderedPrompt:
                             prompt_cache_ttl: str | None = None,
                             prompt_cache_mode: str | None = None,
                             history_ttl: str | None = None,
+                            cache_policy: CachePolicy | None = None,
+                            request_kind: str = "main",
                             **params: Any) -> ProviderRequest:
         """Render an OpenAI Responses request: system as the first input message, then
         history items, tail last. Arguments as :meth:`to_openai_chat`.
@@ -463,6 +532,9 @@ class RenderedPrompt:
         """
         check_model(model)
         self._check_not_empty()
+        if cache_policy is not None:
+            prompt_cache_ttl, history_ttl = self._openai_ttls(
+                model, cache_policy, request_kind, prompt_cache_ttl, history_ttl)
         prompt, params = self._openai_tools(openai_responses.WIRE_FORMAT, model, params)
         content, fingerprints = openai_responses.render(
             prompt, model=model, prompt_cache_key=prompt_cache_key, system_role=system_role,
@@ -541,6 +613,8 @@ class RenderedPrompt:
                             history_ttl: str = "5m",
                             max_breakpoints: int = bedrock_converse.MAX_BREAKPOINTS,
                             tool_choice: dict[str, Any] | None = None,
+                            cache_policy: CachePolicy | None = None,
+                            request_kind: str = "main",
                             **params: Any) -> ProviderRequest:
         """Render an AWS Bedrock Converse request: ``toolConfig.tools`` (``toolSpec``,
         canonical order), ``system``, ``messages`` (alternating role groups, tool results in
@@ -559,6 +633,8 @@ class RenderedPrompt:
             max_breakpoints: Cache point budget (Bedrock: 4).
             tool_choice: ``toolConfig.toolChoice`` (``{"auto": {}}``, ``{"any": {}}``,
                 ``{"tool": {"name": ...}}``).
+            cache_policy: As :meth:`to_anthropic`.
+            request_kind: As :meth:`to_anthropic`.
             **params: Other body fields (``inferenceConfig``,
                 ``additionalModelRequestFields``, ``requestMetadata``...), canonicalized.
 
@@ -568,6 +644,8 @@ class RenderedPrompt:
         """
         check_model(model_id)
         self._check_not_empty()
+        history_ttl = self._breakpoint_ttls("bedrock", model_id, cache_policy, request_kind,
+                                            history_ttl)[1] or history_ttl
         policy = cache_rules("bedrock", model_id)
         # Converse messages are user / assistant only (botocore ``ConversationRole``):
         # instructions as <system-reminder> user text, tool changes as the tail's note.

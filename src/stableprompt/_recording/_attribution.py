@@ -526,6 +526,9 @@ class _Attributor:
                 if verdict != "provider_miss":
                     self.detail["expected_verdict"] = verdict
                 verdict = "provider_miss"
+        head = self.head_tokens()
+        if head is not None:
+            self.detail["head_tokens"] = head
         if self.reads is None:
             usage = self.usage
             self.detail["unknown_reason"] = (
@@ -546,6 +549,17 @@ class _Attributor:
             read_entry_digest=self.read_entry if self.read_matches(predicted) else None,
             comparison=comparison,
         )
+
+    def head_tokens(self) -> int | None:
+        """Provider tokens of the request's head: every segment before its first message
+        (params, tools, system), what a breakpoint placed on the head caches; ``None`` when
+        the request has no message (the head is the whole request) or no head. Stored as
+        ``detail["head_tokens"]`` for the what-if replay of per-place TTLs
+        (``_accounting._what_if``)."""
+        for index, segment in enumerate(self.seg.segments):
+            if segment.kind in ("message", "tail"):
+                return self.provider(self.cum[index - 1]) if index and self.cum else None
+        return None
 
     def ignored_breakpoint_tokens(self) -> int | None:
         """Breakpoint caches: the longest breakpoint prefix of this request (provider-scaled

@@ -1,0 +1,591 @@
+"""What-if: what each caching policy would have cost on a ledger's own traffic.
+
+:func:`what_if` replays each conversation's calls (their send times, input tokens, what they
+read and wrote) under alternative :class:`~stableprompt.CachePolicy` values and prices them
+with each call's own model and date (:func:`~stableprompt._prices.unit_prices`), following the
+provider's documented rules (:class:`~stableprompt.CacheRules`: TTLs, write multipliers,
+refresh on read). It reports per policy and per request kind the cost, hit rate,
+``ttl_expired`` count and keep-alive requests; the cheapest policy; the saving against what
+was paid; and the hindsight bound: the best TTL choice per gap, known only after the fact,
+which no policy can beat.
+
+Replay model, per chain (the calls of one session of one scenario to one provider, model and
+wire format, in time order; the cache key of ``_summary.Ceilings``):
+
+- ``P`` (reusable): the prefix the call could read were the cache warm: what it read, or for
+  a ``ttl_expired`` call, its prediction plus ``expired_tokens`` (the recorder's evidence).
+- ``C`` (extent): what is cached after the call: reads plus writes (breakpoint caches; an
+  automatic cache with uncharged writes, ``write_multipliers`` empty, writes nothing billed).
+- ``H`` (head): ``verdict_detail["head_tokens"]``, the tokens before the first message, which
+  a head breakpoint caches (rows recorded before it existed: per-place policies are not
+  replayed for them, and the result says so).
+- A gap ``g`` since the chain's last request (or keep-alive) leaves the history entry alive
+  when ``g <= history TTL`` and the head entry alive when ``g <= head TTL`` (a read refreshes
+  the TTL: ``ttl_refreshed_on_read``). Replayed reads: ``P`` with the history alive, else
+  ``min(H, P)`` with the head alive, else 0. Replayed writes: ``C`` minus the reads, the head
+  part at the head TTL's price and the rest at the history's. The rest is uncached. The first
+  call of a chain reads what it read (a cache warmed by another session), writes what it wrote.
+- Keep-alive (:class:`~stableprompt.KeepAlive`): ``min(max_pings, floor(g / interval))``
+  requests during a gap, each reading the chain's extent and producing one output token; the
+  gap then counts from the last of them.
+- Gemini explicit head cache: every call reads at least ``H`` (at the explicit read price),
+  the cache's storage billed per token-hour (``ExplicitCacheRule``) from the chain's first
+  call to its last plus the cache's default TTL; implicit reads beyond it as recorded.
+
+Linear prices per (provider, model, day) (long-context tiers are not modelled: the recorded
+cost the replay is compared with is priced the same way, and :attr:`WhatIf.recorded_usd` is
+that). Calls without known usage, or whose model has no price, are counted and named in
+:attr:`WhatIf.notes`, never priced at 0.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from .._cache_policy import REQUEST_KINDS, CachePolicy, KeepAlive, TtlChoice, ttl_seconds
+from .._exceptions import PolicyError
+from .._ledger._usage_record import UNANALYSED, UsageRecord
+from .._policy import TTL_LABELS_S, CacheRules, PolicyTable, cache_rules, explicit_cache_rule
+from .._prices import UnitPrices, unit_prices
+from .._public import public
+
+__all__ = ["PolicyOutcome", "ReplayCall", "WhatIf", "candidate_policies", "replay",
+           "what_if"]
+
+_LABEL_OF_S = {seconds: label for label, seconds in TTL_LABELS_S.items()}
+_PING_OUTPUT_TOKENS = 1
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayCall:
+    """One call as the replay sees it (module docstring): tokens, time, chain, kind.
+
+    Attributes:
+        ts: Send time (UTC).
+        chain: The cache key (provider, model, wire format, scenario, session).
+        kind: Request kind (``"main"``, ``"subagent"``, ``"one-shot"``).
+        total: Input tokens (inclusive).
+        read: Reported cache reads (tokens).
+        write: Reported cache writes (tokens, all TTLs).
+        write_1h: Of those, written at 1 hour (tokens).
+        output: Output tokens (0 when unknown).
+        reusable: ``P`` (tokens).
+        head: ``H`` (tokens), ``None`` when the row does not say.
+        expired: The recorder's verdict was ``ttl_expired``.
+        ttl_s: The TTL the recorded request used (seconds), ``None``: none.
+        prices: Unit prices of the call's model on its day.
+        rules: The provider's cache rules for the model.
+    """
+
+    ts: datetime
+    chain: tuple[str, ...]
+    kind: str
+    total: int
+    read: int
+    write: int
+    write_1h: int
+    output: int
+    reusable: int
+    head: int | None
+    expired: bool
+    ttl_s: int | None
+    prices: UnitPrices
+    rules: CacheRules
+
+    @property
+    def extent(self) -> int:
+        """``C``: tokens cached after the call (reads plus writes)."""
+        return self.read + self.write
+
+    def recorded_usd(self) -> float:
+        """The call's input and output at its reported split (linear unit prices)."""
+        p = self.prices
+        write_1h = min(self.write_1h, self.write)
+        uncached = self.total - self.read - self.write
+        return (uncached * p.input + self.read * p.cache_read
+                + (self.write - write_1h) * p.cache_write + write_1h * p.cache_write_1h
+                + self.output * p.output)
+
+
+@dataclass
+class PolicyOutcome:
+    """One policy replayed over the selection.
+
+    Attributes:
+        policy: The policy.
+        usd: Replayed cost (USD; input, output and keep-alive requests).
+        input_tokens: Input tokens of the real calls.
+        read_tokens: Replayed cache reads (tokens).
+        ttl_expired: Calls whose reusable prefix had expired under this policy.
+        keepalive_pings: Keep-alive requests sent.
+        keepalive_usd: Their cost (USD, inside ``usd``).
+        storage_usd: Explicit-cache storage (USD, inside ``usd``).
+        by_kind: ``usd``, ``hit_rate``, ``ttl_expired`` and ``calls`` per request kind.
+    """
+
+    policy: CachePolicy
+    usd: float = 0.0
+    input_tokens: int = 0
+    read_tokens: int = 0
+    ttl_expired: int = 0
+    keepalive_pings: int = 0
+    keepalive_usd: float = 0.0
+    storage_usd: float = 0.0
+    by_kind: dict[str, dict[str, float]] = field(default_factory=dict)
+
+    @property
+    def hit_rate(self) -> float | None:
+        """Replayed reads over input tokens; ``None`` without input."""
+        return self.read_tokens / self.input_tokens if self.input_tokens else None
+
+    def add(self, kind: str, usd: float, total: int, read: int, expired: bool) -> None:
+        self.usd += usd
+        self.input_tokens += total
+        self.read_tokens += read
+        self.ttl_expired += expired
+        entry = self.by_kind.setdefault(kind, {"usd": 0.0, "input_tokens": 0, "read_tokens": 0,
+                                               "ttl_expired": 0, "calls": 0})
+        entry["usd"] += usd
+        entry["input_tokens"] += total
+        entry["read_tokens"] += read
+        entry["ttl_expired"] += expired
+        entry["calls"] += 1
+
+    def kind_usd(self, kind: str) -> float:
+        return self.by_kind.get(kind, {}).get("usd", 0.0)
+
+    def to_json(self) -> dict[str, Any]:
+        kinds = {kind: {"usd": round(v["usd"], 6), "calls": int(v["calls"]),
+                        "ttl_expired": int(v["ttl_expired"]),
+                        "hit_rate": (round(v["read_tokens"] / v["input_tokens"], 6)
+                                     if v["input_tokens"] else None)}
+                 for kind, v in self.by_kind.items()}
+        return {"policy": self.policy.label(),
+                "settings": self.policy.model_dump(mode="json", exclude_defaults=True),
+                "usd": round(self.usd, 6), "hit_rate": _r(self.hit_rate),
+                "ttl_expired": self.ttl_expired, "keepalive_pings": self.keepalive_pings,
+                "keepalive_usd": round(self.keepalive_usd, 6),
+                "storage_usd": round(self.storage_usd, 6), "by_kind": kinds}
+
+
+@dataclass
+class WhatIf:
+    """The what-if of one provider family's calls (module docstring).
+
+    Attributes:
+        provider: Provider family replayed.
+        calls: Calls replayed.
+        recorded_usd: What they cost as reported (USD, linear unit prices).
+        as_used: The policy the calls used, replayed (reproduces ``recorded_usd``; the
+            difference is what the model does not capture: provider misses, cross-session
+            reads).
+        outcomes: Every candidate, cheapest first.
+        hindsight_usd: The best TTL (and keep-alive) choice per gap, after the fact (USD):
+            a lower bound for every candidate.
+        per_place: Per-place (head/history) policies were replayed (rows carry
+            ``head_tokens``).
+        notes: What was left out and why (unknown usage, unpriced models), one line each.
+    """
+
+    provider: str
+    calls: int
+    recorded_usd: float
+    as_used: PolicyOutcome
+    outcomes: list[PolicyOutcome]
+    hindsight_usd: float
+    per_place: bool
+    notes: list[str]
+
+    @property
+    def cheapest(self) -> PolicyOutcome:
+        """The candidate with the lowest replayed cost."""
+        return self.outcomes[0]
+
+    @property
+    def saving_usd(self) -> float:
+        """``recorded_usd`` minus the cheapest candidate's cost (negative: it costs more)."""
+        return self.recorded_usd - self.cheapest.usd
+
+    def recommended(self) -> CachePolicy:
+        """The cheapest policy per request kind, combined into one :class:`CachePolicy`
+        (``by_kind`` where kinds differ), named with its saving against the provider
+        default."""
+        kinds = sorted({k for o in self.outcomes for k in o.by_kind},
+                       key=REQUEST_KINDS.index)
+        best = {kind: _cheapest_for(self.outcomes, kind) for kind in kinds}
+        main = best.get("main", self.cheapest).policy
+        by_kind = {kind: outcome.policy.for_kind(kind) for kind, outcome in best.items()
+                   if outcome.policy.for_kind(kind) != main.for_kind(kind)}
+        keep = main.keep_alive
+        if keep is not None:  # one keep-alive for all kinds: only if every kind chose it
+            keep = keep if all(o.policy.keep_alive == keep for o in best.values()) else None
+        default = self.outcomes_by_label().get("default")
+        total = sum(o.kind_usd(k) for k, o in best.items())
+        name = "from ledger: " + (main.label() if not by_kind else "per kind")
+        if default is not None:
+            name += f" (replayed ${total:.4f} vs ${default.usd:.4f} at the default TTL)"
+        return CachePolicy(name=name, head=main.head, history=main.history, by_kind=by_kind,
+                           keep_alive=keep, explicit_cache=main.explicit_cache)
+
+    def outcomes_by_label(self) -> dict[str, PolicyOutcome]:
+        return {o.policy.name or o.policy.label(): o for o in self.outcomes}
+
+    def to_json(self) -> dict[str, Any]:
+        """``{"provider", "calls", "recorded_usd", "as_used", "policies", "cheapest",
+        "saving_usd", "hindsight_usd", "per_place", "notes"}``."""
+        return {"provider": self.provider, "calls": self.calls,
+                "recorded_usd": round(self.recorded_usd, 6),
+                "as_used": self.as_used.to_json(),
+                "policies": [o.to_json() for o in self.outcomes],
+                "cheapest": self.cheapest.policy.label(),
+                "saving_usd": round(self.saving_usd, 6),
+                "hindsight_usd": round(self.hindsight_usd, 6),
+                "per_place": self.per_place, "notes": list(self.notes)}
+
+
+def _cheapest_for(outcomes: list[PolicyOutcome], kind: str) -> PolicyOutcome:
+    return min(outcomes, key=lambda o: o.kind_usd(kind))
+
+
+def _r(value: float | None) -> float | None:
+    return None if value is None else round(value, 6)
+
+
+# --------------------------------------------------------------------------- extraction
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _kinds(records: list[UsageRecord]) -> dict[str, str]:
+    """Request kind per session: ``one-shot`` for a single-call session, ``subagent`` for a
+    session whose first call's predecessor is another session's call, else ``main``."""
+    session_of = {r.record_id: r.session_id for r in records}
+    first: dict[str, UsageRecord] = {}
+    count: dict[str, int] = {}
+    for record in records:
+        sid = record.session_id or ""
+        first.setdefault(sid, record)
+        count[sid] = count.get(sid, 0) + 1
+    kinds: dict[str, str] = {}
+    for sid, record in first.items():
+        parent = session_of.get(record.predecessor_id or "")
+        if count[sid] == 1:
+            kinds[sid] = "one-shot"
+        elif parent is not None and parent != record.session_id:
+            kinds[sid] = "subagent"
+        else:
+            kinds[sid] = "main"
+    return kinds
+
+
+def _replay_calls(records: list[UsageRecord], policies: PolicyTable | None,
+                  notes: dict[str, None]) -> list[ReplayCall]:
+    kinds = _kinds(records)
+    calls: list[ReplayCall] = []
+    skipped: dict[str, int] = {}
+    for r in records:
+        if r.wire_format == UNANALYSED:
+            continue
+        reason = None
+        if r.input_tokens_total is None or r.cache_read_tokens is None:
+            reason = "usage or cache reads unknown"
+        elif r.usage_inconsistent or (r.cache_read_tokens + (r.cache_write_tokens or 0)
+                                      > r.input_tokens_total):
+            reason = "usage that does not add up"
+        rules = None
+        if reason is None:
+            try:
+                rules = cache_rules(r.provider or "", r.model or "", policies)
+            except LookupError:
+                reason = f"provider {r.provider!r} without cache rules"
+        prices = None
+        if reason is None:
+            prices = unit_prices(r.provider or "", r.model or "", r.ts_utc.date())
+            if prices is None:
+                reason = f"no price for {r.provider}/{r.model} (genai-prices)"
+        if reason is not None or rules is None or prices is None:
+            skipped[reason or "?"] = skipped.get(reason or "?", 0) + 1
+            continue
+        total, read = r.input_tokens_total or 0, r.cache_read_tokens or 0
+        detail = r.verdict_detail
+        reusable = read
+        if r.verdict == "ttl_expired":
+            reusable = max(read, (r.predicted_cache_read_tokens or 0)
+                           + (_int(detail.get("expired_tokens")) or 0))
+        chain = (r.provider or "", r.model or "", r.wire_format, r.scenario or "",
+                 r.session_id or r.record_id)
+        calls.append(ReplayCall(
+            ts=r.ts_utc, chain=chain, kind=kinds.get(r.session_id or "", "main"),
+            total=total, read=read, write=r.cache_write_tokens or 0,
+            write_1h=r.cache_write_1h_tokens or 0, output=r.output_tokens or 0,
+            reusable=min(reusable, total), head=_int(detail.get("head_tokens")),
+            expired=r.verdict == "ttl_expired", ttl_s=_int(detail.get("ttl_s")),
+            prices=prices, rules=rules))
+    for reason, n in skipped.items():
+        notes[f"{n:,} call{'s' if n != 1 else ''} not replayed: {reason}"] = None
+    return calls
+
+
+# --------------------------------------------------------------------------- candidates
+
+
+def candidate_policies(rules: CacheRules, *, per_place: bool = True,
+                       explicit: bool = False) -> list[CachePolicy]:
+    """The policies the what-if replays for a provider's rules: each TTL it offers, the
+    longest on the head with the default on the history (``per_place``), each with and
+    without keep-alive (a ping 30 s before the shortest TTL ends, at most one hour of pings
+    per idle gap), and (Gemini, ``explicit``) an explicit head cache."""
+    labels = [_LABEL_OF_S[s] for s in rules.ttls_s if s in _LABEL_OF_S]
+    if not labels:
+        return [CachePolicy(name="default")]
+    default = labels[0]
+    out = [CachePolicy(name="default")]
+    out += [CachePolicy(name=label, head=label, history=label) for label in labels[1:]]
+    if per_place:
+        out += [CachePolicy(name=f"{label} head + {default} history", head=label,
+                            history=default) for label in labels[1:]]
+    with_keep: list[CachePolicy] = []
+    for policy in out:
+        shortest = ttl_seconds(policy.history, rules.default_ttl_s) or 0
+        interval = max(shortest - 30, shortest * 0.9)
+        pings = max(1, math.ceil(3600 / interval))
+        keep = KeepAlive(interval_s=interval, max_pings=pings)
+        with_keep.append(policy.model_copy(update={
+            "keep_alive": keep, "name": f"{policy.name} + keep-alive"}))
+    out += with_keep
+    if explicit:
+        out.append(CachePolicy(name="explicit head cache", explicit_cache=True))
+    return out
+
+
+def _as_used(calls: list[ReplayCall]) -> CachePolicy:
+    """The policy the recorded calls used: the TTL their requests chose (the most frequent),
+    the head at 1 hour when the calls wrote 1-hour tokens beside 5-minute ones."""
+    counts: dict[int, int] = {}
+    mixed = 0
+    for call in calls:
+        if call.ttl_s is not None:  # a chain's first call compares with nothing: no TTL
+            counts[call.ttl_s] = counts.get(call.ttl_s, 0) + 1
+        mixed += 0 < call.write_1h < call.write
+    ttl = max(counts, key=lambda k: counts[k]) if counts else None
+    label = _LABEL_OF_S.get(ttl) if ttl is not None else None
+    if mixed and label is not None and label != "1h":
+        return CachePolicy(name="as used", head="1h", history=label)
+    return CachePolicy(name="as used", head=label, history=label)
+
+
+# --------------------------------------------------------------------------- replay
+
+
+def _call_usd(call: ReplayCall, read: int, choice: TtlChoice, explicit_read: int = 0) -> float:
+    """Price ``call`` had it read ``read`` tokens with writes at ``choice``'s TTLs."""
+    p, rules = call.prices, call.rules
+    charged = bool(rules.write_multipliers)
+    write = max(call.extent - read, 0) if charged else 0
+    head = call.head or 0
+    head_write = max(0, min(head, call.extent) - read) if choice.head != choice.history else 0
+    history_write = write - head_write
+    uncached = max(call.total - read - write, 0)
+    cost = (uncached * p.input + (read - explicit_read) * p.cache_read
+            + call.output * p.output)
+    if charged:
+        cost += (head_write * p.write(choice.head, rules.write_multipliers)
+                 + history_write * p.write(choice.history, rules.write_multipliers))
+    return cost
+
+
+def _pings(gap: float, keep: KeepAlive | None) -> int:
+    if keep is None or gap <= keep.interval_s:
+        return 0
+    return min(keep.max_pings, math.floor(gap / keep.interval_s))
+
+
+def _ping_usd(extent: int, prices: UnitPrices) -> float:
+    return extent * prices.cache_read + _PING_OUTPUT_TOKENS * prices.output
+
+
+def _step(call: ReplayCall, previous: ReplayCall | None, choice_before: TtlChoice,
+          choice: TtlChoice, keep: KeepAlive | None) -> tuple[float, int, bool, int, float]:
+    """Replay one call: (USD, reads, expired, pings, ping USD). ``choice_before`` is the TTL
+    choice the previous call wrote (and refreshed) its entries with."""
+    if previous is None:
+        return _call_usd(call, call.read, choice), call.read, False, 0, 0.0
+    gap = (call.ts - previous.ts).total_seconds()
+    pings = _pings(gap, keep)
+    ping_usd = pings * _ping_usd(previous.extent, previous.prices)
+    if pings:
+        gap -= pings * (keep.interval_s if keep is not None else 0)
+    default = call.rules.default_ttl_s
+    history_s = ttl_seconds(choice_before.history, default)
+    head_s = ttl_seconds(choice_before.head, default)
+    history_alive = history_s is None or gap <= history_s
+    head_alive = head_s is None or gap <= head_s
+    if history_alive:
+        read = call.reusable
+    elif head_alive and call.head is not None:
+        read = min(call.head, call.reusable)
+    else:
+        read = 0
+    expired = read < call.reusable
+    return _call_usd(call, read, choice), read, expired, pings, ping_usd
+
+
+def replay(calls: Iterable[ReplayCall], policy: CachePolicy) -> PolicyOutcome:
+    """Replay ``calls`` (in time order) under ``policy`` (module docstring)."""
+    outcome = PolicyOutcome(policy)
+    last: dict[tuple[str, ...], ReplayCall] = {}
+    spans: dict[tuple[str, ...], tuple[ReplayCall, ReplayCall]] = {}
+    for call in calls:
+        choice = policy.for_kind(call.kind)
+        previous = last.get(call.chain)
+        if policy.explicit_cache and call.head:
+            read = max(call.read, call.head)
+            rule = explicit_cache_rule(call.chain[1])
+            explicit_price = (rule.read_usd_per_mtok / 1e6 if rule.read_usd_per_mtok
+                              is not None else call.prices.cache_read)
+            usd = (_call_usd(call, read, choice, explicit_read=call.head)
+                   + call.head * explicit_price)
+            outcome.add(call.kind, usd, call.total, read, False)
+            first = spans.get(call.chain, (call, call))[0]
+            spans[call.chain] = (first, call)
+        else:
+            usd, read, expired, pings, ping_usd = _step(call, previous, choice, choice,
+                                                       policy.keep_alive)
+            outcome.add(call.kind, usd + ping_usd, call.total, read, expired)
+            outcome.keepalive_pings += pings
+            outcome.keepalive_usd += ping_usd
+        last[call.chain] = call
+    for first, end in spans.values():
+        rule = explicit_cache_rule(first.chain[1])
+        hours = ((end.ts - first.ts).total_seconds() + (rule.default_ttl_s or 3600)) / 3600
+        if rule.storage_usd_per_mtok_hour is not None and first.head:
+            storage = first.head / 1e6 * rule.storage_usd_per_mtok_hour * hours
+            outcome.storage_usd += storage
+            outcome.usd += storage
+            entry = outcome.by_kind[first.kind]
+            entry["usd"] += storage
+    return outcome
+
+
+def _hindsight(calls: list[ReplayCall], policies: list[CachePolicy]) -> float:
+    """The cheapest sequence of per-call choices among ``policies``' TTL and keep-alive
+    settings, knowing every gap (a dynamic programme per chain over the choice the previous
+    call made): no fixed policy among them costs less."""
+    options = list({(p.for_kind(k), p.keep_alive) for p in policies if not p.explicit_cache
+                    for k in REQUEST_KINDS})
+    best: dict[tuple[str, ...], list[float]] = {}
+    last: dict[tuple[str, ...], ReplayCall] = {}
+    for call in calls:
+        previous = last.get(call.chain)
+        costs = best.get(call.chain)
+        new: list[float] = []
+        for choice, _ in options:
+            if previous is None or costs is None:
+                usd, *_ = _step(call, None, choice, choice, None)
+                new.append(usd)
+                continue
+            cheapest = math.inf
+            for j, (before, keep) in enumerate(options):
+                usd, _, _, _, ping_usd = _step(call, previous, before, choice, keep)
+                cheapest = min(cheapest, costs[j] + usd + ping_usd)
+            new.append(cheapest)
+        best[call.chain] = new
+        last[call.chain] = call
+    return sum(min(costs) for costs in best.values())
+
+
+# --------------------------------------------------------------------------- entry point
+
+
+def _records(source: Any, since: datetime | None) -> list[UsageRecord]:
+    from .._ledger._ledger import Ledger
+
+    if isinstance(source, (str, Path)):
+        with Ledger(source, read_only=True) as opened:
+            return list(opened.iter_records(since=since))
+    if isinstance(source, Ledger):
+        return list(source.iter_records(since=since))
+    return [r for r in source if since is None or r.ts_utc >= since]
+
+
+def what_if(source: Any, *, provider: str | None = None, since: datetime | None = None,
+            policies: Iterable[CachePolicy] | None = None,
+            table: PolicyTable | None = None) -> WhatIf:
+    """Replay a ledger's calls of one provider family under alternative cache policies.
+
+    Args:
+        source: A :class:`~stableprompt.Ledger`, a ledger path or URL, or
+            :class:`~stableprompt.UsageRecord` values in time order.
+        provider: The provider family (``"anthropic"``, ``"openai"``, ...); needed when the
+            calls are of several.
+        since: Only calls at or after this time.
+        policies: The candidates (default: :func:`candidate_policies` of the provider's
+            rules for the busiest model).
+        table: Provider rules (default: the shipped table).
+
+    Returns:
+        A :class:`WhatIf`; its ``outcomes`` sorted by cost.
+
+    Raises:
+        PolicyError: no replayable call of the provider, or several providers and none named
+            (code ``cache-policy``).
+    """
+    records = _records(source, since)
+    notes: dict[str, None] = {}
+    calls = _replay_calls(records, table, notes)
+    providers = sorted({c.chain[0] for c in calls})
+    if provider is None:
+        if len(providers) > 1:
+            raise PolicyError(f"calls of several providers {providers}: name one "
+                              "(provider=...)", code="cache-policy")
+        if not providers:
+            raise PolicyError("no call to replay (no known usage with a priced model)"
+                              + (": " + "; ".join(notes) if notes else ""), code="cache-policy")
+        provider = providers[0]
+    others = [c for c in calls if c.chain[0] != provider]
+    calls = [c for c in calls if c.chain[0] == provider]
+    if not calls:
+        raise PolicyError(f"no replayable call of provider {provider!r} (providers with "
+                          f"calls: {providers})", code="cache-policy")
+    if others:
+        notes[f"{len(others):,} calls of other providers not replayed here"] = None
+    calls.sort(key=lambda c: c.ts)
+    per_place = all(c.head is not None for c in calls)
+    if not per_place:
+        notes["per-place TTLs (head vs history) not replayed: some rows have no head_tokens "
+              "(recorded before stableprompt stored it)"] = None
+    busiest = _busiest(calls)
+    if policies is None:
+        candidates = candidate_policies(busiest, per_place=per_place,
+                                        explicit=provider == "gemini" and per_place)
+    else:
+        candidates = list(policies)
+    if not candidates:
+        raise PolicyError("no candidate policy to replay", code="cache-policy")
+    outcomes = sorted((replay(calls, p) for p in candidates), key=lambda o: o.usd)
+    as_used = replay(calls, _as_used(calls))
+    recorded = sum(c.recorded_usd() for c in calls)
+    # The programme covers every TTL and keep-alive candidate; an explicit-cache candidate
+    # (a different regime) bounds it too where it is cheaper.
+    hindsight = min(_hindsight(calls, candidates), *(o.usd for o in outcomes))
+    return WhatIf(provider=provider, calls=len(calls), recorded_usd=recorded, as_used=as_used,
+                  outcomes=outcomes, hindsight_usd=hindsight, per_place=per_place,
+                  notes=list(notes))
+
+
+def _busiest(calls: list[ReplayCall]) -> CacheRules:
+    counts: dict[str, int] = {}
+    rules: Mapping[str, CacheRules] = {c.chain[1]: c.rules for c in calls}
+    for call in calls:
+        counts[call.chain[1]] = counts.get(call.chain[1], 0) + 1
+    return rules[max(counts, key=lambda m: counts[m])]
+
+
+public(PolicyOutcome, WhatIf, what_if)
