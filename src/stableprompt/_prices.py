@@ -25,7 +25,7 @@ __all__ = ["GENAI_PROVIDERS", "UnitPrices", "unit_prices"]
 GENAI_PROVIDERS: Mapping[str, str] = {"gemini": "google", "bedrock": "aws", "xai": "x-ai"}
 """stableprompt provider names that genai-prices spells differently (its ``provider_id``)."""
 
-_MTOK = 1_000_000
+_UNIT = 1_000  # well under every long-context tier threshold (Sonnet 4.5: 200,000)
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,15 +84,15 @@ def unit_prices(provider: str, model: str, day: date) -> UnitPrices | None:
     def cost(**tokens: int) -> float:
         usage = Usage(**tokens)
         result = calc_price(usage, model, provider_id=provider_id, genai_request_timestamp=stamp)
-        return float(result.total_price) / _MTOK
+        return float(result.total_price) / _UNIT
 
     try:
-        fresh = cost(input_tokens=_MTOK)
-        read = cost(input_tokens=_MTOK, cache_read_tokens=_MTOK)
-        write = cost(input_tokens=_MTOK, cache_write_tokens=_MTOK)
-        write_1h = cost(input_tokens=_MTOK, cache_write_tokens=_MTOK,
-                        cache_write_1h_tokens=_MTOK)
-        output = cost(output_tokens=_MTOK)
+        fresh = cost(input_tokens=_UNIT)
+        read = cost(input_tokens=_UNIT, cache_read_tokens=_UNIT)
+        write = cost(input_tokens=_UNIT, cache_write_tokens=_UNIT)
+        write_1h = cost(input_tokens=_UNIT, cache_write_tokens=_UNIT,
+                        cache_write_1h_tokens=_UNIT)
+        output = cost(output_tokens=_UNIT)
     except Exception:  # LookupError (unknown model) or a library problem: not priced
         return None
     return UnitPrices(fresh, read, write, write_1h, output,

@@ -86,6 +86,7 @@ from ._causes import CauseRow, rank_causes
 from ._pricing import Pricing, genai_prices_version
 from ._snippets import mutation_snippets
 from ._stabilized import StabilizeSavings
+from ._what_if import WhatIf, what_if_by_provider
 
 __all__ = [
     "GROUP_BY",
@@ -415,6 +416,8 @@ class Summary:
     """Calls that read more than any earlier call of the selection explains (a cache warm
     from calls not in it, or a prefix shared with a call the recorder did not compare it
     with); their ceiling is what they read, so ``of ceiling`` never exceeds 100%."""
+    what_if: dict[str, WhatIf] | None = None
+    """The what-if replay per provider family (``summarize(what_if=True)``), else ``None``."""
 
     @property
     def hit_rate(self) -> float | None:
@@ -522,7 +525,9 @@ class Summary:
                 "exclusions": self.exclusion_notes(),
                 "cost_notes": self.cost_notes(),
                 "reads_beyond_ledger": self.reads_beyond_ledger,
-                "stabilized": self.stabilized.to_json()}
+                "stabilized": self.stabilized.to_json(),
+                **({"what_if": {p: w.to_json() for p, w in self.what_if.items()}}
+                   if self.what_if is not None else {})}
 
 
 def _round(value: float | None) -> float | None:
@@ -619,13 +624,16 @@ def _alive(earlier: _Seen, now: datetime, ttl_s: int | None) -> bool:
 
 
 def summarize(records: Iterable[UsageRecord], *, policies: PolicyTable | None = None,
-              price: bool = True) -> Summary:
+              price: bool = True, what_if: bool = False) -> Summary:
     """Group records by scenario and session and compute the summary (module docstring).
 
     Args:
         records: Ledger records, in ledger order (time order).
         policies: Cache-policy table for minimums and granularity (default: shipped).
         price: Price calls with genai-prices (``False``: every cost is ``None``).
+        what_if: Also replay the calls under alternative cache policies
+            (:attr:`Summary.what_if`, :func:`~stableprompt.what_if` per provider); keeps
+            the records in memory for it.
 
     Returns:
         A :class:`Summary`; scenarios and sessions in order of first appearance, calls in
@@ -639,7 +647,10 @@ def summarize(records: Iterable[UsageRecord], *, policies: PolicyTable | None = 
     overall = Totals()
     bodies: dict[str, UsageRecord] = {}  # records that kept their request body, by id
     stabilized = StabilizeSavings()
+    kept: list[UsageRecord] = []
     for record in records:
+        if what_if:
+            kept.append(record)
         if record.content is not None:
             bodies[record.record_id] = record
         name = record.scenario or NO_SCENARIO
@@ -672,8 +683,9 @@ def summarize(records: Iterable[UsageRecord], *, policies: PolicyTable | None = 
         for totals in (overall, scenario.totals, scenario.sessions.setdefault(sid, Totals())):
             totals.add(row, agrees, price)
     pricing.notes = list(notes)
+    replays = what_if_by_provider(kept, table=policies) if what_if and price else None
     return Summary(scenarios, len(rows), pricing, rows, overall, price, stabilized,
-                   reads_beyond_ledger=ceilings.beyond_ledger)
+                   reads_beyond_ledger=ceilings.beyond_ledger, what_if=replays)
 
 
 public(Summary, summarize)

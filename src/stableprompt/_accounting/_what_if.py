@@ -55,7 +55,7 @@ from .._prices import UnitPrices, unit_prices
 from .._public import public
 
 __all__ = ["PolicyOutcome", "ReplayCall", "WhatIf", "candidate_policies", "replay",
-           "what_if"]
+           "what_if", "what_if_by_provider"]
 
 _LABEL_OF_S = {seconds: label for label, seconds in TTL_LABELS_S.items()}
 _PING_OUTPUT_TOKENS = 1
@@ -212,25 +212,36 @@ class WhatIf:
         return self.recorded_usd - self.cheapest.usd
 
     def recommended(self) -> CachePolicy:
-        """The cheapest policy per request kind, combined into one :class:`CachePolicy`
-        (``by_kind`` where kinds differ), named with its saving against the provider
-        default."""
+        """The cheapest policy per request kind, combined into one :class:`CachePolicy`:
+        keep-alive and the explicit cache are one setting for all kinds, so for each such
+        setting the cheapest TTLs per kind are summed and the cheapest setting wins (ties:
+        the simpler one, without keep-alive); kinds whose TTLs differ from the main agent's
+        go in ``by_kind``. Named with its replayed cost against the provider default."""
         kinds = sorted({k for o in self.outcomes for k in o.by_kind},
                        key=REQUEST_KINDS.index)
-        best = {kind: _cheapest_for(self.outcomes, kind) for kind in kinds}
-        main = best.get("main", self.cheapest).policy
+        pools: dict[tuple[KeepAlive | None, bool], list[PolicyOutcome]] = {}
+        for outcome in self.outcomes:
+            key = (outcome.policy.keep_alive, outcome.policy.explicit_cache)
+            pools.setdefault(key, []).append(outcome)
+
+        def total(pool: list[PolicyOutcome]) -> float:
+            return sum(_cheapest_for(pool, k).kind_usd(k) for k in kinds)
+
+        setting = min(pools, key=lambda key: (round(total(pools[key]), 9), key[0] is not None,
+                                              key[1]))
+        pool = pools[setting]
+        best = {kind: _cheapest_for(pool, kind) for kind in kinds}
+        main = best.get("main", pool[0]).policy
         by_kind = {kind: outcome.policy.for_kind(kind) for kind, outcome in best.items()
                    if outcome.policy.for_kind(kind) != main.for_kind(kind)}
-        keep = main.keep_alive
-        if keep is not None:  # one keep-alive for all kinds: only if every kind chose it
-            keep = keep if all(o.policy.keep_alive == keep for o in best.values()) else None
         default = self.outcomes_by_label().get("default")
-        total = sum(o.kind_usd(k) for k, o in best.items())
-        name = "from ledger: " + (main.label() if not by_kind else "per kind")
+        label = main.label() if not by_kind else "per kind"
+        name = f"from ledger: {label}"
         if default is not None:
-            name += f" (replayed ${total:.4f} vs ${default.usd:.4f} at the default TTL)"
+            name += (f" (replayed ${total(pool):.4f} vs ${default.usd:.4f} at the default "
+                     "TTL)")
         return CachePolicy(name=name, head=main.head, history=main.history, by_kind=by_kind,
-                           keep_alive=keep, explicit_cache=main.explicit_cache)
+                           keep_alive=setting[0], explicit_cache=setting[1])
 
     def outcomes_by_label(self) -> dict[str, PolicyOutcome]:
         return {o.policy.name or o.policy.label(): o for o in self.outcomes}
@@ -249,7 +260,8 @@ class WhatIf:
 
 
 def _cheapest_for(outcomes: list[PolicyOutcome], kind: str) -> PolicyOutcome:
-    return min(outcomes, key=lambda o: o.kind_usd(kind))
+    """The outcome cheapest for ``kind`` (ties: the first, i.e. the cheaper overall)."""
+    return min(outcomes, key=lambda o: round(o.kind_usd(kind), 9))
 
 
 def _r(value: float | None) -> float | None:
@@ -578,6 +590,23 @@ def what_if(source: Any, *, provider: str | None = None, since: datetime | None 
     return WhatIf(provider=provider, calls=len(calls), recorded_usd=recorded, as_used=as_used,
                   outcomes=outcomes, hindsight_usd=hindsight, per_place=per_place,
                   notes=list(notes))
+
+
+def what_if_by_provider(records: Iterable[UsageRecord], *,
+                        table: PolicyTable | None = None) -> dict[str, WhatIf]:
+    """:func:`what_if` for each provider family with replayable calls (``records`` in time
+    order); a provider whose calls cannot be replayed (unknown usage, no price) is left out,
+    and why is in the other results' notes when there are any."""
+    records = list(records)
+    providers = sorted({r.provider for r in records
+                        if r.provider and r.wire_format != UNANALYSED})
+    out: dict[str, WhatIf] = {}
+    for provider in providers:
+        try:
+            out[provider] = what_if(records, provider=provider, table=table)
+        except PolicyError:
+            continue
+    return out
 
 
 def _busiest(calls: list[ReplayCall]) -> CacheRules:

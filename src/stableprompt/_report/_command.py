@@ -254,6 +254,10 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--since", metavar="T",
                         help="only calls at or after T (ISO 8601 date or date-time, UTC "
                              "unless it has an offset)")
+    parser.add_argument("--what-if", action="store_true", dest="what_if",
+                        help="replay the calls under alternative cache policies (TTL per "
+                             "breakpoint place and request kind, keep-alive): cost per "
+                             "policy, the cheapest, the saving and the hindsight bound")
     parser.add_argument("--follow", action="store_true",
                         help="a live view of one LEDGER while another process (the proxy) "
                              "writes it: hit rate, latest misses, causes; plain lines when "
@@ -303,7 +307,7 @@ def _run(args: argparse.Namespace) -> int:
         per_ledger.append(_records(ledger, session_id=args.session, since=since,
                                    corrupt=corrupt))
     records, duplicates = merge_records(per_ledger)
-    report = summarize(records)
+    report = summarize(records, what_if=args.what_if)
     name = paths[0] if len(paths) == 1 else f"{len(paths)} ledgers"
     if len(paths) == 1:
         meta = metas[0]
@@ -365,6 +369,10 @@ def _run(args: argparse.Namespace) -> int:
     print_tables(report, title=shown(f"stableprompt report: {name}"), notes=(),
                  sessions=args.sessions, pricing=False)
     print_explanations(report, calls=args.calls, by=None if args.by == "scenario" else args.by)
+    if report.what_if is not None:
+        from ._what_if_text import print_what_if
+
+        print_what_if(report.what_if)
     console = make_console(sys.stdout)
     for line in [*notes, *pricing_lines(report)]:
         console.print(shown(line))

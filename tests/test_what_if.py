@@ -1,0 +1,279 @@
+"""What-if replay of cache policies (issue 29, item 1) and the CachePolicy value (item 2).
+
+The replayed costs are checked against sums written out by hand from the prices of
+claude-sonnet-4-5 (genai-prices: $3 per million input tokens, cache reads 0.1x, 5-minute
+writes 1.25x, 1-hour writes 2x, output $15 per million; the first test pins them), never by
+calling the replay's own arithmetic.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from stableprompt import (
+    BreakpointError,
+    CachePolicy,
+    InputError,
+    KeepAlive,
+    Ledger,
+    PolicyError,
+    PromptBuilder,
+    Tool,
+    TtlChoice,
+    UsageRecord,
+    summarize,
+    what_if,
+)
+from stableprompt._prices import unit_prices
+
+MODEL = "claude-sonnet-4-5"
+T0 = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
+IN, READ, W5, W1, OUT = 3e-6, 3e-7, 3.75e-6, 6e-6, 15e-6
+
+
+def _record(i: int, at: float, total: int, read: int, write: int, verdict: str, *,
+            session: str = "s1", detail: dict[str, Any] | None = None,
+            predecessor: str | None = None, predicted: int | None = None,
+            provider: str = "anthropic", model: str = MODEL, output: int = 0,
+            write_1h: int = 0) -> UsageRecord:
+    return UsageRecord(
+        record_id=f"r{i}", ts_utc=T0 + timedelta(seconds=at), session_id=session,
+        scenario="what-if", wire_format="anthropic", provider=provider, model=model,
+        predecessor_id=predecessor, input_tokens_total=total, cache_read_tokens=read,
+        cache_write_tokens=write, cache_write_5m_tokens=write - write_1h,
+        cache_write_1h_tokens=write_1h, uncached_tokens=total - read - write,
+        output_tokens=output, verdict=verdict,  # type: ignore[arg-type]
+        predicted_cache_read_tokens=predicted, verdict_detail=detail or {})
+
+
+def _three_calls() -> list[UsageRecord]:
+    """A 10,000-token first call, a hit a minute later, then a 10-minute think-time gap that
+    a 5-minute TTL does not survive (the recorder said ttl_expired: 10,500 expired)."""
+    head = {"head_tokens": 4000}
+    return [
+        _record(1, 0, 10_000, 0, 10_000, "cold", detail=head),
+        _record(2, 60, 10_500, 10_000, 500, "hit", detail={**head, "ttl_s": 300},
+                predecessor="r1", predicted=10_000),
+        _record(3, 660, 11_000, 0, 11_000, "ttl_expired", predecessor="r2", predicted=0,
+                detail={**head, "ttl_s": 300, "expired_tokens": 10_500}),
+    ]
+
+
+def test_the_hand_prices_are_genai_prices() -> None:
+    prices = unit_prices("anthropic", MODEL, T0.date())
+    assert prices is not None
+    assert (prices.input, prices.cache_read, prices.cache_write, prices.cache_write_1h,
+            prices.output) == pytest.approx((IN, READ, W5, W1, OUT), rel=1e-9)
+
+
+def test_each_policy_is_replayed_as_computed_by_hand() -> None:
+    result = what_if(_three_calls())
+    paid = 10_000 * W5 + (10_000 * READ + 500 * W5) + 11_000 * W5
+    assert result.recorded_usd == pytest.approx(paid)
+    assert result.as_used.policy.for_kind("main") == TtlChoice(head="5m", history="5m")
+    assert result.as_used.usd == pytest.approx(paid)
+    by = result.outcomes_by_label()
+    assert by["default"].usd == pytest.approx(paid)
+    assert by["default"].ttl_expired == 1
+    # 1 hour everywhere: every write at 2x, the third call reads the 10,500 it shares.
+    assert by["1h"].usd == pytest.approx(10_000 * W1 + (10_000 * READ + 500 * W1)
+                                         + (10_500 * READ + 500 * W1))
+    assert by["1h"].ttl_expired == 0
+    # 1 h head (4,000 tokens) + 5 m history: the third call reads the head only.
+    assert by["1h head + 5m history"].usd == pytest.approx(
+        (4_000 * W1 + 6_000 * W5) + (10_000 * READ + 500 * W5) + (4_000 * READ + 7_000 * W5))
+    # Keep-alive every 270 s: two pings in the 600 s gap, each reading the 10,500-token
+    # extent and producing one token; the third call then reads.
+    keep = by["default + keep-alive"]
+    assert keep.keepalive_pings == 2
+    assert keep.usd == pytest.approx(10_000 * W5 + (10_000 * READ + 500 * W5)
+                                     + 2 * (10_500 * READ + OUT) + (10_500 * READ + 500 * W5))
+    assert result.cheapest is keep
+    # After the fact: write the second call's new tokens at 1 h, and nothing else.
+    assert result.hindsight_usd == pytest.approx(
+        10_000 * W5 + (10_000 * READ + 500 * W1) + (10_500 * READ + 500 * W5))
+    assert all(o.usd >= result.hindsight_usd - 1e-12 for o in result.outcomes)
+    assert result.saving_usd == pytest.approx(paid - keep.usd)
+    chosen = result.recommended()
+    assert chosen.keep_alive == KeepAlive(interval_s=270, max_pings=14)
+    assert chosen.for_kind("main") == TtlChoice()
+
+
+def test_kinds_are_told_apart_and_chosen_separately() -> None:
+    """A forked session (its first call's predecessor is another session's) is a subagent;
+    a single-call session is one-shot; each kind gets its own cheapest TTLs."""
+    records = [*_three_calls(),
+               _record(4, 700, 9_000, 4_000, 5_000, "hit", session="sub",
+                       predecessor="r3", detail={"head_tokens": 4000, "ttl_s": 300}),
+               _record(5, 710, 9_200, 9_000, 200, "hit", session="sub",
+                       predecessor="r4", detail={"head_tokens": 4000, "ttl_s": 300}),
+               _record(6, 720, 5_000, 4_000, 1_000, "hit", session="once",
+                       predecessor="r3", detail={"head_tokens": 4000, "ttl_s": 300})]
+    result = what_if(records)
+    kinds = result.outcomes_by_label()["default"].by_kind
+    assert {k: int(v["calls"]) for k, v in kinds.items()} == {
+        "main": 3, "subagent": 2, "one-shot": 1}
+    chosen = result.recommended()
+    assert chosen.for_kind("subagent") == TtlChoice()  # short gaps: the default is cheapest
+    assert chosen.keep_alive == KeepAlive(interval_s=270, max_pings=14)  # helps main only
+
+
+def test_rows_without_head_tokens_skip_per_place_policies_and_say_so() -> None:
+    records = [r.model_copy(update={"verdict_detail": {
+        k: v for k, v in r.verdict_detail.items() if k != "head_tokens"}})
+        for r in _three_calls()]
+    result = what_if(records)
+    assert not result.per_place
+    assert "1h head + 5m history" not in result.outcomes_by_label()
+    assert any("head_tokens" in note for note in result.notes)
+
+
+def test_unknown_usage_and_unpriced_models_are_named_not_priced_at_zero() -> None:
+    records = [*_three_calls(),
+               UsageRecord(record_id="x1", ts_utc=T0, session_id="s9", wire_format="anthropic",
+                           provider="anthropic", model=MODEL, verdict="unknown"),
+               _record(8, 5, 2_000, 0, 2_000, "cold", session="s8", model="no-such-model-9")]
+    result = what_if(records)
+    assert result.calls == 3
+    assert any(n == "1 call not replayed: usage or cache reads unknown" for n in result.notes)
+    assert any("no price for anthropic/no-such-model-9" in n for n in result.notes)
+    with pytest.raises(PolicyError, match="no call to replay"):
+        what_if(records[3:4])
+
+
+def test_several_providers_need_one_named() -> None:
+    other = _record(9, 1, 3_000, 0, 0, "cold", session="o", provider="openai",
+                    model="gpt-5.2")
+    records = [*_three_calls(), other]
+    with pytest.raises(PolicyError, match="several providers"):
+        what_if(records)
+    assert what_if(records, provider="anthropic").calls == 3
+    assert what_if(records, provider="openai").calls == 1
+
+
+def test_summarize_and_the_report_show_the_what_if(tmp_path: Path) -> None:
+    summary = summarize(_three_calls(), what_if=True)
+    assert summary.what_if is not None and set(summary.what_if) == {"anthropic"}
+    assert summarize(_three_calls()).what_if is None
+    path = tmp_path / "l.db"
+    with Ledger(path) as ledger:
+        for record in _three_calls():
+            ledger.write(record)
+    run = [sys.executable, "-m", "stableprompt", "report", str(path), "--what-if"]
+    text = subprocess.run(run, capture_output=True, text=True, check=True).stdout
+    assert "what-if: anthropic" in text
+    assert "hindsight bound" in text and "1h head + 5m history" in text
+    data = json.loads(subprocess.run([*run, "--json"], capture_output=True, text=True,
+                                     check=True).stdout)
+    entry = data["what_if"]["anthropic"]
+    assert entry["calls"] == 3 and entry["cheapest"] == "default + keep-alive"
+    assert entry["hindsight_usd"] <= min(p["usd"] for p in entry["policies"])
+
+
+def test_from_ledger_picks_the_cheapest(tmp_path: Path) -> None:
+    path = tmp_path / "l.db"
+    with Ledger(path) as ledger:
+        for record in _three_calls():
+            ledger.write(record)
+    chosen = CachePolicy.from_ledger(path)
+    assert chosen.keep_alive is not None and chosen.keep_alive.max_pings == 14
+    assert chosen.name.startswith("from ledger: ")
+    assert CachePolicy.from_ledger(_three_calls()) == chosen
+
+
+# --------------------------------------------------------------------------- CachePolicy
+
+
+def test_a_shorter_ttl_before_a_longer_one_is_refused() -> None:
+    with pytest.raises(PolicyError) as caught:
+        CachePolicy(head="5m", history="1h")
+    assert caught.value.code == "cache-policy-ttl-order"
+    with pytest.raises(PolicyError) as caught:
+        CachePolicy(by_kind={"subagent": {"head": "30m", "history": "12h"}})
+    assert caught.value.code == "cache-policy-ttl-order"
+    assert "/by_kind/subagent" in str(caught.value)
+
+
+@pytest.mark.parametrize(("fields", "text"), [
+    ({"history": "7m"}, "'7m' is not one of"),
+    ({"by_kind": {"helper": {}}}, "unknown request kind"),
+    ({"head": "5m", "keep_alive": {"interval_s": 300, "max_pings": 3}},
+     "not shorter than the main TTL"),
+    ({"keep_alive": {"interval_s": 0, "max_pings": 3}}, "greater than 0"),
+    ({"keep_alive": {"interval_s": 60, "max_pings": -1}}, "greater than or equal to 0"),
+    ({"extra": 1}, "Extra inputs"),
+])
+def test_bad_policies_are_typed_errors(fields: dict[str, Any], text: str) -> None:
+    with pytest.raises(PolicyError, match=text) as caught:
+        CachePolicy(**fields)
+    assert caught.value.code == "cache-policy"
+
+
+def test_policy_files(tmp_path: Path) -> None:
+    good = tmp_path / "p.json"
+    good.write_text('{"head": "1h", "history": "5m", "keep_alive": '
+                    '{"interval_s": 270, "max_pings": 4}}')
+    policy = CachePolicy.from_file(good)
+    assert policy.for_kind("subagent") == TtlChoice(head="1h", history="5m")
+    assert policy.label() == "1h head + 5m history + keep-alive every 4m30s (max 4)"
+    for body, text in (("{", "invalid cache policy at /"), ('{"head": "5m", "history": "1h"}',
+                                                            "longer TTLs must come first")):
+        bad = tmp_path / "bad.json"
+        bad.write_text(body)
+        with pytest.raises(PolicyError, match=text) as caught:
+            CachePolicy.from_file(bad)
+        assert str(bad) in str(caught.value)
+    with pytest.raises(PolicyError, match="cannot read cache policy"):
+        CachePolicy.from_file(tmp_path / "missing.json")
+    with pytest.raises(PolicyError, match="unknown request kind"):
+        policy.for_kind("helper")
+
+
+WEATHER = Tool("get_weather", "Weather for a city.",
+               {"type": "object", "properties": {"city": {"type": "string"}},
+                "required": ["city"]})
+
+
+def _rendered(head_ttl: str) -> Any:
+    head = PromptBuilder(tokenizer=None).system("Be brief.").tools([WEATHER]).freeze(
+        head_ttl=head_ttl)
+    conv = head.conversation()
+    conv.user("Weather in Paris?")
+    return conv.render()
+
+
+def test_renders_take_the_policy_ttls() -> None:
+    policy = CachePolicy(head="1h", history="5m",
+                         by_kind={"subagent": TtlChoice(head="1h", history="1h")})
+    body = _rendered("1h").to_anthropic(model=MODEL, max_tokens=10, cache_policy=policy).body
+    assert body["system"][-1]["cache_control"] == {"type": "ephemeral", "ttl": "1h"}
+    assert body["messages"][-1]["content"][-1]["cache_control"] == {"type": "ephemeral"}
+    sub = _rendered("1h").to_anthropic(model=MODEL, max_tokens=10, cache_policy=policy,
+                                       request_kind="subagent").body
+    assert sub["messages"][-1]["content"][-1]["cache_control"] == {"type": "ephemeral",
+                                                                   "ttl": "1h"}
+    with pytest.raises(BreakpointError) as caught:
+        _rendered("5m").to_anthropic(model=MODEL, max_tokens=10, cache_policy=policy)
+    assert caught.value.code == "cache-policy-head-ttl"
+    with pytest.raises(InputError, match="either cache_policy or history_ttl"):
+        _rendered("1h").to_anthropic(model=MODEL, max_tokens=10, cache_policy=policy,
+                                     history_ttl="1h")
+    with pytest.raises(InputError, match="must be a CachePolicy"):
+        _rendered("1h").to_anthropic(model=MODEL, max_tokens=10,
+                                     cache_policy={"head": "1h"})
+    openai = _rendered("5m").to_openai_responses(
+        model="gpt-5.6", cache_policy=CachePolicy(head="12h", history="30m")).body
+    assert openai["prompt_cache_options"]["ttl"] == "12h"
+    marks = [part.get("prompt_cache_breakpoint") for item in openai["input"]
+             for part in (item.get("content") if isinstance(item.get("content"), list) else [])
+             if isinstance(part, dict) and "prompt_cache_breakpoint" in part]
+    assert {"ttl": "30m"} in marks or any(m and m.get("ttl") == "30m" for m in marks)
+    plain = _rendered("5m").to_openai_chat(model="gpt-5.2", cache_policy=CachePolicy()).body
+    assert "prompt_cache_options" not in plain
