@@ -34,7 +34,7 @@ import pytest
 
 import harness_clis
 from conftest import proxy_process
-from stableprompt import Ledger, UsageRecord
+from stableprompt import Ledger, UsageRecord, what_if
 from stableprompt.emulator import AssistantTurn, Emulator, ToolCall
 
 pytestmark = pytest.mark.harness
@@ -184,6 +184,7 @@ class Session:
     ledger_rows: int
     captured: list[dict[str, Any]]
     outputs: list[subprocess.CompletedProcess[str]]
+    records: list[UsageRecord]
 
 
 def run_session(tmp: Path, responder: CliResponder,
@@ -214,7 +215,7 @@ def run_session(tmp: Path, responder: CliResponder,
     with Ledger(ledger) as led:
         records = led.records()
     check(records)
-    return Session(statuses, len(records), captured, outputs)
+    return Session(statuses, len(records), captured, outputs, records)
 
 
 def assert_every_call(session: Session, *, minimum: int) -> None:
@@ -226,6 +227,19 @@ def assert_every_call(session: Session, *, minimum: int) -> None:
         session.emulator_statuses
     assert len(session.emulator_statuses) >= minimum
     assert session.ledger_rows == len(session.emulator_statuses) == len(session.captured)
+
+
+def assert_what_if(records: list[UsageRecord]) -> None:
+    """The what-if (issue 29) on a real harness's traffic: the replay of the policy the
+    harness used reproduces what it paid within 1%, and no candidate beats the hindsight
+    bound."""
+    result = what_if(records)
+    assert result.calls == len(records)
+    assert result.as_used.usd == pytest.approx(result.recorded_usd, rel=0.01)
+    assert all(o.usd >= result.hindsight_usd - 1e-12 for o in result.outcomes)
+    print(f"what-if: paid ${result.recorded_usd:.6f}, as used ${result.as_used.usd:.6f}, "
+          f"cheapest {result.cheapest.policy.label()} ${result.cheapest.usd:.6f}, "
+          f"hindsight ${result.hindsight_usd:.6f}")
 
 
 def check_diagnostics(wire: str) -> Any:
@@ -336,6 +350,7 @@ def test_claude_code_session_with_subagent_and_continue(claude: Path, sink: Sink
     assert results[0]["session_id"] == results[1]["session_id"]  # --continue resumed it
     assert notes.read_text() == "alpha\nalpha\n"
     assert "sub" in responder.seen
+    assert_what_if(session.records)
     print(f"claude: {len(session.emulator_statuses)} calls, {session.ledger_rows} rows, "
           f"tasks {responder.seen}")
 
@@ -413,6 +428,7 @@ def test_codex_session_with_subagent_and_resume(codex: Path, sink: Sink,
     assert (tmp_path / "work" / "notes.txt").read_text() == "beta\nbeta\n"
     finals = [_codex_final(done.stdout) for done in session.outputs]
     assert finals == ["main done", "again done"]
+    assert_what_if(session.records)
     print(f"codex: {len(session.emulator_statuses)} calls, {session.ledger_rows} rows, "
           f"tasks {responder.seen}")
 

@@ -142,13 +142,20 @@ def run_agent(peer: tuple[str, Path], workload: Workload, session: WorkloadSessi
     assert done.returncode == 0, f"{label}: the agent failed:\n{done.stderr[-4000:]}"
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
-        assert main(["report", str(ledger), "--json"]) == 0
+        assert main(["report", str(ledger), "--json", "--what-if"]) == 0
     run = Run(json.loads(done.stdout), json.loads(out.getvalue()))
     scripted = [(t.final_text, [c.id for c in t.calls]) for t in session.turns]
     assert [(t["answer"], t["tool_calls"]) for t in run.agent["turns"]] == scripted, label
     assert run.agent["requests"] == session.model_calls == upstream, label
     assert run.report["overall"]["calls"] == run.agent["requests"], label
     assert run.report["overall"]["unknown_usage"] == 0, label
+    # The what-if (issue 29) on the peer's traffic: the replay of the policy it used
+    # reproduces what it paid within 1%; the hindsight bound is beaten by no candidate.
+    for provider, replayed in run.report["what_if"].items():
+        paid, used = replayed["recorded_usd"], replayed["as_used"]["usd"]
+        assert used == pytest.approx(paid, rel=0.01), (label, provider)
+        assert replayed["hindsight_usd"] <= min(p["usd"] for p in replayed["policies"])
+    assert run.report["what_if"], label
     return run
 
 
