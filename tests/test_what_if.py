@@ -277,3 +277,40 @@ def test_renders_take_the_policy_ttls() -> None:
     assert {"ttl": "30m"} in marks or any(m and m.get("ttl") == "30m" for m in marks)
     plain = _rendered("5m").to_openai_chat(model="gpt-5.2", cache_policy=CachePolicy()).body
     assert "prompt_cache_options" not in plain
+
+
+def test_openai_candidates_are_the_ttls_its_api_accepts() -> None:
+    """Chat accepts only 30m (openai-python's PromptCacheOptions), Responses 30m or 12h
+    (12h writes 2.5x); before GPT-5.6 nothing is chosen: the default, with keep-alive."""
+    def calls(wire: str, model: str) -> list[UsageRecord]:
+        return [r.model_copy(update={"wire_format": wire, "provider": "openai", "model": model})
+                for r in _three_calls()]
+
+    chat = what_if(calls("openai-chat", "gpt-5.6")).outcomes_by_label()
+    assert set(chat) == {"default", "default + keep-alive"}
+    responses = what_if(calls("openai-responses", "gpt-5.6")).outcomes_by_label()
+    assert set(responses) == {"default", "12h", "12h head + 30m history", "default + keep-alive",
+                              "12h + keep-alive", "12h head + 30m history + keep-alive"}
+    old = what_if(calls("openai-chat", "gpt-5.2")).outcomes_by_label()
+    assert set(old) == {"default", "default + keep-alive"}
+
+
+def test_an_explicit_gemini_head_cache_is_priced_with_its_storage() -> None:
+    """gemini-2.5-pro: explicit reads $0.125 and storage $4.50 per million tokens per hour
+    (ExplicitCacheRule, the pricing page as quoted); input $1.25 per million (genai-prices).
+    Two calls ten minutes apart, 5,000 head tokens of 8,000, nothing read implicitly."""
+    prices = unit_prices("gemini", "gemini-2.5-pro", T0.date())
+    assert prices is not None and prices.input == pytest.approx(1.25e-6)
+    records = [
+        _record(1, 0, 8_000, 0, 0, "cold", provider="gemini", model="gemini-2.5-pro",
+                detail={"head_tokens": 5000}),
+        _record(2, 600, 8_000, 0, 0, "ttl_expired", provider="gemini", model="gemini-2.5-pro",
+                predecessor="r1", detail={"head_tokens": 5000, "ttl_s": 3600}),
+    ]
+    records = [r.model_copy(update={"wire_format": "gemini"}) for r in records]
+    result = what_if(records)
+    explicit = result.outcomes_by_label()["explicit head cache"]
+    storage = 5000 / 1e6 * 4.50 * (600 + 3600) / 3600
+    assert explicit.storage_usd == pytest.approx(storage)
+    assert explicit.usd == pytest.approx(2 * (3000 * 1.25e-6 + 5000 * 0.125e-6) + storage)
+    assert result.recorded_usd == pytest.approx(2 * 8000 * 1.25e-6)

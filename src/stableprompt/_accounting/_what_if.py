@@ -50,7 +50,14 @@ from typing import Any
 from .._cache_policy import REQUEST_KINDS, CachePolicy, KeepAlive, TtlChoice, ttl_seconds
 from .._exceptions import PolicyError
 from .._ledger._usage_record import UNANALYSED, UsageRecord
-from .._policy import TTL_LABELS_S, CacheRules, PolicyTable, cache_rules, explicit_cache_rule
+from .._policy import (
+    TTL_LABELS_S,
+    CacheRules,
+    PolicyTable,
+    cache_rules,
+    explicit_cache_rule,
+    openai_explicit_rule,
+)
 from .._prices import UnitPrices, unit_prices
 from .._public import public
 
@@ -349,12 +356,17 @@ def _replay_calls(records: list[UsageRecord], policies: PolicyTable | None,
 
 
 def candidate_policies(rules: CacheRules, *, per_place: bool = True,
-                       explicit: bool = False) -> list[CachePolicy]:
-    """The policies the what-if replays for a provider's rules: each TTL it offers, the
-    longest on the head with the default on the history (``per_place``), each with and
-    without keep-alive (a ping 30 s before the shortest TTL ends, at most one hour of pings
-    per idle gap), and (Gemini, ``explicit``) an explicit head cache."""
-    labels = [_LABEL_OF_S[s] for s in rules.ttls_s if s in _LABEL_OF_S]
+                       explicit: bool = False,
+                       labels: Iterable[str] | None = None) -> list[CachePolicy]:
+    """The policies the what-if replays for a provider's rules: each TTL it offers
+    (``labels``, default first; default: ``rules.ttls_s``), the longer ones on the head with
+    the default on the history (``per_place``), each with and without keep-alive (a ping
+    30 s before the history's TTL ends, at most one hour of pings per idle gap), and
+    (Gemini, ``explicit``) an explicit head cache."""
+    known = [_LABEL_OF_S[s] for s in rules.ttls_s if s in _LABEL_OF_S]
+    labels = list(labels) if labels is not None else known
+    if not labels and known:  # no TTL to choose: the default, with and without keep-alive
+        labels = known[:1]
     if not labels:
         return [CachePolicy(name="default")]
     default = labels[0]
@@ -388,6 +400,8 @@ def _as_used(calls: list[ReplayCall]) -> CachePolicy:
         mixed += 0 < call.write_1h < call.write
     ttl = max(counts, key=lambda k: counts[k]) if counts else None
     label = _LABEL_OF_S.get(ttl) if ttl is not None else None
+    if label is not None and calls and label not in calls[0].rules.write_multipliers:
+        label = None  # not a TTL the provider prices: its default
     if mixed and label is not None and label != "1h":
         return CachePolicy(name="as used", head="1h", history=label)
     return CachePolicy(name="as used", head=label, history=label)
@@ -576,7 +590,8 @@ def what_if(source: Any, *, provider: str | None = None, since: datetime | None 
     busiest = _busiest(calls)
     if policies is None:
         candidates = candidate_policies(busiest, per_place=per_place,
-                                        explicit=provider == "gemini" and per_place)
+                                        explicit=provider == "gemini" and per_place,
+                                        labels=_settable_labels(calls, provider))
     else:
         candidates = list(policies)
     if not candidates:
@@ -607,6 +622,21 @@ def what_if_by_provider(records: Iterable[UsageRecord], *,
         except PolicyError:
             continue
     return out
+
+
+def _settable_labels(calls: list[ReplayCall], provider: str) -> list[str] | None:
+    """TTL labels a request can choose, for every call: OpenAI's explicit-caching rule per
+    API (``OPENAI_EXPLICIT_RULES``: Chat 30m, Responses 30m or 12h; none before GPT-5.6,
+    whose retention the renders do not set: the default only); ``None``: the provider
+    rules' TTLs."""
+    if provider != "openai":
+        return None
+    allowed: list[str] | None = None
+    for wire_format, model in {(c.chain[2], c.chain[1]) for c in calls}:
+        rule = openai_explicit_rule(wire_format, model)
+        ttls = list(rule.ttls) if rule is not None else []
+        allowed = ttls if allowed is None else [t for t in allowed if t in ttls]
+    return allowed or []
 
 
 def _busiest(calls: list[ReplayCall]) -> CacheRules:
