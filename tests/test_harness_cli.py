@@ -237,6 +237,7 @@ def assert_what_if(records: list[UsageRecord]) -> None:
     assert result.calls == len(records)
     assert result.as_used.usd == pytest.approx(result.recorded_usd, rel=0.01)
     assert all(o.usd >= result.hindsight_usd - 1e-12 for o in result.outcomes)
+    assert set(result.as_used.by_kind) >= {"main", "subagent"}  # the subagent told apart
     print(f"what-if: paid ${result.recorded_usd:.6f}, as used ${result.as_used.usd:.6f}, "
           f"cheapest {result.cheapest.policy.label()} ${result.cheapest.usd:.6f}, "
           f"hindsight ${result.hindsight_usd:.6f}")

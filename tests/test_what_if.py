@@ -314,3 +314,29 @@ def test_an_explicit_gemini_head_cache_is_priced_with_its_storage() -> None:
     assert explicit.storage_usd == pytest.approx(storage)
     assert explicit.usd == pytest.approx(2 * (3000 * 1.25e-6 + 5000 * 0.125e-6) + storage)
     assert result.recorded_usd == pytest.approx(2 * 8000 * 1.25e-6)
+
+
+def test_a_branch_sharing_its_parents_session_is_a_subagent_chain() -> None:
+    """Claude Code's and Codex's subagents keep their parent's session id with a head of
+    their own (the harness tests' traffic): a lineage started while the first is used again
+    later is a subagent, with its own chain (its gaps are not the parent's); a lineage used
+    once is one-shot; a lineage that replaces the first (a system edit) stays main."""
+    def row(i: int, at: float, lineage: str, session: str = "cc") -> UsageRecord:
+        return _record(i, at, 6_000, 0, 6_000, "cold", session=session,
+                       detail={"head_tokens": 2000}).model_copy(update={"lineage": lineage})
+
+    expired = _record(5, 410, 6_500, 0, 6_500, "ttl_expired", session="cc", predicted=0,
+                      detail={"head_tokens": 2000, "ttl_s": 300, "expired_tokens": 6_000})
+    records = [row(1, 0, "main"), row(2, 5, "main"), row(3, 10, "sub"), row(4, 400, "sub"),
+               expired.model_copy(update={"lineage": "main"}), row(6, 420, "title"),
+               row(7, 0, "v1", "edit"), row(8, 5, "v1", "edit"), row(9, 10, "v2", "edit"),
+               row(10, 20, "v2", "edit")]
+    by_kind = what_if(records).outcomes_by_label()["default"].by_kind
+    assert {k: int(v["calls"]) for k, v in by_kind.items()} == {
+        "main": 7, "subagent": 2, "one-shot": 1}
+    # The main chain's gap before call 5 is 405 s (from call 2, not 10 s from the subagent's
+    # call 4), past the 5-minute TTL; a 1-hour TTL keeps it: 6,000 tokens read.
+    outcomes = what_if(records).outcomes_by_label()
+    assert outcomes["default"].by_kind["main"]["ttl_expired"] == 1
+    assert outcomes["1h"].by_kind["main"]["ttl_expired"] == 0
+    assert outcomes["1h"].read_tokens == 6_000

@@ -9,8 +9,9 @@ refresh on read). It reports per policy and per request kind the cost, hit rate,
 was paid; and the hindsight bound: the best TTL choice per gap, known only after the fact,
 which no policy can beat.
 
-Replay model, per chain (the calls of one session of one scenario to one provider, model and
-wire format, in time order; the cache key of ``_summary.Ceilings``):
+Replay model, per chain (the calls of one cache lineage of one session of one scenario to
+one provider, model and wire format, in time order: a subagent sharing its parent's session
+id is a chain of its own):
 
 - ``P`` (reusable): the prefix the call could read were the cache warm: what it read, or for
   a ``ttl_expired`` call, its prediction plus ``expired_tokens`` (the recorder's evidence).
@@ -74,7 +75,7 @@ class ReplayCall:
 
     Attributes:
         ts: Send time (UTC).
-        chain: The cache key (provider, model, wire format, scenario, session).
+        chain: The cache key (provider, model, wire format, scenario, session, lineage).
         kind: Request kind (``"main"``, ``"subagent"``, ``"one-shot"``).
         total: Input tokens (inclusive).
         read: Reported cache reads (tokens).
@@ -282,25 +283,50 @@ def _int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def _kinds(records: list[UsageRecord]) -> dict[str, str]:
-    """Request kind per session: ``one-shot`` for a single-call session, ``subagent`` for a
-    session whose first call's predecessor is another session's call, else ``main``."""
+def _kinds(records: list[UsageRecord]) -> dict[tuple[str, str], str]:
+    """Request kind per (session, lineage), from the rows alone:
+
+    - a session with one call is ``one-shot``;
+    - a session whose first call's predecessor is another session's call is a forked
+      ``subagent`` (its lineages too);
+    - within a session, the first lineage is ``main``; a later lineage is a ``subagent`` (a
+      branch: Claude Code's and Codex's subagents share their parent's session id) when an
+      earlier lineage of the session is used again after it starts, ``one-shot`` when it has
+      one call (a title or summary request), else ``main`` (the head was replaced: a system
+      edit, a model switch).
+    """
     session_of = {r.record_id: r.session_id for r in records}
-    first: dict[str, UsageRecord] = {}
-    count: dict[str, int] = {}
+    by_session: dict[str, list[UsageRecord]] = {}
     for record in records:
-        sid = record.session_id or ""
-        first.setdefault(sid, record)
-        count[sid] = count.get(sid, 0) + 1
-    kinds: dict[str, str] = {}
-    for sid, record in first.items():
-        parent = session_of.get(record.predecessor_id or "")
-        if count[sid] == 1:
-            kinds[sid] = "one-shot"
-        elif parent is not None and parent != record.session_id:
-            kinds[sid] = "subagent"
-        else:
-            kinds[sid] = "main"
+        by_session.setdefault(record.session_id or record.record_id, []).append(record)
+    kinds: dict[tuple[str, str], str] = {}
+    for sid, calls in by_session.items():
+        parent = session_of.get(calls[0].predecessor_id or "")
+        forked = parent is not None and parent != calls[0].session_id
+        starts: dict[str, int] = {}
+        counts: dict[str, int] = {}
+        last_use: dict[str, int] = {}
+        for index, call in enumerate(calls):
+            lineage = call.lineage or ""
+            starts.setdefault(lineage, index)
+            counts[lineage] = counts.get(lineage, 0) + 1
+            last_use[lineage] = index
+        first_lineage = calls[0].lineage or ""
+        for lineage, start in starts.items():
+            if len(calls) == 1:
+                kind = "one-shot"
+            elif forked:
+                kind = "subagent"
+            elif lineage == first_lineage:
+                kind = "main"
+            elif any(starts[other] < start < last_use[other] for other in starts
+                     if other != lineage):
+                kind = "subagent"
+            elif counts[lineage] == 1:
+                kind = "one-shot"
+            else:
+                kind = "main"
+            kinds[(sid, lineage)] = kind
     return kinds
 
 
@@ -338,10 +364,11 @@ def _replay_calls(records: list[UsageRecord], policies: PolicyTable | None,
         if r.verdict == "ttl_expired":
             reusable = max(read, (r.predicted_cache_read_tokens or 0)
                            + (_int(detail.get("expired_tokens")) or 0))
-        chain = (r.provider or "", r.model or "", r.wire_format, r.scenario or "",
-                 r.session_id or r.record_id)
+        sid = r.session_id or r.record_id
+        chain = (r.provider or "", r.model or "", r.wire_format, r.scenario or "", sid,
+                 r.lineage or "")
         calls.append(ReplayCall(
-            ts=r.ts_utc, chain=chain, kind=kinds.get(r.session_id or "", "main"),
+            ts=r.ts_utc, chain=chain, kind=kinds.get((sid, r.lineage or ""), "main"),
             total=total, read=read, write=r.cache_write_tokens or 0,
             write_1h=r.cache_write_1h_tokens or 0, output=r.output_tokens or 0,
             reusable=min(reusable, total), head=_int(detail.get("head_tokens")),
