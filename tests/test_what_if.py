@@ -340,3 +340,19 @@ def test_a_branch_sharing_its_parents_session_is_a_subagent_chain() -> None:
     assert outcomes["default"].by_kind["main"]["ttl_expired"] == 1
     assert outcomes["1h"].by_kind["main"]["ttl_expired"] == 0
     assert outcomes["1h"].read_tokens == 6_000
+
+
+@pytest.mark.parametrize("source", [42, b"l.db", {"a": 1}, [1, 2], [None]])
+def test_what_if_refuses_what_is_not_a_ledger_or_records(source: Any) -> None:
+    with pytest.raises(InputError) as caught:
+        what_if(source)
+    assert caught.value.code == "what-if-source"
+
+
+def test_a_missing_ledger_is_a_ledger_error(tmp_path: Path) -> None:
+    from stableprompt import LedgerError
+
+    with pytest.raises(LedgerError):
+        what_if(tmp_path / "missing.db")
+    with pytest.raises(LedgerError):
+        CachePolicy.from_ledger(tmp_path / "missing.db")

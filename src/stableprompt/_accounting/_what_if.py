@@ -49,7 +49,7 @@ from pathlib import Path
 from typing import Any
 
 from .._cache_policy import REQUEST_KINDS, CachePolicy, KeepAlive, TtlChoice, ttl_seconds
-from .._exceptions import PolicyError
+from .._exceptions import InputError, PolicyError
 from .._ledger._usage_record import UNANALYSED, UsageRecord
 from .._policy import (
     TTL_LABELS_S,
@@ -565,7 +565,15 @@ def _records(source: Any, since: datetime | None) -> list[UsageRecord]:
             return list(opened.iter_records(since=since))
     if isinstance(source, Ledger):
         return list(source.iter_records(since=since))
-    return [r for r in source if since is None or r.ts_utc >= since]
+    if isinstance(source, (bytes, Mapping)) or not isinstance(source, Iterable):
+        raise InputError(f"what_if reads a Ledger, a ledger path or URL, or UsageRecord "
+                         f"values; got {type(source).__name__}", code="what-if-source")
+    records = list(source)
+    for index, record in enumerate(records):
+        if not isinstance(record, UsageRecord):
+            raise InputError(f"what_if: item {index} is a {type(record).__name__}, not a "
+                             "UsageRecord", code="what-if-source")
+    return [r for r in records if since is None or r.ts_utc >= since]
 
 
 def what_if(source: Any, *, provider: str | None = None, since: datetime | None = None,
@@ -589,6 +597,9 @@ def what_if(source: Any, *, provider: str | None = None, since: datetime | None 
     Raises:
         PolicyError: no replayable call of the provider, or several providers and none named
             (code ``cache-policy``).
+        InputError: ``source`` is none of those, or holds something other than records
+            (code ``what-if-source``).
+        LedgerError: the ledger cannot be opened or read.
     """
     records = _records(source, since)
     notes: dict[str, None] = {}
