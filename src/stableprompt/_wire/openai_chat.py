@@ -242,9 +242,13 @@ STREAM_FIELDS: Mapping[str, Any] = {"stream_options": {"include_usage": True}}
 """Added to a streamed request that did not set them: without ``include_usage`` a Chat stream
 carries no usage (openai-python ``chat/completion_create_params.py``, ``stream_options``)."""
 
-#: Request parameters that are part of the cache key, ``model`` first.
+#: Request parameters that are part of the cache key, ``model`` first. Not ``tool_choice``:
+#: the prompt-caching guide's list of prefix-changing settings does not name it, and its
+#: ``allowed_tools`` form exists to restrict the callable tools while the ``tools`` list (the
+#: cached prefix) stays the same (developers.openai.com/api/docs/guides/prompt-caching;
+#: the emulator follows the same reading).
 CACHE_KEY_PARAMS = (
-    "model", "tool_choice", "parallel_tool_calls", "reasoning_effort", "response_format",
+    "model", "parallel_tool_calls", "reasoning_effort", "response_format",
     "verbosity", "prompt_cache_key", "cache_salt",
 )
 

@@ -188,9 +188,13 @@ HISTORY_KEY = "input"
 CONTENT_KEYS = ("instructions", "input")
 """Top-level body keys besides the cache-key params and ``tools`` that this format reads."""
 
-#: Request parameters that are part of the cache key, ``model`` first.
+#: Request parameters that are part of the cache key, ``model`` first. Not ``tool_choice``:
+#: the prompt-caching guide's list of prefix-changing settings does not name it, and its
+#: ``allowed_tools`` form exists to restrict the callable tools while the ``tools`` list (the
+#: cached prefix) stays the same (developers.openai.com/api/docs/guides/prompt-caching;
+#: the emulator follows the same reading).
 CACHE_KEY_PARAMS = (
-    "model", "tool_choice", "parallel_tool_calls", "reasoning", "text", "prompt_cache_key",
+    "model", "parallel_tool_calls", "reasoning", "text", "prompt_cache_key",
     "context_management",
 )
 
