@@ -830,8 +830,11 @@ class Conversation:
             self._anchors = (self._anchors[1], length)
         return self._render(items)
 
-    def _render(self, tail: Sequence[tuple[str, str]]) -> RenderedPrompt:
-        """Head + history + the ``(slot, value)`` tail items (checked) as a RenderedPrompt.
+    def _render(self, tail: Sequence[tuple[str, str]], *,
+                cache_write: bool = True) -> RenderedPrompt:
+        """Head + history + the ``(slot, value)`` tail items (checked) as a RenderedPrompt;
+        ``cache_write=False``: its end-of-history breakpoint stays at the end of the last
+        rendered history (see :meth:`summarization_request`).
 
         Raises:
             CanonicalizationError: a tail value is no valid text (a lone surrogate).
@@ -853,6 +856,8 @@ class Conversation:
                             (tail_segments, len(tail_segments)))
 
         previous = self._anchors[0] if self._anchors[1] == len(self._messages) else self._anchors[1]
+        if not cache_write:  # the last rendered history: written by the request sent with it
+            previous = self._anchors[1] or None
         return frozen_instance(RenderedPrompt, {
             "head": head,
             "message_list": self._messages,  # append-only: a copy took ~8 us at 3,000
@@ -869,6 +874,7 @@ class Conversation:
             "pending_tool_change": self._disabled != self._history_disabled,
             "tool_change_count": self._tool_change_count,
             "system_text_count": self._system_text_count,
+            "cache_write": cache_write,
         })
 
     def fork(self) -> Conversation:
@@ -891,23 +897,54 @@ class Conversation:
     # -- compaction -------------------------------------------------------------------------
 
     def summarization_request(
-        self, instruction: str = DEFAULT_SUMMARY_INSTRUCTION
+        self, instruction: str = DEFAULT_SUMMARY_INSTRUCTION, *, cache_write: bool = True
     ) -> RenderedPrompt:
         """Render head + full history + a tail instruction asking for a summary.
 
         The prefix (head + history) is byte-identical to a normal render's, so the
         summarization call reads the cached prefix instead of re-prefilling it
-        (cache-safe forking). Declared tail slots are not required here.
+        (cache-safe forking). Declared tail slots are not required here. It is not a turn
+        (:meth:`compaction_advice` does not count it).
+
+        Args:
+            instruction: The summarize instruction, sent as the ``summarize`` tail slot
+                (after every breakpoint: never written to the cache).
+            cache_write: ``True`` (default): the SDK's end-of-history breakpoint ends the
+                history, as on every turn, so the call also writes what the history gained
+                since the last request (typically the last answer and tool results).
+                ``False``, for a one-shot summary whose prefix is about to be replaced: that
+                breakpoint stays where the last rendered request put it (the end of the
+                history :meth:`render` last returned, already written), so the call reads
+                the whole cached prefix through it and writes nothing new; the rest is sent
+                as uncached input (1x instead of the write premium, e.g. Anthropic 1.25x at
+                5 minutes, 2x at 1 hour). With no earlier render (or after a compaction)
+                the history gets no SDK breakpoint. The head's breakpoint stays (the head
+                survives every compaction, so writing it is never wasted), and so do
+                user-placed breakpoints. :attr:`CompactionAdvice.summary_cache_write` says
+                which is cheaper. Formats without breakpoints (Gemini, OpenAI's implicit
+                caching) write on their own and are unchanged; OpenAI explicit caching
+                (``prompt_cache_ttl``) gets no end-of-history marker.
+
+        Source: a cache read needs a breakpoint at or after the cached prefix's end: "The
+        system checks at most 20 positions per breakpoint, counting the breakpoint itself
+        as the first", and a write happens at each breakpoint whose prefix is not cached
+        yet (https://platform.claude.com/docs/en/build-with-claude/prompt-caching). A
+        breakpoint exactly at the end of the previously written history reads it and has
+        nothing new to write; none is placed on the summary tail.
 
         Raises:
             HistoryError: empty/non-str instruction (code ``history-compact-summary``) or
                 unanswered tool calls.
+            InputError: ``cache_write`` is not a bool (code ``render-param``).
         """
         if not isinstance(instruction, str) or not instruction:
             raise HistoryError("instruction must be a non-empty str",
                                code="history-compact-summary")
+        if type(cache_write) is not bool:
+            raise InputError(f"cache_write must be a bool, got {cache_write!r}",
+                             code="render-param", pointer="/cache_write")
         self._check_complete()
-        return self._render([("summarize", instruction)])
+        return self._render([("summarize", instruction)], cache_write=cache_write)
 
     def compact(self, summary: str, *, start: int = 0, end: int | None = None,
                 prefix: str = "") -> CacheEvent:
