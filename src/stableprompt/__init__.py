@@ -33,6 +33,8 @@ _EXPORTS: dict[str, str] = {
     "CacheUsage": "_usage",
     "CanonicalizationError": "_exceptions",
     "CaptureError": "_exceptions",
+    "CompactionAdvice": "_prompt._advice",
+    "CompactionCostWarning": "_exceptions",
     "CompactionPlan": "_prompt._compaction",
     "ConfigurationError": "_exceptions",
     "Conversation": "_prompt._builder",
@@ -141,6 +143,7 @@ if _typing.TYPE_CHECKING:
         BreakpointWarning,
         CanonicalizationError,
         CaptureError,
+        CompactionCostWarning,
         ConfigurationError,
         DuplicateToolError,
         EngineError,
@@ -190,6 +193,7 @@ if _typing.TYPE_CHECKING:
         cache_rules,
         model_features,
     )
+    from ._prompt._advice import CompactionAdvice
     from ._prompt._builder import (
         Conversation,
         PinnedHead,
@@ -253,6 +257,8 @@ __all__ = [
     "CacheUsage",
     "CanonicalizationError",
     "CaptureError",
+    "CompactionAdvice",
+    "CompactionCostWarning",
     "CompactionPlan",
     "ConfigurationError",
     "Conversation",
