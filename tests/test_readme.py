@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from stableprompt import Ledger
+from stableprompt import CompactionCostWarning, Ledger
 from stableprompt._cli import main
 
 README = Path(__file__).resolve().parent.parent / "README.md"
@@ -29,7 +29,9 @@ def test_readme_tool_loop_runs_and_reports(tmp_path: Path, monkeypatch: pytest.M
     monkeypatch.chdir(tmp_path)
     code = _python_block("A complete tool-calling loop")
     namespace: dict[str, object] = {"__name__": "readme"}
-    exec(compile(code, str(README), "exec"), namespace)  # our own README, as written
+    with pytest.warns(CompactionCostWarning) as warned:  # a two-question compaction: the
+        exec(compile(code, str(README), "exec"), namespace)  # README says so, as written
+    assert len(warned) == 1 and warned[0].message.advice.provider == "anthropic"  # type: ignore[union-attr]
     assert capsys.readouterr().out.strip() == "Pack sunglasses."
     with Ledger(tmp_path / "calls.db") as ledger:
         verdicts = [r.verdict for r in ledger.records()]

@@ -34,6 +34,8 @@ _EXPORTS: dict[str, str] = {
     "CacheUsage": "_usage",
     "CanonicalizationError": "_exceptions",
     "CaptureError": "_exceptions",
+    "CompactionAdvice": "_prompt._advice",
+    "CompactionCostWarning": "_exceptions",
     "CompactionPlan": "_prompt._compaction",
     "ConfigurationError": "_exceptions",
     "Conversation": "_prompt._builder",
@@ -149,6 +151,7 @@ if _typing.TYPE_CHECKING:
         BreakpointWarning,
         CanonicalizationError,
         CaptureError,
+        CompactionCostWarning,
         ConfigurationError,
         DuplicateToolError,
         EngineError,
@@ -198,6 +201,7 @@ if _typing.TYPE_CHECKING:
         cache_rules,
         model_features,
     )
+    from ._prompt._advice import CompactionAdvice
     from ._prompt._builder import (
         Conversation,
         PinnedHead,
@@ -262,6 +266,8 @@ __all__ = [
     "CacheUsage",
     "CanonicalizationError",
     "CaptureError",
+    "CompactionAdvice",
+    "CompactionCostWarning",
     "CompactionPlan",
     "ConfigurationError",
     "Conversation",

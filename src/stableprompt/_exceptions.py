@@ -42,11 +42,15 @@ callers match on, and, where it applies, a location: ``pointer`` (RFC 6901 JSON 
     IncompleteResponseWarning (UserWarning) a response added to history was cut short
     BreakpointWarning (UserWarning)        a cache breakpoint that cannot take effect
     LedgerSpillWarning (UserWarning)       a ledger write went to a spill file (or memory)
+    CompactionCostWarning (UserWarning)    a compaction that does not pay within the expected
+                                           turns (``Conversation.compact``)
 
 Errors are raised with ``raise ... from exc`` so the original cause stays attached.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 from ._public import public
 
@@ -56,6 +60,7 @@ __all__ = [
     "BreakpointWarning",
     "CanonicalizationError",
     "CaptureError",
+    "CompactionCostWarning",
     "ConfigurationError",
     "DuplicateToolError",
     "EngineError",
@@ -415,6 +420,25 @@ class BreakpointWarning(UserWarning):
         self.segment = segment
         self.tokens = tokens
         self.minimum = minimum
+
+
+class CompactionCostWarning(UserWarning):
+    """``Conversation.compact`` replaced a span whose compaction does not pay within the
+    expected remaining turns: the cached prefix it destroys, plus the summarization call,
+    cost more than the tokens it saves on later turns. The compaction is done all the same
+    (advice, never a refusal); the message has the numbers, :attr:`advice` all of them.
+    Silence it per call with ``compact(..., advise=False)``.
+
+    Attributes:
+        code: ``compaction-cost``.
+        advice: The :class:`~stableprompt.CompactionAdvice` that did not pay.
+    """
+
+    code = "compaction-cost"
+
+    def __init__(self, message: str, *, advice: Any) -> None:
+        super().__init__(message)
+        self.advice = advice
 
 
 #: Every class of the tree is public (re-exported by the door).

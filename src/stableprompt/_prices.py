@@ -1,12 +1,13 @@
 """Unit prices of one model on one day (USD per token), looked up once, applied in bulk.
 
 :func:`unit_prices` asks `genai-prices <https://pypi.org/project/genai-prices/>`_ for the price
-of one million tokens of each kind (fresh input, cache read, cache write at the default TTL,
+of a block of 1,000 tokens of each kind (fresh input, cache read, cache write at the default TTL,
 cache write at 1 hour, output) for a provider's model at a date, and divides. Prices are linear
 within a tier: what-if replays (``_accounting._what_if``) and the compaction advice
 (``Conversation.compaction_advice``) multiply token counts by these. Long-context tiers (e.g.
-Claude Sonnet 4.5 above 200,000 input tokens) are not modelled here: the report's exact per-call
-price (``_accounting._pricing.price_record``) passes each call's own totals to genai-prices.
+Claude Sonnet 4.5 above 200,000 input tokens) are not modelled here (the base tier is
+priced): the report's exact per-call price (``_accounting._pricing.price_record``) passes
+each call's own totals to genai-prices.
 
 A write at a TTL genai-prices does not price (OpenAI's 12-hour write, 2.5x) is priced as the
 fresh-input price times the TTL's multiplier in :class:`~stableprompt.CacheRules`
@@ -25,7 +26,11 @@ __all__ = ["GENAI_PROVIDERS", "UnitPrices", "unit_prices"]
 GENAI_PROVIDERS: Mapping[str, str] = {"gemini": "google", "bedrock": "aws", "xai": "x-ai"}
 """stableprompt provider names that genai-prices spells differently (its ``provider_id``)."""
 
-_UNIT = 1_000  # well under every long-context tier threshold (Sonnet 4.5: 200,000)
+_BLOCK = 1_000
+"""Tokens priced per lookup (then divided): below every long-context tier threshold
+(Claude Sonnet 4.5 and Gemini 2.5 Pro: above 200,000 input tokens, Gemini 1.5: 128,000), so
+the lookup gives the base tier's rate. A million tokens would price the upper tier (Claude
+Sonnet 4.5 input: $6 instead of $3 per million)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,8 +73,9 @@ class UnitPrices:
 
 @lru_cache(maxsize=4096)
 def unit_prices(provider: str, model: str, day: date) -> UnitPrices | None:
-    """:class:`UnitPrices` of ``model`` at ``provider`` on ``day``; ``None`` when genai-prices
-    is not installed or has no price for the model (the caller says so: never a $0).
+    """:class:`UnitPrices` of ``model`` at ``provider`` on ``day``, at the base tier (see
+    :data:`_BLOCK`); ``None`` when genai-prices is not installed or has no price for the model
+    (the caller says so: never a $0).
 
     Looked up once per (provider, model, day) and cached."""
     try:
@@ -84,15 +90,15 @@ def unit_prices(provider: str, model: str, day: date) -> UnitPrices | None:
     def cost(**tokens: int) -> float:
         usage = Usage(**tokens)
         result = calc_price(usage, model, provider_id=provider_id, genai_request_timestamp=stamp)
-        return float(result.total_price) / _UNIT
+        return float(result.total_price) / _BLOCK
 
     try:
-        fresh = cost(input_tokens=_UNIT)
-        read = cost(input_tokens=_UNIT, cache_read_tokens=_UNIT)
-        write = cost(input_tokens=_UNIT, cache_write_tokens=_UNIT)
-        write_1h = cost(input_tokens=_UNIT, cache_write_tokens=_UNIT,
-                        cache_write_1h_tokens=_UNIT)
-        output = cost(output_tokens=_UNIT)
+        fresh = cost(input_tokens=_BLOCK)
+        read = cost(input_tokens=_BLOCK, cache_read_tokens=_BLOCK)
+        write = cost(input_tokens=_BLOCK, cache_write_tokens=_BLOCK)
+        write_1h = cost(input_tokens=_BLOCK, cache_write_tokens=_BLOCK,
+                        cache_write_1h_tokens=_BLOCK)
+        output = cost(output_tokens=_BLOCK)
     except Exception:  # LookupError (unknown model) or a library problem: not priced
         return None
     return UnitPrices(fresh, read, write, write_1h, output,

@@ -6,4 +6,6 @@
 - ``_builder``: PromptBuilder, PinnedHead (frozen head) and Conversation (append-only history).
 - ``_rendered``: RenderedPrompt (segments, bytes, fingerprints, token counts).
 - ``_compaction``: CacheEvent, CompactionPlan and plan_compaction (tail-only summarization).
+- ``_advice``: CompactionAdvice (compaction priced at the call: tokens, turn rate, USD) and
+  the turns a conversation observes.
 """

@@ -7,14 +7,17 @@ last and never persisted; compaction replaces a span of history, never the head.
 
 from __future__ import annotations
 
+import time
 import warnings
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from datetime import date
 from types import MappingProxyType
 from typing import Any
 
 from .._canonical import canonical_json, checked_json, loads
 from .._exceptions import (
     BreakpointError,
+    CompactionCostWarning,
     HistoryError,
     InputError,
     PinnedHeadError,
@@ -38,6 +41,7 @@ from .._tokens import SegmentTokenCounter, Tokenizer, get_tokenizer
 from .._volatility import head_strings, scan_volatile
 from .._wire._parts import check_ttl
 from .._wire.anthropic import text_block_bytes
+from ._advice import CompactionAdvice, TurnLog, advise_compaction, served_by, worth_advising
 from ._compaction import CacheEvent
 from ._messages import (
     Message,
@@ -49,7 +53,7 @@ from ._messages import (
     user_message,
 )
 from ._rendered import RenderedPrompt, allowed_tools_note, tail_text
-from ._responses import response_message
+from ._responses import response_body, response_message
 from ._suggest import check_keywords
 from ._tools import Tool, ToolSet
 
@@ -387,9 +391,10 @@ class PinnedHead:
                     message, segment=segment.name, kind=span.kind, text=span.text,
                     start=span.start, offset=offset), stacklevel=5)
 
-    def conversation(self) -> Conversation:
-        """Start an empty append-only conversation on this head."""
-        return Conversation(self)
+    def conversation(self, *, clock: Callable[[], float] | None = None) -> Conversation:
+        """Start an empty append-only conversation on this head; ``clock`` as for
+        :class:`Conversation`."""
+        return Conversation(self, clock=clock)
 
     def resume(self, exported: bytes) -> Conversation:
         """Resume a conversation exported by :meth:`Conversation.export` on this head.
@@ -413,10 +418,20 @@ class Conversation:
     next user or assistant message, and before rendering.
 
     Conversations pickle and copy through :meth:`export` / :meth:`PinnedHead.resume`.
+
+    Args:
+        head: The pinned head.
+        clock: Seconds, for the turn times :meth:`compaction_advice` reads (default
+            ``time.monotonic``; only differences are used). Each :meth:`render` of a history
+            not rendered just before is a turn.
     """
 
-    def __init__(self, head: PinnedHead) -> None:
+    def __init__(self, head: PinnedHead, *, clock: Callable[[], float] | None = None) -> None:
         self.head = head
+        self._clock: Callable[[], float] = time.monotonic if clock is None else clock
+        self._turns = TurnLog()
+        # (provider, model) named by the last response given to add_response
+        self._served_by: tuple[str, str] | None = None
         self._messages: list[Message] = []
         self._segments: list[Segment] = []
         self._token_sums: list[int | None] = []
@@ -577,9 +592,12 @@ class Conversation:
             IncompleteResponseWarning: the response was cut short (``max_tokens``,
                 ``length``, ``incomplete``); the turn is added as it is.
         """
-        return self._admit(response_message(
-            response, reasoning=reasoning, choice=choice, breakpoint=cache_breakpoint,
+        body = response_body(response)
+        message = self._admit(response_message(
+            body, reasoning=reasoning, choice=choice, breakpoint=cache_breakpoint,
             tool_names=self.head.tools.names, seen_calls=self._seen_calls))
+        self._served_by = served_by(body) or self._served_by
+        return message
 
     def tool_result(self, tool_call_id: str, content: Any, *, is_error: bool = False,
                     cache_breakpoint: str | None = None) -> Message:
@@ -826,12 +844,19 @@ class Conversation:
         items = self._tail_specs(tail, extra)
         self._flush_changes()
         length = len(self._messages)
-        if self._anchors[1] != length:
+        if self._anchors[1] != length:  # a new request: one turn
             self._anchors = (self._anchors[1], length)
+            head_tokens = self.head.tokens
+            history = self._token_sums[-1] if self._token_sums else 0
+            self._turns.observe(self._clock(), None if head_tokens is None or history is None
+                                else head_tokens + history)
         return self._render(items)
 
-    def _render(self, tail: Sequence[tuple[str, str]]) -> RenderedPrompt:
-        """Head + history + the ``(slot, value)`` tail items (checked) as a RenderedPrompt.
+    def _render(self, tail: Sequence[tuple[str, str]], *,
+                cache_write: bool = True) -> RenderedPrompt:
+        """Head + history + the ``(slot, value)`` tail items (checked) as a RenderedPrompt;
+        ``cache_write=False``: its end-of-history breakpoint stays at the end of the last
+        rendered history (see :meth:`summarization_request`).
 
         Raises:
             CanonicalizationError: a tail value is no valid text (a lone surrogate).
@@ -853,6 +878,8 @@ class Conversation:
                             (tail_segments, len(tail_segments)))
 
         previous = self._anchors[0] if self._anchors[1] == len(self._messages) else self._anchors[1]
+        if not cache_write:  # the last rendered history: written by the request sent with it
+            previous = self._anchors[1] or None
         return frozen_instance(RenderedPrompt, {
             "head": head,
             "message_list": self._messages,  # append-only: a copy took ~8 us at 3,000
@@ -869,6 +896,7 @@ class Conversation:
             "pending_tool_change": self._disabled != self._history_disabled,
             "tool_change_count": self._tool_change_count,
             "system_text_count": self._system_text_count,
+            "cache_write": cache_write,
         })
 
     def fork(self) -> Conversation:
@@ -886,31 +914,152 @@ class Conversation:
         other._tool_change_count = self._tool_change_count
         other._pending_system = list(self._pending_system)
         other._system_text_count = self._system_text_count
+        other._clock, other._turns = self._clock, self._turns.copy()
+        other._served_by = self._served_by
         return other
 
     # -- compaction -------------------------------------------------------------------------
 
     def summarization_request(
-        self, instruction: str = DEFAULT_SUMMARY_INSTRUCTION
+        self, instruction: str = DEFAULT_SUMMARY_INSTRUCTION, *, cache_write: bool = True
     ) -> RenderedPrompt:
         """Render head + full history + a tail instruction asking for a summary.
 
         The prefix (head + history) is byte-identical to a normal render's, so the
         summarization call reads the cached prefix instead of re-prefilling it
-        (cache-safe forking). Declared tail slots are not required here.
+        (cache-safe forking). Declared tail slots are not required here. It is not a turn
+        (:meth:`compaction_advice` does not count it).
+
+        Args:
+            instruction: The summarize instruction, sent as the ``summarize`` tail slot
+                (after every breakpoint: never written to the cache).
+            cache_write: ``True`` (default): the SDK's end-of-history breakpoint ends the
+                history, as on every turn, so the call also writes what the history gained
+                since the last request (typically the last answer and tool results).
+                ``False``, for a one-shot summary whose prefix is about to be replaced: that
+                breakpoint stays where the last rendered request put it (the end of the
+                history :meth:`render` last returned, already written), so the call reads
+                the whole cached prefix through it and writes nothing new; the rest is sent
+                as uncached input (1x instead of the write premium, e.g. Anthropic 1.25x at
+                5 minutes, 2x at 1 hour). With no earlier render (or after a compaction)
+                the history gets no SDK breakpoint. The head's breakpoint stays (the head
+                survives every compaction, so writing it is never wasted), and so do
+                user-placed breakpoints. :attr:`CompactionAdvice.summary_cache_write` says
+                which is cheaper. Formats without breakpoints (Gemini, OpenAI's implicit
+                caching) write on their own and are unchanged; OpenAI explicit caching
+                (``prompt_cache_ttl``) gets no end-of-history marker.
+
+        Source: a cache read needs a breakpoint at or after the cached prefix's end: "The
+        system checks at most 20 positions per breakpoint, counting the breakpoint itself
+        as the first", and a write happens at each breakpoint whose prefix is not cached
+        yet (https://platform.claude.com/docs/en/build-with-claude/prompt-caching). A
+        breakpoint exactly at the end of the previously written history reads it and has
+        nothing new to write; none is placed on the summary tail.
 
         Raises:
             HistoryError: empty/non-str instruction (code ``history-compact-summary``) or
                 unanswered tool calls.
+            InputError: ``cache_write`` is not a bool (code ``render-param``).
         """
         if not isinstance(instruction, str) or not instruction:
             raise HistoryError("instruction must be a non-empty str",
                                code="history-compact-summary")
+        if type(cache_write) is not bool:
+            raise InputError(f"cache_write must be a bool, got {cache_write!r}",
+                             code="render-param", pointer="/cache_write")
         self._check_complete()
-        return self._render([("summarize", instruction)])
+        return self._render([("summarize", instruction)], cache_write=cache_write)
+
+    def _span(self, start: int, end: int | None) -> int:
+        """``end`` of a compaction span ``[start, end)`` (``None``: the history's end),
+        checked.
+
+        Raises:
+            HistoryError: a span outside the history or one separating a tool call from its
+                result (code ``history-compact-span``), unanswered tool calls.
+        """
+        count = len(self._messages)
+        end = count if end is None else end
+        if not all(isinstance(v, int) and not isinstance(v, bool) for v in (start, end)) or not (
+                0 <= start < end <= count):
+            raise HistoryError(f"compaction span [{start}, {end}) is not within 0..{count}",
+                               code="history-compact-span")
+        self._check_complete()
+        inside = {c.id for m in self._messages[start:end] for c in m.tool_calls}
+        answered = {i for m in self._messages[start:end] for i in m.tool_result_ids}
+        if inside != answered:
+            raise HistoryError("compaction span separates a tool call from its result",
+                               code="history-compact-span")
+        return end
+
+    def compaction_advice(self, *, summary_tokens: int, start: int = 0, end: int | None = None,
+                          provider: str | None = None, model: str | None = None,
+                          remaining_turns: int | None = None,
+                          new_tokens_per_turn: int | None = None, ttl: str | None = None,
+                          now: float | None = None, day: date | None = None
+                          ) -> CompactionAdvice:
+        """Price compacting history messages ``[start, end)`` now, against keeping them.
+
+        Tokens of cache destroyed vs tokens saved on every later turn, over the expected
+        remaining turns, at the observed turn rate, in input-token equivalents and USD, with
+        the summarization call itself (and whether to send it with
+        ``summarization_request(cache_write=False)``). The cost model is
+        :func:`plan_compaction`'s, priced with the model's genai-prices unit prices (or the
+        cache rules' multipliers when it has none); the estimates below are used for what is
+        not given, each named in :attr:`CompactionAdvice.notes`. A cache is assumed warm
+        unless the last turn is older than the TTL; when turns come further apart than the
+        TTL, later turns are priced as writing their prefix again.
+
+        Args:
+            summary_tokens: Expected tokens of the summary message (for a summary in hand,
+                its token count; ``compact`` counts it itself).
+            start, end: The span, as for :meth:`compact`.
+            provider, model: Whose cache rules and prices apply (e.g. ``"anthropic"``,
+                ``"claude-sonnet-4-6"``); default: those named by the last response given
+                to :meth:`add_response`.
+            remaining_turns: Later turns expected; default: as many more as this
+                conversation has observed (its distinct rendered requests), or the history's
+                assistant turns when it observed none (e.g. resumed); at least 1.
+            new_tokens_per_turn: Tokens a later turn adds; default: the mean growth of head +
+                history between the turns observed since the last compaction, else the
+                history's tokens per assistant turn.
+            ttl: Cache TTL label of the writes (``"5m"``, ``"1h"`` for Anthropic;
+                ``"30m"``, ``"12h"`` for OpenAI explicit caching); default: the provider's
+                default.
+            now: Time of the advice on the conversation's clock (seconds); default: now.
+            day: Day of the prices (genai-prices); default: today (UTC).
+
+        Returns:
+            CompactionAdvice. USD fields are ``None`` (never $0) when genai-prices has no
+            price for the model; the token-equivalent numbers are there either way.
+
+        Raises:
+            InputError: the head has no tokenizer (code ``compaction-tokens``); no provider
+                or model given or learned (code ``compaction-model``); a bad count, ``ttl``,
+                ``now`` or ``day`` (code ``compaction-input``).
+            HistoryError: a bad span (code ``history-compact-span``) or unanswered tool
+                calls.
+            PolicyError: a provider without cache rules (code ``policy-unknown-provider``).
+        """
+        end = self._span(start, end)
+        return self._advice(start, end, summary_tokens, provider=provider, model=model,
+                            remaining_turns=remaining_turns,
+                            new_tokens_per_turn=new_tokens_per_turn, ttl=ttl, now=now, day=day)
+
+    def _advice(self, start: int, end: int, summary_tokens: object, *,
+                now: float | None = None, **options: Any) -> CompactionAdvice:
+        """:func:`advise_compaction` on this conversation (span checked), ``options`` as
+        :meth:`compaction_advice` takes them."""
+        return advise_compaction(
+            head_tokens=self.head.tokens, token_sums=self._token_sums,
+            written=self._anchors[1], turns=self._turns, served=self._served_by,
+            assistant_turns=sum(m.role == "assistant" for m in self._messages),
+            start=start, end=end, summary_tokens=summary_tokens,
+            now_s=self._clock() if now is None else now, **options)
 
     def compact(self, summary: str, *, start: int = 0, end: int | None = None,
-                prefix: str = "") -> CacheEvent:
+                prefix: str = "", advise: bool = True, provider: str | None = None,
+                model: str | None = None) -> CacheEvent:
         """Replace history messages ``[start, end)`` with one summary message (tail-only:
         the head is never touched).
 
@@ -921,6 +1070,12 @@ class Conversation:
             end: One past the last replaced index (default: end of history).
             prefix: Text put before the summary in the same message, e.g.
                 ``"Summary of the earlier conversation:\n"`` (default: none).
+            advise: Consult :meth:`compaction_advice` (with its default estimates and the
+                summary's own token count) and warn when compacting does not pay. It is
+                consulted only when enough is known: a tokenizer on the head, and a provider
+                and model passed, or named by the last response (a model the cache-rules
+                table does not know is then skipped). ``False``: no advice, no warning.
+            provider, model: As for :meth:`compaction_advice`.
 
         Returns:
             CacheEvent with the cached-prefix tokens this invalidates, the tokens that survive
@@ -929,29 +1084,30 @@ class Conversation:
         Raises:
             HistoryError: bad span, empty summary, unanswered tool calls, or a span that
                 separates a tool call from its result (code ``history-compact-span``).
+            InputError / PolicyError: a bad ``provider`` or ``model`` passed (see
+                :meth:`compaction_advice`); nothing is compacted then.
+
+        Warns:
+            CompactionCostWarning: compacting does not pay within the expected turns, even
+                with the cheaper summarization call (the whole compaction is judged, its
+                summarization call included: the warning is for tuning when to compact). The
+                message has the numbers; the compaction is done all the same.
         """
-        count = len(self._messages)
-        end = count if end is None else end
-        if not all(isinstance(v, int) and not isinstance(v, bool) for v in (start, end)) or not (
-                0 <= start < end <= count):
-            raise HistoryError(f"compaction span [{start}, {end}) is not within 0..{count}",
-                               code="history-compact-span")
+        end = self._span(start, end)
         if not isinstance(summary, str) or not summary:
             raise HistoryError("summary must be a non-empty str", code="history-compact-summary")
         if not isinstance(prefix, str):
             raise HistoryError("prefix must be a str", code="history-compact-summary")
-        self._check_complete()
-        inside = {c.id for m in self._messages[start:end] for c in m.tool_calls}
-        answered = {i for m in self._messages[start:end] for i in m.tool_result_ids}
-        if inside != answered:
-            raise HistoryError("compaction span separates a tool call from its result",
-                               code="history-compact-span")
+        if type(advise) is not bool:
+            raise InputError(f"advise must be a bool, got {advise!r}", code="compaction-input",
+                             pointer="/advise")
         head_tokens = sum_tokens(self.head.segments)
         kept_tokens = sum_tokens(self._segments[:start])
         removed_tokens = sum_tokens(self._segments[start:end])
         invalidated = sum_tokens(self._segments[start:])
         before_fp = self._prefix_fingerprint()
         made = user_message(prefix + summary)  # raises for no valid text: nothing changed yet
+        advice = self._compact_advice(start, end, made, provider, model) if advise else None
         rest = self._messages[end:]
         kept = self._messages, self._segments, self._token_sums
         self._messages = self._messages[:start]
@@ -966,7 +1122,10 @@ class Conversation:
             self._messages, self._segments, self._token_sums = kept
             raise
         self._anchors = (None, None)
+        self._turns.compacted()
         self._recount_changes()
+        if advice is not None and not advice.pays_off:
+            warnings.warn(CompactionCostWarning(str(advice), advice=advice), stacklevel=2)
         surviving = (None if head_tokens is None or kept_tokens is None
                      else head_tokens + kept_tokens)
         saved = (None if removed_tokens is None or summary_tokens is None
@@ -983,6 +1142,20 @@ class Conversation:
             saved_tokens_per_turn=saved,
             summary=prefix + summary,
         )
+
+    def _compact_advice(self, start: int, end: int, made: Message, provider: str | None,
+                        model: str | None) -> CompactionAdvice | None:
+        """The advice :meth:`compact` consults, or ``None`` when too little is known (see
+        :func:`worth_advising`).
+
+        Raises:
+            InputError / PolicyError: a bad ``provider`` or ``model`` passed.
+        """
+        counter = self.head._counter
+        if counter is None or not worth_advising(self._served_by, provider, model):
+            return None
+        return self._advice(start, end, counter.count(made.data), provider=provider,
+                            model=model)
 
     def _prefix_fingerprint(self) -> str:
         return fingerprint_of(self._segments) if self._segments else self.head.fingerprint
@@ -1006,6 +1179,9 @@ class Conversation:
                 raise HistoryError(exc.message, code=exc.code,
                                    pointer=f"/messages/{i}{exc.pointer or ''}") from exc
         other._disabled = self._disabled & frozenset(head.tools.names)
+        other._clock, other._turns = self._clock, self._turns.copy()
+        other._turns.compacted()  # a new prefix: growth is measured anew
+        other._served_by = self._served_by
         same = head.fingerprint == self.head.fingerprint
         old = sum_tokens([*self.head.segments, *self._segments])
         return other, CacheEvent(

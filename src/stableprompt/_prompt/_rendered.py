@@ -116,6 +116,11 @@ class RenderedPrompt:
     system_text_count: int = field(default=0, repr=False, compare=False)
     """Operator-instruction (``system`` text) messages in the history: Anthropic models
     without mid-conversation system messages get them as user text."""
+    cache_write: bool = field(default=True, repr=False)
+    """Whether the SDK's end-of-history breakpoint ends the history (the default: the request
+    writes what it adds to the cache) or stays where the previous request's was, so the
+    request reads the cached prefix and writes nothing after it
+    (``Conversation.summarization_request(cache_write=False)``, see there)."""
 
     @cached_property
     def messages(self) -> tuple[Message, ...]:
@@ -125,13 +130,14 @@ class RenderedPrompt:
     def __reduce__(self) -> tuple[Any, ...]:
         return (RenderedPrompt._restore, (self.head, self.messages, self.tail,
                                           tuple(self.segments), self.head_data,
-                                          self.previous_breakpoint, self.tail_texts))
+                                          self.previous_breakpoint, self.tail_texts,
+                                          self.cache_write))
 
     @classmethod
     def _restore(cls, head: HeadParts, messages: tuple[Message, ...],
                  tail: tuple[tuple[str, bytes], ...], segments: tuple[Segment, ...],
                  head_data: bytes, previous_breakpoint: int | None,
-                 tail_texts: tuple[str, ...]) -> RenderedPrompt:
+                 tail_texts: tuple[str, ...], cache_write: bool = True) -> RenderedPrompt:
         """Rebuild a pickled prompt from its segments (with a history memo of its own)."""
         first = len(segments) - len(tail) - len(messages)
         history = segments[first:first + len(messages)]
@@ -139,7 +145,7 @@ class RenderedPrompt:
                    make_segments=lambda: segments,
                    head_data=head_data, previous_breakpoint=previous_breakpoint,
                    tail_texts=tail_texts, history_segments=history,
-                   history_tokens=sum_tokens(history))
+                   history_tokens=sum_tokens(history), cache_write=cache_write)
 
     @cached_property
     def segments(self) -> Sequence[Segment]:

@@ -41,7 +41,9 @@ def breakpoints(prompt: PromptParts, history_ttl: str, budget: int, *,
     ``user`` the user-placed ones (system blocks and messages).
 
     User-placed ones are kept where the user put them; the SDK adds one at the end of the
-    stable history, one at the end of the head, and, when ``lookback`` is a number and the
+    stable history (for a request that writes nothing new, ``prompt.cache_write`` false:
+    where the previous request's was, see :func:`_history_place`), one at the end of the
+    head, and, when ``lookback`` is a number and the
     previous render's history breakpoint is that many blocks back or more, one kept there
     (carry; Anthropic's 20-block window, ``None`` where matching has no lookback limit);
     SDK breakpoints are dropped (carry, then head) past the budget. SDK places in ``short``
@@ -83,12 +85,12 @@ def breakpoints(prompt: PromptParts, history_ttl: str, budget: int, *,
             f"{len(user)} user-placed cache breakpoints exceed the budget of {budget}",
             code="breakpoint-budget")
     sdk: list[tuple[Place, str]] = []  # in priority order: history, head, carry
-    history: Place = ("message", count - 1)
-    if count and history not in short:
+    history = _history_place(prompt, count)
+    if history is not None and ("message", count - 1) not in short:
         sdk.append((history, history_ttl))
     if head_mark is not None and head_mark[0] not in short:
         sdk.append(head_mark)
-    carry = None if lookback is None else lookback_carry(
+    carry = None if lookback is None or not prompt.cache_write else lookback_carry(
         prompt.previous_breakpoint, count, lambda mi: len(messages[mi].wire_blocks), lookback)
     if carry is not None:
         sdk.append((("message", carry), history_ttl))
@@ -96,7 +98,7 @@ def breakpoints(prompt: PromptParts, history_ttl: str, budget: int, *,
     for key, ttl in sdk:
         if key not in marks and len(marks) < budget:
             marks[key] = ttl
-    if count and history not in marks and history not in short:
+    if history is not None and history not in marks and ("message", count - 1) not in short:
         placed = ", ".join(place_name(place) for place in sorted(user, key=_place_rank))
         raise BreakpointError(
             f"the {len(user)} user-placed cache breakpoints ({placed}) fill the budget of "
@@ -114,6 +116,22 @@ def breakpoints(prompt: PromptParts, history_ttl: str, budget: int, *,
                 "(raise head_ttl/history_ttl or move the breakpoint)",
                 code="breakpoint-ttl-order", segment=f"{later[0]}[{later[1]}]")
     return dict(ranked), user
+
+
+def _history_place(prompt: PromptParts, count: int) -> Place | None:
+    """Where the SDK's end-of-history breakpoint goes: on the last message; or, for a
+    request that writes nothing new (``prompt.cache_write`` false), where the previous
+    request's was (``previous_breakpoint``, already written), so it reads the whole cached
+    prefix through the breakpoint and adds no entry after it; ``None`` when there is no
+    history, or no earlier request to read from."""
+    if not count:
+        return None
+    if prompt.cache_write:
+        return ("message", count - 1)
+    previous = prompt.previous_breakpoint
+    if previous is None or not 0 <= previous < count:
+        return None
+    return ("message", previous)
 
 
 def _rank(mark: tuple[Place, str]) -> tuple[int, int]:

@@ -206,6 +206,12 @@ class PromptParts(Protocol):
         """Index of the message the previous render's history breakpoint was on."""
         ...
     @property
+    def cache_write(self) -> bool:
+        """Whether the SDK's end-of-history breakpoint ends the history (the request writes
+        what it adds: the default) or stays at :attr:`previous_breakpoint` (it reads the
+        cache and writes nothing new: ``summarization_request(cache_write=False)``)."""
+        ...
+    @property
     def history_memo(self) -> dict[str, Any]:
         """A memo owned by the conversation (shared by its renders): formats keep per-history
         state here (joined bytes of a stable prefix, chain states), each entry validated by
