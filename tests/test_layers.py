@@ -18,7 +18,7 @@ LAYERS: dict[str, int] = {
     "_exceptions": 0, "_canonical": 0, "_segment": 0, "_usage": 0, "_policy": 0,
     "_tokens": 0, "_volatility": 0, "_volatility_patterns": 0, "_sse": 0, "_redact": 0,
     "_subcommand": 0, "_public": 0, "_version": 0, "_cache": 0, "_frozen": 0,
-    "_prices": 0, "_cache_policy": 0,
+    "_economics": 0,
     "_wire": 1, "providers": 1,
     "_diff": 2, "_prompt": 2, "_ledger": 2,
     "_recording": 3, "_accounting": 3,
@@ -39,7 +39,7 @@ ENGINE_MAY_IMPORT = ("_exceptions", "_cache", "_canonical", "_redact", "_subcomm
 
 #: Upward imports allowed by name, each with why; each stands inside a function.
 ALLOWED_UPWARD: dict[tuple[str, str], str] = {
-    ("_cache_policy", "_accounting._what_if"):
+    ("_economics._cache_policy", "_accounting._what_if"):
         "CachePolicy.from_ledger replays a ledger: the what-if is accounting (layer 3), the "
         "policy a value every layer reads (layer 0); imported when called",
 }

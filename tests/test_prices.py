@@ -6,7 +6,7 @@ from datetime import date
 
 import pytest
 
-from stableprompt._prices import unit_prices
+from stableprompt._economics._prices import unit_prices
 
 pytest.importorskip("genai_prices")
 

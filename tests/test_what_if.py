@@ -31,7 +31,7 @@ from stableprompt import (
     summarize,
     what_if,
 )
-from stableprompt._prices import unit_prices
+from stableprompt._economics._prices import unit_prices
 
 MODEL = "claude-sonnet-4-5"
 T0 = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)

@@ -29,7 +29,7 @@ _EXPORTS: dict[str, str] = {
     "BreakpointWarning": "_exceptions",
     "ByteTokenizer": "_tokens",
     "CacheEvent": "_prompt._compaction",
-    "CachePolicy": "_cache_policy",
+    "CachePolicy": "_economics._cache_policy",
     "CacheRules": "_policy",
     "CacheUsage": "_usage",
     "CanonicalizationError": "_exceptions",
@@ -47,7 +47,7 @@ _EXPORTS: dict[str, str] = {
     "HistoryError": "_exceptions",
     "IncompleteResponseWarning": "_exceptions",
     "InputError": "_exceptions",
-    "KeepAlive": "_cache_policy",
+    "KeepAlive": "_economics._cache_policy",
     "Ledger": "_ledger._ledger",
     "LedgerError": "_exceptions",
     "LedgerSpillWarning": "_exceptions",
@@ -93,7 +93,7 @@ _EXPORTS: dict[str, str] = {
     "ToolNameError": "_exceptions",
     "ToolSchemaError": "_exceptions",
     "ToolSet": "_prompt._tools",
-    "TtlChoice": "_cache_policy",
+    "TtlChoice": "_economics._cache_policy",
     "UsageParseError": "_exceptions",
     "UsageRecord": "_ledger._usage_record",
     "VolatileContentError": "_exceptions",
@@ -130,7 +130,6 @@ if _typing.TYPE_CHECKING:
     from . import testing as testing
     from ._accounting._summary import Summary, summarize
     from ._accounting._what_if import PolicyOutcome, WhatIf, what_if
-    from ._cache_policy import CachePolicy, KeepAlive, TtlChoice
     from ._canonical import canonical_json
     from ._client import (
         AnthropicClient,
@@ -145,6 +144,7 @@ if _typing.TYPE_CHECKING:
         Divergence,
         diff,
     )
+    from ._economics._cache_policy import CachePolicy, KeepAlive, TtlChoice
     from ._exceptions import (
         ArgumentNameError,
         BreakpointError,

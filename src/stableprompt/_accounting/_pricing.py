@@ -26,8 +26,8 @@ from datetime import date, datetime
 from functools import lru_cache
 from typing import Any
 
+from .._economics._prices import GENAI_PROVIDERS
 from .._ledger._usage_record import UsageRecord
-from .._prices import GENAI_PROVIDERS
 
 __all__ = ["SERVER_TOOL_FEES", "CallPrice", "Pricing", "ServerToolFee", "TokenSplit",
            "genai_prices_version", "price_call", "price_record", "server_tool_counts",

@@ -2,9 +2,9 @@
 
 :func:`what_if` replays each conversation's calls (their send times, input tokens, what they
 read and wrote) under alternative :class:`~stableprompt.CachePolicy` values and prices them
-with each call's own model and date (:func:`~stableprompt._prices.unit_prices`), following the
-provider's documented rules (:class:`~stableprompt.CacheRules`: TTLs, write multipliers,
-refresh on read). It reports per policy and per request kind the cost, hit rate,
+with each call's own model and date (:func:`~stableprompt._economics._prices.unit_prices`),
+following the provider's documented rules (:class:`~stableprompt.CacheRules`: TTLs, write
+multipliers, refresh on read). It reports per policy and per request kind the cost, hit rate,
 ``ttl_expired`` count and keep-alive requests; the cheapest policy; the saving against what
 was paid; and the hindsight bound: the best TTL choice per gap, known only after the fact,
 which no policy can beat.
@@ -48,7 +48,14 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from .._cache_policy import REQUEST_KINDS, CachePolicy, KeepAlive, TtlChoice, ttl_seconds
+from .._economics._cache_policy import (
+    REQUEST_KINDS,
+    CachePolicy,
+    KeepAlive,
+    TtlChoice,
+    ttl_seconds,
+)
+from .._economics._prices import UnitPrices, unit_prices
 from .._exceptions import InputError, PolicyError
 from .._ledger._usage_record import UNANALYSED, UsageRecord
 from .._policy import (
@@ -59,7 +66,6 @@ from .._policy import (
     explicit_cache_rule,
     openai_explicit_rule,
 )
-from .._prices import UnitPrices, unit_prices
 from .._public import public
 
 __all__ = ["PolicyOutcome", "ReplayCall", "WhatIf", "candidate_policies", "replay",

@@ -3,7 +3,7 @@
 :meth:`Conversation.compaction_advice <stableprompt.Conversation.compaction_advice>` hands its
 token counts to :func:`advise_compaction`, which prices both ways
 with :func:`~stableprompt.plan_compaction` (the cost model, in input-token equivalents) and
-converts to USD with the model's unit prices (:func:`stableprompt._prices.unit_prices`,
+converts to USD with the model's unit prices (:func:`stableprompt._economics._prices.unit_prices`,
 genai-prices). ``Conversation.compact`` asks the same function and warns
 (:class:`~stableprompt.CompactionCostWarning`) when compacting does not pay.
 
@@ -36,9 +36,9 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from typing import Any
 
+from .._economics._prices import unit_prices
 from .._exceptions import InputError
 from .._policy import TTL_LABELS_S, cache_rules
-from .._prices import unit_prices
 from .._public import public
 from .._wire._formats import response_format
 from ._compaction import CompactionPlan, plan_compaction

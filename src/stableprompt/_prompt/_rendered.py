@@ -29,8 +29,8 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
-from .._cache_policy import CachePolicy
 from .._canonical import canonical_json
+from .._economics._cache_policy import CachePolicy
 from .._exceptions import (
     BreakpointError,
     BreakpointWarning,

@@ -32,12 +32,12 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from ._exceptions import PolicyError
-from ._policy import TTL_LABELS_S
-from ._public import public
+from .._exceptions import PolicyError
+from .._policy import TTL_LABELS_S
+from .._public import public
 
 if TYPE_CHECKING:
-    from ._accounting._what_if import WhatIf
+    from .._accounting._what_if import WhatIf
 
 __all__ = ["REQUEST_KINDS", "CachePolicy", "KeepAlive", "RequestKind", "TtlChoice"]
 
@@ -225,7 +225,7 @@ class CachePolicy(BaseModel):
             PolicyError: no priced call of the provider in the ledger, or several providers
                 and none named (code ``cache-policy``).
         """
-        from ._accounting._what_if import what_if
+        from .._accounting._what_if import what_if
 
         result: WhatIf = what_if(ledger, provider=provider, since=since)
         return result.recommended()
