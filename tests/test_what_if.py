@@ -104,6 +104,12 @@ def test_each_policy_is_replayed_as_computed_by_hand() -> None:
     chosen = result.recommended()
     assert chosen.keep_alive == KeepAlive(interval_s=270, max_pings=14)
     assert chosen.for_kind("main") == TtlChoice()
+    # 1 h pays when the share of gaps between 5 m and 1 h reaches the extra write price of
+    # the 500 new tokens a call writes over the rewrite it saves of the 10,250 it can reuse.
+    even = result.break_even["1h"]
+    assert even.share_needed == pytest.approx(500 * (W1 - W5) / (10_250 * (W5 - READ)))
+    assert even.share_observed == 0.5  # the 600 s gap of the two
+    assert even.text() == "1h pays when >= 3.2% of gaps fall between 5m and 1h (observed 50.0%)"
 
 
 def test_kinds_are_told_apart_and_chosen_separately() -> None:
@@ -170,6 +176,7 @@ def test_summarize_and_the_report_show_the_what_if(tmp_path: Path) -> None:
     text = subprocess.run(run, capture_output=True, text=True, check=True).stdout
     assert "what-if: anthropic" in text
     assert "hindsight bound" in text and "1h head + 5m history" in text
+    assert "break-even: 1h pays when" in text
     data = json.loads(subprocess.run([*run, "--json"], capture_output=True, text=True,
                                      check=True).stdout)
     entry = data["what_if"]["anthropic"]

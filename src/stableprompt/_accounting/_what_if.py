@@ -68,7 +68,7 @@ from .._policy import (
 )
 from .._public import public
 
-__all__ = ["PolicyOutcome", "ReplayCall", "WhatIf", "candidate_policies", "replay",
+__all__ = ["BreakEven", "PolicyOutcome", "ReplayCall", "WhatIf", "candidate_policies", "replay",
            "what_if", "what_if_by_provider"]
 
 _LABEL_OF_S = {seconds: label for label, seconds in TTL_LABELS_S.items()}
@@ -187,6 +187,34 @@ class PolicyOutcome:
                 "storage_usd": round(self.storage_usd, 6), "by_kind": kinds}
 
 
+@dataclass(frozen=True, slots=True)
+class BreakEven:
+    """When a longer TTL pays, against the default, on the replayed traffic.
+
+    Per call, a longer TTL costs its extra write price on the tokens the call writes
+    (``n``: their mean) and saves, on a gap the longer TTL survives and the default does not,
+    rewriting the reusable prefix (``P``: its mean) instead of reading it. It pays when the
+    share of such gaps is at least ``n * (write_long - write_default) / (P * (write_default -
+    read))`` (prices of the busiest model).
+
+    Attributes:
+        ttl: The longer TTL label.
+        default: The default TTL label.
+        share_needed: That break-even share of gaps (can exceed 1: never pays).
+        share_observed: The share of gaps between the two TTLs in the traffic.
+    """
+
+    ttl: str
+    default: str
+    share_needed: float
+    share_observed: float
+
+    def text(self) -> str:
+        """``"1h pays when >= 12.0% of gaps fall between 5m and 1h (observed 40.0%)"``."""
+        return (f"{self.ttl} pays when >= {self.share_needed:.1%} of gaps fall between "
+                f"{self.default} and {self.ttl} (observed {self.share_observed:.1%})")
+
+
 @dataclass
 class WhatIf:
     """The what-if of one provider family's calls (module docstring).
@@ -204,6 +232,8 @@ class WhatIf:
         per_place: Per-place (head/history) policies were replayed (rows carry
             ``head_tokens``).
         notes: What was left out and why (unknown usage, unpriced models), one line each.
+        break_even: Per longer TTL label the provider offers, when it pays
+            (:class:`BreakEven`).
     """
 
     provider: str
@@ -214,6 +244,7 @@ class WhatIf:
     hindsight_usd: float
     per_place: bool
     notes: list[str]
+    break_even: dict[str, BreakEven] = field(default_factory=dict)
 
     @property
     def cheapest(self) -> PolicyOutcome:
@@ -253,7 +284,11 @@ class WhatIf:
         name = f"from ledger: {label}"
         if default is not None:
             name += (f" (replayed ${total(pool):.4f} vs ${default.usd:.4f} at the default "
-                     "TTL)")
+                     "TTL")
+            longer = main.history or main.head
+            if longer is not None and longer in self.break_even:
+                name += f"; {self.break_even[longer].text()}"
+            name += ")"
         return CachePolicy(name=name, head=main.head, history=main.history, by_kind=by_kind,
                            keep_alive=setting[0], explicit_cache=setting[1])
 
@@ -270,7 +305,10 @@ class WhatIf:
                 "cheapest": self.cheapest.policy.label(),
                 "saving_usd": round(self.saving_usd, 6),
                 "hindsight_usd": round(self.hindsight_usd, 6),
-                "per_place": self.per_place, "notes": list(self.notes)}
+                "per_place": self.per_place, "notes": list(self.notes),
+                "break_even": {label: {"share_needed": round(b.share_needed, 6),
+                                       "share_observed": round(b.share_observed, 6)}
+                               for label, b in self.break_even.items()}}
 
 
 def _cheapest_for(outcomes: list[PolicyOutcome], kind: str) -> PolicyOutcome:
@@ -648,7 +686,43 @@ def what_if(source: Any, *, provider: str | None = None, since: datetime | None 
     hindsight = min(_hindsight(calls, candidates), *(o.usd for o in outcomes))
     return WhatIf(provider=provider, calls=len(calls), recorded_usd=recorded, as_used=as_used,
                   outcomes=outcomes, hindsight_usd=hindsight, per_place=per_place,
-                  notes=list(notes))
+                  notes=list(notes), break_even=_break_even(calls, busiest, candidates))
+
+
+def _break_even(calls: list[ReplayCall], rules: CacheRules,
+                candidates: list[CachePolicy]) -> dict[str, BreakEven]:
+    """:class:`BreakEven` of each longer TTL the candidates use (its docstring)."""
+    default_s = rules.default_ttl_s
+    if default_s is None or not rules.write_multipliers:
+        return {}
+    default = _LABEL_OF_S.get(default_s)
+    gaps: list[float] = []
+    written: list[int] = []
+    reusable: list[int] = []
+    last: dict[tuple[str, ...], ReplayCall] = {}
+    for call in calls:
+        previous = last.get(call.chain)
+        if previous is not None:
+            gaps.append((call.ts - previous.ts).total_seconds())
+            written.append(max(call.extent - call.reusable, 0))
+            reusable.append(call.reusable)
+        last[call.chain] = call
+    labels = {label for p in candidates for label in (p.head, p.history)
+              if label is not None and label != default}
+    if not gaps or default is None or not labels:
+        return {}
+    prices = calls[-1].prices
+    multipliers = rules.write_multipliers
+    mean_new, mean_reusable = sum(written) / len(gaps), sum(reusable) / len(gaps)
+    out: dict[str, BreakEven] = {}
+    for label in sorted(labels, key=lambda t: TTL_LABELS_S[t]):
+        premium = mean_new * (prices.write(label, multipliers) - prices.write(None, multipliers))
+        saving = mean_reusable * (prices.write(None, multipliers) - prices.cache_read)
+        needed = premium / saving if saving > 0 else math.inf
+        longer_s = TTL_LABELS_S[label]
+        observed = sum(default_s < g <= longer_s for g in gaps) / len(gaps)
+        out[label] = BreakEven(label, default, needed, observed)
+    return out
 
 
 def what_if_by_provider(records: Iterable[UsageRecord], *,

@@ -41,6 +41,7 @@ def what_if_lines(result: WhatIf) -> list[str]:
         f"fact): {format_usd(result.hindsight_usd)}; no policy costs less.",
         f"  CachePolicy.from_ledger: {result.recommended().label()}",
     ]
+    lines.extend(f"  break-even: {b.text()}" for b in result.break_even.values())
     lines.extend(f"  note: {note}" for note in result.notes)
     return lines
 
