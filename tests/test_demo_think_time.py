@@ -111,6 +111,18 @@ def test_a_policy_reruns_the_same_sessions(ledgers: dict[str, Path]) -> None:
         assert '"head":"1h"' in ledger.meta()["cache_policy"]
 
 
+def test_the_demo_json_names_the_policy(synthetic: Workload) -> None:
+    """A run under a policy says so in its JSON (label and settings, after the cost); a run
+    without one has no such key."""
+    data = run_demo(synthetic.select(1), scenarios=["think-time"],
+                    cache_policy=HEAD_1H).to_json()
+    assert list(data)[-2:] == ["cache_policy", "elapsed_s"]
+    assert data["cache_policy"] == {"label": "1h head + 5m history", "settings": {
+        "name": "1h head + 5m history", "head": "1h", "history": "5m"}}
+    assert "cache_policy" not in run_demo(synthetic.select(1),
+                                          scenarios=["think-time"]).to_json()
+
+
 @pytest.mark.parametrize("name", ["default", "1h", "head"])
 def test_what_if_reproduces_what_the_emulator_charged(ledgers: dict[str, Path],
                                                       name: str) -> None:
