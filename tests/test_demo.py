@@ -42,7 +42,7 @@ ISSUE_FIELDS = ["calls", "input_tokens", "cache_read_tokens", "cache_write_token
 ALL = ("stableprompt", "clock-in-system", "tool-order-drift", "key-order-drift",
        "head-rewrite-compaction", "breakpoint-misplaced", "subagent-spec-copies",
        "subagent-fork", "system-message", "system-edit", "dynamic-tools",
-       "dynamic-tools-rebuild")
+       "dynamic-tools-rebuild", "think-time")
 OPENAI = (*ALL[:5], *ALL[6:])
 """What --provider openai runs: all but breakpoint-misplaced (Anthropic only)."""
 
@@ -448,7 +448,9 @@ def test_cli_unknown_model_omits_cost(capsys: pytest.CaptureFixture[str]) -> Non
 @pytest.mark.parametrize("provider", ["gemini", "bedrock"])
 def test_demo_gemini_and_bedrock_providers(synthetic: Workload, provider: str) -> None:
     """--provider gemini / bedrock: the stableprompt row reaches 99% of its ceiling and every
-    failure scenario reads less; Bedrock's predictions agree with every reported read."""
+    failure scenario reads less; so does think-time on Bedrock (5-minute TTL), not on Gemini,
+    whose one-hour TTL outlives every think-time gap; Bedrock's predictions agree with every
+    reported read."""
     result = run_demo(synthetic, provider=provider)
     totals = {n: s.totals for n, s in result.report.scenarios.items()}
     ours = totals.pop("stableprompt")
@@ -456,6 +458,9 @@ def test_demo_gemini_and_bedrock_providers(synthetic: Workload, provider: str) -
     # ceiling here for both, 99.4% on the BFCL workload (stableprompt demo --provider ...)
     assert ours.of_ceiling is not None and ours.of_ceiling >= 0.98
     assert ours.hit_rate is not None
+    if provider == "gemini":
+        think = totals.pop("think-time")
+        assert think.hit_rate == ours.hit_rate and think.verdicts["ttl_expired"] == 0
     assert all((t.hit_rate or 0) < ours.hit_rate for t in totals.values())
     if provider == "bedrock":
         assert ours.agreement == 1.0

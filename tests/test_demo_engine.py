@@ -218,11 +218,11 @@ def test_plan_lays_out_rows_and_rejects_bad_options() -> None:
     """Rows are scenario-major, one per endpoint the harness builds (breakpoint-misplaced:
     messages only); unknown endpoints and templates, a template with a server URL and a bad
     URL are InputErrors with their codes. The engine runs the scenarios that say what they
-    cost there (the multi-agent ones do not run on it)."""
+    cost there (the multi-agent ones do not run on it, nor think-time: a slot has no TTL)."""
     engine = [s for s in SCENARIOS if s.engine_predicts]
     assert [s.name for s in SCENARIOS if not s.engine_predicts] == [
         "subagent-spec-copies", "subagent-fork", "system-message", "system-edit",
-        "dynamic-tools", "dynamic-tools-rebuild"]
+        "dynamic-tools", "dynamic-tools-rebuild", "think-time"]
     plan = EnginePlan.of(engine, endpoints=None, base_url=None, template=None)
     assert plan.template == "qwen2.5" and plan.endpoints == tuple(ENDPOINTS)
     assert plan.row_names[:3] == ("stableprompt/chat", "stableprompt/responses",

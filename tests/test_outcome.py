@@ -4,7 +4,9 @@ The golden table ``fixtures/recording/golden_records.json`` was written by the r
 its redesign (``Recorder.finish`` with a dozen keyword arguments): the redesign keeps every
 field of every record of the five kinds of answer byte for byte. Fingerprints re-tagged
 ``sp1:`` -> ``sp2:`` by issue 26 item 7 (the fingerprint version; the hex digests of these
-recorded requests did not move: the chain is unchanged).
+recorded requests did not move: the chain is unchanged). Issue 29 added
+``verdict_detail["head_tokens"]`` (1,395: the head's size for the what-if replay), the only
+change.
 """
 
 from __future__ import annotations

@@ -91,3 +91,21 @@ def test_no_diagnosis_when_the_server_said_nothing(diagnostics: Any) -> None:
     or a pending one, never an exception."""
     joined = server_diagnosis(diagnostics, "hit", {})
     assert joined is None or joined["agreement"] == "no-comparison"
+
+
+@pytest.mark.parametrize(("expired", "missed", "expected"), [
+    (5563, 34, "agree"),  # think-time demo: only the previous request's tail differs
+    (5563, 400, "server-only"),  # the server found a change inside the expired prefix
+    (None, 34, "server-only"),  # no expired_tokens: nothing to measure the change against
+])
+def test_a_ttl_expiry_agrees_with_a_change_found_only_after_the_expired_prefix(
+        expired: int | None, missed: int, expected: str) -> None:
+    """Diagnostics compare structure, not the TTL: a ttl_expired call whose server reason is
+    messages_changed agrees when the missed tokens are what the no-TTL prediction left unread
+    (the expected loss less expired_tokens), else the server names something we do not."""
+    detail = {} if expired is None else {"expired_tokens": expired}
+    joined = server_diagnosis(_anthropic("messages_changed", missed), "ttl_expired", detail,
+                              expected_loss_tokens=5656)
+    assert joined is not None and joined["agreement"] == expected
+    if expected == "agree":
+        assert "expired" in joined["why"] and "93 expected unread" in joined["why"]

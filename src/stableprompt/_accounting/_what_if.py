@@ -14,12 +14,17 @@ one provider, model and wire format, in time order: a subagent sharing its paren
 id is a chain of its own):
 
 - ``P`` (reusable): the prefix the call could read were the cache warm: what it read, or for
-  a ``ttl_expired`` call, its prediction plus ``expired_tokens`` (the recorder's evidence).
+  a ``ttl_expired`` call, its prediction plus ``expired_tokens`` (the recorder's evidence),
+  or for a ``hit`` flagged ``read_after_ttl`` (a read within the tolerance of the whole
+  prefix after the TTL, e.g. only a longer-lived head read when the rest was a few per cent),
+  its prediction, which ignores the TTL.
 - ``C`` (extent): what is cached after the call: reads plus writes (breakpoint caches; an
   automatic cache with uncharged writes, ``write_multipliers`` empty, writes nothing billed).
 - ``H`` (head): ``verdict_detail["head_tokens"]``, the tokens before the first message, which
-  a head breakpoint caches (rows recorded before it existed: per-place policies are not
-  replayed for them, and the result says so).
+  a head breakpoint caches: the recorder's estimate, or the reported size where a call of the
+  same chain and head (``lineage``) shows it (a read of the head entry alone, or the head's
+  1-hour write). Rows recorded before it existed: per-place policies are not replayed for
+  them, and the result says so.
 - A gap ``g`` since the chain's last request (or keep-alive) leaves the history entry alive
   when ``g <= history TTL`` and the head entry alive when ``g <= head TTL`` (a read refreshes
   the TTL: ``ttl_refreshed_on_read``). Replayed reads: ``P`` with the history alive, else
@@ -43,7 +48,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -378,6 +383,7 @@ def _replay_calls(records: list[UsageRecord], policies: PolicyTable | None,
                   notes: dict[str, None]) -> list[ReplayCall]:
     kinds = _kinds(records)
     calls: list[ReplayCall] = []
+    lineages: list[str | None] = []
     skipped: dict[str, int] = {}
     for r in records:
         if r.wire_format == UNANALYSED:
@@ -408,6 +414,8 @@ def _replay_calls(records: list[UsageRecord], policies: PolicyTable | None,
         if r.verdict == "ttl_expired":
             reusable = max(read, (r.predicted_cache_read_tokens or 0)
                            + (_int(detail.get("expired_tokens")) or 0))
+        elif detail.get("read_after_ttl"):  # a hit past the TTL: its prediction ignores it
+            reusable = max(read, r.predicted_cache_read_tokens or 0)
         sid = r.session_id or r.record_id
         chain = (r.provider or "", r.model or "", r.wire_format, r.scenario or "", sid,
                  r.lineage or "")
@@ -418,9 +426,39 @@ def _replay_calls(records: list[UsageRecord], policies: PolicyTable | None,
             reusable=min(reusable, total), head=_int(detail.get("head_tokens")),
             expired=r.verdict == "ttl_expired", ttl_s=_int(detail.get("ttl_s")),
             prices=prices, rules=rules))
+        lineages.append(r.lineage)
     for reason, n in skipped.items():
         notes[f"{n:,} call{'s' if n != 1 else ''} not replayed: {reason}"] = None
-    return calls
+    return _reported_heads(calls, lineages)
+
+
+_HEAD_MATCH = 0.05
+"""How far (fraction of the estimate) a reported size may be from the estimated head and
+still be taken for the head's own (the recorder's token estimate is within ~2%)."""
+
+
+def _reported_heads(calls: list[ReplayCall], lineages: list[str | None]
+                    ) -> list[ReplayCall]:
+    """``H`` as the provider reported it where a call of the same chain and head
+    (``lineage``) shows it, in place of the recorder's estimate: a call that read only the head
+    entry (``0 < read < P``), or wrote from nothing at two TTLs (``write_1h``: the head span
+    at 1 hour). Calls of other heads keep the estimate."""
+    exact: dict[tuple[tuple[str, ...], str], int] = {}
+    for call, lineage in zip(calls, lineages, strict=True):
+        if call.head is None or lineage is None:
+            continue
+        seen = None
+        if call.read == 0 and 0 < call.write_1h < call.write:
+            seen = call.write_1h
+        elif 0 < call.read < call.reusable:
+            seen = call.read
+        if seen is not None and abs(seen - call.head) <= _HEAD_MATCH * call.head:
+            exact.setdefault((call.chain, lineage), seen)
+    if not exact:
+        return calls
+    return [call if call.head is None or lineage is None
+            else replace(call, head=exact.get((call.chain, lineage), call.head))
+            for call, lineage in zip(calls, lineages, strict=True)]
 
 
 # --------------------------------------------------------------------------- candidates

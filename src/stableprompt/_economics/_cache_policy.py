@@ -208,7 +208,7 @@ class CachePolicy(BaseModel):
 
     @classmethod
     def from_ledger(cls, ledger: Any, *, provider: str | None = None,
-                    since: Any = None) -> CachePolicy:
+                    since: Any = None, policies: Any = None) -> CachePolicy:
         """The cheapest policy for ``ledger``'s traffic, by the what-if replay
         (:func:`~stableprompt.what_if`): per request kind, the candidate whose replayed cost
         is lowest. The chosen policy's ``name`` states it and its break-even against the
@@ -220,6 +220,9 @@ class CachePolicy(BaseModel):
             provider: The provider family to choose for (needed when the ledger holds
                 several).
             since: Only records at or after this time (a ``datetime``), when reading a ledger.
+            policies: The candidates to choose among (an iterable of :class:`CachePolicy`;
+                default: ``candidate_policies`` of the provider's rules, keep-alive
+                included). E.g. TTL choices only, for a harness that sends no keep-alive.
 
         Raises:
             PolicyError: no priced call of the provider in the ledger, or several providers
@@ -227,7 +230,7 @@ class CachePolicy(BaseModel):
         """
         from .._accounting._what_if import what_if
 
-        result: WhatIf = what_if(ledger, provider=provider, since=since)
+        result: WhatIf = what_if(ledger, provider=provider, since=since, policies=policies)
         return result.recommended()
 
 

@@ -90,7 +90,10 @@ def _text(value: Any) -> str | None:
 _CHANGE_AFTER_READ = frozenset({"messages_changed", "input_changed"})
 """Server reasons a ``hit`` agrees with when the missed tokens are what our prediction left
 unread anyway: the compared request's volatile tail, or the branch another conversation took
-(we predicted the read up to there)."""
+(we predicted the read up to there). A ``ttl_expired`` call agrees the same way, measured
+against its prediction without the TTL (``expired_tokens`` more): diagnostics compare the
+requests' structure, "independent of whether the cache actually hit" (Anthropic's
+cache-diagnostics page), so a change found only after the expired prefix confirms it."""
 
 EXPECTED_LOSS_TOLERANCE = 0.05
 """How far (share of the expected loss, plus :data:`EXPECTED_LOSS_SLACK_TOKENS`) the server's
@@ -113,7 +116,8 @@ def server_diagnosis(diagnostics: Mapping[str, Any] | None, verdict: str,
             ``client_mutation``).
         expected_loss_tokens: What our prediction left unread of the compared request
             (its reported input total minus our predicted read, provider tokens), when known:
-            a ``hit`` agrees with a server naming a change in the messages that cost no more.
+            a ``hit`` agrees with a server naming a change in the messages that cost no more,
+            and so does a ``ttl_expired`` call, less its ``expired_tokens``.
 
     Returns:
         ``{"reason": str | None, "missed_tokens": int | None, "agreement": one of
@@ -129,11 +133,16 @@ def server_diagnosis(diagnostics: Mapping[str, Any] | None, verdict: str,
         return None
     reason, missed = found
     agreement, why = _agreement(reason, verdict, detail)
-    if verdict == "hit" and reason in _CHANGE_AFTER_READ and missed is not None \
-            and expected_loss_tokens is not None and missed <= expected_loss_tokens * (
+    expected = expected_loss_tokens
+    if verdict == "ttl_expired" and expected is not None:
+        expired = detail.get("expired_tokens")
+        expected = max(expected - expired, 0) if isinstance(expired, int) else None
+    if verdict in ("hit", "ttl_expired") and reason in _CHANGE_AFTER_READ \
+            and missed is not None and expected is not None and missed <= expected * (
                 1 + EXPECTED_LOSS_TOLERANCE) + EXPECTED_LOSS_SLACK_TOKENS:
-        agreement, why = "agree", (f"{reason} after the prefix we predicted read ({missed} "
-                                   f"missed, {expected_loss_tokens} expected unread)")
+        where = "we predicted read" if verdict == "hit" else "that had expired (TTL)"
+        agreement, why = "agree", (f"{reason} after the prefix {where} ({missed} missed, "
+                                   f"{expected} expected unread)")
     return {"reason": reason, "missed_tokens": missed, "agreement": agreement, "why": why}
 
 

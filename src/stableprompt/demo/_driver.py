@@ -4,9 +4,10 @@ the ledger writes.
 A run drives each session like an agent loop (:func:`run_session`): user turn, request, reply,
 tool results, request, ... on a :class:`~stableprompt.emulator.FakeClock` that moves
 :data:`CALL_STEP_S` before every call and :data:`TURN_GAP_S` more before every user turn after
-the first. Requests go out through a *sender* (:data:`SenderFactory`; default
-:func:`client_sender`: our clients), always through a RecordingTransport on the run's
-recorder; :class:`Capture` keeps the exact bodies for ``stableprompt lint``.
+the first (or the harness's own think time: ``Harness.turn_gap_s``). Requests go out
+through a *sender* (:data:`SenderFactory`; default :func:`client_sender`: our clients),
+always through a RecordingTransport on the run's recorder; :class:`Capture` keeps the exact
+bodies for ``stableprompt lint``.
 """
 
 from __future__ import annotations
@@ -49,7 +50,8 @@ CALL_STEP_S = 6.0
 """Clock advance before each model call (seconds): a plausible model latency."""
 
 TURN_GAP_S = 20.0
-"""Extra clock advance before each user turn after the first (seconds): user think time."""
+"""Extra clock advance before each user turn after the first (seconds): user think time
+(unless the harness has its own: ``Harness.turn_gap_s``, the ``think-time`` scenario)."""
 
 API_KEY = "stableprompt-demo"
 """The key sent to the emulator (the emulator scopes caches by key; it checks nothing)."""
@@ -179,7 +181,8 @@ def run_session(session: WorkloadSession, harness: Harness, clock: FakeClock,
     """
     for turn in session.turns:
         if turn.index:
-            clock.advance(TURN_GAP_S)
+            gap = harness.turn_gap_s(turn.index)
+            clock.advance(TURN_GAP_S if gap is None else gap)
         harness.begin_turn(turn.index)
         harness.user(turn.user)
         for _ in range(turn.model_calls):

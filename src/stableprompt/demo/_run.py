@@ -7,9 +7,10 @@ responder; a :class:`~stableprompt.Recorder` on the same clock writing to the le
 and our :class:`~stableprompt.AnthropicClient` / :class:`~stableprompt.OpenAIClient` (real HTTP
 on loopback through a RecordingTransport). Sessions run one after the other; the clock moves
 :data:`CALL_STEP_S` before every call and :data:`TURN_GAP_S` more before every user turn after
-the first, so no gap comes near a cache TTL (5 minutes). Every number in the summary is read
-back from the ledger, which also keeps where the calls went (:func:`ledger_meta`: backend,
-workload, provider, model) for ``stableprompt report``.
+the first, so no gap comes near a cache TTL (5 minutes), except in the ``think-time``
+scenario, whose users think 1 to 15 minutes (:mod:`._think_time`). Every number in the
+summary is read back from the ledger, which also keeps where the calls went
+(:func:`ledger_meta`: backend, workload, provider, model) for ``stableprompt report``.
 
 The run is deterministic: fixed clock, scripted ids and answers, seeded drift. Only timings
 (``elapsed_s``, ``latency_ms``) differ between runs. What the backends share (the clock
@@ -28,6 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .._accounting._summary import Summary, summarize
+from .._economics._cache_policy import CachePolicy
 from .._exceptions import InputError, LedgerError
 from .._ledger._ledger import Ledger
 from .._recording._recorder import Recorder
@@ -124,6 +126,8 @@ class DemoResult:
         engine: llama-server runs: the engine, its prefill timings and template findings
             (:class:`~stableprompt.demo._engine_report.EngineReport`); else ``None``.
         wire: Emulator runs: the wire shape sent (``run_demo(wire=...)``); else ``None``.
+        cache_policy: The policy the SDK harnesses followed (``run_demo(cache_policy=...)``),
+            ``None`` for the defaults.
     """
 
     provider: str
@@ -136,6 +140,7 @@ class DemoResult:
     elapsed_s: float
     engine: EngineReport | None = None
     wire: str | None = None
+    cache_policy: CachePolicy | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The demo's JSON: ``backend``, ``provider``, ``model``, ``workload``, ``scenarios``
@@ -146,7 +151,8 @@ class DemoResult:
         and the engine's timings, the only fields that differ between runs). llama-server
         runs add ``engine`` (see
         :meth:`~stableprompt.demo._engine_report.EngineReport.to_json`) and, per row,
-        ``scenario``, ``endpoint`` and ``prefill``."""
+        ``scenario``, ``endpoint`` and ``prefill``; a run under a cache policy adds
+        ``cache_policy`` (its label and settings) after ``cost``."""
         scenarios = {name: self.report.scenarios[name].totals.to_json()
                      for name in self.scenarios if name in self.report.scenarios}
         if self.engine is not None:
@@ -167,6 +173,10 @@ class DemoResult:
             "scenarios": scenarios,
             "cost": cost,
         }
+        if self.cache_policy is not None:
+            out["cache_policy"] = {
+                "label": self.cache_policy.label(),
+                "settings": self.cache_policy.model_dump(mode="json", exclude_defaults=True)}
         if self.engine is not None:
             out["engine"] = self.engine.to_json()
         out["elapsed_s"] = round(self.elapsed_s, 3)
@@ -187,11 +197,16 @@ def describe_workload(workload: Workload) -> str:
 
 
 def ledger_meta(workload: Workload, provider: str, model: str, *,
-                backend: str = BACKEND_NOTE) -> dict[str, str]:
+                backend: str = BACKEND_NOTE,
+                cache_policy: CachePolicy | None = None) -> dict[str, str]:
     """The metadata a demo ledger keeps (``Ledger.set_meta``): ``backend`` (default
-    :data:`BACKEND_NOTE`), ``workload`` (:func:`describe_workload`), ``provider``, ``model``."""
-    return {"backend": backend, "workload": describe_workload(workload),
+    :data:`BACKEND_NOTE`), ``workload`` (:func:`describe_workload`), ``provider``, ``model``,
+    and under a policy ``cache_policy`` (the policy as JSON)."""
+    meta = {"backend": backend, "workload": describe_workload(workload),
             "provider": provider, "model": model}
+    if cache_policy is not None:
+        meta["cache_policy"] = cache_policy.model_dump_json(exclude_defaults=True)
+    return meta
 
 
 def prepare_ledger(given: str | os.PathLike[str] | None
@@ -246,6 +261,7 @@ def run_demo(
     template: str | None = None,
     notice: Callable[[str], None] | None = None,
     wire: str | None = None,
+    cache_policy: CachePolicy | None = None,
 ) -> DemoResult:
     """Run the scenarios over ``workload`` and summarize the ledger.
 
@@ -274,6 +290,11 @@ def run_demo(
         wire: Emulator only: the wire shape to send (:data:`EMULATOR_WIRES`: ``"openai"``
             can also send ``"openai-responses"``, the emulator's ``/v1/responses``); default
             :data:`PROVIDER_WIRES` (Messages, Chat Completions).
+        cache_policy: Emulator only: the :class:`~stableprompt.CachePolicy` the scenarios'
+            SDK harnesses follow (head TTL at freeze, history TTL at render; e.g.
+            ``scenarios=["think-time"]`` under ``CachePolicy.from_ledger(...)``). Every
+            chosen scenario must take one (:attr:`Scenario.takes_policy`); Gemini's harness
+            takes none. Keep-alive is not sent by the demo: a policy with one is refused.
 
     Returns:
         The :class:`DemoResult`.
@@ -282,7 +303,7 @@ def run_demo(
         InputError: Unknown provider, scenario, endpoint or template, an empty model id, or
             a llama-server option with another provider (codes ``demo-provider``,
             ``demo-scenario``, ``demo-endpoint``, ``demo-template``, ``demo-model``,
-            ``demo-base-url``, ``demo-wire``).
+            ``demo-base-url``, ``demo-wire``, ``demo-cache-policy``).
         LedgerError: The ledger cannot be created (see :func:`prepare_ledger`).
         ProviderError: A call to the emulator failed, or the engine did not answer.
         EngineError: The engine could not be built or started.
@@ -322,6 +343,7 @@ def run_demo(
             raise InputError(f"unknown scenario {name!r} for {provider}; choose from "
                              f"{', '.join(known)}", code="demo-scenario")
         chosen.append(match)
+    _check_policy(cache_policy, chosen, provider)
     plan = None
     if engine:
         from ._engine_run import EnginePlan
@@ -345,11 +367,13 @@ def run_demo(
                     report, describe_workload(workload), model).items():
                 ledger.set_meta(key, value)
         else:
-            for key, value in ledger_meta(workload, provider, model).items():
+            for key, value in ledger_meta(workload, provider, model,
+                                          cache_policy=cache_policy).items():
                 ledger.set_meta(key, value)
             for scenario in chosen:
                 _run_scenario(scenario, workload, provider, model, ledger, capture, progress,
-                              sender or client_sender, wire or PROVIDER_WIRES[provider])
+                              sender or client_sender, wire or PROVIDER_WIRES[provider],
+                              cache_policy)
             rows = tuple(s.name for s in chosen)
             report = summarize(ledger.records())
     finally:
@@ -358,13 +382,40 @@ def run_demo(
             shutil.rmtree(tmp, ignore_errors=True)
     return DemoResult(provider, model, workload, rows, report, kept, capture,
                       time.perf_counter() - started, engine_report,
-                      None if engine else wire or PROVIDER_WIRES[provider])
+                      None if engine else wire or PROVIDER_WIRES[provider], cache_policy)
+
+
+def _check_policy(policy: CachePolicy | None, chosen: Sequence[Scenario],
+                  provider: str) -> None:
+    """Refuse a cache policy the run cannot follow (``run_demo``'s ``cache_policy``).
+
+    Raises:
+        InputError: code ``demo-cache-policy``.
+    """
+    if policy is None:
+        return
+    if not isinstance(policy, CachePolicy):
+        raise InputError(f"cache_policy must be a CachePolicy, got {type(policy).__name__}",
+                         code="demo-cache-policy")
+    problem = None
+    naive = [s.name for s in chosen if not s.takes_policy]
+    if provider in (ENGINE_PROVIDER, "gemini"):
+        problem = f"the {provider} demo takes no cache policy"
+    elif naive:
+        problem = (f"scenario(s) {', '.join(naive)} place their own breakpoints and take no "
+                   "cache policy; choose SDK scenarios, e.g. scenarios=['think-time']")
+    elif policy.keep_alive is not None or policy.explicit_cache:
+        problem = ("the demo sends no keep-alive requests and no explicit cache: use a policy "
+                   "of TTLs only")
+    if problem is not None:
+        raise InputError(f"cache policy {policy.label()!r}: {problem}",
+                         code="demo-cache-policy")
 
 
 def _run_scenario(scenario: Scenario, workload: Workload, provider: str, model: str,
                   ledger: Ledger, capture_dir: Path | None,
                   progress: ProgressCallback | None, sender: SenderFactory,
-                  wire: str) -> None:
+                  wire: str, cache_policy: CachePolicy | None = None) -> None:
     clock = FakeClock(DEMO_START_S)
     sessions = scenario.sessions(workload.sessions)
     total, done = sum(s.model_calls for s in sessions), 0
@@ -379,7 +430,8 @@ def _run_scenario(scenario: Scenario, workload: Workload, provider: str, model: 
                 for session in sessions:
                     harness = scenario.harness(
                         session, wire=wire, model=model,
-                        system_prompt=session_system_prompt(workload.system_prompt, session))
+                        system_prompt=session_system_prompt(workload.system_prompt, session),
+                        cache_policy=cache_policy)
 
                     def exchange(outgoing: Outgoing, sid: str = session.id) -> Reply:
                         in_path = wire in PATH_WIRES  # the request needs its path, headers

@@ -43,6 +43,11 @@ calls and results) and differs only in how it builds request bodies:
   ``dynamic-tools`` withdraws and brings back a tool with ``disable_tools`` /
   ``enable_tools`` (an MCP-like server) and ``dynamic-tools-rebuild`` rebuilds the head
   with the tools offered (the habit).
+* ``think-time``: the SDK harness with a person's think time between user turns (1 to 15
+  minutes, seeded per session: :mod:`._think_time`), so its misses are TTL expiries only.
+  Like every SDK harness (:attr:`Scenario.takes_policy`) it follows a
+  :class:`~stableprompt.CachePolicy` (:attr:`HarnessSpec.cache_policy`): the same sessions
+  re-run under other TTLs (:func:`~stableprompt.demo.policy_trial`).
 
 The two multi-agent scenarios run each user turn as its own conversation (session id
 ``<session>/agent<k>`` in ``metadata.user_id``; the responder follows ``<session>``'s
@@ -67,13 +72,16 @@ from datetime import UTC, datetime
 from typing import Any
 
 from .._canonical import wire_json
+from .._economics._cache_policy import CachePolicy
 from .._exceptions import HistoryError
+from .._policy import TTL_LABELS_S, cache_rules
 from .._prompt._builder import Conversation, PinnedHead, PromptBuilder
 from .._prompt._messages import tool_call_of
 from .._wire import bedrock_converse, gemini
 from .._wire._formats import assistant_turn
 from .._wire._request import ProviderRequest
 from ..emulator import AssistantTurn
+from ._think_time import think_times
 from ._workload import WorkloadSession
 
 __all__ = [
@@ -267,6 +275,11 @@ class Harness(ABC):
     def begin_turn(self, index: int) -> None:  # noqa: B027 - an optional hook
         """Called before user turn ``index`` (0-based) is appended (default: nothing)."""
 
+    def turn_gap_s(self, index: int) -> float | None:
+        """The user's think time before user turn ``index`` >= 1 (seconds); ``None``: the
+        driver's ``TURN_GAP_S`` (default)."""
+        return None
+
     @abstractmethod
     def user(self, text: str) -> None:
         """Append a user message."""
@@ -295,12 +308,16 @@ class HarnessSpec:
         max_tokens: Output limit sent (tokens): ``max_tokens`` (Anthropic, Chat) or
             ``max_output_tokens`` (Responses); ``None``: :data:`MAX_TOKENS` on Anthropic
             (required there), none on OpenAI.
+        cache_policy: SDK harnesses only (:attr:`Scenario.takes_policy`): the
+            :class:`~stableprompt.CachePolicy` their requests follow (the head frozen with
+            its head TTL, the renderer given the policy); ``None``: the defaults.
     """
 
     wire: str
     model: str
     system_prompt: str
     max_tokens: int | None = None
+    cache_policy: CachePolicy | None = None
 
 
 @dataclass(frozen=True)
@@ -333,36 +350,70 @@ class Scenario:
         """The sessions of ``sessions`` this scenario runs (:attr:`max_sessions`)."""
         return sessions if self.max_sessions is None else sessions[:self.max_sessions]
 
+    @property
+    def takes_policy(self) -> bool:
+        """Its harness is built on the SDK and follows a :class:`~stableprompt.CachePolicy`
+        (:attr:`HarnessSpec.cache_policy`); naive harnesses place their own breakpoints."""
+        return isinstance(self.factory, type) and issubclass(self.factory, SdkHarness)
+
     def harness(self, session: WorkloadSession, *, wire: str, model: str,
-                system_prompt: str, max_tokens: int | None = None) -> Harness:
+                system_prompt: str, max_tokens: int | None = None,
+                cache_policy: CachePolicy | None = None) -> Harness:
         """A fresh harness for ``session`` sending ``wire`` bodies (see :class:`HarnessSpec`).
 
         Raises:
-            ValueError: The scenario does not build ``wire`` bodies.
+            ValueError: The scenario does not build ``wire`` bodies, or ``cache_policy`` is
+                given to a scenario that does not take one (:attr:`takes_policy`).
         """
         if wire not in self.wires:
             raise ValueError(f"scenario {self.name!r} builds {', '.join(self.wires)} bodies, "
                              f"not {wire!r}")
-        return self.factory(session, HarnessSpec(wire, model, system_prompt, max_tokens))
+        if cache_policy is not None and not self.takes_policy:
+            raise ValueError(f"scenario {self.name!r} places its own breakpoints: it takes no "
+                             "cache policy")
+        return self.factory(session, HarnessSpec(wire, model, system_prompt, max_tokens,
+                                                 cache_policy))
 
 
 # --------------------------------------------------------------------------- stableprompt
 
 
 class SdkHarness(Harness):
-    """The SDK as intended: pinned head, append-only history, clock in a tail slot."""
+    """The SDK as intended: pinned head, append-only history, clock in a tail slot; with a
+    :attr:`HarnessSpec.cache_policy`, its TTLs for :attr:`request_kind` (the head's at
+    ``freeze``, the history's at render)."""
+
+    request_kind = "main"
+    """The policy's request kind of this harness's requests."""
 
     def __init__(self, session: WorkloadSession, spec: HarnessSpec) -> None:
         self._session = session
+        self._spec = spec
         self._conversation: Conversation = self._head(spec.system_prompt,
                                                       session.tools).conversation()
-        self._spec = spec
         self._session_id = session.id
         self._metadata = {"user_id": session.id}
 
     def _head(self, system: str, tools: Any) -> PinnedHead:
         return PromptBuilder(tokenizer=None).system(system).tools(tools).tail_slot(
-            "now").freeze()
+            "now").freeze(head_ttl=self._head_ttl())
+
+    def _head_ttl(self) -> str:
+        """The head breakpoint's TTL: the policy's for a breakpoint wire (Anthropic,
+        Converse; ``None`` there is the provider's default), else ``"5m"`` (unused)."""
+        policy, spec = self._spec.cache_policy, self._spec
+        if policy is None or spec.wire not in ("anthropic", "bedrock-converse"):
+            return "5m"
+        provider = "anthropic" if spec.wire == "anthropic" else "bedrock"
+        default = cache_rules(provider, spec.model).default_ttl_s
+        labels = {s: label for label, s in TTL_LABELS_S.items()}
+        return policy.for_kind(self.request_kind).head or labels.get(default or 300, "5m")
+
+    def _policy_params(self) -> dict[str, Any]:
+        """``cache_policy`` and ``request_kind`` for the renderer (none without a policy)."""
+        policy = self._spec.cache_policy
+        return {} if policy is None else {"cache_policy": policy,
+                                          "request_kind": self.request_kind}
 
     def tail(self, now: float) -> dict[str, str]:
         """The tail slots' values for a call at ``now``."""
@@ -374,10 +425,15 @@ class SdkHarness(Harness):
     def request(self, now: float) -> Outgoing:
         rendered = self._conversation.render(tail=self.tail(now))
         spec, limit = self._spec, self._spec.max_tokens
+        policy = self._policy_params()
         if spec.wire == "anthropic":
             return Outgoing(rendered.to_anthropic(
-                model=spec.model, max_tokens=limit or MAX_TOKENS, metadata=self._metadata))
+                model=spec.model, max_tokens=limit or MAX_TOKENS, metadata=self._metadata,
+                **policy))
         if spec.wire == "gemini":
+            if policy:
+                raise ValueError("the demo's Gemini harness takes no cache policy (implicit "
+                                 "caching; an explicit cache is GeminiCache)")
             extra: dict[str, Any] = (
                 {"generationConfig": {"maxOutputTokens": limit}} if limit else {})
             return Outgoing(rendered.to_gemini(model=spec.model, **extra),
@@ -385,8 +441,8 @@ class SdkHarness(Harness):
         if spec.wire == "bedrock-converse":
             return Outgoing(rendered.to_bedrock_converse(
                 model_id=spec.model, inferenceConfig={"maxTokens": limit or MAX_TOKENS},
-                requestMetadata={"session_id": self._metadata["user_id"]}))
-        params: dict[str, Any] = {"metadata": self._metadata}
+                requestMetadata={"session_id": self._metadata["user_id"]}, **policy))
+        params: dict[str, Any] = {"metadata": self._metadata, **policy}
         if spec.wire == "openai-chat":
             if limit is not None:
                 params["max_tokens"] = limit
@@ -719,6 +775,8 @@ class ForkedSubagents(SdkHarness):
     """Each user turn goes to a new subagent forked from one pinned head
     (:meth:`~stableprompt.Conversation.fork` of the head's empty conversation)."""
 
+    request_kind = "subagent"
+
     def __init__(self, session: WorkloadSession, spec: HarnessSpec) -> None:
         super().__init__(session, spec)
         self._root = self._conversation
@@ -804,6 +862,20 @@ class DynamicToolsRebuild(SdkHarness):
                 self._head(self._spec.system_prompt, tools))
 
 
+class ThinkTime(SdkHarness):
+    """The SDK harness with a person's think time before each user turn (1 to 15 minutes,
+    :func:`~stableprompt.demo._think_time.think_times`): its misses come from TTL expiry
+    only, and a :attr:`HarnessSpec.cache_policy` re-runs the same sessions under other
+    TTLs."""
+
+    def __init__(self, session: WorkloadSession, spec: HarnessSpec) -> None:
+        super().__init__(session, spec)
+        self._gaps = think_times(session.id, len(session.turns))
+
+    def turn_gap_s(self, index: int) -> float | None:
+        return self._gaps[index - 1] if 0 < index <= len(self._gaps) else None
+
+
 SCENARIOS: tuple[Scenario, ...] = (
     Scenario("stableprompt", "the SDK: pinned head, append-only history, clock in the tail",
              "nothing: every call after the first reads the whole previous request, except "
@@ -874,6 +946,14 @@ SCENARIOS: tuple[Scenario, ...] = (
              "rebuilding the head",
              "on each change call, the whole prompt: the tools come first",
              PROVIDERS, DynamicToolsRebuild),
+    Scenario("think-time",
+             "the SDK with 1-15 minutes of user think time between user turns (tool calls "
+             "within a turn seconds apart)",
+             "the whole prompt after every think-time gap longer than the cache TTL (5 "
+             "minutes by default on Anthropic, Bedrock and OpenAI before GPT-5.5; Gemini's hour "
+             "outlives every gap): the turn's first call writes it again (ttl_expired); a "
+             "1-hour TTL keeps it for a higher write price (CachePolicy.from_ledger chooses)",
+             PROVIDERS, ThinkTime),
 )
 
 

@@ -193,18 +193,24 @@ class Workload:
         """Model calls one scenario makes over all sessions."""
         return sum(s.model_calls for s in self.sessions)
 
-    def select(self, count: int | None) -> Workload:
-        """The first ``count`` sessions (all for ``None``); repairs are recounted.
+    def select(self, count: int | None, *, skip: int = 0) -> Workload:
+        """The first ``count`` sessions after the first ``skip`` (all the rest for ``None``);
+        repairs are recounted. ``skip`` splits a workload into parts that share no session
+        (e.g. a half to learn a cache policy on and a half to test it on).
 
         Raises:
-            InputError: ``count`` < 1 (code ``demo-sessions``).
+            InputError: ``count`` < 1, ``skip`` < 0, or no session left after ``skip``
+                (code ``demo-sessions``).
         """
-        if count is None or count >= len(self.sessions):
+        if skip < 0 or (skip and skip >= len(self.sessions)):
+            raise InputError(f"cannot skip {skip} of {len(self.sessions)} sessions",
+                             code="demo-sessions")
+        if skip == 0 and (count is None or count >= len(self.sessions)):
             return self
-        if count < 1:
+        if count is not None and count < 1:
             raise InputError(f"--sessions must be >= 1 or 'all', got {count}",
                              code="demo-sessions")
-        chosen = self.sessions[:count]
+        chosen = self.sessions[skip:] if count is None else self.sessions[skip:skip + count]
         return Workload(self.name, self.synthetic, self.source, chosen, self.total_sessions,
                         _repair_counts(chosen), self.system_prompt)
 
