@@ -49,8 +49,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import httpx
 
+from .._cache_policy import CachePolicy
 from .._canonical import loads
-from .._exceptions import ConfigurationError
+from .._exceptions import ConfigurationError, InputError
 from .._ledger._usage_record import UsageRecord
 from .._policy import cache_rules
 from .._public import public
@@ -357,7 +358,15 @@ class _Wrapping:
     def __init__(
         self, wrapped: Any = None, *, recorder: CallRecorder | None = None,
         provider: str | None = None, stabilize: bool = False, record_in_thread: bool = False,
+        cache_policy: CachePolicy | None = None,
     ) -> None:
+        if cache_policy is not None and not isinstance(cache_policy, CachePolicy):
+            raise InputError(f"cache_policy must be a CachePolicy, got "
+                             f"{type(cache_policy).__name__}", code="cache-policy")
+        if cache_policy is not None and not stabilize:
+            raise InputError("cache_policy sets the TTLs of the breakpoints stabilizing places: "
+                             "pass stabilize=True too (or drop cache_policy)",
+                             code="cache-policy-without-stabilize")
         if not isinstance(record_in_thread, bool):
             raise ConfigurationError(
                 f"record_in_thread must be True or False, got {record_in_thread!r}",
@@ -367,7 +376,9 @@ class _Wrapping:
         self.recorder: CallRecorder = recorder if recorder is not None else Recorder()
         self.provider = provider
         self.stabilize = stabilize
-        self._stabilizer = Stabilizer()  # what stabilizing remembers (carry, pins, evidence)
+        self.cache_policy = cache_policy
+        # what stabilizing remembers (carry, pins, evidence), and the TTLs it gives breakpoints
+        self._stabilizer = Stabilizer(cache_policy)
         self.record_in_thread = record_in_thread
         self._calls: CallRecorder = self.recorder
         if record_in_thread:
@@ -439,6 +450,12 @@ class RecordingTransport(_Wrapping, _SyncBase):
             call's row, with ``stabilized_tools`` / ``client_shared_tokens`` /
             ``stabilized_shared_tokens`` for the
             report's savings estimate.
+        cache_policy: With ``stabilize``, a :class:`~stableprompt.CachePolicy` whose TTLs
+            (request kind ``main``) the Anthropic breakpoints get: the head and history ones
+            stabilizing places, and the client's own markers without a ``ttl``
+            (``_recording._stabilize_ttls``; markers with a ``ttl`` keep it; longer TTLs
+            always before shorter). Without ``stabilize``: :class:`InputError` (code
+            ``cache-policy-without-stabilize``).
         record_in_thread: Record on the recorder's thread (:attr:`Recorder.worker
             <stableprompt.Recorder.worker>`): the caller's thread neither decodes nor
             analyses the body (module docstring); the records are complete after
@@ -519,6 +536,7 @@ class AsyncRecordingTransport(_Wrapping, _AsyncBase):
         provider: As :class:`RecordingTransport`.
         stabilize: As :class:`RecordingTransport`.
         record_in_thread: As :class:`RecordingTransport`.
+        cache_policy: As :class:`RecordingTransport`.
     """
 
     _default = "AsyncHTTPTransport"
