@@ -66,6 +66,7 @@ from ._stabilize import Stabilizer
 
 __all__ = [
     "BODY_EXTENSION",
+    "DETAIL_EXTENSION",
     "PENDING_EXTENSION",
     "RENDERED_EXTENSION",
     "SEGMENTED_EXTENSION",
@@ -104,6 +105,11 @@ SEGMENTED_EXTENSION = "stableprompt.segmented"
 BODY_EXTENSION = "stableprompt.body"
 """Key in ``request.extensions`` of the request body already decoded (set by stableprompt's
 clients, which decoded it to prepare the request): the recorder does not parse it again."""
+
+DETAIL_EXTENSION = "stableprompt.detail"
+"""Key in ``request.extensions`` of evidence the sender adds to the call's
+``verdict_detail`` (a mapping of JSON values; stableprompt's keep-alive marks its requests
+``{"keepalive": true, ...}``, ``_client._keepalive``). Never sent on the wire."""
 
 class CallRecorder(Protocol):
     """What a recording transport needs of its recorder (:class:`Recorder` is one): judge a
@@ -315,6 +321,9 @@ def _start(recorder: CallRecorder, request: Any, body: bytes, provider: str | No
                                  method=str(request.method), provider=provider)
     if pending is not None and stabilized:
         pending.detail.update(stabilized)
+    marked = extensions.get(DETAIL_EXTENSION) if isinstance(extensions, Mapping) else None
+    if pending is not None and isinstance(marked, Mapping):
+        pending.detail.update(marked)
     if pending is not None and isinstance(extensions, dict):
         extensions[PENDING_EXTENSION] = pending  # a send that fails has no response to hold it
     return pending
