@@ -112,6 +112,25 @@ def test_keepalive_keeps_a_twelve_minute_idle_conversation_cached() -> None:
     assert keep.status("c1").reason == "cap"
 
 
+def test_a_streamed_request_is_kept_alive_once_its_stream_ended() -> None:
+    """``send(..., stream=True)``: the prefix's size comes from the stream's record once the
+    harness read it; the ping at 270 s then reads it all."""
+    with Emulator(clock=FakeClock()) as emu:
+        recorder = Recorder(clock=emu.clock)
+        with AnthropicClient(base_url=emu.base_url, api_key="sk-ant-test", max_retries=0,
+                             recorder=recorder) as client:
+            keep = KeepAliveScheduler(client, KeepAlive(interval_s=270, max_pings=2),
+                                      clock=emu.clock, prior_gaps_s=PRIOR, prices=prices)
+            with keep.send(body([turn("hello there")]), conversation="c1",
+                           stream=True) as events:
+                list(events)
+            emu.advance(270)
+            (result,) = keep.run_pending()
+    written = recorder.records[0].cache_write_tokens
+    assert result.usage is not None and result.usage.cache_read_tokens == written
+    assert keep.status("c1").extent_tokens == written
+
+
 def test_keepalive_rows_reach_the_ledger_and_the_totals(tmp_path: Path) -> None:
     """The pings' rows are stored with their mark; ``keepalive_totals`` over the ledger counts
     2 pings of one session, their reads, and (genai-prices, Claude Sonnet 4.6 at $0.30/M read

@@ -321,9 +321,27 @@ class _KeepAliveCore:
         if conv.extent == 0:
             raise NoPing("nothing-cached", "the request read and wrote nothing: no entry")
 
+    def _streams_ended(self) -> None:
+        """The cached extent of due conversations whose last request was streamed, from the
+        stream's record (read outside the lock: it may wait for the recording thread)."""
+        with self._lock:
+            now = self.clock()
+            waiting = [(c, c.generation, c.extent_of) for c in self._conversations.values()
+                       if c.extent is None and c.extent_of is not None
+                       and c.next_due is not None and now >= c.next_due]
+        found = []
+        for conv, generation, extent_of in waiting:
+            with contextlib.suppress(Exception):  # no record: usage unknown, no ping
+                found.append((conv, generation, extent_of()))
+        with self._lock:
+            for conv, generation, extent in found:
+                if conv.generation == generation and extent is not None:
+                    conv.extent = extent
+
     def _due(self) -> list[_Due]:
         """Decide every due ping (under the lock): the ones to send, reserved (counted against
         the cap now, so no two ticks exceed it)."""
+        self._streams_ended()
         out: list[_Due] = []
         with self._lock:
             now = self.clock()
@@ -344,8 +362,6 @@ class _KeepAliveCore:
         keep = self.keep_alive
         if conv.pings >= keep.max_pings:
             return PingValue(False, 0, 0.0, 0.0, 0.0, "cap")
-        if conv.extent is None and conv.extent_of is not None:
-            conv.extent = conv.extent_of()
         plan, prices, rules = conv.plan, conv.prices, conv.rules
         if conv.extent is None or plan is None or prices is None or rules is None:
             return PingValue(False, 0, 0.0, 0.0, 0.0, "usage-unknown")
