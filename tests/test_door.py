@@ -41,13 +41,14 @@ def test_table_and_type_checking_imports_agree() -> None:
     assert set(table) | {"__version__"} == set(stableprompt.__all__)
 
 
-def test_all_is_the_same_92_sorted_names_and_dir_lists_them() -> None:
-    """``__all__`` keeps its 92 sorted names (77 + MethodNameError, OTelSink, Summary,
+def test_all_is_the_same_102_sorted_names_and_dir_lists_them() -> None:
+    """``__all__`` keeps its 102 sorted names (77 + MethodNameError, OTelSink, Summary,
     summarize, BreakpointWarning, IncompleteResponseWarning, ArgumentNameError, GeminiCache,
     record_bedrock, ModelFeatures, model_features, and the source lint's lint_source,
-    SourceFinding, SourceLintReport, SourceError); ``dir()`` lists each, and the
-    sub-namespaces."""
-    assert len(stableprompt.__all__) == 92
+    SourceFinding, SourceLintReport, SourceError; issue 29's CachePolicy, KeepAlive,
+    TtlChoice, PolicyOutcome, WhatIf, what_if, KeepAliveScheduler, AsyncKeepAliveScheduler,
+    KeepAliveStatus, PingResult); ``dir()`` lists each, and the sub-namespaces."""
+    assert len(stableprompt.__all__) == 102
     assert stableprompt.__all__ == sorted(stableprompt.__all__)
     assert set(stableprompt.__all__) | SUBMODULES <= set(dir(stableprompt))
 
