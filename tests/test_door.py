@@ -48,7 +48,7 @@ def test_all_is_the_same_94_sorted_names_and_dir_lists_them() -> None:
     SourceFinding, SourceLintReport, SourceError, and the compaction advice's
     CompactionAdvice, CompactionCostWarning); ``dir()`` lists each, and the
     sub-namespaces."""
-    assert len(stableprompt.__all__) == 100
+    assert len(stableprompt.__all__) == 104
     assert stableprompt.__all__ == sorted(stableprompt.__all__)
     assert set(stableprompt.__all__) | SUBMODULES <= set(dir(stableprompt))
 

@@ -22,6 +22,7 @@ _EXPORTS: dict[str, str] = {
     "AnthropicClient": "_client",
     "ArgumentNameError": "_exceptions",
     "AsyncAnthropicClient": "_client",
+    "AsyncKeepAliveScheduler": "_client._keepalive",
     "AsyncOpenAIClient": "_client",
     "AsyncOpenAICompatibleClient": "_client",
     "AsyncRecordingTransport": "_recording._transport",
@@ -48,6 +49,8 @@ _EXPORTS: dict[str, str] = {
     "IncompleteResponseWarning": "_exceptions",
     "InputError": "_exceptions",
     "KeepAlive": "_economics._cache_policy",
+    "KeepAliveScheduler": "_client._keepalive",
+    "KeepAliveStatus": "_client._keepalive",
     "Ledger": "_ledger._ledger",
     "LedgerError": "_exceptions",
     "LedgerSpillWarning": "_exceptions",
@@ -60,6 +63,7 @@ _EXPORTS: dict[str, str] = {
     "OTelSink": "_report._otel",
     "OpenAIClient": "_client",
     "OpenAICompatibleClient": "_client",
+    "PingResult": "_client._keepalive",
     "PinnedHead": "_prompt._builder",
     "PinnedHeadError": "_exceptions",
     "PolicyError": "_exceptions",
@@ -140,6 +144,12 @@ if _typing.TYPE_CHECKING:
         OpenAICompatibleClient,
     )
     from ._client._gemini_cache import GeminiCache
+    from ._client._keepalive import (
+        AsyncKeepAliveScheduler,
+        KeepAliveScheduler,
+        KeepAliveStatus,
+        PingResult,
+    )
     from ._diff import (
         Divergence,
         diff,
@@ -254,6 +264,7 @@ __all__ = [
     "AnthropicClient",
     "ArgumentNameError",
     "AsyncAnthropicClient",
+    "AsyncKeepAliveScheduler",
     "AsyncOpenAIClient",
     "AsyncOpenAICompatibleClient",
     "AsyncRecordingTransport",
@@ -280,6 +291,8 @@ __all__ = [
     "IncompleteResponseWarning",
     "InputError",
     "KeepAlive",
+    "KeepAliveScheduler",
+    "KeepAliveStatus",
     "Ledger",
     "LedgerError",
     "LedgerSpillWarning",
@@ -292,6 +305,7 @@ __all__ = [
     "OTelSink",
     "OpenAIClient",
     "OpenAICompatibleClient",
+    "PingResult",
     "PinnedHead",
     "PinnedHeadError",
     "PolicyError",

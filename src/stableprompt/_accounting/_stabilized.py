@@ -62,7 +62,7 @@ from ._pricing import Pricing, TokenSplit, price_call
 __all__ = ["KINDS", "KindSavings", "StabilizeSavings"]
 
 KINDS = ("tool-order", "schema-key-order", "property-order", "prompt-cache-key",
-         "head-breakpoint", "history-breakpoint")
+         "head-breakpoint", "history-breakpoint", "breakpoint-ttl")
 """The rewrite kinds, in display order (``_recording._stabilize.STABILIZE_REWRITES``)."""
 
 _BREAKPOINTS = ("history-breakpoint", "head-breakpoint")

@@ -31,6 +31,7 @@ from error messages and reprs.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import email.utils
 import itertools
 import os
@@ -58,6 +59,7 @@ from .._recording._errors import http_status_error, map_transport_error
 from .._recording._recorder import Recorder
 from .._recording._transport import (
     BODY_EXTENSION,
+    DETAIL_EXTENSION,
     PENDING_EXTENSION,
     RENDERED_EXTENSION,
     SEGMENTED_EXTENSION,
@@ -121,13 +123,19 @@ class _Prepared:
     decoded: Mapping[str, Any] | None = None  # ``content`` decoded, when it is known
     segmented: Any = None  # its Resegmented, when the recorder made it for ``_prepare``
     rendered: bool = False  # ``content`` is the SDK's rendering (+ ``_append``), undecoded
+    detail: Mapping[str, Any] | None = None  # evidence for the row (``DETAIL_EXTENSION``)
 
     @property
     def extensions(self) -> dict[str, Any] | None:
         """What the recording transport is told about the body (``_recording._transport``)."""
+        out: dict[str, Any] | None = None
         if self.decoded is not None:
-            return {BODY_EXTENSION: self.decoded, SEGMENTED_EXTENSION: self.segmented}
-        return {RENDERED_EXTENSION: True} if self.rendered else None
+            out = {BODY_EXTENSION: self.decoded, SEGMENTED_EXTENSION: self.segmented}
+        elif self.rendered:
+            out = {RENDERED_EXTENSION: True}
+        if self.detail:
+            out = {**(out or {}), DETAIL_EXTENSION: dict(self.detail)}
+        return out
 
 
 @dataclass(frozen=True)
@@ -525,7 +533,15 @@ class _SyncClient(_Base):
             InputError: the request cannot be sent by this client or conflicts with its
                 configuration.
         """
-        prepared = self._prepare(request, stream)
+        return self._send(self._prepare(request, stream))
+
+    def _send_marked(self, request: ProviderRequest | Mapping[str, Any],
+                     detail: Mapping[str, Any]) -> Any:
+        """:meth:`send` without streaming, ``detail`` added to the call's ``verdict_detail``
+        (``DETAIL_EXTENSION``: the keep-alive's requests, ``_keepalive``)."""
+        return self._send(dataclasses.replace(self._prepare(request, False), detail=detail))
+
+    def _send(self, prepared: _Prepared) -> Any:
         steps = self._exchange(prepared, self._url(prepared.path), EventStream)
         step = _advance(steps, True, None)
         while not isinstance(step, _Done):
@@ -665,7 +681,17 @@ class _AsyncClient(_Base):
         streams come back as an :class:`AsyncEventStream`."""
         if self.diagnostics and self.record_in_thread:  # the wait _prepare makes, off the loop
             await asyncio.to_thread(self.flush, RECORD_WAIT_S)
-        prepared = self._prepare(request, stream)
+        return await self._send(self._prepare(request, stream))
+
+    async def _send_marked(self, request: ProviderRequest | Mapping[str, Any],
+                           detail: Mapping[str, Any]) -> Any:
+        """Async :meth:`_SyncClient._send_marked`."""
+        if self.diagnostics and self.record_in_thread:
+            await asyncio.to_thread(self.flush, RECORD_WAIT_S)
+        return await self._send(dataclasses.replace(self._prepare(request, False),
+                                                    detail=detail))
+
+    async def _send(self, prepared: _Prepared) -> Any:
         steps = self._exchange(prepared, self._url(prepared.path), AsyncEventStream)
         step = _advance(steps, True, None)
         while not isinstance(step, _Done):

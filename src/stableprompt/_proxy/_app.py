@@ -68,6 +68,7 @@ from starlette.routing import Route, request_response
 from starlette.types import Message, Receive, Scope, Send
 
 from .._canonical import loads
+from .._economics._cache_policy import CachePolicy
 from .._ledger._usage_record import UsageRecord
 from .._recording._call import Pending
 from .._recording._deferred import DeferredRecorder
@@ -123,6 +124,9 @@ class ProxyConfig:
             OpenAI (``provider``, else the host ``api.openai.com``), Anthropic
             breakpoints when the client placed none; a request already in that form passes
             byte-identical). Captures keep what the client sent.
+        cache_policy: With ``stabilize``, the TTLs of the Anthropic breakpoints
+            (``RecordingTransport(cache_policy=...)``, ``_recording._stabilize_ttls``:
+            request kind ``main``; the client's markers with a ``ttl`` keep it).
         record_in_thread: Finish recorded calls (attribution, ledger write, log line) on one
             worker thread instead of the event loop (``_recording._deferred``: exactly once,
             in order, each call still compared with the calls before it); the CLI's default.
@@ -144,6 +148,7 @@ class ProxyConfig:
     max_connections: int = 256
     provider: str | None = None
     stabilize: bool = False
+    cache_policy: CachePolicy | None = None
     record_in_thread: bool = False
     max_concurrency: int | None = DEFAULT_MAX_CONCURRENCY
     header_timeout_s: float = DEFAULT_HEADER_TIMEOUT_S
@@ -299,7 +304,8 @@ class ProxyApp:
             self.recorder.store if deferred is None else deferred.store)
         self.transport = AsyncRecordingTransport(
             inner, recorder=self.recorder if deferred is None else deferred,
-            provider=config.provider, stabilize=config.stabilize)
+            provider=config.provider, stabilize=config.stabilize,
+            cache_policy=config.cache_policy)
         route = Route("/{path:path}", _AnyMethod(self._handle))
         # Every path, a newline in it too: {path:path} is ``.*``, which stops at one, and a
         # path with %0a got Starlette's plain-text 404, unforwarded and without a row.

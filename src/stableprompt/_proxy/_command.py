@@ -32,6 +32,7 @@ from .._subcommand import (
 from ._headers import TOKEN_HEADER
 
 if TYPE_CHECKING:
+    from .._economics._cache_policy import CachePolicy
     from .._ledger._usage_record import UsageRecord
 
 __all__ = ["SUBCOMMAND"]
@@ -123,6 +124,13 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
                         "breakpoint a head and an end-of-history one (meaning unchanged; "
                         "requests already in that form pass byte-identical); each rewrite is "
                         "noted on the ledger row")
+    parser.add_argument("--cache-policy", default=None, metavar="FILE",
+                        help="with --stabilize: a cache policy (JSON, CachePolicy.from_file) "
+                        "whose head and history TTLs (request kind main) the Anthropic "
+                        "breakpoints get: the ones --stabilize places, and the client's own "
+                        "markers without a ttl (markers with a ttl keep it; longer TTLs stay "
+                        "before shorter ones); rewrites are noted on the ledger row. Its "
+                        "keep_alive is not used here (the proxy sends nothing on its own)")
     parser.add_argument("--diagnostics", action="store_true",
                         help="ask the provider why each request missed its cache (Anthropic "
                         "diagnostics.previous_message_id with its beta header, OpenAI Responses "
@@ -173,6 +181,41 @@ def _token(args: argparse.Namespace) -> str | None:
     return token
 
 
+def _cache_policy(args: argparse.Namespace) -> CachePolicy | None:
+    """``--cache-policy FILE`` read and checked, ``None`` without it.
+
+    Raises:
+        UsageError: ``--cache-policy`` without ``--stabilize``.
+        PolicyError: the file is unreadable or not a valid policy, or names a TTL the
+            upstream's provider family does not offer for breakpoints (code
+            ``cache-policy``, naming the file; exit 2 as other bad input).
+    """
+    if args.cache_policy is None:
+        return None
+    if not args.stabilize:
+        raise UsageError(f"{_PROG}: error: --cache-policy sets the TTLs of the breakpoints "
+                         "--stabilize places: add --stabilize (or drop --cache-policy)")
+    import httpx
+
+    from .._economics._cache_policy import CachePolicy
+    from .._exceptions import PolicyError
+    from .._policy import TTL_LABELS_S, cache_rules
+    from .._wire._formats import known_provider
+
+    policy = CachePolicy.from_file(args.cache_policy)
+    if (known_provider(httpx.URL(args.upstream).host, args.provider) or "anthropic") \
+            != "anthropic":
+        return policy  # Anthropic Messages bodies only get breakpoints: nothing to check
+    offered = cache_rules("anthropic", "").ttls_s
+    choice = policy.for_kind("main")
+    for where, label in (("head", choice.head), ("history", choice.history)):
+        if label is not None and TTL_LABELS_S[label] not in offered:
+            ttls = ", ".join(k for k, v in TTL_LABELS_S.items() if v in offered)
+            raise PolicyError(f"{args.cache_policy}: {where} TTL {label!r} is not one "
+                              f"Anthropic breakpoints take ({ttls})", code="cache-policy")
+    return policy
+
+
 def _banner(host: str, port: int, *, upstream: str, where: str, token: bool) -> str:
     """Where clients point (``ANTHROPIC_BASE_URL``, ``OPENAI_BASE_URL``) and what they send;
     for an all-interfaces bind (``0.0.0.0``, ``::``) the address to use is this machine's,
@@ -200,6 +243,7 @@ def _run(args: argparse.Namespace) -> int:
     from ._server import is_loopback
 
     token = _token(args)
+    cache_policy = _cache_policy(args)
     if not is_loopback(args.host) and not token:
         raise UsageError(
             f"{_PROG}: error: --host {args.host} is not a loopback address: anyone who can "
@@ -239,6 +283,7 @@ def _run(args: argparse.Namespace) -> int:
         config = ProxyConfig(args.upstream, access_token=token,
                              max_body_bytes=args.max_body_bytes or DEFAULT_MAX_BODY_BYTES,
                              provider=args.provider, stabilize=args.stabilize,
+                             cache_policy=cache_policy,
                              record_in_thread=not args.record_inline,
                              max_concurrency=args.max_concurrency or DEFAULT_MAX_CONCURRENCY,
                              header_timeout_s=args.header_timeout or DEFAULT_HEADER_TIMEOUT_S,
@@ -255,7 +300,8 @@ def _run(args: argparse.Namespace) -> int:
             get_tokenizer(app.recorder.tokenizer_name).count("warm-up")
         host, port = sock.getsockname()[:2]
         where = (f"ledger {shown_target(args.ledger)}"
-                 f"{f', captures {capture.path}' if capture else ''}")
+                 f"{f', captures {capture.path}' if capture else ''}"
+                 f"{f', cache policy {cache_policy.label()}' if cache_policy else ''}")
         print(_banner(host, port, upstream=app.upstream_name, where=where,
                       token=token is not None), flush=True)
         server.run(sockets=[sock])

@@ -15,6 +15,8 @@
 - ``_deferred``: DeferredRecorder, a call's analysis and finishing as jobs on that thread
   (``record_in_thread``: the proxy, the clients, the transports).
 - ``_transport``: RecordingTransport / AsyncRecordingTransport, typed on a CallRecorder protocol.
+- ``_stabilize``: Stabilizer, the opt-in rewrites that cannot change a request's meaning.
+- ``_stabilize_ttls``: a CachePolicy's TTLs on a stabilized request's Anthropic breakpoints.
 - ``_engine_tokens``: EngineTokenizer, llama-server's own template and tokens for a request.
 - ``_engine_view``: the backend seam: what an engine's slots hold, exact evidence per call.
 """

@@ -40,9 +40,13 @@ as sent (Anthropic Messages, Chat Completions or Responses) and returns it with
   blocks since its history breakpoint reach the 20-block lookback, one kept there (the
   builder's carry: the one rule, :func:`~stableprompt._wire._breakpoints.lookback_carry`). All
   are 5-minute markers (``{"type": "ephemeral"}``), so the TTL order (longer first) holds,
-  and three fit the 4-marker budget. Content shapes are never changed (a string content is
-  not turned into a text block). A breakpoint whose prefix is surely below the model's
-  minimum cacheable length is not placed, by the builder's rule
+  and three fit the 4-marker budget; with a :class:`~stableprompt.CachePolicy`
+  (``Stabilizer(cache_policy=...)``, ``stableprompt proxy --cache-policy FILE``) the head one
+  takes the policy's ``head`` TTL and the others its ``history`` TTL, for request kind
+  ``main`` (``_stabilize_ttls``: the policy guarantees head >= history). Content shapes
+  are never changed (a string content is not turned into a text block). A breakpoint
+  whose prefix is surely below the model's minimum cacheable length is not placed, by the
+  builder's rule
   (:func:`~stableprompt._policy.surely_below_minimum`), when a token counter is given.
   **No history breakpoint on a lineage whose history was seen rewritten**: a history
   breakpoint pays a write (1.25x) that only a later request continuing that history reads;
@@ -50,7 +54,10 @@ as sent (Anthropic Messages, Chat Completions or Responses) and returns it with
   repeating history it saw (an earlier message edited, a volatile value injected into an
   old turn, a compaction), it stops placing them there (the head breakpoint stays). A
   request without messages gets none. A client that placed any breakpoint of its own is
-  left as it is, so a stabilized body (which now has markers) is not rewritten again.
+  left as it is, so a stabilized body (which now has markers) is not rewritten again;
+  with a cache policy, its markers without a ``ttl`` of their own (the provider default)
+  get the policy's TTL of their place, only lengthened and never beyond a marker before
+  them (``breakpoint-ttl``; markers with a ``ttl`` keep it: ``_stabilize_ttls``).
 
 JSON object key order and ``required`` order carry no meaning for a provider, and tool order
 none for the model's choice, but all of them reach the prompt's tokens: a harness that lists
@@ -89,6 +96,7 @@ from types import ModuleType
 from typing import Any
 
 from .._canonical import INT_MAX, INT_MIN, canonical_json, loads, wire_json
+from .._economics._cache_policy import CachePolicy
 from .._policy import CacheRules, cache_rules, surely_below_minimum
 from .._prompt._tool_schema import canonical_schema, properties_orders, with_properties_orders
 from .._wire import anthropic, openai_chat, openai_responses
@@ -96,6 +104,7 @@ from .._wire._breakpoints import lookback_carry
 from .._wire._formats import REQUEST_FORMATS, detect, segment_request
 from .._wire._openai import lineage_key
 from .._wire._segmenter import SegmentedRequest
+from ._stabilize_ttls import PolicyTtls, policy_ttls, retime
 
 __all__ = ["PROMPT_CACHE_KEY_PROVIDERS", "STABILIZE_REWRITES", "SegmentCounter", "Stabilizer",
            "stabilize", "stabilize_with_evidence"]
@@ -105,8 +114,9 @@ PROMPT_CACHE_KEY_PROVIDERS = frozenset({"openai"})
 from :func:`stabilize` (``shared/reference/PROVIDERS.md``, OpenAI's prompt-caching guide)."""
 
 STABILIZE_REWRITES = ("tool-order", "schema-key-order", "property-order", "prompt-cache-key",
-                      "head-breakpoint", "history-breakpoint")
-"""The rewrites :func:`stabilize` may make, as named in ``verdict_detail["stabilized"]``."""
+                      "head-breakpoint", "history-breakpoint", "breakpoint-ttl")
+"""The rewrites :func:`stabilize` may make, as named in ``verdict_detail["stabilized"]``
+(``breakpoint-ttl``: a cache policy's TTL given to the client's own markers without one)."""
 
 TOOL_REWRITES = frozenset({"tool-order", "schema-key-order", "property-order"})
 """The rewrites of ``tools``: they change which prefix a request shares with earlier ones."""
@@ -122,14 +132,10 @@ _Tool = dict[str, Any]
 _SHAPES: dict[str, ModuleType] = {
     "anthropic": anthropic, "openai-chat": openai_chat, "openai-responses": openai_responses}
 
-#: The TTL of every breakpoint placed (the same label, so longer-TTL-first holds).
-_TTL = "5m"
 _UNMARKABLE = frozenset({"thinking", "redacted_thinking"})
 #: Continuing requests in a row that read none of a lineage's history breakpoints while
 #: repeating its history, after which the lineage gets no more history breakpoints.
 REWRITE_SIGHTINGS = 2
-#: Members one placed marker adds: ``"cache_control"`` and its ``"type"``.
-_MARKER_MEMBERS = 2
 #: Entries each of the stabilizer's memories keeps (the oldest are dropped first).
 MEMORY_ENTRIES = 65536
 
@@ -335,9 +341,16 @@ class Stabilizer:
     placed history breakpoints (for the lookback carry), and the prefixes of the requests as
     the clients wrote them and as stabilized (for the savings evidence). One per transport or
     proxy; bounded memory (:data:`MEMORY_ENTRIES` per memory). Thread-safe: one call at a
-    time (a transport shared by threads calls it on each caller's thread)."""
+    time (a transport shared by threads calls it on each caller's thread).
 
-    def __init__(self) -> None:
+    Args:
+        cache_policy: TTLs for the Anthropic breakpoints (``_stabilize_ttls``: the ones placed,
+            and the client's own without a ``ttl``); ``None``: 5 minutes, client markers
+            untouched.
+    """
+
+    def __init__(self, cache_policy: CachePolicy | None = None) -> None:
+        self.cache_policy = cache_policy
         self._lock = threading.Lock()
         self._pins = _Memory(4096)  # (wire, tool name, schema digest) -> properties orders
         self._lineages = _Memory(1024)  # head fingerprint -> _Lineage
@@ -370,6 +383,8 @@ class Stabilizer:
 
             - ``stabilize_skipped``: why a body was left as sent although it may have needed
               rewrites (an integer literal a rewrite could not keep exact, a duplicate key);
+            - ``cache_policy_skipped``: a TTL of the cache policy the model's rules do not
+              offer, replaced by the default (``_stabilize_ttls.policy_ttls``);
             - ``stabilized_tools``: a digest (16 hex digits, BLAKE2b) of the ``tools`` list
               as the client sent it (tool rewrites only);
             - ``client_shared_tokens``: estimated tokens (``count``) of the longest prefix
@@ -424,13 +439,20 @@ class Stabilizer:
             counts = count(segmented) if count is not None else None
         added = 0  # members the edits add (none removes any): for the duplicate-key check
         if wire == "anthropic":
+            rules_of = policy or functools.partial(cache_rules, "anthropic")
+            ttls = self._ttls(parsed.get("model"), rules_of)
             # any cache_control key anywhere (nested blocks too) is the client's own breakpoint
             if b'"cache_control"' not in body and segmented is not None:
-                placed, markers = self._breakpoints(parsed, segmented, counts,
-                                                    policy or functools.partial(
-                                                        cache_rules, "anthropic"))
+                placed, members = self._breakpoints(parsed, segmented, counts, rules_of, ttls)
                 done += placed
-                added += markers * _MARKER_MEMBERS
+                added += members
+            elif self.cache_policy is not None and b'"cache_control"' in body:
+                retimed = retime(parsed, ttls)  # the client's markers without a ttl
+                if retimed:
+                    done.append("breakpoint-ttl")
+                    added += retimed
+            if self.cache_policy is not None and ttls.skipped and done:
+                evidence["cache_policy_skipped"] = ttls.skipped
         elif provider in PROMPT_CACHE_KEY_PROVIDERS and "prompt_cache_key" not in parsed:
             if segmented is None:
                 segmented = segment_request(wire, parsed)
@@ -495,13 +517,23 @@ class Stabilizer:
             done.append("property-order")
         return done
 
+    def _ttls(self, model: Any, policy_of: Callable[[str], CacheRules]) -> PolicyTtls:
+        """The TTLs this stabilizer's cache policy gives a request to ``model``
+        (``_stabilize_ttls``); the default everywhere without a policy."""
+        rules: CacheRules | None = None
+        if self.cache_policy is not None and isinstance(model, str):
+            with contextlib.suppress(Exception):  # no rules: the labels Anthropic offers
+                rules = policy_of(model)
+        return policy_ttls(self.cache_policy, rules, model if isinstance(model, str) else None)
+
     def _breakpoints(self, parsed: dict[str, Any], segmented: SegmentedRequest,
-                     counts: Sequence[int] | None,
-                     policy_of: Callable[[str], CacheRules]) -> tuple[list[str], int]:
+                     counts: Sequence[int] | None, policy_of: Callable[[str], CacheRules],
+                     ttls: PolicyTtls) -> tuple[list[str], int]:
         """Place the head, history and carried breakpoints of a Messages body without any
-        (module docstring), in place; the rewrites made and the markers placed.
-        ``segmented``: the body as it is now (markers are not segment bytes, so placing them
-        does not change it); ``counts``: its tokens."""
+        (module docstring), in place, at ``ttls``; the rewrites made and the members added
+        (``cache_control``, its ``type`` and any ``ttl``, per marker). ``segmented``: the
+        body as it is now (markers are not segment bytes, so placing them does not change
+        it); ``counts``: its tokens."""
         messages = parsed.get("messages")
         if not isinstance(messages, list) or not messages or anthropic.MARKER_KEY in parsed:
             return [], 0
@@ -524,7 +556,8 @@ class Stabilizer:
         previous = self._history_seen(lineage, segmented, len(messages))
         done: list[str] = []
         markers = 0
-        marker = anthropic.cache_control(_TTL)
+        marker = anthropic.cache_control(ttls.history)
+        members = 0
         last = messages[-1]
         content = last.get("content") if isinstance(last, dict) else None
         history = [s for s in segmented.segments if s.kind == "message"]
@@ -535,6 +568,7 @@ class Stabilizer:
                 parsed[anthropic.MARKER_KEY] = dict(marker)
             done.append("history-breakpoint")
             markers += 1
+            members += 1 + len(marker)
             if history:
                 lineage.marked.put(history[-1].prefix_digest, len(messages) - 1)
             carry = lookback_carry(previous, len(messages), lambda i: _blocks(messages[i]),
@@ -545,8 +579,9 @@ class Stabilizer:
                 if isinstance(carried, list) and carried and _markable(carried[-1]):
                     carried[-1][anthropic.MARKER_KEY] = dict(marker)
                     markers += 1
+                    members += 1 + len(marker)
         if markers >= budget:
-            return done, markers
+            return done, members
         system, tools = parsed.get("system"), parsed.get("tools")
         head: tuple[dict[str, Any], int] | None = None
         if isinstance(system, list) and system and _markable(system[-1]):
@@ -555,10 +590,11 @@ class Stabilizer:
                 and not isinstance(system, list):
             head = tools[-1], 0
         if head is not None and (prefixes is None or not short(prefixes[head[1]])):
-            head[0][anthropic.MARKER_KEY] = dict(marker)
+            head_marker = anthropic.cache_control(ttls.head)
+            head[0][anthropic.MARKER_KEY] = head_marker
             done.insert(0, "head-breakpoint")
-            markers += 1
-        return done, markers
+            members += 1 + len(head_marker)
+        return done, members
 
     def _history_seen(self, lineage: _Lineage, segmented: SegmentedRequest, count: int
                       ) -> int | None:

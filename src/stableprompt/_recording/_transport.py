@@ -50,7 +50,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 import httpx
 
 from .._canonical import loads
-from .._exceptions import ConfigurationError
+from .._economics._cache_policy import CachePolicy
+from .._exceptions import ConfigurationError, InputError
 from .._ledger._usage_record import UsageRecord
 from .._policy import cache_rules
 from .._public import public
@@ -65,6 +66,7 @@ from ._stabilize import Stabilizer
 
 __all__ = [
     "BODY_EXTENSION",
+    "DETAIL_EXTENSION",
     "PENDING_EXTENSION",
     "RENDERED_EXTENSION",
     "SEGMENTED_EXTENSION",
@@ -103,6 +105,11 @@ SEGMENTED_EXTENSION = "stableprompt.segmented"
 BODY_EXTENSION = "stableprompt.body"
 """Key in ``request.extensions`` of the request body already decoded (set by stableprompt's
 clients, which decoded it to prepare the request): the recorder does not parse it again."""
+
+DETAIL_EXTENSION = "stableprompt.detail"
+"""Key in ``request.extensions`` of evidence the sender adds to the call's
+``verdict_detail`` (a mapping of JSON values; stableprompt's keep-alive marks its requests
+``{"keepalive": true, ...}``, ``_client._keepalive``). Never sent on the wire."""
 
 class CallRecorder(Protocol):
     """What a recording transport needs of its recorder (:class:`Recorder` is one): judge a
@@ -314,6 +321,9 @@ def _start(recorder: CallRecorder, request: Any, body: bytes, provider: str | No
                                  method=str(request.method), provider=provider)
     if pending is not None and stabilized:
         pending.detail.update(stabilized)
+    marked = extensions.get(DETAIL_EXTENSION) if isinstance(extensions, Mapping) else None
+    if pending is not None and isinstance(marked, Mapping):
+        pending.detail.update(marked)
     if pending is not None and isinstance(extensions, dict):
         extensions[PENDING_EXTENSION] = pending  # a send that fails has no response to hold it
     return pending
@@ -357,7 +367,15 @@ class _Wrapping:
     def __init__(
         self, wrapped: Any = None, *, recorder: CallRecorder | None = None,
         provider: str | None = None, stabilize: bool = False, record_in_thread: bool = False,
+        cache_policy: CachePolicy | None = None,
     ) -> None:
+        if cache_policy is not None and not isinstance(cache_policy, CachePolicy):
+            raise InputError(f"cache_policy must be a CachePolicy, got "
+                             f"{type(cache_policy).__name__}", code="cache-policy")
+        if cache_policy is not None and not stabilize:
+            raise InputError("cache_policy sets the TTLs of the breakpoints stabilizing places: "
+                             "pass stabilize=True too (or drop cache_policy)",
+                             code="cache-policy-without-stabilize")
         if not isinstance(record_in_thread, bool):
             raise ConfigurationError(
                 f"record_in_thread must be True or False, got {record_in_thread!r}",
@@ -367,7 +385,9 @@ class _Wrapping:
         self.recorder: CallRecorder = recorder if recorder is not None else Recorder()
         self.provider = provider
         self.stabilize = stabilize
-        self._stabilizer = Stabilizer()  # what stabilizing remembers (carry, pins, evidence)
+        self.cache_policy = cache_policy
+        # what stabilizing remembers (carry, pins, evidence), and the TTLs it gives breakpoints
+        self._stabilizer = Stabilizer(cache_policy)
         self.record_in_thread = record_in_thread
         self._calls: CallRecorder = self.recorder
         if record_in_thread:
@@ -439,6 +459,12 @@ class RecordingTransport(_Wrapping, _SyncBase):
             call's row, with ``stabilized_tools`` / ``client_shared_tokens`` /
             ``stabilized_shared_tokens`` for the
             report's savings estimate.
+        cache_policy: With ``stabilize``, a :class:`~stableprompt.CachePolicy` whose TTLs
+            (request kind ``main``) the Anthropic breakpoints get: the head and history ones
+            stabilizing places, and the client's own markers without a ``ttl``
+            (``_recording._stabilize_ttls``; markers with a ``ttl`` keep it; longer TTLs
+            always before shorter). Without ``stabilize``: :class:`InputError` (code
+            ``cache-policy-without-stabilize``).
         record_in_thread: Record on the recorder's thread (:attr:`Recorder.worker
             <stableprompt.Recorder.worker>`): the caller's thread neither decodes nor
             analyses the body (module docstring); the records are complete after
@@ -519,6 +545,7 @@ class AsyncRecordingTransport(_Wrapping, _AsyncBase):
         provider: As :class:`RecordingTransport`.
         stabilize: As :class:`RecordingTransport`.
         record_in_thread: As :class:`RecordingTransport`.
+        cache_policy: As :class:`RecordingTransport`.
     """
 
     _default = "AsyncHTTPTransport"
