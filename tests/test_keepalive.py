@@ -26,9 +26,11 @@ from stableprompt import (
     OpenAIClient,
     ProviderError,
     Recorder,
+    summarize,
 )
 from stableprompt._accounting._keepalive import keepalive_totals
 from stableprompt._economics._prices import UnitPrices
+from stableprompt._report._text import keepalive_lines
 from stableprompt.emulator import Emulator, FakeClock
 
 MODEL = "claude-sonnet-4-6"
@@ -145,6 +147,26 @@ def test_keepalive_rows_reach_the_ledger_and_the_totals(tmp_path: Path) -> None:
     assert (totals.calls, totals.sessions, totals.cache_read_tokens, totals.output_tokens) == \
         (2, 1, 2 * extent, 2)
     assert totals.usd == pytest.approx(2 * (extent * 0.30e-6 + 15e-6))
+    # The report: pings out of the calls and hit rates, on their own line, in the total cost.
+    summary = summarize(records, what_if=True)
+    assert summary.overall.calls == 2 and summary.records == 4
+    assert summary.keepalive.calls == 2
+    assert summary.overall.cost_usd is not None and totals.usd is not None
+    assert summary.cost_usd == pytest.approx(summary.overall.cost_usd + totals.usd)
+    (line,) = keepalive_lines(summary)
+    assert line.startswith("keep-alive: 2 pings in 1 session, ")
+    # The what-if: the policy used is replayed with its recorded pings (what was paid); a
+    # 5-minute default without pings expires over the 12 minutes, keep-alive does not.
+    assert summary.what_if is not None
+    result = summary.what_if["anthropic"]
+    assert result.calls == 2
+    assert result.as_used.keepalive_pings == 2
+    assert result.as_used.usd == pytest.approx(result.recorded_usd, rel=0.01)
+    outcomes = result.outcomes_by_label()
+    assert outcomes["default"].ttl_expired == 1
+    assert outcomes["default + keep-alive"].ttl_expired == 0
+    assert outcomes["default + keep-alive"].keepalive_pings == 2
+    assert any("2 recorded keep-alive pings" in note for note in result.notes)
 
 
 def test_async_scheduler_on_the_emulator() -> None:

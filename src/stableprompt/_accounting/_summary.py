@@ -83,6 +83,7 @@ from .._public import public
 from .._recording._server_reasons import AGREEMENTS
 from ._calls import EXCLUSIONS, CallRow, Cliff, call_row, exclusion, find_cliffs
 from ._causes import CauseRow, rank_causes
+from ._keepalive import KeepAliveTotals, is_keepalive, keepalive_totals
 from ._pricing import Pricing, genai_prices_version
 from ._snippets import mutation_snippets
 from ._stabilized import StabilizeSavings
@@ -418,6 +419,10 @@ class Summary:
     with); their ceiling is what they read, so ``of ceiling`` never exceeds 100%."""
     what_if: dict[str, WhatIf] | None = None
     """The what-if replay per provider family (``summarize(what_if=True)``), else ``None``."""
+    keepalive: KeepAliveTotals = field(default_factory=KeepAliveTotals)
+    """Keep-alive pings (``_accounting._keepalive``): kept out of :attr:`calls`, hit rates,
+    ceilings and verdict counts (a ping serves no request), counted and priced here, and in
+    :attr:`cost_usd`."""
 
     @property
     def hit_rate(self) -> float | None:
@@ -436,9 +441,13 @@ class Summary:
 
     @property
     def cost_usd(self) -> float | None:
-        """Summed price of every priced call (USD; :attr:`Totals.cost_usd`): a lower bound
-        when ``overall.cost_complete`` is false (:meth:`cost_notes` names the calls)."""
-        return self.overall.cost_usd
+        """Summed price of every priced call (USD; :attr:`Totals.cost_usd`), keep-alive
+        pings included (:attr:`keepalive`): a lower bound when ``overall.cost_complete`` is
+        false (:meth:`cost_notes` names the calls) or a ping is unpriced."""
+        pings = self.keepalive.usd
+        if pings is None:
+            return self.overall.cost_usd
+        return pings + (self.overall.cost_usd or 0.0)
 
     def group_by(self, by: str = "scenario") -> dict[str, Totals]:
         """Totals per group of calls (:data:`GROUP_BY`), groups in order of first call; the
@@ -526,6 +535,7 @@ class Summary:
                 "cost_notes": self.cost_notes(),
                 "reads_beyond_ledger": self.reads_beyond_ledger,
                 "stabilized": self.stabilized.to_json(),
+                "keepalive": self.keepalive.to_json(),
                 **({"what_if": {p: w.to_json() for p, w in self.what_if.items()}}
                    if self.what_if is not None else {})}
 
@@ -648,6 +658,7 @@ def summarize(records: Iterable[UsageRecord], *, policies: PolicyTable | None = 
     bodies: dict[str, UsageRecord] = {}  # records that kept their request body, by id
     stabilized = StabilizeSavings()
     kept: list[UsageRecord] = []
+    pings: list[UsageRecord] = []
     for record in records:
         if what_if:
             kept.append(record)
@@ -655,6 +666,11 @@ def summarize(records: Iterable[UsageRecord], *, policies: PolicyTable | None = 
             bodies[record.record_id] = record
         name = record.scenario or NO_SCENARIO
         sid = record.session_id or NO_SESSION
+        if is_keepalive(record):  # its own line: not a call served, but it keeps the cache
+            pings.append(record)
+            ceilings.next(record, Ceilings.key(record, name, sid),
+                          _policy(record.provider, record.model, policies))
+            continue
         scenario = scenarios.get(name)
         if scenario is None:
             scenario = scenarios[name] = ScenarioReport(name)
@@ -684,8 +700,9 @@ def summarize(records: Iterable[UsageRecord], *, policies: PolicyTable | None = 
             totals.add(row, agrees, price)
     pricing.notes = list(notes)
     replays = what_if_by_provider(kept, table=policies) if what_if and price else None
-    return Summary(scenarios, len(rows), pricing, rows, overall, price, stabilized,
-                   reads_beyond_ledger=ceilings.beyond_ledger, what_if=replays)
+    return Summary(scenarios, len(rows) + len(pings), pricing, rows, overall, price,
+                   stabilized, reads_beyond_ledger=ceilings.beyond_ledger, what_if=replays,
+                   keepalive=keepalive_totals(pings, price=price))
 
 
 public(Summary, summarize)

@@ -72,6 +72,7 @@ from .._policy import (
     openai_explicit_rule,
 )
 from .._public import public
+from ._keepalive import is_keepalive
 
 __all__ = ["BreakEven", "PolicyOutcome", "ReplayCall", "WhatIf", "candidate_policies", "replay",
            "what_if", "what_if_by_provider"]
@@ -99,6 +100,9 @@ class ReplayCall:
         ttl_s: The TTL the recorded request used (seconds), ``None``: none.
         prices: Unit prices of the call's model on its day.
         rules: The provider's cache rules for the model.
+        keepalive: A recorded keep-alive ping (``_accounting._keepalive.is_keepalive``): a
+            touch of its chain in the replay of the policy used, left out of every other
+            (each candidate sends its own).
     """
 
     ts: datetime
@@ -115,6 +119,7 @@ class ReplayCall:
     ttl_s: int | None
     prices: UnitPrices
     rules: CacheRules
+    keepalive: bool = False
 
     @property
     def extent(self) -> int:
@@ -226,8 +231,9 @@ class WhatIf:
 
     Attributes:
         provider: Provider family replayed.
-        calls: Calls replayed.
-        recorded_usd: What they cost as reported (USD, linear unit prices).
+        calls: Calls replayed (recorded keep-alive pings not counted).
+        recorded_usd: What they cost as reported, recorded keep-alive pings included (USD,
+            linear unit prices).
         as_used: The policy the calls used, replayed (reproduces ``recorded_usd``; the
             difference is what the model does not capture: provider misses, cross-session
             reads).
@@ -381,7 +387,7 @@ def _kinds(records: list[UsageRecord]) -> dict[tuple[str, str], str]:
 
 def _replay_calls(records: list[UsageRecord], policies: PolicyTable | None,
                   notes: dict[str, None]) -> list[ReplayCall]:
-    kinds = _kinds(records)
+    kinds = _kinds([r for r in records if not is_keepalive(r)])
     calls: list[ReplayCall] = []
     lineages: list[str | None] = []
     skipped: dict[str, int] = {}
@@ -425,7 +431,7 @@ def _replay_calls(records: list[UsageRecord], policies: PolicyTable | None,
             write_1h=r.cache_write_1h_tokens or 0, output=r.output_tokens or 0,
             reusable=min(reusable, total), head=_int(detail.get("head_tokens")),
             expired=r.verdict == "ttl_expired", ttl_s=_int(detail.get("ttl_s")),
-            prices=prices, rules=rules))
+            prices=prices, rules=rules, keepalive=is_keepalive(r)))
         lineages.append(r.lineage)
     for reason, n in skipped.items():
         notes[f"{n:,} call{'s' if n != 1 else ''} not replayed: {reason}"] = None
@@ -572,12 +578,23 @@ def _step(call: ReplayCall, previous: ReplayCall | None, choice_before: TtlChoic
     return _call_usd(call, read, choice), read, expired, pings, ping_usd
 
 
-def replay(calls: Iterable[ReplayCall], policy: CachePolicy) -> PolicyOutcome:
-    """Replay ``calls`` (in time order) under ``policy`` (module docstring)."""
+def replay(calls: Iterable[ReplayCall], policy: CachePolicy, *,
+           recorded_pings: bool = False) -> PolicyOutcome:
+    """Replay ``calls`` (in time order) under ``policy`` (module docstring). Recorded
+    keep-alive pings are left out, unless ``recorded_pings`` (the replay of the policy used):
+    then each is a touch of its chain at its recorded cost."""
     outcome = PolicyOutcome(policy)
     last: dict[tuple[str, ...], ReplayCall] = {}
     spans: dict[tuple[str, ...], tuple[ReplayCall, ReplayCall]] = {}
     for call in calls:
+        if call.keepalive:
+            if recorded_pings:
+                usd = call.recorded_usd()
+                outcome.keepalive_pings += 1
+                outcome.keepalive_usd += usd
+                outcome.usd += usd
+                last[call.chain] = call
+            continue
         choice = policy.for_kind(call.kind)
         previous = last.get(call.chain)
         if policy.explicit_cache and call.head:
@@ -716,15 +733,21 @@ def what_if(source: Any, *, provider: str | None = None, since: datetime | None 
         candidates = list(policies)
     if not candidates:
         raise PolicyError("no candidate policy to replay", code="cache-policy")
-    outcomes = sorted((replay(calls, p) for p in candidates), key=lambda o: o.usd)
-    as_used = replay(calls, _as_used(calls))
-    recorded = sum(c.recorded_usd() for c in calls)
+    real = [c for c in calls if not c.keepalive]
+    outcomes = sorted((replay(real, p) for p in candidates), key=lambda o: o.usd)
+    as_used = replay(calls, _as_used(real), recorded_pings=True)
+    recorded = sum(c.recorded_usd() for c in calls)  # the recorded pings' cost included
     # The programme covers every TTL and keep-alive candidate; an explicit-cache candidate
     # (a different regime) bounds it too where it is cheaper.
-    hindsight = min(_hindsight(calls, candidates), *(o.usd for o in outcomes))
-    return WhatIf(provider=provider, calls=len(calls), recorded_usd=recorded, as_used=as_used,
+    hindsight = min(_hindsight(real, candidates), *(o.usd for o in outcomes))
+    pings = len(calls) - len(real)
+    if pings:
+        notes[f"{pings:,} recorded keep-alive ping{'s' if pings != 1 else ''} "
+              f"(${as_used.keepalive_usd:.4f}, in what was paid) replayed as sent for the "
+              "policy used; each candidate sends its own"] = None
+    return WhatIf(provider=provider, calls=len(real), recorded_usd=recorded, as_used=as_used,
                   outcomes=outcomes, hindsight_usd=hindsight, per_place=per_place,
-                  notes=list(notes), break_even=_break_even(calls, busiest, candidates))
+                  notes=list(notes), break_even=_break_even(real, busiest, candidates))
 
 
 def _break_even(calls: list[ReplayCall], rules: CacheRules,

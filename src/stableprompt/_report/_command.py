@@ -65,6 +65,7 @@ from ._follow import FollowState, follow
 from ._html import html_report
 from ._text import (
     ceiling_notes,
+    keepalive_lines,
     make_console,
     meta_lines,
     pricing_lines,
@@ -338,7 +339,8 @@ def _run(args: argparse.Namespace) -> int:
                if unimported else []),
              *([f"selection: {', '.join(selection)}; a ceiling counts only selected calls."]
                if selection else []),
-             *report.exclusion_notes(), *report.cost_notes(), *turn_boundary_notes(report),
+             *report.exclusion_notes(), *report.cost_notes(), *keepalive_lines(report),
+             *turn_boundary_notes(report),
              *server_diagnosis_notes(report),
              *ceiling_notes(report)]
     if args.html is not None:

@@ -114,6 +114,23 @@ def pricing_lines(report: Summary) -> list[str]:
     return [head, *pricing.notes]
 
 
+def keepalive_lines(report: Summary) -> list[str]:
+    """One line on the keep-alive pings (``_accounting._keepalive``), ``[]`` without any:
+    how many, in how many sessions, what they read and cost; they are left out of the calls,
+    hit rates and ceilings above and counted in the total cost."""
+    k = report.keepalive
+    if not k.calls:
+        return []
+    cost = "cost unknown" if k.usd is None else (
+        f"{format_usd(k.usd, complete=not k.unpriced)}")
+    failed = f", {k.failed:,} failed" if k.failed else ""
+    return [f"keep-alive: {k.calls:,} ping{'s' if k.calls != 1 else ''} in {k.sessions:,} "
+            f"session{'s' if k.sessions != 1 else ''}{failed}, {format_int(k.cache_read_tokens)}"
+            f" of {format_int(k.input_tokens)} input tokens read from the cache, {cost}; not "
+            "in the calls, hit rates and ceilings above, in the total cost "
+            f"({format_usd(report.cost_usd)})."]
+
+
 def ceiling_notes(report: Summary) -> list[str]:
     """A note when some calls read more than any earlier call of the selection explains
     (:attr:`~._summary.Summary.reads_beyond_ledger`); ``[]`` otherwise."""
