@@ -363,3 +363,19 @@ def test_a_missing_ledger_is_a_ledger_error(tmp_path: Path) -> None:
         what_if(tmp_path / "missing.db")
     with pytest.raises(LedgerError):
         CachePolicy.from_ledger(tmp_path / "missing.db")
+
+
+@pytest.mark.parametrize("provider", ["anthropic", "openai", "bedrock", "gemini"])
+def test_the_policy_used_on_the_demo_ledgers_is_replayed_within_one_percent(
+        provider: str, tmp_path: Path) -> None:
+    """Issue 29's acceptance on the demo (every scenario, the synthetic workload, each
+    emulated provider): the replay of the policy the scenarios used reproduces the recorded
+    cost within 1%, and no candidate is cheaper than the hindsight bound."""
+    from stableprompt.demo import run_demo, synthetic_workload
+
+    ledger = tmp_path / "demo.db"
+    run_demo(synthetic_workload().select(3), provider=provider, ledger_path=ledger)
+    result = what_if(ledger)
+    assert result.provider == provider and result.calls > 50
+    assert result.as_used.usd == pytest.approx(result.recorded_usd, rel=0.01)
+    assert all(o.usd >= result.hindsight_usd - 1e-12 for o in result.outcomes)

@@ -258,6 +258,13 @@ class _KeepAliveCore:
             conv.reason = "in-flight"
             return conv
 
+    def _failed(self, conv: _Conversation, generation: int) -> None:
+        """The real request of ``generation`` raised: no pings for it (unless a later
+        request already re-armed the conversation)."""
+        with self._lock:
+            if conv.generation == generation:
+                conv.reason = "request-failed"
+
     def _arm(self, conv: _Conversation, request: ProviderRequest | Mapping[str, Any],
              result: Any, generation: int) -> None:
         """Plan the conversation's next ping after its real request ``request`` answered
@@ -512,9 +519,7 @@ class KeepAliveScheduler(_KeepAliveCore):
         try:
             result = self.client.send(request, stream=stream)
         except BaseException:
-            with self._lock:
-                if conv.generation == generation:
-                    conv.reason = "request-failed"
+            self._failed(conv, generation)
             raise
         self._arm(conv, request, result, generation)
         return result
@@ -599,9 +604,7 @@ class AsyncKeepAliveScheduler(_KeepAliveCore):
         try:
             result = await self.client.send(request, stream=stream)
         except BaseException:
-            with self._lock:
-                if conv.generation == generation:
-                    conv.reason = "request-failed"
+            self._failed(conv, generation)
             raise
         self._arm(conv, request, result, generation)
         return result
