@@ -379,3 +379,12 @@ def test_the_policy_used_on_the_demo_ledgers_is_replayed_within_one_percent(
     assert result.provider == provider and result.calls > 50
     assert result.as_used.usd == pytest.approx(result.recorded_usd, rel=0.01)
     assert all(o.usd >= result.hindsight_usd - 1e-12 for o in result.outcomes)
+
+
+def test_a_candidate_with_a_ttl_the_provider_lacks_is_refused() -> None:
+    with pytest.raises(PolicyError, match="TTL '30m' is not one anthropic offers here"):
+        what_if(_three_calls(), policies=[CachePolicy(head="30m", history="30m")])
+    with pytest.raises(PolicyError, match="not a CachePolicy"):
+        what_if(_three_calls(), policies=["1h"])  # type: ignore[list-item]
+    with pytest.raises(PolicyError, match="no candidate"):
+        what_if(_three_calls(), policies=[])

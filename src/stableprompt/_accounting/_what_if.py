@@ -731,6 +731,7 @@ def what_if(source: Any, *, provider: str | None = None, since: datetime | None 
                                         labels=_settable_labels(calls, provider))
     else:
         candidates = list(policies)
+        _check_labels(candidates, busiest, _settable_labels(calls, provider))
     if not candidates:
         raise PolicyError("no candidate policy to replay", code="cache-policy")
     real = [c for c in calls if not c.keepalive]
@@ -801,6 +802,29 @@ def what_if_by_provider(records: Iterable[UsageRecord], *,
         except PolicyError:
             continue
     return out
+
+
+def _check_labels(policies: list[CachePolicy], rules: CacheRules,
+                  settable: list[str] | None) -> None:
+    """Every TTL a candidate names is one the provider offers (and, for OpenAI, one each API
+    of the calls accepts).
+
+    Raises:
+        PolicyError: naming the policy and the TTL (code ``cache-policy``).
+    """
+    offered = (settable if settable is not None
+               else [_LABEL_OF_S[s] for s in rules.ttls_s if s in _LABEL_OF_S])
+    for policy in policies:
+        if not isinstance(policy, CachePolicy):
+            raise PolicyError(f"a candidate is a {type(policy).__name__}, not a CachePolicy",
+                              code="cache-policy")
+        choices = [policy.for_kind(kind) for kind in REQUEST_KINDS]
+        for label in {t for c in choices for t in (c.head, c.history) if t is not None}:
+            if label not in offered:
+                shown = ", ".join(offered) or "its default only"
+                raise PolicyError(f"policy {policy.label()!r}: TTL {label!r} is not one "
+                                  f"{rules.provider} offers here ({shown})",
+                                  code="cache-policy")
 
 
 def _settable_labels(calls: list[ReplayCall], provider: str) -> list[str] | None:
