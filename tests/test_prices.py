@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from datetime import date
+from datetime import UTC, date, datetime
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from stableprompt._economics._prices import unit_prices
 
@@ -30,3 +32,51 @@ def test_a_tiered_model_is_priced_at_its_base_tier() -> None:
 def test_an_unknown_model_has_no_price() -> None:
     """A model genai-prices does not know is None (never a $0)."""
     assert unit_prices("anthropic", "claude-no-such-model", DAY) is None
+
+
+def test_the_tier_start_is_read_from_genai_prices() -> None:
+    """Claude Sonnet 4.5's long-context tier starts at 200,000 input tokens (genai-prices'
+    TieredPrices); Claude Sonnet 5 has none."""
+    tiered = unit_prices("anthropic", "claude-sonnet-4-5", DAY)
+    flat = unit_prices("anthropic", "claude-sonnet-5", DAY)
+    assert tiered is not None and flat is not None
+    assert tiered.tier_start == 200_000 and flat.tier_start is None
+    assert tiered.linear_for(199_999) and not tiered.linear_for(200_000)
+
+
+MODELS = [("anthropic", "claude-sonnet-4-5"), ("anthropic", "claude-opus-5-5"),
+          ("openai", "gpt-5.6"), ("openai", "gpt-5.2"), ("gemini", "gemini-2.5-pro"),
+          ("bedrock", "anthropic.claude-sonnet-4-6")]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.sampled_from(MODELS), st.integers(0, 400_000), st.floats(0, 1), st.floats(0, 1),
+       st.floats(0, 1), st.integers(0, 20_000))
+def test_a_call_is_priced_as_genai_prices_prices_it(
+        model: tuple[str, str], total: int, read_share: float, write_share: float,
+        one_hour_share: float, output: int) -> None:
+    """The report's price of a call (base-tier rates applied in bulk below the model's
+    first tier, genai-prices itself from there on) equals genai-prices' price of that call,
+    long-context tiers included."""
+    from genai_prices import Usage, calc_price
+
+    from stableprompt import UsageRecord
+    from stableprompt._accounting._pricing import Pricing, price_record
+
+    provider, name = model
+    read = int(total * read_share)
+    write = int((total - read) * write_share)
+    write_1h = int(write * one_hour_share)
+    record = UsageRecord(wire_format="anthropic", provider=provider, model=name,
+                         ts_utc=datetime(2026, 3, 1, 9, tzinfo=UTC), input_tokens_total=total,
+                         cache_read_tokens=read, cache_write_tokens=write,
+                         cache_write_1h_tokens=write_1h, output_tokens=output)
+    ours = price_record(record, Pricing(source="genai-prices"), {}).usd
+    usage = {"input_tokens": total, "cache_read_tokens": read, "cache_write_tokens": write,
+             "output_tokens": output}
+    if write_1h:
+        usage["cache_write_1h_tokens"] = write_1h
+    provider_id = {"gemini": "google", "bedrock": "aws"}.get(provider, provider)
+    theirs = float(calc_price(Usage(**usage), name, provider_id=provider_id,
+                              genai_request_timestamp=datetime(2026, 3, 1, 12)).total_price)
+    assert ours == pytest.approx(theirs, rel=1e-9, abs=1e-12)

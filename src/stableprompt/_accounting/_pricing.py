@@ -1,4 +1,9 @@
-"""Call prices: the report's one call site of `genai-prices <https://pypi.org/project/genai-prices/>`_.
+"""Call prices: the report's use of `genai-prices <https://pypi.org/project/genai-prices/>`_.
+
+Prices are looked up once per (provider, model, day) (:func:`~stableprompt._economics._prices.
+unit_prices`) and applied to each call's token split; a call those base-tier rates do not
+price exactly (its input total at or past a long-context tier, a server-tool fee) is priced by
+genai-prices itself (``_price``), cached per distinct split.
 
 :func:`price_record` prices one :class:`~stableprompt.UsageRecord` (USD) at its own date
 (``ts_utc``) for its provider and model, as reported or with its token split replaced (what the
@@ -26,7 +31,7 @@ from datetime import date, datetime
 from functools import lru_cache
 from typing import Any
 
-from .._economics._prices import GENAI_PROVIDERS
+from .._economics._prices import GENAI_PROVIDERS, unit_prices
 from .._ledger._usage_record import UsageRecord
 
 __all__ = ["SERVER_TOOL_FEES", "CallPrice", "Pricing", "ServerToolFee", "TokenSplit",
@@ -275,9 +280,16 @@ def price_record(record: UsageRecord, pricing: Pricing, notes: dict[str, None],
                   f"genai-prices' rate for the call's model and date ({fee.source}; "
                   f"{fee.as_of})"] = None
     day = record.ts_utc.date()
+    rates = None if fees else unit_prices(provider, model, day)
     try:
-        cost, unpriced = _price(provider, model, day, split.total, split.read, split.write,
-                                split.write_1h, record.output_tokens or 0, tuple(fees))
+        if rates is not None and rates.linear_for(split.total):  # the model's rates, once
+            cost = rates.usd(split.total, split.read, split.write, split.write_1h,
+                             record.output_tokens or 0)
+            unpriced: tuple[str, ...] = ()
+        else:  # a long-context tier, a server-tool fee: genai-prices prices the call itself
+            cost, unpriced = _price(provider, model, day, split.total, split.read,
+                                    split.write, split.write_1h, record.output_tokens or 0,
+                                    tuple(fees))
     except LookupError:
         notes[f"genai-prices has no price for model {model!r} at provider {provider!r}: "
               "cost omitted"] = None

@@ -45,6 +45,10 @@ class UnitPrices:
         cache_write_1h: A token written with Anthropic's 1-hour TTL.
         output: An output token.
         source: ``"genai-prices <version>"`` and the date priced.
+        tier_start: Input tokens (inclusive total) from which some price of the model changes
+            tier (genai-prices' ``TieredPrices``; Claude Sonnet 4.5: 200,000), ``None`` when
+            none does; ``0`` when the model has a price these rates do not capture (a fee per
+            request): then they hold for no call (:meth:`linear_for`).
     """
 
     input: float
@@ -53,6 +57,20 @@ class UnitPrices:
     cache_write_1h: float
     output: float
     source: str
+    tier_start: int | None = None
+
+    def linear_for(self, total: int) -> bool:
+        """These base-tier rates price a call of ``total`` input tokens exactly (below
+        :attr:`tier_start`)."""
+        return self.tier_start is None or total < self.tier_start
+
+    def usd(self, total: int, read: int, write: int, write_1h: int, output: int) -> float:
+        """USD of a call: ``total`` input tokens (inclusive) of which ``read`` read and
+        ``write`` written (``write_1h`` of those at 1 hour), and ``output`` output tokens,
+        at these rates (as genai-prices splits them: the uncached rest at ``input``)."""
+        return ((total - read - write) * self.input + read * self.cache_read
+                + (write - write_1h) * self.cache_write + write_1h * self.cache_write_1h
+                + output * self.output)
 
     def write(self, ttl_label: str | None, multipliers: Mapping[str, float]) -> float:
         """USD per token written at ``ttl_label`` (``"5m"``, ``"1h"``, ``"30m"``, ``"12h"``;
@@ -87,9 +105,16 @@ def unit_prices(provider: str, model: str, day: date) -> UnitPrices | None:
     stamp = datetime(day.year, day.month, day.day, 12)
     provider_id = GENAI_PROVIDERS.get(provider, provider)
 
+    tier_starts: list[int] = []
+
     def cost(**tokens: int) -> float:
         usage = Usage(**tokens)
         result = calc_price(usage, model, provider_id=provider_id, genai_request_timestamp=stamp)
+        if not tier_starts:
+            tier_starts.append(_tier_start(result.model_price))
+            if calc_price(Usage(), model, provider_id=provider_id,
+                          genai_request_timestamp=stamp).total_price:
+                tier_starts[0] = 0  # a price per request: not linear in tokens
         return float(result.total_price) / _BLOCK
 
     try:
@@ -101,5 +126,19 @@ def unit_prices(provider: str, model: str, day: date) -> UnitPrices | None:
         output = cost(output_tokens=_BLOCK)
     except Exception:  # LookupError (unknown model) or a library problem: not priced
         return None
+    start = tier_starts[0] if tier_starts else 0
     return UnitPrices(fresh, read, write, write_1h, output,
-                      f"genai-prices {version('genai-prices')} ({day.isoformat()})")
+                      f"genai-prices {version('genai-prices')} ({day.isoformat()})",
+                      None if start == _NO_TIER else start)
+
+
+_NO_TIER = -1
+
+
+def _tier_start(model_price: object) -> int:
+    """The smallest tier threshold (input tokens) among a genai-prices ``ModelPrice``'s
+    prices (each a number or ``TieredPrices(base, tiers=[Tier(start, price)])``);
+    :data:`_NO_TIER` when none is tiered."""
+    starts = [int(tier.start) for value in vars(model_price).values()
+              for tier in (getattr(value, "tiers", None) or ())]
+    return min(starts) if starts else _NO_TIER
