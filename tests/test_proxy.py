@@ -638,6 +638,27 @@ def test_headers_not_finished_in_time_close_the_connection(
                 sock.close()
 
 
+def test_an_idle_keep_alive_connection_outlasts_the_clients_expiry() -> None:
+    """A keep-alive connection idle for longer than httpx's own expiry (5 s, what the
+    Anthropic and OpenAI SDKs use) is still open: the client, not the proxy, closes it, so a
+    request never races the server closing the connection it is sent on."""
+    from stableprompt._proxy._server import KEEP_ALIVE_TIMEOUT_S
+
+    assert KEEP_ALIVE_TIMEOUT_S > 5
+
+    def upstream(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, json={"data": []})
+
+    with Proxy("http://upstream.invalid", transport=_mock(upstream)) as p:
+        host, port = p.base_url.removeprefix("http://").split(":")
+        with socket.create_connection((host, int(port)), timeout=5) as sock:
+            sock.sendall(b"GET /v1/models HTTP/1.1\r\nHost: x\r\n\r\n")
+            assert sock.recv(4096).startswith(b"HTTP/1.1 200")
+            time.sleep(6.0)  # longer than uvicorn's default keep-alive timeout (5 s)
+            sock.sendall(b"GET /v1/models HTTP/1.1\r\nHost: x\r\n\r\n")
+            assert sock.recv(4096).startswith(b"HTTP/1.1 200")
+
+
 def test_sdks_find_the_proxy_through_their_base_url_variables(
         proxy: Proxy, monkeypatch: pytest.MonkeyPatch) -> None:
     """``ANTHROPIC_BASE_URL=<proxy>`` and ``OPENAI_BASE_URL=<proxy>/v1``, as the README says,

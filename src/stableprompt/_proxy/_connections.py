@@ -11,7 +11,7 @@ client's request a 503. :class:`ConnectionGuard` replaces that limit (uvicorn's 
   ``header_timeout_s`` seconds of opening (and, on a keep-alive connection, of the first byte
   after a response), else it is closed without an answer (it sent no request to answer).
   Bytes trickling in do not extend it. An idle keep-alive connection that sends nothing is
-  closed by uvicorn's keep-alive timeout (5 s) first.
+  closed by uvicorn's keep-alive timeout (``_server.KEEP_ALIVE_TIMEOUT_S``).
 * **connection cap**: at most ``max_connections`` open; the connection that makes one too many
   closes the one waiting longest for its headers (else the oldest idle keep-alive one, else
   itself), so half-open connections make room for a client that sends its request at once. A

@@ -36,8 +36,8 @@ from ._app import DEFAULT_MAX_CONCURRENCY, CallLog, ProxyApp, ProxyConfig
 from ._capture import CaptureWriter
 from ._connections import ConnectionGuard, guarded_protocol
 
-__all__ = ["CONNECTION_FACTOR", "FILES_RESERVED", "Proxy", "base_url", "bind",
-           "connection_cap", "connection_guard", "is_loopback", "server_for"]
+__all__ = ["CONNECTION_FACTOR", "FILES_RESERVED", "KEEP_ALIVE_TIMEOUT_S", "Proxy", "base_url",
+           "bind", "connection_cap", "connection_guard", "is_loopback", "server_for"]
 
 _log = logging.getLogger("stableprompt.proxy")
 
@@ -45,6 +45,15 @@ CONNECTION_FACTOR = 4
 """Open connections at most (idle and half-open ones included) per request the app admits
 (``ProxyConfig.max_concurrency``): room for idle keep-alive connections beyond the requests
 in flight; ``--help`` states it (a test keeps the two equal)."""
+
+KEEP_ALIVE_TIMEOUT_S = 75
+"""Seconds an idle keep-alive connection stays open (uvicorn's ``timeout_keep_alive``, whose
+default is 5 s). It must outlast the clients' own idle expiry, so that the client, not the
+proxy, closes an idle connection: httpx (the Anthropic and OpenAI SDKs) keeps one 5 s, the
+same as uvicorn's default, so a request sent on a connection the server was closing failed
+with "Server disconnected without sending a response" (seen under load). 75 s is nginx's
+``keepalive_timeout`` default; idle connections cost no request slot, and the connection cap
+closes the oldest idle ones first (``_connections``)."""
 
 FILES_RESERVED = 64
 """Open files kept for other than connections when the open-file limit lowers the cap
@@ -131,6 +140,7 @@ def server_for(app: ProxyApp, *, guard: ConnectionGuard | None = None,
     config = uvicorn.Config(
         app, lifespan="on", access_log=False, log_level="warning", log_config=log_config,
         server_header=False, date_header=False, limit_concurrency=None,
+        timeout_keep_alive=KEEP_ALIVE_TIMEOUT_S,
         timeout_graceful_shutdown=shutdown_timeout_s, loop="auto",
         # no WebSocket upgrade: the proxy forwards HTTP only, and an upgraded connection
         # would leave the guard's protocol (so the guard could not count it any more)
