@@ -319,7 +319,9 @@ def test_an_explicit_gemini_head_cache_is_priced_with_its_storage() -> None:
     explicit = result.outcomes_by_label()["explicit head cache"]
     storage = 5000 / 1e6 * 4.50 * (600 + 3600) / 3600
     assert explicit.storage_usd == pytest.approx(storage)
-    assert explicit.usd == pytest.approx(2 * (3000 * 1.25e-6 + 5000 * 0.125e-6) + storage)
+    created = 5000 * 1.25e-6  # the cache made once, at the first call (its head as input)
+    assert explicit.usd == pytest.approx(2 * (3000 * 1.25e-6 + 5000 * 0.125e-6) + storage
+                                         + created)
     assert result.recorded_usd == pytest.approx(2 * 8000 * 1.25e-6)
 
 
@@ -328,19 +330,25 @@ def test_a_branch_sharing_its_parents_session_is_a_subagent_chain() -> None:
     their own (the harness tests' traffic): a lineage started while the first is used again
     later is a subagent, with its own chain (its gaps are not the parent's); a lineage used
     once is one-shot; a lineage that replaces the first (a system edit) stays main."""
-    def row(i: int, at: float, lineage: str, session: str = "cc") -> UsageRecord:
-        return _record(i, at, 6_000, 0, 6_000, "cold", session=session,
+    def row(i: int, at: float, lineage: str, session: str = "cc",
+            total: int = 6_000) -> UsageRecord:
+        return _record(i, at, total, 0, total, "cold", session=session,
                        detail={"head_tokens": 2000}).model_copy(update={"lineage": lineage})
 
     expired = _record(5, 410, 6_500, 0, 6_500, "ttl_expired", session="cc", predicted=0,
                       detail={"head_tokens": 2000, "ttl_s": 300, "expired_tokens": 6_000})
-    records = [row(1, 0, "main"), row(2, 5, "main"), row(3, 10, "sub"), row(4, 400, "sub"),
+    records = [row(1, 0, "main"), row(2, 5, "main"), row(3, 10, "sub", total=3_000),
+               row(4, 400, "sub", total=3_200),
                expired.model_copy(update={"lineage": "main"}), row(6, 420, "title"),
                row(7, 0, "v1", "edit"), row(8, 5, "v1", "edit"), row(9, 10, "v2", "edit"),
-               row(10, 20, "v2", "edit")]
+               row(10, 20, "v2", "edit"),
+               # tools reordered back and forth: the history goes on (and grows) under
+               # alternating heads; not a subagent
+               row(11, 0, "a", "drift"), row(12, 5, "b", "drift", 6_100),
+               row(13, 10, "a", "drift", 6_200), row(14, 15, "b", "drift", 6_300)]
     by_kind = what_if(records).outcomes_by_label()["default"].by_kind
     assert {k: int(v["calls"]) for k, v in by_kind.items()} == {
-        "main": 7, "subagent": 2, "one-shot": 1}
+        "main": 11, "subagent": 2, "one-shot": 1}
     # The main chain's gap before call 5 is 405 s (from call 2, not 10 s from the subagent's
     # call 4), past the 5-minute TTL; a 1-hour TTL keeps it: 6,000 tokens read.
     outcomes = what_if(records).outcomes_by_label()
@@ -388,3 +396,31 @@ def test_a_candidate_with_a_ttl_the_provider_lacks_is_refused() -> None:
         what_if(_three_calls(), policies=["1h"])  # type: ignore[list-item]
     with pytest.raises(PolicyError, match="no candidate"):
         what_if(_three_calls(), policies=[])
+
+
+def test_an_explicit_cache_is_shared_by_the_sessions_of_its_head_and_made_again_after_expiry(
+        ) -> None:
+    """Two sessions with one head (lineage) share one explicit cache: one creation, storage
+    over the union of the times it lives (each use extends it an hour); a use two hours
+    after the last one finds it expired and makes it again."""
+    def row(i: int, at: float, session: str) -> UsageRecord:
+        return _record(i, at, 8_000, 0, 0, "cold", provider="gemini", model="gemini-2.5-pro",
+                       session=session, detail={"head_tokens": 5000}).model_copy(
+            update={"wire_format": "gemini", "lineage": "sp2:head"})
+
+    records = [row(1, 0, "a"), row(2, 600, "b"), row(3, 600 + 7200, "a")]
+    explicit = what_if(records).outcomes_by_label()["explicit head cache"]
+    hours = ((600 + 3600) + 3600) / 3600  # [0, 4200] then [7800, 11400]
+    assert explicit.storage_usd == pytest.approx(5000 / 1e6 * 4.50 * hours)
+    assert explicit.usd == pytest.approx(3 * (3000 * 1.25e-6 + 5000 * 0.125e-6)
+                                         + 2 * 5000 * 1.25e-6 + explicit.storage_usd)
+
+
+def test_no_explicit_candidate_for_a_model_without_explicit_caching() -> None:
+    records = [_record(1, 0, 8_000, 0, 0, "cold", provider="gemini", model="gemini-4-argon",
+                       detail={"head_tokens": 5000}).model_copy(update={"wire_format": "gemini"})]
+    if unit_prices("gemini", "gemini-4-argon", T0.date()) is None:
+        pytest.skip("genai-prices has no price for gemini-4-argon")
+    result = what_if(records)
+    assert "explicit head cache" not in result.outcomes_by_label()
+    assert any("offer only implicit caching" in note for note in result.notes)

@@ -34,9 +34,12 @@ id is a chain of its own):
 - Keep-alive (:class:`~stableprompt.KeepAlive`): ``min(max_pings, floor(g / interval))``
   requests during a gap, each reading the chain's extent and producing one output token; the
   gap then counts from the last of them.
-- Gemini explicit head cache: every call reads at least ``H`` (at the explicit read price),
-  the cache's storage billed per token-hour (``ExplicitCacheRule``) from the chain's first
-  call to its last plus the cache's default TTL; implicit reads beyond it as recorded.
+- Gemini explicit head cache: one cache per head (lineage), shared by every session using it;
+  every call reads at least ``H`` (at the explicit read price); the cache is created (``H``
+  billed as input, UNVERIFIED) at its first use and again after it expired, its TTL (the
+  rule's default) extended at each use, its storage billed per token-hour
+  (``ExplicitCacheRule``) for the time it lives; implicit reads beyond it as recorded. A
+  model without a storage price replays storage at $0 and the result says so.
 
 Linear prices per (provider, model, day) (long-context tiers are not modelled: the recorded
 cost the replay is compared with is priced the same way, and :attr:`WhatIf.recorded_usd` is
@@ -346,9 +349,11 @@ def _kinds(records: list[UsageRecord]) -> dict[tuple[str, str], str]:
       ``subagent`` (its lineages too);
     - within a session, the first lineage is ``main``; a later lineage is a ``subagent`` (a
       branch: Claude Code's and Codex's subagents share their parent's session id) when an
-      earlier lineage of the session is used again after it starts, ``one-shot`` when it has
-      one call (a title or summary request), else ``main`` (the head was replaced: a system
-      edit, a model switch).
+      earlier lineage of the session is used again after it starts and its first request is
+      a fresh conversation (:func:`_fresh_conversation`: a head that merely drifts, tools
+      reordered, keeps the history and its size), ``one-shot`` when it has one call (a title
+      or summary request), else ``main`` (the head was replaced or drifts: a system edit, a
+      model switch, a reordering).
     """
     session_of = {r.record_id: r.session_id for r in records}
     by_session: dict[str, list[UsageRecord]] = {}
@@ -374,8 +379,9 @@ def _kinds(records: list[UsageRecord]) -> dict[tuple[str, str], str]:
                 kind = "subagent"
             elif lineage == first_lineage:
                 kind = "main"
-            elif any(starts[other] < start < last_use[other] for other in starts
-                     if other != lineage):
+            elif (any(starts[other] < start < last_use[other] for other in starts
+                      if other != lineage)
+                  and _fresh_conversation(calls[start], calls[start - 1])):
                 kind = "subagent"
             elif counts[lineage] == 1:
                 kind = "one-shot"
@@ -383,6 +389,22 @@ def _kinds(records: list[UsageRecord]) -> dict[tuple[str, str], str]:
                 kind = "main"
             kinds[(sid, lineage)] = kind
     return kinds
+
+
+_FRESH_SHARE = 0.8
+"""A branch's first request smaller than this share of the session's previous request starts
+a conversation of its own (Claude Code's subagent: 6,384 input tokens after its parent's
+11,868; Codex's: 6,177 after 9,096, the harness tests) rather than continuing the history
+under a changed head (which keeps, and grows, the request)."""
+
+
+def _fresh_conversation(first: UsageRecord, before: UsageRecord) -> bool:
+    """``first`` (a new lineage's first call) is a conversation of its own, not the session's
+    history under another head: it is much smaller than the call ``before`` it (sizes as
+    reported, else our estimates; unknown sizes count as fresh)."""
+    size = first.input_tokens_total or first.request_tokens
+    previous = before.input_tokens_total or before.request_tokens
+    return size is None or previous is None or size < _FRESH_SHARE * previous
 
 
 def _replay_calls(records: list[UsageRecord], policies: PolicyTable | None,
@@ -585,7 +607,7 @@ def replay(calls: Iterable[ReplayCall], policy: CachePolicy, *,
     then each is a touch of its chain at its recorded cost."""
     outcome = PolicyOutcome(policy)
     last: dict[tuple[str, ...], ReplayCall] = {}
-    spans: dict[tuple[str, ...], tuple[ReplayCall, ReplayCall]] = {}
+    caches: dict[tuple[str, ...], _ExplicitCache] = {}
     for call in calls:
         if call.keepalive:
             if recorded_pings:
@@ -602,11 +624,13 @@ def replay(calls: Iterable[ReplayCall], policy: CachePolicy, *,
             rule = explicit_cache_rule(call.chain[1])
             explicit_price = (rule.read_usd_per_mtok / 1e6 if rule.read_usd_per_mtok
                               is not None else call.prices.cache_read)
+            key = (call.chain[0], call.chain[1], call.chain[5])  # one cache per head
+            cache = caches.setdefault(key, _ExplicitCache(call.kind, call.head,
+                                                          rule.storage_usd_per_mtok_hour))
+            created = cache.use(call.ts.timestamp(), float(rule.default_ttl_s or 3600))
             usd = (_call_usd(call, read, choice, explicit_read=call.head)
-                   + call.head * explicit_price)
+                   + call.head * explicit_price + created * call.head * call.prices.input)
             outcome.add(call.kind, usd, call.total, read, False)
-            first = spans.get(call.chain, (call, call))[0]
-            spans[call.chain] = (first, call)
         else:
             usd, read, expired, pings, ping_usd = _step(call, previous, choice, choice,
                                                        policy.keep_alive)
@@ -614,16 +638,43 @@ def replay(calls: Iterable[ReplayCall], policy: CachePolicy, *,
             outcome.keepalive_pings += pings
             outcome.keepalive_usd += ping_usd
         last[call.chain] = call
-    for first, end in spans.values():
-        rule = explicit_cache_rule(first.chain[1])
-        hours = ((end.ts - first.ts).total_seconds() + (rule.default_ttl_s or 3600)) / 3600
-        if rule.storage_usd_per_mtok_hour is not None and first.head:
-            storage = first.head / 1e6 * rule.storage_usd_per_mtok_hour * hours
-            outcome.storage_usd += storage
-            outcome.usd += storage
-            entry = outcome.by_kind[first.kind]
-            entry["usd"] += storage
+    for cache in caches.values():
+        storage = cache.storage_usd()
+        outcome.storage_usd += storage
+        outcome.usd += storage
+        outcome.by_kind[cache.kind]["usd"] += storage
     return outcome
+
+
+@dataclass
+class _ExplicitCache:
+    """One head's explicit cache in a replay: created on its first use (billed as the head's
+    input tokens; UNVERIFIED how Google bills creation), its TTL extended to ``ttl`` after
+    each use, created again after it expired; storage billed for the time it lives."""
+
+    kind: str
+    tokens: int
+    usd_per_mtok_hour: float | None
+    start: float = 0.0
+    end: float = -math.inf
+    seconds: float = 0.0
+
+    def use(self, ts: float, ttl: float) -> int:
+        """A call at ``ts`` reads the cache: 1 when it had to be (re)created, else 0."""
+        if ts <= self.end:
+            self.end = ts + ttl
+            return 0
+        if self.end > -math.inf:
+            self.seconds += self.end - self.start
+        self.start, self.end = ts, ts + ttl
+        return 1
+
+    def storage_usd(self) -> float:
+        """Storage over every interval the cache lived (0 when its price is unknown)."""
+        if self.usd_per_mtok_hour is None:
+            return 0.0
+        alive = self.seconds + (self.end - self.start if self.end > -math.inf else 0.0)
+        return self.tokens / 1e6 * self.usd_per_mtok_hour * alive / 3600
 
 
 def _hindsight(calls: list[ReplayCall], policies: list[CachePolicy]) -> float:
@@ -725,9 +776,21 @@ def what_if(source: Any, *, provider: str | None = None, since: datetime | None 
         notes["per-place TTLs (head vs history) not replayed: some rows have no head_tokens "
               "(recorded before stableprompt stored it)"] = None
     busiest = _busiest(calls)
+    explicit = provider == "gemini" and per_place
+    if explicit:
+        rules = {c.chain[1]: explicit_cache_rule(c.chain[1]) for c in calls}
+        unsupported = sorted(m for m, r in rules.items() if not r.supported)
+        unpriced = sorted(m for m, r in rules.items()
+                          if r.supported and r.storage_usd_per_mtok_hour is None)
+        if unsupported:
+            explicit = False
+            notes[f"no explicit-cache candidate: {', '.join(unsupported)} offer only implicit "
+                  "caching (ExplicitCacheRule)"] = None
+        elif unpriced:
+            notes[f"explicit head cache: no storage price known for {', '.join(unpriced)} "
+                  "(ExplicitCacheRule): its storage is replayed at $0, a lower bound"] = None
     if policies is None:
-        candidates = candidate_policies(busiest, per_place=per_place,
-                                        explicit=provider == "gemini" and per_place,
+        candidates = candidate_policies(busiest, per_place=per_place, explicit=explicit,
                                         labels=_settable_labels(calls, provider))
     else:
         candidates = list(policies)
