@@ -63,7 +63,7 @@ from ._run import (
     DEMO_START_S,
     ENGINE_PROVIDER,
     DemoResult,
-    _check_policy,
+    check_cache_policy,
     describe_workload,
     new_ledger_problem,
     run_demo,
@@ -221,7 +221,7 @@ def _cache_policy(args: argparse.Namespace
     model = args.model or DEFAULT_MODELS[provider]
     wire = _OPENAI_ENDPOINTS.get(args.endpoint or "") if provider == "openai" else None
     try:
-        _check_policy(policy, scenarios, provider, model, wire=wire)
+        check_cache_policy(policy, scenarios, provider, model, wire=wire)
     except InputError as exc:
         raise InputError(f"argument --cache-policy: {args.cache_policy}: {exc.message}",
                          code=exc.code) from exc

@@ -41,7 +41,7 @@ from .._exceptions import InputError
 from .._ledger._ledger import Ledger
 from .._ledger._usage_record import UsageRecord
 from .._policy import cache_rules
-from ._run import DEFAULT_MODELS, _check_policy, run_demo
+from ._run import DEFAULT_MODELS, check_cache_policy, run_demo
 from ._scenarios import SCENARIOS
 from ._workload import Workload
 
@@ -254,7 +254,7 @@ def runnable_candidates(provider: str, model: str, scenario: str = "think-time"
     out = []
     for policy in candidate_policies(cache_rules(provider, model)):
         try:
-            _check_policy(policy, chosen, provider, model)
+            check_cache_policy(policy, chosen, provider, model)
         except InputError:
             continue
         out.append(policy)

@@ -77,6 +77,7 @@ __all__ = [
     "ENGINE_PROVIDER",
     "TURN_GAP_S",
     "DemoResult",
+    "check_cache_policy",
     "client_sender",
     "describe_workload",
     "ledger_meta",
@@ -364,7 +365,7 @@ def run_demo(
             raise InputError(f"unknown scenario {name!r} for {provider}; choose from "
                              f"{', '.join(known)}", code="demo-scenario")
         chosen.append(match)
-    _check_policy(cache_policy, chosen, provider, model, wire=wire, sender=sender)
+    check_cache_policy(cache_policy, chosen, provider, model, wire=wire, sender=sender)
     if keepalive_prior_gaps_s is not None and (cache_policy is None
                                                or cache_policy.keep_alive is None):
         raise InputError("keepalive_prior_gaps_s is the keep-alive scheduler's prior: it needs "
@@ -410,11 +411,12 @@ def run_demo(
                       None if engine else wire or PROVIDER_WIRES[provider], cache_policy)
 
 
-def _check_policy(policy: CachePolicy | None, chosen: Sequence[Scenario], provider: str,
-                  model: str, *, wire: str | None = None,
-                  sender: SenderFactory | None = None) -> None:
-    """Refuse a cache policy the run cannot follow (``run_demo``'s ``cache_policy``), before
-    anything runs.
+def check_cache_policy(policy: CachePolicy | None, chosen: Sequence[Scenario],
+                       provider: str, model: str, *, wire: str | None = None,
+                       sender: SenderFactory | None = None) -> None:
+    """Refuse a cache policy the run cannot follow (``run_demo``'s ``cache_policy``) in the
+    ``chosen`` scenarios, before anything runs (``run_demo``, ``stableprompt demo
+    --cache-policy``, ``policy_trial``'s candidates).
 
     Raises:
         InputError: code ``demo-cache-policy``, saying why.
