@@ -3,10 +3,14 @@
 
 ``stableprompt.demo.policy_trial`` does the work (its docstring has the protocol): the first
 half of the BFCL sessions runs under the default and ``CachePolicy.from_ledger`` chooses
-among the TTL candidates (the demo sends no keep-alive); the second half runs twice on fresh
-emulators, under the default and under the chosen policy; costs are read back from the
-ledgers (the emulator's reported usage priced with genai-prices) and each ledger is
-replayed by ``what_if``.
+twice: among every candidate the demo can send (TTL choices, each with and without
+keep-alive) and among the TTL choices only; the second half runs on fresh emulators under the
+default, under each choice and, when the choice has keep-alive, once more with the
+keep-alive scheduler's default gap prior instead of the learn half's gaps. A keep-alive
+policy's pings are sent by ``KeepAliveScheduler`` at the fake clock's due times and recorded
+as ledger rows. Costs are read back from the ledgers (``summarize(...).cost_usd``: the
+emulator's reported usage priced with genai-prices, pings included) and each ledger is
+replayed by ``what_if`` (the policy used with its recorded pings).
 
 Besides the trial, this script runs the second half twice more with a *turn-end oracle*: a
 harness that knows from the script which call ends a user turn and how long the user will
@@ -24,8 +28,9 @@ emulator, not in the replay model, what the what-if's hindsight bound stands for
   sequence of choices the hindsight bound assumes.
 
 Run: ``PYTHONPATH=src python benchmarks/bench_think_time.py [--sessions 50] [--time-demo]``
-(about 10 s; ``--time-demo`` adds two full ``stableprompt demo`` runs, with and without the
-think-time scenario, about a minute). Prints one JSON object; the numbers go to
+(about 15 s; ``--time-demo`` adds two full ``stableprompt demo`` runs, with and without the
+think-time scenario, and two runs of the think-time scenario alone, with and without
+keep-alive, about a minute). Prints one JSON object; the numbers go to
 ``benchmarks/RESULTS.md`` by hand.
 """
 
@@ -43,7 +48,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from stableprompt import CachePolicy, Ledger, what_if
+from stableprompt import CachePolicy, KeepAlive, Ledger, what_if
 from stableprompt._accounting._pricing import genai_prices_version
 from stableprompt.demo import bfcl_workload, policy_trial, run_demo, scenario_names
 from stableprompt.demo._driver import CALL_STEP_S, client_sender
@@ -149,9 +154,10 @@ def _machine() -> dict[str, Any]:
             "load_1min": round(os.getloadavg()[0], 2)}
 
 
-def _demo_seconds(workload: Workload, names: tuple[str, ...]) -> float:
+def _demo_seconds(workload: Workload, names: tuple[str, ...],
+                  policy: CachePolicy | None = None) -> float:
     started = time.perf_counter()
-    run_demo(workload, scenarios=names)
+    run_demo(workload, scenarios=names, cache_policy=policy)
     return round(time.perf_counter() - started, 2)
 
 
@@ -178,8 +184,12 @@ def main() -> None:
     if args.time_demo:
         names = scenario_names("anthropic")
         without = tuple(n for n in names if n != "think-time")
-        out["demo_seconds"] = {"with_think_time": _demo_seconds(workload, names),
-                               "without_think_time": _demo_seconds(workload, without)}
+        keep = CachePolicy(keep_alive=KeepAlive(interval_s=270, max_pings=14))
+        out["demo_seconds"] = {
+            "with_think_time": _demo_seconds(workload, names),
+            "without_think_time": _demo_seconds(workload, without),
+            "think_time_only": _demo_seconds(workload, ("think-time",)),
+            "think_time_only_keep_alive": _demo_seconds(workload, ("think-time",), keep)}
     json.dump(out, sys.stdout, indent=1)
     sys.stdout.write("\n")
 

@@ -9,7 +9,8 @@ provider), or, with ``provider="llama-server"``, against llama.cpp's real engine
 Chat Completions, Responses and Messages endpoints (``_engine_run``), records every call in a
 ledger and summarizes it (:func:`run_demo` -> :class:`DemoResult`). :func:`policy_trial`
 learns a :class:`~stableprompt.CachePolicy` on half the sessions of a scenario (default
-``think-time``) and measures it against the default on the other half.
+``think-time``) and measures it against the default on the other half (:class:`TrialRun`
+per run, keep-alive pings sent and priced).
 
 Example::
 
@@ -19,7 +20,7 @@ Example::
     print(result.to_json()["scenarios"]["stableprompt"]["hit_rate"])
 """
 
-from ._policy_trial import PolicyTrial, policy_trial
+from ._policy_trial import PolicyTrial, TrialRun, policy_trial
 from ._run import BACKEND, DEFAULT_MODELS, DEFAULT_SESSIONS, DemoResult, run_demo
 from ._scenarios import SCENARIOS, Scenario, scenario_names
 from ._system import SYSTEM_PROMPT
@@ -47,6 +48,7 @@ __all__ = [
     "Scenario",
     "ScriptedCall",
     "ScriptedTurn",
+    "TrialRun",
     "Workload",
     "WorkloadSession",
     "bfcl_workload",

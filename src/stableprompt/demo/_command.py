@@ -17,7 +17,12 @@ exiting (143; see :mod:`stableprompt._cli`).
 
 Output paths (``--ledger``, ``--html``, ``--capture``) and ``--model`` are checked while the
 arguments are parsed, so a bad one fails at once with a one-line usage error naming the option
-and the path, before the workload is fetched or any scenario runs.
+and the path, before the workload is fetched or any scenario runs; so is ``--cache-policy
+FILE`` (a :class:`~stableprompt.CachePolicy` as JSON, :meth:`~stableprompt.CachePolicy.from_file`),
+read and checked against the provider before anything runs (exit 2, naming the file). Under a
+policy the demo runs the scenarios built on the SDK (:attr:`Scenario.takes_policy`: the naive
+ones place their own breakpoints, so a policy cannot apply to them and they are not run), and
+a policy with ``keep_alive`` sends its pings (see :func:`~stableprompt.demo.run_demo`).
 """
 
 from __future__ import annotations
@@ -28,11 +33,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from .._exceptions import WorkloadUnavailableError
+from .._economics._cache_policy import CachePolicy
+from .._exceptions import InputError, WorkloadUnavailableError
 from .._policy import cache_rules
 from .._report._html import html_report
 from .._report._text import (
     ceiling_notes,
+    keepalive_lines,
     make_console,
     print_tables,
     server_diagnosis_notes,
@@ -56,6 +63,7 @@ from ._run import (
     DEMO_START_S,
     ENGINE_PROVIDER,
     DemoResult,
+    check_cache_policy,
     describe_workload,
     new_ledger_problem,
     run_demo,
@@ -140,6 +148,13 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--capture", type=output_dir_arg, metavar="DIR",
                         help="write each scenario's request bodies to DIR/<scenario>.jsonl "
                         "(input for `stableprompt lint`)")
+    parser.add_argument("--cache-policy", metavar="FILE",
+                        help="a cache policy (JSON: CachePolicy.from_file; e.g. "
+                        '{"head": "1h", "history": "1h"} or {"keep_alive": {"interval_s": '
+                        '270, "max_pings": 14}}) for the scenarios built on the SDK, which '
+                        "are the ones run (the naive ones place their own breakpoints); "
+                        "with keep_alive the pings are sent (emulator: anthropic, openai "
+                        "GPT-5.6+)")
 
 
 def _workload(args: argparse.Namespace) -> Workload:
@@ -187,6 +202,32 @@ def _check_engine_options(args: argparse.Namespace) -> None:
                          "the template of the engine the demo starts (omit --base-url)")
 
 
+def _cache_policy(args: argparse.Namespace
+                  ) -> tuple[CachePolicy | None, tuple[str, ...] | None]:
+    """``--cache-policy FILE`` read and checked against the provider and its SDK scenarios:
+    ``(policy, scenario names to run)``, ``(None, None)`` without it.
+
+    Raises:
+        PolicyError: the file is unreadable, not JSON or not a valid policy (code
+            ``cache-policy``, naming the file; exit 2).
+        InputError: the run cannot follow the policy (code ``demo-cache-policy``, naming
+            the file and why; exit 2).
+    """
+    if args.cache_policy is None:
+        return None, None
+    policy = CachePolicy.from_file(args.cache_policy)
+    provider = args.provider
+    scenarios = [s for s in SCENARIOS if provider in s.providers and s.takes_policy]
+    model = args.model or DEFAULT_MODELS[provider]
+    wire = _OPENAI_ENDPOINTS.get(args.endpoint or "") if provider == "openai" else None
+    try:
+        check_cache_policy(policy, scenarios, provider, model, wire=wire)
+    except InputError as exc:
+        raise InputError(f"argument --cache-policy: {args.cache_policy}: {exc.message}",
+                         code=exc.code) from exc
+    return policy, tuple(s.name for s in scenarios)
+
+
 def header_lines(result: DemoResult) -> list[str]:
     """The lines printed above the tables: backend, provider, model, workload."""
     if result.engine is not None:
@@ -211,11 +252,15 @@ def header_lines(result: DemoResult) -> list[str]:
                   if policy.conservative else ""))
     default = result.wire in (None, PROVIDER_WIRES.get(result.provider))
     wire = "" if default else f" ({result.wire})"
-    return [
+    lines = [
         f"Backend: {BACKEND_NOTE}",
         f"Provider: {result.provider} wire format{wire}; model {result.model} ({minimum}).",
         f"Workload: {describe_workload(result.workload)}",
     ]
+    if result.cache_policy is not None:
+        lines.append(f"Cache policy: {result.cache_policy.label()}, followed by the SDK "
+                     "scenarios (the naive ones place their own breakpoints: not run).")
+    return lines
 
 
 def _engine_notes(result: DemoResult) -> list[str]:
@@ -261,6 +306,7 @@ def note_lines(result: DemoResult) -> list[str]:
         f"demo clock (from {start}).",
         *ceiling_notes(result.report),
         *server_diagnosis_notes(result.report),
+        *keepalive_lines(result.report),
     ]
     predicts = {s.name: s.predicts for s in SCENARIOS}
     lines.extend(f"{name}: loses {predicts[name]}." for name in result.scenarios)
@@ -275,9 +321,10 @@ def _run(args: argparse.Namespace) -> int:
         raise UsageError(f"stableprompt demo: error: argument --html: {str(args.html)!r} is "
                          "also the --ledger path; choose another path")
     _check_engine_options(args)
+    policy, policy_names = _cache_policy(args)
     workload = _workload(args)
     engine = args.provider == ENGINE_PROVIDER
-    names = None if engine else scenario_names(args.provider)
+    names = policy_names or (None if engine else scenario_names(args.provider))
     progress_cb: Any = None
     progress: Any = None
     from rich.console import Console
@@ -310,7 +357,7 @@ def _run(args: argparse.Namespace) -> int:
     try:
         result = run_demo(workload, provider=args.provider, model=args.model,
                           ledger_path=args.ledger, capture_dir=args.capture, scenarios=names,
-                          progress=progress_cb, **options)
+                          progress=progress_cb, cache_policy=policy, **options)
     finally:
         if progress is not None:
             progress.stop()

@@ -8,6 +8,12 @@ the first (or the harness's own think time: ``Harness.turn_gap_s``). Requests go
 through a *sender* (:data:`SenderFactory`; default :func:`client_sender`: our clients),
 always through a RecordingTransport on the run's recorder; :class:`Capture` keeps the exact
 bodies for ``stableprompt lint``.
+
+Under a :class:`~stableprompt.CachePolicy` with ``keep_alive``, the requests go through a
+:class:`~stableprompt.KeepAliveScheduler` on our client instead (:func:`keepalive_sender`:
+one conversation per session), and the clock moves through :meth:`KeepAliveSender.advance`:
+to each ping's due time in turn, where ``run_pending`` sends it (a ledger row marked
+``keepalive``), then to the end of the step. Every real call keeps its time.
 """
 
 from __future__ import annotations
@@ -19,6 +25,8 @@ from typing import IO, Any, Protocol
 
 from .._canonical import wire_json
 from .._client import AnthropicClient, OpenAIClient
+from .._client._keepalive import KeepAliveScheduler
+from .._economics._cache_policy import KeepAlive
 from .._exceptions import LedgerError
 from .._ledger._ledger import Ledger
 from .._recording._recorder import Recorder
@@ -34,11 +42,13 @@ __all__ = [
     "DEMO_START_S",
     "TURN_GAP_S",
     "Capture",
+    "KeepAliveSender",
     "ProgressCallback",
     "Sender",
     "SenderFactory",
     "Target",
     "client_sender",
+    "keepalive_sender",
     "run_session",
     "write_records",
 ]
@@ -119,20 +129,83 @@ def client_sender(wire: str, target: Target, recorder: Recorder) -> Iterator[Sen
         with _path_sender(target, recorder) as send:
             yield send
         return
-    client: AnthropicClient | OpenAIClient
-    diagnose = isinstance(target, Emulator)
-    if wire == "anthropic":
-        client = AnthropicClient(API_KEY, base_url=target.base_url, recorder=recorder,
-                                 max_retries=0, timeout_s=120.0, diagnostics=diagnose)
-    else:
-        client = OpenAIClient(API_KEY, base_url=target.openai_base_url, recorder=recorder,
-                              max_retries=0, timeout_s=120.0, diagnostics=diagnose)
-    with client:
+    with _client(wire, target, recorder) as client:
         def send(request: ProviderRequest | dict[str, Any]) -> dict[str, Any]:
             response: dict[str, Any] = client.send(request)
             return response
 
         yield send
+
+
+def _client(wire: str, target: Target, recorder: Recorder) -> AnthropicClient | OpenAIClient:
+    """Our client for ``wire`` (Anthropic Messages, else OpenAI) on ``target``, recording on
+    ``recorder``; no retries; cache diagnostics asked of the emulator."""
+    diagnose = isinstance(target, Emulator)
+    if wire == "anthropic":
+        return AnthropicClient(API_KEY, base_url=target.base_url, recorder=recorder,
+                               max_retries=0, timeout_s=120.0, diagnostics=diagnose)
+    return OpenAIClient(API_KEY, base_url=target.openai_base_url, recorder=recorder,
+                        max_retries=0, timeout_s=120.0, diagnostics=diagnose)
+
+
+class KeepAliveSender:
+    """Sends a run's requests through a :class:`~stableprompt.KeepAliveScheduler` and moves
+    its fake clock so that due pings go out (module docstring).
+
+    Attributes:
+        scheduler: The scheduler (on our client, the run's recorder and ``clock``).
+        clock: The run's fake clock.
+        pings: Pings sent so far (failed ones included).
+    """
+
+    def __init__(self, scheduler: KeepAliveScheduler, clock: FakeClock) -> None:
+        self.scheduler = scheduler
+        self.clock = clock
+        self.pings = 0
+
+    def send(self, request: ProviderRequest | dict[str, Any], *,
+             conversation: str) -> dict[str, Any]:
+        """Send a real request of ``conversation`` (ending its idle gap); the response JSON."""
+        response: dict[str, Any] = self.scheduler.send(request, conversation=conversation)
+        return response
+
+    def advance(self, seconds: float) -> None:
+        """Move the clock ``seconds`` forward, stopping at each ping's due time on the way
+        to send it (``run_pending``); the clock ends exactly where one ``advance`` would
+        have put it."""
+        end = self.clock() + seconds
+        while True:
+            due = self.scheduler.next_due()
+            if due is None or due > end:
+                break
+            if due > self.clock():
+                self.clock.advance(due - self.clock())
+            sent = self.scheduler.run_pending()
+            self.pings += len(sent)
+            if not sent and self.scheduler.next_due() == due:
+                break  # nothing decided at this time: never loop on it
+        rest = end - self.clock()
+        if rest > 0:
+            self.clock.advance(rest)
+
+    def end(self, conversation: str) -> None:
+        """The session is over (the user left): no more pings for ``conversation``."""
+        self.scheduler.close_conversation(conversation)
+
+
+@contextmanager
+def keepalive_sender(wire: str, target: Target, recorder: Recorder, keep_alive: KeepAlive,
+                     clock: FakeClock, *, prior_gaps_s: Sequence[float] | None = None
+                     ) -> Iterator[KeepAliveSender]:
+    """Our client for ``wire`` (Anthropic Messages, OpenAI Chat Completions or Responses)
+    on ``target`` and ``recorder``, behind a :class:`~stableprompt.KeepAliveScheduler` with
+    ``keep_alive`` on ``clock`` (genai-prices; its gap prior: ``prior_gaps_s``, default its
+    log-uniform one); closes both."""
+    prior = None if prior_gaps_s is None else list(prior_gaps_s)
+    with _client(wire, target, recorder) as client, \
+            KeepAliveScheduler(client, keep_alive, clock=clock,
+                               prior_gaps_s=prior) as scheduler:
+        yield KeepAliveSender(scheduler, clock)
 
 
 @contextmanager
@@ -170,23 +243,27 @@ def write_records(ledger: Ledger, records: Sequence[Any]) -> None:
 
 
 def run_session(session: WorkloadSession, harness: Harness, clock: FakeClock,
-                exchange: Callable[[Outgoing], Reply]) -> Iterator[Reply]:
+                exchange: Callable[[Outgoing], Reply], *,
+                advance: Callable[[float], object] | None = None) -> Iterator[Reply]:
     """Drive one session through ``harness`` like an agent loop; yield after each call.
 
     ``exchange`` sends one request and returns the assistant's reply (the backend's answer,
-    or the script's when the backend's own text is noise).
+    or the script's when the backend's own text is noise). ``advance`` moves the clock
+    (seconds; default ``clock.advance``; :meth:`KeepAliveSender.advance` sends the pings due
+    on the way).
 
     Raises:
         RuntimeError: The replies do not follow the script (an emulator or responder bug).
     """
+    move = clock.advance if advance is None else advance
     for turn in session.turns:
         if turn.index:
             gap = harness.turn_gap_s(turn.index)
-            clock.advance(TURN_GAP_S if gap is None else gap)
+            move(TURN_GAP_S if gap is None else gap)
         harness.begin_turn(turn.index)
         harness.user(turn.user)
         for _ in range(turn.model_calls):
-            clock.advance(CALL_STEP_S)
+            move(CALL_STEP_S)
             reply = exchange(harness.request(clock()))
             harness.assistant(reply)
             yield reply

@@ -6,20 +6,22 @@ acceptance, on the emulator).
 1. splits the workload's sessions in two halves that share no session: the first
    ``len // 2`` *learn*, the rest *test*;
 2. runs the scenario (default ``think-time``: :mod:`._think_time`) on the learn half under the
-   provider's default TTLs and lets :meth:`~stableprompt.CachePolicy.from_ledger` choose a
-   policy from that ledger;
-3. runs the test half twice, each on a fresh emulator (empty cache, same fake-clock start):
-   under the default and under the chosen policy;
-4. reads every number back from the three ledgers: the *measured* cost is
-   :func:`~stableprompt.summarize` of the ledger (the emulator's reported usage priced with
-   genai-prices), and :func:`~stableprompt.what_if` replays each ledger (``recorded_usd``,
-   the replay of the policy used, the hindsight bound).
-
-Candidates: by default the provider's TTL choices without keep-alive
-(:func:`~stableprompt._accounting._what_if.candidate_policies`, keep-alive variants dropped),
-because the demo sends no keep-alive requests: a policy with one could be replayed but not
-measured. :attr:`PolicyTrial.unrestricted` is what ``from_ledger`` picks among every candidate,
-keep-alive included (replayed only), so the two can be compared.
+   provider's default TTLs and lets :meth:`~stableprompt.CachePolicy.from_ledger` choose two
+   policies from that ledger: :attr:`PolicyTrial.chosen` among every candidate the demo can
+   send (:func:`runnable_candidates`: TTL choices, each with and without keep-alive) and
+   :attr:`PolicyTrial.ttl_chosen` among the TTL choices only (:func:`ttl_candidates`);
+3. runs the test half on a fresh emulator each time (empty cache, same fake-clock start):
+   under the default, under :attr:`~PolicyTrial.chosen` and under
+   :attr:`~PolicyTrial.ttl_chosen`. A keep-alive policy's pings are sent
+   (:class:`~stableprompt.KeepAliveScheduler`, ``run_demo``) with the learn half's idle gaps
+   as the scheduler's gap prior (:func:`idle_gaps`: what it learnt, never the test half's),
+   and once more with the scheduler's default prior (:attr:`PolicyTrial.chosen_default_prior`),
+   to show what the prior is worth;
+4. reads every number back from the ledgers (:class:`TrialRun`): the *measured* cost is
+   :func:`~stableprompt.summarize`'s ``cost_usd`` (the emulator's reported usage priced with
+   genai-prices, keep-alive pings included), and :func:`~stableprompt.what_if` replays each
+   ledger (``recorded_usd``, the replay of the policy used with its recorded pings, the
+   hindsight bound).
 """
 
 from __future__ import annotations
@@ -31,14 +33,74 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .._accounting._keepalive import is_keepalive
+from .._accounting._summary import Summary
 from .._accounting._what_if import WhatIf, candidate_policies, what_if
 from .._economics._cache_policy import CachePolicy
 from .._exceptions import InputError
+from .._ledger._ledger import Ledger
+from .._ledger._usage_record import UsageRecord
 from .._policy import cache_rules
-from ._run import DEFAULT_MODELS, DemoResult, run_demo
+from ._run import DEFAULT_MODELS, check_cache_policy, run_demo
+from ._scenarios import SCENARIOS
 from ._workload import Workload
 
-__all__ = ["PolicyTrial", "policy_trial"]
+__all__ = ["PolicyTrial", "TrialRun", "idle_gaps", "policy_trial", "runnable_candidates",
+           "ttl_candidates"]
+
+
+@dataclass(frozen=True)
+class TrialRun:
+    """One run of the test half, read back from its ledger.
+
+    Attributes:
+        policy: The policy the run followed, ``None`` for the provider's defaults.
+        usd: Measured cost (USD): ``summarize(records).cost_usd``, keep-alive pings
+            included.
+        calls: Real calls (pings not counted).
+        ttl_expired: Real calls whose verdict is ``ttl_expired``.
+        pings: Keep-alive pings sent (rows marked ``keepalive``).
+        pings_usd: What they cost (USD, inside :attr:`usd`).
+        most_pings_in_a_gap: The most pings one idle gap had (their ``keepalive_ping``
+            numbers); never more than the policy's ``max_pings``.
+        replay: :func:`~stableprompt.what_if` of the ledger over the trial's candidates.
+    """
+
+    policy: CachePolicy | None
+    usd: float
+    calls: int
+    ttl_expired: int
+    pings: int
+    pings_usd: float
+    most_pings_in_a_gap: int
+    replay: WhatIf
+
+    @property
+    def as_used_error(self) -> float:
+        """``as_used.usd / recorded_usd - 1`` of :attr:`replay` (fraction): how well the
+        replay of the policy used (its recorded pings included) reproduces the ledger."""
+        return self.replay.as_used.usd / self.replay.recorded_usd - 1
+
+    @property
+    def cap_exceeded(self) -> bool:
+        """Some idle gap had more pings than the policy's ``max_pings``."""
+        keep = self.policy.keep_alive if self.policy is not None else None
+        return self.most_pings_in_a_gap > (keep.max_pings if keep is not None else 0)
+
+    def to_json(self) -> dict[str, Any]:
+        """The numbers, rounded: USD to 6 digits, fractions to 6."""
+        replay = self.replay
+        return {"policy": None if self.policy is None else self.policy.label(),
+                "usd": round(self.usd, 6), "calls": self.calls,
+                "ttl_expired": self.ttl_expired, "pings": self.pings,
+                "pings_usd": round(self.pings_usd, 6),
+                "most_pings_in_a_gap": self.most_pings_in_a_gap,
+                "cap_exceeded": self.cap_exceeded,
+                "recorded_usd": round(replay.recorded_usd, 6),
+                "as_used_usd": round(replay.as_used.usd, 6),
+                "as_used_error": round(self.as_used_error, 6),
+                "hindsight_usd": round(replay.hindsight_usd, 6),
+                "outcomes": _outcomes(replay)}
 
 
 @dataclass(frozen=True)
@@ -51,16 +113,20 @@ class PolicyTrial:
         scenario: The scenario run.
         learn_sessions: Session ids of the learn half.
         test_sessions: Session ids of the test half.
-        chosen: The policy ``from_ledger`` chose on the learn half among the candidates.
-        unrestricted: What it chooses among every candidate (keep-alive included).
-        learn: The learn ledger's what-if over the candidates.
-        default_usd: Test half under the default, measured (``summarize``).
-        chosen_usd: Test half under :attr:`chosen`, measured.
-        default: The default test ledger's what-if over every candidate (its
-            ``hindsight_usd`` is the bound with keep-alive allowed).
-        default_ttl: The same ledger's what-if over the candidates only (its
-            ``hindsight_usd``: the bound among TTL choices).
-        chosen_replay: The chosen-policy test ledger's what-if over the candidates.
+        chosen: The policy ``from_ledger`` chose on the learn half among every candidate the
+            demo can send (keep-alive included).
+        ttl_chosen: What it chose among the TTL choices only.
+        learn: The learn ledger's what-if over every candidate.
+        prior_gaps_s: The learn half's idle gaps (seconds, :func:`idle_gaps`): the
+            keep-alive scheduler's prior on the test half.
+        default_run: Test half under the default, measured; its ``replay`` is over every
+            candidate, so its ``hindsight_usd`` is the bound with keep-alive allowed.
+        chosen_run: Test half under :attr:`chosen` (keep-alive: with the learnt prior).
+        ttl_chosen_run: Test half under :attr:`ttl_chosen`.
+        chosen_default_prior: Test half under :attr:`chosen` with the scheduler's default
+            gap prior; ``None`` when :attr:`chosen` has no keep-alive.
+        default_ttl: The default test ledger's what-if over the TTL choices only (its
+            ``hindsight_usd``: the bound among them).
     """
 
     provider: str
@@ -69,77 +135,153 @@ class PolicyTrial:
     learn_sessions: tuple[str, ...]
     test_sessions: tuple[str, ...]
     chosen: CachePolicy
-    unrestricted: CachePolicy
+    ttl_chosen: CachePolicy
     learn: WhatIf
-    default_usd: float
-    chosen_usd: float
-    default: WhatIf
+    prior_gaps_s: tuple[float, ...]
+    default_run: TrialRun
+    chosen_run: TrialRun
+    ttl_chosen_run: TrialRun
+    chosen_default_prior: TrialRun | None
     default_ttl: WhatIf
-    chosen_replay: WhatIf
 
     @property
-    def saving(self) -> float:
-        """``1 - chosen_usd / default_usd``: the chosen policy's measured saving (fraction)."""
-        return 1 - self.chosen_usd / self.default_usd
+    def default(self) -> WhatIf:
+        """The default test ledger's what-if over every candidate."""
+        return self.default_run.replay
 
     @property
-    def above_hindsight(self) -> float:
-        """``chosen_usd / default.hindsight_usd - 1``: distance to the bound with keep-alive
-        allowed (fraction)."""
-        return self.chosen_usd / self.default.hindsight_usd - 1
+    def hindsight_usd(self) -> float:
+        """The hindsight bound: ``default.hindsight_usd`` (keep-alive allowed)."""
+        return self.default.hindsight_usd
 
     @property
-    def above_ttl_hindsight(self) -> float:
-        """``chosen_usd / default_ttl.hindsight_usd - 1``: distance to the bound among the
-        candidates (fraction)."""
-        return self.chosen_usd / self.default_ttl.hindsight_usd - 1
+    def default_usd(self) -> float:
+        """Test half under the default, measured."""
+        return self.default_run.usd
 
-    @staticmethod
-    def as_used_error(result: WhatIf) -> float:
-        """``as_used.usd / recorded_usd - 1`` of one what-if (fraction)."""
-        return result.as_used.usd / result.recorded_usd - 1
+    @property
+    def chosen_usd(self) -> float:
+        """Test half under :attr:`chosen`, measured (pings included)."""
+        return self.chosen_run.usd
+
+    @property
+    def ttl_chosen_usd(self) -> float:
+        """Test half under :attr:`ttl_chosen`, measured."""
+        return self.ttl_chosen_run.usd
+
+    def runs(self) -> dict[str, TrialRun]:
+        """Every measured run by name: ``default``, ``chosen``, ``ttl_chosen`` and, with
+        keep-alive, ``chosen_default_prior``."""
+        out = {"default": self.default_run, "chosen": self.chosen_run,
+               "ttl_chosen": self.ttl_chosen_run}
+        if self.chosen_default_prior is not None:
+            out["chosen_default_prior"] = self.chosen_default_prior
+        return out
+
+    def saving(self, run: TrialRun | None = None) -> float:
+        """``1 - usd / default_usd`` of ``run`` (default :attr:`chosen_run`): its measured
+        saving against the default (fraction)."""
+        return 1 - (run or self.chosen_run).usd / self.default_usd
+
+    def above_hindsight(self, run: TrialRun | None = None) -> float:
+        """``usd / hindsight_usd - 1`` of ``run`` (default :attr:`chosen_run`): its measured
+        distance to the bound with keep-alive allowed (fraction)."""
+        return (run or self.chosen_run).usd / self.hindsight_usd - 1
+
+    def replayed_usd(self, policy: CachePolicy) -> float:
+        """What ``policy`` (its TTLs and keep-alive) replays to on the default test ledger,
+        the what-if's prediction of its measured cost (USD)."""
+        for outcome in self.default.outcomes:
+            if _same(outcome.policy, policy):
+                return outcome.usd
+        raise LookupError(f"{policy.label()!r} is not among the replayed candidates")
 
     def to_json(self) -> dict[str, Any]:
-        """The numbers, rounded: USD to 6 digits, fractions to 4."""
-        def whatif(result: WhatIf) -> dict[str, Any]:
-            return {"recorded_usd": round(result.recorded_usd, 6),
-                    "as_used": result.as_used.policy.label(),
-                    "as_used_usd": round(result.as_used.usd, 6),
-                    "as_used_error": round(self.as_used_error(result), 6),
-                    "hindsight_usd": round(result.hindsight_usd, 6),
-                    "outcomes": {o.policy.name or o.policy.label(): round(o.usd, 6)
-                                 for o in result.outcomes}}
-
+        """The numbers, rounded: USD to 6 digits, fractions to 4 (errors to 6)."""
+        runs = {}
+        for name, run in self.runs().items():
+            entry = run.to_json()
+            entry["saving"] = round(self.saving(run), 4)
+            entry["above_hindsight"] = round(self.above_hindsight(run), 4)
+            if run.policy is not None:
+                entry["replayed_on_default_usd"] = round(self.replayed_usd(run.policy), 6)
+            runs[name] = entry
         return {"provider": self.provider, "model": self.model, "scenario": self.scenario,
                 "learn_sessions": len(self.learn_sessions),
                 "test_sessions": len(self.test_sessions),
                 "chosen": self.chosen.label(),
-                "chosen_settings": self.chosen.model_dump(mode="json", exclude_defaults=True,
-                                                          exclude={"name"}),
-                "unrestricted": self.unrestricted.label(),
-                "learn": whatif(self.learn),
-                "test_default_usd": round(self.default_usd, 6),
-                "test_chosen_usd": round(self.chosen_usd, 6),
-                "saving": round(self.saving, 4),
-                "hindsight_usd": round(self.default.hindsight_usd, 6),
+                "chosen_settings": _settings(self.chosen),
+                "ttl_chosen": self.ttl_chosen.label(),
+                "ttl_chosen_settings": _settings(self.ttl_chosen),
+                "prior_gaps": len(self.prior_gaps_s),
+                "learn": {"recorded_usd": round(self.learn.recorded_usd, 6),
+                          "as_used_usd": round(self.learn.as_used.usd, 6),
+                          "as_used_error": round(
+                              self.learn.as_used.usd / self.learn.recorded_usd - 1, 6),
+                          "hindsight_usd": round(self.learn.hindsight_usd, 6),
+                          "outcomes": _outcomes(self.learn)},
+                "hindsight_usd": round(self.hindsight_usd, 6),
                 "ttl_hindsight_usd": round(self.default_ttl.hindsight_usd, 6),
-                "above_hindsight": round(self.above_hindsight, 4),
-                "above_ttl_hindsight": round(self.above_ttl_hindsight, 4),
-                "test_default": whatif(self.default),
-                "test_chosen": whatif(self.chosen_replay)}
+                "test": runs}
+
+
+def _settings(policy: CachePolicy) -> dict[str, Any]:
+    return policy.model_dump(mode="json", exclude_defaults=True, exclude={"name"})
+
+
+def _outcomes(result: WhatIf) -> dict[str, float]:
+    return {o.policy.name or o.policy.label(): round(o.usd, 6) for o in result.outcomes}
+
+
+def _same(a: CachePolicy, b: CachePolicy) -> bool:
+    """Same choices (TTLs per kind, keep-alive, explicit cache), whatever the names."""
+    return _settings(a) == _settings(b)
 
 
 def ttl_candidates(provider: str, model: str) -> list[CachePolicy]:
     """The what-if's candidates for ``provider``/``model`` without keep-alive or an explicit
-    cache: the policies the demo can send."""
+    cache: the TTL choices."""
     return [p for p in candidate_policies(cache_rules(provider, model))
             if p.keep_alive is None and not p.explicit_cache]
+
+
+def runnable_candidates(provider: str, model: str, scenario: str = "think-time"
+                        ) -> list[CachePolicy]:
+    """The what-if's candidates for ``provider``/``model`` that ``run_demo`` can follow in
+    ``scenario``: the TTL choices, and their keep-alive variants where the demo sends pings
+    (Anthropic; OpenAI GPT-5.6+), never an explicit cache."""
+    chosen = [s for s in SCENARIOS if s.name == scenario]
+    out = []
+    for policy in candidate_policies(cache_rules(provider, model)):
+        try:
+            check_cache_policy(policy, chosen, provider, model)
+        except InputError:
+            continue
+        out.append(policy)
+    return out
+
+
+def idle_gaps(records: Sequence[UsageRecord]) -> list[float]:
+    """The gaps (seconds) between consecutive real calls of each session, in record order:
+    what a keep-alive scheduler's gap estimate learns from (keep-alive pings skipped: they
+    do not end a gap)."""
+    last: dict[str, UsageRecord] = {}
+    gaps = []
+    for record in records:
+        if is_keepalive(record):
+            continue
+        key = record.session_id or record.record_id
+        previous = last.get(key)
+        if previous is not None:
+            gaps.append((record.ts_utc - previous.ts_utc).total_seconds())
+        last[key] = record
+    return gaps
 
 
 def policy_trial(workload: Workload, *, provider: str = "anthropic", model: str | None = None,
                  scenario: str = "think-time", directory: str | Path | None = None,
                  candidates: Sequence[CachePolicy] | None = None) -> PolicyTrial:
-    """Learn a policy on the first half of ``workload``'s sessions, measure it against the
+    """Learn policies on the first half of ``workload``'s sessions, measure them against the
     default on the second half (module docstring).
 
     Args:
@@ -147,24 +289,33 @@ def policy_trial(workload: Workload, *, provider: str = "anthropic", model: str 
         provider: An emulated provider with TTL choices (``"anthropic"``, ``"bedrock"``).
         model: Model id (default: the demo's for ``provider``).
         scenario: An SDK scenario (:attr:`~stableprompt.demo.Scenario.takes_policy`).
-        directory: Keep the three ledgers here (``learn.db``, ``test-default.db``,
-            ``test-chosen.db``; none may exist yet); default: a temporary directory,
-            deleted afterwards.
-        candidates: Policies ``from_ledger`` chooses among (default: :func:`ttl_candidates`).
+        directory: Keep the ledgers here (``learn.db``, ``test-default.db``,
+            ``test-chosen.db``, ``test-ttl-chosen.db`` and, for a keep-alive choice,
+            ``test-chosen-default-prior.db``; none may exist yet); default: a temporary
+            directory, deleted afterwards.
+        candidates: Policies :attr:`PolicyTrial.chosen` is chosen among (default:
+            :func:`runnable_candidates`); :attr:`PolicyTrial.ttl_chosen` is chosen among
+            those without keep-alive or an explicit cache.
 
     Returns:
         The :class:`PolicyTrial`.
 
     Raises:
-        InputError: Fewer than two sessions (code ``demo-sessions``), or a run the demo
-            refuses (see :func:`~stableprompt.demo.run_demo`).
+        InputError: Fewer than two sessions (code ``demo-sessions``), a candidate the demo
+            cannot follow, or a run the demo refuses (see
+            :func:`~stableprompt.demo.run_demo`).
         PolicyError: No priced call to replay.
     """
     if len(workload.sessions) < 2:
         raise InputError(f"a policy trial needs at least 2 sessions, got "
                          f"{len(workload.sessions)}", code="demo-sessions")
     model = model or DEFAULT_MODELS.get(provider, "")
-    pool = list(candidates) if candidates is not None else ttl_candidates(provider, model)
+    pool = (list(candidates) if candidates is not None
+            else runnable_candidates(provider, model, scenario))
+    ttl_pool = [p for p in pool if p.keep_alive is None and not p.explicit_cache]
+    if not ttl_pool:
+        raise InputError("the candidates hold no TTL-only policy (no keep-alive, no explicit "
+                         "cache) to choose as the second row", code="demo-cache-policy")
     half = len(workload.sessions) // 2
     learn_part, test_part = workload.select(half), workload.select(None, skip=half)
     tmp = None
@@ -174,36 +325,63 @@ def policy_trial(workload: Workload, *, provider: str = "anthropic", model: str 
     assert where is not None
     where.mkdir(parents=True, exist_ok=True)
     try:
-        def run(part: Workload, name: str, policy: CachePolicy | None) -> DemoResult:
-            return run_demo(part, provider=provider, model=model, scenarios=[scenario],
-                            ledger_path=where / name, cache_policy=policy)
+        def run(part: Workload, name: str, policy: CachePolicy | None,
+                prior: Sequence[float] | None = None) -> TrialRun:
+            keep = policy is not None and policy.keep_alive is not None
+            result = run_demo(part, provider=provider, model=model, scenarios=[scenario],
+                              ledger_path=where / name, cache_policy=policy,
+                              keepalive_prior_gaps_s=prior if keep else None)
+            return _measure(where / name, policy, result.report, provider, pool)
 
-        run(learn_part, "learn.db", None)
-        learn = what_if(where / "learn.db", provider=provider, policies=pool)
-        chosen = CachePolicy.from_ledger(where / "learn.db", provider=provider, policies=pool)
-        unrestricted = CachePolicy.from_ledger(where / "learn.db", provider=provider)
+        learn_db = where / "learn.db"
+        run_demo(learn_part, provider=provider, model=model, scenarios=[scenario],
+                 ledger_path=learn_db)
+        learn = what_if(learn_db, provider=provider, policies=pool)
+        chosen = CachePolicy.from_ledger(learn_db, provider=provider, policies=pool)
+        ttl_chosen = CachePolicy.from_ledger(learn_db, provider=provider, policies=ttl_pool)
+        with Ledger(learn_db, read_only=True) as ledger:
+            prior = tuple(idle_gaps(list(ledger.records())))
         default_run = run(test_part, "test-default.db", None)
-        chosen_run = run(test_part, "test-chosen.db", chosen)
+        chosen_run = run(test_part, "test-chosen.db", chosen, prior)
+        ttl_chosen_run = run(test_part, "test-ttl-chosen.db", ttl_chosen)
+        no_prior = None
+        if chosen.keep_alive is not None:
+            no_prior = run(test_part, "test-chosen-default-prior.db", chosen)
         return PolicyTrial(
             provider=provider, model=model, scenario=scenario,
             learn_sessions=tuple(s.id for s in learn_part.sessions),
             test_sessions=tuple(s.id for s in test_part.sessions),
-            chosen=chosen, unrestricted=unrestricted, learn=learn,
-            default_usd=_measured(default_run, scenario),
-            chosen_usd=_measured(chosen_run, scenario),
-            default=what_if(where / "test-default.db", provider=provider),
-            default_ttl=what_if(where / "test-default.db", provider=provider, policies=pool),
-            chosen_replay=what_if(where / "test-chosen.db", provider=provider, policies=pool))
+            chosen=chosen, ttl_chosen=ttl_chosen, learn=learn, prior_gaps_s=prior,
+            default_run=default_run, chosen_run=chosen_run, ttl_chosen_run=ttl_chosen_run,
+            chosen_default_prior=no_prior,
+            default_ttl=what_if(where / "test-default.db", provider=provider,
+                                policies=ttl_pool))
     finally:
         if tmp is not None:
             shutil.rmtree(tmp, ignore_errors=True)
 
 
-def _measured(result: DemoResult, scenario: str) -> float:
-    """The scenario's summed cost from its ledger (``summarize``: reported usage priced with
-    genai-prices)."""
-    cost = result.report.scenarios[scenario].totals.cost_usd
-    if cost is None:
-        raise InputError(f"scenario {scenario!r} of model {result.model!r} has no price "
-                         "(genai-prices): a policy trial compares costs", code="demo-model")
-    return cost
+def _measure(path: Path, policy: CachePolicy | None, report: Summary, provider: str,
+             pool: Sequence[CachePolicy]) -> TrialRun:
+    """A test run's :class:`TrialRun`, from its ledger and its summary ``report``.
+
+    Raises:
+        InputError: The model or a ping has no price (code ``demo-model``).
+    """
+    cost, pings_usd = report.cost_usd, report.keepalive.usd
+    if cost is None or report.keepalive.unpriced or (report.keepalive.calls
+                                                     and pings_usd is None):
+        raise InputError(f"the ledger {path} has no price (genai-prices): a policy trial "
+                         "compares costs", code="demo-model")
+    with Ledger(path, read_only=True) as ledger:
+        records = list(ledger.records())
+    pings = [r for r in records if is_keepalive(r)]
+    real = [r for r in records if not is_keepalive(r)]
+    replay = what_if(records, provider=provider, policies=pool)
+    numbers = [r.verdict_detail.get("keepalive_ping") for r in pings]
+    return TrialRun(
+        policy=policy, usd=cost, calls=len(real),
+        ttl_expired=sum(r.verdict == "ttl_expired" for r in real),
+        pings=len(pings), pings_usd=pings_usd or 0.0,
+        most_pings_in_a_gap=max((n for n in numbers if isinstance(n, int)), default=0),
+        replay=replay)

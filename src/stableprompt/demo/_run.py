@@ -24,14 +24,16 @@ import shutil
 import tempfile
 import time
 from collections.abc import Callable, Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .._accounting._summary import Summary, summarize
-from .._economics._cache_policy import CachePolicy
+from .._economics._cache_policy import REQUEST_KINDS, CachePolicy, ttl_seconds
 from .._exceptions import InputError, LedgerError
 from .._ledger._ledger import Ledger
+from .._policy import cache_rules, takes_cache_options
 from .._recording._recorder import Recorder
 from ..emulator import Emulator, FakeClock
 from ._driver import (
@@ -40,9 +42,11 @@ from ._driver import (
     DEMO_START_S,
     TURN_GAP_S,
     Capture,
+    KeepAliveSender,
     ProgressCallback,
     SenderFactory,
     client_sender,
+    keepalive_sender,
     run_session,
     write_records,
 )
@@ -73,6 +77,7 @@ __all__ = [
     "ENGINE_PROVIDER",
     "TURN_GAP_S",
     "DemoResult",
+    "check_cache_policy",
     "client_sender",
     "describe_workload",
     "ledger_meta",
@@ -152,7 +157,9 @@ class DemoResult:
         runs add ``engine`` (see
         :meth:`~stableprompt.demo._engine_report.EngineReport.to_json`) and, per row,
         ``scenario``, ``endpoint`` and ``prefill``; a run under a cache policy adds
-        ``cache_policy`` (its label and settings) after ``cost``."""
+        ``cache_policy`` (its label and settings) after ``cost``, and with keep-alive
+        ``keepalive`` (the pings: ``Summary.keepalive``; ``cost.usd`` per scenario leaves
+        them out, as the report's calls do)."""
         scenarios = {name: self.report.scenarios[name].totals.to_json()
                      for name in self.scenarios if name in self.report.scenarios}
         if self.engine is not None:
@@ -177,6 +184,8 @@ class DemoResult:
             out["cache_policy"] = {
                 "label": self.cache_policy.label(),
                 "settings": self.cache_policy.model_dump(mode="json", exclude_defaults=True)}
+            if self.cache_policy.keep_alive is not None:
+                out["keepalive"] = self.report.keepalive.to_json()
         if self.engine is not None:
             out["engine"] = self.engine.to_json()
         out["elapsed_s"] = round(self.elapsed_s, 3)
@@ -262,6 +271,7 @@ def run_demo(
     notice: Callable[[str], None] | None = None,
     wire: str | None = None,
     cache_policy: CachePolicy | None = None,
+    keepalive_prior_gaps_s: Sequence[float] | None = None,
 ) -> DemoResult:
     """Run the scenarios over ``workload`` and summarize the ledger.
 
@@ -294,7 +304,18 @@ def run_demo(
             SDK harnesses follow (head TTL at freeze, history TTL at render; e.g.
             ``scenarios=["think-time"]`` under ``CachePolicy.from_ledger(...)``). Every
             chosen scenario must take one (:attr:`Scenario.takes_policy`); Gemini's harness
-            takes none. Keep-alive is not sent by the demo: a policy with one is refused.
+            takes none, nor does the engine. With ``keep_alive``, requests go through a
+            :class:`~stableprompt.KeepAliveScheduler` on our client (one conversation per
+            session, closed when the session ends) and the fake clock stops at each due
+            ping (``_driver.KeepAliveSender``): the pings are ledger rows marked
+            ``keepalive``, in ``report.keepalive`` and ``report.cost_usd``. Refused: an
+            explicit cache (Gemini's), keep-alive on Bedrock (Converse is not pinged), on
+            an OpenAI model before GPT-5.6 (no TTL a read refreshes), with a custom
+            ``sender``, or with an interval not shorter than the TTL it keeps.
+        keepalive_prior_gaps_s: With a keep-alive policy: idle gaps (seconds) the
+            scheduler's gap estimate starts from (``KeepAliveScheduler(prior_gaps_s=)``, e.g.
+            the gaps between calls of a ledger of the same harness); default: its
+            log-uniform prior (1 s to 1 day).
 
     Returns:
         The :class:`DemoResult`.
@@ -303,7 +324,8 @@ def run_demo(
         InputError: Unknown provider, scenario, endpoint or template, an empty model id, or
             a llama-server option with another provider (codes ``demo-provider``,
             ``demo-scenario``, ``demo-endpoint``, ``demo-template``, ``demo-model``,
-            ``demo-base-url``, ``demo-wire``, ``demo-cache-policy``).
+            ``demo-base-url``, ``demo-wire``, ``demo-cache-policy``; gaps without a
+            keep-alive policy: ``demo-cache-policy``).
         LedgerError: The ledger cannot be created (see :func:`prepare_ledger`).
         ProviderError: A call to the emulator failed, or the engine did not answer.
         EngineError: The engine could not be built or started.
@@ -343,7 +365,11 @@ def run_demo(
             raise InputError(f"unknown scenario {name!r} for {provider}; choose from "
                              f"{', '.join(known)}", code="demo-scenario")
         chosen.append(match)
-    _check_policy(cache_policy, chosen, provider)
+    check_cache_policy(cache_policy, chosen, provider, model, wire=wire, sender=sender)
+    if keepalive_prior_gaps_s is not None and (cache_policy is None
+                                               or cache_policy.keep_alive is None):
+        raise InputError("keepalive_prior_gaps_s is the keep-alive scheduler's prior: it needs "
+                         "a cache_policy with keep_alive", code="demo-cache-policy")
     plan = None
     if engine:
         from ._engine_run import EnginePlan
@@ -373,7 +399,7 @@ def run_demo(
             for scenario in chosen:
                 _run_scenario(scenario, workload, provider, model, ledger, capture, progress,
                               sender or client_sender, wire or PROVIDER_WIRES[provider],
-                              cache_policy)
+                              cache_policy, keepalive_prior_gaps_s=keepalive_prior_gaps_s)
             rows = tuple(s.name for s in chosen)
             report = summarize(ledger.records())
     finally:
@@ -385,12 +411,15 @@ def run_demo(
                       None if engine else wire or PROVIDER_WIRES[provider], cache_policy)
 
 
-def _check_policy(policy: CachePolicy | None, chosen: Sequence[Scenario],
-                  provider: str) -> None:
-    """Refuse a cache policy the run cannot follow (``run_demo``'s ``cache_policy``).
+def check_cache_policy(policy: CachePolicy | None, chosen: Sequence[Scenario],
+                       provider: str, model: str, *, wire: str | None = None,
+                       sender: SenderFactory | None = None) -> None:
+    """Refuse a cache policy the run cannot follow (``run_demo``'s ``cache_policy``) in the
+    ``chosen`` scenarios, before anything runs (``run_demo``, ``stableprompt demo
+    --cache-policy``, ``policy_trial``'s candidates).
 
     Raises:
-        InputError: code ``demo-cache-policy``.
+        InputError: code ``demo-cache-policy``, saying why.
     """
     if policy is None:
         return
@@ -399,52 +428,96 @@ def _check_policy(policy: CachePolicy | None, chosen: Sequence[Scenario],
                          code="demo-cache-policy")
     problem = None
     naive = [s.name for s in chosen if not s.takes_policy]
-    if provider in (ENGINE_PROVIDER, "gemini"):
-        problem = f"the {provider} demo takes no cache policy"
+    if provider == ENGINE_PROVIDER:
+        problem = (f"the {provider} demo takes no cache policy (llama-server ignores TTLs and "
+                   "breakpoints)")
+    elif provider == "gemini":
+        problem = ("the gemini demo takes no cache policy: its harness relies on implicit "
+                   "caching, which has no TTL to choose and no keep-alive")
     elif naive:
         problem = (f"scenario(s) {', '.join(naive)} place their own breakpoints and take no "
                    "cache policy; choose SDK scenarios, e.g. scenarios=['think-time']")
-    elif policy.keep_alive is not None or policy.explicit_cache:
-        problem = ("the demo sends no keep-alive requests and no explicit cache: use a policy "
-                   "of TTLs only")
+    elif policy.explicit_cache:
+        problem = ("an explicit head cache is Gemini's (GeminiCache), and the gemini demo "
+                   "takes no cache policy; drop explicit_cache")
+    elif policy.keep_alive is not None:
+        problem = _keep_alive_problem(policy, provider, model, wire, sender)
     if problem is not None:
         raise InputError(f"cache policy {policy.label()!r}: {problem}",
                          code="demo-cache-policy")
 
 
+def _keep_alive_problem(policy: CachePolicy, provider: str, model: str, wire: str | None,
+                        sender: SenderFactory | None) -> str | None:
+    """Why the run cannot send ``policy``'s keep-alive pings, or ``None``."""
+    keep = policy.keep_alive
+    assert keep is not None
+    wire = wire or PROVIDER_WIRES[provider]
+    if wire not in ("anthropic", "openai-chat", "openai-responses"):
+        return (f"KeepAliveScheduler pings Anthropic Messages and OpenAI requests only, not "
+                f"{wire} (the {provider} demo sends those); drop keep_alive")
+    if sender not in (None, client_sender):
+        return ("keep-alive pings go through stableprompt's own client (KeepAliveScheduler); "
+                "a custom sender cannot send them")
+    rules = cache_rules(provider, model)
+    if provider == "openai" and not takes_cache_options(rules):
+        return (f"model {model!r} has no documented TTL a read refreshes (OpenAI GPT-5.6 and "
+                "later do): no keep-alive ping could keep its prefix")
+    for kind in REQUEST_KINDS:
+        kept = ttl_seconds(policy.for_kind(kind).history, rules.default_ttl_s)
+        if kept is not None and keep.interval_s >= kept:
+            return (f"keep_alive.interval_s {keep.interval_s:g} is not shorter than the {kind} "
+                    f"history TTL it keeps ({kept} s, {provider} {model})")
+    return None
+
+
 def _run_scenario(scenario: Scenario, workload: Workload, provider: str, model: str,
                   ledger: Ledger, capture_dir: Path | None,
                   progress: ProgressCallback | None, sender: SenderFactory,
-                  wire: str, cache_policy: CachePolicy | None = None) -> None:
+                  wire: str, cache_policy: CachePolicy | None = None, *,
+                  keepalive_prior_gaps_s: Sequence[float] | None = None) -> None:
     clock = FakeClock(DEMO_START_S)
     sessions = scenario.sessions(workload.sessions)
     total, done = sum(s.model_calls for s in sessions), 0
     capture = Capture(capture_dir, scenario.name, wire) if capture_dir else None
+    keep_alive = cache_policy.keep_alive if cache_policy is not None else None
     try:
-        with Emulator(responder=workload.responder(), clock=clock) as emulator:
+        with Emulator(responder=workload.responder(), clock=clock) as emulator, \
+                ExitStack() as senders:
             # Records go to the ledger when the scenario ends: while it runs, the recorder must
             # not take another scenario's request (same head, other emulator) as predecessor.
             recorder = Recorder(None, scenario=scenario.name, clock=clock, provider=provider,
                                 keep_records=None)
-            with sender(wire, emulator, recorder) as send_request:
-                for session in sessions:
-                    harness = scenario.harness(
-                        session, wire=wire, model=model,
-                        system_prompt=session_system_prompt(workload.system_prompt, session),
-                        cache_policy=cache_policy)
+            keep: KeepAliveSender | None = None
+            if keep_alive is not None:  # our client behind a scheduler; the clock steps
+                keep = senders.enter_context(
+                    keepalive_sender(wire, emulator, recorder, keep_alive, clock,
+                                     prior_gaps_s=keepalive_prior_gaps_s))
+            else:
+                send_request = senders.enter_context(sender(wire, emulator, recorder))
+            for session in sessions:
+                harness = scenario.harness(
+                    session, wire=wire, model=model,
+                    system_prompt=session_system_prompt(workload.system_prompt, session),
+                    cache_policy=cache_policy)
 
-                    def exchange(outgoing: Outgoing, sid: str = session.id) -> Reply:
-                        in_path = wire in PATH_WIRES  # the request needs its path, headers
-                        if capture is not None:
-                            capture.write(sid, outgoing.to_bytes(),
-                                          outgoing.url_path() if in_path else None)
-                        return Reply.from_response(wire, send_request(
-                            outgoing if in_path else outgoing.request))  # type: ignore[arg-type]
+                def exchange(outgoing: Outgoing, sid: str = session.id) -> Reply:
+                    in_path = wire in PATH_WIRES  # the request needs its path, headers
+                    if capture is not None:
+                        capture.write(sid, outgoing.to_bytes(),
+                                      outgoing.url_path() if in_path else None)
+                    body: Any = outgoing if in_path else outgoing.request
+                    response = (send_request(body) if keep is None
+                                else keep.send(body, conversation=sid))
+                    return Reply.from_response(wire, response)
 
-                    for _ in run_session(session, harness, clock, exchange):
-                        done += 1
-                        if progress is not None:
-                            progress(scenario.name, done, total)
+                for _ in run_session(session, harness, clock, exchange,
+                                     advance=None if keep is None else keep.advance):
+                    done += 1
+                    if progress is not None:
+                        progress(scenario.name, done, total)
+                if keep is not None:
+                    keep.end(session.id)
             write_records(ledger, recorder.records)
     finally:
         if capture is not None:
