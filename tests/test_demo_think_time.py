@@ -27,7 +27,7 @@ from stableprompt import (
 from stableprompt._cli import main
 from stableprompt.demo import Workload, policy_trial, run_demo, synthetic_workload
 from stableprompt.demo._driver import CALL_STEP_S, TURN_GAP_S, client_sender
-from stableprompt.demo._policy_trial import idle_gaps, runnable_candidates, ttl_candidates
+from stableprompt.demo._policy_trial import runnable_candidates, ttl_candidates
 from stableprompt.demo._scenarios import SCENARIOS
 from stableprompt.demo._think_time import THINK_TIME_S, think_times
 
@@ -182,7 +182,6 @@ def test_from_ledger_chooses_among_the_given_candidates(ledgers: dict[str, Path]
       "sender": lambda *a: client_sender(*a)}, "custom sender"),
     ({"scenarios": ["think-time"], "cache_policy": CachePolicy(
         keep_alive=KeepAlive(interval_s=300, max_pings=3))}, "not shorter than"),
-    ({"scenarios": ["think-time"], "keepalive_prior_gaps_s": PRIOR}, "needs a cache_policy"),
     ({"scenarios": ["think-time"], "cache_policy": "1h"}, "CachePolicy"),
 ])
 def test_a_policy_the_demo_cannot_follow_is_refused(synthetic: Workload,
@@ -190,8 +189,8 @@ def test_a_policy_the_demo_cannot_follow_is_refused(synthetic: Workload,
                                                     fragment: str) -> None:
     """A cache policy with a naive scenario, on Gemini, with an explicit cache, keep-alive
     where no ping can be sent (Bedrock's Converse, an OpenAI model before GPT-5.6, a custom
-    sender) or with an interval not shorter than the TTL, a gap prior without keep-alive,
-    or not a CachePolicy: InputError demo-cache-policy saying why, before anything runs."""
+    sender) or with an interval not shorter than the TTL, or not a CachePolicy: InputError
+    demo-cache-policy saying why, before anything runs."""
     kwargs.setdefault("cache_policy", ONE_HOUR)
     with pytest.raises(InputError) as info:
         run_demo(synthetic, **kwargs)
@@ -204,12 +203,14 @@ def kept(synthetic: Workload, tmp_path_factory: pytest.TempPathFactory
     """The synthetic think-time sessions under ``default + keep-alive``: with the
     scheduler's default gap prior, with :data:`PRIOR`, and capped at one ping a gap."""
     out = {}
-    capped = CachePolicy(name="capped", keep_alive=KeepAlive(interval_s=270, max_pings=1))
-    for name, policy, prior in (("default-prior", KEEP, None), ("prior", KEEP, PRIOR),
-                                ("capped", capped, PRIOR)):
+    capped = CachePolicy(name="capped", keep_alive=KeepAlive(interval_s=270, max_pings=1,
+                                                             prior_gaps_s=tuple(PRIOR)))
+    assert KEEP.keep_alive is not None
+    prior = KEEP.model_copy(update={"keep_alive": KEEP.keep_alive.model_copy(
+        update={"prior_gaps_s": tuple(PRIOR)})})
+    for name, policy in (("default-prior", KEEP), ("prior", prior), ("capped", capped)):
         path = tmp_path_factory.mktemp(name) / "demo.db"
-        run_demo(synthetic, scenarios=["think-time"], ledger_path=path, cache_policy=policy,
-                 keepalive_prior_gaps_s=prior)
+        run_demo(synthetic, scenarios=["think-time"], ledger_path=path, cache_policy=policy)
         out[name] = path
     return out
 
@@ -296,11 +297,12 @@ def test_keepalive_leaves_other_scenarios_alone(synthetic: Workload) -> None:
     assert list(kept)[-3:] == ["cache_policy", "keepalive", "elapsed_s"]
 
 
-def test_idle_gaps_skip_pings(kept: dict[str, Path], ledgers: dict[str, Path]) -> None:
-    """idle_gaps: the gaps between consecutive real calls of each session, pings skipped:
-    the same with and without keep-alive."""
-    gaps = idle_gaps(_records(ledgers["default"]))
-    assert gaps == idle_gaps(_records(kept["prior"]))
+def test_the_gaps_skip_pings(kept: dict[str, Path], ledgers: dict[str, Path]) -> None:
+    """The what-if's gaps (what a chosen keep-alive carries as its scheduler's prior): the
+    gaps between consecutive real calls of each chain, pings skipped: the same with and
+    without keep-alive."""
+    gaps = what_if(ledgers["default"]).gaps_s
+    assert gaps == what_if(kept["prior"]).gaps_s
     assert len(gaps) == 24 - 3 and sum(g > 60 for g in gaps) == 7
 
 
@@ -337,7 +339,8 @@ def test_cli_demo_follows_a_cache_policy_file(tmp_path: Path,
 @pytest.mark.parametrize(("content", "provider", "code", "needle"), [
     (None, "anthropic", "cache-policy", "cannot read cache policy"),
     ("{not json", "anthropic", "cache-policy", "invalid cache policy"),
-    ('{"head": "5m", "history": "1h"}', "anthropic", "cache-policy", "longer TTLs"),
+    ('{"head": "5m", "history": "1h"}', "anthropic", "cache-policy-ttl-order",
+     "longer TTLs"),
     ('{"ttl": "1h"}', "anthropic", "cache-policy", "/ttl"),
     ('{"keep_alive": {"interval_s": 270, "max_pings": 3}}', "bedrock", "demo-cache-policy",
      "not bedrock-converse"),

@@ -102,7 +102,8 @@ def test_each_policy_is_replayed_as_computed_by_hand() -> None:
     assert all(o.usd >= result.hindsight_usd - 1e-12 for o in result.outcomes)
     assert result.saving_usd == pytest.approx(paid - keep.usd)
     chosen = result.recommended()
-    assert chosen.keep_alive == KeepAlive(interval_s=270, max_pings=14)
+    # the keep-alive carries the gaps it was chosen on: the scheduler's prior
+    assert chosen.keep_alive == KeepAlive(interval_s=270, max_pings=14, prior_gaps_s=(60, 600))
     assert chosen.for_kind("main") == TtlChoice()
     # 1 h pays when the share of gaps between 5 m and 1 h reaches the extra write price of
     # the 500 new tokens a call writes over the rewrite it saves of the 10,250 it can reuse.
@@ -128,7 +129,7 @@ def test_kinds_are_told_apart_and_chosen_separately() -> None:
         "main": 3, "subagent": 2, "one-shot": 1}
     chosen = result.recommended()
     assert chosen.for_kind("subagent") == TtlChoice()  # short gaps: the default is cheapest
-    assert chosen.keep_alive == KeepAlive(interval_s=270, max_pings=14)  # helps main only
+    assert chosen.keep_alive is not None and chosen.keep_alive.interval_s == 270  # main's
 
 
 def test_rows_without_head_tokens_skip_per_place_policies_and_say_so() -> None:
@@ -424,3 +425,15 @@ def test_no_explicit_candidate_for_a_model_without_explicit_caching() -> None:
     result = what_if(records)
     assert "explicit head cache" not in result.outcomes_by_label()
     assert any("offer only implicit caching" in note for note in result.notes)
+
+
+def test_gap_quantiles_keep_the_shape_of_many_gaps() -> None:
+    from stableprompt._economics._cache_policy import MAX_PRIOR_GAPS, gap_quantiles
+
+    assert gap_quantiles([5.0, 1.0, 3.0]) == (1.0, 3.0, 5.0)
+    many = [float(g) for g in range(1, 1001)]
+    kept = gap_quantiles(many)
+    assert len(kept) == MAX_PRIOR_GAPS and kept[0] == 1.0 and kept[-1] == 1000.0
+    assert kept == tuple(sorted(kept))
+    with pytest.raises(PolicyError, match="prior_gaps_s"):
+        KeepAlive(interval_s=60, max_pings=1, prior_gaps_s=(-1.0,))

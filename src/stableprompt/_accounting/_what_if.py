@@ -61,6 +61,7 @@ from .._economics._cache_policy import (
     CachePolicy,
     KeepAlive,
     TtlChoice,
+    gap_quantiles,
     ttl_seconds,
 )
 from .._economics._prices import UnitPrices, unit_prices
@@ -248,6 +249,9 @@ class WhatIf:
         notes: What was left out and why (unknown usage, unpriced models), one line each.
         break_even: Per longer TTL label the provider offers, when it pays
             (:class:`BreakEven`).
+        gaps_s: The idle gaps (seconds) between consecutive calls of each chain: a chosen
+            keep-alive carries their quantiles as its scheduler's prior
+            (:meth:`recommended`, ``KeepAlive.prior_gaps_s``).
     """
 
     provider: str
@@ -259,6 +263,7 @@ class WhatIf:
     per_place: bool
     notes: list[str]
     break_even: dict[str, BreakEven] = field(default_factory=dict)
+    gaps_s: list[float] = field(default_factory=list)
 
     @property
     def cheapest(self) -> PolicyOutcome:
@@ -303,8 +308,11 @@ class WhatIf:
             if longer is not None and longer in self.break_even:
                 name += f"; {self.break_even[longer].text()}"
             name += ")"
+        keep = setting[0]
+        if keep is not None and self.gaps_s:  # the scheduler's prior: the gaps it paid on
+            keep = keep.model_copy(update={"prior_gaps_s": gap_quantiles(self.gaps_s)})
         return CachePolicy(name=name, head=main.head, history=main.history, by_kind=by_kind,
-                           keep_alive=setting[0], explicit_cache=setting[1])
+                           keep_alive=keep, explicit_cache=setting[1])
 
     def outcomes_by_label(self) -> dict[str, PolicyOutcome]:
         return {o.policy.name or o.policy.label(): o for o in self.outcomes}
@@ -811,7 +819,20 @@ def what_if(source: Any, *, provider: str | None = None, since: datetime | None 
               "policy used; each candidate sends its own"] = None
     return WhatIf(provider=provider, calls=len(real), recorded_usd=recorded, as_used=as_used,
                   outcomes=outcomes, hindsight_usd=hindsight, per_place=per_place,
-                  notes=list(notes), break_even=_break_even(real, busiest, candidates))
+                  notes=list(notes), break_even=_break_even(real, busiest, candidates),
+                  gaps_s=_gaps(real))
+
+
+def _gaps(calls: list[ReplayCall]) -> list[float]:
+    """Seconds between consecutive calls of each chain (``calls`` in time order)."""
+    last: dict[tuple[str, ...], datetime] = {}
+    gaps: list[float] = []
+    for call in calls:
+        before = last.get(call.chain)
+        if before is not None:
+            gaps.append((call.ts - before).total_seconds())
+        last[call.chain] = call.ts
+    return gaps
 
 
 def _break_even(calls: list[ReplayCall], rules: CacheRules,

@@ -221,6 +221,8 @@ class _KeepAliveCore:
                              code="keepalive-config")
         self.client = client
         self.clock = clock
+        if prior_gaps_s is None and self.keep_alive.prior_gaps_s:
+            prior_gaps_s = self.keep_alive.prior_gaps_s  # what the policy was chosen on
         self._prior = None if prior_gaps_s is None else list(prior_gaps_s)
         self._prior_weight = float(prior_weight)
         self._prices = prices
@@ -485,7 +487,9 @@ class KeepAliveScheduler(_KeepAliveCore):
             with one (``interval_s``, ``max_pings`` per idle gap, ``min_expected_saving_usd``).
         clock: Epoch seconds (``time.time``); the emulator's ``FakeClock`` in tests.
         prior_gaps_s: Gaps (seconds) whose distribution is the prior of every conversation's
-            gap estimate; ``None``: log-uniform between 1 s and 1 day (``_keepalive_value``).
+            gap estimate; ``None``: the policy's ``KeepAlive.prior_gaps_s`` (the gaps a
+            ``from_ledger`` policy was chosen on), else log-uniform between 1 s and 1 day
+            (``_keepalive_value``).
         prior_weight: Observations the prior is worth (default 1; 0 with no gap observed
             yet means no estimate: no ping until the conversation's first gap).
         prices: ``(provider, model, day) -> UnitPrices | None`` (default genai-prices via

@@ -39,7 +39,8 @@ from .._public import public
 if TYPE_CHECKING:
     from .._accounting._what_if import WhatIf
 
-__all__ = ["REQUEST_KINDS", "CachePolicy", "KeepAlive", "RequestKind", "TtlChoice"]
+__all__ = ["MAX_PRIOR_GAPS", "REQUEST_KINDS", "CachePolicy", "KeepAlive", "RequestKind",
+           "TtlChoice", "gap_quantiles"]
 
 RequestKind = Literal["main", "subagent", "one-shot"]
 REQUEST_KINDS: tuple[RequestKind, ...] = ("main", "subagent", "one-shot")
@@ -51,12 +52,57 @@ def _check_label(label: str | None, where: str) -> None:
         raise ValueError(f"{where}: TTL {label!r} is not one of {sorted(TTL_LABELS_S)}")
 
 
+def _check_order(head: str | None, history: str | None) -> None:
+    """Known labels, the head's TTL not shorter than the history's (ValueError)."""
+    _check_label(head, "head")
+    _check_label(history, "history")
+    if (head is not None and history is not None
+            and TTL_LABELS_S[head] < TTL_LABELS_S[history]):
+        raise ValueError(f"head TTL {head!r} is shorter than history TTL {history!r}: longer "
+                         "TTLs must come first (Anthropic prompt-caching docs, 'Mixing "
+                         "different TTLs')")
+
+
 def ttl_seconds(label: str | None, default_s: int | None) -> int | None:
     """Seconds of a TTL ``label``; ``default_s`` (the provider's default) for ``None``."""
     return default_s if label is None else TTL_LABELS_S[label]
 
 
-class TtlChoice(BaseModel):
+def policy_error(exc: ValidationError, prefix: str = "") -> PolicyError:
+    """A :class:`~stableprompt.PolicyError` for a policy value that failed validation: its
+    first problem and where (JSON pointer); code ``cache-policy-ttl-order`` for a longer TTL
+    after a shorter one, else ``cache-policy``."""
+    first = exc.errors()[0]
+    where = "/" + "/".join(str(p) for p in first["loc"])
+    inner = first.get("ctx", {}).get("error")
+    if isinstance(inner, PolicyError) and inner.args:  # a nested value's own error
+        text = str(inner.args[0])
+        head, _, message = text.partition(": ")
+        nested = head.removeprefix("invalid cache policy at ")
+        if nested != head and message:
+            where = where.rstrip("/") + (nested if nested != "/" else "") or "/"
+        else:
+            message = text
+        return PolicyError(f"{prefix}invalid cache policy at {where}: {message}",
+                           code=inner.code)
+    message = str(first["msg"]).removeprefix("Value error, ")
+    code = "cache-policy-ttl-order" if "longer TTLs" in message else "cache-policy"
+    return PolicyError(f"{prefix}invalid cache policy at {where}: {message}", code=code)
+
+
+class _PolicyValue(BaseModel):
+    """A frozen policy value whose invalid construction is a ``PolicyError``."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    def __init__(self, **data: Any) -> None:
+        try:
+            super().__init__(**data)
+        except ValidationError as exc:
+            raise policy_error(exc) from exc
+
+
+class TtlChoice(_PolicyValue):
     """TTL labels of one request kind's two SDK breakpoints (``None``: provider default).
 
     Raises:
@@ -64,24 +110,17 @@ class TtlChoice(BaseModel):
             (longer TTLs must come first).
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     head: str | None = None
     history: str | None = None
 
     @model_validator(mode="after")
     def _order(self) -> TtlChoice:
-        _check_label(self.head, "head")
-        _check_label(self.history, "history")
-        if (self.head is not None and self.history is not None
-                and TTL_LABELS_S[self.head] < TTL_LABELS_S[self.history]):
-            raise ValueError(f"head TTL {self.head!r} is shorter than history TTL "
-                             f"{self.history!r}: longer TTLs must come first (Anthropic "
-                             "prompt-caching docs, 'Mixing different TTLs')")
+        _check_order(self.head, self.history)
         return self
 
 
-class KeepAlive(BaseModel):
+class KeepAlive(_PolicyValue):
     """Opt-in keep-alive: refresh an idle conversation's cached prefix.
 
     Attributes:
@@ -91,16 +130,41 @@ class KeepAlive(BaseModel):
             requests of one conversation); ``0`` disables them.
         min_expected_saving_usd: Send a keep-alive only while the expected saving (from the
             observed gaps) exceeds its price by this much (USD, default 0).
+        prior_gaps_s: Idle gaps (seconds) the scheduler's estimate of the next gap starts
+            from, before a conversation shows its own (``KeepAliveScheduler``): the gaps of
+            the traffic a policy was chosen on (:meth:`CachePolicy.from_ledger` fills it with
+            at most :data:`MAX_PRIOR_GAPS` quantiles). Empty: the scheduler's default prior.
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     interval_s: float = Field(gt=0, allow_inf_nan=False)
     max_pings: int = Field(ge=0, le=10_000)
     min_expected_saving_usd: float = Field(default=0.0, ge=0, allow_inf_nan=False)
+    prior_gaps_s: tuple[float, ...] = Field(default=(), max_length=1000)
+
+    @model_validator(mode="after")
+    def _gaps(self) -> KeepAlive:
+        if any(not (math.isfinite(g) and g >= 0) for g in self.prior_gaps_s):
+            raise ValueError("prior_gaps_s must be finite gaps in seconds >= 0")
+        return self
 
 
-class CachePolicy(BaseModel):
+MAX_PRIOR_GAPS = 64
+"""Quantiles of the observed gaps a chosen keep-alive carries (:attr:`KeepAlive.prior_gaps_s`):
+enough to keep the distribution's shape, small enough for a policy file."""
+
+
+def gap_quantiles(gaps: list[float], count: int = MAX_PRIOR_GAPS) -> tuple[float, ...]:
+    """``count`` evenly spaced quantiles of ``gaps`` (all of them when there are fewer), in
+    seconds rounded to 0.1, ascending."""
+    ordered = sorted(gaps)
+    if len(ordered) <= count:
+        return tuple(round(g, 1) for g in ordered)
+    step = (len(ordered) - 1) / (count - 1)
+    return tuple(round(ordered[round(i * step)], 1) for i in range(count))
+
+
+class CachePolicy(_PolicyValue):
     """A caching choice: TTL per breakpoint place and request kind, keep-alive, and (Gemini)
     an explicit cache of the head.
 
@@ -120,7 +184,6 @@ class CachePolicy(BaseModel):
             keeps, or an unknown request kind (code ``cache-policy``).
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     name: str = ""
     head: str | None = None
@@ -129,19 +192,9 @@ class CachePolicy(BaseModel):
     keep_alive: KeepAlive | None = None
     explicit_cache: bool = False
 
-    def __init__(self, **data: Any) -> None:
-        try:
-            super().__init__(**data)
-        except ValidationError as exc:
-            first = exc.errors()[0]
-            where = "/" + "/".join(str(p) for p in first["loc"])
-            code = "cache-policy-ttl-order" if "longer TTLs" in str(exc) else "cache-policy"
-            raise PolicyError(f"invalid CachePolicy at {where}: {first['msg']}",
-                              code=code) from exc
-
     @model_validator(mode="after")
     def _check(self) -> CachePolicy:
-        TtlChoice(head=self.head, history=self.history)
+        _check_order(self.head, self.history)
         unknown = sorted(set(self.by_kind) - set(REQUEST_KINDS))
         if unknown:
             raise ValueError(f"unknown request kind(s) {unknown}: use {list(REQUEST_KINDS)}")
@@ -199,12 +252,7 @@ class CachePolicy(BaseModel):
         try:
             return cls.model_validate_json(text)
         except ValidationError as exc:
-            first = exc.errors()[0]
-            where = "/" + "/".join(str(p) for p in first["loc"])
-            raise PolicyError(f"{path}: invalid cache policy at {where}: {first['msg']}",
-                              code="cache-policy") from exc
-        except PolicyError as exc:
-            raise PolicyError(f"{path}: {exc}", code=exc.code) from exc
+            raise policy_error(exc, f"{path}: ") from exc
 
     @classmethod
     def from_ledger(cls, ledger: Any, *, provider: str | None = None,

@@ -195,16 +195,13 @@ class KeepAliveSender:
 
 @contextmanager
 def keepalive_sender(wire: str, target: Target, recorder: Recorder, keep_alive: KeepAlive,
-                     clock: FakeClock, *, prior_gaps_s: Sequence[float] | None = None
-                     ) -> Iterator[KeepAliveSender]:
+                     clock: FakeClock) -> Iterator[KeepAliveSender]:
     """Our client for ``wire`` (Anthropic Messages, OpenAI Chat Completions or Responses)
     on ``target`` and ``recorder``, behind a :class:`~stableprompt.KeepAliveScheduler` with
-    ``keep_alive`` on ``clock`` (genai-prices; its gap prior: ``prior_gaps_s``, default its
-    log-uniform one); closes both."""
-    prior = None if prior_gaps_s is None else list(prior_gaps_s)
+    ``keep_alive`` on ``clock`` (genai-prices; its gap prior: ``keep_alive.prior_gaps_s``,
+    else the scheduler's log-uniform one); closes both."""
     with _client(wire, target, recorder) as client, \
-            KeepAliveScheduler(client, keep_alive, clock=clock,
-                               prior_gaps_s=prior) as scheduler:
+            KeepAliveScheduler(client, keep_alive, clock=clock) as scheduler:
         yield KeepAliveSender(scheduler, clock)
 
 

@@ -14,9 +14,9 @@ acceptance, on the emulator).
    under the default, under :attr:`~PolicyTrial.chosen` and under
    :attr:`~PolicyTrial.ttl_chosen`. A keep-alive policy's pings are sent
    (:class:`~stableprompt.KeepAliveScheduler`, ``run_demo``) with the learn half's idle gaps
-   as the scheduler's gap prior (:func:`idle_gaps`: what it learnt, never the test half's),
-   and once more with the scheduler's default prior (:attr:`PolicyTrial.chosen_default_prior`),
-   to show what the prior is worth;
+   as the scheduler's gap prior (the chosen ``KeepAlive.prior_gaps_s``, which ``from_ledger``
+   fills: what it learnt, never the test half's), and once more with the scheduler's default
+   prior (:attr:`PolicyTrial.chosen_default_prior`), to show what the prior is worth;
 4. reads every number back from the ledgers (:class:`TrialRun`): the *measured* cost is
    :func:`~stableprompt.summarize`'s ``cost_usd`` (the emulator's reported usage priced with
    genai-prices, keep-alive pings included), and :func:`~stableprompt.what_if` replays each
@@ -39,13 +39,12 @@ from .._accounting._what_if import WhatIf, candidate_policies, what_if
 from .._economics._cache_policy import CachePolicy
 from .._exceptions import InputError
 from .._ledger._ledger import Ledger
-from .._ledger._usage_record import UsageRecord
 from .._policy import cache_rules
 from ._run import DEFAULT_MODELS, check_cache_policy, run_demo
 from ._scenarios import SCENARIOS
 from ._workload import Workload
 
-__all__ = ["PolicyTrial", "TrialRun", "idle_gaps", "policy_trial", "runnable_candidates",
+__all__ = ["PolicyTrial", "TrialRun", "policy_trial", "runnable_candidates",
            "ttl_candidates"]
 
 
@@ -117,8 +116,8 @@ class PolicyTrial:
             demo can send (keep-alive included).
         ttl_chosen: What it chose among the TTL choices only.
         learn: The learn ledger's what-if over every candidate.
-        prior_gaps_s: The learn half's idle gaps (seconds, :func:`idle_gaps`): the
-            keep-alive scheduler's prior on the test half.
+        prior_gaps_s: The learn half's idle gaps (seconds; quantiles, the chosen
+            ``KeepAlive.prior_gaps_s``): the keep-alive scheduler's prior on the test half.
         default_run: Test half under the default, measured; its ``replay`` is over every
             candidate, so its ``hindsight_usd`` is the bound with keep-alive allowed.
         chosen_run: Test half under :attr:`chosen` (keep-alive: with the learnt prior).
@@ -226,7 +225,10 @@ class PolicyTrial:
 
 
 def _settings(policy: CachePolicy) -> dict[str, Any]:
-    return policy.model_dump(mode="json", exclude_defaults=True, exclude={"name"})
+    """The policy's choices as JSON, without its name and its keep-alive's gap prior (the
+    evidence it was chosen on, not a choice)."""
+    return policy.model_dump(mode="json", exclude_defaults=True,
+                             exclude={"name": True, "keep_alive": {"prior_gaps_s"}})
 
 
 def _outcomes(result: WhatIf) -> dict[str, float]:
@@ -259,23 +261,6 @@ def runnable_candidates(provider: str, model: str, scenario: str = "think-time"
             continue
         out.append(policy)
     return out
-
-
-def idle_gaps(records: Sequence[UsageRecord]) -> list[float]:
-    """The gaps (seconds) between consecutive real calls of each session, in record order:
-    what a keep-alive scheduler's gap estimate learns from (keep-alive pings skipped: they
-    do not end a gap)."""
-    last: dict[str, UsageRecord] = {}
-    gaps = []
-    for record in records:
-        if is_keepalive(record):
-            continue
-        key = record.session_id or record.record_id
-        previous = last.get(key)
-        if previous is not None:
-            gaps.append((record.ts_utc - previous.ts_utc).total_seconds())
-        last[key] = record
-    return gaps
 
 
 def policy_trial(workload: Workload, *, provider: str = "anthropic", model: str | None = None,
@@ -325,12 +310,9 @@ def policy_trial(workload: Workload, *, provider: str = "anthropic", model: str 
     assert where is not None
     where.mkdir(parents=True, exist_ok=True)
     try:
-        def run(part: Workload, name: str, policy: CachePolicy | None,
-                prior: Sequence[float] | None = None) -> TrialRun:
-            keep = policy is not None and policy.keep_alive is not None
+        def run(part: Workload, name: str, policy: CachePolicy | None) -> TrialRun:
             result = run_demo(part, provider=provider, model=model, scenarios=[scenario],
-                              ledger_path=where / name, cache_policy=policy,
-                              keepalive_prior_gaps_s=prior if keep else None)
+                              ledger_path=where / name, cache_policy=policy)
             return _measure(where / name, policy, result.report, provider, pool)
 
         learn_db = where / "learn.db"
@@ -339,14 +321,15 @@ def policy_trial(workload: Workload, *, provider: str = "anthropic", model: str 
         learn = what_if(learn_db, provider=provider, policies=pool)
         chosen = CachePolicy.from_ledger(learn_db, provider=provider, policies=pool)
         ttl_chosen = CachePolicy.from_ledger(learn_db, provider=provider, policies=ttl_pool)
-        with Ledger(learn_db, read_only=True) as ledger:
-            prior = tuple(idle_gaps(list(ledger.records())))
+        prior = chosen.keep_alive.prior_gaps_s if chosen.keep_alive is not None else ()
         default_run = run(test_part, "test-default.db", None)
-        chosen_run = run(test_part, "test-chosen.db", chosen, prior)
+        chosen_run = run(test_part, "test-chosen.db", chosen)
         ttl_chosen_run = run(test_part, "test-ttl-chosen.db", ttl_chosen)
         no_prior = None
         if chosen.keep_alive is not None:
-            no_prior = run(test_part, "test-chosen-default-prior.db", chosen)
+            without = chosen.keep_alive.model_copy(update={"prior_gaps_s": ()})
+            no_prior = run(test_part, "test-chosen-default-prior.db",
+                           chosen.model_copy(update={"keep_alive": without}))
         return PolicyTrial(
             provider=provider, model=model, scenario=scenario,
             learn_sessions=tuple(s.id for s in learn_part.sessions),

@@ -271,7 +271,6 @@ def run_demo(
     notice: Callable[[str], None] | None = None,
     wire: str | None = None,
     cache_policy: CachePolicy | None = None,
-    keepalive_prior_gaps_s: Sequence[float] | None = None,
 ) -> DemoResult:
     """Run the scenarios over ``workload`` and summarize the ledger.
 
@@ -312,10 +311,6 @@ def run_demo(
             explicit cache (Gemini's), keep-alive on Bedrock (Converse is not pinged), on
             an OpenAI model before GPT-5.6 (no TTL a read refreshes), with a custom
             ``sender``, or with an interval not shorter than the TTL it keeps.
-        keepalive_prior_gaps_s: With a keep-alive policy: idle gaps (seconds) the
-            scheduler's gap estimate starts from (``KeepAliveScheduler(prior_gaps_s=)``, e.g.
-            the gaps between calls of a ledger of the same harness); default: its
-            log-uniform prior (1 s to 1 day).
 
     Returns:
         The :class:`DemoResult`.
@@ -366,10 +361,6 @@ def run_demo(
                              f"{', '.join(known)}", code="demo-scenario")
         chosen.append(match)
     check_cache_policy(cache_policy, chosen, provider, model, wire=wire, sender=sender)
-    if keepalive_prior_gaps_s is not None and (cache_policy is None
-                                               or cache_policy.keep_alive is None):
-        raise InputError("keepalive_prior_gaps_s is the keep-alive scheduler's prior: it needs "
-                         "a cache_policy with keep_alive", code="demo-cache-policy")
     plan = None
     if engine:
         from ._engine_run import EnginePlan
@@ -399,7 +390,7 @@ def run_demo(
             for scenario in chosen:
                 _run_scenario(scenario, workload, provider, model, ledger, capture, progress,
                               sender or client_sender, wire or PROVIDER_WIRES[provider],
-                              cache_policy, keepalive_prior_gaps_s=keepalive_prior_gaps_s)
+                              cache_policy)
             rows = tuple(s.name for s in chosen)
             report = summarize(ledger.records())
     finally:
@@ -474,8 +465,7 @@ def _keep_alive_problem(policy: CachePolicy, provider: str, model: str, wire: st
 def _run_scenario(scenario: Scenario, workload: Workload, provider: str, model: str,
                   ledger: Ledger, capture_dir: Path | None,
                   progress: ProgressCallback | None, sender: SenderFactory,
-                  wire: str, cache_policy: CachePolicy | None = None, *,
-                  keepalive_prior_gaps_s: Sequence[float] | None = None) -> None:
+                  wire: str, cache_policy: CachePolicy | None = None) -> None:
     clock = FakeClock(DEMO_START_S)
     sessions = scenario.sessions(workload.sessions)
     total, done = sum(s.model_calls for s in sessions), 0
@@ -491,8 +481,7 @@ def _run_scenario(scenario: Scenario, workload: Workload, provider: str, model: 
             keep: KeepAliveSender | None = None
             if keep_alive is not None:  # our client behind a scheduler; the clock steps
                 keep = senders.enter_context(
-                    keepalive_sender(wire, emulator, recorder, keep_alive, clock,
-                                     prior_gaps_s=keepalive_prior_gaps_s))
+                    keepalive_sender(wire, emulator, recorder, keep_alive, clock))
             else:
                 send_request = senders.enter_context(sender(wire, emulator, recorder))
             for session in sessions:
