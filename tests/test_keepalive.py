@@ -386,7 +386,7 @@ def test_bad_arguments_are_typed_errors() -> None:
     from stableprompt import PolicyError
 
     with pytest.raises(PolicyError) as policy_info:
-        CachePolicy(history="5m", keep_alive={"interval_s": 300, "max_pings": 2})
+        CachePolicy(history="5m", keep_alive={"interval_s": 300, "max_pings": 2})  # type: ignore[arg-type]
     assert policy_info.value.code == "cache-policy"
 
 

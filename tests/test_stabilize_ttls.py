@@ -140,7 +140,7 @@ def test_policy_ttls_resolution_by_hand() -> None:
     """``policy_ttls``: ``None`` labels are the 5-minute default; kind ``main`` is used even
     when a subagent override exists; unknown rules accept Anthropic's two labels."""
     rules: CacheRules = cache_rules("anthropic", "claude-sonnet-4-6")
-    policy = CachePolicy(head="1h", by_kind={"subagent": {"head": "5m", "history": "5m"}})
+    policy = CachePolicy(head="1h", by_kind={"subagent": {"head": "5m", "history": "5m"}})  # type: ignore[dict-item]
     got = policy_ttls(policy, rules, "claude-sonnet-4-6")
     assert (got.head, got.history, got.skipped) == ("1h", "5m", None)
     got = policy_ttls(CachePolicy(head="1h", history="1h"), None, None)

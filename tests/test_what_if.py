@@ -204,7 +204,7 @@ def test_a_shorter_ttl_before_a_longer_one_is_refused() -> None:
         CachePolicy(head="5m", history="1h")
     assert caught.value.code == "cache-policy-ttl-order"
     with pytest.raises(PolicyError) as caught:
-        CachePolicy(by_kind={"subagent": {"head": "30m", "history": "12h"}})
+        CachePolicy(by_kind={"subagent": {"head": "30m", "history": "12h"}})  # type: ignore[dict-item]
     assert caught.value.code == "cache-policy-ttl-order"
     assert "/by_kind/subagent" in str(caught.value)
 
