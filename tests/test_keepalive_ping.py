@@ -1,5 +1,5 @@
 """The keep-alive's ping bodies (``_client._keepalive_ping``) and what a ping is worth
-(``_client._keepalive_value``), with numbers worked out by hand."""
+(``_economics._keepalive_value``), with numbers worked out by hand."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from stableprompt._client._keepalive_ping import NoPing, ping_plan
-from stableprompt._client._keepalive_value import GapModel, ping_value
+from stableprompt._economics._keepalive_value import GapModel, ping_value
 from stableprompt._policy import cache_rules
 
 CLAUDE = cache_rules("anthropic", "claude-sonnet-4-6")

@@ -7,7 +7,6 @@ call.
 - ``_keepalive``: ``KeepAliveScheduler`` / ``AsyncKeepAliveScheduler``: opt-in keep-alive pings
   of idle conversations, recorded as such.
 - ``_keepalive_ping``: the smallest request that reads a request's cached prefix.
-- ``_keepalive_value``: the gap estimate and the expected saving of a ping against its price.
 """
 
 from ._clients import (

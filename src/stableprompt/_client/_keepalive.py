@@ -14,9 +14,10 @@ to its last cache breakpoint, asking for one output token, not streamed (``_keep
 it reads the cached prefix, which restarts its TTL, and writes nothing new). A ping is due
 ``interval_s`` after the last refresh (the real request, or the previous ping). When due, it
 is sent only if its expected saving exceeds its price by ``min_expected_saving_usd``
-(``_keepalive_value``: the gap distribution estimated from the conversation's own gaps with a
-log-uniform prior, prices from :func:`~stableprompt._economics._prices.unit_prices` at the
-clock's date, TTLs from :func:`~stableprompt.cache_rules`). Pinging stops for the gap:
+(``_economics._keepalive_value``: the gap distribution estimated from the conversation's own
+gaps with a log-uniform prior, prices from
+:func:`~stableprompt._economics._prices.unit_prices` at the clock's date, TTLs from
+:func:`~stableprompt.cache_rules`). Pinging stops for the gap:
 
 - at the hard cap, ``max_pings`` per idle gap (counted when a ping is sent, failed ones
   included): **never more**;
@@ -60,6 +61,7 @@ import httpx
 
 from .._canonical import wire_json
 from .._economics._cache_policy import CachePolicy, KeepAlive
+from .._economics._keepalive_value import GapModel, PingValue, ping_value
 from .._economics._prices import UnitPrices, unit_prices
 from .._exceptions import InputError, ProviderError
 from .._policy import CacheRules, cache_rules
@@ -69,7 +71,6 @@ from .._wire._formats import endpoint_path, provider_for
 from .._wire._registry import parse_response
 from .._wire._request import ProviderRequest
 from ._keepalive_ping import NoPing, PingPlan, ping_plan
-from ._keepalive_value import GapModel, PingValue, ping_value
 
 __all__ = ["AsyncKeepAliveScheduler", "KeepAliveScheduler", "KeepAliveStatus", "PingResult"]
 
@@ -489,7 +490,7 @@ class KeepAliveScheduler(_KeepAliveCore):
         prior_gaps_s: Gaps (seconds) whose distribution is the prior of every conversation's
             gap estimate; ``None``: the policy's ``KeepAlive.prior_gaps_s`` (the gaps a
             ``from_ledger`` policy was chosen on), else log-uniform between 1 s and 1 day
-            (``_keepalive_value``).
+            (``_economics._keepalive_value``).
         prior_weight: Observations the prior is worth (default 1; 0 with no gap observed
             yet means no estimate: no ping until the conversation's first gap).
         prices: ``(provider, model, day) -> UnitPrices | None`` (default genai-prices via
