@@ -175,7 +175,7 @@ def test_from_ledger_chooses_among_the_given_candidates(ledgers: dict[str, Path]
     ({"scenarios": ["think-time"], "cache_policy": CachePolicy(explicit_cache=True)},
      "explicit head cache is Gemini's"),
     ({"scenarios": ["think-time"], "provider": "bedrock", "cache_policy": KEEP},
-     "not bedrock-converse"),
+     "no keep-alive for 'bedrock-converse'"),
     ({"scenarios": ["think-time"], "provider": "openai", "cache_policy": KEEP},
      "GPT-5.6"),
     ({"scenarios": ["think-time"], "cache_policy": KEEP,
@@ -343,7 +343,7 @@ def test_cli_demo_follows_a_cache_policy_file(tmp_path: Path,
      "longer TTLs"),
     ('{"ttl": "1h"}', "anthropic", "cache-policy", "/ttl"),
     ('{"keep_alive": {"interval_s": 270, "max_pings": 3}}', "bedrock", "demo-cache-policy",
-     "not bedrock-converse"),
+     "no keep-alive for 'bedrock-converse'"),
     ('{"head": "1h"}', "gemini", "demo-cache-policy", "implicit caching"),
 ])
 def test_cli_demo_refuses_a_bad_cache_policy_file(

@@ -25,6 +25,7 @@ __all__ = [
     "EXPLICIT_CACHE_APIS",
     "EXPLICIT_CACHE_RULES",
     "INLINE_TOOLS_BETA",
+    "KEEPALIVE_WIRE_FORMATS",
     "MODEL_FEATURES",
     "OPENAI_EXPLICIT_RULES",
     "POLICY_TABLE_VERSION",
@@ -45,6 +46,7 @@ __all__ = [
     "content_shape_rule",
     "default_policies",
     "explicit_cache_rule",
+    "keepalive_unsupported",
     "model_features",
     "openai_explicit_rule",
     "provider_of_wire_format",
@@ -212,6 +214,27 @@ def takes_cache_options(policy: CacheRules) -> bool:
     (PROVIDERS.md §15: "GPT-5.6+: ``prompt_cache_options{mode, ttl}`` +
     ``prompt_cache_breakpoint``")."""
     return policy.automatic and policy.breakpoint_budget is not None
+
+
+KEEPALIVE_WIRE_FORMATS = ("anthropic", "openai-chat", "openai-responses")
+"""Wire formats whose requests a keep-alive ping can be made of (``KeepAliveScheduler``): the
+request cut after its last cache breakpoint (Anthropic ``cache_control``, OpenAI
+``prompt_cache_breakpoint`` or the implicit one). Not Bedrock Converse (a signed request the
+scheduler does not re-sign) nor Gemini (no TTL a read is documented to refresh)."""
+
+
+def keepalive_unsupported(wire_format: str, rules: CacheRules) -> tuple[str, str] | None:
+    """Why requests of ``wire_format`` to a model with ``rules`` cannot be kept alive, as
+    ``(code, reason)`` (``no-ttl``, ``no-explicit-ttl``, ``wire-format``); ``None`` when they
+    can. The one rule the scheduler, the demo and the what-if's candidates follow."""
+    if not rules.ttls_s or not rules.ttl_refreshed_on_read:
+        return "no-ttl", f"{rules.provider} entries have no TTL a read refreshes"
+    if wire_format not in KEEPALIVE_WIRE_FORMATS:
+        return "wire-format", f"no keep-alive for {wire_format!r} requests"
+    if wire_format != "anthropic" and not takes_cache_options(rules):
+        return ("no-explicit-ttl", f"{rules.provider} model {rules.model_pattern!r} has no "
+                "documented TTL refreshed by a read (GPT-5.6 and later do)")
+    return None
 
 
 def _simple(provider: str, minimum: int, source: str, **kw: Any) -> CacheRules:

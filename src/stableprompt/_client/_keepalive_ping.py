@@ -48,7 +48,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .._policy import TTL_LABELS_S, CacheRules, takes_cache_options
+from .._policy import TTL_LABELS_S, CacheRules, keepalive_unsupported
 from .._wire import anthropic
 from .._wire._openai import MARKER_KEY as OPENAI_MARKER
 from .._wire._openai import OPTIONS_KEY
@@ -101,16 +101,12 @@ def ping_plan(wire_format: str, body: Mapping[str, Any], rules: CacheRules) -> P
         NoPing: the request cannot be kept alive (code: ``wire-format``, ``no-ttl``,
             ``no-breakpoint``, ``thinking``, ``no-explicit-ttl``, ``shape``).
     """
-    if not rules.ttls_s or not rules.ttl_refreshed_on_read:
-        raise NoPing("no-ttl", f"{rules.provider} entries have no TTL a read refreshes")
+    unsupported = keepalive_unsupported(wire_format, rules)
+    if unsupported is not None:
+        raise NoPing(*unsupported)
     if wire_format == "anthropic":
         return _anthropic(body, rules)
-    if wire_format in ("openai-chat", "openai-responses"):
-        if not takes_cache_options(rules):
-            raise NoPing("no-explicit-ttl", f"{rules.provider} model {rules.model_pattern!r} "
-                         "has no documented TTL refreshed by a read (GPT-5.6 and later do)")
-        return _openai(wire_format, body, rules)
-    raise NoPing("wire-format", f"no keep-alive for {wire_format!r} requests")
+    return _openai(wire_format, body, rules)
 
 
 # --------------------------------------------------------------------------- Anthropic

@@ -33,7 +33,7 @@ from .._accounting._summary import Summary, summarize
 from .._economics._cache_policy import REQUEST_KINDS, CachePolicy, ttl_seconds
 from .._exceptions import InputError, LedgerError
 from .._ledger._ledger import Ledger
-from .._policy import cache_rules, takes_cache_options
+from .._policy import cache_rules, keepalive_unsupported
 from .._recording._recorder import Recorder
 from ..emulator import Emulator, FakeClock
 from ._driver import (
@@ -444,16 +444,14 @@ def _keep_alive_problem(policy: CachePolicy, provider: str, model: str, wire: st
     keep = policy.keep_alive
     assert keep is not None
     wire = wire or PROVIDER_WIRES[provider]
-    if wire not in ("anthropic", "openai-chat", "openai-responses"):
-        return (f"KeepAliveScheduler pings Anthropic Messages and OpenAI requests only, not "
-                f"{wire} (the {provider} demo sends those); drop keep_alive")
     if sender not in (None, client_sender):
         return ("keep-alive pings go through stableprompt's own client (KeepAliveScheduler); "
                 "a custom sender cannot send them")
     rules = cache_rules(provider, model)
-    if provider == "openai" and not takes_cache_options(rules):
-        return (f"model {model!r} has no documented TTL a read refreshes (OpenAI GPT-5.6 and "
-                "later do): no keep-alive ping could keep its prefix")
+    unsupported = keepalive_unsupported(wire, rules)
+    if unsupported is not None:
+        return (f"no keep-alive ping can keep {wire} requests to {model!r}: "
+                f"{unsupported[1]}; drop keep_alive")
     for kind in REQUEST_KINDS:
         kept = ttl_seconds(policy.for_kind(kind).history, rules.default_ttl_s)
         if kept is not None and keep.interval_s >= kept:
