@@ -200,6 +200,15 @@ def test_usage_that_does_not_add_up_is_priced_when_its_parts_are_not_negative() 
     assert _off(report.cost_usd, CALLS[0].hand_micro_usd()) < HALF_MICRO_USD
 
 
+def test_a_negative_output_count_is_not_priced() -> None:
+    """A report of -1,000,000 output tokens was priced -$15 (the total went down): a
+    negative part makes the cost unknown, named, never negative."""
+    negative = CALLS[0].record(0).model_copy(update={"output_tokens": -1_000_000})
+    report = summarize([negative])
+    assert report.calls[0].cost_usd is None and report.calls[0].cost_complete is False
+    assert report.cost_usd is None or report.cost_usd >= 0
+
+
 def test_a_recorded_stream_cut_after_message_start_is_priced_on_its_input() -> None:
     """An Anthropic stream recorded through the SDK and cut after ``message_start`` (input and
     cache counts known, output not) is priced on its input, as a lower bound that says so."""

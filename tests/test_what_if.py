@@ -289,7 +289,9 @@ def test_renders_take_the_policy_ttls() -> None:
 
 def test_openai_candidates_are_the_ttls_its_api_accepts() -> None:
     """Chat accepts only 30m (openai-python's PromptCacheOptions), Responses 30m or 12h
-    (12h writes 2.5x); before GPT-5.6 nothing is chosen: the default, with keep-alive."""
+    (12h writes 2.5x); before GPT-5.6 nothing is chosen, and no keep-alive either (no TTL a
+    read is documented to refresh: the scheduler could not keep it); Bedrock's Converse
+    requests cannot be pinged."""
     def calls(wire: str, model: str) -> list[UsageRecord]:
         return [r.model_copy(update={"wire_format": wire, "provider": "openai", "model": model})
                 for r in _three_calls()]
@@ -299,8 +301,18 @@ def test_openai_candidates_are_the_ttls_its_api_accepts() -> None:
     responses = what_if(calls("openai-responses", "gpt-5.6")).outcomes_by_label()
     assert set(responses) == {"default", "12h", "12h head + 30m history", "default + keep-alive",
                               "12h + keep-alive", "12h head + 30m history + keep-alive"}
-    old = what_if(calls("openai-chat", "gpt-5.2")).outcomes_by_label()
-    assert set(old) == {"default", "default + keep-alive"}
+    old = what_if(calls("openai-chat", "gpt-5.2"))
+    assert set(old.outcomes_by_label()) == {"default"}
+    assert any("no keep-alive candidate" in note and "GPT-5.6" in note for note in old.notes)
+    with pytest.raises(PolicyError, match="no keep-alive here"):
+        what_if(calls("openai-chat", "gpt-5.2"), policies=[
+            CachePolicy(keep_alive=KeepAlive(interval_s=60, max_pings=2))])
+    converse = [r.model_copy(update={"wire_format": "bedrock-converse", "provider": "bedrock",
+                                     "model": "anthropic.claude-sonnet-4-6"})
+                for r in _three_calls()]
+    assert "default + keep-alive" not in what_if(converse).outcomes_by_label()
+    with pytest.raises(PolicyError, match="explicit cache is Gemini's"):
+        what_if(_three_calls(), policies=[CachePolicy(explicit_cache=True)])
 
 
 def test_an_explicit_gemini_head_cache_is_priced_with_its_storage() -> None:
@@ -437,3 +449,58 @@ def test_gap_quantiles_keep_the_shape_of_many_gaps() -> None:
     assert kept == tuple(sorted(kept))
     with pytest.raises(PolicyError, match="prior_gaps_s"):
         KeepAlive(interval_s=60, max_pings=1, prior_gaps_s=(-1.0,))
+
+
+def test_the_policy_used_is_replayed_per_chain() -> None:
+    """A ledger holding traffic from before and after a policy change (5-minute sessions,
+    then 1-hour ones): each chain is replayed with the TTLs its own requests used."""
+    five = _three_calls()
+    hour = [r.model_copy(update={
+        "record_id": r.record_id + "h", "session_id": "s2",
+        "ts_utc": r.ts_utc + timedelta(hours=2),
+        "predecessor_id": r.predecessor_id and r.predecessor_id + "h",
+        "cache_write_1h_tokens": r.cache_write_tokens, "cache_write_5m_tokens": 0,
+        "verdict_detail": {**r.verdict_detail, "ttl_s": 3600}}) for r in five]
+    # under 1 hour the third call read what it shares: 10,500 read, 500 written
+    hour[2] = hour[2].model_copy(update={
+        "cache_read_tokens": 10_500, "cache_write_tokens": 500, "cache_write_1h_tokens": 500,
+        "uncached_tokens": 0, "verdict": "hit", "predicted_cache_read_tokens": 10_500})
+    result = what_if([*five, *hour])
+    assert result.as_used.policy.name == "as used (per chain)"
+    assert result.as_used.usd == pytest.approx(result.recorded_usd)
+    assert result.recorded_usd == pytest.approx(
+        10_000 * W5 + (10_000 * READ + 500 * W5) + 11_000 * W5
+        + 10_000 * W1 + (10_000 * READ + 500 * W1) + (10_500 * READ + 500 * W1))
+
+
+def test_calls_are_replayed_in_time_order_whatever_the_order_given() -> None:
+    records = _three_calls()
+    assert what_if(records[::-1]).to_json() == what_if(records).to_json()
+
+
+def test_impossible_usage_is_not_replayed_and_a_missing_output_is_a_lower_bound() -> None:
+    bad = [_record(7, 5, 10_000, -20_000, 0, "cold", session="neg"),
+           _record(8, 6, 10_000, 0, 0, "cold", session="out", output=-1_000_000)]
+    missing = _record(9, 7, 2_000, 0, 2_000, "cold", session="none").model_copy(
+        update={"output_tokens": None})
+    result = what_if([*_three_calls(), *bad, missing])
+    assert result.calls == 4
+    assert all(o.hit_rate is None or 0 <= o.hit_rate <= 1 for o in result.outcomes)
+    assert any(n.startswith("2 calls not replayed: usage that does not add up") for n in
+               result.notes)
+    assert any("1 call without an output count" in n for n in result.notes)
+
+
+def test_since_must_be_a_timezone_aware_datetime() -> None:
+    for since in (datetime(2026, 1, 1), "2026-01-01"):
+        with pytest.raises(InputError) as caught:
+            what_if(_three_calls(), since=since)  # type: ignore[arg-type]
+        assert caught.value.code == "ledger-since-naive"
+    assert what_if(_three_calls(), since=T0 + timedelta(seconds=30)).calls == 2
+
+
+def test_only_explicit_candidates_are_bounded_by_themselves() -> None:
+    records = [_record(1, 0, 8_000, 0, 0, "cold", provider="gemini", model="gemini-2.5-pro",
+                       detail={"head_tokens": 5000}).model_copy(update={"wire_format": "gemini"})]
+    result = what_if(records, policies=[CachePolicy(explicit_cache=True)])
+    assert result.hindsight_usd == result.cheapest.usd

@@ -257,7 +257,7 @@ def price_record(record: UsageRecord, pricing: Pricing, notes: dict[str, None],
     if record.cache_read_tokens is None:
         return CallPrice(None, ("cache reads not reported (the split is unknown)",))
     split = split or TokenSplit.of(record)
-    if not split.priceable:
+    if not split.priceable or (record.output_tokens or 0) < 0:
         return CallPrice(None, ("usage does not add up (a negative part): no price",))
     if pricing.source.startswith("genai-prices not"):
         notes["genai-prices is not installed: costs omitted"] = None

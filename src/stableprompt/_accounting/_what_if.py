@@ -73,6 +73,7 @@ from .._policy import (
     PolicyTable,
     cache_rules,
     explicit_cache_rule,
+    keepalive_unsupported,
     openai_explicit_rule,
 )
 from .._public import public
@@ -363,14 +364,14 @@ def _kinds(records: list[UsageRecord]) -> dict[tuple[str, str], str]:
       or summary request), else ``main`` (the head was replaced or drifts: a system edit, a
       model switch, a reordering).
     """
-    session_of = {r.record_id: r.session_id for r in records}
+    session_of = {r.record_id: _session_key(r) for r in records}
     by_session: dict[str, list[UsageRecord]] = {}
     for record in records:
-        by_session.setdefault(record.session_id or record.record_id, []).append(record)
+        by_session.setdefault(_session_key(record), []).append(record)
     kinds: dict[tuple[str, str], str] = {}
     for sid, calls in by_session.items():
         parent = session_of.get(calls[0].predecessor_id or "")
-        forked = parent is not None and parent != calls[0].session_id
+        forked = parent is not None and parent != sid
         starts: dict[str, int] = {}
         counts: dict[str, int] = {}
         last_use: dict[str, int] = {}
@@ -421,15 +422,19 @@ def _replay_calls(records: list[UsageRecord], policies: PolicyTable | None,
     calls: list[ReplayCall] = []
     lineages: list[str | None] = []
     skipped: dict[str, int] = {}
+    no_output = 0
     for r in records:
         if r.wire_format == UNANALYSED:
             continue
         reason = None
+        counts = (r.input_tokens_total, r.cache_read_tokens, r.cache_write_tokens,
+                  r.cache_write_1h_tokens, r.output_tokens)
         if r.input_tokens_total is None or r.cache_read_tokens is None:
             reason = "usage or cache reads unknown"
-        elif r.usage_inconsistent or (r.cache_read_tokens + (r.cache_write_tokens or 0)
-                                      > r.input_tokens_total):
-            reason = "usage that does not add up"
+        elif r.usage_inconsistent or any(c is not None and c < 0 for c in counts) or (
+                r.cache_read_tokens + (r.cache_write_tokens or 0) > r.input_tokens_total
+                or (r.cache_write_1h_tokens or 0) > (r.cache_write_tokens or 0)):
+            reason = "usage that does not add up (a negative or impossible part)"
         rules = None
         if reason is None:
             try:
@@ -444,6 +449,7 @@ def _replay_calls(records: list[UsageRecord], policies: PolicyTable | None,
         if reason is not None or rules is None or prices is None:
             skipped[reason or "?"] = skipped.get(reason or "?", 0) + 1
             continue
+        no_output += r.output_tokens is None
         total, read = r.input_tokens_total or 0, r.cache_read_tokens or 0
         detail = r.verdict_detail
         reusable = read
@@ -452,7 +458,7 @@ def _replay_calls(records: list[UsageRecord], policies: PolicyTable | None,
                            + (_int(detail.get("expired_tokens")) or 0))
         elif detail.get("read_after_ttl"):  # a hit past the TTL: its prediction ignores it
             reusable = max(read, r.predicted_cache_read_tokens or 0)
-        sid = r.session_id or r.record_id
+        sid = _session_key(r)
         chain = (r.provider or "", r.model or "", r.wire_format, r.scenario or "", sid,
                  r.lineage or "")
         calls.append(ReplayCall(
@@ -464,8 +470,24 @@ def _replay_calls(records: list[UsageRecord], policies: PolicyTable | None,
             prices=prices, rules=rules, keepalive=is_keepalive(r)))
         lineages.append(r.lineage)
     for reason, n in skipped.items():
-        notes[f"{n:,} call{'s' if n != 1 else ''} not replayed: {reason}"] = None
+        notes[f"{n:,} {_calls(n)} not replayed: {reason}"] = None
+    if no_output:
+        notes[f"{no_output:,} {_calls(no_output)} without an output count (a stream cut "
+              "before its final usage): output priced at 0, what was paid and every "
+              "replay are lower bounds"] = None
     return _reported_heads(calls, lineages)
+
+
+def _calls(n: int) -> str:
+    return "call" if n == 1 else "calls"
+
+
+def _session_key(record: UsageRecord) -> str:
+    """A call's conversation: its scenario and session (a demo reuses session ids across
+    scenarios), the call itself without a session id."""
+    if record.session_id is None:
+        return record.record_id
+    return f"{record.scenario or ''}\x00{record.session_id}"
 
 
 _HEAD_MATCH = 0.05
@@ -501,12 +523,13 @@ def _reported_heads(calls: list[ReplayCall], lineages: list[str | None]
 
 
 def candidate_policies(rules: CacheRules, *, per_place: bool = True,
-                       explicit: bool = False,
-                       labels: Iterable[str] | None = None) -> list[CachePolicy]:
+                       explicit: bool = False, labels: Iterable[str] | None = None,
+                       keepalive: bool = True) -> list[CachePolicy]:
     """The policies the what-if replays for a provider's rules: each TTL it offers
     (``labels``, default first; default: ``rules.ttls_s``), the longer ones on the head with
     the default on the history (``per_place``), each with and without keep-alive (a ping
-    30 s before the history's TTL ends, at most one hour of pings per idle gap), and
+    30 s before the history's TTL ends, at most one hour of pings per idle gap; only with
+    ``keepalive``: requests a ping can keep, ``_policy.keepalive_unsupported``), and
     (Gemini, ``explicit``) an explicit head cache."""
     known = [_LABEL_OF_S[s] for s in rules.ttls_s if s in _LABEL_OF_S]
     labels = list(labels) if labels is not None else known
@@ -528,28 +551,51 @@ def candidate_policies(rules: CacheRules, *, per_place: bool = True,
         keep = KeepAlive(interval_s=interval, max_pings=pings)
         with_keep.append(policy.model_copy(update={
             "keep_alive": keep, "name": f"{policy.name} + keep-alive"}))
-    out += with_keep
+    if keepalive:
+        out += with_keep
     if explicit:
         out.append(CachePolicy(name="explicit head cache", explicit_cache=True))
     return out
 
 
-def _as_used(calls: list[ReplayCall]) -> CachePolicy:
-    """The policy the recorded calls used: the TTL their requests chose (the most frequent),
-    the head at 1 hour when the calls wrote 1-hour tokens beside 5-minute ones."""
+def _as_used(calls: list[ReplayCall]) -> tuple[CachePolicy, dict[tuple[str, ...], TtlChoice]]:
+    """The TTLs the recorded calls used, per chain (a ledger may hold traffic from before and
+    after a policy changed): :func:`_chain_choice` of each chain; the policy names the most
+    frequent choice, ``"as used (per chain)"`` when chains differ."""
+    chains: dict[tuple[str, ...], list[ReplayCall]] = {}
+    for call in calls:
+        chains.setdefault(call.chain, []).append(call)
+    choices = {chain: _chain_choice(members) for chain, members in chains.items()}
+    counts: dict[TtlChoice, int] = {}
+    for choice in choices.values():
+        counts[choice] = counts.get(choice, 0) + 1
+    common = max(counts, key=lambda c: counts[c]) if counts else TtlChoice()
+    name = "as used" if len(counts) <= 1 else "as used (per chain)"
+    return CachePolicy(name=name, head=common.head, history=common.history), choices
+
+
+def _chain_choice(calls: list[ReplayCall]) -> TtlChoice:
+    """The TTLs one chain's requests used, from what they reported and what the recorder saw:
+    1-hour writes of a whole new history (a read, then everything written at 1 hour) mean a
+    1-hour history; 1-hour writes beside others, a 1-hour head; else the TTL the requests
+    chose (``ttl_s``, the most frequent) when the provider prices it apart, else the
+    default."""
+    rules = calls[0].rules
+    if "1h" in rules.write_multipliers:
+        if any(c.write > 0 and c.write_1h == c.write and c.read > 0 for c in calls):
+            return TtlChoice(head="1h", history="1h")
+        if any(c.write_1h > 0 for c in calls):
+            default = _LABEL_OF_S.get(rules.default_ttl_s or 0)
+            return TtlChoice(head="1h", history=default if default != "1h" else None)
     counts: dict[int, int] = {}
-    mixed = 0
     for call in calls:
         if call.ttl_s is not None:  # a chain's first call compares with nothing: no TTL
             counts[call.ttl_s] = counts.get(call.ttl_s, 0) + 1
-        mixed += 0 < call.write_1h < call.write
     ttl = max(counts, key=lambda k: counts[k]) if counts else None
     label = _LABEL_OF_S.get(ttl) if ttl is not None else None
-    if label is not None and calls and label not in calls[0].rules.write_multipliers:
-        label = None  # not a TTL the provider prices: its default
-    if mixed and label is not None and label != "1h":
-        return CachePolicy(name="as used", head="1h", history=label)
-    return CachePolicy(name="as used", head=label, history=label)
+    if label is None or label not in rules.write_multipliers:
+        return TtlChoice()  # the default
+    return TtlChoice(head=label, history=label)
 
 
 # --------------------------------------------------------------------------- replay
@@ -609,10 +655,12 @@ def _step(call: ReplayCall, previous: ReplayCall | None, choice_before: TtlChoic
 
 
 def replay(calls: Iterable[ReplayCall], policy: CachePolicy, *,
-           recorded_pings: bool = False) -> PolicyOutcome:
+           recorded_pings: bool = False,
+           chain_choices: Mapping[tuple[str, ...], TtlChoice] | None = None) -> PolicyOutcome:
     """Replay ``calls`` (in time order) under ``policy`` (module docstring). Recorded
     keep-alive pings are left out, unless ``recorded_pings`` (the replay of the policy used):
-    then each is a touch of its chain at its recorded cost."""
+    then each is a touch of its chain at its recorded cost. ``chain_choices`` overrides the
+    policy's TTLs per chain (the policy used, :func:`_as_used`)."""
     outcome = PolicyOutcome(policy)
     last: dict[tuple[str, ...], ReplayCall] = {}
     caches: dict[tuple[str, ...], _ExplicitCache] = {}
@@ -625,7 +673,8 @@ def replay(calls: Iterable[ReplayCall], policy: CachePolicy, *,
                 outcome.usd += usd
                 last[call.chain] = call
             continue
-        choice = policy.for_kind(call.kind)
+        choice = (chain_choices.get(call.chain) if chain_choices is not None else None) \
+            or policy.for_kind(call.kind)
         previous = last.get(call.chain)
         if policy.explicit_cache and call.head:
             read = max(call.read, call.head)
@@ -691,6 +740,8 @@ def _hindsight(calls: list[ReplayCall], policies: list[CachePolicy]) -> float:
     call made): no fixed policy among them costs less."""
     options = list({(p.for_kind(k), p.keep_alive) for p in policies if not p.explicit_cache
                     for k in REQUEST_KINDS})
+    if not options:  # explicit-cache candidates only: their own costs bound them
+        return math.inf
     best: dict[tuple[str, ...], list[float]] = {}
     last: dict[tuple[str, ...], ReplayCall] = {}
     for call in calls:
@@ -716,6 +767,17 @@ def _hindsight(calls: list[ReplayCall], policies: list[CachePolicy]) -> float:
 
 
 def _records(source: Any, since: datetime | None) -> list[UsageRecord]:
+    """The records of ``source`` at or after ``since``, in time order (stable: ledger order
+    among equal times), so nothing computed from them depends on the order given."""
+
+    if since is not None and (not isinstance(since, datetime) or since.tzinfo is None
+                              or since.utcoffset() is None):
+        raise InputError(f"since must be a timezone-aware datetime (e.g. "
+                         f"datetime.now(timezone.utc)), got {since!r}", code="ledger-since-naive")
+    return sorted(_read(source, since), key=lambda r: r.ts_utc)
+
+
+def _read(source: Any, since: datetime | None) -> list[UsageRecord]:
     from .._ledger._ledger import Ledger
 
     if isinstance(source, (str, Path)):
@@ -797,17 +859,23 @@ def what_if(source: Any, *, provider: str | None = None, since: datetime | None 
         elif unpriced:
             notes[f"explicit head cache: no storage price known for {', '.join(unpriced)} "
                   "(ExplicitCacheRule): its storage is replayed at $0, a lower bound"] = None
+    keepable = _keepalive_problem(calls)
+    if keepable is not None:
+        notes[f"no keep-alive candidate: {keepable}"] = None
     if policies is None:
         candidates = candidate_policies(busiest, per_place=per_place, explicit=explicit,
-                                        labels=_settable_labels(calls, provider))
+                                        labels=_settable_labels(calls, provider),
+                                        keepalive=keepable is None)
     else:
         candidates = list(policies)
         _check_labels(candidates, busiest, _settable_labels(calls, provider))
+        _check_features(candidates, provider, keepable)
     if not candidates:
         raise PolicyError("no candidate policy to replay", code="cache-policy")
     real = [c for c in calls if not c.keepalive]
     outcomes = sorted((replay(real, p) for p in candidates), key=lambda o: o.usd)
-    as_used = replay(calls, _as_used(real), recorded_pings=True)
+    used, choices = _as_used(real)
+    as_used = replay(calls, used, recorded_pings=True, chain_choices=choices)
     recorded = sum(c.recorded_usd() for c in calls)  # the recorded pings' cost included
     # The programme covers every TTL and keep-alive candidate; an explicit-cache candidate
     # (a different regime) bounds it too where it is cheaper.
@@ -909,6 +977,34 @@ def _check_labels(policies: list[CachePolicy], rules: CacheRules,
                 raise PolicyError(f"policy {policy.label()!r}: TTL {label!r} is not one "
                                   f"{rules.provider} offers here ({shown})",
                                   code="cache-policy")
+
+
+def _keepalive_problem(calls: list[ReplayCall]) -> str | None:
+    """Why no keep-alive ping could keep some of ``calls`` (``keepalive_unsupported``, the
+    scheduler's own rule), ``None`` when every call could be kept."""
+    seen = {(c.chain[2], c.chain[1]): c.rules for c in calls}  # (wire format, model)
+    for (wire_format, _), rules in seen.items():
+        problem = keepalive_unsupported(wire_format, rules)
+        if problem is not None:
+            return problem[1]
+    return None
+
+
+def _check_features(policies: list[CachePolicy], provider: str,
+                    keepable: str | None) -> None:
+    """A candidate asks for nothing the calls' provider cannot do: a keep-alive where no ping
+    can keep the requests, an explicit cache outside Gemini.
+
+    Raises:
+        PolicyError: naming the policy (code ``cache-policy``).
+    """
+    for policy in policies:
+        if policy.keep_alive is not None and keepable is not None:
+            raise PolicyError(f"policy {policy.label()!r}: no keep-alive here: {keepable}",
+                              code="cache-policy")
+        if policy.explicit_cache and provider != "gemini":
+            raise PolicyError(f"policy {policy.label()!r}: an explicit cache is Gemini's "
+                              f"(cachedContents), not {provider}'s", code="cache-policy")
 
 
 def _settable_labels(calls: list[ReplayCall], provider: str) -> list[str] | None:
