@@ -25,6 +25,7 @@ __all__ = [
     "EXPLICIT_CACHE_APIS",
     "EXPLICIT_CACHE_RULES",
     "INLINE_TOOLS_BETA",
+    "KEEPALIVE_OUTPUT_TOKENS",
     "KEEPALIVE_WIRE_FORMATS",
     "MODEL_FEATURES",
     "OPENAI_EXPLICIT_RULES",
@@ -221,6 +222,13 @@ KEEPALIVE_WIRE_FORMATS = ("anthropic", "openai-chat", "openai-responses")
 request cut after its last cache breakpoint (Anthropic ``cache_control``, OpenAI
 ``prompt_cache_breakpoint`` or the implicit one). Not Bedrock Converse (a signed request the
 scheduler does not re-sign) nor Gemini (no TTL a read is documented to refresh)."""
+
+
+KEEPALIVE_OUTPUT_TOKENS: Mapping[str, int] = {"anthropic": 1, "openai-chat": 1,
+                                              "openai-responses": 16}
+"""Output tokens a keep-alive ping asks for (and may be billed) per wire format: one, but 16
+on Responses, the smallest ``max_output_tokens`` it accepts ("integer below minimum value.
+Expected a value >= 16")."""
 
 
 def keepalive_unsupported(wire_format: str, rules: CacheRules) -> tuple[str, str] | None:

@@ -48,16 +48,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .._policy import TTL_LABELS_S, CacheRules, keepalive_unsupported
+from .._policy import KEEPALIVE_OUTPUT_TOKENS, TTL_LABELS_S, CacheRules, keepalive_unsupported
 from .._wire import anthropic
 from .._wire._openai import MARKER_KEY as OPENAI_MARKER
 from .._wire._openai import OPTIONS_KEY
 
 __all__ = ["RESPONSES_MIN_OUTPUT_TOKENS", "NoPing", "PingPlan", "ping_plan"]
 
-RESPONSES_MIN_OUTPUT_TOKENS = 16
-"""The smallest ``max_output_tokens`` the Responses API accepts ("integer below minimum value.
-Expected a value >= 16")."""
+RESPONSES_MIN_OUTPUT_TOKENS = KEEPALIVE_OUTPUT_TOKENS["openai-responses"]
+"""The smallest ``max_output_tokens`` the Responses API accepts (``KEEPALIVE_OUTPUT_TOKENS``)."""
 
 _HEAD_ONLY_MESSAGE: dict[str, Any] = {"role": "user", "content": "."}
 
@@ -171,8 +170,9 @@ def _anthropic(body: Mapping[str, Any], rules: CacheRules) -> PingPlan:
         kept = [dict(_HEAD_ONLY_MESSAGE)]
     else:
         kept = _cut_messages(messages, k, i)
-    ping = _replaced(body, {"messages": kept, "max_tokens": 1}, drop=("stream",))
-    return PingPlan(ping, ttl_s, label, 1)
+    output = KEEPALIVE_OUTPUT_TOKENS["anthropic"]
+    ping = _replaced(body, {"messages": kept, "max_tokens": output}, drop=("stream",))
+    return PingPlan(ping, ttl_s, label, output)
 
 
 def _cut_messages(messages: list[Any], k: int, i: int) -> list[Any]:
@@ -260,8 +260,9 @@ def _openai(wire_format: str, body: Mapping[str, Any], rules: CacheRules) -> Pin
         raise NoPing("shape", f"the request has no {key}")
     if wire_format == "openai-chat":
         limit = "max_tokens" if "max_tokens" in body else "max_completion_tokens"
-        ping = _replaced(body, {key: kept, limit: 1}, drop=("stream", "stream_options", "n"))
-        return PingPlan(ping, ttl_s, label, 1)
+        ping = _replaced(body, {key: kept, limit: KEEPALIVE_OUTPUT_TOKENS[wire_format]},
+                         drop=("stream", "stream_options", "n"))
+        return PingPlan(ping, ttl_s, label, KEEPALIVE_OUTPUT_TOKENS[wire_format])
     ping = _replaced(body, {key: kept, "max_output_tokens": RESPONSES_MIN_OUTPUT_TOKENS},
                      drop=("stream",))
     return PingPlan(ping, ttl_s, label, RESPONSES_MIN_OUTPUT_TOKENS)
