@@ -280,9 +280,16 @@ def test_keepalive_costs_are_measured_and_replayed(ledgers: dict[str, Path],
         assert result.as_used.usd == pytest.approx(result.recorded_usd, abs=1e-6)
         assert result.recorded_usd == pytest.approx(report.cost_usd, rel=1e-6)
         assert all(o.usd >= result.hindsight_usd - 1e-12 for o in result.outcomes)
-    replayed = what_if(ledgers["default"]).outcomes_by_label()["default + keep-alive"]
+    # The replay of a keep-alive is the scheduler's own rule: the policy measured (the
+    # PRIOR gaps; the demo ends each conversation on the scheduler) replays on the default
+    # ledger to exactly what it cost on the emulator.
+    assert KEEP.keep_alive is not None
+    measured_policy = KEEP.model_copy(update={"keep_alive": KEEP.keep_alive.model_copy(
+        update={"prior_gaps_s": tuple(PRIOR), "closes_conversations": True})})
+    replayed = what_if(ledgers["default"], policies=[measured_policy]).outcomes[0]
     measured = summarize(_records(kept["prior"]))
     assert measured.cost_usd == pytest.approx(replayed.usd, rel=1e-6)
+    assert replayed.keepalive_pings == measured.keepalive.calls
     assert measured.keepalive.calls == replayed.keepalive_pings
 
 

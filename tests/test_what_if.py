@@ -73,8 +73,12 @@ def test_the_hand_prices_are_genai_prices() -> None:
             prices.output) == pytest.approx((IN, READ, W5, W1, OUT), rel=1e-9)
 
 
+TTL_ONLY = [CachePolicy(name="default"), CachePolicy(name="1h", head="1h", history="1h"),
+            CachePolicy(name="1h head + 5m history", head="1h", history="5m")]
+
+
 def test_each_policy_is_replayed_as_computed_by_hand() -> None:
-    result = what_if(_three_calls())
+    result = what_if(_three_calls(), policies=TTL_ONLY)
     paid = 10_000 * W5 + (10_000 * READ + 500 * W5) + 11_000 * W5
     assert result.recorded_usd == pytest.approx(paid)
     assert result.as_used.policy.for_kind("main") == TtlChoice(head="5m", history="5m")
@@ -89,28 +93,53 @@ def test_each_policy_is_replayed_as_computed_by_hand() -> None:
     # 1 h head (4,000 tokens) + 5 m history: the third call reads the head only.
     assert by["1h head + 5m history"].usd == pytest.approx(
         (4_000 * W1 + 6_000 * W5) + (10_000 * READ + 500 * W5) + (4_000 * READ + 7_000 * W5))
-    # Keep-alive every 270 s: two pings in the 600 s gap, each reading the 10,500-token
-    # extent and producing one token; the third call then reads.
-    keep = by["default + keep-alive"]
-    assert keep.keepalive_pings == 2
-    assert keep.usd == pytest.approx(10_000 * W5 + (10_000 * READ + 500 * W5)
-                                     + 2 * (10_500 * READ + OUT) + (10_500 * READ + 500 * W5))
-    assert result.cheapest is keep
+    assert result.cheapest is by["1h"]
     # After the fact: write the second call's new tokens at 1 h, and nothing else.
     assert result.hindsight_usd == pytest.approx(
         10_000 * W5 + (10_000 * READ + 500 * W1) + (10_500 * READ + 500 * W5))
     assert all(o.usd >= result.hindsight_usd - 1e-12 for o in result.outcomes)
-    assert result.saving_usd == pytest.approx(paid - keep.usd)
-    chosen = result.recommended()
-    # the keep-alive carries the gaps it was chosen on: the scheduler's prior
-    assert chosen.keep_alive == KeepAlive(interval_s=270, max_pings=14, prior_gaps_s=(60, 600))
-    assert chosen.for_kind("main") == TtlChoice()
+    assert result.saving_usd == pytest.approx(paid - by["1h"].usd)
     # 1 h pays when the share of gaps between 5 m and 1 h reaches the extra write price of
     # the 500 new tokens a call writes over the rewrite it saves of the 10,250 it can reuse.
     even = result.break_even["1h"]
     assert even.share_needed == pytest.approx(500 * (W1 - W5) / (10_250 * (W5 - READ)))
     assert even.share_observed == 0.5  # the 600 s gap of the two
     assert even.text() == "1h pays when >= 3.2% of gaps fall between 5m and 1h (observed 50.0%)"
+    chosen = result.recommended()
+    assert chosen.for_kind("main") == TtlChoice(head="1h", history="1h")
+    assert chosen.keep_alive is None
+
+
+def test_a_keep_alive_is_replayed_as_its_scheduler_sends_it() -> None:
+    """Keep-alive every 270 s, at most 2 per gap, its scheduler's prior one 600 s gap: the
+    replay sends what KeepAliveScheduler would (its expected-saving rule on the chain's gaps
+    so far): in the 600 s gap two pings (at 270 s and 540 s: whether the next request comes
+    in (300, 840] given idle is certain under {prior 600, seen 60}), each reading the
+    10,500-token extent and producing one token, so the third call reads; after the last
+    call two more (the scheduler cannot know it was the last), reading 11,000."""
+    keep = CachePolicy(name="keep", keep_alive=KeepAlive(interval_s=270, max_pings=2,
+                                                         prior_gaps_s=(600.0,)))
+    result = what_if(_three_calls(), policies=[CachePolicy(name="default"), keep])
+    replayed = result.outcomes_by_label()["keep"]
+    assert replayed.keepalive_pings == 4 and replayed.ttl_expired == 0
+    assert replayed.usd == pytest.approx(
+        10_000 * W5 + (10_000 * READ + 500 * W5) + 2 * (10_500 * READ + OUT)
+        + (10_500 * READ + 500 * W5) + 2 * (11_000 * READ + OUT))
+    # The scheduler's default prior (log-uniform, 1 s to a day) gives up sooner: the 600 s
+    # gap expires after one ping.
+    plain = CachePolicy(name="plain", keep_alive=KeepAlive(interval_s=270, max_pings=2))
+    gave_up = what_if(_three_calls(), policies=[plain]).outcomes_by_label()["plain"]
+    assert gave_up.ttl_expired == 1
+    # The default candidates' keep-alives carry the replayed traffic's gaps as their
+    # scheduler's prior (60 s and 600 s here), and ping after the last call too (the harness
+    # may not end its conversations); the chosen one keeps them.
+    chosen = what_if(_three_calls()).recommended()
+    assert chosen.keep_alive == KeepAlive(interval_s=270, max_pings=14,
+                                          prior_gaps_s=(60.0, 600.0))
+    # One that says its harness ends each conversation sends nothing after the last call.
+    closing = CachePolicy(name="closing", keep_alive=KeepAlive(
+        interval_s=270, max_pings=2, prior_gaps_s=(600.0,), closes_conversations=True))
+    assert what_if(_three_calls(), policies=[closing]).outcomes[0].keepalive_pings == 2
 
 
 def test_kinds_are_told_apart_and_chosen_separately() -> None:
@@ -129,7 +158,7 @@ def test_kinds_are_told_apart_and_chosen_separately() -> None:
         "main": 3, "subagent": 2, "one-shot": 1}
     chosen = result.recommended()
     assert chosen.for_kind("subagent") == TtlChoice()  # short gaps: the default is cheapest
-    assert chosen.keep_alive is not None and chosen.keep_alive.interval_s == 270  # main's
+    assert chosen.for_kind("one-shot") == TtlChoice()
 
 
 def test_rows_without_head_tokens_skip_per_place_policies_and_say_so() -> None:
@@ -191,7 +220,7 @@ def test_from_ledger_picks_the_cheapest(tmp_path: Path) -> None:
         for record in _three_calls():
             ledger.write(record)
     chosen = CachePolicy.from_ledger(path)
-    assert chosen.keep_alive is not None and chosen.keep_alive.max_pings == 14
+    assert chosen.keep_alive is not None and chosen.keep_alive.prior_gaps_s == (60.0, 600.0)
     assert chosen.name.startswith("from ledger: ")
     assert CachePolicy.from_ledger(_three_calls()) == chosen
 

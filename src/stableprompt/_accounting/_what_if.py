@@ -31,9 +31,15 @@ id is a chain of its own):
   ``min(H, P)`` with the head alive, else 0. Replayed writes: ``C`` minus the reads, the head
   part at the head TTL's price and the rest at the history's. The rest is uncached. The first
   call of a chain reads what it read (a cache warmed by another session), writes what it wrote.
-- Keep-alive (:class:`~stableprompt.KeepAlive`): ``min(max_pings, floor(g / interval))``
-  requests during a gap, each reading the chain's extent and producing one output token; the
-  gap then counts from the last of them.
+- Keep-alive (:class:`~stableprompt.KeepAlive`): the pings ``KeepAliveScheduler`` sends: one
+  every ``interval_s`` while the next request has not come, under the cap, while its
+  expected saving exceeds its price (``_economics._keepalive_value``, on the chain's gaps so
+  far with the policy's prior; the default candidates carry the replayed traffic's gaps),
+  after a chain's last request too unless the harness closes its conversations
+  (``closes_conversations``); each ping reads the chain's extent and produces its output
+  tokens (``KEEPALIVE_OUTPUT_TOKENS``); the gap then counts from the last of them. The
+  hindsight bound instead knows each gap: its keep-alive option pings exactly every
+  ``interval_s`` of it, never after the last request.
 - Gemini explicit head cache: one cache per head (lineage), shared by every session using it;
   every call reads at least ``H`` (at the explicit read price); the cache is created (``H``
   billed as input, UNVERIFIED) at its first use and again after it expired, its TTL (the
@@ -64,10 +70,12 @@ from .._economics._cache_policy import (
     gap_quantiles,
     ttl_seconds,
 )
+from .._economics._keepalive_value import GapModel, ping_value
 from .._economics._prices import UnitPrices, unit_prices
 from .._exceptions import InputError, PolicyError
 from .._ledger._usage_record import UNANALYSED, UsageRecord
 from .._policy import (
+    KEEPALIVE_OUTPUT_TOKENS,
     TTL_LABELS_S,
     CacheRules,
     PolicyTable,
@@ -83,7 +91,6 @@ __all__ = ["BreakEven", "PolicyOutcome", "ReplayCall", "WhatIf", "candidate_poli
            "what_if", "what_if_by_provider"]
 
 _LABEL_OF_S = {seconds: label for label, seconds in TTL_LABELS_S.items()}
-_PING_OUTPUT_TOKENS = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -250,9 +257,9 @@ class WhatIf:
         notes: What was left out and why (unknown usage, unpriced models), one line each.
         break_even: Per longer TTL label the provider offers, when it pays
             (:class:`BreakEven`).
-        gaps_s: The idle gaps (seconds) between consecutive calls of each chain: a chosen
-            keep-alive carries their quantiles as its scheduler's prior
-            (:meth:`recommended`, ``KeepAlive.prior_gaps_s``).
+        gaps_s: The idle gaps (seconds) between consecutive calls of each chain (the
+            default candidates' keep-alives carry their quantiles as their scheduler's prior,
+            ``KeepAlive.prior_gaps_s``).
     """
 
     provider: str
@@ -310,8 +317,6 @@ class WhatIf:
                 name += f"; {self.break_even[longer].text()}"
             name += ")"
         keep = setting[0]
-        if keep is not None and self.gaps_s:  # the scheduler's prior: the gaps it paid on
-            keep = keep.model_copy(update={"prior_gaps_s": gap_quantiles(self.gaps_s)})
         return CachePolicy(name=name, head=main.head, history=main.history, by_kind=by_kind,
                            keep_alive=keep, explicit_cache=setting[1])
 
@@ -335,8 +340,12 @@ class WhatIf:
 
 
 def _cheapest_for(outcomes: list[PolicyOutcome], kind: str) -> PolicyOutcome:
-    """The outcome cheapest for ``kind`` (ties: the first, i.e. the cheaper overall)."""
-    return min(outcomes, key=lambda o: round(o.kind_usd(kind), 9))
+    """The outcome cheapest for ``kind``; ties go to the simpler policy (no keep-alive, then
+    fewer TTLs set: the provider's default before a longer head)."""
+    return min(outcomes, key=lambda o: (round(o.kind_usd(kind), 9), o.policy.keep_alive
+                                        is not None, o.policy.explicit_cache,
+                                        sum(t is not None for t in (o.policy.head,
+                                                                    o.policy.history))))
 
 
 def _r(value: float | None) -> float | None:
@@ -524,13 +533,15 @@ def _reported_heads(calls: list[ReplayCall], lineages: list[str | None]
 
 def candidate_policies(rules: CacheRules, *, per_place: bool = True,
                        explicit: bool = False, labels: Iterable[str] | None = None,
-                       keepalive: bool = True) -> list[CachePolicy]:
+                       keepalive: bool = True,
+                       prior_gaps_s: tuple[float, ...] = ()) -> list[CachePolicy]:
     """The policies the what-if replays for a provider's rules: each TTL it offers
     (``labels``, default first; default: ``rules.ttls_s``), the longer ones on the head with
     the default on the history (``per_place``), each with and without keep-alive (a ping
     30 s before the history's TTL ends, at most one hour of pings per idle gap; only with
-    ``keepalive``: requests a ping can keep, ``_policy.keepalive_unsupported``), and
-    (Gemini, ``explicit``) an explicit head cache."""
+    ``keepalive``: requests a ping can keep, ``_policy.keepalive_unsupported``; its
+    scheduler's gap prior ``prior_gaps_s``, the replayed traffic's own when the what-if
+    makes the candidates), and (Gemini, ``explicit``) an explicit head cache."""
     known = [_LABEL_OF_S[s] for s in rules.ttls_s if s in _LABEL_OF_S]
     labels = list(labels) if labels is not None else known
     if not labels and known:  # no TTL to choose: the default, with and without keep-alive
@@ -548,7 +559,7 @@ def candidate_policies(rules: CacheRules, *, per_place: bool = True,
         shortest = ttl_seconds(policy.history, rules.default_ttl_s) or 0
         interval = max(shortest - 30, shortest * 0.9)
         pings = max(1, math.ceil(3600 / interval))
-        keep = KeepAlive(interval_s=interval, max_pings=pings)
+        keep = KeepAlive(interval_s=interval, max_pings=pings, prior_gaps_s=prior_gaps_s)
         with_keep.append(policy.model_copy(update={
             "keep_alive": keep, "name": f"{policy.name} + keep-alive"}))
     if keepalive:
@@ -624,19 +635,57 @@ def _pings(gap: float, keep: KeepAlive | None) -> int:
     return min(keep.max_pings, math.floor(gap / keep.interval_s))
 
 
-def _ping_usd(extent: int, prices: UnitPrices) -> float:
-    return extent * prices.cache_read + _PING_OUTPUT_TOKENS * prices.output
+def _ping_usd(previous: ReplayCall) -> float:
+    """One keep-alive ping after ``previous``: its extent read, its output tokens."""
+    output = KEEPALIVE_OUTPUT_TOKENS.get(previous.chain[2], 1)
+    return previous.extent * previous.prices.cache_read + output * previous.prices.output
+
+
+def _scheduled_pings(model: GapModel, gap: float, previous: ReplayCall, ttl_label: str | None,
+                     keep: KeepAlive) -> int:
+    """The pings ``KeepAliveScheduler`` sends in a gap of ``gap`` seconds (``math.inf``: after
+    a chain's last call) after ``previous``: one every ``interval_s`` while the next request
+    has not come, the cap allows and the expected saving exceeds the price
+    (``_economics._keepalive_value.ping_value``, the scheduler's own rule, on the gaps the
+    chain showed so far with the policy's prior)."""
+    rules, prices = previous.rules, previous.prices
+    ttl_s = ttl_seconds(ttl_label, rules.default_ttl_s)
+    extent = previous.extent
+    if ttl_s is None or extent <= 0 or keep.interval_s >= ttl_s:
+        return 0
+    try:
+        write = prices.write(ttl_label, rules.write_multipliers)
+    except KeyError:  # a TTL the rules do not price apart: the default write price
+        write = prices.cache_write
+    sent, refreshed = 0, 0.0
+    while sent < keep.max_pings:
+        due = refreshed + keep.interval_s
+        if due >= gap:
+            break
+        value = ping_value(model, gap_s=due, refreshed_s=refreshed, ttl_s=ttl_s,
+                           interval_s=keep.interval_s, pings_left=keep.max_pings - sent,
+                           saving_per_hit_usd=extent * (write - prices.cache_read),
+                           ping_usd=_ping_usd(previous),
+                           min_saving_usd=keep.min_expected_saving_usd)
+        if not value.ping:
+            break
+        sent, refreshed = sent + 1, due
+    return sent
 
 
 def _step(call: ReplayCall, previous: ReplayCall | None, choice_before: TtlChoice,
-          choice: TtlChoice, keep: KeepAlive | None) -> tuple[float, int, bool, int, float]:
+          choice: TtlChoice, keep: KeepAlive | None,
+          pings: int | None = None) -> tuple[float, int, bool, int, float]:
     """Replay one call: (USD, reads, expired, pings, ping USD). ``choice_before`` is the TTL
-    choice the previous call wrote (and refreshed) its entries with."""
+    choice the previous call wrote (and refreshed) its entries with; ``pings`` the keep-alive
+    pings sent in the gap (default: every ``interval_s``, up to the cap: the hindsight's
+    option, which knows the gap)."""
     if previous is None:
         return _call_usd(call, call.read, choice), call.read, False, 0, 0.0
     gap = (call.ts - previous.ts).total_seconds()
-    pings = _pings(gap, keep)
-    ping_usd = pings * _ping_usd(previous.extent, previous.prices)
+    if pings is None:
+        pings = _pings(gap, keep)
+    ping_usd = pings * _ping_usd(previous)
     if pings:
         gap -= pings * (keep.interval_s if keep is not None else 0)
     default = call.rules.default_ttl_s
@@ -664,6 +713,7 @@ def replay(calls: Iterable[ReplayCall], policy: CachePolicy, *,
     outcome = PolicyOutcome(policy)
     last: dict[tuple[str, ...], ReplayCall] = {}
     caches: dict[tuple[str, ...], _ExplicitCache] = {}
+    models: dict[tuple[str, ...], GapModel] = {}  # keep-alive: each chain's gaps so far
     for call in calls:
         if call.keepalive:
             if recorded_pings:
@@ -689,12 +739,31 @@ def replay(calls: Iterable[ReplayCall], policy: CachePolicy, *,
                    + call.head * explicit_price + created * call.head * call.prices.input)
             outcome.add(call.kind, usd, call.total, read, False)
         else:
-            usd, read, expired, pings, ping_usd = _step(call, previous, choice, choice,
-                                                       policy.keep_alive)
+            keep, pings = policy.keep_alive, None
+            if keep is not None and previous is not None:
+                model = models.setdefault(call.chain, GapModel(keep.prior_gaps_s or None))
+                gap = (call.ts - previous.ts).total_seconds()
+                pings = _scheduled_pings(model, gap, previous, choice.history, keep)
+                model.observe(gap)
+            usd, read, expired, pings, ping_usd = _step(call, previous, choice, choice, keep,
+                                                       pings)
             outcome.add(call.kind, usd + ping_usd, call.total, read, expired)
             outcome.keepalive_pings += pings
             outcome.keepalive_usd += ping_usd
         last[call.chain] = call
+    if (policy.keep_alive is not None and not policy.keep_alive.closes_conversations
+            and not recorded_pings):  # the pings after each chain's last call
+        for chain, end in last.items():
+            if end.keepalive:
+                continue
+            model = models.setdefault(chain, GapModel(policy.keep_alive.prior_gaps_s or None))
+            trailing = _scheduled_pings(model, math.inf, end,
+                                        policy.for_kind(end.kind).history, policy.keep_alive)
+            usd = trailing * _ping_usd(end)
+            outcome.keepalive_pings += trailing
+            outcome.keepalive_usd += usd
+            outcome.usd += usd
+            outcome.by_kind[end.kind]["usd"] += usd
     for cache in caches.values():
         storage = cache.storage_usd()
         outcome.storage_usd += storage
@@ -859,20 +928,21 @@ def what_if(source: Any, *, provider: str | None = None, since: datetime | None 
         elif unpriced:
             notes[f"explicit head cache: no storage price known for {', '.join(unpriced)} "
                   "(ExplicitCacheRule): its storage is replayed at $0, a lower bound"] = None
+    real = [c for c in calls if not c.keepalive]
     keepable = _keepalive_problem(calls)
     if keepable is not None:
         notes[f"no keep-alive candidate: {keepable}"] = None
     if policies is None:
         candidates = candidate_policies(busiest, per_place=per_place, explicit=explicit,
                                         labels=_settable_labels(calls, provider),
-                                        keepalive=keepable is None)
+                                        keepalive=keepable is None,
+                                        prior_gaps_s=gap_quantiles(_gaps(real)))
     else:
         candidates = list(policies)
         _check_labels(candidates, busiest, _settable_labels(calls, provider))
         _check_features(candidates, provider, keepable)
     if not candidates:
         raise PolicyError("no candidate policy to replay", code="cache-policy")
-    real = [c for c in calls if not c.keepalive]
     outcomes = sorted((replay(real, p) for p in candidates), key=lambda o: o.usd)
     used, choices = _as_used(real)
     as_used = replay(calls, used, recorded_pings=True, chain_choices=choices)

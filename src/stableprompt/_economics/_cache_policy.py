@@ -132,8 +132,13 @@ class KeepAlive(_PolicyValue):
             observed gaps) exceeds its price by this much (USD, default 0).
         prior_gaps_s: Idle gaps (seconds) the scheduler's estimate of the next gap starts
             from, before a conversation shows its own (``KeepAliveScheduler``): the gaps of
-            the traffic a policy was chosen on (:meth:`CachePolicy.from_ledger` fills it with
-            at most :data:`MAX_PRIOR_GAPS` quantiles). Empty: the scheduler's default prior.
+            the traffic a policy was chosen on (:meth:`CachePolicy.from_ledger`'s candidates
+            carry at most :data:`MAX_PRIOR_GAPS` quantiles of it). Empty: the scheduler's
+            default prior.
+        closes_conversations: The harness ends each conversation on the scheduler when it is
+            done (``KeepAliveScheduler.close_conversation``), so no ping follows its last
+            request. ``False`` (default): the what-if replays the pings a scheduler sends
+            after a conversation's last request until its rule or cap stops them.
     """
 
 
@@ -141,6 +146,7 @@ class KeepAlive(_PolicyValue):
     max_pings: int = Field(ge=0, le=10_000)
     min_expected_saving_usd: float = Field(default=0.0, ge=0, allow_inf_nan=False)
     prior_gaps_s: tuple[float, ...] = Field(default=(), max_length=1000)
+    closes_conversations: bool = False
 
     @model_validator(mode="after")
     def _gaps(self) -> KeepAlive:

@@ -36,7 +36,7 @@ from typing import Any
 from .._accounting._keepalive import is_keepalive
 from .._accounting._summary import Summary
 from .._accounting._what_if import WhatIf, candidate_policies, what_if
-from .._economics._cache_policy import CachePolicy
+from .._economics._cache_policy import CachePolicy, gap_quantiles
 from .._exceptions import InputError
 from .._ledger._ledger import Ledger
 from .._policy import cache_rules
@@ -247,14 +247,19 @@ def ttl_candidates(provider: str, model: str) -> list[CachePolicy]:
             if p.keep_alive is None and not p.explicit_cache]
 
 
-def runnable_candidates(provider: str, model: str, scenario: str = "think-time"
-                        ) -> list[CachePolicy]:
+def runnable_candidates(provider: str, model: str, scenario: str = "think-time",
+                        prior_gaps_s: tuple[float, ...] = ()) -> list[CachePolicy]:
     """The what-if's candidates for ``provider``/``model`` that ``run_demo`` can follow in
     ``scenario``: the TTL choices, and their keep-alive variants where the demo sends pings
-    (Anthropic; OpenAI GPT-5.6+), never an explicit cache."""
+    (Anthropic; OpenAI GPT-5.6+; with the scheduler's gap prior ``prior_gaps_s``, and
+    ``closes_conversations``: the demo ends each session's conversation on the scheduler),
+    never an explicit cache."""
     chosen = [s for s in SCENARIOS if s.name == scenario]
     out = []
-    for policy in candidate_policies(cache_rules(provider, model)):
+    for policy in candidate_policies(cache_rules(provider, model), prior_gaps_s=prior_gaps_s):
+        if policy.keep_alive is not None:
+            policy = policy.model_copy(update={"keep_alive": policy.keep_alive.model_copy(
+                update={"closes_conversations": True})})
         try:
             check_cache_policy(policy, chosen, provider, model)
         except InputError:
@@ -318,6 +323,9 @@ def policy_trial(workload: Workload, *, provider: str = "anthropic", model: str 
         learn_db = where / "learn.db"
         run_demo(learn_part, provider=provider, model=model, scenarios=[scenario],
                  ledger_path=learn_db)
+        if candidates is None:  # the keep-alives' prior: the learn half's gaps
+            gaps = what_if(learn_db, provider=provider, policies=ttl_pool).gaps_s
+            pool = runnable_candidates(provider, model, scenario, gap_quantiles(gaps))
         learn = what_if(learn_db, provider=provider, policies=pool)
         chosen = CachePolicy.from_ledger(learn_db, provider=provider, policies=pool)
         ttl_chosen = CachePolicy.from_ledger(learn_db, provider=provider, policies=ttl_pool)
