@@ -9,6 +9,7 @@ calling the replay's own arithmetic.
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 from datetime import UTC, datetime, timedelta
@@ -533,3 +534,27 @@ def test_only_explicit_candidates_are_bounded_by_themselves() -> None:
                        detail={"head_tokens": 5000}).model_copy(update={"wire_format": "gemini"})]
     result = what_if(records, policies=[CachePolicy(explicit_cache=True)])
     assert result.hindsight_usd == result.cheapest.usd
+
+
+def test_report_text_says_never_and_zero_plainly() -> None:
+    """A TTL that cannot pay reads "never pays", not "inf%"; a zero saving has no sign; one
+    call is "1 call"; the JSON holds the recommended policy as a --cache-policy file."""
+    from stableprompt._accounting._what_if import BreakEven
+    from stableprompt._report._what_if_text import what_if_lines
+
+    assert BreakEven("1h", "5m", math.inf, 0.25).text().startswith("1h never pays here")
+    single = what_if([_record(1, 0, 10_000, 0, 10_000, "cold",
+                              detail={"head_tokens": 4000})], policies=TTL_ONLY)
+    lines = what_if_lines(single)
+    assert lines[0].startswith("anthropic: 1 call replayed;")
+    assert "saving $0.0000 (0.0% of what was paid)" in lines[2]
+    assert "no candidate replays below it" in lines[3]
+    recommended = single.to_json()["recommended"]
+    assert CachePolicy.model_validate(recommended).for_kind("main") == TtlChoice()
+
+
+def test_a_ledger_of_pings_only_has_nothing_to_replay() -> None:
+    pings = [r.model_copy(update={"verdict_detail": {**r.verdict_detail, "keepalive": True}})
+             for r in _three_calls()]
+    with pytest.raises(PolicyError, match="keep-alive pings"):
+        what_if(pings)

@@ -232,7 +232,12 @@ class BreakEven:
     share_observed: float
 
     def text(self) -> str:
-        """``"1h pays when >= 12.0% of gaps fall between 5m and 1h (observed 40.0%)"``."""
+        """``"1h pays when >= 12.0% of gaps fall between 5m and 1h (observed 40.0%)"``;
+        ``"... never pays here ..."`` when no share of gaps would do (nothing to reuse)."""
+        if not math.isfinite(self.share_needed) or self.share_needed > 1:
+            return (f"{self.ttl} never pays here: even with every gap between {self.default} "
+                    f"and {self.ttl} its extra write price exceeds the rewrites it saves "
+                    f"(observed {self.share_observed:.1%} of gaps there)")
         return (f"{self.ttl} pays when >= {self.share_needed:.1%} of gaps fall between "
                 f"{self.default} and {self.ttl} (observed {self.share_observed:.1%})")
 
@@ -325,7 +330,8 @@ class WhatIf:
 
     def to_json(self) -> dict[str, Any]:
         """``{"provider", "calls", "recorded_usd", "as_used", "policies", "cheapest",
-        "saving_usd", "hindsight_usd", "per_place", "notes"}``."""
+        "saving_usd", "hindsight_usd", "per_place", "notes", "recommended", "break_even"}``
+        (``recommended``: :meth:`recommended` as a ``--cache-policy`` file's JSON)."""
         return {"provider": self.provider, "calls": self.calls,
                 "recorded_usd": round(self.recorded_usd, 6),
                 "as_used": self.as_used.to_json(),
@@ -334,6 +340,8 @@ class WhatIf:
                 "saving_usd": round(self.saving_usd, 6),
                 "hindsight_usd": round(self.hindsight_usd, 6),
                 "per_place": self.per_place, "notes": list(self.notes),
+                "recommended": self.recommended().model_dump(mode="json",
+                                                             exclude_defaults=True),
                 "break_even": {label: {"share_needed": round(b.share_needed, 6),
                                        "share_observed": round(b.share_observed, 6)}
                                for label, b in self.break_even.items()}}
@@ -943,6 +951,9 @@ def what_if(source: Any, *, provider: str | None = None, since: datetime | None 
         _check_features(candidates, provider, keepable)
     if not candidates:
         raise PolicyError("no candidate policy to replay", code="cache-policy")
+    if not real:
+        raise PolicyError(f"no call to replay: the {len(calls):,} calls of {provider} are "
+                          "keep-alive pings", code="cache-policy")
     outcomes = sorted((replay(real, p) for p in candidates), key=lambda o: o.usd)
     used, choices = _as_used(real)
     as_used = replay(calls, used, recorded_pings=True, chain_choices=choices)

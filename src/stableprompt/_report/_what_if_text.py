@@ -20,7 +20,15 @@ __all__ = ["print_what_if", "what_if_lines"]
 
 
 def _signed_usd(value: float) -> str:
-    return ("+" if value > 0 else "−" if value < 0 else "") + format_usd(abs(value))
+    """``+$0.0123`` / ``−$0.0123``; ``$0.0000`` without a sign for what rounds to zero."""
+    if abs(value) < 0.00005:
+        return format_usd(0.0)
+    return ("+" if value > 0 else "−") + format_usd(abs(value))
+
+
+def _share(part: float, whole: float) -> str:
+    share = part / whole
+    return "0.0%" if abs(share) < 0.0005 else f"{share:+.1%}"
 
 
 def what_if_lines(result: WhatIf) -> list[str]:
@@ -28,17 +36,19 @@ def what_if_lines(result: WhatIf) -> list[str]:
     paid, used = result.recorded_usd, result.as_used
     error = (used.usd - paid) / paid if paid else 0.0
     cheapest = result.cheapest
+    calls = "call" if result.calls == 1 else "calls"
     lines = [
-        f"{result.provider}: {result.calls:,} calls replayed; paid {format_usd(paid)} "
+        f"{result.provider}: {result.calls:,} {calls} replayed; paid {format_usd(paid)} "
         f"(linear unit prices per model and day).",
         f"  the policy used ({used.policy.label()}), replayed: {format_usd(used.usd)} "
         f"({error:+.2%} from what was paid: what the replay does not model, such as provider "
         "misses and cross-session reads).",
         f"  cheapest: {cheapest.policy.label()} at {format_usd(cheapest.usd)}, saving "
-        f"{_signed_usd(result.saving_usd)} ({result.saving_usd / paid:+.1%} of what was paid)"
-        if paid else f"  cheapest: {cheapest.policy.label()} at {format_usd(cheapest.usd)}",
+        f"{_signed_usd(result.saving_usd)} ({_share(result.saving_usd, paid)} of what was "
+        "paid)" if paid else f"  cheapest: {cheapest.policy.label()} at "
+        f"{format_usd(cheapest.usd)}",
         f"  hindsight bound (the best TTL and keep-alive choice per gap, known only after the "
-        f"fact): {format_usd(result.hindsight_usd)}; no policy costs less.",
+        f"fact): {format_usd(result.hindsight_usd)}; no candidate replays below it.",
         f"  CachePolicy.from_ledger: {result.recommended().label()}",
     ]
     lines.extend(f"  break-even: {b.text()}" for b in result.break_even.values())
