@@ -558,3 +558,11 @@ def test_a_ledger_of_pings_only_has_nothing_to_replay() -> None:
              for r in _three_calls()]
     with pytest.raises(PolicyError, match="keep-alive pings"):
         what_if(pings)
+
+
+def test_a_keep_alive_slower_than_the_default_ttl_is_refused() -> None:
+    """A policy naming no TTL keeps the provider's default (Anthropic 5 minutes): a ping
+    every 10 minutes could never keep it."""
+    slow = CachePolicy(keep_alive=KeepAlive(interval_s=600, max_pings=3))
+    with pytest.raises(PolicyError, match=r"not shorter than the main TTL it keeps \(300 s"):
+        what_if(_three_calls(), policies=[slow])

@@ -948,7 +948,7 @@ def what_if(source: Any, *, provider: str | None = None, since: datetime | None 
     else:
         candidates = list(policies)
         _check_labels(candidates, busiest, _settable_labels(calls, provider))
-        _check_features(candidates, provider, keepable)
+        _check_features(candidates, provider, keepable, busiest)
     if not candidates:
         raise PolicyError("no candidate policy to replay", code="cache-policy")
     if not real:
@@ -1071,18 +1071,27 @@ def _keepalive_problem(calls: list[ReplayCall]) -> str | None:
     return None
 
 
-def _check_features(policies: list[CachePolicy], provider: str,
-                    keepable: str | None) -> None:
+def _check_features(policies: list[CachePolicy], provider: str, keepable: str | None,
+                    rules: CacheRules) -> None:
     """A candidate asks for nothing the calls' provider cannot do: a keep-alive where no ping
-    can keep the requests, an explicit cache outside Gemini.
+    can keep the requests, or whose interval is not shorter than the TTL it keeps (the
+    provider's default where the policy names none), an explicit cache outside Gemini.
 
     Raises:
         PolicyError: naming the policy (code ``cache-policy``).
     """
     for policy in policies:
-        if policy.keep_alive is not None and keepable is not None:
+        keep = policy.keep_alive
+        if keep is not None and keepable is not None:
             raise PolicyError(f"policy {policy.label()!r}: no keep-alive here: {keepable}",
                               code="cache-policy")
+        for kind in REQUEST_KINDS if keep is not None else ():
+            kept = ttl_seconds(policy.for_kind(kind).history, rules.default_ttl_s)
+            if keep is not None and kept is not None and keep.interval_s >= kept:
+                raise PolicyError(f"policy {policy.label()!r}: keep_alive.interval_s "
+                                  f"{keep.interval_s:g} is not shorter than the {kind} TTL it "
+                                  f"keeps ({kept} s, {rules.provider} default or the "
+                                  "policy's)", code="cache-policy")
         if policy.explicit_cache and provider != "gemini":
             raise PolicyError(f"policy {policy.label()!r}: an explicit cache is Gemini's "
                               f"(cachedContents), not {provider}'s", code="cache-policy")
