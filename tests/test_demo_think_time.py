@@ -345,10 +345,14 @@ def test_cli_demo_follows_a_cache_policy_file(tmp_path: Path,
     ('{"keep_alive": {"interval_s": 270, "max_pings": 3}}', "bedrock", "demo-cache-policy",
      "no keep-alive for 'bedrock-converse'"),
     ('{"head": "1h"}', "gemini", "demo-cache-policy", "implicit caching"),
+    pytest.param('{"head": "1h"}'.encode("utf-16"),
+                 "anthropic", "cache-policy", "UTF-16", id="utf-16"),
+    pytest.param('{"name": "caf\u00e9"}'.encode("latin-1"),
+                 "anthropic", "cache-policy", "not UTF-8", id="latin-1"),
 ])
 def test_cli_demo_refuses_a_bad_cache_policy_file(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
-        content: str | None, provider: str, code: str, needle: str) -> None:
+        content: str | bytes | None, provider: str, code: str, needle: str) -> None:
     """A missing, malformed or invalid policy file, or one the provider's demo cannot
     follow: exit 2 (bad input, as every CLI usage error), one line naming the file, the
     error object under ``--json``; before the workload is looked for (the BFCL data is made
@@ -356,7 +360,9 @@ def test_cli_demo_refuses_a_bad_cache_policy_file(
     monkeypatch.setenv("STABLEPROMPT_CACHE_DIR", str(tmp_path / "empty-cache"))
     monkeypatch.setenv("STABLEPROMPT_BFCL_WHEEL", str(tmp_path / "missing.whl"))
     path = tmp_path / "policy.json"
-    if content is not None:
+    if isinstance(content, bytes):
+        path.write_bytes(content)
+    elif content is not None:
         path.write_text(content)
     ledger = tmp_path / "l.db"
     status = main(["demo", "--json", "--provider", provider, "--cache-policy", str(path),

@@ -157,15 +157,20 @@ def test_cli_cache_policy_file_reaches_the_emulator(tmp_path: Path, emu: Emulato
     (json.dumps({"head": "5m", "history": "1h"}), "longer TTLs must come first"),
     (json.dumps({"head": "2h"}), "invalid cache policy"),
     (json.dumps({"head": "30m"}), "not one Anthropic breakpoints take"),
+    pytest.param('{"head": "1h"}'.encode("utf-16"), "UTF-16 byte-order mark", id="utf-16"),
+    pytest.param('{"name": "caf\u00e9"}'.encode("latin-1"),
+                 "is not UTF-8 (byte offset 13)", id="latin-1"),
 ])
 def test_cli_refuses_an_invalid_policy_file_naming_it(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str], content: str | None,
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], content: str | bytes | None,
         needle: str) -> None:
-    """A missing, malformed or invalid policy file (TTL order, an unknown label, a TTL
-    Anthropic breakpoints do not take) exits 2 before listening, one line naming the file;
-    no ledger is created."""
+    """A missing, malformed, not UTF-8 or invalid policy file (TTL order, an unknown label,
+    a TTL Anthropic breakpoints do not take) exits 2 before listening, one line naming the
+    file; no ledger is created."""
     path = tmp_path / "policy.json"
-    if content is not None:
+    if isinstance(content, bytes):
+        path.write_bytes(content)
+    elif content is not None:
         path.write_text(content)
     status = main(["proxy", "--upstream", "http://127.0.0.1:9", "--port", "0", "--stabilize",
                    "--cache-policy", str(path), "--ledger", str(tmp_path / "l.db")])
