@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from .._accounting._what_if import WhatIf
 
 __all__ = ["MAX_PRIOR_GAPS", "REQUEST_KINDS", "CachePolicy", "KeepAlive", "RequestKind",
-           "TtlChoice", "gap_quantiles"]
+           "TtlChoice", "gap_quantiles", "refuse_explicit_cache"]
 
 RequestKind = Literal["main", "subagent", "one-shot"]
 REQUEST_KINDS: tuple[RequestKind, ...] = ("main", "subagent", "one-shot")
@@ -292,6 +292,22 @@ class CachePolicy(_PolicyValue):
 
         result: WhatIf = what_if(ledger, provider=provider, since=since, policies=policies)
         return result.recommended()
+
+
+def refuse_explicit_cache(policy: CachePolicy, where: str) -> None:
+    """Refuse a policy with :attr:`CachePolicy.explicit_cache` where no explicit cache can be
+    held (``where``: ``"to_anthropic()"``, ``"the proxy's stabilizer"``...).
+
+    Raises:
+        PolicyError: code ``cache-policy-explicit-cache``, pointing at
+            :class:`~stableprompt.GeminiCache`.
+    """
+    if policy.explicit_cache:
+        raise PolicyError(
+            f"the cache policy asks for an explicit head cache (explicit_cache=True), which "
+            f"is Gemini's cachedContents (GeminiCache): {where} has no explicit cache to "
+            "hold it; drop explicit_cache from the policy here, or on Gemini pass the "
+            "GeminiCache to to_gemini(cache=...)", code="cache-policy-explicit-cache")
 
 
 def _json_text(data: bytes) -> str:
