@@ -183,14 +183,19 @@ def test_from_ledger_chooses_among_the_given_candidates(ledgers: dict[str, Path]
     ({"scenarios": ["think-time"], "cache_policy": CachePolicy(
         keep_alive=KeepAlive(interval_s=300, max_pings=3))}, "not shorter than"),
     ({"scenarios": ["think-time"], "cache_policy": "1h"}, "CachePolicy"),
+    ({"scenarios": ["think-time"], "cache_policy": CachePolicy(history="1h")},
+     "a 1h history breakpoint after a 5m head"),
+    ({"scenarios": ["think-time"], "provider": "openai", "cache_policy": CachePolicy(
+        history="30m")}, "'gpt-5.2' has no explicit prompt caching"),
 ])
 def test_a_policy_the_demo_cannot_follow_is_refused(synthetic: Workload,
                                                     kwargs: dict[str, Any],
                                                     fragment: str) -> None:
     """A cache policy with a naive scenario, on Gemini, with an explicit cache, keep-alive
     where no ping can be sent (Bedrock's Converse, an OpenAI model before GPT-5.6, a custom
-    sender) or with an interval not shorter than the TTL, or not a CachePolicy: InputError
-    demo-cache-policy saying why, before anything runs."""
+    sender) or with an interval not shorter than the TTL, TTLs the renders would refuse (a
+    history longer than the default head, OpenAI TTLs before GPT-5.6), or not a
+    CachePolicy: InputError demo-cache-policy saying why, before anything runs."""
     kwargs.setdefault("cache_policy", ONE_HOUR)
     with pytest.raises(InputError) as info:
         run_demo(synthetic, **kwargs)
@@ -386,6 +391,53 @@ def test_runnable_candidates_are_the_ones_the_demo_sends() -> None:
     assert all(p.keep_alive is None for p in runnable_candidates(
         "bedrock", "anthropic.claude-sonnet-4-6"))
     assert all(p.keep_alive is None for p in runnable_candidates("openai", "gpt-5.2"))
+
+
+def test_trial_candidates_are_the_labels_the_what_if_settles_on() -> None:
+    """OpenAI candidates are what its API takes for the wire format and model, as in the
+    what-if (``_settable_labels``): before GPT-5.6 the default only (never ``24h`` from the
+    rules' TTLs), Chat on GPT-5.6 ``30m`` (default) with keep-alive, Responses ``12h`` too."""
+    assert [p.name for p in ttl_candidates("openai", "gpt-5.2")] == ["default"]
+    assert [p.name for p in runnable_candidates("openai", "gpt-5.6")] == [
+        "default", "default + keep-alive"]
+    assert [p.name for p in ttl_candidates("openai", "gpt-5.6", wire="openai-responses")] == [
+        "default", "12h", "12h head + 30m history"]
+
+
+@pytest.mark.parametrize(("kwargs", "code", "fragment"), [
+    ({"provider": "openai"}, "demo-cache-policy", "can follow only 'default' for 'gpt-5.2'"),
+    ({"provider": "gemini"}, "demo-cache-policy", "implicit caching"),
+    ({"provider": "bedrock"}, "demo-cache-policy", "a model offering 1h"),
+    ({"provider": "llama-server"}, "demo-provider", "runs on the emulator"),
+    ({"provider": "acme"}, "demo-provider", "'acme'"),
+    ({"model": " "}, "demo-model", "model id"),
+    ({"scenario": "clock-in-system"}, "demo-scenario", "takes a cache policy"),
+    ({"candidates": [CachePolicy(), CachePolicy(head="12h")]}, "demo-cache-policy",
+     "does not offer '12h'"),
+])
+def test_a_trial_that_cannot_run_is_refused_before_anything_runs(
+        synthetic: Workload, monkeypatch: pytest.MonkeyPatch, kwargs: dict[str, Any],
+        code: str, fragment: str) -> None:
+    """OpenAI before GPT-5.6, Gemini, Bedrock's one-TTL default model (nothing to choose),
+    a provider that is not emulated, an empty model, a naive scenario, a candidate the
+    renders would refuse: a typed error before the learn half runs (``run_demo`` is never
+    called), not after it."""
+    def never(*args: Any, **kw: Any) -> Any:
+        raise AssertionError("the trial ran before checking its arguments")
+
+    monkeypatch.setattr("stableprompt.demo._policy_trial.run_demo", never)
+    with pytest.raises(InputError) as info:
+        policy_trial(synthetic, **kwargs)
+    assert info.value.code == code and fragment in str(info.value)
+
+
+def test_a_trial_on_openai_gpt_5_6_runs(synthetic: Workload) -> None:
+    """On GPT-5.6 (Chat: the 30m default, with or without keep-alive) the trial runs to the
+    end, on the same calls in every run."""
+    trial = policy_trial(synthetic, provider="openai", model="gpt-5.6")
+    assert (trial.chosen.head, trial.chosen.history) == (None, None)  # 30m: the default
+    assert trial.ttl_chosen.keep_alive is None
+    assert trial.chosen_run.calls == trial.default_run.calls > 0
 
 
 def test_issue_29_acceptance_on_the_emulator(bfcl_demo_workload: Workload,

@@ -35,7 +35,7 @@ from .._economics._cache_policy import CachePolicy, TtlChoice, refuse_explicit_c
 from .._exceptions import BreakpointError, InputError, PolicyError
 from .._policy import TTL_LABELS_S, cache_rules, openai_explicit_rule
 
-__all__ = ["breakpoint_history_ttl", "check_gemini_policy", "openai_ttls"]
+__all__ = ["breakpoint_history_ttl", "check_gemini_policy", "check_policy", "openai_ttls"]
 
 _LABEL_OF_S = {seconds: label for label, seconds in TTL_LABELS_S.items()}
 _PROVIDER_NAMES = {"anthropic": "Anthropic", "bedrock": "Bedrock"}
@@ -90,6 +90,23 @@ def breakpoint_history_ttl(provider: str, model: str, cache_policy: CachePolicy 
     if history_ttl != "5m":
         raise InputError("pass either cache_policy or history_ttl, not both",
                          code="render-param")
+    head, history = _breakpoint_labels(provider, model, policy, request_kind, method,
+                                       head_ttl=head_ttl)
+    if head is not None and head != head_ttl:
+        raise BreakpointError(
+            f"cache_policy puts {head!r} on the head of {request_kind} requests, but this "
+            f"head was frozen with head_ttl={head_ttl!r}: freeze the head with "
+            f"head_ttl={head!r} (the head's bytes, its breakpoint included, are fixed)",
+            code="cache-policy-head-ttl", segment="head")
+    return history
+
+
+def _breakpoint_labels(provider: str, model: str, policy: CachePolicy, request_kind: str,
+                       method: str, *, head_ttl: str | None = None
+                       ) -> tuple[str | None, str | None]:
+    """(head, history) labels of ``policy`` on a breakpoint cache, the provider default
+    filled in; checked (``breakpoint_history_ttl``) but for the frozen head. ``head_ttl``:
+    the head's frozen TTL, for the advice only."""
     refuse_explicit_cache(policy, method)
     choice = policy.for_kind(request_kind)
     rules = cache_rules(provider, model)
@@ -108,13 +125,36 @@ def breakpoint_history_ttl(provider: str, model: str, cache_policy: CachePolicy 
             f"head{unset} on {request_kind} requests, but {name} needs longer TTLs first "
             f"('Mixing different TTLs'): set head={history!r} in the policy{freeze}",
             code="cache-policy-ttl-order")
-    if head is not None and head != head_ttl:
-        raise BreakpointError(
-            f"cache_policy puts {head!r} on the head of {request_kind} requests, but this "
-            f"head was frozen with head_ttl={head_ttl!r}: freeze the head with "
-            f"head_ttl={head!r} (the head's bytes, its breakpoint included, are fixed)",
-            code="cache-policy-head-ttl", segment="head")
-    return history
+    return head, history
+
+
+def check_policy(wire_format: str, model: str, policy: CachePolicy, request_kind: str,
+                 *, what: str = "its requests") -> None:
+    """Refuse ``policy`` where a ``wire_format`` render to ``model`` would (module
+    docstring), before anything is rendered: the checks of ``to_anthropic``,
+    ``to_bedrock_converse``, ``to_openai_*`` and ``to_gemini`` without a prompt (all but the
+    frozen head's TTL, and for Gemini an explicit cache, which a render gets as ``cache=``).
+
+    Args:
+        wire_format: ``"anthropic"``, ``"bedrock-converse"``, ``"openai-chat"``,
+            ``"openai-responses"`` or ``"gemini"``; others are not checked.
+        model: Model id.
+        policy: The policy.
+        request_kind: Which of its TTLs apply.
+        what: Who cannot hold an explicit cache, for that message.
+
+    Raises:
+        PolicyError: as the render would (codes ``cache-policy``,
+            ``cache-policy-ttl-order``, ``cache-policy-explicit-cache``).
+    """
+    if wire_format in ("anthropic", "bedrock-converse"):
+        provider = "anthropic" if wire_format == "anthropic" else "bedrock"
+        _breakpoint_labels(provider, model, policy, request_kind, what)
+    elif wire_format in ("openai-chat", "openai-responses"):
+        openai_ttls(wire_format, model, policy, request_kind, prompt_cache_ttl=None,
+                    history_ttl=None, method=what)
+    elif wire_format == "gemini":
+        check_gemini_policy(policy, request_kind, None)
 
 
 def openai_ttls(wire_format: str, model: str, cache_policy: object, request_kind: str, *,
