@@ -183,14 +183,19 @@ def test_from_ledger_chooses_among_the_given_candidates(ledgers: dict[str, Path]
     ({"scenarios": ["think-time"], "cache_policy": CachePolicy(
         keep_alive=KeepAlive(interval_s=300, max_pings=3))}, "not shorter than"),
     ({"scenarios": ["think-time"], "cache_policy": "1h"}, "CachePolicy"),
+    ({"scenarios": ["think-time"], "cache_policy": CachePolicy(history="1h")},
+     "a 1h history breakpoint after a 5m head"),
+    ({"scenarios": ["think-time"], "provider": "openai", "cache_policy": CachePolicy(
+        history="30m")}, "'gpt-5.2' has no explicit prompt caching"),
 ])
 def test_a_policy_the_demo_cannot_follow_is_refused(synthetic: Workload,
                                                     kwargs: dict[str, Any],
                                                     fragment: str) -> None:
     """A cache policy with a naive scenario, on Gemini, with an explicit cache, keep-alive
     where no ping can be sent (Bedrock's Converse, an OpenAI model before GPT-5.6, a custom
-    sender) or with an interval not shorter than the TTL, or not a CachePolicy: InputError
-    demo-cache-policy saying why, before anything runs."""
+    sender) or with an interval not shorter than the TTL, TTLs the renders would refuse (a
+    history longer than the default head, OpenAI TTLs before GPT-5.6), or not a
+    CachePolicy: InputError demo-cache-policy saying why, before anything runs."""
     kwargs.setdefault("cache_policy", ONE_HOUR)
     with pytest.raises(InputError) as info:
         run_demo(synthetic, **kwargs)
@@ -352,10 +357,14 @@ def test_cli_demo_follows_a_cache_policy_file(tmp_path: Path,
     ('{"keep_alive": {"interval_s": 270, "max_pings": 3}}', "bedrock", "demo-cache-policy",
      "no keep-alive for 'bedrock-converse'"),
     ('{"head": "1h"}', "gemini", "demo-cache-policy", "implicit caching"),
+    pytest.param('{"head": "1h"}'.encode("utf-16"),
+                 "anthropic", "cache-policy", "UTF-16", id="utf-16"),
+    pytest.param('{"name": "caf\u00e9"}'.encode("latin-1"),
+                 "anthropic", "cache-policy", "not UTF-8", id="latin-1"),
 ])
 def test_cli_demo_refuses_a_bad_cache_policy_file(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
-        content: str | None, provider: str, code: str, needle: str) -> None:
+        content: str | bytes | None, provider: str, code: str, needle: str) -> None:
     """A missing, malformed or invalid policy file, or one the provider's demo cannot
     follow: exit 2 (bad input, as every CLI usage error), one line naming the file, the
     error object under ``--json``; before the workload is looked for (the BFCL data is made
@@ -363,7 +372,9 @@ def test_cli_demo_refuses_a_bad_cache_policy_file(
     monkeypatch.setenv("STABLEPROMPT_CACHE_DIR", str(tmp_path / "empty-cache"))
     monkeypatch.setenv("STABLEPROMPT_BFCL_WHEEL", str(tmp_path / "missing.whl"))
     path = tmp_path / "policy.json"
-    if content is not None:
+    if isinstance(content, bytes):
+        path.write_bytes(content)
+    elif content is not None:
         path.write_text(content)
     ledger = tmp_path / "l.db"
     status = main(["demo", "--json", "--provider", provider, "--cache-policy", str(path),
@@ -387,6 +398,53 @@ def test_runnable_candidates_are_the_ones_the_demo_sends() -> None:
     assert all(p.keep_alive is None for p in runnable_candidates(
         "bedrock", "anthropic.claude-sonnet-4-6"))
     assert all(p.keep_alive is None for p in runnable_candidates("openai", "gpt-5.2"))
+
+
+def test_trial_candidates_are_the_labels_the_what_if_settles_on() -> None:
+    """OpenAI candidates are what its API takes for the wire format and model, as in the
+    what-if (``_settable_labels``): before GPT-5.6 the default only (never ``24h`` from the
+    rules' TTLs), Chat on GPT-5.6 ``30m`` (default) with keep-alive, Responses ``12h`` too."""
+    assert [p.name for p in ttl_candidates("openai", "gpt-5.2")] == ["default"]
+    assert [p.name for p in runnable_candidates("openai", "gpt-5.6")] == [
+        "default", "default + keep-alive"]
+    assert [p.name for p in ttl_candidates("openai", "gpt-5.6", wire="openai-responses")] == [
+        "default", "12h", "12h head + 30m history"]
+
+
+@pytest.mark.parametrize(("kwargs", "code", "fragment"), [
+    ({"provider": "openai"}, "demo-cache-policy", "can follow only 'default' for 'gpt-5.2'"),
+    ({"provider": "gemini"}, "demo-cache-policy", "implicit caching"),
+    ({"provider": "bedrock"}, "demo-cache-policy", "a model offering 1h"),
+    ({"provider": "llama-server"}, "demo-provider", "runs on the emulator"),
+    ({"provider": "acme"}, "demo-provider", "'acme'"),
+    ({"model": " "}, "demo-model", "model id"),
+    ({"scenario": "clock-in-system"}, "demo-scenario", "takes a cache policy"),
+    ({"candidates": [CachePolicy(), CachePolicy(head="12h")]}, "demo-cache-policy",
+     "does not offer '12h'"),
+])
+def test_a_trial_that_cannot_run_is_refused_before_anything_runs(
+        synthetic: Workload, monkeypatch: pytest.MonkeyPatch, kwargs: dict[str, Any],
+        code: str, fragment: str) -> None:
+    """OpenAI before GPT-5.6, Gemini, Bedrock's one-TTL default model (nothing to choose),
+    a provider that is not emulated, an empty model, a naive scenario, a candidate the
+    renders would refuse: a typed error before the learn half runs (``run_demo`` is never
+    called), not after it."""
+    def never(*args: Any, **kw: Any) -> Any:
+        raise AssertionError("the trial ran before checking its arguments")
+
+    monkeypatch.setattr("stableprompt.demo._policy_trial.run_demo", never)
+    with pytest.raises(InputError) as info:
+        policy_trial(synthetic, **kwargs)
+    assert info.value.code == code and fragment in str(info.value)
+
+
+def test_a_trial_on_openai_gpt_5_6_runs(synthetic: Workload) -> None:
+    """On GPT-5.6 (Chat: the 30m default, with or without keep-alive) the trial runs to the
+    end, on the same calls in every run."""
+    trial = policy_trial(synthetic, provider="openai", model="gpt-5.6")
+    assert (trial.chosen.head, trial.chosen.history) == (None, None)  # 30m: the default
+    assert trial.ttl_chosen.keep_alive is None
+    assert trial.chosen_run.calls == trial.default_run.calls > 0
 
 
 def test_issue_29_acceptance_on_the_emulator(bfcl_demo_workload: Workload,

@@ -275,6 +275,16 @@ class StubClient:
                           "cache_creation_input_tokens": 0, "output_tokens": 1}}
 
 
+class AsyncStubClient:
+    """The async shape of a client (``async def send``), for the construction checks."""
+
+    async def send(self, request: Any, *, stream: bool | None = None) -> dict[str, Any]:
+        raise AssertionError("never sent")
+
+    async def _send_marked(self, request: Any, detail: Mapping[str, Any]) -> dict[str, Any]:
+        raise AssertionError("never sent")
+
+
 class Clock:
     def __init__(self) -> None:
         self.now = 1_767_225_600.0
@@ -362,10 +372,11 @@ def test_reasons_for_no_ping() -> None:
 
 
 def test_bad_arguments_are_typed_errors() -> None:
-    """A policy without keep-alive, a non-client, a negative prior weight, bad prior gaps:
-    ``keepalive-config``; an empty conversation key or an unknown one:
-    ``keepalive-conversation``; invalid keep-alive settings are refused by the policy
-    itself (``cache-policy``)."""
+    """A policy without keep-alive, a non-client, a negative prior weight, bad prior gaps,
+    ``prices`` or ``clock`` not callable, an async client under the sync scheduler or the
+    reverse: ``keepalive-config``, when the scheduler is made; an empty conversation key or
+    an unknown one: ``keepalive-conversation``; invalid keep-alive settings are refused by
+    the policy itself (``cache-policy``)."""
     client = StubClient()
     one = KeepAlive(interval_s=1, max_pings=1)
     bads: list[Callable[[], object]] = [
@@ -373,7 +384,11 @@ def test_bad_arguments_are_typed_errors() -> None:
         lambda: KeepAliveScheduler(object(), one),
         lambda: KeepAliveScheduler(client, {"interval_s": 1}),  # type: ignore[arg-type]
         lambda: KeepAliveScheduler(client, one, prior_weight=-1),
-        lambda: KeepAliveScheduler(client, one, prior_gaps_s=[float("nan")])]
+        lambda: KeepAliveScheduler(client, one, prior_gaps_s=[float("nan")]),
+        lambda: KeepAliveScheduler(client, one, prices=None),  # type: ignore[arg-type]
+        lambda: KeepAliveScheduler(client, one, clock=5),  # type: ignore[arg-type]
+        lambda: KeepAliveScheduler(AsyncStubClient(), one),
+        lambda: AsyncKeepAliveScheduler(client, one)]
     for bad in bads:
         with pytest.raises(InputError) as info:
             bad()
@@ -390,6 +405,47 @@ def test_bad_arguments_are_typed_errors() -> None:
     with pytest.raises(PolicyError) as policy_info:
         CachePolicy(history="5m", keep_alive={"interval_s": 300, "max_pings": 2})  # type: ignore[arg-type]
     assert policy_info.value.code == "cache-policy"
+
+
+def _price_service_down(provider: str, model: str, day: date) -> UnitPrices:
+    raise RuntimeError("price service down")
+
+
+@pytest.mark.parametrize("lookup", [
+    _price_service_down,
+    lambda p, m, d: {"input": 3e-6},  # not UnitPrices
+], ids=["raises", "wrong-type"])
+def test_a_planning_failure_never_escapes_send(
+        lookup: Callable[[str, str, date], UnitPrices], caplog: pytest.LogCaptureFixture
+        ) -> None:
+    """The real request was sent and billed: a price lookup that raises (or answers
+    something that is not ``UnitPrices``) leaves its answer returned, the conversation
+    without a ping (``plan-failed``), and one warning, not one per request."""
+    client, clock = StubClient(), Clock()
+    keep = KeepAliveScheduler(client, KeepAlive(interval_s=270, max_pings=3), clock=clock,
+                              prior_gaps_s=PRIOR, prices=lookup)
+    with caplog.at_level("DEBUG", logger="stableprompt.keepalive"):
+        for conversation in ("a", "b"):
+            reply = keep.send(request(), conversation=conversation)
+            assert reply["usage"]["cache_creation_input_tokens"] == 5000
+            assert keep.status(conversation).reason == "plan-failed"
+    warnings = [r for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warnings) == 1 and "plan-failed" in warnings[0].getMessage()
+    clock.now += 270
+    assert keep.run_pending() == [] and [kind for kind, _ in client.sent] == ["real", "real"]
+
+
+def test_the_async_scheduler_starts_only_inside_an_event_loop() -> None:
+    """``AsyncKeepAliveScheduler.start()`` outside a running loop: ``keepalive-config``
+    saying where to call it, not asyncio's RuntimeError."""
+
+    async def make() -> AsyncKeepAliveScheduler:
+        return AsyncKeepAliveScheduler(AsyncStubClient(), KeepAlive(interval_s=1, max_pings=1))
+
+    keep = asyncio.run(make())
+    with pytest.raises(InputError, match="needs a running event loop") as info:
+        keep.start()
+    assert info.value.code == "keepalive-config"
 
 
 @settings(max_examples=60, deadline=None)

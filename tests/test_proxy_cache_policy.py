@@ -157,15 +157,20 @@ def test_cli_cache_policy_file_reaches_the_emulator(tmp_path: Path, emu: Emulato
     (json.dumps({"head": "5m", "history": "1h"}), "longer TTLs must come first"),
     (json.dumps({"head": "2h"}), "invalid cache policy"),
     (json.dumps({"head": "30m"}), "not one Anthropic breakpoints take"),
+    pytest.param('{"head": "1h"}'.encode("utf-16"), "UTF-16 byte-order mark", id="utf-16"),
+    pytest.param('{"name": "caf\u00e9"}'.encode("latin-1"),
+                 "is not UTF-8 (byte offset 13)", id="latin-1"),
 ])
 def test_cli_refuses_an_invalid_policy_file_naming_it(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str], content: str | None,
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], content: str | bytes | None,
         needle: str) -> None:
-    """A missing, malformed or invalid policy file (TTL order, an unknown label, a TTL
-    Anthropic breakpoints do not take) exits 2 before listening, one line naming the file;
-    no ledger is created."""
+    """A missing, malformed, not UTF-8 or invalid policy file (TTL order, an unknown label,
+    a TTL Anthropic breakpoints do not take) exits 2 before listening, one line naming the
+    file; no ledger is created."""
     path = tmp_path / "policy.json"
-    if content is not None:
+    if isinstance(content, bytes):
+        path.write_bytes(content)
+    elif content is not None:
         path.write_text(content)
     status = main(["proxy", "--upstream", "http://127.0.0.1:9", "--port", "0", "--stabilize",
                    "--cache-policy", str(path), "--ledger", str(tmp_path / "l.db")])
@@ -203,3 +208,48 @@ def test_cli_an_openai_upstream_takes_its_own_ttl_labels(
                    "--provider", "openai", "--cache-policy", str(path),
                    "--ledger", str(tmp_path / "l.db")])
     assert status == 1 and "cannot listen" in capsys.readouterr().err
+
+
+class _NoServer:
+    """Stands in for the uvicorn server: returns at once, so the command prints its banner
+    and exits."""
+
+    def run(self, sockets: list[socket.socket]) -> None:
+        return None
+
+
+@pytest.mark.parametrize(("provider", "shown"), [
+    ("openai", "cache policy 1h head + 5m history (no effect on a openai upstream: only "
+               "Anthropic Messages breakpoints get its TTLs)"),
+    ("anthropic", "cache policy 1h head + 5m history);"),
+])
+def test_cli_banner_says_when_the_policy_has_no_effect(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+        provider: str, shown: str) -> None:
+    """With an OpenAI upstream the banner still names the policy but says, on its one line,
+    that it changes nothing there (the stabilizer times Anthropic breakpoints only)."""
+    path = tmp_path / "policy.json"
+    path.write_text(json.dumps({"head": "1h", "history": "5m"}))
+    monkeypatch.setattr("stableprompt._proxy._server.server_for",
+                        lambda app, **kwargs: _NoServer())
+    status = main(["proxy", "--upstream", "http://127.0.0.1:9", "--port", "0", "--stabilize",
+                   "--provider", provider, "--cache-policy", str(path),
+                   "--ledger", str(tmp_path / "l.db")])
+    out = capsys.readouterr().out
+    assert status == 0 and out.count("\n") == 1 and shown in out
+
+
+def test_cli_refuses_an_explicit_cache_policy(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+        ) -> None:
+    """``explicit_cache`` (Gemini's ``cachedContents``) has no effect in the stabilizer:
+    exit 2 before listening, naming the file and GeminiCache."""
+    monkeypatch.setattr("stableprompt._proxy._server.server_for",
+                        lambda app, **kwargs: _NoServer())  # a regression returns, not serves
+    path = tmp_path / "policy.json"
+    path.write_text(json.dumps({"explicit_cache": True}))
+    status = main(["proxy", "--upstream", "http://127.0.0.1:9", "--port", "0", "--stabilize",
+                   "--cache-policy", str(path), "--ledger", str(tmp_path / "l.db")])
+    err = capsys.readouterr().err
+    assert status == 2 and str(path) in err and "GeminiCache" in err
+    assert "cache-policy-explicit-cache" in err and not (tmp_path / "l.db").exists()

@@ -112,6 +112,16 @@ def test_follow_refuses_several_ledgers_or_json(tmp_path: Path,
     assert "--follow" in capsys.readouterr().err
 
 
+def test_follow_refuses_what_if(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``--what-if --follow`` was silently a plain follow: a usage error (exit 2, one line)
+    saying the two do not combine and how to get the replay."""
+    assert main(["report", "--follow", str(tmp_path / "a.db"), "--what-if",
+                 "--follow-seconds", "0"]) == 2
+    err = capsys.readouterr().err
+    assert "--what-if" in err and "--follow" in err and err.count("\n") == 1
+    assert not (tmp_path / "a.db").exists()
+
+
 def test_sigterm_stops_the_follower_cleanly(tmp_path: Path) -> None:
     """SIGTERM to ``stableprompt report --follow``: exit 0 within a second, summary printed,
     rows written before it seen."""

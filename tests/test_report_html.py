@@ -197,6 +197,32 @@ sys.exit(main(["report", sys.argv[1], "--html", sys.argv[2]]))
 """
 
 
+def test_what_if_is_a_section_of_the_page(tmp_path: Path) -> None:
+    """``report --what-if --html``: the page has the what-if section (a table of the
+    candidate policies like the text one, and the text report's sentences under it); without
+    ``--what-if`` it has none."""
+    db = _ledger(tmp_path / "calls.db", _records())
+    with_it, without = tmp_path / "w.html", tmp_path / "p.html"
+    assert main(["report", str(db), "--what-if", "--html", str(with_it)]) == 0
+    assert main(["report", str(db), "--html", str(without)]) == 0
+    page = with_it.read_text()
+    section = page[page.index("<h2>What-if"):page.index("<h2>Sessions")]
+    assert "<h3>anthropic (cheapest first)</h3>" in section
+    for column in ("policy", "cost", "vs paid", "hit rate", "ttl expired", "keep-alives"):
+        assert f"<th>{column}</th>" in section
+    assert "<td>default</td>" in section and "<td>1h</td>" in section
+    assert "calls replayed; paid $" in section and "hindsight bound" in section
+    assert "CachePolicy.from_ledger: " in section
+    assert "What-if" not in without.read_text()
+
+
+def test_what_if_with_nothing_to_replay_says_so() -> None:
+    """No priced call (an unknown model): the section says there is nothing to replay."""
+    records = [_rec(i, model="no-such-model-x") for i in range(3)]
+    page = html_report(summarize(records, what_if=True), title="t")
+    assert "<h2>What-if" in page and "No call to replay" in page
+
+
 def test_same_ledger_same_bytes(tmp_path: Path) -> None:
     """`report --html` on one ledger writes byte-identical pages in processes with different
     hash seeds (SVG ids salted, no dates in the metadata)."""

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from stableprompt import CachePolicy, InputError, RecordingTransport
+from stableprompt import CachePolicy, InputError, PolicyError, RecordingTransport
 from stableprompt._policy import CacheRules, cache_rules
 from stableprompt._recording._stabilize import Stabilizer
 from stableprompt._recording._stabilize_ttls import markers, policy_ttls, retime
@@ -134,6 +134,31 @@ def test_a_ttl_the_model_does_not_offer_falls_back_to_the_default_and_says_so() 
     assert got["system"][-1]["cache_control"] == FIVE_MINUTES
     assert "'1h'" in evidence["cache_policy_skipped"]
     assert "claude-sonnet-4-6" in evidence["cache_policy_skipped"]
+
+
+def test_a_history_ttl_longer_than_the_default_head_is_capped_and_says_so() -> None:
+    """``CachePolicy(history="1h")`` leaves the head at the 5-minute default: the history is
+    sent at 5 minutes (longer TTLs first), and the row's evidence says so and how to fix
+    it, instead of silence."""
+    out, rewrites, evidence = stabilized(bare([{"type": "text", "text": "hi"}]),
+                                         CachePolicy(history="1h"))
+    got = json.loads(out)
+    assert rewrites == ["head-breakpoint", "history-breakpoint"]
+    assert got["messages"][-1]["content"][-1]["cache_control"] == FIVE_MINUTES
+    note = evidence["cache_policy_skipped"]
+    assert "history TTL '1h' is longer than the head's '5m'" in note
+    assert "set head='1h'" in note
+
+
+def test_an_explicit_cache_policy_is_refused_by_the_stabilizer() -> None:
+    """``explicit_cache=True`` (Gemini's ``cachedContents``) has nothing to do in a
+    stabilizer that places breakpoints: ``cache-policy-explicit-cache``, not silence."""
+    for make in (lambda: Stabilizer(CachePolicy(explicit_cache=True)),
+                 lambda: RecordingTransport(stabilize=True,
+                                            cache_policy=CachePolicy(explicit_cache=True))):
+        with pytest.raises(PolicyError, match="GeminiCache") as info:
+            make()
+        assert info.value.code == "cache-policy-explicit-cache"
 
 
 def test_policy_ttls_resolution_by_hand() -> None:

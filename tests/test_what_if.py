@@ -274,6 +274,42 @@ def test_policy_files(tmp_path: Path) -> None:
         policy.for_kind("helper")
 
 
+@pytest.mark.parametrize(("content", "needle"), [
+    pytest.param('{"head": "1h"}'.encode("utf-16-le"),
+                 "has NUL bytes (UTF-16 text?)", id="utf-16-no-bom"),
+    pytest.param('{"head": "1h"}'.encode("utf-16"),
+                 "starts with a UTF-16 byte-order mark", id="utf-16"),
+    pytest.param('{"name": "caf\u00e9"}'.encode("latin-1"),
+                 "is not UTF-8 (byte offset 13)", id="latin-1"),
+])
+def test_a_policy_file_that_is_not_utf8_is_a_policy_error(
+        tmp_path: Path, content: bytes, needle: str) -> None:
+    """A UTF-16 or Latin-1 policy file is a PolicyError naming the file and the encoding to
+    use, not a UnicodeDecodeError."""
+    path = tmp_path / "p.json"
+    path.write_bytes(content)
+    with pytest.raises(PolicyError, match="save it as UTF-8 JSON") as caught:
+        CachePolicy.from_file(path)
+    assert caught.value.code == "cache-policy"
+    assert needle in str(caught.value) and str(path) in str(caught.value)
+
+
+def test_a_policy_file_may_start_with_a_utf8_byte_order_mark(tmp_path: Path) -> None:
+    """A UTF-8 byte-order mark (Windows editors write one) is dropped before parsing."""
+    path = tmp_path / "p.json"
+    path.write_bytes(b"\xef\xbb\xbf" + b'{"head": "1h"}')
+    assert CachePolicy.from_file(path) == CachePolicy(head="1h")
+
+
+@pytest.mark.parametrize("path", [None, 3, b"p.json"])
+def test_a_policy_file_path_of_another_type_is_a_policy_error(path: object) -> None:
+    """``from_file(None)`` and the like: a PolicyError saying a path is expected, not a
+    TypeError from pathlib."""
+    with pytest.raises(PolicyError, match="is a path") as caught:
+        CachePolicy.from_file(path)  # type: ignore[arg-type]
+    assert caught.value.code == "cache-policy"
+
+
 WEATHER = Tool("get_weather", "Weather for a city.",
                {"type": "object", "properties": {"city": {"type": "string"}},
                 "required": ["city"]})

@@ -40,6 +40,13 @@ scheduler sleeps until the next ping is due (``threading.Event.wait``, woken by 
 close); :class:`AsyncKeepAliveScheduler` is the asyncio twin for the async clients (one task).
 Both need a real clock to run on their own; with a fake one, call :meth:`run_pending`.
 
+The real request's answer is always returned once the provider sent it (it was billed):
+whatever goes wrong planning the ping after it leaves the conversation without one (status
+reason ``plan-failed``, a warning logged once per scheduler), never an exception from
+``send``. Misuse is refused up front instead, when the scheduler is made (code
+``keepalive-config``): a sync client under :class:`AsyncKeepAliveScheduler` or the
+reverse, a ``clock`` or ``prices`` that is not callable.
+
 Supported: Anthropic Messages, and OpenAI Chat Completions / Responses on models with a
 documented TTL refreshed by a read (GPT-5.6+); anything else gets no ping and says why
 (:attr:`KeepAliveStatus.reason`).
@@ -49,6 +56,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import logging
 import threading
 import time
@@ -94,7 +102,9 @@ class KeepAliveStatus:
         reason: Why none is planned (a slug: ``cap``, ``not-worth-it``, ``expired``,
             ``no-estimate``, ``no-breakpoint``, ``thinking``, ``no-ttl``,
             ``no-explicit-ttl``, ``interval-too-long``, ``unpriced``, ``usage-unknown``,
-            ``nothing-cached``, ``ping-failed``, ``closed``...), ``None`` while one is.
+            ``nothing-cached``, ``ping-failed``, ``plan-failed`` (planning raised
+            unexpectedly, e.g. the price lookup: logged as a warning once per scheduler),
+            ``closed``...), ``None`` while one is.
         ttl_s: TTL (seconds) of the entry kept, once known.
         extent_tokens: Tokens of the cached prefix a ping reads, once known.
         gaps_observed: Idle gaps of the conversation observed so far.
@@ -202,6 +212,14 @@ class _KeepAliveCore:
     """Configuration, per-conversation state and the decisions both schedulers share; the
     subclasses only send and wait."""
 
+    _is_async = False
+    """Whether the scheduler awaits its client (the client's ``send`` must match)."""
+
+    @staticmethod
+    def _client_kind_error(client: str) -> str:
+        return (f"KeepAliveScheduler sends through a sync client, got {client} (async): use "
+                "AsyncKeepAliveScheduler for AsyncAnthropicClient, AsyncOpenAIClient, ...")
+
     def __init__(self, client: Any, keep_alive: KeepAlive | CachePolicy, *,
                  clock: Callable[[], float] = time.time,
                  prior_gaps_s: list[float] | tuple[float, ...] | None = None,
@@ -210,6 +228,16 @@ class _KeepAliveCore:
         if not callable(getattr(client, "send", None)) or not hasattr(client, "_send_marked"):
             raise InputError(f"client must be a stableprompt client (AnthropicClient, "
                              f"OpenAIClient, ...), got {type(client).__name__}",
+                             code="keepalive-config")
+        if inspect.iscoroutinefunction(client.send) != self._is_async:
+            raise InputError(self._client_kind_error(type(client).__name__),
+                             code="keepalive-config")
+        if not callable(clock):
+            raise InputError(f"clock must be callable (() -> epoch seconds, e.g. time.time), "
+                             f"got {clock!r}", code="keepalive-config")
+        if not callable(prices):
+            raise InputError(f"prices must be callable ((provider, model, day) -> UnitPrices "
+                             f"| None; default genai-prices), got {prices!r}",
                              code="keepalive-config")
         if not isinstance(prior_weight, (int, float)) or isinstance(prior_weight, bool) \
                 or not 0 <= prior_weight < float("inf"):
@@ -230,6 +258,7 @@ class _KeepAliveCore:
         self._lock = threading.Lock()
         self._conversations: dict[str, _Conversation] = {}
         self._closed = False
+        self._plan_failure_logged = False
 
     # -- state -----------------------------------------------------------------------------
 
@@ -280,6 +309,10 @@ class _KeepAliveCore:
             except NoPing as exc:
                 conv.next_due, conv.reason, conv.request = None, exc.code, None
                 return
+            except Exception as exc:  # the real request was billed: its answer still returns
+                conv.next_due, conv.reason, conv.request = None, "plan-failed", None
+                self._log_plan_failure(conv.key, exc)
+                return
             if self.keep_alive.max_pings <= 0:
                 conv.next_due, conv.reason = None, "cap"
                 return
@@ -287,6 +320,15 @@ class _KeepAliveCore:
             conv.next_due = conv.refreshed + self.keep_alive.interval_s
             conv.reason = None
         self._wake()
+
+    def _log_plan_failure(self, key: str, exc: Exception) -> None:
+        """A ping could not be planned for an unexpected reason (a price lookup that raised,
+        a client without the expected attributes): a warning the first time, debug after."""
+        level = logging.DEBUG if self._plan_failure_logged else logging.WARNING
+        self._plan_failure_logged = True
+        _log.log(level, "keep-alive of %s not planned (status reason 'plan-failed'; the "
+                 "request's answer is returned as usual): %s: %s", key, type(exc).__name__,
+                 exc)
 
     def _plan(self, conv: _Conversation, request: ProviderRequest | Mapping[str, Any],
               result: Any) -> None:
@@ -314,6 +356,9 @@ class _KeepAliveCore:
         prices = self._prices(provider, model, day)
         if prices is None:
             raise NoPing("unpriced", f"no price for {provider}/{model} (genai-prices)")
+        if not isinstance(prices, UnitPrices):
+            raise TypeError(f"prices({provider!r}, {model!r}, {day}) returned "
+                            f"{type(prices).__name__}, not UnitPrices or None")
         conv.request = ProviderRequest(wire, path, wire_json(plan.body), headers=headers)
         conv.plan, conv.rules, conv.prices, conv.uncached = plan, rules, prices, 0
         conv.extent, conv.extent_of = None, None
@@ -497,7 +542,10 @@ class KeepAliveScheduler(_KeepAliveCore):
             :func:`~stableprompt._economics._prices.unit_prices`); ``None`` for a model: no pings.
 
     Raises:
-        InputError: a bad argument (code ``keepalive-config``).
+        InputError: a bad argument (code ``keepalive-config``): a keep-alive setting missing,
+            not a stableprompt client or an async one (use
+            :class:`AsyncKeepAliveScheduler`), a ``clock`` or ``prices`` not callable, bad
+            prior gaps or weight.
     """
 
     def __init__(self, client: Any, keep_alive: KeepAlive | CachePolicy, *,
@@ -515,9 +563,14 @@ class KeepAliveScheduler(_KeepAliveCore):
         (:meth:`AnthropicClient.send <stableprompt.AnthropicClient.send>`: same result and
         errors), ending its idle gap and planning the keep-alive of the next one.
 
+        Once the client's ``send`` returned, its result is returned: planning the next ping
+        never raises (a failure leaves the conversation without one, status reason
+        ``plan-failed``, and is logged).
+
         Raises:
             InputError: an empty conversation key (``keepalive-conversation``) or a closed
-                scheduler (``keepalive-closed``); and whatever the client's ``send`` raises.
+                scheduler (``keepalive-closed``), before anything is sent; and whatever the
+                client's ``send`` raises.
         """
         conv = self._begin(conversation)
         generation = conv.generation
@@ -592,6 +645,13 @@ class AsyncKeepAliveScheduler(_KeepAliveCore):
     ``await run_pending()``, :meth:`start` runs one task on the running loop,
     ``await aclose()``. Arguments and errors as :class:`KeepAliveScheduler`."""
 
+    _is_async = True
+
+    @staticmethod
+    def _client_kind_error(client: str) -> str:
+        return (f"AsyncKeepAliveScheduler awaits an async client, got {client} (sync): use "
+                "KeepAliveScheduler for AnthropicClient, OpenAIClient, ...")
+
     def __init__(self, client: Any, keep_alive: KeepAlive | CachePolicy, *,
                  clock: Callable[[], float] = time.time,
                  prior_gaps_s: list[float] | tuple[float, ...] | None = None,
@@ -632,10 +692,22 @@ class AsyncKeepAliveScheduler(_KeepAliveCore):
 
     def start(self) -> AsyncKeepAliveScheduler:
         """Run :meth:`run_pending` as a task of the running loop, sleeping until the next
-        ping is due (real clocks only). Returns ``self``."""
+        ping is due (real clocks only). Returns ``self``.
+
+        Raises:
+            InputError: no event loop is running (code ``keepalive-config``): call it from
+                async code, e.g. inside ``async with AsyncKeepAliveScheduler(...)``.
+        """
         if self._task is None:
+            try:
+                loop = asyncio.get_running_loop()
+            except RuntimeError as exc:
+                raise InputError("AsyncKeepAliveScheduler.start() needs a running event "
+                                 "loop: call it from async code (inside `async with "
+                                 "AsyncKeepAliveScheduler(...)`), or use KeepAliveScheduler "
+                                 "with a sync client", code="keepalive-config") from exc
             self._event = asyncio.Event()
-            self._task = asyncio.get_running_loop().create_task(self._loop())
+            self._task = loop.create_task(self._loop())
         return self
 
     async def _loop(self) -> None:

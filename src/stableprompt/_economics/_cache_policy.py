@@ -26,7 +26,9 @@ A policy is JSON (``stableprompt proxy --cache-policy FILE``): :meth:`CachePolic
 
 from __future__ import annotations
 
+import codecs
 import math
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -40,7 +42,7 @@ if TYPE_CHECKING:
     from .._accounting._what_if import WhatIf
 
 __all__ = ["MAX_PRIOR_GAPS", "REQUEST_KINDS", "CachePolicy", "KeepAlive", "RequestKind",
-           "TtlChoice", "gap_quantiles"]
+           "TtlChoice", "gap_quantiles", "refuse_explicit_cache"]
 
 RequestKind = Literal["main", "subagent", "one-shot"]
 REQUEST_KINDS: tuple[RequestKind, ...] = ("main", "subagent", "one-shot")
@@ -243,17 +245,27 @@ class CachePolicy(_PolicyValue):
         return text
 
     @classmethod
-    def from_file(cls, path: str | Path) -> CachePolicy:
-        """Read a policy from a JSON file (the fields above).
+    def from_file(cls, path: str | os.PathLike[str]) -> CachePolicy:
+        """Read a policy from a JSON file (the fields above), UTF-8 encoded; a leading UTF-8
+        byte-order mark is accepted (RFC 8259 section 8.1 lets a parser ignore it).
 
         Raises:
-            PolicyError: unreadable file, invalid JSON or invalid policy (code
-                ``cache-policy``), naming the file.
+            PolicyError: ``path`` is not a path, the file is unreadable, not UTF-8, not JSON
+                or not a valid policy (code ``cache-policy``, or ``cache-policy-ttl-order``
+                for a longer TTL after a shorter one), naming the file.
         """
+        if not isinstance(path, (str, os.PathLike)):
+            raise PolicyError(f"a cache policy file is a path (str or os.PathLike), not "
+                              f"{type(path).__name__} {path!r}", code="cache-policy")
         try:
-            text = Path(path).read_text(encoding="utf-8")
+            data = Path(path).read_bytes()
         except OSError as exc:
             raise PolicyError(f"cannot read cache policy {path}: {exc.strerror or exc}",
+                              code="cache-policy") from exc
+        try:
+            text = _json_text(data)
+        except ValueError as exc:
+            raise PolicyError(f"cache policy {path} {exc}: save it as UTF-8 JSON",
                               code="cache-policy") from exc
         try:
             return cls.model_validate_json(text)
@@ -286,6 +298,39 @@ class CachePolicy(_PolicyValue):
 
         result: WhatIf = what_if(ledger, provider=provider, since=since, policies=policies)
         return result.recommended()
+
+
+def refuse_explicit_cache(policy: CachePolicy, where: str) -> None:
+    """Refuse a policy with :attr:`CachePolicy.explicit_cache` where no explicit cache can be
+    held (``where``: ``"to_anthropic()"``, ``"the proxy's stabilizer"``...).
+
+    Raises:
+        PolicyError: code ``cache-policy-explicit-cache``, pointing at
+            :class:`~stableprompt.GeminiCache`.
+    """
+    if policy.explicit_cache:
+        raise PolicyError(
+            f"the cache policy asks for an explicit head cache (explicit_cache=True), which "
+            f"is Gemini's cachedContents (GeminiCache): {where} has no explicit cache to "
+            "hold it; drop explicit_cache from the policy here, or on Gemini pass the "
+            "GeminiCache to to_gemini(cache=...)", code="cache-policy-explicit-cache")
+
+
+def _json_text(data: bytes) -> str:
+    """``data`` decoded as UTF-8 (a leading UTF-8 byte-order mark dropped).
+
+    Raises:
+        ValueError: UTF-16 (a UTF-16 byte-order mark, or NUL bytes) or not UTF-8; the
+            message says which, as a predicate ("is not UTF-8 (byte offset 12)").
+    """
+    if data[:2] in (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE):
+        raise ValueError("starts with a UTF-16 byte-order mark")
+    if b"\x00" in data:  # UTF-16 without a byte-order mark decodes as UTF-8
+        raise ValueError("has NUL bytes (UTF-16 text?)")
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"is not UTF-8 (byte offset {exc.start})") from exc
 
 
 def _minutes(seconds: float) -> str:

@@ -32,13 +32,12 @@ from typing import TYPE_CHECKING, Any
 from .._canonical import canonical_json
 from .._economics._cache_policy import CachePolicy
 from .._exceptions import (
-    BreakpointError,
     BreakpointWarning,
     HistoryError,
     InputError,
     MethodNameError,
 )
-from .._policy import TTL_LABELS_S, cache_rules, model_features, surely_below_minimum
+from .._policy import cache_rules, model_features, surely_below_minimum
 from .._public import public
 from .._segment import Segment, fingerprint_of, sum_tokens
 from .._wire import anthropic, bedrock_converse, gemini, openai_chat, openai_responses
@@ -46,6 +45,7 @@ from .._wire._openai import allowed_tools as openai_allowed_tools
 from .._wire._parts import HeadParts, check_model
 from .._wire._request import ProviderRequest
 from ._messages import Message, as_user_text
+from ._policy_ttls import breakpoint_history_ttl, check_gemini_policy, openai_ttls
 
 __all__ = ["RenderedPrompt"]
 
@@ -259,8 +259,10 @@ class RenderedPrompt:
                 (operator text never appears as the user's).
             cache_policy: A :class:`~stableprompt.CachePolicy`: the end-of-history TTL is
                 its ``history`` for ``request_kind`` (leave ``history_ttl`` at its default);
-                its ``head`` must be the TTL the head was frozen with
-                (``freeze(head_ttl=...)``), since the head's bytes are fixed.
+                its ``head`` (unset: the provider default, ``"5m"``) must be the TTL the
+                head was frozen with (``freeze(head_ttl=...)``), since the head's bytes are
+                fixed. Refused (``_prompt._policy_ttls``): a TTL the model does not offer, a
+                history TTL longer than the head's, ``explicit_cache`` (Gemini's).
             request_kind: ``"main"``, ``"subagent"`` or ``"one-shot"``: which of the
                 policy's TTLs apply.
             **params: Other body fields (``tool_choice``, ``thinking``, ``temperature``,
@@ -278,7 +280,12 @@ class RenderedPrompt:
             BreakpointError: user-placed breakpoints exceed the budget (code
                 ``breakpoint-budget``), fill it so that the SDK's end-of-history breakpoint
                 would be dropped (``breakpoint-evicts-history``, naming them), or a longer TTL
-                follows a shorter one (code ``breakpoint-ttl-order``).
+                follows a shorter one (code ``breakpoint-ttl-order``); a policy's head TTL
+                is not the frozen one (``cache-policy-head-ttl``).
+            PolicyError: ``cache_policy`` asks for a TTL the model does not offer (code
+                ``cache-policy``), a history TTL longer than the head's
+                (``cache-policy-ttl-order``) or an explicit cache
+                (``cache-policy-explicit-cache``).
             InputError: ``tail_role`` unknown, or ``"system"`` where a system message cannot
                 go (empty history, or it ends with an assistant turn): code
                 ``render-tail-role``.
@@ -294,8 +301,9 @@ class RenderedPrompt:
         """
         check_model(model)
         self._check_not_empty()
-        history_ttl = self._breakpoint_ttls("anthropic", model, cache_policy, request_kind,
-                                            history_ttl)[1] or history_ttl
+        history_ttl = breakpoint_history_ttl(
+            "anthropic", model, cache_policy, request_kind, history_ttl=history_ttl,
+            head_ttl=self.head.head_ttl, method="to_anthropic()") or history_ttl
         features = model_features("anthropic", model)
         beta = features.tool_changes_beta
         prompt = self._stated_tools(in_history=beta is not None, native=False,
@@ -408,47 +416,6 @@ class RenderedPrompt:
                 stacklevel=3)
         return frozenset(place for place, _, _ in short)
 
-    def _breakpoint_ttls(self, provider: str, model: str, cache_policy: CachePolicy | None,
-                         request_kind: str, history_ttl: str) -> tuple[str | None, str | None]:
-        """(head, history) TTL labels ``cache_policy`` sets for ``request_kind`` on a
-        breakpoint cache (Anthropic, Bedrock); ``(None, None)`` without a policy. The head's
-        TTL is frozen with its bytes: a policy asking for another is an error, not a rewrite."""
-        if cache_policy is None:
-            return None, None
-        if not isinstance(cache_policy, CachePolicy):
-            raise InputError(f"cache_policy must be a CachePolicy, got "
-                             f"{type(cache_policy).__name__}", code="render-param")
-        if history_ttl != "5m":
-            raise InputError("pass either cache_policy or history_ttl, not both",
-                             code="render-param")
-        choice = cache_policy.for_kind(request_kind)
-        default = cache_rules(provider, model).default_ttl_s
-        labels = {s: label for label, s in TTL_LABELS_S.items()}
-        default_label = labels.get(default) if default is not None else None
-        head = choice.head or default_label
-        if head is not None and head != self.head.head_ttl:
-            raise BreakpointError(
-                f"cache_policy puts {head!r} on the head of {request_kind} requests, but this "
-                f"head was frozen with head_ttl={self.head.head_ttl!r}: freeze the head with "
-                f"head_ttl={head!r} (the head's bytes, its breakpoint included, are fixed)",
-                code="cache-policy-head-ttl", segment="head")
-        return head, choice.history or default_label
-
-    @staticmethod
-    def _openai_ttls(model: str, cache_policy: CachePolicy, request_kind: str,
-                     prompt_cache_ttl: str | None,
-                     history_ttl: str | None) -> tuple[str | None, str | None]:
-        """(``prompt_cache_ttl``, ``history_ttl``) a policy sets on an OpenAI request."""
-        if not isinstance(cache_policy, CachePolicy):
-            raise InputError(f"cache_policy must be a CachePolicy, got "
-                             f"{type(cache_policy).__name__}", code="render-param")
-        if prompt_cache_ttl is not None or history_ttl is not None:
-            raise InputError("pass either cache_policy or prompt_cache_ttl / history_ttl, "
-                             "not both", code="render-param")
-        choice = cache_policy.for_kind(request_kind)
-        head = choice.head or choice.history
-        return head, (choice.history if choice.history != head else None)
-
     # -- OpenAI -----------------------------------------------------------------------------
 
     def to_openai_chat(self, *, model: str, prompt_cache_key: bool | str | None = None,
@@ -489,7 +456,8 @@ class RenderedPrompt:
             cache_policy: A :class:`~stableprompt.CachePolicy`: its ``head`` TTL for
                 ``request_kind`` becomes ``prompt_cache_ttl`` and its ``history`` TTL
                 ``history_ttl`` (leave both arguments unset); a policy choosing neither
-                changes nothing (implicit caching).
+                changes nothing (implicit caching). A TTL the API does not offer for the
+                model, or ``explicit_cache`` (Gemini's), is a ``PolicyError``.
             request_kind: ``"main"``, ``"subagent"`` or ``"one-shot"``.
             **params: Other body fields, canonicalized.
 
@@ -500,6 +468,9 @@ class RenderedPrompt:
         Raises:
             InputError: bad arguments (code ``render-param``), or explicit caching asked of
                 a model without it (code ``render-explicit-cache``).
+            PolicyError: ``cache_policy`` asks for a TTL the API does not offer for the
+                model (code ``cache-policy``) or an explicit cache
+                (``cache-policy-explicit-cache``).
             BreakpointError: user-placed breakpoints over the write budget
                 (``breakpoint-budget`` / ``breakpoint-evicts-history``) or a longer TTL after
                 a shorter one (``breakpoint-ttl-order``), as :meth:`to_anthropic`.
@@ -512,8 +483,10 @@ class RenderedPrompt:
         check_model(model)
         self._check_not_empty()
         if cache_policy is not None:
-            prompt_cache_ttl, history_ttl = self._openai_ttls(
-                model, cache_policy, request_kind, prompt_cache_ttl, history_ttl)
+            prompt_cache_ttl, history_ttl = openai_ttls(
+                openai_chat.WIRE_FORMAT, model, cache_policy, request_kind,
+                prompt_cache_ttl=prompt_cache_ttl, history_ttl=history_ttl,
+                method="to_openai_chat()")
         prompt, params = self._openai_tools(openai_chat.WIRE_FORMAT, model, params)
         content, fingerprints = openai_chat.render(
             prompt, model=model, prompt_cache_key=prompt_cache_key, system_role=system_role,
@@ -539,8 +512,10 @@ class RenderedPrompt:
         check_model(model)
         self._check_not_empty()
         if cache_policy is not None:
-            prompt_cache_ttl, history_ttl = self._openai_ttls(
-                model, cache_policy, request_kind, prompt_cache_ttl, history_ttl)
+            prompt_cache_ttl, history_ttl = openai_ttls(
+                openai_responses.WIRE_FORMAT, model, cache_policy, request_kind,
+                prompt_cache_ttl=prompt_cache_ttl, history_ttl=history_ttl,
+                method="to_openai_responses()")
         prompt, params = self._openai_tools(openai_responses.WIRE_FORMAT, model, params)
         content, fingerprints = openai_responses.render(
             prompt, model=model, prompt_cache_key=prompt_cache_key, system_role=system_role,
@@ -578,6 +553,7 @@ class RenderedPrompt:
     # -- Gemini and Bedrock Converse -----------------------------------------------------------
 
     def to_gemini(self, *, model: str, stream: bool = False, cache: Any = None,
+                  cache_policy: CachePolicy | None = None, request_kind: str = "main",
                   **params: Any) -> ProviderRequest:
         """Render a Gemini ``generateContent`` request: ``systemInstruction`` (one part per
         system block), ``tools`` (one ``functionDeclarations`` list, canonical order, the
@@ -594,8 +570,18 @@ class RenderedPrompt:
                 without ``systemInstruction`` / ``tools`` / ``toolConfig`` and without the
                 history the cache holds. A cache that fell back to implicit caching (see
                 ``GeminiCache.explicit``) renders the full body.
+            cache_policy: A :class:`~stableprompt.CachePolicy`. ``explicit_cache=True`` is
+                what ``cache`` holds: it must be passed (a render creates no cache, whose
+                storage is billed per token-hour). Head / history TTLs are refused: implicit
+                caching has none to choose (``GeminiCache(ttl_s=...)`` sets an explicit
+                cache's). Keep-alive settings are the scheduler's, not the render's.
+            request_kind: ``"main"``, ``"subagent"`` or ``"one-shot"``.
             **params: Other body fields (``generationConfig``, ``toolConfig``,
                 ``safetySettings``...), canonicalized.
+
+        Raises:
+            PolicyError: the policy sets a TTL (code ``cache-policy``) or asks for an explicit
+                cache without ``cache`` (code ``cache-policy-explicit-cache``).
 
         Source: ``googleapis/python-genai`` ``types.py`` (``GenerateContentConfig``,
         ``FunctionDeclaration.parameters_json_schema``, ``CachedContent``);
@@ -603,6 +589,7 @@ class RenderedPrompt:
         """
         check_model(model)
         self._check_not_empty()
+        check_gemini_policy(cache_policy, request_kind, cache)
         name, covered = None, 0
         if cache is not None:
             name, covered = cache.reference_for(self, model)
@@ -650,8 +637,9 @@ class RenderedPrompt:
         """
         check_model(model_id)
         self._check_not_empty()
-        history_ttl = self._breakpoint_ttls("bedrock", model_id, cache_policy, request_kind,
-                                            history_ttl)[1] or history_ttl
+        history_ttl = breakpoint_history_ttl(
+            "bedrock", model_id, cache_policy, request_kind, history_ttl=history_ttl,
+            head_ttl=self.head.head_ttl, method="to_bedrock_converse()") or history_ttl
         policy = cache_rules("bedrock", model_id)
         # Converse messages are user / assistant only (botocore ``ConversationRole``):
         # instructions as <system-reminder> user text, tool changes as the tail's note.

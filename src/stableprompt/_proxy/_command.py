@@ -188,23 +188,24 @@ def _cache_policy(args: argparse.Namespace) -> CachePolicy | None:
         UsageError: ``--cache-policy`` without ``--stabilize``.
         PolicyError: the file is unreadable or not a valid policy, or names a TTL the
             upstream's provider family does not offer for breakpoints (code
-            ``cache-policy``, naming the file; exit 2 as other bad input).
+            ``cache-policy``), or asks for an explicit head cache, Gemini's (code
+            ``cache-policy-explicit-cache``); naming the file, exit 2 as other bad input.
     """
     if args.cache_policy is None:
         return None
     if not args.stabilize:
         raise UsageError(f"{_PROG}: error: --cache-policy sets the TTLs of the breakpoints "
                          "--stabilize places: add --stabilize (or drop --cache-policy)")
-    import httpx
-
-    from .._economics._cache_policy import CachePolicy
+    from .._economics._cache_policy import CachePolicy, refuse_explicit_cache
     from .._exceptions import PolicyError
     from .._policy import TTL_LABELS_S, cache_rules
-    from .._wire._formats import known_provider
 
     policy = CachePolicy.from_file(args.cache_policy)
-    if (known_provider(httpx.URL(args.upstream).host, args.provider) or "anthropic") \
-            != "anthropic":
+    try:
+        refuse_explicit_cache(policy, "the proxy's stabilizer (it places breakpoints)")
+    except PolicyError as exc:
+        raise PolicyError(f"{args.cache_policy}: {exc.message}", code=exc.code) from exc
+    if _upstream_provider(args) != "anthropic":
         return policy  # Anthropic Messages bodies only get breakpoints: nothing to check
     offered = cache_rules("anthropic", "").ttls_s
     choice = policy.for_kind("main")
@@ -214,6 +215,26 @@ def _cache_policy(args: argparse.Namespace) -> CachePolicy | None:
             raise PolicyError(f"{args.cache_policy}: {where} TTL {label!r} is not one "
                               f"Anthropic breakpoints take ({ttls})", code="cache-policy")
     return policy
+
+
+def _upstream_provider(args: argparse.Namespace) -> str:
+    """The upstream's provider family (``--provider``, else its host), ``"anthropic"`` when
+    neither says (a local emulator, a gateway)."""
+    import httpx
+
+    from .._wire._formats import known_provider
+
+    return known_provider(httpx.URL(args.upstream).host, args.provider) or "anthropic"
+
+
+def _policy_shown(args: argparse.Namespace, policy: CachePolicy) -> str:
+    """The banner's words for ``--cache-policy``: its label, and that it does nothing when
+    the upstream is not Anthropic (only Anthropic Messages breakpoints get its TTLs)."""
+    provider = _upstream_provider(args)
+    if provider == "anthropic":
+        return f"cache policy {policy.label()}"
+    return (f"cache policy {policy.label()} (no effect on a {provider} upstream: only "
+            "Anthropic Messages breakpoints get its TTLs)")
 
 
 def _banner(host: str, port: int, *, upstream: str, where: str, token: bool) -> str:
@@ -301,7 +322,7 @@ def _run(args: argparse.Namespace) -> int:
         host, port = sock.getsockname()[:2]
         where = (f"ledger {shown_target(args.ledger)}"
                  f"{f', captures {capture.path}' if capture else ''}"
-                 f"{f', cache policy {cache_policy.label()}' if cache_policy else ''}")
+                 f"{f', {_policy_shown(args, cache_policy)}' if cache_policy else ''}")
         print(_banner(host, port, upstream=app.upstream_name, where=where,
                       token=token is not None), flush=True)
         server.run(sockets=[sock])

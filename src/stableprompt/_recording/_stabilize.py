@@ -96,7 +96,7 @@ from types import ModuleType
 from typing import Any
 
 from .._canonical import INT_MAX, INT_MIN, canonical_json, loads, wire_json
-from .._economics._cache_policy import CachePolicy
+from .._economics._cache_policy import CachePolicy, refuse_explicit_cache
 from .._policy import CacheRules, cache_rules, surely_below_minimum
 from .._prompt._tool_schema import canonical_schema, properties_orders, with_properties_orders
 from .._wire import anthropic, openai_chat, openai_responses
@@ -347,9 +347,15 @@ class Stabilizer:
         cache_policy: TTLs for the Anthropic breakpoints (``_stabilize_ttls``: the ones placed,
             and the client's own without a ``ttl``); ``None``: 5 minutes, client markers
             untouched.
+
+    Raises:
+        PolicyError: the policy asks for an explicit head cache, Gemini's (code
+            ``cache-policy-explicit-cache``): a stabilizer only places breakpoints.
     """
 
     def __init__(self, cache_policy: CachePolicy | None = None) -> None:
+        if cache_policy is not None:
+            refuse_explicit_cache(cache_policy, "the stabilizer (it places breakpoints)")
         self.cache_policy = cache_policy
         self._lock = threading.Lock()
         self._pins = _Memory(4096)  # (wire, tool name, schema digest) -> properties orders

@@ -25,7 +25,9 @@ other than ``main`` do not apply here.
 What a request means is unchanged: a TTL changes how long the provider keeps the prefix and
 what a write costs (1.25x the input price at 5 minutes, 2x at 1 hour), never the prompt.
 A TTL the model's cache rules do not offer (:attr:`CacheRules.ttls_s`) is not sent: the
-provider default is used instead and the row says so (``cache_policy_skipped``).
+provider default is used instead and the row says so (``cache_policy_skipped``). So is a
+history TTL longer than the head's (``CachePolicy(history="1h")`` leaves the head at the 5m
+default): the history is sent at the head's TTL, and ``cache_policy_skipped`` says so.
 """
 
 from __future__ import annotations
@@ -81,7 +83,8 @@ def policy_ttls(cache_policy: CachePolicy | None, rules: CacheRules | None,
 
     Returns:
         :class:`PolicyTtls`; a label the rules do not offer becomes the default, with the
-        reason in ``skipped``; the history is capped at the head (longer TTLs first).
+        reason in ``skipped``; the history is capped at the head (longer TTLs first), also
+        said in ``skipped``.
     """
     if cache_policy is None:
         return PolicyTtls(_DEFAULT, _DEFAULT)
@@ -102,6 +105,13 @@ def policy_ttls(cache_policy: CachePolicy | None, rules: CacheRules | None,
             labels.append(_DEFAULT)
     head, history = labels
     if TTL_LABELS_S[history] > TTL_LABELS_S[head]:
+        if choice.head is None:
+            why, fix = "the default: the policy sets none", f"set head={history!r} in it"
+        else:
+            why, fix = "the default, for the TTL skipped", "use a head TTL the model offers"
+        skipped.append(f"history TTL {history!r} is longer than the head's {head!r} ({why}): "
+                       f"longer TTLs must come first, so the history was sent at {head!r}; "
+                       f"{fix}")
         history = head
     return PolicyTtls(head, history, "; ".join(skipped) or None)
 

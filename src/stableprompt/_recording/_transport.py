@@ -464,7 +464,8 @@ class RecordingTransport(_Wrapping, _SyncBase):
             stabilizing places, and the client's own markers without a ``ttl``
             (``_recording._stabilize_ttls``; markers with a ``ttl`` keep it; longer TTLs
             always before shorter). Without ``stabilize``: :class:`InputError` (code
-            ``cache-policy-without-stabilize``).
+            ``cache-policy-without-stabilize``); with ``explicit_cache`` (Gemini's):
+            :class:`PolicyError` (code ``cache-policy-explicit-cache``).
         record_in_thread: Record on the recorder's thread (:attr:`Recorder.worker
             <stableprompt.Recorder.worker>`): the caller's thread neither decodes nor
             analyses the body (module docstring); the records are complete after

@@ -8,8 +8,13 @@ fixes, cliffs; ``--calls``: one row per call; ``_text.print_explanations``), aft
 the ledger's metadata (``Ledger.meta()``: e.g. the backend the calls went to, so numbers from
 our emulator say so). It opens each ledger read-only and never creates, migrates or writes it.
 
+``--what-if`` adds the replay of the calls under other cache policies (text:
+``_what_if_text``; ``--html``: a section of the page, ``_what_if_html``; ``--json``:
+``what_if``).
+
 ``stableprompt report --follow LEDGER [--follow-seconds S] [--interval S]`` is a live view
-of a ledger another process writes instead (``_follow.py``).
+of a ledger another process writes instead (``_follow.py``); it takes none of ``--json``,
+``--html``, ``--what-if`` (a usage error, exit 2).
 
 A row that does not decode as a record (hand-edited, corrupted) is skipped and named by its
 record id in a note (JSON: ``corrupt_rows``); every other row is reported. Records waiting
@@ -275,6 +280,10 @@ def _follow(args: argparse.Namespace) -> int:
     if len(args.ledger) != 1 or args.json or args.html is not None:
         raise UsageError("stableprompt report: error: argument --follow: follows exactly one "
                          "LEDGER, without --json or --html")
+    if args.what_if:
+        raise UsageError("stableprompt report: error: argument --what-if: not with --follow "
+                         "(the live view shows calls as they arrive; the replay needs the "
+                         "whole ledger): run `stableprompt report --what-if LEDGER`")
     if args.interval <= 0 or (args.follow_seconds is not None and args.follow_seconds < 0):
         raise UsageError("stableprompt report: error: argument --interval must be > 0 and "
                          "--follow-seconds >= 0")

@@ -5,7 +5,9 @@ table, two charts (read share per call per session over time with the cliffs mar
 verdict; cumulative cost as reported vs at the ceiling vs uncached: :mod:`._charts`), the
 turn-boundary split, the causes ranked by lost tokens (with their fixes and lost USD), the
 cliffs, the misses (calls that lost tokens, with cause, segment, path and before/after
-snippets), one collapsible table of sessions per scenario, then the notes.
+snippets), the what-if replay when the summary has one (``summarize(..., what_if=True)``,
+``report --what-if``: ``_what_if_html``), one collapsible table of sessions per scenario,
+then the notes.
 
 Viewable offline: no scripts, no external files or URLs (the charts are inline SVG, their
 text is text). The page names what drew the charts (library and version); without
@@ -24,6 +26,7 @@ from .._accounting._calls import CLIFF_DROP
 from .._accounting._summary import Summary, Totals
 from . import _charts
 from ._text import format_int, format_pct, format_usd, format_verdicts, pricing_lines
+from ._what_if_html import what_if_section
 
 __all__ = ["html_report"]
 
@@ -178,6 +181,7 @@ def html_report(report: Summary, *, title: str, intro: Sequence[str] = (),
         _chart("Read share per call, by session", "read_share_svg", report, library),
         _chart("Cumulative cost, actual vs ceiling", "cost_svg", report, library),
         *_explanations(report),
+        what_if_section(report.what_if),
         "<h2>Sessions</h2>", *details,
         *(f'<p class="note">{e(n)}</p>' for n in [*notes, *pricing_lines(report)]),
     ])

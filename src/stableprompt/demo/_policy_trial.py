@@ -9,7 +9,11 @@ acceptance, on the emulator).
    provider's default TTLs and lets :meth:`~stableprompt.CachePolicy.from_ledger` choose two
    policies from that ledger: :attr:`PolicyTrial.chosen` among every candidate the demo can
    send (:func:`runnable_candidates`: TTL choices, each with and without keep-alive) and
-   :attr:`PolicyTrial.ttl_chosen` among the TTL choices only (:func:`ttl_candidates`);
+   :attr:`PolicyTrial.ttl_chosen` among the TTL choices only (:func:`ttl_candidates`); the
+   TTL choices are the labels the demo's requests can set, by the what-if's rule
+   (:func:`settable_labels`: for OpenAI only what its API takes for the wire format and
+   model). A provider or model whose demo offers nothing to choose (Gemini's implicit
+   caching; OpenAI before GPT-5.6) is refused before anything runs;
 3. runs the test half on a fresh emulator each time (empty cache, same fake-clock start):
    under the default, under :attr:`~PolicyTrial.chosen` and under
    :attr:`~PolicyTrial.ttl_chosen`. A keep-alive policy's pings are sent
@@ -39,13 +43,13 @@ from .._accounting._what_if import WhatIf, candidate_policies, what_if
 from .._economics._cache_policy import CachePolicy, gap_quantiles
 from .._exceptions import InputError
 from .._ledger._ledger import Ledger
-from .._policy import cache_rules
-from ._run import DEFAULT_MODELS, check_cache_policy, run_demo
-from ._scenarios import SCENARIOS
+from .._policy import cache_rules, openai_explicit_rule
+from ._run import DEFAULT_MODELS, ENGINE_PROVIDER, check_cache_policy, run_demo
+from ._scenarios import PROVIDER_WIRES, SCENARIOS
 from ._workload import Workload
 
 __all__ = ["PolicyTrial", "TrialRun", "policy_trial", "runnable_candidates",
-           "ttl_candidates"]
+           "settable_labels", "ttl_candidates"]
 
 
 @dataclass(frozen=True)
@@ -240,32 +244,109 @@ def _same(a: CachePolicy, b: CachePolicy) -> bool:
     return _settings(a) == _settings(b)
 
 
-def ttl_candidates(provider: str, model: str) -> list[CachePolicy]:
-    """The what-if's candidates for ``provider``/``model`` without keep-alive or an explicit
-    cache: the TTL choices."""
-    return [p for p in candidate_policies(cache_rules(provider, model))
+def settable_labels(provider: str, model: str, wire: str | None = None) -> list[str] | None:
+    """TTL labels the demo's requests to ``provider``/``model`` can choose, by the rule the
+    what-if follows (``_accounting._what_if._settable_labels``): OpenAI, what
+    ``OPENAI_EXPLICIT_RULES`` accepts for the wire format (default the demo's,
+    ``openai-chat``) and model (Chat ``30m``, Responses ``30m`` / ``12h``; none before
+    GPT-5.6, whose retention the renders do not set); ``None`` elsewhere (the provider
+    rules' TTLs)."""
+    if provider != "openai":
+        return None
+    rule = openai_explicit_rule(wire or PROVIDER_WIRES[provider], model)
+    return list(rule.ttls) if rule is not None else []
+
+
+def _candidates(provider: str, model: str, wire: str | None,
+                prior_gaps_s: tuple[float, ...] = ()) -> list[CachePolicy]:
+    """The what-if's candidates over the labels the demo's requests can choose."""
+    return candidate_policies(cache_rules(provider, model),
+                              labels=settable_labels(provider, model, wire),
+                              prior_gaps_s=prior_gaps_s)
+
+
+def ttl_candidates(provider: str, model: str, wire: str | None = None) -> list[CachePolicy]:
+    """The what-if's candidates for ``provider``/``model`` (:func:`settable_labels`) without
+    keep-alive or an explicit cache: the TTL choices."""
+    return [p for p in _candidates(provider, model, wire)
             if p.keep_alive is None and not p.explicit_cache]
 
 
 def runnable_candidates(provider: str, model: str, scenario: str = "think-time",
+                        wire: str | None = None,
                         prior_gaps_s: tuple[float, ...] = ()) -> list[CachePolicy]:
-    """The what-if's candidates for ``provider``/``model`` that ``run_demo`` can follow in
-    ``scenario``: the TTL choices, and their keep-alive variants where the demo sends pings
-    (Anthropic; OpenAI GPT-5.6+; with the scheduler's gap prior ``prior_gaps_s``, and
-    ``closes_conversations``: the demo ends each session's conversation on the scheduler),
-    never an explicit cache."""
+    """The what-if's candidates for ``provider``/``model`` (:func:`settable_labels`) that
+    ``run_demo`` can follow in ``scenario``: the TTL choices, and their keep-alive variants
+    where the demo sends pings (Anthropic; OpenAI GPT-5.6+; with the scheduler's gap prior
+    ``prior_gaps_s``, and ``closes_conversations``: the demo ends each session's
+    conversation on the scheduler), never an explicit cache."""
+    return _runnable(provider, model, scenario, wire, prior_gaps_s)[0]
+
+
+def _runnable(provider: str, model: str, scenario: str, wire: str | None,
+              prior_gaps_s: tuple[float, ...] = ()
+              ) -> tuple[list[CachePolicy], list[str]]:
+    """:func:`runnable_candidates`, and why the others are not (``check_cache_policy``)."""
     chosen = [s for s in SCENARIOS if s.name == scenario]
-    out = []
-    for policy in candidate_policies(cache_rules(provider, model), prior_gaps_s=prior_gaps_s):
+    out, refused = [], []
+    for policy in _candidates(provider, model, wire, prior_gaps_s):
         if policy.keep_alive is not None:
             policy = policy.model_copy(update={"keep_alive": policy.keep_alive.model_copy(
                 update={"closes_conversations": True})})
         try:
-            check_cache_policy(policy, chosen, provider, model)
-        except InputError:
+            check_cache_policy(policy, chosen, provider, model, wire=wire)
+        except InputError as exc:
+            refused.append(exc.message)
             continue
         out.append(policy)
-    return out
+    return out, refused
+
+
+def _trial_setup(workload: Workload, provider: str, model: str | None, scenario: str,
+                 candidates: Sequence[CachePolicy] | None
+                 ) -> tuple[str, list[CachePolicy], list[CachePolicy]]:
+    """``(model, pool, ttl_pool)`` of a trial, every argument checked before anything runs.
+
+    Raises:
+        InputError: ``policy_trial``'s, before any demo runs.
+    """
+    if len(workload.sessions) < 2:
+        raise InputError(f"a policy trial needs at least 2 sessions, got "
+                         f"{len(workload.sessions)}", code="demo-sessions")
+    if provider not in DEFAULT_MODELS or provider == ENGINE_PROVIDER:
+        known = ", ".join(p for p in DEFAULT_MODELS if p != ENGINE_PROVIDER)
+        raise InputError(f"a policy trial runs on the emulator: provider {provider!r} is not "
+                         f"one of {known}", code="demo-provider")
+    if model is not None and (not isinstance(model, str) or not model.strip()):
+        raise InputError(f"model must be a model id, got {model!r}; omit it for the "
+                         f"default ({DEFAULT_MODELS[provider]})", code="demo-model")
+    model = model or DEFAULT_MODELS[provider]
+    match = next((s for s in SCENARIOS if s.name == scenario), None)
+    if match is None or not match.takes_policy or provider not in match.providers:
+        names = [s.name for s in SCENARIOS if s.takes_policy and provider in s.providers]
+        raise InputError(f"a policy trial runs an SDK scenario that takes a cache policy; "
+                         f"{scenario!r} is not one for {provider} (choose from "
+                         f"{', '.join(names) or 'none'})", code="demo-scenario")
+    if candidates is not None:
+        pool = list(candidates)
+        for policy in pool:  # refused now, not after the learn half ran
+            check_cache_policy(policy, [match], provider, model)
+    else:
+        pool, refused = _runnable(provider, model, scenario, None)
+        if len(pool) < 2:
+            follows = f"only {pool[0].label()!r}" if pool else "no policy"
+            why = f": {refused[0]}" if refused else ""
+            raise InputError(
+                f"a policy trial needs at least two cache policies to choose among, but the "
+                f"{provider} demo can follow {follows} for {model!r} "
+                f"({PROVIDER_WIRES[provider]}){why}; try provider 'anthropic', 'bedrock' with "
+                "a model offering 1h, or 'openai' with GPT-5.6 or later",
+                code="demo-cache-policy")
+    ttl_pool = [p for p in pool if p.keep_alive is None and not p.explicit_cache]
+    if not ttl_pool:
+        raise InputError("the candidates hold no TTL-only policy (no keep-alive, no explicit "
+                         "cache) to choose as the second row", code="demo-cache-policy")
+    return model, pool, ttl_pool
 
 
 def policy_trial(workload: Workload, *, provider: str = "anthropic", model: str | None = None,
@@ -276,7 +357,9 @@ def policy_trial(workload: Workload, *, provider: str = "anthropic", model: str 
 
     Args:
         workload: At least two sessions.
-        provider: An emulated provider with TTL choices (``"anthropic"``, ``"bedrock"``).
+        provider: An emulated provider whose demo offers a choice (``"anthropic"``;
+            ``"openai"`` with GPT-5.6 or later: keep-alive; ``"bedrock"`` with a model
+            offering 1h).
         model: Model id (default: the demo's for ``provider``).
         scenario: An SDK scenario (:attr:`~stableprompt.demo.Scenario.takes_policy`).
         directory: Keep the ledgers here (``learn.db``, ``test-default.db``,
@@ -291,21 +374,15 @@ def policy_trial(workload: Workload, *, provider: str = "anthropic", model: str 
         The :class:`PolicyTrial`.
 
     Raises:
-        InputError: Fewer than two sessions (code ``demo-sessions``), a candidate the demo
-            cannot follow, or a run the demo refuses (see
-            :func:`~stableprompt.demo.run_demo`).
+        InputError: before anything runs: fewer than two sessions (code
+            ``demo-sessions``), a provider that is not emulated (``demo-provider``), an
+            empty model id (``demo-model``), a scenario that takes no policy
+            (``demo-scenario``), a candidate the demo cannot follow, or a provider/model
+            whose demo offers fewer than two candidates (``demo-cache-policy``: Gemini's
+            implicit caching, OpenAI before GPT-5.6, Bedrock models with one TTL).
         PolicyError: No priced call to replay.
     """
-    if len(workload.sessions) < 2:
-        raise InputError(f"a policy trial needs at least 2 sessions, got "
-                         f"{len(workload.sessions)}", code="demo-sessions")
-    model = model or DEFAULT_MODELS.get(provider, "")
-    pool = (list(candidates) if candidates is not None
-            else runnable_candidates(provider, model, scenario))
-    ttl_pool = [p for p in pool if p.keep_alive is None and not p.explicit_cache]
-    if not ttl_pool:
-        raise InputError("the candidates hold no TTL-only policy (no keep-alive, no explicit "
-                         "cache) to choose as the second row", code="demo-cache-policy")
+    model, pool, ttl_pool = _trial_setup(workload, provider, model, scenario, candidates)
     half = len(workload.sessions) // 2
     learn_part, test_part = workload.select(half), workload.select(None, skip=half)
     tmp = None
@@ -325,7 +402,8 @@ def policy_trial(workload: Workload, *, provider: str = "anthropic", model: str 
                  ledger_path=learn_db)
         if candidates is None:  # the keep-alives' prior: the learn half's gaps
             gaps = what_if(learn_db, provider=provider, policies=ttl_pool).gaps_s
-            pool = runnable_candidates(provider, model, scenario, gap_quantiles(gaps))
+            pool = runnable_candidates(provider, model, scenario,
+                                       prior_gaps_s=gap_quantiles(gaps))
         learn = what_if(learn_db, provider=provider, policies=pool)
         chosen = CachePolicy.from_ledger(learn_db, provider=provider, policies=pool)
         ttl_chosen = CachePolicy.from_ledger(learn_db, provider=provider, policies=ttl_pool)

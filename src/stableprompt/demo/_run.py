@@ -31,9 +31,10 @@ from typing import TYPE_CHECKING, Any
 
 from .._accounting._summary import Summary, summarize
 from .._economics._cache_policy import REQUEST_KINDS, CachePolicy, ttl_seconds
-from .._exceptions import InputError, LedgerError
+from .._exceptions import InputError, LedgerError, PolicyError
 from .._ledger._ledger import Ledger
 from .._policy import cache_rules, keepalive_unsupported
+from .._prompt._policy_ttls import check_policy
 from .._recording._recorder import Recorder
 from ..emulator import Emulator, FakeClock
 from ._driver import (
@@ -431,11 +432,27 @@ def check_cache_policy(policy: CachePolicy | None, chosen: Sequence[Scenario],
     elif policy.explicit_cache:
         problem = ("an explicit head cache is Gemini's (GeminiCache), and the gemini demo "
                    "takes no cache policy; drop explicit_cache")
-    elif policy.keep_alive is not None:
+    else:
+        problem = _ttl_problem(policy, provider, model, wire)
+    if problem is None and policy.keep_alive is not None:
         problem = _keep_alive_problem(policy, provider, model, wire, sender)
     if problem is not None:
         raise InputError(f"cache policy {policy.label()!r}: {problem}",
                          code="demo-cache-policy")
+
+
+def _ttl_problem(policy: CachePolicy, provider: str, model: str, wire: str | None
+                 ) -> str | None:
+    """Why the SDK harness's renders would refuse ``policy``'s TTLs for some request kind
+    (``_prompt._policy_ttls.check_policy``: a TTL the model or API does not offer, a history
+    TTL longer than the head's), or ``None``: said now, not at the first render."""
+    for kind in REQUEST_KINDS:
+        try:
+            check_policy(wire or PROVIDER_WIRES[provider], model, policy, kind,
+                         what=f"the {provider} demo")
+        except PolicyError as exc:
+            return exc.message
+    return None
 
 
 def _keep_alive_problem(policy: CachePolicy, provider: str, model: str, wire: str | None,
