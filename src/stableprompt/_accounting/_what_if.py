@@ -140,12 +140,8 @@ class ReplayCall:
 
     def recorded_usd(self) -> float:
         """The call's input and output at its reported split (linear unit prices)."""
-        p = self.prices
-        write_1h = min(self.write_1h, self.write)
-        uncached = self.total - self.read - self.write
-        return (uncached * p.input + self.read * p.cache_read
-                + (self.write - write_1h) * p.cache_write + write_1h * p.cache_write_1h
-                + self.output * p.output)
+        return self.prices.usd(self.total, self.read, self.write,
+                               min(self.write_1h, self.write), self.output)
 
 
 @dataclass

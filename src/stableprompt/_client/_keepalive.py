@@ -199,13 +199,12 @@ def _usage_extent(usage: CacheUsage) -> int | None:
 
 
 def _usd(usage: CacheUsage, prices: UnitPrices) -> float:
-    """A call's cost at linear unit prices (1-hour writes at their own rate)."""
+    """A call's cost at linear unit prices (1-hour writes at their own rate; an uncached
+    remainder that does not add up counts as 0)."""
     read, write = usage.cache_read_tokens or 0, usage.cache_write_tokens or 0
-    write_1h = min(usage.cache_write_1h_tokens or 0, write)
-    uncached = max((usage.input_tokens_total or 0) - read - write, 0)
-    return (uncached * prices.input + read * prices.cache_read
-            + (write - write_1h) * prices.cache_write + write_1h * prices.cache_write_1h
-            + (usage.output_tokens or 0) * prices.output)
+    total = max(usage.input_tokens_total or 0, read + write)
+    return prices.usd(total, read, write, min(usage.cache_write_1h_tokens or 0, write),
+                      usage.output_tokens or 0)
 
 
 class _KeepAliveCore:
