@@ -78,7 +78,7 @@ CAUSE_CASES = [
 
 
 def test_responses_reasoning_item_dropped() -> None:
-    """A Responses reasoning item dropped from re-sent input is a history-rewrite naming it."""
+    """A Responses reasoning item dropped from re-sent input is a history-delete naming it."""
     sent = [{"role": "user", "content": "hi"}, {"type": "reasoning", "id": "rs_1", "summary": []},
             {"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{}"},
             {"type": "function_call_output", "call_id": "c1", "output": "ok"}]
@@ -88,9 +88,9 @@ def test_responses_reasoning_item_dropped() -> None:
     d = report.pair(1).divergence
     assert d is not None
     assert (d.cause, d.segment, d.path, d.offset) == (
-        "history-rewrite", "input[1].rest", "/input/1/type", len('"gpt-5.6"{"role":"user",'
-                                                              '"content":"hi"}{"type":"'))
-    assert d.detail == "reasoning block dropped from already-sent input[1].rest"
+        "history-delete", "input[1].rest", "/input/1", len('"gpt-5.6"{"role":"user",'
+                                                          '"content":"hi"}{"type":"'))
+    assert d.detail == "already-sent reasoning input[1] left out (input[1] is in its place)"
 
 
 @pytest.mark.parametrize(

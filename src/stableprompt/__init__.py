@@ -108,6 +108,7 @@ _EXPORTS: dict[str, str] = {
     "cache_rules": "_policy",
     "canonical_json": "_canonical",
     "diff": "_diff",
+    "divergences": "_divergences",
     "export_otel": "_report._otel",
     "get_tokenizer": "_tokens",
     "lint_capture": "_lint._linter",
@@ -154,6 +155,7 @@ if _typing.TYPE_CHECKING:
         Divergence,
         diff,
     )
+    from ._divergences import divergences
     from ._economics._cache_policy import CachePolicy, KeepAlive, TtlChoice
     from ._exceptions import (
         ArgumentNameError,
@@ -351,6 +353,7 @@ __all__ = [
     "cache_rules",
     "canonical_json",
     "diff",
+    "divergences",
     "export_otel",
     "get_tokenizer",
     "lint_capture",

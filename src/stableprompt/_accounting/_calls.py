@@ -33,6 +33,9 @@
 * ``before`` / ``after``: the text around the divergence in the compared request and in this
   one, when the row holds them (``verdict_detail["snippet_a"]`` / ``["snippet_b"]``) or the
   ledger kept both bodies (:func:`~._snippets.mutation_snippets`, passed as ``snippets``).
+* ``divergences``: every divergence of a ``client_mutation`` in cache order (the ledger keeps
+  at most eight, ``_recording._divergence_detail``), ``divergences_total`` how many there were
+  (:attr:`CallRow.more_divergences`: after the first; ``report --calls`` shows "+N more").
 * ``boundary``: ``"intra"`` (the request followed a tool result: a tool-loop call inside a
   user turn) or ``"cross"`` (the first call after a new user message), from
   ``verdict_detail["turn_boundary"]`` (the recorder's, ``_recording._boundary``) or, for older
@@ -154,6 +157,14 @@ class CallRow:
     cost_note: str | None = None
     server_reason: str | None = None
     server_agreement: str | None = None
+    divergences: tuple[dict[str, Any], ...] = ()
+    divergences_total: int = 0
+
+    @property
+    def more_divergences(self) -> int:
+        """Divergences after the first (``verdict_detail["divergences_total"] - 1``; 0 for
+        rows recorded before the list, or with one divergence)."""
+        return max(self.divergences_total - 1, 0)
 
     @property
     def provider_side_unexplained(self) -> bool:
@@ -190,6 +201,7 @@ class CallRow:
             "lost_usd": _round(self.lost_usd), "cost_complete": self.cost_complete,
             "cost_note": self.cost_note, "server_reason": self.server_reason,
             "server_agreement": self.server_agreement,
+            "divergences": list(self.divergences), "divergences_total": self.divergences_total,
         }
 
 
@@ -315,7 +327,20 @@ def call_row(record: UsageRecord, *, scenario: str, session: str, ceiling: int,
         boundary=boundary_of(record),
         cost_usd=costs[0], cost_uncached_usd=costs[1], cost_at_ceiling_usd=costs[2],
         lost_usd=costs[3], agrees=agrees, cost_complete=complete, cost_note=cost_note,
-        server_reason=_server(detail, "reason"), server_agreement=_server(detail, "agreement"))
+        server_reason=_server(detail, "reason"), server_agreement=_server(detail, "agreement"),
+        **_divergences(detail))
+
+
+def _divergences(detail: Mapping[str, Any]) -> dict[str, Any]:
+    """``divergences`` / ``divergences_total`` of a row (``_recording._divergence_detail``):
+    every divergence in cache order (bounded), each a JSON object; a row recorded before the
+    list, with a first divergence, counts one."""
+    found = detail.get("divergences")
+    entries = tuple(e for e in found if isinstance(e, dict)) if isinstance(found, list) else ()
+    total = _int(detail, "divergences_total")
+    if total is None:
+        total = len(entries) or (1 if isinstance(detail.get("path"), str) else 0)
+    return {"divergences": entries, "divergences_total": total}
 
 
 def _server(detail: Mapping[str, Any], key: str) -> str | None:

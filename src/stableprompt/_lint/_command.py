@@ -232,6 +232,8 @@ def render_report(
         for p in rows[:_MAX_ROWS]:
             d = p.divergence
             cause = "" if d is None else d.cause + (" (expected)" if p.expected else "")
+            if p.divergences_total > 1:
+                cause += f" +{p.divergences_total - 1} more"
             table.add_row(str(p.index), "-" if p.predecessor is None else str(p.predecessor),
                           str(p.lcp_bytes), _fmt(p.prefix_ratio),
                           shown(d.segment) if d else "", shown(d.path) if d else "",

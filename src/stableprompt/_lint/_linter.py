@@ -111,6 +111,8 @@ from typing import Any
 
 from .._canonical import loads
 from .._diff import (
+    Divergence,
+    ValueSnippet,
     common_prefix_len,
     diff,
     first_divergent_index,
@@ -118,6 +120,7 @@ from .._diff import (
     lcp_bytes,
     value_snippet,
 )
+from .._divergences import DIVERGENCE_LIMIT, bounded_divergences
 from .._exceptions import CaptureError, PolicyError
 from .._policy import (
     TTL_LABELS_S,
@@ -514,10 +517,15 @@ class _Linter:
         if divergence is not None and not expected and len(self.events):
             event = self.events.explain(b, divergence)  # a deliberate compaction / rebase
         snippet = None if divergence is None else value_snippet(a, b, divergence)
+        later: tuple[tuple[Divergence, ValueSnippet], ...] = ()
+        total = 0 if divergence is None else 1
+        if divergence is not None and not expected and event is None:  # a break: all of it
+            found, total = bounded_divergences(a, b, DIVERGENCE_LIMIT, divergence)
+            later = tuple((d, value_snippet(a, b, d)) for d in found[1:])
         self.pairs.append(LintPair(
             b.index, b.source, b.wire_format, b.session, size, a.index, len(a.data), lcp,
             _ratio(lcp, size), min(1.0, _ratio(len(a.data), size)), divergence,
-            expected or event is not None, snippet, event))
+            expected or event is not None, snippet, event, later, total))
         if divergence is None or expected or event is not None:
             return
         x = a.segments[divergence.segment_index]

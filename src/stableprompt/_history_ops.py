@@ -1,0 +1,150 @@
+"""History items inserted, deleted, moved or changed between two requests of a conversation.
+
+A request's history is a list of items (a message, or a Responses input item), each held by
+one or more ``message`` segments that share the item's body pointer (``/messages/3``,
+``/messages/3/content/1``, a ``.rest`` segment at ``/input/3``). :func:`history_ops` aligns
+the items of a predecessor with those of a later request by their bytes (the tuple of their
+segments' standalone digests: a wrapper holds the role, never the index, so an item re-sent at
+another index keeps its key) and names what happened to the items already sent:
+
+- ``insert``: new items placed *before* an item the predecessor already sent (new items after
+  its last one are the conversation growing, not a divergence);
+- ``delete``: an item the predecessor sent that the later request left out;
+- ``move``: an item left out in one place and re-sent (same bytes) in another;
+- ``change``: an item re-sent in its place with other bytes (a rewrite, an edit).
+
+The alignment is :class:`difflib.SequenceMatcher` over the item keys from the first item that
+differs (``autojunk`` off, so repeated items such as identical tool results are not dropped
+as noise): linear in the items when little changed, quadratic at worst, and run only for a
+pair that diverged in its history.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from difflib import SequenceMatcher
+
+from ._segment import Segment
+
+__all__ = ["HistoryOp", "history_ops", "item_of", "items"]
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryOp:
+    """One thing that happened to history items, in segment indexes of both requests.
+
+    Attributes:
+        kind: ``insert``, ``delete``, ``move`` or ``change``.
+        a_index: Segment index in the predecessor where it happens: the first segment of the
+            already-sent item that new items were put before (``insert``), of the item left
+            out (``delete``), of the first item out of place (``move``: the moved item when it
+            moved later, the item it was put before when it moved earlier), of the changed
+            item (``change``). ``len(a)`` for the end.
+        b_index: Segment index in the later request of the corresponding item: the first
+            inserted item, the item now where the deleted one was, the moved item at its new
+            place, the changed item.
+        a_items: Items of the predecessor concerned (0 for an insert).
+        b_items: Items of the later request concerned (0 for a delete).
+        a_from: For a ``move``, the segment index of the moved item in the predecessor (its
+            old place); else ``a_index``.
+    """
+
+    kind: str
+    a_index: int
+    b_index: int
+    a_items: int
+    b_items: int
+    a_from: int = -1
+
+
+def item_of(path: str) -> str:
+    """``/messages/3`` for ``/messages/3/content/1``: the history item a segment belongs to."""
+    return "/".join(path.split("/")[:3])
+
+
+def items(segments: Sequence[Segment], start: int = 0) -> list[tuple[int, tuple[str, ...]]]:
+    """The history items of ``segments`` from the item holding segment ``start`` on: (index of
+    the item's first segment, the item's key: its segments' standalone digests in order)."""
+    found: list[tuple[int, tuple[str, ...]]] = []
+    current, first, key = "", -1, []
+    n = len(segments)
+    i = start
+    while i > 0 and segments[i - 1].kind == "message" and i < n and \
+            item_of(segments[i - 1].path) == item_of(segments[i].path):
+        i -= 1  # back to the first segment of the item holding ``start``
+    for index in range(i, n):
+        s = segments[index]
+        if s.kind != "message":
+            continue
+        where = item_of(s.path)
+        if where != current or first < 0:
+            if first >= 0:
+                found.append((first, tuple(key)))
+            current, first, key = where, index, []
+        key.append(s.digest)
+    if first >= 0:
+        found.append((first, tuple(key)))
+    return found
+
+
+def history_ops(a: Sequence[Segment], b: Sequence[Segment], start: int,
+                start_b: int | None = None) -> list[HistoryOp]:
+    """What happened to the predecessor's history items ``a`` in the later request ``b``,
+    from the item holding segment ``start`` of ``a`` and the item holding ``start_b`` of
+    ``b`` (default ``start``: the first divergent segment of both; the first message of each
+    when their heads differ in length) on, in the predecessor's order (its cache order).
+    Items before those are taken as equal (the caller knows the prefix agrees up to there);
+    a prefix of ``a`` that ``b`` extends gives no op.
+
+    Raises nothing: any two segment lists can be aligned.
+    """
+    xa = items(a, start)
+    if not xa:
+        return []
+    first_b = xa[0][0] + (start_b - start if start_b is not None else 0)
+    xb = items(b, first_b) if 0 <= first_b < len(b) else []
+    keys_a, keys_b = [k for _, k in xa], [k for _, k in xb]
+    matcher = SequenceMatcher(None, keys_a, keys_b, autojunk=False)
+    end_a = len(a)
+
+    def at_a(i: int) -> int:
+        return xa[i][0] if i < len(xa) else end_a
+
+    def at_b(j: int) -> int:
+        return xb[j][0] if j < len(xb) else len(b)
+
+    ops: list[HistoryOp] = []
+    inserted: list[tuple[int, int]] = []  # (a item position, b item index)
+    deleted: list[tuple[int, int]] = []  # (a item index, b item position)
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        if tag == "equal":
+            continue
+        pairs = min(i2 - i1, j2 - j1) if tag == "replace" else 0
+        for k in range(pairs):
+            ops.append(HistoryOp("change", at_a(i1 + k), at_b(j1 + k), 1, 1))
+        for i in range(i1 + pairs, i2):
+            deleted.append((i, j1 + pairs))
+        if i2 < len(xa):  # items placed before one already sent (after the last: growth)
+            for j in range(j1 + pairs, j2):
+                inserted.append((i1 + pairs, j))
+    # A deleted item re-sent elsewhere with the same bytes moved.
+    moved: set[int] = set()
+    for i, jpos in deleted:
+        match = next((n for n, (ipos, j) in enumerate(inserted)
+                      if n not in moved and keys_b[j] == keys_a[i]), None)
+        if match is None:
+            ops.append(HistoryOp("delete", at_a(i), at_b(jpos), 1, 0))
+            continue
+        moved.add(match)
+        ipos, j = inserted[match]
+        ops.append(HistoryOp("move", at_a(min(i, ipos)), at_b(j), 1, 1, at_a(i)))
+    groups: dict[int, list[int]] = {}
+    for n, (ipos, j) in enumerate(inserted):
+        if n not in moved:
+            groups.setdefault(ipos, []).append(j)
+    for ipos, js in groups.items():
+        ops.append(HistoryOp("insert", at_a(ipos), at_b(js[0]), 0, len(js)))
+    order = {"move": 0, "insert": 1, "delete": 2, "change": 3}
+    ops.sort(key=lambda op: (op.a_index, order[op.kind]))
+    return ops
