@@ -108,7 +108,7 @@ _EXPORTS: dict[str, str] = {
     "cache_rules": "_policy",
     "canonical_json": "_canonical",
     "diff": "_diff",
-    "divergences": "_divergences",
+    "divergences": "_diff",
     "export_otel": "_report._otel",
     "get_tokenizer": "_tokens",
     "lint_capture": "_lint._linter",
@@ -154,8 +154,8 @@ if _typing.TYPE_CHECKING:
     from ._diff import (
         Divergence,
         diff,
+        divergences,
     )
-    from ._divergences import divergences
     from ._economics._cache_policy import CachePolicy, KeepAlive, TtlChoice
     from ._exceptions import (
         ArgumentNameError,

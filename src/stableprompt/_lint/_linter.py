@@ -111,8 +111,10 @@ from typing import Any
 
 from .._canonical import loads
 from .._diff import (
+    DIVERGENCE_LIMIT,
     Divergence,
     ValueSnippet,
+    bounded_divergences,
     common_prefix_len,
     diff,
     first_divergent_index,
@@ -120,7 +122,6 @@ from .._diff import (
     lcp_bytes,
     value_snippet,
 )
-from .._divergences import DIVERGENCE_LIMIT, bounded_divergences
 from .._exceptions import CaptureError, PolicyError
 from .._policy import (
     TTL_LABELS_S,

@@ -61,8 +61,8 @@ class LintPair:
         event: ``"compaction"`` or ``"head-change"`` when a :class:`~stableprompt.CacheEvent`
             passed as ``events=`` explains the divergence, else ``None``.
         later: The divergences after the first, of a break, in the provider's cache order
-            (:func:`~stableprompt._divergences.divergences`), each with its value snippet: at
-            most :data:`~stableprompt._divergences.DIVERGENCE_LIMIT` minus one.
+            (:func:`~stableprompt._diff.divergences`), each with its value snippet: at
+            most :data:`~stableprompt._diff.DIVERGENCE_LIMIT` minus one.
         divergences_total: How many divergences the pair has (0 without one; the first
             counts); ``later`` holds fewer when it is truncated.
     """

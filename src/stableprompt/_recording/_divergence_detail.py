@@ -2,9 +2,9 @@
 
 The row keeps the first divergence's fields as they always were (``segment``, ``path``,
 ``cause``, ``snippet_a``, ``lost_tokens``, ...) and adds the list of all of them, in the
-provider's cache order (:func:`~stableprompt._divergences.divergences`), bounded:
+provider's cache order (:func:`~stableprompt._diff.divergences`), bounded:
 
-- ``divergences``: at most :data:`~stableprompt._divergences.DIVERGENCE_LIMIT` entries, each
+- ``divergences``: at most :data:`~stableprompt._diff.DIVERGENCE_LIMIT` entries, each
   ``segment``, ``segment_kind``, ``path`` (``path_b`` when the later request holds it at
   another pointer), ``cause``, ``cause_detail``, ``offset``, ``snippet_a``, ``snippet_b``
   (:func:`~stableprompt._diff.value_snippet`: redacted as the first's) and ``lost_tokens``;
@@ -23,8 +23,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._diff import Divergence, _cacheable, value_snippet
-from .._divergences import DIVERGENCE_LIMIT, bounded_divergences
+from .._diff import DIVERGENCE_LIMIT, Divergence, bounded_divergences, value_snippet
+from .._diff._first import _cacheable
 from .._wire._segmenter import SegmentedRequest
 from ._call import RequestState
 

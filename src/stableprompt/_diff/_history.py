@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from difflib import SequenceMatcher
 
-from ._segment import Segment
+from .._segment import Segment
 
 __all__ = ["HistoryOp", "history_ops", "item_of", "items"]
 

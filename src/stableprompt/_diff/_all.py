@@ -12,7 +12,7 @@ carry token counts).
 Walk, by region, in cache order: cache-key parameters by name; tools by name (one
 ``tool-removed``, one ``tool-added`` and one ``tool-reorder`` for the list, and each tool
 re-sent with other bytes); system blocks by position; history items aligned by their bytes
-(:func:`~stableprompt._history_ops.history_ops`: ``history-insert``, ``history-delete``,
+(:func:`~stableprompt._diff._history.history_ops`: ``history-insert``, ``history-delete``,
 ``history-move``, and each item changed in place, by its first differing block). A region's
 changes are sorted by the predecessor's segment index; the predecessor's trailing volatile
 tail is left out as :func:`diff` leaves it out.
@@ -22,7 +22,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
-from ._diff import (
+from .._public import public
+from .._segment import Segment
+from ._first import (
     Divergence,
     Segmented,
     _bytes,
@@ -35,9 +37,7 @@ from ._diff import (
     history_cause,
     tokens_after,
 )
-from ._history_ops import history_ops, item_of
-from ._public import public
-from ._segment import Segment
+from ._history import history_ops, item_of
 
 __all__ = ["DIVERGENCE_LIMIT", "bounded_divergences", "divergences"]
 

@@ -8,7 +8,7 @@ search over ``prefix_digest`` (O(log n) digest comparisons), and only that segme
 Causes (stable slugs): ``model-change``, ``param-change``, ``tool-added``, ``tool-removed``,
 ``tool-reorder``, ``key-order``, ``property-order``, ``whitespace``, ``volatile-token``,
 ``history-rewrite``, ``history-insert``, ``history-delete``, ``history-move`` (history items
-put before an already-sent one, left out, or re-sent elsewhere: ``_history_ops``),
+put before an already-sent one, left out, or re-sent elsewhere: ``_diff._history``),
 ``content-edit``, ``breakpoint-on-per-turn-block`` (the predecessor's
 cache breakpoint sat on a message block holding a per-call value, e.g. a clock block, which
 the later request changed or left out: the entry written there ends in content no later
@@ -35,16 +35,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, AnyStr, Protocol
 
-from ._canonical import canonical_json, escape_pointer, loads, pointer_get, wire_json
-from ._exceptions import InputError
-from ._history_ops import HistoryOp, history_ops, item_of
-from ._policy import CONTENT_SHAPES
-from ._prompt._tool_schema import properties_orders
-from ._public import public
-from ._redact import redact_slice
-from ._segment import ByteSlices, Segment, Snapshot
-from ._volatility import paired_nonce, scan_volatile, volatile_kind_at
-from ._wire import anthropic, bedrock_converse, gemini, openai_chat, openai_responses
+from .._canonical import canonical_json, escape_pointer, loads, pointer_get, wire_json
+from .._exceptions import InputError
+from .._policy import CONTENT_SHAPES
+from .._prompt._tool_schema import properties_orders
+from .._public import public
+from .._redact import redact_slice
+from .._segment import ByteSlices, Segment, Snapshot
+from .._volatility import paired_nonce, scan_volatile, volatile_kind_at
+from .._wire import anthropic, bedrock_converse, gemini, openai_chat, openai_responses
+from ._history import HistoryOp, history_ops, item_of
 
 __all__ = [
     "CAUSES",
@@ -685,7 +685,7 @@ def _item_name(segment: Segment) -> str:
 def history_cause(op: HistoryOp, sa: Sequence[Segment], sb: Sequence[Segment],
                   a: Segmented | None = None) -> tuple[str, str, str, str]:
     """``(cause, detail, path, path_b)`` of an ``insert``, ``delete`` or ``move`` op
-    (:func:`~stableprompt._history_ops.history_ops`): the path is the item's pointer in the
+    (:func:`~stableprompt._diff._history.history_ops`): the path is the item's pointer in the
     predecessor (where the insertion was put before, the item left out or out of place),
     ``path_b`` the corresponding item's in the later request."""
     x = sa[op.a_index] if op.a_index < len(sa) else None
@@ -702,10 +702,7 @@ def history_cause(op: HistoryOp, sa: Sequence[Segment], sb: Sequence[Segment],
     if op.kind == "delete":
         what = "item"
         if a is not None and x is not None:
-            try:
-                what = _reasoning_type(loads(_bytes(a)[x.start:x.end])) or what
-            except ValueError:  # pragma: no cover - segment bytes are JSON
-                pass
+            what = _reasoning_type(loads(_bytes(a)[x.start:x.end])) or what
         return ("history-delete", f"already-sent {what} {name_a} left out ({name_b} is in "
                 "its place)", where_a, where_b)
     origin = sa[op.a_from] if 0 <= op.a_from < len(sa) else x
