@@ -117,40 +117,41 @@ def _walk(a: Segmented, b: Segmented, sa: Sequence[Segment],
     sys_a = [i for i, s in enumerate(sa) if s.kind == "system"]
     sys_b = [j for j, s in enumerate(sb) if s.kind == "system"]
     for k in range(max(len(sys_a), len(sys_b))):
-        i = sys_a[k] if k < len(sys_a) else None
-        j = sys_b[k] if k < len(sys_b) else None
-        if i is not None and j is not None:
-            if sa[i].digest != sb[j].digest:
-                yield (i, j, "", "", "", "", sa[i], sb[j])
-        elif i is not None:
-            yield (i, _first(sb, "message"), "content-edit", f"{sa[i].name} left out",
-                   sa[i].path, "", sa[i], None)
-        elif j is not None:
-            yield (_first(sa, "message"), j, "content-edit", f"{sb[j].name} added",
-                   sb[j].path, sb[j].path, None, sb[j])
+        if k < len(sys_a) and k < len(sys_b):
+            x, y = sa[sys_a[k]], sb[sys_b[k]]
+            if x.digest != y.digest:
+                yield (sys_a[k], sys_b[k], "", "", "", "", x, y)
+        elif k < len(sys_a):
+            x = sa[sys_a[k]]
+            yield (sys_a[k], _first(sb, "message"), "content-edit", f"{x.name} left out",
+                   x.path, "", x, None)
+        else:
+            y = sb[sys_b[k]]
+            yield (_first(sa, "message"), sys_b[k], "content-edit", f"{y.name} added",
+                   y.path, y.path, None, y)
     # History items, aligned by their bytes.
     start_a, start_b = _first(sa, "message"), _first(sb, "message")
     for op in history_ops(sa, sb, start_a, start_b):
         if op.kind != "change":
             cause, detail, path, path_b = history_cause(op, sa, sb, a)
-            x = sa[op.a_index] if op.a_index < len(sa) else None
-            y = sb[op.b_index] if op.b_index < len(sb) else None
-            yield (op.a_index, op.b_index, cause, detail, path, path_b, x, y)
+            yield (op.a_index, op.b_index, cause, detail, path, path_b,
+                   sa[op.a_index] if op.a_index < len(sa) else None,
+                   sb[op.b_index] if op.b_index < len(sb) else None)
             continue
         i, j = op.a_index, op.b_index  # the item's first differing block
         item_a, item_b = sa[i].path, sb[j].path
         while (i < len(sa) and j < len(sb) and sa[i].digest == sb[j].digest
                and _same_item(sa[i], item_a) and _same_item(sb[j], item_b)):
             i, j = i + 1, j + 1
-        x = sa[i] if i < len(sa) and _same_item(sa[i], item_a) else None
-        y = sb[j] if j < len(sb) and _same_item(sb[j], item_b) else None
-        if x is None or y is None:
-            what = f"{(x or sa[op.a_index]).name} " + ("lost blocks" if y is None else
-                                                        "got blocks")
-            yield (i if x is not None else op.a_index, j, "history-rewrite", what,
-                   (x or sa[op.a_index]).path, (y or sb[op.b_index]).path, x, y)
+        left = sa[i] if i < len(sa) and _same_item(sa[i], item_a) else None
+        right = sb[j] if j < len(sb) and _same_item(sb[j], item_b) else None
+        if left is None or right is None:
+            what = f"{(left or sa[op.a_index]).name} " + ("lost blocks" if right is None else
+                                                           "got blocks")
+            yield (i if left is not None else op.a_index, j, "history-rewrite", what,
+                   (left or sa[op.a_index]).path, (right or sb[op.b_index]).path, left, right)
         else:
-            yield (i, j, "", "", "", "", x, y)
+            yield (i, j, "", "", "", "", left, right)
 
 
 def _same_item(segment: Segment, path: str) -> bool:

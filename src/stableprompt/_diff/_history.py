@@ -67,7 +67,8 @@ def items(segments: Sequence[Segment], start: int = 0) -> list[tuple[int, tuple[
     """The history items of ``segments`` from the item holding segment ``start`` on: (index of
     the item's first segment, the item's key: its segments' standalone digests in order)."""
     found: list[tuple[int, tuple[str, ...]]] = []
-    current, first, key = "", -1, []
+    current, first = "", -1
+    key: list[str] = []
     n = len(segments)
     i = start
     while i > 0 and segments[i - 1].kind == "message" and i < n and \
@@ -86,6 +87,12 @@ def items(segments: Sequence[Segment], start: int = 0) -> list[tuple[int, tuple[
     if first >= 0:
         found.append((first, tuple(key)))
     return found
+
+
+def _shape(segments: Sequence[Segment], first: int, key: tuple[str, ...]) -> tuple[str, int]:
+    """An item's shape: its role (the first segment's label) and how many segments (blocks)
+    it has; an item edited in place keeps it."""
+    return segments[first].label, len(key)
 
 
 def history_ops(a: Sequence[Segment], b: Sequence[Segment], start: int,
@@ -117,17 +124,35 @@ def history_ops(a: Sequence[Segment], b: Sequence[Segment], start: int,
     ops: list[HistoryOp] = []
     inserted: list[tuple[int, int]] = []  # (a item position, b item index)
     deleted: list[tuple[int, int]] = []  # (a item index, b item position)
+    shape_a = [_shape(a, first, key) for first, key in xa]
+    shape_b = [_shape(b, first, key) for first, key in xb]
     for tag, i1, i2, j1, j2 in matcher.get_opcodes():
         if tag == "equal":
             continue
-        pairs = min(i2 - i1, j2 - j1) if tag == "replace" else 0
-        for k in range(pairs):
-            ops.append(HistoryOp("change", at_a(i1 + k), at_b(j1 + k), 1, 1))
-        for i in range(i1 + pairs, i2):
-            deleted.append((i, j1 + pairs))
-        if i2 < len(xa):  # items placed before one already sent (after the last: growth)
-            for j in range(j1 + pairs, j2):
-                inserted.append((i1 + pairs, j))
+        n, m = i2 - i1, j2 - j1
+        # Items changed in place keep their shape (role, blocks). When the later request has
+        # more items here and already-sent ones follow, the extra items were put in: where,
+        # the shapes tell (an insertion beside an edit stays an insertion). At the end of the
+        # predecessor, extra items are the conversation growing: compared in place.
+        d = 0
+        if n and m > n and i2 < len(xa):
+            d = max(range(m - n + 1), key=lambda o: (sum(
+                shape_a[i1 + k] == shape_b[j1 + o + k] for k in range(n)), -o))
+        elif m and n > m:
+            d = max(range(n - m + 1), key=lambda o: (sum(
+                shape_a[i1 + o + k] == shape_b[j1 + k] for k in range(m)), -o))
+        if m >= n:
+            for k in range(n):
+                ops.append(HistoryOp("change", at_a(i1 + k), at_b(j1 + d + k), 1, 1))
+            if i1 < len(xa):
+                inserted.extend((i1, j) for j in range(j1, j1 + d))
+            if i2 < len(xa):  # before an item already sent (after the last one: growth)
+                inserted.extend((i2, j) for j in range(j1 + d + n, j2))
+        else:
+            for k in range(m):
+                ops.append(HistoryOp("change", at_a(i1 + d + k), at_b(j1 + k), 1, 1))
+            deleted.extend((i, j1) for i in range(i1, i1 + d))
+            deleted.extend((i, j2) for i in range(i1 + d + m, i2))
     # A deleted item re-sent elsewhere with the same bytes moved.
     moved: set[int] = set()
     for i, jpos in deleted:

@@ -1,0 +1,207 @@
+"""Tests for every divergence of a pair (``divergences``, ``_diff._history``) on a real Claude
+Code turn (``tests/fixtures/harness/claude_code_turn.json``), in ``diff()``, lint, the
+ledger's ``verdict_detail`` and ``report --call``; each case checked against the
+independent plain JSON diff of ``ground_truth``."""
+
+from __future__ import annotations
+
+import copy
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+import httpx2
+
+from ground_truth import first_difference
+from stableprompt import diff, divergences, lint_requests, segment_request, summarize
+from stableprompt._diff import (
+    CAUSE_FIXES,
+    DIVERGENCE_LIMIT,
+    bounded_divergences,
+    history_ops,
+    value_snippet,
+)
+from stableprompt._recording._recorder import Recorder
+from stableprompt._recording._transport import RecordingTransport
+from stableprompt._report._text import print_call_divergences
+from test_transport import FakeProvider
+
+TURN = json.loads((Path(__file__).parent / "fixtures" / "harness" /
+                   "claude_code_turn.json").read_text())
+FILES_SENT = "plan.md\nnotes.txt\nREADME.md"
+FILES_AGAIN = "README.md\nnotes.txt\nplan.md"  # the same set, iterated in another order
+REMINDER = {"role": "user", "content": [{"type": "text", "text": "<system-reminder>\nThe "
+                                         "user opened notes.txt.\n</system-reminder>"}]}
+
+
+def pair() -> tuple[dict[str, Any], dict[str, Any]]:
+    """The real turn, both calls' tool result of messages[3] holding a file list."""
+    before, after = copy.deepcopy(TURN["before"]), copy.deepcopy(TURN["after"])
+    for body in (before, after):
+        body["messages"][3]["content"][0]["content"] = FILES_SENT
+    return before, after
+
+
+def harness_turn() -> tuple[dict[str, Any], dict[str, Any]]:
+    """The next call as the issue's harness sends it: a reminder inserted before the
+    already-sent assistant turn messages[2], that turn's tool_use input re-serialized (keys
+    in another order) and the file list re-ordered by set iteration."""
+    before, after = pair()
+    call = after["messages"][2]["content"][2]
+    call["input"] = dict(reversed(list(call["input"].items())))
+    after["messages"][3]["content"][0]["content"] = FILES_AGAIN
+    after["messages"].insert(2, REMINDER)
+    return before, after
+
+
+def seg(body: dict[str, Any]) -> Any:
+    return segment_request("anthropic", body)
+
+
+def test_the_real_turn_is_append_only() -> None:
+    """The captured pair as sent: the first call is a prefix of the second, no divergence."""
+    before, after = pair()
+    assert diff(seg(before), seg(after)) is None
+    assert divergences(seg(before), seg(after)) == ()
+
+
+def test_an_insertion_a_reserialization_and_a_reordered_list_are_all_named() -> None:
+    """All three changes, in cache order: the insertion first (history-insert at the
+    already-sent message it was put before, its fix not "re-send the exact bytes"), then the
+    re-serialized tool_use input (key-order, at its new index too), then the file list
+    (history-rewrite); each costs less than the one before; the first is diff()'s and is
+    where the independent JSON diff puts the first difference."""
+    before, after = harness_turn()
+    a, b = seg(before), seg(after)
+    found = divergences(a, b)
+    assert [(d.cause, d.path, d.path_b) for d in found] == [
+        ("history-insert", "/messages/2", ""),
+        ("key-order", "/messages/2/content/2/input", "/messages/3/content/2/input"),
+        ("history-rewrite", "/messages/3/content/0/content", "/messages/4/content/0/content"),
+    ]
+    assert found[0] == diff(a, b)
+    assert found[0].detail == "an item (user) inserted at messages[2], before already-sent " \
+        "messages[2]"
+    assert "re-send" not in CAUSE_FIXES["history-insert"]
+    costs = [d.lost_bytes or 0 for d in found]
+    assert costs == sorted(costs, reverse=True) and costs[-1] > 0
+    shown = value_snippet(a, b, found[2])
+    assert (shown.snippet_a, shown.snippet_b) == (FILES_SENT, FILES_AGAIN)
+    truth = first_difference("anthropic", before, after)
+    assert truth is not None and truth.kind == "history-insert"
+    assert truth.same_place(found[0].path) and truth.admits(found[0].cause)
+
+
+def test_a_resume_that_edits_a_tool_text_and_a_system_text_shows_both() -> None:
+    """A resume that changes a tool description (drops a phrase) and a system text: two
+    divergences, tool first (cache order), each a content-edit at its own pointer."""
+    before, after = pair()
+    tool = after["tools"][0]
+    tool["description"] = tool["description"].replace("complex, multi-step ", "")
+    after["system"][2]["text"] = after["system"][2]["text"].replace("own judgment", "judgment")
+    found = divergences(seg(before), seg(after))
+    assert [(d.cause, d.path) for d in found] == [
+        ("content-edit", "/tools/0/description"), ("content-edit", "/system/2/text")]
+    truth = first_difference("anthropic", before, after)
+    assert truth is not None and truth.same_place(found[0].path)
+
+
+def test_moves_and_deletions_are_named() -> None:
+    """An already-sent item re-sent later is a history-move; one left out a
+    history-delete, both at the predecessor's first out-of-place item."""
+    before, after = pair()
+    moved = copy.deepcopy(after)
+    moved["messages"][2], moved["messages"][4] = moved["messages"][4], moved["messages"][2]
+    kinds = [(d.cause, d.path) for d in divergences(seg(before), seg(moved))]
+    assert kinds[0] == ("history-move", "/messages/2")
+    dropped = copy.deepcopy(after)
+    del dropped["messages"][1]
+    first = divergences(seg(before), seg(dropped))[0]
+    assert (first.cause, first.path) == ("history-delete", "/messages/1")
+    truth = first_difference("anthropic", before, dropped)
+    assert truth is not None and truth.kind == "history-delete"
+
+
+def test_history_ops_pair_an_edit_beside_an_insertion() -> None:
+    """An item inserted before an edited one: the alignment pairs the edited item with its
+    new place (change) and names the other inserted, not the other way round."""
+    before, after = harness_turn()
+    a, b = seg(before), seg(after)
+    ops = history_ops(a.segments, b.segments, 0)
+    assert [op.kind for op in ops] == ["insert", "change", "change"]
+    assert b.segments[ops[0].b_index].path == "/messages/2/content/0"
+
+
+def test_lint_lists_every_divergence_of_a_break() -> None:
+    """lint: the break's first divergence, then the later ones (JSON and text)."""
+    before, after = harness_turn()
+    report = lint_requests([before, after])
+    p = report.pair(1)
+    assert p.is_break and p.divergence is not None
+    assert p.divergence.cause == "history-insert" and p.divergences_total == 3
+    assert [d.cause for d, _ in p.later] == ["key-order", "history-rewrite"]
+    listed = p.as_dict()["later_divergences"]
+    assert [d["path_b"] for d in listed] == ["/messages/3/content/2/input",
+                                            "/messages/4/content/0/content"]
+    assert "then 3. at /messages/3/content/0/content (now /messages/4/content/0/content)" \
+        in p.describe()
+
+
+def test_the_ledger_row_lists_every_divergence_and_report_shows_them() -> None:
+    """Recorded through a RecordingTransport: the second call is a client_mutation whose
+    verdict_detail keeps the first divergence's fields and adds all three, the first
+    costing the row's lost_tokens and later ones less; report --calls says "+2 more" and
+    report --call lists them."""
+    recorder = Recorder(tokenizer="bytes/4")
+    client = httpx2.Client(transport=RecordingTransport(httpx2.MockTransport(FakeProvider()),
+                                                        recorder=recorder))
+    before, after = harness_turn()
+    for body in (before, after):
+        sent = {k: v for k, v in body.items() if k != "stream"}
+        client.post(f"http://provider.test{TURN['path']}", content=json.dumps(sent),
+                    headers={"x-api-key": "sk-ant-test", "anthropic-version": "2023-06-01"})
+    first, second = recorder.records
+    assert first.verdict == "cold" and second.verdict == "client_mutation"
+    detail: dict[str, Any] = dict(second.verdict_detail)
+    assert (detail["cause"], detail["path"]) == ("history-insert", "/messages/2")
+    listed = detail["divergences"]
+    assert [d["cause"] for d in listed] == ["history-insert", "key-order", "history-rewrite"]
+    assert detail["divergences_total"] == 3 and "divergences_truncated" not in detail
+    assert listed[0]["lost_tokens"] == detail["lost_tokens"] > listed[1]["lost_tokens"] \
+        > listed[2]["lost_tokens"] > 0
+    assert listed[2]["path_b"] == "/messages/4/content/0/content"
+    report = summarize(recorder.records)
+    row = next(r for r in report.calls if r.id == second.record_id)
+    assert row.more_divergences == 2 and row.to_json()["divergences_total"] == 3
+    out = io.StringIO()
+    assert print_call_divergences(report, second.record_id[:12], file=out)
+    text = out.getvalue()
+    assert "3 divergence(s)" in text and "3. history-rewrite" in text
+    assert "now /messages/4/content/0/content" in text
+
+
+def test_the_list_is_bounded() -> None:
+    """A resume that rewrites every tool, system block and already-sent item (one
+    divergence each) keeps DIVERGENCE_LIMIT of them and says how many there were."""
+    before, after = pair()
+    for tool in after["tools"]:
+        tool["description"] += " "
+    for block in after["system"]:
+        block["text"] += " "
+    for message in after["messages"][:6]:
+        content = message["content"]
+        if isinstance(content, str):
+            message["content"] = content + " "
+        else:
+            for block in content:
+                for key in ("text", "thinking"):
+                    if key in block:
+                        block[key] += " "
+                if block.get("type") == "tool_result":
+                    block["content"] = str(block["content"]) + " "
+                if block.get("type") == "tool_use":
+                    block["input"] = {**block["input"], "again": True}
+    kept, total = bounded_divergences(seg(before), seg(after), DIVERGENCE_LIMIT)
+    assert len(kept) == DIVERGENCE_LIMIT < total == 12
+    assert len(divergences(seg(before), seg(after))) == total
