@@ -35,7 +35,7 @@ import pytest
 import harness_clis
 from conftest import proxy_process
 from ground_truth import first_difference
-from stableprompt import Ledger, UsageRecord, segment_request, what_if
+from stableprompt import Ledger, UsageRecord, lint_capture, segment_request, what_if
 from stableprompt.emulator import AssistantTurn, Emulator, ToolCall
 
 pytestmark = pytest.mark.harness
@@ -483,3 +483,27 @@ def _codex_final(jsonl: str) -> str:
         if isinstance(item, dict) and item.get("type") == "agent_message":
             text = str(item.get("text"))
     return text
+
+
+def test_three_fresh_codex_sessions_lint_alike(codex: Path, sink: Sink, tmp_path: Path) -> None:
+    """Three identical fresh ``codex exec`` sessions (each its own ``prompt_cache_key``, the
+    same task) are three conversation starts to ``stableprompt lint``, the same way each
+    time: no break, no pair between them."""
+    responder = CliResponder(scripts={"hello": []}, finals={"hello": "hello done"})
+    home = tmp_path / "home"
+    env = codex_env(home, sink)
+    config = Path(env["CODEX_HOME"]) / "config.toml"
+    template = config.read_text()
+    prepare = ["sh", "-c", 'printf "%s" "$CONFIG_TEXT" > "$CONFIG_PATH"']
+    flags = ["--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox", "--json"]
+    run = ([str(codex), "exec", *flags, "[task:hello] say hello"], env)
+    session = run_session(tmp_path, responder, [
+        (prepare, {**env, "CONFIG_TEXT": template, "CONFIG_PATH": str(config)}), run, run, run,
+    ], lambda rows: None)
+    session.outputs = session.outputs[1:]
+    assert_every_call(session, minimum=3)
+    report = lint_capture(tmp_path / "captures")
+    starts = [p for p in report.pairs if p.predecessor is None]
+    assert report.summary.breaks == 0, [p.describe() for p in report.pairs if p.is_break]
+    keys = {json.loads(line["request"])["prompt_cache_key"] for line in session.captured}
+    assert len(starts) == len(keys) == 3, [(p.index, p.predecessor) for p in report.pairs]

@@ -44,6 +44,7 @@ from .._redact import redact_slice
 from .._segment import ByteSlices, Segment, Snapshot
 from .._volatility import paired_nonce, scan_volatile, volatile_kind_at
 from .._wire import anthropic, bedrock_converse, gemini, openai_chat, openai_responses
+from .._wire._schema_order import param_schemas
 from ._history import HistoryOp, history_ops, item_of
 
 __all__ = [
@@ -512,7 +513,7 @@ def _classify(
         name = (x if x is not None and x.kind == "param" else y).label  # type: ignore[union-attr]
         if name == "model":
             return "model-change", "model", "/model"
-        return "param-change", name, f"/{name}"
+        return _param_change(a, b, x, y, name)
     if "tool" in kinds:
         tools_a, tools_b = _labels(a.segments, "tool"), _labels(b.segments, "tool")
         added = sorted(set(tools_b) - set(tools_a))
@@ -527,6 +528,39 @@ def _classify(
     if x is None or y is None:
         return "history-rewrite", "request has fewer segments than its predecessor", seg.path
     return _classify_pair(a, b, x, y)
+
+
+#: Params whose first key names the setting that changed (``text.format``, ``reasoning.effort``).
+_NESTED_PARAMS = frozenset({"text", "reasoning", "thinking", "output_config", "generationConfig",
+                            "inferenceConfig", "context_management"})
+
+
+def _param_change(a: Segmented, b: Segmented, x: Segment | None, y: Segment | None,
+                  name: str) -> tuple[str, str, str]:
+    """``param-change`` of parameter ``name``: the pointer of the first differing value
+    inside it when both requests send it (``/response_format/json_schema/schema/properties``)
+    and a detail naming the setting (``text.format``; ``schema`` when a JSON Schema changed,
+    ``property-order`` when only the order of its ``properties`` did)."""
+    if x is None or y is None or x.kind != "param" or y.kind != "param" or x.label != y.label:
+        return "param-change", name, f"/{name}"
+    try:
+        vx, vy = loads(_bytes(a)[x.start:x.end]), loads(_bytes(b)[y.start:y.end])
+    except ValueError:  # pragma: no cover - segment bytes are JSON
+        return "param-change", name, f"/{name}"
+    inner, how = _first_json_difference(vx, vy, "")
+    tokens = inner.split("/")[1:]
+    label = f"{name}.{tokens[0]}" if name in _NESTED_PARAMS and tokens else name
+    schemas_x, schemas_y = dict(param_schemas(name, vx)), dict(param_schemas(name, vy))
+    if schemas_x or schemas_y:
+        moved = [pointer for keys, schema in schemas_x.items() if keys in schemas_y
+                 for pointer, names in properties_orders(schema).items()
+                 if (other := properties_orders(schemas_y[keys]).get(pointer)) is not None
+                 and other != names and sorted(other) == sorted(names)]
+        if how == "key-order" and moved:
+            label += f": schema properties reordered at {moved[0]}"
+        elif any("/".join(keys) in inner for keys in (*schemas_x, *schemas_y)):
+            label += " schema changed"
+    return "param-change", label, f"/{name}{inner}"
 
 
 def _classify_pair(a: Segmented, b: Segmented, x: Segment, y: Segment,
