@@ -34,8 +34,8 @@ import pytest
 
 import harness_clis
 from conftest import proxy_process
-from ground_truth import first_difference
-from stableprompt import Ledger, UsageRecord, lint_capture, segment_request, what_if
+from harness_truth import check_misses
+from stableprompt import Ledger, UsageRecord, lint_capture, what_if
 from stableprompt.emulator import AssistantTurn, Emulator, ToolCall
 
 pytestmark = pytest.mark.harness
@@ -245,37 +245,8 @@ def assert_what_if(records: list[UsageRecord]) -> None:
 
 
 def assert_ground_truth(session: Session) -> None:
-    """Every miss the ledger explains by a prefix change (``client_mutation``) is explained
-    where an independent plain JSON diff of the two bodies in cache order
-    (``ground_truth.first_difference``, which imports nothing of stableprompt) puts the first
-    difference, with a cause of its class; and the row lists every divergence, the first
-    being the one named. The pair is the one the ledger compared (``predecessor_id``):
-    the pairing is checked elsewhere (issue 26 items 2-3); bodies are matched to rows by
-    their fingerprint."""
-    bodies: dict[str, tuple[str, dict[str, Any]]] = {}
-    for line in session.captured:
-        body = json.loads(line["request"])
-        fingerprint = segment_request(line["wire_format"], body).fingerprint
-        bodies[fingerprint] = (line["wire_format"], body)
-    by_id = {row.record_id: row for row in session.records}
-    misses = [row for row in session.records if row.verdict == "client_mutation"
-              and isinstance(row.verdict_detail.get("path"), str)]
-    shown = []
-    for row in misses:
-        detail: dict[str, Any] = dict(row.verdict_detail)
-        assert row.predecessor_id is not None and row.request_fingerprint is not None
-        wire, body = bodies[row.request_fingerprint]
-        _, before = bodies[str(by_id[row.predecessor_id].request_fingerprint)]
-        truth = first_difference(wire, before, body)
-        where = f"{row.record_id}: {detail['cause']} at {detail['path']} vs {truth}"
-        assert truth is not None, where
-        assert truth.same_place(detail["path"]) and truth.admits(detail["cause"]), where
-        listed = detail["divergences"]
-        assert listed and detail["divergences_total"] >= len(listed), where
-        assert (listed[0]["cause"], listed[0]["path"]) == (detail["cause"], detail["path"])
-        assert listed[0]["lost_tokens"] == detail["lost_tokens"]
-        shown.append(f"{detail['cause']} {detail['path']} (+{detail['divergences_total'] - 1})")
-    print(f"ground truth: {len(misses)}/{len(misses)} misses match: {shown}")
+    """The run's misses against the independent ground truth (``harness_truth``)."""
+    print(check_misses(session.records, session.captured))
 
 
 def check_diagnostics(wire: str) -> Any:
