@@ -60,8 +60,12 @@ def _first(segments: Sequence[Segment], kind: str) -> int:
 
 
 def _by_label(segments: Sequence[Segment], kind: str) -> dict[str, int]:
+    """Index of the first head segment of ``kind`` per label (name): the head only (it comes
+    first in cache order), never the history."""
     found: dict[str, int] = {}
     for i, s in enumerate(segments):
+        if s.kind in ("message", "tail"):
+            break
         if s.kind == kind:
             found.setdefault(s.label or s.name, i)
     return found
@@ -114,8 +118,9 @@ def _walk(a: Segmented, b: Segmented, sa: Sequence[Segment],
             found.append((i, j, "", "", "", "", sa[i], sb[j]))
     yield from sorted(found, key=lambda f: f[0])
     # System blocks, by position.
-    sys_a = [i for i, s in enumerate(sa) if s.kind == "system"]
-    sys_b = [j for j, s in enumerate(sb) if s.kind == "system"]
+    start_a, start_b = _first(sa, "message"), _first(sb, "message")
+    sys_a = [i for i in range(start_a) if sa[i].kind == "system"]
+    sys_b = [j for j in range(start_b) if sb[j].kind == "system"]
     for k in range(max(len(sys_a), len(sys_b))):
         if k < len(sys_a) and k < len(sys_b):
             x, y = sa[sys_a[k]], sb[sys_b[k]]
@@ -130,7 +135,6 @@ def _walk(a: Segmented, b: Segmented, sa: Sequence[Segment],
             yield (_first(sa, "message"), sys_b[k], "content-edit", f"{y.name} added",
                    y.path, y.path, None, y)
     # History items, aligned by their bytes.
-    start_a, start_b = _first(sa, "message"), _first(sb, "message")
     for op in history_ops(sa, sb, start_a, start_b):
         if op.kind != "change":
             cause, detail, path, path_b = history_cause(op, sa, sb, a)

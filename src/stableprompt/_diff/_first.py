@@ -45,7 +45,7 @@ from .._segment import ByteSlices, Segment, Snapshot
 from .._volatility import paired_nonce, scan_volatile, volatile_kind_at
 from .._wire import anthropic, bedrock_converse, gemini, openai_chat, openai_responses
 from .._wire._schema_order import param_schemas
-from ._history import HistoryOp, history_ops, item_of
+from ._history import HistoryOp, history_ops, item_of, items
 
 __all__ = [
     "CAUSES",
@@ -746,10 +746,24 @@ def history_cause(op: HistoryOp, sa: Sequence[Segment], sb: Sequence[Segment],
             where_a, where_b)
 
 
+def _resent_elsewhere(sa: Sequence[Segment], sb: Sequence[Segment], i: int) -> bool:
+    """Whether the history item holding segment ``i`` of the predecessor may have been
+    inserted before, deleted or moved (the alignment decides): it is re-sent later in the
+    later request, or the later request's item there was sent later in the predecessor, or
+    the two items differ in shape (role, blocks), or the later request has no item there.
+    Else the item changed in place. One pass over the keys."""
+    xa, xb = items(sa, i), items(sb, i)
+    if not xa or not xb or xa[0][2] != xb[0][2] or sa[xa[0][0]].label != sb[xb[0][0]].label:
+        return True
+    return xa[0][1] in {k for _, k, _ in xb[1:]} or xb[0][1] in {k for _, k, _ in xa[1:]}
+
+
 def _history_cause(a: Segmented, sa: Sequence[Segment], sb: Sequence[Segment],
                    i: int) -> tuple[str, str, str] | None:
     """The first divergence (segment ``i``) as a history insertion, deletion or move when
     the item holding it was one (else ``None``: it changed in place)."""
+    if not _resent_elsewhere(sa, sb, i):
+        return None  # neither item re-sent elsewhere: it changed in place
     ops = history_ops(sa, sb, i)
     if not ops or ops[0].kind == "change" or ops[0].a_index > i or (
             ops[0].a_index < len(sa) and item_of(sa[ops[0].a_index].path)

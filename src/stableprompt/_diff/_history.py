@@ -60,13 +60,20 @@ class HistoryOp:
 
 def item_of(path: str) -> str:
     """``/messages/3`` for ``/messages/3/content/1``: the history item a segment belongs to."""
-    return "/".join(path.split("/")[:3])
+    first = path.find("/", 1)
+    end = path.find("/", first + 1) if first >= 0 else -1
+    return path if end < 0 else path[:end]
 
 
-def items(segments: Sequence[Segment], start: int = 0) -> list[tuple[int, tuple[str, ...]]]:
-    """The history items of ``segments`` from the item holding segment ``start`` on: (index of
-    the item's first segment, the item's key: its segments' standalone digests in order)."""
-    found: list[tuple[int, tuple[str, ...]]] = []
+Item = tuple[int, str, int]
+"""A history item: (index of its first segment, its key: its segments' standalone digests
+joined, how many segments it has)."""
+
+
+def items(segments: Sequence[Segment], start: int = 0) -> list[Item]:
+    """The history items of ``segments`` from the item holding segment ``start`` on (see
+    :data:`Item`; a key is a str, whose hash Python keeps: aligning compares them often)."""
+    found: list[Item] = []
     current, first = "", -1
     key: list[str] = []
     n = len(segments)
@@ -81,18 +88,12 @@ def items(segments: Sequence[Segment], start: int = 0) -> list[tuple[int, tuple[
         where = item_of(s.path)
         if where != current or first < 0:
             if first >= 0:
-                found.append((first, tuple(key)))
+                found.append((first, "".join(key), len(key)))
             current, first, key = where, index, []
         key.append(s.digest)
     if first >= 0:
-        found.append((first, tuple(key)))
+        found.append((first, "".join(key), len(key)))
     return found
-
-
-def _shape(segments: Sequence[Segment], first: int, key: tuple[str, ...]) -> tuple[str, int]:
-    """An item's shape: its role (the first segment's label) and how many segments (blocks)
-    it has; an item edited in place keeps it."""
-    return segments[first].label, len(key)
 
 
 def history_ops(a: Sequence[Segment], b: Sequence[Segment], start: int,
@@ -111,8 +112,19 @@ def history_ops(a: Sequence[Segment], b: Sequence[Segment], start: int,
         return []
     first_b = xa[0][0] + (start_b - start if start_b is not None else 0)
     xb = items(b, first_b) if 0 <= first_b < len(b) else []
-    keys_a, keys_b = [k for _, k in xa], [k for _, k in xb]
-    matcher = SequenceMatcher(None, keys_a, keys_b, autojunk=False)
+    keys_a, keys_b = [k for _, k, _ in xa], [k for _, k, _ in xb]
+    # Items equal at both ends need no alignment (a change is usually in one place).
+    head = 0
+    while head < len(keys_a) and head < len(keys_b) and keys_a[head] == keys_b[head]:
+        head += 1
+    if head == len(keys_a):
+        return []  # the predecessor's items are a prefix: growth only
+    tail = 0
+    while (tail < len(keys_a) - head and tail < len(keys_b) - head
+           and keys_a[-1 - tail] == keys_b[-1 - tail]):
+        tail += 1
+    matcher = SequenceMatcher(None, keys_a[head:len(keys_a) - tail],
+                              keys_b[head:len(keys_b) - tail], autojunk=False)
     end_a = len(a)
 
     def at_a(i: int) -> int:
@@ -124,11 +136,16 @@ def history_ops(a: Sequence[Segment], b: Sequence[Segment], start: int,
     ops: list[HistoryOp] = []
     inserted: list[tuple[int, int]] = []  # (a item position, b item index)
     deleted: list[tuple[int, int]] = []  # (a item index, b item position)
-    shape_a = [_shape(a, first, key) for first, key in xa]
-    shape_b = [_shape(b, first, key) for first, key in xb]
-    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+    def shape_a(i: int) -> tuple[str, int]:  # role and blocks: kept by an in-place edit
+        return a[xa[i][0]].label, xa[i][2]
+
+    def shape_b(j: int) -> tuple[str, int]:
+        return b[xb[j][0]].label, xb[j][2]
+
+    for tag, p1, p2, q1, q2 in matcher.get_opcodes():
         if tag == "equal":
             continue
+        i1, i2, j1, j2 = p1 + head, p2 + head, q1 + head, q2 + head
         n, m = i2 - i1, j2 - j1
         # Items changed in place keep their shape (role, blocks). When the later request has
         # more items here and already-sent ones follow, the extra items were put in: where,
@@ -137,10 +154,10 @@ def history_ops(a: Sequence[Segment], b: Sequence[Segment], start: int,
         d = 0
         if n and m > n and i2 < len(xa):
             d = max(range(m - n + 1), key=lambda o: (sum(
-                shape_a[i1 + k] == shape_b[j1 + o + k] for k in range(n)), -o))
+                shape_a(i1 + k) == shape_b(j1 + o + k) for k in range(n)), -o))
         elif m and n > m:
             d = max(range(n - m + 1), key=lambda o: (sum(
-                shape_a[i1 + o + k] == shape_b[j1 + k] for k in range(m)), -o))
+                shape_a(i1 + o + k) == shape_b(j1 + k) for k in range(m)), -o))
         if m >= n:
             for k in range(n):
                 ops.append(HistoryOp("change", at_a(i1 + k), at_b(j1 + d + k), 1, 1))
