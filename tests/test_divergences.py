@@ -24,7 +24,7 @@ from stableprompt._diff import (
 )
 from stableprompt._recording._recorder import Recorder
 from stableprompt._recording._transport import RecordingTransport
-from stableprompt._report._text import print_call_divergences
+from stableprompt._report._text import print_call_divergences, print_explanations
 from test_transport import FakeProvider
 
 TURN = json.loads((Path(__file__).parent / "fixtures" / "harness" /
@@ -158,7 +158,10 @@ def test_the_ledger_row_lists_every_divergence_and_report_shows_them() -> None:
                                                         recorder=recorder))
     before, after = harness_turn()
     for body in (before, after):
-        sent = {k: v for k, v in body.items() if k != "stream"}
+        # a short session id: the --calls table's width with Claude Code's 150-character
+        # metadata.user_id is issue 26 item 3's
+        sent = {k: v for k, v in body.items() if k != "stream"} | {
+            "metadata": {"user_id": "s1"}}
         client.post(f"http://provider.test{TURN['path']}", content=json.dumps(sent),
                     headers={"x-api-key": "sk-ant-test", "anthropic-version": "2023-06-01"})
     first, second = recorder.records
@@ -179,6 +182,10 @@ def test_the_ledger_row_lists_every_divergence_and_report_shows_them() -> None:
     text = out.getvalue()
     assert "3 divergence(s)" in text and "3. history-rewrite" in text
     assert "now /messages/4/content/0/content" in text
+    assert not print_call_divergences(report, "no-such-call", file=io.StringIO())
+    table = io.StringIO()
+    print_explanations(report, calls=True, file=table)
+    assert "/messages/2 +2" in table.getvalue()  # the cause cell ends "+2 more" (wrapped)
 
 
 def test_the_list_is_bounded() -> None:

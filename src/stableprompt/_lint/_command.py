@@ -243,7 +243,10 @@ def render_report(
             out.print(f"  ... {len(rows) - _MAX_ROWS} more (use --json for all)")
     breaks = report.breaks
     for p in breaks[:_MAX_DETAILS]:
-        out.print(f"[bold]request {p.index}[/bold] vs {p.predecessor}: {shown(p.describe())}")
+        first, *rest = p.describe().split("\n")  # each line escaped, the lines kept
+        out.print(f"[bold]request {p.index}[/bold] vs {p.predecessor}: {shown(first)}")
+        for line in rest:
+            out.print(shown(line))
     if len(breaks) > _MAX_DETAILS:
         out.print(f"  ({len(breaks) - _MAX_DETAILS} more break(s) in the table / --json)")
     if s.causes:
