@@ -647,7 +647,11 @@ def diff(a: Segmented, b: Segmented) -> Divergence | None:
 
     Returns:
         ``None`` when ``a``'s cacheable segments are a byte prefix of ``b``'s segments, else the
-        :class:`Divergence` (first divergent byte, segment, JSON path, cause, snippets).
+        :class:`Divergence` (first divergent byte, segment, JSON path, cause, snippets, and
+        ``lost_bytes``: what it costs). A history item put before an already-sent one, left
+        out or re-sent elsewhere is named so (``history-insert``, ``history-delete``,
+        ``history-move``, at the predecessor's item); :func:`~stableprompt.divergences`
+        lists every divergence after this one.
 
     Raises:
         InputError: ``a`` and ``b`` are of different kinds (a provider request and a
