@@ -8,6 +8,7 @@ from __future__ import annotations
 import copy
 import io
 import json
+import random
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,7 @@ from ground_truth import first_difference
 from stableprompt import diff, divergences, lint_requests, segment_request, summarize
 from stableprompt._diff import (
     CAUSE_FIXES,
+    CAUSES,
     DIVERGENCE_LIMIT,
     bounded_divergences,
     history_ops,
@@ -212,3 +214,84 @@ def test_the_list_is_bounded() -> None:
     kept, total = bounded_divergences(seg(before), seg(after), DIVERGENCE_LIMIT)
     assert len(kept) == DIVERGENCE_LIMIT < total == 12
     assert len(divergences(seg(before), seg(after))) == total
+
+
+def _mutated(rng: random.Random, changes: int) -> dict[str, Any]:
+    """The real turn's later call with ``changes`` random changes a harness makes: an item
+    inserted before an already-sent one, one left out, two swapped, a text edited, a
+    tool_use input re-serialized, a tool description or system text edited."""
+    _, after = pair()
+    messages = after["messages"]
+    for _ in range(changes):
+        kind = rng.choice(["insert", "delete", "swap", "edit", "keys", "tool", "system"])
+        sent = len(TURN["before"]["messages"])  # items already sent
+        if kind == "insert":
+            messages.insert(rng.randrange(1, sent), copy.deepcopy(REMINDER))
+        elif kind == "delete" and len(messages) > 2:
+            del messages[rng.randrange(1, min(sent, len(messages)))]
+        elif kind == "swap":
+            i = rng.randrange(1, min(sent, len(messages)) - 1)
+            messages[i], messages[i + 1] = messages[i + 1], messages[i]
+        elif kind == "edit":
+            message = messages[rng.randrange(0, min(sent, len(messages)))]
+            if isinstance(message["content"], str):
+                message["content"] += " (edited)"
+            else:
+                block = message["content"][-1]
+                key = next((k for k in ("text", "thinking", "content") if k in block), None)
+                if key is not None and isinstance(block[key], str):
+                    block[key] += " (edited)"
+        elif kind == "keys":
+            for message in messages:
+                for block in message["content"] if isinstance(message["content"], list) else []:
+                    if block.get("type") == "tool_use" and len(block["input"]) > 1:
+                        block["input"] = dict(reversed(list(block["input"].items())))
+                        break
+        elif kind == "tool":
+            after["tools"][rng.randrange(len(after["tools"]))]["description"] += " Also."
+        else:
+            after["system"][-1]["text"] += " Also."
+    return after
+
+
+_MOVES = ("history-insert", "history-delete", "history-move")
+
+
+def test_random_harness_changes_agree_with_the_ground_truth() -> None:
+    """Seeded random harness changes on the real turn: the first of ``divergences`` is
+    ``diff``'s, each cause a known slug, costs never grow, and the first is always where the
+    independent JSON diff puts the first difference. With one change per call its cause is
+    always of the ground truth's class (every kind is drawn: insert, delete, move, edit,
+    re-serialization, tool, system). With two or three, the one ambiguity allowed is among
+    history changes at the same item: an item both displaced and edited, which the plain
+    diff (exact items only) calls a change where the alignment names the insertion or
+    deletion, or a deletion next to a swap, which one calls a deletion and the other a move;
+    it stays rare (measured: 11 of 1,953 cases over five other seeds)."""
+    before, _ = pair()
+    a = seg(before)
+    rng = random.Random(26)
+    single: dict[str, int] = {}
+    ambiguous = compared = 0
+    for case in range(600):
+        after = _mutated(rng, 1 if case < 300 else rng.randint(2, 3))
+        b = seg(after)
+        found = divergences(a, b)
+        truth = first_difference("anthropic", before, after)
+        if not found:
+            assert truth is None
+            continue
+        compared += 1
+        assert found[0] == diff(a, b)
+        assert all(d.cause in CAUSES for d in found)
+        costs = [d.lost_bytes or 0 for d in found]
+        assert costs == sorted(costs, reverse=True)
+        assert truth is not None and truth.same_place(found[0].path), (found[0], truth)
+        if case < 300:
+            assert truth.admits(found[0].cause), (found[0], truth)
+            single[found[0].cause] = single.get(found[0].cause, 0) + 1
+        elif not truth.admits(found[0].cause):
+            assert truth.kind in ("history", *_MOVES), (found[0], truth)
+            assert found[0].cause in (*_MOVES, "history-rewrite"), (found[0], truth)
+            ambiguous += 1
+    assert set(single) >= {*_MOVES, "history-rewrite", "content-edit", "key-order"}
+    assert compared >= 500 and ambiguous <= 0.02 * compared

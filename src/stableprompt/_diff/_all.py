@@ -35,6 +35,7 @@ from ._first import (
     common_prefix_len,
     diff,
     history_cause,
+    item_alike,
     tokens_after,
 )
 from ._history import history_ops, item_of
@@ -135,7 +136,7 @@ def _walk(a: Segmented, b: Segmented, sa: Sequence[Segment],
             yield (_first(sa, "message"), sys_b[k], "content-edit", f"{y.name} added",
                    y.path, y.path, None, y)
     # History items, aligned by their bytes.
-    for op in history_ops(sa, sb, start_a, start_b):
+    for op in history_ops(sa, sb, start_a, start_b, alike=item_alike(a, b)):
         if op.kind != "change":
             cause, detail, path, path_b = history_cause(op, sa, sb, a)
             yield (op.a_index, op.b_index, cause, detail, path, path_b,
@@ -166,15 +167,14 @@ def _cut(a: Segmented, b: Segmented, sa: Sequence[Segment], found: _Found) -> Di
     """The :class:`Divergence` of one change: classified (a pair of segments in corresponding
     places, by their own bytes), offsets, snippets and costs."""
     i, j, cause, detail, path, path_b, x, y = found
-    if not cause and x is not None and y is not None:
+    data_a, data_b = _bytes(a), _bytes(b)
+    inside = 0  # a list-level change (insert, delete, move, tools) starts at its item
+    if not cause and x is not None and y is not None:  # a pair changed in place
         cause, detail, path = _classify_pair(a, b, x, y, shifted=x.path != y.path)
         if path.startswith(x.path):
             path_b = y.path + path[len(x.path):]
-    data_a, data_b = _bytes(a), _bytes(b)
-    if x is not None and y is not None and x.kind == y.kind:
-        inside = common_prefix_len(data_a[x.start:x.end], data_b[y.start:y.end])
-    else:
-        inside = 0
+        if x.kind == y.kind:
+            inside = common_prefix_len(data_a[x.start:x.end], data_b[y.start:y.end])
     start_a = x.start if x is not None else (sa[i].start if i < len(sa) else
                                              (sa[-1].end if sa else 0))
     start_b = y.start if y is not None else (b.segments[j].start if j < len(b.segments) else
@@ -223,7 +223,7 @@ def bounded_divergences(a: Segmented, b: Segmented, limit: int | None,
         elif i <= first.segment_index:  # at or before the first (diff named it)
             continue
         later.append(found)
-    later.sort(key=lambda f: f[0])
+    later.sort(key=lambda f: (f[0], not f[2]))  # at one segment: an item-level change first
     for found in later:
         total += 1
         if limit is None or len(kept) < limit:

@@ -31,7 +31,7 @@ lint prints and what the recorder stores on a ``client_mutation`` row for the re
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, AnyStr, Protocol
 
@@ -62,6 +62,7 @@ __all__ = [
     "first_divergent_index",
     "history_cause",
     "is_expected_divergence",
+    "item_alike",
     "lcp_bytes",
     "tokens_after",
     "value_snippet",
@@ -672,7 +673,7 @@ def diff(a: Segmented, b: Segmented) -> Divergence | None:
         offset = x.start + common_prefix_len(_bytes(a)[x.start:x.end], _bytes(b)[y.start:y.end])
     cause, detail, path = _classify(a, b, x, y)
     if x.kind == "message":
-        moved = _history_cause(a, sa, sb, i)
+        moved = _history_cause(a, b, sa, sb, i)
         if moved is not None:
             cause, detail, path = moved
     if x.kind == "message" and x.breakpoint is not None and (cause == "volatile-token" or (
@@ -746,8 +747,34 @@ def history_cause(op: HistoryOp, sa: Sequence[Segment], sb: Sequence[Segment],
     origin = sa[op.a_from] if 0 <= op.a_from < len(sa) else x
     name_from = _item_name(origin) if origin is not None else name_a
     way = "earlier" if op.a_from > op.a_index else "later"
-    return ("history-move", f"already-sent {name_from} re-sent {way}, as {name_b}",
+    how = " (keys in another order)" if op.reserialized else ""
+    return ("history-move", f"already-sent {name_from} re-sent {way}, as {name_b}{how}",
             where_a, where_b)
+
+
+def item_alike(a: Segmented, b: Segmented) -> Callable[[int, int], bool]:
+    """``alike(i, j)`` for :func:`~stableprompt._diff._history.history_ops`: whether the
+    history item starting at segment ``i`` of ``a`` and the one at ``j`` of ``b`` hold the
+    same JSON value, keys in any order (canonical JSON of their segments)."""
+    sa, sb = a.segments, b.segments
+
+    def values(req: Segmented, segments: Sequence[Segment], k: int) -> bytes:
+        item, data, out = item_of(segments[k].path), _bytes(req), []
+        while k < len(segments) and segments[k].kind == "message" and \
+                item_of(segments[k].path) == item:
+            out.append(canonical_json(loads(data[segments[k].start:segments[k].end])))
+            k += 1
+        return b"\n".join(out)
+
+    def alike(i: int, j: int) -> bool:
+        if i >= len(sa) or j >= len(sb):
+            return False
+        try:
+            return values(a, sa, i) == values(b, sb, j)
+        except ValueError:  # pragma: no cover - segment bytes are JSON
+            return False
+
+    return alike
 
 
 def _resent_elsewhere(sa: Sequence[Segment], sb: Sequence[Segment], i: int) -> bool:
@@ -762,13 +789,13 @@ def _resent_elsewhere(sa: Sequence[Segment], sb: Sequence[Segment], i: int) -> b
     return xa[0][1] in {k for _, k, _ in xb[1:]} or xb[0][1] in {k for _, k, _ in xa[1:]}
 
 
-def _history_cause(a: Segmented, sa: Sequence[Segment], sb: Sequence[Segment],
+def _history_cause(a: Segmented, b: Segmented, sa: Sequence[Segment], sb: Sequence[Segment],
                    i: int) -> tuple[str, str, str] | None:
     """The first divergence (segment ``i``) as a history insertion, deletion or move when
     the item holding it was one (else ``None``: it changed in place)."""
     if not _resent_elsewhere(sa, sb, i):
         return None  # neither item re-sent elsewhere: it changed in place
-    ops = history_ops(sa, sb, i)
+    ops = history_ops(sa, sb, i, alike=item_alike(a, b))
     if not ops or ops[0].kind == "change" or ops[0].a_index > i or (
             ops[0].a_index < len(sa) and item_of(sa[ops[0].a_index].path)
             != item_of(sa[i].path)):

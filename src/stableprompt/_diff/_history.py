@@ -21,7 +21,7 @@ pair that diverged in its history.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from difflib import SequenceMatcher
 
@@ -48,6 +48,8 @@ class HistoryOp:
         b_items: Items of the later request concerned (0 for a delete).
         a_from: For a ``move``, the segment index of the moved item in the predecessor (its
             old place); else ``a_index``.
+        reserialized: A ``move`` whose item was re-sent in another serialization (same
+            value, keys in another order).
     """
 
     kind: str
@@ -56,6 +58,7 @@ class HistoryOp:
     a_items: int
     b_items: int
     a_from: int = -1
+    reserialized: bool = False
 
 
 def item_of(path: str) -> str:
@@ -97,13 +100,19 @@ def items(segments: Sequence[Segment], start: int = 0) -> list[Item]:
 
 
 def history_ops(a: Sequence[Segment], b: Sequence[Segment], start: int,
-                start_b: int | None = None) -> list[HistoryOp]:
+                start_b: int | None = None,
+                alike: Callable[[int, int], bool] | None = None) -> list[HistoryOp]:
     """What happened to the predecessor's history items ``a`` in the later request ``b``,
     from the item holding segment ``start`` of ``a`` and the item holding ``start_b`` of
     ``b`` (default ``start``: the first divergent segment of both; the first message of each
     when their heads differ in length) on, in the predecessor's order (its cache order).
     Items before those are taken as equal (the caller knows the prefix agrees up to there);
     a prefix of ``a`` that ``b`` extends gives no op.
+
+    ``alike(i, j)``: whether the item whose first segment is ``a[i]`` and the one at
+    ``b[j]`` hold the same value in another serialization (keys in another order): an item
+    left out in one place and re-sent that way in another moved too (``move`` with
+    ``reserialized``). Without it, only the same bytes move.
 
     Raises nothing: any two segment lists can be aligned.
     """
@@ -142,11 +151,18 @@ def history_ops(a: Sequence[Segment], b: Sequence[Segment], start: int,
     def shape_b(j: int) -> tuple[str, int]:
         return b[xb[j][0]].label, xb[j][2]
 
-    for tag, p1, p2, q1, q2 in matcher.get_opcodes():
-        if tag == "equal":
-            continue
-        i1, i2, j1, j2 = p1 + head, p2 + head, q1 + head, q2 + head
-        n, m = i2 - i1, j2 - j1
+    codes = [(tag, p1 + head, p2 + head, q1 + head, q2 + head)
+             for tag, p1, p2, q1, q2 in matcher.get_opcodes() if tag != "equal"]
+    # Items sent on one side and re-sent (same bytes) unmatched on the other moved: never
+    # paired in place with another item.
+    movers = {keys_a[i] for _, i1, i2, _, _ in codes for i in range(i1, i2)} & {
+        keys_b[j] for _, _, _, j1, j2 in codes for j in range(j1, j2)}
+    for _, i1, i2, j1, j2 in codes:
+        deleted.extend((i, j1) for i in range(i1, i2) if keys_a[i] in movers)
+        inserted.extend((i1, j) for j in range(j1, j2) if keys_b[j] in movers)
+        ia = [i for i in range(i1, i2) if keys_a[i] not in movers]
+        jb = [j for j in range(j1, j2) if keys_b[j] not in movers]
+        n, m = len(ia), len(jb)
         # Items changed in place keep their shape (role, blocks). When the later request has
         # more items here and already-sent ones follow, the extra items were put in: where,
         # the shapes tell (an insertion beside an edit stays an insertion). At the end of the
@@ -154,33 +170,41 @@ def history_ops(a: Sequence[Segment], b: Sequence[Segment], start: int,
         d = 0
         if n and m > n and i2 < len(xa):
             d = max(range(m - n + 1), key=lambda o: (sum(
-                shape_a(i1 + k) == shape_b(j1 + o + k) for k in range(n)), -o))
+                shape_a(ia[k]) == shape_b(jb[o + k]) for k in range(n)), -o))
         elif m and n > m:
             d = max(range(n - m + 1), key=lambda o: (sum(
-                shape_a(i1 + o + k) == shape_b(j1 + k) for k in range(m)), -o))
+                shape_a(ia[o + k]) == shape_b(jb[k]) for k in range(m)), -o))
         if m >= n:
             for k in range(n):
-                ops.append(HistoryOp("change", at_a(i1 + k), at_b(j1 + d + k), 1, 1))
-            if i1 < len(xa):
-                inserted.extend((i1, j) for j in range(j1, j1 + d))
+                ops.append(HistoryOp("change", at_a(ia[k]), at_b(jb[d + k]), 1, 1))
+            if ia and ia[0] < len(xa):
+                inserted.extend((ia[0], j) for j in jb[:d])
+            elif not ia and i1 < len(xa):
+                inserted.extend((i1, j) for j in jb[:d])
             if i2 < len(xa):  # before an item already sent (after the last one: growth)
-                inserted.extend((i2, j) for j in range(j1 + d + n, j2))
+                inserted.extend((i2, j) for j in jb[d + n:])
         else:
             for k in range(m):
-                ops.append(HistoryOp("change", at_a(i1 + d + k), at_b(j1 + k), 1, 1))
-            deleted.extend((i, j1) for i in range(i1, i1 + d))
-            deleted.extend((i, j2) for i in range(i1 + d + m, i2))
+                ops.append(HistoryOp("change", at_a(ia[d + k]), at_b(jb[k]), 1, 1))
+            deleted.extend((i, j1) for i in ia[:d])
+            deleted.extend((i, j2) for i in ia[d + m:])
     # A deleted item re-sent elsewhere with the same bytes moved.
     moved: set[int] = set()
     for i, jpos in deleted:
         match = next((n for n, (ipos, j) in enumerate(inserted)
                       if n not in moved and keys_b[j] == keys_a[i]), None)
+        reserialized = False
+        if match is None and alike is not None:
+            match = next((n for n, (ipos, j) in enumerate(inserted)
+                          if n not in moved and alike(at_a(i), at_b(j))), None)
+            reserialized = match is not None
         if match is None:
             ops.append(HistoryOp("delete", at_a(i), at_b(jpos), 1, 0))
             continue
         moved.add(match)
         ipos, j = inserted[match]
-        ops.append(HistoryOp("move", at_a(min(i, ipos)), at_b(j), 1, 1, at_a(i)))
+        ops.append(HistoryOp("move", at_a(min(i, ipos)), at_b(j), 1, 1, at_a(i),
+                             reserialized))
     groups: dict[int, list[int]] = {}
     for n, (ipos, j) in enumerate(inserted):
         if n not in moved:
@@ -188,5 +212,5 @@ def history_ops(a: Sequence[Segment], b: Sequence[Segment], start: int,
     for ipos, js in groups.items():
         ops.append(HistoryOp("insert", at_a(ipos), at_b(js[0]), 0, len(js)))
     order = {"move": 0, "insert": 1, "delete": 2, "change": 3}
-    ops.sort(key=lambda op: (op.a_index, order[op.kind]))
+    ops.sort(key=lambda op: (op.a_index, op.b_index, order[op.kind]))  # cache order
     return ops
