@@ -7,7 +7,8 @@ History positions are grouped as one (:func:`group_key`: ``messages[7].content[1
 on every turn is one cause, not one per message index.
 The one-line fix of a prefix-change cause is lint's (:data:`stableprompt._lint._findings.
 CAUSE_FIXES`, the same text ``stableprompt lint`` prints); causes that are not prefix changes
-(the verdicts ``ttl_expired``, ``provider_miss``, and ``lookback-exceeded``) have theirs here.
+(the verdicts ``ttl_expired``, ``provider_miss``, ``lookback-exceeded`` and ``header-change``,
+a changed cache-relevant request header) have theirs here.
 """
 
 from __future__ import annotations
@@ -34,6 +35,10 @@ OTHER_FIXES: Mapping[str, str] = {
     "no-breakpoint": FINDING_FIXES["no-breakpoints"][1]
     + " (or record through `stableprompt proxy --stabilize`, which places them)",
     "breakpoints-below-minimum": FINDING_FIXES["breakpoint-below-minimum"][1],
+    "header-change": "send the same beta and version headers (anthropic-beta, "
+    "anthropic-version, openai-beta, organization/project) on every request of a session; a "
+    "gateway or proxy must forward them unchanged (a reordered anthropic-beta list is fine: "
+    "it is read as a set)",
 }
 """Fixes for causes that lint does not report (not prefix changes)."""
 

@@ -54,7 +54,9 @@ from ._schema import (
     MIGRATIONS,
     SCHEMA_VERSION,
     SELECT_COLUMNS,
+    absent_columns,
     from_row,
+    select_columns,
     to_row,
     ts_text,
 )
@@ -160,8 +162,15 @@ class Ledger:
         self._pid = os.getpid()
         self._open_failed_at: float | None = None
         _LIVE.add(self)
+        self._select = SELECT_COLUMNS  # a writer migrates: every column is there
         if read_only:
-            self._backend.connect_read_only().close()  # check it now
+            conn = self._backend.connect_read_only()  # check it now
+            try:  # an older ledger lacks the columns added since: read as NULL
+                self._select = select_columns(absent_columns(self._backend.columns(conn)))
+            except self._backend.errors as exc:
+                raise self._unreadable(exc) from exc
+            finally:
+                conn.close()
             return
         with self._lock:
             self._try_open()
@@ -530,7 +539,7 @@ class Ledger:
             params.append(ts_text(since))
         where = f" WHERE {' AND '.join(clauses)}" if clauses else ""
         rowid = self._backend.rowid
-        sql = f'SELECT {SELECT_COLUMNS}, {rowid} FROM calls{where} ORDER BY "ts_utc", {rowid}'
+        sql = f'SELECT {self._select}, {rowid} FROM calls{where} ORDER BY "ts_utc", {rowid}'
         return self._query(sql, params, on_invalid)
 
     def records_after(
@@ -558,7 +567,7 @@ class Ledger:
         out: list[UsageRecord] = []
         try:
             seq = self._backend.rowid
-            rows = conn.execute(f"SELECT {SELECT_COLUMNS}, {seq} FROM calls WHERE {seq} > ? "
+            rows = conn.execute(f"SELECT {self._select}, {seq} FROM calls WHERE {seq} > ? "
                                 f"ORDER BY {seq} LIMIT ?", (rowid, limit)).fetchall()
         except self._backend.errors as exc:
             raise self._unreadable(exc) from exc
@@ -579,7 +588,7 @@ class Ledger:
                on_invalid: Callable[[str, Exception], None] | None = None,
                ) -> Iterator[UsageRecord]:
         conn = self._reader()
-        with_rowid = sql.startswith(f"SELECT {SELECT_COLUMNS}, {self._backend.rowid} ")
+        with_rowid = sql.startswith(f"SELECT {self._select}, {self._backend.rowid} ")
 
         def rows() -> Iterator[UsageRecord]:
             try:
@@ -638,7 +647,7 @@ class Ledger:
         if limit < 1:
             raise InputError("limit must be at least 1", code="ledger-limit")
         sql = (
-            f'SELECT {SELECT_COLUMNS} FROM calls WHERE "lineage" = ? '
+            f'SELECT {self._select} FROM calls WHERE "lineage" = ? '
             f'ORDER BY "ts_utc" DESC, {self._backend.rowid} DESC LIMIT ?'
         )
         found = list(self._query(sql, (lineage, limit)))

@@ -79,6 +79,8 @@ from .._policy import (
     CacheRules,
     content_shape_change,
     content_shape_rule,
+    describe_header_change,
+    header_changes,
 )
 from .._segment import HEAD_KINDS, Segment
 from .._usage import CacheUsage
@@ -315,7 +317,14 @@ def attribute(
            ``hit`` with ``read_after_ttl``).
         8. ``hit`` when reads are at least the prediction minus the tolerance (``detail``
            flags ``reads_above_prediction`` when they exceed it by more than the tolerance),
-           else ``provider_miss`` (``missing_tokens``).
+           else ``client_mutation`` with ``cause`` ``header-change`` when a cache-relevant
+           header changed (below), else ``provider_miss`` (``missing_tokens``).
+
+        Headers: the allow-listed headers of the request and of the compared request
+        (``RequestState.headers``, :data:`~stableprompt._policy.CACHE_HEADERS`) are compared
+        as the provider reads them (``anthropic-beta`` as a set: a reordered list is no
+        change); every change is ``detail["header_changes"]``
+        (:func:`~stableprompt._policy.header_changes`), whatever the verdict.
 
         Whatever the verdict, a reported input total implausible against our estimate of
         the request (:func:`~stableprompt._recording._plausibility.usage_suspicion`: an
@@ -401,6 +410,8 @@ class _Attributor:
             self.base, self.relation = None, None
         self.comparison: _Comparison | None = None
         self.base_tokens = _total_tokens(self.base)
+        self.header_changes = [] if self.base is None else header_changes(
+            self.base.headers, request.headers)
         self.read_entry: str | None = None
         self.base_ignored = False  # the base sent breakpoints well above the minimum
         self.detail: dict[str, Any] = {
@@ -420,6 +431,8 @@ class _Attributor:
             self.detail["other_conversation"] = True
         if self.reads is not None:
             self.detail["cache_read_tokens"] = self.reads
+        if self.header_changes:
+            self.detail["header_changes"] = self.header_changes
         suspect = usage_suspicion(usage, self.request_tokens, self.seg.segments,
                                   self.seg.segment_bytes)
         if suspect is not None:
@@ -631,8 +644,25 @@ class _Attributor:
             if reads is not None and reads > predicted + tolerance:
                 self.detail["reads_above_prediction"] = True
             return self.done("hit", predicted)
+        if self.header_changes:
+            return self.header_mutation(predicted, predicted - reads)
         self.detail["missing_tokens"] = predicted - reads
         return self.done("provider_miss", predicted)
+
+    def header_mutation(self, predicted: int, lost: int) -> Attribution:
+        """A miss on an unchanged prefix whose cache-relevant headers changed (a beta
+        dropped or added, another API version): the change is the cause (``header-change``),
+        named like a body parameter's (``segment`` ``headers``, ``path`` ``/headers/<name>``,
+        the values before and after as snippets). Not predicted as a miss beforehand: no
+        provider documents which header changes void a cached prefix."""
+        change = self.header_changes[0]
+        name = str(change["header"])
+        self.detail.update(segment="headers", segment_kind="header", path=f"/headers/{name}",
+                           cause="header-change", cause_detail=describe_header_change(change),
+                           snippet_a=change.get("before") or "",
+                           snippet_b=change.get("after") or "")
+        self.detail["lost_tokens"] = max(lost, 0)
+        return self.done("client_mutation", predicted)
 
     # ------------------------------------------------------------------ checks
 
