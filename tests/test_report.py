@@ -94,7 +94,8 @@ def test_unknown_usage_counts_as_a_call_but_not_tokens() -> None:
     assert (totals.calls, totals.unknown_usage, totals.input_tokens) == (3, 1, 4100)
     assert totals.ceiling_tokens == 2000
     assert totals.verdicts == {"hit": 2, "cold": 0, "client_mutation": 0, "below_minimum": 0,
-                               "ttl_expired": 0, "provider_miss": 0, "unknown": 1}
+                               "no_breakpoint": 0, "ttl_expired": 0, "provider_miss": 0,
+                               "unknown": 1}
 
 
 def test_groups_by_scenario_and_session_in_order() -> None:

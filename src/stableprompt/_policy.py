@@ -884,8 +884,8 @@ class HeaderRule:
 CACHE_HEADERS: tuple[HeaderRule, ...] = (
     HeaderRule(
         "anthropic-beta", ("anthropic",), ",",
-        "the beta features enabled (a beta can change what the model is sent, e.g. tool "
-        "definitions, thinking, context management)",
+        "the beta features on; a beta can change what the model is sent: tools, thinking, "
+        "context management",
         f"{_BETA_HEADERS_DOC} (several betas: one header, names separated by commas); "
         + _ANTHROPIC_SDK_BETAS, "2026-12-07"),
     HeaderRule(
@@ -894,19 +894,19 @@ CACHE_HEADERS: tuple[HeaderRule, ...] = (
         "_client.py (default header anthropic-version)", "2026-12-07"),
     HeaderRule(
         "openai-beta", ("openai-chat", "openai-responses"), None,
-        "the beta API surface the request is read as (not documented as a list: compared "
-        "as one string)", _OPENAI_SDK_HEADERS, "2026-12-07"),
+        "the beta API surface the request is read as; not documented as a list, so compared "
+        "as one string", _OPENAI_SDK_HEADERS, "2026-12-07"),
     HeaderRule(
         "openai-organization", ("openai-chat", "openai-responses"), None,
-        "the organization the request runs in ('Prompt caches are not shared between "
-        "organizations')", f"{_OPENAI_DOC}; {_OPENAI_SDK_HEADERS}", "2026-12-07"),
+        "the organization the request runs in: 'Prompt caches are not shared between "
+        "organizations'", f"{_OPENAI_DOC}; {_OPENAI_SDK_HEADERS}", "2026-12-07"),
     HeaderRule(
         "openai-project", ("openai-chat", "openai-responses"), None,
-        "the project the request runs in (of an organization, whose caches are its own)",
+        "the project the request runs in, in an organization whose caches are its own",
         f"{_OPENAI_DOC}; {_OPENAI_SDK_HEADERS}", "2026-12-07"),
     HeaderRule(
         "x-grok-conv-id", ("openai-chat",), None,
-        "the xAI server the request is routed to (same id, same server: its cache)",
+        "the xAI server the request is routed to: same id, same server, same cache",
         _XAI_ROUTING_DOC, "2026-12-07"),
 )
 """Request headers kept in ledger rows (``UsageRecord.request_headers``) and proxy captures and

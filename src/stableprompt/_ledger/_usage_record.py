@@ -67,11 +67,16 @@ Verdict = Literal[
     "hit",
     "client_mutation",
     "below_minimum",
+    "no_breakpoint",
     "ttl_expired",
     "provider_miss",
     "unknown",
 ]
-"""One attribution verdict per call (see DESIGN.md, "Miss attribution")."""
+"""One attribution verdict per call (see DESIGN.md, "Miss attribution"). ``no_breakpoint``: a
+breakpoint cache (Anthropic, Bedrock) got a request with no cache breakpoint at all, so nothing
+could be cached whatever its length (rows before it say ``below_minimum`` with
+``verdict_detail["reason"] == "no-breakpoint"``; a stableprompt older than this value skips
+such a row as undecodable, ``on_invalid``, instead of failing the report)."""
 
 
 OTEL_ATTRIBUTES: Mapping[str, str] = {

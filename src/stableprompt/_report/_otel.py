@@ -56,7 +56,7 @@ USAGE_COUNTERS: dict[str, tuple[str, str]] = {
 MODALITY_ATTRIBUTE = "gen_ai.token.modality"
 """``text`` for a count the provider reported, ``unknown`` for the 0 of a missing one."""
 VERDICT_ATTRIBUTE = "stableprompt.verdict"
-"""The call's verdict (one of seven values) on every counter point."""
+"""The call's verdict (one of the eight ``Verdict`` values) on every counter point."""
 CAUSE_ATTRIBUTE = "stableprompt.cause"
 """The break cause of a miss: a ``_diff.CAUSES`` slug, ``lookback-exceeded``, or ``other``."""
 
