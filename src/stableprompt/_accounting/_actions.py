@@ -18,20 +18,16 @@ Not told apart here, for want of evidence in the row: a resume (a harness restar
 same conversation looks like its next turn) and a subagent's first call (its own tools and
 system under the same session id look like a head change); both land in ``other change``.
 
-:func:`rank_actions` sums calls, lost tokens and lost USD per action (the USD is
+:func:`~._causes.rank_actions` sums calls, lost tokens and lost USD per action (the USD is
 :attr:`~._calls.CallRow.lost_usd`: what the lost tokens cost beyond a cache read).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
+from typing import Any
 
-if TYPE_CHECKING:
-    from ._calls import CallRow
-
-__all__ = ["ACTIONS", "COMPACTION_SHRINK", "ActionRow", "action_of", "rank_actions"]
+__all__ = ["ACTIONS", "COMPACTION_SHRINK", "action_of"]
 
 COMPACTION_SHRINK = 0.75
 """A changed prefix in a request at most this share of the compared request's input total
@@ -77,50 +73,3 @@ def action_of(verdict: str, detail: Mapping[str, Any], input_tokens: int | None,
             and input_tokens <= compared_input_tokens * COMPACTION_SHRINK):
         return "compaction"
     return "other change"
-
-
-@dataclass
-class ActionRow:
-    """The breaks of one user action.
-
-    Attributes:
-        action: One of :data:`ACTIONS`.
-        calls: Calls that broke so.
-        lost_tokens: Tokens they lost (sum of :attr:`CallRow.lost_tokens`).
-        lost_usd: What those tokens cost beyond a cache read (USD); ``None`` when any call
-            of the group could not be priced.
-        example_id: The record id of the group's first call.
-    """
-
-    action: str
-    calls: int = 0
-    lost_tokens: int = 0
-    lost_usd: float | None = 0.0
-    example_id: str = ""
-
-    def to_json(self) -> dict[str, Any]:
-        """``action, calls, lost_tokens, lost_usd, example_id``."""
-        return {"action": self.action, "calls": self.calls, "lost_tokens": self.lost_tokens,
-                "lost_usd": None if self.lost_usd is None else round(self.lost_usd, 6),
-                "example_id": self.example_id}
-
-
-def rank_actions(rows: Iterable[CallRow]) -> list[ActionRow]:
-    """The included calls with an action (:attr:`CallRow.action`) that lost tokens or changed
-    their prefix, grouped by action; most lost USD first, then most lost tokens, then
-    :data:`ACTIONS` order."""
-    groups: dict[str, ActionRow] = {}
-    for row in rows:
-        if not row.included or row.action is None:
-            continue
-        if row.lost_tokens <= 0 and row.verdict != "client_mutation":
-            continue
-        group = groups.get(row.action)
-        if group is None:
-            group = groups[row.action] = ActionRow(row.action, example_id=row.id)
-        group.calls += 1
-        group.lost_tokens += row.lost_tokens
-        group.lost_usd = (None if group.lost_usd is None or row.lost_usd is None
-                          else group.lost_usd + row.lost_usd)
-    return sorted(groups.values(), key=lambda g: (-(g.lost_usd or 0.0), -g.lost_tokens,
-                                                  ACTIONS.index(g.action)))

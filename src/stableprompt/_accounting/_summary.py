@@ -81,9 +81,8 @@ from .._ledger._usage_record import UsageRecord
 from .._policy import CacheRules, PolicyTable, cache_rules
 from .._public import public
 from .._recording._server_reasons import AGREEMENTS
-from ._actions import ActionRow, rank_actions
 from ._calls import EXCLUSIONS, CallRow, Cliff, call_row, exclusion, find_cliffs
-from ._causes import CauseRow, rank_causes
+from ._causes import ActionRow, CauseRow, rank_actions, rank_causes
 from ._keepalive import KeepAliveTotals, is_keepalive, keepalive_totals
 from ._pricing import Pricing, genai_prices_version
 from ._snippets import mutation_snippets
@@ -468,7 +467,7 @@ class Summary:
 
     def actions(self) -> list[ActionRow]:
         """Breaks grouped by the user action behind them, by lost USD
-        (:func:`~._actions.rank_actions`)."""
+        (:func:`~._causes.rank_actions`)."""
         return rank_actions(self.calls)
 
     def cliffs(self) -> list[Cliff]:
