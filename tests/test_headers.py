@@ -67,11 +67,10 @@ def _send(client: anthropic.Anthropic, turn: int, betas: str | None) -> None:
             messages.append({"role": "assistant", "content": [{"type": "text", "text": "ok"}]})
         messages.append({"role": "user", "content": [{"type": "text", "text": f"q{t}"}]})
     messages[-1]["content"][-1]["cache_control"] = {"type": "ephemeral"}
-    extra = {} if betas is None else {"extra_headers": {"anthropic-beta": betas}}
-    client.messages.create(
-        model=MODEL, max_tokens=5, messages=messages,  # type: ignore[arg-type]
-        system=[{"type": "text", "text": SYSTEM, "cache_control": {"type": "ephemeral"}}],
-        **extra)  # type: ignore[arg-type]
+    create: Any = client.messages.create
+    create(model=MODEL, max_tokens=5, messages=messages,
+           system=[{"type": "text", "text": SYSTEM, "cache_control": {"type": "ephemeral"}}],
+           extra_headers=None if betas is None else {"anthropic-beta": betas})
 
 
 # ---------------------------------------------------------------------------- the allow-list
@@ -177,14 +176,15 @@ def test_a_dropped_beta_with_a_miss_is_named_with_its_fix() -> None:
     _send(client, 2, DROPPED)
     recorder.flush()
     record = recorder.records[-1]
-    detail = record.verdict_detail
+    detail: Any = record.verdict_detail
     assert record.verdict == "client_mutation"
     assert detail["cause"] == "header-change" and detail["path"] == "/headers/anthropic-beta"
     assert detail["segment"] == "headers"
     assert "dropped 'context-1m-2025-08-07'" in str(detail["cause_detail"])
     assert detail["snippet_a"] == BETAS and detail["snippet_b"] == DROPPED
-    assert detail["lost_tokens"] == record.predicted_cache_read_tokens > 0
-    assert detail["header_changes"][0]["removed"] == ["context-1m-2025-08-07"]  # type: ignore[index]
+    predicted = record.predicted_cache_read_tokens
+    assert predicted is not None and detail["lost_tokens"] == predicted > 0
+    assert detail["header_changes"][0]["removed"] == ["context-1m-2025-08-07"]
     fix = fix_for("header-change")
     assert fix is not None and "anthropic-beta" in fix
 
@@ -199,8 +199,9 @@ def test_a_dropped_beta_without_a_miss_is_noted_not_blamed() -> None:
     recorder.flush()
     record = recorder.records[-1]
     assert record.verdict == "hit" and "cause" not in record.verdict_detail
-    (change,) = record.verdict_detail["header_changes"]  # type: ignore[misc]
-    assert change["after"] is None and len(change["removed"]) == 3  # type: ignore[index,arg-type]
+    changes: Any = record.verdict_detail["header_changes"]
+    (change,) = changes
+    assert change["after"] is None and len(change["removed"]) == 3
 
 
 def test_a_predecessor_from_the_ledger_carries_its_headers(tmp_path: Path) -> None:

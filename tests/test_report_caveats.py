@@ -18,6 +18,7 @@ from stableprompt._accounting._summary import VERDICTS, summarize
 from stableprompt._cli import main
 from stableprompt._recording._recorder import Recorder
 from stableprompt._recording._transport import RecordingTransport
+from stableprompt._report._html import html_report
 from stableprompt._report._text import failed_call_lines, print_explanations
 from test_transport import API_KEY, SYSTEM, FakeProvider
 
@@ -140,6 +141,18 @@ def test_caveats_and_errors_are_shown_beside_the_verdict(tmp_path: Path) -> None
     assert f"[3] error: {error}" in text and LEAKED not in text
     data = report.to_json()
     assert data["calls"][1]["caveats"][0] == shape and data["calls"][2]["error"] == error
+    page = html_report(report, title="t")
+    assert "<h2>Failed calls</h2>" in page and LEAKED not in page
+
+
+def test_a_misss_caveats_are_under_its_verdict_in_the_html() -> None:
+    """The HTML misses table shows a miss's caveats under its verdict."""
+    shape = "content shape changed (string vs one text block): treated as different"
+    rows = [_rec(0, write=4000, verdict="cold"),
+            _rec(1, write=4000, verdict="client_mutation", cause="history-rewrite",
+                 content_shape=shape, lost_tokens=4000, lost_cap_tokens=4000)]
+    page = html_report(summarize(rows, price=False), title="t")
+    assert f"client-mutation<br><small>{shape}</small>" in page
 
 
 def test_breaks_are_grouped_by_the_user_action_behind_them(tmp_path: Path) -> None:
