@@ -236,3 +236,26 @@ def test_a_capture_line_holds_only_the_allow_listed_headers(tmp_path: Path) -> N
     assert one["headers"] == {"anthropic-beta": BETAS, "anthropic-version": "2023-06-01"}
     assert two["headers"] == {}
     assert API_KEY not in text and OPENAI_KEY not in text and "c=1" not in text
+
+
+def test_our_clients_record_the_headers_they_send() -> None:
+    """AnthropicClient (its own anthropic-version, the request's and the diagnostics' betas
+    merged): the row keeps exactly the allow-listed headers the provider got."""
+    import httpx as plain_httpx
+
+    from stableprompt import PromptBuilder
+    from stableprompt._client._clients import ANTHROPIC_VERSION, AnthropicClient
+
+    fake = FakeProvider(plain_httpx)
+    recorder = Recorder(tokenizer="bytes/4")
+    client = AnthropicClient(API_KEY, base_url="http://provider.test", recorder=recorder,
+                             transport=plain_httpx.MockTransport(fake), diagnostics=True)
+    head = PromptBuilder(tokenizer="bytes/4").system(SYSTEM).freeze()
+    conversation = head.conversation()
+    conversation.user("hello")
+    client.send(conversation.render().to_anthropic(model=MODEL, max_tokens=5))
+    recorder.flush()
+    sent = fake.requests[0].headers
+    (record,) = recorder.records
+    assert record.request_headers == {"anthropic-beta": sent["anthropic-beta"],
+                                      "anthropic-version": ANTHROPIC_VERSION}
