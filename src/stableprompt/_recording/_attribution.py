@@ -300,7 +300,8 @@ def attribute(
            to its last breakpoint for breakpoint caches, the whole prompt for automatic ones)
            is below the minimum, else ``cold``.
         3. ``below_minimum``: the compared request's cacheable prefix was below the minimum
-           (nothing was cached).
+           (nothing was cached; ``reason`` ``compared-no-breakpoint`` when it had no
+           breakpoint at all), or ``no_breakpoint`` when this request has none either.
         4. ``client_mutation``: the prefix changed before the compared request's cacheable
            point: a breakpoint entry it wrote is no longer shared (breakpoint caches), or more
            than the tolerance of its prompt was lost (automatic caches); always for a changed
@@ -779,8 +780,8 @@ class _Attributor:
         if extent < self.minimum:
             if not own:
                 return self.unmarked()
-            if not entries:
-                self.detail["reason"] = "no-breakpoint"
+            if not entries:  # this request marks its prefix: the compared one did not
+                self.detail["reason"] = "compared-no-breakpoint"
             return self.done("below_minimum", 0)
         diverged = comparison.diverged is not None
         if diverged and (self.relation == "session" or (lost and not self.other)):
