@@ -17,15 +17,18 @@ being killed (it is in the WAL file), though not necessarily a power loss
 
 Read-only opening (``Ledger(path, read_only=True)``, used by ``stableprompt report``) never
 creates, migrates or writes the file, even in a read-only directory; a file that is not a
-stableprompt ledger, or is from a newer stableprompt, is refused with :class:`LedgerError`.
+stableprompt ledger, or is from a newer stableprompt, is refused with :class:`LedgerError`;
+an older ledger is read as it is, the columns added since read as unknown
+(``_schema.ADDED_COLUMNS``: schema v3's ``request_headers``).
 
 Metadata: table ``meta`` (schema v2) holds ledger-level ``key -> value`` text, e.g. which
 backend produced the calls (:meth:`Ledger.set_meta`, :meth:`Ledger.meta`).
 
 Privacy: the database, its ``-wal``/``-shm`` files and spill files are created with mode 0600.
-Request text (``content``) is stored only with ``store_content=True``. Records have no header
-fields; anything shaped like an API key is scrubbed from the free-text fields by
-``_usage_record.scrubbed`` before writing.
+Request text (``content``) is stored only with ``store_content=True``. Of a request's headers
+only the allow-listed cache-relevant ones are kept (``request_headers``,
+``_policy.CACHE_HEADERS``: beta and version headers, never a credential); anything shaped like
+an API key is scrubbed from the text fields by ``_usage_record.scrubbed`` before writing.
 """
 
 from __future__ import annotations
