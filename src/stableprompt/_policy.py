@@ -946,7 +946,7 @@ def header_changes(before: Mapping[str, str] | None, after: Mapping[str, str] | 
     absent), with ``"removed"`` / ``"added"`` items for a set-valued one. Equal sets in
     another order are no change. Empty when either side is unknown (``None``: a row recorded
     before headers were kept)."""
-    if before is None or after is None:
+    if before is None or after is None or before == after:  # the common case: as sent before
         return []
     out: list[dict[str, Any]] = []
     for rule in CACHE_HEADERS:
