@@ -159,7 +159,12 @@ def test_breaks_are_grouped_by_the_user_action_behind_them(tmp_path: Path) -> No
     """model-change, tool changes, header-change, a shrunk request (compaction) and other
     prefix changes are told apart; hits and cold calls are no break; --json has them."""
     assert action_of("client_mutation", {"cause": "model-change"}, 100, 100) == "model switch"
-    assert action_of("client_mutation", {"cause": "tool-added"}, 100, 100) == "tool change"
+    assert action_of("client_mutation", {"cause": "tool-added", "segment_kind": "tool"},
+                     100, 100) == "tool change"
+    # another head and a short request: another agent's first call (Claude Code's subagent:
+    # tools[3] removed, 6,380 tokens after 11,853)
+    assert action_of("client_mutation", {"cause": "tool-removed", "segment_kind": "tool"},
+                     6380, 11853) == "subagent"
     assert action_of("client_mutation", {"cause": "header-change"}, 100, 100) == \
         "header change"
     assert action_of("client_mutation", {"cause": "history-rewrite"}, 700, 1000) == \

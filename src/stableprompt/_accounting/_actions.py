@@ -5,18 +5,22 @@ user or the harness did. From a ledger row alone (``verdict_detail``) and the si
 request it was compared with, :func:`action_of` names:
 
 - ``model switch``: cause ``model-change``;
-- ``tool change``: cause ``tool-added``, ``tool-removed`` or ``tool-reorder``;
 - ``header change``: cause ``header-change`` (a beta or version header dropped or added);
+- ``subagent``: the head changed (``segment_kind`` ``param``, ``tool`` or ``system``) and the
+  request is at most :data:`SHRINK` of the one it was compared with: another agent's first
+  call under the same session (its own tools and system, a short conversation of its own),
+  not an edit of this conversation, which keeps its history;
+- ``tool change``: cause ``tool-added``, ``tool-removed`` or ``tool-reorder`` otherwise;
 - ``compaction``: the history was rewritten into a shorter request: the recorder continued
   the conversation under a rewritten first message (``predecessor_rule``
-  ``same-head-recent``), or the request is shorter than the one it was compared with by more
-  than :data:`COMPACTION_SHRINK` while its prefix changed (``client_mutation``);
+  ``same-head-recent``), or the request is at most :data:`SHRINK` of the one it was compared
+  with while its history changed (``client_mutation``);
 - ``other change``: any other prefix change (a ``client_mutation`` of another cause), and
   ``no breakpoint`` / ``provider or TTL`` for the misses that are no prefix change.
 
 Not told apart here, for want of evidence in the row: a resume (a harness restarted on the
-same conversation looks like its next turn) and a subagent's first call (its own tools and
-system under the same session id look like a head change); both land in ``other change``.
+same conversation looks like its next turn, and its edits like any other); it lands in the
+action of its change.
 
 :func:`~._causes.rank_actions` sums calls, lost tokens and lost USD per action (the USD is
 :attr:`~._calls.CallRow.lost_usd`: what the lost tokens cost beyond a cache read).
@@ -27,14 +31,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["ACTIONS", "COMPACTION_SHRINK", "action_of"]
+from .._segment import HEAD_KINDS
 
-COMPACTION_SHRINK = 0.75
+__all__ = ["ACTIONS", "SHRINK", "action_of"]
+
+SHRINK = 0.75
 """A changed prefix in a request at most this share of the compared request's input total
-(provider tokens) is a compaction."""
+(provider tokens): a new branch (another head) or a compaction (the same head)."""
 
-ACTIONS = ("model switch", "tool change", "header change", "compaction", "other change",
-           "no breakpoint", "provider or TTL")
+ACTIONS = ("model switch", "header change", "subagent", "tool change", "compaction",
+           "other change", "no breakpoint", "provider or TTL")
 """The actions :func:`action_of` names, in display order."""
 
 _BY_CAUSE: Mapping[str, str] = {
@@ -65,11 +71,14 @@ def action_of(verdict: str, detail: Mapping[str, Any], input_tokens: int | None,
         return None
     cause = detail.get("cause")
     found = _BY_CAUSE.get(cause) if isinstance(cause, str) else None
+    if found in ("model switch", "header change"):
+        return found
+    shrunk = (input_tokens is not None and bool(compared_input_tokens)
+              and input_tokens <= (compared_input_tokens or 0) * SHRINK)
+    if shrunk and detail.get("segment_kind") in HEAD_KINDS:
+        return "subagent"
     if found is not None:
         return found
-    if detail.get("predecessor_rule") == "same-head-recent":
-        return "compaction"
-    if (input_tokens is not None and compared_input_tokens
-            and input_tokens <= compared_input_tokens * COMPACTION_SHRINK):
+    if shrunk or detail.get("predecessor_rule") == "same-head-recent":
         return "compaction"
     return "other change"
