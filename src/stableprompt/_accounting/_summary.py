@@ -45,7 +45,7 @@ groups them by ``scenario`` and ``session_id``. Every number comes from the reco
   of a spec behind its own preamble) are never compared by the recorder, so the ceiling does
   not see the head they could have shared; the demo's ``subagent-spec-copies`` vs
   ``subagent-fork`` shows that loss as a hit-rate gap.
-* ``verdicts``: count per attribution verdict (all seven keys, zeros included).
+* ``verdicts``: count per attribution verdict (all eight keys, zeros included).
 * ``agreement``: fraction of calls with both numbers known whose predicted cache reads
   (``predicted_cache_read_tokens``) equal the reported ones within the provider's granularity
   (``|predicted - reported| < granularity_tokens``); ``None`` when no call has both.
@@ -82,7 +82,7 @@ from .._policy import CacheRules, PolicyTable, cache_rules
 from .._public import public
 from .._recording._server_reasons import AGREEMENTS
 from ._calls import EXCLUSIONS, CallRow, Cliff, call_row, exclusion, find_cliffs
-from ._causes import CauseRow, rank_causes
+from ._causes import ActionRow, CauseRow, rank_actions, rank_causes
 from ._keepalive import KeepAliveTotals, is_keepalive, keepalive_totals
 from ._pricing import Pricing, genai_prices_version
 from ._snippets import mutation_snippets
@@ -102,8 +102,8 @@ __all__ = [
     "summarize",
 ]
 
-VERDICTS = ("hit", "cold", "client_mutation", "below_minimum", "ttl_expired", "provider_miss",
-            "unknown")
+VERDICTS = ("hit", "cold", "client_mutation", "below_minimum", "no_breakpoint", "ttl_expired",
+            "provider_miss", "unknown")
 """The attribution verdicts, in display order."""
 
 NO_SCENARIO = "(none)"
@@ -465,6 +465,11 @@ class Summary:
         """Causes ranked by lost tokens, then lost USD (:func:`~._causes.rank_causes`)."""
         return rank_causes(self.calls)
 
+    def actions(self) -> list[ActionRow]:
+        """Breaks grouped by the user action behind them, by lost USD
+        (:func:`~._causes.rank_actions`)."""
+        return rank_actions(self.calls)
+
     def cliffs(self) -> list[Cliff]:
         """Calls whose read share dropped sharply (:func:`~._calls.find_cliffs`)."""
         return find_cliffs(self.calls)
@@ -510,8 +515,8 @@ class Summary:
 
     def to_json(self, *, sessions: bool = True, by: str = "scenario") -> dict[str, Any]:
         """``{"records", "pricing", "scenarios": {name: {...full totals..., "models",
-        "sessions": {id: {...}}}}, "overall", "by", "groups", "calls", "causes", "cliffs",
-        "exclusions", "cost_notes", "reads_beyond_ledger", "stabilized"}`` (``groups``:
+        "sessions": {id: {...}}}}, "overall", "by", "groups", "calls", "causes", "actions",
+        "cliffs", "exclusions", "cost_notes", "reads_beyond_ledger", "stabilized"}`` (``groups``:
         :meth:`group_by` as a list, each entry with its ``group`` key; by scenario also with
         ``scenario``, ``models`` and ``providers``)."""
         out: dict[str, Any] = {}
@@ -530,6 +535,7 @@ class Summary:
                 "overall": self.overall.to_full_json(), "by": by, "groups": groups,
                 "calls": [row.to_json() for row in self.calls],
                 "causes": [cause.to_json() for cause in self.causes()],
+                "actions": [action.to_json() for action in self.actions()],
                 "cliffs": [cliff.to_json() for cliff in self.cliffs()],
                 "exclusions": self.exclusion_notes(),
                 "cost_notes": self.cost_notes(),
@@ -595,6 +601,11 @@ class Ceilings:
         keep their ceilings apart."""
         return (record.provider or "", record.model or "", record.wire_format or "",
                 scenario, session)
+
+    def total_of(self, record_id: str | None) -> int | None:
+        """The input total of an earlier call of the selection (``None``: not seen)."""
+        seen = self._by_id.get(record_id or "")
+        return None if seen is None else seen.total
 
     def next(self, record: UsageRecord, key: tuple[str, ...],
              policy: CacheRules | None) -> int:
@@ -680,6 +691,7 @@ def summarize(records: Iterable[UsageRecord], *, policies: PolicyTable | None = 
             scenario.providers.append(record.provider)
         policy = _policy(record.provider, record.model, policies)
         granularity = policy.granularity_tokens if policy is not None else 1
+        compared = ceilings.total_of(record.predecessor_id)
         ceiling = ceilings.next(record, Ceilings.key(record, name, sid), policy)
         snippets = None
         if (record.verdict == "client_mutation" and record.content is not None
@@ -691,7 +703,7 @@ def summarize(records: Iterable[UsageRecord], *, policies: PolicyTable | None = 
             agrees = abs(predicted - reported) < granularity
         row = call_row(record, scenario=name, session=sid, ceiling=ceiling,
                        granularity=granularity, pricing=pricing if price else None, notes=notes,
-                       snippets=snippets, agrees=agrees)
+                       snippets=snippets, agrees=agrees, compared_input_tokens=compared)
         rows.append(row)
         stabilized.add(record, row, pricing if price else None, notes)
         if row.read_share is not None:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import contextlib
 from array import array
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import accumulate, islice
 from typing import Any
@@ -62,6 +62,9 @@ class RequestState:
             the shared prefix is then estimated).
         read_entry_digest: Prefix digest of the entry this request read (from its own hit
             attribution), so a later request reading the same entry predicts its exact size.
+        headers: The request's allow-listed cache-relevant headers (``_http.cache_headers``:
+            ``anthropic-beta``, ``anthropic-version``, ...), compared like cache-key body
+            parameters; ``None`` when unknown.
         cumulative_tokens: Running sums of ``segment_tokens`` (``[i]``: our tokens of segments
             ``0..i``), made once per request when not given and carried by
             :func:`dataclasses.replace` (which never changes ``segment_tokens``), so
@@ -83,6 +86,7 @@ class RequestState:
     engine_tokens: Sequence[int] | None = None
     engine_prompt_tokens: int | None = None
     read_entry_digest: str | None = None
+    headers: Mapping[str, str] | None = None
     cumulative_tokens: Sequence[int] | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -106,6 +110,7 @@ class RequestState:
         response_id: str | None = None,
         reused: int = 0,
         previous_cumulative: Sequence[int] | None = None,
+        headers: Mapping[str, str] | None = None,
     ) -> RequestState:
         """Build the state of a request whose body and token counts are known.
 
@@ -137,6 +142,7 @@ class RequestState:
             request_tokens=cumulative[-1] if cumulative else 0,
             record_id=record_id,
             response_id=response_id,
+            headers=headers,
         )
 
 
@@ -244,6 +250,8 @@ class Pending:
         record: The record, once finished.
         finished: :meth:`Recorder.finish <stableprompt.Recorder.finish>` ran (it runs once).
         secrets: The request's credential header values, scrubbed from every stored text.
+        headers: The request's allow-listed cache-relevant headers
+            (``_http.cache_headers``), ``None`` for a format without any.
         call: The call as registered in the recorder's index, ``None`` before analysis.
         deferred: What :meth:`Recorder.analyse <stableprompt.Recorder.analyse>` still has to
             read, when :meth:`Recorder.start <stableprompt.Recorder.start>` was told to defer
@@ -281,6 +289,7 @@ class Pending:
     record: UsageRecord | None = None
     finished: bool = field(default=False, repr=False)
     secrets: tuple[str, ...] = field(default=(), repr=False)
+    headers: dict[str, str] | None = None
     call: Call | None = field(default=None, repr=False)
     detail: dict[str, Any] = field(default_factory=dict)
     deferred: tuple[Any, ...] | None = field(default=None, repr=False)

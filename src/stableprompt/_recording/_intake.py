@@ -31,7 +31,7 @@ from .._wire._formats import (
 )
 from .._wire._resegment import Resegmented
 from ._call import Pending
-from ._http import SESSION_HEADER, header
+from ._http import SESSION_HEADER, cache_headers, header
 from ._memory import CallMemory
 from ._predecessor import session_from_request
 
@@ -88,13 +88,14 @@ def register(config: IntakeConfig, memory: CallMemory, path: str, headers: Any,
             # the model is a URL path parameter: segmented (never sent) with the body
             decoded, resegmented, rendered = with_path_model(wire, decoded, path), None, False
         secrets = secrets_in_headers(headers)
+        kept = cache_headers(headers, wire)
     except Exception:
         return None
     assert wire is not None
     family = provider_for(host, wire, provider or config.provider)
     pending = Pending(
         record_id=new_record_id(), ts=config.clock(), started=config.monotonic(), path=path,
-        wire_format=wire, provider=family, secrets=secrets,
+        wire_format=wire, provider=family, secrets=secrets, headers=kept,
         usage_format=usage_format(family, wire,
                                   chosen_dialect(config.usage_dialect, host, family)))
     if decoded is None:  # what is known without the body, for a provisional record

@@ -151,7 +151,7 @@ class CallMemory:
             state = pending.state = RequestState.of(
                 segmented, tokens, pending.ts, record_id=pending.record_id,
                 reused=found.reused if found.previous_tokens is not None else 0,
-                previous_cumulative=found.previous_cumulative)
+                previous_cumulative=found.previous_cumulative, headers=pending.headers)
             self.segments.remember_tokens(segmented, state.segment_tokens or (),
                                           state.cumulative_tokens)
         except Exception as exc:

@@ -327,13 +327,15 @@ def failed_record(pending: Pending, status_code: Any, problem: str, *,
         status_code=status if status and 100 <= status <= 599 else None,
         verdict="unknown",
         verdict_detail={"recorder_error": problem},
+        request_headers=pending.headers,
     )
 
 
 def identity_fields(pending: Pending, scenario: str | None) -> dict[str, Any]:
     """The record fields that name the request (same for its final and provisional rows):
     id, send time, session, turn, scenario, formats, provider, model, and what its analysis
-    found (lineage, fingerprint, our token count; ``None`` before or without one)."""
+    found (lineage, fingerprint, our token count; ``None`` before or without one), and its
+    allow-listed cache-relevant headers (``request_headers``)."""
     state = pending.state
     return {
         "record_id": pending.record_id,
@@ -345,6 +347,7 @@ def identity_fields(pending: Pending, scenario: str | None) -> dict[str, Any]:
         "request_fingerprint": None if state is None else state.fingerprint,
         "request_tokens": None if state is None else state.request_tokens,
         "content": pending.content,
+        "request_headers": pending.headers,
     }
 
 

@@ -475,6 +475,7 @@ def call_from_record(record: UsageRecord, head: str,
             else None),
         cache_read_tokens=record.cache_read_tokens,
         input_tokens_total=record.input_tokens_total,
+        headers=record.request_headers,
     )
     return Call(ts=ts, session_id=record.session_id, provider=record.provider or "",
                 wire_format=wire, model=record.model,

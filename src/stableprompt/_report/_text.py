@@ -3,8 +3,9 @@
 :func:`print_tables` prints a :class:`~stableprompt._accounting._summary.Summary` (one row per
 scenario, a verdict table, optionally one table of sessions per scenario), then the notes;
 :func:`print_explanations` prints what ``stableprompt report`` adds: the turn-boundary split
-per scenario, the causes ranked by lost tokens and dollars with their fixes, what
-``--stabilize`` saved, the cliffs, and optionally one row per call;
+per scenario, the causes ranked by lost tokens and dollars with their fixes, the breaks by
+the user action behind them, the failed calls' errors (redacted), what ``--stabilize`` saved,
+the cliffs, and optionally one row per call (caveats and errors as notes beside the verdict);
 :func:`meta_lines`, :func:`pricing_lines` and :func:`ceiling_notes` are the lines the terminal,
 JSON and HTML outputs share. Numbers are formatted by ``format_*``: percentages with one
 decimal, counts with thousands separators, USD with 4 decimals, ``"—"`` for unknown.
@@ -24,6 +25,7 @@ from .._subcommand import rich_console, shown
 __all__ = [
     "SELF_HOSTED",
     "ceiling_notes",
+    "failed_call_lines",
     "format_int",
     "format_pct",
     "format_usd",
@@ -270,8 +272,32 @@ def _where(row: CallRow) -> str:
     return " ".join(part for part in (row.cause, row.segment, row.path) if part)
 
 
+def failed_call_lines(report: Summary) -> list[str]:
+    """The failed calls' errors (redacted, :attr:`CallRow.error`), one line per distinct
+    text with how many calls had it and the first one's id, most frequent first; ``[]`` when
+    no call failed."""
+    seen: dict[str, list[str]] = {}
+    for row in report.calls:
+        if row.error is not None:
+            seen.setdefault(row.error, []).append(row.id)
+    if not seen:
+        return []
+    total = sum(len(ids) for ids in seen.values())
+    lines = [f"failed calls ({total:,}):"]
+    for text, ids in sorted(seen.items(), key=lambda item: -len(item[1])):
+        lines.append(f"  {len(ids):,} x {text} (e.g. {ids[0]})")
+    return lines
+
+
+def _notes_of(row: CallRow) -> tuple[str, ...]:
+    """What is shown beside a call's verdict as footnotes: its caveats, then its error."""
+    return (*row.caveats, *(() if row.error is None else (f"error: {row.error}",)))
+
+
 def _print_calls(console: Any, report: Summary) -> None:
-    """One table per scenario, its calls in ledger order."""
+    """One table per scenario, its calls in ledger order; a call's caveats (assumptions its
+    verdict rests on, a changed header) and error text as numbered notes beside its verdict,
+    listed under the table (one number per distinct text)."""
     from rich.table import Table
 
     snippets = any(row.before is not None or row.after is not None for row in report.calls)
@@ -287,10 +313,13 @@ def _print_calls(console: Any, report: Summary) -> None:
             right = column in ("turn", "read share", "read / predicted / input", "lost")
             table.add_column(column, justify="right" if right else "left",
                              no_wrap=column not in ("cause, segment, path", "before -> after"))
+        numbered: dict[str, int] = {}
         for row in rows:
             boundary = {"intra": "tool result", "cross": "user msg"}.get(row.boundary or "", "—")
+            marks = "".join(f" [{numbered.setdefault(n, len(numbered) + 1)}]"
+                            for n in _notes_of(row))
             cells = [row.session, _count(row.turn), row.ts.strftime("%m-%d %H:%M:%S"), boundary,
-                     _verdict_text(row), format_pct(row.read_share),
+                     _verdict_text(row) + marks, format_pct(row.read_share),
                      f"{_count(row.cache_read_tokens)} / "
                      f"{_count(row.predicted_cache_read_tokens)} / {_count(row.input_tokens)}",
                      format_int(row.lost_tokens) if row.lost_tokens else "", _where(row)]
@@ -298,6 +327,8 @@ def _print_calls(console: Any, report: Summary) -> None:
                 cells.append(_snippet(row))
             table.add_row(*map(shown, cells))
         console.print(table)
+        for note, number in numbered.items():
+            console.print(shown(f"[{number}] {note}"))
 
 
 def _print_stabilized(console: Any, report: Summary) -> None:
@@ -381,6 +412,21 @@ def print_explanations(report: Summary, *, file: TextIO | None = None,
                           format_int(cause.lost_tokens), format_usd(cause.lost_usd),
                           shown(cause.fix or ""))
         console.print(table)
+    actions = report.actions()
+    if actions:
+        table = Table(title="breaks by the user action behind them (where the ledger can tell)",
+                      title_justify="left", header_style="bold")
+        for column in ("action", "calls", "lost tokens", "lost", "example"):
+            table.add_column(column, justify="right" if column in ("calls", "lost tokens",
+                                                                    "lost") else "left",
+                             no_wrap=True)
+        for action in actions:
+            table.add_row(shown(action.action), format_int(action.calls),
+                          format_int(action.lost_tokens), format_usd(action.lost_usd),
+                          shown(action.example_id))
+        console.print(table)
+    for line in failed_call_lines(report):
+        console.print(shown(line))
     _print_stabilized(console, report)
     cliffs = report.cliffs()
     if cliffs:
