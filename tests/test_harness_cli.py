@@ -446,3 +446,34 @@ def _codex_final(jsonl: str) -> str:
         if isinstance(item, dict) and item.get("type") == "agent_message":
             text = str(item.get("text"))
     return text
+
+
+def test_claude_code_new_sessions_share_part_of_the_head(claude: Path, sink: Sink,
+                                                          tmp_path: Path) -> None:
+    """Two fresh ``claude -p`` sessions, the second in another directory: the second's first
+    call shares part of the first session's head (tools and the static system blocks, not
+    the per-directory environment), and the recorder compares it with that session's call
+    (rule ``shared-prefix``), predicting what the provider reads of it."""
+    responder = CliResponder(
+        scripts={"one": [ToolCall("Bash", {"command": "printf 'gamma\\n' > notes.txt",
+                                           "description": "write the notes"})],
+                 "two": [ToolCall("Bash", {"command": "ls", "description": "list"})]},
+        finals={"one": "one done", "two": "two done"})
+    home = tmp_path / "home"
+    env = claude_env(home, sink)
+    (tmp_path / "work" / "other").mkdir(parents=True)
+    common = ["--output-format", "json", "--model", CLAUDE_MODEL, "--max-turns", str(MAX_TURNS),
+              "--allowedTools", "Bash"]
+    session = run_session(tmp_path, responder, [
+        ([str(claude), "-p", "[task:one] write the notes", *common], env),
+        (["sh", "-c", 'cd other && exec "$0" "$@"', str(claude), "-p",
+          "[task:two] list the files", *common], env),
+    ], check_diagnostics("anthropic"))
+    assert_every_call(session, minimum=4)
+    results = [json.loads(done.stdout) for done in session.outputs]
+    assert [r["result"] for r in results] == ["one done", "two done"]
+    assert results[0]["session_id"] != results[1]["session_id"]
+    for r in session.records:
+        print(r.session_id, r.turn, r.verdict, r.predicted_cache_read_tokens,
+              r.cache_read_tokens, r.verdict_detail.get("predecessor_rule"),
+              r.verdict_detail.get("shared_prefix_note"))

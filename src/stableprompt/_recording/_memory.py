@@ -159,6 +159,7 @@ class CallMemory:
         call = pending.call = Call(
             ts=pending.ts, session_id=pending.session_id, provider=pending.provider,
             wire_format=pending.wire_format, model=pending.model,
+            agent=None if pending.agent is None else pending.agent.id,
             opening=opening_of(segmented),
             fingerprint=None if segmented is None else segmented.fingerprint,
             state=pending.state)
@@ -180,7 +181,7 @@ class CallMemory:
     def remember(self, pending: Pending, usage: CacheUsage | None, response_id: str | None,
                  read_entry_digest: str | None = None,
                  engine: tuple[EngineEvidence, array[int]] | None = None, *,
-                 ended: float) -> None:
+                 ended: float, read_entry_index: int | None = None) -> None:
         """Keep a complete, successful call as a future predecessor, with what its response
         said (usage, response id; ``ended``: the recorder's clock at its end) and, with an
         engine view (:meth:`engine_view`), as what the engine's slot now holds."""
@@ -198,6 +199,7 @@ class CallMemory:
             pending.state, response_id=response_id,
             cached_extent_tokens=read + write if read is not None and write is not None else None,
             cache_read_tokens=read, read_entry_digest=read_entry_digest,
+            read_entry_index=read_entry_index if read_entry_digest is not None else None,
             input_tokens_total=None if usage is None else usage.input_tokens_total, **held)
         self.index.remember(dataclasses.replace(pending.call, state=state, turn=pending.turn,
                                                 ended=ended))

@@ -30,6 +30,27 @@
 
 A request whose fingerprint equals its conversation's previous request, sent within
 :data:`RETRY_WINDOW_S`, is a retry: it keeps that request's turn number.
+
+**Conversations as a tree.** A conversation is a session *and agent*: a subagent named by
+the harness's headers (``_identity``) is its own conversation within its session. Across
+lineages, calls are indexed by the chained prefix digest of their entry-ending segments (each
+breakpoint, and the end of each head part: params, tools, system), at most
+:data:`PREFIX_INDEX_SIZE` digests, the most recent call per digest (:class:`_Prefixes`; a
+call adds the digests of its breakpoints, and of its head parts only when its lineage is
+new to the index: cost in proportion to what is new). A request with no same-conversation
+candidate on its lineage looks up its own such digests, deepest first, and is compared with
+the most recent call sharing the deepest one (rule ``shared-prefix``, as another
+conversation): a new session sharing part of another session's head (Claude Code's static
+system block before a per-directory one, each behind a breakpoint) is predicted to read up
+to the last shared breakpoint the provider can find, and says what it shares
+(``verdict_detail["shared_prefix"]``, ``_tree``).
+
+**Branches.** A request whose head differs from its conversation's previous request is that
+conversation's head change (rule ``session-head-change``, diffed as a mutation) unless it is
+a new branch, a subagent or side agent the headers did not name: another first message and a
+fresh conversation or a head replaced wholesale (:func:`~stableprompt._economics.
+_request_kind.is_branch`, the rule the what-if uses too). A branch is compared like a new
+conversation (a shared prefix, else nothing) and says so (``verdict_detail["agent"]``).
 """
 
 from __future__ import annotations
@@ -43,21 +64,25 @@ from typing import Any, TypeAlias
 
 from .._canonical import loads
 from .._diff import first_divergent_index
+from .._economics._request_kind import is_branch
 from .._ledger._usage_record import UsageRecord
 from .._segment import HEAD_KINDS, Segment
 from .._wire._formats import REQUEST_FORMATS, request_format, segment_request, session_hint
+from .._wire._resegment import breakpoint_indices
 from .._wire._segmenter import SegmentedRequest
 from ._call import Call, Comparison, RequestState
-from ._http import SESSION_HEADER, header
+from ._identity import session_from_headers
 
 __all__ = [
     "LINEAGE_DEPTH",
     "PREDECESSOR_RULES",
+    "PREFIX_INDEX_SIZE",
     "RETRY_WINDOW_S",
     "REWRITE_WINDOW_S",
     "CallIndex",
     "call_from_record",
     "common_segments",
+    "entry_ends",
     "opening_of",
     "session_from_request",
 ]
@@ -87,11 +112,19 @@ against the 5-minute TTL, so a late unrelated conversation is not taken for a re
 carried-over message is the main evidence; the window bounds coincidences."""
 
 PREDECESSOR_RULES = ("same-conversation", "other-conversation", "same-head-recent",
-                     "session-head-change")
+                     "session-head-change", "shared-prefix")
 """Values of ``Comparison.rule`` (``verdict_detail["predecessor_rule"]``): the longest-prefix
 call of the request's own conversation; the longest-prefix call of another conversation
 sharing the head; the most recent call on the head, whose conversation this request rewrote
-(see the module docstring); the conversation's previous call under another head."""
+(see the module docstring); the conversation's previous call under another head; the
+most recent call of another lineage sharing the deepest entry-ending prefix."""
+
+PREFIX_INDEX_SIZE = 8192
+"""Entry-ending prefix digests kept across lineages for the ``shared-prefix`` search (the
+least recently written dropped beyond it). Each maps to one call, which the index keeps
+alive while mapped: at most this many calls beyond :class:`CallIndex`'s ``max_calls``."""
+
+_HEAD_PARTS = ("param", "tool", "system")
 
 _CARRIED_ROLES = ("user", "tool")
 
@@ -225,7 +258,81 @@ class _Unnamed:
 class _Session:
     count: int = 0
     started: Call | None = None
-    last: dict[tuple[str, str], Call] = field(default_factory=dict)
+    # the latest successful call per (provider, wire format, agent)
+    last: dict[tuple[str, str, str | None], Call] = field(default_factory=dict)
+
+
+def entry_ends(segmented: SegmentedRequest, *, head: bool) -> list[int]:
+    """Indices of the segments that end a possible cache entry, in order: each breakpoint
+    and, with ``head``, the last segment of each head part (params, tools, system)."""
+    found = set(breakpoint_indices(segmented))
+    if head:
+        segments = segmented.segments
+        for i, s in enumerate(segments):
+            if s.kind not in _HEAD_PARTS:
+                break
+            if i + 1 == len(segments) or segments[i + 1].kind != s.kind:
+                found.add(i)
+    return sorted(found)
+
+
+class _Prefixes:
+    """Entry-ending prefix digest -> the most recent call holding it, over all lineages,
+    least recently written dropped beyond ``maxlen`` (callers hold the index's lock)."""
+
+    def __init__(self, maxlen: int) -> None:
+        self.maxlen = maxlen
+        self._calls: OrderedDict[str, Call] = OrderedDict()
+        self._heads: OrderedDict[str, None] = OrderedDict()  # lineages whose head is in
+
+    def add(self, call: Call) -> None:
+        """Index ``call``'s breakpoints, and its head parts when its lineage's are not."""
+        state = call.state
+        if state is None or state.segmented is None:
+            return
+        segments = state.segmented.segments
+        head = state.head_fingerprint not in self._heads
+        if head:
+            self._heads[state.head_fingerprint] = None
+            if len(self._heads) > self.maxlen:
+                self._heads.popitem(last=False)
+        for i in entry_ends(state.segmented, head=head):
+            digest = segments[i].prefix_digest
+            self._calls[digest] = call
+            self._calls.move_to_end(digest)
+        while len(self._calls) > self.maxlen:
+            self._calls.popitem(last=False)
+
+    def deepest(self, call: Call) -> Call | None:
+        """The call sharing the deepest entry-ending prefix of ``call`` among other lineages
+        (same wire format, sent before it), or ``None``."""
+        state = call.state
+        assert state is not None and state.segmented is not None
+        segments = state.segmented.segments
+        for i in reversed(entry_ends(state.segmented, head=True)):
+            found = self._calls.get(segments[i].prefix_digest)
+            if (found is not None and found.state is not None and found.ts <= call.ts
+                    and found.wire_format == call.wire_format
+                    and found.state.head_fingerprint != state.head_fingerprint):
+                return found
+        return None
+
+
+def _branch(call: Call, previous: Call) -> dict[str, Any] | None:
+    """``verdict_detail["agent"]`` when ``call``, whose head differs from its conversation's
+    previous call ``previous``, is a new branch (:func:`~stableprompt._economics.
+    _request_kind.is_branch`), else ``None``."""
+    state, before = call.state, previous.state
+    if state is None or before is None or state.segmented is None or before.segmented is None:
+        return None
+    changed = [kind for kind in _HEAD_PARTS
+               if [s.digest for s in state.segmented.segments if s.kind == kind]
+               != [s.digest for s in before.segmented.segments if s.kind == kind]]
+    if not is_branch(changed, call.opening != previous.opening, state.request_tokens,
+                     before.request_tokens):
+        return None
+    return {"kind": "subagent", "source": "head replaced, conversation of its own "
+            f"(changed: {', '.join(changed) or 'none'}; another first message)"}
 
 
 def _is_retry(previous: Call | None, call: Call) -> bool:
@@ -258,6 +365,7 @@ class CallIndex:
         self._started = _Unnamed(max_unnamed)  # sent, without their body
         # successful, with their request state: only a conversation's newest are read
         self._done = _Unnamed(max(max_unnamed // 4, 1), per_key=DONE_PER_CONVERSATION)
+        self._prefixes = _Prefixes(PREFIX_INDEX_SIZE)
         self._lock = threading.Lock()
 
     def knows_lineage(self, head: str) -> bool:
@@ -346,7 +454,10 @@ class CallIndex:
         The lineage candidate with the longest common prefix (ties: same conversation, then
         most recent). When it belongs to another conversation and this conversation's own
         previous call (within the window) has a different head, that call is used instead: the
-        conversation changed its head.
+        conversation changed its head, unless the request is a new branch (module docstring;
+        ``detail["agent"]``). With no candidate of its own conversation on its lineage, the
+        call of another lineage sharing the deepest entry-ending prefix (rule
+        ``shared-prefix``, ``detail["shared_prefix"]``).
         """
         state = call.state
         if state is None or state.segmented is None:
@@ -367,7 +478,9 @@ class CallIndex:
             key = (shared, candidate.same_conversation(call), candidate.ts)
             if best is None or key > best:
                 best, chosen = key, candidate
-        if chosen is not None and best is not None and (best[1] or previous is None):
+        branch = None if previous is None else _branch(call, previous)
+        if chosen is not None and best is not None and (
+                best[1] or previous is None or branch is not None):
             rewritten = None if best[1] else _rewrite_of(call, candidates)
             if rewritten is not None and rewritten.state is not None:
                 return Comparison(predecessor=rewritten.state,
@@ -375,10 +488,25 @@ class CallIndex:
                                   rule="same-head-recent", predecessor_turn=rewritten.turn)
             return Comparison(predecessor=chosen.state, other_conversation=not best[1],
                               common_segments=best[0],
-                              rule="same-conversation" if best[1] else "other-conversation")
-        if previous is not None:
+                              rule="same-conversation" if best[1] else "other-conversation",
+                              detail={} if branch is None else {"agent": branch})
+        if previous is not None and branch is None:
             return Comparison(session_previous=previous.state, rule="session-head-change")
-        return Comparison()
+        # No call of this conversation on its lineage: a new conversation or a branch. The
+        # call of another lineage sharing the deepest entry-ending prefix, if any.
+        detail: dict[str, Any] = {} if branch is None else {"agent": branch}
+        with self._lock:
+            shared = self._prefixes.deepest(call)
+        if shared is None or shared.state is None:
+            return Comparison(detail=detail)
+        common = common_segments(shared.state, segments)
+        detail["shared_prefix"] = {
+            "record_id": shared.state.record_id, "session": shared.session_id,
+            "agent": shared.agent, "segments": common,
+            "differs_at_segment": segments[common].name if common < len(segments) else None,
+        }
+        return Comparison(predecessor=shared.state, other_conversation=True,
+                          common_segments=common, rule="shared-prefix", detail=detail)
 
     def renumber(self, call: Call, turn: int) -> None:
         """Give the registered call ``call`` (from :meth:`begin`) another turn number: it
@@ -401,12 +529,13 @@ class CallIndex:
             self._calls += len(calls) - before
             self._lineages.move_to_end(state.head_fingerprint)
             self._evict()
+            self._prefixes.add(call)
             if call.session_id is None:
                 self._done.append(call)
                 return
             session = self._sessions.get(call.session_id)
             if session is not None:
-                key = (call.provider, call.wire_format)
+                key = (call.provider, call.wire_format, call.agent)
                 last = session.last.get(key)
                 if last is None or last.ts <= call.ts:
                     session.last[key] = call
@@ -422,7 +551,7 @@ class CallIndex:
         if call.session_id is not None:
             session = self._sessions.get(call.session_id)
             found = None if session is None else session.last.get(
-                (call.provider, call.wire_format))
+                (call.provider, call.wire_format, call.agent))
         else:
             found = next((c for c in self._done.newest(call)
                           if c.provider == call.provider and call.ts - c.ts <= self.window_s),
@@ -476,21 +605,26 @@ def call_from_record(record: UsageRecord, head: str,
         cache_read_tokens=record.cache_read_tokens,
         input_tokens_total=record.input_tokens_total,
     )
+    agent = record.verdict_detail.get("agent")
+    agent_id = agent.get("id") if isinstance(agent, dict) else None
     return Call(ts=ts, session_id=record.session_id, provider=record.provider or "",
                 wire_format=wire, model=record.model,
                 opening=opening_of(segmented), fingerprint=state.fingerprint, state=state,
-                turn=record.turn,
+                turn=record.turn, agent=agent_id if isinstance(agent_id, str) else None,
                 ended=None if record.latency_ms is None else ts + record.latency_ms / 1000)
 
 
 def session_from_request(body: Mapping[str, Any], headers: Any = None) -> str | None:
     """The session id a request names, or ``None``.
 
-    Order: the ``x-stableprompt-session`` header, then the body's hint
-    (:func:`~stableprompt._wire._formats.session_hint`) when it names a conversation (a
-    ``prompt_cache_key`` stableprompt derived from a head names a lineage, not a session).
+    Order: the ``x-stableprompt-session`` header, then a harness's session header
+    (``_identity.SESSION_HEADERS``: Claude Code's ``X-Claude-Code-Session-Id``, Codex's
+    ``session-id``), then the body's hint (:func:`~stableprompt._wire._formats.session_hint`:
+    the session id inside Claude Code's ``metadata.user_id``, a ``prompt_cache_key``) when it
+    names a conversation (a ``prompt_cache_key`` stableprompt derived from a head names a
+    lineage, not a session).
     """
-    value = header(headers, SESSION_HEADER)
+    value = session_from_headers(headers)
     if value:
         return value
     hint = session_hint(body)
