@@ -236,3 +236,42 @@ def test_report_calls_keeps_claude_code_session_ids_readable(tmp_path: Path, wid
         assert joined[6].replace(" ", "") == (f"{record.cache_read_tokens:,}/"
                                               f"{record.predicted_cache_read_tokens:,}/"
                                               f"{record.input_tokens_total:,}")
+
+
+@pytest.mark.parametrize("fixture", [CLAUDE, CODEX])
+def test_subagent_without_headers_is_a_branch_by_the_shared_rule(tmp_path: Path,
+                                                                  fixture: Path) -> None:
+    """The same traffic with no identity header (a gateway that drops them, another
+    harness): the subagent's first call replaced tools and system and opened with another
+    first message, so the branch rule (``_economics._request_kind.is_branch``) names it, and
+    the report groups its later call with it."""
+    from stableprompt._accounting._summary import summarize
+
+    entries = _entries(fixture)
+    for entry in entries:
+        entry["headers"] = {}
+    records = replay(entries, tmp_path / "ledger.db")
+    branched = [r for r in records if "agent" in r.verdict_detail]
+    assert len(branched) == 1
+    first = branched[0]
+    assert first.verdict == "cold" and first.verdict_detail["agent"]["kind"] == "subagent"
+    assert "changed: tool, system" in first.verdict_detail["agent"]["source"]
+    assert not any(r.verdict_detail.get("predecessor_rule") == "session-head-change"
+                   for r in records)
+    groups = summarize(records, price=False).group_by("agent")
+    assert groups["subagent"].calls == 2 and groups["main"].calls == len(records) - 2
+    assert set(what_if(records).as_used.by_kind) >= {"main", "subagent"}
+
+
+def test_report_groups_by_agent_and_a_subagent_is_no_cliff(tmp_path: Path) -> None:
+    from stableprompt._accounting._summary import summarize
+
+    records = replay(_entries(CLAUDE), tmp_path / "ledger.db")
+    report = summarize(records, price=False)
+    groups = report.group_by("agent")
+    agent = records[[r.verdict_detail.get("agent") is not None for r in records].index(True)]
+    label = f"subagent {agent.verdict_detail['agent']['id']}"
+    assert list(groups) == ["main", label] and groups[label].calls == 2
+    assert all(c.call.agent == "main" for c in report.cliffs())
+    sub = [row for row in report.calls if row.agent == label]
+    assert sub[0].ceiling_tokens == 0  # not its parent's previous request

@@ -60,8 +60,8 @@ from .._policy import TOLERANCE_FRACTION
 from .._recording._boundary import turn_boundary
 from ._pricing import Pricing, TokenSplit, price_call, price_record
 
-__all__ = ["CLIFF_DROP", "EXCLUSIONS", "CallRow", "Cliff", "boundary_of", "call_row",
-           "exclusion", "find_cliffs", "is_suspect"]
+__all__ = ["CLIFF_DROP", "EXCLUSIONS", "MAIN_AGENT", "CallRow", "Cliff", "agent_label",
+           "boundary_of", "call_row", "exclusion", "find_cliffs", "is_suspect"]
 
 EXCLUSIONS: Mapping[str, str] = {
     "unanalysed": "no LLM call to analyse (requests to other endpoints, or bodies not of "
@@ -109,6 +109,10 @@ def _snippet(detail: Mapping[str, Any], key: str, snippets: tuple[str, str] | No
     return snippets[side] if snippets else None
 
 
+MAIN_AGENT = "main"
+"""The agent of a call no branch rule or header named: its session's main agent."""
+
+
 @dataclass(frozen=True, slots=True)
 class CallRow:
     """One call of the report (see the module docstring for each derived field).
@@ -154,6 +158,7 @@ class CallRow:
     cost_note: str | None = None
     server_reason: str | None = None
     server_agreement: str | None = None
+    agent: str = MAIN_AGENT
 
     @property
     def provider_side_unexplained(self) -> bool:
@@ -190,6 +195,7 @@ class CallRow:
             "lost_usd": _round(self.lost_usd), "cost_complete": self.cost_complete,
             "cost_note": self.cost_note, "server_reason": self.server_reason,
             "server_agreement": self.server_agreement,
+            "agent": self.agent,
         }
 
 
@@ -240,7 +246,7 @@ def boundary_of(record: UsageRecord) -> str | None:
 def call_row(record: UsageRecord, *, scenario: str, session: str, ceiling: int,
              granularity: int, pricing: Pricing | None, notes: dict[str, None],
              snippets: tuple[str, str] | None = None,
-             agrees: bool | None = None) -> CallRow:
+             agrees: bool | None = None, agent: str = MAIN_AGENT) -> CallRow:
     """The :class:`CallRow` of ``record``.
 
     Args:
@@ -255,6 +261,7 @@ def call_row(record: UsageRecord, *, scenario: str, session: str, ceiling: int,
             ``verdict_detail`` has none.
         agrees: Whether the prediction matched the report within the granularity (``None``:
             not both known).
+        agent: Its agent as grouped (:func:`agent_label`).
     """
     detail = record.verdict_detail
     excluded = exclusion(record)
@@ -315,7 +322,20 @@ def call_row(record: UsageRecord, *, scenario: str, session: str, ceiling: int,
         boundary=boundary_of(record),
         cost_usd=costs[0], cost_uncached_usd=costs[1], cost_at_ceiling_usd=costs[2],
         lost_usd=costs[3], agrees=agrees, cost_complete=complete, cost_note=cost_note,
-        server_reason=_server(detail, "reason"), server_agreement=_server(detail, "agreement"))
+        server_reason=_server(detail, "reason"), server_agreement=_server(detail, "agreement"),
+        agent=agent)
+
+
+def agent_label(record: UsageRecord) -> str | None:
+    """``"subagent <id>"`` (or ``"subagent"``) when the recorder named the call's agent a
+    branch (``verdict_detail["agent"]``: the harness's headers, or the branch rule
+    ``_economics._request_kind.is_branch``), else ``None`` (the caller carries a lineage's
+    label to its later calls, which the rule does not mark again)."""
+    agent = record.verdict_detail.get("agent")
+    if not isinstance(agent, Mapping) or agent.get("kind") != "subagent":
+        return None
+    ident = agent.get("id")
+    return f"subagent {ident}" if isinstance(ident, str) and ident else "subagent"
 
 
 def _server(detail: Mapping[str, Any], key: str) -> str | None:
@@ -353,13 +373,14 @@ class Cliff:
 
 def find_cliffs(rows: Iterable[CallRow], *, drop: float = CLIFF_DROP) -> list[Cliff]:
     """Calls (in order) whose read share fell by at least ``drop`` from the previous included
-    call of the same scenario and session; excluded calls are skipped, not counted as 0."""
-    last: dict[tuple[str, str], CallRow] = {}
+    call of the same scenario, session and agent; excluded calls are skipped, not counted as
+    0."""
+    last: dict[tuple[str, str, str], CallRow] = {}
     out: list[Cliff] = []
     for row in rows:
         if row.read_share is None:
             continue
-        key = (row.scenario, row.session)
+        key = (row.scenario, row.session, row.agent)  # a subagent's first call is no cliff
         before = last.get(key)
         if before is not None and before.read_share is not None and (
                 before.read_share - row.read_share >= drop - 1e-12):

@@ -43,7 +43,8 @@ def is_branch(changed_parts: Collection[str], first_message_changed: bool,
               size: int | None, previous: int | None) -> bool:
     """A request whose head differs from its session's previous request is a new branch
     (subagent / side agent) rather than the session's own head change: its first message is
-    another (it does not continue the history) and either it is a fresh conversation
+    another (``first_message_changed``: it does not continue the history; compared whole,
+    every content block) and either it is a fresh conversation
     (:func:`fresh_conversation`) or :data:`BRANCH_HEAD_PARTS` or more of its head parts
     (``changed_parts``: kinds among ``tool``, ``system``, ``param`` whose segments differ)
     changed at once."""

@@ -328,11 +328,23 @@ def _branch(call: Call, previous: Call) -> dict[str, Any] | None:
     changed = [kind for kind in _HEAD_PARTS
                if [s.digest for s in state.segmented.segments if s.kind == kind]
                != [s.digest for s in before.segmented.segments if s.kind == kind]]
-    if not is_branch(changed, call.opening != previous.opening, state.request_tokens,
+    if not is_branch(changed, _first_message(state.segmented.segments)
+                     != _first_message(before.segmented.segments), state.request_tokens,
                      before.request_tokens):
         return None
     return {"kind": "subagent", "source": "head replaced, conversation of its own "
             f"(changed: {', '.join(changed) or 'none'}; another first message)"}
+
+
+def _first_message(segments: Sequence[Segment]) -> list[str]:
+    """The digests of the first message's segments (all its content blocks: Claude Code's
+    subagent repeats its parent's opening block and differs in the next)."""
+    first = next((s for s in segments if s.kind == "message"), None)
+    if first is None:
+        return []
+    root = "/".join(first.path.split("/")[:3])  # "/messages/0", "/input/0"
+    return [s.digest for s in segments if s.kind == "message"
+            and (s.path == root or s.path.startswith(root + "/"))]
 
 
 def _is_retry(previous: Call | None, call: Call) -> bool:
@@ -478,9 +490,10 @@ class CallIndex:
             key = (shared, candidate.same_conversation(call), candidate.ts)
             if best is None or key > best:
                 best, chosen = key, candidate
-        branch = None if previous is None else _branch(call, previous)
+        same = best is not None and best[1]
+        branch = None if previous is None or same else _branch(call, previous)
         if chosen is not None and best is not None and (
-                best[1] or previous is None or branch is not None):
+                same or previous is None or branch is not None):
             rewritten = None if best[1] else _rewrite_of(call, candidates)
             if rewritten is not None and rewritten.state is not None:
                 return Comparison(predecessor=rewritten.state,
