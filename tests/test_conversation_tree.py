@@ -275,3 +275,31 @@ def test_report_groups_by_agent_and_a_subagent_is_no_cliff(tmp_path: Path) -> No
     assert all(c.call.agent == "main" for c in report.cliffs())
     sub = [row for row in report.calls if row.agent == label]
     assert sub[0].ceiling_tokens == 0  # not its parent's previous request
+
+
+def test_previous_response_id_chain_names_the_conversation(tmp_path: Path) -> None:
+    """Responses requests chained by ``previous_response_id`` (no session id sent) belong to
+    one conversation, named by the chain's first response: turns count on along it."""
+    from stableprompt._recording._observer import Observation
+
+    recorder = Recorder()
+    rows = []
+    previous = None
+    for step in range(3):
+        body: dict[str, Any] = {"model": "gpt-5.6", "instructions": "Be brief. " * 300,
+                                "input": [{"role": "user", "content": f"question {step}"}]}
+        if previous is not None:
+            body["previous_response_id"] = previous
+        pending = recorder.start("/v1/responses", {}, json.dumps(body).encode(),
+                                 host="api.openai.com")
+        assert pending is not None
+        previous = f"resp_{step}"
+        answer = {"id": previous, "object": "response", "status": "completed", "output": [],
+                  "usage": {"input_tokens": 900, "output_tokens": 3,
+                            "input_tokens_details": {"cached_tokens": 0}}}
+        record = recorder.finish(pending, Observation(status_code=200,
+                                                      body=json.dumps(answer).encode()))
+        assert record is not None
+        rows.append(record)
+    assert [r.session_id for r in rows] == [None, "resp_0", "resp_0"]
+    assert [r.turn for r in rows[1:]] == [1, 2]

@@ -156,6 +156,9 @@ class CallMemory:
                                           state.cumulative_tokens)
         except Exception as exc:
             problem(pending, exc)
+        chained = body.get("previous_response_id") if pending.session_id is None else None
+        if isinstance(chained, str) and chained:  # a Responses chain names its conversation
+            pending.session_id = self.index.chained_session(chained)
         call = pending.call = Call(
             ts=pending.ts, session_id=pending.session_id, provider=pending.provider,
             wire_format=pending.wire_format, model=pending.model,

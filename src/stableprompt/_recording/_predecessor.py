@@ -45,6 +45,11 @@ system block before a per-directory one, each behind a breakpoint) is predicted 
 to the last shared breakpoint the provider can find, and says what it shares
 (``verdict_detail["shared_prefix"]``, ``_tree``).
 
+**Response chains.** A request without session id that continues a response
+(``previous_response_id``, OpenAI Responses) belongs to the session of the call that got
+that response; when that call had none, the chain is named by its first response id
+(:meth:`CallIndex.chained_session`, at most ``max_keys`` response ids kept).
+
 **Branches.** A request whose head differs from its conversation's previous request is that
 conversation's head change (rule ``session-head-change``, diffed as a mutation) unless it is
 a new branch, a subagent or side agent the headers did not name: another first message and a
@@ -378,12 +383,23 @@ class CallIndex:
         # successful, with their request state: only a conversation's newest are read
         self._done = _Unnamed(max(max_unnamed // 4, 1), per_key=DONE_PER_CONVERSATION)
         self._prefixes = _Prefixes(PREFIX_INDEX_SIZE)
+        # response id -> the session its conversation continues under (``previous_response_id``)
+        self._chains: OrderedDict[str, str] = OrderedDict()
         self._lock = threading.Lock()
 
     def knows_lineage(self, head: str) -> bool:
         """True once the lineage was seen (or loaded) in this index."""
         with self._lock:
             return head in self._lineages
+
+    def chained_session(self, previous_response_id: str) -> str:
+        """The session of a request continuing the response ``previous_response_id``
+        (OpenAI Responses' ``previous_response_id``): the session of the call that got that
+        response, or the id of the first response of its chain when that call had no session
+        (the chain names the conversation), or ``previous_response_id`` itself when the
+        response is unknown (a chain begun before this process)."""
+        with self._lock:
+            return self._chains.get(previous_response_id, previous_response_id)
 
     def knows_session(self, session_id: str) -> bool:
         """True once the named session was seen in this index."""
@@ -543,6 +559,9 @@ class CallIndex:
             self._lineages.move_to_end(state.head_fingerprint)
             self._evict()
             self._prefixes.add(call)
+            if state.response_id:
+                self._chains[state.response_id] = call.session_id or state.response_id
+                self._trim(self._chains)
             if call.session_id is None:
                 self._done.append(call)
                 return
