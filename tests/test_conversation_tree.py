@@ -65,9 +65,14 @@ def agreement(records: list[UsageRecord]) -> float:
     """The report's agreement: predicted == reported reads within the granularity."""
     both = [r for r in records if r.predicted_cache_read_tokens is not None
             and r.cache_read_tokens is not None]
-    granule = [int(r.verdict_detail.get("granularity_tokens") or 1) for r in both]
+    granule = [int(_d(r).get("granularity_tokens") or 1) for r in both]
     return sum(abs((r.predicted_cache_read_tokens or 0) - (r.cache_read_tokens or 0)) < g
                for r, g in zip(both, granule, strict=True)) / len(both)
+
+
+def _d(record: UsageRecord) -> Any:
+    """A row's ``verdict_detail`` (JSON values, read as the test knows them)."""
+    return record.verdict_detail
 
 
 # -- session identity (item 3) ---------------------------------------------------------------
@@ -114,11 +119,11 @@ def test_claude_code_subagent_is_a_branch_not_a_param_change(tmp_path: Path) -> 
     assert len(set(sessions)) == 2
     sub = [r for r in records if "agent" in r.verdict_detail]
     assert len(sub) == 2
-    assert sub[0].verdict_detail["agent"]["kind"] == "subagent"
+    assert _d(sub[0])["agent"]["kind"] == "subagent"
     assert sub[0].verdict == "cold"  # its own conversation, not a mutation of the parent's
-    assert sub[0].verdict_detail["predecessor_rule"] == "shared-prefix"
-    assert "differs at /tools/3" in sub[0].verdict_detail["shared_prefix_note"]
-    assert sub[1].verdict_detail["predecessor_rule"] == "same-conversation"
+    assert _d(sub[0])["predecessor_rule"] == "shared-prefix"
+    assert "differs at /tools/3" in _d(sub[0])["shared_prefix_note"]
+    assert _d(sub[1])["predecessor_rule"] == "same-conversation"
     assert sub[1].predecessor_id == sub[0].record_id
     assert not any(r.verdict_detail.get("cause") in ("param-change", "tool-removed",
                                                      "tool-added") for r in records)
@@ -133,11 +138,11 @@ def test_claude_code_new_session_says_what_it_could_have_read(tmp_path: Path) ->
     records = replay(_entries(CLAUDE), tmp_path / "ledger.db")
     fresh = next(r for r in records if r.session_id != records[0].session_id)
     assert fresh.verdict == "cold"
-    shared = fresh.verdict_detail["shared_prefix"]
+    shared = _d(fresh)["shared_prefix"]
     assert shared["session"] == records[0].session_id
     assert shared["differs_at"] == "/system/0/text"  # the per-session billing header block
     assert shared["tokens"] > 5000 and shared["readable_tokens"] == 0
-    assert fresh.verdict_detail["shared_prefix_note"].startswith(
+    assert _d(fresh)["shared_prefix_note"].startswith(
         f"could have read {shared['tokens']:,} tokens that session {records[0].session_id}")
 
 
@@ -157,12 +162,12 @@ def test_partial_head_is_predicted_to_the_last_shared_breakpoint(tmp_path: Path)
     row = records[1]
     assert row.cache_read_tokens and row.cache_read_tokens > 1024
     assert row.verdict == "hit", row.verdict_detail
-    assert row.verdict_detail["predecessor_rule"] == "shared-prefix"
-    shared = row.verdict_detail["shared_prefix"]
+    assert _d(row)["predecessor_rule"] == "shared-prefix"
+    shared = _d(row)["shared_prefix"]
     assert shared["differs_at"].startswith("/system/2")
-    tolerance = row.verdict_detail["tolerance_tokens"]
+    tolerance = _d(row)["tolerance_tokens"]
     assert abs((row.predicted_cache_read_tokens or 0) - row.cache_read_tokens) <= tolerance
-    assert row.verdict_detail["shared_prefix_note"].startswith(
+    assert _d(row)["shared_prefix_note"].startswith(
         f"shares {shared['tokens']:,} tokens with session {records[0].session_id}")
 
 
@@ -170,7 +175,7 @@ def test_codex_subagent_is_a_branch(tmp_path: Path) -> None:
     records = replay(_entries(CODEX), tmp_path / "ledger.db")
     sub = [r for r in records if "agent" in r.verdict_detail]
     assert len(sub) == 2 and sub[0].verdict == "cold"
-    assert sub[0].verdict_detail["agent"]["source"] == "header thread-id"
+    assert _d(sub[0])["agent"]["source"] == "header thread-id"
     assert all(r.verdict != "client_mutation" for r in records)
     assert agreement(records) == 1.0
 
@@ -184,7 +189,7 @@ def test_agreement_on_the_real_harness_captures(tmp_path: Path) -> None:
     off = [r for r in claude if r.predicted_cache_read_tokens != r.cache_read_tokens]
     assert all(r.verdict_detail.get("turn_boundary") is not None for r in off)
     assert all(abs((r.predicted_cache_read_tokens or 0) - (r.cache_read_tokens or 0))
-               <= r.verdict_detail["tolerance_tokens"] for r in off)
+               <= _d(r)["tolerance_tokens"] for r in off)
     assert agreement(claude) >= 0.7
     codex = replay(_entries(CODEX), tmp_path / "codex.db")
     assert agreement(codex) == 1.0
@@ -254,8 +259,8 @@ def test_subagent_without_headers_is_a_branch_by_the_shared_rule(tmp_path: Path,
     branched = [r for r in records if "agent" in r.verdict_detail]
     assert len(branched) == 1
     first = branched[0]
-    assert first.verdict == "cold" and first.verdict_detail["agent"]["kind"] == "subagent"
-    assert "changed: tool, system" in first.verdict_detail["agent"]["source"]
+    assert first.verdict == "cold" and _d(first)["agent"]["kind"] == "subagent"
+    assert "changed: tool, system" in _d(first)["agent"]["source"]
     assert not any(r.verdict_detail.get("predecessor_rule") == "session-head-change"
                    for r in records)
     groups = summarize(records, price=False).group_by("agent")
@@ -270,7 +275,7 @@ def test_report_groups_by_agent_and_a_subagent_is_no_cliff(tmp_path: Path) -> No
     report = summarize(records, price=False)
     groups = report.group_by("agent")
     agent = records[[r.verdict_detail.get("agent") is not None for r in records].index(True)]
-    label = f"subagent {agent.verdict_detail['agent']['id']}"
+    label = f"subagent {_d(agent)['agent']['id']}"
     assert list(groups) == ["main", label] and groups[label].calls == 2
     assert all(c.call.agent == "main" for c in report.cliffs())
     sub = [row for row in report.calls if row.agent == label]

@@ -49,6 +49,11 @@ OPENAI_TYPES = {"cache_hit", "cache_miss", "comparison_response_not_found", "una
 _TASK = re.compile(r"\[task:([a-z-]+)\]")
 
 
+def _d(record: UsageRecord) -> Any:
+    """A row's ``verdict_detail`` (JSON values, read as the test knows them)."""
+    return record.verdict_detail
+
+
 # -- the scripted model ----------------------------------------------------------------------
 
 
@@ -258,7 +263,7 @@ def assert_tree(records: list[UsageRecord]) -> None:
     call is no mutation of its parent's prompt but a call that says what it shares with it."""
     sub = [r for r in records if r.verdict_detail.get("agent")]
     assert len(sub) >= 2 and sub[0].verdict != "client_mutation"
-    assert sub[0].verdict_detail["predecessor_rule"] == "shared-prefix"
+    assert _d(sub[0])["predecessor_rule"] == "shared-prefix"
     assert "shared_prefix" in sub[0].verdict_detail
     assert all(r.verdict_detail.get("predecessor_rule") != "session-head-change"
                for r in records)
@@ -502,13 +507,13 @@ def test_claude_code_new_sessions_share_part_of_the_head(claude: Path, sink: Sin
     assert [r.session_id for r in records] == [results[0]["session_id"]] * 2 + [
         results[1]["session_id"]] * (len(records) - 2)
     fresh = records[2]
-    assert fresh.verdict_detail["predecessor_rule"] == "shared-prefix"
-    assert fresh.verdict_detail["shared_prefix"]["session"] == records[0].session_id
+    assert _d(fresh)["predecessor_rule"] == "shared-prefix"
+    assert _d(fresh)["shared_prefix"]["session"] == records[0].session_id
     # Claude Code's first system block names its session (a per-session billing line), so
     # nothing of the shared tools is behind a breakpoint: the call says what it could have
     # read and where the prompts part.
     assert fresh.verdict == "cold" and fresh.cache_read_tokens == 0
-    assert fresh.verdict_detail["shared_prefix"]["differs_at"] == "/system/0/text"
-    assert fresh.verdict_detail["shared_prefix_note"].startswith("could have read ")
-    print(f"claude, two sessions: {fresh.verdict_detail['shared_prefix_note']}; "
+    assert _d(fresh)["shared_prefix"]["differs_at"] == "/system/0/text"
+    assert _d(fresh)["shared_prefix_note"].startswith("could have read ")
+    print(f"claude, two sessions: {_d(fresh)['shared_prefix_note']}; "
           f"agreement {agreement(records):.1%}")

@@ -525,16 +525,16 @@ class CallIndex:
         # call of another lineage sharing the deepest entry-ending prefix, if any.
         detail: dict[str, Any] = {} if branch is None else {"agent": branch}
         with self._lock:
-            shared = self._prefixes.deepest(call)
-        if shared is None or shared.state is None:
+            other = self._prefixes.deepest(call)
+        if other is None or other.state is None:
             return Comparison(detail=detail)
-        common = common_segments(shared.state, segments)
+        common = common_segments(other.state, segments)
         detail["shared_prefix"] = {
-            "record_id": shared.state.record_id, "session": shared.session_id,
-            "agent": shared.agent, "segments": common,
+            "record_id": other.state.record_id, "session": other.session_id,
+            "agent": other.agent, "segments": common,
             "differs_at_segment": segments[common].name if common < len(segments) else None,
         }
-        return Comparison(predecessor=shared.state, other_conversation=True,
+        return Comparison(predecessor=other.state, other_conversation=True,
                           common_segments=common, rule="shared-prefix", detail=detail)
 
     def renumber(self, call: Call, turn: int) -> None:
