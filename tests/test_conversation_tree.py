@@ -308,3 +308,18 @@ def test_previous_response_id_chain_names_the_conversation(tmp_path: Path) -> No
         rows.append(record)
     assert [r.session_id for r in rows] == [None, "resp_0", "resp_0"]
     assert [r.turn for r in rows[1:]] == [1, 2]
+
+
+def test_prefix_index_grows_with_what_is_new_only() -> None:
+    """200 turns of one conversation add no entry-ending digest per turn beyond their own
+    breakpoints (here none in the history): the index holds the head parts and the head
+    breakpoint, and maps digests to lineages, never to requests."""
+    from conftest import record_anthropic_call
+
+    recorder = Recorder()
+    for step in range(200):
+        record_anthropic_call(recorder, step, read=0 if step == 0 else 2000,
+                              write=2000 if step == 0 else 0)
+    prefixes = recorder._memory.index._prefixes
+    assert len(prefixes._heads) <= 4
+    assert all(isinstance(v, str) for v in prefixes._heads.values())

@@ -33,16 +33,16 @@ A request whose fingerprint equals its conversation's previous request, sent wit
 
 **Conversations as a tree.** A conversation is a session *and agent*: a subagent named by
 the harness's headers (``_identity``) is its own conversation within its session. Across
-lineages, calls are indexed by the chained prefix digest of their entry-ending segments (each
-breakpoint, and the end of each head part: params, tools, system), at most
-:data:`PREFIX_INDEX_SIZE` digests, the most recent call per digest (:class:`_Prefixes`; a
-call adds the digests of its breakpoints, and of its head parts only when its lineage is
-new to the index: cost in proportion to what is new). A request with no same-conversation
-candidate on its lineage looks up its own such digests, deepest first, and is compared with
-the most recent call sharing the deepest one (rule ``shared-prefix``, as another
-conversation): a new session sharing part of another session's head (Claude Code's static
-system block before a per-directory one, each behind a breakpoint) is predicted to read up
-to the last shared breakpoint the provider can find, and says what it shares
+lineages, calls are indexed by the chained prefix digest of their entry-ending segments
+(each breakpoint, and the end of each head part: params, tools, system), at most
+:data:`PREFIX_INDEX_SIZE` digests, each with the lineage of the most recent call holding it
+(:class:`_Prefixes`; a call adds the digests of its breakpoints, and of its head parts only
+when its lineage is new to the index: cost in proportion to what is new). A request with no
+same-conversation candidate on its lineage looks up its own such digests, deepest first, and
+is compared with the most recent call sharing the deepest one (rule ``shared-prefix``, as
+another conversation): a new session sharing part of another session's head (Claude Code's
+static system block before a per-directory one, each behind a breakpoint) is predicted to
+read up to the last shared breakpoint the provider can find, and says what it shares
 (``verdict_detail["shared_prefix"]``, ``_tree``).
 
 **Response chains.** A request without session id that continues a response
@@ -126,8 +126,8 @@ most recent call of another lineage sharing the deepest entry-ending prefix."""
 
 PREFIX_INDEX_SIZE = 8192
 """Entry-ending prefix digests kept across lineages for the ``shared-prefix`` search (the
-least recently written dropped beyond it). Each maps to one call, which the index keeps
-alive while mapped: at most this many calls beyond :class:`CallIndex`'s ``max_calls``."""
+least recently written dropped beyond it), each with its lineage (a head fingerprint: the
+calls are those the index keeps per lineage, no request is kept alive by this map)."""
 
 _HEAD_PARTS = ("param", "tool", "system")
 
@@ -282,44 +282,53 @@ def entry_ends(segmented: SegmentedRequest, *, head: bool) -> list[int]:
 
 
 class _Prefixes:
-    """Entry-ending prefix digest -> the most recent call holding it, over all lineages,
-    least recently written dropped beyond ``maxlen`` (callers hold the index's lock)."""
+    """Entry-ending prefix digest -> the lineage (head fingerprint) of the most recent call
+    holding it, least recently written dropped beyond ``maxlen`` (callers hold the index's
+    lock). The calls themselves stay in the index's lineages: a digest whose lineage was
+    evicted finds nothing, and the map keeps no request alive."""
 
     def __init__(self, maxlen: int) -> None:
         self.maxlen = maxlen
-        self._calls: OrderedDict[str, Call] = OrderedDict()
-        self._heads: OrderedDict[str, None] = OrderedDict()  # lineages whose head is in
+        self._heads: OrderedDict[str, str] = OrderedDict()
+        self._indexed: OrderedDict[str, None] = OrderedDict()  # lineages whose head is in
 
     def add(self, call: Call) -> None:
         """Index ``call``'s breakpoints, and its head parts when its lineage's are not."""
         state = call.state
         if state is None or state.segmented is None:
             return
-        segments = state.segmented.segments
-        head = state.head_fingerprint not in self._heads
+        segments, lineage = state.segmented.segments, state.head_fingerprint
+        head = lineage not in self._indexed
         if head:
-            self._heads[state.head_fingerprint] = None
-            if len(self._heads) > self.maxlen:
-                self._heads.popitem(last=False)
+            self._indexed[lineage] = None
+            if len(self._indexed) > self.maxlen:
+                self._indexed.popitem(last=False)
         for i in entry_ends(state.segmented, head=head):
             digest = segments[i].prefix_digest
-            self._calls[digest] = call
-            self._calls.move_to_end(digest)
-        while len(self._calls) > self.maxlen:
-            self._calls.popitem(last=False)
+            self._heads[digest] = lineage
+            self._heads.move_to_end(digest)
+        while len(self._heads) > self.maxlen:
+            self._heads.popitem(last=False)
 
-    def deepest(self, call: Call) -> Call | None:
-        """The call sharing the deepest entry-ending prefix of ``call`` among other lineages
-        (same wire format, sent before it), or ``None``."""
+    def deepest(self, call: Call, lineages: Mapping[str, Sequence[Call]]) -> Call | None:
+        """The most recent call of another lineage (same wire format, sent before ``call``)
+        sharing the deepest entry-ending prefix of ``call``, or ``None``: per prefix, one
+        look-up and at most :data:`LINEAGE_DEPTH` digest comparisons."""
         state = call.state
         assert state is not None and state.segmented is not None
         segments = state.segmented.segments
         for i in reversed(entry_ends(state.segmented, head=True)):
-            found = self._calls.get(segments[i].prefix_digest)
-            if (found is not None and found.state is not None and found.ts <= call.ts
-                    and found.wire_format == call.wire_format
-                    and found.state.head_fingerprint != state.head_fingerprint):
-                return found
+            digest = segments[i].prefix_digest
+            lineage = self._heads.get(digest)
+            if lineage is None or lineage == state.head_fingerprint:
+                continue
+            for found in reversed(lineages.get(lineage, ())):
+                other = None if found.state is None else found.state.segmented
+                if (other is not None and found.ts <= call.ts
+                        and found.wire_format == call.wire_format
+                        and len(other.segments) > i
+                        and other.segments[i].prefix_digest == digest):
+                    return found
         return None
 
 
@@ -525,7 +534,7 @@ class CallIndex:
         # call of another lineage sharing the deepest entry-ending prefix, if any.
         detail: dict[str, Any] = {} if branch is None else {"agent": branch}
         with self._lock:
-            other = self._prefixes.deepest(call)
+            other = self._prefixes.deepest(call, self._lineages)
         if other is None or other.state is None:
             return Comparison(detail=detail)
         common = common_segments(other.state, segments)
