@@ -6,13 +6,20 @@ call of another lineage sharing its deepest entry-ending prefix. :func:`attribut
 predicts what that shared prefix lets it read, by the provider's rules, and says what it
 shares:
 
-- something readable (a shared breakpoint entry the provider can find: Anthropic's 20-block
-  lookback, the TTL, the minimum; on automatic caches the shared prefix): the prediction and
+- something readable on a breakpoint cache (a shared breakpoint entry the provider can
+  find: Anthropic's 20-block lookback, the TTL, the minimum): the prediction and
   verdict of :func:`~stableprompt._recording._attribution.attribute` against that call, as
   another conversation (losing the rest of its prefix is no mutation);
 - nothing readable (no shared entry, or none the provider finds) and nothing read: the
   verdict of a first call (``cold``, or ``below_minimum``), never a mutation of someone
-  else's prompt.
+  else's prompt;
+- an automatic cache (OpenAI, Gemini, DeepSeek, ...): the verdict of a first call too. Where
+  such a cache keeps entries across requests of different heads depends on what is not in
+  the request: OpenAI routes by ``prompt_cache_key`` and the prompt's first tokens, keeps
+  entries only at its implicit points (GPT-5.6: the end of the latest user or tool message),
+  Gemini leaves implicit entries only at block ends past its minimum in its own tokens; so
+  the shared prefix is said, not predicted (a self-hosted engine's own view, exact for any
+  lineage, still predicts: ``_engine_view``).
 
 Either way ``verdict_detail["shared_prefix"]`` says with which call (``record_id``,
 ``session``, ``agent``), how much (``segments``; ``tokens``: provider tokens, anchored like
@@ -50,7 +57,9 @@ def shared_note(shared: Mapping[str, Any], readable: bool) -> str:
         return (f"shares {size} with {who}{differs}; reads up to the last shared cache "
                 f"breakpoint: {shared.get('readable_tokens', 0):,} tokens")
     return (f"could have read {size} that {who} cached{differs}; no shared cache entry "
-            "it can read")
+            "it can read" if not shared.get("automatic") else
+            f"shares {size} with {who}{differs}; reads across heads on an automatic cache "
+            "are not predicted")
 
 
 def attribute_shared(request: RequestState, comparison: Comparison, *,
@@ -76,8 +85,10 @@ def attribute_shared(request: RequestState, comparison: Comparison, *,
         shared["differs_at_segment"] = divergence.segment
     predicted = found.predicted_cache_read_tokens or 0
     reads = None if usage is None else usage.cache_read_tokens
-    readable = predicted > 0 or bool(reads)
+    readable = (predicted > 0 or bool(reads)) and not policy.automatic
     shared["readable_tokens"] = predicted if readable else 0
+    if policy.automatic:
+        shared["automatic"] = True
     if not readable:
         first = attribute(request, predecessor=None, usage=usage, policy=policy,
                           engine=engine, unknown_reason=unknown_reason)
