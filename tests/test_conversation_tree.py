@@ -29,7 +29,7 @@ import httpx
 import pytest
 
 from stableprompt import Ledger, Recorder, RecordingTransport, UsageRecord, what_if
-from stableprompt._recording._identity import agent_from_headers, session_from_headers
+from stableprompt._recording._identity import Agent, agent_from_headers, session_from_headers
 from stableprompt._recording._predecessor import session_from_request
 from stableprompt._wire.anthropic import session_hint
 from stableprompt.emulator import Emulator
@@ -323,3 +323,33 @@ def test_prefix_index_grows_with_what_is_new_only() -> None:
     prefixes = recorder._memory.index._prefixes
     assert len(prefixes._heads) <= 4
     assert all(isinstance(v, str) for v in prefixes._heads.values())
+
+
+def test_short_ids_cut_the_shared_prefix_and_stay_distinct() -> None:
+    from stableprompt._report._ids import short_ids
+
+    codex = ["01a25058-a6eb-70c1-b408-e01edf7ead6b", "01a25058-aba6-7460-ac21-60c18d0ef409"]
+    shown = short_ids([*codex, None, codex[0]])
+    assert shown == {codex[0]: "…6eb-70c1…", codex[1]: "…ba6-7460…"}
+    claude = ["02acfdb3-0a87-429c-9578-f7f05c4c584e", "f081f658-e201-4f95-9aaf-f7e87612c2d7"]
+    assert short_ids(claude) == {claude[0]: "02acfdb3…", claude[1]: "f081f658…"}
+    # ids alike beyond the first 8 characters after their prefix get more of them
+    alike = ["run-abcdefgh-1", "run-abcdefgh-2"]
+    assert short_ids(alike) == {alike[0]: "…1", alike[1]: "…2"}
+    near = ["sess-aaaaaaaaaa1", "sess-aaaaaaaaaa2", "sess-b"]
+    got = short_ids(near)
+    assert len(set(got.values())) == 3 and got["sess-b"] == "sess-b"
+    assert short_ids(["short", "shirt"]) == {"short": "short", "shirt": "shirt"}
+    assert short_ids([]) == {}
+
+
+def test_agent_headers_main_and_subagent() -> None:
+    assert agent_from_headers({"session-id": "s", "thread-id": "s"}) is None
+    assert agent_from_headers({"session-id": "s", "thread-id": "t"}) == Agent("t", "thread-id")
+    assert agent_from_headers({"x-openai-subagent": "collab_spawn"}) == Agent(
+        "collab_spawn", "x-openai-subagent")
+    assert agent_from_headers({"X-Claude-Code-Agent-Id": "a1"}) == Agent(
+        "a1", "x-claude-code-agent-id")
+    assert agent_from_headers(None) is None
+    assert session_from_headers({"x-stableprompt-session": "mine",
+                                 "x-claude-code-session-id": "cc"}) == "mine"

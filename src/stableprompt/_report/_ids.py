@@ -11,7 +11,6 @@ ids would otherwise look alike. The JSON report keeps the full ids.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from os.path import commonpath
 
 __all__ = ["SHORT_ID_CHARS", "short_ids"]
 
@@ -24,12 +23,13 @@ _MARK = "…"
 def short_ids(ids: Iterable[str | None]) -> dict[str, str]:
     """The shown form of each distinct id of ``ids`` (``None`` left out): the id without the
     prefix all of them share (``…`` in its place), cut to :data:`SHORT_ID_CHARS` characters
-    (``…`` after), with as many more characters as tell every two ids apart. An id that is
-    short already is shown whole."""
+    (``…`` after), with as many more characters as tell every two ids apart. An id of at
+    most ``SHORT_ID_CHARS + 2`` characters, or not longer than its short form, is shown
+    whole."""
     distinct = sorted({i for i in ids if i is not None})
     if not distinct:
         return {}
-    common = len(commonpath(distinct)) if len(distinct) > 1 else 0
+    common = _shared_prefix(distinct[0], distinct[-1]) if len(distinct) > 1 else 0
     # keep the shared prefix when cutting it would leave an id empty
     common = min(common, min(len(i) for i in distinct) - 1) if common else 0
     rests = {i: i[common:] for i in distinct}
@@ -40,5 +40,16 @@ def short_ids(ids: Iterable[str | None]) -> dict[str, str]:
     for i, rest in rests.items():
         cut = rest[:width]
         text = (_MARK if common else "") + cut + (_MARK if len(rest) > width else "")
-        shown[i] = i if len(text) >= len(i) else text
+        shown[i] = i if len(i) <= SHORT_ID_CHARS + 2 or len(text) >= len(i) else text
     return shown
+
+
+def _shared_prefix(first: str, last: str) -> int:
+    """Characters the first and last of sorted strings share at their start: what all of
+    them share (character by character: ids are no paths)."""
+    n = 0
+    for a, b in zip(first, last, strict=False):
+        if a != b:
+            break
+        n += 1
+    return n
