@@ -368,8 +368,9 @@ def _kinds(records: list[UsageRecord]) -> dict[tuple[str, str], str]:
     """Request kind per (session, lineage), from the rows alone:
 
     - a session with one call is ``one-shot``;
-    - a session whose first call's predecessor is another session's call is a forked
-      ``subagent`` (its lineages too), and so is a lineage whose first call the recorder
+    - a session whose first call's predecessor is another session's call on its own head
+      (not a ``shared-prefix`` of another head) is a forked ``subagent`` (its lineages too),
+      and so is a lineage whose first call the recorder
       named a branch (``verdict_detail["agent"]``, :func:`_recorded_branch`);
     - within a session, the first lineage is ``main``; a later lineage is a ``subagent`` (a
       branch: Claude Code's and Codex's subagents share their parent's session id) when an
@@ -386,7 +387,10 @@ def _kinds(records: list[UsageRecord]) -> dict[tuple[str, str], str]:
     kinds: dict[tuple[str, str], str] = {}
     for sid, calls in by_session.items():
         parent = session_of.get(calls[0].predecessor_id or "")
-        forked = parent is not None and parent != sid
+        # a session whose first call continues another session's head (a fork); one that
+        # only shares part of another head (``shared-prefix``) opens a conversation of its own
+        forked = parent is not None and parent != sid and (
+            calls[0].verdict_detail.get("predecessor_rule") != "shared-prefix")
         starts: dict[str, int] = {}
         counts: dict[str, int] = {}
         last_use: dict[str, int] = {}
