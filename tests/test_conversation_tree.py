@@ -105,6 +105,7 @@ def test_agents_named_by_the_harness_headers() -> None:
     agents = [agent_from_headers(e["headers"]) for e in codex]
     named = [a for a in agents if a is not None]
     assert len(named) == 2 and named[0].source == "thread-id"
+    assert named[0].parent == codex[0]["headers"]["thread-id"]  # spawned by the main thread
     assert named[0].id == codex[agents.index(named[0])]["headers"]["thread-id"]
     assert all(session_from_headers(e["headers"]) == e["headers"]["session-id"] for e in codex)
 
@@ -346,6 +347,9 @@ def test_short_ids_cut_the_shared_prefix_and_stay_distinct() -> None:
 def test_agent_headers_main_and_subagent() -> None:
     assert agent_from_headers({"session-id": "s", "thread-id": "s"}) is None
     assert agent_from_headers({"session-id": "s", "thread-id": "t"}) == Agent("t", "thread-id")
+    assert agent_from_headers({"x-claude-code-agent-id": "a2",
+                               "x-claude-code-parent-agent-id": "a1"}) == Agent(
+        "a2", "x-claude-code-agent-id", "a1")
     assert agent_from_headers({"x-openai-subagent": "collab_spawn"}) == Agent(
         "collab_spawn", "x-openai-subagent")
     assert agent_from_headers({"X-Claude-Code-Agent-Id": "a1"}) == Agent(

@@ -30,8 +30,10 @@ __all__ = ["AGENT_HEADERS", "SESSION_HEADERS", "Agent", "agent_from_headers",
 SESSION_HEADERS = (SESSION_HEADER, "x-claude-code-session-id", "session-id")
 """Request headers naming the session, first found wins (lower case)."""
 
-AGENT_HEADERS = ("x-claude-code-agent-id", "x-openai-subagent", "thread-id")
-"""Request headers naming an agent other than the session's main one (lower case)."""
+AGENT_HEADERS = ("x-claude-code-agent-id", "x-claude-code-parent-agent-id",
+                 "x-openai-subagent", "thread-id", "x-codex-parent-thread-id")
+"""Request headers naming an agent other than the session's main one, and its parent
+(lower case)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,14 +43,22 @@ class Agent:
     Attributes:
         id: The harness's id of the agent (Claude Code's agent id, Codex's thread id).
         source: The header it was read from.
+        parent: The agent that started it, when the headers say (Claude Code's
+            ``x-claude-code-parent-agent-id``, Codex's ``x-codex-parent-thread-id``): the
+            branch point of the conversation tree.
     """
 
     id: str
     source: str
+    parent: str | None = None
 
     def to_json(self) -> dict[str, str]:
-        """``{"kind": "subagent", "id", "source"}`` (``verdict_detail["agent"]``)."""
-        return {"kind": "subagent", "id": self.id, "source": f"header {self.source}"}
+        """``{"kind": "subagent", "id", "source"}`` and ``parent`` when known
+        (``verdict_detail["agent"]``)."""
+        out = {"kind": "subagent", "id": self.id, "source": f"header {self.source}"}
+        if self.parent:
+            out["parent"] = self.parent
+        return out
 
 
 def session_from_headers(headers: Any) -> str | None:
@@ -70,12 +80,14 @@ def agent_from_headers(headers: Any) -> Agent | None:
     """
     claude = header(headers, "x-claude-code-agent-id")
     if claude:
-        return Agent(claude, "x-claude-code-agent-id")
+        return Agent(claude, "x-claude-code-agent-id",
+                     header(headers, "x-claude-code-parent-agent-id"))
     thread = header(headers, "thread-id")
+    parent = header(headers, "x-codex-parent-thread-id")
     if header(headers, "x-openai-subagent"):
         return Agent(thread or header(headers, "x-openai-subagent") or "?",
-                     "thread-id" if thread else "x-openai-subagent")
+                     "thread-id" if thread else "x-openai-subagent", parent)
     session = header(headers, "session-id")
     if thread and session and thread != session:
-        return Agent(thread, "thread-id")
+        return Agent(thread, "thread-id", parent)
     return None
