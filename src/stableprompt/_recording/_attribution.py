@@ -267,7 +267,8 @@ def attribute(
             request's head (another session, or an unnamed request with another first
             message): the request branches off the shared prefix, so losing the rest of the
             predecessor's prefix is expected, not a ``client_mutation``; only the shared part
-            is predicted (``detail["other_conversation"]``).
+            is predicted (``detail["other_conversation"]``). ``_tree`` passes a call of
+            another lineage sharing part of the head this way (rule ``shared-prefix``).
         unknown_reason: Why the call's verdict must be ``unknown`` whatever its prefix says
             (it failed, or its answer is incomplete: ``_outcome.Outcome.unknown_reason``);
             the verdict the prefix gives is then ``detail["verdict_if_complete"]``.
