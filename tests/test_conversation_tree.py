@@ -258,14 +258,18 @@ def test_subagent_without_headers_is_a_branch_by_the_shared_rule(tmp_path: Path,
         entry["headers"] = {}
     records = replay(entries, tmp_path / "ledger.db")
     branched = [r for r in records if "agent" in r.verdict_detail]
-    assert len(branched) == 1
-    first = branched[0]
+    assert len(branched) == 2
+    first, second = branched
     assert first.verdict == "cold" and _d(first)["agent"]["kind"] == "subagent"
     assert "changed: tool, system" in _d(first)["agent"]["source"]
+    assert _d(first)["agent"]["id"] == _d(second)["agent"]["id"]  # one agent, its head's
+    assert _d(second)["predecessor_rule"] == "same-conversation"
+    assert second.predecessor_id == first.record_id
     assert not any(r.verdict_detail.get("predecessor_rule") == "session-head-change"
                    for r in records)
     groups = summarize(records, price=False).group_by("agent")
-    assert groups["subagent"].calls == 2 and groups["main"].calls == len(records) - 2
+    label = f"subagent {_d(first)['agent']['id']}"
+    assert groups[label].calls == 2 and groups["main"].calls == len(records) - 2
     assert set(what_if(records).as_used.by_kind) >= {"main", "subagent"}
 
 
@@ -357,3 +361,22 @@ def test_agent_headers_main_and_subagent() -> None:
     assert agent_from_headers(None) is None
     assert session_from_headers({"x-stableprompt-session": "mine",
                                  "x-claude-code-session-id": "cc"}) == "mine"
+
+
+def test_main_head_change_after_an_unnamed_subagent_is_still_the_mains(tmp_path: Path) -> None:
+    """No headers; after the subagent ran, the main agent's next request changes a tool's
+    description: compared with the main agent's own previous call (a head change of its
+    conversation, a mutation naming the tool), not with the subagent's."""
+    entries = _entries(CLAUDE)
+    for entry in entries:
+        entry["headers"] = {}
+    main_after = next(i for i, e in enumerate(entries) if i > 4
+                      and len(e["body"]["tools"]) == len(entries[0]["body"]["tools"]))
+    edited = copy.deepcopy(entries[main_after])
+    edited["body"]["tools"][1]["description"] += " (1M context)"
+    records = replay([*entries[:main_after], edited], tmp_path / "ledger.db")
+    row = records[-1]
+    assert _d(row)["predecessor_rule"] == "session-head-change"
+    assert row.predecessor_id == records[2].record_id  # the main agent's last call
+    assert row.verdict == "client_mutation" and _d(row)["segment"].startswith("tools[1]")
+    assert "agent" not in row.verdict_detail

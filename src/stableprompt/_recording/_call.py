@@ -162,8 +162,8 @@ class Call:
         ended: When the response ended, epoch seconds (the recorder's clock at finish),
             ``None`` before (or when unknown: then ``ts`` stands in).
         agent: The agent of the session other than its main one that sent the request
-            (``_identity.Agent.id``, from the harness's headers), ``None`` for the main agent
-            or when the headers do not say.
+            (``_identity.Agent.id``, from the harness's headers; else the branch rule's
+            ``_predecessor.branch_id``), ``None`` for the main agent.
     """
 
     ts: float

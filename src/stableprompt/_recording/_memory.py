@@ -175,6 +175,11 @@ class CallMemory:
         if pending.state is not None:
             self.load_lineage(ledger, pending.state.head_fingerprint)
             pending.comparison = self.index.compare(call)
+            branch = pending.comparison.detail.get("agent")
+            if pending.agent is None and isinstance(branch, dict) and branch.get("id"):
+                # a branch the branch rule named: its own conversation in its session (its
+                # calls do not stand for the main agent's previous call)
+                call = pending.call = dataclasses.replace(call, agent=str(branch["id"]))
             continued = pending.comparison.predecessor_turn
             if continued is not None and not pending.retry:
                 # A rewritten first message continues the conversation it was compared with.

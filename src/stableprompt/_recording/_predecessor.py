@@ -55,7 +55,9 @@ conversation's head change (rule ``session-head-change``, diffed as a mutation) 
 a new branch, a subagent or side agent the headers did not name: another first message and a
 fresh conversation or a head replaced wholesale (:func:`~stableprompt._economics.
 _request_kind.is_branch`, the rule the what-if uses too). A branch is compared like a new
-conversation (a shared prefix, else nothing) and says so (``verdict_detail["agent"]``).
+conversation (a shared prefix, else nothing) and says so (``verdict_detail["agent"]``); it is
+an agent of its own (:func:`branch_id`, from its head), so its later calls continue it and the
+main agent's previous call stays the main agent's.
 """
 
 from __future__ import annotations
@@ -346,8 +348,16 @@ def _branch(call: Call, previous: Call) -> dict[str, Any] | None:
                      != _first_message(before.segmented.segments), state.request_tokens,
                      before.request_tokens):
         return None
-    return {"kind": "subagent", "source": "head replaced, conversation of its own "
+    return {"kind": "subagent", "id": branch_id(state.head_fingerprint),
+            "source": "head replaced, conversation of its own "
             f"(changed: {', '.join(changed) or 'none'}; another first message)"}
+
+
+def branch_id(head_fingerprint: str) -> str:
+    """The agent id of a branch no header named: ``branch-`` and 12 hex digits of its head
+    fingerprint (its later calls, on the same head, are the same agent; the session's main
+    agent keeps its own previous call)."""
+    return "branch-" + head_fingerprint.rsplit(":", 1)[-1][:12]
 
 
 def _first_message(segments: Sequence[Segment]) -> list[str]:
@@ -505,6 +515,8 @@ class CallIndex:
             previous = self._conversation_previous(call)
         best: tuple[int, bool, float] | None = None
         chosen: Call | None = None
+        # a branch no header named is the same agent on its head (``branch_id``)
+        own_branch = branch_id(state.head_fingerprint) if call.agent is None else None
         for candidate in reversed(candidates):  # the newest first: it shares the most, often
             if (candidate.state is None or candidate.ts > call.ts
                     or candidate.wire_format != call.wire_format):  # never another format's
@@ -512,7 +524,10 @@ class CallIndex:
             shared = _at_least(candidate.state, segments, 0 if best is None else best[0])
             if shared is None:  # fewer segments shared than the best so far: cannot win
                 continue
-            key = (shared, candidate.same_conversation(call), candidate.ts)
+            mine = candidate.same_conversation(call) or (
+                own_branch is not None and candidate.agent == own_branch
+                and candidate.session_id == call.session_id)
+            key = (shared, mine, candidate.ts)
             if best is None or key > best:
                 best, chosen = key, candidate
         same = best is not None and best[1]
@@ -524,6 +539,9 @@ class CallIndex:
                 return Comparison(predecessor=rewritten.state,
                                   common_segments=common_segments(rewritten.state, segments),
                                   rule="same-head-recent", predecessor_turn=rewritten.turn)
+            if same and chosen.agent is not None and chosen.agent == own_branch:
+                branch = {"kind": "subagent", "id": own_branch,
+                          "source": "continues a branch the branch rule named"}
             return Comparison(predecessor=chosen.state, other_conversation=not best[1],
                               common_segments=best[0],
                               rule="same-conversation" if best[1] else "other-conversation",
