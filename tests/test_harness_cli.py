@@ -53,6 +53,11 @@ OPENAI_TYPES = {"cache_hit", "cache_miss", "comparison_response_not_found", "una
 _TASK = re.compile(r"\[task:([a-z-]+)\]")
 
 
+def _d(record: UsageRecord) -> Any:
+    """A row's ``verdict_detail`` (JSON values, read as the test knows them)."""
+    return record.verdict_detail
+
+
 # -- the scripted model ----------------------------------------------------------------------
 
 
@@ -321,6 +326,28 @@ def assert_what_if(records: list[UsageRecord]) -> None:
           f"hindsight ${result.hindsight_usd:.6f}")
 
 
+def agreement(records: list[UsageRecord]) -> float:
+    """The report's agreement (``_accounting._summary``): the share of calls with both numbers
+    whose predicted cache reads equal the reported ones within the granularity."""
+    from stableprompt._accounting._summary import summarize
+
+    value = summarize(records, price=False).overall.agreement
+    assert value is not None
+    return value
+
+
+def assert_tree(records: list[UsageRecord]) -> None:
+    """The subagent (named by the CLI's own headers) is a branch of its session: its first
+    call is no mutation of its parent's prompt but a call that says what it shares with it."""
+    sub = [r for r in records if r.verdict_detail.get("agent")]
+    assert len(sub) >= 2 and sub[0].verdict != "client_mutation"
+    assert _d(sub[0])["predecessor_rule"] == "shared-prefix"
+    assert "shared_prefix" in sub[0].verdict_detail
+    assert all(r.verdict_detail.get("predecessor_rule") != "session-head-change"
+               for r in records)
+    assert all(r.session_id and len(r.session_id) == 36 for r in records)  # a UUID
+
+
 def check_diagnostics(wire: str) -> Any:
     """The diagnostics assertion, on the ledger rows of the CLI's own calls: each asked
     (``proxy --diagnostics``), each got an answer in the documented shape and reason types,
@@ -430,8 +457,9 @@ def test_claude_code_session_with_subagent_and_continue(claude: Path, sink: Sink
     assert notes.read_text() == "alpha\nalpha\n"
     assert "sub" in responder.seen
     assert_what_if(session.records)
+    assert_tree(session.records)
     print(f"claude: {len(session.emulator_statuses)} calls, {session.ledger_rows} rows, "
-          f"tasks {responder.seen}")
+          f"tasks {responder.seen}, agreement {agreement(session.records):.1%}")
 
 
 DROPPED_BETA = "thinking-token-count-2026-05-13"
@@ -579,8 +607,10 @@ def test_codex_session_with_subagent_and_resume(codex: Path, sink: Sink,
     finals = [_codex_final(done.stdout) for done in session.outputs]
     assert finals == ["main done", "again done"]
     assert_what_if(session.records)
+    assert_tree(session.records)
+    assert agreement(session.records) >= 0.99
     print(f"codex: {len(session.emulator_statuses)} calls, {session.ledger_rows} rows, "
-          f"tasks {responder.seen}")
+          f"tasks {responder.seen}, agreement {agreement(session.records):.1%}")
 
 
 def _codex_final(jsonl: str) -> str:
@@ -595,3 +625,44 @@ def _codex_final(jsonl: str) -> str:
         if isinstance(item, dict) and item.get("type") == "agent_message":
             text = str(item.get("text"))
     return text
+
+
+def test_claude_code_new_sessions_share_part_of_the_head(claude: Path, sink: Sink,
+                                                          tmp_path: Path) -> None:
+    """Two fresh ``claude -p`` sessions, the second in another directory: the second's first
+    call shares part of the first session's head (tools and the static system blocks, not
+    the per-directory environment), and the recorder compares it with that session's call
+    (rule ``shared-prefix``), predicting what the provider reads of it."""
+    responder = CliResponder(
+        scripts={"one": [ToolCall("Bash", {"command": "printf 'gamma\\n' > notes.txt",
+                                           "description": "write the notes"})],
+                 "two": [ToolCall("Bash", {"command": "ls", "description": "list"})]},
+        finals={"one": "one done", "two": "two done"})
+    home = tmp_path / "home"
+    env = claude_env(home, sink)
+    (tmp_path / "work" / "other").mkdir(parents=True)
+    common = ["--output-format", "json", "--model", CLAUDE_MODEL, "--max-turns", str(MAX_TURNS),
+              "--allowedTools", "Bash"]
+    session = run_session(tmp_path, responder, [
+        ([str(claude), "-p", "[task:one] write the notes", *common], env),
+        (["sh", "-c", 'cd other && exec "$0" "$@"', str(claude), "-p",
+          "[task:two] list the files", *common], env),
+    ], check_diagnostics("anthropic"))
+    assert_every_call(session, minimum=4)
+    results = [json.loads(done.stdout) for done in session.outputs]
+    assert [r["result"] for r in results] == ["one done", "two done"]
+    assert results[0]["session_id"] != results[1]["session_id"]
+    records = session.records
+    assert [r.session_id for r in records] == [results[0]["session_id"]] * 2 + [
+        results[1]["session_id"]] * (len(records) - 2)
+    fresh = records[2]
+    assert _d(fresh)["predecessor_rule"] == "shared-prefix"
+    assert _d(fresh)["shared_prefix"]["session"] == records[0].session_id
+    # Claude Code's first system block names its session (a per-session billing line), so
+    # nothing of the shared tools is behind a breakpoint: the call says what it could have
+    # read and where the prompts part.
+    assert fresh.verdict == "cold" and fresh.cache_read_tokens == 0
+    assert _d(fresh)["shared_prefix"]["differs_at"] == "/system/0/text"
+    assert _d(fresh)["shared_prefix_note"].startswith("could have read ")
+    print(f"claude, two sessions: {_d(fresh)['shared_prefix_note']}; "
+          f"agreement {agreement(records):.1%}")

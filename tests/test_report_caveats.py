@@ -161,10 +161,18 @@ def test_breaks_are_grouped_by_the_user_action_behind_them(tmp_path: Path) -> No
     assert action_of("client_mutation", {"cause": "model-change"}, 100, 100) == "model switch"
     assert action_of("client_mutation", {"cause": "tool-added", "segment_kind": "tool"},
                      100, 100) == "tool change"
-    # another head and a short request: another agent's first call (Claude Code's subagent:
-    # tools[3] removed, 6,380 tokens after 11,853)
+    # a call the recorder named a branch of its session (verdict_detail "agent", the one
+    # branch rule or the harness's headers): a subagent when it lost reads (a mutation, or a
+    # cold first call that could have read a prefix another call cached), else no break
+    subagent = {"kind": "subagent", "id": "a1", "source": "rule"}
+    assert action_of("client_mutation", {"cause": "tool-removed", "segment_kind": "tool",
+                                         "agent": subagent}, 6380, 11853) == "subagent"
+    assert action_of("cold", {"agent": subagent, "shared_prefix": {"tokens": 7096}},
+                     6380, None) == "subagent"
+    assert action_of("cold", {"agent": subagent}, 6380, None) is None
+    # without the recorder's word, a smaller request under another head is its cause's action
     assert action_of("client_mutation", {"cause": "tool-removed", "segment_kind": "tool"},
-                     6380, 11853) == "subagent"
+                     6380, 11853) == "tool change"
     assert action_of("client_mutation", {"cause": "header-change"}, 100, 100) == \
         "header change"
     assert action_of("client_mutation", {"cause": "history-rewrite"}, 700, 1000) == \

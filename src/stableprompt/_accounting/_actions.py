@@ -6,10 +6,10 @@ request it was compared with, :func:`action_of` names:
 
 - ``model switch``: cause ``model-change``;
 - ``header change``: cause ``header-change`` (a beta or version header dropped or added);
-- ``subagent``: the head changed (``segment_kind`` ``param``, ``tool`` or ``system``) and the
-  request is at most :data:`SHRINK` of the one it was compared with: another agent's first
-  call under the same session (its own tools and system, a short conversation of its own),
-  not an edit of this conversation, which keeps its history;
+- ``subagent``: the recorder named the call a branch of its session (``verdict_detail["agent"]``
+  of kind ``subagent``: the harness's headers, or the one branch rule
+  ``_economics._request_kind.is_branch``) and it lost reads (a ``client_mutation``, or a
+  ``cold`` first call that could have read a prefix another call cached: ``shared_prefix``);
 - ``tool change``: cause ``tool-added``, ``tool-removed`` or ``tool-reorder`` otherwise;
 - ``compaction``: the history was rewritten into a shorter request: the recorder continued
   the conversation under a rewritten first message (``predecessor_rule``
@@ -31,13 +31,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from .._segment import HEAD_KINDS
-
 __all__ = ["ACTIONS", "SHRINK", "action_of"]
 
 SHRINK = 0.75
-"""A changed prefix in a request at most this share of the compared request's input total
-(provider tokens): a new branch (another head) or a compaction (the same head)."""
+"""A changed history in a request at most this share of the compared request's input total
+(provider tokens): a compaction."""
 
 ACTIONS = ("model switch", "header change", "subagent", "tool change", "compaction",
            "other change", "no breakpoint", "provider or TTL")
@@ -67,6 +65,11 @@ def action_of(verdict: str, detail: Mapping[str, Any], input_tokens: int | None,
         return "no breakpoint"
     if verdict in ("provider_miss", "ttl_expired"):
         return "provider or TTL"
+    agent = detail.get("agent")
+    if (isinstance(agent, Mapping) and agent.get("kind") == "subagent"
+            and (verdict == "client_mutation"
+                 or (verdict == "cold" and detail.get("shared_prefix") is not None))):
+        return "subagent"
     if verdict != "client_mutation":
         return None
     cause = detail.get("cause")
@@ -75,8 +78,6 @@ def action_of(verdict: str, detail: Mapping[str, Any], input_tokens: int | None,
         return found
     shrunk = (input_tokens is not None and bool(compared_input_tokens)
               and input_tokens <= (compared_input_tokens or 0) * SHRINK)
-    if shrunk and detail.get("segment_kind") in HEAD_KINDS:
-        return "subagent"
     if found is not None:
         return found
     if shrunk or detail.get("predecessor_rule") == "same-head-recent":

@@ -69,8 +69,9 @@ from .._redact import redact
 from ._actions import action_of
 from ._pricing import Pricing, TokenSplit, price_call, price_record
 
-__all__ = ["CLIFF_DROP", "ERROR_TEXT_CHARS", "EXCLUSIONS", "CallRow", "Cliff", "boundary_of",
-           "call_row", "caveats_of", "error_text", "exclusion", "find_cliffs", "is_suspect"]
+__all__ = ["CLIFF_DROP", "ERROR_TEXT_CHARS", "EXCLUSIONS", "MAIN_AGENT", "CallRow", "Cliff",
+           "agent_label", "boundary_of", "call_row", "caveats_of", "error_text", "exclusion",
+           "find_cliffs", "is_suspect"]
 
 EXCLUSIONS: Mapping[str, str] = {
     "unanalysed": "no LLM call to analyse (requests to other endpoints, or bodies not of "
@@ -116,6 +117,10 @@ def _snippet(detail: Mapping[str, Any], key: str, snippets: tuple[str, str] | No
                                                                   "snippet_b"), str)):
         return value
     return snippets[side] if snippets else None
+
+
+MAIN_AGENT = "main"
+"""The agent of a call no branch rule or header named: its session's main agent."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,6 +171,7 @@ class CallRow:
     caveats: tuple[str, ...] = ()
     error: str | None = None
     action: str | None = None
+    agent: str = MAIN_AGENT
 
     @property
     def provider_side_unexplained(self) -> bool:
@@ -202,7 +208,7 @@ class CallRow:
             "lost_usd": _round(self.lost_usd), "cost_complete": self.cost_complete,
             "cost_note": self.cost_note, "server_reason": self.server_reason,
             "server_agreement": self.server_agreement, "caveats": list(self.caveats),
-            "error": self.error, "action": self.action,
+            "error": self.error, "action": self.action, "agent": self.agent,
         }
 
 
@@ -300,7 +306,8 @@ def error_text(record: UsageRecord) -> str | None:
 def call_row(record: UsageRecord, *, scenario: str, session: str, ceiling: int,
              granularity: int, pricing: Pricing | None, notes: dict[str, None],
              snippets: tuple[str, str] | None = None,
-             agrees: bool | None = None, compared_input_tokens: int | None = None) -> CallRow:
+             agrees: bool | None = None, compared_input_tokens: int | None = None,
+             agent: str = MAIN_AGENT) -> CallRow:
     """The :class:`CallRow` of ``record``.
 
     Args:
@@ -318,6 +325,7 @@ def call_row(record: UsageRecord, *, scenario: str, session: str, ceiling: int,
         compared_input_tokens: The reported input total of the request it was compared with
             (``predecessor_id``), for the user action behind a break (:func:`~._actions.
             action_of`: a compaction shrinks the request).
+        agent: Its agent as grouped (:func:`agent_label`).
     """
     detail = record.verdict_detail
     excluded = exclusion(record)
@@ -383,7 +391,20 @@ def call_row(record: UsageRecord, *, scenario: str, session: str, ceiling: int,
         lost_usd=costs[3], agrees=agrees, cost_complete=complete, cost_note=cost_note,
         server_reason=_server(detail, "reason"), server_agreement=_server(detail, "agreement"),
         caveats=caveats_of(detail), error=error_text(record),
-        action=action_of(record.verdict, detail, total, compared_input_tokens))
+        action=action_of(record.verdict, detail, total, compared_input_tokens),
+        agent=agent)
+
+
+def agent_label(record: UsageRecord) -> str | None:
+    """``"subagent <id>"`` (or ``"subagent"``) when the recorder named the call's agent a
+    branch (``verdict_detail["agent"]``: the harness's headers, or the branch rule
+    ``_economics._request_kind.is_branch``), else ``None`` (the caller carries a lineage's
+    label to its later calls, which the rule does not mark again)."""
+    agent = record.verdict_detail.get("agent")
+    if not isinstance(agent, Mapping) or agent.get("kind") != "subagent":
+        return None
+    ident = agent.get("id")
+    return f"subagent {ident}" if isinstance(ident, str) and ident else "subagent"
 
 
 def _server(detail: Mapping[str, Any], key: str) -> str | None:
@@ -421,13 +442,14 @@ class Cliff:
 
 def find_cliffs(rows: Iterable[CallRow], *, drop: float = CLIFF_DROP) -> list[Cliff]:
     """Calls (in order) whose read share fell by at least ``drop`` from the previous included
-    call of the same scenario and session; excluded calls are skipped, not counted as 0."""
-    last: dict[tuple[str, str], CallRow] = {}
+    call of the same scenario, session and agent; excluded calls are skipped, not counted as
+    0."""
+    last: dict[tuple[str, str, str], CallRow] = {}
     out: list[Cliff] = []
     for row in rows:
         if row.read_share is None:
             continue
-        key = (row.scenario, row.session)
+        key = (row.scenario, row.session, row.agent)  # a subagent's first call is no cliff
         before = last.get(key)
         if before is not None and before.read_share is not None and (
                 before.read_share - row.read_share >= drop - 1e-12):

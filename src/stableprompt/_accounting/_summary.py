@@ -81,7 +81,16 @@ from .._ledger._usage_record import UsageRecord
 from .._policy import CacheRules, PolicyTable, cache_rules
 from .._public import public
 from .._recording._server_reasons import AGREEMENTS
-from ._calls import EXCLUSIONS, CallRow, Cliff, call_row, exclusion, find_cliffs
+from ._calls import (
+    EXCLUSIONS,
+    MAIN_AGENT,
+    CallRow,
+    Cliff,
+    agent_label,
+    call_row,
+    exclusion,
+    find_cliffs,
+)
 from ._causes import ActionRow, CauseRow, rank_actions, rank_causes
 from ._keepalive import KeepAliveTotals, is_keepalive, keepalive_totals
 from ._pricing import Pricing, genai_prices_version
@@ -109,9 +118,10 @@ VERDICTS = ("hit", "cold", "client_mutation", "below_minimum", "no_breakpoint", 
 NO_SCENARIO = "(none)"
 NO_SESSION = "(none)"
 
-GROUP_BY = ("scenario", "session", "model", "wire", "day")
+GROUP_BY = ("scenario", "session", "model", "wire", "day", "agent")
 """What :meth:`Summary.group_by` can group calls by (``session``: scenario and session id
-together, ``"scenario/session"``; ``wire``: the record's wire format; ``day``: UTC date)."""
+together, ``"scenario/session"``; ``wire``: the record's wire format; ``day``: UTC date;
+``agent``: ``main`` or ``subagent <id>``, :func:`~._calls.agent_label`)."""
 
 
 def _group_key(row: CallRow, by: str) -> str:
@@ -125,6 +135,8 @@ def _group_key(row: CallRow, by: str) -> str:
         return row.wire_format
     if by == "day":
         return row.ts.date().isoformat()
+    if by == "agent":
+        return row.agent
     raise ValueError(f"cannot group by {by!r}; choose one of {', '.join(GROUP_BY)}")
 
 
@@ -670,6 +682,7 @@ def summarize(records: Iterable[UsageRecord], *, policies: PolicyTable | None = 
     stabilized = StabilizeSavings()
     kept: list[UsageRecord] = []
     pings: list[UsageRecord] = []
+    agents: dict[tuple[str, str], str] = {}  # (session, lineage) -> its branch's label
     for record in records:
         if what_if:
             kept.append(record)
@@ -692,7 +705,13 @@ def summarize(records: Iterable[UsageRecord], *, policies: PolicyTable | None = 
         policy = _policy(record.provider, record.model, policies)
         granularity = policy.granularity_tokens if policy is not None else 1
         compared = ceilings.total_of(record.predecessor_id)
-        ceiling = ceilings.next(record, Ceilings.key(record, name, sid), policy)
+        branch = (sid, record.lineage or "")  # a branch's later calls keep its label
+        agent = agent_label(record) or agents.get(branch, MAIN_AGENT)
+        if agent != MAIN_AGENT:
+            agents[branch] = agent
+        # a subagent's ceiling is its own conversation's, not its parent's previous request
+        ceiling = ceilings.next(record, Ceilings.key(
+            record, name, sid if agent == MAIN_AGENT else f"{sid}\x00{agent}"), policy)
         snippets = None
         if (record.verdict == "client_mutation" and record.content is not None
                 and record.predecessor_id is not None):
@@ -703,7 +722,8 @@ def summarize(records: Iterable[UsageRecord], *, policies: PolicyTable | None = 
             agrees = abs(predicted - reported) < granularity
         row = call_row(record, scenario=name, session=sid, ceiling=ceiling,
                        granularity=granularity, pricing=pricing if price else None, notes=notes,
-                       snippets=snippets, agrees=agrees, compared_input_tokens=compared)
+                       snippets=snippets, agrees=agrees, compared_input_tokens=compared,
+                       agent=agent)
         rows.append(row)
         stabilized.add(record, row, pricing if price else None, notes)
         if row.read_share is not None:

@@ -141,6 +141,7 @@ class Attribution:
         read_entry_digest: Chained prefix digest of the cache entry this call read, when the
             reported reads match the predicted entry on a breakpoint cache (lets the next call
             reading the same entry predict its exact size).
+        read_entry_index: The index of the segment ending that entry, with it.
     """
 
     verdict: Verdict
@@ -152,6 +153,7 @@ class Attribution:
     predecessor_id: str | None
     read_entry_digest: str | None = None
     comparison: _Comparison | None = field(default=None, repr=False, compare=False)
+    read_entry_index: int | None = None
 
     @property
     def divergence(self) -> Divergence | None:
@@ -267,7 +269,8 @@ def attribute(
             request's head (another session, or an unnamed request with another first
             message): the request branches off the shared prefix, so losing the rest of the
             predecessor's prefix is expected, not a ``client_mutation``; only the shared part
-            is predicted (``detail["other_conversation"]``).
+            is predicted (``detail["other_conversation"]``). ``_tree`` passes a call of
+            another lineage sharing part of the head this way (rule ``shared-prefix``).
         unknown_reason: Why the call's verdict must be ``unknown`` whatever its prefix says
             (it failed, or its answer is incomplete: ``_outcome.Outcome.unknown_reason``);
             the verdict the prefix gives is then ``detail["verdict_if_complete"]``.
@@ -421,6 +424,7 @@ class _Attributor:
         self.header_changes = [] if self.base is None else header_changes(
             self.base.headers, request.headers)
         self.read_entry: str | None = None
+        self.read_entry_index: int | None = None
         self.base_ignored = False  # the base sent breakpoints well above the minimum
         self.detail: dict[str, Any] = {
             "relation": self.relation,
@@ -498,7 +502,11 @@ class _Attributor:
         the entry read now (``entry_index``, in the predecessor's segments) is the segment
         boundary closest to what the predecessor itself read (``cache_read_tokens``), the same
         entry is being read again: its reported size is exact too."""
-        exact = None if self.base is None else self.base.cached_extent_tokens
+        base = self.base
+        if entry_index is not None and base is not None and base.segmented is not None:
+            self.read_entry = base.segmented.segments[entry_index].prefix_digest
+            self.read_entry_index = entry_index
+        exact = None if base is None else base.cached_extent_tokens
         if exact == 0 and self.base_ignored:
             # "Breakpoints sent, nothing written": the predecessor's reported 0 is the
             # gateway's, not the size of an entry; predict from our estimate instead.
@@ -507,13 +515,10 @@ class _Attributor:
         if exact is not None and base_extent is not None and tokens and tokens >= base_extent:
             self.detail["anchored_on_predecessor"] = True
             return _floor(exact, self.granule)
-        base = self.base
-        if entry_index is not None and base is not None and base.segmented is not None:
-            digest = base.segmented.segments[entry_index].prefix_digest
-            self.read_entry = digest
-            if base.cache_read_tokens and digest == base.read_entry_digest:
-                self.detail["anchored_on_predecessor_read"] = True
-                return _floor(base.cache_read_tokens, self.granule)
+        if (entry_index is not None and base is not None and base.cache_read_tokens
+                and self.read_entry == base.read_entry_digest):
+            self.detail["anchored_on_predecessor_read"] = True
+            return _floor(base.cache_read_tokens, self.granule)
         return _floor(self.provider(tokens, "base"), self.granule)
 
     # ------------------------------------------------------------------ results
@@ -569,6 +574,7 @@ class _Attributor:
             predecessor_id=None if self.base is None else self.base.record_id,
             read_entry_digest=self.read_entry if self.read_matches(predicted) else None,
             comparison=comparison,
+            read_entry_index=self.read_entry_index if self.read_matches(predicted) else None,
         )
 
     def head_tokens(self) -> int | None:
@@ -748,6 +754,14 @@ class _Attributor:
             segments = base.segmented.segments
             entries = [(i, segments[i], base_cum[i])
                        for i in breakpoint_indices(base.segmented)]
+            read_at = base.read_entry_index
+            if (read_at is not None and read_at < len(segments)
+                    and segments[read_at].prefix_digest == base.read_entry_digest
+                    and all(i != read_at for i, _, _ in entries)):
+                # The entry the base read (another request wrote it; the base refreshed it),
+                # though the base has no breakpoint there: readable again, exact size known.
+                entries = sorted([*entries, (read_at, segments[read_at], base_cum[read_at])],
+                                 key=lambda e: e[0])
         elif comparison.common:  # ledger row only: assume an entry at the end of the match
             last = comparison.common - 1
             entries = [(last, seg.segments[last], cum[last])]

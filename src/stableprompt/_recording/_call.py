@@ -25,6 +25,7 @@ from typing import Any
 
 from .._ledger._usage_record import UsageRecord
 from .._wire._segmenter import SegmentedRequest
+from ._identity import Agent
 from ._worker import JobHandle, in_recording_job
 
 __all__ = ["Call", "Comparison", "Pending", "RequestState", "elapsed_ms"]
@@ -65,6 +66,9 @@ class RequestState:
         headers: The request's allow-listed cache-relevant headers (``_http.cache_headers``:
             ``anthropic-beta``, ``anthropic-version``, ...), compared like cache-key body
             parameters; ``None`` when unknown.
+        read_entry_index: The index of the segment ending that entry in this request (the
+            entry can be read again by a later request that shares it, though this request
+            wrote no breakpoint there: Claude Code moves its message breakpoint each turn).
         cumulative_tokens: Running sums of ``segment_tokens`` (``[i]``: our tokens of segments
             ``0..i``), made once per request when not given and carried by
             :func:`dataclasses.replace` (which never changes ``segment_tokens``), so
@@ -87,6 +91,7 @@ class RequestState:
     engine_prompt_tokens: int | None = None
     read_entry_digest: str | None = None
     headers: Mapping[str, str] | None = None
+    read_entry_index: int | None = None
     cumulative_tokens: Sequence[int] | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -162,6 +167,9 @@ class Call:
         turn: Turn number given by :meth:`CallIndex.begin`.
         ended: When the response ended, epoch seconds (the recorder's clock at finish),
             ``None`` before (or when unknown: then ``ts`` stands in).
+        agent: The agent of the session other than its main one that sent the request
+            (``_identity.Agent.id``, from the harness's headers; else the branch rule's
+            ``_predecessor.branch_id``), ``None`` for the main agent.
     """
 
     ts: float
@@ -174,11 +182,13 @@ class Call:
     state: RequestState | None = None
     turn: int | None = None
     ended: float | None = None
+    agent: str | None = None
 
     def same_conversation(self, other: Call) -> bool:
-        """Same named session; without session ids: same wire format, model and opening."""
+        """Same named session and agent; without session ids: same wire format, model and
+        opening."""
         if self.session_id is not None or other.session_id is not None:
-            return self.session_id == other.session_id
+            return self.session_id == other.session_id and self.agent == other.agent
         return (self.opening is not None and self.opening == other.opening
                 and self.wire_format == other.wire_format and self.model == other.model)
 
@@ -194,6 +204,8 @@ class Comparison:
         common_segments: Segments shared with ``predecessor`` (0 without one).
         rule: Which rule chose the compared request (``_predecessor.PREDECESSOR_RULES``),
             ``None`` without one.
+        detail: Evidence for ``verdict_detail`` about the request's place in the
+            conversation tree (``_predecessor``: ``agent``, ``shares``), empty without.
         predecessor_turn: The turn of ``predecessor`` when ``rule`` says the request
             continues its conversation under a rewritten first message
             (``"same-head-recent"``), else ``None``.
@@ -205,6 +217,7 @@ class Comparison:
     common_segments: int = 0
     rule: str | None = None
     predecessor_turn: int | None = None
+    detail: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def base(self) -> RequestState | None:
@@ -236,6 +249,8 @@ class Pending:
         model: Requested model, if any.
         session_id: Session id recorded, if any (``None``: no session named; the
             conversation is then recognized by its first message, see ``_predecessor``).
+        agent: The agent other than the session's main one that the request's headers name
+            (``_identity.agent_from_headers``), if any.
         turn: 1-based turn of the request in its conversation (a named session resumed in a
             new process continues from its ledger rows); a retry keeps its turn.
         retry: The request repeats its conversation's previous request (same fingerprint,
@@ -278,6 +293,7 @@ class Pending:
     provider: str
     model: str | None = None
     session_id: str | None = None
+    agent: Agent | None = None
     turn: int | None = None
     retry: bool = False
     state: RequestState | None = None

@@ -40,6 +40,7 @@ from ._engine_view import EngineEvidence
 from ._errors import failure
 from ._observer import Observation
 from ._server_reasons import server_diagnosis
+from ._tree import attribute_shared
 
 __all__ = ["Outcome", "attribution_of", "automatic_writes", "failed_record", "identity_fields",
            "outcome_of", "provider_diagnostics", "raw_usage", "record_of"]
@@ -204,6 +205,10 @@ def attribution_of(pending: Pending, outcome: Outcome,
     if pending.state is None or outcome.policy is None:
         return None
     comparison = pending.comparison
+    if comparison.rule == "shared-prefix":  # another lineage's call sharing part of the head
+        return attribute_shared(pending.state, comparison, usage=outcome.usage,
+                                policy=outcome.policy, engine=engine,
+                                unknown_reason=outcome.unknown_reason)
     return attribute(pending.state, predecessor=comparison.predecessor,
                      session_previous=comparison.session_previous,
                      other_conversation=comparison.other_conversation, usage=outcome.usage,
@@ -305,6 +310,11 @@ def _request_detail(pending: Pending) -> dict[str, Any]:
         detail["turn_boundary"] = pending.turn_boundary
     if pending.comparison.rule is not None:
         detail["predecessor_rule"] = pending.comparison.rule
+    # the agent a branch rule named (``_predecessor``); ``shared_prefix`` comes with the
+    # attribution (``_tree``)
+    detail.update((k, v) for k, v in pending.comparison.detail.items() if k != "shared_prefix")
+    if pending.agent is not None:
+        detail["agent"] = pending.agent.to_json()
     if request_format(pending.usage_format) != pending.wire_format:
         detail["request_format"] = pending.wire_format
     return detail

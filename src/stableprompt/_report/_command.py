@@ -1,7 +1,7 @@
 """``stableprompt report``: summarize a ledger per scenario and session (tables, JSON, HTML).
 
 ``stableprompt report LEDGER... [--json] [--html PATH] [--sessions] [--calls]
-[--by scenario|session|model|wire|day] [--session ID] [--since T]`` prints the summary of
+[--by scenario|session|model|wire|day|agent] [--session ID] [--since T]`` prints the summary of
 ``_report/_summary.py`` (:func:`summarize`; what each number means is documented there),
 then why calls missed (turn-boundary split, causes with lost tokens and dollars and their
 fixes, cliffs; ``--calls``: one row per call; ``_text.print_explanations``), after
