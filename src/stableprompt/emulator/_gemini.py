@@ -13,11 +13,16 @@ Cache rules (ai.google.dev/gemini-api/docs/caching; PROVIDERS.md §4, §15; numb
 ``_policy``, provider ``gemini``):
 
 * **Implicit**: the prompt is rendered to blocks (each function declaration, each system part,
-  each content part, JSON as received) and chained; a request reads the longest live prefix
-  ending at a block boundary whose length is at least the model's minimum, and leaves an
-  entry at every new block end past that minimum. Gemini reports no writes. Implicit entries
-  live for the policy's default TTL (how long Google keeps them is UNVERIFIED; refreshed on
-  read).
+  each content part, JSON as received) and chained; entries can end only at every multiple of
+  the policy's ``implicit_interval_tokens`` (2,048), wherever it falls in a block, as real
+  traffic shows (reads of 2,037 / 4,085 / 6,134 tokens on gemini-3-flash-preview,
+  googleapis/python-genai#2064; 200,658 = 98 x 2,048 - 46 on gemini-2.5-flash,
+  simonwillison.net 2025-05-09: each a multiple of 2,048 less the few template tokens the
+  server keeps out of ``promptTokenCount``; the docs state no granularity). A request reads
+  the longest live such prefix of at least the model's minimum and leaves an entry at every
+  new multiple past it. Gemini reports no writes. The template-token offset is not modelled:
+  the emulator reports the multiple itself. Implicit entries live for the policy's default
+  TTL (how long Google keeps them is UNVERIFIED; refreshed on read).
 * **Explicit**: ``cachedContents`` hold a model's system instruction, tools, tool config and
   leading contents for ``ttl`` (default one hour, "no minimum or maximum bounds"); creation
   below the model's minimum is a 400, on a model without explicit caching (Gemini 4 Argon and
@@ -45,7 +50,7 @@ from .._canonical import loads
 from .._policy import cache_rules, explicit_cache_rule
 from ._answers import Usage, WireContext, WireError, WireResult, json_result, render, sse_data
 from ._checks import expect_list, expect_object, expect_str
-from ._prompt import Block, PromptChain
+from ._prompt import PromptChain
 from ._responders import fit_turn
 from ._store import PendingWrite
 
@@ -275,7 +280,8 @@ def handle_generate(body: Any, ctx: WireContext, *, model: str, stream: bool, ss
     if "contents" not in req:
         raise WireError("* GenerateContentRequest.contents: contents is not specified")
     policy = cache_rules("gemini", model, ctx.policies)
-    chain = PromptChain(ctx.tokenizer, b"gemini\x00" + ctx.scope + b"\x00" + model.encode())
+    chain = PromptChain(ctx.tokenizer, b"gemini\x00" + ctx.scope + b"\x00" + model.encode(),
+                        interval=policy.implicit_interval_tokens)
     explicit = 0
     name = req.get("cachedContent")
     if name is not None:
@@ -304,7 +310,7 @@ def handle_generate(body: Any, ctx: WireContext, *, model: str, stream: bool, ss
             chain.add(data, where=where, kind=kind)
     for data, where, kind in _content_blocks(req["contents"], "contents"):
         chain.add(data, where=where, kind=kind)
-    read, pending = _implicit(chain.blocks, policy.min_cacheable_tokens, explicit,
+    read, pending = _implicit(chain, policy.min_cacheable_tokens, explicit,
                               float(policy.default_ttl_s or 3600), ctx)
     limit = None
     config = req.get("generationConfig")
@@ -339,16 +345,20 @@ def handle_generate(body: Any, ctx: WireContext, *, model: str, stream: bool, ss
     return json_result(chunks, pending=pending, model=model, usage=usage)
 
 
-def _implicit(blocks: list[Block], minimum: int, explicit: int, ttl_s: float,
+def _implicit(chain: PromptChain, minimum: int, explicit: int, ttl_s: float,
               ctx: WireContext) -> tuple[int, tuple[PendingWrite, ...]]:
     """Reads: the explicit cache's tokens, or more when a longer implicit prefix lives;
-    writes: an entry at every block end past the read and the minimum."""
+    writes: an implicit entry at every place (interval point, else block end) past the read
+    and the minimum."""
     store, now = ctx.store, ctx.now
-    eligible = [b for b in blocks if b.end_tokens >= minimum and b.end_tokens > explicit]
-    read = store.read(((b.prefix_hash, b.end_tokens) for b in reversed(eligible)), now)
+    places = ([(p.prefix_hash, p.end_tokens) for p in chain.points]
+              if chain.interval is not None
+              else [(b.prefix_hash, b.end_tokens) for b in chain.blocks])
+    eligible = [p for p in places if p[1] >= minimum and p[1] > explicit]
+    read = store.read(reversed(eligible), now)
     read = max(read, explicit)
-    pending = tuple(PendingWrite(b.prefix_hash, b.end_tokens, ttl_s, now)
-                    for b in eligible if b.end_tokens > read)
+    pending = tuple(PendingWrite(digest, tokens, ttl_s, now)
+                    for digest, tokens in eligible if tokens > read)
     return read, pending
 
 
