@@ -484,6 +484,25 @@ REASONING_RULES: tuple[ReasoningRule, ...] = (
         wire_format="openai-chat", kinds=("reasoning_content", "reasoning"),
         required_in_tool_turn=True, earlier_turns_droppable=True,
         source="https://api-docs.deepseek.com/guides/thinking_mode", as_of="2026-12-01"),
+    # Gemini: thought parts (summaries, "thought": true) need not come back; what a
+    # function-calling turn needs back is the thoughtSignature on its functionCall part
+    # (Gemini 3+: 400 "Function call is missing a thought_signature"), which the builder
+    # keeps on the tool call whatever the reasoning mode.
+    ReasoningRule(
+        wire_format="gemini", kinds=("thought",), required_in_tool_turn=False,
+        earlier_turns_droppable=True,
+        source="https://ai.google.dev/gemini-api/docs/thought-signatures (read through "
+               "https://docs.apiyi.com/en/faq/gemini-thought-signature-missing)",
+        as_of="2026-12-07"),
+    # Converse: Claude's thinking comes back as reasoningContent blocks (text + signature, or
+    # redactedContent), under Anthropic's rule: the tool-calling turn's reasoning goes back.
+    ReasoningRule(
+        wire_format="bedrock-converse", kinds=("reasoningContent",),
+        required_in_tool_turn=True, earlier_turns_droppable=True,
+        source="https://platform.claude.com/docs/en/build-with-claude/extended-thinking"
+               "#preserving-thinking-blocks; botocore bedrock-runtime 2023-09-30 "
+               "ReasoningContentBlock",
+        as_of="2026-12-07"),
 )
 """Per wire format: when reasoning content may be dropped (sources and dates per entry)."""
 

@@ -20,9 +20,12 @@ Cache rules (ai.google.dev/gemini-api/docs/caching; PROVIDERS.md §4, §15; numb
   simonwillison.net 2025-05-09: each a multiple of 2,048 less the few template tokens the
   server keeps out of ``promptTokenCount``; the docs state no granularity). A request reads
   the longest live such prefix of at least the model's minimum and leaves an entry at every
-  new multiple past it. Gemini reports no writes. The template-token offset is not modelled:
-  the emulator reports the multiple itself. Implicit entries live for the policy's default
-  TTL (how long Google keeps them is UNVERIFIED; refreshed on read).
+  new multiple past it. Gemini reports no writes. Each block's framing (``\nrole\n``) plays
+  the template tokens: held in the cache, left out of every reported count
+  (``promptTokenCount``, ``cachedContentTokenCount``, a cache's ``totalTokenCount``), so a
+  read is reported a few tokens under its 2,048 multiple, as Gemini's are. Implicit entries
+  live for the policy's default TTL (how long Google keeps them is UNVERIFIED; refreshed on
+  read).
 * **Explicit**: ``cachedContents`` hold a model's system instruction, tools, tool config and
   leading contents for ``ttl`` (default one hour, "no minimum or maximum bounds"); creation
   below the model's minimum is a 400, on a model without explicit caching (Gemini 4 Argon and
@@ -242,7 +245,11 @@ def _create(body: Any, ctx: WireContext, caches: ExplicitCaches) -> WireResult:
     blocks = _head_blocks(req)
     if req.get("contents") is not None:
         blocks += _content_blocks(req["contents"], "contents")
-    tokens = sum(ctx.tokenizer.count_block(data, sha256(data).digest()) for data, _, _ in blocks)
+    chain = PromptChain(ctx.tokenizer, b"")
+    template = _Template(ctx)
+    for data, where, kind in blocks:
+        template.add(chain, data, where=where, kind=kind)
+    tokens = template.counted(chain.total_tokens)
     minimum = cache_rules("gemini", model, ctx.policies).min_cacheable_tokens
     if tokens < minimum:
         raise WireError(f"Cached content is too small. total_token_count={tokens}, "
@@ -301,17 +308,21 @@ def handle_generate(body: Any, ctx: WireContext, *, model: str, stream: bool, ss
                             f"CachedContent ({entry.model}) has to be the same.")
         chain.mix(b"cachedContent\x00" + name.encode())
         chain.mix(entry.tool_config)
+        template = _Template(ctx)
         for data, where, kind in entry.blocks:
-            chain.add(data, where=f"cachedContent.{where}", kind=kind)
-        explicit = entry.tokens
+            template.add(chain, data, where=f"cachedContent.{where}", kind=kind)
+        explicit = chain.total_tokens  # in chain tokens: counted, it is entry.tokens
     else:
+        template = _Template(ctx)
         chain.mix(render(req.get("toolConfig"), "toolConfig"))
         for data, where, kind in _head_blocks(req):
-            chain.add(data, where=where, kind=kind)
+            template.add(chain, data, where=where, kind=kind)
     for data, where, kind in _content_blocks(req["contents"], "contents"):
-        chain.add(data, where=where, kind=kind)
+        template.add(chain, data, where=where, kind=kind)
     read, pending = _implicit(chain, policy.min_cacheable_tokens, explicit,
                               float(policy.default_ttl_s or 3600), ctx)
+    read = template.counted(read)
+    prompt_tokens = template.counted(chain.total_tokens)
     limit = None
     config = req.get("generationConfig")
     if isinstance(config, Mapping) and config.get("maxOutputTokens") is not None:
@@ -325,10 +336,10 @@ def handle_generate(body: Any, ctx: WireContext, *, model: str, stream: bool, ss
         parts.append({"functionCall": {"id": call.id, "name": call.name,
                                        "args": loads(call.arguments)}})
     finish = "MAX_TOKENS" if fitted.truncated else "STOP"
-    usage = Usage(chain.total_tokens, read, 0, fitted.output_tokens)
-    metadata: dict[str, Any] = {"promptTokenCount": chain.total_tokens,
+    usage = Usage(prompt_tokens, read, 0, fitted.output_tokens)
+    metadata: dict[str, Any] = {"promptTokenCount": prompt_tokens,
                                 "candidatesTokenCount": fitted.output_tokens,
-                                "totalTokenCount": chain.total_tokens + fitted.output_tokens}
+                                "totalTokenCount": prompt_tokens + fitted.output_tokens}
     if read:
         metadata["cachedContentTokenCount"] = read
         metadata["cacheTokensDetails"] = [{"modality": "TEXT", "tokenCount": read}]
@@ -343,6 +354,34 @@ def handle_generate(body: Any, ctx: WireContext, *, model: str, stream: bool, ss
         return WireResult(200, "text/event-stream", tuple(sse_data(c) for c in chunks),
                           pending=pending, model=model, usage=usage, streamed=True)
     return json_result(chunks, pending=pending, model=model, usage=usage)
+
+
+class _Template:
+    """The template tokens of a rendered prompt: each block's framing (``\\nrole\\n``, the
+    bytes before its JSON), which the cache holds but ``promptTokenCount`` and
+    ``cachedContentTokenCount`` leave out, as Gemini's template tokens are left out (reads
+    reported a few tokens under a 2,048 multiple: python-genai#2064)."""
+
+    def __init__(self, ctx: WireContext) -> None:
+        self._tokenizer = ctx.tokenizer
+        self._starts: list[int] = []  # chain tokens before each block
+        self._frames: list[int] = []  # template tokens at the start of each block
+
+    def add(self, chain: PromptChain, data: bytes, *, where: str, kind: str) -> None:
+        """Add the block to ``chain`` and note its framing tokens."""
+        frame = data[:data.index(b"{")] if b"{" in data else b""
+        self._starts.append(chain.total_tokens)
+        self._frames.append(self._tokenizer.count_block(frame, sha256(frame).digest())
+                            if frame else 0)
+        chain.add(data, where=where, kind=kind)
+
+    def counted(self, tokens: int) -> int:
+        """The reported count of the chain's first ``tokens`` tokens: less the framing inside
+        them."""
+        hidden = sum(min(frame, tokens - start)
+                     for start, frame in zip(self._starts, self._frames, strict=True)
+                     if start < tokens)
+        return max(tokens - hidden, 0)
 
 
 def _implicit(chain: PromptChain, minimum: int, explicit: int, ttl_s: float,
