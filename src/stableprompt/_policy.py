@@ -9,6 +9,7 @@ minimum the provider documents), and the returned policy says so (``conservative
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
@@ -553,6 +554,26 @@ class ExplicitCacheRule(BaseModel):
     input_usd_per_mtok: float | None = None
     source: str
     as_of: str
+
+    def storage_usd(self, tokens: int, hours: float) -> float | None:
+        """Storage of a cache of ``tokens`` tokens for ``hours`` hours (USD): tokens x hours x
+        :attr:`storage_usd_per_mtok_hour` / 1e6 ("Storage duration ... billed based on the
+        TTL", PROVIDERS.md §4.3); ``None`` when the price is unknown. The one storage rule
+        (the report's per-cache storage, ``GeminiCache.storage_usd``, the what-if replay)."""
+        if self.storage_usd_per_mtok_hour is None:
+            return None
+        return tokens / 1e6 * self.storage_usd_per_mtok_hour * hours
+
+    def break_even_reads(self, tokens: int, hours: float) -> int | None:
+        """Reads a cache of ``tokens`` tokens must serve within ``hours`` to pay for its
+        storage: ``ceil(storage / saving per read)``, a read saving ``input - read`` price per
+        cached token; ``None`` when a price is unknown or a read saves nothing."""
+        storage = self.storage_usd(tokens, hours)
+        fresh, read = self.input_usd_per_mtok, self.read_usd_per_mtok
+        if storage is None or fresh is None or read is None:
+            return None
+        saving = tokens / 1e6 * (fresh - read)
+        return math.ceil(storage / saving - 1e-9) if saving > 0 else None
 
 
 EXPLICIT_CACHE_RULES: tuple[ExplicitCacheRule, ...] = (

@@ -20,6 +20,7 @@ from .._ledger._ledger import Ledger
 from .._ledger._usage_record import new_record_id
 from .._policy import PolicyTable
 from .._redact import redact, secrets_in_headers
+from .._wire import gemini
 from .._wire._formats import (
     REQUEST_FORMATS,
     UsageDialects,
@@ -172,5 +173,8 @@ def _read_request(config: IntakeConfig, pending: Pending, decoded: Mapping[str, 
         pending.model = model if isinstance(model, str) else None
         pending.session_id = session_of(config, decoded, headers)
         pending.diagnostics_requested = diagnostics_request(pending.wire_format, decoded)
+        cached = decoded.get("cachedContent")
+        if pending.wire_format == gemini.WIRE_FORMAT and isinstance(cached, str):
+            pending.detail["cached_content"] = cached  # the explicit cache it reads
     except Exception as exc:
         problem(pending, exc)

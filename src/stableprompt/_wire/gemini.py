@@ -49,8 +49,8 @@ from ._parts import (
 )
 from ._segmenter import SegmentBuilder, require_list, tool_label
 
-__all__ = ["WIRE_FORMAT", "GeminiStreamAccumulator", "assistant_turn", "endpoint_for",
-           "model_from_path", "parse_response", "parse_usage", "render"]
+__all__ = ["WIRE_FORMAT", "GeminiStreamAccumulator", "assistant_turn", "cache_operation",
+           "endpoint_for", "model_from_path", "parse_response", "parse_usage", "render"]
 
 WIRE_FORMAT = "gemini"
 
@@ -224,6 +224,26 @@ def model_from_path(path: str) -> str | None:
 
 _GENERATE_METHODS = frozenset({"generateContent", "streamGenerateContent"})
 """The methods after ``models/{model}:`` that are prompt requests."""
+
+
+def cache_operation(method: str, path: str) -> str | None:
+    """What a call does to an explicit cache: ``"create"`` (``POST .../cachedContents``),
+    ``"update"`` (``PATCH .../cachedContents/{id}``: a new ``ttl`` / ``expireTime``) or
+    ``"delete"`` (``DELETE .../cachedContents/{id}``); ``None`` for any other call (a ``GET``
+    changes nothing billed). The path may carry a version and a proxy prefix; the query is
+    ignored.
+
+    Source: the ``cachedContents`` REST resource (ai.google.dev/api/caching), as
+    ``google.genai`` ``caches.create`` / ``update`` / ``delete`` call it.
+    """
+    path = path.split("?", 1)[0].rstrip("/")
+    head, _, last = path.rpartition("/")
+    verb = method.upper()
+    if last == "cachedContents":
+        return "create" if verb == "POST" else None
+    if head.endswith("/cachedContents") and last and "{" not in last:
+        return {"PATCH": "update", "DELETE": "delete"}.get(verb)
+    return None
 
 
 def tool(t: ToolParts) -> dict[str, Any]:

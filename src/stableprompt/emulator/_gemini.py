@@ -20,8 +20,8 @@ Cache rules (ai.google.dev/gemini-api/docs/caching; PROVIDERS.md §4, §15; numb
   simonwillison.net 2025-05-09: each a multiple of 2,048 less the few template tokens the
   server keeps out of ``promptTokenCount``; the docs state no granularity). A request reads
   the longest live such prefix of at least the model's minimum and leaves an entry at every
-  new multiple past it. Gemini reports no writes. Each block's framing (``\nrole\n``) plays
-  the template tokens: held in the cache, left out of every reported count
+  new multiple past it. Gemini reports no writes. Each turn's role header (``\nrole\n``)
+  plays the template tokens: held in the cache, left out of every reported count
   (``promptTokenCount``, ``cachedContentTokenCount``, a cache's ``totalTokenCount``), so a
   read is reported a few tokens under its 2,048 multiple, as Gemini's are. Implicit entries
   live for the policy's default TTL (how long Google keeps them is UNVERIFIED; refreshed on
@@ -357,10 +357,11 @@ def handle_generate(body: Any, ctx: WireContext, *, model: str, stream: bool, ss
 
 
 class _Template:
-    """The template tokens of a rendered prompt: each block's framing (``\\nrole\\n``, the
-    bytes before its JSON), which the cache holds but ``promptTokenCount`` and
-    ``cachedContentTokenCount`` leave out, as Gemini's template tokens are left out (reads
-    reported a few tokens under a 2,048 multiple: python-genai#2064)."""
+    """The template tokens of a rendered prompt: each turn's role header (``\\nrole\\n``),
+    which the cache holds but ``promptTokenCount`` and ``cachedContentTokenCount`` leave out,
+    as Gemini leaves its turn-template tokens out (reads reported a few tokens under a 2,048
+    multiple: 8-11 under for a system prompt and one user turn in python-genai#2064, 46
+    under after a long chain of turns in the simonwillison.net sample)."""
 
     def __init__(self, ctx: WireContext) -> None:
         self._tokenizer = ctx.tokenizer
@@ -368,8 +369,12 @@ class _Template:
         self._frames: list[int] = []  # template tokens at the start of each block
 
     def add(self, chain: PromptChain, data: bytes, *, where: str, kind: str) -> None:
-        """Add the block to ``chain`` and note its framing tokens."""
+        """Add the block to ``chain`` and note its template tokens: the role header
+        (``\\nuser\\n``, ``\\nmodel\\n``, ``\\nsystem\\n``) that opens a turn; a tool
+        declaration's or a later part's framing is counted as prompt."""
         frame = data[:data.index(b"{")] if b"{" in data else b""
+        if kind == "tool" or frame == b"\n":
+            frame = b""
         self._starts.append(chain.total_tokens)
         self._frames.append(self._tokenizer.count_block(frame, sha256(frame).digest())
                             if frame else 0)
