@@ -65,11 +65,15 @@ def test_explicit_cache_session() -> None:
     reads = [r for r, op in zip(rows, ops, strict=True) if op is None]
     assert all(r.cache_read_tokens and r.cache_read_tokens >= cache.tokens for r in reads)
     assert {r.verdict_detail["cached_content"] for r in reads} == {name}
-    # promptTokenCount includes the cache the body only names: not a suspect usage
+    # promptTokenCount includes the cache the body only names: not a suspect usage; the
+    # recorder saw the cache created, so each read predicts at least the whole cache
     assert not any(r.verdict_detail.get("usage_suspect") for r in reads)
+    assert all(r.predicted_cache_read_tokens == cache.tokens and r.verdict == "hit"
+               for r in reads)
     report = summarize(rows)
     assert report.records == 7 and len(report.calls) == 4  # cache calls are not prompts
     assert report.overall.excluded == 0 and report.hit_rate is not None
+    assert report.overall.agreement == 1.0
     (entry,) = report.explicit_caches.caches
     assert (entry.name, entry.tokens, entry.reads, entry.deleted) == (name, cache.tokens, 4, True)
     assert entry.hours == pytest.approx(400 / 3600)  # created at 0, deleted at 400 s
