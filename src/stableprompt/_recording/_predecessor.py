@@ -96,7 +96,7 @@ request with nothing else to compare with, on a cache whose entries end anywhere
 segment (``CacheRules.implicit_interval_tokens``: Gemini, GPT-5.5), the call of another head
 (same provider, wire format and model) sharing the most leading segments with it."""
 
-ACROSS_HEADS_LINEAGES = 64
+ACROSS_HEADS_LINEAGES = 512
 """Most recently used lineages searched for an ``other-head-prefix`` comparison (one newest
 call each): the search runs only for a request no lineage call or session call explains."""
 

@@ -400,6 +400,9 @@ def _implicit(chain: PromptChain, minimum: int, explicit: int, ttl_s: float,
               else [(b.prefix_hash, b.end_tokens) for b in chain.blocks])
     eligible = [p for p in places if p[1] >= minimum and p[1] > explicit]
     read = store.read(reversed(eligible), now)
+    for digest, tokens in eligible:  # a read uses every block of its prefix: all refreshed
+        if tokens < read:
+            store.refresh(digest, now)
     read = max(read, explicit)
     pending = tuple(PendingWrite(digest, tokens, ttl_s, now)
                     for digest, tokens in eligible if tokens > read)
