@@ -9,6 +9,7 @@ minimum the provider documents), and the returned policy says so (``conservative
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
@@ -95,6 +96,15 @@ _GEMINI_DOC_2026 = ("https://ai.google.dev/gemini-api/docs/generate-content/cach
                     "?authuser=31&hl=zh-cn")
 _GEMINI_PRICE = "https://discuss.ai.google.dev/t/question-about-gemini-api-caching-pricing/107349"
 _GEMINI_INTERACTIONS = "https://ai.google.dev/gemini-api/docs/caching?authuser=7&hl=en"
+_GEMINI_BLOCKS = ("observed, not documented: googleapis/python-genai#2064 (2026-02, "
+                  "gemini-3-flash-preview: cachedContentTokenCount 2,037 / 2,040 / 4,085 / "
+                  "4,087 / 6,134), https://simonwillison.net/2025/May/9/gemini-implicit-caching/ "
+                  "(gemini-2.5-flash: 200,658 = 98 x 2,048 - 46), 0xPlaygrounds/rig#2375 "
+                  "(gemini-2.5-flash: 99.6% of 18,497)")
+_GEMINI_BLOCK_TOKENS = 2048
+"""Gemini implicit-cache reads land on multiples of 2,048 tokens of the server's input, less a
+few template tokens it keeps out of ``promptTokenCount`` (8-46 in the samples of
+``_GEMINI_BLOCKS``). The docs give no granularity; the three public samples (two models) agree."""
 _DEEPSEEK_DOC = "https://api-docs.deepseek.com/guides/kv_cache"
 _BEDROCK_DOC = "https://docs.aws.amazon.com/bedrock/latest/userguide/prompt-caching.html"
 _VLLM_DOC = "vllm-project/vllm:docs/design/prefix_caching.md"
@@ -255,6 +265,13 @@ def _simple(provider: str, minimum: int, source: str, **kw: Any) -> CacheRules:
     return CacheRules(provider=provider, min_cacheable_tokens=minimum, source=source, **kw)
 
 
+def _gemini(pattern: str, minimum: int, source: str, *, as_of: str) -> CacheRules:
+    return _simple("gemini", minimum, f"{source}; reads: {_GEMINI_BLOCKS}", model_pattern=pattern,
+                   granularity_tokens=_GEMINI_BLOCK_TOKENS,
+                   implicit_interval_tokens=_GEMINI_BLOCK_TOKENS, ttls_s=(3600,),
+                   read_multiplier=0.25, as_of=as_of)
+
+
 def default_policies() -> tuple[CacheRules, ...]:
     """The shipped table, most specific pattern first within each provider.
 
@@ -304,14 +321,15 @@ def default_policies() -> tuple[CacheRules, ...]:
         # 1,024 for 2.5 Flash in 2025). Explicit caches have the same minimums; their TTL
         # default is one hour (ttls_s). Read discount 75% at launch (90% per Vertex, UNVERIFIED
         # per model): 0.25 is the conservative end.
-        *(_simple("gemini", 4096, _GEMINI_DOC_2026, model_pattern=p, ttls_s=(3600,),
-                  read_multiplier=0.25, as_of="2026-12-07")
+        # Implicit reads come in 2,048-token blocks (_GEMINI_BLOCK_TOKENS: observed in public
+        # traffic on 2.5 Flash and 3 Flash Preview, taken for every Gemini model): the
+        # granularity predictions are floored to and agreement is judged within.
+        *(_gemini(p, 4096, _GEMINI_DOC_2026, as_of="2026-12-07")
           for p in ("gemini-4*", "gemini-3.8*", "gemini-3.6*", "gemini-3*pro*")),
-        *(_simple("gemini", 2048, _GEMINI_DOC, model_pattern=p, ttls_s=(3600,),
-                  read_multiplier=0.25, as_of="2026-06-26")
+        *(_gemini(p, 2048, _GEMINI_DOC, as_of="2026-06-26")
           for p in ("gemini-2.5-flash*", "gemini-2.5-pro*")),
-        _simple("gemini", 4096, _GEMINI_DOC, ttls_s=(3600,), read_multiplier=0.25,
-                as_of="2026-06-26", conservative=True),
+        _gemini("*", 4096, _GEMINI_DOC, as_of="2026-06-26").model_copy(
+            update={"conservative": True}),
         _simple("deepseek", 64, _DEEPSEEK_DOC, granularity_tokens=64, read_multiplier=0.1,
                 as_of="2026-08-01"),
         _bedrock("*claude-sonnet-4-6*", 1024, (300,)),
@@ -473,6 +491,25 @@ REASONING_RULES: tuple[ReasoningRule, ...] = (
         wire_format="openai-chat", kinds=("reasoning_content", "reasoning"),
         required_in_tool_turn=True, earlier_turns_droppable=True,
         source="https://api-docs.deepseek.com/guides/thinking_mode", as_of="2026-12-01"),
+    # Gemini: thought parts (summaries, "thought": true) need not come back; what a
+    # function-calling turn needs back is the thoughtSignature on its functionCall part
+    # (Gemini 3+: 400 "Function call is missing a thought_signature"), which the builder
+    # keeps on the tool call whatever the reasoning mode.
+    ReasoningRule(
+        wire_format="gemini", kinds=("thought",), required_in_tool_turn=False,
+        earlier_turns_droppable=True,
+        source="https://ai.google.dev/gemini-api/docs/thought-signatures (read through "
+               "https://docs.apiyi.com/en/faq/gemini-thought-signature-missing)",
+        as_of="2026-12-07"),
+    # Converse: Claude's thinking comes back as reasoningContent blocks (text + signature, or
+    # redactedContent), under Anthropic's rule: the tool-calling turn's reasoning goes back.
+    ReasoningRule(
+        wire_format="bedrock-converse", kinds=("reasoningContent",),
+        required_in_tool_turn=True, earlier_turns_droppable=True,
+        source="https://platform.claude.com/docs/en/build-with-claude/extended-thinking"
+               "#preserving-thinking-blocks; botocore bedrock-runtime 2023-09-30 "
+               "ReasoningContentBlock",
+        as_of="2026-12-07"),
 )
 """Per wire format: when reasoning content may be dropped (sources and dates per entry)."""
 
@@ -523,6 +560,26 @@ class ExplicitCacheRule(BaseModel):
     input_usd_per_mtok: float | None = None
     source: str
     as_of: str
+
+    def storage_usd(self, tokens: int, hours: float) -> float | None:
+        """Storage of a cache of ``tokens`` tokens for ``hours`` hours (USD): tokens x hours x
+        :attr:`storage_usd_per_mtok_hour` / 1e6 ("Storage duration ... billed based on the
+        TTL", PROVIDERS.md §4.3); ``None`` when the price is unknown. The one storage rule
+        (the report's per-cache storage, ``GeminiCache.storage_usd``, the what-if replay)."""
+        if self.storage_usd_per_mtok_hour is None:
+            return None
+        return tokens / 1e6 * self.storage_usd_per_mtok_hour * hours
+
+    def break_even_reads(self, tokens: int, hours: float) -> int | None:
+        """Reads a cache of ``tokens`` tokens must serve within ``hours`` to pay for its
+        storage: ``ceil(storage / saving per read)``, a read saving ``input - read`` price per
+        cached token; ``None`` when a price is unknown or a read saves nothing."""
+        storage = self.storage_usd(tokens, hours)
+        fresh, read = self.input_usd_per_mtok, self.read_usd_per_mtok
+        if storage is None or fresh is None or read is None:
+            return None
+        saving = tokens / 1e6 * (fresh - read)
+        return math.ceil(storage / saving - 1e-9) if saving > 0 else None
 
 
 EXPLICIT_CACHE_RULES: tuple[ExplicitCacheRule, ...] = (

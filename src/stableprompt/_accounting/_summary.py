@@ -96,6 +96,7 @@ from ._keepalive import KeepAliveTotals, is_keepalive, keepalive_totals
 from ._pricing import Pricing, genai_prices_version
 from ._snippets import mutation_snippets
 from ._stabilized import StabilizeSavings
+from ._storage import ExplicitCaches, ExplicitCacheTotals
 from ._what_if import WhatIf, what_if_by_provider
 
 __all__ = [
@@ -435,6 +436,10 @@ class Summary:
     """Keep-alive pings (``_accounting._keepalive``): kept out of :attr:`calls`, hit rates,
     ceilings and verdict counts (a ping serves no request), counted and priced here, and in
     :attr:`cost_usd`."""
+    explicit_caches: ExplicitCacheTotals = field(default_factory=ExplicitCacheTotals)
+    """Gemini explicit caches (``_accounting._storage``): their create / update / delete rows
+    kept out of :attr:`calls` like pings; storage per token-hour, creation, reads served and
+    break-even per cache; storage and creation in :attr:`cost_usd`."""
 
     @property
     def hit_rate(self) -> float | None:
@@ -454,12 +459,14 @@ class Summary:
     @property
     def cost_usd(self) -> float | None:
         """Summed price of every priced call (USD; :attr:`Totals.cost_usd`), keep-alive
-        pings included (:attr:`keepalive`): a lower bound when ``overall.cost_complete`` is
+        pings (:attr:`keepalive`) and explicit-cache storage and creation
+        (:attr:`explicit_caches`) included: a lower bound when ``overall.cost_complete`` is
         false (:meth:`cost_notes` names the calls) or a ping is unpriced."""
-        pings = self.keepalive.usd
-        if pings is None:
+        extra = [usd for usd in (self.keepalive.usd, self.explicit_caches.usd)
+                 if usd is not None]
+        if not extra:
             return self.overall.cost_usd
-        return pings + (self.overall.cost_usd or 0.0)
+        return sum(extra) + (self.overall.cost_usd or 0.0)
 
     def group_by(self, by: str = "scenario") -> dict[str, Totals]:
         """Totals per group of calls (:data:`GROUP_BY`), groups in order of first call; the
@@ -554,6 +561,7 @@ class Summary:
                 "reads_beyond_ledger": self.reads_beyond_ledger,
                 "stabilized": self.stabilized.to_json(),
                 "keepalive": self.keepalive.to_json(),
+                "explicit_caches": self.explicit_caches.to_json(),
                 **({"what_if": {p: w.to_json() for p, w in self.what_if.items()}}
                    if self.what_if is not None else {})}
 
@@ -683,7 +691,10 @@ def summarize(records: Iterable[UsageRecord], *, policies: PolicyTable | None = 
     kept: list[UsageRecord] = []
     pings: list[UsageRecord] = []
     agents: dict[tuple[str, str], str] = {}  # (session, lineage) -> its branch's label
+    caches = ExplicitCaches()
     for record in records:
+        if caches.add(record):  # a cachedContents call: its own line (storage), no prompt
+            continue
         if what_if:
             kept.append(record)
         if record.content is not None:
@@ -732,9 +743,10 @@ def summarize(records: Iterable[UsageRecord], *, policies: PolicyTable | None = 
             totals.add(row, agrees, price)
     pricing.notes = list(notes)
     replays = what_if_by_provider(kept, table=policies) if what_if and price else None
-    return Summary(scenarios, len(rows) + len(pings), pricing, rows, overall, price,
+    return Summary(scenarios, len(rows) + len(pings) + caches.rows, pricing, rows, overall, price,
                    stabilized, reads_beyond_ledger=ceilings.beyond_ledger, what_if=replays,
-                   keepalive=keepalive_totals(pings, price=price))
+                   keepalive=keepalive_totals(pings, price=price),
+                   explicit_caches=caches.totals(price=price))
 
 
 public(Summary, summarize)

@@ -79,6 +79,7 @@ from .._policy import (
     KEEPALIVE_OUTPUT_TOKENS,
     TTL_LABELS_S,
     CacheRules,
+    ExplicitCacheRule,
     PolicyTable,
     cache_rules,
     explicit_cache_rule,
@@ -743,8 +744,7 @@ def replay(calls: Iterable[ReplayCall], policy: CachePolicy, *,
             explicit_price = (rule.read_usd_per_mtok / 1e6 if rule.read_usd_per_mtok
                               is not None else call.prices.cache_read)
             key = (call.chain[0], call.chain[1], call.chain[5])  # one cache per head
-            cache = caches.setdefault(key, _ExplicitCache(call.kind, call.head,
-                                                          rule.storage_usd_per_mtok_hour))
+            cache = caches.setdefault(key, _ExplicitCache(call.kind, call.head, rule))
             created = cache.use(call.ts.timestamp(), float(rule.default_ttl_s or 3600))
             usd = (_call_usd(call, read, choice, explicit_read=call.head)
                    + call.head * explicit_price + created * call.head * call.prices.input)
@@ -791,7 +791,7 @@ class _ExplicitCache:
 
     kind: str
     tokens: int
-    usd_per_mtok_hour: float | None
+    rule: ExplicitCacheRule
     start: float = 0.0
     end: float = -math.inf
     seconds: float = 0.0
@@ -807,11 +807,10 @@ class _ExplicitCache:
         return 1
 
     def storage_usd(self) -> float:
-        """Storage over every interval the cache lived (0 when its price is unknown)."""
-        if self.usd_per_mtok_hour is None:
-            return 0.0
+        """Storage over every interval the cache lived (``ExplicitCacheRule.storage_usd``; 0
+        when its price is unknown)."""
         alive = self.seconds + (self.end - self.start if self.end > -math.inf else 0.0)
-        return self.tokens / 1e6 * self.usd_per_mtok_hour * alive / 3600
+        return self.rule.storage_usd(self.tokens, alive / 3600) or 0.0
 
 
 def _hindsight(calls: list[ReplayCall], policies: list[CachePolicy]) -> float:

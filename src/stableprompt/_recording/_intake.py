@@ -15,9 +15,12 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
+from .._exceptions import PolicyError
 from .._ledger._ledger import Ledger
 from .._ledger._usage_record import new_record_id
+from .._policy import PolicyTable
 from .._redact import redact, secrets_in_headers
+from .._wire import gemini
 from .._wire._formats import (
     REQUEST_FORMATS,
     UsageDialects,
@@ -55,6 +58,7 @@ class IntakeConfig(Protocol):
     ledger: Ledger | None
     clock: Callable[[], float]
     monotonic: Callable[[], float]
+    policies: PolicyTable
 
 
 def recordable(path: str, method: str = "POST") -> bool:
@@ -133,9 +137,20 @@ def analyse(config: IntakeConfig, memory: CallMemory, pending: Pending) -> None:
         if config.store_content:
             pending.content = bytes(body).decode("utf-8", "replace")
         memory.analyse(pending, decoded, body, resegmented, rendered=rendered,
-                       ledger=config.ledger, problem=problem)
+                       ledger=config.ledger, problem=problem,
+                       across_heads=_inside_segments(config.policies, pending))
     except Exception as exc:
         problem(pending, exc)
+
+
+def _inside_segments(policies: PolicyTable, pending: Pending) -> bool:
+    """Whether the call's cache keeps entries that may end inside a segment (a policy with
+    ``implicit_interval_tokens``); ``False`` for a provider without a policy."""
+    try:
+        rules = policies.lookup(pending.provider, pending.model or "")
+    except PolicyError:
+        return False
+    return rules.implicit_interval_tokens is not None
 
 
 def session_of(config: IntakeConfig, body: Mapping[str, Any], headers: Any) -> str | None:
@@ -162,5 +177,8 @@ def _read_request(config: IntakeConfig, pending: Pending, decoded: Mapping[str, 
         pending.session_id = session_of(config, decoded, headers)
         pending.agent = agent_from_headers(headers)
         pending.diagnostics_requested = diagnostics_request(pending.wire_format, decoded)
+        cached = decoded.get("cachedContent")
+        if pending.wire_format == gemini.WIRE_FORMAT and isinstance(cached, str):
+            pending.detail["cached_content"] = cached  # the explicit cache it reads
     except Exception as exc:
         problem(pending, exc)

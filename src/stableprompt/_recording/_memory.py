@@ -126,7 +126,8 @@ class CallMemory:
     def analyse(self, pending: Pending, body: dict[str, Any],
                 raw: bytes | bytearray | memoryview, resegmented: Resegmented | None, *,
                 rendered: bool, ledger: Ledger | None,
-                problem: Callable[[Pending, BaseException], None]) -> None:
+                problem: Callable[[Pending, BaseException], None],
+                across_heads: bool = False) -> None:
         """Segment and count ``pending``'s request, number its turn and choose its
         predecessor (``pending.state``, ``.call``, ``.turn``, ``.retry``, ``.comparison``,
         ``.turn_boundary``).
@@ -137,6 +138,8 @@ class CallMemory:
         ``resegmented`` its segmenting when the caller made it; a segmenting failure is
         handed to ``problem`` and the call goes on without segments. ``ledger`` is read for
         the conversation's earlier turns and the lineage's recent rows, once each.
+        ``across_heads``: the model's cache keeps entries inside segments
+        (:meth:`CallIndex.compare`).
         """
         segmented: SegmentedRequest | None = None
         pending.turn_boundary = turn_boundary(pending.wire_format, body)
@@ -174,7 +177,7 @@ class CallMemory:
         pending.turn, pending.retry = self.index.begin(call, earlier_turns=earlier)
         if pending.state is not None:
             self.load_lineage(ledger, pending.state.head_fingerprint)
-            pending.comparison = self.index.compare(call)
+            pending.comparison = self.index.compare(call, across_heads=across_heads)
             branch = pending.comparison.detail.get("agent")
             if pending.agent is None and isinstance(branch, dict) and branch.get("id"):
                 # a branch the branch rule named: its own conversation in its session (its

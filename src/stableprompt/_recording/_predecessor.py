@@ -119,17 +119,26 @@ against the 5-minute TTL, so a late unrelated conversation is not taken for a re
 carried-over message is the main evidence; the window bounds coincidences."""
 
 PREDECESSOR_RULES = ("same-conversation", "other-conversation", "same-head-recent",
-                     "session-head-change", "shared-prefix")
+                     "session-head-change", "shared-prefix", "other-head-prefix")
 """Values of ``Comparison.rule`` (``verdict_detail["predecessor_rule"]``): the longest-prefix
 call of the request's own conversation; the longest-prefix call of another conversation
 sharing the head; the most recent call on the head, whose conversation this request rewrote
-(see the module docstring); the conversation's previous call under another head; the
-most recent call of another lineage sharing the deepest entry-ending prefix."""
+(see the module docstring); the conversation's previous call under another head; with no
+call of its own conversation on its lineage, the most recent call of another lineage sharing
+the deepest entry-ending prefix (a cache whose entries end at segment ends: breakpoints, the
+end of params / tools / system); for such a request on a cache whose entries end anywhere
+inside a segment (``CacheRules.implicit_interval_tokens``: Gemini, GPT-5.5), where an
+entry-ending digest cannot find them, the call of another head (same provider, wire format
+and model) sharing the most leading segments with it."""
 
 PREFIX_INDEX_SIZE = 8192
 """Entry-ending prefix digests kept across lineages for the ``shared-prefix`` search (the
 least recently written dropped beyond it), each with its lineage (a head fingerprint: the
 calls are those the index keeps per lineage, no request is kept alive by this map)."""
+
+ACROSS_HEADS_LINEAGES = 512
+"""Most recently used lineages searched for an ``other-head-prefix`` comparison (one newest
+call each): the search runs only for a request no lineage call or session call explains."""
 
 _HEAD_PARTS = ("param", "tool", "system")
 
@@ -495,16 +504,20 @@ class CallIndex:
             self._started.append(dataclasses.replace(call, turn=turn, state=None))
             return turn, retry
 
-    def compare(self, call: Call) -> Comparison:
+    def compare(self, call: Call, *, across_heads: bool = False) -> Comparison:
         """Choose what ``call`` (with a ``state``) is compared with.
 
         The lineage candidate with the longest common prefix (ties: same conversation, then
         most recent). When it belongs to another conversation and this conversation's own
         previous call (within the window) has a different head, that call is used instead: the
         conversation changed its head, unless the request is a new branch (module docstring;
-        ``detail["agent"]``). With no candidate of its own conversation on its lineage, the
-        call of another lineage sharing the deepest entry-ending prefix (rule
-        ``shared-prefix``, ``detail["shared_prefix"]``).
+        ``detail["agent"]``). With no candidate of its own conversation on its lineage: with
+        ``across_heads`` (a cache whose entries may end inside a segment), the newest call of
+        another recent lineage (same provider, wire format and model) sharing the most leading
+        segments, rule ``other-head-prefix`` (a head that differs only after a long shared
+        start, a system prompt whose last lines name the session, is read up to that start);
+        else, or when there is none, the call of another lineage sharing the deepest
+        entry-ending prefix (rule ``shared-prefix``, ``detail["shared_prefix"]``).
         """
         state = call.state
         if state is None or state.segmented is None:
@@ -548,9 +561,13 @@ class CallIndex:
                               detail={} if branch is None else {"agent": branch})
         if previous is not None and branch is None:
             return Comparison(session_previous=previous.state, rule="session-head-change")
-        # No call of this conversation on its lineage: a new conversation or a branch. The
-        # call of another lineage sharing the deepest entry-ending prefix, if any.
+        # No call of this conversation on its lineage: a new conversation or a branch.
         detail: dict[str, Any] = {} if branch is None else {"agent": branch}
+        if across_heads:  # entries inside segments: the most leading segments shared
+            found = self._other_head(call, segments)
+            if found.predecessor is not None:
+                return dataclasses.replace(found, detail=detail)
+        # The call of another lineage sharing the deepest entry-ending prefix, if any.
         with self._lock:
             other = self._prefixes.deepest(call, self._lineages)
         if other is None or other.state is None:
@@ -563,6 +580,31 @@ class CallIndex:
         }
         return Comparison(predecessor=other.state, other_conversation=True,
                           common_segments=common, rule="shared-prefix", detail=detail)
+
+    def _other_head(self, call: Call, segments: Sequence[Segment]) -> Comparison:
+        """The ``other-head-prefix`` comparison of :meth:`compare`, or none."""
+        assert call.state is not None
+        head = call.state.head_fingerprint
+        with self._lock:
+            newest = [calls[-1] for key, calls in reversed(self._lineages.items())
+                      if key != head and calls][:ACROSS_HEADS_LINEAGES]
+        best: tuple[int, float] | None = None
+        chosen: Call | None = None
+        for candidate in newest:
+            if (candidate.state is None or candidate.state.segmented is None  # a ledger row
+                    or candidate.ts > call.ts or candidate.wire_format != call.wire_format
+                    or candidate.provider != call.provider or candidate.model != call.model):
+                continue
+            shared = _at_least(candidate.state, segments, 1 if best is None else best[0])
+            if shared is None:
+                continue
+            key = (shared, candidate.ts)
+            if best is None or key > best:
+                best, chosen = key, candidate
+        if chosen is None or best is None:
+            return Comparison()
+        return Comparison(predecessor=chosen.state, other_conversation=True,
+                          common_segments=best[0], rule="other-head-prefix")
 
     def renumber(self, call: Call, turn: int) -> None:
         """Give the registered call ``call`` (from :meth:`begin`) another turn number: it

@@ -68,6 +68,7 @@ from .._subcommand import (
 )
 from ._follow import FollowState, follow
 from ._html import html_report
+from ._storage import storage_lines
 from ._text import (
     ceiling_notes,
     keepalive_lines,
@@ -349,6 +350,7 @@ def _run(args: argparse.Namespace) -> int:
              *([f"selection: {', '.join(selection)}; a ceiling counts only selected calls."]
                if selection else []),
              *report.exclusion_notes(), *report.cost_notes(), *keepalive_lines(report),
+             *storage_lines(report),
              *turn_boundary_notes(report),
              *server_diagnosis_notes(report),
              *ceiling_notes(report)]
