@@ -1,6 +1,7 @@
 """Check a recorded run's misses against the independent ground truth (``ground_truth``).
 
-Every miss the ledger explains by a prefix change (``client_mutation``) must be explained
+Every miss the ledger explains by a change of the body (``client_mutation``; a
+``header-change`` of an unchanged body is the headers tests') must be explained
 where a plain JSON diff of the two bodies in cache order puts the first difference
 (:func:`ground_truth.first_difference`, which imports nothing of stableprompt), with a cause
 of its class; and the row must list every divergence, the first being the one it names. The
@@ -34,7 +35,8 @@ def check_misses(records: Sequence[UsageRecord],
         bodies[fingerprint] = (line["wire_format"], body)
     by_id = {row.record_id: row for row in records}
     misses = [row for row in records if row.verdict == "client_mutation"
-              and isinstance(row.verdict_detail.get("path"), str)]
+              and isinstance(row.verdict_detail.get("path"), str)
+              and row.verdict_detail.get("cause") != "header-change"]  # headers: not bodies
     shown = []
     for row in misses:
         detail: dict[str, Any] = dict(row.verdict_detail)

@@ -46,6 +46,21 @@ def test_gemini_implicit_cache_reads_the_longest_prefix(emu: Emulator) -> None:
     assert "cachedContentTokenCount" not in _post(emu, G, short).json()["usageMetadata"]
 
 
+def test_gemini_implicit_reads_are_whole_2048_token_blocks(emu: Emulator) -> None:
+    """Implicit reads end on multiples of 2,048 tokens, also inside a block: two system
+    prompts sharing a long start and differing at the end read the shared start's whole
+    blocks, reported less the framing (template) tokens in them, as Gemini's are
+    (python-genai#2064: 2,037 / 4,085 / 6,134)."""
+    first = _post(emu, G, _generate("q1", systemInstruction={"parts": [{"text": SYSTEM + "A"}]}))
+    total = first.json()["usageMetadata"]["promptTokenCount"]
+    meta = _post(emu, G, _generate("q2", systemInstruction={"parts": [{"text": SYSTEM + "B"}]})
+                 ).json()["usageMetadata"]
+    read = meta["cachedContentTokenCount"]
+    blocks = -(-read // 2048)  # the block count: a multiple of 2,048, a few tokens under
+    assert 0 < blocks * 2048 - read < 16 and read <= total
+    assert read > total - 2048 - 16  # every whole block of the shared start
+
+
 def test_gemini_explicit_cache_lifecycle(emu: Emulator) -> None:
     """Create (ttl), read it whole from a request that references it, refuse
     systemInstruction with it, extend its TTL, expire and delete it."""

@@ -139,12 +139,14 @@ def test_a_breakpoint_never_lands_on_a_thinking_block() -> None:
 def test_reasoning_rules_are_sourced_data() -> None:
     """The drop rules per format are data with a source URL and a date."""
     assert {r.wire_format for r in REASONING_RULES} == {
-        "anthropic", "openai-responses", "openai-chat"}
+        "anthropic", "openai-responses", "openai-chat", "gemini", "bedrock-converse"}
     for rule in REASONING_RULES:
         assert rule.source.startswith("https://") and rule.as_of
     assert reasoning_rule("anthropic").required_in_tool_turn
+    assert not reasoning_rule("gemini").required_in_tool_turn  # the signature is what counts
+    assert reasoning_rule("bedrock-converse").required_in_tool_turn
     with pytest.raises(LookupError):
-        reasoning_rule("gemini")
+        reasoning_rule("llama-cpp")
 
 
 @pytest.mark.parametrize("fmt", ["anthropic", "openai-responses"])

@@ -10,7 +10,7 @@ from typing import Any
 import httpx
 import pytest
 
-from stableprompt import Recorder, RecordingTransport
+from stableprompt import Recorder, RecordingTransport, summarize
 from stableprompt._proxy._server import Proxy
 from stableprompt._recording._botocore import record_bedrock
 from stableprompt.emulator import Emulator, FakeClock
@@ -119,3 +119,48 @@ def test_both_clients_through_the_proxy(emu: Emulator) -> None:
         r.usage_metadata.prompt_token_count for r in responses]
     assert [r.cache_read_tokens for r in rows[2:]] == [u["cacheReadInputTokens"] for u in usages]
     assert rows[1].verdict == "hit" and rows[3].verdict == "hit"
+
+
+def _cache_calls(client: Any) -> str:
+    """The caller's code: an explicit cache created, read once, extended and deleted with
+    google-genai's own calls; returns its name."""
+    cache = client.caches.create(model=MODEL_G, config=types.CreateCachedContentConfig(
+        system_instruction=SYSTEM, ttl="300s"))
+    client.models.generate_content(model=MODEL_G, contents="Weather in Paris?",
+                                   config=types.GenerateContentConfig(cached_content=cache.name))
+    client.caches.update(name=cache.name, config=types.UpdateCachedContentConfig(ttl="600s"))
+    client.caches.get(name=cache.name)  # reads nothing billed: not recorded
+    client.caches.delete(name=cache.name)
+    return str(cache.name)
+
+
+@pytest.mark.parametrize("through", ["transport", "proxy"])
+def test_google_genai_cache_calls_are_rows_of_their_own(emu: Emulator, through: str) -> None:
+    """caches.create / update / delete through the recording transport and through the proxy:
+    one row each, marked as a cache call with what the answer said (name, tokens, TTL), not
+    an unanalysed row (the proxy's row of the GET, other traffic, is one); the read names
+    its cache; the report prices the cache's storage."""
+    recorder = Recorder()
+    if through == "transport":
+        with httpx.Client(transport=RecordingTransport(recorder=recorder)) as http:
+            name = _cache_calls(genai.Client(api_key="g-key", http_options=types.HttpOptions(
+                base_url=emu.base_url, httpx_client=http)))
+    else:
+        with Proxy(emu.base_url, recorder=recorder) as proxy:
+            name = _cache_calls(genai.Client(
+                api_key="g-key", http_options=types.HttpOptions(base_url=proxy.base_url)))
+    rows = recorder.records
+    other = [r for r in rows if r.wire_format == "unknown"]
+    assert [r.verdict_detail["method"] for r in other] == (["GET"] if through == "proxy" else [])
+    rows = [r for r in rows if r not in other]
+    facts: list[Any] = [r.verdict_detail.get("gemini_cache") for r in rows]
+    assert [f and f["op"] for f in facts] == ["create", None, "update", "delete"]
+    assert all(r.wire_format == "gemini" and r.status_code == 200 for r in rows)
+    create, _, update, _ = facts
+    assert create is not None and update is not None
+    assert create["name"] == name and create["tokens"] > 2048 and create["ttl_s"] == 300
+    assert update["ttl_s"] == 600 and rows[0].model == MODEL_G
+    assert rows[1].verdict_detail["cached_content"] == name
+    assert "g-key" not in str([r.to_json() for r in rows])
+    (entry,) = summarize(rows).explicit_caches.caches
+    assert entry.reads == 1 and entry.deleted and entry.storage_usd is not None

@@ -9,6 +9,7 @@ minimum the provider documents), and the returned policy says so (``conservative
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
@@ -21,6 +22,7 @@ from ._exceptions import PolicyError
 from ._public import public
 
 __all__ = [
+    "CACHE_HEADERS",
     "CONTENT_SHAPES",
     "EXPLICIT_CACHE_APIS",
     "EXPLICIT_CACHE_RULES",
@@ -38,6 +40,7 @@ __all__ = [
     "CacheRules",
     "ContentShapeRule",
     "ExplicitCacheRule",
+    "HeaderRule",
     "ModelFeatures",
     "OpenAIExplicitRule",
     "PolicyTable",
@@ -46,7 +49,11 @@ __all__ = [
     "content_shape_change",
     "content_shape_rule",
     "default_policies",
+    "describe_header_change",
     "explicit_cache_rule",
+    "header_changes",
+    "header_items",
+    "header_rules",
     "keepalive_unsupported",
     "model_features",
     "openai_explicit_rule",
@@ -89,6 +96,15 @@ _GEMINI_DOC_2026 = ("https://ai.google.dev/gemini-api/docs/generate-content/cach
                     "?authuser=31&hl=zh-cn")
 _GEMINI_PRICE = "https://discuss.ai.google.dev/t/question-about-gemini-api-caching-pricing/107349"
 _GEMINI_INTERACTIONS = "https://ai.google.dev/gemini-api/docs/caching?authuser=7&hl=en"
+_GEMINI_BLOCKS = ("observed, not documented: googleapis/python-genai#2064 (2026-02, "
+                  "gemini-3-flash-preview: cachedContentTokenCount 2,037 / 2,040 / 4,085 / "
+                  "4,087 / 6,134), https://simonwillison.net/2025/May/9/gemini-implicit-caching/ "
+                  "(gemini-2.5-flash: 200,658 = 98 x 2,048 - 46), 0xPlaygrounds/rig#2375 "
+                  "(gemini-2.5-flash: 99.6% of 18,497)")
+_GEMINI_BLOCK_TOKENS = 2048
+"""Gemini implicit-cache reads land on multiples of 2,048 tokens of the server's input, less a
+few template tokens it keeps out of ``promptTokenCount`` (8-46 in the samples of
+``_GEMINI_BLOCKS``). The docs give no granularity; the three public samples (two models) agree."""
 _DEEPSEEK_DOC = "https://api-docs.deepseek.com/guides/kv_cache"
 _BEDROCK_DOC = "https://docs.aws.amazon.com/bedrock/latest/userguide/prompt-caching.html"
 _VLLM_DOC = "vllm-project/vllm:docs/design/prefix_caching.md"
@@ -249,6 +265,13 @@ def _simple(provider: str, minimum: int, source: str, **kw: Any) -> CacheRules:
     return CacheRules(provider=provider, min_cacheable_tokens=minimum, source=source, **kw)
 
 
+def _gemini(pattern: str, minimum: int, source: str, *, as_of: str) -> CacheRules:
+    return _simple("gemini", minimum, f"{source}; reads: {_GEMINI_BLOCKS}", model_pattern=pattern,
+                   granularity_tokens=_GEMINI_BLOCK_TOKENS,
+                   implicit_interval_tokens=_GEMINI_BLOCK_TOKENS, ttls_s=(3600,),
+                   read_multiplier=0.25, as_of=as_of)
+
+
 def default_policies() -> tuple[CacheRules, ...]:
     """The shipped table, most specific pattern first within each provider.
 
@@ -298,14 +321,15 @@ def default_policies() -> tuple[CacheRules, ...]:
         # 1,024 for 2.5 Flash in 2025). Explicit caches have the same minimums; their TTL
         # default is one hour (ttls_s). Read discount 75% at launch (90% per Vertex, UNVERIFIED
         # per model): 0.25 is the conservative end.
-        *(_simple("gemini", 4096, _GEMINI_DOC_2026, model_pattern=p, ttls_s=(3600,),
-                  read_multiplier=0.25, as_of="2026-12-07")
+        # Implicit reads come in 2,048-token blocks (_GEMINI_BLOCK_TOKENS: observed in public
+        # traffic on 2.5 Flash and 3 Flash Preview, taken for every Gemini model): the
+        # granularity predictions are floored to and agreement is judged within.
+        *(_gemini(p, 4096, _GEMINI_DOC_2026, as_of="2026-12-07")
           for p in ("gemini-4*", "gemini-3.8*", "gemini-3.6*", "gemini-3*pro*")),
-        *(_simple("gemini", 2048, _GEMINI_DOC, model_pattern=p, ttls_s=(3600,),
-                  read_multiplier=0.25, as_of="2026-06-26")
+        *(_gemini(p, 2048, _GEMINI_DOC, as_of="2026-06-26")
           for p in ("gemini-2.5-flash*", "gemini-2.5-pro*")),
-        _simple("gemini", 4096, _GEMINI_DOC, ttls_s=(3600,), read_multiplier=0.25,
-                as_of="2026-06-26", conservative=True),
+        _gemini("*", 4096, _GEMINI_DOC, as_of="2026-06-26").model_copy(
+            update={"conservative": True}),
         _simple("deepseek", 64, _DEEPSEEK_DOC, granularity_tokens=64, read_multiplier=0.1,
                 as_of="2026-08-01"),
         _bedrock("*claude-sonnet-4-6*", 1024, (300,)),
@@ -467,6 +491,25 @@ REASONING_RULES: tuple[ReasoningRule, ...] = (
         wire_format="openai-chat", kinds=("reasoning_content", "reasoning"),
         required_in_tool_turn=True, earlier_turns_droppable=True,
         source="https://api-docs.deepseek.com/guides/thinking_mode", as_of="2026-12-01"),
+    # Gemini: thought parts (summaries, "thought": true) need not come back; what a
+    # function-calling turn needs back is the thoughtSignature on its functionCall part
+    # (Gemini 3+: 400 "Function call is missing a thought_signature"), which the builder
+    # keeps on the tool call whatever the reasoning mode.
+    ReasoningRule(
+        wire_format="gemini", kinds=("thought",), required_in_tool_turn=False,
+        earlier_turns_droppable=True,
+        source="https://ai.google.dev/gemini-api/docs/thought-signatures (read through "
+               "https://docs.apiyi.com/en/faq/gemini-thought-signature-missing)",
+        as_of="2026-12-07"),
+    # Converse: Claude's thinking comes back as reasoningContent blocks (text + signature, or
+    # redactedContent), under Anthropic's rule: the tool-calling turn's reasoning goes back.
+    ReasoningRule(
+        wire_format="bedrock-converse", kinds=("reasoningContent",),
+        required_in_tool_turn=True, earlier_turns_droppable=True,
+        source="https://platform.claude.com/docs/en/build-with-claude/extended-thinking"
+               "#preserving-thinking-blocks; botocore bedrock-runtime 2023-09-30 "
+               "ReasoningContentBlock",
+        as_of="2026-12-07"),
 )
 """Per wire format: when reasoning content may be dropped (sources and dates per entry)."""
 
@@ -517,6 +560,26 @@ class ExplicitCacheRule(BaseModel):
     input_usd_per_mtok: float | None = None
     source: str
     as_of: str
+
+    def storage_usd(self, tokens: int, hours: float) -> float | None:
+        """Storage of a cache of ``tokens`` tokens for ``hours`` hours (USD): tokens x hours x
+        :attr:`storage_usd_per_mtok_hour` / 1e6 ("Storage duration ... billed based on the
+        TTL", PROVIDERS.md §4.3); ``None`` when the price is unknown. The one storage rule
+        (the report's per-cache storage, ``GeminiCache.storage_usd``, the what-if replay)."""
+        if self.storage_usd_per_mtok_hour is None:
+            return None
+        return tokens / 1e6 * self.storage_usd_per_mtok_hour * hours
+
+    def break_even_reads(self, tokens: int, hours: float) -> int | None:
+        """Reads a cache of ``tokens`` tokens must serve within ``hours`` to pay for its
+        storage: ``ceil(storage / saving per read)``, a read saving ``input - read`` price per
+        cached token; ``None`` when a price is unknown or a read saves nothing."""
+        storage = self.storage_usd(tokens, hours)
+        fresh, read = self.input_usd_per_mtok, self.read_usd_per_mtok
+        if storage is None or fresh is None or read is None:
+            return None
+        saving = tokens / 1e6 * (fresh - read)
+        return math.ceil(storage / saving - 1e-9) if saving > 0 else None
 
 
 EXPLICIT_CACHE_RULES: tuple[ExplicitCacheRule, ...] = (
@@ -835,3 +898,145 @@ def openai_explicit_rule(wire_format: str, model: str) -> OpenAIExplicitRule | N
 
 public(ModelFeatures, model_features)
 
+
+
+# -- request headers that are cache-relevant parameters ----------------------------------------
+
+_BETA_HEADERS_DOC = "https://docs.anthropic.com/en/api/beta-headers"
+_ANTHROPIC_VERSIONS_DOC = "https://docs.anthropic.com/en/api/versioning"
+_ANTHROPIC_SDK_BETAS = ("anthropics/anthropic-sdk-python@2.17.0:src/anthropic/resources/beta/"
+                        "messages/messages.py ('anthropic-beta': \",\".join(str(e) for e in "
+                        "betas)), _base_client.py (client and call headers merged into one)")
+_OPENAI_SDK_HEADERS = ("openai/openai-python@3.63.0:src/openai/_client.py (OpenAI-Organization, "
+                       "OpenAI-Project), resources/beta/assistants.py ('OpenAI-Beta': "
+                       "'assistants=v2')")
+_XAI_ROUTING_DOC = "https://docs.x.ai/developers/advanced-api-usage/prompt-caching/multi-turn"
+
+
+@dataclass(frozen=True, slots=True)
+class HeaderRule:
+    """A request header that selects what the provider does with the request, compared
+    between requests like a cache-key body parameter (allow-listed: no other header is ever
+    recorded, and none of these carries a credential).
+
+    Attributes:
+        name: Header name, lower case.
+        wire_formats: The request formats it belongs to.
+        separator: ``","`` when the provider reads the value as a set of comma-separated
+            items (order and repeats carry no meaning, so a gateway that reorders them
+            changes nothing); ``None`` when the value is compared as one string.
+        effect: What a change of it changes, one phrase (the report's cause detail).
+        source: Where (doc URL, SDK file).
+        as_of: Date (ISO) the source was read.
+    """
+
+    name: str
+    wire_formats: tuple[str, ...]
+    separator: str | None
+    effect: str
+    source: str
+    as_of: str
+
+
+CACHE_HEADERS: tuple[HeaderRule, ...] = (
+    HeaderRule(
+        "anthropic-beta", ("anthropic",), ",",
+        "the beta features on; a beta can change what the model is sent: tools, thinking, "
+        "context management",
+        f"{_BETA_HEADERS_DOC} (several betas: one header, names separated by commas); "
+        + _ANTHROPIC_SDK_BETAS, "2026-12-07"),
+    HeaderRule(
+        "anthropic-version", ("anthropic",), None, "the API version the request is read as",
+        f"{_ANTHROPIC_VERSIONS_DOC}; anthropics/anthropic-sdk-python@2.17.0:src/anthropic/"
+        "_client.py (default header anthropic-version)", "2026-12-07"),
+    HeaderRule(
+        "openai-beta", ("openai-chat", "openai-responses"), None,
+        "the beta API surface the request is read as; not documented as a list, so compared "
+        "as one string", _OPENAI_SDK_HEADERS, "2026-12-07"),
+    HeaderRule(
+        "openai-organization", ("openai-chat", "openai-responses"), None,
+        "the organization the request runs in: 'Prompt caches are not shared between "
+        "organizations'", f"{_OPENAI_DOC}; {_OPENAI_SDK_HEADERS}", "2026-12-07"),
+    HeaderRule(
+        "openai-project", ("openai-chat", "openai-responses"), None,
+        "the project the request runs in, in an organization whose caches are its own",
+        f"{_OPENAI_DOC}; {_OPENAI_SDK_HEADERS}", "2026-12-07"),
+    HeaderRule(
+        "x-grok-conv-id", ("openai-chat",), None,
+        "the xAI server the request is routed to: same id, same server, same cache",
+        _XAI_ROUTING_DOC, "2026-12-07"),
+)
+"""Request headers kept in ledger rows (``UsageRecord.request_headers``) and proxy captures and
+compared between a request and the one it is compared with (the attribution's
+``header_changes``). Only these are ever recorded: API keys, ``authorization`` and every other
+header never are. ``anthropic-beta`` is the one set-valued header (the only one documented as a
+comma-separated list); a dropped or added beta is a change, a reordered list is not."""
+
+_HEADERS_BY_FORMAT: Mapping[str, tuple[HeaderRule, ...]] = {
+    wire: tuple(rule for rule in CACHE_HEADERS if wire in rule.wire_formats)
+    for wire in {w for rule in CACHE_HEADERS for w in rule.wire_formats}
+}
+_HEADER_RULES: Mapping[str, HeaderRule] = {rule.name: rule for rule in CACHE_HEADERS}
+
+
+def header_rules(wire_format: str) -> tuple[HeaderRule, ...]:
+    """The :data:`CACHE_HEADERS` of requests in ``wire_format`` (empty for other formats:
+    Gemini and Bedrock Converse carry their betas in the body)."""
+    return _HEADERS_BY_FORMAT.get(wire_format, ())
+
+
+def header_items(name: str, value: str) -> tuple[str, ...]:
+    """The comparable form of header ``name``'s ``value``: for a set-valued header
+    (:attr:`HeaderRule.separator`) its distinct non-empty items, sorted; else the value
+    stripped, as one item."""
+    rule = _HEADER_RULES.get(name)
+    if rule is None or rule.separator is None:
+        return (value.strip(),)
+    return tuple(sorted({item.strip() for item in value.split(rule.separator)
+                         if item.strip()}))
+
+
+def header_changes(before: Mapping[str, str] | None, after: Mapping[str, str] | None
+                   ) -> list[dict[str, Any]]:
+    """How the allow-listed headers of two requests differ, in :data:`CACHE_HEADERS` order:
+    one ``{"header", "before", "after"}`` per changed header (values as sent, ``None`` when
+    absent), with ``"removed"`` / ``"added"`` items for a set-valued one. Equal sets in
+    another order are no change. Empty when either side is unknown (``None``: a row recorded
+    before headers were kept)."""
+    if before is None or after is None or before == after:  # the common case: as sent before
+        return []
+    out: list[dict[str, Any]] = []
+    for rule in CACHE_HEADERS:
+        a, b = before.get(rule.name), after.get(rule.name)
+        items_a = () if a is None else header_items(rule.name, a)
+        items_b = () if b is None else header_items(rule.name, b)
+        if items_a == items_b and (a is None) == (b is None):
+            continue
+        change: dict[str, Any] = {"header": rule.name, "before": a, "after": b}
+        if rule.separator is not None:
+            change["removed"] = [x for x in items_a if x not in items_b]
+            change["added"] = [x for x in items_b if x not in items_a]
+        out.append(change)
+    return out
+
+
+def describe_header_change(change: Mapping[str, Any]) -> str:
+    """One line for a :func:`header_changes` entry, e.g. ``"anthropic-beta: dropped
+    'context-1m-2025-08-07'"`` or ``"anthropic-version: '2023-06-01' -> '2026-01-01'"``."""
+    name = str(change.get("header"))
+    parts: list[str] = []
+    removed, added = change.get("removed"), change.get("added")
+    if isinstance(removed, list) or isinstance(added, list):
+        if removed:
+            parts.append("dropped " + ", ".join(repr(x) for x in removed))
+        if added:
+            parts.append("added " + ", ".join(repr(x) for x in added))
+        if not parts:
+            parts.append("sent empty" if change.get("after") is not None else "not sent")
+    else:
+        before, after = change.get("before"), change.get("after")
+        parts.append(f"{'not sent' if before is None else repr(before)} -> "
+                     f"{'not sent' if after is None else repr(after)}")
+    rule = _HEADER_RULES.get(name)
+    effect = f" ({rule.effect})" if rule is not None else ""
+    return f"{name}: {'; '.join(parts)}{effect}"

@@ -45,7 +45,7 @@ groups them by ``scenario`` and ``session_id``. Every number comes from the reco
   of a spec behind its own preamble) are never compared by the recorder, so the ceiling does
   not see the head they could have shared; the demo's ``subagent-spec-copies`` vs
   ``subagent-fork`` shows that loss as a hit-rate gap.
-* ``verdicts``: count per attribution verdict (all seven keys, zeros included).
+* ``verdicts``: count per attribution verdict (all eight keys, zeros included).
 * ``agreement``: fraction of calls with both numbers known whose predicted cache reads
   (``predicted_cache_read_tokens``) equal the reported ones within the provider's granularity
   (``|predicted - reported| < granularity_tokens``); ``None`` when no call has both.
@@ -81,12 +81,22 @@ from .._ledger._usage_record import UsageRecord
 from .._policy import CacheRules, PolicyTable, cache_rules
 from .._public import public
 from .._recording._server_reasons import AGREEMENTS
-from ._calls import EXCLUSIONS, CallRow, Cliff, call_row, exclusion, find_cliffs
-from ._causes import CauseRow, rank_causes
+from ._calls import (
+    EXCLUSIONS,
+    MAIN_AGENT,
+    CallRow,
+    Cliff,
+    agent_label,
+    call_row,
+    exclusion,
+    find_cliffs,
+)
+from ._causes import ActionRow, CauseRow, rank_actions, rank_causes
 from ._keepalive import KeepAliveTotals, is_keepalive, keepalive_totals
 from ._pricing import Pricing, genai_prices_version
 from ._snippets import mutation_snippets
 from ._stabilized import StabilizeSavings
+from ._storage import ExplicitCaches, ExplicitCacheTotals
 from ._what_if import WhatIf, what_if_by_provider
 
 __all__ = [
@@ -102,16 +112,17 @@ __all__ = [
     "summarize",
 ]
 
-VERDICTS = ("hit", "cold", "client_mutation", "below_minimum", "ttl_expired", "provider_miss",
-            "unknown")
+VERDICTS = ("hit", "cold", "client_mutation", "below_minimum", "no_breakpoint", "ttl_expired",
+            "provider_miss", "unknown")
 """The attribution verdicts, in display order."""
 
 NO_SCENARIO = "(none)"
 NO_SESSION = "(none)"
 
-GROUP_BY = ("scenario", "session", "model", "wire", "day")
+GROUP_BY = ("scenario", "session", "model", "wire", "day", "agent")
 """What :meth:`Summary.group_by` can group calls by (``session``: scenario and session id
-together, ``"scenario/session"``; ``wire``: the record's wire format; ``day``: UTC date)."""
+together, ``"scenario/session"``; ``wire``: the record's wire format; ``day``: UTC date;
+``agent``: ``main`` or ``subagent <id>``, :func:`~._calls.agent_label`)."""
 
 
 def _group_key(row: CallRow, by: str) -> str:
@@ -125,6 +136,8 @@ def _group_key(row: CallRow, by: str) -> str:
         return row.wire_format
     if by == "day":
         return row.ts.date().isoformat()
+    if by == "agent":
+        return row.agent
     raise ValueError(f"cannot group by {by!r}; choose one of {', '.join(GROUP_BY)}")
 
 
@@ -423,6 +436,10 @@ class Summary:
     """Keep-alive pings (``_accounting._keepalive``): kept out of :attr:`calls`, hit rates,
     ceilings and verdict counts (a ping serves no request), counted and priced here, and in
     :attr:`cost_usd`."""
+    explicit_caches: ExplicitCacheTotals = field(default_factory=ExplicitCacheTotals)
+    """Gemini explicit caches (``_accounting._storage``): their create / update / delete rows
+    kept out of :attr:`calls` like pings; storage per token-hour, creation, reads served and
+    break-even per cache; storage and creation in :attr:`cost_usd`."""
 
     @property
     def hit_rate(self) -> float | None:
@@ -442,12 +459,14 @@ class Summary:
     @property
     def cost_usd(self) -> float | None:
         """Summed price of every priced call (USD; :attr:`Totals.cost_usd`), keep-alive
-        pings included (:attr:`keepalive`): a lower bound when ``overall.cost_complete`` is
+        pings (:attr:`keepalive`) and explicit-cache storage and creation
+        (:attr:`explicit_caches`) included: a lower bound when ``overall.cost_complete`` is
         false (:meth:`cost_notes` names the calls) or a ping is unpriced."""
-        pings = self.keepalive.usd
-        if pings is None:
+        extra = [usd for usd in (self.keepalive.usd, self.explicit_caches.usd)
+                 if usd is not None]
+        if not extra:
             return self.overall.cost_usd
-        return pings + (self.overall.cost_usd or 0.0)
+        return sum(extra) + (self.overall.cost_usd or 0.0)
 
     def group_by(self, by: str = "scenario") -> dict[str, Totals]:
         """Totals per group of calls (:data:`GROUP_BY`), groups in order of first call; the
@@ -464,6 +483,11 @@ class Summary:
     def causes(self) -> list[CauseRow]:
         """Causes ranked by lost tokens, then lost USD (:func:`~._causes.rank_causes`)."""
         return rank_causes(self.calls)
+
+    def actions(self) -> list[ActionRow]:
+        """Breaks grouped by the user action behind them, by lost USD
+        (:func:`~._causes.rank_actions`)."""
+        return rank_actions(self.calls)
 
     def cliffs(self) -> list[Cliff]:
         """Calls whose read share dropped sharply (:func:`~._calls.find_cliffs`)."""
@@ -510,8 +534,8 @@ class Summary:
 
     def to_json(self, *, sessions: bool = True, by: str = "scenario") -> dict[str, Any]:
         """``{"records", "pricing", "scenarios": {name: {...full totals..., "models",
-        "sessions": {id: {...}}}}, "overall", "by", "groups", "calls", "causes", "cliffs",
-        "exclusions", "cost_notes", "reads_beyond_ledger", "stabilized"}`` (``groups``:
+        "sessions": {id: {...}}}}, "overall", "by", "groups", "calls", "causes", "actions",
+        "cliffs", "exclusions", "cost_notes", "reads_beyond_ledger", "stabilized"}`` (``groups``:
         :meth:`group_by` as a list, each entry with its ``group`` key; by scenario also with
         ``scenario``, ``models`` and ``providers``)."""
         out: dict[str, Any] = {}
@@ -530,12 +554,14 @@ class Summary:
                 "overall": self.overall.to_full_json(), "by": by, "groups": groups,
                 "calls": [row.to_json() for row in self.calls],
                 "causes": [cause.to_json() for cause in self.causes()],
+                "actions": [action.to_json() for action in self.actions()],
                 "cliffs": [cliff.to_json() for cliff in self.cliffs()],
                 "exclusions": self.exclusion_notes(),
                 "cost_notes": self.cost_notes(),
                 "reads_beyond_ledger": self.reads_beyond_ledger,
                 "stabilized": self.stabilized.to_json(),
                 "keepalive": self.keepalive.to_json(),
+                "explicit_caches": self.explicit_caches.to_json(),
                 **({"what_if": {p: w.to_json() for p, w in self.what_if.items()}}
                    if self.what_if is not None else {})}
 
@@ -595,6 +621,11 @@ class Ceilings:
         keep their ceilings apart."""
         return (record.provider or "", record.model or "", record.wire_format or "",
                 scenario, session)
+
+    def total_of(self, record_id: str | None) -> int | None:
+        """The input total of an earlier call of the selection (``None``: not seen)."""
+        seen = self._by_id.get(record_id or "")
+        return None if seen is None else seen.total
 
     def next(self, record: UsageRecord, key: tuple[str, ...],
              policy: CacheRules | None) -> int:
@@ -659,7 +690,11 @@ def summarize(records: Iterable[UsageRecord], *, policies: PolicyTable | None = 
     stabilized = StabilizeSavings()
     kept: list[UsageRecord] = []
     pings: list[UsageRecord] = []
+    agents: dict[tuple[str, str], str] = {}  # (session, lineage) -> its branch's label
+    caches = ExplicitCaches()
     for record in records:
+        if caches.add(record):  # a cachedContents call: its own line (storage), no prompt
+            continue
         if what_if:
             kept.append(record)
         if record.content is not None:
@@ -680,7 +715,14 @@ def summarize(records: Iterable[UsageRecord], *, policies: PolicyTable | None = 
             scenario.providers.append(record.provider)
         policy = _policy(record.provider, record.model, policies)
         granularity = policy.granularity_tokens if policy is not None else 1
-        ceiling = ceilings.next(record, Ceilings.key(record, name, sid), policy)
+        compared = ceilings.total_of(record.predecessor_id)
+        branch = (sid, record.lineage or "")  # a branch's later calls keep its label
+        agent = agent_label(record) or agents.get(branch, MAIN_AGENT)
+        if agent != MAIN_AGENT:
+            agents[branch] = agent
+        # a subagent's ceiling is its own conversation's, not its parent's previous request
+        ceiling = ceilings.next(record, Ceilings.key(
+            record, name, sid if agent == MAIN_AGENT else f"{sid}\x00{agent}"), policy)
         snippets = None
         if (record.verdict == "client_mutation" and record.content is not None
                 and record.predecessor_id is not None):
@@ -691,7 +733,8 @@ def summarize(records: Iterable[UsageRecord], *, policies: PolicyTable | None = 
             agrees = abs(predicted - reported) < granularity
         row = call_row(record, scenario=name, session=sid, ceiling=ceiling,
                        granularity=granularity, pricing=pricing if price else None, notes=notes,
-                       snippets=snippets, agrees=agrees)
+                       snippets=snippets, agrees=agrees, compared_input_tokens=compared,
+                       agent=agent)
         rows.append(row)
         stabilized.add(record, row, pricing if price else None, notes)
         if row.read_share is not None:
@@ -700,9 +743,10 @@ def summarize(records: Iterable[UsageRecord], *, policies: PolicyTable | None = 
             totals.add(row, agrees, price)
     pricing.notes = list(notes)
     replays = what_if_by_provider(kept, table=policies) if what_if and price else None
-    return Summary(scenarios, len(rows) + len(pings), pricing, rows, overall, price,
+    return Summary(scenarios, len(rows) + len(pings) + caches.rows, pricing, rows, overall, price,
                    stabilized, reads_beyond_ledger=ceilings.beyond_ledger, what_if=replays,
-                   keepalive=keepalive_totals(pings, price=price))
+                   keepalive=keepalive_totals(pings, price=price),
+                   explicit_caches=caches.totals(price=price))
 
 
 public(Summary, summarize)

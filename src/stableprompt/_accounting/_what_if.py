@@ -72,12 +72,14 @@ from .._economics._cache_policy import (
 )
 from .._economics._keepalive_value import GapModel, ping_value
 from .._economics._prices import UnitPrices, unit_prices
+from .._economics._request_kind import fresh_conversation
 from .._exceptions import InputError, PolicyError
 from .._ledger._usage_record import UNANALYSED, UsageRecord
 from .._policy import (
     KEEPALIVE_OUTPUT_TOKENS,
     TTL_LABELS_S,
     CacheRules,
+    ExplicitCacheRule,
     PolicyTable,
     cache_rules,
     explicit_cache_rule,
@@ -367,8 +369,10 @@ def _kinds(records: list[UsageRecord]) -> dict[tuple[str, str], str]:
     """Request kind per (session, lineage), from the rows alone:
 
     - a session with one call is ``one-shot``;
-    - a session whose first call's predecessor is another session's call is a forked
-      ``subagent`` (its lineages too);
+    - a session whose first call's predecessor is another session's call on its own head
+      (not a ``shared-prefix`` of another head) is a forked ``subagent`` (its lineages too),
+      and so is a lineage whose first call the recorder
+      named a branch (``verdict_detail["agent"]``, :func:`_recorded_branch`);
     - within a session, the first lineage is ``main``; a later lineage is a ``subagent`` (a
       branch: Claude Code's and Codex's subagents share their parent's session id) when an
       earlier lineage of the session is used again after it starts and its first request is
@@ -384,7 +388,10 @@ def _kinds(records: list[UsageRecord]) -> dict[tuple[str, str], str]:
     kinds: dict[tuple[str, str], str] = {}
     for sid, calls in by_session.items():
         parent = session_of.get(calls[0].predecessor_id or "")
-        forked = parent is not None and parent != sid
+        # a session whose first call continues another session's head (a fork); one that
+        # only shares part of another head (``shared-prefix``) opens a conversation of its own
+        forked = parent is not None and parent != sid and (
+            calls[0].verdict_detail.get("predecessor_rule") != "shared-prefix")
         starts: dict[str, int] = {}
         counts: dict[str, int] = {}
         last_use: dict[str, int] = {}
@@ -397,7 +404,7 @@ def _kinds(records: list[UsageRecord]) -> dict[tuple[str, str], str]:
         for lineage, start in starts.items():
             if len(calls) == 1:
                 kind = "one-shot"
-            elif forked:
+            elif forked or _recorded_branch(calls[start]):
                 kind = "subagent"
             elif lineage == first_lineage:
                 kind = "main"
@@ -413,20 +420,21 @@ def _kinds(records: list[UsageRecord]) -> dict[tuple[str, str], str]:
     return kinds
 
 
-_FRESH_SHARE = 0.8
-"""A branch's first request smaller than this share of the session's previous request starts
-a conversation of its own (Claude Code's subagent: 6,384 input tokens after its parent's
-11,868; Codex's: 6,177 after 9,096, the harness tests) rather than continuing the history
-under a changed head (which keeps, and grows, the request)."""
-
-
 def _fresh_conversation(first: UsageRecord, before: UsageRecord) -> bool:
     """``first`` (a new lineage's first call) is a conversation of its own, not the session's
-    history under another head: it is much smaller than the call ``before`` it (sizes as
-    reported, else our estimates; unknown sizes count as fresh)."""
-    size = first.input_tokens_total or first.request_tokens
-    previous = before.input_tokens_total or before.request_tokens
-    return size is None or previous is None or size < _FRESH_SHARE * previous
+    history under another head (:func:`~stableprompt._economics._request_kind.
+    fresh_conversation`, the rule the recorder uses too; sizes as reported, else our
+    estimates)."""
+    return fresh_conversation(first.input_tokens_total or first.request_tokens,
+                              before.input_tokens_total or before.request_tokens)
+
+
+def _recorded_branch(record: UsageRecord) -> bool:
+    """The recorder named the request's agent a branch (``verdict_detail["agent"]``: from
+    the harness's headers, or its own :func:`~stableprompt._economics._request_kind.
+    is_branch`)."""
+    agent = record.verdict_detail.get("agent")
+    return isinstance(agent, dict) and agent.get("kind") == "subagent"
 
 
 def _replay_calls(records: list[UsageRecord], policies: PolicyTable | None,
@@ -736,8 +744,7 @@ def replay(calls: Iterable[ReplayCall], policy: CachePolicy, *,
             explicit_price = (rule.read_usd_per_mtok / 1e6 if rule.read_usd_per_mtok
                               is not None else call.prices.cache_read)
             key = (call.chain[0], call.chain[1], call.chain[5])  # one cache per head
-            cache = caches.setdefault(key, _ExplicitCache(call.kind, call.head,
-                                                          rule.storage_usd_per_mtok_hour))
+            cache = caches.setdefault(key, _ExplicitCache(call.kind, call.head, rule))
             created = cache.use(call.ts.timestamp(), float(rule.default_ttl_s or 3600))
             usd = (_call_usd(call, read, choice, explicit_read=call.head)
                    + call.head * explicit_price + created * call.head * call.prices.input)
@@ -784,7 +791,7 @@ class _ExplicitCache:
 
     kind: str
     tokens: int
-    usd_per_mtok_hour: float | None
+    rule: ExplicitCacheRule
     start: float = 0.0
     end: float = -math.inf
     seconds: float = 0.0
@@ -800,11 +807,10 @@ class _ExplicitCache:
         return 1
 
     def storage_usd(self) -> float:
-        """Storage over every interval the cache lived (0 when its price is unknown)."""
-        if self.usd_per_mtok_hour is None:
-            return 0.0
+        """Storage over every interval the cache lived (``ExplicitCacheRule.storage_usd``; 0
+        when its price is unknown)."""
         alive = self.seconds + (self.end - self.start if self.end > -math.inf else 0.0)
-        return self.tokens / 1e6 * self.usd_per_mtok_hour * alive / 3600
+        return self.rule.storage_usd(self.tokens, alive / 3600) or 0.0
 
 
 def _hindsight(calls: list[ReplayCall], policies: list[CachePolicy]) -> float:

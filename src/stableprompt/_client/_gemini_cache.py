@@ -21,7 +21,6 @@ Prices: :meth:`storage_usd` (tokens x hours x the model's storage price) and
 
 from __future__ import annotations
 
-import math
 import warnings
 from types import TracebackType
 from typing import Any
@@ -155,22 +154,19 @@ class GeminiCache:
 
     def storage_usd(self, hours: float | None = None) -> float | None:
         """Storage price of the cache for ``hours`` (default: its TTL), USD; ``None`` when
-        the price or the token count is unknown."""
-        price = self.rule.storage_usd_per_mtok_hour
-        if price is None or self.tokens is None:
+        the price or the token count is unknown (``ExplicitCacheRule.storage_usd``)."""
+        if self.tokens is None:
             return None
-        return self.tokens / 1e6 * price * (self.ttl_s / 3600 if hours is None else hours)
+        return self.rule.storage_usd(self.tokens, self.ttl_s / 3600 if hours is None else hours)
 
     def break_even_reads(self, hours: float | None = None) -> int | None:
         """Reads the cache must serve within ``hours`` (default: its TTL) to pay for its
-        storage: ``ceil(storage / saving per read)``, a read saving ``input - read`` price
-        per cached token; ``None`` when a price is unknown."""
-        storage = self.storage_usd(hours)
-        fresh, read = self.rule.input_usd_per_mtok, self.rule.read_usd_per_mtok
-        if storage is None or fresh is None or read is None or self.tokens is None:
+        storage (``ExplicitCacheRule.break_even_reads``); ``None`` when a price is
+        unknown."""
+        if self.tokens is None:
             return None
-        saving = self.tokens / 1e6 * (fresh - read)
-        return math.ceil(storage / saving) if saving > 0 else None
+        return self.rule.break_even_reads(self.tokens,
+                                          self.ttl_s / 3600 if hours is None else hours)
 
 
 public(GeminiCache)

@@ -7,6 +7,10 @@ blocks in response order:
 
 - text (text blocks / output text joined) as one ``text`` block, where the first text was;
 - tool calls as ``tool_call`` blocks, arguments parsed once into canonical form;
+- a signature the provider attached to a tool call or to the text (Gemini
+  ``thoughtSignature``), on that block as ``"signature": {"format", "value"}``, the value as
+  received; the format's renderer puts it back on its part, unchanged (other formats have
+  no place for it and leave it out);
 - reasoning, by default kept exactly as received, in its place, as
   ``{"format": <wire format>, "item": <block or item>, "type": "reasoning"}``: an Anthropic
   ``thinking`` block with its ``signature`` or a ``redacted_thinking`` block, a Responses
@@ -44,7 +48,8 @@ REASONING_MODES = ("keep", "drop", "error")
 #: Where a tool call's id and name are, per shape (what ``tool_call_of`` accepts).
 _ID_NAME = {"call_id": ("/call_id", "/name"), "function": ("/id", "/function/name")}
 #: The tool-call shape of each response format (``tool_call_of``'s ``shape``).
-_CALL_SHAPES = {"anthropic": "Anthropic tool_use", "openai-responses": "Responses function_call"}
+_CALL_SHAPES = {"anthropic": "Anthropic tool_use", "openai-responses": "Responses function_call",
+                "gemini": "stableprompt", "bedrock-converse": "stableprompt"}
 
 
 def response_body(response: Any) -> Mapping[str, Any]:
@@ -119,7 +124,9 @@ def response_message(response: Any, *, reasoning: str, choice: int | None,
                 "keep it (reasoning='keep')", code="history-reasoning-required",
                 pointer=turn.reasoning[0])
     if turn.incomplete:
-        where = {"anthropic": "/stop_reason", "openai-responses": "/status"}.get(
+        where = {"anthropic": "/stop_reason", "openai-responses": "/status",
+                 "gemini": "/candidates/0/finishReason",
+                 "bedrock-converse": "/stopReason"}.get(
             wire_format, f"/choices/{choice or 0}/finish_reason")
         warnings.warn(IncompleteResponseWarning(
             f"the response was cut short ({turn.incomplete}): its turn is added as it is, but "
@@ -127,12 +134,23 @@ def response_message(response: Any, *, reasoning: str, choice: int | None,
             "or continue the turn", reason=turn.incomplete, pointer=where), stacklevel=3)
     blocks: list[dict[str, Any] | None] = []
     text_at: int | None = None
+    text_signature: dict[str, str] | None = None
     ids: set[str] = set()
     for part in turn.parts:
+        signature = (None if part.signature is None
+                     else {"format": wire_format, "value": part.signature})
         if part.kind == "text":
             if text_at is None:
                 text_at = len(blocks)
                 blocks.append(None)  # the joined text goes here
+            if signature is not None:
+                if text_signature is not None:
+                    raise HistoryError(
+                        "two text parts carry a signature: joined into one text block they "
+                        "could not both go back on their parts; add the response's parts "
+                        "with Conversation.assistant, one text block each",
+                        code="history-response", pointer=part.pointer)
+                text_signature = signature
         elif part.kind == "tool_call":
             call = tool_call_of(part.value, part.pointer,
                                 shape=_CALL_SHAPES.get(wire_format, "OpenAI tool call"))
@@ -147,12 +165,19 @@ def response_message(response: Any, *, reasoning: str, choice: int | None,
                 raise HistoryError(f"tool {call.name!r} is not in the pinned head",
                                    code="history-unknown-tool", pointer=name_at)
             ids.add(call.id)
-            blocks.append({"arguments": dict(call.arguments), "id": call.id, "name": call.name,
-                           "type": "tool_call"})
+            block: dict[str, Any] = {"arguments": dict(call.arguments), "id": call.id,
+                                     "name": call.name,
+                     "type": "tool_call"}
+            if signature is not None:
+                block["signature"] = signature
+            blocks.append(block)
         elif reasoning == "keep":
             blocks.append({"format": wire_format, "item": part.value, "type": "reasoning"})
     if text_at is not None:
-        blocks[text_at] = {"text": turn.text, "type": "text"} if turn.text else None
+        text: dict[str, Any] = {"text": turn.text or "", "type": "text"}
+        if text_signature is not None:
+            text["signature"] = text_signature
+        blocks[text_at] = text if turn.text or text_signature is not None else None
     kept = [b for b in blocks if b is not None]
     if not kept:
         raise HistoryError("the response has no text, tool call or kept reasoning to add",

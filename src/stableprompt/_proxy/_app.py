@@ -72,6 +72,7 @@ from .._economics._cache_policy import CachePolicy
 from .._ledger._usage_record import UsageRecord
 from .._recording._call import Pending
 from .._recording._deferred import DeferredRecorder
+from .._recording._gemini_caches import CACHE_RECORD_EXTENSION
 from .._recording._http import SESSION_HEADER
 from .._recording._recorder import Recorder
 from .._recording._transport import PENDING_EXTENSION, AsyncRecordingTransport
@@ -478,6 +479,10 @@ class ProxyApp:
                                 f"stableprompt proxy: the request could not be sent to "
                                 f"upstream {self.upstream_name} ({reason})")
         pending: Pending | None = upstream.extensions.get(PENDING_EXTENSION)
+        if CACHE_RECORD_EXTENSION in upstream.extensions:  # a Gemini cache call: its row made
+            cached: UsageRecord | None = upstream.extensions[CACHE_RECORD_EXTENSION]
+            return _Forwarded(upstream, lambda: self._logged(
+                method, path, upstream.status_code, cached))
         if pending is None:  # forwarded unanalysed: its row once the body ended
             unanalysed: list[UsageRecord | None] = [None]
 

@@ -15,9 +15,12 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
+from .._exceptions import PolicyError
 from .._ledger._ledger import Ledger
 from .._ledger._usage_record import new_record_id
+from .._policy import PolicyTable
 from .._redact import redact, secrets_in_headers
+from .._wire import gemini
 from .._wire._formats import (
     REQUEST_FORMATS,
     UsageDialects,
@@ -31,7 +34,8 @@ from .._wire._formats import (
 )
 from .._wire._resegment import Resegmented
 from ._call import Pending
-from ._http import SESSION_HEADER, header
+from ._http import cache_headers
+from ._identity import agent_from_headers, session_from_headers
 from ._memory import CallMemory
 from ._predecessor import session_from_request
 
@@ -54,6 +58,7 @@ class IntakeConfig(Protocol):
     ledger: Ledger | None
     clock: Callable[[], float]
     monotonic: Callable[[], float]
+    policies: PolicyTable
 
 
 def recordable(path: str, method: str = "POST") -> bool:
@@ -88,18 +93,19 @@ def register(config: IntakeConfig, memory: CallMemory, path: str, headers: Any,
             # the model is a URL path parameter: segmented (never sent) with the body
             decoded, resegmented, rendered = with_path_model(wire, decoded, path), None, False
         secrets = secrets_in_headers(headers)
+        kept = cache_headers(headers, wire)
     except Exception:
         return None
     assert wire is not None
     family = provider_for(host, wire, provider or config.provider)
     pending = Pending(
         record_id=new_record_id(), ts=config.clock(), started=config.monotonic(), path=path,
-        wire_format=wire, provider=family, secrets=secrets,
+        wire_format=wire, provider=family, secrets=secrets, headers=kept,
         usage_format=usage_format(family, wire,
                                   chosen_dialect(config.usage_dialect, host, family)))
     if decoded is None:  # what is known without the body, for a provisional record
         pending.lazy_body = True
-        pending.session_id = config.session_id or header(headers, SESSION_HEADER)
+        pending.session_id = config.session_id or session_from_headers(headers)
     else:
         _read_request(config, pending, decoded, headers)
     pending.deferred = (decoded, headers, body, resegmented, rendered)
@@ -131,14 +137,26 @@ def analyse(config: IntakeConfig, memory: CallMemory, pending: Pending) -> None:
         if config.store_content:
             pending.content = bytes(body).decode("utf-8", "replace")
         memory.analyse(pending, decoded, body, resegmented, rendered=rendered,
-                       ledger=config.ledger, problem=problem)
+                       ledger=config.ledger, problem=problem,
+                       across_heads=_inside_segments(config.policies, pending))
     except Exception as exc:
         problem(pending, exc)
 
 
+def _inside_segments(policies: PolicyTable, pending: Pending) -> bool:
+    """Whether the call's cache keeps entries that may end inside a segment (a policy with
+    ``implicit_interval_tokens``); ``False`` for a provider without a policy."""
+    try:
+        rules = policies.lookup(pending.provider, pending.model or "")
+    except PolicyError:
+        return False
+    return rules.implicit_interval_tokens is not None
+
+
 def session_of(config: IntakeConfig, body: Mapping[str, Any], headers: Any) -> str | None:
     """The recorder's session id, else the session the request names (its
-    ``x-stableprompt-session`` header first, ``_predecessor.session_from_request``)."""
+    ``x-stableprompt-session`` header first, then a harness's session header, then its body:
+    ``_predecessor.session_from_request``)."""
     return config.session_id or session_from_request(body, headers)
 
 
@@ -157,6 +175,10 @@ def _read_request(config: IntakeConfig, pending: Pending, decoded: Mapping[str, 
         model = decoded.get("model")
         pending.model = model if isinstance(model, str) else None
         pending.session_id = session_of(config, decoded, headers)
+        pending.agent = agent_from_headers(headers)
         pending.diagnostics_requested = diagnostics_request(pending.wire_format, decoded)
+        cached = decoded.get("cachedContent")
+        if pending.wire_format == gemini.WIRE_FORMAT and isinstance(cached, str):
+            pending.detail["cached_content"] = cached  # the explicit cache it reads
     except Exception as exc:
         problem(pending, exc)

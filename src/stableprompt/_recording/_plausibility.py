@@ -80,6 +80,11 @@ _SERVER_TOOL_PARAMS = frozenset({"/web_search_options", "/mcp_servers"})
 """Request parameters that make the provider add content: OpenAI Chat ``web_search_options``
 (search models), Anthropic ``mcp_servers`` (the MCP connector)."""
 
+_CACHE_REFERENCE_PARAMS = frozenset({"/cachedContent"})
+"""Request parameters naming content the provider holds and counts in the prompt: Gemini's
+explicit cache (``promptTokenCount`` "also includes the number of tokens in the cached
+content", ``google.genai.types.GenerateContentResponseUsageMetadata``)."""
+
 _REFERENCE_MARKERS = (b'"file_id"', b'"file_url"', b'"url"', b'"image_url"', b'"file_data"',
                       b'"fileData"')
 """Bytes every by-reference content block holds (a segment without any is not decoded)."""
@@ -117,7 +122,8 @@ def counted_without_bytes(segments: Sequence[Segment], data: ByteSlices) -> str 
 
     Returns:
         ``"server tool"`` (a tool of :data:`SERVER_TOOL_TYPES`, or a parameter that adds
-        content), ``"content by reference"`` (a file or image by id or URL), else ``None``.
+        content), ``"cached content by reference"`` (a Gemini ``cachedContent``),
+        ``"content by reference"`` (a file or image by id or URL), else ``None``.
         Only segments holding a marker byte string are decoded (it runs only for a total
         far above its estimate, which is rare).
     """
@@ -125,6 +131,8 @@ def counted_without_bytes(segments: Sequence[Segment], data: ByteSlices) -> str 
         if seg.kind == "param":
             if seg.path in _SERVER_TOOL_PARAMS:
                 return "server tool"
+            if seg.path in _CACHE_REFERENCE_PARAMS:
+                return "cached content by reference"
             continue
         raw = data[seg.start:seg.end]
         if seg.kind == "tool":

@@ -32,6 +32,7 @@ so an API key a server echoes in an error has nowhere to go.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 import threading
@@ -55,9 +56,12 @@ from .._wire._formats import (
 from .._wire._resegment import Resegmented
 from .._wire._segmenter import SegmentedRequest
 from . import _intake
+from ._attribution import Attribution
 from ._call import Call, Pending
 from ._diagnose import diagnostics_flag
 from ._engine_view import EngineTokens, SlotMemory, engine_of
+from ._gemini_caches import CACHE_DETAIL
+from ._identity import agent_from_headers
 from ._memory import CallMemory
 from ._observer import Observation, ResponseObserver
 from ._outcome import attribution_of, failed_record, outcome_of, record_of
@@ -193,6 +197,8 @@ class Recorder:
         self._memory = CallMemory(self._counter, window_s=session_window_s,
                                   slots=SlotMemory.of(engine_slots))
         self._records_lock = threading.Lock()
+        # Gemini explicit caches this recorder saw created or updated: name -> tokens
+        self._explicit_caches: dict[str, int] = {}
         self.sinks: tuple[RecordSink, ...] = tuple(sinks)
         self._worker: RecordingWorker | None = None
 
@@ -395,10 +401,11 @@ class Recorder:
         """
         try:
             model = body.get("model")
+            agent = agent_from_headers(headers)
             call = Call(ts=self.clock(), session_id=_intake.session_of(self, body, headers),
                         provider=provider_for(host, wire_format, provider or self.provider),
                         wire_format=wire_format, model=model if isinstance(model, str) else None,
-                        opening=None)
+                        opening=None, agent=None if agent is None else agent.id)
             return self._memory.compared_response_id(call, body, self.ledger, segmented)
         except Exception:
             return None
@@ -455,6 +462,7 @@ class Recorder:
         engine = self._memory.engine_view(self.engine, pending, outcome.response,
                                           outcome.success, outcome.usage, evidence)
         attribution = attribution_of(pending, outcome, None if engine is None else engine[0])
+        attribution = self._explicit_read(pending, attribution)
         if outcome.unknown_reason is None and outcome.success:
             # When its answer ended (send time + latency), not when this finishing runs: on
             # a recording thread that can be after the next request was sent, which would
@@ -463,10 +471,41 @@ class Recorder:
             self._memory.remember(
                 pending, outcome.usage, outcome.response_id,
                 None if attribution is None else attribution.read_entry_digest, engine,
-                ended=ended)
+                ended=ended,
+                read_entry_index=None if attribution is None else attribution.read_entry_index)
         return record_of(pending, outcome, attribution, scenario=self.scenario,
                          store_snippets=self.store_snippets, evidence=evidence,
                          extra=observation.detail)
+
+    def _explicit_read(self, pending: Pending, attribution: Attribution | None
+                       ) -> Attribution | None:
+        """A Gemini request naming an explicit cache this recorder saw created reads all of
+        it while it lives ("the number of tokens in the cached content that was used",
+        ``cachedContentTokenCount``): its tokens are the least it predicts
+        (``detail["explicit_cache_tokens"]``)."""
+        name = pending.detail.get("cached_content")
+        if attribution is None or not isinstance(name, str):
+            return attribution
+        tokens = self._explicit_caches.get(name)
+        predicted = attribution.predicted_cache_read_tokens
+        if tokens is None or predicted is None or predicted >= tokens:
+            return attribution
+        return dataclasses.replace(attribution, predicted_cache_read_tokens=tokens,
+                                   detail={**attribution.detail, "explicit_cache_tokens": tokens})
+
+    def _note_cache(self, record: UsageRecord) -> None:
+        """Keep the tokens of a Gemini explicit cache a stored cache-call row names."""
+        facts = record.verdict_detail.get(CACHE_DETAIL)
+        if not isinstance(facts, dict) or record.status_code is None \
+                or not 200 <= record.status_code < 300:
+            return
+        name, tokens = facts.get("name"), facts.get("tokens")
+        if not isinstance(name, str):
+            return
+        if facts.get("op") == "delete":
+            self._explicit_caches.pop(name, None)
+        elif isinstance(tokens, int) and not isinstance(tokens, bool):
+            self._explicit_caches[name] = tokens
 
     def store(self, record: UsageRecord, secrets: tuple[str, ...] = ()) -> None:
         """Keep a finished record as every recorded call is kept: appended to
@@ -474,6 +513,7 @@ class Recorder:
         to the :attr:`sinks`. Never raises for a storage or sink failure; ``secrets`` are
         scrubbed from the log lines of such failures (the record is already scrubbed)."""
         with self._records_lock:
+            self._note_cache(record)
             self.records.append(record)
             keep = self.keep_records
             if keep is not None and len(self.records) > keep + max(keep // 10, 1):

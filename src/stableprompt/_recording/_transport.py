@@ -55,10 +55,12 @@ from .._exceptions import ConfigurationError, InputError
 from .._ledger._usage_record import UsageRecord
 from .._policy import cache_rules
 from .._public import public
+from .._wire import gemini
 from .._wire._formats import detect, known_provider, provider_for
 from ._call import Pending
 from ._deferred import DeferredRecorder
 from ._diagnose import DIAGNOSTICS_WAIT_S, diagnostics_asked, merge_header_values, with_members
+from ._gemini_caches import cache_call, cache_call_async
 from ._http import byte_stream_class, in_memory, module_of
 from ._observer import BodyObserver, Observation
 from ._recorder import Recorder
@@ -412,6 +414,15 @@ class _Wrapping:
         else:
             recorder.flush()
 
+    def _cache_operation(self, request: Any) -> str | None:
+        """What ``request`` does to a Gemini explicit cache (``_gemini_caches``: recorded as
+        such), ``None`` for any other request or a recorder that is not a :class:`Recorder`."""
+        try:
+            op = gemini.cache_operation(str(request.method), str(request.url.path))
+        except Exception:
+            return None
+        return op if op is not None and isinstance(self.recorder, Recorder) else None
+
     def _asks_diagnostics(self) -> Recorder | DeferredRecorder | None:
         """The recorder, when it asks providers for cache diagnostics
         (``Recorder(diagnostics=True)``; a :class:`DeferredRecorder` over one)."""
@@ -482,6 +493,10 @@ class RecordingTransport(_Wrapping, _SyncBase):
         """Send ``request`` through the wrapped transport, recording it if it is an LLM call
         (other paths pass through without their body being read)."""
         inner = self._inner(request)
+        op = self._cache_operation(request)
+        if op is not None:
+            request.read()
+            return cache_call(self.recorder, inner.handle_request, request, op)
         if not _recorded(self._calls, request):
             return inner.handle_request(request)
         try:
@@ -555,6 +570,11 @@ class AsyncRecordingTransport(_Wrapping, _AsyncBase):
         """Send ``request`` through the wrapped transport, recording it if it is an LLM call
         (other paths pass through without their body being read)."""
         inner = self._inner(request)
+        op = self._cache_operation(request)
+        if op is not None:
+            await request.aread()
+            return await cache_call_async(self.recorder, inner.handle_async_request, request,
+                                          op)
         if not _recorded(self._calls, request):
             return await inner.handle_async_request(request)
         try:

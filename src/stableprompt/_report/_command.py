@@ -1,7 +1,7 @@
 """``stableprompt report``: summarize a ledger per scenario and session (tables, JSON, HTML).
 
 ``stableprompt report LEDGER... [--json] [--html PATH] [--sessions] [--calls]
-[--by scenario|session|model|wire|day] [--session ID] [--since T]`` prints the summary of
+[--by scenario|session|model|wire|day|agent] [--session ID] [--since T]`` prints the summary of
 ``_report/_summary.py`` (:func:`summarize`; what each number means is documented there),
 then why calls missed (turn-boundary split, causes with lost tokens and dollars and their
 fixes, cliffs; ``--calls``: one row per call; ``_text.print_explanations``; ``--call ID``:
@@ -69,6 +69,7 @@ from .._subcommand import (
 )
 from ._follow import FollowState, follow
 from ._html import html_report
+from ._storage import storage_lines
 from ._text import (
     ceiling_notes,
     keepalive_lines,
@@ -355,6 +356,7 @@ def _run(args: argparse.Namespace) -> int:
              *([f"selection: {', '.join(selection)}; a ceiling counts only selected calls."]
                if selection else []),
              *report.exclusion_notes(), *report.cost_notes(), *keepalive_lines(report),
+             *storage_lines(report),
              *turn_boundary_notes(report),
              *server_diagnosis_notes(report),
              *ceiling_notes(report)]

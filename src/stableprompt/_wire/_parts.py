@@ -75,11 +75,15 @@ class TurnPart(NamedTuple):
         pointer: JSON pointer of the piece in the response body (``/content/1``,
             ``/output/0``, ``/choices/0/message/tool_calls/0``).
         value: See ``kind``.
+        signature: An opaque signature the provider attached to this piece and needs back
+            unchanged with it (Gemini ``thoughtSignature`` on a ``functionCall`` or text
+            part), as received; ``None`` without one.
     """
 
     kind: str
     pointer: str
     value: Any
+    signature: str | None = None
 
 
 class AssistantTurn(NamedTuple):

@@ -365,7 +365,9 @@ _INCOMPLETE = frozenset({"max_tokens", "model_context_window_exceeded"})
 def assistant_turn(response: Mapping[str, Any]) -> AssistantTurn:
     """The assistant turn of a ``ConverseResponse``: ``output.message.content`` text blocks
     joined, ``toolUse`` blocks as tool calls in the stableprompt shape ``{"id", "name",
-    "arguments"}``, in order in ``parts``; ``incomplete`` is a cut ``stopReason``.
+    "arguments"}``, ``reasoningContent`` blocks (``reasoningText: {text, signature}`` or
+    ``redactedContent``, botocore ``ReasoningContentBlock``) as reasoning kept as received,
+    in order in ``parts``; ``incomplete`` is a cut ``stopReason``.
 
     Raises:
         HistoryError: no ``output.message.content`` list (code ``history-response``).
@@ -386,7 +388,9 @@ def assistant_turn(response: Mapping[str, Any]) -> AssistantTurn:
             use = item["toolUse"]
             call = {"id": use.get("toolUseId"), "name": use.get("name"),
                     "arguments": use.get("input", {})}
-            parts.append(TurnPart("tool_call", where, call))
+            parts.append(TurnPart("tool_call", f"{where}/toolUse", call))
+        elif isinstance(item.get("reasoningContent"), Mapping):
+            parts.append(TurnPart("reasoning", where, dict(item)))
         elif "text" in item:
             parts.append(TurnPart("text", where, response_text(item, where, "a text block's")))
     stop = response.get("stopReason")

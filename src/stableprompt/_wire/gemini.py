@@ -49,8 +49,8 @@ from ._parts import (
 )
 from ._segmenter import SegmentBuilder, require_list, tool_label
 
-__all__ = ["WIRE_FORMAT", "GeminiStreamAccumulator", "assistant_turn", "endpoint_for",
-           "model_from_path", "parse_response", "parse_usage", "render"]
+__all__ = ["WIRE_FORMAT", "GeminiStreamAccumulator", "assistant_turn", "cache_operation",
+           "endpoint_for", "model_from_path", "parse_response", "parse_usage", "render"]
 
 WIRE_FORMAT = "gemini"
 
@@ -226,6 +226,26 @@ _GENERATE_METHODS = frozenset({"generateContent", "streamGenerateContent"})
 """The methods after ``models/{model}:`` that are prompt requests."""
 
 
+def cache_operation(method: str, path: str) -> str | None:
+    """What a call does to an explicit cache: ``"create"`` (``POST .../cachedContents``),
+    ``"update"`` (``PATCH .../cachedContents/{id}``: a new ``ttl`` / ``expireTime``) or
+    ``"delete"`` (``DELETE .../cachedContents/{id}``); ``None`` for any other call (a ``GET``
+    changes nothing billed). The path may carry a version and a proxy prefix; the query is
+    ignored.
+
+    Source: the ``cachedContents`` REST resource (ai.google.dev/api/caching), as
+    ``google.genai`` ``caches.create`` / ``update`` / ``delete`` call it.
+    """
+    path = path.split("?", 1)[0].rstrip("/")
+    head, _, last = path.rpartition("/")
+    verb = method.upper()
+    if last == "cachedContents":
+        return "create" if verb == "POST" else None
+    if head.endswith("/cachedContents") and last and "{" not in last:
+        return {"PATCH": "update", "DELETE": "delete"}.get(verb)
+    return None
+
+
 def tool(t: ToolParts) -> dict[str, Any]:
     """A ``functionDeclarations[]`` entry: ``{"name", "description"?,
     "parametersJsonSchema"}``. The canonical JSON Schema is sent as
@@ -257,7 +277,8 @@ def part(canonical: Mapping[str, Any], names: Mapping[str, str]) -> dict[str, An
     """The ``Part`` for one canonical block: ``{"text"}``, ``{"functionCall": {"id", "name",
     "args"}}`` or ``{"functionResponse": {"id", "name", "response": {"output" | "error"}}}``
     (Gemini names the function of a response; ``names`` maps call ids to names: the id alone
-    does not). A kept Gemini reasoning part is replayed as received.
+    does not). A kept Gemini reasoning part is replayed as received; a block's Gemini
+    ``signature`` goes back on its part as ``thoughtSignature``, unchanged.
 
     Source: ``google.genai.types`` ``Part`` / ``FunctionCall`` / ``FunctionResponse`` ("Use
     'output' key to specify function output and 'error' key to specify error details").
@@ -268,15 +289,15 @@ def part(canonical: Mapping[str, Any], names: Mapping[str, str]) -> dict[str, An
     """
     kind = canonical["type"]
     if kind == "text":
-        return {"text": canonical["text"]}
+        return _signed({"text": canonical["text"]}, canonical)
     if kind == "reasoning":
         if canonical["format"] != WIRE_FORMAT:
             raise HistoryError(f"{canonical['format']} reasoning content cannot be sent to "
                                "Gemini", code="history-reasoning-format")
         return dict(canonical["item"])
     if kind == "tool_call":
-        return {"functionCall": {"args": canonical["arguments"], "id": canonical["id"],
-                                 "name": canonical["name"]}}
+        return _signed({"functionCall": {"args": canonical["arguments"], "id": canonical["id"],
+                                         "name": canonical["name"]}}, canonical)
     call_id = canonical["tool_call_id"]
     name = names.get(call_id)
     if name is None:
@@ -286,6 +307,15 @@ def part(canonical: Mapping[str, Any], names: Mapping[str, str]) -> dict[str, An
     key = "error" if canonical.get("is_error") else "output"
     return {"functionResponse": {"id": call_id, "name": name,
                                  "response": {key: canonical["content"]}}}
+
+
+def _signed(part: dict[str, Any], canonical: Mapping[str, Any]) -> dict[str, Any]:
+    """``part`` with the block's Gemini ``thoughtSignature`` back on it, as received (a
+    signature of another format is not Gemini's to read)."""
+    signature = canonical.get("signature")
+    if isinstance(signature, Mapping) and signature.get("format") == WIRE_FORMAT:
+        part["thoughtSignature"] = signature["value"]
+    return part
 
 
 def _call_names(messages: Sequence[MessageParts], count: int) -> dict[str, str]:
@@ -424,13 +454,21 @@ _INCOMPLETE = frozenset({"MAX_TOKENS"})
 
 def assistant_turn(response: Mapping[str, Any]) -> AssistantTurn:
     """The assistant turn of a ``GenerateContentResponse`` (its first candidate): text parts
-    joined (thought parts left out), ``functionCall`` parts as tool calls in the
-    stableprompt shape ``{"id", "name", "arguments"}`` (a call without an ``id`` gets
-    ``<responseId>-<i>``: Gemini 2.x sends none), in order in ``parts``; ``incomplete`` is
-    a ``MAX_TOKENS`` finish.
+    joined, ``functionCall`` parts as tool calls in the stableprompt shape ``{"id", "name",
+    "arguments"}`` (a call without an ``id`` gets ``<responseId>-<i>``: Gemini 2.x sends
+    none), thought parts (``"thought": true``) as reasoning kept as received, in order in
+    ``parts``; a part's ``thoughtSignature`` rides on its piece (``TurnPart.signature``), as
+    received; ``incomplete`` is a ``MAX_TOKENS`` finish.
+
+    Source: thought signatures "must be returned unchanged" on the ``functionCall`` part of a
+    function-calling turn, else 400 "Function call is missing a thought_signature in
+    functionCall parts" (Gemini 3 and later; https://ai.google.dev/gemini-api/docs/thought-signatures,
+    read through https://docs.apiyi.com/en/faq/gemini-thought-signature-missing, 2026-10-15);
+    the SDK's ``Part.thought_signature`` (``google.genai.types``).
 
     Raises:
-        HistoryError: no candidate with ``content.parts`` (code ``history-response``).
+        HistoryError: no candidate with ``content.parts``, or a signature that is not a
+            string (code ``history-response``).
     """
     candidates = response.get("candidates")
     if not isinstance(candidates, list) or not candidates or not isinstance(
@@ -449,13 +487,22 @@ def assistant_turn(response: Mapping[str, Any]) -> AssistantTurn:
         if not isinstance(item, Mapping):
             raise HistoryError("a part must be an object", code="history-response",
                                pointer=where)
+        signature = item.get("thoughtSignature")
+        if signature is not None and not isinstance(signature, str):
+            raise HistoryError("a thoughtSignature must be a (base64) string",
+                               code="history-response", pointer=f"{where}/thoughtSignature")
         if isinstance(item.get("functionCall"), Mapping):
             fc = item["functionCall"]
             call = {"id": fc.get("id") or f"{response.get('responseId', 'gemini')}-{i}",
                     "name": fc.get("name"), "arguments": fc.get("args", {})}
-            parts.append(TurnPart("tool_call", where, call))
-        elif "text" in item and not item.get("thought"):
-            parts.append(TurnPart("text", where, response_text(item, where, "a text part's")))
+            parts.append(TurnPart("tool_call", f"{where}/functionCall", call, signature))
+        elif item.get("thought") is True:
+            parts.append(TurnPart("reasoning", where, dict(item)))
+        elif "text" in item:
+            parts.append(TurnPart("text", where, response_text(item, where, "a text part's"),
+                                  signature))
+        elif signature is not None:  # a signature alone (an empty part): kept as received
+            parts.append(TurnPart("reasoning", where, dict(item)))
     finish = candidate.get("finishReason")
     return AssistantTurn.of(parts, f"finishReason {finish}" if finish in _INCOMPLETE else None)
 

@@ -13,9 +13,17 @@ Cache rules (ai.google.dev/gemini-api/docs/caching; PROVIDERS.md §4, §15; numb
 ``_policy``, provider ``gemini``):
 
 * **Implicit**: the prompt is rendered to blocks (each function declaration, each system part,
-  each content part, JSON as received) and chained; a request reads the longest live prefix
-  ending at a block boundary whose length is at least the model's minimum, and leaves an
-  entry at every new block end past that minimum. Gemini reports no writes. Implicit entries
+  each content part, JSON as received) and chained; entries can end only at every multiple of
+  the policy's ``implicit_interval_tokens`` (2,048), wherever it falls in a block, as real
+  traffic shows (reads of 2,037 / 4,085 / 6,134 tokens on gemini-3-flash-preview,
+  googleapis/python-genai#2064; 200,658 = 98 x 2,048 - 46 on gemini-2.5-flash,
+  simonwillison.net 2025-05-09: each a multiple of 2,048 less the few template tokens the
+  server keeps out of ``promptTokenCount``; the docs state no granularity). A request reads
+  the longest live such prefix of at least the model's minimum and leaves an entry at every
+  new multiple past it. Gemini reports no writes. Each turn's role header (``\nrole\n``)
+  plays the template tokens: held in the cache, left out of every reported count
+  (``promptTokenCount``, ``cachedContentTokenCount``, a cache's ``totalTokenCount``), so a
+  read is reported a few tokens under its 2,048 multiple, as Gemini's are. Implicit entries
   live for the policy's default TTL (how long Google keeps them is UNVERIFIED; refreshed on
   read).
 * **Explicit**: ``cachedContents`` hold a model's system instruction, tools, tool config and
@@ -45,7 +53,7 @@ from .._canonical import loads
 from .._policy import cache_rules, explicit_cache_rule
 from ._answers import Usage, WireContext, WireError, WireResult, json_result, render, sse_data
 from ._checks import expect_list, expect_object, expect_str
-from ._prompt import Block, PromptChain
+from ._prompt import PromptChain
 from ._responders import fit_turn
 from ._store import PendingWrite
 
@@ -237,7 +245,11 @@ def _create(body: Any, ctx: WireContext, caches: ExplicitCaches) -> WireResult:
     blocks = _head_blocks(req)
     if req.get("contents") is not None:
         blocks += _content_blocks(req["contents"], "contents")
-    tokens = sum(ctx.tokenizer.count_block(data, sha256(data).digest()) for data, _, _ in blocks)
+    chain = PromptChain(ctx.tokenizer, b"")
+    template = _Template(ctx)
+    for data, where, kind in blocks:
+        template.add(chain, data, where=where, kind=kind)
+    tokens = template.counted(chain.total_tokens)
     minimum = cache_rules("gemini", model, ctx.policies).min_cacheable_tokens
     if tokens < minimum:
         raise WireError(f"Cached content is too small. total_token_count={tokens}, "
@@ -275,7 +287,8 @@ def handle_generate(body: Any, ctx: WireContext, *, model: str, stream: bool, ss
     if "contents" not in req:
         raise WireError("* GenerateContentRequest.contents: contents is not specified")
     policy = cache_rules("gemini", model, ctx.policies)
-    chain = PromptChain(ctx.tokenizer, b"gemini\x00" + ctx.scope + b"\x00" + model.encode())
+    chain = PromptChain(ctx.tokenizer, b"gemini\x00" + ctx.scope + b"\x00" + model.encode(),
+                        interval=policy.implicit_interval_tokens)
     explicit = 0
     name = req.get("cachedContent")
     if name is not None:
@@ -295,17 +308,21 @@ def handle_generate(body: Any, ctx: WireContext, *, model: str, stream: bool, ss
                             f"CachedContent ({entry.model}) has to be the same.")
         chain.mix(b"cachedContent\x00" + name.encode())
         chain.mix(entry.tool_config)
+        template = _Template(ctx)
         for data, where, kind in entry.blocks:
-            chain.add(data, where=f"cachedContent.{where}", kind=kind)
-        explicit = entry.tokens
+            template.add(chain, data, where=f"cachedContent.{where}", kind=kind)
+        explicit = chain.total_tokens  # in chain tokens: counted, it is entry.tokens
     else:
+        template = _Template(ctx)
         chain.mix(render(req.get("toolConfig"), "toolConfig"))
         for data, where, kind in _head_blocks(req):
-            chain.add(data, where=where, kind=kind)
+            template.add(chain, data, where=where, kind=kind)
     for data, where, kind in _content_blocks(req["contents"], "contents"):
-        chain.add(data, where=where, kind=kind)
-    read, pending = _implicit(chain.blocks, policy.min_cacheable_tokens, explicit,
+        template.add(chain, data, where=where, kind=kind)
+    read, pending = _implicit(chain, policy.min_cacheable_tokens, explicit,
                               float(policy.default_ttl_s or 3600), ctx)
+    read = template.counted(read)
+    prompt_tokens = template.counted(chain.total_tokens)
     limit = None
     config = req.get("generationConfig")
     if isinstance(config, Mapping) and config.get("maxOutputTokens") is not None:
@@ -319,10 +336,10 @@ def handle_generate(body: Any, ctx: WireContext, *, model: str, stream: bool, ss
         parts.append({"functionCall": {"id": call.id, "name": call.name,
                                        "args": loads(call.arguments)}})
     finish = "MAX_TOKENS" if fitted.truncated else "STOP"
-    usage = Usage(chain.total_tokens, read, 0, fitted.output_tokens)
-    metadata: dict[str, Any] = {"promptTokenCount": chain.total_tokens,
+    usage = Usage(prompt_tokens, read, 0, fitted.output_tokens)
+    metadata: dict[str, Any] = {"promptTokenCount": prompt_tokens,
                                 "candidatesTokenCount": fitted.output_tokens,
-                                "totalTokenCount": chain.total_tokens + fitted.output_tokens}
+                                "totalTokenCount": prompt_tokens + fitted.output_tokens}
     if read:
         metadata["cachedContentTokenCount"] = read
         metadata["cacheTokensDetails"] = [{"modality": "TEXT", "tokenCount": read}]
@@ -339,16 +356,56 @@ def handle_generate(body: Any, ctx: WireContext, *, model: str, stream: bool, ss
     return json_result(chunks, pending=pending, model=model, usage=usage)
 
 
-def _implicit(blocks: list[Block], minimum: int, explicit: int, ttl_s: float,
+class _Template:
+    """The template tokens of a rendered prompt: each turn's role header (``\\nrole\\n``),
+    which the cache holds but ``promptTokenCount`` and ``cachedContentTokenCount`` leave out,
+    as Gemini leaves its turn-template tokens out (reads reported a few tokens under a 2,048
+    multiple: 8-11 under for a system prompt and one user turn in python-genai#2064, 46
+    under after a long chain of turns in the simonwillison.net sample)."""
+
+    def __init__(self, ctx: WireContext) -> None:
+        self._tokenizer = ctx.tokenizer
+        self._starts: list[int] = []  # chain tokens before each block
+        self._frames: list[int] = []  # template tokens at the start of each block
+
+    def add(self, chain: PromptChain, data: bytes, *, where: str, kind: str) -> None:
+        """Add the block to ``chain`` and note its template tokens: the role header
+        (``\\nuser\\n``, ``\\nmodel\\n``, ``\\nsystem\\n``) that opens a turn; a tool
+        declaration's or a later part's framing is counted as prompt."""
+        frame = data[:data.index(b"{")] if b"{" in data else b""
+        if kind == "tool" or frame == b"\n":
+            frame = b""
+        self._starts.append(chain.total_tokens)
+        self._frames.append(self._tokenizer.count_block(frame, sha256(frame).digest())
+                            if frame else 0)
+        chain.add(data, where=where, kind=kind)
+
+    def counted(self, tokens: int) -> int:
+        """The reported count of the chain's first ``tokens`` tokens: less the framing inside
+        them."""
+        hidden = sum(min(frame, tokens - start)
+                     for start, frame in zip(self._starts, self._frames, strict=True)
+                     if start < tokens)
+        return max(tokens - hidden, 0)
+
+
+def _implicit(chain: PromptChain, minimum: int, explicit: int, ttl_s: float,
               ctx: WireContext) -> tuple[int, tuple[PendingWrite, ...]]:
     """Reads: the explicit cache's tokens, or more when a longer implicit prefix lives;
-    writes: an entry at every block end past the read and the minimum."""
+    writes: an implicit entry at every place (interval point, else block end) past the read
+    and the minimum."""
     store, now = ctx.store, ctx.now
-    eligible = [b for b in blocks if b.end_tokens >= minimum and b.end_tokens > explicit]
-    read = store.read(((b.prefix_hash, b.end_tokens) for b in reversed(eligible)), now)
+    places = ([(p.prefix_hash, p.end_tokens) for p in chain.points]
+              if chain.interval is not None
+              else [(b.prefix_hash, b.end_tokens) for b in chain.blocks])
+    eligible = [p for p in places if p[1] >= minimum and p[1] > explicit]
+    read = store.read(reversed(eligible), now)
+    for digest, tokens in eligible:  # a read uses every block of its prefix: all refreshed
+        if tokens < read:
+            store.refresh(digest, now)
     read = max(read, explicit)
-    pending = tuple(PendingWrite(b.prefix_hash, b.end_tokens, ttl_s, now)
-                    for b in eligible if b.end_tokens > read)
+    pending = tuple(PendingWrite(digest, tokens, ttl_s, now)
+                    for digest, tokens in eligible if tokens > read)
     return read, pending
 
 
