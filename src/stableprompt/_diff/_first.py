@@ -30,6 +30,7 @@ lint prints and what the recorder stores on a ``client_mutation`` row for the re
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -45,7 +46,7 @@ from .._segment import ByteSlices, Segment, Snapshot
 from .._volatility import paired_nonce, scan_volatile, volatile_kind_at
 from .._wire import anthropic, bedrock_converse, gemini, openai_chat, openai_responses
 from .._wire._schema_order import param_schemas
-from ._history import HistoryOp, history_ops, item_of, items
+from ._history import HistoryOp, history_ops, item_of
 
 __all__ = [
     "CAUSES",
@@ -779,14 +780,34 @@ def item_alike(a: Segmented, b: Segmented) -> Callable[[int, int], bool]:
 
 def _resent_elsewhere(sa: Sequence[Segment], sb: Sequence[Segment], i: int) -> bool:
     """Whether the history item holding segment ``i`` of the predecessor may have been
-    inserted before, deleted or moved (the alignment decides): it is re-sent later in the
-    later request, or the later request's item there was sent later in the predecessor, or
-    the two items differ in shape (role, blocks), or the later request has no item there.
-    Else the item changed in place. One pass over the keys."""
-    xa, xb = items(sa, i), items(sb, i)
-    if not xa or not xb or xa[0][2] != xb[0][2] or sa[xa[0][0]].label != sb[xb[0][0]].label:
+    inserted before, deleted or moved (the alignment decides): the later request has no item
+    there, or one of another shape (role, blocks), or the predecessor's item there is re-sent
+    further on in the later request, or the later request's was sent further on in the
+    predecessor (by their first blocks' standalone digests). Else the item changed in place.
+    One pass over the segments after it, no per-item keys."""
+    if i >= len(sb) or sb[i].kind != "message":
         return True
-    return xa[0][1] in {k for _, k, _ in xb[1:]} or xb[0][1] in {k for _, k, _ in xa[1:]}
+    x, y = sa[i], sb[i]
+    if x.label != y.label:
+        return True
+    item_a, item_b = item_of(x.path), item_of(y.path)
+    start_a = start_b = i
+    while start_a > 0 and sa[start_a - 1].kind == "message" and \
+            item_of(sa[start_a - 1].path) == item_a:
+        start_a -= 1
+    while start_b > 0 and sb[start_b - 1].kind == "message" and \
+            item_of(sb[start_b - 1].path) == item_b:
+        start_b -= 1
+    end_a, end_b = i + 1, i + 1
+    while end_a < len(sa) and item_of(sa[end_a].path) == item_a:
+        end_a += 1
+    while end_b < len(sb) and item_of(sb[end_b].path) == item_b:
+        end_b += 1
+    if end_a - start_a != end_b - start_b:
+        return True
+    first_a, first_b = sa[start_a].digest, sb[start_b].digest
+    return (any(s.digest == first_a for s in itertools.islice(sb, end_b, None))
+            or any(s.digest == first_b for s in itertools.islice(sa, end_a, None)))
 
 
 def _history_cause(a: Segmented, b: Segmented, sa: Sequence[Segment], sb: Sequence[Segment],

@@ -15,8 +15,12 @@ another index keeps its key) and names what happened to the items already sent:
 
 The alignment is :class:`difflib.SequenceMatcher` over the item keys from the first item that
 differs (``autojunk`` off, so repeated items such as identical tool results are not dropped
-as noise): linear in the items when little changed, quadratic at worst, and run only for a
-pair that diverged in its history.
+as noise), after the items equal at both ends are cut off: linear in the items when little
+changed, quadratic at worst, and run only for a pair that diverged in its history (``diff``
+runs it only when the first divergent item may have moved: ``_first._resent_elsewhere``).
+Measured on a 2,000-message conversation (2 vCPU, loaded): ``diff`` 0.7 ms for an edit of
+the first message (0.5 ms before), 2.5 ms to name an insertion there; every divergence
+(``divergences``) 2-3 ms.
 """
 
 from __future__ import annotations
