@@ -128,10 +128,11 @@ def test_history_rewrite_trailing_newline_and_string_form() -> None:
 
 
 def test_history_truncated() -> None:
-    """A later request with fewer messages (history dropped) is a history-rewrite."""
+    """A later request with fewer messages (history dropped) is a history-delete at the
+    first message left out."""
     a = _body()
     d = diff(_seg(a), _seg(_body(messages=a["messages"][:1])))
-    assert d is not None and d.cause == "history-rewrite"
+    assert d is not None and (d.cause, d.path) == ("history-delete", "/messages/1")
 
 
 def test_model_and_param_change() -> None:

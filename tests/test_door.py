@@ -46,9 +46,9 @@ def test_all_is_the_same_94_sorted_names_and_dir_lists_them() -> None:
     summarize, BreakpointWarning, IncompleteResponseWarning, ArgumentNameError, GeminiCache,
     record_bedrock, ModelFeatures, model_features, the source lint's lint_source,
     SourceFinding, SourceLintReport, SourceError, and the compaction advice's
-    CompactionAdvice, CompactionCostWarning); ``dir()`` lists each, and the
-    sub-namespaces."""
-    assert len(stableprompt.__all__) == 104
+    CompactionAdvice, CompactionCostWarning, ..., and ``divergences``: every divergence of
+    a pair); ``dir()`` lists each, and the sub-namespaces."""
+    assert len(stableprompt.__all__) == 105
     assert stableprompt.__all__ == sorted(stableprompt.__all__)
     assert set(stableprompt.__all__) | SUBMODULES <= set(dir(stableprompt))
 

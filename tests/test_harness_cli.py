@@ -36,7 +36,8 @@ import pytest
 
 import harness_clis
 from conftest import proxy_process
-from stableprompt import Ledger, UsageRecord, what_if
+from harness_truth import check_misses
+from stableprompt import Ledger, UsageRecord, lint_capture, what_if
 from stableprompt._cli import main
 from stableprompt._wire.anthropic import DIAGNOSTICS_BETA
 from stableprompt.emulator import AssistantTurn, Emulator, ToolCall
@@ -326,6 +327,11 @@ def assert_what_if(records: list[UsageRecord]) -> None:
           f"hindsight ${result.hindsight_usd:.6f}")
 
 
+def assert_ground_truth(session: Session) -> None:
+    """The run's misses against the independent ground truth (``harness_truth``)."""
+    print(check_misses(session.records, session.captured))
+
+
 def agreement(records: list[UsageRecord]) -> float:
     """The report's agreement (``_accounting._summary``): the share of calls with both numbers
     whose predicted cache reads equal the reported ones within the granularity."""
@@ -450,6 +456,7 @@ def test_claude_code_session_with_subagent_and_continue(claude: Path, sink: Sink
         ([str(claude), "-p", "[task:again] double the notes", "--continue", *common], env),
     ], check_diagnostics("anthropic"))
     assert_every_call(session, minimum=7)
+    assert_ground_truth(session)
     results = [json.loads(done.stdout) for done in session.outputs]
     assert [r["is_error"] for r in results] == [False, False]
     assert [r["result"] for r in results] == ["main done", "again done"]
@@ -503,6 +510,7 @@ def test_claude_code_through_a_gateway_that_reorders_and_drops_betas(
                           [(command, claude_env(tmp_path / "home", sink))],
                           check_diagnostics("anthropic"), gateway=gateway)
     assert_every_call(session, minimum=4)
+    assert_ground_truth(session)
     rows = [r for r in session.records if r.wire_format == "anthropic"]
     sent = gateways[0].sent
     assert len(sent) == len(rows) >= 4 and len(set(sent)) > 1  # every request reordered
@@ -602,6 +610,7 @@ def test_codex_session_with_subagent_and_resume(codex: Path, sink: Sink,
     ], check_diagnostics("openai-responses"))
     session.outputs = session.outputs[1:]
     assert_every_call(session, minimum=8)
+    assert_ground_truth(session)
     assert "sub" in responder.seen
     assert (tmp_path / "work" / "notes.txt").read_text() == "beta\nbeta\n"
     finals = [_codex_final(done.stdout) for done in session.outputs]
@@ -627,6 +636,30 @@ def _codex_final(jsonl: str) -> str:
     return text
 
 
+def test_three_fresh_codex_sessions_lint_alike(codex: Path, sink: Sink, tmp_path: Path) -> None:
+    """Three identical fresh ``codex exec`` sessions (each its own ``prompt_cache_key``, the
+    same task) are three conversation starts to ``stableprompt lint``, the same way each
+    time: no break, no pair between them."""
+    responder = CliResponder(scripts={"hello": []}, finals={"hello": "hello done"})
+    home = tmp_path / "home"
+    env = codex_env(home, sink)
+    config = Path(env["CODEX_HOME"]) / "config.toml"
+    template = config.read_text()
+    prepare = ["sh", "-c", 'printf "%s" "$CONFIG_TEXT" > "$CONFIG_PATH"']
+    flags = ["--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox", "--json"]
+    run = ([str(codex), "exec", *flags, "[task:hello] say hello"], env)
+    session = run_session(tmp_path, responder, [
+        (prepare, {**env, "CONFIG_TEXT": template, "CONFIG_PATH": str(config)}), run, run, run,
+    ], lambda rows: None)
+    session.outputs = session.outputs[1:]
+    assert_every_call(session, minimum=3)
+    report = lint_capture(tmp_path / "captures")
+    starts = [p for p in report.pairs if p.predecessor is None]
+    assert report.summary.breaks == 0, [p.describe() for p in report.pairs if p.is_break]
+    keys = {json.loads(line["request"])["prompt_cache_key"] for line in session.captured}
+    assert len(starts) == len(keys) == 3, [(p.index, p.predecessor) for p in report.pairs]
+
+
 def test_claude_code_new_sessions_share_part_of_the_head(claude: Path, sink: Sink,
                                                           tmp_path: Path) -> None:
     """Two fresh ``claude -p`` sessions, the second in another directory: the second's first
@@ -649,6 +682,7 @@ def test_claude_code_new_sessions_share_part_of_the_head(claude: Path, sink: Sin
           "[task:two] list the files", *common], env),
     ], check_diagnostics("anthropic"))
     assert_every_call(session, minimum=4)
+    assert_ground_truth(session)
     results = [json.loads(done.stdout) for done in session.outputs]
     assert [r["result"] for r in results] == ["one done", "two done"]
     assert results[0]["session_id"] != results[1]["session_id"]

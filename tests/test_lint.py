@@ -64,21 +64,23 @@ CAUSE_CASES = [
      "thinking block dropped from already-sent messages[1].content[0]",
      "messages[1].content[0]", "/messages/1/content/0/type", 383, b"hinking", b"ool_use"),
     ("model-change", "model-change", "model", "param:model", "/model", 8, b"sonnet", b"opus"),
-    ("param-thinking", "param-change", "thinking", "param:thinking", "/thinking", 53,
+    ("param-thinking", "param-change", "thinking.budget_tokens", "param:thinking",
+     "/thinking/budget_tokens", 53,
      b"1024", b"2048"),
     ("param-tool-choice", "param-change", "tool_choice", "tools[0]", "/tool_choice", 19,
      b'{"name":"alpha"', b'{"type":"any"}'),
     ("param-reasoning-effort", "param-change", "reasoning_effort", "param:reasoning_effort",
      "/reasoning_effort", 10, b"low", b"high"),
-    ("param-response-schema", "param-change", "response_format", "param:response_format",
-     "/response_format", 101, b'a"', b'b"'),
+    ("param-response-schema", "param-change", "response_format schema changed",
+     "param:response_format", "/response_format/json_schema/schema/required/0", 101, b'a"',
+     b'b"'),
     ("content-edit", "content-edit", "system content changed (value)", "system[0]",
      "/system/0/text", 272, b"rief", b"old"),
 ]
 
 
 def test_responses_reasoning_item_dropped() -> None:
-    """A Responses reasoning item dropped from re-sent input is a history-rewrite naming it."""
+    """A Responses reasoning item dropped from re-sent input is a history-delete naming it."""
     sent = [{"role": "user", "content": "hi"}, {"type": "reasoning", "id": "rs_1", "summary": []},
             {"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{}"},
             {"type": "function_call_output", "call_id": "c1", "output": "ok"}]
@@ -88,9 +90,9 @@ def test_responses_reasoning_item_dropped() -> None:
     d = report.pair(1).divergence
     assert d is not None
     assert (d.cause, d.segment, d.path, d.offset) == (
-        "history-rewrite", "input[1].rest", "/input/1/type", len('"gpt-5.6"{"role":"user",'
-                                                              '"content":"hi"}{"type":"'))
-    assert d.detail == "reasoning block dropped from already-sent input[1].rest"
+        "history-delete", "input[1].rest", "/input/1", len('"gpt-5.6"{"role":"user",'
+                                                          '"content":"hi"}{"type":"'))
+    assert d.detail == "already-sent reasoning input[1] left out (input[1] is in its place)"
 
 
 @pytest.mark.parametrize(

@@ -107,14 +107,17 @@ def _chat(text: str, key: str) -> dict[str, Any]:
 
 
 def test_a_rotated_prompt_cache_key_is_paired_but_per_user_keys_stay_apart() -> None:
-    """A prompt_cache_key replaced by another (one per day) pairs the first request under the
-    new key with the last under the old one and names the key; keys used side by side (one
-    per user) are never paired across."""
-    rotated = lint_requests([_chat("q1", "day-1"), _chat("q2", "day-2")])
+    """A prompt_cache_key replaced by another (one per day) pairs the same prompt re-sent
+    under the new key with the last request under the old one and names the key; a new
+    prompt under a new key is a conversation start (issue 26: fresh sessions start alike);
+    keys used side by side (one per user) are never paired across."""
+    rotated = lint_requests([_chat("q1", "day-1"), _chat("q1", "day-2")])
     pair = rotated.pair(1)
     assert pair.predecessor == 0 and pair.divergence is not None
     assert (pair.divergence.cause, pair.divergence.detail) == ("param-change",
                                                                "prompt_cache_key")
+    fresh = lint_requests([_chat("q1", "day-1"), _chat("q2", "day-2")])
+    assert fresh.pair(1).predecessor is None and fresh.summary.breaks == 0
     users = lint_requests([_chat("q1", "user-1"), _chat("q2", "user-2"),
                            _chat("q3", "user-1"), _chat("q4", "user-2")])
     assert users.pair(1).predecessor is None and users.summary.breaks == 0
@@ -246,3 +249,86 @@ def test_known_session_single_turn_requests() -> None:
     pair = resent.pair(1)
     assert pair.predecessor == 0 and pair.is_break and pair.divergence is not None
     assert pair.divergence.path == "/system/0/text"
+
+
+FIXTURES = Path(__file__).parent / "fixtures" / "lint"
+
+
+def test_fresh_codex_sessions_are_three_starts() -> None:
+    """Three identical fresh ``codex exec`` sessions, captured through the proxy (each its
+    own ``prompt_cache_key`` and item ids, the same texts): three conversation starts, the
+    same way each time, no break (they were one start and two ``param-change
+    /prompt_cache_key`` breaks)."""
+    report = lint_capture(FIXTURES / "codex_fresh_sessions.jsonl")
+    assert [p.predecessor for p in report.pairs] == [None, None, None]
+    assert report.summary.breaks == 0 and report.summary.sessions == 3
+
+
+def _extract(text: str, names: list[str], *, fmt: str = "openai-chat") -> dict[str, Any]:
+    """A single-turn structured-output request: fixed instructions, one user text, a JSON
+    schema with ``names`` as its properties, in that order."""
+    schema = {"type": "object", "properties": {n: {"type": "string"} for n in names},
+              "required": names, "additionalProperties": False}
+    if fmt == "openai-chat":
+        return {"model": "gpt-5.6", "messages": [
+            {"role": "system", "content": "Extract the fields of the document. " * 20},
+            {"role": "user", "content": text}],
+            "response_format": {"type": "json_schema", "json_schema": {
+                "name": "fields", "strict": True, "schema": schema}}}
+    return {"model": "gpt-5.6", "instructions": "Extract the fields of the document. " * 20,
+            "prompt_cache_key": "extract-job-1", "input": [{"role": "user", "content": text}],
+            "text": {"format": {"type": "json_schema", "name": "fields", "strict": True,
+                                "schema": schema}}}
+
+
+def test_a_single_turn_schema_change_within_a_session_is_found_and_labelled(
+        tmp_path: Path) -> None:
+    """Single-turn requests of one session (a capture session; a Responses
+    ``prompt_cache_key``): a new document under the same schema starts its own conversation,
+    a changed ``response_format`` / ``text.format`` schema is a break named at its pointer
+    (properties added: ``schema changed``; the same properties in another order: reordered,
+    which is another schema to the model)."""
+    bodies = [_extract("doc 1", ["a", "b"]), _extract("doc 2", ["a", "b"]),
+              _extract("doc 3", ["a", "b", "c"]), _extract("doc 4", ["c", "b", "a"])]
+    capture = tmp_path / "jobs.jsonl"
+    capture.write_text("".join(json.dumps({"session": "job-1", "wire_format": "openai-chat",
+                                           "request": json.dumps(b)}) + "\n"
+                               for b in bodies))
+    report = lint_capture(capture)
+    assert [p.predecessor for p in report.pairs] == [None, None, 1, 2]
+    found = [(p.divergence.cause, p.divergence.detail, p.divergence.path)
+             for p in report.pairs[2:] if p.divergence is not None]
+    assert found == [
+        ("param-change", "response_format schema changed",
+         "/response_format/json_schema/schema/properties/c"),
+        ("param-change", "response_format: schema properties reordered at /properties",
+         "/response_format/json_schema/schema/properties")]
+    responses = lint_requests([_extract("doc 1", ["a", "b"], fmt="openai-responses"),
+                               _extract("doc 2", ["a", "b", "c"], fmt="openai-responses")])
+    d = responses.pair(1).divergence
+    assert d is not None and responses.pair(1).is_break
+    assert (d.cause, d.detail, d.path) == ("param-change", "text.format schema changed",
+                                           "/text/format/schema/properties/c")
+
+
+def test_a_conversation_resumed_the_next_day_without_session_ids_is_paired() -> None:
+    """Without any session id, a conversation resumed the next day (its system prompt's date
+    moved; its first messages equal an earlier request's), after 100 other conversations on
+    the same head, is paired with its own last request and the break named in the system
+    prompt, not a new conversation."""
+    def talk(first: str, turns: int, date: str) -> dict[str, Any]:
+        messages: list[dict[str, Any]] = [{"role": "user", "content": first}]
+        for t in range(turns):
+            messages += [{"role": "assistant", "content": f"answer {t}"},
+                         {"role": "user", "content": f"question {t + 1}"}]
+        return {"model": "claude-sonnet-4-5", "max_tokens": 100, "tools": TOOLS,
+                "system": [{"type": "text", "text": f"{INSTRUCTIONS} Today is {date}."}],
+                "messages": messages}
+
+    bodies = [talk("fix the parser", 0, "2026-12-06"), talk("fix the parser", 1, "2026-12-06")]
+    for k in range(100):
+        bodies += [talk(f"task {k}", 0, "2026-12-06"), talk(f"task {k}", 1, "2026-12-06")]
+    bodies.append(talk("fix the parser", 2, "2026-12-07"))
+    last = lint_requests(bodies).pairs[-1]
+    assert last.predecessor == 1 and last.divergence is not None
+    assert (last.divergence.cause, last.divergence.detail) == ("volatile-token", "date")

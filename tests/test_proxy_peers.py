@@ -29,6 +29,8 @@ import pytest
 
 import peer_envs
 from conftest import proxy_process
+from harness_truth import check_misses
+from stableprompt import Ledger
 from stableprompt._cli import main
 from stableprompt.demo import Workload, WorkloadSession
 from stableprompt.emulator import AssistantTurn, Emulator, Responder
@@ -129,8 +131,8 @@ def run_agent(peer: tuple[str, Path], workload: Workload, session: WorkloadSessi
     work = tmp / f"{label}.json"
     work.write_text(json.dumps(agent_workload(workload, session, shuffled=shuffled,
                                               cache=cache)))
-    ledger = tmp / f"{label}.db"
-    options = ["--quiet", *(["--stabilize"] if stabilize else [])]
+    ledger, captures = tmp / f"{label}.db", tmp / f"{label}-captures"
+    options = ["--quiet", "--capture", str(captures), *(["--stabilize"] if stabilize else [])]
     with Emulator(responder=session_responder(workload, session)) as emu, \
             proxy_process(emu.base_url, ledger, *options) as (proc, url):
         done = subprocess.run([str(python), str(AGENTS), name, str(work), url],
@@ -149,6 +151,13 @@ def run_agent(peer: tuple[str, Path], workload: Workload, session: WorkloadSessi
     assert run.agent["requests"] == session.model_calls == upstream, label
     assert run.report["overall"]["calls"] == run.agent["requests"], label
     assert run.report["overall"]["unknown_usage"] == 0, label
+    # Every miss explained where an independent JSON diff of the two bodies puts the first
+    # difference (issue 26): the capture holds the bodies as forwarded.
+    with Ledger(ledger) as led:
+        records = led.records()
+    captured = [json.loads(line) for f in sorted(captures.glob("*.jsonl"))
+                for line in f.read_text().splitlines()]
+    print(label, check_misses(records, captured))
     # The what-if (issue 29) on the peer's traffic: the replay of the policy it used
     # reproduces what it paid within 1%; the hindsight bound is beaten by no candidate.
     for provider, replayed in run.report["what_if"].items():

@@ -333,3 +333,39 @@ def test_envelopes_share_the_heads_bytes() -> None:
     tools = head.wire_memo["openai-chat-tools"]
     for before, after in head.wire_memo["openai-chat-tools-envelopes"].values():
         assert [piece for piece in (*before, *after) if len(piece) > 100] == [tools]
+
+
+@pytest.mark.parametrize("fmt", ["openai-chat", "openai-responses"])
+def test_a_response_schema_keeps_its_properties_order(fmt: str) -> None:
+    """A ``response_format`` / ``text.format`` schema is rendered with its ``properties`` in
+    the order written (Structured Outputs write the fields in that order), every other key
+    sorted; another order is another request (another fingerprint), the same order the same
+    bytes every time."""
+    def schema(names: list[str]) -> dict[str, Any]:
+        return {"type": "object", "additionalProperties": False, "required": names,
+                "properties": {n: {"type": "string", "description": n} for n in names}}
+
+    def render(names: list[str]) -> ProviderRequest:
+        prompt = _conv().render(tail={"now": "10:00"})
+        made: ProviderRequest
+        if fmt == "openai-chat":
+            made = prompt.to_openai_chat(model="gpt-5.6", response_format={
+                "type": "json_schema", "json_schema": {"name": "w", "strict": True,
+                                                       "schema": schema(names)}})
+        else:
+            made = prompt.to_openai_responses(model="gpt-5.6", text={"format": {
+                "type": "json_schema", "name": "w", "strict": True, "schema": schema(names)}})
+        return made
+
+    zyx, xyz = render(["zeta", "alpha"]), render(["alpha", "zeta"])
+    key = "response_format" if fmt == "openai-chat" else "text"
+    holder = zyx.body[key]
+    found = holder["json_schema"]["schema"] if fmt == "openai-chat" else \
+        holder["format"]["schema"]
+    assert list(found["properties"]) == ["zeta", "alpha"]
+    assert list(found) == sorted(found) and list(holder) == sorted(holder)
+    assert b'"properties":{"zeta":{"description":"zeta","type":"string"},"alpha"' in zyx.content
+    assert zyx.content == render(["zeta", "alpha"]).content
+    assert zyx.fingerprint != xyz.fingerprint
+    d = diff(segment_request(fmt, xyz.body), segment_request(fmt, zyx.body))
+    assert d is not None and d.cause == "param-change" and "reordered" in d.detail

@@ -400,7 +400,7 @@ def _recorded(calls: list[tuple[float, str | None, bytes, bytes]], wire: str, *,
              "predecessor_id": index.get(r.predecessor_id or "")} for r in recorder.records]
 
 
-ROWS_DIGEST = "b1e17528cbfeabed5588a69fb38d4d501c184bcf6209d1c913d0ae80ac6891fd"
+ROWS_DIGEST = "6d6e2890792267b543c540a8f540fc322605046bec1d003281bcf92e9a0308a7"
 """sha256 of the rows :func:`test_recorded_rows_are_pinned` records, computed before the
 recorder's fast paths (lazy divergence classification, indexed conversations, shared token
 sums): a change here changes a ledger row. Re-pinned on purpose this round, checked field by
@@ -409,7 +409,11 @@ longer sets ``usage_inconsistent`` (74 rows); fingerprints are tagged ``sp2:`` (
 item 7: the hex digests are unchanged); a request ending in a developer / system message now
 has its turn boundary (152 rows that had none). No other field of any row moved. Issue 29
 added ``verdict_detail["head_tokens"]`` (the what-if's head size): with it removed the rows
-give the previous digest ``c04fa320...`` exactly."""
+give the previous digest ``c04fa320...`` exactly. Issue 26 item 1 (``b1e17528...`` before),
+checked field by field: the 12 ``client_mutation`` rows gained ``divergences`` and
+``divergences_total``; 4 of them, whose history the later request left out, are
+``history-delete`` at the item (``/input/0``, ``/messages/0``) instead of ``history-rewrite``
+("became"), with that item's snippet. No other field of any row moved."""
 
 
 def test_recorded_rows_are_pinned() -> None:

@@ -108,6 +108,7 @@ _EXPORTS: dict[str, str] = {
     "cache_rules": "_policy",
     "canonical_json": "_canonical",
     "diff": "_diff",
+    "divergences": "_diff",
     "export_otel": "_report._otel",
     "get_tokenizer": "_tokens",
     "lint_capture": "_lint._linter",
@@ -153,6 +154,7 @@ if _typing.TYPE_CHECKING:
     from ._diff import (
         Divergence,
         diff,
+        divergences,
     )
     from ._economics._cache_policy import CachePolicy, KeepAlive, TtlChoice
     from ._exceptions import (
@@ -351,6 +353,7 @@ __all__ = [
     "cache_rules",
     "canonical_json",
     "diff",
+    "divergences",
     "export_otel",
     "get_tokenizer",
     "lint_capture",

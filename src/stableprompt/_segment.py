@@ -61,9 +61,10 @@ __all__ = [
 ]
 
 FINGERPRINT_TAG = "sp2"
-"""The fingerprint version. ``sp2`` (0.2): tool schemas keep ``properties`` in authored order
-(``_prompt._tool_schema``), so a rendered head holding one in another order than sorted has
-other bytes than under ``sp1``. The chain itself (seed and hashing) is unchanged: a request
+"""The fingerprint version. ``sp2`` (0.2): tool schemas, and response schemas sent as
+cache-key parameters (``response_format``, ``text.format``), keep ``properties`` in authored
+order (``_wire._schema_order``), so a rendered head holding one in another order than sorted
+has other bytes than under ``sp1``. The chain itself (seed and hashing) is unchanged: a request
 recorded as sent has the same hex digests under both tags."""
 _ROOT = hashlib.sha256(b"sp1").digest()  # the chain seed, unchanged since sp1
 _SHA256 = hashlib.sha256

@@ -40,6 +40,9 @@
 * ``before`` / ``after``: the text around the divergence in the compared request and in this
   one, when the row holds them (``verdict_detail["snippet_a"]`` / ``["snippet_b"]``) or the
   ledger kept both bodies (:func:`~._snippets.mutation_snippets`, passed as ``snippets``).
+* ``divergences``: every divergence of a ``client_mutation`` in cache order (the ledger keeps
+  at most eight, ``_recording._divergence_detail``), ``divergences_total`` how many there were
+  (:attr:`CallRow.more_divergences`: after the first; ``report --calls`` shows "+N more").
 * ``boundary``: ``"intra"`` (the request followed a tool result: a tool-loop call inside a
   user turn) or ``"cross"`` (the first call after a new user message), from
   ``verdict_detail["turn_boundary"]`` (the recorder's, ``_recording._boundary``) or, for older
@@ -172,6 +175,14 @@ class CallRow:
     error: str | None = None
     action: str | None = None
     agent: str = MAIN_AGENT
+    divergences: tuple[dict[str, Any], ...] = ()
+    divergences_total: int = 0
+
+    @property
+    def more_divergences(self) -> int:
+        """Divergences after the first (``verdict_detail["divergences_total"] - 1``; 0 for
+        rows recorded before the list, or with one divergence)."""
+        return max(self.divergences_total - 1, 0)
 
     @property
     def provider_side_unexplained(self) -> bool:
@@ -209,6 +220,7 @@ class CallRow:
             "cost_note": self.cost_note, "server_reason": self.server_reason,
             "server_agreement": self.server_agreement, "caveats": list(self.caveats),
             "error": self.error, "action": self.action, "agent": self.agent,
+            "divergences": list(self.divergences), "divergences_total": self.divergences_total,
         }
 
 
@@ -392,7 +404,7 @@ def call_row(record: UsageRecord, *, scenario: str, session: str, ceiling: int,
         server_reason=_server(detail, "reason"), server_agreement=_server(detail, "agreement"),
         caveats=caveats_of(detail), error=error_text(record),
         action=action_of(record.verdict, detail, total, compared_input_tokens),
-        agent=agent)
+        agent=agent, **_divergences(detail))
 
 
 def agent_label(record: UsageRecord) -> str | None:
@@ -405,6 +417,18 @@ def agent_label(record: UsageRecord) -> str | None:
         return None
     ident = agent.get("id")
     return f"subagent {ident}" if isinstance(ident, str) and ident else "subagent"
+
+
+def _divergences(detail: Mapping[str, Any]) -> dict[str, Any]:
+    """``divergences`` / ``divergences_total`` of a row (``_recording._divergence_detail``):
+    every divergence in cache order (bounded), each a JSON object; a row recorded before the
+    list, with a first divergence, counts one."""
+    found = detail.get("divergences")
+    entries = tuple(e for e in found if isinstance(e, dict)) if isinstance(found, list) else ()
+    total = _int(detail, "divergences_total")
+    if total is None:
+        total = len(entries) or (1 if isinstance(detail.get("path"), str) else 0)
+    return {"divergences": entries, "divergences_total": total}
 
 
 def _server(detail: Mapping[str, Any], key: str) -> str | None:

@@ -232,6 +232,8 @@ def render_report(
         for p in rows[:_MAX_ROWS]:
             d = p.divergence
             cause = "" if d is None else d.cause + (" (expected)" if p.expected else "")
+            if p.divergences_total > 1:
+                cause += f" +{p.divergences_total - 1} more"
             table.add_row(str(p.index), "-" if p.predecessor is None else str(p.predecessor),
                           str(p.lcp_bytes), _fmt(p.prefix_ratio),
                           shown(d.segment) if d else "", shown(d.path) if d else "",
@@ -241,7 +243,10 @@ def render_report(
             out.print(f"  ... {len(rows) - _MAX_ROWS} more (use --json for all)")
     breaks = report.breaks
     for p in breaks[:_MAX_DETAILS]:
-        out.print(f"[bold]request {p.index}[/bold] vs {p.predecessor}: {shown(p.describe())}")
+        first, *rest = p.describe().split("\n")  # each line escaped, the lines kept
+        out.print(f"[bold]request {p.index}[/bold] vs {p.predecessor}: {shown(first)}")
+        for line in rest:
+            out.print(shown(line))
     if len(breaks) > _MAX_DETAILS:
         out.print(f"  ({len(breaks) - _MAX_DETAILS} more break(s) in the table / --json)")
     if s.causes:

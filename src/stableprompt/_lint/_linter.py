@@ -29,7 +29,9 @@ lookups; no pairwise comparisons), in order:
      multi-turn request, has the same model, cache-key parameters and tools (the session
      restarted its history on the same lineage: compaction, a rewritten head). Subagents and
      side requests that share a session id but not the tools or model start their own, and
-     so does a single-turn request after another under the same key;
+     so does a single-turn request after another under the same key, unless it changes only
+     cache-key parameters (same model, tools and system: a new ``response_format`` /
+     ``text.format`` schema), which is a break of that request's head;
    - else the candidate with the same opening message block (the same prompt re-sent: a retry,
      new parameters, a new tail value), sharing the most segments;
    - else, when some candidate shares the request's whole head, a new conversation on that
@@ -51,7 +53,10 @@ lookups; no pairwise comparisons), in order:
 A request whose body-hinted key (``prompt_cache_key``, ``metadata.user_id``) is new, with no
 candidate under it, is compared with requests under keys that were *replaced* (never used
 again from this request on) by the same rules 2-4: a rotated key (one per day) is a named
-``param-change``, keys used side by side (one per user) never meet.
+``param-change``, keys used side by side (one per user) never meet. An opening request under
+a new key with a new first message is a conversation start (so every fresh session of a
+harness that sends one key per session starts alike); only the same prompt re-sent under the
+new key pairs across (rule 2's "same opening message").
 
 Every lookup goes through an index (prefix digest, standalone segment digest, opening
 message digest) and compares at most the 64 most recent candidates; ties go to the latest. So
@@ -111,6 +116,10 @@ from typing import Any
 
 from .._canonical import loads
 from .._diff import (
+    DIVERGENCE_LIMIT,
+    Divergence,
+    ValueSnippet,
+    bounded_divergences,
     common_prefix_len,
     diff,
     first_divergent_index,
@@ -176,6 +185,17 @@ _SCAN_CANDIDATES = 64
 _LINEAGES = 64
 """Conversations whose last request lint keeps for segment reuse (``_wire._resegment``):
 interleaved beyond this many, a request is segmented whole again (same result, slower)."""
+
+
+def _params_changed(a: _Req, b: _Req) -> bool:
+    """``b`` sends ``a``'s model, tools and system but other cache-key parameters (a
+    ``response_format`` / ``text.format`` schema, a reasoning effort): the one change of a
+    single-turn request within a session that is a break, not a new conversation."""
+    def head(req: _Req, kinds: tuple[str, ...]) -> list[tuple[str, str]]:
+        return [(s.name, s.digest) for s in req.segments if s.kind in kinds]
+
+    return (a.model == b.model and head(a, ("tool", "system")) == head(b, ("tool", "system"))
+            and head(a, ("param",)) != head(b, ("param",)))
 
 
 def _method(counter: EstimatingTokenCounter) -> str:
@@ -368,7 +388,9 @@ class _Linter:
                 same = self._same_opening(b, index)  # compaction on the same lineage,
                 best = same or self._most_bytes(b, k, index)  # continues it; a subagent
                 if best is None or not (same or best.has_assistant):  # starts its own
-                    return None  # (and so does a single-turn request after another)
+                    # (and so does a single-turn request after another, unless only its
+                    # cache-key params changed: a new response schema, named)
+                    return best if best is not None and _params_changed(best, b) else None
                 j = first_divergent_index(best.segments, segs)
                 same_lineage = all(s.kind not in ("param", "tool")
                                    for s in (*best.segments[j:], *segs[j:]))
@@ -476,7 +498,10 @@ class _Linter:
         if b.has_assistant:
             return self._same_opening(b, retired) or self._continued(b, retired)
         same = self._same_opening(b, retired)
-        if same is not None:
+        if same is not None or b.first_message_digest is not None:
+            # The same prompt under the new key (a rotated key: named), else a new key with
+            # a new first message: a conversation start, whatever else it shares (three
+            # fresh sessions of one CLI start alike, never as a change of key or model).
             return same
         k = retired.shared(b.segments)
         return None if k >= _head_count(b) else self._head_relative(b, k, retired)
@@ -514,10 +539,15 @@ class _Linter:
         if divergence is not None and not expected and len(self.events):
             event = self.events.explain(b, divergence)  # a deliberate compaction / rebase
         snippet = None if divergence is None else value_snippet(a, b, divergence)
+        later: tuple[tuple[Divergence, ValueSnippet], ...] = ()
+        total = 0 if divergence is None else 1
+        if divergence is not None and not expected and event is None:  # a break: all of it
+            found, total = bounded_divergences(a, b, DIVERGENCE_LIMIT, divergence)
+            later = tuple((d, value_snippet(a, b, d)) for d in found[1:])
         self.pairs.append(LintPair(
             b.index, b.source, b.wire_format, b.session, size, a.index, len(a.data), lcp,
             _ratio(lcp, size), min(1.0, _ratio(len(a.data), size)), divergence,
-            expected or event is not None, snippet, event))
+            expected or event is not None, snippet, event, later, total))
         if divergence is None or expected or event is not None:
             return
         x = a.segments[divergence.segment_index]

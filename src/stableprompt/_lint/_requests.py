@@ -5,10 +5,12 @@ Used by :mod:`stableprompt._lint._linter` (the pairing rules are in its docstrin
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from .._diff import item_of
 from .._segment import HEAD_KINDS, Segment, SegmentBytes
 from .._wire._formats import HISTORY_KEYS, session_hint
 from .._wire._resegment import breakpoint_indices
@@ -180,13 +182,36 @@ def session_of(entry_session: str | None, body: Mapping[str, Any]) -> tuple[
     return value, (value if names_conversation else None), True
 
 
+def opening_digest(segments: Sequence[Segment]) -> str | None:
+    """The digest naming a request's opening message: its first message segment's, combined
+    with the fields beside ``role``/``content`` of that history item (a Responses item's
+    ``.rest`` segment: its ``id``), so sessions that send the same text under their own item
+    ids open differently, while a retry or resume re-sending the same items opens alike;
+    ``None`` without a message."""
+    at = next((i for i, s in enumerate(segments) if s.kind == "message"), None)
+    if at is None:
+        return None
+    first = segments[at]
+    item = item_of(first.path)
+    rest = None
+    for s in segments[at + 1:]:
+        if s.kind != "message" or item_of(s.path) != item:
+            break
+        if s.name.endswith(".rest"):
+            rest = s
+            break
+    if rest is None:
+        return first.digest
+    return hashlib.sha256(f"{first.digest}:{rest.digest}".encode()).hexdigest()
+
+
 def make_req(pos: int, entry: CaptureEntry, seg: SegmentedRequest, group: bool) -> Req:
     # A tuple, also of a request segmented from its conversation's previous one (whose
     # segments are a Snapshot over a list they share, for a recorder's young collections):
     # lint's binary searches index segments often, a tuple at C speed, and lint holds its
     # requests until the report with full collections off (_gc) anyway.
     segments = tuple(seg.segments)
-    first = next((s.digest for s in segments if s.kind == "message"), None)
+    first = opening_digest(segments)
     scope, session, hinted = session_of(entry.session, entry.body)
     return Req(
         pos=pos, index=entry.index, source=entry.source, wire_format=seg.wire_format,

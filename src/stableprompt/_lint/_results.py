@@ -60,6 +60,11 @@ class LintPair:
             snippets cut from it), ``None`` without a divergence.
         event: ``"compaction"`` or ``"head-change"`` when a :class:`~stableprompt.CacheEvent`
             passed as ``events=`` explains the divergence, else ``None``.
+        later: The divergences after the first, of a break, in the provider's cache order
+            (:func:`~stableprompt._diff.divergences`), each with its value snippet: at
+            most :data:`~stableprompt._diff.DIVERGENCE_LIMIT` minus one.
+        divergences_total: How many divergences the pair has (0 without one; the first
+            counts); ``later`` holds fewer when it is truncated.
     """
 
     index: int
@@ -76,6 +81,8 @@ class LintPair:
     expected: bool = False
     value: ValueSnippet | None = None
     event: str | None = None
+    later: tuple[tuple[Divergence, ValueSnippet], ...] = ()
+    divergences_total: int = 0
 
     @property
     def is_break(self) -> bool:
@@ -92,11 +99,22 @@ class LintPair:
         if self.event is not None:
             head, _, rest = text.partition("\n")
             text = f"{head} [expected: a deliberate {self.event}]\n{rest}"
+        for n, (d, value) in enumerate(self.later, 2):
+            moved = f" (now {d.path_b})" if d.path_b else ""
+            text += (f"\n  then {n}. at {d.path or '/'}{moved} (segment {d.segment}; "
+                     f"{d.lost_bytes or 0} bytes from there): {d.cause}"
+                     + (f" ({d.detail})" if d.detail else "")
+                     + f"\n     before: {value.snippet_a!r}\n     after:  {value.snippet_b!r}")
+        shown = 1 + len(self.later)
+        if self.divergences_total > shown:
+            text += f"\n  ... {self.divergences_total - shown} more divergence(s) not listed"
         return text
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready dict; ``divergence`` is ``None`` or ``{segment, segment_kind, path,
-        offset, value_offset, cause, detail, expected, snippet_a, snippet_b}``: ``offset`` is
+        offset, value_offset, cause, detail, expected, snippet_a, snippet_b}`` (the first
+        divergence; ``later_divergences``: the next ones of a break, in cache order, each with
+        ``lost_bytes`` and ``path_b`` when moved; ``divergences_total``): ``offset`` is
         the segment-data byte offset (== ``lcp_bytes``), ``value_offset`` the character offset
         of the first difference inside the JSON value at ``path``, and the snippets are up to
         32 characters either side of it in that value (``""`` where a side has no value)."""
@@ -107,6 +125,9 @@ class LintPair:
             divergence.update(value_offset=value.value_offset, expected=self.expected,
                               snippet_a=value.snippet_a, snippet_b=value.snippet_b,
                               event=self.event)
+        later = [{**d.as_dict(), "value_offset": value.value_offset,
+                  "snippet_a": value.snippet_a, "snippet_b": value.snippet_b}
+                 for d, value in self.later]
         return {
             "index": self.index,
             "source": self.source,
@@ -118,6 +139,8 @@ class LintPair:
             "prefix_ratio": self.prefix_ratio,
             "ceiling": self.ceiling,
             "divergence": divergence,
+            "later_divergences": later,
+            "divergences_total": self.divergences_total,
         }
 
 

@@ -28,16 +28,25 @@ See :mod:`stableprompt._prompt._tools`.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from jsonschema import Draft202012Validator  # type: ignore[import-untyped]
 from jsonschema.exceptions import SchemaError  # type: ignore[import-untyped]
 
-from .._canonical import MAX_NESTING, canonical_json, escape_pointer, raw_json, show_value
+from .._canonical import MAX_NESTING, show_value
 from .._exceptions import CanonicalizationError, ToolSchemaError
 from .._public import public
+from .._wire._schema_order import (
+    _SCHEMA_LISTS,
+    _SCHEMA_MAPS,
+    _SCHEMA_ONE,
+    ORDERED_MAPS,
+    _pointer,
+    properties_orders,
+    schema_json,
+    with_properties_orders,
+)
 
 __all__ = ["EMPTY_OBJECT_SCHEMA", "ORDERED_MAPS", "Repair", "canonical_schema", "properties_orders",
            "schema_json", "with_properties_orders"]
@@ -55,33 +64,7 @@ _TYPE_ALIASES = {
 }
 _REMOVED = object()  # sentinel: the repaired keyword is dropped
 
-# Schema structure (JSON Schema 2020-12 plus the draft-7 names still met in the wild).
-_SCHEMA_MAPS = frozenset(
-    ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
-)
-_SCHEMA_ONE = frozenset(
-    (
-        "additionalProperties",
-        "unevaluatedProperties",
-        "unevaluatedItems",
-        "not",
-        "if",
-        "then",
-        "else",
-        "contains",
-        "propertyNames",
-        "additionalItems",
-        "contentSchema",
-    )
-)
-_SCHEMA_LISTS = frozenset(("prefixItems", "anyOf", "oneOf", "allOf"))
-
 EMPTY_OBJECT_SCHEMA: dict[str, Any] = {"type": "object", "properties": {}}
-
-ORDERED_MAPS = frozenset(("properties",))
-"""Schema keywords whose object value keeps its member order in canonical form (the order in
-which a model writes the fields; see the module docstring)."""
-
 
 @dataclass(frozen=True, slots=True)
 class Repair:
@@ -109,10 +92,6 @@ class Repair:
     before: Any
     after: Any
     rule: str
-
-
-def _pointer(path: tuple[str | int, ...]) -> str:
-    return "".join("/" + escape_pointer(token) for token in path)
 
 
 class _Ctx:
@@ -375,77 +354,6 @@ def _validate(schema: dict[str, Any], tool: str) -> None:
             tool=tool,
             pointer=_pointer(tuple(exc.absolute_path)),
         ) from exc
-
-
-def _rebuilt(node: Any, path: tuple[str | int, ...],
-             on_map: Callable[[tuple[str | int, ...], dict[str, Any]], Any]) -> Any:
-    """A copy of schema ``node`` with every ``properties`` map (at a schema position, found
-    by structure as :func:`_norm` finds it) replaced by ``on_map(pointer path, map)``, its
-    subschemas rebuilt first. Values that are not schemas are shared; nesting beyond
-    :data:`MAX_NESTING` is left as it is."""
-    if type(node) is not dict or len(path) >= MAX_NESTING:
-        return node
-    out: dict[str, Any] = {}
-    for key, value in node.items():
-        kind = type(value)
-        if key in _SCHEMA_MAPS and kind is dict:
-            mapped = {n: _rebuilt(s, (*path, key, n), on_map) for n, s in value.items()}
-            value = on_map((*path, key), mapped) if key in ORDERED_MAPS else mapped
-        elif (key in _SCHEMA_LISTS or key == "items") and kind is list:
-            value = [_rebuilt(s, (*path, key, i), on_map) for i, s in enumerate(value)]
-        elif key in _SCHEMA_ONE or key == "items":
-            value = _rebuilt(value, (*path, key), on_map)
-        elif key == "dependencies" and kind is dict:
-            value = {n: v if type(v) is list else _rebuilt(v, (*path, key, n), on_map)
-                     for n, v in value.items()}
-        out[key] = value
-    return out
-
-
-def _in_order(_: tuple[str | int, ...], mapped: dict[str, Any]) -> Any:
-    """A ``properties`` map as raw JSON in its member order (each subschema canonical)."""
-    return raw_json(b"{" + b",".join(canonical_json(name) + b":" + canonical_json(sub)
-                                     for name, sub in mapped.items()) + b"}")
-
-
-def schema_json(schema: Any) -> bytes:
-    """Canonical JSON of a JSON Schema: keys sorted, except ``properties`` member names, which
-    keep their order (see the module docstring). The same value rules and errors as
-    :func:`~stableprompt._canonical.canonical_json` (a bad value's pointer is the one a full
-    serialization names)."""
-    try:
-        return canonical_json(_rebuilt(schema, (), _in_order))
-    except CanonicalizationError:
-        canonical_json(schema)  # raises again, with the pointer from the schema's root
-        raise
-
-
-def properties_orders(schema: Any) -> dict[str, tuple[str, ...]]:
-    """Every ``properties`` map of ``schema`` with more than one member: JSON pointer (from
-    the schema's root) -> its member names in order."""
-    found: dict[str, tuple[str, ...]] = {}
-
-    def note(path: tuple[str | int, ...], mapped: dict[str, Any]) -> dict[str, Any]:
-        if len(mapped) > 1:
-            found[_pointer(path)] = tuple(mapped)
-        return mapped
-
-    _rebuilt(schema, (), note)
-    return found
-
-
-def with_properties_orders(schema: Any, orders: Mapping[str, tuple[str, ...]]) -> Any:
-    """``schema`` with each ``properties`` map named in ``orders`` (pointer -> names) put in
-    that order, where it holds exactly those names (else as it is); a copy of the schema's
-    structure, values shared."""
-
-    def put(path: tuple[str | int, ...], mapped: dict[str, Any]) -> dict[str, Any]:
-        order = orders.get(_pointer(path))
-        if order is None or len(order) != len(mapped) or set(order) != set(mapped):
-            return mapped
-        return {name: mapped[name] for name in order}
-
-    return _rebuilt(schema, (), put)
 
 
 def canonical_schema(schema: Any, tool: str, repair: bool, repairs: list[Repair]) -> bytes:

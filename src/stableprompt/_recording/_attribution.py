@@ -86,6 +86,7 @@ from .._segment import HEAD_KINDS, Segment
 from .._usage import CacheUsage
 from .._wire._resegment import breakpoint_indices
 from ._call import RequestState
+from ._divergence_detail import ledger_divergences
 from ._engine_view import EngineEvidence
 from ._plausibility import usage_suspicion
 
@@ -130,7 +131,9 @@ class Attribution:
             ``stable_prefix_tokens``; with a compared request also ``gap_s``,
             ``ttl_s``, ``tolerance_tokens``; ``client_mutation`` adds ``segment``,
             ``segment_kind``, ``path``, ``cause``, ``cause_detail``, ``offset``,
-            ``lost_tokens``; reported reads as ``cache_read_tokens``.
+            ``lost_tokens`` (the first divergence), and every divergence in cache order
+            as ``divergences`` (bounded: ``divergences_total``, ``divergences_truncated``;
+            ``_divergence_detail``); reported reads as ``cache_read_tokens``.
         predicted_cache_read_tokens: Predicted cache reads (provider tokens when the provider
             reported its input total, else our tokenizer's), ``None`` when the request could
             not be segmented.
@@ -632,9 +635,9 @@ class _Attributor:
                 cause_detail=div.detail,
                 offset=div.offset,
             )
-            base = None if self.base is None else self.base.segmented
-            if base is not None:  # the report's before/after, cut as lint cuts it (redacted)
-                snippet = value_snippet(base, self.seg, div)
+            segmented = None if self.base is None else self.base.segmented
+            if segmented is not None:  # the report's before/after, cut as lint cuts it
+                snippet = value_snippet(segmented, self.seg, div)  # (redacted)
                 self.detail.update(snippet_a=snippet.snippet_a, snippet_b=snippet.snippet_b,
                                    value_offset=snippet.value_offset)
             shape = self.content_shape(div)
@@ -643,6 +646,10 @@ class _Attributor:
         elif cause is not None:
             self.detail["cause"] = cause
         self.detail["lost_tokens"] = self.lost_here(lost)
+        base = self.base
+        if cause is None and div is not None and base is not None:
+            self.detail.update(ledger_divergences(base, self.seg, self.detail["lost_tokens"],
+                                                  div))
         return self.done("client_mutation", predicted)
 
     def measured(self, predicted: int, predicted_no_ttl: int, expired: bool) -> Attribution:

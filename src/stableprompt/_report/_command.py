@@ -4,7 +4,8 @@
 [--by scenario|session|model|wire|day|agent] [--session ID] [--since T]`` prints the summary of
 ``_report/_summary.py`` (:func:`summarize`; what each number means is documented there),
 then why calls missed (turn-boundary split, causes with lost tokens and dollars and their
-fixes, cliffs; ``--calls``: one row per call; ``_text.print_explanations``), after
+fixes, cliffs; ``--calls``: one row per call; ``_text.print_explanations``; ``--call ID``:
+every divergence of one call instead, exit 1 when no call id starts with ID), after
 the ledger's metadata (``Ledger.meta()``: e.g. the backend the calls went to, so numbers from
 our emulator say so). It opens each ledger read-only and never creates, migrates or writes it.
 
@@ -75,6 +76,7 @@ from ._text import (
     make_console,
     meta_lines,
     pricing_lines,
+    print_call_divergences,
     print_explanations,
     print_tables,
     server_diagnosis_notes,
@@ -254,6 +256,10 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--calls", action="store_true",
                         help="also print one row per call (verdict, read share, lost tokens, "
                              "cause, segment, path)")
+    parser.add_argument("--call", metavar="ID",
+                        help="print every divergence of the call whose record id starts "
+                             "with ID (cause, segment, path, before/after, lost tokens), "
+                             "in the provider's cache order")
     parser.add_argument("--by", choices=GROUP_BY, default="scenario",
                         help="group the totals by this (default: scenario)")
     parser.add_argument("--session", metavar="ID",
@@ -379,6 +385,8 @@ def _run(args: argparse.Namespace) -> int:
         for row in corrupt:
             print(shown(row.note(), markup=False))
         return 0
+    if args.call is not None:
+        return 0 if print_call_divergences(report, args.call) else 1
     print_tables(report, title=shown(f"stableprompt report: {name}"), notes=(),
                  sessions=args.sessions, pricing=False)
     print_explanations(report, calls=args.calls, by=None if args.by == "scenario" else args.by)

@@ -95,7 +95,8 @@ def _explanations(report: Summary) -> list[str]:
         f"{''.join(f'<br><small>{e(c)}</small>' for c in r.caveats)}</td>"
         f"<td class=n>{format_pct(r.read_share)}</td><td class=n>{format_int(r.lost_tokens)}</td>"
         f"<td class=n>{format_usd(r.lost_usd)}</td>"
-        f"<td>{e(r.cause or '')}</td><td>{e(r.segment or '')}</td><td>{e(r.path or '')}</td>"
+        f"<td>{e(r.cause or '')}</td><td>{e(r.segment or '')}</td><td>{e(r.path or '')}"
+        f"{f' (+{r.more_divergences} more)' if r.more_divergences else ''}</td>"
         f"<td><code>{e(repr(r.before)) if r.before is not None else ''}</code></td>"
         f"<td><code>{e(repr(r.after)) if r.after is not None else ''}</code></td></tr>"
         for r in report.calls if r.included and r.lost_tokens > 0]

@@ -34,6 +34,7 @@ __all__ = [
     "make_console",
     "meta_lines",
     "pricing_lines",
+    "print_call_divergences",
     "print_explanations",
     "print_tables",
     "server_diagnosis_notes",
@@ -269,8 +270,42 @@ def _count(value: int | None) -> str:
 
 
 def _where(row: CallRow) -> str:
-    """``cause segment path`` of a row (``""`` without a cause)."""
-    return " ".join(part for part in (row.cause, row.segment, row.path) if part)
+    """``cause segment path`` of a row (``""`` without a cause), ``+N more`` when the call
+    diverged in more places (listed by ``report --call ID`` and ``--json``)."""
+    more = f"+{row.more_divergences} more" if row.more_divergences else ""
+    return " ".join(part for part in (row.cause, row.segment, row.path, more) if part)
+
+
+def print_call_divergences(report: Summary, call_id: str, *,
+                           file: TextIO | None = None) -> bool:
+    """Every divergence of the calls whose record id starts with ``call_id``, in the
+    provider's cache order: cause, segment, path (and the later request's path when
+    another), lost tokens (what it costs once the earlier ones are fixed), detail and the
+    redacted before/after; ``False`` when no call matches."""
+    console = make_console(file or sys.stdout)
+    rows = [row for row in report.calls if row.id.startswith(call_id)]
+    for row in rows:
+        console.print(shown(f"call {row.id} ({row.verdict}, session {row.session}): "
+                            f"{row.divergences_total or 'no'} divergence(s)"))
+        entries = row.divergences or ((
+            {"cause": row.cause, "segment": row.segment, "path": row.path,
+             "cause_detail": row.cause_detail, "snippet_a": row.before,
+             "snippet_b": row.after, "lost_tokens": row.lost_tokens},) if row.cause else ())
+        for n, entry in enumerate(entries, 1):
+            moved = f" (now {entry['path_b']})" if entry.get("path_b") else ""
+            console.print(shown(
+                f"  {n}. {entry.get('cause')} {entry.get('segment')} {entry.get('path')}"
+                f"{moved}: {format_int(int(entry.get('lost_tokens') or 0))} tokens"
+                + (f"; {entry['cause_detail']}" if entry.get("cause_detail") else "")))
+            if entry.get("snippet_a") is not None or entry.get("snippet_b") is not None:
+                console.print(shown(f"     before: {entry.get('snippet_a') or ''!r}"))
+                console.print(shown(f"     after:  {entry.get('snippet_b') or ''!r}"))
+        if row.divergences_total > len(entries):
+            console.print(shown(f"  ... {row.divergences_total - len(entries)} more not kept "
+                                "(the ledger keeps the first eight)"))
+    if not rows:
+        console.print(shown(f"no call id starts with {call_id!r}"))
+    return bool(rows)
 
 
 def failed_call_lines(report: Summary) -> list[str]:

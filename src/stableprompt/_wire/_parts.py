@@ -20,6 +20,7 @@ from typing import Any, NamedTuple, Protocol, TypeVar
 from .._canonical import canonical_json, raw_json
 from .._exceptions import BreakpointError, CanonicalizationError, HistoryError, InputError
 from .._segment import chain, tag
+from ._schema_order import param_json
 from ._segmenter import SegmentBuilder
 
 __all__ = [
@@ -442,7 +443,10 @@ its model and the fingerprint hashes it again."""
 
 
 def param_bytes(key: str, value: Any) -> bytes:
-    """A param's canonical bytes.
+    """A param's canonical bytes: keys sorted, except the ``properties`` of a response
+    schema it holds (``response_format``, ``text.format``, ...), which keep the order they
+    were written in: the order the model writes the fields
+    (:func:`~stableprompt._wire._schema_order.param_json`).
 
     Raises:
         CanonicalizationError: not canonical JSON (pointer ``/<key>...``).
@@ -452,7 +456,7 @@ def param_bytes(key: str, value: Any) -> bytes:
         if found is not None:
             return found
     try:
-        data = canonical_json(value)
+        data = param_json(key, value)
         if type(value) is str and len(value) <= 256 and len(_STRINGS) < 256:
             _STRINGS[value] = data
         return data

@@ -7,7 +7,9 @@ search over ``prefix_digest`` (O(log n) digest comparisons), and only that segme
 
 Causes (stable slugs): ``model-change``, ``param-change``, ``tool-added``, ``tool-removed``,
 ``tool-reorder``, ``key-order``, ``property-order``, ``whitespace``, ``volatile-token``,
-``history-rewrite``, ``content-edit``, ``breakpoint-on-per-turn-block`` (the predecessor's
+``history-rewrite``, ``history-insert``, ``history-delete``, ``history-move`` (history items
+put before an already-sent one, left out, or re-sent elsewhere: ``_diff._history``),
+``content-edit``, ``breakpoint-on-per-turn-block`` (the predecessor's
 cache breakpoint sat on a message block holding a per-call value, e.g. a clock block, which
 the later request changed or left out: the entry written there ends in content no later
 request repeats; the underlying change is in the detail).
@@ -28,20 +30,23 @@ lint prints and what the recorder stores on a ``client_mutation`` row for the re
 
 from __future__ import annotations
 
+import itertools
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, AnyStr, Protocol
 
-from ._canonical import canonical_json, escape_pointer, loads, pointer_get, wire_json
-from ._exceptions import InputError
-from ._policy import CONTENT_SHAPES
-from ._prompt._tool_schema import properties_orders
-from ._public import public
-from ._redact import redact_slice
-from ._segment import ByteSlices, Segment, Snapshot
-from ._volatility import paired_nonce, scan_volatile, volatile_kind_at
-from ._wire import anthropic, bedrock_converse, gemini, openai_chat, openai_responses
+from .._canonical import canonical_json, escape_pointer, loads, pointer_get, wire_json
+from .._exceptions import InputError
+from .._policy import CONTENT_SHAPES
+from .._prompt._tool_schema import properties_orders
+from .._public import public
+from .._redact import redact_slice
+from .._segment import ByteSlices, Segment, Snapshot
+from .._volatility import paired_nonce, scan_volatile, volatile_kind_at
+from .._wire import anthropic, bedrock_converse, gemini, openai_chat, openai_responses
+from .._wire._schema_order import param_schemas
+from ._history import HistoryOp, history_ops, item_of
 
 __all__ = [
     "CAUSES",
@@ -56,8 +61,11 @@ __all__ = [
     "diff",
     "diverges",
     "first_divergent_index",
+    "history_cause",
     "is_expected_divergence",
+    "item_alike",
     "lcp_bytes",
+    "tokens_after",
     "value_snippet",
 ]
 
@@ -72,6 +80,9 @@ CAUSES = (
     "whitespace",
     "volatile-token",
     "history-rewrite",
+    "history-insert",
+    "history-delete",
+    "history-move",
     "content-edit",
     "breakpoint-on-per-turn-block",
 )
@@ -99,6 +110,14 @@ CAUSE_FIXES: Mapping[str, str] = {
     "into a volatile tail after the last breakpoint",
     "history-rewrite": "treat history as append-only: re-send the exact bytes already sent "
     "(same content form, whitespace, blocks)",
+    "history-insert": "append new messages after the last one already sent, never before "
+    "it: put late context (a file list, a reminder, a summary) in the next message instead "
+    "of inserting it into history; every message after the insertion point is prefilled "
+    "again",
+    "history-delete": "keep every message already sent, in place; drop history only at a "
+    "deliberate compaction (one rewrite, then append-only again)",
+    "history-move": "keep messages already sent in the order they were sent; never re-sort "
+    "or regroup history",
     "content-edit": "freeze the head (tools + system) for the session; changing it starts "
     "a new cache lineage",
     "breakpoint-on-per-turn-block": "put the breakpoint on the last stable block, before "
@@ -191,6 +210,15 @@ class Divergence:
         detail: Human detail: the volatile kind, the parameter, the tools involved, ...
         snippet_a: Up to 32 bytes either side of the divergence in the predecessor (UTF-8 text).
         snippet_b: The same window in the later request.
+        path_b: The JSON pointer of the corresponding value in the later request when it is
+            not ``path`` (a divergence after an insertion or deletion of history items:
+            ``/messages/6`` there for ``/messages/5`` here), else ``""``.
+        lost_bytes: Bytes of the predecessor's cacheable segment data from ``offset`` to its
+            end: what this divergence costs once every earlier one is fixed (for the first
+            divergence, what the cache lost), in segment-data bytes.
+        lost_tokens: The same in tokens when the predecessor's segments carry token counts
+            (a render, or the recorder's estimate: the ledger's ``divergences``), else
+            ``None``.
     """
 
     offset: int
@@ -202,6 +230,9 @@ class Divergence:
     detail: str
     snippet_a: str
     snippet_b: str
+    path_b: str = ""
+    lost_bytes: int | None = None
+    lost_tokens: int | None = None
 
     @property
     def lcp_bytes(self) -> int:
@@ -217,8 +248,9 @@ class Divergence:
         )
 
     def as_dict(self) -> dict[str, Any]:
-        """JSON-ready dict: ``segment, path, offset, cause, detail`` plus snippets."""
-        return {
+        """JSON-ready dict: ``segment, path, offset, cause, detail`` plus snippets, and
+        ``path_b``, ``lost_bytes``, ``lost_tokens`` when known."""
+        found = {
             "segment": self.segment,
             "segment_kind": self.segment_kind,
             "path": self.path,
@@ -228,6 +260,11 @@ class Divergence:
             "snippet_a": self.snippet_a,
             "snippet_b": self.snippet_b,
         }
+        for key in ("path_b", "lost_bytes", "lost_tokens"):
+            value = getattr(self, key)
+            if value not in ("", None):
+                found[key] = value
+        return found
 
 
 def _cacheable(prompt: Segmented) -> Sequence[Segment]:
@@ -478,7 +515,7 @@ def _classify(
         name = (x if x is not None and x.kind == "param" else y).label  # type: ignore[union-attr]
         if name == "model":
             return "model-change", "model", "/model"
-        return "param-change", name, f"/{name}"
+        return _param_change(a, b, x, y, name)
     if "tool" in kinds:
         tools_a, tools_b = _labels(a.segments, "tool"), _labels(b.segments, "tool")
         added = sorted(set(tools_b) - set(tools_a))
@@ -492,7 +529,51 @@ def _classify(
             return "tool-reorder", f"{x.label} -> {y.label} at {x.name}", seg.path
     if x is None or y is None:
         return "history-rewrite", "request has fewer segments than its predecessor", seg.path
-    if x.kind != y.kind or x.name != y.name:
+    return _classify_pair(a, b, x, y)
+
+
+#: Params whose first key names the setting that changed (``text.format``, ``reasoning.effort``).
+_NESTED_PARAMS = frozenset({"text", "reasoning", "thinking", "output_config", "generationConfig",
+                            "inferenceConfig", "context_management"})
+
+
+def _param_change(a: Segmented, b: Segmented, x: Segment | None, y: Segment | None,
+                  name: str) -> tuple[str, str, str]:
+    """``param-change`` of parameter ``name``: the pointer of the first differing value
+    inside it when both requests send it (``/response_format/json_schema/schema/properties``)
+    and a detail naming the setting (``text.format``; ``schema`` when a JSON Schema changed,
+    ``property-order`` when only the order of its ``properties`` did)."""
+    if x is None or y is None or x.kind != "param" or y.kind != "param" or x.label != y.label:
+        return "param-change", name, f"/{name}"
+    try:
+        vx, vy = loads(_bytes(a)[x.start:x.end]), loads(_bytes(b)[y.start:y.end])
+    except ValueError:  # pragma: no cover - segment bytes are JSON
+        return "param-change", name, f"/{name}"
+    inner, how = _first_json_difference(vx, vy, "")
+    tokens = inner.split("/")[1:]
+    label = f"{name}.{tokens[0]}" if name in _NESTED_PARAMS and tokens else name
+    schemas_x, schemas_y = dict(param_schemas(name, vx)), dict(param_schemas(name, vy))
+    if schemas_x or schemas_y:
+        moved = [pointer for keys, schema in schemas_x.items() if keys in schemas_y
+                 for pointer, names in properties_orders(schema).items()
+                 if (other := properties_orders(schemas_y[keys]).get(pointer)) is not None
+                 and other != names and sorted(other) == sorted(names)]
+        if how == "key-order" and moved:
+            label += f": schema properties reordered at {moved[0]}"
+        elif any("/".join(keys) in inner for keys in (*schemas_x, *schemas_y)):
+            label += " schema changed"
+    return "param-change", label, f"/{name}{inner}"
+
+
+def _classify_pair(a: Segmented, b: Segmented, x: Segment, y: Segment,
+                   shifted: bool = False) -> tuple[str, str, str]:
+    """``(cause, detail, path)`` of two segments in corresponding places that differ, by
+    their own bytes (not by the lists around them: a tool added elsewhere is no cause of
+    this pair's change). ``shifted``: the two are at other history indexes (after an
+    insertion or deletion), so only their block parts of the names must agree."""
+    same = (x.name.split(".", 1)[1:] == y.name.split(".", 1)[1:]) if shifted else (
+        x.name == y.name)
+    if x.kind != y.kind or not same:
         if x.kind == "message" or y.kind == "message":
             return "history-rewrite", f"{x.name} became {y.name}", x.path
         return "content-edit", f"{x.name} became {y.name}", x.path
@@ -568,7 +649,11 @@ def diff(a: Segmented, b: Segmented) -> Divergence | None:
 
     Returns:
         ``None`` when ``a``'s cacheable segments are a byte prefix of ``b``'s segments, else the
-        :class:`Divergence` (first divergent byte, segment, JSON path, cause, snippets).
+        :class:`Divergence` (first divergent byte, segment, JSON path, cause, snippets, and
+        ``lost_bytes``: what it costs). A history item put before an already-sent one, left
+        out or re-sent elsewhere is named so (``history-insert``, ``history-delete``,
+        ``history-move``, at the predecessor's item); :func:`~stableprompt.divergences`
+        lists every divergence after this one.
 
     Raises:
         InputError: ``a`` and ``b`` are of different kinds (a provider request and a
@@ -588,8 +673,12 @@ def diff(a: Segmented, b: Segmented) -> Divergence | None:
     else:
         offset = x.start + common_prefix_len(_bytes(a)[x.start:x.end], _bytes(b)[y.start:y.end])
     cause, detail, path = _classify(a, b, x, y)
+    if x.kind == "message":
+        moved = _history_cause(a, b, sa, sb, i)
+        if moved is not None:
+            cause, detail, path = moved
     if x.kind == "message" and x.breakpoint is not None and (cause == "volatile-token" or (
-            cause == "history-rewrite" and _holds_volatile(a, x))):
+            cause in ("history-rewrite", "history-delete") and _holds_volatile(a, x))):
         how = "changed" if y is not None and y.name == x.name else "was left out"
         cause, detail = "breakpoint-on-per-turn-block", (
             f"the cache breakpoint sat on {x.name}, which {how} ({cause}"
@@ -605,7 +694,135 @@ def diff(a: Segmented, b: Segmented) -> Divergence | None:
         detail=detail,
         snippet_a=_snippet(_bytes(a), offset),
         snippet_b=_snippet(_bytes(b), offset),
+        lost_bytes=sa[-1].end - offset,
+        lost_tokens=tokens_after(sa, offset),
     )
+
+
+def tokens_after(segments: Sequence[Segment], offset: int) -> int | None:
+    """Tokens of ``segments`` from byte ``offset`` (of their data) to their end, from the
+    segments' own counts (the segment holding ``offset`` by its byte share, rounded up);
+    ``None`` when a segment carries no count."""
+    total = 0
+    for s in reversed(segments):
+        if s.tokens is None:
+            return None
+        if s.end <= offset:
+            break
+        if s.start >= offset:
+            total += s.tokens
+        else:
+            total += -(-s.tokens * (s.end - offset) // max(s.size_bytes, 1))
+            break
+    return total
+
+
+def _item_name(segment: Segment) -> str:
+    """``messages[3]`` for ``messages[3].content[1]``: the history item's name."""
+    return segment.name.split(".", 1)[0]
+
+
+def history_cause(op: HistoryOp, sa: Sequence[Segment], sb: Sequence[Segment],
+                  a: Segmented | None = None) -> tuple[str, str, str, str]:
+    """``(cause, detail, path, path_b)`` of an ``insert``, ``delete`` or ``move`` op
+    (:func:`~stableprompt._diff._history.history_ops`): the path is the item's pointer in the
+    predecessor (where the insertion was put before, the item left out or out of place),
+    ``path_b`` the corresponding item's in the later request."""
+    x = sa[op.a_index] if op.a_index < len(sa) else None
+    y = sb[op.b_index] if op.b_index < len(sb) else None
+    where_a = item_of(x.path) if x is not None else ""
+    where_b = item_of(y.path) if y is not None else ""
+    name_a = _item_name(x) if x is not None else "the end"
+    name_b = _item_name(y) if y is not None else "the end"
+    if op.kind == "insert":
+        role = f" ({y.label})" if y is not None and y.label else ""
+        count = f"{op.b_items} items" if op.b_items > 1 else "an item"
+        return ("history-insert", f"{count}{role} inserted at {name_b}, before already-sent "
+                f"{name_a}", where_a, where_b)
+    if op.kind == "delete":
+        what = "item"
+        if a is not None and x is not None:
+            what = _reasoning_type(loads(_bytes(a)[x.start:x.end])) or what
+        return ("history-delete", f"already-sent {what} {name_a} left out ({name_b} is in "
+                "its place)", where_a, where_b)
+    origin = sa[op.a_from] if 0 <= op.a_from < len(sa) else x
+    name_from = _item_name(origin) if origin is not None else name_a
+    way = "earlier" if op.a_from > op.a_index else "later"
+    how = " (keys in another order)" if op.reserialized else ""
+    return ("history-move", f"already-sent {name_from} re-sent {way}, as {name_b}{how}",
+            where_a, where_b)
+
+
+def item_alike(a: Segmented, b: Segmented) -> Callable[[int, int], bool]:
+    """``alike(i, j)`` for :func:`~stableprompt._diff._history.history_ops`: whether the
+    history item starting at segment ``i`` of ``a`` and the one at ``j`` of ``b`` hold the
+    same JSON value, keys in any order (canonical JSON of their segments)."""
+    sa, sb = a.segments, b.segments
+
+    def values(req: Segmented, segments: Sequence[Segment], k: int) -> bytes:
+        item, data, out = item_of(segments[k].path), _bytes(req), []
+        while k < len(segments) and segments[k].kind == "message" and \
+                item_of(segments[k].path) == item:
+            out.append(canonical_json(loads(data[segments[k].start:segments[k].end])))
+            k += 1
+        return b"\n".join(out)
+
+    def alike(i: int, j: int) -> bool:
+        if i >= len(sa) or j >= len(sb):
+            return False
+        try:
+            return values(a, sa, i) == values(b, sb, j)
+        except ValueError:  # pragma: no cover - segment bytes are JSON
+            return False
+
+    return alike
+
+
+def _resent_elsewhere(sa: Sequence[Segment], sb: Sequence[Segment], i: int) -> bool:
+    """Whether the history item holding segment ``i`` of the predecessor may have been
+    inserted before, deleted or moved (the alignment decides): the later request has no item
+    there, or one of another shape (role, blocks), or the predecessor's item there is re-sent
+    further on in the later request, or the later request's was sent further on in the
+    predecessor (by their first blocks' standalone digests). Else the item changed in place.
+    One pass over the segments after it, no per-item keys."""
+    if i >= len(sb) or sb[i].kind != "message":
+        return True
+    x, y = sa[i], sb[i]
+    if x.label != y.label:
+        return True
+    item_a, item_b = item_of(x.path), item_of(y.path)
+    start_a = start_b = i
+    while start_a > 0 and sa[start_a - 1].kind == "message" and \
+            item_of(sa[start_a - 1].path) == item_a:
+        start_a -= 1
+    while start_b > 0 and sb[start_b - 1].kind == "message" and \
+            item_of(sb[start_b - 1].path) == item_b:
+        start_b -= 1
+    end_a, end_b = i + 1, i + 1
+    while end_a < len(sa) and item_of(sa[end_a].path) == item_a:
+        end_a += 1
+    while end_b < len(sb) and item_of(sb[end_b].path) == item_b:
+        end_b += 1
+    if end_a - start_a != end_b - start_b:
+        return True
+    first_a, first_b = sa[start_a].digest, sb[start_b].digest
+    return (any(s.digest == first_a for s in itertools.islice(sb, end_b, None))
+            or any(s.digest == first_b for s in itertools.islice(sa, end_a, None)))
+
+
+def _history_cause(a: Segmented, b: Segmented, sa: Sequence[Segment], sb: Sequence[Segment],
+                   i: int) -> tuple[str, str, str] | None:
+    """The first divergence (segment ``i``) as a history insertion, deletion or move when
+    the item holding it was one (else ``None``: it changed in place)."""
+    if not _resent_elsewhere(sa, sb, i):
+        return None  # neither item re-sent elsewhere: it changed in place
+    ops = history_ops(sa, sb, i, alike=item_alike(a, b))
+    if not ops or ops[0].kind == "change" or ops[0].a_index > i or (
+            ops[0].a_index < len(sa) and item_of(sa[ops[0].a_index].path)
+            != item_of(sa[i].path)):
+        return None
+    cause, detail, path, _ = history_cause(ops[0], sa, sb, a)
+    return cause, detail, path
 
 
 def _expected_by_position(a: Any, b: Any, divergence: Divergence) -> bool:
@@ -636,21 +853,21 @@ def _expected_by_position(a: Any, b: Any, divergence: Divergence) -> bool:
     if not segments or i >= len(segments) or segments[i].kind != "message":
         return False
     x = segments[i]
-    last = _message_of(segments[-1].path)
-    if _message_of(x.path) != last:
+    last = item_of(segments[-1].path)
+    if item_of(x.path) != last:
         return False
     breakpoints = [s for s in segments if s.breakpoint is not None]
     if breakpoints:
         mark = breakpoints[-1]
         if divergence.offset < mark.end:
             return False
-        first = next(s for s in segments if s.kind == "message" and _message_of(s.path) == last)
+        first = next(s for s in segments if s.kind == "message" and item_of(s.path) == last)
         if mark.end >= first.start:
             return True
     if i >= len(b.segments):
         return False
     y: Segment = b.segments[i]
-    return y.kind == "message" and (y.label != x.label or _message_of(y.path) != last)
+    return y.kind == "message" and (y.label != x.label or item_of(y.path) != last)
 
 
 public(Divergence, diff)
@@ -676,19 +893,14 @@ def is_expected_divergence(a: Segmented, b: Segmented, divergence: Divergence) -
     return slots_a is not None and slots_a == _tail_slots(b, i)
 
 
-def _message_of(path: str) -> str:
-    """``/messages/3`` for ``/messages/3/content/1``: the message a segment belongs to."""
-    return "/".join(path.split("/")[:3])
-
-
 def _ends_in(req: Segmented, i: int) -> bool:
     """Whether segment ``i`` of ``req`` is in its last message (only that message's
     segments, e.g. a Responses item's ``rest``, follow it)."""
     segments = req.segments
     if i >= len(segments):
         return False
-    key = _message_of(segments[i].path)
-    return all(_message_of(s.path) == key for s in segments[i + 1:])
+    key = item_of(segments[i].path)
+    return all(item_of(s.path) == key for s in segments[i + 1:])
 
 
 def _tail_slots(req: Segmented, i: int) -> tuple[str, ...] | None:
@@ -800,9 +1012,10 @@ def value_snippet(a: Segmented, b: Segmented, divergence: Divergence) -> ValueSn
 
     For SDK renders the path is resolved the same way against their segments' JSON.
     """
-    va, vb = _resolve(a, divergence.path), _resolve(b, divergence.path)
+    path_b = divergence.path_b or divergence.path
+    va, vb = _resolve(a, divergence.path), _resolve(b, path_b)
     if va is _MISSING or vb is _MISSING:
-        ta, tb = _text(_enclosing(a, divergence.path)), _text(_enclosing(b, divergence.path))
+        ta, tb = _text(_enclosing(a, divergence.path)), _text(_enclosing(b, path_b))
         if divergence.segment_kind == "message":  # a block left out: show what came instead
             ta = ta or _text(_block_at(a, divergence.segment_index))
             tb = tb or _text(_block_at(b, divergence.segment_index))
