@@ -19,6 +19,7 @@ import types
 from typing import Any
 
 import httpx
+import orjson
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -172,6 +173,22 @@ def _response(wire: str, turn: int) -> bytes:
         "input_tokens_details": {"cached_tokens": 10 * turn}}})
 
 
+
+def comparable(records: list[Any], drop: set[str]) -> list[dict[str, Any]]:
+    """``records`` dumped without ``drop``, record ids (random) named by their row's index
+    wherever they appear: the row's predecessor, a shared prefix's call in ``verdict_detail``
+    and its note."""
+    names = {r.record_id: f"#{i}" for i, r in enumerate(records)}
+    rows = []
+    for r in records:
+        detail = orjson.dumps(r.verdict_detail).decode()
+        for record_id, name in names.items():
+            detail = detail.replace(record_id, name)
+        rows.append({**r.model_dump(exclude={*drop, "verdict_detail"}),
+                     "predecessor": names.get(r.predecessor_id or ""),
+                     "verdict_detail": orjson.loads(detail)})
+    return rows
+
 def _rows(recorder: Recorder, wire: str, bodies: list[dict[str, Any]], *,
           client: bool = False) -> list[dict[str, Any]]:
     clock = iter(range(1_000, 10_000, 7))
@@ -186,7 +203,7 @@ def _rows(recorder: Recorder, wire: str, bodies: list[dict[str, Any]], *,
         assert pending is not None
         recorder.finish(pending, Observation(status_code=200, body=_response(wire, turn),
                                              latency_ms=1.0))
-    return [r.model_dump(exclude={"record_id", "predecessor_id"}) for r in recorder.records]
+    return comparable(recorder.records, {"record_id", "predecessor_id"})
 
 
 @settings(max_examples=25, deadline=None)
@@ -286,14 +303,15 @@ def test_client_never_decodes_a_rendered_turn() -> None:
         request = conv.render().to_anthropic(model="m", max_tokens=5)
         client.send(request)
         sent.append(request)
-        pending = plain.start("/v1/messages", {}, request.content, host="provider.test")
+        # the headers the client sends (its anthropic-version is a recorded cache header)
+        pending = plain.start("/v1/messages", {"anthropic-version": "2023-06-01"},
+                              request.content, host="provider.test")
         assert pending is not None
         plain.finish(pending, Observation(status_code=200, body=_response("anthropic", 1)))
         conv.assistant(f"answer {i}")
     assert ["body" in r.__dict__ for r in sent] == [False] * 6
     drop = {"record_id", "predecessor_id", "ts_utc", "latency_ms"}
-    assert [r.model_dump(exclude=drop) for r in client.recorder.records] == \
-        [r.model_dump(exclude=drop) for r in plain.records]
+    assert comparable(client.recorder.records, drop) == comparable(plain.records, drop)
 
 
 @pytest.mark.parametrize("in_thread", [False, True])
@@ -396,11 +414,18 @@ def _recorded(calls: list[tuple[float, str | None, bytes, bytes]], wire: str, *,
                    for counts in (tokens, pending.state.cumulative_tokens))
         recorder.finish(pending, Observation(status_code=200, body=response, latency_ms=1.0))
     index = {r.record_id: i for i, r in enumerate(recorder.records)}
-    return [{**r.model_dump(mode="json", exclude={"record_id"}),
-             "predecessor_id": index.get(r.predecessor_id or "")} for r in recorder.records]
+    rows = []
+    for r in recorder.records:
+        detail = orjson.dumps(r.verdict_detail).decode()  # a shared prefix names its call
+        for record_id, i in index.items():
+            detail = detail.replace(record_id, f"#{i}")
+        rows.append({**r.model_dump(mode="json", exclude={"record_id"}),
+                     "predecessor_id": index.get(r.predecessor_id or ""),
+                     "verdict_detail": orjson.loads(detail)})
+    return rows
 
 
-ROWS_DIGEST = "6d6e2890792267b543c540a8f540fc322605046bec1d003281bcf92e9a0308a7"
+ROWS_DIGEST = "c939dd287b59ab6d68388dee288bcf0722a17d4cf6acb8315991be7b01ed3fe2"
 """sha256 of the rows :func:`test_recorded_rows_are_pinned` records, computed before the
 recorder's fast paths (lazy divergence classification, indexed conversations, shared token
 sums): a change here changes a ledger row. Re-pinned on purpose this round, checked field by
@@ -413,7 +438,18 @@ give the previous digest ``c04fa320...`` exactly. Issue 26 item 1 (``b1e17528...
 checked field by field: the 12 ``client_mutation`` rows gained ``divergences`` and
 ``divergences_total``; 4 of them, whose history the later request left out, are
 ``history-delete`` at the item (``/input/0``, ``/messages/0``) instead of ``history-rewrite``
-("became"), with that item's snippet. No other field of any row moved."""
+("became"), with that item's snippet. No other field of any row moved. Issues 26 items 2-4 and 8
+(``6d6e2890...`` before), checked field by field on the 1,146 rows: every row has
+``request_headers`` (``{}``: no allow-listed header sent); 153 rows with no call of their own
+conversation on their lineage gained ``shared_prefix`` / ``shared_prefix_note`` (rule
+``shared-prefix``), 25 of them a predecessor (``predecessor_id``, ``lcp_*``, ``gap_s``,
+``ttl_s``, ``relation``, ``other_conversation``; 19 a ``stable_prefix_tokens``), verdicts
+unchanged; the 8 requests without a breakpoint are ``no_breakpoint`` (were
+``below_minimum``), and 152 ``expected_verdict`` / 90 ``reason`` values follow
+(``compared-no-breakpoint``); ``lost_tokens`` is capped at what the call could read
+(``lost_cap_tokens``, 172 rows; the 12 mutation rows' ``divergences`` lost tokens with it,
+e.g. 99,945 -> 12 where the usage reported 100,000 reads of a 110-token request). Record
+ids inside ``verdict_detail`` are named by row index, as ``predecessor_id``."""
 
 
 def test_recorded_rows_are_pinned() -> None:
