@@ -67,10 +67,16 @@ def _turn(session: int, turn: int, pad: int) -> list[dict[str, Any]]:
     ]
 
 
-def build_capture(path: Path, *, requests: int, sessions: int) -> int:
-    """Write the synthetic capture; return its size in bytes."""
+def build_capture(path: Path, *, requests: int, sessions: int, clock: bool = False) -> int:
+    """Write the synthetic capture; return its size in bytes. ``clock``: every session's
+    system prompt starts with the time of the request (``Current time: ...``, as the demo's
+    ``clock-in-system``), so every request's head differs from its predecessor's at the
+    start of the ~10 KB system text (the capture of issue 30's lint measurement)."""
     tools = _tools(30)
-    system_text = "You are a careful coding agent. Follow the repository conventions. " * 150
+    system_text = ("You are a careful coding agent. Follow the repository conventions. " * 75
+                   + "Read the API key from the environment, never print keys or tokens; "
+                   "docs at https://docs.example.com/agents. " * 4
+                   + "You are a careful coding agent. Follow the repository conventions. " * 75)
     turns = requests // sessions
     histories: list[list[dict[str, Any]]] = []
     for s in range(sessions):
@@ -89,6 +95,9 @@ def build_capture(path: Path, *, requests: int, sessions: int) -> int:
                           {"type": "text", "text": f"Session {s} rules.",
                            "cache_control": {"type": "ephemeral"}}]
                 session_tools = tools
+                if clock:  # the head changes every request, at its first text
+                    stamp = f"2026-11-30T{t // 60:02d}:{t % 60:02d}:{s:02d}Z"
+                    system[0]["text"] = f"Current time: {stamp}\n\n{system_text}"
                 if s == 1:  # a clock in the system prompt: volatile-token every turn
                     clock = f"2026-11-30T{t // 60:02d}:{t % 60:02d}Z"
                     system[1]["text"] = f"Session 1 rules. Now: {clock}"
