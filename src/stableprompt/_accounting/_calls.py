@@ -60,8 +60,8 @@ from .._policy import TOLERANCE_FRACTION
 from .._recording._boundary import turn_boundary
 from ._pricing import Pricing, TokenSplit, price_call, price_record
 
-__all__ = ["CLIFF_DROP", "EXCLUSIONS", "CallRow", "Cliff", "boundary_of", "call_row",
-           "exclusion", "find_cliffs", "is_suspect"]
+__all__ = ["CLIFF_DROP", "EXCLUSIONS", "CallRow", "Cliff", "CliffFinder", "boundary_of",
+           "call_row", "exclusion", "find_cliffs", "is_suspect"]
 
 EXCLUSIONS: Mapping[str, str] = {
     "unanalysed": "no LLM call to analyse (requests to other endpoints, or bodies not of "
@@ -354,15 +354,25 @@ class Cliff:
 def find_cliffs(rows: Iterable[CallRow], *, drop: float = CLIFF_DROP) -> list[Cliff]:
     """Calls (in order) whose read share fell by at least ``drop`` from the previous included
     call of the same scenario and session; excluded calls are skipped, not counted as 0."""
-    last: dict[tuple[str, str], CallRow] = {}
-    out: list[Cliff] = []
-    for row in rows:
+    finder = CliffFinder(drop=drop)
+    return [cliff for row in rows if (cliff := finder.add(row)) is not None]
+
+
+class CliffFinder:
+    """:func:`find_cliffs` one row at a time: keeps the previous included call's id and read
+    share per scenario and session (memory in sessions, not calls)."""
+
+    def __init__(self, *, drop: float = CLIFF_DROP) -> None:
+        self._drop = drop
+        self._last: dict[tuple[str, str], tuple[str, float]] = {}
+
+    def add(self, row: CallRow) -> Cliff | None:
+        """The cliff ``row`` makes, if any (rows in ledger order)."""
         if row.read_share is None:
-            continue
+            return None
         key = (row.scenario, row.session)
-        before = last.get(key)
-        if before is not None and before.read_share is not None and (
-                before.read_share - row.read_share >= drop - 1e-12):
-            out.append(Cliff(row, before.id, before.read_share))
-        last[key] = row
-    return out
+        before = self._last.get(key)
+        self._last[key] = (row.id, row.read_share)
+        if before is not None and before[1] - row.read_share >= self._drop - 1e-12:
+            return Cliff(row, before[0], before[1])
+        return None

@@ -20,7 +20,7 @@ from typing import Any
 from .._diff import CAUSE_FIXES, FINDING_FIXES
 from ._calls import CallRow
 
-__all__ = ["OTHER_FIXES", "CauseRow", "fix_for", "group_key", "rank_causes"]
+__all__ = ["OTHER_FIXES", "CauseRow", "CauseTally", "fix_for", "group_key", "rank_causes"]
 
 _HISTORY_INDEX = re.compile(r"^(messages|input|contents)(\[|/)\d+")
 
@@ -93,19 +93,37 @@ def group_key(row: CallRow) -> tuple[str, str | None, str | None]:
 def rank_causes(rows: Iterable[CallRow]) -> list[CauseRow]:
     """Group the included calls that lost tokens (or changed their prefix) by cause, segment
     and path; most lost tokens first, then most lost USD, then first seen."""
-    groups: dict[tuple[str, str | None, str | None], CauseRow] = {}
+    tally = CauseTally()
     for row in rows:
+        tally.add(row)
+    return tally.ranked()
+
+
+class CauseTally:
+    """:func:`rank_causes` one row at a time (a streaming report holds no rows): memory in
+    the number of distinct ``(cause, segment, path)`` groups."""
+
+    def __init__(self) -> None:
+        self._groups: dict[tuple[str, str | None, str | None], CauseRow] = {}
+
+    def add(self, row: CallRow) -> None:
+        """Count ``row`` in its group when it is included and lost tokens (or changed its
+        prefix)."""
         if not row.included or row.cause is None:
-            continue
+            return
         if row.lost_tokens <= 0 and row.verdict != "client_mutation":
-            continue
+            return
         key = group_key(row)
-        group = groups.get(key)
+        group = self._groups.get(key)
         if group is None:
-            group = groups[key] = CauseRow(*key, fix=fix_for(row.cause), example_id=row.id)
+            group = self._groups[key] = CauseRow(*key, fix=fix_for(row.cause),
+                                                 example_id=row.id)
         group.calls += 1
         group.lost_tokens += row.lost_tokens
         group.lost_usd = (None if group.lost_usd is None or row.lost_usd is None
                           else group.lost_usd + row.lost_usd)
-    order = list(groups.values())
-    return sorted(order, key=lambda g: (-g.lost_tokens, -(g.lost_usd or 0.0)))
+
+    def ranked(self) -> list[CauseRow]:
+        """The groups, most lost tokens first, then most lost USD, then first seen."""
+        return sorted(self._groups.values(), key=lambda g: (-g.lost_tokens,
+                                                            -(g.lost_usd or 0.0)))

@@ -74,20 +74,21 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any
 
 from .._ledger._usage_record import UsageRecord
-from .._policy import CacheRules, PolicyTable, cache_rules
+from .._policy import PolicyTable
 from .._public import public
 from .._recording._server_reasons import AGREEMENTS
-from ._calls import EXCLUSIONS, CallRow, Cliff, call_row, exclusion, find_cliffs
+from ._builder import NO_SCENARIO, NO_SESSION, CostPoint, ReadPoint, Streamed, SummaryBuilder
+from ._calls import EXCLUSIONS, CallRow, Cliff, find_cliffs
 from ._causes import CauseRow, rank_causes
-from ._keepalive import KeepAliveTotals, is_keepalive, keepalive_totals
-from ._pricing import Pricing, genai_prices_version
-from ._snippets import mutation_snippets
+from ._ceilings import Ceilings
+from ._ceilings import policy_of as _policy  # noqa: F401 - _report._follow's import
+from ._keepalive import KeepAliveTotals
+from ._pricing import Pricing
 from ._stabilized import StabilizeSavings
-from ._what_if import WhatIf, what_if_by_provider
+from ._what_if import WhatIf
 
 __all__ = [
     "GROUP_BY",
@@ -97,8 +98,10 @@ __all__ = [
     "Ceilings",
     "Pricing",
     "ScenarioReport",
+    "Streamed",
     "Summary",
     "Totals",
+    "group_key",
     "summarize",
 ]
 
@@ -106,15 +109,18 @@ VERDICTS = ("hit", "cold", "client_mutation", "below_minimum", "ttl_expired", "p
             "unknown")
 """The attribution verdicts, in display order."""
 
-NO_SCENARIO = "(none)"
-NO_SESSION = "(none)"
 
 GROUP_BY = ("scenario", "session", "model", "wire", "day")
 """What :meth:`Summary.group_by` can group calls by (``session``: scenario and session id
 together, ``"scenario/session"``; ``wire``: the record's wire format; ``day``: UTC date)."""
 
 
-def _group_key(row: CallRow, by: str) -> str:
+def group_key(row: CallRow, by: str) -> str:
+    """The group of ``row`` for ``by`` (:data:`GROUP_BY`).
+
+    Raises:
+        ValueError: ``by`` is not one of :data:`GROUP_BY`.
+    """
     if by == "scenario":
         return row.scenario
     if by == "session":
@@ -423,6 +429,18 @@ class Summary:
     """Keep-alive pings (``_accounting._keepalive``): kept out of :attr:`calls`, hit rates,
     ceilings and verdict counts (a ping serves no request), counted and priced here, and in
     :attr:`cost_usd`."""
+    streamed: Streamed | None = None
+    """``None`` (:func:`summarize`): :attr:`calls` holds every call, and causes, cliffs,
+    groups and cost notes are computed from them. Set by the streaming report
+    (``_builder.summarize_stream``, ``stableprompt report``): :attr:`calls` holds only the
+    page asked for, and the rest was gathered during its one pass (``_builder.Streamed``);
+    the numbers are the same."""
+
+    @property
+    def calls_total(self) -> int:
+        """Calls summarized (keep-alive pings not included), whether or not :attr:`calls`
+        holds them all."""
+        return len(self.calls) if self.streamed is None else self.streamed.calls_total
 
     @property
     def hit_rate(self) -> float | None:
@@ -454,20 +472,70 @@ class Summary:
         same numbers as :attr:`scenarios` for ``"scenario"``.
 
         Raises:
-            ValueError: ``by`` is not one of :data:`GROUP_BY`.
+            ValueError: ``by`` is not one of :data:`GROUP_BY`, or (a streaming summary) not
+                the grouping it gathered (:attr:`Streamed.by`) nor ``"scenario"``.
         """
+        if self.streamed is not None:
+            if by == "scenario":
+                return {name: s.totals for name, s in self.scenarios.items()}
+            if by != self.streamed.by:
+                if by not in GROUP_BY:
+                    raise ValueError(f"cannot group by {by!r}; choose one of "
+                                     f"{', '.join(GROUP_BY)}")
+                raise ValueError(f"this summary was streamed grouped by "
+                                 f"{self.streamed.by!r}, not {by!r}")
+            return self.streamed.groups
         out: dict[str, Totals] = {}
         for row in self.calls:
-            out.setdefault(_group_key(row, by), Totals()).add(row, row.agrees, self.priced)
+            out.setdefault(group_key(row, by), Totals()).add(row, row.agrees, self.priced)
         return out
 
     def causes(self) -> list[CauseRow]:
         """Causes ranked by lost tokens, then lost USD (:func:`~._causes.rank_causes`)."""
-        return rank_causes(self.calls)
+        return rank_causes(self.calls) if self.streamed is None else list(self.streamed.causes)
 
     def cliffs(self) -> list[Cliff]:
-        """Calls whose read share dropped sharply (:func:`~._calls.find_cliffs`)."""
-        return find_cliffs(self.calls)
+        """Calls whose read share dropped sharply (:func:`~._calls.find_cliffs`); a
+        streaming summary's sharpest :data:`~._builder.MAX_CLIFFS` (:meth:`cliffs_total`
+        counts all)."""
+        return find_cliffs(self.calls) if self.streamed is None else list(self.streamed.cliffs)
+
+    def cliffs_total(self) -> int:
+        """How many cliffs there are (:meth:`cliffs` may hold fewer when streamed)."""
+        return len(self.cliffs()) if self.streamed is None else self.streamed.cliffs_total
+
+    def misses(self) -> tuple[list[CallRow], int]:
+        """``(rows, total)``: the included calls that lost tokens, in ledger order, and how
+        many there are (a streaming summary keeps the :data:`~._builder.MAX_MISSES` that lost
+        the most)."""
+        if self.streamed is not None:
+            return list(self.streamed.misses), self.streamed.misses_total
+        rows = [r for r in self.calls if r.included and r.lost_tokens > 0]
+        return rows, len(rows)
+
+    def read_points(self) -> dict[str, list[ReadPoint]]:
+        """The read-share chart's points per scenario: one per included call, in order (a
+        streaming summary's may be decimated: ``streamed.decimated``)."""
+        if self.streamed is not None:
+            return self.streamed.read_points
+        out: dict[str, list[ReadPoint]] = {}
+        for r in self.calls:
+            if r.read_share is not None:
+                out.setdefault(r.scenario, []).append(ReadPoint(r.session, r.ts, r.read_share))
+        return out
+
+    def cost_points(self) -> dict[str, list[CostPoint]]:
+        """The cost chart's points per scenario: one per priced call, USD as reported, at
+        the ceiling and uncached (unknown parts as 0); decimated points sum their calls'."""
+        if self.streamed is not None:
+            return self.streamed.cost_points
+        out: dict[str, list[CostPoint]] = {}
+        for r in self.calls:
+            if r.cost_usd is not None:
+                out.setdefault(r.scenario, []).append(CostPoint(
+                    r.ts, r.cost_usd or 0.0, r.cost_at_ceiling_usd or 0.0,
+                    r.cost_uncached_usd or 0.0))
+        return out
 
     def exclusion_notes(self) -> list[str]:
         """One line naming how many calls were excluded from rates and why; ``[]`` when
@@ -491,18 +559,22 @@ class Summary:
         if not self.priced:
             return []
         lines: list[str] = []
-        partial = [row for row in self.calls if not row.cost_complete]
-        if partial:
-            named = "; ".join(f"{row.id}: {row.cost_note or 'unknown'}"
-                              for row in partial[:limit])
-            more = f"; and {len(partial) - limit:,} more" if len(partial) > limit else ""
-            lines.append(f"Costs marked ≥ are lower bounds: {len(partial):,} call"
-                         f"{'s' if len(partial) != 1 else ''} with a cost unknown or only "
+        if self.streamed is None:
+            partial = [(row.id, row.cost_note) for row in self.calls if not row.cost_complete]
+            suspect = [row.id for row in self.calls if row.excluded == "suspect"]
+            partial_total, suspect_total = len(partial), len(suspect)
+        else:
+            partial, partial_total = self.streamed.partial_costs, self.streamed.partial_total
+            suspect, suspect_total = self.streamed.suspect_ids, self.streamed.suspect_total
+        if partial_total:
+            named = "; ".join(f"{rid}: {note or 'unknown'}" for rid, note in partial[:limit])
+            more = (f"; and {partial_total - limit:,} more" if partial_total > limit else "")
+            lines.append(f"Costs marked ≥ are lower bounds: {partial_total:,} call"
+                         f"{'s' if partial_total != 1 else ''} with a cost unknown or only "
                          f"partly known: {named}{more}.")
-        suspect = [row.id for row in self.calls if row.excluded == "suspect"]
-        if suspect:
-            more = f", and {len(suspect) - limit:,} more" if len(suspect) > limit else ""
-            lines.append(f"{len(suspect):,} call{'s' if len(suspect) != 1 else ''} priced as "
+        if suspect_total:
+            more = f", and {suspect_total - limit:,} more" if suspect_total > limit else ""
+            lines.append(f"{suspect_total:,} call{'s' if suspect_total != 1 else ''} priced as "
                          "reported although the input total is far from our estimate of the "
                          "request (usage_suspect: cached tokens counted twice? see "
                          f"usage_dialect); not in hit rates: {', '.join(suspect[:limit])}{more}.")
@@ -537,7 +609,11 @@ class Summary:
                 "stabilized": self.stabilized.to_json(),
                 "keepalive": self.keepalive.to_json(),
                 **({"what_if": {p: w.to_json() for p, w in self.what_if.items()}}
-                   if self.what_if is not None else {})}
+                   if self.what_if is not None else {}),
+                **({"calls_page": {**self.streamed.page.to_json(),
+                                   "total": self.streamed.calls_total},
+                    "cliffs_total": self.streamed.cliffs_total}
+                   if self.streamed is not None else {})}
 
 
 def _round(value: float | None) -> float | None:
@@ -545,92 +621,6 @@ def _round(value: float | None) -> float | None:
 
 
 # --------------------------------------------------------------------------- summarizing
-
-
-def _policy(provider: str | None, model: str | None,
-            policies: PolicyTable | None) -> CacheRules | None:
-    """The call's cache policy, ``None`` for unknown providers (minimum 0, granularity 1,
-    no TTL)."""
-    try:
-        return cache_rules(provider or "", model or "", policies)
-    except LookupError:
-        return None
-
-
-def _ttl_s(record: UsageRecord, policy: CacheRules | None) -> int | None:
-    """The TTL (seconds) of ``record``'s cache entries: ``verdict_detail["ttl_s"]`` (what the
-    request chose), else the policy's default; ``None``: no TTL."""
-    value = record.verdict_detail.get("ttl_s")
-    if isinstance(value, int) and not isinstance(value, bool):
-        return value
-    return None if policy is None else policy.default_ttl_s
-
-
-@dataclass(frozen=True, slots=True)
-class _Seen:
-    """What the ceiling needs of an earlier call: its session key, send time, size."""
-
-    key: tuple[str, ...]
-    ts: datetime
-    total: int
-
-
-class Ceilings:
-    """The append-only ceiling of each call in ledger order (module docstring, ``ceiling``):
-    the best of its session's previous request and the prefix it shares with another session's
-    call (its ``predecessor_id``), either only within the TTL, and never less than what the
-    call read (a read proves the prefix was there; :attr:`beyond_ledger` counts the calls whose
-    read no earlier call of the selection explains)."""
-
-    def __init__(self) -> None:
-        self._last: dict[tuple[str, ...], _Seen] = {}
-        self._by_id: dict[str, _Seen] = {}
-        self.beyond_ledger = 0
-
-    @staticmethod
-    def key(record: UsageRecord, scenario: str, session: str) -> tuple[str, ...]:
-        """The cache a call can read from: one provider's, for one model and wire format
-        (Anthropic and OpenAI caches are per model; one provider never reads another's), of
-        one session of one scenario. Merged ledgers that reuse session ids across providers
-        keep their ceilings apart."""
-        return (record.provider or "", record.model or "", record.wire_format or "",
-                scenario, session)
-
-    def next(self, record: UsageRecord, key: tuple[str, ...],
-             policy: CacheRules | None) -> int:
-        """The ceiling (tokens) of ``record`` (of cache key ``key``, :meth:`key`), then
-        remember it as an earlier call. A call whose size is unknown or implausible has
-        ceiling 0 and bounds nothing later."""
-        total = record.input_tokens_total
-        if total is None or record.usage_inconsistent:
-            return 0
-        ttl = _ttl_s(record, policy)
-        best = 0
-        before = self._last.get(key)
-        if before is not None and _alive(before, record.ts_utc, ttl):
-            best = min(before.total, total)
-        other = self._by_id.get(record.predecessor_id or "")
-        if (other is not None and other.key != key and other.key[:3] == key[:3]
-                and _alive(other, record.ts_utc, ttl)):
-            shared = record.verdict_detail.get("lcp_tokens_scaled", record.lcp_tokens)
-            if isinstance(shared, int) and not isinstance(shared, bool):
-                best = max(best, min(shared, other.total, total))
-        # The request size is known (even when its reads are not): it bounds later calls.
-        seen = _Seen(key, record.ts_utc, total)
-        self._last[key] = self._by_id[record.record_id] = seen
-        granularity = policy.granularity_tokens if policy is not None else 1
-        minimum = policy.min_cacheable_tokens if policy is not None else 0
-        best = best // granularity * granularity
-        best = best if best >= minimum else 0
-        read = record.cache_read_tokens
-        if read is not None and read > best:  # read from a call the selection does not hold
-            self.beyond_ledger += 1          # (or a prefix the recorder did not compare)
-            best = min(read, total)
-        return best
-
-
-def _alive(earlier: _Seen, now: datetime, ttl_s: int | None) -> bool:
-    return ttl_s is None or (now - earlier.ts).total_seconds() <= ttl_s
 
 
 def summarize(records: Iterable[UsageRecord], *, policies: PolicyTable | None = None,
@@ -647,62 +637,13 @@ def summarize(records: Iterable[UsageRecord], *, policies: PolicyTable | None = 
 
     Returns:
         A :class:`Summary`; scenarios and sessions in order of first appearance, calls in
-        ledger order.
+        ledger order (every call: :attr:`Summary.calls`; ``stableprompt report`` streams
+        instead, ``_builder.summarize_stream``, with the same numbers).
     """
-    scenarios: dict[str, ScenarioReport] = {}
-    ceilings = Ceilings()
-    pricing = Pricing(source=genai_prices_version() or "genai-prices not installed")
-    notes: dict[str, None] = {}
-    rows: list[CallRow] = []
-    overall = Totals()
-    bodies: dict[str, UsageRecord] = {}  # records that kept their request body, by id
-    stabilized = StabilizeSavings()
-    kept: list[UsageRecord] = []
-    pings: list[UsageRecord] = []
+    builder = SummaryBuilder(policies=policies, price=price, what_if=what_if)
     for record in records:
-        if what_if:
-            kept.append(record)
-        if record.content is not None:
-            bodies[record.record_id] = record
-        name = record.scenario or NO_SCENARIO
-        sid = record.session_id or NO_SESSION
-        if is_keepalive(record):  # its own line: not a call served, but it keeps the cache
-            pings.append(record)
-            ceilings.next(record, Ceilings.key(record, name, sid),
-                          _policy(record.provider, record.model, policies))
-            continue
-        scenario = scenarios.get(name)
-        if scenario is None:
-            scenario = scenarios[name] = ScenarioReport(name)
-        if record.model and record.model not in scenario.models:
-            scenario.models.append(record.model)
-        if record.provider and record.provider not in scenario.providers:
-            scenario.providers.append(record.provider)
-        policy = _policy(record.provider, record.model, policies)
-        granularity = policy.granularity_tokens if policy is not None else 1
-        ceiling = ceilings.next(record, Ceilings.key(record, name, sid), policy)
-        snippets = None
-        if (record.verdict == "client_mutation" and record.content is not None
-                and record.predecessor_id is not None):
-            snippets = mutation_snippets(record, bodies.get(record.predecessor_id))
-        agrees = None
-        predicted, reported = record.predicted_cache_read_tokens, record.cache_read_tokens
-        if predicted is not None and reported is not None and exclusion(record) is None:
-            agrees = abs(predicted - reported) < granularity
-        row = call_row(record, scenario=name, session=sid, ceiling=ceiling,
-                       granularity=granularity, pricing=pricing if price else None, notes=notes,
-                       snippets=snippets, agrees=agrees)
-        rows.append(row)
-        stabilized.add(record, row, pricing if price else None, notes)
-        if row.read_share is not None:
-            scenario.read_series.append(row.read_share)
-        for totals in (overall, scenario.totals, scenario.sessions.setdefault(sid, Totals())):
-            totals.add(row, agrees, price)
-    pricing.notes = list(notes)
-    replays = what_if_by_provider(kept, table=policies) if what_if and price else None
-    return Summary(scenarios, len(rows) + len(pings), pricing, rows, overall, price,
-                   stabilized, reads_beyond_ledger=ceilings.beyond_ledger, what_if=replays,
-                   keepalive=keepalive_totals(pings, price=price))
+        builder.add(record)
+    return builder.finish()
 
 
 public(Summary, summarize)

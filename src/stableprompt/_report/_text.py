@@ -23,6 +23,7 @@ from .._subcommand import rich_console, shown
 
 __all__ = [
     "SELF_HOSTED",
+    "TEXT_CLIFFS",
     "ceiling_notes",
     "format_int",
     "format_pct",
@@ -70,6 +71,10 @@ def format_verdicts(counts: Mapping[str, int]) -> str:
 _META_LABELS = {"backend": "Backend", "workload": "Workload", "provider": "Provider",
                 "model": "Model"}
 
+
+TEXT_CLIFFS = 200
+"""Cliffs the terminal lists at most (the sharpest drops, in ledger order; the title says how
+many there are)."""
 
 SELF_HOSTED = frozenset({"llama-cpp", "vllm", "sglang"})
 """Provider families that are engines someone runs, not priced services."""
@@ -382,10 +387,15 @@ def print_explanations(report: Summary, *, file: TextIO | None = None,
                           shown(cause.fix or ""))
         console.print(table)
     _print_stabilized(console, report)
-    cliffs = report.cliffs()
+    cliffs, total = report.cliffs(), report.cliffs_total()
+    if len(cliffs) > TEXT_CLIFFS:  # the sharpest, in ledger order
+        sharpest = set(map(id, sorted(cliffs, key=lambda c: -c.drop)[:TEXT_CLIFFS]))
+        cliffs = [c for c in cliffs if id(c) in sharpest]
     if cliffs:
+        count = (f"{total:,}" if len(cliffs) == total else
+                 f"the {len(cliffs):,} sharpest of {total:,}; more in --json")
         table = Table(title=f"cliffs: read share fell sharply from the session's previous call "
-                      f"({len(cliffs):,})", title_justify="left", header_style="bold")
+                      f"({count})", title_justify="left", header_style="bold")
         for column in ("scenario", "session", "turn", "read share", "before", "verdict",
                        "cause", "segment"):
             table.add_column(column, justify="right" if column in ("turn", "read share",
