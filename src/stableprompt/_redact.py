@@ -135,7 +135,7 @@ def _run_start(text: Any, at: int, breaks: re.Pattern[Any]) -> int:
         for last in breaks.finditer(text, lo, pos):  # noqa: B007 - the last match is wanted
             pass
         if last is not None:
-            return last.end()
+            return int(last.end())
         pos = lo
     return 0
 

@@ -391,8 +391,8 @@ class SummaryBuilder:
             streamed.misses = self._misses.items()
             streamed.read_points = {k: d.finish() for k, d in self._reads.items()}
             streamed.cost_points = {k: d.finish() for k, d in self._costs.items()}
-            streamed.decimated = any(d.stride > 1 for d in (*self._reads.values(),
-                                                            *self._costs.values()))
+            streamed.decimated = (any(d.stride > 1 for d in self._reads.values())
+                                  or any(d.stride > 1 for d in self._costs.values()))
         return self._summary_type(self.scenarios, self._calls + self._ping_count, self._pricing,
                        self.rows, self.overall, self._price, self.stabilized,
                        reads_beyond_ledger=self._ceilings.beyond_ledger, what_if=replays,

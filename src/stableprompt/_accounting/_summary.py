@@ -84,7 +84,6 @@ from ._builder import NO_SCENARIO, NO_SESSION, CostPoint, ReadPoint, Streamed, S
 from ._calls import EXCLUSIONS, CallRow, Cliff, find_cliffs
 from ._causes import CauseRow, rank_causes
 from ._ceilings import Ceilings
-from ._ceilings import policy_of as _policy  # noqa: F401 - _report._follow's import
 from ._keepalive import KeepAliveTotals
 from ._pricing import Pricing
 from ._stabilized import StabilizeSavings

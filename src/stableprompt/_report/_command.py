@@ -1,8 +1,12 @@
 """``stableprompt report``: summarize a ledger per scenario and session (tables, JSON, HTML).
 
 ``stableprompt report LEDGER... [--json] [--html PATH] [--sessions] [--calls]
-[--by scenario|session|model|wire|day] [--session ID] [--since T]`` prints the summary of
-``_report/_summary.py`` (:func:`summarize`; what each number means is documented there),
+[--limit N] [--offset K] [--top N] [--by scenario|session|model|wire|day] [--session ID]
+[--since T]`` prints the summary of ``_accounting/_summary.py`` (:func:`summarize`; what each
+number means is documented there), computed in one streaming pass
+(``_accounting._builder.summarize_stream``: the same numbers, memory in sessions, causes and
+groups, not calls); the per-call rows (``--calls``, JSON ``calls``) are a page
+(``--limit`` / ``--offset`` in ledger order, or ``--top``: the calls that lost the most),
 then why calls missed (turn-boundary split, causes with lost tokens and dollars and their
 fixes, cliffs; ``--calls``: one row per call; ``_text.print_explanations``), after
 the ledger's metadata (``Ledger.meta()``: e.g. the backend the calls went to, so numbers from
@@ -21,10 +25,10 @@ record id in a note (JSON: ``corrupt_rows``); every other row is reported. Recor
 outside the ledger (spill files, a killed proxy's pending journal: ``Ledger.unimported_files``)
 are not read, but named in a note (JSON: ``unimported_files``).
 
-Several ledgers are merged (:func:`merge_records`): a record id seen in more than one counts
-once (the first ledger's row), and calls are summarized in time order. ``--session`` and
-``--since`` filter the calls read (``Ledger.records``); a ceiling counts only calls in the
-selection, so the first selected call of a session has none.
+Several ledgers are merged as they are read (:func:`stream_records`, time order; ties keep
+ledger order): a record id seen in more than one counts once (the first met in that order).
+``--session`` and ``--since`` filter the calls read (``Ledger.iter_records``); a ceiling
+counts only calls in the selection, so the first selected call of a session has none.
 
 This module is also the report's one import point: it re-exports the summary
 (``_summary.py``), the terminal text (``_text.py``), the HTML page
@@ -109,6 +113,7 @@ __all__ = [
     "print_tables",
     "read_ledger",
     "same_file",
+    "stream_records",
     "summarize",
     "write_text",
 ]
