@@ -18,6 +18,9 @@ a third. Each value is one whole pass over the file (``--loops 1``):
 - ``lint-noreuse``: ``lint_capture(path, reuse=False)``: every request segmented whole (the
   path before issue 10 item 4, for the before/after ratio).
 
+``build_capture(..., clock=True)`` writes the same traffic with a clock at the start of every
+session's system prompt (every request's head changes): ``lint_clock.py`` times that one.
+
 Run through ``benchmarks/run.py``; alone: ``python benchmarks/lint.py --write C.jsonl`` then
 ``python benchmarks/lint.py --capture C.jsonl -o out.json``.
 """
@@ -32,7 +35,6 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-import pyperf
 
 from stableprompt._lint._capture import READ_BUFFER_BYTES
 from stableprompt._lint._linter import lint_capture
@@ -149,6 +151,8 @@ def bench_lint(loops: int, path: Path, reuse: bool) -> float:
 
 
 def main() -> None:
+    import pyperf  # here: lint_clock.py imports this module without pyperf
+
     if sys.argv[1:2] == ["--write"]:  # write the capture and say what it holds
         path = Path(sys.argv[2])
         size = build_capture(path, requests=REQUESTS, sessions=SESSIONS)

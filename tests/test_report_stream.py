@@ -16,13 +16,8 @@ import pytest
 
 from stableprompt import Ledger, UsageRecord
 from stableprompt._accounting import _builder
-from stableprompt._accounting._builder import (
-    CallPage,
-    CostPoint,
-    Decimator,
-    summarize_stream,
-)
-from stableprompt._accounting._summary import GROUP_BY, Summary, summarize
+from stableprompt._accounting._builder import CallPage, CostPoint, Decimator
+from stableprompt._accounting._summary import GROUP_BY, Summary, summarize, summarize_stream
 from stableprompt._cli import main
 from stableprompt._ledger._reads import cross_session_predecessors, record_by_id
 from stableprompt._report._command import (
@@ -213,7 +208,7 @@ def test_the_streaming_pass_holds_no_row_per_call(tmp_path: Path) -> None:
             model="claude-sonnet-4-5", input_tokens_total=2000, cache_read_tokens=1900,
             cache_write_tokens=0, uncached_tokens=100, output_tokens=5, verdict="hit",
             content=content))
-    report = builder.finish()
+    report = Summary(**builder.finish())
     assert len(report.calls) == 5 and report.calls_total == 3000
     assert len(builder._bodies) <= _builder.MAX_BODIES
     assert builder._ceilings._by_id == {}

@@ -8,9 +8,9 @@ time. Two modes, the same numbers:
   :meth:`Recorder.summary <stableprompt.Recorder.summary>`): every
   :class:`~._calls.CallRow` is kept in :attr:`Summary.calls`, and causes, cliffs, groups and
   cost notes are computed from them when asked.
-* ``keep_calls=False`` (:func:`summarize_stream`, ``stableprompt report``): memory grows with
-  sessions, groups and causes, not with calls. Each call row is made, added to the totals and
-  dropped; what the report shows per call is gathered during the pass into
+* ``keep_calls=False`` (:func:`~._summary.summarize_stream`, ``stableprompt report``):
+  memory grows with sessions, groups and causes, not with calls. Each call row is made,
+  added to the totals and dropped; what the report shows per call is gathered during the pass into
   :class:`Streamed`: a page of calls (:class:`CallPage`: ``offset`` / ``limit`` in ledger
   order, or the ``top`` calls that lost the most tokens), the causes (``_causes.CauseTally``),
   the cliffs (``_calls.CliffFinder``; at most :data:`MAX_CLIFFS` kept, the sharpest drops,
@@ -31,10 +31,10 @@ those calls only. ``what_if=True`` keeps every record either way: the replay nee
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Container, Iterable
+from collections.abc import Callable, Container
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from .._ledger._usage_record import UsageRecord
 from .._policy import PolicyTable
@@ -45,15 +45,12 @@ from ._keepalive import KeepAliveTally, is_keepalive
 from ._pricing import Pricing, genai_prices_version
 from ._snippets import mutation_snippets
 from ._stabilized import StabilizeSavings
+from ._totals import GROUP_BY, ScenarioReport, Totals, group_key
 from ._what_if import what_if_by_provider
-
-if TYPE_CHECKING:
-    from ._summary import ScenarioReport, Summary, Totals
 
 __all__ = ["MAX_BODIES", "MAX_CLIFFS", "MAX_MISSES", "MAX_NAMED", "MAX_POINTS", "NO_SCENARIO",
            "NO_SESSION", "CallPage",
-           "CostPoint", "Decimator", "ReadPoint", "Streamed", "SummaryBuilder",
-           "summarize_stream"]
+           "CostPoint", "Decimator", "ReadPoint", "Streamed", "SummaryBuilder"]
 
 MAX_CLIFFS = 1000
 """Cliffs a streaming summary keeps (the sharpest drops; all are counted)."""
@@ -234,13 +231,8 @@ class SummaryBuilder:
                  page: CallPage | None = None, by: str = "scenario",
                  predecessors: Container[str] | None = None,
                  find_body: Callable[[str], UsageRecord | None] | None = None) -> None:
-        from . import _summary  # it imports this module
-
-        if by not in _summary.GROUP_BY:
-            raise ValueError(f"cannot group by {by!r}; choose one of "
-                             f"{', '.join(_summary.GROUP_BY)}")
-        self._totals_type, self._group_key = _summary.Totals, _summary.group_key
-        self._scenario_type, self._summary_type = _summary.ScenarioReport, _summary.Summary
+        if by not in GROUP_BY:
+            raise ValueError(f"cannot group by {by!r}; choose one of {', '.join(GROUP_BY)}")
         self._policies, self._price, self._what_if = policies, price, what_if
         self._keep = keep_calls
         self._page = page or CallPage()
@@ -251,7 +243,7 @@ class SummaryBuilder:
         self._pricing = Pricing(source=genai_prices_version() or "genai-prices not installed")
         self._notes: dict[str, None] = {}
         self.rows: list[CallRow] = []
-        self.overall: Totals = self._totals_type()
+        self.overall: Totals = Totals()
         self._bodies: dict[str, UsageRecord] = {}
         self.stabilized = StabilizeSavings()
         self._kept: list[UsageRecord] = []
@@ -295,7 +287,7 @@ class SummaryBuilder:
             return
         scenario = self.scenarios.get(name)
         if scenario is None:
-            scenario = self.scenarios[name] = self._scenario_type(name)
+            scenario = self.scenarios[name] = ScenarioReport(name)
         if record.model and record.model not in scenario.models:
             scenario.models.append(record.model)
         if record.provider and record.provider not in scenario.providers:
@@ -319,7 +311,7 @@ class SummaryBuilder:
         sessions = scenario.sessions
         totals = sessions.get(sid)
         if totals is None:
-            totals = sessions[sid] = self._totals_type()
+            totals = sessions[sid] = Totals()
         for each in (self.overall, scenario.totals, totals):
             each.add(row, agrees, self._price)
         if self._keep:
@@ -340,10 +332,10 @@ class SummaryBuilder:
         elif page.offset <= self._calls < page.offset + page.limit:
             self.rows.append(row)
         if self._by != "scenario":
-            key = self._group_key(row, self._by)
+            key = group_key(row, self._by)
             group = self._groups.get(key)
             if group is None:
-                group = self._groups[key] = self._totals_type()
+                group = self._groups[key] = Totals()
             group.add(row, agrees, self._price)
         self._causes.add(row)
         cliff = self._cliff_finder.add(row)
@@ -373,8 +365,9 @@ class SummaryBuilder:
             costs.add(CostPoint(row.ts, row.cost_usd or 0.0, row.cost_at_ceiling_usd or 0.0,
                                 row.cost_uncached_usd or 0.0))
 
-    def finish(self) -> Summary:
-        """The :class:`~._summary.Summary` of the records added."""
+    def finish(self) -> dict[str, Any]:
+        """The fields of the :class:`~._summary.Summary` of the records added (keyword
+        arguments: ``Summary(**builder.finish())``)."""
         self._pricing.notes = list(self._notes)
         replays = (what_if_by_provider(self._kept, table=self._policies)
                    if self._what_if and self._price else None)
@@ -393,26 +386,8 @@ class SummaryBuilder:
             streamed.cost_points = {k: d.finish() for k, d in self._costs.items()}
             streamed.decimated = (any(d.stride > 1 for d in self._reads.values())
                                   or any(d.stride > 1 for d in self._costs.values()))
-        return self._summary_type(self.scenarios, self._calls + self._ping_count, self._pricing,
-                       self.rows, self.overall, self._price, self.stabilized,
-                       reads_beyond_ledger=self._ceilings.beyond_ledger, what_if=replays,
-                       keepalive=self._pings.totals(), streamed=streamed)
-
-
-def summarize_stream(records: Iterable[UsageRecord], *, policies: PolicyTable | None = None,
-                     price: bool = True, what_if: bool = False, page: CallPage | None = None,
-                     by: str = "scenario", predecessors: Container[str] | None = None,
-                     find_body: Callable[[str], UsageRecord | None] | None = None) -> Summary:
-    """:func:`~._summary.summarize`'s numbers in one pass that does not hold every call
-    (module docstring): the returned :class:`~._summary.Summary` has :attr:`streamed` set and
-    :attr:`calls` holding ``page`` only.
-
-    Raises:
-        ValueError: ``by`` is not one of :data:`~._summary.GROUP_BY`.
-    """
-    builder = SummaryBuilder(policies=policies, price=price, what_if=what_if,
-                             keep_calls=False, page=page, by=by, predecessors=predecessors,
-                             find_body=find_body)
-    for record in records:
-        builder.add(record)
-    return builder.finish()
+        return {"scenarios": self.scenarios, "records": self._calls + self._ping_count,
+                "pricing": self._pricing, "calls": self.rows, "overall": self.overall,
+                "priced": self._price, "stabilized": self.stabilized,
+                "reads_beyond_ledger": self._ceilings.beyond_ledger, "what_if": replays,
+                "keepalive": self._pings.totals(), "streamed": streamed}

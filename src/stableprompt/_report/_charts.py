@@ -43,13 +43,16 @@ from ._text import format_usd
 if TYPE_CHECKING:
     from .._accounting._calls import CallRow
 
-__all__ = ["INSTALL_HINT", "MAX_PANELS", "VERDICT_COLORS", "cost_svg", "plotting_library",
-           "read_share_svg"]
+__all__ = ["INSTALL_HINT", "MAX_PANELS", "MAX_SESSION_LINES", "VERDICT_COLORS", "cost_svg",
+           "plotting_library", "read_share_svg"]
 
 INSTALL_HINT = "pip install 'stableprompt[report]'"
 """How to get the charts when matplotlib is missing."""
 
 MAX_PANELS = 12
+MAX_SESSION_LINES = 200
+"""Sessions drawn as lines in one panel of the read-share chart; beyond, the panel's points
+are drawn as dots (thousands of lines take matplotlib minutes and show nothing apart)."""
 """At most this many scenario panels per chart (the first scenarios by first call)."""
 
 VERDICT_COLORS = {"hit": "#2e7d32", "cold": "#1e88e5", "client_mutation": "#e53935",
@@ -172,7 +175,11 @@ def read_share_svg(report: Summary) -> str | None:
             sessions: dict[str, list[ReadPoint]] = {}
             for row in rows:
                 sessions.setdefault(row.session, []).append(row)
-            for i, calls in enumerate(sessions.values()):
+            if len(sessions) > MAX_SESSION_LINES:  # one line each would hide the points
+                ax.scatter([r.ts for r in rows], [r.read_share for r in rows], s=3,
+                           color=_SESSION_COLORS[0], linewidths=0)
+            for i, calls in enumerate(sessions.values() if len(sessions) <= MAX_SESSION_LINES
+                                      else ()):
                 ax.plot([r.ts for r in calls], [r.read_share for r in calls],
                         color=_SESSION_COLORS[i % 2], linewidth=1.0, marker="o",
                         markersize=1.8)

@@ -47,7 +47,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .._accounting._builder import CallPage, summarize_stream
+from .._accounting._builder import CallPage
 from .._accounting._summary import (
     GROUP_BY,
     VERDICTS,
@@ -56,6 +56,7 @@ from .._accounting._summary import (
     Summary,
     Totals,
     summarize,
+    summarize_stream,
 )
 from .._exceptions import LedgerError
 from .._ledger._usage_record import UsageRecord
