@@ -359,3 +359,37 @@ def test_the_snippet_window_finds_what_the_whole_text_finds(
     text = "".join(parts)
     lo, hi = sorted(int(f * len(text)) for f in cut)
     assert _redact.redact_slice(text, lo, hi) == _slice_by_whole_text(text, lo, hi)
+
+
+def test_report_json_is_scrubbed_string_by_string(tmp_path: Path,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """``report --json`` scrubs each string of its output (keys of the ``sessions`` map
+    included) instead of scanning the printed text: a key in a hand-edited ledger's session
+    id, scenario and snippet never reaches stdout."""
+    import sqlite3
+
+    from stableprompt import UsageRecord
+
+    db = tmp_path / "edited.db"
+    ledger = Ledger(db)
+    ledger.write(UsageRecord(wire_format="anthropic", provider="anthropic",
+                             model="claude-sonnet-4-6", session_id="s", scenario="x",
+                             input_tokens_total=2000, cache_read_tokens=0,
+                             cache_write_tokens=2000, uncached_tokens=0, output_tokens=5,
+                             verdict="client_mutation",
+                             verdict_detail={"cause": "volatile-token", "lost_tokens": 10}))
+    ledger.close()
+    conn = sqlite3.connect(db)  # what the ledger never writes: keys in its strings
+    conn.execute('UPDATE calls SET "gen_ai.conversation.id" = ?, scenario = ?, '
+                 "verdict_detail = ?", (f"sess {ANTHROPIC_KEY}", f"sc {OPENAI_KEY}", json.dumps(
+                     {"cause": "volatile-token", "lost_tokens": 10,
+                      "snippet_a": f"key={OPENAI_KEY}", "snippet_b": "x"})))
+    conn.commit()
+    conn.close()
+    assert main(["report", str(db), "--json", "--sessions"]) == 0
+    out = capsys.readouterr().out
+    assert _leaks(out) == [] and "[REDACTED]" in out
+    assert json.loads(out)["calls"][0]["before"] == "key=[REDACTED]"
+    data = {f"k {ANTHROPIC_KEY}": [f"v {OPENAI_KEY}", 1, None], "api_key": "plain-value-1234"}
+    assert _redact.scrub_json_in_place(data) is data
+    assert _leaks(json.dumps(data)) == [] and "plain-value" not in json.dumps(data)

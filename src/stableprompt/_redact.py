@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from typing import Any, AnyStr, TypeVar
 
 __all__ = ["KEY_CONTEXT", "MIN_SECRET_CHARS", "is_secret_name", "redact", "redact_slice",
-           "secrets_in_headers"]
+           "scrub_json_in_place", "secrets_in_headers"]
 
 _REDACTED = "[REDACTED]"
 _SECRET_PATTERNS = (
@@ -284,6 +284,30 @@ def redact(value: _T, *, secrets: Iterable[str] = (), fragments: bool = True) ->
         A scrubbed copy of the same shape (the input is not modified).
     """
     return _redact(value, tuple(sorted(set(secrets), key=len, reverse=True)), fragments)
+
+
+def scrub_json_in_place(value: Any) -> Any:
+    """Scrub key-shaped strings from a JSON value the caller just built (a command's output),
+    in place: every ``str`` value and every ``str`` dict key (:func:`redact`'s patterns; the
+    whole value of a dict entry whose key names a credential), in lists and dicts at any
+    depth. Costs one pass over the strings, the output itself never re-scanned as text (the
+    report's ``--json`` of a million calls). Returns ``value`` (a new string when it is one).
+    """
+    if isinstance(value, str):
+        return _redact_text(value, (), True)
+    if isinstance(value, list):
+        for i, item in enumerate(value):
+            value[i] = scrub_json_in_place(item)
+        return value
+    if isinstance(value, dict):
+        items = list(value.items())
+        value.clear()
+        for key, item in items:
+            clean = _redact_text(key, (), True) if isinstance(key, str) else key
+            value[clean] = (_REDACTED if isinstance(key, str) and is_secret_name(key)
+                            else scrub_json_in_place(item))
+        return value
+    return value
 
 
 def _redact(value: _T, secrets: tuple[str, ...], fragments: bool) -> _T:

@@ -309,7 +309,9 @@ class ScenarioReport:
     sessions: dict[str, Totals] = field(default_factory=dict)
     models: list[str] = field(default_factory=list)
     providers: list[str] = field(default_factory=list)
-    read_series: list[float] = field(default_factory=list)  # per included call: read / input
+    read_series: list[float] = field(default_factory=list)
+    """Per included call: read / input, in order (``summarize``; empty in a streaming
+    summary, whose chart points are ``Summary.read_points()``)."""
 
 
 def _round(value: float | None) -> float | None:

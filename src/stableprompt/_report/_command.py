@@ -71,6 +71,7 @@ from .._subcommand import (
     same_file,
     seconds_arg,
     shown,
+    write_scrubbed_json,
     write_text,
 )
 from ._follow import FollowState, follow
@@ -487,8 +488,8 @@ def _run(args: argparse.Namespace) -> int:
             extra["corrupt_rows"] = [row.to_json() for row in corrupt]
         if unimported:
             extra["unimported_files"] = [str(path) for path in unimported]
-        sys.stdout.write(json_text({**extra, "meta": meta, **report.to_json(by=args.by),
-                                    "notes": ceiling_notes(report)}))
+        write_scrubbed_json({**extra, "meta": meta, **report.to_json(by=args.by),
+                             "notes": ceiling_notes(report)})
         return 0
     for line in header:
         print(shown(line, markup=False))

@@ -276,12 +276,15 @@ def _where(row: CallRow) -> str:
 
 
 def _print_calls(console: Any, report: Summary) -> None:
-    """One table per scenario, its calls in ledger order."""
+    """One table per scenario, its calls in ledger order (a streaming summary's page: the
+    scenarios it holds calls of)."""
     from rich.table import Table
 
     snippets = any(row.before is not None or row.after is not None for row in report.calls)
     for name in report.scenarios:
         rows = [row for row in report.calls if row.scenario == name]
+        if not rows:
+            continue
         table = Table(title=f"{shown(name)}: calls", title_justify="left",
                       header_style="bold")
         columns = ["session", "turn", "time (UTC)", "after", "verdict", "read share",
