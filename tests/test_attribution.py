@@ -129,15 +129,59 @@ def test_short_prompt_is_below_minimum_on_first_and_later_calls() -> None:
     assert two.detail["stable_prefix_tokens"] < 1024
 
 
-def test_anthropic_request_without_breakpoints_is_below_minimum_with_reason() -> None:
-    """Without any cache_control nothing is cacheable: below_minimum, reason no-breakpoint."""
+def test_anthropic_request_without_breakpoints_is_no_breakpoint() -> None:
+    """Without any cache_control nothing is cacheable: no_breakpoint (not below_minimum),
+    first call or not; lost_tokens is the shared prefix it could have read, less its reads,
+    and 0 on a first call."""
     body = anthropic_body(history_breakpoint=False, system_breakpoint=False)
+    first, second = state(body, 0.0), state(body, 5.0)
+    assert second.request_tokens is not None
+    alone = attribute(first, predecessor=None,
+                      usage=anthropic_usage(second.request_tokens, 0), policy=ANTHROPIC)
+    assert alone.verdict == "no_breakpoint" and alone.detail["lost_tokens"] == 0
+    result = attribute(second, predecessor=first,
+                       usage=anthropic_usage(second.request_tokens, 0), policy=ANTHROPIC)
+    assert result.verdict == "no_breakpoint"
+    assert result.detail["reason"] == "no-breakpoint"
+    shared = result.detail["lcp_tokens_scaled"]
+    assert shared >= 1024 and result.detail["lost_tokens"] == shared
+    assert result.predicted_cache_read_tokens == 0
+    late = attribute(dataclasses.replace(second, ts=400.0), predecessor=first,
+                     usage=anthropic_usage(second.request_tokens, 0), policy=ANTHROPIC)
+    assert late.verdict == "no_breakpoint" and late.detail["lost_tokens"] == 0  # past 5m
+
+
+def test_a_breakpoint_below_the_minimum_is_still_below_minimum() -> None:
+    """Breakpoints that all sit below the minimum: below_minimum with reason
+    breakpoints-below-minimum, never no_breakpoint."""
+    body = anthropic_body(system="Be brief.", history_breakpoint=False)
     first, second = state(body, 0.0), state(body, 5.0)
     assert second.request_tokens is not None
     result = attribute(second, predecessor=first,
                        usage=anthropic_usage(second.request_tokens, 0), policy=ANTHROPIC)
     assert result.verdict == "below_minimum"
-    assert result.detail["reason"] == "no-breakpoint"
+
+
+def test_lost_tokens_never_exceed_what_the_call_could_read() -> None:
+    """A compaction that rewrites history and shortens the request: the mutation's
+    lost_tokens is at most this call's input less its reads (lost_cap_tokens), the one value
+    the ledger stores and the report shows."""
+    long = state(anthropic_body(40), 0.0)
+    short_body = anthropic_body(1)
+    short_body["messages"][0]["content"][0]["text"] = "summary of the earlier turns"
+    short = state(short_body, 10.0)
+    assert short.request_tokens is not None and long.request_tokens is not None
+    read = prefix_tokens(short, "system[0]")  # the head still read
+    result = attribute(short, predecessor=long,
+                       usage=anthropic_usage(short.request_tokens, read,
+                                             short.request_tokens - read),
+                       policy=ANTHROPIC)
+    assert result.verdict == "client_mutation"
+    cap = result.detail["lost_cap_tokens"]
+    assert cap == short.request_tokens - read < 100  # the one message after the head
+    # the 40 turns the long request had cached are far more than this call could read
+    assert long.request_tokens - read > 10 * cap
+    assert result.detail["lost_tokens"] == cap
 
 
 # ---------------------------------------------------------------------------- hits, misses

@@ -18,6 +18,8 @@ the test's output; the sandbox blocks them anyway).
 
 from __future__ import annotations
 
+import contextlib
+import http.server
 import json
 import os
 import re
@@ -35,6 +37,8 @@ import pytest
 import harness_clis
 from conftest import proxy_process
 from stableprompt import Ledger, UsageRecord, what_if
+from stableprompt._cli import main
+from stableprompt._wire.anthropic import DIAGNOSTICS_BETA
 from stableprompt.emulator import AssistantTurn, Emulator, ToolCall
 
 pytestmark = pytest.mark.harness
@@ -47,6 +51,11 @@ ANTHROPIC_REASONS = {"model_changed", "system_changed", "tools_changed", "messag
                      "previous_message_not_found", "unavailable"}
 OPENAI_TYPES = {"cache_hit", "cache_miss", "comparison_response_not_found", "unavailable"}
 _TASK = re.compile(r"\[task:([a-z-]+)\]")
+
+
+def _d(record: UsageRecord) -> Any:
+    """A row's ``verdict_detail`` (JSON values, read as the test knows them)."""
+    return record.verdict_detail
 
 
 # -- the scripted model ----------------------------------------------------------------------
@@ -157,6 +166,77 @@ class Sink:
         self._server.close()
 
 
+class BetaGateway:
+    """A loopback gateway in front of the proxy, as seen on real deployments (PROVIDERS.md
+    §15.2): it reorders the ``anthropic-beta`` values of every request it forwards (a
+    different rotation each time), and from request ``drop_from`` on also drops ``dropped``.
+    Everything else passes unchanged; answers are forwarded whole."""
+
+    def __init__(self, upstream: str, *, drop_from: int, dropped: str) -> None:
+        self.upstream, self.drop_from, self.dropped = upstream, drop_from, dropped
+        self.seen = 0
+        self.sent: list[str] = []
+        self._lock = threading.Lock()
+        gateway = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def do_POST(self) -> None:
+                gateway.forward(self)
+
+            do_GET = do_POST
+
+        self._server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread.start()
+
+    def rewrite(self, value: str) -> str:
+        """The beta list rotated by a different amount on each request (never as sent), less
+        ``dropped`` from request ``drop_from`` on."""
+        with self._lock:
+            self.seen += 1
+            n = self.seen
+        items = [v.strip() for v in value.split(",") if v.strip()]
+        if n >= self.drop_from:
+            items = [v for v in items if v != self.dropped]
+        shift = 1 + n % max(len(items) - 1, 1)
+        out = ",".join(items[shift:] + items[:shift])
+        self.sent.append(out)
+        return out
+
+    def forward(self, handler: http.server.BaseHTTPRequestHandler) -> None:
+        import httpx
+
+        length = int(handler.headers.get("content-length") or 0)
+        body = handler.rfile.read(length) if length else b""
+        headers = [(k, v) for k, v in handler.headers.items()
+                   if k.lower() not in ("host", "content-length", "connection",
+                                        "accept-encoding")]
+        headers = [(k, self.rewrite(v) if k.lower() == "anthropic-beta" else v)
+                   for k, v in headers]
+        with httpx.Client(timeout=120) as client:
+            answer = client.request(handler.command, self.upstream + handler.path,
+                                    headers=[*headers, ("accept-encoding", "identity")],
+                                    content=body)
+        handler.send_response(answer.status_code)
+        for k, v in answer.headers.multi_items():
+            if k.lower() not in ("content-length", "transfer-encoding", "connection",
+                                 "content-encoding"):
+                handler.send_header(k, v)
+        handler.send_header("content-length", str(len(answer.content)))
+        handler.end_headers()
+        handler.wfile.write(answer.content)
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+
 @pytest.fixture
 def sink() -> Iterator[Sink]:
     s = Sink()
@@ -189,11 +269,13 @@ class Session:
 
 def run_session(tmp: Path, responder: CliResponder,
                 commands: list[tuple[list[str], dict[str, str]]],
-                check: Any) -> Session:
+                check: Any, gateway: Callable[[str], Any] | None = None) -> Session:
     """Serve ``responder`` from a fresh emulator behind a ``stableprompt proxy`` process, run
     each command (with its environment, the proxy URL substituted for ``{proxy}``) in
     ``tmp / "work"``, stop the proxy with SIGTERM (it finishes every queued row), and call
-    ``check(rows)`` on the ledger rows for the diagnostics."""
+    ``check(rows)`` on the ledger rows for the diagnostics. ``gateway``: a context manager
+    factory taking the proxy URL and giving the URL of a gateway in front of it (the CLI then
+    talks to the gateway)."""
     work = tmp / "work"
     work.mkdir(exist_ok=True)
     ledger, captures = tmp / "ledger.db", tmp / "captures"
@@ -201,7 +283,8 @@ def run_session(tmp: Path, responder: CliResponder,
     with Emulator(responder=responder) as emu, \
             proxy_process(emu.base_url, ledger, "--quiet", "--diagnostics",
                           "--capture", str(captures)) as (
-                proc, url):
+                proc, url), \
+            contextlib.nullcontext(url) if gateway is None else gateway(url) as url:
         for argv, env in commands:
             env = {k: v.replace("{proxy}", url) for k, v in env.items()}
             outputs.append(subprocess.run(argv, cwd=work, env=env, capture_output=True,
@@ -241,6 +324,28 @@ def assert_what_if(records: list[UsageRecord]) -> None:
     print(f"what-if: paid ${result.recorded_usd:.6f}, as used ${result.as_used.usd:.6f}, "
           f"cheapest {result.cheapest.policy.label()} ${result.cheapest.usd:.6f}, "
           f"hindsight ${result.hindsight_usd:.6f}")
+
+
+def agreement(records: list[UsageRecord]) -> float:
+    """The report's agreement (``_accounting._summary``): the share of calls with both numbers
+    whose predicted cache reads equal the reported ones within the granularity."""
+    from stableprompt._accounting._summary import summarize
+
+    value = summarize(records, price=False).overall.agreement
+    assert value is not None
+    return value
+
+
+def assert_tree(records: list[UsageRecord]) -> None:
+    """The subagent (named by the CLI's own headers) is a branch of its session: its first
+    call is no mutation of its parent's prompt but a call that says what it shares with it."""
+    sub = [r for r in records if r.verdict_detail.get("agent")]
+    assert len(sub) >= 2 and sub[0].verdict != "client_mutation"
+    assert _d(sub[0])["predecessor_rule"] == "shared-prefix"
+    assert "shared_prefix" in sub[0].verdict_detail
+    assert all(r.verdict_detail.get("predecessor_rule") != "session-head-change"
+               for r in records)
+    assert all(r.session_id and len(r.session_id) == 36 for r in records)  # a UUID
 
 
 def check_diagnostics(wire: str) -> Any:
@@ -352,8 +457,80 @@ def test_claude_code_session_with_subagent_and_continue(claude: Path, sink: Sink
     assert notes.read_text() == "alpha\nalpha\n"
     assert "sub" in responder.seen
     assert_what_if(session.records)
+    assert_tree(session.records)
     print(f"claude: {len(session.emulator_statuses)} calls, {session.ledger_rows} rows, "
-          f"tasks {responder.seen}")
+          f"tasks {responder.seen}, agreement {agreement(session.records):.1%}")
+
+
+DROPPED_BETA = "thinking-token-count-2026-05-13"
+
+
+def test_claude_code_through_a_gateway_that_reorders_and_drops_betas(
+        claude: Path, sink: Sink, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Claude Code behind a gateway that reorders ``anthropic-beta`` on every request and, from
+    the third request on, drops one beta: a reordered set is no header change and no miss
+    (anthropic-beta is a set, _policy.CACHE_HEADERS); the dropped beta is named on the row
+    where it was dropped (``header_changes``) and in ``report --calls``; the ledger and the
+    capture keep the values as sent, and no key."""
+    def responder(base: Path) -> CliResponder:
+        notes = base / "work" / "notes.txt"
+        return CliResponder(
+            scripts={"main": [ToolCall("Bash", {"command": "printf 'alpha\\n' > notes.txt",
+                                                "description": "write the notes"}),
+                              ToolCall("Read", {"file_path": str(notes)}),
+                              ToolCall("Read", {"file_path": str(notes)})]},
+            finals={"main": "main done"})
+
+    gateways: list[BetaGateway] = []
+
+    @contextlib.contextmanager
+    def gateway(url: str) -> Iterator[str]:
+        front = BetaGateway(url, drop_from=3, dropped=DROPPED_BETA)
+        gateways.append(front)
+        try:
+            yield front.url
+        finally:
+            front.close()
+
+    command = [str(claude), "-p", "[task:main] write and read the notes twice",
+               "--output-format", "json", "--model", CLAUDE_MODEL, "--max-turns",
+               str(MAX_TURNS), "--allowedTools", "Bash,Read"]
+    (tmp_path / "plain").mkdir()  # the same session without the gateway: the baseline
+    plain = run_session(tmp_path / "plain", responder(tmp_path / "plain"),
+                        [(command, claude_env(tmp_path / "plain" / "home", sink))],
+                        check_diagnostics("anthropic"))
+    session = run_session(tmp_path, responder(tmp_path),
+                          [(command, claude_env(tmp_path / "home", sink))],
+                          check_diagnostics("anthropic"), gateway=gateway)
+    assert_every_call(session, minimum=4)
+    rows = [r for r in session.records if r.wire_format == "anthropic"]
+    sent = gateways[0].sent
+    assert len(sent) == len(rows) >= 4 and len(set(sent)) > 1  # every request reordered
+    # the row: as the provider got it (``proxy --diagnostics`` appends its beta); the
+    # capture: as the client (here the gateway) sent it
+    assert [(r.request_headers or {}).get("anthropic-beta") for r in rows] == [
+        f"{value},{DIAGNOSTICS_BETA}" for value in sent]
+    assert [c.get("headers", {}).get("anthropic-beta") for c in session.captured] == sent
+    for row in rows[:2]:  # reordered only: no change, no header cause
+        assert "header_changes" not in row.verdict_detail, row.verdict_detail
+    assert all(r.verdict_detail.get("cause") != "header-change" for r in rows)
+    def verdicts(records: list[UsageRecord]) -> list[tuple[str, Any]]:
+        return [(r.verdict, r.verdict_detail.get("cause")) for r in records]
+
+    assert verdicts(rows) == verdicts(plain.records)  # the gateway costs nothing
+    changes: Any = rows[2].verdict_detail.get("header_changes")
+    assert changes and changes[0]["header"] == "anthropic-beta"
+    assert changes[0]["removed"] == [DROPPED_BETA] and changes[0]["added"] == []
+    later = [r.verdict_detail.get("header_changes") for r in rows[3:]]
+    assert all(c is None for c in later), later  # the dropped set, reordered: no new change
+    raw = (tmp_path / "ledger.db").read_bytes()
+    assert b"sk-ant-emulator-key" not in raw
+    assert all("sk-ant-emulator-key" not in json.dumps(c) for c in session.captured)
+    capsys.readouterr()
+    assert main(["report", str(tmp_path / "ledger.db"), "--calls"]) == 0
+    shown = capsys.readouterr().out
+    assert DROPPED_BETA in shown, shown[-3000:]
+    print(f"claude behind a beta-reordering gateway: {len(rows)} calls, sent {sent}")
 
 
 # -- Codex CLI -------------------------------------------------------------------------------
@@ -430,8 +607,10 @@ def test_codex_session_with_subagent_and_resume(codex: Path, sink: Sink,
     finals = [_codex_final(done.stdout) for done in session.outputs]
     assert finals == ["main done", "again done"]
     assert_what_if(session.records)
+    assert_tree(session.records)
+    assert agreement(session.records) >= 0.99
     print(f"codex: {len(session.emulator_statuses)} calls, {session.ledger_rows} rows, "
-          f"tasks {responder.seen}")
+          f"tasks {responder.seen}, agreement {agreement(session.records):.1%}")
 
 
 def _codex_final(jsonl: str) -> str:
@@ -446,3 +625,44 @@ def _codex_final(jsonl: str) -> str:
         if isinstance(item, dict) and item.get("type") == "agent_message":
             text = str(item.get("text"))
     return text
+
+
+def test_claude_code_new_sessions_share_part_of_the_head(claude: Path, sink: Sink,
+                                                          tmp_path: Path) -> None:
+    """Two fresh ``claude -p`` sessions, the second in another directory: the second's first
+    call shares part of the first session's head (tools and the static system blocks, not
+    the per-directory environment), and the recorder compares it with that session's call
+    (rule ``shared-prefix``), predicting what the provider reads of it."""
+    responder = CliResponder(
+        scripts={"one": [ToolCall("Bash", {"command": "printf 'gamma\\n' > notes.txt",
+                                           "description": "write the notes"})],
+                 "two": [ToolCall("Bash", {"command": "ls", "description": "list"})]},
+        finals={"one": "one done", "two": "two done"})
+    home = tmp_path / "home"
+    env = claude_env(home, sink)
+    (tmp_path / "work" / "other").mkdir(parents=True)
+    common = ["--output-format", "json", "--model", CLAUDE_MODEL, "--max-turns", str(MAX_TURNS),
+              "--allowedTools", "Bash"]
+    session = run_session(tmp_path, responder, [
+        ([str(claude), "-p", "[task:one] write the notes", *common], env),
+        (["sh", "-c", 'cd other && exec "$0" "$@"', str(claude), "-p",
+          "[task:two] list the files", *common], env),
+    ], check_diagnostics("anthropic"))
+    assert_every_call(session, minimum=4)
+    results = [json.loads(done.stdout) for done in session.outputs]
+    assert [r["result"] for r in results] == ["one done", "two done"]
+    assert results[0]["session_id"] != results[1]["session_id"]
+    records = session.records
+    assert [r.session_id for r in records] == [results[0]["session_id"]] * 2 + [
+        results[1]["session_id"]] * (len(records) - 2)
+    fresh = records[2]
+    assert _d(fresh)["predecessor_rule"] == "shared-prefix"
+    assert _d(fresh)["shared_prefix"]["session"] == records[0].session_id
+    # Claude Code's first system block names its session (a per-session billing line), so
+    # nothing of the shared tools is behind a breakpoint: the call says what it could have
+    # read and where the prompts part.
+    assert fresh.verdict == "cold" and fresh.cache_read_tokens == 0
+    assert _d(fresh)["shared_prefix"]["differs_at"] == "/system/0/text"
+    assert _d(fresh)["shared_prefix_note"].startswith("could have read ")
+    print(f"claude, two sessions: {_d(fresh)['shared_prefix_note']}; "
+          f"agreement {agreement(records):.1%}")

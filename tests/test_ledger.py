@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from old_ledgers import downgrade
 from stableprompt import LedgerSpillWarning
 from stableprompt._exceptions import ConfigurationError, InputError, LedgerError
 from stableprompt._ledger import _ledger, _spill
@@ -71,6 +72,8 @@ def _full_record(**fields: object) -> UsageRecord:
         "diagnostics": {"previous_message_id": "msg_01"},
         "response_id": "msg_02",
         "content": '{"messages":[]}',
+        "request_headers": {"anthropic-beta": "b-one-2026-01-01,b-two-2026-02-02",
+                            "anthropic-version": "2023-06-01"},
     }
     base.update(fields)
     return UsageRecord.model_validate(base)
@@ -571,7 +574,7 @@ def test_migrates_from_version_zero(tmp_path: Path) -> None:
     with Ledger(db) as led:
         assert led.write(_record()) == "committed"
     conn = sqlite3.connect(db)
-    assert conn.execute("PRAGMA user_version").fetchone() == (SCHEMA_VERSION,) == (2,)
+    assert conn.execute("PRAGMA user_version").fetchone() == (SCHEMA_VERSION,) == (3,)
     tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
     conn.close()
     assert tables == {"calls", "meta", "unrelated"}
@@ -614,26 +617,27 @@ def test_newer_schema_is_refused_for_reading_and_spills_writes(tmp_path: Path) -
 
 def _v1_ledger(db: Path, monkeypatch: pytest.MonkeyPatch, *records: UsageRecord) -> None:
     """Write a schema v1 ledger (before the meta table), as stableprompt 0.1 did."""
-    with monkeypatch.context() as patch:
-        patch.setattr(_ledger, "_MIGRATIONS", _ledger._MIGRATIONS[:1])
-        with Ledger(db) as led:
-            for record in records:
-                assert led.write(record) == "committed"
+    with Ledger(db) as led:
+        for record in records:
+            assert led.write(record) == "committed"
+    downgrade(db, 1)
 
 
-def test_v1_file_migrates_to_v2_with_an_empty_meta_table(
+def test_v1_file_migrates_with_an_empty_meta_table(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Opening a v1 ledger for writing adds the meta table (v2) and keeps its rows."""
+    """Opening a v1 ledger for writing adds the meta table (v2) and the request_headers
+    column (v3) and keeps its rows (their headers unknown: ``None``)."""
     db = tmp_path / "v1.db"
     record = _full_record()
     _v1_ledger(db, monkeypatch, record)
     with Ledger(db) as led:
         assert led.meta() == {}
         led.set_meta("backend", "emulator")
-        assert led.records() == [record.model_copy(update={"content": None})]
+        assert led.records() == [record.model_copy(update={"content": None,
+                                                           "request_headers": None})]
     conn = sqlite3.connect(db)
-    assert conn.execute("PRAGMA user_version").fetchone() == (2,)
+    assert conn.execute("PRAGMA user_version").fetchone() == (SCHEMA_VERSION,)
     assert conn.execute("SELECT key, value FROM meta").fetchall() == [("backend", "emulator")]
     conn.close()
 
@@ -708,6 +712,7 @@ def test_read_only_v1_file_is_read_not_migrated(
     before = _sha(db)
     ro = Ledger(db, read_only=True)
     assert len(ro.records()) == 1 and ro.meta() == {}
+    assert ro.records()[0].request_headers is None  # the v3 column it lacks: unknown
     assert _sha(db) == before
     conn = sqlite3.connect(db)
     assert conn.execute("PRAGMA user_version").fetchone() == (1,)
@@ -793,7 +798,8 @@ def test_the_ledger_scrubs_every_text_field_of_the_one_scrub_list(tmp_path: Path
              "model": f"m {FAKE_KEY}", "content": f"b {FAKE_KEY}",
              "error_class": f"E {FAKE_KEY}", "response_id": f"r {FAKE_KEY}",
              "usage_raw": {"echo": FAKE_KEY}, "verdict_detail": {"cause": FAKE_KEY},
-             "diagnostics": {"note": FAKE_KEY}}
+             "diagnostics": {"note": FAKE_KEY},
+             "request_headers": {"anthropic-beta": f"b-2026-01-01,{FAKE_KEY}"}}
     assert set(texts) == {*PROVIDER_TEXT, *CALLER_TEXT}
     with Ledger(tmp_path / "l.db", store_content=True) as led:
         led.write(_full_record(**texts))

@@ -69,9 +69,11 @@ def _sender(client: httpx.Client, base_url: str) -> Send:
     return send
 
 
-def _conversation(session: int, routes: list[Send], deadline: float) -> int:
+def _conversation(session: int, routes: list[Send], deadline: float,
+                  stored: Callable[[str, int], None] | None = None) -> int:
     """Turns of one conversation, turn ``k`` through route ``(session + k) % len(routes)``;
-    the number of completed calls."""
+    the number of completed calls. ``stored(session, n)`` (when given) waits until the
+    conversation's first ``n`` rows are in the ledger before the next turn is sent."""
     system = f"Session {session}. " + " ".join(f"rule {i}: keep the prefix stable."
                                                for i in range(120))
     messages: list[dict[str, Any]] = []
@@ -79,6 +81,8 @@ def _conversation(session: int, routes: list[Send], deadline: float) -> int:
     for turn in range(TURNS):
         if time.monotonic() > deadline:
             break
+        if stored is not None and turn:
+            stored(f"s{session}", turn)
         messages.append({"role": "user", "content": f"session {session} question {turn}"})
         body = {"model": "claude-sonnet-4-6", "max_tokens": 16,
                 "system": [{"type": "text", "text": system,
@@ -91,14 +95,15 @@ def _conversation(session: int, routes: list[Send], deadline: float) -> int:
     return done
 
 
-def _run(routes: list[Send], *, parallel: bool) -> int:
+def _run(routes: list[Send], *, parallel: bool,
+         stored: Callable[[str, int], None] | None = None) -> int:
     deadline = time.monotonic() + DEADLINE_S
     counts = [0] * SESSIONS
     if not parallel:
         return sum(_conversation(s, routes, deadline) for s in range(SESSIONS))
 
     def one(s: int) -> None:
-        counts[s] = _conversation(s, routes, deadline)
+        counts[s] = _conversation(s, routes, deadline, stored)
 
     threads = [threading.Thread(target=one, args=(s,)) for s in range(SESSIONS)]
     for thread in threads:
@@ -135,6 +140,24 @@ def _report(target: str, home: Path) -> Any:
     return json.loads(done.stdout)
 
 
+def _stored_in(url: str) -> Callable[[str, int], None]:
+    """Wait (up to 10 s) until a conversation has ``n`` rows in the ledger at ``url``.
+
+    A proxy sends the last byte of an answer before its row is written, so a client that sends
+    the next turn at once through *another* host can reach it before the row does; that host
+    then finds no predecessor and counts the turn again (a stated limit of a shared ledger:
+    a predecessor is found once its row is stored). The fleet's guarantee is checked for
+    turns sent after their predecessor's row is stored, as a conversation's next turn is in
+    an agent loop that runs a tool between turns."""
+    def stored(session: str, n: int) -> None:
+        end = time.monotonic() + 10.0
+        with Ledger(url, read_only=True) as reader:
+            while sum(1 for _ in reader.iter_records(session_id=session)) < n:
+                assert time.monotonic() < end, f"{session}: row {n} not stored within 10 s"
+                time.sleep(0.01)
+    return stored
+
+
 def test_two_proxy_hosts_and_a_transport_write_one_postgresql_ledger(
         pg_url: str, tmp_path: Path) -> None:
     """Two proxies (127.0.0.1, 127.0.0.2) and a RecordingTransport take turns in six
@@ -154,7 +177,7 @@ def test_two_proxy_hosts_and_a_transport_write_one_postgresql_ledger(
                 transport=RecordingTransport(wrapped, recorder=recorder)) as recorded:
             routes = [_sender(plain, one), _sender(plain, two),
                       _sender(recorded, emu.base_url)]
-            completed = _run(routes, parallel=True)
+            completed = _run(routes, parallel=True, stored=_stored_in(pg_url))
     elapsed_s = time.monotonic() - began
     assert completed == SESSIONS * TURNS, f"only {completed} calls before the deadline"
 

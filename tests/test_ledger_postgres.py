@@ -120,6 +120,42 @@ def test_schema_is_versioned_and_identical_in_columns(pg_url: str, tmp_path: Pat
     assert newer.value.code == "ledger-schema-newer"
 
 
+def test_a_v2_database_is_read_as_it_is_then_migrated_keeping_rows(
+        pg_url: str, tmp_path: Path) -> None:
+    """A schema v2 database (before request_headers) opened read-only is read as it is (the
+    v3 column as None, nothing migrated); opened for writing it migrates to v3, keeps its rows,
+    and stores a new row's allow-listed headers."""
+    import psycopg
+
+    from stableprompt._ledger._postgres import PG_MIGRATIONS
+    from stableprompt._ledger._schema import to_row
+
+    old = _record(1)
+    columns = [c for c in COLUMNS.values() if c != "request_headers"]
+    values = [v for c, v in zip(COLUMNS.values(), to_row(old), strict=True)
+              if c != "request_headers"]
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        for step in PG_MIGRATIONS[:2]:
+            for statement in step:
+                conn.execute(statement)
+        conn.execute('CREATE TABLE stableprompt_schema ("version" INTEGER NOT NULL)')
+        conn.execute("INSERT INTO stableprompt_schema VALUES (2)")
+        names = ", ".join(f'"{c}"' for c in columns)
+        conn.execute(f"INSERT INTO calls ({names}) VALUES ({', '.join('%s' for _ in values)})",
+                     values)
+    reader = Ledger(pg_url, read_only=True)
+    assert reader.records() == [old]
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        assert conn.execute("SELECT version FROM stableprompt_schema").fetchone() == (2,)
+    new = _record(2, request_headers={"anthropic-beta": "b-2026-01-01"})
+    with Ledger(pg_url, spill_dir=tmp_path) as ledger:
+        assert ledger.write(new) == "committed"
+        assert ledger.records() == [old, new]
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        assert conn.execute("SELECT version FROM stableprompt_schema").fetchone() == (
+            SCHEMA_VERSION,) == (3,)
+
+
 def test_an_unreachable_database_spills_and_replays(pg_cluster: object, tmp_path: Path) -> None:
     """Writes to a database that does not exist yet spill locally (warned, password never
     shown); once it exists, replay_spill imports them, idempotently."""

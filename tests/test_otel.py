@@ -268,3 +268,19 @@ def test_counters_by_default_and_the_histogram_only_behind_the_flag() -> None:
                                      CACHE_WRITE_TOKENS: 200, OUTPUT_TOKENS: 84}
     unknown = [k for k in counters if ("gen_ai.token.modality", "unknown") in k[1]]
     assert len(unknown) == 4  # the failed call, once per counter, recorded as 0
+
+
+def test_the_allow_listed_headers_are_http_request_header_attributes() -> None:
+    """A row's cache-relevant headers become ``http.request.header.<name>`` string-array span
+    attributes (the HTTP semantic conventions), and a no_breakpoint verdict is exported as
+    such."""
+    spans, tracer_provider, _, _ = _otel()
+    headers = {"anthropic-beta": "a-2026-01-01,b-2026-01-01", "anthropic-version": "2023-06-01"}
+    export_otel([_record(verdict="no_breakpoint", request_headers=headers)],
+                tracer_provider.get_tracer("t"))
+    (span,) = spans.get_finished_spans()
+    attrs = dict(span.attributes or {})
+    assert attrs["http.request.header.anthropic-beta"] == ("a-2026-01-01,b-2026-01-01",)
+    assert attrs["http.request.header.anthropic-version"] == ("2023-06-01",)
+    assert "stableprompt.request_headers" not in attrs
+    assert attrs["stableprompt.verdict"] == "no_breakpoint"

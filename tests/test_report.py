@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from genai_prices import Usage, calc_price
 
+from old_ledgers import downgrade
 from stableprompt import Ledger, LedgerError, UsageRecord
 from stableprompt._cli import main
 from stableprompt._report._command import (
@@ -93,7 +94,8 @@ def test_unknown_usage_counts_as_a_call_but_not_tokens() -> None:
     assert (totals.calls, totals.unknown_usage, totals.input_tokens) == (3, 1, 4100)
     assert totals.ceiling_tokens == 2000
     assert totals.verdicts == {"hit": 2, "cold": 0, "client_mutation": 0, "below_minimum": 0,
-                               "ttl_expired": 0, "provider_miss": 0, "unknown": 1}
+                               "no_breakpoint": 0, "ttl_expired": 0, "provider_miss": 0,
+                               "unknown": 1}
 
 
 def test_groups_by_scenario_and_session_in_order() -> None:
@@ -298,15 +300,11 @@ def test_report_prints_the_backend_from_the_ledger_metadata(
 
 
 def test_report_never_migrates_an_older_ledger(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-        capsys: pytest.CaptureFixture[str]) -> None:
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """`report` on a schema v1 ledger reads it and leaves it at v1, byte for byte."""
-    from stableprompt._ledger import _ledger as ledger_module
-
     db = tmp_path / "v1.db"
-    with monkeypatch.context() as patch:
-        patch.setattr(ledger_module, "_MIGRATIONS", ledger_module._MIGRATIONS[:1])
-        _ledger(db, [_rec(0, write=2000, verdict="cold")])
+    _ledger(db, [_rec(0, write=2000, verdict="cold")])
+    downgrade(db, 1)
     before = db.read_bytes()
     assert main(["report", str(db), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["meta"] == {}

@@ -13,8 +13,10 @@ from typing import Any
 import pytest
 
 from conftest import record_anthropic_call
+from old_ledgers import downgrade
 from stableprompt import Ledger, LedgerError, UsageRecord
 from stableprompt._cli import main
+from stableprompt._ledger._schema import SCHEMA_VERSION
 from stableprompt._report._command import CorruptRow, read_ledger, summarize
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -249,24 +251,20 @@ def test_an_empty_ledger_says_so(tmp_path: Path, capsys: pytest.CaptureFixture[s
 
 
 def test_ledgers_of_different_schema_versions_merge(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-        capsys: pytest.CaptureFixture[str]) -> None:
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """A schema v1 ledger (no meta table) and a current one merge into one report, in time
     order, with the cross-session ceiling across them; neither file is migrated."""
-    from stableprompt._ledger import _ledger as ledger_module
-
     old, new = tmp_path / "v1.db", tmp_path / "v2.db"
     records = _shared_head(gap_s=10)
-    with monkeypatch.context() as patch:
-        patch.setattr(ledger_module, "_MIGRATIONS", ledger_module._MIGRATIONS[:1])
-        _write(old, records[:2])
+    _write(old, records[:2])
+    downgrade(old, 1)
     _write(new, records[2:])
     versions = []
     for path in (old, new):
         conn = sqlite3.connect(path)
         versions.append(conn.execute("PRAGMA user_version").fetchone()[0])
         conn.close()
-    assert versions == [1, 2]
+    assert versions == [1, SCHEMA_VERSION]
     before = old.read_bytes()
     assert main(["report", str(new), str(old), "--json"]) == 0
     data = json.loads(capsys.readouterr().out)

@@ -19,7 +19,7 @@ from stableprompt._accounting import _builder
 from stableprompt._accounting._builder import CallPage, CostPoint, Decimator
 from stableprompt._accounting._summary import GROUP_BY, Summary, summarize, summarize_stream
 from stableprompt._cli import main
-from stableprompt._ledger._reads import cross_session_predecessors, record_by_id
+from stableprompt._ledger._reads import record_by_id
 from stableprompt._report._command import (
     _body_finder,
     html_report,
@@ -108,8 +108,7 @@ def _streamed(path: Path, *, page: CallPage | None = None, by: str = "scenario",
     ledger = open_ledger(path)
     records, _, _ = stream_records([ledger])
     return summarize_stream(records, page=page or CallPage(limit=10**9), by=by,
-                            what_if=what_if, predecessors=cross_session_predecessors(ledger),
-                            find_body=_body_finder([ledger], None, None))
+                            what_if=what_if, find_body=_body_finder([ledger], None, None))
 
 
 def _text(report: Summary, by: str) -> str:
@@ -172,13 +171,6 @@ def test_a_body_no_longer_held_is_read_back_from_the_ledger(
     assert record_by_id(open_ledger(path), "nope") is None
 
 
-def test_only_cross_session_predecessors_are_remembered(tmp_path: Path) -> None:
-    """The query names the predecessors of calls of another session (and ones the ledger
-    lacks), not the previous call of the same session."""
-    path = _every_kind(tmp_path / "l.db")
-    assert cross_session_predecessors(open_ledger(path)) == {"r0000"}
-
-
 def test_a_page_of_calls_and_the_top_losses(tmp_path: Path) -> None:
     """``CallPage(offset, limit)`` keeps those calls in ledger order; ``top`` the calls that
     lost the most tokens (ledger order); every total counts all calls."""
@@ -197,9 +189,8 @@ def test_a_page_of_calls_and_the_top_losses(tmp_path: Path) -> None:
 
 def test_the_streaming_pass_holds_no_row_per_call(tmp_path: Path) -> None:
     """Many calls through the builder: the rows kept are the page, the bodies kept at most
-    ``MAX_BODIES``, the ceilings remember by id only the ids given."""
-    builder = _builder.SummaryBuilder(keep_calls=False, page=CallPage(limit=5),
-                                      predecessors=set())
+    ``MAX_BODIES``, the cliffs and misses at most their caps."""
+    builder = _builder.SummaryBuilder(keep_calls=False, page=CallPage(limit=5))
     content = _body("x", 1)
     for i in range(3000):
         builder.add(UsageRecord(
@@ -211,7 +202,7 @@ def test_the_streaming_pass_holds_no_row_per_call(tmp_path: Path) -> None:
     report = Summary(**builder.finish())
     assert len(report.calls) == 5 and report.calls_total == 3000
     assert len(builder._bodies) <= _builder.MAX_BODIES
-    assert builder._ceilings._by_id == {}
+    assert len(builder.rows) == 5 and not builder.scenarios["s"].read_series
     assert report.overall.calls == 3000
 
 

@@ -21,6 +21,7 @@ from ._exceptions import PolicyError
 from ._public import public
 
 __all__ = [
+    "CACHE_HEADERS",
     "CONTENT_SHAPES",
     "EXPLICIT_CACHE_APIS",
     "EXPLICIT_CACHE_RULES",
@@ -38,6 +39,7 @@ __all__ = [
     "CacheRules",
     "ContentShapeRule",
     "ExplicitCacheRule",
+    "HeaderRule",
     "ModelFeatures",
     "OpenAIExplicitRule",
     "PolicyTable",
@@ -46,7 +48,11 @@ __all__ = [
     "content_shape_change",
     "content_shape_rule",
     "default_policies",
+    "describe_header_change",
     "explicit_cache_rule",
+    "header_changes",
+    "header_items",
+    "header_rules",
     "keepalive_unsupported",
     "model_features",
     "openai_explicit_rule",
@@ -835,3 +841,145 @@ def openai_explicit_rule(wire_format: str, model: str) -> OpenAIExplicitRule | N
 
 public(ModelFeatures, model_features)
 
+
+
+# -- request headers that are cache-relevant parameters ----------------------------------------
+
+_BETA_HEADERS_DOC = "https://docs.anthropic.com/en/api/beta-headers"
+_ANTHROPIC_VERSIONS_DOC = "https://docs.anthropic.com/en/api/versioning"
+_ANTHROPIC_SDK_BETAS = ("anthropics/anthropic-sdk-python@2.17.0:src/anthropic/resources/beta/"
+                        "messages/messages.py ('anthropic-beta': \",\".join(str(e) for e in "
+                        "betas)), _base_client.py (client and call headers merged into one)")
+_OPENAI_SDK_HEADERS = ("openai/openai-python@3.63.0:src/openai/_client.py (OpenAI-Organization, "
+                       "OpenAI-Project), resources/beta/assistants.py ('OpenAI-Beta': "
+                       "'assistants=v2')")
+_XAI_ROUTING_DOC = "https://docs.x.ai/developers/advanced-api-usage/prompt-caching/multi-turn"
+
+
+@dataclass(frozen=True, slots=True)
+class HeaderRule:
+    """A request header that selects what the provider does with the request, compared
+    between requests like a cache-key body parameter (allow-listed: no other header is ever
+    recorded, and none of these carries a credential).
+
+    Attributes:
+        name: Header name, lower case.
+        wire_formats: The request formats it belongs to.
+        separator: ``","`` when the provider reads the value as a set of comma-separated
+            items (order and repeats carry no meaning, so a gateway that reorders them
+            changes nothing); ``None`` when the value is compared as one string.
+        effect: What a change of it changes, one phrase (the report's cause detail).
+        source: Where (doc URL, SDK file).
+        as_of: Date (ISO) the source was read.
+    """
+
+    name: str
+    wire_formats: tuple[str, ...]
+    separator: str | None
+    effect: str
+    source: str
+    as_of: str
+
+
+CACHE_HEADERS: tuple[HeaderRule, ...] = (
+    HeaderRule(
+        "anthropic-beta", ("anthropic",), ",",
+        "the beta features on; a beta can change what the model is sent: tools, thinking, "
+        "context management",
+        f"{_BETA_HEADERS_DOC} (several betas: one header, names separated by commas); "
+        + _ANTHROPIC_SDK_BETAS, "2026-12-07"),
+    HeaderRule(
+        "anthropic-version", ("anthropic",), None, "the API version the request is read as",
+        f"{_ANTHROPIC_VERSIONS_DOC}; anthropics/anthropic-sdk-python@2.17.0:src/anthropic/"
+        "_client.py (default header anthropic-version)", "2026-12-07"),
+    HeaderRule(
+        "openai-beta", ("openai-chat", "openai-responses"), None,
+        "the beta API surface the request is read as; not documented as a list, so compared "
+        "as one string", _OPENAI_SDK_HEADERS, "2026-12-07"),
+    HeaderRule(
+        "openai-organization", ("openai-chat", "openai-responses"), None,
+        "the organization the request runs in: 'Prompt caches are not shared between "
+        "organizations'", f"{_OPENAI_DOC}; {_OPENAI_SDK_HEADERS}", "2026-12-07"),
+    HeaderRule(
+        "openai-project", ("openai-chat", "openai-responses"), None,
+        "the project the request runs in, in an organization whose caches are its own",
+        f"{_OPENAI_DOC}; {_OPENAI_SDK_HEADERS}", "2026-12-07"),
+    HeaderRule(
+        "x-grok-conv-id", ("openai-chat",), None,
+        "the xAI server the request is routed to: same id, same server, same cache",
+        _XAI_ROUTING_DOC, "2026-12-07"),
+)
+"""Request headers kept in ledger rows (``UsageRecord.request_headers``) and proxy captures and
+compared between a request and the one it is compared with (the attribution's
+``header_changes``). Only these are ever recorded: API keys, ``authorization`` and every other
+header never are. ``anthropic-beta`` is the one set-valued header (the only one documented as a
+comma-separated list); a dropped or added beta is a change, a reordered list is not."""
+
+_HEADERS_BY_FORMAT: Mapping[str, tuple[HeaderRule, ...]] = {
+    wire: tuple(rule for rule in CACHE_HEADERS if wire in rule.wire_formats)
+    for wire in {w for rule in CACHE_HEADERS for w in rule.wire_formats}
+}
+_HEADER_RULES: Mapping[str, HeaderRule] = {rule.name: rule for rule in CACHE_HEADERS}
+
+
+def header_rules(wire_format: str) -> tuple[HeaderRule, ...]:
+    """The :data:`CACHE_HEADERS` of requests in ``wire_format`` (empty for other formats:
+    Gemini and Bedrock Converse carry their betas in the body)."""
+    return _HEADERS_BY_FORMAT.get(wire_format, ())
+
+
+def header_items(name: str, value: str) -> tuple[str, ...]:
+    """The comparable form of header ``name``'s ``value``: for a set-valued header
+    (:attr:`HeaderRule.separator`) its distinct non-empty items, sorted; else the value
+    stripped, as one item."""
+    rule = _HEADER_RULES.get(name)
+    if rule is None or rule.separator is None:
+        return (value.strip(),)
+    return tuple(sorted({item.strip() for item in value.split(rule.separator)
+                         if item.strip()}))
+
+
+def header_changes(before: Mapping[str, str] | None, after: Mapping[str, str] | None
+                   ) -> list[dict[str, Any]]:
+    """How the allow-listed headers of two requests differ, in :data:`CACHE_HEADERS` order:
+    one ``{"header", "before", "after"}`` per changed header (values as sent, ``None`` when
+    absent), with ``"removed"`` / ``"added"`` items for a set-valued one. Equal sets in
+    another order are no change. Empty when either side is unknown (``None``: a row recorded
+    before headers were kept)."""
+    if before is None or after is None or before == after:  # the common case: as sent before
+        return []
+    out: list[dict[str, Any]] = []
+    for rule in CACHE_HEADERS:
+        a, b = before.get(rule.name), after.get(rule.name)
+        items_a = () if a is None else header_items(rule.name, a)
+        items_b = () if b is None else header_items(rule.name, b)
+        if items_a == items_b and (a is None) == (b is None):
+            continue
+        change: dict[str, Any] = {"header": rule.name, "before": a, "after": b}
+        if rule.separator is not None:
+            change["removed"] = [x for x in items_a if x not in items_b]
+            change["added"] = [x for x in items_b if x not in items_a]
+        out.append(change)
+    return out
+
+
+def describe_header_change(change: Mapping[str, Any]) -> str:
+    """One line for a :func:`header_changes` entry, e.g. ``"anthropic-beta: dropped
+    'context-1m-2025-08-07'"`` or ``"anthropic-version: '2023-06-01' -> '2026-01-01'"``."""
+    name = str(change.get("header"))
+    parts: list[str] = []
+    removed, added = change.get("removed"), change.get("added")
+    if isinstance(removed, list) or isinstance(added, list):
+        if removed:
+            parts.append("dropped " + ", ".join(repr(x) for x in removed))
+        if added:
+            parts.append("added " + ", ".join(repr(x) for x in added))
+        if not parts:
+            parts.append("sent empty" if change.get("after") is not None else "not sent")
+    else:
+        before, after = change.get("before"), change.get("after")
+        parts.append(f"{'not sent' if before is None else repr(before)} -> "
+                     f"{'not sent' if after is None else repr(after)}")
+    rule = _HEADER_RULES.get(name)
+    effect = f" ({rule.effect})" if rule is not None else ""
+    return f"{name}: {'; '.join(parts)}{effect}"

@@ -22,24 +22,24 @@ time. Two modes, the same numbers:
   the last :data:`MAX_BODIES` calls; an older predecessor's body is asked of
   ``find_body`` (the ledger, by record id).
 
-A streaming pass also takes the ids other sessions' calls name as their predecessor
-(``predecessors``, a query before the pass; ``_ceilings.Ceilings``), so the ceilings remember
-those calls only. ``what_if=True`` keeps every record either way: the replay needs them
+The one per-call state is the ceilings' (``_ceilings.Ceilings``: each call's size and time by
+id, about 250 bytes, for the later calls that name it as their predecessor).
+``what_if=True`` keeps every record either way: the replay needs them
 (:func:`~._what_if.what_if_by_provider`).
 """
 
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Container
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Generic, TypeVar
 
 from .._ledger._usage_record import UsageRecord
 from .._policy import PolicyTable
-from ._calls import CallRow, Cliff, CliffFinder, call_row, exclusion
-from ._causes import CauseRow, CauseTally
+from ._calls import MAIN_AGENT, CallRow, Cliff, CliffFinder, agent_label, call_row, exclusion
+from ._causes import ActionRow, ActionTally, CauseRow, CauseTally
 from ._ceilings import Ceilings, policy_of
 from ._keepalive import KeepAliveTally, is_keepalive
 from ._pricing import Pricing, genai_prices_version
@@ -159,6 +159,8 @@ class Streamed:
         by: The grouping whose totals were gathered (``groups``).
         groups: Totals per group for ``by``, in order of first call.
         causes: Causes ranked (:func:`~._causes.rank_causes`'s numbers).
+        actions: Breaks by user action (:func:`~._causes.rank_actions`'s numbers).
+        errors: Failed calls' error texts -> ``(calls, first id)`` (``Summary.errors``).
         cliffs: The cliffs kept (at most :data:`MAX_CLIFFS`, ledger order);
             ``cliffs_total`` all of them.
         misses: Included calls that lost tokens (at most :data:`MAX_MISSES`, ledger order);
@@ -175,6 +177,8 @@ class Streamed:
     by: str = "scenario"
     groups: dict[str, Totals] = field(default_factory=dict)
     causes: list[CauseRow] = field(default_factory=list)
+    actions: list[ActionRow] = field(default_factory=list)
+    errors: dict[str, tuple[int, str]] = field(default_factory=dict)
     cliffs: list[Cliff] = field(default_factory=list)
     cliffs_total: int = 0
     misses: list[CallRow] = field(default_factory=list)
@@ -220,8 +224,6 @@ class SummaryBuilder:
         page: With ``keep_calls=False``, the calls kept as rows.
         by: With ``keep_calls=False``, the grouping whose totals are gathered
             (:data:`~._summary.GROUP_BY`).
-        predecessors: With ``keep_calls=False``, the ids other sessions' calls name as their
-            predecessor (:class:`~._ceilings.Ceilings`); ``None``: remember every call.
         find_body: With ``keep_calls=False``, the record of an id whose request body the pass
             no longer holds (``None``: not found or not kept).
     """
@@ -229,7 +231,6 @@ class SummaryBuilder:
     def __init__(self, *, policies: PolicyTable | None = None, price: bool = True,
                  what_if: bool = False, keep_calls: bool = True,
                  page: CallPage | None = None, by: str = "scenario",
-                 predecessors: Container[str] | None = None,
                  find_body: Callable[[str], UsageRecord | None] | None = None) -> None:
         if by not in GROUP_BY:
             raise ValueError(f"cannot group by {by!r}; choose one of {', '.join(GROUP_BY)}")
@@ -239,7 +240,8 @@ class SummaryBuilder:
         self._by = by
         self._find_body = find_body
         self.scenarios: dict[str, ScenarioReport] = {}
-        self._ceilings = Ceilings(predecessors=None if keep_calls else predecessors)
+        self._ceilings = Ceilings()
+        self._agents: dict[tuple[str, str], str] = {}  # (session, lineage) -> branch label
         self._pricing = Pricing(source=genai_prices_version() or "genai-prices not installed")
         self._notes: dict[str, None] = {}
         self.rows: list[CallRow] = []
@@ -253,6 +255,7 @@ class SummaryBuilder:
         self._streamed = Streamed(page=self._page, by=by)
         self._groups: dict[str, Totals] = {}
         self._causes = CauseTally()
+        self._actions = ActionTally()
         self._cliff_finder = CliffFinder()
         self._cliffs = _Kept(MAX_CLIFFS)
         self._misses = _Kept(MAX_MISSES)
@@ -294,7 +297,14 @@ class SummaryBuilder:
             scenario.providers.append(record.provider)
         policy = policy_of(record.provider, record.model, self._policies)
         granularity = policy.granularity_tokens if policy is not None else 1
-        ceiling = self._ceilings.next(record, Ceilings.key(record, name, sid), policy)
+        compared = self._ceilings.total_of(record.predecessor_id)
+        branch = (sid, record.lineage or "")  # a branch's later calls keep its label
+        agent = agent_label(record) or self._agents.get(branch, MAIN_AGENT)
+        if agent != MAIN_AGENT:
+            self._agents[branch] = agent
+        # a subagent's ceiling is its own conversation's, not its parent's previous request
+        ceiling = self._ceilings.next(record, Ceilings.key(
+            record, name, sid if agent == MAIN_AGENT else f"{sid}\x00{agent}"), policy)
         snippets = None
         if (record.verdict == "client_mutation" and record.content is not None
                 and record.predecessor_id is not None):
@@ -306,7 +316,8 @@ class SummaryBuilder:
         pricing = self._pricing if self._price else None
         row = call_row(record, scenario=name, session=sid, ceiling=ceiling,
                        granularity=granularity, pricing=pricing, notes=self._notes,
-                       snippets=snippets, agrees=agrees)
+                       snippets=snippets, agrees=agrees, compared_input_tokens=compared,
+                       agent=agent)
         self.stabilized.add(record, row, pricing, self._notes)
         sessions = scenario.sessions
         totals = sessions.get(sid)
@@ -338,6 +349,7 @@ class SummaryBuilder:
                 group = self._groups[key] = Totals()
             group.add(row, agrees, self._price)
         self._causes.add(row)
+        self._actions.add(row)
         cliff = self._cliff_finder.add(row)
         if cliff is not None:
             s.cliffs_total += 1
@@ -349,6 +361,11 @@ class SummaryBuilder:
             s.partial_total += 1
             if len(s.partial_costs) < MAX_NAMED:
                 s.partial_costs.append((row.id, row.cost_note))
+        if row.error is not None:
+            text = row.error if (row.error in s.errors or len(s.errors) < MAX_NAMED
+                                 ) else "(other errors)"
+            count, first = s.errors.get(text, (0, row.id))
+            s.errors[text] = (count + 1, first)
         if row.excluded == "suspect":
             s.suspect_total += 1
             if len(s.suspect_ids) < MAX_NAMED:
@@ -380,6 +397,7 @@ class SummaryBuilder:
             streamed.groups = ({name: s.totals for name, s in self.scenarios.items()}
                                if self._by == "scenario" else self._groups)
             streamed.causes = self._causes.ranked()
+            streamed.actions = self._actions.ranked()
             streamed.cliffs = self._cliffs.items()
             streamed.misses = self._misses.items()
             streamed.read_points = {k: d.finish() for k, d in self._reads.items()}

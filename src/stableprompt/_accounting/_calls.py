@@ -24,12 +24,19 @@
   (one granule plus :data:`~stableprompt._policy.TOLERANCE_FRACTION` of its
   input): ``0 < read < max(predicted, ceiling) - tolerance``. So a call that read 82% of a
   prompt it could have read whole is not shown like a full hit, nor like a 0% miss.
-* ``lost_tokens``: what the verdict says was lost: ``lost_tokens`` of a ``client_mutation``,
-  ``missing_tokens`` of a ``provider_miss``, ``expired_tokens`` of a ``ttl_expired`` (from
-  ``verdict_detail``), at most ``ceiling - cache_read`` of an included call (the verdict
-  counts against the compared request, which can be longer than this one, e.g. before a
-  compaction); 0 otherwise. ``cause``: the mutation's cause (``_diff.CAUSES``, or
+* ``lost_tokens``: what the verdict says was lost: ``lost_tokens`` of a ``client_mutation`` or
+  a ``no_breakpoint``, ``missing_tokens`` of a ``provider_miss``, ``expired_tokens`` of a
+  ``ttl_expired`` (from ``verdict_detail``); 0 otherwise. A row whose ``verdict_detail`` has
+  ``lost_cap_tokens`` carries the recorder's one computation (already at most what the call
+  could read), shown as stored, so the report and the ledger say the same number; older rows
+  are capped here at ``ceiling - cache_read`` of an included call (the verdict counts against
+  the compared request, which can be longer than this one, e.g. before a compaction).
+  ``cause``: the mutation's cause (``_diff.CAUSES``, or
   ``lookback-exceeded``), else the verdict in slug form (``provider-miss``, ``ttl-expired``).
+* ``caveats``: what the verdict rests on beyond documented rules (:func:`caveats_of`: an
+  undocumented content-shape rule, a default policy, a changed header, ...), shown beside it;
+  ``error``: a failed call's error text, redacted (:func:`error_text`); ``action``: the user
+  action behind a break (:func:`~._actions.action_of`).
 * ``before`` / ``after``: the text around the divergence in the compared request and in this
   one, when the row holds them (``verdict_detail["snippet_a"]`` / ``["snippet_b"]``) or the
   ledger kept both bodies (:func:`~._snippets.mutation_snippets`, passed as ``snippets``).
@@ -56,12 +63,15 @@ from typing import Any
 
 from .._canonical import loads
 from .._ledger._usage_record import UNANALYSED, UsageRecord
-from .._policy import TOLERANCE_FRACTION
+from .._policy import TOLERANCE_FRACTION, describe_header_change
 from .._recording._boundary import turn_boundary
+from .._redact import redact
+from ._actions import action_of
 from ._pricing import Pricing, TokenSplit, price_call, price_record
 
-__all__ = ["CLIFF_DROP", "EXCLUSIONS", "CallRow", "Cliff", "CliffFinder", "boundary_of",
-           "call_row", "exclusion", "find_cliffs", "is_suspect"]
+__all__ = ["CLIFF_DROP", "ERROR_TEXT_CHARS", "EXCLUSIONS", "MAIN_AGENT", "CallRow", "Cliff",
+           "CliffFinder", "agent_label", "boundary_of", "call_row", "caveats_of", "error_text",
+           "exclusion", "find_cliffs", "is_suspect"]
 
 EXCLUSIONS: Mapping[str, str] = {
     "unanalysed": "no LLM call to analyse (requests to other endpoints, or bodies not of "
@@ -79,8 +89,8 @@ CLIFF_DROP = 0.25
 """A cliff: the read share falls by at least this much (absolute, 0.25 = 25 points) from the
 previous included call of the same session."""
 
-_LOSS_KEYS = {"client_mutation": "lost_tokens", "provider_miss": "missing_tokens",
-              "ttl_expired": "expired_tokens"}
+_LOSS_KEYS = {"client_mutation": "lost_tokens", "no_breakpoint": "lost_tokens",
+              "provider_miss": "missing_tokens", "ttl_expired": "expired_tokens"}
 
 UNMARKED = frozenset({"no-breakpoint", "breakpoints-below-minimum"})
 """``below_minimum`` reasons (``verdict_detail["reason"]``) that are the client's breakpoint
@@ -107,6 +117,10 @@ def _snippet(detail: Mapping[str, Any], key: str, snippets: tuple[str, str] | No
                                                                   "snippet_b"), str)):
         return value
     return snippets[side] if snippets else None
+
+
+MAIN_AGENT = "main"
+"""The agent of a call no branch rule or header named: its session's main agent."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,6 +168,10 @@ class CallRow:
     cost_note: str | None = None
     server_reason: str | None = None
     server_agreement: str | None = None
+    caveats: tuple[str, ...] = ()
+    error: str | None = None
+    action: str | None = None
+    agent: str = MAIN_AGENT
 
     @property
     def provider_side_unexplained(self) -> bool:
@@ -189,7 +207,8 @@ class CallRow:
             "cost_at_ceiling_usd": _round(self.cost_at_ceiling_usd),
             "lost_usd": _round(self.lost_usd), "cost_complete": self.cost_complete,
             "cost_note": self.cost_note, "server_reason": self.server_reason,
-            "server_agreement": self.server_agreement,
+            "server_agreement": self.server_agreement, "caveats": list(self.caveats),
+            "error": self.error, "action": self.action, "agent": self.agent,
         }
 
 
@@ -237,10 +256,58 @@ def boundary_of(record: UsageRecord) -> str | None:
     return turn_boundary(str(wire), body)
 
 
+_CAVEATS: Mapping[str, str] = {
+    "content_shape": "{}",
+    "policy": "cache policy: {}",
+    "predecessor_body": "compared request: {}",
+    "cache_write_assumed_zero": "writes assumed 0: {}",
+}
+"""``verdict_detail`` keys whose text says a verdict rests on an assumption (undocumented
+provider behaviour, a default policy, an estimate), and how the report words them."""
+
+ERROR_TEXT_CHARS = 300
+"""At most this many characters of a failed call's error text (:func:`error_text`)."""
+
+
+def caveats_of(detail: Mapping[str, Any]) -> tuple[str, ...]:
+    """What a verdict rests on beyond the documented rules, one line each, from its
+    ``verdict_detail``: a content-shape change treated by an undocumented rule (string vs one
+    text block), the conservative default policy of an unknown model, a compared request known
+    only from its ledger row, writes assumed 0, a cache-relevant header that changed
+    (``header_changes``: a miss it explains is the cause instead), breakpoints that wrote
+    nothing."""
+    out = [template.format(value) for key, template in _CAVEATS.items()
+           if isinstance(value := detail.get(key), str) and value]
+    changes = detail.get("header_changes")
+    if isinstance(changes, list):
+        out.extend(describe_header_change(c) for c in changes if isinstance(c, Mapping))
+    if detail.get("breakpoints_ignored") is True:
+        out.append("breakpoints sent, nothing written (a gateway stripped cache_control?)")
+    return tuple(out)
+
+
+def error_text(record: UsageRecord) -> str | None:
+    """A failed call's error, redacted (:func:`~stableprompt._redact.redact`) and at most
+    :data:`ERROR_TEXT_CHARS` characters: class, HTTP status, the provider's error type or our
+    error code, and its message, e.g. ``"ProviderHTTPError 429 rate_limit_error: Number of
+    request tokens has exceeded your per-minute rate limit"``; ``None`` for a call that did
+    not fail."""
+    if record.error_class is None:
+        return None
+    detail = record.verdict_detail
+    head = " ".join(str(part) for part in (record.error_class, record.status_code,
+                                           _str(detail, "error_type") or _str(detail, "error_code"))
+                    if part is not None)
+    message = _str(detail, "error_message")
+    text = redact(f"{head}: {message}" if message else head)
+    return text if len(text) <= ERROR_TEXT_CHARS else text[:ERROR_TEXT_CHARS - 1] + "…"
+
+
 def call_row(record: UsageRecord, *, scenario: str, session: str, ceiling: int,
              granularity: int, pricing: Pricing | None, notes: dict[str, None],
              snippets: tuple[str, str] | None = None,
-             agrees: bool | None = None) -> CallRow:
+             agrees: bool | None = None, compared_input_tokens: int | None = None,
+             agent: str = MAIN_AGENT) -> CallRow:
     """The :class:`CallRow` of ``record``.
 
     Args:
@@ -255,6 +322,10 @@ def call_row(record: UsageRecord, *, scenario: str, session: str, ceiling: int,
             ``verdict_detail`` has none.
         agrees: Whether the prediction matched the report within the granularity (``None``:
             not both known).
+        compared_input_tokens: The reported input total of the request it was compared with
+            (``predecessor_id``), for the user action behind a break (:func:`~._actions.
+            action_of`: a compaction shrinks the request).
+        agent: Its agent as grouped (:func:`agent_label`).
     """
     detail = record.verdict_detail
     excluded = exclusion(record)
@@ -271,8 +342,11 @@ def call_row(record: UsageRecord, *, scenario: str, session: str, ceiling: int,
     lost = max(lost, 0)
     # No usable breakpoint on a breakpoint cache (Anthropic caches only at breakpoints): the
     # client's placement lost what the prefix it shares with earlier calls could have read.
-    unmarked = record.verdict == "below_minimum" and _str(detail, "reason") in UNMARKED
-    if unmarked and included and read is not None:
+    unmarked = record.verdict == "no_breakpoint" or (
+        record.verdict == "below_minimum" and _str(detail, "reason") in UNMARKED)
+    if "lost_cap_tokens" in detail:
+        pass  # the recorder's one computation (``_attribution.lost_here``): shown as stored
+    elif unmarked and included and read is not None:  # rows recorded before it
         lost = max(ceiling - read, 0)
     elif included and read is not None:  # never more than the call could have read
         lost = min(lost, max(ceiling - read, 0))
@@ -280,7 +354,7 @@ def call_row(record: UsageRecord, *, scenario: str, session: str, ceiling: int,
     if record.verdict == "client_mutation":
         cause = _str(detail, "cause") or "client-mutation"
     elif unmarked:
-        cause = _str(detail, "reason")
+        cause = _str(detail, "reason") or "no-breakpoint"
     elif record.verdict in ("provider_miss", "ttl_expired", "below_minimum"):
         cause = record.verdict.replace("_", "-")
     cause_detail = _str(detail, "cause_detail") or _str(detail, "reason")
@@ -315,7 +389,22 @@ def call_row(record: UsageRecord, *, scenario: str, session: str, ceiling: int,
         boundary=boundary_of(record),
         cost_usd=costs[0], cost_uncached_usd=costs[1], cost_at_ceiling_usd=costs[2],
         lost_usd=costs[3], agrees=agrees, cost_complete=complete, cost_note=cost_note,
-        server_reason=_server(detail, "reason"), server_agreement=_server(detail, "agreement"))
+        server_reason=_server(detail, "reason"), server_agreement=_server(detail, "agreement"),
+        caveats=caveats_of(detail), error=error_text(record),
+        action=action_of(record.verdict, detail, total, compared_input_tokens),
+        agent=agent)
+
+
+def agent_label(record: UsageRecord) -> str | None:
+    """``"subagent <id>"`` (or ``"subagent"``) when the recorder named the call's agent a
+    branch (``verdict_detail["agent"]``: the harness's headers, or the branch rule
+    ``_economics._request_kind.is_branch``), else ``None`` (the caller carries a lineage's
+    label to its later calls, which the rule does not mark again)."""
+    agent = record.verdict_detail.get("agent")
+    if not isinstance(agent, Mapping) or agent.get("kind") != "subagent":
+        return None
+    ident = agent.get("id")
+    return f"subagent {ident}" if isinstance(ident, str) and ident else "subagent"
 
 
 def _server(detail: Mapping[str, Any], key: str) -> str | None:
@@ -353,24 +442,25 @@ class Cliff:
 
 def find_cliffs(rows: Iterable[CallRow], *, drop: float = CLIFF_DROP) -> list[Cliff]:
     """Calls (in order) whose read share fell by at least ``drop`` from the previous included
-    call of the same scenario and session; excluded calls are skipped, not counted as 0."""
+    call of the same scenario, session and agent; excluded calls are skipped, not counted as
+    0."""
     finder = CliffFinder(drop=drop)
     return [cliff for row in rows if (cliff := finder.add(row)) is not None]
 
 
 class CliffFinder:
     """:func:`find_cliffs` one row at a time: keeps the previous included call's id and read
-    share per scenario and session (memory in sessions, not calls)."""
+    share per scenario, session and agent (memory in sessions, not calls)."""
 
     def __init__(self, *, drop: float = CLIFF_DROP) -> None:
         self._drop = drop
-        self._last: dict[tuple[str, str], tuple[str, float]] = {}
+        self._last: dict[tuple[str, str, str], tuple[str, float]] = {}
 
     def add(self, row: CallRow) -> Cliff | None:
         """The cliff ``row`` makes, if any (rows in ledger order)."""
         if row.read_share is None:
             return None
-        key = (row.scenario, row.session)
+        key = (row.scenario, row.session, row.agent)  # a subagent's first call is no cliff
         before = self._last.get(key)
         self._last[key] = (row.id, row.read_share)
         if before is not None and before[1] - row.read_share >= self._drop - 1e-12:

@@ -1,4 +1,5 @@
-"""Causes of lost cache reads, ranked by lost tokens and lost dollars, each with its fix.
+"""Causes of lost cache reads, ranked by lost tokens and lost dollars, each with its fix; the
+same calls by the user action behind them (:func:`rank_actions`).
 
 :func:`rank_causes` groups the included calls of a report (:class:`~._calls.CallRow`) that
 lost tokens by ``(cause, segment, path)`` and ranks the groups by lost tokens, then lost USD.
@@ -7,7 +8,8 @@ History positions are grouped as one (:func:`group_key`: ``messages[7].content[1
 on every turn is one cause, not one per message index.
 The one-line fix of a prefix-change cause is lint's (:data:`stableprompt._lint._findings.
 CAUSE_FIXES`, the same text ``stableprompt lint`` prints); causes that are not prefix changes
-(the verdicts ``ttl_expired``, ``provider_miss``, and ``lookback-exceeded``) have theirs here.
+(the verdicts ``ttl_expired``, ``provider_miss``, ``lookback-exceeded`` and ``header-change``,
+a changed cache-relevant request header) have theirs here.
 """
 
 from __future__ import annotations
@@ -18,9 +20,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._diff import CAUSE_FIXES, FINDING_FIXES
+from ._actions import ACTIONS
 from ._calls import CallRow
 
-__all__ = ["OTHER_FIXES", "CauseRow", "CauseTally", "fix_for", "group_key", "rank_causes"]
+__all__ = ["OTHER_FIXES", "ActionRow", "ActionTally", "CauseRow", "CauseTally", "fix_for",
+           "group_key", "rank_actions", "rank_causes"]
 
 _HISTORY_INDEX = re.compile(r"^(messages|input|contents)(\[|/)\d+")
 
@@ -34,6 +38,10 @@ OTHER_FIXES: Mapping[str, str] = {
     "no-breakpoint": FINDING_FIXES["no-breakpoints"][1]
     + " (or record through `stableprompt proxy --stabilize`, which places them)",
     "breakpoints-below-minimum": FINDING_FIXES["breakpoint-below-minimum"][1],
+    "header-change": "send the same beta and version headers (anthropic-beta, "
+    "anthropic-version, openai-beta, organization/project) on every request of a session; a "
+    "gateway or proxy must forward them unchanged (a reordered anthropic-beta list is fine: "
+    "it is read as a set)",
 }
 """Fixes for causes that lint does not report (not prefix changes)."""
 
@@ -127,3 +135,68 @@ class CauseTally:
         """The groups, most lost tokens first, then most lost USD, then first seen."""
         return sorted(self._groups.values(), key=lambda g: (-g.lost_tokens,
                                                             -(g.lost_usd or 0.0)))
+
+
+@dataclass
+class ActionRow:
+    """The breaks of one user action.
+
+    Attributes:
+        action: One of :data:`~._actions.ACTIONS`.
+        calls: Calls that broke so.
+        lost_tokens: Tokens they lost (sum of :attr:`CallRow.lost_tokens`).
+        lost_usd: What those tokens cost beyond a cache read (USD); ``None`` when any call
+            of the group could not be priced.
+        example_id: The record id of the group's first call.
+    """
+
+    action: str
+    calls: int = 0
+    lost_tokens: int = 0
+    lost_usd: float | None = 0.0
+    example_id: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        """``action, calls, lost_tokens, lost_usd, example_id``."""
+        return {"action": self.action, "calls": self.calls, "lost_tokens": self.lost_tokens,
+                "lost_usd": None if self.lost_usd is None else round(self.lost_usd, 6),
+                "example_id": self.example_id}
+
+
+def rank_actions(rows: Iterable[CallRow]) -> list[ActionRow]:
+    """The included calls with an action (:attr:`CallRow.action`) that lost tokens or changed
+    their prefix, grouped by action; most lost USD first, then most lost tokens, then
+    :data:`~._actions.ACTIONS` order."""
+    tally = ActionTally()
+    for row in rows:
+        tally.add(row)
+    return tally.ranked()
+
+
+class ActionTally:
+    """:func:`rank_actions` one row at a time (a streaming report holds no rows)."""
+
+    def __init__(self) -> None:
+        self._groups: dict[str, ActionRow] = {}
+
+    def add(self, row: CallRow) -> None:
+        """Count ``row`` under its action when it is included and lost tokens (or changed its
+        prefix)."""
+        if not row.included or row.action is None:
+            return
+        if row.lost_tokens <= 0 and row.verdict != "client_mutation":
+            return
+        group = self._groups.get(row.action)
+        if group is None:
+            group = self._groups[row.action] = ActionRow(row.action, example_id=row.id)
+        group.calls += 1
+        group.lost_tokens += row.lost_tokens
+        group.lost_usd = (None if group.lost_usd is None or row.lost_usd is None
+                          else group.lost_usd + row.lost_usd)
+
+    def ranked(self) -> list[ActionRow]:
+        """Most lost USD first, then most lost tokens, then :data:`~._actions.ACTIONS`
+        order."""
+        return sorted(self._groups.values(), key=lambda g: (-(g.lost_usd or 0.0),
+                                                            -g.lost_tokens,
+                                                            ACTIONS.index(g.action)))

@@ -4,12 +4,13 @@
 wire format, scenario, session), the previous request's size and send time, and per record
 id the same for calls a later call of another session names as its predecessor. Moved here
 from ``_summary`` (issue 30) so the in-memory :func:`~._summary.summarize` and the streaming
-report (``_builder``) share it.
+report (``_builder``) share it. It remembers every call by id (the predecessor a later call
+names, of any session or agent): about 250 bytes per call, the one per-call state of a
+streaming pass.
 """
 
 from __future__ import annotations
 
-from collections.abc import Container
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -54,12 +55,7 @@ class Ceilings:
     call read (a read proves the prefix was there; :attr:`beyond_ledger` counts the calls whose
     read no earlier call of the selection explains)."""
 
-    def __init__(self, *, predecessors: Container[str] | None = None) -> None:
-        """``predecessors``: when given, only calls whose record id is in it are remembered
-        by id (the ids other sessions' calls name as their predecessor, found by a query
-        before a streaming pass); ``None``: every call, as :func:`~._summary.summarize`
-        does. Either way the ceilings are the same when it holds every such id."""
-        self._remember = predecessors
+    def __init__(self) -> None:
         self._last: dict[tuple[str, ...], _Seen] = {}
         self._by_id: dict[str, _Seen] = {}
         self._keys: dict[tuple[str, ...], tuple[str, ...]] = {}
@@ -73,6 +69,11 @@ class Ceilings:
         keep their ceilings apart."""
         return (record.provider or "", record.model or "", record.wire_format or "",
                 scenario, session)
+
+    def total_of(self, record_id: str | None) -> int | None:
+        """The input total of an earlier call of the selection (``None``: not seen)."""
+        seen = self._by_id.get(record_id or "")
+        return None if seen is None else seen.total
 
     def next(self, record: UsageRecord, key: tuple[str, ...],
              policy: CacheRules | None) -> int:
@@ -96,9 +97,7 @@ class Ceilings:
         # The request size is known (even when its reads are not): it bounds later calls.
         key = self._keys.setdefault(key, key)  # one tuple per cache key, not one per call
         seen = _Seen(key, record.ts_utc, total)
-        self._last[key] = seen
-        if self._remember is None or record.record_id in self._remember:
-            self._by_id[record.record_id] = seen
+        self._last[key] = self._by_id[record.record_id] = seen
         granularity = policy.granularity_tokens if policy is not None else 1
         minimum = policy.min_cacheable_tokens if policy is not None else 0
         best = best // granularity * granularity

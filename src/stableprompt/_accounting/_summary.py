@@ -45,7 +45,7 @@ groups them by ``scenario`` and ``session_id``. Every number comes from the reco
   of a spec behind its own preamble) are never compared by the recorder, so the ceiling does
   not see the head they could have shared; the demo's ``subagent-spec-copies`` vs
   ``subagent-fork`` shows that loss as a hit-rate gap.
-* ``verdicts``: count per attribution verdict (all seven keys, zeros included).
+* ``verdicts``: count per attribution verdict (all eight keys, zeros included).
 * ``agreement``: fraction of calls with both numbers known whose predicted cache reads
   (``predicted_cache_read_tokens``) equal the reported ones within the provider's granularity
   (``|predicted - reported| < granularity_tokens``); ``None`` when no call has both.
@@ -72,7 +72,7 @@ Rendering is elsewhere: terminal tables and notes in ``_text.py``, the HTML page
 
 from __future__ import annotations
 
-from collections.abc import Callable, Container, Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -89,7 +89,7 @@ from ._builder import (
     SummaryBuilder,
 )
 from ._calls import EXCLUSIONS, CallRow, Cliff, find_cliffs
-from ._causes import CauseRow, rank_causes
+from ._causes import ActionRow, CauseRow, rank_actions, rank_causes
 from ._ceilings import Ceilings
 from ._keepalive import KeepAliveTotals
 from ._pricing import Pricing
@@ -206,11 +206,30 @@ class Summary:
         """Causes ranked by lost tokens, then lost USD (:func:`~._causes.rank_causes`)."""
         return rank_causes(self.calls) if self.streamed is None else list(self.streamed.causes)
 
+    def actions(self) -> list[ActionRow]:
+        """Breaks grouped by the user action behind them, by lost USD
+        (:func:`~._causes.rank_actions`)."""
+        return rank_actions(self.calls) if self.streamed is None else list(self.streamed.actions)
+
     def cliffs(self) -> list[Cliff]:
         """Calls whose read share dropped sharply (:func:`~._calls.find_cliffs`); a
         streaming summary's sharpest :data:`~._builder.MAX_CLIFFS` (:meth:`cliffs_total`
         counts all)."""
         return find_cliffs(self.calls) if self.streamed is None else list(self.streamed.cliffs)
+
+    def errors(self) -> dict[str, tuple[int, str]]:
+        """The failed calls' error texts (:attr:`CallRow.error`, redacted), each with how many
+        calls had it and the first one's id, in order of first appearance (a streaming
+        summary keeps the first :data:`~._builder.MAX_NAMED` texts; calls with another
+        text are counted under ``"(other errors)"``)."""
+        if self.streamed is not None:
+            return dict(self.streamed.errors)
+        seen: dict[str, tuple[int, str]] = {}
+        for row in self.calls:
+            if row.error is not None:
+                count, first = seen.get(row.error, (0, row.id))
+                seen[row.error] = (count + 1, first)
+        return seen
 
     def cliffs_total(self) -> int:
         """How many cliffs there are (:meth:`cliffs` may hold fewer when streamed)."""
@@ -294,8 +313,8 @@ class Summary:
 
     def to_json(self, *, sessions: bool = True, by: str = "scenario") -> dict[str, Any]:
         """``{"records", "pricing", "scenarios": {name: {...full totals..., "models",
-        "sessions": {id: {...}}}}, "overall", "by", "groups", "calls", "causes", "cliffs",
-        "exclusions", "cost_notes", "reads_beyond_ledger", "stabilized"}`` (``groups``:
+        "sessions": {id: {...}}}}, "overall", "by", "groups", "calls", "causes", "actions",
+        "cliffs", "exclusions", "cost_notes", "reads_beyond_ledger", "stabilized"}`` (``groups``:
         :meth:`group_by` as a list, each entry with its ``group`` key; by scenario also with
         ``scenario``, ``models`` and ``providers``)."""
         out: dict[str, Any] = {}
@@ -314,6 +333,7 @@ class Summary:
                 "overall": self.overall.to_full_json(), "by": by, "groups": groups,
                 "calls": [row.to_json() for row in self.calls],
                 "causes": [cause.to_json() for cause in self.causes()],
+                "actions": [action.to_json() for action in self.actions()],
                 "cliffs": [cliff.to_json() for cliff in self.cliffs()],
                 "exclusions": self.exclusion_notes(),
                 "cost_notes": self.cost_notes(),
@@ -360,7 +380,7 @@ def summarize(records: Iterable[UsageRecord], *, policies: PolicyTable | None = 
 
 def summarize_stream(records: Iterable[UsageRecord], *, policies: PolicyTable | None = None,
                      price: bool = True, what_if: bool = False, page: CallPage | None = None,
-                     by: str = "scenario", predecessors: Container[str] | None = None,
+                     by: str = "scenario",
                      find_body: Callable[[str], UsageRecord | None] | None = None) -> Summary:
     """:func:`summarize`'s numbers in one pass that does not hold every call (``_builder``'s
     module docstring): the :class:`Summary` has :attr:`Summary.streamed` set and
@@ -373,16 +393,13 @@ def summarize_stream(records: Iterable[UsageRecord], *, policies: PolicyTable | 
         what_if: As :func:`summarize` (keeps every record for the replay).
         page: The calls kept as rows (:class:`~._builder.CallPage`).
         by: The grouping whose totals are gathered (:meth:`Summary.group_by`).
-        predecessors: The ids other sessions' calls name as their predecessor
-            (``_ledger._reads.cross_session_predecessors``); ``None``: remember every call.
         find_body: The record of an id whose request body the pass no longer holds.
 
     Raises:
         ValueError: ``by`` is not one of :data:`GROUP_BY`.
     """
     builder = SummaryBuilder(policies=policies, price=price, what_if=what_if,
-                             keep_calls=False, page=page, by=by, predecessors=predecessors,
-                             find_body=find_body)
+                             keep_calls=False, page=page, by=by, find_body=find_body)
     for record in records:
         builder.add(record)
     return Summary(**builder.finish())

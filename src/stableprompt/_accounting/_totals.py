@@ -16,14 +16,15 @@ from ._calls import CallRow
 __all__ = ["GROUP_BY", "VERDICTS", "ScenarioReport", "Totals", "group_key"]
 
 
-VERDICTS = ("hit", "cold", "client_mutation", "below_minimum", "ttl_expired", "provider_miss",
-            "unknown")
+VERDICTS = ("hit", "cold", "client_mutation", "below_minimum", "no_breakpoint", "ttl_expired",
+            "provider_miss", "unknown")
 """The attribution verdicts, in display order."""
 
 
-GROUP_BY = ("scenario", "session", "model", "wire", "day")
+GROUP_BY = ("scenario", "session", "model", "wire", "day", "agent")
 """What :meth:`Summary.group_by` can group calls by (``session``: scenario and session id
-together, ``"scenario/session"``; ``wire``: the record's wire format; ``day``: UTC date)."""
+together, ``"scenario/session"``; ``wire``: the record's wire format; ``day``: UTC date;
+``agent``: ``main`` or ``subagent <id>``, :func:`~._calls.agent_label`)."""
 
 
 def group_key(row: CallRow, by: str) -> str:
@@ -42,6 +43,8 @@ def group_key(row: CallRow, by: str) -> str:
         return row.wire_format
     if by == "day":
         return row.ts.date().isoformat()
+    if by == "agent":
+        return row.agent
     raise ValueError(f"cannot group by {by!r}; choose one of {', '.join(GROUP_BY)}")
 
 

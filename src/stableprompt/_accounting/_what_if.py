@@ -72,6 +72,7 @@ from .._economics._cache_policy import (
 )
 from .._economics._keepalive_value import GapModel, ping_value
 from .._economics._prices import UnitPrices, unit_prices
+from .._economics._request_kind import fresh_conversation
 from .._exceptions import InputError, PolicyError
 from .._ledger._usage_record import UNANALYSED, UsageRecord
 from .._policy import (
@@ -367,8 +368,10 @@ def _kinds(records: list[UsageRecord]) -> dict[tuple[str, str], str]:
     """Request kind per (session, lineage), from the rows alone:
 
     - a session with one call is ``one-shot``;
-    - a session whose first call's predecessor is another session's call is a forked
-      ``subagent`` (its lineages too);
+    - a session whose first call's predecessor is another session's call on its own head
+      (not a ``shared-prefix`` of another head) is a forked ``subagent`` (its lineages too),
+      and so is a lineage whose first call the recorder
+      named a branch (``verdict_detail["agent"]``, :func:`_recorded_branch`);
     - within a session, the first lineage is ``main``; a later lineage is a ``subagent`` (a
       branch: Claude Code's and Codex's subagents share their parent's session id) when an
       earlier lineage of the session is used again after it starts and its first request is
@@ -384,7 +387,10 @@ def _kinds(records: list[UsageRecord]) -> dict[tuple[str, str], str]:
     kinds: dict[tuple[str, str], str] = {}
     for sid, calls in by_session.items():
         parent = session_of.get(calls[0].predecessor_id or "")
-        forked = parent is not None and parent != sid
+        # a session whose first call continues another session's head (a fork); one that
+        # only shares part of another head (``shared-prefix``) opens a conversation of its own
+        forked = parent is not None and parent != sid and (
+            calls[0].verdict_detail.get("predecessor_rule") != "shared-prefix")
         starts: dict[str, int] = {}
         counts: dict[str, int] = {}
         last_use: dict[str, int] = {}
@@ -397,7 +403,7 @@ def _kinds(records: list[UsageRecord]) -> dict[tuple[str, str], str]:
         for lineage, start in starts.items():
             if len(calls) == 1:
                 kind = "one-shot"
-            elif forked:
+            elif forked or _recorded_branch(calls[start]):
                 kind = "subagent"
             elif lineage == first_lineage:
                 kind = "main"
@@ -413,20 +419,21 @@ def _kinds(records: list[UsageRecord]) -> dict[tuple[str, str], str]:
     return kinds
 
 
-_FRESH_SHARE = 0.8
-"""A branch's first request smaller than this share of the session's previous request starts
-a conversation of its own (Claude Code's subagent: 6,384 input tokens after its parent's
-11,868; Codex's: 6,177 after 9,096, the harness tests) rather than continuing the history
-under a changed head (which keeps, and grows, the request)."""
-
-
 def _fresh_conversation(first: UsageRecord, before: UsageRecord) -> bool:
     """``first`` (a new lineage's first call) is a conversation of its own, not the session's
-    history under another head: it is much smaller than the call ``before`` it (sizes as
-    reported, else our estimates; unknown sizes count as fresh)."""
-    size = first.input_tokens_total or first.request_tokens
-    previous = before.input_tokens_total or before.request_tokens
-    return size is None or previous is None or size < _FRESH_SHARE * previous
+    history under another head (:func:`~stableprompt._economics._request_kind.
+    fresh_conversation`, the rule the recorder uses too; sizes as reported, else our
+    estimates)."""
+    return fresh_conversation(first.input_tokens_total or first.request_tokens,
+                              before.input_tokens_total or before.request_tokens)
+
+
+def _recorded_branch(record: UsageRecord) -> bool:
+    """The recorder named the request's agent a branch (``verdict_detail["agent"]``: from
+    the harness's headers, or its own :func:`~stableprompt._economics._request_kind.
+    is_branch`)."""
+    agent = record.verdict_detail.get("agent")
+    return isinstance(agent, dict) and agent.get("kind") == "subagent"
 
 
 def _replay_calls(records: list[UsageRecord], policies: PolicyTable | None,

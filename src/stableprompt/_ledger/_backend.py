@@ -100,6 +100,11 @@ class Backend(Protocol):
         """Whether the database has table ``name``."""
         ...
 
+    def columns(self, conn: Connection) -> list[str]:
+        """The column names of table ``calls`` (an older ledger opened read-only lacks the
+        columns added since, ``_schema.ADDED_COLUMNS``)."""
+        ...
+
     def executemany(self, conn: Connection, sql: str, rows: list[tuple[Any, ...]]) -> None:
         """Run ``sql`` (``?`` placeholders) once per row."""
         ...

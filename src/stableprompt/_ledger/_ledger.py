@@ -17,15 +17,18 @@ being killed (it is in the WAL file), though not necessarily a power loss
 
 Read-only opening (``Ledger(path, read_only=True)``, used by ``stableprompt report``) never
 creates, migrates or writes the file, even in a read-only directory; a file that is not a
-stableprompt ledger, or is from a newer stableprompt, is refused with :class:`LedgerError`.
+stableprompt ledger, or is from a newer stableprompt, is refused with :class:`LedgerError`;
+an older ledger is read as it is, the columns added since read as unknown
+(``_schema.ADDED_COLUMNS``: schema v3's ``request_headers``).
 
 Metadata: table ``meta`` (schema v2) holds ledger-level ``key -> value`` text, e.g. which
 backend produced the calls (:meth:`Ledger.set_meta`, :meth:`Ledger.meta`).
 
 Privacy: the database, its ``-wal``/``-shm`` files and spill files are created with mode 0600.
-Request text (``content``) is stored only with ``store_content=True``. Records have no header
-fields; anything shaped like an API key is scrubbed from the free-text fields by
-``_usage_record.scrubbed`` before writing.
+Request text (``content``) is stored only with ``store_content=True``. Of a request's headers
+only the allow-listed cache-relevant ones are kept (``request_headers``,
+``_policy.CACHE_HEADERS``: beta and version headers, never a credential); anything shaped like
+an API key is scrubbed from the text fields by ``_usage_record.scrubbed`` before writing.
 """
 
 from __future__ import annotations
@@ -54,7 +57,9 @@ from ._schema import (
     MIGRATIONS,
     SCHEMA_VERSION,
     SELECT_COLUMNS,
+    absent_columns,
     from_row,
+    select_columns,
     to_row,
     ts_text,
 )
@@ -160,8 +165,15 @@ class Ledger:
         self._pid = os.getpid()
         self._open_failed_at: float | None = None
         _LIVE.add(self)
+        self._select = SELECT_COLUMNS  # a writer migrates: every column is there
         if read_only:
-            self._backend.connect_read_only().close()  # check it now
+            conn = self._backend.connect_read_only()  # check it now
+            try:  # an older ledger lacks the columns added since: read as NULL
+                self._select = select_columns(absent_columns(self._backend.columns(conn)))
+            except self._backend.errors as exc:
+                raise self._unreadable(exc) from exc
+            finally:
+                conn.close()
             return
         with self._lock:
             self._try_open()
@@ -530,7 +542,7 @@ class Ledger:
             params.append(ts_text(since))
         where = f" WHERE {' AND '.join(clauses)}" if clauses else ""
         rowid = self._backend.rowid
-        sql = f'SELECT {SELECT_COLUMNS}, {rowid} FROM calls{where} ORDER BY "ts_utc", {rowid}'
+        sql = f'SELECT {self._select}, {rowid} FROM calls{where} ORDER BY "ts_utc", {rowid}'
         return self._query(sql, params, on_invalid)
 
     def records_after(
@@ -558,7 +570,7 @@ class Ledger:
         out: list[UsageRecord] = []
         try:
             seq = self._backend.rowid
-            rows = conn.execute(f"SELECT {SELECT_COLUMNS}, {seq} FROM calls WHERE {seq} > ? "
+            rows = conn.execute(f"SELECT {self._select}, {seq} FROM calls WHERE {seq} > ? "
                                 f"ORDER BY {seq} LIMIT ?", (rowid, limit)).fetchall()
         except self._backend.errors as exc:
             raise self._unreadable(exc) from exc
@@ -579,7 +591,7 @@ class Ledger:
                on_invalid: Callable[[str, Exception], None] | None = None,
                ) -> Iterator[UsageRecord]:
         conn = self._reader()
-        with_rowid = sql.startswith(f"SELECT {SELECT_COLUMNS}, {self._backend.rowid} ")
+        with_rowid = sql.startswith(f"SELECT {self._select}, {self._backend.rowid} ")
 
         def rows() -> Iterator[UsageRecord]:
             try:
@@ -638,7 +650,7 @@ class Ledger:
         if limit < 1:
             raise InputError("limit must be at least 1", code="ledger-limit")
         sql = (
-            f'SELECT {SELECT_COLUMNS} FROM calls WHERE "lineage" = ? '
+            f'SELECT {self._select} FROM calls WHERE "lineage" = ? '
             f'ORDER BY "ts_utc" DESC, {self._backend.rowid} DESC LIMIT ?'
         )
         found = list(self._query(sql, (lineage, limit)))

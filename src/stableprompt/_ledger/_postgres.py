@@ -32,7 +32,7 @@ from urllib.parse import unquote, urlsplit, urlunsplit
 from .._exceptions import ConfigurationError, LedgerError
 from .._redact import redact
 from ._backend import Connection, Cursor
-from ._schema import COLUMNS, MIGRATIONS, SCHEMA_VERSION, SELECT_COLUMNS
+from ._schema import ADDED_COLUMNS, COLUMNS, MIGRATIONS, SCHEMA_VERSION, SELECT_COLUMNS
 
 __all__ = ["PG_MIGRATIONS", "PostgresBackend", "pg_statement", "redact_url"]
 
@@ -217,14 +217,19 @@ class PostgresBackend:
             raise LedgerError(f"{self.where} is not a stableprompt ledger (no "
                               f"{_VERSION_TABLE} table: never opened for writing)",
                               code="ledger-not-a-ledger")
-        rows = conn.execute("SELECT column_name FROM information_schema.columns WHERE "
-                            "table_name = 'calls' AND table_schema = current_schema()"
-                            ).fetchall()
-        missing = set(COLUMNS.values()) - {str(row[0]) for row in rows}
+        present = set(self.columns(conn))
+        missing = {c for c in COLUMNS.values()
+                   if c not in present and ADDED_COLUMNS.get(c, 1) <= version}
         if missing:
             raise LedgerError(f"{self.where} is not a stableprompt ledger (table 'calls' "
                               f"lacks {len(missing)} ledger columns)",
                               code="ledger-not-a-ledger")
+
+    def columns(self, conn: Connection) -> list[str]:
+        rows = conn.execute("SELECT column_name FROM information_schema.columns WHERE "
+                            "table_name = 'calls' AND table_schema = current_schema()"
+                            ).fetchall()
+        return [str(row[0]) for row in rows]
 
     def is_transient(self, exc: BaseException) -> bool:
         sqlstate = getattr(exc, "sqlstate", None)

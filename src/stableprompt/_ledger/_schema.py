@@ -5,7 +5,8 @@ semantic conventions where one exists (``"gen_ai.usage.input_tokens"``,
 ``"gen_ai.usage.cache_read.input_tokens"``, ...; see :data:`COLUMNS`), so the table reads like
 exported spans. Table ``meta`` (schema v2) holds ledger-level ``key -> value`` text. The schema
 is versioned with ``PRAGMA user_version`` and upgraded by :func:`migrate` with
-:data:`MIGRATIONS`.
+:data:`MIGRATIONS` (v3 added ``request_headers``: the request's allow-listed cache-relevant
+headers, ``_policy.CACHE_HEADERS``, as a JSON object).
 
 Read-only opening (:func:`connect_read_only`, used by ``Ledger(path, read_only=True)`` and so by
 ``stableprompt report``) never creates, migrates or writes the file: it connects with the SQLite
@@ -13,7 +14,8 @@ URI ``mode=ro`` and, when the WAL side files (``-wal``/``-shm``) cannot be creat
 directory or mount), with ``immutable=1`` (https://www.sqlite.org/uri.html,
 https://www.sqlite.org/wal.html#readonly). A file that is not a stableprompt ledger (no
 ``calls`` table, an unrelated one, schema version 0 or newer than :data:`SCHEMA_VERSION`) is
-refused with :class:`LedgerError`.
+refused with :class:`LedgerError`; an older ledger is read as it is, the columns added since
+(:data:`ADDED_COLUMNS`) as ``NULL``.
 
 The writer (:class:`~stableprompt.Ledger`, ``_ledger.py``) owns connections, retries and spills.
 """
@@ -22,7 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import sqlite3
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -33,16 +35,19 @@ from .._usage import USAGE_FIELDS
 from ._usage_record import OTEL_ATTRIBUTES, UsageRecord
 
 __all__ = [
+    "ADDED_COLUMNS",
     "COLUMNS",
     "INSERT_SQL",
     "MIGRATIONS",
     "SCHEMA_VERSION",
     "SELECT_COLUMNS",
+    "absent_columns",
     "connect_read_only",
     "from_row",
     "has_table",
     "is_transient",
     "migrate",
+    "select_columns",
     "to_row",
     "ts_text",
 ]
@@ -78,6 +83,7 @@ _FIELDS = (
     "diagnostics",
     "response_id",
     "content",
+    "request_headers",
 )
 
 COLUMNS: Mapping[str, str] = {field: OTEL_ATTRIBUTES.get(field, field) for field in _FIELDS}
@@ -85,7 +91,7 @@ COLUMNS: Mapping[str, str] = {field: OTEL_ATTRIBUTES.get(field, field) for field
 (:data:`OTEL_ATTRIBUTES`, e.g. ``cache_read_tokens`` -> ``gen_ai.usage.cache_read.input_tokens``),
 else the field name. A new record field needs a migration adding its column here."""
 
-_JSON_FIELDS = frozenset({"usage_raw", "verdict_detail", "diagnostics"})
+_JSON_FIELDS = frozenset({"usage_raw", "verdict_detail", "diagnostics", "request_headers"})
 
 MIGRATIONS: tuple[tuple[str, ...], ...] = (
     # v1: create.
@@ -136,6 +142,10 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
             "value" TEXT NOT NULL
         )""",
     ),
+    # v3: the request's allow-listed cache-relevant headers (_policy.CACHE_HEADERS), JSON.
+    (
+        'ALTER TABLE calls ADD COLUMN "request_headers" TEXT',
+    ),
 )
 """Schema migrations: entry ``i`` upgrades ``user_version`` ``i`` to ``i + 1``. Append a tuple
 of statements for the next version; never edit a shipped entry. Each upgrade runs in one
@@ -144,6 +154,11 @@ transaction. A migration that adds a ``calls`` column must also teach :func:`_ch
 
 SCHEMA_VERSION = len(MIGRATIONS)
 """Schema version this stableprompt writes (``PRAGMA user_version``)."""
+
+ADDED_COLUMNS: Mapping[str, int] = {"request_headers": 3}
+"""``calls`` columns added after v1 -> the schema version that added them. A ledger of an older
+version opened read-only (which never migrates) lacks them: they are read as ``NULL``
+(:func:`select_columns`), so the field is ``None`` (unknown), never a refusal."""
 
 _SQLITE_BUSY = 5
 _SQLITE_LOCKED = 6
@@ -156,6 +171,23 @@ def _quote(name: str) -> str:
 SELECT_COLUMNS = ", ".join(_quote(column) for column in COLUMNS.values())
 """The quoted columns of :data:`COLUMNS`, comma-separated, in :data:`COLUMNS` order (the order
 :func:`to_row` writes and :func:`from_row` reads)."""
+
+
+
+def select_columns(missing: frozenset[str] = frozenset()) -> str:
+    """:data:`SELECT_COLUMNS` with each column of ``missing`` (columns of
+    :data:`ADDED_COLUMNS` a read-only ledger of an older version lacks) read as ``NULL``."""
+    if not missing:
+        return SELECT_COLUMNS
+    return ", ".join(f"NULL AS {_quote(c)}" if c in missing else _quote(c)
+                     for c in COLUMNS.values())
+
+
+def absent_columns(columns: Iterable[str]) -> frozenset[str]:
+    """The :data:`ADDED_COLUMNS` not among ``columns`` (the columns a ``calls`` table has)."""
+    present = set(columns)
+    return frozenset(c for c in ADDED_COLUMNS if c not in present)
+
 
 INSERT_SQL = (
     f"INSERT OR IGNORE INTO calls ({SELECT_COLUMNS}) VALUES ({', '.join('?' for _ in COLUMNS)})"
@@ -400,7 +432,8 @@ def _check_schema(conn: sqlite3.Connection, shown: str, version: int) -> None:
             f"{shown!r} is not a stableprompt ledger (schema version 0, {found})",
             code="ledger-not-a-ledger",
         )
-    missing = [column for column in COLUMNS.values() if column not in columns]
+    missing = [column for column in COLUMNS.values()
+               if column not in columns and ADDED_COLUMNS.get(column, 1) <= version]
     if missing:
         what = "no 'calls' table" if not has_calls else (
             f"table 'calls' lacks {len(missing)} ledger columns, e.g. {missing[0]!r}"

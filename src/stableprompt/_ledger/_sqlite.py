@@ -94,6 +94,9 @@ class SqliteBackend:
         assert isinstance(conn, sqlite3.Connection)
         return has_table(conn, name)
 
+    def columns(self, conn: Connection) -> list[str]:
+        return [str(row[1]) for row in conn.execute('PRAGMA table_info("calls")').fetchall()]
+
     def executemany(self, conn: Connection, sql: str, rows: list[tuple[Any, ...]]) -> None:
         assert isinstance(conn, sqlite3.Connection)
         conn.executemany(sql, rows)

@@ -7,9 +7,11 @@ cache reads), what the provider reported (the usage fields mirror ``CacheUsage``
 known), and one attribution verdict. Fields the provider did not send are ``None`` (unknown),
 never 0.
 
-Records carry no HTTP headers, so an API key has no field to live in; the recorder and the
-ledger additionally scrub the free-text fields (:data:`PROVIDER_TEXT`, :data:`CALLER_TEXT`)
-before storing (:func:`scrubbed`, :func:`~stableprompt._redact.redact`).
+Records carry no HTTP headers but the allow-listed cache-relevant ones
+(``request_headers``: beta and version headers, ``_policy.CACHE_HEADERS``), so an API key has
+no field to live in; the recorder and the ledger additionally scrub the free-text fields
+(:data:`PROVIDER_TEXT`, :data:`CALLER_TEXT`) before storing (:func:`scrubbed`,
+:func:`~stableprompt._redact.redact`).
 """
 
 from __future__ import annotations
@@ -65,11 +67,16 @@ Verdict = Literal[
     "hit",
     "client_mutation",
     "below_minimum",
+    "no_breakpoint",
     "ttl_expired",
     "provider_miss",
     "unknown",
 ]
-"""One attribution verdict per call (see DESIGN.md, "Miss attribution")."""
+"""One attribution verdict per call (see DESIGN.md, "Miss attribution"). ``no_breakpoint``: a
+breakpoint cache (Anthropic, Bedrock) got a request with no cache breakpoint at all, so nothing
+could be cached whatever its length (rows before it say ``below_minimum`` with
+``verdict_detail["reason"] == "no-breakpoint"``; a stableprompt older than this value skips
+such a row as undecodable, ``on_invalid``, instead of failing the report)."""
 
 
 OTEL_ATTRIBUTES: Mapping[str, str] = {
@@ -166,6 +173,11 @@ class UsageRecord(BaseModel):
             ``prompt_cache_options`` comparison), as received.
         response_id: Provider response id (OpenTelemetry ``gen_ai.response.id``).
         content: Request body text; the ledger keeps it only with ``store_content=True``.
+        request_headers: The request's cache-relevant headers, allow-listed
+            (:data:`stableprompt._policy.CACHE_HEADERS`: ``anthropic-beta``,
+            ``anthropic-version``, ``openai-beta``, ...; lower-case name -> value as sent);
+            ``{}`` when none was sent, ``None`` when unknown (a format without such headers,
+            a row from before schema v3). Never any other header.
 
     Raises:
         pydantic.ValidationError: On a wrong type, a naive ``ts_utc``, a negative count where
@@ -209,6 +221,7 @@ class UsageRecord(BaseModel):
     diagnostics: dict[str, JsonValue] | None = None
     response_id: str | None = None
     content: str | None = None
+    request_headers: dict[str, str] | None = None
 
     @field_validator("ts_utc")
     @classmethod
@@ -245,7 +258,7 @@ class UsageRecord(BaseModel):
 
 PROVIDER_TEXT = ("error_class", "response_id", "usage_raw", "verdict_detail", "diagnostics")
 """Record fields holding text the provider sent: scrubbed of secrets and their fragments."""
-CALLER_TEXT = ("session_id", "scenario", "model", "content")
+CALLER_TEXT = ("session_id", "scenario", "model", "content", "request_headers")
 """Record fields holding text the caller wrote: scrubbed of whole secrets (a fragment of a weak
 key, such as a word, may be ordinary text there)."""
 

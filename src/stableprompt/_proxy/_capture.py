@@ -2,11 +2,14 @@
 
 One JSONL file per proxy run (``DIR/proxy-<UTC time>-<pid>.jsonl``), one line per request to a
 known endpoint with a JSON body, in arrival order: ``{"request": <body as JSON text>, "path",
-"wire_format", "session", "ts_utc"}`` (the wrapper shape of ``_lint/_capture``; the body is
-kept as its text so ``lint`` sees the bytes that were sent). Secrets are scrubbed from every
-field written (body text, path and session id: the request's credential header values, a key
-reused as a session id included, and key-shaped strings, :func:`~stableprompt._redact.redact`);
-headers are never written. A write that fails is
+"wire_format", "session", "ts_utc", "headers"}`` (the wrapper shape of ``_lint/_capture``; the
+body is kept as its text so ``lint`` sees the bytes that were sent). ``headers`` holds only the
+request's allow-listed cache-relevant headers (``_recording._http.cache_headers``:
+``anthropic-beta``, ``anthropic-version``, ``openai-beta``, ...; absent for a format without
+any), as sent: no other header is ever written (no key, no ``authorization``). Secrets are
+scrubbed from every field written (body text, path, session id and those header values: the
+request's credential header values, a key reused as a session id included, and key-shaped
+strings, :func:`~stableprompt._redact.redact`). A write that fails is
 logged once and the call goes on.
 """
 
@@ -20,6 +23,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from .._canonical import canonical_json
+from .._recording._http import cache_headers
 from .._redact import redact, secrets_in_headers
 
 __all__ = ["CaptureWriter"]
@@ -52,12 +56,16 @@ class CaptureWriter:
             # one set of known secrets for every field: a key is also sent as a session id
             secrets = secrets_in_headers(headers)
             text = redact(body.decode("utf-8", "replace"), secrets=secrets)
-            line = canonical_json({
+            entry: dict[str, Any] = {
                 "request": text, "path": redact(path, secrets=secrets),
                 "wire_format": wire_format,
                 "session": None if session is None else redact(session, secrets=secrets),
                 "ts_utc": datetime.now(UTC).isoformat().replace("+00:00", "Z"),
-            }) + b"\n"
+            }
+            kept = None if wire_format is None else cache_headers(headers, wire_format)
+            if kept is not None:
+                entry["headers"] = redact(kept, secrets=secrets)
+            line = canonical_json(entry) + b"\n"
             with self._lock:
                 if self._file is None:
                     self._file = open(self.path, "ab")  # noqa: SIM115 - kept open for the run

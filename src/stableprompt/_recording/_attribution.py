@@ -27,8 +27,8 @@ the same head fingerprint; the recorder picks the one sharing the longest prefix
    time the cached content is used").
 
 2. **Verdict.** Exactly one of ``cold``, ``hit``, ``client_mutation``, ``below_minimum``,
-   ``ttl_expired``, ``provider_miss``, ``unknown`` (see :func:`attribute` for the order of the
-   checks and what lands in ``detail``).
+   ``no_breakpoint``, ``ttl_expired``, ``provider_miss``, ``unknown`` (see :func:`attribute`
+   for the order of the checks and what lands in ``detail``).
 
 Token counts are **estimates** unless the backend tokenizes for us: stableprompt tokenizes
 each segment's bytes (compact JSON of the block as sent) with its own tokenizer (cl100k by
@@ -79,6 +79,8 @@ from .._policy import (
     CacheRules,
     content_shape_change,
     content_shape_rule,
+    describe_header_change,
+    header_changes,
 )
 from .._segment import HEAD_KINDS, Segment
 from .._usage import CacheUsage
@@ -113,7 +115,7 @@ word (``below_minimum`` evidence) and is still anchored on."""
 
 Relation = Literal["lineage", "session"]
 
-_READLESS: frozenset[str] = frozenset({"cold", "below_minimum", "ttl_expired"})
+_READLESS: frozenset[str] = frozenset({"cold", "below_minimum", "no_breakpoint", "ttl_expired"})
 """Verdicts that explain reads of at most the prediction (plus the tolerance)."""
 
 
@@ -122,7 +124,7 @@ class Attribution:
     """Prediction and verdict for one call.
 
     Attributes:
-        verdict: One of the seven verdicts.
+        verdict: One of the eight verdicts (``Verdict``).
         detail: Evidence for the verdict (JSON object): always ``relation``,
             ``min_cacheable_tokens``, ``granularity_tokens``, ``token_scale``,
             ``stable_prefix_tokens``; with a compared request also ``gap_s``,
@@ -139,6 +141,7 @@ class Attribution:
         read_entry_digest: Chained prefix digest of the cache entry this call read, when the
             reported reads match the predicted entry on a breakpoint cache (lets the next call
             reading the same entry predict its exact size).
+        read_entry_index: The index of the segment ending that entry, with it.
     """
 
     verdict: Verdict
@@ -150,6 +153,7 @@ class Attribution:
     predecessor_id: str | None
     read_entry_digest: str | None = None
     comparison: _Comparison | None = field(default=None, repr=False, compare=False)
+    read_entry_index: int | None = None
 
     @property
     def divergence(self) -> Divergence | None:
@@ -265,7 +269,8 @@ def attribute(
             request's head (another session, or an unnamed request with another first
             message): the request branches off the shared prefix, so losing the rest of the
             predecessor's prefix is expected, not a ``client_mutation``; only the shared part
-            is predicted (``detail["other_conversation"]``).
+            is predicted (``detail["other_conversation"]``). ``_tree`` passes a call of
+            another lineage sharing part of the head this way (rule ``shared-prefix``).
         unknown_reason: Why the call's verdict must be ``unknown`` whatever its prefix says
             (it failed, or its answer is incomplete: ``_outcome.Outcome.unknown_reason``);
             the verdict the prefix gives is then ``detail["verdict_if_complete"]``.
@@ -293,20 +298,28 @@ def attribute(
            ``detail["verdict_if_complete"]`` the verdict the checks gave (unless ``unknown``).
         1. ``unknown``: no usage, or the provider did not report cache reads. The prediction
            and comparison are still computed and stored; ``detail["unknown_reason"]`` says why.
-        2. Nothing to compare with: ``below_minimum`` when this request's cacheable prefix (up
+        2. Nothing to compare with: ``no_breakpoint`` when a breakpoint cache got a request
+           without any breakpoint; ``below_minimum`` when this request's cacheable prefix (up
            to its last breakpoint for breakpoint caches, the whole prompt for automatic ones)
-           is below the minimum (``reason`` ``no-breakpoint`` when a breakpoint cache got no
-           breakpoint), else ``cold``.
+           is below the minimum, else ``cold``.
         3. ``below_minimum``: the compared request's cacheable prefix was below the minimum
-           (nothing was cached).
+           (nothing was cached; ``reason`` ``compared-no-breakpoint`` when it had no
+           breakpoint at all), or ``no_breakpoint`` when this request has none either.
         4. ``client_mutation``: the prefix changed before the compared request's cacheable
            point: a breakpoint entry it wrote is no longer shared (breakpoint caches), or more
            than the tolerance of its prompt was lost (automatic caches); always for a changed
            head within a session; never against ``other_conversation``. ``detail`` names
            ``segment``, ``segment_kind``, ``path``, ``cause`` (one of ``_diff.CAUSES``),
            ``cause_detail``, ``offset`` and ``lost_tokens``.
-        5. ``below_minimum``: this request has no eligible breakpoint (breakpoint caches), or
-           the shared prefix is below the minimum (automatic caches).
+        5. ``no_breakpoint``: this request has no breakpoint at all (breakpoint caches;
+           ``lost_tokens``: the shared prefix it could have read, see ``unmarked``);
+           ``below_minimum``: none of its breakpoints is eligible (breakpoint caches), or the
+           shared prefix is below the minimum (automatic caches).
+
+        ``lost_tokens`` (``client_mutation``, ``no_breakpoint``) is computed once, here: what
+        the compared request had cached (its entries still alive at this gap) and this call
+        could not read, at most what this call could have read (``lost_cap_tokens``: its
+        input total less its reads). The report shows it as stored.
         6. ``client_mutation`` with ``cause`` ``lookback-exceeded`` (breakpoint caches): the
            shared entries are more than ``lookback_blocks`` blocks before every breakpoint of
            this request, so the provider cannot find them.
@@ -315,7 +328,14 @@ def attribute(
            ``hit`` with ``read_after_ttl``).
         8. ``hit`` when reads are at least the prediction minus the tolerance (``detail``
            flags ``reads_above_prediction`` when they exceed it by more than the tolerance),
-           else ``provider_miss`` (``missing_tokens``).
+           else ``client_mutation`` with ``cause`` ``header-change`` when a cache-relevant
+           header changed (below), else ``provider_miss`` (``missing_tokens``).
+
+        Headers: the allow-listed headers of the request and of the compared request
+        (``RequestState.headers``, :data:`~stableprompt._policy.CACHE_HEADERS`) are compared
+        as the provider reads them (``anthropic-beta`` as a set: a reordered list is no
+        change); every change is ``detail["header_changes"]``
+        (:func:`~stableprompt._policy.header_changes`), whatever the verdict.
 
         Whatever the verdict, a reported input total implausible against our estimate of
         the request (:func:`~stableprompt._recording._plausibility.usage_suspicion`: an
@@ -401,7 +421,10 @@ class _Attributor:
             self.base, self.relation = None, None
         self.comparison: _Comparison | None = None
         self.base_tokens = _total_tokens(self.base)
+        self.header_changes = [] if self.base is None else header_changes(
+            self.base.headers, request.headers)
         self.read_entry: str | None = None
+        self.read_entry_index: int | None = None
         self.base_ignored = False  # the base sent breakpoints well above the minimum
         self.detail: dict[str, Any] = {
             "relation": self.relation,
@@ -420,6 +443,8 @@ class _Attributor:
             self.detail["other_conversation"] = True
         if self.reads is not None:
             self.detail["cache_read_tokens"] = self.reads
+        if self.header_changes:
+            self.detail["header_changes"] = self.header_changes
         suspect = usage_suspicion(usage, self.request_tokens, self.seg.segments,
                                   self.seg.segment_bytes)
         if suspect is not None:
@@ -477,7 +502,11 @@ class _Attributor:
         the entry read now (``entry_index``, in the predecessor's segments) is the segment
         boundary closest to what the predecessor itself read (``cache_read_tokens``), the same
         entry is being read again: its reported size is exact too."""
-        exact = None if self.base is None else self.base.cached_extent_tokens
+        base = self.base
+        if entry_index is not None and base is not None and base.segmented is not None:
+            self.read_entry = base.segmented.segments[entry_index].prefix_digest
+            self.read_entry_index = entry_index
+        exact = None if base is None else base.cached_extent_tokens
         if exact == 0 and self.base_ignored:
             # "Breakpoints sent, nothing written": the predecessor's reported 0 is the
             # gateway's, not the size of an entry; predict from our estimate instead.
@@ -486,13 +515,10 @@ class _Attributor:
         if exact is not None and base_extent is not None and tokens and tokens >= base_extent:
             self.detail["anchored_on_predecessor"] = True
             return _floor(exact, self.granule)
-        base = self.base
-        if entry_index is not None and base is not None and base.segmented is not None:
-            digest = base.segmented.segments[entry_index].prefix_digest
-            self.read_entry = digest
-            if base.cache_read_tokens and digest == base.read_entry_digest:
-                self.detail["anchored_on_predecessor_read"] = True
-                return _floor(base.cache_read_tokens, self.granule)
+        if (entry_index is not None and base is not None and base.cache_read_tokens
+                and self.read_entry == base.read_entry_digest):
+            self.detail["anchored_on_predecessor_read"] = True
+            return _floor(base.cache_read_tokens, self.granule)
         return _floor(self.provider(tokens, "base"), self.granule)
 
     # ------------------------------------------------------------------ results
@@ -509,7 +535,7 @@ class _Attributor:
                 self.detail["read_after_ttl"] = True
             verdict = "hit"
         writes = None if self.usage is None else self.usage.cache_write_tokens
-        if verdict == "below_minimum" and writes and writes >= self.minimum:
+        if verdict in ("below_minimum", "no_breakpoint") and writes and writes >= self.minimum:
             # The provider wrote a cache entry: the prefix was cacheable after all (our token
             # estimate fell just under the minimum). A first write is a cold call.
             self.detail.update(unexpected_writes=True, expected_verdict=verdict)
@@ -548,6 +574,7 @@ class _Attributor:
             predecessor_id=None if self.base is None else self.base.record_id,
             read_entry_digest=self.read_entry if self.read_matches(predicted) else None,
             comparison=comparison,
+            read_entry_index=self.read_entry_index if self.read_matches(predicted) else None,
         )
 
     def head_tokens(self) -> int | None:
@@ -615,7 +642,7 @@ class _Attributor:
                 self.detail["content_shape"] = shape
         elif cause is not None:
             self.detail["cause"] = cause
-        self.detail["lost_tokens"] = max(lost, 0)
+        self.detail["lost_tokens"] = self.lost_here(lost)
         return self.done("client_mutation", predicted)
 
     def measured(self, predicted: int, predicted_no_ttl: int, expired: bool) -> Attribution:
@@ -631,8 +658,25 @@ class _Attributor:
             if reads is not None and reads > predicted + tolerance:
                 self.detail["reads_above_prediction"] = True
             return self.done("hit", predicted)
+        if self.header_changes:
+            return self.header_mutation(predicted, predicted - reads)
         self.detail["missing_tokens"] = predicted - reads
         return self.done("provider_miss", predicted)
+
+    def header_mutation(self, predicted: int, lost: int) -> Attribution:
+        """A miss on an unchanged prefix whose cache-relevant headers changed (a beta
+        dropped or added, another API version): the change is the cause (``header-change``),
+        named like a body parameter's (``segment`` ``headers``, ``path`` ``/headers/<name>``,
+        the values before and after as snippets). Not predicted as a miss beforehand: no
+        provider documents which header changes void a cached prefix."""
+        change = self.header_changes[0]
+        name = str(change["header"])
+        self.detail.update(segment="headers", segment_kind="header", path=f"/headers/{name}",
+                           cause="header-change", cause_detail=describe_header_change(change),
+                           snippet_a=change.get("before") or "",
+                           snippet_b=change.get("after") or "")
+        self.detail["lost_tokens"] = self.lost_here(lost)
+        return self.done("client_mutation", predicted)
 
     # ------------------------------------------------------------------ checks
 
@@ -662,7 +706,36 @@ class _Attributor:
         if self.reads:
             self.detail["reads_without_known_predecessor"] = True
         predicted = 0 if self.engine is None else self.engine_predicted()
+        if not self.policy.automatic and not own:
+            return self.unmarked()
         return self.done("below_minimum" if cacheable < self.minimum else "cold", predicted)
+
+    def unmarked(self) -> Attribution:
+        """``no_breakpoint``: a breakpoint cache got a request without a single cache
+        breakpoint, so it could cache nothing whatever its length. ``lost_tokens``: what it
+        could have read had it marked its end, the prefix it shares with the compared request
+        (provider tokens) within the default TTL, floored to the granularity, 0 below the
+        minimum, less what it read; 0 without a compared request."""
+        self.detail["reason"] = "no-breakpoint"
+        shared = 0
+        base, comparison = self.base, self.comparison
+        ttl = self.policy.default_ttl_s if self.policy.ttls_s else None
+        if base is not None and comparison is not None and (
+                ttl is None or self.request.ts - base.ts <= ttl):
+            shared = _floor(self.provider(comparison.lcp_tokens), self.granule)
+        self.detail["lost_tokens"] = self.lost_here(shared if shared >= self.minimum else 0)
+        return self.done("no_breakpoint", 0)
+
+    def lost_here(self, lost: float) -> int:
+        """``lost`` (provider tokens the compared request cached and this one could not read)
+        as this call lost it: at most what this call could have read (its reported input total,
+        else our estimate, less what it read), never negative. The one computation of a
+        call's lost tokens: the report shows it as stored. Adds ``lost_cap_tokens`` (that
+        bound)."""
+        own = self.total if self.total is not None else self.provider(self.request_tokens)
+        cap = max(own - (self.reads or 0), 0)
+        self.detail["lost_cap_tokens"] = cap
+        return max(0, min(math.floor(lost), cap))
 
     def ttl_of(self, segment: Segment) -> int | None:
         if not self.policy.ttls_s:
@@ -681,6 +754,14 @@ class _Attributor:
             segments = base.segmented.segments
             entries = [(i, segments[i], base_cum[i])
                        for i in breakpoint_indices(base.segmented)]
+            read_at = base.read_entry_index
+            if (read_at is not None and read_at < len(segments)
+                    and segments[read_at].prefix_digest == base.read_entry_digest
+                    and all(i != read_at for i, _, _ in entries)):
+                # The entry the base read (another request wrote it; the base refreshed it),
+                # though the base has no breakpoint there: readable again, exact size known.
+                entries = sorted([*entries, (read_at, segments[read_at], base_cum[read_at])],
+                                 key=lambda e: e[0])
         elif comparison.common:  # ledger row only: assume an entry at the end of the match
             last = comparison.common - 1
             entries = [(last, seg.segments[last], cum[last])]
@@ -711,17 +792,23 @@ class _Attributor:
         self.detail["ttl_s"] = self.ttl_of(best[1]) if best else self.policy.default_ttl_s
 
         if extent < self.minimum:
-            if not entries:
-                self.detail["reason"] = "no-breakpoint"
+            if not own:
+                return self.unmarked()
+            if not entries:  # this request marks its prefix: the compared one did not
+                self.detail["reason"] = "compared-no-breakpoint"
             return self.done("below_minimum", 0)
         diverged = comparison.diverged is not None
         if diverged and (self.relation == "session" or (lost and not self.other)):
             kept = max((t for *_, t in shared), default=0)
-            top = max((t for *_, t in written), default=0)
-            return self.mutation(predicted, self.provider(top, "base")
-                                 - self.provider(kept, "base") if written else 0)
+            # What the change cost: entries the base wrote that were still alive now.
+            top = max((t for _, s, t in written
+                       if (ttl := self.ttl_of(s)) is None or gap_s <= ttl), default=0)
+            return self.mutation(predicted, max(self.provider(top, "base")
+                                                - self.provider(kept, "base"), 0))
+        if not own:
+            return self.unmarked()
         if not eligible:
-            self.detail["reason"] = "no-breakpoint" if not own else "breakpoints-below-minimum"
+            self.detail["reason"] = "breakpoints-below-minimum"
             return self.done("below_minimum", 0)
         if shared and not readable:
             far = max(i for i, _, _ in shared)
@@ -770,7 +857,7 @@ class _Attributor:
             return self.done("below_minimum", 0)
         if diverged and (self.relation == "session" or (
                 not self.other and extent - lcp > self.tolerance)):
-            return self.mutation(predicted, extent - lcp)
+            return self.mutation(predicted, 0 if expired else extent - lcp)
         if lcp < self.minimum:
             return self.done("below_minimum", 0)
         return self.measured(predicted, predicted_no_ttl, expired)
@@ -824,7 +911,7 @@ class _Attributor:
                 return self.done("provider_miss", predicted)
             self.detail["volatile_tail_tokens"] = lost
         elif lost > 0 and div is not None and (self.relation == "session" or not self.other):
-            return self.mutation(predicted, lost)
+            return self.mutation(predicted, lost)  # engine tokens, capped as the others
         if div is not None and lost <= 0:
             # The engine's template canonicalizes what changed (or ignores it: ``model`` on a
             # single-model server): nothing of the prompt it caches was lost.

@@ -18,13 +18,14 @@ from __future__ import annotations
 
 import contextlib
 from array import array
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import accumulate, islice
 from typing import Any
 
 from .._ledger._usage_record import UsageRecord
 from .._wire._segmenter import SegmentedRequest
+from ._identity import Agent
 from ._worker import JobHandle, in_recording_job
 
 __all__ = ["Call", "Comparison", "Pending", "RequestState", "elapsed_ms"]
@@ -62,6 +63,12 @@ class RequestState:
             the shared prefix is then estimated).
         read_entry_digest: Prefix digest of the entry this request read (from its own hit
             attribution), so a later request reading the same entry predicts its exact size.
+        headers: The request's allow-listed cache-relevant headers (``_http.cache_headers``:
+            ``anthropic-beta``, ``anthropic-version``, ...), compared like cache-key body
+            parameters; ``None`` when unknown.
+        read_entry_index: The index of the segment ending that entry in this request (the
+            entry can be read again by a later request that shares it, though this request
+            wrote no breakpoint there: Claude Code moves its message breakpoint each turn).
         cumulative_tokens: Running sums of ``segment_tokens`` (``[i]``: our tokens of segments
             ``0..i``), made once per request when not given and carried by
             :func:`dataclasses.replace` (which never changes ``segment_tokens``), so
@@ -83,6 +90,8 @@ class RequestState:
     engine_tokens: Sequence[int] | None = None
     engine_prompt_tokens: int | None = None
     read_entry_digest: str | None = None
+    headers: Mapping[str, str] | None = None
+    read_entry_index: int | None = None
     cumulative_tokens: Sequence[int] | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -106,6 +115,7 @@ class RequestState:
         response_id: str | None = None,
         reused: int = 0,
         previous_cumulative: Sequence[int] | None = None,
+        headers: Mapping[str, str] | None = None,
     ) -> RequestState:
         """Build the state of a request whose body and token counts are known.
 
@@ -137,6 +147,7 @@ class RequestState:
             request_tokens=cumulative[-1] if cumulative else 0,
             record_id=record_id,
             response_id=response_id,
+            headers=headers,
         )
 
 
@@ -156,6 +167,9 @@ class Call:
         turn: Turn number given by :meth:`CallIndex.begin`.
         ended: When the response ended, epoch seconds (the recorder's clock at finish),
             ``None`` before (or when unknown: then ``ts`` stands in).
+        agent: The agent of the session other than its main one that sent the request
+            (``_identity.Agent.id``, from the harness's headers; else the branch rule's
+            ``_predecessor.branch_id``), ``None`` for the main agent.
     """
 
     ts: float
@@ -168,11 +182,13 @@ class Call:
     state: RequestState | None = None
     turn: int | None = None
     ended: float | None = None
+    agent: str | None = None
 
     def same_conversation(self, other: Call) -> bool:
-        """Same named session; without session ids: same wire format, model and opening."""
+        """Same named session and agent; without session ids: same wire format, model and
+        opening."""
         if self.session_id is not None or other.session_id is not None:
-            return self.session_id == other.session_id
+            return self.session_id == other.session_id and self.agent == other.agent
         return (self.opening is not None and self.opening == other.opening
                 and self.wire_format == other.wire_format and self.model == other.model)
 
@@ -188,6 +204,8 @@ class Comparison:
         common_segments: Segments shared with ``predecessor`` (0 without one).
         rule: Which rule chose the compared request (``_predecessor.PREDECESSOR_RULES``),
             ``None`` without one.
+        detail: Evidence for ``verdict_detail`` about the request's place in the
+            conversation tree (``_predecessor``: ``agent``, ``shares``), empty without.
         predecessor_turn: The turn of ``predecessor`` when ``rule`` says the request
             continues its conversation under a rewritten first message
             (``"same-head-recent"``), else ``None``.
@@ -199,6 +217,7 @@ class Comparison:
     common_segments: int = 0
     rule: str | None = None
     predecessor_turn: int | None = None
+    detail: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def base(self) -> RequestState | None:
@@ -230,6 +249,8 @@ class Pending:
         model: Requested model, if any.
         session_id: Session id recorded, if any (``None``: no session named; the
             conversation is then recognized by its first message, see ``_predecessor``).
+        agent: The agent other than the session's main one that the request's headers name
+            (``_identity.agent_from_headers``), if any.
         turn: 1-based turn of the request in its conversation (a named session resumed in a
             new process continues from its ledger rows); a retry keeps its turn.
         retry: The request repeats its conversation's previous request (same fingerprint,
@@ -244,6 +265,8 @@ class Pending:
         record: The record, once finished.
         finished: :meth:`Recorder.finish <stableprompt.Recorder.finish>` ran (it runs once).
         secrets: The request's credential header values, scrubbed from every stored text.
+        headers: The request's allow-listed cache-relevant headers
+            (``_http.cache_headers``), ``None`` for a format without any.
         call: The call as registered in the recorder's index, ``None`` before analysis.
         deferred: What :meth:`Recorder.analyse <stableprompt.Recorder.analyse>` still has to
             read, when :meth:`Recorder.start <stableprompt.Recorder.start>` was told to defer
@@ -270,6 +293,7 @@ class Pending:
     provider: str
     model: str | None = None
     session_id: str | None = None
+    agent: Agent | None = None
     turn: int | None = None
     retry: bool = False
     state: RequestState | None = None
@@ -281,6 +305,7 @@ class Pending:
     record: UsageRecord | None = None
     finished: bool = field(default=False, repr=False)
     secrets: tuple[str, ...] = field(default=(), repr=False)
+    headers: dict[str, str] | None = None
     call: Call | None = field(default=None, repr=False)
     detail: dict[str, Any] = field(default_factory=dict)
     deferred: tuple[Any, ...] | None = field(default=None, repr=False)

@@ -11,7 +11,10 @@ from collections.abc import Mapping
 from types import ModuleType
 from typing import Any
 
-__all__ = ["SESSION_HEADER", "byte_stream_class", "header", "in_memory", "module_of"]
+from .._policy import header_rules
+
+__all__ = ["SESSION_HEADER", "byte_stream_class", "cache_headers", "header", "in_memory",
+           "module_of"]
 
 SESSION_HEADER = "x-stableprompt-session"
 """Request header naming the session/conversation id (read by the recorder, never stored)."""
@@ -32,6 +35,23 @@ def header(headers: Any, name: str) -> str | None:
     except Exception:
         return None
     return None if value is None else str(value)
+
+
+def cache_headers(headers: Any, wire_format: str) -> dict[str, str] | None:
+    """The request's allow-listed cache-relevant headers
+    (:data:`~stableprompt._policy.CACHE_HEADERS` of ``wire_format``): lower-case name -> value
+    as sent (repeated headers joined with ``", "`` as httpx joins them); ``{}`` when none was
+    sent, ``None`` for a format that has none (its betas are in the body). Nothing outside the
+    allow-list is ever read. Never raises."""
+    rules = header_rules(wire_format)
+    if not rules:
+        return None
+    found: dict[str, str] = {}
+    for rule in rules:
+        value = header(headers, rule.name)
+        if value is not None:
+            found[rule.name] = value
+    return found
 
 
 def _caseless(headers: Any) -> bool:

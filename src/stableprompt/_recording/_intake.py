@@ -31,7 +31,8 @@ from .._wire._formats import (
 )
 from .._wire._resegment import Resegmented
 from ._call import Pending
-from ._http import SESSION_HEADER, header
+from ._http import cache_headers
+from ._identity import agent_from_headers, session_from_headers
 from ._memory import CallMemory
 from ._predecessor import session_from_request
 
@@ -88,18 +89,19 @@ def register(config: IntakeConfig, memory: CallMemory, path: str, headers: Any,
             # the model is a URL path parameter: segmented (never sent) with the body
             decoded, resegmented, rendered = with_path_model(wire, decoded, path), None, False
         secrets = secrets_in_headers(headers)
+        kept = cache_headers(headers, wire)
     except Exception:
         return None
     assert wire is not None
     family = provider_for(host, wire, provider or config.provider)
     pending = Pending(
         record_id=new_record_id(), ts=config.clock(), started=config.monotonic(), path=path,
-        wire_format=wire, provider=family, secrets=secrets,
+        wire_format=wire, provider=family, secrets=secrets, headers=kept,
         usage_format=usage_format(family, wire,
                                   chosen_dialect(config.usage_dialect, host, family)))
     if decoded is None:  # what is known without the body, for a provisional record
         pending.lazy_body = True
-        pending.session_id = config.session_id or header(headers, SESSION_HEADER)
+        pending.session_id = config.session_id or session_from_headers(headers)
     else:
         _read_request(config, pending, decoded, headers)
     pending.deferred = (decoded, headers, body, resegmented, rendered)
@@ -138,7 +140,8 @@ def analyse(config: IntakeConfig, memory: CallMemory, pending: Pending) -> None:
 
 def session_of(config: IntakeConfig, body: Mapping[str, Any], headers: Any) -> str | None:
     """The recorder's session id, else the session the request names (its
-    ``x-stableprompt-session`` header first, ``_predecessor.session_from_request``)."""
+    ``x-stableprompt-session`` header first, then a harness's session header, then its body:
+    ``_predecessor.session_from_request``)."""
     return config.session_id or session_from_request(body, headers)
 
 
@@ -157,6 +160,7 @@ def _read_request(config: IntakeConfig, pending: Pending, decoded: Mapping[str, 
         model = decoded.get("model")
         pending.model = model if isinstance(model, str) else None
         pending.session_id = session_of(config, decoded, headers)
+        pending.agent = agent_from_headers(headers)
         pending.diagnostics_requested = diagnostics_request(pending.wire_format, decoded)
     except Exception as exc:
         problem(pending, exc)

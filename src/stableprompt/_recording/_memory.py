@@ -151,14 +151,18 @@ class CallMemory:
             state = pending.state = RequestState.of(
                 segmented, tokens, pending.ts, record_id=pending.record_id,
                 reused=found.reused if found.previous_tokens is not None else 0,
-                previous_cumulative=found.previous_cumulative)
+                previous_cumulative=found.previous_cumulative, headers=pending.headers)
             self.segments.remember_tokens(segmented, state.segment_tokens or (),
                                           state.cumulative_tokens)
         except Exception as exc:
             problem(pending, exc)
+        chained = body.get("previous_response_id") if pending.session_id is None else None
+        if isinstance(chained, str) and chained:  # a Responses chain names its conversation
+            pending.session_id = self.index.chained_session(chained)
         call = pending.call = Call(
             ts=pending.ts, session_id=pending.session_id, provider=pending.provider,
             wire_format=pending.wire_format, model=pending.model,
+            agent=None if pending.agent is None else pending.agent.id,
             opening=opening_of(segmented),
             fingerprint=None if segmented is None else segmented.fingerprint,
             state=pending.state)
@@ -171,6 +175,11 @@ class CallMemory:
         if pending.state is not None:
             self.load_lineage(ledger, pending.state.head_fingerprint)
             pending.comparison = self.index.compare(call)
+            branch = pending.comparison.detail.get("agent")
+            if pending.agent is None and isinstance(branch, dict) and branch.get("id"):
+                # a branch the branch rule named: its own conversation in its session (its
+                # calls do not stand for the main agent's previous call)
+                call = pending.call = dataclasses.replace(call, agent=str(branch["id"]))
             continued = pending.comparison.predecessor_turn
             if continued is not None and not pending.retry:
                 # A rewritten first message continues the conversation it was compared with.
@@ -180,7 +189,7 @@ class CallMemory:
     def remember(self, pending: Pending, usage: CacheUsage | None, response_id: str | None,
                  read_entry_digest: str | None = None,
                  engine: tuple[EngineEvidence, array[int]] | None = None, *,
-                 ended: float) -> None:
+                 ended: float, read_entry_index: int | None = None) -> None:
         """Keep a complete, successful call as a future predecessor, with what its response
         said (usage, response id; ``ended``: the recorder's clock at its end) and, with an
         engine view (:meth:`engine_view`), as what the engine's slot now holds."""
@@ -198,6 +207,7 @@ class CallMemory:
             pending.state, response_id=response_id,
             cached_extent_tokens=read + write if read is not None and write is not None else None,
             cache_read_tokens=read, read_entry_digest=read_entry_digest,
+            read_entry_index=read_entry_index if read_entry_digest is not None else None,
             input_tokens_total=None if usage is None else usage.input_tokens_total, **held)
         self.index.remember(dataclasses.replace(pending.call, state=state, turn=pending.turn,
                                                 ended=ended))

@@ -40,6 +40,7 @@ from ._engine_view import EngineEvidence
 from ._errors import failure
 from ._observer import Observation
 from ._server_reasons import server_diagnosis
+from ._tree import attribute_shared
 
 __all__ = ["Outcome", "attribution_of", "automatic_writes", "failed_record", "identity_fields",
            "outcome_of", "provider_diagnostics", "raw_usage", "record_of"]
@@ -204,6 +205,10 @@ def attribution_of(pending: Pending, outcome: Outcome,
     if pending.state is None or outcome.policy is None:
         return None
     comparison = pending.comparison
+    if comparison.rule == "shared-prefix":  # another lineage's call sharing part of the head
+        return attribute_shared(pending.state, comparison, usage=outcome.usage,
+                                policy=outcome.policy, engine=engine,
+                                unknown_reason=outcome.unknown_reason)
     return attribute(pending.state, predecessor=comparison.predecessor,
                      session_previous=comparison.session_previous,
                      other_conversation=comparison.other_conversation, usage=outcome.usage,
@@ -305,6 +310,11 @@ def _request_detail(pending: Pending) -> dict[str, Any]:
         detail["turn_boundary"] = pending.turn_boundary
     if pending.comparison.rule is not None:
         detail["predecessor_rule"] = pending.comparison.rule
+    # the agent a branch rule named (``_predecessor``); ``shared_prefix`` comes with the
+    # attribution (``_tree``)
+    detail.update((k, v) for k, v in pending.comparison.detail.items() if k != "shared_prefix")
+    if pending.agent is not None:
+        detail["agent"] = pending.agent.to_json()
     if request_format(pending.usage_format) != pending.wire_format:
         detail["request_format"] = pending.wire_format
     return detail
@@ -327,13 +337,15 @@ def failed_record(pending: Pending, status_code: Any, problem: str, *,
         status_code=status if status and 100 <= status <= 599 else None,
         verdict="unknown",
         verdict_detail={"recorder_error": problem},
+        request_headers=pending.headers,
     )
 
 
 def identity_fields(pending: Pending, scenario: str | None) -> dict[str, Any]:
     """The record fields that name the request (same for its final and provisional rows):
     id, send time, session, turn, scenario, formats, provider, model, and what its analysis
-    found (lineage, fingerprint, our token count; ``None`` before or without one)."""
+    found (lineage, fingerprint, our token count; ``None`` before or without one), and its
+    allow-listed cache-relevant headers (``request_headers``)."""
     state = pending.state
     return {
         "record_id": pending.record_id,
@@ -345,6 +357,7 @@ def identity_fields(pending: Pending, scenario: str | None) -> dict[str, Any]:
         "request_fingerprint": None if state is None else state.fingerprint,
         "request_tokens": None if state is None else state.request_tokens,
         "content": pending.content,
+        "request_headers": pending.headers,
     }
 
 

@@ -30,6 +30,34 @@
 
 A request whose fingerprint equals its conversation's previous request, sent within
 :data:`RETRY_WINDOW_S`, is a retry: it keeps that request's turn number.
+
+**Conversations as a tree.** A conversation is a session *and agent*: a subagent named by
+the harness's headers (``_identity``) is its own conversation within its session. Across
+lineages, calls are indexed by the chained prefix digest of their entry-ending segments
+(each breakpoint, and the end of each head part: params, tools, system), at most
+:data:`PREFIX_INDEX_SIZE` digests, each with the lineage of the most recent call holding it
+(:class:`_Prefixes`; a call adds the digests of its breakpoints, and of its head parts only
+when its lineage is new to the index: cost in proportion to what is new). A request with no
+same-conversation candidate on its lineage looks up its own such digests, deepest first, and
+is compared with the most recent call sharing the deepest one (rule ``shared-prefix``, as
+another conversation): a new session sharing part of another session's head (Claude Code's
+static system block before a per-directory one, each behind a breakpoint) is predicted to
+read up to the last shared breakpoint the provider can find, and says what it shares
+(``verdict_detail["shared_prefix"]``, ``_tree``).
+
+**Response chains.** A request without session id that continues a response
+(``previous_response_id``, OpenAI Responses) belongs to the session of the call that got
+that response; when that call had none, the chain is named by its first response id
+(:meth:`CallIndex.chained_session`, at most ``max_keys`` response ids kept).
+
+**Branches.** A request whose head differs from its conversation's previous request is that
+conversation's head change (rule ``session-head-change``, diffed as a mutation) unless it is
+a new branch, a subagent or side agent the headers did not name: another first message and a
+fresh conversation or a head replaced wholesale (:func:`~stableprompt._economics.
+_request_kind.is_branch`, the rule the what-if uses too). A branch is compared like a new
+conversation (a shared prefix, else nothing) and says so (``verdict_detail["agent"]``); it is
+an agent of its own (:func:`branch_id`, from its head), so its later calls continue it and the
+main agent's previous call stays the main agent's.
 """
 
 from __future__ import annotations
@@ -43,21 +71,25 @@ from typing import Any, TypeAlias
 
 from .._canonical import loads
 from .._diff import first_divergent_index
+from .._economics._request_kind import is_branch
 from .._ledger._usage_record import UsageRecord
 from .._segment import HEAD_KINDS, Segment
 from .._wire._formats import REQUEST_FORMATS, request_format, segment_request, session_hint
+from .._wire._resegment import breakpoint_indices
 from .._wire._segmenter import SegmentedRequest
 from ._call import Call, Comparison, RequestState
-from ._http import SESSION_HEADER, header
+from ._identity import session_from_headers
 
 __all__ = [
     "LINEAGE_DEPTH",
     "PREDECESSOR_RULES",
+    "PREFIX_INDEX_SIZE",
     "RETRY_WINDOW_S",
     "REWRITE_WINDOW_S",
     "CallIndex",
     "call_from_record",
     "common_segments",
+    "entry_ends",
     "opening_of",
     "session_from_request",
 ]
@@ -87,11 +119,19 @@ against the 5-minute TTL, so a late unrelated conversation is not taken for a re
 carried-over message is the main evidence; the window bounds coincidences."""
 
 PREDECESSOR_RULES = ("same-conversation", "other-conversation", "same-head-recent",
-                     "session-head-change")
+                     "session-head-change", "shared-prefix")
 """Values of ``Comparison.rule`` (``verdict_detail["predecessor_rule"]``): the longest-prefix
 call of the request's own conversation; the longest-prefix call of another conversation
 sharing the head; the most recent call on the head, whose conversation this request rewrote
-(see the module docstring); the conversation's previous call under another head."""
+(see the module docstring); the conversation's previous call under another head; the
+most recent call of another lineage sharing the deepest entry-ending prefix."""
+
+PREFIX_INDEX_SIZE = 8192
+"""Entry-ending prefix digests kept across lineages for the ``shared-prefix`` search (the
+least recently written dropped beyond it), each with its lineage (a head fingerprint: the
+calls are those the index keeps per lineage, no request is kept alive by this map)."""
+
+_HEAD_PARTS = ("param", "tool", "system")
 
 _CARRIED_ROLES = ("user", "tool")
 
@@ -225,7 +265,110 @@ class _Unnamed:
 class _Session:
     count: int = 0
     started: Call | None = None
-    last: dict[tuple[str, str], Call] = field(default_factory=dict)
+    # the latest successful call per (provider, wire format, agent)
+    last: dict[tuple[str, str, str | None], Call] = field(default_factory=dict)
+
+
+def entry_ends(segmented: SegmentedRequest, *, head: bool) -> list[int]:
+    """Indices of the segments that end a possible cache entry, in order: each breakpoint
+    and, with ``head``, the last segment of each head part (params, tools, system)."""
+    found = set(breakpoint_indices(segmented))
+    if head:
+        segments = segmented.segments
+        for i, s in enumerate(segments):
+            if s.kind not in _HEAD_PARTS:
+                break
+            if i + 1 == len(segments) or segments[i + 1].kind != s.kind:
+                found.add(i)
+    return sorted(found)
+
+
+class _Prefixes:
+    """Entry-ending prefix digest -> the lineage (head fingerprint) of the most recent call
+    holding it, least recently written dropped beyond ``maxlen`` (callers hold the index's
+    lock). The calls themselves stay in the index's lineages: a digest whose lineage was
+    evicted finds nothing, and the map keeps no request alive."""
+
+    def __init__(self, maxlen: int) -> None:
+        self.maxlen = maxlen
+        self._heads: OrderedDict[str, str] = OrderedDict()
+        self._indexed: OrderedDict[str, None] = OrderedDict()  # lineages whose head is in
+
+    def add(self, call: Call) -> None:
+        """Index ``call``'s breakpoints, and its head parts when its lineage's are not."""
+        state = call.state
+        if state is None or state.segmented is None:
+            return
+        segments, lineage = state.segmented.segments, state.head_fingerprint
+        head = lineage not in self._indexed
+        if head:
+            self._indexed[lineage] = None
+            if len(self._indexed) > self.maxlen:
+                self._indexed.popitem(last=False)
+        for i in entry_ends(state.segmented, head=head):
+            digest = segments[i].prefix_digest
+            self._heads[digest] = lineage
+            self._heads.move_to_end(digest)
+        while len(self._heads) > self.maxlen:
+            self._heads.popitem(last=False)
+
+    def deepest(self, call: Call, lineages: Mapping[str, Sequence[Call]]) -> Call | None:
+        """The most recent call of another lineage (same wire format, sent before ``call``)
+        sharing the deepest entry-ending prefix of ``call``, or ``None``: per prefix, one
+        look-up and at most :data:`LINEAGE_DEPTH` digest comparisons."""
+        state = call.state
+        assert state is not None and state.segmented is not None
+        segments = state.segmented.segments
+        for i in reversed(entry_ends(state.segmented, head=True)):
+            digest = segments[i].prefix_digest
+            lineage = self._heads.get(digest)
+            if lineage is None or lineage == state.head_fingerprint:
+                continue
+            for found in reversed(lineages.get(lineage, ())):
+                other = None if found.state is None else found.state.segmented
+                if (other is not None and found.ts <= call.ts
+                        and found.wire_format == call.wire_format
+                        and len(other.segments) > i
+                        and other.segments[i].prefix_digest == digest):
+                    return found
+        return None
+
+
+def _branch(call: Call, previous: Call) -> dict[str, Any] | None:
+    """``verdict_detail["agent"]`` when ``call``, whose head differs from its conversation's
+    previous call ``previous``, is a new branch (:func:`~stableprompt._economics.
+    _request_kind.is_branch`), else ``None``."""
+    state, before = call.state, previous.state
+    if state is None or before is None or state.segmented is None or before.segmented is None:
+        return None
+    changed = [kind for kind in _HEAD_PARTS
+               if [s.digest for s in state.segmented.segments if s.kind == kind]
+               != [s.digest for s in before.segmented.segments if s.kind == kind]]
+    if not is_branch(changed, _first_message(state.segmented.segments)
+                     != _first_message(before.segmented.segments), state.request_tokens,
+                     before.request_tokens):
+        return None
+    return {"kind": "subagent", "id": branch_id(state.head_fingerprint),
+            "source": "head replaced, conversation of its own "
+            f"(changed: {', '.join(changed) or 'none'}; another first message)"}
+
+
+def branch_id(head_fingerprint: str) -> str:
+    """The agent id of a branch no header named: ``branch-`` and 12 hex digits of its head
+    fingerprint (its later calls, on the same head, are the same agent; the session's main
+    agent keeps its own previous call)."""
+    return "branch-" + head_fingerprint.rsplit(":", 1)[-1][:12]
+
+
+def _first_message(segments: Sequence[Segment]) -> list[str]:
+    """The digests of the first message's segments (all its content blocks: Claude Code's
+    subagent repeats its parent's opening block and differs in the next)."""
+    first = next((s for s in segments if s.kind == "message"), None)
+    if first is None:
+        return []
+    root = "/".join(first.path.split("/")[:3])  # "/messages/0", "/input/0"
+    return [s.digest for s in segments if s.kind == "message"
+            and (s.path == root or s.path.startswith(root + "/"))]
 
 
 def _is_retry(previous: Call | None, call: Call) -> bool:
@@ -258,12 +401,24 @@ class CallIndex:
         self._started = _Unnamed(max_unnamed)  # sent, without their body
         # successful, with their request state: only a conversation's newest are read
         self._done = _Unnamed(max(max_unnamed // 4, 1), per_key=DONE_PER_CONVERSATION)
+        self._prefixes = _Prefixes(PREFIX_INDEX_SIZE)
+        # response id -> the session its conversation continues under (``previous_response_id``)
+        self._chains: OrderedDict[str, str] = OrderedDict()
         self._lock = threading.Lock()
 
     def knows_lineage(self, head: str) -> bool:
         """True once the lineage was seen (or loaded) in this index."""
         with self._lock:
             return head in self._lineages
+
+    def chained_session(self, previous_response_id: str) -> str:
+        """The session of a request continuing the response ``previous_response_id``
+        (OpenAI Responses' ``previous_response_id``): the session of the call that got that
+        response, or the id of the first response of its chain when that call had no session
+        (the chain names the conversation), or ``previous_response_id`` itself when the
+        response is unknown (a chain begun before this process)."""
+        with self._lock:
+            return self._chains.get(previous_response_id, previous_response_id)
 
     def knows_session(self, session_id: str) -> bool:
         """True once the named session was seen in this index."""
@@ -346,7 +501,10 @@ class CallIndex:
         The lineage candidate with the longest common prefix (ties: same conversation, then
         most recent). When it belongs to another conversation and this conversation's own
         previous call (within the window) has a different head, that call is used instead: the
-        conversation changed its head.
+        conversation changed its head, unless the request is a new branch (module docstring;
+        ``detail["agent"]``). With no candidate of its own conversation on its lineage, the
+        call of another lineage sharing the deepest entry-ending prefix (rule
+        ``shared-prefix``, ``detail["shared_prefix"]``).
         """
         state = call.state
         if state is None or state.segmented is None:
@@ -357,6 +515,8 @@ class CallIndex:
             previous = self._conversation_previous(call)
         best: tuple[int, bool, float] | None = None
         chosen: Call | None = None
+        # a branch no header named is the same agent on its head (``branch_id``)
+        own_branch = branch_id(state.head_fingerprint) if call.agent is None else None
         for candidate in reversed(candidates):  # the newest first: it shares the most, often
             if (candidate.state is None or candidate.ts > call.ts
                     or candidate.wire_format != call.wire_format):  # never another format's
@@ -364,21 +524,45 @@ class CallIndex:
             shared = _at_least(candidate.state, segments, 0 if best is None else best[0])
             if shared is None:  # fewer segments shared than the best so far: cannot win
                 continue
-            key = (shared, candidate.same_conversation(call), candidate.ts)
+            mine = candidate.same_conversation(call) or (
+                own_branch is not None and candidate.agent == own_branch
+                and candidate.session_id == call.session_id)
+            key = (shared, mine, candidate.ts)
             if best is None or key > best:
                 best, chosen = key, candidate
-        if chosen is not None and best is not None and (best[1] or previous is None):
+        same = best is not None and best[1]
+        branch = None if previous is None or same else _branch(call, previous)
+        if chosen is not None and best is not None and (
+                same or previous is None or branch is not None):
             rewritten = None if best[1] else _rewrite_of(call, candidates)
             if rewritten is not None and rewritten.state is not None:
                 return Comparison(predecessor=rewritten.state,
                                   common_segments=common_segments(rewritten.state, segments),
                                   rule="same-head-recent", predecessor_turn=rewritten.turn)
+            if same and chosen.agent is not None and chosen.agent == own_branch:
+                branch = {"kind": "subagent", "id": own_branch,
+                          "source": "continues a branch the branch rule named"}
             return Comparison(predecessor=chosen.state, other_conversation=not best[1],
                               common_segments=best[0],
-                              rule="same-conversation" if best[1] else "other-conversation")
-        if previous is not None:
+                              rule="same-conversation" if best[1] else "other-conversation",
+                              detail={} if branch is None else {"agent": branch})
+        if previous is not None and branch is None:
             return Comparison(session_previous=previous.state, rule="session-head-change")
-        return Comparison()
+        # No call of this conversation on its lineage: a new conversation or a branch. The
+        # call of another lineage sharing the deepest entry-ending prefix, if any.
+        detail: dict[str, Any] = {} if branch is None else {"agent": branch}
+        with self._lock:
+            other = self._prefixes.deepest(call, self._lineages)
+        if other is None or other.state is None:
+            return Comparison(detail=detail)
+        common = common_segments(other.state, segments)
+        detail["shared_prefix"] = {
+            "record_id": other.state.record_id, "session": other.session_id,
+            "agent": other.agent, "segments": common,
+            "differs_at_segment": segments[common].name if common < len(segments) else None,
+        }
+        return Comparison(predecessor=other.state, other_conversation=True,
+                          common_segments=common, rule="shared-prefix", detail=detail)
 
     def renumber(self, call: Call, turn: int) -> None:
         """Give the registered call ``call`` (from :meth:`begin`) another turn number: it
@@ -401,12 +585,16 @@ class CallIndex:
             self._calls += len(calls) - before
             self._lineages.move_to_end(state.head_fingerprint)
             self._evict()
+            self._prefixes.add(call)
+            if state.response_id:
+                self._chains[state.response_id] = call.session_id or state.response_id
+                self._trim(self._chains)
             if call.session_id is None:
                 self._done.append(call)
                 return
             session = self._sessions.get(call.session_id)
             if session is not None:
-                key = (call.provider, call.wire_format)
+                key = (call.provider, call.wire_format, call.agent)
                 last = session.last.get(key)
                 if last is None or last.ts <= call.ts:
                     session.last[key] = call
@@ -422,7 +610,7 @@ class CallIndex:
         if call.session_id is not None:
             session = self._sessions.get(call.session_id)
             found = None if session is None else session.last.get(
-                (call.provider, call.wire_format))
+                (call.provider, call.wire_format, call.agent))
         else:
             found = next((c for c in self._done.newest(call)
                           if c.provider == call.provider and call.ts - c.ts <= self.window_s),
@@ -475,22 +663,28 @@ def call_from_record(record: UsageRecord, head: str,
             else None),
         cache_read_tokens=record.cache_read_tokens,
         input_tokens_total=record.input_tokens_total,
+        headers=record.request_headers,
     )
+    agent = record.verdict_detail.get("agent")
+    agent_id = agent.get("id") if isinstance(agent, dict) else None
     return Call(ts=ts, session_id=record.session_id, provider=record.provider or "",
                 wire_format=wire, model=record.model,
                 opening=opening_of(segmented), fingerprint=state.fingerprint, state=state,
-                turn=record.turn,
+                turn=record.turn, agent=agent_id if isinstance(agent_id, str) else None,
                 ended=None if record.latency_ms is None else ts + record.latency_ms / 1000)
 
 
 def session_from_request(body: Mapping[str, Any], headers: Any = None) -> str | None:
     """The session id a request names, or ``None``.
 
-    Order: the ``x-stableprompt-session`` header, then the body's hint
-    (:func:`~stableprompt._wire._formats.session_hint`) when it names a conversation (a
-    ``prompt_cache_key`` stableprompt derived from a head names a lineage, not a session).
+    Order: the ``x-stableprompt-session`` header, then a harness's session header
+    (``_identity.SESSION_HEADERS``: Claude Code's ``X-Claude-Code-Session-Id``, Codex's
+    ``session-id``), then the body's hint (:func:`~stableprompt._wire._formats.session_hint`:
+    the session id inside Claude Code's ``metadata.user_id``, a ``prompt_cache_key``) when it
+    names a conversation (a ``prompt_cache_key`` stableprompt derived from a head names a
+    lineage, not a session).
     """
-    value = header(headers, SESSION_HEADER)
+    value = session_from_headers(headers)
     if value:
         return value
     hint = session_hint(body)

@@ -58,6 +58,7 @@ from . import _intake
 from ._call import Call, Pending
 from ._diagnose import diagnostics_flag
 from ._engine_view import EngineTokens, SlotMemory, engine_of
+from ._identity import agent_from_headers
 from ._memory import CallMemory
 from ._observer import Observation, ResponseObserver
 from ._outcome import attribution_of, failed_record, outcome_of, record_of
@@ -395,10 +396,11 @@ class Recorder:
         """
         try:
             model = body.get("model")
+            agent = agent_from_headers(headers)
             call = Call(ts=self.clock(), session_id=_intake.session_of(self, body, headers),
                         provider=provider_for(host, wire_format, provider or self.provider),
                         wire_format=wire_format, model=model if isinstance(model, str) else None,
-                        opening=None)
+                        opening=None, agent=None if agent is None else agent.id)
             return self._memory.compared_response_id(call, body, self.ledger, segmented)
         except Exception:
             return None
@@ -463,7 +465,8 @@ class Recorder:
             self._memory.remember(
                 pending, outcome.usage, outcome.response_id,
                 None if attribution is None else attribution.read_entry_digest, engine,
-                ended=ended)
+                ended=ended,
+                read_entry_index=None if attribution is None else attribution.read_entry_index)
         return record_of(pending, outcome, attribution, scenario=self.scenario,
                          store_snippets=self.store_snippets, evidence=evidence,
                          extra=observation.detail)

@@ -60,7 +60,8 @@ instructions (our ``system`` kind) and input items."""
 
 _NO_COMPARISON = frozenset({"previous_message_not_found", "comparison_response_not_found"})
 _UNAVAILABLE = "unavailable"
-_READLESS_OURS = frozenset({"cold", "ttl_expired", "below_minimum", "provider_miss"})
+_READLESS_OURS = frozenset({"cold", "ttl_expired", "below_minimum", "no_breakpoint",
+                            "provider_miss"})
 
 
 def _reason(diagnostics: Mapping[str, Any]) -> tuple[str | None, int | None] | None:

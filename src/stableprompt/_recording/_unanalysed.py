@@ -26,7 +26,7 @@ from .._ledger._usage_record import UNANALYSED, UsageRecord, scrubbed, scrubbed_
 from .._redact import redact, secrets_in_headers
 from ._call import Pending, elapsed_ms
 from ._errors import error_class_of, failure
-from ._http import SESSION_HEADER, header
+from ._identity import session_from_headers
 from ._observer import Observation
 from ._outcome import identity_fields
 
@@ -170,7 +170,7 @@ def unanalysed_record(*, method: str, path: str, reason: str, headers: Any = Non
         secrets = secrets_in_headers(headers)
         record = UsageRecord(
             ts_utc=datetime.fromtimestamp(ts, UTC),
-            session_id=header(headers, SESSION_HEADER) or session_id,
+            session_id=session_from_headers(headers) or session_id,
             scenario=scenario,
             wire_format=UNANALYSED,  # type: ignore[arg-type]
             provider=provider,

@@ -56,8 +56,8 @@ are drawn as dots (thousands of lines take matplotlib minutes and show nothing a
 """At most this many scenario panels per chart (the first scenarios by first call)."""
 
 VERDICT_COLORS = {"hit": "#2e7d32", "cold": "#1e88e5", "client_mutation": "#e53935",
-                  "below_minimum": "#8d6e63", "ttl_expired": "#8e24aa",
-                  "provider_miss": "#fb8c00", "unknown": "#757575"}
+                  "below_minimum": "#8d6e63", "no_breakpoint": "#f9a825",
+                  "ttl_expired": "#8e24aa", "provider_miss": "#fb8c00", "unknown": "#757575"}
 """Marker colour per verdict (the cliffs)."""
 
 _FIRST = datetime(1, 1, 1, tzinfo=UTC)  # the dates matplotlib converts (``num2date``)

@@ -1,11 +1,11 @@
 """``stableprompt report``: summarize a ledger per scenario and session (tables, JSON, HTML).
 
 ``stableprompt report LEDGER... [--json] [--html PATH] [--sessions] [--calls]
-[--limit N] [--offset K] [--top N] [--by scenario|session|model|wire|day] [--session ID]
-[--since T]`` prints the summary of ``_accounting/_summary.py`` (:func:`summarize`; what each
-number means is documented there), computed in one streaming pass
-(``_accounting._builder.summarize_stream``: the same numbers, memory in sessions, causes and
-groups, not calls); the per-call rows (``--calls``, JSON ``calls``) are a page
+[--limit N] [--offset K] [--top N] [--by scenario|session|model|wire|day|agent]
+[--session ID] [--since T]`` prints the summary of ``_accounting/_summary.py``
+(:func:`summarize`; what each number means is documented there), computed in one streaming
+pass (``_accounting._summary.summarize_stream``: the same numbers, memory in sessions, causes
+and groups, not calls); the per-call rows (``--calls``, JSON ``calls``) are a page
 (``--limit`` / ``--offset`` in ledger order, or ``--top``: the calls that lost the most),
 then why calls missed (turn-boundary split, causes with lost tokens and dollars and their
 fixes, cliffs; ``--calls``: one row per call; ``_text.print_explanations``), after
@@ -411,7 +411,6 @@ def _body_finder(ledgers: Sequence[Ledger], session_id: str | None,
 def _run(args: argparse.Namespace) -> int:
     if args.follow:
         return _follow(args)
-    from .._ledger._reads import cross_session_predecessors
     from .._ledger._target import is_url, shown_target
 
     targets: list[str] = list(args.ledger)
@@ -426,17 +425,14 @@ def _run(args: argparse.Namespace) -> int:
     corrupt: list[CorruptRow] = []
     unimported: list[Path] = []
     ledgers = []
-    predecessors: set[str] = set()
     for target in targets:
         ledger = open_ledger(target)
         unimported += ledger.unimported_files()
         metas.append(ledger.meta())
-        predecessors |= cross_session_predecessors(ledger)
         ledgers.append(ledger)
     records, counted, duplicate_count = stream_records(ledgers, session_id=args.session,
                                                        since=since, corrupt=corrupt)
     report = summarize_stream(records, what_if=args.what_if, page=page, by=args.by,
-                              predecessors=predecessors,
                               find_body=_body_finder(ledgers, args.session, since))
     per_ledger = [c.count for c in counted]
     duplicates = duplicate_count[0]

@@ -8,8 +8,8 @@ shows:
 * the running hit rate (token-weighted over included calls, as ``report``:
   :class:`~._summary.Totals`), calls, and calls per verdict;
 * the latest misses (``client_mutation``, ``provider_miss``, ``ttl_expired``,
-  ``below_minimum``): when, session and turn, verdict, read share, cause, segment, JSON
-  path, and the before/after snippets the row holds (:class:`~._calls.CallRow`);
+  ``below_minimum``, ``no_breakpoint``): when, session and turn, verdict, read share, cause,
+  segment, JSON path, and the before/after snippets the row holds (:class:`~._calls.CallRow`);
 * per miss cause, how many rows carry it so far and the latest of them (row ids).
 
 On a terminal this is a rich ``Live`` panel redrawn at each poll; otherwise (a pipe, a
@@ -42,7 +42,8 @@ from ._text import format_int, format_pct, format_verdicts, make_console
 
 __all__ = ["MISS_VERDICTS", "FollowState", "follow"]
 
-MISS_VERDICTS = frozenset({"client_mutation", "provider_miss", "ttl_expired", "below_minimum"})
+MISS_VERDICTS = frozenset({"client_mutation", "provider_miss", "ttl_expired", "below_minimum",
+                           "no_breakpoint"})
 """The verdicts the view lists as misses."""
 
 _WAITING = frozenset({"ledger-not-found", "ledger-not-a-ledger"})  # not created yet

@@ -31,16 +31,23 @@ from .._accounting._builder import MAX_POINTS
 from .._accounting._calls import CLIFF_DROP
 from .._accounting._summary import Summary, Totals
 from . import _charts
-from ._text import format_int, format_pct, format_usd, format_verdicts, pricing_lines
+from ._text import (
+    failed_call_lines,
+    format_int,
+    format_pct,
+    format_usd,
+    format_verdicts,
+    pricing_lines,
+)
 from ._what_if_html import what_if_section
 
 __all__ = ["MAX_SESSION_ROWS", "html_report"]
 
 _OPEN_ROWS = 50
+"""The cliff and miss tables start open up to this many rows, collapsed beyond."""
 MAX_SESSION_ROWS = 300
 """Sessions listed per scenario; the rest are summarised in one row (their numbers are in the
 scenario's totals)."""
-"""The cliff and miss tables start open up to this many rows, collapsed beyond."""
 
 _CSS = """body{font:14px/1.45 system-ui,sans-serif;margin:2rem auto;max-width:1100px;color:#222}
 table{border-collapse:collapse;margin:1rem 0}
@@ -73,7 +80,8 @@ def _count_cells(t: Totals) -> str:
 
 
 def _explanations(report: Summary) -> list[str]:
-    """The turn-boundary, causes, cliffs and misses tables (HTML fragments)."""
+    """The turn-boundary, causes, user-action, failed-call, cliffs and misses tables (HTML
+    fragments); a miss's caveats under its verdict."""
     e = html.escape
     split = "".join(
         f"<tr><td>{e(name)}</td><td class=n>{format_int(t.intra_calls)}</td>"
@@ -93,13 +101,19 @@ def _explanations(report: Summary) -> list[str]:
     misses = [
         f"<tr><td>{e(r.scenario)}</td><td>{e(r.session)}</td><td class=n>{r.turn or ''}</td>"
         f"<td>{e(_ts(r.ts))}</td>"
-        f"<td>{e(r.verdict.replace('_', '-'))}{' (partial)' if r.partial else ''}</td>"
+        f"<td>{e(r.verdict.replace('_', '-'))}{' (partial)' if r.partial else ''}"
+        f"{''.join(f'<br><small>{e(c)}</small>' for c in r.caveats)}</td>"
         f"<td class=n>{format_pct(r.read_share)}</td><td class=n>{format_int(r.lost_tokens)}</td>"
         f"<td class=n>{format_usd(r.lost_usd)}</td>"
         f"<td>{e(r.cause or '')}</td><td>{e(r.segment or '')}</td><td>{e(r.path or '')}</td>"
         f"<td><code>{e(repr(r.before)) if r.before is not None else ''}</code></td>"
         f"<td><code>{e(repr(r.after)) if r.after is not None else ''}</code></td></tr>"
         for r in missed]
+    actions = "".join(
+        f"<tr><td>{e(a.action)}</td><td class=n>{format_int(a.calls)}</td>"
+        f"<td class=n>{format_int(a.lost_tokens)}</td><td class=n>{format_usd(a.lost_usd)}</td>"
+        f"</tr>" for a in report.actions())
+    failed = "".join(f"<li>{e(line.strip())}</li>" for line in failed_call_lines(report)[1:])
     cliffs = [
         f"<tr><td>{e(c.call.scenario)}</td><td>{e(c.call.session)}</td>"
         f"<td class=n>{c.call.turn or ''}</td><td>{e(_ts(c.call.ts))}</td>"
@@ -116,6 +130,9 @@ def _explanations(report: Summary) -> list[str]:
         split, "</table>",
         "<h2>Causes, by lost tokens</h2><table><tr><th>cause</th><th>segment</th><th>path</th>"
         "<th>calls</th><th>lost tokens</th><th>lost</th><th>fix</th></tr>", causes, "</table>",
+        "<h2>Breaks by the user action behind them</h2><table><tr><th>action</th>"
+        "<th>calls</th><th>lost tokens</th><th>lost</th></tr>", actions, "</table>",
+        *([f"<h2>Failed calls</h2><ul>{failed}</ul>"] if failed else []),
         _details(f"Cliffs: calls whose read share fell by {CLIFF_DROP * 100:.0f} points "
                  f"or more ({_shown_of(len(cliffs), cliffs_total, 'sharpest')})",
                  len(cliffs)),

@@ -56,7 +56,7 @@ USAGE_COUNTERS: dict[str, tuple[str, str]] = {
 MODALITY_ATTRIBUTE = "gen_ai.token.modality"
 """``text`` for a count the provider reported, ``unknown`` for the 0 of a missing one."""
 VERDICT_ATTRIBUTE = "stableprompt.verdict"
-"""The call's verdict (one of seven values) on every counter point."""
+"""The call's verdict (one of the eight ``Verdict`` values) on every counter point."""
 CAUSE_ATTRIBUTE = "stableprompt.cause"
 """The break cause of a miss: a ``_diff.CAUSES`` slug, ``lookback-exceeded``, or ``other``."""
 
@@ -251,8 +251,10 @@ def export_otel(records: Iterable[UsageRecord], tracer: Any = None, *,
     ``gen_ai.usage.cache_creation.input_tokens``, ``error.type``, ``http.response.status_code``,
     and ours under ``stableprompt.*``: verdict, lineage, LCP, prediction, ttft, and for a
     miss ``stableprompt.cause``, ``stableprompt.segment`` (the first divergent segment) and
-    ``stableprompt.path`` (the JSON pointer of the first differing value). Unknown values are
-    omitted; content is never exported.
+    ``stableprompt.path`` (the JSON pointer of the first differing value), and the request's
+    allow-listed cache-relevant headers as ``http.request.header.<name>`` (string arrays, the
+    HTTP semantic conventions; never another header). Unknown values are omitted; content is
+    never exported.
     Source: https://opentelemetry.io/docs/specs/semconv/gen-ai/gen-ai-spans/
 
     Given a ``meter``, each record's usage counters are incremented too
@@ -306,12 +308,15 @@ def _otel_attributes(record: UsageRecord, operation: str) -> dict[str, Any]:
     clean = record.model_copy(update={"error_class": redact(record.error_class)})
     attributes: dict[str, Any] = {"gen_ai.operation.name": operation}
     for field in UsageRecord.model_fields:
-        if field in ("ts_utc", "content", "usage_raw", "diagnostics", "verdict_detail"):
+        if field in ("ts_utc", "content", "usage_raw", "diagnostics", "verdict_detail",
+                     "request_headers"):
             continue
         value = getattr(clean, field)
         if value is None:
             continue
         attributes[OTEL_ATTRIBUTES.get(field, f"stableprompt.{field}")] = value
+    for name, sent in (clean.request_headers or {}).items():  # the allow-listed ones only
+        attributes[f"http.request.header.{name}"] = [redact(sent)]
     for key in ("cause", "segment", "path"):  # the break, as filterable span attributes
         value = clean.verdict_detail.get(key)
         if isinstance(value, str):

@@ -3,8 +3,9 @@
 :func:`print_tables` prints a :class:`~stableprompt._accounting._summary.Summary` (one row per
 scenario, a verdict table, optionally one table of sessions per scenario), then the notes;
 :func:`print_explanations` prints what ``stableprompt report`` adds: the turn-boundary split
-per scenario, the causes ranked by lost tokens and dollars with their fixes, what
-``--stabilize`` saved, the cliffs, and optionally one row per call;
+per scenario, the causes ranked by lost tokens and dollars with their fixes, the breaks by
+the user action behind them, the failed calls' errors (redacted), what ``--stabilize`` saved,
+the cliffs, and optionally one row per call (caveats and errors as notes beside the verdict);
 :func:`meta_lines`, :func:`pricing_lines` and :func:`ceiling_notes` are the lines the terminal,
 JSON and HTML outputs share. Numbers are formatted by ``format_*``: percentages with one
 decimal, counts with thousands separators, USD with 4 decimals, ``"—"`` for unknown.
@@ -20,11 +21,13 @@ from .._accounting._calls import CallRow
 from .._accounting._summary import VERDICTS, Summary
 from .._canonical import loads
 from .._subcommand import rich_console, shown
+from ._ids import short_ids
 
 __all__ = [
     "SELF_HOSTED",
     "TEXT_CLIFFS",
     "ceiling_notes",
+    "failed_call_lines",
     "format_int",
     "format_pct",
     "format_usd",
@@ -275,37 +278,93 @@ def _where(row: CallRow) -> str:
     return " ".join(part for part in (row.cause, row.segment, row.path) if part)
 
 
+def failed_call_lines(report: Summary) -> list[str]:
+    """The failed calls' errors (redacted, :attr:`CallRow.error`), one line per distinct
+    text with how many calls had it and the first one's id, most frequent first; ``[]`` when
+    no call failed."""
+    errors = report.errors()
+    if not errors:
+        return []
+    total = sum(count for count, _ in errors.values())
+    lines = [f"failed calls ({total:,}):"]
+    for text, (count, first) in sorted(errors.items(), key=lambda item: -item[1][0]):
+        lines.append(f"  {count:,} x {text} (e.g. {first})")
+    return lines
+
+
+def _notes_of(row: CallRow) -> tuple[str, ...]:
+    """What is shown beside a call's verdict as footnotes: its caveats, then its error."""
+    return (*row.caveats, *(() if row.error is None else (f"error: {row.error}",)))
+
+
+_NARROW_COLUMNS = 130
+"""Below this console width the calls table takes its compact form (``_print_calls``)."""
+_NARROW_HEADERS = {"time (UTC)": "UTC", "read share": "share",
+                   "read / predicted / input": "read / pred / input"}
+_NARROW_WIDTHS = {"turn": 4, "time (UTC)": 8, "after": 5, "verdict": 15, "read share": 6,
+                  "read / predicted / input": 8, "lost": 6}
+"""Column widths of the compact calls table (the longest verdict word, ``client-mutation``;
+``100.0%``; a count to 999,999 with its `` /``)."""
+
+
 def _print_calls(console: Any, report: Summary) -> None:
     """One table per scenario, its calls in ledger order (a streaming summary's page: the
-    scenarios it holds calls of)."""
+    scenarios it holds calls of); a call's caveats (assumptions its verdict rests on, a
+    changed header) and error text as numbered notes beside its verdict, listed under the
+    table (one number per distinct text)."""
     from rich.table import Table
 
     snippets = any(row.before is not None or row.after is not None for row in report.calls)
+    ids = short_ids(row.session for row in report.calls)
     for name in report.scenarios:
         rows = [row for row in report.calls if row.scenario == name]
         if not rows:
             continue
+        # A narrow terminal (under 130 columns: 100) gets the compact form: the time of day,
+        # short headers, no outer edge, fixed widths (a verdict, a token count and a short
+        # session id whole; counts and causes wrap at spaces, never cut) and no snippets.
+        narrow = console.width < _NARROW_COLUMNS
         table = Table(title=f"{shown(name)}: calls", title_justify="left",
-                      header_style="bold")
+                      header_style="bold", show_edge=not narrow, pad_edge=not narrow)
         columns = ["session", "turn", "time (UTC)", "after", "verdict", "read share",
                    "read / predicted / input", "lost", "cause, segment, path"]
-        if snippets:
+        if snippets and not narrow:
             columns.append("before -> after")
+        widths: dict[str, int] = {}
+        if narrow:
+            widths = {"session": max([7, *(len(ids.get(r.session or "", r.session or "—"))
+                                            for r in rows)]), **_NARROW_WIDTHS}
+            rest = console.width - sum(widths.values()) - 3 * (len(columns) - 1)
+            widths["cause, segment, path"] = max(rest, 8)
+        fixed = {"session", "turn", "time (UTC)", "after", "read share", "lost"}
         for column in columns:
             right = column in ("turn", "read share", "read / predicted / input", "lost")
-            table.add_column(column, justify="right" if right else "left",
-                             no_wrap=column not in ("cause, segment, path", "before -> after"))
+            header = _NARROW_HEADERS.get(column, column) if narrow else column
+            table.add_column(header, justify="right" if right else "left",
+                             no_wrap=column in fixed, overflow="fold",
+                             width=widths.get(column))
+        numbered: dict[str, int] = {}
         for row in rows:
-            boundary = {"intra": "tool result", "cross": "user msg"}.get(row.boundary or "", "—")
-            cells = [row.session, _count(row.turn), row.ts.strftime("%m-%d %H:%M:%S"), boundary,
-                     _verdict_text(row), format_pct(row.read_share),
+            boundary = ({"intra": "tool", "cross": "user"} if narrow else
+                        {"intra": "tool result", "cross": "user msg"}).get(row.boundary or "",
+                                                                         "—")
+            when = row.ts.strftime("%H:%M:%S" if narrow else "%m-%d %H:%M:%S")
+            marks = "".join(f" [{numbered.setdefault(n, len(numbered) + 1)}]"
+                            for n in _notes_of(row))
+            cells = [ids.get(row.session or "", row.session), _count(row.turn), when, boundary,
+                     _verdict_text(row) + marks, format_pct(row.read_share),
                      f"{_count(row.cache_read_tokens)} / "
                      f"{_count(row.predicted_cache_read_tokens)} / {_count(row.input_tokens)}",
                      format_int(row.lost_tokens) if row.lost_tokens else "", _where(row)]
-            if snippets:
+            if snippets and not narrow:
                 cells.append(_snippet(row))
             table.add_row(*map(shown, cells))
         console.print(table)
+        for note, number in numbered.items():
+            console.print(shown(f"[{number}] {note}"))
+        if snippets and narrow:
+            console.print(f"before -> after snippets: at {_NARROW_COLUMNS}+ columns, or in "
+                          "--json.")
 
 
 def _print_stabilized(console: Any, report: Summary) -> None:
@@ -389,6 +448,21 @@ def print_explanations(report: Summary, *, file: TextIO | None = None,
                           format_int(cause.lost_tokens), format_usd(cause.lost_usd),
                           shown(cause.fix or ""))
         console.print(table)
+    actions = report.actions()
+    if actions:
+        table = Table(title="breaks by the user action behind them (where the ledger can tell)",
+                      title_justify="left", header_style="bold")
+        for column in ("action", "calls", "lost tokens", "lost", "example"):
+            table.add_column(column, justify="right" if column in ("calls", "lost tokens",
+                                                                    "lost") else "left",
+                             no_wrap=True)
+        for action in actions:
+            table.add_row(shown(action.action), format_int(action.calls),
+                          format_int(action.lost_tokens), format_usd(action.lost_usd),
+                          shown(action.example_id))
+        console.print(table)
+    for line in failed_call_lines(report):
+        console.print(shown(line))
     _print_stabilized(console, report)
     cliffs, total = report.cliffs(), report.cliffs_total()
     if len(cliffs) > TEXT_CLIFFS:  # the sharpest, in ledger order
@@ -404,9 +478,11 @@ def print_explanations(report: Summary, *, file: TextIO | None = None,
             table.add_column(column, justify="right" if column in ("turn", "read share",
                                                                     "before") else "left",
                              no_wrap=True)
+        ids = short_ids(cliff.call.session for cliff in cliffs)
         for cliff in cliffs:
             row = cliff.call
-            table.add_row(shown(row.scenario), shown(row.session), _count(row.turn),
+            table.add_row(shown(row.scenario), shown(ids.get(row.session or "", row.session)),
+                          _count(row.turn),
                           format_pct(row.read_share), format_pct(cliff.previous_read_share),
                           shown(_verdict_text(row)), shown(row.cause or ""),
                           shown(row.segment or ""))

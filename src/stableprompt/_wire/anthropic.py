@@ -17,6 +17,8 @@ return the same ``usage`` shape.
 from __future__ import annotations
 
 import bisect
+import json
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -721,12 +723,33 @@ def segment_item(b: SegmentBuilder, message: Any, i: int, leading: bool) -> bool
     return False
 
 
+_LEGACY_USER_ID_SESSION = re.compile(r"_session_([0-9A-Za-z-]{8,})$")
+"""Claude Code before 2.1.x: ``user_<sha256>_account_<uuid>_session_<uuid>``."""
+
+
 def session_hint(body: Mapping[str, Any]) -> str | None:
-    """``metadata.user_id``: names a session (or a user) when the harness sets it."""
+    """``metadata.user_id``: names a session (or a user) when the harness sets it.
+
+    Claude Code packs its session id into the value: a JSON object string
+    ``{"device_id": ..., "account_uuid": ..., "session_id": ...}`` (2.1.332, captured by
+    ``tests/test_harness_cli.py``; the same id as its ``X-Claude-Code-Session-Id`` header), or
+    ``user_<hash>_account_<uuid>_session_<uuid>`` (earlier versions): the session id is
+    returned, not the ~150-character value (whose device id is the same for every session
+    of a machine). Any other string is returned as sent.
+    """
     metadata = body.get("metadata")
-    if isinstance(metadata, Mapping) and isinstance(metadata.get("user_id"), str):
-        return str(metadata["user_id"])
-    return None
+    if not isinstance(metadata, Mapping) or not isinstance(metadata.get("user_id"), str):
+        return None
+    value = str(metadata["user_id"])
+    if value.startswith("{"):
+        try:
+            packed = json.loads(value)
+        except ValueError:
+            return value
+        session = packed.get("session_id") if isinstance(packed, dict) else None
+        return session if isinstance(session, str) and session else value
+    legacy = _LEGACY_USER_ID_SESSION.search(value)
+    return legacy.group(1) if legacy is not None else value
 
 
 # -- cache diagnostics (beta) -------------------------------------------------------------------
