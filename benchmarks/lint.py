@@ -101,8 +101,8 @@ def build_capture(path: Path, *, requests: int, sessions: int, clock: bool = Fal
                     stamp = f"2026-11-30T{t // 60:02d}:{t % 60:02d}:{s:02d}Z"
                     system[0]["text"] = f"Current time: {stamp}\n\n{system_text}"
                 if s == 1:  # a clock in the system prompt: volatile-token every turn
-                    clock = f"2026-11-30T{t // 60:02d}:{t % 60:02d}Z"
-                    system[1]["text"] = f"Session 1 rules. Now: {clock}"
+                    now = f"2026-11-30T{t // 60:02d}:{t % 60:02d}Z"
+                    system[1]["text"] = f"Session 1 rules. Now: {now}"
                 if s == 2 and t % 25 == 24:  # an occasional tool reorder (a new one each time)
                     shift = t // 25 + 1
                     session_tools = tools[shift:] + tools[:shift]
