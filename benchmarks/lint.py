@@ -18,6 +18,9 @@ a third. Each value is one whole pass over the file (``--loops 1``):
 - ``lint-noreuse``: ``lint_capture(path, reuse=False)``: every request segmented whole (the
   path before issue 10 item 4, for the before/after ratio).
 
+``build_capture(..., clock=True)`` writes the same traffic with a clock at the start of every
+session's system prompt (every request's head changes): ``lint_clock.py`` times that one.
+
 Run through ``benchmarks/run.py``; alone: ``python benchmarks/lint.py --write C.jsonl`` then
 ``python benchmarks/lint.py --capture C.jsonl -o out.json``.
 """
@@ -32,7 +35,6 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-import pyperf
 
 from stableprompt._lint._capture import READ_BUFFER_BYTES
 from stableprompt._lint._linter import lint_capture
@@ -67,10 +69,16 @@ def _turn(session: int, turn: int, pad: int) -> list[dict[str, Any]]:
     ]
 
 
-def build_capture(path: Path, *, requests: int, sessions: int) -> int:
-    """Write the synthetic capture; return its size in bytes."""
+def build_capture(path: Path, *, requests: int, sessions: int, clock: bool = False) -> int:
+    """Write the synthetic capture; return its size in bytes. ``clock``: every session's
+    system prompt starts with the time of the request (``Current time: ...``, as the demo's
+    ``clock-in-system``), so every request's head differs from its predecessor's at the
+    start of the ~10 KB system text (the capture of issue 30's lint measurement)."""
     tools = _tools(30)
-    system_text = "You are a careful coding agent. Follow the repository conventions. " * 150
+    system_text = ("You are a careful coding agent. Follow the repository conventions. " * 75
+                   + "Read the API key from the environment, never print keys or tokens; "
+                   "docs at https://docs.example.com/agents. " * 4
+                   + "You are a careful coding agent. Follow the repository conventions. " * 75)
     turns = requests // sessions
     histories: list[list[dict[str, Any]]] = []
     for s in range(sessions):
@@ -89,9 +97,12 @@ def build_capture(path: Path, *, requests: int, sessions: int) -> int:
                           {"type": "text", "text": f"Session {s} rules.",
                            "cache_control": {"type": "ephemeral"}}]
                 session_tools = tools
+                if clock:  # the head changes every request, at its first text
+                    stamp = f"2026-11-30T{t // 60:02d}:{t % 60:02d}:{s:02d}Z"
+                    system[0]["text"] = f"Current time: {stamp}\n\n{system_text}"
                 if s == 1:  # a clock in the system prompt: volatile-token every turn
-                    clock = f"2026-11-30T{t // 60:02d}:{t % 60:02d}Z"
-                    system[1]["text"] = f"Session 1 rules. Now: {clock}"
+                    now = f"2026-11-30T{t // 60:02d}:{t % 60:02d}Z"
+                    system[1]["text"] = f"Session 1 rules. Now: {now}"
                 if s == 2 and t % 25 == 24:  # an occasional tool reorder (a new one each time)
                     shift = t // 25 + 1
                     session_tools = tools[shift:] + tools[:shift]
@@ -140,6 +151,8 @@ def bench_lint(loops: int, path: Path, reuse: bool) -> float:
 
 
 def main() -> None:
+    import pyperf  # here: lint_clock.py imports this module without pyperf
+
     if sys.argv[1:2] == ["--write"]:  # write the capture and say what it holds
         path = Path(sys.argv[2])
         size = build_capture(path, requests=REQUESTS, sessions=SESSIONS)

@@ -10,6 +10,7 @@ import httpx
 import pytest
 
 from stableprompt import GeminiCache, PromptBuilder, Recorder, RecordingTransport, Tool, summarize
+from stableprompt._accounting._summary import summarize_stream
 from stableprompt._report._storage import storage_lines
 from stableprompt.emulator import Emulator, FakeClock
 
@@ -87,6 +88,12 @@ def test_explicit_cache_session() -> None:
     lines = storage_lines(report)
     assert f"explicit cache {name} (gemini-2.5-pro)" in lines[0] and "deleted" in lines[0]
     assert "paid off (4 served)" in lines[0] and "storage $" in lines[-1]
+    # the streaming pass of ``stableprompt report`` prices the same caches the same way
+    streamed = summarize_stream(rows)
+    assert streamed.records == 7 and streamed.calls_total == 4
+    assert streamed.explicit_caches.to_json() == report.explicit_caches.to_json()
+    assert streamed.cost_usd == pytest.approx(report.cost_usd)
+    assert storage_lines(streamed) == lines
 
 
 def test_unsupported_model_and_api_fall_back() -> None:

@@ -131,7 +131,9 @@ def demo_ledgers(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[An
 def test_summarize_equals_report_json(provider: str, demo_ledgers: dict[str, tuple[Any, Path]],
                                       capsys: pytest.CaptureFixture[str]) -> None:
     """The public summarize(records) gives the numbers of `stableprompt report --json` on the
-    same ledger: its JSON is that output without the command's ledger, meta and notes."""
+    same ledger: its JSON is that output without the command's ledger, meta and notes, and the
+    keys saying which page of calls the streaming command listed (``calls_page``,
+    ``cliffs_total``; the page holds every call here)."""
     import stableprompt
 
     _, path = demo_ledgers[provider]
@@ -141,6 +143,8 @@ def test_summarize_equals_report_json(provider: str, demo_ledgers: dict[str, tup
     cli = json.loads(capsys.readouterr().out)
     for key in ("ledger", "meta", "notes"):
         cli.pop(key)
+    assert cli.pop("calls_page")["total"] == len(summary.calls)
+    assert cli.pop("cliffs_total") == len(summary.cliffs())
     assert json.loads(json.dumps(summary.to_json())) == cli
     assert summary.hit_rate == summary.overall.hit_rate == pytest.approx(
         cli["overall"]["hit_rate"], abs=1e-6)

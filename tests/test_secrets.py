@@ -304,3 +304,92 @@ def test_credentials_after_a_tab_or_sent_twice_are_secrets() -> None:
         if "," in str(dict(headers.items())):
             assert other not in text, headers
     assert _redact.secrets_in_headers({"x-api-key": "short, tiny"}) == ("short, tiny",)
+
+
+def _slice_by_whole_text(text: str, start: int, end: int) -> str:
+    """The reference: ``text[start:end]`` with every key found in the whole text redacted
+    (what ``redact_slice`` did before it searched a window)."""
+    spans = sorted((max(m.end(1) if p.groups else m.start(), start), min(m.end(), end))
+                   for p in _redact._SECRET_PATTERNS for m in p.finditer(text)
+                   if (m.end(1) if p.groups else m.start()) < end and m.end() > start)
+    parts, pos = [], start
+    for begin, stop in spans:
+        if stop <= pos:
+            continue
+        parts += [text[pos:begin]] if begin > pos else []
+        parts.append("[REDACTED]")
+        pos = stop
+    return "".join([*parts, text[pos:end]])
+
+
+def test_a_key_cut_at_a_snippets_edge_is_scrubbed() -> None:
+    """``redact_slice`` searches a window around the snippet, not the whole text: a key whose
+    prefix lies before the snippet's start, one cut by its end, and a bearer token far longer
+    than the window's context reaching into the snippet are all scrubbed, and the far text
+    (a key 10 KB away) costs nothing."""
+    filler = "plain words " * 1000
+    long_token = "A" * (3 * _redact.KEY_CONTEXT)
+    text = f"{filler}{ANTHROPIC_KEY} middle Authorization: Bearer {long_token} end {filler}"
+    at = text.index(ANTHROPIC_KEY)
+    for lo, hi in ((at + 10, at + 40),              # inside the key: its prefix is outside
+                   (at - 30, at + 5),               # cut after "sk-ant"
+                   (at - 30, at + 2),               # cut inside "sk-"
+                   (text.index(long_token) + 2 * _redact.KEY_CONTEXT,
+                    text.index(long_token) + 2 * _redact.KEY_CONTEXT + 40)):
+        shown = _redact.redact_slice(text, lo, hi)
+        assert shown == _slice_by_whole_text(text, lo, hi), (lo, hi)
+        assert "[REDACTED]" in shown and ANTHROPIC_KEY[8:20] not in shown
+        raw = text.encode()
+        assert _redact.redact_slice(raw, lo, hi) == shown.encode()
+    assert _redact.redact_slice(text, 0, 40) == text[:40]
+    assert "AAAA" not in _redact.redact_slice(text, text.index(" end ") - 8, text.index(" end "))
+
+
+_WINDOW_PARTS = [*_KEYISH, "x" * 300, " " * 3, "\n", ",", "Authorization: Bearer ", "sk-",
+                 "0123456789abcdefghij" * 20, "api_key=", "https://user:pw@host"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(parts=st.lists(st.sampled_from(_WINDOW_PARTS), max_size=12),
+       cut=st.tuples(st.floats(0, 1), st.floats(0, 1)))
+def test_the_snippet_window_finds_what_the_whole_text_finds(
+        parts: list[str], cut: tuple[float, float]) -> None:
+    """For any slice of a text of key-ish parts (runs longer than the context included),
+    the windowed search redacts exactly what a search of the whole text does."""
+    text = "".join(parts)
+    lo, hi = sorted(int(f * len(text)) for f in cut)
+    assert _redact.redact_slice(text, lo, hi) == _slice_by_whole_text(text, lo, hi)
+
+
+def test_report_json_is_scrubbed_string_by_string(tmp_path: Path,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """``report --json`` scrubs each string of its output (keys of the ``sessions`` map
+    included) instead of scanning the printed text: a key in a hand-edited ledger's session
+    id, scenario and snippet never reaches stdout."""
+    import sqlite3
+
+    from stableprompt import UsageRecord
+
+    db = tmp_path / "edited.db"
+    ledger = Ledger(db)
+    ledger.write(UsageRecord(wire_format="anthropic", provider="anthropic",
+                             model="claude-sonnet-4-6", session_id="s", scenario="x",
+                             input_tokens_total=2000, cache_read_tokens=0,
+                             cache_write_tokens=2000, uncached_tokens=0, output_tokens=5,
+                             verdict="client_mutation",
+                             verdict_detail={"cause": "volatile-token", "lost_tokens": 10}))
+    ledger.close()
+    conn = sqlite3.connect(db)  # what the ledger never writes: keys in its strings
+    conn.execute('UPDATE calls SET "gen_ai.conversation.id" = ?, scenario = ?, '
+                 "verdict_detail = ?", (f"sess {ANTHROPIC_KEY}", f"sc {OPENAI_KEY}", json.dumps(
+                     {"cause": "volatile-token", "lost_tokens": 10,
+                      "snippet_a": f"key={OPENAI_KEY}", "snippet_b": "x"})))
+    conn.commit()
+    conn.close()
+    assert main(["report", str(db), "--json", "--sessions"]) == 0
+    out = capsys.readouterr().out
+    assert _leaks(out) == [] and "[REDACTED]" in out
+    assert json.loads(out)["calls"][0]["before"] == "key=[REDACTED]"
+    data = {f"k {ANTHROPIC_KEY}": [f"v {OPENAI_KEY}", 1, None], "api_key": "plain-value-1234"}
+    assert _redact.scrub_json_in_place(data) is data
+    assert _leaks(json.dumps(data)) == [] and "plain-value" not in json.dumps(data)

@@ -14,7 +14,8 @@ import re
 from collections.abc import Iterable
 from typing import Any, AnyStr, TypeVar
 
-__all__ = ["MIN_SECRET_CHARS", "is_secret_name", "redact", "redact_slice", "secrets_in_headers"]
+__all__ = ["KEY_CONTEXT", "MIN_SECRET_CHARS", "is_secret_name", "redact", "redact_slice",
+           "scrub_json_in_place", "secrets_in_headers"]
 
 _REDACTED = "[REDACTED]"
 _SECRET_PATTERNS = (
@@ -112,21 +113,69 @@ def _redact_text(text: str, secrets: tuple[str, ...], fragments: bool) -> str:
     return text
 
 
+KEY_CONTEXT = 256
+"""Characters :func:`redact_slice` searches for keys beyond each edge of a slice, past the
+run of key characters the edge falls in: room for a header name, its separator and scheme
+(``x-api-key: Bearer ``, ``aws_secret_access_key = "``) before a value that reaches into the
+slice, and for a key's minimum length after a prefix cut by the slice's end."""
+
+_RUN_BREAK = re.compile(r"[\s\"',;}&]")
+"""What ends a run of characters a key or a credential value can hold (every pattern's value
+part excludes these; only the header and scheme prefixes cross them)."""
+_RUN_BREAK_BYTES = re.compile(_RUN_BREAK.pattern.encode("ascii"))
+
+
+def _run_start(text: Any, at: int, breaks: re.Pattern[Any]) -> int:
+    """The start of the run of non-break characters that ends at ``at`` (``at`` itself when
+    ``text[at - 1]`` is a break), searched backwards in chunks (cost: the run's length)."""
+    pos = at
+    while pos > 0:
+        lo = max(0, pos - 512)
+        last = None
+        for last in breaks.finditer(text, lo, pos):  # noqa: B007 - the last match is wanted
+            pass
+        if last is not None:
+            return int(last.end())
+        pos = lo
+    return 0
+
+
+def _run_end(text: Any, at: int, breaks: re.Pattern[Any]) -> int:
+    """The end of the run of non-break characters that starts at ``at``."""
+    found = breaks.search(text, at)
+    return len(text) if found is None else found.start()
+
+
 def redact_slice(text: AnyStr, start: int, end: int) -> AnyStr:
     """``text[start:end]`` with every key-shaped string that overlaps it replaced by
-    ``[REDACTED]``, the keys found in the whole of ``text``: a snippet cut from a value never
-    shows the tail of a key whose ``sk-`` prefix fell outside the window. Equal to the plain
-    slice when no key overlaps it (str or bytes, as given)."""
-    if not may_hold_key(text):
-        return text[start:end]
+    ``[REDACTED]``: a snippet cut from a value never shows the tail of a key whose ``sk-``
+    prefix fell outside the window, nor the head of one cut at its end.
+
+    Keys are searched in a window around the slice, not in the whole text (a snippet costs
+    in proportion to what it shows): from :data:`KEY_CONTEXT` characters before the start of
+    the run of key characters (:data:`_RUN_BREAK`) the slice's start falls in, to
+    :data:`KEY_CONTEXT` characters after the end of the run its end falls in, each bound
+    widened to the whole run it lands in. So a key or credential value of any length that
+    reaches into the slice is found whole, with its prefix (``Bearer``, ``x-api-key:``) when
+    that lies within :data:`KEY_CONTEXT` characters of the value. Equal to the plain slice
+    when no key overlaps it (str or bytes, as given)."""
     binary = isinstance(text, bytes)
+    breaks = _RUN_BREAK_BYTES if binary else _RUN_BREAK
+    start, end = max(0, min(start, len(text))), max(0, min(end, len(text)))
+    if end <= start:
+        return text[start:end]
+    lo = _run_start(text, max(0, _run_start(text, start, breaks) - KEY_CONTEXT), breaks)
+    hi = _run_end(text, min(len(text), _run_end(text, end, breaks) + KEY_CONTEXT), breaks)
+    window = text[lo:hi]
+    if not may_hold_key(window):
+        return text[start:end]
     patterns: tuple[re.Pattern[Any], ...] = _SECRET_PATTERNS_BYTES if binary else _SECRET_PATTERNS
     spans: list[tuple[int, int]] = []
     for pattern in patterns:
-        for m in pattern.finditer(text):
-            begin = m.end(1) if pattern.groups else m.start()
-            if begin < end and m.end() > start:
-                spans.append((max(begin, start), min(m.end(), end)))
+        for m in pattern.finditer(window):
+            begin, stop = (m.end(1) if pattern.groups else m.start()) + lo, m.end() + lo
+            if begin < end and stop > start:
+                spans.append((max(begin, start), min(stop, end)))
     if not spans:
         return text[start:end]
     marker: Any = _REDACTED.encode("ascii") if binary else _REDACTED
@@ -235,6 +284,30 @@ def redact(value: _T, *, secrets: Iterable[str] = (), fragments: bool = True) ->
         A scrubbed copy of the same shape (the input is not modified).
     """
     return _redact(value, tuple(sorted(set(secrets), key=len, reverse=True)), fragments)
+
+
+def scrub_json_in_place(value: Any) -> Any:
+    """Scrub key-shaped strings from a JSON value the caller just built (a command's output),
+    in place: every ``str`` value and every ``str`` dict key (:func:`redact`'s patterns; the
+    whole value of a dict entry whose key names a credential), in lists and dicts at any
+    depth. Costs one pass over the strings, the output itself never re-scanned as text (the
+    report's ``--json`` of a million calls). Returns ``value`` (a new string when it is one).
+    """
+    if isinstance(value, str):
+        return _redact_text(value, (), True)
+    if isinstance(value, list):
+        for i, item in enumerate(value):
+            value[i] = scrub_json_in_place(item)
+        return value
+    if isinstance(value, dict):
+        items = list(value.items())
+        value.clear()
+        for key, item in items:
+            clean = _redact_text(key, (), True) if isinstance(key, str) else key
+            value[clean] = (_REDACTED if isinstance(key, str) and is_secret_name(key)
+                            else scrub_json_in_place(item))
+        return value
+    return value
 
 
 def _redact(value: _T, secrets: tuple[str, ...], fragments: bool) -> _T:

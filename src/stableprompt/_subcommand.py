@@ -41,6 +41,7 @@ __all__ = [
     "same_file",
     "seconds_arg",
     "shown",
+    "write_scrubbed_json",
     "write_text",
 ]
 
@@ -304,6 +305,36 @@ def same_file(a: str | os.PathLike[str], b: str | os.PathLike[str]) -> bool:
         return os.path.samefile(a, b)
     except OSError:
         return Path(a).resolve() == Path(b).resolve()
+
+
+def write_scrubbed_json(data: Any) -> None:
+    """Print ``data`` as :func:`json_text` does, its strings scrubbed where they are
+    (:func:`~stableprompt._redact.scrub_json_in_place`, which modifies ``data``) instead of
+    by scanning the printed text: the text is encoded in chunks and written past
+    :func:`redacted_output`'s stream (lines already pending there are flushed first), so a
+    large output is neither held whole nor scanned whole.
+
+    Raises:
+        ValueError: ``data`` holds NaN or Infinity (as :func:`json_text`).
+    """
+    import json
+
+    from ._redact import scrub_json_in_place
+
+    scrub_json_in_place(data)
+    stream = sys.stdout
+    stream.flush()
+    target = stream._target if isinstance(stream, _RedactingStream) else stream
+    encoder = json.JSONEncoder(indent=2, ensure_ascii=False, allow_nan=False)
+    batch: list[str] = []
+    size = 0
+    for chunk in encoder.iterencode(data):
+        batch.append(chunk)
+        size += len(chunk)
+        if size >= 1 << 16:
+            target.write("".join(batch))
+            batch, size = [], 0
+    target.write("".join(batch) + "\n")
 
 
 def json_text(data: Any) -> str:

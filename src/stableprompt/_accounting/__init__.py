@@ -2,6 +2,11 @@
 
 - ``_summary``: the numbers (hit rate, ceiling across sessions, verdicts, cost,
   turn-boundary split) per group, and the public ``Summary`` that holds them (``summarize``).
+- ``_builder``: the one pass that makes a ``Summary``, holding every call (``summarize``) or
+  streaming (``summarize_stream``, ``stableprompt report``: a page of calls, bounded state).
+- ``_ceilings``: the append-only ceiling of each call (``Ceilings``).
+- ``_totals``: ``Totals`` and ``ScenarioReport``, the sums per group (``_summary`` re-exports
+  them).
 - ``_calls``: one row per call (read share, partial, exclusions, lost tokens and USD) and cliffs.
 - ``_causes``: causes ranked by lost tokens and dollars, with lint's fixes (``_diff``).
 - ``_pricing``: the one call site of genai-prices, and server-tool fees as dated data.

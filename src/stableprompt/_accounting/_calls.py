@@ -73,8 +73,8 @@ from ._actions import action_of
 from ._pricing import Pricing, TokenSplit, price_call, price_record
 
 __all__ = ["CLIFF_DROP", "ERROR_TEXT_CHARS", "EXCLUSIONS", "MAIN_AGENT", "CallRow", "Cliff",
-           "agent_label", "boundary_of", "call_row", "caveats_of", "error_text", "exclusion",
-           "find_cliffs", "is_suspect"]
+           "CliffFinder", "agent_label", "boundary_of", "call_row", "caveats_of", "error_text",
+           "exclusion", "find_cliffs", "is_suspect"]
 
 EXCLUSIONS: Mapping[str, str] = {
     "unanalysed": "no LLM call to analyse (requests to other endpoints, or bodies not of "
@@ -468,15 +468,25 @@ def find_cliffs(rows: Iterable[CallRow], *, drop: float = CLIFF_DROP) -> list[Cl
     """Calls (in order) whose read share fell by at least ``drop`` from the previous included
     call of the same scenario, session and agent; excluded calls are skipped, not counted as
     0."""
-    last: dict[tuple[str, str, str], CallRow] = {}
-    out: list[Cliff] = []
-    for row in rows:
+    finder = CliffFinder(drop=drop)
+    return [cliff for row in rows if (cliff := finder.add(row)) is not None]
+
+
+class CliffFinder:
+    """:func:`find_cliffs` one row at a time: keeps the previous included call's id and read
+    share per scenario, session and agent (memory in sessions, not calls)."""
+
+    def __init__(self, *, drop: float = CLIFF_DROP) -> None:
+        self._drop = drop
+        self._last: dict[tuple[str, str, str], tuple[str, float]] = {}
+
+    def add(self, row: CallRow) -> Cliff | None:
+        """The cliff ``row`` makes, if any (rows in ledger order)."""
         if row.read_share is None:
-            continue
+            return None
         key = (row.scenario, row.session, row.agent)  # a subagent's first call is no cliff
-        before = last.get(key)
-        if before is not None and before.read_share is not None and (
-                before.read_share - row.read_share >= drop - 1e-12):
-            out.append(Cliff(row, before.id, before.read_share))
-        last[key] = row
-    return out
+        before = self._last.get(key)
+        self._last[key] = (row.id, row.read_share)
+        if before is not None and before[1] - row.read_share >= self._drop - 1e-12:
+            return Cliff(row, before[0], before[1])
+        return None

@@ -23,8 +23,8 @@ from .._diff import CAUSE_FIXES, FINDING_FIXES
 from ._actions import ACTIONS
 from ._calls import CallRow
 
-__all__ = ["OTHER_FIXES", "ActionRow", "CauseRow", "fix_for", "group_key", "rank_actions",
-           "rank_causes"]
+__all__ = ["OTHER_FIXES", "ActionRow", "ActionTally", "CauseRow", "CauseTally", "fix_for",
+           "group_key", "rank_actions", "rank_causes"]
 
 _HISTORY_INDEX = re.compile(r"^(messages|input|contents)(\[|/)\d+")
 
@@ -101,22 +101,40 @@ def group_key(row: CallRow) -> tuple[str, str | None, str | None]:
 def rank_causes(rows: Iterable[CallRow]) -> list[CauseRow]:
     """Group the included calls that lost tokens (or changed their prefix) by cause, segment
     and path; most lost tokens first, then most lost USD, then first seen."""
-    groups: dict[tuple[str, str | None, str | None], CauseRow] = {}
+    tally = CauseTally()
     for row in rows:
+        tally.add(row)
+    return tally.ranked()
+
+
+class CauseTally:
+    """:func:`rank_causes` one row at a time (a streaming report holds no rows): memory in
+    the number of distinct ``(cause, segment, path)`` groups."""
+
+    def __init__(self) -> None:
+        self._groups: dict[tuple[str, str | None, str | None], CauseRow] = {}
+
+    def add(self, row: CallRow) -> None:
+        """Count ``row`` in its group when it is included and lost tokens (or changed its
+        prefix)."""
         if not row.included or row.cause is None:
-            continue
+            return
         if row.lost_tokens <= 0 and row.verdict != "client_mutation":
-            continue
+            return
         key = group_key(row)
-        group = groups.get(key)
+        group = self._groups.get(key)
         if group is None:
-            group = groups[key] = CauseRow(*key, fix=fix_for(row.cause), example_id=row.id)
+            group = self._groups[key] = CauseRow(*key, fix=fix_for(row.cause),
+                                                 example_id=row.id)
         group.calls += 1
         group.lost_tokens += row.lost_tokens
         group.lost_usd = (None if group.lost_usd is None or row.lost_usd is None
                           else group.lost_usd + row.lost_usd)
-    order = list(groups.values())
-    return sorted(order, key=lambda g: (-g.lost_tokens, -(g.lost_usd or 0.0)))
+
+    def ranked(self) -> list[CauseRow]:
+        """The groups, most lost tokens first, then most lost USD, then first seen."""
+        return sorted(self._groups.values(), key=lambda g: (-g.lost_tokens,
+                                                            -(g.lost_usd or 0.0)))
 
 
 @dataclass
@@ -149,18 +167,36 @@ def rank_actions(rows: Iterable[CallRow]) -> list[ActionRow]:
     """The included calls with an action (:attr:`CallRow.action`) that lost tokens or changed
     their prefix, grouped by action; most lost USD first, then most lost tokens, then
     :data:`~._actions.ACTIONS` order."""
-    groups: dict[str, ActionRow] = {}
+    tally = ActionTally()
     for row in rows:
+        tally.add(row)
+    return tally.ranked()
+
+
+class ActionTally:
+    """:func:`rank_actions` one row at a time (a streaming report holds no rows)."""
+
+    def __init__(self) -> None:
+        self._groups: dict[str, ActionRow] = {}
+
+    def add(self, row: CallRow) -> None:
+        """Count ``row`` under its action when it is included and lost tokens (or changed its
+        prefix)."""
         if not row.included or row.action is None:
-            continue
+            return
         if row.lost_tokens <= 0 and row.verdict != "client_mutation":
-            continue
-        group = groups.get(row.action)
+            return
+        group = self._groups.get(row.action)
         if group is None:
-            group = groups[row.action] = ActionRow(row.action, example_id=row.id)
+            group = self._groups[row.action] = ActionRow(row.action, example_id=row.id)
         group.calls += 1
         group.lost_tokens += row.lost_tokens
         group.lost_usd = (None if group.lost_usd is None or row.lost_usd is None
                           else group.lost_usd + row.lost_usd)
-    return sorted(groups.values(), key=lambda g: (-(g.lost_usd or 0.0), -g.lost_tokens,
-                                                  ACTIONS.index(g.action)))
+
+    def ranked(self) -> list[ActionRow]:
+        """Most lost USD first, then most lost tokens, then :data:`~._actions.ACTIONS`
+        order."""
+        return sorted(self._groups.values(), key=lambda g: (-(g.lost_usd or 0.0),
+                                                            -g.lost_tokens,
+                                                            ACTIONS.index(g.action)))

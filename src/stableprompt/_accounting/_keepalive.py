@@ -21,7 +21,7 @@ from typing import Any
 from .._ledger._usage_record import UsageRecord
 from ._pricing import Pricing, genai_prices_version, price_record
 
-__all__ = ["KeepAliveTotals", "is_keepalive", "keepalive_totals"]
+__all__ = ["KeepAliveTally", "KeepAliveTotals", "is_keepalive", "keepalive_totals"]
 
 
 def is_keepalive(record: UsageRecord) -> bool:
@@ -80,32 +80,53 @@ def keepalive_totals(records: Iterable[UsageRecord], *, price: bool = True) -> K
     Returns:
         :class:`KeepAliveTotals`; all zeros (``usd`` ``None``) when there is no ping.
     """
-    totals = KeepAliveTotals()
-    sessions: set[str] = set()
-    pricing = Pricing(source=genai_prices_version() or "genai-prices not installed")
-    notes: dict[str, None] = {}
-    usd = 0.0
-    priced = 0
+    tally = KeepAliveTally(price=price)
     for record in records:
+        tally.add(record)
+    return tally.totals()
+
+
+class KeepAliveTally:
+    """:func:`keepalive_totals` one record at a time (a streaming report holds no ping):
+    :meth:`add` each record, then :meth:`totals`. Holds the session ids that had a ping."""
+
+    def __init__(self, *, price: bool = True) -> None:
+        self._price = price
+        self._totals = KeepAliveTotals()
+        self._sessions: set[str] = set()
+        self._pricing = Pricing(source=genai_prices_version() or "genai-prices not installed")
+        self._notes: dict[str, None] = {}
+        self._usd = 0.0
+        self._priced = 0
+
+    def add(self, record: UsageRecord) -> None:
+        """Count ``record`` when it is a ping (:func:`is_keepalive`); skip it otherwise."""
         if not is_keepalive(record):
-            continue
+            return
+        totals = self._totals
         totals.calls += 1
-        sessions.add(record.session_id or record.record_id)
+        self._sessions.add(record.session_id or record.record_id)
         if record.status_code is None or not 200 <= record.status_code < 300:
             totals.failed += 1
         totals.input_tokens += record.input_tokens_total or 0
         totals.cache_read_tokens += record.cache_read_tokens or 0
         totals.cache_write_tokens += record.cache_write_tokens or 0
         totals.output_tokens += record.output_tokens or 0
-        if not price:
-            continue
-        cost = price_record(record, pricing, notes)
+        if not self._price:
+            return
+        cost = price_record(record, self._pricing, self._notes)
         if cost.usd is None or cost.gaps:
             totals.unpriced += 1
         if cost.usd is not None:
-            usd += cost.usd
-            priced += 1
-    totals.sessions = len(sessions)
-    totals.usd = usd if price and priced else None
-    totals.notes = list(notes)
-    return totals
+            self._usd += cost.usd
+            self._priced += 1
+
+    def totals(self) -> KeepAliveTotals:
+        """The totals of the pings added so far (a copy)."""
+        t = self._totals
+        return KeepAliveTotals(
+            calls=t.calls, sessions=len(self._sessions), input_tokens=t.input_tokens,
+            cache_read_tokens=t.cache_read_tokens, cache_write_tokens=t.cache_write_tokens,
+            output_tokens=t.output_tokens,
+            usd=self._usd if self._price and self._priced else None, unpriced=t.unpriced,
+            failed=t.failed, notes=list(self._notes))

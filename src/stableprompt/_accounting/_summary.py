@@ -72,32 +72,31 @@ Rendering is elsewhere: terminal tables and notes in ``_text.py``, the HTML page
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any
 
 from .._ledger._usage_record import UsageRecord
-from .._policy import CacheRules, PolicyTable, cache_rules
+from .._policy import PolicyTable
 from .._public import public
-from .._recording._server_reasons import AGREEMENTS
-from ._calls import (
-    EXCLUSIONS,
-    MAIN_AGENT,
-    CallRow,
-    Cliff,
-    agent_label,
-    call_row,
-    exclusion,
-    find_cliffs,
+from ._builder import (
+    NO_SCENARIO,
+    NO_SESSION,
+    CallPage,
+    CostPoint,
+    ReadPoint,
+    Streamed,
+    SummaryBuilder,
 )
+from ._calls import EXCLUSIONS, CallRow, Cliff, find_cliffs
 from ._causes import ActionRow, CauseRow, rank_actions, rank_causes
-from ._keepalive import KeepAliveTotals, is_keepalive, keepalive_totals
-from ._pricing import Pricing, genai_prices_version
-from ._snippets import mutation_snippets
+from ._ceilings import Ceilings
+from ._keepalive import KeepAliveTotals
+from ._pricing import Pricing
 from ._stabilized import StabilizeSavings
-from ._storage import ExplicitCaches, ExplicitCacheTotals
-from ._what_if import WhatIf, what_if_by_provider
+from ._storage import ExplicitCacheTotals
+from ._totals import GROUP_BY, VERDICTS, ScenarioReport, Totals, group_key
+from ._what_if import WhatIf
 
 __all__ = [
     "GROUP_BY",
@@ -107,306 +106,13 @@ __all__ = [
     "Ceilings",
     "Pricing",
     "ScenarioReport",
+    "Streamed",
     "Summary",
     "Totals",
+    "group_key",
     "summarize",
+    "summarize_stream",
 ]
-
-VERDICTS = ("hit", "cold", "client_mutation", "below_minimum", "no_breakpoint", "ttl_expired",
-            "provider_miss", "unknown")
-"""The attribution verdicts, in display order."""
-
-NO_SCENARIO = "(none)"
-NO_SESSION = "(none)"
-
-GROUP_BY = ("scenario", "session", "model", "wire", "day", "agent")
-"""What :meth:`Summary.group_by` can group calls by (``session``: scenario and session id
-together, ``"scenario/session"``; ``wire``: the record's wire format; ``day``: UTC date;
-``agent``: ``main`` or ``subagent <id>``, :func:`~._calls.agent_label`)."""
-
-
-def _group_key(row: CallRow, by: str) -> str:
-    if by == "scenario":
-        return row.scenario
-    if by == "session":
-        return f"{row.scenario}/{row.session}"
-    if by == "model":
-        return row.model or "(none)"
-    if by == "wire":
-        return row.wire_format
-    if by == "day":
-        return row.ts.date().isoformat()
-    if by == "agent":
-        return row.agent
-    raise ValueError(f"cannot group by {by!r}; choose one of {', '.join(GROUP_BY)}")
-
-
-# --------------------------------------------------------------------------- model
-
-
-def _add(total: float | None, value: float | None) -> float | None:
-    return None if total is None or value is None else total + value
-
-
-@dataclass
-class Totals:
-    """Sums over a group of calls (tokens unless stated). See the module docstring.
-
-    Attributes:
-        calls: Calls in the group.
-        unanalysed: Requests the proxy forwarded without analysis (other endpoints, bodies
-            not of their endpoint's format): excluded.
-        unknown_usage: Calls whose usage is unknown (failed, interrupted): excluded.
-        unknown_reads: Calls whose provider did not report cache reads: excluded.
-        suspect: Calls whose input total is implausible for their request
-            (``verdict_detail["usage_suspect"]``): excluded from token sums and rates,
-            priced as reported.
-        inconsistent: Calls flagged ``usage_inconsistent`` without suspicion (the usage did
-            not add up): excluded from token sums and rates.
-        input_tokens: Reported input tokens of the included calls, inclusive of cache reads
-            and writes.
-        cache_read_tokens: Reported cache reads.
-        cache_write_tokens: Reported cache writes (all TTLs).
-        output_tokens: Reported output tokens.
-        ceiling_tokens: Sum of the per-call append-only ceiling.
-        partial: Included calls that read some but clearly less than they could.
-        lost_tokens: Tokens the verdicts say were lost (included calls).
-        verdicts: Calls per verdict (all calls).
-        agreement_calls: Calls with both predicted and reported reads.
-        agreement_matches: Of those, calls where they agree within the granularity.
-        cost_usd: Summed price (USD) of every priced call, a lower bound when
-            ``cost_unknown_calls``; ``None`` when no call could be priced (or pricing is off).
-        cost_unknown_calls: Calls whose cost is unknown or only partly known (their
-            ``cost_note`` says why); :attr:`cost_complete` is ``cost_unknown_calls == 0``.
-        priced_calls: Calls with a known cost (whole, or a lower bound).
-        cost_uncached_usd: The same calls priced with no caching at all.
-        cost_at_ceiling_usd: The same calls priced as if each read at least its ceiling.
-        lost_usd: What the lost tokens cost beyond a cache read.
-        intra_input_tokens: Input of the included calls inside a user turn (after a tool
-            result); ``intra_read_tokens`` their reads; ``intra_calls`` how many.
-        cross_input_tokens: Input of the included first calls after a user message;
-            ``cross_read_tokens`` their reads; ``cross_calls`` how many.
-        server_diagnosis: Calls per relation of the provider's own miss reason to our
-            verdict (``_recording._server_reasons.AGREEMENTS``: agree, disagree, server-only,
-            ours-only, no-comparison), for calls that asked for diagnostics.
-        provider_side_unexplained: Calls whose miss the provider blames on itself or that
-            neither side explains (:attr:`CallRow.provider_side_unexplained`).
-    """
-
-    calls: int = 0
-    unanalysed: int = 0
-    unknown_usage: int = 0
-    unknown_reads: int = 0
-    suspect: int = 0
-    inconsistent: int = 0
-    input_tokens: int = 0
-    cache_read_tokens: int = 0
-    cache_write_tokens: int = 0
-    output_tokens: int = 0
-    ceiling_tokens: int = 0
-    partial: int = 0
-    lost_tokens: int = 0
-    verdicts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(VERDICTS, 0))
-    agreement_calls: int = 0
-    agreement_matches: int = 0
-    cost_usd: float | None = 0.0
-    cost_unknown_calls: int = 0
-    priced_calls: int = 0
-    cost_uncached_usd: float | None = 0.0
-    cost_at_ceiling_usd: float | None = 0.0
-    lost_usd: float | None = 0.0
-    intra_calls: int = 0
-    intra_input_tokens: int = 0
-    intra_read_tokens: int = 0
-    cross_calls: int = 0
-    cross_input_tokens: int = 0
-    cross_read_tokens: int = 0
-    server_diagnosis: dict[str, int] = field(default_factory=dict)
-    provider_side_unexplained: int = 0
-
-    @property
-    def server_agreement(self) -> float | None:
-        """Where both speak (the server named a reason or a hit, and our verdict is known):
-        the fraction that agree; ``None`` when none did."""
-        agree = self.server_diagnosis.get("agree", 0)
-        spoken = agree + self.server_diagnosis.get("disagree", 0)
-        return agree / spoken if spoken else None
-
-    @property
-    def intra_turn_hit_rate(self) -> float | None:
-        """Hit rate of the calls inside a user turn (tool-loop calls), ``None`` if none."""
-        return (self.intra_read_tokens / self.intra_input_tokens if self.intra_input_tokens
-                else None)
-
-    @property
-    def cross_turn_hit_rate(self) -> float | None:
-        """Hit rate of the first calls after a new user message, ``None`` if none."""
-        return (self.cross_read_tokens / self.cross_input_tokens if self.cross_input_tokens
-                else None)
-
-    @property
-    def excluded(self) -> int:
-        """Calls left out of every token sum and rate (unanalysed, unknown usage or reads,
-        suspect, inconsistent)."""
-        return (self.unanalysed + self.unknown_usage + self.unknown_reads + self.suspect
-                + self.inconsistent)
-
-    @property
-    def cost_complete(self) -> bool:
-        """:attr:`cost_usd` is the whole cost of the group's calls (not a lower bound)."""
-        return self.cost_unknown_calls == 0
-
-    @property
-    def uncached_tokens(self) -> int:
-        """Input tokens neither read from nor written to the cache (included calls)."""
-        return self.input_tokens - self.cache_read_tokens - self.cache_write_tokens
-
-    @property
-    def hit_rate(self) -> float | None:
-        """``cache_read_tokens / input_tokens``, ``None`` when no input is known."""
-        return self.cache_read_tokens / self.input_tokens if self.input_tokens else None
-
-    @property
-    def ceiling(self) -> float | None:
-        """``ceiling_tokens / input_tokens``: the append-only bound as a hit rate."""
-        return self.ceiling_tokens / self.input_tokens if self.input_tokens else None
-
-    @property
-    def of_ceiling(self) -> float | None:
-        """``cache_read_tokens / ceiling_tokens``: share of the ceiling reached."""
-        return self.cache_read_tokens / self.ceiling_tokens if self.ceiling_tokens else None
-
-    @property
-    def agreement(self) -> float | None:
-        """Fraction of calls whose prediction matches the report within the granularity."""
-        return self.agreement_matches / self.agreement_calls if self.agreement_calls else None
-
-    def add(self, row: CallRow, agrees: bool | None, priced: bool) -> None:
-        """Add one call (its agreement computed by :func:`summarize`; ``priced``: costs were
-        asked for, so a missing cost makes the sums unknown)."""
-        self.calls += 1
-        verdict = row.verdict if row.verdict in self.verdicts else "unknown"
-        self.verdicts[verdict] += 1
-        if agrees is not None:
-            self.agreement_calls += 1
-            self.agreement_matches += int(agrees)
-        self._add_cost(row, priced)
-        if row.server_agreement is not None:
-            self.server_diagnosis[row.server_agreement] = (
-                self.server_diagnosis.get(row.server_agreement, 0) + 1)
-        self.provider_side_unexplained += int(row.provider_side_unexplained)
-        if row.excluded is not None:
-            name = {"unanalysed": "unanalysed", "no-usage": "unknown_usage",
-                    "unknown-reads": "unknown_reads", "suspect": "suspect",
-                    "inconsistent": "inconsistent"}[row.excluded]
-            setattr(self, name, getattr(self, name) + 1)
-            return
-        self.input_tokens += row.input_tokens or 0
-        self.cache_read_tokens += row.cache_read_tokens or 0
-        self.cache_write_tokens += row.cache_write_tokens or 0
-        self.output_tokens += row.output_tokens
-        self.ceiling_tokens += row.ceiling_tokens
-        self.partial += int(row.partial)
-        self.lost_tokens += row.lost_tokens
-        if row.boundary == "intra":
-            self.intra_calls += 1
-            self.intra_input_tokens += row.input_tokens or 0
-            self.intra_read_tokens += row.cache_read_tokens or 0
-        elif row.boundary == "cross":
-            self.cross_calls += 1
-            self.cross_input_tokens += row.input_tokens or 0
-            self.cross_read_tokens += row.cache_read_tokens or 0
-
-    def _add_cost(self, row: CallRow, priced: bool) -> None:
-        """Add one call's costs: a known cost is summed (also a lower bound); an unknown one
-        is counted in :attr:`cost_unknown_calls`, never summed as 0."""
-        if not priced:  # summarize(price=False): no cost is known
-            self.cost_usd = self.cost_uncached_usd = self.cost_at_ceiling_usd = None
-            self.lost_usd = None
-            return
-        self.cost_unknown_calls += int(not row.cost_complete)
-        if row.cost_usd is None:
-            if not row.cost_complete and not self.priced_calls:  # nothing known yet
-                self.cost_usd = self.cost_uncached_usd = self.cost_at_ceiling_usd = None
-                self.lost_usd = None
-            return
-        if not self.priced_calls:  # the first known cost: unknown ones before it are counted
-            self.cost_usd = self.cost_uncached_usd = self.cost_at_ceiling_usd = 0.0
-            self.lost_usd = 0.0
-        self.priced_calls += 1
-        self.cost_usd = _add(self.cost_usd, row.cost_usd)
-        self.cost_uncached_usd = _add(self.cost_uncached_usd, row.cost_uncached_usd)
-        self.cost_at_ceiling_usd = _add(self.cost_at_ceiling_usd, row.cost_at_ceiling_usd)
-        self.lost_usd = _add(self.lost_usd, row.lost_usd)
-
-    def to_json(self) -> dict[str, Any]:
-        """The issue's fields: calls, input_tokens, cache_read_tokens, cache_write_tokens,
-        hit_rate, ceiling, verdicts, agreement (rates rounded to 6 digits)."""
-        return {
-            "calls": self.calls,
-            "input_tokens": self.input_tokens,
-            "cache_read_tokens": self.cache_read_tokens,
-            "cache_write_tokens": self.cache_write_tokens,
-            "hit_rate": _round(self.hit_rate),
-            "ceiling": _round(self.ceiling),
-            "verdicts": dict(self.verdicts),
-            "agreement": _round(self.agreement),
-        }
-
-    def to_full_json(self) -> dict[str, Any]:
-        """:meth:`to_json` plus output and uncached tokens, exclusions (``unanalysed``,
-        ``unknown_usage``, ``unknown_reads``, ``suspect``, ``inconsistent``, ``excluded``),
-        ceiling tokens, share of the ceiling, partial calls, lost tokens, costs (USD, rounded
-        to 6 digits; ``cost_complete``: false when ``cost_usd`` is a lower bound, with
-        ``cost_unknown_calls`` calls unknown or partly known), ``turn_boundary``: hit rates
-        (and calls) inside user turns vs first after a user message, and
-        ``server_diagnosis``: the provider's own miss reasons against our verdicts (calls per
-        relation, ``agreement`` where both speak, ``provider_side_unexplained``)."""
-        return {
-            **self.to_json(),
-            "output_tokens": self.output_tokens,
-            "uncached_tokens": self.uncached_tokens,
-            "unanalysed": self.unanalysed,
-            "unknown_usage": self.unknown_usage,
-            "unknown_reads": self.unknown_reads,
-            "suspect": self.suspect,
-            "inconsistent": self.inconsistent,
-            "excluded": self.excluded,
-            "ceiling_tokens": self.ceiling_tokens,
-            "of_ceiling": _round(self.of_ceiling),
-            "partial": self.partial,
-            "lost_tokens": self.lost_tokens,
-            "cost_usd": _round(self.cost_usd),
-            "cost_complete": self.cost_complete,
-            "cost_unknown_calls": self.cost_unknown_calls,
-            "cost_uncached_usd": _round(self.cost_uncached_usd),
-            "cost_at_ceiling_usd": _round(self.cost_at_ceiling_usd),
-            "lost_usd": _round(self.lost_usd),
-            "turn_boundary": {
-                "intra_turn_hit_rate": _round(self.intra_turn_hit_rate),
-                "cross_turn_hit_rate": _round(self.cross_turn_hit_rate),
-                "intra_turn_calls": self.intra_calls,
-                "cross_turn_calls": self.cross_calls,
-            },
-            "server_diagnosis": {
-                **{name: self.server_diagnosis.get(name, 0) for name in AGREEMENTS},
-                "agreement": _round(self.server_agreement),
-                "provider_side_unexplained": self.provider_side_unexplained,
-            },
-        }
-
-
-@dataclass
-class ScenarioReport:
-    """One scenario: totals, per-session totals, and the models/providers seen."""
-
-    name: str
-    totals: Totals = field(default_factory=Totals)
-    sessions: dict[str, Totals] = field(default_factory=dict)
-    models: list[str] = field(default_factory=list)
-    providers: list[str] = field(default_factory=list)
-    read_series: list[float] = field(default_factory=list)  # per included call: read / input
-
 
 @dataclass
 class Summary:
@@ -440,6 +146,18 @@ class Summary:
     """Gemini explicit caches (``_accounting._storage``): their create / update / delete rows
     kept out of :attr:`calls` like pings; storage per token-hour, creation, reads served and
     break-even per cache; storage and creation in :attr:`cost_usd`."""
+    streamed: Streamed | None = None
+    """``None`` (:func:`summarize`): :attr:`calls` holds every call, and causes, cliffs,
+    groups and cost notes are computed from them. Set by the streaming report
+    (``_builder.summarize_stream``, ``stableprompt report``): :attr:`calls` holds only the
+    page asked for, and the rest was gathered during its one pass (``_builder.Streamed``);
+    the numbers are the same."""
+
+    @property
+    def calls_total(self) -> int:
+        """Calls summarized (keep-alive pings not included), whether or not :attr:`calls`
+        holds them all."""
+        return len(self.calls) if self.streamed is None else self.streamed.calls_total
 
     @property
     def hit_rate(self) -> float | None:
@@ -473,25 +191,89 @@ class Summary:
         same numbers as :attr:`scenarios` for ``"scenario"``.
 
         Raises:
-            ValueError: ``by`` is not one of :data:`GROUP_BY`.
+            ValueError: ``by`` is not one of :data:`GROUP_BY`, or (a streaming summary) not
+                the grouping it gathered (:attr:`Streamed.by`) nor ``"scenario"``.
         """
+        if self.streamed is not None:
+            if by == "scenario":
+                return {name: s.totals for name, s in self.scenarios.items()}
+            if by != self.streamed.by:
+                if by not in GROUP_BY:
+                    raise ValueError(f"cannot group by {by!r}; choose one of "
+                                     f"{', '.join(GROUP_BY)}")
+                raise ValueError(f"this summary was streamed grouped by "
+                                 f"{self.streamed.by!r}, not {by!r}")
+            return self.streamed.groups
         out: dict[str, Totals] = {}
         for row in self.calls:
-            out.setdefault(_group_key(row, by), Totals()).add(row, row.agrees, self.priced)
+            out.setdefault(group_key(row, by), Totals()).add(row, row.agrees, self.priced)
         return out
 
     def causes(self) -> list[CauseRow]:
         """Causes ranked by lost tokens, then lost USD (:func:`~._causes.rank_causes`)."""
-        return rank_causes(self.calls)
+        return rank_causes(self.calls) if self.streamed is None else list(self.streamed.causes)
 
     def actions(self) -> list[ActionRow]:
         """Breaks grouped by the user action behind them, by lost USD
         (:func:`~._causes.rank_actions`)."""
-        return rank_actions(self.calls)
+        return rank_actions(self.calls) if self.streamed is None else list(self.streamed.actions)
 
     def cliffs(self) -> list[Cliff]:
-        """Calls whose read share dropped sharply (:func:`~._calls.find_cliffs`)."""
-        return find_cliffs(self.calls)
+        """Calls whose read share dropped sharply (:func:`~._calls.find_cliffs`); a
+        streaming summary's sharpest :data:`~._builder.MAX_CLIFFS` (:meth:`cliffs_total`
+        counts all)."""
+        return find_cliffs(self.calls) if self.streamed is None else list(self.streamed.cliffs)
+
+    def errors(self) -> dict[str, tuple[int, str]]:
+        """The failed calls' error texts (:attr:`CallRow.error`, redacted), each with how many
+        calls had it and the first one's id, in order of first appearance (a streaming
+        summary keeps the first :data:`~._builder.MAX_NAMED` texts; calls with another
+        text are counted under ``"(other errors)"``)."""
+        if self.streamed is not None:
+            return dict(self.streamed.errors)
+        seen: dict[str, tuple[int, str]] = {}
+        for row in self.calls:
+            if row.error is not None:
+                count, first = seen.get(row.error, (0, row.id))
+                seen[row.error] = (count + 1, first)
+        return seen
+
+    def cliffs_total(self) -> int:
+        """How many cliffs there are (:meth:`cliffs` may hold fewer when streamed)."""
+        return len(self.cliffs()) if self.streamed is None else self.streamed.cliffs_total
+
+    def misses(self) -> tuple[list[CallRow], int]:
+        """``(rows, total)``: the included calls that lost tokens, in ledger order, and how
+        many there are (a streaming summary keeps the :data:`~._builder.MAX_MISSES` that lost
+        the most)."""
+        if self.streamed is not None:
+            return list(self.streamed.misses), self.streamed.misses_total
+        rows = [r for r in self.calls if r.included and r.lost_tokens > 0]
+        return rows, len(rows)
+
+    def read_points(self) -> dict[str, list[ReadPoint]]:
+        """The read-share chart's points per scenario: one per included call, in order (a
+        streaming summary's may be decimated: ``streamed.decimated``)."""
+        if self.streamed is not None:
+            return self.streamed.read_points
+        out: dict[str, list[ReadPoint]] = {}
+        for r in self.calls:
+            if r.read_share is not None:
+                out.setdefault(r.scenario, []).append(ReadPoint(r.session, r.ts, r.read_share))
+        return out
+
+    def cost_points(self) -> dict[str, list[CostPoint]]:
+        """The cost chart's points per scenario: one per priced call, USD as reported, at
+        the ceiling and uncached (unknown parts as 0); decimated points sum their calls'."""
+        if self.streamed is not None:
+            return self.streamed.cost_points
+        out: dict[str, list[CostPoint]] = {}
+        for r in self.calls:
+            if r.cost_usd is not None:
+                out.setdefault(r.scenario, []).append(CostPoint(
+                    r.ts, r.cost_usd or 0.0, r.cost_at_ceiling_usd or 0.0,
+                    r.cost_uncached_usd or 0.0))
+        return out
 
     def exclusion_notes(self) -> list[str]:
         """One line naming how many calls were excluded from rates and why; ``[]`` when
@@ -515,18 +297,22 @@ class Summary:
         if not self.priced:
             return []
         lines: list[str] = []
-        partial = [row for row in self.calls if not row.cost_complete]
-        if partial:
-            named = "; ".join(f"{row.id}: {row.cost_note or 'unknown'}"
-                              for row in partial[:limit])
-            more = f"; and {len(partial) - limit:,} more" if len(partial) > limit else ""
-            lines.append(f"Costs marked ≥ are lower bounds: {len(partial):,} call"
-                         f"{'s' if len(partial) != 1 else ''} with a cost unknown or only "
+        if self.streamed is None:
+            partial = [(row.id, row.cost_note) for row in self.calls if not row.cost_complete]
+            suspect = [row.id for row in self.calls if row.excluded == "suspect"]
+            partial_total, suspect_total = len(partial), len(suspect)
+        else:
+            partial, partial_total = self.streamed.partial_costs, self.streamed.partial_total
+            suspect, suspect_total = self.streamed.suspect_ids, self.streamed.suspect_total
+        if partial_total:
+            named = "; ".join(f"{rid}: {note or 'unknown'}" for rid, note in partial[:limit])
+            more = (f"; and {partial_total - limit:,} more" if partial_total > limit else "")
+            lines.append(f"Costs marked ≥ are lower bounds: {partial_total:,} call"
+                         f"{'s' if partial_total != 1 else ''} with a cost unknown or only "
                          f"partly known: {named}{more}.")
-        suspect = [row.id for row in self.calls if row.excluded == "suspect"]
-        if suspect:
-            more = f", and {len(suspect) - limit:,} more" if len(suspect) > limit else ""
-            lines.append(f"{len(suspect):,} call{'s' if len(suspect) != 1 else ''} priced as "
+        if suspect_total:
+            more = f", and {suspect_total - limit:,} more" if suspect_total > limit else ""
+            lines.append(f"{suspect_total:,} call{'s' if suspect_total != 1 else ''} priced as "
                          "reported although the input total is far from our estimate of the "
                          "request (usage_suspect: cached tokens counted twice? see "
                          f"usage_dialect); not in hit rates: {', '.join(suspect[:limit])}{more}.")
@@ -563,7 +349,11 @@ class Summary:
                 "keepalive": self.keepalive.to_json(),
                 "explicit_caches": self.explicit_caches.to_json(),
                 **({"what_if": {p: w.to_json() for p, w in self.what_if.items()}}
-                   if self.what_if is not None else {})}
+                   if self.what_if is not None else {}),
+                **({"calls_page": {**self.streamed.page.to_json(),
+                                   "total": self.streamed.calls_total},
+                    "cliffs_total": self.streamed.cliffs_total}
+                   if self.streamed is not None else {})}
 
 
 def _round(value: float | None) -> float | None:
@@ -571,97 +361,6 @@ def _round(value: float | None) -> float | None:
 
 
 # --------------------------------------------------------------------------- summarizing
-
-
-def _policy(provider: str | None, model: str | None,
-            policies: PolicyTable | None) -> CacheRules | None:
-    """The call's cache policy, ``None`` for unknown providers (minimum 0, granularity 1,
-    no TTL)."""
-    try:
-        return cache_rules(provider or "", model or "", policies)
-    except LookupError:
-        return None
-
-
-def _ttl_s(record: UsageRecord, policy: CacheRules | None) -> int | None:
-    """The TTL (seconds) of ``record``'s cache entries: ``verdict_detail["ttl_s"]`` (what the
-    request chose), else the policy's default; ``None``: no TTL."""
-    value = record.verdict_detail.get("ttl_s")
-    if isinstance(value, int) and not isinstance(value, bool):
-        return value
-    return None if policy is None else policy.default_ttl_s
-
-
-@dataclass(frozen=True, slots=True)
-class _Seen:
-    """What the ceiling needs of an earlier call: its session key, send time, size."""
-
-    key: tuple[str, ...]
-    ts: datetime
-    total: int
-
-
-class Ceilings:
-    """The append-only ceiling of each call in ledger order (module docstring, ``ceiling``):
-    the best of its session's previous request and the prefix it shares with another session's
-    call (its ``predecessor_id``), either only within the TTL, and never less than what the
-    call read (a read proves the prefix was there; :attr:`beyond_ledger` counts the calls whose
-    read no earlier call of the selection explains)."""
-
-    def __init__(self) -> None:
-        self._last: dict[tuple[str, ...], _Seen] = {}
-        self._by_id: dict[str, _Seen] = {}
-        self.beyond_ledger = 0
-
-    @staticmethod
-    def key(record: UsageRecord, scenario: str, session: str) -> tuple[str, ...]:
-        """The cache a call can read from: one provider's, for one model and wire format
-        (Anthropic and OpenAI caches are per model; one provider never reads another's), of
-        one session of one scenario. Merged ledgers that reuse session ids across providers
-        keep their ceilings apart."""
-        return (record.provider or "", record.model or "", record.wire_format or "",
-                scenario, session)
-
-    def total_of(self, record_id: str | None) -> int | None:
-        """The input total of an earlier call of the selection (``None``: not seen)."""
-        seen = self._by_id.get(record_id or "")
-        return None if seen is None else seen.total
-
-    def next(self, record: UsageRecord, key: tuple[str, ...],
-             policy: CacheRules | None) -> int:
-        """The ceiling (tokens) of ``record`` (of cache key ``key``, :meth:`key`), then
-        remember it as an earlier call. A call whose size is unknown or implausible has
-        ceiling 0 and bounds nothing later."""
-        total = record.input_tokens_total
-        if total is None or record.usage_inconsistent:
-            return 0
-        ttl = _ttl_s(record, policy)
-        best = 0
-        before = self._last.get(key)
-        if before is not None and _alive(before, record.ts_utc, ttl):
-            best = min(before.total, total)
-        other = self._by_id.get(record.predecessor_id or "")
-        if (other is not None and other.key != key and other.key[:3] == key[:3]
-                and _alive(other, record.ts_utc, ttl)):
-            shared = record.verdict_detail.get("lcp_tokens_scaled", record.lcp_tokens)
-            if isinstance(shared, int) and not isinstance(shared, bool):
-                best = max(best, min(shared, other.total, total))
-        # The request size is known (even when its reads are not): it bounds later calls.
-        seen = _Seen(key, record.ts_utc, total)
-        self._last[key] = self._by_id[record.record_id] = seen
-        granularity = policy.granularity_tokens if policy is not None else 1
-        minimum = policy.min_cacheable_tokens if policy is not None else 0
-        best = best // granularity * granularity
-        best = best if best >= minimum else 0
-        read = record.cache_read_tokens
-        if read is not None and read > best:  # read from a call the selection does not hold
-            self.beyond_ledger += 1          # (or a prefix the recorder did not compare)
-            best = min(read, total)
-        return best
-
-
-def _alive(earlier: _Seen, now: datetime, ttl_s: int | None) -> bool:
-    return ttl_s is None or (now - earlier.ts).total_seconds() <= ttl_s
 
 
 def summarize(records: Iterable[UsageRecord], *, policies: PolicyTable | None = None,
@@ -678,75 +377,40 @@ def summarize(records: Iterable[UsageRecord], *, policies: PolicyTable | None = 
 
     Returns:
         A :class:`Summary`; scenarios and sessions in order of first appearance, calls in
-        ledger order.
+        ledger order (every call: :attr:`Summary.calls`; ``stableprompt report`` streams
+        instead, ``_builder.summarize_stream``, with the same numbers).
     """
-    scenarios: dict[str, ScenarioReport] = {}
-    ceilings = Ceilings()
-    pricing = Pricing(source=genai_prices_version() or "genai-prices not installed")
-    notes: dict[str, None] = {}
-    rows: list[CallRow] = []
-    overall = Totals()
-    bodies: dict[str, UsageRecord] = {}  # records that kept their request body, by id
-    stabilized = StabilizeSavings()
-    kept: list[UsageRecord] = []
-    pings: list[UsageRecord] = []
-    agents: dict[tuple[str, str], str] = {}  # (session, lineage) -> its branch's label
-    caches = ExplicitCaches()
+    builder = SummaryBuilder(policies=policies, price=price, what_if=what_if)
     for record in records:
-        if caches.add(record):  # a cachedContents call: its own line (storage), no prompt
-            continue
-        if what_if:
-            kept.append(record)
-        if record.content is not None:
-            bodies[record.record_id] = record
-        name = record.scenario or NO_SCENARIO
-        sid = record.session_id or NO_SESSION
-        if is_keepalive(record):  # its own line: not a call served, but it keeps the cache
-            pings.append(record)
-            ceilings.next(record, Ceilings.key(record, name, sid),
-                          _policy(record.provider, record.model, policies))
-            continue
-        scenario = scenarios.get(name)
-        if scenario is None:
-            scenario = scenarios[name] = ScenarioReport(name)
-        if record.model and record.model not in scenario.models:
-            scenario.models.append(record.model)
-        if record.provider and record.provider not in scenario.providers:
-            scenario.providers.append(record.provider)
-        policy = _policy(record.provider, record.model, policies)
-        granularity = policy.granularity_tokens if policy is not None else 1
-        compared = ceilings.total_of(record.predecessor_id)
-        branch = (sid, record.lineage or "")  # a branch's later calls keep its label
-        agent = agent_label(record) or agents.get(branch, MAIN_AGENT)
-        if agent != MAIN_AGENT:
-            agents[branch] = agent
-        # a subagent's ceiling is its own conversation's, not its parent's previous request
-        ceiling = ceilings.next(record, Ceilings.key(
-            record, name, sid if agent == MAIN_AGENT else f"{sid}\x00{agent}"), policy)
-        snippets = None
-        if (record.verdict == "client_mutation" and record.content is not None
-                and record.predecessor_id is not None):
-            snippets = mutation_snippets(record, bodies.get(record.predecessor_id))
-        agrees = None
-        predicted, reported = record.predicted_cache_read_tokens, record.cache_read_tokens
-        if predicted is not None and reported is not None and exclusion(record) is None:
-            agrees = abs(predicted - reported) < granularity
-        row = call_row(record, scenario=name, session=sid, ceiling=ceiling,
-                       granularity=granularity, pricing=pricing if price else None, notes=notes,
-                       snippets=snippets, agrees=agrees, compared_input_tokens=compared,
-                       agent=agent)
-        rows.append(row)
-        stabilized.add(record, row, pricing if price else None, notes)
-        if row.read_share is not None:
-            scenario.read_series.append(row.read_share)
-        for totals in (overall, scenario.totals, scenario.sessions.setdefault(sid, Totals())):
-            totals.add(row, agrees, price)
-    pricing.notes = list(notes)
-    replays = what_if_by_provider(kept, table=policies) if what_if and price else None
-    return Summary(scenarios, len(rows) + len(pings) + caches.rows, pricing, rows, overall, price,
-                   stabilized, reads_beyond_ledger=ceilings.beyond_ledger, what_if=replays,
-                   keepalive=keepalive_totals(pings, price=price),
-                   explicit_caches=caches.totals(price=price))
+        builder.add(record)
+    return Summary(**builder.finish())
+
+
+def summarize_stream(records: Iterable[UsageRecord], *, policies: PolicyTable | None = None,
+                     price: bool = True, what_if: bool = False, page: CallPage | None = None,
+                     by: str = "scenario",
+                     find_body: Callable[[str], UsageRecord | None] | None = None) -> Summary:
+    """:func:`summarize`'s numbers in one pass that does not hold every call (``_builder``'s
+    module docstring): the :class:`Summary` has :attr:`Summary.streamed` set and
+    :attr:`Summary.calls` holding ``page`` only (default: the first 1,000 calls).
+
+    Args:
+        records: As :func:`summarize`, read as they are summarized.
+        policies: As :func:`summarize`.
+        price: As :func:`summarize`.
+        what_if: As :func:`summarize` (keeps every record for the replay).
+        page: The calls kept as rows (:class:`~._builder.CallPage`).
+        by: The grouping whose totals are gathered (:meth:`Summary.group_by`).
+        find_body: The record of an id whose request body the pass no longer holds.
+
+    Raises:
+        ValueError: ``by`` is not one of :data:`GROUP_BY`.
+    """
+    builder = SummaryBuilder(policies=policies, price=price, what_if=what_if,
+                             keep_calls=False, page=page, by=by, find_body=find_body)
+    for record in records:
+        builder.add(record)
+    return Summary(**builder.finish())
 
 
 public(Summary, summarize)

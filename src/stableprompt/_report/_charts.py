@@ -34,21 +34,25 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from importlib import import_module
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
+from .._accounting._builder import CostPoint, ReadPoint
 from .._accounting._summary import Summary
 from ._text import format_usd
 
 if TYPE_CHECKING:
     from .._accounting._calls import CallRow
 
-__all__ = ["INSTALL_HINT", "MAX_PANELS", "VERDICT_COLORS", "cost_svg", "plotting_library",
-           "read_share_svg"]
+__all__ = ["INSTALL_HINT", "MAX_PANELS", "MAX_SESSION_LINES", "VERDICT_COLORS", "cost_svg",
+           "plotting_library", "read_share_svg"]
 
 INSTALL_HINT = "pip install 'stableprompt[report]'"
 """How to get the charts when matplotlib is missing."""
 
 MAX_PANELS = 12
+MAX_SESSION_LINES = 200
+"""Sessions drawn as lines in one panel of the read-share chart; beyond, the panel's points
+are drawn as dots (thousands of lines take matplotlib minutes and show nothing apart)."""
 """At most this many scenario panels per chart (the first scenarios by first call)."""
 
 VERDICT_COLORS = {"hit": "#2e7d32", "cold": "#1e88e5", "client_mutation": "#e53935",
@@ -126,10 +130,14 @@ def _date_axis(ax: Any) -> None:
     ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator, tz=UTC))
 
 
-def _scenario_rows(report: Summary) -> list[tuple[str, list[CallRow]]]:
-    by_scenario: dict[str, list[CallRow]] = {name: [] for name in report.scenarios}
-    for row in report.calls:
-        by_scenario.setdefault(row.scenario, []).append(row)
+_P = TypeVar("_P", ReadPoint, CostPoint)
+
+
+def _panels(report: Summary, points: dict[str, list[_P]]) -> list[tuple[str, list[_P]]]:
+    """The first :data:`MAX_PANELS` scenarios with their points (scenario order)."""
+    by_scenario: dict[str, list[_P]] = {name: [] for name in report.scenarios}
+    for name, pts in points.items():
+        by_scenario[name] = pts
     return list(by_scenario.items())[:MAX_PANELS]
 
 
@@ -151,8 +159,8 @@ def read_share_svg(report: Summary) -> str | None:
     Raises:
         ImportError: matplotlib is not installed (check :func:`plotting_library` first).
     """
-    panels = _scenario_rows(report)
-    if not any(row.read_share is not None for _, rows in panels for row in rows):
+    panels = _panels(report, report.read_points())
+    if not any(rows for _, rows in panels):
         return None
     cliffs: dict[str, list[CallRow]] = {}
     for cliff in report.cliffs():
@@ -164,11 +172,14 @@ def read_share_svg(report: Summary) -> str | None:
         figure, axes = _figure(len(panels))
         seen: dict[str, None] = {}
         for ax, (name, rows) in zip(axes, panels, strict=True):
-            sessions: dict[str, list[CallRow]] = {}
+            sessions: dict[str, list[ReadPoint]] = {}
             for row in rows:
-                if row.read_share is not None:
-                    sessions.setdefault(row.session, []).append(row)
-            for i, calls in enumerate(sessions.values()):
+                sessions.setdefault(row.session, []).append(row)
+            if len(sessions) > MAX_SESSION_LINES:  # one line each would hide the points
+                ax.scatter([r.ts for r in rows], [r.read_share for r in rows], s=3,
+                           color=_SESSION_COLORS[0], linewidths=0)
+            for i, calls in enumerate(sessions.values() if len(sessions) <= MAX_SESSION_LINES
+                                      else ()):
                 ax.plot([r.ts for r in calls], [r.read_share for r in calls],
                         color=_SESSION_COLORS[i % 2], linewidth=1.0, marker="o",
                         markersize=1.8)
@@ -219,9 +230,7 @@ def cost_svg(report: Summary) -> str | None:
     Raises:
         ImportError: matplotlib is not installed (check :func:`plotting_library` first).
     """
-    panels = [(name, [r for r in rows if r.cost_usd is not None])
-              for name, rows in _scenario_rows(report)]
-    panels = [(name, rows) for name, rows in panels if rows]
+    panels = [(name, rows) for name, rows in _panels(report, report.cost_points()) if rows]
     if not panels:
         return None
     with _settings("cost"):
@@ -231,9 +240,9 @@ def cost_svg(report: Summary) -> str | None:
         figure, axes = _figure(len(panels))
         for ax, (name, rows) in zip(axes, panels, strict=True):
             times = [r.ts for r in rows]
-            lines = {"actual": [r.cost_usd or 0.0 for r in rows],
-                     "ceiling": [r.cost_at_ceiling_usd or 0.0 for r in rows],
-                     "uncached": [r.cost_uncached_usd or 0.0 for r in rows]}
+            lines = {"actual": [r.actual for r in rows],
+                     "ceiling": [r.ceiling for r in rows],
+                     "uncached": [r.uncached for r in rows]}
             for key in ("uncached", "ceiling", "actual"):
                 ax.plot(times, _cumulative(lines[key]), color=_COST_COLORS[key],
                         linestyle=_COST_STYLES[key], linewidth=1.4, drawstyle="steps-post")

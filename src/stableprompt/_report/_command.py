@@ -1,8 +1,12 @@
 """``stableprompt report``: summarize a ledger per scenario and session (tables, JSON, HTML).
 
 ``stableprompt report LEDGER... [--json] [--html PATH] [--sessions] [--calls]
-[--by scenario|session|model|wire|day|agent] [--session ID] [--since T]`` prints the summary of
-``_report/_summary.py`` (:func:`summarize`; what each number means is documented there),
+[--limit N] [--offset K] [--top N] [--by scenario|session|model|wire|day|agent]
+[--session ID] [--since T]`` prints the summary of ``_accounting/_summary.py``
+(:func:`summarize`; what each number means is documented there), computed in one streaming
+pass (``_accounting._summary.summarize_stream``: the same numbers, memory in sessions, causes
+and groups, not calls); the per-call rows (``--calls``, JSON ``calls``) are a page
+(``--limit`` / ``--offset`` in ledger order, or ``--top``: the calls that lost the most),
 then why calls missed (turn-boundary split, causes with lost tokens and dollars and their
 fixes, cliffs; ``--calls``: one row per call; ``_text.print_explanations``; ``--call ID``:
 every divergence of one call instead, exit 1 when no call id starts with ID), after
@@ -22,10 +26,10 @@ record id in a note (JSON: ``corrupt_rows``); every other row is reported. Recor
 outside the ledger (spill files, a killed proxy's pending journal: ``Ledger.unimported_files``)
 are not read, but named in a note (JSON: ``unimported_files``).
 
-Several ledgers are merged (:func:`merge_records`): a record id seen in more than one counts
-once (the first ledger's row), and calls are summarized in time order. ``--session`` and
-``--since`` filter the calls read (``Ledger.records``); a ceiling counts only calls in the
-selection, so the first selected call of a session has none.
+Several ledgers are merged as they are read (:func:`stream_records`, time order; ties keep
+ledger order): a record id seen in more than one counts once (the first met in that order).
+``--session`` and ``--since`` filter the calls read (``Ledger.iter_records``); a ceiling
+counts only calls in the selection, so the first selected call of a session has none.
 
 This module is also the report's one import point: it re-exports the summary
 (``_summary.py``), the terminal text (``_text.py``), the HTML page
@@ -35,14 +39,16 @@ This module is also the report's one import point: it re-exports the summary
 from __future__ import annotations
 
 import argparse
+import heapq
 import os
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from .._accounting._builder import CallPage
 from .._accounting._summary import (
     GROUP_BY,
     VERDICTS,
@@ -51,6 +57,7 @@ from .._accounting._summary import (
     Summary,
     Totals,
     summarize,
+    summarize_stream,
 )
 from .._exceptions import LedgerError
 from .._ledger._usage_record import UsageRecord
@@ -65,6 +72,7 @@ from .._subcommand import (
     same_file,
     seconds_arg,
     shown,
+    write_scrubbed_json,
     write_text,
 )
 from ._follow import FollowState, follow
@@ -110,6 +118,7 @@ __all__ = [
     "print_tables",
     "read_ledger",
     "same_file",
+    "stream_records",
     "summarize",
     "write_text",
 ]
@@ -188,19 +197,27 @@ def _why_invalid(exc: Exception) -> str:
 def _records(ledger: Ledger, *, session_id: str | None = None,
              since: datetime | None = None,
              corrupt: list[CorruptRow] | None = None) -> list[UsageRecord]:
+    return list(_iter_records(ledger, session_id=session_id, since=since, corrupt=corrupt))
+
+
+def _iter_records(ledger: Ledger, *, session_id: str | None = None,
+                  since: datetime | None = None,
+                  corrupt: list[CorruptRow] | None = None) -> Iterator[UsageRecord]:
+    """The ledger's records as they are read (:meth:`Ledger.iter_records`); a row that does not
+    decode is skipped into ``corrupt`` (or raises when ``corrupt`` is ``None``)."""
     on_invalid = None
     if corrupt is not None:
         def on_invalid(row_id: str, exc: Exception) -> None:
             corrupt.append(CorruptRow(ledger.location, row_id, _why_invalid(exc)[:300]))
 
     try:
-        records = ledger.records(session_id=session_id, since=since, on_invalid=on_invalid)
+        yield from ledger.iter_records(session_id=session_id, since=since,
+                                       on_invalid=on_invalid)
     except LedgerError:
         raise
     except Exception as exc:  # a row that does not validate as a UsageRecord
         raise LedgerError(f"cannot read ledger {ledger.location!r}: {type(exc).__name__}: "
                           f"{exc}", code="ledger-unreadable") from exc
-    return records
 
 
 def merge_records(groups: Iterable[Iterable[UsageRecord]]) -> tuple[list[UsageRecord], int]:
@@ -260,6 +277,14 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="print every divergence of the call whose record id starts "
                              "with ID (cause, segment, path, before/after, lost tokens), "
                              "in the provider's cache order")
+    parser.add_argument("--limit", metavar="N", type=_count_arg, default=CallPage().limit,
+                        help="per-call rows listed (--calls, --json calls): at most N "
+                             f"(default {CallPage().limit:,}); every total counts all calls")
+    parser.add_argument("--offset", metavar="K", type=_count_arg, default=0,
+                        help="per-call rows from the K-th call on (0-based, ledger order)")
+    parser.add_argument("--top", metavar="N", type=_count_arg, default=None,
+                        help="per-call rows: the N calls that lost the most tokens instead "
+                             "(in ledger order)")
     parser.add_argument("--by", choices=GROUP_BY, default="scenario",
                         help="group the totals by this (default: scenario)")
     parser.add_argument("--session", metavar="ID",
@@ -283,6 +308,17 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="with --follow: seconds between reads of the ledger (default 0.5)")
 
 
+def _count_arg(text: str) -> int:
+    """A whole number >= 0 (``--limit``, ``--offset``, ``--top``)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {text!r}")
+    return value
+
+
 def _follow(args: argparse.Namespace) -> int:
     if len(args.ledger) != 1 or args.json or args.html is not None:
         raise UsageError("stableprompt report: error: argument --follow: follows exactly one "
@@ -301,6 +337,84 @@ def _follow(args: argparse.Namespace) -> int:
     return 0
 
 
+def _page(args: argparse.Namespace) -> CallPage:
+    """``--limit`` / ``--offset`` / ``--top`` as a :class:`CallPage`.
+
+    Raises:
+        UsageError: ``--top`` with ``--offset``.
+    """
+    if args.top is not None and args.offset:
+        raise UsageError("stableprompt report: error: argument --top: not with --offset "
+                         "(--top lists the calls that lost the most tokens; --offset pages "
+                         "the calls in ledger order)")
+    return CallPage(offset=args.offset, limit=args.limit, top=args.top)
+
+
+class _Counted:
+    """An iterator of one ledger's records that counts what it yielded."""
+
+    def __init__(self, records: Iterable[UsageRecord]) -> None:
+        self._records = iter(records)
+        self.count = 0
+
+    def __iter__(self) -> Iterator[UsageRecord]:
+        for record in self._records:
+            self.count += 1
+            yield record
+
+
+def stream_records(ledgers: Sequence[Ledger], *, session_id: str | None = None,
+                   since: datetime | None = None, corrupt: list[CorruptRow] | None = None,
+                   ) -> tuple[Iterator[UsageRecord], list[_Counted], list[int]]:
+    """The records of ``ledgers`` merged in time order, read as they are summarized (one
+    ledger's rows come in its ``(ts_utc, insertion)`` order; ties across ledgers keep ledger
+    order, as :func:`merge_records`). A record id seen again counts once (the first met in
+    that order; ``duplicates[0]`` counts the rest), which holds the ids read when there is
+    more than one ledger.
+
+    Returns:
+        ``(records, per_ledger, duplicates)``: ``per_ledger[i].count`` is how many rows ledger
+        ``i`` gave, once the records are consumed.
+    """
+    counted = [_Counted(_iter_records(ledger, session_id=session_id, since=since,
+                                      corrupt=corrupt)) for ledger in ledgers]
+    duplicates = [0]
+    if len(counted) == 1:
+        return iter(counted[0]), counted, duplicates
+
+    def merged() -> Iterator[UsageRecord]:
+        seen: set[str] = set()
+        for record in heapq.merge(*counted, key=lambda r: r.ts_utc):
+            if record.record_id in seen:
+                duplicates[0] += 1
+                continue
+            seen.add(record.record_id)
+            yield record
+
+    return merged(), counted, duplicates
+
+
+def _body_finder(ledgers: Sequence[Ledger], session_id: str | None,
+                 since: datetime | None) -> Callable[[str], UsageRecord | None]:
+    """Look a predecessor's record up by id in the ledgers (first that has it), within the
+    selection (``--session``, ``--since``)."""
+    from .._ledger._reads import record_by_id
+
+    def find(record_id: str) -> UsageRecord | None:
+        for ledger in ledgers:
+            found = record_by_id(ledger, record_id)
+            if found is None:
+                continue
+            if session_id is not None and found.session_id != session_id:
+                return None
+            if since is not None and found.ts_utc < since:
+                return None
+            return found
+        return None
+
+    return find
+
+
 def _run(args: argparse.Namespace) -> int:
     if args.follow:
         return _follow(args)
@@ -313,18 +427,22 @@ def _run(args: argparse.Namespace) -> int:
             raise UsageError(f"stableprompt report: error: argument --html: {str(args.html)!r} "
                              "is the ledger itself; choose another path")
     since = None if args.since is None else parse_since(args.since)
+    page = _page(args)
     metas: list[dict[str, str]] = []
-    per_ledger: list[list[UsageRecord]] = []
     corrupt: list[CorruptRow] = []
     unimported: list[Path] = []
+    ledgers = []
     for target in targets:
         ledger = open_ledger(target)
         unimported += ledger.unimported_files()
         metas.append(ledger.meta())
-        per_ledger.append(_records(ledger, session_id=args.session, since=since,
-                                   corrupt=corrupt))
-    records, duplicates = merge_records(per_ledger)
-    report = summarize(records, what_if=args.what_if)
+        ledgers.append(ledger)
+    records, counted, duplicate_count = stream_records(ledgers, session_id=args.session,
+                                                       since=since, corrupt=corrupt)
+    report = summarize_stream(records, what_if=args.what_if, page=page, by=args.by,
+                              find_body=_body_finder(ledgers, args.session, since))
+    per_ledger = [c.count for c in counted]
+    duplicates = duplicate_count[0]
     name = paths[0] if len(paths) == 1 else f"{len(paths)} ledgers"
     if len(paths) == 1:
         meta = metas[0]
@@ -333,7 +451,7 @@ def _run(args: argparse.Namespace) -> int:
         meta = {k: v for k, v in metas[0].items() if all(m.get(k) == v for m in metas[1:])}
         header = []
         for path, rows, m in zip(paths, per_ledger, metas, strict=True):
-            header.append(f"{path}: {len(rows):,} records")
+            header.append(f"{path}: {rows:,} records")
             header.extend(f"  {line}" for line in meta_lines(m))
     selection = []
     if args.session is not None:
@@ -342,7 +460,7 @@ def _run(args: argparse.Namespace) -> int:
         selection.append(f"calls since {since.isoformat().replace('+00:00', 'Z')}")
     notes = [f"ceiling: append-only bound (the session's whole previous request, or the prefix "
              f"shared with another session's call, within the TTL); "
-             f"hit rate and ceiling are shares of input tokens. {len(records)} records.",
+             f"hit rate and ceiling are shares of input tokens. {report.records} records.",
              *([f"{duplicates:,} rows repeated a record id already read from an earlier "
                 "ledger: counted once."] if duplicates else []),
              *([f"{len(corrupt):,} corrupt rows skipped (not readable as records; every "
@@ -355,6 +473,7 @@ def _run(args: argparse.Namespace) -> int:
                if unimported else []),
              *([f"selection: {', '.join(selection)}; a ceiling counts only selected calls."]
                if selection else []),
+             *_page_notes(report, args),
              *report.exclusion_notes(), *report.cost_notes(), *keepalive_lines(report),
              *storage_lines(report),
              *turn_boundary_notes(report),
@@ -366,19 +485,19 @@ def _run(args: argparse.Namespace) -> int:
     if args.json:
         extra: dict[str, object] = {"ledger": paths[0]} if len(paths) == 1 else {
             "ledger": None,
-            "ledgers": [{"path": path, "records": len(rows), "meta": m}
+            "ledgers": [{"path": path, "records": rows, "meta": m}
                         for path, rows, m in zip(paths, per_ledger, metas, strict=True)],
             "duplicates": duplicates}
         if corrupt:
             extra["corrupt_rows"] = [row.to_json() for row in corrupt]
         if unimported:
             extra["unimported_files"] = [str(path) for path in unimported]
-        sys.stdout.write(json_text({**extra, "meta": meta, **report.to_json(by=args.by),
-                                    "notes": ceiling_notes(report)}))
+        write_scrubbed_json({**extra, "meta": meta, **report.to_json(by=args.by),
+                             "notes": ceiling_notes(report)})
         return 0
     for line in header:
         print(shown(line, markup=False))
-    if not records:
+    if not report.records:
         print(shown(f"{name}: the ledger has no records" if not selection and len(paths) == 1
                     else f"{name}: no records"
                     + (f" ({', '.join(selection)})" if selection else ""), markup=False))
@@ -398,6 +517,25 @@ def _run(args: argparse.Namespace) -> int:
     for line in [*notes, *pricing_lines(report)]:
         console.print(shown(line))
     return 0
+
+
+def _page_notes(report: Summary, args: argparse.Namespace) -> list[str]:
+    """What the per-call rows leave out (``--calls``, JSON ``calls``), and that ``--what-if``
+    held every record."""
+    lines = []
+    total, shown_rows = report.calls_total, len(report.calls)
+    if args.top is not None:
+        lines.append(f"calls listed: the {shown_rows:,} of {total:,} that lost the most tokens "
+                     f"(--top {args.top}).")
+    elif shown_rows < total and (args.calls or args.json):
+        first = args.offset + 1 if shown_rows else 0
+        lines.append(f"calls listed: {first:,}-{args.offset + shown_rows:,} of {total:,} in "
+                     "ledger order (--offset K, --limit N; --top N: those that lost the most "
+                     "tokens); every number above counts them all.")
+    if args.what_if:
+        lines.append(f"--what-if held all {report.records:,} records in memory (the replay "
+                     "needs them); the rest of the report reads them in one pass.")
+    return lines
 
 
 SUBCOMMAND = Subcommand(

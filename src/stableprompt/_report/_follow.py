@@ -32,7 +32,8 @@ from datetime import datetime
 from typing import Any, TextIO
 
 from .._accounting._calls import CallRow, call_row
-from .._accounting._summary import Ceilings, Totals, _policy
+from .._accounting._ceilings import policy_of as _policy
+from .._accounting._summary import Ceilings, Totals
 from .._exceptions import LedgerError
 from .._ledger._usage_record import UsageRecord
 from .._policy import PolicyTable

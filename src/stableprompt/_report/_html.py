@@ -6,8 +6,13 @@ verdict; cumulative cost as reported vs at the ceiling vs uncached: :mod:`._char
 turn-boundary split, the causes ranked by lost tokens (with their fixes and lost USD), the
 cliffs, the misses (calls that lost tokens, with cause, segment, path and before/after
 snippets), the what-if replay when the summary has one (``summarize(..., what_if=True)``,
-``report --what-if``: ``_what_if_html``), one collapsible table of sessions per scenario,
-then the notes.
+``report --what-if``: ``_what_if_html``), one collapsible table of sessions per scenario
+(at most :data:`MAX_SESSION_ROWS`, the rest summarised in one row), then the notes.
+
+Large ledgers (a streaming summary, ``Summary.streamed``): the cliffs and misses tables list
+the sharpest cliffs and the calls that lost the most (their captions say how many of how
+many), and the charts draw decimated points (``_accounting._builder.Decimator``: cumulative
+costs exact at every point drawn); the caption under the charts says so.
 
 Viewable offline: no scripts, no external files or URLs (the charts are inline SVG, their
 text is text). The page names what drew the charts (library and version); without
@@ -22,6 +27,7 @@ import html
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
+from .._accounting._builder import MAX_POINTS
 from .._accounting._calls import CLIFF_DROP
 from .._accounting._summary import Summary, Totals
 from . import _charts
@@ -35,10 +41,13 @@ from ._text import (
 )
 from ._what_if_html import what_if_section
 
-__all__ = ["html_report"]
+__all__ = ["MAX_SESSION_ROWS", "html_report"]
 
 _OPEN_ROWS = 50
 """The cliff and miss tables start open up to this many rows, collapsed beyond."""
+MAX_SESSION_ROWS = 300
+"""Sessions listed per scenario; the rest are summarised in one row (their numbers are in the
+scenario's totals)."""
 
 _CSS = """body{font:14px/1.45 system-ui,sans-serif;margin:2rem auto;max-width:1100px;color:#222}
 table{border-collapse:collapse;margin:1rem 0}
@@ -88,6 +97,7 @@ def _explanations(report: Summary) -> list[str]:
         f"<td class=n>{format_int(c.calls)}</td><td class=n>{format_int(c.lost_tokens)}</td>"
         f"<td class=n>{format_usd(c.lost_usd)}</td><td>{e(c.fix or '')}</td></tr>"
         for c in report.causes())
+    missed, missed_total = report.misses()
     misses = [
         f"<tr><td>{e(r.scenario)}</td><td>{e(r.session)}</td><td class=n>{r.turn or ''}</td>"
         f"<td>{e(_ts(r.ts))}</td>"
@@ -99,7 +109,7 @@ def _explanations(report: Summary) -> list[str]:
         f"{f' (+{r.more_divergences} more)' if r.more_divergences else ''}</td>"
         f"<td><code>{e(repr(r.before)) if r.before is not None else ''}</code></td>"
         f"<td><code>{e(repr(r.after)) if r.after is not None else ''}</code></td></tr>"
-        for r in report.calls if r.included and r.lost_tokens > 0]
+        for r in missed]
     actions = "".join(
         f"<tr><td>{e(a.action)}</td><td class=n>{format_int(a.calls)}</td>"
         f"<td class=n>{format_int(a.lost_tokens)}</td><td class=n>{format_usd(a.lost_usd)}</td>"
@@ -112,6 +122,7 @@ def _explanations(report: Summary) -> list[str]:
         f"<td class=n>{format_pct(c.previous_read_share)} → {format_pct(c.call.read_share)}</td>"
         f"<td>{e(c.call.cause or '')}</td><td>{e(c.call.segment or '')}</td></tr>"
         for c in report.cliffs()]
+    cliffs_total = report.cliffs_total()
     return [
         "<h2>Turn boundary</h2><p class=note>Hit rate of calls inside a user turn (after a tool "
         "result) vs the first call after a user message.</p><table><tr><th>scenario</th>"
@@ -124,16 +135,26 @@ def _explanations(report: Summary) -> list[str]:
         "<th>calls</th><th>lost tokens</th><th>lost</th></tr>", actions, "</table>",
         *([f"<h2>Failed calls</h2><ul>{failed}</ul>"] if failed else []),
         _details(f"Cliffs: calls whose read share fell by {CLIFF_DROP * 100:.0f} points "
-                 f"or more ({len(cliffs):,})", len(cliffs)),
+                 f"or more ({_shown_of(len(cliffs), cliffs_total, 'sharpest')})",
+                 len(cliffs)),
         "<table><tr><th>scenario</th><th>session</th><th>turn</th><th>time (UTC)</th>"
         "<th>verdict</th><th>read share</th><th>cause</th><th>segment</th></tr>", *cliffs,
         "</table></details>",
-        _details(f"Misses: calls that lost tokens ({len(misses):,})", len(misses)),
+        _details(f"Misses: calls that lost tokens "
+                 f"({_shown_of(len(misses), missed_total, 'most lost')})", len(misses)),
         "<table><tr><th>scenario</th><th>session</th><th>turn</th><th>time (UTC)</th>"
         "<th>verdict</th><th>read share</th><th>lost tokens</th><th>lost</th><th>cause</th>"
         "<th>segment</th><th>path</th><th>before</th><th>after</th></tr>", *misses,
         "</table></details>",
     ]
+
+
+def _shown_of(shown: int, total: int, which: str) -> str:
+    """``"12"``, or ``"500 shown of 9,000: the most lost"`` when a streaming summary kept only
+    some rows."""
+    if shown == total:
+        return f"{total:,}"
+    return f"{shown:,} shown of {total:,}: the {which}"
 
 
 def _ts(ts: datetime) -> str:
@@ -175,9 +196,15 @@ def html_report(report: Summary, *, title: str, intro: Sequence[str] = (),
             f"<td class=n>{format_usd(t.cost_uncached_usd, complete=t.cost_complete)}</td></tr>")
     details = []
     for name, scenario in report.scenarios.items():
+        sessions = list(scenario.sessions.items())
         session_rows = "".join(
             f"<tr><td>{e(sid)}</td>{_count_cells(t)}<td>{e(format_verdicts(t.verdicts))}</td></tr>"
-            for sid, t in scenario.sessions.items())
+            for sid, t in sessions[:MAX_SESSION_ROWS])
+        if len(sessions) > MAX_SESSION_ROWS:
+            session_rows += (f"<tr><td colspan=8>and {len(sessions) - MAX_SESSION_ROWS:,} more "
+                             "sessions (in the scenario's totals above; every session: "
+                             "<code>stableprompt report --sessions</code> or "
+                             "<code>--json</code>)</td></tr>")
         details.append(
             f"<details><summary>{e(name)}: {len(scenario.sessions):,} sessions</summary>"
             "<table><tr><th>session</th><th>calls</th>"
@@ -187,6 +214,10 @@ def html_report(report: Summary, *, title: str, intro: Sequence[str] = (),
     drawn_by = (f"Charts drawn by {library} (inline SVG; no scripts, viewable offline)."
                 if library is not None else
                 f"Charts not drawn: matplotlib is not installed ({_charts.INSTALL_HINT}).")
+    if report.streamed is not None and report.streamed.decimated:
+        drawn_by += (f" {report.calls_total:,} calls: the charts draw at most "
+                     f"{2 * MAX_POINTS:,} points per scenario (runs of calls merged; the "
+                     "cumulative costs are exact at every point drawn).")
     body = "".join([
         f"<h1>{e(title)}</h1>",
         *(f'<p class="banner">{e(p)}</p>' for p in intro),

@@ -25,6 +25,7 @@ from ._ids import short_ids
 
 __all__ = [
     "SELF_HOSTED",
+    "TEXT_CLIFFS",
     "ceiling_notes",
     "failed_call_lines",
     "format_int",
@@ -74,6 +75,10 @@ def format_verdicts(counts: Mapping[str, int]) -> str:
 _META_LABELS = {"backend": "Backend", "workload": "Workload", "provider": "Provider",
                 "model": "Model"}
 
+
+TEXT_CLIFFS = 200
+"""Cliffs the terminal lists at most (the sharpest drops, in ledger order; the title says how
+many there are)."""
 
 SELF_HOSTED = frozenset({"llama-cpp", "vllm", "sglang"})
 """Provider families that are engines someone runs, not priced services."""
@@ -312,16 +317,13 @@ def failed_call_lines(report: Summary) -> list[str]:
     """The failed calls' errors (redacted, :attr:`CallRow.error`), one line per distinct
     text with how many calls had it and the first one's id, most frequent first; ``[]`` when
     no call failed."""
-    seen: dict[str, list[str]] = {}
-    for row in report.calls:
-        if row.error is not None:
-            seen.setdefault(row.error, []).append(row.id)
-    if not seen:
+    errors = report.errors()
+    if not errors:
         return []
-    total = sum(len(ids) for ids in seen.values())
+    total = sum(count for count, _ in errors.values())
     lines = [f"failed calls ({total:,}):"]
-    for text, ids in sorted(seen.items(), key=lambda item: -len(item[1])):
-        lines.append(f"  {len(ids):,} x {text} (e.g. {ids[0]})")
+    for text, (count, first) in sorted(errors.items(), key=lambda item: -item[1][0]):
+        lines.append(f"  {count:,} x {text} (e.g. {first})")
     return lines
 
 
@@ -341,15 +343,18 @@ _NARROW_WIDTHS = {"turn": 4, "time (UTC)": 8, "after": 5, "verdict": 15, "read s
 
 
 def _print_calls(console: Any, report: Summary) -> None:
-    """One table per scenario, its calls in ledger order; a call's caveats (assumptions its
-    verdict rests on, a changed header) and error text as numbered notes beside its verdict,
-    listed under the table (one number per distinct text)."""
+    """One table per scenario, its calls in ledger order (a streaming summary's page: the
+    scenarios it holds calls of); a call's caveats (assumptions its verdict rests on, a
+    changed header) and error text as numbered notes beside its verdict, listed under the
+    table (one number per distinct text)."""
     from rich.table import Table
 
     snippets = any(row.before is not None or row.after is not None for row in report.calls)
     ids = short_ids(row.session for row in report.calls)
     for name in report.scenarios:
         rows = [row for row in report.calls if row.scenario == name]
+        if not rows:
+            continue
         # A narrow terminal (under 130 columns: 100) gets the compact form: the time of day,
         # short headers, no outer edge, fixed widths (a verdict, a token count and a short
         # session id whole; counts and causes wrap at spaces, never cut) and no snippets.
@@ -494,10 +499,15 @@ def print_explanations(report: Summary, *, file: TextIO | None = None,
     for line in failed_call_lines(report):
         console.print(shown(line))
     _print_stabilized(console, report)
-    cliffs = report.cliffs()
+    cliffs, total = report.cliffs(), report.cliffs_total()
+    if len(cliffs) > TEXT_CLIFFS:  # the sharpest, in ledger order
+        sharpest = set(map(id, sorted(cliffs, key=lambda c: -c.drop)[:TEXT_CLIFFS]))
+        cliffs = [c for c in cliffs if id(c) in sharpest]
     if cliffs:
+        count = (f"{total:,}" if len(cliffs) == total else
+                 f"the {len(cliffs):,} sharpest of {total:,}; more in --json")
         table = Table(title=f"cliffs: read share fell sharply from the session's previous call "
-                      f"({len(cliffs):,})", title_justify="left", header_style="bold")
+                      f"({count})", title_justify="left", header_style="bold")
         for column in ("scenario", "session", "turn", "read share", "before", "verdict",
                        "cause", "segment"):
             table.add_column(column, justify="right" if column in ("turn", "read share",

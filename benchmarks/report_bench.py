@@ -1,0 +1,103 @@
+"""``stableprompt report`` on a large ledger against a plain SQL aggregate over the same file,
+in the same run (issue 30 item 1): wall time and peak RSS of each, one process each.
+
+* ``sql``: one ``GROUP BY scenario, provider, model, verdict`` query with ``count(*)`` and
+  the token sums (the headline numbers a SQL user computes), through Python's ``sqlite3``
+  on the file opened read-only: the baseline.
+* ``text``, ``json``, ``html``: ``python -m stableprompt report LEDGER`` (default), with
+  ``--json``, with ``--html PATH``; output to ``/dev/null`` (HTML to a temporary file).
+
+Each command runs in its own process, measured with ``os.wait4`` (the child's own
+``ru_maxrss``: peak RSS) and ``time.perf_counter`` around it (wall, including interpreter
+start and imports). The SQL runs first and last; its faster run is the baseline (the first
+one may read the file from disk, the report's pass reads it from the page cache). With
+``--src DIR`` the report runs from another checkout (``PYTHONPATH=DIR``), e.g. the code
+before the streaming report, for a before/after on a smaller ledger.
+
+    PYTHONPATH=src python benchmarks/ledger_gen.py benchmarks/.work/ledger-1m.db   # once
+    PYTHONPATH=src python benchmarks/report_bench.py benchmarks/.work/ledger-1m.db
+
+Prints a Markdown table (seconds, MB, ratio to the SQL baseline) and the machine; the
+numbers go to ``RESULTS.md`` by hand (not run by ``run.py``: minutes per 1M rows).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+SQL = """SELECT scenario, "gen_ai.provider.name", "gen_ai.request.model", verdict, count(*),
+ sum("gen_ai.usage.input_tokens"), sum("gen_ai.usage.cache_read.input_tokens"),
+ sum("gen_ai.usage.cache_creation.input_tokens"), sum("gen_ai.usage.output_tokens")
+ FROM calls GROUP BY 1, 2, 3, 4"""
+
+_SQL_CHILD = (
+    "import sqlite3, sys\n"
+    "conn = sqlite3.connect(f'file:{sys.argv[1]}?mode=ro', uri=True)\n"
+    f"rows = conn.execute({SQL!r}).fetchall()\n"
+    "print(len(rows))\n"
+)
+
+
+def measure(argv: list[str], env: dict[str, str]) -> tuple[float, float]:
+    """Run ``argv`` to the end: ``(wall seconds, peak RSS in MB)``."""
+    start = time.perf_counter()
+    with open(os.devnull, "wb") as sink:
+        proc = subprocess.Popen(argv, stdout=sink, stderr=subprocess.PIPE, env=env)
+        assert proc.stderr is not None
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - start
+        err = proc.stderr.read().decode("utf-8", "replace")
+        proc.stderr.close()
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode != 0:
+        raise SystemExit(f"{' '.join(argv)} failed ({proc.returncode}): {err[-2000:]}")
+    return wall, usage.ru_maxrss / 1024  # Linux: KB
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("ledger", type=Path)
+    parser.add_argument("--modes", default="text,json,html",
+                        help="report modes, comma-separated (text, json, html)")
+    parser.add_argument("--src", type=Path, default=Path(__file__).parent.parent / "src",
+                        help="the stableprompt sources to run (PYTHONPATH)")
+    args = parser.parse_args(argv)
+    conn = sqlite3.connect(f"file:{args.ledger}?mode=ro", uri=True)
+    rows = conn.execute("SELECT count(*) FROM calls").fetchone()[0]
+    conn.close()
+    env = {**os.environ, "PYTHONPATH": str(args.src.resolve())}
+    results: list[tuple[str, float, float]] = []
+    sql = [measure([sys.executable, "-c", _SQL_CHILD, str(args.ledger)], env)]
+    with tempfile.TemporaryDirectory() as work:
+        for mode in args.modes.split(","):
+            extra = {"text": [], "json": ["--json"],
+                     "html": ["--html", str(Path(work) / "report.html")]}[mode]
+            wall, rss = measure([sys.executable, "-m", "stableprompt", "report",
+                                 str(args.ledger), *extra], env)
+            results.append((f"report {'(text)' if mode == 'text' else '--' + mode}", wall, rss))
+            print(f"{mode}: {wall:.1f} s, {rss:,.0f} MB", file=sys.stderr, flush=True)
+    sql.append(measure([sys.executable, "-c", _SQL_CHILD, str(args.ledger)], env))
+    base = min(sql)
+    print(f"{rows:,} calls, {args.ledger.stat().st_size / 1e6:,.0f} MB; "
+          f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
+          f"Python {platform.python_version()}, SQLite {sqlite3.sqlite_version}, "
+          f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; src {args.src}\n")
+    print("| run | wall (s) | peak RSS (MB) | x SQL aggregate |")
+    print("|---|---|---|---|")
+    print(f"| SQL aggregate (GROUP BY, best of 2: {sql[0][0]:.2f} / {sql[1][0]:.2f} s) | "
+          f"{base[0]:.2f} | {base[1]:,.0f} | 1.0 |")
+    for name, wall, rss in results:
+        print(f"| {name} | {wall:.1f} | {rss:,.0f} | {wall / base[0]:.1f} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,417 @@
+"""One pass over ledger records -> a :class:`~._summary.Summary`, holding every call or not.
+
+:class:`SummaryBuilder` is the loop of :func:`~._summary.summarize` (ceilings, call rows,
+totals per scenario, session and group, stabilize savings, keep-alive pings), one record at a
+time. Two modes, the same numbers:
+
+* ``keep_calls=True`` (:func:`~._summary.summarize`, the public API and
+  :meth:`Recorder.summary <stableprompt.Recorder.summary>`): every
+  :class:`~._calls.CallRow` is kept in :attr:`Summary.calls`, and causes, cliffs, groups and
+  cost notes are computed from them when asked.
+* ``keep_calls=False`` (:func:`~._summary.summarize_stream`, ``stableprompt report``):
+  memory grows with sessions, groups and causes, not with calls. Each call row is made,
+  added to the totals and dropped; what the report shows per call is gathered during the pass into
+  :class:`Streamed`: a page of calls (:class:`CallPage`: ``offset`` / ``limit`` in ledger
+  order, or the ``top`` calls that lost the most tokens), the causes (``_causes.CauseTally``),
+  the cliffs (``_calls.CliffFinder``; at most :data:`MAX_CLIFFS` kept, the sharpest drops,
+  all counted), the misses the HTML lists (at most :data:`MAX_MISSES`, those that lost the
+  most), the calls the cost notes name (the first :data:`MAX_NAMED`, all counted), the totals
+  per group for the one ``by`` asked, and the chart points per scenario, decimated beyond
+  :data:`MAX_POINTS` (:class:`Decimator`: pairs merged, costs summed, so cumulative costs stay
+  exact at every point kept). Request bodies (``store_content=True`` ledgers) are kept for
+  the last :data:`MAX_BODIES` calls; an older predecessor's body is asked of
+  ``find_body`` (the ledger, by record id).
+
+The one per-call state is the ceilings' (``_ceilings.Ceilings``: each call's size and time by
+id, about 250 bytes, for the later calls that name it as their predecessor).
+``what_if=True`` keeps every record either way: the replay needs them
+(:func:`~._what_if.what_if_by_provider`).
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Generic, TypeVar
+
+from .._ledger._usage_record import UsageRecord
+from .._policy import PolicyTable
+from ._calls import MAIN_AGENT, CallRow, Cliff, CliffFinder, agent_label, call_row, exclusion
+from ._causes import ActionRow, ActionTally, CauseRow, CauseTally
+from ._ceilings import Ceilings, policy_of
+from ._keepalive import KeepAliveTally, is_keepalive
+from ._pricing import Pricing, genai_prices_version
+from ._snippets import mutation_snippets
+from ._stabilized import StabilizeSavings
+from ._storage import ExplicitCaches
+from ._totals import GROUP_BY, ScenarioReport, Totals, group_key
+from ._what_if import what_if_by_provider
+
+__all__ = ["MAX_BODIES", "MAX_CLIFFS", "MAX_MISSES", "MAX_NAMED", "MAX_POINTS", "NO_SCENARIO",
+           "NO_SESSION", "CallPage",
+           "CostPoint", "Decimator", "ReadPoint", "Streamed", "SummaryBuilder"]
+
+MAX_CLIFFS = 1000
+"""Cliffs a streaming summary keeps (the sharpest drops; all are counted)."""
+MAX_MISSES = 500
+"""Calls that lost tokens a streaming summary keeps for the HTML page (the most tokens lost)."""
+MAX_NAMED = 100
+"""Calls the cost notes can name (the first; all are counted)."""
+MAX_POINTS = 2000
+"""Chart points per scenario and chart before a streaming summary decimates (it keeps between
+this and twice this many)."""
+MAX_BODIES = 256
+"""Request bodies (``content``) a streaming pass keeps for the snippets of later calls."""
+
+NO_SCENARIO = "(none)"
+"""The scenario of a call that names none."""
+NO_SESSION = "(none)"
+"""The session of a call that names none."""
+
+
+@dataclass(frozen=True, slots=True)
+class CallPage:
+    """Which calls a streaming summary keeps as rows: ``limit`` calls from ``offset`` (0-based,
+    ledger order), or with ``top`` the ``top`` calls that lost the most tokens (then the most
+    USD; shown in ledger order)."""
+
+    offset: int = 0
+    limit: int = 1000
+    top: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """``{"offset", "limit", "top"}``."""
+        return {"offset": self.offset, "limit": self.limit, "top": self.top}
+
+
+@dataclass(frozen=True, slots=True)
+class ReadPoint:
+    """A point of the read-share chart: one included call (or the last of a decimated run)."""
+
+    session: str
+    ts: datetime
+    read_share: float
+
+
+@dataclass(frozen=True, slots=True)
+class CostPoint:
+    """A point of the cost chart: the USD of one priced call (or summed over a decimated run,
+    ``ts`` its last call's): as reported, at the ceiling, uncached."""
+
+    ts: datetime
+    actual: float
+    ceiling: float
+    uncached: float
+
+
+_P = TypeVar("_P")
+
+
+class Decimator(Generic[_P]):
+    """Chart points in order, at most ``2 * cap``: when full, each pair of points becomes one
+    (``merge(earlier, later)``) and later points are merged ``stride`` at a time. Below
+    ``cap`` points nothing is merged: the points are the calls'."""
+
+    def __init__(self, cap: int, merge: Callable[[_P, _P], _P]) -> None:
+        self._cap, self._merge = cap, merge
+        self.points: list[_P] = []
+        self.stride = 1
+        self._pending: _P | None = None
+        self._count = 0
+
+    def add(self, point: _P) -> None:
+        """Add the next point."""
+        self._pending = point if self._pending is None else self._merge(self._pending, point)
+        self._count += 1
+        if self._count < self.stride:
+            return
+        self.points.append(self._pending)
+        self._pending, self._count = None, 0
+        if len(self.points) >= 2 * self._cap:
+            pts = self.points
+            self.points = [self._merge(a, b) for a, b in zip(pts[::2], pts[1::2], strict=True)]
+            self.stride *= 2
+
+    def finish(self) -> list[_P]:
+        """The points, a partial run at the end included."""
+        if self._pending is not None:
+            self.points.append(self._pending)
+            self._pending, self._count = None, 0
+        return self.points
+
+
+def _later(_: ReadPoint, later: ReadPoint) -> ReadPoint:
+    return later
+
+
+def _summed(a: CostPoint, b: CostPoint) -> CostPoint:
+    return CostPoint(b.ts, a.actual + b.actual, a.ceiling + b.ceiling, a.uncached + b.uncached)
+
+
+@dataclass
+class Streamed:
+    """What a streaming pass gathered instead of holding every call (module docstring).
+
+    Attributes:
+        calls_total: Calls summarized (keep-alive pings not included), whatever the page.
+        page: The page asked for; :attr:`Summary.calls` holds its rows.
+        by: The grouping whose totals were gathered (``groups``).
+        groups: Totals per group for ``by``, in order of first call.
+        causes: Causes ranked (:func:`~._causes.rank_causes`'s numbers).
+        actions: Breaks by user action (:func:`~._causes.rank_actions`'s numbers).
+        errors: Failed calls' error texts -> ``(calls, first id)`` (``Summary.errors``).
+        cliffs: The cliffs kept (at most :data:`MAX_CLIFFS`, ledger order);
+            ``cliffs_total`` all of them.
+        misses: Included calls that lost tokens (at most :data:`MAX_MISSES`, ledger order);
+            ``misses_total`` all of them.
+        partial_costs: ``(id, note)`` of the first calls whose cost is unknown or partly
+            known; ``partial_total`` all of them.
+        suspect_ids: The first suspect calls' ids; ``suspect_total`` all of them.
+        read_points: Read-share chart points per scenario; ``cost_points`` the cost chart's;
+            ``decimated`` whether any were merged.
+    """
+
+    calls_total: int = 0
+    page: CallPage = field(default_factory=CallPage)
+    by: str = "scenario"
+    groups: dict[str, Totals] = field(default_factory=dict)
+    causes: list[CauseRow] = field(default_factory=list)
+    actions: list[ActionRow] = field(default_factory=list)
+    errors: dict[str, tuple[int, str]] = field(default_factory=dict)
+    cliffs: list[Cliff] = field(default_factory=list)
+    cliffs_total: int = 0
+    misses: list[CallRow] = field(default_factory=list)
+    misses_total: int = 0
+    partial_costs: list[tuple[str, str | None]] = field(default_factory=list)
+    partial_total: int = 0
+    suspect_ids: list[str] = field(default_factory=list)
+    suspect_total: int = 0
+    read_points: dict[str, list[ReadPoint]] = field(default_factory=dict)
+    cost_points: dict[str, list[CostPoint]] = field(default_factory=dict)
+    decimated: bool = False
+
+
+class _Kept:
+    """The ``size`` items with the largest ``rank`` (ties: the earlier), returned in the order
+    they were added."""
+
+    def __init__(self, size: int) -> None:
+        self._size = size
+        self._heap: list[tuple[Any, int, Any]] = []
+        self._seq = 0
+
+    def add(self, rank: Any, item: Any) -> None:
+        self._seq += 1
+        entry = (rank, -self._seq, item)
+        if len(self._heap) < self._size:
+            heapq.heappush(self._heap, entry)
+        elif self._size and entry > self._heap[0]:
+            heapq.heapreplace(self._heap, entry)
+
+    def items(self) -> list[Any]:
+        return [item for _, _, item in sorted(self._heap, key=lambda e: -e[1])]
+
+
+class SummaryBuilder:
+    """The summary of records added one at a time in ledger order (module docstring).
+
+    Args:
+        policies: Cache-policy table (default: shipped).
+        price: Price the calls (``False``: every cost ``None``).
+        what_if: Also replay the records under other cache policies (keeps every record).
+        keep_calls: Keep every call row (``summarize``); ``False``: stream (:class:`Streamed`).
+        page: With ``keep_calls=False``, the calls kept as rows.
+        by: With ``keep_calls=False``, the grouping whose totals are gathered
+            (:data:`~._summary.GROUP_BY`).
+        find_body: With ``keep_calls=False``, the record of an id whose request body the pass
+            no longer holds (``None``: not found or not kept).
+    """
+
+    def __init__(self, *, policies: PolicyTable | None = None, price: bool = True,
+                 what_if: bool = False, keep_calls: bool = True,
+                 page: CallPage | None = None, by: str = "scenario",
+                 find_body: Callable[[str], UsageRecord | None] | None = None) -> None:
+        if by not in GROUP_BY:
+            raise ValueError(f"cannot group by {by!r}; choose one of {', '.join(GROUP_BY)}")
+        self._policies, self._price, self._what_if = policies, price, what_if
+        self._keep = keep_calls
+        self._page = page or CallPage()
+        self._by = by
+        self._find_body = find_body
+        self.scenarios: dict[str, ScenarioReport] = {}
+        self._ceilings = Ceilings()
+        self._agents: dict[tuple[str, str], str] = {}  # (session, lineage) -> branch label
+        self._pricing = Pricing(source=genai_prices_version() or "genai-prices not installed")
+        self._notes: dict[str, None] = {}
+        self.rows: list[CallRow] = []
+        self.overall: Totals = Totals()
+        self._bodies: dict[str, UsageRecord] = {}
+        self.stabilized = StabilizeSavings()
+        self._kept: list[UsageRecord] = []
+        self._pings = KeepAliveTally(price=price)
+        self._ping_count = 0
+        self._caches = ExplicitCaches()
+        self._calls = 0
+        self._streamed = Streamed(page=self._page, by=by)
+        self._groups: dict[str, Totals] = {}
+        self._causes = CauseTally()
+        self._actions = ActionTally()
+        self._cliff_finder = CliffFinder()
+        self._cliffs = _Kept(MAX_CLIFFS)
+        self._misses = _Kept(MAX_MISSES)
+        self._top = _Kept(self._page.top or 0)
+        self._reads: dict[str, Decimator[ReadPoint]] = {}
+        self._costs: dict[str, Decimator[CostPoint]] = {}
+
+    def _body(self, record_id: str) -> UsageRecord | None:
+        found = self._bodies.get(record_id)
+        if found is None and not self._keep and self._find_body is not None:
+            found = self._find_body(record_id)
+        return found
+
+    def _keep_body(self, record: UsageRecord) -> None:
+        self._bodies[record.record_id] = record
+        if not self._keep and len(self._bodies) > MAX_BODIES:
+            del self._bodies[next(iter(self._bodies))]  # the oldest
+
+    def add(self, record: UsageRecord) -> None:
+        """Add the next record (ledger order)."""
+        if self._caches.add(record):  # a cachedContents call: its own line (storage)
+            return
+        if self._what_if:
+            self._kept.append(record)
+        if record.content is not None:
+            self._keep_body(record)
+        name = record.scenario or NO_SCENARIO
+        sid = record.session_id or NO_SESSION
+        if is_keepalive(record):  # its own line: not a call served, but it keeps the cache
+            self._pings.add(record)
+            self._ping_count += 1
+            self._ceilings.next(record, Ceilings.key(record, name, sid),
+                                policy_of(record.provider, record.model, self._policies))
+            return
+        scenario = self.scenarios.get(name)
+        if scenario is None:
+            scenario = self.scenarios[name] = ScenarioReport(name)
+        if record.model and record.model not in scenario.models:
+            scenario.models.append(record.model)
+        if record.provider and record.provider not in scenario.providers:
+            scenario.providers.append(record.provider)
+        policy = policy_of(record.provider, record.model, self._policies)
+        granularity = policy.granularity_tokens if policy is not None else 1
+        compared = self._ceilings.total_of(record.predecessor_id)
+        branch = (sid, record.lineage or "")  # a branch's later calls keep its label
+        agent = agent_label(record) or self._agents.get(branch, MAIN_AGENT)
+        if agent != MAIN_AGENT:
+            self._agents[branch] = agent
+        # a subagent's ceiling is its own conversation's, not its parent's previous request
+        ceiling = self._ceilings.next(record, Ceilings.key(
+            record, name, sid if agent == MAIN_AGENT else f"{sid}\x00{agent}"), policy)
+        snippets = None
+        if (record.verdict == "client_mutation" and record.content is not None
+                and record.predecessor_id is not None):
+            snippets = mutation_snippets(record, self._body(record.predecessor_id))
+        agrees = None
+        predicted, reported = record.predicted_cache_read_tokens, record.cache_read_tokens
+        if predicted is not None and reported is not None and exclusion(record) is None:
+            agrees = abs(predicted - reported) < granularity
+        pricing = self._pricing if self._price else None
+        row = call_row(record, scenario=name, session=sid, ceiling=ceiling,
+                       granularity=granularity, pricing=pricing, notes=self._notes,
+                       snippets=snippets, agrees=agrees, compared_input_tokens=compared,
+                       agent=agent)
+        self.stabilized.add(record, row, pricing, self._notes)
+        sessions = scenario.sessions
+        totals = sessions.get(sid)
+        if totals is None:
+            totals = sessions[sid] = Totals()
+        for each in (self.overall, scenario.totals, totals):
+            each.add(row, agrees, self._price)
+        if self._keep:
+            self.rows.append(row)
+            if row.read_share is not None:
+                scenario.read_series.append(row.read_share)
+        else:
+            self._stream(row, agrees)
+        self._calls += 1
+
+    def _stream(self, row: CallRow, agrees: bool | None) -> None:
+        """Gather what the report shows of ``row`` (module docstring), then drop it."""
+        s = self._streamed
+        page = self._page
+        if page.top is not None:
+            if row.included and row.lost_tokens > 0:
+                self._top.add((row.lost_tokens, row.lost_usd or 0.0), row)
+        elif page.offset <= self._calls < page.offset + page.limit:
+            self.rows.append(row)
+        if self._by != "scenario":
+            key = group_key(row, self._by)
+            group = self._groups.get(key)
+            if group is None:
+                group = self._groups[key] = Totals()
+            group.add(row, agrees, self._price)
+        self._causes.add(row)
+        self._actions.add(row)
+        cliff = self._cliff_finder.add(row)
+        if cliff is not None:
+            s.cliffs_total += 1
+            self._cliffs.add(cliff.drop, cliff)
+        if row.included and row.lost_tokens > 0:
+            s.misses_total += 1
+            self._misses.add((row.lost_tokens, row.lost_usd or 0.0), row)
+        if self._price and not row.cost_complete:
+            s.partial_total += 1
+            if len(s.partial_costs) < MAX_NAMED:
+                s.partial_costs.append((row.id, row.cost_note))
+        if row.error is not None:
+            text = row.error if (row.error in s.errors or len(s.errors) < MAX_NAMED
+                                 ) else "(other errors)"
+            count, first = s.errors.get(text, (0, row.id))
+            s.errors[text] = (count + 1, first)
+        if row.excluded == "suspect":
+            s.suspect_total += 1
+            if len(s.suspect_ids) < MAX_NAMED:
+                s.suspect_ids.append(row.id)
+        if row.read_share is not None:
+            reads = self._reads.get(row.scenario)
+            if reads is None:
+                reads = self._reads[row.scenario] = Decimator(MAX_POINTS, _later)
+            reads.add(ReadPoint(row.session, row.ts, row.read_share))
+        if row.cost_usd is not None:
+            costs = self._costs.get(row.scenario)
+            if costs is None:
+                costs = self._costs[row.scenario] = Decimator(MAX_POINTS, _summed)
+            costs.add(CostPoint(row.ts, row.cost_usd or 0.0, row.cost_at_ceiling_usd or 0.0,
+                                row.cost_uncached_usd or 0.0))
+
+    def finish(self) -> dict[str, Any]:
+        """The fields of the :class:`~._summary.Summary` of the records added (keyword
+        arguments: ``Summary(**builder.finish())``)."""
+        self._pricing.notes = list(self._notes)
+        replays = (what_if_by_provider(self._kept, table=self._policies)
+                   if self._what_if and self._price else None)
+        streamed = None
+        if not self._keep:
+            streamed = self._streamed
+            streamed.calls_total = self._calls
+            if self._page.top is not None:
+                self.rows = self._top.items()
+            streamed.groups = ({name: s.totals for name, s in self.scenarios.items()}
+                               if self._by == "scenario" else self._groups)
+            streamed.causes = self._causes.ranked()
+            streamed.actions = self._actions.ranked()
+            streamed.cliffs = self._cliffs.items()
+            streamed.misses = self._misses.items()
+            streamed.read_points = {k: d.finish() for k, d in self._reads.items()}
+            streamed.cost_points = {k: d.finish() for k, d in self._costs.items()}
+            streamed.decimated = (any(d.stride > 1 for d in self._reads.values())
+                                  or any(d.stride > 1 for d in self._costs.values()))
+        return {"scenarios": self.scenarios,
+                "records": self._calls + self._ping_count + self._caches.rows,
+                "pricing": self._pricing, "calls": self.rows, "overall": self.overall,
+                "priced": self._price, "stabilized": self.stabilized,
+                "reads_beyond_ledger": self._ceilings.beyond_ledger, "what_if": replays,
+                "keepalive": self._pings.totals(), "streamed": streamed,
+                "explicit_caches": self._caches.totals(price=self._price)}

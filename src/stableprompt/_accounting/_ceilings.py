@@ -1,0 +1,113 @@
+"""The append-only ceiling of each call (``_summary``'s module docstring, ``ceiling``).
+
+:class:`Ceilings` walks the calls in ledger order and keeps, per cache key (provider, model,
+wire format, scenario, session), the previous request's size and send time, and per record
+id the same for calls a later call of another session names as its predecessor. Moved here
+from ``_summary`` (issue 30) so the in-memory :func:`~._summary.summarize` and the streaming
+report (``_builder``) share it. It remembers every call by id (the predecessor a later call
+names, of any session or agent): about 250 bytes per call, the one per-call state of a
+streaming pass.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from .._ledger._usage_record import UsageRecord
+from .._policy import CacheRules, PolicyTable, cache_rules
+
+__all__ = ["Ceilings", "policy_of", "ttl_of"]
+
+
+def policy_of(provider: str | None, model: str | None,
+            policies: PolicyTable | None) -> CacheRules | None:
+    """The call's cache policy, ``None`` for unknown providers (minimum 0, granularity 1,
+    no TTL)."""
+    try:
+        return cache_rules(provider or "", model or "", policies)
+    except LookupError:
+        return None
+
+
+def ttl_of(record: UsageRecord, policy: CacheRules | None) -> int | None:
+    """The TTL (seconds) of ``record``'s cache entries: ``verdict_detail["ttl_s"]`` (what the
+    request chose), else the policy's default; ``None``: no TTL."""
+    value = record.verdict_detail.get("ttl_s")
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    return None if policy is None else policy.default_ttl_s
+
+
+@dataclass(frozen=True, slots=True)
+class _Seen:
+    """What the ceiling needs of an earlier call: its session key, send time, size."""
+
+    key: tuple[str, ...]
+    ts: datetime
+    total: int
+
+
+class Ceilings:
+    """The append-only ceiling of each call in ledger order (module docstring, ``ceiling``):
+    the best of its session's previous request and the prefix it shares with another session's
+    call (its ``predecessor_id``), either only within the TTL, and never less than what the
+    call read (a read proves the prefix was there; :attr:`beyond_ledger` counts the calls whose
+    read no earlier call of the selection explains)."""
+
+    def __init__(self) -> None:
+        self._last: dict[tuple[str, ...], _Seen] = {}
+        self._by_id: dict[str, _Seen] = {}
+        self._keys: dict[tuple[str, ...], tuple[str, ...]] = {}
+        self.beyond_ledger = 0
+
+    @staticmethod
+    def key(record: UsageRecord, scenario: str, session: str) -> tuple[str, ...]:
+        """The cache a call can read from: one provider's, for one model and wire format
+        (Anthropic and OpenAI caches are per model; one provider never reads another's), of
+        one session of one scenario. Merged ledgers that reuse session ids across providers
+        keep their ceilings apart."""
+        return (record.provider or "", record.model or "", record.wire_format or "",
+                scenario, session)
+
+    def total_of(self, record_id: str | None) -> int | None:
+        """The input total of an earlier call of the selection (``None``: not seen)."""
+        seen = self._by_id.get(record_id or "")
+        return None if seen is None else seen.total
+
+    def next(self, record: UsageRecord, key: tuple[str, ...],
+             policy: CacheRules | None) -> int:
+        """The ceiling (tokens) of ``record`` (of cache key ``key``, :meth:`key`), then
+        remember it as an earlier call. A call whose size is unknown or implausible has
+        ceiling 0 and bounds nothing later."""
+        total = record.input_tokens_total
+        if total is None or record.usage_inconsistent:
+            return 0
+        ttl = ttl_of(record, policy)
+        best = 0
+        before = self._last.get(key)
+        if before is not None and _alive(before, record.ts_utc, ttl):
+            best = min(before.total, total)
+        other = self._by_id.get(record.predecessor_id or "")
+        if (other is not None and other.key != key and other.key[:3] == key[:3]
+                and _alive(other, record.ts_utc, ttl)):
+            shared = record.verdict_detail.get("lcp_tokens_scaled", record.lcp_tokens)
+            if isinstance(shared, int) and not isinstance(shared, bool):
+                best = max(best, min(shared, other.total, total))
+        # The request size is known (even when its reads are not): it bounds later calls.
+        key = self._keys.setdefault(key, key)  # one tuple per cache key, not one per call
+        seen = _Seen(key, record.ts_utc, total)
+        self._last[key] = self._by_id[record.record_id] = seen
+        granularity = policy.granularity_tokens if policy is not None else 1
+        minimum = policy.min_cacheable_tokens if policy is not None else 0
+        best = best // granularity * granularity
+        best = best if best >= minimum else 0
+        read = record.cache_read_tokens
+        if read is not None and read > best:  # read from a call the selection does not hold
+            self.beyond_ledger += 1          # (or a prefix the recorder did not compare)
+            best = min(read, total)
+        return best
+
+
+def _alive(earlier: _Seen, now: datetime, ttl_s: int | None) -> bool:
+    return ttl_s is None or (now - earlier.ts).total_seconds() <= ttl_s

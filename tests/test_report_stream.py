@@ -1,0 +1,261 @@
+"""The streaming report (`_accounting/_builder.py`, issue 30 item 1) against the in-memory
+`summarize`: the same numbers, text, JSON and HTML on the demo ledgers and on a ledger of
+every kind of row (pings, suspect and failed calls, stored bodies, cross-session
+predecessors), with a page of calls instead of all of them and bounded state."""
+
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from stableprompt import Ledger, UsageRecord
+from stableprompt._accounting import _builder
+from stableprompt._accounting._builder import CallPage, CostPoint, Decimator
+from stableprompt._accounting._summary import GROUP_BY, Summary, summarize, summarize_stream
+from stableprompt._cli import main
+from stableprompt._ledger._reads import record_by_id
+from stableprompt._report._command import (
+    _body_finder,
+    html_report,
+    open_ledger,
+    print_tables,
+    stream_records,
+)
+from stableprompt._report._text import print_explanations
+
+T0 = datetime(2026, 3, 1, tzinfo=UTC)
+STREAM_ONLY = ("calls_page", "cliffs_total")
+
+
+@pytest.fixture(scope="module")
+def demo_ledgers(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
+    """The offline demo's ledgers (every scenario), Anthropic Messages and OpenAI Chat."""
+    from stableprompt.demo import run_demo, synthetic_workload
+
+    folder = tmp_path_factory.mktemp("demo-ledgers")
+    workload = synthetic_workload()
+    paths = []
+    for provider in ("anthropic", "openai"):
+        path = folder / f"{provider}.db"
+        run_demo(workload, provider=provider, ledger_path=path)
+        paths.append(path)
+    return paths
+
+
+def _body(system: str, turns: int) -> str:
+    messages = [{"role": "user" if i % 2 == 0 else "assistant", "content": f"turn {i}"}
+                for i in range(turns)]
+    return json.dumps({"model": "claude-sonnet-4-5", "max_tokens": 8,
+                       "system": [{"type": "text", "text": system}], "messages": messages})
+
+
+def _every_kind(path: Path) -> Path:
+    """A ledger with every kind of row the report treats apart (see the module docstring)."""
+    records: list[UsageRecord] = []
+
+    def rec(i: int, session: str, *, scenario: str = "mixed", verdict: str = "hit",
+            total: int | None = 3000, read: int = 0, detail: dict[str, Any] | None = None,
+            predecessor: str | None = None, content: str | None = None,
+            model: str = "claude-sonnet-4-5") -> UsageRecord:
+        write = 0 if total is None else (total - read if verdict != "hit" else 0)
+        record = UsageRecord(
+            record_id=f"r{i:04d}", ts_utc=T0 + timedelta(seconds=20 * i), scenario=scenario,
+            session_id=session, turn=i, wire_format="anthropic", provider="anthropic",
+            model=model, input_tokens_total=total,
+            cache_read_tokens=None if total is None else read,
+            cache_write_tokens=None if total is None else write,
+            uncached_tokens=None if total is None else total - read - write,
+            output_tokens=None if total is None else 12, predicted_cache_read_tokens=read,
+            predecessor_id=predecessor, verdict=verdict,  # type: ignore[arg-type]
+            verdict_detail=detail or {"turn_boundary": "intra" if i % 3 else "cross"},
+            status_code=200 if total is not None else 529, content=content)
+        records.append(record)
+        return record
+
+    first = rec(0, "a", verdict="cold", content=_body("Time 10:00. Be brief.", 1))
+    rec(1, "a", read=2900, predecessor=first.record_id, content=_body("Time 10:00. Be brief.", 3))
+    rec(2, "a", verdict="client_mutation", predecessor="r0001",
+        content=_body("Time 10:05. Be brief.", 5),
+        detail={"cause": "volatile-token", "segment": "system[0]", "segment_kind": "system",
+                "path": "/system/0/text", "lost_tokens": 2900})
+    rec(3, "b", read=2000, predecessor=first.record_id, detail={"lcp_tokens_scaled": 2500})
+    rec(4, "b", read=1000, predecessor="r0003")  # a cliff: 67% -> 33%
+    rec(5, "b", total=None, verdict="unknown")  # failed: no usage
+    rec(6, "b", read=2900, detail={"usage_suspect": True})
+    rec(7, "a", read=2900, detail={"keepalive": True})  # a keep-alive ping
+    rec(8, "c", scenario="other", verdict="ttl_expired", detail={"expired_tokens": 2500})
+    rec(9, "c", scenario="other", read=2900, model="no-such-model-9")  # cost unknown
+    rec(10, "c", scenario="other", verdict="provider_miss", detail={"missing_tokens": 2900})
+    for i in range(11, 60):
+        rec(i, f"s{i % 4}", scenario="bulk", read=2900 if i % 7 else 100,
+            verdict="hit" if i % 7 else "provider_miss",
+            detail={"missing_tokens": 2800} if i % 7 == 0 else None)
+    ledger = Ledger(path, store_content=True)
+    for record in records:
+        ledger.write(record)
+    ledger.close()
+    return path
+
+
+def _streamed(path: Path, *, page: CallPage | None = None, by: str = "scenario",
+              what_if: bool = False) -> Summary:
+    ledger = open_ledger(path)
+    records, _, _ = stream_records([ledger])
+    return summarize_stream(records, page=page or CallPage(limit=10**9), by=by,
+                            what_if=what_if, find_body=_body_finder([ledger], None, None))
+
+
+def _text(report: Summary, by: str) -> str:
+    out = io.StringIO()
+    print_tables(report, title="t", file=out, sessions=True)
+    print_explanations(report, file=out, calls=True, by=None if by == "scenario" else by)
+    return out.getvalue()
+
+
+def _json(report: Summary, by: str) -> dict[str, Any]:
+    data = report.to_json(by=by)
+    for key in STREAM_ONLY:
+        data.pop(key, None)
+    return dict(json.loads(json.dumps(data)))
+
+
+def _ledgers(demo_ledgers: list[Path], tmp_path: Path) -> Iterator[Path]:
+    yield from demo_ledgers
+    yield _every_kind(tmp_path / "every-kind.db")
+
+
+@pytest.mark.parametrize("by", GROUP_BY)
+def test_streaming_report_equals_the_in_memory_summary(
+        demo_ledgers: list[Path], tmp_path: Path, by: str) -> None:
+    """On the demo ledgers and a ledger of every kind of row, the streaming pass gives the
+    JSON (every key but its page), the terminal text and the HTML bytes of ``summarize``
+    over all records, for every grouping."""
+    for path in _ledgers(demo_ledgers, tmp_path):
+        old = summarize(open_ledger(path).records())
+        new = _streamed(path, by=by)
+        assert new.streamed is not None and old.streamed is None
+        assert _json(new, by) == _json(old, by), (path, by)
+        assert _text(new, by) == _text(old, by), (path, by)
+        if by == "scenario":
+            assert (html_report(new, title="t", notes=["n"])
+                    == html_report(old, title="t", notes=["n"])), path
+
+
+def test_what_if_streams_the_rest_with_the_same_numbers(tmp_path: Path) -> None:
+    """``--what-if`` keeps the records for its replay; its result and every other number
+    equal ``summarize(what_if=True)``'s."""
+    path = _every_kind(tmp_path / "l.db")
+    old = summarize(open_ledger(path).records(), what_if=True)
+    new = _streamed(path, what_if=True)
+    assert old.what_if is not None and _json(new, "scenario") == _json(old, "scenario")
+
+
+def test_a_body_no_longer_held_is_read_back_from_the_ledger(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With room for one request body only, the predecessor's body is looked up in the ledger
+    by id, so the stored-body snippets equal the in-memory ones."""
+    path = _every_kind(tmp_path / "l.db")
+    monkeypatch.setattr(_builder, "MAX_BODIES", 0)
+    old = summarize(open_ledger(path).records())
+    new = _streamed(path)
+    mutation = next(r for r in old.calls if r.verdict == "client_mutation")
+    assert mutation.before is not None and "10:00" in mutation.before
+    assert [r.to_json() for r in new.calls] == [r.to_json() for r in old.calls]
+    assert record_by_id(open_ledger(path), "r0000") is not None
+    assert record_by_id(open_ledger(path), "nope") is None
+
+
+def test_a_page_of_calls_and_the_top_losses(tmp_path: Path) -> None:
+    """``CallPage(offset, limit)`` keeps those calls in ledger order; ``top`` the calls that
+    lost the most tokens (ledger order); every total counts all calls."""
+    path = _every_kind(tmp_path / "l.db")
+    full = summarize(open_ledger(path).records())
+    paged = _streamed(path, page=CallPage(offset=3, limit=4))
+    assert [r.id for r in paged.calls] == [r.id for r in full.calls[3:7]]
+    assert paged.calls_total == full.calls_total == len(full.calls)
+    assert paged.overall.to_full_json() == full.overall.to_full_json()
+    top = _streamed(path, page=CallPage(top=3))
+    ranked = sorted((r for r in full.calls if r.included and r.lost_tokens > 0),
+                    key=lambda r: -r.lost_tokens)[:3]
+    assert {r.id for r in top.calls} == {r.id for r in ranked}
+    assert [r.id for r in top.calls] == [r.id for r in full.calls if r in top.calls]
+
+
+def test_the_streaming_pass_holds_no_row_per_call(tmp_path: Path) -> None:
+    """Many calls through the builder: the rows kept are the page, the bodies kept at most
+    ``MAX_BODIES``, the cliffs and misses at most their caps."""
+    builder = _builder.SummaryBuilder(keep_calls=False, page=CallPage(limit=5))
+    content = _body("x", 1)
+    for i in range(3000):
+        builder.add(UsageRecord(
+            record_id=f"id{i}", ts_utc=T0 + timedelta(seconds=i), scenario="s",
+            session_id=f"s{i % 50}", wire_format="anthropic", provider="anthropic",
+            model="claude-sonnet-4-5", input_tokens_total=2000, cache_read_tokens=1900,
+            cache_write_tokens=0, uncached_tokens=100, output_tokens=5, verdict="hit",
+            content=content))
+    report = Summary(**builder.finish())
+    assert len(report.calls) == 5 and report.calls_total == 3000
+    assert len(builder._bodies) <= _builder.MAX_BODIES
+    assert len(builder.rows) == 5 and not builder.scenarios["s"].read_series
+    assert report.overall.calls == 3000
+
+
+def test_decimated_cost_points_keep_the_cumulative_cost_exact() -> None:
+    """Beyond twice the cap, points are merged in pairs and then ``stride`` at a time, and
+    the sums of the merged costs equal the sums of every call's."""
+    cap = 8
+    decimator: Decimator[CostPoint] = Decimator(cap, _builder._summed)
+    points = [CostPoint(T0 + timedelta(seconds=i), i * 0.5, i * 0.25, float(i))
+              for i in range(1001)]
+    for point in points:
+        decimator.add(point)
+    kept = decimator.finish()
+    assert cap <= len(kept) <= 2 * cap + 1 and decimator.stride > 1
+    assert sum(p.actual for p in kept) == pytest.approx(sum(p.actual for p in points))
+    assert sum(p.uncached for p in kept) == pytest.approx(sum(p.uncached for p in points))
+    assert kept[-1].ts == points[-1].ts
+    few: Decimator[CostPoint] = Decimator(cap, _builder._summed)
+    for point in points[:2 * cap - 1]:
+        few.add(point)
+    assert few.finish() == points[:2 * cap - 1]
+
+
+def test_report_command_pages_the_calls(tmp_path: Path,
+                                        capsys: pytest.CaptureFixture[str]) -> None:
+    """``--limit``/``--offset`` page the JSON calls (``calls_page`` says which of how many),
+    ``--top`` lists the costliest misses, ``--top`` with ``--offset`` is a usage error."""
+    path = _every_kind(tmp_path / "l.db")
+    full = summarize(open_ledger(path).records())
+    assert main(["report", str(path), "--json", "--limit", "2", "--offset", "1"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert [c["id"] for c in data["calls"]] == [r.id for r in full.calls[1:3]]
+    assert data["calls_page"] == {"offset": 1, "limit": 2, "top": None,
+                                  "total": len(full.calls)}
+    assert main(["report", str(path), "--calls", "--limit", "2"]) == 0
+    assert f"calls listed: 1-2 of {len(full.calls):,} in ledger order" in capsys.readouterr().out
+    assert main(["report", str(path), "--json", "--top", "1"]) == 0
+    top = json.loads(capsys.readouterr().out)["calls"]
+    assert [c["lost_tokens"] for c in top] == [max(r.lost_tokens for r in full.calls)]
+    assert main(["report", str(path), "--top", "1", "--offset", "2"]) == 2
+    assert "--top: not with --offset" in capsys.readouterr().err
+
+
+def test_report_merges_ledgers_in_time_order_with_each_id_once(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Two ledgers holding the same calls (one twice): the streaming merge counts each record
+    id once and the numbers equal one ledger's."""
+    one = _every_kind(tmp_path / "one.db")
+    two = _every_kind(tmp_path / "two.db")
+    assert main(["report", str(one), str(two), "--json"]) == 0
+    merged = json.loads(capsys.readouterr().out)
+    assert main(["report", str(one), "--json"]) == 0
+    single = json.loads(capsys.readouterr().out)
+    assert merged["duplicates"] == single["records"]
+    assert merged["overall"] == single["overall"]
+    assert [entry["records"] for entry in merged["ledgers"]] == [single["records"]] * 2
