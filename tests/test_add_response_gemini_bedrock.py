@@ -200,3 +200,50 @@ def test_official_boto3_converse_answer_extends_the_render(emu: Emulator) -> Non
     assert _extends(first, second)
     usage = client.converse(modelId=MODEL_B, **second.body)["usage"]
     assert usage["cacheReadInputTokens"] > 0
+
+
+def _gemini_with(parts: list[dict[str, Any]], role: str = "model") -> dict[str, Any]:
+    return {"candidates": [{"content": {"role": role, "parts": parts}, "finishReason": "STOP"}],
+            "usageMetadata": {"promptTokenCount": 10}}
+
+
+def _converse_with(content: list[Any], role: str = "assistant") -> dict[str, Any]:
+    return {"output": {"message": {"role": role, "content": content}}, "stopReason": "end_turn",
+            "usage": {"inputTokens": 1, "outputTokens": 1, "totalTokens": 2}}
+
+
+@pytest.mark.parametrize(("response", "pointer"), [
+    (_gemini_with([{"text": "Here."}, {"inlineData": {"mimeType": "image/png", "data": "AA=="}}]),
+     "/candidates/0/content/parts/1"),
+    (_gemini_with([{"executableCode": {"language": "PYTHON", "code": "1"}}, {"text": "1"}]),
+     "/candidates/0/content/parts/0"),
+    (_gemini_with([{"text": "a"}, {"fileData": {"fileUri": "gs://b/c", "mimeType": "a/b"}}]),
+     "/candidates/0/content/parts/1"),
+    (_gemini_with([{}]), "/candidates/0/content/parts/0"),
+    (_gemini_with([{"functionCall": "get_weather"}]), "/candidates/0/content/parts/0/functionCall"),
+    (_gemini_with([{"text": "a"}], role="user"), "/candidates/0/content/role"),
+    (_converse_with([{"text": "x"}, {"image": {"format": "png", "source": {"bytes": "AA=="}}}]),
+     "/output/message/content/1"),
+    (_converse_with([{"citationsContent": {"content": [{"text": "c"}], "citations": []}}]),
+     "/output/message/content/0"),
+    (_converse_with([{"toolUse": "get_weather"}]), "/output/message/content/0/toolUse"),
+    (_converse_with([{"text": "x"}], role="user"), "/output/message/role"),
+])
+def test_parts_add_response_cannot_keep_are_errors_not_dropped(response: dict[str, Any],
+                                                                pointer: str) -> None:
+    """An answer part add_response has no place for (an image, code execution, a file, a
+    citation, an empty part) or a turn of the wrong role is a typed error at its pointer:
+    dropping it would send the model a history it never produced."""
+    with pytest.raises(HistoryError) as caught:
+        conversation().add_response(response)
+    assert caught.value.code == "history-response" and caught.value.pointer == pointer
+
+
+def test_converse_answer_without_stop_reason_is_read_as_converse() -> None:
+    """A Converse answer is told apart by its ``output`` object (a Responses ``output`` is a
+    list), not by ``stopReason``, which a trimmed answer may lack."""
+    answer = _converse_with([{"text": "Sunny."}])
+    del answer["stopReason"]
+    conv = conversation()
+    assert conv.add_response(answer).role == "assistant"
+    assert "Sunny." in conv.render().to_bedrock_converse(model_id=MODEL_B).content.decode()

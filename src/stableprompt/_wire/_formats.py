@@ -264,7 +264,8 @@ def reply_text(wire_format: str, response: Any) -> str | None:
 
 
 def response_format(response: Mapping[str, Any]) -> str:
-    """The wire format of a response body: ``choices`` -> ``openai-chat``, ``output`` ->
+    """The wire format of a response body: ``choices`` -> ``openai-chat``, ``candidates`` ->
+    ``gemini``, an ``output`` object -> ``bedrock-converse``, an ``output`` list ->
     ``openai-responses``, a ``content`` list -> ``anthropic``.
 
     Raises:
@@ -274,15 +275,16 @@ def response_format(response: Mapping[str, Any]) -> str:
         return openai_chat.WIRE_FORMAT
     if "candidates" in response:
         return gemini.WIRE_FORMAT
-    if "stopReason" in response and isinstance(response.get("output"), Mapping):
+    if isinstance(response.get("output"), Mapping):  # Responses' output is a list
         return bedrock_converse.WIRE_FORMAT
     if "output" in response:
         return openai_responses.WIRE_FORMAT
     if isinstance(response.get("content"), list):
         return anthropic.WIRE_FORMAT
     raise HistoryError("not a provider response: expected an Anthropic Messages response "
-                       "('content' list), a Chat Completion ('choices') or a Responses response "
-                       f"('output'); got keys {sorted(map(str, response))[:8]}",
+                       "('content' list), a Chat Completion ('choices'), a Responses response "
+                       "('output' list), a Gemini answer ('candidates') or a Converse answer "
+                       f"('output' object); got keys {sorted(map(str, response))[:8]}",
                        code="history-response")
 
 

@@ -370,7 +370,9 @@ def assistant_turn(response: Mapping[str, Any]) -> AssistantTurn:
     in order in ``parts``; ``incomplete`` is a cut ``stopReason``.
 
     Raises:
-        HistoryError: no ``output.message.content`` list (code ``history-response``).
+        HistoryError: no ``output.message.content`` list, a role other than ``assistant``,
+            or a block of another kind (``image``, ``citationsContent``..., never dropped in
+            silence); code ``history-response``, pointer into the answer.
     """
     output = response.get("output")
     message = output.get("message") if isinstance(output, Mapping) else None
@@ -378,14 +380,21 @@ def assistant_turn(response: Mapping[str, Any]) -> AssistantTurn:
     if not isinstance(content, list):
         raise HistoryError("a Converse response needs 'output.message.content'",
                            code="history-response", pointer="/output/message/content")
+    role = message.get("role", "assistant") if isinstance(message, Mapping) else None
+    if role != "assistant":
+        raise HistoryError(f"a Converse answer must have role 'assistant', got {role!r}",
+                           code="history-response", pointer="/output/message/role")
     parts: list[TurnPart] = []
     for i, item in enumerate(content):
         where = f"/output/message/content/{i}"
         if not isinstance(item, Mapping):
             raise HistoryError("a content block must be an object", code="history-response",
                                pointer=where)
-        if isinstance(item.get("toolUse"), Mapping):
+        if "toolUse" in item:
             use = item["toolUse"]
+            if not isinstance(use, Mapping):
+                raise HistoryError("a toolUse must be an object", code="history-response",
+                                   pointer=f"{where}/toolUse")
             call = {"id": use.get("toolUseId"), "name": use.get("name"),
                     "arguments": use.get("input", {})}
             parts.append(TurnPart("tool_call", f"{where}/toolUse", call))
@@ -393,6 +402,11 @@ def assistant_turn(response: Mapping[str, Any]) -> AssistantTurn:
             parts.append(TurnPart("reasoning", where, dict(item)))
         elif "text" in item:
             parts.append(TurnPart("text", where, response_text(item, where, "a text block's")))
+        else:  # image, document, citationsContent...: never dropped in silence
+            kinds = sorted(map(str, item)) or ["(no content)"]
+            raise HistoryError(f"unsupported content block {', '.join(kinds)} in a Converse "
+                               "answer: add_response keeps text, toolUse and reasoningContent",
+                               code="history-response", pointer=where)
     stop = response.get("stopReason")
     return AssistantTurn.of(parts, f"stopReason {stop}" if stop in _INCOMPLETE else None)
 

@@ -450,6 +450,8 @@ def session_hint(body: Mapping[str, Any]) -> str | None:
 
 
 _INCOMPLETE = frozenset({"MAX_TOKENS"})
+_SIGNATURE_ONLY = frozenset({"thoughtSignature", "partMetadata"})
+"""Keys of a part that carries no content of its own (``google.genai.types.Part``)."""
 
 
 def assistant_turn(response: Mapping[str, Any]) -> AssistantTurn:
@@ -467,8 +469,10 @@ def assistant_turn(response: Mapping[str, Any]) -> AssistantTurn:
     the SDK's ``Part.thought_signature`` (``google.genai.types``).
 
     Raises:
-        HistoryError: no candidate with ``content.parts``, or a signature that is not a
-            string (code ``history-response``).
+        HistoryError: no candidate with ``content.parts``, a content role other than
+            ``model``, a signature that is not a string, or a part of another kind
+            (``inlineData``, ``executableCode``, ``fileData``..., or no content at all: never
+            dropped in silence); code ``history-response``, pointer into the answer.
     """
     candidates = response.get("candidates")
     if not isinstance(candidates, list) or not candidates or not isinstance(
@@ -481,6 +485,10 @@ def assistant_turn(response: Mapping[str, Any]) -> AssistantTurn:
     if not isinstance(items, list):
         raise HistoryError("a Gemini candidate needs 'content.parts'",
                            code="history-response", pointer="/candidates/0/content/parts")
+    role = content.get("role", "model") if isinstance(content, Mapping) else None
+    if role != "model":
+        raise HistoryError(f"a Gemini answer's content must have role 'model', got {role!r}",
+                           code="history-response", pointer="/candidates/0/content/role")
     parts: list[TurnPart] = []
     for i, item in enumerate(items):
         where = f"/candidates/0/content/parts/{i}"
@@ -491,8 +499,11 @@ def assistant_turn(response: Mapping[str, Any]) -> AssistantTurn:
         if signature is not None and not isinstance(signature, str):
             raise HistoryError("a thoughtSignature must be a (base64) string",
                                code="history-response", pointer=f"{where}/thoughtSignature")
-        if isinstance(item.get("functionCall"), Mapping):
+        if "functionCall" in item:
             fc = item["functionCall"]
+            if not isinstance(fc, Mapping):
+                raise HistoryError("a functionCall must be an object", code="history-response",
+                                   pointer=f"{where}/functionCall")
             call = {"id": fc.get("id") or f"{response.get('responseId', 'gemini')}-{i}",
                     "name": fc.get("name"), "arguments": fc.get("args", {})}
             parts.append(TurnPart("tool_call", f"{where}/functionCall", call, signature))
@@ -501,8 +512,14 @@ def assistant_turn(response: Mapping[str, Any]) -> AssistantTurn:
         elif "text" in item:
             parts.append(TurnPart("text", where, response_text(item, where, "a text part's"),
                                   signature))
-        elif signature is not None:  # a signature alone (an empty part): kept as received
+        elif signature is not None and set(item) <= _SIGNATURE_ONLY:
+            # a signature alone (an empty part): kept as received
             parts.append(TurnPart("reasoning", where, dict(item)))
+        else:  # inlineData, executableCode, fileData...: never dropped in silence
+            kinds = sorted(set(item) - _SIGNATURE_ONLY) or ["(no content)"]
+            raise HistoryError(f"unsupported part {', '.join(kinds)} in a Gemini answer: "
+                               "add_response keeps text, functionCall and thought parts",
+                               code="history-response", pointer=where)
     finish = candidate.get("finishReason")
     return AssistantTurn.of(parts, f"finishReason {finish}" if finish in _INCOMPLETE else None)
 
