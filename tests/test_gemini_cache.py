@@ -5,12 +5,24 @@ caching is not offered."""
 from __future__ import annotations
 
 import math
+from datetime import datetime
+from typing import Any
 
 import httpx
 import pytest
 
-from stableprompt import GeminiCache, PromptBuilder, Recorder, RecordingTransport, Tool, summarize
+from stableprompt import (
+    GeminiCache,
+    InputError,
+    PromptBuilder,
+    Recorder,
+    RecordingTransport,
+    Tool,
+    summarize,
+)
+from stableprompt._canonical import loads
 from stableprompt._report._storage import storage_lines
+from stableprompt._wire import gemini as gemini_wire
 from stableprompt.emulator import Emulator, FakeClock
 
 TOOLS = [Tool("get_weather", "Weather for a city.",
@@ -106,3 +118,103 @@ def test_unsupported_model_and_api_fall_back() -> None:
             body = conv.render().to_gemini(model=cache.model, cache=cache).body
             assert "systemInstruction" in body and "cachedContent" not in body
             cache.delete()
+
+
+def _conversation() -> Any:
+    conv = PromptBuilder(tokenizer=None).system(SYSTEM).tools(TOOLS).freeze().conversation()
+    conv.user("hi")
+    return conv
+
+
+@pytest.mark.parametrize(("ttl_s", "sent"), [(2_000_000, "2000000s"), (1234.56789, "1234.56789s"),
+                                             (300, "300s"), (0.5, "0.5s")])
+def test_ttl_is_sent_as_a_duration_the_api_parses(ttl_s: float, sent: str) -> None:
+    """A TTL is sent as decimal seconds: ``"2e+06s"`` (what ``:g`` made of 23 days) is no
+    Duration for protobuf's own JSON parser, so the API refused it; nor is a TTL rounded to
+    6 digits (the cache would be priced for another life than the one asked)."""
+    duration_pb2 = pytest.importorskip("google.protobuf.duration_pb2")
+    conv = _conversation()
+    clock = FakeClock()
+    with Emulator(clock=clock) as emu, httpx.Client(base_url=emu.base_url) as http:
+        cache = GeminiCache("gemini-2.5-pro", http=http, base_url=emu.base_url, ttl_s=ttl_s)
+        body = gemini_wire.cache_body(conv.render(), model="gemini-2.5-pro", ttl_s=ttl_s)
+        assert loads(body)["ttl"] == sent
+        parsed = duration_pb2.Duration()
+        parsed.FromJsonString(sent)  # the official parser accepts it
+        assert parsed.ToTimedelta().total_seconds() == pytest.approx(ttl_s)
+        cache.create(conv.render())
+        cache.extend(ttl_s * 2)
+        info = http.get(f"/v1beta/{cache.name}").json()
+        expires = datetime.fromisoformat(info["expireTime"].replace("Z", "+00:00"))
+        assert expires.timestamp() == pytest.approx(clock() + ttl_s * 2, abs=1e-3)
+        cache.delete()
+
+
+@pytest.mark.parametrize("ttl_s", [0, -5, math.nan, math.inf, True, "300"])
+def test_bad_ttl_is_a_typed_error_before_any_call(ttl_s: object) -> None:
+    """A TTL that is not a finite number of seconds > 0 fails at construction and in
+    extend(), typed, before anything is sent (no cache half made, nothing billed)."""
+    with httpx.Client(transport=httpx.MockTransport(lambda r: pytest.fail("sent"))) as http:
+        with pytest.raises(InputError) as caught:
+            GeminiCache("gemini-2.5-pro", http=http, ttl_s=ttl_s)  # type: ignore[arg-type]
+        assert caught.value.code == "gemini-cache-ttl"
+        cache = GeminiCache("gemini-2.5-pro", http=http)
+        with pytest.raises(InputError):
+            cache.extend(ttl_s)  # type: ignore[arg-type]
+
+
+def test_lifecycle_failures_leak_nothing_and_hide_nothing() -> None:
+    """A second create while one is held is refused (the first would stay billed and
+    unreachable); a cache that expired (404 on delete) counts as deleted, so leaving the
+    ``with`` block does not raise; when the block fails and the delete fails too, the
+    block's error goes on, with the delete failure as a note."""
+    conv = _conversation()
+    clock = FakeClock()
+    with Emulator(clock=clock) as emu, httpx.Client(base_url=emu.base_url) as http:
+        with GeminiCache("gemini-2.5-pro", http=http, base_url=emu.base_url, ttl_s=60) as cache:
+            cache.create(conv.render())
+            first = cache.name
+            with pytest.raises(InputError) as caught:
+                cache.create(conv.render())
+            assert caught.value.code == "gemini-cache-held" and cache.name == first
+            clock.advance(120)  # expired on the server
+        assert cache.name is None
+        with pytest.raises(ValueError, match="the caller's own error") as failed, \
+                pytest.warns(UserWarning, match="could not be deleted"), \
+                GeminiCache("gemini-2.5-pro", http=http, base_url=emu.base_url) as other:
+            other.create(conv.render())
+            other._http = httpx.Client(transport=httpx.MockTransport(  # the delete fails
+                lambda r: httpx.Response(503, request=r)))
+            raise ValueError("the caller's own error")
+        assert any("could not be deleted" in note for note in failed.value.__notes__)
+        assert other.name is not None  # kept: the delete can be tried again
+
+
+def test_create_answer_without_a_usable_token_count_is_unknown_not_negative() -> None:
+    """A create answer with a negative or missing token count leaves the cache's tokens
+    unknown (storage_usd() None), never a negative price; one without a name is a typed
+    error."""
+    conv = _conversation()
+    answers = iter([{"name": "cachedContents/x", "usageMetadata": {"totalTokenCount": -5000}},
+                    {"name": "cachedContents/y"}, {"usageMetadata": {"totalTokenCount": 9}}])
+    with httpx.Client(transport=httpx.MockTransport(
+            lambda r: httpx.Response(200, json=next(answers)))) as http:
+        for _ in range(2):
+            cache = GeminiCache("gemini-2.5-pro", http=http).create(conv.render())
+            assert cache.tokens is None and cache.storage_usd() is None
+            assert cache.break_even_reads() is None
+        with pytest.raises(InputError) as caught:
+            GeminiCache("gemini-2.5-pro", http=http).create(conv.render())
+        assert (caught.value.code, caught.value.pointer) == ("gemini-cache-answer", "/name")
+
+
+@pytest.mark.parametrize("ttl", ["2e+06s", "infs", "nans", "-5s", "300"])
+def test_emulator_refuses_what_protobuf_refuses(ttl: str) -> None:
+    """The emulator reads a ``ttl`` as protobuf's JSON parser does: decimal seconds with an
+    ``s`` (it accepted ``"2e+06s"`` and answered 500 on ``"nans"``)."""
+    body = {"model": "models/gemini-2.5-pro", "ttl": ttl,
+            "systemInstruction": {"parts": [{"text": SYSTEM}]}}
+    with Emulator(clock=FakeClock()) as emu, httpx.Client(base_url=emu.base_url) as http:
+        assert http.post("/v1beta/cachedContents", json=body).status_code == 400
+        body["ttl"] = "300.5s"
+        assert http.post("/v1beta/cachedContents", json=body).status_code == 200

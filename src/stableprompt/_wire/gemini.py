@@ -50,7 +50,7 @@ from ._parts import (
 from ._segmenter import SegmentBuilder, require_list, tool_label
 
 __all__ = ["WIRE_FORMAT", "GeminiStreamAccumulator", "assistant_turn", "cache_operation",
-           "endpoint_for", "model_from_path", "parse_response", "parse_usage", "render"]
+           "duration", "endpoint_for", "model_from_path", "parse_response", "parse_usage", "render"]
 
 WIRE_FORMAT = "gemini"
 
@@ -530,6 +530,9 @@ def cache_body(prompt: PromptParts, *, model: str, ttl_s: float | None,
     history messages: ``{"model": "models/<m>", "systemInstruction"?, "tools"?,
     "toolConfig"?, "contents"?, "ttl"?}`` (``ttl`` as a protobuf Duration, ``"300s"``), the
     same bytes a request would send for them (``google.genai.types.CreateCachedContentConfig``).
+
+    Raises:
+        InputError: ``ttl_s`` is not a valid duration (:func:`duration`).
     """
     name = model if model.startswith("models/") else f"models/{model}"
     fields = {"model": canonical_json(name), **head_fields(prompt.head)}
@@ -539,8 +542,29 @@ def cache_body(prompt: PromptParts, *, model: str, ttl_s: float | None,
         lead = _Leading(prompt, messages)
         fields["contents"] = joined(contents(lead))
     if ttl_s is not None:
-        fields["ttl"] = canonical_json(f"{ttl_s:g}s")
+        fields["ttl"] = canonical_json(duration(ttl_s))
     return b"".join(body_pieces(fields, {}))
+
+
+MAX_DURATION_S = 315_576_000_000
+"""The largest ``google.protobuf.Duration`` (about 10,000 years, ``duration.proto``)."""
+
+
+def duration(seconds: float) -> str:
+    """``seconds`` as a protobuf Duration in its JSON form: decimal seconds, at most 9
+    fractional digits, suffix ``s`` (``"300s"``, ``"1234.56789s"``, never ``"2e+06s"``,
+    which the API's JSON parser refuses: decimal seconds, protobuf ``json_format``).
+
+    Raises:
+        InputError: not a finite number of seconds in ``(0, MAX_DURATION_S]`` (code
+            ``gemini-cache-ttl``, pointer ``/ttl``).
+    """
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) \
+            or not 0 < seconds <= MAX_DURATION_S:  # NaN fails the comparison
+        raise InputError(f"a cache TTL must be a number of seconds in (0, {MAX_DURATION_S}], "
+                         f"got {seconds!r}", code="gemini-cache-ttl", pointer="/ttl")
+    text = f"{seconds:.9f}".rstrip("0").rstrip(".")
+    return f"{text}s"
 
 
 class _Leading:
