@@ -4,6 +4,7 @@ caching is not offered."""
 
 from __future__ import annotations
 
+import json
 import math
 from datetime import datetime
 from typing import Any
@@ -218,3 +219,53 @@ def test_emulator_refuses_what_protobuf_refuses(ttl: str) -> None:
         assert http.post("/v1beta/cachedContents", json=body).status_code == 400
         body["ttl"] = "300.5s"
         assert http.post("/v1beta/cachedContents", json=body).status_code == 200
+
+
+def _create_row(name: str, tokens: object, *, ts: float = 1_800_000_000.0,
+                usage: bool = True) -> Any:
+    from stableprompt._recording._gemini_caches import cache_record
+    answer: dict[str, Any] = {"name": name, "model": "models/gemini-2.5-pro",
+                              "createTime": "2027-01-15T08:00:00Z",
+                              "expireTime": "2027-01-15T08:05:00Z"}
+    if usage:
+        answer["usageMetadata"] = {"totalTokenCount": tokens}
+    return cache_record(op="create", path="/v1beta/cachedContents", request_body=b"{}",
+                        headers={}, ts=ts, status_code=200,
+                        response_body=json.dumps(answer).encode())
+
+
+@pytest.mark.parametrize("tokens", [-5000, None, "5000", 5000.0])
+def test_report_never_prices_a_count_that_is_no_count(tokens: object) -> None:
+    """A create answer whose totalTokenCount is negative, missing or not an integer: the row
+    keeps no tokens, the cache is unpriced (counted), the report says why and its total is a
+    lower bound; before, -5,000 tokens gave negative storage, creation and total cost."""
+    row = _create_row("cachedContents/odd", tokens, usage=tokens is not None)
+    assert row is not None and "tokens" not in row.verdict_detail["gemini_cache"]
+    report = summarize([row])
+    (entry,) = report.explicit_caches.caches
+    assert entry.tokens is None and entry.storage_usd is None and entry.creation_usd is None
+    assert report.explicit_caches.unpriced == 1 and (report.cost_usd or 0.0) >= 0.0
+    lines = storage_lines(report)
+    assert "the create answer gave no token count" in lines[0]
+    assert "≥$" in lines[-1] and "1 cache unpriced" in lines[-1]
+    row.verdict_detail["gemini_cache"]["tokens"] = -5000  # a row written by another version
+    assert summarize([row]).explicit_caches.caches[0].storage_usd is None
+
+
+def test_report_on_a_cache_created_elsewhere_says_its_life_is_unknown() -> None:
+    """Reads and an update of a cache this ledger never saw created (another process): the
+    cache is listed, unpriced, with that reason, not as a cache that lived 0 h with no
+    price for its model."""
+    from stableprompt._recording._gemini_caches import cache_record
+    answer = {"name": "cachedContents/elsewhere", "model": "models/gemini-2.5-pro",
+              "usageMetadata": {"totalTokenCount": 5000}, "updateTime": "2027-01-15T08:00:00Z",
+              "expireTime": "2027-01-15T08:10:00Z"}
+    row = cache_record(op="update", path="/v1beta/cachedContents/elsewhere",
+                       request_body=b'{"ttl":"600s"}', headers={}, ts=1_800_000_000.0,
+                       status_code=200, response_body=json.dumps(answer).encode())
+    assert row is not None
+    report = summarize([row])
+    lines = storage_lines(report)
+    assert "life unknown (not created in this ledger)" in lines[0]
+    assert "created by another process" in lines[0] and "no storage or read price" not in lines[0]
+    assert report.explicit_caches.unpriced == 1 and "≥$" in lines[-1]

@@ -179,8 +179,8 @@ class ExplicitCaches:
             return True
         ts = record.ts_utc.timestamp()
         op, ttl, tokens = facts.get("op"), facts.get("ttl_s"), facts.get("tokens")
-        if isinstance(tokens, int) and not isinstance(tokens, bool):
-            entry.tokens = tokens
+        if isinstance(tokens, int) and not isinstance(tokens, bool) and tokens >= 0:
+            entry.tokens = tokens  # a negative count is no count: never a negative price
         if op == "create":
             entry.created, life.start = record.ts_utc, ts
             if ttl is None:
@@ -224,8 +224,14 @@ class ExplicitCaches:
 
 
 def break_even_note(entry: CacheStorage) -> str:
-    """``"break-even 2 reads in its 0.08 h: paid off (4 served)"`` or why it is unknown."""
+    """``"break-even 2 reads in its 0.08 h: paid off (4 served)"`` or why it is unknown: no
+    create row (its life is unknown), its token count unknown, or no price."""
     if entry.break_even_reads is None:
+        if entry.created is None:
+            return ("break-even unknown (no create row in this ledger: created by another "
+                    "process or before the ledger, its life is unknown)")
+        if entry.tokens is None:
+            return "break-even unknown (the create answer gave no token count)"
         return "break-even unknown (no storage or read price for its model)"
     verdict = "paid off" if entry.paid_off else "not paid off"
     reads = entry.break_even_reads
