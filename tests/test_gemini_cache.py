@@ -269,3 +269,31 @@ def test_report_on_a_cache_created_elsewhere_says_its_life_is_unknown() -> None:
     assert "life unknown (not created in this ledger)" in lines[0]
     assert "created by another process" in lines[0] and "no storage or read price" not in lines[0]
     assert report.explicit_caches.unpriced == 1 and "≥$" in lines[-1]
+
+
+def test_a_cache_of_leading_history_serves_only_that_history() -> None:
+    """A cache holding the head and a conversation's first messages is referenced by that
+    conversation's later requests, and refused for another conversation of the same head and
+    for this one after a compaction: the request would have sent the model the cache's
+    messages (another user's, or the replaced history) in place of its own, and after the
+    compaction an empty ``contents``."""
+    head = PromptBuilder(tokenizer=None).system(SYSTEM).freeze()
+    alice, bob = head.conversation(), head.conversation()
+    alice.user("I am Alice.")
+    alice.assistant("Hello Alice.")
+    bob.user("I am Bob.")
+    bob.assistant("Hello Bob.")
+    bob.user("What is my name?")
+    with Emulator(clock=FakeClock()) as emu, httpx.Client(base_url=emu.base_url) as http, \
+            GeminiCache("gemini-2.5-pro", http=http, base_url=emu.base_url, ttl_s=300) as cache:
+        cache.create(alice.render(), messages=2)
+        alice.user("What is my name?")
+        body = alice.render().to_gemini(model="gemini-2.5-pro", cache=cache).body
+        assert body["contents"] == [{"parts": [{"text": "What is my name?"}], "role": "user"}]
+        with pytest.raises(InputError, match="leading message"):
+            bob.render().to_gemini(model="gemini-2.5-pro", cache=cache)
+        alice.assistant("Alice.")
+        alice.compact("The user is Alice.", advise=False)
+        alice.user("Go on.")
+        with pytest.raises(InputError, match="leading message"):
+            alice.render().to_gemini(model="gemini-2.5-pro", cache=cache)

@@ -21,6 +21,7 @@ Prices: :meth:`storage_usd` (tokens x hours x the model's storage price) and
 
 from __future__ import annotations
 
+import hashlib
 import warnings
 from types import TracebackType
 from typing import Any
@@ -72,6 +73,7 @@ class GeminiCache:
         self.tokens: int | None = None
         self.head_fingerprint: str | None = None
         self.messages = 0
+        self._leading: str | None = None
         self.fallback_reason: str | None = None
         if not EXPLICIT_CACHE_APIS[api]:
             self.fallback_reason = (f"the {api} API supports only implicit caching "
@@ -131,6 +133,7 @@ class GeminiCache:
             and tokens > 0 else None
         self.head_fingerprint = prompt.head.fingerprint
         self.messages = messages
+        self._leading = _leading_digest(prompt, messages)
         return self
 
     def extend(self, ttl_s: float | None = None) -> None:
@@ -187,8 +190,10 @@ class GeminiCache:
         to ``model``; ``(None, 0)`` on the fallback or before :meth:`create`.
 
         Raises:
-            InputError: another model or another head than the cache's (code
-                ``gemini-cache``): the API would refuse the request.
+            InputError: another model or another head than the cache's, or a history that
+                does not start with the messages the cache holds (another conversation, or
+                this one after a compaction: the request would send the model the cache's
+                messages, not this prompt's); code ``gemini-cache``.
         """
         if self.name is None:
             return None, 0
@@ -197,6 +202,12 @@ class GeminiCache:
                              code="gemini-cache")
         if prompt.head.fingerprint != self.head_fingerprint:
             raise InputError(f"the cache {self.name} holds another head", code="gemini-cache")
+        if self.messages and (prompt.message_count < self.messages
+                              or _leading_digest(prompt, self.messages) != self._leading):
+            raise InputError(
+                f"the cache {self.name} holds {self.messages} leading message(s) this prompt "
+                "does not start with (another conversation, or this one compacted): render "
+                "without cache=, or create a cache for this history", code="gemini-cache")
         return self.name, self.messages
 
     def storage_usd(self, hours: float | None = None) -> float | None:
@@ -214,6 +225,20 @@ class GeminiCache:
             return None
         return self.rule.break_even_reads(self.tokens,
                                           self.ttl_s / 3600 if hours is None else hours)
+
+
+def _leading_digest(prompt: Any, count: int) -> str | None:
+    """The chained prefix digest (head included) through ``prompt``'s first ``count``
+    history messages, ``None`` for none: O(1) from the builder's kept digests, else (a
+    prompt made by hand) over those messages' bytes."""
+    if not count:
+        return None
+    if len(getattr(prompt, "history_segments", ())) >= count:
+        return str(prompt.message_digest(count - 1))
+    digest = hashlib.sha256(prompt.head.fingerprint.encode())
+    for i in range(count):
+        digest.update(prompt.message_list[i].data)
+    return digest.hexdigest()
 
 
 public(GeminiCache)
