@@ -14,6 +14,7 @@ import pytest
 
 from stableprompt import (
     GeminiCache,
+    HistoryError,
     InputError,
     PromptBuilder,
     Recorder,
@@ -297,3 +298,25 @@ def test_a_cache_of_leading_history_serves_only_that_history() -> None:
         alice.user("Go on.")
         with pytest.raises(InputError, match="leading message"):
             alice.render().to_gemini(model="gemini-2.5-pro", cache=cache)
+
+
+def test_requests_the_api_would_refuse_are_typed_errors() -> None:
+    """A request after a cache that holds the whole history, with no tail, would send an
+    empty ``contents`` (required by the API); ``cachedContent`` passed as a param would go
+    out next to ``systemInstruction`` (the API refuses both together): both are typed errors
+    (before, both rendered)."""
+    head = PromptBuilder(tokenizer=None).system(SYSTEM).freeze()
+    conv = head.conversation()
+    conv.user("hi")
+    conv.assistant("Hello.")
+    with Emulator(clock=FakeClock()) as emu, httpx.Client(base_url=emu.base_url) as http, \
+            GeminiCache("gemini-2.5-pro", http=http, base_url=emu.base_url) as cache:
+        cache.create(conv.render(), messages=2)
+        with pytest.raises(HistoryError) as caught:
+            conv.render().to_gemini(model="gemini-2.5-pro", cache=cache)
+        assert (caught.value.code, caught.value.pointer) == ("history-empty", "/contents")
+        conv.user("More?")
+        assert conv.render().to_gemini(model="gemini-2.5-pro", cache=cache).body["contents"]
+        with pytest.raises(InputError) as clash:
+            conv.render().to_gemini(model="gemini-2.5-pro", cachedContent=cache.name)
+        assert clash.value.code == "render-param-clash"

@@ -381,12 +381,23 @@ def render(prompt: PromptParts, *, params: Mapping[str, Any], cached_content: st
     PROVIDERS.md §15) and only the history after the ``cached_messages`` it holds.
 
     Raises:
-        InputError: a param names a field the renderer sets (code ``render-param-clash``),
-            or ``toolConfig`` with a cache (code ``render-param``).
+        InputError: a param names a field the renderer sets (``cachedContent`` included: code
+            ``render-param-clash``), or ``toolConfig`` with a cache (code ``render-param``).
+        HistoryError: the cache holds every message and there is no tail: ``contents``
+            would be empty, which google-genai itself refuses ("contents are required.",
+            ``_transformers.t_contents``, 2.34.0) (code ``history-empty``).
     """
     check_reasoning(prompt, WIRE_FORMAT)
+    if "cachedContent" in params:
+        raise InputError("cachedContent is set by the renderer: pass cache=GeminiCache(...) "
+                         "(the body then leaves out systemInstruction / tools, as the API "
+                         "requires)", code="render-param-clash", pointer="/cachedContent")
     fields: dict[str, bytes] = {}
     if cached_content is not None:
+        if cached_messages >= prompt.message_count and not prompt.tail_texts:
+            raise HistoryError(f"the cache {cached_content} holds the whole history and there "
+                               "is no tail: a request needs contents after it (add the next "
+                               "user turn first)", code="history-empty", pointer="/contents")
         if "toolConfig" in params:
             raise InputError("toolConfig cannot be sent with cachedContent: it belongs in the "
                              "cache (GeminiCache(tool_config=...))", code="render-param",
