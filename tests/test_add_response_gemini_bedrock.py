@@ -247,3 +247,34 @@ def test_converse_answer_without_stop_reason_is_read_as_converse() -> None:
     conv = conversation()
     assert conv.add_response(answer).role == "assistant"
     assert "Sunny." in conv.render().to_bedrock_converse(model_id=MODEL_B).content.decode()
+
+
+def test_gemini_answer_with_several_candidates_needs_a_choice() -> None:
+    """candidateCount > 1: add_response asks which candidate continues the conversation
+    (before, every candidate but the first was dropped in silence); ``choice`` picks one and
+    its errors point into it."""
+    answer = _gemini_with([{"text": "first"}])
+    answer["candidates"].append({"content": {"role": "model", "parts": [
+        {"text": "second"}, {"inlineData": {"mimeType": "image/png", "data": "AA=="}}]}})
+    with pytest.raises(HistoryError) as caught:
+        conversation().add_response(answer)
+    assert (caught.value.code, caught.value.pointer) == ("history-choices", "/candidates")
+    conv = conversation()
+    assert conv.add_response(answer, choice=0).text == "first"
+    with pytest.raises(HistoryError) as caught:
+        conversation().add_response(answer, choice=1)
+    assert caught.value.pointer == "/candidates/1/content/parts/1"
+    with pytest.raises(HistoryError) as caught:
+        conversation().add_response(answer, choice=2)
+    assert caught.value.pointer == "/candidates/2"
+
+
+def test_boto3_redacted_reasoning_bytes_are_named_where_they_are() -> None:
+    """boto3 gives ``redactedContent`` as bytes: the error points at it in the answer (it
+    pointed into the stored message, ``/content/0/item/...``), and says why."""
+    answer = _converse_with([{"reasoningContent": {"redactedContent": b"\x00\x01"}},
+                             {"text": "Done."}])
+    with pytest.raises(HistoryError) as caught:
+        conversation().add_response(answer)
+    assert caught.value.code == "history-response"
+    assert caught.value.pointer == "/output/message/content/0/reasoningContent/redactedContent"

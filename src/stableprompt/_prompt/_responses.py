@@ -125,7 +125,7 @@ def response_message(response: Any, *, reasoning: str, choice: int | None,
                 pointer=turn.reasoning[0])
     if turn.incomplete:
         where = {"anthropic": "/stop_reason", "openai-responses": "/status",
-                 "gemini": "/candidates/0/finishReason",
+                 "gemini": f"/candidates/{choice or 0}/finishReason",
                  "bedrock-converse": "/stopReason"}.get(
             wire_format, f"/choices/{choice or 0}/finish_reason")
         warnings.warn(IncompleteResponseWarning(

@@ -292,8 +292,9 @@ def assistant_turn(wire_format: str, response: Mapping[str, Any], *,
                    choice: int | None = None) -> AssistantTurn:
     """What a response body of ``wire_format`` says the assistant did (text, tool calls,
     reasoning, in response order): the format module's ``assistant_turn``. ``choice`` picks
-    a Chat Completion's choice (``None``: it must have exactly one); other formats have one
-    turn per response and refuse a ``choice`` other than ``None`` or 0.
+    a Chat Completion's choice or a Gemini answer's candidate (``None``: it must have exactly
+    one); other formats have one turn per response and refuse a ``choice`` other than
+    ``None`` or 0.
 
     Raises:
         HistoryError: The body is not a response of that format (code ``history-response``),
@@ -302,6 +303,8 @@ def assistant_turn(wire_format: str, response: Mapping[str, Any], *,
     """
     if wire_format == openai_chat.WIRE_FORMAT:
         return openai_chat.assistant_turn(response, choice=choice)
+    if wire_format == gemini.WIRE_FORMAT:
+        return gemini.assistant_turn(response, choice=choice)
     if choice not in (None, 0):
         raise HistoryError(f"choice={choice!r}: {a_or_an(wire_format)} response has one turn, not "
                            "several choices", code="history-choices", pointer="/choices")

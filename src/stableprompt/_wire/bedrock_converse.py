@@ -362,6 +362,23 @@ def session_hint(body: Mapping[str, Any]) -> str | None:
 _INCOMPLETE = frozenset({"max_tokens", "model_context_window_exceeded"})
 
 
+def _bytes_at(value: Any, where: str) -> str | None:
+    """The JSON pointer of the first ``bytes`` value inside ``value``, ``None`` if none."""
+    if isinstance(value, (bytes, bytearray)):
+        return where
+    if isinstance(value, Mapping):
+        items: Any = value.items()
+    elif isinstance(value, list):
+        items = enumerate(value)
+    else:
+        return None
+    for key, inner in items:
+        found = _bytes_at(inner, f"{where}/{key}")
+        if found is not None:
+            return found
+    return None
+
+
 def assistant_turn(response: Mapping[str, Any]) -> AssistantTurn:
     """The assistant turn of a ``ConverseResponse``: ``output.message.content`` text blocks
     joined, ``toolUse`` blocks as tool calls in the stableprompt shape ``{"id", "name",
@@ -371,7 +388,8 @@ def assistant_turn(response: Mapping[str, Any]) -> AssistantTurn:
 
     Raises:
         HistoryError: no ``output.message.content`` list, a role other than ``assistant``,
-            or a block of another kind (``image``, ``citationsContent``..., never dropped in
+            a reasoning block holding raw bytes (boto3's ``redactedContent``), or a block of
+            another kind (``image``, ``citationsContent``..., never dropped in
             silence); code ``history-response``, pointer into the answer.
     """
     output = response.get("output")
@@ -399,6 +417,14 @@ def assistant_turn(response: Mapping[str, Any]) -> AssistantTurn:
                     "arguments": use.get("input", {})}
             parts.append(TurnPart("tool_call", f"{where}/toolUse", call))
         elif isinstance(item.get("reasoningContent"), Mapping):
+            raw = _bytes_at(item, where)
+            if raw is not None:
+                raise HistoryError(
+                    "this reasoning block holds raw bytes (boto3 returns a blob such as "
+                    "redactedContent as bytes): its JSON form is base64, which boto3 would "
+                    "encode again if sent back through it, so it cannot be kept unchanged; "
+                    "add the answer's JSON (HTTP) form, or reasoning='drop' on a turn "
+                    "without tool calls", code="history-response", pointer=raw)
             parts.append(TurnPart("reasoning", where, dict(item)))
         elif "text" in item:
             parts.append(TurnPart("text", where, response_text(item, where, "a text block's")))

@@ -465,8 +465,9 @@ _SIGNATURE_ONLY = frozenset({"thoughtSignature", "partMetadata"})
 """Keys of a part that carries no content of its own (``google.genai.types.Part``)."""
 
 
-def assistant_turn(response: Mapping[str, Any]) -> AssistantTurn:
-    """The assistant turn of a ``GenerateContentResponse`` (its first candidate): text parts
+def assistant_turn(response: Mapping[str, Any], *, choice: int | None = None) -> AssistantTurn:
+    """The assistant turn of a ``GenerateContentResponse`` (candidate ``choice``; ``None``
+    requires exactly one, as ``candidateCount`` > 1 answers several): text parts
     joined, ``functionCall`` parts as tool calls in the stableprompt shape ``{"id", "name",
     "arguments"}`` (a call without an ``id`` gets ``<responseId>-<i>``: Gemini 2.x sends
     none), thought parts (``"thought": true``) as reasoning kept as received, in order in
@@ -480,29 +481,43 @@ def assistant_turn(response: Mapping[str, Any]) -> AssistantTurn:
     the SDK's ``Part.thought_signature`` (``google.genai.types``).
 
     Raises:
-        HistoryError: no candidate with ``content.parts``, a content role other than
+        HistoryError: several candidates and no ``choice`` (code ``history-choices``), no
+            candidate ``choice`` with ``content.parts``, a content role other than
             ``model``, a signature that is not a string, or a part of another kind
             (``inlineData``, ``executableCode``, ``fileData``..., or no content at all: never
             dropped in silence); code ``history-response``, pointer into the answer.
     """
     candidates = response.get("candidates")
-    if not isinstance(candidates, list) or not candidates or not isinstance(
-            candidates[0], Mapping):
+    if not isinstance(candidates, list) or not candidates:
         raise HistoryError("a Gemini response needs a 'candidates' list",
                            code="history-response", pointer="/candidates")
-    candidate = candidates[0]
+    if choice is None:
+        if len(candidates) > 1:
+            raise HistoryError(f"the Gemini answer has {len(candidates)} candidates "
+                               "(candidateCount > 1): pass choice=<index> to say which one "
+                               "continues the conversation", code="history-choices",
+                               pointer="/candidates")
+        choice = 0
+    if type(choice) is not int or choice < 0:
+        raise HistoryError(f"choice must be an int >= 0, got {choice!r}", code="history-type",
+                           pointer="/candidates")
+    base = f"/candidates/{choice}"
+    candidate = candidates[choice] if choice < len(candidates) else None
+    if not isinstance(candidate, Mapping):
+        raise HistoryError(f"the Gemini answer has no candidate {choice}",
+                           code="history-response", pointer=base)
     content = candidate.get("content")
     items = content.get("parts") if isinstance(content, Mapping) else None
     if not isinstance(items, list):
         raise HistoryError("a Gemini candidate needs 'content.parts'",
-                           code="history-response", pointer="/candidates/0/content/parts")
+                           code="history-response", pointer=f"{base}/content/parts")
     role = content.get("role", "model") if isinstance(content, Mapping) else None
     if role != "model":
         raise HistoryError(f"a Gemini answer's content must have role 'model', got {role!r}",
-                           code="history-response", pointer="/candidates/0/content/role")
+                           code="history-response", pointer=f"{base}/content/role")
     parts: list[TurnPart] = []
     for i, item in enumerate(items):
-        where = f"/candidates/0/content/parts/{i}"
+        where = f"{base}/content/parts/{i}"
         if not isinstance(item, Mapping):
             raise HistoryError("a part must be an object", code="history-response",
                                pointer=where)
