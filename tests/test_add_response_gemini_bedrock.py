@@ -278,3 +278,32 @@ def test_boto3_redacted_reasoning_bytes_are_named_where_they_are() -> None:
         conversation().add_response(answer)
     assert caught.value.code == "history-response"
     assert caught.value.pointer == "/output/message/content/0/reasoningContent/redactedContent"
+
+
+def test_gemini_calls_without_ids_get_new_ids_on_every_turn() -> None:
+    """Gemini 2.x sends function calls without ids; an answer without ``responseId`` made
+    the same ``gemini-0`` on every turn, so the second such turn was refused as a duplicate
+    call. The made-up ids stay deterministic and new in the conversation; an id the provider
+    sent twice is still refused."""
+    answer = _gemini_with([{"functionCall": {"name": "get_weather", "args": {"city": "Paris"}}},
+                           {"functionCall": {"name": "get_weather", "args": {"city": "Oslo"}}}])
+    conv = conversation()
+    seen = []
+    for _ in range(3):
+        message = conv.add_response(answer)
+        seen.append([call.id for call in message.tool_calls])
+        for call in message.tool_calls:
+            conv.tool_result(call.id, "sunny")
+    assert seen == [["gemini-0", "gemini-1"], ["gemini-0.1", "gemini-1.1"],
+                    ["gemini-0.2", "gemini-1.2"]]
+    ids = [part["functionCall"]["id"] for content in
+           conv.render().to_gemini(model=MODEL_G).body["contents"]
+           for part in content["parts"] if "functionCall" in part]
+    assert ids == [i for turn in seen for i in turn]
+    sent = _gemini_with([{"functionCall": {"id": "fc_1", "name": "get_weather",
+                                           "args": {"city": "Paris"}}}])
+    conv.add_response(sent)
+    conv.tool_result("fc_1", "sunny")
+    with pytest.raises(HistoryError) as caught:
+        conv.add_response(sent)
+    assert caught.value.code == "history-duplicate-call"

@@ -470,9 +470,10 @@ def assistant_turn(response: Mapping[str, Any], *, choice: int | None = None) ->
     requires exactly one, as ``candidateCount`` > 1 answers several): text parts
     joined, ``functionCall`` parts as tool calls in the stableprompt shape ``{"id", "name",
     "arguments"}`` (a call without an ``id`` gets ``<responseId>-<i>``: Gemini 2.x sends
-    none), thought parts (``"thought": true``) as reasoning kept as received, in order in
-    ``parts``; a part's ``thoughtSignature`` rides on its piece (``TurnPart.signature``), as
-    received; ``incomplete`` is a ``MAX_TOKENS`` finish.
+    none; ``add_response`` suffixes ``.<n>`` when that id is already used in the
+    conversation), thought parts (``"thought": true``) as reasoning kept as received, in
+    order in ``parts``; a part's ``thoughtSignature`` rides on its piece
+    (``TurnPart.signature``), as received; ``incomplete`` is a ``MAX_TOKENS`` finish.
 
     Source: thought signatures "must be returned unchanged" on the ``functionCall`` part of a
     function-calling turn, else 400 "Function call is missing a thought_signature in
