@@ -86,6 +86,9 @@ def test_explicit_cache_session() -> None:
                for r in reads)
     report = summarize(rows)
     assert report.records == 7 and len(report.calls) == 4  # cache calls are not prompts
+    # the create row explains the reads: no "read more than any earlier call explains" note
+    assert report.reads_beyond_ledger == 0
+    assert all(row.ceiling_tokens >= cache.tokens for row in report.calls)
     assert report.overall.excluded == 0 and report.hit_rate is not None
     assert report.overall.agreement == 1.0
     (entry,) = report.explicit_caches.caches

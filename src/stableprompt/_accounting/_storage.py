@@ -192,6 +192,16 @@ class ExplicitCaches:
             life.end = ts if life.end is None else min(life.end, ts)
         return True
 
+    def created_tokens(self, record: UsageRecord) -> int:
+        """The tokens of the explicit cache ``record`` reads (``cached_content``) when this
+        ledger holds its successful create row and its token count, else 0: what the call
+        can read without any earlier prompt call (its ceiling's lower bound)."""
+        name = record.verdict_detail.get("cached_content")
+        life = self._lives.get(name) if isinstance(name, str) else None
+        if life is None or life.start is None or life.entry.tokens is None:
+            return 0
+        return life.entry.tokens
+
     def totals(self, *, price: bool = True) -> ExplicitCacheTotals:
         """The caches noted so far, priced (``price``) with their model's explicit-cache
         rule."""
