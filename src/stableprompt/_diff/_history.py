@@ -143,8 +143,9 @@ def _grows_only(a: Sequence[Segment], b: Sequence[Segment], start: int, start_b:
         return False
     if a[start].kind != "message":
         return False
-    for s, at in ((a, start), (b, start_b)):
-        if at and s[at - 1].kind == "message" and item_of(s[at - 1].path) == item_of(s[at].path):
+    for side, at in ((a, start), (b, start_b)):
+        if at and side[at - 1].kind == "message" and \
+                item_of(side[at - 1].path) == item_of(side[at].path):
             return False  # not the item's first segment
     if list(map(_SEGMENT_KEY, a[start:])) != list(map(_SEGMENT_KEY, b[start_b:n + shift])):
         return False
