@@ -25,6 +25,8 @@ the first message (0.5 ms before), 2.5 ms to name an insertion there; every dive
 
 from __future__ import annotations
 
+import itertools
+import operator
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from difflib import SequenceMatcher
@@ -120,6 +122,44 @@ def history_ops(a: Sequence[Segment], b: Sequence[Segment], start: int,
 
     Raises nothing: any two segment lists can be aligned.
     """
+    if _grows_only(a, b, start, start if start_b is None else start_b):
+        return []  # what the alignment below finds then, without its walk over both
+    return _aligned(a, b, start, start_b, alike)
+
+
+_SEGMENT_KEY = operator.attrgetter("kind", "digest", "path")
+
+
+def _grows_only(a: Sequence[Segment], b: Sequence[Segment], start: int, start_b: int) -> bool:
+    """Whether ``b`` re-sends ``a``'s segments from ``start`` on at ``start_b`` on (same
+    kind, standalone digest and body pointer each, ``start`` and ``start_b`` each the first
+    segment of their item) and holds no further block of ``a``'s last item after them: then
+    ``a``'s history items from ``start`` are a prefix of ``b``'s from ``start_b``, which
+    :func:`history_ops` answers with no op. Compared in C over the segments (the chained
+    digests and offsets may all differ: a head changed before them), where :func:`items`
+    walks both histories in Python; ``False`` when it cannot tell (the alignment decides)."""
+    n, shift = len(a), start_b - start
+    if not 0 <= start < n or start_b < 0 or n + shift > len(b):
+        return False
+    if a[start].kind != "message":
+        return False
+    for side, at in ((a, start), (b, start_b)):
+        if at and side[at - 1].kind == "message" and \
+                item_of(side[at - 1].path) == item_of(side[at].path):
+            return False  # not the item's first segment
+    if list(map(_SEGMENT_KEY, a[start:])) != list(map(_SEGMENT_KEY, b[start_b:n + shift])):
+        return False
+    last = next(s for s in reversed(a) if s.kind == "message")  # a[start] at the latest
+    for s in itertools.islice(b, n + shift, None):
+        if s.kind == "message":  # the next item of b, or more blocks of a's last one?
+            return item_of(s.path) != item_of(last.path)
+    return True
+
+
+def _aligned(a: Sequence[Segment], b: Sequence[Segment], start: int, start_b: int | None,
+             alike: Callable[[int, int], bool] | None) -> list[HistoryOp]:
+    """:func:`history_ops` by aligning the item keys (the reference :func:`_grows_only`
+    short-cuts)."""
     xa = items(a, start)
     if not xa:
         return []

@@ -421,12 +421,23 @@ class _Linter:
         same_opening = index.by_first.get(b.first_message_digest or "")
         if not same_opening:
             return None
+        return self._most_shared(b, same_opening[-_SCAN_CANDIDATES:], index.shared(b.segments))
+
+    def _most_shared(self, b: _Req, positions: Sequence[int], bound: int) -> _Req:
+        """Of the requests at ``positions`` (not empty), the one sharing the most leading
+        segments with ``b`` (latest on ties). ``bound``: the most any of them can share
+        (:meth:`RequestIndex.shared` of their index): the first, latest, to reach it is the
+        answer, so the rest are not compared (the previous request of a conversation whose
+        head changes every turn reaches it: one comparison, not 64)."""
         best_k, best = -1, None
-        for pos in reversed(same_opening[-_SCAN_CANDIDATES:]):
+        for pos in reversed(positions):
             a = self.reqs[pos]
             shared = first_divergent_index(a.segments, b.segments)
             if shared > best_k:
                 best_k, best = shared, a
+                if shared >= bound:
+                    break
+        assert best is not None
         return best
 
     def _shared_bytes(self, b: _Req, index: _Index, kinds: tuple[str, ...]) -> dict[int, int]:

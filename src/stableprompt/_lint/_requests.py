@@ -120,8 +120,8 @@ class RequestIndex:
                 held = held.parent
         if known < len(segments):
             fresh = _Run([s.prefix_digest for s in segments[known:]], [pos], parent, known)
-            for digest in fresh.digests:
-                runs[digest] = fresh
+            runs.update(dict.fromkeys(fresh.digests, fresh))  # in C: a whole new history
+            # after a changed head is a fresh run (every chained digest moved)
         if segments:
             self.by_last[segments[-1].prefix_digest] = pos
         if req.first_message_digest is not None:
