@@ -374,7 +374,8 @@ def call_row(record: UsageRecord, *, scenario: str, session: str, ceiling: int,
     complete, cost_note = excluded == "unanalysed", None
     if pricing is not None and excluded != "unanalysed":
         split = TokenSplit.of(record)
-        others = (split.uncached(), split.reading(ceiling if included else 0))
+        others: tuple[TokenSplit, ...] = (split.uncached(),
+                                          split.reading(ceiling if included else 0))
         if lost and included:
             others += (split.reading(split.read + lost),)
         price, usd = price_splits(record, pricing, notes, split, others)  # rates found once
