@@ -8,9 +8,10 @@ in the same run (issue 30 item 1): wall time and peak RSS of each, one process e
   ``--json``, with ``--html PATH``; output to ``/dev/null`` (HTML to a temporary file).
 
 Each command runs in its own process, measured with ``os.wait4`` (the child's own
-``ru_maxrss``: peak RSS) and ``time.perf_counter`` around it (wall, including interpreter
-start and imports). The SQL runs first and last; its faster run is the baseline (the first
-one may read the file from disk, the report's pass reads it from the page cache). With
+``ru_maxrss``: peak RSS; ``ru_utime + ru_stime``: CPU seconds, which a machine loaded by
+other jobs inflates less than wall time) and ``time.perf_counter`` around it (wall, including
+interpreter start and imports). The SQL runs first and last; its faster run is the baseline
+(the first one may read the file from disk, the report's pass reads it from the page cache). With
 ``--src DIR`` the report runs from another checkout (``PYTHONPATH=DIR``), e.g. the code
 before the streaming report, for a before/after on a smaller ledger.
 
@@ -46,8 +47,9 @@ _SQL_CHILD = (
 )
 
 
-def measure(argv: list[str], env: dict[str, str]) -> tuple[float, float]:
-    """Run ``argv`` to the end: ``(wall seconds, peak RSS in MB)``."""
+def measure(argv: list[str], env: dict[str, str]) -> tuple[float, float, float]:
+    """Run ``argv`` to the end: ``(wall seconds, peak RSS in MB, CPU seconds)`` (CPU: user +
+    system of the child, what a loaded machine's waiting does not inflate)."""
     start = time.perf_counter()
     with open(os.devnull, "wb") as sink:
         proc = subprocess.Popen(argv, stdout=sink, stderr=subprocess.PIPE, env=env)
@@ -59,7 +61,7 @@ def measure(argv: list[str], env: dict[str, str]) -> tuple[float, float]:
     proc.returncode = os.waitstatus_to_exitcode(status)
     if proc.returncode != 0:
         raise SystemExit(f"{' '.join(argv)} failed ({proc.returncode}): {err[-2000:]}")
-    return wall, usage.ru_maxrss / 1024  # Linux: KB
+    return wall, usage.ru_maxrss / 1024, usage.ru_utime + usage.ru_stime  # Linux: KB
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -74,28 +76,34 @@ def main(argv: list[str] | None = None) -> int:
     rows = conn.execute("SELECT count(*) FROM calls").fetchone()[0]
     conn.close()
     env = {**os.environ, "PYTHONPATH": str(args.src.resolve())}
-    results: list[tuple[str, float, float]] = []
+    results: list[tuple[str, float, float, float]] = []
     sql = [measure([sys.executable, "-c", _SQL_CHILD, str(args.ledger)], env)]
     with tempfile.TemporaryDirectory() as work:
         for mode in args.modes.split(","):
             extra = {"text": [], "json": ["--json"],
                      "html": ["--html", str(Path(work) / "report.html")]}[mode]
-            wall, rss = measure([sys.executable, "-m", "stableprompt", "report",
-                                 str(args.ledger), *extra], env)
-            results.append((f"report {'(text)' if mode == 'text' else '--' + mode}", wall, rss))
-            print(f"{mode}: {wall:.1f} s, {rss:,.0f} MB", file=sys.stderr, flush=True)
+            wall, rss, cpu = measure([sys.executable, "-m", "stableprompt", "report",
+                                      str(args.ledger), *extra], env)
+            results.append((f"report {'(text)' if mode == 'text' else '--' + mode}", wall, rss,
+                            cpu))
+            print(f"{mode}: {wall:.1f} s, {rss:,.0f} MB, CPU {cpu:.1f} s", file=sys.stderr,
+                  flush=True)
     sql.append(measure([sys.executable, "-c", _SQL_CHILD, str(args.ledger)], env))
     base = min(sql)
+    cpu_base = min(cpu for _, _, cpu in sql)
+    load = os.getloadavg()[0]
     print(f"{rows:,} calls, {args.ledger.stat().st_size / 1e6:,.0f} MB; "
           f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
           f"Python {platform.python_version()}, SQLite {sqlite3.sqlite_version}, "
-          f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; src {args.src}\n")
-    print("| run | wall (s) | peak RSS (MB) | x SQL aggregate |")
-    print("|---|---|---|---|")
+          f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; load average {load:.1f} "
+          f"(1 min, at the end); src {args.src}\n")
+    print("| run | wall (s) | peak RSS (MB) | x SQL aggregate | CPU (s) | x SQL CPU |")
+    print("|---|---|---|---|---|---|")
     print(f"| SQL aggregate (GROUP BY, best of 2: {sql[0][0]:.2f} / {sql[1][0]:.2f} s) | "
-          f"{base[0]:.2f} | {base[1]:,.0f} | 1.0 |")
-    for name, wall, rss in results:
-        print(f"| {name} | {wall:.1f} | {rss:,.0f} | {wall / base[0]:.1f} |")
+          f"{base[0]:.2f} | {base[1]:,.0f} | 1.0 | {cpu_base:.2f} | 1.0 |")
+    for name, wall, rss, cpu in results:
+        print(f"| {name} | {wall:.1f} | {rss:,.0f} | {wall / base[0]:.1f} | {cpu:.1f} | "
+              f"{cpu / cpu_base:.1f} |")
     return 0
 
 

@@ -80,3 +80,52 @@ def test_a_call_is_priced_as_genai_prices_prices_it(
     theirs = float(calc_price(Usage(**usage), name, provider_id=provider_id,
                               genai_request_timestamp=datetime(2026, 3, 1, 12)).total_price)
     assert ours == pytest.approx(theirs, rel=1e-9, abs=1e-12)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.sampled_from([*MODELS, ("anthropic", "claude-no-such-model"), ("anthropic", "")]),
+       st.integers(0, 400_000), st.floats(0, 1), st.floats(0, 1), st.floats(0, 1),
+       st.one_of(st.none(), st.integers(0, 20_000)), st.integers(0, 400_000),
+       st.integers(0, 400_000),
+       st.sampled_from([None, {"server_tool_use": {"web_search_requests": 2}},
+                        {"server_tool_use": {"web_fetch_requests": 1}},
+                        {"server_tool_use": {"new_tool": 1}},
+                        {"server_tool_use": {"web_search_requests": "2"}}]))
+def test_splits_priced_at_once_equal_each_priced_alone(
+        model: tuple[str, str], total: int, read_share: float, write_share: float,
+        one_hour_share: float, output: int | None, ceiling: int, lost: int,
+        usage_raw: dict[str, object] | None) -> None:
+    """``price_splits`` (the call's unit prices found once, applied to its cost as reported,
+    uncached, at its ceiling and had it read what it lost: the report's four cost columns)
+    gives exactly ``price_record`` and ``price_call`` of each split alone, for every model
+    (long-context tiers, unknown models, no model), server-tool fees and unknown outputs."""
+    from stableprompt import UsageRecord
+    from stableprompt._accounting._pricing import (
+        Pricing,
+        TokenSplit,
+        price_call,
+        price_record,
+        price_splits,
+    )
+
+    provider, name = model
+    read = int(total * read_share)
+    write = int((total - read) * write_share)
+    write_1h = int(write * one_hour_share)
+    record = UsageRecord(wire_format="anthropic", provider=provider, model=name or None,
+                         ts_utc=datetime(2026, 3, 1, 9, tzinfo=UTC), input_tokens_total=total,
+                         cache_read_tokens=read, cache_write_tokens=write,
+                         cache_write_1h_tokens=write_1h, output_tokens=output,
+                         usage_raw=usage_raw)  # type: ignore[arg-type]
+    split = TokenSplit.of(record)
+    others = (split.uncached(), split.reading(ceiling), split.reading(read + lost),
+              TokenSplit(total + 1, 0, 0))  # another total: priced alone
+    pricing_a, notes_a = Pricing(source="genai-prices"), dict[str, None]()
+    pricing_b, notes_b = Pricing(source="genai-prices"), dict[str, None]()
+    price, usd = price_splits(record, pricing_a, notes_a, split, others)
+    alone = price_record(record, pricing_b, notes_b, split)
+    assert price == alone
+    expected = [None if alone.usd is None else price_call(record, pricing_b, notes_b, o)
+                for o in others]
+    assert usd == expected  # exactly: the same arithmetic on the same rates
+    assert (pricing_a, list(notes_a)) == (pricing_b, list(notes_b))

@@ -70,7 +70,7 @@ from .._policy import TOLERANCE_FRACTION, describe_header_change
 from .._recording._boundary import turn_boundary
 from .._redact import redact
 from ._actions import action_of
-from ._pricing import Pricing, TokenSplit, price_call, price_record
+from ._pricing import Pricing, TokenSplit, price_splits
 
 __all__ = ["CLIFF_DROP", "ERROR_TEXT_CHARS", "EXCLUSIONS", "MAIN_AGENT", "CallRow", "Cliff",
            "CliffFinder", "agent_label", "boundary_of", "call_row", "caveats_of", "error_text",
@@ -374,18 +374,19 @@ def call_row(record: UsageRecord, *, scenario: str, session: str, ceiling: int,
     complete, cost_note = excluded == "unanalysed", None
     if pricing is not None and excluded != "unanalysed":
         split = TokenSplit.of(record)
-        price = price_record(record, pricing, notes, split)
+        others: tuple[TokenSplit, ...] = (split.uncached(),
+                                          split.reading(ceiling if included else 0))
+        if lost and included:
+            others += (split.reading(split.read + lost),)
+        price, usd = price_splits(record, pricing, notes, split, others)  # rates found once
         complete, cost_note = price.complete, "; ".join(price.gaps) or None
         cost = price.usd
         if cost is not None:
-            uncached = price_call(record, pricing, notes, split.uncached())
-            at_ceiling = price_call(record, pricing, notes, split.reading(
-                ceiling if included else 0))
             lost_usd: float | None = 0.0
             if lost and included:
-                saved = price_call(record, pricing, notes, split.reading(split.read + lost))
+                saved = usd[2]
                 lost_usd = None if saved is None else max(cost - saved, 0.0)
-            costs = [cost, uncached, at_ceiling, lost_usd]
+            costs = [cost, usd[0], usd[1], lost_usd]
     return CallRow(
         id=record.record_id, scenario=scenario, session=session, turn=record.turn,
         ts=record.ts_utc, verdict=record.verdict, provider=record.provider, model=record.model,

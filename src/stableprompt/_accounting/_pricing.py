@@ -31,12 +31,12 @@ from datetime import date, datetime
 from functools import lru_cache
 from typing import Any
 
-from .._economics._prices import GENAI_PROVIDERS, unit_prices
+from .._economics._prices import GENAI_PROVIDERS, UnitPrices, unit_prices
 from .._ledger._usage_record import UsageRecord
 
 __all__ = ["SERVER_TOOL_FEES", "CallPrice", "Pricing", "ServerToolFee", "TokenSplit",
-           "genai_prices_version", "price_call", "price_record", "server_tool_counts",
-           "unreadable_server_tools"]
+           "genai_prices_version", "price_call", "price_record", "price_splits",
+           "server_tool_counts", "unreadable_server_tools"]
 
 
 
@@ -237,6 +237,35 @@ def price_call(record: UsageRecord, pricing: Pricing, notes: dict[str, None],
 
 def price_record(record: UsageRecord, pricing: Pricing, notes: dict[str, None],
                  split: TokenSplit | None = None) -> CallPrice:
+    """:func:`price_splits`'s price of ``split`` alone (the docstring there)."""
+    return price_splits(record, pricing, notes, split)[0]
+
+
+def price_splits(record: UsageRecord, pricing: Pricing, notes: dict[str, None],
+                 split: TokenSplit | None = None, others: tuple[TokenSplit, ...] = (),
+                 ) -> tuple[CallPrice, list[float | None]]:
+    """Price one call and the same call with its input split replaced by each of ``others``
+    (its cost uncached, at its ceiling, ...: the same input total, so the same tier): the
+    model's unit prices are found once and applied to each split; a call they do not price
+    exactly is priced split by split as :func:`price_call` (same numbers either way).
+
+    Returns:
+        ``(price, usd)``: :func:`price_record`'s price of ``split`` and :func:`price_call`'s
+        USD of each of ``others`` (all ``None`` when ``price.usd`` is ``None``).
+    """
+    split = split or TokenSplit.of(record)
+    price_total = split.total  # the rates hold for a split of the same total (same tier)
+    price, rates = _price_record(record, pricing, notes, split)
+    if price.usd is None:
+        return price, [None for _ in others]
+    output = record.output_tokens or 0
+    return price, [rates.usd(o.total, o.read, o.write, o.write_1h, output)
+                   if rates is not None and o.total == price_total else
+                   price_call(record, pricing, notes, o) for o in others]
+
+
+def _price_record(record: UsageRecord, pricing: Pricing, notes: dict[str, None],
+                  split: TokenSplit | None = None) -> tuple[CallPrice, UnitPrices | None]:
     """Price one call (USD) at its date; ``split`` replaces its reported input split.
 
     Args:
@@ -253,19 +282,19 @@ def price_record(record: UsageRecord, pricing: Pricing, notes: dict[str, None],
     """
     if record.input_tokens_total is None:
         return CallPrice(None, ("usage unknown (the call failed or was cut before any usage "
-                                "was reported)",))
+                                "was reported)",)), None
     if record.cache_read_tokens is None:
-        return CallPrice(None, ("cache reads not reported (the split is unknown)",))
+        return CallPrice(None, ("cache reads not reported (the split is unknown)",)), None
     split = split or TokenSplit.of(record)
     if not split.priceable or (record.output_tokens or 0) < 0:
-        return CallPrice(None, ("usage does not add up (a negative part): no price",))
+        return CallPrice(None, ("usage does not add up (a negative part): no price",)), None
     if pricing.source.startswith("genai-prices not"):
         notes["genai-prices is not installed: costs omitted"] = None
-        return CallPrice(None, ("genai-prices not installed",))
+        return CallPrice(None, ("genai-prices not installed",)), None
     model, provider = record.model, record.provider
     if not model or not provider:
         notes["calls without a model or provider name: cost omitted"] = None
-        return CallPrice(None, ("no model or provider name",))
+        return CallPrice(None, ("no model or provider name",)), None
     gaps: list[str] = [f"{problem}: its fee is not priced"
                        for problem in unreadable_server_tools(record)]
     fees: list[tuple[str, int]] = []
@@ -287,6 +316,7 @@ def price_record(record: UsageRecord, pricing: Pricing, notes: dict[str, None],
                              record.output_tokens or 0)
             unpriced: tuple[str, ...] = ()
         else:  # a long-context tier, a server-tool fee: genai-prices prices the call itself
+            rates = None
             cost, unpriced = _price(provider, model, day, split.total, split.read,
                                     split.write, split.write_1h, record.output_tokens or 0,
                                     tuple(fees))
@@ -294,10 +324,10 @@ def price_record(record: UsageRecord, pricing: Pricing, notes: dict[str, None],
         notes[f"genai-prices has no price for model {model!r} at provider {provider!r}: "
               "cost omitted"] = None
         return CallPrice(None, ("its model has no price in genai-prices (see the pricing "
-                                "notes)",))
+                                "notes)",)), None
     except Exception as exc:  # a pricing-library problem must not hide the token numbers
         notes[f"cannot price {model!r}: {type(exc).__name__}: {exc}"] = None
-        return CallPrice(None, ("the pricing library failed (see the pricing notes)",))
+        return CallPrice(None, ("the pricing library failed (see the pricing notes)",)), None
     gaps.extend(f"{SERVER_TOOL_FEES[key].tool} fee: genai-prices has no rate for its model"
                 for key in unpriced)
     if record.output_tokens is None:
@@ -307,4 +337,4 @@ def price_record(record: UsageRecord, pricing: Pricing, notes: dict[str, None],
         pricing.first_date = day
     if pricing.last_date is None or day > pricing.last_date:
         pricing.last_date = day
-    return CallPrice(cost, tuple(gaps))
+    return CallPrice(cost, tuple(gaps)), rates

@@ -1,4 +1,6 @@
-"""No full cyclic-GC passes while ``lint_capture`` runs (restored after, thread-safe).
+"""No full cyclic-GC passes while ``lint_capture`` runs (restored after, thread-safe); also
+around ``stableprompt report``'s one pass (``_report._command``: its per-call ceilings only
+grow, and each full pass over a million calls' worth frees nothing).
 
 Why: lint keeps every request's segments and the digest indexes until the report (pairing
 runs after the last request is read), so the objects it holds only grow; CPython runs a full

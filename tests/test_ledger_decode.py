@@ -1,0 +1,168 @@
+"""The ledger's lean row decoder (`_ledger/_schema.py` `_trusted`, issue 30): a row of the
+types `to_row` writes decodes to the same record as pydantic's validation (`validated_row`),
+fields set included; any other row goes to validation, so `from_row` gives the same record or
+raises the same error, on the demo ledgers, on stored records of every field, and on rows with
+any column replaced by a value of another type or range (hypothesis)."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from pydantic import ValidationError
+
+from stableprompt import UsageRecord
+from stableprompt._ledger._schema import (
+    COLUMNS,
+    SELECT_COLUMNS,
+    _trusted,
+    from_row,
+    to_row,
+    validated_row,
+)
+
+
+def _same(a: UsageRecord, b: UsageRecord) -> None:
+    assert a == b
+    assert a.model_fields_set == b.model_fields_set
+    assert list(a.__dict__) == list(b.__dict__)
+    assert repr(a) == repr(b)
+    assert a.model_dump_json() == b.model_dump_json()
+    assert a.model_dump() == b.model_dump()
+
+
+def _outcome(row: tuple[Any, ...]) -> tuple[str, Any]:
+    try:
+        return "ok", validated_row(row)
+    except ValidationError as exc:
+        return "error", [(e["loc"], e["type"]) for e in exc.errors()]
+    except Exception as exc:  # a value from_row cannot even convert (a bad timestamp)
+        return "raised", type(exc)
+
+
+def _check(row: tuple[Any, ...]) -> None:
+    kind, expected = _outcome(row)
+    fast = _trusted(row)
+    if kind != "ok":
+        assert fast is None
+        try:
+            from_row(row)
+        except ValidationError as exc:
+            assert kind == "error"
+            assert [(e["loc"], e["type"]) for e in exc.errors()] == expected
+        except Exception as exc:
+            assert (kind, type(exc)) == ("raised", expected)
+        else:
+            pytest.fail("from_row decoded a row validation refuses")
+        return
+    if fast is not None:
+        _same(fast, expected)
+    if row[0] is None or row[1] is None:  # validation draws a fresh id / now for a NULL
+        assert fast is None
+        fixed = {"record_id": "x", "ts_utc": datetime(2026, 1, 1, tzinfo=UTC)}
+        assert from_row(row).model_copy(update=fixed) == expected.model_copy(update=fixed)
+        return
+    _same(from_row(row), expected)
+
+
+FULL = UsageRecord(
+    record_id="r1", ts_utc=datetime(2026, 3, 1, 12, 0, 0, 123456, tzinfo=UTC),
+    session_id="s", turn=3, scenario="sc", wire_format="anthropic", provider="anthropic",
+    model="claude-sonnet-4-5", lineage="L", request_fingerprint="sp2:f",
+    predecessor_id="r0", lcp_bytes=10, lcp_tokens=4, request_tokens=5000,
+    predicted_cache_read_tokens=4000, input_tokens_total=5000, uncached_tokens=10,
+    cache_read_tokens=4000, cache_write_tokens=990, cache_write_5m_tokens=990,
+    cache_write_1h_tokens=0, output_tokens=7, usage_inconsistent=True,
+    usage_raw={"input_tokens": 10, "server_tool_use": {"web_search_requests": 2},
+               "ratio": 0.5, "nested": [None, True, "x"]},
+    verdict="client_mutation", verdict_detail={"segment": "tools", "lost_tokens": 12},
+    latency_ms=12.5, ttft_ms=3.0, status_code=200, error_class="ProviderHTTPError",
+    diagnostics={"a": {"b": [1, 2]}}, response_id="msg_1", content='{"model": "m"}',
+    request_headers={"anthropic-version": "2023-06-01"})
+MINIMAL = UsageRecord(record_id="r2", ts_utc=datetime(2026, 3, 1, tzinfo=UTC),
+                      wire_format="openai-chat")
+
+
+def test_full_and_minimal_records_round_trip_through_the_lean_decoder() -> None:
+    """Records with every field set and with only the required ones decode without
+    validation to records equal to the validated ones (fields set included)."""
+    for record in (FULL, MINIMAL):
+        row = to_row(record)
+        fast = _trusted(row)
+        assert fast is not None
+        _same(fast, validated_row(row))
+        assert fast == record
+
+
+def test_demo_ledger_rows_all_take_the_lean_path_with_the_same_records(
+        tmp_path: Path) -> None:
+    """Every row the offline demo writes (Anthropic and OpenAI) takes the lean path and
+    decodes to the validated record."""
+    from stableprompt.demo import run_demo, synthetic_workload
+
+    workload = synthetic_workload()
+    count = 0
+    for provider in ("anthropic", "openai"):
+        path = tmp_path / f"{provider}.db"
+        run_demo(workload, provider=provider, ledger_path=path)
+        conn = sqlite3.connect(path)
+        rows = conn.execute(f"SELECT {SELECT_COLUMNS} FROM calls").fetchall()
+        conn.close()
+        for row in rows:
+            fast = _trusted(row)
+            assert fast is not None, row[0]
+            _same(fast, validated_row(row))
+        count += len(rows)
+    assert count > 50
+
+
+BASE = to_row(FULL)
+_NAMES = list(COLUMNS)
+
+_values = st.one_of(
+    st.none(), st.booleans(), st.integers(min_value=-2**70, max_value=2**70),
+    st.floats(allow_nan=True, allow_infinity=True), st.text(max_size=140),
+    st.sampled_from(["", "hit", "cold", "anthropic", "unknown", "{}", "[]", "null", "{",
+                     '{"a": NaN}', '{"a": 1}', '{"a": "b"}', '{"a": {"b": 1}}',
+                     "[" * 300 + "]" * 300, '{"a":' + "[" * 300 + "]" * 300 + "}",
+                     '{"a":' + "[" * 100 + "]" * 100 + "}", '{"a": 18446744073709551616}',
+                     '{"k": "\\ud800"}', "2026-03-01T00:00:00", "2026-03-01T00:00:00Z",
+                     "2026-03-01T05:00:00+05:00", "not a time", "x" * 129, "x" * 128,
+                     "-0.0"]),
+    st.sampled_from([0, -1, 1, 99, 100, 599, 600, 0.0, -0.0, -1.0, 1.5, 2**63]))
+
+
+@settings(max_examples=600, deadline=None)
+@given(changes=st.dictionaries(st.sampled_from(_NAMES), _values, max_size=4),
+       base=st.sampled_from([BASE, to_row(MINIMAL)]))
+def test_any_row_decodes_as_validation_decides(changes: dict[str, Any],
+                                               base: tuple[Any, ...]) -> None:
+    """A row with any columns replaced (wrong types, negative counts, out-of-range status,
+    NaN, naive or offset timestamps, JSON that is not an object, too deep, or a big integer)
+    decodes to the validated record or raises the validation's error: never another record."""
+    row = tuple(changes.get(name, value) for name, value in zip(_NAMES, base, strict=True))
+    _check(row)
+
+
+def test_rows_of_another_length_go_to_validation() -> None:
+    """A row with a column too few is not decoded by the lean path (validation raises)."""
+    assert _trusted(BASE[:-1]) is None
+    with pytest.raises(ValueError):
+        from_row(BASE[:-1])
+
+
+def test_deep_json_is_refused_like_validation() -> None:
+    """A ``verdict_detail`` nested deeper than canonical JSON allows is refused by both
+    paths (the lean one checks long JSON text with ``canonical_json``)."""
+    deep = json.dumps({"a": [[]] and json.loads("[" * 300 + "]" * 300)})
+    row = tuple(deep if name == "verdict_detail" else v
+                for name, v in zip(_NAMES, BASE, strict=True))
+    assert _trusted(row) is None
+    with pytest.raises(ValidationError):
+        from_row(row)
