@@ -217,7 +217,8 @@ def html_report(report: Summary, *, title: str, intro: Sequence[str] = (),
         sessions = list(scenario.sessions.items())
         ids = short_ids(sid for sid, _ in sessions[:MAX_SESSION_ROWS])
         session_rows = "".join(
-            f"<tr>{_session_cell(sid, ids)}{_count_cells(t)}<td>{e(format_verdicts(t.verdicts))}</td></tr>"
+            f"<tr>{_session_cell(sid, ids)}{_count_cells(t)}"
+            f"<td>{e(format_verdicts(t.verdicts))}</td></tr>"
             for sid, t in sessions[:MAX_SESSION_ROWS])
         if len(sessions) > MAX_SESSION_ROWS:
             session_rows += (f"<tr><td colspan=8>and {len(sessions) - MAX_SESSION_ROWS:,} more "
