@@ -1,7 +1,8 @@
 """The peers' virtualenvs: Pydantic AI, LiteLLM and LangChain Anthropic at pinned versions,
 each in its own virtualenv, created once per machine and shared by the render benchmark
 (``benchmarks/run.py``, with pyperf added) and the proxy tests marked ``peers``
-(``tests/test_proxy_peers.py``).
+(``tests/test_proxy_peers.py``); and the Python harnesses from PyPI (:data:`HARNESSES`: the
+OpenAI Agents SDK and aider) run by ``tests/test_harness_pypi.py`` (marker ``harness``).
 
 Layout (outside the repository, so a fresh clone or CI reuses what an earlier run made)::
 
@@ -33,13 +34,21 @@ from pathlib import Path
 
 from stableprompt._cache import cache_root, pip_reason
 
-__all__ = ["PEERS", "PeerEnvError", "locked", "peer_python", "venv_dir"]
+__all__ = ["HARNESSES", "PEERS", "PeerEnvError", "locked", "peer_python", "venv_dir"]
 
 PEERS: dict[str, tuple[str, ...]] = {  # peer -> pinned requirements (checked 2026-12-01 on PyPI)
     "pydantic_ai": ("pydantic-ai-slim[anthropic]==2.68.0",),
     "litellm": ("litellm==1.110.2",),
     "langchain": ("langchain-anthropic==1.7.10",),
 }
+
+HARNESSES: dict[str, tuple[str, ...]] = {  # harness -> pinned requirements (PyPI, 2026-12-07)
+    "openai_agents": ("openai-agents==0.24.0",),
+    "aider": ("aider-chat==0.86.2",),
+}
+"""Python agent harnesses from PyPI, in virtualenvs made the same way as the peers'."""
+
+_ALL: dict[str, tuple[str, ...]] = {**PEERS, **HARNESSES}
 
 _PIP_TIMEOUT_S = 900.0
 #: pip's words for "could not reach the index" (its retry warnings and final errors).
@@ -54,21 +63,21 @@ class PeerEnvError(RuntimeError):
     """A peer's virtualenv could not be created.
 
     Attributes:
-        peer: The peer (a :data:`PEERS` key).
+        peer: The peer (a :data:`PEERS` or :data:`HARNESSES` key).
         reason: pip's error line (``_cache.pip_reason``), or why pip could not run.
         unreachable: The package registry could not be reached (pip reported a network
             error); ``False`` for a failure on a reachable registry.
     """
 
     def __init__(self, peer: str, reason: str, *, unreachable: bool) -> None:
-        super().__init__(f"{peer} ({' '.join(PEERS[peer])}): {reason}")
+        super().__init__(f"{peer} ({' '.join(_ALL[peer])}): {reason}")
         self.peer, self.reason, self.unreachable = peer, reason, unreachable
 
 
 def _requirements(peer: str, extra: Sequence[str]) -> list[str]:
-    if peer not in PEERS:
-        raise KeyError(f"unknown peer {peer!r}: one of {', '.join(sorted(PEERS))}")
-    return [*PEERS[peer], *extra]
+    if peer not in _ALL:
+        raise KeyError(f"unknown peer {peer!r}: one of {', '.join(sorted(_ALL))}")
+    return [*_ALL[peer], *extra]
 
 
 def venv_dir(peer: str, extra: Sequence[str] = ()) -> Path:
@@ -76,7 +85,7 @@ def venv_dir(peer: str, extra: Sequence[str] = ()) -> Path:
     created here.
 
     Raises:
-        KeyError: ``peer`` is not in :data:`PEERS`.
+        KeyError: ``peer`` is not in :data:`PEERS` or :data:`HARNESSES`.
     """
     base = getattr(sys, "_base_executable", sys.executable)
     text = "\n".join([*_requirements(peer, extra), sys.version, base])
@@ -103,7 +112,7 @@ def peer_python(peer: str, extra: Sequence[str] = ()) -> Path:
     the first time on a machine; a check of one file afterwards).
 
     Raises:
-        KeyError: ``peer`` is not in :data:`PEERS`.
+        KeyError: ``peer`` is not in :data:`PEERS` or :data:`HARNESSES`.
         PeerEnvError: pip failed; ``unreachable`` says whether the registry was the cause.
     """
     where = venv_dir(peer, extra)

@@ -672,6 +672,41 @@ def test_prediction_reuses_the_size_of_the_entry_the_predecessor_read() -> None:
     assert result.detail["anchored_on_predecessor_read"] is True
 
 
+def test_a_read_inside_the_predecessors_entry_is_anchored_on_its_reported_size() -> None:
+    """A cold predecessor reported only its longest entry (read + write, up to its last
+    breakpoint, on the assistant message before a long uncached user message); the next
+    request, its history rewritten, reads the entry of an earlier breakpoint (the system
+    block). The nearest reported count is that longest entry: the prediction is its size less
+    our estimate of the part after the system block, not the prompt total less the rest,
+    whose long last message the provider counts differently (as aider's repo-map breakpoint
+    behind its chat-files breakpoint and its long edit-format reminder show)."""
+    import dataclasses
+
+    def body(turns: int) -> dict[str, Any]:
+        made = anthropic_body(turns)
+        del made["messages"][-1]["content"][-1]["cache_control"]
+        made["messages"][-2]["content"][-1]["cache_control"] = {"type": "ephemeral"}
+        made["messages"][-1]["content"][-1]["text"] += " Reminder: edit with blocks." * 100
+        return made
+
+    one = state(body(3), 0.0)
+    assert one.request_tokens is not None
+    head = prefix_tokens(one, "system[0]")
+    extent = prefix_tokens(one, "messages[3].content[0]")  # our tokens up to the last breakpoint
+    skew = 150  # the provider counts 150 more tokens than we do in the last message
+    one = dataclasses.replace(one, cache_read_tokens=0, cached_extent_tokens=extent,
+                              input_tokens_total=one.request_tokens + skew)
+    edited = body(4)
+    edited["messages"][2]["content"][0]["text"] = "question one, edited"
+    two = state(edited, 20.0)
+    assert two.request_tokens is not None
+    result = attribute(two, predecessor=one, policy=ANTHROPIC,
+                       usage=anthropic_usage(two.request_tokens + skew, head))
+    assert result.predicted_cache_read_tokens == head
+    assert result.verdict == "client_mutation"
+    assert "anchored_on_predecessor_read" not in result.detail
+
+
 def test_below_minimum_estimate_with_a_reported_write_is_cold() -> None:
     """When our estimate says below the minimum but the provider wrote an entry of at least the
     minimum, the verdict is cold (the prefix was cacheable), flagged unexpected_writes."""

@@ -40,7 +40,7 @@ from harness_truth import check_misses
 from stableprompt import Ledger, UsageRecord, lint_capture, what_if
 from stableprompt._cli import main
 from stableprompt._wire.anthropic import DIAGNOSTICS_BETA
-from stableprompt.emulator import AssistantTurn, Emulator, ToolCall
+from stableprompt.emulator import AssistantTurn, Emulator, Responder, ToolCall
 
 pytestmark = pytest.mark.harness
 
@@ -107,7 +107,8 @@ _RESULTS = {"tool_result", "function_call_output", "custom_tool_call_output"}
 
 
 def _task_and_results(body: Mapping[str, Any]) -> tuple[str | None, int]:
-    """The last task marker in a user text and the tool results after it (both wires)."""
+    """The last task marker in a user text and the tool results after it (Anthropic,
+    Responses and Chat Completions)."""
     items = body.get("messages", body.get("input"))
     if not isinstance(items, list):
         return None, 0
@@ -115,7 +116,7 @@ def _task_and_results(body: Mapping[str, Any]) -> tuple[str | None, int]:
     for item in items:
         if not isinstance(item, dict):
             continue
-        if item.get("type") in _RESULTS:  # a Responses item
+        if item.get("type") in _RESULTS or item.get("role") == "tool":  # Responses; Chat
             results += 1
             continue
         content = item.get("content")
@@ -268,7 +269,7 @@ class Session:
     records: list[UsageRecord]
 
 
-def run_session(tmp: Path, responder: CliResponder,
+def run_session(tmp: Path, responder: Responder,
                 commands: list[tuple[list[str], dict[str, str]]],
                 check: Any, gateway: Callable[[str], Any] | None = None) -> Session:
     """Serve ``responder`` from a fresh emulator behind a ``stableprompt proxy`` process, run

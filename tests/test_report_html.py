@@ -290,3 +290,26 @@ def test_page_renders_in_headless_chromium(tmp_path: Path) -> None:
     assert requests == [page_path.as_uri()]
     assert len(sizes) == 2 and all(w > 100 and h > 100 for w, h in sizes), sizes
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
+
+
+def test_session_ids_are_shown_short_as_in_the_text_report() -> None:
+    """Long session ids (two UUIDv7 of one day, sharing their leading digits) are shown in the
+    misses, cliffs and sessions tables as the text report shows them (``_ids.short_ids``),
+    the full id in the cell's ``title``; the page never shows a full id as cell text."""
+    from stableprompt._report._ids import short_ids
+
+    uuids = ["019af3c2-7b1e-7cc0-9a57-2f0c5b8e41d3", "019af3c2-7b1e-7cc0-9a57-8e6d1a0f77b2"]
+    records = sorted([_rec(10 * s + i, scenario=scenario, session=uuids[s], verdict="cold")
+                      if i == 0 else
+                      _mutation(10 * s + i, scenario=scenario, session=uuids[s]) if i == 3 else
+                      _rec(10 * s + i, scenario=scenario, session=uuids[s],
+                           total=4000 + 100 * i, read=3900 + 100 * (i - 1))
+                      for scenario in ("drift",) for s in range(2) for i in range(5)],
+                     key=lambda r: r.ts_utc)
+    page = html_report(summarize(records), title="t")
+    shown = short_ids(uuids)
+    assert set(shown.values()) == {"…2f0c5b8e…", "…8e6d1a0f…"}
+    for full in uuids:
+        cell = f'<td title="{full}">{shown[full]}</td>'
+        assert page.count(cell) == 3, full  # a miss, a cliff, a session row
+        assert f">{full}<" not in page

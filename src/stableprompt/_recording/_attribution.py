@@ -453,14 +453,17 @@ class _Attributor:
         if suspect is not None:
             self.detail.update(suspect)
 
-    def provider(self, tokens: float, space: Literal["request", "base"] = "request") -> int:
+    def provider(self, tokens: float, space: Literal["request", "base"] = "request",
+                 extent: tuple[float, int] | None = None) -> int:
         """Provider tokens of the prefix whose size is ``tokens`` (our estimate) of this request
         (``space="request"``) or of the compared request (``"base"``).
 
         Anchored, never scaled: the provider's reported prompt size (this request's
-        ``input_tokens_total``, or the compared request's when the prefix is shared with it)
-        minus our estimate of the remainder after the prefix, choosing the anchor with the
-        smaller remainder; only that unshared remainder is estimated (token density varies
+        ``input_tokens_total``, or the compared request's when the prefix is shared with it),
+        or the size of the compared request's longest cache entry (``extent``: its end in our
+        tokens and the provider's ``cache_read + cache_write`` of it, when the prefix ends
+        inside it), minus our estimate of the remainder after the prefix, choosing the anchor
+        with the smallest remainder; only that remainder is estimated (token density varies
         0.33x to 1.42x by content, ``reference/ENGINES.md``, so no request-wide scale can make
         a per-prefix count exact). Our own estimate where no size was reported.
         """
@@ -469,7 +472,10 @@ class _Attributor:
         comparison = self.comparison
         shared = comparison is not None and tokens <= comparison.lcp_tokens
         best: tuple[float, int] | None = None
-        if (space == "request" or shared) and self.total is not None:
+        if extent is not None and tokens <= extent[0]:
+            best = (extent[0] - tokens, extent[1])
+        if (space == "request" or shared) and self.total is not None and (
+                best is None or self.request_tokens - tokens < best[0]):
             best = (self.request_tokens - tokens, self.total)
         base, base_tokens = self.base, self.base_tokens
         if ((space == "base" or shared) and base is not None
@@ -522,7 +528,10 @@ class _Attributor:
                 and self.read_entry == base.read_entry_digest):
             self.detail["anchored_on_predecessor_read"] = True
             return _floor(base.cache_read_tokens, self.granule)
-        return _floor(self.provider(tokens, "base"), self.granule)
+        # A prefix inside the predecessor's entry: the nearest reported count is that entry's
+        # own size, so only the part of the entry after the prefix is estimated.
+        extent = None if exact is None or base_extent is None else (base_extent, exact)
+        return _floor(self.provider(tokens, "base", extent), self.granule)
 
     # ------------------------------------------------------------------ results
 

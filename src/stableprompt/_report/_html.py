@@ -18,7 +18,9 @@ Viewable offline: no scripts, no external files or URLs (the charts are inline S
 text is text). The page names what drew the charts (library and version); without
 matplotlib (the optional ``report`` extra) each chart's place says how to get it, and the
 tables are all there. Every text from the ledger (scenario and session ids, paths, snippets,
-notes) is HTML-escaped. The same report gives the same bytes.
+notes) is HTML-escaped. Session ids are shown short, as the text report shows them
+(``_ids.short_ids`` over each table's ids), the full id in the cell's ``title``. The same report
+gives the same bytes.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from .._accounting._builder import MAX_POINTS
 from .._accounting._calls import CLIFF_DROP
 from .._accounting._summary import Summary, Totals
 from . import _charts
+from ._ids import short_ids
 from ._text import (
     failed_call_lines,
     format_int,
@@ -98,8 +101,10 @@ def _explanations(report: Summary) -> list[str]:
         f"<td class=n>{format_usd(c.lost_usd)}</td><td>{e(c.fix or '')}</td></tr>"
         for c in report.causes())
     missed, missed_total = report.misses()
+    ids = short_ids(r.session for r in missed)
     misses = [
-        f"<tr><td>{e(r.scenario)}</td><td>{e(r.session)}</td><td class=n>{r.turn or ''}</td>"
+        f"<tr><td>{e(r.scenario)}</td>{_session_cell(r.session, ids)}"
+        f"<td class=n>{r.turn or ''}</td>"
         f"<td>{e(_ts(r.ts))}</td>"
         f"<td>{e(r.verdict.replace('_', '-'))}{' (partial)' if r.partial else ''}"
         f"{''.join(f'<br><small>{e(c)}</small>' for c in r.caveats)}</td>"
@@ -115,13 +120,15 @@ def _explanations(report: Summary) -> list[str]:
         f"<td class=n>{format_int(a.lost_tokens)}</td><td class=n>{format_usd(a.lost_usd)}</td>"
         f"</tr>" for a in report.actions())
     failed = "".join(f"<li>{e(line.strip())}</li>" for line in failed_call_lines(report)[1:])
+    sharpest = report.cliffs()
+    ids = short_ids(c.call.session for c in sharpest)
     cliffs = [
-        f"<tr><td>{e(c.call.scenario)}</td><td>{e(c.call.session)}</td>"
+        f"<tr><td>{e(c.call.scenario)}</td>{_session_cell(c.call.session, ids)}"
         f"<td class=n>{c.call.turn or ''}</td><td>{e(_ts(c.call.ts))}</td>"
         f"<td>{e(c.call.verdict.replace('_', '-'))}</td>"
         f"<td class=n>{format_pct(c.previous_read_share)} → {format_pct(c.call.read_share)}</td>"
         f"<td>{e(c.call.cause or '')}</td><td>{e(c.call.segment or '')}</td></tr>"
-        for c in report.cliffs()]
+        for c in sharpest]
     cliffs_total = report.cliffs_total()
     return [
         "<h2>Turn boundary</h2><p class=note>Hit rate of calls inside a user turn (after a tool "
@@ -147,6 +154,17 @@ def _explanations(report: Summary) -> list[str]:
         "<th>segment</th><th>path</th><th>before</th><th>after</th></tr>", *misses,
         "</table></details>",
     ]
+
+
+def _session_cell(session: str | None, ids: dict[str, str]) -> str:
+    """A table cell with a session id as the text report shows it (``_ids.short_ids`` over
+    the table's ids), the full id in its ``title`` (shown on hover); empty for no session."""
+    if session is None:
+        return "<td></td>"
+    short = ids.get(session, session)
+    if short == session:
+        return f"<td>{html.escape(session)}</td>"
+    return f"<td title=\"{html.escape(session)}\">{html.escape(short)}</td>"
 
 
 def _shown_of(shown: int, total: int, which: str) -> str:
@@ -197,8 +215,10 @@ def html_report(report: Summary, *, title: str, intro: Sequence[str] = (),
     details = []
     for name, scenario in report.scenarios.items():
         sessions = list(scenario.sessions.items())
+        ids = short_ids(sid for sid, _ in sessions[:MAX_SESSION_ROWS])
         session_rows = "".join(
-            f"<tr><td>{e(sid)}</td>{_count_cells(t)}<td>{e(format_verdicts(t.verdicts))}</td></tr>"
+            f"<tr>{_session_cell(sid, ids)}{_count_cells(t)}"
+            f"<td>{e(format_verdicts(t.verdicts))}</td></tr>"
             for sid, t in sessions[:MAX_SESSION_ROWS])
         if len(sessions) > MAX_SESSION_ROWS:
             session_rows += (f"<tr><td colspan=8>and {len(sessions) - MAX_SESSION_ROWS:,} more "
