@@ -425,7 +425,7 @@ def _recorded(calls: list[tuple[float, str | None, bytes, bytes]], wire: str, *,
     return rows
 
 
-ROWS_DIGEST = "c939dd287b59ab6d68388dee288bcf0722a17d4cf6acb8315991be7b01ed3fe2"
+ROWS_DIGEST = "95aa1cb9ebc0aa105707ec04cbe42959902ef47cefef407f62ad1786ab01f852"
 """sha256 of the rows :func:`test_recorded_rows_are_pinned` records, computed before the
 recorder's fast paths (lazy divergence classification, indexed conversations, shared token
 sums): a change here changes a ledger row. Re-pinned on purpose this round, checked field by
@@ -449,7 +449,12 @@ unchanged; the 8 requests without a breakpoint are ``no_breakpoint`` (were
 (``compared-no-breakpoint``); ``lost_tokens`` is capped at what the call could read
 (``lost_cap_tokens``, 172 rows; the 12 mutation rows' ``divergences`` lost tokens with it,
 e.g. 99,945 -> 12 where the usage reported 100,000 reads of a 110-token request). Record
-ids inside ``verdict_detail`` are named by row index, as ``predecessor_id``."""
+ids inside ``verdict_detail`` are named by row index, as ``predecessor_id``. Issue 30 item 2
+(``c939dd28...`` before): every one of the 1,146 rows gained ``segment_digests`` (schema v4,
+the request's segment outline); for each, the outline's token counts sum to the row's
+``request_tokens`` and its last prefix digest is the first 32 hex digits of its
+``request_fingerprint``; with the field removed the rows give ``c939dd28...`` exactly (no
+other field of any row moved)."""
 
 
 def test_recorded_rows_are_pinned() -> None:

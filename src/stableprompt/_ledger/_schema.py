@@ -6,7 +6,9 @@ semantic conventions where one exists (``"gen_ai.usage.input_tokens"``,
 exported spans. Table ``meta`` (schema v2) holds ledger-level ``key -> value`` text. The schema
 is versioned with ``PRAGMA user_version`` and upgraded by :func:`migrate` with
 :data:`MIGRATIONS` (v3 added ``request_headers``: the request's allow-listed cache-relevant
-headers, ``_policy.CACHE_HEADERS``, as a JSON object).
+headers, ``_policy.CACHE_HEADERS``, as a JSON object; v4 added ``segment_digests``: the
+request's segment outline, ``_recording._outline``, so a predecessor is compared without its
+content).
 
 Read-only opening (:func:`connect_read_only`, used by ``Ledger(path, read_only=True)`` and so by
 ``stableprompt report``) never creates, migrates or writes the file: it connects with the SQLite
@@ -84,6 +86,7 @@ _FIELDS = (
     "response_id",
     "content",
     "request_headers",
+    "segment_digests",
 )
 
 COLUMNS: Mapping[str, str] = {field: OTEL_ATTRIBUTES.get(field, field) for field in _FIELDS}
@@ -146,6 +149,10 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
     (
         'ALTER TABLE calls ADD COLUMN "request_headers" TEXT',
     ),
+    # v4: the request's segment outline (_recording._outline): a predecessor without content.
+    (
+        'ALTER TABLE calls ADD COLUMN "segment_digests" TEXT',
+    ),
 )
 """Schema migrations: entry ``i`` upgrades ``user_version`` ``i`` to ``i + 1``. Append a tuple
 of statements for the next version; never edit a shipped entry. Each upgrade runs in one
@@ -155,7 +162,7 @@ transaction. A migration that adds a ``calls`` column must also teach :func:`_ch
 SCHEMA_VERSION = len(MIGRATIONS)
 """Schema version this stableprompt writes (``PRAGMA user_version``)."""
 
-ADDED_COLUMNS: Mapping[str, int] = {"request_headers": 3}
+ADDED_COLUMNS: Mapping[str, int] = {"request_headers": 3, "segment_digests": 4}
 """``calls`` columns added after v1 -> the schema version that added them. A ledger of an older
 version opened read-only (which never migrates) lacks them: they are read as ``NULL``
 (:func:`select_columns`), so the field is ``None`` (unknown), never a refusal."""

@@ -1,0 +1,127 @@
+"""A request's segment outline: what attribution needs of a predecessor without its body.
+
+A ledger row keeps its request body only with ``store_content`` (off by default in the
+proxy). Another process reading the row (a shared ledger: ``Ledger.shared``, PostgreSQL, a
+fleet of proxies) still has to compare the next turn with it as the recorder that wrote it
+would have: how many leading segments the two share, where the predecessor's cache
+breakpoints were (with their TTLs), and our token count up to each. The row's
+``segment_digests`` column (schema v4) holds exactly that, as one text value::
+
+    1|<kinds>|<tokens>|<breakpoints>|<prefix digests>
+
+- ``1``: the format version.
+- ``<kinds>``: one letter per segment: ``p`` param, ``t`` tool, ``s`` system, ``x`` tail,
+  and for a message its role: ``u`` user, ``a`` assistant, ``o`` tool result, ``m`` other
+  (attribution reads a predecessor's roles only to find its last user or tool message: the
+  implicit breakpoint of OpenAI's GPT-5.6+).
+- ``<tokens>``: our token count of each segment, decimal, comma-separated.
+- ``<breakpoints>``: ``index=ttl`` for each segment carrying a cache breakpoint,
+  comma-separated (``3=5m,7=1h``); a TTL label outside ``[0-9a-z]{1,8}`` is stored as
+  ``?``, which the TTL table reads as the default TTL, as it reads an unknown label.
+- ``<prefix digests>``: the first :data:`DIGEST_HEX` hex digits (16 bytes) of each segment's
+  chained prefix digest (``_segment``), concatenated. Chained, so segment ``i`` of two
+  requests agrees exactly when their first ``i + 1`` segments do; 128 bits leave a
+  collision between two different prefixes at about 2^-64 even after 2^32 prefixes.
+
+Size: about 37 bytes per segment (32 hex digits, a letter, a token count and a comma), made
+in one pass over the request's segments the recorder already holds (no history is re-read).
+Every character is from a fixed lowercase alphabet (:data:`PATTERN`): the value can hold no
+caller text and no key, so the ledger does not scrub it.
+
+What an outline cannot give (the predecessor's bytes): the byte offset inside the first
+divergent segment, the cause of a mutation and its before/after snippet, the content-shape
+rule, and the engine view's template check. A predecessor known by its outline is compared
+segment by segment (``lcp_bytes`` ends at the first divergent segment).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from .._ledger._usage_record import SEGMENT_DIGESTS_PATTERN
+from .._segment import Segment, new_segment
+
+__all__ = ["DIGEST_HEX", "PATTERN", "decode_outline", "encode_outline", "outline_common"]
+
+DIGEST_HEX = 32
+"""Hex digits kept of each chained prefix digest (16 bytes)."""
+
+_VERSION = "1"
+
+_KIND_LETTERS = {"param": "p", "tool": "t", "system": "s", "tail": "x"}
+_ROLE_LETTERS = {"user": "u", "assistant": "a", "tool": "o"}
+_LETTER_KIND = {"p": ("param", ""), "t": ("tool", ""), "s": ("system", ""), "x": ("tail", ""),
+                "u": ("message", "user"), "a": ("message", "assistant"),
+                "o": ("message", "tool"), "m": ("message", "")}
+_TTL_LABEL = re.compile(r"[0-9a-z]{1,8}")
+
+PATTERN = SEGMENT_DIGESTS_PATTERN
+"""The values ``UsageRecord.segment_digests`` accepts (validated on every record)."""
+
+
+def encode_outline(segments: Sequence[Segment], tokens: Sequence[int]) -> str:
+    """The ``segment_digests`` text of a request (module docstring): one pass over its
+    ``segments`` and our token count of each (``tokens``, same order).
+
+    Raises:
+        ValueError: ``tokens`` does not have one count per segment.
+    """
+    if len(tokens) != len(segments):
+        raise ValueError(f"{len(tokens)} token counts for {len(segments)} segments")
+    kinds: list[str] = []
+    marks: list[str] = []
+    digests: list[str] = []
+    for i, s in enumerate(segments):
+        kind = s.kind
+        kinds.append(_ROLE_LETTERS.get(s.label, "m") if kind == "message"
+                     else _KIND_LETTERS.get(kind, "x"))
+        if s.breakpoint:
+            label = s.breakpoint if _TTL_LABEL.fullmatch(s.breakpoint) else "?"
+            marks.append(f"{i}={label}")
+        digests.append(s.prefix_digest[:DIGEST_HEX])
+    return "|".join((_VERSION, "".join(kinds), ",".join(map(str, tokens)), ",".join(marks),
+                     "".join(digests)))
+
+
+def decode_outline(text: str) -> tuple[tuple[Segment, ...], list[int]] | None:
+    """The segments (kind, role label, breakpoint, truncated ``prefix_digest``; no name, path,
+    bytes or own digest) and token counts an outline records, or ``None`` when ``text`` is
+    not a well-formed outline of this version (an unknown version is not guessed at)."""
+    parts = text.split("|")
+    if len(parts) != 5 or parts[0] != _VERSION:
+        return None
+    kinds, counts, marks, digests = parts[1:]
+    n = len(kinds)
+    try:
+        tokens = [int(t) for t in counts.split(",")] if counts else []
+        breakpoints = {int(i): label for i, _, label in
+                       (mark.partition("=") for mark in marks.split(",") if mark)}
+    except ValueError:
+        return None
+    if len(tokens) != n or len(digests) != n * DIGEST_HEX or any(
+            not 0 <= i < n for i in breakpoints):
+        return None
+    segments = []
+    for i, letter in enumerate(kinds):
+        kind, label = _LETTER_KIND.get(letter, ("tail", ""))
+        segments.append(new_segment(kind, "", 0, 0, "",
+                                    digests[i * DIGEST_HEX:(i + 1) * DIGEST_HEX], tokens[i],
+                                    "", breakpoints.get(i), label))
+    return tuple(segments), tokens
+
+
+def outline_common(outline: Sequence[Segment], segments: Sequence[Segment],
+                   start: int = 0) -> int:
+    """Leading segments of ``segments`` (a request, full digests) shared with ``outline`` (a
+    decoded predecessor, truncated digests), knowing the first ``start`` are: a binary search
+    on the chained digests (they agree through ``i`` exactly when the first ``i + 1``
+    segments do), so O(log n) digest comparisons."""
+    lo, hi = start, min(len(outline), len(segments))
+    while lo < hi:  # invariant: the first ``lo`` agree; none from ``hi`` on is known to
+        mid = (lo + hi) // 2
+        if outline[mid].prefix_digest == segments[mid].prefix_digest[:DIGEST_HEX]:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
