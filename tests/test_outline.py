@@ -17,6 +17,7 @@ from stableprompt._recording._attribution import Attribution, attribute
 from stableprompt._recording._call import RequestState
 from stableprompt._recording._outline import (
     DIGEST_HEX,
+    MAX_SEGMENTS,
     decode_outline,
     encode_outline,
     outline_common,
@@ -40,7 +41,9 @@ T0 = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 
 def _outline(s: RequestState) -> str:
     assert s.segmented is not None and s.segment_tokens is not None
-    return encode_outline(s.segmented.segments, s.segment_tokens)
+    text = encode_outline(s.segmented.segments, s.segment_tokens)
+    assert text is not None
+    return text
 
 
 def _as_row(s: RequestState, wire: str = "anthropic") -> tuple[RequestState, RequestState]:
@@ -81,6 +84,19 @@ def test_outline_round_trips_kinds_roles_breakpoints_tokens_and_short_digests() 
     assert [s.breakpoint for s in segments if s.breakpoint] == ["1h", "1h"]
     assert len(text) < 40 * len(segments)  # about 37 bytes per segment
     UsageRecord(wire_format="anthropic", segment_digests=text)  # the record accepts it
+
+
+def test_a_request_beyond_the_bound_gets_no_outline() -> None:
+    """Beyond MAX_SEGMENTS segments a row keeps no outline (the column's size bound); the
+    mismatch of counts and segments is a ValueError."""
+    one = state(anthropic_body(1), 0.0)
+    assert one.segmented is not None and one.segment_tokens is not None
+    segments = list(one.segmented.segments)
+    many = segments * (MAX_SEGMENTS // len(segments) + 1)
+    assert encode_outline(many, [1] * len(many)) is None
+    assert encode_outline(many[:MAX_SEGMENTS], [1] * MAX_SEGMENTS) is not None
+    with pytest.raises(ValueError, match="token counts"):
+        encode_outline(segments, [1])
 
 
 @pytest.mark.parametrize("bad", ["2|s|1||" + "a" * 32, "1|s|1,2||" + "a" * 32,
