@@ -164,6 +164,10 @@ def test_a_row_predecessor_finds_a_mutation_and_its_segment() -> None:
     # the segment's own path; the body's diff points inside it
     assert kept.detail["path"].startswith(row.detail["path"] + "/")
     assert "snippet_a" in kept.detail and "snippet_a" not in row.detail
+    # the shared prefix ends where the changed segment starts (the body's reaches into it)
+    assert row.lcp_bytes is not None and kept.lcp_bytes is not None
+    assert row.lcp_tokens is not None and kept.lcp_tokens is not None
+    assert row.lcp_bytes <= kept.lcp_bytes and row.lcp_tokens <= kept.lcp_tokens
     assert "segment digests only" in row.detail["predecessor_body"]
 
 

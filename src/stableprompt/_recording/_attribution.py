@@ -250,7 +250,10 @@ def _compare(base: RequestState, request: RequestState) -> _Comparison:
         cacheable = len(outline)
         while cacheable and outline[cacheable - 1].kind == "tail":
             cacheable -= 1  # as ``_diff`` drops a volatile tail
-        nbytes = seg.segments[common - 1].end if common else 0
+        # as ``lcp_bytes``: through the base's cacheable end when all of it is shared, else
+        # through the last shared segment (its bytes would reach into the divergent one)
+        end = min(common, cacheable)
+        nbytes = seg.segments[end - 1].end if end else 0
         return _Comparison(common, nbytes, cum[common - 1] if common else 0, exact=True,
                            cut=common < cacheable)
     # Only the predecessor's ledger row is known: its request fingerprint names a prefix of
