@@ -74,7 +74,7 @@ def _full_record(**fields: object) -> UsageRecord:
         "content": '{"messages":[]}',
         "request_headers": {"anthropic-beta": "b-one-2026-01-01,b-two-2026-02-02",
                             "anthropic-version": "2023-06-01"},
-        "segment_digests": "1|su|900,12|0=5m|" + "ab" * 16 + "cd" * 16,
+        "segment_digests": "1|su|900,12|0=5m|" + "ab" * 16 + "cd" * 16 + "|" + "ef" * 32,
     }
     base.update(fields)
     return UsageRecord.model_validate(base)

@@ -150,7 +150,7 @@ def test_a_v2_database_is_read_as_it_is_then_migrated_keeping_rows(
     with psycopg.connect(pg_url, autocommit=True) as conn:
         assert conn.execute("SELECT version FROM stableprompt_schema").fetchone() == (2,)
     new = _record(2, request_headers={"anthropic-beta": "b-2026-01-01"},
-                  segment_digests="1|s|900|0=1h|" + "0f" * 16)
+                  segment_digests="1|s|900|0=1h|" + "0f" * 16 + "|")
     with Ledger(pg_url, spill_dir=tmp_path) as ledger:
         assert ledger.write(new) == "committed"
         assert ledger.records() == [old, new]

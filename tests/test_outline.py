@@ -22,7 +22,7 @@ from stableprompt._recording._outline import (
     encode_outline,
     outline_common,
 )
-from stableprompt._recording._predecessor import call_from_record, common_segments
+from stableprompt._recording._predecessor import call_from_record, common_segments, opening_of
 from stableprompt._usage import CacheUsage
 from test_attribution import (
     ANTHROPIC,
@@ -75,14 +75,15 @@ def test_outline_round_trips_kinds_roles_breakpoints_tokens_and_short_digests() 
     text = _outline(one)
     decoded = decode_outline(text)
     assert decoded is not None
-    segments, tokens = decoded
+    segments, tokens = decoded.segments, decoded.tokens
     assert tokens == list(one.segment_tokens)
+    assert decoded.opening == opening_of(one.segmented) and decoded.opening is not None
     for got, want in zip(segments, one.segmented.segments, strict=True):
         assert got.kind == want.kind and got.breakpoint == want.breakpoint
         assert got.prefix_digest == want.prefix_digest[:DIGEST_HEX]
         assert got.label == (want.label if want.label in ("user", "assistant", "tool") else "")
     assert [s.breakpoint for s in segments if s.breakpoint] == ["1h", "1h"]
-    assert len(text) < 40 * len(segments)  # about 37 bytes per segment
+    assert len(text) < 40 * len(segments) + 64  # about 37 bytes per segment, the opening
     UsageRecord(wire_format="anthropic", segment_digests=text)  # the record accepts it
 
 
@@ -99,11 +100,13 @@ def test_a_request_beyond_the_bound_gets_no_outline() -> None:
         encode_outline(segments, [1])
 
 
-@pytest.mark.parametrize("bad", ["2|s|1||" + "a" * 32, "1|s|1,2||" + "a" * 32,
-                                 "1|s|1|4=5m|" + "a" * 32, "1|s|1||" + "a" * 31, "1|s|x||"])
+@pytest.mark.parametrize("bad", ["2|s|1||" + "a" * 32 + "|", "1|s|1,2||" + "a" * 32 + "|",
+                                 "1|s|1|4=5m|" + "a" * 32 + "|", "1|s|1||" + "a" * 31 + "|",
+                                 "1|s|x|||", "1|s|1||" + "a" * 32, "1|m|1||" + "a" * 32 + "|ab"])
 def test_a_malformed_outline_is_none_not_guessed(bad: str) -> None:
     """Another version, a count or digest length that disagrees with the kinds, a breakpoint
-    past the end: no outline (the row is then compared by its fingerprint, as before v4)."""
+    past the end, a missing or short opening: no outline (the row is then compared by its
+    fingerprint, as before v4)."""
     assert decode_outline(bad) is None
 
 
@@ -112,7 +115,7 @@ def test_the_record_refuses_text_outside_the_outline_alphabet() -> None:
     no caller text and no key can be stored in it."""
     with pytest.raises(pydantic.ValidationError):
         UsageRecord(wire_format="anthropic",
-                    segment_digests="1|s|1||sk-ant-api03-" + "A" * 19)
+                    segment_digests="1|s|1||sk-ant-api03-" + "A" * 19 + "|")
 
 
 def test_outline_common_is_the_chained_digest_lcp() -> None:
@@ -193,3 +196,19 @@ def test_a_row_predecessor_keeps_the_implicit_breakpoint_of_a_budgeted_cache() -
     usage = chat_usage(9000, 4096)
     kept, row = _both(one, two_body, 30.0, usage, policy, "openai-chat")
     assert row == kept
+
+
+def test_a_row_of_a_call_without_session_id_keeps_its_conversation() -> None:
+    """A call without session id is named by its first message: the row's outline keeps that
+    digest, so another host's later turn of the conversation is its own (same conversation),
+    not another conversation sharing the head."""
+    one = state(anthropic_body(3), 0.0)
+    record = UsageRecord(record_id="row-1", ts_utc=T0, wire_format="anthropic",
+                         model="claude-sonnet-4-6", lineage=one.head_fingerprint,
+                         request_fingerprint=one.fingerprint, segment_digests=_outline(one))
+    earlier = call_from_record(record, one.head_fingerprint, count=lambda _: [])
+    two = state(anthropic_body(4), 30.0)
+    assert earlier.opening is not None and earlier.opening == opening_of(two.segmented)
+    later = dataclasses.replace(earlier, ts=earlier.ts + 30, state=two, opening=opening_of(
+        two.segmented))
+    assert earlier.same_conversation(later)

@@ -425,7 +425,7 @@ def _recorded(calls: list[tuple[float, str | None, bytes, bytes]], wire: str, *,
     return rows
 
 
-ROWS_DIGEST = "95aa1cb9ebc0aa105707ec04cbe42959902ef47cefef407f62ad1786ab01f852"
+ROWS_DIGEST = "6dd825eaeaee251175482de297f5ec6be3e59980f923efddc35c62baa0664d99"
 """sha256 of the rows :func:`test_recorded_rows_are_pinned` records, computed before the
 recorder's fast paths (lazy divergence classification, indexed conversations, shared token
 sums): a change here changes a ledger row. Re-pinned on purpose this round, checked field by
@@ -452,9 +452,10 @@ e.g. 99,945 -> 12 where the usage reported 100,000 reads of a 110-token request)
 ids inside ``verdict_detail`` are named by row index, as ``predecessor_id``. Issue 30 item 2
 (``c939dd28...`` before): every one of the 1,146 rows gained ``segment_digests`` (schema v4,
 the request's segment outline); for each, the outline's token counts sum to the row's
-``request_tokens`` and its last prefix digest is the first 32 hex digits of its
-``request_fingerprint``; with the field removed the rows give ``c939dd28...`` exactly (no
-other field of any row moved)."""
+``request_tokens``, its last prefix digest is the first 32 hex digits of its
+``request_fingerprint``, and its opening is the first message segment's digest (1,022 rows;
+the 124 head-only requests, params, tools and system without messages, have none); with the
+field removed the rows give ``c939dd28...`` exactly (no other field of any row moved)."""
 
 
 def test_recorded_rows_are_pinned() -> None:

@@ -120,9 +120,10 @@ def utc_now() -> datetime:
     return datetime.now(UTC)
 
 
-SEGMENT_DIGESTS_PATTERN = r"^1\|[ptsxuaom]*\|[0-9,]*\|[0-9a-z=?,]*\|[0-9a-f]*$"
+SEGMENT_DIGESTS_PATTERN = r"^1\|[ptsxuaom]*\|[0-9,]*\|[0-9a-z=?,]*\|[0-9a-f]*\|[0-9a-f]*$"
 """The values of :attr:`UsageRecord.segment_digests` (format 1 of ``_recording._outline``):
-a version, segment kind letters, token counts, ``index=ttl`` breakpoints, hex digests."""
+a version, segment kind letters, token counts, ``index=ttl`` breakpoints, hex prefix digests
+and the hex digest of the first message."""
 
 
 def _count() -> Any:
@@ -186,9 +187,10 @@ class UsageRecord(BaseModel):
             a row from before schema v3). Never any other header.
         segment_digests: The request's segment outline (``_recording._outline``, schema v4):
             per segment its kind or message role, our token count, its cache breakpoint TTL
-            and 16 bytes (32 hex digits) of its chained prefix digest, so another process
-            compares a later request with this one without its content. About 37 bytes per
-            segment; ``None`` when unknown (no analysis, a row from before schema v4). Its
+            and 16 bytes (32 hex digits) of its chained prefix digest, and its first message's
+            digest, so another process compares a later request with this one without its
+            content. About 37 bytes per segment and 64 per row; ``None`` when unknown (no
+            analysis, a row from before schema v4, more than 4,096 segments). Its
             alphabet (:data:`SEGMENT_DIGESTS_PATTERN`) holds no caller text: not scrubbed.
 
     Raises:

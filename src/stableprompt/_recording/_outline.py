@@ -7,7 +7,7 @@ would have: how many leading segments the two share, where the predecessor's cac
 breakpoints were (with their TTLs), and our token count up to each. The row's
 ``segment_digests`` column (schema v4) holds exactly that, as one text value::
 
-    1|<kinds>|<tokens>|<breakpoints>|<prefix digests>
+    1|<kinds>|<tokens>|<breakpoints>|<prefix digests>|<opening>
 
 - ``1``: the format version.
 - ``<kinds>``: one letter per segment: ``p`` param, ``t`` tool, ``s`` system, ``x`` tail,
@@ -22,12 +22,16 @@ breakpoints were (with their TTLs), and our token count up to each. The row's
   chained prefix digest (``_segment``), concatenated. Chained, so segment ``i`` of two
   requests agrees exactly when their first ``i + 1`` segments do; 128 bits leave a
   collision between two different prefixes at about 2^-64 even after 2^32 prefixes.
+- ``<opening>``: the whole (64 hex digits, not chained) digest of the first message segment,
+  or nothing without messages: what names a conversation without session id
+  (``_predecessor.opening_of``), so another host's calls of it are its own turns.
 
-Size: about 37 bytes per segment (32 hex digits, a letter, a token count and a comma), made
-in one pass over the request's segments the recorder already holds (no history is re-read);
-on the demo ledgers (17-23 segments per request) +650 to +820 bytes per row. Bounded: a
-request of more than :data:`MAX_SEGMENTS` segments gets no outline (at most ~150 KB per row;
-its row is then compared by its request fingerprint, as a row from before schema v4 is).
+Size: about 37 bytes per segment (32 hex digits, a letter, a token count and a comma) and 64
+for the opening, made in one pass over the request's segments the recorder already holds (no
+history is re-read; ~0.2-0.5 us a segment); on the demo ledgers (18-23 segments per request)
++720 to +885 bytes per row (from 1.2-1.8 KB to 2.1-2.5 KB). Bounded: a request of more than
+:data:`MAX_SEGMENTS` segments gets no outline (at most ~150 KB per row; its row is then
+compared by its request fingerprint, as a row from before schema v4 is).
 Every character is from a fixed lowercase alphabet (:data:`PATTERN`): the value can hold no
 caller text and no key, so the ledger does not scrub it.
 
@@ -41,12 +45,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from .._ledger._usage_record import SEGMENT_DIGESTS_PATTERN
 from .._segment import Segment, new_segment
 
-__all__ = ["DIGEST_HEX", "MAX_SEGMENTS", "PATTERN", "decode_outline", "encode_outline",
-           "outline_common"]
+__all__ = ["DIGEST_HEX", "MAX_SEGMENTS", "PATTERN", "Outline", "decode_outline",
+           "encode_outline", "outline_common"]
 
 DIGEST_HEX = 32
 """Hex digits kept of each chained prefix digest (16 bytes)."""
@@ -68,6 +73,23 @@ PATTERN = SEGMENT_DIGESTS_PATTERN
 """The values ``UsageRecord.segment_digests`` accepts (validated on every record)."""
 
 
+@dataclass(frozen=True, slots=True)
+class Outline:
+    """A decoded outline.
+
+    Attributes:
+        segments: Per segment its kind, role label (``user``, ``assistant``, ``tool`` or
+            ``""``), breakpoint TTL label and the first :data:`DIGEST_HEX` hex digits of its
+            chained ``prefix_digest``; no name, path, bytes or own digest.
+        tokens: Our token count of each segment.
+        opening: The first message segment's own digest (64 hex digits), or ``None``.
+    """
+
+    segments: tuple[Segment, ...]
+    tokens: list[int]
+    opening: str | None
+
+
 def encode_outline(segments: Sequence[Segment], tokens: Sequence[int]) -> str | None:
     """The ``segment_digests`` text of a request (module docstring): one pass over its
     ``segments`` and our token count of each (``tokens``, same order); ``None`` beyond
@@ -83,8 +105,11 @@ def encode_outline(segments: Sequence[Segment], tokens: Sequence[int]) -> str | 
     kinds: list[str] = []
     marks: list[str] = []
     digests: list[str] = []
+    opening = ""
     for i, s in enumerate(segments):
         kind = s.kind
+        if kind == "message" and not opening:
+            opening = s.digest
         kinds.append(_ROLE_LETTERS.get(s.label, "m") if kind == "message"
                      else _KIND_LETTERS.get(kind, "x"))
         if s.breakpoint:
@@ -92,17 +117,18 @@ def encode_outline(segments: Sequence[Segment], tokens: Sequence[int]) -> str | 
             marks.append(f"{i}={label}")
         digests.append(s.prefix_digest[:DIGEST_HEX])
     return "|".join((_VERSION, "".join(kinds), ",".join(map(str, tokens)), ",".join(marks),
-                     "".join(digests)))
+                     "".join(digests), opening))
 
 
-def decode_outline(text: str) -> tuple[tuple[Segment, ...], list[int]] | None:
-    """The segments (kind, role label, breakpoint, truncated ``prefix_digest``; no name, path,
-    bytes or own digest) and token counts an outline records, or ``None`` when ``text`` is
-    not a well-formed outline of this version (an unknown version is not guessed at)."""
+def decode_outline(text: str) -> Outline | None:
+    """The :class:`Outline` ``text`` records, or ``None`` when ``text`` is not a well-formed
+    outline of this version (an unknown version is not guessed at)."""
     parts = text.split("|")
-    if len(parts) != 5 or parts[0] != _VERSION:
+    if len(parts) != 6 or parts[0] != _VERSION:
         return None
-    kinds, counts, marks, digests = parts[1:]
+    kinds, counts, marks, digests, opening = parts[1:]
+    if opening and len(opening) != 64:
+        return None
     n = len(kinds)
     try:
         tokens = [int(t) for t in counts.split(",")] if counts else []
@@ -119,7 +145,7 @@ def decode_outline(text: str) -> tuple[tuple[Segment, ...], list[int]] | None:
         segments.append(new_segment(kind, "", 0, 0, "",
                                     digests[i * DIGEST_HEX:(i + 1) * DIGEST_HEX], tokens[i],
                                     "", breakpoints.get(i), label))
-    return tuple(segments), tokens
+    return Outline(tuple(segments), tokens, opening or None)
 
 
 def outline_common(outline: Sequence[Segment], segments: Sequence[Segment],

@@ -700,11 +700,11 @@ def call_from_record(record: UsageRecord, head: str,
             tokens = tuple(count(segmented))
         except Exception:
             segmented = tokens = None
+    opening = opening_of(segmented)
     if segmented is None and record.segment_digests is not None:
         decoded = decode_outline(record.segment_digests)
         if decoded is not None:
-            outline, counts = decoded
-            tokens = tuple(counts)
+            outline, tokens, opening = decoded.segments, tuple(decoded.tokens), decoded.opening
     ts = record.ts_utc.timestamp()
     state = RequestState(
         ts=ts,
@@ -728,7 +728,7 @@ def call_from_record(record: UsageRecord, head: str,
     agent_id = agent.get("id") if isinstance(agent, dict) else None
     return Call(ts=ts, session_id=record.session_id, provider=record.provider or "",
                 wire_format=wire, model=record.model,
-                opening=opening_of(segmented), fingerprint=state.fingerprint, state=state,
+                opening=opening, fingerprint=state.fingerprint, state=state,
                 turn=record.turn, agent=agent_id if isinstance(agent_id, str) else None,
                 ended=None if record.latency_ms is None else ts + record.latency_ms / 1000)
 
