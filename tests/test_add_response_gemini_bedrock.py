@@ -200,3 +200,110 @@ def test_official_boto3_converse_answer_extends_the_render(emu: Emulator) -> Non
     assert _extends(first, second)
     usage = client.converse(modelId=MODEL_B, **second.body)["usage"]
     assert usage["cacheReadInputTokens"] > 0
+
+
+def _gemini_with(parts: list[dict[str, Any]], role: str = "model") -> dict[str, Any]:
+    return {"candidates": [{"content": {"role": role, "parts": parts}, "finishReason": "STOP"}],
+            "usageMetadata": {"promptTokenCount": 10}}
+
+
+def _converse_with(content: list[Any], role: str = "assistant") -> dict[str, Any]:
+    return {"output": {"message": {"role": role, "content": content}}, "stopReason": "end_turn",
+            "usage": {"inputTokens": 1, "outputTokens": 1, "totalTokens": 2}}
+
+
+@pytest.mark.parametrize(("response", "pointer"), [
+    (_gemini_with([{"text": "Here."}, {"inlineData": {"mimeType": "image/png", "data": "AA=="}}]),
+     "/candidates/0/content/parts/1"),
+    (_gemini_with([{"executableCode": {"language": "PYTHON", "code": "1"}}, {"text": "1"}]),
+     "/candidates/0/content/parts/0"),
+    (_gemini_with([{"text": "a"}, {"fileData": {"fileUri": "gs://b/c", "mimeType": "a/b"}}]),
+     "/candidates/0/content/parts/1"),
+    (_gemini_with([{}]), "/candidates/0/content/parts/0"),
+    (_gemini_with([{"functionCall": "get_weather"}]), "/candidates/0/content/parts/0/functionCall"),
+    (_gemini_with([{"text": "a"}], role="user"), "/candidates/0/content/role"),
+    (_converse_with([{"text": "x"}, {"image": {"format": "png", "source": {"bytes": "AA=="}}}]),
+     "/output/message/content/1"),
+    (_converse_with([{"citationsContent": {"content": [{"text": "c"}], "citations": []}}]),
+     "/output/message/content/0"),
+    (_converse_with([{"toolUse": "get_weather"}]), "/output/message/content/0/toolUse"),
+    (_converse_with([{"text": "x"}], role="user"), "/output/message/role"),
+])
+def test_parts_add_response_cannot_keep_are_errors_not_dropped(response: dict[str, Any],
+                                                                pointer: str) -> None:
+    """An answer part add_response has no place for (an image, code execution, a file, a
+    citation, an empty part) or a turn of the wrong role is a typed error at its pointer:
+    dropping it would send the model a history it never produced."""
+    with pytest.raises(HistoryError) as caught:
+        conversation().add_response(response)
+    assert caught.value.code == "history-response" and caught.value.pointer == pointer
+
+
+def test_converse_answer_without_stop_reason_is_read_as_converse() -> None:
+    """A Converse answer is told apart by its ``output`` object (a Responses ``output`` is a
+    list), not by ``stopReason``, which a trimmed answer may lack."""
+    answer = _converse_with([{"text": "Sunny."}])
+    del answer["stopReason"]
+    conv = conversation()
+    assert conv.add_response(answer).role == "assistant"
+    assert "Sunny." in conv.render().to_bedrock_converse(model_id=MODEL_B).content.decode()
+
+
+def test_gemini_answer_with_several_candidates_needs_a_choice() -> None:
+    """candidateCount > 1: add_response asks which candidate continues the conversation
+    (before, every candidate but the first was dropped in silence); ``choice`` picks one and
+    its errors point into it."""
+    answer = _gemini_with([{"text": "first"}])
+    answer["candidates"].append({"content": {"role": "model", "parts": [
+        {"text": "second"}, {"inlineData": {"mimeType": "image/png", "data": "AA=="}}]}})
+    with pytest.raises(HistoryError) as caught:
+        conversation().add_response(answer)
+    assert (caught.value.code, caught.value.pointer) == ("history-choices", "/candidates")
+    conv = conversation()
+    assert conv.add_response(answer, choice=0).text == "first"
+    with pytest.raises(HistoryError) as caught:
+        conversation().add_response(answer, choice=1)
+    assert caught.value.pointer == "/candidates/1/content/parts/1"
+    with pytest.raises(HistoryError) as caught:
+        conversation().add_response(answer, choice=2)
+    assert caught.value.pointer == "/candidates/2"
+
+
+def test_boto3_redacted_reasoning_bytes_are_named_where_they_are() -> None:
+    """boto3 gives ``redactedContent`` as bytes: the error points at it in the answer (it
+    pointed into the stored message, ``/content/0/item/...``), and says why."""
+    answer = _converse_with([{"reasoningContent": {"redactedContent": b"\x00\x01"}},
+                             {"text": "Done."}])
+    with pytest.raises(HistoryError) as caught:
+        conversation().add_response(answer)
+    assert caught.value.code == "history-response"
+    assert caught.value.pointer == "/output/message/content/0/reasoningContent/redactedContent"
+
+
+def test_gemini_calls_without_ids_get_new_ids_on_every_turn() -> None:
+    """Gemini 2.x sends function calls without ids; an answer without ``responseId`` made
+    the same ``gemini-0`` on every turn, so the second such turn was refused as a duplicate
+    call. The made-up ids stay deterministic and new in the conversation; an id the provider
+    sent twice is still refused."""
+    answer = _gemini_with([{"functionCall": {"name": "get_weather", "args": {"city": "Paris"}}},
+                           {"functionCall": {"name": "get_weather", "args": {"city": "Oslo"}}}])
+    conv = conversation()
+    seen = []
+    for _ in range(3):
+        message = conv.add_response(answer)
+        seen.append([call.id for call in message.tool_calls])
+        for call in message.tool_calls:
+            conv.tool_result(call.id, "sunny")
+    assert seen == [["gemini-0", "gemini-1"], ["gemini-0.1", "gemini-1.1"],
+                    ["gemini-0.2", "gemini-1.2"]]
+    ids = [part["functionCall"]["id"] for content in
+           conv.render().to_gemini(model=MODEL_G).body["contents"]
+           for part in content["parts"] if "functionCall" in part]
+    assert ids == [i for turn in seen for i in turn]
+    sent = _gemini_with([{"functionCall": {"id": "fc_1", "name": "get_weather",
+                                           "args": {"city": "Paris"}}}])
+    conv.add_response(sent)
+    conv.tool_result("fc_1", "sunny")
+    with pytest.raises(HistoryError) as caught:
+        conv.add_response(sent)
+    assert caught.value.code == "history-duplicate-call"

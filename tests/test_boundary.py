@@ -112,3 +112,51 @@ def test_trailing_instructions_do_not_hide_the_turn() -> None:
                            {"type": "function_call_output", "call_id": "c", "output": "ok"},
                            {"role": "developer", "content": "be brief"}]}
     assert turn_boundary("openai-responses", responses) == "intra"
+
+
+@pytest.mark.parametrize("to", ["gemini", "bedrock"])
+def test_gemini_and_converse_requests_have_a_turn_boundary(to: str) -> None:
+    """Rendered Gemini and Converse requests (a clock tail in the last user message) are
+    cross-turn after a user message and intra-turn after tool results, and the recorder
+    stores it; both gave no boundary, so the report's intra/cross split left every Gemini
+    and Bedrock call out."""
+    from stableprompt import PromptBuilder, Tool
+    tool = Tool("get_weather", "Weather.", {"type": "object", "properties": {
+        "city": {"type": "string"}}, "required": ["city"]})
+    conv = PromptBuilder(tokenizer=None).system("S").tools([tool]).tail_slot("now") \
+        .freeze().conversation()
+    recorder = Recorder(tokenizer="bytes/4")
+    seen = []
+    for step in range(3):
+        if step == 1:
+            conv.assistant(None, tool_calls=[{"id": "c1", "name": "get_weather",
+                                              "arguments": {"city": "Paris"}}])
+            conv.tool_result("c1", "sunny")
+        if step == 2:
+            conv.assistant("Sunny.")
+            conv.user("And tomorrow?")
+        elif step == 0:
+            conv.user("Weather?")
+        rendered = conv.render(tail={"now": f"t{step}"})
+        if to == "gemini":
+            request = rendered.to_gemini(model="gemini-2.5-pro")
+            host = "generativelanguage.googleapis.com"
+            answer = {"candidates": [{"content": {"role": "model", "parts": [{"text": "ok"}]},
+                                      "finishReason": "STOP"}],
+                      "usageMetadata": {"promptTokenCount": 10, "candidatesTokenCount": 1}}
+        else:
+            request = rendered.to_bedrock_converse(model_id="anthropic.claude-sonnet-4-6")
+            host = "bedrock-runtime.us-east-1.amazonaws.com"
+            answer = {"output": {"message": {"role": "assistant", "content": [{"text": "ok"}]}},
+                      "stopReason": "end_turn",
+                      "usage": {"inputTokens": 10, "outputTokens": 1, "totalTokens": 11}}
+        wire = "gemini" if to == "gemini" else "bedrock-converse"
+        expected = ["cross", "intra", "cross"][step]
+        assert turn_boundary(wire, request.body) == expected
+        pending = recorder.start(request.path, {}, request.content, host=host)
+        assert pending is not None
+        record = recorder.finish(pending, Observation(status_code=200,
+                                                    body=json.dumps(answer).encode()))
+        assert record is not None and record.wire_format == wire
+        seen.append(record.verdict_detail.get("turn_boundary"))
+    assert seen == ["cross", "intra", "cross"]

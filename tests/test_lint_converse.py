@@ -92,3 +92,23 @@ def test_gemini_capture_lints_with_the_model_from_the_url(tmp_path: Path) -> Non
     report = lint_capture(path)
     assert not report.problems
     assert report.pairs[0].wire_format == "gemini"
+
+
+def test_bedrock_rules_cover_the_user_guide_table() -> None:
+    """Every model of the Bedrock prompt-caching table (PROVIDERS.md §6.3) has its own rule,
+    inference profiles and ARNs included: Claude 3.7 Sonnet and Opus 4 cache from 1,024
+    tokens (they fell to the conservative 4,096 default, so a 1,024-4,095-token prefix was
+    predicted to read nothing), Opus 4.6 from 4,096 with 5 minutes only."""
+    from stableprompt._policy import cache_rules
+
+    table = {"anthropic.claude-3-7-sonnet-20250219-v1:0": (1024, (300,)),
+             "us.anthropic.claude-opus-4-20250514-v1:0": (1024, (300,)),
+             "anthropic.claude-opus-4-6-v1": (4096, (300,)),
+             "arn:aws:bedrock:us-east-1:123456789012:inference-profile/"
+             "global.anthropic.claude-sonnet-4-5-20250929-v1:0": (4096, (300, 3600)),
+             "anthropic.claude-sonnet-4-6": (1024, (300,)),
+             "anthropic.claude-opus-4-5-20251101-v1:0": (4096, (300, 3600))}
+    for model, (minimum, ttls) in table.items():
+        rule = cache_rules("bedrock", model)
+        assert not rule.conservative, model
+        assert (rule.min_cacheable_tokens, rule.ttls_s) == (minimum, ttls), model

@@ -6,7 +6,8 @@ field of every record of the five kinds of answer byte for byte. Fingerprints re
 ``sp1:`` -> ``sp2:`` by issue 26 item 7 (the fingerprint version; the hex digests of these
 recorded requests did not move: the chain is unchanged). Issue 29 added
 ``verdict_detail["head_tokens"]`` (1,395: the head's size for the what-if replay), the only
-change.
+change. Issue 26 item 4 added ``request_headers`` (``{}``: these calls send no allow-listed
+header), the only change.
 """
 
 from __future__ import annotations

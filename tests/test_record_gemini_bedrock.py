@@ -164,3 +164,40 @@ def test_google_genai_cache_calls_are_rows_of_their_own(emu: Emulator, through: 
     assert "g-key" not in str([r.to_json() for r in rows])
     (entry,) = summarize(rows).explicit_caches.caches
     assert entry.reads == 1 and entry.deleted and entry.storage_usd is not None
+
+
+def test_boto3_failures_stay_botocore_errors_and_are_retried() -> None:
+    """A refused connection through record_bedrock raises botocore's
+    EndpointConnectionError, as without it (it raised httpx.ConnectError, which no
+    ``except botocore.exceptions...`` clause catches and botocore's retries skip); each
+    attempt botocore makes is one failed row."""
+    from botocore.config import Config  # type: ignore[import-untyped]
+    from botocore.exceptions import EndpointConnectionError  # type: ignore[import-untyped]
+
+    def client() -> Any:
+        return boto3.client("bedrock-runtime", region_name="us-east-1",
+                            endpoint_url="http://127.0.0.1:9", aws_access_key_id="AKIDTEST",
+                            aws_secret_access_key="secret",
+                            config=Config(retries={"max_attempts": 3, "mode": "standard"}))
+
+    def attempts_of(c: Any) -> list[int]:
+        seen = [0]
+        c.meta.events.register_first("before-send.bedrock-runtime.Converse",
+                                     lambda **_: seen.__setitem__(0, seen[0] + 1))
+        return seen
+
+    kwargs: dict[str, Any] = {"modelId": MODEL_B, "messages": [
+        {"role": "user", "content": [{"text": "hi"}]}]}
+    plain = client()
+    plain_attempts = attempts_of(plain)
+    with pytest.raises(EndpointConnectionError):
+        plain.converse(**kwargs)
+    recorder = Recorder()
+    recorded = client()
+    recorded_attempts = attempts_of(recorded)
+    record_bedrock(recorded, recorder=recorder)
+    with pytest.raises(EndpointConnectionError):
+        recorded.converse(**kwargs)
+    assert recorded_attempts[0] == plain_attempts[0] > 1
+    assert len(recorder.records) == recorded_attempts[0]
+    assert all(r.error_class == "ProviderConnectionError" for r in recorder.records)

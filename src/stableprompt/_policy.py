@@ -336,6 +336,11 @@ def default_policies() -> tuple[CacheRules, ...]:
         _bedrock("*claude-opus-4-5*", 4096, (300, 3600)),
         _bedrock("*claude-sonnet-4-5*", 4096, (300, 3600)),
         _bedrock("*claude-haiku-4-5*", 4096, (300, 3600)),
+        # the rest of the user guide's table (PROVIDERS.md §6.3): Opus 4.6, Opus 4
+        # (claude-opus-4-20250514; Opus 4.1 is not in the table) and Claude 3.7 Sonnet
+        _bedrock("*claude-opus-4-6*", 4096, (300,)),
+        _bedrock("*claude-opus-4-2025*", 1024, (300,)),
+        _bedrock("*claude-3-7-sonnet*", 1024, (300,)),
         _bedrock("*", 4096, (300,)).model_copy(update={"conservative": True}),
         # Self-hosted engines and the rest: one documented rule per provider (engine defaults:
         # vLLM 16-token blocks, SGLang page size 1), not a per-model guess.

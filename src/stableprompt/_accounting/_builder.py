@@ -308,7 +308,8 @@ class SummaryBuilder:
             self._agents[branch] = agent
         # a subagent's ceiling is its own conversation's, not its parent's previous request
         ceiling = self._ceilings.next(record, Ceilings.key(
-            record, name, sid if agent == MAIN_AGENT else f"{sid}\x00{agent}"), policy)
+            record, name, sid if agent == MAIN_AGENT else f"{sid}\x00{agent}"), policy,
+            self._caches.created_tokens(record))
         snippets = None
         if (record.verdict == "client_mutation" and record.content is not None
                 and record.predecessor_id is not None):

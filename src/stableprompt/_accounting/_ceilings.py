@@ -76,10 +76,11 @@ class Ceilings:
         return None if seen is None else seen.total
 
     def next(self, record: UsageRecord, key: tuple[str, ...],
-             policy: CacheRules | None) -> int:
+             policy: CacheRules | None, explicit: int = 0) -> int:
         """The ceiling (tokens) of ``record`` (of cache key ``key``, :meth:`key`), then
         remember it as an earlier call. A call whose size is unknown or implausible has
-        ceiling 0 and bounds nothing later."""
+        ceiling 0 and bounds nothing later. ``explicit``: the tokens of a Gemini explicit
+        cache the call names and the selection saw created (it can read them whole)."""
         total = record.input_tokens_total
         if total is None or record.usage_inconsistent:
             return 0
@@ -102,6 +103,7 @@ class Ceilings:
         minimum = policy.min_cacheable_tokens if policy is not None else 0
         best = best // granularity * granularity
         best = best if best >= minimum else 0
+        best = max(best, min(explicit, total))  # an explicit cache is read whole
         read = record.cache_read_tokens
         if read is not None and read > best:  # read from a call the selection does not hold
             self.beyond_ledger += 1          # (or a prefix the recorder did not compare)

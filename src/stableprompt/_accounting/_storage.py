@@ -179,8 +179,8 @@ class ExplicitCaches:
             return True
         ts = record.ts_utc.timestamp()
         op, ttl, tokens = facts.get("op"), facts.get("ttl_s"), facts.get("tokens")
-        if isinstance(tokens, int) and not isinstance(tokens, bool):
-            entry.tokens = tokens
+        if isinstance(tokens, int) and not isinstance(tokens, bool) and tokens >= 0:
+            entry.tokens = tokens  # a negative count is no count: never a negative price
         if op == "create":
             entry.created, life.start = record.ts_utc, ts
             if ttl is None:
@@ -191,6 +191,16 @@ class ExplicitCaches:
             entry.deleted = True
             life.end = ts if life.end is None else min(life.end, ts)
         return True
+
+    def created_tokens(self, record: UsageRecord) -> int:
+        """The tokens of the explicit cache ``record`` reads (``cached_content``) when this
+        ledger holds its successful create row and its token count, else 0: what the call
+        can read without any earlier prompt call (its ceiling's lower bound)."""
+        name = record.verdict_detail.get("cached_content")
+        life = self._lives.get(name) if isinstance(name, str) else None
+        if life is None or life.start is None or life.entry.tokens is None:
+            return 0
+        return life.entry.tokens
 
     def totals(self, *, price: bool = True) -> ExplicitCacheTotals:
         """The caches noted so far, priced (``price``) with their model's explicit-cache
@@ -224,8 +234,14 @@ class ExplicitCaches:
 
 
 def break_even_note(entry: CacheStorage) -> str:
-    """``"break-even 2 reads in its 0.08 h: paid off (4 served)"`` or why it is unknown."""
+    """``"break-even 2 reads in its 0.08 h: paid off (4 served)"`` or why it is unknown: no
+    create row (its life is unknown), its token count unknown, or no price."""
     if entry.break_even_reads is None:
+        if entry.created is None:
+            return ("break-even unknown (no create row in this ledger: created by another "
+                    "process or before the ledger, its life is unknown)")
+        if entry.tokens is None:
+            return "break-even unknown (the create answer gave no token count)"
         return "break-even unknown (no storage or read price for its model)"
     verdict = "paid off" if entry.paid_off else "not paid off"
     reads = entry.break_even_reads

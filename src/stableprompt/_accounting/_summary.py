@@ -179,7 +179,8 @@ class Summary:
         """Summed price of every priced call (USD; :attr:`Totals.cost_usd`), keep-alive
         pings (:attr:`keepalive`) and explicit-cache storage and creation
         (:attr:`explicit_caches`) included: a lower bound when ``overall.cost_complete`` is
-        false (:meth:`cost_notes` names the calls) or a ping is unpriced."""
+        false (:meth:`cost_notes` names the calls), a ping is unpriced or an explicit cache
+        is (``explicit_caches.unpriced``)."""
         extra = [usd for usd in (self.keepalive.usd, self.explicit_caches.usd)
                  if usd is not None]
         if not extra:

@@ -21,9 +21,12 @@ Prices: :meth:`storage_usd` (tokens x hours x the model's storage price) and
 
 from __future__ import annotations
 
+import hashlib
 import warnings
 from types import TracebackType
 from typing import Any
+
+import httpx
 
 from .._canonical import loads
 from .._exceptions import ConfigurationError, InputError
@@ -52,6 +55,7 @@ class GeminiCache:
 
     Raises:
         ConfigurationError: ``api`` unknown (code ``gemini-cache-api``).
+        InputError: ``ttl_s`` not a finite number of seconds > 0 (code ``gemini-cache-ttl``).
     """
 
     def __init__(self, model: str, *, http: Any, api_key: str = "",
@@ -63,11 +67,13 @@ class GeminiCache:
         self.model = model[len("models/"):] if model.startswith("models/") else model
         self.rule = rule or explicit_cache_rule(self.model)
         self.ttl_s = ttl_s if ttl_s is not None else float(self.rule.default_ttl_s or 3600)
+        gemini.duration(self.ttl_s)  # a TTL the API would refuse fails here, typed
         self._http, self._key, self._base = http, api_key, base_url.rstrip("/")
         self.name: str | None = None
         self.tokens: int | None = None
         self.head_fingerprint: str | None = None
         self.messages = 0
+        self._leading: str | None = None
         self.fallback_reason: str | None = None
         if not EXPLICIT_CACHE_APIS[api]:
             self.fallback_reason = (f"the {api} API supports only implicit caching "
@@ -98,50 +104,96 @@ class GeminiCache:
         (a rendered prompt of the conversation); nothing on the fallback.
 
         Raises:
-            InputError: ``messages`` beyond the prompt's history (code ``gemini-cache``).
+            InputError: ``messages`` beyond the prompt's history (code ``gemini-cache``), a
+                cache already held (code ``gemini-cache-held``: a second create would leave
+                the first billed and unreachable; :meth:`delete` it first), or an answer
+                without a cache ``name`` (code ``gemini-cache-answer``, pointer ``/name``).
             httpx.HTTPStatusError: the API refused it (below the minimum, ...).
         """
         if not 0 <= messages <= prompt.message_count:
             raise InputError(f"messages={messages}: the prompt has {prompt.message_count}",
                              code="gemini-cache")
+        if self.name is not None:
+            raise InputError(f"this GeminiCache already holds {self.name}: delete() it before "
+                             "creating another (it would stay billed, unreachable, until its "
+                             "TTL ends)", code="gemini-cache-held")
         if not self.explicit:
             return self
         body = gemini.cache_body(prompt, model=self.model, ttl_s=self.ttl_s, messages=messages)
         created = self._call("POST", "cachedContents", body)
-        self.name = str(created["name"])
-        self.tokens = int(created.get("usageMetadata", {}).get("totalTokenCount", 0)) or None
+        name = created.get("name") if isinstance(created, dict) else None
+        if not isinstance(name, str) or not name:
+            raise InputError(f"the cachedContents create answer has no cache name: {created!r}",
+                             code="gemini-cache-answer", pointer="/name")
+        self.name = name
+        usage = created.get("usageMetadata")
+        tokens = usage.get("totalTokenCount") if isinstance(usage, dict) else None
+        # a count that is not a non-negative int is unknown (storage_usd() None), never priced
+        self.tokens = tokens if isinstance(tokens, int) and not isinstance(tokens, bool) \
+            and tokens > 0 else None
         self.head_fingerprint = prompt.head.fingerprint
         self.messages = messages
+        self._leading = _leading_digest(prompt, messages)
         return self
 
     def extend(self, ttl_s: float | None = None) -> None:
-        """Set the cache's TTL to ``ttl_s`` from now (default: :attr:`ttl_s`)."""
+        """Set the cache's TTL to ``ttl_s`` seconds from now (default: :attr:`ttl_s`).
+
+        Raises:
+            InputError: ``ttl_s`` not a finite number of seconds > 0 (code
+                ``gemini-cache-ttl``).
+            httpx.HTTPStatusError: the API refused it (404: the cache expired).
+        """
+        seconds = gemini.duration(self.ttl_s if ttl_s is None else ttl_s)
         if self.name is None:
             return
-        seconds = self.ttl_s if ttl_s is None else ttl_s
-        self._call("PATCH", f"{self.name}?updateMask=ttl", f'{{"ttl":"{seconds:g}s"}}'.encode())
+        self._call("PATCH", f"{self.name}?updateMask=ttl", f'{{"ttl":"{seconds}"}}'.encode())
 
     def delete(self) -> None:
-        """Delete the cache (no-op when none was created or it is already deleted)."""
+        """Delete the cache (no-op when none was created or it is already deleted; a 404,
+        the cache expired or deleted elsewhere, counts as deleted).
+
+        Raises:
+            httpx.HTTPError: the delete failed otherwise; :attr:`name` is kept, so it can be
+                tried again (the cache is billed until it is deleted or expires).
+        """
         if self.name is None:
             return
-        name, self.name = self.name, None
-        self._call("DELETE", name)
+        try:
+            self._call("DELETE", self.name)
+        except httpx.HTTPStatusError as exc:
+            if exc.response.status_code != 404:
+                raise
+        self.name = None
 
     def __enter__(self) -> GeminiCache:
         return self
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
-        self.delete()
+        """Delete the cache. When the block failed, a failed delete does not hide its error:
+        it is added to that error as a note (and warned), and the block's error goes on."""
+        if exc is None:
+            self.delete()
+            return
+        try:
+            self.delete()
+        except Exception as failure:
+            message = (f"the Gemini cache {self.name} could not be deleted "
+                       f"({type(failure).__name__}: {failure}); it is billed until its TTL "
+                       "ends")
+            exc.add_note(message)
+            warnings.warn(message, UserWarning, stacklevel=2)
 
     def reference_for(self, prompt: Any, model: str) -> tuple[str | None, int]:
         """``(cache name, history messages it holds)`` for a request rendering ``prompt``
         to ``model``; ``(None, 0)`` on the fallback or before :meth:`create`.
 
         Raises:
-            InputError: another model or another head than the cache's (code
-                ``gemini-cache``): the API would refuse the request.
+            InputError: another model or another head than the cache's, or a history that
+                does not start with the messages the cache holds (another conversation, or
+                this one after a compaction: the request would send the model the cache's
+                messages, not this prompt's); code ``gemini-cache``.
         """
         if self.name is None:
             return None, 0
@@ -150,6 +202,12 @@ class GeminiCache:
                              code="gemini-cache")
         if prompt.head.fingerprint != self.head_fingerprint:
             raise InputError(f"the cache {self.name} holds another head", code="gemini-cache")
+        if self.messages and (prompt.message_count < self.messages
+                              or _leading_digest(prompt, self.messages) != self._leading):
+            raise InputError(
+                f"the cache {self.name} holds {self.messages} leading message(s) this prompt "
+                "does not start with (another conversation, or this one compacted): render "
+                "without cache=, or create a cache for this history", code="gemini-cache")
         return self.name, self.messages
 
     def storage_usd(self, hours: float | None = None) -> float | None:
@@ -167,6 +225,20 @@ class GeminiCache:
             return None
         return self.rule.break_even_reads(self.tokens,
                                           self.ttl_s / 3600 if hours is None else hours)
+
+
+def _leading_digest(prompt: Any, count: int) -> str | None:
+    """The chained prefix digest (head included) through ``prompt``'s first ``count``
+    history messages, ``None`` for none: O(1) from the builder's kept digests, else (a
+    prompt made by hand) over those messages' bytes."""
+    if not count:
+        return None
+    if len(getattr(prompt, "history_segments", ())) >= count:
+        return str(prompt.message_digest(count - 1))
+    digest = hashlib.sha256(prompt.head.fingerprint.encode())
+    for i in range(count):
+        digest.update(prompt.message_list[i].data)
+    return digest.hexdigest()
 
 
 public(GeminiCache)

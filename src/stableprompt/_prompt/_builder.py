@@ -576,7 +576,8 @@ class Conversation:
                 raises ``history-reasoning-format``); ``"drop"`` leaves it out, refused on a
                 turn that calls tools (the providers need that turn's reasoning back with the
                 results: ``_policy.REASONING_RULES``); ``"error"`` raises if there is any.
-            choice: The Chat Completion choice to add; ``None`` requires exactly one.
+            choice: The Chat Completion choice (Gemini: candidate) to add; ``None``
+                requires exactly one.
             cache_breakpoint: As for :meth:`assistant`.
 
         Raises:

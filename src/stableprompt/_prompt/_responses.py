@@ -38,7 +38,7 @@ from .._exceptions import HistoryError, IncompleteResponseWarning
 from .._policy import reasoning_rule
 from .._wire._formats import assistant_turn, response_format
 from .._wire._parts import check_ttl
-from ._messages import Message, tool_call_of
+from ._messages import Message, ToolCall, tool_call_of
 
 __all__ = ["REASONING_MODES", "response_body", "response_message"]
 
@@ -86,6 +86,20 @@ def _call_places(call: Mapping[str, Any], pointer: str) -> tuple[str, str]:
     return pointer + "/id", pointer + "/name"
 
 
+def _id_made_up(body: Mapping[str, Any], pointer: str) -> bool:
+    """Whether the Gemini ``functionCall`` at ``pointer`` in ``body`` came without an ``id``
+    (its id is then made from the response's, ``_wire.gemini.assistant_turn``)."""
+    node: Any = body
+    for token in pointer.split("/")[1:]:
+        if isinstance(node, Mapping):
+            node = node.get(token)
+        elif isinstance(node, list) and token.isdigit() and int(token) < len(node):
+            node = node[int(token)]
+        else:
+            return False
+    return isinstance(node, Mapping) and not node.get("id")
+
+
 def response_message(response: Any, *, reasoning: str, choice: int | None,
                      breakpoint: str | None, tool_names: Collection[str],
                      seen_calls: Collection[str]) -> Message:
@@ -125,7 +139,7 @@ def response_message(response: Any, *, reasoning: str, choice: int | None,
                 pointer=turn.reasoning[0])
     if turn.incomplete:
         where = {"anthropic": "/stop_reason", "openai-responses": "/status",
-                 "gemini": "/candidates/0/finishReason",
+                 "gemini": f"/candidates/{choice or 0}/finishReason",
                  "bedrock-converse": "/stopReason"}.get(
             wire_format, f"/choices/{choice or 0}/finish_reason")
         warnings.warn(IncompleteResponseWarning(
@@ -158,6 +172,14 @@ def response_message(response: Any, *, reasoning: str, choice: int | None,
             if not isinstance(call.id, str) or not call.id:
                 raise HistoryError("tool call id must be a non-empty string",
                                    code="history-tool-call", pointer=id_at)
+            if (call.id in ids or call.id in seen_calls) and wire_format == "gemini" \
+                    and _id_made_up(body, part.pointer):
+                # Gemini 2.x sends calls without ids (and an answer may lack responseId): the
+                # id made for it must still be new in the conversation; deterministic
+                n = 1
+                while f"{call.id}.{n}" in ids or f"{call.id}.{n}" in seen_calls:
+                    n += 1
+                call = ToolCall(f"{call.id}.{n}", call.name, call.arguments)
             if call.id in ids or call.id in seen_calls:
                 raise HistoryError(f"tool call id {call.id!r} already used",
                                    code="history-duplicate-call", pointer=id_at)

@@ -14,7 +14,12 @@ client whose transport is a :class:`RecordingTransport`, and hands botocore the 
   no header that SigV4 signs), so the signature stays valid against AWS;
 * streams stay streams: ConverseStream's ``application/vnd.amazon.eventstream`` body is
   read by botocore's ``EventStream`` as it arrives, through the recording stream, which sees
-  every frame (usage is in the ``metadata`` event).
+  every frame (usage is in the ``metadata`` event);
+* failures stay botocore's: an httpx transport error (refused connection, timeout, a
+  connection closed mid-answer) is raised as the ``botocore.exceptions`` error urllib3's
+  would have become (``EndpointConnectionError``, ``ConnectTimeoutError``,
+  ``ReadTimeoutError``, ``ConnectionClosedError``, else ``HTTPClientError``; botocore
+  ``httpsession.py``), so the caller's ``except`` clauses and botocore's retries still apply.
 
 Why not the alternatives: ``after-call`` fires before a ConverseStream body is read (the usage
 is at its end) and would need the urllib3 stream wrapped after the fact; a custom
@@ -37,6 +42,28 @@ __all__ = ["record_bedrock"]
 _OPERATIONS = ("Converse", "ConverseStream")
 
 
+def _botocore_error(exc: Exception, url: str) -> Exception:
+    """The ``botocore.exceptions`` error botocore's own urllib3 session raises for what
+    ``exc`` (an httpx transport error) says happened (``botocore/httpsession.py``
+    ``URLLib3Session.send``); ``exc`` itself for any other exception."""
+    import httpx
+    from botocore import exceptions as boto  # type: ignore[import-untyped]
+
+    if not isinstance(exc, httpx.TransportError):
+        return exc
+    if isinstance(exc, httpx.ConnectTimeout):
+        return boto.ConnectTimeoutError(endpoint_url=url, error=exc)  # type: ignore[no-any-return]
+    if isinstance(exc, httpx.TimeoutException):
+        return boto.ReadTimeoutError(endpoint_url=url, error=exc)  # type: ignore[no-any-return]
+    if isinstance(exc, httpx.ConnectError):
+        return boto.EndpointConnectionError(  # type: ignore[no-any-return]
+            endpoint_url=url, error=exc)
+    if isinstance(exc, (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError)):
+        return boto.ConnectionClosedError(  # type: ignore[no-any-return]
+            endpoint_url=url, error=exc)
+    return boto.HTTPClientError(error=exc)  # type: ignore[no-any-return]
+
+
 class _RawStream:
     """What botocore reads an HTTP body through (``urllib3.HTTPResponse``'s ``stream`` /
     ``read`` / ``close``), over an httpx response streamed through the recording transport."""
@@ -48,12 +75,18 @@ class _RawStream:
     def stream(self, amt: int = 1024, decode_content: bool | None = None) -> Iterator[bytes]:
         try:
             yield from self._response.iter_raw(amt)
+        except Exception as exc:
+            raise _botocore_error(exc, str(self._response.url)) from exc
         finally:
             self._response.close()
 
     def read(self, amt: int | None = None, decode_content: bool | None = None) -> bytes:
-        data: bytes = self._response.read()
-        self._response.close()
+        try:
+            data: bytes = self._response.read()
+        except Exception as exc:
+            raise _botocore_error(exc, str(self._response.url)) from exc
+        finally:
+            self._response.close()
         return data
 
     def close(self) -> None:
@@ -101,7 +134,10 @@ def record_bedrock(client: Any, *, recorder: Any, provider: str | None = "bedroc
                    for k, v in request.headers.items()}
         outgoing = http.build_request(request.method, request.url, headers=headers,
                                       content=body or b"")
-        response = http.send(outgoing, stream=True)
+        try:
+            response = http.send(outgoing, stream=True)
+        except Exception as exc:
+            raise _botocore_error(exc, str(request.url)) from exc
         raw = _RawStream(response)
         answer = AWSResponse(str(response.url), response.status_code,
                              dict(response.headers.items()), raw)

@@ -9,7 +9,9 @@ rate within a turn, ~55% across turn boundaries, DESIGN.md), so the recorder sto
 
 - ``"intra"``: it is a tool result (Anthropic: a ``user`` message holding a ``tool_result``
   block; Chat Completions: role ``tool`` or ``function``; Responses: an item of type
-  ``*_call_output``), so the call continues a turn;
+  ``*_call_output``; Gemini: a ``user`` content holding a ``functionResponse`` part;
+  Converse: a ``user`` message holding a ``toolResult`` block), so the call continues a
+  turn;
 - ``"cross"``: it is a user message without tool results (Responses: also a string
   ``input``), so the call is the first after a new user message;
 - ``None``: anything else (no messages, a trailing assistant prefill after a non-user
@@ -28,7 +30,7 @@ message is skipped too, so a tool-loop call with a clock tail still counts as ``
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
 __all__ = ["Boundary", "turn_boundary"]
@@ -111,8 +113,38 @@ def _openai_responses(body: Mapping[str, Any]) -> Boundary | None:
     return "cross" if last.get("role") == "user" else None
 
 
+def _blocks_of(items_key: str, parts_key: str, result_key: str, model_role: str
+               ) -> Callable[[Mapping[str, Any]], Boundary | None]:
+    """A reader for the formats whose messages hold one-key blocks (Gemini ``contents`` of
+    ``parts``, Converse ``messages`` of ``content``): the last non-``model_role`` message
+    holding a ``result_key`` block (``functionResponse`` / ``toolResult``) is ``"intra"``,
+    another ``user`` message ``"cross"``. The SDK's tail rides in that last user message as
+    text blocks, so it changes nothing."""
+    def read(body: Mapping[str, Any]) -> Boundary | None:
+        items = body.get(items_key)
+        if not isinstance(items, Sequence) or isinstance(items, str):
+            return None
+        for index in range(len(items) - 1, -1, -1):
+            item = items[index]
+            if not isinstance(item, Mapping):
+                return None
+            if item.get("role") == model_role:
+                continue  # prefill
+            if item.get("role", "user") != "user":
+                return None
+            blocks = item.get(parts_key)
+            if isinstance(blocks, Sequence) and not isinstance(blocks, str) and any(
+                    isinstance(b, Mapping) and result_key in b for b in blocks):
+                return "intra"
+            return "cross"
+        return None
+    return read
+
+
 _READERS = {"anthropic": _anthropic, "openai-chat": _openai_chat,
-            "openai-responses": _openai_responses}
+            "openai-responses": _openai_responses,
+            "gemini": _blocks_of("contents", "parts", "functionResponse", "model"),
+            "bedrock-converse": _blocks_of("messages", "content", "toolResult", "assistant")}
 
 
 def turn_boundary(wire_format: str, body: Mapping[str, Any]) -> Boundary | None:
@@ -120,7 +152,8 @@ def turn_boundary(wire_format: str, body: Mapping[str, Any]) -> Boundary | None:
 
     Args:
         wire_format: The request format (``anthropic``, ``openai-chat``,
-            ``openai-responses``); any other gives ``None``.
+            ``openai-responses``, ``gemini``, ``bedrock-converse``); any other gives
+            ``None``.
         body: The decoded request body.
     """
     reader = _READERS.get(wire_format)

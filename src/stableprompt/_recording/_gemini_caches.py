@@ -102,8 +102,8 @@ def cache_record(*, op: str, path: str, request_body: bytes, headers: Any, ts: f
         facts: dict[str, Any] = {"op": op, "name": name if isinstance(name, str) else None}
         usage = answer.get("usageMetadata")
         tokens = usage.get("totalTokenCount") if isinstance(usage, Mapping) else None
-        if isinstance(tokens, int) and not isinstance(tokens, bool):
-            facts["tokens"] = tokens
+        if isinstance(tokens, int) and not isinstance(tokens, bool) and tokens >= 0:
+            facts["tokens"] = tokens  # any other value: unknown (the report says so)
         expire = _epoch_s(answer.get("expireTime"))
         since = _epoch_s(answer.get("updateTime") or answer.get("createTime"))
         if expire is not None and since is not None:

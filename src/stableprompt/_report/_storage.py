@@ -23,9 +23,11 @@ def storage_lines(report: Summary) -> list[str]:
     for c in totals.caches:
         tokens = "tokens unknown" if c.tokens is None else f"{format_int(c.tokens)} tokens"
         ended = "deleted" if c.deleted else "until its expiry"
+        life = (f"lived {c.hours:.2f} h ({ended})" if c.created is not None
+                else "life unknown (not created in this ledger)")
         lines.append(
-            f"explicit cache {c.name} ({c.model or 'model unknown'}): {tokens}, lived "
-            f"{c.hours:.2f} h ({ended}); storage {format_usd(c.storage_usd)}, creation "
+            f"explicit cache {c.name} ({c.model or 'model unknown'}): {tokens}, {life}; "
+            f"storage {format_usd(c.storage_usd)}, creation "
             f"{format_usd(c.creation_usd)}; {format_int(c.reads)} read"
             f"{'s' if c.reads != 1 else ''} served ({format_int(c.read_tokens)} tokens, "
             f"priced with the calls); {break_even_note(c)}.")
@@ -35,5 +37,8 @@ def storage_lines(report: Summary) -> list[str]:
         f"{format_usd(totals.storage_usd, complete=complete)} + creation "
         f"{format_usd(totals.creation_usd, complete=complete)} (prices: "
         f"{totals.caches[0].source}); their create / update / delete calls are not in the "
-        f"calls, hit rates and ceilings above; in the total cost ({format_usd(report.cost_usd)}).")
+        f"calls, hit rates and ceilings above; in the total cost "
+        f"({format_usd(report.cost_usd, complete=complete and report.overall.cost_complete)})"
+        + ("" if complete else f"; {totals.unpriced:,} cache{'s' if totals.unpriced != 1 else ''}"
+           " unpriced: the costs are lower bounds") + ".")
     return lines

@@ -264,7 +264,8 @@ def reply_text(wire_format: str, response: Any) -> str | None:
 
 
 def response_format(response: Mapping[str, Any]) -> str:
-    """The wire format of a response body: ``choices`` -> ``openai-chat``, ``output`` ->
+    """The wire format of a response body: ``choices`` -> ``openai-chat``, ``candidates`` ->
+    ``gemini``, an ``output`` object -> ``bedrock-converse``, an ``output`` list ->
     ``openai-responses``, a ``content`` list -> ``anthropic``.
 
     Raises:
@@ -274,15 +275,16 @@ def response_format(response: Mapping[str, Any]) -> str:
         return openai_chat.WIRE_FORMAT
     if "candidates" in response:
         return gemini.WIRE_FORMAT
-    if "stopReason" in response and isinstance(response.get("output"), Mapping):
+    if isinstance(response.get("output"), Mapping):  # Responses' output is a list
         return bedrock_converse.WIRE_FORMAT
     if "output" in response:
         return openai_responses.WIRE_FORMAT
     if isinstance(response.get("content"), list):
         return anthropic.WIRE_FORMAT
     raise HistoryError("not a provider response: expected an Anthropic Messages response "
-                       "('content' list), a Chat Completion ('choices') or a Responses response "
-                       f"('output'); got keys {sorted(map(str, response))[:8]}",
+                       "('content' list), a Chat Completion ('choices'), a Responses response "
+                       "('output' list), a Gemini answer ('candidates') or a Converse answer "
+                       f"('output' object); got keys {sorted(map(str, response))[:8]}",
                        code="history-response")
 
 
@@ -290,8 +292,9 @@ def assistant_turn(wire_format: str, response: Mapping[str, Any], *,
                    choice: int | None = None) -> AssistantTurn:
     """What a response body of ``wire_format`` says the assistant did (text, tool calls,
     reasoning, in response order): the format module's ``assistant_turn``. ``choice`` picks
-    a Chat Completion's choice (``None``: it must have exactly one); other formats have one
-    turn per response and refuse a ``choice`` other than ``None`` or 0.
+    a Chat Completion's choice or a Gemini answer's candidate (``None``: it must have exactly
+    one); other formats have one turn per response and refuse a ``choice`` other than
+    ``None`` or 0.
 
     Raises:
         HistoryError: The body is not a response of that format (code ``history-response``),
@@ -300,6 +303,8 @@ def assistant_turn(wire_format: str, response: Mapping[str, Any], *,
     """
     if wire_format == openai_chat.WIRE_FORMAT:
         return openai_chat.assistant_turn(response, choice=choice)
+    if wire_format == gemini.WIRE_FORMAT:
+        return gemini.assistant_turn(response, choice=choice)
     if choice not in (None, 0):
         raise HistoryError(f"choice={choice!r}: {a_or_an(wire_format)} response has one turn, not "
                            "several choices", code="history-choices", pointer="/choices")

@@ -362,6 +362,23 @@ def session_hint(body: Mapping[str, Any]) -> str | None:
 _INCOMPLETE = frozenset({"max_tokens", "model_context_window_exceeded"})
 
 
+def _bytes_at(value: Any, where: str) -> str | None:
+    """The JSON pointer of the first ``bytes`` value inside ``value``, ``None`` if none."""
+    if isinstance(value, (bytes, bytearray)):
+        return where
+    if isinstance(value, Mapping):
+        items: Any = value.items()
+    elif isinstance(value, list):
+        items = enumerate(value)
+    else:
+        return None
+    for key, inner in items:
+        found = _bytes_at(inner, f"{where}/{key}")
+        if found is not None:
+            return found
+    return None
+
+
 def assistant_turn(response: Mapping[str, Any]) -> AssistantTurn:
     """The assistant turn of a ``ConverseResponse``: ``output.message.content`` text blocks
     joined, ``toolUse`` blocks as tool calls in the stableprompt shape ``{"id", "name",
@@ -370,7 +387,10 @@ def assistant_turn(response: Mapping[str, Any]) -> AssistantTurn:
     in order in ``parts``; ``incomplete`` is a cut ``stopReason``.
 
     Raises:
-        HistoryError: no ``output.message.content`` list (code ``history-response``).
+        HistoryError: no ``output.message.content`` list, a role other than ``assistant``,
+            a reasoning block holding raw bytes (boto3's ``redactedContent``), or a block of
+            another kind (``image``, ``citationsContent``..., never dropped in
+            silence); code ``history-response``, pointer into the answer.
     """
     output = response.get("output")
     message = output.get("message") if isinstance(output, Mapping) else None
@@ -378,21 +398,41 @@ def assistant_turn(response: Mapping[str, Any]) -> AssistantTurn:
     if not isinstance(content, list):
         raise HistoryError("a Converse response needs 'output.message.content'",
                            code="history-response", pointer="/output/message/content")
+    role = message.get("role", "assistant") if isinstance(message, Mapping) else None
+    if role != "assistant":
+        raise HistoryError(f"a Converse answer must have role 'assistant', got {role!r}",
+                           code="history-response", pointer="/output/message/role")
     parts: list[TurnPart] = []
     for i, item in enumerate(content):
         where = f"/output/message/content/{i}"
         if not isinstance(item, Mapping):
             raise HistoryError("a content block must be an object", code="history-response",
                                pointer=where)
-        if isinstance(item.get("toolUse"), Mapping):
+        if "toolUse" in item:
             use = item["toolUse"]
+            if not isinstance(use, Mapping):
+                raise HistoryError("a toolUse must be an object", code="history-response",
+                                   pointer=f"{where}/toolUse")
             call = {"id": use.get("toolUseId"), "name": use.get("name"),
                     "arguments": use.get("input", {})}
             parts.append(TurnPart("tool_call", f"{where}/toolUse", call))
         elif isinstance(item.get("reasoningContent"), Mapping):
+            raw = _bytes_at(item, where)
+            if raw is not None:
+                raise HistoryError(
+                    "this reasoning block holds raw bytes (boto3 returns a blob such as "
+                    "redactedContent as bytes): its JSON form is base64, which boto3 would "
+                    "encode again if sent back through it, so it cannot be kept unchanged; "
+                    "add the answer's JSON (HTTP) form, or reasoning='drop' on a turn "
+                    "without tool calls", code="history-response", pointer=raw)
             parts.append(TurnPart("reasoning", where, dict(item)))
         elif "text" in item:
             parts.append(TurnPart("text", where, response_text(item, where, "a text block's")))
+        else:  # image, document, citationsContent...: never dropped in silence
+            kinds = sorted(map(str, item)) or ["(no content)"]
+            raise HistoryError(f"unsupported content block {', '.join(kinds)} in a Converse "
+                               "answer: add_response keeps text, toolUse and reasoningContent",
+                               code="history-response", pointer=where)
     stop = response.get("stopReason")
     return AssistantTurn.of(parts, f"stopReason {stop}" if stop in _INCOMPLETE else None)
 

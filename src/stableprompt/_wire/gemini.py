@@ -50,7 +50,7 @@ from ._parts import (
 from ._segmenter import SegmentBuilder, require_list, tool_label
 
 __all__ = ["WIRE_FORMAT", "GeminiStreamAccumulator", "assistant_turn", "cache_operation",
-           "endpoint_for", "model_from_path", "parse_response", "parse_usage", "render"]
+           "duration", "endpoint_for", "model_from_path", "parse_response", "parse_usage", "render"]
 
 WIRE_FORMAT = "gemini"
 
@@ -381,12 +381,23 @@ def render(prompt: PromptParts, *, params: Mapping[str, Any], cached_content: st
     PROVIDERS.md §15) and only the history after the ``cached_messages`` it holds.
 
     Raises:
-        InputError: a param names a field the renderer sets (code ``render-param-clash``),
-            or ``toolConfig`` with a cache (code ``render-param``).
+        InputError: a param names a field the renderer sets (``cachedContent`` included: code
+            ``render-param-clash``), or ``toolConfig`` with a cache (code ``render-param``).
+        HistoryError: the cache holds every message and there is no tail: ``contents``
+            would be empty, which google-genai itself refuses ("contents are required.",
+            ``_transformers.t_contents``, 2.34.0) (code ``history-empty``).
     """
     check_reasoning(prompt, WIRE_FORMAT)
+    if "cachedContent" in params:
+        raise InputError("cachedContent is set by the renderer: pass cache=GeminiCache(...) "
+                         "(the body then leaves out systemInstruction / tools, as the API "
+                         "requires)", code="render-param-clash", pointer="/cachedContent")
     fields: dict[str, bytes] = {}
     if cached_content is not None:
+        if cached_messages >= prompt.message_count and not prompt.tail_texts:
+            raise HistoryError(f"the cache {cached_content} holds the whole history and there "
+                               "is no tail: a request needs contents after it (add the next "
+                               "user turn first)", code="history-empty", pointer="/contents")
         if "toolConfig" in params:
             raise InputError("toolConfig cannot be sent with cachedContent: it belongs in the "
                              "cache (GeminiCache(tool_config=...))", code="render-param",
@@ -450,15 +461,19 @@ def session_hint(body: Mapping[str, Any]) -> str | None:
 
 
 _INCOMPLETE = frozenset({"MAX_TOKENS"})
+_SIGNATURE_ONLY = frozenset({"thoughtSignature", "partMetadata"})
+"""Keys of a part that carries no content of its own (``google.genai.types.Part``)."""
 
 
-def assistant_turn(response: Mapping[str, Any]) -> AssistantTurn:
-    """The assistant turn of a ``GenerateContentResponse`` (its first candidate): text parts
+def assistant_turn(response: Mapping[str, Any], *, choice: int | None = None) -> AssistantTurn:
+    """The assistant turn of a ``GenerateContentResponse`` (candidate ``choice``; ``None``
+    requires exactly one, as ``candidateCount`` > 1 answers several): text parts
     joined, ``functionCall`` parts as tool calls in the stableprompt shape ``{"id", "name",
     "arguments"}`` (a call without an ``id`` gets ``<responseId>-<i>``: Gemini 2.x sends
-    none), thought parts (``"thought": true``) as reasoning kept as received, in order in
-    ``parts``; a part's ``thoughtSignature`` rides on its piece (``TurnPart.signature``), as
-    received; ``incomplete`` is a ``MAX_TOKENS`` finish.
+    none; ``add_response`` suffixes ``.<n>`` when that id is already used in the
+    conversation), thought parts (``"thought": true``) as reasoning kept as received, in
+    order in ``parts``; a part's ``thoughtSignature`` rides on its piece
+    (``TurnPart.signature``), as received; ``incomplete`` is a ``MAX_TOKENS`` finish.
 
     Source: thought signatures "must be returned unchanged" on the ``functionCall`` part of a
     function-calling turn, else 400 "Function call is missing a thought_signature in
@@ -467,23 +482,43 @@ def assistant_turn(response: Mapping[str, Any]) -> AssistantTurn:
     the SDK's ``Part.thought_signature`` (``google.genai.types``).
 
     Raises:
-        HistoryError: no candidate with ``content.parts``, or a signature that is not a
-            string (code ``history-response``).
+        HistoryError: several candidates and no ``choice`` (code ``history-choices``), no
+            candidate ``choice`` with ``content.parts``, a content role other than
+            ``model``, a signature that is not a string, or a part of another kind
+            (``inlineData``, ``executableCode``, ``fileData``..., or no content at all: never
+            dropped in silence); code ``history-response``, pointer into the answer.
     """
     candidates = response.get("candidates")
-    if not isinstance(candidates, list) or not candidates or not isinstance(
-            candidates[0], Mapping):
+    if not isinstance(candidates, list) or not candidates:
         raise HistoryError("a Gemini response needs a 'candidates' list",
                            code="history-response", pointer="/candidates")
-    candidate = candidates[0]
+    if choice is None:
+        if len(candidates) > 1:
+            raise HistoryError(f"the Gemini answer has {len(candidates)} candidates "
+                               "(candidateCount > 1): pass choice=<index> to say which one "
+                               "continues the conversation", code="history-choices",
+                               pointer="/candidates")
+        choice = 0
+    if type(choice) is not int or choice < 0:
+        raise HistoryError(f"choice must be an int >= 0, got {choice!r}", code="history-type",
+                           pointer="/candidates")
+    base = f"/candidates/{choice}"
+    candidate = candidates[choice] if choice < len(candidates) else None
+    if not isinstance(candidate, Mapping):
+        raise HistoryError(f"the Gemini answer has no candidate {choice}",
+                           code="history-response", pointer=base)
     content = candidate.get("content")
     items = content.get("parts") if isinstance(content, Mapping) else None
     if not isinstance(items, list):
         raise HistoryError("a Gemini candidate needs 'content.parts'",
-                           code="history-response", pointer="/candidates/0/content/parts")
+                           code="history-response", pointer=f"{base}/content/parts")
+    role = content.get("role", "model") if isinstance(content, Mapping) else None
+    if role != "model":
+        raise HistoryError(f"a Gemini answer's content must have role 'model', got {role!r}",
+                           code="history-response", pointer=f"{base}/content/role")
     parts: list[TurnPart] = []
     for i, item in enumerate(items):
-        where = f"/candidates/0/content/parts/{i}"
+        where = f"{base}/content/parts/{i}"
         if not isinstance(item, Mapping):
             raise HistoryError("a part must be an object", code="history-response",
                                pointer=where)
@@ -491,8 +526,11 @@ def assistant_turn(response: Mapping[str, Any]) -> AssistantTurn:
         if signature is not None and not isinstance(signature, str):
             raise HistoryError("a thoughtSignature must be a (base64) string",
                                code="history-response", pointer=f"{where}/thoughtSignature")
-        if isinstance(item.get("functionCall"), Mapping):
+        if "functionCall" in item:
             fc = item["functionCall"]
+            if not isinstance(fc, Mapping):
+                raise HistoryError("a functionCall must be an object", code="history-response",
+                                   pointer=f"{where}/functionCall")
             call = {"id": fc.get("id") or f"{response.get('responseId', 'gemini')}-{i}",
                     "name": fc.get("name"), "arguments": fc.get("args", {})}
             parts.append(TurnPart("tool_call", f"{where}/functionCall", call, signature))
@@ -501,8 +539,14 @@ def assistant_turn(response: Mapping[str, Any]) -> AssistantTurn:
         elif "text" in item:
             parts.append(TurnPart("text", where, response_text(item, where, "a text part's"),
                                   signature))
-        elif signature is not None:  # a signature alone (an empty part): kept as received
+        elif signature is not None and set(item) <= _SIGNATURE_ONLY:
+            # a signature alone (an empty part): kept as received
             parts.append(TurnPart("reasoning", where, dict(item)))
+        else:  # inlineData, executableCode, fileData...: never dropped in silence
+            kinds = sorted(set(item) - _SIGNATURE_ONLY) or ["(no content)"]
+            raise HistoryError(f"unsupported part {', '.join(kinds)} in a Gemini answer: "
+                               "add_response keeps text, functionCall and thought parts",
+                               code="history-response", pointer=where)
     finish = candidate.get("finishReason")
     return AssistantTurn.of(parts, f"finishReason {finish}" if finish in _INCOMPLETE else None)
 
@@ -513,6 +557,9 @@ def cache_body(prompt: PromptParts, *, model: str, ttl_s: float | None,
     history messages: ``{"model": "models/<m>", "systemInstruction"?, "tools"?,
     "toolConfig"?, "contents"?, "ttl"?}`` (``ttl`` as a protobuf Duration, ``"300s"``), the
     same bytes a request would send for them (``google.genai.types.CreateCachedContentConfig``).
+
+    Raises:
+        InputError: ``ttl_s`` is not a valid duration (:func:`duration`).
     """
     name = model if model.startswith("models/") else f"models/{model}"
     fields = {"model": canonical_json(name), **head_fields(prompt.head)}
@@ -522,8 +569,29 @@ def cache_body(prompt: PromptParts, *, model: str, ttl_s: float | None,
         lead = _Leading(prompt, messages)
         fields["contents"] = joined(contents(lead))
     if ttl_s is not None:
-        fields["ttl"] = canonical_json(f"{ttl_s:g}s")
+        fields["ttl"] = canonical_json(duration(ttl_s))
     return b"".join(body_pieces(fields, {}))
+
+
+MAX_DURATION_S = 315_576_000_000
+"""The largest ``google.protobuf.Duration`` (about 10,000 years, ``duration.proto``)."""
+
+
+def duration(seconds: float) -> str:
+    """``seconds`` as a protobuf Duration in its JSON form: decimal seconds, at most 9
+    fractional digits, suffix ``s`` (``"300s"``, ``"1234.56789s"``, never ``"2e+06s"``,
+    which the API's JSON parser refuses: decimal seconds, protobuf ``json_format``).
+
+    Raises:
+        InputError: not a finite number of seconds in ``(0, MAX_DURATION_S]`` (code
+            ``gemini-cache-ttl``, pointer ``/ttl``).
+    """
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) \
+            or not 0 < seconds <= MAX_DURATION_S:  # NaN fails the comparison
+        raise InputError(f"a cache TTL must be a number of seconds in (0, {MAX_DURATION_S}], "
+                         f"got {seconds!r}", code="gemini-cache-ttl", pointer="/ttl")
+    text = f"{seconds:.9f}".rstrip("0").rstrip(".")
+    return f"{text}s"
 
 
 class _Leading:

@@ -42,6 +42,7 @@ every format.
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -121,17 +122,18 @@ def _stamp(seconds: float) -> str:
 
 
 def _duration(value: Any, where: str) -> float:
-    """A protobuf Duration string (``"300s"``, ``"1.5s"``) in seconds."""
+    """A protobuf Duration string (``"300s"``, ``"1.5s"``) in seconds: decimal seconds, at
+    most 9 fractional digits, suffix ``s``, as protobuf's JSON parser reads it (``"2e+06s"``,
+    ``"infs"`` and ``"nans"`` are refused, as the API refuses them)."""
     text = expect_str(value, where)
-    if not text.endswith("s"):
+    if _DURATION.fullmatch(text) is None or text.startswith("-"):
+        if text.startswith("-"):
+            raise WireError(f"{where}: a duration must not be negative")
         raise WireError(f"{where}: invalid duration {text!r} (expected e.g. '300s')")
-    try:
-        seconds = float(text[:-1])
-    except ValueError:
-        raise WireError(f"{where}: invalid duration {text!r}") from None
-    if seconds < 0:
-        raise WireError(f"{where}: a duration must not be negative")
-    return seconds
+    return float(text[:-1])
+
+
+_DURATION = re.compile(r"-?[0-9]+(\.[0-9]{1,9})?s")
 
 
 def _expiry(req: Mapping[str, Any], now: float, default_s: float) -> float:
