@@ -74,6 +74,7 @@ def _full_record(**fields: object) -> UsageRecord:
         "content": '{"messages":[]}',
         "request_headers": {"anthropic-beta": "b-one-2026-01-01,b-two-2026-02-02",
                             "anthropic-version": "2023-06-01"},
+        "segment_digests": "1|su|900,12|0=5m|" + "ab" * 16 + "cd" * 16 + "|" + "ef" * 32,
     }
     base.update(fields)
     return UsageRecord.model_validate(base)
@@ -574,7 +575,7 @@ def test_migrates_from_version_zero(tmp_path: Path) -> None:
     with Ledger(db) as led:
         assert led.write(_record()) == "committed"
     conn = sqlite3.connect(db)
-    assert conn.execute("PRAGMA user_version").fetchone() == (SCHEMA_VERSION,) == (3,)
+    assert conn.execute("PRAGMA user_version").fetchone() == (SCHEMA_VERSION,) == (4,)
     tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
     conn.close()
     assert tables == {"calls", "meta", "unrelated"}
@@ -626,16 +627,17 @@ def _v1_ledger(db: Path, monkeypatch: pytest.MonkeyPatch, *records: UsageRecord)
 def test_v1_file_migrates_with_an_empty_meta_table(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Opening a v1 ledger for writing adds the meta table (v2) and the request_headers
-    column (v3) and keeps its rows (their headers unknown: ``None``)."""
+    """Opening a v1 ledger for writing adds the meta table (v2), the request_headers
+    column (v3) and the segment_digests column (v4), and keeps its rows (their headers and
+    outlines unknown: ``None``)."""
     db = tmp_path / "v1.db"
     record = _full_record()
     _v1_ledger(db, monkeypatch, record)
     with Ledger(db) as led:
         assert led.meta() == {}
         led.set_meta("backend", "emulator")
-        assert led.records() == [record.model_copy(update={"content": None,
-                                                           "request_headers": None})]
+        assert led.records() == [record.model_copy(update={
+            "content": None, "request_headers": None, "segment_digests": None})]
     conn = sqlite3.connect(db)
     assert conn.execute("PRAGMA user_version").fetchone() == (SCHEMA_VERSION,)
     assert conn.execute("SELECT key, value FROM meta").fetchall() == [("backend", "emulator")]
@@ -713,6 +715,7 @@ def test_read_only_v1_file_is_read_not_migrated(
     ro = Ledger(db, read_only=True)
     assert len(ro.records()) == 1 and ro.meta() == {}
     assert ro.records()[0].request_headers is None  # the v3 column it lacks: unknown
+    assert ro.records()[0].segment_digests is None  # and v4's
     assert _sha(db) == before
     conn = sqlite3.connect(db)
     assert conn.execute("PRAGMA user_version").fetchone() == (1,)

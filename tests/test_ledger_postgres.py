@@ -17,7 +17,7 @@ from conftest import record_anthropic_call
 from pg_cluster import PASSWORD
 from stableprompt import Ledger, LedgerError, Recorder, UsageRecord
 from stableprompt._ledger._postgres import redact_url
-from stableprompt._ledger._schema import COLUMNS, SCHEMA_VERSION
+from stableprompt._ledger._schema import ADDED_COLUMNS, COLUMNS, SCHEMA_VERSION
 
 T0 = datetime(2026, 3, 1, 12, tzinfo=UTC)
 
@@ -122,18 +122,20 @@ def test_schema_is_versioned_and_identical_in_columns(pg_url: str, tmp_path: Pat
 
 def test_a_v2_database_is_read_as_it_is_then_migrated_keeping_rows(
         pg_url: str, tmp_path: Path) -> None:
-    """A schema v2 database (before request_headers) opened read-only is read as it is (the
-    v3 column as None, nothing migrated); opened for writing it migrates to v3, keeps its rows,
-    and stores a new row's allow-listed headers."""
+    """A schema v2 database (before request_headers and segment_digests) opened read-only is
+    read as it is (the v3 and v4 columns as None, nothing migrated); opened for writing it
+    migrates to v4, keeps its rows, and stores a new row's allow-listed headers and outline."""
     import psycopg
 
     from stableprompt._ledger._postgres import PG_MIGRATIONS
     from stableprompt._ledger._schema import to_row
 
     old = _record(1)
-    columns = [c for c in COLUMNS.values() if c != "request_headers"]
+    added = {c for c, version in ADDED_COLUMNS.items() if version > 2}
+    assert added == {"request_headers", "segment_digests"}
+    columns = [c for c in COLUMNS.values() if c not in added]
     values = [v for c, v in zip(COLUMNS.values(), to_row(old), strict=True)
-              if c != "request_headers"]
+              if c not in added]
     with psycopg.connect(pg_url, autocommit=True) as conn:
         for step in PG_MIGRATIONS[:2]:
             for statement in step:
@@ -147,13 +149,14 @@ def test_a_v2_database_is_read_as_it_is_then_migrated_keeping_rows(
     assert reader.records() == [old]
     with psycopg.connect(pg_url, autocommit=True) as conn:
         assert conn.execute("SELECT version FROM stableprompt_schema").fetchone() == (2,)
-    new = _record(2, request_headers={"anthropic-beta": "b-2026-01-01"})
+    new = _record(2, request_headers={"anthropic-beta": "b-2026-01-01"},
+                  segment_digests="1|s|900|0=1h|" + "0f" * 16 + "|")
     with Ledger(pg_url, spill_dir=tmp_path) as ledger:
         assert ledger.write(new) == "committed"
         assert ledger.records() == [old, new]
     with psycopg.connect(pg_url, autocommit=True) as conn:
         assert conn.execute("SELECT version FROM stableprompt_schema").fetchone() == (
-            SCHEMA_VERSION,) == (3,)
+            SCHEMA_VERSION,) == (4,)
 
 
 def test_an_unreachable_database_spills_and_replays(pg_cluster: object, tmp_path: Path) -> None:

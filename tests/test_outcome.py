@@ -7,7 +7,10 @@ field of every record of the five kinds of answer byte for byte. Fingerprints re
 recorded requests did not move: the chain is unchanged). Issue 29 added
 ``verdict_detail["head_tokens"]`` (1,395: the head's size for the what-if replay), the only
 change. Issue 26 item 4 added ``request_headers`` (``{}``: these calls send no allow-listed
-header), the only change.
+header), the only change. Issue 30 item 2 added ``segment_digests`` (schema v4: the request's
+segment outline, the same for the five: five segments, params / system / user / assistant /
+user, 1,493 tokens as ``request_tokens``, the system block's 5m breakpoint, the last prefix
+digest the request fingerprint's first 32 hex digits), the only change.
 """
 
 from __future__ import annotations

@@ -425,7 +425,7 @@ def _recorded(calls: list[tuple[float, str | None, bytes, bytes]], wire: str, *,
     return rows
 
 
-ROWS_DIGEST = "c530e2e6d11feb796a25bb9c0928f3c666349a1ea80ac7ed5de67a5f48b30c6b"
+ROWS_DIGEST = "04240bc32a2f78f221fea26f9c5d55366d626a7cee667c8a337090081b51227e"
 """sha256 of the rows :func:`test_recorded_rows_are_pinned` records, computed before the
 recorder's fast paths (lazy divergence classification, indexed conversations, shared token
 sums): a change here changes a ledger row. Re-pinned on purpose this round, checked field by
@@ -456,7 +456,12 @@ checked field by field on the 1,146 rows: 2 rows moved, the same Anthropic call 
 sizes, whose usage is suspect (100,000 reads reported for a ~120-token request): predicted
 99,942 (this request's suspect total less our estimate) -> 121 (the predecessor's entry of
 187 reported tokens less our estimate), with ``reads_above_prediction``. No other field of any
-row moved."""
+row moved. Issue 30 item 2 (``c530e2e6...`` before): every one of the 1,146 rows gained
+``segment_digests`` (schema v4, the request's segment outline); for each, the outline's token counts sum to the row's
+``request_tokens``, its last prefix digest is the first 32 hex digits of its
+``request_fingerprint``, and its opening is the first message segment's digest (1,022 rows;
+the 124 head-only requests, params, tools and system without messages, have none); with the
+field removed the rows give ``c530e2e6...`` exactly (no other field of any row moved)."""
 
 
 def test_recorded_rows_are_pinned() -> None:

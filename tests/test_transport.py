@@ -625,8 +625,8 @@ def test_default_wrapped_transport_sends_over_real_loopback_http(module: Any) ->
 def test_fresh_process_finds_its_predecessor_in_the_ledger(tmp_path: Path,
                                                            store_content: bool) -> None:
     """A new Recorder on the same ledger compares its first call with the last ledger row of
-    the lineage (hit, predecessor_id set; exact with stored content, estimated without) and
-    continues the session's turn count."""
+    the lineage (hit, predecessor_id set; exact with stored content, and without it by the
+    row's segment outline, ``segment_digests``) and continues the session's turn count."""
     path = tmp_path / "calls.db"
     fake = FakeProvider()
     kwargs: dict[str, Any] = {"model": "claude-sonnet-4-6", "max_tokens": 5,
@@ -643,7 +643,8 @@ def test_fresh_process_finds_its_predecessor_in_the_ledger(tmp_path: Path,
     assert new.verdict == "hit" and new.predecessor_id == old.record_id
     assert (old.turn, new.turn) == (1, 2)
     assert new.predicted_cache_read_tokens == new.cache_read_tokens
-    assert ("predecessor_body" in new.verdict_detail) is not store_content
+    assert "predecessor_body" not in new.verdict_detail  # compared segment by segment
+    assert old.segment_digests is not None and (old.content is None) is not store_content
 
 
 def test_recorder_failures_never_break_the_call(caplog: pytest.LogCaptureFixture) -> None:

@@ -6,7 +6,9 @@ semantic conventions where one exists (``"gen_ai.usage.input_tokens"``,
 exported spans. Table ``meta`` (schema v2) holds ledger-level ``key -> value`` text. The schema
 is versioned with ``PRAGMA user_version`` and upgraded by :func:`migrate` with
 :data:`MIGRATIONS` (v3 added ``request_headers``: the request's allow-listed cache-relevant
-headers, ``_policy.CACHE_HEADERS``, as a JSON object).
+headers, ``_policy.CACHE_HEADERS``, as a JSON object; v4 added ``segment_digests``: the
+request's segment outline, ``_recording._outline``, so a predecessor is compared without its
+content).
 
 Read-only opening (:func:`connect_read_only`, used by ``Ledger(path, read_only=True)`` and so by
 ``stableprompt report``) never creates, migrates or writes the file: it connects with the SQLite
@@ -23,6 +25,7 @@ The writer (:class:`~stableprompt.Ledger`, ``_ledger.py``) owns connections, ret
 from __future__ import annotations
 
 import contextlib
+import re
 import sqlite3
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
@@ -33,7 +36,13 @@ from typing import Any, get_args
 from .._canonical import canonical_json, loads, show_int
 from .._exceptions import CanonicalizationError, LedgerError
 from .._usage import USAGE_FIELDS
-from ._usage_record import OTEL_ATTRIBUTES, UsageRecord, Verdict, WireFormat
+from ._usage_record import (
+    OTEL_ATTRIBUTES,
+    SEGMENT_DIGESTS_PATTERN,
+    UsageRecord,
+    Verdict,
+    WireFormat,
+)
 
 __all__ = [
     "ADDED_COLUMNS",
@@ -86,6 +95,7 @@ _FIELDS = (
     "response_id",
     "content",
     "request_headers",
+    "segment_digests",
 )
 
 COLUMNS: Mapping[str, str] = {field: OTEL_ATTRIBUTES.get(field, field) for field in _FIELDS}
@@ -148,6 +158,10 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
     (
         'ALTER TABLE calls ADD COLUMN "request_headers" TEXT',
     ),
+    # v4: the request's segment outline (_recording._outline): a predecessor without content.
+    (
+        'ALTER TABLE calls ADD COLUMN "segment_digests" TEXT',
+    ),
 )
 """Schema migrations: entry ``i`` upgrades ``user_version`` ``i`` to ``i + 1``. Append a tuple
 of statements for the next version; never edit a shipped entry. Each upgrade runs in one
@@ -157,7 +171,7 @@ transaction. A migration that adds a ``calls`` column must also teach :func:`_ch
 SCHEMA_VERSION = len(MIGRATIONS)
 """Schema version this stableprompt writes (``PRAGMA user_version``)."""
 
-ADDED_COLUMNS: Mapping[str, int] = {"request_headers": 3}
+ADDED_COLUMNS: Mapping[str, int] = {"request_headers": 3, "segment_digests": 4}
 """``calls`` columns added after v1 -> the schema version that added them. A ledger of an older
 version opened read-only (which never migrates) lacks them: they are read as ``NULL``
 (:func:`select_columns`), so the field is ``None`` (unknown), never a refusal."""
@@ -257,7 +271,7 @@ _OPT_STR = ("session_id", "scenario", "provider", "model", "lineage", "request_f
 _COUNTS = ("turn", "lcp_bytes", "lcp_tokens", "request_tokens", "predicted_cache_read_tokens")
 _BY_NAME = ("record_id", "ts_utc", "wire_format", "verdict", "verdict_detail",
             "usage_inconsistent", "latency_ms", "ttft_ms", "status_code", "usage_raw",
-            "diagnostics", "request_headers")
+            "diagnostics", "request_headers", "segment_digests")
 if sorted((*_OPT_STR, *_COUNTS, *USAGE_FIELDS, *_BY_NAME)) != sorted(COLUMNS):  # pragma: no cover
     raise RuntimeError("a ledger column without a check in _trusted")  # a new column: add it
 _FIELD_ORDER = tuple(UsageRecord.model_fields)
@@ -280,6 +294,8 @@ _DEPTH_SAFE_CHARS = 512
 """JSON text shorter than this cannot nest deeper than :func:`canonical_json` allows (255
 levels take 256 opening and 256 closing brackets): only longer text is checked with it."""
 _INF = float("inf")
+_OUTLINE = re.compile(SEGMENT_DIGESTS_PATTERN)
+"""The field's own pattern (:data:`~._usage_record.SEGMENT_DIGESTS_PATTERN`)."""
 _set = object.__setattr__
 
 
@@ -354,6 +370,10 @@ def _trusted(row: tuple[Any, ...]) -> UsageRecord | None:
             data[name] = value
     headers = data["request_headers"]
     if headers is not None and not set(map(type, headers.values())) <= {str}:
+        return None
+    outline = data["segment_digests"]
+    if outline is not None and (type(outline) is not str
+                                or _OUTLINE.fullmatch(outline) is None):
         return None
     data["usage_inconsistent"] = bool(data["usage_inconsistent"])
     record = object.__new__(UsageRecord)

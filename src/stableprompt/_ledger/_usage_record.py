@@ -32,6 +32,7 @@ __all__ = [
     "CALLER_TEXT",
     "OTEL_ATTRIBUTES",
     "PROVIDER_TEXT",
+    "SEGMENT_DIGESTS_PATTERN",
     "UNANALYSED",
     "UsageRecord",
     "Verdict",
@@ -119,6 +120,12 @@ def utc_now() -> datetime:
     return datetime.now(UTC)
 
 
+SEGMENT_DIGESTS_PATTERN = r"^1\|[ptsxuaom]*\|[0-9,]*\|[0-9a-z=?,]*\|[0-9a-f]*\|[0-9a-f]*$"
+"""The values of :attr:`UsageRecord.segment_digests` (format 1 of ``_recording._outline``):
+a version, segment kind letters, token counts, ``index=ttl`` breakpoints, hex prefix digests
+and the hex digest of the first message."""
+
+
 def _count() -> Any:
     """A count that may be unknown (``None``) but never negative."""
     return Field(default=None, ge=0)
@@ -178,6 +185,13 @@ class UsageRecord(BaseModel):
             ``anthropic-version``, ``openai-beta``, ...; lower-case name -> value as sent);
             ``{}`` when none was sent, ``None`` when unknown (a format without such headers,
             a row from before schema v3). Never any other header.
+        segment_digests: The request's segment outline (``_recording._outline``, schema v4):
+            per segment its kind or message role, our token count, its cache breakpoint TTL
+            and 16 bytes (32 hex digits) of its chained prefix digest, and its first message's
+            digest, so another process compares a later request with this one without its
+            content. About 37 bytes per segment and 64 per row; ``None`` when unknown (no
+            analysis, a row from before schema v4, more than 4,096 segments). Its
+            alphabet (:data:`SEGMENT_DIGESTS_PATTERN`) holds no caller text: not scrubbed.
 
     Raises:
         pydantic.ValidationError: On a wrong type, a naive ``ts_utc``, a negative count where
@@ -222,6 +236,7 @@ class UsageRecord(BaseModel):
     response_id: str | None = None
     content: str | None = None
     request_headers: dict[str, str] | None = None
+    segment_digests: str | None = Field(default=None, pattern=SEGMENT_DIGESTS_PATTERN)
 
     @field_validator("ts_utc")
     @classmethod

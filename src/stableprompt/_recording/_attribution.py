@@ -88,6 +88,7 @@ from .._wire._resegment import breakpoint_indices
 from ._call import RequestState
 from ._divergence_detail import ledger_divergences
 from ._engine_view import EngineEvidence
+from ._outline import outline_common
 from ._plausibility import usage_suspicion
 
 __all__ = [
@@ -171,16 +172,29 @@ class _Comparison:
     common: int  # segments of the request fully shared with the base
     lcp_bytes: int
     lcp_tokens: int
-    exact: bool  # the base's body was known (else: estimated from fingerprints)
+    exact: bool  # the base's segments were known (else: estimated from fingerprints)
     # The two bodies when they diverge (exact comparisons only): what ``divergence`` diffs.
     diverged: tuple[Segmented, Segmented] | None = None
+    # The base, known by its outline only (``_outline``), diverges at segment ``common``.
+    cut: bool = False
+
+    @property
+    def diverges(self) -> bool:
+        """The base is not a prefix of the request (its cacheable part)."""
+        return self.diverged is not None or self.cut
 
     @cached_property
     def divergence(self) -> Divergence | None:
         """``diff(base, request)``, computed on first use: classifying the divergence and
         cutting its snippets is most of a comparison's cost, and only a ``client_mutation``
-        (or the engine view) reads it, never a ``hit``."""
+        (or the engine view) reads it, never a ``hit``. ``None`` without the base's bytes."""
         return None if self.diverged is None else diff(*self.diverged)
+
+
+def base_segments(base: RequestState) -> Sequence[Segment] | None:
+    """The compared request's segments: its segmented body's, else its ledger row's outline
+    (``RequestState.outline``: kinds, roles, breakpoints, prefix digests; no bytes)."""
+    return base.segmented.segments if base.segmented is not None else base.outline
 
 
 def _total_tokens(state: RequestState | None) -> int | None:
@@ -230,6 +244,18 @@ def _compare(base: RequestState, request: RequestState) -> _Comparison:
                 lcp_tok += tokens[common] * inside // part.size_bytes
         return _Comparison(common, nbytes, lcp_tok, exact=True,
                            diverged=(base.segmented, seg) if diverged else None)
+    if base.outline is not None:  # its row's outline: segment by segment, no bytes
+        outline = base.outline
+        common = outline_common(outline, seg.segments)
+        cacheable = len(outline)
+        while cacheable and outline[cacheable - 1].kind == "tail":
+            cacheable -= 1  # as ``_diff`` drops a volatile tail
+        # as ``lcp_bytes``: through the base's cacheable end when all of it is shared, else
+        # through the last shared segment (its bytes would reach into the divergent one)
+        end = min(common, cacheable)
+        nbytes = seg.segments[end - 1].end if end else 0
+        return _Comparison(common, nbytes, cum[common - 1] if common else 0, exact=True,
+                           cut=common < cacheable)
     # Only the predecessor's ledger row is known: its request fingerprint names a prefix of
     # this request if the conversation only grew (chained digests); else the head is shared.
     digest = base.fingerprint.split(":", 1)[-1]
@@ -495,10 +521,11 @@ class _Attributor:
         Source: developers.openai.com/api/docs/guides/prompt-caching (model differences table).
         """
         base = self.base
-        if (not self.policy.breakpoint_budget or base is None or base.segmented is None
+        segments = None if base is None else base_segments(base)
+        if (not self.policy.breakpoint_budget or base is None or segments is None
                 or base.cumulative_tokens is None):
             return None
-        ends = [i for i, s in enumerate(base.segmented.segments)
+        ends = [i for i, s in enumerate(segments)
                 if s.kind == "message" and s.label in ("user", "tool")]
         return base.cumulative_tokens[ends[-1]] if ends else None
 
@@ -514,6 +541,11 @@ class _Attributor:
         base = self.base
         if entry_index is not None and base is not None and base.segmented is not None:
             self.read_entry = base.segmented.segments[entry_index].prefix_digest
+            self.read_entry_index = entry_index
+        elif (entry_index is not None and base is not None and base.outline is not None
+              and entry_index < len(self.seg.segments)):
+            # A shared entry: this request's own (full) digest names the same prefix.
+            self.read_entry = self.seg.segments[entry_index].prefix_digest
             self.read_entry_index = entry_index
         exact = None if base is None else base.cached_extent_tokens
         if exact == 0 and self.base_ignored:
@@ -652,6 +684,15 @@ class _Attributor:
             shape = self.content_shape(div)
             if shape is not None:
                 self.detail["content_shape"] = shape
+        elif cause is None and self.comparison is not None and self.comparison.cut:
+            # The predecessor's row outline only: the divergent segment, not its bytes.
+            common = self.comparison.common
+            if common < len(self.seg.segments):
+                part = self.seg.segments[common]
+                self.detail.update(segment=part.name, segment_kind=part.kind, path=part.path)
+            self.detail["predecessor_body"] = (
+                "segment digests only (content not stored): the changed segment is known, "
+                "not its bytes")
         elif cause is not None:
             self.detail["cause"] = cause
         self.detail["lost_tokens"] = self.lost_here(lost)
@@ -765,11 +806,13 @@ class _Attributor:
         gap_s = self.request.ts - base.ts
         # Entries the base wrote, as (index, segment, our prefix tokens), base index space.
         entries: list[tuple[int, Segment, int]] = []
-        if base.segmented is not None and base.cumulative_tokens is not None:
+        known = base_segments(base)
+        if known is not None and base.cumulative_tokens is not None:
             base_cum = base.cumulative_tokens
-            segments = base.segmented.segments
+            segments = known
             entries = [(i, segments[i], base_cum[i])
-                       for i in breakpoint_indices(base.segmented)]
+                       for i in (breakpoint_indices(base.segmented) if base.segmented is not None
+                                 else [i for i, s in enumerate(known) if s.breakpoint])]
             read_at = base.read_entry_index
             if (read_at is not None and read_at < len(segments)
                     and segments[read_at].prefix_digest == base.read_entry_digest
@@ -783,7 +826,7 @@ class _Attributor:
             entries = [(last, seg.segments[last], cum[last])]
         written = [e for e in entries if self.provider(e[2], "base") >= self.minimum]
         extent = max((self.provider(t, "base") for _, _, t in entries), default=0)
-        self.base_ignored = base.segmented is not None and (
+        self.base_ignored = known is not None and (
             extent >= self.minimum * IGNORED_BREAKPOINTS_MARGIN)
         self.detail["stable_prefix_tokens"] = extent
         shared = [e for e in written if e[0] < comparison.common]
@@ -813,7 +856,7 @@ class _Attributor:
             if not entries:  # this request marks its prefix: the compared one did not
                 self.detail["reason"] = "compared-no-breakpoint"
             return self.done("below_minimum", 0)
-        diverged = comparison.diverged is not None
+        diverged = comparison.diverges
         if diverged and (self.relation == "session" or (lost and not self.other)):
             kept = max((t for *_, t in shared), default=0)
             # What the change cost: entries the base wrote that were still alive now.
@@ -846,7 +889,7 @@ class _Attributor:
         extent = (base.input_tokens_total if base.input_tokens_total is not None
                   else self.provider(self.base_tokens or 0, "base"))
         lcp = self.provider(comparison.lcp_tokens)
-        diverged = comparison.diverged is not None
+        diverged = comparison.diverges
         self.detail["stable_prefix_tokens"] = lcp
         ttl_s = _request_ttl_s(self.seg._body_view, self.policy)
         self.detail["ttl_s"] = ttl_s

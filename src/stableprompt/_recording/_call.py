@@ -24,6 +24,7 @@ from itertools import accumulate, islice
 from typing import Any
 
 from .._ledger._usage_record import UsageRecord
+from .._segment import Segment
 from .._wire._segmenter import SegmentedRequest
 from ._identity import Agent
 from ._worker import JobHandle, in_recording_job
@@ -74,6 +75,10 @@ class RequestState:
             :func:`dataclasses.replace` (which never changes ``segment_tokens``), so
             attribution reads prefix sizes of a request and of its predecessor without
             summing them again. ``None`` with ``segment_tokens``.
+        outline: The segments of a request known from its ledger row's ``segment_digests``
+            (``_outline``: kind, role, breakpoint and a 16-byte prefix digest each; no bytes),
+            when ``segmented`` is ``None``; ``segment_tokens`` are then the row's counts.
+            Attribution compares a request with it segment by segment, as with ``segmented``.
     """
 
     ts: float
@@ -93,6 +98,7 @@ class RequestState:
     headers: Mapping[str, str] | None = None
     read_entry_index: int | None = None
     cumulative_tokens: Sequence[int] | None = field(default=None, repr=False, compare=False)
+    outline: Sequence[Segment] | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         tokens = self.segment_tokens

@@ -35,10 +35,11 @@ from .._usage import CacheUsage
 from .._wire._formats import request_format
 from ..providers import parse_response
 from ._attribution import Attribution, attribute
-from ._call import Pending, elapsed_ms
+from ._call import Pending, RequestState, elapsed_ms
 from ._engine_view import EngineEvidence
 from ._errors import failure
 from ._observer import Observation
+from ._outline import encode_outline
 from ._server_reasons import server_diagnosis
 from ._tree import attribute_shared
 
@@ -345,7 +346,8 @@ def identity_fields(pending: Pending, scenario: str | None) -> dict[str, Any]:
     """The record fields that name the request (same for its final and provisional rows):
     id, send time, session, turn, scenario, formats, provider, model, and what its analysis
     found (lineage, fingerprint, our token count; ``None`` before or without one), and its
-    allow-listed cache-relevant headers (``request_headers``)."""
+    allow-listed cache-relevant headers (``request_headers``), and its segment outline
+    (``segment_digests``, ``_outline``: one pass over the segments it was analysed into)."""
     state = pending.state
     return {
         "record_id": pending.record_id,
@@ -358,7 +360,16 @@ def identity_fields(pending: Pending, scenario: str | None) -> dict[str, Any]:
         "request_tokens": None if state is None else state.request_tokens,
         "content": pending.content,
         "request_headers": pending.headers,
+        "segment_digests": None if state is None else outline_of(state),
     }
+
+
+def outline_of(state: RequestState) -> str | None:
+    """``segment_digests`` of an analysed request: its outline (``_outline``) when its
+    segments and token counts are known, else ``None``."""
+    if state.segmented is None or state.segment_tokens is None:
+        return None
+    return encode_outline(state.segmented.segments, state.segment_tokens)
 
 
 def provider_diagnostics(pending: Pending, received: Any) -> dict[str, Any] | None:

@@ -79,6 +79,7 @@ from .._wire._resegment import breakpoint_indices
 from .._wire._segmenter import SegmentedRequest
 from ._call import Call, Comparison, RequestState
 from ._identity import session_from_headers
+from ._outline import decode_outline, outline_common
 
 __all__ = [
     "LINEAGE_DEPTH",
@@ -159,6 +160,9 @@ def common_segments(base: RequestState, segments: Sequence[Segment]) -> int:
     fingerprint (the conversation only grew), at least the head."""
     if base.segmented is not None:
         return first_divergent_index(base.segmented.segments, segments)
+    if base.outline is not None:  # its row's outline: the same answer, by digest
+        return max(outline_common(base.outline, segments),
+                   sum(1 for s in segments if s.kind in HEAD_KINDS))
     digest = base.fingerprint.split(":", 1)[-1]
     matched = next((i + 1 for i, s in enumerate(segments) if s.prefix_digest == digest), 0)
     return max(matched, sum(1 for s in segments if s.kind in HEAD_KINDS))
@@ -174,6 +178,10 @@ def _at_least(base: RequestState, segments: Sequence[Segment], shared: int) -> i
                 or other[shared - 1].prefix_digest != segments[shared - 1].prefix_digest):
             return None
         return first_divergent_index(other, segments, shared)
+    if shared and base.outline is not None:
+        found = outline_common(base.outline, segments)
+        found = max(found, sum(1 for s in segments if s.kind in HEAD_KINDS))
+        return found if found >= shared else None
     found = common_segments(base, segments)
     return found if found >= shared else None
 
@@ -676,9 +684,12 @@ class CallIndex:
 def call_from_record(record: UsageRecord, head: str,
                      count: Callable[[SegmentedRequest], list[int]]) -> Call:
     """A ledger row as a predecessor candidate of lineage ``head`` (the recorder seeds its
-    index with a lineage's recent rows): its segments and token counts (``count``) when the
-    row kept its request body, else its fingerprint, usage and token estimate only."""
+    index with a lineage's recent rows, and re-reads a shared ledger's): its segments and
+    token counts (``count``) when the row kept its request body, else its segment outline
+    (``segment_digests``, ``_outline``: compared segment by segment as the body would be),
+    else its fingerprint, usage and token estimate only (a row from before schema v4)."""
     segmented = tokens = None
+    outline = None
     sent = record.verdict_detail.get("request_format")
     wire = (sent if isinstance(sent, str) and sent in REQUEST_FORMATS
             else request_format(record.wire_format))
@@ -689,6 +700,11 @@ def call_from_record(record: UsageRecord, head: str,
             tokens = tuple(count(segmented))
         except Exception:
             segmented = tokens = None
+    opening = opening_of(segmented)
+    if segmented is None and record.segment_digests is not None:
+        decoded = decode_outline(record.segment_digests)
+        if decoded is not None:
+            outline, tokens, opening = decoded.segments, tuple(decoded.tokens), decoded.opening
     ts = record.ts_utc.timestamp()
     state = RequestState(
         ts=ts,
@@ -706,12 +722,13 @@ def call_from_record(record: UsageRecord, head: str,
         cache_read_tokens=record.cache_read_tokens,
         input_tokens_total=record.input_tokens_total,
         headers=record.request_headers,
+        outline=outline,
     )
     agent = record.verdict_detail.get("agent")
     agent_id = agent.get("id") if isinstance(agent, dict) else None
     return Call(ts=ts, session_id=record.session_id, provider=record.provider or "",
                 wire_format=wire, model=record.model,
-                opening=opening_of(segmented), fingerprint=state.fingerprint, state=state,
+                opening=opening, fingerprint=state.fingerprint, state=state,
                 turn=record.turn, agent=agent_id if isinstance(agent_id, str) else None,
                 ended=None if record.latency_ms is None else ts + record.latency_ms / 1000)
 

@@ -309,7 +309,7 @@ def _otel_attributes(record: UsageRecord, operation: str) -> dict[str, Any]:
     attributes: dict[str, Any] = {"gen_ai.operation.name": operation}
     for field in UsageRecord.model_fields:
         if field in ("ts_utc", "content", "usage_raw", "diagnostics", "verdict_detail",
-                     "request_headers"):
+                     "request_headers", "segment_digests"):  # (the outline: rows only)
             continue
         value = getattr(clean, field)
         if value is None:

@@ -1,0 +1,214 @@
+"""The segment outline a ledger row keeps (``segment_digests``, schema v4): its codec, and a
+predecessor rebuilt from a row without content attributing as the in-process request did."""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import UTC, datetime
+from typing import Any
+
+import pydantic
+import pytest
+
+from stableprompt import cache_rules
+from stableprompt._ledger._usage_record import UsageRecord
+from stableprompt._policy import CacheRules
+from stableprompt._recording._attribution import Attribution, attribute
+from stableprompt._recording._call import RequestState
+from stableprompt._recording._outline import (
+    DIGEST_HEX,
+    MAX_SEGMENTS,
+    decode_outline,
+    encode_outline,
+    outline_common,
+)
+from stableprompt._recording._predecessor import call_from_record, common_segments, opening_of
+from stableprompt._usage import CacheUsage
+from test_attribution import (
+    ANTHROPIC,
+    LONG_SYSTEM,
+    OPENAI_OLD,
+    anthropic_body,
+    anthropic_usage,
+    chat_body,
+    chat_usage,
+    prefix_tokens,
+    state,
+)
+
+T0 = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
+
+
+def _outline(s: RequestState) -> str:
+    assert s.segmented is not None and s.segment_tokens is not None
+    text = encode_outline(s.segmented.segments, s.segment_tokens)
+    assert text is not None
+    return text
+
+
+def _as_row(s: RequestState, wire: str = "anthropic") -> tuple[RequestState, RequestState]:
+    """``s`` as another process reads it from a ledger row without content (its outline
+    only), and ``s`` itself with that row's send time and id (the in-process comparand)."""
+    record = UsageRecord(record_id="row-1", ts_utc=T0, wire_format=wire,  # type: ignore[arg-type]
+                         provider="anthropic" if wire == "anthropic" else "openai",
+                         lineage=s.head_fingerprint, request_fingerprint=s.fingerprint,
+                         request_tokens=s.request_tokens, segment_digests=_outline(s))
+    call = call_from_record(record, s.head_fingerprint, count=lambda _: [])
+    assert call.state is not None and call.state.segmented is None
+    assert call.state.outline is not None
+    return call.state, dataclasses.replace(s, ts=call.state.ts, record_id="row-1")
+
+
+def _both(one: RequestState, two_body: dict[str, Any], gap_s: float, usage: CacheUsage | None,
+          policy: CacheRules, wire: str = "anthropic") -> tuple[Attribution, Attribution]:
+    row, kept = _as_row(one, wire)
+    two = state(two_body, row.ts + gap_s, wire)
+    return (attribute(two, predecessor=kept, usage=usage, policy=policy),
+            attribute(two, predecessor=row, usage=usage, policy=policy))
+
+
+def test_outline_round_trips_kinds_roles_breakpoints_tokens_and_short_digests() -> None:
+    """Each segment's kind (a message's role), breakpoint TTL, token count and the first 32
+    hex digits of its chained prefix digest come back from the text, nothing else."""
+    one = state(anthropic_body(3, history_ttl="1h"), 0.0)
+    assert one.segmented is not None and one.segment_tokens is not None
+    text = _outline(one)
+    decoded = decode_outline(text)
+    assert decoded is not None
+    segments, tokens = decoded.segments, decoded.tokens
+    assert tokens == list(one.segment_tokens)
+    assert decoded.opening == opening_of(one.segmented) and decoded.opening is not None
+    for got, want in zip(segments, one.segmented.segments, strict=True):
+        assert got.kind == want.kind and got.breakpoint == want.breakpoint
+        assert got.prefix_digest == want.prefix_digest[:DIGEST_HEX]
+        assert got.label == (want.label if want.label in ("user", "assistant", "tool") else "")
+    assert [s.breakpoint for s in segments if s.breakpoint] == ["1h", "1h"]
+    assert len(text) < 40 * len(segments) + 64  # about 37 bytes per segment, the opening
+    UsageRecord(wire_format="anthropic", segment_digests=text)  # the record accepts it
+
+
+def test_a_request_beyond_the_bound_gets_no_outline() -> None:
+    """Beyond MAX_SEGMENTS segments a row keeps no outline (the column's size bound); the
+    mismatch of counts and segments is a ValueError."""
+    one = state(anthropic_body(1), 0.0)
+    assert one.segmented is not None and one.segment_tokens is not None
+    segments = list(one.segmented.segments)
+    many = segments * (MAX_SEGMENTS // len(segments) + 1)
+    assert encode_outline(many, [1] * len(many)) is None
+    assert encode_outline(many[:MAX_SEGMENTS], [1] * MAX_SEGMENTS) is not None
+    with pytest.raises(ValueError, match="token counts"):
+        encode_outline(segments, [1])
+
+
+@pytest.mark.parametrize("bad", ["2|s|1||" + "a" * 32 + "|", "1|s|1,2||" + "a" * 32 + "|",
+                                 "1|s|1|4=5m|" + "a" * 32 + "|", "1|s|1||" + "a" * 31 + "|",
+                                 "1|s|x|||", "1|s|1||" + "a" * 32, "1|m|1||" + "a" * 32 + "|ab"])
+def test_a_malformed_outline_is_none_not_guessed(bad: str) -> None:
+    """Another version, a count or digest length that disagrees with the kinds, a breakpoint
+    past the end, a missing or short opening: no outline (the row is then compared by its
+    fingerprint, as before v4)."""
+    assert decode_outline(bad) is None
+
+
+def test_the_record_refuses_text_outside_the_outline_alphabet() -> None:
+    """``segment_digests`` is not scrubbed, so it accepts nothing but the outline alphabet:
+    no caller text and no key can be stored in it."""
+    with pytest.raises(pydantic.ValidationError):
+        UsageRecord(wire_format="anthropic",
+                    segment_digests="1|s|1||sk-ant-api03-" + "A" * 19 + "|")
+
+
+def test_outline_common_is_the_chained_digest_lcp() -> None:
+    """The binary search over short digests finds the segments the full digests share."""
+    one = state(anthropic_body(4), 0.0)
+    assert one.segmented is not None
+    changed = anthropic_body(6)
+    changed["messages"][2]["content"][0]["text"] = "edited"
+    for body in (anthropic_body(6), changed, anthropic_body(2)):
+        two = state(body, 1.0)
+        assert two.segmented is not None
+        row, _ = _as_row(one)
+        assert row.outline is not None
+        found = outline_common(row.outline, two.segmented.segments)
+        assert found == common_segments(one, two.segmented.segments)
+        assert common_segments(row, two.segmented.segments) == found
+
+
+@pytest.mark.parametrize(("ttl", "gap_s", "verdict"), [
+    ("5m", 30.0, "hit"), ("1h", 1200.0, "hit"), ("5m", 1200.0, "ttl_expired")])
+def test_a_row_predecessor_attributes_a_grown_turn_as_in_process(
+        ttl: str, gap_s: float, verdict: str) -> None:
+    """A conversation that grew: the verdict, prediction, LCP, read entry and every detail
+    are those of the in-process comparison (breakpoints and their TTLs from the outline)."""
+    one = state(anthropic_body(3, history_ttl=ttl), 0.0)
+    two_body = anthropic_body(4, history_ttl=ttl)
+    read = prefix_tokens(one, "messages[4].content[0]") if verdict == "hit" else 0
+    total = one.request_tokens or 0
+    wrote = 0 if verdict == "hit" else total + 40  # expired: all written again
+    kept, row = _both(one, two_body, gap_s, anthropic_usage(total + 40, read, wrote), ANTHROPIC)
+    assert kept.verdict == verdict
+    assert row == kept
+    assert row.read_entry_digest == kept.read_entry_digest
+
+
+def test_a_row_predecessor_finds_a_mutation_and_its_segment() -> None:
+    """A message edited in the middle: a client mutation losing the same tokens, named at the
+    same segment and path; the bytes-level evidence (offset, snippets) needs the content."""
+    one = state(anthropic_body(4), 0.0)
+    changed = anthropic_body(5)
+    changed["messages"][2]["content"][0]["text"] = "question one, rephrased"
+    usage = anthropic_usage(4000, prefix_tokens(one, "system[0]"))
+    kept, row = _both(one, changed, 30.0, usage, ANTHROPIC)
+    assert kept.verdict == row.verdict == "client_mutation"
+    assert row.predicted_cache_read_tokens == kept.predicted_cache_read_tokens
+    for key in ("lost_tokens", "segment", "segment_kind", "stable_prefix_tokens", "ttl_s",
+                "relation"):
+        assert row.detail[key] == kept.detail[key], key
+    # the segment's own path; the body's diff points inside it
+    assert kept.detail["path"].startswith(row.detail["path"] + "/")
+    assert "snippet_a" in kept.detail and "snippet_a" not in row.detail
+    # the shared prefix ends where the changed segment starts (the body's reaches into it)
+    assert row.lcp_bytes is not None and kept.lcp_bytes is not None
+    assert row.lcp_tokens is not None and kept.lcp_tokens is not None
+    assert row.lcp_bytes <= kept.lcp_bytes and row.lcp_tokens <= kept.lcp_tokens
+    assert "segment digests only" in row.detail["predecessor_body"]
+
+
+def test_a_row_predecessor_on_an_automatic_cache_attributes_as_in_process() -> None:
+    """OpenAI's automatic cache: a grown chat conversation, same attribution from the row."""
+    one = state(chat_body(3), 0.0, "openai-chat")
+    two_body = chat_body(4)
+    total = one.request_tokens or 0
+    usage = chat_usage(total + 30, 3072)
+    kept, row = _both(one, two_body, 30.0, usage, OPENAI_OLD, "openai-chat")
+    assert kept.verdict == "hit"
+    assert row == kept
+
+
+def test_a_row_predecessor_keeps_the_implicit_breakpoint_of_a_budgeted_cache() -> None:
+    """A model with implicit breakpoints (the last user or tool message): the outline's
+    roles place it as the body does."""
+    policy = cache_rules("openai", "gpt-5.6")
+    if not policy.breakpoint_budget:
+        pytest.skip("no breakpoint budget in this policy table")
+    one = state(chat_body(3, system=LONG_SYSTEM * 3), 0.0, "openai-chat")
+    two_body = chat_body(4, system=LONG_SYSTEM * 3)
+    usage = chat_usage(9000, 4096)
+    kept, row = _both(one, two_body, 30.0, usage, policy, "openai-chat")
+    assert row == kept
+
+
+def test_a_row_of_a_call_without_session_id_keeps_its_conversation() -> None:
+    """A call without session id is named by its first message: the row's outline keeps that
+    digest, so another host's later turn of the conversation is its own (same conversation),
+    not another conversation sharing the head."""
+    one = state(anthropic_body(3), 0.0)
+    record = UsageRecord(record_id="row-1", ts_utc=T0, wire_format="anthropic",
+                         model="claude-sonnet-4-6", lineage=one.head_fingerprint,
+                         request_fingerprint=one.fingerprint, segment_digests=_outline(one))
+    earlier = call_from_record(record, one.head_fingerprint, count=lambda _: [])
+    two = state(anthropic_body(4), 30.0)
+    assert earlier.opening is not None and earlier.opening == opening_of(two.segmented)
+    later = dataclasses.replace(earlier, ts=earlier.ts + 30, state=two, opening=opening_of(
+        two.segmented))
+    assert earlier.same_conversation(later)
