@@ -426,42 +426,42 @@ def _recorded(calls: list[tuple[float, str | None, bytes, bytes]], wire: str, *,
 
 
 ROWS_DIGEST = "04240bc32a2f78f221fea26f9c5d55366d626a7cee667c8a337090081b51227e"
-"""sha256 of the rows :func:`test_recorded_rows_are_pinned` records, computed before the
-recorder's fast paths (lazy divergence classification, indexed conversations, shared token
-sums): a change here changes a ledger row. Re-pinned on purpose this round, checked field by
-field against the rows of the earlier digest (``41a1b2bb...``): a suspect usage report no
-longer sets ``usage_inconsistent`` (74 rows); fingerprints are tagged ``sp2:`` (issue 26
-item 7: the hex digests are unchanged); a request ending in a developer / system message now
-has its turn boundary (152 rows that had none). No other field of any row moved. Issue 29
-added ``verdict_detail["head_tokens"]`` (the what-if's head size): with it removed the rows
-give the previous digest ``c04fa320...`` exactly. Issue 26 item 1 (``b1e17528...`` before),
-checked field by field: the 12 ``client_mutation`` rows gained ``divergences`` and
-``divergences_total``; 4 of them, whose history the later request left out, are
-``history-delete`` at the item (``/input/0``, ``/messages/0``) instead of ``history-rewrite``
-("became"), with that item's snippet. No other field of any row moved. Issues 26 items 2-4 and 8
-(``6d6e2890...`` before), checked field by field on the 1,146 rows: every row has
-``request_headers`` (``{}``: no allow-listed header sent); 153 rows with no call of their own
-conversation on their lineage gained ``shared_prefix`` / ``shared_prefix_note`` (rule
-``shared-prefix``), 25 of them a predecessor (``predecessor_id``, ``lcp_*``, ``gap_s``,
-``ttl_s``, ``relation``, ``other_conversation``; 19 a ``stable_prefix_tokens``), verdicts
-unchanged; the 8 requests without a breakpoint are ``no_breakpoint`` (were
-``below_minimum``), and 152 ``expected_verdict`` / 90 ``reason`` values follow
-(``compared-no-breakpoint``); ``lost_tokens`` is capped at what the call could read
-(``lost_cap_tokens``, 172 rows; the 12 mutation rows' ``divergences`` lost tokens with it,
-e.g. 99,945 -> 12 where the usage reported 100,000 reads of a 110-token request). Record
-ids inside ``verdict_detail`` are named by row index, as ``predecessor_id``. A prefix
-ending inside the predecessor's longest cache entry is anchored on that entry's reported size
-when it is the nearest reported count (``c939dd28...`` before; found on aider's traffic),
-checked field by field on the 1,146 rows: 2 rows moved, the same Anthropic call at both memory
-sizes, whose usage is suspect (100,000 reads reported for a ~120-token request): predicted
-99,942 (this request's suspect total less our estimate) -> 121 (the predecessor's entry of
-187 reported tokens less our estimate), with ``reads_above_prediction``. No other field of any
-row moved. Issue 30 item 2 (``c530e2e6...`` before): every one of the 1,146 rows gained
-``segment_digests`` (schema v4, the request's segment outline); for each, the outline's token counts sum to the row's
-``request_tokens``, its last prefix digest is the first 32 hex digits of its
-``request_fingerprint``, and its opening is the first message segment's digest (1,022 rows;
-the 124 head-only requests, params, tools and system without messages, have none); with the
-field removed the rows give ``c530e2e6...`` exactly (no other field of any row moved)."""
+"""sha256 of the rows :func:`test_recorded_rows_are_pinned` records, computed before the recorder's
+fast paths (lazy divergence classification, indexed conversations, shared token sums): a change
+here changes a ledger row. Re-pinned on purpose this round, checked field by field against the
+rows of the earlier digest (``41a1b2bb...``): a suspect usage report no longer sets
+``usage_inconsistent`` (74 rows); fingerprints are tagged ``sp2:`` (issue 26 item 7: the hex
+digests are unchanged); a request ending in a developer / system message now has its turn
+boundary (152 rows that had none). No other field of any row moved. Issue 29 added
+``verdict_detail["head_tokens"]`` (the what-if's head size): with it removed the rows give the
+previous digest ``c04fa320...`` exactly. Issue 26 item 1 (``b1e17528...`` before), checked field
+by field: the 12 ``client_mutation`` rows gained ``divergences`` and ``divergences_total``; 4 of
+them, whose history the later request left out, are ``history-delete`` at the item
+(``/input/0``, ``/messages/0``) instead of ``history-rewrite`` ("became"), with that item's
+snippet. No other field of any row moved. Issues 26 items 2-4 and 8 (``6d6e2890...`` before),
+checked field by field on the 1,146 rows: every row has ``request_headers`` (``{}``: no
+allow-listed header sent); 153 rows with no call of their own conversation on their lineage
+gained ``shared_prefix`` / ``shared_prefix_note`` (rule ``shared-prefix``), 25 of them a
+predecessor (``predecessor_id``, ``lcp_*``, ``gap_s``, ``ttl_s``, ``relation``,
+``other_conversation``; 19 a ``stable_prefix_tokens``), verdicts unchanged; the 8 requests
+without a breakpoint are ``no_breakpoint`` (were ``below_minimum``), and 152
+``expected_verdict`` / 90 ``reason`` values follow (``compared-no-breakpoint``); ``lost_tokens``
+is capped at what the call could read (``lost_cap_tokens``, 172 rows; the 12 mutation rows'
+``divergences`` lost tokens with it, e.g. 99,945 -> 12 where the usage reported 100,000 reads of
+a 110-token request). Record ids inside ``verdict_detail`` are named by row index, as
+``predecessor_id``. A prefix ending inside the predecessor's longest cache entry is anchored on
+that entry's reported size when it is the nearest reported count (``c939dd28...`` before; found
+on aider's traffic), checked field by field on the 1,146 rows: 2 rows moved, the same Anthropic
+call at both memory sizes, whose usage is suspect (100,000 reads reported for a ~120-token
+request): predicted 99,942 (this request's suspect total less our estimate) -> 121 (the
+predecessor's entry of 187 reported tokens less our estimate), with ``reads_above_prediction``.
+No other field of any row moved. Issue 30 item 2 (``c530e2e6...`` before): every one of the
+1,146 rows gained ``segment_digests`` (schema v4, the request's segment outline); for each, the
+outline's token counts sum to the row's ``request_tokens``, its last prefix digest is the first
+32 hex digits of its ``request_fingerprint``, and its opening is the first message segment's
+digest (1,022 rows; the 124 head-only requests, params, tools and system without messages, have
+none); with the field removed the rows give ``c530e2e6...`` exactly (no other field of any row
+moved)."""
 
 
 def test_recorded_rows_are_pinned() -> None:
