@@ -23,11 +23,11 @@ No network but loopback: non-loopback connections fail.
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 import json
-import socket
 import sys
 from typing import Any
+
+from peer_agents import guard_network  # beside this file: on sys.path when run
 
 MODEL = "gpt-5.6"
 API_KEY = "sk-emulator-openai-agents-0123456789"
@@ -40,19 +40,6 @@ HOUSE_RULES = "\n".join(
 TURNS = ("[task:one] write note a as alpha, read it back and add 2 and 3",
          "[task:two] summarize the notes",
          "[task:three] read note a and hand over to the checker")
-
-
-def _guard_network() -> None:
-    real = socket.socket.connect
-
-    def connect(self: socket.socket, address: Any) -> Any:
-        if self.family in (socket.AF_INET, socket.AF_INET6):
-            host = address[0]
-            if host != "localhost" and not ipaddress.ip_address(host).is_loopback:
-                raise OSError(f"the agents reach no network but loopback (tried {address!r})")
-        return real(self, address)
-
-    socket.socket.connect = connect  # type: ignore[method-assign,assignment]
 
 
 async def session(api: str) -> dict[str, Any]:
@@ -128,7 +115,7 @@ async def session(api: str) -> dict[str, Any]:
 
 def main(argv: list[str]) -> int:
     (api,) = argv
-    _guard_network()
+    guard_network("the agents")
     print(json.dumps(asyncio.run(session(api))))
     return 0
 

@@ -46,14 +46,15 @@ Workload = dict[str, Any]
 Result = dict[str, Any]
 
 
-def _guard_network() -> None:
+def guard_network(who: str = "peer agents") -> None:
+    """Make every non-loopback TCP connection of this process fail (``who`` names it)."""
     real = socket.socket.connect
 
     def connect(self: socket.socket, address: Any) -> Any:
         if self.family in (socket.AF_INET, socket.AF_INET6):
             host = address[0]
             if host != "localhost" and not ipaddress.ip_address(host).is_loopback:
-                raise OSError(f"peer agents reach no network but loopback (tried {address!r})")
+                raise OSError(f"{who} reach no network but loopback (tried {address!r})")
         return real(self, address)
 
     socket.socket.connect = connect  # type: ignore[method-assign,assignment]
@@ -180,7 +181,7 @@ AGENTS: dict[str, Callable[[Workload, str], Result]] = {
 
 def main(argv: list[str]) -> int:
     peer, path, base_url = argv
-    _guard_network()
+    guard_network()
     work: Workload = json.loads(Path(path).read_text())
     print(json.dumps(AGENTS[peer](work, base_url)))
     return 0
