@@ -32,7 +32,7 @@ SESSIONS, TURNS = 6, 5
 HEADERS = {"x-api-key": KEY, "anthropic-version": "2023-06-01"}
 
 
-def _stored(ledger: Path, session: str, n: int) -> None:
+def _stored(ledger: Path | str, session: str, n: int) -> None:
     """Wait (up to 10 s) until ``session`` has ``n`` rows in ``ledger``.
 
     A worker sends the last byte of an answer before its row is written (the row is recorded
@@ -48,7 +48,7 @@ def _stored(ledger: Path, session: str, n: int) -> None:
             time.sleep(0.01)
 
 
-def _conversation(session: int, url: str, ledger: Path, statuses: list[int]) -> None:
+def _conversation(session: int, url: str, ledger: Path | str, statuses: list[int]) -> None:
     """One conversation's turns, each on a new connection (a new client)."""
     system = f"Session {session}. " + " ".join(f"rule {i}: keep the prefix stable."
                                                for i in range(120))
@@ -70,11 +70,20 @@ def _conversation(session: int, url: str, ledger: Path, statuses: list[int]) -> 
         messages.append({"role": "assistant", "content": text or "ok"})
 
 
-def test_two_workers_share_one_port_and_one_ledger(tmp_path: Path) -> None:
+@pytest.mark.parametrize("backend", ["sqlite", pytest.param("postgresql",
+                                                           marks=pytest.mark.slow)])
+def test_two_workers_share_one_port_and_one_ledger(
+        backend: str, tmp_path: Path, request: pytest.FixtureRequest,
+        monkeypatch: pytest.MonkeyPatch) -> None:
     """Six conversations at once through ``--workers 2``, a new connection per turn: every
     call 200, one row per call, both workers served calls, turns crossed workers, and every
-    later turn's predecessor is the previous turn (a hit), wherever it was recorded."""
-    ledger, captures = tmp_path / "calls.db", tmp_path / "captures"
+    later turn's predecessor is the previous turn (a hit), wherever it was recorded. On a
+    SQLite file (WAL) and on a PostgreSQL database (spill files and journals under HOME)."""
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    ledger: Path | str = tmp_path / "calls.db"
+    if backend == "postgresql":
+        ledger = str(request.getfixturevalue("pg_url"))
+    captures = tmp_path / "captures"
     statuses: list[int] = []
     with Emulator() as emu, proxy_process(emu.base_url, ledger, "--workers", "2", "--quiet",
                                           "--capture", str(captures)) as (proc, url):
