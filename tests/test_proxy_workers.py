@@ -11,7 +11,11 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 import signal
+import socket
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -20,6 +24,7 @@ from typing import Any
 import httpx
 import pytest
 
+import stableprompt
 from conftest import proxy_process
 from stableprompt import Ledger
 from stableprompt._cli import main
@@ -177,6 +182,51 @@ def test_sigterm_stops_every_worker_after_its_streams_finish(tmp_path: Path) -> 
     assert not any(r.verdict_detail.get("incomplete") for r in rows)
     assert not list(tmp_path.rglob("*.spill.jsonl"))
     assert not list(tmp_path.rglob("*.pending.*.jsonl"))
+
+
+def test_a_port_held_by_another_proxy_with_workers_is_not_shared(tmp_path: Path) -> None:
+    """A second ``--workers 2`` on the port of a running ``--workers 2`` proxy cannot listen
+    (exit 1): ``SO_REUSEPORT`` would otherwise let it take half of the first one's
+    connections."""
+    with Emulator() as emu, proxy_process(emu.base_url, tmp_path / "a.db", "--workers",
+                                          "2") as (_, url):
+        port = url.rsplit(":", 1)[1]
+        done = subprocess.run(
+            [sys.executable, "-m", "stableprompt", "proxy", "--upstream", emu.base_url,
+             "--port", port, "--ledger", str(tmp_path / "b.db"), "--workers", "2"],
+            capture_output=True, text=True, timeout=60, check=False,
+            env={**os.environ, "PYTHONPATH": str(Path(stableprompt.__file__).parent.parent)})
+        assert done.returncode == 1 and "cannot listen on" in done.stderr, done.stderr
+        assert done.stdout == ""
+
+
+def test_workers_stop_when_the_supervisor_is_killed(tmp_path: Path) -> None:
+    """``kill -9`` of the supervisor: its workers get SIGTERM (PR_SET_PDEATHSIG), stop
+    gracefully (their output pipes close, the port is free again) and every answered call
+    has its row."""
+    ledger = tmp_path / "calls.db"
+    with Emulator() as emu, proxy_process(emu.base_url, ledger, "--workers", "2",
+                                          "--quiet") as (proc, url):
+        for n in range(6):
+            with httpx.Client(timeout=30) as client:  # a new connection each
+                response = client.post(f"{url}/v1/messages", headers=HEADERS, json={
+                    "model": "claude-sonnet-4-6", "max_tokens": 8,
+                    "messages": [{"role": "user", "content": f"call {n}"}]})
+            assert response.status_code == 200
+        proc.kill()
+        proc.communicate(timeout=20)  # returns once no worker holds the pipes
+        port = int(url.rsplit(":", 1)[1])
+        end = time.monotonic() + 10
+        while True:  # the workers' sockets are closed: the port binds again
+            try:
+                with socket.socket() as probe:
+                    probe.bind(("127.0.0.1", port))
+                break
+            except OSError:
+                assert time.monotonic() < end, "a worker still holds the port"
+                time.sleep(0.05)
+    with Ledger(ledger, read_only=True) as reader:
+        assert len(reader.records()) == 6
 
 
 @pytest.mark.parametrize(("options", "named"), [

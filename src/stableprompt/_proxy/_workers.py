@@ -16,7 +16,8 @@ Ctrl-C in a terminal also reaches the workers themselves, as SIGINT: the same gr
 stop); each worker then stops accepting, finishes its calls in flight and its queued rows
 (uvicorn's graceful shutdown and the app's lifespan), and exits; the supervisor waits for
 all of them. A worker that exits on its own (a crash) makes the supervisor stop the others
-and exit 1: it is not restarted.
+and exit 1: it is not restarted. A supervisor killed outright (``kill -9``) takes its workers
+down with it (``PR_SET_PDEATHSIG``: each gets SIGTERM and stops gracefully).
 """
 
 from __future__ import annotations
@@ -45,20 +46,27 @@ returns its exit status after a graceful stop."""
 
 
 def bind_workers(host: str, port: int, workers: int) -> list[socket.socket]:
-    """``workers`` sockets bound to ``host:port`` with ``SO_REUSEPORT`` (port 0: the free
-    port the first one got, for all of them), not yet listening.
+    """``workers`` sockets bound to ``host:port`` with ``SO_REUSEPORT`` (port 0: a free
+    port, the same for all of them), not yet listening.
+
+    The address is first bound once without ``SO_REUSEPORT`` (and released): that fails
+    while anything listens there, another ``stableprompt proxy --workers`` included, whose
+    ``SO_REUSEPORT`` sockets would otherwise let this one silently take half its
+    connections. (A process binding the port between that check and these binds is not
+    detected.)
 
     Raises:
-        OSError: The address is in use (by a socket without ``SO_REUSEPORT``, or another
-            user's), not local, or not permitted; no socket is left open.
+        OSError: The address is in use, not local, or not permitted; no socket is left
+            open.
     """
     from ._server import bind
 
+    probe = bind(host, port)
+    port = probe.getsockname()[1]
+    probe.close()
     socks: list[socket.socket] = []
     try:
-        socks.append(bind(host, port, reuse_port=True))
-        port = socks[0].getsockname()[1]
-        for _ in range(workers - 1):
+        for _ in range(workers):
             socks.append(bind(host, port, reuse_port=True))
     except OSError:
         for sock in socks:
@@ -77,14 +85,32 @@ def _stopped(_signum: int, _frame: FrameType | None) -> None:
     raise _Stopped
 
 
+def _stop_with_supervisor(supervisor: int) -> None:
+    """SIGTERM to this worker when the supervisor dies, ``kill -9`` included (Linux
+    ``prctl(PR_SET_PDEATHSIG)``): an orphaned worker would go on serving the port, holding
+    the terminal's or a caller's output pipes; it stops gracefully instead, its rows kept.
+    If the supervisor is already gone, the signal is sent now."""
+    import ctypes
+
+    pr_set_pdeathsig = 1  # <linux/prctl.h>
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(pr_set_pdeathsig, int(signal.SIGTERM), 0, 0, 0) != 0:
+        _log.warning("proxy worker: prctl(PR_SET_PDEATHSIG) failed (errno %d): it will not "
+                     "stop by itself if the supervisor is killed", ctypes.get_errno())
+    if os.getppid() != supervisor:  # died before prctl took effect
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
 def _child(sock: socket.socket, socks: list[socket.socket], worker: Worker,
-           ready_fd: int) -> int:
+           ready_fd: int, supervisor: int) -> int:
     """In a forked worker: SIGTERM unwinds (:class:`_Stopped`), SIGINT raises
     KeyboardInterrupt (uvicorn installs its own handlers while serving and raises the
     signal again after its graceful stop), only its own socket kept, ``worker`` run; its
-    exit status: 0 when it stopped on a signal, 1 and a traceback on an exception."""
+    exit status: 0 when it stopped on a signal, 1 and a traceback on an exception. It stops
+    (SIGTERM) when the ``supervisor`` process dies (:func:`_stop_with_supervisor`)."""
     signal.signal(signal.SIGTERM, _stopped)
     signal.signal(signal.SIGINT, signal.default_int_handler)
+    _stop_with_supervisor(supervisor)
     for other in socks:
         if other is not sock:
             other.close()
@@ -128,6 +154,7 @@ def supervise(socks: list[socket.socket], worker: Worker, on_ready: Callable[[],
     previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGINT)}
     read_fd, write_fd = os.pipe()
     failed = False
+    supervisor = os.getpid()
     try:
         for sock in socks:
             sys.stdout.flush()
@@ -137,7 +164,7 @@ def supervise(socks: list[socket.socket], worker: Worker, on_ready: Callable[[],
                 os.close(read_fd)
                 code = 1
                 try:
-                    code = _child(sock, socks, worker, write_fd)
+                    code = _child(sock, socks, worker, write_fd, supervisor)
                 finally:
                     with contextlib.suppress(Exception):
                         sys.stdout.flush()
@@ -147,11 +174,13 @@ def supervise(socks: list[socket.socket], worker: Worker, on_ready: Callable[[],
         os.close(write_fd)
         for sock in socks:
             sock.close()  # the workers hold them
+        if stopping:
+            stop_all()  # a signal during the forks: the workers forked after it too
         if _await_ready(read_fd, len(socks), pids):
             if not stopping:
                 on_ready()
         else:
-            failed = True
+            failed = not stopping  # a worker stopped by a signal before it was ready: asked
             stop_all()
         while pids:
             try:
