@@ -340,14 +340,19 @@ def _run(args: argparse.Namespace) -> int:
         print(f"stableprompt: error: cannot listen on {args.host}:{args.port}: "
               f"{exc.strerror or exc}", file=sys.stderr)
         return 1
-    config = ProxyConfig(args.upstream, access_token=token,
-                         max_body_bytes=args.max_body_bytes or DEFAULT_MAX_BODY_BYTES,
-                         provider=args.provider, stabilize=args.stabilize,
-                         cache_policy=cache_policy,
-                         record_in_thread=not args.record_inline,
-                         max_concurrency=args.max_concurrency or DEFAULT_MAX_CONCURRENCY,
-                         header_timeout_s=args.header_timeout or DEFAULT_HEADER_TIMEOUT_S,
-                         body_timeout_s=args.body_timeout)
+    try:
+        config = ProxyConfig(args.upstream, access_token=token,
+                             max_body_bytes=args.max_body_bytes or DEFAULT_MAX_BODY_BYTES,
+                             provider=args.provider, stabilize=args.stabilize,
+                             cache_policy=cache_policy,
+                             record_in_thread=not args.record_inline,
+                             max_concurrency=args.max_concurrency or DEFAULT_MAX_CONCURRENCY,
+                             header_timeout_s=args.header_timeout or DEFAULT_HEADER_TIMEOUT_S,
+                             body_timeout_s=args.body_timeout)
+    except BaseException:
+        for sock in socks:
+            sock.close()
+        raise
     upstream = upstream_name(config)
     host, port = socks[0].getsockname()[:2]
 
