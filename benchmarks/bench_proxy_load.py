@@ -15,6 +15,9 @@ most ``clients * 1000 / T`` calls per second: the added time to first byte of a 
 saturated. Without it every client calls back to back: the three processes share the machine's
 cores and the figure is the proxy's saturated throughput.
 
+``--workers N`` runs the proxy with N worker processes (``proxy --workers N``, one shared
+ledger; every row is still counted).
+
 ``--no-record`` runs the proxy with recording off, to split the cost into forwarding and
 recording; ``--record-inline`` finishes recording on the event loop (``proxy
 --record-inline``) instead of the proxy's worker thread.
@@ -27,6 +30,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import sqlite3
 import statistics
 import sys
@@ -109,6 +113,8 @@ def main() -> None:
     parser.add_argument("--no-record", action="store_true",
                         help="proxy analysing no request (each call gets its unanalysed row only)")
     parser.add_argument("--skip-direct", action="store_true")
+    parser.add_argument("--workers", type=int, default=1,
+                        help="proxy --workers N (default 1: one process)")
     parser.add_argument("--record-inline", action="store_true",
                         help="proxy --record-inline (finish recording on the event loop)")
     args = parser.parse_args()
@@ -120,6 +126,7 @@ def main() -> None:
             _phase(emulator, args.clients, args.seconds, args.think_ms / 1000.0))
         with started(["proxy", "--upstream", emulator, "--port", "0", "--quiet",
                        "--ledger", str(ledger),
+                       "--workers", str(args.workers),
                        *(["--record-inline"] if args.record_inline else [])],
                       r"stableprompt proxy on (http://127\.0\.0\.1:\d+)",
                       RECORDING_OFF if args.no_record else CLI
@@ -131,9 +138,11 @@ def main() -> None:
             proxied["ledger_rows"] = conn.execute("SELECT count(*) FROM calls").fetchone()[0]
         finally:
             conn.close()
-    print(json.dumps({"clients": args.clients, "seconds": args.seconds,
-                      "think_ms": args.think_ms,
-                      "recording": not args.no_record, "record_inline": args.record_inline,
+    load = [round(x, 2) for x in os.getloadavg()]
+    print(json.dumps({"load_avg_1_5_15_at_end": load, "clients": args.clients,
+                      "seconds": args.seconds, "think_ms": args.think_ms,
+                      "workers": args.workers, "recording": not args.no_record,
+                      "record_inline": args.record_inline,
                       "direct": direct, "proxied": proxied}))
 
 

@@ -263,7 +263,7 @@ def sdk_sender(wire: str, target: Target, recorder: Recorder) -> Iterator[Any]:
 
 
 @contextmanager
-def proxy_process(upstream: str, ledger: Path, *options: str
+def proxy_process(upstream: str, ledger: Path | str, *options: str
                   ) -> Iterator[tuple[subprocess.Popen[str], str]]:
     """``stableprompt proxy --upstream UPSTREAM --port 0 --ledger LEDGER [options]`` as a
     process of this interpreter (this checkout's ``src`` first on its path): the process and

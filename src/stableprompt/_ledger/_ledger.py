@@ -117,6 +117,11 @@ class Ledger:
         spill_dir: Where a PostgreSQL ledger keeps its spill files and pending journals
             (default ``~/.cache/stableprompt/ledgers``); a SQLite ledger keeps them next to
             its file.
+        shared: Other processes write this ledger at once (see :attr:`shared`). Default:
+            ``True`` for PostgreSQL, ``False`` for SQLite; ``True`` on a SQLite file makes
+            a recorder re-read a lineage's recent rows before each comparison, so that rows
+            other processes wrote to the same file (``stableprompt proxy --workers N``) are
+            predecessors too (one indexed query per call).
 
     A writable ledger's opening never raises for an unusable path: writes spill (see module
     docs) and reads raise :class:`LedgerError`. A read-only ledger is checked at once.
@@ -145,6 +150,7 @@ class Ledger:
         fallback_dir: str | os.PathLike[str] | None = None,
         read_only: bool = False,
         spill_dir: str | os.PathLike[str] | None = None,
+        shared: bool | None = None,
     ) -> None:
         if not isinstance(path, (str, os.PathLike)) or not os.fspath(path):
             raise InputError(f"ledger path must be a non-empty str or path, got {path!r}",
@@ -158,6 +164,7 @@ class Ledger:
         self.spill_path = self._spill.path
         self.store_content = store_content
         self.busy_timeout_s = busy_timeout_s
+        self._shared = self._backend.shared if shared is None else bool(shared)
         self.open_error: BaseException | None = None
         self._conn: Connection | None = None
         self._orphans: list[Connection] = []  # inherited over fork: never touched
@@ -256,10 +263,10 @@ class Ledger:
 
     @property
     def shared(self) -> bool:
-        """Whether other hosts may write this ledger at once (PostgreSQL): a recorder then
-        reads a lineage's recent rows again before each comparison, to find predecessors
-        that other processes stored."""
-        return self._backend.shared
+        """Whether other processes may write this ledger at once (PostgreSQL; a SQLite file
+        opened with ``shared=True``): a recorder then reads a lineage's recent rows again
+        before each comparison, to find predecessors that other processes stored."""
+        return self._shared
 
     @property
     def unflushed(self) -> list[UsageRecord]:

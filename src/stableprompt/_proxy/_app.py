@@ -69,6 +69,7 @@ from starlette.types import Message, Receive, Scope, Send
 
 from .._canonical import loads
 from .._economics._cache_policy import CachePolicy
+from .._ledger._ledger import Ledger
 from .._ledger._usage_record import UsageRecord
 from .._recording._call import Pending
 from .._recording._deferred import DeferredRecorder
@@ -84,7 +85,8 @@ from ._headers import authorized, error_body, forwarded_headers
 from ._pool import ShardedTransport
 
 __all__ = ["DEFAULT_HEADER_TIMEOUT_S", "DEFAULT_MAX_BODY_BYTES", "DEFAULT_MAX_CONCURRENCY",
-           "CallLog", "ProxyApp", "ProxyConfig"]
+           "CallLog", "ProxyApp", "ProxyConfig", "recover",
+           "upstream_name"]
 
 _log = logging.getLogger("stableprompt.proxy")
 
@@ -261,6 +263,28 @@ def _declined(path: str, body: bytes) -> bool:
     return not isinstance(decoded, dict) or detect(decoded, path) not in REQUEST_FORMATS
 
 
+def upstream_name(config: ProxyConfig) -> str:
+    """The upstream as messages show it (the banner, log lines): its URL, secrets redacted."""
+    return redact(str(httpx.URL(config.upstream)))
+
+
+def recover(ledger: Ledger | None) -> int:
+    """:meth:`ProxyApp.recover` for ``ledger`` (``stableprompt proxy --workers N`` runs it
+    once, before the workers start): the records imported; a failure is logged."""
+    if ledger is None:
+        return 0
+    try:
+        count = ledger.replay_spill()
+    except Exception as exc:
+        _log.warning("proxy could not import earlier unstored records into %s: %s",
+                     ledger.location, redact(f"{type(exc).__name__}: {exc}"))
+        return 0
+    if count:
+        _log.warning("proxy imported %d record(s) an earlier run left outside ledger %s",
+                     count, ledger.location)
+    return count
+
+
 class ProxyApp:
     """The ASGI application of ``stableprompt proxy`` (a :class:`starlette.applications.
     Starlette` with one catch-all route).
@@ -290,7 +314,7 @@ class ProxyApp:
         base = httpx.URL(config.upstream)
         self._base = base
         self._prefix = base.raw_path.split(b"?", 1)[0].rstrip(b"/")
-        self.upstream_name = redact(str(base))
+        self.upstream_name = upstream_name(config)
         self._token = None if config.access_token is None else config.access_token.encode()
         self._timeout = {"connect": config.connect_timeout_s, "read": config.read_timeout_s,
                          "write": config.read_timeout_s, "pool": config.connect_timeout_s}
@@ -372,19 +396,7 @@ class ProxyApp:
         <stableprompt.Ledger.replay_spill>`); run at startup, before serving (the CLI,
         :class:`~._server.Proxy`). Returns the records imported;
         a failure is logged (the files are kept for the next start), never raised."""
-        ledger = self.recorder.ledger
-        if ledger is None:
-            return 0
-        try:
-            count = ledger.replay_spill()
-        except Exception as exc:
-            _log.warning("proxy could not import earlier unstored records into %s: %s",
-                         ledger.location, redact(f"{type(exc).__name__}: {exc}"))
-            return 0
-        if count:
-            _log.warning("proxy imported %d record(s) an earlier run left outside ledger %s",
-                         count, ledger.location)
-        return count
+        return recover(self.recorder.ledger)
 
     def drain(self) -> None:
         """Finish every call whose recording is queued (``record_in_thread``), blocking;

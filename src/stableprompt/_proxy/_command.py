@@ -17,6 +17,7 @@ import logging
 import os
 import socket
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -142,6 +143,14 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="finish recording on the event loop instead of a worker thread "
                         "(the default thread keeps order and runs every queued row on "
                         "shutdown)")
+    parser.add_argument("--workers", type=_positive, default=1, metavar="N",
+                        help="serve with N worker processes on the same address (Linux "
+                        "SO_REUSEPORT: each connection, and so each keep-alive "
+                        "conversation on it, stays with one worker), each recording into the "
+                        "one ledger, read as shared: a call's predecessor stored by another "
+                        "worker is found once its row is stored. Limits (--max-concurrency, "
+                        "connections) apply per worker. Default 1: one process. Not with "
+                        "--diagnostics")
     parser.add_argument("--quiet", action="store_true", help="no per-call log lines")
 
 
@@ -179,6 +188,34 @@ def _token(args: argparse.Namespace) -> str | None:
         # HTTP trims header values: such a token could never match, every request a 401
         raise UsageError(f"{_PROG}: error: {source} must be printable, without whitespace")
     return token
+
+
+WORKERS_REFUSE = {"diagnostics": "--diagnostics"}
+"""Options refused with ``--workers`` above 1 (attribute: flag): ``--diagnostics`` makes a
+request wait for the rows its process is still recording, which another worker's are not."""
+
+
+def _check_workers(args: argparse.Namespace) -> None:
+    """``--workers N`` above 1 is possible here and with the other options given.
+
+    Raises:
+        UsageError: The platform has no load-balancing ``SO_REUSEPORT`` or no ``fork``
+            (only Linux has both), or an option of :data:`WORKERS_REFUSE` is given (naming
+            each).
+    """
+    if args.workers == 1:
+        return
+    if not sys.platform.startswith("linux") or not hasattr(socket, "SO_REUSEPORT") \
+            or not hasattr(os, "fork"):
+        raise UsageError(f"{_PROG}: error: --workers {args.workers} needs Linux (SO_REUSEPORT "
+                         f"spreading connections over the workers, and fork); this is "
+                         f"{sys.platform}: use --workers 1")
+    given = [flag for name, flag in WORKERS_REFUSE.items() if getattr(args, name)]
+    if given:
+        raise UsageError(f"{_PROG}: error: --workers {args.workers} cannot be combined with "
+                         f"{', '.join(given)}: it makes each request wait for the rows its "
+                         "own process is still recording, and the previous turn may be on "
+                         "another worker; use --workers 1 with it")
 
 
 def _cache_policy(args: argparse.Namespace) -> CachePolicy | None:
@@ -263,6 +300,7 @@ def _banner(host: str, port: int, *, upstream: str, where: str, token: bool) -> 
 def _run(args: argparse.Namespace) -> int:
     from ._server import is_loopback
 
+    _check_workers(args)
     token = _token(args)
     cache_policy = _cache_policy(args)
     if not is_loopback(args.host) and not token:
@@ -277,9 +315,12 @@ def _run(args: argparse.Namespace) -> int:
             DEFAULT_MAX_CONCURRENCY,
             ProxyApp,
             ProxyConfig,
+            recover,
+            upstream_name,
         )
         from ._capture import CaptureWriter
-        from ._server import bind, server_for
+        from ._server import BACKLOG, bind, server_for
+        from ._workers import bind_workers, supervise
     except ImportError as exc:
         raise UsageError(f"{_PROG}: error: the proxy needs the proxy extra "
                          f"(pip install 'stableprompt[proxy]'): {exc}") from None
@@ -293,13 +334,12 @@ def _run(args: argparse.Namespace) -> int:
         Ledger(args.ledger, read_only=True).close()  # not a ledger: refused now (exit 2),
         # not on the first call (which would spill every row)
     try:
-        sock = bind(args.host, args.port)
+        socks = ([bind(args.host, args.port)] if args.workers == 1
+                 else bind_workers(args.host, args.port, args.workers))
     except OSError as exc:
         print(f"stableprompt: error: cannot listen on {args.host}:{args.port}: "
               f"{exc.strerror or exc}", file=sys.stderr)
         return 1
-    ledger = Ledger(args.ledger)
-    capture = None if args.capture is None else CaptureWriter(args.capture)
     try:
         config = ProxyConfig(args.upstream, access_token=token,
                              max_body_bytes=args.max_body_bytes or DEFAULT_MAX_BODY_BYTES,
@@ -309,29 +349,65 @@ def _run(args: argparse.Namespace) -> int:
                              max_concurrency=args.max_concurrency or DEFAULT_MAX_CONCURRENCY,
                              header_timeout_s=args.header_timeout or DEFAULT_HEADER_TIMEOUT_S,
                              body_timeout_s=args.body_timeout)
-        app = ProxyApp(config, recorder=Recorder(ledger, provider=args.provider,
-                                                 diagnostics=args.diagnostics),
-                       capture=capture, on_call=None if args.quiet else _line)
-        server = server_for(app, shutdown_timeout_s=args.shutdown_timeout,
-                            log_config=uvicorn_logging())
-        with contextlib.suppress(Exception):  # metadata only: never stop the proxy
-            ledger.set_meta("backend", f"stableprompt proxy -> {app.upstream_name}")
-        app.recover()  # rows an earlier run spilled, or had queued when it was killed
-        with contextlib.suppress(Exception):  # load the encoding now, not on the first call
-            get_tokenizer(app.recorder.tokenizer_name).count("warm-up")
-        host, port = sock.getsockname()[:2]
+    except BaseException:
+        for sock in socks:
+            sock.close()
+        raise
+    upstream = upstream_name(config)
+    host, port = socks[0].getsockname()[:2]
+
+    def banner(captures: str | None) -> None:
         where = (f"ledger {shown_target(args.ledger)}"
-                 f"{f', captures {capture.path}' if capture else ''}"
-                 f"{f', {_policy_shown(args, cache_policy)}' if cache_policy else ''}")
-        print(_banner(host, port, upstream=app.upstream_name, where=where,
-                      token=token is not None), flush=True)
-        server.run(sockets=[sock])
+                 f"{f', captures {captures}' if captures else ''}"
+                 f"{f', {_policy_shown(args, cache_policy)}' if cache_policy else ''}"
+                 f"{f', {args.workers} workers' if args.workers > 1 else ''}")
+        print(_banner(host, port, upstream=upstream, where=where, token=token is not None),
+              flush=True)
+
+    def serve(sock: socket.socket, ready: Callable[[], None] | None) -> int:
+        """One proxy process serving on ``sock``: its own ledger connection, recorder,
+        capture file and app; ``ready()`` (a worker) or the banner (one process) once it
+        listens. Returns 0 after a graceful stop."""
+        ledger = Ledger(args.ledger, shared=True if ready is not None else None)
+        capture = None
+        try:
+            capture = None if args.capture is None else CaptureWriter(args.capture)
+            app = ProxyApp(config, recorder=Recorder(ledger, provider=args.provider,
+                                                     diagnostics=args.diagnostics),
+                           capture=capture, on_call=None if args.quiet else _line)
+            server = server_for(app, shutdown_timeout_s=args.shutdown_timeout,
+                                log_config=uvicorn_logging())
+            if ready is None:
+                with contextlib.suppress(Exception):  # metadata only: never stop the proxy
+                    ledger.set_meta("backend", f"stableprompt proxy -> {app.upstream_name}")
+                app.recover()  # rows an earlier run spilled, or had queued when it was killed
+            with contextlib.suppress(Exception):  # load the encoding now, not on first call
+                get_tokenizer(app.recorder.tokenizer_name).count("warm-up")
+            if ready is None:
+                banner(None if capture is None else str(capture.path))
+            else:
+                sock.listen(BACKLOG)  # connections hashed here now wait for this worker
+                ready()
+            server.run(sockets=[sock])
+        finally:
+            sock.close()
+            if capture is not None:
+                capture.close()
+            ledger.close()
+        return 0
+
+    if args.workers == 1:
+        return serve(socks[0], None)
+    ledger = Ledger(args.ledger)
+    try:
+        with contextlib.suppress(Exception):  # metadata only: never stop the proxy
+            ledger.set_meta("backend", f"stableprompt proxy -> {upstream}")
+        recover(ledger)  # once, before any worker writes: rows earlier runs left outside
     finally:
-        sock.close()
-        if capture is not None:
-            capture.close()
         ledger.close()
-    return 0
+    captures = (None if args.capture is None
+                else f"{Path(args.capture).resolve()}/proxy-*.jsonl (one file per worker)")
+    return supervise(socks, serve, lambda: banner(captures))
 
 
 _CUT_LINES = frozenset({"ASGI callable returned without completing response.",

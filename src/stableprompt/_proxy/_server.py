@@ -36,8 +36,8 @@ from ._app import DEFAULT_MAX_CONCURRENCY, CallLog, ProxyApp, ProxyConfig
 from ._capture import CaptureWriter
 from ._connections import ConnectionGuard, guarded_protocol
 
-__all__ = ["CONNECTION_FACTOR", "FILES_RESERVED", "KEEP_ALIVE_TIMEOUT_S", "Proxy", "base_url",
-           "bind", "connection_cap", "connection_guard", "is_loopback", "server_for"]
+__all__ = ["BACKLOG", "CONNECTION_FACTOR", "FILES_RESERVED", "KEEP_ALIVE_TIMEOUT_S", "Proxy",
+           "base_url", "bind", "connection_cap", "connection_guard", "is_loopback", "server_for"]
 
 _log = logging.getLogger("stableprompt.proxy")
 
@@ -54,6 +54,10 @@ same as uvicorn's default, so a request sent on a connection the server was clos
 with "Server disconnected without sending a response" (seen under load). 75 s is nginx's
 ``keepalive_timeout`` default; idle connections cost no request slot, and the connection cap
 closes the oldest idle ones first (``_connections``)."""
+
+BACKLOG = 2048
+"""Connections waiting to be accepted at most, per listening socket (uvicorn's default
+``backlog``; ``--workers`` listens on each worker's socket with it before uvicorn does)."""
 
 FILES_RESERVED = 64
 """Open files kept for other than connections when the open-file limit lowers the cap
@@ -76,9 +80,12 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def bind(host: str, port: int) -> socket.socket:
+def bind(host: str, port: int, *, reuse_port: bool = False) -> socket.socket:
     """A TCP socket bound to ``host:port`` (port 0: a free one), not yet listening; the
-    connections it accepts send without delay (``TCP_NODELAY``, set by asyncio).
+    connections it accepts send without delay (``TCP_NODELAY``, set by asyncio). With
+    ``reuse_port``, ``SO_REUSEPORT`` is set, so that further sockets of this user bound
+    with it to the same address share the port (Linux hashes each new connection to one
+    of the listening ones: ``--workers``).
 
     Raises:
         OSError: The address is in use, not local, or not permitted.
@@ -91,6 +98,8 @@ def bind(host: str, port: int) -> socket.socket:
     sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if reuse_port:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
         sock.bind((host, port))
     except OSError:
         sock.close()
@@ -140,7 +149,7 @@ def server_for(app: ProxyApp, *, guard: ConnectionGuard | None = None,
     config = uvicorn.Config(
         app, lifespan="on", access_log=False, log_level="warning", log_config=log_config,
         server_header=False, date_header=False, limit_concurrency=None,
-        timeout_keep_alive=KEEP_ALIVE_TIMEOUT_S,
+        timeout_keep_alive=KEEP_ALIVE_TIMEOUT_S, backlog=BACKLOG,
         timeout_graceful_shutdown=shutdown_timeout_s, loop="auto",
         # no WebSocket upgrade: the proxy forwards HTTP only, and an upgraded connection
         # would leave the guard's protocol (so the guard could not count it any more)
