@@ -302,11 +302,11 @@ def test_a_marked_block_re_sent_as_a_string_changed_it_was_not_left_out() -> Non
     breakpoint is re-sent, without it, as the message's string content. The detail said
     the block "was left out"; it is still there, in another form."""
     env = "# Environment\nToday's date: 2026-12-07\nWorking directory: /tmp/x"
+    hi: dict[str, Any] = {"role": "user", "content": "hi"}
     a = {"model": "claude-sonnet-4-5", "max_tokens": 8, "messages": [
-        {"role": "user", "content": "hi"},
-        {"role": "user", "content": [{"type": "text", "text": env,
-                                      "cache_control": {"type": "ephemeral"}}]}]}
-    b = {**a, "messages": [a["messages"][0], {"role": "user", "content": env},
+        hi, {"role": "user", "content": [{"type": "text", "text": env,
+                                          "cache_control": {"type": "ephemeral"}}]}]}
+    b = {**a, "messages": [hi, {"role": "user", "content": env},
                            {"role": "assistant", "content": "ok"}]}
     d = diff(segment_request("anthropic", a), segment_request("anthropic", b))
     assert d is not None and d.cause == "breakpoint-on-per-turn-block"
