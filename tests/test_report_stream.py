@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 import json
+import sqlite3
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -263,6 +264,14 @@ def test_report_call_finds_a_call_beyond_the_page(
         assert f"call {last.id} ({last.verdict}" in out and "no call id" not in out
     assert main(["report", str(path), "--call", ""]) == 2
     assert "--call: empty" in capsys.readouterr().err
+    with sqlite3.connect(path) as conn:  # a hand-edited row: named, not "no call id"
+        conn.execute("UPDATE calls SET verdict_detail = '{\"lost_tokens\": NaN}' "
+                     "WHERE record_id = ?", (last.id,))
+    conn.close()
+    assert main(["report", str(path), "--call", last.id[:10]]) == 1
+    out = capsys.readouterr().out
+    assert f"no call id starts with {last.id[:10]!r}" in out
+    assert f"skipped corrupt row {last.id!r}" in out
 
 
 def test_report_merges_ledgers_in_time_order_with_each_id_once(

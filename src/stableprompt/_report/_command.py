@@ -513,7 +513,12 @@ def _run(args: argparse.Namespace) -> int:
             print(shown(row.note(), markup=False))
         return 0
     if args.call is not None:
-        return 0 if print_call_divergences(report, args.call) else 1
+        if print_call_divergences(report, args.call):
+            return 0
+        for row in corrupt:  # the call is there, but its row does not decode
+            if row.row_id.startswith(args.call):
+                print(shown(row.note(), markup=False))
+        return 1
     print_tables(report, title=shown(f"stableprompt report: {name}"), notes=(),
                  sessions=args.sessions, pricing=False)
     print_explanations(report, calls=args.calls, by=None if args.by == "scenario" else args.by)
