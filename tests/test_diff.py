@@ -297,6 +297,24 @@ def test_a_breakpoint_on_a_per_turn_block_is_named() -> None:
     assert plain is not None and plain.cause == "history-rewrite"
 
 
+def test_a_marked_block_re_sent_as_a_string_changed_it_was_not_left_out() -> None:
+    """Claude Code's traffic (tests/test_harness_cli.py): the environment block carrying the
+    breakpoint is re-sent, without it, as the message's string content. The detail said
+    the block "was left out"; it is still there, in another form."""
+    env = "# Environment\nToday's date: 2026-12-07\nWorking directory: /tmp/x"
+    hi: dict[str, Any] = {"role": "user", "content": "hi"}
+    a = {"model": "claude-sonnet-4-5", "max_tokens": 8, "messages": [
+        hi, {"role": "user", "content": [{"type": "text", "text": env,
+                                          "cache_control": {"type": "ephemeral"}}]}]}
+    b = {**a, "messages": [hi, {"role": "user", "content": env},
+                           {"role": "assistant", "content": "ok"}]}
+    d = diff(segment_request("anthropic", a), segment_request("anthropic", b))
+    assert d is not None and d.cause == "breakpoint-on-per-turn-block"
+    assert d.detail.startswith("the cache breakpoint sat on messages[1].content[0], which "
+                               "changed (history-rewrite: messages[1].content[0] became "
+                               "messages[1])"), d.detail
+
+
 def test_the_label_is_the_token_at_the_first_difference() -> None:
     """A change labelled by the token at its first difference, not by a volatile token
     further on in the differing region: a working directory under a label the patterns do not

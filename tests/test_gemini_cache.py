@@ -263,6 +263,23 @@ def test_report_never_prices_a_count_that_is_no_count(tokens: object) -> None:
     assert summarize([row]).explicit_caches.caches[0].storage_usd is None
 
 
+@pytest.mark.parametrize("ttl", [float("inf"), float("nan"), -100, True, "300s"])
+def test_a_ttl_that_is_no_duration_is_no_ttl(ttl: object) -> None:
+    """A create row whose ``ttl_s`` is no duration (a hand-edited ledger: JSON ``Infinity``
+    read back as inf was an OverflowError out of the report) is read as no TTL given: the
+    default TTL, as for a row without one; never a crash, a negative or an endless cost."""
+    unset = _create_row("cachedContents/x", 5000)
+    del unset.verdict_detail["gemini_cache"]["ttl_s"]
+    expected = summarize([unset]).explicit_caches.caches[0]
+    row = _create_row("cachedContents/x", 5000)
+    row.verdict_detail["gemini_cache"]["ttl_s"] = ttl
+    report = summarize([row])
+    cache = report.explicit_caches.caches[0]
+    assert (cache.hours, cache.storage_usd) == (expected.hours, expected.storage_usd)
+    assert expected.storage_usd is not None and expected.storage_usd > 0
+    json.dumps(report.to_json(), allow_nan=False)
+
+
 def test_report_on_a_cache_created_elsewhere_says_its_life_is_unknown() -> None:
     """Reads and an update of a cache this ledger never saw created (another process): the
     cache is listed, unpriced, with that reason, not as a cache that lived 0 h with no

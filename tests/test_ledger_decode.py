@@ -166,3 +166,48 @@ def test_deep_json_is_refused_like_validation() -> None:
     assert _trusted(row) is None
     with pytest.raises(ValidationError):
         from_row(row)
+
+
+def test_a_corrupt_row_does_not_hide_its_lineage_from_a_new_recorder(tmp_path: Path) -> None:
+    """A recorder started on an existing ledger (a proxy restarted, another process) seeds a
+    lineage from its recent rows: one hand-edited row that does not decode (a malformed
+    ``segment_digests``) was a ValidationError that dropped every row of the lineage, so the
+    next call had no predecessor; it is skipped and the latest good row is the predecessor."""
+    import httpx2
+
+    from stableprompt import Ledger
+    from stableprompt._recording._recorder import Recorder
+    from stableprompt._recording._transport import RecordingTransport
+    from test_transport import FakeProvider
+
+    path = tmp_path / "l.db"
+    system = [{"type": "text", "text": "rules " * 900, "cache_control": {"type": "ephemeral"}}]
+    messages: list[dict[str, Any]] = []
+
+    def send(recorder: Recorder, turn: int) -> None:
+        messages.append({"role": "user", "content": f"turn {turn}"})
+        body = {"model": "claude-sonnet-4-5", "max_tokens": 8, "system": system,
+                "messages": messages, "metadata": {"user_id": "s1"}}
+        client = httpx2.Client(transport=RecordingTransport(
+            httpx2.MockTransport(FakeProvider()), recorder=recorder))
+        client.post("http://provider.test/v1/messages", content=json.dumps(body),
+                    headers={"x-api-key": "sk-ant-test", "anthropic-version": "2023-06-01"})
+        messages.append({"role": "assistant", "content": f"answer {turn}"})
+
+    with Ledger(path) as ledger:
+        first = Recorder(ledger=ledger, tokenizer="bytes/4")
+        send(first, 1)
+        send(first, 2)
+        one, two = first.records
+    conn = sqlite3.connect(path)
+    with conn:
+        conn.execute("UPDATE calls SET segment_digests = 'garbage' WHERE record_id = ?",
+                     (one.record_id,))
+    conn.close()
+    with Ledger(path) as ledger:
+        later = Recorder(ledger=ledger, tokenizer="bytes/4")
+        send(later, 3)
+        (three,) = later.records
+    assert three.lineage == two.lineage
+    assert three.predecessor_id == two.record_id
+    assert three.turn == 3  # the session's turns are counted past the corrupt row too

@@ -516,6 +516,16 @@ def test_lint_requests_errors() -> None:
     with pytest.raises(CaptureError, match="unknown wire format") as info:
         lint_requests([HEAD], wire_format="cohere")
     assert info.value.code == "capture-format"
+    # a body passed where the wire format goes: the error never echoes it (its keys, text)
+    from stableprompt import segment_request
+    key = "sk-ant-api03-" + "K3y" * 20
+    body = {"model": "m", "system": f"use {key}", "messages": []}
+    with pytest.raises(CaptureError, match="unknown wire format a dict") as info:
+        segment_request(body, "anthropic")  # type: ignore[arg-type]
+    assert key[10:30] not in str(info.value) and "use" not in str(info.value)
+    with pytest.raises(CaptureError) as info:
+        segment_request(f"x-api-key={key}", body)
+    assert key[10:30] not in str(info.value)
     with pytest.raises(CaptureError) as info:
         lint_requests([42])
     assert info.value.code == "capture-record"

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 import json
+import sqlite3
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -239,11 +240,38 @@ def test_report_command_pages_the_calls(tmp_path: Path,
                                   "total": len(full.calls)}
     assert main(["report", str(path), "--calls", "--limit", "2"]) == 0
     assert f"calls listed: 1-2 of {len(full.calls):,} in ledger order" in capsys.readouterr().out
+    for extra, said in ((["--limit", "0"], "none (--limit 0)"),
+                        (["--offset", "100000"], "none (--offset 100,000 is past the last")):
+        assert main(["report", str(path), "--calls", *extra]) == 0
+        assert f"calls listed: {said}" in capsys.readouterr().out  # was "0-100,000 of 9"
     assert main(["report", str(path), "--json", "--top", "1"]) == 0
     top = json.loads(capsys.readouterr().out)["calls"]
     assert [c["lost_tokens"] for c in top] == [max(r.lost_tokens for r in full.calls)]
     assert main(["report", str(path), "--top", "1", "--offset", "2"]) == 2
     assert "--top: not with --offset" in capsys.readouterr().err
+
+
+def test_report_call_finds_a_call_beyond_the_page(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``--call ID`` looks among all calls, not in the page ``--limit``/``--offset``/``--top``
+    keep (a ledger of more than 1,000 calls said "no call id starts with" for its later
+    calls); an empty ``--call`` is a usage error, not every call."""
+    path = _every_kind(tmp_path / "l.db")
+    last = summarize(open_ledger(path).records()).calls[-1]
+    for extra in (["--limit", "1"], ["--top", "1"], ["--offset", "0", "--limit", "2"]):
+        assert main(["report", str(path), "--call", last.id[:10], *extra]) == 0
+        out = capsys.readouterr().out
+        assert f"call {last.id} ({last.verdict}" in out and "no call id" not in out
+    assert main(["report", str(path), "--call", ""]) == 2
+    assert "--call: empty" in capsys.readouterr().err
+    with sqlite3.connect(path) as conn:  # a hand-edited row: named, not "no call id"
+        conn.execute("UPDATE calls SET verdict_detail = '{\"lost_tokens\": NaN}' "
+                     "WHERE record_id = ?", (last.id,))
+    conn.close()
+    assert main(["report", str(path), "--call", last.id[:10]]) == 1
+    out = capsys.readouterr().out
+    assert f"no call id starts with {last.id[:10]!r}" in out
+    assert f"skipped corrupt row {last.id!r}" in out
 
 
 def test_report_merges_ledgers_in_time_order_with_each_id_once(

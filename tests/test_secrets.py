@@ -322,6 +322,28 @@ def _slice_by_whole_text(text: str, start: int, end: int) -> str:
     return "".join([*parts, text[pos:end]])
 
 
+@pytest.mark.parametrize("escape", ["\n", "\t", "\r"])
+def test_a_key_after_a_json_escape_is_scrubbed(escape: str) -> None:
+    """A key on its own line of a prompt or tool result is, in the request's JSON text,
+    preceded by the letter of ``\\n`` (``\\t``, ``\\r``): it was not key-shaped there, so
+    every divergence snippet (``divergences``, ``report --call``, the ledger's
+    ``verdict_detail``) showed it in clear. Checked on the public ``divergences`` too."""
+    from stableprompt import divergences, segment_request
+    from stableprompt._redact import redact, redact_slice
+    aws = "AKIAIOSFODNN7EXAMPLE"
+    text = json.dumps({"text": f"key file:{escape}{ANTHROPIC_KEY}{escape}{aws}{escape}"})
+    assert ANTHROPIC_KEY[8:30] not in redact(text) and aws not in redact(text)
+    raw = text.encode()
+    assert ANTHROPIC_KEY[8:30].encode() not in redact_slice(raw, 20, len(raw))
+    assert redact("a nsk-ant-api03-not-a-key-but-a-word") == "a nsk-ant-api03-not-a-key-but-a-word"
+    body = {"model": "claude-sonnet-4-5", "max_tokens": 8, "messages": [
+        {"role": "user", "content": f"cat .key{escape}{ANTHROPIC_KEY}{escape}v1"}]}
+    later = json.loads(json.dumps(body).replace("v1", "v2"))
+    found = divergences(segment_request("anthropic", body), segment_request("anthropic", later))
+    assert found and all(ANTHROPIC_KEY[8:30] not in f"{d.snippet_a}{d.snippet_b}"
+                         for d in found)
+
+
 def test_a_key_cut_at_a_snippets_edge_is_scrubbed() -> None:
     """``redact_slice`` searches a window around the snippet, not the whole text: a key whose
     prefix lies before the snippet's start, one cut by its end, and a bearer token far longer

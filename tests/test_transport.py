@@ -465,7 +465,8 @@ def test_a_failing_ledger_lookup_is_logged_once(tmp_path: Path,
     the failure is logged once per recorder, not once per lineage."""
 
     class ReadFails(Ledger):
-        def recent_for_lineage(self, lineage: str, *, limit: int = 32) -> list[Any]:
+        def recent_for_lineage(self, lineage: str, *, limit: int = 32,
+                               on_invalid: Any = None) -> list[Any]:
             raise RuntimeError("disk on fire")
 
         def iter_records(self, **filters: Any) -> Any:

@@ -18,22 +18,26 @@ __all__ = ["KEY_CONTEXT", "MIN_SECRET_CHARS", "is_secret_name", "redact", "redac
            "scrub_json_in_place", "secrets_in_headers"]
 
 _REDACTED = "[REDACTED]"
+_START = r"(?:(?<![A-Za-z0-9])|(?<=\\[nrtbf]))"
+"""Where a key can start: not inside a word, or right after a JSON escape (``\\n``, ``\\t``,
+...): a diff snippet or a stored body is JSON text, where a key on its own line follows the
+letter ``n`` of ``\\n``."""
 _SECRET_PATTERNS = (
     # Anthropic (sk-ant-api03-...), OpenAI (sk-..., sk-proj-...), and other sk- style keys.
-    re.compile(r"(?<![A-Za-z0-9])sk-[A-Za-z0-9_\-]{16,}"),
+    re.compile(_START + r"sk-[A-Za-z0-9_\-]{16,}"),
     # Google API keys (x-goog-api-key / ?key=).
-    re.compile(r"(?<![A-Za-z0-9])AIza[0-9A-Za-z_\-]{35}"),
+    re.compile(_START + r"AIza[0-9A-Za-z_\-]{35}"),
     # Other providers' and platforms' key shapes a prompt or tool result may carry: Groq
     # (gsk_), xAI (xai-), Perplexity (pplx-), Hugging Face (hf_), GitHub (ghp_/gho_/ghu_/
     # ghs_/ghr_, github_pat_), AWS access key ids (AKIA/ASIA), JSON Web Tokens (eyJ...).
-    re.compile(r"(?<![A-Za-z0-9])(?:gsk_|xai-|pplx-|hf_|gh[pousr]_|github_pat_)"
+    re.compile(_START + r"(?:gsk_|xai-|pplx-|hf_|gh[pousr]_|github_pat_)"
                r"[A-Za-z0-9_]{20,}"),
     # Slack (xoxb-/xoxp-/...), Stripe (sk_live_/rk_test_/...), GitLab (glpat-).
-    re.compile(r"(?<![A-Za-z0-9])(?:xox[abposr]-[A-Za-z0-9\-]{10,}|(?:sk|rk)_(?:live|test)_"
+    re.compile(_START + r"(?:xox[abposr]-[A-Za-z0-9\-]{10,}|(?:sk|rk)_(?:live|test)_"
                r"[A-Za-z0-9]{16,}|glpat-[A-Za-z0-9_\-]{20,})"),
-    re.compile(r"(?<![A-Za-z0-9])(?:AKIA|ASIA)[0-9A-Z]{16}(?![0-9A-Z])"),
-    re.compile(r"(?<![A-Za-z0-9_\-])eyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}"
-               r"\.[A-Za-z0-9_\-]{8,}"),
+    re.compile(_START + r"(?:AKIA|ASIA)[0-9A-Z]{16}(?![0-9A-Z])"),
+    re.compile(r"(?:(?<![A-Za-z0-9_\-])|(?<=\\[nrtbf]))"
+               r"eyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}"),
     # A header or assignment naming the key: "x-api-key: ...", "api_key=...", "Bearer ...".
     re.compile(
         r"(?i)((?:x-api-key|x-goog-api-key|api[-_]?key|authorization|"

@@ -75,15 +75,18 @@ NO_SESSION = "(none)"
 class CallPage:
     """Which calls a streaming summary keeps as rows: ``limit`` calls from ``offset`` (0-based,
     ledger order), or with ``top`` the ``top`` calls that lost the most tokens (then the most
-    USD; shown in ledger order)."""
+    USD; shown in ledger order), or with ``call`` the first ``limit`` calls whose record id
+    starts with ``call`` (wherever they are in the ledger: ``report --call``)."""
 
     offset: int = 0
     limit: int = 1000
     top: int | None = None
+    call: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        """``{"offset", "limit", "top"}``."""
-        return {"offset": self.offset, "limit": self.limit, "top": self.top}
+        """``{"offset", "limit", "top"}`` (and ``"call"`` when set)."""
+        return {"offset": self.offset, "limit": self.limit, "top": self.top,
+                **({} if self.call is None else {"call": self.call})}
 
 
 @dataclass(frozen=True, slots=True)
@@ -342,7 +345,10 @@ class SummaryBuilder:
         """Gather what the report shows of ``row`` (module docstring), then drop it."""
         s = self._streamed
         page = self._page
-        if page.top is not None:
+        if page.call is not None:
+            if row.id.startswith(page.call) and len(self.rows) < page.limit:
+                self.rows.append(row)
+        elif page.top is not None:
             if row.included and row.lost_tokens > 0:
                 self._top.add((row.lost_tokens, row.lost_usd or 0.0), row)
         elif page.offset <= self._calls < page.offset + page.limit:

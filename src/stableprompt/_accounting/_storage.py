@@ -25,6 +25,7 @@ prompt); their storage and creation are in the total cost.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -181,11 +182,14 @@ class ExplicitCaches:
         op, ttl, tokens = facts.get("op"), facts.get("ttl_s"), facts.get("tokens")
         if isinstance(tokens, int) and not isinstance(tokens, bool) and tokens >= 0:
             entry.tokens = tokens  # a negative count is no count: never a negative price
+        if not (isinstance(ttl, (int, float)) and not isinstance(ttl, bool)
+                and math.isfinite(ttl) and ttl >= 0):
+            ttl = None  # no duration (a hand-edited row: inf, NaN, negative): as if unset
         if op == "create":
             entry.created, life.start = record.ts_utc, ts
             if ttl is None:
                 ttl = explicit_cache_rule(record.model or "").default_ttl_s or 3600
-        if op in ("create", "update") and isinstance(ttl, (int, float)):
+        if op in ("create", "update") and ttl is not None:
             life.end = ts + float(ttl)
         elif op == "delete":
             entry.deleted = True

@@ -517,6 +517,12 @@ def _snippet(data: ByteSlices, offset: int) -> str:
     return window.decode("utf-8", "replace")
 
 
+def _message_of(pointer: str) -> str:
+    """The message a segment's JSON pointer lies in (``/messages/1/content/0`` ->
+    ``/messages/1``; Gemini ``/contents/1/parts/0`` -> ``/contents/1``)."""
+    return "/".join(pointer.split("/")[:3])
+
+
 def _classify(
     a: Segmented, b: Segmented, x: Segment | None, y: Segment | None
 ) -> tuple[str, str, str]:
@@ -692,7 +698,10 @@ def diff(a: Segmented, b: Segmented) -> Divergence | None:
             cause, detail, path = moved
     if x.kind == "message" and x.breakpoint is not None and (cause == "volatile-token" or (
             cause in ("history-rewrite", "history-delete") and _holds_volatile(a, x))):
-        how = "changed" if y is not None and y.name == x.name else "was left out"
+        # the same message re-sent in another form (one text block -> a string) changed it;
+        # "left out" is for a block whose message no longer holds it
+        how = "changed" if y is not None and y.kind == x.kind and (
+            y.name == x.name or _message_of(y.path) == _message_of(x.path)) else "was left out"
         cause, detail = "breakpoint-on-per-turn-block", (
             f"the cache breakpoint sat on {x.name}, which {how} ({cause}"
             f"{f': {detail}' if detail else ''})")

@@ -643,12 +643,16 @@ class Ledger:
         """
         return next(iter(self.recent_for_lineage(lineage, limit=1)), None)
 
-    def recent_for_lineage(self, lineage: str, *, limit: int = 32) -> list[UsageRecord]:
+    def recent_for_lineage(
+        self, lineage: str, *, limit: int = 32,
+        on_invalid: Callable[[str, Exception], None] | None = None,
+    ) -> list[UsageRecord]:
         """Return up to ``limit`` most recent records of a cache lineage, newest first.
 
         Order: ``ts_utc`` descending (ties: the later insert first). Records this instance
         spilled since the last :meth:`replay_spill` count too. Indexed on
-        ``(lineage, ts_utc)``.
+        ``(lineage, ts_utc)``. ``on_invalid``: as :meth:`iter_records` (a row that does not
+        decode is skipped, and counts against ``limit``).
 
         Raises:
             LedgerError: The database cannot be opened or read.
@@ -660,7 +664,7 @@ class Ledger:
             f'SELECT {self._select} FROM calls WHERE "lineage" = ? '
             f'ORDER BY "ts_utc" DESC, {self._backend.rowid} DESC LIMIT ?'
         )
-        found = list(self._query(sql, (lineage, limit)))
+        found = list(self._query(sql, (lineage, limit), on_invalid))
         with self._lock:
             spilled = self._spill.recent(lineage)
         if spilled:

@@ -244,8 +244,9 @@ class CallMemory:
         if ledger is None:
             return 0
         try:
-            return max((r.turn or 0 for r in ledger.iter_records(session_id=session_id)),
-                       default=0)
+            return max((r.turn or 0 for r in ledger.iter_records(
+                session_id=session_id, on_invalid=lambda row, exc: self._lookup_failed(
+                    exc, row))), default=0)
         except Exception as exc:
             self._lookup_failed(exc)
             return 0
@@ -261,7 +262,10 @@ class CallMemory:
         if known and not ledger.shared:
             return
         try:
-            rows = ledger.recent_for_lineage(head, limit=LINEAGE_DEPTH)
+            # a row that does not decode (hand-edited) is skipped, not the whole lineage
+            rows = ledger.recent_for_lineage(
+                head, limit=LINEAGE_DEPTH,
+                on_invalid=lambda row, exc: self._lookup_failed(exc, row))
         except Exception as exc:
             self._lookup_failed(exc)
             rows = []
@@ -275,8 +279,12 @@ class CallMemory:
         else:
             self.index.load_lineage(head, calls)
 
-    def _lookup_failed(self, exc: BaseException) -> None:
+    def _lookup_failed(self, exc: BaseException, row: str | None = None) -> None:
         if not self._lookup_warned:  # once per recorder: a broken ledger must not flood logs
             self._lookup_warned = True
+            if row is not None:
+                _log.warning("ledger row %s skipped, it does not decode (logged once): %s: %s",
+                             redact(row), type(exc).__name__, redact(str(exc))[:300])
+                return
             _log.warning("ledger lookup failed (logged once; in-memory state is used): %s: %s",
                          type(exc).__name__, redact(str(exc)))

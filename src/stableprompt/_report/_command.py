@@ -339,15 +339,21 @@ def _follow(args: argparse.Namespace) -> int:
 
 
 def _page(args: argparse.Namespace) -> CallPage:
-    """``--limit`` / ``--offset`` / ``--top`` as a :class:`CallPage`.
+    """``--limit`` / ``--offset`` / ``--top`` as a :class:`CallPage`; with ``--call`` the
+    calls whose id starts with it, among all calls (``--offset`` / ``--top`` do not apply).
 
     Raises:
-        UsageError: ``--top`` with ``--offset``.
+        UsageError: ``--top`` with ``--offset``; an empty ``--call``.
     """
     if args.top is not None and args.offset:
         raise UsageError("stableprompt report: error: argument --top: not with --offset "
                          "(--top lists the calls that lost the most tokens; --offset pages "
                          "the calls in ledger order)")
+    if args.call is not None:  # the call is looked for among all calls, not in a page
+        if not args.call:
+            raise UsageError("stableprompt report: error: argument --call: empty (give a "
+                             "record id or its first characters)")
+        return CallPage(limit=args.limit, call=args.call)
     return CallPage(offset=args.offset, limit=args.limit, top=args.top)
 
 
@@ -507,7 +513,12 @@ def _run(args: argparse.Namespace) -> int:
             print(shown(row.note(), markup=False))
         return 0
     if args.call is not None:
-        return 0 if print_call_divergences(report, args.call) else 1
+        if print_call_divergences(report, args.call):
+            return 0
+        for row in corrupt:  # the call is there, but its row does not decode
+            if row.row_id.startswith(args.call):
+                print(shown(row.note(), markup=False))
+        return 1
     print_tables(report, title=shown(f"stableprompt report: {name}"), notes=(),
                  sessions=args.sessions, pricing=False)
     print_explanations(report, calls=args.calls, by=None if args.by == "scenario" else args.by)
@@ -530,10 +541,12 @@ def _page_notes(report: Summary, args: argparse.Namespace) -> list[str]:
         lines.append(f"calls listed: the {shown_rows:,} of {total:,} that lost the most tokens "
                      f"(--top {args.top}).")
     elif shown_rows < total and (args.calls or args.json):
-        first = args.offset + 1 if shown_rows else 0
-        lines.append(f"calls listed: {first:,}-{args.offset + shown_rows:,} of {total:,} in "
-                     "ledger order (--offset K, --limit N; --top N: those that lost the most "
-                     "tokens); every number above counts them all.")
+        which = (f"{args.offset + 1:,}-{args.offset + shown_rows:,}" if shown_rows else
+                 "none" + (" (--limit 0)" if args.limit == 0 else
+                           f" (--offset {args.offset:,} is past the last call)"))
+        lines.append(f"calls listed: {which} of {total:,} in ledger order (--offset K, "
+                     "--limit N; --top N: those that lost the most tokens); every number "
+                     "above counts them all.")
     if args.what_if:
         lines.append(f"--what-if held all {report.records:,} records in memory (the replay "
                      "needs them); the rest of the report reads them in one pass.")

@@ -15,6 +15,7 @@ from typing import Any, NamedTuple, Protocol
 from .._exceptions import CaptureError, ConfigurationError, HistoryError
 from .._policy import provider_of_wire_format
 from .._public import public
+from .._redact import redact
 from . import _openai, anthropic, bedrock_converse, gemini, openai_chat, openai_responses
 from ._parts import AssistantTurn, a_or_an
 from ._registry import WIRE_FORMATS
@@ -122,8 +123,12 @@ def _module(wire_format: str) -> RequestFormat:
     try:
         module: RequestFormat = _MODULES[wire_format]
     except (KeyError, TypeError):
+        # never the value itself when it is no name: a body passed first holds the prompt
+        # (and whatever keys it carries)
+        given = (redact(repr(wire_format[:40])) if isinstance(wire_format, str)
+                 else f"a {type(wire_format).__name__} (the wire format comes first)")
         raise CaptureError(
-            f"unknown wire format {wire_format!r}; expected one of "
+            f"unknown wire format {given}; expected one of "
             f"{', '.join(WIRE_FORMATS_WITH_REQUESTS)}", code="capture-format") from None
     return module
 
