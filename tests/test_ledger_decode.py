@@ -211,3 +211,33 @@ def test_a_corrupt_row_does_not_hide_its_lineage_from_a_new_recorder(tmp_path: P
     assert three.lineage == two.lineage
     assert three.predecessor_id == two.record_id
     assert three.turn == 3  # the session's turns are counted past the corrupt row too
+
+
+def test_an_unreadable_outline_keeps_the_row_and_its_money(tmp_path: Path) -> None:
+    """A hand-edited ``segment_digests`` (not format 1) is read as unknown with a note: the
+    row keeps its usage, so the report still counts its tokens and money (it used to skip the
+    whole row as corrupt)."""
+    from datetime import UTC, datetime
+
+    from stableprompt import Ledger, UsageRecord, summarize
+    from stableprompt._ledger._schema import OUTLINE_UNREADABLE
+
+    path = tmp_path / "l.db"
+    row = UsageRecord(record_id="r1", ts_utc=datetime(2026, 12, 1, tzinfo=UTC),
+                      wire_format="anthropic", provider="anthropic", model="claude-sonnet-4-5",
+                      input_tokens_total=5000, uncached_tokens=1000, cache_read_tokens=4000,
+                      cache_write_tokens=0, output_tokens=10, verdict="hit",
+                      verdict_detail={"turn_boundary": "cross"})
+    with Ledger(path) as ledger:
+        ledger.write(row)
+    conn = sqlite3.connect(path)
+    with conn:
+        conn.execute("UPDATE calls SET segment_digests = 'garbage' WHERE record_id = 'r1'")
+    conn.close()
+    with Ledger(path, read_only=True) as ledger:
+        (read,) = ledger.records()
+    assert read.segment_digests is None and read.cache_read_tokens == 4000
+    assert "not in format 1" in str(read.verdict_detail[OUTLINE_UNREADABLE])
+    assert read.verdict_detail["turn_boundary"] == "cross"
+    report, expected = summarize([read]), summarize([row])
+    assert report.cost_usd is not None and report.cost_usd == expected.cost_usd

@@ -49,6 +49,7 @@ __all__ = [
     "COLUMNS",
     "INSERT_SQL",
     "MIGRATIONS",
+    "OUTLINE_UNREADABLE",
     "SCHEMA_VERSION",
     "SELECT_COLUMNS",
     "absent_columns",
@@ -296,6 +297,9 @@ levels take 256 opening and 256 closing brackets): only longer text is checked w
 _INF = float("inf")
 _OUTLINE = re.compile(SEGMENT_DIGESTS_PATTERN)
 """The field's own pattern (:data:`~._usage_record.SEGMENT_DIGESTS_PATTERN`)."""
+OUTLINE_UNREADABLE = "segment_digests_unreadable"
+"""The ``verdict_detail`` key of a row whose stored outline could not be read
+(:func:`validated_row`)."""
 _set = object.__setattr__
 
 
@@ -391,7 +395,10 @@ _ALWAYS_SET = frozenset({"verdict_detail", "usage_inconsistent"})
 
 
 def validated_row(row: tuple[Any, ...]) -> UsageRecord:
-    """:func:`from_row` validating every value with pydantic (the reference decoding).
+    """:func:`from_row` validating every value with pydantic (the reference decoding). A
+    ``segment_digests`` value that is not an outline (a hand-edited row) is read as unknown,
+    with ``verdict_detail[OUTLINE_UNREADABLE]`` saying so: the outline is an index derived from
+    the request, and the row's usage and money are kept.
 
     Raises:
         pydantic.ValidationError: The row does not validate as a :class:`UsageRecord`.
@@ -414,6 +421,16 @@ def validated_row(row: tuple[Any, ...]) -> UsageRecord:
         elif field in ("latency_ms", "ttft_ms"):
             value = float(value)
         data[field] = value
+    outline = data.get("segment_digests")
+    if outline is not None and (type(outline) is not str or _OUTLINE.fullmatch(outline) is None):
+        # a derived index, not the call: an unreadable one is unknown (the row keeps its
+        # usage and money), and the row says so
+        del data["segment_digests"]
+        detail = data.get("verdict_detail")
+        if isinstance(detail, dict):
+            data["verdict_detail"] = {**detail, OUTLINE_UNREADABLE:
+                                      "the stored segment outline is not in format 1: read as "
+                                      "unknown (the predecessor is matched by fingerprint)"}
     return UsageRecord.model_validate(data)
 
 
