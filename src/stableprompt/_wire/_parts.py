@@ -41,6 +41,7 @@ __all__ = [
     "check_model",
     "check_reasoning",
     "check_ttl",
+    "chosen",
     "covered",
     "envelope",
     "extend_prefix",
@@ -287,6 +288,27 @@ def tool_fields(tool: ToolParts, schema_key: str) -> dict[str, Any]:
     if tool.strict is not None:
         shaped["strict"] = tool.strict
     return shaped
+
+
+def chosen(items: list[Any], choice: int | None, *, member: str, many: str) -> Any:
+    """The alternative ``choice`` of a response's list at ``/member`` (Chat ``choices``,
+    Gemini ``candidates``): the only one when ``choice`` is ``None``; ``None`` when there is no
+    such index (the caller names what it needed there).
+
+    Raises:
+        HistoryError: several alternatives and no ``choice`` (``history-choices``, the message
+            ``many`` followed by how to choose), or ``choice`` not an int >= 0
+            (``history-type``).
+    """
+    if choice is None:
+        if len(items) > 1:
+            raise HistoryError(f"{many}: pass choice=<index> to say which one continues the "
+                               "conversation", code="history-choices", pointer=f"/{member}")
+        choice = 0
+    if type(choice) is not int or choice < 0:
+        raise HistoryError(f"choice must be an int >= 0, got {choice!r}", code="history-type",
+                           pointer=f"/{member}")
+    return items[choice] if choice < len(items) else None
 
 
 def response_text(part: Mapping[str, Any], where: str, what: str) -> str:

@@ -41,6 +41,7 @@ from ._parts import (
     TurnPart,
     body_pieces,
     check_reasoning,
+    chosen,
     joined,
     memo,
     response_text,
@@ -492,18 +493,10 @@ def assistant_turn(response: Mapping[str, Any], *, choice: int | None = None) ->
     if not isinstance(candidates, list) or not candidates:
         raise HistoryError("a Gemini response needs a 'candidates' list",
                            code="history-response", pointer="/candidates")
-    if choice is None:
-        if len(candidates) > 1:
-            raise HistoryError(f"the Gemini answer has {len(candidates)} candidates "
-                               "(candidateCount > 1): pass choice=<index> to say which one "
-                               "continues the conversation", code="history-choices",
-                               pointer="/candidates")
-        choice = 0
-    if type(choice) is not int or choice < 0:
-        raise HistoryError(f"choice must be an int >= 0, got {choice!r}", code="history-type",
-                           pointer="/candidates")
+    candidate = chosen(candidates, choice, member="candidates", many=(
+        f"the Gemini answer has {len(candidates)} candidates (candidateCount > 1)"))
+    choice = choice or 0
     base = f"/candidates/{choice}"
-    candidate = candidates[choice] if choice < len(candidates) else None
     if not isinstance(candidate, Mapping):
         raise HistoryError(f"the Gemini answer has no candidate {choice}",
                            code="history-response", pointer=base)

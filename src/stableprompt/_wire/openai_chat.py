@@ -34,6 +34,7 @@ from ._parts import (
     PromptParts,
     ToolParts,
     TurnPart,
+    chosen,
     tool_fields,
 )
 from ._segmenter import SegmentBuilder, require_list, tool_label
@@ -419,17 +420,10 @@ def assistant_turn(response: Mapping[str, Any], *, choice: int | None = None) ->
     if not isinstance(choices, list):
         raise HistoryError("a Chat Completion needs a 'choices' list", code="history-response",
                            pointer="/choices")
-    if choice is None:
-        if len(choices) > 1:
-            raise HistoryError(f"the Chat Completion has {len(choices)} choices (n > 1): pass "
-                               "choice=<index> to say which one continues the conversation",
-                               code="history-choices", pointer="/choices")
-        choice = 0
-    if type(choice) is not int or choice < 0:
-        raise HistoryError(f"choice must be an int >= 0, got {choice!r}", code="history-type",
-                           pointer="/choices")
+    picked = chosen(choices, choice, member="choices",
+                    many=f"the Chat Completion has {len(choices)} choices (n > 1)")
+    choice = choice or 0
     base = f"/choices/{choice}"
-    picked = choices[choice] if choice < len(choices) else None
     message = picked.get("message") if isinstance(picked, Mapping) else None
     if not isinstance(message, Mapping):
         raise HistoryError(f"a Chat Completion needs choices[{choice}].message",
