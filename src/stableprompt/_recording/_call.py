@@ -288,6 +288,9 @@ class Pending:
             (``_unanalysed.provisional_identity``), made by its analysis job when the call is
             journaled, so the caller's thread only adds what the response said; ``None``
             before (the caller then makes it).
+        outline: The segment outline of ``state`` as last encoded (``_outcome.identity_fields``:
+            the provisional and the final row share one encoding), with the state it was
+            encoded from; ``None`` before.
     """
 
     record_id: str
@@ -318,6 +321,7 @@ class Pending:
     lazy_body: bool = field(default=False, repr=False)
     finishing: JobHandle | None = field(default=None, repr=False)
     journal_identity: dict[str, Any] | None = field(default=None, repr=False)
+    outline: tuple[RequestState, str | None] | None = field(default=None, repr=False)
 
     def wait(self, timeout_s: float | None = None) -> UsageRecord | None:
         """:attr:`record`, after waiting at most ``timeout_s`` seconds (``None``: no limit)

@@ -360,8 +360,16 @@ def identity_fields(pending: Pending, scenario: str | None) -> dict[str, Any]:
         "request_tokens": None if state is None else state.request_tokens,
         "content": pending.content,
         "request_headers": pending.headers,
-        "segment_digests": None if state is None else outline_of(state),
+        "segment_digests": None if state is None else _outline(pending, state),
     }
+
+
+def _outline(pending: Pending, state: RequestState) -> str | None:
+    """:func:`outline_of` ``state``, encoded once per call (its provisional and final rows)."""
+    memo = pending.outline
+    if memo is None or memo[0] is not state:
+        memo = pending.outline = (state, outline_of(state))
+    return memo[1]
 
 
 def outline_of(state: RequestState) -> str | None:
