@@ -343,6 +343,42 @@ def agreement(records: list[UsageRecord]) -> float:
     return value
 
 
+def assert_agreement(records: list[UsageRecord]) -> None:
+    """The report's agreement is 100% (the issue asks >= 99%), and the only predictions off by
+    a granule or more are the ones the report counts as estimates
+    (``verdict_detail["estimated_span_tokens"]``, ``Totals.agreement_estimated``), each of them,
+    checked here without the recorder's reasoning, the first read of an entry size no call had
+    reported: a cold call reports what it wrote up to its last breakpoint only
+    (``cache_read + cache_write``), so the size of an entry at an earlier breakpoint is first
+    reported when it is read. Those stay within 1% of the reported read. Sizes are kept per
+    session: two of Claude Code's sessions differ in their first system block (a per-session
+    billing line), so their entries at the system breakpoint are two entries, of equal size."""
+    from stableprompt._accounting._summary import summarize
+
+    sizes: dict[str | None, set[int]] = {}
+    inexact = []
+    for r in records:
+        reported = sizes.setdefault(r.session_id, set())
+        read, predicted = r.cache_read_tokens, r.predicted_cache_read_tokens
+        granule = r.verdict_detail.get("granularity_tokens")
+        granule = granule if isinstance(granule, int) and granule > 0 else 1
+        if read is not None and predicted is not None and abs(read - predicted) >= granule:
+            assert r.verdict_detail.get("estimated_span_tokens"), (r.record_id, read, predicted)
+            assert read not in reported, (r.record_id, read, predicted, r.verdict_detail)
+            assert abs(read - predicted) <= 0.01 * read, (r.record_id, read, predicted)
+            inexact.append((read, predicted))
+        if read is not None:
+            reported.update({read, read + (r.cache_write_tokens or 0)})
+    overall = summarize(records, price=False).overall
+    assert overall.agreement == 1.0, overall.to_full_json()
+    assert overall.agreement_estimated >= len(inexact)
+    assert overall.estimate_max_error_tokens == max(
+        (abs(a - b) for a, b in inexact), default=overall.estimate_max_error_tokens)
+    print(f"agreement {overall.agreement:.1%} of {overall.agreement_calls}; "
+          f"{overall.agreement_estimated} on an estimated span; first reads of an entry size "
+          f"never reported (reported, predicted): {inexact}")
+
+
 def assert_tree(records: list[UsageRecord]) -> None:
     """The subagent (named by the CLI's own headers) is a branch of its session: its first
     call is no mutation of its parent's prompt but a call that says what it shares with it."""
@@ -465,6 +501,7 @@ def test_claude_code_session_with_subagent_and_continue(claude: Path, sink: Sink
     assert notes.read_text() == "alpha\nalpha\n"
     assert "sub" in responder.seen
     assert_what_if(session.records)
+    assert_agreement(session.records)
     assert_tree(session.records)
     print(f"claude: {len(session.emulator_statuses)} calls, {session.ledger_rows} rows, "
           f"tasks {responder.seen}, agreement {agreement(session.records):.1%}")
@@ -532,6 +569,7 @@ def test_claude_code_through_a_gateway_that_reorders_and_drops_betas(
     assert changes[0]["removed"] == [DROPPED_BETA] and changes[0]["added"] == []
     later = [r.verdict_detail.get("header_changes") for r in rows[3:]]
     assert all(c is None for c in later), later  # the dropped set, reordered: no new change
+    assert_agreement(rows)
     raw = (tmp_path / "ledger.db").read_bytes()
     assert b"sk-ant-emulator-key" not in raw
     assert all("sk-ant-emulator-key" not in json.dumps(c) for c in session.captured)
@@ -539,6 +577,8 @@ def test_claude_code_through_a_gateway_that_reorders_and_drops_betas(
     assert main(["report", str(tmp_path / "ledger.db"), "--calls"]) == 0
     shown = capsys.readouterr().out
     assert DROPPED_BETA in shown, shown[-3000:]
+    assert "rest partly on our token estimate" in shown or not any(
+        r.verdict_detail.get("estimated_span_tokens") for r in rows), shown[-3000:]
     print(f"claude behind a beta-reordering gateway: {len(rows)} calls, sent {sent}")
 
 
@@ -699,5 +739,6 @@ def test_claude_code_new_sessions_share_part_of_the_head(claude: Path, sink: Sin
     assert fresh.verdict == "cold" and fresh.cache_read_tokens == 0
     assert _d(fresh)["shared_prefix"]["differs_at"] == "/system/0/text"
     assert _d(fresh)["shared_prefix_note"].startswith("could have read ")
+    assert_agreement(records)
     print(f"claude, two sessions: {_d(fresh)['shared_prefix_note']}; "
           f"agreement {agreement(records):.1%}")

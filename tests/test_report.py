@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import shutil
@@ -19,7 +20,9 @@ from genai_prices import Usage, calc_price
 
 from old_ledgers import downgrade
 from stableprompt import Ledger, LedgerError, UsageRecord
+from stableprompt._accounting._calls import agreement_of
 from stableprompt._cli import main
+from stableprompt._policy import ESTIMATED_SPAN_FRACTION
 from stableprompt._report._command import (
     VERDICTS,
     ceiling_notes,
@@ -84,6 +87,51 @@ def test_agreement_within_granularity() -> None:
     assert summarize(anthropic, price=False).scenarios["s"].totals.agreement == 0.5
     openai = [_rec(0, read=2944, predicted=3000, model="gpt-5.2", provider="openai")]
     assert summarize(openai, price=False).scenarios["s"].totals.agreement == 1.0
+
+
+def _estimated(i: int, *, read: int, predicted: int, span: int | None,
+               scale: float = 0.999) -> UsageRecord:
+    record = _rec(i, total=11_278, read=read, write=11_278 - read, predicted=predicted,
+                  verdict="client_mutation")
+    detail: dict[str, Any] = {"token_scale": scale}
+    if span is not None:
+        detail["estimated_span_tokens"] = span
+    return record.model_copy(update={"verdict_detail": detail})
+
+
+def test_an_estimated_span_agrees_within_its_allowance_and_is_counted_apart(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A prediction resting on an estimated span (Claude Code's first read of its system
+    breakpoint: 8,755 predicted, 8,766 read, span 2,376) agrees within 5% of the span plus
+    the request's density offset; the same error without a span, or an error beyond the
+    allowance (an entry read at another breakpoint, nothing read at all), disagrees. The
+    report counts the estimated calls apart, with their largest error, and says so."""
+    allowance = 1 + math.ceil((ESTIMATED_SPAN_FRACTION + 0.001) * 2376)  # 121 tokens
+    records = [
+        _estimated(0, read=8766, predicted=8755, span=2376),  # the captured first read
+        _estimated(1, read=8766, predicted=8755, span=None),  # no span: exact or nothing
+        _estimated(2, read=8755 + allowance - 1, predicted=8755, span=2376),
+        _estimated(3, read=8755 + allowance, predicted=8755, span=2376),
+        _estimated(4, read=0, predicted=8755, span=2376),
+        _estimated(5, read=8766, predicted=8755, span=100, scale=1.2),  # 1 + 25 tokens
+    ]
+    totals = summarize(records, price=False).overall
+    assert (totals.agreement_calls, totals.agreement_matches) == (6, 3)
+    assert [agreement_of(r, 1) for r in records] == [True, False, True, False, False, True]
+    assert totals.agreement_estimated == 5
+    assert totals.estimate_max_error_tokens == 8755
+    assert summarize(records[:1], price=False).overall.estimate_max_error_tokens == 11
+    db = tmp_path / "calls.db"
+    _ledger(db, records[:1])
+    assert main(["report", str(db), "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert (data["overall"]["agreement"], data["overall"]["agreement_estimated"],
+            data["overall"]["estimate_max_error_tokens"]) == (1.0, 1, 11)
+    assert data["calls"][0]["estimated_span_tokens"] == 2376
+    assert main(["report", str(db)]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "1 of 1 predictions rest partly on our token estimate" in out
+    assert "off by at most 11 tokens, allowed 5% of the estimated span" in out
 
 
 def test_unknown_usage_counts_as_a_call_but_not_tokens() -> None:

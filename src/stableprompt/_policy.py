@@ -24,6 +24,7 @@ from ._public import public
 __all__ = [
     "CACHE_HEADERS",
     "CONTENT_SHAPES",
+    "ESTIMATED_SPAN_FRACTION",
     "EXPLICIT_CACHE_APIS",
     "EXPLICIT_CACHE_RULES",
     "INLINE_TOOLS_BETA",
@@ -78,6 +79,17 @@ TOLERANCE_FRACTION = 0.05
 differ from the prediction (on top of one granule) and still count as a ``hit``: absorbs the
 tokenizer and template differences between our estimate and the provider's count (the
 attribution's tolerance, ``_recording._attribution``; the report's, ``_accounting._calls``)."""
+
+ESTIMATED_SPAN_FRACTION = 0.05
+"""Share of an estimated span (our tokens of a predicted read that no reported size covers:
+``verdict_detail["estimated_span_tokens"]``) by which the reported read may differ from the
+prediction, on top of one granule and of the request's measured density offset
+(``|token_scale - 1|`` of the span), and still agree (``_accounting._calls.agreement_of``).
+The span is counted in our tokenizer's tokens over the JSON of each block, which frames blocks
+differently from any provider's chat template: on Claude Code's first reads of its system
+breakpoint (two captured runs, 2026-12) the framing alone put the estimate 11 tokens over a
+span of 2,376 (0.5 %). A read that stopped at another breakpoint than predicted stays a
+disagreement unless the blocks between the two breakpoints are under 5 % of the span."""
 
 TOKEN_ESTIMATE_MARGIN = 1.25
 """How much denser than our cl100k estimate a provider's tokenizer may be on prompt content

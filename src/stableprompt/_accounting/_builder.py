@@ -38,7 +38,15 @@ from typing import Any, Generic, TypeVar
 
 from .._ledger._usage_record import UsageRecord
 from .._policy import PolicyTable
-from ._calls import MAIN_AGENT, CallRow, Cliff, CliffFinder, agent_label, call_row, exclusion
+from ._calls import (
+    MAIN_AGENT,
+    CallRow,
+    Cliff,
+    CliffFinder,
+    agent_label,
+    agreement_of,
+    call_row,
+)
 from ._causes import ActionRow, ActionTally, CauseRow, CauseTally
 from ._ceilings import Ceilings, policy_of
 from ._keepalive import KeepAliveTally, is_keepalive
@@ -317,10 +325,7 @@ class SummaryBuilder:
         if (record.verdict == "client_mutation" and record.content is not None
                 and record.predecessor_id is not None):
             snippets = mutation_snippets(record, self._body(record.predecessor_id))
-        agrees = None
-        predicted, reported = record.predicted_cache_read_tokens, record.cache_read_tokens
-        if predicted is not None and reported is not None and exclusion(record) is None:
-            agrees = abs(predicted - reported) < granularity
+        agrees = agreement_of(record, granularity)
         pricing = self._pricing if self._price else None
         row = call_row(record, scenario=name, session=sid, ceiling=ceiling,
                        granularity=granularity, pricing=pricing, notes=self._notes,

@@ -66,7 +66,7 @@ from typing import Any
 
 from .._canonical import loads
 from .._ledger._usage_record import UNANALYSED, UsageRecord
-from .._policy import TOLERANCE_FRACTION, describe_header_change
+from .._policy import ESTIMATED_SPAN_FRACTION, TOLERANCE_FRACTION, describe_header_change
 from .._recording._boundary import turn_boundary
 from .._redact import redact
 from ._actions import action_of
@@ -177,6 +177,7 @@ class CallRow:
     agent: str = MAIN_AGENT
     divergences: tuple[dict[str, Any], ...] = ()
     divergences_total: int = 0
+    estimated_span_tokens: int | None = None
 
     @property
     def more_divergences(self) -> int:
@@ -221,11 +222,46 @@ class CallRow:
             "server_agreement": self.server_agreement, "caveats": list(self.caveats),
             "error": self.error, "action": self.action, "agent": self.agent,
             "divergences": list(self.divergences), "divergences_total": self.divergences_total,
+            "estimated_span_tokens": self.estimated_span_tokens,
         }
+
+    @property
+    def estimate_error_tokens(self) -> int | None:
+        """``|predicted - reported|`` cache reads of a call whose prediction rests on an
+        estimated span (:func:`agreement_of`), else ``None``."""
+        if (self.estimated_span_tokens is None or self.agrees is None
+                or self.predicted_cache_read_tokens is None or self.cache_read_tokens is None):
+            return None
+        return abs(self.predicted_cache_read_tokens - self.cache_read_tokens)
 
 
 def _round(value: float | None) -> float | None:
     return None if value is None else round(value, 6)
+
+
+def agreement_of(record: UsageRecord, granularity: int) -> bool | None:
+    """Whether the call's predicted cache reads agree with the reported ones (``None``: not
+    both known, or the call is excluded from rates, :func:`exclusion`).
+
+    A prediction agrees within the granularity (``|predicted - reported| < granularity``,
+    tokens). A prediction that rests partly on our token estimate
+    (``verdict_detail["estimated_span_tokens"]``: the first read of an entry ending at an
+    earlier breakpoint, whose size the provider reports only once it is read) agrees within
+    :data:`~stableprompt._policy.ESTIMATED_SPAN_FRACTION` of that span plus the request's
+    density offset (``|token_scale - 1|`` of the span) on top: no one can count a provider's
+    tokens exactly without its tokenizer. The report counts those calls apart
+    (:attr:`Totals.agreement_estimated`) with their largest error."""
+    predicted, reported = record.predicted_cache_read_tokens, record.cache_read_tokens
+    if predicted is None or reported is None or exclusion(record) is not None:
+        return None
+    error = abs(predicted - reported)
+    detail = record.verdict_detail
+    span = _int(detail, "estimated_span_tokens")
+    if not span or span < 0:
+        return error < granularity
+    scale = detail.get("token_scale")
+    offset = abs(scale - 1) if isinstance(scale, (int, float)) and scale > 0 else 0.0
+    return error < granularity + math.ceil((ESTIMATED_SPAN_FRACTION + offset) * span)
 
 
 def exclusion(record: UsageRecord) -> str | None:
@@ -405,7 +441,12 @@ def call_row(record: UsageRecord, *, scenario: str, session: str, ceiling: int,
         server_reason=_server(detail, "reason"), server_agreement=_server(detail, "agreement"),
         caveats=caveats_of(detail), error=error_text(record),
         action=action_of(record.verdict, detail, total, compared_input_tokens),
-        agent=agent, **_divergences(detail))
+        agent=agent, estimated_span_tokens=_span(detail), **_divergences(detail))
+
+
+def _span(detail: Mapping[str, Any]) -> int | None:
+    span = _int(detail, "estimated_span_tokens")
+    return span if span is not None and span > 0 else None
 
 
 def agent_label(record: UsageRecord) -> str | None:

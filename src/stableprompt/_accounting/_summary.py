@@ -48,7 +48,11 @@ groups them by ``scenario`` and ``session_id``. Every number comes from the reco
 * ``verdicts``: count per attribution verdict (all eight keys, zeros included).
 * ``agreement``: fraction of calls with both numbers known whose predicted cache reads
   (``predicted_cache_read_tokens``) equal the reported ones within the provider's granularity
-  (``|predicted - reported| < granularity_tokens``); ``None`` when no call has both.
+  (``|predicted - reported| < granularity_tokens``); ``None`` when no call has both. A
+  prediction that rests partly on our token estimate (the first read of an entry ending at
+  an earlier breakpoint, whose size the provider had not reported yet) agrees within an
+  allowance for that estimated span (:func:`._calls.agreement_of`); ``agreement_estimated``
+  counts those calls, ``estimate_max_error_tokens`` their largest error.
 * ``cost_usd`` (USD): every call whose usage parsed, suspect or not, priced with
   `genai-prices <https://pypi.org/project/genai-prices/>`_ at its own date (``ts_utc``) for
   its provider and model (cache reads and writes, including the 1-hour write split, at their

@@ -80,7 +80,12 @@ class Totals:
         lost_tokens: Tokens the verdicts say were lost (included calls).
         verdicts: Calls per verdict (all calls).
         agreement_calls: Calls with both predicted and reported reads.
-        agreement_matches: Of those, calls where they agree within the granularity.
+        agreement_matches: Of those, calls where they agree (``_calls.agreement_of``: within
+            the granularity, or within the allowance of an estimated span).
+        agreement_estimated: Of ``agreement_calls``, those whose prediction rests on an
+            estimated span (the first read of an entry ending at an earlier breakpoint, whose
+            size no call had reported).
+        estimate_max_error_tokens: Their largest ``|predicted - reported|`` (tokens).
         cost_usd: Summed price (USD) of every priced call, a lower bound when
             ``cost_unknown_calls``; ``None`` when no call could be priced (or pricing is off).
         cost_unknown_calls: Calls whose cost is unknown or only partly known (their
@@ -116,6 +121,8 @@ class Totals:
     verdicts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(VERDICTS, 0))
     agreement_calls: int = 0
     agreement_matches: int = 0
+    agreement_estimated: int = 0
+    estimate_max_error_tokens: int = 0
     cost_usd: float | None = 0.0
     cost_unknown_calls: int = 0
     priced_calls: int = 0
@@ -197,6 +204,10 @@ class Totals:
         if agrees is not None:
             self.agreement_calls += 1
             self.agreement_matches += int(agrees)
+            error = row.estimate_error_tokens
+            if error is not None:
+                self.agreement_estimated += 1
+                self.estimate_max_error_tokens = max(self.estimate_max_error_tokens, error)
         self._add_cost(row, priced)
         if row.server_agreement is not None:
             self.server_diagnosis[row.server_agreement] = (
@@ -266,7 +277,10 @@ class Totals:
         ceiling tokens, share of the ceiling, partial calls, lost tokens, costs (USD, rounded
         to 6 digits; ``cost_complete``: false when ``cost_usd`` is a lower bound, with
         ``cost_unknown_calls`` calls unknown or partly known), ``turn_boundary``: hit rates
-        (and calls) inside user turns vs first after a user message, and
+        (and calls) inside user turns vs first after a user message,
+        ``agreement_estimated`` (of the calls in ``agreement``, those whose prediction rests on
+        an estimated span, ``_calls.agreement_of``) with ``estimate_max_error_tokens`` (their
+        largest ``|predicted - reported|``), and
         ``server_diagnosis``: the provider's own miss reasons against our verdicts (calls per
         relation, ``agreement`` where both speak, ``provider_side_unexplained``)."""
         return {
@@ -295,6 +309,8 @@ class Totals:
                 "intra_turn_calls": self.intra_calls,
                 "cross_turn_calls": self.cross_calls,
             },
+            "agreement_estimated": self.agreement_estimated,
+            "estimate_max_error_tokens": self.estimate_max_error_tokens,
             "server_diagnosis": {
                 **{name: self.server_diagnosis.get(name, 0) for name in AGREEMENTS},
                 "agreement": _round(self.server_agreement),

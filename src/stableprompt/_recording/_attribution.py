@@ -134,7 +134,13 @@ class Attribution:
             ``segment_kind``, ``path``, ``cause``, ``cause_detail``, ``offset``,
             ``lost_tokens`` (the first divergence), and every divergence in cache order
             as ``divergences`` (bounded: ``divergences_total``, ``divergences_truncated``;
-            ``_divergence_detail``); reported reads as ``cache_read_tokens``.
+            ``_divergence_detail``); reported reads as ``cache_read_tokens``; a
+            prediction above 0 that rests partly on our token estimate adds
+            ``estimated_span_tokens`` (our tokens between the end of the read entry and the
+            nearest size the provider reported, :meth:`_Attributor.anchor`: the first read of
+            an entry ending at an earlier breakpoint of a request, whose size no call has
+            reported yet; the whole prefix when the provider reported no size), which the
+            report's agreement allows for (``_accounting._calls.agreement_of``).
         predicted_cache_read_tokens: Predicted cache reads (provider tokens when the provider
             reported its input total, else our tokenizer's), ``None`` when the request could
             not be segmented.
@@ -455,6 +461,9 @@ class _Attributor:
         self.read_entry: str | None = None
         self.read_entry_index: int | None = None
         self.base_ignored = False  # the base sent breakpoints well above the minimum
+        # Our tokens of the predicted read that rest on our estimate (the latest anchored()
+        # prediction's, or the automatic LCP's): ``detail["estimated_span_tokens"]``.
+        self.estimated_span = 0.0
         self.detail: dict[str, Any] = {
             "relation": self.relation,
             "min_cacheable_tokens": self.minimum,
@@ -493,8 +502,16 @@ class _Attributor:
         0.33x to 1.42x by content, ``reference/ENGINES.md``, so no request-wide scale can make
         a per-prefix count exact). Our own estimate where no size was reported.
         """
+        return self.anchor(tokens, space, extent)[0]
+
+    def anchor(self, tokens: float, space: Literal["request", "base"] = "request",
+               extent: tuple[float, int] | None = None) -> tuple[int, float]:
+        """:meth:`provider` and the span it estimated: ``(provider tokens, our tokens of the
+        remainder between the prefix's end and the reported size it was anchored on)``; the
+        span is 0 when the count is a reported size, the whole prefix when nothing was
+        reported."""
         if tokens <= 0:
-            return 0
+            return 0, 0.0
         comparison = self.comparison
         shared = comparison is not None and tokens <= comparison.lcp_tokens
         best: tuple[float, int] | None = None
@@ -510,8 +527,8 @@ class _Attributor:
             if best is None or remainder < best[0]:
                 best = (remainder, base.input_tokens_total)
         if best is None:
-            return math.floor(tokens + 1e-9)
-        return max(0, min(best[1], math.floor(best[1] - best[0] + 1e-9)))
+            return math.floor(tokens + 1e-9), float(tokens)
+        return max(0, min(best[1], math.floor(best[1] - best[0] + 1e-9))), max(best[0], 0.0)
 
     def implicit_breakpoint_tokens(self) -> int | None:
         """Our token count up to the predecessor's implicit breakpoint ("at the end of the latest
@@ -547,6 +564,7 @@ class _Attributor:
             # A shared entry: this request's own (full) digest names the same prefix.
             self.read_entry = self.seg.segments[entry_index].prefix_digest
             self.read_entry_index = entry_index
+        self.estimated_span = 0.0
         exact = None if base is None else base.cached_extent_tokens
         if exact == 0 and self.base_ignored:
             # "Breakpoints sent, nothing written": the predecessor's reported 0 is the
@@ -563,7 +581,8 @@ class _Attributor:
         # A prefix inside the predecessor's entry: the nearest reported count is that entry's
         # own size, so only the part of the entry after the prefix is estimated.
         extent = None if exact is None or base_extent is None else (base_extent, exact)
-        return _floor(self.provider(tokens, "base", extent), self.granule)
+        count, self.estimated_span = self.anchor(tokens, "base", extent)
+        return _floor(count, self.granule)
 
     # ------------------------------------------------------------------ results
 
@@ -596,6 +615,8 @@ class _Attributor:
                 if verdict != "provider_miss":
                     self.detail["expected_verdict"] = verdict
                 verdict = "provider_miss"
+        if predicted > 0 and self.estimated_span > 0 and self.engine is None:
+            self.detail["estimated_span_tokens"] = math.ceil(self.estimated_span)
         head = self.head_tokens()
         if head is not None:
             self.detail["head_tokens"] = head
@@ -888,7 +909,7 @@ class _Attributor:
         gap_s = self.request.ts - base.ts
         extent = (base.input_tokens_total if base.input_tokens_total is not None
                   else self.provider(self.base_tokens or 0, "base"))
-        lcp = self.provider(comparison.lcp_tokens)
+        lcp, self.estimated_span = self.anchor(comparison.lcp_tokens)
         diverged = comparison.diverges
         self.detail["stable_prefix_tokens"] = lcp
         ttl_s = _request_ttl_s(self.seg._body_view, self.policy)
@@ -896,6 +917,8 @@ class _Attributor:
         usable = lcp
         if self.policy.recompute_last_token:
             usable = min(lcp, self.provider(self.request_tokens) - 1)
+            if usable < lcp:  # this request's reported total, less its last token
+                self.estimated_span = 0.0
         predicted_no_ttl = _floor(max(usable, 0), self.granule)
         implicit_end = self.implicit_breakpoint_tokens()
         if implicit_end is not None and usable == lcp:
@@ -904,8 +927,9 @@ class _Attributor:
             earlier = base.cache_read_tokens or 0
             if comparison.lcp_tokens >= implicit_end:
                 predicted_no_ttl = self.anchored(comparison.lcp_tokens, implicit_end)
-            else:
+            else:  # the predecessor's reported read, or nothing
                 predicted_no_ttl = _floor(earlier if lcp >= earlier else 0, self.granule)
+                self.estimated_span = 0.0
         if predicted_no_ttl < self.minimum:
             predicted_no_ttl = 0
         expired = ttl_s is not None and gap_s > ttl_s

@@ -81,6 +81,7 @@ from ._html import html_report
 from ._storage import storage_lines
 from ._text import (
     ceiling_notes,
+    estimate_notes,
     keepalive_lines,
     make_console,
     meta_lines,
@@ -485,6 +486,7 @@ def _run(args: argparse.Namespace) -> int:
              *report.exclusion_notes(), *report.cost_notes(), *keepalive_lines(report),
              *storage_lines(report),
              *turn_boundary_notes(report),
+             *estimate_notes(report),
              *server_diagnosis_notes(report),
              *ceiling_notes(report)]
     if args.html is not None:

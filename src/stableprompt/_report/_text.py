@@ -20,6 +20,7 @@ from typing import Any, TextIO
 from .._accounting._calls import CallRow
 from .._accounting._summary import VERDICTS, Summary
 from .._canonical import loads
+from .._policy import ESTIMATED_SPAN_FRACTION
 from .._subcommand import rich_console, shown
 from ._ids import short_ids
 
@@ -27,6 +28,7 @@ __all__ = [
     "SELF_HOSTED",
     "TEXT_CLIFFS",
     "ceiling_notes",
+    "estimate_notes",
     "failed_call_lines",
     "format_int",
     "format_pct",
@@ -235,6 +237,21 @@ def turn_boundary_notes(report: Summary) -> list[str]:
     return [f"turn boundary unknown for {unknown:,} of {included:,} included calls (recorded "
             "without verdict_detail.turn_boundary and without their request body): left out "
             "of the intra/cross-turn split."]
+
+
+def estimate_notes(report: Summary) -> list[str]:
+    """A note when the agreement counts predictions that rest on an estimated span
+    (``_accounting._calls.agreement_of``): how many, and their largest error; ``[]`` when
+    none does."""
+    t = report.overall
+    if not t.agreement_estimated:
+        return []
+    return [f"agreement: {t.agreement_estimated:,} of {t.agreement_calls:,} predictions rest "
+            "partly on our token estimate (the first read of an entry ending at an earlier "
+            "cache breakpoint, whose size the provider had not reported yet): off by at most "
+            f"{t.estimate_max_error_tokens:,} tokens, allowed "
+            f"{ESTIMATED_SPAN_FRACTION:.0%} of the estimated span; the other predictions "
+            "count only within the cache granularity."]
 
 
 def server_diagnosis_notes(report: Summary) -> list[str]:
