@@ -366,17 +366,17 @@ def assert_agreement(records: list[UsageRecord]) -> None:
             assert r.verdict_detail.get("estimated_span_tokens"), (r.record_id, read, predicted)
             assert read not in reported, (r.record_id, read, predicted, r.verdict_detail)
             assert abs(read - predicted) <= 0.01 * read, (r.record_id, read, predicted)
-            inexact.append((read, predicted))
+            inexact.append((read, predicted, r.verdict_detail.get("estimated_span_segments")))
         if read is not None:
             reported.update({read, read + (r.cache_write_tokens or 0)})
     overall = summarize(records, price=False).overall
     assert overall.agreement == 1.0, overall.to_full_json()
     assert overall.agreement_estimated >= len(inexact)
     assert overall.estimate_max_error_tokens == max(
-        (abs(a - b) for a, b in inexact), default=overall.estimate_max_error_tokens)
+        (abs(a - b) for a, b, _ in inexact), default=overall.estimate_max_error_tokens)
     print(f"agreement {overall.agreement:.1%} of {overall.agreement_calls}; "
           f"{overall.agreement_estimated} on an estimated span; first reads of an entry size "
-          f"never reported (reported, predicted): {inexact}")
+          f"never reported (reported, predicted, segments): {inexact}")
 
 
 def assert_tree(records: list[UsageRecord]) -> None:

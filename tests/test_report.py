@@ -22,7 +22,7 @@ from old_ledgers import downgrade
 from stableprompt import Ledger, LedgerError, UsageRecord
 from stableprompt._accounting._calls import agreement_of
 from stableprompt._cli import main
-from stableprompt._policy import ESTIMATED_SPAN_FRACTION
+from stableprompt._policy import ESTIMATED_SEGMENT_FRAMING_TOKENS, ESTIMATED_SPAN_FRACTION
 from stableprompt._report._command import (
     VERDICTS,
     ceiling_notes,
@@ -90,35 +90,42 @@ def test_agreement_within_granularity() -> None:
 
 
 def _estimated(i: int, *, read: int, predicted: int, span: int | None,
-               scale: float = 0.999) -> UsageRecord:
+               scale: float = 0.999, segments: int | None = 3) -> UsageRecord:
     record = _rec(i, total=11_278, read=read, write=11_278 - read, predicted=predicted,
                   verdict="client_mutation")
     detail: dict[str, Any] = {"token_scale": scale}
     if span is not None:
         detail["estimated_span_tokens"] = span
+        if segments is not None:
+            detail["estimated_span_segments"] = segments
     return record.model_copy(update={"verdict_detail": detail})
 
 
 def test_an_estimated_span_agrees_within_its_allowance_and_is_counted_apart(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """A prediction resting on an estimated span (Claude Code's first read of its system
-    breakpoint: 8,755 predicted, 8,766 read, span 2,376) agrees within 5% of the span plus
-    the request's density offset; the same error without a span, or an error beyond the
-    allowance (an entry read at another breakpoint, nothing read at all), disagrees. The
-    report counts the estimated calls apart, with their largest error, and says so."""
-    allowance = 1 + math.ceil((ESTIMATED_SPAN_FRACTION + 0.001) * 2376)  # 121 tokens
+    breakpoint: 8,755 predicted, 8,766 read, span 2,376 tokens over 3 segments) agrees within
+    5% of the span plus the request's density offset plus 8 tokens per segment; the same
+    error without a span, or an error beyond the allowance (an entry read at another
+    breakpoint, nothing read at all), disagrees. The report counts the estimated calls
+    apart, with their largest error, and says so."""
+    allowance = (1 + ESTIMATED_SEGMENT_FRAMING_TOKENS * 3
+                 + math.ceil((ESTIMATED_SPAN_FRACTION + 0.001) * 2376))  # 145 tokens
     records = [
         _estimated(0, read=8766, predicted=8755, span=2376),  # the captured first read
         _estimated(1, read=8766, predicted=8755, span=None),  # no span: exact or nothing
         _estimated(2, read=8755 + allowance - 1, predicted=8755, span=2376),
         _estimated(3, read=8755 + allowance, predicted=8755, span=2376),
         _estimated(4, read=0, predicted=8755, span=2376),
-        _estimated(5, read=8766, predicted=8755, span=100, scale=1.2),  # 1 + 25 tokens
+        _estimated(5, read=8788, predicted=8755, span=100, scale=1.2,
+                   segments=None),  # error 33 < 1 + 8 + 25
+        _estimated(6, read=8790, predicted=8755, span=100, scale=1.2, segments=None),
     ]
     totals = summarize(records, price=False).overall
-    assert (totals.agreement_calls, totals.agreement_matches) == (6, 3)
-    assert [agreement_of(r, 1) for r in records] == [True, False, True, False, False, True]
-    assert totals.agreement_estimated == 5
+    assert (totals.agreement_calls, totals.agreement_matches) == (7, 3)
+    assert [agreement_of(r, 1) for r in records] == [True, False, True, False, False, True,
+                                                      False]
+    assert totals.agreement_estimated == 6
     assert totals.estimate_max_error_tokens == 8755
     assert summarize(records[:1], price=False).overall.estimate_max_error_tokens == 11
     db = tmp_path / "calls.db"
@@ -131,7 +138,8 @@ def test_an_estimated_span_agrees_within_its_allowance_and_is_counted_apart(
     assert main(["report", str(db)]) == 0
     out = " ".join(capsys.readouterr().out.split())
     assert "1 of 1 predictions rest partly on our token estimate" in out
-    assert "off by at most 11 tokens, allowed 5% of the estimated span" in out
+    assert ("off by at most 11 tokens, allowed 5% of the estimated span and 8 tokens per "
+            "block in it") in out
 
 
 def test_unknown_usage_counts_as_a_call_but_not_tokens() -> None:
@@ -534,5 +542,7 @@ def test_report_shows_the_providers_reasons_beside_ours(
         "agreement": 0.5, "provider_side_unexplained": 2}
     assert main(["report", str(db)]) == 0
     out = capsys.readouterr().out
-    assert ("provider diagnostics, s: 1 agree, 1 disagree (agreement 50.0%), 2 provider-side "
-            "unexplained, 1 without a comparison.") in " ".join(out.split())
+    assert ("provider diagnostics, s: 1 agree, 1 disagree (50.0% where both speak), 2 "
+            "provider-side unexplained, 1 without a comparison. (provider diagnostics: the "
+            "provider's own miss reason against our verdict; the agreement column: our "
+            "predicted cache reads against the reported ones.)") in " ".join(out.split())

@@ -425,7 +425,7 @@ def _recorded(calls: list[tuple[float, str | None, bytes, bytes]], wire: str, *,
     return rows
 
 
-ROWS_DIGEST = "e87c40d3fb0e3ba1b3f16f5e21225ed95d4ff41c5fd2cfc3169159beaac8146b"
+ROWS_DIGEST = "67af56947ea0f3f1238b80e4929d6ab4bdf3a059608bd4046c3875c8e3139a78"
 """sha256 of the rows :func:`test_recorded_rows_are_pinned` records, computed before the recorder's
 fast paths (lazy divergence classification, indexed conversations, shared token sums): a change
 here changes a ledger row. Re-pinned on purpose this round, checked field by field against the
@@ -464,7 +464,8 @@ none); with the field removed the rows give ``c530e2e6...`` exactly (no other fi
 moved). Issue 26's estimated spans (``04240bc3...`` before): 32 rows whose prediction rests
 partly on our token estimate gained ``verdict_detail["estimated_span_tokens"]`` (6 to 66
 tokens; 30 OpenAI rows whose LCP ends inside a request, 2 Anthropic hits); with the key removed
-the rows give ``04240bc3...`` exactly (no other field of any row moved)."""
+the rows give ``04240bc3...`` exactly (no other field of any row moved); the same 32 rows
+then gained ``estimated_span_segments`` (1 to 5 segments; ``e87c40d3...`` without it)."""
 
 
 def test_recorded_rows_are_pinned() -> None:

@@ -24,6 +24,7 @@ from ._public import public
 __all__ = [
     "CACHE_HEADERS",
     "CONTENT_SHAPES",
+    "ESTIMATED_SEGMENT_FRAMING_TOKENS",
     "ESTIMATED_SPAN_FRACTION",
     "EXPLICIT_CACHE_APIS",
     "EXPLICIT_CACHE_RULES",
@@ -83,13 +84,21 @@ attribution's tolerance, ``_recording._attribution``; the report's, ``_accountin
 ESTIMATED_SPAN_FRACTION = 0.05
 """Share of an estimated span (our tokens of a predicted read that no reported size covers:
 ``verdict_detail["estimated_span_tokens"]``) by which the reported read may differ from the
-prediction, on top of one granule and of the request's measured density offset
-(``|token_scale - 1|`` of the span), and still agree (``_accounting._calls.agreement_of``).
-The span is counted in our tokenizer's tokens over the JSON of each block, which frames blocks
-differently from any provider's chat template: on Claude Code's first reads of its system
-breakpoint (two captured runs, 2026-12) the framing alone put the estimate 11 tokens over a
-span of 2,376 (0.5 %). A read that stopped at another breakpoint than predicted stays a
-disagreement unless the blocks between the two breakpoints are under 5 % of the span."""
+prediction, on top of one granule, of the request's measured density offset
+(``|token_scale - 1|`` of the span) and of :data:`ESTIMATED_SEGMENT_FRAMING_TOKENS` per
+segment in the span, and still agree (``_accounting._calls.agreement_of``): content density
+differs between our tokenizer and a provider's (``reference/ENGINES.md``: 0.72x to 1.24x of
+cl100k by content type). A read that stopped at another breakpoint than predicted stays a
+disagreement unless the blocks between the two breakpoints are smaller than the allowance."""
+
+ESTIMATED_SEGMENT_FRAMING_TOKENS = 8
+"""Tokens per segment of an estimated span by which the reported read may differ from the
+prediction (see :data:`ESTIMATED_SPAN_FRACTION`): we count each block as the JSON it is sent
+as (``{"role":..., "block": {...}}``), a provider frames it with its own chat template, so
+each block boundary in the span carries a framing difference. Measured (2026-12-07) on
+first reads of an entry ending at an earlier breakpoint: Claude Code 11 tokens over 3
+segments (two runs), aider on Anthropic 6 over 2, the demo's ``breakpoint-misplaced`` and
+``subagent-fork`` at most 9 over 2 (4.5 per segment); 8 is about twice the largest."""
 
 TOKEN_ESTIMATE_MARGIN = 1.25
 """How much denser than our cl100k estimate a provider's tokenizer may be on prompt content

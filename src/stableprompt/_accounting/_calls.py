@@ -66,7 +66,12 @@ from typing import Any
 
 from .._canonical import loads
 from .._ledger._usage_record import UNANALYSED, UsageRecord
-from .._policy import ESTIMATED_SPAN_FRACTION, TOLERANCE_FRACTION, describe_header_change
+from .._policy import (
+    ESTIMATED_SEGMENT_FRAMING_TOKENS,
+    ESTIMATED_SPAN_FRACTION,
+    TOLERANCE_FRACTION,
+    describe_header_change,
+)
 from .._recording._boundary import turn_boundary
 from .._redact import redact
 from ._actions import action_of
@@ -247,10 +252,12 @@ def agreement_of(record: UsageRecord, granularity: int) -> bool | None:
     tokens). A prediction that rests partly on our token estimate
     (``verdict_detail["estimated_span_tokens"]``: the first read of an entry ending at an
     earlier breakpoint, whose size the provider reports only once it is read) agrees within
-    :data:`~stableprompt._policy.ESTIMATED_SPAN_FRACTION` of that span plus the request's
-    density offset (``|token_scale - 1|`` of the span) on top: no one can count a provider's
-    tokens exactly without its tokenizer. The report counts those calls apart
-    (:attr:`Totals.agreement_estimated`) with their largest error."""
+    an allowance on top: :data:`~stableprompt._policy.ESTIMATED_SPAN_FRACTION` of that span
+    plus the request's density offset (``|token_scale - 1|`` of the span), and
+    :data:`~stableprompt._policy.ESTIMATED_SEGMENT_FRAMING_TOKENS` per segment in it
+    (``estimated_span_segments``, 1 when the row does not say): no one can count a
+    provider's tokens exactly without its tokenizer and chat template. The report counts
+    those calls apart (:attr:`Totals.agreement_estimated`) with their largest error."""
     predicted, reported = record.predicted_cache_read_tokens, record.cache_read_tokens
     if predicted is None or reported is None or exclusion(record) is not None:
         return None
@@ -261,7 +268,9 @@ def agreement_of(record: UsageRecord, granularity: int) -> bool | None:
         return error < granularity
     scale = detail.get("token_scale")
     offset = abs(scale - 1) if isinstance(scale, (int, float)) and scale > 0 else 0.0
-    return error < granularity + math.ceil((ESTIMATED_SPAN_FRACTION + offset) * span)
+    segments = _int(detail, "estimated_span_segments")
+    framing = ESTIMATED_SEGMENT_FRAMING_TOKENS * (segments if segments and segments > 0 else 1)
+    return error < granularity + framing + math.ceil((ESTIMATED_SPAN_FRACTION + offset) * span)
 
 
 def exclusion(record: UsageRecord) -> str | None:

@@ -57,6 +57,7 @@ assumed to have one entry at the end of the matched prefix (``detail["predecesso
 from __future__ import annotations
 
 import math
+from bisect import bisect_right
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
@@ -139,7 +140,8 @@ class Attribution:
             ``estimated_span_tokens`` (our tokens between the end of the read entry and the
             nearest size the provider reported, :meth:`_Attributor.anchor`: the first read of
             an entry ending at an earlier breakpoint of a request, whose size no call has
-            reported yet; the whole prefix when the provider reported no size), which the
+            reported yet; the whole prefix when the provider reported no size) and
+            ``estimated_span_segments`` (the segments ending in that span), which the
             report's agreement allows for (``_accounting._calls.agreement_of``).
         predicted_cache_read_tokens: Predicted cache reads (provider tokens when the provider
             reported its input total, else our tokenizer's), ``None`` when the request could
@@ -464,6 +466,7 @@ class _Attributor:
         # Our tokens of the predicted read that rest on our estimate (the latest anchored()
         # prediction's, or the automatic LCP's): ``detail["estimated_span_tokens"]``.
         self.estimated_span = 0.0
+        self.estimated_segments = 0
         self.detail: dict[str, Any] = {
             "relation": self.relation,
             "min_cacheable_tokens": self.minimum,
@@ -505,30 +508,40 @@ class _Attributor:
         return self.anchor(tokens, space, extent)[0]
 
     def anchor(self, tokens: float, space: Literal["request", "base"] = "request",
-               extent: tuple[float, int] | None = None) -> tuple[int, float]:
+               extent: tuple[float, int] | None = None) -> tuple[int, float, int]:
         """:meth:`provider` and the span it estimated: ``(provider tokens, our tokens of the
-        remainder between the prefix's end and the reported size it was anchored on)``; the
-        span is 0 when the count is a reported size, the whole prefix when nothing was
-        reported."""
+        remainder between the prefix's end and the reported size it was anchored on, the
+        segments that remainder holds)``; the span is 0 when the count is a reported size, the
+        whole prefix when nothing was reported."""
         if tokens <= 0:
-            return 0, 0.0
+            return 0, 0.0, 0
         comparison = self.comparison
         shared = comparison is not None and tokens <= comparison.lcp_tokens
-        best: tuple[float, int] | None = None
+        base, base_tokens = self.base, self.base_tokens
+        base_cum = None if base is None else base.cumulative_tokens
+        # (remainder in our tokens, reported size, running sums of the anchor's request)
+        best: tuple[float, int, Sequence[int] | None] | None = None
         if extent is not None and tokens <= extent[0]:
-            best = (extent[0] - tokens, extent[1])
+            best = (extent[0] - tokens, extent[1], base_cum)
         if (space == "request" or shared) and self.total is not None and (
                 best is None or self.request_tokens - tokens < best[0]):
-            best = (self.request_tokens - tokens, self.total)
-        base, base_tokens = self.base, self.base_tokens
+            best = (self.request_tokens - tokens, self.total, self.cum)
         if ((space == "base" or shared) and base is not None
                 and base.input_tokens_total is not None and base_tokens is not None):
             remainder = base_tokens - tokens
             if best is None or remainder < best[0]:
-                best = (remainder, base.input_tokens_total)
+                best = (remainder, base.input_tokens_total, base_cum)
         if best is None:
-            return math.floor(tokens + 1e-9), float(tokens)
-        return max(0, min(best[1], math.floor(best[1] - best[0] + 1e-9))), max(best[0], 0.0)
+            cum = self.cum if space == "request" else base_cum
+            return (math.floor(tokens + 1e-9), float(tokens),
+                    bisect_right(cum, tokens) if cum else 1)
+        remainder, reported, cum = best
+        segments = 0
+        if remainder > 0:  # the segment ends inside the span (1 when the ends are unknown)
+            segments = (bisect_right(cum, tokens + remainder) - bisect_right(cum, tokens)
+                        if cum else 1) or 1
+        return (max(0, min(reported, math.floor(reported - remainder + 1e-9))),
+                max(remainder, 0.0), segments)
 
     def implicit_breakpoint_tokens(self) -> int | None:
         """Our token count up to the predecessor's implicit breakpoint ("at the end of the latest
@@ -581,7 +594,7 @@ class _Attributor:
         # A prefix inside the predecessor's entry: the nearest reported count is that entry's
         # own size, so only the part of the entry after the prefix is estimated.
         extent = None if exact is None or base_extent is None else (base_extent, exact)
-        count, self.estimated_span = self.anchor(tokens, "base", extent)
+        count, self.estimated_span, self.estimated_segments = self.anchor(tokens, "base", extent)
         return _floor(count, self.granule)
 
     # ------------------------------------------------------------------ results
@@ -617,6 +630,7 @@ class _Attributor:
                 verdict = "provider_miss"
         if predicted > 0 and self.estimated_span > 0 and self.engine is None:
             self.detail["estimated_span_tokens"] = math.ceil(self.estimated_span)
+            self.detail["estimated_span_segments"] = self.estimated_segments
         head = self.head_tokens()
         if head is not None:
             self.detail["head_tokens"] = head
@@ -909,7 +923,7 @@ class _Attributor:
         gap_s = self.request.ts - base.ts
         extent = (base.input_tokens_total if base.input_tokens_total is not None
                   else self.provider(self.base_tokens or 0, "base"))
-        lcp, self.estimated_span = self.anchor(comparison.lcp_tokens)
+        lcp, self.estimated_span, self.estimated_segments = self.anchor(comparison.lcp_tokens)
         diverged = comparison.diverges
         self.detail["stable_prefix_tokens"] = lcp
         ttl_s = _request_ttl_s(self.seg._body_view, self.policy)

@@ -17,10 +17,10 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any, TextIO
 
-from .._accounting._calls import CallRow
+from .._accounting._calls import MAIN_AGENT, CallRow
 from .._accounting._summary import VERDICTS, Summary
 from .._canonical import loads
-from .._policy import ESTIMATED_SPAN_FRACTION
+from .._policy import ESTIMATED_SEGMENT_FRAMING_TOKENS, ESTIMATED_SPAN_FRACTION
 from .._subcommand import rich_console, shown
 from ._ids import short_ids
 
@@ -247,11 +247,12 @@ def estimate_notes(report: Summary) -> list[str]:
     if not t.agreement_estimated:
         return []
     return [f"agreement: {t.agreement_estimated:,} of {t.agreement_calls:,} predictions rest "
-            "partly on our token estimate (the first read of an entry ending at an earlier "
-            "cache breakpoint, whose size the provider had not reported yet): off by at most "
+            "partly on our token estimate (a read ending where no reported size does, e.g. "
+            "the first read of an entry at an earlier cache breakpoint): off by at most "
             f"{t.estimate_max_error_tokens:,} tokens, allowed "
-            f"{ESTIMATED_SPAN_FRACTION:.0%} of the estimated span; the other predictions "
-            "count only within the cache granularity."]
+            f"{ESTIMATED_SPAN_FRACTION:.0%} of the estimated span and "
+            f"{ESTIMATED_SEGMENT_FRAMING_TOKENS} tokens per block in it; the other "
+            "predictions count only within the cache granularity."]
 
 
 def server_diagnosis_notes(report: Summary) -> list[str]:
@@ -268,9 +269,13 @@ def server_diagnosis_notes(report: Summary) -> list[str]:
         lines.append(
             f"provider diagnostics, {shown(name, markup=False)}: {counts.get('agree', 0):,} "
             f"agree, {counts.get('disagree', 0):,} disagree"
-            f"{'' if rate is None else f' (agreement {format_pct(rate)})'}, "
+            f"{'' if rate is None else f' ({format_pct(rate)} where both speak)'}, "
             f"{t.provider_side_unexplained:,} provider-side unexplained, "
             f"{counts.get('no-comparison', 0):,} without a comparison.")
+    if lines:
+        lines.append("(provider diagnostics: the provider's own miss reason against our "
+                     "verdict; the agreement column: our predicted cache reads against the "
+                     "reported ones.)")
     return lines
 
 
@@ -363,11 +368,14 @@ def _print_calls(console: Any, report: Summary) -> None:
     """One table per scenario, its calls in ledger order (a streaming summary's page: the
     scenarios it holds calls of); a call's caveats (assumptions its verdict rests on, a
     changed header) and error text as numbered notes beside its verdict, listed under the
-    table (one number per distinct text)."""
+    table (one number per distinct text); an ``agent`` column (``main``, ``sub <id>``) when a
+    scenario's calls include a subagent's (under 130 columns: ``sub`` under the session id of
+    a subagent's call)."""
     from rich.table import Table
 
     snippets = any(row.before is not None or row.after is not None for row in report.calls)
     ids = short_ids(row.session for row in report.calls)
+    agents = short_ids(_agent_id(row.agent) for row in report.calls)
     for name in report.scenarios:
         rows = [row for row in report.calls if row.scenario == name]
         if not rows:
@@ -380,6 +388,11 @@ def _print_calls(console: Any, report: Summary) -> None:
                       header_style="bold", show_edge=not narrow, pad_edge=not narrow)
         columns = ["session", "turn", "time (UTC)", "after", "verdict", "read share",
                    "read / predicted / input", "lost", "cause, segment, path"]
+        # A subagent's calls among its session's: whose each call is, in an ``agent``
+        # column (narrow: ``sub`` under the session id, where a row has lines to spare).
+        branched = any(row.agent != MAIN_AGENT for row in rows)
+        if branched and not narrow:
+            columns.insert(1, "agent")
         if snippets and not narrow:
             columns.append("before -> after")
         widths: dict[str, int] = {}
@@ -388,7 +401,7 @@ def _print_calls(console: Any, report: Summary) -> None:
                                             for r in rows)]), **_NARROW_WIDTHS}
             rest = console.width - sum(widths.values()) - 3 * (len(columns) - 1)
             widths["cause, segment, path"] = max(rest, 8)
-        fixed = {"session", "turn", "time (UTC)", "after", "read share", "lost"}
+        fixed = {"session", "agent", "turn", "time (UTC)", "after", "read share", "lost"}
         for column in columns:
             right = column in ("turn", "read share", "read / predicted / input", "lost")
             header = _NARROW_HEADERS.get(column, column) if narrow else column
@@ -408,15 +421,38 @@ def _print_calls(console: Any, report: Summary) -> None:
                      f"{_count(row.cache_read_tokens)} / "
                      f"{_count(row.predicted_cache_read_tokens)} / {_count(row.input_tokens)}",
                      format_int(row.lost_tokens) if row.lost_tokens else "", _where(row)]
+            if branched and not narrow:
+                cells.insert(1, _agent_cell(row.agent, agents))
             if snippets and not narrow:
                 cells.append(_snippet(row))
-            table.add_row(*map(shown, cells))
+            texts = [shown(cell) for cell in cells]
+            if branched and narrow and row.agent != MAIN_AGENT:
+                texts[0] += "\nsub"
+            table.add_row(*texts)
         console.print(table)
         for note, number in numbered.items():
             console.print(shown(f"[{number}] {note}"))
         if snippets and narrow:
             console.print(f"before -> after snippets: at {_NARROW_COLUMNS}+ columns, or in "
                           "--json.")
+
+
+_SUBAGENT = "subagent "
+
+
+def _agent_id(agent: str) -> str | None:
+    """The id of a ``"subagent <id>"`` label (``_accounting._calls.agent_label``), else
+    ``None``."""
+    return agent[len(_SUBAGENT):] if agent.startswith(_SUBAGENT) else None
+
+
+def _agent_cell(agent: str, ids: Mapping[str, str]) -> str:
+    """A call's agent as the calls table shows it: ``main``, ``sub`` or ``sub <short id>``
+    (the ids shortened together, :func:`short_ids`)."""
+    ident = _agent_id(agent)
+    if ident is None:
+        return "sub" if agent != MAIN_AGENT else MAIN_AGENT
+    return f"sub {ids.get(ident, ident)}"
 
 
 def _print_stabilized(console: Any, report: Summary) -> None:

@@ -39,6 +39,7 @@ from .._policy import cache_rules
 from .._report._html import html_report
 from .._report._text import (
     ceiling_notes,
+    estimate_notes,
     keepalive_lines,
     make_console,
     print_tables,
@@ -302,9 +303,11 @@ def note_lines(result: DemoResult) -> list[str]:
         "hit rate = cache read / input tokens; ceiling = the best an append-only harness could "
         "read on the same calls (each call: the whole previous request of its session, floored "
         "to the cache granularity, 0 below the minimum); agreement = calls whose predicted "
-        "cache reads equal the reported ones within the granularity; calls are dated by the "
-        f"demo clock (from {start}).",
+        "cache reads equal the reported ones within the granularity (or, for a prediction "
+        "resting on our token estimate, within its allowance: see below); calls are dated by "
+        f"the demo clock (from {start}).",
         *ceiling_notes(result.report),
+        *estimate_notes(result.report),
         *server_diagnosis_notes(result.report),
         *keepalive_lines(result.report),
     ]
