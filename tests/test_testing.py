@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from stableprompt import PromptBuilder, Tool, lint_requests
+from stableprompt import PromptBuilder, Tool, divergences, lint_requests
 from stableprompt._diff import diff
 from stableprompt._wire._formats import segment_request
 from stableprompt.testing import assert_prefix_stable
@@ -71,6 +71,33 @@ def test_break_raises_with_the_divergence_message() -> None:
         f"messages[1], character 11 of the value; common prefix {expected.offset} bytes of "
         "segment data): history-rewrite (already-sent messages[1] changed (value))\n"
         "  before: 'Step 0 done.'\n  after:  'Step 0 done!'")
+
+
+def test_a_break_names_the_later_divergences_of_the_pair() -> None:
+    """A pair that breaks in several places (a system text, then two history messages, as a
+    resume that changes a tool text and a system text and re-serializes history) names the
+    first in full and the later ones, in cache order, as ``divergences()`` lists them: what
+    the next fix reveals."""
+    bodies = _bodies()
+    bodies[2]["system"][0]["text"] = "Be very brief."
+    bodies[2]["messages"][1]["content"] = "Step 0 done!"
+    bodies[2]["messages"][2]["content"] = "Next 0!"
+    every = divergences(segment_request("anthropic", bodies[1]),
+                        segment_request("anthropic", bodies[2]))
+    assert [d.path for d in every] == ["/system/0/text", "/messages/1/content",
+                                       "/messages/2/content"]
+    with pytest.raises(AssertionError) as info:
+        assert_prefix_stable(bodies)
+    message = str(info.value)
+    assert message.startswith("request 2 does not extend request 1: prefix diverges at "
+                              "/system/0/text")
+    assert message.endswith(f"; then 2 more: {every[1].cause} /messages/1/content, "
+                            f"{every[2].cause} /messages/2/content")
+    one = _bodies()
+    one[2]["messages"][1]["content"] = "Step 0 done!"
+    with pytest.raises(AssertionError) as single:
+        assert_prefix_stable(one)
+    assert "more:" not in str(single.value)
 
 
 def test_rendered_prompts_and_provider_requests_pass() -> None:

@@ -29,7 +29,15 @@ import math
 from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-from ._diff import Segmented, diff, is_expected_divergence, lcp_bytes, value_snippet
+from ._diff import (
+    Divergence,
+    Segmented,
+    bounded_divergences,
+    diff,
+    is_expected_divergence,
+    lcp_bytes,
+    value_snippet,
+)
 from ._lint._divergence import describe_divergence
 from ._lint._events import EventQueue
 from ._lint._results import format_pair
@@ -59,6 +67,22 @@ def _segmented(item: Any, wire_format: str | None, position: int) -> tuple[Segme
         return item, False
     raise TypeError(f"request {position} is a {type(item).__name__}: expected a request body "
                     "dict, a ProviderRequest, a SegmentedRequest or a RenderedPrompt")
+
+
+LATER_DIVERGENCES_SHOWN = 5
+"""Later divergences of a failing pair named in :func:`assert_prefix_stable`'s message."""
+
+
+def _later_divergences(a: Segmented, b: Segmented, first: Divergence) -> str:
+    """``"; then N more: cause path, ..."`` for the divergences after ``first`` (the next fix
+    reveals them, :func:`stableprompt.divergences`), at most
+    :data:`LATER_DIVERGENCES_SHOWN` named; ``""`` when there are none."""
+    kept, total = bounded_divergences(a, b, LATER_DIVERGENCES_SHOWN + 1, first)
+    if total <= 1:
+        return ""
+    named = ", ".join(f"{d.cause} {d.path}" for d in kept[1:])
+    more = total - len(kept)
+    return f"; then {total - 1} more: {named}" + (f", +{more} more" if more > 0 else "")
 
 
 def assert_prefix_stable(
@@ -95,8 +119,9 @@ def assert_prefix_stable(
         AssertionError: ``"request i does not extend request i-1: <message>"`` at the first
             break (the message ``stableprompt lint`` prints: the JSON path, the character
             offset inside the differing value, the segment-data byte offset, the cause and
-            snippets of the differing value), or the mean ratio is below
-            ``min_prefix_ratio``, or there is no pair to judge it on.
+            snippets of the differing value; then ``"; then N more: <cause> <path>, ..."``,
+            the pair's later divergences in cache order, at most five named), or the mean
+            ratio is below ``min_prefix_ratio``, or there is no pair to judge it on.
         ValueError: ``min_prefix_ratio`` is not a number between 0 and 1.
         TypeError: an item is none of the accepted types.
         InputError: ``events`` is not a list of CacheEvent (code ``lint-events``).
@@ -119,7 +144,8 @@ def assert_prefix_stable(
             a_is_request and is_expected_divergence(a, b, divergence)
         ) and queue.explain(b, divergence) is None:
             message = describe_divergence(divergence, value_snippet(a, b, divergence))
-            raise AssertionError(f"request {i} does not extend request {i - 1}: {message}")
+            raise AssertionError(f"request {i} does not extend request {i - 1}: {message}"
+                                 + _later_divergences(a, b, divergence))
         ratios.append(lcp_bytes(a, b) / len(b.data) if b.data else 1.0)
     if min_prefix_ratio is None:
         return
