@@ -493,6 +493,68 @@ class Ledger:
                 code="ledger-meta-write",
             )
 
+    def prune(self, before: datetime) -> int:
+        """Delete the call rows older than ``before``; their rollups stay (retention).
+
+        The rollups (table ``call_rollups``, ``_ledger/_rollups.py``) keep every hour's sums,
+        so ``stableprompt report --rollups`` still shows the pruned period; the row-level
+        report says rows before the cut-off were pruned: the cut-off (the latest of all
+        prunes) is stored as metadata ``pruned_before`` (:func:`~._schema.ts_text` text).
+        One transaction: the rows and the cut-off change together.
+
+        Refused while records wait outside the database (:meth:`unimported_files`: spill
+        files, a killed process's journal): import them first (:meth:`replay_spill`), or a
+        pruned row replayed from them later would be counted in the rollups twice.
+
+        Args:
+            before: Timezone-aware cut-off; rows with ``ts_utc < before`` are deleted.
+
+        Returns:
+            How many call rows were deleted.
+
+        Raises:
+            InputError: ``before`` is naive (code ``ledger-since-naive``) or the ledger is
+                read-only (``ledger-read-only``).
+            LedgerError: Records wait outside the database (``ledger-prune-unimported``), or
+                the database cannot be opened or written (``ledger-unavailable`` /
+                ``ledger-prune``).
+        """
+        from ._rollups import PRUNED_BEFORE
+
+        self._refuse_if_read_only("prune")
+        if before.tzinfo is None or before.utcoffset() is None:
+            raise InputError("prune's cut-off must be timezone-aware "
+                             "(e.g. datetime.now(timezone.utc) - timedelta(days=30))",
+                             code="ledger-since-naive")
+        waiting = self.unimported_files()
+        if waiting:
+            raise LedgerError(
+                f"ledger {self.location}: {len(waiting)} file(s) hold records the database "
+                f"does not have yet ({', '.join(map(str, waiting))}); import them first "
+                "(Ledger(path).replay_spill(), or start `stableprompt proxy` once), then prune",
+                code="ledger-prune-unimported")
+        cut = ts_text(before)
+        deleted = [0]
+        with self._lock:
+            conn = self._require_conn()
+
+            def prune() -> None:
+                with self._backend.transaction(conn):
+                    (count,) = conn.execute('SELECT count(*) FROM calls WHERE "ts_utc" < ?',
+                                            (cut,)).fetchone()
+                    conn.execute('DELETE FROM calls WHERE "ts_utc" < ?', (cut,))
+                    found = conn.execute('SELECT "value" FROM meta WHERE "key" = ?',
+                                         (PRUNED_BEFORE,)).fetchone()
+                    if found is None or str(found[0]) < cut:
+                        conn.execute('INSERT INTO meta ("key", "value") VALUES (?, ?) ON '
+                                     'CONFLICT ("key") DO UPDATE SET "value" = excluded."value"',
+                                     (PRUNED_BEFORE, cut))
+                    deleted[0] = int(count)
+
+            self._retry_locked(prune, failure=f"cannot prune ledger {self.location}",
+                               code="ledger-prune")
+        return deleted[0]
+
     def meta(self) -> dict[str, str]:
         """Return the ledger-level metadata, keys sorted; ``{}`` for a ledger without any
         (including a schema v1 file opened read-only, which has no ``meta`` table).
