@@ -107,13 +107,13 @@ def column(prefix: str, field: str) -> str:
     return prefix + '"' + OTEL_ATTRIBUTES.get(field, field) + '"'
 
 
-def _deltas(dialect: str, prefix: str, json_fn: str) -> dict[str, str]:
-    """Column -> SQL expression of one row's contribution (``prefix``: ``"NEW."`` in the
-    trigger, ``""`` over table ``calls``)."""
+def _per_row(dialect: str, prefix: str, json_fn: str) -> dict[str, str]:
+    """Name -> SQL expression of what one row contributes, computed once per row (its JSON
+    read once): the keys, its token columns, and the flags the sums depend on (``prefix``:
+    ``"NEW."`` in the trigger, ``""`` over table ``calls``)."""
     c = {f: column(prefix, f) for f in _FIELDS}
-    inp, read, write = c["input_tokens_total"], c["cache_read_tokens"], c["cache_write_tokens"]
-    w1h, out, raw = c["cache_write_1h_tokens"], c["output_tokens"], c["usage_raw"]
-    detail = c["verdict_detail"]
+    raw, detail = c["usage_raw"], c["verdict_detail"]
+    known = ", ".join(f"'{k}'" for k in _FEE_KEYS)
     if dialect == "sqlite":
         suspect = (f"(CASE WHEN json_valid({detail}) THEN "
                    f"coalesce(json_type({detail}, '$.usage_suspect') = 'true', 0) ELSE 0 END)")
@@ -122,7 +122,6 @@ def _deltas(dialect: str, prefix: str, json_fn: str) -> dict[str, str]:
                f"'integer' AND json_extract({raw}, {web_path}) > 0 THEN "
                f"json_extract({raw}, {web_path}) ELSE 0 END) ELSE 0 END)")
         tools = f"json_type({raw}, '$.server_tool_use')"
-        known = ", ".join(f"'{k}'" for k in _FEE_KEYS)
         fee_gap = (f"(CASE WHEN json_valid({raw}) THEN (CASE WHEN {tools} IS NULL OR {tools} = "
                    f"'null' THEN 0 WHEN {tools} <> 'object' THEN 1 ELSE EXISTS (SELECT 1 FROM "
                    f"json_each({raw}, '$.server_tool_use') WHERE type <> 'integer' OR value < 0 "
@@ -134,57 +133,75 @@ def _deltas(dialect: str, prefix: str, json_fn: str) -> dict[str, str]:
         web = (f"(CASE WHEN jsonb_typeof({j} #> '{{server_tool_use,web_search_requests}}') = "
                f"'number' AND {web_text} ~ '^[0-9]+$' THEN {web_text}::bigint ELSE 0 END)")
         tools = f"jsonb_typeof({j} -> 'server_tool_use')"
-        known = ", ".join(f"'{k}'" for k in _FEE_KEYS)
         fee_gap = (f"(CASE WHEN {tools} IS NULL OR {tools} = 'null' THEN false WHEN {tools} <> "
                    f"'object' THEN true ELSE EXISTS (SELECT 1 FROM jsonb_each({j} -> "
                    f"'server_tool_use') AS e WHERE NOT (e.value::text ~ '^[0-9]+$') OR "
                    f"(e.value::text <> '0' AND e.key NOT IN ({known}))) END)")
-    unan = f"({c['wire_format']} = 'unknown')"
-    usage = f"(NOT {unan} AND {inp} IS NOT NULL)"
-    reads = f"({usage} AND {read} IS NOT NULL)"
-    inconsistent = f"(coalesce({c['usage_inconsistent']}, 0) <> 0)"
-    included = f"({reads} AND NOT {suspect} AND NOT {inconsistent})"
-    w, w1 = f"coalesce({write}, 0)", f"coalesce({w1h}, 0)"
-    priced = (f"({reads} AND {read} >= 0 AND {w1} >= 0 AND {w1} <= {w} AND {read} + {w} <= "
-              f"{inp} AND coalesce({out}, 0) >= 0)")
-
-    def count(cond: str) -> str:
-        return f"(CASE WHEN {cond} THEN 1 ELSE 0 END)"
-
-    def total(cond: str, column: str) -> str:
-        return f"(CASE WHEN {cond} THEN coalesce({column}, 0) ELSE 0 END)"
-
     return {
         "hour": f"substr({c['ts_utc']}, 1, 13)",
         "provider": f"coalesce({c['provider']}, '')",
         "model": f"coalesce({c['model']}, '')",
         "scenario": f"coalesce({c['scenario']}, '')",
         "verdict": c["verdict"],
-        "calls": "1",
-        "failed_calls": count(f"{c['error_class']} IS NOT NULL"),
-        "unanalysed": count(unan),
-        "unknown_usage": count(f"(NOT {unan} AND {inp} IS NULL)"),
-        "unknown_reads": count(f"({usage} AND {read} IS NULL)"),
-        "suspect": count(f"({reads} AND {suspect})"),
-        "inconsistent": count(f"({reads} AND NOT {suspect} AND {inconsistent})"),
-        "input_tokens": total(included, inp),
-        "cache_read_tokens": total(included, read),
-        "cache_write_tokens": total(included, write),
-        "cache_write_5m_tokens": total(included, c["cache_write_5m_tokens"]),
-        "cache_write_1h_tokens": total(included, w1h),
-        "output_tokens": total(included, out),
-        "predicted_cache_read_tokens": total(included, c["predicted_cache_read_tokens"]),
-        "priced_calls": count(priced),
-        "priced_input_tokens": total(priced, inp),
-        "priced_cache_read_tokens": total(priced, read),
-        "priced_cache_write_tokens": total(priced, write),
-        "priced_cache_write_1h_tokens": total(priced, w1h),
-        "priced_output_tokens": total(priced, out),
-        "priced_partial_calls": count(f"({priced} AND ({out} IS NULL OR {fee_gap}))"),
-        "priced_max_input_tokens": total(priced, inp),
-        "web_search_requests": f"(CASE WHEN {priced} THEN {web} ELSE 0 END)",
-        "web_search_calls": count(f"({priced} AND {web} > 0)"),
+        "inp": c["input_tokens_total"], "rd": c["cache_read_tokens"],
+        "wr": c["cache_write_tokens"], "w5": c["cache_write_5m_tokens"],
+        "w1h": c["cache_write_1h_tokens"], "outp": c["output_tokens"],
+        "pred": c["predicted_cache_read_tokens"],
+        "failed": f"({c['error_class']} IS NOT NULL)",
+        "unan": f"({c['wire_format']} = 'unknown')",
+        "incons": f"(coalesce({c['usage_inconsistent']}, 0) <> 0)",
+        "sus": suspect, "web": web, "gap": fee_gap,
     }
+
+
+def _sums() -> dict[str, str]:
+    """Column -> SQL expression of one row's contribution, over :func:`_per_row`'s names."""
+    reads = "(NOT unan AND inp IS NOT NULL AND rd IS NOT NULL)"
+    included = f"({reads} AND NOT sus AND NOT incons)"
+    priced = (f"({reads} AND rd >= 0 AND coalesce(w1h, 0) >= 0 AND coalesce(w1h, 0) <= "
+              "coalesce(wr, 0) AND rd + coalesce(wr, 0) <= inp AND coalesce(outp, 0) >= 0)")
+
+    def count(cond: str) -> str:
+        return f"(CASE WHEN {cond} THEN 1 ELSE 0 END)"
+
+    def total(cond: str, name: str) -> str:
+        return f"(CASE WHEN {cond} THEN coalesce({name}, 0) ELSE 0 END)"
+
+    return {
+        "calls": "1",
+        "failed_calls": count("failed"),
+        "unanalysed": count("unan"),
+        "unknown_usage": count("(NOT unan AND inp IS NULL)"),
+        "unknown_reads": count("(NOT unan AND inp IS NOT NULL AND rd IS NULL)"),
+        "suspect": count(f"({reads} AND sus)"),
+        "inconsistent": count(f"({reads} AND NOT sus AND incons)"),
+        "input_tokens": total(included, "inp"),
+        "cache_read_tokens": total(included, "rd"),
+        "cache_write_tokens": total(included, "wr"),
+        "cache_write_5m_tokens": total(included, "w5"),
+        "cache_write_1h_tokens": total(included, "w1h"),
+        "output_tokens": total(included, "outp"),
+        "predicted_cache_read_tokens": total(included, "pred"),
+        "priced_calls": count(priced),
+        "priced_input_tokens": total(priced, "inp"),
+        "priced_cache_read_tokens": total(priced, "rd"),
+        "priced_cache_write_tokens": total(priced, "wr"),
+        "priced_cache_write_1h_tokens": total(priced, "w1h"),
+        "priced_output_tokens": total(priced, "outp"),
+        "priced_partial_calls": count(f"({priced} AND (outp IS NULL OR gap))"),
+        "priced_max_input_tokens": total(priced, "inp"),
+        "web_search_requests": total(priced, "web"),
+        "web_search_calls": count(f"({priced} AND web > 0)"),
+    }
+
+
+def _rows(dialect: str, prefix: str, json_fn: str, source: str) -> str:
+    """The per-row ``SELECT`` as a subquery the planner keeps apart (``OFFSET 0``: neither
+    SQLite nor PostgreSQL flattens it), so each row's JSON is read once, not once per sum."""
+    per_row = ", ".join(f"{expr} AS {name}" for name, expr in
+                        _per_row(dialect, prefix, json_fn).items())
+    fence = "LIMIT -1 OFFSET 0" if dialect == "sqlite" else "OFFSET 0"
+    return f"(SELECT {per_row} {source} {fence}) AS one"
 
 
 def _table(dialect: str) -> str:
@@ -198,27 +215,28 @@ def _table(dialect: str) -> str:
 def _upsert(dialect: str, prefix: str, json_fn: str, *, grouped: bool) -> str:
     """``INSERT INTO call_rollups ... SELECT`` of one row (``grouped=False``: the trigger's)
     or of every row of ``calls`` grouped (the migration's backfill)."""
-    exprs = _deltas(dialect, prefix, json_fn)
     names = ", ".join(f'"{n}"' for n in (*KEYS, *SUMS))
-    if not grouped:
-        values = ", ".join(exprs[n] for n in (*KEYS, *SUMS))
-        biggest = "max" if dialect == "sqlite" else "GREATEST"
-        sets = ", ".join(
-            f'"{s}" = {biggest}({ROLLUP_TABLE}."{s}", excluded."{s}")' if s in _MAX else
-            f'"{s}" = {ROLLUP_TABLE}."{s}" + excluded."{s}"' for s in SUMS)
-        where = " WHERE true" if dialect == "sqlite" else ""  # SQLite: upsert after SELECT
-        return (f"INSERT INTO {ROLLUP_TABLE} ({names}) SELECT {values}{where} ON CONFLICT "
-                f"({', '.join(chr(34) + k + chr(34) for k in KEYS)}) DO UPDATE SET {sets}")
-    return f"INSERT INTO {ROLLUP_TABLE} ({names}) {aggregate_select(dialect, json_fn)}"
+    if grouped:
+        return f"INSERT INTO {ROLLUP_TABLE} ({names}) {aggregate_select(dialect, json_fn)}"
+    values = ", ".join([*KEYS, *_sums().values()])
+    biggest = "max" if dialect == "sqlite" else "GREATEST"
+    sets = ", ".join(
+        f'"{s}" = {biggest}({ROLLUP_TABLE}."{s}", excluded."{s}")' if s in _MAX else
+        f'"{s}" = {ROLLUP_TABLE}."{s}" + excluded."{s}"' for s in SUMS)
+    # SQLite: "WHERE true" keeps the upsert's ON from being read as a join's
+    return (f"INSERT INTO {ROLLUP_TABLE} ({names}) SELECT {values} FROM "
+            f"{_rows(dialect, prefix, json_fn, '')} WHERE true ON CONFLICT "
+            f"({', '.join(chr(34) + k + chr(34) for k in KEYS)}) DO UPDATE SET {sets}")
 
 
 def aggregate_select(dialect: str, json_fn: str, where: str = "") -> str:
     """``SELECT`` of the rollup rows computed from table ``calls`` (``where``: a ``WHERE``
-    clause with ``?`` placeholders, or ``""``), in :data:`KEYS` then :data:`SUMS` order."""
-    exprs = _deltas(dialect, "", json_fn)
-    sums = ", ".join(f"max({exprs[s]})" if s in _MAX else f"sum({exprs[s]})" for s in SUMS)
-    keys = ", ".join(exprs[k] for k in KEYS)
-    return f"SELECT {keys}, {sums} FROM calls {where} GROUP BY 1, 2, 3, 4, 5"
+    clause on its columns with ``?`` placeholders, or ``""``), in :data:`KEYS` then
+    :data:`SUMS` order."""
+    sums = ", ".join(f"max({expr})" if s in _MAX else f"sum({expr})"
+                     for s, expr in _sums().items())
+    return (f"SELECT {', '.join(KEYS)}, {sums} FROM "
+            f"{_rows(dialect, '', json_fn, f'FROM calls {where}')} GROUP BY 1, 2, 3, 4, 5")
 
 
 def sqlite_migration() -> tuple[str, ...]:
