@@ -24,6 +24,10 @@ an older ledger is read as it is, the columns added since read as unknown
 Metadata: table ``meta`` (schema v2) holds ledger-level ``key -> value`` text, e.g. which
 backend produced the calls (:meth:`Ledger.set_meta`, :meth:`Ledger.meta`).
 
+Rollups and retention (schema v5, ``_rollups.py``): table ``call_rollups`` holds sums per
+UTC hour x provider x model x scenario x verdict, kept by the database as each row is
+inserted (once per record id); :meth:`Ledger.prune` deletes old call rows and keeps them.
+
 Privacy: the database, its ``-wal``/``-shm`` files and spill files are created with mode 0600.
 Request text (``content``) is stored only with ``store_content=True``. Of a request's headers
 only the allow-listed cache-relevant ones are kept (``request_headers``,
