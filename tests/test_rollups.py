@@ -350,16 +350,26 @@ def test_postgres_v4_database_is_read_from_rows_then_migrated(
         _check_equal(ledger)
 
 
-def test_a_long_context_call_is_not_priced_from_sums(tmp_path: Path) -> None:
-    """A call at or above its model's first price tier (Claude Sonnet 4.5: 200,000 input
-    tokens, all tokens at the tier's rate) makes its bucket's cost unknown, with a note;
-    the row-level report prices it call by call, and the token sums still agree."""
-    long = _record(0, input_tokens_total=250_000, uncached_tokens=245_400)
-    with Ledger(tmp_path / "l.db") as ledger:
-        _write(ledger, [long, _record(1, ts_utc=T0 + timedelta(days=1))])
+def test_long_context_calls_are_priced_at_their_tier_unless_an_hour_straddles_it(
+        tmp_path: Path) -> None:
+    """Calls above their model's long-context threshold (Claude Sonnet 4.5: 200,000 input
+    tokens; all of a call's tokens at the tier's rates) are priced from the sums at that
+    tier, equal to the row-level report; an hour whose calls straddle the threshold is not
+    priced from sums (unknown, with a note), never priced wrong, and its tokens still agree."""
+    def long(i: int, **update: Any) -> UsageRecord:
+        return _record(i, input_tokens_total=250_000 + i, uncached_tokens=245_400, **update)
+
+    apart = [long(0), long(3), _record(1, ts_utc=T0 + timedelta(days=1))]
+    with Ledger(tmp_path / "a.db") as ledger:
+        _write(ledger, apart)
+        _check_equal(ledger)
+        assert summarize_rollups(rollup_rows(ledger)).overall.cost_unknown_calls == 0
+    straddle = [long(0), _record(3)]  # same hour, scenario and verdict
+    with Ledger(tmp_path / "b.db") as ledger:
+        _write(ledger, straddle)
         summary = summarize_rollups(rollup_rows(ledger))
         rows = _row_report(ledger).overall
     assert summary.overall.input_tokens == rows.input_tokens
-    assert rows.cost_unknown_calls == 0 and summary.overall.cost_unknown_calls == 1
-    assert summary.overall.priced_calls == 1 and rows.priced_calls == 2
-    assert any("long-context price tier" in note for note in summary.pricing.notes)
+    assert rows.cost_unknown_calls == 0 and summary.overall.cost_unknown_calls == 2
+    assert summary.overall.cost_usd is None and rows.cost_usd is not None
+    assert any("long-context price threshold" in note for note in summary.pricing.notes)

@@ -10,11 +10,13 @@ Costs (USD) are priced at read time, once per bucket from its sums, with the mod
 prices for the bucket's date (``_economics._prices.unit_prices``, looked up once per
 (provider, model, date)). Exact where the per-call price is linear (genai-prices: linear in
 each token count within a tier; the tier is chosen per call by its input total): a bucket
-whose largest priced call (``priced_max_input_tokens``) is at or above its model's first
-tier (``UnitPrices.linear_for``), or whose model has a price per request, is not priced from
-sums: its calls count as cost unknown (with a note), never a wrong number; the row-level
-report prices them call by call. Web-search fees are priced from the summed count at
-genai-prices' rate (:func:`~._pricing.fee_usd`). The rest follows the row-level report's cost
+whose priced calls all fall in one tier of its model (``priced_min_input_tokens`` ..
+``priced_max_input_tokens``, ``UnitPrices.same_tier``) is priced at that tier's rates
+(``tier_prices``, long-context tiers included); one whose calls straddle a threshold, or
+whose model has a price per request, is not priced from sums: its calls count as cost
+unknown (with a note), never a wrong number; the row-level report prices them call by
+call. Web-search fees are priced from the summed count at genai-prices' rate
+(:func:`~._pricing.fee_usd`). The rest follows the row-level report's cost
 rules: a call without usage, without cache reads or whose usage does not add up has no cost
 (unknown); an unknown output count or server-tool fee makes its cost a lower bound (counted
 in ``cost_unknown_calls`` as there). What rows alone give (ceilings, lost tokens, causes,
@@ -27,7 +29,7 @@ from dataclasses import dataclass, field
 from datetime import date
 from typing import Any
 
-from .._economics._prices import unit_prices
+from .._economics._prices import tier_prices, unit_prices
 from .._ledger._rollups import RollupRow
 from ._pricing import Pricing, fee_usd, genai_prices_version
 from ._totals import VERDICTS
@@ -160,11 +162,15 @@ def _price_bucket(row: RollupRow, pricing: Pricing, notes: dict[str, None]) -> _
         notes[f"genai-prices has no price for model {row.model!r} at provider "
               f"{row.provider!r}: cost omitted"] = None
         return unknown
-    if not rates.linear_for(s["priced_max_input_tokens"]):
-        notes[f"{row.model!r}: some calls reach a long-context price tier (or the model has "
-              "a price per request), which token sums cannot price exactly: their hours' "
-              "costs are omitted here; the row-level report prices them call by call"] = None
+    low, high = s["priced_min_input_tokens"], s["priced_max_input_tokens"]
+    tier = tier_prices(row.provider, row.model, day, high) if rates.same_tier(low, high) else None
+    if tier is None:
+        notes[f"{row.model!r}: an hour holds calls on both sides of a long-context price "
+              "threshold (or the model has a price per request), which token sums cannot "
+              "price exactly: its cost is omitted here; the row-level report prices them "
+              "call by call"] = None
         return unknown
+    rates = tier
     total, read = s["priced_input_tokens"], s["priced_cache_read_tokens"]
     write, write_1h = s["priced_cache_write_tokens"], s["priced_cache_write_1h_tokens"]
     output = s["priced_output_tokens"]

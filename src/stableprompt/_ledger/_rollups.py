@@ -23,12 +23,13 @@ known, not ``usage_suspect``, not ``usage_inconsistent``); each exclusion has it
 cost is stored (rows hold none): the ``priced_*`` sums are the tokens of every call the
 report prices (usage known and adding up, whatever its exclusion), and
 ``_accounting._rollups`` prices them at read time per (provider, model, date) with
-``_economics._prices.unit_prices``. That is exact because genai-prices' prices are linear in
-token counts within a tier, and a tier is chosen per call by its input total (its
-``TieredPrices``: crossing a threshold prices all of the call's tokens at the tier's rate):
-``priced_max_input_tokens`` says whether every call of a bucket is below its model's first
-tier (``UnitPrices.linear_for``); a bucket with a call at or above it is not priced from the
-sums (its cost is reported unknown, never a wrong number). Anthropic web-search fees are
+``_economics._prices``. That is exact because genai-prices' prices are linear in token counts
+within a tier, and a tier is chosen per call by its input total (its ``TieredPrices``: above
+a threshold all of the call's tokens, output included, are priced at the tier's rate):
+``priced_min_input_tokens`` and ``priced_max_input_tokens`` say whether every call of a bucket
+falls in one tier of its model (``UnitPrices.same_tier``), priced at that tier's rates
+(``tier_prices``); a bucket whose calls straddle a threshold is not priced from the sums (its
+cost is reported unknown, never a wrong number). Anthropic web-search fees are
 linear in the count (``web_search_requests``); a server-tool count without a known fee, or
 an unreadable one, makes a call ``priced_partial_calls`` (a lower bound), as does an unknown
 output count.
@@ -64,10 +65,11 @@ SUMS = (
     "cache_write_1h_tokens", "output_tokens", "predicted_cache_read_tokens",
     "priced_calls", "priced_input_tokens", "priced_cache_read_tokens",
     "priced_cache_write_tokens", "priced_cache_write_1h_tokens", "priced_output_tokens",
-    "priced_partial_calls", "priced_max_input_tokens", "web_search_requests",
-    "web_search_calls",
+    "priced_partial_calls", "priced_min_input_tokens", "priced_max_input_tokens",
+    "web_search_requests", "web_search_calls",
 )
-"""The summed columns (``priced_max_input_tokens`` is a maximum), in table order. Token
+"""The summed columns, in table order (``priced_min_input_tokens`` / ``priced_max_input_tokens``
+are the smallest / largest input total of a priced call: ``NULL`` / 0 without one). Token
 columns are tokens; the others are calls (see :class:`RollupRow`)."""
 
 _FIELDS = ("ts_utc", "provider", "model", "scenario", "verdict", "wire_format", "error_class",
@@ -75,6 +77,7 @@ _FIELDS = ("ts_utc", "provider", "model", "scenario", "verdict", "wire_format", 
            "cache_write_5m_tokens", "cache_write_1h_tokens", "output_tokens",
            "predicted_cache_read_tokens", "usage_inconsistent", "usage_raw", "verdict_detail")
 _MAX = frozenset({"priced_max_input_tokens"})
+_MIN = frozenset({"priced_min_input_tokens"})
 _FEE_KEYS = ("web_search_requests", "web_fetch_requests")
 """``usage.server_tool_use`` keys with a known fee (``_accounting._pricing.SERVER_TOOL_FEES``;
 a test keeps them equal: this layer cannot import that one)."""
@@ -189,6 +192,7 @@ def _sums() -> dict[str, str]:
         "priced_cache_write_1h_tokens": total(priced, "w1h"),
         "priced_output_tokens": total(priced, "outp"),
         "priced_partial_calls": count(f"({priced} AND (outp IS NULL OR gap))"),
+        "priced_min_input_tokens": f"(CASE WHEN {priced} THEN inp ELSE NULL END)",
         "priced_max_input_tokens": total(priced, "inp"),
         "web_search_requests": total(priced, "web"),
         "web_search_calls": count(f"({priced} AND web > 0)"),
@@ -207,7 +211,8 @@ def _rows(dialect: str, prefix: str, json_fn: str, source: str) -> str:
 def _table(dialect: str) -> str:
     big = "INTEGER" if dialect == "sqlite" else "BIGINT"
     keys = ",\n    ".join(f'"{k}" TEXT NOT NULL' for k in KEYS)
-    sums = ",\n    ".join(f'"{s}" {big} NOT NULL DEFAULT 0' for s in SUMS)
+    sums = ",\n    ".join(f'"{s}" {big}' + ("" if s in _MIN else " NOT NULL DEFAULT 0")
+                           for s in SUMS)
     return (f"CREATE TABLE {ROLLUP_TABLE} (\n    {keys},\n    {sums},\n    "
             f"PRIMARY KEY ({', '.join(f'{chr(34)}{k}{chr(34)}' for k in KEYS)})\n)")
 
@@ -222,6 +227,9 @@ def _upsert(dialect: str, prefix: str, json_fn: str, *, grouped: bool) -> str:
     biggest = "max" if dialect == "sqlite" else "GREATEST"
     sets = ", ".join(
         f'"{s}" = {biggest}({ROLLUP_TABLE}."{s}", excluded."{s}")' if s in _MAX else
+        f'"{s}" = (CASE WHEN excluded."{s}" IS NULL THEN {ROLLUP_TABLE}."{s}" WHEN '
+        f'{ROLLUP_TABLE}."{s}" IS NULL OR excluded."{s}" < {ROLLUP_TABLE}."{s}" THEN '
+        f'excluded."{s}" ELSE {ROLLUP_TABLE}."{s}" END)' if s in _MIN else
         f'"{s}" = {ROLLUP_TABLE}."{s}" + excluded."{s}"' for s in SUMS)
     # SQLite: "WHERE true" keeps the upsert's ON from being read as a join's
     return (f"INSERT INTO {ROLLUP_TABLE} ({names}) SELECT {values} FROM "
@@ -233,8 +241,8 @@ def aggregate_select(dialect: str, json_fn: str, where: str = "") -> str:
     """``SELECT`` of the rollup rows computed from table ``calls`` (``where``: a ``WHERE``
     clause on its columns with ``?`` placeholders, or ``""``), in :data:`KEYS` then
     :data:`SUMS` order."""
-    sums = ", ".join(f"max({expr})" if s in _MAX else f"sum({expr})"
-                     for s, expr in _sums().items())
+    sums = ", ".join(f"max({expr})" if s in _MAX else f"min({expr})" if s in _MIN else
+                     f"sum({expr})" for s, expr in _sums().items())
     return (f"SELECT {', '.join(KEYS)}, {sums} FROM "
             f"{_rows(dialect, '', json_fn, f'FROM calls {where}')} GROUP BY 1, 2, 3, 4, 5")
 
