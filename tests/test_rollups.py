@@ -220,9 +220,14 @@ def test_a_v4_ledger_is_read_from_its_rows_then_migrated_once(tmp_path: Path) ->
 
 
 def test_pruning_keeps_rollups_and_the_report_says_so(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """Pruning deletes old rows only; the rollups, and `report --rollups`, keep the pruned
-    period; the row-level report names the cut-off; `ledger prune` does it from the CLI."""
+        tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Pruning deletes old rows only (in batches, here of 4); the rollups, and `report
+    --rollups`, keep the pruned period; the row-level report names the cut-off; `ledger
+    prune` does it from the CLI."""
+    from stableprompt._ledger import _ledger
+
+    monkeypatch.setattr(_ledger, "_PRUNE_BATCH", 4)
     path = tmp_path / "l.db"
     records = _mixed()
     with Ledger(path) as ledger:
@@ -283,15 +288,24 @@ def test_rollups_refuse_row_options(capsys: pytest.CaptureFixture[str],
     assert "--calls" in capsys.readouterr().err
     assert main(["report", "--rollups", "--bucket", "hour", str(path)]) == 0
     assert "2026-03-01T10" in capsys.readouterr().out
+    assert main(["report", "--rollups", "--json", "--since", "2026-03-01T10:20",
+                 str(path)]) == 0  # whole hours: the one holding --since included
+    assert json.loads(capsys.readouterr().out)["rollups"]["overall"]["calls"] == 3
+    assert main(["report", "--rollups", "--json", "--since", "2026-03-01T11:00Z",
+                 str(path)]) == 0
+    assert json.loads(capsys.readouterr().out)["rollups"]["overall"]["calls"] == 0
 
 
 # --------------------------------------------------------------------------- PostgreSQL
 
 
 def test_postgres_rollups_are_the_same_and_replays_count_once(
-        pg_url: str, tmp_path: Path) -> None:
+        pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """On PostgreSQL the trigger keeps the same rollups as SQLite, replays add nothing, and
-    pruning keeps them."""
+    pruning (in batches, here of 3) keeps them."""
+    from stableprompt._ledger import _ledger
+
+    monkeypatch.setattr(_ledger, "_PRUNE_BATCH", 3)
     records = _mixed()
     with Ledger(tmp_path / "l.db") as lite:
         _write(lite, records)
@@ -302,7 +316,9 @@ def test_postgres_rollups_are_the_same_and_replays_count_once(
         ledger._insert_many(ledger._require_conn(), records)
         assert rollup_rows(ledger) == expected
         _check_equal(ledger)
-        assert ledger.prune(T0 + timedelta(hours=2)) > 0
+        cut = T0 + timedelta(hours=2)
+        assert ledger.prune(cut) == sum(1 for r in records if r.ts_utc < cut)
+        assert all(r.ts_utc >= cut for r in ledger.records())
         assert rollup_rows(ledger) == expected
     with Ledger(pg_url, read_only=True) as reader:
         assert rollup_rows(reader) == expected

@@ -7,7 +7,8 @@ report --rollups`` still shows the pruned period and the row-level report says r
 the cut-off were pruned (:meth:`Ledger.prune <stableprompt.Ledger.prune>`). ``--dry-run``
 counts the rows it would delete. ``--vacuum`` (SQLite) gives the space back to the file
 system afterwards (``VACUUM`` rewrites the file: it needs as much free disk as the ledger,
-and blocks writers while it runs). Prints one line, or one JSON object with ``--json``.
+blocks writers while it runs, and may renumber SQLite's rowids, so restart a running
+``report --follow``). Prints one line, or one JSON object with ``--json``.
 """
 
 from __future__ import annotations
@@ -63,7 +64,9 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
     prune.add_argument("--dry-run", action="store_true", dest="dry_run",
                        help="count the rows that would be deleted; change nothing")
     prune.add_argument("--vacuum", action="store_true",
-                       help="SQLite: give the freed space back to the file system (VACUUM)")
+                       help="SQLite: give the freed space back to the file system (VACUUM: "
+                            "needs free disk as large as the ledger, blocks writers while it "
+                            "runs; restart a running `report --follow` afterwards)")
     prune.add_argument("--json", action="store_true", help="print one JSON object")
 
 

@@ -38,6 +38,7 @@ an API key is scrubbed from the text fields by ``_usage_record.scrubbed`` before
 from __future__ import annotations
 
 import contextlib
+import functools
 import io
 import logging
 import os
@@ -77,6 +78,8 @@ __all__ = ["COLUMNS", "SCHEMA_VERSION", "Ledger", "WriteOutcome"]
 _log = logging.getLogger("stableprompt.ledger")
 
 _WRITE_ATTEMPTS = 4
+_PRUNE_BATCH = 10_000
+"""Call rows :meth:`Ledger.prune` deletes per transaction."""
 _BACKOFF_S = 0.025
 
 _MIGRATIONS = MIGRATIONS
@@ -504,7 +507,8 @@ class Ledger:
         so ``stableprompt report --rollups`` still shows the pruned period; the row-level
         report says rows before the cut-off were pruned: the cut-off (the latest of all
         prunes) is stored as metadata ``pruned_before`` (:func:`~._schema.ts_text` text).
-        One transaction: the rows and the cut-off change together.
+        Rows go in batches of 10,000, each its own transaction (writers of a live ledger get
+        the database between them); the cut-off is stored with the first.
 
         Refused while records wait outside the database (:meth:`unimported_files`: spill
         files, a killed process's journal): import them first (:meth:`replay_spill`), or a
@@ -523,8 +527,6 @@ class Ledger:
                 the database cannot be opened or written (``ledger-unavailable`` /
                 ``ledger-prune``).
         """
-        from ._rollups import PRUNED_BEFORE
-
         self._refuse_if_read_only("prune")
         if before.tzinfo is None or before.utcoffset() is None:
             raise InputError("prune's cut-off must be timezone-aware "
@@ -538,26 +540,43 @@ class Ledger:
                 "(Ledger(path).replay_spill(), or start `stableprompt proxy` once), then prune",
                 code="ledger-prune-unimported")
         cut = ts_text(before)
-        deleted = [0]
-        with self._lock:
-            conn = self._require_conn()
+        rowid = self._backend.rowid
+        pick = f'SELECT {rowid} FROM calls WHERE "ts_utc" < ? LIMIT {_PRUNE_BATCH}'
+        deleted, first = 0, True
+        while True:  # batches: other writers get the database between them
+            gone: list[int] = [0]
+            with self._lock:
+                conn = self._require_conn()
+                self._retry_locked(functools.partial(self._prune_batch, conn, cut, pick,
+                                                     first, gone),
+                                   failure=f"cannot prune ledger {self.location}",
+                                   code="ledger-prune")
+            deleted, first = deleted + gone[0], False
+            if gone[0] < _PRUNE_BATCH:
+                return deleted
 
-            def prune() -> None:
-                with self._backend.transaction(conn):
-                    (count,) = conn.execute('SELECT count(*) FROM calls WHERE "ts_utc" < ?',
-                                            (cut,)).fetchone()
-                    conn.execute('DELETE FROM calls WHERE "ts_utc" < ?', (cut,))
-                    found = conn.execute('SELECT "value" FROM meta WHERE "key" = ?',
-                                         (PRUNED_BEFORE,)).fetchone()
-                    if found is None or str(found[0]) < cut:
-                        conn.execute('INSERT INTO meta ("key", "value") VALUES (?, ?) ON '
-                                     'CONFLICT ("key") DO UPDATE SET "value" = excluded."value"',
-                                     (PRUNED_BEFORE, cut))
-                    deleted[0] = int(count)
+    def _prune_batch(self, conn: Connection, cut: str, pick: str, note: bool,
+                     gone: list[int]) -> None:
+        """One transaction of :meth:`prune`: the rows ``pick`` selects deleted (how many in
+        ``gone[0]``), and with ``note`` the cut-off stored first (no row is gone without
+        it)."""
+        with self._backend.transaction(conn):
+            if note:
+                self._note_pruned(conn, cut)
+            rows = conn.execute(f"DELETE FROM calls WHERE {self._backend.rowid} IN ({pick}) "
+                                "RETURNING 1", (cut,)).fetchall()
+            gone[0] = len(rows)
 
-            self._retry_locked(prune, failure=f"cannot prune ledger {self.location}",
-                               code="ledger-prune")
-        return deleted[0]
+    @staticmethod
+    def _note_pruned(conn: Connection, cut: str) -> None:
+        """Store ``cut`` as metadata ``pruned_before`` unless a later cut-off is there."""
+        from ._rollups import PRUNED_BEFORE
+
+        found = conn.execute('SELECT "value" FROM meta WHERE "key" = ?',
+                             (PRUNED_BEFORE,)).fetchone()
+        if found is None or str(found[0]) < cut:
+            conn.execute('INSERT INTO meta ("key", "value") VALUES (?, ?) ON CONFLICT ("key") '
+                         'DO UPDATE SET "value" = excluded."value"', (PRUNED_BEFORE, cut))
 
     def meta(self) -> dict[str, str]:
         """Return the ledger-level metadata, keys sorted; ``{}`` for a ledger without any
