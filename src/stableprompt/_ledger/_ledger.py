@@ -563,9 +563,11 @@ class Ledger:
         with self._backend.transaction(conn):
             if note:
                 self._note_pruned(conn, cut)
-            rows = conn.execute(f"DELETE FROM calls WHERE {self._backend.rowid} IN ({pick}) "
-                                "RETURNING 1", (cut,)).fetchall()
-            gone[0] = len(rows)
+            # counted, then deleted, in one write transaction (no RETURNING: SQLite 3.35+)
+            (count,) = conn.execute(f"SELECT count(*) FROM ({pick}) AS batch",
+                                    (cut,)).fetchone()
+            conn.execute(f"DELETE FROM calls WHERE {self._backend.rowid} IN ({pick})", (cut,))
+            gone[0] = int(count)
 
     @staticmethod
     def _note_pruned(conn: Connection, cut: str) -> None:
