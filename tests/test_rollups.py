@@ -262,6 +262,8 @@ def test_pruning_keeps_rollups_and_the_report_says_so(
     assert "deleted" in capsys.readouterr().out
     with Ledger(path, read_only=True) as ledger:
         assert ledger.records() == [] and rollup_rows(ledger) == before
+    assert main(["report", str(path)]) == 0
+    assert "were pruned" in capsys.readouterr().out  # no rows left: still said
 
 
 def test_pruning_is_refused_while_records_wait_outside(tmp_path: Path) -> None:

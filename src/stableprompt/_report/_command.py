@@ -529,6 +529,8 @@ def _run(args: argparse.Namespace) -> int:
                     + (f" ({', '.join(selection)})" if selection else ""), markup=False))
         for row in corrupt:
             print(shown(row.note(), markup=False))
+        for line in _pruned_notes(paths, metas, since):
+            print(shown(line, markup=False))
         return 0
     if args.call is not None:
         if print_call_divergences(report, args.call):

@@ -24,7 +24,14 @@ from .._accounting._rollups import RollupSummary, summarize_rollups
 from .._ledger._reads import rollup_rows
 from .._ledger._rollups import PRUNED_BEFORE
 from .._subcommand import UsageError, shown, write_scrubbed_json
-from ._text import format_int, format_pct, format_usd, format_verdicts, make_console
+from ._text import (
+    format_int,
+    format_pct,
+    format_usd,
+    format_verdicts,
+    make_console,
+    meta_lines,
+)
 
 if TYPE_CHECKING:
     from .._ledger._ledger import Ledger
@@ -72,9 +79,12 @@ def run_rollups(args: argparse.Namespace, ledgers: Sequence[Ledger], paths: Sequ
               if PRUNED_BEFORE in m}
     if args.json:
         write_scrubbed_json({"ledger": paths[0] if len(paths) == 1 else None,
-                             "ledgers": list(paths), "rollups": summary.to_json(),
-                             "pruned_before": pruned})
+                             "ledgers": list(paths), "meta": list(metas),
+                             "rollups": summary.to_json(), "pruned_before": pruned})
         return 0
+    for path, meta in zip(paths, metas, strict=True):
+        for line in meta_lines({k: v for k, v in meta.items() if k != PRUNED_BEFORE}):
+            print(shown(line if len(paths) == 1 else f"{path}: {line}", markup=False))
     _print(summary, name=paths[0] if len(paths) == 1 else f"{len(paths)} ledgers")
     console = make_console(sys.stdout)
     for path, cut in pruned.items():
