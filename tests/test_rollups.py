@@ -391,3 +391,25 @@ def test_long_context_calls_are_priced_at_their_tier_unless_an_hour_straddles_it
     assert rows.cost_unknown_calls == 0 and summary.overall.cost_unknown_calls == 2
     assert summary.overall.cost_usd is None and rows.cost_usd is not None
     assert any("long-context price threshold" in note for note in summary.pricing.notes)
+
+
+def test_one_tier_holds_calls_between_thresholds_only() -> None:
+    """`UnitPrices.same_tier`: calls priced at one tier lie strictly between thresholds (or
+    are all the same size); a price per request is never priced from sums; `tier_prices`
+    above Claude Sonnet 4.5's 200,000-token threshold doubles its input rate (genai-prices'
+    data) and equals the base rates below it."""
+    from datetime import date
+
+    from stableprompt._economics._prices import UnitPrices, tier_prices, unit_prices
+
+    rates = UnitPrices(1.0, 0.1, 1.25, 2.0, 5.0, "test", 200_000, (200_000, 1_000_000))
+    assert rates.same_tier(1, 199_999) and rates.same_tier(200_001, 999_999)
+    assert not rates.same_tier(199_999, 200_001) and not rates.same_tier(200_000, 200_001)
+    assert rates.same_tier(200_000, 200_000)
+    assert not UnitPrices(1.0, 0.1, 1.25, 2.0, 5.0, "test", 0, (0,)).same_tier(5, 5)
+    day = date(2026, 3, 1)
+    base = unit_prices("anthropic", "claude-sonnet-4-5", day)
+    long = tier_prices("anthropic", "claude-sonnet-4-5", day, 250_000)
+    assert base is not None and long is not None
+    assert tier_prices("anthropic", "claude-sonnet-4-5", day, 150_000) == base
+    assert long.input == pytest.approx(2 * base.input)
