@@ -6,6 +6,8 @@ in the same run (issue 30 item 1): wall time and peak RSS of each, one process e
   on the file opened read-only: the baseline.
 * ``text``, ``json``, ``html``: ``python -m stableprompt report LEDGER`` (default), with
   ``--json``, with ``--html PATH``; output to ``/dev/null`` (HTML to a temporary file).
+* ``rollups``, ``rollups-hour``: ``report --rollups`` (per day; per hour) reads the ledger's
+  rollup table (schema v5) instead of its rows (``--modes text,rollups,rollups-hour``).
 
 Each command runs in its own process, measured with ``os.wait4`` (the child's own
 ``ru_maxrss``: peak RSS; ``ru_utime + ru_stime``: CPU seconds, which a machine loaded by
@@ -68,7 +70,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("ledger", type=Path)
     parser.add_argument("--modes", default="text,json,html",
-                        help="report modes, comma-separated (text, json, html)")
+                        help="report modes, comma-separated (text, json, html, rollups, "
+                             "rollups-hour)")
     parser.add_argument("--src", type=Path, default=Path(__file__).parent.parent / "src",
                         help="the stableprompt sources to run (PYTHONPATH)")
     args = parser.parse_args(argv)
@@ -81,11 +84,14 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as work:
         for mode in args.modes.split(","):
             extra = {"text": [], "json": ["--json"],
-                     "html": ["--html", str(Path(work) / "report.html")]}[mode]
+                     "html": ["--html", str(Path(work) / "report.html")],
+                     "rollups": ["--rollups"],
+                     "rollups-hour": ["--rollups", "--bucket", "hour"]}[mode]
             wall, rss, cpu = measure([sys.executable, "-m", "stableprompt", "report",
                                       str(args.ledger), *extra], env)
-            results.append((f"report {'(text)' if mode == 'text' else '--' + mode}", wall, rss,
-                            cpu))
+            name = {"text": "(text)", "rollups-hour": "--rollups --bucket hour"}.get(
+                mode, "--" + mode)
+            results.append((f"report {name}", wall, rss, cpu))
             print(f"{mode}: {wall:.1f} s, {rss:,.0f} MB, CPU {cpu:.1f} s", file=sys.stderr,
                   flush=True)
     sql.append(measure([sys.executable, "-c", _SQL_CHILD, str(args.ledger)], env))

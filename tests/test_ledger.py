@@ -575,10 +575,10 @@ def test_migrates_from_version_zero(tmp_path: Path) -> None:
     with Ledger(db) as led:
         assert led.write(_record()) == "committed"
     conn = sqlite3.connect(db)
-    assert conn.execute("PRAGMA user_version").fetchone() == (SCHEMA_VERSION,) == (4,)
+    assert conn.execute("PRAGMA user_version").fetchone() == (SCHEMA_VERSION,) == (5,)
     tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
     conn.close()
-    assert tables == {"calls", "meta", "unrelated"}
+    assert tables == {"calls", "meta", "unrelated", "call_rollups"}
 
 
 def test_appended_migration_upgrades_old_file_keeping_rows(

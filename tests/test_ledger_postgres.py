@@ -156,7 +156,7 @@ def test_a_v2_database_is_read_as_it_is_then_migrated_keeping_rows(
         assert ledger.records() == [old, new]
     with psycopg.connect(pg_url, autocommit=True) as conn:
         assert conn.execute("SELECT version FROM stableprompt_schema").fetchone() == (
-            SCHEMA_VERSION,) == (4,)
+            SCHEMA_VERSION,) == (5,)
 
 
 def test_an_unreachable_database_spills_and_replays(pg_cluster: object, tmp_path: Path) -> None:

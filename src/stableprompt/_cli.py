@@ -48,6 +48,7 @@ SUBCOMMANDS: dict[str, str] = {
     "demo": "stableprompt.demo._command:SUBCOMMAND",
     "emulator": "stableprompt.emulator._command:SUBCOMMAND",
     "engine": "stableprompt._engine._command:SUBCOMMAND",
+    "ledger": "stableprompt._ledger._command:SUBCOMMAND",
     "lint": "stableprompt._lint._command:SUBCOMMAND",
     "proxy": "stableprompt._proxy._command:SUBCOMMAND",
     "report": "stableprompt._report._command:SUBCOMMAND",

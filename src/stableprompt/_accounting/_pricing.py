@@ -35,7 +35,7 @@ from .._economics._prices import GENAI_PROVIDERS, UnitPrices, unit_prices
 from .._ledger._usage_record import UsageRecord
 
 __all__ = ["SERVER_TOOL_FEES", "CallPrice", "Pricing", "ServerToolFee", "TokenSplit",
-           "genai_prices_version", "price_call", "price_record", "price_splits",
+           "fee_usd", "genai_prices_version", "price_call", "price_record", "price_splits",
            "server_tool_counts", "unreadable_server_tools"]
 
 
@@ -217,6 +217,28 @@ def _price(provider: str, model: str, day: date, total: int, read: int, write: i
     unpriced = tuple(key for key, _ in fees if (price_key := SERVER_TOOL_FEES[key].genai_price_key)
                      and getattr(result.model_price, price_key, None) is None)
     return float(result.total_price), unpriced
+
+
+def fee_usd(provider: str, model: str, day: date, key: str, count: int,
+            notes: dict[str, None]) -> float | None:
+    """USD of ``count`` uses of the server tool ``key`` (a key of :data:`SERVER_TOOL_FEES`)
+    by ``model`` on ``day``, at genai-prices' rate (linear in the count: rollups price a summed
+    count); ``0.0`` for a tool without a fee; ``None`` when the model has no rate for it (a
+    note says so)."""
+    fee = SERVER_TOOL_FEES[key]
+    if fee.genai_usage_key is None:
+        return 0.0
+    try:
+        usd, unpriced = _price(provider, model, day, 0, 0, 0, 0, 0, ((key, count),))
+    except Exception:  # an unknown model: the caller found its unit prices, so rarely
+        unpriced = (key,)
+    if unpriced:
+        notes[f"{fee.tool} fees of {model!r}: genai-prices has no rate: not priced"] = None
+        return None
+    notes[f"{fee.tool} fees: priced per use from usage.server_tool_use.{key} at "
+          f"genai-prices' rate for the call's model and date ({fee.source}; "
+          f"{fee.as_of})"] = None
+    return usd
 
 
 def genai_prices_version() -> str | None:

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from datetime import date, datetime
 from functools import lru_cache
 
-__all__ = ["GENAI_PROVIDERS", "UnitPrices", "unit_prices"]
+__all__ = ["GENAI_PROVIDERS", "UnitPrices", "tier_prices", "unit_prices"]
 
 GENAI_PROVIDERS: Mapping[str, str] = {"gemini": "google", "bedrock": "aws", "xai": "x-ai"}
 """stableprompt provider names that genai-prices spells differently (its ``provider_id``)."""
@@ -58,6 +58,16 @@ class UnitPrices:
     output: float
     source: str
     tier_start: int | None = None
+    tier_starts: tuple[int, ...] = ()
+    """Every tier threshold of the model's prices (input tokens, ascending; genai-prices
+    picks a tier when a call's input total is above its start): :meth:`same_tier`."""
+
+    def same_tier(self, low: int, high: int) -> bool:
+        """Calls whose input totals all lie in ``low..high`` are priced at one tier (no
+        threshold between them; a price per request, ``tier_start == 0``, never is)."""
+        if self.tier_start == 0:
+            return False
+        return low == high or all(s < low or s > high for s in self.tier_starts)
 
     def linear_for(self, total: int) -> bool:
         """These base-tier rates price a call of ``total`` input tokens exactly (below
@@ -106,12 +116,14 @@ def unit_prices(provider: str, model: str, day: date) -> UnitPrices | None:
     provider_id = GENAI_PROVIDERS.get(provider, provider)
 
     tier_starts: list[int] = []
+    all_starts: list[int] = []
 
     def cost(**tokens: int) -> float:
         usage = Usage(**tokens)
         result = calc_price(usage, model, provider_id=provider_id, genai_request_timestamp=stamp)
         if not tier_starts:
-            tier_starts.append(_tier_start(result.model_price))
+            all_starts.extend(_tier_starts(result.model_price))
+            tier_starts.append(all_starts[0] if all_starts else _NO_TIER)
             if calc_price(Usage(), model, provider_id=provider_id,
                           genai_request_timestamp=stamp).total_price:
                 tier_starts[0] = 0  # a price per request: not linear in tokens
@@ -129,16 +141,52 @@ def unit_prices(provider: str, model: str, day: date) -> UnitPrices | None:
     start = tier_starts[0] if tier_starts else 0
     return UnitPrices(fresh, read, write, write_1h, output,
                       f"genai-prices {version('genai-prices')} ({day.isoformat()})",
-                      None if start == _NO_TIER else start)
+                      None if start == _NO_TIER else start, tuple(all_starts))
 
 
 _NO_TIER = -1
 
 
-def _tier_start(model_price: object) -> int:
-    """The smallest tier threshold (input tokens) among a genai-prices ``ModelPrice``'s
-    prices (each a number or ``TieredPrices(base, tiers=[Tier(start, price)])``);
-    :data:`_NO_TIER` when none is tiered."""
-    starts = [int(tier.start) for value in vars(model_price).values()
-              for tier in (getattr(value, "tiers", None) or ())]
-    return min(starts) if starts else _NO_TIER
+@lru_cache(maxsize=4096)
+def tier_prices(provider: str, model: str, day: date, total: int) -> UnitPrices | None:
+    """:class:`UnitPrices` of ``model`` at ``provider`` on ``day`` at the tier of a call of
+    ``total`` input tokens (inclusive): genai-prices asked for calls of that total (fresh,
+    read, written at the default TTL and at 1 hour) and for its output rate at that total
+    (a tier prices every token of the call, output included, by the input total:
+    genai-prices' ``TieredPrices``). Exact for any call priced at the same tier
+    (:meth:`UnitPrices.same_tier`); ``None`` as :func:`unit_prices`, or for ``total < 1``.
+
+    Looked up once per (provider, model, day, total) and cached."""
+    base = unit_prices(provider, model, day)
+    if base is None or total < 1:
+        return None
+    if base.tier_start is None or total <= base.tier_start:
+        return base
+    from genai_prices import Usage, calc_price
+
+    stamp = datetime(day.year, day.month, day.day, 12)
+    provider_id = GENAI_PROVIDERS.get(provider, provider)
+
+    def cost(**tokens: int) -> float:
+        result = calc_price(Usage(input_tokens=total, **tokens), model, provider_id=provider_id,
+                            genai_request_timestamp=stamp)
+        return float(result.total_price)
+
+    try:
+        fresh = cost()
+        read = cost(cache_read_tokens=total)
+        write = cost(cache_write_tokens=total)
+        write_1h = cost(cache_write_tokens=total, cache_write_1h_tokens=total)
+        output = cost(output_tokens=total) - fresh
+    except Exception:  # a library problem: not priced (the caller says so)
+        return None
+    return UnitPrices(fresh / total, read / total, write / total, write_1h / total,
+                      output / total, base.source, base.tier_start, base.tier_starts)
+
+
+def _tier_starts(model_price: object) -> list[int]:
+    """Every tier threshold (input tokens, ascending, once each) among a genai-prices
+    ``ModelPrice``'s prices (each a number or ``TieredPrices(base, tiers=[Tier(start,
+    price)])``); ``[]`` when none is tiered."""
+    return sorted({int(tier.start) for value in vars(model_price).values()
+                   for tier in (getattr(value, "tiers", None) or ())})

@@ -24,6 +24,10 @@ an older ledger is read as it is, the columns added since read as unknown
 Metadata: table ``meta`` (schema v2) holds ledger-level ``key -> value`` text, e.g. which
 backend produced the calls (:meth:`Ledger.set_meta`, :meth:`Ledger.meta`).
 
+Rollups and retention (schema v5, ``_rollups.py``): table ``call_rollups`` holds sums per
+UTC hour x provider x model x scenario x verdict, kept by the database as each row is
+inserted (once per record id); :meth:`Ledger.prune` deletes old call rows and keeps them.
+
 Privacy: the database, its ``-wal``/``-shm`` files and spill files are created with mode 0600.
 Request text (``content``) is stored only with ``store_content=True``. Of a request's headers
 only the allow-listed cache-relevant ones are kept (``request_headers``,
@@ -34,6 +38,7 @@ an API key is scrubbed from the text fields by ``_usage_record.scrubbed`` before
 from __future__ import annotations
 
 import contextlib
+import functools
 import io
 import logging
 import os
@@ -73,6 +78,8 @@ __all__ = ["COLUMNS", "SCHEMA_VERSION", "Ledger", "WriteOutcome"]
 _log = logging.getLogger("stableprompt.ledger")
 
 _WRITE_ATTEMPTS = 4
+_PRUNE_BATCH = 10_000
+"""Call rows :meth:`Ledger.prune` deletes per transaction."""
 _BACKOFF_S = 0.025
 
 _MIGRATIONS = MIGRATIONS
@@ -492,6 +499,86 @@ class Ledger:
                 failure=f"cannot write metadata {key!r} to ledger {self.location}",
                 code="ledger-meta-write",
             )
+
+    def prune(self, before: datetime) -> int:
+        """Delete the call rows older than ``before``; their rollups stay (retention).
+
+        The rollups (table ``call_rollups``, ``_ledger/_rollups.py``) keep every hour's sums,
+        so ``stableprompt report --rollups`` still shows the pruned period; the row-level
+        report says rows before the cut-off were pruned: the cut-off (the latest of all
+        prunes) is stored as metadata ``pruned_before`` (:func:`~._schema.ts_text` text).
+        Rows go in batches of 10,000, each its own transaction (writers of a live ledger get
+        the database between them); the cut-off is stored with the first.
+
+        Refused while records wait outside the database (:meth:`unimported_files`: spill
+        files, a killed process's journal): import them first (:meth:`replay_spill`), or a
+        pruned row replayed from them later would be counted in the rollups twice.
+
+        Args:
+            before: Timezone-aware cut-off; rows with ``ts_utc < before`` are deleted.
+
+        Returns:
+            How many call rows were deleted.
+
+        Raises:
+            InputError: ``before`` is naive (code ``ledger-since-naive``) or the ledger is
+                read-only (``ledger-read-only``).
+            LedgerError: Records wait outside the database (``ledger-prune-unimported``), or
+                the database cannot be opened or written (``ledger-unavailable`` /
+                ``ledger-prune``).
+        """
+        self._refuse_if_read_only("prune")
+        if before.tzinfo is None or before.utcoffset() is None:
+            raise InputError("prune's cut-off must be timezone-aware "
+                             "(e.g. datetime.now(timezone.utc) - timedelta(days=30))",
+                             code="ledger-since-naive")
+        waiting = self.unimported_files()
+        if waiting:
+            raise LedgerError(
+                f"ledger {self.location}: {len(waiting)} file(s) hold records the database "
+                f"does not have yet ({', '.join(map(str, waiting))}); import them first "
+                "(Ledger(path).replay_spill(), or start `stableprompt proxy` once), then prune",
+                code="ledger-prune-unimported")
+        cut = ts_text(before)
+        rowid = self._backend.rowid
+        pick = f'SELECT {rowid} FROM calls WHERE "ts_utc" < ? LIMIT {_PRUNE_BATCH}'
+        deleted, first = 0, True
+        while True:  # batches: other writers get the database between them
+            gone: list[int] = [0]
+            with self._lock:
+                conn = self._require_conn()
+                self._retry_locked(functools.partial(self._prune_batch, conn, cut, pick,
+                                                     first, gone),
+                                   failure=f"cannot prune ledger {self.location}",
+                                   code="ledger-prune")
+            deleted, first = deleted + gone[0], False
+            if gone[0] < _PRUNE_BATCH:
+                return deleted
+
+    def _prune_batch(self, conn: Connection, cut: str, pick: str, note: bool,
+                     gone: list[int]) -> None:
+        """One transaction of :meth:`prune`: the rows ``pick`` selects deleted (how many in
+        ``gone[0]``), and with ``note`` the cut-off stored first (no row is gone without
+        it)."""
+        with self._backend.transaction(conn):
+            if note:
+                self._note_pruned(conn, cut)
+            # counted, then deleted, in one write transaction (no RETURNING: SQLite 3.35+)
+            (count,) = conn.execute(f"SELECT count(*) FROM ({pick}) AS batch",
+                                    (cut,)).fetchone()
+            conn.execute(f"DELETE FROM calls WHERE {self._backend.rowid} IN ({pick})", (cut,))
+            gone[0] = int(count)
+
+    @staticmethod
+    def _note_pruned(conn: Connection, cut: str) -> None:
+        """Store ``cut`` as metadata ``pruned_before`` unless a later cut-off is there."""
+        from ._rollups import PRUNED_BEFORE
+
+        found = conn.execute('SELECT "value" FROM meta WHERE "key" = ?',
+                             (PRUNED_BEFORE,)).fetchone()
+        if found is None or str(found[0]) < cut:
+            conn.execute('INSERT INTO meta ("key", "value") VALUES (?, ?) ON CONFLICT ("key") '
+                         'DO UPDATE SET "value" = excluded."value"', (PRUNED_BEFORE, cut))
 
     def meta(self) -> dict[str, str]:
         """Return the ledger-level metadata, keys sorted; ``{}`` for a ledger without any

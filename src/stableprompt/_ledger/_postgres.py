@@ -32,6 +32,7 @@ from urllib.parse import unquote, urlsplit, urlunsplit
 from .._exceptions import ConfigurationError, LedgerError
 from .._redact import redact
 from ._backend import Connection, Cursor
+from ._rollups import pg_migration
 from ._schema import ADDED_COLUMNS, COLUMNS, MIGRATIONS, SCHEMA_VERSION, SELECT_COLUMNS
 
 __all__ = ["PG_MIGRATIONS", "PostgresBackend", "pg_statement", "redact_url"]
@@ -50,8 +51,13 @@ def pg_statement(statement: str) -> str:
                        "IDENTITY UNIQUE,", 1)
 
 
+_ROLLUPS = 4
+"""The index of the rollup migration (v5), which PostgreSQL writes in its own dialect (a
+plpgsql trigger function: ``_rollups.pg_migration``)."""
+
 PG_MIGRATIONS: tuple[tuple[str, ...], ...] = tuple(
-    tuple(pg_statement(s) for s in step) for step in MIGRATIONS)
+    pg_migration() if i == _ROLLUPS else tuple(pg_statement(s) for s in step)
+    for i, step in enumerate(MIGRATIONS))
 """:data:`~._schema.MIGRATIONS` for PostgreSQL: entry ``i`` upgrades version ``i`` to ``i + 1``."""
 
 _INSERT_SQL = (f"INSERT INTO calls ({SELECT_COLUMNS}) VALUES ({', '.join('?' for _ in COLUMNS)})"

@@ -8,7 +8,7 @@ is versioned with ``PRAGMA user_version`` and upgraded by :func:`migrate` with
 :data:`MIGRATIONS` (v3 added ``request_headers``: the request's allow-listed cache-relevant
 headers, ``_policy.CACHE_HEADERS``, as a JSON object; v4 added ``segment_digests``: the
 request's segment outline, ``_recording._outline``, so a predecessor is compared without its
-content).
+content; v5 added table ``call_rollups`` and the trigger that keeps it: ``_rollups``).
 
 Read-only opening (:func:`connect_read_only`, used by ``Ledger(path, read_only=True)`` and so by
 ``stableprompt report``) never creates, migrates or writes the file: it connects with the SQLite
@@ -36,6 +36,7 @@ from typing import Any, get_args
 from .._canonical import canonical_json, loads, show_int
 from .._exceptions import CanonicalizationError, LedgerError
 from .._usage import USAGE_FIELDS
+from ._rollups import sqlite_migration
 from ._usage_record import (
     OTEL_ATTRIBUTES,
     SEGMENT_DIGESTS_PATTERN,
@@ -163,6 +164,9 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
     (
         'ALTER TABLE calls ADD COLUMN "segment_digests" TEXT',
     ),
+    # v5: rollups per hour x provider x model x scenario x verdict, kept by a trigger on
+    # calls, built from the existing rows once (_rollups).
+    sqlite_migration(),
 )
 """Schema migrations: entry ``i`` upgrades ``user_version`` ``i`` to ``i + 1``. Append a tuple
 of statements for the next version; never edit a shipped entry. Each upgrade runs in one

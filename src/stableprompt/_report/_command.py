@@ -31,6 +31,10 @@ ledger order): a record id seen in more than one counts once (the first met in t
 ``--session`` and ``--since`` filter the calls read (``Ledger.iter_records``); a ceiling
 counts only calls in the selection, so the first selected call of a session has none.
 
+``--rollups [--bucket day|hour]`` reads the ledger's rollups instead of its rows
+(``_rollups.py``). A ledger pruned with ``stableprompt ledger prune`` says so in a note
+(metadata ``pruned_before``): the row-level report covers only the calls after it.
+
 This module is also the report's one import point: it re-exports the summary
 (``_summary.py``), the terminal text (``_text.py``), the HTML page
 (``_html.py``) and the output-file helpers (``_subcommand.py``).
@@ -298,6 +302,13 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="replay the calls under alternative cache policies (TTL per "
                              "breakpoint place and request kind, keep-alive): cost per "
                              "policy, the cheapest, the saving and the hindsight bound")
+    parser.add_argument("--rollups", action="store_true",
+                        help="read the ledger's rollups (sums per UTC hour x provider x model "
+                             "x scenario x verdict, kept when rows are pruned) instead of its "
+                             "call rows: totals per period with hit rate and cost, fast on "
+                             "months of calls")
+    parser.add_argument("--bucket", choices=("day", "hour"), default="day",
+                        help="with --rollups: one row per UTC day (default) or hour")
     parser.add_argument("--follow", action="store_true",
                         help="a live view of one LEDGER while another process (the proxy) "
                              "writes it: hit rate, latest misses, causes; plain lines when "
@@ -445,6 +456,10 @@ def _run(args: argparse.Namespace) -> int:
         unimported += ledger.unimported_files()
         metas.append(ledger.meta())
         ledgers.append(ledger)
+    if args.rollups:
+        from ._rollups import run_rollups
+
+        return run_rollups(args, ledgers, paths, metas, since)
     records, counted, duplicate_count = stream_records(ledgers, session_id=args.session,
                                                        since=since, corrupt=corrupt)
     with no_full_collections():  # what the pass keeps only grows (ceilings per call)
@@ -482,6 +497,7 @@ def _run(args: argparse.Namespace) -> int:
                if unimported else []),
              *([f"selection: {', '.join(selection)}; a ceiling counts only selected calls."]
                if selection else []),
+             *_pruned_notes(paths, metas, since),
              *_page_notes(report, args),
              *report.exclusion_notes(), *report.cost_notes(), *keepalive_lines(report),
              *storage_lines(report),
@@ -502,6 +518,8 @@ def _run(args: argparse.Namespace) -> int:
             extra["corrupt_rows"] = [row.to_json() for row in corrupt]
         if unimported:
             extra["unimported_files"] = [str(path) for path in unimported]
+        if pruned := _pruned_notes(paths, metas, since):
+            extra["pruned"] = pruned
         write_scrubbed_json({**extra, "meta": meta, **report.to_json(by=args.by),
                              "notes": ceiling_notes(report)})
         return 0
@@ -513,6 +531,8 @@ def _run(args: argparse.Namespace) -> int:
                     + (f" ({', '.join(selection)})" if selection else ""), markup=False))
         for row in corrupt:
             print(shown(row.note(), markup=False))
+        for line in _pruned_notes(paths, metas, since):
+            print(shown(line, markup=False))
         return 0
     if args.call is not None:
         if print_call_divergences(report, args.call):
@@ -532,6 +552,15 @@ def _run(args: argparse.Namespace) -> int:
     for line in [*notes, *pricing_lines(report)]:
         console.print(shown(line))
     return 0
+
+
+def _pruned_notes(paths: Sequence[str], metas: Sequence[dict[str, str]],
+                  since: datetime | None) -> list[str]:
+    """A line per pruned ledger: its rows before the cut-off are gone (``_rollups``)."""
+    from ._rollups import pruned_note
+
+    notes = [(path, pruned_note(meta, since)) for path, meta in zip(paths, metas, strict=True)]
+    return [note if len(paths) == 1 else f"{path}: {note}" for path, note in notes if note]
 
 
 def _page_notes(report: Summary, args: argparse.Namespace) -> list[str]:
