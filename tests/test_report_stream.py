@@ -247,6 +247,10 @@ def test_report_command_pages_the_calls(tmp_path: Path,
     assert main(["report", str(path), "--json", "--top", "1"]) == 0
     top = json.loads(capsys.readouterr().out)["calls"]
     assert [c["lost_tokens"] for c in top] == [max(r.lost_tokens for r in full.calls)]
+    assert main(["report", str(path), "--calls", "--top", "2"]) == 0
+    said = " ".join(capsys.readouterr().out.split())
+    assert (f"calls listed: the 2 of {len(full.calls):,} that lost the most tokens (--top 2), "
+            "in ledger order") in said
     assert main(["report", str(path), "--top", "1", "--offset", "2"]) == 2
     assert "--top: not with --offset" in capsys.readouterr().err
 

@@ -570,7 +570,8 @@ def _page_notes(report: Summary, args: argparse.Namespace) -> list[str]:
     total, shown_rows = report.calls_total, len(report.calls)
     if args.top is not None:
         lines.append(f"calls listed: the {shown_rows:,} of {total:,} that lost the most tokens "
-                     f"(--top {args.top}).")
+                     f"(--top {args.top}), in ledger order (a session's calls stay together; "
+                     "the causes table ranks by lost tokens).")
     elif shown_rows < total and (args.calls or args.json):
         which = (f"{args.offset + 1:,}-{args.offset + shown_rows:,}" if shown_rows else
                  "none" + (" (--limit 0)" if args.limit == 0 else
