@@ -280,8 +280,8 @@ def test_pruning_is_refused_while_records_wait_outside(tmp_path: Path) -> None:
     assert getattr(naive.value, "code", None) == "ledger-since-naive"
 
 
-def test_rollups_refuse_row_options(capsys: pytest.CaptureFixture[str],
-                                    tmp_path: Path) -> None:
+def test_rollups_refuse_row_options(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                    monkeypatch: pytest.MonkeyPatch) -> None:
     """`--rollups` with an option that needs call rows is a usage error (exit 2)."""
     path = tmp_path / "l.db"
     with Ledger(path) as ledger:
@@ -290,6 +290,15 @@ def test_rollups_refuse_row_options(capsys: pytest.CaptureFixture[str],
     assert "--calls" in capsys.readouterr().err
     assert main(["report", "--rollups", "--bucket", "hour", str(path)]) == 0
     assert "2026-03-01T10" in capsys.readouterr().out
+    import stableprompt._report._rollups as rollups_report
+    from stableprompt._subcommand import rich_console
+
+    for width in (60, 80, 100):  # the hour whole at any width (it was cut to "2026-03-…")
+        monkeypatch.setattr(rollups_report, "make_console", lambda file, w=width: rich_console(
+            file=file, highlight=False, width=w))
+        assert main(["report", "--rollups", "--bucket", "hour", str(path)]) == 0
+        out = capsys.readouterr().out
+        assert "2026-03-01T10" in out and "…" not in out, out
     assert main(["report", "--rollups", "--json", "--since", "2026-03-01T10:20",
                  str(path)]) == 0  # whole hours: the one holding --since included
     assert json.loads(capsys.readouterr().out)["rollups"]["overall"]["calls"] == 3

@@ -102,9 +102,14 @@ def _print(summary: RollupSummary, *, name: str) -> None:
         return
     table = Table(title=shown(f"stableprompt report --rollups: {name} (per {summary.bucket}, "
                               "UTC)"), title_justify="left", header_style="bold")
+    # The period stays whole at any width (a cut "2026-03-…" names no hour); the other
+    # cells wrap (numbers at their separators) rather than being cut.
+    period_width = max(len("total"), *(len(key[0]) for key in summary.groups))
     for column in (summary.bucket, "provider", "model", "scenario", "calls", "input tokens",
                    "cache read", "cache write", "output", "hit rate", "cost", "excluded"):
-        table.add_column(column, no_wrap=True,
+        first = column == summary.bucket
+        table.add_column(column, no_wrap=first, overflow="fold",
+                         min_width=period_width if first else None,
                          justify="left" if column in (summary.bucket, "provider", "model",
                                                       "scenario") else "right")
     for (period, provider, model, scenario), t in summary.groups.items():
