@@ -358,6 +358,9 @@ _NARROW_COLUMNS = 130
 """Below this console width the calls table takes its compact form (``_print_calls``)."""
 _NARROW_HEADERS = {"time (UTC)": "UTC", "read share": "share",
                    "read / predicted / input": "read / pred / input"}
+_NARROW_CAUSE_WIDTH = 8
+"""The narrowest cause column of the compact calls table (below it the time of day goes
+under the session id, ``_print_calls``)."""
 _NARROW_WIDTHS = {"turn": 4, "time (UTC)": 8, "after": 5, "verdict": 15, "read share": 6,
                   "read / predicted / input": 8, "lost": 6}
 """Column widths of the compact calls table (the longest verdict word, ``client-mutation``;
@@ -396,11 +399,20 @@ def _print_calls(console: Any, report: Summary) -> None:
         if snippets and not narrow:
             columns.append("before -> after")
         widths: dict[str, int] = {}
+        # Tighter still (under ~91 columns: 80): the compact columns do not fit beside a
+        # readable cause, so the time goes under the session id instead of being cut.
+        tight = False
         if narrow:
             widths = {"session": max([7, *(len(ids.get(r.session or "", r.session or "—"))
                                             for r in rows)]), **_NARROW_WIDTHS}
             rest = console.width - sum(widths.values()) - 3 * (len(columns) - 1)
-            widths["cause, segment, path"] = max(rest, 8)
+            if rest < _NARROW_CAUSE_WIDTH:
+                tight = True
+                columns.remove("time (UTC)")
+                clock = widths.pop("time (UTC)")
+                widths["session"] = max(widths["session"], clock)
+                rest = console.width - sum(widths.values()) - 3 * (len(columns) - 1)
+            widths["cause, segment, path"] = max(rest, _NARROW_CAUSE_WIDTH)
         fixed = {"session", "agent", "turn", "time (UTC)", "after", "read share", "lost"}
         for column in columns:
             right = column in ("turn", "read share", "read / predicted / input", "lost")
@@ -425,9 +437,13 @@ def _print_calls(console: Any, report: Summary) -> None:
                 cells.insert(1, _agent_cell(row.agent, agents))
             if snippets and not narrow:
                 cells.append(_snippet(row))
+            if tight:  # the time goes under the session id
+                del cells[2]
             texts = [shown(cell) for cell in cells]
             if branched and narrow and row.agent != MAIN_AGENT:
                 texts[0] += "\nsub"
+            if tight:
+                texts[0] += f"\n{when}"
             table.add_row(*texts)
         console.print(table)
         for note, number in numbered.items():
