@@ -317,6 +317,45 @@ def test_report_groups_by_agent_and_a_subagent_is_no_cliff(tmp_path: Path) -> No
     assert sub[0].ceiling_tokens == 0  # not its parent's previous request
 
 
+@pytest.mark.parametrize("width", [80, 100, 160])
+def test_report_by_agent_keeps_every_number_whole(tmp_path: Path, width: int,
+                                                  monkeypatch: Any) -> None:
+    """``report --by agent`` and ``--by session`` on Claude Code's rows: no line wider than
+    the terminal, each group named short (``sub <id>`` as in ``--calls``: three subagents
+    with long ids used to be three identical ``subagent agent-…``) with its input tokens,
+    cache reads and cost whole and its verdicts shown (at 80 columns the cost was cut to
+    ``$0.…`` and the verdicts column squeezed to nothing; at 100 the cost was cut)."""
+    import stableprompt._report._command as report_command
+    import stableprompt._report._text as text_report
+    from stableprompt._accounting._summary import summarize
+    from stableprompt._cli import main
+    from stableprompt._report._text import format_usd
+    from stableprompt._subcommand import rich_console
+
+    records = replay(_entries(CLAUDE), tmp_path / "ledger.db")
+    def console(file: Any) -> Any:
+        return rich_console(file=file, highlight=False, width=width)
+
+    monkeypatch.setattr(text_report, "make_console", console)
+    monkeypatch.setattr(report_command, "make_console", console)
+    report = summarize(records)
+    for by in ("agent", "session"):
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            assert main(["report", str(tmp_path / "ledger.db"), "--by", by]) == 0
+        text = out.getvalue()
+        part = text[text.index(f"by {by}"):text.index("turn boundary")]
+        assert [line for line in part.splitlines() if len(line) > width] == []
+        flat = " ".join(part.split())
+        for key, t in report.group_by(by).items():
+            for number in (f"{t.input_tokens:,}", f"{t.cache_read_tokens:,}",
+                           format_usd(t.cost_usd, complete=t.cost_complete)):
+                assert f" {number} " in f"{flat} ", (by, key, number)
+            assert f"cold {t.verdicts['cold']}" in flat
+        if by == "agent":
+            assert "subagent" not in part and " sub " in flat
+
+
 def test_previous_response_id_chain_names_the_conversation(tmp_path: Path) -> None:
     """Responses requests chained by ``previous_response_id`` (no session id sent) belong to
     one conversation, named by the chain's first response: turns count on along it."""
