@@ -22,6 +22,7 @@ import copy
 import gzip
 import io
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -198,12 +199,15 @@ def test_agreement_on_the_real_harness_captures(tmp_path: Path) -> None:
     assert agreement(codex) == 1.0
 
 
-@pytest.mark.parametrize("width", [100, 160])
+@pytest.mark.parametrize("width", [80, 100, 160])
 def test_report_calls_keeps_claude_code_session_ids_readable(tmp_path: Path, width: int,
                                                              monkeypatch: Any) -> None:
-    """``report --calls`` on Claude Code's rows at 100 and 160 columns: no line wider, every
-    row's session id short (never the ``metadata.user_id`` JSON) and whole, every cell whole
-    (cells wrap, never cut: each row's verdict word and token counts are all there)."""
+    """``report --calls`` on Claude Code's rows at 80, 100 and 160 columns: no line wider,
+    every row's session id short (never the ``metadata.user_id`` JSON) and whole, every cell
+    whole (cells wrap, never cut: each row's verdict word, token counts, read share, lost
+    tokens and time are all there; at 80 columns, where the compact columns do not fit, the
+    time goes under the session id; it used to be cut to ``15:06:5`` and 2,363 lost tokens
+    to ``2,36``)."""
     import stableprompt._report._command as report_command
     import stableprompt._report._text as text_report
     from stableprompt._cli import main
@@ -237,7 +241,11 @@ def test_report_calls_keeps_claude_code_session_ids_readable(tmp_path: Path, wid
     # a subagent's calls are named: an agent column (narrow: "sub" under the session id)
     agent = any(cells(line.replace("┃", "│"))[1:2] == ["agent"] for line in lines[1:rule])
     assert agent == (width >= 130)
-    starts = [i for i, line in enumerate(body) if cells(line)[0] not in ("", "sub")]
+    def clock(cell: str) -> bool:
+        return bool(re.fullmatch(r"\d\d:\d\d:\d\d", cell))
+
+    starts = [i for i, line in enumerate(body)
+              if cells(line)[0] not in ("", "sub") and not clock(cells(line)[0])]
     assert len(starts) == len(records)  # one row each, its session id on its first line
     for n, (i, record) in enumerate(zip(starts, records, strict=True)):
         end = starts[n + 1] if n + 1 < len(starts) else len(body)
@@ -246,12 +254,24 @@ def test_report_calls_keeps_claude_code_session_ids_readable(tmp_path: Path, wid
         sub = bool(record.verdict_detail.get("agent"))
         if agent:
             assert joined.pop(1).split()[0] == ("sub" if sub else "main")
+        time = record.ts_utc.strftime("%H:%M:%S")
+        if width < 100:  # the time under the session id
+            assert joined[0].split()[-1] == time
+            joined[0] = joined[0].rsplit(" ", 1)[0]
+            joined.insert(2, time)
+        elif width < 130:
+            assert joined[2] == time
         assert joined[0] == shown[record.session_id or ""] + (" sub" if sub and not agent
                                                               else "")
         assert joined[4].split()[0] == record.verdict.replace("_", "-")  # whole, not cut
+        read, total = record.cache_read_tokens or 0, record.input_tokens_total or 1
+        assert joined[5].replace(" ", "") == f"{read / total:.1%}"
         assert joined[6].replace(" ", "") == (f"{record.cache_read_tokens:,}/"
                                               f"{record.predicted_cache_read_tokens:,}/"
                                               f"{record.input_tokens_total:,}")
+        lost = record.verdict_detail.get("lost_tokens")
+        if lost and record.verdict != "hit":
+            assert joined[7].replace(" ", "") == f"{lost:,}"
 
 
 @pytest.mark.parametrize("fixture", [CLAUDE, CODEX])
@@ -295,6 +315,45 @@ def test_report_groups_by_agent_and_a_subagent_is_no_cliff(tmp_path: Path) -> No
     assert all(c.call.agent == "main" for c in report.cliffs())
     sub = [row for row in report.calls if row.agent == label]
     assert sub[0].ceiling_tokens == 0  # not its parent's previous request
+
+
+@pytest.mark.parametrize("width", [80, 100, 160])
+def test_report_by_agent_keeps_every_number_whole(tmp_path: Path, width: int,
+                                                  monkeypatch: Any) -> None:
+    """``report --by agent`` and ``--by session`` on Claude Code's rows: no line wider than
+    the terminal, each group named short (``sub <id>`` as in ``--calls``: three subagents
+    with long ids used to be three identical ``subagent agent-…``) with its input tokens,
+    cache reads and cost whole and its verdicts shown (at 80 columns the cost was cut to
+    ``$0.…`` and the verdicts column squeezed to nothing; at 100 the cost was cut)."""
+    import stableprompt._report._command as report_command
+    import stableprompt._report._text as text_report
+    from stableprompt._accounting._summary import summarize
+    from stableprompt._cli import main
+    from stableprompt._report._text import format_usd
+    from stableprompt._subcommand import rich_console
+
+    records = replay(_entries(CLAUDE), tmp_path / "ledger.db")
+    def console(file: Any) -> Any:
+        return rich_console(file=file, highlight=False, width=width)
+
+    monkeypatch.setattr(text_report, "make_console", console)
+    monkeypatch.setattr(report_command, "make_console", console)
+    report = summarize(records)
+    for by in ("agent", "session"):
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            assert main(["report", str(tmp_path / "ledger.db"), "--by", by]) == 0
+        text = out.getvalue()
+        part = text[text.index(f"by {by}"):text.index("turn boundary")]
+        assert [line for line in part.splitlines() if len(line) > width] == []
+        flat = " ".join(part.split())
+        for key, t in report.group_by(by).items():
+            for number in (f"{t.input_tokens:,}", f"{t.cache_read_tokens:,}",
+                           format_usd(t.cost_usd, complete=t.cost_complete)):
+                assert f" {number} " in f"{flat} ", (by, key, number)
+            assert f"cold {t.verdicts['cold']}" in flat
+        if by == "agent":
+            assert "subagent" not in part and " sub " in flat
 
 
 def test_previous_response_id_chain_names_the_conversation(tmp_path: Path) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -140,6 +141,59 @@ def test_an_estimated_span_agrees_within_its_allowance_and_is_counted_apart(
     assert "1 of 1 predictions rest partly on our token estimate" in out
     assert ("off by at most 11 tokens, allowed 5% of the estimated span and 8 tokens per "
             "block in it") in out
+
+
+def test_an_estimate_allowance_never_turns_a_miss_into_agreement(tmp_path: Path) -> None:
+    """The allowance covers how many tokens a read holds, not whether one happened. Measured
+    on the emulator (a 1,344-token tools breakpoint, a 1,211-token system breakpoint, 60
+    turns of history after it, the first user message changed): the read of the system
+    entry was predicted 2,191 over an estimated span of 46,347 tokens in 121 segments
+    (allowance 3,616 tokens), so a read of nothing agreed. A read of 0 against a positive
+    prediction (or a read where none was predicted) now disagrees; the real read still
+    agrees."""
+    def row(i: int, *, read: int, predicted: int) -> UsageRecord:
+        return _estimated(i, read=read, predicted=predicted, span=46_347, scale=0.9929,
+                          segments=121)
+
+    assert agreement_of(row(0, read=2555, predicted=2191), 1) is True
+    assert agreement_of(row(1, read=0, predicted=2191), 1) is False
+    assert agreement_of(row(2, read=900, predicted=0), 1) is False  # hand-edited
+    totals = summarize([row(0, read=2555, predicted=2191), row(1, read=0, predicted=2191)],
+                       price=False).overall
+    assert (totals.agreement_calls, totals.agreement_matches) == (2, 1)
+    assert (totals.agreement_estimated, totals.estimate_max_error_tokens) == (2, 2191)
+
+
+@pytest.mark.parametrize(("key", "raw"), [
+    ("token_scale", "1e308"), ("token_scale", "-1e308"), ("token_scale", '"1.2"'),
+    ("token_scale", "true"), ("estimated_span_tokens", "18446744073709551615"),
+    ("estimated_span_tokens", "2376.5"), ("estimated_span_tokens", '"2376"'),
+    ("estimated_span_tokens", "-5"), ("estimated_span_segments", "18446744073709551615"),
+    ("estimated_span_segments", "true"), ("estimated_span_segments", "[3]"),
+])
+def test_hand_edited_estimate_fields_never_crash_the_report(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], key: str, raw: str) -> None:
+    """A ledger row whose estimate fields were edited by hand (an absurd density, a span or a
+    segment count of another type or size) is reported in every form (text, JSON, HTML,
+    ``--calls``), and a read of nothing never agrees with the prediction it missed."""
+    db = tmp_path / "calls.db"
+    _ledger(db, [_estimated(0, read=8766, predicted=8755, span=2376),
+                 _estimated(1, read=0, predicted=8755, span=2376)])
+    from stableprompt._ledger._schema import COLUMNS
+
+    column = COLUMNS["verdict_detail"]
+    with contextlib.closing(sqlite3.connect(db)) as con, con:
+        for rowid, text in con.execute(f'SELECT rowid, "{column}" FROM calls').fetchall():
+            edited = re.sub(rf'"{key}":[^,}}]+', f'"{key}":{raw}', text)
+            assert edited != text
+            con.execute(f'UPDATE calls SET "{column}" = ? WHERE rowid = ?', (edited, rowid))
+    for mode in ([], ["--calls"], ["--html", str(tmp_path / "r.html")]):
+        assert main(["report", str(db), *mode]) == 0
+    capsys.readouterr()
+    assert main(["report", str(db), "--json", "--calls"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["overall"]["agreement"] in (0.5, 0.0)  # the read of nothing never agrees
+    assert [call["cache_read_tokens"] for call in data["calls"]] == [8766, 0]
 
 
 def test_unknown_usage_counts_as_a_call_but_not_tokens() -> None:

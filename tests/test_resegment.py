@@ -425,7 +425,7 @@ def _recorded(calls: list[tuple[float, str | None, bytes, bytes]], wire: str, *,
     return rows
 
 
-ROWS_DIGEST = "67af56947ea0f3f1238b80e4929d6ab4bdf3a059608bd4046c3875c8e3139a78"
+ROWS_DIGEST = "0b93cb943052bf7cb4a0eb946b2b7b698fab789bd56eaf1dca51695890713a11"
 """sha256 of the rows :func:`test_recorded_rows_are_pinned` records, computed before the recorder's
 fast paths (lazy divergence classification, indexed conversations, shared token sums): a change
 here changes a ledger row. Re-pinned on purpose this round, checked field by field against the
@@ -465,7 +465,10 @@ moved). Issue 26's estimated spans (``04240bc3...`` before): 32 rows whose predi
 partly on our token estimate gained ``verdict_detail["estimated_span_tokens"]`` (6 to 66
 tokens; 30 OpenAI rows whose LCP ends inside a request, 2 Anthropic hits); with the key removed
 the rows give ``04240bc3...`` exactly (no other field of any row moved); the same 32 rows
-then gained ``estimated_span_segments`` (1 to 5 segments; ``e87c40d3...`` without it)."""
+then gained ``estimated_span_segments`` (1 to 5 segments; ``e87c40d3...`` without it).
+Then (``67af5694...`` before) 149 ``shared_prefix`` objects gained ``differs_at_kind`` (the
+segment kind of ``differs_at``, which the provider's miss reason is joined to); with the key
+removed the rows give ``67af5694...`` exactly."""
 
 
 def test_recorded_rows_are_pinned() -> None:

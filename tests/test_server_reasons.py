@@ -93,6 +93,34 @@ def test_no_diagnosis_when_the_server_said_nothing(diagnostics: Any) -> None:
     assert joined is None or joined["agreement"] == "no-comparison"
 
 
+def _new_conversation(kind: str | None) -> dict[str, Any]:
+    """A ``cold`` row's detail when another session's request was compared (the demo's
+    second BFCL session: its head differs from the first session's at ``/tools/0``)."""
+    shared: dict[str, Any] = {"session": "multi_turn_base_0", "differs_at": "/tools/0",
+                              "differs_at_segment": "tools[0]", "tokens": 57}
+    if kind is not None:
+        shared["differs_at_kind"] = kind
+    return {"shared_prefix": shared}
+
+
+@pytest.mark.parametrize(("kind", "reason", "expected"), [
+    ("tool", "tools_changed", "agree"),
+    ("system", "system_changed", "agree"),
+    ("tool", "system_changed", "disagree"),
+    (None, "tools_changed", "server-only"),  # nothing compared: we see no change
+])
+def test_a_new_conversation_agrees_with_the_change_the_server_names(
+        kind: str | None, reason: str, expected: str) -> None:
+    """A new session's first call (``cold``) compared with another session's request, whose
+    head differs at a tool, agrees with a server naming ``tools_changed`` against that
+    request: both name the same change. The demo counted 49 such calls per scenario as
+    provider-side unexplained ("we see no change"), where README promises 0."""
+    joined = server_diagnosis(_anthropic(reason, 6068), "cold", _new_conversation(kind))
+    assert joined is not None and joined["agreement"] == expected
+    if expected == "agree":
+        assert "/tools/0" in joined["why"] and "multi_turn_base_0" in joined["why"]
+
+
 @pytest.mark.parametrize(("expired", "missed", "expected"), [
     (5563, 34, "agree"),  # think-time demo: only the previous request's tail differs
     (5563, 400, "server-only"),  # the server found a change inside the expired prefix

@@ -170,6 +170,17 @@ def _agreement(reason: str | None, verdict: str, detail: Mapping[str, Any]
     expected = SERVER_REASONS.get(reason)
     if expected is None:
         return "disagree", f"unknown server reason {reason!r}"
+    shared = detail.get("shared_prefix") if verdict == "cold" else None
+    compared = shared.get("differs_at_kind") if isinstance(shared, Mapping) else None
+    if isinstance(shared, Mapping) and isinstance(compared, str):
+        # A new conversation compared with another session's request (``_tree``): the
+        # server compares with that request too, so both name where the two differ.
+        kinds = expected[0]
+        where = (f"a new conversation whose head differs from session "
+                 f"{shared.get('session')}'s at {shared.get('differs_at')}")
+        if kinds is not None and compared in kinds:
+            return "agree", f"both name {reason}: {where}"
+        return "disagree", f"the server names {reason}, we see {where} ({compared})"
     if verdict != _MUTATION:
         if verdict in _READLESS_OURS or verdict == "hit":
             return "server-only", f"the server names {reason}, we see no change ({verdict})"

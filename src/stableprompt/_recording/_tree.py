@@ -23,8 +23,10 @@ shares:
 
 Either way ``verdict_detail["shared_prefix"]`` says with which call (``record_id``,
 ``session``, ``agent``), how much (``segments``; ``tokens``: provider tokens, anchored like
-every prefix), where the prompts part (``differs_at``: JSON path, ``differs_at_segment``)
-and what was readable (``readable_tokens``), and ``shared_prefix_note`` says it in a sentence.
+every prefix), where the prompts part (``differs_at``: JSON path, ``differs_at_segment``,
+``differs_at_kind``: its segment kind, which the provider's own miss reason is joined to,
+``_server_reasons``) and what was readable (``readable_tokens``), and
+``shared_prefix_note`` says it in a sentence.
 """
 
 from __future__ import annotations
@@ -83,6 +85,7 @@ def attribute_shared(request: RequestState, comparison: Comparison, *,
     if divergence is not None:
         shared["differs_at"] = divergence.path
         shared["differs_at_segment"] = divergence.segment
+        shared["differs_at_kind"] = divergence.segment_kind
     predicted = found.predicted_cache_read_tokens or 0
     reads = None if usage is None else usage.cache_read_tokens
     readable = (predicted > 0 or bool(reads)) and not policy.automatic

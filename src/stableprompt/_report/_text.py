@@ -358,6 +358,9 @@ _NARROW_COLUMNS = 130
 """Below this console width the calls table takes its compact form (``_print_calls``)."""
 _NARROW_HEADERS = {"time (UTC)": "UTC", "read share": "share",
                    "read / predicted / input": "read / pred / input"}
+_NARROW_CAUSE_WIDTH = 8
+"""The narrowest cause column of the compact calls table (below it the time of day goes
+under the session id, ``_print_calls``)."""
 _NARROW_WIDTHS = {"turn": 4, "time (UTC)": 8, "after": 5, "verdict": 15, "read share": 6,
                   "read / predicted / input": 8, "lost": 6}
 """Column widths of the compact calls table (the longest verdict word, ``client-mutation``;
@@ -396,11 +399,20 @@ def _print_calls(console: Any, report: Summary) -> None:
         if snippets and not narrow:
             columns.append("before -> after")
         widths: dict[str, int] = {}
+        # Tighter still (under ~91 columns: 80): the compact columns do not fit beside a
+        # readable cause, so the time goes under the session id instead of being cut.
+        tight = False
         if narrow:
             widths = {"session": max([7, *(len(ids.get(r.session or "", r.session or "—"))
                                             for r in rows)]), **_NARROW_WIDTHS}
             rest = console.width - sum(widths.values()) - 3 * (len(columns) - 1)
-            widths["cause, segment, path"] = max(rest, 8)
+            if rest < _NARROW_CAUSE_WIDTH:
+                tight = True
+                columns.remove("time (UTC)")
+                clock = widths.pop("time (UTC)")
+                widths["session"] = max(widths["session"], clock)
+                rest = console.width - sum(widths.values()) - 3 * (len(columns) - 1)
+            widths["cause, segment, path"] = max(rest, _NARROW_CAUSE_WIDTH)
         fixed = {"session", "agent", "turn", "time (UTC)", "after", "read share", "lost"}
         for column in columns:
             right = column in ("turn", "read share", "read / predicted / input", "lost")
@@ -425,9 +437,13 @@ def _print_calls(console: Any, report: Summary) -> None:
                 cells.insert(1, _agent_cell(row.agent, agents))
             if snippets and not narrow:
                 cells.append(_snippet(row))
+            if tight:  # the time goes under the session id
+                del cells[2]
             texts = [shown(cell) for cell in cells]
             if branched and narrow and row.agent != MAIN_AGENT:
                 texts[0] += "\nsub"
+            if tight:
+                texts[0] += f"\n{when}"
             table.add_row(*texts)
         console.print(table)
         for note, number in numbered.items():
@@ -480,20 +496,49 @@ def _print_stabilized(console: Any, report: Summary) -> None:
 
 
 def _print_groups(console: Any, report: Summary, by: str) -> None:
+    """The totals per group (``--by``): session ids and subagent ids shown short, as the
+    calls table shows them (:func:`short_ids`: three Claude Code subagents were three
+    identical ``subagent agent-…`` cut at 100 columns); the group and the verdicts wrap
+    (folded where a word is too long), numbers stay whole. Under
+    :data:`_GROUP_VERDICTS_COLUMNS` columns the verdicts are lines under the table, which has
+    no outer edge and headers in lines (at 80 the verdicts column was squeezed to nothing and
+    the cost cut)."""
     from rich.table import Table
 
-    table = Table(title=f"by {by}", title_justify="left", header_style="bold")
+    groups = report.group_by(by)
+    if by == "agent":
+        agents = short_ids(_agent_id(key) for key in groups)
+        labels = {key: _agent_cell(key, agents) for key in groups}
+    else:
+        labels = short_ids(groups) if by == "session" else {}
+    inline = console.width >= _GROUP_VERDICTS_COLUMNS
+    table = Table(title=f"by {by}", title_justify="left", header_style="bold",
+                  show_edge=inline, pad_edge=inline)
     for column in (by, "calls", "input tokens", "cache read", "hit rate", "ceiling",
-                   "intra-turn", "cross-turn", "verdicts", "cost"):
-        table.add_column(column, justify="left" if column in (by, "verdicts") else "right",
-                         no_wrap=column != "verdicts")
-    for key, t in report.group_by(by).items():
-        table.add_row(shown(key), format_int(t.calls), format_int(t.input_tokens),
+                   "intra-turn", "cross-turn", *(["verdicts"] if inline else []), "cost"):
+        text = column in (by, "verdicts")
+        header = column if inline else (  # narrow: headers in lines, no wider than counts
+            column.replace("ceiling", "ceil-ing").replace(" ", "\n").replace("-", "-\n"))
+        table.add_column(header, justify="left" if text else "right", no_wrap=not text,
+                         overflow="fold", min_width=8 if column == by else None)
+    for key, t in groups.items():
+        verdicts = [shown(format_verdicts(t.verdicts))] if inline else []
+        table.add_row(shown(labels.get(key, key)), format_int(t.calls),
+                      format_int(t.input_tokens),
                       format_int(t.cache_read_tokens), format_pct(t.hit_rate),
                       format_pct(t.ceiling), format_pct(t.intra_turn_hit_rate),
-                      format_pct(t.cross_turn_hit_rate), shown(format_verdicts(t.verdicts)),
+                      format_pct(t.cross_turn_hit_rate), *verdicts,
                       format_usd(t.cost_usd, complete=t.cost_complete))
     console.print(table)
+    if not inline:
+        for key, t in groups.items():
+            console.print(shown(f"verdicts, {labels.get(key, key)}: "
+                                f"{format_verdicts(t.verdicts)}"))
+
+
+_GROUP_VERDICTS_COLUMNS = _NARROW_COLUMNS
+"""Console width from which the ``--by`` table has a verdicts column (``_print_groups``);
+narrower, its verdicts are lines under it (a verdicts column at 100 wraps every count)."""
 
 
 def print_explanations(report: Summary, *, file: TextIO | None = None,
