@@ -21,6 +21,7 @@ from stableprompt._recording._predecessor import (
     _Unnamed,
 )
 from stableprompt._recording._recorder import Recorder
+from stableprompt._recording._sizes import ReportedSizes
 from test_transport import SYSTEM, SYSTEM_BLOCKS, FakeProvider, anthropic_sdk
 
 MODEL = "claude-sonnet-4-6"
@@ -328,3 +329,38 @@ def test_unnamed_calls_keep_each_conversations_newest(conversations: list[int], 
         assert list(whole.newest(probe))[:per_key] == expected
     held = sum(len(v) for v in capped._by_key.values())
     assert held <= min(len(calls), maxlen)
+
+
+def test_a_first_read_at_an_earlier_breakpoint_is_anchored_on_the_nearest_reported_size(
+        ) -> None:
+    """ann's conversation grows for four turns; then a resume re-sends it with her first
+    message rewritten, so it reads only the system breakpoint's entry, whose size no call has
+    reported (each reported its extent, up to its last message). The prediction is the
+    nearest reported size less our estimate of what lies between: ann's first call reported
+    the end of her first message, one segment after the system breakpoint, so only that
+    message is estimated (``_sizes``), not the history after it up to the compared call's or
+    this call's own reported total, as a recorder without the sizes does."""
+    def run(sizes: bool) -> list[UsageRecord]:
+        recorder = Recorder(tokenizer="bytes/4")
+        if not sizes:
+            recorder._memory.sizes = ReportedSizes(limit=0)
+        client = anthropic_sdk(FakeProvider(), recorder)
+        for turn in range(1, 5):
+            send(client, talk("ann", turn))
+        resumed = talk("ann", 5)
+        resumed[0]["content"][0]["text"] = "ann asks question 0, resumed"
+        send(client, resumed)
+        return recorder.records
+
+    *ann, resumed = run(sizes=True)
+    detail = resumed.verdict_detail
+    assert resumed.verdict == "client_mutation" and resumed.predecessor_id == ann[-1].record_id
+    assert detail["path"] == "/messages/0/content/0/text"
+    assert resumed.cache_read_tokens
+    assert resumed.predicted_cache_read_tokens == resumed.cache_read_tokens
+    assert detail["anchored_on_reported_size"] == 1  # ann's first extent, one segment on
+    assert detail["estimated_span_segments"] == 1
+    *_, far = run(sizes=False)
+    assert "anchored_on_reported_size" not in far.verdict_detail
+    assert far.verdict_detail["estimated_span_segments"] == 7  # the history after it
+    assert far.verdict_detail["estimated_span_tokens"] > detail["estimated_span_tokens"]

@@ -425,7 +425,7 @@ def _recorded(calls: list[tuple[float, str | None, bytes, bytes]], wire: str, *,
     return rows
 
 
-ROWS_DIGEST = "0b93cb943052bf7cb4a0eb946b2b7b698fab789bd56eaf1dca51695890713a11"
+ROWS_DIGEST = "e604b04fb717ba5c7ea108728bbfc6ca1aba105b9c67ad3f5633a9337812873c"
 """sha256 of the rows :func:`test_recorded_rows_are_pinned` records, computed before the recorder's
 fast paths (lazy divergence classification, indexed conversations, shared token sums): a change
 here changes a ledger row. Re-pinned on purpose this round, checked field by field against the
@@ -468,7 +468,13 @@ the rows give ``04240bc3...`` exactly (no other field of any row moved); the sam
 then gained ``estimated_span_segments`` (1 to 5 segments; ``e87c40d3...`` without it).
 Then (``67af5694...`` before) 149 ``shared_prefix`` objects gained ``differs_at_kind`` (the
 segment kind of ``differs_at``, which the provider's miss reason is joined to); with the key
-removed the rows give ``67af5694...`` exactly."""
+removed the rows give ``67af5694...`` exactly. Predictions anchored on
+the nearest size the provider reported (``_sizes``; ``0b93cb94...`` before), checked
+field by field: 4 rows moved, the two calls at both memory sizes whose usage is suspect
+(100,000 reads reported for a ~120-token request): predicted 99,945 -> 237 and 121 -> 157,
+now the prefix's size an earlier call reported (``anchored_on_reported_size``; the second
+lost ``estimated_span_*``, its entry's own size being known) instead of this call's suspect
+total less our estimate. No other field of any row moved."""
 
 
 def test_recorded_rows_are_pinned() -> None:

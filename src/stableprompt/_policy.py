@@ -52,6 +52,7 @@ __all__ = [
     "content_shape_rule",
     "default_policies",
     "describe_header_change",
+    "estimate_allowance_tokens",
     "explicit_cache_rule",
     "header_changes",
     "header_items",
@@ -99,6 +100,25 @@ each block boundary in the span carries a framing difference. Measured (2026-12-
 first reads of an entry ending at an earlier breakpoint: Claude Code 11 tokens over 3
 segments (two runs), aider on Anthropic 6 over 2, the demo's ``breakpoint-misplaced`` and
 ``subagent-fork`` at most 9 over 2 (4.5 per segment); 8 is about twice the largest."""
+
+def estimate_allowance_tokens(span: int, segments: int | None, token_scale: object) -> int | None:
+    """Tokens by which a reported read may differ from a prediction that rests on an estimated
+    span (on top of the granularity): :data:`ESTIMATED_SPAN_FRACTION` of the span (our
+    tokens) plus the request's density offset (``|token_scale - 1|`` of it; a scale that is
+    not a finite positive number adds none) and :data:`ESTIMATED_SEGMENT_FRAMING_TOKENS` per
+    segment in it (1 segment when unknown); ``None`` when that is too large for a float (a
+    hand-edited row). The one rule of the report's agreement
+    (``_accounting._calls.agreement_of``) and of the sizes the recorder learns from a read
+    (``_recording._attribution``)."""
+    offset = (abs(token_scale - 1) if isinstance(token_scale, (int, float))
+              and not isinstance(token_scale, bool) and math.isfinite(token_scale)
+              and token_scale > 0 else 0.0)
+    framing = ESTIMATED_SEGMENT_FRAMING_TOKENS * (segments if segments and segments > 0 else 1)
+    try:
+        return framing + math.ceil((ESTIMATED_SPAN_FRACTION + offset) * span)
+    except OverflowError:  # beyond a float: no row the recorder writes
+        return None
+
 
 TOKEN_ESTIMATE_MARGIN = 1.25
 """How much denser than our cl100k estimate a provider's tokenizer may be on prompt content

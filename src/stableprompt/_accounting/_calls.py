@@ -67,10 +67,9 @@ from typing import Any
 from .._canonical import loads
 from .._ledger._usage_record import UNANALYSED, UsageRecord
 from .._policy import (
-    ESTIMATED_SEGMENT_FRAMING_TOKENS,
-    ESTIMATED_SPAN_FRACTION,
     TOLERANCE_FRACTION,
     describe_header_change,
+    estimate_allowance_tokens,
 )
 from .._recording._boundary import turn_boundary
 from .._redact import redact
@@ -255,8 +254,9 @@ def agreement_of(record: UsageRecord, granularity: int) -> bool | None:
     an allowance on top: :data:`~stableprompt._policy.ESTIMATED_SPAN_FRACTION` of that span
     plus the request's density offset (``|token_scale - 1|`` of the span), and
     :data:`~stableprompt._policy.ESTIMATED_SEGMENT_FRAMING_TOKENS` per segment in it
-    (``estimated_span_segments``, 1 when the row does not say): no one can count a
-    provider's tokens exactly without its tokenizer and chat template. The report counts
+    (``estimated_span_segments``, 1 when the row does not say;
+    :func:`~stableprompt._policy.estimate_allowance_tokens`): no one can count a provider's
+    tokens exactly without its tokenizer and chat template. The report counts
     those calls apart (:attr:`Totals.agreement_estimated`) with their largest error.
 
     The allowance covers how many tokens a read holds, not whether one happened: a read of 0
@@ -273,16 +273,9 @@ def agreement_of(record: UsageRecord, granularity: int) -> bool | None:
     span = _int(detail, "estimated_span_tokens")
     if not span or span < 0 or (predicted > 0) != (reported > 0):
         return error < granularity
-    scale = detail.get("token_scale")
-    offset = (abs(scale - 1) if isinstance(scale, (int, float)) and not isinstance(scale, bool)
-              and math.isfinite(scale) and scale > 0 else 0.0)
-    segments = _int(detail, "estimated_span_segments")
-    framing = ESTIMATED_SEGMENT_FRAMING_TOKENS * (segments if segments and segments > 0 else 1)
-    try:
-        share = math.ceil((ESTIMATED_SPAN_FRACTION + offset) * span)
-    except OverflowError:  # beyond a float: no row the recorder writes
-        return error < granularity
-    return error < granularity + framing + share
+    allowance = estimate_allowance_tokens(span, _int(detail, "estimated_span_segments"),
+                                          detail.get("token_scale"))
+    return error < granularity + (allowance or 0)
 
 
 def exclusion(record: UsageRecord) -> str | None:

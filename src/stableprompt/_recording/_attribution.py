@@ -81,6 +81,7 @@ from .._policy import (
     content_shape_change,
     content_shape_rule,
     describe_header_change,
+    estimate_allowance_tokens,
     header_changes,
 )
 from .._segment import HEAD_KINDS, Segment
@@ -91,6 +92,7 @@ from ._divergence_detail import ledger_divergences
 from ._engine_view import EngineEvidence
 from ._outline import outline_common
 from ._plausibility import usage_suspicion
+from ._sizes import ReportedSizes, size_key
 
 __all__ = [
     "IGNORED_BREAKPOINTS_MARGIN",
@@ -115,6 +117,10 @@ typical request's content; 1.25 keeps a
 borderline prefix (which may really be under the minimum, where "both counters 0" is the
 documented silent outcome) out of the flag. Below the margin a reported 0 is taken at its
 word (``below_minimum`` evidence) and is still anchored on."""
+
+SIZE_SCAN_SEGMENTS = 64
+"""Segments searched either way from a predicted entry's end for a size the provider reported
+(:meth:`_Attributor.nearest_reported`): a bounded cost per call, whatever the history."""
 
 Relation = Literal["lineage", "session"]
 
@@ -154,6 +160,9 @@ class Attribution:
             reported reads match the predicted entry on a breakpoint cache (lets the next call
             reading the same entry predict its exact size).
         read_entry_index: The index of the segment ending that entry, with it.
+        reported_sizes: The entry sizes this call's usage reports, as ``(_sizes.size_key of
+            the prefix, provider tokens)`` (:meth:`_Attributor.reported_sizes`), for the
+            recorder's :class:`~._sizes.ReportedSizes`.
     """
 
     verdict: Verdict
@@ -166,6 +175,7 @@ class Attribution:
     read_entry_digest: str | None = None
     comparison: _Comparison | None = field(default=None, repr=False, compare=False)
     read_entry_index: int | None = None
+    reported_sizes: tuple[tuple[str, int], ...] = ()
 
     @property
     def divergence(self) -> Divergence | None:
@@ -284,6 +294,7 @@ def attribute(
     other_conversation: bool = False,
     engine: EngineEvidence | None = None,
     unknown_reason: str | None = None,
+    sizes: ReportedSizes | None = None,
 ) -> Attribution:
     """Predict the cache reads of ``request`` and explain the reported reads with one verdict.
 
@@ -326,6 +337,11 @@ def attribute(
             ``reason`` ``"template-not-append-stable"`` and ``engine_divergence`` (the first
             divergent token and the text around it); a slot another request took:
             ``provider_miss`` with ``reason`` ``"slot-taken"`` and ``slot_predecessor_id``.
+        sizes: Entry sizes the provider reported for earlier calls (``_sizes``): a prediction
+            of an entry no call has reported yet is anchored on the nearest of them (at most
+            :data:`SIZE_SCAN_SEGMENTS` segments away), when that leaves less to estimate than
+            the compared request's own sizes (``detail["anchored_on_reported_size"]``: how
+            far, in segments; 0 when the entry's own size was reported).
 
     Returns:
         The :class:`Attribution`. Checks, in order (the first that applies wins):
@@ -407,7 +423,7 @@ def attribute(
     if request.segmented is None or request.segment_tokens is None:
         raise ValueError("attribute() needs a request with segmented and segment_tokens")
     found = _Attributor(request, predecessor, session_previous, usage, policy,
-                        other_conversation, engine).run()
+                        other_conversation, engine, sizes).run()
     if unknown_reason is None:
         return found
     detail = {**found.detail, "unknown_reason": unknown_reason}
@@ -428,8 +444,10 @@ class _Attributor:
         policy: CacheRules,
         other_conversation: bool = False,
         engine: EngineEvidence | None = None,
+        sizes: ReportedSizes | None = None,
     ) -> None:
         assert request.segmented is not None and request.segment_tokens is not None
+        self.sizes = sizes
         self.request = request
         self.seg = request.segmented
         self.tokens = request.segment_tokens
@@ -508,11 +526,14 @@ class _Attributor:
         return self.anchor(tokens, space, extent)[0]
 
     def anchor(self, tokens: float, space: Literal["request", "base"] = "request",
-               extent: tuple[float, int] | None = None) -> tuple[int, float, int]:
+               extent: tuple[float, int] | None = None,
+               known: tuple[float, int] | None = None) -> tuple[int, float, int]:
         """:meth:`provider` and the span it estimated: ``(provider tokens, our tokens of the
         remainder between the prefix's end and the reported size it was anchored on, the
         segments that remainder holds)``; the span is 0 when the count is a reported size, the
-        whole prefix when nothing was reported."""
+        whole prefix when nothing was reported. ``known``: another reported size in the
+        compared request's space (:meth:`nearest_reported`): ``(its end less the prefix's end,
+        in our tokens: negative when it ends before the prefix; its provider tokens)``."""
         if tokens <= 0:
             return 0, 0.0, 0
         comparison = self.comparison
@@ -531,17 +552,40 @@ class _Attributor:
             remainder = base_tokens - tokens
             if best is None or remainder < best[0]:
                 best = (remainder, base.input_tokens_total, base_cum)
+        if known is not None and (best is None or abs(known[0]) < best[0]):
+            best = (known[0], known[1], base_cum)
         if best is None:
             cum = self.cum if space == "request" else base_cum
             return (math.floor(tokens + 1e-9), float(tokens),
                     bisect_right(cum, tokens) if cum else 1)
         remainder, reported, cum = best
         segments = 0
-        if remainder > 0:  # the segment ends inside the span (1 when the ends are unknown)
-            segments = (bisect_right(cum, tokens + remainder) - bisect_right(cum, tokens)
-                        if cum else 1) or 1
-        return (max(0, min(reported, math.floor(reported - remainder + 1e-9))),
-                max(remainder, 0.0), segments)
+        if remainder:  # the segment ends inside the span (1 when the ends are unknown)
+            low, high = sorted((tokens, tokens + remainder))
+            segments = (bisect_right(cum, high) - bisect_right(cum, low) if cum else 1) or 1
+        count = math.floor(reported - remainder + 1e-9)
+        return (max(0, count if remainder < 0 else min(reported, count)), abs(remainder),
+                segments)
+
+    def nearest_reported(self, index: int) -> tuple[float, int, int] | None:
+        """The reported size (:attr:`sizes`) nearest to the end of the compared request's
+        segment ``index``, searched at most :data:`SIZE_SCAN_SEGMENTS` segments either way:
+        ``(its end less that segment's end in our tokens, its provider tokens, how many
+        segments away)``, or ``None``."""
+        sizes, base = self.sizes, self.base
+        if not sizes or base is None or base.cumulative_tokens is None:
+            return None
+        segments = base_segments(base)
+        if segments is None:
+            return None
+        cum, n = base.cumulative_tokens, len(segments)
+        for step in range(SIZE_SCAN_SEGMENTS + 1):
+            for j in (index + step, index - step) if step else (index,):
+                if 0 <= j < n:
+                    size = sizes.get(size_key(segments[j].prefix_digest))
+                    if size is not None:
+                        return cum[j] - cum[index], size, step
+        return None
 
     def implicit_breakpoint_tokens(self) -> int | None:
         """Our token count up to the predecessor's implicit breakpoint ("at the end of the latest
@@ -578,6 +622,7 @@ class _Attributor:
             self.read_entry = self.seg.segments[entry_index].prefix_digest
             self.read_entry_index = entry_index
         self.estimated_span = 0.0
+        self.detail.pop("anchored_on_reported_size", None)  # the latest prediction's
         exact = None if base is None else base.cached_extent_tokens
         if exact == 0 and self.base_ignored:
             # "Breakpoints sent, nothing written": the predecessor's reported 0 is the
@@ -594,7 +639,11 @@ class _Attributor:
         # A prefix inside the predecessor's entry: the nearest reported count is that entry's
         # own size, so only the part of the entry after the prefix is estimated.
         extent = None if exact is None or base_extent is None else (base_extent, exact)
-        count, self.estimated_span, self.estimated_segments = self.anchor(tokens, "base", extent)
+        near = None if entry_index is None else self.nearest_reported(entry_index)
+        count, self.estimated_span, self.estimated_segments = self.anchor(
+            tokens, "base", extent, None if near is None else near[:2])
+        if near is not None and abs(near[0]) == self.estimated_span:
+            self.detail["anchored_on_reported_size"] = near[2]
         return _floor(count, self.granule)
 
     # ------------------------------------------------------------------ results
@@ -654,7 +703,37 @@ class _Attributor:
             read_entry_digest=self.read_entry if self.read_matches(predicted) else None,
             comparison=comparison,
             read_entry_index=self.read_entry_index if self.read_matches(predicted) else None,
+            reported_sizes=self.reported_sizes(predicted),
         )
+
+    def reported_sizes(self, predicted: int) -> tuple[tuple[str, int], ...]:
+        """The entry sizes this call's usage reports, on a breakpoint cache (entries end at
+        breakpoints; not an automatic one, whose reads end at a granule): ``cache_read +
+        cache_write`` is the size of the prefix up to the last breakpoint (the longest: it
+        is written, or read, whenever anything is), and a read that matched the predicted
+        entry is that entry's size. None from a suspect usage report or without both
+        numbers."""
+        usage = self.usage
+        if (self.policy.automatic or self.engine is not None or usage is None
+                or usage.cache_read_tokens is None or usage.cache_write_tokens is None
+                or "usage_suspect" in self.detail):
+            return ()
+        found: list[tuple[str, int]] = []
+        own = breakpoint_indices(self.seg)
+        extent = usage.cache_read_tokens + usage.cache_write_tokens
+        if own and extent > 0:
+            found.append((size_key(self.seg.segments[own[-1]].prefix_digest), extent))
+        reads = self.reads
+        if self.read_entry is not None and reads and predicted:
+            # the predicted entry's size, when the read is that entry (within what the
+            # estimate allows: a looser match could be another entry's size)
+            allowed = self.granule - 1
+            if self.estimated_span > 0:
+                allowed += estimate_allowance_tokens(
+                    math.ceil(self.estimated_span), self.estimated_segments, self.scale) or 0
+            if abs(reads - predicted) <= allowed:
+                found.append((size_key(self.read_entry), reads))
+        return tuple(found)
 
     def head_tokens(self) -> int | None:
         """Provider tokens of the request's head: every segment before its first message

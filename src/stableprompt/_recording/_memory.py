@@ -39,6 +39,7 @@ from ._boundary import turn_boundary
 from ._call import Call, Pending, RequestState
 from ._engine_view import EngineEvidence, EngineTokens, SlotMemory, observe_engine
 from ._predecessor import LINEAGE_DEPTH, CallIndex, call_from_record, opening_of
+from ._sizes import ReportedSizes
 
 __all__ = ["ENGINE_PROVIDER", "CallMemory"]
 
@@ -65,6 +66,7 @@ class CallMemory:
         self.counter = counter
         self.slots = slots
         self.index = CallIndex(window_s=window_s)
+        self.sizes = ReportedSizes()  # entry sizes the provider reported (``_sizes``)
         self.segments = LineageSegments()
         self._lookup_warned = False
 
@@ -192,12 +194,15 @@ class CallMemory:
     def remember(self, pending: Pending, usage: CacheUsage | None, response_id: str | None,
                  read_entry_digest: str | None = None,
                  engine: tuple[EngineEvidence, array[int]] | None = None, *,
-                 ended: float, read_entry_index: int | None = None) -> None:
+                 ended: float, read_entry_index: int | None = None,
+                 sizes: tuple[tuple[str, int], ...] = ()) -> None:
         """Keep a complete, successful call as a future predecessor, with what its response
-        said (usage, response id; ``ended``: the recorder's clock at its end) and, with an
-        engine view (:meth:`engine_view`), as what the engine's slot now holds."""
+        said (usage, response id; ``ended``: the recorder's clock at its end; ``sizes``: the
+        entry sizes its usage reports, ``Attribution.reported_sizes``) and, with an engine
+        view (:meth:`engine_view`), as what the engine's slot now holds."""
         if pending.state is None or pending.call is None:
             return
+        self.sizes.add(sizes)
         held: dict[str, Any] = {}
         if engine is not None:
             evidence, content = engine

@@ -41,6 +41,7 @@ from ._errors import failure
 from ._observer import Observation
 from ._outline import encode_outline
 from ._server_reasons import server_diagnosis
+from ._sizes import ReportedSizes
 from ._tree import attribute_shared
 
 __all__ = ["Outcome", "attribution_of", "automatic_writes", "failed_record", "identity_fields",
@@ -199,22 +200,24 @@ def _policy(policies: PolicyTable, pending: Pending,
 
 
 def attribution_of(pending: Pending, outcome: Outcome,
-                   engine: EngineEvidence | None = None) -> Attribution | None:
+                   engine: EngineEvidence | None = None,
+                   sizes: ReportedSizes | None = None) -> Attribution | None:
     """:func:`~stableprompt._recording._attribution.attribute` of the call (with the
-    engine's own token view when there is one), ``None`` when its request could not be
-    analysed or no cache policy applies. Pure."""
+    engine's own token view when there is one, and the entry sizes the provider reported
+    for earlier calls, ``_sizes``), ``None`` when its request could not be analysed or no
+    cache policy applies. Pure."""
     if pending.state is None or outcome.policy is None:
         return None
     comparison = pending.comparison
     if comparison.rule == "shared-prefix":  # another lineage's call sharing part of the head
         return attribute_shared(pending.state, comparison, usage=outcome.usage,
                                 policy=outcome.policy, engine=engine,
-                                unknown_reason=outcome.unknown_reason)
+                                unknown_reason=outcome.unknown_reason, sizes=sizes)
     return attribute(pending.state, predecessor=comparison.predecessor,
                      session_previous=comparison.session_previous,
                      other_conversation=comparison.other_conversation, usage=outcome.usage,
                      policy=outcome.policy, engine=engine,
-                     unknown_reason=outcome.unknown_reason)
+                     unknown_reason=outcome.unknown_reason, sizes=sizes)
 
 
 def record_of(pending: Pending, outcome: Outcome, attribution: Attribution | None, *,

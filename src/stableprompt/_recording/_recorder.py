@@ -461,7 +461,8 @@ class Recorder:
         evidence: dict[str, Any] = {}
         engine = self._memory.engine_view(self.engine, pending, outcome.response,
                                           outcome.success, outcome.usage, evidence)
-        attribution = attribution_of(pending, outcome, None if engine is None else engine[0])
+        attribution = attribution_of(pending, outcome, None if engine is None else engine[0],
+                                     self._memory.sizes)
         attribution = self._explicit_read(pending, attribution)
         if outcome.unknown_reason is None and outcome.success:
             # When its answer ended (send time + latency), not when this finishing runs: on
@@ -472,7 +473,8 @@ class Recorder:
                 pending, outcome.usage, outcome.response_id,
                 None if attribution is None else attribution.read_entry_digest, engine,
                 ended=ended,
-                read_entry_index=None if attribution is None else attribution.read_entry_index)
+                read_entry_index=None if attribution is None else attribution.read_entry_index,
+                sizes=() if attribution is None else attribution.reported_sizes)
         return record_of(pending, outcome, attribution, scenario=self.scenario,
                          store_snippets=self.store_snippets, evidence=evidence,
                          extra=observation.detail)

@@ -40,6 +40,7 @@ from .._usage import CacheUsage
 from ._attribution import Attribution, attribute
 from ._call import Comparison, RequestState
 from ._engine_view import EngineEvidence
+from ._sizes import ReportedSizes
 
 __all__ = ["attribute_shared", "shared_note"]
 
@@ -67,7 +68,8 @@ def shared_note(shared: Mapping[str, Any], readable: bool) -> str:
 def attribute_shared(request: RequestState, comparison: Comparison, *,
                      usage: CacheUsage | None, policy: CacheRules,
                      engine: EngineEvidence | None = None,
-                     unknown_reason: str | None = None) -> Attribution:
+                     unknown_reason: str | None = None,
+                     sizes: ReportedSizes | None = None) -> Attribution:
     """Attribute ``request`` against ``comparison.predecessor``, another lineage's call
     sharing part of its prefix (rule ``shared-prefix``; see the module docstring).
 
@@ -76,7 +78,7 @@ def attribute_shared(request: RequestState, comparison: Comparison, *,
     """
     found = attribute(request, predecessor=comparison.predecessor, usage=usage,
                       policy=policy, other_conversation=True, engine=engine,
-                      unknown_reason=unknown_reason)
+                      unknown_reason=unknown_reason, sizes=sizes)
     shared: dict[str, Any] = dict(comparison.detail.get("shared_prefix") or {})
     tokens = found.detail.get("lcp_tokens_scaled")
     if isinstance(tokens, int):
@@ -94,7 +96,7 @@ def attribute_shared(request: RequestState, comparison: Comparison, *,
         shared["automatic"] = True
     if not readable:
         first = attribute(request, predecessor=None, usage=usage, policy=policy,
-                          engine=engine, unknown_reason=unknown_reason)
+                          engine=engine, unknown_reason=unknown_reason, sizes=sizes)
         detail = {**first.detail, "shared_prefix": shared,
                   "shared_prefix_note": shared_note(shared, False)}
         return replace(first, detail=detail)

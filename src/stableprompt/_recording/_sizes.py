@@ -1,0 +1,67 @@
+"""Cache entry sizes the provider reported, by the prefix they end: exact anchors.
+
+Anthropic and Bedrock report one write count for all of a request's cache breakpoints, so
+the size of an entry ending at an earlier breakpoint is first reported when a later call
+reads it; until then a prediction of that read is the nearest *reported* size less our
+estimate of what lies between (``_attribution._Attributor.anchor``). The nearer the reported
+size, the less is estimated: the predecessor's own extent can be a whole conversation away
+(a resumed session whose first message changed reads up to its system breakpoint, while the
+predecessor reported only the end of its long history), but the conversation's first call
+reported the end of its first message, one block after that breakpoint.
+
+So every call's usage names exact sizes (:func:`sizes_of`): ``cache_read + cache_write`` is
+the size of the prefix up to its last cache breakpoint, and a read that matched the
+predicted entry is the size of that entry. :class:`ReportedSizes` keeps them by the
+prefix's chained digest (its first :data:`~._outline.DIGEST_HEX` hex digits, as a ledger
+row's outline keeps them: the chain starts with the model, so a key names one model's
+prefix), for the recorder (calls it finished, rows it read from its ledger), bounded
+(least recently used dropped).
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Iterable
+
+from ._outline import DIGEST_HEX
+
+__all__ = ["MAX_SIZES", "ReportedSizes", "size_key"]
+
+MAX_SIZES = 16_384
+"""Reported sizes a recorder keeps (about 1.5 MB)."""
+
+
+def size_key(prefix_digest: str) -> str:
+    """The key of a prefix: the first :data:`~._outline.DIGEST_HEX` hex digits of its
+    chained digest (full or as an outline keeps it)."""
+    return prefix_digest[:DIGEST_HEX]
+
+
+class ReportedSizes:
+    """Provider tokens of prefixes whose size the provider reported, by :func:`size_key`.
+
+    Args:
+        limit: Sizes kept; the least recently used is dropped beyond it.
+    """
+
+    def __init__(self, limit: int = MAX_SIZES) -> None:
+        self._sizes: OrderedDict[str, int] = OrderedDict()
+        self._limit = limit
+
+    def __len__(self) -> int:
+        return len(self._sizes)
+
+    def get(self, key: str) -> int | None:
+        """The reported size (provider tokens) of the prefix ``key`` names, or ``None``."""
+        return self._sizes.get(key)
+
+    def add(self, sizes: Iterable[tuple[str, int]]) -> None:
+        """Keep ``(key, provider tokens)`` pairs (a later report of a key replaces it)."""
+        table = self._sizes
+        for key, tokens in sizes:
+            if tokens <= 0:
+                continue
+            table[key] = tokens
+            table.move_to_end(key)
+            if len(table) > self._limit:
+                table.popitem(last=False)
