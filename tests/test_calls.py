@@ -363,4 +363,5 @@ def test_a_first_read_at_an_earlier_breakpoint_is_anchored_on_the_nearest_report
     *_, far = run(sizes=False)
     assert "anchored_on_reported_size" not in far.verdict_detail
     assert far.verdict_detail["estimated_span_segments"] == 7  # the history after it
-    assert far.verdict_detail["estimated_span_tokens"] > detail["estimated_span_tokens"]
+    wide, narrow = far.verdict_detail["estimated_span_tokens"], detail["estimated_span_tokens"]
+    assert isinstance(wide, int) and isinstance(narrow, int) and wide > narrow
