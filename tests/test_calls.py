@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import json
+from pathlib import Path
 from typing import Any
 
 import httpx2
@@ -365,3 +366,30 @@ def test_a_first_read_at_an_earlier_breakpoint_is_anchored_on_the_nearest_report
     assert far.verdict_detail["estimated_span_segments"] == 7  # the history after it
     wide, narrow = far.verdict_detail["estimated_span_tokens"], detail["estimated_span_tokens"]
     assert isinstance(wide, int) and isinstance(narrow, int) and wide > narrow
+
+
+def test_a_restarted_recorder_learns_the_reported_sizes_from_its_ledger(
+        tmp_path: Path) -> None:
+    """The same resume, recorded by a second recorder on the first one's ledger (a restarted
+    proxy, another host on a shared ledger): the sizes ann's rows report (their extents, by
+    their outline's last breakpoint) anchor the prediction as in one process."""
+    from stableprompt import Ledger
+
+    path, fake = tmp_path / "calls.db", FakeProvider()  # one provider cache for both
+    with Ledger(path) as ledger:
+        first = Recorder(tokenizer="bytes/4", ledger=ledger)
+        client = anthropic_sdk(fake, first)
+        for turn in range(1, 5):
+            send(client, talk("ann", turn))
+        first.close()
+    with Ledger(path) as ledger:
+        second = Recorder(tokenizer="bytes/4", ledger=ledger)
+        resumed = talk("ann", 5)
+        resumed[0]["content"][0]["text"] = "ann asks question 0, resumed"
+        send(anthropic_sdk(fake, second), resumed)
+        second.close()
+        (row,) = second.records
+    # a new process knows no unnamed conversation: the resume is a new one on ann's head
+    assert row.verdict == "hit" and row.verdict_detail["other_conversation"] is True
+    assert row.cache_read_tokens and row.predicted_cache_read_tokens == row.cache_read_tokens
+    assert row.verdict_detail["anchored_on_reported_size"] == 1

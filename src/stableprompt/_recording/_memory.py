@@ -29,6 +29,7 @@ from typing import Any
 
 from .._canonical import loads
 from .._ledger._ledger import Ledger
+from .._policy import PolicyTable
 from .._redact import redact
 from .._tokens import EstimatingTokenCounter
 from .._usage import CacheUsage
@@ -39,7 +40,7 @@ from ._boundary import turn_boundary
 from ._call import Call, Pending, RequestState
 from ._engine_view import EngineEvidence, EngineTokens, SlotMemory, observe_engine
 from ._predecessor import LINEAGE_DEPTH, CallIndex, call_from_record, opening_of
-from ._sizes import ReportedSizes
+from ._sizes import ReportedSizes, row_sizes
 
 __all__ = ["ENGINE_PROVIDER", "CallMemory"]
 
@@ -59,12 +60,15 @@ class CallMemory:
         window_s: How long an unnamed conversation's last call stays its continuation
             (``Recorder(session_window_s=...)``), seconds.
         slots: What the engine's slots hold (``Recorder(engine_slots=...)``).
+        policies: The recorder's cache-policy table: which rows read from a ledger report
+            entry sizes (breakpoint caches, :func:`~._sizes.row_sizes`).
     """
 
     def __init__(self, counter: EstimatingTokenCounter, *, window_s: float,
-                 slots: SlotMemory) -> None:
+                 slots: SlotMemory, policies: PolicyTable | None = None) -> None:
         self.counter = counter
         self.slots = slots
+        self.policies = policies or PolicyTable()
         self.index = CallIndex(window_s=window_s)
         self.sizes = ReportedSizes()  # entry sizes the provider reported (``_sizes``)
         self.segments = LineageSegments()
@@ -275,9 +279,12 @@ class CallMemory:
             self._lookup_failed(exc)
             rows = []
         seen = self.index.lineage_ids(head) if known else set()
-        calls = [call_from_record(r, head, self.count) for r in reversed(rows)
-                 if r.error_class is None and not r.verdict_detail.get("incomplete")
-                 and r.record_id not in seen]
+        kept = [r for r in reversed(rows) if r.error_class is None
+                and not r.verdict_detail.get("incomplete") and r.record_id not in seen]
+        calls = [call_from_record(r, head, self.count) for r in kept]
+        for row, call in zip(kept, calls, strict=True):  # what other processes were told
+            if call.state is not None:
+                self.sizes.add(row_sizes(row, call.state, self.policies))
         if known:
             if calls:
                 self.index.merge_lineage(head, calls)

@@ -195,7 +195,7 @@ class Recorder:
         self.engine: EngineTokens | None = engine_of(engine)
         self._owns_engine = isinstance(engine, str)
         self._memory = CallMemory(self._counter, window_s=session_window_s,
-                                  slots=SlotMemory.of(engine_slots))
+                                  slots=SlotMemory.of(engine_slots), policies=self.policies)
         self._records_lock = threading.Lock()
         # Gemini explicit caches this recorder saw created or updated: name -> tokens
         self._explicit_caches: dict[str, int] = {}

@@ -23,9 +23,12 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Iterable
 
+from .._ledger._usage_record import UsageRecord
+from .._policy import PolicyTable
+from ._call import RequestState
 from ._outline import DIGEST_HEX
 
-__all__ = ["MAX_SIZES", "ReportedSizes", "size_key"]
+__all__ = ["MAX_SIZES", "ReportedSizes", "row_sizes", "size_key"]
 
 MAX_SIZES = 16_384
 """Reported sizes a recorder keeps (about 1.5 MB)."""
@@ -35,6 +38,27 @@ def size_key(prefix_digest: str) -> str:
     """The key of a prefix: the first :data:`~._outline.DIGEST_HEX` hex digits of its
     chained digest (full or as an outline keeps it)."""
     return prefix_digest[:DIGEST_HEX]
+
+
+def row_sizes(row: UsageRecord, state: RequestState,
+              policies: PolicyTable) -> tuple[tuple[str, int], ...]:
+    """The entry size a ledger row reports (another process's call, or this one's before a
+    restart): ``cache_read + cache_write`` up to its request's last breakpoint (``state``: the
+    row as a predecessor, its stored segments or outline), on a breakpoint cache (its
+    provider and model in ``policies``; not an automatic cache, whose reads end at a granule),
+    not from a suspect usage report; ``()`` otherwise (a row's read entry is not stored)."""
+    read, write = row.cache_read_tokens, row.cache_write_tokens
+    if (read is None or write is None or read + write <= 0
+            or row.verdict_detail.get("usage_suspect")):
+        return ()
+    try:
+        if policies.lookup(row.provider or "", row.model or "").automatic:
+            return ()
+    except Exception:  # no policy for it: no size taken
+        return ()
+    segments = (state.segmented.segments if state.segmented is not None else state.outline)
+    last = next((s for s in reversed(segments or ()) if s.breakpoint), None)
+    return () if last is None else ((size_key(last.prefix_digest), read + write),)
 
 
 class ReportedSizes:
