@@ -266,12 +266,16 @@ def test_report_calls_keeps_claude_code_session_ids_readable(tmp_path: Path, wid
         assert joined[4].split()[0] == record.verdict.replace("_", "-")  # whole, not cut
         read, total = record.cache_read_tokens or 0, record.input_tokens_total or 1
         assert joined[5].replace(" ", "") == f"{read / total:.1%}"
-        assert joined[6].replace(" ", "") == (f"{record.cache_read_tokens:,}/"
+        estimated = "~" if record.verdict_detail.get("estimated_span_tokens") else ""
+        assert joined[6].replace(" ", "") == (f"{record.cache_read_tokens:,}/{estimated}"
                                               f"{record.predicted_cache_read_tokens:,}/"
                                               f"{record.input_tokens_total:,}")
         lost = record.verdict_detail.get("lost_tokens")
         if lost and record.verdict != "hit":
             assert joined[7].replace(" ", "") == f"{lost:,}"
+    assert any(r.verdict_detail.get("estimated_span_tokens") for r in records)
+    assert "~ before a predicted read: it rests partly on our token estimate" in " ".join(
+        text.split())
 
 
 @pytest.mark.parametrize("fixture", [CLAUDE, CODEX])

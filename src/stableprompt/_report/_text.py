@@ -373,7 +373,8 @@ def _print_calls(console: Any, report: Summary) -> None:
     changed header) and error text as numbered notes beside its verdict, listed under the
     table (one number per distinct text); an ``agent`` column (``main``, ``sub <id>``) when a
     scenario's calls include a subagent's (under 130 columns: ``sub`` under the session id of
-    a subagent's call)."""
+    a subagent's call); ``~`` before a predicted read that rests partly on our token estimate
+    (:attr:`CallRow.estimated_span_tokens`)."""
     from rich.table import Table
 
     snippets = any(row.before is not None or row.after is not None for row in report.calls)
@@ -431,6 +432,7 @@ def _print_calls(console: Any, report: Summary) -> None:
             cells = [ids.get(row.session or "", row.session), _count(row.turn), when, boundary,
                      _verdict_text(row) + marks, format_pct(row.read_share),
                      f"{_count(row.cache_read_tokens)} / "
+                     f"{'~' if row.estimated_span_tokens else ''}"
                      f"{_count(row.predicted_cache_read_tokens)} / {_count(row.input_tokens)}",
                      format_int(row.lost_tokens) if row.lost_tokens else "", _where(row)]
             if branched and not narrow:
@@ -448,6 +450,9 @@ def _print_calls(console: Any, report: Summary) -> None:
         console.print(table)
         for note, number in numbered.items():
             console.print(shown(f"[{number}] {note}"))
+        if any(row.estimated_span_tokens for row in rows):
+            console.print("~ before a predicted read: it rests partly on our token estimate "
+                          "(estimated_span_tokens in --json).")
         if snippets and narrow:
             console.print(f"before -> after snippets: at {_NARROW_COLUMNS}+ columns, or in "
                           "--json.")
