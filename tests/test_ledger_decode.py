@@ -237,7 +237,7 @@ def test_an_unreadable_outline_keeps_the_row_and_its_money(tmp_path: Path) -> No
     with Ledger(path, read_only=True) as ledger:
         (read,) = ledger.records()
     assert read.segment_digests is None and read.cache_read_tokens == 4000
-    assert "not in format 1" in str(read.verdict_detail[OUTLINE_UNREADABLE])
+    assert "not in a known format" in str(read.verdict_detail[OUTLINE_UNREADABLE])
     assert read.verdict_detail["turn_boundary"] == "cross"
     report, expected = summarize([read]), summarize([row])
     assert report.cost_usd is not None and report.cost_usd == expected.cost_usd

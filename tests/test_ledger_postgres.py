@@ -88,6 +88,11 @@ def test_records_round_trip_exactly(pg_url: str, tmp_path: Path) -> None:
         assert first == records[:2]
         rest, _ = pg.records_after(last)
         assert rest == records[2:]
+        ids = [records[3].record_id, "0" * 32, records[1].record_id, records[3].record_id]
+        for ledger in (pg, lite):  # each stored id once, in no particular order
+            assert sorted(ledger.records_by_id(ids), key=lambda r: r.record_id) == sorted(
+                [records[1], records[3]], key=lambda r: r.record_id)
+            assert ledger.records_by_id([]) == []
 
 
 def test_schema_is_versioned_and_identical_in_columns(pg_url: str, tmp_path: Path) -> None:

@@ -17,9 +17,12 @@ from stableprompt._recording._attribution import Attribution, attribute
 from stableprompt._recording._call import RequestState
 from stableprompt._recording._outline import (
     DIGEST_HEX,
+    MAX_DEPTH,
     MAX_SEGMENTS,
+    MIN_SHARED_SEGMENTS,
     decode_outline,
     encode_outline,
+    outline_base,
     outline_common,
 )
 from stableprompt._recording._predecessor import call_from_record, common_segments, opening_of
@@ -35,6 +38,7 @@ from test_attribution import (
     prefix_tokens,
     state,
 )
+from test_transport import SYSTEM_BLOCKS
 
 T0 = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 
@@ -212,3 +216,77 @@ def test_a_row_of_a_call_without_session_id_keeps_its_conversation() -> None:
     later = dataclasses.replace(earlier, ts=earlier.ts + 30, state=two, opening=opening_of(
         two.segmented))
     assert earlier.same_conversation(later)
+
+
+def test_a_delta_outline_is_its_requests_outline_through_its_base() -> None:
+    """A later turn's outline stored as a delta of its predecessor's row (format 2: the base
+    row's id, the segments shared, then its own) decodes, through the base, to the outline
+    stored whole, with this request's breakpoints (the base's moved on); it is shorter by
+    the shared segments. Without a base, an unknown base, a base shorter than the shared
+    count, or a chain deeper than MAX_DEPTH, there is no outline."""
+    one = state(anthropic_body(3), 0.0)
+    two = state(anthropic_body(4), 10.0)
+    assert one.segmented is not None and two.segmented is not None
+    assert two.segment_tokens is not None
+    shared = common_segments(one, two.segmented.segments)
+    assert shared >= MIN_SHARED_SEGMENTS
+    base_id = "a" * 32
+    delta = encode_outline(two.segmented.segments, two.segment_tokens, (base_id, shared))
+    whole = _outline(two)
+    assert delta is not None and delta.startswith(f"2|{base_id}|{shared}|")
+    assert len(delta) < len(whole) - 30 * shared
+    assert outline_base(delta) == base_id and outline_base(whole) is None
+    UsageRecord(wire_format="anthropic", segment_digests=delta)  # the record accepts it
+    base = decode_outline(_outline(one))
+    got = decode_outline(delta, {base_id: base}.get)
+    want = decode_outline(whole)
+    assert got is not None and want is not None and base is not None
+    assert (got.segments, got.tokens, got.opening, got.depth) == (
+        want.segments, want.tokens, want.opening, 1)
+    # the breakpoint on one's last message moved to two's: the shared segment has none now
+    assert [i for i, s in enumerate(base.segments) if s.breakpoint] != [
+        i for i, s in enumerate(got.segments) if s.breakpoint]
+    assert decode_outline(delta) is None  # no resolver
+    assert decode_outline(delta, lambda _: None) is None  # the base row is not there
+    short = dataclasses.replace(base, segments=base.segments[:2], tokens=base.tokens[:2])
+    assert decode_outline(delta, {base_id: short}.get) is None
+    deep = dataclasses.replace(base, depth=MAX_DEPTH)
+    assert decode_outline(delta, {base_id: deep}.get) is None
+
+
+def test_another_process_reads_a_conversation_stored_as_deltas(tmp_path: Any) -> None:
+    """A conversation recorded by one recorder (each turn's outline a delta of the previous
+    row's, one in MAX_DEPTH + 1 whole), continued by a second recorder on the same ledger
+    whose lineage rows are fewer than the chain (LINEAGE_DEPTH 2: the bases are fetched by
+    id): the next turn is compared with the last row and attributed as in one process."""
+    import stableprompt._recording._memory as memory_module
+    from stableprompt import Ledger, Recorder
+    from test_transport import FakeProvider, anthropic_sdk, conversation
+
+    def send(client: Any, turns: int) -> None:
+        client.messages.create(model="claude-sonnet-4-6", max_tokens=5, system=SYSTEM_BLOCKS,
+                               messages=conversation(turns))
+
+    fake, path = FakeProvider(), tmp_path / "calls.db"
+    with Ledger(path) as ledger:
+        first = Recorder(tokenizer="bytes/4", ledger=ledger)
+        client = anthropic_sdk(fake, first)
+        for turns in range(1, MAX_DEPTH + 8):
+            send(client, turns)
+        first.close()
+        kinds = [r.segment_digests[:2] for r in first.records if r.segment_digests]
+    # whole while a turn shares fewer than MIN_SHARED_SEGMENTS segments, then deltas, and
+    # whole again after MAX_DEPTH deltas in a row
+    runs = "".join("d" if k == "2|" else "w" for k in kinds).split("w")
+    assert max(len(run) for run in runs) == MAX_DEPTH and kinds[-1] == "2|", kinds
+    with pytest.MonkeyPatch.context() as patch, Ledger(path) as ledger:
+        patch.setattr(memory_module, "LINEAGE_DEPTH", 2)
+        second = Recorder(tokenizer="bytes/4", ledger=ledger)
+        send(anthropic_sdk(fake, second), MAX_DEPTH + 8)
+        second.close()
+    (row,) = second.records
+    assert row.predecessor_id == first.records[-1].record_id
+    assert row.verdict == "hit" and row.cache_read_tokens
+    assert row.predicted_cache_read_tokens == row.cache_read_tokens
+    # compared segment by segment through the resolved outline, not by fingerprint alone
+    assert "predecessor_body" not in row.verdict_detail, row.verdict_detail

@@ -46,7 +46,7 @@ import random
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import datetime
 from pathlib import Path
 from types import TracebackType
@@ -759,6 +759,24 @@ class Ledger:
             found += [r for r in spilled if r.record_id not in stored]
             found.sort(key=lambda r: r.ts_utc, reverse=True)  # stable: ties keep insert order
         return found[:limit]
+
+    def records_by_id(
+        self, record_ids: Sequence[str], *,
+        on_invalid: Callable[[str, Exception], None] | None = None,
+    ) -> list[UsageRecord]:
+        """Return the stored records with these ``record_ids`` (each at most once; ids not
+        stored are left out; records this instance spilled since the last
+        :meth:`replay_spill` are not looked up). ``on_invalid``: as :meth:`iter_records`.
+
+        Raises:
+            LedgerError: The database cannot be opened or read.
+        """
+        ids = list(dict.fromkeys(record_ids))
+        if not ids:
+            return []
+        marks = ", ".join("?" for _ in ids)
+        sql = f'SELECT {self._select} FROM calls WHERE "record_id" IN ({marks})'
+        return list(self._query(sql, ids, on_invalid))
 
     def _retry_locked(self, action: Callable[[], object], *, failure: str, code: str) -> None:
         """Run ``action``, retrying lock errors (``Backend.is_transient``) with backoff and

@@ -433,8 +433,9 @@ def validated_row(row: tuple[Any, ...]) -> UsageRecord:
         detail = data.get("verdict_detail")
         if isinstance(detail, dict):
             data["verdict_detail"] = {**detail, OUTLINE_UNREADABLE:
-                                      "the stored segment outline is not in format 1: read as "
-                                      "unknown (the predecessor is matched by fingerprint)"}
+                                      "the stored segment outline is not in a known format: "
+                                      "read as unknown (the predecessor is matched by "
+                                      "fingerprint)"}
     return UsageRecord.model_validate(data)
 
 

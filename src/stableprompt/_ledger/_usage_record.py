@@ -120,10 +120,13 @@ def utc_now() -> datetime:
     return datetime.now(UTC)
 
 
-SEGMENT_DIGESTS_PATTERN = r"^1\|[ptsxuaom]*\|[0-9,]*\|[0-9a-z=?,]*\|[0-9a-f]*\|[0-9a-f]*$"
-"""The values of :attr:`UsageRecord.segment_digests` (format 1 of ``_recording._outline``):
-a version, segment kind letters, token counts, ``index=ttl`` breakpoints, hex prefix digests
-and the hex digest of the first message."""
+SEGMENT_DIGESTS_PATTERN = (r"^(?:1|2\|[0-9a-f]{32}\|[0-9]{1,5})\|[ptsxuaom]*\|[0-9,]*"
+                           r"\|[0-9a-z=?,]*\|[0-9a-f]*\|[0-9a-f]*$")
+"""The values of :attr:`UsageRecord.segment_digests` (``_recording._outline``): format 1 (a
+version, segment kind letters, token counts, ``index=ttl`` breakpoints, hex prefix digests and
+the hex digest of the first message) or format 2 (a delta: the version, the record id of the
+row it continues and how many of that row's segments it shares, then the same fields for
+its own segments)."""
 
 
 def _count() -> Any:

@@ -79,6 +79,10 @@ class RequestState:
             (``_outline``: kind, role, breakpoint and a 16-byte prefix digest each; no bytes),
             when ``segmented`` is ``None``; ``segment_tokens`` are then the row's counts.
             Attribution compares a request with it segment by segment, as with ``segmented``.
+        outline_depth: How its ledger row stores its outline: 0 whole, ``n`` a delta ``n``
+            rows deep (``_outline.row_outline``), ``None`` without one (too many segments,
+            not analysed, a row from before schema v4): a later row may be stored as a delta
+            of this one only when it is not ``None``.
     """
 
     ts: float
@@ -99,6 +103,7 @@ class RequestState:
     read_entry_index: int | None = None
     cumulative_tokens: Sequence[int] | None = field(default=None, repr=False, compare=False)
     outline: Sequence[Segment] | None = field(default=None, repr=False)
+    outline_depth: int | None = None
 
     def __post_init__(self) -> None:
         tokens = self.segment_tokens
@@ -288,9 +293,9 @@ class Pending:
             (``_unanalysed.provisional_identity``), made by its analysis job when the call is
             journaled, so the caller's thread only adds what the response said; ``None``
             before (the caller then makes it).
-        outline: The segment outline of ``state`` as last encoded (``_outcome.identity_fields``:
+        outline: The segment outline of ``state`` as last encoded (``_outline.row_outline``:
             the provisional and the final row share one encoding), with the state it was
-            encoded from; ``None`` before.
+            encoded from and its delta depth; ``None`` before.
     """
 
     record_id: str
@@ -321,7 +326,8 @@ class Pending:
     lazy_body: bool = field(default=False, repr=False)
     finishing: JobHandle | None = field(default=None, repr=False)
     journal_identity: dict[str, Any] | None = field(default=None, repr=False)
-    outline: tuple[RequestState, str | None] | None = field(default=None, repr=False)
+    outline: tuple[RequestState, str | None, int | None] | None = field(default=None,
+                                                                          repr=False)
 
     def wait(self, timeout_s: float | None = None) -> UsageRecord | None:
         """:attr:`record`, after waiting at most ``timeout_s`` seconds (``None``: no limit)

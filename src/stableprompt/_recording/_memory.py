@@ -22,13 +22,16 @@ is used; nothing here raises into the user's call.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 from array import array
-from collections.abc import Callable, Sequence
+from collections import OrderedDict
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from .._canonical import loads
 from .._ledger._ledger import Ledger
+from .._ledger._usage_record import UsageRecord
 from .._policy import PolicyTable
 from .._redact import redact
 from .._tokens import EstimatingTokenCounter
@@ -39,8 +42,12 @@ from .._wire._segmenter import SegmentedRequest
 from ._boundary import turn_boundary
 from ._call import Call, Pending, RequestState
 from ._engine_view import EngineEvidence, EngineTokens, SlotMemory, observe_engine
+from ._outline import MAX_DEPTH, Outline, decode_outline, row_outline
 from ._predecessor import LINEAGE_DEPTH, CallIndex, call_from_record, opening_of
 from ._sizes import ReportedSizes, row_sizes
+
+OUTLINE_CACHE = 4096
+"""Decoded ledger-row outlines a recorder keeps by record id (the bases of delta outlines)."""
 
 __all__ = ["ENGINE_PROVIDER", "CallMemory"]
 
@@ -71,6 +78,8 @@ class CallMemory:
         self.policies = policies or PolicyTable()
         self.index = CallIndex(window_s=window_s)
         self.sizes = ReportedSizes()  # entry sizes the provider reported (``_sizes``)
+        # decoded outlines of ledger rows, by record id: the bases of delta outlines
+        self._outlines: OrderedDict[str, Outline] = OrderedDict()
         self.segments = LineageSegments()
         self._lookup_warned = False
 
@@ -207,6 +216,7 @@ class CallMemory:
         if pending.state is None or pending.call is None:
             return
         self.sizes.add(sizes)
+        depth = row_outline(pending)[1]  # how its row stores its outline
         held: dict[str, Any] = {}
         if engine is not None:
             evidence, content = engine
@@ -220,7 +230,8 @@ class CallMemory:
             cached_extent_tokens=read + write if read is not None and write is not None else None,
             cache_read_tokens=read, read_entry_digest=read_entry_digest,
             read_entry_index=read_entry_index if read_entry_digest is not None else None,
-            input_tokens_total=None if usage is None else usage.input_tokens_total, **held)
+            input_tokens_total=None if usage is None else usage.input_tokens_total,
+            outline_depth=depth, **held)
         self.index.remember(dataclasses.replace(pending.call, state=state, turn=pending.turn,
                                                 ended=ended))
 
@@ -281,7 +292,9 @@ class CallMemory:
         seen = self.index.lineage_ids(head) if known else set()
         kept = [r for r in reversed(rows) if r.error_class is None
                 and not r.verdict_detail.get("incomplete") and r.record_id not in seen]
-        calls = [call_from_record(r, head, self.count) for r in kept]
+        batch = {r.record_id: r for r in rows}
+        resolve = functools.partial(self._outline_of, ledger, batch)
+        calls = [call_from_record(r, head, self.count, resolve) for r in kept]
         for row, call in zip(kept, calls, strict=True):  # what other processes were told
             if call.state is not None:
                 self.sizes.add(row_sizes(row, call.state, self.policies))
@@ -290,6 +303,35 @@ class CallMemory:
                 self.index.merge_lineage(head, calls)
         else:
             self.index.load_lineage(head, calls)
+
+    def _outline_of(self, ledger: Ledger, batch: Mapping[str, UsageRecord], record_id: str,
+                    depth: int = 0) -> Outline | None:
+        """The decoded outline of row ``record_id`` (a delta outline's base): from the rows
+        decoded before, the lineage's rows just read (``batch``), else the ledger; ``None``
+        when it is not there, has none, or its chain is deeper than ``_outline.MAX_DEPTH``."""
+        found = self._outlines.get(record_id)
+        if found is not None:
+            self._outlines.move_to_end(record_id)
+            return found
+        if depth > MAX_DEPTH:
+            return None
+        row = batch.get(record_id)
+        if row is None:
+            try:
+                rows = ledger.records_by_id([record_id], on_invalid=lambda r, exc: None)
+            except Exception as exc:
+                self._lookup_failed(exc)
+                return None
+            row = rows[0] if rows else None
+        if row is None or row.segment_digests is None:
+            return None
+        found = decode_outline(row.segment_digests, functools.partial(
+            self._outline_of, ledger, batch, depth=depth + 1))
+        if found is not None:
+            self._outlines[record_id] = found
+            while len(self._outlines) > OUTLINE_CACHE:
+                self._outlines.popitem(last=False)
+        return found
 
     def _lookup_failed(self, exc: BaseException, row: str | None = None) -> None:
         if not self._lookup_warned:  # once per recorder: a broken ledger must not flood logs

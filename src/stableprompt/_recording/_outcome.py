@@ -39,7 +39,7 @@ from ._call import Pending, RequestState, elapsed_ms
 from ._engine_view import EngineEvidence
 from ._errors import failure
 from ._observer import Observation
-from ._outline import encode_outline
+from ._outline import encode_outline, row_outline
 from ._server_reasons import server_diagnosis
 from ._sizes import ReportedSizes
 from ._tree import attribute_shared
@@ -363,16 +363,8 @@ def identity_fields(pending: Pending, scenario: str | None) -> dict[str, Any]:
         "request_tokens": None if state is None else state.request_tokens,
         "content": pending.content,
         "request_headers": pending.headers,
-        "segment_digests": None if state is None else _outline(pending, state),
+        "segment_digests": None if state is None else row_outline(pending)[0],
     }
-
-
-def _outline(pending: Pending, state: RequestState) -> str | None:
-    """:func:`outline_of` ``state``, encoded once per call (its provisional and final rows)."""
-    memo = pending.outline
-    if memo is None or memo[0] is not state:
-        memo = pending.outline = (state, outline_of(state))
-    return memo[1]
 
 
 def outline_of(state: RequestState) -> str | None:

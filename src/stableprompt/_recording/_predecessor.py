@@ -79,7 +79,7 @@ from .._wire._resegment import breakpoint_indices
 from .._wire._segmenter import SegmentedRequest
 from ._call import Call, Comparison, RequestState
 from ._identity import session_from_headers
-from ._outline import decode_outline, outline_common
+from ._outline import Outline, decode_outline, outline_common
 
 __all__ = [
     "LINEAGE_DEPTH",
@@ -682,12 +682,15 @@ class CallIndex:
 
 
 def call_from_record(record: UsageRecord, head: str,
-                     count: Callable[[SegmentedRequest], list[int]]) -> Call:
+                     count: Callable[[SegmentedRequest], list[int]],
+                     resolve: Callable[[str], Outline | None] | None = None) -> Call:
     """A ledger row as a predecessor candidate of lineage ``head`` (the recorder seeds its
     index with a lineage's recent rows, and re-reads a shared ledger's): its segments and
     token counts (``count``) when the row kept its request body, else its segment outline
     (``segment_digests``, ``_outline``: compared segment by segment as the body would be),
-    else its fingerprint, usage and token estimate only (a row from before schema v4)."""
+    else its fingerprint, usage and token estimate only (a row from before schema v4). A delta
+    outline (format 2) is read through ``resolve`` (a record id to that row's outline); its
+    depth (``outline_depth``) says whether a later row may continue it."""
     segmented = tokens = None
     outline = None
     sent = record.verdict_detail.get("request_format")
@@ -701,10 +704,14 @@ def call_from_record(record: UsageRecord, head: str,
         except Exception:
             segmented = tokens = None
     opening = opening_of(segmented)
-    if segmented is None and record.segment_digests is not None:
-        decoded = decode_outline(record.segment_digests)
+    depth = None
+    if record.segment_digests is not None:
+        decoded = decode_outline(record.segment_digests, resolve)
         if decoded is not None:
-            outline, tokens, opening = decoded.segments, tuple(decoded.tokens), decoded.opening
+            depth = decoded.depth
+            if segmented is None:
+                outline, tokens, opening = (decoded.segments, tuple(decoded.tokens),
+                                            decoded.opening)
     ts = record.ts_utc.timestamp()
     state = RequestState(
         ts=ts,
@@ -723,6 +730,7 @@ def call_from_record(record: UsageRecord, head: str,
         input_tokens_total=record.input_tokens_total,
         headers=record.request_headers,
         outline=outline,
+        outline_depth=depth,
     )
     agent = record.verdict_detail.get("agent")
     agent_id = agent.get("id") if isinstance(agent, dict) else None
