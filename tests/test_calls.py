@@ -393,3 +393,34 @@ def test_a_restarted_recorder_learns_the_reported_sizes_from_its_ledger(
     assert row.verdict == "hit" and row.verdict_detail["other_conversation"] is True
     assert row.cache_read_tokens and row.predicted_cache_read_tokens == row.cache_read_tokens
     assert row.verdict_detail["anchored_on_reported_size"] == 1
+
+
+def test_a_read_after_the_ttl_names_the_expired_entry_not_the_alive_one() -> None:
+    """ann's system prompt is cached for an hour, her last message for 5 minutes; her next
+    call comes 10 minutes later and the provider reads the whole 5-minute entry anyway
+    (``read_after_ttl``). The hit's prediction is that entry's exact size, so its read entry,
+    estimated span and anchor are that entry's: not the one-hour system entry's, predicted
+    after it. Before, the system prefix was recorded as read with the whole entry's size (a
+    reported size 17 tokens too large, ``_sizes``), and a resume that re-reads only the system
+    prefix was predicted 17 tokens above its read."""
+    clock = Clock()
+    recorder = Recorder(tokenizer="bytes/4", clock=clock)
+    client = anthropic_sdk(FakeProvider(), recorder)  # the fake's entries never expire
+    system: Any = [{"type": "text", "text": SYSTEM,
+                    "cache_control": {"type": "ephemeral", "ttl": "1h"}}]
+    send(client, talk("ann", 1), system=system)
+    clock.now += 600.0
+    send(client, talk("ann", 2), system=system)
+    clock.now += 10.0
+    resumed = talk("ann", 3)
+    resumed[0]["content"][0]["text"] = "ann asks question 0, resumed"
+    send(client, resumed, system=system)
+    first, late, again = recorder.records
+    assert late.verdict == "hit" and late.verdict_detail["read_after_ttl"] is True
+    assert late.predicted_cache_read_tokens == late.cache_read_tokens == (
+        first.cache_write_tokens or 0)
+    assert "estimated_span_tokens" not in late.verdict_detail
+    assert "anchored_on_reported_size" not in late.verdict_detail
+    assert again.verdict == "client_mutation" and again.cache_read_tokens
+    assert again.predicted_cache_read_tokens == again.cache_read_tokens  # the system's size
+    assert again.verdict_detail["anchored_on_reported_size"] == 1

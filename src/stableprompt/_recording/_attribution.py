@@ -485,6 +485,9 @@ class _Attributor:
         # prediction's, or the automatic LCP's): ``detail["estimated_span_tokens"]``.
         self.estimated_span = 0.0
         self.estimated_segments = 0
+        # breakpoints(): the arguments of anchored() for the prediction as if no entry had
+        # expired (measured() repeats it when the provider read the expired entry anyway)
+        self.no_ttl_prediction: tuple[float, float | None, int | None] | None = None
         self.detail: dict[str, Any] = {
             "relation": self.relation,
             "min_cacheable_tokens": self.minimum,
@@ -822,6 +825,10 @@ class _Attributor:
         if expired:
             if reads is not None and predicted_no_ttl and reads >= predicted_no_ttl - tolerance:
                 self.detail["read_after_ttl"] = True
+                if self.no_ttl_prediction is not None:
+                    # the entry read, its estimated span and anchor are the no-TTL
+                    # prediction's, not the alive entry's computed after it
+                    self.anchored(*self.no_ttl_prediction)
                 return self.done("hit", predicted_no_ttl)
             self.detail["expired_tokens"] = predicted_no_ttl - predicted
             return self.done("ttl_expired", predicted)
@@ -957,10 +964,12 @@ class _Attributor:
         last_entry = entries[-1][2] if entries else None
         top_readable = max(readable, key=lambda e: e[2], default=None)
         top_alive = max(alive, key=lambda e: e[2], default=None)
-        predicted_no_ttl = self.anchored(top_readable[2] if top_readable else 0, last_entry,
-                                         top_readable[0] if top_readable else None)
+        no_ttl = (top_readable[2] if top_readable else 0, last_entry,
+                  top_readable[0] if top_readable else None)
+        predicted_no_ttl = self.anchored(*no_ttl)
         predicted = self.anchored(top_alive[2] if top_alive else 0, last_entry,
                                   top_alive[0] if top_alive else None)
+        self.no_ttl_prediction = no_ttl
         best = max(readable, key=lambda e: e[2], default=None)
         self.detail["ttl_s"] = self.ttl_of(best[1]) if best else self.policy.default_ttl_s
 
