@@ -424,3 +424,35 @@ def test_a_read_after_the_ttl_names_the_expired_entry_not_the_alive_one() -> Non
     assert again.verdict == "client_mutation" and again.cache_read_tokens
     assert again.predicted_cache_read_tokens == again.cache_read_tokens  # the system's size
     assert again.verdict_detail["anchored_on_reported_size"] == 1
+
+
+def test_reported_sizes_stay_bounded_under_concurrent_adds() -> None:
+    """Calls finish on their callers' threads: concurrent adds of shared and own keys keep the
+    bound (0 disables it, as the tests that compare without sizes use it) and never raise."""
+    import sys
+    import threading
+
+    for limit in (0, 3):
+        sizes, errors = ReportedSizes(limit=limit), []
+
+        def work(thread: int, sizes: ReportedSizes = sizes, errors: list[str] = errors) -> None:
+            try:
+                for i in range(2_000):
+                    sizes.add([(f"{i % 5:032x}", 300 + i), (f"{thread:x}{i:031x}", 400)])
+            except Exception as exc:  # what an unserialized drop raises (KeyError)
+                errors.append(repr(exc))
+
+        interval = sys.getswitchinterval()
+        sys.setswitchinterval(1e-6)
+        try:
+            threads = [threading.Thread(target=work, args=(t,)) for t in range(4)]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+        finally:
+            sys.setswitchinterval(interval)
+        assert errors == [] and len(sizes) == limit
+    negative = ReportedSizes(limit=-1)  # keeps nothing, as 0 does
+    negative.add([("k" * 32, 5)])
+    assert len(negative) == 0
