@@ -425,7 +425,7 @@ def _recorded(calls: list[tuple[float, str | None, bytes, bytes]], wire: str, *,
     return rows
 
 
-ROWS_DIGEST = "e604b04fb717ba5c7ea108728bbfc6ca1aba105b9c67ad3f5633a9337812873c"
+ROWS_DIGEST = "c7d7e57261ba402fcdbfffe7cb775ecc7a3c079240c222542392f2c7dd31d056"
 """sha256 of the rows :func:`test_recorded_rows_are_pinned` records, computed before the recorder's
 fast paths (lazy divergence classification, indexed conversations, shared token sums): a change
 here changes a ledger row. Re-pinned on purpose this round, checked field by field against the
@@ -474,7 +474,11 @@ field by field: 4 rows moved, the two calls at both memory sizes whose usage is 
 (100,000 reads reported for a ~120-token request): predicted 99,945 -> 237 and 121 -> 157,
 now the prefix's size an earlier call reported (``anchored_on_reported_size``; the second
 lost ``estimated_span_*``, its entry's own size being known) instead of this call's suspect
-total less our estimate. No other field of any row moved."""
+total less our estimate. No other field of any row moved. A read after the TTL takes the
+no-TTL prediction's anchor detail (``e604b04f...`` before): 2 rows moved, the suspect
+``read_after_ttl`` hit at both memory sizes (100,000 read, 237 predicted, unchanged) gained
+``anchored_on_reported_size`` 0 (its entry's own size was reported; the detail had been the
+alive entry's prediction's, which had none). No other field of any row moved."""
 
 
 def test_recorded_rows_are_pinned() -> None:
