@@ -456,3 +456,42 @@ def test_reported_sizes_stay_bounded_under_concurrent_adds() -> None:
     negative = ReportedSizes(limit=-1)  # keeps nothing, as 0 does
     negative.add([("k" * 32, 5)])
     assert len(negative) == 0
+
+
+def test_the_reported_size_nearest_in_tokens_anchors_not_the_nearest_in_segments() -> None:
+    """A side call (a title request) reports the size of the system prompt's first block;
+    ann's conversation marks the end of the system prompt (one short block later) and of her
+    first message, a long run of numbers (our tokenizer and the provider's count such content
+    far apart). A resume that rewrites that message reads the system entry, whose own size no
+    call reported: one segment back is a size 12 of our tokens away, one segment on is one
+    past the whole message. The prediction is anchored on the first (predicted 1,614 for a
+    read of 1,613), not on the second, as when the search stopped at the first segment either
+    way that held a size, forward first (predicted 1,212: 401 tokens off, beyond the
+    estimate's allowance, so a disagreement)."""
+    from stableprompt._accounting._calls import agreement_of
+
+    recorder = Recorder()  # the default (cl100k) estimate; the fake counts bytes/4
+    client = anthropic_sdk(FakeProvider(), recorder)
+    numbers = " ".join(str(7_000_000 + i * 7919) for i in range(200))
+    send(client, [{"role": "user", "content": "a title?"}], system=SYSTEM_BLOCKS)
+    system: Any = [{"type": "text", "text": SYSTEM},
+                   {"type": "text", "text": "Today is Monday.",
+                    "cache_control": {"type": "ephemeral"}}]
+    first: Any = {"role": "user", "content": [{"type": "text", "text": numbers}]}
+    send(client, [{**first, "content": [{**first["content"][0],
+                                         "cache_control": {"type": "ephemeral"}}]}],
+         system=system)
+    later: list[dict[str, Any]] = [
+        first, {"role": "assistant", "content": "ok"},
+        {"role": "user", "content": [{"type": "text", "text": "and then?",
+                                      "cache_control": {"type": "ephemeral"}}]}]
+    send(client, later, system=system)
+    send(client, [{"role": "user", "content": [{"type": "text", "text": numbers + " 1"}]},
+                  *later[1:]], system=system)
+    *_, resumed = recorder.records
+    detail = resumed.verdict_detail
+    assert resumed.verdict == "client_mutation" and resumed.cache_read_tokens == 1613
+    assert detail["anchored_on_reported_size"] == 1
+    assert detail["estimated_span_tokens"] == 12 and detail["estimated_span_segments"] == 1
+    assert resumed.predicted_cache_read_tokens == 1614
+    assert agreement_of(resumed, 1) is True

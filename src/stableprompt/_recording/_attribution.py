@@ -571,8 +571,10 @@ class _Attributor:
                 segments)
 
     def nearest_reported(self, index: int) -> tuple[float, int, int] | None:
-        """The reported size (:attr:`sizes`) nearest to the end of the compared request's
-        segment ``index``, searched at most :data:`SIZE_SCAN_SEGMENTS` segments either way:
+        """The reported size (:attr:`sizes`) nearest in our tokens to the end of the compared
+        request's segment ``index`` (not in segments: one long tool result after it is farther
+        than a few short blocks before it), searched at most :data:`SIZE_SCAN_SEGMENTS`
+        segments either way:
         ``(its end less that segment's end in our tokens, its provider tokens, how many
         segments away)``, or ``None``."""
         sizes, base = self.sizes, self.base
@@ -582,13 +584,18 @@ class _Attributor:
         if segments is None:
             return None
         cum, n = base.cumulative_tokens, len(segments)
-        for step in range(SIZE_SCAN_SEGMENTS + 1):
-            for j in (index + step, index - step) if step else (index,):
-                if 0 <= j < n:
-                    size = sizes.get(size_key(segments[j].prefix_digest))
-                    if size is not None:
-                        return cum[j] - cum[index], size, step
-        return None
+        found: tuple[float, int, int] | None = None
+        for way in (1, -1):  # the first reported size each way; the nearer in tokens wins
+            for step in range(SIZE_SCAN_SEGMENTS + 1):
+                j = index + way * step
+                if not 0 <= j < n or (found is not None
+                                      and abs(cum[j] - cum[index]) >= abs(found[0])):
+                    break
+                size = sizes.get(size_key(segments[j].prefix_digest))
+                if size is not None:
+                    found = (cum[j] - cum[index], size, step)
+                    break
+        return found
 
     def implicit_breakpoint_tokens(self) -> int | None:
         """Our token count up to the predecessor's implicit breakpoint ("at the end of the latest
