@@ -433,7 +433,7 @@ def test_reported_sizes_stay_bounded_under_concurrent_adds() -> None:
     import threading
 
     for limit in (0, 3):
-        sizes, errors = ReportedSizes(limit=limit), []
+        sizes, errors = ReportedSizes(limit=limit), list[str]()
 
         def work(thread: int, sizes: ReportedSizes = sizes, errors: list[str] = errors) -> None:
             try:
