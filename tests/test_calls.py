@@ -458,21 +458,15 @@ def test_reported_sizes_stay_bounded_under_concurrent_adds() -> None:
     assert len(negative) == 0
 
 
-def test_the_reported_size_nearest_in_tokens_anchors_not_the_nearest_in_segments() -> None:
+def _resume_after_numbers(count: int) -> UsageRecord:
     """A side call (a title request) reports the size of the system prompt's first block;
     ann's conversation marks the end of the system prompt (one short block later) and of her
-    first message, a long run of numbers (our tokenizer and the provider's count such content
-    far apart). A resume that rewrites that message reads the system entry, whose own size no
-    call reported: one segment back is a size 12 of our tokens away, one segment on is one
-    past the whole message. The prediction is anchored on the first (predicted 1,614 for a
-    read of 1,613), not on the second, as when the search stopped at the first segment either
-    way that held a size, forward first (predicted 1,212: 401 tokens off, beyond the
-    estimate's allowance, so a disagreement)."""
-    from stableprompt._accounting._calls import agreement_of
-
+    first message, ``count`` numbers (our tokenizer and the provider's count such content far
+    apart); a resume rewrites that message, so it reads the system entry, whose own size no
+    call reported. The resume's row."""
     recorder = Recorder()  # the default (cl100k) estimate; the fake counts bytes/4
     client = anthropic_sdk(FakeProvider(), recorder)
-    numbers = " ".join(str(7_000_000 + i * 7919) for i in range(200))
+    numbers = " ".join(str(7_000_000 + i * 7919) for i in range(count))
     send(client, [{"role": "user", "content": "a title?"}], system=SYSTEM_BLOCKS)
     system: Any = [{"type": "text", "text": SYSTEM},
                    {"type": "text", "text": "Today is Monday.",
@@ -488,7 +482,33 @@ def test_the_reported_size_nearest_in_tokens_anchors_not_the_nearest_in_segments
     send(client, later, system=system)
     send(client, [{"role": "user", "content": [{"type": "text", "text": numbers + " 1"}]},
                   *later[1:]], system=system)
-    *_, resumed = recorder.records
+    return recorder.records[-1]
+
+
+def test_an_entry_a_reported_size_puts_above_the_minimum_is_predicted() -> None:
+    """The resume of :func:`_resume_after_numbers` after 700 numbers: our estimate of them is
+    so far above the provider's count that the system entry, estimated from the compared
+    call's total less them, fell under the 1,024-token minimum (predicted 0 for a read of
+    1,613: a disagreement), while the size the title call reported, 12 of our tokens before
+    its end, puts it at 1,614."""
+    from stableprompt._accounting._calls import agreement_of
+
+    resumed = _resume_after_numbers(700)
+    assert resumed.verdict == "client_mutation" and resumed.cache_read_tokens == 1613
+    assert resumed.predicted_cache_read_tokens == 1614
+    assert resumed.verdict_detail["anchored_on_reported_size"] == 1
+    assert agreement_of(resumed, 1) is True
+
+
+def test_the_reported_size_nearest_in_tokens_anchors_not_the_nearest_in_segments() -> None:
+    """The resume of :func:`_resume_after_numbers` after 200 numbers: one segment back is a
+    size 12 of our tokens away, one segment on is one past the whole message. The prediction
+    is anchored on the first (predicted 1,614 for a read of 1,613), not on the second, as when
+    the search stopped at the first segment either way that held a size, forward first
+    (predicted 1,212: 401 tokens off, beyond the estimate's allowance, so a disagreement)."""
+    from stableprompt._accounting._calls import agreement_of
+
+    resumed = _resume_after_numbers(200)
     detail = resumed.verdict_detail
     assert resumed.verdict == "client_mutation" and resumed.cache_read_tokens == 1613
     assert detail["anchored_on_reported_size"] == 1

@@ -597,6 +597,18 @@ class _Attributor:
                     break
         return found
 
+    def entry_size(self, index: int, tokens: float) -> int:
+        """Provider tokens of the compared request's entry ending at its segment ``index``
+        (``tokens``, our estimate of it), as far as whether it reaches the minimum goes: the
+        larger of :meth:`provider` in its space and the count anchored on the nearest reported
+        size (:meth:`nearest_reported`). Our estimate of a long history after the entry can put
+        it far under the minimum although a size reported a few tokens away is above it."""
+        near = self.nearest_reported(index)
+        estimate = self.provider(tokens, "base")
+        if near is None:
+            return estimate
+        return max(estimate, self.anchor(tokens, "base", None, near[:2])[0])
+
     def implicit_breakpoint_tokens(self) -> int | None:
         """Our token count up to the predecessor's implicit breakpoint ("at the end of the latest
         eligible user or tool message", OpenAI GPT-5.6+: models with a breakpoint budget in an
@@ -952,7 +964,7 @@ class _Attributor:
         elif comparison.common:  # ledger row only: assume an entry at the end of the match
             last = comparison.common - 1
             entries = [(last, seg.segments[last], cum[last])]
-        written = [e for e in entries if self.provider(e[2], "base") >= self.minimum]
+        written = [e for e in entries if self.entry_size(e[0], e[2]) >= self.minimum]
         extent = max((self.provider(t, "base") for _, _, t in entries), default=0)
         self.base_ignored = known is not None and (
             extent >= self.minimum * IGNORED_BREAKPOINTS_MARGIN)
@@ -980,7 +992,7 @@ class _Attributor:
         best = max(readable, key=lambda e: e[2], default=None)
         self.detail["ttl_s"] = self.ttl_of(best[1]) if best else self.policy.default_ttl_s
 
-        if extent < self.minimum:
+        if not written and extent < self.minimum:  # no entry of the compared request did
             if not own:
                 return self.unmarked()
             if not entries:  # this request marks its prefix: the compared one did not
