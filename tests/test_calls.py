@@ -393,3 +393,125 @@ def test_a_restarted_recorder_learns_the_reported_sizes_from_its_ledger(
     assert row.verdict == "hit" and row.verdict_detail["other_conversation"] is True
     assert row.cache_read_tokens and row.predicted_cache_read_tokens == row.cache_read_tokens
     assert row.verdict_detail["anchored_on_reported_size"] == 1
+
+
+def test_a_read_after_the_ttl_names_the_expired_entry_not_the_alive_one() -> None:
+    """ann's system prompt is cached for an hour, her last message for 5 minutes; her next
+    call comes 10 minutes later and the provider reads the whole 5-minute entry anyway
+    (``read_after_ttl``). The hit's prediction is that entry's exact size, so its read entry,
+    estimated span and anchor are that entry's: not the one-hour system entry's, predicted
+    after it. Before, the system prefix was recorded as read with the whole entry's size (a
+    reported size 17 tokens too large, ``_sizes``), and a resume that re-reads only the system
+    prefix was predicted 17 tokens above its read."""
+    clock = Clock()
+    recorder = Recorder(tokenizer="bytes/4", clock=clock)
+    client = anthropic_sdk(FakeProvider(), recorder)  # the fake's entries never expire
+    system: Any = [{"type": "text", "text": SYSTEM,
+                    "cache_control": {"type": "ephemeral", "ttl": "1h"}}]
+    send(client, talk("ann", 1), system=system)
+    clock.now += 600.0
+    send(client, talk("ann", 2), system=system)
+    clock.now += 10.0
+    resumed = talk("ann", 3)
+    resumed[0]["content"][0]["text"] = "ann asks question 0, resumed"
+    send(client, resumed, system=system)
+    first, late, again = recorder.records
+    assert late.verdict == "hit" and late.verdict_detail["read_after_ttl"] is True
+    assert late.predicted_cache_read_tokens == late.cache_read_tokens == (
+        first.cache_write_tokens or 0)
+    assert "estimated_span_tokens" not in late.verdict_detail
+    assert "anchored_on_reported_size" not in late.verdict_detail
+    assert again.verdict == "client_mutation" and again.cache_read_tokens
+    assert again.predicted_cache_read_tokens == again.cache_read_tokens  # the system's size
+    assert again.verdict_detail["anchored_on_reported_size"] == 1
+
+
+def test_reported_sizes_stay_bounded_under_concurrent_adds() -> None:
+    """Calls finish on their callers' threads: concurrent adds of shared and own keys keep the
+    bound (0 disables it, as the tests that compare without sizes use it) and never raise."""
+    import sys
+    import threading
+
+    for limit in (0, 3):
+        sizes, errors = ReportedSizes(limit=limit), list[str]()
+
+        def work(thread: int, sizes: ReportedSizes = sizes, errors: list[str] = errors) -> None:
+            try:
+                for i in range(2_000):
+                    sizes.add([(f"{i % 5:032x}", 300 + i), (f"{thread:x}{i:031x}", 400)])
+            except Exception as exc:  # what an unserialized drop raises (KeyError)
+                errors.append(repr(exc))
+
+        interval = sys.getswitchinterval()
+        sys.setswitchinterval(1e-6)
+        try:
+            threads = [threading.Thread(target=work, args=(t,)) for t in range(4)]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+        finally:
+            sys.setswitchinterval(interval)
+        assert errors == [] and len(sizes) == limit
+    negative = ReportedSizes(limit=-1)  # keeps nothing, as 0 does
+    negative.add([("k" * 32, 5)])
+    assert len(negative) == 0
+
+
+def _resume_after_numbers(count: int) -> UsageRecord:
+    """A side call (a title request) reports the size of the system prompt's first block;
+    ann's conversation marks the end of the system prompt (one short block later) and of her
+    first message, ``count`` numbers (our tokenizer and the provider's count such content far
+    apart); a resume rewrites that message, so it reads the system entry, whose own size no
+    call reported. The resume's row."""
+    recorder = Recorder()  # the default (cl100k) estimate; the fake counts bytes/4
+    client = anthropic_sdk(FakeProvider(), recorder)
+    numbers = " ".join(str(7_000_000 + i * 7919) for i in range(count))
+    send(client, [{"role": "user", "content": "a title?"}], system=SYSTEM_BLOCKS)
+    system: Any = [{"type": "text", "text": SYSTEM},
+                   {"type": "text", "text": "Today is Monday.",
+                    "cache_control": {"type": "ephemeral"}}]
+    first: Any = {"role": "user", "content": [{"type": "text", "text": numbers}]}
+    send(client, [{**first, "content": [{**first["content"][0],
+                                         "cache_control": {"type": "ephemeral"}}]}],
+         system=system)
+    later: list[dict[str, Any]] = [
+        first, {"role": "assistant", "content": "ok"},
+        {"role": "user", "content": [{"type": "text", "text": "and then?",
+                                      "cache_control": {"type": "ephemeral"}}]}]
+    send(client, later, system=system)
+    send(client, [{"role": "user", "content": [{"type": "text", "text": numbers + " 1"}]},
+                  *later[1:]], system=system)
+    return recorder.records[-1]
+
+
+def test_an_entry_a_reported_size_puts_above_the_minimum_is_predicted() -> None:
+    """The resume of :func:`_resume_after_numbers` after 700 numbers: our estimate of them is
+    so far above the provider's count that the system entry, estimated from the compared
+    call's total less them, fell under the 1,024-token minimum (predicted 0 for a read of
+    1,613: a disagreement), while the size the title call reported, 12 of our tokens before
+    its end, puts it at 1,614."""
+    from stableprompt._accounting._calls import agreement_of
+
+    resumed = _resume_after_numbers(700)
+    assert resumed.verdict == "client_mutation" and resumed.cache_read_tokens == 1613
+    assert resumed.predicted_cache_read_tokens == 1614
+    assert resumed.verdict_detail["anchored_on_reported_size"] == 1
+    assert agreement_of(resumed, 1) is True
+
+
+def test_the_reported_size_nearest_in_tokens_anchors_not_the_nearest_in_segments() -> None:
+    """The resume of :func:`_resume_after_numbers` after 200 numbers: one segment back is a
+    size 12 of our tokens away, one segment on is one past the whole message. The prediction
+    is anchored on the first (predicted 1,614 for a read of 1,613), not on the second, as when
+    the search stopped at the first segment either way that held a size, forward first
+    (predicted 1,212: 401 tokens off, beyond the estimate's allowance, so a disagreement)."""
+    from stableprompt._accounting._calls import agreement_of
+
+    resumed = _resume_after_numbers(200)
+    detail = resumed.verdict_detail
+    assert resumed.verdict == "client_mutation" and resumed.cache_read_tokens == 1613
+    assert detail["anchored_on_reported_size"] == 1
+    assert detail["estimated_span_tokens"] == 12 and detail["estimated_span_segments"] == 1
+    assert resumed.predicted_cache_read_tokens == 1614
+    assert agreement_of(resumed, 1) is True

@@ -436,7 +436,7 @@ def _recorded(calls: list[tuple[float, str | None, bytes, bytes]], wire: str, *,
     return rows
 
 
-ROWS_DIGEST = "f1c3d617761206a394b6e7fff56603c2ea3f087d385c73a7c51e095efeb7a020"
+ROWS_DIGEST = "6d0dee6726d2df2e31db44d1cc73a806a303d1a71b299917a23be6ae78de6cdb"
 """sha256 of the rows :func:`test_recorded_rows_are_pinned` records, computed before the recorder's
 fast paths (lazy divergence classification, indexed conversations, shared token sums): a change
 here changes a ledger row. Re-pinned on purpose this round, checked field by field against the
@@ -485,8 +485,12 @@ field by field: 4 rows moved, the two calls at both memory sizes whose usage is 
 (100,000 reads reported for a ~120-token request): predicted 99,945 -> 237 and 121 -> 157,
 now the prefix's size an earlier call reported (``anchored_on_reported_size``; the second
 lost ``estimated_span_*``, its entry's own size being known) instead of this call's suspect
-total less our estimate. No other field of any row moved. Delta outlines (format 2;
-``e604b04f...`` before), checked field by field: 288 of the 1,146 rows store their
+total less our estimate. No other field of any row moved. A read after the TTL takes the
+no-TTL prediction's anchor detail (``e604b04f...`` before): 2 rows moved, the suspect
+``read_after_ttl`` hit at both memory sizes (100,000 read, 237 predicted, unchanged) gained
+``anchored_on_reported_size`` 0 (its entry's own size was reported; the detail had been the
+alive entry's prediction's, which had none). No other field of any row moved. Delta outlines
+(format 2; ``c7d7e572...`` before), checked field by field: 288 of the 1,146 rows store their
 outline as a delta of their predecessor's row (depth 1 to 6; base record ids named by row
 index), and every one decodes, through its base, to exactly the outline the row stored whole
 before (segments, token counts, opening); no other field of any row moved; outline bytes

@@ -485,6 +485,9 @@ class _Attributor:
         # prediction's, or the automatic LCP's): ``detail["estimated_span_tokens"]``.
         self.estimated_span = 0.0
         self.estimated_segments = 0
+        # breakpoints(): the arguments of anchored() for the prediction as if no entry had
+        # expired (measured() repeats it when the provider read the expired entry anyway)
+        self.no_ttl_prediction: tuple[float, float | None, int | None] | None = None
         self.detail: dict[str, Any] = {
             "relation": self.relation,
             "min_cacheable_tokens": self.minimum,
@@ -568,8 +571,10 @@ class _Attributor:
                 segments)
 
     def nearest_reported(self, index: int) -> tuple[float, int, int] | None:
-        """The reported size (:attr:`sizes`) nearest to the end of the compared request's
-        segment ``index``, searched at most :data:`SIZE_SCAN_SEGMENTS` segments either way:
+        """The reported size (:attr:`sizes`) nearest in our tokens to the end of the compared
+        request's segment ``index`` (not in segments: one long tool result after it is farther
+        than a few short blocks before it), searched at most :data:`SIZE_SCAN_SEGMENTS`
+        segments either way:
         ``(its end less that segment's end in our tokens, its provider tokens, how many
         segments away)``, or ``None``."""
         sizes, base = self.sizes, self.base
@@ -579,13 +584,30 @@ class _Attributor:
         if segments is None:
             return None
         cum, n = base.cumulative_tokens, len(segments)
-        for step in range(SIZE_SCAN_SEGMENTS + 1):
-            for j in (index + step, index - step) if step else (index,):
-                if 0 <= j < n:
-                    size = sizes.get(size_key(segments[j].prefix_digest))
-                    if size is not None:
-                        return cum[j] - cum[index], size, step
-        return None
+        found: tuple[float, int, int] | None = None
+        for way in (1, -1):  # the first reported size each way; the nearer in tokens wins
+            for step in range(SIZE_SCAN_SEGMENTS + 1):
+                j = index + way * step
+                if not 0 <= j < n or (found is not None
+                                      and abs(cum[j] - cum[index]) >= abs(found[0])):
+                    break
+                size = sizes.get(size_key(segments[j].prefix_digest))
+                if size is not None:
+                    found = (cum[j] - cum[index], size, step)
+                    break
+        return found
+
+    def entry_size(self, index: int, tokens: float) -> int:
+        """Provider tokens of the compared request's entry ending at its segment ``index``
+        (``tokens``, our estimate of it), as far as whether it reaches the minimum goes: the
+        larger of :meth:`provider` in its space and the count anchored on the nearest reported
+        size (:meth:`nearest_reported`). Our estimate of a long history after the entry can put
+        it far under the minimum although a size reported a few tokens away is above it."""
+        near = self.nearest_reported(index)
+        estimate = self.provider(tokens, "base")
+        if near is None:
+            return estimate
+        return max(estimate, self.anchor(tokens, "base", None, near[:2])[0])
 
     def implicit_breakpoint_tokens(self) -> int | None:
         """Our token count up to the predecessor's implicit breakpoint ("at the end of the latest
@@ -822,6 +844,10 @@ class _Attributor:
         if expired:
             if reads is not None and predicted_no_ttl and reads >= predicted_no_ttl - tolerance:
                 self.detail["read_after_ttl"] = True
+                if self.no_ttl_prediction is not None:
+                    # the entry read, its estimated span and anchor are the no-TTL
+                    # prediction's, not the alive entry's computed after it
+                    self.anchored(*self.no_ttl_prediction)
                 return self.done("hit", predicted_no_ttl)
             self.detail["expired_tokens"] = predicted_no_ttl - predicted
             return self.done("ttl_expired", predicted)
@@ -938,7 +964,7 @@ class _Attributor:
         elif comparison.common:  # ledger row only: assume an entry at the end of the match
             last = comparison.common - 1
             entries = [(last, seg.segments[last], cum[last])]
-        written = [e for e in entries if self.provider(e[2], "base") >= self.minimum]
+        written = [e for e in entries if self.entry_size(e[0], e[2]) >= self.minimum]
         extent = max((self.provider(t, "base") for _, _, t in entries), default=0)
         self.base_ignored = known is not None and (
             extent >= self.minimum * IGNORED_BREAKPOINTS_MARGIN)
@@ -957,14 +983,16 @@ class _Attributor:
         last_entry = entries[-1][2] if entries else None
         top_readable = max(readable, key=lambda e: e[2], default=None)
         top_alive = max(alive, key=lambda e: e[2], default=None)
-        predicted_no_ttl = self.anchored(top_readable[2] if top_readable else 0, last_entry,
-                                         top_readable[0] if top_readable else None)
+        no_ttl = (top_readable[2] if top_readable else 0, last_entry,
+                  top_readable[0] if top_readable else None)
+        predicted_no_ttl = self.anchored(*no_ttl)
         predicted = self.anchored(top_alive[2] if top_alive else 0, last_entry,
                                   top_alive[0] if top_alive else None)
+        self.no_ttl_prediction = no_ttl
         best = max(readable, key=lambda e: e[2], default=None)
         self.detail["ttl_s"] = self.ttl_of(best[1]) if best else self.policy.default_ttl_s
 
-        if extent < self.minimum:
+        if not written and extent < self.minimum:  # no entry of the compared request did
             if not own:
                 return self.unmarked()
             if not entries:  # this request marks its prefix: the compared one did not
