@@ -54,7 +54,7 @@ from ._pricing import Pricing, genai_prices_version
 from ._snippets import mutation_snippets
 from ._stabilized import StabilizeSavings
 from ._storage import ExplicitCaches
-from ._totals import GROUP_BY, ScenarioReport, Totals, group_key
+from ._totals import GROUP_BY, ScenarioReport, Totals, add_call, group_key
 from ._what_if import what_if_by_provider
 
 __all__ = ["MAX_BODIES", "MAX_CLIFFS", "MAX_MISSES", "MAX_NAMED", "MAX_POINTS", "NO_SCENARIO",
@@ -138,8 +138,12 @@ class Decimator(Generic[_P]):
         self._count += 1
         if self._count < self.stride:
             return
-        self.points.append(self._pending)
-        self._pending, self._count = None, 0
+        run, self._pending, self._count = self._pending, None, 0
+        self.keep(run)
+
+    def keep(self, point: _P) -> None:
+        """Keep the point of a whole run (``stride`` points already merged)."""
+        self.points.append(point)
         if len(self.points) >= 2 * self._cap:
             pts = self.points
             self.points = [self._merge(a, b) for a, b in zip(pts[::2], pts[1::2], strict=True)]
@@ -151,6 +155,66 @@ class Decimator(Generic[_P]):
             self.points.append(self._pending)
             self._pending, self._count = None, 0
         return self.points
+
+
+class _ReadPoints:
+    """A :class:`Decimator` of :class:`ReadPoint` (a run keeps its last point) fed with a
+    call's values: a point is made only when its run is kept, not one per call."""
+
+    def __init__(self, cap: int) -> None:
+        self.decimator: Decimator[ReadPoint] = Decimator(cap, _later)
+        self._last: tuple[str, datetime, float] | None = None
+        self._count = 0
+
+    def add(self, session: str, ts: datetime, share: float) -> None:
+        """Add the next call's point (``Decimator.add(ReadPoint(...))``, the same points)."""
+        d = self.decimator
+        self._count += 1
+        if self._count < d.stride:
+            self._last = (session, ts, share)
+            return
+        self._last, self._count = None, 0
+        d.keep(ReadPoint(session, ts, share))
+
+    def finish(self) -> list[ReadPoint]:
+        """The points, a partial run at the end included."""
+        if self._last is not None:
+            self.decimator.points.append(ReadPoint(*self._last))
+            self._last, self._count = None, 0
+        return self.decimator.finish()
+
+
+class _CostPoints:
+    """A :class:`Decimator` of :class:`CostPoint` (a run's costs summed in order, as
+    ``_summed`` does: the same floats) fed with a call's values."""
+
+    def __init__(self, cap: int) -> None:
+        self.decimator: Decimator[CostPoint] = Decimator(cap, _summed)
+        self._run: list[Any] | None = None  # [ts, actual, ceiling, uncached] of the run
+        self._count = 0
+
+    def add(self, ts: datetime, actual: float, ceiling: float, uncached: float) -> None:
+        """Add the next call's costs (``Decimator.add(CostPoint(...))``, the same points)."""
+        run = self._run
+        if run is None:
+            run = self._run = [ts, actual, ceiling, uncached]
+        else:
+            run[0] = ts
+            run[1] += actual
+            run[2] += ceiling
+            run[3] += uncached
+        self._count += 1
+        if self._count < self.decimator.stride:
+            return
+        self._run, self._count = None, 0
+        self.decimator.keep(CostPoint(*run))
+
+    def finish(self) -> list[CostPoint]:
+        """The points, a partial run at the end included."""
+        if self._run is not None:
+            self.decimator.points.append(CostPoint(*self._run))
+            self._run, self._count = None, 0
+        return self.decimator.finish()
 
 
 def _later(_: ReadPoint, later: ReadPoint) -> ReadPoint:
@@ -273,8 +337,8 @@ class SummaryBuilder:
         self._cliffs = _Kept(MAX_CLIFFS)
         self._misses = _Kept(MAX_MISSES)
         self._top = _Kept(self._page.top or 0)
-        self._reads: dict[str, Decimator[ReadPoint]] = {}
-        self._costs: dict[str, Decimator[CostPoint]] = {}
+        self._reads: dict[str, _ReadPoints] = {}
+        self._costs: dict[str, _CostPoints] = {}
 
     def _body(self, record_id: str) -> UsageRecord | None:
         found = self._bodies.get(record_id)
@@ -336,8 +400,7 @@ class SummaryBuilder:
         totals = sessions.get(sid)
         if totals is None:
             totals = sessions[sid] = Totals()
-        for each in (self.overall, scenario.totals, totals):
-            each.add(row, agrees, self._price)
+        add_call((self.overall, scenario.totals, totals), row, agrees, self._price)
         if self._keep:
             self.rows.append(row)
             if row.read_share is not None:
@@ -389,14 +452,14 @@ class SummaryBuilder:
         if row.read_share is not None:
             reads = self._reads.get(row.scenario)
             if reads is None:
-                reads = self._reads[row.scenario] = Decimator(MAX_POINTS, _later)
-            reads.add(ReadPoint(row.session, row.ts, row.read_share))
+                reads = self._reads[row.scenario] = _ReadPoints(MAX_POINTS)
+            reads.add(row.session, row.ts, row.read_share)
         if row.cost_usd is not None:
             costs = self._costs.get(row.scenario)
             if costs is None:
-                costs = self._costs[row.scenario] = Decimator(MAX_POINTS, _summed)
-            costs.add(CostPoint(row.ts, row.cost_usd or 0.0, row.cost_at_ceiling_usd or 0.0,
-                                row.cost_uncached_usd or 0.0))
+                costs = self._costs[row.scenario] = _CostPoints(MAX_POINTS)
+            costs.add(row.ts, row.cost_usd or 0.0, row.cost_at_ceiling_usd or 0.0,
+                      row.cost_uncached_usd or 0.0)
 
     def finish(self) -> dict[str, Any]:
         """The fields of the :class:`~._summary.Summary` of the records added (keyword
@@ -418,8 +481,9 @@ class SummaryBuilder:
             streamed.misses = self._misses.items()
             streamed.read_points = {k: d.finish() for k, d in self._reads.items()}
             streamed.cost_points = {k: d.finish() for k, d in self._costs.items()}
-            streamed.decimated = (any(d.stride > 1 for d in self._reads.values())
-                                  or any(d.stride > 1 for d in self._costs.values()))
+            streamed.decimated = (any(d.decimator.stride > 1 for d in self._reads.values())
+                                  or any(d.decimator.stride > 1
+                                         for d in self._costs.values()))
         return {"scenarios": self.scenarios,
                 "records": self._calls + self._ping_count + self._caches.rows,
                 "pricing": self._pricing, "calls": self.rows, "overall": self.overall,

@@ -326,6 +326,8 @@ _CAVEATS: Mapping[str, str] = {
 }
 """``verdict_detail`` keys whose text says a verdict rests on an assumption (undocumented
 provider behaviour, a default policy, an estimate), and how the report words them."""
+_CAVEAT_KEYS = frozenset({*_CAVEATS, "header_changes", "breakpoints_ignored"})
+"""Every ``verdict_detail`` key :func:`caveats_of` reads."""
 
 ERROR_TEXT_CHARS = 300
 """At most this many characters of a failed call's error text (:func:`error_text`)."""
@@ -338,6 +340,8 @@ def caveats_of(detail: Mapping[str, Any]) -> tuple[str, ...]:
     only from its ledger row, writes assumed 0, a cache-relevant header that changed
     (``header_changes``: a miss it explains is the cause instead), breakpoints that wrote
     nothing."""
+    if detail.keys().isdisjoint(_CAVEAT_KEYS):  # most rows: nothing to say (no loop)
+        return ()
     out = [template.format(value) for key, template in _CAVEATS.items()
            if isinstance(value := detail.get(key), str) and value]
     changes = detail.get("header_changes")
@@ -420,6 +424,7 @@ def call_row(record: UsageRecord, *, scenario: str, session: str, ceiling: int,
     elif record.verdict in ("provider_miss", "ttl_expired", "below_minimum"):
         cause = record.verdict.replace("_", "-")
     cause_detail = _str(detail, "cause_detail") or _str(detail, "reason")
+    joined = detail.get("server_diagnosis")
     costs: list[float | None] = [None, None, None, None]
     complete, cost_note = excluded == "unanalysed", None
     if pricing is not None and excluded != "unanalysed":
@@ -452,7 +457,7 @@ def call_row(record: UsageRecord, *, scenario: str, session: str, ceiling: int,
         boundary=boundary_of(record),
         cost_usd=costs[0], cost_uncached_usd=costs[1], cost_at_ceiling_usd=costs[2],
         lost_usd=costs[3], agrees=agrees, cost_complete=complete, cost_note=cost_note,
-        server_reason=_server(detail, "reason"), server_agreement=_server(detail, "agreement"),
+        server_reason=_server(joined, "reason"), server_agreement=_server(joined, "agreement"),
         caveats=caveats_of(detail), error=error_text(record),
         action=action_of(record.verdict, detail, total, compared_input_tokens),
         agent=agent, estimated_span_tokens=_span(detail), **_divergences(detail))
@@ -475,11 +480,13 @@ def agent_label(record: UsageRecord) -> str | None:
     return f"subagent {ident}" if isinstance(ident, str) and ident else "subagent"
 
 
-def _divergences(detail: Mapping[str, Any]) -> dict[str, Any]:
+def _divergences(detail: Mapping[str, Any]) -> Mapping[str, Any]:
     """``divergences`` / ``divergences_total`` of a row (``_recording._divergence_detail``):
     every divergence in cache order (bounded), each a JSON object; a row recorded before the
     list, with a first divergence, counts one."""
     found = detail.get("divergences")
+    if found is None and "divergences_total" not in detail and "path" not in detail:
+        return _NO_DIVERGENCES  # a call that did not diverge (most rows)
     entries = tuple(e for e in found if isinstance(e, dict)) if isinstance(found, list) else ()
     total = _int(detail, "divergences_total")
     if total is None:
@@ -487,10 +494,12 @@ def _divergences(detail: Mapping[str, Any]) -> dict[str, Any]:
     return {"divergences": entries, "divergences_total": total}
 
 
-def _server(detail: Mapping[str, Any], key: str) -> str | None:
-    """A field of ``verdict_detail["server_diagnosis"]`` (the provider's own miss reason
-    joined to ours, ``_recording._server_reasons``), ``None`` without one."""
-    joined = detail.get("server_diagnosis")
+_NO_DIVERGENCES: Mapping[str, Any] = {"divergences": (), "divergences_total": 0}
+
+
+def _server(joined: Any, key: str) -> str | None:
+    """A field of ``joined``, a row's ``verdict_detail["server_diagnosis"]`` (the provider's
+    own miss reason joined to ours, ``_recording._server_reasons``), ``None`` without one."""
     value = joined.get(key) if isinstance(joined, Mapping) else None
     return value if isinstance(value, str) else None
 

@@ -317,10 +317,15 @@ def _price_record(record: UsageRecord, pricing: Pricing, notes: dict[str, None],
     if not model or not provider:
         notes["calls without a model or provider name: cost omitted"] = None
         return CallPrice(None, ("no model or provider name",)), None
-    gaps: list[str] = [f"{problem}: its fee is not priced"
-                       for problem in unreadable_server_tools(record)]
+    gaps: list[str] = []
+    tools: dict[str, int] = {}
+    raw = record.usage_raw
+    if raw is not None and raw.get("server_tool_use") is not None:  # most calls: no tools
+        gaps.extend(f"{problem}: its fee is not priced"
+                    for problem in unreadable_server_tools(record))
+        tools = server_tool_counts(record)
     fees: list[tuple[str, int]] = []
-    for key, count in server_tool_counts(record).items():
+    for key, count in tools.items():
         fee = SERVER_TOOL_FEES.get(key)
         if fee is None:
             gaps.append(f"{count:,} server_tool_use.{key} without a known fee: not priced")

@@ -13,7 +13,7 @@ from typing import Any
 from .._recording._server_reasons import AGREEMENTS
 from ._calls import CallRow
 
-__all__ = ["GROUP_BY", "VERDICTS", "ScenarioReport", "Totals", "group_key"]
+__all__ = ["GROUP_BY", "VERDICTS", "ScenarioReport", "Totals", "add_call", "group_key"]
 
 
 VERDICTS = ("hit", "cold", "client_mutation", "below_minimum", "no_breakpoint", "ttl_expired",
@@ -198,64 +198,7 @@ class Totals:
     def add(self, row: CallRow, agrees: bool | None, priced: bool) -> None:
         """Add one call (its agreement computed by :func:`summarize`; ``priced``: costs were
         asked for, so a missing cost makes the sums unknown)."""
-        self.calls += 1
-        verdict = row.verdict if row.verdict in self.verdicts else "unknown"
-        self.verdicts[verdict] += 1
-        if agrees is not None:
-            self.agreement_calls += 1
-            self.agreement_matches += int(agrees)
-            error = row.estimate_error_tokens
-            if error is not None:
-                self.agreement_estimated += 1
-                self.estimate_max_error_tokens = max(self.estimate_max_error_tokens, error)
-        self._add_cost(row, priced)
-        if row.server_agreement is not None:
-            self.server_diagnosis[row.server_agreement] = (
-                self.server_diagnosis.get(row.server_agreement, 0) + 1)
-        self.provider_side_unexplained += int(row.provider_side_unexplained)
-        if row.excluded is not None:
-            name = {"unanalysed": "unanalysed", "no-usage": "unknown_usage",
-                    "unknown-reads": "unknown_reads", "suspect": "suspect",
-                    "inconsistent": "inconsistent"}[row.excluded]
-            setattr(self, name, getattr(self, name) + 1)
-            return
-        self.input_tokens += row.input_tokens or 0
-        self.cache_read_tokens += row.cache_read_tokens or 0
-        self.cache_write_tokens += row.cache_write_tokens or 0
-        self.output_tokens += row.output_tokens
-        self.ceiling_tokens += row.ceiling_tokens
-        self.partial += int(row.partial)
-        self.lost_tokens += row.lost_tokens
-        if row.boundary == "intra":
-            self.intra_calls += 1
-            self.intra_input_tokens += row.input_tokens or 0
-            self.intra_read_tokens += row.cache_read_tokens or 0
-        elif row.boundary == "cross":
-            self.cross_calls += 1
-            self.cross_input_tokens += row.input_tokens or 0
-            self.cross_read_tokens += row.cache_read_tokens or 0
-
-    def _add_cost(self, row: CallRow, priced: bool) -> None:
-        """Add one call's costs: a known cost is summed (also a lower bound); an unknown one
-        is counted in :attr:`cost_unknown_calls`, never summed as 0."""
-        if not priced:  # summarize(price=False): no cost is known
-            self.cost_usd = self.cost_uncached_usd = self.cost_at_ceiling_usd = None
-            self.lost_usd = None
-            return
-        self.cost_unknown_calls += int(not row.cost_complete)
-        if row.cost_usd is None:
-            if not row.cost_complete and not self.priced_calls:  # nothing known yet
-                self.cost_usd = self.cost_uncached_usd = self.cost_at_ceiling_usd = None
-                self.lost_usd = None
-            return
-        if not self.priced_calls:  # the first known cost: unknown ones before it are counted
-            self.cost_usd = self.cost_uncached_usd = self.cost_at_ceiling_usd = 0.0
-            self.lost_usd = 0.0
-        self.priced_calls += 1
-        self.cost_usd = _add(self.cost_usd, row.cost_usd)
-        self.cost_uncached_usd = _add(self.cost_uncached_usd, row.cost_uncached_usd)
-        self.cost_at_ceiling_usd = _add(self.cost_at_ceiling_usd, row.cost_at_ceiling_usd)
-        self.lost_usd = _add(self.lost_usd, row.lost_usd)
+        add_call((self,), row, agrees, priced)
 
     def to_json(self) -> dict[str, Any]:
         """The issue's fields: calls, input_tokens, cache_read_tokens, cache_write_tokens,
@@ -317,6 +260,87 @@ class Totals:
                 "provider_side_unexplained": self.provider_side_unexplained,
             },
         }
+
+
+_EXCLUDED_FIELD = {"unanalysed": "unanalysed", "no-usage": "unknown_usage",
+                   "unknown-reads": "unknown_reads", "suspect": "suspect",
+                   "inconsistent": "inconsistent"}
+"""``CallRow.excluded`` -> the :class:`Totals` counter of that exclusion."""
+
+
+def add_call(targets: tuple[Totals, ...], row: CallRow, agrees: bool | None,
+             priced: bool) -> None:
+    """:meth:`Totals.add` of one call to each of ``targets`` (the call's overall, scenario,
+    session, ... totals): what the row says is read once, each target gets the same sums in
+    the same order as one :meth:`Totals.add` each (so float sums are the same to the bit)."""
+    verdict = row.verdict
+    server = row.server_agreement
+    unexplained = row.provider_side_unexplained
+    excluded = row.excluded
+    counter = None if excluded is None else _EXCLUDED_FIELD[excluded]
+    error = row.estimate_error_tokens if agrees is not None else None
+    complete, cost = row.cost_complete, row.cost_usd
+    uncached, at_ceiling, lost_usd = row.cost_uncached_usd, row.cost_at_ceiling_usd, row.lost_usd
+    for t in targets:
+        t.calls += 1
+        verdicts = t.verdicts
+        verdicts[verdict if verdict in verdicts else "unknown"] += 1
+        if agrees is not None:
+            t.agreement_calls += 1
+            t.agreement_matches += int(agrees)
+            if error is not None:
+                t.agreement_estimated += 1
+                t.estimate_max_error_tokens = max(t.estimate_max_error_tokens, error)
+        # costs: a known cost is summed (also a lower bound); an unknown one is counted in
+        # cost_unknown_calls, never summed as 0
+        if not priced:  # summarize(price=False): no cost is known
+            t.cost_usd = t.cost_uncached_usd = t.cost_at_ceiling_usd = t.lost_usd = None
+        else:
+            if not complete:
+                t.cost_unknown_calls += 1
+            if cost is None:
+                if not complete and not t.priced_calls:  # nothing known yet
+                    t.cost_usd = t.cost_uncached_usd = t.cost_at_ceiling_usd = None
+                    t.lost_usd = None
+            else:
+                if not t.priced_calls:  # the first known cost: unknown ones before it counted
+                    t.cost_usd = t.cost_uncached_usd = t.cost_at_ceiling_usd = 0.0
+                    t.lost_usd = 0.0
+                t.priced_calls += 1
+                t.cost_usd = _add(t.cost_usd, cost)
+                t.cost_uncached_usd = _add(t.cost_uncached_usd, uncached)
+                t.cost_at_ceiling_usd = _add(t.cost_at_ceiling_usd, at_ceiling)
+                t.lost_usd = _add(t.lost_usd, lost_usd)
+        if server is not None:
+            t.server_diagnosis[server] = t.server_diagnosis.get(server, 0) + 1
+        if unexplained:
+            t.provider_side_unexplained += 1
+        if counter is not None:
+            setattr(t, counter, getattr(t, counter) + 1)
+    if counter is not None:
+        return
+    total = row.input_tokens or 0
+    read = row.cache_read_tokens or 0
+    write = row.cache_write_tokens or 0
+    output, ceiling, lost = row.output_tokens, row.ceiling_tokens, row.lost_tokens
+    partial = int(row.partial)
+    boundary = row.boundary
+    for t in targets:
+        t.input_tokens += total
+        t.cache_read_tokens += read
+        t.cache_write_tokens += write
+        t.output_tokens += output
+        t.ceiling_tokens += ceiling
+        t.partial += partial
+        t.lost_tokens += lost
+        if boundary == "intra":
+            t.intra_calls += 1
+            t.intra_input_tokens += total
+            t.intra_read_tokens += read
+        elif boundary == "cross":
+            t.cross_calls += 1
+            t.cross_input_tokens += total
+            t.cross_read_tokens += read
 
 
 @dataclass
