@@ -295,21 +295,34 @@ def scrub_json_in_place(value: Any) -> Any:
     in place: every ``str`` value and every ``str`` dict key (:func:`redact`'s patterns; the
     whole value of a dict entry whose key names a credential), in lists and dicts at any
     depth. Costs one pass over the strings, the output itself never re-scanned as text (the
-    report's ``--json`` of a million calls). Returns ``value`` (a new string when it is one).
+    report's ``--json`` of a million calls), and each distinct string is scanned once (the
+    same keys repeat in every per-session object). Returns ``value`` (a new string when it
+    is one).
     """
+    return _scrub_in_place(value, {})
+
+
+def _scrub_in_place(value: Any, done: dict[str, str]) -> Any:
+    """:func:`scrub_json_in_place` with ``done``: each string scanned so far -> its scrubbed
+    text (scrubbing is a function of the string alone)."""
     if isinstance(value, str):
-        return _redact_text(value, (), True)
+        clean = done.get(value)
+        if clean is None:
+            clean = done[value] = _redact_text(value, (), True)
+        return clean
     if isinstance(value, list):
         for i, item in enumerate(value):
-            value[i] = scrub_json_in_place(item)
+            value[i] = _scrub_in_place(item, done)
         return value
     if isinstance(value, dict):
         items = list(value.items())
         value.clear()
         for key, item in items:
-            clean = _redact_text(key, (), True) if isinstance(key, str) else key
-            value[clean] = (_REDACTED if isinstance(key, str) and is_secret_name(key)
-                            else scrub_json_in_place(item))
+            if isinstance(key, str):
+                value[_scrub_in_place(key, done)] = (
+                    _REDACTED if is_secret_name(key) else _scrub_in_place(item, done))
+            else:
+                value[key] = _scrub_in_place(item, done)
         return value
     return value
 

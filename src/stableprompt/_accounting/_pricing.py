@@ -355,8 +355,9 @@ def _price_record(record: UsageRecord, pricing: Pricing, notes: dict[str, None],
     except Exception as exc:  # a pricing-library problem must not hide the token numbers
         notes[f"cannot price {model!r}: {type(exc).__name__}: {exc}"] = None
         return CallPrice(None, ("the pricing library failed (see the pricing notes)",)), None
-    gaps.extend(f"{SERVER_TOOL_FEES[key].tool} fee: genai-prices has no rate for its model"
-                for key in unpriced)
+    if unpriced:
+        gaps.extend(f"{SERVER_TOOL_FEES[key].tool} fee: genai-prices has no rate for its "
+                    "model" for key in unpriced)
     if record.output_tokens is None:
         gaps.append("output tokens unknown (the response ended before its final usage): "
                     "input priced")

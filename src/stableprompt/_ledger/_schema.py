@@ -33,7 +33,7 @@ from operator import itemgetter
 from pathlib import Path
 from typing import Any, get_args
 
-from .._canonical import canonical_json, loads, show_int
+from .._canonical import MAX_NESTING, canonical_json, loads, show_int
 from .._exceptions import CanonicalizationError, LedgerError
 from .._usage import USAGE_FIELDS
 from ._rollups import sqlite_migration
@@ -317,8 +317,9 @@ def _json_object(text: Any) -> dict[str, Any] | None:
         value = loads(text)
         if type(value) is not dict:
             return None
-        if len(text) >= _DEPTH_SAFE_CHARS:
-            canonical_json(value)
+        if (len(text) >= _DEPTH_SAFE_CHARS
+                and text.count("{") + text.count("[") > MAX_NESTING):
+            canonical_json(value)  # only that many opening brackets can nest too deep
     except ValueError:
         return None
     return value
