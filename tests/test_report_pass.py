@@ -1,0 +1,114 @@
+"""The report's one pass made cheaper per call (issue 30 item 1) without changing a number:
+chart points made per kept run equal the points of a :class:`Decimator` fed every call's
+point (floats to the bit), one :func:`add_call` to several totals equals one
+:meth:`Totals.add` each, and the ``--json`` scrub that scans each distinct string once still
+scrubs every occurrence."""
+
+from __future__ import annotations
+
+import json
+import random
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from stableprompt import UsageRecord
+from stableprompt._accounting import _builder
+from stableprompt._accounting._builder import CostPoint, Decimator, ReadPoint
+from stableprompt._accounting._calls import CallRow, call_row
+from stableprompt._accounting._pricing import Pricing
+from stableprompt._accounting._totals import Totals, add_call
+from stableprompt._redact import scrub_json_in_place
+
+T0 = datetime(2026, 3, 1, tzinfo=UTC)
+KEY = "sk-ant-api03-" + "A1b2C3d4" * 6
+
+
+@pytest.mark.parametrize("count", [0, 1, 15, 16, 17, 33, 1001, 4099])
+def test_points_per_kept_run_equal_the_decimator_of_every_point(count: int) -> None:
+    """Below, at and past twice the cap (pairs merged, then ``stride`` calls a point), the
+    read and cost points equal :class:`Decimator`'s, costs summed in the same order (the same
+    floats, not approximately), the stride too."""
+    cap = 8
+    rng = random.Random(count)
+    reads: Decimator[ReadPoint] = Decimator(cap, _builder._later)
+    costs: Decimator[CostPoint] = Decimator(cap, _builder._summed)
+    fast_reads = _builder._ReadPoints(cap)
+    fast_costs = _builder._CostPoints(cap)
+    for i in range(count):
+        ts = T0 + timedelta(seconds=i)
+        share = rng.random()
+        usd = (rng.random() * 0.1, rng.random() * 0.01, rng.random() * 0.3)
+        reads.add(ReadPoint(f"s{i % 3}", ts, share))
+        costs.add(CostPoint(ts, *usd))
+        fast_reads.add(f"s{i % 3}", ts, share)
+        fast_costs.add(ts, *usd)
+    assert fast_reads.finish() == reads.finish()
+    assert fast_costs.finish() == costs.finish()
+    assert fast_reads.decimator.stride == reads.stride
+    assert fast_costs.decimator.stride == costs.stride
+
+
+def _record(i: int, **changes: object) -> UsageRecord:
+    fields: dict[str, object] = dict(
+        record_id=f"r{i}", ts_utc=T0 + timedelta(seconds=i), scenario="s", session_id="a",
+        wire_format="anthropic", provider="anthropic", model="claude-sonnet-4-5",
+        input_tokens_total=3000, cache_read_tokens=2000, cache_write_tokens=500,
+        uncached_tokens=500, output_tokens=20, predicted_cache_read_tokens=2000,
+        verdict="hit", verdict_detail={"turn_boundary": "intra"})
+    fields.update(changes)
+    return UsageRecord.model_validate(fields)
+
+
+def _rows() -> list[tuple[CallRow, bool | None]]:
+    records = [
+        _record(0),
+        _record(1, verdict="client_mutation", cache_read_tokens=100, cache_write_tokens=2400,
+                verdict_detail={"cause": "volatile-token", "lost_tokens": 1900,
+                                "turn_boundary": "cross",
+                                "server_diagnosis": {"agreement": "agree"}}),
+        _record(2, input_tokens_total=None, cache_read_tokens=None, cache_write_tokens=None,
+                uncached_tokens=None, output_tokens=None, verdict="unknown"),
+        _record(3, verdict_detail={"usage_suspect": True}),
+        _record(4, model="no-such-model-9"),  # cost unknown
+        _record(5, verdict="provider_miss", cache_read_tokens=0, cache_write_tokens=2500,
+                verdict_detail={"missing_tokens": 2000,
+                                "server_diagnosis": {"agreement": "server-only"}}),
+        _record(6, output_tokens=None),  # a lower bound
+    ]
+    pricing, notes = Pricing(source="genai-prices test"), dict[str, None]()
+    out: list[tuple[CallRow, bool | None]] = []
+    for n, record in enumerate(records):
+        row = call_row(record, scenario="s", session="a", ceiling=2500, granularity=1,
+                       pricing=pricing, notes=notes, agrees=(None if n % 3 == 2 else n % 2 == 0))
+        out.append((row, row.agrees))
+    return out
+
+
+@pytest.mark.parametrize("priced", [True, False])
+def test_one_add_to_several_totals_equals_one_add_each(priced: bool) -> None:
+    """Failed, suspect, unpriced, lower-bound and diagnosed calls: the totals :func:`add_call`
+    fills at once equal those :meth:`Totals.add` fills one by one (a cost unknown before the
+    first known one, exclusions, verdicts, boundaries, server diagnoses)."""
+    rows = _rows()
+    for start in range(len(rows)):  # the first known cost at every position
+        ordered = rows[start:] + rows[:start]
+        one, two, alone = Totals(), Totals(), Totals()
+        for row, agrees in ordered:
+            add_call((one, two), row, agrees, priced)
+            alone.add(row, agrees, priced)
+        assert one == two == alone
+        assert one.calls == len(rows) and one.excluded == 2
+        assert (one.cost_usd is None) == (not priced)
+        assert one.cost_unknown_calls == (3 if priced else 0)  # failed, no price, lower bound
+
+
+def test_the_json_scrub_scrubs_every_occurrence_of_a_string() -> None:
+    """The same key-shaped string as a key, a value, in lists and nested objects, many times:
+    each occurrence scrubbed (each distinct string is scanned once)."""
+    data = {KEY: [KEY, {"x": KEY, KEY: 1}, f"a {KEY}"], "n": [f"a {KEY}"] * 3,
+            "api_key": "plain-value-1234", "plain": "plain"}
+    assert scrub_json_in_place(data) is data
+    text = json.dumps(data)
+    assert KEY[12:] not in text and "plain-value" not in text
+    assert data["plain"] == "plain" and text.count("[REDACTED]") == 9
