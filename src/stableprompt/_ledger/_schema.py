@@ -346,7 +346,7 @@ def _trusted(row: tuple[Any, ...]) -> UsageRecord | None:
     if (not set(map(type, _opt_strs(row))) <= _STR_OR_NONE
             or not set(map(type, _ints(row))) <= _INT_OR_NONE
             or not set(map(type, counts := _counts(row))) <= _INT_OR_NONE
-            or any(c is not None and c < 0 for c in counts)):
+            or min(filter(None, counts), default=0) < 0):  # a negative count (ints, None)
         return None
     data = dict(zip(_FIELD_ORDER, row, strict=True))
     record_id, ts, wire, verdict = row[0], row[1], data["wire_format"], data["verdict"]
