@@ -15,7 +15,10 @@ other jobs inflates less than wall time) and ``time.perf_counter`` around it (wa
 interpreter start and imports). The SQL runs first and last; its faster run is the baseline
 (the first one may read the file from disk, the report's pass reads it from the page cache). With
 ``--src DIR`` the report runs from another checkout (``PYTHONPATH=DIR``), e.g. the code
-before the streaming report, for a before/after on a smaller ledger.
+before the streaming report, for a before/after on a smaller ledger. With ``--against DIR``
+each report also runs from that checkout at the same time as from ``--src`` (two processes
+started together, so both see the same load: on a shared machine, runs one after the other
+can differ by more than the change measured) and a second table gives the CPU of both.
 
     PYTHONPATH=src python benchmarks/ledger_gen.py benchmarks/.work/ledger-1m.db   # once
     PYTHONPATH=src python benchmarks/report_bench.py benchmarks/.work/ledger-1m.db
@@ -66,6 +69,23 @@ def measure(argv: list[str], env: dict[str, str]) -> tuple[float, float, float]:
     return wall, usage.ru_maxrss / 1024, usage.ru_utime + usage.ru_stime  # Linux: KB
 
 
+def measure_pair(argvs: list[list[str]], envs: list[dict[str, str]]) -> list[float]:
+    """Start the commands together and run them to the end: the CPU seconds of each (user +
+    system of the child)."""
+    procs = []
+    with open(os.devnull, "wb") as sink:
+        for argv, env in zip(argvs, envs, strict=True):
+            procs.append(subprocess.Popen(argv, stdout=sink, stderr=subprocess.DEVNULL,
+                                          env=env))
+        out = []
+        for argv, proc in zip(argvs, procs, strict=True):
+            _, status, usage = os.wait4(proc.pid, 0)
+            if os.waitstatus_to_exitcode(status) != 0:
+                raise SystemExit(f"{' '.join(argv)} failed ({status})")
+            out.append(usage.ru_utime + usage.ru_stime)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("ledger", type=Path)
@@ -74,12 +94,16 @@ def main(argv: list[str] | None = None) -> int:
                              "rollups-hour)")
     parser.add_argument("--src", type=Path, default=Path(__file__).parent.parent / "src",
                         help="the stableprompt sources to run (PYTHONPATH)")
+    parser.add_argument("--against", type=Path, default=None,
+                        help="another checkout's sources run at the same time as --src's, "
+                             "for a before/after under the same load")
     args = parser.parse_args(argv)
     conn = sqlite3.connect(f"file:{args.ledger}?mode=ro", uri=True)
     rows = conn.execute("SELECT count(*) FROM calls").fetchone()[0]
     conn.close()
     env = {**os.environ, "PYTHONPATH": str(args.src.resolve())}
     results: list[tuple[str, float, float, float]] = []
+    pairs: list[tuple[str, float, float]] = []
     sql = [measure([sys.executable, "-c", _SQL_CHILD, str(args.ledger)], env)]
     with tempfile.TemporaryDirectory() as work:
         for mode in args.modes.split(","):
@@ -94,6 +118,14 @@ def main(argv: list[str] | None = None) -> int:
             results.append((f"report {name}", wall, rss, cpu))
             print(f"{mode}: {wall:.1f} s, {rss:,.0f} MB, CPU {cpu:.1f} s", file=sys.stderr,
                   flush=True)
+            if args.against is not None:
+                command = [sys.executable, "-m", "stableprompt", "report", str(args.ledger),
+                           *extra]
+                other = {**os.environ, "PYTHONPATH": str(args.against.resolve())}
+                theirs, ours = measure_pair([command, command], [other, env])
+                pairs.append((mode, theirs, ours))
+                print(f"{mode} side by side: {args.against} CPU {theirs:.1f} s, {args.src} "
+                      f"CPU {ours:.1f} s", file=sys.stderr, flush=True)
     sql.append(measure([sys.executable, "-c", _SQL_CHILD, str(args.ledger)], env))
     base = min(sql)
     cpu_base = min(cpu for _, _, cpu in sql)
@@ -110,6 +142,13 @@ def main(argv: list[str] | None = None) -> int:
     for name, wall, rss, cpu in results:
         print(f"| {name} | {wall:.1f} | {rss:,.0f} | {wall / base[0]:.1f} | {cpu:.1f} | "
               f"{cpu / cpu_base:.1f} |")
+    if pairs:
+        print(f"\nSide by side (started together): CPU seconds of {args.against} and of "
+              f"{args.src}\n")
+        print("| run | --against CPU (s) | --src CPU (s) | change |")
+        print("|---|---|---|---|")
+        for mode, theirs, ours in pairs:
+            print(f"| {mode} | {theirs:.1f} | {ours:.1f} | {100 * (ours / theirs - 1):+.0f}% |")
     return 0
 
 
