@@ -436,7 +436,7 @@ def _recorded(calls: list[tuple[float, str | None, bytes, bytes]], wire: str, *,
     return rows
 
 
-ROWS_DIGEST = "6d0dee6726d2df2e31db44d1cc73a806a303d1a71b299917a23be6ae78de6cdb"
+ROWS_DIGEST = "918926efbd0e5b98745ad2c435eb50aecdc6541e7ee6324f5c054a5bb2872fcf"
 """sha256 of the rows :func:`test_recorded_rows_are_pinned` records, computed before the recorder's
 fast paths (lazy divergence classification, indexed conversations, shared token sums): a change
 here changes a ledger row. Re-pinned on purpose this round, checked field by field against the
@@ -494,7 +494,10 @@ alive entry's prediction's, which had none). No other field of any row moved. De
 outline as a delta of their predecessor's row (depth 1 to 6; base record ids named by row
 index), and every one decodes, through its base, to exactly the outline the row stored whole
 before (segments, token counts, opening); no other field of any row moved; outline bytes
-414,640 -> 306,698."""
+414,640 -> 306,698. Each prediction's anchor evidence
+replaces the previous one's (``6d0dee67...`` before): 6 rows predicted 0 (nothing
+alive after the TTL; 4 of them read anyway, ``read_after_ttl``) lost the
+``anchored_on_predecessor`` the no-TTL prediction had left; no other field of any row moved."""
 
 
 def test_recorded_rows_are_pinned() -> None:

@@ -122,6 +122,11 @@ SIZE_SCAN_SEGMENTS = 64
 """Segments searched either way from a predicted entry's end for a size the provider reported
 (:meth:`_Attributor.nearest_reported`): a bounded cost per call, whatever the history."""
 
+_ANCHOR_KEYS = ("anchored_on_predecessor", "anchored_on_predecessor_read",
+                "anchored_on_reported_size")
+"""``verdict_detail`` keys naming what a prediction was anchored on (:meth:`_Attributor.
+anchored`): each prediction replaces the previous one's."""
+
 Relation = Literal["lineage", "session"]
 
 _READLESS: frozenset[str] = frozenset({"cold", "below_minimum", "no_breakpoint", "ttl_expired"})
@@ -644,7 +649,8 @@ class _Attributor:
             self.read_entry = self.seg.segments[entry_index].prefix_digest
             self.read_entry_index = entry_index
         self.estimated_span = 0.0
-        self.detail.pop("anchored_on_reported_size", None)  # the latest prediction's
+        for key in _ANCHOR_KEYS:  # the evidence of the latest prediction only
+            self.detail.pop(key, None)
         exact = None if base is None else base.cached_extent_tokens
         if exact == 0 and self.base_ignored:
             # "Breakpoints sent, nothing written": the predecessor's reported 0 is the
