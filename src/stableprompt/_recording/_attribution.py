@@ -92,7 +92,7 @@ from ._divergence_detail import ledger_divergences
 from ._engine_view import EngineEvidence
 from ._outline import outline_common
 from ._plausibility import usage_suspicion
-from ._sizes import ReportedSizes, size_key
+from ._sizes import ReportedSizes, extent_size, size_key
 
 __all__ = [
     "IGNORED_BREAKPOINTS_MARGIN",
@@ -746,11 +746,9 @@ class _Attributor:
                 or usage.cache_read_tokens is None or usage.cache_write_tokens is None
                 or "usage_suspect" in self.detail):
             return ()
-        found: list[tuple[str, int]] = []
         own = breakpoint_indices(self.seg)
-        extent = usage.cache_read_tokens + usage.cache_write_tokens
-        if own and extent > 0:
-            found.append((size_key(self.seg.segments[own[-1]].prefix_digest), extent))
+        found = list(extent_size(self.seg.segments[own[-1]] if own else None,
+                                 usage.cache_read_tokens, usage.cache_write_tokens))
         reads = self.reads
         if self.read_entry is not None and reads and predicted:
             # the predicted entry's size, when the read is that entry (within what the

@@ -26,10 +26,11 @@ from collections.abc import Iterable
 
 from .._ledger._usage_record import UsageRecord
 from .._policy import PolicyTable
+from .._segment import Segment
 from ._call import RequestState
 from ._outline import DIGEST_HEX
 
-__all__ = ["MAX_SIZES", "ReportedSizes", "row_sizes", "size_key"]
+__all__ = ["MAX_SIZES", "ReportedSizes", "extent_size", "row_sizes", "size_key"]
 
 MAX_SIZES = 16_384
 """Reported sizes a recorder keeps (about 4 MB: 3.9 MB measured with ``tracemalloc``, 32-hex
@@ -42,6 +43,18 @@ def size_key(prefix_digest: str) -> str:
     return prefix_digest[:DIGEST_HEX]
 
 
+def extent_size(last_breakpoint: Segment | None, read: int, write: int
+                ) -> tuple[tuple[str, int], ...]:
+    """The size a call's usage reports on a breakpoint cache: ``cache_read + cache_write`` is
+    the prefix up to its request's last breakpoint (the longest: written, or read, whenever
+    anything is), keyed by that segment; ``()`` without a breakpoint or when nothing was
+    read or written. The one rule for a call this recorder finished
+    (``_attribution._Attributor.reported_sizes``) and a ledger row (:func:`row_sizes`)."""
+    if last_breakpoint is None or read + write <= 0:
+        return ()
+    return ((size_key(last_breakpoint.prefix_digest), read + write),)
+
+
 def row_sizes(row: UsageRecord, state: RequestState,
               policies: PolicyTable) -> tuple[tuple[str, int], ...]:
     """The entry size a ledger row reports (another process's call, or this one's before a
@@ -50,8 +63,7 @@ def row_sizes(row: UsageRecord, state: RequestState,
     provider and model in ``policies``; not an automatic cache, whose reads end at a granule),
     not from a suspect usage report; ``()`` otherwise (a row's read entry is not stored)."""
     read, write = row.cache_read_tokens, row.cache_write_tokens
-    if (read is None or write is None or read + write <= 0
-            or row.verdict_detail.get("usage_suspect")):
+    if read is None or write is None or row.verdict_detail.get("usage_suspect"):
         return ()
     try:
         if policies.lookup(row.provider or "", row.model or "").automatic:
@@ -59,8 +71,8 @@ def row_sizes(row: UsageRecord, state: RequestState,
     except Exception:  # no policy for it: no size taken
         return ()
     segments = (state.segmented.segments if state.segmented is not None else state.outline)
-    last = next((s for s in reversed(segments or ()) if s.breakpoint), None)
-    return () if last is None else ((size_key(last.prefix_digest), read + write),)
+    return extent_size(next((s for s in reversed(segments or ()) if s.breakpoint), None),
+                       read, write)
 
 
 class ReportedSizes:
