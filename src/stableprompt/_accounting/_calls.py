@@ -76,9 +76,9 @@ from .._redact import redact
 from ._actions import action_of
 from ._pricing import Pricing, TokenSplit, price_splits
 
-__all__ = ["CLIFF_DROP", "ERROR_TEXT_CHARS", "EXCLUSIONS", "MAIN_AGENT", "CallRow", "Cliff",
-           "CliffFinder", "agent_label", "boundary_of", "call_row", "caveats_of", "error_text",
-           "exclusion", "find_cliffs", "is_suspect"]
+__all__ = ["CLIFF_DROP", "ERROR_TEXT_CHARS", "EXCLUSIONS", "MAIN_AGENT", "SUBAGENT", "CallRow",
+           "Cliff", "CliffFinder", "agent_label", "agreement_of", "boundary_of", "call_row",
+           "caveats_of", "error_text", "exclusion", "find_cliffs", "is_suspect", "subagent_id"]
 
 EXCLUSIONS: Mapping[str, str] = {
     "unanalysed": "no LLM call to analyse (requests to other endpoints, or bodies not of "
@@ -477,7 +477,17 @@ def agent_label(record: UsageRecord) -> str | None:
     if not isinstance(agent, Mapping) or agent.get("kind") != "subagent":
         return None
     ident = agent.get("id")
-    return f"subagent {ident}" if isinstance(ident, str) and ident else "subagent"
+    return f"{SUBAGENT} {ident}" if isinstance(ident, str) and ident else SUBAGENT
+
+
+SUBAGENT = "subagent"
+"""The agent label of a branch (:func:`agent_label`: ``"subagent"`` or ``"subagent <id>"``)."""
+
+
+def subagent_id(label: str) -> str | None:
+    """The id in a ``"subagent <id>"`` label (:func:`agent_label`), else ``None``."""
+    prefix = SUBAGENT + " "
+    return label[len(prefix):] if label.startswith(prefix) else None
 
 
 def _divergences(detail: Mapping[str, Any]) -> Mapping[str, Any]:

@@ -17,7 +17,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any, TextIO
 
-from .._accounting._calls import MAIN_AGENT, CallRow
+from .._accounting._calls import MAIN_AGENT, CallRow, subagent_id
 from .._accounting._summary import VERDICTS, Summary
 from .._canonical import loads
 from .._policy import ESTIMATED_SEGMENT_FRAMING_TOKENS, ESTIMATED_SPAN_FRACTION
@@ -379,7 +379,7 @@ def _print_calls(console: Any, report: Summary) -> None:
 
     snippets = any(row.before is not None or row.after is not None for row in report.calls)
     ids = short_ids(row.session for row in report.calls)
-    agents = short_ids(_agent_id(row.agent) for row in report.calls)
+    agents = short_ids(subagent_id(row.agent) for row in report.calls)
     for name in report.scenarios:
         rows = [row for row in report.calls if row.scenario == name]
         if not rows:
@@ -458,19 +458,10 @@ def _print_calls(console: Any, report: Summary) -> None:
                           "--json.")
 
 
-_SUBAGENT = "subagent "
-
-
-def _agent_id(agent: str) -> str | None:
-    """The id of a ``"subagent <id>"`` label (``_accounting._calls.agent_label``), else
-    ``None``."""
-    return agent[len(_SUBAGENT):] if agent.startswith(_SUBAGENT) else None
-
-
 def _agent_cell(agent: str, ids: Mapping[str, str]) -> str:
     """A call's agent as the calls table shows it: ``main``, ``sub`` or ``sub <short id>``
     (the ids shortened together, :func:`short_ids`)."""
-    ident = _agent_id(agent)
+    ident = subagent_id(agent)
     if ident is None:
         return "sub" if agent != MAIN_AGENT else MAIN_AGENT
     return f"sub {ids.get(ident, ident)}"
@@ -512,7 +503,7 @@ def _print_groups(console: Any, report: Summary, by: str) -> None:
 
     groups = report.group_by(by)
     if by == "agent":
-        agents = short_ids(_agent_id(key) for key in groups)
+        agents = short_ids(subagent_id(key) for key in groups)
         labels = {key: _agent_cell(key, agents) for key in groups}
     else:
         labels = short_ids(groups) if by == "session" else {}
