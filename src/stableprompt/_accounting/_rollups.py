@@ -32,7 +32,7 @@ from typing import Any
 from .._economics._prices import tier_prices, unit_prices
 from .._ledger._rollups import RollupRow
 from ._pricing import Pricing, fee_usd, genai_prices_version
-from ._totals import VERDICTS
+from ._totals import VERDICTS, CallSums
 
 __all__ = ["BUCKETS", "RollupSummary", "RollupTotals", "summarize_rollups"]
 
@@ -46,7 +46,7 @@ _COUNTS = ("calls", "failed_calls", "unanalysed", "unknown_usage", "unknown_read
 
 
 @dataclass
-class RollupTotals:
+class RollupTotals(CallSums):
     """Sums over rollup buckets (tokens unless stated; what each means: ``_totals.Totals``).
 
     Attributes:
@@ -84,17 +84,6 @@ class RollupTotals:
     cost_uncached_usd: float | None = 0.0
     priced_calls: int = 0
     cost_unknown_calls: int = 0
-
-    @property
-    def hit_rate(self) -> float | None:
-        """``cache_read_tokens / input_tokens``, ``None`` when no input is known."""
-        return self.cache_read_tokens / self.input_tokens if self.input_tokens else None
-
-    @property
-    def excluded(self) -> int:
-        """Calls left out of token sums and rates."""
-        return (self.unanalysed + self.unknown_usage + self.unknown_reads + self.suspect
-                + self.inconsistent)
 
     def add(self, row: RollupRow, cost: _BucketCost | None) -> None:
         """Add one bucket (``cost``: its price, ``None`` when costs are not asked for)."""

@@ -13,7 +13,15 @@ from typing import Any
 from .._recording._server_reasons import AGREEMENTS
 from ._calls import CallRow
 
-__all__ = ["GROUP_BY", "VERDICTS", "ScenarioReport", "Totals", "add_call", "group_key"]
+__all__ = [
+    "GROUP_BY",
+    "VERDICTS",
+    "CallSums",
+    "ScenarioReport",
+    "Totals",
+    "add_call",
+    "group_key",
+]
 
 
 VERDICTS = ("hit", "cold", "client_mutation", "below_minimum", "no_breakpoint", "ttl_expired",
@@ -55,8 +63,34 @@ def _add(total: float | None, value: float | None) -> float | None:
     return None if total is None or value is None else total + value
 
 
+class CallSums:
+    """What the report's totals (:class:`Totals`) and the rollups' (``_rollups``) both derive
+    from their exclusion counts and token sums: the hit rate and the excluded calls (each
+    subclass declares the fields, as dataclass fields)."""
+
+    unanalysed: int
+    unknown_usage: int
+    unknown_reads: int
+    suspect: int
+    inconsistent: int
+    input_tokens: int
+    cache_read_tokens: int
+
+    @property
+    def hit_rate(self) -> float | None:
+        """``cache_read_tokens / input_tokens``, ``None`` when no input is known."""
+        return self.cache_read_tokens / self.input_tokens if self.input_tokens else None
+
+    @property
+    def excluded(self) -> int:
+        """Calls left out of every token sum and rate (unanalysed, unknown usage or reads,
+        suspect, inconsistent)."""
+        return (self.unanalysed + self.unknown_usage + self.unknown_reads + self.suspect
+                + self.inconsistent)
+
+
 @dataclass
-class Totals:
+class Totals(CallSums):
     """Sums over a group of calls (tokens unless stated). See the module docstring.
 
     Attributes:
@@ -159,13 +193,6 @@ class Totals:
                 else None)
 
     @property
-    def excluded(self) -> int:
-        """Calls left out of every token sum and rate (unanalysed, unknown usage or reads,
-        suspect, inconsistent)."""
-        return (self.unanalysed + self.unknown_usage + self.unknown_reads + self.suspect
-                + self.inconsistent)
-
-    @property
     def cost_complete(self) -> bool:
         """:attr:`cost_usd` is the whole cost of the group's calls (not a lower bound)."""
         return self.cost_unknown_calls == 0
@@ -174,11 +201,6 @@ class Totals:
     def uncached_tokens(self) -> int:
         """Input tokens neither read from nor written to the cache (included calls)."""
         return self.input_tokens - self.cache_read_tokens - self.cache_write_tokens
-
-    @property
-    def hit_rate(self) -> float | None:
-        """``cache_read_tokens / input_tokens``, ``None`` when no input is known."""
-        return self.cache_read_tokens / self.input_tokens if self.input_tokens else None
 
     @property
     def ceiling(self) -> float | None:
