@@ -608,6 +608,19 @@ def codex_env(home: Path, sink: Sink) -> dict[str, str]:
             "OPENAI_API_KEY": "sk-emulator-key"}
 
 
+CODEX_FLAGS = ("--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox", "--json")
+"""``codex exec`` flags of every run: no git check, no approvals or sandbox, JSON events."""
+
+
+def codex_config_step(env: dict[str, str]) -> tuple[list[str], dict[str, str]]:
+    """The first command of a Codex session: :func:`codex_env`'s config holds ``"{proxy}"``,
+    rewritten once the proxy is up (``run_session`` substitutes only the environment), so
+    this command writes the real URL into the file."""
+    config = Path(env["CODEX_HOME"]) / "config.toml"
+    return (["sh", "-c", 'printf "%s" "$CONFIG_TEXT" > "$CONFIG_PATH"'],
+            {**env, "CONFIG_TEXT": config.read_text(), "CONFIG_PATH": str(config)})
+
+
 def wait_for_spawned(body: Mapping[str, Any]) -> ToolCall:
     """Codex's ``wait_agent`` on the agent its last ``spawn_agent`` call returned."""
     agent = None
@@ -637,16 +650,11 @@ def test_codex_session_with_subagent_and_resume(codex: Path, sink: Sink,
         finals={"main": "main done", "sub": "the notes say beta", "again": "again done"})
     home = tmp_path / "home"
     env = codex_env(home, sink)
-    # The config holds "{proxy}": rewrite it once the proxy is up (run_session substitutes
-    # only the environment), so the first command writes the real URL into the file.
-    config = Path(env["CODEX_HOME"]) / "config.toml"
-    template = config.read_text()
-    prepare = ["sh", "-c", 'printf "%s" "$CONFIG_TEXT" > "$CONFIG_PATH"']
-    flags = ["--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox", "--json"]
     session = run_session(tmp_path, responder, [
-        (prepare, {**env, "CONFIG_TEXT": template, "CONFIG_PATH": str(config)}),
-        ([str(codex), "exec", *flags, "[task:main] write and read the notes"], env),
-        ([str(codex), "exec", "resume", "--last", *flags, "[task:again] double the notes"],
+        codex_config_step(env),
+        ([str(codex), "exec", *CODEX_FLAGS, "[task:main] write and read the notes"], env),
+        ([str(codex), "exec", "resume", "--last", *CODEX_FLAGS,
+          "[task:again] double the notes"],
          env),
     ], check_diagnostics("openai-responses"))
     session.outputs = session.outputs[1:]
@@ -684,13 +692,9 @@ def test_three_fresh_codex_sessions_lint_alike(codex: Path, sink: Sink, tmp_path
     responder = CliResponder(scripts={"hello": []}, finals={"hello": "hello done"})
     home = tmp_path / "home"
     env = codex_env(home, sink)
-    config = Path(env["CODEX_HOME"]) / "config.toml"
-    template = config.read_text()
-    prepare = ["sh", "-c", 'printf "%s" "$CONFIG_TEXT" > "$CONFIG_PATH"']
-    flags = ["--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox", "--json"]
-    run = ([str(codex), "exec", *flags, "[task:hello] say hello"], env)
+    run = ([str(codex), "exec", *CODEX_FLAGS, "[task:hello] say hello"], env)
     session = run_session(tmp_path, responder, [
-        (prepare, {**env, "CONFIG_TEXT": template, "CONFIG_PATH": str(config)}), run, run, run,
+        codex_config_step(env), run, run, run,
     ], lambda rows: None)
     session.outputs = session.outputs[1:]
     assert_every_call(session, minimum=3)
