@@ -290,3 +290,88 @@ def test_another_process_reads_a_conversation_stored_as_deltas(tmp_path: Any) ->
     assert row.predicted_cache_read_tokens == row.cache_read_tokens
     # compared segment by segment through the resolved outline, not by fingerprint alone
     assert "predecessor_body" not in row.verdict_detail, row.verdict_detail
+
+
+def test_a_delta_made_whole_reads_as_the_delta_does() -> None:
+    """`whole_outline` (what `Ledger.prune` writes into a kept row whose base goes) decodes
+    to the delta's segments, tokens and opening, at depth 0; malformed input gives None."""
+    from stableprompt._ledger._outline_text import whole_outline
+
+    base_id = "b" * 32
+    for turns in (3, 5, 9):
+        one, two = state(anthropic_body(turns), 0.0), state(anthropic_body(turns + 1), 10.0)
+        assert one.segmented is not None and two.segmented is not None
+        assert two.segment_tokens is not None
+        shared = common_segments(one, two.segmented.segments)
+        delta = encode_outline(two.segmented.segments, two.segment_tokens, (base_id, shared))
+        assert delta is not None
+        base = _outline(one)
+        made = whole_outline(delta, base)
+        assert made == _outline(two)  # byte for byte what the recorder writes whole
+        got, want = decode_outline(made), decode_outline(delta, {base_id: decode_outline(base)}.get)
+        assert got is not None and want is not None
+        assert (got.segments, got.tokens, got.opening, got.depth) == (
+            want.segments, want.tokens, want.opening, 0)
+        assert whole_outline(base, base) is None  # not a delta
+        assert whole_outline(delta, delta) is None  # the base is not whole
+        short = "|".join(["1", "pp", "1,2", "", "0" * 64, ""])
+        assert whole_outline(delta, short) is None  # fewer segments than it shares
+        assert whole_outline(delta.replace(f"|{shared}|", "|x|", 1), base) is None
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_pruning_keeps_a_kept_rows_outline_readable(tmp_path: Any, backend: str,
+                                                    request: pytest.FixtureRequest) -> None:
+    """A conversation stored as delta outlines, pruned in its middle: the kept rows whose
+    bases went are rewritten whole first, so a second process continuing it still compares
+    the next turn with the last row through its outline (not by fingerprint alone); the rows
+    kept decode to the outlines they had. On SQLite and on a real PostgreSQL (skipped with
+    the reason where none can start)."""
+    import stableprompt._recording._memory as memory_module
+    from stableprompt import Ledger, Recorder
+    from stableprompt._ledger._outline_text import delta_base
+    from test_transport import FakeProvider, anthropic_sdk, conversation
+
+    def send(client: Any, turns: int) -> None:
+        client.messages.create(model="claude-sonnet-4-6", max_tokens=5, system=SYSTEM_BLOCKS,
+                               messages=conversation(turns))
+
+    fake = FakeProvider()
+    path = tmp_path / "calls.db" if backend == "sqlite" else request.getfixturevalue("pg_url")
+    with Ledger(path, spill_dir=tmp_path) as ledger:
+        first = Recorder(tokenizer="bytes/4", ledger=ledger)
+        client = anthropic_sdk(fake, first)
+        for turns in range(1, 14):
+            send(client, turns)
+        first.close()
+        rows = {r.record_id: r for r in ledger.records()}
+
+        def decoded(record_id: str) -> Any:
+            text = rows[record_id].segment_digests
+            return None if text is None else decode_outline(text, lambda b: decoded(b))
+
+        before = {i: decoded(i) for i in rows}
+        ordered = sorted(rows.values(), key=lambda r: r.ts_utc)
+        cut_at = next(i for i, r in enumerate(ordered) if i > 2 and r.segment_digests
+                      and delta_base(r.segment_digests) is not None)
+        assert ordered[-1].segment_digests is not None
+        assert delta_base(ordered[-1].segment_digests) is not None  # the chain crosses it
+        assert ledger.prune(ordered[cut_at].ts_utc) == cut_at
+        kept = {r.record_id: r for r in ledger.records()}
+        assert set(kept) == {r.record_id for r in ordered[cut_at:]}
+        first_kept = kept[ordered[cut_at].record_id].segment_digests
+        assert first_kept is not None and first_kept.startswith("1|")  # made whole
+        rows = kept
+        for record_id in kept:  # every kept outline still reads, as before the prune
+            got, want = decoded(record_id), before[record_id]
+            assert got is not None and (got.segments, got.tokens, got.opening) == (
+                want.segments, want.tokens, want.opening)
+    with pytest.MonkeyPatch.context() as patch, Ledger(path, spill_dir=tmp_path) as ledger:
+        patch.setattr(memory_module, "LINEAGE_DEPTH", 2)
+        second = Recorder(tokenizer="bytes/4", ledger=ledger)
+        send(anthropic_sdk(fake, second), 14)
+        second.close()
+    (row,) = second.records
+    assert row.predecessor_id == ordered[-1].record_id
+    assert row.verdict == "hit" and row.predicted_cache_read_tokens == row.cache_read_tokens
+    assert "predecessor_body" not in row.verdict_detail, row.verdict_detail

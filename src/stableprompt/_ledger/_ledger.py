@@ -57,6 +57,7 @@ from .._public import public
 from .._redact import redact
 from ._backend import Backend, Connection
 from ._journal import PendingJournal, orphaned_journals
+from ._outline_text import DELTA_PREFIX, delta_base, whole_outline
 from ._schema import (
     COLUMNS,
     MIGRATIONS,
@@ -510,6 +511,13 @@ class Ledger:
         Rows go in batches of 10,000, each its own transaction (writers of a live ledger get
         the database between them); the cut-off is stored with the first.
 
+        A row kept whose outline (``segment_digests``) is a delta of a row being deleted is
+        first rewritten whole, in one transaction before any row goes
+        (``_outline_text.whole_outline``: the same segments, read without its base), so a
+        later reader still compares the next turn with it segment by segment. A row a live
+        writer adds during the prune that continues a row older than the cut-off keeps its
+        delta, and reads as no outline (compared by fingerprint) once that row is gone.
+
         Refused while records wait outside the database (:meth:`unimported_files`: spill
         files, a killed process's journal): import them first (:meth:`replay_spill`), or a
         pruned row replayed from them later would be counted in the rollups twice.
@@ -541,6 +549,11 @@ class Ledger:
                 code="ledger-prune-unimported")
         cut = ts_text(before)
         rowid = self._backend.rowid
+        with self._lock:
+            conn = self._require_conn()
+            self._retry_locked(functools.partial(self._outlines_made_whole, conn, cut),
+                               failure=f"cannot prune ledger {self.location}",
+                               code="ledger-prune")
         pick = f'SELECT {rowid} FROM calls WHERE "ts_utc" < ? LIMIT {_PRUNE_BATCH}'
         deleted, first = 0, True
         while True:  # batches: other writers get the database between them
@@ -568,6 +581,40 @@ class Ledger:
                                     (cut,)).fetchone()
             conn.execute(f"DELETE FROM calls WHERE {self._backend.rowid} IN ({pick})", (cut,))
             gone[0] = int(count)
+
+    def _outlines_made_whole(self, conn: Connection, cut: str) -> None:
+        """One transaction of :meth:`prune`, before any row goes: each row at or after
+        ``cut`` whose outline is a delta of a row before it rewritten whole (a base that is
+        itself a delta resolved through its own base first, each row read once)."""
+        rowid = self._backend.rowid
+        find = (f'SELECT kept.{rowid}, kept."segment_digests" FROM calls AS kept '
+                'JOIN calls AS base ON base."record_id" = substr(kept."segment_digests", 3, 32) '
+                'WHERE kept."ts_utc" >= ? AND kept."segment_digests" LIKE ? '
+                'AND base."ts_utc" < ?')
+        whole: dict[str, str | None] = {}
+
+        def resolved(record_id: str, seen: frozenset[str]) -> str | None:
+            """The whole outline of row ``record_id`` (``None``: no row, no outline, or a
+            chain that does not resolve)."""
+            if record_id not in whole:
+                found = conn.execute('SELECT "segment_digests" FROM calls WHERE "record_id" = ?',
+                                     (record_id,)).fetchone()
+                text = found[0] if found is not None and isinstance(found[0], str) else None
+                base = None if text is None else delta_base(text)
+                if text is not None and base is not None:
+                    prior = None if base in seen else resolved(base, seen | {record_id})
+                    text = None if prior is None else whole_outline(text, prior)
+                whole[record_id] = text
+            return whole[record_id]
+
+        with self._backend.transaction(conn):
+            for key, text in conn.execute(find, (cut, DELTA_PREFIX + "%", cut)).fetchall():
+                base = delta_base(text)
+                prior = None if base is None else resolved(base, frozenset())
+                made = None if prior is None else whole_outline(text, prior)
+                if made is not None:
+                    conn.execute(f'UPDATE calls SET "segment_digests" = ? WHERE {rowid} = ?',
+                                 (made, key))
 
     @staticmethod
     def _note_pruned(conn: Connection, cut: str) -> None:

@@ -48,7 +48,9 @@ what each request adds: on the demo ledger (4,983 calls) 7.5 MB of outlines beca
 late turn's outline 1.9 KB became 224 bytes. Reading one takes the base's outline (the
 reader's cache, the lineage rows it read, else the ledger by record id), at most
 :data:`MAX_DEPTH` rows deep: every :data:`MAX_DEPTH` + 1st row of a chain is whole. A delta
-whose base is gone (pruned, another ledger) reads as no outline (compared by fingerprint).
+whose base is gone (another ledger) reads as no outline (compared by fingerprint); a row
+kept by :meth:`Ledger.prune <stableprompt.Ledger.prune>` whose base it deletes is rewritten
+whole first (``_ledger._outline_text.whole_outline``).
 
 What an outline cannot give (the predecessor's bytes): the byte offset inside the first
 divergent segment, the cause of a mutation and its before/after snippet, the content-shape
@@ -62,6 +64,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from .._ledger._outline_text import DIGEST_HEX, delta_base
 from .._ledger._usage_record import SEGMENT_DIGESTS_PATTERN
 from .._segment import Segment, new_segment
 from ._call import Pending
@@ -69,8 +72,6 @@ from ._call import Pending
 __all__ = ["DIGEST_HEX", "MAX_DEPTH", "MAX_SEGMENTS", "MIN_SHARED_SEGMENTS", "PATTERN",
            "Outline", "decode_outline", "encode_outline", "outline_base", "outline_common"]
 
-DIGEST_HEX = 32
-"""Hex digits kept of each chained prefix digest (16 bytes)."""
 
 MAX_SEGMENTS = 4096
 """Segments beyond which a request's row keeps no outline (``encode_outline`` gives ``None``):
@@ -93,7 +94,6 @@ _LETTER_KIND = {"p": ("param", ""), "t": ("tool", ""), "s": ("system", ""), "x":
                 "u": ("message", "user"), "a": ("message", "assistant"),
                 "o": ("message", "tool"), "m": ("message", "")}
 _TTL_LABEL = re.compile(r"[0-9a-z]{1,8}")
-_RECORD_ID = re.compile(r"[0-9a-f]{32}")
 
 PATTERN = SEGMENT_DIGESTS_PATTERN
 """The values ``UsageRecord.segment_digests`` accepts (validated on every record)."""
@@ -192,12 +192,9 @@ def row_outline(pending: Pending) -> tuple[str | None, int | None]:
     return text, depth
 
 
-def outline_base(text: str) -> str | None:
-    """The record id of the row a delta outline (format 2) continues, else ``None``."""
-    if not text.startswith(_DELTA + "|"):
-        return None
-    parts = text.split("|", 3)
-    return parts[1] if len(parts) == 4 and _RECORD_ID.fullmatch(parts[1]) else None
+outline_base = delta_base
+"""The record id of the row a delta outline (format 2) continues, else ``None``
+(``_ledger._outline_text.delta_base``: the ledger reads it too, when it prunes)."""
 
 
 def decode_outline(text: str,
@@ -212,7 +209,7 @@ def decode_outline(text: str,
     depth = 0
     if len(parts) == 8 and parts[0] == _DELTA:
         base_id, shared = parts[1], parts[2]
-        if resolve is None or not _RECORD_ID.fullmatch(base_id) or not shared.isdigit():
+        if resolve is None or delta_base(text) != base_id or not shared.isdigit():
             return None
         base = resolve(base_id)
         start = int(shared)
