@@ -15,6 +15,10 @@ Run once, reuse the file (the machine is shared):
 
     PYTHONPATH=src python benchmarks/ledger_gen.py benchmarks/.work/ledger-1m.db [--calls N]
 
+A ``postgresql://`` URL instead of a path writes the same rows into that (empty) database:
+the schema made by :class:`stableprompt.Ledger`, the rows sent with ``COPY`` (the rollup
+trigger runs on each, as on an insert).
+
 It takes about a minute; the file is about 1 GB. Deterministic for a given N (the templates
 are made with the demo's fixed seeds and clock)."""
 
@@ -25,6 +29,7 @@ import sqlite3
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -84,24 +89,54 @@ def copy_rows(rows: list[tuple[Any, ...]], k: int) -> list[tuple[Any, ...]]:
     return out
 
 
+def batches(calls: int) -> Iterator[list[tuple[Any, ...]]]:
+    """The rows of a ``calls``-row ledger, one copy of the templates at a time."""
+    with tempfile.TemporaryDirectory() as work:
+        rows = templates(Path(work))
+    written, k = 0, 0
+    while written < calls:
+        batch = copy_rows(rows, k)[: calls - written]
+        yield batch
+        written += len(batch)
+        k += 1
+
+
+def generate_pg(url: str, calls: int) -> int:
+    """Write ``calls`` rows into the empty PostgreSQL database at ``url`` (schema by
+    :class:`stableprompt.Ledger`, rows by ``COPY``); returns the rows written."""
+    import psycopg
+
+    Ledger(url).close()  # the current schema, migrated, with its indexes and trigger
+    written = 0
+    with psycopg.connect(url, autocommit=False) as conn:
+        if conn.execute("SELECT count(*) FROM calls").fetchone() != (0,):
+            raise SystemExit("the database's ledger is not empty")
+        for batch in batches(calls):
+            sql = f"COPY calls ({SELECT_COLUMNS}) FROM STDIN"
+            with conn.cursor() as cur, cur.copy(sql) as copy:
+                for row in batch:
+                    copy.write_row(row)
+            conn.commit()
+            written += len(batch)
+        conn.execute("ANALYZE calls")
+        conn.commit()
+    return written
+
+
 def generate(path: Path, calls: int) -> int:
     """Write ``calls`` rows to a new ledger at ``path``; returns the rows written."""
     if path.exists():
         raise SystemExit(f"{path} exists; delete it first")
     path.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory() as work:
-        rows = templates(Path(work))
     Ledger(path).close()  # the current schema, migrated, with its indexes
     conn = sqlite3.connect(path)
     conn.execute("PRAGMA journal_mode=WAL")
     conn.execute("PRAGMA synchronous=OFF")
-    written, k = 0, 0
-    while written < calls:
-        batch = copy_rows(rows, k)[: calls - written]
+    written = 0
+    for batch in batches(calls):
         conn.executemany(INSERT_SQL, batch)
         conn.commit()
         written += len(batch)
-        k += 1
     conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     conn.close()
     return written
@@ -109,12 +144,18 @@ def generate(path: Path, calls: int) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("path", type=Path)
+    parser.add_argument("path", help="a SQLite file to create, or a postgresql:// URL")
     parser.add_argument("--calls", type=int, default=1_000_000)
     args = parser.parse_args(argv)
     start = time.perf_counter()
-    written = generate(args.path, args.calls)
-    print(f"{written:,} rows -> {args.path} ({args.path.stat().st_size / 1e6:,.0f} MB) in "
+    if args.path.startswith("postgresql://"):
+        written = generate_pg(args.path, args.calls)
+        print(f"{written:,} rows -> PostgreSQL in {time.perf_counter() - start:.1f} s",
+              file=sys.stderr)
+        return 0
+    path = Path(args.path)
+    written = generate(path, args.calls)
+    print(f"{written:,} rows -> {path} ({path.stat().st_size / 1e6:,.0f} MB) in "
           f"{time.perf_counter() - start:.1f} s", file=sys.stderr)
     return 0
 

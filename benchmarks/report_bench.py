@@ -13,7 +13,9 @@ Each command runs in its own process, measured with ``os.wait4`` (the child's ow
 ``ru_maxrss``: peak RSS; ``ru_utime + ru_stime``: CPU seconds, which a machine loaded by
 other jobs inflates less than wall time) and ``time.perf_counter`` around it (wall, including
 interpreter start and imports). The SQL runs first and last; its faster run is the baseline
-(the first one may read the file from disk, the report's pass reads it from the page cache). With
+(the first one may read the file from disk, the report's pass reads it from the page cache).
+On PostgreSQL the server does the aggregate's work, so the child's CPU says little there:
+compare wall times. With
 ``--src DIR`` the report runs from another checkout (``PYTHONPATH=DIR``), e.g. the code
 before the streaming report, for a before/after on a smaller ledger. With ``--against DIR``
 each report also runs from that checkout at the same time as from ``--src`` (two processes
@@ -22,6 +24,14 @@ can differ by more than the change measured) and a second table gives the CPU of
 
     PYTHONPATH=src python benchmarks/ledger_gen.py benchmarks/.work/ledger-1m.db   # once
     PYTHONPATH=src python benchmarks/report_bench.py benchmarks/.work/ledger-1m.db
+
+On PostgreSQL: ``--postgres N`` starts a throwaway cluster (``tests/pg_cluster.py``: Debian's
+``postgresql`` package, a data directory in a temporary directory, fsync off), writes ``N``
+rows into it with ``ledger_gen.py`` (``COPY``), runs the same commands on its URL (the SQL
+aggregate through psycopg) and stops it; a ``postgresql://`` URL as LEDGER measures an
+existing database.
+
+    PYTHONPATH=src python benchmarks/report_bench.py --postgres 1000000
 
 Prints a Markdown table (seconds, MB, ratio to the SQL baseline) and the machine; the
 numbers go to ``RESULTS.md`` by hand (not run by ``run.py``: minutes per 1M rows).
@@ -38,6 +48,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 SQL = """SELECT scenario, "gen_ai.provider.name", "gen_ai.request.model", verdict, count(*),
  sum("gen_ai.usage.input_tokens"), sum("gen_ai.usage.cache_read.input_tokens"),
@@ -50,6 +61,32 @@ _SQL_CHILD = (
     f"rows = conn.execute({SQL!r}).fetchall()\n"
     "print(len(rows))\n"
 )
+
+
+_PG_CHILD = (
+    "import psycopg, sys\n"
+    "with psycopg.connect(sys.argv[1]) as conn:\n"
+    f"    rows = conn.execute({SQL!r}).fetchall()\n"
+    "print(len(rows))\n"
+)
+
+
+def _describe(ledger: str) -> tuple[int, str]:
+    """The ledger's call count and a few words on where it is (file size, or server)."""
+    if ledger.startswith("postgresql://"):
+        import psycopg
+
+        with psycopg.connect(ledger) as pg:
+            facts: list[Any] = [pg.execute(sql).fetchone() for sql in (
+                "SELECT count(*) FROM calls", "SELECT pg_database_size(current_database())",
+                "SHOW server_version")]
+        (rows,), (size,), (version,) = facts
+        return int(rows), f"PostgreSQL {version} database of {int(size) / 1e6:,.0f} MB"
+    conn = sqlite3.connect(f"file:{ledger}?mode=ro", uri=True)
+    (rows,) = conn.execute("SELECT count(*) FROM calls").fetchone()
+    conn.close()
+    size = Path(ledger).stat().st_size / 1e6
+    return int(rows), f"{size:,.0f} MB, SQLite {sqlite3.sqlite_version}"
 
 
 def measure(argv: list[str], env: dict[str, str]) -> tuple[float, float, float]:
@@ -88,7 +125,11 @@ def measure_pair(argvs: list[list[str]], envs: list[dict[str, str]]) -> list[flo
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("ledger", type=Path)
+    parser.add_argument("ledger", nargs="?", default=None,
+                        help="a SQLite ledger file, or a postgresql:// URL")
+    parser.add_argument("--postgres", type=int, default=None, metavar="N",
+                        help="start a throwaway PostgreSQL cluster, write N rows into it "
+                             "(ledger_gen.py) and measure there")
     parser.add_argument("--modes", default="text,json,html",
                         help="report modes, comma-separated (text, json, html, rollups, "
                              "rollups-hour)")
@@ -98,13 +139,39 @@ def main(argv: list[str] | None = None) -> int:
                         help="another checkout's sources run at the same time as --src's, "
                              "for a before/after under the same load")
     args = parser.parse_args(argv)
-    conn = sqlite3.connect(f"file:{args.ledger}?mode=ro", uri=True)
-    rows = conn.execute("SELECT count(*) FROM calls").fetchone()[0]
-    conn.close()
+    if (args.ledger is None) == (args.postgres is None):
+        parser.error("give a LEDGER or --postgres N, not both")
+    if args.postgres is None:
+        return run(args, args.ledger)
+    sys.path.insert(0, str(Path(__file__).parent.parent / "tests"))
+    sys.path.insert(0, str(Path(__file__).parent))
+    import psycopg
+    from ledger_gen import generate_pg
+
+    import pg_cluster  # type: ignore[import-not-found]
+
+    cluster = pg_cluster.start()
+    try:
+        with psycopg.connect(cluster.url(), autocommit=True) as conn:
+            conn.execute('CREATE DATABASE "bench"')
+        url = str(cluster.url("bench"))
+        start = time.perf_counter()
+        written = generate_pg(url, args.postgres)
+        print(f"{written:,} rows written in {time.perf_counter() - start:.0f} s",
+              file=sys.stderr, flush=True)
+        return run(args, url)
+    finally:
+        cluster.stop()
+
+
+def run(args: argparse.Namespace, ledger: str) -> int:
+    """Measure the SQL aggregate and the reports on ``ledger`` and print the tables."""
+    rows, where = _describe(ledger)
+    child = _PG_CHILD if ledger.startswith("postgresql://") else _SQL_CHILD
     env = {**os.environ, "PYTHONPATH": str(args.src.resolve())}
     results: list[tuple[str, float, float, float]] = []
     pairs: list[tuple[str, float, float]] = []
-    sql = [measure([sys.executable, "-c", _SQL_CHILD, str(args.ledger)], env)]
+    sql = [measure([sys.executable, "-c", child, ledger], env)]
     with tempfile.TemporaryDirectory() as work:
         for mode in args.modes.split(","):
             extra = {"text": [], "json": ["--json"],
@@ -112,27 +179,26 @@ def main(argv: list[str] | None = None) -> int:
                      "rollups": ["--rollups"],
                      "rollups-hour": ["--rollups", "--bucket", "hour"]}[mode]
             wall, rss, cpu = measure([sys.executable, "-m", "stableprompt", "report",
-                                      str(args.ledger), *extra], env)
+                                      ledger, *extra], env)
             name = {"text": "(text)", "rollups-hour": "--rollups --bucket hour"}.get(
                 mode, "--" + mode)
             results.append((f"report {name}", wall, rss, cpu))
             print(f"{mode}: {wall:.1f} s, {rss:,.0f} MB, CPU {cpu:.1f} s", file=sys.stderr,
                   flush=True)
             if args.against is not None:
-                command = [sys.executable, "-m", "stableprompt", "report", str(args.ledger),
-                           *extra]
+                command = [sys.executable, "-m", "stableprompt", "report", ledger, *extra]
                 other = {**os.environ, "PYTHONPATH": str(args.against.resolve())}
                 theirs, ours = measure_pair([command, command], [other, env])
                 pairs.append((mode, theirs, ours))
                 print(f"{mode} side by side: {args.against} CPU {theirs:.1f} s, {args.src} "
                       f"CPU {ours:.1f} s", file=sys.stderr, flush=True)
-    sql.append(measure([sys.executable, "-c", _SQL_CHILD, str(args.ledger)], env))
+    sql.append(measure([sys.executable, "-c", child, ledger], env))
     base = min(sql)
     cpu_base = min(cpu for _, _, cpu in sql)
     load = os.getloadavg()[0]
-    print(f"{rows:,} calls, {args.ledger.stat().st_size / 1e6:,.0f} MB; "
+    print(f"{rows:,} calls, {where}; "
           f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
-          f"Python {platform.python_version()}, SQLite {sqlite3.sqlite_version}, "
+          f"Python {platform.python_version()}, "
           f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; load average {load:.1f} "
           f"(1 min, at the end); src {args.src}\n")
     print("| run | wall (s) | peak RSS (MB) | x SQL aggregate | CPU (s) | x SQL CPU |")
