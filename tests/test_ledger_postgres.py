@@ -238,3 +238,25 @@ def test_a_second_recorder_finds_the_first_ones_calls(pg_url: str, tmp_path: Pat
     assert third.predecessor_id == second.record_id
     assert {second.verdict, third.verdict} == {"hit"}
     assert first.content is None and second.content is None
+
+
+def test_reading_a_postgres_ledger_streams_through_a_server_side_cursor(
+        pg_url: str, tmp_path: Path) -> None:
+    """`iter_records` on PostgreSQL reads through a server-side cursor, a batch at a time
+    (a client-side cursor would hold every row before the first): while the reader holds
+    its first record the server shows it FETCHing, and all rows still come, in order."""
+    import psycopg
+
+    records = [_record(i) for i in range(600)]
+    with Ledger(pg_url, spill_dir=tmp_path) as ledger:
+        for record in records:
+            assert ledger.write(record) == "committed"
+        rows = ledger.iter_records()
+        first = next(rows)
+        with psycopg.connect(pg_url, autocommit=True) as watcher:
+            seen = watcher.execute(
+                "SELECT query FROM pg_stat_activity WHERE application_name = 'stableprompt' "
+                "AND pid <> pg_backend_pid() AND query LIKE 'FETCH%'").fetchall()
+        assert seen, "no server-side FETCH while a read is open"
+        rest = list(rows)
+    assert [first.record_id, *(r.record_id for r in rest)] == [r.record_id for r in records]

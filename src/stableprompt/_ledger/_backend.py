@@ -109,6 +109,13 @@ class Backend(Protocol):
         """Run ``sql`` (``?`` placeholders) once per row."""
         ...
 
+    def stream(self, conn: Connection, sql: str, params: Sequence[Any] = (),
+               size: int = 256) -> Iterator[Any]:
+        """Every row of the query ``sql`` (``?`` placeholders), read ``size`` rows at a time,
+        so memory stays bounded however many rows it gives (a report over millions of calls).
+        Driver errors propagate."""
+        ...
+
 
 def fetch_batches(cursor: Cursor, size: int = 256) -> Iterator[Any]:
     """Every row of ``cursor``, fetched ``size`` at a time."""

@@ -736,19 +736,17 @@ class Ledger:
 
         def rows() -> Iterator[UsageRecord]:
             try:
-                cursor = conn.execute(sql, tuple(params))
-                while batch := cursor.fetchmany(256):
-                    for row in batch:
-                        data = row[:-1] if with_rowid else row
-                        if on_invalid is None:
-                            yield from_row(data)
-                            continue
-                        try:
-                            record = from_row(data)
-                        except Exception as exc:  # the row does not decode
-                            on_invalid(str(data[_RECORD_ID] or f"rowid {row[-1]}"), exc)
-                            continue
-                        yield record
+                for row in self._backend.stream(conn, sql, tuple(params)):
+                    data = row[:-1] if with_rowid else row
+                    if on_invalid is None:
+                        yield from_row(data)
+                        continue
+                    try:
+                        record = from_row(data)
+                    except Exception as exc:  # the row does not decode
+                        on_invalid(str(data[_RECORD_ID] or f"rowid {row[-1]}"), exc)
+                        continue
+                    yield record
             except self._backend.errors as exc:
                 raise self._unreadable(exc) from exc
             finally:

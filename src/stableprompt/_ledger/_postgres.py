@@ -255,3 +255,13 @@ class PostgresBackend:
         assert isinstance(conn, _Connection)
         with conn.raw.cursor() as cursor:
             cursor.executemany(sql.replace("?", "%s"), rows)
+
+    def stream(self, conn: Connection, sql: str, params: Sequence[Any] = (),
+               size: int = 256) -> Iterator[Any]:
+        """A server-side cursor (``DECLARE`` ... ``FETCH``) in one read transaction: a
+        client-side cursor would hold the whole result in memory before the first row."""
+        assert isinstance(conn, _Connection)
+        with conn.raw.transaction(), conn.raw.cursor(name="stableprompt_stream") as cursor:
+            cursor.execute(sql.replace("?", "%s"), tuple(params) or None)
+            while batch := cursor.fetchmany(size):
+                yield from batch

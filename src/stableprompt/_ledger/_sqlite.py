@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from .._exceptions import LedgerError
-from ._backend import Connection
+from ._backend import Connection, fetch_batches
 from ._schema import INSERT_SQL, connect_read_only, has_table, is_transient, migrate
 
 __all__ = ["SqliteBackend"]
@@ -100,3 +100,8 @@ class SqliteBackend:
     def executemany(self, conn: Connection, sql: str, rows: list[tuple[Any, ...]]) -> None:
         assert isinstance(conn, sqlite3.Connection)
         conn.executemany(sql, rows)
+
+    def stream(self, conn: Connection, sql: str, params: Sequence[Any] = (),
+               size: int = 256) -> Iterator[Any]:
+        # sqlite3 steps the statement as rows are fetched: nothing is read ahead
+        return fetch_batches(conn.execute(sql, tuple(params)), size)
