@@ -66,7 +66,7 @@ def _shaped(value: dict[str, Any], shape: str) -> Any:
 keys = st.sampled_from(["type", "text", "toolUse", "cachePoint", "content", "other"])
 plain = st.dictionaries(keys, st.sampled_from(["x", 1, None]), max_size=3)
 shapes = st.sampled_from(["dict", "dict", "dict", "sub", "mapping"])
-blocks = st.one_of(st.tuples(plain, shapes).map(lambda x: _shaped(*x)),
+blocks: st.SearchStrategy[Any] = st.one_of(st.tuples(plain, shapes).map(lambda x: _shaped(*x)),
                    st.sampled_from(["text", 3, None, []]))
 messages = st.one_of(
     st.tuples(st.fixed_dictionaries({"role": st.just("user")},

@@ -9,8 +9,8 @@ edits, reorders, cuts, compactions, head and system changes and malformed items.
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import io
-import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -26,11 +26,17 @@ from test_formats_detect import _walked
 from test_lint_reuse import _conversation, _write, plans
 from test_resegment import PATHS
 
-sys.path.insert(0, str(Path(__file__).parent.parent / "benchmarks"))
 
-from lint import build_capture  # noqa: E402
+def _bench_capture() -> Any:
+    """``benchmarks/lint.py``'s ``build_capture`` (the benchmark's own capture)."""
+    path = Path(__file__).resolve().parent.parent / "benchmarks" / "lint.py"
+    spec = importlib.util.spec_from_file_location("_lint_bench", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.build_capture
 
-_OUTPUTS = ([], ["--all"], ["--json"])
+_OUTPUTS: tuple[list[str], ...] = ([], ["--all"], ["--json"])
 
 
 def _printed(path: Path, extra: list[str]) -> bytes:
@@ -53,7 +59,7 @@ def _before_and_after(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 def test_clock_capture_prints_what_it_printed(tmp_path: Path,
                                               monkeypatch: pytest.MonkeyPatch) -> None:
     path = tmp_path / "clock.jsonl"
-    build_capture(path, requests=60, sessions=4, clock=True)
+    _bench_capture()(path, requests=60, sessions=4, clock=True)
     _before_and_after(path, monkeypatch)
     assert b"volatile-token" in _printed(path, ["--json"])
 

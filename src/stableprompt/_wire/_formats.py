@@ -9,7 +9,7 @@ key, segmenter, session hint) live in its module; this module only dispatches.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from types import MappingProxyType
 from typing import Any, NamedTuple, Protocol
 
@@ -234,6 +234,7 @@ def _is_converse(body: Mapping[str, Any]) -> bool:
         blocks.extend(system)
     messages = body.get("messages")
     if isinstance(messages, list):
+        contents: Iterable[Any]
         if _all_of_type(messages, dict):
             contents = map(dict.get, messages, _CONTENT)
         else:  # dict first: Mapping's ABC check costs ~0.6 us a call
