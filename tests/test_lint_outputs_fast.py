@@ -1,14 +1,17 @@
 """Lint's output (text, ``--all``, ``--json``) is byte for byte what it was before the
-clock-capture speedups of issue 30 item 5 (format detection reading blocks in C, the
-volatility windows of a divergence kept for the next pair): the same capture linted with
-the code they replaced patched back in (the walks kept in ``test_formats_detect`` and the
-uncached window scan) prints the same bytes. Captures: a clock in every request's system
-prompt (``benchmarks/lint.py``'s, every head new), and random conversations with appends,
-edits, reorders, cuts, compactions, head and system changes and malformed items."""
+clock-capture cuts of issue 30 item 5 (format detection reading blocks in C, the volatility
+windows of a divergence kept for the next pair, ``key=value`` separators found by
+``str.find``): the same capture linted with the code they replaced patched back in (the
+walk kept in ``test_formats_detect``, the uncached window scan, the regex pass) prints the
+same bytes. Captures: a clock in every request's system prompt (``benchmarks/lint.py``'s,
+every head new), and random conversations with appends, items inserted inside the history,
+edits, reorders, cuts, compactions, head and system changes and malformed items, with and
+without a clock."""
 
 from __future__ import annotations
 
 import contextlib
+import copy
 import importlib.util
 import io
 import tempfile
@@ -19,7 +22,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from stableprompt import _volatility
+from stableprompt import _volatility, _volatility_patterns
 from stableprompt._cli import main
 from stableprompt._wire import _formats
 from test_formats_detect import _walked
@@ -51,6 +54,8 @@ def _before_and_after(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     with monkeypatch.context() as patched:
         patched.setattr(_formats, "_is_converse", _walked)
         patched.setattr(_volatility, "_kind_covering", _volatility._kind_covering.__wrapped__)
+        patched.setattr(_volatility_patterns, "_kv_separators",
+                        _volatility_patterns._KV_SEP_RE.finditer)
         before = [_printed(path, extra) for extra in _OUTPUTS]
     assert after == before
     assert all(after)
@@ -70,11 +75,17 @@ def test_clock_capture_prints_what_it_printed(tmp_path: Path,
 @given(wire=st.sampled_from(sorted(PATHS)), conversations=st.lists(plans, min_size=1,
                                                                      max_size=3),
        order=st.lists(st.integers(0, 2), max_size=30),
-       clock=st.booleans())
+       clock=st.booleans(), insert=st.none() | st.integers(0, 50))
 def test_edited_captures_print_what_they_printed(
         wire: str, conversations: list[Any], order: list[int], clock: bool,
-        monkeypatch: pytest.MonkeyPatch) -> None:
+        insert: int | None, monkeypatch: pytest.MonkeyPatch) -> None:
     queues = [_conversation(wire, plan, f"Task {c}.") for c, plan in enumerate(conversations)]
+    if insert is not None:  # from one request on, an item inserted inside the history
+        key = "input" if wire == "openai-responses" else "messages"
+        for queue in queues:
+            for body in queue[insert % len(queue):]:
+                history = body[key]
+                history.insert(insert % (len(history) + 1), copy.deepcopy(history[-1]))
     records: list[dict[str, Any]] = []
     turns = [0] * len(queues)
     picks = iter(order)
