@@ -666,3 +666,17 @@ def test_prose_with_the_new_labels_freezes_without_a_warning() -> None:
     system = ("Explain the host language. git is a version control system. Trace the call "
               "graph. Pick a provider of services.")
     PromptBuilder(system=system, tokenizer=None, strict=True).freeze()
+
+
+@settings(max_examples=500, deadline=None)
+@given(text=st.text(alphabet="=: \t\n.-_aZ09fF", max_size=80) |
+       st.lists(st.sampled_from(["key=", "k: ", "x:\t", "=a1b2c3", "sid=a8k3z9", "trace: ",
+                                 "9f8e7d6c5b", "==", "::", " ", "v.1", "-", "abcdef12345678"]),
+                max_size=12).map("".join))
+def test_kv_separators_match_what_the_regex_engine_finds(text: str) -> None:
+    from stableprompt._volatility_patterns import _KV_SEP_RE, _kv_separators
+
+    def spans(matches: Any) -> list[tuple[tuple[int, int], tuple[int, int]]]:
+        return [(m.span(), m.span("v")) for m in matches]
+
+    assert spans(_kv_separators(text)) == spans(_KV_SEP_RE.finditer(text))

@@ -81,6 +81,7 @@ The builder (at freeze) and lint (on captured heads) both call :func:`scan_volat
 from __future__ import annotations
 
 import bisect
+import functools
 import re
 from collections.abc import Collection, Iterator
 from dataclasses import dataclass
@@ -403,11 +404,17 @@ def _window_from_bytes(data: bytes, offset: int) -> tuple[str, bool, bool, int]:
     return head + tail, lo == 0, hi == len(data), len(head)
 
 
+@functools.lru_cache(maxsize=64)
 def _kind_covering(text: str, at_start: bool, at_end: bool, offset: int) -> tuple[str, bool] | None:
     """(kind, ends_at_offset) of the span holding ``offset`` in a window, or ``None``.
 
     A span containing ``offset`` strictly wins over one that ends at it. Spans touching a cut
     edge of the window are ignored: their true extent is unknown.
+
+    Kept for the 64 latest windows (a pure function of its arguments): in a capture whose
+    head changes every request, a request's window is the later side of one pair and the
+    earlier side of the next, at the same offset when the same token changed (lint scanned
+    each twice).
     """
     best: tuple[str, bool] | None = None
     for span in scan_volatile(text, skip_examples=False):
