@@ -4,7 +4,7 @@ predecessor rebuilt from a row without content attributing as the in-process req
 from __future__ import annotations
 
 import dataclasses
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pydantic
@@ -375,3 +375,60 @@ def test_pruning_keeps_a_kept_rows_outline_readable(tmp_path: Any, backend: str,
     assert row.predecessor_id == ordered[-1].record_id
     assert row.verdict == "hit" and row.predicted_cache_read_tokens == row.cache_read_tokens
     assert "predecessor_body" not in row.verdict_detail, row.verdict_detail
+
+
+def test_pruning_resolves_a_kept_rows_chain_no_deeper_than_a_reader_does(tmp_path: Any) -> None:
+    """The rows kept by `Ledger.prune` are made whole through at most MAX_DEPTH bases, as
+    `decode_outline` reads them: a chain of deltas written into the table directly (1,200
+    rows, far deeper than any recorder writes) neither exhausts Python's stack nor becomes
+    readable by the prune; a kept row MAX_DEPTH deltas deep is made whole, one deeper is
+    left as it reads (no outline). Every kept row decodes after as it did before."""
+    from stableprompt import Ledger
+
+    digests = "0123456789abcdef" * 2
+
+    def rid(i: int) -> str:
+        return f"{i:032x}"
+
+    def whole(n: int) -> str:
+        return f"1|{'p' * n}|{','.join(['5'] * n)}||{digests * n}|"
+
+    def delta(base: int) -> str:
+        return f"2|{rid(base)}|9|u|7||{digests}|"
+
+    def record(i: int, text: str) -> UsageRecord:
+        return UsageRecord(record_id=rid(i), ts_utc=T0 + timedelta(seconds=i),
+                           wire_format="anthropic", provider="anthropic", lineage="l",
+                           request_fingerprint=f"f{i}", segment_digests=text)
+
+    def outlines(ledger: Ledger) -> dict[str, Any]:
+        texts = {r.record_id: r.segment_digests for r in ledger.records()}
+
+        def decoded(record_id: str, depth: int = 0) -> Any:  # as the recorder's reader
+            text = texts.get(record_id)
+            return None if text is None or depth > MAX_DEPTH else decode_outline(
+                text, lambda base: decoded(base, depth + 1))
+
+        return {i: None if (o := decoded(i)) is None else (o.segments, o.tokens, o.opening)
+                for i in texts}
+
+    chains = {1: 1200, 2000: MAX_DEPTH + 1, 3000: MAX_DEPTH + 2}  # first row: rows in chain
+    records = [record(first + k, whole(10) if k == 0 else delta(first + k - 1))
+               for first, rows in chains.items() for k in range(rows)]
+    cut = {first: first + rows - 1 for first, rows in chains.items()}  # kept: each last row
+    with Ledger(tmp_path / "calls.db") as ledger:
+        assert ledger._insert_many(ledger._require_conn(), records) == []
+        conn = ledger._require_conn()
+        for first in chains:  # keep only each chain's last row: shift the others back
+            conn.execute('UPDATE calls SET "ts_utc" = ? WHERE "record_id" BETWEEN ? AND ?',
+                         ("2026-01-01T00:00:00.000000+00:00", rid(first), rid(cut[first] - 1)))
+        before = outlines(ledger)
+        assert ledger.prune(datetime(2026, 6, 1, tzinfo=UTC)) == len(records) - len(chains)
+        after = outlines(ledger)
+        assert set(after) == {rid(last) for last in cut.values()}
+        assert {i: after[i] for i in after} == {i: before[i] for i in after}
+        assert after[rid(cut[2000])] is not None  # MAX_DEPTH deep: made whole, still read
+        assert after[rid(cut[1])] is None and after[rid(cut[3000])] is None
+        raw = dict(conn.execute('SELECT "record_id", "segment_digests" FROM calls').fetchall())
+        assert raw[rid(cut[2000])].startswith("1|")
+        assert raw[rid(cut[3000])] == delta(cut[3000] - 1)  # left as it was

@@ -57,7 +57,7 @@ from .._public import public
 from .._redact import redact
 from ._backend import Backend, Connection
 from ._journal import PendingJournal, orphaned_journals
-from ._outline_text import DELTA_PREFIX, delta_base, whole_outline
+from ._outline_text import DELTA_PREFIX, made_whole
 from ._schema import (
     COLUMNS,
     MIGRATIONS,
@@ -584,34 +584,27 @@ class Ledger:
 
     def _outlines_made_whole(self, conn: Connection, cut: str) -> None:
         """One transaction of :meth:`prune`, before any row goes: each row at or after
-        ``cut`` whose outline is a delta of a row before it rewritten whole (a base that is
-        itself a delta resolved through its own base first, each row read once)."""
+        ``cut`` whose outline is a delta of a row before it rewritten whole
+        (``_outline_text.made_whole``: through at most ``MAX_DEPTH`` bases, as a reader
+        resolves it; each row read once)."""
         rowid = self._backend.rowid
         find = (f'SELECT kept.{rowid}, kept."segment_digests" FROM calls AS kept '
                 'JOIN calls AS base ON base."record_id" = substr(kept."segment_digests", 3, 32) '
                 'WHERE kept."ts_utc" >= ? AND kept."segment_digests" LIKE ? '
                 'AND base."ts_utc" < ?')
-        whole: dict[str, str | None] = {}
+        texts: dict[str, str | None] = {}
 
-        def resolved(record_id: str, seen: frozenset[str]) -> str | None:
-            """The whole outline of row ``record_id`` (``None``: no row, no outline, or a
-            chain that does not resolve)."""
-            if record_id not in whole:
+        def outline_of(record_id: str) -> str | None:
+            if record_id not in texts:
                 found = conn.execute('SELECT "segment_digests" FROM calls WHERE "record_id" = ?',
                                      (record_id,)).fetchone()
-                text = found[0] if found is not None and isinstance(found[0], str) else None
-                base = None if text is None else delta_base(text)
-                if text is not None and base is not None:
-                    prior = None if base in seen else resolved(base, seen | {record_id})
-                    text = None if prior is None else whole_outline(text, prior)
-                whole[record_id] = text
-            return whole[record_id]
+                texts[record_id] = (found[0] if found is not None and isinstance(found[0], str)
+                                    else None)
+            return texts[record_id]
 
         with self._backend.transaction(conn):
             for key, text in conn.execute(find, (cut, DELTA_PREFIX + "%", cut)).fetchall():
-                base = delta_base(text)
-                prior = None if base is None else resolved(base, frozenset())
-                made = None if prior is None else whole_outline(text, prior)
+                made = made_whole(text, outline_of)
                 if made is not None:
                     conn.execute(f'UPDATE calls SET "segment_digests" = ? WHERE {rowid} = ?',
                                  (made, key))

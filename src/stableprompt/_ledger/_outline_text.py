@@ -21,11 +21,18 @@ segment by segment instead of by fingerprint alone.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
-__all__ = ["DELTA_PREFIX", "DIGEST_HEX", "delta_base", "whole_outline"]
+__all__ = ["DELTA_PREFIX", "DIGEST_HEX", "MAX_DEPTH", "delta_base", "made_whole",
+           "whole_outline"]
 
 DIGEST_HEX = 32
 """Hex digits of each segment's chained prefix digest in an outline (16 bytes)."""
+
+MAX_DEPTH = 16
+"""Delta outlines (format 2) in a row's chain at most: a row whose base is this deep stores its
+outline whole, so reading any outline takes at most this many more rows; a deeper chain (not
+written by the recorder) reads as no outline."""
 
 DELTA_PREFIX = "2|"
 """How a delta outline (format 2) starts."""
@@ -69,3 +76,30 @@ def whole_outline(delta: str, base: str) -> str | None:
     return "|".join((
         "1", kinds[:shared] + own[3], ",".join([*tokens[:shared], *own_tokens]), own[5],
         digests[:shared * DIGEST_HEX] + own[6], own[7]))
+
+
+def made_whole(text: str, outline_of: Callable[[str], str | None]) -> str | None:
+    """``text`` (a row's outline) written whole: a delta resolved through its chain of bases,
+    each read by ``outline_of`` (a record id to that row's ``segment_digests``, ``None`` when
+    the row or its outline is not there), at most :data:`MAX_DEPTH` deltas deep, as
+    ``_recording._outline.decode_outline`` reads them; ``text`` itself when it is no delta.
+
+    Returns:
+        The whole text, or ``None`` when the chain does not resolve: a base is missing, the
+        chain is deeper than :data:`MAX_DEPTH` (or loops), or a step is malformed
+        (:func:`whole_outline`). At most :data:`MAX_DEPTH` calls of ``outline_of``.
+    """
+    chain = [text]
+    base = delta_base(text)
+    while base is not None:
+        if len(chain) > MAX_DEPTH:
+            return None
+        prior = outline_of(base)
+        if prior is None:
+            return None
+        chain.append(prior)
+        base = delta_base(prior)
+    made: str | None = chain.pop()
+    for delta in reversed(chain):
+        made = None if made is None else whole_outline(delta, made)
+    return made

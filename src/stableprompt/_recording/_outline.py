@@ -64,7 +64,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from .._ledger._outline_text import DIGEST_HEX, delta_base
+from .._ledger._outline_text import DIGEST_HEX, MAX_DEPTH, delta_base
 from .._ledger._usage_record import SEGMENT_DIGESTS_PATTERN
 from .._segment import Segment, new_segment
 from ._call import Pending
@@ -79,10 +79,6 @@ the column's bound, about 150 KB."""
 
 _VERSION = "1"
 _DELTA = "2"
-
-MAX_DEPTH = 16
-"""Delta outlines (format 2) in a row's chain at most: a row whose base is this deep stores its
-outline whole, so reading any outline takes at most this many more rows."""
 
 MIN_SHARED_SEGMENTS = 8
 """Leading segments a request must share with its predecessor's row for its outline to be
