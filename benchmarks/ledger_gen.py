@@ -4,8 +4,10 @@ The rows are real rows, replicated: the templates are the ledgers the offline de
 (``stableprompt.demo.run_demo`` over ``synthetic_workload()``, Anthropic Messages and OpenAI
 Chat Completions against the emulator; 13 scenarios, each with its own verdict mix:
 hits, cold starts, client mutations with causes, segments, paths and snippets, expired
-TTLs, server diagnoses). Each copy ``k`` of the templates gets its own record ids, session
-ids, lineages and predecessor ids (so predecessors stay inside a copy, as in a real ledger),
+TTLs, server diagnoses). Each copy ``k`` of the templates gets its own record ids (32 hex
+digits, as the recorder's), session ids, lineages and predecessor ids, and its delta outlines
+name their bases' copies (so predecessors and outline bases stay inside a copy, as in a real
+ledger),
 and is shifted by ``k * SHIFT_S`` seconds (1,800 copies cover about a month). One row in
 :data:`FAIL_EVERY` becomes a failed call (no usage, HTTP 529, verdict ``unknown``), so
 exclusions and unknown costs are exercised too. Rows are written with one ``executemany``
@@ -25,6 +27,7 @@ are made with the demo's fixed seeds and clock)."""
 from __future__ import annotations
 
 import argparse
+import hashlib
 import sqlite3
 import sys
 import tempfile
@@ -35,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from stableprompt import Ledger
+from stableprompt._ledger._outline_text import delta_base
 from stableprompt._ledger._schema import COLUMNS, INSERT_SQL, SELECT_COLUMNS, ts_text
 from stableprompt._usage import USAGE_FIELDS
 
@@ -68,14 +72,31 @@ def _suffix(value: Any, k: int) -> Any:
     return None if value is None else f"{value}~{k}"
 
 
+def _copy_id(value: Any, k: int) -> Any:
+    """Copy ``k``'s record id for template id ``value``: 32 hex digits, as the recorder
+    writes (a delta outline names its base by such an id)."""
+    if value is None:
+        return None
+    return hashlib.blake2b(f"{value}~{k}".encode(), digest_size=16).hexdigest()
+
+
+def _copy_outline(text: Any, k: int) -> Any:
+    """A delta outline (format 2) of copy ``k`` continues its base's copy (the same copy)."""
+    base = None if text is None else delta_base(text)
+    return text if base is None else text.replace(base, _copy_id(base, k), 1)
+
+
 def copy_rows(rows: list[tuple[Any, ...]], k: int) -> list[tuple[Any, ...]]:
     """Copy ``k`` of the template rows (module docstring)."""
     out = []
     shift = timedelta(seconds=k * SHIFT_S)
     for n, row in enumerate(rows):
         values = list(row)
-        for name in ("record_id", "session_id", "lineage", "predecessor_id"):
+        for name in ("session_id", "lineage"):
             values[_INDEX[name]] = _suffix(values[_INDEX[name]], k)
+        for name in ("record_id", "predecessor_id"):
+            values[_INDEX[name]] = _copy_id(values[_INDEX[name]], k)
+        values[_INDEX["segment_digests"]] = _copy_outline(values[_INDEX["segment_digests"]], k)
         values[_INDEX["ts_utc"]] = ts_text(datetime.fromisoformat(row[_INDEX["ts_utc"]]) + shift)
         if (n + k) % FAIL_EVERY == 0:
             for name in USAGE_FIELDS:
