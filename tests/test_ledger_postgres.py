@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import threading
 import warnings
+from collections.abc import Generator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -260,3 +262,39 @@ def test_reading_a_postgres_ledger_streams_through_a_server_side_cursor(
         assert seen, "no server-side FETCH while a read is open"
         rest = list(rows)
     assert [first.record_id, *(r.record_id for r in rest)] == [r.record_id for r in records]
+
+
+def test_a_read_abandoned_after_its_connection_broke_ends_quietly(
+        pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A reader that stops iterating (`close()`, or drops the generator) after the server
+    ended its connection: the read transaction ends first (its rollback fails, which psycopg
+    logs and ignores), so the server-side cursor needs no `CLOSE` on the dead connection: no
+    traceback through `sys.unraisablehook` from the collected stream, no ResourceWarning of
+    a cursor left open, no error from `close()`; the ledger reads again afterwards."""
+    import gc
+    import sys
+
+    import psycopg
+
+    unraisable: list[Any] = []
+    monkeypatch.setattr(sys, "unraisablehook", unraisable.append)
+    with Ledger(pg_url, spill_dir=tmp_path) as ledger:
+        for i in range(600):
+            assert ledger.write(_record(i)) == "committed"
+        for abandon in ("close", "drop"):
+            rows = ledger.iter_records()
+            next(rows)
+            with psycopg.connect(pg_url, autocommit=True) as admin:
+                ended = admin.execute(
+                    "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                    "WHERE application_name = 'stableprompt' AND query LIKE 'FETCH%'"
+                ).fetchone()
+            assert ended == (1,)
+            if abandon == "close":
+                assert isinstance(rows, Generator)
+                rows.close()
+            else:
+                del rows
+                gc.collect()
+        assert [u.exc_value for u in unraisable] == []
+        assert len(ledger.records()) == 600

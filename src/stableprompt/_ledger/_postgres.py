@@ -259,9 +259,17 @@ class PostgresBackend:
     def stream(self, conn: Connection, sql: str, params: Sequence[Any] = (),
                size: int = 256) -> Iterator[Any]:
         """A server-side cursor (``DECLARE`` ... ``FETCH``) in one read transaction: a
-        client-side cursor would hold the whole result in memory before the first row."""
+        client-side cursor would hold the whole result in memory before the first row.
+
+        The transaction ends before the cursor object is closed: the server drops the cursor
+        with it, so closing sends nothing, and cannot fail on a connection the server ended
+        (a ``CLOSE`` that failed would leave the object open, warned about when collected)."""
         assert isinstance(conn, _Connection)
-        with conn.raw.transaction(), conn.raw.cursor(name="stableprompt_stream") as cursor:
-            cursor.execute(sql.replace("?", "%s"), tuple(params) or None)
-            while batch := cursor.fetchmany(size):
-                yield from batch
+        cursor = conn.raw.cursor(name="stableprompt_stream")
+        try:
+            with conn.raw.transaction():
+                cursor.execute(sql.replace("?", "%s"), tuple(params) or None)
+                while batch := cursor.fetchmany(size):
+                    yield from batch
+        finally:
+            cursor.close()
