@@ -298,3 +298,38 @@ def test_a_read_abandoned_after_its_connection_broke_ends_quietly(
                 gc.collect()
         assert [u.exc_value for u in unraisable] == []
         assert len(ledger.records()) == 600
+
+
+def test_a_slow_reader_holds_no_transaction_open(pg_url: str, tmp_path: Path) -> None:
+    """A reader that pauses between records (longer than the database's
+    `idle_in_transaction_session_timeout`, which servers set to end forgotten transactions)
+    still reads every row: the streamed result holds no transaction open while it is read,
+    so the pause neither ends the session nor keeps a lock a migration (`ALTER TABLE`) would
+    queue behind. As before streaming, when psycopg read the whole result at once."""
+    import time
+
+    import psycopg
+
+    with Ledger(pg_url, spill_dir=tmp_path) as ledger:
+        for i in range(600):
+            assert ledger.write(_record(i)) == "committed"
+    database = pg_url.rsplit("/", 1)[1]
+    with psycopg.connect(pg_url, autocommit=True) as admin:
+        admin.execute(f'ALTER DATABASE "{database}" SET idle_in_transaction_session_timeout '
+                      "= '200ms'")
+    for read_only in (False, True):
+        with Ledger(pg_url, spill_dir=tmp_path, read_only=read_only) as ledger:
+            rows = ledger.iter_records()
+            first = next(rows)
+            with psycopg.connect(pg_url, autocommit=True) as watcher:
+                watcher.execute("SET lock_timeout = '1s'")
+                states = watcher.execute(
+                    "SELECT state FROM pg_stat_activity WHERE application_name = "
+                    "'stableprompt' AND pid <> pg_backend_pid()").fetchall()
+                assert ("idle in transaction",) not in states
+                watcher.execute("ALTER TABLE calls ADD COLUMN probe TEXT")  # not blocked
+                watcher.execute("ALTER TABLE calls DROP COLUMN probe")
+            time.sleep(0.5)
+            rest = list(rows)
+        assert [first.record_id, *(r.record_id for r in rest)] == [
+            f"r{i:04d}" for i in range(600)]

@@ -258,18 +258,26 @@ class PostgresBackend:
 
     def stream(self, conn: Connection, sql: str, params: Sequence[Any] = (),
                size: int = 256) -> Iterator[Any]:
-        """A server-side cursor (``DECLARE`` ... ``FETCH``) in one read transaction: a
-        client-side cursor would hold the whole result in memory before the first row.
+        """A server-side cursor (``DECLARE ... WITH HOLD``, then ``FETCH``): a client-side
+        cursor would hold the whole result in memory before the first row.
 
-        The transaction ends before the cursor object is closed: the server drops the cursor
-        with it, so closing sends nothing, and cannot fail on a connection the server ended
-        (a ``CLOSE`` that failed would leave the object open, warned about when collected)."""
+        ``WITH HOLD``, declared outside a transaction block (the connection autocommits): the
+        server keeps the result when the declaring transaction commits, so no transaction
+        stays open while the caller reads. A reader pausing between rows is not ended by the
+        server's ``idle_in_transaction_session_timeout``, and holds no lock a migration's
+        ``ALTER TABLE`` (and the writers behind it) would wait for, nor a snapshot; the rows
+        are the result as of the ``DECLARE``, as when psycopg read them all at once. The
+        cursor is closed at the end, or when the caller stops early; on a connection the
+        server ended, by closing the connection (the session took the cursor with it)."""
         assert isinstance(conn, _Connection)
-        cursor = conn.raw.cursor(name="stableprompt_stream")
+        cursor = conn.raw.cursor(name="stableprompt_stream", withhold=True)
         try:
-            with conn.raw.transaction():
-                cursor.execute(sql.replace("?", "%s"), tuple(params) or None)
-                while batch := cursor.fetchmany(size):
-                    yield from batch
+            cursor.execute(sql.replace("?", "%s"), tuple(params) or None)
+            while batch := cursor.fetchmany(size):
+                yield from batch
         finally:
-            cursor.close()
+            try:
+                cursor.close()
+            except self.errors:  # the connection is gone: close it, the cursor then sends nothing
+                conn.raw.close()
+                cursor.close()
