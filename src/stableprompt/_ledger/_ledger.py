@@ -512,11 +512,12 @@ class Ledger:
         the database between them); the cut-off is stored with the first.
 
         A row kept whose outline (``segment_digests``) is a delta of a row being deleted is
-        first rewritten whole, in one transaction before any row goes
-        (``_outline_text.whole_outline``: the same segments, read without its base), so a
-        later reader still compares the next turn with it segment by segment. A row a live
-        writer adds during the prune that continues a row older than the cut-off keeps its
-        delta, and reads as no outline (compared by fingerprint) once that row is gone.
+        first rewritten whole, in one transaction before any row goes (found by reads, so the
+        scan of the kept rows holds no write lock; ``_outline_text.made_whole``: the same
+        segments, read without its base), so a later reader still compares the next turn
+        with it segment by segment. A row a live writer adds during the prune that continues
+        a row older than the cut-off keeps its delta, and reads as no outline (compared by
+        fingerprint) once that row is gone.
 
         Refused while records wait outside the database (:meth:`unimported_files`: spill
         files, a killed process's journal): import them first (:meth:`replay_spill`), or a
@@ -583,10 +584,11 @@ class Ledger:
             gone[0] = int(count)
 
     def _outlines_made_whole(self, conn: Connection, cut: str) -> None:
-        """One transaction of :meth:`prune`, before any row goes: each row at or after
+        """The first step of :meth:`prune`, before any row goes: each row at or after
         ``cut`` whose outline is a delta of a row before it rewritten whole
         (``_outline_text.made_whole``: through at most ``MAX_DEPTH`` bases, as a reader
-        resolves it; each row read once)."""
+        resolves it; each row read once). The rows are found and resolved by reads (a scan
+        of the kept rows: other writers keep writing), then rewritten in one transaction."""
         rowid = self._backend.rowid
         find = (f'SELECT kept.{rowid}, kept."segment_digests" FROM calls AS kept '
                 'JOIN calls AS base ON base."record_id" = substr(kept."segment_digests", 3, 32) '
@@ -602,12 +604,15 @@ class Ledger:
                                     else None)
             return texts[record_id]
 
-        with self._backend.transaction(conn):
-            for key, text in conn.execute(find, (cut, DELTA_PREFIX + "%", cut)).fetchall():
-                made = made_whole(text, outline_of)
-                if made is not None:
-                    conn.execute(f'UPDATE calls SET "segment_digests" = ? WHERE {rowid} = ?',
-                                 (made, key))
+        # found and resolved before the write transaction: the scan holds no write lock
+        found = conn.execute(find, (cut, DELTA_PREFIX + "%", cut)).fetchall()
+        rewrites = [(made, key, text) for key, text in found
+                    if (made := made_whole(text, outline_of)) is not None]
+        if rewrites:
+            with self._backend.transaction(conn):
+                for made, key, text in rewrites:  # a row changed since it was read is left
+                    conn.execute(f'UPDATE calls SET "segment_digests" = ? WHERE {rowid} = ? '
+                                 'AND "segment_digests" = ?', (made, key, text))
 
     @staticmethod
     def _note_pruned(conn: Connection, cut: str) -> None:
