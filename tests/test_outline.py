@@ -377,12 +377,15 @@ def test_pruning_keeps_a_kept_rows_outline_readable(tmp_path: Any, backend: str,
     assert "predecessor_body" not in row.verdict_detail, row.verdict_detail
 
 
-def test_pruning_resolves_a_kept_rows_chain_no_deeper_than_a_reader_does(tmp_path: Any) -> None:
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_pruning_resolves_a_kept_rows_chain_no_deeper_than_a_reader_does(
+        tmp_path: Any, backend: str, request: pytest.FixtureRequest) -> None:
     """The rows kept by `Ledger.prune` are made whole through at most MAX_DEPTH bases, as
     `decode_outline` reads them: a chain of deltas written into the table directly (1,200
     rows, far deeper than any recorder writes) neither exhausts Python's stack nor becomes
     readable by the prune; a kept row MAX_DEPTH deltas deep is made whole, one deeper is
-    left as it reads (no outline). Every kept row decodes after as it did before."""
+    left as it reads (no outline). Every kept row decodes after as it did before. On SQLite
+    and a real PostgreSQL (skipped with the reason where none can start)."""
     from stableprompt import Ledger
 
     digests = "0123456789abcdef" * 2
@@ -416,7 +419,8 @@ def test_pruning_resolves_a_kept_rows_chain_no_deeper_than_a_reader_does(tmp_pat
     records = [record(first + k, whole(10) if k == 0 else delta(first + k - 1))
                for first, rows in chains.items() for k in range(rows)]
     cut = {first: first + rows - 1 for first, rows in chains.items()}  # kept: each last row
-    with Ledger(tmp_path / "calls.db") as ledger:
+    path = tmp_path / "calls.db" if backend == "sqlite" else request.getfixturevalue("pg_url")
+    with Ledger(path, spill_dir=tmp_path) as ledger:
         assert ledger._insert_many(ledger._require_conn(), records) == []
         conn = ledger._require_conn()
         for first in chains:  # keep only each chain's last row: shift the others back
