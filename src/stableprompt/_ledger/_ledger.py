@@ -181,10 +181,12 @@ class Ledger:
         self._open_failed_at: float | None = None
         _LIVE.add(self)
         self._select = SELECT_COLUMNS  # a writer migrates: every column is there
+        self._missing: frozenset[str] = frozenset()
         if read_only:
             conn = self._backend.connect_read_only()  # check it now
             try:  # an older ledger lacks the columns added since: read as NULL
-                self._select = select_columns(absent_columns(self._backend.columns(conn)))
+                self._missing = absent_columns(self._backend.columns(conn))
+                self._select = select_columns(self._missing)
             except self._backend.errors as exc:
                 raise self._unreadable(exc) from exc
             finally:
@@ -666,6 +668,19 @@ class Ledger:
                 or ``ledger-unreadable``).
             InputError: ``since`` is naive (code ``ledger-since-naive``).
         """
+        where, params = self._where(session_id, since)
+        rowid = self._backend.rowid
+        sql = f'SELECT {self._select}, {rowid} FROM calls{where} ORDER BY "ts_utc", {rowid}'
+        return self._query(sql, params, on_invalid)
+
+    @staticmethod
+    def _where(session_id: str | None, since: datetime | None) -> tuple[str, list[Any]]:
+        """The ``WHERE`` clause (``""`` without a filter) and parameters of
+        :meth:`iter_records`' filters.
+
+        Raises:
+            InputError: ``since`` is naive (code ``ledger-since-naive``).
+        """
         clauses: list[str] = []
         params: list[Any] = []
         if session_id is not None:
@@ -680,9 +695,7 @@ class Ledger:
             clauses.append('"ts_utc" >= ?')
             params.append(ts_text(since))
         where = f" WHERE {' AND '.join(clauses)}" if clauses else ""
-        rowid = self._backend.rowid
-        sql = f'SELECT {self._select}, {rowid} FROM calls{where} ORDER BY "ts_utc", {rowid}'
-        return self._query(sql, params, on_invalid)
+        return where, params
 
     def records_after(
         self, rowid: int = 0, *, limit: int = 1000,

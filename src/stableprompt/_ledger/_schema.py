@@ -282,15 +282,6 @@ if sorted((*_OPT_STR, *_COUNTS, *USAGE_FIELDS, *_BY_NAME)) != sorted(COLUMNS):  
 _FIELD_ORDER = tuple(UsageRecord.model_fields)
 if tuple(COLUMNS) != _FIELD_ORDER:  # pragma: no cover - columns are the fields, in order
     raise RuntimeError("UsageRecord fields and ledger columns differ")
-_INDEX = {field: i for i, field in enumerate(COLUMNS)}
-
-
-def _getter(fields: Sequence[str]) -> Callable[[tuple[Any, ...]], tuple[Any, ...]]:
-    get = itemgetter(*(_INDEX[f] for f in fields))
-    return get if len(fields) > 1 else lambda row: (get(row),)
-
-
-_opt_strs, _counts, _ints = _getter(_OPT_STR), _getter(_COUNTS), _getter(USAGE_FIELDS)
 _STR_OR_NONE = frozenset({str, type(None)})
 _INT_OR_NONE = frozenset({int, type(None)})
 _VERDICTS = frozenset(get_args(Verdict))
@@ -335,64 +326,96 @@ def _ms(value: Any) -> Any:
     return value if 0 <= value < _INF else False  # NaN fails too
 
 
-def _trusted(row: tuple[Any, ...]) -> UsageRecord | None:
-    """The record of ``row`` built without validation when each value has its field's exact
-    type and range (strict, as :class:`UsageRecord` validates; JSON text decoded by
-    :func:`loads` holds only JSON values); ``None`` when any does not, for
-    :func:`validated_row` to decide. Equal to :func:`validated_row`'s record, fields set
-    included (``tests/test_ledger_decode.py``)."""
-    if len(row) != len(_FIELD_ORDER):
-        return None
-    if (not set(map(type, _opt_strs(row))) <= _STR_OR_NONE
-            or not set(map(type, _ints(row))) <= _INT_OR_NONE
-            or not set(map(type, counts := _counts(row))) <= _INT_OR_NONE
-            or min(filter(None, counts), default=0) < 0):  # a negative count (ints, None)
-        return None
-    data = dict(zip(_FIELD_ORDER, row, strict=True))
-    record_id, ts, wire, verdict = row[0], row[1], data["wire_format"], data["verdict"]
-    if (type(record_id) is not str or not 0 < len(record_id) <= 128 or type(ts) is not str
-            or type(wire) is not str or wire not in _WIRE_FORMATS
-            or type(verdict) is not str or verdict not in _VERDICTS):
-        return None
-    try:
-        when = datetime.fromisoformat(ts)
-    except ValueError:
-        return None
-    if when.tzinfo is None or when.utcoffset() is None:
-        return None
-    data["ts_utc"] = when.astimezone(UTC)
-    status = data["status_code"]
-    if status is not None and (type(status) is not int or not 100 <= status <= 599):
-        return None
-    for name in ("latency_ms", "ttft_ms"):
-        if (value := _ms(data[name])) is False:
+class _Decoder:
+    """:func:`_trusted` for rows of ``fields`` (the record's fields in field order, or all but
+    ``segment_digests``: ``_lean``, since an outline never makes a row corrupt and the report
+    does not read it); a field the rows do not hold is ``None`` in the record. Every other
+    field is checked, so a row it decodes is one :func:`validated_row` reads the same
+    (``None`` otherwise, for :func:`validated_row` to decide). ``fields_set``: compute the
+    record's pydantic fields-set (else every field the rows hold: the report never reads
+    it)."""
+
+    def __init__(self, fields: Sequence[str], *, fields_set: bool = True) -> None:
+        index = {field: i for i, field in enumerate(fields)}
+        if set(_FIELD_ORDER) - set(fields) - {"segment_digests"}:  # pragma: no cover
+            raise ValueError("a checked field is missing")
+
+        def getter(names: Sequence[str]) -> Callable[[Sequence[Any]], tuple[Any, ...]]:
+            get = itemgetter(*(index[f] for f in names))
+            return get if len(names) > 1 else lambda row: (get(row),)
+
+        self.fields = tuple(fields)
+        self.opt_strs, self.counts, self.ints = (getter(_OPT_STR), getter(_COUNTS),
+                                                 getter(USAGE_FIELDS))
+        self.absent = dict.fromkeys(f for f in _FIELD_ORDER if f not in index)
+        self.fields_set = fields_set
+
+    def __call__(self, row: Sequence[Any]) -> UsageRecord | None:
+        """The record of ``row``, or ``None`` for :func:`validated_row` to decide."""
+        fields = self.fields
+        if len(row) != len(fields):
             return None
-        data[name] = value
-    detail = data["verdict_detail"]
-    data["verdict_detail"] = {} if detail is None else _json_object(detail)
-    if data["verdict_detail"] is None:
-        return None
-    for name in ("usage_raw", "diagnostics", "request_headers"):
-        if (text := data[name]) is not None:
-            if (value := _json_object(text)) is None:
+        if (not set(map(type, self.opt_strs(row))) <= _STR_OR_NONE
+                or not set(map(type, self.ints(row))) <= _INT_OR_NONE
+                or not set(map(type, counts := self.counts(row))) <= _INT_OR_NONE
+                or min(filter(None, counts), default=0) < 0):  # a negative count (ints, None)
+            return None
+        data = dict(zip(fields, row, strict=True))
+        record_id, ts, wire, verdict = row[0], row[1], data["wire_format"], data["verdict"]
+        if (type(record_id) is not str or not 0 < len(record_id) <= 128 or type(ts) is not str
+                or type(wire) is not str or wire not in _WIRE_FORMATS
+                or type(verdict) is not str or verdict not in _VERDICTS):
+            return None
+        try:
+            when = datetime.fromisoformat(ts)
+        except ValueError:
+            return None
+        if when.tzinfo is None or when.utcoffset() is None:
+            return None
+        data["ts_utc"] = when.astimezone(UTC)
+        status = data["status_code"]
+        if status is not None and (type(status) is not int or not 100 <= status <= 599):
+            return None
+        for name in ("latency_ms", "ttft_ms"):
+            if (value := _ms(data[name])) is False:
                 return None
             data[name] = value
-    headers = data["request_headers"]
-    if headers is not None and not set(map(type, headers.values())) <= {str}:
-        return None
-    outline = data["segment_digests"]
-    if outline is not None and (type(outline) is not str
-                                or _OUTLINE.fullmatch(outline) is None):
-        return None
-    data["usage_inconsistent"] = bool(data["usage_inconsistent"])
-    record = object.__new__(UsageRecord)
-    _set(record, "__dict__", data)
-    _set(record, "__pydantic_fields_set__", {
-        name for name, value in zip(_FIELD_ORDER, row, strict=True)
-        if value is not None or name in _ALWAYS_SET})
-    _set(record, "__pydantic_extra__", None)
-    _set(record, "__pydantic_private__", None)
-    return record
+        detail = data["verdict_detail"]
+        data["verdict_detail"] = {} if detail is None else _json_object(detail)
+        if data["verdict_detail"] is None:
+            return None
+        for name in ("usage_raw", "diagnostics", "request_headers"):
+            if (text := data[name]) is not None:
+                if (value := _json_object(text)) is None:
+                    return None
+                data[name] = value
+        headers = data["request_headers"]
+        if headers is not None and not set(map(type, headers.values())) <= {str}:
+            return None
+        if self.absent:
+            data.update(self.absent)
+        else:
+            outline = data["segment_digests"]
+            if outline is not None and (type(outline) is not str
+                                        or _OUTLINE.fullmatch(outline) is None):
+                return None
+        data["usage_inconsistent"] = bool(data["usage_inconsistent"])
+        record = object.__new__(UsageRecord)
+        _set(record, "__dict__", data)
+        _set(record, "__pydantic_fields_set__", {
+            name for name, value in zip(fields, row, strict=True)
+            if value is not None or name in _ALWAYS_SET} if self.fields_set else set(fields))
+        _set(record, "__pydantic_extra__", None)
+        _set(record, "__pydantic_private__", None)
+        return record
+
+
+_trusted = _Decoder(_FIELD_ORDER)
+"""The record of a row of every field built without validation when each value has its
+field's exact type and range (strict, as :class:`UsageRecord` validates; JSON text decoded by
+:func:`loads` holds only JSON values); ``None`` when any does not, for :func:`validated_row`
+to decide. Equal to :func:`validated_row`'s record, fields set included
+(``tests/test_ledger_decode.py``)."""
 
 
 _ALWAYS_SET = frozenset({"verdict_detail", "usage_inconsistent"})

@@ -208,17 +208,26 @@ def _records(ledger: Ledger, *, session_id: str | None = None,
 
 def _iter_records(ledger: Ledger, *, session_id: str | None = None,
                   since: datetime | None = None,
-                  corrupt: list[CorruptRow] | None = None) -> Iterator[UsageRecord]:
+                  corrupt: list[CorruptRow] | None = None,
+                  lean: bool = False) -> Iterator[UsageRecord]:
     """The ledger's records as they are read (:meth:`Ledger.iter_records`); a row that does not
-    decode is skipped into ``corrupt`` (or raises when ``corrupt`` is ``None``)."""
+    decode is skipped into ``corrupt`` (or raises when ``corrupt`` is ``None``). ``lean``: the
+    report's own read (``_ledger._lean``: the same rows and corrupt rows, each record holding
+    only the fields the report reads)."""
     on_invalid = None
     if corrupt is not None:
         def on_invalid(row_id: str, exc: Exception) -> None:
             corrupt.append(CorruptRow(ledger.location, row_id, _why_invalid(exc)[:300]))
 
     try:
-        yield from ledger.iter_records(session_id=session_id, since=since,
-                                       on_invalid=on_invalid)
+        if lean:
+            from .._ledger._lean import iter_report_records
+
+            where, params = ledger._where(session_id, since)
+            yield from iter_report_records(ledger, where, params, on_invalid)
+        else:
+            yield from ledger.iter_records(session_id=session_id, since=since,
+                                           on_invalid=on_invalid)
     except LedgerError:
         raise
     except Exception as exc:  # a row that does not validate as a UsageRecord
@@ -384,6 +393,7 @@ class _Counted:
 
 def stream_records(ledgers: Sequence[Ledger], *, session_id: str | None = None,
                    since: datetime | None = None, corrupt: list[CorruptRow] | None = None,
+                   lean: bool = False,
                    ) -> tuple[Iterator[UsageRecord], list[_Counted], list[int]]:
     """The records of ``ledgers`` merged in time order, read as they are summarized (one
     ledger's rows come in its ``(ts_utc, insertion)`` order; ties across ledgers keep ledger
@@ -396,7 +406,7 @@ def stream_records(ledgers: Sequence[Ledger], *, session_id: str | None = None,
         ``i`` gave, once the records are consumed.
     """
     counted = [_Counted(_iter_records(ledger, session_id=session_id, since=since,
-                                      corrupt=corrupt)) for ledger in ledgers]
+                                      corrupt=corrupt, lean=lean)) for ledger in ledgers]
     duplicates = [0]
     if len(counted) == 1:
         return iter(counted[0]), counted, duplicates
@@ -461,7 +471,8 @@ def _run(args: argparse.Namespace) -> int:
 
         return run_rollups(args, ledgers, paths, metas, since)
     records, counted, duplicate_count = stream_records(ledgers, session_id=args.session,
-                                                       since=since, corrupt=corrupt)
+                                                       since=since, corrupt=corrupt,
+                                                       lean=not args.what_if)
     with no_full_collections():  # what the pass keeps only grows (ceilings per call)
         report = summarize_stream(records, what_if=args.what_if, page=page, by=args.by,
                                   find_body=_body_finder(ledgers, args.session, since))
