@@ -112,3 +112,33 @@ def test_the_json_scrub_scrubs_every_occurrence_of_a_string() -> None:
     text = json.dumps(data)
     assert KEY[12:] not in text and "plain-value" not in text
     assert data["plain"] == "plain" and text.count("[REDACTED]") == 9
+
+
+def test_made_rows_and_splits_are_the_dataclasses_own() -> None:
+    """``slotted_maker``'s ``CallRow`` and ``TokenSplit`` equal (and hash as, and are as
+    frozen as) the dataclass's own constructor's, defaults included; a class with a
+    ``default_factory`` is refused."""
+    import dataclasses
+
+    from stableprompt._accounting._calls import make_call_row
+    from stableprompt._accounting._pricing import TokenSplit, _split
+    from stableprompt._frozen import slotted_maker
+
+    for row, _ in _rows():
+        values = {f.name: getattr(row, f.name) for f in dataclasses.fields(CallRow)
+                  if f.name not in ("agent", "caveats")}  # two left to their defaults
+        made, own = make_call_row(**values), CallRow(**values)
+        assert made == own and made.agent == own.agent == "main" and made.caveats == ()
+        assert repr(made) == repr(own) and made.to_json() == own.to_json()
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            made.id = "x"  # type: ignore[misc]
+    split = _split(10, 4, 3, 1)
+    assert split == TokenSplit(10, 4, 3, 1) and hash(split) == hash(TokenSplit(10, 4, 3, 1))
+    assert _split(10, 4, 3) == TokenSplit(10, 4, 3)
+
+    @dataclasses.dataclass(frozen=True, slots=True)
+    class Listed:
+        items: list[int] = dataclasses.field(default_factory=list)
+
+    with pytest.raises(TypeError):
+        slotted_maker(Listed)

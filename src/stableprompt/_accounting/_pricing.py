@@ -32,6 +32,7 @@ from functools import lru_cache
 from typing import Any
 
 from .._economics._prices import GENAI_PROVIDERS, UnitPrices, unit_prices
+from .._frozen import slotted_maker
 from .._ledger._usage_record import UsageRecord
 
 __all__ = ["SERVER_TOOL_FEES", "CallPrice", "Pricing", "ServerToolFee", "TokenSplit",
@@ -170,8 +171,8 @@ class TokenSplit:
     @classmethod
     def of(cls, record: UsageRecord) -> TokenSplit:
         """The split the provider reported (unknown fields as 0)."""
-        return cls(record.input_tokens_total or 0, record.cache_read_tokens or 0,
-                   record.cache_write_tokens or 0, record.cache_write_1h_tokens or 0)
+        return _split(record.input_tokens_total or 0, record.cache_read_tokens or 0,
+                      record.cache_write_tokens or 0, record.cache_write_1h_tokens or 0)
 
     def reading(self, read: int) -> TokenSplit:
         """The same call had it read ``read`` tokens (at least what it read): the extra reads
@@ -180,11 +181,11 @@ class TokenSplit:
         read = min(max(read, self.read), self.total)
         extra = read - self.read
         write = max(self.write - extra, 0)
-        return TokenSplit(self.total, read, write, min(self.write_1h, write))
+        return _split(self.total, read, write, min(self.write_1h, write))
 
     def uncached(self) -> TokenSplit:
         """The same call with no prompt caching at all: every input token uncached."""
-        return TokenSplit(self.total, 0, 0, 0)
+        return _split(self.total, 0, 0, 0)
 
     @property
     def priceable(self) -> bool:
@@ -192,6 +193,10 @@ class TokenSplit:
         writes (a report that does not add up otherwise is still priced from its parts)."""
         return (0 <= self.write_1h <= self.write and self.read >= 0
                 and self.read + self.write <= self.total)
+
+
+_split = slotted_maker(TokenSplit)
+"""``TokenSplit(...)``, faster (``_frozen.slotted_maker``): three or four per priced call."""
 
 
 @lru_cache(maxsize=65_536)

@@ -68,6 +68,8 @@ class CallSums:
     from their exclusion counts and token sums: the hit rate and the excluded calls (each
     subclass declares the fields, as dataclass fields)."""
 
+    __slots__ = ()
+
     unanalysed: int
     unknown_usage: int
     unknown_reads: int
@@ -89,7 +91,7 @@ class CallSums:
                 + self.inconsistent)
 
 
-@dataclass
+@dataclass(slots=True)
 class Totals(CallSums):
     """Sums over a group of calls (tokens unless stated). See the module docstring.
 
