@@ -76,27 +76,25 @@ def iter_report_records(ledger: Ledger, where: str, params: Sequence[Any],
     conn = ledger._reader()
     other = None
     try:
-        cursor = conn.execute(sql, tuple(params))
-        while batch := cursor.fetchmany(256):
-            for row in batch:
-                record = decode(row[:n])
-                if record is not None:
-                    yield record
-                    continue
-                if other is None:
-                    other = ledger._reader()
-                full = other.execute(whole, (row[n],)).fetchone()
-                if full is None:  # deleted since the query began (a pruning writer)
-                    continue
-                if on_invalid is None:
-                    yield from_row(full)
-                    continue
-                try:
-                    decoded = from_row(full)
-                except Exception as exc:  # the row does not decode
-                    on_invalid(str(full[0] or f"rowid {row[n]}"), exc)
-                    continue
-                yield decoded
+        for row in backend.stream(conn, sql, tuple(params)):  # bounded batches, both backends
+            record = decode(row[:n])
+            if record is not None:
+                yield record
+                continue
+            if other is None:
+                other = ledger._reader()
+            full = other.execute(whole, (row[n],)).fetchone()
+            if full is None:  # deleted since the query began (a pruning writer)
+                continue
+            if on_invalid is None:
+                yield from_row(full)
+                continue
+            try:
+                decoded = from_row(full)
+            except Exception as exc:  # the row does not decode
+                on_invalid(str(full[0] or f"rowid {row[n]}"), exc)
+                continue
+            yield decoded
     except backend.errors as exc:
         raise ledger._unreadable(exc) from exc
     finally:
