@@ -11,7 +11,10 @@ then why calls missed (turn-boundary split, causes with lost tokens and dollars 
 fixes, cliffs; ``--calls``: one row per call; ``_text.print_explanations``; ``--call ID``:
 every divergence of one call instead, exit 1 when no call id starts with ID), after
 the ledger's metadata (``Ledger.meta()``: e.g. the backend the calls went to, so numbers from
-our emulator say so). It opens each ledger read-only and never creates, migrates or writes it.
+our emulator say so). It opens each ledger read-only and never creates, migrates or writes it,
+and reads its rows with the report's own query (``_ledger._lean``: the same records but the
+segment outline no number uses, the same corrupt rows; ``--what-if``, which replays whole
+records, reads them with ``Ledger.iter_records``).
 
 ``--what-if`` adds the replay of the calls under other cache policies (text:
 ``_what_if_text``; ``--html``: a section of the page, ``_what_if_html``; ``--json``:
