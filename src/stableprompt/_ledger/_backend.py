@@ -109,6 +109,12 @@ class Backend(Protocol):
         """Run ``sql`` (``?`` placeholders) once per row."""
         ...
 
+    def reusable(self, conn: Connection) -> bool:
+        """Whether a read connection that finished its read may serve the next one: open,
+        outside any transaction, nothing pending from the server (a connection the server
+        ended is not). Never raises."""
+        ...
+
     def stream(self, conn: Connection, sql: str, params: Sequence[Any] = (),
                size: int = 256) -> Iterator[Any]:
         """Every row of the query ``sql`` (``?`` placeholders), read ``size`` rows at a time,

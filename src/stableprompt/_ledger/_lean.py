@@ -98,6 +98,6 @@ def iter_report_records(ledger: Ledger, where: str, params: Sequence[Any],
     except backend.errors as exc:
         raise ledger._unreadable(exc) from exc
     finally:
-        conn.close()
+        ledger._release(conn)
         if other is not None:
-            other.close()
+            ledger._release(other)

@@ -37,6 +37,7 @@ an API key is scrubbed from the text fields by ``_usage_record.scrubbed`` before
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import functools
 import io
@@ -81,6 +82,9 @@ _log = logging.getLogger("stableprompt.ledger")
 _WRITE_ATTEMPTS = 4
 _PRUNE_BATCH = 10_000
 """Call rows :meth:`Ledger.prune` deletes per transaction."""
+_IDLE_READERS = 4
+"""Read connections a ledger keeps open between reads (each read takes one; a recorder
+reads a lineage's recent rows before each comparison)."""
 _BACKOFF_S = 0.025
 
 _MIGRATIONS = MIGRATIONS
@@ -92,6 +96,17 @@ a file of an older schema version or to append a migration."""
 def _after_fork_in_child() -> None:
     for ledger in list(_LIVE):
         ledger._forget_inherited()
+
+
+def _close_all(idle: collections.deque[Connection]) -> None:
+    """Close every connection in ``idle`` (a ledger's kept read connections)."""
+    while idle:
+        try:
+            conn = idle.pop()
+        except IndexError:
+            return
+        with contextlib.suppress(Exception):
+            conn.close()
 
 
 _LIVE: weakref.WeakSet[Ledger] = weakref.WeakSet()
@@ -176,6 +191,10 @@ class Ledger:
         self.open_error: BaseException | None = None
         self._conn: Connection | None = None
         self._orphans: list[Connection] = []  # inherited over fork: never touched
+        # idle read connections, reused (a PostgreSQL connection costs ~10 ms to open);
+        # deque append/pop are atomic, so no lock a generator's finalizer could wait on
+        self._idle: collections.deque[Connection] = collections.deque()
+        weakref.finalize(self, _close_all, self._idle)  # a ledger dropped without close()
         self._lock = threading.Lock()
         self._pid = os.getpid()
         self._open_failed_at: float | None = None
@@ -228,6 +247,8 @@ class Ledger:
         """In a forked child: drop (never use or close) the parent's connection and lock."""
         if self._conn is not None:
             self._orphans.append(self._conn)
+        self._orphans.extend(self._idle)
+        self._idle.clear()
         self._conn = None
         self._lock = threading.Lock()
         self._pid = os.getpid()
@@ -243,6 +264,7 @@ class Ledger:
         with self._lock:
             if self._pid == os.getpid():
                 self._drop_connection()
+                self._close_idle()
             self._conn = None
 
     def __enter__(self) -> Ledger:
@@ -457,6 +479,23 @@ class Ledger:
         )
 
     def _reader(self) -> Connection:
+        """A connection for one read: an idle one this process opened before, when the
+        backend says it is still usable (``Backend.reusable``), else a new one. Give it
+        back with :meth:`_release`.
+
+        Raises:
+            LedgerError: The database cannot be opened.
+        """
+        if self._pid == os.getpid():
+            while True:
+                try:
+                    conn = self._idle.pop()
+                except IndexError:
+                    break
+                if self._backend.reusable(conn):
+                    return conn
+                with contextlib.suppress(Exception):
+                    conn.close()
         if self.read_only:
             return self._backend.connect_read_only()
         with self._lock:
@@ -465,6 +504,19 @@ class Ledger:
             return self._backend.connect_reader()
         except self._backend.errors as exc:
             raise self._unreadable(exc) from exc
+
+    def _release(self, conn: Connection) -> None:
+        """The end of a read on ``conn`` (from :meth:`_reader`): kept for the next read
+        while fewer than :data:`_IDLE_READERS` wait and it is usable, else closed."""
+        if (self._pid == os.getpid() and len(self._idle) < _IDLE_READERS
+                and self._backend.reusable(conn)):
+            self._idle.append(conn)
+            return
+        with contextlib.suppress(Exception):
+            conn.close()
+
+    def _close_idle(self) -> None:
+        _close_all(self._idle)
 
     # ------------------------------------------------------------------ metadata
 
@@ -642,7 +694,7 @@ class Ledger:
         except self._backend.errors as exc:
             raise self._unreadable(exc) from exc
         finally:
-            conn.close()
+            self._release(conn)
         return {str(key): str(value) for key, value in rows}
 
     # ------------------------------------------------------------------ records
@@ -727,7 +779,7 @@ class Ledger:
         except self._backend.errors as exc:
             raise self._unreadable(exc) from exc
         finally:
-            conn.close()
+            self._release(conn)
         for row in rows:
             data, last = row[:-1], int(row[-1])
             if on_invalid is None:
@@ -761,7 +813,7 @@ class Ledger:
             except self._backend.errors as exc:
                 raise self._unreadable(exc) from exc
             finally:
-                conn.close()
+                self._release(conn)
 
         return rows()
 

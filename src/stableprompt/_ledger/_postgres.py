@@ -24,6 +24,7 @@ import contextlib
 import hashlib
 import os
 import re
+import select
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -255,6 +256,23 @@ class PostgresBackend:
         assert isinstance(conn, _Connection)
         with conn.raw.cursor() as cursor:
             cursor.executemany(sql.replace("?", "%s"), rows)
+
+    def reusable(self, conn: Connection) -> bool:
+        """Open, not broken, idle outside a transaction, and its socket has nothing to read:
+        an idle connection is sent nothing unless the server ends it (a terminated backend,
+        a restart) or it listens, which the ledger never does. An autocommit statement sees
+        every row committed before it, so a kept connection reads what a new one would."""
+        if not isinstance(conn, _Connection):
+            return False
+        raw = conn.raw
+        try:
+            if raw.closed or raw.broken or (
+                    raw.info.transaction_status != _psycopg().pq.TransactionStatus.IDLE):
+                return False
+            readable, _, _ = select.select([raw.fileno()], [], [], 0)
+        except (OSError, ValueError, _psycopg().Error):
+            return False
+        return not readable
 
     def stream(self, conn: Connection, sql: str, params: Sequence[Any] = (),
                size: int = 256) -> Iterator[Any]:

@@ -51,7 +51,7 @@ def rows_before(ledger: Ledger, before: datetime) -> int:
     except ledger._backend.errors as exc:
         raise ledger._unreadable(exc) from exc
     finally:
-        conn.close()
+        ledger._release(conn)
     return int(row[0])
 
 
@@ -89,7 +89,7 @@ def rollup_rows(ledger: Ledger, *, since: datetime | None = None) -> list[Rollup
     except backend.errors as exc:
         raise ledger._unreadable(exc) from exc
     finally:
-        conn.close()
+        ledger._release(conn)
     return [RollupRow(str(row[0]), str(row[1]), str(row[2]), str(row[3]), str(row[4]),
                       dict(zip(SUMS, (int(v or 0) for v in row[len(KEYS):]), strict=True)))
             for row in rows]
