@@ -345,8 +345,8 @@ def test_reads_reuse_an_idle_connection_and_replace_one_the_server_ended(
     import psycopg
 
     def readers(admin: Any) -> list[Any]:
-        return admin.execute("SELECT pid FROM pg_stat_activity WHERE application_name = "
-                             "'stableprompt' AND pid <> pg_backend_pid()").fetchall()
+        return list(admin.execute("SELECT pid FROM pg_stat_activity WHERE application_name = "
+                             "'stableprompt' AND pid <> pg_backend_pid()").fetchall())
 
     with psycopg.connect(pg_url, autocommit=True) as admin, \
             Ledger(pg_url, spill_dir=tmp_path) as ledger, \
