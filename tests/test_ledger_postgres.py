@@ -367,3 +367,63 @@ def test_reads_reuse_an_idle_connection_and_replace_one_the_server_ended(
         other.close()
         time.sleep(0.1)
         assert readers(admin) == []
+
+
+def test_a_read_begun_before_a_fork_is_left_to_the_parent(pg_url: str, tmp_path: Path) -> None:
+    """A forked child that drops a read its parent began (a generator paused mid-stream, as
+    a proxy worker forked while a report was being read would hold): the child neither
+    closes the parent's server-side cursor nor keeps the parent's connection for its own
+    reads (both processes would then talk over one socket); the parent reads on."""
+    import gc
+    import os
+
+    with Ledger(pg_url, spill_dir=tmp_path) as ledger:
+        for i in range(600):
+            assert ledger.write(_record(i)) == "committed"
+        rows = ledger.iter_records()
+        first = next(rows)
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - the child
+            code = 1
+            try:
+                del rows
+                gc.collect()
+                code = 0 if [len(ledger.records()) for _ in range(3)] == [600] * 3 else 2
+            finally:
+                os._exit(code)
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0
+        rest = list(rows)
+        assert [first.record_id, *(r.record_id for r in rest)] == [
+            f"r{i:04d}" for i in range(600)]
+        assert len(ledger.records()) == 600
+
+
+def test_a_read_never_started_leaves_no_connection_open(pg_url: str, tmp_path: Path) -> None:
+    """`iter_records()` dropped before its first row: no server session is left behind and
+    no ResourceWarning (pytest makes it an error) of a connection deleted while open."""
+    import gc
+    import sys
+
+    import psycopg
+
+    unraisable: list[Any] = []
+    with Ledger(pg_url, spill_dir=tmp_path) as ledger:
+        assert ledger.write(_record(0)) == "committed"
+        old = sys.unraisablehook
+        sys.unraisablehook = unraisable.append
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("error", ResourceWarning)
+                for _ in range(6):
+                    rows = ledger.iter_records()
+                    del rows
+                gc.collect()
+        finally:
+            sys.unraisablehook = old
+        assert [u.exc_value for u in unraisable] == []
+        with psycopg.connect(pg_url, autocommit=True) as admin:
+            sessions = admin.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE application_name = "
+                "'stableprompt' AND pid <> pg_backend_pid()").fetchone()
+        assert sessions is not None and sessions[0] <= 2  # the writer and one kept reader

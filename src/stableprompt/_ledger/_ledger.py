@@ -51,7 +51,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import datetime
 from pathlib import Path
 from types import TracebackType
-from typing import IO, Any
+from typing import IO, Any, cast
 
 from .._exceptions import InputError, LedgerError
 from .._public import public
@@ -194,6 +194,9 @@ class Ledger:
         # idle read connections, reused (a PostgreSQL connection costs ~10 ms to open);
         # deque append/pop are atomic, so no lock a generator's finalizer could wait on
         self._idle: collections.deque[Connection] = collections.deque()
+        # ids of the read connections this process lent (from _reader, until _release): a
+        # read begun before a fork and ended in the child gives back its parent's connection
+        self._lent: set[int] = set()
         weakref.finalize(self, _close_all, self._idle)  # a ledger dropped without close()
         self._lock = threading.Lock()
         self._pid = os.getpid()
@@ -249,6 +252,7 @@ class Ledger:
             self._orphans.append(self._conn)
         self._orphans.extend(self._idle)
         self._idle.clear()
+        self._lent = set()
         self._conn = None
         self._lock = threading.Lock()
         self._pid = os.getpid()
@@ -493,22 +497,32 @@ class Ledger:
                 except IndexError:
                     break
                 if self._backend.reusable(conn):
+                    self._lent.add(id(conn))
                     return conn
                 with contextlib.suppress(Exception):
                     conn.close()
         if self.read_only:
-            return self._backend.connect_read_only()
-        with self._lock:
-            self._require_conn()  # creates/migrates the schema, or raises LedgerError
-        try:
-            return self._backend.connect_reader()
-        except self._backend.errors as exc:
-            raise self._unreadable(exc) from exc
+            conn = self._backend.connect_read_only()
+        else:
+            with self._lock:
+                self._require_conn()  # creates/migrates the schema, or raises LedgerError
+            try:
+                conn = self._backend.connect_reader()
+            except self._backend.errors as exc:
+                raise self._unreadable(exc) from exc
+        self._lent.add(id(conn))
+        return conn
 
     def _release(self, conn: Connection) -> None:
         """The end of a read on ``conn`` (from :meth:`_reader`): kept for the next read
-        while fewer than :data:`_IDLE_READERS` wait and it is usable, else closed."""
-        if (self._pid == os.getpid() and len(self._idle) < _IDLE_READERS
+        while fewer than :data:`_IDLE_READERS` wait and it is usable, else closed. One this
+        process did not lend (a read its parent began before a fork) is never used or
+        closed here: its socket is the parent's."""
+        if id(conn) not in self._lent or self._pid != os.getpid():
+            self._orphans.append(conn)
+            return
+        self._lent.discard(id(conn))
+        if (len(self._idle) < _IDLE_READERS
                 and self._backend.reusable(conn)):
             self._idle.append(conn)
             return
@@ -797,8 +811,9 @@ class Ledger:
         conn = self._reader()
         with_rowid = sql.startswith(f"SELECT {self._select}, {self._backend.rowid} ")
 
-        def rows() -> Iterator[UsageRecord]:
+        def rows() -> Iterator[UsageRecord | None]:
             try:
+                yield None  # primed below: dropped before its first row, it still releases
                 for row in self._backend.stream(conn, sql, tuple(params)):
                     data = row[:-1] if with_rowid else row
                     if on_invalid is None:
@@ -815,7 +830,9 @@ class Ledger:
             finally:
                 self._release(conn)
 
-        return rows()
+        primed = rows()
+        next(primed)  # inside the try: close() or collection now gives the connection back
+        return cast(Iterator[UsageRecord], primed)
 
     def records(
         self, session_id: str | None = None, since: datetime | None = None, *,

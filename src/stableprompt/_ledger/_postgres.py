@@ -97,6 +97,11 @@ def _psycopg() -> Any:
     return psycopg
 
 
+_INHERITED: list[Any] = []
+"""Server-side cursors a forked child inherited open from a read its parent began: the
+parent's, left alone (``PostgresBackend.stream``)."""
+
+
 class _Connection:
     """A psycopg connection that takes the ledger's ``?`` placeholders."""
 
@@ -286,16 +291,21 @@ class PostgresBackend:
         ``ALTER TABLE`` (and the writers behind it) would wait for, nor a snapshot; the rows
         are the result as of the ``DECLARE``, as when psycopg read them all at once. The
         cursor is closed at the end, or when the caller stops early; on a connection the
-        server ended, by closing the connection (the session took the cursor with it)."""
+        server ended, by closing the connection (the session took the cursor with it); in a
+        forked child that ends its parent's read, left alone."""
         assert isinstance(conn, _Connection)
+        pid = os.getpid()
         cursor = conn.raw.cursor(name="stableprompt_stream", withhold=True)
         try:
             cursor.execute(sql.replace("?", "%s"), tuple(params) or None)
             while batch := cursor.fetchmany(size):
                 yield from batch
         finally:
-            try:
-                cursor.close()
-            except self.errors:  # the connection is gone: close it, the cursor then sends nothing
-                conn.raw.close()
-                cursor.close()
+            if os.getpid() != pid:  # ended in a forked child: the cursor is the parent's,
+                _INHERITED.append(cursor)  # never closed (CLOSE would end the parent's read)
+            else:  # nor collected (psycopg would warn of a cursor left open)
+                try:
+                    cursor.close()
+                except self.errors:  # the connection is gone: close it, the cursor then sends
+                    conn.raw.close()  # nothing
+                    cursor.close()
