@@ -427,3 +427,30 @@ def test_a_read_never_started_leaves_no_connection_open(pg_url: str, tmp_path: P
                 "SELECT count(*) FROM pg_stat_activity WHERE application_name = "
                 "'stableprompt' AND pid <> pg_backend_pid()").fetchone()
         assert sessions is not None and sessions[0] <= 2  # the writer and one kept reader
+
+
+def test_a_read_right_after_the_server_ended_a_kept_connection_succeeds(
+        pg_url: str, tmp_path: Path) -> None:
+    """A kept read connection whose session the server is ending (`pg_terminate_backend`,
+    as a restart or `idle_session_timeout` does) before its last message reached the
+    client: the very next read opens a new connection instead of failing, as when every
+    read opened its own. Before the kept one was asked a `SELECT 1`, about one read in
+    five right after the termination failed with "terminating connection"."""
+    import psycopg
+
+    with psycopg.connect(pg_url, autocommit=True) as admin, \
+            Ledger(pg_url, spill_dir=tmp_path) as ledger:
+        assert ledger.write(_record(0)) == "committed"
+        failures: list[BaseException] = []
+        for _ in range(60):
+            assert ledger.meta() is not None  # a kept reader, its last query this one
+            ended = admin.execute(
+                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE "
+                "application_name = 'stableprompt' AND query LIKE "
+                "'SELECT \"key\", \"value\" FROM meta%'").fetchone()
+            assert ended == (1,)
+            try:
+                ledger.meta()
+            except LedgerError as exc:
+                failures.append(exc)
+        assert failures == []
