@@ -454,3 +454,71 @@ def test_a_read_right_after_the_server_ended_a_kept_connection_succeeds(
             except LedgerError as exc:
                 failures.append(exc)
         assert failures == []
+
+
+def test_a_kept_connection_idle_too_long_is_replaced(
+        pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A kept read connection unused for longer than `_IDLE_READER_S` is closed and the
+    read opens a new one (a firewall or NAT may have forgotten its idle TCP flow, and a read
+    on it would hang until TCP gives up); a connection used again soon is kept."""
+    import psycopg
+
+    from stableprompt._ledger import _ledger
+
+    monkeypatch.setattr(_ledger, "_IDLE_READER_S", 0.3)
+
+    def reader_pids(admin: Any) -> set[int]:
+        return {int(row[0]) for row in admin.execute(
+            "SELECT pid FROM pg_stat_activity WHERE application_name = 'stableprompt' AND "
+            "query LIKE 'SELECT \"key\", \"value\" FROM meta%'").fetchall()}
+
+    with psycopg.connect(pg_url, autocommit=True) as admin, \
+            Ledger(pg_url, spill_dir=tmp_path) as ledger:
+        assert isinstance(ledger.meta(), dict)
+        first = reader_pids(admin)
+        assert isinstance(ledger.meta(), dict)
+        assert reader_pids(admin) == first  # kept: used again at once
+        time.sleep(0.5)
+        assert isinstance(ledger.meta(), dict)
+        time.sleep(0.1)
+        later = reader_pids(admin)
+        assert len(first) == len(later) == 1 and later != first
+
+
+def test_threads_reading_at_once_share_the_kept_connections(
+        pg_url: str, tmp_path: Path) -> None:
+    """Threads reading one ledger at once (a recorder's worker and its caller): each read
+    gets a connection no other read is using (two on one socket would mix their replies),
+    reads begun and dropped midway give theirs back, and at most `_IDLE_READERS` stay open
+    afterwards."""
+    import psycopg
+
+    from stableprompt._ledger._ledger import _IDLE_READERS
+
+    with Ledger(pg_url, spill_dir=tmp_path) as ledger:
+        for i in range(300):
+            assert ledger.write(_record(i)) == "committed"
+        errors: list[BaseException] = []
+
+        def work() -> None:
+            try:
+                for _ in range(25):
+                    assert len(ledger.recent_for_lineage("sp1:head")) > 0
+                    rows = ledger.iter_records()
+                    next(rows)
+                    del rows  # dropped midway: its cursor closed, its connection kept
+                    assert len(ledger.records()) == 300
+            except BaseException as exc:  # reported below
+                errors.append(exc)
+
+        threads = [threading.Thread(target=work) for _ in range(6)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert errors == []
+        with psycopg.connect(pg_url, autocommit=True) as admin:
+            (sessions,) = admin.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE application_name = "
+                "'stableprompt' AND query NOT LIKE 'INSERT%'").fetchone() or (None,)
+        assert sessions is not None and 1 <= sessions <= _IDLE_READERS

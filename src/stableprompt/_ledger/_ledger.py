@@ -85,6 +85,10 @@ _PRUNE_BATCH = 10_000
 _IDLE_READERS = 4
 """Read connections a ledger keeps open between reads (each read takes one; a recorder
 reads a lineage's recent rows before each comparison)."""
+_IDLE_READER_S = 30.0
+"""Seconds a kept read connection may wait unused before it is closed instead of reused: a
+firewall or NAT that forgets an idle TCP flow (often after minutes) drops its packets
+silently, and a read on it would hang until TCP gives up (~15 min on Linux)."""
 _BACKOFF_S = 0.025
 
 _MIGRATIONS = MIGRATIONS
@@ -98,11 +102,11 @@ def _after_fork_in_child() -> None:
         ledger._forget_inherited()
 
 
-def _close_all(idle: collections.deque[Connection]) -> None:
+def _close_all(idle: collections.deque[tuple[Connection, float]]) -> None:
     """Close every connection in ``idle`` (a ledger's kept read connections)."""
     while idle:
         try:
-            conn = idle.pop()
+            conn, _ = idle.pop()
         except IndexError:
             return
         with contextlib.suppress(Exception):
@@ -193,7 +197,8 @@ class Ledger:
         self._orphans: list[Connection] = []  # inherited over fork: never touched
         # idle read connections, reused (a PostgreSQL connection costs ~10 ms to open);
         # deque append/pop are atomic, so no lock a generator's finalizer could wait on
-        self._idle: collections.deque[Connection] = collections.deque()
+        # (connection, time.monotonic() when released)
+        self._idle: collections.deque[tuple[Connection, float]] = collections.deque()
         # ids of the read connections this process lent (from _reader, until _release): a
         # read begun before a fork and ended in the child gives back its parent's connection
         self._lent: set[int] = set()
@@ -250,7 +255,7 @@ class Ledger:
         """In a forked child: drop (never use or close) the parent's connection and lock."""
         if self._conn is not None:
             self._orphans.append(self._conn)
-        self._orphans.extend(self._idle)
+        self._orphans.extend(conn for conn, _ in self._idle)
         self._idle.clear()
         self._lent = set()
         self._conn = None
@@ -483,8 +488,9 @@ class Ledger:
         )
 
     def _reader(self) -> Connection:
-        """A connection for one read: an idle one this process opened before, when the
-        backend says it is still usable (``Backend.reusable``), else a new one. Give it
+        """A connection for one read: an idle one this process opened before, when it
+        waited less than :data:`_IDLE_READER_S`, the backend says it is still usable
+        (``Backend.reusable``) and it answers (:meth:`_answers`), else a new one. Give it
         back with :meth:`_release`.
 
         Raises:
@@ -493,10 +499,11 @@ class Ledger:
         if self._pid == os.getpid():
             while True:
                 try:
-                    conn = self._idle.pop()
+                    conn, released = self._idle.pop()
                 except IndexError:
                     break
-                if self._backend.reusable(conn) and self._answers(conn):
+                if (time.monotonic() - released < _IDLE_READER_S
+                        and self._backend.reusable(conn) and self._answers(conn)):
                     self._lent.add(id(conn))
                     return conn
                 with contextlib.suppress(Exception):
@@ -526,19 +533,25 @@ class Ledger:
 
     def _release(self, conn: Connection) -> None:
         """The end of a read on ``conn`` (from :meth:`_reader`): kept for the next read
-        while fewer than :data:`_IDLE_READERS` wait and it is usable, else closed. One this
-        process did not lend (a read its parent began before a fork) is never used or
-        closed here: its socket is the parent's."""
+        when usable, else closed; beyond :data:`_IDLE_READERS` kept, the oldest is closed.
+        One this process did not lend (a read its parent began before a fork) is never used
+        or closed here: its socket is the parent's."""
         if id(conn) not in self._lent or self._pid != os.getpid():
             self._orphans.append(conn)
             return
         self._lent.discard(id(conn))
-        if (len(self._idle) < _IDLE_READERS
-                and self._backend.reusable(conn)):
-            self._idle.append(conn)
+        if not self._backend.reusable(conn):
+            with contextlib.suppress(Exception):
+                conn.close()
             return
-        with contextlib.suppress(Exception):
-            conn.close()
+        self._idle.append((conn, time.monotonic()))
+        while len(self._idle) > _IDLE_READERS:  # threads releasing at once: the oldest go
+            try:
+                old, _ = self._idle.popleft()
+            except IndexError:
+                return
+            with contextlib.suppress(Exception):
+                old.close()
 
     def _close_idle(self) -> None:
         _close_all(self._idle)
