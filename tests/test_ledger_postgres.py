@@ -522,3 +522,29 @@ def test_threads_reading_at_once_share_the_kept_connections(
                 "SELECT count(*) FROM pg_stat_activity WHERE application_name = "
                 "'stableprompt' AND query NOT LIKE 'INSERT%'").fetchone() or (None,)
         assert sessions is not None and 1 <= sessions <= _IDLE_READERS
+
+
+def test_a_connection_on_a_high_descriptor_is_kept(pg_url: str, tmp_path: Path) -> None:
+    """A process with over 1024 open descriptors (a busy proxy: two sockets per call in
+    flight): the kept read connection's socket number is past what `select()` takes, and it
+    is still kept (checked with `poll()`), not reopened at each read."""
+    import os
+
+    import psycopg
+
+    if os.sysconf("SC_OPEN_MAX") < 1200:
+        pytest.skip("the descriptor limit is below 1200")
+    held = [os.open(os.devnull, os.O_RDONLY) for _ in range(1100)]
+    try:
+        with psycopg.connect(pg_url, autocommit=True) as admin, \
+                Ledger(pg_url, spill_dir=tmp_path) as ledger:
+            pids: set[int] = set()
+            for _ in range(5):
+                assert isinstance(ledger.meta(), dict)
+                pids |= {int(row[0]) for row in admin.execute(
+                    "SELECT pid FROM pg_stat_activity WHERE application_name = 'stableprompt' "
+                    "AND query LIKE 'SELECT \"key\", \"value\" FROM meta%'").fetchall()}
+            assert len(pids) == 1
+    finally:
+        for fd in held:
+            os.close(fd)

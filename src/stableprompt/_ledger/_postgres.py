@@ -97,6 +97,22 @@ def _psycopg() -> Any:
     return psycopg
 
 
+def _readable(fd: int) -> bool:
+    """Whether ``fd`` has something to read (or was hung up) now, without waiting: ``poll``
+    where there is one, as ``select`` takes no descriptor past 1023 (a busy proxy has more
+    open); ``select`` on Windows.
+
+    Raises:
+        OSError, ValueError: ``fd`` is not an open descriptor (``select``: or past 1023).
+    """
+    if hasattr(select, "poll"):
+        poller = select.poll()
+        poller.register(fd, select.POLLIN)
+        return bool(poller.poll(0))
+    ready, _, _ = select.select([fd], [], [], 0)  # pragma: no cover - Windows
+    return bool(ready)
+
+
 _INHERITED: list[Any] = []
 """Server-side cursors a forked child inherited open from a read its parent began: the
 parent's, left alone (``PostgresBackend.stream``)."""
@@ -274,7 +290,7 @@ class PostgresBackend:
             if raw.closed or raw.broken or (
                     raw.info.transaction_status != _psycopg().pq.TransactionStatus.IDLE):
                 return False
-            readable, _, _ = select.select([raw.fileno()], [], [], 0)
+            readable = _readable(raw.fileno())
         except (OSError, ValueError, _psycopg().Error):
             return False
         return not readable
