@@ -548,3 +548,34 @@ def test_a_connection_on_a_high_descriptor_is_kept(pg_url: str, tmp_path: Path) 
     finally:
         for fd in held:
             os.close(fd)
+
+
+@pytest.mark.parametrize("mode", ["fast", "immediate"])
+def test_reads_go_on_after_the_server_restarts(pg_cluster: Any, pg_url: str, tmp_path: Path,
+                                                mode: str) -> None:
+    """The server restarts (`pg_ctl restart -m fast`, or `-m immediate` as after a crash)
+    while a ledger keeps read connections, some left by reads dropped midway: the first read
+    afterwards opens a new connection and succeeds, and so does every one after it."""
+    import subprocess
+
+    import psycopg
+
+    with Ledger(pg_url, spill_dir=tmp_path) as ledger:
+        for i in range(300):
+            assert ledger.write(_record(i)) == "committed"
+        kept = [ledger.iter_records() for _ in range(3)]
+        for rows in kept:
+            next(rows)
+        assert len(ledger.records()) == 300
+        kept.clear()  # dropped midway: their connections are kept
+        with psycopg.connect(pg_url, autocommit=True) as admin:
+            admin.execute("CHECKPOINT")  # the cluster commits asynchronously: keep the rows
+        restart = subprocess.run(
+            [*pg_cluster.run_as, str(pg_cluster.bin_dir / "pg_ctl"), "-D",
+             str(pg_cluster.root / "data"), "-l", str(pg_cluster.root / "log"), "-m", mode,
+             "-w", "-t", "60", "restart"],
+            capture_output=True, text=True, timeout=90, check=False, cwd=pg_cluster.root)
+        assert restart.returncode == 0, restart.stderr
+        for _ in range(3):
+            assert len(ledger.records()) == 300
+            assert [r.record_id for r in ledger.recent_for_lineage("sp1:head", limit=2)]
