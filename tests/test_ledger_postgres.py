@@ -579,3 +579,30 @@ def test_reads_go_on_after_the_server_restarts(pg_cluster: Any, pg_url: str, tmp
         for _ in range(3):
             assert len(ledger.records()) == 300
             assert [r.record_id for r in ledger.recent_for_lineage("sp1:head", limit=2)]
+
+
+def test_a_kept_connection_stays_read_only(pg_url: str, tmp_path: Path) -> None:
+    """A read connection kept and handed out again (after a statement on it raised, and
+    after a read dropped midway) is still a read-only session:
+    `default_transaction_read_only` stays on, so no read can write, on a read-only ledger
+    and a writing one alike."""
+    import psycopg
+
+    with Ledger(pg_url, spill_dir=tmp_path) as writer:
+        for i in range(300):
+            assert writer.write(_record(i)) == "committed"
+    for read_only in (True, False):
+        with Ledger(pg_url, spill_dir=tmp_path, read_only=read_only) as ledger:
+            rows = ledger.iter_records()
+            next(rows)
+            del rows
+            for _ in range(3):
+                conn = ledger._reader()
+                try:
+                    assert conn.execute("SHOW default_transaction_read_only").fetchone() == (
+                        "on",)
+                    with pytest.raises(psycopg.errors.ReadOnlySqlTransaction):
+                        conn.execute("DELETE FROM calls")
+                finally:
+                    ledger._release(conn)
+            assert len(ledger.records()) == 300
