@@ -367,3 +367,242 @@ def test_reads_reuse_an_idle_connection_and_replace_one_the_server_ended(
         other.close()
         time.sleep(0.1)
         assert readers(admin) == []
+
+
+def test_a_read_begun_before_a_fork_is_left_to_the_parent(pg_url: str, tmp_path: Path) -> None:
+    """A forked child that drops a read its parent began (a generator paused mid-stream, as
+    a proxy worker forked while a report was being read would hold): the child neither
+    closes the parent's server-side cursor nor keeps the parent's connection for its own
+    reads (both processes would then talk over one socket); the parent reads on."""
+    import gc
+    import os
+
+    with Ledger(pg_url, spill_dir=tmp_path) as ledger:
+        for i in range(600):
+            assert ledger.write(_record(i)) == "committed"
+        rows = ledger.iter_records()
+        first = next(rows)
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - the child
+            code = 1
+            try:
+                del rows
+                gc.collect()
+                code = 0 if [len(ledger.records()) for _ in range(3)] == [600] * 3 else 2
+            finally:
+                os._exit(code)
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0
+        rest = list(rows)
+        assert [first.record_id, *(r.record_id for r in rest)] == [
+            f"r{i:04d}" for i in range(600)]
+        assert len(ledger.records()) == 600
+
+
+def test_a_read_never_started_leaves_no_connection_open(pg_url: str, tmp_path: Path) -> None:
+    """`iter_records()` dropped before its first row: no server session is left behind and
+    no ResourceWarning (pytest makes it an error) of a connection deleted while open."""
+    import gc
+    import sys
+
+    import psycopg
+
+    unraisable: list[Any] = []
+    with Ledger(pg_url, spill_dir=tmp_path) as ledger:
+        assert ledger.write(_record(0)) == "committed"
+        old = sys.unraisablehook
+        sys.unraisablehook = unraisable.append
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("error", ResourceWarning)
+                for _ in range(6):
+                    rows = ledger.iter_records()
+                    del rows
+                gc.collect()
+        finally:
+            sys.unraisablehook = old
+        assert [u.exc_value for u in unraisable] == []
+        with psycopg.connect(pg_url, autocommit=True) as admin:
+            sessions = admin.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE application_name = "
+                "'stableprompt' AND pid <> pg_backend_pid()").fetchone()
+        assert sessions is not None and sessions[0] <= 2  # the writer and one kept reader
+
+
+def test_a_read_right_after_the_server_ended_a_kept_connection_succeeds(
+        pg_url: str, tmp_path: Path) -> None:
+    """A kept read connection whose session the server is ending (`pg_terminate_backend`,
+    as a restart or `idle_session_timeout` does) before its last message reached the
+    client: the very next read opens a new connection instead of failing, as when every
+    read opened its own. Before the kept one was asked a `SELECT 1`, about one read in
+    five right after the termination failed with "terminating connection"."""
+    import psycopg
+
+    with psycopg.connect(pg_url, autocommit=True) as admin, \
+            Ledger(pg_url, spill_dir=tmp_path) as ledger:
+        assert ledger.write(_record(0)) == "committed"
+        failures: list[BaseException] = []
+        for _ in range(60):
+            assert ledger.meta() is not None  # a kept reader, its last query this one
+            ended = admin.execute(
+                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE "
+                "application_name = 'stableprompt' AND query LIKE "
+                "'SELECT \"key\", \"value\" FROM meta%'").fetchone()
+            assert ended == (1,)
+            try:
+                ledger.meta()
+            except LedgerError as exc:
+                failures.append(exc)
+        assert failures == []
+
+
+def test_a_kept_connection_idle_too_long_is_replaced(
+        pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A kept read connection unused for longer than `_IDLE_READER_S` is closed and the
+    read opens a new one (a firewall or NAT may have forgotten its idle TCP flow, and a read
+    on it would hang until TCP gives up); a connection used again soon is kept."""
+    import psycopg
+
+    from stableprompt._ledger import _ledger
+
+    monkeypatch.setattr(_ledger, "_IDLE_READER_S", 0.3)
+
+    def reader_pids(admin: Any) -> set[int]:
+        return {int(row[0]) for row in admin.execute(
+            "SELECT pid FROM pg_stat_activity WHERE application_name = 'stableprompt' AND "
+            "query LIKE 'SELECT \"key\", \"value\" FROM meta%'").fetchall()}
+
+    with psycopg.connect(pg_url, autocommit=True) as admin, \
+            Ledger(pg_url, spill_dir=tmp_path) as ledger:
+        assert isinstance(ledger.meta(), dict)
+        first = reader_pids(admin)
+        assert isinstance(ledger.meta(), dict)
+        assert reader_pids(admin) == first  # kept: used again at once
+        time.sleep(0.5)
+        assert isinstance(ledger.meta(), dict)
+        time.sleep(0.1)
+        later = reader_pids(admin)
+        assert len(first) == len(later) == 1 and later != first
+
+
+def test_threads_reading_at_once_share_the_kept_connections(
+        pg_url: str, tmp_path: Path) -> None:
+    """Threads reading one ledger at once (a recorder's worker and its caller): each read
+    gets a connection no other read is using (two on one socket would mix their replies),
+    reads begun and dropped midway give theirs back, and at most `_IDLE_READERS` stay open
+    afterwards."""
+    import psycopg
+
+    from stableprompt._ledger._ledger import _IDLE_READERS
+
+    with Ledger(pg_url, spill_dir=tmp_path) as ledger:
+        for i in range(300):
+            assert ledger.write(_record(i)) == "committed"
+        errors: list[BaseException] = []
+
+        def work() -> None:
+            try:
+                for _ in range(25):
+                    assert len(ledger.recent_for_lineage("sp1:head")) > 0
+                    rows = ledger.iter_records()
+                    next(rows)
+                    del rows  # dropped midway: its cursor closed, its connection kept
+                    assert len(ledger.records()) == 300
+            except BaseException as exc:  # reported below
+                errors.append(exc)
+
+        threads = [threading.Thread(target=work) for _ in range(6)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert errors == []
+        with psycopg.connect(pg_url, autocommit=True) as admin:
+            (sessions,) = admin.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE application_name = "
+                "'stableprompt' AND query NOT LIKE 'INSERT%'").fetchone() or (None,)
+        assert sessions is not None and 1 <= sessions <= _IDLE_READERS
+
+
+def test_a_connection_on_a_high_descriptor_is_kept(pg_url: str, tmp_path: Path) -> None:
+    """A process with over 1024 open descriptors (a busy proxy: two sockets per call in
+    flight): the kept read connection's socket number is past what `select()` takes, and it
+    is still kept (checked with `poll()`), not reopened at each read."""
+    import os
+
+    import psycopg
+
+    if os.sysconf("SC_OPEN_MAX") < 1200:
+        pytest.skip("the descriptor limit is below 1200")
+    held = [os.open(os.devnull, os.O_RDONLY) for _ in range(1100)]
+    try:
+        with psycopg.connect(pg_url, autocommit=True) as admin, \
+                Ledger(pg_url, spill_dir=tmp_path) as ledger:
+            pids: set[int] = set()
+            for _ in range(5):
+                assert isinstance(ledger.meta(), dict)
+                pids |= {int(row[0]) for row in admin.execute(
+                    "SELECT pid FROM pg_stat_activity WHERE application_name = 'stableprompt' "
+                    "AND query LIKE 'SELECT \"key\", \"value\" FROM meta%'").fetchall()}
+            assert len(pids) == 1
+    finally:
+        for fd in held:
+            os.close(fd)
+
+
+@pytest.mark.parametrize("mode", ["fast", "immediate"])
+def test_reads_go_on_after_the_server_restarts(pg_cluster: Any, pg_url: str, tmp_path: Path,
+                                                mode: str) -> None:
+    """The server restarts (`pg_ctl restart -m fast`, or `-m immediate` as after a crash)
+    while a ledger keeps read connections, some left by reads dropped midway: the first read
+    afterwards opens a new connection and succeeds, and so does every one after it."""
+    import subprocess
+
+    import psycopg
+
+    with Ledger(pg_url, spill_dir=tmp_path) as ledger:
+        for i in range(300):
+            assert ledger.write(_record(i)) == "committed"
+        kept = [ledger.iter_records() for _ in range(3)]
+        for rows in kept:
+            next(rows)
+        assert len(ledger.records()) == 300
+        kept.clear()  # dropped midway: their connections are kept
+        with psycopg.connect(pg_url, autocommit=True) as admin:
+            admin.execute("CHECKPOINT")  # the cluster commits asynchronously: keep the rows
+        restart = subprocess.run(
+            [*pg_cluster.run_as, str(pg_cluster.bin_dir / "pg_ctl"), "-D",
+             str(pg_cluster.root / "data"), "-l", str(pg_cluster.root / "log"), "-m", mode,
+             "-w", "-t", "60", "restart"],
+            capture_output=True, text=True, timeout=90, check=False, cwd=pg_cluster.root)
+        assert restart.returncode == 0, restart.stderr
+        for _ in range(3):
+            assert len(ledger.records()) == 300
+            assert [r.record_id for r in ledger.recent_for_lineage("sp1:head", limit=2)]
+
+
+def test_a_kept_connection_stays_read_only(pg_url: str, tmp_path: Path) -> None:
+    """A read connection kept and handed out again (after a statement on it raised, and
+    after a read dropped midway) is still a read-only session:
+    `default_transaction_read_only` stays on, so no read can write, on a read-only ledger
+    and a writing one alike."""
+    import psycopg
+
+    with Ledger(pg_url, spill_dir=tmp_path) as writer:
+        for i in range(300):
+            assert writer.write(_record(i)) == "committed"
+    for read_only in (True, False):
+        with Ledger(pg_url, spill_dir=tmp_path, read_only=read_only) as ledger:
+            rows = ledger.iter_records()
+            next(rows)
+            del rows
+            for _ in range(3):
+                conn = ledger._reader()
+                try:
+                    assert conn.execute("SHOW default_transaction_read_only").fetchone() == (
+                        "on",)
+                    with pytest.raises(psycopg.errors.ReadOnlySqlTransaction):
+                        conn.execute("DELETE FROM calls")
+                finally:
+                    ledger._release(conn)
+            assert len(ledger.records()) == 300

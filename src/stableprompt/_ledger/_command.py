@@ -96,7 +96,7 @@ def _run(args: argparse.Namespace) -> int:
             try:
                 conn.execute("VACUUM")
             finally:
-                conn.close()
+                ledger._release(conn)
     result = {"ledger": shown, "before": cut.isoformat(), "deleted": deleted}
     print(json_text(result) if args.json else
           f"{shown}: deleted {deleted:,} call rows before {cut.isoformat()}; the hourly "

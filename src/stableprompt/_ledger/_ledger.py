@@ -51,7 +51,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import datetime
 from pathlib import Path
 from types import TracebackType
-from typing import IO, Any
+from typing import IO, Any, cast
 
 from .._exceptions import InputError, LedgerError
 from .._public import public
@@ -85,6 +85,10 @@ _PRUNE_BATCH = 10_000
 _IDLE_READERS = 4
 """Read connections a ledger keeps open between reads (each read takes one; a recorder
 reads a lineage's recent rows before each comparison)."""
+_IDLE_READER_S = 30.0
+"""Seconds a kept read connection may wait unused before it is closed instead of reused: a
+firewall or NAT that forgets an idle TCP flow (often after minutes) drops its packets
+silently, and a read on it would hang until TCP gives up (~15 min on Linux)."""
 _BACKOFF_S = 0.025
 
 _MIGRATIONS = MIGRATIONS
@@ -98,11 +102,11 @@ def _after_fork_in_child() -> None:
         ledger._forget_inherited()
 
 
-def _close_all(idle: collections.deque[Connection]) -> None:
+def _close_all(idle: collections.deque[tuple[Connection, float]]) -> None:
     """Close every connection in ``idle`` (a ledger's kept read connections)."""
     while idle:
         try:
-            conn = idle.pop()
+            conn, _ = idle.pop()
         except IndexError:
             return
         with contextlib.suppress(Exception):
@@ -193,7 +197,11 @@ class Ledger:
         self._orphans: list[Connection] = []  # inherited over fork: never touched
         # idle read connections, reused (a PostgreSQL connection costs ~10 ms to open);
         # deque append/pop are atomic, so no lock a generator's finalizer could wait on
-        self._idle: collections.deque[Connection] = collections.deque()
+        # (connection, time.monotonic() when released)
+        self._idle: collections.deque[tuple[Connection, float]] = collections.deque()
+        # ids of the read connections this process lent (from _reader, until _release): a
+        # read begun before a fork and ended in the child gives back its parent's connection
+        self._lent: set[int] = set()
         weakref.finalize(self, _close_all, self._idle)  # a ledger dropped without close()
         self._lock = threading.Lock()
         self._pid = os.getpid()
@@ -247,8 +255,9 @@ class Ledger:
         """In a forked child: drop (never use or close) the parent's connection and lock."""
         if self._conn is not None:
             self._orphans.append(self._conn)
-        self._orphans.extend(self._idle)
+        self._orphans.extend(conn for conn, _ in self._idle)
         self._idle.clear()
+        self._lent = set()
         self._conn = None
         self._lock = threading.Lock()
         self._pid = os.getpid()
@@ -479,8 +488,9 @@ class Ledger:
         )
 
     def _reader(self) -> Connection:
-        """A connection for one read: an idle one this process opened before, when the
-        backend says it is still usable (``Backend.reusable``), else a new one. Give it
+        """A connection for one read: an idle one this process opened before, when it
+        waited less than :data:`_IDLE_READER_S`, the backend says it is still usable
+        (``Backend.reusable``) and it answers (:meth:`_answers`), else a new one. Give it
         back with :meth:`_release`.
 
         Raises:
@@ -489,31 +499,59 @@ class Ledger:
         if self._pid == os.getpid():
             while True:
                 try:
-                    conn = self._idle.pop()
+                    conn, released = self._idle.pop()
                 except IndexError:
                     break
-                if self._backend.reusable(conn):
+                if (time.monotonic() - released < _IDLE_READER_S
+                        and self._backend.reusable(conn) and self._answers(conn)):
+                    self._lent.add(id(conn))
                     return conn
                 with contextlib.suppress(Exception):
                     conn.close()
         if self.read_only:
-            return self._backend.connect_read_only()
-        with self._lock:
-            self._require_conn()  # creates/migrates the schema, or raises LedgerError
+            conn = self._backend.connect_read_only()
+        else:
+            with self._lock:
+                self._require_conn()  # creates/migrates the schema, or raises LedgerError
+            try:
+                conn = self._backend.connect_reader()
+            except self._backend.errors as exc:
+                raise self._unreadable(exc) from exc
+        self._lent.add(id(conn))
+        return conn
+
+    def _answers(self, conn: Connection) -> bool:
+        """Whether a kept connection answers a ``SELECT 1`` (one round trip, ~0.1 ms on the
+        same host against ~10 ms to open one): a session the server is ending (a terminated
+        backend, a restart) whose last message has not arrived yet fails here, not in the
+        caller's read."""
         try:
-            return self._backend.connect_reader()
-        except self._backend.errors as exc:
-            raise self._unreadable(exc) from exc
+            conn.execute("SELECT 1").fetchone()
+        except self._backend.errors:
+            return False
+        return self._backend.reusable(conn)
 
     def _release(self, conn: Connection) -> None:
         """The end of a read on ``conn`` (from :meth:`_reader`): kept for the next read
-        while fewer than :data:`_IDLE_READERS` wait and it is usable, else closed."""
-        if (self._pid == os.getpid() and len(self._idle) < _IDLE_READERS
-                and self._backend.reusable(conn)):
-            self._idle.append(conn)
+        when usable, else closed; beyond :data:`_IDLE_READERS` kept, the oldest is closed.
+        One this process did not lend (a read its parent began before a fork) is never used
+        or closed here: its socket is the parent's."""
+        if id(conn) not in self._lent or self._pid != os.getpid():
+            self._orphans.append(conn)
             return
-        with contextlib.suppress(Exception):
-            conn.close()
+        self._lent.discard(id(conn))
+        if not self._backend.reusable(conn):
+            with contextlib.suppress(Exception):
+                conn.close()
+            return
+        self._idle.append((conn, time.monotonic()))
+        while len(self._idle) > _IDLE_READERS:  # threads releasing at once: the oldest go
+            try:
+                old, _ = self._idle.popleft()
+            except IndexError:
+                return
+            with contextlib.suppress(Exception):
+                old.close()
 
     def _close_idle(self) -> None:
         _close_all(self._idle)
@@ -797,8 +835,9 @@ class Ledger:
         conn = self._reader()
         with_rowid = sql.startswith(f"SELECT {self._select}, {self._backend.rowid} ")
 
-        def rows() -> Iterator[UsageRecord]:
+        def rows() -> Iterator[UsageRecord | None]:
             try:
+                yield None  # primed below: dropped before its first row, it still releases
                 for row in self._backend.stream(conn, sql, tuple(params)):
                     data = row[:-1] if with_rowid else row
                     if on_invalid is None:
@@ -815,7 +854,9 @@ class Ledger:
             finally:
                 self._release(conn)
 
-        return rows()
+        primed = rows()
+        next(primed)  # inside the try: close() or collection now gives the connection back
+        return cast(Iterator[UsageRecord], primed)
 
     def records(
         self, session_id: str | None = None, since: datetime | None = None, *,

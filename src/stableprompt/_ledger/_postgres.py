@@ -97,6 +97,27 @@ def _psycopg() -> Any:
     return psycopg
 
 
+def _readable(fd: int) -> bool:
+    """Whether ``fd`` has something to read (or was hung up) now, without waiting: ``poll``
+    where there is one, as ``select`` takes no descriptor past 1023 (a busy proxy has more
+    open); ``select`` on Windows.
+
+    Raises:
+        OSError, ValueError: ``fd`` is not an open descriptor (``select``: or past 1023).
+    """
+    if hasattr(select, "poll"):
+        poller = select.poll()
+        poller.register(fd, select.POLLIN)
+        return bool(poller.poll(0))
+    ready, _, _ = select.select([fd], [], [], 0)  # pragma: no cover - Windows
+    return bool(ready)
+
+
+_INHERITED: list[Any] = []
+"""Server-side cursors a forked child inherited open from a read its parent began: the
+parent's, left alone (``PostgresBackend.stream``)."""
+
+
 class _Connection:
     """A psycopg connection that takes the ledger's ``?`` placeholders."""
 
@@ -269,7 +290,7 @@ class PostgresBackend:
             if raw.closed or raw.broken or (
                     raw.info.transaction_status != _psycopg().pq.TransactionStatus.IDLE):
                 return False
-            readable, _, _ = select.select([raw.fileno()], [], [], 0)
+            readable = _readable(raw.fileno())
         except (OSError, ValueError, _psycopg().Error):
             return False
         return not readable
@@ -286,16 +307,21 @@ class PostgresBackend:
         ``ALTER TABLE`` (and the writers behind it) would wait for, nor a snapshot; the rows
         are the result as of the ``DECLARE``, as when psycopg read them all at once. The
         cursor is closed at the end, or when the caller stops early; on a connection the
-        server ended, by closing the connection (the session took the cursor with it)."""
+        server ended, by closing the connection (the session took the cursor with it); in a
+        forked child that ends its parent's read, left alone."""
         assert isinstance(conn, _Connection)
+        pid = os.getpid()
         cursor = conn.raw.cursor(name="stableprompt_stream", withhold=True)
         try:
             cursor.execute(sql.replace("?", "%s"), tuple(params) or None)
             while batch := cursor.fetchmany(size):
                 yield from batch
         finally:
-            try:
-                cursor.close()
-            except self.errors:  # the connection is gone: close it, the cursor then sends nothing
-                conn.raw.close()
-                cursor.close()
+            if os.getpid() != pid:  # ended in a forked child: the cursor is the parent's,
+                _INHERITED.append(cursor)  # never closed (CLOSE would end the parent's read)
+            else:  # nor collected (psycopg would warn of a cursor left open)
+                try:
+                    cursor.close()
+                except self.errors:  # the connection is gone: close it, the cursor then sends
+                    conn.raw.close()  # nothing
+                    cursor.close()
