@@ -92,10 +92,14 @@ def test_serve_answers_real_requests_and_stops_on_ctrl_c(tmp_path: Path) -> None
     script = tmp_path / "turns.json"
     script.write_text(json.dumps([{"text": "scripted"}]))
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    # a suite started in the background of a non-interactive shell (nohup, `cmd &`) runs
+    # with SIGINT ignored, which a child inherits and Python then leaves ignored: Ctrl-C as
+    # a terminal sends it needs the default disposition
     proc = subprocess.Popen(
         [sys.executable, "-m", "stableprompt", "emulator", "serve", "--port", "0",
          "--script", str(script)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         assert proc.stdout is not None
         banner = proc.stdout.readline()
