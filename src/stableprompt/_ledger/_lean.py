@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ._schema import _FIELD_ORDER, COLUMNS, _Decoder, _quote, from_row
+from ._schema import _FIELD_ORDER, COLUMNS, _Decoder, _quote, decoded_or_reported
 from ._usage_record import UsageRecord
 
 if TYPE_CHECKING:
@@ -86,15 +86,9 @@ def iter_report_records(ledger: Ledger, where: str, params: Sequence[Any],
             full = other.execute(whole, (row[n],)).fetchone()
             if full is None:  # deleted since the query began (a pruning writer)
                 continue
-            if on_invalid is None:
-                yield from_row(full)
-                continue
-            try:
-                decoded = from_row(full)
-            except Exception as exc:  # the row does not decode
-                on_invalid(str(full[0] or f"rowid {row[n]}"), exc)
-                continue
-            yield decoded
+            decoded = decoded_or_reported(full, row[n], on_invalid)
+            if decoded is not None:
+                yield decoded
     except backend.errors as exc:
         raise ledger._unreadable(exc) from exc
     finally:

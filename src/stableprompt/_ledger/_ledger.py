@@ -65,7 +65,7 @@ from ._schema import (
     SCHEMA_VERSION,
     SELECT_COLUMNS,
     absent_columns,
-    from_row,
+    decoded_or_reported,
     select_columns,
     to_row,
     ts_text,
@@ -92,7 +92,6 @@ silently, and a read on it would hang until TCP gives up (~15 min on Linux)."""
 _BACKOFF_S = 0.025
 
 _MIGRATIONS = MIGRATIONS
-_RECORD_ID = list(COLUMNS).index("record_id")
 """The migrations :class:`Ledger` applies, read at each opening: tests patch this name to write
 a file of an older schema version or to append a migration."""
 
@@ -819,14 +818,10 @@ class Ledger:
         finally:
             self._release(conn)
         for row in rows:
-            data, last = row[:-1], int(row[-1])
-            if on_invalid is None:
-                out.append(from_row(data))
-                continue
-            try:
-                out.append(from_row(data))
-            except Exception as exc:  # the row does not decode
-                on_invalid(str(data[_RECORD_ID] or f"rowid {row[-1]}"), exc)
+            last = int(row[-1])
+            record = decoded_or_reported(row[:-1], last, on_invalid)
+            if record is not None:
+                out.append(record)
         return out, last
 
     def _query(self, sql: str, params: Iterable[Any],
@@ -839,16 +834,10 @@ class Ledger:
             try:
                 yield None  # primed below: dropped before its first row, it still releases
                 for row in self._backend.stream(conn, sql, tuple(params)):
-                    data = row[:-1] if with_rowid else row
-                    if on_invalid is None:
-                        yield from_row(data)
-                        continue
-                    try:
-                        record = from_row(data)
-                    except Exception as exc:  # the row does not decode
-                        on_invalid(str(data[_RECORD_ID] or f"rowid {row[-1]}"), exc)
-                        continue
-                    yield record
+                    record = decoded_or_reported(row[:-1] if with_rowid else row, row[-1],
+                                                 on_invalid)
+                    if record is not None:
+                        yield record
             except self._backend.errors as exc:
                 raise self._unreadable(exc) from exc
             finally:

@@ -55,6 +55,7 @@ __all__ = [
     "SELECT_COLUMNS",
     "absent_columns",
     "connect_read_only",
+    "decoded_or_reported",
     "from_row",
     "has_table",
     "is_transient",
@@ -256,6 +257,22 @@ def to_row(record: UsageRecord) -> tuple[Any, ...]:
     return tuple(row)
 
 
+def decoded_or_reported(row: tuple[Any, ...], rowid: object,
+                        on_invalid: Callable[[str, Exception], None] | None,
+                        ) -> UsageRecord | None:
+    """:func:`from_row` of ``row``, the one rule for a row that does not decode: without
+    ``on_invalid`` its error propagates; with it, ``on_invalid`` gets the row's record id
+    (``"rowid N"`` when it has none, ``N`` = ``rowid``) and the error, and ``None`` is
+    returned (the caller skips the row)."""
+    if on_invalid is None:
+        return from_row(row)
+    try:
+        return from_row(row)
+    except Exception as exc:  # the row does not decode
+        on_invalid(str(row[_RECORD_ID_AT] or f"rowid {rowid}"), exc)
+        return None
+
+
 def from_row(row: tuple[Any, ...]) -> UsageRecord:
     """The record of a row selected with :data:`SELECT_COLUMNS` (the inverse of :func:`to_row`).
 
@@ -282,6 +299,7 @@ if sorted((*_OPT_STR, *_COUNTS, *USAGE_FIELDS, *_BY_NAME)) != sorted(COLUMNS):  
 _FIELD_ORDER = tuple(UsageRecord.model_fields)
 if tuple(COLUMNS) != _FIELD_ORDER:  # pragma: no cover - columns are the fields, in order
     raise RuntimeError("UsageRecord fields and ledger columns differ")
+_RECORD_ID_AT = tuple(COLUMNS).index("record_id")
 _STR_OR_NONE = frozenset({str, type(None)})
 _INT_OR_NONE = frozenset({int, type(None)})
 _VERDICTS = frozenset(get_args(Verdict))
