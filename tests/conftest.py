@@ -85,6 +85,22 @@ def pg_cluster() -> Iterator[Any]:
         cluster.stop()
 
 
+@pytest.fixture(scope="session")
+def demo_ledger_files(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
+    """The offline demo's ledgers (every scenario), Anthropic Messages then OpenAI Chat,
+    written once for the session: tests only read them."""
+    from stableprompt.demo import run_demo, synthetic_workload
+
+    folder = tmp_path_factory.mktemp("demo-ledgers")
+    workload = synthetic_workload()
+    paths = []
+    for provider in ("anthropic", "openai"):
+        path = folder / f"{provider}.db"
+        run_demo(workload, provider=provider, ledger_path=path)
+        paths.append(path)
+    return paths
+
+
 _PG_DATABASES = iter(range(1, 1_000_000))
 
 

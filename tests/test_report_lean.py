@@ -30,21 +30,6 @@ from test_ledger_decode import BASE, FULL, MINIMAL, _values
 from test_report_stream import _every_kind
 
 
-@pytest.fixture(scope="module")
-def demo_ledgers(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
-    """The offline demo's ledgers (every scenario), Anthropic Messages and OpenAI Chat."""
-    from stableprompt.demo import run_demo, synthetic_workload
-
-    folder = tmp_path_factory.mktemp("lean-demo")
-    workload = synthetic_workload()
-    paths = []
-    for provider in ("anthropic", "openai"):
-        path = folder / f"{provider}.db"
-        run_demo(workload, provider=provider, ledger_path=path)
-        paths.append(path)
-    return paths
-
-
 def _fields(record: UsageRecord) -> dict[str, Any]:
     """The record's fields but the outline the report's read leaves out (and the note of an
     unreadable one, which no report number reads)."""
@@ -89,12 +74,12 @@ def test_sound_rows_decode_to_the_full_records_but_the_outline() -> None:
         assert lean.segment_digests is None
 
 
-def test_demo_and_every_kind_ledgers_read_the_same(demo_ledgers: list[Path],
+def test_demo_and_every_kind_ledgers_read_the_same(demo_ledger_files: list[Path],
                                                    tmp_path: Path) -> None:
     """On the demo ledgers and a ledger of every kind of row (stored bodies, pings, failed
     and suspect calls), the report's read gives every record ``iter_records`` gives, in
     order, and no corrupt row."""
-    for path in (*demo_ledgers, _every_kind(tmp_path / "every.db")):
+    for path in (*demo_ledger_files, _every_kind(tmp_path / "every.db")):
         full, lean = _both(open_ledger(path))
         assert lean == full
         assert full[1] == [] and len(full[0]) > 50
@@ -178,15 +163,15 @@ def _reports_agree(path: str, args: list[str], capsys: pytest.CaptureFixture[str
     return lean
 
 
-def test_report_outputs_are_the_same(demo_ledgers: list[Path], tmp_path: Path,
+def test_report_outputs_are_the_same(demo_ledger_files: list[Path], tmp_path: Path,
                                      capsys: pytest.CaptureFixture[str]) -> None:
     """The report's text, ``--json`` and HTML page are the same bytes read either way, on
     the demo ledgers (also grouped by agent, per call), a ledger of every kind of row and a
     ledger with corrupt rows (named in the notes)."""
     every = _every_kind(tmp_path / "every.db")
-    for path in (*demo_ledgers, every):
+    for path in (*demo_ledger_files, every):
         _reports_agree(str(path), [], capsys, tmp_path)
-    _reports_agree(str(demo_ledgers[0]), ["--by", "agent", "--calls", "--limit", "40"],
+    _reports_agree(str(demo_ledger_files[0]), ["--by", "agent", "--calls", "--limit", "40"],
                    capsys, tmp_path)
     conn = sqlite3.connect(every)
     conn.execute("UPDATE calls SET verdict_detail = '{' WHERE record_id = 'r0004'")
@@ -214,12 +199,12 @@ def _copy_to(url: str, source: Path) -> None:
     ledger.close()
 
 
-def test_postgres_reads_and_reports_the_same(pg_url: str, demo_ledgers: list[Path],
+def test_postgres_reads_and_reports_the_same(pg_url: str, demo_ledger_files: list[Path],
                                              tmp_path: Path,
                                              capsys: pytest.CaptureFixture[str]) -> None:
     """A PostgreSQL ledger of the demo's rows: the report's read gives the records
     ``iter_records`` gives, and the report the same text, JSON and HTML either way."""
-    _copy_to(pg_url, demo_ledgers[0])
+    _copy_to(pg_url, demo_ledger_files[0])
     full, lean = _both(open_ledger(pg_url))
     assert lean == full and len(full[0]) > 50
     _reports_agree(pg_url, [], capsys, tmp_path)

@@ -34,21 +34,6 @@ T0 = datetime(2026, 3, 1, tzinfo=UTC)
 STREAM_ONLY = ("calls_page", "cliffs_total")
 
 
-@pytest.fixture(scope="module")
-def demo_ledgers(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
-    """The offline demo's ledgers (every scenario), Anthropic Messages and OpenAI Chat."""
-    from stableprompt.demo import run_demo, synthetic_workload
-
-    folder = tmp_path_factory.mktemp("demo-ledgers")
-    workload = synthetic_workload()
-    paths = []
-    for provider in ("anthropic", "openai"):
-        path = folder / f"{provider}.db"
-        run_demo(workload, provider=provider, ledger_path=path)
-        paths.append(path)
-    return paths
-
-
 def _body(system: str, turns: int) -> str:
     messages = [{"role": "user" if i % 2 == 0 else "assistant", "content": f"turn {i}"}
                 for i in range(turns)]
@@ -126,18 +111,18 @@ def _json(report: Summary, by: str) -> dict[str, Any]:
     return dict(json.loads(json.dumps(data)))
 
 
-def _ledgers(demo_ledgers: list[Path], tmp_path: Path) -> Iterator[Path]:
-    yield from demo_ledgers
+def _ledgers(demo_ledger_files: list[Path], tmp_path: Path) -> Iterator[Path]:
+    yield from demo_ledger_files
     yield _every_kind(tmp_path / "every-kind.db")
 
 
 @pytest.mark.parametrize("by", GROUP_BY)
 def test_streaming_report_equals_the_in_memory_summary(
-        demo_ledgers: list[Path], tmp_path: Path, by: str) -> None:
+        demo_ledger_files: list[Path], tmp_path: Path, by: str) -> None:
     """On the demo ledgers and a ledger of every kind of row, the streaming pass gives the
     JSON (every key but its page), the terminal text and the HTML bytes of ``summarize``
     over all records, for every grouping."""
-    for path in _ledgers(demo_ledgers, tmp_path):
+    for path in _ledgers(demo_ledger_files, tmp_path):
         old = summarize(open_ledger(path).records())
         new = _streamed(path, by=by)
         assert new.streamed is not None and old.streamed is None
