@@ -26,7 +26,7 @@ from stableprompt import _volatility, _volatility_patterns
 from stableprompt._cli import main
 from stableprompt._wire import _formats
 from test_formats_detect import _walked
-from test_lint_reuse import _conversation, _write, plans
+from test_lint_reuse import _conversation, _write, interleaved, plans
 from test_resegment import PATHS
 
 
@@ -87,13 +87,7 @@ def test_edited_captures_print_what_they_printed(
                 history = body[key]
                 history.insert(insert % (len(history) + 1), copy.deepcopy(history[-1]))
     records: list[dict[str, Any]] = []
-    turns = [0] * len(queues)
-    picks = iter(order)
-    while any(t < len(q) for t, q in zip(turns, queues, strict=True)):
-        c = next(picks, 0) % len(queues)
-        while turns[c] >= len(queues[c]):
-            c = (c + 1) % len(queues)
-        body = queues[c][turns[c]]
+    for c, body in interleaved(queues, order):
         if clock:  # a clock at the start of the system prompt: every head new
             stamp = f"Current time: 2026-11-30T00:{len(records) % 60:02d}:0{c}Z\n\n"
             for key in ("system", "instructions"):
@@ -102,7 +96,6 @@ def test_edited_captures_print_what_they_printed(
                 elif isinstance(body.get(key), list):
                     body[key] = [{**body[key][0], "text": stamp + body[key][0]["text"]},
                                  *body[key][1:]]
-        turns[c] += 1
         records.append(body)
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "capture.jsonl"
