@@ -488,9 +488,8 @@ class Ledger:
 
     def _reader(self) -> Connection:
         """A connection for one read: an idle one this process opened before, when it
-        waited less than :data:`_IDLE_READER_S`, the backend says it is still usable
-        (``Backend.reusable``) and it answers (:meth:`_answers`), else a new one. Give it
-        back with :meth:`_release`.
+        waited less than :data:`_IDLE_READER_S` and it answers (:meth:`_answers`), else a
+        new one. Give it back with :meth:`_release`.
 
         Raises:
             LedgerError: The database cannot be opened.
@@ -501,8 +500,7 @@ class Ledger:
                     conn, released = self._idle.pop()
                 except IndexError:
                     break
-                if (time.monotonic() - released < _IDLE_READER_S
-                        and self._backend.reusable(conn) and self._answers(conn)):
+                if time.monotonic() - released < _IDLE_READER_S and self._answers(conn):
                     self._lent.add(id(conn))
                     return conn
                 with contextlib.suppress(Exception):
@@ -523,7 +521,8 @@ class Ledger:
         """Whether a kept connection answers a ``SELECT 1`` (one round trip, ~0.1 ms on the
         same host against ~10 ms to open one): a session the server is ending (a terminated
         backend, a restart) whose last message has not arrived yet fails here, not in the
-        caller's read."""
+        caller's read; and then the backend still finds it usable (``Backend.reusable``:
+        open, idle outside a transaction). A closed or broken one fails the ``SELECT``."""
         try:
             conn.execute("SELECT 1").fetchone()
         except self._backend.errors:

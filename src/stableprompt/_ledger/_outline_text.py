@@ -23,7 +23,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-__all__ = ["DELTA_PREFIX", "DIGEST_HEX", "MAX_DEPTH", "delta_base", "made_whole",
+__all__ = ["DELTA_PREFIX", "DIGEST_HEX", "MAX_DEPTH", "RECORD_ID", "delta_base", "made_whole",
            "whole_outline"]
 
 DIGEST_HEX = 32
@@ -37,7 +37,8 @@ written by the recorder) reads as no outline."""
 DELTA_PREFIX = "2|"
 """How a delta outline (format 2) starts."""
 
-_RECORD_ID = re.compile(r"[0-9a-f]{32}")
+RECORD_ID = re.compile(r"[0-9a-f]{32}")
+"""A record id as a delta outline names its base row."""
 
 
 def delta_base(text: str) -> str | None:
@@ -46,7 +47,7 @@ def delta_base(text: str) -> str | None:
     if not text.startswith(DELTA_PREFIX):
         return None
     parts = text.split("|", 3)
-    return parts[1] if len(parts) == 4 and _RECORD_ID.fullmatch(parts[1]) else None
+    return parts[1] if len(parts) == 4 and RECORD_ID.fullmatch(parts[1]) else None
 
 
 def whole_outline(delta: str, base: str) -> str | None:

@@ -64,7 +64,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from .._ledger._outline_text import DIGEST_HEX, MAX_DEPTH, delta_base
+from .._ledger._outline_text import DIGEST_HEX, MAX_DEPTH, RECORD_ID, delta_base
 from .._ledger._usage_record import SEGMENT_DIGESTS_PATTERN
 from .._segment import Segment, new_segment
 from ._call import Pending
@@ -205,7 +205,7 @@ def decode_outline(text: str,
     depth = 0
     if len(parts) == 8 and parts[0] == _DELTA:
         base_id, shared = parts[1], parts[2]
-        if resolve is None or delta_base(text) != base_id or not shared.isdigit():
+        if resolve is None or not RECORD_ID.fullmatch(base_id) or not shared.isdigit():
             return None
         base = resolve(base_id)
         start = int(shared)
