@@ -117,7 +117,7 @@ def test_the_json_scrub_scrubs_every_occurrence_of_a_string() -> None:
 def test_made_rows_and_splits_are_the_dataclasses_own() -> None:
     """``slotted_maker``'s ``CallRow`` and ``TokenSplit`` equal (and hash as, and are as
     frozen as) the dataclass's own constructor's, defaults included; a class with a
-    ``default_factory`` is refused."""
+    ``default_factory`` or a ``__post_init__`` is refused."""
     import dataclasses
 
     from stableprompt._accounting._calls import make_call_row
@@ -142,3 +142,14 @@ def test_made_rows_and_splits_are_the_dataclasses_own() -> None:
 
     with pytest.raises(TypeError):
         slotted_maker(Listed)
+
+    @dataclasses.dataclass(frozen=True, slots=True)
+    class Checked:
+        n: int
+
+        def __post_init__(self) -> None:  # a maker that skipped it would skip the check
+            if self.n < 0:
+                raise ValueError(self.n)
+
+    with pytest.raises(TypeError, match="__post_init__"):
+        slotted_maker(Checked)

@@ -35,8 +35,11 @@ def slotted_maker(cls: type[_T]) -> Callable[..., _T]:
     four ``TokenSplit`` per call.
 
     Raises:
-        TypeError: ``cls`` has a field with a ``default_factory``, or no slots.
+        TypeError: ``cls`` has a field with a ``default_factory``, a ``__post_init__`` (the
+            maker would skip it), or no slots.
     """
+    if hasattr(cls, "__post_init__"):
+        raise TypeError(f"{cls.__name__} has a __post_init__")
     scope: dict[str, Any] = {"_new": _NEW, "_cls": cls}
     params, body = [], []
     for f in fields(cls):  # type: ignore[arg-type]
