@@ -129,3 +129,46 @@ def test_splits_priced_at_once_equal_each_priced_alone(
                 for o in others]
     assert usd == expected  # exactly: the same arithmetic on the same rates
     assert (pricing_a, list(notes_a)) == (pricing_b, list(notes_b))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.sampled_from([*MODELS, ("anthropic", "claude-no-such-model"), ("anthropic", "")]),
+       st.one_of(st.none(), st.integers(0, 400_000)), st.floats(0, 1.2), st.floats(0, 1.2),
+       st.floats(0, 1.2), st.one_of(st.none(), st.integers(-5, 20_000)),
+       st.lists(st.integers(-10, 400_000), max_size=2), st.booleans(),
+       st.sampled_from([None, {"server_tool_use": {"web_search_requests": 2}},
+                        {"server_tool_use": {"new_tool": 1}}]))
+def test_readings_priced_as_their_splits(
+        model: tuple[str, str], total: int | None, read_share: float, write_share: float,
+        one_hour_share: float, output: int | None, reads: list[int], reads_known: bool,
+        usage_raw: dict[str, object] | None) -> None:
+    """``price_readings`` (the report's call: no split object per variant) gives exactly
+    ``price_splits`` of the reported split with the uncached split and ``reading(r)`` of each
+    read as ``others``: the same price, USD to the bit, dates and notes, for every model
+    (long-context tiers, unknown models, no model), server-tool fees, unknown usage, unknown
+    reads, parts that do not add up (a negative part) and negative outputs."""
+    from stableprompt import UsageRecord
+    from stableprompt._accounting._pricing import (
+        Pricing,
+        TokenSplit,
+        price_readings,
+        price_splits,
+    )
+
+    provider, name = model
+    base = total or 0
+    read = int(base * read_share)  # up to 1.2x: some splits do not add up
+    write = int(max(base - read, 0) * write_share) if write_share <= 1 else int(base * 0.3)
+    write_1h = int(write * one_hour_share)
+    record = UsageRecord(wire_format="anthropic", provider=provider, model=name or None,
+                         ts_utc=datetime(2026, 3, 1, 9, tzinfo=UTC), input_tokens_total=total,
+                         cache_read_tokens=read if reads_known else None,
+                         cache_write_tokens=write, cache_write_1h_tokens=write_1h,
+                         output_tokens=output, usage_raw=usage_raw)  # type: ignore[arg-type]
+    split = TokenSplit.of(record)
+    others = (split.uncached(), *(split.reading(r) for r in reads))
+    pricing_a, notes_a = Pricing(source="genai-prices"), dict[str, None]()
+    pricing_b, notes_b = Pricing(source="genai-prices"), dict[str, None]()
+    got = price_readings(record, pricing_a, notes_a, tuple(reads))
+    assert got == price_splits(record, pricing_b, notes_b, split, others)
+    assert (pricing_a, list(notes_a)) == (pricing_b, list(notes_b))

@@ -153,3 +153,64 @@ def test_made_rows_and_splits_are_the_dataclasses_own() -> None:
 
     with pytest.raises(TypeError, match="__post_init__"):
         slotted_maker(Checked)
+
+
+def test_a_call_row_holds_each_value_in_its_own_field() -> None:
+    """``call_row`` makes its ``CallRow`` positionally (in field order): a row whose every
+    field has its own value (a diagnosed, failed, subagent mutation with snippets, caveats,
+    divergences and an estimated span) has each value under its own name; and the exclusion
+    passed by the pass (``excluded=``) gives the row and the agreement computed without it."""
+    from stableprompt._accounting._calls import agreement_of, exclusion
+
+    divergence = {"segment": "system[0]", "path": "/system/0/text"}
+    record = _record(
+        9, scenario="sc", session_id="se", turn=7, verdict="client_mutation",
+        cache_read_tokens=100, cache_write_tokens=2400, predicted_cache_read_tokens=2000,
+        error_class="ProviderHTTPError", status_code=529,
+        verdict_detail={"cause": "volatile-token", "lost_tokens": 1900, "segment": "system[0]",
+                        "segment_kind": "system", "path": "/system/0/text",
+                        "cause_detail": "a clock", "snippet_a": "at 9:00",
+                        "snippet_b": "at 9:01", "turn_boundary": "cross",
+                        "policy": "default", "error_message": "overloaded",
+                        "server_diagnosis": {"agreement": "agree", "reason": "system_changed"},
+                        "agent": {"kind": "subagent", "id": "z"},
+                        "divergences": [divergence], "divergences_total": 3,
+                        "estimated_span_tokens": 31})
+    row = call_row(record, scenario="sc", session="se", ceiling=2500, granularity=1,
+                   pricing=Pricing(source="genai-prices test"), notes={}, agrees=True,
+                   compared_input_tokens=9000, agent="subagent z")
+    assert row.cost_usd is not None and row.lost_usd is not None
+    expected = {
+        "id": "r9", "scenario": "sc", "session": "se", "turn": 7, "ts": record.ts_utc,
+        "verdict": "client_mutation", "provider": "anthropic", "model": "claude-sonnet-4-5",
+        "wire_format": "anthropic", "input_tokens": 3000, "cache_read_tokens": 100,
+        "cache_write_tokens": 2400, "output_tokens": 20, "predicted_cache_read_tokens": 2000,
+        "ceiling_tokens": 2500, "excluded": None, "read_share": 100 / 3000, "partial": True,
+        "lost_tokens": 1900, "cause": "volatile-token", "segment": "system[0]",
+        "segment_kind": "system", "path": "/system/0/text", "cause_detail": "a clock",
+        "before": "at 9:00", "after": "at 9:01", "boundary": "cross",
+        "cost_usd": row.cost_usd, "cost_uncached_usd": row.cost_uncached_usd,
+        "cost_at_ceiling_usd": row.cost_at_ceiling_usd, "lost_usd": row.lost_usd,
+        "agrees": True, "cost_complete": True, "cost_note": None,
+        "server_reason": "system_changed", "server_agreement": "agree",
+        "caveats": ("cache policy: default",), "error": "ProviderHTTPError 529: overloaded",
+        "action": "subagent", "agent": "subagent z", "divergences": (divergence,),
+        "divergences_total": 3, "estimated_span_tokens": 31}
+    import dataclasses
+
+    assert [f.name for f in dataclasses.fields(CallRow)] == list(expected)
+    assert {name: getattr(row, name) for name in expected} == expected
+    assert len({row.cost_usd, row.cost_uncached_usd, row.cost_at_ceiling_usd,
+                row.lost_usd}) == 4  # four different costs, each in its own field
+    others = [record, _record(0), _record(1, verdict_detail={"usage_suspect": True}),
+              _record(2, input_tokens_total=None, cache_read_tokens=None, verdict="unknown"),
+              _record(3, cache_read_tokens=None), _record(4, wire_format="unknown")]
+    for one in others:
+        excluded = exclusion(one)
+        kwargs = dict(scenario="s", session="a", ceiling=2500, granularity=1, notes={},
+                      pricing=Pricing(source="genai-prices test"), agrees=True)
+        assert (call_row(one, excluded=excluded, **kwargs)  # type: ignore[arg-type]
+                == call_row(one, **kwargs))  # type: ignore[arg-type]
+        assert agreement_of(one, 1, excluded) == agreement_of(one, 1)
+    assert [exclusion(one) for one in others] == [None, None, "suspect", "no-usage",
+                                                   "unknown-reads", "unanalysed"]

@@ -66,7 +66,7 @@ def action_of(verdict: str, detail: Mapping[str, Any], input_tokens: int | None,
     if verdict in ("provider_miss", "ttl_expired"):
         return "provider or TTL"
     agent = detail.get("agent")
-    if (isinstance(agent, Mapping) and agent.get("kind") == "subagent"
+    if (agent is not None and isinstance(agent, Mapping) and agent.get("kind") == "subagent"
             and (verdict == "client_mutation"
                  or (verdict == "cold" and detail.get("shared_prefix") is not None))):
         return "subagent"

@@ -36,8 +36,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Generic, TypeVar
 
+from .._frozen import slotted_maker
 from .._ledger._usage_record import UsageRecord
-from .._policy import PolicyTable
+from .._policy import CacheRules, PolicyTable
 from ._calls import (
     MAIN_AGENT,
     CallRow,
@@ -46,6 +47,7 @@ from ._calls import (
     agent_label,
     agreement_of,
     call_row,
+    exclusion,
 )
 from ._causes import ActionRow, ActionTally, CauseRow, CauseTally
 from ._ceilings import Ceilings, policy_of
@@ -117,6 +119,12 @@ class CostPoint:
     uncached: float
 
 
+_read_point = slotted_maker(ReadPoint)
+"""``ReadPoint(...)``, faster (``_frozen.slotted_maker``): one per kept run (every call below
+:data:`MAX_POINTS` a scenario)."""
+_cost_point = slotted_maker(CostPoint)
+"""``CostPoint(...)``, faster: as :data:`_read_point`."""
+
 _P = TypeVar("_P")
 
 
@@ -174,12 +182,12 @@ class _ReadPoints:
             self._last = (session, ts, share)
             return
         self._last, self._count = None, 0
-        d.keep(ReadPoint(session, ts, share))
+        d.keep(_read_point(session, ts, share))
 
     def finish(self) -> list[ReadPoint]:
         """The points, a partial run at the end included."""
         if self._last is not None:
-            self.decimator.points.append(ReadPoint(*self._last))
+            self.decimator.points.append(_read_point(*self._last))
             self._last, self._count = None, 0
         return self.decimator.finish()
 
@@ -207,12 +215,12 @@ class _CostPoints:
         if self._count < self.decimator.stride:
             return
         self._run, self._count = None, 0
-        self.decimator.keep(CostPoint(*run))
+        self.decimator.keep(_cost_point(*run))
 
     def finish(self) -> list[CostPoint]:
         """The points, a partial run at the end included."""
         if self._run is not None:
-            self.decimator.points.append(CostPoint(*self._run))
+            self.decimator.points.append(_cost_point(*self._run))
             self._run, self._count = None, 0
         return self.decimator.finish()
 
@@ -222,7 +230,8 @@ def _later(_: ReadPoint, later: ReadPoint) -> ReadPoint:
 
 
 def _summed(a: CostPoint, b: CostPoint) -> CostPoint:
-    return CostPoint(b.ts, a.actual + b.actual, a.ceiling + b.ceiling, a.uncached + b.uncached)
+    return _cost_point(b.ts, a.actual + b.actual, a.ceiling + b.ceiling,
+                       a.uncached + b.uncached)
 
 
 @dataclass
@@ -339,6 +348,19 @@ class SummaryBuilder:
         self._top = _Kept(self._page.top or 0)
         self._reads: dict[str, _ReadPoints] = {}
         self._costs: dict[str, _CostPoints] = {}
+        self._policy_of: dict[tuple[str | None, str | None], tuple[CacheRules | None, int]] = {}
+        self._seen: set[tuple[str, str | None, str | None]] = set()
+
+    def _policy(self, provider: str | None, model: str | None) -> tuple[CacheRules | None, int]:
+        """``(policy_of(provider, model), its granularity)``, found once per (provider,
+        model): the table's lookup is a pure function of them."""
+        key = (provider, model)
+        found = self._policy_of.get(key)
+        if found is None:
+            policy = policy_of(provider, model, self._policies)
+            found = self._policy_of[key] = (
+                policy, policy.granularity_tokens if policy is not None else 1)
+        return found
 
     def _body(self, record_id: str) -> UsageRecord | None:
         found = self._bodies.get(record_id)
@@ -361,21 +383,24 @@ class SummaryBuilder:
             self._keep_body(record)
         name = record.scenario or NO_SCENARIO
         sid = record.session_id or NO_SESSION
+        provider, model = record.provider, record.model
+        policy, granularity = (self._policy_of.get((provider, model))
+                               or self._policy(provider, model))
         if is_keepalive(record):  # its own line: not a call served, but it keeps the cache
             self._pings.add(record)
             self._ping_count += 1
-            self._ceilings.next(record, Ceilings.key(record, name, sid),
-                                policy_of(record.provider, record.model, self._policies))
+            self._ceilings.next(record, Ceilings.key(record, name, sid), policy)
             return
         scenario = self.scenarios.get(name)
         if scenario is None:
             scenario = self.scenarios[name] = ScenarioReport(name)
-        if record.model and record.model not in scenario.models:
-            scenario.models.append(record.model)
-        if record.provider and record.provider not in scenario.providers:
-            scenario.providers.append(record.provider)
-        policy = policy_of(record.provider, record.model, self._policies)
-        granularity = policy.granularity_tokens if policy is not None else 1
+        seen = (name, provider, model)
+        if seen not in self._seen:  # the scenario's models and providers, in order of first call
+            self._seen.add(seen)
+            if model and model not in scenario.models:
+                scenario.models.append(model)
+            if provider and provider not in scenario.providers:
+                scenario.providers.append(provider)
         compared = self._ceilings.total_of(record.predecessor_id)
         branch = (sid, record.lineage or "")  # a branch's later calls keep its label
         agent = agent_label(record) or self._agents.get(branch, MAIN_AGENT)
@@ -389,12 +414,13 @@ class SummaryBuilder:
         if (record.verdict == "client_mutation" and record.content is not None
                 and record.predecessor_id is not None):
             snippets = mutation_snippets(record, self._body(record.predecessor_id))
-        agrees = agreement_of(record, granularity)
+        excluded = exclusion(record)
+        agrees = agreement_of(record, granularity, excluded)
         pricing = self._pricing if self._price else None
         row = call_row(record, scenario=name, session=sid, ceiling=ceiling,
                        granularity=granularity, pricing=pricing, notes=self._notes,
                        snippets=snippets, agrees=agrees, compared_input_tokens=compared,
-                       agent=agent)
+                       agent=agent, excluded=excluded)
         self.stabilized.add(record, row, pricing, self._notes)
         sessions = scenario.sessions
         totals = sessions.get(sid)
@@ -413,12 +439,14 @@ class SummaryBuilder:
         """Gather what the report shows of ``row`` (module docstring), then drop it."""
         s = self._streamed
         page = self._page
+        lost = row.lost_tokens
+        missed = row.excluded is None and lost > 0  # an included call that lost tokens
         if page.call is not None:
             if row.id.startswith(page.call) and len(self.rows) < page.limit:
                 self.rows.append(row)
         elif page.top is not None:
-            if row.included and row.lost_tokens > 0:
-                self._top.add((row.lost_tokens, row.lost_usd or 0.0), row)
+            if missed:
+                self._top.add((lost, row.lost_usd or 0.0), row)
         elif page.offset <= self._calls < page.offset + page.limit:
             self.rows.append(row)
         if self._by != "scenario":
@@ -427,15 +455,17 @@ class SummaryBuilder:
             if group is None:
                 group = self._groups[key] = Totals()
             group.add(row, agrees, self._price)
-        self._causes.add(row)
-        self._actions.add(row)
-        cliff = self._cliff_finder.add(row)
-        if cliff is not None:
-            s.cliffs_total += 1
-            self._cliffs.add(cliff.drop, cliff)
-        if row.included and row.lost_tokens > 0:
+        if missed or (row.verdict == "client_mutation" and row.excluded is None):
+            self._causes.add(row)  # (the calls either tally counts; most calls: neither)
+            self._actions.add(row)
+        if row.read_share is not None:  # (CliffFinder skips the others)
+            cliff = self._cliff_finder.add(row)
+            if cliff is not None:
+                s.cliffs_total += 1
+                self._cliffs.add(cliff.drop, cliff)
+        if missed:
             s.misses_total += 1
-            self._misses.add((row.lost_tokens, row.lost_usd or 0.0), row)
+            self._misses.add((lost, row.lost_usd or 0.0), row)
         if self._price and not row.cost_complete:
             s.partial_total += 1
             if len(s.partial_costs) < MAX_NAMED:

@@ -62,6 +62,7 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
+from types import EllipsisType
 from typing import Any
 
 from .._canonical import loads
@@ -75,7 +76,7 @@ from .._policy import (
 from .._recording._boundary import turn_boundary
 from .._redact import redact
 from ._actions import action_of
-from ._pricing import Pricing, TokenSplit, price_splits
+from ._pricing import Pricing, price_readings
 
 __all__ = ["CLIFF_DROP", "ERROR_TEXT_CHARS", "EXCLUSIONS", "MAIN_AGENT", "SUBAGENT", "CallRow",
            "Cliff", "CliffFinder", "agent_label", "agreement_of", "boundary_of", "call_row",
@@ -248,9 +249,11 @@ make_call_row = slotted_maker(CallRow)
 """``CallRow(...)``, faster (``_frozen.slotted_maker``): the report makes one per call."""
 
 
-def agreement_of(record: UsageRecord, granularity: int) -> bool | None:
+def agreement_of(record: UsageRecord, granularity: int,
+                 excluded: str | EllipsisType | None = ...) -> bool | None:
     """Whether the call's predicted cache reads agree with the reported ones (``None``: not
-    both known, or the call is excluded from rates, :func:`exclusion`).
+    both known, or the call is excluded from rates, :func:`exclusion`; ``excluded``: that
+    exclusion when the caller has it, else computed).
 
     A prediction agrees within the granularity (``|predicted - reported| < granularity``,
     tokens). A prediction that rests partly on our token estimate
@@ -271,7 +274,9 @@ def agreement_of(record: UsageRecord, granularity: int) -> bool | None:
     a finite positive number, or an allowance too large for a float (a hand-edited row), adds
     no density offset / no allowance."""
     predicted, reported = record.predicted_cache_read_tokens, record.cache_read_tokens
-    if predicted is None or reported is None or exclusion(record) is not None:
+    if predicted is None or reported is None:
+        return None
+    if (exclusion(record) if excluded is ... else excluded) is not None:
         return None
     error = abs(predicted - reported)
     detail = record.verdict_detail
@@ -378,7 +383,7 @@ def call_row(record: UsageRecord, *, scenario: str, session: str, ceiling: int,
              granularity: int, pricing: Pricing | None, notes: dict[str, None],
              snippets: tuple[str, str] | None = None,
              agrees: bool | None = None, compared_input_tokens: int | None = None,
-             agent: str = MAIN_AGENT) -> CallRow:
+             agent: str = MAIN_AGENT, excluded: str | EllipsisType | None = ...) -> CallRow:
     """The :class:`CallRow` of ``record``.
 
     Args:
@@ -397,9 +402,11 @@ def call_row(record: UsageRecord, *, scenario: str, session: str, ceiling: int,
             (``predecessor_id``), for the user action behind a break (:func:`~._actions.
             action_of`: a compaction shrinks the request).
         agent: Its agent as grouped (:func:`agent_label`).
+        excluded: Its :func:`exclusion`, when the caller has it (default: computed).
     """
     detail = record.verdict_detail
-    excluded = exclusion(record)
+    if excluded is ...:
+        excluded = exclusion(record)
     total, read = record.input_tokens_total, record.cache_read_tokens
     included = excluded is None and total is not None and read is not None
     share = read / total if included and total and read is not None else None
@@ -408,13 +415,14 @@ def call_row(record: UsageRecord, *, scenario: str, session: str, ceiling: int,
     if included and total is not None and read:
         tolerance = granularity + math.ceil(TOLERANCE_FRACTION * total)
         partial = read < max(predicted or 0, ceiling) - tolerance
-    loss_key = _LOSS_KEYS.get(record.verdict)
+    verdict = record.verdict
+    loss_key = _LOSS_KEYS.get(verdict)
     lost = (_int(detail, loss_key) or 0) if loss_key else 0
     lost = max(lost, 0)
+    reason = _str(detail, "reason")
     # No usable breakpoint on a breakpoint cache (Anthropic caches only at breakpoints): the
     # client's placement lost what the prefix it shares with earlier calls could have read.
-    unmarked = record.verdict == "no_breakpoint" or (
-        record.verdict == "below_minimum" and _str(detail, "reason") in UNMARKED)
+    unmarked = verdict == "no_breakpoint" or (verdict == "below_minimum" and reason in UNMARKED)
     if "lost_cap_tokens" in detail:
         pass  # the recorder's one computation (``_attribution.lost_here``): shown as stored
     elif unmarked and included and read is not None:  # rows recorded before it
@@ -422,23 +430,22 @@ def call_row(record: UsageRecord, *, scenario: str, session: str, ceiling: int,
     elif included and read is not None:  # never more than the call could have read
         lost = min(lost, max(ceiling - read, 0))
     cause: str | None = None
-    if record.verdict == "client_mutation":
+    if verdict == "client_mutation":
         cause = _str(detail, "cause") or "client-mutation"
     elif unmarked:
-        cause = _str(detail, "reason") or "no-breakpoint"
-    elif record.verdict in ("provider_miss", "ttl_expired", "below_minimum"):
-        cause = record.verdict.replace("_", "-")
-    cause_detail = _str(detail, "cause_detail") or _str(detail, "reason")
+        cause = reason or "no-breakpoint"
+    elif verdict in ("provider_miss", "ttl_expired", "below_minimum"):
+        cause = verdict.replace("_", "-")
+    cause_detail = _str(detail, "cause_detail") or reason
     joined = detail.get("server_diagnosis")
-    costs: list[float | None] = [None, None, None, None]
+    costs: tuple[float | None, ...] = _NO_COSTS
     complete, cost_note = excluded == "unanalysed", None
     if pricing is not None and excluded != "unanalysed":
-        split = TokenSplit.of(record)
-        others: tuple[TokenSplit, ...] = (split.uncached(),
-                                          split.reading(ceiling if included else 0))
-        if lost and included:
-            others += (split.reading(split.read + lost),)
-        price, usd = price_splits(record, pricing, notes, split, others)  # rates found once
+        # priced as reported, all uncached, at the ceiling, and had the lost tokens been read
+        # (TokenSplit.reading); the model's rates found once (price_readings)
+        reads = ((ceiling, (read or 0) + lost) if lost and included
+                 else (ceiling if included else 0,))
+        price, usd = price_readings(record, pricing, notes, reads)
         complete, cost_note = price.complete, "; ".join(price.gaps) or None
         cost = price.usd
         if cost is not None:
@@ -446,26 +453,33 @@ def call_row(record: UsageRecord, *, scenario: str, session: str, ceiling: int,
             if lost and included:
                 saved = usd[2]
                 lost_usd = None if saved is None else max(cost - saved, 0.0)
-            costs = [cost, usd[0], usd[1], lost_usd]
-    return make_call_row(
-        id=record.record_id, scenario=scenario, session=session, turn=record.turn,
-        ts=record.ts_utc, verdict=record.verdict, provider=record.provider, model=record.model,
-        wire_format=record.wire_format,
-        input_tokens=total, cache_read_tokens=read, cache_write_tokens=record.cache_write_tokens,
-        output_tokens=record.output_tokens or 0,
-        predicted_cache_read_tokens=predicted, ceiling_tokens=ceiling if included else 0,
-        excluded=excluded, read_share=share, partial=partial, lost_tokens=lost, cause=cause,
-        segment=_str(detail, "segment"), segment_kind=_str(detail, "segment_kind"),
-        path=_str(detail, "path"), cause_detail=cause_detail,
-        before=_snippet(detail, "snippet_a", snippets, 0),
-        after=_snippet(detail, "snippet_b", snippets, 1),
-        boundary=boundary_of(record),
-        cost_usd=costs[0], cost_uncached_usd=costs[1], cost_at_ceiling_usd=costs[2],
-        lost_usd=costs[3], agrees=agrees, cost_complete=complete, cost_note=cost_note,
-        server_reason=_server(joined, "reason"), server_agreement=_server(joined, "agreement"),
-        caveats=caveats_of(detail), error=error_text(record),
-        action=action_of(record.verdict, detail, total, compared_input_tokens),
-        agent=agent, estimated_span_tokens=_span(detail), **_divergences(detail))
+            costs = (cost, usd[0], usd[1], lost_usd)
+    server_reason = server_agreement = None
+    if joined is not None:  # most rows: no server diagnosis
+        server_reason, server_agreement = _server(joined, "reason"), _server(joined, "agreement")
+    divergences, divergences_total = _divergences(detail)
+    return make_call_row(  # positional, in field order (43 keywords cost ~2 us more a call)
+        record.record_id, scenario, session, record.turn,  # id, scenario, session, turn
+        record.ts_utc, verdict, record.provider, record.model,  # ts, verdict, provider, model
+        record.wire_format, total, read,  # wire_format, input_tokens, cache_read_tokens
+        record.cache_write_tokens, record.output_tokens or 0,  # cache_write, output_tokens
+        predicted, ceiling if included else 0,  # predicted_cache_read_tokens, ceiling_tokens
+        excluded, share, partial, lost, cause,  # excluded, read_share, partial, lost_tokens, cause
+        _str(detail, "segment"), _str(detail, "segment_kind"),  # segment, segment_kind
+        _str(detail, "path"), cause_detail,  # path, cause_detail
+        _snippet(detail, "snippet_a", snippets, 0),  # before
+        _snippet(detail, "snippet_b", snippets, 1),  # after
+        boundary_of(record),  # boundary
+        costs[0], costs[1], costs[2], costs[3],  # cost_usd, _uncached_, _at_ceiling_, lost_usd
+        agrees, complete, cost_note,  # agrees, cost_complete, cost_note
+        server_reason, server_agreement,  # server_reason, server_agreement
+        caveats_of(detail), error_text(record),  # caveats, error
+        action_of(verdict, detail, total, compared_input_tokens),  # action
+        agent, divergences, divergences_total, _span(detail))  # agent, ..., estimated_span
+
+
+_NO_COSTS: tuple[None, ...] = (None, None, None, None)
+"""A call's four costs when none is priced (as reported, uncached, at the ceiling, lost)."""
 
 
 def _span(detail: Mapping[str, Any]) -> int | None:
@@ -479,8 +493,8 @@ def agent_label(record: UsageRecord) -> str | None:
     ``_economics._request_kind.is_branch``), else ``None`` (the caller carries a lineage's
     label to its later calls, which the rule does not mark again)."""
     agent = record.verdict_detail.get("agent")
-    if not isinstance(agent, Mapping) or agent.get("kind") != "subagent":
-        return None
+    if agent is None or not isinstance(agent, Mapping) or agent.get("kind") != "subagent":
+        return None  # (None first: most rows, and an ABC's isinstance costs ~0.4 us)
     ident = agent.get("id")
     return f"{SUBAGENT} {ident}" if isinstance(ident, str) and ident else SUBAGENT
 
@@ -495,8 +509,8 @@ def subagent_id(label: str) -> str | None:
     return label[len(prefix):] if label.startswith(prefix) else None
 
 
-def _divergences(detail: Mapping[str, Any]) -> Mapping[str, Any]:
-    """``divergences`` / ``divergences_total`` of a row (``_recording._divergence_detail``):
+def _divergences(detail: Mapping[str, Any]) -> tuple[tuple[dict[str, Any], ...], int]:
+    """``(divergences, divergences_total)`` of a row (``_recording._divergence_detail``):
     every divergence in cache order (bounded), each a JSON object; a row recorded before the
     list, with a first divergence, counts one."""
     found = detail.get("divergences")
@@ -506,10 +520,10 @@ def _divergences(detail: Mapping[str, Any]) -> Mapping[str, Any]:
     total = _int(detail, "divergences_total")
     if total is None:
         total = len(entries) or (1 if isinstance(detail.get("path"), str) else 0)
-    return {"divergences": entries, "divergences_total": total}
+    return entries, total
 
 
-_NO_DIVERGENCES: Mapping[str, Any] = {"divergences": (), "divergences_total": 0}
+_NO_DIVERGENCES: tuple[tuple[dict[str, Any], ...], int] = ((), 0)
 
 
 def _server(joined: Any, key: str) -> str | None:

@@ -36,7 +36,8 @@ from .._frozen import slotted_maker
 from .._ledger._usage_record import UsageRecord
 
 __all__ = ["SERVER_TOOL_FEES", "CallPrice", "Pricing", "ServerToolFee", "TokenSplit",
-           "fee_usd", "genai_prices_version", "price_call", "price_record", "price_splits",
+           "fee_usd", "genai_prices_version", "price_call", "price_readings", "price_record",
+           "price_splits",
            "server_tool_counts", "unreadable_server_tools"]
 
 
@@ -129,6 +130,10 @@ class CallPrice:
         return self.usd is not None and not self.gaps
 
 
+_call_price = slotted_maker(CallPrice)
+"""``CallPrice(...)``, faster (``_frozen.slotted_maker``): one per priced call."""
+
+
 @dataclass
 class Pricing:
     """How costs were computed.
@@ -178,10 +183,8 @@ class TokenSplit:
         """The same call had it read ``read`` tokens (at least what it read): the extra reads
         come out of its writes first (a breakpoint cache rewrites what it lost; 5-minute
         writes before 1-hour ones), then out of its uncached tokens."""
-        read = min(max(read, self.read), self.total)
-        extra = read - self.read
-        write = max(self.write - extra, 0)
-        return _split(self.total, read, write, min(self.write_1h, write))
+        return _split(self.total, *_reading(self.total, self.read, self.write, self.write_1h,
+                                            read))
 
     def uncached(self) -> TokenSplit:
         """The same call with no prompt caching at all: every input token uncached."""
@@ -191,12 +194,25 @@ class TokenSplit:
     def priceable(self) -> bool:
         """No part is negative: reads and writes fit in the total, 1-hour writes in the
         writes (a report that does not add up otherwise is still priced from its parts)."""
-        return (0 <= self.write_1h <= self.write and self.read >= 0
-                and self.read + self.write <= self.total)
+        return _priceable(self.total, self.read, self.write, self.write_1h)
 
 
 _split = slotted_maker(TokenSplit)
-"""``TokenSplit(...)``, faster (``_frozen.slotted_maker``): three or four per priced call."""
+"""``TokenSplit(...)``, faster (``_frozen.slotted_maker``): for the splits priced one by one."""
+
+
+def _reading(total: int, read: int, write: int, write_1h: int,
+             new_read: int) -> tuple[int, int, int]:
+    """``(read, write, write_1h)`` of :meth:`TokenSplit.reading` of the split ``(total, read,
+    write, write_1h)`` (the one rule, over ints)."""
+    new_read = min(max(new_read, read), total)
+    write = max(write - (new_read - read), 0)
+    return new_read, write, min(write_1h, write)
+
+
+def _priceable(total: int, read: int, write: int, write_1h: int) -> bool:
+    """:attr:`TokenSplit.priceable` of the split ``(total, read, write, write_1h)``."""
+    return 0 <= write_1h <= write and read >= 0 and read + write <= total
 
 
 @lru_cache(maxsize=65_536)
@@ -291,6 +307,37 @@ def price_splits(record: UsageRecord, pricing: Pricing, notes: dict[str, None],
                    price_call(record, pricing, notes, o) for o in others]
 
 
+def price_readings(record: UsageRecord, pricing: Pricing, notes: dict[str, None],
+                   reads: tuple[int, ...] = ()) -> tuple[CallPrice, list[float | None]]:
+    """:func:`price_splits` of the split the provider reported, with ``others`` the same call
+    all uncached (:meth:`TokenSplit.uncached`) and had it read each of ``reads``
+    (:meth:`TokenSplit.reading`): the same prices (floats to the bit), without a split
+    object per variant when the model's unit prices apply (the report prices three or four
+    variants of every call).
+
+    Returns:
+        ``(price, usd)``: the price as reported and the USD of the uncached variant, then of
+        each of ``reads`` (all ``None`` when ``price.usd`` is ``None``).
+    """
+    total = record.input_tokens_total or 0
+    read = record.cache_read_tokens or 0
+    write = record.cache_write_tokens or 0
+    write_1h = record.cache_write_1h_tokens or 0
+    price, rates = _price_ints(record, pricing, notes, total, read, write, write_1h)
+    if price.usd is None:
+        return price, [None] * (len(reads) + 1)
+    if rates is None:  # genai-prices prices each variant (price_splits)
+        split = _split(total, read, write, write_1h)
+        return price, [price_call(record, pricing, notes, o)
+                       for o in (split.uncached(), *(split.reading(r) for r in reads))]
+    output = record.output_tokens or 0
+    usd = rates.usd  # the same total for every variant: the same tier (price_splits)
+    out: list[float | None] = [usd(total, 0, 0, 0, output)]
+    for r in reads:
+        out.append(usd(total, *_reading(total, read, write, write_1h, r), output))
+    return price, out
+
+
 def _price_record(record: UsageRecord, pricing: Pricing, notes: dict[str, None],
                   split: TokenSplit | None = None) -> tuple[CallPrice, UnitPrices | None]:
     """Price one call (USD) at its date; ``split`` replaces its reported input split.
@@ -305,23 +352,31 @@ def _price_record(record: UsageRecord, pricing: Pricing, notes: dict[str, None],
 
     Returns:
         The price (module docstring): ``usd`` ``None`` with a gap when it cannot be computed;
-        a lower bound with gaps when the output count or a server-tool fee is unknown.
+        a lower bound with gaps when the output count or a server-tool fee is unknown; and
+        the unit prices that priced it (``None``: genai-prices priced it itself, or no price).
     """
-    if record.input_tokens_total is None:
-        return CallPrice(None, ("usage unknown (the call failed or was cut before any usage "
-                                "was reported)",)), None
-    if record.cache_read_tokens is None:
-        return CallPrice(None, ("cache reads not reported (the split is unknown)",)), None
     split = split or TokenSplit.of(record)
-    if not split.priceable or (record.output_tokens or 0) < 0:
-        return CallPrice(None, ("usage does not add up (a negative part): no price",)), None
+    return _price_ints(record, pricing, notes, split.total, split.read, split.write,
+                       split.write_1h)
+
+
+def _price_ints(record: UsageRecord, pricing: Pricing, notes: dict[str, None], total: int,
+                read: int, write: int, write_1h: int) -> tuple[CallPrice, UnitPrices | None]:
+    """:func:`_price_record` of the input split ``(total, read, write, write_1h)``."""
+    if record.input_tokens_total is None:
+        return _call_price(None, ("usage unknown (the call failed or was cut before any usage "
+                                  "was reported)",)), None
+    if record.cache_read_tokens is None:
+        return _call_price(None, ("cache reads not reported (the split is unknown)",)), None
+    if not _priceable(total, read, write, write_1h) or (record.output_tokens or 0) < 0:
+        return _call_price(None, ("usage does not add up (a negative part): no price",)), None
     if pricing.source.startswith("genai-prices not"):
         notes["genai-prices is not installed: costs omitted"] = None
-        return CallPrice(None, ("genai-prices not installed",)), None
+        return _call_price(None, ("genai-prices not installed",)), None
     model, provider = record.model, record.provider
     if not model or not provider:
         notes["calls without a model or provider name: cost omitted"] = None
-        return CallPrice(None, ("no model or provider name",)), None
+        return _call_price(None, ("no model or provider name",)), None
     gaps: list[str] = []
     tools: dict[str, int] = {}
     raw = record.usage_raw
@@ -343,23 +398,21 @@ def _price_record(record: UsageRecord, pricing: Pricing, notes: dict[str, None],
     day = record.ts_utc.date()
     rates = None if fees else unit_prices(provider, model, day)
     try:
-        if rates is not None and rates.linear_for(split.total):  # the model's rates, once
-            cost = rates.usd(split.total, split.read, split.write, split.write_1h,
-                             record.output_tokens or 0)
+        if rates is not None and rates.linear_for(total):  # the model's rates, once
+            cost = rates.usd(total, read, write, write_1h, record.output_tokens or 0)
             unpriced: tuple[str, ...] = ()
         else:  # a long-context tier, a server-tool fee: genai-prices prices the call itself
             rates = None
-            cost, unpriced = _price(provider, model, day, split.total, split.read,
-                                    split.write, split.write_1h, record.output_tokens or 0,
-                                    tuple(fees))
+            cost, unpriced = _price(provider, model, day, total, read, write, write_1h,
+                                    record.output_tokens or 0, tuple(fees))
     except LookupError:
         notes[f"genai-prices has no price for model {model!r} at provider {provider!r}: "
               "cost omitted"] = None
-        return CallPrice(None, ("its model has no price in genai-prices (see the pricing "
-                                "notes)",)), None
+        return _call_price(None, ("its model has no price in genai-prices (see the pricing "
+                                  "notes)",)), None
     except Exception as exc:  # a pricing-library problem must not hide the token numbers
         notes[f"cannot price {model!r}: {type(exc).__name__}: {exc}"] = None
-        return CallPrice(None, ("the pricing library failed (see the pricing notes)",)), None
+        return _call_price(None, ("the pricing library failed (see the pricing notes)",)), None
     if unpriced:
         gaps.extend(f"{SERVER_TOOL_FEES[key].tool} fee: genai-prices has no rate for its "
                     "model" for key in unpriced)
@@ -370,4 +423,4 @@ def _price_record(record: UsageRecord, pricing: Pricing, notes: dict[str, None],
         pricing.first_date = day
     if pricing.last_date is None or day > pricing.last_date:
         pricing.last_date = day
-    return CallPrice(cost, tuple(gaps)), rates
+    return _call_price(cost, tuple(gaps)), rates

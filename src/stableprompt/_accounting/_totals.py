@@ -59,10 +59,6 @@ def group_key(row: CallRow, by: str) -> str:
 # --------------------------------------------------------------------------- model
 
 
-def _add(total: float | None, value: float | None) -> float | None:
-    return None if total is None or value is None else total + value
-
-
 class CallSums:
     """What the report's totals (:class:`Totals`) and the rollups' (``_rollups``) both derive
     from their exclusion counts and token sums: the hit rate and the excluded calls (each
@@ -305,13 +301,19 @@ def add_call(targets: tuple[Totals, ...], row: CallRow, agrees: bool | None,
     error = row.estimate_error_tokens if agrees is not None else None
     complete, cost = row.cost_complete, row.cost_usd
     uncached, at_ceiling, lost_usd = row.cost_uncached_usd, row.cost_at_ceiling_usd, row.lost_usd
+    total = row.input_tokens or 0
+    read = row.cache_read_tokens or 0
+    write = row.cache_write_tokens or 0
+    output, ceiling, lost = row.output_tokens, row.ceiling_tokens, row.lost_tokens
+    partial, boundary = row.partial, row.boundary
     for t in targets:
         t.calls += 1
         verdicts = t.verdicts
         verdicts[verdict if verdict in verdicts else "unknown"] += 1
         if agrees is not None:
             t.agreement_calls += 1
-            t.agreement_matches += int(agrees)
+            if agrees:
+                t.agreement_matches += 1
             if error is not None:
                 t.agreement_estimated += 1
                 t.estimate_max_error_tokens = max(t.estimate_max_error_tokens, error)
@@ -331,31 +333,30 @@ def add_call(targets: tuple[Totals, ...], row: CallRow, agrees: bool | None,
                     t.cost_usd = t.cost_uncached_usd = t.cost_at_ceiling_usd = 0.0
                     t.lost_usd = 0.0
                 t.priced_calls += 1
-                t.cost_usd = _add(t.cost_usd, cost)
-                t.cost_uncached_usd = _add(t.cost_uncached_usd, uncached)
-                t.cost_at_ceiling_usd = _add(t.cost_at_ceiling_usd, at_ceiling)
-                t.lost_usd = _add(t.lost_usd, lost_usd)
+                # each sum None once a part is unknown (_add, inlined: 4 calls per target)
+                if (usd := t.cost_usd) is not None:
+                    t.cost_usd = usd + cost
+                if (usd := t.cost_uncached_usd) is not None:
+                    t.cost_uncached_usd = None if uncached is None else usd + uncached
+                if (usd := t.cost_at_ceiling_usd) is not None:
+                    t.cost_at_ceiling_usd = None if at_ceiling is None else usd + at_ceiling
+                if (usd := t.lost_usd) is not None:
+                    t.lost_usd = None if lost_usd is None else usd + lost_usd
         if server is not None:
             t.server_diagnosis[server] = t.server_diagnosis.get(server, 0) + 1
         if unexplained:
             t.provider_side_unexplained += 1
         if counter is not None:
             setattr(t, counter, getattr(t, counter) + 1)
-    if counter is not None:
-        return
-    total = row.input_tokens or 0
-    read = row.cache_read_tokens or 0
-    write = row.cache_write_tokens or 0
-    output, ceiling, lost = row.output_tokens, row.ceiling_tokens, row.lost_tokens
-    partial = int(row.partial)
-    boundary = row.boundary
-    for t in targets:
+            continue
+        # an included call: its tokens (read once above the loop, the same sums)
         t.input_tokens += total
         t.cache_read_tokens += read
         t.cache_write_tokens += write
         t.output_tokens += output
         t.ceiling_tokens += ceiling
-        t.partial += partial
+        if partial:
+            t.partial += 1
         t.lost_tokens += lost
         if boundary == "intra":
             t.intra_calls += 1
