@@ -39,6 +39,7 @@ from typing import Any, Generic, TypeVar
 from .._frozen import slotted_maker
 from .._ledger._usage_record import UsageRecord
 from .._policy import CacheRules, PolicyTable
+from .._recording._gemini_caches import CACHE_DETAIL
 from ._calls import (
     MAIN_AGENT,
     CallRow,
@@ -205,6 +206,9 @@ class _CostPoints:
         """Add the next call's costs (``Decimator.add(CostPoint(...))``, the same points)."""
         run = self._run
         if run is None:
+            if self.decimator.stride == 1:  # a run of one call: its point as it is
+                self.decimator.keep(_cost_point(ts, actual, ceiling, uncached))
+                return
             run = self._run = [ts, actual, ceiling, uncached]
         else:
             run[0] = ts
@@ -375,7 +379,10 @@ class SummaryBuilder:
 
     def add(self, record: UsageRecord) -> None:
         """Add the next record (ledger order)."""
-        if self._caches.add(record):  # a cachedContents call: its own line (storage)
+        detail = record.verdict_detail
+        # a cachedContents call (its own line: storage) or a call reading one; most: neither
+        caches = CACHE_DETAIL in detail or "cached_content" in detail
+        if caches and self._caches.add(record):
             return
         if self._what_if:
             self._kept.append(record)
@@ -409,7 +416,7 @@ class SummaryBuilder:
         # a subagent's ceiling is its own conversation's, not its parent's previous request
         ceiling = self._ceilings.next(record, Ceilings.key(
             record, name, sid if agent == MAIN_AGENT else f"{sid}\x00{agent}"), policy,
-            self._caches.created_tokens(record))
+            self._caches.created_tokens(record) if caches else 0)
         snippets = None
         if (record.verdict == "client_mutation" and record.content is not None
                 and record.predecessor_id is not None):
@@ -421,7 +428,8 @@ class SummaryBuilder:
                        granularity=granularity, pricing=pricing, notes=self._notes,
                        snippets=snippets, agrees=agrees, compared_input_tokens=compared,
                        agent=agent, excluded=excluded)
-        self.stabilized.add(record, row, pricing, self._notes)
+        if "stabilized" in detail:  # (StabilizeSavings counts no other call)
+            self.stabilized.add(record, row, pricing, self._notes)
         sessions = scenario.sessions
         totals = sessions.get(sid)
         if totals is None:
