@@ -11,6 +11,8 @@ import random
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from stableprompt import UsageRecord
 from stableprompt._accounting import _builder
@@ -214,3 +216,38 @@ def test_a_call_row_holds_each_value_in_its_own_field() -> None:
         assert agreement_of(one, 1, excluded) == agreement_of(one, 1)
     assert [exclusion(one) for one in others] == [None, None, "suspect", "no-usage",
                                                    "unknown-reads", "unanalysed"]
+
+
+_CALLERS = [("anthropic", "claude-sonnet-4-5"), ("anthropic", "claude-haiku-4-5"),
+            ("openai", "gpt-5"), ("openai", None), ("no-such-provider", "m"), (None, None)]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(_CALLERS), st.sampled_from(["s", "t", None]),
+                          st.integers(0, 3000), st.integers(0, 200)), max_size=40))
+def test_policies_found_once_per_provider_and_model_equal_each_calls_own(
+        calls: list[tuple[tuple[str | None, str | None], str | None, int, int]]) -> None:
+    """The pass finds a call's cache policy once per (provider, model) and notes a
+    scenario's models and providers once per (scenario, provider, model): over calls of
+    providers and models interleaved (an unknown provider, no model, no scenario), each
+    row's agreement is the one computed with its own policy's granularity, and each
+    scenario's models and providers are those of its calls in order of first appearance."""
+    from stableprompt._accounting._builder import NO_SCENARIO, SummaryBuilder
+    from stableprompt._accounting._calls import agreement_of
+    from stableprompt._accounting._ceilings import policy_of
+
+    records = [_record(i, provider=provider, model=model, scenario=scenario,
+                       cache_read_tokens=read, predicted_cache_read_tokens=read + off)
+               for i, ((provider, model), scenario, read, off) in enumerate(calls)]
+    builder = SummaryBuilder(price=False)
+    for record in records:
+        builder.add(record)
+    for record, row in zip(records, builder.rows, strict=True):
+        policy = policy_of(record.provider, record.model, None)
+        granularity = policy.granularity_tokens if policy is not None else 1
+        assert row.agrees == agreement_of(record, granularity)
+    for name, scenario in builder.scenarios.items():
+        own = [r for r in records if (r.scenario or NO_SCENARIO) == name]
+        assert scenario.models == list(dict.fromkeys(r.model for r in own if r.model))
+        assert scenario.providers == list(dict.fromkeys(r.provider for r in own
+                                                        if r.provider))
