@@ -251,3 +251,35 @@ def test_policies_found_once_per_provider_and_model_equal_each_calls_own(
         assert scenario.models == list(dict.fromkeys(r.model for r in own if r.model))
         assert scenario.providers == list(dict.fromkeys(r.provider for r in own
                                                         if r.provider))
+
+
+_VALUES = st.sampled_from([None, "", "x", "/system/0/text", 3, True, ["a"], [{"k": 1}],
+                           {"k": 1}])
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.dictionaries(st.sampled_from(["reason", "cause_detail", "segment", "segment_kind",
+                                        "path", "snippet_a", "snippet_b", "divergences",
+                                        "divergences_total", "turn_boundary", "cause"]),
+                       _VALUES, max_size=6),
+       st.sampled_from(["hit", "client_mutation", "below_minimum", "no_breakpoint"]),
+       st.sampled_from([None, ("before", "after")]))
+def test_a_row_without_divergence_keys_reads_them_as_each_helper_does(
+        detail: dict[str, object], verdict: str, snippets: tuple[str, str] | None) -> None:
+    """``call_row`` skips the divergence helpers for a row with none of their keys (most
+    rows): any subset of those keys, with values of every JSON type, gives the segment,
+    path, snippets, cause detail and divergences that ``_str``, ``_snippet`` and
+    ``_divergences`` read from the detail."""
+    from stableprompt._accounting._calls import _divergences, _snippet, _str
+
+    record = _record(0, verdict=verdict, verdict_detail=detail)
+    row = call_row(record, scenario="s", session="a", ceiling=2500, granularity=1,
+                   pricing=None, notes={}, snippets=snippets)
+    assert (row.segment, row.segment_kind, row.path) == (
+        _str(detail, "segment"), _str(detail, "segment_kind"), _str(detail, "path"))
+    assert row.cause_detail == (_str(detail, "cause_detail") or _str(detail, "reason"))
+    assert (row.before, row.after) == (_snippet(detail, "snippet_a", snippets, 0),
+                                       _snippet(detail, "snippet_b", snippets, 1))
+    assert (row.divergences, row.divergences_total) == _divergences(detail)
+    if verdict == "below_minimum" and detail.get("reason") == "no-breakpoint":
+        assert row.cause == "no-breakpoint"

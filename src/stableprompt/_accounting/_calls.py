@@ -419,7 +419,8 @@ def call_row(record: UsageRecord, *, scenario: str, session: str, ceiling: int,
     loss_key = _LOSS_KEYS.get(verdict)
     lost = (_int(detail, loss_key) or 0) if loss_key else 0
     lost = max(lost, 0)
-    reason = _str(detail, "reason")
+    plain = detail.keys().isdisjoint(_DESCRIBING)  # most rows: nothing of a divergence
+    reason = None if plain else _str(detail, "reason")
     # No usable breakpoint on a breakpoint cache (Anthropic caches only at breakpoints): the
     # client's placement lost what the prefix it shares with earlier calls could have read.
     unmarked = verdict == "no_breakpoint" or (verdict == "below_minimum" and reason in UNMARKED)
@@ -436,7 +437,7 @@ def call_row(record: UsageRecord, *, scenario: str, session: str, ceiling: int,
         cause = reason or "no-breakpoint"
     elif verdict in ("provider_miss", "ttl_expired", "below_minimum"):
         cause = verdict.replace("_", "-")
-    cause_detail = _str(detail, "cause_detail") or reason
+    cause_detail = None if plain else _str(detail, "cause_detail") or reason
     joined = detail.get("server_diagnosis")
     costs: tuple[float | None, ...] = _NO_COSTS
     complete, cost_note = excluded == "unanalysed", None
@@ -457,7 +458,16 @@ def call_row(record: UsageRecord, *, scenario: str, session: str, ceiling: int,
     server_reason = server_agreement = None
     if joined is not None:  # most rows: no server diagnosis
         server_reason, server_agreement = _server(joined, "reason"), _server(joined, "agreement")
-    divergences, divergences_total = _divergences(detail)
+    if plain:  # what _str, _snippet and _divergences give a row without those keys
+        segment = segment_kind = path = None
+        before, after = snippets or (None, None)
+        divergences, divergences_total = _NO_DIVERGENCES
+    else:
+        segment, segment_kind = _str(detail, "segment"), _str(detail, "segment_kind")
+        path = _str(detail, "path")
+        before = _snippet(detail, "snippet_a", snippets, 0)
+        after = _snippet(detail, "snippet_b", snippets, 1)
+        divergences, divergences_total = _divergences(detail)
     return make_call_row(  # positional, in field order (43 keywords cost ~2 us more a call)
         record.record_id, scenario, session, record.turn,  # id, scenario, session, turn
         record.ts_utc, verdict, record.provider, record.model,  # ts, verdict, provider, model
@@ -465,10 +475,7 @@ def call_row(record: UsageRecord, *, scenario: str, session: str, ceiling: int,
         record.cache_write_tokens, record.output_tokens or 0,  # cache_write, output_tokens
         predicted, ceiling if included else 0,  # predicted_cache_read_tokens, ceiling_tokens
         excluded, share, partial, lost, cause,  # excluded, read_share, partial, lost_tokens, cause
-        _str(detail, "segment"), _str(detail, "segment_kind"),  # segment, segment_kind
-        _str(detail, "path"), cause_detail,  # path, cause_detail
-        _snippet(detail, "snippet_a", snippets, 0),  # before
-        _snippet(detail, "snippet_b", snippets, 1),  # after
+        segment, segment_kind, path, cause_detail, before, after,
         boundary_of(record),  # boundary
         costs[0], costs[1], costs[2], costs[3],  # cost_usd, _uncached_, _at_ceiling_, lost_usd
         agrees, complete, cost_note,  # agrees, cost_complete, cost_note
@@ -477,6 +484,12 @@ def call_row(record: UsageRecord, *, scenario: str, session: str, ceiling: int,
         action_of(verdict, detail, total, compared_input_tokens),  # action
         agent, divergences, divergences_total, _span(detail))  # agent, ..., estimated_span
 
+
+_DESCRIBING = frozenset({"reason", "cause_detail", "segment", "segment_kind", "path",
+                         "snippet_a", "snippet_b", "divergences", "divergences_total"})
+"""The ``verdict_detail`` keys :func:`call_row` reads for ``cause_detail``, ``segment``,
+``segment_kind``, ``path``, ``before`` / ``after`` and the divergences: a row with none of them
+(most rows) has each at its empty value."""
 
 _NO_COSTS: tuple[None, ...] = (None, None, None, None)
 """A call's four costs when none is priced (as reported, uncached, at the ceiling, lost)."""
