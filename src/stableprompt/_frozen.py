@@ -31,8 +31,8 @@ def slotted_maker(cls: type[_T]) -> Callable[..., _T]:
     about half the cost: generated once from the dataclass's fields, it sets each slot
     through its descriptor instead of the generated ``__init__``'s ``object.__setattr__`` per
     field. The same frozen object (equal, hashed, immutable as ``cls(...)`` makes;
-    ``tests/test_report_pass.py``): the report makes a ``CallRow`` (43 fields) and three or
-    four ``TokenSplit`` per call.
+    ``tests/test_report_pass.py``): the report makes a ``CallRow`` (43 fields) and a
+    ``CallPrice`` per call, and its chart points.
 
     Raises:
         TypeError: ``cls`` has a field with a ``default_factory``, a ``__post_init__`` (the
