@@ -23,7 +23,11 @@ time. Two modes, the same numbers:
   ``find_body`` (the ledger, by record id).
 
 The one per-call state is the ceilings' (``_ceilings.Ceilings``: each call's size and time by
-id, about 250 bytes, for the later calls that name it as their predecessor).
+id, about 200 bytes, for the later calls that name it as their predecessor); with the totals
+per session (and per group), it is held in bounded memory (``_spill``: at most
+``_ceilings.CALLS_IN_MEMORY`` calls, ``_ceilings.KEYS_IN_MEMORY`` cache keys and
+:data:`SESSIONS_IN_MEMORY` sessions and groups in memory, the rest in a temporary file that
+:meth:`Summary.close <._summary.Summary.close>` deletes), so memory does not grow with calls.
 ``what_if=True`` keeps every record either way: the replay needs them
 (:func:`~._what_if.what_if_by_provider`).
 """
@@ -31,7 +35,7 @@ id, about 250 bytes, for the later calls that name it as their predecessor).
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Generic, TypeVar
@@ -52,13 +56,14 @@ from ._ceilings import Ceilings, policy_of
 from ._keepalive import KeepAliveTally, is_keepalive
 from ._pricing import Pricing, genai_prices_version
 from ._snippets import mutation_snippets
+from ._spill import OrderedSpillMap, SpillView
 from ._stabilized import StabilizeSavings
 from ._storage import ExplicitCaches
 from ._totals import GROUP_BY, ScenarioReport, Totals, add_call, group_key
 from ._what_if import what_if_by_provider
 
 __all__ = ["MAX_BODIES", "MAX_CLIFFS", "MAX_MISSES", "MAX_NAMED", "MAX_POINTS", "NO_SCENARIO",
-           "NO_SESSION", "CallPage",
+           "NO_SESSION", "SESSIONS_IN_MEMORY", "CallPage",
            "CostPoint", "Decimator", "ReadPoint", "Streamed", "SummaryBuilder"]
 
 MAX_CLIFFS = 1000
@@ -72,6 +77,11 @@ MAX_POINTS = 2000
 this and twice this many)."""
 MAX_BODIES = 256
 """Request bodies (``content``) a streaming pass keeps for the snippets of later calls."""
+SESSIONS_IN_MEMORY = 25_000
+"""Session totals (all scenarios together; and as many groups of ``by``) a streaming pass
+keeps in memory (about 1.2 KB each: ~30 MB); the rest are moved to a temporary file
+(``_spill``) and read back when their session has another call or when listed. The demo
+ledgers and a 100,000-call ledger (~8,900 sessions) never touch the disk."""
 
 NO_SCENARIO = "(none)"
 """The scenario of a call that names none."""
@@ -233,7 +243,9 @@ class Streamed:
         calls_total: Calls summarized (keep-alive pings not included), whatever the page.
         page: The page asked for; :attr:`Summary.calls` holds its rows.
         by: The grouping whose totals were gathered (``groups``).
-        groups: Totals per group for ``by``, in order of first call.
+        groups: Totals per group for ``by``, in order of first call (a read-only
+            mapping; a :class:`~._spill.SpillView` when streamed by another key than
+            ``scenario``).
         causes: Causes ranked (:func:`~._causes.rank_causes`'s numbers).
         actions: Breaks by user action (:func:`~._causes.rank_actions`'s numbers).
         errors: Failed calls' error texts -> ``(calls, first id)`` (``Summary.errors``).
@@ -246,12 +258,14 @@ class Streamed:
         suspect_ids: The first suspect calls' ids; ``suspect_total`` all of them.
         read_points: Read-share chart points per scenario; ``cost_points`` the cost chart's;
             ``decimated`` whether any were merged.
+        spills: The bounded maps that hold the sessions' and groups' totals
+            (:meth:`Summary.close <._summary.Summary.close>` deletes their files).
     """
 
     calls_total: int = 0
     page: CallPage = field(default_factory=CallPage)
     by: str = "scenario"
-    groups: dict[str, Totals] = field(default_factory=dict)
+    groups: Mapping[str, Totals] = field(default_factory=dict)
     causes: list[CauseRow] = field(default_factory=list)
     actions: list[ActionRow] = field(default_factory=list)
     errors: dict[str, tuple[int, str]] = field(default_factory=dict)
@@ -266,6 +280,7 @@ class Streamed:
     read_points: dict[str, list[ReadPoint]] = field(default_factory=dict)
     cost_points: dict[str, list[CostPoint]] = field(default_factory=dict)
     decimated: bool = False
+    spills: list[OrderedSpillMap[Totals]] = field(default_factory=list)
 
 
 class _Kept:
@@ -316,7 +331,9 @@ class SummaryBuilder:
         self._by = by
         self._find_body = find_body
         self.scenarios: dict[str, ScenarioReport] = {}
-        self._ceilings = Ceilings()
+        self._ceilings = Ceilings(bounded=not keep_calls)
+        self._sessions: OrderedSpillMap[Totals] = OrderedSpillMap(
+            None if keep_calls else SESSIONS_IN_MEMORY)  # (scenario, session id) -> totals
         self._agents: dict[tuple[str, str], str] = {}  # (session, lineage) -> branch label
         self._pricing = Pricing(source=genai_prices_version() or "genai-prices not installed")
         self._notes: dict[str, None] = {}
@@ -330,7 +347,8 @@ class SummaryBuilder:
         self._caches = ExplicitCaches()
         self._calls = 0
         self._streamed = Streamed(page=self._page, by=by)
-        self._groups: dict[str, Totals] = {}
+        self._groups: OrderedSpillMap[Totals] = OrderedSpillMap(
+            None if keep_calls else SESSIONS_IN_MEMORY)  # ("", group) -> totals
         self._causes = CauseTally()
         self._actions = ActionTally()
         self._cliff_finder = CliffFinder()
@@ -369,7 +387,8 @@ class SummaryBuilder:
             return
         scenario = self.scenarios.get(name)
         if scenario is None:
-            scenario = self.scenarios[name] = ScenarioReport(name)
+            scenario = self.scenarios[name] = ScenarioReport(
+                name, sessions=SpillView(self._sessions, name))
         if record.model and record.model not in scenario.models:
             scenario.models.append(record.model)
         if record.provider and record.provider not in scenario.providers:
@@ -396,10 +415,9 @@ class SummaryBuilder:
                        snippets=snippets, agrees=agrees, compared_input_tokens=compared,
                        agent=agent)
         self.stabilized.add(record, row, pricing, self._notes)
-        sessions = scenario.sessions
-        totals = sessions.get(sid)
+        totals = self._sessions.get((name, sid))
         if totals is None:
-            totals = sessions[sid] = Totals()
+            totals = self._sessions[name, sid] = Totals()
         add_call((self.overall, scenario.totals, totals), row, agrees, self._price)
         if self._keep:
             self.rows.append(row)
@@ -423,9 +441,9 @@ class SummaryBuilder:
             self.rows.append(row)
         if self._by != "scenario":
             key = group_key(row, self._by)
-            group = self._groups.get(key)
+            group = self._groups.get(("", key))
             if group is None:
-                group = self._groups[key] = Totals()
+                group = self._groups["", key] = Totals()
             group.add(row, agrees, self._price)
         self._causes.add(row)
         self._actions.add(row)
@@ -461,9 +479,19 @@ class SummaryBuilder:
             costs.add(row.ts, row.cost_usd or 0.0, row.cost_at_ceiling_usd or 0.0,
                       row.cost_uncached_usd or 0.0)
 
+    def close(self) -> None:
+        """Delete the temporary files of the pass (``_spill``; also the sessions' and groups',
+        which :meth:`finish` hands to the summary): the pass failed."""
+        self._ceilings.close()
+        self._sessions.close()
+        self._groups.close()
+
     def finish(self) -> dict[str, Any]:
         """The fields of the :class:`~._summary.Summary` of the records added (keyword
-        arguments: ``Summary(**builder.finish())``)."""
+        arguments: ``Summary(**builder.finish())``). The ceilings' temporary file, if any,
+        is deleted (the pass is over); the sessions' stays until :meth:`Summary.close
+        <._summary.Summary.close>`."""
+        self._ceilings.close()
         self._pricing.notes = list(self._notes)
         replays = (what_if_by_provider(self._kept, table=self._policies)
                    if self._what_if and self._price else None)
@@ -474,7 +502,8 @@ class SummaryBuilder:
             if self._page.top is not None:
                 self.rows = self._top.items()
             streamed.groups = ({name: s.totals for name, s in self.scenarios.items()}
-                               if self._by == "scenario" else self._groups)
+                               if self._by == "scenario" else SpillView(self._groups, ""))
+            streamed.spills = [self._sessions, self._groups]
             streamed.causes = self._causes.ranked()
             streamed.actions = self._actions.ranked()
             streamed.cliffs = self._cliffs.items()

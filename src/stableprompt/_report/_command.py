@@ -479,8 +479,18 @@ def _run(args: argparse.Namespace) -> int:
     with no_full_collections():  # what the pass keeps only grows (ceilings per call)
         report = summarize_stream(records, what_if=args.what_if, page=page, by=args.by,
                                   find_body=_body_finder(ledgers, args.session, since))
+    try:
+        return _write(args, report, paths, metas, counted, duplicate_count[0], corrupt,
+                      unimported, since)
+    finally:
+        report.close()  # its temporary file of sessions, if any
+
+
+def _write(args: argparse.Namespace, report: Summary, paths: list[str],
+           metas: list[dict[str, str]], counted: list[_Counted], duplicates: int,
+           corrupt: list[CorruptRow], unimported: list[Path], since: datetime | None) -> int:
+    """Print (and write) the report of the summarized ledgers (:func:`_run`)."""
     per_ledger = [c.count for c in counted]
-    duplicates = duplicate_count[0]
     name = paths[0] if len(paths) == 1 else f"{len(paths)} ledgers"
     if len(paths) == 1:
         meta = metas[0]
@@ -534,7 +544,7 @@ def _run(args: argparse.Namespace) -> int:
             extra["unimported_files"] = [str(path) for path in unimported]
         if pruned := _pruned_notes(paths, metas, since):
             extra["pruned"] = pruned
-        write_scrubbed_json({**extra, "meta": meta, **report.to_json(by=args.by),
+        write_scrubbed_json({**extra, "meta": meta, **report.to_json(by=args.by, lazy=True),
                              "notes": ceiling_notes(report)})
         return 0
     for line in header:
