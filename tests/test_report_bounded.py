@@ -61,6 +61,7 @@ def _tiny_caps(mp: pytest.MonkeyPatch, cap: int = 1) -> None:
     mp.setattr(_ceilings, "CALLS_IN_MEMORY", cap)
     mp.setattr(_ceilings, "KEYS_IN_MEMORY", cap)
     mp.setattr(_builder, "SESSIONS_IN_MEMORY", cap)
+    mp.setattr(_builder, "BRANCHES_IN_MEMORY", cap)
 
 
 def _outputs(ledger: str, capsys: pytest.CaptureFixture[str], tmp_path: Path,

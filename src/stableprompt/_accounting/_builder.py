@@ -25,9 +25,11 @@ time. Two modes, the same numbers:
 The one per-call state is the ceilings' (``_ceilings.Ceilings``: each call's size and time by
 id, about 200 bytes, for the later calls that name it as their predecessor); with the totals
 per session (and per group), it is held in bounded memory (``_spill``: at most
-``_ceilings.CALLS_IN_MEMORY`` calls, ``_ceilings.KEYS_IN_MEMORY`` cache keys and
-:data:`SESSIONS_IN_MEMORY` sessions and groups in memory, the rest in a temporary file that
-:meth:`Summary.close <._summary.Summary.close>` deletes), so memory does not grow with calls.
+``_ceilings.CALLS_IN_MEMORY`` calls, ``_ceilings.KEYS_IN_MEMORY`` cache keys,
+:data:`SESSIONS_IN_MEMORY` sessions and groups and :data:`BRANCHES_IN_MEMORY` branches (agent
+labels, the cliffs' previous read share) in memory, the rest in temporary files deleted when
+the pass ends, the sessions' by :meth:`Summary.close <._summary.Summary.close>`), so memory
+does not grow with calls.
 ``what_if=True`` keeps every record either way: the replay needs them
 (:func:`~._what_if.what_if_by_provider`).
 """
@@ -56,14 +58,14 @@ from ._ceilings import Ceilings, policy_of
 from ._keepalive import KeepAliveTally, is_keepalive
 from ._pricing import Pricing, genai_prices_version
 from ._snippets import mutation_snippets
-from ._spill import OrderedSpillMap, SpillView
+from ._spill import OrderedSpillMap, SpillMap, SpillView
 from ._stabilized import StabilizeSavings
 from ._storage import ExplicitCaches
 from ._totals import GROUP_BY, ScenarioReport, Totals, add_call, group_key
 from ._what_if import what_if_by_provider
 
-__all__ = ["MAX_BODIES", "MAX_CLIFFS", "MAX_MISSES", "MAX_NAMED", "MAX_POINTS", "NO_SCENARIO",
-           "NO_SESSION", "SESSIONS_IN_MEMORY", "CallPage",
+__all__ = ["BRANCHES_IN_MEMORY", "MAX_BODIES", "MAX_CLIFFS", "MAX_MISSES", "MAX_NAMED",
+           "MAX_POINTS", "NO_SCENARIO", "NO_SESSION", "SESSIONS_IN_MEMORY", "CallPage",
            "CostPoint", "Decimator", "ReadPoint", "Streamed", "SummaryBuilder"]
 
 MAX_CLIFFS = 1000
@@ -82,6 +84,10 @@ SESSIONS_IN_MEMORY = 25_000
 keeps in memory (about 1.2 KB each: ~30 MB); the rest are moved to a temporary file
 (``_spill``) and read back when their session has another call or when listed. The demo
 ledgers and a 100,000-call ledger (~8,900 sessions) never touch the disk."""
+BRANCHES_IN_MEMORY = 100_000
+"""Conversation branches a streaming pass keeps in memory (each ``(session, lineage)``'s
+agent label, and each ``(scenario, session, agent)``'s previous read share for the cliffs;
+about 250 bytes each: ~25 MB each); the rest as above."""
 
 NO_SCENARIO = "(none)"
 """The scenario of a call that names none."""
@@ -334,7 +340,8 @@ class SummaryBuilder:
         self._ceilings = Ceilings(bounded=not keep_calls)
         self._sessions: OrderedSpillMap[Totals] = OrderedSpillMap(
             None if keep_calls else SESSIONS_IN_MEMORY)  # (scenario, session id) -> totals
-        self._agents: dict[tuple[str, str], str] = {}  # (session, lineage) -> branch label
+        self._agents: SpillMap[tuple[str, str], str] = SpillMap(  # (session, lineage) ->
+            None if keep_calls else BRANCHES_IN_MEMORY, key_text=repr)  # its agent label
         self._pricing = Pricing(source=genai_prices_version() or "genai-prices not installed")
         self._notes: dict[str, None] = {}
         self.rows: list[CallRow] = []
@@ -351,7 +358,7 @@ class SummaryBuilder:
             None if keep_calls else SESSIONS_IN_MEMORY)  # ("", group) -> totals
         self._causes = CauseTally()
         self._actions = ActionTally()
-        self._cliff_finder = CliffFinder()
+        self._cliff_finder = CliffFinder(cap=None if keep_calls else BRANCHES_IN_MEMORY)
         self._cliffs = _Kept(MAX_CLIFFS)
         self._misses = _Kept(MAX_MISSES)
         self._top = _Kept(self._page.top or 0)
@@ -397,9 +404,8 @@ class SummaryBuilder:
         granularity = policy.granularity_tokens if policy is not None else 1
         compared = self._ceilings.total_of(record.predecessor_id)
         branch = (sid, record.lineage or "")  # a branch's later calls keep its label
-        agent = agent_label(record) or self._agents.get(branch, MAIN_AGENT)
-        if agent != MAIN_AGENT:
-            self._agents[branch] = agent
+        agent = agent_label(record) or self._agents.get(branch) or MAIN_AGENT
+        self._agents[branch] = agent  # main too: a later call finds it in memory
         # a subagent's ceiling is its own conversation's, not its parent's previous request
         ceiling = self._ceilings.next(record, Ceilings.key(
             record, name, sid if agent == MAIN_AGENT else f"{sid}\x00{agent}"), policy,
@@ -483,6 +489,8 @@ class SummaryBuilder:
         """Delete the temporary files of the pass (``_spill``; also the sessions' and groups',
         which :meth:`finish` hands to the summary): the pass failed."""
         self._ceilings.close()
+        self._agents.close()
+        self._cliff_finder.close()
         self._sessions.close()
         self._groups.close()
 
@@ -492,6 +500,8 @@ class SummaryBuilder:
         is deleted (the pass is over); the sessions' stays until :meth:`Summary.close
         <._summary.Summary.close>`."""
         self._ceilings.close()
+        self._agents.close()
+        self._cliff_finder.close()
         self._pricing.notes = list(self._notes)
         replays = (what_if_by_provider(self._kept, table=self._policies)
                    if self._what_if and self._price else None)
