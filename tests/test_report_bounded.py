@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -149,17 +150,19 @@ def test_demo_ledgers_are_the_same_with_everything_moved_out(
         capsys: pytest.CaptureFixture[str]) -> None:
     """On the demo ledgers (and the two merged), every output is the same bytes with caps of
     1 (every call, cache key and session moved out and read back) and 16 (batches of 2) as
-    with the default caps, which never touch the disk."""
+    with the default caps, which never touch the disk; so is a merge that reads every id
+    twice (the ids read, moved out too)."""
     for path in demo_ledger_files:
         assert _same_bounded_or_not(str(path), capsys, tmp_path) > 100
     assert _same_bounded_or_not(str(demo_ledger_files[1]), capsys, tmp_path, cap=16) > 10
     with pytest.MonkeyPatch.context() as mp:
-        merged = [str(p) for p in demo_ledger_files]
+        merged = [str(p) for p in [*demo_ledger_files, demo_ledger_files[0]]]  # repeats
         assert main(["report", *merged, "--json", "--by", "session"]) == 0
         default = capsys.readouterr().out
         _tiny_caps(mp)
         assert main(["report", *merged, "--json", "--by", "session"]) == 0
         assert capsys.readouterr().out == default
+    assert '"duplicates": ' in default and '"duplicates": 0' not in default
 
 
 def test_summarize_keeps_sessions_in_memory_as_a_mapping(
@@ -246,7 +249,7 @@ def test_lazy_json_is_scrubbed_as_a_dict(capsys: pytest.CaptureFixture[str]) -> 
     value) and when one names a credential (its value redacted whole)."""
     from stableprompt._subcommand import write_scrubbed_json
 
-    cases = [
+    cases: list[dict[str, Any]] = [
         {"a": 1, "b": {"c": "x"}},
         {"sk-ant-api03-" + "A" * 40: 1, "plain": 2},
         {"sk-ant-api03-" + "A" * 40: 1, "plain": 2, "sk-ant-api03-" + "B" * 40: 3},
@@ -254,10 +257,10 @@ def test_lazy_json_is_scrubbed_as_a_dict(capsys: pytest.CaptureFixture[str]) -> 
         {"api_key": {"n": 1}, "ok": {"n": 2}},
     ]
     for case in cases:
-        write_scrubbed_json({"s": {k: v for k, v in case.items()}})
+        write_scrubbed_json({"s": dict(case)})
         expected = capsys.readouterr().out
-        lazy = LazyJsonObject(lambda case=case: iter(list(case.items())),  # type: ignore[misc]
-                              lambda case=case: iter(list(case)), len(case))
+        lazy = LazyJsonObject(partial(iter, list(case.items())), partial(iter, list(case)),
+                              len(case))
         write_scrubbed_json({"s": lazy})
         assert capsys.readouterr().out == expected, case
 
@@ -283,8 +286,10 @@ def _ledger_records(draw: st.DrawFn) -> list[UsageRecord]:
             detail["agent"] = {"kind": "subagent", "id": draw(st.sampled_from(["a1", "a2"]))}
         if draw(st.booleans()):
             detail["lcp_tokens_scaled"] = draw(st.sampled_from([512, 1024, 4096]))
-        predecessor = (records[draw(st.integers(0, len(records) - 1))].record_id
-                       if records and draw(st.booleans()) else None)
+        predecessor = None
+        named: bool = draw(st.booleans())
+        if records and named:
+            predecessor = records[draw(st.integers(0, len(records) - 1))].record_id
         verdict = "hit" if read else draw(st.sampled_from(["cold", "ttl_expired",
                                                            "client_mutation", "provider_miss"]))
         write = 0 if total is None else total - read

@@ -58,7 +58,7 @@ from ._ceilings import Ceilings, policy_of
 from ._keepalive import KeepAliveTally, is_keepalive
 from ._pricing import Pricing, genai_prices_version
 from ._snippets import mutation_snippets
-from ._spill import OrderedSpillMap, SpillMap, SpillView
+from ._spill import OrderedSpillMap, SpillMap, SpillView, fields_codec
 from ._stabilized import StabilizeSavings
 from ._storage import ExplicitCaches
 from ._totals import GROUP_BY, ScenarioReport, Totals, add_call, group_key
@@ -338,8 +338,10 @@ class SummaryBuilder:
         self._find_body = find_body
         self.scenarios: dict[str, ScenarioReport] = {}
         self._ceilings = Ceilings(bounded=not keep_calls)
+        codec = fields_codec(Totals)
         self._sessions: OrderedSpillMap[Totals] = OrderedSpillMap(
-            None if keep_calls else SESSIONS_IN_MEMORY)  # (scenario, session id) -> totals
+            None if keep_calls else SESSIONS_IN_MEMORY, encode=codec[0], decode=codec[1])
+        # (scenario, session id) -> totals
         self._agents: SpillMap[tuple[str, str], str] = SpillMap(  # (session, lineage) ->
             None if keep_calls else BRANCHES_IN_MEMORY, key_text=repr)  # its agent label
         self._pricing = Pricing(source=genai_prices_version() or "genai-prices not installed")
@@ -355,7 +357,8 @@ class SummaryBuilder:
         self._calls = 0
         self._streamed = Streamed(page=self._page, by=by)
         self._groups: OrderedSpillMap[Totals] = OrderedSpillMap(
-            None if keep_calls else SESSIONS_IN_MEMORY)  # ("", group) -> totals
+            None if keep_calls else SESSIONS_IN_MEMORY, encode=codec[0],
+            decode=codec[1])  # ("", group) -> totals
         self._causes = CauseTally()
         self._actions = ActionTally()
         self._cliff_finder = CliffFinder(cap=None if keep_calls else BRANCHES_IN_MEMORY)

@@ -13,8 +13,9 @@ calls and :data:`KEYS_IN_MEMORY` cache keys stay in memory, the rest in a tempor
 
 from __future__ import annotations
 
+import marshal
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 
 from .._frozen import slotted_maker
 from .._ledger._usage_record import UsageRecord
@@ -63,6 +64,20 @@ class _Seen:
 _seen = slotted_maker(_Seen)
 """``_Seen(...)``, faster (``_frozen.slotted_maker``): one per call."""
 
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_US = timedelta(microseconds=1)
+
+
+def _seen_bytes(seen: _Seen) -> bytes:
+    """A :class:`_Seen` moved to the spill file: its send time as microseconds since the
+    epoch (exact; only its differences from other times are used), ``marshal``-ed."""
+    return marshal.dumps((seen.key, (seen.ts - _EPOCH) // _US, seen.total))
+
+
+def _seen_of(data: bytes) -> _Seen:
+    key, micros, total = marshal.loads(data)
+    return _seen(key, _EPOCH + timedelta(microseconds=micros), total)
+
 
 class Ceilings:
     """The append-only ceiling of each call in ledger order (module docstring, ``ceiling``):
@@ -73,8 +88,10 @@ class Ceilings:
 
     def __init__(self, *, bounded: bool = False) -> None:
         self._last: SpillMap[tuple[str, ...], _Seen] = SpillMap(
-            KEYS_IN_MEMORY if bounded else None, key_text=repr)
-        self._by_id: SpillMap[str, _Seen] = SpillMap(CALLS_IN_MEMORY if bounded else None)
+            KEYS_IN_MEMORY if bounded else None, key_text=repr, encode=_seen_bytes,
+            decode=_seen_of)
+        self._by_id: SpillMap[str, _Seen] = SpillMap(
+            CALLS_IN_MEMORY if bounded else None, encode=_seen_bytes, decode=_seen_of)
         self.beyond_ledger = 0
 
     @property

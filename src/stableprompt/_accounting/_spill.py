@@ -5,10 +5,11 @@ The streaming report remembers two things whose number grows with the ledger: ev
 size and send time by record id (``_ceilings``: a later call may name any earlier one as its
 predecessor) and the totals of every session (``_totals.ScenarioReport.sessions``). Each is
 kept here: the entries used last stay in memory (at most ``cap``); when there are more, the
-least recently used are written out in one batch (``cap // 8``, at least one) as pickles to a
-private temporary SQLite database, and a key that misses memory is looked up there (then read
-back into memory and deleted from the file). So a lookup gives the same value whether or not
-its entry was moved out, and nothing is forgotten.
+least recently used are written out in one batch (``cap // 8``, at least one; in key order,
+so the inserts walk the file's B-tree once) as bytes (``pickle``, or the map's own codec:
+:func:`fields_codec`) to a private temporary SQLite database, and a key that misses memory
+is looked up there (then read back into memory and deleted from the file). So a lookup gives
+the same value whether or not its entry was moved out, and nothing is forgotten.
 
 The file is SQLite's own temporary database (``sqlite3.connect("")``): created in the system
 temporary directory (``SQLITE_TMPDIR``, else ``TMPDIR``, else ``/var/tmp``, ``/usr/tmp``,
@@ -17,7 +18,7 @@ it is opened (on Windows: deleted when closed), so it goes when the connection i
 (:meth:`SpillMap.close`, or the map is collected) and when the process dies, killed or not.
 Nothing is written while a map holds at most ``cap`` entries: ``cap=None`` never spills.
 
-Values are pickled when moved out: a value read back is an equal copy, not the same object.
+Values are encoded when moved out: a value read back is an equal copy, not the same object.
 Mutate a value only right after :meth:`SpillMap.get` or setting it (before the next set or
 get of the same map can move it out), as the report's pass does.
 
@@ -31,12 +32,15 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import marshal
+import operator
 import pickle
 import sqlite3
 from collections.abc import Callable, Hashable, ItemsView, Iterator, KeysView, Mapping, ValuesView
+from dataclasses import fields
 from typing import Any, Generic, TypeVar
 
-__all__ = ["SPILL_CACHE_KIB", "OrderedSpillMap", "SpillMap", "SpillView"]
+__all__ = ["SPILL_CACHE_KIB", "OrderedSpillMap", "SpillMap", "SpillView", "fields_codec"]
 
 SPILL_CACHE_KIB = 4096
 """SQLite page cache of one spill file (KiB): the memory a spill file itself takes at most;
@@ -44,6 +48,28 @@ its pages past this are written to the file."""
 
 _K = TypeVar("_K", bound=Hashable)
 _V = TypeVar("_V")
+_T = TypeVar("_T")
+
+
+def _pickled(value: Any) -> bytes:
+    return pickle.dumps(value, pickle.HIGHEST_PROTOCOL)
+
+
+def fields_codec(cls: type[_T]) -> tuple[Callable[[_T], bytes], Callable[[bytes], _T]]:
+    """``(encode, decode)`` of a dataclass whose fields hold only what ``marshal`` writes
+    (``None``, bools, ints, floats, strings, and tuples, lists and dicts of them): its field
+    values as one ``marshal``-ed tuple, read back through ``cls(*values)`` (several times
+    faster than pickling a slotted dataclass, whose ``__getstate__`` lists its fields each
+    time)."""
+    values = operator.attrgetter(*(f.name for f in fields(cls)))  # type: ignore[arg-type]
+
+    def encode(value: _T) -> bytes:
+        return marshal.dumps(values(value))
+
+    def decode(data: bytes) -> _T:
+        return cls(*marshal.loads(data))
+
+    return encode, decode
 
 _SCHEMA = ("CREATE TABLE spill (part TEXT NOT NULL, k TEXT NOT NULL, seq INTEGER NOT NULL, "
            "v BLOB NOT NULL, PRIMARY KEY (part, k)) WITHOUT ROWID")
@@ -58,14 +84,19 @@ class SpillMap(Generic[_K, _V]):
         cap: Entries kept in memory (``None``: all, never spills). At least 1.
         key_text: The key as text in the file (injective; default ``str`` for text keys;
             ``repr`` for tuples of strings).
+        encode: A value as bytes in the file (default ``pickle``); ``decode`` reads it back
+            (an equal value).
     """
 
-    def __init__(self, cap: int | None, *, key_text: Callable[[_K], str] = str) -> None:
+    def __init__(self, cap: int | None, *, key_text: Callable[[_K], str] = str,
+                 encode: Callable[[_V], bytes] = _pickled,
+                 decode: Callable[[bytes], _V] = pickle.loads) -> None:
         if cap is not None and cap < 1:
             raise ValueError(f"a spill map keeps at least 1 entry in memory, got cap={cap}")
         self.cap = cap
         self._batch = 0 if cap is None else max(1, cap // 8)
         self._key_text = key_text
+        self._encode, self._decode = encode, decode
         self._mem: dict[_K, _V] = {}
         self._db: sqlite3.Connection | None = None
         self.spilled = 0
@@ -123,11 +154,12 @@ class SpillMap(Generic[_K, _V]):
         mem = self._mem
         keys = list(itertools.islice(mem, self._batch))
         rows = []
+        encode = self._encode
         for key in keys:
             part, text = self._part_text(key)
-            rows.append((part, text, self._seq_of(key),
-                         pickle.dumps(mem.pop(key), pickle.HIGHEST_PROTOCOL)))
+            rows.append((part, text, self._seq_of(key), encode(mem.pop(key))))
         self._forget_seq(keys)
+        rows.sort()  # (part, key) unique: in the B-tree's order, each page visited once
         db = self._conn()
         db.execute("BEGIN")
         db.executemany("INSERT OR REPLACE INTO spill VALUES (?, ?, ?, ?)", rows)
@@ -150,7 +182,7 @@ class SpillMap(Generic[_K, _V]):
             return None
         db.execute("DELETE FROM spill WHERE part = ? AND k = ?", (part, text))
         self.read_back += 1
-        return row[0], pickle.loads(row[1])
+        return row[0], self._decode(row[1])
 
     # -- the mapping
 
@@ -193,8 +225,9 @@ class OrderedSpillMap(SpillMap[tuple[str, str], _V]):
     set and counts and lists the entries of each part in that order (:meth:`items`,
     :meth:`count`; :class:`SpillView`: one part as a read-only mapping)."""
 
-    def __init__(self, cap: int | None) -> None:
-        super().__init__(cap)
+    def __init__(self, cap: int | None, *, encode: Callable[[_V], bytes] = _pickled,
+                 decode: Callable[[bytes], _V] = pickle.loads) -> None:
+        super().__init__(cap, encode=encode, decode=decode)
         self._seqs: dict[tuple[str, str], int] = {}
         self._next = 0
         self._counts: dict[str, int] = {}
@@ -237,7 +270,7 @@ class OrderedSpillMap(SpillMap[tuple[str, str], _V]):
             return value
         row = self._db.execute("SELECT v FROM spill WHERE part = ? AND k = ?",
                                (part, key)).fetchone()
-        return None if row is None else pickle.loads(row[0])  # type: ignore[no-any-return]
+        return None if row is None else self._decode(row[0])
 
     def items(self, part: str, *, values: bool = True) -> Iterator[tuple[str, Any]]:
         """``(key, value)`` of ``part`` in order of first set, those moved out read from the
@@ -253,7 +286,8 @@ class OrderedSpillMap(SpillMap[tuple[str, str], _V]):
         column = "v" if values else "NULL"
         cursor = self._db.execute(
             f"SELECT seq, k, {column} FROM spill WHERE part = ? ORDER BY seq", (part,))
-        from_file = ((seq, key, None if blob is None else pickle.loads(blob))
+        decode = self._decode
+        from_file = ((seq, key, None if blob is None else decode(blob))
                      for seq, key, blob in _rows(cursor))
         for _, key, value in heapq.merge(in_memory, from_file, key=lambda e: e[0]):
             yield key, value

@@ -78,6 +78,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from .._ledger._usage_record import UsageRecord
@@ -349,7 +350,7 @@ class Summary:
         groups: list[dict[str, Any]] = []
         if by != "scenario":
             grouped = self.group_by(by)
-            groups = (LazyJsonArray(lambda: _group_entries(grouped), len(grouped)) if lazy
+            groups = (LazyJsonArray(partial(_group_entries, grouped), len(grouped)) if lazy
                       else list(_group_entries(grouped)))
         for name, scenario in self.scenarios.items():
             entry = {**scenario.totals.to_full_json(), "models": list(scenario.models),
@@ -359,8 +360,8 @@ class Summary:
             if sessions:
                 per = scenario.sessions
                 entry["sessions"] = (
-                    LazyJsonObject(lambda per=per: _session_entries(per),  # type: ignore[misc]
-                                   lambda per=per: iter(per), len(per)) if lazy
+                    LazyJsonObject(partial(_session_entries, per), partial(iter, per),
+                                   len(per)) if lazy
                     else dict(_session_entries(per)))
             out[name] = entry
         return {"records": self.records, "pricing": self.pricing.to_json(), "scenarios": out,
