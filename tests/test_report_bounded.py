@@ -24,6 +24,7 @@ from stableprompt._accounting import _builder, _ceilings, _spill
 from stableprompt._accounting._spill import OrderedSpillMap, SpillMap, SpillView
 from stableprompt._accounting._summary import summarize, summarize_stream
 from stableprompt._cli import main
+from stableprompt._report import _table
 from stableprompt._subcommand import LazyJsonObject
 
 T0 = datetime(2026, 3, 1, tzinfo=UTC)
@@ -63,6 +64,7 @@ def _tiny_caps(mp: pytest.MonkeyPatch, cap: int = 1) -> None:
     mp.setattr(_ceilings, "KEYS_IN_MEMORY", cap)
     mp.setattr(_builder, "SESSIONS_IN_MEMORY", cap)
     mp.setattr(_builder, "BRANCHES_IN_MEMORY", cap)
+    mp.setattr(_table, "PIECE_ROWS", 2)  # the sessions table printed 2 rows at a time
 
 
 def _outputs(ledger: str, capsys: pytest.CaptureFixture[str], tmp_path: Path,
@@ -152,9 +154,10 @@ def test_demo_ledgers_are_the_same_with_everything_moved_out(
     1 (every call, cache key and session moved out and read back) and 16 (batches of 2) as
     with the default caps, which never touch the disk; so is a merge that reads every id
     twice (the ids read, moved out too)."""
-    for path in demo_ledger_files:
-        assert _same_bounded_or_not(str(path), capsys, tmp_path) > 100
-    assert _same_bounded_or_not(str(demo_ledger_files[1]), capsys, tmp_path, cap=16) > 10
+    few = [["--json"], ["--sessions", "--by", "session", "--calls"]]
+    assert _same_bounded_or_not(str(demo_ledger_files[0]), capsys, tmp_path) > 100
+    assert _same_bounded_or_not(str(demo_ledger_files[1]), capsys, tmp_path, few) > 100
+    assert _same_bounded_or_not(str(demo_ledger_files[1]), capsys, tmp_path, few, cap=16) > 10
     with pytest.MonkeyPatch.context() as mp:
         merged = [str(p) for p in [*demo_ledger_files, demo_ledger_files[0]]]  # repeats
         assert main(["report", *merged, "--json", "--by", "session"]) == 0
@@ -263,6 +266,50 @@ def test_lazy_json_is_scrubbed_as_a_dict(capsys: pytest.CaptureFixture[str]) -> 
                               len(case))
         write_scrubbed_json({"s": lazy})
         assert capsys.readouterr().out == expected, case
+
+
+def _whole_and_in_pieces(rows: list[tuple[str, ...]], width: int, title: str | None,
+                         justify: str) -> tuple[str, str]:
+    import io
+
+    from rich.table import Table
+
+    from stableprompt._subcommand import rich_console
+
+    def make() -> Table:
+        table = Table(title=title, title_justify="left", header_style="bold")
+        for column in ("session", "calls", "verdicts"):
+            table.add_column(column, justify="right" if column == "calls" else
+                             "left" if justify == "left" else "center")
+        return table
+
+    whole, pieces = io.StringIO(), io.StringIO()
+    table = make()
+    for row in rows:
+        table.add_row(*row)
+    rich_console(file=whole, width=width, highlight=False).print(table)
+    _table.print_in_pieces(rich_console(file=pieces, width=width, highlight=False), make,
+                           lambda: iter(rows))
+    return whole.getvalue(), pieces.getvalue()
+
+
+@given(rows=st.lists(st.tuples(st.text("ab-[]é界 ", max_size=30), st.from_regex(r"[0-9,]{1,9}",
+                                                                              fullmatch=True),
+                               st.text("hit 0123456789·", max_size=60)), max_size=9),
+       width=st.sampled_from([160, 60, 30, 12]), piece=st.integers(1, 4),
+       title=st.sampled_from([None, "x: sessions", "a long title " * 4]),
+       justify=st.sampled_from(["left", "center"]))
+@settings(max_examples=80, deadline=None)
+def test_a_table_in_pieces_prints_as_rich_prints_it_whole(
+        rows: list[tuple[str, str, str]], width: int, piece: int, title: str | None,
+        justify: str) -> None:
+    """``print_in_pieces`` (``--sessions``: every session, a few rows held at a time) gives
+    the bytes rich gives for the whole table, also when columns wrap (narrow consoles), with
+    wide characters, and for no rows."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(_table, "PIECE_ROWS", piece)
+        whole, pieces = _whole_and_in_pieces(list(rows), width, title, justify)
+    assert pieces == whole
 
 
 # --------------------------------------------------------------------------- generated ledgers
