@@ -65,6 +65,7 @@ def _tiny_caps(mp: pytest.MonkeyPatch, cap: int = 1) -> None:
     mp.setattr(_builder, "SESSIONS_IN_MEMORY", cap)
     mp.setattr(_builder, "BRANCHES_IN_MEMORY", cap)
     mp.setattr(_table, "PIECE_ROWS", 2)  # the sessions table printed 2 rows at a time
+    mp.setattr(_spill, "SPILL_FILTER_BYTES", 1)  # 8 bits: most lookups read the file
 
 
 def _outputs(ledger: str, capsys: pytest.CaptureFixture[str], tmp_path: Path,

@@ -1,15 +1,18 @@
 """Mappings that keep at most a cap of entries in memory and move the rest to a temporary
 SQLite file (issue 30: ``stableprompt report`` in memory that does not grow with calls).
 
-The streaming report remembers two things whose number grows with the ledger: every call's
-size and send time by record id (``_ceilings``: a later call may name any earlier one as its
+The streaming report remembers two things whose number grows with the ledger: every call's size
+and send time by record id (``_ceilings``: a later call may name any earlier one as its
 predecessor) and the totals of every session (``_totals.ScenarioReport.sessions``). Each is
-kept here: the entries used last stay in memory (at most ``cap``); when there are more, the
-least recently used are written out in one batch (``cap // 8``, at least one; in key order,
-so the inserts walk the file's B-tree once) as bytes (``pickle``, or the map's own codec:
-:func:`fields_codec`) to a private temporary SQLite database, and a key that misses memory
-is looked up there (then read back into memory and deleted from the file). So a lookup gives
-the same value whether or not its entry was moved out, and nothing is forgotten.
+kept here: at most ``cap`` entries stay in memory; when there are more, the oldest (in order of
+their last set: a set moves a key to the end, a lookup does not) are written out in one batch
+(``cap // 8``, at least one; in key order, so the inserts walk the file's B-tree once) as bytes
+(``pickle``, or the map's own codec: :func:`fields_codec`) to a private temporary SQLite
+database, and a key that misses memory is looked up there (then read back into memory and
+deleted from the file). So a lookup gives the same value whether or not its entry was moved
+out, and nothing is forgotten. A filter of the keys moved out (:data:`SPILL_FILTER_BYTES`, a
+Bloom filter) answers most lookups of a key never moved out (a new session's) without reading
+the file.
 
 The file is SQLite's own temporary database (``sqlite3.connect("")``): created in the system
 temporary directory (``SQLITE_TMPDIR``, else ``TMPDIR``, else ``/var/tmp``, ``/usr/tmp``,
@@ -40,11 +43,17 @@ from collections.abc import Callable, Hashable, ItemsView, Iterator, KeysView, M
 from dataclasses import fields
 from typing import Any, Generic, TypeVar
 
-__all__ = ["SPILL_CACHE_KIB", "OrderedSpillMap", "SpillMap", "SpillView", "fields_codec"]
+__all__ = ["SPILL_CACHE_KIB", "SPILL_FILTER_BYTES", "OrderedSpillMap", "SpillMap", "SpillView",
+           "fields_codec"]
 
 SPILL_CACHE_KIB = 4096
 """SQLite page cache of one spill file (KiB): the memory a spill file itself takes at most;
 its pages past this are written to the file."""
+SPILL_FILTER_BYTES = 1 << 20
+"""Bytes of the filter a spill map keeps of the keys it moved out (a Bloom filter, 2 bits a
+key, made at the first spill; a power of two): a key whose bits are not both set was never
+moved out, so its lookup does not read the file. Fixed: past ~2 million keys moved out more
+lookups read the file (a false match costs a query), none is answered wrong."""
 
 _K = TypeVar("_K", bound=Hashable)
 _V = TypeVar("_V")
@@ -104,6 +113,7 @@ class SpillMap(Generic[_K, _V]):
         self.read_back = 0
         """Entries read back from the file so far."""
         self._gone = False
+        self._filter: bytearray | None = None
 
     # -- the file
 
@@ -159,6 +169,15 @@ class SpillMap(Generic[_K, _V]):
             part, text = self._part_text(key)
             rows.append((part, text, self._seq_of(key), encode(mem.pop(key))))
         self._forget_seq(keys)
+        seen = self._filter
+        if seen is None:
+            seen = self._filter = bytearray(SPILL_FILTER_BYTES)
+        mask = len(seen) * 8 - 1
+        for key in keys:
+            h = hash(key)
+            a, b = h & mask, (h >> 23) & mask
+            seen[a >> 3] |= 1 << (a & 7)
+            seen[b >> 3] |= 1 << (b & 7)
         rows.sort()  # (part, key) unique: in the B-tree's order, each page visited once
         db = self._conn()
         db.execute("BEGIN")
@@ -175,6 +194,8 @@ class SpillMap(Generic[_K, _V]):
         if db is None:
             self._check()
             return None
+        if not self._maybe_spilled(key):
+            return None
         part, text = self._part_text(key)
         row = db.execute("SELECT seq, v FROM spill WHERE part = ? AND k = ?",
                          (part, text)).fetchone()
@@ -184,15 +205,23 @@ class SpillMap(Generic[_K, _V]):
         self.read_back += 1
         return row[0], self._decode(row[1])
 
+    def _maybe_spilled(self, key: Hashable) -> bool:
+        """``False``: ``key`` was never moved out (the filter); ``True``: it may have been."""
+        seen = self._filter
+        if seen is None:
+            return False
+        mask = len(seen) * 8 - 1
+        h = hash(key)
+        a, b = h & mask, (h >> 23) & mask
+        return bool(seen[a >> 3] & (1 << (a & 7)) and seen[b >> 3] & (1 << (b & 7)))
+
     # -- the mapping
 
     def get(self, key: _K) -> _V | None:
-        """The value of ``key`` (``None``: never set), from memory or the file; it becomes
-        the most recently used (read back into memory when it was moved out)."""
-        mem = self._mem
-        value = mem.pop(key, None)
+        """The value of ``key`` (``None``: never set), from memory or the file (read back
+        into memory, as the last set, when it was moved out)."""
+        value = self._mem.get(key)
         if value is not None:
-            mem[key] = value  # the most recently used: moved out last
             return value
         taken = self._take(key)
         if taken is None:
@@ -265,7 +294,7 @@ class OrderedSpillMap(SpillMap[tuple[str, str], _V]):
         """The value of ``(part, key)`` without making it the most recently used (a copy when
         it was moved out; nothing moves)."""
         value = self._mem.get((part, key))
-        if value is not None or self._db is None:
+        if value is not None or self._db is None or not self._maybe_spilled((part, key)):
             self._check()
             return value
         row = self._db.execute("SELECT v FROM spill WHERE part = ? AND k = ?",
