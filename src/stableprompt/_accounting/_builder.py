@@ -84,10 +84,10 @@ SESSIONS_IN_MEMORY = 25_000
 keeps in memory (about 1.2 KB each: ~30 MB); the rest are moved to a temporary file
 (``_spill``) and read back when their session has another call or when listed. The demo
 ledgers and a 100,000-call ledger (~8,900 sessions) never touch the disk."""
-BRANCHES_IN_MEMORY = 100_000
-"""Conversation branches a streaming pass keeps in memory (each ``(session, lineage)``'s
-agent label, and each ``(scenario, session, agent)``'s previous read share for the cliffs;
-about 250 bytes each: ~25 MB each); the rest as above."""
+BRANCHES_IN_MEMORY = 50_000
+"""Conversation branches a streaming pass keeps in memory (each subagent ``(session,
+lineage)``'s agent label, and each ``(scenario, session, agent)``'s previous read share for
+the cliffs; about 250 bytes each: ~12 MB each); the rest as above."""
 
 NO_SCENARIO = "(none)"
 """The scenario of a call that names none."""
@@ -408,7 +408,8 @@ class SummaryBuilder:
         compared = self._ceilings.total_of(record.predecessor_id)
         branch = (sid, record.lineage or "")  # a branch's later calls keep its label
         agent = agent_label(record) or self._agents.get(branch) or MAIN_AGENT
-        self._agents[branch] = agent  # main too: a later call finds it in memory
+        if agent != MAIN_AGENT:
+            self._agents[branch] = agent
         # a subagent's ceiling is its own conversation's, not its parent's previous request
         ceiling = self._ceilings.next(record, Ceilings.key(
             record, name, sid if agent == MAIN_AGENT else f"{sid}\x00{agent}"), policy,

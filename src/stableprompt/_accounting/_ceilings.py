@@ -24,13 +24,13 @@ from ._spill import SpillMap
 
 __all__ = ["CALLS_IN_MEMORY", "KEYS_IN_MEMORY", "Ceilings", "policy_of", "ttl_of"]
 
-CALLS_IN_MEMORY = 250_000
-"""Calls a bounded :class:`Ceilings` remembers by record id in memory (about 200 bytes each:
-~50 MB); the rest are moved to a temporary file and read back when a later call names one
+CALLS_IN_MEMORY = 150_000
+"""Calls a bounded :class:`Ceilings` remembers by record id in memory (about 250 bytes each:
+~37 MB); the rest are moved to a temporary file and read back when a later call names one
 (``_spill``). A ledger of fewer calls never touches the disk."""
-KEYS_IN_MEMORY = 100_000
+KEYS_IN_MEMORY = 50_000
 """Cache keys (sessions, and each subagent of a session) whose previous request a bounded
-:class:`Ceilings` keeps in memory (about 250 bytes each: ~25 MB); the rest as above."""
+:class:`Ceilings` keeps in memory (about 300 bytes each: ~15 MB); the rest as above."""
 
 
 def policy_of(provider: str | None, model: str | None,
