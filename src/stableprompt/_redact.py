@@ -11,11 +11,11 @@ used by the ledger, the recorder, the transports' error mapping and the OTel exp
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, AnyStr, TypeVar
 
 __all__ = ["KEY_CONTEXT", "MIN_SECRET_CHARS", "is_secret_name", "redact", "redact_slice",
-           "scrub_json_in_place", "secrets_in_headers"]
+           "scrub_json_in_place", "scrubbed_entries", "scrubbed_items", "secrets_in_headers"]
 
 _REDACTED = "[REDACTED]"
 _START = r"(?:(?<![A-Za-z0-9])|(?<=\\[nrtbf]))"
@@ -298,6 +298,11 @@ def scrub_json_in_place(value: Any) -> Any:
     report's ``--json`` of a million calls), and each distinct string is scanned once (the
     same keys repeat in every per-session object). Returns ``value`` (a new string when it
     is one).
+
+    A dict or list with a ``scrub_later`` method (``_subcommand.LazyJsonObject`` /
+    ``LazyJsonArray``: entries made as they are encoded, e.g. every session of a report) is
+    not walked: ``scrub_later()`` makes it scrub its entries as it makes them
+    (:func:`scrubbed_entries`, :func:`scrubbed_items`: the same text as scrubbing them here).
     """
     return _scrub_in_place(value, {})
 
@@ -310,6 +315,9 @@ def _scrub_in_place(value: Any, done: dict[str, str]) -> Any:
         if clean is None:
             clean = done[value] = _redact_text(value, (), True)
         return clean
+    if isinstance(value, (list, dict)) and hasattr(value, "scrub_later"):
+        value.scrub_later()  # made as it is encoded: scrubbed then
+        return value
     if isinstance(value, list):
         for i, item in enumerate(value):
             value[i] = _scrub_in_place(item, done)
@@ -325,6 +333,55 @@ def _scrub_in_place(value: Any, done: dict[str, str]) -> Any:
                 value[key] = _scrub_in_place(item, done)
         return value
     return value
+
+
+_LAZY_CACHE = 4096
+"""Strings a lazy container's scrubbing remembers (then forgets them all): scrubbing is a
+function of the string alone, so the cache changes no output, only bounds its memory."""
+
+
+def _bounded_scrub() -> Callable[[Any], Any]:
+    done: dict[str, str] = {}
+
+    def scrub(value: Any) -> Any:
+        if len(done) > _LAZY_CACHE:
+            done.clear()
+        return _scrub_in_place(value, done)
+
+    return scrub
+
+
+def scrubbed_entries(keys: Callable[[], Iterable[str]],
+                     items: Callable[[], Iterable[tuple[str, Any]]]
+                     ) -> Iterator[tuple[str, Any]]:
+    """The entries of a JSON object made as they are encoded (``items()``, keys in the same
+    order as ``keys()``), scrubbed as :func:`scrub_json_in_place` scrubs a dict: each key and
+    value, a value whose key names a credential replaced whole. Two keys that scrub to the
+    same text make one entry there (at the first key's place, with the last value): when a
+    first pass over ``keys()`` finds such a pair, the object is built whole and scrubbed as
+    a dict (rare: secret-shaped keys); otherwise nothing is held."""
+    scrub = _bounded_scrub()
+    changed: dict[str, str] = {}
+    for key in keys():
+        clean = scrub(key)
+        if clean != key:
+            changed[key] = clean
+    if changed:
+        outputs = set(changed.values())
+        if len(outputs) < len(changed) or any(k in outputs for k in keys() if k not in changed):
+            whole = _scrub_in_place(dict(items()), {})
+            yield from whole.items()
+            return
+    for key, item in items():
+        yield changed.get(key, key), (_REDACTED if is_secret_name(key) else scrub(item))
+
+
+def scrubbed_items(items: Iterable[Any]) -> Iterator[Any]:
+    """The items of a JSON array made as they are encoded, each scrubbed as
+    :func:`scrub_json_in_place` scrubs a list's items."""
+    scrub = _bounded_scrub()
+    for item in items:
+        yield scrub(item)
 
 
 def _redact(value: _T, secrets: tuple[str, ...], fragments: bool) -> _T:

@@ -27,9 +27,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-from ._redact import redact
+from ._redact import redact, scrubbed_entries, scrubbed_items
 
 __all__ = [
+    "LazyJsonArray",
+    "LazyJsonObject",
     "Subcommand",
     "UsageError",
     "int_arg",
@@ -335,6 +337,61 @@ def write_scrubbed_json(data: Any) -> None:
             target.write("".join(batch))
             batch, size = [], 0
     target.write("".join(batch) + "\n")
+
+
+class LazyJsonObject(dict[str, Any]):
+    """A JSON object whose entries are made as :func:`write_scrubbed_json` encodes it (e.g.
+    the report's sessions, read from a temporary file: never all in memory). Only for
+    encoding with ``indent`` (the json module's Python encoder, which asks ``len()`` then
+    ``items()``): it holds nothing itself, so ``dict(obj)``, ``==`` or C-accelerated
+    ``json.dumps`` see it empty.
+
+    Args:
+        items: Makes ``(key, value)`` in order (called once per encoding).
+        keys: Makes the keys in the same order, without the values.
+        length: How many entries ``items`` makes.
+    """
+
+    def __init__(self, items: Callable[[], Iterator[tuple[str, Any]]],
+                 keys: Callable[[], Iterator[str]], length: int) -> None:
+        super().__init__()
+        self._items, self._keys, self._length = items, keys, length
+        self._scrub = False
+
+    def __len__(self) -> int:
+        return self._length
+
+    def __iter__(self) -> Iterator[str]:
+        return self._keys()
+
+    def items(self) -> Iterator[tuple[str, Any]]:  # type: ignore[override]
+        """The entries as they are made (scrubbed after :meth:`scrub_later`)."""
+        return scrubbed_entries(self._keys, self._items) if self._scrub else self._items()
+
+    def scrub_later(self) -> None:
+        """Scrub the entries as they are made (``_redact.scrub_json_in_place``)."""
+        self._scrub = True
+
+
+class LazyJsonArray(list[Any]):
+    """A JSON array whose items are made as :func:`write_scrubbed_json` encodes it (as
+    :class:`LazyJsonObject`: only for encoding; ``items`` called once per encoding, making
+    ``length`` items)."""
+
+    def __init__(self, items: Callable[[], Iterator[Any]], length: int) -> None:
+        super().__init__()
+        self._items, self._length = items, length
+        self._scrub = False
+
+    def __len__(self) -> int:
+        return self._length
+
+    def __iter__(self) -> Iterator[Any]:
+        return scrubbed_items(self._items()) if self._scrub else self._items()
+
+    def scrub_later(self) -> None:
+        """Scrub the items as they are made (``_redact.scrub_json_in_place``)."""
+        self._scrub = True
 
 
 def json_text(data: Any) -> str:

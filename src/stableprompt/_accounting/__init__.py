@@ -5,6 +5,8 @@
 - ``_builder``: the one pass that makes a ``Summary``, holding every call (``summarize``) or
   streaming (``summarize_stream``, ``stableprompt report``: a page of calls, bounded state).
 - ``_ceilings``: the append-only ceiling of each call (``Ceilings``).
+- ``_spill``: mappings with at most a cap of entries in memory, the rest in a temporary SQLite
+  file (the streaming pass's calls, cache keys, sessions and branches: memory bounded).
 - ``_totals``: ``Totals`` and ``ScenarioReport``, the sums per group (``_summary`` re-exports
   them).
 - ``_calls``: one row per call (read share, partial, exclusions, lost tokens and USD) and cliffs.

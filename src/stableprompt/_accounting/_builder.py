@@ -23,7 +23,13 @@ time. Two modes, the same numbers:
   ``find_body`` (the ledger, by record id).
 
 The one per-call state is the ceilings' (``_ceilings.Ceilings``: each call's size and time by
-id, about 250 bytes, for the later calls that name it as their predecessor).
+id, about 200 bytes, for the later calls that name it as their predecessor); with the totals
+per session (and per group), it is held in bounded memory (``_spill``: at most
+``_ceilings.CALLS_IN_MEMORY`` calls, ``_ceilings.KEYS_IN_MEMORY`` cache keys,
+:data:`SESSIONS_IN_MEMORY` sessions and groups and :data:`BRANCHES_IN_MEMORY` branches (agent
+labels, the cliffs' previous read share) in memory, the rest in temporary files deleted when
+the pass ends, the sessions' by :meth:`Summary.close <._summary.Summary.close>`), so memory
+does not grow with calls.
 ``what_if=True`` keeps every record either way: the replay needs them
 (:func:`~._what_if.what_if_by_provider`).
 """
@@ -31,7 +37,7 @@ id, about 250 bytes, for the later calls that name it as their predecessor).
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Generic, TypeVar
@@ -55,13 +61,14 @@ from ._ceilings import Ceilings, policy_of
 from ._keepalive import KeepAliveTally, is_keepalive
 from ._pricing import Pricing, genai_prices_version
 from ._snippets import mutation_snippets
+from ._spill import OrderedSpillMap, SpillMap, SpillView, fields_codec
 from ._stabilized import StabilizeSavings
 from ._storage import ExplicitCaches
 from ._totals import GROUP_BY, ScenarioReport, Totals, add_call, group_key
 from ._what_if import what_if_by_provider
 
-__all__ = ["MAX_BODIES", "MAX_CLIFFS", "MAX_MISSES", "MAX_NAMED", "MAX_POINTS", "NO_SCENARIO",
-           "NO_SESSION", "CallPage",
+__all__ = ["BRANCHES_IN_MEMORY", "MAX_BODIES", "MAX_CLIFFS", "MAX_MISSES", "MAX_NAMED",
+           "MAX_POINTS", "NO_SCENARIO", "NO_SESSION", "SESSIONS_IN_MEMORY", "CallPage",
            "CostPoint", "Decimator", "ReadPoint", "Streamed", "SummaryBuilder"]
 
 MAX_CLIFFS = 1000
@@ -75,6 +82,15 @@ MAX_POINTS = 2000
 this and twice this many)."""
 MAX_BODIES = 256
 """Request bodies (``content``) a streaming pass keeps for the snippets of later calls."""
+SESSIONS_IN_MEMORY = 25_000
+"""Session totals (all scenarios together; and as many groups of ``by``) a streaming pass
+keeps in memory (about 1.2 KB each: ~30 MB); the rest are moved to a temporary file
+(``_spill``) and read back when their session has another call or when listed. The demo
+ledgers and a 100,000-call ledger (~8,900 sessions) never touch the disk."""
+BRANCHES_IN_MEMORY = 50_000
+"""Conversation branches a streaming pass keeps in memory (each subagent ``(session,
+lineage)``'s agent label, and each ``(scenario, session, agent)``'s previous read share for
+the cliffs; about 250 bytes each: ~12 MB each); the rest as above."""
 
 NO_SCENARIO = "(none)"
 """The scenario of a call that names none."""
@@ -246,7 +262,9 @@ class Streamed:
         calls_total: Calls summarized (keep-alive pings not included), whatever the page.
         page: The page asked for; :attr:`Summary.calls` holds its rows.
         by: The grouping whose totals were gathered (``groups``).
-        groups: Totals per group for ``by``, in order of first call.
+        groups: Totals per group for ``by``, in order of first call (a read-only
+            mapping; a :class:`~._spill.SpillView` when streamed by another key than
+            ``scenario``).
         causes: Causes ranked (:func:`~._causes.rank_causes`'s numbers).
         actions: Breaks by user action (:func:`~._causes.rank_actions`'s numbers).
         errors: Failed calls' error texts -> ``(calls, first id)`` (``Summary.errors``).
@@ -259,12 +277,14 @@ class Streamed:
         suspect_ids: The first suspect calls' ids; ``suspect_total`` all of them.
         read_points: Read-share chart points per scenario; ``cost_points`` the cost chart's;
             ``decimated`` whether any were merged.
+        spills: The bounded maps that hold the sessions' and groups' totals
+            (:meth:`Summary.close <._summary.Summary.close>` deletes their files).
     """
 
     calls_total: int = 0
     page: CallPage = field(default_factory=CallPage)
     by: str = "scenario"
-    groups: dict[str, Totals] = field(default_factory=dict)
+    groups: Mapping[str, Totals] = field(default_factory=dict)
     causes: list[CauseRow] = field(default_factory=list)
     actions: list[ActionRow] = field(default_factory=list)
     errors: dict[str, tuple[int, str]] = field(default_factory=dict)
@@ -279,6 +299,7 @@ class Streamed:
     read_points: dict[str, list[ReadPoint]] = field(default_factory=dict)
     cost_points: dict[str, list[CostPoint]] = field(default_factory=dict)
     decimated: bool = False
+    spills: list[OrderedSpillMap[Totals]] = field(default_factory=list)
 
 
 class _Kept:
@@ -329,8 +350,13 @@ class SummaryBuilder:
         self._by = by
         self._find_body = find_body
         self.scenarios: dict[str, ScenarioReport] = {}
-        self._ceilings = Ceilings()
-        self._agents: dict[tuple[str, str], str] = {}  # (session, lineage) -> branch label
+        self._ceilings = Ceilings(bounded=not keep_calls)
+        codec = fields_codec(Totals)
+        self._sessions: OrderedSpillMap[Totals] = OrderedSpillMap(
+            None if keep_calls else SESSIONS_IN_MEMORY, encode=codec[0], decode=codec[1])
+        # (scenario, session id) -> totals
+        self._agents: SpillMap[tuple[str, str], str] = SpillMap(  # (session, lineage) ->
+            None if keep_calls else BRANCHES_IN_MEMORY, key_text=repr)  # its agent label
         self._pricing = Pricing(source=genai_prices_version() or "genai-prices not installed")
         self._notes: dict[str, None] = {}
         self.rows: list[CallRow] = []
@@ -343,10 +369,12 @@ class SummaryBuilder:
         self._caches = ExplicitCaches()
         self._calls = 0
         self._streamed = Streamed(page=self._page, by=by)
-        self._groups: dict[str, Totals] = {}
+        self._groups: OrderedSpillMap[Totals] = OrderedSpillMap(
+            None if keep_calls else SESSIONS_IN_MEMORY, encode=codec[0],
+            decode=codec[1])  # ("", group) -> totals
         self._causes = CauseTally()
         self._actions = ActionTally()
-        self._cliff_finder = CliffFinder()
+        self._cliff_finder = CliffFinder(cap=None if keep_calls else BRANCHES_IN_MEMORY)
         self._cliffs = _Kept(MAX_CLIFFS)
         self._misses = _Kept(MAX_MISSES)
         self._top = _Kept(self._page.top or 0)
@@ -400,7 +428,8 @@ class SummaryBuilder:
             return
         scenario = self.scenarios.get(name)
         if scenario is None:
-            scenario = self.scenarios[name] = ScenarioReport(name)
+            scenario = self.scenarios[name] = ScenarioReport(
+                name, sessions=SpillView(self._sessions, name))
         seen = (name, provider, model)
         if seen not in self._seen:  # the scenario's models and providers, in order of first call
             self._seen.add(seen)
@@ -410,7 +439,7 @@ class SummaryBuilder:
                 scenario.providers.append(provider)
         compared = self._ceilings.total_of(record.predecessor_id)
         branch = (sid, record.lineage or "")  # a branch's later calls keep its label
-        agent = agent_label(record) or self._agents.get(branch, MAIN_AGENT)
+        agent = agent_label(record) or self._agents.get(branch) or MAIN_AGENT
         if agent != MAIN_AGENT:
             self._agents[branch] = agent
         # a subagent's ceiling is its own conversation's, not its parent's previous request
@@ -430,10 +459,9 @@ class SummaryBuilder:
                        agent=agent, excluded=excluded)
         if "stabilized" in detail:  # (StabilizeSavings counts no other call)
             self.stabilized.add(record, row, pricing, self._notes)
-        sessions = scenario.sessions
-        totals = sessions.get(sid)
+        totals = self._sessions.get((name, sid))
         if totals is None:
-            totals = sessions[sid] = Totals()
+            totals = self._sessions[name, sid] = Totals()
         add_call((self.overall, scenario.totals, totals), row, agrees, self._price)
         if self._keep:
             self.rows.append(row)
@@ -459,9 +487,9 @@ class SummaryBuilder:
             self.rows.append(row)
         if self._by != "scenario":
             key = group_key(row, self._by)
-            group = self._groups.get(key)
+            group = self._groups.get(("", key))
             if group is None:
-                group = self._groups[key] = Totals()
+                group = self._groups["", key] = Totals()
             group.add(row, agrees, self._price)
         if missed or (row.verdict == "client_mutation" and row.excluded is None):
             self._causes.add(row)  # (the calls either tally counts; most calls: neither)
@@ -499,9 +527,23 @@ class SummaryBuilder:
             costs.add(row.ts, row.cost_usd or 0.0, row.cost_at_ceiling_usd or 0.0,
                       row.cost_uncached_usd or 0.0)
 
+    def close(self) -> None:
+        """Delete the temporary files of the pass (``_spill``; also the sessions' and groups',
+        which :meth:`finish` hands to the summary): the pass failed."""
+        self._ceilings.close()
+        self._agents.close()
+        self._cliff_finder.close()
+        self._sessions.close()
+        self._groups.close()
+
     def finish(self) -> dict[str, Any]:
         """The fields of the :class:`~._summary.Summary` of the records added (keyword
-        arguments: ``Summary(**builder.finish())``)."""
+        arguments: ``Summary(**builder.finish())``). The ceilings' temporary file, if any,
+        is deleted (the pass is over); the sessions' stays until :meth:`Summary.close
+        <._summary.Summary.close>`."""
+        self._ceilings.close()
+        self._agents.close()
+        self._cliff_finder.close()
         self._pricing.notes = list(self._notes)
         replays = (what_if_by_provider(self._kept, table=self._policies)
                    if self._what_if and self._price else None)
@@ -512,7 +554,8 @@ class SummaryBuilder:
             if self._page.top is not None:
                 self.rows = self._top.items()
             streamed.groups = ({name: s.totals for name, s in self.scenarios.items()}
-                               if self._by == "scenario" else self._groups)
+                               if self._by == "scenario" else SpillView(self._groups, ""))
+            streamed.spills = [self._sessions, self._groups]
             streamed.causes = self._causes.ranked()
             streamed.actions = self._actions.ranked()
             streamed.cliffs = self._cliffs.items()

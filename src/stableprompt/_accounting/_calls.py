@@ -77,6 +77,7 @@ from .._recording._boundary import turn_boundary
 from .._redact import redact
 from ._actions import action_of
 from ._pricing import Pricing, price_readings
+from ._spill import SpillMap
 
 __all__ = ["CLIFF_DROP", "ERROR_TEXT_CHARS", "EXCLUSIONS", "MAIN_AGENT", "SUBAGENT", "CallRow",
            "Cliff", "CliffFinder", "agent_label", "agreement_of", "boundary_of", "call_row",
@@ -581,11 +582,17 @@ def find_cliffs(rows: Iterable[CallRow], *, drop: float = CLIFF_DROP) -> list[Cl
 
 class CliffFinder:
     """:func:`find_cliffs` one row at a time: keeps the previous included call's id and read
-    share per scenario, session and agent (memory in sessions, not calls)."""
+    share per scenario, session and agent (memory in sessions, not calls; with ``cap``, at
+    most ``cap`` of them in memory, the rest in a temporary file: ``_spill``)."""
 
-    def __init__(self, *, drop: float = CLIFF_DROP) -> None:
+    def __init__(self, *, drop: float = CLIFF_DROP, cap: int | None = None) -> None:
         self._drop = drop
-        self._last: dict[tuple[str, str, str], tuple[str, float]] = {}
+        self._last: SpillMap[tuple[str, str, str], tuple[str, float]] = SpillMap(
+            cap, key_text=repr)
+
+    def close(self) -> None:
+        """Delete the temporary file, if any (the pass is over)."""
+        self._last.close()
 
     def add(self, row: CallRow) -> Cliff | None:
         """The cliff ``row`` makes, if any (rows in ledger order)."""

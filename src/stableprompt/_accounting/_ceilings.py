@@ -5,20 +5,32 @@ wire format, scenario, session), the previous request's size and send time, and 
 id the same for calls a later call of another session names as its predecessor. Moved here
 from ``_summary`` (issue 30) so the in-memory :func:`~._summary.summarize` and the streaming
 report (``_builder``) share it. It remembers every call by id (the predecessor a later call
-names, of any session or agent): about 250 bytes per call, the one per-call state of a
-streaming pass.
+names, of any session or agent): about 200 bytes per call, the one per-call state of a
+streaming pass. With ``bounded=True`` (the streaming report) at most :data:`CALLS_IN_MEMORY`
+calls and :data:`KEYS_IN_MEMORY` cache keys stay in memory, the rest in a temporary file
+(``_spill``): the same ceilings, memory that does not grow with calls.
 """
 
 from __future__ import annotations
 
+import marshal
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 
 from .._frozen import slotted_maker
 from .._ledger._usage_record import UsageRecord
 from .._policy import CacheRules, PolicyTable, cache_rules
+from ._spill import SpillMap
 
-__all__ = ["Ceilings", "policy_of", "ttl_of"]
+__all__ = ["CALLS_IN_MEMORY", "KEYS_IN_MEMORY", "Ceilings", "policy_of", "ttl_of"]
+
+CALLS_IN_MEMORY = 150_000
+"""Calls a bounded :class:`Ceilings` remembers by record id in memory (about 250 bytes each:
+~37 MB); the rest are moved to a temporary file and read back when a later call names one
+(``_spill``). A ledger of fewer calls never touches the disk."""
+KEYS_IN_MEMORY = 50_000
+"""Cache keys (sessions, and each subagent of a session) whose previous request a bounded
+:class:`Ceilings` keeps in memory (about 300 bytes each: ~15 MB); the rest as above."""
 
 
 def policy_of(provider: str | None, model: str | None,
@@ -52,6 +64,20 @@ class _Seen:
 _seen = slotted_maker(_Seen)
 """``_Seen(...)``, faster (``_frozen.slotted_maker``): one per call."""
 
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_US = timedelta(microseconds=1)
+
+
+def _seen_bytes(seen: _Seen) -> bytes:
+    """A :class:`_Seen` moved to the spill file: its send time as microseconds since the
+    epoch (exact; only its differences from other times are used), ``marshal``-ed."""
+    return marshal.dumps((seen.key, (seen.ts - _EPOCH) // _US, seen.total))
+
+
+def _seen_of(data: bytes) -> _Seen:
+    key, micros, total = marshal.loads(data)
+    return _seen(key, _EPOCH + timedelta(microseconds=micros), total)
+
 
 class Ceilings:
     """The append-only ceiling of each call in ledger order (module docstring, ``ceiling``):
@@ -60,11 +86,23 @@ class Ceilings:
     call read (a read proves the prefix was there; :attr:`beyond_ledger` counts the calls whose
     read no earlier call of the selection explains)."""
 
-    def __init__(self) -> None:
-        self._last: dict[tuple[str, ...], _Seen] = {}
-        self._by_id: dict[str, _Seen] = {}
-        self._keys: dict[tuple[str, ...], tuple[str, ...]] = {}
+    def __init__(self, *, bounded: bool = False) -> None:
+        self._last: SpillMap[tuple[str, ...], _Seen] = SpillMap(
+            KEYS_IN_MEMORY if bounded else None, key_text=repr, encode=_seen_bytes,
+            decode=_seen_of)
+        self._by_id: SpillMap[str, _Seen] = SpillMap(
+            CALLS_IN_MEMORY if bounded else None, encode=_seen_bytes, decode=_seen_of)
         self.beyond_ledger = 0
+
+    @property
+    def spilled(self) -> int:
+        """Entries moved to the temporary file so far (0: it was never opened)."""
+        return self._last.spilled + self._by_id.spilled
+
+    def close(self) -> None:
+        """Delete the temporary file, if any (``_spill``): the pass is over."""
+        self._last.close()
+        self._by_id.close()
 
     @staticmethod
     def key(record: UsageRecord, scenario: str, session: str) -> tuple[str, ...]:
@@ -77,7 +115,9 @@ class Ceilings:
 
     def total_of(self, record_id: str | None) -> int | None:
         """The input total of an earlier call of the selection (``None``: not seen)."""
-        seen = self._by_id.get(record_id or "")
+        if not record_id:  # no record has an empty id
+            return None
+        seen = self._by_id.get(record_id)
         return None if seen is None else seen.total
 
     def next(self, record: UsageRecord, key: tuple[str, ...],
@@ -94,14 +134,15 @@ class Ceilings:
         before = self._last.get(key)
         if before is not None and _alive(before, record.ts_utc, ttl):
             best = min(before.total, total)
-        other = self._by_id.get(record.predecessor_id or "")
+        other = None if not record.predecessor_id else self._by_id.get(record.predecessor_id)
         if (other is not None and other.key != key and other.key[:3] == key[:3]
                 and _alive(other, record.ts_utc, ttl)):
             shared = record.verdict_detail.get("lcp_tokens_scaled", record.lcp_tokens)
             if isinstance(shared, int) and not isinstance(shared, bool):
                 best = max(best, min(shared, other.total, total))
         # The request size is known (even when its reads are not): it bounds later calls.
-        key = self._keys.setdefault(key, key)  # one tuple per cache key, not one per call
+        if before is not None:  # one tuple per cache key, not one per call
+            key = before.key
         seen = _seen(key, record.ts_utc, total)
         self._last[key] = self._by_id[record.record_id] = seen
         granularity = policy.granularity_tokens if policy is not None else 1

@@ -76,13 +76,15 @@ Rendering is elsewhere: terminal tables and notes in ``_text.py``, the HTML page
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from .._ledger._usage_record import UsageRecord
 from .._policy import PolicyTable
 from .._public import public
+from .._subcommand import LazyJsonArray, LazyJsonObject
 from ._builder import (
     NO_SCENARIO,
     NO_SESSION,
@@ -191,9 +193,20 @@ class Summary:
             return self.overall.cost_usd
         return sum(extra) + (self.overall.cost_usd or 0.0)
 
-    def group_by(self, by: str = "scenario") -> dict[str, Totals]:
+    def close(self) -> None:
+        """Delete the temporary file a streaming summary keeps its sessions' and groups'
+        totals in once they outgrow memory (``_builder.SESSIONS_IN_MEMORY``, ``_spill``);
+        idempotent, and a no-op for :func:`summarize` (which keeps them in memory). Close it
+        once its output is written: then its sessions raise ``RuntimeError`` rather than
+        give a part of them (when some were moved out)."""
+        if self.streamed is not None:
+            for spill in self.streamed.spills:
+                spill.close()
+
+    def group_by(self, by: str = "scenario") -> Mapping[str, Totals]:
         """Totals per group of calls (:data:`GROUP_BY`), groups in order of first call; the
-        same numbers as :attr:`scenarios` for ``"scenario"``.
+        same numbers as :attr:`scenarios` for ``"scenario"`` (a ``dict``; a streaming
+        summary's gathered groups are a read-only mapping).
 
         Raises:
             ValueError: ``by`` is not one of :data:`GROUP_BY`, or (a streaming summary) not
@@ -323,23 +336,33 @@ class Summary:
                          f"usage_dialect); not in hit rates: {', '.join(suspect[:limit])}{more}.")
         return lines
 
-    def to_json(self, *, sessions: bool = True, by: str = "scenario") -> dict[str, Any]:
+    def to_json(self, *, sessions: bool = True, by: str = "scenario",
+                lazy: bool = False) -> dict[str, Any]:
         """``{"records", "pricing", "scenarios": {name: {...full totals..., "models",
         "sessions": {id: {...}}}}, "overall", "by", "groups", "calls", "causes", "actions",
         "cliffs", "exclusions", "cost_notes", "reads_beyond_ledger", "stabilized"}`` (``groups``:
         :meth:`group_by` as a list, each entry with its ``group`` key; by scenario also with
-        ``scenario``, ``models`` and ``providers``)."""
+        ``scenario``, ``models`` and ``providers``). ``lazy``: each ``sessions`` object and
+        ``groups`` by another key is made as it is encoded (``_subcommand.LazyJsonObject``,
+        ``LazyJsonArray``; only for ``write_scrubbed_json``: ``stableprompt report --json``),
+        so a streaming summary's sessions are never all in memory."""
         out: dict[str, Any] = {}
         groups: list[dict[str, Any]] = []
         if by != "scenario":
-            groups = [{"group": key, **t.to_full_json()} for key, t in self.group_by(by).items()]
+            grouped = self.group_by(by)
+            groups = (LazyJsonArray(partial(_group_entries, grouped), len(grouped)) if lazy
+                      else list(_group_entries(grouped)))
         for name, scenario in self.scenarios.items():
             entry = {**scenario.totals.to_full_json(), "models": list(scenario.models),
                      "providers": list(scenario.providers)}
             if by == "scenario":
                 groups.append({"group": name, "scenario": name, **entry})
             if sessions:
-                entry["sessions"] = {sid: t.to_full_json() for sid, t in scenario.sessions.items()}
+                per = scenario.sessions
+                entry["sessions"] = (
+                    LazyJsonObject(partial(_session_entries, per), partial(iter, per),
+                                   len(per)) if lazy
+                    else dict(_session_entries(per)))
             out[name] = entry
         return {"records": self.records, "pricing": self.pricing.to_json(), "scenarios": out,
                 "overall": self.overall.to_full_json(), "by": by, "groups": groups,
@@ -363,6 +386,16 @@ class Summary:
 
 def _round(value: float | None) -> float | None:
     return None if value is None else round(value, 6)
+
+
+def _session_entries(sessions: Mapping[str, Totals]) -> Iterator[tuple[str, dict[str, Any]]]:
+    for sid, t in sessions.items():
+        yield sid, t.to_full_json()
+
+
+def _group_entries(groups: Mapping[str, Totals]) -> Iterator[dict[str, Any]]:
+    for key, t in groups.items():
+        yield {"group": key, **t.to_full_json()}
 
 
 # --------------------------------------------------------------------------- summarizing
@@ -397,7 +430,9 @@ def summarize_stream(records: Iterable[UsageRecord], *, policies: PolicyTable | 
                      find_body: Callable[[str], UsageRecord | None] | None = None) -> Summary:
     """:func:`summarize`'s numbers in one pass that does not hold every call (``_builder``'s
     module docstring): the :class:`Summary` has :attr:`Summary.streamed` set and
-    :attr:`Summary.calls` holding ``page`` only (default: the first 1,000 calls).
+    :attr:`Summary.calls` holding ``page`` only (default: the first 1,000 calls). Its memory
+    does not grow with calls (``_spill``): call :meth:`Summary.close` once its output is
+    written (deletes its temporary file, if one was needed).
 
     Args:
         records: As :func:`summarize`, read as they are summarized.
@@ -413,9 +448,13 @@ def summarize_stream(records: Iterable[UsageRecord], *, policies: PolicyTable | 
     """
     builder = SummaryBuilder(policies=policies, price=price, what_if=what_if,
                              keep_calls=False, page=page, by=by, find_body=find_body)
-    for record in records:
-        builder.add(record)
-    return Summary(**builder.finish())
+    try:
+        for record in records:
+            builder.add(record)
+        return Summary(**builder.finish())
+    except BaseException:
+        builder.close()  # no temporary file outlives a failed pass
+        raise
 
 
 public(Summary, summarize)

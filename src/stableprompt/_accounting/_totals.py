@@ -7,6 +7,7 @@ re-exports every name.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -370,11 +371,15 @@ def add_call(targets: tuple[Totals, ...], row: CallRow, agrees: bool | None,
 
 @dataclass
 class ScenarioReport:
-    """One scenario: totals, per-session totals, and the models/providers seen."""
+    """One scenario: totals, per-session totals, and the models/providers seen.
+
+    ``sessions``: session id -> totals, in order of first call; a read-only mapping (a
+    :class:`~._spill.SpillView` when made by a summary: a streaming report's may read
+    sessions back from its temporary file as they are listed, each a copy)."""
 
     name: str
     totals: Totals = field(default_factory=Totals)
-    sessions: dict[str, Totals] = field(default_factory=dict)
+    sessions: Mapping[str, Totals] = field(default_factory=dict)
     models: list[str] = field(default_factory=list)
     providers: list[str] = field(default_factory=list)
     read_series: list[float] = field(default_factory=list)

@@ -1,18 +1,18 @@
 """``stableprompt report``: summarize a ledger per scenario and session (tables, JSON, HTML).
 
-``stableprompt report LEDGER... [--json] [--html PATH] [--sessions] [--calls]
-[--limit N] [--offset K] [--top N] [--by scenario|session|model|wire|day|agent]
-[--session ID] [--since T]`` prints the summary of ``_accounting/_summary.py``
-(:func:`summarize`; what each number means is documented there), computed in one streaming
-pass (``_accounting._summary.summarize_stream``: the same numbers, memory in sessions, causes
-and groups, not calls); the per-call rows (``--calls``, JSON ``calls``) are a page
-(``--limit`` / ``--offset`` in ledger order, or ``--top``: the calls that lost the most),
-then why calls missed (turn-boundary split, causes with lost tokens and dollars and their
-fixes, cliffs; ``--calls``: one row per call; ``_text.print_explanations``; ``--call ID``:
-every divergence of one call instead, exit 1 when no call id starts with ID), after
-the ledger's metadata (``Ledger.meta()``: e.g. the backend the calls went to, so numbers from
-our emulator say so). It opens each ledger read-only and never creates, migrates or writes it,
-and reads its rows with the report's own query (``_ledger._lean``: the same records but the
+``stableprompt report LEDGER... [--json] [--html PATH] [--sessions] [--calls] [--limit N]
+[--offset K] [--top N] [--by scenario|session|model|wire|day|agent] [--session ID] [--since
+T]`` prints the summary of ``_accounting/_summary.py`` (:func:`summarize`; what each number
+means is documented there), computed in one streaming pass
+(``_accounting._summary.summarize_stream``: the same numbers in bounded memory, what outgrows
+its caps kept in a temporary file, ``_accounting._spill``); the per-call rows (``--calls``,
+JSON ``calls``) are a page (``--limit`` / ``--offset`` in ledger order, or ``--top``: the calls
+that lost the most), then why calls missed (turn-boundary split, causes with lost tokens and
+dollars and their fixes, cliffs; ``--calls``: one row per call; ``_text.print_explanations``;
+``--call ID``: every divergence of one call instead, exit 1 when no call id starts with ID),
+after the ledger's metadata (``Ledger.meta()``: e.g. the backend the calls went to, so numbers
+from our emulator say so). It opens each ledger read-only and never creates, migrates or writes
+it, and reads its rows with the report's own query (``_ledger._lean``: the same records but the
 segment outline no number uses, the same corrupt rows; ``--what-if``, which replays whole
 records, reads them with ``Ledger.iter_records``).
 
@@ -402,7 +402,7 @@ def stream_records(ledgers: Sequence[Ledger], *, session_id: str | None = None,
     ledger's rows come in its ``(ts_utc, insertion)`` order; ties across ledgers keep ledger
     order, as :func:`merge_records`). A record id seen again counts once (the first met in
     that order; ``duplicates[0]`` counts the rest), which holds the ids read when there is
-    more than one ledger.
+    more than one ledger (at most ``_ceilings.CALLS_IN_MEMORY`` in memory, ``_spill``).
 
     Returns:
         ``(records, per_ledger, duplicates)``: ``per_ledger[i].count`` is how many rows ledger
@@ -415,13 +415,20 @@ def stream_records(ledgers: Sequence[Ledger], *, session_id: str | None = None,
         return iter(counted[0]), counted, duplicates
 
     def merged() -> Iterator[UsageRecord]:
-        seen: set[str] = set()
-        for record in heapq.merge(*counted, key=lambda r: r.ts_utc):
-            if record.record_id in seen:
-                duplicates[0] += 1
-                continue
-            seen.add(record.record_id)
-            yield record
+        from .._accounting import _ceilings
+        from .._accounting._spill import SpillMap
+
+        # the ids read, at most as many in memory as the ceilings' calls (the rest in a file)
+        seen: SpillMap[str, bool] = SpillMap(_ceilings.CALLS_IN_MEMORY)
+        try:
+            for record in heapq.merge(*counted, key=lambda r: r.ts_utc):
+                if seen.get(record.record_id):
+                    duplicates[0] += 1
+                    continue
+                seen[record.record_id] = True
+                yield record
+        finally:
+            seen.close()
 
     return merged(), counted, duplicates
 
@@ -476,11 +483,21 @@ def _run(args: argparse.Namespace) -> int:
     records, counted, duplicate_count = stream_records(ledgers, session_id=args.session,
                                                        since=since, corrupt=corrupt,
                                                        lean=not args.what_if)
-    with no_full_collections():  # what the pass keeps only grows (ceilings per call)
+    with no_full_collections():  # what the pass keeps only grows (up to its caps)
         report = summarize_stream(records, what_if=args.what_if, page=page, by=args.by,
                                   find_body=_body_finder(ledgers, args.session, since))
+    try:
+        return _write(args, report, paths, metas, counted, duplicate_count[0], corrupt,
+                      unimported, since)
+    finally:
+        report.close()  # its temporary file of sessions, if any
+
+
+def _write(args: argparse.Namespace, report: Summary, paths: list[str],
+           metas: list[dict[str, str]], counted: list[_Counted], duplicates: int,
+           corrupt: list[CorruptRow], unimported: list[Path], since: datetime | None) -> int:
+    """Print (and write) the report of the summarized ledgers (:func:`_run`)."""
     per_ledger = [c.count for c in counted]
-    duplicates = duplicate_count[0]
     name = paths[0] if len(paths) == 1 else f"{len(paths)} ledgers"
     if len(paths) == 1:
         meta = metas[0]
@@ -534,7 +551,7 @@ def _run(args: argparse.Namespace) -> int:
             extra["unimported_files"] = [str(path) for path in unimported]
         if pruned := _pruned_notes(paths, metas, since):
             extra["pruned"] = pruned
-        write_scrubbed_json({**extra, "meta": meta, **report.to_json(by=args.by),
+        write_scrubbed_json({**extra, "meta": meta, **report.to_json(by=args.by, lazy=True),
                              "notes": ceiling_notes(report)})
         return 0
     for line in header:

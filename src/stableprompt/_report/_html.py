@@ -26,6 +26,7 @@ gives the same bytes.
 from __future__ import annotations
 
 import html
+import itertools
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
@@ -214,19 +215,20 @@ def html_report(report: Summary, *, title: str, intro: Sequence[str] = (),
             f"<td class=n>{format_usd(t.cost_uncached_usd, complete=t.cost_complete)}</td></tr>")
     details = []
     for name, scenario in report.scenarios.items():
-        sessions = list(scenario.sessions.items())
-        ids = short_ids(sid for sid, _ in sessions[:MAX_SESSION_ROWS])
+        count = len(scenario.sessions)
+        sessions = list(itertools.islice(scenario.sessions.items(), MAX_SESSION_ROWS))
+        ids = short_ids(sid for sid, _ in sessions)
         session_rows = "".join(
             f"<tr>{_session_cell(sid, ids)}{_count_cells(t)}"
             f"<td>{e(format_verdicts(t.verdicts))}</td></tr>"
-            for sid, t in sessions[:MAX_SESSION_ROWS])
-        if len(sessions) > MAX_SESSION_ROWS:
-            session_rows += (f"<tr><td colspan=8>and {len(sessions) - MAX_SESSION_ROWS:,} more "
+            for sid, t in sessions)
+        if count > MAX_SESSION_ROWS:
+            session_rows += (f"<tr><td colspan=8>and {count - MAX_SESSION_ROWS:,} more "
                              "sessions (in the scenario's totals above; every session: "
                              "<code>stableprompt report --sessions</code> or "
                              "<code>--json</code>)</td></tr>")
         details.append(
-            f"<details><summary>{e(name)}: {len(scenario.sessions):,} sessions</summary>"
+            f"<details><summary>{e(name)}: {count:,} sessions</summary>"
             "<table><tr><th>session</th><th>calls</th>"
             "<th>input</th><th>read</th><th>write</th><th>hit rate</th><th>ceiling</th>"
             f"<th>verdicts</th></tr>{session_rows}</table></details>")

@@ -14,15 +14,17 @@ decimal, counts with thousands separators, USD with 4 decimals, ``"—"`` for un
 from __future__ import annotations
 
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from functools import partial
 from typing import Any, TextIO
 
 from .._accounting._calls import MAIN_AGENT, CallRow, subagent_id
-from .._accounting._summary import VERDICTS, Summary
+from .._accounting._summary import VERDICTS, Summary, Totals
 from .._canonical import loads
 from .._policy import ESTIMATED_SEGMENT_FRAMING_TOKENS, ESTIMATED_SPAN_FRACTION
 from .._subcommand import rich_console, shown
 from ._ids import short_ids
+from ._table import print_in_pieces
 
 __all__ = [
     "SELF_HOSTED",
@@ -204,23 +206,32 @@ def print_tables(report: Summary, *, title: str, file: TextIO | None = None,
         verdicts.add_row(shown(name),
                          *(format_int(scenario.totals.verdicts[v]) for v in VERDICTS))
     console.print(verdicts)
-    if sessions:
+    if sessions:  # every session: printed in pieces, as they are read (_table)
         for name, scenario in report.scenarios.items():
-            per = Table(title=f"{shown(name)}: sessions", title_justify="left",
-                        header_style="bold")
-            for column in ("session", "calls", "input", "read", "write", "hit rate",
-                           "ceiling", "verdicts"):
-                per.add_column(column, justify="left" if column in ("session", "verdicts")
-                               else "right")
-            for sid, t in scenario.sessions.items():
-                per.add_row(shown(sid), format_int(t.calls), format_int(t.input_tokens),
-                            format_int(t.cache_read_tokens), format_int(t.cache_write_tokens),
-                            format_pct(t.hit_rate), format_pct(t.ceiling),
-                            shown(format_verdicts(t.verdicts)))
-            console.print(per)
+            print_in_pieces(console, partial(_sessions_table, name),
+                            partial(_session_rows, scenario.sessions))
     if pricing:
         for line in [*notes, *pricing_lines(report)]:
             console.print(shown(line))
+
+
+def _sessions_table(name: str) -> Any:
+    """The sessions table of scenario ``name``, without rows (:func:`print_tables`)."""
+    from rich.table import Table
+
+    per = Table(title=f"{shown(name)}: sessions", title_justify="left", header_style="bold")
+    for column in ("session", "calls", "input", "read", "write", "hit rate", "ceiling",
+                   "verdicts"):
+        per.add_column(column, justify="left" if column in ("session", "verdicts") else "right")
+    return per
+
+
+def _session_rows(sessions: Mapping[str, Totals]) -> Iterator[tuple[str, ...]]:
+    """The cells of each session's row, in order (:func:`print_tables`)."""
+    for sid, t in sessions.items():
+        yield (shown(sid), format_int(t.calls), format_int(t.input_tokens),
+               format_int(t.cache_read_tokens), format_int(t.cache_write_tokens),
+               format_pct(t.hit_rate), format_pct(t.ceiling), shown(format_verdicts(t.verdicts)))
 
 
 # --------------------------------------------------------------------------- explanations
