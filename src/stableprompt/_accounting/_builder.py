@@ -82,15 +82,16 @@ MAX_POINTS = 2000
 this and twice this many)."""
 MAX_BODIES = 256
 """Request bodies (``content``) a streaming pass keeps for the snippets of later calls."""
-SESSIONS_IN_MEMORY = 25_000
+SESSIONS_IN_MEMORY = 100_000
 """Session totals (all scenarios together; and as many groups of ``by``) a streaming pass
-keeps in memory (about 1.2 KB each: ~30 MB); the rest are moved to a temporary file
+keeps in memory (about 1.2 KB each: ~120 MB); the rest are moved to a temporary file
 (``_spill``) and read back when their session has another call or when listed. The demo
-ledgers and a 100,000-call ledger (~8,900 sessions) never touch the disk."""
-BRANCHES_IN_MEMORY = 50_000
+ledgers and a 1,000,000-call ledger of the benchmark's shape (~88,500 sessions) never touch
+the disk."""
+BRANCHES_IN_MEMORY = 200_000
 """Conversation branches a streaming pass keeps in memory (each subagent ``(session,
 lineage)``'s agent label, and each ``(scenario, session, agent)``'s previous read share for
-the cliffs; about 250 bytes each: ~12 MB each); the rest as above."""
+the cliffs; about 250 bytes each: ~50 MB each); the rest as above."""
 
 NO_SCENARIO = "(none)"
 """The scenario of a call that names none."""

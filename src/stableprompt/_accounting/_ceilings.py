@@ -24,13 +24,16 @@ from ._spill import SpillMap
 
 __all__ = ["CALLS_IN_MEMORY", "KEYS_IN_MEMORY", "Ceilings", "policy_of", "ttl_of"]
 
-CALLS_IN_MEMORY = 150_000
+CALLS_IN_MEMORY = 500_000
 """Calls a bounded :class:`Ceilings` remembers by record id in memory (about 250 bytes each:
-~37 MB); the rest are moved to a temporary file and read back when a later call names one
-(``_spill``). A ledger of fewer calls never touches the disk."""
-KEYS_IN_MEMORY = 50_000
+~125 MB); the rest are moved to a temporary file and read back when a later call names one
+(``_spill``). A ledger of fewer calls never touches the disk. Sized so that a week of a
+team's calls mostly stays in memory: each call moved out costs ~5 us of CPU (measured on a
+1M-call ledger, ``benchmarks/RESULTS.md``), while the whole bound stays far under the
+report's 1 GB budget."""
+KEYS_IN_MEMORY = 200_000
 """Cache keys (sessions, and each subagent of a session) whose previous request a bounded
-:class:`Ceilings` keeps in memory (about 300 bytes each: ~15 MB); the rest as above."""
+:class:`Ceilings` keeps in memory (about 300 bytes each: ~60 MB); the rest as above."""
 
 
 def policy_of(provider: str | None, model: str | None,
