@@ -14,10 +14,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from pydantic import JsonValue
 
 from stableprompt import Ledger, UsageRecord
 from stableprompt._accounting import _builder
 from stableprompt._accounting._builder import CallPage, CostPoint, Decimator
+from stableprompt._accounting._keepalive import is_keepalive
+from stableprompt._accounting._pricing import Pricing
+from stableprompt._accounting._stabilized import StabilizeSavings
+from stableprompt._accounting._storage import ExplicitCaches
 from stableprompt._accounting._summary import GROUP_BY, Summary, summarize, summarize_stream
 from stableprompt._cli import main
 from stableprompt._ledger._reads import record_by_id
@@ -276,3 +283,92 @@ def test_report_merges_ledgers_in_time_order_with_each_id_once(
     assert merged["duplicates"] == single["records"]
     assert merged["overall"] == single["overall"]
     assert [entry["records"] for entry in merged["ledgers"]] == [single["records"]] * 2
+
+
+_ODD: st.SearchStrategy[JsonValue] = st.one_of(
+    st.none(), st.integers(-5, 300_000), st.sampled_from(["x", "", True]))
+_ODD_TEXT: st.SearchStrategy[JsonValue] = st.one_of(st.none(), st.integers(0, 2), st.sampled_from(
+    ["", "no-breakpoint", "breakpoints-below-minimum", "/system/0/text", "a"]))
+# every key the pass reads or skips a call by, with null and odd values
+_DETAIL: dict[str, st.SearchStrategy[JsonValue]] = {
+    "lost_tokens": _ODD, "missing_tokens": _ODD, "expired_tokens": _ODD,
+    "lost_cap_tokens": _ODD, "reason": _ODD_TEXT, "cause": _ODD_TEXT,
+    "cause_detail": _ODD_TEXT, "segment": _ODD_TEXT, "segment_kind": _ODD_TEXT,
+    "path": _ODD_TEXT, "snippet_a": _ODD_TEXT, "snippet_b": _ODD_TEXT,
+    "divergences": st.one_of(st.none(), st.just("x"), st.lists(st.one_of(
+        st.integers(-3, 3), st.fixed_dictionaries({"path": st.just("/a")})), max_size=2)),
+    "divergences_total": _ODD, "usage_suspect": st.sampled_from([True, False, None, "true"]),
+    "keepalive": st.sampled_from([True, False, 1, None]),
+    "gemini_cache": st.one_of(st.none(), st.just("x"), st.fixed_dictionaries({
+        "op": st.sampled_from(["create", "update", "delete", None]),
+        "name": st.sampled_from(["c1", "c2", None]), "tokens": _ODD,
+        "ttl_s": st.sampled_from([None, 60, -1, 3600])})),
+    "cached_content": st.sampled_from(["c1", "c2", None, 3]),
+    "stabilized": st.sampled_from([None, [], ["history-breakpoint"], ["tool-order", 3], "x"]),
+    "server_diagnosis": st.one_of(st.none(), st.just(3), st.fixed_dictionaries(
+        {"agreement": _ODD_TEXT, "reason": _ODD_TEXT})),
+    "agent": st.one_of(st.none(), st.just("x"), st.fixed_dictionaries(
+        {"kind": st.sampled_from(["subagent", "main"]), "id": _ODD_TEXT})),
+    "turn_boundary": st.sampled_from(["intra", "cross", None, "x"]),
+}
+_CALLERS = [("anthropic", "claude-sonnet-4-5"), ("aws", "claude-sonnet-4-5"),
+            ("google", "gemini-2.5-pro"), ("openai", "gpt-4o"), ("azure", "gpt-4o"),
+            ("acme", "foo-1"), ("anthropic", "no-such-model-9"), (None, None)]
+_TOKENS = st.one_of(st.none(), st.sampled_from([0, 3000, 250_000, -3]),
+                    st.integers(0, 300_000))
+
+
+@st.composite
+def _odd_records(draw: st.DrawFn) -> list[UsageRecord]:
+    records: list[UsageRecord] = []
+    for i in range(draw(st.integers(1, 25))):
+        provider, model = draw(st.sampled_from(_CALLERS))
+        total = draw(_TOKENS)
+        consistent = draw(st.booleans())
+        read = draw(st.sampled_from([0, (total or 0) // 2, total])) if consistent else draw(
+            _TOKENS)
+        records.append(UsageRecord(
+            record_id=f"r{i:03d}", ts_utc=T0 + timedelta(seconds=draw(st.sampled_from(
+                [0, 30, 4000])) * i), scenario=draw(st.sampled_from(["a", "b", None])),
+            session_id=draw(st.sampled_from(["s0", "s1", None])),
+            wire_format=draw(st.sampled_from(["anthropic", "gemini", "unknown"])),
+            provider=provider, model=model, lineage=draw(st.sampled_from([None, "l1"])),
+            predecessor_id=f"r{i - 1:03d}" if i and draw(st.booleans()) else None,
+            input_tokens_total=total, cache_read_tokens=read,
+            cache_write_tokens=(max((total or 0) - (read or 0), 0) if consistent
+                                else draw(_TOKENS)),
+            cache_write_1h_tokens=draw(st.sampled_from([None, 0, 100])),
+            output_tokens=draw(st.sampled_from([None, 0, 12, -2])),
+            predicted_cache_read_tokens=draw(st.sampled_from([None, 0, 1500, 3000])),
+            usage_inconsistent=draw(st.booleans()),
+            status_code=draw(st.sampled_from([200, 200, None, 529])),
+            verdict=draw(st.sampled_from(["cold", "hit", "client_mutation", "below_minimum",
+                                          "no_breakpoint", "ttl_expired", "provider_miss",
+                                          "unknown"])),
+            verdict_detail=draw(st.fixed_dictionaries({}, optional=_DETAIL))))
+    return records
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_odd_records(), st.sampled_from(GROUP_BY), st.booleans())
+def test_streaming_report_equals_the_in_memory_summary_on_odd_rows(
+        records: list[UsageRecord], by: str, price: bool) -> None:
+    """The pass skips tallies, cliffs, explicit caches and stabilize bookkeeping for calls
+    they do not count, and prices a call's variants without split objects: on rows whose
+    keys are null or odd (pings, explicit caches, failed, suspect and inconsistent calls,
+    unknown providers and models, long-context totals, negative parts), with and without
+    prices, its JSON and text equal ``summarize``'s over every call, and its explicit caches
+    and stabilize savings those of every record fed to them."""
+    old = summarize(records, price=price)
+    new = summarize_stream(records, price=price, page=CallPage(limit=10**9), by=by)
+    assert _json(new, by) == _json(old, by)
+    assert _text(new, by) == _text(old, by)
+    # the explicit caches and the stabilize savings of every record, as if none were skipped
+    caches, stabilized = ExplicitCaches(), StabilizeSavings()
+    pricing, notes = Pricing(source=old.pricing.source), dict[str, None]()
+    calls = iter(old.calls)
+    for record in records:
+        if not caches.add(record) and not is_keepalive(record):
+            stabilized.add(record, next(calls), pricing if price else None, notes)
+    assert caches.totals(price=price).to_json() == old.explicit_caches.to_json()
+    assert stabilized.to_json() == old.stabilized.to_json()
