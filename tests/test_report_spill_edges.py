@@ -5,6 +5,7 @@ traceback, never numbers computed without the entries that could not be written)
 from __future__ import annotations
 
 import json
+import pickle
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -12,6 +13,7 @@ from typing import Any
 import pytest
 
 from stableprompt._accounting._spill import OrderedSpillMap, SpillMap
+from stableprompt._accounting._summary import summarize
 from stableprompt._cli import main
 from stableprompt._exceptions import ConfigurationError
 from test_report_bounded import _Spills, _tiny_caps
@@ -69,3 +71,16 @@ def test_report_fails_cleanly_when_the_spill_file_is_full(
         else:
             assert captured.out == ""
     assert spills.maps and all(m.closed for m in spills.maps)
+
+
+def test_a_summary_of_summarize_pickles_as_before(demo_ledger_files: list[Path]) -> None:
+    """``summarize`` (the public API) gives a summary that pickles (as it did before its
+    sessions became a mapping over a spill map: multiprocessing, caches), and reads back the
+    same sessions and JSON."""
+    from stableprompt._report._command import open_ledger
+
+    whole = summarize(list(open_ledger(demo_ledger_files[0]).records()))
+    back = pickle.loads(pickle.dumps(whole))
+    assert back.to_json() == whole.to_json()
+    for name, scenario in whole.scenarios.items():
+        assert list(back.scenarios[name].sessions.items()) == list(scenario.sessions.items())

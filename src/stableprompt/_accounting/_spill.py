@@ -76,16 +76,25 @@ def fields_codec(cls: type[_T]) -> tuple[Callable[[_T], bytes], Callable[[bytes]
     (``None``, bools, ints, floats, strings, and tuples, lists and dicts of them): its field
     values as one ``marshal``-ed tuple, read back through ``cls(*values)`` (several times
     faster than pickling a slotted dataclass, whose ``__getstate__`` lists its fields each
-    time)."""
-    values = operator.attrgetter(*(f.name for f in fields(cls)))  # type: ignore[arg-type]
+    time). Both are methods of a module-level object, so a map using them pickles (a
+    :func:`~._summary.summarize` summary's sessions)."""
+    codec = _FieldsCodec(cls)
+    return codec.encode, codec.decode
 
-    def encode(value: _T) -> bytes:
-        return marshal.dumps(values(value))
 
-    def decode(data: bytes) -> _T:
-        return cls(*marshal.loads(data))
+class _FieldsCodec(Generic[_T]):
+    """:func:`fields_codec`'s pair (picklable: a class, its fields' getter)."""
 
-    return encode, decode
+    def __init__(self, cls: type[_T]) -> None:
+        self._cls = cls
+        self._values = operator.attrgetter(*(f.name for f in fields(cls)))  # type: ignore[arg-type]
+
+    def encode(self, value: _T) -> bytes:
+        return marshal.dumps(self._values(value))
+
+    def decode(self, data: bytes) -> _T:
+        return self._cls(*marshal.loads(data))
+
 
 _SCHEMA = ("CREATE TABLE spill (part TEXT NOT NULL, k TEXT NOT NULL, seq INTEGER NOT NULL, "
            "v BLOB NOT NULL, PRIMARY KEY (part, k)) WITHOUT ROWID")
