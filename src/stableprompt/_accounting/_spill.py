@@ -20,6 +20,10 @@ temporary directory (``SQLITE_TMPDIR``, else ``TMPDIR``, else ``/var/tmp``, ``/u
 it is opened (on Windows: deleted when closed), so it goes when the connection is closed
 (:meth:`SpillMap.close`, or the map is collected) and when the process dies, killed or not.
 Nothing is written while a map holds at most ``cap`` entries: ``cap=None`` never spills.
+When SQLite cannot write or read the file (its directory's disk full: ``SQLITE_FULL``, an I/O
+error), the map raises :class:`~stableprompt.ConfigurationError` (``report-spill-failed``,
+naming the directory) and closes the file; every later use raises it again (the entries of
+the failed batch are lost, so no answer is given without them).
 
 Values are encoded when moved out: a value read back is an equal copy, not the same object.
 Mutate a value only right after :meth:`SpillMap.get` or setting it (before the next set or
@@ -37,11 +41,14 @@ import heapq
 import itertools
 import marshal
 import operator
+import os
 import pickle
 import sqlite3
 from collections.abc import Callable, Hashable, ItemsView, Iterator, KeysView, Mapping, ValuesView
 from dataclasses import fields
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, NoReturn, TypeVar
+
+from .._exceptions import ConfigurationError
 
 __all__ = ["SPILL_CACHE_KIB", "SPILL_FILTER_BYTES", "OrderedSpillMap", "SpillMap", "SpillView",
            "fields_codec"]
@@ -69,16 +76,25 @@ def fields_codec(cls: type[_T]) -> tuple[Callable[[_T], bytes], Callable[[bytes]
     (``None``, bools, ints, floats, strings, and tuples, lists and dicts of them): its field
     values as one ``marshal``-ed tuple, read back through ``cls(*values)`` (several times
     faster than pickling a slotted dataclass, whose ``__getstate__`` lists its fields each
-    time)."""
-    values = operator.attrgetter(*(f.name for f in fields(cls)))  # type: ignore[arg-type]
+    time). Both are methods of a module-level object, so a map using them pickles (a
+    :func:`~._summary.summarize` summary's sessions)."""
+    codec = _FieldsCodec(cls)
+    return codec.encode, codec.decode
 
-    def encode(value: _T) -> bytes:
-        return marshal.dumps(values(value))
 
-    def decode(data: bytes) -> _T:
-        return cls(*marshal.loads(data))
+class _FieldsCodec(Generic[_T]):
+    """:func:`fields_codec`'s pair (picklable: a class, its fields' getter)."""
 
-    return encode, decode
+    def __init__(self, cls: type[_T]) -> None:
+        self._cls = cls
+        self._values = operator.attrgetter(*(f.name for f in fields(cls)))  # type: ignore[arg-type]
+
+    def encode(self, value: _T) -> bytes:
+        return marshal.dumps(self._values(value))
+
+    def decode(self, data: bytes) -> _T:
+        return self._cls(*marshal.loads(data))
+
 
 _SCHEMA = ("CREATE TABLE spill (part TEXT NOT NULL, k TEXT NOT NULL, seq INTEGER NOT NULL, "
            "v BLOB NOT NULL, PRIMARY KEY (part, k)) WITHOUT ROWID")
@@ -113,6 +129,7 @@ class SpillMap(Generic[_K, _V]):
         self.read_back = 0
         """Entries read back from the file so far."""
         self._gone = False
+        self._broken: str | None = None  # why the file failed (then every use raises)
         self._filter: bytearray | None = None
 
     # -- the file
@@ -144,7 +161,19 @@ class SpillMap(Generic[_K, _V]):
         if self.spilled:
             self._gone = True
 
+    def _fail(self, exc: sqlite3.Error) -> NoReturn:
+        """The file failed: close it, remember why, raise (module docstring)."""
+        where = (os.environ.get("SQLITE_TMPDIR") or os.environ.get("TMPDIR")
+                 or "/var/tmp, /usr/tmp or /tmp")
+        self._broken = (f"the report's temporary file (SQLite's, in {where}) failed: {exc}; "
+                        "free space there or set SQLITE_TMPDIR to a directory with room")
+        self.close()
+        self._check()
+        raise AssertionError("unreachable")  # pragma: no cover
+
     def _check(self) -> None:
+        if self._broken is not None:
+            raise ConfigurationError(self._broken, code="report-spill-failed")
         if self._gone:
             raise RuntimeError("this spill map was closed: the entries it had moved to its "
                                "temporary file are gone (read a summary before closing it)")
@@ -161,6 +190,7 @@ class SpillMap(Generic[_K, _V]):
 
     def _spill(self) -> None:
         """Move the least recently used :attr:`_batch` entries to the file (one transaction)."""
+        self._check()
         mem = self._mem
         keys = list(itertools.islice(mem, self._batch))
         rows = []
@@ -179,11 +209,14 @@ class SpillMap(Generic[_K, _V]):
             seen[a >> 3] |= 1 << (a & 7)
             seen[b >> 3] |= 1 << (b & 7)
         rows.sort()  # (part, key) unique: in the B-tree's order, each page visited once
-        db = self._conn()
-        db.execute("BEGIN")
-        db.executemany("INSERT OR REPLACE INTO spill VALUES (?, ?, ?, ?)", rows)
-        db.execute("COMMIT")
         self.spilled += len(rows)
+        try:
+            db = self._conn()
+            db.execute("BEGIN")
+            db.executemany("INSERT OR REPLACE INTO spill VALUES (?, ?, ?, ?)", rows)
+            db.execute("COMMIT")
+        except sqlite3.Error as exc:
+            self._fail(exc)
 
     def _forget_seq(self, keys: list[_K]) -> None:
         pass
@@ -197,11 +230,14 @@ class SpillMap(Generic[_K, _V]):
         if not self._maybe_spilled(key):
             return None
         part, text = self._part_text(key)
-        row = db.execute("SELECT seq, v FROM spill WHERE part = ? AND k = ?",
-                         (part, text)).fetchone()
-        if row is None:
-            return None
-        db.execute("DELETE FROM spill WHERE part = ? AND k = ?", (part, text))
+        try:
+            row = db.execute("SELECT seq, v FROM spill WHERE part = ? AND k = ?",
+                             (part, text)).fetchone()
+            if row is None:
+                return None
+            db.execute("DELETE FROM spill WHERE part = ? AND k = ?", (part, text))
+        except sqlite3.Error as exc:
+            self._fail(exc)
         self.read_back += 1
         return row[0], self._decode(row[1])
 
@@ -297,8 +333,11 @@ class OrderedSpillMap(SpillMap[tuple[str, str], _V]):
         if value is not None or self._db is None or not self._maybe_spilled((part, key)):
             self._check()
             return value
-        row = self._db.execute("SELECT v FROM spill WHERE part = ? AND k = ?",
-                               (part, key)).fetchone()
+        try:
+            row = self._db.execute("SELECT v FROM spill WHERE part = ? AND k = ?",
+                                   (part, key)).fetchone()
+        except sqlite3.Error as exc:
+            self._fail(exc)
         return None if row is None else self._decode(row[0])
 
     def items(self, part: str, *, values: bool = True) -> Iterator[tuple[str, Any]]:
@@ -313,13 +352,16 @@ class OrderedSpillMap(SpillMap[tuple[str, str], _V]):
                 yield key, value
             return
         column = "v" if values else "NULL"
-        cursor = self._db.execute(
-            f"SELECT seq, k, {column} FROM spill WHERE part = ? ORDER BY seq", (part,))
-        decode = self._decode
-        from_file = ((seq, key, None if blob is None else decode(blob))
-                     for seq, key, blob in _rows(cursor))
-        for _, key, value in heapq.merge(in_memory, from_file, key=lambda e: e[0]):
-            yield key, value
+        try:
+            cursor = self._db.execute(
+                f"SELECT seq, k, {column} FROM spill WHERE part = ? ORDER BY seq", (part,))
+            decode = self._decode
+            from_file = ((seq, key, None if blob is None else decode(blob))
+                         for seq, key, blob in _rows(cursor))
+            for _, key, value in heapq.merge(in_memory, from_file, key=lambda e: e[0]):
+                yield key, value
+        except sqlite3.Error as exc:
+            self._fail(exc)
 
 
 def _rows(cursor: sqlite3.Cursor) -> Iterator[tuple[Any, ...]]:
