@@ -315,7 +315,9 @@ def _scrub_in_place(value: Any, done: dict[str, str]) -> Any:
         if clean is None:
             clean = done[value] = _redact_text(value, (), True)
         return clean
-    if isinstance(value, (list, dict)) and hasattr(value, "scrub_later"):
+    kind = type(value)  # a plain list or dict (nearly all) is not asked for scrub_later
+    if (kind is not list and kind is not dict and isinstance(value, (list, dict))
+            and hasattr(value, "scrub_later")):
         value.scrub_later()  # made as it is encoded: scrubbed then
         return value
     if isinstance(value, list):

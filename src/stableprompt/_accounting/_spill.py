@@ -202,10 +202,8 @@ class SpillMap(Generic[_K, _V]):
         seen = self._filter
         if seen is None:
             seen = self._filter = bytearray(SPILL_FILTER_BYTES)
-        mask = len(seen) * 8 - 1
         for key in keys:
-            h = hash(key)
-            a, b = h & mask, (h >> 23) & mask
+            a, b = _filter_bits(key, seen)
             seen[a >> 3] |= 1 << (a & 7)
             seen[b >> 3] |= 1 << (b & 7)
         rows.sort()  # (part, key) unique: in the B-tree's order, each page visited once
@@ -246,9 +244,7 @@ class SpillMap(Generic[_K, _V]):
         seen = self._filter
         if seen is None:
             return False
-        mask = len(seen) * 8 - 1
-        h = hash(key)
-        a, b = h & mask, (h >> 23) & mask
+        a, b = _filter_bits(key, seen)
         return bool(seen[a >> 3] & (1 << (a & 7)) and seen[b >> 3] & (1 << (b & 7)))
 
     # -- the mapping
@@ -362,6 +358,13 @@ class OrderedSpillMap(SpillMap[tuple[str, str], _V]):
                 yield key, value
         except sqlite3.Error as exc:
             self._fail(exc)
+
+
+def _filter_bits(key: Hashable, seen: bytearray) -> tuple[int, int]:
+    """The two bit positions of ``key`` in the filter ``seen`` (a power of two bytes)."""
+    mask = len(seen) * 8 - 1
+    h = hash(key)
+    return h & mask, (h >> 23) & mask
 
 
 def _rows(cursor: sqlite3.Cursor) -> Iterator[tuple[Any, ...]]:
