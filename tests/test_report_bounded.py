@@ -354,6 +354,17 @@ def _ledger_records(draw: st.DrawFn) -> list[UsageRecord]:
     return records
 
 
+def _ledger_file(path: Path, records: list[UsageRecord]) -> str:
+    """A new SQLite ledger at ``path`` (replacing one a previous hypothesis example left)
+    holding ``records``; its path."""
+    path.unlink(missing_ok=True)
+    ledger = Ledger(path)
+    for record in records:
+        ledger.write(record)
+    ledger.close()
+    return str(path)
+
+
 @given(records=_ledger_records(), cap=st.integers(1, 4))
 @settings(max_examples=20, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture,
@@ -364,13 +375,8 @@ def test_generated_ledgers_are_the_same_with_everything_moved_out(
     """Generated ledgers (module docstring): the same text, ``--json``, ``--html``,
     ``--sessions``, ``--by session`` and per-call rows with caps of 1-4 as with the
     defaults."""
-    path = tmp_path / f"g{os.getpid()}.db"
-    path.unlink(missing_ok=True)
-    ledger = Ledger(path)
-    for record in records:
-        ledger.write(record)
-    ledger.close()
-    _same_bounded_or_not(str(path), capsys, tmp_path,
+    path = _ledger_file(tmp_path / f"g{os.getpid()}.db", records)
+    _same_bounded_or_not(path, capsys, tmp_path,
                          modes=[["--json", "--by", "session"], ["--sessions", "--calls"],
                                 ["--by", "agent", "--json"]], cap=cap)
 

@@ -18,12 +18,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from stableprompt import Ledger, UsageRecord
+from stableprompt import UsageRecord
 from stableprompt._accounting._spill import OrderedSpillMap, SpillMap
 from stableprompt._accounting._summary import summarize
 from stableprompt._cli import main
 from stableprompt._exceptions import ConfigurationError
-from test_report_bounded import T0, _same_bounded_or_not, _Spills, _tiny_caps
+from test_report_bounded import T0, _ledger_file, _same_bounded_or_not, _Spills, _tiny_caps
 
 
 def _full_after(monkeypatch: pytest.MonkeyPatch, pages: int) -> None:
@@ -142,13 +142,7 @@ def test_odd_ids_are_the_same_with_everything_moved_out(
     16 such ledgers: the same bytes.)"""
     paths = []
     for j, part in enumerate([records[::2], records[1::2], records[:5]]):
-        path = tmp_path / f"odd{os.getpid()}-{j}.db"
-        path.unlink(missing_ok=True)
-        ledger = Ledger(path)
-        for record in part:
-            ledger.write(record)
-        ledger.close()
-        paths.append(str(path))
+        paths.append(_ledger_file(tmp_path / f"odd{os.getpid()}-{j}.db", part))
     modes = [["--json", "--by", by] for by in ("scenario", "session", "agent", "model")]
     _same_bounded_or_not(paths[0], capsys, tmp_path, [*modes, ["--sessions"]], cap=cap)
     merged = [[*paths[1:], "--json", "--by", "session"], [*paths[1:], "--sessions"]]
