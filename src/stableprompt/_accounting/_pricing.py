@@ -176,8 +176,7 @@ class TokenSplit:
     @classmethod
     def of(cls, record: UsageRecord) -> TokenSplit:
         """The split the provider reported (unknown fields as 0)."""
-        return _split(record.input_tokens_total or 0, record.cache_read_tokens or 0,
-                      record.cache_write_tokens or 0, record.cache_write_1h_tokens or 0)
+        return _split(*_reported(record))
 
     def reading(self, read: int) -> TokenSplit:
         """The same call had it read ``read`` tokens (at least what it read): the extra reads
@@ -208,6 +207,13 @@ def _reading(total: int, read: int, write: int, write_1h: int,
     new_read = min(max(new_read, read), total)
     write = max(write - (new_read - read), 0)
     return new_read, write, min(write_1h, write)
+
+
+def _reported(record: UsageRecord) -> tuple[int, int, int, int]:
+    """``(total, read, write, write_1h)`` input tokens the provider reported (unknown as 0):
+    :meth:`TokenSplit.of`'s fields."""
+    return (record.input_tokens_total or 0, record.cache_read_tokens or 0,
+            record.cache_write_tokens or 0, record.cache_write_1h_tokens or 0)
 
 
 def _priceable(total: int, read: int, write: int, write_1h: int) -> bool:
@@ -319,10 +325,7 @@ def price_readings(record: UsageRecord, pricing: Pricing, notes: dict[str, None]
         ``(price, usd)``: the price as reported and the USD of the uncached variant, then of
         each of ``reads`` (all ``None`` when ``price.usd`` is ``None``).
     """
-    total = record.input_tokens_total or 0
-    read = record.cache_read_tokens or 0
-    write = record.cache_write_tokens or 0
-    write_1h = record.cache_write_1h_tokens or 0
+    total, read, write, write_1h = _reported(record)
     price, rates = _price_ints(record, pricing, notes, total, read, write, write_1h)
     if price.usd is None:
         return price, [None] * (len(reads) + 1)
