@@ -313,6 +313,29 @@ def test_a_table_in_pieces_prints_as_rich_prints_it_whole(
     assert pieces == whole
 
 
+def test_a_rich_without_the_private_methods_prints_the_table_whole() -> None:
+    """A rich whose ``Table`` lacks one of the private methods the pieces use
+    (``_table._PRIVATE``) gets the table printed whole: the same bytes, and no row is built
+    into a piece (only the whole table holds them)."""
+    rows: list[tuple[str, ...]] = [(f"s{i}", f"{i:,}", "hit 1") for i in range(7)]
+    pieces_made: list[int] = []
+    real = _table.print_in_pieces
+
+    def counted(make: Any) -> Any:
+        def make_counted() -> Any:
+            pieces_made.append(1)
+            return make()
+        return make_counted
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(_table, "PIECE_ROWS", 2)
+        mp.setattr(_table, "_PRIVATE", _table._PRIVATE | {"_gone_in_a_later_rich"})
+        mp.setattr(_table, "print_in_pieces", lambda console, make, rows_of: real(
+            console, counted(make), rows_of))
+        whole, pieces = _whole_and_in_pieces(rows, 60, "x: sessions", "left")
+    assert pieces == whole
+    assert pieces_made == [1]  # the one table, printed whole
+
+
 # --------------------------------------------------------------------------- generated ledgers
 
 

@@ -11,7 +11,8 @@ rendered with those widths (``Table._render``) and its lines printed, without th
 top edge and header of the pieces after the first and the bottom edge of those before the
 last. Rows are told apart by nothing but their cells (no row styles, sections or footer),
 and the box's middle and last rows draw the same, as rich's default box (``HEAVY_HEAD``)
-does; :func:`print_in_pieces` checks both and otherwise prints the table whole.
+does; :func:`print_in_pieces` checks both, and that rich still has the private methods
+used (:data:`_PRIVATE`), and otherwise prints the table whole.
 """
 
 from __future__ import annotations
@@ -25,6 +26,10 @@ __all__ = ["PIECE_ROWS", "print_in_pieces"]
 PIECE_ROWS = 2000
 """Rows held (made, measured, rendered) at a time."""
 
+_PRIVATE = frozenset({"_measure_column", "_calculate_column_widths", "_render"})
+"""rich's own ``Table`` methods the pieces rely on (not public API; present from 13.7 to
+15.0): a rich without them prints the table whole."""
+
 
 def print_in_pieces(console: Any, make_table: Callable[[], Any],
                     rows: Callable[[], Iterator[Sequence[str]]]) -> None:
@@ -37,7 +42,8 @@ def print_in_pieces(console: Any, make_table: Callable[[], Any],
 
     table = make_table()
     box = table.box
-    if (table.row_styles or table.show_footer or table.show_lines or table.leading
+    if (not _PRIVATE.issubset(dir(Table)) or not hasattr(table, "_extra_width")
+            or table.row_styles or table.show_footer or table.show_lines or table.leading
             or table.width is not None or table.expand or table.min_width is not None
             or (box is not None and (box.mid_left, box.mid_vertical, box.mid_right)
                 != (box.foot_left, box.foot_vertical, box.foot_right))):
