@@ -86,6 +86,22 @@ def pg_cluster() -> Iterator[Any]:
 
 
 @pytest.fixture(scope="session")
+def pg_bouncer(pg_cluster: Any) -> Iterator[Any]:
+    """PgBouncer in transaction pooling mode in front of the session's cluster
+    (``pg_bouncer.py``); skipped, with the reason, where it cannot start."""
+    import pg_bouncer as bouncer
+
+    try:
+        running = bouncer.start(pg_cluster)
+    except bouncer.Unavailable as exc:
+        pytest.skip(f"no PgBouncer: {exc}")
+    try:
+        yield running
+    finally:
+        running.stop()
+
+
+@pytest.fixture(scope="session")
 def demo_ledger_files(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
     """The offline demo's ledgers (every scenario), Anthropic Messages then OpenAI Chat,
     written once for the session: tests only read them."""

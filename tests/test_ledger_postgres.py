@@ -243,26 +243,44 @@ def test_a_second_recorder_finds_the_first_ones_calls(pg_url: str, tmp_path: Pat
     assert first.content is None and second.content is None
 
 
-def test_reading_a_postgres_ledger_streams_through_a_server_side_cursor(
-        pg_url: str, tmp_path: Path) -> None:
-    """`iter_records` on PostgreSQL reads through a server-side cursor, a batch at a time
-    (a client-side cursor would hold every row before the first): while the reader holds
-    its first record the server shows it FETCHing, and all rows still come, in order."""
-    import psycopg
+def test_reading_a_postgres_ledger_goes_in_keyset_pages(
+        pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`iter_records` on PostgreSQL reads in pages of `PAGE_ROWS` rows, one statement each
+    (`("ts_utc", "seq") > (last row)`, `LIMIT`), bounded by the largest `seq` at the start:
+    while the reader holds its first record only the first page was fetched, and all rows
+    still come, in order, once each."""
+    from stableprompt._ledger import _postgres
+
+    monkeypatch.setattr(_postgres, "PAGE_ROWS", 100)
+    sent: list[str] = []
+    execute = _postgres._Connection.execute
+
+    def spy(self: Any, sql: str, params: Any = ()) -> Any:
+        sent.append(sql)
+        return execute(self, sql, params)
 
     records = [_record(i) for i in range(600)]
     with Ledger(pg_url, spill_dir=tmp_path) as ledger:
         for record in records:
             assert ledger.write(record) == "committed"
+        monkeypatch.setattr(_postgres._Connection, "execute", spy)
         rows = ledger.iter_records()
         first = next(rows)
-        with psycopg.connect(pg_url, autocommit=True) as watcher:
-            seen = watcher.execute(
-                "SELECT query FROM pg_stat_activity WHERE application_name = 'stableprompt' "
-                "AND pid <> pg_backend_pid() AND query LIKE 'FETCH%'").fetchall()
-        assert seen, "no server-side FETCH while a read is open"
+        pages = [q for q in sent if q.endswith("LIMIT ?")]
+        assert len(pages) == 1 and '"seq" <= ?' in pages[0]
         rest = list(rows)
+    pages = [q for q in sent if q.endswith("LIMIT ?")]
+    assert len(pages) == 7  # 6 full pages and the empty one that ends the read
+    assert all('("ts_utc", "seq") > (?, ?)' in q for q in pages[1:])
     assert [first.record_id, *(r.record_id for r in rest)] == [r.record_id for r in records]
+
+
+def _readers(admin: Any, ledger: Ledger) -> str:
+    """A SQL condition naming the ledger's read sessions: its sessions but the writer's (a
+    read-only statement runs in its own transaction, so their last query shows ``COMMIT``)."""
+    writer = ledger._conn
+    pid = writer.raw.info.backend_pid if writer is not None else 0  # type: ignore[attr-defined]
+    return f"application_name = 'stableprompt' AND pid <> pg_backend_pid() AND pid <> {pid}"
 
 
 def test_a_read_abandoned_after_its_connection_broke_ends_quietly(
@@ -288,8 +306,7 @@ def test_a_read_abandoned_after_its_connection_broke_ends_quietly(
             with psycopg.connect(pg_url, autocommit=True) as admin:
                 ended = admin.execute(
                     "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
-                    "WHERE application_name = 'stableprompt' AND query LIKE 'FETCH%'"
-                ).fetchone()
+                    f"WHERE {_readers(admin, ledger)}").fetchone()
             assert ended == (1,)
             if abandon == "close":
                 assert isinstance(rows, Generator)
@@ -446,8 +463,7 @@ def test_a_read_right_after_the_server_ended_a_kept_connection_succeeds(
             assert ledger.meta() is not None  # a kept reader, its last query this one
             ended = admin.execute(
                 "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE "
-                "application_name = 'stableprompt' AND query LIKE "
-                "'SELECT \"key\", \"value\" FROM meta%'").fetchone()
+                f"{_readers(admin, ledger)}").fetchone()
             assert ended == (1,)
             try:
                 ledger.meta()
@@ -469,8 +485,7 @@ def test_a_kept_connection_idle_too_long_is_replaced(
 
     def reader_pids(admin: Any) -> set[int]:
         return {int(row[0]) for row in admin.execute(
-            "SELECT pid FROM pg_stat_activity WHERE application_name = 'stableprompt' AND "
-            "query LIKE 'SELECT \"key\", \"value\" FROM meta%'").fetchall()}
+            f"SELECT pid FROM pg_stat_activity WHERE {_readers(admin, ledger)}").fetchall()}
 
     with psycopg.connect(pg_url, autocommit=True) as admin, \
             Ledger(pg_url, spill_dir=tmp_path) as ledger:
@@ -542,8 +557,8 @@ def test_a_connection_on_a_high_descriptor_is_kept(pg_url: str, tmp_path: Path) 
             for _ in range(5):
                 assert isinstance(ledger.meta(), dict)
                 pids |= {int(row[0]) for row in admin.execute(
-                    "SELECT pid FROM pg_stat_activity WHERE application_name = 'stableprompt' "
-                    "AND query LIKE 'SELECT \"key\", \"value\" FROM meta%'").fetchall()}
+                    "SELECT pid FROM pg_stat_activity WHERE "
+                    f"{_readers(admin, ledger)}").fetchall()}
             assert len(pids) == 1
     finally:
         for fd in held:
@@ -583,9 +598,10 @@ def test_reads_go_on_after_the_server_restarts(pg_cluster: Any, pg_url: str, tmp
 
 def test_a_kept_connection_stays_read_only(pg_url: str, tmp_path: Path) -> None:
     """A read connection kept and handed out again (after a statement on it raised, and
-    after a read dropped midway) is still a read-only session:
-    `default_transaction_read_only` stays on, so no read can write, on a read-only ledger
-    and a writing one alike."""
+    after a read dropped midway) still reads only: each of its statements runs in a
+    `READ ONLY` transaction (never a session `SET`, which a transaction-mode pooler would
+    hand to its next client), so no read can write, on a read-only ledger and a writing one
+    alike."""
     import psycopg
 
     with Ledger(pg_url, spill_dir=tmp_path) as writer:
@@ -599,8 +615,7 @@ def test_a_kept_connection_stays_read_only(pg_url: str, tmp_path: Path) -> None:
             for _ in range(3):
                 conn = ledger._reader()
                 try:
-                    assert conn.execute("SHOW default_transaction_read_only").fetchone() == (
-                        "on",)
+                    assert conn.execute("SHOW transaction_read_only").fetchone() == ("on",)
                     with pytest.raises(psycopg.errors.ReadOnlySqlTransaction):
                         conn.execute("DELETE FROM calls")
                 finally:

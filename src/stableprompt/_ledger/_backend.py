@@ -115,11 +115,16 @@ class Backend(Protocol):
         ended is not). Never raises."""
         ...
 
-    def stream(self, conn: Connection, sql: str, params: Sequence[Any] = (),
-               size: int = 256) -> Iterator[Any]:
-        """Every row of the query ``sql`` (``?`` placeholders), read ``size`` rows at a time,
-        so memory stays bounded however many rows it gives (a report over millions of calls).
-        Driver errors propagate."""
+    def read_in_order(self, conn: Connection, columns: str, where: str,
+                      params: Sequence[Any] = ()) -> Iterator[Any]:
+        """Every row of ``SELECT {columns}, {rowid} FROM calls{where} ORDER BY "ts_utc",
+        {rowid}`` (``where``: ``""`` or a ``WHERE`` clause over ``params``, ``?``
+        placeholders), with memory bounded however many rows it gives (a report over millions
+        of calls): SQLite steps one statement; PostgreSQL reads keyset pages, one statement
+        each (it works behind a transaction-mode pooler and holds nothing open between
+        pages). Each row once, rows with equal ``ts_utc`` in insertion order; the rows
+        committed when the read began (a row committed during the read may appear, never
+        twice). Driver errors propagate."""
         ...
 
 

@@ -67,16 +67,14 @@ def iter_report_records(ledger: Ledger, where: str, params: Sequence[Any],
         LedgerError: As :meth:`Ledger.iter_records`.
     """
     backend = ledger._backend
-    rowid = backend.rowid
-    sql = (f"SELECT {report_select(ledger._missing)}, {rowid} FROM calls{where} "
-           f'ORDER BY "ts_utc", {rowid}')
-    whole = f"SELECT {ledger._select} FROM calls WHERE {rowid} = ?"
+    whole = f"SELECT {ledger._select} FROM calls WHERE {backend.rowid} = ?"
     decode = report_record
     n = len(REPORT_FIELDS)
     conn = ledger._reader()
     other = None
     try:
-        for row in backend.stream(conn, sql, tuple(params)):  # bounded batches, both backends
+        for row in backend.read_in_order(conn, report_select(ledger._missing), where,
+                                         tuple(params)):  # memory bounded, both backends
             record = decode(row[:n])
             if record is not None:
                 yield record

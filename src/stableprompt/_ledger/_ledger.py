@@ -56,7 +56,7 @@ from typing import IO, Any, cast
 from .._exceptions import InputError, LedgerError
 from .._public import public
 from .._redact import redact
-from ._backend import Backend, Connection
+from ._backend import Backend, Connection, fetch_batches
 from ._journal import PendingJournal, orphaned_journals
 from ._outline_text import DELTA_PREFIX, made_whole
 from ._schema import (
@@ -757,9 +757,7 @@ class Ledger:
             InputError: ``since`` is naive (code ``ledger-since-naive``).
         """
         where, params = self._where(session_id, since)
-        rowid = self._backend.rowid
-        sql = f'SELECT {self._select}, {rowid} FROM calls{where} ORDER BY "ts_utc", {rowid}'
-        return self._query(sql, params, on_invalid)
+        return self._query("", params, on_invalid, in_order=where)
 
     @staticmethod
     def _where(session_id: str | None, since: datetime | None) -> tuple[str, list[Any]]:
@@ -824,15 +822,24 @@ class Ledger:
         return out, last
 
     def _query(self, sql: str, params: Iterable[Any],
-               on_invalid: Callable[[str, Exception], None] | None = None,
-               ) -> Iterator[UsageRecord]:
+               on_invalid: Callable[[str, Exception], None] | None = None, *,
+               in_order: str | None = None) -> Iterator[UsageRecord]:
+        """The records of ``sql`` (a query of bounded size: a ``LIMIT``, a list of ids), or
+        with ``in_order`` (a ``WHERE`` clause or ``""``; ``sql`` unused) of
+        ``Backend.read_in_order`` over it: every row in ledger order, memory bounded."""
         conn = self._reader()
-        with_rowid = sql.startswith(f"SELECT {self._select}, {self._backend.rowid} ")
+        with_rowid = in_order is not None
+
+        def read() -> Iterator[Any]:
+            if in_order is not None:
+                return self._backend.read_in_order(conn, self._select, in_order,
+                                                   tuple(params))
+            return fetch_batches(conn.execute(sql, tuple(params)))
 
         def rows() -> Iterator[UsageRecord | None]:
             try:
                 yield None  # primed below: dropped before its first row, it still releases
-                for row in self._backend.stream(conn, sql, tuple(params)):
+                for row in read():
                     record = decoded_or_reported(row[:-1] if with_rowid else row, row[-1],
                                                  on_invalid)
                     if record is not None:

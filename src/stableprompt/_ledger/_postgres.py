@@ -10,6 +10,16 @@ advisory lock, so several hosts opening one database at once migrate it once. Ro
 idempotent by ``record_id`` (``ON CONFLICT DO NOTHING``), so spill replays and journals from
 every host can be imported in any order.
 
+Behind a pooler in transaction mode (PgBouncer ``pool_mode = transaction``, Supabase's or
+Neon's poolers) each transaction of a client may run on another server session, so nothing
+outlives a transaction: no prepared statements (``prepare_threshold=None``, as psycopg's
+documentation advises for PgBouncer: https://www.psycopg.org/psycopg3/docs/advanced/prepare.html
+and .../docs/advanced/pool.html#pgbouncer, read 2026-12-07), no session ``SET`` (a read
+connection is read-only per transaction: ``BEGIN READ ONLY``), no cursor kept between
+statements (:meth:`PostgresBackend.read_in_order` reads in keyset pages). Migrations wait at
+most ``busy_timeout_s`` for a lock (``SET LOCAL lock_timeout``), as SQLite's busy timeout
+bounds its ``BEGIN IMMEDIATE``: one rule for both backends.
+
 Spill files and pending journals are local (a write fails when the server is unreachable):
 they are named after :attr:`PostgresBackend.anchor`, a path in ``spill_dir`` (default
 ``~/.cache/stableprompt/ledgers``) unique to the server, port, database and user.
@@ -36,7 +46,7 @@ from ._backend import Connection, Cursor
 from ._rollups import pg_migration
 from ._schema import ADDED_COLUMNS, COLUMNS, MIGRATIONS, SCHEMA_VERSION, SELECT_COLUMNS
 
-__all__ = ["PG_MIGRATIONS", "PostgresBackend", "pg_statement", "redact_url"]
+__all__ = ["PAGE_ROWS", "PG_MIGRATIONS", "PostgresBackend", "pg_statement", "redact_url"]
 
 _VERSION_TABLE = "stableprompt_schema"
 _LOCK_KEY = 0x5354_4250_524F  # "STBPRO": the advisory lock of schema migrations
@@ -87,6 +97,14 @@ def _password(url: str) -> str | None:
     return unquote(found.group(1)) if found else None
 
 
+def _summary(statement: str) -> str:
+    """The first line of a migration statement, e.g. ``CREATE TRIGGER call_rollups_add AFTER
+    INSERT ON calls`` (what a message names; ours, holds no secret)."""
+    line = statement.strip().splitlines()[0]
+    found = re.match(r"(CREATE|ALTER|DROP)\b.*?\bON\s+\w+", line)
+    return (found.group(0) if found else line)[:120]
+
+
 def _psycopg() -> Any:
     try:
         import psycopg
@@ -113,19 +131,34 @@ def _readable(fd: int) -> bool:
     return bool(ready)
 
 
-_INHERITED: list[Any] = []
-"""Server-side cursors a forked child inherited open from a read its parent began: the
-parent's, left alone (``PostgresBackend.stream``)."""
+_IDLE = 0
+"""``psycopg.pq.TransactionStatus.IDLE``: a session outside any transaction."""
+
+PAGE_ROWS = 2000
+"""Rows per page of :meth:`PostgresBackend.read_in_order` (one statement each: about 1 MB of
+report columns; measured in benchmarks/RESULTS.md, session 16)."""
 
 
 class _Connection:
-    """A psycopg connection that takes the ledger's ``?`` placeholders."""
+    """A psycopg connection that takes the ledger's ``?`` placeholders. A read-only one runs
+    each statement in its own ``BEGIN READ ONLY`` transaction (psycopg's ``read_only``),
+    never a session ``SET``: behind a transaction-mode pooler a session setting stays on the
+    server connection and reaches its next client. The statement's rows are read before the
+    ``COMMIT`` (a client-side cursor), so the returned cursor still gives them."""
 
-    def __init__(self, conn: Any) -> None:
+    def __init__(self, conn: Any, *, read_only: bool = False) -> None:
         self.raw = conn
+        self.read_only = read_only
+        if read_only:
+            conn.read_only = True
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> Cursor:
-        cursor: Cursor = self.raw.execute(sql.replace("?", "%s"), tuple(params) or None)
+        query, args = sql.replace("?", "%s"), tuple(params) or None
+        if self.read_only and self.raw.info.transaction_status == _IDLE:  # not in one: begin
+            with self.raw.transaction():
+                cursor: Cursor = self.raw.execute(query, args)
+            return cursor
+        cursor = self.raw.execute(query, args)
         return cursor
 
     def close(self) -> None:
@@ -171,15 +204,13 @@ class PostgresBackend:
         try:
             raw = psycopg.connect(self._url, autocommit=True,
                                   connect_timeout=max(1, round(self.busy_timeout_s)),
-                                  application_name="stableprompt")
+                                  application_name="stableprompt",
+                                  prepare_threshold=None)  # no prepared statements: a pooler
         except psycopg.Error as exc:
             raise LedgerError(f"cannot connect to ledger {self.where}: "
                               f"{redact(str(exc).strip(), secrets=self.secrets)}",
                               code="ledger-unavailable") from None  # its text may quote the URL
-        conn = _Connection(raw)
-        if read_only:
-            conn.execute("SET default_transaction_read_only = on")
-        return conn
+        return _Connection(raw, read_only=read_only)
 
     def connect(self, migrations: Sequence[tuple[str, ...]]) -> Connection:
         conn = self._connect()
@@ -200,9 +231,15 @@ class PostgresBackend:
         if self._version(conn) == len(PG_MIGRATIONS):
             return
         psycopg = _psycopg()
+        version = 0
+        doing = "the migration lock (another process is migrating this ledger)"
         try:
             with self.transaction(conn):
+                # every lock below is waited for at most busy_timeout_s (SQLite: busy timeout)
+                conn.execute("SELECT set_config('lock_timeout', ?, true)",  # SET LOCAL
+                             (f"{max(1, round(self.busy_timeout_s * 1000))}ms",))
                 conn.execute("SELECT pg_advisory_xact_lock(?)", (_LOCK_KEY,))
+                doing = f"table {_VERSION_TABLE}"
                 conn.execute(f'CREATE TABLE IF NOT EXISTS {_VERSION_TABLE} '
                              '("version" INTEGER NOT NULL)')
                 version = self._version(conn) or 0
@@ -213,13 +250,23 @@ class PostgresBackend:
                         code="ledger-schema-newer")
                 for target in range(version, len(PG_MIGRATIONS)):
                     for statement in PG_MIGRATIONS[target]:
+                        doing = f"step {target} -> {target + 1}: {_summary(statement)}"
                         conn.execute(statement)
+                doing = f"table {_VERSION_TABLE}"
                 conn.execute(f"DELETE FROM {_VERSION_TABLE}")
                 conn.execute(f'INSERT INTO {_VERSION_TABLE} ("version") VALUES (?)',
                              (len(PG_MIGRATIONS),))
         except psycopg.Error as exc:
-            raise LedgerError(f"cannot migrate ledger {self.where}: "
-                              f"{redact(str(exc).strip(), secrets=self.secrets)}",
+            why = redact(str(exc).strip(), secrets=self.secrets)
+            if getattr(exc, "sqlstate", None) == "55P03":  # lock_not_available
+                raise LedgerError(
+                    f"cannot migrate ledger {self.where} from schema version {version} to "
+                    f"{len(PG_MIGRATIONS)}: waited {self.busy_timeout_s:g} s (busy_timeout_s) "
+                    f"for a lock on {doing}, which another session holds (a writer's open "
+                    f"transaction, a migration on another host); nothing was changed, and the "
+                    f"next write tries again (records meanwhile spill); the server said: {why}",
+                    code="ledger-migration-locked") from exc
+            raise LedgerError(f"cannot migrate ledger {self.where}: {why}",
                               code="ledger-migration") from exc
 
     def connect_reader(self) -> Connection:
@@ -295,33 +342,41 @@ class PostgresBackend:
             return False
         return not readable
 
-    def stream(self, conn: Connection, sql: str, params: Sequence[Any] = (),
-               size: int = 256) -> Iterator[Any]:
-        """A server-side cursor (``DECLARE ... WITH HOLD``, then ``FETCH``): a client-side
-        cursor would hold the whole result in memory before the first row.
+    def read_in_order(self, conn: Connection, columns: str, where: str,
+                      params: Sequence[Any] = ()) -> Iterator[Any]:
+        """Keyset pages of :data:`PAGE_ROWS` rows: ``WHERE ... AND ("ts_utc", "seq") > (last
+        row read) ORDER BY "ts_utc", "seq" LIMIT n``, each page one statement, bounded by the
+        largest ``seq`` when the read began.
 
-        ``WITH HOLD``, declared outside a transaction block (the connection autocommits): the
-        server keeps the result when the declaring transaction commits, so no transaction
-        stays open while the caller reads. A reader pausing between rows is not ended by the
-        server's ``idle_in_transaction_session_timeout``, and holds no lock a migration's
-        ``ALTER TABLE`` (and the writers behind it) would wait for, nor a snapshot; the rows
-        are the result as of the ``DECLARE``, as when psycopg read them all at once. The
-        cursor is closed at the end, or when the caller stops early; on a connection the
-        server ended, by closing the connection (the session took the cursor with it); in a
-        forked child that ends its parent's read, left alone."""
-        assert isinstance(conn, _Connection)
-        pid = os.getpid()
-        cursor = conn.raw.cursor(name="stableprompt_stream", withhold=True)
-        try:
-            cursor.execute(sql.replace("?", "%s"), tuple(params) or None)
-            while batch := cursor.fetchmany(size):
-                yield from batch
-        finally:
-            if os.getpid() != pid:  # ended in a forked child: the cursor is the parent's,
-                _INHERITED.append(cursor)  # never closed (CLOSE would end the parent's read)
-            else:  # nor collected (psycopg would warn of a cursor left open)
-                try:
-                    cursor.close()
-                except self.errors:  # the connection is gone: close it, the cursor then sends
-                    conn.raw.close()  # nothing
-                    cursor.close()
+        Each page is a statement of its own, so the read works behind a transaction-mode
+        pooler (a cursor kept between statements would be on another server session), holds
+        no transaction, snapshot or lock open while the caller reads (a migration's ``ALTER
+        TABLE`` and the writers behind it never wait for a slow reader), and no result is
+        materialized in server temp space (a ``WITH HOLD`` cursor writes all of it at the
+        ``DECLARE``). Memory: one page. Plan: an index range scan of ``calls_ts`` (or
+        ``calls_conversation_ts`` for a session) with an incremental sort on ``seq`` within
+        equal ``ts_utc`` (EXPLAIN in benchmarks/RESULTS.md, session 16).
+
+        Rows: every row committed when the read began (unless deleted since, e.g. pruned),
+        once each, in (``ts_utc``, ``seq``) order, equal ``ts_utc`` included (the key is
+        unique). A row whose insert began later has a larger ``seq`` and is left out; one
+        being inserted when the read began (its ``seq`` already drawn) appears when it commits
+        before the read reaches its place, else not: never twice.
+        """
+        row = conn.execute('SELECT max("seq") FROM calls').fetchone()
+        if row is None or row[0] is None:
+            return
+        bound = int(row[0])
+        head = (f'SELECT {columns}, "seq", "ts_utc" FROM calls'
+                f'{where}{" AND" if where else " WHERE"} "seq" <= ?')
+        order = ' ORDER BY "ts_utc", "seq" LIMIT ?'
+        page = conn.execute(head + order, (*params, bound, PAGE_ROWS)).fetchall()
+        after = head + ' AND ("ts_utc", "seq") > (?, ?)' + order
+        while page:
+            for found in page:
+                yield found[:-1]
+            if len(page) < PAGE_ROWS:
+                return
+            last = page[-1]
+            page = conn.execute(after, (*params, bound, last[-1], last[-2],
+                                        PAGE_ROWS)).fetchall()

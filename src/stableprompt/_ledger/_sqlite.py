@@ -106,7 +106,10 @@ class SqliteBackend:
         # replaced under the same name: each read opens its own
         return False
 
-    def stream(self, conn: Connection, sql: str, params: Sequence[Any] = (),
-               size: int = 256) -> Iterator[Any]:
-        # sqlite3 steps the statement as rows are fetched: nothing is read ahead
-        return fetch_batches(conn.execute(sql, tuple(params)), size)
+    def read_in_order(self, conn: Connection, columns: str, where: str,
+                      params: Sequence[Any] = ()) -> Iterator[Any]:
+        # one statement: sqlite3 steps it as rows are fetched (nothing read ahead), in the
+        # snapshot of its first step (WAL); calls_ts holds rowid, so it serves this order
+        return fetch_batches(conn.execute(
+            f'SELECT {columns}, rowid FROM calls{where} ORDER BY "ts_utc", rowid',
+            tuple(params)))
