@@ -102,13 +102,14 @@ def start(cluster: pg.Cluster) -> Bouncer:
         for path in (root, *root.iterdir()):
             shutil.chown(path, owner)
         os.chmod(root / "userlist.txt", 0o600)
-    proc = subprocess.Popen([*run_as, binary, str(root / "pgbouncer.ini")],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    with open(root / "stderr.log", "wb") as stderr:  # a pipe nobody reads would fill
+        proc = subprocess.Popen([*run_as, binary, str(root / "pgbouncer.ini")],
+                                stdout=subprocess.DEVNULL, stderr=stderr)
     bouncer = Bouncer(root, port, proc)
     deadline = time.monotonic() + 15
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            err = (proc.stderr.read() if proc.stderr else b"").decode(errors="replace")
+            err = (root / "stderr.log").read_text(errors="replace")
             log = bouncer.log()
             bouncer.stop()
             raise Unavailable(f"pgbouncer exited ({proc.returncode}): "

@@ -72,7 +72,10 @@ class Backend(Protocol):
 
         Raises:
             LedgerError: The schema is newer (``ledger-schema-newer``) or cannot be
-                migrated (``ledger-migration``). Driver errors propagate (the ledger spills).
+                migrated (``ledger-migration``; ``ledger-migration-locked``: a lock it needs
+                was held by another session for ``busy_timeout_s``, PostgreSQL; SQLite's
+                busy timeout raises its lock error). Driver errors propagate (the ledger
+                spills).
         """
         ...
 

@@ -228,10 +228,10 @@ class PostgresBackend:
         return int(row[0]) if row is not None and row[0] is not None else 0
 
     def _migrate(self, conn: _Connection) -> None:
-        if self._version(conn) == len(PG_MIGRATIONS):
+        version = self._version(conn) or 0
+        if version == len(PG_MIGRATIONS):
             return
         psycopg = _psycopg()
-        version = 0
         doing = "the migration lock (another process is migrating this ledger)"
         try:
             with self.transaction(conn):
@@ -250,7 +250,7 @@ class PostgresBackend:
                         code="ledger-schema-newer")
                 for target in range(version, len(PG_MIGRATIONS)):
                     for statement in PG_MIGRATIONS[target]:
-                        doing = f"step {target} -> {target + 1}: {_summary(statement)}"
+                        doing = f"step {target} -> {target + 1} ({_summary(statement)})"
                         conn.execute(statement)
                 doing = f"table {_VERSION_TABLE}"
                 conn.execute(f"DELETE FROM {_VERSION_TABLE}")
@@ -261,9 +261,9 @@ class PostgresBackend:
             if getattr(exc, "sqlstate", None) == "55P03":  # lock_not_available
                 raise LedgerError(
                     f"cannot migrate ledger {self.where} from schema version {version} to "
-                    f"{len(PG_MIGRATIONS)}: waited {self.busy_timeout_s:g} s (busy_timeout_s) "
-                    f"for a lock on {doing}, which another session holds (a writer's open "
-                    f"transaction, a migration on another host); nothing was changed, and the "
+                    f"{len(PG_MIGRATIONS)}: a lock it needs for {doing} was held by another "
+                    f"session (a writer's open transaction, a migration on another host) for "
+                    f"{self.busy_timeout_s:g} s (busy_timeout_s); nothing was changed, and the "
                     f"next write tries again (records meanwhile spill); the server said: {why}",
                     code="ledger-migration-locked") from exc
             raise LedgerError(f"cannot migrate ledger {self.where}: {why}",
