@@ -133,7 +133,11 @@ class Ledger:
             Any other ``scheme://`` raises :class:`LedgerError` (code ``ledger-url-scheme``).
         store_content: Keep request text (``UsageRecord.content``); otherwise it is set to
             ``None`` before writing.
-        busy_timeout_s: How long SQLite waits for another writer's lock (seconds).
+        busy_timeout_s: How long a write or a schema migration waits for a lock another
+            session holds (seconds): SQLite's busy timeout. On PostgreSQL: a migration's
+            ``lock_timeout`` (then ``LedgerError`` ``ledger-migration-locked``, the write
+            spills) and the connect timeout; an insert waits only for a migration, which
+            holds its locks at most this long.
         fallback_dir: Directory for the spill file when the database's own directory is not
             writable. Default: ``~/.cache/stableprompt/spill``, then
             ``<tempdir>/stableprompt-spill-<uid>``.
