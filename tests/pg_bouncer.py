@@ -5,7 +5,8 @@ consecutive transactions of one client run on different server sessions (``serve
 :meth:`Bouncer.warm` opens both) (what breaks
 prepared statements, cursors and ``SET`` left on a session). Clients authenticate with
 SCRAM against an ``auth_file`` holding the cluster user's password; PgBouncer logs in to the
-server with it. Run as the cluster's user when we are root (PgBouncer refuses root).
+server with it. Run as the cluster's user when we are root (PgBouncer refuses root), switched
+in the child itself so that the process stopped at the end is PgBouncer.
 
 :func:`start` raises :class:`Unavailable` with the reason when it cannot run; the fixture
 skips with it.
@@ -81,7 +82,7 @@ def start(cluster: pg.Cluster) -> Bouncer:
             with the password removed).
     """
     binary = _binary()
-    run_as = cluster.run_as
+    _, uid, gid = pg._run_as()  # as root: run as the cluster's user
     root = Path(tempfile.mkdtemp(prefix="stableprompt-pgbouncer-"))
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -97,13 +98,15 @@ def start(cluster: pg.Cluster) -> Bouncer:
         "max_client_conn = 200\nmax_db_connections = 0\n"
         f"logfile = {root / 'pgbouncer.log'}\npidfile = {root / 'pgbouncer.pid'}\n"
         "server_login_retry = 1\nlog_connections = 0\nlog_disconnections = 0\n")
-    if run_as:
-        owner = run_as[2]
+    if uid is not None and gid is not None:
         for path in (root, *root.iterdir()):
-            shutil.chown(path, owner)
+            os.chown(path, uid, gid)
         os.chmod(root / "userlist.txt", 0o600)
     with open(root / "stderr.log", "wb") as stderr:  # a pipe nobody reads would fill
-        proc = subprocess.Popen([*run_as, binary, str(root / "pgbouncer.ini")],
+        # the user switched in the child itself (not runuser): the process signalled at the
+        # end is PgBouncer, never left running behind a wrapper
+        proc = subprocess.Popen([binary, str(root / "pgbouncer.ini")], user=uid, group=gid,
+                                extra_groups=[] if gid is not None else None,
                                 stdout=subprocess.DEVNULL, stderr=stderr)
     bouncer = Bouncer(root, port, proc)
     deadline = time.monotonic() + 15

@@ -208,6 +208,37 @@ def test_keyset_pages_lose_and_repeat_nothing(pg_url: str, tmp_path: Path,
         assert len(reader.records()) == 430
 
 
+def test_rows_being_inserted_when_a_read_begins_come_once_or_not_at_all(
+        pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rows whose insert had drawn its `seq` but not committed when a paged read began (a
+    later row already committed, so the read's `seq` bound covers them), committed while it
+    reads: one that sorts after the read's position comes once; one that sorts before it is
+    not in this read but in the next. Never twice, nothing committed at the start lost."""
+    import psycopg
+
+    monkeypatch.setattr(_postgres, "PAGE_ROWS", 32, raising=False)
+    records = [_record(i) for i in range(100)]
+    _insert(pg_url, records)
+    marks = ", ".join("%s" for _ in SELECT_COLUMNS.split(", "))
+    holder = psycopg.connect(pg_url)  # a writer's open transaction: its seq drawn
+    for late in (_record(500, ts=T0 + timedelta(seconds=1000)),
+                 _record(501, ts=T0 - timedelta(seconds=1))):
+        holder.execute(f"INSERT INTO calls ({SELECT_COLUMNS}) VALUES ({marks})", to_row(late))
+    with Ledger(pg_url, spill_dir=tmp_path) as writer:
+        # another hour: the holder's open transaction locks the rollup rows of its own rows'
+        # hours (the rollup trigger's upsert), which an insert in those hours would wait for
+        assert writer.write(_record(502, ts=T0 + timedelta(hours=3))) == "committed"
+    with Ledger(pg_url, read_only=True) as reader:
+        rows = reader.iter_records()
+        seen = [next(rows).record_id]
+        holder.commit()
+        holder.close()
+        seen += [r.record_id for r in rows]
+        assert seen == [f"r{i:05d}" for i in (*range(100), 500, 502)]
+        assert [r.record_id for r in reader.iter_records()] == [
+            f"r{i:05d}" for i in (501, *range(100), 500, 502)]
+
+
 @pytest.mark.parametrize("route", ["direct", "pgbouncer"])
 def test_a_migration_beside_a_lock_holder_fails_typed_within_the_busy_timeout(
         bounced: tuple[str, str], tmp_path: Path, route: str) -> None:
