@@ -182,6 +182,11 @@ __all__ = [
 ]
 
 _SCAN_CANDIDATES = 64
+_HEADED = True
+"""Keep each request's segments as a head and a history its conversation shares
+(:class:`~stableprompt._segment.HeadedSegments`: a new head costs what is new, not the
+history); ``False``: a tuple of chained segments each (the same report: what the tests
+compare against)."""
 _LINEAGES = 64
 """Conversations whose last request lint keeps for segment reuse (``_wire._resegment``):
 interleaved beyond this many, a request is segmented whole again (same result, slower)."""
@@ -215,7 +220,9 @@ class _Linter:
         self.wire_format = wire_format
         # Bodies decoded by ``_canonical.loads`` (a capture file) only: reuse compares the
         # bytes of decoded JSON, which a body built in Python (NaN, tuples) may not be.
-        self.lineages = LineageSegments(_LINEAGES) if reuse else None
+        self.headed = _HEADED
+        self.lineages = LineageSegments(_LINEAGES, local_history=self.headed) if reuse \
+            else None
         self.policies = policies
         self.events = EventQueue(events)
         self.join = join
@@ -300,7 +307,7 @@ class _Linter:
             return
         if self.wire_format is not None:
             self._check_forced_format(entry, fmt)
-        req = _make_req(len(self.reqs), entry, seg, group=not self.join)
+        req = _make_req(len(self.reqs), entry, seg, group=not self.join, headed=self.headed)
         self.reqs.append(req)
         self._scan_request(req)
 
@@ -666,7 +673,7 @@ class _Linter:
             params = s.end
         if first.kind != "param" and first.end - params >= 16 * minimum:
             return  # the prefix below (contiguous segments from 0, params left out) is big
-        at = next(i for i, s in enumerate(req.segments) if s is first)  # not ==: a field walk
+        at = req.first_breakpoint
         prefix = [s for s in req.segments[: at + 1] if s.kind != "param"]
         tokens = sum(self.tokens.count(req.data[s.start:s.end]) for s in prefix)
         if tokens < minimum:

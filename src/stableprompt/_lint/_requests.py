@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .._diff import item_of
-from .._segment import HEAD_KINDS, Segment, SegmentBytes
+from .._segment import HEAD_KINDS, HeadedSegments, Segment, SegmentBytes
 from .._wire._formats import HISTORY_KEYS, session_hint
 from .._wire._resegment import breakpoint_indices
 from .._wire._segmenter import SegmentedRequest
@@ -39,11 +39,12 @@ class Req:
     session: str | None
     hinted: bool  # session taken from the body (a hint), not from the capture record
     model: str | None
-    segments: tuple[Segment, ...]
+    segments: Sequence[Segment]  # a tuple, or a HeadedSegments view (make_req)
     data: SegmentBytes
     has_assistant: bool
     breakpoints: tuple[Segment, ...]
     first_message_digest: str | None
+    first_breakpoint: int = -1  # the index of breakpoints[0] in segments (-1: none)
 
 
 @dataclass(slots=True, eq=False)
@@ -194,7 +195,8 @@ def opening_digest(segments: Sequence[Segment]) -> str | None:
     first = segments[at]
     item = item_of(first.path)
     rest = None
-    for s in segments[at + 1:]:
+    for i in range(at + 1, len(segments)):  # by index: the item's blocks only are read
+        s = segments[i]
         if s.kind != "message" or item_of(s.path) != item:
             break
         if s.name.endswith(".rest"):
@@ -205,21 +207,34 @@ def opening_digest(segments: Sequence[Segment]) -> str | None:
     return hashlib.sha256(f"{first.digest}:{rest.digest}".encode()).hexdigest()
 
 
-def make_req(pos: int, entry: CaptureEntry, seg: SegmentedRequest, group: bool) -> Req:
+def make_req(pos: int, entry: CaptureEntry, seg: SegmentedRequest, group: bool,
+             headed: bool = False) -> Req:
+    """The request lint keeps of a segmented one. ``headed``: its segments as a
+    :class:`~stableprompt._segment.HeadedSegments` view (as ``_resegment`` makes them for
+    lint, else made here: one SHA-256 per history segment); every request of one linter
+    must be kept alike (a view's prefix digests compare with views only)."""
     # A tuple, also of a request segmented from its conversation's previous one (whose
     # segments are a Snapshot over a list they share, for a recorder's young collections):
     # lint's binary searches index segments often, a tuple at C speed, and lint holds its
     # requests until the report with full collections off (_gc) anyway.
-    segments = tuple(seg.segments)
+    segments: Sequence[Segment]
+    if not headed:
+        segments = tuple(seg.segments)
+    elif type(seg.segments) is HeadedSegments and seg.segments.split:
+        segments = seg.segments
+    else:
+        segments = HeadedSegments.of(seg.segments, bytes(seg.segment_bytes))
     first = opening_digest(segments)
     scope, session, hinted = session_of(entry.session, entry.body)
+    marks = breakpoint_indices(seg)
     return Req(
         pos=pos, index=entry.index, source=entry.source, wire_format=seg.wire_format,
         group=entry.group if group else None,
         scope=scope, session=session, hinted=hinted, model=seg.model, segments=segments,
         data=seg.segment_bytes, has_assistant=has_assistant(seg.wire_format, entry.body),
         # reused segments' positions come from the conversation's previous request
-        breakpoints=tuple(segments[i] for i in breakpoint_indices(seg)),
+        breakpoints=tuple(segments[i] for i in marks),
+        first_breakpoint=marks[0] if marks else -1,
         first_message_digest=first,
     )
 
@@ -242,6 +257,8 @@ def continues(a: Req, b: Req, start: int = 0) -> bool:
 
 def head_count(req: Req) -> int:
     """How many leading segments of ``req`` are head segments (params, tools, system)."""
+    if type(req.segments) is HeadedSegments:
+        return req.segments.heads
     n = 0
     for s in req.segments:
         if s.kind not in HEAD_KINDS:

@@ -50,7 +50,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .._canonical import decoded_json, loads
-from .._segment import Segment, SegmentBytes, SegmentSpec, Snapshot, build_segments, rechain
+from .._segment import (
+    HeadedSegments,
+    Segment,
+    SegmentBytes,
+    SegmentSpec,
+    Snapshot,
+    build_segments,
+    rechain,
+)
 from ._formats import SegmentSteps, segment_request, segment_steps
 from ._segmenter import SegmentBuilder, SegmentedRequest
 
@@ -118,7 +126,13 @@ class _Base:
     """What a new request starts from before its first new item: ``done`` items' segments
     (head included) in ``kept``, whose data is ``prefix`` and whose chain ends in
     ``previous``; ``reused`` of them are the stored request's own (same offsets, digests,
-    and the same list: :meth:`~stableprompt._segment.Snapshot.then`)."""
+    and the same list: :meth:`~stableprompt._segment.Snapshot.then`).
+
+    For lint (:attr:`LineageSegments.local_history`): ``head`` holds the head's segments
+    and ``kept`` the history's only, as :class:`~stableprompt._segment.HeadedSegments`
+    holds them (offsets from the history's start, chained from the history's start:
+    ``previous`` is that chain's state), and ``marks``, when known, the breakpoint indices
+    of the segments ``head`` and ``kept`` hold."""
 
     reused: int
     kept: Snapshot[Segment]
@@ -128,6 +142,8 @@ class _Base:
     item_segments: array[int]
     leading_items: int
     heads: int
+    head: tuple[Segment, ...] | None = None
+    marks: list[int] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,10 +174,16 @@ class LineageSegments:
         max_lineages: Conversations kept (lineage and opening bytes; least recently used
             dropped). Each holds one request's segments and the compact dump of its history
             (about the body's size).
+        local_history: Segment requests as :class:`~stableprompt._segment.HeadedSegments`
+            (lint): a conversation's history segments are made and chained once, whatever
+            head comes before them, so a request whose head changed costs its new items,
+            not its history. Such segments compare with each other only (no chained digest
+            of a history segment is made): never for a recorder.
     """
 
-    def __init__(self, max_lineages: int = 16) -> None:
+    def __init__(self, max_lineages: int = 16, *, local_history: bool = False) -> None:
         self.max_lineages = max_lineages
+        self.local_history = local_history
         self._stored: OrderedDict[tuple[str, str, int], _Stored] = OrderedDict()
         # rendered bodies: (format, bytes before the history) -> {opening bytes: stored key}
         self._rendered: dict[tuple[str, bytes], dict[bytes, tuple[str, str, int]]] = {}
@@ -213,9 +235,10 @@ class LineageSegments:
         if stored is not None and stored.segmented.segments[:stored.head] == head[0]:
             done = bisect.bisect_right(stored.item_ends,
                                        common_prefix_bytes(dump, stored.dump))
-        base = _reused(stored, done) if done and stored is not None else None
+        local = self.local_history
+        base = _reused(stored, done, local) if done and stored is not None else None
         if base is None and other is not None:  # the same history on another head?
-            base = _rebased(other, dump, head)
+            base = _rebased(other, dump, head, local)
             done = len(base.item_ends) if base is not None else 0
             stored = None  # nothing of ``other`` but its history segments carries over
         # The values shared with earlier requests are the ones kept (equal values, as equal
@@ -235,7 +258,7 @@ class LineageSegments:
             if where > 0 and content.startswith(dump, at):
                 around = (content[:at], content[at + len(dump):])
         return self._finish(steps, key, body, Snapshot((items, len(items))), dump, done,
-                            stored, base or _fresh(head), around, checked)
+                            stored, base or _fresh(head, local), around, checked)
 
     def segment_captured(self, wire_format: str, body: Mapping[str, Any],
                          line: bytes) -> Resegmented:
@@ -341,7 +364,8 @@ class LineageSegments:
         dump = memoryview(content)[at:close + 1]  # kept for the next turn's comparison, uncopied
         try:
             return self._finish(steps, key, view, items, dump, done, stored,
-                                _reused(stored, done), stored.around, True, rebuilt=True)
+                                _reused(stored, done, self.local_history), stored.around,
+                                True, rebuilt=True)
         except TypeError:  # a new item nested deeper than orjson writes: segment says where
             return None
 
@@ -355,7 +379,8 @@ class LineageSegments:
         reused, kept, previous, heads = base.reused, base.kept, base.previous, base.heads
         item_ends, item_segments = base.item_ends, base.item_segments
         leading_items, prefix = base.leading_items, base.prefix
-        start = kept[-1].end if kept else 0
+        start = kept[-1].end if kept else 0  # from the history's start with a base.head
+        before = 0 if base.head is None else heads  # segments before ``kept``
         fresh = SegmentBuilder(steps.marker_key, steps.wire_format)
         leading = leading_items == done
         end = begin = item_ends[-1] if item_ends else 0  # the "[" or "," before the new items
@@ -367,7 +392,7 @@ class LineageSegments:
             pieces.append(decoded_json(item))
             end += 1 + len(pieces[-1])  # "[" or "," before each item
             item_ends.append(end)
-            item_segments.append(len(kept) + len(fresh.specs))
+            item_segments.append(before + len(kept) + len(fresh.specs))
         if rebuilt and items and (end + 1 != len(dump) or
                                   dump[begin + 1:end] != b",".join(pieces)):
             # ``dump`` is the content's own bytes (segment_rendered; segment's is the items'
@@ -376,7 +401,10 @@ class LineageSegments:
             # shift an item's end): the ends are of the re-serialized items
             dump, around = decoded_json(list(items)), None
         new_segments, new_data, _ = build_segments(fresh.specs, start=start, previous=previous)
-        segments, data = kept.then(new_segments), SegmentBytes.joined([*prefix, new_data])
+        segments: Sequence[Segment] = kept.then(new_segments)
+        if base.head is not None:
+            segments = HeadedSegments(base.head, segments)
+        data = SegmentBytes.joined([*prefix, new_data])
         segmented = SegmentedRequest._rebuilt(
             steps.wire_format, segments, data, body, steps.history_key) if rebuilt else \
             SegmentedRequest(steps.wire_format, segments, data, body)
@@ -388,9 +416,12 @@ class LineageSegments:
         known = None if stored is None else stored.segmented.__dict__.get(BREAKPOINT_INDICES)
         if known is not None or not reused:  # the reused segments' markers are known
             marks = known[:bisect.bisect_left(known, reused)] if known is not None else []
-            if not reused:  # the head's segments
-                marks = [i for i, seg in enumerate(kept) if seg.breakpoint]
-            marks.extend(len(kept) + i for i, spec in enumerate(fresh.specs) if spec.breakpoint)
+            if not reused:  # the head's segments (and the rebased history's)
+                marks = base.marks if base.marks is not None else [
+                    i for i, seg in enumerate(itertools.chain(base.head or (), kept))
+                    if seg.breakpoint]
+            marks.extend(before + len(kept) + i for i, spec in enumerate(fresh.specs)
+                         if spec.breakpoint)
             segmented.__dict__[BREAKPOINT_INDICES] = marks
         counted = stored if stored is not None and reused else None  # its token counts
         entry = _Stored(segmented, heads, dump, item_ends, item_segments, leading_items, items,
@@ -453,16 +484,28 @@ def _check(steps: SegmentSteps, stored: _Stored) -> None:
     stored.checked = True
 
 
-def _fresh(head: _Head) -> _Base:
-    """Nothing reused: the head's segments, data and chain state only."""
+def _fresh(head: _Head, local: bool) -> _Base:
+    """Nothing reused: the head's segments, data and chain state only (``local``: the
+    history's chain starts anew, :class:`_Base`)."""
+    if local:
+        return _Base(0, Snapshot(), [head[1]], None, array("q"), array("q"), 0,
+                     len(head[0]), head[0], [i for i, s in enumerate(head[0]) if s.breakpoint])
     return _Base(0, Snapshot((head[0], len(head[0]))), [head[1]], head[2], array("q"),
                  array("q"), 0, len(head[0]))
 
 
-def _reused(stored: _Stored, done: int) -> _Base:
+def _reused(stored: _Stored, done: int, local: bool) -> _Base:
     """The first ``done`` history items of ``stored`` (same head), its segments as they are."""
     reused = stored.item_segments[done - 1]
     segments = stored.segmented.segments
+    if local:
+        assert type(segments) is HeadedSegments and isinstance(segments.history, Snapshot)
+        kept = segments.history.first(reused - segments.heads)
+        end = segments.shift + (kept[-1].end if kept else 0)
+        return _Base(reused, kept, [stored.segmented.segment_bytes.span(0, end)],
+                     bytes.fromhex(kept[-1].prefix_digest) if kept else None,
+                     stored.item_ends[:done], stored.item_segments[:done],
+                     min(stored.leading, done), stored.head, segments.head)
     assert isinstance(segments, Snapshot)  # as _finish made them
     kept = segments.first(reused)
     last = kept[-1]
@@ -471,26 +514,42 @@ def _reused(stored: _Stored, done: int) -> _Base:
                  stored.item_segments[:done], min(stored.leading, done), stored.head)
 
 
-def _rebased(other: _Stored, dump: bytes,
-             head: _Head) -> _Base | None:
+def _rebased(other: _Stored, dump: bytes, head: _Head, local: bool) -> _Base | None:
     """The history items ``dump`` shares with ``other`` (another head), their segments moved
     after ``head`` and chained from it; ``None`` when it shares none. A history item's
     segments depend on the item and its index only (what ``SegmentSteps.item`` reads), never
-    on the head, except the chained prefix digest and the offsets, which are redone here."""
+    on the head, except the chained prefix digest and the offsets, which are redone here
+    (``local``: which the history's segments do not hold, so they are ``other``'s own)."""
     done = bisect.bisect_right(other.item_ends, common_prefix_bytes(dump, other.dump))
     if not done:
         return None
     old, data = other.segmented.segments, other.segmented.segment_bytes
     first, last = other.head, other.item_segments[done - 1]
+    heads = len(head[0])
+    item_segments = array("q", (n - first + heads for n in other.item_segments[:done]))
+    if local:
+        assert type(old) is HeadedSegments and isinstance(old.history, Snapshot)
+        kept = old.history.first(last - first)
+        begin = old.shift
+        history = data.span(begin, begin + (kept[-1].end if kept else 0))
+        marks = [i for i, s in enumerate(head[0]) if s.breakpoint]
+        known = other.segmented.__dict__.get(BREAKPOINT_INDICES)
+        if known is None:
+            marks.extend(heads + i for i, s in enumerate(kept) if s.breakpoint)
+        else:
+            marks.extend(m - first + heads for m in known[
+                bisect.bisect_left(known, first):bisect.bisect_left(known, last)])
+        return _Base(0, kept, [head[1], history],
+                     bytes.fromhex(kept[-1].prefix_digest) if kept else None,
+                     other.item_ends[:done], item_segments, min(other.leading, done), heads,
+                     head[0], marks)
     begin = old[first - 1].end if first else 0  # where ``other``'s history starts
     end = old[last - 1].end if last else begin
     history = data.span(begin, end)
     moved, previous = rechain(old[first:last], bytes(history), base=begin,
                               shift=len(head[1]) - begin, previous=head[2])
-    heads = len(head[0])
     return _Base(0, Snapshot((head[0], heads), (moved, len(moved))), [head[1], history],
-                 previous, other.item_ends[:done],
-                 array("q", (n - first + heads for n in other.item_segments[:done])),
+                 previous, other.item_ends[:done], item_segments,
                  min(other.leading, done), heads)
 
 
