@@ -683,6 +683,8 @@ class HeadedSegments(Sequence[Segment]):
     @overload
     def __getitem__(self, index: slice) -> tuple[Segment, ...]: ...
     def __getitem__(self, index: SupportsIndex | slice) -> Segment | tuple[Segment, ...]:
+        if type(index) is int and 0 <= index < self.heads:  # the hot path: a head segment
+            return self.head[index]
         if isinstance(index, slice):
             start, stop, step = index.indices(self._len)
             heads = self.heads
