@@ -22,6 +22,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from stableprompt._canonical import loads, wire_json
 from stableprompt._cli import main
 from stableprompt._diff import first_divergent_index
 from stableprompt._diff._history import history_ops
@@ -35,6 +36,7 @@ from stableprompt._segment import (
     SegmentSpec,
     build_segments,
 )
+from stableprompt._wire import _resegment
 from test_lint_outputs_fast import _bench_capture
 from test_lint_reuse import _conversation, _write, interleaved, plans
 from test_resegment import PATHS
@@ -230,3 +232,91 @@ def test_first_divergent_index_of_views(a: tuple[int, list[bytes]], b: tuple[int
     if a[0] % 3 and b[0] % 3 and sa and sb and sa[0].kind == sb[0].kind:
         ops_views = history_ops(_view(sa, da), _view(sb, db), a[0] % 3, b[0] % 3)
         assert ops_views == history_ops(sa, sb, a[0] % 3, b[0] % 3)
+
+
+# -- lines read from a stored line's bytes (_resegment.segment_reheaded) ---------------------
+
+_TOOLS = [{"name": f"t{i}", "description": "d" * 40, "input_schema": {
+    "type": "object", "properties": {"messages": {"type": "array"}}}} for i in range(3)]
+
+
+def _line(turn: int, head: int, style: str, extra: int) -> bytes:
+    """A capture line of one conversation at ``turn`` (its history grows by two items a
+    turn) whose fields outside the history vary with ``head``, written in ``style``."""
+    history: list[dict[str, Any]] = [{"role": "user", "content": f"task {extra % 2}"}]
+    for i in range(turn):
+        history += [{"role": "assistant", "content": [{"type": "text", "text": f"a{i}"}]},
+                    {"role": "user", "content": [{"type": "text", "text": f"u{i}"}]}]
+    system = [{"type": "text", "text": f"Now: {head % 4}. Be careful."}]
+    fields: list[tuple[str, bytes]] = [
+        ("model", b'"claude-sonnet-4-5"'),
+        ("max_tokens", b"%d" % (1024 if head % 3 else 10245)),
+        ("tools", wire_json(_TOOLS[:2 + head % 2])),
+        ("system", wire_json(system)),
+        ("messages", wire_json(history))]
+    if style == "system-last":
+        fields = [*fields[:3], fields[4], fields[3]]
+    elif style == "spaces":
+        fields[3] = ("system", b' [ {"type": "text", "text": "Now: %d."} ]' % (head % 4))
+    elif style == "duplicate":
+        fields.insert(3, ("model", b'"claude-opus-4-5"'))
+    elif style == "escaped":
+        fields[3] = ("system", b'[{"type":"text","text":"Now: \\u00e9 %d"}]' % (head % 4))
+    elif style == "nested":  # the history key in a tool schema, before the history
+        fields[2] = ("tools", wire_json([{**_TOOLS[0], "input_schema": {
+            "type": "object", "messages": [1]}}]))
+    return b"{" + b",".join(b'"%s":%s' % (k.encode(), v) for k, v in fields) + b"}"
+
+
+@settings(max_examples=60, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(steps=st.lists(st.tuples(st.integers(0, 3), st.integers(0, 6),
+                                st.sampled_from(["compact", "compact", "system-last", "spaces",
+                                                 "duplicate", "escaped", "nested"]),
+                                st.integers(0, 3)), min_size=1, max_size=12))
+def test_lines_read_from_stored_lines_equal_parsed_lines(
+        steps: list[tuple[int, int, str, int]], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every line lint decodes equals what ``loads`` makes of it (whichever way it was
+    read: whole, from a stored line with the same head, or from one with another head),
+    and the report is the chained segments' (field order, spaces, duplicate keys, escapes,
+    the history key nested in a tool, numbers sharing digits, histories grown, cut, new)."""
+    lines, turn = [], 0
+    for grow, head, style, extra in steps:
+        turn = turn + grow if grow < 3 else 0
+        lines.append(_line(turn, head, style, extra))
+    decoded: list[tuple[Any, bytes]] = []
+    real = _linter._Linter.decode
+
+    def decode(self: Any, line: bytes) -> Any:
+        value = real(self, line)
+        decoded.append((value, line))
+        return value
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "capture.jsonl"
+        path.write_bytes(b"".join(line + b"\n" for line in lines))
+        with monkeypatch.context() as patched:
+            patched.setattr(_linter._Linter, "decode", decode)
+            _printed(path, [])
+        assert [value for value, _ in decoded] == [loads(line) for _, line in decoded]
+        assert len(decoded) == len(lines)
+        _headed_and_chained(path, monkeypatch)
+
+
+def test_a_clock_line_is_read_from_the_stored_line(tmp_path: Path) -> None:
+    """The common case takes the fast path: a line whose head changed and whose history
+    grew is read from its conversation's stored line (not parsed whole)."""
+    path = tmp_path / "clock.jsonl"
+    _bench_capture()(path, requests=30, sessions=3, clock=True)
+    seen: list[bool] = []
+    real = _resegment.LineageSegments.segment_reheaded
+
+    def reheaded(self: Any, wire_format: str, content: bytes) -> Any:
+        found = real(self, wire_format, content)
+        seen.append(found is not None)
+        return found
+
+    with pytest.MonkeyPatch.context() as patched:
+        patched.setattr(_resegment.LineageSegments, "segment_reheaded", reheaded)
+        _linter.lint_capture(path)
+    assert sum(seen) == 27  # every line but each conversation's first

@@ -257,7 +257,8 @@ class _Linter:
         if self.lineages is not None:
             for fmt in self.line_formats:
                 try:
-                    found = self.lineages.segment_rendered(fmt, line)
+                    found = self.lineages.segment_rendered(fmt, line) or \
+                        self.lineages.segment_reheaded(fmt, line)
                 except CaptureError:  # a malformed new item: parsed, and reported by add
                     break
                 if found is not None:

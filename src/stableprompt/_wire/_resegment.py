@@ -50,6 +50,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .._canonical import decoded_json, loads
+from .._exceptions import CaptureError
 from .._segment import (
     HeadedSegments,
     Segment,
@@ -65,6 +66,8 @@ from ._segmenter import SegmentBuilder, SegmentedRequest
 __all__ = ["LineageSegments", "Resegmented", "breakpoint_indices", "common_prefix_bytes"]
 
 _CHUNK = 1 << 16
+_DUMPS = 1 << 13
+"""Dumps of head values lint keeps by identity (``LineageSegments._dumps``), at most."""
 
 
 def common_prefix_bytes(a: bytes, b: bytes | memoryview, *, offset: int = 0) -> int:
@@ -119,6 +122,10 @@ class _Stored:
     # ``False``: ``around`` and ``dump`` are bytes of a capture, not yet known to be exactly
     # the body's compact dump naming its history once (checked on first reuse: _checked)
     checked: bool = field(default=True)
+    # Lint, a line whose history is its last member: where each of its members ends (the
+    # offset of the "," or "}" after it), each known to be the compact dump of the body's
+    # field (:func:`_members`); ``None``: not known yet
+    members: list[tuple[str, int]] | None = field(default=None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,6 +201,9 @@ class LineageSegments:
         self._prefix_lengths: dict[str, dict[int, None]] = {}  # format -> their lengths
         # (format, opening hash) -> the stored key last seen with it, on whatever head
         self._openings: dict[tuple[str, int], tuple[str, str, int]] = {}
+        self._opening_sizes: dict[str, dict[int, None]] = {}  # format -> their byte lengths
+        # lint: format -> the dumps the last new head made (SegmentBuilder.known)
+        self._dumps: dict[str, dict[int, tuple[Any, bytes]]] = {}
         # (format, the body's bytes outside its history) -> head segments, data, chain state,
         # and those fields' values (of the first body seen with them)
         self._heads: OrderedDict[tuple[str, bytes], _Head] = OrderedDict()
@@ -287,10 +297,17 @@ class LineageSegments:
             if found is not None:
                 self._heads.move_to_end(key)
                 return found
-        builder = SegmentBuilder(steps.marker_key, steps.wire_format)
+        builder = SegmentBuilder(steps.marker_key, steps.wire_format, known=self._dumps.get(
+            steps.wire_format, {}) if self.local_history else None)
         builder.params(body, steps.params)
         steps.head(body, builder)
         specs = builder.specs
+        if self.local_history:  # a capture's values: the next heads' shared ones not dumped
+            with self._lock:
+                dumps = self._dumps.setdefault(steps.wire_format, {})
+                if len(dumps) > _DUMPS:
+                    dumps.clear()
+                dumps.update(builder.dumped)
         with self._lock:
             last = self._last_head.get(steps.wire_format)
         same = 0  # leading specs equal to the last new head's (a system block changed)
@@ -369,10 +386,117 @@ class LineageSegments:
         except TypeError:  # a new item nested deeper than orjson writes: segment says where
             return None
 
+    def segment_reheaded(self, wire_format: str, content: bytes) -> Resegmented | None:
+        """Segment a capture line (lint, :attr:`local_history`) that re-sends a stored
+        line's history with other fields before it (a clock in the system prompt), without
+        parsing what the stored line holds: the fields whose bytes the two lines share from
+        their start are the stored body's values (each a whole member of the stored line,
+        known to be its field's compact dump: :func:`_members`), the fields after them up
+        to the history are decoded from their own bytes, the history's shared items are
+        found by byte comparison and only the new items are decoded (as
+        :meth:`segment_rendered`). The line's bytes must be exactly those members, the
+        history and a closing ``}``: each part is decoded as JSON in its place (the
+        decoded fields end with the history key, none named twice), so the body is the one
+        :func:`~stableprompt._canonical.loads` returns for the line.
+
+        Returns:
+            ``None`` when this line is not such a continuation (no stored line with its
+            history's opening, a history that is not the last member, a stored line not
+            known to be its body's compact dump, nothing shared): decode it and call
+            :meth:`segment_captured`.
+        """
+        if not self.local_history:
+            return None
+        steps = segment_steps(wire_format)
+        needle = _needle(steps.history_key)
+        where = content.find(needle)
+        if where < 0:
+            return None
+        at = where + len(needle) - 1  # the history's "["
+        with self._lock:
+            key = None
+            for size in reversed(self._opening_sizes.get(steps.wire_format, {})):
+                key = self._openings.get((steps.wire_format, hash(content[at:at + size])))
+                if key is not None:  # a candidate only: bytes decide below
+                    break
+            stored = None if key is None else self._stored.get(key)
+        if stored is None or stored.around is None or stored.around[1] != b"}":
+            return None
+        members = _members(steps, stored)
+        if members is None:
+            return None
+        shared = common_prefix_bytes(content, stored.around[0])
+        n = 0  # members whose bytes and the "," after them the lines share
+        while n < len(members) - 1 and members[n][1] < shared:
+            n += 1
+        start = members[n - 1][1] + 1 if n else 1
+        if not content.startswith(b"{") or where < start:
+            return None
+        try:
+            middle = loads(b"{" + content[start:at] + b"[]}")
+        except ValueError:
+            return None
+        kept = [name for name, _ in members[:n]]
+        if not isinstance(middle, dict) or not middle or next(reversed(middle)) != \
+                steps.history_key or middle[steps.history_key] != [] or \
+                any(name in middle for name in kept):
+            return None
+        done = bisect.bisect_right(stored.item_ends,
+                                   common_prefix_bytes(content, stored.dump, offset=at))
+        if not done:
+            return None
+        fresh = _fresh_items(content, at + stored.item_ends[done - 1], b"}")
+        if fresh is None:
+            return None
+        outside = stored.segmented._body_view
+        view = {name: outside[name] for name in kept}  # the stored line's values
+        view.update(middle)
+        del view[steps.history_key]
+        try:
+            head = self._head(steps, view)
+        except CaptureError:  # a head the format refuses: segment_captured says where
+            return None
+        if head[2] is None:
+            return None
+        items = stored.items.first(done).then(fresh)
+        view[steps.history_key] = items
+        dump = memoryview(content)[at:len(content) - 1]
+        key = (steps.wire_format, head[2].hex(), hash(_opening(dump, items)))
+        # where this line's members end: the shared ones' as in the stored line, the
+        # decoded ones' where their compact dumps end (else not known)
+        ends: list[tuple[str, int]] | None = members[:n]
+        offset = start
+        for name, value in middle.items():
+            if name == steps.history_key:
+                break
+            piece = _member(name, value)
+            if not content.startswith(piece, offset) or content[offset + len(piece)] != _COMMA:
+                ends = None
+                break
+            offset += len(piece) + 1
+            assert ends is not None
+            ends.append((name, offset - 1))
+        if ends is not None and offset == where:
+            ends.append((steps.history_key, len(content) - 1))
+        else:
+            ends = None
+        local = self.local_history
+        same = stored.segmented.segments[:stored.head] == head[0]
+        base = _reused(stored, done, local) if same else \
+            _rebased(stored, bytes(dump), head, local)
+        if base is None:
+            return None
+        try:
+            return self._finish(steps, key, view, items, dump, done, stored if same else None,
+                                base, (content[:at], b"}"), False, rebuilt=True, members=ends)
+        except TypeError:  # a new item nested deeper than orjson writes: segment says where
+            return None
+
     def _finish(self, steps: SegmentSteps, key: tuple[str, str, int], body: Mapping[str, Any],
                 items: Snapshot[Any], dump: bytes | memoryview, done: int,
                 stored: _Stored | None, base: _Base, around: tuple[bytes, bytes] | None,
-                checked: bool, *, rebuilt: bool = False) -> Resegmented:
+                checked: bool, *, rebuilt: bool = False,
+                members: list[tuple[str, int]] | None = None) -> Resegmented:
         """Segments: ``base`` (``done`` items' segments, ``base.reused`` of them the same as
         ``stored``'s), then the rest of ``items`` made. ``body`` is the request's body, or
         with ``rebuilt`` its view (:meth:`SegmentedRequest._rebuilt`)."""
@@ -400,6 +524,7 @@ class LineageSegments:
             # not only measured: two items whose lengths change by opposite amounts would
             # shift an item's end): the ends are of the re-serialized items
             dump, around = decoded_json(list(items)), None
+            members = None
         new_segments, new_data, _ = build_segments(fresh.specs, start=start, previous=previous)
         segments: Sequence[Segment] = kept.then(new_segments)
         if base.head is not None:
@@ -425,13 +550,20 @@ class LineageSegments:
             segmented.__dict__[BREAKPOINT_INDICES] = marks
         counted = stored if stored is not None and reused else None  # its token counts
         entry = _Stored(segmented, heads, dump, item_ends, item_segments, leading_items, items,
-                        around=around, checked=checked)
+                        around=around, checked=checked,
+                        members=members if around is not None else None)
         with self._lock:
             self._stored[key] = entry
             self._stored.move_to_end(key)
             self._openings[(key[0], key[2])] = key
+            if self.local_history:  # the lengths segment_reheaded tries (latest last)
+                sizes = self._opening_sizes.setdefault(steps.wire_format, {})
+                size = len(_opening(dump, items))
+                sizes.pop(size, None)
+                sizes[size] = None
             if len(self._openings) > 4 * self.max_lineages:
                 self._openings.clear()
+                self._opening_sizes.clear()
             if around is not None:
                 same_end = self._prefixes.setdefault(
                     _prefix_key(steps, around[0], len(around[0])), [])
@@ -482,6 +614,48 @@ def _check(steps: SegmentSteps, stored: _Stored) -> None:
                 decoded_json(stored.segmented.body) != line:
             stored.around = None
     stored.checked = True
+
+
+def _members(steps: SegmentSteps, stored: _Stored) -> list[tuple[str, int]] | None:
+    """Where each member of ``stored``'s line ends (:attr:`_Stored.members`), found once
+    by dumping the body's fields and comparing them with the line's bytes in place (the
+    line being ``around[0]``, the history's dump, ``"}"``), or ``None`` when the line is
+    not exactly that (then no other line is read from it by :meth:`LineageSegments.
+    segment_reheaded`; ``[]`` is kept for it)."""
+    if stored.members is None and stored.around is not None:
+        stored.members = _member_ends(steps, stored.segmented._body_view, stored.around[0],
+                                      len(stored.dump)) if stored.around[1] == b"}" else []
+    return stored.members or None
+
+
+def _member_ends(steps: SegmentSteps, body: Mapping[str, Any], before: bytes,
+                 history: int) -> list[tuple[str, int]]:
+    """:func:`_members` of a line that is ``before``, ``history`` bytes, ``"}"``."""
+    ends: list[tuple[str, int]] = []
+    offset = 1
+    if not before.startswith(b"{"):
+        return []
+    for name, value in body.items():
+        if name == steps.history_key:
+            break
+        try:
+            piece = _member(name, value)
+        except TypeError:
+            return []
+        if not before.startswith(piece, offset) or \
+                before[offset + len(piece):offset + len(piece) + 1] != b",":
+            return []
+        offset += len(piece) + 1
+        ends.append((name, offset - 1))
+    if before[offset:] != _needle(steps.history_key)[:-1] or len(ends) + 1 != len(body):
+        return []  # not the history next, or not last
+    ends.append((steps.history_key, len(before) + history))
+    return ends
+
+
+def _member(name: str, value: Any) -> bytes:
+    """``"name":value`` as a compact dump of an object writes that member."""
+    return decoded_json(name) + b":" + decoded_json(value)
 
 
 def _fresh(head: _Head, local: bool) -> _Base:
