@@ -203,7 +203,7 @@ class LineageSegments:
         self._openings: dict[tuple[str, int], tuple[str, str, int]] = {}
         self._opening_sizes: dict[str, dict[int, None]] = {}  # format -> their byte lengths
         # lint: format -> the dumps the last new head made (SegmentBuilder.known)
-        self._dumps: dict[str, dict[int, tuple[Any, bytes]]] = {}
+        self._dumps: dict[str, dict[int, tuple[Any, bytes | SegmentSpec]]] = {}
         # (format, the body's bytes outside its history) -> head segments, data, chain state,
         # and those fields' values (of the first body seen with them)
         self._heads: OrderedDict[tuple[str, bytes], _Head] = OrderedDict()
@@ -285,13 +285,17 @@ class LineageSegments:
         """
         return self.segment(wire_format, body, content=line, checked=False)
 
-    def _head(self, steps: SegmentSteps, body: Mapping[str, Any]) -> _Head:
+    def _head(self, steps: SegmentSteps, body: Mapping[str, Any],
+              outside_bytes: bytes | None = None) -> _Head:
         """The head's segments, data and chain state: the stored ones when a recent request
         had the same bytes outside its history (one dump of those fields, one lookup), else
         segmented and hashed. The head segmenters read only fields outside the history, so
-        equal bytes there are equal head segments."""
+        equal bytes there are equal head segments. ``outside_bytes``: JSON bytes the fields
+        outside the history were decoded from (in place of their dump: bytes equal to a
+        known dump decode to that head's values)."""
         outside = {k: v for k, v in body.items() if k != steps.history_key}
-        key = (steps.wire_format, decoded_json(outside))
+        key = (steps.wire_format, decoded_json(outside) if outside_bytes is None
+               else outside_bytes)
         with self._lock:
             found = self._heads.get(key)
             if found is not None:
@@ -313,7 +317,8 @@ class LineageSegments:
         same = 0  # leading specs equal to the last new head's (a system block changed)
         if last is not None:
             limit = min(len(specs), len(last[0]))
-            while same < limit and specs[same] == last[0][same]:
+            while same < limit and (specs[same] is last[0][same] or
+                                    specs[same] == last[0][same]):
                 same += 1
         if same and last is not None:  # those segments are the last head's (same bytes,
             kept = last[1][:same]  # offsets and chain)
@@ -452,8 +457,9 @@ class LineageSegments:
         view = {name: outside[name] for name in kept}  # the stored line's values
         view.update(middle)
         del view[steps.history_key]
-        try:
-            head = self._head(steps, view)
+        try:  # the fields outside the history: the line's bytes before it, closed
+            head = self._head(steps, view, content[:where - 1] + b"}"
+                              if content[where - 1] == _COMMA else None)
         except CaptureError:  # a head the format refuses: segment_captured says where
             return None
         if head[2] is None:
