@@ -36,7 +36,8 @@ from stableprompt._segment import (
     SegmentSpec,
     build_segments,
 )
-from stableprompt._wire import _resegment
+from stableprompt._wire import _formats, _resegment
+from test_formats_detect import _walked, bodies, messages
 from test_lint_outputs_fast import _bench_capture
 from test_lint_reuse import _conversation, _write, interleaved, plans
 from test_resegment import PATHS
@@ -320,3 +321,27 @@ def test_a_clock_line_is_read_from_the_stored_line(tmp_path: Path) -> None:
         patched.setattr(_resegment.LineageSegments, "segment_reheaded", reheaded)
         _linter.lint_capture(path)
     assert sum(seen) == 27  # every line but each conversation's first
+
+
+# -- format detection reading a request's new messages only (_formats.PlainMessages) ---------
+
+
+@settings(max_examples=300, deadline=None)
+@given(first=bodies, more=st.lists(st.tuples(st.integers(0, 6), st.lists(messages, max_size=3),
+                                             st.booleans()), max_size=6))
+def test_detect_with_plain_messages_answers_as_detect(
+        first: dict[str, Any], more: list[tuple[int, list[Any], bool]]) -> None:
+    """Bodies re-sending the first messages of earlier ones (the same objects, or copies),
+    with new messages and other fields: ``detect`` with the lists it keeps answers as
+    ``detect`` alone, on every body."""
+    plain = _formats.PlainMessages()
+    seen = [first]
+    for cut, fresh, copied in more:
+        base = seen[cut % len(seen)]
+        history = base.get("messages")
+        kept = history[:cut] if isinstance(history, list) else []
+        body = {**base, "messages": [*(copy.deepcopy(kept) if copied else kept), *fresh]}
+        seen.append(body)
+    for body in seen:
+        assert _formats.detect(body, plain=plain) == _formats.detect(body)
+        assert _formats._is_converse(body, plain) is _walked(body)

@@ -143,6 +143,7 @@ from .._wire._formats import (
     BODY_KEYS,
     BREAKPOINT_FORMATS,
     WIRE_FORMATS_WITH_REQUESTS,
+    PlainMessages,
     detect,
     segment_request,
     with_path_model,
@@ -242,6 +243,7 @@ class _Linter:
         # segmented from its new bytes, the format and the segments), for :meth:`add`.
         self.decoded: tuple[Any, bytes, str | None, SegmentedRequest | None] | None = None
         self.line_formats: dict[str, None] = {}  # formats of lines kept for segment_rendered
+        self.plain = PlainMessages()  # detect reads a request's new messages only
 
     # -- input -------------------------------------------------------------------------------
 
@@ -275,7 +277,7 @@ class _Linter:
             decoded = None  # not a plain body record (a wrapper, a HAR entry, an array)
         fmt = self.wire_format or entry.wire_format
         if fmt is None:
-            fmt = detect(entry.body, entry.url_path)
+            fmt = detect(entry.body, entry.url_path, plain=self.plain)
             if fmt is None:
                 self._problem(entry, "capture-format", "cannot tell the wire format of this "
                               "request; pass --format")
