@@ -425,7 +425,8 @@ class LineageSegments:
                 if key is not None:  # a candidate only: bytes decide below
                     break
             stored = None if key is None else self._stored.get(key)
-        if stored is None or stored.around is None or stored.around[1] != b"}":
+        if key is None or stored is None or stored.around is None or \
+                stored.around[1] != b"}":
             return None
         members = _members(steps, stored)
         if members is None:
@@ -457,17 +458,22 @@ class LineageSegments:
         view = {name: outside[name] for name in kept}  # the stored line's values
         view.update(middle)
         del view[steps.history_key]
-        try:  # the fields outside the history: the line's bytes before it, closed
-            head = self._head(steps, view, content[:where - 1] + b"}"
-                              if content[where - 1] == _COMMA else None)
-        except CaptureError:  # a head the format refuses: segment_captured says where
-            return None
-        if head[2] is None:
-            return None
+        head: _Head | None = None
+        same = n == len(members) - 1  # every field outside the history the stored line's:
+        if not same:  # its head, else the head of these fields
+            try:  # (found by the line's bytes outside the history, closed)
+                head = self._head(steps, view, content[:where - 1] + b"}"
+                                  if content[where - 1] == _COMMA else None)
+            except CaptureError:  # a head the format refuses: segment_captured says where
+                return None
+            if head[2] is None:
+                return None
+            same = stored.segmented.segments[:stored.head] == head[0]
         items = stored.items.first(done).then(fresh)
         view[steps.history_key] = items
         dump = memoryview(content)[at:len(content) - 1]
-        key = (steps.wire_format, head[2].hex(), hash(_opening(dump, items)))
+        key = (steps.wire_format, key[1] if head is None or head[2] is None else head[2].hex(),
+               hash(_opening(dump, items)))
         # where this line's members end: the shared ones' as in the stored line, the
         # decoded ones' where their compact dumps end (else not known)
         ends: list[tuple[str, int]] | None = members[:n]
@@ -487,14 +493,14 @@ class LineageSegments:
         else:
             ends = None
         local = self.local_history
-        same = stored.segmented.segments[:stored.head] == head[0]
-        base = _reused(stored, done, local) if same else \
+        base = _reused(stored, done, local) if same or head is None else \
             _rebased(stored, bytes(dump), head, local)
         if base is None:
             return None
-        try:
+        try:  # not kept for segment_rendered: the next line of this head comes here
             return self._finish(steps, key, view, items, dump, done, stored if same else None,
-                                base, (content[:at], b"}"), False, rebuilt=True, members=ends)
+                                base, (content[:at], b"}"), False, rebuilt=True, members=ends,
+                                rendered=False)
         except TypeError:  # a new item nested deeper than orjson writes: segment says where
             return None
 
@@ -502,7 +508,8 @@ class LineageSegments:
                 items: Snapshot[Any], dump: bytes | memoryview, done: int,
                 stored: _Stored | None, base: _Base, around: tuple[bytes, bytes] | None,
                 checked: bool, *, rebuilt: bool = False,
-                members: list[tuple[str, int]] | None = None) -> Resegmented:
+                members: list[tuple[str, int]] | None = None,
+                rendered: bool = True) -> Resegmented:
         """Segments: ``base`` (``done`` items' segments, ``base.reused`` of them the same as
         ``stored``'s), then the rest of ``items`` made. ``body`` is the request's body, or
         with ``rebuilt`` its view (:meth:`SegmentedRequest._rebuilt`)."""
@@ -570,7 +577,7 @@ class LineageSegments:
             if len(self._openings) > 4 * self.max_lineages:
                 self._openings.clear()
                 self._opening_sizes.clear()
-            if around is not None:
+            if around is not None and rendered:  # what segment_rendered looks up
                 same_end = self._prefixes.setdefault(
                     _prefix_key(steps, around[0], len(around[0])), [])
                 if not any(p is around[0] or p == around[0] for p in same_end):
