@@ -34,6 +34,16 @@ are compared, only the new items are decoded. Lint does the same for a capture l
 (:meth:`LineageSegments.segment_captured`) once the earlier line it continues is known to be
 exactly its body's compact dump, naming its history key once.
 
+For lint (``local_history``), a request's segments are a
+:class:`~stableprompt._segment.HeadedSegments` view: its head, then history segments made
+once per conversation with offsets from the history's start and no chained digest of their
+own, so a request whose head changed keeps them as they are (nothing moved, nothing
+rechained). A capture line whose history is its last member and whose fields before it
+changed (a clock in the system prompt) is read from its conversation's stored line
+(:meth:`LineageSegments.segment_reheaded`): the leading members the two lines share are the
+stored body's values, the members up to the history and the new items are decoded, and a
+head value that is the same object as one seen before keeps its segment spec.
+
 The recorder also keeps each stored request's token counts here
 (:meth:`LineageSegments.remember_tokens`), so the reused segments are not counted again.
 """
