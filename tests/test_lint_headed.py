@@ -345,3 +345,38 @@ def test_detect_with_plain_messages_answers_as_detect(
     for body in seen:
         assert _formats.detect(body, plain=plain) == _formats.detect(body)
         assert _formats._is_converse(body, plain) is _walked(body)
+
+
+def test_leading_system_messages_stay_in_the_head(tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """A Chat conversation opening with a system message (a leading history item whose
+    segments are of a head kind), its tools changed midway: ``_resegment`` makes each
+    request's view with those segments in its head (none is made again from chained
+    segments: ``HeadedSegments.of`` would rehash the history), and the report is the
+    chained segments'."""
+    tools = [{"type": "function", "function": {"name": f"f{i}", "parameters": {}}}
+             for i in range(3)]
+    records, history = [], [{"role": "system", "content": "Be brief."},
+                            {"role": "system", "content": "Use tools."},
+                            {"role": "user", "content": "hi"}]
+    for turn in range(8):
+        history = [*history, {"role": "assistant", "content": f"a{turn}"},
+                   {"role": "user", "content": f"u{turn}"}]
+        records.append({"model": "gpt-5.6", "tools": tools[:2 + (turn >= 4)],
+                        "messages": copy.deepcopy(history)})
+    path = tmp_path / "chat.jsonl"
+    _write(path, records)
+    made: list[int] = []
+    real = HeadedSegments.of.__func__  # type: ignore[attr-defined]
+
+    def counted(cls: Any, segments: Any, data: bytes) -> HeadedSegments:
+        made.append(1)
+        view: HeadedSegments = real(cls, segments, data)
+        return view
+
+    with monkeypatch.context() as patched:
+        patched.setattr(HeadedSegments, "of", classmethod(counted))
+        report = _linter.lint_capture(path)
+    assert not made
+    assert report.summary.breaks == 1  # the tool added
+    _headed_and_chained(path, monkeypatch)

@@ -62,6 +62,7 @@ from typing import Any
 from .._canonical import decoded_json, loads
 from .._exceptions import CaptureError
 from .._segment import (
+    HEAD_KINDS,
     HeadedSegments,
     Segment,
     SegmentBytes,
@@ -448,6 +449,10 @@ class LineageSegments:
         start = members[n - 1][1] + 1 if n else 1
         if not content.startswith(b"{") or where < start:
             return None
+        done = bisect.bisect_right(stored.item_ends,  # first: the cheapest to fail
+                                   common_prefix_bytes(content, stored.dump, offset=at))
+        if not done:
+            return None
         try:
             middle = loads(b"{" + content[start:at] + b"[]}")
         except ValueError:
@@ -456,10 +461,6 @@ class LineageSegments:
         if not isinstance(middle, dict) or not middle or next(reversed(middle)) != \
                 steps.history_key or middle[steps.history_key] != [] or \
                 any(name in middle for name in kept):
-            return None
-        done = bisect.bisect_right(stored.item_ends,
-                                   common_prefix_bytes(content, stored.dump, offset=at))
-        if not done:
             return None
         fresh = _fresh_items(content, at + stored.item_ends[done - 1], b"}")
         if fresh is None:
@@ -527,7 +528,7 @@ class LineageSegments:
         item_ends, item_segments = base.item_ends, base.item_segments
         leading_items, prefix = base.leading_items, base.prefix
         start = kept[-1].end if kept else 0  # from the history's start with a base.head
-        before = 0 if base.head is None else heads  # segments before ``kept``
+        before = 0 if base.head is None else len(base.head)  # segments before ``kept``
         fresh = SegmentBuilder(steps.marker_key, steps.wire_format)
         leading = leading_items == done
         end = begin = item_ends[-1] if item_ends else 0  # the "[" or "," before the new items
@@ -548,10 +549,20 @@ class LineageSegments:
             # shift an item's end): the ends are of the re-serialized items
             dump, around = decoded_json(list(items)), None
             members = None
-        new_segments, new_data, _ = build_segments(fresh.specs, start=start, previous=previous)
+        specs, head = fresh.specs, base.head
+        if head is not None and not kept:  # lint: the head's run of kinds goes on (leading
+            lead = 0  # system items): those segments are chained after the head
+            while lead < len(specs) and specs[lead].kind in HEAD_KINDS:
+                lead += 1
+            if lead:
+                made, made_data, _ = build_segments(
+                    specs[:lead], start=head[-1].end if head else 0,
+                    previous=bytes.fromhex(head[-1].prefix_digest) if head else None)
+                head, specs, prefix = (*head, *made), specs[lead:], [*prefix, made_data]
+        new_segments, new_data, _ = build_segments(specs, start=start, previous=previous)
         segments: Sequence[Segment] = kept.then(new_segments)
-        if base.head is not None:
-            segments = HeadedSegments(base.head, segments)
+        if head is not None:
+            segments = HeadedSegments(head, segments)
         data = SegmentBytes.joined([*prefix, new_data])
         segmented = SegmentedRequest._rebuilt(
             steps.wire_format, segments, data, body, steps.history_key) if rebuilt else \
@@ -697,12 +708,14 @@ def _reused(stored: _Stored, done: int, local: bool) -> _Base:
     segments = stored.segmented.segments
     if local:
         assert type(segments) is HeadedSegments and isinstance(segments.history, Snapshot)
-        kept = segments.history.first(reused - segments.heads)
-        end = segments.shift + (kept[-1].end if kept else 0)
+        head, kept = segments.head, segments.history.first(max(reused - segments.heads, 0))
+        if reused < segments.heads:  # the items end among leading system items
+            head = head[:reused]
+        end = segments.shift + kept[-1].end if kept else head[-1].end
         return _Base(reused, kept, [stored.segmented.segment_bytes.span(0, end)],
                      bytes.fromhex(kept[-1].prefix_digest) if kept else None,
                      stored.item_ends[:done], stored.item_segments[:done],
-                     min(stored.leading, done), stored.head, segments.head)
+                     min(stored.leading, done), stored.head, head)
     assert isinstance(segments, Snapshot)  # as _finish made them
     kept = segments.first(reused)
     last = kept[-1]
@@ -716,7 +729,8 @@ def _rebased(other: _Stored, dump: bytes, head: _Head, local: bool) -> _Base | N
     after ``head`` and chained from it; ``None`` when it shares none. A history item's
     segments depend on the item and its index only (what ``SegmentSteps.item`` reads), never
     on the head, except the chained prefix digest and the offsets, which are redone here
-    (``local``: which the history's segments do not hold, so they are ``other``'s own)."""
+    (``local``: which the history's segments do not hold, so they are ``other``'s own, but
+    leading system items, which a view holds in its head, are chained after ``head``)."""
     done = bisect.bisect_right(other.item_ends, common_prefix_bytes(dump, other.dump))
     if not done:
         return None
@@ -726,27 +740,34 @@ def _rebased(other: _Stored, dump: bytes, head: _Head, local: bool) -> _Base | N
     item_segments = array("q", (n - first + heads for n in other.item_segments[:done]))
     if local:
         assert type(old) is HeadedSegments and isinstance(old.history, Snapshot)
-        kept = old.history.first(last - first)
-        begin = old.shift
-        history = data.span(begin, begin + (kept[-1].end if kept else 0))
-        marks = [i for i, s in enumerate(head[0]) if s.breakpoint]
+        lead = old.head[first:min(last, old.heads)]  # leading system items' segments
+        moved: list[Segment] = []
+        begin = lead[0].start if lead else old.shift
+        if lead:
+            moved, _ = rechain(lead, data[begin:lead[-1].end], base=begin,
+                               shift=len(head[1]) - begin, previous=head[2])
+        kept = old.history.first(max(last - old.heads, 0))
+        history = data.span(begin, old.shift + kept[-1].end if kept else
+                            (lead[-1].end if lead else begin))
+        full = (*head[0], *moved)
+        marks = [i for i, s in enumerate(full) if s.breakpoint]
         known = other.segmented.__dict__.get(BREAKPOINT_INDICES)
         if known is None:
-            marks.extend(heads + i for i, s in enumerate(kept) if s.breakpoint)
+            marks.extend(len(full) + i for i, s in enumerate(kept) if s.breakpoint)
         else:
             marks.extend(m - first + heads for m in known[
-                bisect.bisect_left(known, first):bisect.bisect_left(known, last)])
+                bisect.bisect_left(known, old.heads):bisect.bisect_left(known, last)])
         return _Base(0, kept, [head[1], history],
                      bytes.fromhex(kept[-1].prefix_digest) if kept else None,
                      other.item_ends[:done], item_segments, min(other.leading, done), heads,
-                     head[0], marks)
+                     full, marks)
     begin = old[first - 1].end if first else 0  # where ``other``'s history starts
     end = old[last - 1].end if last else begin
     history = data.span(begin, end)
-    moved, previous = rechain(old[first:last], bytes(history), base=begin,
-                              shift=len(head[1]) - begin, previous=head[2])
-    return _Base(0, Snapshot((head[0], heads), (moved, len(moved))), [head[1], history],
-                 previous, other.item_ends[:done], item_segments,
+    moved_all, previous = rechain(old[first:last], bytes(history), base=begin,
+                                  shift=len(head[1]) - begin, previous=head[2])
+    return _Base(0, Snapshot((head[0], heads), (moved_all, len(moved_all))),
+                 [head[1], history], previous, other.item_ends[:done], item_segments,
                  min(other.leading, done), heads)
 
 
