@@ -701,17 +701,12 @@ class HeadedSegments(Sequence[Segment]):
         return self.head[i] if i < heads else self._moved(self.history[i - heads])
 
     def __iter__(self) -> Iterator[Segment]:
-        yield from self.head
-        moved = self._moved
-        for s in self.history:
-            yield moved(s)
+        # in C over the head (what most loops read before they stop), each history
+        # segment made when reached
+        return itertools.chain(self.head, map(self._moved, self.history))
 
     def __reversed__(self) -> Iterator[Segment]:
-        moved = self._moved
-        history = self.history
-        for i in range(len(history) - 1, -1, -1):
-            yield moved(history[i])
-        yield from reversed(self.head)
+        return itertools.chain(map(self._moved, reversed(self.history)), reversed(self.head))
 
     def __repr__(self) -> str:
         return f"HeadedSegments({self.heads} head + {len(self.history)} history segments)"

@@ -9,6 +9,7 @@ key, segmenter, session hint) live in its module; this module only dispatches.
 from __future__ import annotations
 
 import itertools
+import operator
 from collections.abc import Callable, Iterable, Mapping
 from types import MappingProxyType
 from typing import Any, NamedTuple, Protocol
@@ -267,8 +268,8 @@ def _is_converse(body: Mapping[str, Any], plain: PlainMessages | None = None) ->
 class PlainMessages:
     """Message lists :func:`_is_converse` read no Converse block in, by the id of their
     first message (the latest :data:`_PLAIN` kept, each with its list, so the id stays its
-    own): :meth:`known` tells how many leading messages of another list are those (equal
-    values: the same blocks). For lint, whose bodies never change once decoded: a request
+    own): :meth:`known` tells how many leading messages of another list are those (the same
+    objects). For lint, whose bodies never change once decoded: a request
     re-sending its conversation has its new messages read, not its history."""
 
     __slots__ = ("_lists",)
@@ -277,19 +278,19 @@ class PlainMessages:
         self._lists: dict[int, list[Any]] = {}
 
     def known(self, messages: list[Any]) -> int:
-        """How many leading ``messages`` a kept list holds too (equal values)."""
+        """How many leading ``messages`` are the same objects as a kept list's."""
         if not messages:
             return 0
         old = self._lists.get(id(messages[0]))
         if old is None or old[0] is not messages[0]:
             return 0
         n = min(len(old), len(messages))
-        if messages[:n] == old[:n]:  # in C: the same objects mostly
+        if all(map(operator.is_, messages[:n], old[:n])):  # in C, to the first other one
             return n
-        lo, hi = 1, n - 1  # messages[:lo] agree (the first is the same object)
+        lo, hi = 1, n - 1  # messages[:lo] are (the first is the same object)
         while lo < hi:
             mid = (lo + hi + 1) // 2
-            if messages[:mid] == old[:mid]:
+            if all(map(operator.is_, messages[lo:mid], old[lo:mid])):
                 lo = mid
             else:
                 hi = mid - 1

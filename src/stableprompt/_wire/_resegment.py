@@ -439,7 +439,9 @@ class LineageSegments:
         if key is None or stored is None or stored.around is None or \
                 stored.around[1] != b"}":
             return None
-        members = _members(steps, stored)
+        done = bisect.bisect_right(stored.item_ends,  # first: the cheapest to fail
+                                   common_prefix_bytes(content, stored.dump, offset=at))
+        members = _members(steps, stored) if done else None
         if members is None:
             return None
         shared = common_prefix_bytes(content, stored.around[0])
@@ -448,10 +450,6 @@ class LineageSegments:
             n += 1
         start = members[n - 1][1] + 1 if n else 1
         if not content.startswith(b"{") or where < start:
-            return None
-        done = bisect.bisect_right(stored.item_ends,  # first: the cheapest to fail
-                                   common_prefix_bytes(content, stored.dump, offset=at))
-        if not done:
             return None
         try:
             middle = loads(b"{" + content[start:at] + b"[]}")
