@@ -276,10 +276,9 @@ def make_req(pos: int, entry: CaptureEntry, seg: SegmentedRequest, group: bool,
     :class:`~stableprompt._segment.HeadedSegments` view (as ``_resegment`` makes them for
     lint, else made here: one SHA-256 per history segment); every request of one linter
     must be kept alike (a view's prefix digests compare with views only)."""
-    # A tuple, also of a request segmented from its conversation's previous one (whose
-    # segments are a Snapshot over a list they share, for a recorder's young collections):
-    # lint's binary searches index segments often, a tuple at C speed, and lint holds its
-    # requests until the report with full collections off (_gc) anyway.
+    # Without a view, a tuple, also of a request segmented from its conversation's previous
+    # one (a Snapshot over a list they share): lint's binary searches index segments often,
+    # a tuple at C speed. A view shares its history with its conversation's requests.
     segments: Sequence[Segment]
     if not headed:
         segments = tuple(seg.segments)
