@@ -45,6 +45,7 @@ __all__ = [
     "FINGERPRINT_TAG",
     "HEAD_KINDS",
     "ByteSlices",
+    "HeadedSegments",
     "Segment",
     "SegmentBytes",
     "SegmentSpec",
@@ -605,3 +606,116 @@ class Snapshot(Sequence[_T]):
         for seq, n in self._parts:
             out.extend(seq[:n])
         return out
+
+
+class HeadedSegments(Sequence[Segment]):
+    """A request's segments as its head and its history, the history held once per
+    conversation: what lint keeps per request (``_lint._requests``), so that a request whose
+    head changed (a clock in the system prompt) costs what is new in it, not its history.
+
+    Args:
+        head: The leading run of segments of a kind in :data:`HEAD_KINDS` (the head, and any
+            leading system items of the history), as :func:`build_segments` makes them.
+        history: The segments after them, with offsets relative to the history's start
+            (the first at ``0``) and, as ``prefix_digest``, the chain of the history alone
+            (:func:`chain` from the root, as ``build_segments(specs)`` of the history's specs
+            makes it): the same under every head, so the requests of a conversation share
+            them (a :class:`Snapshot` over the conversation's list).
+
+    Reading: ``view[i]`` of a head segment is that segment; of a history segment, a new
+    :class:`Segment` moved after the head (offsets into the request's segment data) whose
+    ``prefix_digest`` is :attr:`key` ``+ ":" +`` its history chain. Two views' segments at an
+    index have equal ``prefix_digest`` exactly when the requests' chained digests there are
+    equal (the same head run, hence the same :attr:`key`, and the same history after it),
+    so code comparing prefixes by ``prefix_digest`` works on views unchanged; the strings
+    never equal a chained digest's hex, so views are only compared with views (never write
+    them to a ledger: :meth:`keys_from` and :attr:`history` are for comparisons). Slices
+    give tuples of such segments.
+    """
+
+    __slots__ = ("_len", "head", "heads", "history", "key", "shift")
+
+    def __init__(self, head: tuple[Segment, ...], history: Sequence[Segment]) -> None:
+        self.head = head
+        self.heads = len(head)
+        self.history = history
+        self.key = head[-1].prefix_digest if head else ""
+        self.shift = head[-1].end if head else 0
+        self._len = len(head) + len(history)
+
+    @classmethod
+    def of(cls, segments: Sequence[Segment], data: bytes) -> HeadedSegments:
+        """The view of ``segments`` (``data[s.start:s.end]`` their bytes), split after
+        their leading run of head kinds: the history's chain made from its own start, one
+        SHA-256 per history segment (and per head segment when ``segments`` is a view whose
+        history starts with head kinds, such as leading system items: their chained digests
+        are made)."""
+        heads = 0
+        for s in segments:
+            if s.kind not in HEAD_KINDS:
+                break
+            heads += 1
+        head = tuple(segments[:heads])
+        if type(segments) is HeadedSegments and heads > segments.heads:
+            head = tuple(rechain(head, data, base=0, shift=0, previous=None)[0])
+        base = head[-1].end if head else 0
+        history, _ = rechain(segments[heads:], data, base=0, shift=-base, previous=None)
+        return cls(head, history)
+
+    @property
+    def split(self) -> bool:
+        """Whether the history starts with a segment of no head kind (or is empty): this
+        view is split where :meth:`of` splits (what lint compares views by)."""
+        history = self.history
+        return not history or history[0].kind not in HEAD_KINDS
+
+    def __len__(self) -> int:
+        return self._len
+
+    def _moved(self, s: Segment) -> Segment:
+        shift = self.shift
+        return new_segment(s.kind, s.name, s.start + shift, s.end + shift, s.digest,
+                           f"{self.key}:{s.prefix_digest}", s.tokens, s.path, s.breakpoint,
+                           s.label)
+
+    @overload
+    def __getitem__(self, index: SupportsIndex) -> Segment: ...
+    @overload
+    def __getitem__(self, index: slice) -> tuple[Segment, ...]: ...
+    def __getitem__(self, index: SupportsIndex | slice) -> Segment | tuple[Segment, ...]:
+        if type(index) is int and 0 <= index < self.heads:  # the hot path: a head segment
+            return self.head[index]
+        if isinstance(index, slice):
+            start, stop, step = index.indices(self._len)
+            heads = self.heads
+            if step != 1 or start >= stop:
+                return tuple(self[i] for i in range(start, stop, step))
+            return (*self.head[start:min(stop, heads)],
+                    *map(self._moved, self.history[max(start - heads, 0):max(stop - heads, 0)]))
+        i = operator.index(index)
+        if i < 0:
+            i += self._len
+        if not 0 <= i < self._len:
+            raise IndexError("HeadedSegments index out of range")
+        heads = self.heads
+        return self.head[i] if i < heads else self._moved(self.history[i - heads])
+
+    def __iter__(self) -> Iterator[Segment]:
+        # in C over the head (what most loops read before they stop), each history
+        # segment made when reached
+        return itertools.chain(self.head, map(self._moved, self.history))
+
+    def __reversed__(self) -> Iterator[Segment]:
+        return itertools.chain(map(self._moved, reversed(self.history)), reversed(self.head))
+
+    def __repr__(self) -> str:
+        return f"HeadedSegments({self.heads} head + {len(self.history)} history segments)"
+
+    def keys_from(self, start: int) -> Sequence[Segment]:
+        """Segments whose kind, name, standalone digest, path, breakpoint and label are
+        those of ``self[start:]`` (offsets and ``prefix_digest`` not: a history segment as
+        held), made for none of the history's segments (a copy of the references only)."""
+        heads = self.heads
+        if start >= heads:
+            return self.history[start - heads:]
+        return (*self.head[start:], *self.history)

@@ -42,7 +42,7 @@ from .._policy import CONTENT_SHAPES
 from .._prompt._tool_schema import properties_orders
 from .._public import public
 from .._redact import redact_slice
-from .._segment import ByteSlices, Segment, Snapshot
+from .._segment import ByteSlices, HeadedSegments, Segment, Snapshot
 from .._volatility import paired_nonce, scan_volatile, volatile_kind_at
 from .._wire import anthropic, bedrock_converse, gemini, openai_chat, openai_responses
 from .._wire._schema_order import param_schemas
@@ -290,9 +290,30 @@ def first_divergent_index(a: Sequence[Segment], b: Sequence[Segment], start: int
     the segments two :class:`~stableprompt._segment.Snapshot` share (two requests of one
     conversation recorded: :meth:`~stableprompt._segment.Snapshot.shared_prefix`). The
     indexes both snapshots hold in their first part are searched in those sequences directly.
+    Two :class:`~stableprompt._segment.HeadedSegments` views (lint's requests) are searched
+    in their heads when those differ (the first divergence is in the shorter head, or right
+    after it), else in their histories as held, from what they hold as the same objects on.
     """
     lo, hi = start, min(len(a), len(b))
-    if type(a) is Snapshot or type(b) is Snapshot:  # not isinstance: an ABC check is slower
+    if type(a) is HeadedSegments and type(b) is HeadedSegments:
+        heads = a.heads
+        if a.key != b.key or heads != b.heads:
+            hi = min(hi, heads, b.heads)
+            a, b = a.head, b.head
+        else:  # the same head: the histories' own chains decide
+            x, y = a.history, b.history
+            lo = max(lo, heads) - heads
+            if type(x) is Snapshot:
+                lo = max(lo, x.shared_prefix(y))
+            hi -= heads
+            while lo < hi:
+                mid = (lo + hi) // 2
+                if x[mid].prefix_digest == y[mid].prefix_digest:
+                    lo = mid + 1
+                else:
+                    hi = mid
+            return lo + heads
+    elif type(a) is Snapshot or type(b) is Snapshot:  # not isinstance: an ABC check is slower
         x, nx = a.first_part() if type(a) is Snapshot else (a, hi)
         y, ny = b.first_part() if type(b) is Snapshot else (b, hi)
         lo = max(lo, a.shared_prefix(b)) if type(a) is Snapshot else lo

@@ -25,13 +25,12 @@ the first message (0.5 ms before), 2.5 ms to name an insertion there; every dive
 
 from __future__ import annotations
 
-import itertools
 import operator
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from difflib import SequenceMatcher
 
-from .._segment import Segment
+from .._segment import HeadedSegments, Segment, Snapshot
 
 __all__ = ["HistoryOp", "history_ops", "item_of", "items"]
 
@@ -147,10 +146,22 @@ def _grows_only(a: Sequence[Segment], b: Sequence[Segment], start: int, start_b:
         if at and side[at - 1].kind == "message" and \
                 item_of(side[at - 1].path) == item_of(side[at].path):
             return False  # not the item's first segment
-    if list(map(_SEGMENT_KEY, a[start:])) != list(map(_SEGMENT_KEY, b[start_b:n + shift])):
+    if type(a) is HeadedSegments and type(b) is HeadedSegments:
+        # the history segments as held (kind, digest and path are the view's), none moved,
+        # and those both requests hold as the same objects (one conversation) not compared
+        ha, hb, skip = a.keys_from(start), b.keys_from(start_b), 0
+        if start - a.heads == start_b - b.heads >= 0 and type(a.history) is Snapshot:
+            skip = max(a.history.shared_prefix(b.history) - (start - a.heads), 0)
+        same = list(map(_SEGMENT_KEY, ha[skip:])) == list(map(_SEGMENT_KEY, hb[skip:n - start]))
+        last, after = ha[-1], b.keys_from(n + shift)
+    else:
+        same = list(map(_SEGMENT_KEY, a[start:])) == list(map(_SEGMENT_KEY, b[start_b:n + shift]))
+        last, after = a[-1], b[n + shift:]
+    if not same:
         return False
-    last = next(s for s in reversed(a) if s.kind == "message")  # a[start] at the latest
-    for s in itertools.islice(b, n + shift, None):
+    if last.kind != "message":  # a[start] at the latest
+        last = next(s for s in reversed(a) if s.kind == "message")
+    for s in after:
         if s.kind == "message":  # the next item of b, or more blocks of a's last one?
             return item_of(s.path) != item_of(last.path)
     return True

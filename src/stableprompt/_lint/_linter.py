@@ -143,6 +143,7 @@ from .._wire._formats import (
     BODY_KEYS,
     BREAKPOINT_FORMATS,
     WIRE_FORMATS_WITH_REQUESTS,
+    PlainMessages,
     detect,
     segment_request,
     with_path_model,
@@ -182,6 +183,11 @@ __all__ = [
 ]
 
 _SCAN_CANDIDATES = 64
+_HEADED = True
+"""Keep each request's segments as a head and a history its conversation shares
+(:class:`~stableprompt._segment.HeadedSegments`: a new head costs what is new, not the
+history); ``False``: a tuple of chained segments each (the same report: what the tests
+compare against)."""
 _LINEAGES = 64
 """Conversations whose last request lint keeps for segment reuse (``_wire._resegment``):
 interleaved beyond this many, a request is segmented whole again (same result, slower)."""
@@ -215,7 +221,9 @@ class _Linter:
         self.wire_format = wire_format
         # Bodies decoded by ``_canonical.loads`` (a capture file) only: reuse compares the
         # bytes of decoded JSON, which a body built in Python (NaN, tuples) may not be.
-        self.lineages = LineageSegments(_LINEAGES) if reuse else None
+        self.headed = _HEADED
+        self.lineages = LineageSegments(_LINEAGES, local_history=self.headed) if reuse \
+            else None
         self.policies = policies
         self.events = EventQueue(events)
         self.join = join
@@ -235,6 +243,7 @@ class _Linter:
         # segmented from its new bytes, the format and the segments), for :meth:`add`.
         self.decoded: tuple[Any, bytes, str | None, SegmentedRequest | None] | None = None
         self.line_formats: dict[str, None] = {}  # formats of lines kept for segment_rendered
+        self.plain = PlainMessages()  # detect reads a request's new messages only
 
     # -- input -------------------------------------------------------------------------------
 
@@ -250,7 +259,8 @@ class _Linter:
         if self.lineages is not None:
             for fmt in self.line_formats:
                 try:
-                    found = self.lineages.segment_rendered(fmt, line)
+                    found = self.lineages.segment_rendered(fmt, line) or \
+                        self.lineages.segment_reheaded(fmt, line)
                 except CaptureError:  # a malformed new item: parsed, and reported by add
                     break
                 if found is not None:
@@ -267,7 +277,7 @@ class _Linter:
             decoded = None  # not a plain body record (a wrapper, a HAR entry, an array)
         fmt = self.wire_format or entry.wire_format
         if fmt is None:
-            fmt = detect(entry.body, entry.url_path)
+            fmt = detect(entry.body, entry.url_path, plain=self.plain)
             if fmt is None:
                 self._problem(entry, "capture-format", "cannot tell the wire format of this "
                               "request; pass --format")
@@ -300,7 +310,7 @@ class _Linter:
             return
         if self.wire_format is not None:
             self._check_forced_format(entry, fmt)
-        req = _make_req(len(self.reqs), entry, seg, group=not self.join)
+        req = _make_req(len(self.reqs), entry, seg, group=not self.join, headed=self.headed)
         self.reqs.append(req)
         self._scan_request(req)
 
@@ -666,7 +676,7 @@ class _Linter:
             params = s.end
         if first.kind != "param" and first.end - params >= 16 * minimum:
             return  # the prefix below (contiguous segments from 0, params left out) is big
-        at = next(i for i, s in enumerate(req.segments) if s is first)  # not ==: a field walk
+        at = req.first_breakpoint
         prefix = [s for s in req.segments[: at + 1] if s.kind != "param"]
         tokens = sum(self.tokens.count(req.data[s.start:s.end]) for s in prefix)
         if tokens < minimum:

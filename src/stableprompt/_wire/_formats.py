@@ -9,6 +9,7 @@ key, segmenter, session hint) live in its module; this module only dispatches.
 from __future__ import annotations
 
 import itertools
+import operator
 from collections.abc import Callable, Iterable, Mapping
 from types import MappingProxyType
 from typing import Any, NamedTuple, Protocol
@@ -162,7 +163,8 @@ def endpoint(path: str) -> str | None:
     return None
 
 
-def detect(body: Mapping[str, Any], path: str | None = None) -> str | None:
+def detect(body: Mapping[str, Any], path: str | None = None, *,
+           plain: PlainMessages | None = None) -> str | None:
     """The wire format of a request, from its URL path and/or body.
 
     A path decides when it names an endpoint (:func:`endpoint`); any other API path (one with
@@ -173,6 +175,9 @@ def detect(body: Mapping[str, Any], path: str | None = None) -> str | None:
     ``bedrock-converse`` or ``None`` when unsure. A Converse body (``toolConfig``,
     ``inferenceConfig``, or content blocks that are one-key unions without ``type``:
     ``{"text"}``, ``{"toolUse"}``, ``{"cachePoint"}``) is never taken for Anthropic.
+
+    ``plain``: message lists known to hold no such block (lint's, whose bodies never change
+    once decoded): a body repeating the first messages of one is read from the next on.
     """
     if path is not None:
         named = endpoint(path)
@@ -182,7 +187,7 @@ def detect(body: Mapping[str, Any], path: str | None = None) -> str | None:
             return None
     if "contents" in body or "systemInstruction" in body or "cachedContent" in body:
         return gemini.WIRE_FORMAT
-    if _is_converse(body):
+    if _is_converse(body, plain):
         return bedrock_converse.WIRE_FORMAT
     if "input" in body or "instructions" in body:
         return openai_responses.WIRE_FORMAT
@@ -217,14 +222,16 @@ _CONVERSE_BLOCKS = frozenset({"text", "toolUse", "toolResult", "cachePoint", "im
                               "document", "reasoningContent", "guardContent"})
 
 
-def _is_converse(body: Mapping[str, Any]) -> bool:
+def _is_converse(body: Mapping[str, Any], plain: PlainMessages | None = None) -> bool:
     """A Converse body: Converse-only top-level keys, or ``system`` / message content blocks
     that are one-key unions (no ``type``), as ``ContentBlock`` is.
 
     Lint detects the format of every request of a capture, so this reads every block of a
     body in C when it can: plain ``dict`` messages and blocks that all have a ``type`` (every
     Anthropic body) answer ``False`` after three passes of ``map`` over them; any other body
-    is read block by block (the same answer: ``tests/test_formats_detect.py``)."""
+    is read block by block (the same answer: ``tests/test_formats_detect.py``). With
+    ``plain``, the messages a known list holds are not read again, and a list answered
+    ``False`` for is kept there."""
     if any(key in body for key in ("toolConfig", "inferenceConfig",
                                    "additionalModelRequestFields", "guardrailConfig")):
         return True
@@ -234,22 +241,72 @@ def _is_converse(body: Mapping[str, Any]) -> bool:
         blocks.extend(system)
     messages = body.get("messages")
     if isinstance(messages, list):
+        unread: list[Any] = messages
+        known = 0 if plain is None else plain.known(messages)
+        if known:
+            unread = messages[known:]
         contents: Iterable[Any]
-        if _all_of_type(messages, dict):
-            contents = map(dict.get, messages, _CONTENT)
+        if _all_of_type(unread, dict):
+            contents = map(dict.get, unread, _CONTENT)
         else:  # dict first: Mapping's ABC check costs ~0.6 us a call
-            contents = (message.get("content") for message in messages
+            contents = (message.get("content") for message in unread
                         if isinstance(message, (dict, Mapping)))
         blocks.extend(itertools.chain.from_iterable(
             [content for content in contents if isinstance(content, list)]))
-    if _all_of_type(blocks, dict) and all(map(dict.__contains__, blocks, _TYPE)):
-        return False  # every block a plain object with a type
-    for item in blocks:
-        if (type(item) is dict and "type" in item) or not isinstance(item, Mapping):
-            continue  # a block with a type (every Anthropic block), or not an object
-        if "type" not in item and item.keys() & _CONVERSE_BLOCKS:
-            return True
+    if not (_all_of_type(blocks, dict) and all(map(dict.__contains__, blocks, _TYPE))):
+        for item in blocks:
+            if (type(item) is dict and "type" in item) or not isinstance(item, Mapping):
+                continue  # a block with a type (every Anthropic block), or not an object
+            if "type" not in item and item.keys() & _CONVERSE_BLOCKS:
+                return True
+    # else every block a plain object with a type
+    if plain is not None and isinstance(messages, list) and messages:
+        plain.add(messages)
     return False
+
+
+class PlainMessages:
+    """Message lists :func:`_is_converse` read no Converse block in, by the id of their
+    first message (the latest :data:`_PLAIN` kept, each with its list, so the id stays its
+    own): :meth:`known` tells how many leading messages of another list are those (the same
+    objects). For lint, whose bodies never change once decoded: a request
+    re-sending its conversation has its new messages read, not its history."""
+
+    __slots__ = ("_lists",)
+
+    def __init__(self) -> None:
+        self._lists: dict[int, list[Any]] = {}
+
+    def known(self, messages: list[Any]) -> int:
+        """How many leading ``messages`` are the same objects as a kept list's."""
+        if not messages:
+            return 0
+        old = self._lists.get(id(messages[0]))
+        if old is None or old[0] is not messages[0]:
+            return 0
+        n = min(len(old), len(messages))
+        if all(map(operator.is_, messages[:n], old[:n])):  # in C, to the first other one
+            return n
+        lo, hi = 1, n - 1  # messages[:lo] are (the first is the same object)
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if all(map(operator.is_, messages[lo:mid], old[lo:mid])):
+                lo = mid
+            else:
+                hi = mid - 1
+        return lo
+
+    def add(self, messages: list[Any]) -> None:
+        """Keep ``messages`` (a list read whole: no Converse block in it)."""
+        lists = self._lists
+        lists.pop(id(messages[0]), None)
+        lists[id(messages[0])] = messages
+        if len(lists) > _PLAIN:
+            del lists[next(iter(lists))]
+
+
+_PLAIN = 64
+"""Message lists :class:`PlainMessages` keeps (one per recent conversation)."""
 
 
 _CONTENT, _TYPE = itertools.repeat("content"), itertools.repeat("type")

@@ -34,6 +34,16 @@ are compared, only the new items are decoded. Lint does the same for a capture l
 (:meth:`LineageSegments.segment_captured`) once the earlier line it continues is known to be
 exactly its body's compact dump, naming its history key once.
 
+For lint (``local_history``), a request's segments are a
+:class:`~stableprompt._segment.HeadedSegments` view: its head, then history segments made
+once per conversation with offsets from the history's start and no chained digest of their
+own, so a request whose head changed keeps them as they are (nothing moved, nothing
+rechained). A capture line whose history is its last member and whose fields before it
+changed (a clock in the system prompt) is read from its conversation's stored line
+(:meth:`LineageSegments.segment_reheaded`): the leading members the two lines share are the
+stored body's values, the members up to the history and the new items are decoded, and a
+head value that is the same object as one seen before keeps its segment spec.
+
 The recorder also keeps each stored request's token counts here
 (:meth:`LineageSegments.remember_tokens`), so the reused segments are not counted again.
 """
@@ -50,13 +60,25 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .._canonical import decoded_json, loads
-from .._segment import Segment, SegmentBytes, SegmentSpec, Snapshot, build_segments, rechain
+from .._exceptions import CaptureError
+from .._segment import (
+    HEAD_KINDS,
+    HeadedSegments,
+    Segment,
+    SegmentBytes,
+    SegmentSpec,
+    Snapshot,
+    build_segments,
+    rechain,
+)
 from ._formats import SegmentSteps, segment_request, segment_steps
 from ._segmenter import SegmentBuilder, SegmentedRequest
 
 __all__ = ["LineageSegments", "Resegmented", "breakpoint_indices", "common_prefix_bytes"]
 
 _CHUNK = 1 << 16
+_DUMPS = 1 << 13
+"""Dumps of head values lint keeps by identity (``LineageSegments._dumps``), at most."""
 
 
 def common_prefix_bytes(a: bytes, b: bytes | memoryview, *, offset: int = 0) -> int:
@@ -111,6 +133,10 @@ class _Stored:
     # ``False``: ``around`` and ``dump`` are bytes of a capture, not yet known to be exactly
     # the body's compact dump naming its history once (checked on first reuse: _checked)
     checked: bool = field(default=True)
+    # Lint, a line whose history is its last member: where each of its members ends (the
+    # offset of the "," or "}" after it), each known to be the compact dump of the body's
+    # field (:func:`_members`); ``None``: not known yet
+    members: list[tuple[str, int]] | None = field(default=None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,7 +144,13 @@ class _Base:
     """What a new request starts from before its first new item: ``done`` items' segments
     (head included) in ``kept``, whose data is ``prefix`` and whose chain ends in
     ``previous``; ``reused`` of them are the stored request's own (same offsets, digests,
-    and the same list: :meth:`~stableprompt._segment.Snapshot.then`)."""
+    and the same list: :meth:`~stableprompt._segment.Snapshot.then`).
+
+    For lint (:attr:`LineageSegments.local_history`): ``head`` holds the head's segments
+    and ``kept`` the history's only, as :class:`~stableprompt._segment.HeadedSegments`
+    holds them (offsets from the history's start, chained from the history's start:
+    ``previous`` is that chain's state), and ``marks``, when known, the breakpoint indices
+    of the segments ``head`` and ``kept`` hold."""
 
     reused: int
     kept: Snapshot[Segment]
@@ -128,6 +160,8 @@ class _Base:
     item_segments: array[int]
     leading_items: int
     heads: int
+    head: tuple[Segment, ...] | None = None
+    marks: list[int] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,10 +192,16 @@ class LineageSegments:
         max_lineages: Conversations kept (lineage and opening bytes; least recently used
             dropped). Each holds one request's segments and the compact dump of its history
             (about the body's size).
+        local_history: Segment requests as :class:`~stableprompt._segment.HeadedSegments`
+            (lint): a conversation's history segments are made and chained once, whatever
+            head comes before them, so a request whose head changed costs its new items,
+            not its history. Such segments compare with each other only (no chained digest
+            of a history segment is made): never for a recorder.
     """
 
-    def __init__(self, max_lineages: int = 16) -> None:
+    def __init__(self, max_lineages: int = 16, *, local_history: bool = False) -> None:
         self.max_lineages = max_lineages
+        self.local_history = local_history
         self._stored: OrderedDict[tuple[str, str, int], _Stored] = OrderedDict()
         # rendered bodies: (format, bytes before the history) -> {opening bytes: stored key}
         self._rendered: dict[tuple[str, bytes], dict[bytes, tuple[str, str, int]]] = {}
@@ -172,6 +212,9 @@ class LineageSegments:
         self._prefix_lengths: dict[str, dict[int, None]] = {}  # format -> their lengths
         # (format, opening hash) -> the stored key last seen with it, on whatever head
         self._openings: dict[tuple[str, int], tuple[str, str, int]] = {}
+        self._opening_sizes: dict[str, dict[int, None]] = {}  # format -> their byte lengths
+        # lint: format -> the dumps the last new head made (SegmentBuilder.known)
+        self._dumps: dict[str, dict[int, tuple[Any, bytes | SegmentSpec]]] = {}
         # (format, the body's bytes outside its history) -> head segments, data, chain state,
         # and those fields' values (of the first body seen with them)
         self._heads: OrderedDict[tuple[str, bytes], _Head] = OrderedDict()
@@ -213,9 +256,10 @@ class LineageSegments:
         if stored is not None and stored.segmented.segments[:stored.head] == head[0]:
             done = bisect.bisect_right(stored.item_ends,
                                        common_prefix_bytes(dump, stored.dump))
-        base = _reused(stored, done) if done and stored is not None else None
+        local = self.local_history
+        base = _reused(stored, done, local) if done and stored is not None else None
         if base is None and other is not None:  # the same history on another head?
-            base = _rebased(other, dump, head)
+            base = _rebased(other, dump, head, local)
             done = len(base.item_ends) if base is not None else 0
             stored = None  # nothing of ``other`` but its history segments carries over
         # The values shared with earlier requests are the ones kept (equal values, as equal
@@ -235,7 +279,7 @@ class LineageSegments:
             if where > 0 and content.startswith(dump, at):
                 around = (content[:at], content[at + len(dump):])
         return self._finish(steps, key, body, Snapshot((items, len(items))), dump, done,
-                            stored, base or _fresh(head), around, checked)
+                            stored, base or _fresh(head, local), around, checked)
 
     def segment_captured(self, wire_format: str, body: Mapping[str, Any],
                          line: bytes) -> Resegmented:
@@ -252,28 +296,40 @@ class LineageSegments:
         """
         return self.segment(wire_format, body, content=line, checked=False)
 
-    def _head(self, steps: SegmentSteps, body: Mapping[str, Any]) -> _Head:
+    def _head(self, steps: SegmentSteps, body: Mapping[str, Any],
+              outside_bytes: bytes | None = None) -> _Head:
         """The head's segments, data and chain state: the stored ones when a recent request
         had the same bytes outside its history (one dump of those fields, one lookup), else
         segmented and hashed. The head segmenters read only fields outside the history, so
-        equal bytes there are equal head segments."""
+        equal bytes there are equal head segments. ``outside_bytes``: JSON bytes the fields
+        outside the history were decoded from (in place of their dump: bytes equal to a
+        known dump decode to that head's values)."""
         outside = {k: v for k, v in body.items() if k != steps.history_key}
-        key = (steps.wire_format, decoded_json(outside))
+        key = (steps.wire_format, decoded_json(outside) if outside_bytes is None
+               else outside_bytes)
         with self._lock:
             found = self._heads.get(key)
             if found is not None:
                 self._heads.move_to_end(key)
                 return found
-        builder = SegmentBuilder(steps.marker_key, steps.wire_format)
+        builder = SegmentBuilder(steps.marker_key, steps.wire_format, known=self._dumps.get(
+            steps.wire_format, {}) if self.local_history else None)
         builder.params(body, steps.params)
         steps.head(body, builder)
         specs = builder.specs
+        if self.local_history:  # a capture's values: the next heads' shared ones not dumped
+            with self._lock:
+                dumps = self._dumps.setdefault(steps.wire_format, {})
+                if len(dumps) > _DUMPS:
+                    dumps.clear()
+                dumps.update(builder.dumped)
         with self._lock:
             last = self._last_head.get(steps.wire_format)
         same = 0  # leading specs equal to the last new head's (a system block changed)
         if last is not None:
             limit = min(len(specs), len(last[0]))
-            while same < limit and specs[same] == last[0][same]:
+            while same < limit and (specs[same] is last[0][same] or
+                                    specs[same] == last[0][same]):
                 same += 1
         if same and last is not None:  # those segments are the last head's (same bytes,
             kept = last[1][:same]  # offsets and chain)
@@ -341,21 +397,136 @@ class LineageSegments:
         dump = memoryview(content)[at:close + 1]  # kept for the next turn's comparison, uncopied
         try:
             return self._finish(steps, key, view, items, dump, done, stored,
-                                _reused(stored, done), stored.around, True, rebuilt=True)
+                                _reused(stored, done, self.local_history), stored.around,
+                                True, rebuilt=True)
+        except TypeError:  # a new item nested deeper than orjson writes: segment says where
+            return None
+
+    def segment_reheaded(self, wire_format: str, content: bytes) -> Resegmented | None:
+        """Segment a capture line (lint, :attr:`local_history`) that re-sends a stored
+        line's history with other fields before it (a clock in the system prompt), without
+        parsing what the stored line holds: the fields whose bytes the two lines share from
+        their start are the stored body's values (each a whole member of the stored line,
+        known to be its field's compact dump: :func:`_members`), the fields after them up
+        to the history are decoded from their own bytes, the history's shared items are
+        found by byte comparison and only the new items are decoded (as
+        :meth:`segment_rendered`). The line's bytes must be exactly those members, the
+        history and a closing ``}``: each part is decoded as JSON in its place (the
+        decoded fields end with the history key, none named twice), so the body is the one
+        :func:`~stableprompt._canonical.loads` returns for the line.
+
+        Returns:
+            ``None`` when this line is not such a continuation (no stored line with its
+            history's opening, a history that is not the last member, a stored line not
+            known to be its body's compact dump, nothing shared): decode it and call
+            :meth:`segment_captured`.
+        """
+        if not self.local_history:
+            return None
+        steps = segment_steps(wire_format)
+        needle = _needle(steps.history_key)
+        where = content.find(needle)
+        if where < 0:
+            return None
+        at = where + len(needle) - 1  # the history's "["
+        with self._lock:
+            key = None
+            for size in reversed(self._opening_sizes.get(steps.wire_format, {})):
+                key = self._openings.get((steps.wire_format, hash(content[at:at + size])))
+                if key is not None:  # a candidate only: bytes decide below
+                    break
+            stored = None if key is None else self._stored.get(key)
+        if key is None or stored is None or stored.around is None or \
+                stored.around[1] != b"}":
+            return None
+        done = bisect.bisect_right(stored.item_ends,  # first: the cheapest to fail
+                                   common_prefix_bytes(content, stored.dump, offset=at))
+        members = _members(steps, stored) if done else None
+        if members is None:
+            return None
+        shared = common_prefix_bytes(content, stored.around[0])
+        n = 0  # members whose bytes and the "," after them the lines share
+        while n < len(members) - 1 and members[n][1] < shared:
+            n += 1
+        start = members[n - 1][1] + 1 if n else 1
+        if not content.startswith(b"{") or where < start:
+            return None
+        try:
+            middle = loads(b"{" + content[start:at] + b"[]}")
+        except ValueError:
+            return None
+        kept = [name for name, _ in members[:n]]
+        if not isinstance(middle, dict) or not middle or next(reversed(middle)) != \
+                steps.history_key or middle[steps.history_key] != [] or \
+                any(name in middle for name in kept):
+            return None
+        fresh = _fresh_items(content, at + stored.item_ends[done - 1], b"}")
+        if fresh is None:
+            return None
+        outside = stored.segmented._body_view
+        view = {name: outside[name] for name in kept}  # the stored line's values
+        view.update(middle)
+        del view[steps.history_key]
+        head: _Head | None = None
+        same = n == len(members) - 1  # every field outside the history the stored line's:
+        if not same:  # its head, else the head of these fields
+            try:  # (found by the line's bytes outside the history, closed)
+                head = self._head(steps, view, content[:where - 1] + b"}"
+                                  if content[where - 1] == _COMMA else None)
+            except CaptureError:  # a head the format refuses: segment_captured says where
+                return None
+            if head[2] is None:
+                return None
+            same = stored.segmented.segments[:stored.head] == head[0]
+        items = stored.items.first(done).then(fresh)
+        view[steps.history_key] = items
+        dump = memoryview(content)[at:len(content) - 1]
+        key = (steps.wire_format, key[1] if head is None or head[2] is None else head[2].hex(),
+               hash(_opening(dump, items)))
+        # where this line's members end: the shared ones' as in the stored line, the
+        # decoded ones' where their compact dumps end (else not known)
+        ends: list[tuple[str, int]] | None = members[:n]
+        offset = start
+        for name, value in middle.items():
+            if name == steps.history_key:
+                break
+            piece = _member(name, value)
+            if not content.startswith(piece, offset) or content[offset + len(piece)] != _COMMA:
+                ends = None
+                break
+            offset += len(piece) + 1
+            assert ends is not None
+            ends.append((name, offset - 1))
+        if ends is not None and offset == where:
+            ends.append((steps.history_key, len(content) - 1))
+        else:
+            ends = None
+        local = self.local_history
+        base = _reused(stored, done, local) if same or head is None else \
+            _rebased(stored, bytes(dump), head, local)
+        if base is None:
+            return None
+        try:  # not kept for segment_rendered: the next line of this head comes here
+            return self._finish(steps, key, view, items, dump, done, stored if same else None,
+                                base, (content[:at], b"}"), False, rebuilt=True, members=ends,
+                                rendered=False)
         except TypeError:  # a new item nested deeper than orjson writes: segment says where
             return None
 
     def _finish(self, steps: SegmentSteps, key: tuple[str, str, int], body: Mapping[str, Any],
                 items: Snapshot[Any], dump: bytes | memoryview, done: int,
                 stored: _Stored | None, base: _Base, around: tuple[bytes, bytes] | None,
-                checked: bool, *, rebuilt: bool = False) -> Resegmented:
+                checked: bool, *, rebuilt: bool = False,
+                members: list[tuple[str, int]] | None = None,
+                rendered: bool = True) -> Resegmented:
         """Segments: ``base`` (``done`` items' segments, ``base.reused`` of them the same as
         ``stored``'s), then the rest of ``items`` made. ``body`` is the request's body, or
         with ``rebuilt`` its view (:meth:`SegmentedRequest._rebuilt`)."""
         reused, kept, previous, heads = base.reused, base.kept, base.previous, base.heads
         item_ends, item_segments = base.item_ends, base.item_segments
         leading_items, prefix = base.leading_items, base.prefix
-        start = kept[-1].end if kept else 0
+        start = kept[-1].end if kept else 0  # from the history's start with a base.head
+        before = 0 if base.head is None else len(base.head)  # segments before ``kept``
         fresh = SegmentBuilder(steps.marker_key, steps.wire_format)
         leading = leading_items == done
         end = begin = item_ends[-1] if item_ends else 0  # the "[" or "," before the new items
@@ -367,7 +538,7 @@ class LineageSegments:
             pieces.append(decoded_json(item))
             end += 1 + len(pieces[-1])  # "[" or "," before each item
             item_ends.append(end)
-            item_segments.append(len(kept) + len(fresh.specs))
+            item_segments.append(before + len(kept) + len(fresh.specs))
         if rebuilt and items and (end + 1 != len(dump) or
                                   dump[begin + 1:end] != b",".join(pieces)):
             # ``dump`` is the content's own bytes (segment_rendered; segment's is the items'
@@ -375,8 +546,22 @@ class LineageSegments:
             # not only measured: two items whose lengths change by opposite amounts would
             # shift an item's end): the ends are of the re-serialized items
             dump, around = decoded_json(list(items)), None
-        new_segments, new_data, _ = build_segments(fresh.specs, start=start, previous=previous)
-        segments, data = kept.then(new_segments), SegmentBytes.joined([*prefix, new_data])
+            members = None
+        specs, head = fresh.specs, base.head
+        if head is not None and not kept:  # lint: the head's run of kinds goes on (leading
+            lead = 0  # system items): those segments are chained after the head
+            while lead < len(specs) and specs[lead].kind in HEAD_KINDS:
+                lead += 1
+            if lead:
+                made, made_data, _ = build_segments(
+                    specs[:lead], start=head[-1].end if head else 0,
+                    previous=bytes.fromhex(head[-1].prefix_digest) if head else None)
+                head, specs, prefix = (*head, *made), specs[lead:], [*prefix, made_data]
+        new_segments, new_data, _ = build_segments(specs, start=start, previous=previous)
+        segments: Sequence[Segment] = kept.then(new_segments)
+        if head is not None:
+            segments = HeadedSegments(head, segments)
+        data = SegmentBytes.joined([*prefix, new_data])
         segmented = SegmentedRequest._rebuilt(
             steps.wire_format, segments, data, body, steps.history_key) if rebuilt else \
             SegmentedRequest(steps.wire_format, segments, data, body)
@@ -388,20 +573,30 @@ class LineageSegments:
         known = None if stored is None else stored.segmented.__dict__.get(BREAKPOINT_INDICES)
         if known is not None or not reused:  # the reused segments' markers are known
             marks = known[:bisect.bisect_left(known, reused)] if known is not None else []
-            if not reused:  # the head's segments
-                marks = [i for i, seg in enumerate(kept) if seg.breakpoint]
-            marks.extend(len(kept) + i for i, spec in enumerate(fresh.specs) if spec.breakpoint)
+            if not reused:  # the head's segments (and the rebased history's)
+                marks = base.marks if base.marks is not None else [
+                    i for i, seg in enumerate(itertools.chain(base.head or (), kept))
+                    if seg.breakpoint]
+            marks.extend(before + len(kept) + i for i, spec in enumerate(fresh.specs)
+                         if spec.breakpoint)
             segmented.__dict__[BREAKPOINT_INDICES] = marks
         counted = stored if stored is not None and reused else None  # its token counts
         entry = _Stored(segmented, heads, dump, item_ends, item_segments, leading_items, items,
-                        around=around, checked=checked)
+                        around=around, checked=checked,
+                        members=members if around is not None else None)
         with self._lock:
             self._stored[key] = entry
             self._stored.move_to_end(key)
             self._openings[(key[0], key[2])] = key
+            if self.local_history:  # the lengths segment_reheaded tries (latest last)
+                sizes = self._opening_sizes.setdefault(steps.wire_format, {})
+                size = len(_opening(dump, items))
+                sizes.pop(size, None)
+                sizes[size] = None
             if len(self._openings) > 4 * self.max_lineages:
                 self._openings.clear()
-            if around is not None:
+                self._opening_sizes.clear()
+            if around is not None and rendered:  # what segment_rendered looks up
                 same_end = self._prefixes.setdefault(
                     _prefix_key(steps, around[0], len(around[0])), [])
                 if not any(p is around[0] or p == around[0] for p in same_end):
@@ -453,16 +648,72 @@ def _check(steps: SegmentSteps, stored: _Stored) -> None:
     stored.checked = True
 
 
-def _fresh(head: _Head) -> _Base:
-    """Nothing reused: the head's segments, data and chain state only."""
+def _members(steps: SegmentSteps, stored: _Stored) -> list[tuple[str, int]] | None:
+    """Where each member of ``stored``'s line ends (:attr:`_Stored.members`), found once
+    by dumping the body's fields and comparing them with the line's bytes in place (the
+    line being ``around[0]``, the history's dump, ``"}"``), or ``None`` when the line is
+    not exactly that (then no other line is read from it by :meth:`LineageSegments.
+    segment_reheaded`; ``[]`` is kept for it)."""
+    if stored.members is None and stored.around is not None:
+        stored.members = _member_ends(steps, stored.segmented._body_view, stored.around[0],
+                                      len(stored.dump)) if stored.around[1] == b"}" else []
+    return stored.members or None
+
+
+def _member_ends(steps: SegmentSteps, body: Mapping[str, Any], before: bytes,
+                 history: int) -> list[tuple[str, int]]:
+    """:func:`_members` of a line that is ``before``, ``history`` bytes, ``"}"``."""
+    ends: list[tuple[str, int]] = []
+    offset = 1
+    if not before.startswith(b"{"):
+        return []
+    for name, value in body.items():
+        if name == steps.history_key:
+            break
+        try:
+            piece = _member(name, value)
+        except TypeError:
+            return []
+        if not before.startswith(piece, offset) or \
+                before[offset + len(piece):offset + len(piece) + 1] != b",":
+            return []
+        offset += len(piece) + 1
+        ends.append((name, offset - 1))
+    if before[offset:] != _needle(steps.history_key)[:-1] or len(ends) + 1 != len(body):
+        return []  # not the history next, or not last
+    ends.append((steps.history_key, len(before) + history))
+    return ends
+
+
+def _member(name: str, value: Any) -> bytes:
+    """``"name":value`` as a compact dump of an object writes that member."""
+    return decoded_json(name) + b":" + decoded_json(value)
+
+
+def _fresh(head: _Head, local: bool) -> _Base:
+    """Nothing reused: the head's segments, data and chain state only (``local``: the
+    history's chain starts anew, :class:`_Base`)."""
+    if local:
+        return _Base(0, Snapshot(), [head[1]], None, array("q"), array("q"), 0,
+                     len(head[0]), head[0], [i for i, s in enumerate(head[0]) if s.breakpoint])
     return _Base(0, Snapshot((head[0], len(head[0]))), [head[1]], head[2], array("q"),
                  array("q"), 0, len(head[0]))
 
 
-def _reused(stored: _Stored, done: int) -> _Base:
+def _reused(stored: _Stored, done: int, local: bool) -> _Base:
     """The first ``done`` history items of ``stored`` (same head), its segments as they are."""
     reused = stored.item_segments[done - 1]
     segments = stored.segmented.segments
+    if local:
+        assert type(segments) is HeadedSegments and isinstance(segments.history, Snapshot)
+        head, kept = segments.head, segments.history.first(max(reused - segments.heads, 0))
+        if reused < segments.heads:  # the items end among leading system items
+            head = head[:reused]
+        end = segments.shift + kept[-1].end if kept else head[-1].end
+        return _Base(reused, kept, [stored.segmented.segment_bytes.span(0, end)],
+                     bytes.fromhex(kept[-1].prefix_digest) if kept else None,
+                     stored.item_ends[:done], stored.item_segments[:done],
+                     min(stored.leading, done), stored.head, head)
     assert isinstance(segments, Snapshot)  # as _finish made them
     kept = segments.first(reused)
     last = kept[-1]
@@ -471,26 +722,50 @@ def _reused(stored: _Stored, done: int) -> _Base:
                  stored.item_segments[:done], min(stored.leading, done), stored.head)
 
 
-def _rebased(other: _Stored, dump: bytes,
-             head: _Head) -> _Base | None:
+def _rebased(other: _Stored, dump: bytes, head: _Head, local: bool) -> _Base | None:
     """The history items ``dump`` shares with ``other`` (another head), their segments moved
     after ``head`` and chained from it; ``None`` when it shares none. A history item's
     segments depend on the item and its index only (what ``SegmentSteps.item`` reads), never
-    on the head, except the chained prefix digest and the offsets, which are redone here."""
+    on the head, except the chained prefix digest and the offsets, which are redone here
+    (``local``: which the history's segments do not hold, so they are ``other``'s own, but
+    leading system items, which a view holds in its head, are chained after ``head``)."""
     done = bisect.bisect_right(other.item_ends, common_prefix_bytes(dump, other.dump))
     if not done:
         return None
     old, data = other.segmented.segments, other.segmented.segment_bytes
     first, last = other.head, other.item_segments[done - 1]
+    heads = len(head[0])
+    item_segments = array("q", (n - first + heads for n in other.item_segments[:done]))
+    if local:
+        assert type(old) is HeadedSegments and isinstance(old.history, Snapshot)
+        lead = old.head[first:min(last, old.heads)]  # leading system items' segments
+        moved: list[Segment] = []
+        begin = lead[0].start if lead else old.shift
+        if lead:
+            moved, _ = rechain(lead, data[begin:lead[-1].end], base=begin,
+                               shift=len(head[1]) - begin, previous=head[2])
+        kept = old.history.first(max(last - old.heads, 0))
+        history = data.span(begin, old.shift + kept[-1].end if kept else
+                            (lead[-1].end if lead else begin))
+        full = (*head[0], *moved)
+        marks = [i for i, s in enumerate(full) if s.breakpoint]
+        known = other.segmented.__dict__.get(BREAKPOINT_INDICES)
+        if known is None:
+            marks.extend(len(full) + i for i, s in enumerate(kept) if s.breakpoint)
+        else:
+            marks.extend(m - first + heads for m in known[
+                bisect.bisect_left(known, old.heads):bisect.bisect_left(known, last)])
+        return _Base(0, kept, [head[1], history],
+                     bytes.fromhex(kept[-1].prefix_digest) if kept else None,
+                     other.item_ends[:done], item_segments, min(other.leading, done), heads,
+                     full, marks)
     begin = old[first - 1].end if first else 0  # where ``other``'s history starts
     end = old[last - 1].end if last else begin
     history = data.span(begin, end)
-    moved, previous = rechain(old[first:last], bytes(history), base=begin,
-                              shift=len(head[1]) - begin, previous=head[2])
-    heads = len(head[0])
-    return _Base(0, Snapshot((head[0], heads), (moved, len(moved))), [head[1], history],
-                 previous, other.item_ends[:done],
-                 array("q", (n - first + heads for n in other.item_segments[:done])),
+    moved_all, previous = rechain(old[first:last], bytes(history), base=begin,
+                                  shift=len(head[1]) - begin, previous=head[2])
+    return _Base(0, Snapshot((head[0], heads), (moved_all, len(moved_all))),
+                 [head[1], history], previous, other.item_ends[:done], item_segments,
                  min(other.leading, done), heads)
 
 

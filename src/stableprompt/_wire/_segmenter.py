@@ -200,10 +200,29 @@ class SegmentBuilder:
             block (today no provider does, so string content keeps its own bytes).
     """
 
-    def __init__(self, marker_key: str, wire_format: str | None = None) -> None:
+    def __init__(self, marker_key: str, wire_format: str | None = None, *,
+                 known: dict[int, tuple[Any, bytes | SegmentSpec]] | None = None) -> None:
         self.specs: list[SegmentSpec] = []
         self.marker_key = marker_key
         self.wire_format = wire_format
+        # ``known``: the dumps (a param's) and specs (:meth:`add`'s) of values earlier
+        # builders of this marker key made, by the value's id (with the value, so the id
+        # stays its own): a value that is the same object is not dumped again. Only for
+        # values nothing changes in place (a capture's, decoded once: lint). ``dumped``:
+        # this builder's, for the next one.
+        self.known = known
+        self.dumped: dict[int, tuple[Any, bytes | SegmentSpec]] = {}
+
+    def _dump(self, value: Any, where: str) -> bytes:
+        """:func:`_dump` of ``value``, the known dump when ``value`` is that same object."""
+        known = self.known
+        if known is None:
+            return _dump(value, where)
+        hit = known.get(id(value))
+        data = hit[1] if hit is not None and hit[0] is value and type(hit[1]) is bytes \
+            else _dump(value, where)
+        self.dumped[id(value)] = (value, data)
+        return data
 
     def build(self, wire_format: str, body: Mapping[str, Any]) -> SegmentedRequest:
         """The segmented request of everything added."""
@@ -221,15 +240,28 @@ class SegmentBuilder:
 
     def add(self, kind: str, name: str, value: Any, path: str, label: str = "") -> None:
         """Add one segment: ``value`` without its marker, located at ``path``."""
+        known = self.known
+        if known is not None:  # the spec made of this same value at the same place
+            hit = known.get(id(value))
+            if hit is not None and hit[0] is value:
+                spec = hit[1]
+                if type(spec) is SegmentSpec and spec.name == name and spec.path == path \
+                        and spec.kind == kind and spec.label == label:
+                    self.specs.append(spec)
+                    self.dumped[id(value)] = hit
+                    return
         stripped, ttl = _marker(value, self.marker_key)
-        self.specs.append(new_spec(kind, name, _dump(stripped, path), path, ttl, label))
+        spec = new_spec(kind, name, _dump(stripped, path), path, ttl, label)
+        self.specs.append(spec)
+        if known is not None:
+            self.dumped[id(value)] = (value, spec)
 
     def params(self, body: Mapping[str, Any], names: tuple[str, ...]) -> None:
         """Add a ``param`` segment per cache-key parameter present in ``body``."""
         for name in names:
             if name in body:
                 self.specs.append(
-                    SegmentSpec("param", f"param:{name}", _dump(body[name], f"/{name}"),
+                    SegmentSpec("param", f"param:{name}", self._dump(body[name], f"/{name}"),
                                 f"/{name}", None, name)
                 )
 
@@ -279,7 +311,7 @@ def require_list(body: Mapping[str, Any], key: str, *, required: bool) -> list[A
 
 def tool_label(tool: Any) -> str:
     """The tool's name in any format's shape (``""`` when it has none)."""
-    if isinstance(tool, Mapping):
+    if type(tool) is dict or isinstance(tool, Mapping):  # dict first: an ABC check is slow
         fn = tool.get("function")
         if isinstance(fn, Mapping) and isinstance(fn.get("name"), str):
             return str(fn["name"])
