@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, TextIO
 
-from .._accounting._calls import CallRow, call_row
+from .._accounting._calls import CallRow, call_row, exclusion
 from .._accounting._ceilings import policy_of as _policy
 from .._accounting._summary import Ceilings, Totals
 from .._exceptions import LedgerError
@@ -91,7 +91,7 @@ class FollowState:
         ceiling = self.ceilings.next(record, Ceilings.key(record, scenario, session), policy)
         row = call_row(record, scenario=scenario, session=session, ceiling=ceiling,
                        granularity=policy.granularity_tokens if policy is not None else 1,
-                       pricing=None, notes={})
+                       pricing=None, notes={}, excluded=exclusion(record))
         self.totals.add(row, None, False)
         if row.verdict in MISS_VERDICTS:
             self.misses.append(row)

@@ -1,5 +1,6 @@
 """A rich table of many rows printed in pieces, the same bytes as printed whole (issue 30:
-``stableprompt report --sessions`` lists every session, ~885,000 at 10M calls).
+``stableprompt report --sessions`` lists every session, ~885,000 at 10M calls, and
+``--by session`` a row per session).
 
 ``console.print(table)`` holds every cell and then every rendered segment of the table at
 once. :func:`print_in_pieces` reads the rows twice from a function that makes them (the
@@ -9,10 +10,11 @@ does (``Table._measure_column`` of each piece: the largest minimum and the large
 over every cell, which is what rich takes over all rows at once), then each piece is
 rendered with those widths (``Table._render``) and its lines printed, without the title,
 top edge and header of the pieces after the first and the bottom edge of those before the
-last. Rows are told apart by nothing but their cells (no row styles, sections or footer),
-and the box's middle and last rows draw the same, as rich's default box (``HEAVY_HEAD``)
-does; :func:`print_in_pieces` checks both, and that rich still has the private methods
-used (:data:`_PRIVATE`), and otherwise prints the table whole.
+last (a table without its outer edge has none). Rows are told apart by nothing but their
+cells (no row styles, sections or footer), and the box's middle and last rows draw the
+same, as rich's default box (``HEAVY_HEAD``) does; :func:`print_in_pieces` checks both,
+and that rich still has the private methods used (:data:`_PRIVATE`), and otherwise prints
+the table whole.
 """
 
 from __future__ import annotations
@@ -95,8 +97,8 @@ def print_in_pieces(console: Any, make_table: Callable[[], Any],
 
     head = make_table()
     head.title = None
-    skip = len(lines(head)) - 1  # top edge, header, its rule: all but the bottom edge
     bottom = 1 if box is not None and table.show_edge else 0
+    skip = len(lines(head)) - bottom  # top edge, header, its rule: all but the bottom edge
     previous: list[list[Any]] | None = None
     for index, piece in enumerate(pieces()):
         if index:
