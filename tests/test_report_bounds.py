@@ -20,7 +20,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from stableprompt import UsageRecord
+from stableprompt import UsageRecord, _subcommand
 from stableprompt._accounting import _builder, _keepalive, _spill
 from stableprompt._accounting._calls import exclusion
 from stableprompt._accounting._keepalive import KeepAliveTally
@@ -200,6 +200,7 @@ def test_by_outputs_hold_no_more_with_more_groups(
     monkeypatch.setattr(_table, "PIECE_ROWS", 16)
     monkeypatch.setattr(_spill, "READ_ROWS", 16)
     monkeypatch.setattr(_builder, "MAX_POINTS", 50)  # the charts' points: at most 100
+    monkeypatch.setattr(_subcommand, "JSON_HELD_CHARS", 1000)  # --json: to its file
     _small_rich_caches(monkeypatch)
     args = [str(tmp_path / "r.html") if a == "HTML" else a for a in args]
     _peak_while_written(wide_ledgers[300], args)  # imports, caches: warm
@@ -316,17 +317,20 @@ def _failing_reads(monkeypatch: pytest.MonkeyPatch, after: int) -> None:
     monkeypatch.setattr(_spill, "_rows", rows)
 
 
+@pytest.mark.parametrize("held", [_subcommand.JSON_HELD_CHARS, 1000])
 def test_json_failing_partway_prints_only_the_error_object(
-        wide_ledgers: dict[int, str], monkeypatch: pytest.MonkeyPatch,
+        held: int, wide_ledgers: dict[int, str], monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:
-    """``report --json`` whose spill file fails while the sessions are written (after
-    hundreds of KB of JSON): exit 1, one line on stderr, and stdout is one complete JSON
-    document, the error object (``jq`` reads it), not a truncated report followed by it."""
+    """``report --json`` whose spill file fails while the groups are written (after 2 MB of
+    JSON): exit 1, one line on stderr, and stdout is one complete JSON document, the error
+    object (``jq`` reads it), not a truncated report followed by it; so when the document
+    was held in memory and when it had gone to its temporary file."""
     _tiny_caps(monkeypatch)
+    monkeypatch.setattr(_subcommand, "JSON_HELD_CHARS", held)
     assert main(["report", wide_ledgers[_WIDE], "--json", "--by", "session"]) == 0
     whole = capsys.readouterr().out
     assert len(whole) > 1 << 20  # far more than one write of the encoder's
-    _failing_reads(monkeypatch, 900)
+    _failing_reads(monkeypatch, 3000)  # after the sessions (read twice), in the groups
     assert main(["report", wide_ledgers[_WIDE], "--json", "--by", "session"]) == 1
     captured = capsys.readouterr()
     assert json.loads(captured.out) == {"error": {
@@ -341,11 +345,13 @@ def test_json_failing_partway_prints_only_the_error_object(
 def test_json_that_succeeds_is_written_whole(
         cap: int, demo_ledger_files: list[Path], capsys: pytest.CaptureFixture[str]) -> None:
     """``--json`` held back until it is complete prints the same document as before (the
-    error path above aside), whatever the caps."""
+    error path above aside), whatever the caps, also when it went through its temporary
+    file (held in memory up to 1,000 characters)."""
     assert main(["report", str(demo_ledger_files[0]), "--json", "--by", "agent"]) == 0
     default = capsys.readouterr().out
     with pytest.MonkeyPatch.context() as mp:
         _tiny_caps(mp, cap)
+        mp.setattr(_subcommand, "JSON_HELD_CHARS", 1000)
         assert main(["report", str(demo_ledger_files[0]), "--json", "--by", "agent"]) == 0
     assert capsys.readouterr().out == default
     json.loads(default)
