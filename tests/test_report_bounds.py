@@ -299,6 +299,24 @@ def test_follow_decides_each_exclusion_as_the_report_does(
     assert [key(r) for r in rows] == [key(r) for r in report.calls]
 
 
+def test_follow_keeps_its_ceilings_in_bounded_memory(demo_ledger_files: list[Path]) -> None:
+    """``--follow`` (a view that runs for days) remembers each call's size and time as the
+    report does, at most the caps in memory: with caps of 1 it moves them out and shows the
+    same rows as with the defaults, and :meth:`FollowState.close` deletes its file."""
+    from stableprompt._report._command import open_ledger
+
+    records = list(open_ledger(demo_ledger_files[0]).records())
+    default = _follow.FollowState()
+    expected = [default.add(r) for r in records]
+    with pytest.MonkeyPatch.context() as mp:
+        _tiny_caps(mp)
+        bounded = _follow.FollowState()
+        assert [bounded.add(r) for r in records] == expected
+    assert bounded.ceilings.spilled > len(records) // 2
+    bounded.close()
+    default.close()
+
+
 # --------------------------------------------------------------------------- --json failing
 
 

@@ -77,7 +77,7 @@ class FollowState:
         self.session_id = session_id
         self.since = since
         self.skipped = 0  # corrupt rows
-        self.ceilings = Ceilings()
+        self.ceilings = Ceilings(bounded=True)  # as the report's: a follow runs for days
 
     def add(self, record: UsageRecord) -> CallRow | None:
         """Count one record; its row, or ``None`` when the selection leaves it out."""
@@ -100,6 +100,10 @@ class FollowState:
             seen.lost_tokens += row.lost_tokens
             seen.latest.append(row.id)
         return row
+
+    def close(self) -> None:
+        """Delete the ceilings' temporary file, if any (``_spill``): the view is over."""
+        self.ceilings.close()
 
     def summary_line(self) -> str:
         """``calls N, hit rate X%, verdicts ...`` over everything seen."""
