@@ -162,8 +162,8 @@ def _small_rich_caches(monkeypatch: pytest.MonkeyPatch) -> None:
 
     monkeypatch.setattr(cells, "cached_cell_len",
                         functools.lru_cache(16)(cells.cached_cell_len.__wrapped__))
-    split = Segment.__dict__["_split_cells"].__func__.__wrapped__
-    monkeypatch.setattr(Segment, "_split_cells", classmethod(functools.lru_cache(16)(split)))
+    split: Any = functools.lru_cache(16)(Segment.__dict__["_split_cells"].__func__.__wrapped__)
+    monkeypatch.setattr(Segment, "_split_cells", classmethod(split))
 
 
 def _peak_while_written(ledger: str, args: list[str]) -> int:
@@ -274,9 +274,9 @@ def test_follow_decides_each_exclusion_as_the_report_does(
     """``--follow`` hands ``call_row`` the call's exclusion, as the report's pass does (one
     path), and its rows carry the report's verdicts, exclusions, read shares, partial flags
     and lost tokens."""
+    from stableprompt._accounting._calls import call_row as real
     from stableprompt._report._command import open_ledger
 
-    real = _follow.call_row
     given_exclusions: list[Any] = []
 
     def spy(record: UsageRecord, **kwargs: Any) -> Any:
