@@ -69,20 +69,24 @@ def print_in_pieces(console: Any, make_table: Callable[[], Any],
             if len(chunk) < PIECE_ROWS:
                 return
 
-    measured: dict[int, list[Any]] = {}  # max width -> each column's range over all rows
+    measured: dict[tuple[int, int], Any] = {}  # (max width, column) -> range over all rows
 
     def measure(_: Any, console: Any, options: Any, column: Any) -> Any:
-        ranges = measured.get(options.max_width)
-        if ranges is None:
-            ranges = measured[options.max_width] = []
-            for piece in pieces():  # one pass over the rows for every column
-                for i, col in enumerate(piece.columns):
-                    m = Table._measure_column(piece, console, options, col)
-                    if i == len(ranges):
-                        ranges.append(m)
-                    else:
-                        ranges[i] = Measurement(max(ranges[i].minimum, m.minimum),
-                                                max(ranges[i].maximum, m.maximum))
+        found = measured.get((options.max_width, column._index))
+        if found is not None:
+            return found
+        # rich asks for every column at the table's width first: all in one pass over the
+        # rows; then (a table too wide) for each column again at its own width: that one
+        wanted = range(len(table.columns)) if not measured else (column._index,)
+        ranges: dict[int, Any] = {}
+        for piece in pieces():
+            for i in wanted:
+                m = Table._measure_column(piece, console, options, piece.columns[i])
+                seen = ranges.get(i)
+                ranges[i] = m if seen is None else Measurement(
+                    max(seen.minimum, m.minimum), max(seen.maximum, m.maximum))
+        for i, m in ranges.items():
+            measured[options.max_width, i] = m
         return ranges[column._index]
 
     options = console.options.update(justify=None, overflow=None, height=None, no_wrap=None,
