@@ -10,7 +10,18 @@ the end of the pass (current, and the peak during it) and the largest holders by
 instead: with and without ``--unbounded``, the CPU cost of moving entries out.
 ``--unbounded`` sets every cap of ``_accounting._spill``'s maps to ``None`` (the pass before
 the bounded maps: every call and session in memory), for a before/after in one checkout.
+``--caps N`` sets every cap to ``N`` instead (small caps: the spill used on a small ledger).
 Tracing makes the pass several times slower; the numbers go to ``RESULTS.md`` by hand.
+
+``--command "ARGS"`` runs ``stableprompt report LEDGER ARGS`` instead (output to
+``/dev/null``; ``HTML`` in ARGS is replaced by a temporary file) and traces only the writing
+of its output (after the pass: ``_command._write``, allocations above what the pass left),
+which is where ``--by``'s table, ``--sessions`` and ``--json`` hold what they print; and the
+run's peak RSS. With ``--caps`` also the
+output's own bounds (``_table.PIECE_ROWS``, ``_spill.READ_ROWS``) are set to ``N // 8``.
+
+    PYTHONPATH=src python benchmarks/report_memory.py /tmp/l100k.db --caps 2000 \
+        --command "--by session"
 """
 
 from __future__ import annotations
@@ -29,6 +40,8 @@ def main() -> None:
     parser.add_argument("--top", type=int, default=12)
     parser.add_argument("--unbounded", action="store_true")
     parser.add_argument("--no-trace", action="store_true", dest="no_trace")
+    parser.add_argument("--caps", type=int)
+    parser.add_argument("--command")
     args = parser.parse_args()
 
     from stableprompt._accounting import _builder, _ceilings
@@ -40,6 +53,12 @@ def main() -> None:
         _ceilings.CALLS_IN_MEMORY = _ceilings.KEYS_IN_MEMORY = None  # type: ignore[assignment]
         _builder.SESSIONS_IN_MEMORY = None  # type: ignore[assignment]
         _builder.BRANCHES_IN_MEMORY = None  # type: ignore[assignment]
+    if args.caps is not None:
+        _ceilings.CALLS_IN_MEMORY = _ceilings.KEYS_IN_MEMORY = args.caps
+        _builder.SESSIONS_IN_MEMORY = _builder.BRANCHES_IN_MEMORY = args.caps
+    if args.command is not None:
+        _trace_command(args)
+        return
     ledger = open_ledger(args.ledger)
     records, counted, _ = stream_records([ledger], corrupt=[], lean=True)
     if args.no_trace:
@@ -75,6 +94,44 @@ def main() -> None:
               f"{frame.filename.rsplit('/src/', 1)[-1]}:{frame.lineno}")
     report.close()
 
+
+def _trace_command(args: argparse.Namespace) -> None:
+    """``--command``: trace ``stableprompt report LEDGER ARGS`` (module docstring)."""
+    import contextlib
+    import os
+    import shlex
+    import tempfile
+
+    from stableprompt._accounting import _spill
+    from stableprompt._cli import main as cli
+    from stableprompt._report import _command, _table
+
+    if args.caps is not None:
+        _table.PIECE_ROWS = max(1, args.caps // 8)
+        _spill.READ_ROWS = max(1, args.caps // 8)  # (a name only a newer checkout reads)
+    real = _command._write
+    peaks: list[int] = []
+
+    def traced(*a: object, **k: object) -> int:
+        tracemalloc.start()
+        try:
+            return real(*a, **k)  # type: ignore[arg-type]
+        finally:
+            peaks.append(tracemalloc.get_traced_memory()[1])
+            tracemalloc.stop()
+
+    _command._write = traced  # type: ignore[assignment]
+    with tempfile.TemporaryDirectory() as folder:
+        words = [os.path.join(folder, "r.html") if w == "HTML" else w
+                 for w in shlex.split(args.command)]
+        started = time.perf_counter()
+        with open(os.devnull, "w") as null, contextlib.redirect_stdout(null):
+            status = cli(["report", args.ledger, *words])
+        seconds = time.perf_counter() - started
+    used = resource.getrusage(resource.RUSAGE_SELF)
+    print(f"report {args.command} (caps {args.caps}): exit {status}, {seconds:.1f} s; while "
+          f"the output was written (traced): peak {peaks[0] / 1e6:.1f} MB; peak RSS of the "
+          f"run {used.ru_maxrss / 1024:.0f} MB")
 
 if __name__ == "__main__":
     main()

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from stableprompt import UsageRecord
 from stableprompt._accounting import _builder
 from stableprompt._accounting._builder import CostPoint, Decimator, ReadPoint
-from stableprompt._accounting._calls import CallRow, call_row
+from stableprompt._accounting._calls import CallRow, call_row, exclusion
 from stableprompt._accounting._pricing import Pricing
 from stableprompt._accounting._totals import Totals, add_call
 from stableprompt._redact import scrub_json_in_place
@@ -82,7 +82,8 @@ def _rows() -> list[tuple[CallRow, bool | None]]:
     out: list[tuple[CallRow, bool | None]] = []
     for n, record in enumerate(records):
         row = call_row(record, scenario="s", session="a", ceiling=2500, granularity=1,
-                       pricing=pricing, notes=notes, agrees=(None if n % 3 == 2 else n % 2 == 0))
+                       pricing=pricing, notes=notes, agrees=(None if n % 3 == 2 else n % 2 == 0),
+                       excluded=exclusion(record))
         out.append((row, row.agrees))
     return out
 
@@ -162,7 +163,7 @@ def test_a_call_row_holds_each_value_in_its_own_field() -> None:
     field has its own value (a diagnosed, failed, subagent mutation with snippets, caveats,
     divergences and an estimated span) has each value under its own name; and the exclusion
     passed by the pass (``excluded=``) gives the row and the agreement computed without it."""
-    from stableprompt._accounting._calls import agreement_of, exclusion
+    from stableprompt._accounting._calls import agreement_of
 
     divergence = {"segment": "system[0]", "path": "/system/0/text"}
     record = _record(
@@ -180,7 +181,7 @@ def test_a_call_row_holds_each_value_in_its_own_field() -> None:
                         "estimated_span_tokens": 31})
     row = call_row(record, scenario="sc", session="se", ceiling=2500, granularity=1,
                    pricing=Pricing(source="genai-prices test"), notes={}, agrees=True,
-                   compared_input_tokens=9000, agent="subagent z")
+                   compared_input_tokens=9000, agent="subagent z", excluded=None)
     assert row.cost_usd is not None and row.lost_usd is not None
     expected = {
         "id": "r9", "scenario": "sc", "session": "se", "turn": 7, "ts": record.ts_utc,
@@ -211,8 +212,8 @@ def test_a_call_row_holds_each_value_in_its_own_field() -> None:
         excluded = exclusion(one)
         kwargs = dict(scenario="s", session="a", ceiling=2500, granularity=1, notes={},
                       pricing=Pricing(source="genai-prices test"), agrees=True)
-        assert (call_row(one, excluded=excluded, **kwargs)  # type: ignore[arg-type]
-                == call_row(one, **kwargs))  # type: ignore[arg-type]
+        made = call_row(one, excluded=excluded, **kwargs)  # type: ignore[arg-type]
+        assert made.excluded == excluded
         assert agreement_of(one, 1, excluded) == agreement_of(one, 1)
     assert [exclusion(one) for one in others] == [None, None, "suspect", "no-usage",
                                                    "unknown-reads", "unanalysed"]
@@ -274,7 +275,7 @@ def test_a_row_without_divergence_keys_reads_them_as_each_helper_does(
 
     record = _record(0, verdict=verdict, verdict_detail=detail)
     row = call_row(record, scenario="s", session="a", ceiling=2500, granularity=1,
-                   pricing=None, notes={}, snippets=snippets)
+                   pricing=None, notes={}, snippets=snippets, excluded=exclusion(record))
     assert (row.segment, row.segment_kind, row.path) == (
         _str(detail, "segment"), _str(detail, "segment_kind"), _str(detail, "path"))
     assert row.cause_detail == (_str(detail, "cause_detail") or _str(detail, "reason"))

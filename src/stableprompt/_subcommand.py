@@ -30,6 +30,7 @@ from typing import Any, TextIO
 from ._redact import redact, scrubbed_entries, scrubbed_items
 
 __all__ = [
+    "JSON_HELD_CHARS",
     "LazyJsonArray",
     "LazyJsonObject",
     "Subcommand",
@@ -309,6 +310,11 @@ def same_file(a: str | os.PathLike[str], b: str | os.PathLike[str]) -> bool:
         return Path(a).resolve() == Path(b).resolve()
 
 
+JSON_HELD_CHARS = 1 << 22
+"""Characters of a :func:`write_scrubbed_json` document held in memory until it is complete;
+past this it is written to a temporary file first (and copied to stdout once complete)."""
+
+
 def write_scrubbed_json(data: Any) -> None:
     """Print ``data`` as :func:`json_text` does, its strings scrubbed where they are
     (:func:`~stableprompt._redact.scrub_json_in_place`, which modifies ``data``) instead of
@@ -316,27 +322,40 @@ def write_scrubbed_json(data: Any) -> None:
     :func:`redacted_output`'s stream (lines already pending there are flushed first), so a
     large output is neither held whole nor scanned whole.
 
+    Nothing reaches stdout until the whole document is made: it is held in memory up to
+    :data:`JSON_HELD_CHARS` characters, beyond that in an unnamed temporary file (the
+    system's temporary directory, ``TMPDIR``; deleted when closed, or when the process
+    dies), then copied. So when making it fails partway (``report --json`` whose temporary
+    spill file fails while the sessions are read), stdout holds no truncated document, and
+    the command line's error object (``_cli``) is the one JSON document printed.
+
     Raises:
         ValueError: ``data`` holds NaN or Infinity (as :func:`json_text`).
+        OSError: The temporary file cannot be written (its disk full).
     """
     import json
 
     from ._redact import scrub_json_in_place
 
     scrub_json_in_place(data)
-    stream = sys.stdout
-    stream.flush()
-    target = stream._target if isinstance(stream, _RedactingStream) else stream
     encoder = json.JSONEncoder(indent=2, ensure_ascii=False, allow_nan=False)
-    batch: list[str] = []
-    size = 0
-    for chunk in encoder.iterencode(data):
-        batch.append(chunk)
-        size += len(chunk)
-        if size >= 1 << 16:
-            target.write("".join(batch))
-            batch, size = [], 0
-    target.write("".join(batch) + "\n")
+    with tempfile.SpooledTemporaryFile(JSON_HELD_CHARS, mode="w+", encoding="utf-8",
+                                       newline="") as held:
+        batch: list[str] = []
+        size = 0
+        for chunk in encoder.iterencode(data):
+            batch.append(chunk)
+            size += len(chunk)
+            if size >= 1 << 16:
+                held.write("".join(batch))
+                batch, size = [], 0
+        held.write("".join(batch) + "\n")
+        held.seek(0)
+        stream = sys.stdout
+        stream.flush()
+        target = stream._target if isinstance(stream, _RedactingStream) else stream
+        while text := held.read(1 << 16):
+            target.write(text)
 
 
 class LazyJsonObject(dict[str, Any]):

@@ -26,10 +26,10 @@ The one per-call state is the ceilings' (``_ceilings.Ceilings``: each call's siz
 id, about 200 bytes, for the later calls that name it as their predecessor); with the totals
 per session (and per group), it is held in bounded memory (``_spill``: at most
 ``_ceilings.CALLS_IN_MEMORY`` calls, ``_ceilings.KEYS_IN_MEMORY`` cache keys,
-:data:`SESSIONS_IN_MEMORY` sessions and groups and :data:`BRANCHES_IN_MEMORY` branches (agent
-labels, the cliffs' previous read share) in memory, the rest in temporary files deleted when
-the pass ends, the sessions' by :meth:`Summary.close <._summary.Summary.close>`), so memory
-does not grow with calls.
+:data:`SESSIONS_IN_MEMORY` sessions, groups and sessions that had a keep-alive ping, and
+:data:`BRANCHES_IN_MEMORY` branches (agent labels, the cliffs' previous read share) in
+memory, the rest in temporary files deleted when the pass ends, the sessions' by
+:meth:`Summary.close <._summary.Summary.close>`), so memory does not grow with calls.
 ``what_if=True`` keeps every record either way: the replay needs them
 (:func:`~._what_if.what_if_by_provider`).
 """
@@ -365,7 +365,8 @@ class SummaryBuilder:
         self._bodies: dict[str, UsageRecord] = {}
         self.stabilized = StabilizeSavings()
         self._kept: list[UsageRecord] = []
-        self._pings = KeepAliveTally(price=price)
+        self._pings = KeepAliveTally(  # the sessions that had a ping: as many as sessions
+            price=price, cap=None if keep_calls else SESSIONS_IN_MEMORY)
         self._ping_count = 0
         self._caches = ExplicitCaches()
         self._calls = 0
@@ -536,6 +537,7 @@ class SummaryBuilder:
         self._cliff_finder.close()
         self._sessions.close()
         self._groups.close()
+        self._pings.close()
 
     def finish(self) -> dict[str, Any]:
         """The fields of the :class:`~._summary.Summary` of the records added (keyword
@@ -545,6 +547,7 @@ class SummaryBuilder:
         self._ceilings.close()
         self._agents.close()
         self._cliff_finder.close()
+        self._pings.close()  # (its totals are counts)
         self._pricing.notes = list(self._notes)
         replays = (what_if_by_provider(self._kept, table=self._policies)
                    if self._what_if and self._price else None)

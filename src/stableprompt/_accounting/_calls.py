@@ -384,7 +384,7 @@ def call_row(record: UsageRecord, *, scenario: str, session: str, ceiling: int,
              granularity: int, pricing: Pricing | None, notes: dict[str, None],
              snippets: tuple[str, str] | None = None,
              agrees: bool | None = None, compared_input_tokens: int | None = None,
-             agent: str = MAIN_AGENT, excluded: str | EllipsisType | None = ...) -> CallRow:
+             agent: str = MAIN_AGENT, excluded: str | None) -> CallRow:
     """The :class:`CallRow` of ``record``.
 
     Args:
@@ -403,11 +403,10 @@ def call_row(record: UsageRecord, *, scenario: str, session: str, ceiling: int,
             (``predecessor_id``), for the user action behind a break (:func:`~._actions.
             action_of`: a compaction shrinks the request).
         agent: Its agent as grouped (:func:`agent_label`).
-        excluded: Its :func:`exclusion`, when the caller has it (default: computed).
+        excluded: Its :func:`exclusion` (decided once per call by the caller, which uses it
+            too: the report's pass, ``report --follow``).
     """
     detail = record.verdict_detail
-    if excluded is ...:
-        excluded = exclusion(record)
     total, read = record.input_tokens_total, record.cache_read_tokens
     included = excluded is None and total is not None and read is not None
     share = read / total if included and total and read is not None else None

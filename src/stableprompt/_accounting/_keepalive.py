@@ -20,6 +20,7 @@ from typing import Any
 
 from .._ledger._usage_record import UsageRecord
 from ._pricing import Pricing, genai_prices_version, price_record
+from ._spill import SpillMap
 
 __all__ = ["KeepAliveTally", "KeepAliveTotals", "is_keepalive", "keepalive_totals"]
 
@@ -88,12 +89,25 @@ def keepalive_totals(records: Iterable[UsageRecord], *, price: bool = True) -> K
 
 class KeepAliveTally:
     """:func:`keepalive_totals` one record at a time (a streaming report holds no ping):
-    :meth:`add` each record, then :meth:`totals`. Holds the session ids that had a ping."""
+    :meth:`add` each record, then :meth:`totals`, then :meth:`close`.
 
-    def __init__(self, *, price: bool = True) -> None:
+    Args:
+        price: Price the pings (else ``usd`` is ``None``).
+        cap: Session ids that had a ping kept in memory (``None``: all); the rest are moved
+            to a temporary file (:class:`~._spill.SpillMap`: ``stableprompt report``, a
+            session count that does not grow memory with the ledger).
+
+    Raises:
+        ConfigurationError: From :meth:`add`, when the temporary file fails
+            (``report-spill-failed``).
+    """
+
+    def __init__(self, *, price: bool = True, cap: int | None = None) -> None:
         self._price = price
         self._totals = KeepAliveTotals()
-        self._sessions: set[str] = set()
+        self._sessions: SpillMap[str, bool] = SpillMap(
+            cap, encode=_seen_bytes, decode=_seen)
+        self._session_count = 0
         self._pricing = Pricing(source=genai_prices_version() or "genai-prices not installed")
         self._notes: dict[str, None] = {}
         self._usd = 0.0
@@ -105,7 +119,10 @@ class KeepAliveTally:
             return
         totals = self._totals
         totals.calls += 1
-        self._sessions.add(record.session_id or record.record_id)
+        session = record.session_id or record.record_id
+        if self._sessions.get(session) is None:  # its first ping
+            self._sessions[session] = True
+            self._session_count += 1
         if record.status_code is None or not 200 <= record.status_code < 300:
             totals.failed += 1
         totals.input_tokens += record.input_tokens_total or 0
@@ -125,8 +142,22 @@ class KeepAliveTally:
         """The totals of the pings added so far (a copy)."""
         t = self._totals
         return KeepAliveTotals(
-            calls=t.calls, sessions=len(self._sessions), input_tokens=t.input_tokens,
+            calls=t.calls, sessions=self._session_count, input_tokens=t.input_tokens,
             cache_read_tokens=t.cache_read_tokens, cache_write_tokens=t.cache_write_tokens,
             output_tokens=t.output_tokens,
             usd=self._usd if self._price and self._priced else None, unpriced=t.unpriced,
             failed=t.failed, notes=list(self._notes))
+
+    def close(self) -> None:
+        """Delete the temporary file of session ids, if any (idempotent); :meth:`totals`
+        still answers."""
+        self._sessions.close()
+
+
+def _seen_bytes(_: bool) -> bytes:
+    """A session id's value in the file (it had a ping): one byte."""
+    return b"\x01"
+
+
+def _seen(_: bytes) -> bool:
+    return True

@@ -50,8 +50,8 @@ from typing import Any, Generic, NoReturn, TypeVar
 
 from .._exceptions import ConfigurationError
 
-__all__ = ["SPILL_CACHE_KIB", "SPILL_FILTER_BYTES", "OrderedSpillMap", "SpillMap", "SpillView",
-           "fields_codec"]
+__all__ = ["READ_ROWS", "SPILL_CACHE_KIB", "SPILL_FILTER_BYTES", "OrderedSpillMap", "SpillMap",
+           "SpillView", "fields_codec"]
 
 SPILL_CACHE_KIB = 4096
 """SQLite page cache of one spill file (KiB): the memory a spill file itself takes at most;
@@ -61,6 +61,9 @@ SPILL_FILTER_BYTES = 1 << 20
 key, made at the first spill; a power of two): a key whose bits are not both set was never
 moved out, so its lookup does not read the file. Fixed: past ~2 million keys moved out more
 lookups read the file (a false match costs a query), none is answered wrong."""
+
+READ_ROWS = 1024
+"""Rows read from a spill file at a time while listing (decoded values held at once)."""
 
 _K = TypeVar("_K", bound=Hashable)
 _V = TypeVar("_V")
@@ -360,6 +363,23 @@ class OrderedSpillMap(SpillMap[tuple[str, str], _V]):
             self._fail(exc)
 
 
+    def sorted_keys(self, part: str) -> Iterator[str]:
+        """The keys of ``part`` in ascending order (``sorted``'s: by code point, which is
+        SQLite's ``BINARY`` order of their UTF-8), those moved out read from the file in its
+        key order: the memory held is the entries in memory, not the keys listed. Nothing
+        moves while listing; setting entries meanwhile is not supported."""
+        self._check()
+        held = sorted(k[1] for k in self._mem if k[0] == part)
+        if self._db is None:
+            yield from held
+            return
+        try:
+            cursor = self._db.execute("SELECT k FROM spill WHERE part = ? ORDER BY k", (part,))
+            yield from heapq.merge(held, (row[0] for row in _rows(cursor)))
+        except sqlite3.Error as exc:
+            self._fail(exc)
+
+
 def _filter_bits(key: Hashable, seen: bytearray) -> tuple[int, int]:
     """The two bit positions of ``key`` in the filter ``seen`` (a power of two bytes)."""
     mask = len(seen) * 8 - 1
@@ -368,7 +388,7 @@ def _filter_bits(key: Hashable, seen: bytearray) -> tuple[int, int]:
 
 
 def _rows(cursor: sqlite3.Cursor) -> Iterator[tuple[Any, ...]]:
-    while rows := cursor.fetchmany(1024):
+    while rows := cursor.fetchmany(READ_ROWS):
         yield from rows
 
 
@@ -393,6 +413,10 @@ class SpillView(Mapping[str, _V]):
 
     def __len__(self) -> int:
         return self._spill.count(self._part)
+
+    def sorted_keys(self) -> Iterator[str]:
+        """Keys in ascending order (:meth:`OrderedSpillMap.sorted_keys`: not all held)."""
+        return self._spill.sorted_keys(self._part)
 
     def items(self) -> ItemsView[str, _V]:
         """``(key, value)`` in order, read in one pass."""

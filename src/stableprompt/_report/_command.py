@@ -356,9 +356,12 @@ def _follow(args: argparse.Namespace) -> int:
         raise UsageError("stableprompt report: error: argument --interval must be > 0 and "
                          "--follow-seconds >= 0")
     since = None if args.since is None else parse_since(args.since)
-    follow(args.ledger[0], file=sys.stdout, interval_s=args.interval,
-           seconds=args.follow_seconds,
-           state=FollowState(session_id=args.session, since=since))
+    state = FollowState(session_id=args.session, since=since)
+    try:
+        follow(args.ledger[0], file=sys.stdout, interval_s=args.interval,
+               seconds=args.follow_seconds, state=state)
+    finally:
+        state.close()
     return 0
 
 

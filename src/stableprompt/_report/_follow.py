@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, TextIO
 
-from .._accounting._calls import CallRow, call_row
+from .._accounting._calls import CallRow, call_row, exclusion
 from .._accounting._ceilings import policy_of as _policy
 from .._accounting._summary import Ceilings, Totals
 from .._exceptions import LedgerError
@@ -77,7 +77,7 @@ class FollowState:
         self.session_id = session_id
         self.since = since
         self.skipped = 0  # corrupt rows
-        self.ceilings = Ceilings()
+        self.ceilings = Ceilings(bounded=True)  # as the report's: a follow runs for days
 
     def add(self, record: UsageRecord) -> CallRow | None:
         """Count one record; its row, or ``None`` when the selection leaves it out."""
@@ -91,7 +91,7 @@ class FollowState:
         ceiling = self.ceilings.next(record, Ceilings.key(record, scenario, session), policy)
         row = call_row(record, scenario=scenario, session=session, ceiling=ceiling,
                        granularity=policy.granularity_tokens if policy is not None else 1,
-                       pricing=None, notes={})
+                       pricing=None, notes={}, excluded=exclusion(record))
         self.totals.add(row, None, False)
         if row.verdict in MISS_VERDICTS:
             self.misses.append(row)
@@ -100,6 +100,10 @@ class FollowState:
             seen.lost_tokens += row.lost_tokens
             seen.latest.append(row.id)
         return row
+
+    def close(self) -> None:
+        """Delete the ceilings' temporary file, if any (``_spill``): the view is over."""
+        self.ceilings.close()
 
     def summary_line(self) -> str:
         """``calls N, hit rate X%, verdicts ...`` over everything seen."""

@@ -1,5 +1,6 @@
 """A rich table of many rows printed in pieces, the same bytes as printed whole (issue 30:
-``stableprompt report --sessions`` lists every session, ~885,000 at 10M calls).
+``stableprompt report --sessions`` lists every session, ~885,000 at 10M calls, and
+``--by session`` a row per session).
 
 ``console.print(table)`` holds every cell and then every rendered segment of the table at
 once. :func:`print_in_pieces` reads the rows twice from a function that makes them (the
@@ -9,10 +10,11 @@ does (``Table._measure_column`` of each piece: the largest minimum and the large
 over every cell, which is what rich takes over all rows at once), then each piece is
 rendered with those widths (``Table._render``) and its lines printed, without the title,
 top edge and header of the pieces after the first and the bottom edge of those before the
-last. Rows are told apart by nothing but their cells (no row styles, sections or footer),
-and the box's middle and last rows draw the same, as rich's default box (``HEAVY_HEAD``)
-does; :func:`print_in_pieces` checks both, and that rich still has the private methods
-used (:data:`_PRIVATE`), and otherwise prints the table whole.
+last (a table without its outer edge has none). Rows are told apart by nothing but their
+cells (no row styles, sections or footer), and the box's middle and last rows draw the
+same, as rich's default box (``HEAVY_HEAD``) does; :func:`print_in_pieces` checks both,
+and that rich still has the private methods used (:data:`_PRIVATE`), and otherwise prints
+the table whole.
 """
 
 from __future__ import annotations
@@ -67,20 +69,24 @@ def print_in_pieces(console: Any, make_table: Callable[[], Any],
             if len(chunk) < PIECE_ROWS:
                 return
 
-    measured: dict[int, list[Any]] = {}  # max width -> each column's range over all rows
+    measured: dict[tuple[int, int], Any] = {}  # (max width, column) -> range over all rows
 
     def measure(_: Any, console: Any, options: Any, column: Any) -> Any:
-        ranges = measured.get(options.max_width)
-        if ranges is None:
-            ranges = measured[options.max_width] = []
-            for piece in pieces():  # one pass over the rows for every column
-                for i, col in enumerate(piece.columns):
-                    m = Table._measure_column(piece, console, options, col)
-                    if i == len(ranges):
-                        ranges.append(m)
-                    else:
-                        ranges[i] = Measurement(max(ranges[i].minimum, m.minimum),
-                                                max(ranges[i].maximum, m.maximum))
+        found = measured.get((options.max_width, column._index))
+        if found is not None:
+            return found
+        # rich asks for every column at the table's width first: all in one pass over the
+        # rows; then (a table too wide) for each column again at its own width: that one
+        wanted = range(len(table.columns)) if not measured else (column._index,)
+        ranges: dict[int, Any] = {}
+        for piece in pieces():
+            for i in wanted:
+                m = Table._measure_column(piece, console, options, piece.columns[i])
+                seen = ranges.get(i)
+                ranges[i] = m if seen is None else Measurement(
+                    max(seen.minimum, m.minimum), max(seen.maximum, m.maximum))
+        for i, m in ranges.items():
+            measured[options.max_width, i] = m
         return ranges[column._index]
 
     options = console.options.update(justify=None, overflow=None, height=None, no_wrap=None,
@@ -95,8 +101,8 @@ def print_in_pieces(console: Any, make_table: Callable[[], Any],
 
     head = make_table()
     head.title = None
-    skip = len(lines(head)) - 1  # top edge, header, its rule: all but the bottom edge
     bottom = 1 if box is not None and table.show_edge else 0
+    skip = len(lines(head)) - bottom  # top edge, header, its rule: all but the bottom edge
     previous: list[list[Any]] | None = None
     for index, piece in enumerate(pieces()):
         if index:
