@@ -6,6 +6,7 @@ password that is never shown. Needs a real server: the session's throwaway clust
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 import warnings
@@ -621,3 +622,25 @@ def test_a_kept_connection_stays_read_only(pg_url: str, tmp_path: Path) -> None:
                 finally:
                     ledger._release(conn)
             assert len(ledger.records()) == 300
+
+
+def test_a_read_in_order_bounds_every_alternative_of_its_where_clause(
+        pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`read_in_order` with a `WHERE` clause of alternatives (`a OR b`) applies its page
+    position and `seq` bound to the whole clause, not only to the last alternative (`AND`
+    binds tighter than `OR`): each matching row once, in order, the read ends."""
+    from stableprompt._ledger import _postgres
+
+    monkeypatch.setattr(_postgres, "PAGE_ROWS", 10)
+    records = [_record(i) for i in range(60)]
+    with Ledger(pg_url, spill_dir=tmp_path) as ledger:
+        for record in records:
+            assert ledger.write(record) == "committed"
+        conn = ledger._reader()
+        try:
+            rows = ledger._backend.read_in_order(
+                conn, '"record_id"', ' WHERE "turn" <= ? OR "turn" > ?', (25, 50))
+            got = [row[0] for row in itertools.islice(rows, 200)]
+        finally:
+            ledger._release(conn)
+    assert got == [r.record_id for r in records if r.turn <= 25 or r.turn > 50]

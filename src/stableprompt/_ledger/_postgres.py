@@ -367,8 +367,11 @@ class PostgresBackend:
         if row is None or row[0] is None:
             return
         bound = int(row[0])
-        head = (f'SELECT {columns}, "seq", "ts_utc" FROM calls'
-                f'{where}{" AND" if where else " WHERE"} "seq" <= ?')
+        # the caller's condition in parentheses: AND binds tighter than an OR in it, which
+        # would leave rows of its other alternatives unbounded and every page repeating them
+        condition = where.strip().removeprefix("WHERE").strip()
+        head = (f'SELECT {columns}, "seq", "ts_utc" FROM calls WHERE '
+                f'{f"({condition}) AND " if condition else ""}"seq" <= ?')
         order = ' ORDER BY "ts_utc", "seq" LIMIT ?'
         page = conn.execute(head + order, (*params, bound, PAGE_ROWS)).fetchall()
         after = head + ' AND ("ts_utc", "seq") > (?, ?)' + order
