@@ -355,7 +355,13 @@ class PostgresBackend:
         materialized in server temp space (a ``WITH HOLD`` cursor writes all of it at the
         ``DECLARE``). Memory: one page. Plan: an index range scan of ``calls_ts`` (or
         ``calls_conversation_ts`` for a session) with an incremental sort on ``seq`` within
-        equal ``ts_utc`` (EXPLAIN in benchmarks/RESULTS.md, session 16).
+        equal ``ts_utc`` (EXPLAIN in benchmarks/RESULTS.md, session 16). Cost: linear in the
+        rows read, except inside a run of equal ``ts_utc``: a page that begins in a run rescans
+        it from its start (``calls_ts`` holds no ``seq``), so a run of G rows costs
+        O(G^2 / PAGE_ROWS) (one timestamp on 50,000 rows: 2.9 s against 0.85 s for 50,000
+        distinct; 200,000 rows: 28 s; benchmarks/RESULTS.md, session 16 review). Recorded
+        calls carry microseconds (runs of a few rows); an index on ``("ts_utc", "seq")``
+        would make long runs linear too, at the price of a schema version.
 
         Rows: every row committed when the read began (unless deleted since, e.g. pruned),
         once each, in (``ts_utc``, ``seq``) order, equal ``ts_utc`` included (the key is
