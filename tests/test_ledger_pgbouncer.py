@@ -247,7 +247,8 @@ def test_a_migration_beside_a_lock_holder_fails_typed_within_the_busy_timeout(
     `busy_timeout_s` (as SQLite's busy timeout bounds its `BEGIN IMMEDIATE`), then the write
     spills and a read raises LedgerError naming the migration, the lock wait and the ledger
     (password scrubbed); once the lock is gone the migration runs and the spilled record
-    is imported."""
+    is imported. No server session keeps the migration's lock timeout (PgBouncer would hand
+    it to the pool's next client)."""
     import psycopg
 
     from stableprompt._ledger._postgres import PG_MIGRATIONS
@@ -308,3 +309,6 @@ def test_a_migration_beside_a_lock_holder_fails_typed_within_the_busy_timeout(
     with Ledger(url, spill_dir=tmp_path) as ledger:  # the lock is gone: migrates, imports
         assert ledger.replay_spill() == 1
         assert [r.record_id for r in ledger.records()] == ["r00001"]
+    for _ in range(6):  # the lock timeout was the migration transaction's own (SET LOCAL)
+        with psycopg.connect(through, autocommit=True) as conn:
+            assert conn.execute("SHOW lock_timeout").fetchone() == ("0",)

@@ -135,11 +135,13 @@ class Ledger:
             ``None`` before writing.
         busy_timeout_s: How long a write or a schema migration waits for a lock another
             session holds (seconds): SQLite's busy timeout. On PostgreSQL: a migration's
-            ``lock_timeout`` (then ``LedgerError`` ``ledger-migration-locked``, the write
-            spills) and the connect timeout. An insert's lock waits there are not bounded:
-            a migration holds its locks at most its own ``busy_timeout_s``, but another
-            session's open transaction that wrote a row of the same rollup hour and key
-            (e.g. a ``replay_spill`` import) delays it until that transaction ends.
+            ``lock_timeout`` (then the write spills, and a read raises ``LedgerError``
+            ``ledger-unavailable`` whose ``__cause__`` has code ``ledger-migration-locked``)
+            and the connect timeout (whole seconds, at least 1). An insert's lock waits there
+            are not bounded: a running migration holds its locks until it commits (it waits
+            at most ``busy_timeout_s`` to take them, not to finish), and another session's
+            open transaction that wrote a row of the same rollup hour and key (e.g. a
+            ``replay_spill`` import) delays it until that transaction ends.
         fallback_dir: Directory for the spill file when the database's own directory is not
             writable. Default: ``~/.cache/stableprompt/spill``, then
             ``<tempdir>/stableprompt-spill-<uid>``.

@@ -35,6 +35,7 @@ import hashlib
 import os
 import re
 import select
+from array import array
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -42,7 +43,7 @@ from urllib.parse import unquote, urlsplit, urlunsplit
 
 from .._exceptions import ConfigurationError, LedgerError
 from .._redact import redact
-from ._backend import Connection, Cursor
+from ._backend import Connection, Cursor, fetch_batches
 from ._rollups import pg_migration
 from ._schema import ADDED_COLUMNS, COLUMNS, MIGRATIONS, SCHEMA_VERSION, SELECT_COLUMNS
 
@@ -353,30 +354,59 @@ class PostgresBackend:
         no transaction, snapshot or lock open while the caller reads (a migration's ``ALTER
         TABLE`` and the writers behind it never wait for a slow reader), and no result is
         materialized in server temp space (a ``WITH HOLD`` cursor writes all of it at the
-        ``DECLARE``). Memory: one page. Plan: an index range scan of ``calls_ts`` (or
+        ``DECLARE``). Memory: one page, plus the ``seq`` values of a long run of equal
+        ``ts_utc`` (below: 8 bytes a row kept; the statement's result, which psycopg holds
+        whole, briefly more). Plan: an index range scan of ``calls_ts`` (or
         ``calls_conversation_ts`` for a session) with an incremental sort on ``seq`` within
         equal ``ts_utc`` (EXPLAIN in benchmarks/RESULTS.md, session 16).
+
+        Cost: linear in the rows read. A page that begins inside a run of equal ``ts_utc``
+        scans that run from its start (no index holds ``seq`` after ``ts_utc``), so once a
+        whole page is one run, the run's remaining ``seq`` values are read once (one
+        statement) and its rows fetched a page at a time by the unique ``seq`` index; the
+        read goes on after the run with ``"ts_utc" > run``. Before, every page rescanned the
+        run: one timestamp on 200,000 rows took 28.5 s, now 4.7 s (benchmarks/RESULTS.md,
+        session 16 review).
 
         Rows: every row committed when the read began (unless deleted since, e.g. pruned),
         once each, in (``ts_utc``, ``seq``) order, equal ``ts_utc`` included (the key is
         unique). A row whose insert began later has a larger ``seq`` and is left out; one
         being inserted when the read began (its ``seq`` already drawn) appears when it commits
-        before the read reaches its place, else not: never twice.
+        before the read reaches its place (inside a long run: before the run's ``seq``
+        values are read), else not: never twice.
         """
         row = conn.execute('SELECT max("seq") FROM calls').fetchone()
         if row is None or row[0] is None:
             return
         bound = int(row[0])
-        head = (f'SELECT {columns}, "seq", "ts_utc" FROM calls'
-                f'{where}{" AND" if where else " WHERE"} "seq" <= ?')
+        # the caller's condition in parentheses: AND binds tighter than an OR in it, which
+        # would leave rows of its other alternatives unbounded and every page repeating them
+        condition = where.strip().removeprefix("WHERE").strip()
+        head = (f'SELECT {columns}, "seq", "ts_utc" FROM calls WHERE '
+                f'{f"({condition}) AND " if condition else ""}"seq" <= ?')
         order = ' ORDER BY "ts_utc", "seq" LIMIT ?'
         page = conn.execute(head + order, (*params, bound, PAGE_ROWS)).fetchall()
         after = head + ' AND ("ts_utc", "seq") > (?, ?)' + order
+        past = head + ' AND "ts_utc" > ?' + order
         while page:
             for found in page:
                 yield found[:-1]
             if len(page) < PAGE_ROWS:
                 return
             last = page[-1]
-            page = conn.execute(after, (*params, bound, last[-1], last[-2],
-                                        PAGE_ROWS)).fetchall()
+            if page[0][-1] != last[-1]:  # the next page starts at most a page into a run
+                page = conn.execute(after, (*params, bound, last[-1], last[-2],
+                                            PAGE_ROWS)).fetchall()
+                continue
+            # a whole page of one ts_utc: a long run, which each page would scan again from
+            # its start (no index holds seq after ts_utc); its remaining seqs once instead
+            # (8 bytes a row), then its rows a page at a time by the unique seq index
+            seqs = array("q", (int(r[0]) for r in fetch_batches(conn.execute(
+                f'SELECT "seq" FROM calls WHERE {f"({condition}) AND " if condition else ""}'
+                '"ts_utc" = ? AND "seq" > ? AND "seq" <= ? ORDER BY "seq"',
+                (*params, last[-1], last[-2], bound)))))
+            for start in range(0, len(seqs), PAGE_ROWS):
+                yield from (found[:-1] for found in conn.execute(
+                    f'SELECT {columns}, "seq", "ts_utc" FROM calls WHERE "seq" = ANY(?) '
+                    'ORDER BY "seq"', (list(seqs[start:start + PAGE_ROWS]),)).fetchall())
+            page = conn.execute(past, (*params, bound, last[-1], PAGE_ROWS)).fetchall()
