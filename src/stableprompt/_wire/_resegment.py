@@ -468,8 +468,10 @@ class LineageSegments:
         view.update(middle)
         del view[steps.history_key]
         head: _Head | None = None
-        same = n == len(members) - 1  # every field outside the history the stored line's:
-        if not same:  # its head, else the head of these fields
+        # every field outside the history the stored line's (the decoded ones the history
+        # alone): its head, else the head of these fields
+        same = n == len(members) - 1 and len(middle) == 1
+        if not same:
             try:  # (found by the line's bytes outside the history, closed)
                 head = self._head(steps, view, content[:where - 1] + b"}"
                                   if content[where - 1] == _COMMA else None)

@@ -1,0 +1,51 @@
+"""Adversarial capture lines for lint's reading of a line from its conversation's stored line
+(``LineageSegments.segment_reheaded``): each capture prints byte for byte what the chained
+segments print (``_linter._HEADED = False``, lines parsed whole), text, ``--all`` and
+``--json``. Each case is a class of input that once printed something else."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from stableprompt._canonical import wire_json
+from test_lint_headed import _headed_and_chained
+
+_SYSTEM = "You are an agent. " * 8
+
+
+def _history(turn: int) -> list[dict[str, Any]]:
+    """A conversation's history at ``turn`` (two items a turn)."""
+    items: list[dict[str, Any]] = [{"role": "user", "content": "hello there"}]
+    for i in range(turn):
+        items += [{"role": "assistant", "content": [{"type": "text", "text": f"a{i}"}]},
+                  {"role": "user", "content": [{"type": "text", "text": f"u{i}"}]}]
+    return items
+
+
+def _body(turn: int, clock: int, **fields: Any) -> dict[str, Any]:
+    """An Anthropic body at ``turn`` whose system prompt holds ``clock``; ``fields`` go
+    after the system prompt, before the history (the last member)."""
+    return {"model": "claude-sonnet-4-5", "max_tokens": 1024,
+            "system": f"{_SYSTEM}Time: 12:{clock:02d}", **fields, "messages": _history(turn)}
+
+
+_CASES: dict[str, list[dict[str, Any]]] = {
+    # a member inserted just before the history, every member before it the stored line's:
+    # the line's head is not the stored line's (tool_choice is a param of the head)
+    "member-inserted-before-history-same-clock": [
+        _body(0, 0), _body(1, 0), _body(2, 0, tool_choice={"type": "auto"}), _body(3, 0)],
+    "member-inserted-before-history-other-clock": [
+        _body(0, 0), _body(1, 1), _body(2, 1, tool_choice={"type": "auto"}),
+        _body(3, 2, tool_choice={"type": "auto"}), _body(4, 2)],
+}
+
+
+@pytest.mark.parametrize("case", sorted(_CASES))
+def test_reheaded_lines_print_what_parsed_lines_print(
+        case: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "capture.jsonl"
+    path.write_bytes(b"".join(wire_json(body) + b"\n" for body in _CASES[case]))
+    _headed_and_chained(path, monkeypatch)
