@@ -40,6 +40,14 @@ _CASES: dict[str, list[dict[str, Any]]] = {
     "member-inserted-before-history-other-clock": [
         _body(0, 0), _body(1, 1), _body(2, 1, tool_choice={"type": "auto"}),
         _body(3, 2, tool_choice={"type": "auto"}), _body(4, 2)],
+    # a top-level cache_control (automatic caching) marks the last item: the history's
+    # segments are not those of a line without it
+    "top-level-cache-control-added": [
+        _body(0, 0), _body(1, 1, cache_control={"type": "ephemeral"}),
+        _body(2, 2, cache_control={"type": "ephemeral"}), _body(3, 3)],
+    "top-level-cache-control-same-clock": [
+        _body(0, 0), _body(1, 0), _body(2, 0, cache_control={"type": "ephemeral"}),
+        _body(3, 0, cache_control={"type": "ephemeral"})],
 }
 
 

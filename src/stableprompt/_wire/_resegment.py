@@ -458,8 +458,8 @@ class LineageSegments:
         kept = [name for name, _ in members[:n]]
         if not isinstance(middle, dict) or not middle or next(reversed(middle)) != \
                 steps.history_key or middle[steps.history_key] != [] or \
-                any(name in middle for name in kept):
-            return None
+                steps.marker_key in middle or any(name in middle for name in kept):
+            return None  # (a top-level marker marks the last item: segment reads it)
         fresh = _fresh_items(content, at + stored.item_ends[done - 1], b"}")
         if fresh is None:
             return None
