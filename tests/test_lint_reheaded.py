@@ -5,6 +5,7 @@ segments print (``_linter._HEADED = False``, lines parsed whole), text, ``--all`
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +33,20 @@ def _body(turn: int, clock: int, **fields: Any) -> dict[str, Any]:
             "system": f"{_SYSTEM}Time: 12:{clock:02d}", **fields, "messages": _history(turn)}
 
 
-_CASES: dict[str, list[dict[str, Any]]] = {
+def _nested(depth: int) -> Any:
+    """A value nested ``depth`` arrays deep (orjson writes 255 levels, reads 1,024)."""
+    value: Any = "x"
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+def _deep(body: dict[str, Any]) -> bytes:
+    """``body``'s compact JSON written by the standard library (any depth)."""
+    return json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+_CASES: dict[str, list[dict[str, Any] | bytes]] = {
     # a member inserted just before the history, every member before it the stored line's:
     # the line's head is not the stored line's (tool_choice is a param of the head)
     "member-inserted-before-history-same-clock": [
@@ -48,6 +62,10 @@ _CASES: dict[str, list[dict[str, Any]]] = {
     "top-level-cache-control-same-clock": [
         _body(0, 0), _body(1, 0), _body(2, 0, cache_control={"type": "ephemeral"}),
         _body(3, 0, cache_control={"type": "ephemeral"})],
+    # a decoded member (no head segment of it) nested deeper than orjson writes
+    "member-nested-deeper-than-orjson-writes": [
+        _body(0, 0), _deep(_body(1, 1, metadata={"x": _nested(300)})),
+        _deep(_body(2, 2, metadata={"x": _nested(300)})), _body(3, 3)],
 }
 
 
@@ -55,5 +73,6 @@ _CASES: dict[str, list[dict[str, Any]]] = {
 def test_reheaded_lines_print_what_parsed_lines_print(
         case: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = tmp_path / "capture.jsonl"
-    path.write_bytes(b"".join(wire_json(body) + b"\n" for body in _CASES[case]))
+    path.write_bytes(b"".join((body if isinstance(body, bytes) else wire_json(body)) + b"\n"
+                              for body in _CASES[case]))
     _headed_and_chained(path, monkeypatch)

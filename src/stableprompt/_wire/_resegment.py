@@ -492,7 +492,11 @@ class LineageSegments:
         for name, value in middle.items():
             if name == steps.history_key:
                 break
-            piece = _member(name, value)
+            try:
+                piece = _member(name, value)
+            except TypeError:  # nested deeper than orjson writes: not a compact dump
+                ends = None
+                break
             if not content.startswith(piece, offset) or content[offset + len(piece)] != _COMMA:
                 ends = None
                 break
