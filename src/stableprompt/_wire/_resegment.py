@@ -278,8 +278,11 @@ class LineageSegments:
             at = where + len(_needle(steps.history_key)) - 1
             if where > 0 and content.startswith(dump, at):
                 around = (content[:at], content[at + len(dump):])
-        return self._finish(steps, key, body, Snapshot((items, len(items))), dump, done,
-                            stored, base or _fresh(head, local), around, checked)
+        try:
+            return self._finish(steps, key, body, Snapshot((items, len(items))), dump, done,
+                                stored, base or _fresh(head, local), around, checked)
+        except _Unplaced:  # a new item marks a segment made before it
+            return Resegmented(segment_request(wire_format, body))
 
     def segment_captured(self, wire_format: str, body: Mapping[str, Any],
                          line: bytes) -> Resegmented:
@@ -399,8 +402,8 @@ class LineageSegments:
             return self._finish(steps, key, view, items, dump, done, stored,
                                 _reused(stored, done, self.local_history), stored.around,
                                 True, rebuilt=True)
-        except TypeError:  # a new item nested deeper than orjson writes: segment says where
-            return None
+        except (TypeError, _Unplaced):  # a new item nested deeper than orjson writes
+            return None  # (segment says where), or marking a segment made before it
 
     def segment_reheaded(self, wire_format: str, content: bytes) -> Resegmented | None:
         """Segment a capture line (lint, :attr:`local_history`) that re-sends a stored
@@ -516,8 +519,8 @@ class LineageSegments:
             return self._finish(steps, key, view, items, dump, done, stored if same else None,
                                 base, (content[:at], b"}"), False, rebuilt=True, members=ends,
                                 rendered=False)
-        except TypeError:  # a new item nested deeper than orjson writes: segment says where
-            return None
+        except (TypeError, _Unplaced):  # a new item nested deeper than orjson writes
+            return None  # (segment says where), or marking a segment made before it
 
     def _finish(self, steps: SegmentSteps, key: tuple[str, str, int], body: Mapping[str, Any],
                 items: Snapshot[Any], dump: bytes | memoryview, done: int,
@@ -545,6 +548,8 @@ class LineageSegments:
             end += 1 + len(pieces[-1])  # "[" or "," before each item
             item_ends.append(end)
             item_segments.append(before + len(kept) + len(fresh.specs))
+        if fresh.unplaced:  # a cachePoint opening a new item marks the segment before it,
+            raise _Unplaced  # one of ``base``'s: segment_request marks it
         if rebuilt and items and (end + 1 != len(dump) or
                                   dump[begin + 1:end] != b",".join(pieces)):
             # ``dump`` is the content's own bytes (segment_rendered; segment's is the items'
@@ -640,6 +645,11 @@ class LineageSegments:
                 if entry.segmented is segmented:
                     entry.tokens, entry.cumulative = kept, sums
                     return
+
+
+class _Unplaced(Exception):
+    """A new item's marker marks a segment of the request's base (the reused ones, or the
+    head), which :meth:`LineageSegments._finish` does not rebuild: segment the body whole."""
 
 
 def _check(steps: SegmentSteps, stored: _Stored) -> None:
