@@ -55,7 +55,7 @@ import itertools
 import threading
 from array import array
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -490,26 +490,9 @@ class LineageSegments:
                hash(_opening(dump, items)))
         # where this line's members end: the shared ones' as in the stored line, the
         # decoded ones' where their compact dumps end (else not known)
-        ends: list[tuple[str, int]] | None = members[:n]
-        offset = start
-        for name, value in middle.items():
-            if name == steps.history_key:
-                break
-            try:
-                piece = _member(name, value)
-            except TypeError:  # nested deeper than orjson writes: not a compact dump
-                ends = None
-                break
-            if not content.startswith(piece, offset) or content[offset + len(piece)] != _COMMA:
-                ends = None
-                break
-            offset += len(piece) + 1
-            assert ends is not None
-            ends.append((name, offset - 1))
-        if ends is not None and offset == where:
-            ends.append((steps.history_key, len(content) - 1))
-        else:
-            ends = None
+        found = _compact_members(middle.items(), steps.history_key, content, start)
+        ends = None if found is None or found[1] != where else \
+            [*members[:n], *found[0], (steps.history_key, len(content) - 1)]
         local = self.local_history
         base = _reused(stored, done, local) if same or head is None else \
             _rebased(stored, bytes(dump), head, local)
@@ -679,26 +662,35 @@ def _members(steps: SegmentSteps, stored: _Stored) -> list[tuple[str, int]] | No
 def _member_ends(steps: SegmentSteps, body: Mapping[str, Any], before: bytes,
                  history: int) -> list[tuple[str, int]]:
     """:func:`_members` of a line that is ``before``, ``history`` bytes, ``"}"``."""
+    found = _compact_members(body.items(), steps.history_key, before, 1) \
+        if before.startswith(b"{") else None
+    if found is None or before[found[1]:] != _needle(steps.history_key)[:-1] or \
+            len(found[0]) + 1 != len(body):
+        return []  # not compact members, then the history, last
+    return [*found[0], (steps.history_key, len(before) + history)]
+
+
+def _compact_members(members: Iterable[tuple[str, Any]], stop: str, content: bytes,
+                     offset: int) -> tuple[list[tuple[str, int]], int] | None:
+    """Where each of ``members`` (name, value pairs, up to the one named ``stop``) ends in
+    ``content`` read from ``offset`` on, each written there as its compact dump
+    (:func:`_member`) and a ``","``: ``([(name, offset of its ","), ...], the offset after
+    the last ",")``; ``None`` when one is not (other bytes, or nested deeper than orjson
+    writes)."""
     ends: list[tuple[str, int]] = []
-    offset = 1
-    if not before.startswith(b"{"):
-        return []
-    for name, value in body.items():
-        if name == steps.history_key:
+    for name, value in members:
+        if name == stop:
             break
         try:
             piece = _member(name, value)
-        except TypeError:
-            return []
-        if not before.startswith(piece, offset) or \
-                before[offset + len(piece):offset + len(piece) + 1] != b",":
-            return []
-        offset += len(piece) + 1
-        ends.append((name, offset - 1))
-    if before[offset:] != _needle(steps.history_key)[:-1] or len(ends) + 1 != len(body):
-        return []  # not the history next, or not last
-    ends.append((steps.history_key, len(before) + history))
-    return ends
+        except TypeError:  # nested deeper than orjson writes: not a compact dump
+            return None
+        after = offset + len(piece)
+        if not content.startswith(piece, offset) or content[after:after + 1] != b",":
+            return None
+        ends.append((name, after))
+        offset = after + 1
+    return ends, offset
 
 
 def _member(name: str, value: Any) -> bytes:
