@@ -69,6 +69,50 @@ _CASES: dict[str, list[dict[str, Any] | bytes]] = {
 }
 
 
+def _raw(body: dict[str, Any], old: bytes, new: bytes) -> bytes:
+    """``body``'s compact JSON with its first ``old`` written as ``new`` (same JSON value,
+    or a line that is not the body's compact dump)."""
+    line = wire_json(body)
+    assert old in line
+    return line.replace(old, new, 1)
+
+
+_HISTORY = b'"messages":['
+# Lines read from stored lines that printed what parsed lines print when tried (kept so
+# they go on doing so): every line a clock line re-sending the conversation.
+_CASES.update({
+    "spaces-in-a-decoded-member": [
+        _body(0, 0), _raw(_body(1, 1), b'"system":"', b'"system" : "'), _body(2, 2)],
+    "escaped-character-in-a-decoded-member": [
+        _body(0, 0), _raw(_body(1, 1), b"agent", b"\\u0061gent"), _body(2, 2)],
+    "duplicate-member-before-the-history": [
+        _body(0, 0), _raw(_body(1, 1), b'"system"', b'"system":"other","system"'),
+        _body(2, 2)],
+    "duplicate-history-with-spaces-first": [
+        _body(0, 0), _raw(_body(1, 1), _HISTORY, b'"messages": [1],' + _HISTORY),
+        _body(2, 2)],
+    "history-not-last": [
+        _body(0, 0), _raw(_body(1, 1), b"]}", b'],"stream":true}'), _body(2, 2)],
+    "number-written-otherwise": [
+        _body(0, 0), _raw(_body(1, 1), b"1024", b"1.024e3"), _body(2, 2)],
+    "crlf-and-trailing-space": [
+        _body(0, 0), wire_json(_body(1, 1)) + b"\r", wire_json(_body(2, 2)) + b" ",
+        _body(3, 3)],
+    "byte-order-mark": [_body(0, 0), b"\xef\xbb\xbf" + wire_json(_body(1, 1)), _body(2, 2)],
+    "truncated-line-in-a-run": [
+        _body(0, 0), wire_json(_body(1, 1))[:-3], _body(2, 2), _body(3, 3)],
+    "invalid-utf8-in-a-new-item": [
+        _body(0, 0), _raw(_body(1, 1), b"u0", b"u\xff0"), _body(2, 2)],
+    "history-key-nested-in-a-decoded-member": [
+        _body(0, 0), _body(1, 1, metadata={"messages": _history(0)}), _body(2, 2)],
+    "history-shrinks-and-is-edited": [
+        _body(2, 0), _body(1, 1), _raw(_body(3, 2), b'"a1"', b'"A1"'), _body(3, 3)],
+    "members-reordered": [
+        _body(0, 0), {"system": f"{_SYSTEM}Time: 12:01", "max_tokens": 1024,
+                      "model": "claude-sonnet-4-5", "messages": _history(1)}, _body(2, 2)],
+})
+
+
 @pytest.mark.parametrize("case", sorted(_CASES))
 def test_reheaded_lines_print_what_parsed_lines_print(
         case: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
