@@ -5,13 +5,19 @@ segments print (``_linter._HEADED = False``, lines parsed whole), text, ``--all`
 
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from stableprompt._canonical import wire_json
+from stableprompt._canonical import loads, wire_json
+from stableprompt._exceptions import CaptureError
+from stableprompt._wire._formats import segment_request
+from stableprompt._wire._resegment import LineageSegments
 from test_lint_headed import _headed_and_chained
 
 _SYSTEM = "You are an agent. " * 8
@@ -120,3 +126,70 @@ def test_reheaded_lines_print_what_parsed_lines_print(
     path.write_bytes(b"".join((body if isinstance(body, bytes) else wire_json(body)) + b"\n"
                               for body in _CASES[case]))
     _headed_and_chained(path, monkeypatch)
+
+
+# -- segment_reheaded against parsing: byte edits of the fields before the history ----------
+
+_TOKENS = [b" ", b",", b'"', b":", b"{", b"}", b"[", b"]", b'"messages":[', b'"model":"x"',
+           b'"system":"s"', b"1", b"\\u0041", b'"cache_control":{"type":"ephemeral"}',
+           b'"tool_choice":{"type":"any"}']
+_edits = st.lists(st.tuples(st.integers(0, 2), st.integers(0, 10**6), st.integers(0, 10**6),
+                            st.sampled_from(_TOKENS)), max_size=3)
+
+
+def _edited(line: bytes, edits: list[tuple[int, int, int, bytes]]) -> bytes:
+    """``line`` with its bytes before the history edited: a token inserted, a few bytes
+    deleted, or some of its own bytes copied elsewhere."""
+    at = line.find(_HISTORY)
+    before = bytearray(line[:at])
+    for op, where, other, token in edits:
+        i = where % (len(before) + 1)
+        if op == 0:
+            before[i:i] = token
+        elif op == 1:
+            del before[i:i + 1 + other % 4]
+        else:
+            j = other % max(len(before), 1)
+            before[i:i] = before[j:j + 1 + other % 30]
+    return bytes(before) + line[at:]
+
+
+@settings(max_examples=300, deadline=None)
+@given(turns=st.lists(st.tuples(st.integers(0, 2), st.integers(0, 3), _edits), min_size=1,
+                      max_size=5),
+       tool_choice=st.lists(st.booleans(), min_size=5, max_size=5))
+def test_lines_read_from_stored_lines_are_the_parsed_lines(
+        turns: list[tuple[int, int, list[tuple[int, int, int, bytes]]]],
+        tool_choice: list[bool]) -> None:
+    """A line ``segment_reheaded`` reads is the body ``loads`` makes of it (values and key
+    order) with the segments ``segment_request`` makes of that body; a line it declines is
+    parsed and stored (``segment_captured``) as lint does."""
+    lineages = LineageSegments(local_history=True)
+    first = wire_json(_body(1, 0))
+    lineages.segment_captured("anthropic", loads(first), first)
+    turn = 1
+    for (grow, clock, edits), choice in zip(turns, tool_choice, strict=False):
+        turn += grow
+        fields = {"tool_choice": {"type": "auto"}} if choice else {}
+        line = _edited(wire_json(_body(turn, clock, **fields)), edits)
+        try:
+            parsed = loads(line)
+        except ValueError:
+            parsed = None
+        try:
+            found = lineages.segment_reheaded("anthropic", line)
+        except CaptureError:
+            found = None
+        if found is None:
+            if isinstance(parsed, dict):
+                with contextlib.suppress(CaptureError):
+                    lineages.segment_captured("anthropic", parsed, line)
+            continue
+        assert parsed is not None
+        body = found.segmented.body
+        assert body == parsed and list(body) == list(parsed)
+        expected = segment_request("anthropic", parsed)
+        assert [(s.kind, s.name, s.digest, s.breakpoint, s.path)
+                for s in found.segmented.segments] == \
+            [(s.kind, s.name, s.digest, s.breakpoint, s.path) for s in expected.segments]
+        assert found.segmented.data == expected.data
