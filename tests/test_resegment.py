@@ -683,3 +683,35 @@ def test_new_items_whose_bytes_only_match_in_length_are_not_reused_from() -> Non
     assert latest.around is None  # the end of the first new item was not kept from a length
     third = second.replace(b" tail", b" TAIL")
     assert lineages.segment_rendered("anthropic", third) is None  # parsed whole instead
+
+
+@pytest.mark.parametrize("local", [False, True])
+@pytest.mark.parametrize("at", [0, 2])
+def test_a_cache_point_opening_a_new_message_marks_the_segment_before_it(
+        local: bool, at: int) -> None:
+    """A Converse ``cachePoint`` block that opens a new message marks the segment before it
+    (the previous message's last block, or the head's last one), which the conversation's
+    earlier request already held: those segments are not reused unmarked, every request's
+    segments equal ``segment_request``'s (parsed, and read from the stored line's bytes)."""
+    system = [{"text": "Be careful. " * 20}]
+    user = {"role": "user", "content": [{"text": "Start."}]}
+    reply = {"role": "assistant", "content": [{"text": "Done."}]}
+    marked = {"role": "user", "content": [{"cachePoint": {"type": "default"}},
+                                          {"text": "More."}]}
+    history = [user, reply, user, reply][:at]
+
+    def body(*items: Any) -> dict[str, Any]:
+        return {"model": "m", "system": system, "messages": [*history, *items]}
+
+    for read in ("segment", "segment_rendered"):
+        lineages = LineageSegments(local_history=local)
+        first = wire_json(body(user, reply))
+        lineages.segment_captured("bedrock-converse", loads(first), first)
+        second = wire_json(body(user, reply, marked))
+        expected = segment_request("bedrock-converse", loads(second))
+        assert any(s.breakpoint for s in expected.segments)
+        found = lineages.segment("bedrock-converse", loads(second)) if read == "segment" \
+            else lineages.segment_rendered("bedrock-converse", second)
+        if found is not None:  # None: parsed whole (then segment says the same)
+            assert [s.breakpoint for s in found.segmented.segments] == \
+                [s.breakpoint for s in expected.segments]

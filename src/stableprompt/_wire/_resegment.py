@@ -55,7 +55,7 @@ import itertools
 import threading
 from array import array
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -278,8 +278,11 @@ class LineageSegments:
             at = where + len(_needle(steps.history_key)) - 1
             if where > 0 and content.startswith(dump, at):
                 around = (content[:at], content[at + len(dump):])
-        return self._finish(steps, key, body, Snapshot((items, len(items))), dump, done,
-                            stored, base or _fresh(head, local), around, checked)
+        try:
+            return self._finish(steps, key, body, Snapshot((items, len(items))), dump, done,
+                                stored, base or _fresh(head, local), around, checked)
+        except _Unplaced:  # a new item marks a segment made before it
+            return Resegmented(segment_request(wire_format, body))
 
     def segment_captured(self, wire_format: str, body: Mapping[str, Any],
                          line: bytes) -> Resegmented:
@@ -399,8 +402,8 @@ class LineageSegments:
             return self._finish(steps, key, view, items, dump, done, stored,
                                 _reused(stored, done, self.local_history), stored.around,
                                 True, rebuilt=True)
-        except TypeError:  # a new item nested deeper than orjson writes: segment says where
-            return None
+        except (TypeError, _Unplaced):  # a new item nested deeper than orjson writes
+            return None  # (segment says where), or marking a segment made before it
 
     def segment_reheaded(self, wire_format: str, content: bytes) -> Resegmented | None:
         """Segment a capture line (lint, :attr:`local_history`) that re-sends a stored
@@ -458,8 +461,8 @@ class LineageSegments:
         kept = [name for name, _ in members[:n]]
         if not isinstance(middle, dict) or not middle or next(reversed(middle)) != \
                 steps.history_key or middle[steps.history_key] != [] or \
-                any(name in middle for name in kept):
-            return None
+                steps.marker_key in middle or any(name in middle for name in kept):
+            return None  # (a top-level marker marks the last item: segment reads it)
         fresh = _fresh_items(content, at + stored.item_ends[done - 1], b"}")
         if fresh is None:
             return None
@@ -468,8 +471,10 @@ class LineageSegments:
         view.update(middle)
         del view[steps.history_key]
         head: _Head | None = None
-        same = n == len(members) - 1  # every field outside the history the stored line's:
-        if not same:  # its head, else the head of these fields
+        # every field outside the history the stored line's (the decoded ones the history
+        # alone): its head, else the head of these fields
+        same = n == len(members) - 1 and len(middle) == 1
+        if not same:
             try:  # (found by the line's bytes outside the history, closed)
                 head = self._head(steps, view, content[:where - 1] + b"}"
                                   if content[where - 1] == _COMMA else None)
@@ -485,22 +490,9 @@ class LineageSegments:
                hash(_opening(dump, items)))
         # where this line's members end: the shared ones' as in the stored line, the
         # decoded ones' where their compact dumps end (else not known)
-        ends: list[tuple[str, int]] | None = members[:n]
-        offset = start
-        for name, value in middle.items():
-            if name == steps.history_key:
-                break
-            piece = _member(name, value)
-            if not content.startswith(piece, offset) or content[offset + len(piece)] != _COMMA:
-                ends = None
-                break
-            offset += len(piece) + 1
-            assert ends is not None
-            ends.append((name, offset - 1))
-        if ends is not None and offset == where:
-            ends.append((steps.history_key, len(content) - 1))
-        else:
-            ends = None
+        found = _compact_members(middle.items(), steps.history_key, content, start)
+        ends = None if found is None or found[1] != where else \
+            [*members[:n], *found[0], (steps.history_key, len(content) - 1)]
         local = self.local_history
         base = _reused(stored, done, local) if same or head is None else \
             _rebased(stored, bytes(dump), head, local)
@@ -510,8 +502,8 @@ class LineageSegments:
             return self._finish(steps, key, view, items, dump, done, stored if same else None,
                                 base, (content[:at], b"}"), False, rebuilt=True, members=ends,
                                 rendered=False)
-        except TypeError:  # a new item nested deeper than orjson writes: segment says where
-            return None
+        except (TypeError, _Unplaced):  # a new item nested deeper than orjson writes
+            return None  # (segment says where), or marking a segment made before it
 
     def _finish(self, steps: SegmentSteps, key: tuple[str, str, int], body: Mapping[str, Any],
                 items: Snapshot[Any], dump: bytes | memoryview, done: int,
@@ -539,6 +531,8 @@ class LineageSegments:
             end += 1 + len(pieces[-1])  # "[" or "," before each item
             item_ends.append(end)
             item_segments.append(before + len(kept) + len(fresh.specs))
+        if fresh.unplaced:  # a cachePoint opening a new item marks the segment before it,
+            raise _Unplaced  # one of ``base``'s: segment_request marks it
         if rebuilt and items and (end + 1 != len(dump) or
                                   dump[begin + 1:end] != b",".join(pieces)):
             # ``dump`` is the content's own bytes (segment_rendered; segment's is the items'
@@ -636,6 +630,11 @@ class LineageSegments:
                     return
 
 
+class _Unplaced(Exception):
+    """A new item's marker marks a segment of the request's base (the reused ones, or the
+    head), which :meth:`LineageSegments._finish` does not rebuild: segment the body whole."""
+
+
 def _check(steps: SegmentSteps, stored: _Stored) -> None:
     """Keep ``stored.around`` (capture bytes) only if the line it came from is exactly the
     compact dump of the stored body and names its history key once (so the history's place
@@ -663,26 +662,35 @@ def _members(steps: SegmentSteps, stored: _Stored) -> list[tuple[str, int]] | No
 def _member_ends(steps: SegmentSteps, body: Mapping[str, Any], before: bytes,
                  history: int) -> list[tuple[str, int]]:
     """:func:`_members` of a line that is ``before``, ``history`` bytes, ``"}"``."""
+    found = _compact_members(body.items(), steps.history_key, before, 1) \
+        if before.startswith(b"{") else None
+    if found is None or before[found[1]:] != _needle(steps.history_key)[:-1] or \
+            len(found[0]) + 1 != len(body):
+        return []  # not compact members, then the history, last
+    return [*found[0], (steps.history_key, len(before) + history)]
+
+
+def _compact_members(members: Iterable[tuple[str, Any]], stop: str, content: bytes,
+                     offset: int) -> tuple[list[tuple[str, int]], int] | None:
+    """Where each of ``members`` (name, value pairs, up to the one named ``stop``) ends in
+    ``content`` read from ``offset`` on, each written there as its compact dump
+    (:func:`_member`) and a ``","``: ``([(name, offset of its ","), ...], the offset after
+    the last ",")``; ``None`` when one is not (other bytes, or nested deeper than orjson
+    writes)."""
     ends: list[tuple[str, int]] = []
-    offset = 1
-    if not before.startswith(b"{"):
-        return []
-    for name, value in body.items():
-        if name == steps.history_key:
+    for name, value in members:
+        if name == stop:
             break
         try:
             piece = _member(name, value)
-        except TypeError:
-            return []
-        if not before.startswith(piece, offset) or \
-                before[offset + len(piece):offset + len(piece) + 1] != b",":
-            return []
-        offset += len(piece) + 1
-        ends.append((name, offset - 1))
-    if before[offset:] != _needle(steps.history_key)[:-1] or len(ends) + 1 != len(body):
-        return []  # not the history next, or not last
-    ends.append((steps.history_key, len(before) + history))
-    return ends
+        except TypeError:  # nested deeper than orjson writes: not a compact dump
+            return None
+        after = offset + len(piece)
+        if not content.startswith(piece, offset) or content[after:after + 1] != b",":
+            return None
+        ends.append((name, after))
+        offset = after + 1
+    return ends, offset
 
 
 def _member(name: str, value: Any) -> bytes:

@@ -212,6 +212,9 @@ class SegmentBuilder:
         # this builder's, for the next one.
         self.known = known
         self.dumped: dict[int, tuple[Any, bytes | SegmentSpec]] = {}
+        # a marker (:meth:`mark_last`) found no segment of this builder's to mark: it marks
+        # one added before (by another builder: ``_resegment``'s reused segments)
+        self.unplaced = False
 
     def _dump(self, value: Any, where: str) -> bytes:
         """:func:`_dump` of ``value``, the known dump when ``value`` is that same object."""
@@ -230,13 +233,15 @@ class SegmentBuilder:
         return SegmentedRequest(wire_format, segments, SegmentBytes((data,)), body)
 
     def mark_last(self, ttl: str) -> None:
-        """Put a breakpoint of ``ttl`` on the last non-param segment (automatic caching)."""
+        """Put a breakpoint of ``ttl`` on the last non-param segment (automatic caching);
+        none added yet: :attr:`unplaced`."""
         for index in range(len(self.specs) - 1, -1, -1):
             last = self.specs[index]
             if last.kind != "param":
                 self.specs[index] = SegmentSpec(last.kind, last.name, last.data, last.path, ttl,
                                                 last.label)
                 return
+        self.unplaced = True
 
     def add(self, kind: str, name: str, value: Any, path: str, label: str = "") -> None:
         """Add one segment: ``value`` without its marker, located at ``path``."""

@@ -1,0 +1,195 @@
+"""Adversarial capture lines for lint's reading of a line from its conversation's stored line
+(``LineageSegments.segment_reheaded``): each capture prints byte for byte what the chained
+segments print (``_linter._HEADED = False``, lines parsed whole), text, ``--all`` and
+``--json``. Each case is a class of input that once printed something else."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from stableprompt._canonical import loads, wire_json
+from stableprompt._exceptions import CaptureError
+from stableprompt._wire._formats import segment_request
+from stableprompt._wire._resegment import LineageSegments
+from test_lint_headed import _headed_and_chained
+
+_SYSTEM = "You are an agent. " * 8
+
+
+def _history(turn: int) -> list[dict[str, Any]]:
+    """A conversation's history at ``turn`` (two items a turn)."""
+    items: list[dict[str, Any]] = [{"role": "user", "content": "hello there"}]
+    for i in range(turn):
+        items += [{"role": "assistant", "content": [{"type": "text", "text": f"a{i}"}]},
+                  {"role": "user", "content": [{"type": "text", "text": f"u{i}"}]}]
+    return items
+
+
+def _body(turn: int, clock: int, **fields: Any) -> dict[str, Any]:
+    """An Anthropic body at ``turn`` whose system prompt holds ``clock``; ``fields`` go
+    after the system prompt, before the history (the last member)."""
+    return {"model": "claude-sonnet-4-5", "max_tokens": 1024,
+            "system": f"{_SYSTEM}Time: 12:{clock:02d}", **fields, "messages": _history(turn)}
+
+
+def _nested(depth: int) -> Any:
+    """A value nested ``depth`` arrays deep (orjson writes 255 levels, reads 1,024)."""
+    value: Any = "x"
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+def _deep(body: dict[str, Any]) -> bytes:
+    """``body``'s compact JSON written by the standard library (any depth)."""
+    return json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+_CASES: dict[str, list[dict[str, Any] | bytes]] = {
+    # a member inserted just before the history, every member before it the stored line's:
+    # the line's head is not the stored line's (tool_choice is a param of the head)
+    "member-inserted-before-history-same-clock": [
+        _body(0, 0), _body(1, 0), _body(2, 0, tool_choice={"type": "auto"}), _body(3, 0)],
+    "member-inserted-before-history-other-clock": [
+        _body(0, 0), _body(1, 1), _body(2, 1, tool_choice={"type": "auto"}),
+        _body(3, 2, tool_choice={"type": "auto"}), _body(4, 2)],
+    # a top-level cache_control (automatic caching) marks the last item: the history's
+    # segments are not those of a line without it
+    "top-level-cache-control-added": [
+        _body(0, 0), _body(1, 1, cache_control={"type": "ephemeral"}),
+        _body(2, 2, cache_control={"type": "ephemeral"}), _body(3, 3)],
+    "top-level-cache-control-same-clock": [
+        _body(0, 0), _body(1, 0), _body(2, 0, cache_control={"type": "ephemeral"}),
+        _body(3, 0, cache_control={"type": "ephemeral"})],
+    # a decoded member (no head segment of it) nested deeper than orjson writes
+    "member-nested-deeper-than-orjson-writes": [
+        _body(0, 0), _deep(_body(1, 1, metadata={"x": _nested(300)})),
+        _deep(_body(2, 2, metadata={"x": _nested(300)})), _body(3, 3)],
+}
+
+
+def _raw(body: dict[str, Any], old: bytes, new: bytes) -> bytes:
+    """``body``'s compact JSON with its first ``old`` written as ``new`` (same JSON value,
+    or a line that is not the body's compact dump)."""
+    line = wire_json(body)
+    assert old in line
+    return line.replace(old, new, 1)
+
+
+_HISTORY = b'"messages":['
+# Lines read from stored lines that printed what parsed lines print when tried (kept so
+# they go on doing so): every line a clock line re-sending the conversation.
+_CASES.update({
+    "spaces-in-a-decoded-member": [
+        _body(0, 0), _raw(_body(1, 1), b'"system":"', b'"system" : "'), _body(2, 2)],
+    "escaped-character-in-a-decoded-member": [
+        _body(0, 0), _raw(_body(1, 1), b"agent", b"\\u0061gent"), _body(2, 2)],
+    "duplicate-member-before-the-history": [
+        _body(0, 0), _raw(_body(1, 1), b'"system"', b'"system":"other","system"'),
+        _body(2, 2)],
+    "duplicate-history-with-spaces-first": [
+        _body(0, 0), _raw(_body(1, 1), _HISTORY, b'"messages": [1],' + _HISTORY),
+        _body(2, 2)],
+    "history-not-last": [
+        _body(0, 0), _raw(_body(1, 1), b"]}", b'],"stream":true}'), _body(2, 2)],
+    "number-written-otherwise": [
+        _body(0, 0), _raw(_body(1, 1), b"1024", b"1.024e3"), _body(2, 2)],
+    "crlf-and-trailing-space": [
+        _body(0, 0), wire_json(_body(1, 1)) + b"\r", wire_json(_body(2, 2)) + b" ",
+        _body(3, 3)],
+    "byte-order-mark": [_body(0, 0), b"\xef\xbb\xbf" + wire_json(_body(1, 1)), _body(2, 2)],
+    "truncated-line-in-a-run": [
+        _body(0, 0), wire_json(_body(1, 1))[:-3], _body(2, 2), _body(3, 3)],
+    "invalid-utf8-in-a-new-item": [
+        _body(0, 0), _raw(_body(1, 1), b"u0", b"u\xff0"), _body(2, 2)],
+    "history-key-nested-in-a-decoded-member": [
+        _body(0, 0), _body(1, 1, metadata={"messages": _history(0)}), _body(2, 2)],
+    "history-shrinks-and-is-edited": [
+        _body(2, 0), _body(1, 1), _raw(_body(3, 2), b'"a1"', b'"A1"'), _body(3, 3)],
+    "members-reordered": [
+        _body(0, 0), {"system": f"{_SYSTEM}Time: 12:01", "max_tokens": 1024,
+                      "model": "claude-sonnet-4-5", "messages": _history(1)}, _body(2, 2)],
+})
+
+
+@pytest.mark.parametrize("case", sorted(_CASES))
+def test_reheaded_lines_print_what_parsed_lines_print(
+        case: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "capture.jsonl"
+    path.write_bytes(b"".join((body if isinstance(body, bytes) else wire_json(body)) + b"\n"
+                              for body in _CASES[case]))
+    _headed_and_chained(path, monkeypatch)
+
+
+# -- segment_reheaded against parsing: byte edits of the fields before the history ----------
+
+_TOKENS = [b" ", b",", b'"', b":", b"{", b"}", b"[", b"]", b'"messages":[', b'"model":"x"',
+           b'"system":"s"', b"1", b"\\u0041", b'"cache_control":{"type":"ephemeral"}',
+           b'"tool_choice":{"type":"any"}']
+_edits = st.lists(st.tuples(st.integers(0, 2), st.integers(0, 10**6), st.integers(0, 10**6),
+                            st.sampled_from(_TOKENS)), max_size=3)
+
+
+def _edited(line: bytes, edits: list[tuple[int, int, int, bytes]]) -> bytes:
+    """``line`` with its bytes before the history edited: a token inserted, a few bytes
+    deleted, or some of its own bytes copied elsewhere."""
+    at = line.find(_HISTORY)
+    before = bytearray(line[:at])
+    for op, where, other, token in edits:
+        i = where % (len(before) + 1)
+        if op == 0:
+            before[i:i] = token
+        elif op == 1:
+            del before[i:i + 1 + other % 4]
+        else:
+            j = other % max(len(before), 1)
+            before[i:i] = before[j:j + 1 + other % 30]
+    return bytes(before) + line[at:]
+
+
+@settings(max_examples=300, deadline=None)
+@given(turns=st.lists(st.tuples(st.integers(0, 2), st.integers(0, 3), _edits), min_size=1,
+                      max_size=5),
+       tool_choice=st.lists(st.booleans(), min_size=5, max_size=5))
+def test_lines_read_from_stored_lines_are_the_parsed_lines(
+        turns: list[tuple[int, int, list[tuple[int, int, int, bytes]]]],
+        tool_choice: list[bool]) -> None:
+    """A line ``segment_reheaded`` reads is the body ``loads`` makes of it (values and key
+    order) with the segments ``segment_request`` makes of that body; a line it declines is
+    parsed and stored (``segment_captured``) as lint does."""
+    lineages = LineageSegments(local_history=True)
+    first = wire_json(_body(1, 0))
+    lineages.segment_captured("anthropic", loads(first), first)
+    turn = 1
+    for (grow, clock, edits), choice in zip(turns, tool_choice, strict=False):
+        turn += grow
+        fields = {"tool_choice": {"type": "auto"}} if choice else {}
+        line = _edited(wire_json(_body(turn, clock, **fields)), edits)
+        try:
+            parsed = loads(line)
+        except ValueError:
+            parsed = None
+        try:
+            found = lineages.segment_reheaded("anthropic", line)
+        except CaptureError:
+            found = None
+        if found is None:
+            if isinstance(parsed, dict):
+                with contextlib.suppress(CaptureError):
+                    lineages.segment_captured("anthropic", parsed, line)
+            continue
+        assert parsed is not None
+        body = found.segmented.body
+        assert body == parsed and list(body) == list(parsed)
+        expected = segment_request("anthropic", parsed)
+        assert [(s.kind, s.name, s.digest, s.breakpoint, s.path)
+                for s in found.segmented.segments] == \
+            [(s.kind, s.name, s.digest, s.breakpoint, s.path) for s in expected.segments]
+        assert found.segmented.data == expected.data
