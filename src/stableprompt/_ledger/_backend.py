@@ -52,6 +52,10 @@ class Backend(Protocol):
         shared: Other hosts write the same database (PostgreSQL): a recorder re-reads a
             lineage's recent rows before each comparison.
         rowid: The insertion-order column (``rowid`` / ``seq``).
+        commits_in_order: No row can commit after a row with a higher ``rowid`` (SQLite:
+            the number is taken under the write lock held until commit); PostgreSQL's
+            sequence values are taken when an insert starts, so rows of several writers can
+            commit out of that order (``_late``).
         insert_sql: Insert one ``_schema.to_row`` row (``?`` placeholders); a ``record_id``
             already stored is ignored.
         errors: The driver's exception base classes (database errors, never ours).
@@ -62,6 +66,7 @@ class Backend(Protocol):
     anchor: Path
     shared: bool
     rowid: str
+    commits_in_order: bool
     insert_sql: str
     errors: tuple[type[BaseException], ...]
     secrets: tuple[str, ...]

@@ -58,6 +58,7 @@ from .._public import public
 from .._redact import redact
 from ._backend import Backend, Connection, fetch_batches
 from ._journal import PendingJournal, orphaned_journals
+from ._late import LateRows
 from ._outline_text import DELTA_PREFIX, made_whole
 from ._schema import (
     COLUMNS,
@@ -81,6 +82,8 @@ _log = logging.getLogger("stableprompt.ledger")
 
 _WRITE_ATTEMPTS = 4
 _PRUNE_BATCH = 10_000
+_LATE_RANGES_PER_QUERY = 100
+"""Ranges of :class:`~._late.LateRows` read again in one statement (two parameters each)."""
 """Call rows :meth:`Ledger.prune` deletes per transaction."""
 _IDLE_READERS = 4
 """Read connections a ledger keeps open between reads (each read takes one; a recorder
@@ -794,19 +797,28 @@ class Ledger:
     def records_after(
         self, rowid: int = 0, *, limit: int = 1000,
         on_invalid: Callable[[str, Exception], None] | None = None,
+        late: LateRows | None = None,
     ) -> tuple[list[UsageRecord], int]:
-        """The records stored after SQLite row ``rowid``, in insertion order: what a follower
-        (``stableprompt report --follow``) has not read yet while another process writes.
+        """The records stored after insertion-order number ``rowid`` (SQLite's ``rowid``,
+        PostgreSQL's ``seq``), in insertion order: what a follower (``stableprompt report
+        --follow``) has not read yet while other processes write.
 
         Args:
             rowid: The last row already read (0: from the start).
-            limit: At most this many rows per call.
+            limit: At most this many rows after ``rowid`` per call.
             on_invalid: As :meth:`iter_records` (an invalid row is skipped but read past).
+            late: Where the follower keeps the numbers it read past without a row
+                (:class:`~._late.LateRows`, one per follower). On PostgreSQL a row can
+                commit after a row with a higher ``seq`` (several writers); with ``late``,
+                each call first returns the rows that have since filled those numbers (in
+                insertion order), for :attr:`~._late.LateRows.wait_s` seconds. Without it (or
+                on SQLite, where rows commit in insertion order) they are not read again.
 
         Returns:
-            ``(records, last)``: the records, and the rowid to pass next time (``rowid`` when
-            no row was new). Rows come from a fresh connection, so a live writer's committed
-            rows (WAL) are seen; spilled records are not (:meth:`replay_spill`).
+            ``(records, last)``: the records (late rows first), and the number to pass next
+            time (``rowid`` when no row was new). Rows come from a fresh connection, so a
+            live writer's committed rows are seen; spilled records are not
+            (:meth:`replay_spill`).
 
         Raises:
             LedgerError: As :meth:`iter_records`.
@@ -814,14 +826,33 @@ class Ledger:
         conn = self._reader()
         last = rowid
         out: list[UsageRecord] = []
+        seq = self._backend.rowid
+        watch = late if late is not None and not self._backend.commits_in_order else None
         try:
-            seq = self._backend.rowid
+            found: list[Any] = []
+            if watch is not None:
+                watch.expire()
+                ranges = watch.ranges
+                for at in range(0, len(ranges), _LATE_RANGES_PER_QUERY):
+                    chunk = ranges[at:at + _LATE_RANGES_PER_QUERY]
+                    where = " OR ".join(f"{seq} BETWEEN ? AND ?" for _ in chunk)
+                    found += conn.execute(
+                        f"SELECT {self._select}, {seq} FROM calls WHERE {where}",
+                        [bound for pair in chunk for bound in pair]).fetchall()
+                found.sort(key=lambda row: int(row[-1]))
             rows = conn.execute(f"SELECT {self._select}, {seq} FROM calls WHERE {seq} > ? "
                                 f"ORDER BY {seq} LIMIT ?", (rowid, limit)).fetchall()
         except self._backend.errors as exc:
             raise self._unreadable(exc) from exc
         finally:
             self._release(conn)
+        if watch is not None:
+            watch.filled(int(row[-1]) for row in found)
+            watch.read_past(rowid, [int(row[-1]) for row in rows])
+        for row in found:
+            record = decoded_or_reported(row[:-1], int(row[-1]), on_invalid)
+            if record is not None:
+                out.append(record)
         for row in rows:
             last = int(row[-1])
             record = decoded_or_reported(row[:-1], last, on_invalid)

@@ -176,6 +176,7 @@ class PostgresBackend:
 
     shared = True
     rowid = "seq"
+    commits_in_order = False
     insert_sql = _INSERT_SQL
 
     def __init__(self, url: str, *, busy_timeout_s: float,

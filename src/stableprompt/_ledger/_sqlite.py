@@ -27,6 +27,7 @@ class SqliteBackend:
 
     shared = False
     rowid = "rowid"
+    commits_in_order = True
     insert_sql = INSERT_SQL
     errors: tuple[type[BaseException], ...] = (sqlite3.Error,)
     secrets: tuple[str, ...] = ()

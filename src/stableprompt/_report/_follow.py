@@ -1,9 +1,10 @@
 """``stableprompt report --follow LEDGER``: a live view of a ledger another process writes.
 
 :func:`follow` polls the ledger every ``interval_s`` for the rows stored since the last poll
-(``Ledger.records_after``, by SQLite rowid: each row is read once, in insertion order; a
-fresh read-only connection per poll sees every row a live writer committed, SQLite WAL) and
-shows:
+(``Ledger.records_after``, by insertion order: each row is read once; a fresh read-only
+connection per poll sees every row a live writer committed, SQLite WAL; on PostgreSQL a row
+that commits after a row with a higher ``seq``, another writer's, is shown when it commits,
+up to ``_ledger._late.LATE_WAIT_S`` later) and shows:
 
 * the running hit rate (token-weighted over included calls, as ``report``:
   :class:`~._summary.Totals`), calls, and calls per verdict;
@@ -35,6 +36,7 @@ from .._accounting._calls import CallRow, call_row, exclusion
 from .._accounting._ceilings import policy_of as _policy
 from .._accounting._summary import Ceilings, Totals
 from .._exceptions import LedgerError
+from .._ledger._late import LateRows
 from .._ledger._usage_record import UsageRecord
 from .._policy import PolicyTable
 from .._subcommand import shown
@@ -210,6 +212,7 @@ def follow(path: str, *, file: TextIO, interval_s: float = 0.5, seconds: float |
     title = f"following {path}"
     ledger: Ledger | None = None
     rowid = 0
+    late = LateRows(clock=clock)
     waiting_said = False
 
     def skip(_row_id: str, _exc: Exception) -> None:
@@ -229,7 +232,7 @@ def follow(path: str, *, file: TextIO, interval_s: float = 0.5, seconds: float |
                 waiting_said = True
                 return
         while True:
-            records, rowid = ledger.records_after(rowid, on_invalid=skip)
+            records, rowid = ledger.records_after(rowid, on_invalid=skip, late=late)
             for record in records:
                 row = state.add(record)
                 if row is not None:
