@@ -69,11 +69,24 @@ def _turn(session: int, turn: int, pad: int) -> list[dict[str, Any]]:
     ]
 
 
-def build_capture(path: Path, *, requests: int, sessions: int, clock: bool = False) -> int:
+KEY_ORDERS = {
+    # the history last (this benchmark's capture since issue 10)
+    "history-last": ("model", "max_tokens", "tools", "system", "messages"),
+    # Claude Code's (tests/fixtures/harness/claude-code-2.1.332.jsonl.gz and
+    # claude_code_turn.json: model, messages, system, tools, metadata, max_tokens, thinking,
+    # ...): the history second, the system prompt and the tools after it
+    "claude-code": ("model", "messages", "system", "tools", "max_tokens"),
+}
+
+
+def build_capture(path: Path, *, requests: int, sessions: int, clock: bool = False,
+                  order: str = "history-last") -> int:
     """Write the synthetic capture; return its size in bytes. ``clock``: every session's
     system prompt starts with the time of the request (``Current time: ...``, as the demo's
     ``clock-in-system``), so every request's head differs from its predecessor's at the
-    start of the ~10 KB system text (the capture of issue 30's lint measurement)."""
+    start of the ~10 KB system text (the capture of issue 30's lint measurement). ``order``:
+    the top-level members' order, a key of ``KEY_ORDERS`` (the same bodies either way)."""
+    keys = KEY_ORDERS[order]
     tools = _tools(30)
     system_text = ("You are a careful coding agent. Follow the repository conventions. " * 75
                    + "Read the API key from the environment, never print keys or tokens; "
@@ -115,8 +128,9 @@ def build_capture(path: Path, *, requests: int, sessions: int, clock: bool = Fal
                 last = copy.deepcopy(messages[-1])
                 last["content"][-1]["cache_control"] = {"type": "ephemeral"}
                 messages[-1] = last
-                body = {"model": "claude-sonnet-4-5", "max_tokens": 1024,
-                        "tools": session_tools, "system": system, "messages": messages}
+                fields = {"model": "claude-sonnet-4-5", "max_tokens": 1024,
+                          "tools": session_tools, "system": system, "messages": messages}
+                body = {key: fields[key] for key in keys}
                 line = json.dumps(body, separators=(",", ":")) + "\n"
                 size += len(line)
                 out.write(line)
