@@ -69,6 +69,16 @@ def test_clock_capture_prints_what_chained_segments_print(
     assert b"volatile-token" in _printed(path, ["--json"])
 
 
+def test_claude_code_ordered_clock_capture_prints_what_chained_segments_print(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same capture in Claude Code's key order (the history second, the changing
+    system prompt after it): its lines are read from the stored lines' bytes."""
+    path = tmp_path / "clock.jsonl"
+    _bench_capture()(path, requests=60, sessions=4, clock=True, order="claude-code")
+    _headed_and_chained(path, monkeypatch)
+    assert b"volatile-token" in _printed(path, ["--json"])
+
+
 def _clocked(records: list[dict[str, Any]], body: dict[str, Any], c: int) -> None:
     stamp = f"Current time: 2026-11-30T00:{len(records) % 60:02d}:0{c}Z\n\n"
     for key in ("system", "instructions"):

@@ -111,6 +111,26 @@ _CASES.update({
         _body(0, 0), _raw(_body(1, 1), b"u0", b"u\xff0"), _body(2, 2)],
     "history-key-nested-in-a-decoded-member": [
         _body(0, 0), _body(1, 1, metadata={"messages": _history(0)}), _body(2, 2)],
+    # the history in the middle (Claude Code's order): the members after it compared with
+    # the stored line's, the changed ones decoded alone
+    "claude-code-order-clock-after-history": [
+        {"model": "m", "messages": _history(t), "system": f"{_SYSTEM}Time: 12:0{t}",
+         "tools": [{"name": "read", "input_schema": {"type": "object"}}], "max_tokens": 1}
+        for t in range(5)],
+    "claude-code-order-member-dropped-after-history": [
+        {"model": "m", "messages": _history(t), "system": f"{_SYSTEM}Time: 12:0{t}",
+         **({"tools": [{"name": "read", "input_schema": {"type": "object"}}]} if t != 2
+            else {}), "max_tokens": 1} for t in range(5)],
+    "claude-code-order-history-key-again-after-history": [
+        {"model": "m", "messages": _history(0), "system": "s0", "max_tokens": 1},
+        _raw({"model": "m", "messages": _history(1), "system": "s1", "max_tokens": 1},
+             b'"max_tokens":1}', b'"max_tokens":1,"messages":[]}'),
+        {"model": "m", "messages": _history(2), "system": "s2", "max_tokens": 1}],
+    "claude-code-order-cache-control-after-history": [
+        {"model": "m", "messages": _history(0), "system": "s0", "max_tokens": 1},
+        {"model": "m", "messages": _history(1), "system": "s1", "max_tokens": 1,
+         "cache_control": {"type": "ephemeral"}},
+        {"model": "m", "messages": _history(2), "system": "s2", "max_tokens": 1}],
     "history-shrinks-and-is-edited": [
         _body(2, 0), _body(1, 1), _raw(_body(3, 2), b'"a1"', b'"A1"'), _body(3, 3)],
     "members-reordered": [
@@ -193,3 +213,107 @@ def test_lines_read_from_stored_lines_are_the_parsed_lines(
                 for s in found.segmented.segments] == \
             [(s.kind, s.name, s.digest, s.breakpoint, s.path) for s in expected.segments]
         assert found.segmented.data == expected.data
+
+
+# -- the history in the middle (Claude Code's order: model, messages, system, tools, ...) ----
+
+def _middle_body(turn: int, clock: int, **fields: Any) -> dict[str, Any]:
+    """An Anthropic body at ``turn`` in Claude Code's key order (the history second, the
+    system prompt holding ``clock`` and the tools after it; ``fields`` last), as
+    ``tests/fixtures/harness/claude-code-2.1.332.jsonl.gz`` sends them."""
+    return {"model": "claude-sonnet-4-5", "messages": _history(turn),
+            "system": f"{_SYSTEM}Time: 12:{clock:02d}",
+            "tools": [{"name": "read", "input_schema": {"type": "object"}}],
+            "max_tokens": 1024, **fields}
+
+
+_MIDDLE_TOKENS = [*_TOKENS, b'"tools":[]', b'"max_tokens":1', b"],", b'],"system":"s"',
+                  b'{"role":"user","content":"x"}', b',{"role":"user","content":"x"}']
+
+
+def _edited_anywhere(line: bytes, edits: list[tuple[int, int, int, int, bytes]]) -> bytes:
+    """``line`` with bytes edited before its history (region 0), inside it (1) or after it
+    (2): a token inserted, a few bytes deleted, or some of its own bytes copied there."""
+    at = line.find(_HISTORY)
+    close = line.find(b'],"system":', at)
+    parts = [bytearray(line[:at]), bytearray(line[at:close + 1]), bytearray(line[close + 1:])]
+    for region, op, where, other, token in edits:
+        part = parts[region]
+        i = where % (len(part) + 1)
+        if op == 0:
+            part[i:i] = token
+        elif op == 1:
+            del part[i:i + 1 + other % 4]
+        else:
+            j = other % max(len(part), 1)
+            part[i:i] = part[j:j + 1 + other % 30]
+    return b"".join(bytes(part) for part in parts)
+
+
+_middle_edits = st.lists(st.tuples(st.integers(0, 2), st.integers(0, 2), st.integers(0, 10**6),
+                                   st.integers(0, 10**6), st.sampled_from(_MIDDLE_TOKENS)),
+                         max_size=3)
+
+
+@settings(max_examples=400, deadline=None)
+@given(turns=st.lists(st.tuples(st.integers(0, 2), st.integers(0, 3), _middle_edits),
+                      min_size=1, max_size=6),
+       extra=st.lists(st.sampled_from([None, "tool_choice", "stream", "drop-tools"]),
+                      min_size=6, max_size=6))
+def test_history_in_the_middle_read_from_stored_lines_is_the_parsed_line(
+        turns: list[tuple[int, int, list[tuple[int, int, int, int, bytes]]]],
+        extra: list[str | None]) -> None:
+    """As the test above, on lines whose history is not their last member (Claude Code's
+    order), with byte edits before, inside and after the history, members added after it
+    or removed: a line ``segment_reheaded`` reads is ``loads`` of it with the segments
+    ``segment_request`` makes; one it declines is parsed and stored as lint does."""
+    lineages = LineageSegments(local_history=True)
+    first = wire_json(_middle_body(1, 0))
+    lineages.segment_captured("anthropic", loads(first), first)
+    turn, read = 1, 0
+    for (grow, clock, edits), change in zip(turns, extra, strict=False):
+        turn += grow
+        body = _middle_body(turn, clock, **({"tool_choice": {"type": "auto"}}
+                                             if change == "tool_choice" else
+                                             {"stream": True} if change == "stream" else {}))
+        if change == "drop-tools":
+            del body["tools"]
+        line = _edited_anywhere(wire_json(body), edits)
+        try:
+            parsed = loads(line)
+        except ValueError:
+            parsed = None
+        try:
+            found = lineages.segment_reheaded("anthropic", line)
+        except CaptureError:
+            found = None
+        if found is None:
+            if isinstance(parsed, dict):
+                with contextlib.suppress(CaptureError):
+                    lineages.segment_captured("anthropic", parsed, line)
+            continue
+        read += 1
+        assert parsed is not None
+        got = found.segmented.body
+        assert got == parsed and list(got) == list(parsed)
+        expected = segment_request("anthropic", parsed)
+        assert [(s.kind, s.name, s.digest, s.breakpoint, s.path)
+                for s in found.segmented.segments] == \
+            [(s.kind, s.name, s.digest, s.breakpoint, s.path) for s in expected.segments]
+        assert found.segmented.data == expected.data
+
+
+def test_claude_code_ordered_clock_lines_are_read_from_stored_lines() -> None:
+    """Every continuation of a Claude-Code-ordered conversation whose system prompt (after
+    the history) changes each turn is read from the stored line, not parsed whole."""
+    lineages = LineageSegments(local_history=True)
+    first = wire_json(_middle_body(1, 0))
+    lineages.segment_captured("anthropic", loads(first), first)
+    for turn in range(2, 8):
+        line = wire_json(_middle_body(turn, turn))
+        found = lineages.segment_reheaded("anthropic", line)
+        assert found is not None, turn
+        assert found.segmented.body == loads(line)
+        assert list(found.segmented.body) == ["model", "messages", "system", "tools",
+                                              "max_tokens"]
+        assert found.segmented.data == segment_request("anthropic", loads(line)).data

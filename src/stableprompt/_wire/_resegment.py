@@ -38,11 +38,12 @@ For lint (``local_history``), a request's segments are a
 :class:`~stableprompt._segment.HeadedSegments` view: its head, then history segments made
 once per conversation with offsets from the history's start and no chained digest of their
 own, so a request whose head changed keeps them as they are (nothing moved, nothing
-rechained). A capture line whose history is its last member and whose fields before it
-changed (a clock in the system prompt) is read from its conversation's stored line
-(:meth:`LineageSegments.segment_reheaded`): the leading members the two lines share are the
-stored body's values, the members up to the history and the new items are decoded, and a
-head value that is the same object as one seen before keeps its segment spec.
+rechained). A capture line whose fields outside its history changed (a clock in the system
+prompt, before the history or after it, as Claude Code writes it) is read from its
+conversation's stored line (:meth:`LineageSegments.segment_reheaded`): the members the two
+lines share from their start, and after the history from its end and from the line's end,
+are the stored body's values, the other members and the new items are decoded, and a head
+value that is the same object as one seen before keeps its segment spec.
 
 The recorder also keeps each stored request's token counts here
 (:meth:`LineageSegments.remember_tokens`), so the reused segments are not counted again.
@@ -133,9 +134,9 @@ class _Stored:
     # ``False``: ``around`` and ``dump`` are bytes of a capture, not yet known to be exactly
     # the body's compact dump naming its history once (checked on first reuse: _checked)
     checked: bool = field(default=True)
-    # Lint, a line whose history is its last member: where each of its members ends (the
-    # offset of the "," or "}" after it), each known to be the compact dump of the body's
-    # field (:func:`_members`); ``None``: not known yet
+    # Lint: where each member of the line ends (the offset of the "," or "}" after it), each
+    # known to be the compact dump of the body's field, the history's the "," or "}" after
+    # its "]" (:func:`_members`); ``None``: not known yet
     members: list[tuple[str, int]] | None = field(default=None)
 
 
@@ -407,22 +408,26 @@ class LineageSegments:
 
     def segment_reheaded(self, wire_format: str, content: bytes) -> Resegmented | None:
         """Segment a capture line (lint, :attr:`local_history`) that re-sends a stored
-        line's history with other fields before it (a clock in the system prompt), without
-        parsing what the stored line holds: the fields whose bytes the two lines share from
-        their start are the stored body's values (each a whole member of the stored line,
-        known to be its field's compact dump: :func:`_members`), the fields after them up
-        to the history are decoded from their own bytes, the history's shared items are
-        found by byte comparison and only the new items are decoded (as
-        :meth:`segment_rendered`). The line's bytes must be exactly those members, the
-        history and a closing ``}``: each part is decoded as JSON in its place (the
-        decoded fields end with the history key, none named twice), so the body is the one
+        line's history with other fields around it (a clock in the system prompt, before
+        the history or after it: Claude Code sends ``model, messages, system, tools, ...``),
+        without parsing what the stored line holds: the fields whose bytes the two lines
+        share from their start are the stored body's values (each a whole member of the
+        stored line, known to be its field's compact dump: :func:`_members`), the fields
+        after them up to the history are decoded from their own bytes, the history's shared
+        items are found by byte comparison and only the new items are decoded (as
+        :meth:`segment_rendered`); after the history, the members whose bytes the lines
+        share right after it and at the line's end are the stored body's values and those
+        between are decoded alone (:func:`_after_members`). The line's bytes must be
+        exactly those members, the history, the members after it and a closing ``}``: each
+        part is decoded as JSON in its place (the decoded fields before the history end
+        with its key, none named twice), so the body is the one
         :func:`~stableprompt._canonical.loads` returns for the line.
 
         Returns:
             ``None`` when this line is not such a continuation (no stored line with its
-            history's opening, a history that is not the last member, a stored line not
-            known to be its body's compact dump, nothing shared): decode it and call
-            :meth:`segment_captured`.
+            history's opening, a stored line not known to be its body's compact dump, no
+            member named as the stored line's first one after the history following a
+            ``"]"``, nothing shared): decode it and call :meth:`segment_captured`.
         """
         if not self.local_history:
             return None
@@ -439,17 +444,17 @@ class LineageSegments:
                 if key is not None:  # a candidate only: bytes decide below
                     break
             stored = None if key is None else self._stored.get(key)
-        if key is None or stored is None or stored.around is None or \
-                stored.around[1] != b"}":
+        if key is None or stored is None or stored.around is None:
             return None
         done = bisect.bisect_right(stored.item_ends,  # first: the cheapest to fail
                                    common_prefix_bytes(content, stored.dump, offset=at))
         members = _members(steps, stored) if done else None
         if members is None:
             return None
+        h = next(i for i, (name, _) in enumerate(members) if name == steps.history_key)
         shared = common_prefix_bytes(content, stored.around[0])
-        n = 0  # members whose bytes and the "," after them the lines share
-        while n < len(members) - 1 and members[n][1] < shared:
+        n = 0  # members before the history whose bytes and the "," after them are shared
+        while n < h and members[n][1] < shared:
             n += 1
         start = members[n - 1][1] + 1 if n else 1
         if not content.startswith(b"{") or where < start:
@@ -458,41 +463,55 @@ class LineageSegments:
             middle = loads(b"{" + content[start:at] + b"[]}")
         except ValueError:
             return None
-        kept = [name for name, _ in members[:n]]
         if not isinstance(middle, dict) or not middle or next(reversed(middle)) != \
-                steps.history_key or middle[steps.history_key] != [] or \
-                steps.marker_key in middle or any(name in middle for name in kept):
+                steps.history_key or middle[steps.history_key] != []:
+            return None
+        rest = at + stored.item_ends[done - 1]  # "," before a new item, or the closing "]"
+        after = _after_members(content, rest, stored, members[h + 1:])
+        if after is None:
+            return None
+        close, tail, front, decoded, decoded_ends = after  # the history's "]", the rest
+        names = [*(name for name, _ in members[:n]), *middle, *(name for name, _ in tail),
+                 *decoded]
+        if steps.marker_key in middle or steps.marker_key in decoded or \
+                len(set(names)) != len(names):
             return None  # (a top-level marker marks the last item: segment reads it)
-        fresh = _fresh_items(content, at + stored.item_ends[done - 1], b"}")
+        fresh = _items_between(content, rest, close)
         if fresh is None:
             return None
         outside = stored.segmented._body_view
-        view = {name: outside[name] for name in kept}  # the stored line's values
+        view = {name: outside[name] for name, _ in members[:n]}  # the stored line's values
         view.update(middle)
         del view[steps.history_key]
+        behind = {name: outside[name] for name, _ in tail[:front]}  # the line's order
+        behind.update(decoded)
+        behind.update((name, outside[name]) for name, _ in tail[front:])
         head: _Head | None = None
         # every field outside the history the stored line's (the decoded ones the history
         # alone): its head, else the head of these fields
-        same = n == len(members) - 1 and len(middle) == 1
+        same = n == h and len(middle) == 1 and not decoded and \
+            len(tail) == len(members) - h - 1
         if not same:
             try:  # (found by the line's bytes outside the history, closed)
-                head = self._head(steps, view, content[:where - 1] + b"}"
-                                  if content[where - 1] == _COMMA else None)
-            except CaptureError:  # a head the format refuses: segment_captured says where
-                return None
+                head = self._head(steps, {**view, **behind},
+                                  _outside_bytes(content, where, close))
+            except (CaptureError, TypeError):  # a head the format refuses (segment_captured
+                return None  # says where), or nested deeper than orjson writes
             if head[2] is None:
                 return None
             same = stored.segmented.segments[:stored.head] == head[0]
         items = stored.items.first(done).then(fresh)
         view[steps.history_key] = items
-        dump = memoryview(content)[at:len(content) - 1]
+        view.update(behind)
+        dump = memoryview(content)[at:close + 1]
         key = (steps.wire_format, key[1] if head is None or head[2] is None else head[2].hex(),
                hash(_opening(dump, items)))
-        # where this line's members end: the shared ones' as in the stored line, the
-        # decoded ones' where their compact dumps end (else not known)
+        # where this line's members end: the shared ones' where they are, the decoded
+        # ones' where their compact dumps end (else not known)
         found = _compact_members(middle.items(), steps.history_key, content, start)
-        ends = None if found is None or found[1] != where else \
-            [*members[:n], *found[0], (steps.history_key, len(content) - 1)]
+        ends = None if found is None or found[1] != where or decoded_ends is None else \
+            [*members[:n], *found[0], (steps.history_key, close + 1), *tail[:front],
+             *decoded_ends, *tail[front:]]
         local = self.local_history
         base = _reused(stored, done, local) if same or head is None else \
             _rebased(stored, bytes(dump), head, local)
@@ -500,8 +519,8 @@ class LineageSegments:
             return None
         try:  # not kept for segment_rendered: the next line of this head comes here
             return self._finish(steps, key, view, items, dump, done, stored if same else None,
-                                base, (content[:at], b"}"), False, rebuilt=True, members=ends,
-                                rendered=False)
+                                base, (content[:at], content[close + 1:]), False,
+                                rebuilt=True, members=ends, rendered=False)
         except (TypeError, _Unplaced):  # a new item nested deeper than orjson writes
             return None  # (segment says where), or marking a segment made before it
 
@@ -650,35 +669,117 @@ def _check(steps: SegmentSteps, stored: _Stored) -> None:
 def _members(steps: SegmentSteps, stored: _Stored) -> list[tuple[str, int]] | None:
     """Where each member of ``stored``'s line ends (:attr:`_Stored.members`), found once
     by dumping the body's fields and comparing them with the line's bytes in place (the
-    line being ``around[0]``, the history's dump, ``"}"``), or ``None`` when the line is
-    not exactly that (then no other line is read from it by :meth:`LineageSegments.
+    line being ``around[0]``, the history's dump, ``around[1]``), or ``None`` when the line
+    is not exactly that (then no other line is read from it by :meth:`LineageSegments.
     segment_reheaded`; ``[]`` is kept for it)."""
     if stored.members is None and stored.around is not None:
         stored.members = _member_ends(steps, stored.segmented._body_view, stored.around[0],
-                                      len(stored.dump)) if stored.around[1] == b"}" else []
+                                      len(stored.dump), stored.around[1])
     return stored.members or None
 
 
 def _member_ends(steps: SegmentSteps, body: Mapping[str, Any], before: bytes,
-                 history: int) -> list[tuple[str, int]]:
-    """:func:`_members` of a line that is ``before``, ``history`` bytes, ``"}"``."""
+                 history: int, after: bytes) -> list[tuple[str, int]]:
+    """:func:`_members` of a line that is ``before``, ``history`` bytes, ``after``."""
     found = _compact_members(body.items(), steps.history_key, before, 1) \
         if before.startswith(b"{") else None
-    if found is None or before[found[1]:] != _needle(steps.history_key)[:-1] or \
-            len(found[0]) + 1 != len(body):
-        return []  # not compact members, then the history, last
-    return [*found[0], (steps.history_key, len(before) + history)]
+    if found is None or before[found[1]:] != _needle(steps.history_key)[:-1]:
+        return []  # not compact members, then the history
+    behind = list(itertools.islice(body.items(), len(found[0]) + 1, None))
+    tail = _compact_members(behind, None, after, 1, last=b"}") \
+        if after[:1] == (b"," if behind else b"}") else None
+    if tail is None or tail[1] != len(after) or \
+            len(found[0]) + 1 + len(behind) != len(body):
+        return []  # not compact members after the history, closed
+    end = len(before) + history  # the "," or "}" after the history
+    return [*found[0], (steps.history_key, end), *((name, end + at) for name, at in tail[0])]
 
 
-def _compact_members(members: Iterable[tuple[str, Any]], stop: str, content: bytes,
-                     offset: int) -> tuple[list[tuple[str, int]], int] | None:
+def _after_members(content: bytes, rest: int, stored: _Stored,
+                   members: list[tuple[str, int]]
+                   ) -> tuple[int, list[tuple[str, int]], int, dict[str, Any],
+                              list[tuple[str, int]] | None] | None:
+    """The members of ``content`` (a capture line) after its history, read against
+    ``stored``'s line, whose members after its history are ``members`` (name, offset of
+    the ``","`` or ``"}"`` after it; :func:`_members`): ``(close, shared, front, decoded,
+    ends)``: the offset of the history's ``"]"``; the members whose bytes (and the
+    separators around them) the two lines share, the first ``front`` of them right after
+    the history, the others ending the line (name, offset of the separator after it in
+    ``content``); the members between them decoded alone, in the line's order; where those
+    end (``None``: not written as their compact dumps). ``None`` when the line does not
+    end so: no member named as the stored line's first one right after a ``"]"`` past
+    ``rest`` (the end of the history's shared items), or the bytes between the shared
+    members not members. The history itself is not decoded here (:func:`_items_between`):
+    any split of the line where each part decodes in its place is the line's (JSON values
+    delimit themselves), so the first candidate ``"]"`` is the only one tried."""
+    if not content.endswith(b"}"):
+        return None
+    if not members:  # the history last
+        return len(content) - 2, [], 0, {}, []
+    around = stored.around
+    assert around is not None
+    after = memoryview(around[1])  # "," then the members, "}"
+    base = len(around[0]) + len(stored.dump)  # where ``after`` starts in the stored line
+    ends = [end - base for _, end in members]  # their separators' offsets in ``after``
+    close = content.find(b"]," + decoded_json(members[0][0]) + b":", rest)
+    if close < 0:
+        return None
+    same = common_prefix_bytes(content, after, offset=close + 1)
+    front = 0  # members after the history whose bytes and the separator after them match
+    while front < len(members) and ends[front] < same:
+        front += 1
+    front_end = close + 1 + (ends[front - 1] if front else 0)  # the separator after them
+    shift = len(content) - len(after)  # a member's offset in ``after`` -> in ``content``
+    back, back_start = len(members), len(content) - 1  # the "}" (shared: the line ends so)
+    while back > front:  # members ending the line with the separators around them
+        begin = ends[back - 2] if back > 1 else 0
+        if shift + begin < front_end or \
+                not content.startswith(after[begin:ends[back - 1] + 1], shift + begin):
+            break
+        back, back_start = back - 1, shift + begin
+    decoded: dict[str, Any] = {}
+    decoded_ends: list[tuple[str, int]] | None = []
+    if front_end != back_start:
+        if front_end > back_start or content[front_end] != _COMMA:
+            return None
+        try:
+            decoded = loads(b"{" + content[front_end + 1:back_start] + b"}")
+        except ValueError:
+            return None
+        if not isinstance(decoded, dict) or not decoded:
+            return None
+        found = _compact_members(decoded.items(), None, content, front_end + 1,
+                                 last=content[back_start:back_start + 1])
+        decoded_ends = found[0] if found is not None and found[1] == back_start + 1 \
+            else None
+    shared = [(name, close + 1 + end) for (name, _), end in
+              zip(members[:front], ends[:front], strict=True)]
+    shared += [(name, shift + end) for (name, _), end in
+               zip(members[back:], ends[back:], strict=True)]
+    return close, shared, front, decoded, decoded_ends
+
+
+def _outside_bytes(content: bytes, where: int, close: int) -> bytes | None:
+    """The bytes of a capture line's members outside its history (``where``: its name,
+    ``close``: its ``"]"``), as an object: the line without ``,"history":[...]``; ``None``
+    when the history is the first member."""
+    if content[where - 1] != _COMMA:
+        return None
+    return content[:where - 1] + content[close + 1:]
+
+
+def _compact_members(members: Iterable[tuple[str, Any]], stop: str | None, content: bytes,
+                     offset: int, *, last: bytes = b","
+                     ) -> tuple[list[tuple[str, int]], int] | None:
     """Where each of ``members`` (name, value pairs, up to the one named ``stop``) ends in
     ``content`` read from ``offset`` on, each written there as its compact dump
-    (:func:`_member`) and a ``","``: ``([(name, offset of its ","), ...], the offset after
-    the last ",")``; ``None`` when one is not (other bytes, or nested deeper than orjson
+    (:func:`_member`) and a ``","`` (``last`` after the last pair, when no ``stop`` ends
+    them first): ``([(name, offset of its separator), ...], the offset after the last
+    separator)``; ``None`` when one is not (other bytes, or nested deeper than orjson
     writes)."""
     ends: list[tuple[str, int]] = []
-    for name, value in members:
+    pairs = list(members)
+    for index, (name, value) in enumerate(pairs):
         if name == stop:
             break
         try:
@@ -686,7 +787,8 @@ def _compact_members(members: Iterable[tuple[str, Any]], stop: str, content: byt
         except TypeError:  # nested deeper than orjson writes: not a compact dump
             return None
         after = offset + len(piece)
-        if not content.startswith(piece, offset) or content[after:after + 1] != b",":
+        if not content.startswith(piece, offset) or content[after:after + 1] != \
+                (last if index == len(pairs) - 1 else b","):
             return None
         ends.append((name, after))
         offset = after + 1
@@ -807,10 +909,19 @@ def _fresh_items(content: bytes, rest: int, after: bytes) -> list[Any] | None:
     """The items a history array holds after its first ones, which end at ``content[rest]``
     (a ``,`` before more items, or the closing ``]``), when the array is followed by exactly
     ``after`` (the bytes after the previous request's history: the same head); else
-    ``None``. The new items' bytes are decoded by :func:`~stableprompt._canonical.loads`
-    (one C call, as a full parse of the body would), nothing before them."""
-    close = len(content) - len(after) - 1  # where the history's "]" must be
-    if close < rest or not content.endswith(after) or content[close] != _CLOSE:
+    ``None`` (:func:`_items_between`)."""
+    if not content.endswith(after):
+        return None
+    return _items_between(content, rest, len(content) - len(after) - 1)
+
+
+def _items_between(content: bytes, rest: int, close: int) -> list[Any] | None:
+    """The items a history array holds after its first ones, which end at ``content[rest]``
+    (a ``,`` before more items, or the closing ``]``), the array closed at ``close``;
+    ``None`` when those bytes are not that. The new items' bytes are decoded by
+    :func:`~stableprompt._canonical.loads` (one C call, as a full parse of the body
+    would), nothing before them."""
+    if close < rest or content[close] != _CLOSE:
         return None
     if rest == close:  # nothing appended
         return []
