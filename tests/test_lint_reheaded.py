@@ -317,3 +317,108 @@ def test_claude_code_ordered_clock_lines_are_read_from_stored_lines() -> None:
         assert list(found.segmented.body) == ["model", "messages", "system", "tools",
                                               "max_tokens"]
         assert found.segmented.data == segment_request("anthropic", loads(line)).data
+
+
+# -- the history's end found by its stored line's next member name: the search string
+# (``],"system":``) elsewhere, members after the history otherwise written -----------------
+
+def _with_item(body: dict[str, Any], item: dict[str, Any]) -> dict[str, Any]:
+    """``body`` with ``item`` appended to its history, its key order kept."""
+    return {name: [*value, item] if name == "messages" else value
+            for name, value in body.items()}
+
+
+def _after_history(body: dict[str, Any], name: str, value: Any) -> dict[str, Any]:
+    """``body`` with the member ``name`` inserted right after its history."""
+    out: dict[str, Any] = {}
+    for key, kept in body.items():
+        out[key] = kept
+        if key == "messages":
+            out[name] = value
+    return out
+
+
+_SEARCHED = b'"max_tokens":1024'
+# (lines, which of them after the first are read from the stored line: True, else parsed)
+_MIDDLE_CASES: dict[str, tuple[list[dict[str, Any] | bytes], list[bool]]] = {
+    "search-string-in-a-new-item-text": ([
+        _middle_body(0, 0),
+        _with_item(_middle_body(1, 1), {"role": "assistant",
+                                        "content": '],"system":[{"a":1}],"tools":['}),
+        _middle_body(2, 2)], [True, True]),
+    # the first candidate "]" is inside a new item: its bytes do not decode, parsed whole
+    "search-string-as-structure-in-a-new-item": ([
+        _middle_body(0, 0),
+        _with_item(_middle_body(1, 1), {"role": "assistant", "content": [
+            {"type": "tool_use", "id": "t", "name": "read",
+             "input": {"a": [1], "system": "s", "tools": [2]}}]}),
+        _middle_body(2, 2)], [False, True]),
+    "search-string-in-a-member-after-the-history": ([
+        _middle_body(0, 0), _middle_body(1, 1, metadata={"user_id": '],"system":"x"'}),
+        _middle_body(2, 2, metadata={"user_id": '],"system":"x"'})], [True, True]),
+    "escaped-quotes-before-the-search-string": ([
+        _middle_body(0, 0),
+        _with_item(_middle_body(1, 1), {"role": "user", "content": '\\"],\\"system\\":'}),
+        _middle_body(2, 2)], [True, True]),
+    "member-inserted-right-after-the-history": ([
+        _middle_body(0, 0), _after_history(_middle_body(1, 1), "stream", True),
+        _after_history(_middle_body(2, 2), "stream", True), _middle_body(3, 3)],
+        [False, True, False]),
+    # named twice among the decoded members: the last value in the first place, as loads
+    # reads it; a stored line naming a member twice is not read from
+    "member-after-the-history-named-twice": ([
+        _middle_body(0, 0), _raw(_middle_body(1, 1), _SEARCHED, _SEARCHED + b',"tools":[]'),
+        _raw(_middle_body(2, 2), _SEARCHED, b'"max_tokens":1,' + _SEARCHED),
+        _middle_body(3, 3)], [True, False, False]),
+    "member-before-the-history-named-again-after-it": ([
+        _middle_body(0, 0), _raw(_middle_body(1, 1), _SEARCHED, _SEARCHED + b',"model":"x"'),
+        _middle_body(2, 2)], [False, False]),
+    "members-after-the-history-reordered": ([
+        _middle_body(0, 0),
+        {"model": "claude-sonnet-4-5", "messages": _history(1), "max_tokens": 1024,
+         "tools": [{"name": "read", "input_schema": {"type": "object"}}],
+         "system": f"{_SYSTEM}Time: 12:01"}, _middle_body(2, 2)], [False, False]),
+    "member-after-the-history-holding-the-history-key": ([
+        _middle_body(0, 0), _middle_body(1, 1, metadata={"messages": _history(1)}),
+        _middle_body(2, 2)], [True, True]),
+    "space-after-the-history": ([
+        _middle_body(0, 0), _raw(_middle_body(1, 1), b'],"system"', b'] ,"system"'),
+        _middle_body(2, 2)], [False, False]),
+    "same-items-other-members-after": ([
+        _middle_body(1, 0), _middle_body(1, 1), _middle_body(1, 1, stream=True),
+        _middle_body(1, 1)], [True, True, True]),
+    "numbers-written-otherwise-after-the-history": ([
+        _middle_body(0, 0), _raw(_middle_body(1, 1), _SEARCHED, b'"max_tokens":1.024e3'),
+        _raw(_middle_body(2, 2), _SEARCHED, b'"max_tokens":1024.0'), _middle_body(3, 3)],
+        [True, False, True]),
+    "history-first": ([
+        {"messages": _history(t), "model": "m", "system": f"s{t}", "max_tokens": 1}
+        for t in range(4)], [True, True, True]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(_MIDDLE_CASES))
+def test_history_end_found_by_the_next_member_name_prints_what_parsed_lines_print(
+        case: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each line is read from its stored line or not, as listed; a line read is the body
+    ``loads`` returns (key order included) with :func:`segment_request`'s segments; lint
+    prints what parsed lines print."""
+    lines = [body if isinstance(body, bytes) else wire_json(body)
+             for body in _MIDDLE_CASES[case][0]]
+    lineages = LineageSegments(local_history=True)
+    lineages.segment_captured("anthropic", loads(lines[0]), lines[0])
+    read = []
+    for line in lines[1:]:
+        found = lineages.segment_reheaded("anthropic", line)
+        read.append(found is not None)
+        body = loads(line)
+        if found is None:
+            lineages.segment_captured("anthropic", body, line)
+            continue
+        assert found.segmented.body == body
+        assert list(found.segmented.body) == list(body)
+        assert found.segmented.data == segment_request("anthropic", body).data
+    assert read == _MIDDLE_CASES[case][1]
+    path = tmp_path / "capture.jsonl"
+    path.write_bytes(b"".join(line + b"\n" for line in lines))
+    _headed_and_chained(path, monkeypatch)
