@@ -11,9 +11,7 @@ history-only-grew shortcut."""
 
 from __future__ import annotations
 
-import contextlib
 import copy
-import io
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -23,7 +21,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from stableprompt._canonical import loads, wire_json
-from stableprompt._cli import main
 from stableprompt._diff import first_divergent_index
 from stableprompt._diff._history import history_ops
 from stableprompt._lint import _linter
@@ -38,18 +35,9 @@ from stableprompt._segment import (
 )
 from stableprompt._wire import _formats, _resegment
 from test_formats_detect import _walked, bodies, messages
-from test_lint_outputs_fast import _bench_capture
+from test_lint_outputs_fast import _OUTPUTS, _bench_capture, _printed
 from test_lint_reuse import _conversation, _write, interleaved, plans
 from test_resegment import PATHS
-
-_OUTPUTS: tuple[list[str], ...] = ([], ["--all"], ["--json"])
-
-
-def _printed(path: Path, extra: list[str]) -> bytes:
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        main(["lint", str(path), "--exit-zero", *extra])
-    return out.getvalue().encode()
 
 
 def _headed_and_chained(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

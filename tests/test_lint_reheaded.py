@@ -175,6 +175,35 @@ def _edited(line: bytes, edits: list[tuple[int, int, int, bytes]]) -> bytes:
 
 
 @settings(max_examples=300, deadline=None)
+def _read_checked(lineages: LineageSegments, line: bytes) -> bool:
+    """Read ``line`` from its conversation's stored line (``segment_reheaded``), or, declined,
+    parse and store it as lint does (``segment_captured``). A line read must be the body
+    ``loads`` makes of it (values and key order) with the segments ``segment_request`` makes
+    of that body. Returns whether it was read."""
+    try:
+        parsed = loads(line)
+    except ValueError:
+        parsed = None
+    try:
+        found = lineages.segment_reheaded("anthropic", line)
+    except CaptureError:
+        found = None
+    if found is None:
+        if isinstance(parsed, dict):
+            with contextlib.suppress(CaptureError):
+                lineages.segment_captured("anthropic", parsed, line)
+        return False
+    assert parsed is not None
+    body = found.segmented.body
+    assert body == parsed and list(body) == list(parsed)
+    expected = segment_request("anthropic", parsed)
+    assert [(s.kind, s.name, s.digest, s.breakpoint, s.path)
+            for s in found.segmented.segments] == \
+        [(s.kind, s.name, s.digest, s.breakpoint, s.path) for s in expected.segments]
+    assert found.segmented.data == expected.data
+    return True
+
+
 @given(turns=st.lists(st.tuples(st.integers(0, 2), st.integers(0, 3), _edits), min_size=1,
                       max_size=5),
        tool_choice=st.lists(st.booleans(), min_size=5, max_size=5))
@@ -191,28 +220,7 @@ def test_lines_read_from_stored_lines_are_the_parsed_lines(
     for (grow, clock, edits), choice in zip(turns, tool_choice, strict=False):
         turn += grow
         fields = {"tool_choice": {"type": "auto"}} if choice else {}
-        line = _edited(wire_json(_body(turn, clock, **fields)), edits)
-        try:
-            parsed = loads(line)
-        except ValueError:
-            parsed = None
-        try:
-            found = lineages.segment_reheaded("anthropic", line)
-        except CaptureError:
-            found = None
-        if found is None:
-            if isinstance(parsed, dict):
-                with contextlib.suppress(CaptureError):
-                    lineages.segment_captured("anthropic", parsed, line)
-            continue
-        assert parsed is not None
-        body = found.segmented.body
-        assert body == parsed and list(body) == list(parsed)
-        expected = segment_request("anthropic", parsed)
-        assert [(s.kind, s.name, s.digest, s.breakpoint, s.path)
-                for s in found.segmented.segments] == \
-            [(s.kind, s.name, s.digest, s.breakpoint, s.path) for s in expected.segments]
-        assert found.segmented.data == expected.data
+        _read_checked(lineages, _edited(wire_json(_body(turn, clock, **fields)), edits))
 
 
 # -- the history in the middle (Claude Code's order: model, messages, system, tools, ...) ----
@@ -278,29 +286,7 @@ def test_history_in_the_middle_read_from_stored_lines_is_the_parsed_line(
                                              {"stream": True} if change == "stream" else {}))
         if change == "drop-tools":
             del body["tools"]
-        line = _edited_anywhere(wire_json(body), edits)
-        try:
-            parsed = loads(line)
-        except ValueError:
-            parsed = None
-        try:
-            found = lineages.segment_reheaded("anthropic", line)
-        except CaptureError:
-            found = None
-        if found is None:
-            if isinstance(parsed, dict):
-                with contextlib.suppress(CaptureError):
-                    lineages.segment_captured("anthropic", parsed, line)
-            continue
-        read += 1
-        assert parsed is not None
-        got = found.segmented.body
-        assert got == parsed and list(got) == list(parsed)
-        expected = segment_request("anthropic", parsed)
-        assert [(s.kind, s.name, s.digest, s.breakpoint, s.path)
-                for s in found.segmented.segments] == \
-            [(s.kind, s.name, s.digest, s.breakpoint, s.path) for s in expected.segments]
-        assert found.segmented.data == expected.data
+        read += _read_checked(lineages, _edited_anywhere(wire_json(body), edits))
 
 
 def test_claude_code_ordered_clock_lines_are_read_from_stored_lines() -> None:

@@ -305,14 +305,7 @@ def first_divergent_index(a: Sequence[Segment], b: Sequence[Segment], start: int
             lo = max(lo, heads) - heads
             if type(x) is Snapshot:
                 lo = max(lo, x.shared_prefix(y))
-            hi -= heads
-            while lo < hi:
-                mid = (lo + hi) // 2
-                if x[mid].prefix_digest == y[mid].prefix_digest:
-                    lo = mid + 1
-                else:
-                    hi = mid
-            return lo + heads
+            return heads + _search(x, y, lo, hi - heads)
     elif type(a) is Snapshot or type(b) is Snapshot:  # not isinstance: an ABC check is slower
         x, nx = a.first_part() if type(a) is Snapshot else (a, hi)
         y, ny = b.first_part() if type(b) is Snapshot else (b, hi)
@@ -322,6 +315,12 @@ def first_divergent_index(a: Sequence[Segment], b: Sequence[Segment], start: int
             a, b, hi = x, y, cut  # the divergence is inside both first parts
         else:
             lo = max(lo, cut)
+    return _search(a, b, lo, hi)
+
+
+def _search(a: Sequence[Segment], b: Sequence[Segment], lo: int, hi: int) -> int:
+    """The first index in ``[lo, hi)`` whose chained digests differ (``hi``: none), by
+    binary search: the digests agree below ``lo`` and, once different, stay different."""
     while lo < hi:
         mid = (lo + hi) // 2
         if a[mid].prefix_digest == b[mid].prefix_digest:
